@@ -1,0 +1,125 @@
+"""Operator graphs: the plain values the tracer produces and the estimator / ILP / DP consume.
+
+An :class:`Op` is one schedulable unit on one accelerator. Tensor-core work is described by GEMMs
+(``C[b, m, n] = A[b, m, k] @ B[b, k, n]``); vector-core work by a number of elements and a kind that
+fixes its per-element cycle cost; communication by a collective kind, its payload and group size.
+A fused operator (a matmul with its elementwise epilogue) carries both GEMMs and vector elements and
+runs on ``unit="tc+vc"``.
+
+Forward and backward graphs are separate DAGs over their own op lists (``OpGraph``); backward op ``i``
+is the gradient of forward op ``i`` and the backward edges are the forward edges reversed.
+All sizes are bytes, all work FLOPs; names carry their unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# What kind of computation an operator is (for reporting and for the vector cost model).
+OP_KINDS = ("matmul", "bmm", "elementwise", "softmax", "norm", "reduction", "data", "comm")
+# Which resources it occupies on one accelerator.
+UNITS = ("tc", "vc", "tc+vc", "comm", "none")
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """``C[batch, m, n] = A[batch, m, k] @ B[batch, k, n]``."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.k * self.n
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.m, self.k, self.n)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator of a layer graph (forward or backward)."""
+
+    name: str
+    kind: str  # one of OP_KINDS
+    unit: str  # one of UNITS
+    gemms: tuple[Gemm, ...] = ()
+    vector_elements: int = 0  # elements processed on the vector cores
+    vector_kind: str = ""  # cost class on the vector cores: "add", "mul", "gelu", "silu", "softmax", "norm", ...
+    comm_kind: str = ""  # "allreduce" | "allgather" | "p2p" for communication operators
+    comm_bytes: int = 0  # payload per participant
+    comm_group: int = 1  # number of participants
+    flops: int = 0  # arithmetic work of this op (this direction)
+    bytes_read: int = 0
+    bytes_written: int = 0
+    param_bytes: int = 0  # parameters owned by this op (forward op only)
+    stash_bytes: int = 0  # activations this op keeps for the backward pass (forward op only)
+    in_shapes: tuple[tuple[int, ...], ...] = ()
+    out_shape: tuple[int, ...] = ()
+    fused: tuple[str, ...] = ()  # names of the traced ops merged into this one
+
+    @property
+    def gemm_flops(self) -> int:
+        return sum(g.flops for g in self.gemms)
+
+
+@dataclass(frozen=True)
+class OpGraph:
+    """A DAG of operators; ``edges`` are ``(i, j)`` index pairs meaning op i finishes before op j starts."""
+
+    ops: tuple[Op, ...]
+    edges: tuple[tuple[int, int], ...]
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    @property
+    def flops(self) -> int:
+        return sum(op.flops for op in self.ops)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A layer of the model: pre-layers (embeddings), a repeated transformer block, post-layers (head, loss)."""
+
+    name: str  # "pre", "block", "post"
+    repeat: int
+    fwd: OpGraph
+    bwd: OpGraph
+    params: int  # parameter count (elements) on one device at this tensor width
+    param_bytes: int
+    flops_fwd: int
+    flops_bwd: int
+    activation_stash_bytes: int  # kept from forward to backward (one microbatch)
+    input_bytes: int  # what enters the layer (stashed when the layer's stage recomputes)
+    output_bytes: int  # what leaves the layer (crosses a pipeline boundary)
+
+    @property
+    def num_ops(self) -> int:
+        return len(self.fwd.ops)
+
+
+@dataclass(frozen=True)
+class ModelGraph:
+    """A whole model at one (sequence length, microbatch, tensor width): pre, block × L, post."""
+
+    workload: str
+    seq_len: int
+    microbatch: int
+    tensor_width: int
+    bytes_per_element: int
+    layers: tuple[Layer, ...] = field(default_factory=tuple)
+
+    @property
+    def num_layers(self) -> int:
+        return sum(layer.repeat for layer in self.layers)
+
+    @property
+    def params_total(self) -> int:
+        return sum(layer.params * layer.repeat for layer in self.layers)
+
+    def expanded(self) -> list[Layer]:
+        """The layers in execution order with repeats unrolled (a chain for the placement DP)."""
+        return [layer for layer in self.layers for _ in range(layer.repeat)]
