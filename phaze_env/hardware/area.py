@@ -1,0 +1,78 @@
+"""Die-area model of a PHAZE accelerator (mm², 7 nm class).
+
+Two quantities:
+
+* ``arch_area_mm2`` — the area of what the search varies: tensor cores, vector cores and the on-chip
+  buffer. The PHAZE area window (``0.3·budget ≤ area ≤ budget``) is applied to this quantity, with the
+  budget equal to the TPUv4-like configuration's value. A fixed uncore term would shift every design by
+  the same amount and make the 0.3 lower bound nearly vacuous, so it is kept out of the window.
+* ``die_area_mm2`` — ``arch_area_mm2`` plus a fixed uncore (HBM PHYs and controllers, chip-to-chip
+  SerDes, scalar/DMA/control logic), a die-size figure to sanity-check against public numbers.
+
+Constants are order-of-magnitude estimates for a 7 nm process, then calibrated so that the TPUv4-like
+preset lands near 400 mm² (TPUv4 is a 7 nm die of "< 400 mm²"-class size; Jouppi et al., ISCA 2023,
+report it below 600 mm²):
+
+* ``MAC_AREA_MM2`` (1.0e-3 mm² = 1000 µm²): one bf16 multiplier, fp32 accumulator adder and the
+  systolic pipeline registers. An A100 (826 mm², 7 nm) spends roughly a quarter of its die on
+  ~110 k dense fp16/bf16 FMA lanes, ≈ 1.9e-3 mm² each including FP64/INT/sparsity support that a
+  bf16-only MXU does not need; half of that is our figure.
+* ``TC_EDGE_AREA_MM2_PER_LANE`` (2e-3 mm²): per row and per column of an array — input skew FIFOs,
+  weight staging, output accumulators at the array edge.
+* ``TC_CORE_OVERHEAD_MM2`` (0.5 mm²): per tensor core — sequencer, instruction buffer, buffer port.
+* ``VC_LANE_AREA_MM2`` (0.05 mm²): per vector lane — a few fp32 ALUs, a transcendental unit slice and a
+  vector-register-file slice (TPU vector lanes are 8 sublanes deep, hence large).
+* ``VC_CORE_OVERHEAD_MM2`` (0.5 mm²): per vector core — issue logic and buffer port.
+* ``SRAM_AREA_MM2_PER_MB`` (0.875 mm²/MB): on-chip buffer including periphery and wiring. The TPUv4i
+  floorplan (Jouppi et al., ISCA 2021) shows its 128 MiB CMEM taking ≈ 28 % of a ≈ 400 mm² die.
+  (Raw 7 nm high-density bit cells are ≈ 0.027 µm², i.e. ≈ 0.23 mm²/MB before periphery.)
+* ``UNCORE_AREA_MM2`` (135 mm²): 4 HBM2 PHY + controller pairs at ≈ 12 mm² each (48), six ICI links
+  plus PCIe SerDes (40), scalar cores, DMA engines, on-chip network, SparseCores and control (47;
+  SparseCores alone are ≈ 5 % of the TPUv4 die per Jouppi et al. 2023).
+
+With these, the TPUv4-like preset has an architecture area of ≈ 265 mm² (the budget) and a die area of
+≈ 400 mm². All functions accept numpy arrays and broadcast.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAC_AREA_MM2 = 1.0e-3
+TC_EDGE_AREA_MM2_PER_LANE = 2.0e-3
+TC_CORE_OVERHEAD_MM2 = 0.5
+VC_LANE_AREA_MM2 = 0.05
+VC_CORE_OVERHEAD_MM2 = 0.5
+SRAM_AREA_MM2_PER_MB = 0.875
+UNCORE_AREA_MM2 = 135.0
+
+
+def tensor_core_area_mm2(tc_width, tc_depth):
+    """Area of one ``tc_width × tc_depth`` systolic tensor core."""
+    macs = np.multiply(tc_width, tc_depth)
+    edge_lanes = np.add(tc_width, tc_depth)
+    return macs * MAC_AREA_MM2 + edge_lanes * TC_EDGE_AREA_MM2_PER_LANE + TC_CORE_OVERHEAD_MM2
+
+
+def vector_core_area_mm2(vc_width):
+    """Area of one vector core with ``vc_width`` lanes."""
+    return np.multiply(vc_width, VC_LANE_AREA_MM2) + VC_CORE_OVERHEAD_MM2
+
+
+def buffer_area_mm2(buffer_mb):
+    """Area of the shared on-chip buffer (SRAM) of ``buffer_mb`` MB."""
+    return np.multiply(buffer_mb, SRAM_AREA_MM2_PER_MB)
+
+
+def arch_area_mm2(num_tc, tc_width, tc_depth, num_vc, vc_width, buffer_mb):
+    """Area of the searched components: tensor cores + vector cores + on-chip buffer (the window quantity)."""
+    return (
+        np.multiply(num_tc, tensor_core_area_mm2(tc_width, tc_depth))
+        + np.multiply(num_vc, vector_core_area_mm2(vc_width))
+        + buffer_area_mm2(buffer_mb)
+    )
+
+
+def die_area_mm2(num_tc, tc_width, tc_depth, num_vc, vc_width, buffer_mb):
+    """``arch_area_mm2`` plus the fixed uncore: a whole-die estimate."""
+    return arch_area_mm2(num_tc, tc_width, tc_depth, num_vc, vc_width, buffer_mb) + UNCORE_AREA_MM2

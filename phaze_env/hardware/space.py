@@ -1,0 +1,222 @@
+"""PHAZE's architecture search space and the non-architecture knobs searched with it.
+
+Rules (DESIGN.md, from PHAZE's public code): tensor-core count and vector-core count 1…4096, tensor-core
+width and depth 2…256, on-chip buffer 2…128 MB — all powers of two; the vector-core width equals the
+tensor-core width. A configuration is in the space when ``lower·budget ≤ area ≤ budget`` with
+``lower = 0.3`` and ``budget`` the TPUv4-like configuration's architecture area
+(:func:`phaze_env.hardware.area.arch_area_mm2`); the lower bound is waived for designs with a single
+tensor core or a single vector core.
+
+:class:`ArchSpace` enumerates the in-window configurations once, with numpy, in lexicographic order of
+``(num_tc, num_vc, tc_width, tc_depth, buffer_mb)``; ``space[i]`` and ``space.index(acc)`` convert
+between index and :class:`Accelerator`. :class:`KnobSpace` holds the microbatch sizes, recompute flags and
+HBM capacities that the search combines with every architecture.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from phaze_env.hardware import area
+from phaze_env.hardware.accelerator import TPUV4, Accelerator
+
+
+def powers_of_two(low: int, high: int) -> tuple[int, ...]:
+    """``(low, 2·low, …, high)`` for powers of two ``low ≤ high``."""
+    values, value = [], low
+    while value <= high:
+        values.append(value)
+        value *= 2
+    return tuple(values)
+
+
+NUM_TC_VALUES = powers_of_two(1, 4096)
+NUM_VC_VALUES = powers_of_two(1, 4096)
+TC_DIM_VALUES = powers_of_two(2, 256)
+BUFFER_MB_VALUES = powers_of_two(2, 128)
+AREA_WINDOW_LOWER = 0.3
+# Window comparisons tolerate rounding so the TPUv4 configuration itself (area == budget) is inside.
+_AREA_RTOL = 1e-9
+
+ARCH_COLUMNS = ("num_tc", "num_vc", "tc_width", "tc_depth", "buffer_mb")
+
+
+def area_budget_mm2(reference: Accelerator = TPUV4) -> float:
+    """The area budget: the architecture area of the reference (TPUv4-like) configuration."""
+    return reference.area_mm2
+
+
+def in_area_window(num_tc, num_vc, area_mm2, budget_mm2: float, lower: float = AREA_WINDOW_LOWER):
+    """PHAZE's window rule, vectorised: ``lower·budget ≤ area ≤ budget``, lower bound waived for 1 TC or 1 VC."""
+    upper_ok = np.asarray(area_mm2) <= budget_mm2 * (1 + _AREA_RTOL)
+    lower_ok = np.asarray(area_mm2) >= lower * budget_mm2 * (1 - _AREA_RTOL)
+    waived = (np.asarray(num_tc) == 1) | (np.asarray(num_vc) == 1)
+    return upper_ok & (lower_ok | waived)
+
+
+@dataclass(frozen=True)
+class KnobSpace:
+    """Non-architecture knobs searched together with each architecture."""
+
+    microbatches: tuple[int, ...] = (1, 2, 4, 8)
+    recompute: tuple[bool, ...] = (False, True)
+    hbm_gb: tuple[float, ...] = (32.0, 64.0, 80.0)
+
+    def __post_init__(self) -> None:
+        for name in ("microbatches", "recompute", "hbm_gb"):
+            values = tuple(getattr(self, name))
+            if not values:
+                raise ValueError(f"KnobSpace.{name} must not be empty")
+            if len(set(values)) != len(values):
+                raise ValueError(f"KnobSpace.{name} has duplicate values: {values}")
+            object.__setattr__(self, name, values)
+        if any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in self.microbatches):
+            raise ValueError(f"KnobSpace.microbatches must be positive integers, got {self.microbatches}")
+        if any(not h > 0 for h in self.hbm_gb):
+            raise ValueError(f"KnobSpace.hbm_gb must be positive, got {self.hbm_gb}")
+
+    def __len__(self) -> int:
+        return len(self.microbatches) * len(self.recompute) * len(self.hbm_gb)
+
+    def __iter__(self) -> Iterator[tuple[int, bool, float]]:
+        """``(microbatch, recompute, hbm_gb)`` tuples in lexicographic order."""
+        return iter(itertools.product(self.microbatches, self.recompute, self.hbm_gb))
+
+    def __getitem__(self, i: int) -> tuple[int, bool, float]:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"knob index {i} out of range for {n} knob settings")
+        i %= n
+        i_mb, rest = divmod(i, len(self.recompute) * len(self.hbm_gb))
+        i_rc, i_hbm = divmod(rest, len(self.hbm_gb))
+        return (self.microbatches[i_mb], self.recompute[i_rc], self.hbm_gb[i_hbm])
+
+    def index(self, knobs: tuple[int, bool, float]) -> int:
+        microbatch, recompute, hbm_gb = knobs
+        try:
+            i_mb = self.microbatches.index(microbatch)
+            i_rc = self.recompute.index(recompute)
+            i_hbm = self.hbm_gb.index(hbm_gb)
+        except ValueError:
+            raise ValueError(f"{knobs!r} is not in this knob space") from None
+        return (i_mb * len(self.recompute) + i_rc) * len(self.hbm_gb) + i_hbm
+
+
+@dataclass(frozen=True)
+class ArchSpace:
+    """The in-window architectures of PHAZE's space (or a reduced space with custom value lists).
+
+    ``len(space)``, iteration, ``space[i]`` and ``space.index(acc)`` work on architectures; the knobs are in
+    ``space.knobs`` and ``space.total_points`` counts architecture × knob combinations. ``base`` supplies
+    the fields the space does not vary (HBM capacity and bandwidth, clock, element size).
+    """
+
+    num_tc: Sequence[int] = NUM_TC_VALUES
+    num_vc: Sequence[int] = NUM_VC_VALUES
+    tc_width: Sequence[int] = TC_DIM_VALUES
+    tc_depth: Sequence[int] = TC_DIM_VALUES
+    buffer_mb: Sequence[int] = BUFFER_MB_VALUES
+    knobs: KnobSpace = KnobSpace()
+    budget_mm2: float | None = None  # None: the TPUv4-like configuration's area
+    area_window_lower: float = AREA_WINDOW_LOWER
+    base: Accelerator = TPUV4
+    _arrays: dict = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ARCH_COLUMNS:
+            values = tuple(sorted(set(getattr(self, name))))
+            if not values:
+                raise ValueError(f"ArchSpace.{name} must not be empty")
+            object.__setattr__(self, name, values)
+        if self.budget_mm2 is None:
+            object.__setattr__(self, "budget_mm2", area_budget_mm2())
+        object.__setattr__(self, "_arrays", self._enumerate())
+
+    # --- enumeration -------------------------------------------------------------------------------
+    def _enumerate(self) -> dict[str, np.ndarray]:
+        grids = np.meshgrid(*(np.asarray(getattr(self, c), dtype=np.int64) for c in ARCH_COLUMNS), indexing="ij")
+        cols = {c: g.ravel() for c, g in zip(ARCH_COLUMNS, grids)}
+        areas = area.arch_area_mm2(cols["num_tc"], cols["tc_width"], cols["tc_depth"], cols["num_vc"], cols["tc_width"], cols["buffer_mb"])
+        keep = in_area_window(cols["num_tc"], cols["num_vc"], areas, self.budget_mm2, self.area_window_lower)
+        arrays = {c: v[keep] for c, v in cols.items()}
+        arrays["vc_width"] = arrays["tc_width"]
+        arrays["area_mm2"] = areas[keep]
+        for name in ("num_tc", "tc_width", "tc_depth", "buffer_mb", "num_vc", "vc_width"):
+            arrays[name].setflags(write=False)
+        arrays["area_mm2"].setflags(write=False)
+        return arrays
+
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Column arrays of every in-window configuration: num_tc, num_vc, tc_width, tc_depth, buffer_mb,
+        vc_width, area_mm2 (read-only)."""
+        return self._arrays
+
+    def __len__(self) -> int:
+        return int(self._arrays["num_tc"].size)
+
+    @property
+    def total_points(self) -> int:
+        """Architectures × knob settings."""
+        return len(self) * len(self.knobs)
+
+    def __getitem__(self, i: int) -> Accelerator:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"architecture index {i} out of range for a space of {n}")
+        i %= n
+        a = self._arrays
+        return self.base.replace(
+            num_tc=int(a["num_tc"][i]), num_vc=int(a["num_vc"][i]), tc_width=int(a["tc_width"][i]),
+            tc_depth=int(a["tc_depth"][i]), vc_width=int(a["vc_width"][i]), buffer_mb=int(a["buffer_mb"][i]),
+        )
+
+    def __iter__(self) -> Iterator[Accelerator]:
+        return (self[i] for i in range(len(self)))
+
+    def _keys(self) -> np.ndarray:
+        """One sortable integer key per configuration (lexicographic order = enumeration order)."""
+        key = np.zeros(len(self), dtype=np.int64)
+        for c in ARCH_COLUMNS:
+            key = key * 8192 + self._arrays[c]
+        return key
+
+    def index(self, acc: Accelerator) -> int:
+        """Position of ``acc``'s architecture in the space; ``ValueError`` if it is not in it."""
+        if acc.vc_width != acc.tc_width:
+            raise ValueError(f"vector-core width {acc.vc_width} differs from tensor-core width {acc.tc_width}: not in the space")
+        key = 0
+        for c in ARCH_COLUMNS:
+            key = key * 8192 + getattr(acc, c)
+        keys = self._keys()
+        i = int(np.searchsorted(keys, key))
+        if i == len(keys) or keys[i] != key:
+            raise ValueError(f"{acc} is not in this space (outside the value lists or the area window)")
+        return i
+
+    def __contains__(self, acc: object) -> bool:
+        if not isinstance(acc, Accelerator):
+            return False
+        try:
+            self.index(acc)
+        except ValueError:
+            return False
+        return True
+
+    # --- unique core configurations (latency-table axes) --------------------------------------------
+    def tc_configs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Unique ``(num_tc, tc_width, tc_depth, buffer_mb)`` rows (``(T, 4)`` int array) and, per
+        architecture, the row it uses."""
+        a = self._arrays
+        rows = np.stack([a["num_tc"], a["tc_width"], a["tc_depth"], a["buffer_mb"]], axis=1)
+        return np.unique(rows, axis=0, return_inverse=True)
+
+    def vc_configs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Unique ``(num_vc, vc_width)`` rows (``(V, 2)`` int array) and, per architecture, the row it uses."""
+        a = self._arrays
+        rows = np.stack([a["num_vc"], a["vc_width"]], axis=1)
+        return np.unique(rows, axis=0, return_inverse=True)
