@@ -6,8 +6,9 @@ fixes its per-element cycle cost; communication by a collective kind, its payloa
 A fused operator (a matmul with its elementwise epilogue) carries both GEMMs and vector elements and
 runs on ``unit="tc+vc"``.
 
-Forward and backward graphs are separate DAGs over their own op lists (``OpGraph``); backward op ``i``
-is the gradient of forward op ``i`` and the backward edges are the forward edges reversed.
+Forward and backward graphs are separate DAGs over their own op lists (``OpGraph``): the backward graph
+holds the gradient of every forward op that has backward work (plus the conjugate collectives of
+tensor parallelism), with the forward edges reversed.
 All sizes are bytes, all work FLOPs; names carry their unit.
 """
 
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field
 OP_KINDS = ("matmul", "bmm", "elementwise", "softmax", "norm", "reduction", "data", "comm")
 # Which resources it occupies on one accelerator.
 UNITS = ("tc", "vc", "tc+vc", "comm", "none")
+# Cost classes of vector work (the estimator gives each a cycles-per-element figure).
+VECTOR_KINDS = ("add", "mul", "relu", "gelu", "silu", "tanh", "exp", "softmax", "norm", "reduce", "copy", "gather", "loss")
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,8 @@ class Op:
     unit: str  # one of UNITS
     gemms: tuple[Gemm, ...] = ()
     vector_elements: int = 0  # elements processed on the vector cores
-    vector_kind: str = ""  # cost class on the vector cores: "add", "mul", "gelu", "silu", "softmax", "norm", ...
+    vector_kind: str = ""  # cost class on the vector cores (see VECTOR_KINDS); "mixed" when fused from several
+    vector_parts: tuple[tuple[str, int], ...] = ()  # (vector kind, elements) of each fused part; sums to vector_elements
     comm_kind: str = ""  # "allreduce" | "allgather" | "p2p" for communication operators
     comm_bytes: int = 0  # payload per participant
     comm_group: int = 1  # number of participants
