@@ -1,0 +1,64 @@
+"""The result of a placement search: a frozen, JSON-friendly :class:`Plan`."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A training placement and its performance breakdown (seconds, bytes, per device).
+
+    ``time_per_batch_s = (microbatches_per_replica + p - 1) · max(stage_times_s) + allreduce_s``;
+    ``stage_times_s`` are per microbatch (forward + backward + recompute forward + p2p sends);
+    ``memory_bytes`` is the breakdown of the stage with the largest footprint (the worst device);
+    ``p2p_s`` is the point-to-point part of ``time_per_batch_s`` (the slowest stage's p2p per microbatch
+    × (m_r + p - 1)); ``allreduce_s`` the data-parallel gradient all-reduce of the slowest stage.
+    For a DAG, ``stage_layers`` is authoritative and ``stage_bounds`` holds each stage's (min, max) layer.
+    An infeasible plan has ``feasible=False``, a ``reason`` and zero throughput.
+    """
+
+    feasible: bool
+    reason: str = ""
+    throughput_samples_s: float = 0.0
+    time_per_batch_s: float = math.inf
+    tokens_s: float | None = None
+    mfu: float | None = None
+    tensor_width: int = 0
+    data_parallel: int = 0
+    pipeline_stages: int = 0
+    microbatch: int = 0
+    microbatches_per_replica: int = 0
+    devices_used: int = 0
+    hbm_bytes: float = 0.0
+    stage_bounds: tuple[tuple[int, int], ...] = ()
+    stage_layers: tuple[tuple[int, ...], ...] = ()
+    recompute: tuple[bool, ...] = ()
+    stage_times_s: tuple[float, ...] = ()
+    stage_p2p_s: tuple[float, ...] = ()
+    stage_allreduce_s: tuple[float, ...] = ()
+    stage_memory_bytes: tuple[float, ...] = ()
+    bubble_fraction: float = 0.0
+    memory_bytes: dict[str, float] = field(default_factory=dict)
+    allreduce_s: float = 0.0
+    p2p_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (tuples become lists)."""
+        return json_ready(dataclasses.asdict(self))
+
+
+def json_ready(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(item) for item in value]
+    return value
+
+
+def infeasible(reason: str, **fields: Any) -> Plan:
+    """A plan that does not exist, with the reason."""
+    return Plan(feasible=False, reason=reason, **fields)

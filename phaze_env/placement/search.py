@@ -1,0 +1,294 @@
+"""Exact search of the best (data, pipeline) degrees and stage partition for one tensor width.
+
+Model (1F1B / PipeDream-Flush, ``p`` stages, ``d`` replicas, ``m_r = ceil(B / (d·m))`` microbatches
+per replica):
+
+* stage time per microbatch ``c = Σfwd + Σbwd (+ Σfwd if it recomputes) + p2p sends``;
+* the stage at index ``k`` holds ``n = min(p - k, m_r)`` microbatches in flight; its memory is
+  ``weights + gradients + optimizer + activations`` with activations ``n·Σstash`` (stash) or
+  ``n·input + Σstash`` (recompute: inputs per microbatch, one full stash transiently);
+* ``T = (m_r + p - 1) · max_k c_k + max_k allreduce(gradient bytes of stage k, d)``.
+
+Exactness. A stage recomputes only when stashing does not fit (recompute never shortens a stage and
+never changes its gradient bytes), so each (stage, n) has one cost. Counting stages from the end
+(``s = p - k``) makes ``n = min(s, m_r)`` independent of ``p``: one suffix DP
+``f_s(a) = min_b max(c_{min(s, m_r)}(a, b), f_{s-1}(b))`` gives the min-max stage time for every ``p``.
+For fixed ``(d, p)`` the objective ``M·C + A(P)`` (``C`` max stage time, ``P`` max stage parameter
+bytes, ``A`` the increasing all-reduce time) is minimised exactly by walking the (C, P) Pareto front
+with the ε-constraint method: ``P_i = min P s.t. C ≤ C_i``, ``C_{i+1} = min C s.t. P < P_i``, stopping
+when ``M·C_i`` plus the smallest possible all-reduce cannot beat the incumbent.
+Among data-parallel degrees with the same ``m_r`` the smallest one dominates (same stages, fewer
+replicas in the all-reduce, more devices left for stages), and ``(m_r, p)`` pairs are visited in order
+of a lower bound on ``T`` so most are never solved.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from phaze_env.comm import allreduce_s
+from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
+from phaze_env.placement.plan import Plan, infeasible
+from phaze_env.placement.stages import StageTable
+
+_LOWER_BOUND_SLACK = 1.0 - 1e-12  # keeps rounding in prefix sums from pruning an exact tie
+
+
+class StageCosts:
+    """Stage time matrices ``c_n(a, b)`` per number ``n`` of microbatches in flight (``inf`` = does not fit)."""
+
+    def __init__(self, table: StageTable, settings: Settings):
+        self.table = table
+        self.settings = settings
+        self.state_bytes = table.param_bytes * settings.state_factor
+        self.plain_s = np.where(table.valid, table.fwd_s + table.bwd_s + table.p2p_s, np.inf)
+        self.recompute_s = self.plain_s + table.fwd_s
+        self.param_bytes = np.where(table.valid, table.param_bytes, np.inf)
+        self._cache: dict[int, np.ndarray] = {}
+
+    def stash_fits(self, n: int) -> np.ndarray:
+        return self.state_bytes + n * self.table.stash_bytes <= self.settings.hbm_bytes
+
+    def recompute_fits(self, n: int) -> np.ndarray:
+        return self.state_bytes + (n * self.table.input_bytes + self.table.stash_bytes) <= self.settings.hbm_bytes
+
+    def time(self, n: int) -> np.ndarray:
+        if n not in self._cache:
+            cost = np.where(self.stash_fits(n), self.plain_s, np.inf)
+            if self.settings.allow_recompute:
+                cost = np.where(np.isinf(cost) & self.recompute_fits(n), self.recompute_s, cost)
+            self._cache[n] = cost
+        return self._cache[n]
+
+
+def _add_stage(value: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """One DP step: best min-max over the stage ``(a, b)`` followed by the suffix from ``b``."""
+    return np.maximum(value, after[None, :]).min(axis=1)
+
+
+def _finish(table: StageTable) -> np.ndarray:
+    """``f_0``: zero stages cover only what is already complete."""
+    done = np.full(table.size, np.inf)
+    done[table.full] = 0.0
+    return done
+
+
+def _trace(table: StageTable, stages: int, value_at: Callable[[int], np.ndarray], suffix: Callable[[int], np.ndarray]):
+    """Recover the stage pairs of a DP optimum (``value_at(s)``: matrix of the stage ``s`` from the end)."""
+    pairs, a = [], table.empty
+    for s in range(stages, 0, -1):
+        b = int(np.argmin(np.maximum(value_at(s)[a], suffix(s - 1))))
+        pairs.append((a, b))
+        a = b
+    return pairs
+
+
+class SuffixDP:
+    """The min-max stage-time DP, shared between all ``p`` and, for ``s ≤ m_r``, between all ``m_r``."""
+
+    def __init__(self, costs: StageCosts):
+        self.costs = costs
+        self._shared = [_finish(costs.table)]  # f_s with n = s
+        self._capped: dict[int, list[np.ndarray]] = {}  # m_r -> f_s for s > m_r (n = m_r)
+
+    def suffix(self, m_r: int, s: int) -> np.ndarray:
+        if s <= m_r:
+            while len(self._shared) <= s:
+                self._shared.append(_add_stage(self.costs.time(len(self._shared)), self._shared[-1]))
+            return self._shared[s]
+        capped = self._capped.setdefault(m_r, [])
+        while len(capped) < s - m_r:
+            previous = capped[-1] if capped else self.suffix(m_r, m_r)
+            capped.append(_add_stage(self.costs.time(m_r), previous))
+        return capped[s - m_r - 1]
+
+    def min_stage_time(self, m_r: int, p: int) -> float:
+        return float(self.suffix(m_r, p)[self.costs.table.empty])
+
+    def partition(self, m_r: int, p: int) -> list[tuple[int, int]]:
+        return _trace(self.costs.table, p, lambda s: self.costs.time(min(s, m_r)), lambda s: self.suffix(m_r, s))
+
+
+def _constrained_dp(table: StageTable, m_r: int, p: int, value_at: Callable[[int], np.ndarray]):
+    """A one-off suffix DP with its own value matrices; returns (optimum, pairs)."""
+    suffixes = [_finish(table)]
+    for s in range(1, p + 1):
+        suffixes.append(_add_stage(value_at(min(s, m_r)), suffixes[-1]))
+    optimum = float(suffixes[p][table.empty])
+    if math.isinf(optimum):
+        return optimum, []
+    return optimum, _trace(table, p, lambda s: value_at(min(s, m_r)), lambda s: suffixes[s])
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """Degrees of one candidate plan."""
+
+    data_parallel: int
+    stages: int
+    microbatches: int  # per replica
+
+
+class PlacementSearch:
+    """Best plan for one tensor width, microbatch size and HBM capacity (see module docstring)."""
+
+    def __init__(self, layers: LayerArrays, table: StageTable, settings: Settings, max_stages: int):
+        self.layers = layers
+        self.table = table
+        self.settings = settings
+        self.max_stages = max_stages
+        self.costs = StageCosts(table, settings)
+        self.dp = SuffixDP(self.costs)
+
+    def allreduce_s(self, param_bytes: float, data_parallel: int) -> float:
+        s = self.settings
+        return allreduce_s(param_bytes * GRADIENT_FACTOR, data_parallel, s.link_bandwidth_Bps, s.link_latency_s)
+
+    def run(self) -> Plan:
+        reason = self._obviously_infeasible()
+        if reason:
+            return infeasible(reason, tensor_width=self.settings.tensor_width, microbatch=self.settings.microbatch,
+                              hbm_bytes=self.settings.hbm_bytes)
+        best: Plan | None = None
+        for shape, bound_s in self._candidates():
+            if best is not None and bound_s >= best.time_per_batch_s:
+                break
+            plan = self._best_for_shape(shape, best)
+            if plan is not None and (best is None or plan.time_per_batch_s < best.time_per_batch_s):
+                best = plan
+        if best is None:
+            return infeasible(
+                f"no pipeline of at most {self.max_stages} stages fits {self.settings.hbm_bytes:.4g} B of HBM per device "
+                f"with {self.settings.n_devices} devices at tensor width {self.settings.tensor_width}",
+                tensor_width=self.settings.tensor_width, microbatch=self.settings.microbatch,
+                hbm_bytes=self.settings.hbm_bytes,
+            )
+        return best
+
+    def _obviously_infeasible(self) -> str:
+        s = self.settings
+        if s.tensor_width > s.n_devices:
+            return f"tensor width {s.tensor_width} exceeds the {s.n_devices} devices"
+        # Recompute never helps a stage holding one microbatch, so this is each layer's smallest footprint.
+        footprint = self.layers.param_bytes * s.state_factor + self.layers.stash_bytes
+        worst = int(np.argmax(footprint - s.hbm_bytes))
+        if footprint[worst] > s.hbm_bytes:
+            return (f"layer {worst} alone needs {footprint[worst]:.4g} B (weights, gradients, {s.optimizer} state and "
+                    f"one microbatch of activations) > {s.hbm_bytes:.4g} B of HBM at tensor width {s.tensor_width}")
+        return ""
+
+    def _candidates(self):
+        """``(shape, lower bound on T)`` for every ``(m_r, p)``, smallest ``d`` per ``m_r``, by increasing bound."""
+        s = self.settings
+        replicas = np.arange(1, s.n_devices // s.tensor_width + 1)
+        microbatches = -(-s.global_batch // (replicas * s.microbatch))
+        distinct, first = np.unique(microbatches, return_index=True)
+        replicas = replicas[first]
+        most_stages = np.minimum(self.max_stages, s.n_devices // (replicas * s.tensor_width))
+        d = np.repeat(replicas, most_stages)
+        m_r = np.repeat(distinct, most_stages)
+        p = np.concatenate([np.arange(1, k + 1) for k in most_stages])
+        layer_s = self.layers.fwd_s + self.layers.bwd_s
+        stage_bound_s = np.maximum(layer_s.max(), layer_s.sum() / p)
+        bound_s = (m_r + p - 1) * stage_bound_s * _LOWER_BOUND_SLACK
+        state = s.state_factor * np.maximum(self.layers.param_bytes.max(), self.layers.param_bytes.sum() / p)
+        keep = state * _LOWER_BOUND_SLACK <= s.hbm_bytes
+        order = np.lexsort((p[keep], d[keep], bound_s[keep]))
+        for i in order:
+            yield _Shape(int(d[keep][i]), int(p[keep][i]), int(m_r[keep][i])), float(bound_s[keep][i])
+
+    def _best_for_shape(self, shape: _Shape, incumbent: Plan | None) -> Plan | None:
+        stage_time_s = self.dp.min_stage_time(shape.microbatches, shape.stages)
+        if math.isinf(stage_time_s):
+            return None
+        if self.allreduce_s(1.0, shape.data_parallel) == 0.0:
+            return self._plan(shape, self.dp.partition(shape.microbatches, shape.stages))
+        return self._pareto_walk(shape, stage_time_s, incumbent)
+
+    def _pareto_walk(self, shape: _Shape, stage_time_s: float, incumbent: Plan | None) -> Plan | None:
+        """Exact ``min M·C + A(P)`` by the ε-constraint walk along the (C, P) Pareto front."""
+        slots = shape.microbatches + shape.stages - 1
+        smallest_params = max(self.layers.param_bytes.max(), self.layers.param_bytes.sum() / shape.stages)
+        floor_s = self.allreduce_s(smallest_params, shape.data_parallel) * _LOWER_BOUND_SLACK
+        best = incumbent
+        found = None
+        while best is None or slots * stage_time_s + floor_s < best.time_per_batch_s:
+            limit_s = stage_time_s
+            params, pairs = _constrained_dp(
+                self.table, shape.microbatches, shape.stages,
+                lambda n: np.where(self.costs.time(n) <= limit_s, self.costs.param_bytes, np.inf),
+            )
+            plan = self._plan(shape, pairs)
+            if best is None or plan.time_per_batch_s < best.time_per_batch_s:
+                best = found = plan
+            stage_time_s, _ = _constrained_dp(
+                self.table, shape.microbatches, shape.stages,
+                lambda n: np.where(self.costs.param_bytes < params, self.costs.time(n), np.inf),
+            )
+            if math.isinf(stage_time_s):
+                break
+        return found
+
+    def _plan(self, shape: _Shape, pairs: list[tuple[int, int]]) -> Plan:
+        """Evaluate a partition into a full :class:`Plan` (the reported numbers are recomputed here)."""
+        s, t = self.settings, self.table
+        recompute, times, p2p, allreduce, memory = [], [], [], [], []
+        for k, (a, b) in enumerate(pairs):
+            n = min(shape.stages - k, shape.microbatches)
+            plain = bool(self.costs.stash_fits(n)[a, b])
+            params = float(t.param_bytes[a, b])
+            recompute.append(not plain)
+            times.append(float(self.costs.plain_s[a, b] if plain else self.costs.recompute_s[a, b]))
+            p2p.append(float(t.p2p_s[a, b]))
+            allreduce.append(self.allreduce_s(params, shape.data_parallel))
+            activations = n * t.stash_bytes[a, b] if plain else n * t.input_bytes[a, b] + t.stash_bytes[a, b]
+            memory.append({
+                "weights": params,
+                "gradients": params * GRADIENT_FACTOR,
+                "optimizer": params * s.optimizer_factor,
+                "activations": float(activations),
+            })
+        for item in memory:
+            item["total"] = item["weights"] + item["gradients"] + item["optimizer"] + item["activations"]
+        slots = shape.microbatches + shape.stages - 1
+        slowest = int(np.argmax(times))
+        time_per_batch_s = slots * times[slowest] + max(allreduce)
+        throughput = s.global_batch / time_per_batch_s
+        devices = shape.data_parallel * shape.stages * s.tensor_width
+        layers = tuple(t.layers_of(a, b) for a, b in pairs)
+        return Plan(
+            feasible=True,
+            throughput_samples_s=throughput,
+            time_per_batch_s=time_per_batch_s,
+            tokens_s=None if s.seq_len is None else throughput * s.seq_len,
+            mfu=_mfu(s, throughput, devices),
+            tensor_width=s.tensor_width,
+            data_parallel=shape.data_parallel,
+            pipeline_stages=shape.stages,
+            microbatch=s.microbatch,
+            microbatches_per_replica=shape.microbatches,
+            devices_used=devices,
+            hbm_bytes=s.hbm_bytes,
+            stage_bounds=tuple((min(group), max(group)) for group in layers),
+            stage_layers=layers,
+            recompute=tuple(recompute),
+            stage_times_s=tuple(times),
+            stage_p2p_s=tuple(p2p),
+            stage_allreduce_s=tuple(allreduce),
+            stage_memory_bytes=tuple(item["total"] for item in memory),
+            bubble_fraction=(shape.stages - 1) / slots,
+            memory_bytes=max(memory, key=lambda item: item["total"]),
+            allreduce_s=max(allreduce),
+            p2p_s=slots * p2p[slowest],
+        )
+
+
+def _mfu(settings: Settings, throughput_samples_s: float, devices: int) -> float | None:
+    """Model FLOPs per second over the peak of the devices the plan uses."""
+    if settings.model_flops_per_sample is None or settings.peak_flops is None:
+        return None
+    return settings.model_flops_per_sample * throughput_samples_s / (settings.peak_flops * devices)

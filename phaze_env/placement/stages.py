@@ -1,0 +1,177 @@
+"""Candidate pipeline stages as matrices over pairs of downsets (ideals) of the layer graph.
+
+A pipeline of ``p`` stages is a chain of downsets ``∅ = I_0 ⊂ I_1 ⊂ … ⊂ I_p = all layers``; stage
+``k`` runs the layers ``I_{k+1} \\ I_k``. Every per-stage quantity is therefore a ``K × K`` matrix
+indexed by ``(a, b)`` = (downset before the stage, downset after it). For a chain of ``L`` layers the
+downsets are the ``L + 1`` prefixes, and the pair ``(a, b)`` with ``a < b`` is the stage of layers
+``a … b-1``. For a general DAG the downsets are enumerated (as PHAZE does), up to a size limit.
+
+Point-to-point traffic of a stage (per microbatch): it sends its boundary activations forward and
+the gradients of its inputs backward; it receives the others' sends (counted in their stage time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from phaze_env.comm import p2p_s
+from phaze_env.placement.inputs import LayerArrays
+
+
+class TooManyDownsetsError(ValueError):
+    """The layer DAG has more downsets than the DP is allowed to enumerate."""
+
+
+@dataclass(frozen=True)
+class StageTable:
+    """Per-stage quantities for every pair ``(a, b)`` of downsets; ``inf``/``False`` where ``a ⊄ b``."""
+
+    valid: np.ndarray  # a ⊊ b
+    fwd_s: np.ndarray  # sum of the stage's forward latencies
+    bwd_s: np.ndarray  # sum of the stage's backward latencies
+    p2p_s: np.ndarray  # forward send of its outputs + backward send of its input gradients
+    param_bytes: np.ndarray
+    stash_bytes: np.ndarray  # activations kept for backward, one microbatch, no recompute
+    input_bytes: np.ndarray  # what a recomputing stage keeps per microbatch instead
+    members: tuple[tuple[int, ...], ...]  # layers of each downset, sorted
+    empty: int  # index of the empty downset
+    full: int  # index of the downset of all layers
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    def layers_of(self, a: int, b: int) -> tuple[int, ...]:
+        """The layers of the stage between downsets ``a`` and ``b``."""
+        before = set(self.members[a])
+        return tuple(layer for layer in self.members[b] if layer not in before)
+
+
+def p2p_matrix(payload_bytes: np.ndarray, bandwidth_Bps: float, latency_s: float) -> np.ndarray:
+    """``comm.p2p_s`` applied elementwise (evaluated once per distinct payload)."""
+    distinct, inverse = np.unique(payload_bytes, return_inverse=True)
+    times = np.array([p2p_s(float(size), bandwidth_Bps, latency_s) for size in distinct])
+    return times[inverse].reshape(payload_bytes.shape)
+
+
+def _pair_difference(prefix: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """``prefix[b] - prefix[a]`` for valid pairs, ``0`` elsewhere (sums over the stage's layers)."""
+    return np.where(valid, prefix[None, :] - prefix[:, None], 0.0)
+
+
+def chain_stages(layers: LayerArrays, bandwidth_Bps: float, latency_s: float) -> StageTable:
+    """Stages of a chain: every contiguous range of layers (downsets are the prefixes)."""
+    count = len(layers)
+    index = np.arange(count + 1)
+    valid = index[:, None] < index[None, :]
+
+    def sums(values: np.ndarray) -> np.ndarray:
+        return _pair_difference(np.concatenate(([0.0], np.cumsum(values))), valid)
+
+    # Stage (a, b) = layers a..b-1: it sends layer b-1's output forward unless it is the last stage,
+    # and the gradient of layer a's input backward unless it is the first.
+    forward_send = np.concatenate((layers.output_bytes[:-1], [0.0]))  # indexed by b - 1
+    backward_send = np.concatenate(([0.0], layers.input_bytes[1:]))  # indexed by a
+    send_s = p2p_matrix(np.concatenate(([0.0], forward_send)), bandwidth_Bps, latency_s)
+    receive_grad_s = p2p_matrix(np.concatenate((backward_send, [0.0])), bandwidth_Bps, latency_s)
+    p2p = np.where(valid, send_s[None, :] + receive_grad_s[:, None], 0.0)
+    stage_input = np.where(valid, np.concatenate((layers.input_bytes, [0.0]))[:, None], 0.0)
+    return StageTable(
+        valid=valid,
+        fwd_s=sums(layers.fwd_s),
+        bwd_s=sums(layers.bwd_s),
+        p2p_s=p2p,
+        param_bytes=sums(layers.param_bytes),
+        stash_bytes=sums(layers.stash_bytes),
+        input_bytes=stage_input,
+        members=tuple(tuple(range(i)) for i in range(count + 1)),
+        empty=0,
+        full=count,
+    )
+
+
+def _successor_matrix(count: int, edges: Iterable[tuple[int, int]]) -> np.ndarray:
+    successors = np.zeros((count, count), dtype=bool)
+    for edge in edges:
+        if len(edge) != 2:
+            raise ValueError(f"an edge must be a pair (u, v), got {edge!r}")
+        u, v = (int(x) for x in edge)
+        if not (0 <= u < count and 0 <= v < count) or u == v:
+            raise ValueError(f"edge {edge!r} must join two different layers among 0..{count - 1}")
+        successors[u, v] = True
+    return successors
+
+
+def enumerate_downsets(successors: np.ndarray, max_downsets: int) -> list[int]:
+    """All downsets of the DAG as bitmasks, smallest first; ``TooManyDownsetsError`` beyond the limit."""
+    count = len(successors)
+    predecessor_masks = [sum(1 << u for u in np.flatnonzero(successors[:, v])) for v in range(count)]
+    seen = {0}
+    frontier = [0]
+    while frontier:
+        grown = []
+        for ideal in frontier:
+            for v in range(count):
+                if not ideal >> v & 1 and predecessor_masks[v] & ~ideal == 0 and (ideal | 1 << v) not in seen:
+                    seen.add(ideal | 1 << v)
+                    grown.append(ideal | 1 << v)
+            if len(seen) > max_downsets:
+                raise TooManyDownsetsError(
+                    f"the layer graph has more than {max_downsets} downsets; the DP over downsets would be too slow "
+                    "(raise max_downsets, or merge branches into coarser layers)"
+                )
+        frontier = grown
+    full = (1 << count) - 1
+    if full not in seen:
+        raise ValueError("the layer graph has a cycle")
+    return sorted(seen, key=lambda ideal: (bin(ideal).count("1"), ideal))
+
+
+def dag_stages(
+    layers: LayerArrays, edges: Iterable[tuple[int, int]], bandwidth_Bps: float, latency_s: float, max_downsets: int
+) -> StageTable:
+    """Stages of a DAG: differences of nested downsets.
+
+    A stage sends forward the outputs of its layers that feed a later stage, and backward the gradients
+    of the outputs it received from earlier stages; a recomputing stage keeps those received outputs
+    (plus ``input_bytes`` of graph sources it contains) per microbatch in flight.
+    """
+    count = len(layers)
+    successors = _successor_matrix(count, edges)
+    ideals = enumerate_downsets(successors, max_downsets)
+    member = np.array([[ideal >> v & 1 for v in range(count)] for ideal in ideals], dtype=bool)
+    inside = member.astype(float)
+    valid = (inside @ (~member).T.astype(float) == 0) & ~np.eye(len(ideals), dtype=bool)
+
+    def sums(values: np.ndarray) -> np.ndarray:
+        return _pair_difference(inside @ values, valid)
+
+    successors_inside = member.astype(float) @ successors.T.astype(float)  # [ideal, u] = successors of u in it
+    out_degree = successors.sum(axis=1)
+    feeds_later = member & (successors_inside < out_degree[None, :])  # in the ideal, with a successor outside
+    forward_out = feeds_later * layers.output_bytes[None, :]
+    forward_send = forward_out.sum(axis=1)[None, :] - inside @ forward_out.T
+    received = np.zeros((len(ideals), len(ideals)))
+    for a in range(len(ideals)):
+        feeds_stage = member[a][None, :] & (successors_inside > successors_inside[a][None, :])
+        received[a] = feeds_stage.astype(float) @ layers.output_bytes
+    sources = ~successors.any(axis=0)
+    stage_input = received + sums(np.where(sources, layers.input_bytes, 0.0))
+    p2p = p2p_matrix(np.where(valid, forward_send, 0.0), bandwidth_Bps, latency_s) + p2p_matrix(
+        np.where(valid, received, 0.0), bandwidth_Bps, latency_s
+    )
+    return StageTable(
+        valid=valid,
+        fwd_s=sums(layers.fwd_s),
+        bwd_s=sums(layers.bwd_s),
+        p2p_s=np.where(valid, p2p, 0.0),
+        param_bytes=sums(layers.param_bytes),
+        stash_bytes=sums(layers.stash_bytes),
+        input_bytes=np.where(valid, stage_input, 0.0),
+        members=tuple(tuple(int(v) for v in np.flatnonzero(row)) for row in member),
+        empty=0,
+        full=len(ideals) - 1,
+    )
