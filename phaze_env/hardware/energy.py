@@ -1,0 +1,85 @@
+"""Dynamic energy per operator (joules): the second objective next to latency.
+
+Per-event energies for a 7 nm-class bf16 accelerator, scaled from Horowitz, "Computing's energy
+problem", ISSCC 2014 (45 nm: fp16 multiply 1.1 pJ, fp32 add 0.9 pJ, 8 KB SRAM 64-bit read 10 pJ) by
+≈ 0.25 for 45 → 7 nm logic, and from published DRAM/SerDes figures:
+
+* ``MAC_PJ`` 0.5 pJ — one bf16 multiply with fp32 accumulation (2.0 pJ at 45 nm × 0.25).
+* ``VECTOR_LANE_CYCLE_PJ`` 1.0 pJ — one fp32 ALU operation plus its vector-register-file accesses.
+* ``SRAM_PJ_PER_BYTE`` 1.0 pJ — on-chip buffer access including wires across a large (MB-scale) array.
+* ``HBM_PJ_PER_BYTE`` 31 pJ — HBM2 ≈ 3.9 pJ/bit (O'Connor et al., MICRO 2017).
+* ``LINK_PJ_PER_BYTE`` 40 pJ — chip-to-chip SerDes ≈ 5 pJ/bit.
+
+Leakage/static power and clocking are not modelled (dynamic energy only). GEMM SRAM traffic counts what
+the arrays read and write per fold under the chosen dataflow (stationary tile + both streamed edges)
+plus the HBM traffic written into the buffer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phaze_env.hardware.accelerator import Accelerator
+from phaze_env.hardware.estimator import (
+    DATAFLOWS,
+    _ceil_div,
+    best_systolic_cycles,
+    gemm_traffic_bytes,
+    op_traffic_floor_bytes,
+    vector_cycles_per_element,
+)
+from phaze_env.workloads.graph import Gemm, Op
+
+MAC_PJ = 0.5
+VECTOR_LANE_CYCLE_PJ = 1.0
+SRAM_PJ_PER_BYTE = 1.0
+HBM_PJ_PER_BYTE = 31.0
+LINK_PJ_PER_BYTE = 40.0
+PJ = 1e-12
+
+
+def array_sram_bytes(gemm: Gemm, acc: Accelerator, dataflow: str) -> float:
+    """Bytes the arrays exchange with the buffer for ``gemm`` under ``dataflow`` (one core's folds)."""
+    b, m, k, n = gemm.as_tuple()
+    rows, cols = acc.tc_depth, acc.tc_width
+    spatial_rows, spatial_cols, streamed = {"os": (m, n, k), "ws": (k, n, m), "is": (k, m, n)}[dataflow]
+    folds = b * int(_ceil_div(spatial_rows, rows)) * int(_ceil_div(spatial_cols, cols))
+    per_fold = rows * cols + streamed * (rows + cols)
+    return float(folds * per_fold * acc.bytes_per_element)
+
+
+def gemm_energy_j(gemm: Gemm, acc: Accelerator) -> float:
+    """MACs + array↔buffer traffic + HBM traffic (written through the buffer) of one GEMM."""
+    b, m, k, n = gemm.as_tuple()
+    _, choice = best_systolic_cycles(b, m, k, n, acc.tc_depth, acc.tc_width, 1)
+    hbm_bytes = float(gemm_traffic_bytes(b, m, k, n, np.array([acc.buffer_bytes]), acc.bytes_per_element)[0])
+    sram_bytes = array_sram_bytes(gemm, acc, DATAFLOWS[int(choice)]) + hbm_bytes
+    macs = gemm.flops / 2
+    return PJ * (macs * MAC_PJ + sram_bytes * SRAM_PJ_PER_BYTE + hbm_bytes * HBM_PJ_PER_BYTE)
+
+
+def comm_bytes_per_participant(op: Op) -> float:
+    """Bytes each participant sends in a ring collective (what crosses its link)."""
+    g, payload = op.comm_group, float(op.comm_bytes)
+    if g <= 1 or payload == 0:
+        return 0.0
+    if op.comm_kind == "allreduce":
+        return 2 * (g - 1) / g * payload
+    if op.comm_kind in ("allgather", "reducescatter"):
+        return (g - 1) / g * payload
+    return payload  # p2p
+
+
+def op_energy_j(op: Op, acc: Accelerator) -> float:
+    """Dynamic energy of ``op`` on ``acc`` (joules); communication counts one participant's link bytes."""
+    if op.unit == "comm":
+        return PJ * comm_bytes_per_participant(op) * LINK_PJ_PER_BYTE
+    energy = 0.0
+    if op.unit in ("tc", "tc+vc"):
+        energy += sum(gemm_energy_j(g, acc) for g in op.gemms)
+    if op.unit in ("vc", "tc+vc"):
+        energy += PJ * op.vector_elements * vector_cycles_per_element(op) * VECTOR_LANE_CYCLE_PJ
+    if op.unit == "vc":
+        traffic = op_traffic_floor_bytes(op, acc.bytes_per_element)
+        energy += PJ * traffic * (HBM_PJ_PER_BYTE + SRAM_PJ_PER_BYTE)
+    return energy

@@ -1,0 +1,358 @@
+"""Analytic per-operator latency estimator (seconds) for PHAZE accelerators.
+
+Tensor-core GEMMs — a systolic-array model with tiling:
+
+* **Compute.** An array has ``R = tc_depth`` rows and ``C = tc_width`` columns. For a GEMM
+  ``M×K @ K×N`` each dataflow maps two dimensions onto the array (``Sr`` onto rows, ``Sc`` onto
+  columns) and streams the third (``T``), exactly as SCALE-Sim v1's analytical model (Samajdar et al.,
+  2018): output-stationary ``(Sr, Sc, T) = (M, N, K)``, weight-stationary ``(K, N, M)``,
+  input-stationary ``(K, M, N)``. One core takes ``⌈Sr/R⌉·⌈Sc/C⌉`` folds of ``2R + C + T − 2`` cycles
+  (fill, stream, drain), times ``batch``. On ``n`` cores the folds that do not share a reduction
+  (everything but the ``K`` folds) are dealt out to cores; weight- and input-stationary may also cut
+  the streamed dimension (an output dimension there) into ``n_t`` chunks, each core then streaming
+  ``⌈T/n_t⌉``. Splitting ``K`` across cores (which would need a cross-core reduction) is not modelled.
+  The best dataflow and split are chosen per GEMM (ties: OS, WS, IS order) — deterministic.
+* **Memory.** HBM traffic of a blocked GEMM depends on the on-chip buffer (shared by all cores): half of
+  it holds a resident block, the other half double-buffers the streamed tiles. Three schedules, the
+  cheapest feasible wins: a resident panel of A (``Tm`` rows × K; B is re-fetched ``⌈M/Tm⌉`` times), a
+  resident panel of B (A re-fetched ``⌈N/Tn⌉`` times), or a resident fp32 output block ``Tm×Tn`` with
+  both operands streamed (each re-fetched per block row/column). Traffic never drops below the
+  compulsory ``e·(MK + KN + MN)`` nor below the operator's traced ``bytes_read + bytes_written``.
+* **Latency** ``= max(compute, memory) + exposed``, where ``exposed`` is the first tile's load and the
+  last tile's store, which double-buffering cannot hide.
+
+Vector-core operators: ``⌈elements / (width·cores)⌉ · cycles_per_element(kind)``, bounded below by their
+HBM traffic. Fused ``tc+vc`` operators: GEMM time plus the epilogue's compute time on the vector cores
+(one vector core for the one-core latency, all for the all-cores one), **serially** — a conservative
+assumption; the epilogue's traffic is assumed to stay on chip (its operands are the GEMM's output
+tiles). Communication operators: ring collectives of :mod:`phaze_env.comm` on the cluster's links.
+
+Two latencies per operator, as PHAZE's ILP needs: on one core of its type (``parallel=False``) and split
+over all cores of its type (``parallel=True``). :func:`latency_table` computes both for every operator
+and every unique tensor-core ``(num_tc, tc_width, tc_depth, buffer_mb)`` and vector-core
+``(num_vc, vc_width)`` configuration at once with numpy broadcasting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from phaze_env import comm
+from phaze_env.hardware.accelerator import DEFAULT_CLOCK_HZ, MB_BYTES, Accelerator
+from phaze_env.workloads.graph import Op, OpGraph
+
+DATAFLOWS = ("os", "ws", "is")
+ACCUMULATOR_BYTES = 4  # fp32 partial sums of an output block held on chip
+RESIDENT_BUFFER_FRACTION = 0.5  # the rest double-buffers streamed tiles
+
+# Cycles per element per vector lane, by kind. Basic arithmetic is one lane-cycle; the others count the
+# passes and transcendental evaluations a straightforward implementation needs (e.g. softmax = max
+# pass + subtract/exp + sum pass + scale; GELU's tanh form ≈ 6 multiply-adds + tanh).
+VECTOR_CYCLES_PER_ELEMENT: dict[str, float] = {
+    "add": 1.0, "sub": 1.0, "mul": 1.0, "scale": 1.0, "bias": 1.0, "residual": 1.0, "mask": 1.0,
+    "relu": 1.0, "copy": 1.0, "transpose": 1.0, "cast": 1.0, "gather": 1.0, "embedding": 1.0,
+    "reduction": 1.0, "sum": 1.0, "dropout": 2.0, "exp": 3.0, "rope": 3.0,
+    "silu": 4.0, "swish": 4.0, "sigmoid": 4.0, "swiglu": 5.0, "tanh": 4.0, "gelu": 8.0,
+    "softmax": 5.0, "norm": 5.0, "layernorm": 5.0, "rmsnorm": 4.0, "cross_entropy": 6.0, "loss": 6.0,
+}
+# When an op has no (known) vector_kind, its op kind decides.
+_KIND_FALLBACK = {"elementwise": "add", "softmax": "softmax", "norm": "norm", "reduction": "reduction", "data": "copy"}
+DEFAULT_VECTOR_CYCLES_PER_ELEMENT = 2.0
+
+
+def _ceil_div(a, b):
+    return -(-np.asarray(a) // np.asarray(b))
+
+
+# --- tensor cores: compute -------------------------------------------------------------------------
+def systolic_cycles(batch, m, k, n, rows, cols, cores, dataflow: str) -> np.ndarray:
+    """Compute cycles of ``batch`` GEMMs ``m×k @ k×n`` on ``cores`` arrays of ``rows × cols`` (broadcasts)."""
+    batch, m, k, n, rows, cols, cores = (np.asarray(x, dtype=np.int64) for x in (batch, m, k, n, rows, cols, cores))
+    if dataflow == "os":
+        independent, serial, streamed, splits_stream = batch * _ceil_div(m, rows) * _ceil_div(n, cols), 1, k, False
+    elif dataflow == "ws":
+        independent, serial, streamed, splits_stream = batch * _ceil_div(n, cols), _ceil_div(k, rows), m, True
+    elif dataflow == "is":
+        independent, serial, streamed, splits_stream = batch * _ceil_div(m, cols), _ceil_div(k, rows), n, True
+    else:
+        raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {DATAFLOWS}")
+    fill_drain = 2 * rows + cols - 2
+    best = _ceil_div(independent, cores) * serial * (fill_drain + streamed)
+    if splits_stream:
+        chunks, most_cores = 2, int(np.max(cores))
+        while chunks <= most_cores:
+            groups = cores // chunks
+            candidate = _ceil_div(independent, np.maximum(groups, 1)) * serial * (fill_drain + _ceil_div(streamed, chunks))
+            best = np.where(groups >= 1, np.minimum(best, candidate), best)
+            chunks *= 2
+    return best
+
+
+def best_systolic_cycles(batch, m, k, n, rows, cols, cores) -> tuple[np.ndarray, np.ndarray]:
+    """Fewest compute cycles over the dataflows, and the index into ``DATAFLOWS`` that achieves it."""
+    per_dataflow = np.stack(np.broadcast_arrays(*(systolic_cycles(batch, m, k, n, rows, cols, cores, d) for d in DATAFLOWS)))
+    choice = np.argmin(per_dataflow, axis=0)
+    return np.take_along_axis(per_dataflow, choice[None], axis=0)[0], choice
+
+
+# --- tensor cores: memory --------------------------------------------------------------------------
+def gemm_traffic_bytes(batch: int, m: int, k: int, n: int, buffer_bytes, bytes_per_element: int) -> np.ndarray:
+    """HBM bytes moved by ``batch`` blocked GEMMs for each buffer capacity in ``buffer_bytes``."""
+    e = float(bytes_per_element)
+    resident = np.asarray(buffer_bytes, dtype=np.float64) * RESIDENT_BUFFER_FRACTION
+    mk, kn, mn = float(m) * k, float(k) * n, float(m) * n
+    inf = np.full(resident.shape, np.inf)
+
+    panel_rows = np.minimum(m, np.floor(resident / (e * k)))
+    a_resident = np.where(panel_rows >= 1, e * (mk + kn * np.ceil(m / np.maximum(panel_rows, 1)) + mn), inf)
+    panel_cols = np.minimum(n, np.floor(resident / (e * k)))
+    b_resident = np.where(panel_cols >= 1, e * (kn + mk * np.ceil(n / np.maximum(panel_cols, 1)) + mn), inf)
+
+    best = np.minimum(a_resident, b_resident)
+    for block_rows in _block_sizes(m):
+        block_cols = np.minimum(n, np.floor(resident / (ACCUMULATOR_BYTES * block_rows)))
+        streamed = e * (mk * np.ceil(n / np.maximum(block_cols, 1)) + kn * np.ceil(m / block_rows) + mn)
+        best = np.minimum(best, np.where(block_cols >= 1, streamed, inf))
+    return batch * best
+
+
+def _block_sizes(extent: int) -> list[int]:
+    sizes, size = [], 1
+    while size < extent:
+        sizes.append(size)
+        size *= 2
+    return sizes + [extent]
+
+
+def exposed_bytes(m, k, n, rows, cols, bytes_per_element: int) -> np.ndarray:
+    """Bytes of the first tiles loaded and the last output tile stored: not hidden by double-buffering."""
+    first_in = np.minimum(m, cols) * np.minimum(k, rows) + np.minimum(k, rows) * np.minimum(n, cols)
+    last_out = np.minimum(m, rows) * np.minimum(n, cols)
+    return bytes_per_element * (first_in + last_out).astype(np.float64)
+
+
+# --- vector cores ----------------------------------------------------------------------------------
+def vector_cycles_per_element(op: Op) -> float:
+    """Lane-cycles per element for ``op``'s vector work (by ``vector_kind``, else by op ``kind``)."""
+    kind = op.vector_kind.lower()
+    if kind in VECTOR_CYCLES_PER_ELEMENT:
+        return VECTOR_CYCLES_PER_ELEMENT[kind]
+    fallback = _KIND_FALLBACK.get(op.kind)
+    return VECTOR_CYCLES_PER_ELEMENT[fallback] if fallback else DEFAULT_VECTOR_CYCLES_PER_ELEMENT
+
+
+def vector_cycles(elements: int, cycles_per_element: float, lanes, cores) -> np.ndarray:
+    """Cycles to process ``elements`` on ``cores`` vector cores of ``lanes`` lanes."""
+    steps = _ceil_div(int(elements), np.asarray(lanes, dtype=np.int64) * np.asarray(cores, dtype=np.int64))
+    return steps * cycles_per_element
+
+
+def op_traffic_floor_bytes(op: Op, bytes_per_element: int) -> float:
+    """The traced traffic of ``op``; for a vector op without byte counts, read + write of its elements."""
+    traced = float(op.bytes_read + op.bytes_written)
+    if traced == 0 and op.unit == "vc":
+        return 2.0 * bytes_per_element * op.vector_elements
+    return traced
+
+
+# --- communication ---------------------------------------------------------------------------------
+def comm_latency_s(op: Op, link_bandwidth_Bps: float | None, link_latency_s: float = 0.0) -> float:
+    if op.comm_bytes == 0 or op.comm_group <= 1:
+        return 0.0
+    if link_bandwidth_Bps is None:
+        raise ValueError(f"communication op {op.name!r} needs link_bandwidth_Bps (the cluster's interconnect)")
+    return comm.collective_s(op.comm_kind, op.comm_bytes, op.comm_group, link_bandwidth_Bps, link_latency_s)
+
+
+# --- the table -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LatencyTable:
+    """One-core and all-cores latencies of ``ops`` for every tensor-core and vector-core configuration.
+
+    ``tc_*_s[i, t]`` is op ``i``'s tensor-core part (GEMMs with their memory time) on configuration
+    ``tc_configs[t] = (num_tc, tc_width, tc_depth, buffer_mb)``; ``vc_*_s[i, v]`` its vector-core part on
+    ``vc_configs[v] = (num_vc, vc_width)``; ``comm_s[i]`` its communication time. An operator's latency
+    on an architecture is the sum of the three parts (:meth:`latencies_s`); parts that do not apply to
+    an operator's unit are zero.
+    """
+
+    tc_configs: np.ndarray
+    vc_configs: np.ndarray
+    tc_one_s: np.ndarray
+    tc_all_s: np.ndarray
+    vc_one_s: np.ndarray
+    vc_all_s: np.ndarray
+    comm_s: np.ndarray
+
+    def latencies_s(self, tc_index, vc_index) -> tuple[np.ndarray, np.ndarray]:
+        """``(one_core, all_cores)`` latencies per op for configuration indices (ints or index arrays)."""
+        comm_s = self.comm_s if np.ndim(tc_index) == 0 else self.comm_s[:, None]
+        one = self.tc_one_s[:, tc_index] + self.vc_one_s[:, vc_index] + comm_s
+        all_cores = self.tc_all_s[:, tc_index] + self.vc_all_s[:, vc_index] + comm_s
+        return one, all_cores
+
+
+def _tc_part_s(ops, tc_configs, hbm_bandwidth_Bps, clock_hz, e) -> tuple[np.ndarray, np.ndarray]:
+    """Tensor-core latencies ``(ops, T)``: compute on unique (cores, width, depth), memory on unique buffers."""
+    cores_dims, dims_index = np.unique(tc_configs[:, :3], axis=0, return_inverse=True)
+    buffers_mb, buffer_index = np.unique(tc_configs[:, 3], return_inverse=True)
+    dims_index, buffer_index = dims_index.ravel(), buffer_index.ravel()
+    num_tc, cols, rows = cores_dims[:, 0], cores_dims[:, 1], cores_dims[:, 2]
+    buffer_bytes = buffers_mb * MB_BYTES
+    one = np.zeros((len(ops), len(tc_configs)))
+    all_cores = np.zeros_like(one)
+    cache: dict = {}
+    for i, op in enumerate(ops):
+        if op.unit not in ("tc", "tc+vc") or not op.gemms:
+            continue
+        cycles_one = np.zeros(len(cores_dims))
+        cycles_all = np.zeros(len(cores_dims))
+        traffic = np.zeros(len(buffers_mb))
+        exposed = np.zeros(len(cores_dims))
+        for g in op.gemms:
+            if g.as_tuple() not in cache:
+                b, m, k, n = g.as_tuple()
+                cache[g.as_tuple()] = (
+                    best_systolic_cycles(b, m, k, n, rows, cols, 1)[0],
+                    best_systolic_cycles(b, m, k, n, rows, cols, num_tc)[0],
+                    gemm_traffic_bytes(b, m, k, n, buffer_bytes, e),
+                    exposed_bytes(m, k, n, rows, cols, e),
+                )
+            c1, ca, tr, ex = cache[g.as_tuple()]
+            cycles_one += c1
+            cycles_all += ca
+            traffic += tr
+            exposed += ex
+        traffic = np.maximum(traffic, op_traffic_floor_bytes(op, e))
+        memory_s = (traffic / hbm_bandwidth_Bps)[buffer_index]
+        exposed_s = (exposed / hbm_bandwidth_Bps)[dims_index]
+        one[i] = np.maximum(cycles_one[dims_index] / clock_hz, memory_s) + exposed_s
+        all_cores[i] = np.maximum(cycles_all[dims_index] / clock_hz, memory_s) + exposed_s
+    return one, all_cores
+
+
+def _vc_part_s(ops, vc_configs, hbm_bandwidth_Bps, clock_hz, e) -> tuple[np.ndarray, np.ndarray]:
+    """Vector-core latencies ``(ops, V)``: vector ops bounded by their traffic; fused epilogues compute only."""
+    num_vc, lanes = vc_configs[:, 0], vc_configs[:, 1]
+    one = np.zeros((len(ops), len(vc_configs)))
+    all_cores = np.zeros_like(one)
+    for i, op in enumerate(ops):
+        if op.unit not in ("vc", "tc+vc"):
+            continue
+        cost = vector_cycles_per_element(op)
+        compute_one_s = vector_cycles(op.vector_elements, cost, lanes, 1) / clock_hz
+        compute_all_s = vector_cycles(op.vector_elements, cost, lanes, num_vc) / clock_hz
+        memory_s = op_traffic_floor_bytes(op, e) / hbm_bandwidth_Bps if op.unit == "vc" else 0.0
+        one[i] = np.maximum(compute_one_s, memory_s)
+        all_cores[i] = np.maximum(compute_all_s, memory_s)
+    return one, all_cores
+
+
+def _as_config_array(configs, width: int, name: str) -> np.ndarray:
+    array = np.asarray(configs, dtype=np.int64)
+    if array.ndim == 1:
+        array = array[None, :]
+    if array.ndim != 2 or array.shape[1] != width:
+        raise ValueError(f"{name} must have {width} columns, got shape {np.shape(configs)}")
+    if (array <= 0).any():
+        raise ValueError(f"{name} entries must be positive")
+    return array
+
+
+def latency_table(
+    ops: Sequence[Op],
+    tc_configs,
+    vc_configs,
+    *,
+    hbm_bandwidth_Bps: float = 1.2e12,
+    clock_hz: float = DEFAULT_CLOCK_HZ,
+    bytes_per_element: int = 2,
+    link_bandwidth_Bps: float | None = None,
+    link_latency_s: float = 0.0,
+) -> LatencyTable:
+    """Both latencies of every op on every configuration.
+
+    ``tc_configs``: ``(T, 4)`` rows ``(num_tc, tc_width, tc_depth, buffer_mb)``; ``vc_configs``: ``(V, 2)``
+    rows ``(num_vc, vc_width)`` (e.g. from :meth:`ArchSpace.tc_configs`/``vc_configs``). HBM bandwidth,
+    clock and element size are common to all configurations. Compute terms are evaluated once per unique
+    ``(num_tc, width, depth)`` and traffic once per unique buffer size, then broadcast.
+    """
+    if not hbm_bandwidth_Bps > 0 or not clock_hz > 0:
+        raise ValueError("hbm_bandwidth_Bps and clock_hz must be positive")
+    tc = _as_config_array(tc_configs, 4, "tc_configs")
+    vc = _as_config_array(vc_configs, 2, "vc_configs")
+    ops = tuple(ops)
+    tc_one, tc_all = _tc_part_s(ops, tc, hbm_bandwidth_Bps, clock_hz, bytes_per_element)
+    vc_one, vc_all = _vc_part_s(ops, vc, hbm_bandwidth_Bps, clock_hz, bytes_per_element)
+    comm_s = np.array([comm_latency_s(op, link_bandwidth_Bps, link_latency_s) if op.unit == "comm" else 0.0 for op in ops])
+    return LatencyTable(tc, vc, tc_one, tc_all, vc_one, vc_all, comm_s)
+
+
+def accelerator_table(ops: Sequence[Op], acc: Accelerator, *, link_bandwidth_Bps: float | None = None, link_latency_s: float = 0.0) -> LatencyTable:
+    """:func:`latency_table` for one accelerator (one tensor-core and one vector-core configuration)."""
+    return latency_table(
+        ops, [acc.tc_config], [acc.vc_config], hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps, clock_hz=acc.clock_hz,
+        bytes_per_element=acc.bytes_per_element, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s,
+    )
+
+
+# --- plain entry points ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GemmEstimate:
+    """The terms of one GEMM's latency on ``cores`` tensor cores."""
+
+    latency_s: float
+    compute_s: float
+    memory_s: float
+    exposed_s: float
+    compute_cycles: int
+    traffic_bytes: float
+    dataflow: str
+
+
+def matmul_estimate(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1, cores: int = 1) -> GemmEstimate:
+    """All terms of ``batch`` GEMMs ``M×K @ K×N`` on ``cores`` of ``acc``'s tensor cores."""
+    for name, value in (("M", M), ("K", K), ("N", N), ("batch", batch), ("cores", cores)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if cores > acc.num_tc:
+        raise ValueError(f"cores={cores} exceeds the accelerator's {acc.num_tc} tensor cores")
+    cycles, choice = best_systolic_cycles(batch, M, K, N, acc.tc_depth, acc.tc_width, cores)
+    traffic = float(gemm_traffic_bytes(batch, M, K, N, np.array([acc.buffer_bytes]), acc.bytes_per_element)[0])
+    compute_s = float(cycles) / acc.clock_hz
+    memory_s = traffic / acc.hbm_bandwidth_Bps
+    exposed_s = float(exposed_bytes(M, K, N, acc.tc_depth, acc.tc_width, acc.bytes_per_element)) / acc.hbm_bandwidth_Bps
+    return GemmEstimate(max(compute_s, memory_s) + exposed_s, compute_s, memory_s, exposed_s, int(cycles), traffic, DATAFLOWS[int(choice)])
+
+
+def matmul_latency_s(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1, cores: int = 1, estimator: str = "analytic") -> float:
+    """Seconds for ``batch`` GEMMs ``(M×K) @ (K×N)`` on ``cores`` tensor cores of ``acc``.
+
+    ``estimator="analytic"`` (default) is this module's systolic model; ``"zigzag"`` asks ZigZag's
+    mapping search (:mod:`phaze_env.hardware.zigzag_backend`, optional dependency).
+    """
+    if estimator == "analytic":
+        return matmul_estimate(acc, M, K, N, batch=batch, cores=cores).latency_s
+    if estimator == "zigzag":
+        from phaze_env.hardware import zigzag_backend
+
+        return zigzag_backend.matmul_latency_s(acc, M, K, N, batch=batch, cores=cores)
+    raise ValueError(f"unknown estimator {estimator!r}; expected 'analytic' or 'zigzag'")
+
+
+def op_latency_s(op: Op, acc: Accelerator, *, parallel: bool = False, link_bandwidth_Bps: float | None = None, link_latency_s: float = 0.0) -> float:
+    """Seconds for ``op`` on one core of its type (``parallel=False``) or split over all of them.
+
+    ``link_bandwidth_Bps``/``link_latency_s`` describe the cluster's interconnect; they are required
+    only for communication operators.
+    """
+    one, all_cores = accelerator_table([op], acc, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s).latencies_s(0, 0)
+    return float(all_cores[0] if parallel else one[0])
+
+
+def graph_latencies_s(graph: OpGraph, acc: Accelerator, *, link_bandwidth_Bps: float | None, link_latency_s: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """``(one_core, all_cores)`` latency arrays (seconds), one entry per op of ``graph``."""
+    return accelerator_table(graph.ops, acc, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s).latencies_s(0, 0)
