@@ -106,7 +106,10 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]]) -> LayerArrays:
             columns["input_bytes"].append(_layer_value(layer, "input_bytes", index))
         else:
             columns["input_bytes"].append(columns["output_bytes"][index - 1 if index else 0])
-    return LayerArrays(**{key: np.asarray(values, dtype=float) for key, values in columns.items()})
+    arrays = LayerArrays(**{key: np.asarray(values, dtype=float) for key, values in columns.items()})
+    if not (arrays.fwd_s + arrays.bwd_s).sum() > 0:
+        raise ValueError("layers take no time: at least one layer needs a positive fwd_s or bwd_s")
+    return arrays
 
 
 def settings(

@@ -39,89 +39,114 @@ _LOWER_BOUND_SLACK = 1.0 - 1e-12  # keeps rounding in prefix sums from pruning a
 
 
 class StageCosts:
-    """Stage time matrices ``c_n(a, b)`` per number ``n`` of microbatches in flight (``inf`` = does not fit)."""
+    """Stage time matrices ``c_n`` per number ``n`` of microbatches in flight (``inf`` = does not fit).
+
+    Stored compactly: row ``a`` lists only the stages ``(a, b)`` that fit with one microbatch in flight
+    (the loosest rule: recompute cannot help at ``n = 1``), as ``next_index[a, w] = b`` padded with the
+    sentinel ``K`` whose suffix value is always ``inf``. For a chain that is a band of stage lengths.
+    """
 
     def __init__(self, table: StageTable, settings: Settings):
-        self.table = table
         self.settings = settings
-        self.state_bytes = table.param_bytes * settings.state_factor
-        self.plain_s = np.where(table.valid, table.fwd_s + table.bwd_s + table.p2p_s, np.inf)
-        self.recompute_s = self.plain_s + table.fwd_s
-        self.param_bytes = np.where(table.valid, table.param_bytes, np.inf)
+        state_bytes = table.param_bytes * settings.state_factor
+        fits_once = table.valid & (state_bytes + table.stash_bytes <= settings.hbm_bytes)
+        width = max(1, int(fits_once.sum(axis=1).max()))
+        order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
+        listed = np.take_along_axis(fits_once, order, axis=1)
+        self.next_index = np.where(listed, order, table.size)
+
+        def compact(matrix: np.ndarray) -> np.ndarray:
+            return np.where(listed, np.take_along_axis(matrix, order, axis=1), np.inf)
+
+        self.state_bytes = compact(state_bytes)
+        self.stash_bytes = compact(table.stash_bytes)
+        self.input_bytes = compact(table.input_bytes)
+        self.plain_s = compact(table.fwd_s + table.bwd_s + table.p2p_s)
+        self.recompute_s = self.plain_s + compact(table.fwd_s)
+        self.param_bytes = compact(table.param_bytes)
         self._cache: dict[int, np.ndarray] = {}
-
-    def stash_fits(self, n: int) -> np.ndarray:
-        return self.state_bytes + n * self.table.stash_bytes <= self.settings.hbm_bytes
-
-    def recompute_fits(self, n: int) -> np.ndarray:
-        return self.state_bytes + (n * self.table.input_bytes + self.table.stash_bytes) <= self.settings.hbm_bytes
 
     def time(self, n: int) -> np.ndarray:
         if n not in self._cache:
-            cost = np.where(self.stash_fits(n), self.plain_s, np.inf)
+            hbm_bytes = self.settings.hbm_bytes
+            cost = np.where(self.state_bytes + n * self.stash_bytes <= hbm_bytes, self.plain_s, np.inf)
             if self.settings.allow_recompute:
-                cost = np.where(np.isinf(cost) & self.recompute_fits(n), self.recompute_s, cost)
+                fits = self.state_bytes + (n * self.input_bytes + self.stash_bytes) <= hbm_bytes
+                cost = np.where(np.isinf(cost) & fits, self.recompute_s, cost)
             self._cache[n] = cost
         return self._cache[n]
 
 
-def _add_stage(value: np.ndarray, after: np.ndarray) -> np.ndarray:
-    """One DP step: best min-max over the stage ``(a, b)`` followed by the suffix from ``b``."""
-    return np.maximum(value, after[None, :]).min(axis=1)
+def _add_stage(value: np.ndarray, next_index: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """One DP step: best min-max over a stage ``(a, b)`` followed by the suffix from ``b`` (+ sentinel)."""
+    best = np.empty(len(after))
+    best[-1] = np.inf
+    np.minimum.reduce(np.maximum(value, after[next_index]), axis=1, out=best[:-1])
+    return best
 
 
 def _finish(table: StageTable) -> np.ndarray:
-    """``f_0``: zero stages cover only what is already complete."""
-    done = np.full(table.size, np.inf)
+    """``f_0`` (with the sentinel): zero stages cover only what is already complete."""
+    done = np.full(table.size + 1, np.inf)
     done[table.full] = 0.0
     return done
 
 
-def _trace(table: StageTable, stages: int, value_at: Callable[[int], np.ndarray], suffix: Callable[[int], np.ndarray]):
+def _trace(start: int, stages: int, next_index: np.ndarray, value_at, suffix) -> list[tuple[int, int]]:
     """Recover the stage pairs of a DP optimum (``value_at(s)``: matrix of the stage ``s`` from the end)."""
-    pairs, a = [], table.empty
+    pairs, a = [], start
     for s in range(stages, 0, -1):
-        b = int(np.argmin(np.maximum(value_at(s)[a], suffix(s - 1))))
-        pairs.append((a, b))
-        a = b
+        w = int(np.argmin(np.maximum(value_at(s)[a], suffix(s - 1)[next_index[a]])))
+        pairs.append((a, int(next_index[a, w])))
+        a = pairs[-1][1]
     return pairs
 
 
 class SuffixDP:
     """The min-max stage-time DP, shared between all ``p`` and, for ``s ≤ m_r``, between all ``m_r``."""
 
-    def __init__(self, costs: StageCosts):
+    def __init__(self, table: StageTable, costs: StageCosts):
+        self.table = table
         self.costs = costs
-        self._shared = [_finish(costs.table)]  # f_s with n = s
+        self._shared = [_finish(table)]  # f_s with n = s
         self._capped: dict[int, list[np.ndarray]] = {}  # m_r -> f_s for s > m_r (n = m_r)
 
     def suffix(self, m_r: int, s: int) -> np.ndarray:
+        step = self.costs.next_index
         if s <= m_r:
             while len(self._shared) <= s:
-                self._shared.append(_add_stage(self.costs.time(len(self._shared)), self._shared[-1]))
+                self._shared.append(_add_stage(self.costs.time(len(self._shared)), step, self._shared[-1]))
             return self._shared[s]
         capped = self._capped.setdefault(m_r, [])
         while len(capped) < s - m_r:
             previous = capped[-1] if capped else self.suffix(m_r, m_r)
-            capped.append(_add_stage(self.costs.time(m_r), previous))
+            capped.append(_add_stage(self.costs.time(m_r), step, previous))
         return capped[s - m_r - 1]
 
     def min_stage_time(self, m_r: int, p: int) -> float:
-        return float(self.suffix(m_r, p)[self.costs.table.empty])
+        return float(self.suffix(m_r, p)[self.table.empty])
 
     def partition(self, m_r: int, p: int) -> list[tuple[int, int]]:
-        return _trace(self.costs.table, p, lambda s: self.costs.time(min(s, m_r)), lambda s: self.suffix(m_r, s))
+        return _trace(self.table.empty, p, self.costs.next_index, lambda s: self.costs.time(min(s, m_r)),
+                      lambda s: self.suffix(m_r, s))
 
+    def constrained(self, m_r: int, p: int, value_for_n: Callable[[int], np.ndarray]):
+        """A one-off suffix DP with other value matrices (one per ``n``); returns (optimum, pairs)."""
+        values: dict[int, np.ndarray] = {}
 
-def _constrained_dp(table: StageTable, m_r: int, p: int, value_at: Callable[[int], np.ndarray]):
-    """A one-off suffix DP with its own value matrices; returns (optimum, pairs)."""
-    suffixes = [_finish(table)]
-    for s in range(1, p + 1):
-        suffixes.append(_add_stage(value_at(min(s, m_r)), suffixes[-1]))
-    optimum = float(suffixes[p][table.empty])
-    if math.isinf(optimum):
-        return optimum, []
-    return optimum, _trace(table, p, lambda s: value_at(min(s, m_r)), lambda s: suffixes[s])
+        def value_at(s: int) -> np.ndarray:
+            n = min(s, m_r)
+            if n not in values:
+                values[n] = value_for_n(n)
+            return values[n]
+
+        suffixes = [_finish(self.table)]
+        for s in range(1, p + 1):
+            suffixes.append(_add_stage(value_at(s), self.costs.next_index, suffixes[-1]))
+        optimum = float(suffixes[p][self.table.empty])
+        if math.isinf(optimum):
+            return optimum, []
+        return optimum, _trace(self.table.empty, p, self.costs.next_index, value_at, lambda s: suffixes[s])
 
 
 @dataclass(frozen=True)
@@ -142,7 +167,7 @@ class PlacementSearch:
         self.settings = settings
         self.max_stages = max_stages
         self.costs = StageCosts(table, settings)
-        self.dp = SuffixDP(self.costs)
+        self.dp = SuffixDP(table, self.costs)
 
     def allreduce_s(self, param_bytes: float, data_parallel: int) -> float:
         s = self.settings
@@ -182,7 +207,11 @@ class PlacementSearch:
         return ""
 
     def _candidates(self):
-        """``(shape, lower bound on T)`` for every ``(m_r, p)``, smallest ``d`` per ``m_r``, by increasing bound."""
+        """``(shape, lower bound on T)`` for every ``(m_r, p)``, smallest ``d`` per ``m_r``, by increasing bound.
+
+        The stage-time bound is the DP with one microbatch in flight everywhere (``m_r = 1``), which is
+        the loosest memory rule, so ``f^{m_r}_p ≥ f^1_p`` for every ``m_r``.
+        """
         s = self.settings
         replicas = np.arange(1, s.n_devices // s.tensor_width + 1)
         microbatches = -(-s.global_batch // (replicas * s.microbatch))
@@ -191,15 +220,22 @@ class PlacementSearch:
         most_stages = np.minimum(self.max_stages, s.n_devices // (replicas * s.tensor_width))
         d = np.repeat(replicas, most_stages)
         m_r = np.repeat(distinct, most_stages)
-        p = np.concatenate([np.arange(1, k + 1) for k in most_stages])
-        layer_s = self.layers.fwd_s + self.layers.bwd_s
-        stage_bound_s = np.maximum(layer_s.max(), layer_s.sum() / p)
-        bound_s = (m_r + p - 1) * stage_bound_s * _LOWER_BOUND_SLACK
-        state = s.state_factor * np.maximum(self.layers.param_bytes.max(), self.layers.param_bytes.sum() / p)
-        keep = state * _LOWER_BOUND_SLACK <= s.hbm_bytes
-        order = np.lexsort((p[keep], d[keep], bound_s[keep]))
-        for i in order:
-            yield _Shape(int(d[keep][i]), int(p[keep][i]), int(m_r[keep][i])), float(bound_s[keep][i])
+        p = np.arange(1, len(d) + 1) - np.repeat(np.cumsum(most_stages) - most_stages, most_stages)
+        loosest_s = np.array([self.dp.min_stage_time(1, stages) for stages in range(1, int(p.max()) + 1)])
+        bound_s = (m_r + p - 1) * loosest_s[p - 1] + self._allreduce_floor_s(d, p)
+        keep = np.flatnonzero(np.isfinite(bound_s))
+        d, p, m_r, bound_s = d[keep], p[keep], m_r[keep], bound_s[keep] * _LOWER_BOUND_SLACK
+        for i in np.lexsort((p, d, bound_s)):
+            yield _Shape(int(d[i]), int(p[i]), int(m_r[i])), float(bound_s[i])
+
+    def _allreduce_floor_s(self, data_parallel: np.ndarray, stages: np.ndarray) -> np.ndarray:
+        """All-reduce time of the smallest possible largest stage (``comm.allreduce_s`` is affine in bytes)."""
+        params = np.maximum(self.layers.param_bytes.max(), self.layers.param_bytes.sum() / stages)
+        if params.max() == 0:
+            return np.zeros(len(stages))
+        per_byte = np.array([self.allreduce_s(2.0, d) - self.allreduce_s(1.0, d) for d in range(1, data_parallel.max() + 1)])
+        fixed = np.array([self.allreduce_s(1.0, d) for d in range(1, data_parallel.max() + 1)]) - per_byte
+        return per_byte[data_parallel - 1] * params + fixed[data_parallel - 1]
 
     def _best_for_shape(self, shape: _Shape, incumbent: Plan | None) -> Plan | None:
         stage_time_s = self.dp.min_stage_time(shape.microbatches, shape.stages)
@@ -218,15 +254,15 @@ class PlacementSearch:
         found = None
         while best is None or slots * stage_time_s + floor_s < best.time_per_batch_s:
             limit_s = stage_time_s
-            params, pairs = _constrained_dp(
-                self.table, shape.microbatches, shape.stages,
+            params, pairs = self.dp.constrained(
+                shape.microbatches, shape.stages,
                 lambda n: np.where(self.costs.time(n) <= limit_s, self.costs.param_bytes, np.inf),
             )
             plan = self._plan(shape, pairs)
             if best is None or plan.time_per_batch_s < best.time_per_batch_s:
                 best = found = plan
-            stage_time_s, _ = _constrained_dp(
-                self.table, shape.microbatches, shape.stages,
+            stage_time_s, _ = self.dp.constrained(
+                shape.microbatches, shape.stages,
                 lambda n: np.where(self.costs.param_bytes < params, self.costs.time(n), np.inf),
             )
             if math.isinf(stage_time_s):
@@ -239,10 +275,10 @@ class PlacementSearch:
         recompute, times, p2p, allreduce, memory = [], [], [], [], []
         for k, (a, b) in enumerate(pairs):
             n = min(shape.stages - k, shape.microbatches)
-            plain = bool(self.costs.stash_fits(n)[a, b])
             params = float(t.param_bytes[a, b])
+            plain = params * s.state_factor + n * t.stash_bytes[a, b] <= s.hbm_bytes
             recompute.append(not plain)
-            times.append(float(self.costs.plain_s[a, b] if plain else self.costs.recompute_s[a, b]))
+            times.append(float(t.fwd_s[a, b] + t.bwd_s[a, b] + t.p2p_s[a, b] + (0.0 if plain else t.fwd_s[a, b])))
             p2p.append(float(t.p2p_s[a, b]))
             allreduce.append(self.allreduce_s(params, shape.data_parallel))
             activations = n * t.stash_bytes[a, b] if plain else n * t.input_bytes[a, b] + t.stash_bytes[a, b]

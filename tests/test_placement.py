@@ -1,0 +1,397 @@
+"""Tests of the placement DP against an independent brute force, closed forms and properties."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from phaze_env.comm import allreduce_s, p2p_s
+from phaze_env.placement import (
+    Plan,
+    TooManyDownsetsError,
+    best_plan,
+    best_plan_dag,
+    best_plan_multi,
+    microbatches_per_replica,
+)
+
+OPTIMIZER_FACTOR = {"sgd": 1.0, "adam": 6.0}
+GB = 1e9
+
+
+# ---------------------------------------------------------------- brute force, written from the issue text
+def _inputs(layers):
+    return [layer.get("input_bytes", layers[i - 1]["output_bytes"] if i else layer["output_bytes"])
+            for i, layer in enumerate(layers)]
+
+
+def _compositions(count, parts):
+    """Every way to cut ``range(count)`` into ``parts`` contiguous non-empty groups."""
+    for cuts in itertools.combinations(range(1, count), parts - 1):
+        bounds = (0, *cuts, count)
+        yield [tuple(range(bounds[k], bounds[k + 1])) for k in range(parts)]
+
+
+def _stage_cost(groups, k, recompute, n, info, opts):
+    """(time, memory, param bytes) of stage ``k`` given its layers, from first principles."""
+    layers, stage = info["layers"], groups[k]
+    fwd = sum(layers[i]["fwd_s"] for i in stage)
+    bwd = sum(layers[i]["bwd_s"] for i in stage)
+    params = sum(layers[i]["param_bytes"] for i in stage)
+    stash = sum(layers[i]["stash_bytes"] for i in stage)
+    sent_forward, sent_backward, kept_input = info["boundary"](groups, k)
+    bw, lat = opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0)
+    time = fwd + bwd + (fwd if recompute else 0.0) + p2p_s(sent_forward, bw, lat) + p2p_s(sent_backward, bw, lat)
+    activations = n * kept_input + stash if recompute else n * stash
+    memory = params + params + OPTIMIZER_FACTOR[opts.get("optimizer", "sgd")] * params + activations
+    return time, memory, params
+
+
+def _brute_force(partitions_for, info, opts):
+    """Smallest time per batch over every (d, p, partition, recompute vector)."""
+    N, t, B, m = opts["n_devices"], opts["tensor_width"], opts["global_batch"], opts["microbatch"]
+    flags = (False, True) if opts.get("allow_recompute", True) else (False,)
+    best = math.inf
+    for d in range(1, N // t + 1):
+        m_r = -(-B // (d * m))
+        for p in range(1, min(len(info["layers"]), N // (d * t)) + 1):
+            for groups in partitions_for(p):
+                for recompute in itertools.product(flags, repeat=p):
+                    costs = [_stage_cost(groups, k, recompute[k], min(p - k, m_r), info, opts) for k in range(p)]
+                    if any(memory > opts["hbm_bytes"] for _, memory, _ in costs):
+                        continue
+                    reduce_s = max(allreduce_s(params, d, opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0))
+                                   for _, _, params in costs)
+                    best = min(best, (m_r + p - 1) * max(time for time, _, _ in costs) + reduce_s)
+    return best
+
+
+def brute_force_chain(layers, **opts):
+    inputs = _inputs(layers)
+    last = len(layers) - 1
+
+    def boundary(groups, k):
+        first, final = groups[k][0], groups[k][-1]
+        return (layers[final]["output_bytes"] if final < last else 0.0, inputs[first] if first > 0 else 0.0,
+                inputs[first])
+
+    return _brute_force(lambda p: _compositions(len(layers), p), {"layers": layers, "boundary": boundary}, opts)
+
+
+def _downset_chains(count, edges, parts):
+    """Every sequence of ``parts`` non-empty stages whose prefixes are downsets of the DAG."""
+    predecessors = {v: {u for u, w in edges if w == v} for v in range(count)}
+
+    def extend(done, left):
+        remaining = [v for v in range(count) if v not in done]
+        if left == 1:
+            yield [tuple(remaining)]
+            return
+        for size in range(1, len(remaining)):
+            for stage in itertools.combinations(remaining, size):
+                grown = done | set(stage)
+                if all(predecessors[v] <= grown for v in stage):
+                    for rest in extend(grown, left - 1):
+                        yield [stage, *rest]
+
+    yield from extend(set(), parts)
+
+
+def brute_force_dag(layers, edges, **opts):
+    successors = {u: {w for v, w in edges if v == u} for u in range(len(layers))}
+    predecessors = {v: {u for u, w in edges if w == v} for v in range(len(layers))}
+
+    def boundary(groups, k):
+        stage, before = set(groups[k]), {v for g in groups[:k] for v in g}
+        sent_forward = sum(layers[u]["output_bytes"] for u in stage if successors[u] - stage - before)
+        received = {u for v in stage for u in predecessors[v] if u not in stage}
+        sent_backward = sum(layers[u]["output_bytes"] for u in received)
+        sources = sum(layers[v].get("input_bytes", layers[v]["output_bytes"]) for v in stage if not predecessors[v])
+        return sent_forward, sent_backward, sent_backward + sources
+
+    return _brute_force(lambda p: _downset_chains(len(layers), edges, p), {"layers": layers, "boundary": boundary}, opts)
+
+
+# ---------------------------------------------------------------- instances
+def _close(a, b):
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+layer_strategy = st.fixed_dictionaries(
+    {
+        "fwd_s": st.floats(0.0, 2.0),
+        "bwd_s": st.floats(0.01, 4.0),
+        "param_bytes": st.integers(0, 50).map(float),
+        "stash_bytes": st.integers(0, 40).map(float),
+        "output_bytes": st.integers(0, 30).map(float),
+    },
+    optional={"input_bytes": st.integers(0, 30).map(float)},
+)
+
+options_strategy = st.fixed_dictionaries(
+    {
+        "n_devices": st.integers(1, 16),
+        "tensor_width": st.sampled_from([1, 2]),
+        "global_batch": st.integers(1, 16),
+        "microbatch": st.integers(1, 4),
+        "hbm_bytes": st.integers(20, 400).map(float),
+        "link_bandwidth_Bps": st.sampled_from([math.inf, 10.0, 100.0]),
+        "link_latency_s": st.sampled_from([0.0, 0.01]),
+        "allow_recompute": st.booleans(),
+        "optimizer": st.sampled_from(["sgd", "adam"]),
+    }
+)
+
+
+def _check_against(expected, plan):
+    if math.isinf(expected):
+        assert not plan.feasible and plan.reason and plan.throughput_samples_s == 0.0
+    else:
+        assert plan.feasible, plan.reason
+        assert _close(plan.time_per_batch_s, expected), (plan.time_per_batch_s, expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(layer_strategy, min_size=1, max_size=6), options_strategy)
+def test_chain_matches_brute_force(layers, options):
+    plan = best_plan(layers, **options)
+    _check_against(brute_force_chain(layers, **options), plan)
+    if plan.feasible:
+        assert plan.data_parallel * plan.pipeline_stages * plan.tensor_width <= options["n_devices"]
+        assert _close(plan.throughput_samples_s, options["global_batch"] / plan.time_per_batch_s)
+
+
+def test_eight_layers_sixteen_devices_matches_brute_force():
+    layers = [{"fwd_s": 1.0 + (i % 3) * 0.5, "bwd_s": 2.0 + (i % 2), "param_bytes": 10.0 + 3 * i,
+               "stash_bytes": 8.0 + (i * 5) % 7, "output_bytes": 4.0 + i % 4} for i in range(8)]
+    for hbm in (60.0, 120.0, 400.0):
+        options = dict(n_devices=16, tensor_width=1, global_batch=16, microbatch=1, hbm_bytes=hbm,
+                       link_bandwidth_Bps=50.0, link_latency_s=0.001)
+        _check_against(brute_force_chain(layers, **options), best_plan(layers, **options))
+
+
+def test_allreduce_tradeoff_is_exact():
+    """A plan with a slightly slower bottleneck but far smaller all-reduce must win (min-max alone misses it)."""
+    layers = [{"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 1000.0, "stash_bytes": 0.0, "output_bytes": 0.0},
+              {"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 0.0, "stash_bytes": 0.0, "output_bytes": 0.0},
+              {"fwd_s": 0.1, "bwd_s": 0.1, "param_bytes": 1000.0, "stash_bytes": 0.0, "output_bytes": 0.0}]
+    options = dict(n_devices=4, tensor_width=1, global_batch=2, microbatch=1, hbm_bytes=1e9, link_bandwidth_Bps=100.0)
+    _check_against(brute_force_chain(layers, **options), best_plan(layers, **options))
+
+
+dag_cases = [
+    # diamond: 0 -> {1, 2} -> 3
+    (4, [(0, 1), (0, 2), (1, 3), (2, 3)]),
+    # two branches of two layers joined at the end
+    (5, [(0, 1), (2, 3), (1, 4), (3, 4)]),
+    # a chain given as a DAG
+    (4, [(0, 1), (1, 2), (2, 3)]),
+]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(dag_cases), st.lists(layer_strategy, min_size=5, max_size=5), options_strategy)
+def test_dag_matches_brute_force(case, layers, options):
+    count, edges = case
+    layers = [{k: v for k, v in layer.items() if k != "input_bytes"} for layer in layers[:count]]
+    _check_against(brute_force_dag(layers, edges, **options), best_plan_dag(layers, edges, **options))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(layer_strategy, min_size=1, max_size=6), options_strategy)
+def test_dag_path_on_a_chain_equals_chain_path(layers, options):
+    layers = [{k: v for k, v in layer.items() if k != "input_bytes"} for layer in layers]
+    edges = [(i, i + 1) for i in range(len(layers) - 1)]
+    chain, dag = best_plan(layers, **options), best_plan_dag(layers, edges, **options)
+    assert chain.feasible == dag.feasible
+    if chain.feasible:
+        assert _close(chain.time_per_batch_s, dag.time_per_batch_s)
+
+
+# ---------------------------------------------------------------- closed forms and breakdown
+@pytest.mark.parametrize("count, devices, batch, micro", [(8, 8, 64, 2), (12, 16, 40, 1), (5, 3, 7, 2)])
+def test_identical_layers_without_communication_match_closed_form(count, devices, batch, micro):
+    layer = {"fwd_s": 0.5, "bwd_s": 1.0, "param_bytes": 100.0, "stash_bytes": 10.0, "output_bytes": 50.0}
+    plan = best_plan([dict(layer) for _ in range(count)], n_devices=devices, tensor_width=1, global_batch=batch,
+                     microbatch=micro, hbm_bytes=1e12, link_bandwidth_Bps=math.inf)
+    p, m_r = plan.pipeline_stages, plan.microbatches_per_replica
+    assert m_r == microbatches_per_replica(batch, plan.data_parallel, micro)
+    largest = max(last - first + 1 for first, last in plan.stage_bounds)
+    assert math.isclose(plan.time_per_batch_s, (m_r + p - 1) * largest * 1.5)
+    assert math.isclose(plan.bubble_fraction, (p - 1) / (m_r + p - 1))
+    assert plan.allreduce_s == 0.0 and plan.p2p_s == 0.0
+    expected = min((-(-batch // (d * micro)) + q - 1) * 1.5 * -(-count // q)
+                   for d in range(1, devices + 1) for q in range(1, min(count, devices // d) + 1))
+    assert math.isclose(plan.time_per_batch_s, expected)
+
+
+def test_plan_breakdown_is_consistent():
+    layers = [{"fwd_s": 0.03, "bwd_s": 0.06, "param_bytes": 4e9, "stash_bytes": 3e9, "output_bytes": 1e8}
+              for _ in range(16)]
+    plan = best_plan(layers, n_devices=64, tensor_width=1, global_batch=256, microbatch=1, hbm_bytes=64e9,
+                     link_bandwidth_Bps=50e9, link_latency_s=1e-5, seq_len=2048, model_flops_per_sample=1e15,
+                     peak_flops=275e12)
+    assert plan.feasible
+    slowest = max(plan.stage_times_s)
+    slots = plan.microbatches_per_replica + plan.pipeline_stages - 1
+    assert math.isclose(plan.time_per_batch_s, slots * slowest + plan.allreduce_s)
+    assert plan.allreduce_s == max(plan.stage_allreduce_s) > 0
+    assert plan.p2p_s > 0
+    memory = plan.memory_bytes
+    assert memory["weights"] == memory["gradients"] == memory["optimizer"]  # sgd: momentum = weights
+    assert math.isclose(memory["total"], sum(memory[k] for k in ("weights", "gradients", "optimizer", "activations")))
+    assert memory["total"] == max(plan.stage_memory_bytes) <= 64e9
+    covered = [i for first, last in plan.stage_bounds for i in range(first, last + 1)]
+    assert covered == list(range(16))
+    assert len(plan.recompute) == len(plan.stage_times_s) == plan.pipeline_stages
+    assert math.isclose(plan.tokens_s, plan.throughput_samples_s * 2048)
+    assert math.isclose(plan.mfu, 1e15 * plan.throughput_samples_s / (275e12 * plan.devices_used))
+    json.dumps(plan.to_dict())
+
+
+def test_recompute_is_used_when_stashing_does_not_fit():
+    layers = [{"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 10.0, "stash_bytes": 100.0, "output_bytes": 1.0}
+              for _ in range(2)]
+    options = dict(n_devices=2, tensor_width=1, global_batch=8, microbatch=1, hbm_bytes=200.0,
+                   link_bandwidth_Bps=math.inf)
+    # Two stages: the first holds 2 microbatches, 30 + 2·100 > 200 stashed but 30 + 2·1 + 100 recomputed.
+    allowed = best_plan(layers, **options)
+    assert allowed.feasible and allowed.recompute == (True, False)
+    assert allowed.stage_times_s == (4.0, 3.0) and allowed.time_per_batch_s == 9 * 4.0
+    assert allowed.memory_bytes["activations"] == 102.0
+    forbidden = best_plan(layers, allow_recompute=False, **options)
+    assert not forbidden.feasible and forbidden.reason
+
+
+def test_adam_needs_more_memory_than_sgd():
+    layers = [{"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 100.0, "stash_bytes": 1.0, "output_bytes": 1.0}]
+    options = dict(n_devices=1, tensor_width=1, global_batch=1, microbatch=1, hbm_bytes=500.0,
+                   link_bandwidth_Bps=math.inf)
+    assert best_plan(layers, optimizer="sgd", **options).memory_bytes["optimizer"] == 100.0
+    adam = best_plan(layers, optimizer="adam", **options)
+    assert not adam.feasible and "layer 0" in adam.reason
+
+
+# ---------------------------------------------------------------- infeasible and invalid inputs
+def test_layer_that_never_fits_gives_infeasible_plan():
+    layers = [{"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 10 * GB, "stash_bytes": 5 * GB, "output_bytes": 1.0}] * 3
+    plan = best_plan(layers, n_devices=8, tensor_width=1, global_batch=8, microbatch=1, hbm_bytes=32 * GB,
+                     link_bandwidth_Bps=4e9)
+    assert isinstance(plan, Plan) and not plan.feasible
+    assert "layer 0" in plan.reason and plan.throughput_samples_s == 0.0 and math.isinf(plan.time_per_batch_s)
+    json.dumps(plan.to_dict())
+
+
+def test_tensor_width_larger_than_cluster_is_infeasible():
+    layers = [{"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 1.0, "stash_bytes": 1.0, "output_bytes": 1.0}]
+    plan = best_plan(layers, n_devices=4, tensor_width=8, global_batch=8, microbatch=1, hbm_bytes=1e9,
+                     link_bandwidth_Bps=1e9)
+    assert not plan.feasible and "tensor width" in plan.reason
+
+
+GOOD_LAYER = {"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 1.0, "stash_bytes": 1.0, "output_bytes": 1.0}
+GOOD = dict(n_devices=4, tensor_width=1, global_batch=8, microbatch=1, hbm_bytes=1e9, link_bandwidth_Bps=1e9)
+
+
+@pytest.mark.parametrize(
+    "layers, overrides, message",
+    [
+        ([GOOD_LAYER], {"n_devices": 0}, "n_devices"),
+        ([GOOD_LAYER], {"n_devices": -3}, "n_devices"),
+        ([GOOD_LAYER], {"global_batch": 0}, "global_batch"),
+        ([GOOD_LAYER], {"microbatch": 0}, "microbatch"),
+        ([GOOD_LAYER], {"tensor_width": 1.5}, "tensor_width"),
+        ([GOOD_LAYER], {"hbm_bytes": 0.0}, "hbm_bytes"),
+        ([GOOD_LAYER], {"hbm_bytes": math.nan}, "NaN"),
+        ([GOOD_LAYER], {"link_bandwidth_Bps": 0.0}, "bandwidth"),
+        ([GOOD_LAYER], {"link_bandwidth_Bps": math.nan}, "NaN"),
+        ([GOOD_LAYER], {"link_latency_s": -1.0}, "latency"),
+        ([GOOD_LAYER], {"optimizer": "lion"}, "optimizer"),
+        ([], {}, "non-empty"),
+        ([{**GOOD_LAYER, "param_bytes": -1.0}], {}, "param_bytes"),
+        ([{**GOOD_LAYER, "fwd_s": math.nan}], {}, "NaN"),
+        ([{**GOOD_LAYER, "stash_bytes": math.inf}], {}, "stash_bytes"),
+        ([{"fwd_s": 1.0}], {}, "missing"),
+        ([{**GOOD_LAYER, "fwd_s": 0.0, "bwd_s": 0.0}], {}, "no time"),
+    ],
+)
+def test_invalid_inputs_raise_value_error(layers, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        best_plan(layers, **{**GOOD, **overrides})
+
+
+def test_too_many_downsets_is_a_clear_error():
+    layers = [dict(GOOD_LAYER) for _ in range(20)]  # 20 independent layers: 2**20 downsets
+    with pytest.raises(TooManyDownsetsError, match="downsets"):
+        best_plan_dag(layers, [], max_downsets=1000, **GOOD)
+
+
+def test_cyclic_graph_is_rejected():
+    with pytest.raises(ValueError, match="cycle"):
+        best_plan_dag([dict(GOOD_LAYER)] * 3, [(0, 1), (1, 2), (2, 0)], **GOOD)
+
+
+def test_microbatches_per_replica_rounds_up():
+    assert microbatches_per_replica(10, 3, 2) == 2
+    assert microbatches_per_replica(4096, 1024, 8) == 1
+    assert microbatches_per_replica(4096, 16, 1) == 256
+
+
+# ---------------------------------------------------------------- monotonicity properties
+@settings(max_examples=40, deadline=None)
+@given(st.lists(layer_strategy, min_size=1, max_size=8), options_strategy, st.floats(1.0, 4.0))
+def test_more_hbm_never_lowers_throughput(layers, options, factor):
+    small = best_plan(layers, **options)
+    large = best_plan(layers, **{**options, "hbm_bytes": options["hbm_bytes"] * factor})
+    assert large.throughput_samples_s >= small.throughput_samples_s * (1 - 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(layer_strategy, min_size=1, max_size=8), options_strategy, st.floats(1.0, 100.0))
+def test_more_bandwidth_never_lowers_throughput(layers, options, factor):
+    options = {**options, "link_bandwidth_Bps": 10.0}
+    slow = best_plan(layers, **options)
+    fast = best_plan(layers, **{**options, "link_bandwidth_Bps": 10.0 * factor})
+    free = best_plan(layers, **{**options, "link_bandwidth_Bps": math.inf})
+    assert fast.throughput_samples_s >= slow.throughput_samples_s * (1 - 1e-12)
+    assert free.throughput_samples_s >= fast.throughput_samples_s * (1 - 1e-12)
+
+
+# ---------------------------------------------------------------- best_plan_multi and caching
+def _variant(t, m):
+    return [{"fwd_s": 0.03 * m / t, "bwd_s": 0.06 * m / t, "param_bytes": 2e9 / t, "stash_bytes": 2e9 * m / t,
+             "output_bytes": 1e7 * m} for _ in range(8)]
+
+
+MULTI = dict(n_devices=32, global_batch=64, link_bandwidth_Bps=10e9)
+
+
+def test_multi_is_the_best_single_plan():
+    variants = {(t, m): _variant(t, m) for t in (1, 2, 4) for m in (1, 2, 4)}
+    best = best_plan_multi(variants, hbm_bytes=(16e9, 32e9), **MULTI)
+    singles = [best_plan(layers, tensor_width=t, microbatch=m, hbm_bytes=h, **MULTI)
+               for (t, m), layers in variants.items() for h in (16e9, 32e9)]
+    assert best.feasible
+    assert math.isclose(best.throughput_samples_s, max(p.throughput_samples_s for p in singles))
+    same = best_plan_multi(_variant, tensor_widths=(1, 2, 4), microbatches=(1, 2, 4), hbm_bytes=(16e9, 32e9), **MULTI)
+    assert same == best
+
+
+def test_multi_reports_why_nothing_fits():
+    plan = best_plan_multi(_variant, tensor_widths=(1, 2), microbatches=(1,), hbm_bytes=1e9, **MULTI)
+    assert not plan.feasible and "t=1" in plan.reason and "t=2" in plan.reason
+    with pytest.raises(ValueError, match="tensor_widths"):
+        best_plan_multi(_variant, hbm_bytes=1e9, **MULTI)
+
+
+def test_cached_result_equals_fresh_result(fresh_cache):
+    options = dict(tensor_width=1, microbatch=1, hbm_bytes=32e9, **MULTI)
+    fresh = best_plan(_variant(1, 1), **options)
+    assert best_plan(_variant(1, 1), cache=True, **options) == fresh
+    assert any(fresh_cache.rglob("*.pkl"))
+    assert best_plan(_variant(1, 1), cache=True, **options) == fresh
