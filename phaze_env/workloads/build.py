@@ -1,0 +1,127 @@
+"""``model_graph(workload, ...)``: the cached entry point from a workload name to its layer graphs."""
+
+from __future__ import annotations
+
+from phaze_env.cache import DiskCache, content_key
+from phaze_env.workloads.graph import ModelGraph
+from phaze_env.workloads.model import (build_layer, check_tensor_width, fuse, region_params, sharded_ops, signature,
+                                       split_nodes)
+from phaze_env.workloads.registry import Workload, get_workload
+from phaze_env.workloads.trace import Trace, TraceError, trace_workload
+
+GRAPH_FORMAT_VERSION = 2
+TENSOR_WIDTHS = (1, 2, 4, 8)
+ID_BYTES = 8  # int64 token ids enter the pre-layers
+LOSS_BYTES = 4  # a scalar fp32 loss leaves the post-layers
+
+_trace_cache = DiskCache("trace")
+_graph_cache = DiskCache("graphs")
+
+
+def _heads(workload: Workload) -> int | None:
+    cfg = workload.config_dict
+    return next((int(cfg[k]) for k in ("num_attention_heads", "n_head") if k in cfg), None)
+
+
+def get_trace(workload: Workload, microbatch: int, seq_len: int, *, cache: bool = True) -> Trace:
+    key = content_key("trace", GRAPH_FORMAT_VERSION, workload.to_dict(), microbatch, seq_len)
+    trace = _trace_cache.get(key) if cache else None
+    if trace is None:
+        trace = trace_workload(workload, microbatch, seq_len)
+        _check_repeated_layer(workload, trace)
+        if cache:
+            _trace_cache.put(key, trace)
+    return trace
+
+
+def _check_repeated_layer(workload: Workload, trace: Trace) -> None:
+    layer0 = [op for op in trace.ops if op.region == "block0"]
+    layer1 = [op for op in trace.ops if op.region == "block1"]
+    if not layer0:
+        raise TraceError(f"workload {workload.name!r}: no transformer layer found in the traced graph")
+    if signature(layer0) != signature(layer1):
+        raise TraceError(f"workload {workload.name!r}: layers 0 and 1 differ; the repeated-layer model does not apply")
+
+
+def _validate(workload: Workload, seq_len: int, microbatch: int, tensor_width: int, bytes_per_element: int) -> None:
+    for label, value in (("sequence length", seq_len), ("microbatch size", microbatch),
+                         ("tensor-parallel width", tensor_width), ("bytes per element", bytes_per_element)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    max_positions = workload.config_dict.get("n_positions") or workload.config_dict.get("max_position_embeddings")
+    if max_positions and seq_len > max_positions and workload.family in ("gpt2", "opt", "bert"):
+        raise ValueError(f"workload {workload.name!r}: sequence length {seq_len} exceeds its {max_positions} "
+                         f"learned positions")
+
+
+def model_graph(workload: str | Workload, *, seq_len: int | None = None, microbatch: int = 1, tensor_width: int = 1,
+                bytes_per_element: int = 2, cache: bool = True) -> ModelGraph:
+    """The model as pre-layers, the repeated layer × L and post-layers, at one tensor-parallel width.
+
+    Every layer has forward and backward operator DAGs (fused), parameters, FLOPs, stashed-activation and
+    boundary bytes for one microbatch. Results are cached on disk, keyed by the content of the arguments.
+    """
+    workload = get_workload(workload)
+    seq_len = workload.seq_len if seq_len is None else seq_len
+    _validate(workload, seq_len, microbatch, tensor_width, bytes_per_element)
+    key = content_key("model_graph", GRAPH_FORMAT_VERSION, workload.to_dict(), seq_len, microbatch, tensor_width,
+                      bytes_per_element)
+    graph = _graph_cache.get(key) if cache else None
+    if graph is None:
+        graph = _build(workload, seq_len, microbatch, tensor_width, bytes_per_element, cache)
+        if cache:
+            _graph_cache.put(key, graph)
+    return graph
+
+
+def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, cache: bool) -> ModelGraph:
+    trace = get_trace(workload, microbatch, seq_len, cache=cache)
+    check_tensor_width(trace, t, _heads(workload))
+    sharded = sharded_ops(trace.ops)
+    tokens = microbatch * seq_len
+    hidden_bytes = trace.boundary_elements["pre"] * bpe
+    out_bytes = trace.boundary_elements["block0"] * bpe
+    owned = _owned_params(trace)
+    layers = []
+    for region, name, repeat, in_bytes, layer_out in (
+        ("pre", "pre", 1, tokens * ID_BYTES, hidden_bytes),
+        ("block0", "block", workload.num_layers, hidden_bytes, out_bytes),
+        ("post", "post", 1, out_bytes, LOSS_BYTES),
+    ):
+        ops = [op for op in trace.ops if op.region == region]
+        nodes, edges = split_nodes(ops, sharded, trace, t, bpe, tokens)
+        nodes, edges = fuse(nodes, edges)
+        params, stored = region_params(trace, ops, t, owned[region])
+        layers.append(build_layer(name, repeat, nodes, edges, tensor_width=t, params=params, param_bytes=stored * bpe,
+                                  input_bytes=in_bytes, output_bytes=layer_out))
+    return ModelGraph(workload.name, seq_len, microbatch, t, bpe, tuple(layers))
+
+
+def _owned_params(trace: Trace) -> dict[str, set[str]]:
+    """Each parameter is owned (counted once) by the first region that uses it."""
+    owned: dict[str, set[str]] = {"pre": set(), "block0": set(), "block1": set(), "post": set()}
+    seen: set[str] = set()
+    for op in trace.ops:
+        for fqn in op.params:
+            if fqn not in seen:
+                seen.add(fqn)
+                owned[op.region].add(fqn)
+    return owned
+
+
+def model_summary(graph: ModelGraph) -> dict:
+    """The JSON summary the CLI prints (keys documented in the README)."""
+    layers = [
+        {"name": layer.name, "repeat": layer.repeat, "params": layer.params, "param_bytes": layer.param_bytes,
+         "flops_fwd": layer.flops_fwd, "flops_bwd": layer.flops_bwd,
+         "activation_stash_bytes": layer.activation_stash_bytes, "input_bytes": layer.input_bytes,
+         "output_bytes": layer.output_bytes, "num_ops": layer.num_ops, "num_bwd_ops": len(layer.bwd.ops)}
+        for layer in graph.layers
+    ]
+    flops = sum((layer.flops_fwd + layer.flops_bwd) * layer.repeat for layer in graph.layers)
+    return {
+        "model": graph.workload, "seq_len": graph.seq_len, "microbatch": graph.microbatch,
+        "tensor_width": graph.tensor_width, "num_layers": graph.num_layers - 2,
+        "params_total": graph.params_total, "layers": layers,
+        "flops_total_per_sample": flops // graph.microbatch,
+    }

@@ -1,0 +1,322 @@
+"""From a trace to per-layer forward/backward operator graphs at a tensor-parallel width.
+
+Steps, each a small function:
+
+1. **Tensor parallelism (Megatron-LM, Shoeybi et al. 2019)** — column-parallel linears split their
+   output features, row-parallel linears their input features, the attention and MLP interiors are
+   split by heads / hidden units, the word embedding and LM head split the vocabulary (padded up as
+   Megatron pads it). Collectives go where Megatron puts them: ``g`` (all-reduce forward, identity
+   backward) after every row-parallel linear and after the vocabulary-parallel embedding; ``f``
+   (identity forward, all-reduce backward) before the column-parallel linears of one input; the
+   vocabulary-parallel cross-entropy all-reduces three per-token fp32 values.
+2. **Fusion** — a matmul absorbs its elementwise epilogue (bias, activation, residual add) and becomes
+   one ``tc+vc`` operator, as PHAZE does; chains of vector operators merge into one vector operator.
+   A merge is only made when it keeps the graph acyclic.
+3. **Backward** — every fused operator gets its gradient operator: matmuls need dX and dW GEMMs (2× the
+   forward FLOPs), vector work about twice its forward elements, the embedding a scatter-add;
+   collectives are replaced by their conjugates; edges are reversed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from phaze_env.workloads.graph import Gemm, Layer, Op, OpGraph
+from phaze_env.workloads.trace import RawOp, Trace
+
+CE_ALLREDUCE_BYTES_PER_TOKEN = 3 * 4  # max, sum of exponentials, target logit (fp32) per token
+SPLIT_ROLES = ("column", "vocab_head")
+
+
+@dataclass
+class _Node:
+    """A forward operator being built (mutable until it becomes an :class:`Op`)."""
+
+    name: str
+    kind: str
+    gemms: list[tuple[int, int, int, int]] = field(default_factory=list)
+    vector: list[tuple[str, int, int]] = field(default_factory=list)  # (kind, elements, flops per element)
+    comm_fwd: tuple[str, int] | None = None  # (collective, bytes)
+    comm_bwd: tuple[str, int] | None = None
+    embedding: bool = False
+    saved_bytes: dict[str, int] = field(default_factory=dict)
+    param_bytes: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    in_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    out_shape: tuple[int, ...] = ()
+    members: list[str] = field(default_factory=list)
+
+    @property
+    def is_comm(self) -> bool:
+        return self.comm_fwd is not None or self.comm_bwd is not None
+
+    @property
+    def fwd_unit(self) -> str:
+        if self.is_comm:
+            return "comm"
+        if self.gemms:
+            return "tc+vc" if self.vector else "tc"
+        return "vc"
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def check_tensor_width(trace: Trace, tensor_width: int, heads: int | None) -> None:
+    """Reject widths that do not divide the attention heads or the split hidden dimensions."""
+    if tensor_width < 1 or tensor_width & (tensor_width - 1):
+        raise ValueError(f"tensor-parallel width must be a power of two ≥ 1, got {tensor_width}")
+    if heads is not None and heads % tensor_width:
+        raise ValueError(f"tensor-parallel width {tensor_width} does not divide the {heads} attention heads")
+    for op in trace.ops:
+        if op.role == "column" and op.gemms[0][3] % tensor_width:
+            raise ValueError(f"tensor-parallel width {tensor_width} does not divide the {op.gemms[0][3]} "
+                             f"output features of {op.module}")
+        if op.role == "row" and op.gemms[0][2] % tensor_width:
+            raise ValueError(f"tensor-parallel width {tensor_width} does not divide the {op.gemms[0][2]} "
+                             f"input features of {op.module}")
+
+
+def sharded_ops(ops: list[RawOp]) -> set[str]:
+    """Names of ops whose output is split across the tensor-parallel group."""
+    sharded: set[str] = set()
+    for op in ops:
+        if op.role in SPLIT_ROLES:
+            sharded.add(op.name)
+        elif op.role not in ("row", "vocab_embedding") and any(i in sharded for i in op.inputs):
+            sharded.add(op.name)
+    return sharded
+
+
+def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t: int, bpe: int,
+                tokens: int) -> tuple[list[_Node], list[tuple[str, str]]]:
+    """The region's forward nodes at width ``t`` with Megatron's collectives, and their edges (by name)."""
+    nodes: list[_Node] = []
+    edges: list[tuple[str, str]] = []
+    f_ops: dict[str, str] = {}  # input tensor → its f collective (one per tensor, shared by q, k, v)
+    alias: dict[str, str] = {}  # op → the node its consumers wait for (its g collective, if any)
+    local = {op.name for op in region_ops}
+    for op in region_ops:
+        node = _node_at_width(op, all_sharded, trace, t, bpe)
+        sources = [alias.get(i, i) for i in op.inputs if i in local]
+        if t > 1 and op.role in SPLIT_ROLES:
+            sources = []
+            for tensor in op.inputs:
+                if tensor not in f_ops:
+                    f = _Node(f"f_allreduce_{tensor}", "comm", comm_bwd=("allreduce", trace.tensor_elements[tensor] * bpe))
+                    f_ops[tensor] = f.name
+                    nodes.append(f)
+                    if tensor in local:
+                        edges.append((alias.get(tensor, tensor), f.name))
+                sources.append(f_ops[tensor])
+        edges.extend((src, op.name) for src in sources)
+        nodes.append(node)
+        if t > 1 and op.role in ("row", "vocab_embedding"):
+            g = _Node(f"g_allreduce_{op.name}", "comm", comm_fwd=("allreduce", op.out_elements * bpe))
+            nodes.append(g)
+            edges.append((op.name, g.name))
+            alias[op.name] = g.name
+        if t > 1 and op.vector_kind == "loss" and op.name in all_sharded:
+            ce = _Node(f"ce_allreduce_{op.name}", "comm", comm_fwd=("allreduce", tokens * CE_ALLREDUCE_BYTES_PER_TOKEN))
+            nodes.append(ce)
+            edges.append((op.name, ce.name))
+    return nodes, list(dict.fromkeys(edges))
+
+
+def _node_at_width(op: RawOp, all_sharded: set[str], trace: Trace, t: int, bpe: int) -> _Node:
+    node = _Node(op.name, op.kind, in_shapes=list(op.in_shapes), out_shape=op.out_shape, members=[op.name])
+    node.gemms = [_split_gemm(g, op, t, op.name in all_sharded) for g in op.gemms]
+    if op.vector_elements:
+        split = 1 if op.role == "row" or op.name not in all_sharded else t
+        node.vector.append((op.vector_kind, _ceil_div(op.vector_elements, split), op.flops_per_element))
+    node.embedding = op.vector_kind == "gather"
+    node.param_bytes = sum(_param_split(fqn, n, op, t) for fqn, n in op.params.items()) * bpe
+    node.bytes_written = _ceil_div(op.out_elements, t if op.name in all_sharded else 1) * bpe
+    node.bytes_read = node.param_bytes + bpe * sum(
+        _ceil_div(trace.tensor_elements.get(i, 0), t if i in all_sharded else 1) for i in op.inputs)
+    for tensor in op.saved:
+        elements = trace.tensor_elements.get(tensor, op.in_elements)
+        node.saved_bytes[tensor] = _ceil_div(elements, t if tensor in all_sharded else 1) * bpe
+    return node
+
+
+def _split_gemm(gemm: tuple[int, int, int, int], op: RawOp, t: int, sharded: bool) -> tuple[int, int, int, int]:
+    b, m, k, n = gemm
+    if op.role == "column":
+        return (b, m, k, n // t)
+    if op.role == "row":
+        return (b, m, k // t, n)
+    if op.role == "vocab_head":
+        return (b, m, k, _ceil_div(n, t))
+    if sharded:
+        return (_ceil_div(b, t), m, k, n)  # attention interior: split by heads
+    return gemm
+
+
+def _param_split(fqn: str, elements: int, op: RawOp, t: int) -> int:
+    if op.role in ("column", "vocab_head", "vocab_embedding"):
+        return _ceil_div(elements, t)
+    if op.role == "row" and not fqn.endswith("bias"):
+        return elements // t
+    return elements
+
+
+# ---------------------------------------------------------------------------------------------- fusion
+
+def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node], list[tuple[str, str]]]:
+    """Merge elementwise epilogues into matmuls and chains of vector ops, keeping the graph acyclic."""
+    group = {n.name: n.name for n in nodes}
+    by_name = {n.name: n for n in nodes}
+    preds: dict[str, set[str]] = {n.name: set() for n in nodes}
+    for a, b in edges:
+        preds[b].add(a)
+
+    def reaches(src: str, dst: str) -> bool:
+        """Does group ``src`` reach group ``dst`` through the current (grouped) graph?"""
+        succ: dict[str, set[str]] = {}
+        for a, b in edges:
+            ga, gb = group[a], group[b]
+            if ga != gb:
+                succ.setdefault(ga, set()).add(gb)
+        stack, seen = [src], {src}
+        while stack:
+            for nxt in succ.get(stack.pop(), ()):
+                if nxt == dst:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return False
+
+    for node in nodes:
+        if node.is_comm or node.gemms or node.embedding:
+            continue
+        pred_groups = {group[p] for p in preds[node.name]}
+        for target in sorted(pred_groups, key=lambda g: -len(by_name[g].gemms)):
+            host = by_name[target]
+            if host.is_comm or (host.gemms and node.kind != "elementwise"):
+                continue
+            others = pred_groups - {target}
+            if any(reaches(target, other) for other in others):
+                continue
+            # contract: node joins the host's group
+            host.vector.extend(node.vector)
+            host.members.extend(node.members)
+            host.saved_bytes.update(node.saved_bytes)
+            host.param_bytes += node.param_bytes
+            host.bytes_read += max(0, node.bytes_read - host.bytes_written)  # the host's output stays on chip
+            host.bytes_written = node.bytes_written
+            host.out_shape = node.out_shape
+            for name, g in group.items():
+                if g == node.name:
+                    group[name] = target
+            break
+    fused = [by_name[name] for name in dict.fromkeys(group[n.name] for n in nodes)]
+    fused_edges = list(dict.fromkeys((group[a], group[b]) for a, b in edges if group[a] != group[b]))
+    return fused, fused_edges
+
+
+# ------------------------------------------------------------------------------------- ops and layers
+
+def _vector_ops(parts: list[tuple[str, int, int]]) -> tuple[int, str, tuple[tuple[str, int], ...]]:
+    merged: dict[str, int] = {}
+    for kind, elements, _ in parts:
+        merged[kind] = merged.get(kind, 0) + elements
+    total = sum(merged.values())
+    kinds = list(merged)
+    return total, (kinds[0] if len(kinds) == 1 else ("mixed" if kinds else "")), tuple(merged.items())
+
+
+def forward_op(node: _Node, tensor_width: int) -> Op | None:
+    if node.is_comm:
+        if node.comm_fwd is None:
+            return None
+        kind, payload = node.comm_fwd
+        return Op(node.name, "comm", "comm", comm_kind=kind, comm_bytes=payload, comm_group=tensor_width,
+                  bytes_read=payload, bytes_written=payload)
+    elements, vkind, parts = _vector_ops(node.vector)
+    gemms = tuple(Gemm(*g) for g in node.gemms)
+    flops = sum(g.flops for g in gemms) + sum(e * f for _, e, f in node.vector)
+    return Op(node.name, node.kind, node.fwd_unit, gemms=gemms, vector_elements=elements, vector_kind=vkind,
+              vector_parts=parts, flops=flops, bytes_read=node.bytes_read, bytes_written=node.bytes_written,
+              param_bytes=node.param_bytes, stash_bytes=sum(node.saved_bytes.values()),
+              in_shapes=tuple(tuple(s) for s in node.in_shapes), out_shape=tuple(node.out_shape),
+              fused=tuple(node.members))
+
+
+def backward_op(node: _Node, tensor_width: int) -> Op | None:
+    """The gradient operator of a forward node (None when it has no backward work)."""
+    if node.is_comm:
+        if node.comm_bwd is None:
+            return None
+        kind, payload = node.comm_bwd
+        return Op(f"grad_{node.name}", "comm", "comm", comm_kind=kind, comm_bytes=payload, comm_group=tensor_width,
+                  bytes_read=payload, bytes_written=payload)
+    gemms: list[Gemm] = []
+    for b, m, k, n in node.gemms:
+        gemms += [Gemm(b, m, n, k), Gemm(b, k, m, n)]  # dA = dC·Bᵀ, dB = Aᵀ·dC
+    parts = [(kind, 2 * e, 2 * f) for kind, e, f in node.vector]
+    if node.embedding:
+        parts = [("gather", e, 1) for _, e, _ in node.vector]  # scatter-add of the output gradient
+    elements, vkind, vparts = _vector_ops(parts)
+    flops = sum(g.flops for g in gemms) + sum(e * f // 2 for _, e, f in parts)
+    unit = ("tc+vc" if parts else "tc") if gemms else "vc"
+    return Op(f"grad_{node.name}", node.kind, unit, gemms=tuple(gemms), vector_elements=elements, vector_kind=vkind,
+              vector_parts=vparts, flops=flops, bytes_read=node.bytes_read + node.bytes_written,
+              bytes_written=node.bytes_read, fused=tuple(node.members))
+
+
+def induced_graph(ops: list[Op | None], edges: list[tuple[int, int]]) -> OpGraph:
+    """The DAG on the non-None ops, bridging edges through dropped ones (transitively)."""
+    n = len(ops)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        succ[a].append(b)
+    keep = [i for i in range(n) if ops[i] is not None]
+    index = {old: new for new, old in enumerate(keep)}
+    new_edges: set[tuple[int, int]] = set()
+    for src in keep:
+        stack, seen = list(succ[src]), set()
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if ops[v] is not None:
+                new_edges.add((index[src], index[v]))
+            else:
+                stack.extend(succ[v])
+    return OpGraph(tuple(ops[i] for i in keep), tuple(sorted(new_edges)))
+
+
+def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[str, str]], *, tensor_width: int,
+                params: int, param_bytes: int, input_bytes: int, output_bytes: int) -> Layer:
+    position = {n.name: i for i, n in enumerate(nodes)}
+    idx_edges = [(position[a], position[b]) for a, b in edges]
+    fwd = induced_graph([forward_op(n, tensor_width) for n in nodes], idx_edges)
+    bwd_ops = [backward_op(n, tensor_width) for n in nodes]
+    bwd = induced_graph(bwd_ops, [(b, a) for a, b in idx_edges])
+    saved: dict[str, int] = {}
+    for n in nodes:
+        saved.update(n.saved_bytes)
+    return Layer(name=name, repeat=repeat, fwd=fwd, bwd=bwd, params=params, param_bytes=param_bytes,
+                 flops_fwd=fwd.flops, flops_bwd=bwd.flops, activation_stash_bytes=sum(saved.values()),
+                 input_bytes=input_bytes, output_bytes=output_bytes)
+
+
+def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str]) -> tuple[int, int]:
+    """(unique parameter elements owned by this region, parameter elements stored by it) at width ``t``."""
+    stored: dict[str, int] = {}
+    for op in region_ops:
+        for fqn, elements in op.params.items():
+            stored[fqn] = _param_split(fqn, elements, op, t)
+    unique = sum(v for k, v in stored.items() if k in owned)
+    return unique, sum(stored.values())
+
+
+def signature(ops: list[RawOp]) -> list[tuple]:
+    """What must be equal for two layers to be the same repeated layer."""
+    return [(op.aten, op.kind, op.role, tuple(op.gemms), op.vector_elements, op.out_shape, sorted(op.params.values()))
+            for op in ops]

@@ -1,0 +1,157 @@
+"""Built-in workloads from published hyper-parameters, and user-defined ones from any HF config class.
+
+A :class:`Workload` is a plain, JSON-round-trippable value: a name, a HuggingFace model/config class
+pair, the config's keyword arguments, and its default sequence length. Models are only ever built on
+the meta device from the config, so nothing is downloaded and memory stays constant whatever the size.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+# Model class and config class per family (HF transformers 5.x names).
+FAMILIES: dict[str, tuple[str, str]] = {
+    "gpt2": ("GPT2LMHeadModel", "GPT2Config"),
+    "opt": ("OPTForCausalLM", "OPTConfig"),
+    "llama": ("LlamaForCausalLM", "LlamaConfig"),
+    "bert": ("BertForMaskedLM", "BertConfig"),
+}
+
+# The config key holding the number of transformer layers, per config class.
+LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model to train: family, HF config keyword arguments, default sequence length."""
+
+    name: str
+    family: str
+    config: tuple[tuple[str, Any], ...]  # sorted (key, value) pairs, hashable
+    seq_len: int
+    published_params: int | None = None  # published parameter count, for validation
+    source: str = ""
+    model_class: str = ""
+    config_class: str = ""
+
+    def __post_init__(self) -> None:
+        if self.seq_len <= 0:
+            raise ValueError(f"workload {self.name!r}: sequence length must be positive, got {self.seq_len}")
+        if not self.model_class or not self.config_class:
+            if self.family not in FAMILIES:
+                raise ValueError(f"workload {self.name!r}: unknown family {self.family!r}; known: {sorted(FAMILIES)}")
+            model_class, config_class = FAMILIES[self.family]
+            object.__setattr__(self, "model_class", self.model_class or model_class)
+            object.__setattr__(self, "config_class", self.config_class or config_class)
+
+    @property
+    def config_dict(self) -> dict[str, Any]:
+        return dict(self.config)
+
+    @property
+    def num_layers(self) -> int:
+        cfg = self.config_dict
+        for key in LAYER_COUNT_KEYS:
+            if key in cfg:
+                return int(cfg[key])
+        raise ValueError(f"workload {self.name!r}: config has none of {LAYER_COUNT_KEYS}")
+
+    @property
+    def layer_count_key(self) -> str:
+        cfg = self.config_dict
+        return next(key for key in LAYER_COUNT_KEYS if key in cfg)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "family": self.family, "config": self.config_dict, "seq_len": self.seq_len,
+            "published_params": self.published_params, "source": self.source,
+            "model_class": self.model_class, "config_class": self.config_class,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Workload:
+        data = dict(data)
+        data["config"] = _freeze(data["config"])
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def _freeze(config: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((str(k), tuple(v) if isinstance(v, list) else v) for k, v in config.items()))
+
+
+def _gpt2(name: str, hidden: int, layers: int, heads: int, seq: int, params: int, source: str) -> Workload:
+    config = dict(n_embd=hidden, n_layer=layers, n_head=heads, n_inner=4 * hidden, vocab_size=50257, n_positions=seq)
+    return Workload(name, "gpt2", _freeze(config), seq, params, source)
+
+
+def _opt(name: str, hidden: int, layers: int, heads: int, params: int, source: str, **extra: Any) -> Workload:
+    config = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, ffn_dim=4 * hidden,
+                  vocab_size=50272, max_position_embeddings=2048, word_embed_proj_dim=hidden)
+    config.update(extra)
+    return Workload(name, "opt", _freeze(config), 2048, params, source)
+
+
+def _llama(name: str, hidden: int, layers: int, heads: int, ffn: int, params: int, source: str) -> Workload:
+    config = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                  intermediate_size=ffn, vocab_size=32000, max_position_embeddings=4096, tie_word_embeddings=False)
+    return Workload(name, "llama", _freeze(config), 4096, params, source)
+
+
+BUILTIN: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("bert-large", "bert", _freeze(dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                                                     intermediate_size=4096, vocab_size=30522, max_position_embeddings=512)),
+                 512, 335_000_000, "HF bert-large-uncased config; ≈ 335 M with the MLM head (Devlin et al. 2019 report 340 M)"),
+        _gpt2("gpt2-xl", 1600, 48, 25, 1024, 1_557_611_200, "HF gpt2-xl config; Radford et al. 2019 (1.5 B); HF num_parameters()=1,557,611,200"),
+        _opt("opt-350m", 1024, 24, 16, 331_196_416, "HF facebook/opt-350m config (post-LN, word_embed_proj_dim 512); Zhang et al. 2022",
+             word_embed_proj_dim=512, do_layer_norm_before=False),
+        _opt("opt-1.3b", 2048, 24, 32, 1_315_758_080, "HF facebook/opt-1.3b config; Zhang et al. 2022 (1.3 B)"),
+        _opt("opt-6.7b", 4096, 32, 32, 6_658_473_984, "HF facebook/opt-6.7b config; Zhang et al. 2022 (6.7 B)"),
+        _llama("llama2-7b", 4096, 32, 32, 11008, 6_738_415_616, "HF meta-llama/Llama-2-7b-hf config; Touvron et al. 2023 (7 B)"),
+        _llama("llama2-13b", 5120, 40, 40, 13824, 13_015_864_320, "HF meta-llama/Llama-2-13b-hf config; Touvron et al. 2023 (13 B)"),
+        _gpt2("megatron-gpt2-8.3b", 3072, 72, 24, 1024, 8_300_000_000, "Shoeybi et al. 2019 (Megatron-LM), Table 1: 8.3 B"),
+        _gpt2("gpt3-175b", 12288, 96, 96, 2048, 175_000_000_000, "Brown et al. 2020, Table 2.1: 175.0 B"),
+    )
+}
+
+
+def workload_names() -> list[str]:
+    return sorted(BUILTIN)
+
+
+def get_workload(name: str | Workload) -> Workload:
+    """The built-in workload called ``name`` (a :class:`Workload` is passed through)."""
+    if isinstance(name, Workload):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"a workload is named by a string, got {type(name).__name__}")
+    try:
+        return BUILTIN[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, BUILTIN, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown workload {name!r}.{hint} Known workloads: {', '.join(workload_names())}") from None
+
+
+def custom_workload(name: str, config_class: str, model_class: str, seq_len: int, **config: Any) -> Workload:
+    """A user-defined workload from any HF config/model class pair and keyword arguments.
+
+    Example: ``custom_workload("tiny-llama", "LlamaConfig", "LlamaForCausalLM", 256, hidden_size=256,
+    num_hidden_layers=4, num_attention_heads=4, intermediate_size=688, vocab_size=1000)``.
+    """
+    import transformers
+
+    for cls in (config_class, model_class):
+        if not hasattr(transformers, cls):
+            raise ValueError(f"transformers has no class {cls!r}")
+    family = next((f for f, (m, c) in FAMILIES.items() if c == config_class), "custom")
+    workload = Workload(name, family, _freeze(config), seq_len, None, "user-defined", model_class, config_class)
+    workload.num_layers  # noqa: B018 - validates that the layer count is present
+    return workload

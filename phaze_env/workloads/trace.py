@@ -1,0 +1,305 @@
+"""Trace a workload with ``torch.export`` (non-strict) on the meta device into raw per-region operators.
+
+The model is built from its config with **two** transformer layers (enough to check that the repeated
+layer is identical and to see what crosses a layer boundary) on the meta device: no weights, no
+network, constant memory. The exported ATen graph is reduced to the operators that do work on the
+training data path:
+
+* view-like operators (view, transpose, expand, dropout at inference, dtype casts, ...) are bridged;
+* index/mask arithmetic (non-floating outputs, or values not derived from any parameter) is dropped:
+  it is tiny, and a pipeline stage regenerates it rather than receiving it;
+* each remaining node becomes a :class:`RawOp` tagged with its region — ``pre`` (embeddings), ``block``
+  (layer 0, checked identical to layer 1) or ``post`` (final norm, head, loss) — and its role for
+  Megatron tensor parallelism (column-/row-parallel linear, vocabulary-parallel embedding/head).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+
+from phaze_env.workloads.registry import Workload
+
+# ATen operators that only re-index or alias memory (bridged, no cost).
+VIEW_OPS = {
+    "view", "_unsafe_view", "reshape", "transpose", "permute", "t", "expand", "unsqueeze", "squeeze", "slice",
+    "select", "split", "split_with_sizes", "chunk", "unbind", "alias", "to", "_to_copy", "contiguous", "clone",
+    "dropout", "detach", "type_as", "as_strided", "lift_fresh_copy", "_assert_tensor_metadata", "getitem",
+    "repeat_interleave", "flatten",
+}
+MATMUL_OPS = {"linear", "addmm", "mm", "bmm", "matmul", "baddbmm"}
+# ATen operator → (kind, vector cost class, FLOPs per output element).
+VECTOR_OPS = {
+    "add": ("elementwise", "add", 1), "sub": ("elementwise", "add", 1), "mul": ("elementwise", "mul", 1),
+    "div": ("elementwise", "mul", 1), "neg": ("elementwise", "add", 1), "where": ("elementwise", "add", 1),
+    "pow": ("elementwise", "mul", 1), "rsqrt": ("elementwise", "exp", 1), "sqrt": ("elementwise", "exp", 1),
+    "tanh": ("elementwise", "tanh", 4), "relu": ("elementwise", "relu", 1), "gelu": ("elementwise", "gelu", 8),
+    "silu": ("elementwise", "silu", 4), "sigmoid": ("elementwise", "exp", 4), "exp": ("elementwise", "exp", 1),
+    "cos": ("elementwise", "exp", 1), "sin": ("elementwise", "exp", 1),
+    "softmax": ("softmax", "softmax", 5), "_softmax": ("softmax", "softmax", 5), "log_softmax": ("softmax", "softmax", 5),
+    "layer_norm": ("norm", "norm", 7), "native_layer_norm": ("norm", "norm", 7), "rms_norm": ("norm", "norm", 4),
+    "mean": ("reduction", "reduce", 1), "sum": ("reduction", "reduce", 1), "amax": ("reduction", "reduce", 1),
+    "cross_entropy_loss": ("reduction", "loss", 6), "nll_loss": ("reduction", "loss", 2),
+    "cat": ("data", "copy", 0), "stack": ("data", "copy", 0), "pad": ("data", "copy", 0),
+    "embedding": ("data", "gather", 0), "gather": ("data", "gather", 0), "index": ("data", "gather", 0),
+}
+# Operators whose reduction runs over the input, not the output (elements = input numel).
+REDUCING = {"mean", "sum", "amax", "cross_entropy_loss", "nll_loss"}
+# Which inputs the backward pass needs, per vector cost class: "in", "out", "all" or "none".
+SAVED_FOR_BACKWARD = {
+    "add": "none", "copy": "none", "gather": "none", "mul": "all", "relu": "out", "gelu": "in", "silu": "in",
+    "tanh": "out", "exp": "out", "softmax": "out", "norm": "in", "reduce": "none", "loss": "in",
+}
+
+# Megatron tensor-parallel roles, recognised from the owning module's path.
+COLUMN_PARALLEL = re.compile(r"(c_attn|q_proj|k_proj|v_proj|\.query|\.key|\.value|c_fc|fc1|gate_proj|up_proj|intermediate\.dense)$")
+ROW_PARALLEL = re.compile(r"(attn\.c_proj|mlp\.c_proj|out_proj|o_proj|fc2|down_proj|attention\.output\.dense|\.\d+\.output\.dense)$")
+VOCAB_HEAD = re.compile(r"(lm_head|predictions\.decoder)$")
+VOCAB_EMBEDDING = re.compile(r"(wte|word_embeddings|embed_tokens)$")
+LAYER_INDEX = re.compile(r"\.(?:h|layers|layer)\.(\d+)(?:\.|$)")
+
+
+class TraceError(RuntimeError):
+    """The model could not be traced into per-layer graphs."""
+
+
+@dataclass
+class RawOp:
+    """One traced ATen operator that does work, before tensor-parallel splitting and fusion."""
+
+    name: str
+    aten: str
+    kind: str
+    region: str  # "pre" | "block0" | "block1" | "post"
+    module: str
+    role: str = "replicated"  # "column" | "row" | "vocab_head" | "vocab_embedding" | "sharded" | "replicated"
+    gemms: list[tuple[int, int, int, int]] = field(default_factory=list)  # (batch, m, k, n)
+    vector_kind: str = ""
+    vector_elements: int = 0
+    flops_per_element: int = 0
+    inputs: list[str] = field(default_factory=list)  # producing RawOp names (activations)
+    saved: list[str] = field(default_factory=list)  # tensors (RawOp names or "in:<name>") kept for backward
+    params: dict[str, int] = field(default_factory=dict)  # parameter FQN → elements
+    out_shape: tuple[int, ...] = ()
+    in_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    out_elements: int = 0
+    in_elements: int = 0
+
+
+@dataclass
+class Trace:
+    """Raw operators of a two-layer instance, with region boundaries and parameter ownership."""
+
+    ops: list[RawOp]
+    boundary_elements: dict[str, int]  # region → elements of activations leaving it
+    tensor_elements: dict[str, int]  # producing op name (or external input) → elements of its output
+    param_elements: dict[str, int]  # FQN → elements (every parameter of the two-layer model)
+    tied: set[str]  # FQNs used in more than one region (tied embeddings)
+
+
+def _quiet_transformers() -> None:
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+
+
+def build_meta_model(workload: Workload, num_layers: int = 2):
+    """The workload's model with ``num_layers`` layers on the meta device (eager attention, eval mode)."""
+    _quiet_transformers()
+    import torch
+    import transformers
+
+    config_cls = getattr(transformers, workload.config_class)
+    model_cls = getattr(transformers, workload.model_class)
+    kwargs = workload.config_dict
+    kwargs[workload.layer_count_key] = num_layers
+    try:
+        config = config_cls(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - surface config errors with the workload's name
+        raise TraceError(f"workload {workload.name!r}: {workload.config_class}(**config) failed: {exc}") from exc
+    config._attn_implementation = "eager"
+    config.use_cache = False  # training: no key/value cache in the outputs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.device("meta"):
+            model = model_cls(config)
+    model.eval()
+    return model
+
+
+def export_model(workload: Workload, microbatch: int, seq_len: int):
+    """``torch.export`` (non-strict) of the two-layer meta model with token ids and labels."""
+    import torch
+
+    model = build_meta_model(workload)
+    ids = torch.zeros(microbatch, seq_len, dtype=torch.long, device="meta")
+    kwargs = {"input_ids": ids, "labels": ids}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.export.export(model, (), kwargs, strict=False)
+    except Exception as exc:  # noqa: BLE001
+        raise TraceError(f"workload {workload.name!r}: torch.export failed at microbatch {microbatch}, "
+                         f"sequence {seq_len}: {type(exc).__name__}: {exc}") from exc
+
+
+def _aten_name(target) -> str:
+    if getattr(target, "__name__", "") == "getitem":
+        return "getitem"
+    name = getattr(target, "__name__", str(target))
+    return name.split(".")[0]
+
+
+def _module_path(node) -> str:
+    stack = node.meta.get("nn_module_stack") or {}
+    return list(stack.values())[-1][0] if stack else ""
+
+
+def _numel(shape) -> int:
+    return int(math.prod(int(d) for d in shape))
+
+
+def _shape(val) -> tuple[int, ...] | None:
+    shape = getattr(val, "shape", None)
+    return tuple(int(d) for d in shape) if shape is not None else None
+
+
+def _gemms(aten: str, shapes: list[tuple[int, ...]], out: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
+    """GEMMs of a matmul-like operator as (batch, m, k, n)."""
+    if aten == "linear":
+        x, w = shapes[0], shapes[1]
+        return [(1, _numel(x[:-1]), x[-1], w[0])]
+    if aten == "addmm":  # addmm(bias, x[m,k], w[k,n])
+        x, w = shapes[1], shapes[2]
+        return [(1, x[0], x[1], w[1])]
+    if aten == "mm":
+        return [(1, shapes[0][0], shapes[0][1], shapes[1][1])]
+    a, b = shapes[-2], shapes[-1]
+    if aten == "baddbmm":
+        a, b = shapes[1], shapes[2]
+    if len(b) == 2:  # matmul of a batch of rows with a weight matrix: a linear
+        return [(1, _numel(a[:-1]), a[-1], b[-1])]
+    return [(_numel(out[:-2]), a[-2], a[-1], b[-1])]
+
+
+def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
+    """Export the two-layer model and reduce its graph to :class:`RawOp` per region."""
+    exported = export_model(workload, microbatch, seq_len)
+    signature = exported.graph_signature
+    param_of = dict(signature.inputs_to_parameters)
+    graph = exported.graph_module.graph
+
+    source: dict[str, str | None] = {}  # node → the work node it aliases (None: not on the data path)
+    live: set[str] = set()  # nodes derived from parameters
+    params_of_node: dict[str, str] = {}  # placeholder → FQN
+    ops: list[RawOp] = []
+    by_name: dict[str, RawOp] = {}
+    tensor_elements: dict[str, int] = {}
+    param_users: dict[str, set[str]] = {}
+
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            source[node.name] = node.name
+            if node.name in param_of:
+                live.add(node.name)
+                params_of_node[node.name] = param_of[node.name]
+            continue
+        if node.op != "call_function":
+            continue
+        aten = _aten_name(node.target)
+        args = [a for a in node.all_input_nodes]
+        is_live = any(source.get(a.name) in live for a in args if source.get(a.name))
+        val = node.meta.get("val")
+        out_shape = _shape(val)
+        if aten in VIEW_OPS or not is_live:
+            first = next((source.get(a.name) for a in args if source.get(a.name) in live), None)
+            source[node.name] = first
+            continue
+        floating = getattr(val, "dtype", None) is not None and val.dtype.is_floating_point
+        if not floating or out_shape is None:
+            source[node.name] = None
+            continue
+        module = _module_path(node)
+        match = LAYER_INDEX.search(module + ".")
+        in_tensors = [source.get(a.name) for a in args]
+        act_inputs = [t for t in in_tensors if t in by_name]
+        param_inputs = [params_of_node[t] for t in in_tensors if t in params_of_node]
+        shapes = [_shape(a.meta.get("val")) or () for a in args]
+        op = RawOp(name=node.name, aten=aten, kind="", region="", module=module, out_shape=out_shape,
+                   in_shapes=shapes, out_elements=_numel(out_shape),
+                   in_elements=max((_numel(s) for s in shapes), default=0))
+        if match:
+            op.region = f"block{match.group(1)}"
+        if aten in MATMUL_OPS:
+            op.kind = "matmul" if param_inputs else "bmm"
+            op.gemms = _gemms(aten, shapes, out_shape)
+            bias = aten == "addmm" or (aten == "linear" and len(args) > 2)
+            if bias:
+                op.vector_kind, op.vector_elements, op.flops_per_element = "add", op.out_elements, 1
+            op.saved = [t for t in in_tensors if t in by_name]
+            if COLUMN_PARALLEL.search(module):
+                op.role = "column"
+            elif ROW_PARALLEL.search(module):
+                op.role = "row"
+            elif VOCAB_HEAD.search(module):
+                op.role = "vocab_head"
+        elif aten in VECTOR_OPS:
+            op.kind, op.vector_kind, op.flops_per_element = VECTOR_OPS[aten]
+            op.vector_elements = op.in_elements if aten in REDUCING else op.out_elements
+            rule = SAVED_FOR_BACKWARD.get(op.vector_kind, "in")
+            if rule == "out":
+                op.saved = [node.name]
+            elif rule in ("in", "all"):
+                op.saved = act_inputs[:1] if rule == "in" else list(act_inputs)
+            if aten == "embedding" and VOCAB_EMBEDDING.search(module):
+                op.role = "vocab_embedding"
+        else:
+            raise TraceError(f"workload {workload.name!r}: no cost rule for ATen operator {aten!r} "
+                             f"(node {node.name} in {module or 'the top module'})")
+        op.inputs = act_inputs
+        op.params = {fqn: _param_numel(exported, fqn) for fqn in param_inputs}
+        for fqn in param_inputs:
+            param_users.setdefault(fqn, set()).add(node.name)
+        source[node.name] = node.name
+        live.add(node.name)
+        tensor_elements[node.name] = op.out_elements
+        by_name[node.name] = op
+        ops.append(op)
+
+    _assign_outer_regions(ops)
+    regions_of_param = {fqn: {by_name[u].region.replace("block1", "block0") for u in users} for fqn, users in param_users.items()}
+    tied = {fqn for fqn, regions in regions_of_param.items() if len(regions) > 1}
+    param_elements = {fqn: _param_numel(exported, fqn) for fqn in param_of.values()}
+    boundary = _boundary_elements(ops, by_name)
+    return Trace(ops, boundary, tensor_elements, param_elements, tied)
+
+
+def _param_numel(exported, fqn: str) -> int:
+    return int(exported.state_dict[fqn].numel()) if fqn in exported.state_dict else 0
+
+
+def _assign_outer_regions(ops: list[RawOp]) -> None:
+    """Ops outside the layer modules are pre-layers before layer 0 and post-layers after the last layer."""
+    seen_block = False
+    for op in ops:
+        if op.region:
+            seen_block = True
+        else:
+            op.region = "post" if seen_block else "pre"
+
+
+def _boundary_elements(ops: list[RawOp], by_name: dict[str, RawOp]) -> dict[str, int]:
+    """Elements of the activations produced in (or before) a region and consumed after it."""
+    order = {"pre": 0, "block0": 1, "block1": 2, "post": 3}
+    crossing: dict[str, set[str]] = {r: set() for r in order}
+    for op in ops:
+        for producer in op.inputs:
+            src = by_name[producer]
+            for region, rank in order.items():
+                if order[src.region] <= rank < order[op.region]:
+                    crossing[region].add(producer)
+    return {region: sum(by_name[p].out_elements for p in names) for region, names in crossing.items()}
