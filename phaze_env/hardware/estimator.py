@@ -343,14 +343,25 @@ def matmul_latency_s(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1
     raise ValueError(f"unknown estimator {estimator!r}; expected 'analytic' or 'zigzag'")
 
 
-def op_latency_s(op: Op, acc: Accelerator, *, parallel: bool = False, link_bandwidth_Bps: float | None = None, link_latency_s: float = 0.0) -> float:
+def op_latency_s(op: Op, acc: Accelerator, *, parallel: bool = False, link_bandwidth_Bps: float | None = None,
+                 link_latency_s: float = 0.0, estimator: str = "analytic") -> float:
     """Seconds for ``op`` on one core of its type (``parallel=False``) or split over all of them.
 
     ``link_bandwidth_Bps``/``link_latency_s`` describe the cluster's interconnect; they are required
-    only for communication operators.
+    only for communication operators. ``estimator="zigzag"`` replaces the GEMM part of tensor-core ops
+    by ZigZag's estimate (vector and communication parts stay analytic).
     """
-    one, all_cores = accelerator_table([op], acc, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s).latencies_s(0, 0)
-    return float(all_cores[0] if parallel else one[0])
+    table = accelerator_table([op], acc, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s)
+    one, all_cores = table.latencies_s(0, 0)
+    seconds = float(all_cores[0] if parallel else one[0])
+    if estimator == "analytic" or op.unit not in ("tc", "tc+vc") or not op.gemms:
+        if estimator not in ("analytic", "zigzag"):
+            raise ValueError(f"unknown estimator {estimator!r}; expected 'analytic' or 'zigzag'")
+        return seconds
+    cores = acc.num_tc if parallel else 1
+    analytic_gemm_s = float((table.tc_all_s if parallel else table.tc_one_s)[0, 0])
+    zigzag_gemm_s = sum(matmul_latency_s(acc, g.m, g.k, g.n, batch=g.batch, cores=cores, estimator=estimator) for g in op.gemms)
+    return seconds - analytic_gemm_s + zigzag_gemm_s
 
 
 def graph_latencies_s(graph: OpGraph, acc: Accelerator, *, link_bandwidth_Bps: float | None, link_latency_s: float = 0.0) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,40 @@
+"""Cross-check of the analytic systolic model against ZigZag's mapping search (skipped without zigzag-dse)."""
+
+import pytest
+
+from phaze_env.hardware.accelerator import TPUV4
+from phaze_env.hardware.energy import gemm_energy_j
+from phaze_env.hardware.estimator import matmul_latency_s, op_latency_s
+from phaze_env.workloads.graph import Gemm, Op
+
+zigzag_backend = pytest.importorskip("phaze_env.hardware.zigzag_backend")
+if not zigzag_backend.available():
+    pytest.skip("zigzag-dse is not installed", allow_module_level=True)
+
+# Documented bands (ZigZag / analytic). Latency: ZigZag reports ≈ 50 % MAC stalls on our description of
+# one 128×128 core, while the analytic model pays only SCALE-Sim's fill/drain, so ZigZag is 1.4–2.3×
+# slower on the shapes below (measured 1.48 and 2.10). Energy: both use the same per-event constants but count register and
+# buffer accesses differently.
+LATENCY_BAND = (1.0, 3.0)
+ENERGY_BAND = (0.25, 3.0)  # measured 0.38–0.81
+SHAPES = [(1024, 1024, 1024), (128, 8192, 128)]
+
+
+@pytest.mark.parametrize("M,K,N", SHAPES)
+def test_zigzag_agrees_with_the_analytic_model_within_bands(M, K, N):
+    zz = zigzag_backend.gemm(TPUV4, M, K, N)
+    latency_ratio = zz.latency_s / matmul_latency_s(TPUV4, M, K, N)
+    assert LATENCY_BAND[0] <= latency_ratio <= LATENCY_BAND[1]
+    energy_ratio = zz.energy_j / gemm_energy_j(Gemm(1, M, K, N), TPUV4)
+    assert ENERGY_BAND[0] <= energy_ratio <= ENERGY_BAND[1]
+    # Never faster than the array's peak.
+    assert zz.cycles >= M * K * N / (TPUV4.tc_width * TPUV4.tc_depth)
+
+
+def test_zigzag_is_selectable_and_cached():
+    first = matmul_latency_s(TPUV4, 1024, 1024, 1024, estimator="zigzag")
+    assert matmul_latency_s(TPUV4, 1024, 1024, 1024, estimator="zigzag") == first  # served from the cache
+    assert matmul_latency_s(TPUV4, 1024, 1024, 1024, batch=2, estimator="zigzag") == pytest.approx(2 * first)
+    assert matmul_latency_s(TPUV4, 1024, 1024, 1024, cores=8, estimator="zigzag") < first
+    op = Op(name="mm", kind="matmul", unit="tc", gemms=(Gemm(1, 1024, 1024, 1024),), flops=2 * 1024**3)
+    assert op_latency_s(op, TPUV4, estimator="zigzag") == pytest.approx(first)
