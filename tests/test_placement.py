@@ -176,12 +176,13 @@ def test_eight_layers_sixteen_devices_matches_brute_force():
 
 
 def test_allreduce_tradeoff_is_exact():
-    """A plan with a slightly slower bottleneck but far smaller all-reduce must win (min-max alone misses it)."""
-    layers = [{"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 1000.0, "stash_bytes": 0.0, "output_bytes": 0.0},
-              {"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 0.0, "stash_bytes": 0.0, "output_bytes": 0.0},
-              {"fwd_s": 0.1, "bwd_s": 0.1, "param_bytes": 1000.0, "stash_bytes": 0.0, "output_bytes": 0.0}]
-    options = dict(n_devices=4, tensor_width=1, global_batch=2, microbatch=1, hbm_bytes=1e9, link_bandwidth_Bps=100.0)
-    _check_against(brute_force_chain(layers, **options), best_plan(layers, **options))
+    """The min-max stage time alone picks a plan with a larger all-reduce; the exact optimum is 41 s, not 41.33 s."""
+    shapes = [(1.0, 1.0, 100.0), (2.0, 2.0, 100.0), (0.0, 1.0, 200.0), (1.0, 3.0, 400.0)]
+    layers = [{"fwd_s": f, "bwd_s": b, "param_bytes": w, "stash_bytes": 0.0, "output_bytes": 0.0} for f, b, w in shapes]
+    options = dict(n_devices=8, tensor_width=1, global_batch=8, microbatch=1, hbm_bytes=1e9, link_bandwidth_Bps=30.0)
+    plan = best_plan(layers, **options)
+    assert brute_force_chain(layers, **options) == pytest.approx(41.0)
+    _check_against(41.0, plan)
 
 
 dag_cases = [
