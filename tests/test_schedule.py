@@ -101,7 +101,7 @@ def test_brute_force_pruning_loses_nothing(seed):
 
 
 def random_instance(rng: random.Random, n_max: int = 8):
-    n = rng.randint(1, n_max)
+    n = rng.randint(min(3, n_max), n_max)
     n_tc, n_vc = rng.randint(1, 3), rng.randint(1, 3)
     units = rng.choices(["tc", "vc", "tc+vc", "comm", "none"], weights=[4, 3, 2, 1, 1], k=n)
     ops = []
@@ -154,6 +154,16 @@ def test_highs_matches_brute_force(seed):
     schedule = solve_schedule(ops, edges, n_tc, n_vc, solver="highs", cache=False, time_limit_s=30)
     assert_sound(ops, edges, n_tc, n_vc, schedule)
     assert schedule.optimal
+    assert schedule.makespan_s == pytest.approx(brute_force_makespan(ops, edges, n_tc, n_vc), rel=REL)
+
+
+@pytest.mark.parametrize("seed", [8, 38, 69, 83, 145, 170])  # instances that need 2 to 6 lazy rounds
+def test_lazy_capacity_cuts_alone_reach_the_optimum(seed, monkeypatch):
+    monkeypatch.setattr(ilp_module, "MAX_EAGER_CUTS", 0)  # PHAZE's scheme: every capacity cut lazily
+    ops, edges, n_tc, n_vc = random_instance(random.Random(seed))
+    schedule = solve_schedule(ops, edges, n_tc, n_vc, solver="highs", cache=False, time_limit_s=30)
+    assert_sound(ops, edges, n_tc, n_vc, schedule)
+    assert schedule.optimal and schedule.method == "ilp" and schedule.solver_calls >= 2
     assert schedule.makespan_s == pytest.approx(brute_force_makespan(ops, edges, n_tc, n_vc), rel=REL)
 
 

@@ -9,10 +9,13 @@ Model (times divided by ``scale_s``, the starting incumbent's makespan, so every
   with big-M disjunctions; the pair must be ordered when either runs in parallel mode
   (``o_ij + o_ji >= p_i``, ``>= p_j``);
 * the work of each core type fits in ``T`` on its cores (a valid inequality that tightens the LP);
-* capacity of one-core ops is added lazily: solve, replay the ordering, and for every set ``A`` of
-  one-core ops of one type that the solution runs at one instant beyond the core count ``n``, add
-  "at least ``C(|A|,2) - turan(|A|, n)`` pairs of ``A`` are ordered" (Turán: more overlapping pairs
-  would leave ``n + 1`` ops pairwise overlapping, i.e. running together); re-solve until the replay
+* capacity of one-core ops: "among ``n + 1`` pairwise incomparable ops of a type with ``n`` cores,
+  some pair is ordered". Unlike PHAZE, which finds these only lazily, every such cut is added up
+  front while there are few (layer graphs have small antichains), which makes the model exact in
+  one solve. Beyond that, lazily, as PHAZE does: solve, replay the ordering, and for every set ``A``
+  of one-core ops of one type that the solution runs at one instant beyond ``n``, add "at least
+  ``C(|A|,2) - turan(|A|, n)`` pairs of ``A`` are ordered" (Turán: more overlapping pairs would
+  leave ``n + 1`` ops pairwise overlapping, i.e. running together); re-solve until the replay
   matches the relaxation's optimum.
 
 Every relaxation's optimum (or the solver's proven bound) is a lower bound on the true optimum, and
@@ -21,8 +24,11 @@ every replay is a feasible schedule, so stopping at any point yields a valid sch
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 import re
+import sys
 import tempfile
 import time
 import warnings
@@ -40,6 +46,7 @@ MIP_REL_GAP = 1e-7  # relative gap at which one relaxation counts as solved
 OPTIMALITY_REL_TOL = 1e-6  # schedule counts as optimal when its bound is this close
 OVERLAP_TOL = 1e-6  # (scaled time) overlaps shorter than this are solver noise, not over-subscription
 MIN_SOLVE_TIME_S = 0.05  # less remaining time than this is not worth a solver call
+MAX_EAGER_CUTS = 400  # capacity cuts added before the first solve; the rest are found lazily
 
 
 @dataclass(frozen=True)
@@ -67,7 +74,7 @@ def solve_ilp(problem: Problem, incumbent: Timetable, lower_bound_s: float, solv
     """Minimum-makespan schedule by the lazy-cut ILP loop, stopping at ``time_limit_s`` with the best known."""
     deadline = time.monotonic() + time_limit_s
     best, bound_s = incumbent, lower_bound_s
-    cuts: set[Cut] = set()
+    cuts = _clique_cuts(problem, MAX_EAGER_CUTS)
     iterations = 0
     while True:
         if bound_s >= best.makespan_s * (1 - OPTIMALITY_REL_TOL):
@@ -216,6 +223,33 @@ def _turan_edges(m: int, parts: int) -> int:
     return (m * m - sum_squares) // 2
 
 
+def _clique_cuts(problem: Problem, limit: int) -> set[Cut]:
+    """Up to ``limit`` capacity cuts, one per set of ``n + 1`` pairwise incomparable one-core ops of a type.
+
+    With all of them the model is exact (ops that pairwise overlap in time share an instant), so
+    layer graphs, whose antichains are small, need no lazy rounds; wide graphs get the first ``limit``.
+    """
+    cuts: set[Cut] = set()
+    for core_type in CORE_TYPES:
+        size = problem.cores(core_type) + 1
+        candidates = [
+            i for i in range(len(problem))
+            if problem.uses(i, core_type) and False in problem.modes(i) and problem.latency_s[i] > 0
+        ]
+
+        def extend(clique: list[int], rest: list[int]) -> None:
+            if len(cuts) >= limit:
+                return
+            if len(clique) == size:
+                cuts.add((core_type, frozenset(clique)))
+                return
+            for position, i in enumerate(rest):
+                extend(clique + [i], [j for j in rest[position + 1:] if not problem.comparable(i, j)])
+
+        extend([], candidates)
+    return cuts
+
+
 def _violated_cuts(problem: Problem, relaxation: _Relaxation, scale_s: float) -> set[Cut]:
     """Sets of one-core ops of one type that the relaxation runs at one instant beyond the core count."""
     tol = OVERLAP_TOL * scale_s
@@ -257,10 +291,28 @@ def _run_cbc(model: pulp.LpProblem, time_limit_s: float) -> tuple[float | None, 
     return (float(match.group(1)) if match else None), False
 
 
+@functools.cache
+def _silence_highs_banner() -> None:
+    """HiGHS prints a banner to the process's stdout when its first instance is built, whatever the
+    options; build that first instance with stdout pointed at /dev/null (stdout may carry JSON)."""
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _run_highs(model: pulp.LpProblem, time_limit_s: float) -> tuple[float | None, bool]:
     """Solve with HiGHS through its Python API; return (proven bound on the objective, solved to optimality)."""
     import highspy
 
+    _silence_highs_banner()
     model.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, gapRel=MIP_REL_GAP))
     highs = model.solverModel
     info = highs.getInfo()
