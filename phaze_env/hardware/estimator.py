@@ -54,7 +54,7 @@ RESIDENT_BUFFER_FRACTION = 0.5  # the rest double-buffers streamed tiles
 VECTOR_CYCLES_PER_ELEMENT: dict[str, float] = {
     "add": 1.0, "sub": 1.0, "mul": 1.0, "scale": 1.0, "bias": 1.0, "residual": 1.0, "mask": 1.0,
     "relu": 1.0, "copy": 1.0, "transpose": 1.0, "cast": 1.0, "gather": 1.0, "embedding": 1.0,
-    "reduction": 1.0, "sum": 1.0, "dropout": 2.0, "exp": 3.0, "rope": 3.0,
+    "reduction": 1.0, "reduce": 1.0, "sum": 1.0, "dropout": 2.0, "exp": 3.0, "rope": 3.0,
     "silu": 4.0, "swish": 4.0, "sigmoid": 4.0, "swiglu": 5.0, "tanh": 4.0, "gelu": 8.0,
     "softmax": 5.0, "norm": 5.0, "layernorm": 5.0, "rmsnorm": 4.0, "cross_entropy": 6.0, "loss": 6.0,
 }
@@ -137,10 +137,16 @@ def exposed_bytes(m, k, n, rows, cols, bytes_per_element: int) -> np.ndarray:
 # --- vector cores ----------------------------------------------------------------------------------
 def vector_cycles_per_element(op: Op) -> float:
     """Lane-cycles per element for ``op``'s vector work (by ``vector_kind``, else by op ``kind``)."""
-    kind = op.vector_kind.lower()
+    if op.vector_parts and op.vector_elements:  # fused vector work: the element-weighted mean cost
+        return sum(n * _kind_cycles(kind, op.kind) for kind, n in op.vector_parts) / op.vector_elements
+    return _kind_cycles(op.vector_kind, op.kind)
+
+
+def _kind_cycles(vector_kind: str, op_kind: str) -> float:
+    kind = vector_kind.lower()
     if kind in VECTOR_CYCLES_PER_ELEMENT:
         return VECTOR_CYCLES_PER_ELEMENT[kind]
-    fallback = _KIND_FALLBACK.get(op.kind)
+    fallback = _KIND_FALLBACK.get(op_kind)
     return VECTOR_CYCLES_PER_ELEMENT[fallback] if fallback else DEFAULT_VECTOR_CYCLES_PER_ELEMENT
 
 
