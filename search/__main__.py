@@ -1,0 +1,5 @@
+import sys
+
+from search.phaze import main
+
+sys.exit(main())

@@ -1,0 +1,68 @@
+"""An embedded SQLite record of every design a search evaluated (or pruned), for resuming and analysis.
+
+One row per (search signature, workload, architecture index). A search restarted with the same
+arguments (same signature) reads its rows back and only evaluates what is missing, so a killed run
+continues where it stopped and returns the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS designs (
+    signature TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    arch_index INTEGER NOT NULL,
+    status TEXT NOT NULL,            -- 'evaluated' | 'pruned'
+    throughput_samples_s REAL,
+    bound_samples_s REAL,
+    area_mm2 REAL,
+    evaluation TEXT,                 -- Evaluation.to_dict() as JSON (evaluated rows)
+    PRIMARY KEY (signature, workload, arch_index)
+);
+CREATE TABLE IF NOT EXISTS searches (
+    signature TEXT PRIMARY KEY,
+    arguments TEXT NOT NULL
+);
+"""
+
+
+class ResultsStore:
+    """``designs`` rows keyed by (signature, workload, architecture index)."""
+
+    def __init__(self, path: Path | str, signature: str, arguments: dict[str, Any]):
+        self.path = Path(path)
+        self.signature = signature
+        try:
+            self._db = sqlite3.connect(self.path)
+            self._db.executescript(SCHEMA)
+            self._db.execute("INSERT OR IGNORE INTO searches VALUES (?, ?)", (signature, json.dumps(arguments, sort_keys=True)))
+            self._db.commit()
+        except sqlite3.DatabaseError as exc:
+            raise ValueError(f"results store {self.path} is not a usable SQLite database: {exc}") from exc
+
+    def load(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """Every recorded row of this search: (workload, index) → row dict (evaluation parsed)."""
+        rows = self._db.execute(
+            "SELECT workload, arch_index, status, throughput_samples_s, bound_samples_s, area_mm2, evaluation "
+            "FROM designs WHERE signature = ?", (self.signature,))
+        out = {}
+        for workload, index, status, throughput, bound, area, evaluation in rows:
+            out[(workload, index)] = {"status": status, "throughput_samples_s": throughput, "bound_samples_s": bound,
+                                      "area_mm2": area, "evaluation": json.loads(evaluation) if evaluation else None}
+        return out
+
+    def record(self, workload: str, index: int, status: str, *, throughput: float | None = None,
+               bound: float | None = None, area: float | None = None, evaluation: dict[str, Any] | None = None) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO designs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (self.signature, workload, int(index), status, throughput, bound, area,
+             json.dumps(evaluation) if evaluation is not None else None))
+        self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()

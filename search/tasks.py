@@ -1,0 +1,25 @@
+"""The unit of work the search sends to an executor: evaluate one architecture on one workload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from phaze_env.evaluate import Cluster, evaluate, throughput_upper_bound
+from phaze_env.hardware import Accelerator
+
+
+def evaluate_design(task: dict[str, Any]) -> dict[str, Any]:
+    """``task``: workload, accelerator (dict), cluster (dict), knob lists, solver settings and an optional
+    ``prune_below``: when the ILP-free placement bound cannot beat it, the design is pruned unevaluated."""
+    accelerator = Accelerator.from_dict(task["accelerator"])
+    cluster = Cluster.from_dict(task["cluster"])
+    knobs = dict(microbatch_sizes=task["microbatches"], recompute=task["recompute"], hbm_gb=task["hbm_gb"],
+                 tensor_widths=task["tensor_widths"], seq_len=task["seq_len"])
+    prune_below = task.get("prune_below")
+    if prune_below is not None:
+        bound = throughput_upper_bound(task["workload"], accelerator, cluster, **knobs)
+        if bound <= prune_below:
+            return {"status": "pruned", "bound": bound, "evaluation": None}
+    evaluation = evaluate(task["workload"], accelerator, cluster, solver=task["solver"],
+                          time_limit_s=task["time_limit_s"], **knobs)
+    return {"status": "evaluated", "bound": None, "evaluation": evaluation.to_dict()}
