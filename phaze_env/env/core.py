@@ -1,0 +1,362 @@
+"""What the architecture-search environments share: options, workload features, area masks, rewards, state.
+
+Both environments score a :class:`~phaze_env.design.Design` the same way (:class:`Scorer`):
+
+* outside the area window → **not evaluated**; reward ``-infeasible_penalty · (1 + min(overshoot, 10))``
+  (``overshoot`` is :meth:`DesignSpace.overshoot`, the relative area violation);
+* inside the window, infeasible placement (nothing fits in HBM, …) → reward ``-infeasible_penalty``;
+* feasible → a positive ratio against the TPUv4-like baseline evaluated on the same workload, cluster and
+  knob lists (``throughput``: throughput ratio; ``perf_per_area``: throughput ratio / area fraction;
+  ``energy``: baseline energy per sample / energy per sample). So every feasible design outranks every
+  infeasible one, and the baseline scores 1.
+
+Evaluations go through :func:`phaze_env.design.evaluate_design` (persistently cached) behind an in-process
+memo, so re-stepping a known design costs a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import warnings
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from gymnasium import spaces
+
+from phaze_env.design import KNOBS, Design, DesignSpace, evaluate_design
+from phaze_env.evaluate import Cluster, Evaluation, evaluate
+from phaze_env.hardware import TPUV4
+from phaze_env.hardware.area import arch_area_mm2
+from phaze_env.workloads import Workload, get_workload
+
+REWARDS = ("throughput", "perf_per_area", "energy")
+ARCH_KNOBS = KNOBS[:5]  # the knobs that set the area; the rest (HBM, microbatch, recompute) never do
+OVERSHOOT_CAP = 10.0
+OBS_CAP = 1e6  # observation ceiling for ratios (a Box needs finite bounds for most agents)
+# Evaluation fields that depend on the run, not on the design (kept out of ``info`` so it is deterministic).
+RUN_DEPENDENT_FIELDS = ("timings_s", "from_cache")
+_MEMO_SIZE = 65_536
+
+
+# --- options --------------------------------------------------------------------------------------------
+def as_workloads(workload: Any) -> list[Workload]:
+    """A workload name / :class:`Workload`, or a non-empty list of them, as a list of workloads."""
+    items = list(workload) if isinstance(workload, (list, tuple)) else [workload]
+    if not items:
+        raise ValueError("workload list must not be empty")
+    return [get_workload(w) for w in items]
+
+
+def as_cluster(cluster: Cluster | dict[str, Any] | None) -> Cluster:
+    if cluster is None:
+        return Cluster()
+    if isinstance(cluster, Cluster):
+        return cluster
+    if isinstance(cluster, dict):
+        return Cluster.from_dict(cluster)
+    raise TypeError(f"cluster must be a Cluster or a dict, got {type(cluster).__name__}")
+
+
+def as_space(space: DesignSpace | dict[str, Any] | None) -> DesignSpace:
+    if space is None:
+        return DesignSpace()
+    if isinstance(space, DesignSpace):
+        return space
+    if isinstance(space, dict):
+        return DesignSpace(**space)
+    raise TypeError(f"space must be a DesignSpace or a dict of knob lists, got {type(space).__name__}")
+
+
+def workload_ref(workload: Workload) -> str | dict[str, Any]:
+    """How a state file names a workload: its name when built in, else its full definition."""
+    try:
+        if get_workload(workload.name) == workload:
+            return workload.name
+    except ValueError:
+        pass
+    return workload.to_dict()
+
+
+def workload_from_ref(ref: str | dict[str, Any]) -> Workload:
+    return get_workload(ref) if isinstance(ref, str) else Workload.from_dict(ref)
+
+
+# --- workload features ----------------------------------------------------------------------------------
+WORKLOAD_FEATURES = ("log2_hidden/16", "log2_layers/8", "log2_heads/8", "log2_seq_len/17", "log10_params/13")
+
+
+def _config_int(cfg: dict[str, Any], keys: Sequence[str], default: int) -> int:
+    return next((int(cfg[k]) for k in keys if k in cfg and cfg[k] is not None), default)
+
+
+def workload_features(workload: Workload) -> np.ndarray:
+    """Five numbers in [0, 1]: log-scaled hidden size, layers, heads, sequence length and parameter count."""
+    cfg = workload.config_dict
+    hidden = _config_int(cfg, ("n_embd", "hidden_size", "d_model"), 1)
+    heads = _config_int(cfg, ("n_head", "num_attention_heads"), 1)
+    vocab = _config_int(cfg, ("vocab_size",), 0)
+    layers = workload.num_layers
+    params = workload.published_params or 12 * layers * hidden * hidden + vocab * hidden  # transformer estimate
+    raw = [math.log2(max(hidden, 1)) / 16, math.log2(max(layers, 1)) / 8, math.log2(max(heads, 1)) / 8,
+           math.log2(max(workload.seq_len, 1)) / 17, math.log10(max(params, 1)) / 13]
+    return np.clip(np.asarray(raw, dtype=np.float32), 0.0, 1.0)
+
+
+def workload_space() -> spaces.Box:
+    return spaces.Box(0.0, 1.0, shape=(len(WORKLOAD_FEATURES),), dtype=np.float32)
+
+
+RESULT_FIELDS = ("score_ratio", "area_fraction", "feasible")
+
+
+def result_space() -> spaces.Box:
+    """Last result: reward-kind ratio vs the TPUv4 baseline (0 if infeasible), area / budget, feasible flag."""
+    return spaces.Box(0.0, OBS_CAP, shape=(len(RESULT_FIELDS),), dtype=np.float32)
+
+
+# --- area window as tensors over the architecture knobs ------------------------------------------------
+@dataclass(frozen=True)
+class AreaTables:
+    """``ok[i_tc, i_w, i_d, i_vc, i_buf]`` (inside the window) and ``overshoot[...]`` over a space's arch knobs."""
+
+    ok: np.ndarray
+    overshoot: np.ndarray
+
+    def knob_masks(self, space: DesignSpace) -> list[np.ndarray]:
+        """Per knob: values with at least one completion inside the window (non-area knobs: all True)."""
+        masks = []
+        for axis, name in enumerate(KNOBS):
+            if axis < len(ARCH_KNOBS):
+                others = tuple(a for a in range(len(ARCH_KNOBS)) if a != axis)
+                masks.append(self.ok.any(axis=others))
+            else:
+                masks.append(np.ones(len(space.values(name)), dtype=bool))
+        return masks
+
+    def prefix(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """For the next arch knob after ``indices``: which values keep a completion inside the window, and
+        each value's smallest overshoot over all completions."""
+        ok = self.ok[tuple(indices)]
+        over = self.overshoot[tuple(indices)]
+        n = ok.shape[0]
+        return ok.reshape(n, -1).any(axis=1), over.reshape(n, -1).min(axis=1)
+
+
+@functools.lru_cache(maxsize=32)
+def area_tables(space: DesignSpace) -> AreaTables:
+    """Vectorised :meth:`DesignSpace.area_ok` / :meth:`DesignSpace.overshoot` (same formula and comparisons)."""
+    grids = np.meshgrid(*(np.asarray(space.values(k), dtype=np.int64) for k in ARCH_KNOBS), indexing="ij")
+    num_tc, width, depth, num_vc, buffer_mb = grids
+    area = np.asarray(arch_area_mm2(num_tc, width, depth, num_vc, width, buffer_mb), dtype=np.float64)
+    lower = space.area_window_lower * space.budget_mm2
+    above = area > space.budget_mm2
+    ok = ~above & ((area >= lower) | (num_tc == 1) | (num_vc == 1))
+    overshoot = np.where(above, area / space.budget_mm2 - 1.0, np.where(ok, 0.0, 1.0 - area / lower))
+    ok.setflags(write=False)
+    overshoot.setflags(write=False)
+    return AreaTables(ok, overshoot)
+
+
+# --- evaluation and reward ------------------------------------------------------------------------------
+_MEMO: OrderedDict[tuple, Evaluation] = OrderedDict()
+
+
+def _memo_key(workload: Workload, cluster: Cluster, design: Design, evaluate_kwargs: dict[str, Any]) -> tuple:
+    return (workload, cluster, design, tuple(sorted((k, repr(v)) for k, v in evaluate_kwargs.items())))
+
+
+def evaluate_memo(design: Design, workload: Workload, cluster: Cluster, evaluate_kwargs: dict[str, Any]) -> Evaluation:
+    """:func:`evaluate_design` behind an in-process LRU memo (the disk cache sits behind it)."""
+    key = _memo_key(workload, cluster, design, evaluate_kwargs)
+    hit = _MEMO.get(key)
+    if hit is not None:
+        _MEMO.move_to_end(key)
+        return hit
+    evaluation = evaluate_design(design, workload, cluster, **evaluate_kwargs)
+    _MEMO[key] = evaluation
+    if len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return evaluation
+
+
+@functools.lru_cache(maxsize=256)
+def _baseline(workload: Workload, cluster: Cluster, microbatches: tuple, recompute: tuple, hbm_gb: tuple,
+              evaluate_items: tuple) -> Evaluation:
+    return evaluate(workload, TPUV4, cluster, microbatch_sizes=microbatches, recompute=recompute, hbm_gb=hbm_gb,
+                    **dict(evaluate_items))
+
+
+def baseline_evaluation(workload: Workload, cluster: Cluster, space: DesignSpace,
+                        evaluate_kwargs: dict[str, Any]) -> Evaluation:
+    """The TPUv4-like accelerator on this workload and cluster, best over the space's microbatch sizes,
+    recompute settings and HBM capacities (what ``search.phaze`` reports as its baseline). Cached."""
+    return _baseline(workload, cluster, space.microbatch, space.recompute, space.hbm_gb,
+                     tuple(sorted(evaluate_kwargs.items())))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One scored design: reward, whether it was evaluated, and what ``info`` reports."""
+
+    reward: float
+    feasible: bool
+    reason: str
+    overshoot: float
+    area_mm2: float
+    score_ratio: float  # the reward kind's ratio vs the baseline (0 unless feasible)
+    evaluation: Evaluation | None
+
+    def info(self, design: Design, baseline: dict[str, float]) -> dict[str, Any]:
+        evaluation = None
+        if self.evaluation is not None:
+            evaluation = {k: v for k, v in self.evaluation.to_dict().items() if k not in RUN_DEPENDENT_FIELDS}
+        return {"design": design.to_dict(), "feasible": self.feasible, "reason": self.reason,
+                "evaluated": self.evaluation is not None, "area_mm2": self.area_mm2, "overshoot": self.overshoot,
+                "score_ratio": self.score_ratio,
+                "throughput_samples_s": self.evaluation.throughput_samples_s if self.evaluation else 0.0,
+                "plan": evaluation["plan"] if evaluation else {}, "evaluation": evaluation, "baseline": baseline}
+
+
+def _finite(x: float, default: float = 0.0) -> float:
+    x = float(x)
+    return x if math.isfinite(x) else default
+
+
+@dataclass
+class Scorer:
+    """Scores designs of ``space`` on one workload and cluster with one reward kind."""
+
+    workload: Workload
+    cluster: Cluster
+    space: DesignSpace
+    reward: str = "throughput"
+    infeasible_penalty: float = 1.0
+    evaluate_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
+        if not (math.isfinite(self.infeasible_penalty) and self.infeasible_penalty >= 0):
+            raise ValueError(f"infeasible_penalty must be a finite non-negative number, got {self.infeasible_penalty!r}")
+
+    @functools.cached_property
+    def baseline(self) -> dict[str, float]:
+        """Baseline throughput (samples/s) and energy (J/sample); 1.0 stand-ins, with a warning, if infeasible."""
+        try:
+            ev = baseline_evaluation(self.workload, self.cluster, self.space, self.evaluate_kwargs)
+        except Exception as error:  # noqa: BLE001 - a broken baseline must not make the env unusable
+            ev, reason = None, f"{type(error).__name__}: {error}"
+        else:
+            reason = ev.reason
+        if ev is None or not ev.feasible or ev.throughput_samples_s <= 0:
+            warnings.warn(f"TPUv4 baseline infeasible for {self.workload.name} ({reason}); rewards use 1 sample/s "
+                          "and 1 J/sample as the scale", stacklevel=2)
+            return {"throughput_samples_s": 1.0, "energy_per_sample_j": 1.0, "area_mm2": self.space.budget_mm2}
+        return {"throughput_samples_s": ev.throughput_samples_s,
+                "energy_per_sample_j": ev.energy_per_sample_j if ev.energy_per_sample_j > 0 else 1.0,
+                "area_mm2": self.space.budget_mm2}
+
+    def area_penalty(self, overshoot: float) -> float:
+        return -self.infeasible_penalty * (1.0 + min(_finite(overshoot, OVERSHOOT_CAP), OVERSHOOT_CAP))
+
+    @property
+    def worst_reward(self) -> float:
+        return self.area_penalty(OVERSHOOT_CAP)
+
+    def score(self, design: Design, *, fresh: bool = False) -> Outcome:
+        """Reward and result of ``design``; ``fresh`` re-evaluates past both caches (for replay checks)."""
+        area = _finite(design.area_mm2)
+        if not self.space.area_ok(design):
+            overshoot = _finite(self.space.overshoot(design), OVERSHOOT_CAP)
+            return Outcome(self.area_penalty(overshoot), False,
+                           f"outside the area window (overshoot {overshoot:.3g}); not evaluated", overshoot, area, 0.0,
+                           None)
+        try:
+            ev = (evaluate_design(design, self.workload, self.cluster, cache=False, **self.evaluate_kwargs) if fresh
+                  else evaluate_memo(design, self.workload, self.cluster, self.evaluate_kwargs))
+        except Exception as error:  # noqa: BLE001 - an env never raises for an action in its space
+            return Outcome(-self.infeasible_penalty, False, f"evaluation failed: {type(error).__name__}: {error}",
+                           0.0, area, 0.0, None)
+        if not ev.feasible or not ev.throughput_samples_s > 0:
+            return Outcome(-self.infeasible_penalty, False, ev.reason or "no feasible plan", 0.0, area, 0.0, ev)
+        base = self.baseline
+        ratio = ev.throughput_samples_s / base["throughput_samples_s"]
+        if self.reward == "perf_per_area":
+            ratio /= max(area, 1e-12) / self.space.budget_mm2
+        elif self.reward == "energy":
+            ratio = base["energy_per_sample_j"] / ev.energy_per_sample_j if ev.energy_per_sample_j > 0 else 0.0
+        ratio = min(_finite(ratio), OBS_CAP)
+        return Outcome(ratio, True, "", 0.0, area, ratio, ev)
+
+    def result_obs(self, outcome: Outcome | None) -> np.ndarray:
+        if outcome is None:
+            return np.zeros(len(RESULT_FIELDS), dtype=np.float32)
+        values = [outcome.score_ratio, outcome.area_mm2 / self.space.budget_mm2, float(outcome.feasible)]
+        return np.clip(np.nan_to_num(np.asarray(values, dtype=np.float32)), 0.0, OBS_CAP)
+
+
+# --- observations ---------------------------------------------------------------------------------------
+class Flattener:
+    """A ``Dict`` observation space and its float32 ``Box`` flattening (one-hot for discrete parts)."""
+
+    def __init__(self, dict_space: spaces.Dict):
+        self.dict_space = dict_space
+        flat = spaces.flatten_space(dict_space)
+        self.box = spaces.Box(flat.low.astype(np.float32), flat.high.astype(np.float32), dtype=np.float32)
+
+    def __call__(self, obs: dict[str, Any]) -> np.ndarray:
+        return spaces.flatten(self.dict_space, obs).astype(np.float32)
+
+
+# --- state (CompilerGym-style) --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ArchSearchState:
+    """A finished episode that can be written out (JSON) and replayed with ``env.validate(state)``."""
+
+    env_id: str
+    workload: str | dict[str, Any]
+    cluster: dict[str, Any]
+    reward_kind: str
+    actions: list
+    design: dict[str, Any] | None
+    reward: float | None
+    throughput_samples_s: float | None
+    feasible: bool | None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ArchSearchState:
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """What replaying a state found: ``ok`` when the replay reproduces the recorded design and result."""
+
+    ok: bool
+    errors: tuple[str, ...]
+    reward: float | None
+    throughput_samples_s: float | None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def compare_replay(state: ArchSearchState, design: Design | None, reward: float | None, throughput: float | None,
+                   feasible: bool | None, rel_tol: float = 1e-9) -> ValidationResult:
+    errors = []
+    if state.design is not None and (design is None or design.to_dict() != state.design):
+        errors.append(f"design {design.to_dict() if design else None} != recorded {state.design}")
+    for name, got, want in (("reward", reward, state.reward), ("throughput_samples_s", throughput,
+                                                                 state.throughput_samples_s)):
+        if want is not None and (got is None or not math.isclose(got, want, rel_tol=rel_tol, abs_tol=1e-12)):
+            errors.append(f"{name} {got} != recorded {want}")
+    if state.feasible is not None and feasible != state.feasible:
+        errors.append(f"feasible {feasible} != recorded {state.feasible}")
+    return ValidationResult(not errors, tuple(errors), reward, throughput)
