@@ -421,8 +421,15 @@ def _float_list(text: str) -> tuple[float, ...]:
     return tuple(_positive_float(part) for part in text.split(","))
 
 
+class _Parser(argparse.ArgumentParser):
+    """Errors are one clear line (and exit code 2), not the whole usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m search.phaze",
         description="Exact (provably best) co-search of accelerator architecture and training placement.")
     parser.add_argument("--workload", action="append", metavar="NAME",
