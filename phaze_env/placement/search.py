@@ -58,23 +58,39 @@ class StageCosts:
         def compact(matrix: np.ndarray) -> np.ndarray:
             return np.where(listed, np.take_along_axis(matrix, order, axis=1), np.inf)
 
-        self.state_bytes = compact(state_bytes)
-        self.stash_bytes = compact(table.stash_bytes)
-        self.input_bytes = compact(table.input_bytes)
+        self.param_bytes = compact(table.param_bytes)
         self.plain_s = compact(table.fwd_s + table.bwd_s + table.p2p_s)
         self.recompute_s = self.plain_s + compact(table.fwd_s)
-        self.param_bytes = compact(table.param_bytes)
+        state, stash = compact(state_bytes), compact(table.stash_bytes)
+        self.stash_limit = _most_in_flight(state, stash, settings.hbm_bytes)
+        self.recompute_limit = (_most_in_flight(state + stash, compact(table.input_bytes), settings.hbm_bytes)
+                                if settings.allow_recompute else np.zeros_like(self.stash_limit))
         self._cache: dict[int, np.ndarray] = {}
 
     def time(self, n: int) -> np.ndarray:
         if n not in self._cache:
-            hbm_bytes = self.settings.hbm_bytes
-            cost = np.where(self.state_bytes + n * self.stash_bytes <= hbm_bytes, self.plain_s, np.inf)
-            if self.settings.allow_recompute:
-                fits = self.state_bytes + (n * self.input_bytes + self.stash_bytes) <= hbm_bytes
-                cost = np.where(np.isinf(cost) & fits, self.recompute_s, cost)
-            self._cache[n] = cost
+            recomputed = np.where(n <= self.recompute_limit, self.recompute_s, np.inf)
+            self._cache[n] = np.where(n <= self.stash_limit, self.plain_s, recomputed)
         return self._cache[n]
+
+
+def _most_in_flight(fixed_bytes: np.ndarray, per_microbatch_bytes: np.ndarray, hbm_bytes: float) -> np.ndarray:
+    """Largest ``n`` with ``fixed + n·per_microbatch ≤ hbm`` (``inf`` if unbounded, ``-1`` if none).
+
+    The division is only a guess; it is corrected with the same comparison the plan report uses, so the
+    DP and the report never disagree on a boundary case.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        guess = np.floor((hbm_bytes - fixed_bytes) / per_microbatch_bytes)
+    guess = np.where(per_microbatch_bytes > 0, guess, np.where(fixed_bytes <= hbm_bytes, np.inf, -1.0))
+    guess = np.where(np.isfinite(guess), np.maximum(guess, -1.0), guess)
+    finite = np.isfinite(guess) & (guess >= 0)
+    for _ in range(2):
+        too_many = finite & (fixed_bytes + guess * per_microbatch_bytes > hbm_bytes)
+        guess = np.where(too_many, guess - 1, guess)
+        one_more = finite & (fixed_bytes + (guess + 1) * per_microbatch_bytes <= hbm_bytes)
+        guess = np.where(one_more, guess + 1, guess)
+    return np.where(np.isnan(guess), -1.0, guess)
 
 
 def _add_stage(value: np.ndarray, next_index: np.ndarray, after: np.ndarray) -> np.ndarray:
@@ -130,6 +146,15 @@ class SuffixDP:
         return _trace(self.table.empty, p, self.costs.next_index, lambda s: self.costs.time(min(s, m_r)),
                       lambda s: self.suffix(m_r, s))
 
+    def param_floor(self, deepest: int) -> np.ndarray:
+        """Smallest possible largest-stage parameter bytes for ``p = 1 … deepest`` (stages that fit at ``n = 1``)."""
+        value = np.where(np.isfinite(self.costs.time(1)), self.costs.param_bytes, np.inf)
+        suffixes, optima = _finish(self.table), []
+        for _ in range(deepest):
+            suffixes = _add_stage(value, self.costs.next_index, suffixes)
+            optima.append(suffixes[self.table.empty])
+        return np.array(optima)
+
     def constrained(self, m_r: int, p: int, value_for_n: Callable[[int], np.ndarray]):
         """A one-off suffix DP with other value matrices (one per ``n``); returns (optimum, pairs)."""
         values: dict[int, np.ndarray] = {}
@@ -158,6 +183,19 @@ class _Shape:
     microbatches: int  # per replica
 
 
+class _Best:
+    """The incumbent: smallest time per batch seen, with its shape and partition."""
+
+    def __init__(self):
+        self.time_s = math.inf
+        self.shape: _Shape | None = None
+        self.pairs: list[tuple[int, int]] = []
+
+    def offer(self, time_s: float, shape: _Shape, pairs: list[tuple[int, int]]) -> None:
+        if time_s < self.time_s:
+            self.time_s, self.shape, self.pairs = time_s, shape, pairs
+
+
 class PlacementSearch:
     """Best plan for one tensor width, microbatch size and HBM capacity (see module docstring)."""
 
@@ -178,21 +216,19 @@ class PlacementSearch:
         if reason:
             return infeasible(reason, tensor_width=self.settings.tensor_width, microbatch=self.settings.microbatch,
                               hbm_bytes=self.settings.hbm_bytes)
-        best: Plan | None = None
+        best = _Best()
         for shape, bound_s in self._candidates():
-            if best is not None and bound_s >= best.time_per_batch_s:
+            if bound_s >= best.time_s:
                 break
-            plan = self._best_for_shape(shape, best)
-            if plan is not None and (best is None or plan.time_per_batch_s < best.time_per_batch_s):
-                best = plan
-        if best is None:
+            self._solve_shape(shape, best)
+        if best.shape is None:
             return infeasible(
                 f"no pipeline of at most {self.max_stages} stages fits {self.settings.hbm_bytes:.4g} B of HBM per device "
                 f"with {self.settings.n_devices} devices at tensor width {self.settings.tensor_width}",
                 tensor_width=self.settings.tensor_width, microbatch=self.settings.microbatch,
                 hbm_bytes=self.settings.hbm_bytes,
             )
-        return best
+        return self._plan(best.shape, best.pairs)
 
     def _obviously_infeasible(self) -> str:
         s = self.settings
@@ -209,8 +245,9 @@ class PlacementSearch:
     def _candidates(self):
         """``(shape, lower bound on T)`` for every ``(m_r, p)``, smallest ``d`` per ``m_r``, by increasing bound.
 
-        The stage-time bound is the DP with one microbatch in flight everywhere (``m_r = 1``), which is
-        the loosest memory rule, so ``f^{m_r}_p ≥ f^1_p`` for every ``m_r``.
+        Stage-time bound: the DP with one microbatch in flight everywhere (the loosest memory rule, so
+        ``f^{m_r}_p ≥ f^1_p``). All-reduce bound: the smallest
+        largest-stage parameter bytes of any ``p``-stage partition (``self.param_floor``).
         """
         s = self.settings
         replicas = np.arange(1, s.n_devices // s.tensor_width + 1)
@@ -221,53 +258,71 @@ class PlacementSearch:
         d = np.repeat(replicas, most_stages)
         m_r = np.repeat(distinct, most_stages)
         p = np.arange(1, len(d) + 1) - np.repeat(np.cumsum(most_stages) - most_stages, most_stages)
-        loosest_s = np.array([self.dp.min_stage_time(1, stages) for stages in range(1, int(p.max()) + 1)])
-        bound_s = (m_r + p - 1) * loosest_s[p - 1] + self._allreduce_floor_s(d, p)
+        deepest = int(p.max())
+        loosest_s = np.array([self.dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)])
+        self.param_floor = self.dp.param_floor(deepest)
+        bound_s = (m_r + p - 1) * loosest_s[p - 1] + self._allreduce_floor_s(d, self.param_floor[p - 1])
         keep = np.flatnonzero(np.isfinite(bound_s))
         d, p, m_r, bound_s = d[keep], p[keep], m_r[keep], bound_s[keep] * _LOWER_BOUND_SLACK
-        for i in np.lexsort((p, d, bound_s)):
-            yield _Shape(int(d[i]), int(p[i]), int(m_r[i])), float(bound_s[i])
+        order = np.lexsort((p, d, bound_s))
+        for d_i, p_i, m_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, bound_s))):
+            yield _Shape(d_i, p_i, m_i), bound_i
 
-    def _allreduce_floor_s(self, data_parallel: np.ndarray, stages: np.ndarray) -> np.ndarray:
-        """All-reduce time of the smallest possible largest stage (``comm.allreduce_s`` is affine in bytes)."""
-        params = np.maximum(self.layers.param_bytes.max(), self.layers.param_bytes.sum() / stages)
-        if params.max() == 0:
-            return np.zeros(len(stages))
-        per_byte = np.array([self.allreduce_s(2.0, d) - self.allreduce_s(1.0, d) for d in range(1, data_parallel.max() + 1)])
-        fixed = np.array([self.allreduce_s(1.0, d) for d in range(1, data_parallel.max() + 1)]) - per_byte
-        return per_byte[data_parallel - 1] * params + fixed[data_parallel - 1]
+    def _allreduce_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray) -> np.ndarray:
+        """``comm.allreduce_s`` elementwise (it is affine in the bytes for a fixed group)."""
+        groups, inverse = np.unique(data_parallel, return_inverse=True)
+        fixed = np.array([self.allreduce_s(1.0, g) for g in groups.tolist()])
+        per_byte = np.array([self.allreduce_s(2.0, g) for g in groups.tolist()]) - fixed
+        times = per_byte[inverse] * np.where(np.isfinite(param_bytes), param_bytes - 1.0, 0.0) + fixed[inverse]
+        return np.where(param_bytes > 0, times, 0.0)
 
-    def _best_for_shape(self, shape: _Shape, incumbent: Plan | None) -> Plan | None:
+    def _solve_shape(self, shape: _Shape, best: "_Best") -> None:
+        """Offer ``best`` the optimal partition of one shape, if it can beat it."""
         stage_time_s = self.dp.min_stage_time(shape.microbatches, shape.stages)
-        if math.isinf(stage_time_s):
-            return None
-        if self.allreduce_s(1.0, shape.data_parallel) == 0.0:
-            return self._plan(shape, self.dp.partition(shape.microbatches, shape.stages))
-        return self._pareto_walk(shape, stage_time_s, incumbent)
+        if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
+            return
+        pairs = self.dp.partition(shape.microbatches, shape.stages)
+        best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
+        if self.allreduce_s(1.0, shape.data_parallel) > 0.0 and self._max_params(pairs) > self.param_floor[shape.stages - 1]:
+            self._pareto_walk(shape, stage_time_s, best)
 
-    def _pareto_walk(self, shape: _Shape, stage_time_s: float, incumbent: Plan | None) -> Plan | None:
+    def _bound_s(self, shape: _Shape, stage_time_s: float) -> float:
+        """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
+        floor_s = self.allreduce_s(self.param_floor[shape.stages - 1], shape.data_parallel)
+        return ((shape.microbatches + shape.stages - 1) * stage_time_s + floor_s) * _LOWER_BOUND_SLACK
+
+    def _pareto_walk(self, shape: _Shape, stage_time_s: float, best: "_Best") -> None:
         """Exact ``min M·C + A(P)`` by the ε-constraint walk along the (C, P) Pareto front."""
-        slots = shape.microbatches + shape.stages - 1
-        smallest_params = max(self.layers.param_bytes.max(), self.layers.param_bytes.sum() / shape.stages)
-        floor_s = self.allreduce_s(smallest_params, shape.data_parallel) * _LOWER_BOUND_SLACK
-        best = incumbent
-        found = None
-        while best is None or slots * stage_time_s + floor_s < best.time_per_batch_s:
+        floor_bytes = self.param_floor[shape.stages - 1]
+        while self._bound_s(shape, stage_time_s) < best.time_s:
             limit_s = stage_time_s
             params, pairs = self.dp.constrained(
                 shape.microbatches, shape.stages,
                 lambda n: np.where(self.costs.time(n) <= limit_s, self.costs.param_bytes, np.inf),
             )
-            plan = self._plan(shape, pairs)
-            if best is None or plan.time_per_batch_s < best.time_per_batch_s:
-                best = found = plan
+            best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
+            if params <= floor_bytes:
+                break
             stage_time_s, _ = self.dp.constrained(
                 shape.microbatches, shape.stages,
                 lambda n: np.where(self.costs.param_bytes < params, self.costs.time(n), np.inf),
             )
-            if math.isinf(stage_time_s):
-                break
-        return found
+
+    def _max_params(self, pairs: list[tuple[int, int]]) -> float:
+        first, after = np.array(pairs).T
+        return float(self.table.param_bytes[first, after].max())
+
+    def _time_per_batch_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
+        """``(m_r + p - 1) · max stage time + all-reduce of the largest stage`` of a partition."""
+        t, s = self.table, self.settings
+        first, after = np.array(pairs).T
+        in_flight = np.minimum(shape.stages - np.arange(shape.stages), shape.microbatches)
+        params = t.param_bytes[first, after]
+        plain = params * s.state_factor + in_flight * t.stash_bytes[first, after] <= s.hbm_bytes
+        forward = t.fwd_s[first, after]
+        times = forward + t.bwd_s[first, after] + t.p2p_s[first, after] + np.where(plain, 0.0, forward)
+        slots = shape.microbatches + shape.stages - 1
+        return slots * float(times.max()) + self.allreduce_s(float(params.max()), shape.data_parallel)
 
     def _plan(self, shape: _Shape, pairs: list[tuple[int, int]]) -> Plan:
         """Evaluate a partition into a full :class:`Plan` (the reported numbers are recomputed here)."""

@@ -36,18 +36,17 @@ class StageTable:
     param_bytes: np.ndarray
     stash_bytes: np.ndarray  # activations kept for backward, one microbatch, no recompute
     input_bytes: np.ndarray  # what a recomputing stage keeps per microbatch instead
-    members: tuple[tuple[int, ...], ...]  # layers of each downset, sorted
+    member: np.ndarray  # [downset, layer]: the layer belongs to the downset
     empty: int  # index of the empty downset
     full: int  # index of the downset of all layers
 
     @property
     def size(self) -> int:
-        return len(self.members)
+        return len(self.member)
 
     def layers_of(self, a: int, b: int) -> tuple[int, ...]:
         """The layers of the stage between downsets ``a`` and ``b``."""
-        before = set(self.members[a])
-        return tuple(layer for layer in self.members[b] if layer not in before)
+        return tuple(np.flatnonzero(self.member[b] & ~self.member[a]).tolist())
 
 
 def p2p_matrix(payload_bytes: np.ndarray, bandwidth_Bps: float, latency_s: float) -> np.ndarray:
@@ -87,7 +86,7 @@ def chain_stages(layers: LayerArrays, bandwidth_Bps: float, latency_s: float) ->
         param_bytes=sums(layers.param_bytes),
         stash_bytes=sums(layers.stash_bytes),
         input_bytes=stage_input,
-        members=tuple(tuple(range(i)) for i in range(count + 1)),
+        member=index[:, None] > np.arange(count)[None, :],
         empty=0,
         full=count,
     )
@@ -171,7 +170,7 @@ def dag_stages(
         param_bytes=sums(layers.param_bytes),
         stash_bytes=sums(layers.stash_bytes),
         input_bytes=np.where(valid, stage_input, 0.0),
-        members=tuple(tuple(int(v) for v in np.flatnonzero(row)) for row in member),
+        member=member,
         empty=0,
         full=len(ideals) - 1,
     )

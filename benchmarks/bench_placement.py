@@ -1,0 +1,80 @@
+"""Speed of the placement DP on a GPT-3-175B-like chain (96 identical blocks + embedding + head).
+
+Run: ``python benchmarks/bench_placement.py``. Prints the median CPU time of several runs for one
+(t, m, recompute, HBM) call and for the whole grid t ∈ {1,2,4,8} × m ∈ {1,2,4,8} × recompute allowed
+or not × HBM ∈ {32, 64, 80} GB (targets: < 20 ms and < 1 s; PHAZE's C++ DP takes 3 s for one call).
+The layer numbers are invented but plausible: block fwd ≈ 30 ms, bwd ≈ 60 ms per sample at t = 1,
+scaling 1/t; 1.8e9 bf16 parameters per block split t ways; a few GB of stash per sample.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from phaze_env.placement import best_plan  # noqa: E402
+
+HIDDEN, SEQ_LEN, VOCAB, BLOCKS = 12288, 2048, 50257, 96
+CLUSTER = dict(n_devices=1024, global_batch=4096, link_bandwidth_Bps=4e9, link_latency_s=5e-6, seq_len=SEQ_LEN)
+GB = 1e9
+
+
+def gpt3_like(tensor_width: int, microbatch: int) -> list[dict]:
+    """Pre (embedding), 96 identical blocks, post (LM head + loss) for one (t, m)."""
+    boundary_bytes = microbatch * SEQ_LEN * HIDDEN * 2
+    scale = microbatch / tensor_width
+    block = {"fwd_s": 0.030 * scale, "bwd_s": 0.060 * scale, "param_bytes": 1.8e9 * 2 / tensor_width,
+             "stash_bytes": 3.0 * GB * scale, "output_bytes": boundary_bytes}
+    embedding = {"fwd_s": 0.002 * scale, "bwd_s": 0.004 * scale, "param_bytes": VOCAB * HIDDEN * 2 / tensor_width,
+                 "stash_bytes": 0.1 * GB * scale, "output_bytes": boundary_bytes, "input_bytes": microbatch * SEQ_LEN * 4}
+    head = {"fwd_s": 0.012 * scale, "bwd_s": 0.024 * scale, "param_bytes": VOCAB * HIDDEN * 2 / tensor_width,
+            "stash_bytes": 2.0 * GB * scale, "output_bytes": microbatch * 4}
+    return [embedding] + [dict(block) for _ in range(BLOCKS)] + [head]
+
+
+def _median_s(function, runs: int, clock=time.process_time) -> float:
+    """Median over ``runs`` of ``clock`` (CPU time by default: other jobs on the machine do not count)."""
+    times = []
+    for _ in range(runs):
+        start = clock()
+        function()
+        times.append(clock() - start)
+    return statistics.median(times)
+
+
+def main(runs: int = 5) -> None:
+    grid = list(itertools.product((1, 2, 4, 8), (1, 2, 4, 8), (True, False), (32 * GB, 64 * GB, 80 * GB)))
+    variants = {(t, m): gpt3_like(t, m) for t in (1, 2, 4, 8) for m in (1, 2, 4, 8)}
+    plans = {}
+
+    def one_call(t=8, m=1, recompute=True, hbm=80 * GB):
+        return best_plan(variants[(t, m)], tensor_width=t, microbatch=m, allow_recompute=recompute, hbm_bytes=hbm,
+                         **CLUSTER)
+
+    def all_calls():
+        for t, m, recompute, hbm in grid:
+            plans[(t, m, recompute, hbm)] = one_call(t, m, recompute, hbm)
+
+    one_call()  # warm-up (imports, numpy)
+    single = {key: _median_s(lambda key=key: one_call(*key), runs) for key in grid}
+    total = _median_s(all_calls, runs)
+    total_wall = _median_s(all_calls, runs, clock=time.perf_counter)
+    slowest = max(single, key=single.get)
+    print(f"one call (t=8, m=1, recompute, 80 GB): median {single[(8, 1, True, 80 * GB)] * 1e3:.1f} ms  (target < 20 ms)")
+    print(f"slowest single call {slowest}: median {single[slowest] * 1e3:.1f} ms; "
+          f"median over the grid {statistics.median(single.values()) * 1e3:.1f} ms")
+    print(f"whole grid ({len(grid)} calls): median {total:.3f} s CPU, {total_wall:.3f} s wall  (target < 1 s)")
+    best = max(plans.values(), key=lambda plan: plan.throughput_samples_s)
+    print(f"best plan: t={best.tensor_width} m={best.microbatch} d={best.data_parallel} p={best.pipeline_stages} "
+          f"HBM={best.hbm_bytes / GB:.0f} GB recompute stages={sum(best.recompute)} "
+          f"{best.throughput_samples_s:.1f} samples/s, {best.tokens_s:.3g} tokens/s, bubble {best.bubble_fraction:.3f}")
+    print(f"feasible: {sum(plan.feasible for plan in plans.values())} of {len(plans)}")
+
+
+if __name__ == "__main__":
+    main()
