@@ -43,6 +43,7 @@ from phaze_env.schedule.sgs import Timetable, replay
 
 SOLVERS = ("cbc", "highs")
 MIP_REL_GAP = 1e-7  # relative gap at which one relaxation counts as solved
+FEASIBILITY_TOL = 1e-9  # integrality and primal tolerances: with big-M = 1 (scaled) they bound time errors
 OPTIMALITY_REL_TOL = 1e-6  # schedule counts as optimal when its bound is this close
 OVERLAP_TOL = 1e-6  # (scaled time) overlaps shorter than this are solver noise, not over-subscription
 MIN_SOLVE_TIME_S = 0.05  # less remaining time than this is not worth a solver call
@@ -281,6 +282,7 @@ def _run_cbc(model: pulp.LpProblem, time_limit_s: float) -> tuple[float | None, 
                 threads=1,
                 warmStart=True,
                 logPath=str(log_path),
+                options=[f"integerTolerance {FEASIBILITY_TOL}", f"primalTolerance {FEASIBILITY_TOL}"],
             )
         model.solve(command)
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
@@ -313,7 +315,15 @@ def _run_highs(model: pulp.LpProblem, time_limit_s: float) -> tuple[float | None
     import highspy
 
     _silence_highs_banner()
-    model.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, gapRel=MIP_REL_GAP))
+    model.solve(
+        pulp.HiGHS(
+            msg=False,
+            timeLimit=time_limit_s,
+            gapRel=MIP_REL_GAP,
+            mip_feasibility_tolerance=FEASIBILITY_TOL,
+            primal_feasibility_tolerance=FEASIBILITY_TOL,
+        )
+    )
     highs = model.solverModel
     info = highs.getInfo()
     finished = highs.getModelStatus() == highspy.HighsModelStatus.kOptimal
