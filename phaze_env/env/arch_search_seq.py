@@ -86,7 +86,8 @@ class ArchSearchSeqEnv(ArchSearchBase):
 
     def _observation_dict(self) -> dict[str, Any]:
         choices = np.zeros(len(KNOBS), dtype=np.int64)
-        choices[:len(self._actions)] = np.asarray(self._actions, dtype=np.int64) + 1
+        for k, action in enumerate(self._actions):  # an out-of-range index (episode over) is not a choice
+            choices[k] = action + 1 if 0 <= action < self._nvec[k] else 0
         knob = len(KNOBS) if self._done else len(self._actions)
         return {"workload": workload_features(self.workload), "choices": choices, "knob": knob,
                 "result": self.scorer.result_obs(self._last_outcome)}

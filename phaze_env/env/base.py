@@ -89,7 +89,8 @@ class ArchSearchBase(gym.Env):
     def _info(self) -> dict[str, Any]:
         info: dict[str, Any] = {"workload": self.workload.name}
         if self._last_outcome is not None and self._last_design is not None:
-            info.update(self._last_outcome.info(self._last_design, self.scorer.baseline))
+            o = self._last_outcome
+            info.update(o.info(self._last_design, self.scorer.baseline if o.evaluation is not None else None))
         return info
 
     def render(self) -> str | None:

@@ -210,7 +210,8 @@ class Outcome:
     score_ratio: float  # the reward kind's ratio vs the baseline (0 unless feasible)
     evaluation: Evaluation | None
 
-    def info(self, design: Design, baseline: dict[str, float]) -> dict[str, Any]:
+    def info(self, design: Design, baseline: dict[str, float] | None) -> dict[str, Any]:
+        """``baseline`` is only reported (and needed) for evaluated designs."""
         evaluation = None
         if self.evaluation is not None:
             evaluation = {k: v for k, v in self.evaluation.to_dict().items() if k not in RUN_DEPENDENT_FIELDS}
@@ -218,7 +219,8 @@ class Outcome:
                 "evaluated": self.evaluation is not None, "area_mm2": self.area_mm2, "overshoot": self.overshoot,
                 "score_ratio": self.score_ratio,
                 "throughput_samples_s": self.evaluation.throughput_samples_s if self.evaluation else 0.0,
-                "plan": evaluation["plan"] if evaluation else {}, "evaluation": evaluation, "baseline": baseline}
+                "plan": evaluation["plan"] if evaluation else {}, "evaluation": evaluation,
+                "baseline": dict(baseline) if baseline is not None else None}
 
 
 def _finite(x: float, default: float = 0.0) -> float:

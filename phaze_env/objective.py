@@ -1,0 +1,300 @@
+"""An Optuna objective over PHAZE's evaluator, and ``python -m phaze_env.objective`` to run a study.
+
+``make_objective(workload, cluster)`` returns a callable for ``study.optimize``. Each trial suggests every
+knob of a :class:`~phaze_env.design.DesignSpace` with ``trial.suggest_categorical`` (or, with
+``encoding="index"``, its index with ``suggest_int`` — for CMA-ES and GP samplers, which treat ordered
+integers better than categories) and evaluates the design with :func:`phaze_env.design.evaluate_design`.
+
+Objective values: single-objective, the training throughput in samples/s (maximise); multi-objective,
+``(throughput, area_mm2)`` (maximise, minimise) for Pareto studies.
+
+Infeasibility is reported through Optuna's constraint mechanism, not by a magic value alone. Every trial
+gets two constraint values (feasible when ≤ 0), set with ``trial.set_constraint`` (Optuna ≥ 5, read by
+TPE, NSGA-II, GP, CMA-ES and by ``study.best_trial(s)``) and stored in ``trial.user_attrs["constraints"]``
+(for :func:`constraints_func`, the ``constraints_func=`` argument older samplers take):
+
+* ``area``: > 0 outside the area window (the relative violation, :meth:`DesignSpace.overshoot`); inside,
+  minus the relative slack to the nearest active window edge;
+* ``placement``: -1 if a feasible placement exists, +1 if none does, 0 when not evaluated (outside the
+  window the design is never evaluated).
+
+The value returned for an infeasible trial is the throughput it achieves, **0 samples/s** (area as is in
+the multi-objective form): it ranks below every feasible design, and ``study.best_trial`` skips it anyway
+because its constraints are violated.
+
+Each trial stores the design, plan and metrics as user attributes. Re-suggested designs are served from an
+in-process memo (and :func:`evaluate`'s persistent cache behind it), so duplicates cost a lookup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from phaze_env.design import KNOBS, Design, DesignSpace, evaluate_design
+from phaze_env.evaluate import Cluster, Evaluation
+from phaze_env.workloads import Workload, get_workload, workload_names
+
+CONSTRAINT_NAMES = ("area", "placement")
+ENCODINGS = ("categorical", "index")
+SAMPLERS = ("tpe", "random", "gp", "cmaes", "nsga2", "bruteforce")
+INFEASIBLE_THROUGHPUT = 0.0  # what an infeasible design trains: nothing
+DEFAULT_STORAGE = "sqlite:///out/optuna.db"
+
+
+def area_constraint(space: DesignSpace, design: Design) -> float:
+    """> 0 outside the area window (relative violation); ≤ 0 inside (minus the slack to the nearest edge)."""
+    if not space.area_ok(design):
+        return max(space.overshoot(design), 1e-12)  # strictly positive even if rounding makes the ratio ~0
+    area = design.area_mm2
+    slack = 1.0 - area / space.budget_mm2
+    if not (design.num_tc == 1 or design.num_vc == 1):
+        slack = min(slack, area / (space.area_window_lower * space.budget_mm2) - 1.0)
+    return -max(slack, 0.0)
+
+
+def constraints_func(trial: Any) -> list[float]:
+    """The constraint values this objective stored on ``trial`` (for samplers' ``constraints_func=``).
+
+    Trials not run by this objective (no stored values) count as infeasible."""
+    values = trial.user_attrs.get("constraints")
+    return [float(v) for v in values] if values is not None else [1.0] * len(CONSTRAINT_NAMES)
+
+
+@dataclass
+class TrialRecord:
+    """What one design contributes to a trial: objective values, constraints and user attributes."""
+
+    values: tuple[float, ...]
+    constraints: tuple[float, ...]
+    attrs: dict[str, Any]
+
+
+@dataclass
+class PhazeObjective:
+    """``study.optimize(objective)`` callable; see the module docstring."""
+
+    workload: Workload
+    cluster: Cluster
+    space: DesignSpace
+    multi_objective: bool = False
+    encoding: str = "categorical"
+    evaluate_kwargs: dict[str, Any] = field(default_factory=dict)
+    evaluations: int = 0
+    memo_hits: int = 0
+    _memo: dict[Design, TrialRecord] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, got {self.encoding!r}")
+
+    @property
+    def directions(self) -> list[str]:
+        return ["maximize", "minimize"] if self.multi_objective else ["maximize"]
+
+    def suggest(self, trial: Any) -> Design:
+        """The design this trial proposes (one suggestion per knob)."""
+        if self.encoding == "index":
+            indices = [trial.suggest_int(f"{name}_index", 0, len(self.space.values(name)) - 1) for name in KNOBS]
+            return self.space.decode(indices)
+        return Design(**{name: trial.suggest_categorical(name, list(self.space.values(name))) for name in KNOBS})
+
+    def record(self, design: Design) -> TrialRecord:
+        """Evaluate ``design`` (memoised) into objective values, constraints and attributes."""
+        if design in self._memo:
+            self.memo_hits += 1
+            return self._memo[design]
+        area = design.area_mm2
+        attrs: dict[str, Any] = {"design": design.to_dict(), "area_mm2": area,
+                                 "area_fraction": area / self.space.budget_mm2}
+        if not self.space.area_ok(design):
+            evaluation: Evaluation | None = None
+            placement, reason = 0.0, "outside the area window; not evaluated"
+        else:
+            evaluation = evaluate_design(design, self.workload, self.cluster, **self.evaluate_kwargs)
+            self.evaluations += 1
+            placement, reason = (-1.0, "") if evaluation.feasible else (1.0, evaluation.reason)
+        constraints = (area_constraint(self.space, design), placement)
+        feasible = all(c <= 0 for c in constraints)
+        throughput = evaluation.throughput_samples_s if evaluation is not None and feasible else INFEASIBLE_THROUGHPUT
+        attrs.update(feasible=feasible, reason=reason, evaluated=evaluation is not None,
+                     throughput_samples_s=throughput, constraints=list(constraints))
+        if evaluation is not None:
+            attrs.update(tokens_s=evaluation.tokens_s, mfu=evaluation.mfu,
+                         energy_per_sample_j=evaluation.energy_per_sample_j, plan=evaluation.plan,
+                         memory_bytes=evaluation.memory_bytes)
+        values = (throughput, area) if self.multi_objective else (throughput,)
+        record = TrialRecord(tuple(float(v) for v in values), constraints, attrs)
+        self._memo[design] = record
+        return record
+
+    def __call__(self, trial: Any) -> float | tuple[float, float]:
+        design = self.suggest(trial)
+        record = self.record(design)
+        for key, value in record.attrs.items():
+            trial.set_user_attr(key, value)
+        if hasattr(trial, "set_constraint"):  # Optuna ≥ 5; older versions read constraints_func instead
+            for name, value in zip(CONSTRAINT_NAMES, record.constraints):
+                trial.set_constraint(name, value)
+        return record.values if self.multi_objective else record.values[0]
+
+
+def make_objective(workload: str | Workload, cluster: Cluster | dict[str, Any] | None = None, *,
+                   space: DesignSpace | None = None, multi_objective: bool = False, encoding: str = "categorical",
+                   evaluate_kwargs: dict[str, Any] | None = None) -> PhazeObjective:
+    """An objective maximising throughput (or Pareto over throughput and area) of designs in ``space``."""
+    cluster = Cluster.from_dict(cluster) if isinstance(cluster, dict) else (cluster or Cluster())
+    return PhazeObjective(get_workload(workload), cluster, space or DesignSpace(), multi_objective, encoding,
+                          dict(evaluate_kwargs or {}))
+
+
+def make_sampler(name: str, *, seed: int | None = None, multi_objective: bool = False):
+    """An Optuna sampler by short name (``tpe``, ``random``, ``gp``, ``cmaes``, ``nsga2``, ``bruteforce``)."""
+    import optuna
+
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed)
+    if name == "cmaes":
+        if multi_objective:
+            raise ValueError("the cmaes sampler is single-objective; use nsga2, tpe, gp or random")
+        try:
+            import cmaes  # noqa: F401 - CmaEsSampler's own dependency
+        except ImportError:
+            raise ValueError("the cmaes sampler needs the 'cmaes' package (pip install cmaes)") from None
+        return optuna.samplers.CmaEsSampler(seed=seed)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed)
+    if name == "bruteforce":
+        return optuna.samplers.BruteForceSampler(seed=seed)
+    raise ValueError(f"unknown sampler {name!r}; choose from {', '.join(SAMPLERS)}")
+
+
+def create_study(objective: PhazeObjective, *, sampler: Any = None, storage: Any = None,
+                 study_name: str | None = None, load_if_exists: bool = True):
+    """An Optuna study with the objective's directions (SQLite/PostgreSQL/in-memory storage, any URL)."""
+    import optuna
+
+    return optuna.create_study(directions=objective.directions, sampler=sampler, storage=storage,
+                               study_name=study_name, load_if_exists=load_if_exists)
+
+
+def feasible_trials(study: Any) -> list:
+    import optuna
+
+    return [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if all(v <= 0 for v in constraints_func(t))]
+
+
+# --- CLI ------------------------------------------------------------------------------------------------
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad arguments: one line on stderr, exit status 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog="python -m phaze_env.objective",
+                            description="Optuna study over PHAZE's design space (throughput, or throughput × area).")
+    parser.add_argument("--workload", default="gpt2-xl", help=f"one of: {', '.join(workload_names())}")
+    parser.add_argument("--trials", type=_positive_int, default=50)
+    parser.add_argument("--sampler", choices=SAMPLERS, default="tpe")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE,
+                        help="Optuna storage URL (sqlite:///…, postgresql://…) or 'memory' (default %(default)s)")
+    parser.add_argument("--study-name", default=None, help="default: phaze-<workload>-<sampler>[-pareto]")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--multi-objective", action="store_true", help="maximise throughput, minimise area")
+    parser.add_argument("--space", choices=("full", "reduced"), default="full")
+    parser.add_argument("--n-devices", type=_positive_int, default=Cluster.n_devices)
+    parser.add_argument("--global-batch", type=_positive_int, default=Cluster.global_batch)
+    parser.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    return parser
+
+
+def _storage(url: str):
+    if url == "memory":
+        return None
+    if url.startswith("sqlite:///"):
+        Path(url[len("sqlite:///"):]).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    return url
+
+
+def _summary(study, objective: PhazeObjective, elapsed_s: float, storage: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    trials = study.get_trials(deepcopy=False)
+    feasible = feasible_trials(study)
+    console.print(f"[bold]{study.study_name}[/bold] — {objective.workload.name} on {objective.cluster.n_devices} "
+                  f"devices, storage {storage}")
+    console.print(f"{len(trials)} trials ({len(feasible)} feasible), {objective.evaluations} evaluations this run, "
+                  f"{objective.memo_hits} duplicate designs served from memory, {elapsed_s:.1f} s")
+    if not feasible:
+        console.print("[red]no feasible design found[/red]")
+        return
+    table = Table(show_header=True, header_style="bold")
+    for column in ("#", "samples/s", "area mm²", "num_tc", "tc", "num_vc", "buffer MB", "HBM GB", "mb", "recompute",
+                   "t×p×d"):
+        table.add_column(column, justify="right")
+    best = sorted(study.best_trials, key=lambda t: t.user_attrs["area_mm2"]) if objective.multi_objective \
+        else [study.best_trial]
+    for trial in best:
+        a, d, p = trial.user_attrs, trial.user_attrs["design"], trial.user_attrs.get("plan", {})
+        table.add_row(str(trial.number), f"{a['throughput_samples_s']:,.1f}", f"{a['area_mm2']:.1f}", str(d["num_tc"]),
+                      f"{d['tc_width']}×{d['tc_depth']}", str(d["num_vc"]), str(d["buffer_mb"]), f"{d['hbm_gb']:g}",
+                      str(d["microbatch"]), str(d["recompute"]),
+                      f"{p.get('tensor_width')}×{p.get('pipeline_stages')}×{p.get('data_parallel')}")
+    table.title = "Pareto front (throughput ↑, area ↓)" if objective.multi_objective else "best design"
+    console.print(table)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        workload = get_workload(args.workload)
+        cluster = Cluster(n_devices=args.n_devices, global_batch=args.global_batch)
+        space = DesignSpace.reduced() if args.space == "reduced" else DesignSpace()
+        sampler = make_sampler(args.sampler, seed=args.seed, multi_objective=args.multi_objective)
+        if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+            raise ValueError(f"--timeout must be positive, got {args.timeout}")
+    except ValueError as error:
+        parser.error(str(error))
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    encoding = "index" if args.sampler == "cmaes" else "categorical"
+    objective = make_objective(workload, cluster, space=space, multi_objective=args.multi_objective, encoding=encoding)
+    name = args.study_name or f"phaze-{workload.name}-{args.sampler}" + ("-pareto" if args.multi_objective else "")
+    try:
+        study = create_study(objective, sampler=sampler, storage=_storage(args.storage), study_name=name)
+    except Exception as error:  # noqa: BLE001 - bad storage URL, unreachable database, mismatched study
+        parser.error(f"cannot open study {name!r} in {args.storage!r}: {type(error).__name__}: {error}".splitlines()[0])
+    started = time.perf_counter()
+    study.optimize(objective, n_trials=args.trials, timeout=args.timeout)
+    _summary(study, objective, time.perf_counter() - started, args.storage)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
