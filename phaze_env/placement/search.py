@@ -14,9 +14,9 @@ never changes its gradient bytes), so each (stage, n) has one cost. Counting sta
 (``s = p - k``) makes ``n = min(s, m_r)`` independent of ``p``: one suffix DP
 ``f_s(a) = min_b max(c_{min(s, m_r)}(a, b), f_{s-1}(b))`` gives the min-max stage time for every ``p``.
 For fixed ``(d, p)`` the objective ``M·C + A(P)`` (``C`` max stage time, ``P`` max stage parameter
-bytes, ``A`` the increasing all-reduce time) is minimised exactly by walking the (C, P) Pareto front
-with the ε-constraint method: ``P_i = min P s.t. C ≤ C_i``, ``C_{i+1} = min C s.t. P < P_i``, stopping
-when ``M·C_i`` plus the smallest possible all-reduce cannot beat the incumbent.
+bytes, ``A`` the increasing all-reduce time) is minimised exactly by an ε-constraint walk down the
+(C, P) trade-off: the fastest partition, then the fastest one with a strictly smaller ``P``, and so on,
+stopping when ``M·C`` plus the smallest possible all-reduce cannot beat the incumbent.
 Among data-parallel degrees with the same ``m_r`` the smallest one dominates (same stages, fewer
 replicas in the all-reduce, more devices left for stages), and ``(m_r, p)`` pairs are visited in order
 of a lower bound on ``T`` so most are never solved.
@@ -283,30 +283,33 @@ class PlacementSearch:
             return
         pairs = self.dp.partition(shape.microbatches, shape.stages)
         best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
-        if self.allreduce_s(1.0, shape.data_parallel) > 0.0 and self._max_params(pairs) > self.param_floor[shape.stages - 1]:
-            self._pareto_walk(shape, stage_time_s, best)
+        if self.allreduce_s(1.0, shape.data_parallel) > 0.0:
+            self._pareto_walk(shape, pairs, best)
 
     def _bound_s(self, shape: _Shape, stage_time_s: float) -> float:
         """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
         floor_s = self.allreduce_s(self.param_floor[shape.stages - 1], shape.data_parallel)
         return ((shape.microbatches + shape.stages - 1) * stage_time_s + floor_s) * _LOWER_BOUND_SLACK
 
-    def _pareto_walk(self, shape: _Shape, stage_time_s: float, best: "_Best") -> None:
-        """Exact ``min M·C + A(P)`` by the ε-constraint walk along the (C, P) Pareto front."""
+    def _pareto_walk(self, shape: _Shape, pairs: list[tuple[int, int]], best: "_Best") -> None:
+        """Exact ``min M·C + A(P)``: repeatedly the fastest partition with a strictly smaller largest stage.
+
+        The parameter bytes ``P_i`` of the partitions found strictly decrease and their stage times
+        ``C_i`` do not; while ``P_i`` exceeds the optimum's ``P*``, ``C_{i+1} ≤ C*``, so some partition
+        with ``C ≤ C*`` and ``P ≤ P*`` is reached. Stop when ``M·C_i`` + the smallest possible
+        all-reduce cannot beat the incumbent, or when ``P_i`` is the smallest possible.
+        """
         floor_bytes = self.param_floor[shape.stages - 1]
-        while self._bound_s(shape, stage_time_s) < best.time_s:
-            limit_s = stage_time_s
-            params, pairs = self.dp.constrained(
-                shape.microbatches, shape.stages,
-                lambda n: np.where(self.costs.time(n) <= limit_s, self.costs.param_bytes, np.inf),
+        params = self._max_params(pairs)
+        while params > floor_bytes:
+            smaller = self.costs.param_bytes < params
+            stage_time_s, pairs = self.dp.constrained(
+                shape.microbatches, shape.stages, lambda n: np.where(smaller, self.costs.time(n), np.inf)
             )
+            if self._bound_s(shape, stage_time_s) >= best.time_s:
+                return
             best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
-            if params <= floor_bytes:
-                break
-            stage_time_s, _ = self.dp.constrained(
-                shape.microbatches, shape.stages,
-                lambda n: np.where(self.costs.param_bytes < params, self.costs.time(n), np.inf),
-            )
+            params = self._max_params(pairs)
 
     def _max_params(self, pairs: list[tuple[int, int]]) -> float:
         first, after = np.array(pairs).T
