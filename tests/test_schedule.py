@@ -159,7 +159,7 @@ def test_highs_matches_brute_force(seed):
 
 @pytest.mark.parametrize("seed", [8, 38, 69, 83, 145, 170])  # instances that need 2 to 6 lazy rounds
 def test_lazy_capacity_cuts_alone_reach_the_optimum(seed, monkeypatch):
-    monkeypatch.setattr(ilp_module, "MAX_EAGER_CUTS", 0)  # PHAZE's scheme: every capacity cut lazily
+    monkeypatch.setattr(ilp_module, "MAX_EAGER_CUT_TERMS", 0)  # PHAZE's scheme: every capacity cut lazily
     ops, edges, n_tc, n_vc = random_instance(random.Random(seed))
     schedule = solve_schedule(ops, edges, n_tc, n_vc, solver="highs", cache=False, time_limit_s=30)
     assert_sound(ops, edges, n_tc, n_vc, schedule)

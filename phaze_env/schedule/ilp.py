@@ -47,7 +47,7 @@ FEASIBILITY_TOL = 1e-9  # integrality and primal tolerances: with big-M = 1 (sca
 OPTIMALITY_REL_TOL = 1e-6  # schedule counts as optimal when its bound is this close
 OVERLAP_TOL = 1e-6  # (scaled time) overlaps shorter than this are solver noise, not over-subscription
 MIN_SOLVE_TIME_S = 0.05  # less remaining time than this is not worth a solver call
-MAX_EAGER_CUTS = 400  # capacity cuts added before the first solve; the rest are found lazily
+MAX_EAGER_CUT_TERMS = 3000  # pair terms of the capacity cuts added up front, per core type; the rest lazily
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def solve_ilp(problem: Problem, incumbent: Timetable, lower_bound_s: float, solv
     """Minimum-makespan schedule by the lazy-cut ILP loop, stopping at ``time_limit_s`` with the best known."""
     deadline = time.monotonic() + time_limit_s
     best, bound_s = incumbent, lower_bound_s
-    cuts = _clique_cuts(problem, MAX_EAGER_CUTS)
+    cuts = _clique_cuts(problem, MAX_EAGER_CUT_TERMS)
     iterations = 0
     while True:
         if bound_s >= best.makespan_s * (1 - OPTIMALITY_REL_TOL):
@@ -85,7 +85,7 @@ def solve_ilp(problem: Problem, incumbent: Timetable, lower_bound_s: float, solv
             return IlpResult(best, bound_s, "timeout", iterations)
         iterations += 1
         try:
-            relaxation = _solve_relaxation(problem, cuts, best, bound_s, incumbent.makespan_s, solver, remaining_s)
+            relaxation = _solve_relaxation(problem, cuts, best, bound_s, incumbent.makespan_s, solver, deadline)
         except Exception as exc:  # noqa: BLE001 - a solver failure must not lose the incumbent
             warnings.warn(f"schedule ILP: solver {solver!r} failed ({exc}); keeping the best known schedule", stacklevel=2)
             return IlpResult(best, bound_s, "failed", iterations)
@@ -105,8 +105,9 @@ def solve_ilp(problem: Problem, incumbent: Timetable, lower_bound_s: float, solv
         cuts |= new_cuts
 
 
-def _solve_relaxation(problem, cuts, best, bound_s, scale_s, solver, time_limit_s) -> _Relaxation:
+def _solve_relaxation(problem, cuts, best, bound_s, scale_s, solver, deadline: float) -> _Relaxation:
     model, starts, modes = _build_model(problem, cuts, best, bound_s, scale_s)
+    time_limit_s = max(deadline - time.monotonic(), MIN_SOLVE_TIME_S)  # building the model took time too
     if solver == "cbc":
         bound, finished = _run_cbc(model, time_limit_s)
     else:
@@ -224,31 +225,43 @@ def _turan_edges(m: int, parts: int) -> int:
     return (m * m - sum_squares) // 2
 
 
-def _clique_cuts(problem: Problem, limit: int) -> set[Cut]:
-    """Up to ``limit`` capacity cuts, one per set of ``n + 1`` pairwise incomparable one-core ops of a type.
+def _clique_cuts(problem: Problem, max_terms: int) -> set[Cut]:
+    """Capacity cuts, one per set of ``n + 1`` pairwise incomparable one-core ops of a type, while
+    their pair terms stay within ``max_terms`` per core type.
 
     With all of them the model is exact (ops that pairwise overlap in time share an instant), so
-    layer graphs, whose antichains are small, need no lazy rounds; wide graphs get the first ``limit``.
+    layer graphs, whose antichains are small, need no lazy rounds; wide graphs get the first few.
     """
     cuts: set[Cut] = set()
     for core_type in CORE_TYPES:
         size = problem.cores(core_type) + 1
-        candidates = [
+        members = [
             i for i in range(len(problem))
             if problem.uses(i, core_type) and False in problem.modes(i) and problem.latency_s[i] > 0
         ]
-
-        def extend(clique: list[int], rest: list[int]) -> None:
-            if len(cuts) >= limit:
-                return
-            if len(clique) == size:
-                cuts.add((core_type, frozenset(clique)))
-                return
-            for position, i in enumerate(rest):
-                extend(clique + [i], [j for j in rest[position + 1:] if not problem.comparable(i, j)])
-
-        extend([], candidates)
+        limit = max_terms // (size * (size - 1) // 2)
+        cuts |= {(core_type, clique) for clique in _antichains(problem, members, size, limit)}
     return cuts
+
+
+def _antichains(problem: Problem, members: list[int], size: int, limit: int) -> list[frozenset[int]]:
+    """Up to ``limit`` sets of ``size`` pairwise incomparable ``members`` (search capped at 50 steps per set)."""
+    found: list[frozenset[int]] = []
+    steps = 0
+
+    def extend(chosen: list[int], rest: list[int]) -> None:
+        nonlocal steps
+        steps += 1
+        if len(found) >= limit or steps > 50 * limit or len(chosen) + len(rest) < size:
+            return
+        if len(chosen) == size:
+            found.append(frozenset(chosen))
+            return
+        for position, i in enumerate(rest):
+            extend(chosen + [i], [j for j in rest[position + 1:] if not problem.comparable(i, j)])
+
+    extend([], members)
+    return found
 
 
 def _violated_cuts(problem: Problem, relaxation: _Relaxation, scale_s: float) -> set[Cut]:
