@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from phaze_env.cache import DiskCache, content_key
 from phaze_env.schedule.bounds import lower_bound_s
-from phaze_env.schedule.ilp import OPTIMALITY_REL_TOL, SOLVERS, solve_ilp
+from phaze_env.schedule.ilp import OPTIMALITY_REL_TOL, SETTINGS, SOLVERS, solve_ilp
 from phaze_env.schedule.problem import Problem, build_problem
 from phaze_env.schedule.sgs import Timetable, list_schedule
 from phaze_env.schedule.verify import verify
@@ -89,7 +89,7 @@ def solve_schedule(
     if not isinstance(time_limit_s, (int, float)) or not time_limit_s > 0 or not math.isfinite(time_limit_s):
         raise ValueError(f"time_limit_s must be a positive finite number, got {time_limit_s!r}")
     store = _CACHE if cache is True else (cache or None)
-    key = content_key(_CACHE_SCHEMA, _problem_content(problem), solver, float(time_limit_s))
+    key = content_key(_CACHE_SCHEMA, _problem_content(problem), solver, float(time_limit_s), SETTINGS)
     if store is not None and (hit := store.get(key)) is not None:
         return replace(hit, from_cache=True)
     schedule = _solve(problem, solver, float(time_limit_s))

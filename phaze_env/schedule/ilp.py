@@ -50,8 +50,18 @@ MIN_SOLVE_TIME_S = 0.05  # less remaining time than this is not worth a solver c
 MAX_EAGER_CUT_TERMS = 3000  # pair terms of the capacity cuts added up front, per core type; the rest lazily
 
 
+SETTINGS = {  # everything besides the problem and the time limit that a solve's result depends on
+    "mip_rel_gap": MIP_REL_GAP,
+    "feasibility_tol": FEASIBILITY_TOL,
+    "optimality_rel_tol": OPTIMALITY_REL_TOL,
+    "max_eager_cut_terms": MAX_EAGER_CUT_TERMS,
+}
+
+
 @dataclass(frozen=True)
 class IlpResult:
+    """The best schedule the ILP loop found (or was given), the best proven bound, and why it stopped."""
+
     best: Timetable
     lower_bound_s: float
     status: str  # "optimal" | "timeout" | "failed" | "stalled"
@@ -145,7 +155,7 @@ def _build_model(problem: Problem, cuts: set[Cut], best: Timetable, bound_s: flo
         model += starts[j] >= starts[i] + durations[i], f"edge_{i}_{j}"
     for core_type in CORE_TYPES:
         _add_work_bound(model, problem, core_type, makespan, single, par, modes)
-    orders = _add_disjunctions(model, problem, cuts, best, starts, durations, modes, ub, heads, tails, scale_s)
+    orders = _add_disjunctions(model, problem, cuts, best, starts, durations, modes, ub, heads, tails)
     for core_type, members in sorted(cuts, key=lambda c: (c[0], sorted(c[1]))):
         _add_capacity_cut(model, problem, core_type, members, orders)
     return model, starts, modes
@@ -176,7 +186,7 @@ def _add_work_bound(model, problem, core_type, makespan, single, par, modes) -> 
         model += n_cores * makespan >= work, f"work_{core_type}"
 
 
-def _add_disjunctions(model, problem, cuts, best, starts, durations, modes, ub, heads, tails, scale_s):
+def _add_disjunctions(model, problem, cuts, best, starts, durations, modes, ub, heads, tails):
     """Order binaries and big-M disjunctions for the pairs that need them; returns ``{(i, j): o_ij}``."""
     pairs = {
         (i, j)
