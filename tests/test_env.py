@@ -275,7 +275,7 @@ def test_ppo_smoke(tiny):
 
     model = PPO("MlpPolicy", make("phaze_env/ArchSearchFlat-v0", tiny), n_steps=64, batch_size=32, n_epochs=1,
                 seed=0, device="cpu")
-    model.learn(total_timesteps=192)
+    model.learn(total_timesteps=128)
 
 
 class _Recorder(gym.Wrapper):
@@ -290,14 +290,14 @@ class _Recorder(gym.Wrapper):
         return result
 
 
-@pytest.mark.parametrize("env_id, policy", [("phaze_env/ArchSearchSeq-v0", "MultiInputPolicy"),
-                                            ("phaze_env/ArchSearchFlat-v0", "MlpPolicy")])
-def test_maskable_ppo_smoke(env_id, policy, tiny):
+@pytest.mark.parametrize("env_id, policy, steps", [("phaze_env/ArchSearchSeq-v0", "MultiInputPolicy", 256),
+                                                   ("phaze_env/ArchSearchFlat-v0", "MlpPolicy", 128)])
+def test_maskable_ppo_smoke(env_id, policy, steps, tiny):
     from sb3_contrib import MaskablePPO
 
     env = _Recorder(make(env_id, tiny))
     model = MaskablePPO(policy, env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
-    model.learn(total_timesteps=256)
+    model.learn(total_timesteps=steps)
     assert env.infos
     if env_id.endswith("Seq-v0"):  # exact masks: never an area violation
         assert all(info["evaluated"] for info in env.infos)
