@@ -79,11 +79,19 @@ def _positive_int(value: Any, what: str) -> int:
     return int(value)
 
 
-def _layer_value(layer: Mapping[str, Any], key: str, index: int) -> float:
-    value = _number(layer[key], f"layer {index} {key}")
-    if value < 0 or math.isinf(value):
-        raise ValueError(f"layer {index} {key} must be finite and non-negative, got {value}")
-    return value
+def _column(layers: Sequence[Mapping[str, Any]], key: str, default: list[float] | None = None) -> np.ndarray:
+    """One per-layer quantity as floats; non-numbers, NaN, infinities and negatives raise ``ValueError``."""
+    values = [layer.get(key, default[i] if default is not None else None) for i, layer in enumerate(layers)]
+    for index, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"layer {index} {key} must be a number, got {value!r}")
+    column = np.asarray(values, dtype=float)
+    bad = np.flatnonzero(~(np.isfinite(column) & (column >= 0)))
+    if len(bad):
+        index, value = int(bad[0]), column[bad[0]]
+        problem = "is NaN" if math.isnan(value) else f"must be finite and non-negative, got {value}"
+        raise ValueError(f"layer {index} {key} {problem}")
+    return column
 
 
 def layer_arrays(layers: Sequence[Mapping[str, Any]]) -> LayerArrays:
@@ -93,20 +101,15 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]]) -> LayerArrays:
     """
     if isinstance(layers, Mapping) or not isinstance(layers, Sequence) or len(layers) == 0:
         raise ValueError("layers must be a non-empty list of dicts")
-    columns: dict[str, list[float]] = {key: [] for key in (*REQUIRED_LAYER_KEYS, "input_bytes")}
     for index, layer in enumerate(layers):
         if not isinstance(layer, Mapping):
             raise ValueError(f"layer {index} must be a dict, got {type(layer).__name__}")
         missing = [key for key in REQUIRED_LAYER_KEYS if key not in layer]
         if missing:
             raise ValueError(f"layer {index} is missing {', '.join(missing)}")
-        for key in REQUIRED_LAYER_KEYS:
-            columns[key].append(_layer_value(layer, key, index))
-        if "input_bytes" in layer:
-            columns["input_bytes"].append(_layer_value(layer, "input_bytes", index))
-        else:
-            columns["input_bytes"].append(columns["output_bytes"][index - 1 if index else 0])
-    arrays = LayerArrays(**{key: np.asarray(values, dtype=float) for key, values in columns.items()})
+    columns = {key: _column(layers, key) for key in REQUIRED_LAYER_KEYS}
+    previous_output = np.concatenate((columns["output_bytes"][:1], columns["output_bytes"][:-1])).tolist()
+    arrays = LayerArrays(**columns, input_bytes=_column(layers, "input_bytes", previous_output))
     if not (arrays.fwd_s + arrays.bwd_s).sum() > 0:
         raise ValueError("layers take no time: at least one layer needs a positive fwd_s or bwd_s")
     return arrays
