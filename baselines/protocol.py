@@ -1,0 +1,214 @@
+"""One protocol for every search strategy: ``ask() -> Design``, ``tell(design, evaluation)``.
+
+In the spirit of Optuna's ask-and-tell interface, a strategy never evaluates anything itself: the
+driver :func:`run_strategy` asks for a design, evaluates it through the one door
+(:func:`phaze_env.design.evaluate_design`), tells the strategy the :class:`Evaluation`, and records the
+best throughput so far after **every** evaluation, with wall time.
+
+Budget and the area window (the rules every strategy is scored by):
+
+* The budget counts **calls to the evaluator** — every ``tell`` is one evaluation, repeats included
+  (an RL agent's env step is an evaluation even when it revisits a design).
+* The area model is analytic and costs microseconds, so a strategy *may* reject designs outside the
+  area window itself before proposing them (random search, the GAs, Spotlight, ConfuciuX and the
+  Optuna samplers do). A design outside the window that *is* proposed is still one evaluation: it is
+  not run and scores zero throughput (``feasible=False``, reason "outside the area window"). The
+  SB3 agents pay for such steps, as an env step would.
+
+Strategies that are naturally written as a loop (an SB3 ``learn`` call) are turned into ask/tell by
+:class:`LoopStrategy`, which runs the loop in a worker thread that blocks on each evaluation.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import numpy as np
+
+from phaze_env.design import Design, DesignSpace, evaluate_design
+from phaze_env.evaluate import Cluster, Evaluation
+from phaze_env.workloads import Workload, get_workload
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """A search strategy over a :class:`DesignSpace` (maximising training throughput)."""
+
+    def ask(self) -> Design:
+        """The next design to evaluate."""
+
+    def tell(self, design: Design, evaluation: Evaluation) -> None:
+        """The evaluation of a design returned by :meth:`ask` (in the same order)."""
+
+
+def out_of_window_evaluation(design: Design, workload: Workload, cluster: Cluster, space: DesignSpace) -> Evaluation:
+    """The zero-throughput evaluation charged for a proposed design outside the area window."""
+    acc = design.accelerator()
+    reason = (f"outside the area window: {design.area_mm2:.1f} mm² vs budget {space.budget_mm2:.1f} mm² "
+              f"(overshoot {space.overshoot(design):.3f})")
+    return Evaluation(workload=workload.name, accelerator=acc.to_dict(), cluster=cluster.to_dict(), feasible=False,
+                      reason=reason, throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, area_mm2=design.area_mm2,
+                      peak_flops=acc.peak_flops, energy_per_sample_j=0.0, plan={}, memory_bytes={}, layer_timings={},
+                      timings_s={}, ilp_solves=0, schedules=0)
+
+
+def evaluate_in_window(design: Design, workload: Workload, cluster: Cluster, space: DesignSpace) -> Evaluation:
+    """:func:`evaluate_design`, or the zero-throughput charge when the design is outside the area window."""
+    if not space.area_ok(design):
+        return out_of_window_evaluation(design, workload, cluster, space)
+    return evaluate_design(design, workload, cluster)
+
+
+@dataclass
+class Trace:
+    """The record of one run: per evaluation, the design's throughput, the best so far and wall time."""
+
+    strategy: str
+    workload: str
+    seed: int
+    throughput: list[float] = field(default_factory=list)
+    best_throughput: list[float] = field(default_factory=list)
+    wall_s: list[float] = field(default_factory=list)
+    designs: list[Design] = field(default_factory=list)
+    best_design: Design | None = None
+    best_evaluation: Evaluation | None = None
+
+    def record(self, design: Design, evaluation: Evaluation, wall_s: float) -> None:
+        value = float(evaluation.throughput_samples_s) if evaluation.feasible else 0.0
+        previous = self.best_throughput[-1] if self.best_throughput else 0.0
+        if value > previous or self.best_design is None:
+            self.best_design, self.best_evaluation = design, evaluation
+        self.throughput.append(value)
+        self.best_throughput.append(max(previous, value))
+        self.wall_s.append(wall_s)
+        self.designs.append(design)
+
+    @property
+    def best(self) -> float:
+        return self.best_throughput[-1] if self.best_throughput else 0.0
+
+
+StrategyFactory = Callable[..., Strategy]
+
+
+def run_strategy(strategy: Strategy | StrategyFactory | str, workload: str | Workload, cluster: Cluster | None,
+                 space: DesignSpace, budget: int, seed: int = 0, *, name: str | None = None,
+                 callback: Callable[[Trace], None] | None = None, **hyper_parameters: Any) -> Trace:
+    """Run ``strategy`` for ``budget`` evaluations and return the :class:`Trace`.
+
+    ``strategy`` is a registry name (:data:`baselines.STRATEGIES`), a factory called as
+    ``factory(space=..., seed=..., budget=..., workload=..., cluster=..., **hyper_parameters)``, or a ready
+    :class:`Strategy` instance (then ``seed`` only labels the trace). ``callback(trace)`` runs after every
+    evaluation. Strategies with a ``close()`` method are closed at the end, even on error.
+    """
+    if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget <= 0:
+        raise ValueError(f"budget must be a positive integer, got {budget!r}")
+    workload = get_workload(workload)
+    cluster = cluster if cluster is not None else Cluster()
+    label = name or (strategy if isinstance(strategy, str) else getattr(strategy, "name", type(strategy).__name__))
+    started = time.perf_counter()
+    instance = make_strategy(strategy, space=space, seed=seed, budget=int(budget), workload=workload, cluster=cluster,
+                             **hyper_parameters)
+    trace = Trace(strategy=str(label), workload=workload.name, seed=int(seed))
+    try:
+        for _ in range(int(budget)):
+            design = instance.ask()
+            if not isinstance(design, Design):
+                raise TypeError(f"{label}.ask() returned {type(design).__name__}, expected a Design")
+            evaluation = evaluate_in_window(design, workload, cluster, space)
+            instance.tell(design, evaluation)
+            trace.record(design, evaluation, time.perf_counter() - started)
+            if callback:
+                callback(trace)
+    finally:
+        close = getattr(instance, "close", None)
+        if close:
+            close()
+    return trace
+
+
+def make_strategy(strategy: Strategy | StrategyFactory | str, **context: Any) -> Strategy:
+    if isinstance(strategy, str):
+        from baselines import STRATEGIES
+
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+        return STRATEGIES[strategy].build(**context)
+    if isinstance(strategy, Strategy) and not isinstance(strategy, type):
+        return strategy
+    if callable(strategy):
+        return strategy(**context)
+    raise TypeError(f"not a strategy, factory or registry name: {strategy!r}")
+
+
+class _Stop(Exception):
+    """Raised inside a :class:`LoopStrategy`'s worker thread to end its loop."""
+
+
+class LoopStrategy:
+    """Ask/tell for a strategy written as a loop ``run(evaluate)``, where ``evaluate(design) -> Evaluation``.
+
+    The loop runs in a daemon thread; each ``evaluate`` call hands the design to :meth:`ask` and blocks
+    until :meth:`tell` delivers its evaluation. :meth:`close` stops the loop by raising inside it.
+    """
+
+    name = "loop"
+
+    def __init__(self) -> None:
+        self._designs: queue.Queue = queue.Queue(maxsize=1)
+        self._evaluations: queue.Queue = queue.Queue(maxsize=1)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+
+    def run(self, evaluate: Callable[[Design], Evaluation]) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _evaluate(self, design: Design) -> Evaluation:
+        self._designs.put(design)
+        evaluation = self._evaluations.get()
+        if evaluation is None:
+            raise _Stop
+        return evaluation
+
+    def _main(self) -> None:
+        try:
+            self.run(self._evaluate)
+            self._error = RuntimeError(f"{self.name}: the training loop ended before the evaluation budget")
+        except _Stop:
+            return
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the driver's thread by ask()
+            self._error = exc
+        self._designs.put(None)
+
+    def ask(self) -> Design:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._main, name=f"{self.name}-loop", daemon=True)
+            self._thread.start()
+        design = self._designs.get()
+        if design is None:
+            raise RuntimeError(f"{self.name} loop failed: {self._error!r}") from self._error
+        return design
+
+    def tell(self, design: Design, evaluation: Evaluation) -> None:
+        self._evaluations.put(evaluation)
+
+    def close(self) -> None:
+        if self._thread is not None and not self._closed:
+            self._closed = True
+            if self._thread.is_alive():
+                # blocks until the loop has taken the last evaluation; the loop's next step then stops
+                self._evaluations.put(None, timeout=30)
+                self._thread.join(timeout=30)
+
+
+def throughput_of(evaluation: Evaluation) -> float:
+    return float(evaluation.throughput_samples_s) if evaluation.feasible else 0.0
+
+
+def random_in_window(space: DesignSpace, rng: np.random.Generator) -> Design:
+    return space.sample(rng, feasible_area=True)
