@@ -243,6 +243,7 @@ def _summary(study, objective: PhazeObjective, elapsed_s: float, storage: str) -
     from rich.table import Table
 
     console = Console()
+    console = Console(width=max(console.width, 120))  # the table needs ~110 columns even when piped
     trials = study.get_trials(deepcopy=False)
     feasible = feasible_trials(study)
     console.print(f"[bold]{study.study_name}[/bold] — {objective.workload.name} on {objective.cluster.n_devices} "
@@ -253,15 +254,16 @@ def _summary(study, objective: PhazeObjective, elapsed_s: float, storage: str) -
         console.print("[red]no feasible design found[/red]")
         return
     table = Table(show_header=True, header_style="bold")
-    for column in ("#", "samples/s", "area mm²", "num_tc", "tc", "num_vc", "buffer MB", "HBM GB", "mb", "recompute",
-                   "t×p×d"):
+    for column in ("trial", "samples/s", "area mm²", "tensor cores", "vector cores", "buffer MB", "HBM GB",
+                   "microbatch", "recompute", "t×p×d"):
         table.add_column(column, justify="right")
     best = sorted(study.best_trials, key=lambda t: t.user_attrs["area_mm2"]) if objective.multi_objective \
         else [study.best_trial]
     for trial in best:
         a, d, p = trial.user_attrs, trial.user_attrs["design"], trial.user_attrs.get("plan", {})
-        table.add_row(str(trial.number), f"{a['throughput_samples_s']:,.1f}", f"{a['area_mm2']:.1f}", str(d["num_tc"]),
-                      f"{d['tc_width']}×{d['tc_depth']}", str(d["num_vc"]), str(d["buffer_mb"]), f"{d['hbm_gb']:g}",
+        table.add_row(str(trial.number), f"{a['throughput_samples_s']:,.1f}", f"{a['area_mm2']:.1f}",
+                      f"{d['num_tc']} × {d['tc_width']}×{d['tc_depth']}", f"{d['num_vc']} × {d['tc_width']}",
+                      str(d["buffer_mb"]), f"{d['hbm_gb']:g}",
                       str(d["microbatch"]), str(d["recompute"]),
                       f"{p.get('tensor_width')}×{p.get('pipeline_stages')}×{p.get('data_parallel')}")
     table.title = "Pareto front (throughput ↑, area ↓)" if objective.multi_objective else "best design"
