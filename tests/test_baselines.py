@@ -1,0 +1,149 @@
+"""Every strategy obeys the ask/tell protocol on a tiny setup and never beats the exact optimum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from baselines import STRATEGIES, run_strategy
+from baselines.exact import exact_optimum
+from baselines.genetic import GeneticAlgorithm
+from baselines.protocol import LoopStrategy, Strategy, evaluate_in_window
+from baselines.spotlight import FeatureMap, GaussianProcess, expected_improvement
+from phaze_env.design import Design, DesignSpace, evaluate_design
+from phaze_env.evaluate import Cluster
+from phaze_env.workloads import custom_workload
+
+WORKLOAD = custom_workload("tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4,
+                           n_inner=512, vocab_size=1000, n_positions=64)
+CLUSTER = Cluster(n_devices=16, global_batch=64)
+SPACE = DesignSpace.reduced()
+BUDGET = 6
+
+
+@pytest.fixture(scope="module")
+def optimum() -> float:
+    return exact_optimum(WORKLOAD, CLUSTER, SPACE)["throughput_samples_s"]
+
+
+class Recorder:
+    """Wraps a strategy and checks the protocol: tell follows ask, with the design just asked."""
+
+    def __init__(self, inner: Strategy):
+        self.inner, self.pending, self.asked = inner, None, []
+
+    def ask(self) -> Design:
+        assert self.pending is None, "ask() twice without tell()"
+        self.pending = self.inner.ask()
+        self.asked.append(self.pending)
+        return self.pending
+
+    def tell(self, design, evaluation) -> None:
+        assert design == self.pending
+        self.pending = None
+        self.inner.tell(design, evaluation)
+
+    def close(self) -> None:
+        getattr(self.inner, "close", lambda: None)()
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_strategy_protocol_and_upper_bound(name, optimum):
+    spec = STRATEGIES[name]
+    if not spec.available:
+        pytest.skip(f"{name} needs {', '.join(spec.requires)} (not installed)")
+    inner = spec.build(space=SPACE, seed=1, budget=BUDGET, workload=WORKLOAD, cluster=CLUSTER)
+    assert isinstance(inner, Strategy)
+    strategy = Recorder(inner)
+    trace = run_strategy(strategy, WORKLOAD, CLUSTER, SPACE, BUDGET, seed=1, name=name)
+    assert len(trace.best_throughput) == len(trace.wall_s) == len(strategy.asked) == BUDGET
+    assert all(SPACE.encode(d) is not None for d in strategy.asked)  # every design is in the space
+    assert np.all(np.diff(trace.best_throughput) >= 0) and np.all(np.diff(trace.wall_s) >= 0)
+    assert trace.best == max(trace.throughput) > 0
+    assert trace.best <= optimum * (1 + 1e-9)
+    assert trace.best_design is not None and evaluate_design(trace.best_design, WORKLOAD, CLUSTER).throughput_samples_s == trace.best
+
+
+def test_registry_names_and_seeded_reproducibility():
+    assert {"random", "genetic", "confuciux", "spotlight", "vanilla_bo", "ppo", "a2c", "maskable_ppo", "optuna_tpe",
+            "optuna_gp", "optuna_cmaes", "optuna_nsga2", "optuna_random", "optuna_bruteforce"} <= set(STRATEGIES)
+    for name in ("genetic", "confuciux", "spotlight"):
+        a = run_strategy(name, WORKLOAD, CLUSTER, SPACE, 8, seed=3)
+        b = run_strategy(name, WORKLOAD, CLUSTER, SPACE, 8, seed=3)
+        assert a.designs == b.designs, name
+
+
+def test_out_of_window_designs_cost_an_evaluation_and_score_zero():
+    too_big = SPACE.decode([n - 1 for n in SPACE.nvec])
+    assert not SPACE.area_ok(too_big)
+
+    class Greedy:
+        def ask(self):
+            return too_big
+
+        def tell(self, design, evaluation):
+            assert not evaluation.feasible and evaluation.throughput_samples_s == 0
+            assert "area window" in evaluation.reason
+
+    trace = run_strategy(Greedy(), WORKLOAD, CLUSTER, SPACE, 3)
+    assert trace.throughput == [0.0, 0.0, 0.0] and trace.best == 0.0
+    assert not evaluate_in_window(too_big, WORKLOAD, CLUSTER, SPACE).feasible
+
+
+def test_run_strategy_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="budget"):
+        run_strategy("random", WORKLOAD, CLUSTER, SPACE, 0)
+    with pytest.raises(ValueError, match="unknown strategy"):
+        run_strategy("simulated-annealing", WORKLOAD, CLUSTER, SPACE, 2)
+
+    class NotADesign:
+        def ask(self):
+            return [0] * 8
+
+        def tell(self, design, evaluation):
+            pass
+
+    with pytest.raises(TypeError, match="Design"):
+        run_strategy(NotADesign(), WORKLOAD, CLUSTER, SPACE, 2)
+
+
+def test_loop_strategy_reports_a_loop_that_ends_early():
+    class TwoSteps(LoopStrategy):
+        def run(self, evaluate):
+            rng = np.random.default_rng(0)
+            for _ in range(2):
+                evaluate(SPACE.sample(rng))
+
+    with pytest.raises(RuntimeError, match="ended before the evaluation budget"):
+        run_strategy(TwoSteps(), WORKLOAD, CLUSTER, SPACE, 3)
+
+
+def test_exact_optimum_matches_brute_force_on_a_small_space():
+    space = DesignSpace.reduced(num_tc=(4, 16), num_vc=(4, 16), tc_width=(128,), buffer_mb=(8,), hbm_gb=(32.0,))
+    brute = max(evaluate_design(d, WORKLOAD, CLUSTER).throughput_samples_s for d in space)
+    exact = exact_optimum(WORKLOAD, CLUSTER, space, cache=False)
+    assert exact["throughput_samples_s"] == pytest.approx(brute, rel=1e-12)
+    assert evaluate_design(exact["design"], WORKLOAD, CLUSTER).throughput_samples_s == pytest.approx(brute, rel=1e-12)
+
+
+def test_genetic_algorithm_never_repeats_and_stays_in_the_window():
+    trace = run_strategy(GeneticAlgorithm(SPACE, seed=0, population=6, elite=1), WORKLOAD, CLUSTER, SPACE, 30)
+    assert len(set(trace.designs)) == 30
+    assert all(SPACE.area_ok(d) for d in trace.designs)
+
+
+def test_spotlight_gp_gradient_fit_and_expected_improvement():
+    from scipy.optimize import check_grad
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((25, 4)), rng.standard_normal(25)
+    gp = GaussianProcess(restarts=2, rng=rng)
+    theta = np.r_[rng.uniform(-2, 0.5, 4), 0.2, -3.0]
+    assert check_grad(lambda t: gp._neg_log_likelihood(t, x, y)[0], lambda t: gp._neg_log_likelihood(t, x, y)[1],
+                      theta) < 1e-4
+    gp.fit(x, y)
+    mean, std = gp.predict(x)
+    assert np.corrcoef(mean, y)[0, 1] > 0.9 and np.all(std > 0)
+    assert np.all(expected_improvement(np.array([0.0, 1.0]), np.array([0.1, 0.1]), 0.5) >= 0)
+    features = FeatureMap(SPACE, domain=True)(list(SPACE)[:50])
+    assert features.min() >= -1e-12 and features.max() <= 1 + 1e-12
