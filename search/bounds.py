@@ -5,9 +5,10 @@ For one (tensor width ``t``, microbatch ``m``) and every architecture ``a``:
 * each layer's forward/backward makespan is at least ``max(critical path with every op at its
   shortest mode, Σ core-time per core type / cores of that type)`` — the schedule ILP's own bounds;
 * for any placement with ``p`` stages and ``d`` replicas (``d·p·t ≤ N``), ``m_r = ⌈B/(d·m)⌉`` and the
-  1F1B rule give ``time ≥ (m_r + p − 1)·max(T_a / p, ℓ_a) + allreduce(P / p, d)`` where ``T_a`` is the
-  summed layer time, ``ℓ_a`` the slowest single layer and ``P`` the gradient bytes (some stage holds at
-  least ``T_a/p`` of the time and ``P/p`` of the parameters; memory, recompute and p2p only add).
+  1F1B rule give ``time ≥ (m_r + p − 1)·S_a(p) + allreduce(P / p, d)`` where ``S_a(p)`` bounds the
+  slowest stage (its share ``T_a/p`` of the summed layer time, its slowest layer, the ``⌈n/p⌉`` fastest
+  layers some stage must hold) and ``P`` is the gradient bytes (some stage holds at least ``P/p``);
+  memory, recompute and p2p only add.
 
 So ``B / min_{p,d} time`` bounds the throughput the placement DP can reach, for every ``t`` and ``m``;
 the maximum over them bounds the architecture. Among ``d`` with the same ``m_r`` the smallest is enough
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from phaze_env.comm import allreduce_s
+from phaze_env.comm import allreduce_s, p2p_s
 from phaze_env.evaluate import Cluster, valid_tensor_widths
 from phaze_env.hardware import ArchSpace, latency_table
 from phaze_env.placement.inputs import GRADIENT_FACTOR
@@ -66,13 +67,12 @@ def _topological(n: int, edges) -> list[int]:
     return order
 
 
-def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-    """(Σ over the chain of fwd+bwd lower bounds, slowest single layer) per architecture."""
+def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster) -> np.ndarray:
+    """Lower bound of each layer's fwd+bwd time (rows: the graph's layers) per architecture (columns)."""
     arrays = space.arrays
     tc_rows, tc_index = space.tc_configs()
     vc_rows, vc_index = space.vc_configs()
-    total = np.zeros(len(space))
-    slowest = np.zeros(len(space))
+    rows = []
     for layer in graph.layers:
         layer_s = np.zeros(len(space))
         for dag in (layer.fwd, layer.bwd):
@@ -83,15 +83,37 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster) -> tuple[np.n
                                   link_bandwidth_Bps=cluster.link_bandwidth_Bps, link_latency_s=cluster.link_latency_s)
             one, all_cores = table.latencies_s(tc_index.ravel(), vc_index.ravel())
             layer_s += dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
-        total += layer.repeat * layer_s
-        slowest = np.maximum(slowest, layer_s)
-    return total, slowest
+        rows.append(layer_s)
+    return np.array(rows)
 
 
-def placement_time_bound_s(total_s: np.ndarray, slowest_s: np.ndarray, n_layers: int, gradient_bytes: float,
+def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count: int) -> np.ndarray:
+    """Per architecture, the summed time of the ``count`` fastest layers of the chain (repeats unrolled)."""
+    order = np.argsort(layer_s, axis=0)
+    times = np.take_along_axis(layer_s, order, axis=0)
+    counts = repeats[order]
+    remaining = np.full(layer_s.shape[1], count)
+    total = np.zeros(layer_s.shape[1])
+    for row in range(layer_s.shape[0]):
+        take = np.minimum(remaining, counts[row])
+        total += take * times[row]
+        remaining -= take
+    return total
+
+
+def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
                            tensor_width: int, microbatch: int, cluster: Cluster) -> np.ndarray:
-    """Lower bound on the time per batch over every (p, d) placement, per architecture."""
+    """Lower bound on the time per batch over every (p, d) placement, per architecture.
+
+    Some stage holds at least its share ``T/p`` of the time, some stage holds at least ``⌈n/p⌉`` of the
+    ``n`` layers (so at least the ``⌈n/p⌉`` fastest ones), and no stage is faster than its slowest layer.
+    With ``p ≥ 2`` every stage also sends at least one boundary tensor (activations forward or input
+    gradients backward) of at least ``boundary_bytes`` per microbatch.
+    """
     n, batch = cluster.n_devices, cluster.global_batch
+    n_layers = int(repeats.sum())
+    total_s = (layer_s * repeats[:, None]).sum(axis=0)
+    slowest_s = layer_s.max(axis=0)
     best = np.full(total_s.shape, np.inf)
     for p in range(1, min(n_layers, n // tensor_width) + 1):
         max_d = n // (tensor_width * p)
@@ -101,7 +123,10 @@ def placement_time_bound_s(total_s: np.ndarray, slowest_s: np.ndarray, n_layers:
         d, m_r = d[first], m_r[first]
         allreduce = np.array([allreduce_s(gradient_bytes / p, int(k), cluster.link_bandwidth_Bps,
                                           cluster.link_latency_s) for k in d])
-        stage_s = np.maximum(total_s / p, slowest_s)
+        crowded_s = smallest_layers_s(layer_s, repeats, -(-n_layers // p))
+        stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
+        if p > 1:
+            stage_s = stage_s + p2p_s(boundary_bytes, cluster.link_bandwidth_Bps, cluster.link_latency_s)
         times = (m_r + p - 1)[:, None] * stage_s[None, :] + allreduce[:, None]
         best = np.minimum(best, times.min(axis=0))
     return best
@@ -114,9 +139,12 @@ def throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *,
     for t in valid_tensor_widths(workload, tensor_widths, cluster.n_devices):
         for m in microbatches:
             graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t)
-            total_s, slowest_s = layer_time_bounds_s(graph, space, cluster)
-            n_layers = sum(layer.repeat for layer in graph.layers)
+            layer_s = layer_time_bounds_s(graph, space, cluster)
+            repeats = np.array([layer.repeat for layer in graph.layers])
             gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
-            time_s = placement_time_bound_s(total_s, slowest_s, n_layers, gradient_bytes, t, m, cluster)
+            # what can cross a stage boundary: a layer's output (not the loss) or its input (not the token ids)
+            boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
+                                 [layer.input_bytes for layer in graph.layers[1:]])
+            time_s = placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster)
             bound = np.maximum(bound, cluster.global_batch / time_s)
     return bound * (1 + 1e-9)  # round-off must never prune an exact tie

@@ -41,7 +41,7 @@ from search.executors import make_executor
 from search.store import ResultsStore
 from search.tasks import evaluate_design
 
-DEFAULT_WORKLOAD = "bert-large"
+DEFAULT_WORKLOAD = "gpt2-xl"
 AGGREGATES = ("mean", "geomean")
 
 
