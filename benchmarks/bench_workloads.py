@@ -1,7 +1,8 @@
 """Trace speed and memory: cold trace (no cache) and warm (disk cache) of every built-in workload.
 
-Each cold trace runs in a fresh subprocess so its peak RSS is the trace's own (the one-time import of
-torch + transformers is timed separately and reported, since every process pays it once).
+Each cold trace runs in a fresh subprocess so its peak RSS is the trace's own. The one-time imports
+(torch, transformers, the model's module, torch.export's first use on a trivial module) are timed
+separately as "import s", since every process pays them once whatever it traces.
 Usage: ``python benchmarks/bench_workloads.py [--repeats 3] [--models a,b]``.
 """
 
@@ -23,6 +24,7 @@ from phaze_env.workloads.trace import build_meta_model
 from phaze_env.workloads.registry import get_workload
 w = get_workload(sys.argv[1])
 build_meta_model(w)  # loads the model's module (import cost, paid once per process)
+torch.export.export(torch.nn.Linear(2, 2), (torch.zeros(1, 2),), strict=False)  # torch.export's own first-use imports
 t1 = time.perf_counter()
 model_graph(w.name)
 t2 = time.perf_counter()
