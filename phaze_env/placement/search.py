@@ -85,11 +85,12 @@ def _most_in_flight(fixed_bytes: np.ndarray, per_microbatch_bytes: np.ndarray, h
     guess = np.where(per_microbatch_bytes > 0, guess, np.where(fixed_bytes <= hbm_bytes, np.inf, -1.0))
     guess = np.where(np.isfinite(guess), np.maximum(guess, -1.0), guess)
     finite = np.isfinite(guess) & (guess >= 0)
-    for _ in range(2):
-        too_many = finite & (fixed_bytes + guess * per_microbatch_bytes > hbm_bytes)
-        guess = np.where(too_many, guess - 1, guess)
-        one_more = finite & (fixed_bytes + (guess + 1) * per_microbatch_bytes <= hbm_bytes)
-        guess = np.where(one_more, guess + 1, guess)
+    with np.errstate(invalid="ignore"):  # inf·0 where unbounded: masked out by ``finite``
+        for _ in range(2):
+            too_many = finite & (fixed_bytes + guess * per_microbatch_bytes > hbm_bytes)
+            guess = np.where(too_many, guess - 1, guess)
+            one_more = finite & (fixed_bytes + (guess + 1) * per_microbatch_bytes <= hbm_bytes)
+            guess = np.where(one_more, guess + 1, guess)
     return np.where(np.isnan(guess), -1.0, guess)
 
 
