@@ -1,6 +1,7 @@
 """Speed of the placement DP on a GPT-3-175B-like chain (96 identical blocks + embedding + head).
 
-Run: ``python benchmarks/bench_placement.py``. Prints the median CPU time of several runs for one
+Run: ``python benchmarks/bench_placement.py [--traced]`` (``--traced``: the real traced gpt3-175b chain
+with layer latencies scheduled on the TPUv4 preset). Prints the median CPU time of several runs for one
 (t, m, recompute, HBM) call and for the whole grid t ∈ {1,2,4,8} × m ∈ {1,2,4,8} × recompute allowed
 or not × HBM ∈ {32, 64, 80} GB (targets: < 20 ms and < 1 s; PHAZE's C++ DP takes 3 s for one call).
 The layer numbers are invented but plausible: block fwd ≈ 30 ms, bwd ≈ 60 ms per sample at t = 1,
@@ -37,6 +38,20 @@ def gpt3_like(tensor_width: int, microbatch: int) -> list[dict]:
     return [embedding] + [dict(block) for _ in range(BLOCKS)] + [head]
 
 
+def traced_gpt3(tensor_width: int, microbatch: int) -> list[dict]:
+    """The real gpt3-175b chain: traced graphs, layer latencies scheduled on the TPUv4 preset."""
+    from phaze_env.evaluate import Cluster, _layer_chain, _time_layer
+    from phaze_env.hardware import TPUV4
+    from phaze_env.workloads import model_graph
+
+    graph = model_graph("gpt3-175b", microbatch=microbatch, tensor_width=tensor_width)
+    counters = {"estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
+    cluster = Cluster(link_bandwidth_Bps=CLUSTER["link_bandwidth_Bps"], link_latency_s=CLUSTER["link_latency_s"])
+    timings = {layer.name: _time_layer(layer, TPUV4, cluster, bound_only=False, solver="cbc", time_limit_s=10.0,
+                                       counters=counters) for layer in graph.layers}
+    return _layer_chain(graph, timings)
+
+
 def _median_s(function, runs: int, clock=time.process_time) -> float:
     """Median over ``runs`` of ``clock`` (CPU time by default: other jobs on the machine do not count)."""
     times = []
@@ -48,8 +63,11 @@ def _median_s(function, runs: int, clock=time.process_time) -> float:
 
 
 def main(runs: int = 5) -> None:
+    real = "--traced" in sys.argv  # the traced gpt3-175b with TPUv4 layer schedules instead of invented numbers
     grid = list(itertools.product((1, 2, 4, 8), (1, 2, 4, 8), (True, False), (32 * GB, 64 * GB, 80 * GB)))
-    variants = {(t, m): gpt3_like(t, m) for t in (1, 2, 4, 8) for m in (1, 2, 4, 8)}
+    build = traced_gpt3 if real else gpt3_like
+    variants = {(t, m): build(t, m) for t in (1, 2, 4, 8) for m in (1, 2, 4, 8)}
+    print(f"chain: {'traced gpt3-175b on TPUv4' if real else 'GPT-3-like, invented numbers'}, {len(variants[(1, 1)])} layers")
     plans = {}
 
     def one_call(t=8, m=1, recompute=True, hbm=80 * GB):
