@@ -147,3 +147,28 @@ def test_spotlight_gp_gradient_fit_and_expected_improvement():
     assert np.all(expected_improvement(np.array([0.0, 1.0]), np.array([0.1, 0.1]), 0.5) >= 0)
     features = FeatureMap(SPACE, domain=True)(list(SPACE)[:50])
     assert features.min() >= -1e-12 and features.max() <= 1 + 1e-12
+
+
+@pytest.mark.parametrize("algo", ["confuciux", "ppo"])
+def test_train_cli_checkpoints_resumes_and_reports(algo, tmp_path, capsys):
+    from baselines.train import main
+
+    common = [algo, "--workload", "tiny-gpt2", "--devices", "16", "--batch", "64", "--space", "reduced",
+              "--checkpoint-every", "4", "--logdir", str(tmp_path), "--no-progress"]
+    assert main(common + ["--steps", "8"]) == 0
+    assert "best design: Design(" in capsys.readouterr().out
+    assert (tmp_path / "checkpoints" / "best.json").exists()
+    assert any(p.name.startswith("events.out.tfevents") for p in tmp_path.rglob("*"))
+    assert main(common + ["--steps", "4", "--resume"]) == 0
+    assert "samples/s" in capsys.readouterr().out
+
+
+def test_train_cli_bad_arguments_exit_2(tmp_path, capsys):
+    from baselines.train import main
+
+    for argv in (["sac"], ["ppo", "--steps", "0"], ["ppo", "--workload", "gpt5"],
+                 ["ppo", "--resume", "--logdir", str(tmp_path / "none")]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1

@@ -1,0 +1,190 @@
+"""Train one agent on the architecture-search env: ``python -m baselines.train ALGO --workload NAME --steps N``.
+
+ALGO is ``confuciux`` (REINFORCE + GA, :mod:`baselines.confuciux`; one step = one evaluated design) or an
+SB3 agent on ``phaze_env/ArchSearchFlat-v0`` (``ppo``, ``a2c``, ``maskable_ppo``; one step = one env step).
+
+* a progress bar (rich; SB3's own for the SB3 agents);
+* TensorBoard logs in ``--logdir`` (SB3's scalars, or ConfuciuX's reward / best throughput per step):
+  ``tensorboard --logdir out/train``;
+* checkpoints every ``--checkpoint-every`` steps in ``--logdir/checkpoints`` (``last.zip`` for SB3,
+  ``last.pt`` for ConfuciuX, plus ``best.json``); ``--resume`` continues from the last one, for
+  ``--steps`` more steps (ConfuciuX's GA stage restarts from the designs seen so far);
+* at the end, the best design found and its evaluation.
+
+Bad arguments exit with status 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from phaze_env.design import Design, DesignSpace, evaluate_design
+from phaze_env.evaluate import Cluster, Evaluation
+
+ALGOS = ("confuciux", "ppo", "a2c", "maskable_ppo")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m baselines.train", description=__doc__.split("\n")[0])
+    parser.add_argument("algo", choices=ALGOS)
+    parser.add_argument("--workload", default="gpt2-xl", help="built-in workload name, or tiny-gpt2 (default gpt2-xl)")
+    parser.add_argument("--steps", type=_positive_int, default=200, help="training steps = evaluations (default 200)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--space", choices=("full", "reduced"), default="full", help="design space (default PHAZE's full)")
+    parser.add_argument("--devices", type=_positive_int, default=1024)
+    parser.add_argument("--batch", type=_positive_int, default=4096)
+    parser.add_argument("--logdir", type=Path, default=None, help="TensorBoard + checkpoints (default out/train/ALGO)")
+    parser.add_argument("--checkpoint-every", type=_positive_int, default=50, help="steps between checkpoints")
+    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --logdir")
+    parser.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+# ------------------------------------------------------------------------------------------- best design
+
+class Best:
+    """The best design seen (persisted as ``best.json`` next to the checkpoints)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.design: Design | None = None
+        self.throughput = 0.0
+        if path.exists():
+            data = json.loads(path.read_text())
+            self.design = Design.from_dict(data["design"]) if data["design"] else None
+            self.throughput = float(data["throughput_samples_s"])
+
+    def offer(self, design: Design, evaluation: Evaluation) -> None:
+        value = evaluation.throughput_samples_s if evaluation.feasible else 0.0
+        if self.design is None or value > self.throughput:
+            self.design, self.throughput = design, float(value)
+
+    def save(self) -> None:
+        self.path.write_text(json.dumps({"design": self.design.to_dict() if self.design else None,
+                                         "throughput_samples_s": self.throughput}, indent=2))
+
+
+# ---------------------------------------------------------------------------------------------- trainers
+
+def train_confuciux(args, workload, cluster, space, logdir: Path, best: Best) -> None:
+    import torch
+    from rich.progress import Progress
+    from torch.utils.tensorboard import SummaryWriter
+
+    from baselines.confuciux import ConfuciuX
+    from baselines.protocol import evaluate_in_window
+
+    checkpoint = logdir / "checkpoints" / "last.pt"
+    agent = ConfuciuX(space, seed=args.seed, budget=args.steps)
+    start = 0
+    if args.resume:
+        state = torch.load(checkpoint, weights_only=False)
+        agent.load_state_dict(state["agent"])
+        start = state["step"]
+        agent.rl_budget += start  # the RL stage covers the same fraction of the extended run
+    writer = SummaryWriter(str(logdir / "confuciux"))
+    with Progress(disable=args.no_progress) as progress:
+        task = progress.add_task("confuciux", total=args.steps)
+        for step in range(start, start + args.steps):
+            design = agent.ask()
+            evaluation = evaluate_in_window(design, workload, cluster, space)
+            agent.tell(design, evaluation)
+            best.offer(design, evaluation)
+            writer.add_scalar("throughput_samples_s", evaluation.throughput_samples_s if evaluation.feasible else 0.0, step)
+            writer.add_scalar("best_throughput_samples_s", best.throughput, step)
+            progress.update(task, advance=1, description=f"confuciux · best {best.throughput:,.1f} samples/s")
+            if (step + 1) % args.checkpoint_every == 0 or step + 1 == start + args.steps:
+                torch.save({"agent": agent.state_dict(), "step": step + 1}, checkpoint)
+                best.save()
+    writer.close()
+
+
+def train_sb3(args, workload, cluster, space, logdir: Path, best: Best) -> None:
+    import gymnasium as gym
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from baselines.sb3_agents import EvaluationHandshake, make_env, make_model, model_class
+
+    def record(design: Design) -> None:
+        if space.area_ok(design):  # the env evaluates it too; both hit the same cache
+            best.offer(design, evaluate_design(design, workload, cluster))
+
+    env: gym.Env = EvaluationHandshake(make_env(workload, cluster, space), record)
+    checkpoint = logdir / "checkpoints" / "last.zip"
+
+    class Checkpoint(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps % args.checkpoint_every == 0:
+                self.model.save(checkpoint)
+                best.save()
+            return True
+
+    if args.resume:
+        model = model_class(args.algo).load(checkpoint, env=env, device="cpu")
+    else:
+        model = make_model(args.algo, env, args.seed, tensorboard_log=str(logdir))
+    model.learn(total_timesteps=args.steps, callback=Checkpoint(), progress_bar=not args.no_progress,
+                reset_num_timesteps=not args.resume, tb_log_name=args.algo)
+    model.save(checkpoint)
+    best.save()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        from experiments.compare_strategies import resolve_workload
+
+        workload = resolve_workload(args.workload)
+        cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
+        space = DesignSpace.reduced() if args.space == "reduced" else DesignSpace()
+        logdir = args.logdir or Path("out/train") / args.algo
+        (logdir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        last = logdir / "checkpoints" / ("last.pt" if args.algo == "confuciux" else "last.zip")
+        if args.resume and not last.exists():
+            raise ValueError(f"--resume: no checkpoint at {last}")
+    except (ValueError, OSError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    import torch
+
+    torch.set_num_threads(1)
+    best = Best(logdir / "checkpoints" / "best.json")
+    trainer = train_confuciux if args.algo == "confuciux" else train_sb3
+    trainer(args, workload, cluster, space, logdir, best)
+    _report(best, workload, cluster, logdir)
+    return 0
+
+
+def _report(best: Best, workload, cluster: Cluster, logdir: Path) -> None:
+    if best.design is None:
+        print("no design evaluated")
+        return
+    evaluation = evaluate_design(best.design, workload, cluster)
+    print(f"best design: {best.design}")
+    print(f"  area {best.design.area_mm2:.1f} mm² · {evaluation.summary()}")
+    print(f"checkpoints and TensorBoard logs in {logdir}/")
+
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())
