@@ -47,3 +47,17 @@ def test_summary_thresholds():
     (entry,) = summarise(rows)
     assert entry["reached_100"] == 1 and entry["evals_to_100"] == 2 and entry["evals_to_100_censored"] == 2
     assert entry["final_mean"] == pytest.approx(0.95) and entry["gap_mean"] == pytest.approx(0.05)
+
+
+def test_paper_table_writes_outputs_and_exact_bounds_spotlight(tmp_path):
+    import json
+
+    from experiments.paper_table import main as paper_main
+
+    out = tmp_path / "paper"
+    assert paper_main(["--workload", "tiny-gpt2", "--devices", "16", "--batch", "64", "--budget", "4", "--seeds", "1",
+                       "--out", str(out)]) == 0
+    for name in ("paper_table.md", "paper_table.json", "paper_table.png"):
+        assert (out / name).stat().st_size > 0
+    (row,) = json.loads((out / "paper_table.json").read_text())["rows"]
+    assert 0 < row["spotlight"] <= row["phaze"] * (1 + 1e-9) and row["tpuv4"] > 0
