@@ -7,7 +7,7 @@ import json
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from phaze_env.comm import allreduce_s, p2p_s
@@ -57,10 +57,13 @@ def _brute_force(partitions_for, info, opts):
     N, t, B, m = opts["n_devices"], opts["tensor_width"], opts["global_batch"], opts["microbatch"]
     flags = (False, True) if opts.get("allow_recompute", True) else (False,)
     best = math.inf
+    partitions = {}  # p -> every partition into p stages (enumerated once, reused for every d)
     for d in range(1, N // t + 1):
         m_r = -(-B // (d * m))
         for p in range(1, min(len(info["layers"]), N // (d * t)) + 1):
-            for groups in partitions_for(p):
+            if p not in partitions:
+                partitions[p] = list(partitions_for(p))
+            for groups in partitions[p]:
                 for recompute in itertools.product(flags, repeat=p):
                     costs = [_stage_cost(groups, k, recompute[k], min(p - k, m_r), info, opts) for k in range(p)]
                     if any(memory > opts["hbm_bytes"] for _, memory, _ in costs):
@@ -195,12 +198,59 @@ dag_cases = [
 ]
 
 
+def _zero_fwd_layer(bwd_s, param_bytes, stash_bytes, output_bytes):
+    return {"fwd_s": 0.0, "bwd_s": bwd_s, "param_bytes": param_bytes, "stash_bytes": stash_bytes,
+            "output_bytes": output_bytes}
+
+
+# Two branches 0->1 and 2->3 joined at 4. Only stages {0,1,2} | {3,4} reach 1.5 s per microbatch; the
+# first stage fits only by recomputing: 3·85 + 2·(inputs of sources 0 and 2) + 27 <= 282, i.e. the
+# sources' inputs must be 0 (their own outputs). The DP used to give source 2 the output of layer 1
+# (the previous layer in list order, on the other branch): 284 > 282, and it returned 6.0 s, not 4.5 s.
+TWO_BRANCH_SOURCE_INPUT = (
+    dag_cases[1],
+    [_zero_fwd_layer(0.5, 45.0, 27.0, 0.0), _zero_fwd_layer(0.5, 40.0, 0.0, 1.0), _zero_fwd_layer(0.5, 0.0, 0.0, 0.0),
+     _zero_fwd_layer(1.0, 0.0, 0.0, 0.0), _zero_fwd_layer(0.5, 0.0, 1.0, 0.0)],
+    {"n_devices": 2, "tensor_width": 1, "global_batch": 2, "microbatch": 1, "hbm_bytes": 282.0,
+     "link_bandwidth_Bps": math.inf, "link_latency_s": 0.0, "allow_recompute": True, "optimizer": "sgd"},
+)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.sampled_from(dag_cases), st.lists(layer_strategy, min_size=5, max_size=5), options_strategy)
+@example(*TWO_BRANCH_SOURCE_INPUT)
 def test_dag_matches_brute_force(case, layers, options):
+    """``input_bytes`` (when drawn) matters only for graph sources; absent, a source's input is its own output."""
     count, edges = case
-    layers = [{k: v for k, v in layer.items() if k != "input_bytes"} for layer in layers[:count]]
+    layers = layers[:count]
     _check_against(brute_force_dag(layers, edges, **options), best_plan_dag(layers, edges, **options))
+
+
+def test_dag_source_input_defaults_to_its_own_output():
+    case, layers, options = TWO_BRANCH_SOURCE_INPUT
+    plan = best_plan_dag(layers, case[1], **options)
+    assert plan.feasible and _close(plan.time_per_batch_s, 4.5), plan
+    assert plan.stage_layers == ((0, 1, 2), (3, 4)) and plan.recompute == (True, False)
+    assert plan.memory_bytes["activations"] == 27.0  # 2 microbatches · (0 + 0) source input + one stash
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(dag_cases), st.lists(layer_strategy, min_size=5, max_size=5), options_strategy,
+       st.permutations(range(5)))
+@example(*TWO_BRANCH_SOURCE_INPUT, [2, 3, 0, 1, 4])
+def test_dag_plan_does_not_depend_on_layer_numbering(case, layers, options, permutation):
+    """Renumbering the layers (and the edges with them) is the same graph: same best time per batch."""
+    count, edges = case
+    label = [v for v in permutation if v < count]  # layer i gets the new number label[i]
+    renumbered = [None] * count
+    for i, layer in enumerate(layers[:count]):
+        renumbered[label[i]] = layer
+    renumbered_edges = [(label[u], label[v]) for u, v in edges]
+    original = best_plan_dag(layers[:count], edges, **options)
+    other = best_plan_dag(renumbered, renumbered_edges, **options)
+    assert original.feasible == other.feasible
+    if original.feasible:
+        assert _close(original.time_per_batch_s, other.time_per_batch_s)
 
 
 @settings(max_examples=20, deadline=None)

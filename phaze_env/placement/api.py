@@ -93,7 +93,9 @@ def best_plan_dag(
     Stages are differences of nested downsets (PHAZE's formulation); the DP is exact but its size is
     the number of downsets squared, so more than ``max_downsets`` downsets raise
     ``TooManyDownsetsError`` (a ``ValueError``) instead of running for hours. ``input_bytes`` is used
-    only for graph sources; a stage's input is what its predecessors in earlier stages output.
+    only for graph sources and defaults to the source's own ``output_bytes`` (as for layer 0 of a chain;
+    never another layer's output, since list order is not data flow); a stage's input is what its
+    predecessors in earlier stages output.
     """
     config = settings(
         n_devices=n_devices, tensor_width=tensor_width, global_batch=global_batch, microbatch=microbatch,
@@ -101,7 +103,7 @@ def best_plan_dag(
         allow_recompute=allow_recompute, optimizer=optimizer, seq_len=seq_len,
         model_flops_per_sample=model_flops_per_sample, peak_flops=peak_flops,
     )
-    arrays = layer_arrays(layers)
+    arrays = layer_arrays(layers, chain=False)
     edge_list = tuple(tuple(edge) for edge in edges)
 
     def solve() -> Plan:

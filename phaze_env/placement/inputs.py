@@ -94,10 +94,13 @@ def _column(layers: Sequence[Mapping[str, Any]], key: str, default: list[float] 
     return column
 
 
-def layer_arrays(layers: Sequence[Mapping[str, Any]]) -> LayerArrays:
+def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> LayerArrays:
     """Check ``layers`` (a list of dicts) and return them as arrays.
 
-    ``input_bytes`` defaults to the previous layer's ``output_bytes`` (layer 0: its own output).
+    ``input_bytes`` defaults, for a chain, to the previous layer's ``output_bytes`` (layer 0: its own
+    output). For a DAG (``chain=False``) list order says nothing about which layer feeds which, so the
+    default is the layer's own ``output_bytes`` (the chain's rule for its source, layer 0); the DAG
+    stages use ``input_bytes`` only for graph sources, so the answer does not depend on the numbering.
     """
     if isinstance(layers, Mapping) or not isinstance(layers, Sequence) or len(layers) == 0:
         raise ValueError("layers must be a non-empty list of dicts")
@@ -108,8 +111,9 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]]) -> LayerArrays:
         if missing:
             raise ValueError(f"layer {index} is missing {', '.join(missing)}")
     columns = {key: _column(layers, key) for key in REQUIRED_LAYER_KEYS}
-    previous_output = np.concatenate((columns["output_bytes"][:1], columns["output_bytes"][:-1])).tolist()
-    arrays = LayerArrays(**columns, input_bytes=_column(layers, "input_bytes", previous_output))
+    output = columns["output_bytes"]
+    default_input = (np.concatenate((output[:1], output[:-1])) if chain else output).tolist()
+    arrays = LayerArrays(**columns, input_bytes=_column(layers, "input_bytes", default_input))
     if not (arrays.fwd_s + arrays.bwd_s).sum() > 0:
         raise ValueError("layers take no time: at least one layer needs a positive fwd_s or bwd_s")
     return arrays
