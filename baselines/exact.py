@@ -4,7 +4,7 @@
 :class:`DesignSpace` (same knob lists and area window, :meth:`DesignSpace.arch_space`) with the space's
 microbatch sizes, recompute settings and HBM capacities — so its throughput is the best any design of
 the space can reach through :func:`phaze_env.design.evaluate_design`. The result is cached under a
-content key of (workload, cluster, space), so a study pays for each exact search once.
+content key of (workload, cluster, space, evaluator version), so a study pays for each exact search once.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from phaze_env.cache import DiskCache, content_key
 from phaze_env.design import Design, DesignSpace
-from phaze_env.evaluate import Cluster
+from phaze_env.evaluate import EVALUATION_VERSION, Cluster
 from phaze_env.workloads import Workload, get_workload
 
 EXACT_VERSION = 1
@@ -27,7 +27,7 @@ def exact_optimum(workload: str | Workload, cluster: Cluster | None, space: Desi
 
     workload = get_workload(workload)
     cluster = cluster if cluster is not None else Cluster()
-    key = content_key("exact_optimum", EXACT_VERSION, workload.to_dict(), cluster.to_dict(), space)
+    key = content_key("exact_optimum", EXACT_VERSION, EVALUATION_VERSION, workload.to_dict(), cluster.to_dict(), space)
     if cache and (hit := _EXACT.get(key)) is not None:
         return hit
     config = SearchConfig(workloads=[workload], cluster=cluster, space=space.arch_space(),
