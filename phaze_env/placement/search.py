@@ -24,6 +24,7 @@ of a lower bound on ``T`` so most are never solved.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -65,9 +66,20 @@ class StageCosts:
         self.stash_limit = _most_in_flight(state, stash, settings.hbm_bytes)
         self.recompute_limit = (_most_in_flight(state + stash, compact(table.input_bytes), settings.hbm_bytes)
                                 if settings.allow_recompute else np.zeros_like(self.stash_limit))
+        # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
+        # breakpoints it is the same matrix, so it is computed (and keyed) once per interval.
+        limits = np.concatenate((self.stash_limit.ravel(), self.recompute_limit.ravel()))
+        limits = limits[np.isfinite(limits) & (limits >= 1)]
+        self._breakpoints = np.unique(limits + 1).tolist()  # the n > 1 at which some entry of c_n changes
         self._cache: dict[int, np.ndarray] = {}
 
+    def canonical(self, n: int) -> int:
+        """The smallest ``n' ≤ n`` with ``c_{n'} = c_n`` (exactly, entry by entry)."""
+        interval = bisect.bisect_right(self._breakpoints, n)
+        return int(self._breakpoints[interval - 1]) if interval else 1
+
     def time(self, n: int) -> np.ndarray:
+        n = self.canonical(n)
         if n not in self._cache:
             recomputed = np.where(n <= self.recompute_limit, self.recompute_s, np.inf)
             self._cache[n] = np.where(n <= self.stash_limit, self.plain_s, recomputed)
@@ -94,11 +106,14 @@ def _most_in_flight(fixed_bytes: np.ndarray, per_microbatch_bytes: np.ndarray, h
     return np.where(np.isnan(guess), -1.0, guess)
 
 
-def _add_stage(value: np.ndarray, next_index: np.ndarray, after: np.ndarray) -> np.ndarray:
-    """One DP step: best min-max over a stage ``(a, b)`` followed by the suffix from ``b`` (+ sentinel)."""
-    best = np.empty(len(after))
-    best[-1] = np.inf
-    np.minimum.reduce(np.maximum(value, after[next_index]), axis=1, out=best[:-1])
+def _add_stage(value: np.ndarray, next_index: np.ndarray, after: np.ndarray, rows: int) -> np.ndarray:
+    """One DP step: best min-max over a stage ``(a, b)`` followed by the suffix from ``b`` (+ sentinel).
+
+    Only the first ``rows`` downsets can still be split into the stages left (see ``SuffixDP.rows``);
+    the others are ``inf`` without looking.
+    """
+    best = np.full(len(after), np.inf)
+    np.minimum.reduce(np.maximum(value[:rows], after[next_index[:rows]]), axis=1, out=best[:rows])
     return best
 
 
@@ -120,24 +135,40 @@ def _trace(start: int, stages: int, next_index: np.ndarray, value_at, suffix) ->
 
 
 class SuffixDP:
-    """The min-max stage-time DP, shared between all ``p`` and, for ``s ≤ m_r``, between all ``m_r``."""
+    """The min-max stage-time DP, shared between all ``p`` and, for ``s ≤ m_r``, between all ``m_r``.
+
+    For ``s > m_r`` the DP uses ``c_{m_r}`` at every remaining step. If ``m' = costs.canonical(m_r)``,
+    then ``c_{min(k, m_r)} = c_{min(k, m')}`` for every ``k`` (both are ``c_k`` up to ``m'`` and the one
+    matrix of the interval ``[m', m_r]`` after), so ``f^{m_r}_s = f^{m'}_s``: one capped DP per interval
+    of constant ``c_n``, not one per distinct ``m_r`` (most ``m_r`` exceed every memory limit).
+    """
 
     def __init__(self, table: StageTable, costs: StageCosts):
         self.table = table
         self.costs = costs
         self._shared = [_finish(table)]  # f_s with n = s
         self._capped: dict[int, list[np.ndarray]] = {}  # m_r -> f_s for s > m_r (n = m_r)
+        # Downsets are sorted by size, so those with at least ``s`` layers left (the only ones that
+        # ``s`` non-empty stages can start from) are a prefix; its length for each ``s``.
+        left = len(table.member[0]) - table.member.sum(axis=1)
+        self._rows = np.searchsorted(-left, -np.arange(len(left) + 1), side="right").tolist()
+
+    def rows(self, s: int) -> int:
+        """How many downsets (a prefix) have at least ``s`` layers outside them."""
+        return self._rows[min(s, len(self._rows) - 1)]
 
     def suffix(self, m_r: int, s: int) -> np.ndarray:
         step = self.costs.next_index
         if s <= m_r:
             while len(self._shared) <= s:
-                self._shared.append(_add_stage(self.costs.time(len(self._shared)), step, self._shared[-1]))
+                s_new = len(self._shared)
+                self._shared.append(_add_stage(self.costs.time(s_new), step, self._shared[-1], self.rows(s_new)))
             return self._shared[s]
+        m_r = self.costs.canonical(m_r)
         capped = self._capped.setdefault(m_r, [])
         while len(capped) < s - m_r:
             previous = capped[-1] if capped else self.suffix(m_r, m_r)
-            capped.append(_add_stage(self.costs.time(m_r), step, previous))
+            capped.append(_add_stage(self.costs.time(m_r), step, previous, self.rows(m_r + len(capped) + 1)))
         return capped[s - m_r - 1]
 
     def min_stage_time(self, m_r: int, p: int) -> float:
@@ -151,8 +182,8 @@ class SuffixDP:
         """Smallest possible largest-stage parameter bytes for ``p = 1 … deepest`` (stages that fit at ``n = 1``)."""
         value = np.where(np.isfinite(self.costs.time(1)), self.costs.param_bytes, np.inf)
         suffixes, optima = _finish(self.table), []
-        for _ in range(deepest):
-            suffixes = _add_stage(value, self.costs.next_index, suffixes)
+        for s in range(1, deepest + 1):
+            suffixes = _add_stage(value, self.costs.next_index, suffixes, self.rows(s))
             optima.append(suffixes[self.table.empty])
         return np.array(optima)
 
@@ -161,14 +192,14 @@ class SuffixDP:
         values: dict[int, np.ndarray] = {}
 
         def value_at(s: int) -> np.ndarray:
-            n = min(s, m_r)
+            n = self.costs.canonical(min(s, m_r))
             if n not in values:
                 values[n] = value_for_n(n)
             return values[n]
 
         suffixes = [_finish(self.table)]
         for s in range(1, p + 1):
-            suffixes.append(_add_stage(value_at(s), self.costs.next_index, suffixes[-1]))
+            suffixes.append(_add_stage(value_at(s), self.costs.next_index, suffixes[-1], self.rows(s)))
         optimum = float(suffixes[p][self.table.empty])
         if math.isinf(optimum):
             return optimum, []
