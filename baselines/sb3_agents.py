@@ -22,7 +22,7 @@ import gymnasium as gym
 import phaze_env  # noqa: F401 - registers the env ids
 from baselines.protocol import LoopStrategy
 from phaze_env.design import Design, DesignSpace
-from phaze_env.evaluate import Cluster, Evaluation
+from phaze_env.evaluate import Cluster
 from phaze_env.workloads import Workload
 
 ENV_ID = "phaze_env/ArchSearchFlat-v0"

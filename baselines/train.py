@@ -22,38 +22,24 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from phaze_env.cli import OneLineParser, positive_int
 from phaze_env.design import Design, DesignSpace, evaluate_design
 from phaze_env.evaluate import Cluster, Evaluation
 
 ALGOS = ("confuciux", "ppo", "a2c", "maskable_ppo")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m baselines.train", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m baselines.train", description=__doc__.split("\n")[0])
     parser.add_argument("algo", choices=ALGOS)
     parser.add_argument("--workload", default="gpt2-xl", help="built-in workload name, or tiny-gpt2 (default gpt2-xl)")
-    parser.add_argument("--steps", type=_positive_int, default=200, help="training steps = evaluations (default 200)")
+    parser.add_argument("--steps", type=positive_int, default=200, help="training steps = evaluations (default 200)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--space", choices=("full", "reduced"), default="full", help="design space (default PHAZE's full)")
-    parser.add_argument("--devices", type=_positive_int, default=1024)
-    parser.add_argument("--batch", type=_positive_int, default=4096)
+    parser.add_argument("--devices", type=positive_int, default=1024)
+    parser.add_argument("--batch", type=positive_int, default=4096)
     parser.add_argument("--logdir", type=Path, default=None, help="TensorBoard + checkpoints (default out/train/ALGO)")
-    parser.add_argument("--checkpoint-every", type=_positive_int, default=50, help="steps between checkpoints")
+    parser.add_argument("--checkpoint-every", type=positive_int, default=50, help="steps between checkpoints")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --logdir")
     parser.add_argument("--no-progress", action="store_true")
     return parser

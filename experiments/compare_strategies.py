@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from phaze_env.cli import OneLineParser, positive_int
 from baselines import STRATEGIES, run_strategy
 from baselines.exact import exact_optimum
 from phaze_env.design import DesignSpace
@@ -274,34 +274,19 @@ class _progress:
 
 # --------------------------------------------------------------------------------------------------- CLI
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit status 2
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m experiments.compare_strategies", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m experiments.compare_strategies", description=__doc__.split("\n")[0])
     parser.add_argument("--workload", action="append", metavar="NAME",
                         help=f"repeatable; default {', '.join(DEFAULT_WORKLOADS)}; one of tiny-gpt2, {', '.join(workload_names())}")
     parser.add_argument("--strategy", action="append", metavar="NAME",
                         help=f"repeatable; default every available one of: {', '.join(STRATEGIES)}")
-    parser.add_argument("--seeds", type=_positive_int, default=5, help="seeds per strategy (default 5)")
-    parser.add_argument("--budget", type=_positive_int, default=100, help="evaluations per run (default 100)")
+    parser.add_argument("--seeds", type=positive_int, default=5, help="seeds per strategy (default 5)")
+    parser.add_argument("--budget", type=positive_int, default=100, help="evaluations per run (default 100)")
     parser.add_argument("--space", choices=("reduced", "full"), default="reduced",
                         help="DesignSpace.reduced() (576 knob combinations, default) or PHAZE's full space")
-    parser.add_argument("--devices", type=_positive_int, default=1024, help="accelerators (default 1024)")
-    parser.add_argument("--batch", type=_positive_int, default=4096, help="global batch (default 4096)")
-    parser.add_argument("--exact-workers", type=_positive_int, default=1, help="processes for the exact search")
+    parser.add_argument("--devices", type=positive_int, default=1024, help="accelerators (default 1024)")
+    parser.add_argument("--batch", type=positive_int, default=4096, help="global batch (default 4096)")
+    parser.add_argument("--exact-workers", type=positive_int, default=1, help="processes for the exact search")
     parser.add_argument("--quick", action="store_true",
                         help="CI smoke test: tiny-gpt2, 16 devices, batch 64, reduced space, 2 seeds × 20 evaluations, "
                              "every strategy (overrides the options above unless given explicitly)")

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from phaze_env.cli import OneLineParser, positive_int
 from baselines import run_strategy
 from baselines.exact import exact_optimum
 from experiments.compare_strategies import resolve_workload
@@ -37,31 +38,16 @@ from phaze_env.workloads import workload_names
 DEFAULT_WORKLOADS = ("bert-large", "gpt2-xl")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m experiments.paper_table", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m experiments.paper_table", description=__doc__.split("\n")[0])
     parser.add_argument("--workload", action="append", metavar="NAME",
                         help=f"repeatable; default {', '.join(DEFAULT_WORKLOADS)}; one of: {', '.join(workload_names())}")
-    parser.add_argument("--budget", type=_positive_int, default=50, help="Spotlight's evaluations (default 50)")
-    parser.add_argument("--seeds", type=_positive_int, default=3, help="Spotlight seeds (median reported; default 3)")
+    parser.add_argument("--budget", type=positive_int, default=50, help="Spotlight's evaluations (default 50)")
+    parser.add_argument("--seeds", type=positive_int, default=3, help="Spotlight seeds (median reported; default 3)")
     parser.add_argument("--space", choices=("reduced", "full"), default="reduced")
-    parser.add_argument("--devices", type=_positive_int, default=1024)
-    parser.add_argument("--batch", type=_positive_int, default=4096)
-    parser.add_argument("--exact-workers", type=_positive_int, default=1)
+    parser.add_argument("--devices", type=positive_int, default=1024)
+    parser.add_argument("--batch", type=positive_int, default=4096)
+    parser.add_argument("--exact-workers", type=positive_int, default=1)
     parser.add_argument("--out", type=Path, default=Path("out/paper"))
     return parser
 

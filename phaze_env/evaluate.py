@@ -14,12 +14,9 @@ is a valid upper bound on the throughput ``evaluate`` returns — the exact sear
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
-
-import numpy as np
 
 from phaze_env.cache import DiskCache, content_key
 from phaze_env.hardware import Accelerator, op_energy_j
@@ -312,9 +309,4 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
     return bound
 
 
-def is_finite_evaluation(evaluation: Evaluation) -> bool:
-    return all(math.isfinite(x) for x in (evaluation.throughput_samples_s, evaluation.area_mm2))
-
-
 __all__ = ["Cluster", "Evaluation", "LayerTiming", "evaluate", "throughput_upper_bound", "valid_tensor_widths"]
-_ = np  # numpy arrays flow through the latency tables

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from phaze_env.cli import OneLineParser, positive_int
 from phaze_env.design import KNOBS, Design, DesignSpace, evaluate_design
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.workloads import Workload, get_workload, workload_names
@@ -195,28 +196,11 @@ def feasible_trials(study: Any) -> list:
 
 
 # --- CLI ------------------------------------------------------------------------------------------------
-class _OneLineParser(argparse.ArgumentParser):
-    """Bad arguments: one line on stderr, exit status 2."""
-
-    def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="python -m phaze_env.objective",
+    parser = OneLineParser(prog="python -m phaze_env.objective",
                             description="Optuna study over PHAZE's design space (throughput, or throughput × area).")
     parser.add_argument("--workload", default="gpt2-xl", help=f"one of: {', '.join(workload_names())}")
-    parser.add_argument("--trials", type=_positive_int, default=50)
+    parser.add_argument("--trials", type=positive_int, default=50)
     parser.add_argument("--sampler", choices=SAMPLERS, default="tpe")
     parser.add_argument("--storage", default=DEFAULT_STORAGE,
                         help="Optuna storage URL (sqlite:///…, postgresql://…) or 'memory' (default %(default)s)")
@@ -224,8 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--multi-objective", action="store_true", help="maximise throughput, minimise area")
     parser.add_argument("--space", choices=("full", "reduced"), default="full")
-    parser.add_argument("--n-devices", type=_positive_int, default=Cluster.n_devices)
-    parser.add_argument("--global-batch", type=_positive_int, default=Cluster.global_batch)
+    parser.add_argument("--n-devices", type=positive_int, default=Cluster.n_devices)
+    parser.add_argument("--global-batch", type=positive_int, default=Cluster.global_batch)
     parser.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     return parser
 

@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from phaze_env.cache import content_key
+from phaze_env.cli import OneLineParser, float_list, int_list, positive_float, positive_int
 from phaze_env.evaluate import DEFAULT_HBM_GB, DEFAULT_MICROBATCHES, DEFAULT_TIME_LIMIT_S, Cluster, evaluate
 from phaze_env.hardware import TPUV4, ArchSpace
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, model_graph, workload_names
@@ -393,66 +394,31 @@ def _plot(path: Path, result: dict[str, Any], search: ExactSearch, config: Searc
 
 # ------------------------------------------------------------------------------------------------- CLI
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    return tuple(_positive_int(part) for part in text.split(","))
-
-
-def _float_list(text: str) -> tuple[float, ...]:
-    return tuple(_positive_float(part) for part in text.split(","))
-
-
-class _Parser(argparse.ArgumentParser):
-    """Errors are one clear line (and exit code 2), not the whole usage block."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="python -m search.phaze",
         description="Exact (provably best) co-search of accelerator architecture and training placement.")
     parser.add_argument("--workload", action="append", metavar="NAME",
                         help=f"workload to optimise for (repeatable; default {DEFAULT_WORKLOAD}); one of: {', '.join(workload_names())}")
-    parser.add_argument("--devices", type=_positive_int, default=1024, help="accelerators in the cluster (default 1024)")
-    parser.add_argument("--batch", type=_positive_int, default=4096, help="global batch in samples (default 4096)")
-    parser.add_argument("--seq", type=_positive_int, default=None, help="sequence length (default: the workload's own)")
-    parser.add_argument("--link-gbps", type=_positive_float, default=4.0, help="interconnect bandwidth in GB/s (default 4)")
+    parser.add_argument("--devices", type=positive_int, default=1024, help="accelerators in the cluster (default 1024)")
+    parser.add_argument("--batch", type=positive_int, default=4096, help="global batch in samples (default 4096)")
+    parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's own)")
+    parser.add_argument("--link-gbps", type=positive_float, default=4.0, help="interconnect bandwidth in GB/s (default 4)")
     parser.add_argument("--link-latency-us", type=float, default=0.0, help="interconnect latency in µs (default 0)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
-    parser.add_argument("--microbatches", type=_int_list, default=DEFAULT_MICROBATCHES, help="microbatch sizes (default 1,2,4,8)")
-    parser.add_argument("--hbm-gb", type=_float_list, default=DEFAULT_HBM_GB, help="HBM capacities in GB (default 32,64,80)")
-    parser.add_argument("--tensor-widths", type=_int_list, default=TENSOR_WIDTHS, help="tensor-parallel widths (default 1,2,4,8)")
+    parser.add_argument("--microbatches", type=int_list, default=DEFAULT_MICROBATCHES, help="microbatch sizes (default 1,2,4,8)")
+    parser.add_argument("--hbm-gb", type=float_list, default=DEFAULT_HBM_GB, help="HBM capacities in GB (default 32,64,80)")
+    parser.add_argument("--tensor-widths", type=int_list, default=TENSOR_WIDTHS, help="tensor-parallel widths (default 1,2,4,8)")
     parser.add_argument("--no-recompute", action="store_true", help="forbid activation recomputation")
     parser.add_argument("--space", choices=("full", "reduced"), default="full",
                         help="full PHAZE space, or a reduced one (counts/widths/buffers subsampled) for quick looks")
     parser.add_argument("--objectives", default="throughput",
                         help="'throughput' (default) or 'throughput,area' for the Pareto front")
     parser.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="multi-workload objective (default mean)")
-    parser.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1, help="local worker processes")
+    parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, help="local worker processes")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler address (tcp://host:8786)")
     parser.add_argument("--solver", choices=("cbc", "highs"), default="cbc", help="ILP solver (default cbc)")
-    parser.add_argument("--time-limit", type=_positive_float, default=DEFAULT_TIME_LIMIT_S, help="seconds per ILP")
+    parser.add_argument("--time-limit", type=positive_float, default=DEFAULT_TIME_LIMIT_S, help="seconds per ILP")
     parser.add_argument("--out", type=Path, default=Path("out/phaze"), help="output directory (default out/phaze)")
     parser.add_argument("--json", action="store_true", help="print results.json to stdout instead of tables")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

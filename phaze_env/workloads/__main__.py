@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from phaze_env.cli import OneLineParser, positive_int
 from phaze_env.workloads.build import model_graph, model_summary
 from phaze_env.workloads.registry import get_workload, workload_names
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m phaze_env.workloads",
+    parser = OneLineParser(prog="python -m phaze_env.workloads",
                                      description="Trace a model into per-layer operator graphs and summarise them.")
     parser.add_argument("model", help=f"built-in workload: {', '.join(workload_names())}")
-    parser.add_argument("--seq", type=_positive, default=None, help="sequence length (default: the model's own)")
-    parser.add_argument("--mbs", type=_positive, default=1, help="microbatch size (default 1)")
-    parser.add_argument("--tmp", type=_positive, default=1, help="tensor-model-parallel width (default 1)")
+    parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the model's own)")
+    parser.add_argument("--mbs", type=positive_int, default=1, help="microbatch size (default 1)")
+    parser.add_argument("--tmp", type=positive_int, default=1, help="tensor-model-parallel width (default 1)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-cache", action="store_true", help="trace again even when a cached graph exists")
     args = parser.parse_args(argv)
