@@ -38,7 +38,8 @@ def main() -> None:
     print(f"{args.workload} ({args.space} space, {result['space_size']} architectures, {result['points']} points), "
           f"{args.workers} workers")
     print(f"cold {cold_s:.1f} s · warm {warm_s:.1f} s · evaluations {result['evaluations']} · pruned by the placement "
-          f"bound {result['pruned_by_placement_bound']} · ILP solves {result['ilp_solves']} · pruning ratio "
+          f"bound {result['pruned_by_placement_bound']} · ILP solves {result['ilp_solves']} · DP calls "
+          f"{result['dp_calls_this_run']} · pruning ratio "
           f"{result['pruning_ratio']:.4f}")
     print(f"best {result['best']['throughput_samples_s']:,.1f} samples/s vs TPUv4 {result['baseline']['throughput_samples_s']:,.1f}")
 

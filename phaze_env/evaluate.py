@@ -25,7 +25,7 @@ from phaze_env.placement import Plan, best_plan
 from phaze_env.schedule import makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 1
+EVALUATION_VERSION = 2
 GB = 1e9
 DEFAULT_MICROBATCHES = (1, 2, 4, 8)
 DEFAULT_HBM_GB = (32.0, 64.0, 80.0)
@@ -101,6 +101,7 @@ class Evaluation:
     timings_s: dict[str, float]
     ilp_solves: int
     schedules: int
+    dp_calls: int = 0  # placement DP calls (one per tensor width × microbatch × HBM capacity)
     knobs: dict[str, Any] = field(default_factory=dict)
     from_cache: bool = False
 
@@ -207,7 +208,8 @@ def _model_flops_per_sample(graph) -> float:
 
 def _run(workload, acc, cluster, microbatches, recompute, capacities, widths, *, seq_len, bound_only, solver,
          time_limit_s) -> Evaluation:
-    counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "placement": 0.0, "ilp_solves": 0, "schedules": 0}
+    counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "placement": 0.0, "ilp_solves": 0, "schedules": 0,
+                "dp_calls": 0}
     best: Plan | None = None
     best_graph = None
     reasons: list[str] = []
@@ -232,6 +234,7 @@ def _run(workload, acc, cluster, microbatches, recompute, capacities, widths, *,
                                  link_latency_s=cluster.link_latency_s, allow_recompute=any(recompute),
                                  optimizer=cluster.optimizer, seq_len=graph.seq_len,
                                  model_flops_per_sample=_model_flops_per_sample(graph), peak_flops=acc.peak_flops)
+                counters["dp_calls"] += 1
                 if not plan.feasible:
                     reasons.append(f"t={t} m={m} hbm={capacity:g} GB: {plan.reason}")
                 elif best is None or plan.throughput_samples_s > best.throughput_samples_s * (1 + 1e-12):
@@ -240,7 +243,7 @@ def _run(workload, acc, cluster, microbatches, recompute, capacities, widths, *,
     timings_s = {k: counters[k] for k in ("trace", "estimate", "schedule", "placement")}
     common = dict(workload=workload.name, cluster=cluster.to_dict(), area_mm2=acc.area_mm2, peak_flops=acc.peak_flops,
                   layer_timings=layer_timings, timings_s=timings_s, ilp_solves=int(counters["ilp_solves"]),
-                  schedules=int(counters["schedules"]),
+                  schedules=int(counters["schedules"]), dp_calls=int(counters["dp_calls"]),
                   knobs={"microbatches": list(microbatches), "recompute": list(recompute),
                          "hbm_gb": list(capacities), "tensor_widths": list(widths)})
     if best is None:

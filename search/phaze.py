@@ -123,7 +123,7 @@ class ExactSearch:
         self.records: dict[tuple[str, int], dict[str, Any]] = store.load() if store else {}
         self.resumed = len(self.records)
         self.bounds: dict[str, np.ndarray] = {}
-        self.counters = {"ilp_solves": 0, "evaluations": 0, "pruned_by_placement_bound": 0}
+        self.counters = {"ilp_solves": 0, "evaluations": 0, "pruned_by_placement_bound": 0, "dp_calls": 0}
 
     # --- bounds ------------------------------------------------------------------------------------
     def compute_bounds(self) -> None:
@@ -138,6 +138,7 @@ class ExactSearch:
 
     def _absorb(self, workload: str, index: int, result: dict[str, Any]) -> dict[str, Any]:
         area = float(self.config.space.arrays["area_mm2"][index])
+        self.counters["dp_calls"] += result.get("dp_calls", 0)
         if result["status"] == "pruned":
             record = {"status": "pruned", "throughput_samples_s": None, "bound_samples_s": result["bound"],
                       "area_mm2": area, "evaluation": None}
@@ -311,6 +312,7 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
             "evaluations": len(evaluated), "evaluations_this_run": search.counters["evaluations"],
             "pruned_by_placement_bound": sum(1 for r in search.records.values() if r["status"] == "pruned"),
             "ilp_solves": sum(r["evaluation"]["ilp_solves"] for r in evaluated),
+            "dp_calls_this_run": search.counters["dp_calls"],
             "pruning_ratio": 1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.space),
         })
         result["baseline"] = {name: _design_summary(evaluate(name, TPUV4, config.cluster, microbatch_sizes=config.microbatches,

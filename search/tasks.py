@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from phaze_env.evaluate import Cluster, evaluate, throughput_upper_bound
+from phaze_env.evaluate import Cluster, evaluate, throughput_upper_bound, valid_tensor_widths
 from phaze_env.hardware import Accelerator
+from phaze_env.workloads import get_workload
 
 
 def evaluate_design(task: dict[str, Any]) -> dict[str, Any]:
@@ -19,7 +20,9 @@ def evaluate_design(task: dict[str, Any]) -> dict[str, Any]:
     if prune_below is not None:
         bound = throughput_upper_bound(task["workload"], accelerator, cluster, **knobs)
         if bound <= prune_below:
-            return {"status": "pruned", "bound": bound, "evaluation": None}
+            widths = valid_tensor_widths(get_workload(task["workload"]), task["tensor_widths"], cluster.n_devices)
+            dp_calls = len(widths) * len(task["microbatches"]) * len(task["hbm_gb"])
+            return {"status": "pruned", "bound": bound, "evaluation": None, "dp_calls": dp_calls}
     evaluation = evaluate(task["workload"], accelerator, cluster, solver=task["solver"],
                           time_limit_s=task["time_limit_s"], **knobs)
-    return {"status": "evaluated", "bound": None, "evaluation": evaluation.to_dict()}
+    return {"status": "evaluated", "bound": None, "evaluation": evaluation.to_dict(), "dp_calls": evaluation.dp_calls}
