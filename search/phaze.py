@@ -277,25 +277,20 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
                                   "points": config.space.total_points, "resumed_records": search.resumed}
         if config.pareto:
             fronts = {}
-            visited_total = 0
             for name in config.workloads:
-                front, visited = search.pareto(name, window)
-                visited_total += visited
+                front, _ = search.pareto(name, window)
                 fronts[name] = [_design_summary(search.records[(name, i)]["evaluation"]) for i in front]
             result["pareto"] = fronts
-            visited = visited_total
-            best_index = None
         else:
             per_workload = {}
             for name in config.workloads:
-                index, value, visited = search.maximise(
+                index, _, _ = search.maximise(
                     [name], search.bounds[name], lambda evs, n=name: evs[n]["throughput_samples_s"], f"search {name}", window)
                 per_workload[name] = _design_summary(search.records[(name, index)]["evaluation"]) if index is not None else None
             if len(config.workloads) > 1:
-                combined = np.zeros(len(config.space))
                 stacked = np.stack([search.bounds[n] for n in config.workloads])
                 combined = np.array([aggregate(col, config.aggregate) for col in stacked.T]) * (1 + 1e-9)
-                best_index, value, visited = search.maximise(
+                best_index, value, _ = search.maximise(
                     config.workloads, combined,
                     lambda evs: aggregate((evs[n]["throughput_samples_s"] for n in config.workloads), config.aggregate),
                     f"search {config.aggregate} of {len(config.workloads)}", window)
@@ -305,7 +300,6 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
                                             "accelerator": config.space[best_index].to_dict() if best_index is not None else None}
                 result["per_workload_best"] = per_workload
             else:
-                best_index = None if per_workload[config.workloads[0]] is None else True
                 result["best"] = per_workload[config.workloads[0]]
         evaluated = [r for r in search.records.values() if r["status"] == "evaluated"]
         result.update({
