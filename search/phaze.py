@@ -377,7 +377,8 @@ def _plot(path: Path, result: dict[str, Any], search: ExactSearch, config: Searc
                     front_a.append(a)
                     front_t.append(t)
                     best = t
-            ax.step(front_a, front_t, where="post", color="C3", label="Pareto front")
+            label = "Pareto front (exact)" if config.pareto else "front of the evaluated designs"
+            ax.step(front_a, front_t, where="post", color="C3", label=label)
         base = baselines.get(name)
         if base and base["feasible"]:
             ax.scatter([base["area"]], [base["throughput_samples_s"]], marker="*", s=200, color="k", label="TPUv4")
