@@ -476,6 +476,33 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _comparison_table(name: str, best: dict[str, Any] | None, baseline: dict[str, Any]):
+    """Best design vs TPUv4, one metric per row (fits a narrow terminal)."""
+    from rich.table import Table
+
+    table = Table(title=f"{name}: best design vs TPUv4 (same placement DP)")
+    table.add_column("")
+    table.add_column("best", justify="right")
+    table.add_column("TPUv4", justify="right")
+
+    def cells(d, key):
+        if d is None or not d["feasible"]:
+            return "infeasible" if key == "samples/s" else ""
+        a, p = d["accelerator"], d["plan"]
+        return {
+            "samples/s": f"{d['throughput_samples_s']:,.1f}", "tokens/s": f"{d['tokens_s']:,.0f}", "MFU": f"{d['mfu']:.1%}",
+            "area mm²": f"{d['area']:.1f}", "tensor cores": f"{a['num_tc']} × {a['tc_width']}×{a['tc_depth']}",
+            "vector cores": f"{a['num_vc']} × {a['vc_width']}", "buffer": f"{a['buffer_mb']} MB", "HBM": f"{a['hbm_gb']:g} GB",
+            "plan (t·p·d, m)": f"{p['tensor_width']}·{p['pipeline_stages']}·{p['data_parallel']}, m={p['microbatch']}",
+            "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
+        }[key]
+
+    for key in ("samples/s", "tokens/s", "MFU", "area mm²", "tensor cores", "vector cores", "buffer", "HBM",
+                "plan (t·p·d, m)", "recompute stages"):
+        table.add_row(key, cells(best, key), cells(baseline, key))
+    return table
+
+
 def _print_summary(result: dict[str, Any], out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -496,23 +523,10 @@ def _print_summary(result: dict[str, Any], out: Path) -> None:
         best = result["best"]
         rows = best if isinstance(best, dict) and "workload" not in best else {result["workloads"][0]: best}
         baselines = result["baseline"] if "workload" not in result["baseline"] else {result["workloads"][0]: result["baseline"]}
-        table = Table(title="Best design vs TPUv4 (same placement DP)")
-        for column in ("workload", "design", "samples/s", "tokens/s", "MFU", "area mm²", "accelerator", "plan"):
-            table.add_column(column, justify="right")
         for name, design in rows.items():
-            for label, d in (("best", design), ("TPUv4", baselines[name])):
-                if d is None or not d["feasible"]:
-                    table.add_row(name, label, "infeasible", "", "", "", "", (d or {}).get("reason", "")[:40])
-                    continue
-                a, p = d["accelerator"], d["plan"]
-                table.add_row(name, label, f"{d['throughput_samples_s']:,.1f}", f"{d['tokens_s']:,.0f}", f"{d['mfu']:.1%}",
-                              f"{d['area']:.1f}",
-                              f"{a['num_tc']}×{a['tc_width']}×{a['tc_depth']} tc, {a['num_vc']}×{a['vc_width']} vc, "
-                              f"{a['buffer_mb']} MB, {a['hbm_gb']:g} GB",
-                              f"t{p['tensor_width']} p{p['pipeline_stages']} d{p['data_parallel']} m{p['microbatch']}")
-        console.print(table)
+            console.print(_comparison_table(name, design, baselines[name]))
     console.print(f"exact: {result['exact']} · evaluations {result['evaluations']} of {result['space_size']} architectures "
-                  f"(pruning ratio {result['pruning_ratio']:.1%}) · ILP solves {result['ilp_solves']} · "
+                  f"(pruning ratio {result['pruning_ratio']:.2%}) · ILP solves {result['ilp_solves']} · "
                   f"{result['elapsed_s']:.1f} s · results in {out}/")
 
 
