@@ -158,3 +158,17 @@ def test_aggregate():
     assert aggregate([1.0, 0.0], "geomean") == 0.0
     assert aggregate([1.0, 3.0], "mean") == 2.0
     assert math.isfinite(aggregate(np.array([2.0, 8.0]), "geomean"))
+
+
+def test_cli_main_end_to_end(brute_force, tmp_path, capsys):
+    from search.phaze import main
+
+    args = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatches", "1,4",
+            "--hbm-gb", "32", "--tensor-widths", "1,2", "--workers", "1", "--out", str(tmp_path), "--quiet"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "best design vs TPUv4" in out and "exact: True" in out
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["best"]["feasible"] and data["exact"] is True
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"] == data["best"]
