@@ -17,6 +17,8 @@ the maximum over them bounds the architecture. Among ``d`` with the same ``m_r``
 
 from __future__ import annotations
 
+from graphlib import TopologicalSorter
+
 import numpy as np
 
 from phaze_env.comm import allreduce_s, p2p_s
@@ -38,7 +40,7 @@ def dag_lower_bounds_s(dag: OpGraph, one_s: np.ndarray, all_s: np.ndarray, n_tc:
     for a, b in dag.edges:
         preds[b].append(a)
     finish = np.zeros_like(shortest)
-    for i in _topological(len(dag.ops), dag.edges):
+    for i in TopologicalSorter({i: preds[i] for i in range(len(dag.ops))}).static_order():
         start = finish[preds[i]].max(axis=0) if preds[i] else 0.0
         finish[i] = start + shortest[i]
     bound = finish.max(axis=0)
@@ -48,23 +50,6 @@ def dag_lower_bounds_s(dag: OpGraph, one_s: np.ndarray, all_s: np.ndarray, n_tc:
             work = np.minimum(one_s[rows], cores * all_s[rows]).sum(axis=0) / cores
             bound = np.maximum(bound, work)
     return bound
-
-
-def _topological(n: int, edges) -> list[int]:
-    indegree = [0] * n
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for a, b in edges:
-        succ[a].append(b)
-        indegree[b] += 1
-    order, ready = [], [i for i in range(n) if indegree[i] == 0]
-    while ready:
-        v = ready.pop()
-        order.append(v)
-        for w in succ[v]:
-            indegree[w] -= 1
-            if indegree[w] == 0:
-                ready.append(w)
-    return order
 
 
 def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster) -> np.ndarray:
