@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -122,6 +123,7 @@ class ExactSearch:
         self.progress = progress
         self.records: dict[tuple[str, int], dict[str, Any]] = store.load() if store else {}
         self.resumed = len(self.records)
+        self.extra_records: dict[tuple[str, int, float], dict[str, Any]] = {}  # one-design searches per HBM capacity
         self.bounds: dict[str, np.ndarray] = {}
         self.counters = {"ilp_solves": 0, "evaluations": 0, "pruned_by_placement_bound": 0, "dp_calls": 0}
 
@@ -157,8 +159,12 @@ class ExactSearch:
 
     # --- the best-bound-first loop -----------------------------------------------------------------
     def maximise(self, workloads: list[str], bound: np.ndarray, value: Callable[[dict[str, dict]], float],
-                 label: str, window: int) -> tuple[int | None, float, int]:
-        """Index of the architecture maximising ``value`` (ties: smaller area), its value, designs visited."""
+                 label: str, window: int, floor: float = 0.0) -> tuple[int | None, float, int]:
+        """Index of the architecture maximising ``value`` (ties: smaller area), its value, designs visited.
+
+        Only designs that can beat ``floor`` (a value already reached elsewhere) are considered; when none
+        can, the index is None.
+        """
         order = np.lexsort((self.config.space.arrays["area_mm2"], -bound))
         single = len(workloads) == 1 and self.config.second_bound
         best_index, best_value = None, 0.0
@@ -181,7 +187,8 @@ class ExactSearch:
         while True:
             while position < len(order) and len(pending) < window:
                 index = int(order[position])
-                if best_index is not None and bound[index] <= best_value:
+                threshold = max(best_value, floor) if best_index is not None else (floor if floor > 0 else None)
+                if threshold is not None and bound[index] <= threshold:
                     position = len(order)  # every remaining bound is ≤ this one: all pruned
                     break
                 position += 1
@@ -288,20 +295,11 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
                     [name], search.bounds[name], lambda evs, n=name: evs[n]["throughput_samples_s"], f"search {name}", window)
                 per_workload[name] = _design_summary(search.records[(name, index)]["evaluation"]) if index is not None else None
             if len(config.workloads) > 1:
-                stacked = np.stack([search.bounds[n] for n in config.workloads])
-                combined = np.array([aggregate(col, config.aggregate) for col in stacked.T]) * (1 + 1e-9)
-                best_index, value, _ = search.maximise(
-                    config.workloads, combined,
-                    lambda evs: aggregate((evs[n]["throughput_samples_s"] for n in config.workloads), config.aggregate),
-                    f"search {config.aggregate} of {len(config.workloads)}", window)
-                result["best"] = {n: _design_summary(search.records[(n, best_index)]["evaluation"]) for n in config.workloads} \
-                    if best_index is not None else None
-                result["best_aggregate"] = {"how": config.aggregate, "throughput_samples_s": value,
-                                            "accelerator": config.space[best_index].to_dict() if best_index is not None else None}
+                result.update(_search_one_design(config, search, executor, out, progress, window))
                 result["per_workload_best"] = per_workload
             else:
                 result["best"] = per_workload[config.workloads[0]]
-        evaluated = [r for r in search.records.values() if r["status"] == "evaluated"]
+        evaluated = [r for r in [*search.records.values(), *search.extra_records.values()] if r["status"] == "evaluated"]
         result.update({
             "evaluations": len(evaluated), "evaluations_this_run": search.counters["evaluations"],
             "pruned_by_placement_bound": sum(1 for r in search.records.values() if r["status"] == "pruned"),
@@ -322,6 +320,43 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
     if store:
         store.close()
     return result
+
+
+def _search_one_design(config: SearchConfig, search: ExactSearch, executor, out: Path | None, progress: bool,
+                       window: int) -> dict[str, Any]:
+    """The single design (architecture and HBM capacity: both are hardware) with the best aggregate throughput.
+
+    Microbatch size and recompute stay per workload (they are software settings); the HBM capacity must be
+    the same for every workload, so each capacity is searched on its own, later ones only for designs that
+    can beat the best aggregate found so far.
+    """
+    stacked = np.stack([search.bounds[n] for n in config.workloads])
+    combined = np.array([aggregate(column, config.aggregate) for column in stacked.T]) * (1 + 1e-9)
+    best: tuple[int, float, ExactSearch, float] | None = None
+    for capacity in config.hbm_gb:
+        sub_config = dataclasses.replace(config, hbm_gb=(capacity,))
+        store = ResultsStore(out / "results.db", content_key("search", sub_config.arguments()), sub_config.arguments()) \
+            if out else None
+        sub = ExactSearch(sub_config, executor, store, progress)
+        sub.bounds = search.bounds
+        index, value, _ = sub.maximise(
+            config.workloads, combined,
+            lambda evs: aggregate((evs[n]["throughput_samples_s"] for n in config.workloads), config.aggregate),
+            f"{config.aggregate} of {len(config.workloads)} at {capacity:g} GB", window,
+            floor=best[1] if best else 0.0)
+        search.counters["evaluations"] += sub.counters["evaluations"]
+        search.counters["dp_calls"] += sub.counters["dp_calls"]
+        search.extra_records.update({(w, i, capacity): r for (w, i), r in sub.records.items()})
+        if index is not None and (best is None or value > best[1]):
+            best = (index, value, sub, capacity)
+        if store:
+            store.close()
+    if best is None:
+        return {"best": None, "best_aggregate": None}
+    index, value, sub, capacity = best
+    return {"best": {n: _design_summary(sub.records[(n, index)]["evaluation"]) for n in config.workloads},
+            "best_aggregate": {"how": config.aggregate, "throughput_samples_s": value,
+                               "accelerator": config.space[index].replace(hbm_gb=capacity).to_dict()}}
 
 
 def _design_summary(evaluation: dict[str, Any]) -> dict[str, Any]:

@@ -172,3 +172,20 @@ def test_cli_main_end_to_end(brute_force, tmp_path, capsys):
     assert data["best"]["feasible"] and data["exact"] is True
     assert main([*args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["best"] == data["best"]
+
+
+def test_one_design_for_many_workloads_shares_its_hbm_capacity(brute_force):
+    """HBM is hardware: the multi-workload design has one capacity for all workloads (brute force over both)."""
+    space = ArchSpace(num_tc=(1, 16), num_vc=(1, 16), tc_width=(128,), tc_depth=(128,), buffer_mb=(2, 32),
+                      knobs=KnobSpace(microbatches=(1, 4), recompute=(False, True), hbm_gb=(0.004, 32.0)))
+    capacities = (0.004, 32.0)
+    cfg = SearchConfig(workloads=[TINY.name, TINY_LLAMA.name], cluster=CLUSTER, space=space, microbatches=(1, 4),
+                       hbm_gb=capacities, tensor_widths=(1, 2))
+    result = run_search(cfg, workers=1)
+    expected = max(
+        aggregate((evaluate(w, acc, CLUSTER, microbatch_sizes=(1, 4), hbm_gb=(h,), tensor_widths=(1, 2)).throughput_samples_s
+                   for w in (TINY, TINY_LLAMA)), "mean")
+        for acc in space for h in capacities)
+    assert result["best_aggregate"]["throughput_samples_s"] == pytest.approx(expected, rel=1e-12)
+    hbm = result["best_aggregate"]["accelerator"]["hbm_gb"]
+    assert {design["accelerator"]["hbm_gb"] for design in result["best"].values()} == {hbm}
