@@ -189,3 +189,21 @@ def test_one_design_for_many_workloads_shares_its_hbm_capacity(brute_force):
     assert result["best_aggregate"]["throughput_samples_s"] == pytest.approx(expected, rel=1e-12)
     hbm = result["best_aggregate"]["accelerator"]["hbm_gb"]
     assert {design["accelerator"]["hbm_gb"] for design in result["best"].values()} == {hbm}
+
+
+def test_interrupted_run_resumes_to_the_same_answer(brute_force, tmp_path):
+    """A run killed part-way leaves some rows in results.db; the restart evaluates only what is missing."""
+    import sqlite3
+
+    from phaze_env.evaluate import _EVALUATIONS
+
+    complete = run_search(config([TINY_LLAMA]), workers=1, out=tmp_path)
+    with sqlite3.connect(tmp_path / "results.db") as db:  # forget the later half, as if killed there
+        rows = db.execute("SELECT rowid FROM designs ORDER BY rowid").fetchall()
+        assert len(rows) >= 2
+        db.execute("DELETE FROM designs WHERE rowid > ?", (rows[len(rows) // 2 - 1][0],))
+    _EVALUATIONS.clear_memory()
+    resumed = run_search(config([TINY_LLAMA]), workers=1, out=tmp_path)
+    assert 0 < resumed["resumed_records"] < len(rows)
+    assert resumed["best"] == complete["best"]
+    assert resumed["evaluations"] == complete["evaluations"]
