@@ -41,3 +41,16 @@ def int_list(text: str) -> tuple[int, ...]:
 def float_list(text: str) -> tuple[float, ...]:
     """Comma-separated positive numbers: ``32,64,80``."""
     return tuple(positive_float(part) for part in text.split(","))
+
+
+def print_output(text: str) -> None:
+    """Print to stdout; a reader that closes the pipe early (``| head``) ends the program quietly."""
+    import os
+    import sys
+
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at interpreter exit
+        sys.exit(0)

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from phaze_env.cache import content_key
-from phaze_env.cli import OneLineParser, float_list, int_list, positive_float, positive_int
+from phaze_env.cli import OneLineParser, float_list, int_list, positive_float, positive_int, print_output
 from phaze_env.evaluate import DEFAULT_HBM_GB, DEFAULT_MICROBATCHES, DEFAULT_TIME_LIMIT_S, Cluster, evaluate
 from phaze_env.hardware import TPUV4, ArchSpace
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, model_graph, workload_names
@@ -505,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     if args.json:
-        print(json.dumps(result, indent=2, default=float))
+        print_output(json.dumps(result, indent=2, default=float))
     else:
         _print_summary(result, out)
     return 0

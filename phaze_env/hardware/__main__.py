@@ -12,6 +12,7 @@ import json
 import sys
 import time
 
+from phaze_env.cli import print_output
 from phaze_env.hardware.accelerator import PRESETS, UnknownPresetError, get_preset, preset_description
 from phaze_env.hardware.space import ArchSpace, area_budget_mm2
 
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(info, indent=2))
+        print_output(json.dumps(info, indent=2))
     else:
         _print_table(info)
     return 0

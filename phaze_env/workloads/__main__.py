@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from phaze_env.cli import OneLineParser, positive_int
+from phaze_env.cli import OneLineParser, positive_int, print_output
 from phaze_env.workloads.build import model_graph, model_summary
 from phaze_env.workloads.registry import get_workload, workload_names
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     summary = model_summary(graph)
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print_output(json.dumps(summary, indent=2))
     else:
         _print_table(summary)
     return 0
