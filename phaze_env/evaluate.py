@@ -15,7 +15,7 @@ is a valid upper bound on the throughput ``evaluate`` returns — the exact sear
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
 from phaze_env.cache import DiskCache, content_key
@@ -253,7 +253,8 @@ def _run(workload, acc, cluster, microbatches, recompute, capacities, widths, *,
     chosen = acc.replace(hbm_gb=best.hbm_bytes / GB)
     return Evaluation(accelerator=chosen.to_dict(), feasible=True, reason="",
                       throughput_samples_s=best.throughput_samples_s, tokens_s=best.tokens_s or 0.0,
-                      mfu=best.mfu or 0.0, energy_per_sample_j=_energy_per_sample_j(best_graph, acc, best.tensor_width),
+                      mfu=best.mfu or 0.0,
+                      energy_per_sample_j=0.0 if bound_only else _energy_per_sample_j(best_graph, acc, best.tensor_width),
                       plan=best.to_dict(), memory_bytes=dict(best.memory_bytes), **common)
 
 
@@ -274,21 +275,12 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     key = content_key("evaluation", EVALUATION_VERSION, workload.to_dict(), accelerator.to_dict(), cluster.to_dict(),
                       microbatches, recompute, capacities, widths, seq_len, solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
-        return _with_cache_flag(hit)
+        return hit if hit.from_cache else replace(hit, from_cache=True)
     result = _run(workload, accelerator, cluster, microbatches, recompute, capacities, widths, seq_len=seq_len,
                   bound_only=False, solver=solver, time_limit_s=time_limit_s)
     if cache:
         _EVALUATIONS.put(key, result)
     return result
-
-
-def _with_cache_flag(evaluation: Evaluation) -> Evaluation:
-    if evaluation.from_cache:
-        return evaluation
-    clone = object.__new__(Evaluation)
-    clone.__dict__.update(evaluation.__dict__)
-    object.__setattr__(clone, "from_cache", True)
-    return clone
 
 
 def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,

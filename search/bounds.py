@@ -52,11 +52,13 @@ def dag_lower_bounds_s(dag: OpGraph, one_s: np.ndarray, all_s: np.ndarray, n_tc:
     return bound
 
 
-def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster) -> np.ndarray:
-    """Lower bound of each layer's fwd+bwd time (rows: the graph's layers) per architecture (columns)."""
+def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=None) -> np.ndarray:
+    """Lower bound of each layer's fwd+bwd time (rows: the graph's layers) per architecture (columns).
+
+    ``core_configs``: ``(space.tc_configs(), space.vc_configs())`` when the caller already has them.
+    """
     arrays = space.arrays
-    tc_rows, tc_index = space.tc_configs()
-    vc_rows, vc_index = space.vc_configs()
+    (tc_rows, tc_index), (vc_rows, vc_index) = core_configs or (space.tc_configs(), space.vc_configs())
     rows = []
     for layer in graph.layers:
         layer_s = np.zeros(len(space))
@@ -121,10 +123,11 @@ def throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *,
                       seq_len: int | None = None) -> np.ndarray:
     """Upper bound on ``evaluate(...).throughput_samples_s`` for every architecture of ``space``."""
     bound = np.zeros(len(space))
+    core_configs = (space.tc_configs(), space.vc_configs())
     for t in valid_tensor_widths(workload, tensor_widths, cluster.n_devices):
         for m in microbatches:
             graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t)
-            layer_s = layer_time_bounds_s(graph, space, cluster)
+            layer_s = layer_time_bounds_s(graph, space, cluster, core_configs)
             repeats = np.array([layer.repeat for layer in graph.layers])
             gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
             # what can cross a stage boundary: a layer's output (not the loss) or its input (not the token ids)
