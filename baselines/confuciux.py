@@ -3,7 +3,7 @@
 Stage 1 — **global search by RL.** An LSTM policy picks one knob per step in :data:`KNOBS` order (the
 MDP of the sequential env ``phaze_env/ArchSearchSeq-v0``: the input at step *k* is the previous
 step's choice and the knob position; the reward comes at the end of the episode). Choices are masked
-exactly as that env's ``action_masks()`` does (:func:`phaze_env.env.core.area_tables`: a value is allowed
+exactly as that env's ``action_masks()`` does (:meth:`DesignSpace.area_tables`: a value is allowed
 iff some completion lies inside the area window), so every episode ends in the window; should a design
 still fall outside, it earns ConfuciuX's constraint penalty ``penalty`` and is re-drawn without spending
 an evaluation (the area model is free). An evaluated design earns ``throughput / best throughput so
@@ -26,8 +26,7 @@ from torch import nn
 
 from baselines.genetic import GeneticAlgorithm
 from baselines.protocol import throughput_of
-from phaze_env.design import Design, DesignSpace
-from phaze_env.env.core import ARCH_KNOBS, area_tables
+from phaze_env.design import ARCH_KNOBS, Design, DesignSpace
 from phaze_env.evaluate import Evaluation
 
 
@@ -90,7 +89,7 @@ class ConfuciuX:
         torch.manual_seed(seed)
         self.generator = torch.Generator().manual_seed(seed)
         self.policy = KnobPolicy(space.nvec, hidden=hidden)
-        self.tables = area_tables(space)
+        self.tables = space.area_tables()
         self.optimiser = torch.optim.Adam(self.policy.parameters(), lr=lr)
         self.batch = batch
         self.entropy_weight = entropy

@@ -30,9 +30,7 @@ def exact_optimum(workload: str | Workload, cluster: Cluster | None, space: Desi
     key = content_key("exact_optimum", EXACT_VERSION, EVALUATION_VERSION, workload.to_dict(), cluster.to_dict(), space)
     if cache and (hit := _EXACT.get(key)) is not None:
         return hit
-    config = SearchConfig(workloads=[workload], cluster=cluster, space=space.arch_space(),
-                          microbatches=tuple(space.microbatch), recompute=tuple(space.recompute),
-                          hbm_gb=tuple(space.hbm_gb))
+    config = SearchConfig(workloads=[workload], cluster=cluster, space=space)
     result = run_search(config, workers=workers)
     best = result["best"]
     design = None

@@ -35,7 +35,8 @@ import numpy as np
 
 from phaze_env.cache import content_key
 from phaze_env.cli import OneLineParser, float_list, int_list, positive_float, positive_int, print_output
-from phaze_env.evaluate import DEFAULT_HBM_GB, DEFAULT_MICROBATCHES, DEFAULT_TIME_LIMIT_S, Cluster, evaluate
+from phaze_env.design import SPACE_NAMES, DesignSpace
+from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, evaluate
 from phaze_env.hardware import TPUV4, ArchSpace
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, model_graph, workload_names
 from search.bounds import throughput_bounds
@@ -51,10 +52,7 @@ AGGREGATES = ("mean", "geomean")
 class SearchConfig:
     workloads: list[str]
     cluster: Cluster = field(default_factory=Cluster)
-    space: ArchSpace = field(default_factory=ArchSpace)
-    microbatches: tuple[int, ...] = DEFAULT_MICROBATCHES
-    recompute: tuple[bool, ...] = (False, True)
-    hbm_gb: tuple[float, ...] = DEFAULT_HBM_GB
+    space: DesignSpace = field(default_factory=DesignSpace)
     tensor_widths: tuple[int, ...] = TENSOR_WIDTHS
     seq_len: int | None = None
     aggregate: str = "mean"
@@ -63,21 +61,23 @@ class SearchConfig:
     solver: str = "cbc"
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
 
+    @property
+    def arch(self) -> ArchSpace:
+        """The in-window architectures the search visits."""
+        return self.space.arch_space()
+
     def arguments(self) -> dict[str, Any]:
         """What the answer depends on (the resume signature): not workers, output or progress."""
-        space = self.space
         return {
-            "workloads": self.workloads, "cluster": self.cluster.to_dict(),
-            "space": {name: list(getattr(space, name)) for name in ("num_tc", "num_vc", "tc_width", "tc_depth", "buffer_mb")}
-            | {"budget_mm2": space.budget_mm2, "area_window_lower": space.area_window_lower, "base": space.base.to_dict()},
-            "microbatches": list(self.microbatches), "recompute": list(self.recompute), "hbm_gb": list(self.hbm_gb),
+            "workloads": self.workloads, "cluster": self.cluster.to_dict(), "space": self.space.to_dict(),
             "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "aggregate": self.aggregate,
             "pareto": self.pareto, "solver": self.solver, "time_limit_s": self.time_limit_s,
         }
 
     def task(self, workload: str, index: int, prune_below: float | None) -> dict[str, Any]:
-        return {"workload": workload, "accelerator": self.space[index].to_dict(), "cluster": self.cluster.to_dict(),
-                "microbatches": list(self.microbatches), "recompute": list(self.recompute), "hbm_gb": list(self.hbm_gb),
+        space = self.space
+        return {"workload": workload, "accelerator": self.arch[index].to_dict(), "cluster": self.cluster.to_dict(),
+                "microbatch": list(space.microbatch), "recompute": list(space.recompute), "hbm_gb": list(space.hbm_gb),
                 "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "solver": self.solver,
                 "time_limit_s": self.time_limit_s, "prune_below": prune_below}
 
@@ -131,7 +131,7 @@ class ExactSearch:
     def compute_bounds(self) -> None:
         c = self.config
         for name in c.workloads:
-            self.bounds[name] = throughput_bounds(get_workload(name), c.space, c.cluster, microbatches=c.microbatches,
+            self.bounds[name] = throughput_bounds(get_workload(name), c.arch, c.cluster, microbatches=c.space.microbatch,
                                                   tensor_widths=c.tensor_widths, seq_len=c.seq_len)
 
     # --- one (workload, architecture) --------------------------------------------------------------
@@ -139,7 +139,7 @@ class ExactSearch:
         return self.executor.submit(evaluate_design, self.config.task(workload, index, prune_below))
 
     def _absorb(self, workload: str, index: int, result: dict[str, Any]) -> dict[str, Any]:
-        area = float(self.config.space.arrays["area_mm2"][index])
+        area = float(self.config.arch.arrays["area_mm2"][index])
         self.counters["dp_calls"] += result.get("dp_calls", 0)
         if result["status"] == "pruned":
             record = {"status": "pruned", "throughput_samples_s": None, "bound_samples_s": result["bound"],
@@ -165,10 +165,10 @@ class ExactSearch:
         Only designs that can beat ``floor`` (a value already reached elsewhere) are considered; when none
         can, the index is None.
         """
-        order = np.lexsort((self.config.space.arrays["area_mm2"], -bound))
+        order = np.lexsort((self.config.arch.arrays["area_mm2"], -bound))
         single = len(workloads) == 1 and self.config.second_bound
         best_index, best_value = None, 0.0
-        areas = self.config.space.arrays["area_mm2"]
+        areas = self.config.arch.arrays["area_mm2"]
         pending: dict[Any, tuple[str, int]] = {}
         waiting: dict[int, set[str]] = {}
         visited = 0
@@ -217,7 +217,7 @@ class ExactSearch:
 
     def pareto(self, workload: str, window: int) -> tuple[list[int], int]:
         """Indices of the non-dominated (max throughput, min area) architectures, designs visited."""
-        areas = self.config.space.arrays["area_mm2"]
+        areas = self.config.arch.arrays["area_mm2"]
         bound = self.bounds[workload]
         order = np.lexsort((-bound, areas))
         running_best = 0.0
@@ -269,7 +269,7 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
     started = time.perf_counter()
     for name in config.workloads:  # trace once here; workers read the graphs from the disk cache
         for t in config.tensor_widths:
-            for m in config.microbatches:
+            for m in config.space.microbatch:
                 try:
                     model_graph(name, seq_len=config.seq_len, microbatch=m, tensor_width=t)
                 except ValueError:
@@ -280,8 +280,8 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
     with make_executor(workers, scheduler) as executor:
         search = ExactSearch(config, executor, store, progress)
         search.compute_bounds()
-        result: dict[str, Any] = {"workloads": config.workloads, "exact": True, "space_size": len(config.space),
-                                  "points": config.space.total_points, "resumed_records": search.resumed}
+        result: dict[str, Any] = {"workloads": config.workloads, "exact": True, "space_size": len(config.arch),
+                                  "points": config.space.designs, "resumed_records": search.resumed}
         if config.pareto:
             fronts = {}
             for name in config.workloads:
@@ -305,10 +305,10 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
             "pruned_by_placement_bound": sum(1 for r in search.records.values() if r["status"] == "pruned"),
             "ilp_solves": sum(r["evaluation"]["ilp_solves"] for r in evaluated),
             "dp_calls_this_run": search.counters["dp_calls"],
-            "pruning_ratio": 1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.space),
+            "pruning_ratio": 1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.arch),
         })
-        result["baseline"] = {name: _design_summary(evaluate(name, TPUV4, config.cluster, microbatch_sizes=config.microbatches,
-                                                             recompute=config.recompute, hbm_gb=config.hbm_gb,
+        result["baseline"] = {name: _design_summary(evaluate(name, TPUV4, config.cluster, microbatch_sizes=config.space.microbatch,
+                                                             recompute=config.space.recompute, hbm_gb=config.space.hbm_gb,
                                                              tensor_widths=config.tensor_widths, seq_len=config.seq_len,
                                                              solver=config.solver, time_limit_s=config.time_limit_s).to_dict())
                               for name in config.workloads}
@@ -333,8 +333,8 @@ def _search_one_design(config: SearchConfig, search: ExactSearch, executor, out:
     stacked = np.stack([search.bounds[n] for n in config.workloads])
     combined = np.array([aggregate(column, config.aggregate) for column in stacked.T]) * (1 + 1e-9)
     best: tuple[int, float, ExactSearch, float] | None = None
-    for capacity in config.hbm_gb:
-        sub_config = dataclasses.replace(config, hbm_gb=(capacity,))
+    for capacity in config.space.hbm_gb:
+        sub_config = dataclasses.replace(config, space=dataclasses.replace(config.space, hbm_gb=(capacity,)))
         store = ResultsStore(out / "results.db", content_key("search", sub_config.arguments()), sub_config.arguments()) \
             if out else None
         sub = ExactSearch(sub_config, executor, store, progress)
@@ -356,7 +356,7 @@ def _search_one_design(config: SearchConfig, search: ExactSearch, executor, out:
     index, value, sub, capacity = best
     return {"best": {n: _design_summary(sub.records[(n, index)]["evaluation"]) for n in config.workloads},
             "best_aggregate": {"how": config.aggregate, "throughput_samples_s": value,
-                               "accelerator": config.space[index].replace(hbm_gb=capacity).to_dict()}}
+                               "accelerator": config.arch[index].replace(hbm_gb=capacity).to_dict()}}
 
 
 def _design_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -375,7 +375,7 @@ def _write_outputs(out: Path, result: dict[str, Any], search: ExactSearch, confi
         writer = csv.DictWriter(handle, CSV_COLUMNS)
         writer.writeheader()
         for (workload, index), record in sorted(search.records.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-            acc = config.space[index]
+            acc = config.arch[index]
             row = {"arch_index": index, "workload": workload, "status": record["status"], "num_tc": acc.num_tc,
                    "tc_width": acc.tc_width, "tc_depth": acc.tc_depth, "num_vc": acc.num_vc, "vc_width": acc.vc_width,
                    "buffer_mb": acc.buffer_mb, "area_mm2": record["area_mm2"], "bound_samples_s": record["bound_samples_s"]}
@@ -438,12 +438,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--link-gbps", type=positive_float, default=4.0, help="interconnect bandwidth in GB/s (default 4)")
     parser.add_argument("--link-latency-us", type=float, default=0.0, help="interconnect latency in µs (default 0)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
-    parser.add_argument("--microbatches", type=int_list, default=DEFAULT_MICROBATCHES, help="microbatch sizes (default 1,2,4,8)")
-    parser.add_argument("--hbm-gb", type=float_list, default=DEFAULT_HBM_GB, help="HBM capacities in GB (default 32,64,80)")
+    parser.add_argument("--microbatch", type=int_list, default=None,
+                        help="microbatch sizes (default: the space's; full 1,2,4,8)")
+    parser.add_argument("--microbatches", type=int_list, dest="microbatch", help=argparse.SUPPRESS)
+    parser.add_argument("--hbm-gb", type=float_list, default=None, help="HBM capacities in GB (default: the space's; full 32,64,80)")
     parser.add_argument("--tensor-widths", type=int_list, default=TENSOR_WIDTHS, help="tensor-parallel widths (default 1,2,4,8)")
     parser.add_argument("--no-recompute", action="store_true", help="forbid activation recomputation")
-    parser.add_argument("--space", choices=("full", "reduced"), default="full",
-                        help="full PHAZE space, or a reduced one (counts/widths/buffers subsampled) for quick looks")
+    parser.add_argument("--space", choices=SPACE_NAMES, default="full",
+                        help="full PHAZE space, or DesignSpace.reduced() (576 knob combinations) for quick looks")
     parser.add_argument("--objectives", default="throughput",
                         help="'throughput' (default) or 'throughput,area' for the Pareto front")
     parser.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="multi-workload objective (default mean)")
@@ -457,10 +459,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-REDUCED_SPACE = dict(num_tc=(1, 4, 16, 64, 256), num_vc=(1, 4, 16, 64), tc_width=(16, 64, 128, 256),
-                     tc_depth=(16, 64, 128, 256), buffer_mb=(8, 32, 128))
-
-
 def config_from_args(args: argparse.Namespace) -> SearchConfig:
     workloads = args.workload or [DEFAULT_WORKLOAD]
     for name in workloads:
@@ -472,10 +470,12 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         raise ValueError("--link-latency-us must be non-negative")
     cluster = Cluster(n_devices=args.devices, link_bandwidth_Bps=args.link_gbps * 1e9,
                       link_latency_s=args.link_latency_us * 1e-6, global_batch=args.batch, optimizer=args.optimizer)
-    space = ArchSpace(**REDUCED_SPACE) if args.space == "reduced" else ArchSpace()
+    overrides = {name: value for name, value in (("microbatch", args.microbatch), ("hbm_gb", args.hbm_gb),
+                                                 ("recompute", (False,) if args.no_recompute else None))
+                 if value is not None}
+    space = DesignSpace.named(args.space, **overrides)
     return SearchConfig(workloads=list(dict.fromkeys(workloads)), cluster=cluster, space=space,
-                        microbatches=args.microbatches, recompute=(False,) if args.no_recompute else (False, True),
-                        hbm_gb=args.hbm_gb, tensor_widths=args.tensor_widths, seq_len=args.seq,
+                        tensor_widths=args.tensor_widths, seq_len=args.seq,
                         aggregate=args.aggregate, pareto=len(objectives) == 2, solver=args.solver,
                         time_limit_s=args.time_limit)
 

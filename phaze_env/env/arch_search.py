@@ -9,7 +9,7 @@ from gymnasium import spaces
 
 from phaze_env.design import KNOBS, Design
 from phaze_env.env.base import ArchSearchBase
-from phaze_env.env.core import Outcome, Scorer, area_tables, result_space, workload_features, workload_space
+from phaze_env.env.core import Outcome, Scorer, result_space, workload_features, workload_space
 
 
 class ArchSearchEnv(ArchSearchBase):
@@ -90,7 +90,7 @@ class ArchSearchEnv(ArchSearchBase):
         super().__init__(workload, cluster, **kwargs)
         self.env_id = "phaze_env/ArchSearchFlat-v0" if self.flatten else "phaze_env/ArchSearch-v0"
         self.action_space = spaces.MultiDiscrete(self.space.nvec)
-        self._masks = np.concatenate(area_tables(self.space).knob_masks(self.space))
+        self._masks = np.concatenate(self.space.area_tables().knob_masks(self.space))
 
     def _observation_dict_space(self) -> spaces.Dict:
         return spaces.Dict({"workload": workload_space(), "design": spaces.MultiDiscrete(self.space.nvec),

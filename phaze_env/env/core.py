@@ -27,14 +27,12 @@ from typing import Any, Sequence
 import numpy as np
 from gymnasium import spaces
 
-from phaze_env.design import KNOBS, Design, DesignSpace, evaluate_design
+from phaze_env.design import Design, DesignSpace, evaluate_design
 from phaze_env.evaluate import Cluster, Evaluation, evaluate
 from phaze_env.hardware import TPUV4
-from phaze_env.hardware.area import arch_area_mm2
 from phaze_env.workloads import Workload, get_workload
 
 REWARDS = ("throughput", "perf_per_area", "energy")
-ARCH_KNOBS = KNOBS[:5]  # the knobs that set the area; the rest (HBM, microbatch, recompute) never do
 OVERSHOOT_CAP = 10.0
 OBS_CAP = 1e6  # observation ceiling for ratios (a Box needs finite bounds for most agents)
 # Evaluation fields that depend on the run, not on the design (kept out of ``info`` so it is deterministic).
@@ -116,49 +114,6 @@ RESULT_FIELDS = ("score_ratio", "area_fraction", "feasible")
 def result_space() -> spaces.Box:
     """Last result: reward-kind ratio vs the TPUv4 baseline (0 if infeasible), area / budget, feasible flag."""
     return spaces.Box(0.0, OBS_CAP, shape=(len(RESULT_FIELDS),), dtype=np.float32)
-
-
-# --- area window as tensors over the architecture knobs ------------------------------------------------
-@dataclass(frozen=True)
-class AreaTables:
-    """``ok[i_tc, i_w, i_d, i_vc, i_buf]`` (inside the window) and ``overshoot[...]`` over a space's arch knobs."""
-
-    ok: np.ndarray
-    overshoot: np.ndarray
-
-    def knob_masks(self, space: DesignSpace) -> list[np.ndarray]:
-        """Per knob: values with at least one completion inside the window (non-area knobs: all True)."""
-        masks = []
-        for axis, name in enumerate(KNOBS):
-            if axis < len(ARCH_KNOBS):
-                others = tuple(a for a in range(len(ARCH_KNOBS)) if a != axis)
-                masks.append(self.ok.any(axis=others))
-            else:
-                masks.append(np.ones(len(space.values(name)), dtype=bool))
-        return masks
-
-    def prefix(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """For the next arch knob after ``indices``: which values keep a completion inside the window, and
-        each value's smallest overshoot over all completions."""
-        ok = self.ok[tuple(indices)]
-        over = self.overshoot[tuple(indices)]
-        n = ok.shape[0]
-        return ok.reshape(n, -1).any(axis=1), over.reshape(n, -1).min(axis=1)
-
-
-@functools.lru_cache(maxsize=32)
-def area_tables(space: DesignSpace) -> AreaTables:
-    """Vectorised :meth:`DesignSpace.area_ok` / :meth:`DesignSpace.overshoot` (same formula and comparisons)."""
-    grids = np.meshgrid(*(np.asarray(space.values(k), dtype=np.int64) for k in ARCH_KNOBS), indexing="ij")
-    num_tc, width, depth, num_vc, buffer_mb = grids
-    area = np.asarray(arch_area_mm2(num_tc, width, depth, num_vc, width, buffer_mb), dtype=np.float64)
-    lower = space.area_window_lower * space.budget_mm2
-    above = area > space.budget_mm2
-    ok = ~above & ((area >= lower) | (num_tc == 1) | (num_vc == 1))
-    overshoot = np.where(above, area / space.budget_mm2 - 1.0, np.where(ok, 0.0, 1.0 - area / lower))
-    ok.setflags(write=False)
-    overshoot.setflags(write=False)
-    return AreaTables(ok, overshoot)
 
 
 # --- evaluation and reward ------------------------------------------------------------------------------
