@@ -82,7 +82,7 @@ class ConfuciuX:
     def __init__(self, space: DesignSpace, seed: int = 0, budget: int = 100, rl_fraction: float = 0.7,
                  lr: float = 0.02, batch: int = 2, entropy: float = 0.01, baseline_decay: float = 0.8,
                  hidden: int = 32, penalty: float = -1.0, max_redraws: int = 200, ga_population: int = 6,
-                 ga_mutation: float = 0.25, **_context):
+                 ga_mutation: float = 0.25):
         self.space = space
         self.seed = seed
         self.rl_budget = max(1, int(round(rl_fraction * budget)))

@@ -21,6 +21,7 @@ Strategies that are naturally written as a loop (an SB3 ``learn`` call) are turn
 
 from __future__ import annotations
 
+import inspect
 import queue
 import threading
 import time
@@ -131,17 +132,36 @@ def run_strategy(strategy: Strategy | StrategyFactory | str, workload: str | Wor
     return trace
 
 
-def make_strategy(strategy: Strategy | StrategyFactory | str, **context: Any) -> Strategy:
+# What the driver knows about a run; a strategy receives each of these only if its constructor names it.
+RUN_CONTEXT = ("space", "seed", "budget", "workload", "cluster")
+
+
+def construct(factory: StrategyFactory, name: str, arguments: dict[str, Any]) -> Strategy:
+    """``factory(**arguments)`` where the run context (:data:`RUN_CONTEXT`) is passed only to factories that
+    take it and every other argument is a hyper-parameter the factory must accept — a misspelled one
+    raises ``ValueError`` instead of being ignored."""
+    parameters = inspect.signature(factory).parameters
+    named = {p for p, spec in parameters.items() if spec.kind in (spec.POSITIONAL_OR_KEYWORD, spec.KEYWORD_ONLY)}
+    open_ended = any(spec.kind is spec.VAR_KEYWORD for spec in parameters.values())
+    unknown = sorted(k for k in arguments if k not in RUN_CONTEXT and k not in named and not open_ended)
+    if unknown:
+        known = sorted(named - set(RUN_CONTEXT))
+        raise ValueError(f"strategy {name!r} has no hyper-parameter {', '.join(map(repr, unknown))}; "
+                         f"known: {', '.join(known) or 'none'}")
+    return factory(**{k: v for k, v in arguments.items() if k not in RUN_CONTEXT or k in named})
+
+
+def make_strategy(strategy: Strategy | StrategyFactory | str, **arguments: Any) -> Strategy:
     if isinstance(strategy, str):
         from baselines import STRATEGIES
 
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
-        return STRATEGIES[strategy].build(**context)
+        return STRATEGIES[strategy].build(**arguments)
     if isinstance(strategy, Strategy) and not isinstance(strategy, type):
         return strategy
     if callable(strategy):
-        return strategy(**context)
+        return construct(strategy, getattr(strategy, "__name__", repr(strategy)), arguments)
     raise TypeError(f"not a strategy, factory or registry name: {strategy!r}")
 
 

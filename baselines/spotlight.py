@@ -195,7 +195,7 @@ class Spotlight:
 
     def __init__(self, space: DesignSpace, seed: int = 0, domain_features: bool = True, warmup: int = 5,
                  explore: float = 0.1, pool: int = 300, restarts: int = 3, refit_every: int = 3,
-                 max_observations: int = 400, **_context):
+                 max_observations: int = 400):
         self.name = "spotlight" if domain_features else "vanilla_bo"
         self.space = space
         self.rng = np.random.default_rng(seed)

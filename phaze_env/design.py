@@ -14,6 +14,7 @@ for that space. See ``docs/design.md``.
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator, Sequence
@@ -261,6 +262,28 @@ def _area_tables(space: DesignSpace) -> AreaTables:
     ok.setflags(write=False)
     overshoot.setflags(write=False)
     return AreaTables(ok, overshoot)
+
+
+# evaluate()'s knob arguments that a Design sets itself; the rest of its keywords are free options.
+_DESIGN_SET = ("microbatch_sizes", "recompute", "hbm_gb")
+
+
+def evaluate_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """Check extra :func:`evaluate` keywords for :func:`evaluate_design` and make them hashable.
+
+    Unknown names and the knobs a design sets itself raise ``ValueError``; list values become tuples, so
+    the options can key a cache (a list would raise ``TypeError: unhashable`` deep inside one).
+    """
+    allowed = [name for name, p in inspect.signature(evaluate).parameters.items()
+               if p.kind is p.KEYWORD_ONLY and name not in _DESIGN_SET]
+    options = dict(options or {})
+    for name in options:
+        if name in _DESIGN_SET:
+            raise ValueError(f"evaluate option {name!r} is set by each design; change the DesignSpace instead")
+        if name not in allowed:
+            raise ValueError(f"unknown evaluate option {name!r}; known: {', '.join(allowed)}")
+    return {name: tuple(value) if isinstance(value, (list, set, frozenset)) else value
+            for name, value in options.items()}
 
 
 def evaluate_design(design: Design, workload: str | Workload, cluster: Cluster | None = None, *,

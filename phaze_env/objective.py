@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from phaze_env.cli import OneLineParser, positive_int
-from phaze_env.design import KNOBS, SPACE_NAMES, Design, DesignSpace, evaluate_design
+from phaze_env.design import KNOBS, SPACE_NAMES, Design, DesignSpace, evaluate_design, evaluate_options
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.workloads import Workload, get_workload, workload_names
 
@@ -87,6 +87,7 @@ class PhazeObjective:
     _memo: dict[Design, TrialRecord] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        self.evaluate_kwargs = evaluate_options(self.evaluate_kwargs)
         if self.encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, got {self.encoding!r}")
 
@@ -113,7 +114,8 @@ class PhazeObjective:
             evaluation: Evaluation | None = None
             placement, reason = 0.0, "outside the area window; not evaluated"
         else:
-            evaluation = evaluate_design(design, self.workload, self.cluster, **self.evaluate_kwargs)
+            evaluation = evaluate_design(design, self.workload, self.cluster, base=self.space.base,
+                                         **self.evaluate_kwargs)
             self.evaluations += 1
             placement, reason = (-1.0, "") if evaluation.feasible else (1.0, evaluation.reason)
         constraints = (area_constraint(self.space, design), placement)

@@ -8,6 +8,7 @@ import pytest
 from baselines import STRATEGIES, run_strategy
 from baselines.exact import exact_optimum
 from baselines.genetic import GeneticAlgorithm
+from baselines.random_search import RandomSearch
 from baselines.protocol import LoopStrategy, Strategy, evaluate_in_window
 from baselines.spotlight import FeatureMap, GaussianProcess, expected_improvement
 from phaze_env.design import Design, DesignSpace, evaluate_design
@@ -105,6 +106,19 @@ def test_run_strategy_rejects_bad_arguments():
 
     with pytest.raises(TypeError, match="Design"):
         run_strategy(NotADesign(), WORKLOAD, CLUSTER, SPACE, 2)
+
+
+def test_misspelled_strategy_arguments_raise():
+    """Hyper-parameters are checked against the constructor: a typo is an error, not a silent default."""
+    with pytest.raises(ValueError, match="'populaton'.*known: .*population"):
+        STRATEGIES["genetic"].build(space=SPACE, seed=0, budget=5, workload=WORKLOAD, cluster=CLUSTER, populaton=3)
+    with pytest.raises(ValueError, match="'warmpu'"):
+        run_strategy("spotlight", WORKLOAD, CLUSTER, SPACE, 2, warmpu=3)
+    with pytest.raises(ValueError, match="'tries'"):
+        run_strategy(RandomSearch, WORKLOAD, CLUSTER, SPACE, 2, tries=3)  # a factory, not a registry name
+    genetic = STRATEGIES["genetic"].build(space=SPACE, seed=0, budget=5, workload=WORKLOAD, cluster=CLUSTER,
+                                          population=3, elite=1)
+    assert genetic.population_size == 3 and genetic.elite == 1  # correctly spelled ones are used
 
 
 def test_loop_strategy_reports_a_loop_that_ends_early():

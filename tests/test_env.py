@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -183,6 +184,45 @@ def test_bad_options_raise(tiny):
         make("phaze_env/ArchSearch-v0", tiny, infeasible_penalty=float("nan"))
     with pytest.raises(ValueError, match="unknown workload"):
         gym.make("phaze_env/ArchSearch-v0", workload="gpt-7")
+
+
+def test_list_valued_evaluate_kwargs_work_and_bad_ones_raise(tiny):
+    """A list is as good as a tuple (it used to raise inside an lru_cache and be reported as 'TPUv4 baseline
+    infeasible', scaling every reward by 1); unknown or design-set options fail at construction."""
+    action = SPACE.encode(Design(4, 128, 128, 4, 64, 80.0, 1, True))
+    rewards = []
+    for widths in ((1, 2), [1, 2]):
+        env = make("phaze_env/ArchSearch-v0", tiny, evaluate_kwargs={"tensor_widths": widths}).unwrapped
+        env.reset(seed=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "baseline infeasible" fallback
+            _, reward, _, _, info = env.step(action)
+        assert info["baseline"]["feasible"] and info["feasible"]
+        rewards.append(reward)
+    assert rewards[0] == rewards[1] and rewards[0] != 1.0
+    assert rewards[0] == pytest.approx(info["throughput_samples_s"] / info["baseline"]["throughput_samples_s"])
+    with pytest.raises(ValueError, match="unknown evaluate option 'tensor_width'"):
+        make("phaze_env/ArchSearch-v0", tiny, evaluate_kwargs={"tensor_width": (1,)})
+    with pytest.raises(ValueError, match="set by each design"):
+        make("phaze_env/ArchSearch-v0", tiny, evaluate_kwargs={"hbm_gb": (32.0,)})
+
+
+def test_evaluation_errors_propagate(tiny, monkeypatch):
+    """A failing evaluator is a bug to see, not an 'infeasible' design or an infeasible baseline."""
+    from phaze_env.env import core
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("evaluator exploded")
+
+    env = make("phaze_env/ArchSearch-v0", tiny, evaluate_kwargs={"time_limit_s": 7.0}).unwrapped  # fresh memo keys
+    env.reset(seed=0)
+    monkeypatch.setattr(core, "evaluate_design", broken)
+    with pytest.raises(RuntimeError, match="exploded"):
+        env.step(SPACE.encode(Design(4, 32, 128, 4, 64, 32.0, 1, False)))
+    monkeypatch.setattr(core, "evaluate", broken)
+    core._baseline.cache_clear()
+    with pytest.raises(RuntimeError, match="exploded"):
+        core.Scorer(tiny, CLUSTER, SPACE, evaluate_kwargs={"time_limit_s": 7.0}).baseline  # noqa: B018
 
 
 def test_workload_list_is_cycled_and_seeded_reset_restarts(tiny):

@@ -57,7 +57,9 @@ class ArchSearchEnv(ArchSearchBase):
     sample divided by the design's. Designs inside the area window whose placement is infeasible (nothing
     fits in HBM, …) get ``-infeasible_penalty``; designs outside the window are not evaluated and get
     ``-infeasible_penalty · (1 + min(overshoot, 10))`` with ``overshoot`` the relative area violation
-    (:meth:`DesignSpace.overshoot`). Rewards are always finite.
+    (:meth:`DesignSpace.overshoot`). Rewards are always finite. When the baseline itself has no feasible
+    placement there is nothing to normalise by: ratios use 1 sample/s (and 1 J/sample), a warning says so
+    and ``info["baseline"]["feasible"]`` is False. Evaluator errors are raised, never scored.
 
     ## Episode End
 
@@ -72,7 +74,8 @@ class ArchSearchEnv(ArchSearchBase):
       episode (a seeded ``reset`` restarts the cycle; ``reset(options={"workload": name})`` picks one);
     * ``cluster``: a :class:`~phaze_env.evaluate.Cluster` or its dict (default PHAZE's 1024 devices);
     * ``space``: a :class:`~phaze_env.design.DesignSpace` (default PHAZE's full space);
-    * ``evaluate_kwargs``: passed to :func:`evaluate` (``solver``, ``time_limit_s``, ``tensor_widths``, …).
+    * ``evaluate_kwargs``: passed to :func:`evaluate` (``solver``, ``time_limit_s``, ``tensor_widths``, …);
+      unknown names, and the knobs each design sets, raise ``ValueError``.
 
     ``info`` carries the design, the reward ratio, the area, the plan and the full
     :class:`~phaze_env.evaluate.Evaluation` as a dict (without its run-dependent ``timings_s`` and
