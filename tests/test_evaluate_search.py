@@ -13,7 +13,7 @@ from phaze_env.design import DesignSpace
 from phaze_env.hardware import TPUV4
 from phaze_env.workloads import custom_workload
 from search.bounds import throughput_bounds
-from search.phaze import SearchConfig, aggregate, run_search
+from search.phaze import SearchConfig, SearchResult, aggregate, run_search
 
 TINY = custom_workload("tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4, n_inner=512,
                        vocab_size=1000, n_positions=64)
@@ -67,19 +67,21 @@ def test_upper_bounds_are_valid(brute_force):
 def test_exact_search_equals_brute_force(brute_force, workload):
     result = run_search(config([workload]), workers=1)
     best = max(ev.throughput_samples_s for ev in brute_force[workload.name])
-    assert result["exact"] is True
-    assert result["best"]["throughput_samples_s"] == pytest.approx(best, rel=1e-12)
-    assert result["evaluations"] < len(ARCH)  # the bounds pruned something
-    assert result["baseline"]["accelerator"]["num_tc"] == TPUV4.num_tc
+    assert result.exact is True and result.mode == "best"
+    assert result.best[workload.name].throughput_samples_s == pytest.approx(best, rel=1e-12)
+    assert result.evaluations < len(ARCH)  # the bounds pruned something
+    assert result.baseline[workload.name].accelerator["num_tc"] == TPUV4.num_tc
+    assert result.architectures == len(ARCH) and result.designs == len(ARCH) * 4  # 2 microbatches × 2 recompute × 1 HBM
 
 
 def test_multi_workload_search_equals_brute_force(brute_force):
     for how in ("mean", "geomean"):
         result = run_search(config([TINY, TINY_LLAMA], aggregate=how), workers=1)
         combined = [aggregate((brute_force[w][i].throughput_samples_s for w in brute_force), how) for i in range(len(ARCH))]
-        assert result["best_aggregate"]["throughput_samples_s"] == pytest.approx(max(combined), rel=1e-12)
-        for name, design in result["per_workload_best"].items():
-            assert design["throughput_samples_s"] == pytest.approx(max(e.throughput_samples_s for e in brute_force[name]))
+        assert result.mode == "shared"
+        assert result.shared.throughput_samples_s == pytest.approx(max(combined), rel=1e-12)
+        for name, design in result.best.items():
+            assert design.throughput_samples_s == pytest.approx(max(e.throughput_samples_s for e in brute_force[name]))
 
 
 def test_pareto_front_equals_brute_force(brute_force):
@@ -90,7 +92,8 @@ def test_pareto_front_equals_brute_force(brute_force):
         if -negative > best:
             front.append((area, -negative))
             best = -negative
-    found = [(d["area"], d["throughput_samples_s"]) for d in result["pareto"][TINY.name]]
+    assert result.mode == "pareto" and result.best == {} and result.shared is None
+    found = [(d.area_mm2, d.throughput_samples_s) for d in result.pareto[TINY.name]]
     assert len(found) == len(front)
     for got, want in zip(found, front):  # pytest.approx does not nest into tuples (pytest ≥ 9)
         assert got == pytest.approx(want, rel=1e-12)
@@ -100,21 +103,20 @@ def test_resume_and_outputs(brute_force, tmp_path):
     first = run_search(config([TINY]), workers=1, out=tmp_path)
     for name in ("results.json", "evaluations.csv", "throughput_vs_area.png", "results.db"):
         assert (tmp_path / name).stat().st_size > 0
+    assert SearchResult.from_json((tmp_path / "results.json").read_text()) == first  # the file is the result
     data = json.loads((tmp_path / "results.json").read_text())
-    for key in ("workloads", "exact", "elapsed_s", "evaluations", "ilp_solves", "best", "baseline"):
-        assert key in data
-    for key in ("accelerator", "plan", "throughput_samples_s", "tokens_s", "mfu", "area", "feasible"):
-        assert key in data["best"] and key in data["baseline"]
+    for key in ("accelerator", "plan", "throughput_samples_s", "tokens_s", "mfu", "area_mm2", "feasible"):
+        assert key in data["best"][TINY.name] and key in data["baseline"][TINY.name]
     second = run_search(config([TINY]), workers=1, out=tmp_path)
-    assert second["resumed_records"] > 0 and second["evaluations_this_run"] == 0
-    assert second["best"] == first["best"]
+    assert second.resumed_records > 0 and second.evaluations_this_run == 0
+    assert second.best == first.best
 
 
 def test_dask_local_cluster_gives_the_same_answer(brute_force, tmp_path):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         result = run_search(config([TINY]), scheduler=cluster.scheduler_address)
-    assert result["best"]["throughput_samples_s"] == pytest.approx(max(e.throughput_samples_s for e in brute_force[TINY.name]))
+    assert result.best[TINY.name].throughput_samples_s == pytest.approx(max(e.throughput_samples_s for e in brute_force[TINY.name]))
 
 
 def test_infeasible_designs_report_why():
@@ -167,13 +169,13 @@ def test_aggregate():
 def test_cli_main_end_to_end(brute_force, tmp_path, capsys):
     from search.phaze import main
 
-    args = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatches", "1,4",
+    args = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatch", "1,4",
             "--hbm-gb", "32", "--tensor-widths", "1,2", "--workers", "1", "--out", str(tmp_path), "--quiet"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "best design vs TPUv4" in out and "exact: True" in out
     data = json.loads((tmp_path / "results.json").read_text())
-    assert data["best"]["feasible"] and data["exact"] is True
+    assert data["best"][TINY.name]["feasible"] and data["exact"] is True
     assert main([*args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["best"] == data["best"]
 
@@ -189,9 +191,9 @@ def test_one_design_for_many_workloads_shares_its_hbm_capacity(brute_force):
         aggregate((evaluate(w, acc, CLUSTER, microbatch_sizes=(1, 4), hbm_gb=(h,), tensor_widths=(1, 2)).throughput_samples_s
                    for w in (TINY, TINY_LLAMA)), "mean")
         for acc in space.arch_space() for h in capacities)
-    assert result["best_aggregate"]["throughput_samples_s"] == pytest.approx(expected, rel=1e-12)
-    hbm = result["best_aggregate"]["accelerator"]["hbm_gb"]
-    assert {design["accelerator"]["hbm_gb"] for design in result["best"].values()} == {hbm}
+    assert result.shared.throughput_samples_s == pytest.approx(expected, rel=1e-12)
+    hbm = result.shared.accelerator["hbm_gb"]
+    assert {design.accelerator["hbm_gb"] for design in result.shared.per_workload.values()} == {hbm}
 
 
 def test_interrupted_run_resumes_to_the_same_answer(brute_force, tmp_path):
@@ -207,6 +209,6 @@ def test_interrupted_run_resumes_to_the_same_answer(brute_force, tmp_path):
         db.execute("DELETE FROM designs WHERE rowid > ?", (rows[len(rows) // 2 - 1][0],))
     _EVALUATIONS.clear_memory()
     resumed = run_search(config([TINY_LLAMA]), workers=1, out=tmp_path)
-    assert 0 < resumed["resumed_records"] < len(rows)
-    assert resumed["best"] == complete["best"]
-    assert resumed["evaluations"] == complete["evaluations"]
+    assert 0 < resumed.resumed_records < len(rows)
+    assert resumed.best == complete.best
+    assert resumed.evaluations == complete.evaluations
