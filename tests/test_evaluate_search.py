@@ -14,6 +14,7 @@ from phaze_env.hardware import TPUV4
 from phaze_env.workloads import custom_workload
 from search.bounds import throughput_bounds
 from search.phaze import SearchConfig, SearchResult, aggregate, run_search
+from search.progress import SearchProgress
 
 TINY = custom_workload("tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4, n_inner=512,
                        vocab_size=1000, n_positions=64)
@@ -30,6 +31,25 @@ KNOBS = dict(microbatch_sizes=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2))
 def config(workloads, **kw):
     return SearchConfig(workloads=[w.name if hasattr(w, "name") else w for w in workloads], cluster=CLUSTER, space=SPACE,
                         tensor_widths=(1, 2), **kw)
+
+
+class Recorder(SearchProgress):
+    """Keeps the search's progress events."""
+
+    def __init__(self):
+        self.events = []
+
+    def resumed(self, records, path):
+        self.events.append(("resumed", records))
+
+    def bounding(self, workload, architectures):
+        self.events.append(("bounding", workload, architectures))
+
+    def searching(self, label, done, in_flight, remaining, incumbent, next_bound):
+        self.events.append(("searching", done, in_flight, remaining, incumbent, next_bound))
+
+    def finished(self, label, visited, architectures, incumbent):
+        self.events.append(("finished", visited, architectures, incumbent))
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +92,14 @@ def test_exact_search_equals_brute_force(brute_force, workload):
     assert result.evaluations < len(ARCH)  # the bounds pruned something
     assert result.baseline[workload.name].accelerator["num_tc"] == TPUV4.num_tc
     assert result.architectures == len(ARCH) and result.designs == len(ARCH) * 4  # 2 microbatches × 2 recompute × 1 HBM
+    assert SearchResult.from_json(result.to_json()) == result
 
 
 def test_multi_workload_search_equals_brute_force(brute_force):
     for how in ("mean", "geomean"):
         result = run_search(config([TINY, TINY_LLAMA], aggregate=how), workers=1)
         combined = [aggregate((brute_force[w][i].throughput_samples_s for w in brute_force), how) for i in range(len(ARCH))]
-        assert result.mode == "shared"
+        assert result.mode == "shared" and SearchResult.from_json(result.to_json()) == result
         assert result.shared.throughput_samples_s == pytest.approx(max(combined), rel=1e-12)
         for name, design in result.best.items():
             assert design.throughput_samples_s == pytest.approx(max(e.throughput_samples_s for e in brute_force[name]))
@@ -93,6 +114,7 @@ def test_pareto_front_equals_brute_force(brute_force):
             front.append((area, -negative))
             best = -negative
     assert result.mode == "pareto" and result.best == {} and result.shared is None
+    assert SearchResult.from_json(result.to_json()) == result
     found = [(d.area_mm2, d.throughput_samples_s) for d in result.pareto[TINY.name]]
     assert len(found) == len(front)
     for got, want in zip(found, front):  # pytest.approx does not nest into tuples (pytest ≥ 9)
@@ -107,8 +129,10 @@ def test_resume_and_outputs(brute_force, tmp_path):
     data = json.loads((tmp_path / "results.json").read_text())
     for key in ("accelerator", "plan", "throughput_samples_s", "tokens_s", "mfu", "area_mm2", "feasible"):
         assert key in data["best"][TINY.name] and key in data["baseline"][TINY.name]
-    second = run_search(config([TINY]), workers=1, out=tmp_path)
+    progress = Recorder()
+    second = run_search(config([TINY]), workers=1, out=tmp_path, progress=progress)
     assert second.resumed_records > 0 and second.evaluations_this_run == 0
+    assert progress.events[0] == ("resumed", second.resumed_records)  # said before anything else
     assert second.best == first.best
 
 
@@ -212,3 +236,96 @@ def test_interrupted_run_resumes_to_the_same_answer(brute_force, tmp_path):
     assert 0 < resumed.resumed_records < len(rows)
     assert resumed.best == complete.best
     assert resumed.evaluations == complete.evaluations
+
+
+def test_progress_reports_phases_with_an_honest_total(brute_force, tmp_path):
+    """Bounding, then candidates, then proving optimality; the total (done + running + designs whose bound
+    still beats the incumbent) never grows and ends at the designs actually visited — not the space size."""
+    progress = Recorder()
+    result = run_search(config([TINY]), workers=1, progress=progress)
+    kinds = [e[0] for e in progress.events]
+    assert kinds[0] == "bounding" and kinds[-1] == "finished" and set(kinds[1:-1]) == {"searching"}
+    searching = [e for e in progress.events if e[0] == "searching"]
+    totals = [done + in_flight + remaining for _, done, in_flight, remaining, _, _ in searching]
+    assert all(b <= a for a, b in zip(totals, totals[1:]))
+    _, visited, architectures, incumbent = progress.events[-1]
+    assert architectures == len(ARCH) and visited < architectures and totals[-1] == visited
+    assert incumbent == result.best[TINY.name].throughput_samples_s
+    for _, _, _, remaining, best, bound in searching:  # the bound still to beat is above the incumbent
+        assert (bound is None) == (remaining == 0) and (best is None or bound is None or bound > best)
+
+
+def test_time_shares_add_up_and_match_the_pipeline_formula(brute_force):
+    """The 'why' breakdown: four shares summing to 1; bubble : compute = (p − 1) : m (PipeDream-Flush/1F1B)."""
+    from search.result import DesignResult
+
+    evaluations = [ev for ev in brute_force[TINY.name] if ev.feasible and ev.plan["pipeline_stages"] > 1]
+    assert evaluations
+    for ev in evaluations[:10]:
+        design = DesignResult.from_evaluation(ev.to_dict())
+        shares, plan = design.time_shares, ev.plan
+        assert sum(shares.values()) == pytest.approx(1.0)
+        assert shares["allreduce"] == pytest.approx(plan["allreduce_s"] / plan["time_per_batch_s"])
+        p, m = plan["pipeline_stages"], plan["microbatches_per_replica"]
+        assert shares["bubble"] / shares["compute"] == pytest.approx((p - 1) / m)
+
+
+def test_cli_units_preset_and_area_budget(brute_force, tmp_path, capsys):
+    from search.phaze import main
+
+    common = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatch", "1",
+              "--hbm-gb", "32", "--tensor-widths", "1", "--workers", "1", "--quiet", "--out", str(tmp_path)]
+    assert main([*common, "--link-gbps", "8", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "--link-gbps is deprecated; use --link-GBps" in captured.err
+    data = json.loads(captured.out)
+    assert data["best"][TINY.name]["devices_available"] == 16
+    assert data["best"][TINY.name]["area_mm2"] > 0 and "area" not in data["best"][TINY.name]
+    assert main([*common, "--link-GBps", "8", "--json", "--preset", "tpuv4i"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["space"]["base"]["hbm_bandwidth_Bps"] == 614e9  # the preset's, not TPUv4's
+    assert data["best"][TINY.name]["accelerator"]["hbm_bandwidth_Bps"] == 614e9
+    budget = DesignSpace.reduced().budget_mm2 / 2
+    assert main([*common, "--json", "--area-budget", str(budget)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["space"]["budget_mm2"] == budget and data["best"][TINY.name]["area_mm2"] <= budget
+    for bad, message in ((["--preset", "tpu9"], "unknown accelerator preset"),
+                         (["--area-budget", "0.5"], "no architecture")):
+        with pytest.raises(SystemExit) as exc:
+            main([*common, *bad])
+        assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_interrupt_is_one_line_and_status_130(brute_force, tmp_path, capsys, monkeypatch):
+    """Ctrl-C during the search: one line saying how many designs are saved and how to resume, status 130."""
+    import sqlite3
+
+    import search.cli
+
+    from search.phaze import main
+
+    args = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatch", "1",
+            "--hbm-gb", "32", "--tensor-widths", "1", "--workers", "1", "--quiet", "--out", str(tmp_path)]
+    assert main(args) == 0
+    capsys.readouterr()
+    with sqlite3.connect(tmp_path / "results.db") as db:
+        saved = db.execute("SELECT COUNT(*) FROM designs").fetchone()[0]
+    assert saved > 0
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(search.cli, "run_search", interrupted)
+    assert main(args) == 130
+    err = capsys.readouterr().err
+    assert err == (f"interrupted — {saved} designs saved in {tmp_path / 'results.db'}; "
+                   "rerun the same command to resume\n")
+
+
+def test_process_pool_search_equals_brute_force(brute_force, tmp_path):
+    """The CLI's default executor (local processes) end to end: same answer as brute force, and resumable."""
+    result = run_search(config([TINY_LLAMA]), workers=2, out=tmp_path)
+    best = max(ev.throughput_samples_s for ev in brute_force[TINY_LLAMA.name])
+    assert result.best[TINY_LLAMA.name].throughput_samples_s == pytest.approx(best, rel=1e-12)
+    again = run_search(config([TINY_LLAMA]), workers=2, out=tmp_path)
+    assert again.best == result.best and again.evaluations_this_run == 0
