@@ -144,7 +144,7 @@ class ConfuciuX:
                                        mutation=self.ga_mutation, initial=self.observed)
         return self.ga.ask()
 
-    def tell(self, design: Design, evaluation: Evaluation) -> None:
+    def tell(self, design: Design, evaluation: Evaluation | None) -> None:
         value = throughput_of(evaluation)
         self.observed[design] = value
         self.best = max(self.best, value)

@@ -52,7 +52,7 @@ class GeneticAlgorithm:
             self._breed()
         return self.pending.popleft()
 
-    def tell(self, design: Design, evaluation: Evaluation) -> None:
+    def tell(self, design: Design, evaluation: Evaluation | None) -> None:
         self.fitness[design] = throughput_of(evaluation)
         if design in self.generation and all(d in self.fitness for d in self.generation) and not self.pending:
             self.population = self._survivors(self.population + self.generation)

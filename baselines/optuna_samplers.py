@@ -63,7 +63,7 @@ class OptunaStrategy:
         self._trial = trial
         return design
 
-    def tell(self, design: Design, evaluation: Evaluation) -> None:
+    def tell(self, design: Design, evaluation: Evaluation | None) -> None:
         trial, self._trial = self._trial, None
         if trial is None:
             raise RuntimeError("tell() without a pending ask()")

@@ -29,5 +29,5 @@ class RandomSearch:
             design = self.space.sample(self.rng)
         return design
 
-    def tell(self, design: Design, evaluation: Evaluation) -> None:
+    def tell(self, design: Design, evaluation: Evaluation | None) -> None:
         self.seen[design] = throughput_of(evaluation)

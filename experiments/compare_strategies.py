@@ -35,24 +35,15 @@ import numpy as np
 from phaze_env.cli import OneLineParser, positive_int
 from baselines import STRATEGIES, run_strategy
 from baselines.exact import exact_optimum
+from baselines.workloads import resolve_workload
 from phaze_env.design import SPACE_NAMES, DesignSpace
 from phaze_env.evaluate import Cluster
-from phaze_env.workloads import Workload, custom_workload, get_workload, workload_names
+from phaze_env.workloads import workload_names
 
 DEFAULT_WORKLOADS = ("bert-large", "gpt2-xl", "opt-1.3b", "llama2-7b")
 THRESHOLDS = (0.95, 0.99, 1.0)
 COLUMNS = ("workload", "strategy", "seed", "evaluation", "best_throughput", "best_normalized", "wall_s")
 TOLERANCE = 1e-9
-
-
-def tiny_workload() -> Workload:
-    """The quick mode's workload: a 4-layer GPT-2 that traces and schedules in well under a second."""
-    return custom_workload("tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4,
-                           n_inner=512, vocab_size=1000, n_positions=64)
-
-
-def resolve_workload(name: str) -> Workload:
-    return tiny_workload() if name == "tiny-gpt2" else get_workload(name)
 
 
 def default_strategies(space: DesignSpace) -> list[str]:

@@ -29,7 +29,7 @@ import numpy as np
 from phaze_env.cli import OneLineParser, positive_int
 from baselines import run_strategy
 from baselines.exact import exact_optimum
-from experiments.compare_strategies import resolve_workload
+from baselines.workloads import resolve_workload
 from phaze_env.design import SPACE_NAMES, DesignSpace
 from phaze_env.evaluate import Cluster, evaluate
 from phaze_env.hardware import TPUV4

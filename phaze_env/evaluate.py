@@ -1,6 +1,6 @@
 """The one door: ``evaluate(workload, accelerator, cluster, ...) -> Evaluation``.
 
-Pipeline (DESIGN.md): per tensor-parallel width ``t`` and microbatch size ``m`` the workload is traced
+Pipeline (docs/design.md): per tensor-parallel width ``t`` and microbatch size ``m`` the workload is traced
 into per-layer fused DAGs (cached); every operator's one-core and all-cores latency is estimated on the
 accelerator; each layer's forward and backward DAGs are scheduled by the ILP (cached); the placement DP
 then finds the best data × pipeline × tensor plan over ``t``, ``m``, recompute and HBM capacity.

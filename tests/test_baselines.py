@@ -83,12 +83,11 @@ def test_out_of_window_designs_cost_an_evaluation_and_score_zero():
             return too_big
 
         def tell(self, design, evaluation):
-            assert not evaluation.feasible and evaluation.throughput_samples_s == 0
-            assert "area window" in evaluation.reason
+            assert evaluation is None  # not evaluated
 
     trace = run_strategy(Greedy(), WORKLOAD, CLUSTER, SPACE, 3)
     assert trace.throughput == [0.0, 0.0, 0.0] and trace.best == 0.0
-    assert not evaluate_in_window(too_big, WORKLOAD, CLUSTER, SPACE).feasible
+    assert evaluate_in_window(too_big, WORKLOAD, CLUSTER, SPACE) is None
 
 
 def test_run_strategy_rejects_bad_arguments():
