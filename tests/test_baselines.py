@@ -58,7 +58,7 @@ def test_strategy_protocol_and_upper_bound(name, optimum):
     strategy = Recorder(inner)
     trace = run_strategy(strategy, WORKLOAD, CLUSTER, SPACE, BUDGET, seed=1, name=name)
     assert len(trace.best_throughput) == len(trace.wall_s) == len(strategy.asked) == BUDGET
-    assert all(SPACE.encode(d) is not None for d in strategy.asked)  # every design is in the space
+    assert all(SPACE.decode(SPACE.encode(d)) == d for d in strategy.asked)  # every knob value is one of the space's
     assert np.all(np.diff(trace.best_throughput) >= 0) and np.all(np.diff(trace.wall_s) >= 0)
     assert trace.best == max(trace.throughput) > 0
     assert trace.best <= optimum * (1 + 1e-9)

@@ -296,24 +296,36 @@ def test_state_of_early_ended_seq_episode_validates(tiny):
 
 
 # --- SB3 smoke runs -------------------------------------------------------------------------------------
-def test_ppo_smoke(tiny):
-    from stable_baselines3 import PPO
-
-    model = PPO("MlpPolicy", make("phaze_env/ArchSearchFlat-v0", tiny), n_steps=64, batch_size=32, n_epochs=1,
-                seed=0, device="cpu")
-    model.learn(total_timesteps=128)
-
-
 class _Recorder(gym.Wrapper):
+    """Keeps the info and reward of every episode's last step."""
+
     def __init__(self, env):
         super().__init__(env)
-        self.infos = []
+        self.infos, self.rewards = [], []
 
     def step(self, action):
         result = self.env.step(action)
         if result[2]:
             self.infos.append(result[4])
+            self.rewards.append(result[1])
         return result
+
+
+def test_ppo_smoke(tiny):
+    """PPO trains on the flat one-shot env; every step is a one-step episode whose reward is what the env's
+    rules say (a throughput ratio vs TPUv4 when feasible, a penalty otherwise)."""
+    from stable_baselines3 import PPO
+
+    env = _Recorder(make("phaze_env/ArchSearchFlat-v0", tiny))
+    model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(total_timesteps=128)
+    assert model.num_timesteps == 128 and len(env.infos) == 128
+    for info, reward in zip(env.infos, env.rewards):
+        if info["feasible"]:
+            assert reward == pytest.approx(info["throughput_samples_s"] / info["baseline"]["throughput_samples_s"])
+        else:
+            assert reward < 0
+    assert any(info["feasible"] for info in env.infos)
 
 
 @pytest.mark.parametrize("env_id, policy, steps", [("phaze_env/ArchSearchSeq-v0", "MultiInputPolicy", 256),
