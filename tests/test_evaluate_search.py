@@ -76,7 +76,7 @@ def test_evaluation_is_sane_and_cached(brute_force):
 
 
 def test_upper_bounds_are_valid(brute_force):
-    bounds = throughput_bounds(TINY, ARCH, CLUSTER, microbatches=(1, 4), tensor_widths=(1, 2))
+    bounds = throughput_bounds(TINY, ARCH, CLUSTER, microbatch=(1, 4), tensor_widths=(1, 2))
     for index, (acc, ev) in enumerate(zip(ARCH, brute_force[TINY.name])):
         assert ev.throughput_samples_s <= bounds[index]
         if index % 7 == 0:  # the ILP-free placement bound too (slower: sampled)
