@@ -200,6 +200,9 @@ def test_cli_main_end_to_end(brute_force, tmp_path, capsys):
     assert "best design vs TPUv4" in out and "exact: True" in out
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["best"][TINY.name]["feasible"] and data["exact"] is True
+    reduced = DesignSpace.reduced(microbatch=(1, 4), hbm_gb=(32.0,))  # --space reduced is the one reduced space
+    assert data["space"] == json.loads(json.dumps(reduced.to_dict()))
+    assert data["architectures"] == len(reduced.arch_space()) and data["designs"] == reduced.designs
     assert main([*args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["best"] == data["best"]
 
