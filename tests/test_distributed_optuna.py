@@ -103,6 +103,7 @@ ARGS = ["--workload", "tiny-gpt2", "--devices", "16", "--batch", "64", "--space"
         "--trials", "32"]
 
 
+@pytest.mark.slow
 def test_two_workers_share_one_study_on_postgresql(postgres_url):
     import optuna
 
