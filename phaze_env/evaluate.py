@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
-from phaze_env.cache import DiskCache, content_key
+from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.estimator import accelerator_table
 from phaze_env.placement import Plan, best_plan
@@ -272,7 +272,7 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     """
     workload, cluster, microbatches, recompute, capacities, widths = _normalise(
         workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths)
-    key = content_key("evaluation", EVALUATION_VERSION, workload.to_dict(), accelerator.to_dict(), cluster.to_dict(),
+    key = content_key("evaluation", EVALUATION_VERSION, model_version(), workload.to_dict(), accelerator.to_dict(), cluster.to_dict(),
                       microbatches, recompute, capacities, widths, seq_len, solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
@@ -292,7 +292,7 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
     """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible)."""
     workload, cluster, microbatches, recompute, capacities, widths = _normalise(
         workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths)
-    key = content_key("bound", EVALUATION_VERSION, workload.to_dict(), accelerator.to_dict(), cluster.to_dict(),
+    key = content_key("bound", EVALUATION_VERSION, model_version(), workload.to_dict(), accelerator.to_dict(), cluster.to_dict(),
                       microbatches, recompute, capacities, widths, seq_len)
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from phaze_env.cache import DiskCache, content_key
+from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.hardware import energy
 from phaze_env.hardware.accelerator import Accelerator
+from phaze_env.hardware.estimator import accelerator_table, matmul_estimate, pipelined_s
+from phaze_env.workloads.graph import Op
 
 LOOP_PRIME_FACTOR_LIMIT = 4  # LOMA search breadth; 6 took 10× longer with identical results on our shapes
 _CACHE = DiskCache("zigzag-gemm")
@@ -155,7 +157,7 @@ def gemm(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1) -> ZigZagG
     if not available():
         raise ImportError("the ZigZag backend needs `pip install zigzag-dse six`")
     core = (acc.tc_width, acc.tc_depth, acc.buffer_mb, acc.hbm_bandwidth_Bps, acc.hbm_gb, acc.clock_hz, acc.bytes_per_element)
-    key = content_key("zigzag-gemm-v1", metadata.version("zigzag-dse"), LOOP_PRIME_FACTOR_LIMIT, core, (M, K, N))
+    key = content_key("zigzag-gemm-v1", model_version(), accelerator_yaml(acc), metadata.version("zigzag-dse"), LOOP_PRIME_FACTOR_LIMIT, core, (M, K, N))
     result = _CACHE.get(key)
     if result is None:
         result = _run_zigzag(acc, M, K, N)
@@ -166,10 +168,20 @@ def gemm(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1) -> ZigZagG
 
 def matmul_latency_s(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1, cores: int = 1) -> float:
     """ZigZag's one-core latency, scaled to ``cores`` by the analytic model's speed-up."""
-    from phaze_env.hardware.estimator import matmul_estimate
-
     one_core = gemm(acc, M, K, N, batch=batch).latency_s
     if cores == 1:
         return one_core
     speedup = matmul_estimate(acc, M, K, N, batch=batch).latency_s / matmul_estimate(acc, M, K, N, batch=batch, cores=cores).latency_s
     return one_core / speedup
+
+
+def op_latency_s(op: Op, acc: Accelerator, *, parallel: bool = False, link_bandwidth_Bps: float | None = None,
+                 link_latency_s: float = 0.0) -> float:
+    """The analytic op latency with its GEMM part replaced by ZigZag's (vector and communication parts stay
+    analytic and overlap with it as in :func:`phaze_env.hardware.estimator.pipelined_s`)."""
+    table = accelerator_table([op], acc, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s)
+    vector_s = float((table.vc_all_s if parallel else table.vc_one_s)[0, 0])
+    tiles = float(table.tc_tiles[0, 0])
+    cores = acc.num_tc if parallel else 1
+    gemm_s = sum(matmul_latency_s(acc, g.m, g.k, g.n, batch=g.batch, cores=cores) for g in op.gemms)
+    return float(pipelined_s(gemm_s, vector_s, tiles)) + float(table.comm_s[0])
