@@ -112,6 +112,17 @@ class Evaluation:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def explain(self, layer: str = "block", workload: Workload | None = None):
+        """Time split of ``layer`` by unit at this evaluation's plan (:func:`phaze_env.explain.explain_layer`);
+        pass ``workload`` for a custom (non built-in) workload."""
+        from phaze_env.explain import explain_layer
+
+        if not self.feasible:
+            raise ValueError(f"no plan to explain: {self.reason}")
+        return explain_layer(workload or self.workload, Accelerator.from_dict(self.accelerator),
+                             Cluster.from_dict(self.cluster), layer=layer, tensor_width=self.plan["tensor_width"],
+                             microbatch=self.plan["microbatch"])
+
     def summary(self) -> str:
         if not self.feasible:
             return f"{self.workload}: infeasible ({self.reason})"
