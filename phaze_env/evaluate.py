@@ -160,8 +160,7 @@ def _as_tuple(value) -> tuple:
 
 def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: int) -> list[int]:
     """Widths at which the workload can be split (heads and hidden sizes divide) and that fit the cluster."""
-    cfg = workload.config_dict
-    heads = next((int(cfg[k]) for k in ("num_attention_heads", "n_head") if k in cfg), 1)
+    heads = workload.num_heads or 1
     return [t for t in widths if t <= n_devices and t & (t - 1) == 0 and heads % t == 0]
 
 

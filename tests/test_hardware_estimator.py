@@ -231,3 +231,14 @@ def test_hbm_traffic_depends_on_the_buffer():
     small = TPUV4.replace(buffer_mb=2)
     assert matmul_estimate(small, n, n, n).traffic_bytes == 2 * n * n * (8 + 8 + 1)
     assert matmul_latency_s(small.replace(hbm_bandwidth_Bps=1e10), n, n, n) > matmul_latency_s(TPUV4.replace(hbm_bandwidth_Bps=1e10), n, n, n)
+
+
+def test_one_vector_cost_table_for_the_tracer_kinds():
+    from phaze_env.hardware.estimator import VECTOR_CYCLES_PER_ELEMENT
+    from phaze_env.workloads.graph import VECTOR_KINDS
+    from phaze_env.workloads.trace import VECTOR_OPS
+
+    assert set(VECTOR_CYCLES_PER_ELEMENT) == set(VECTOR_KINDS)
+    assert {kind for _, kind, _ in VECTOR_OPS.values()} <= set(VECTOR_KINDS)  # every traced kind has a cost
+    with pytest.raises(ValueError, match="layernorm"):
+        op_latency_s(Op(name="ln", kind="norm", unit="vc", vector_elements=8, vector_kind="layernorm"), TPUV4)

@@ -56,19 +56,17 @@ DATAFLOWS = ("os", "ws", "is")
 ACCUMULATOR_BYTES = 4  # fp32 partial sums of an output block held on chip
 RESIDENT_BUFFER_FRACTION = 0.5  # the rest double-buffers streamed tiles
 
-# Cycles per element per vector lane, by kind. Basic arithmetic is one lane-cycle; the others count the
-# passes and transcendental evaluations a straightforward implementation needs (e.g. softmax = max
-# pass + subtract/exp + sum pass + scale; GELU's tanh form ≈ 6 multiply-adds + tanh).
+# Cycles per element per vector lane, for each vector cost class the tracer emits (graph.VECTOR_KINDS; a
+# test holds the two key sets equal). Basic arithmetic is one lane-cycle; the others count the passes and
+# transcendental evaluations a straightforward implementation needs (softmax = max pass + subtract/exp +
+# sum pass + scale; norm = mean + variance passes + normalise; GELU's tanh form ≈ 6 multiply-adds + tanh;
+# exp/rsqrt ≈ 3 on a transcendental unit; loss = log-softmax + gather).
 VECTOR_CYCLES_PER_ELEMENT: dict[str, float] = {
-    "add": 1.0, "sub": 1.0, "mul": 1.0, "scale": 1.0, "bias": 1.0, "residual": 1.0, "mask": 1.0,
-    "relu": 1.0, "copy": 1.0, "transpose": 1.0, "cast": 1.0, "gather": 1.0, "embedding": 1.0,
-    "reduction": 1.0, "reduce": 1.0, "sum": 1.0, "dropout": 2.0, "exp": 3.0, "rope": 3.0,
-    "silu": 4.0, "swish": 4.0, "sigmoid": 4.0, "swiglu": 5.0, "tanh": 4.0, "gelu": 8.0,
-    "softmax": 5.0, "norm": 5.0, "layernorm": 5.0, "rmsnorm": 4.0, "cross_entropy": 6.0, "loss": 6.0,
+    "add": 1.0, "mul": 1.0, "relu": 1.0, "copy": 1.0, "gather": 1.0, "reduce": 1.0, "exp": 3.0,
+    "silu": 4.0, "tanh": 4.0, "gelu": 8.0, "softmax": 5.0, "norm": 5.0, "loss": 6.0,
 }
-# When an op has no (known) vector_kind, its op kind decides.
-_KIND_FALLBACK = {"elementwise": "add", "softmax": "softmax", "norm": "norm", "reduction": "reduction", "data": "copy"}
-DEFAULT_VECTOR_CYCLES_PER_ELEMENT = 2.0
+# An op without a vector kind is costed by its op kind.
+_KIND_FALLBACK = {"elementwise": "add", "softmax": "softmax", "norm": "norm", "reduction": "reduce", "data": "copy"}
 
 
 def _ceil_div(a, b):
@@ -164,8 +162,9 @@ def _kind_cycles(vector_kind: str, op_kind: str) -> float:
     kind = vector_kind.lower()
     if kind in VECTOR_CYCLES_PER_ELEMENT:
         return VECTOR_CYCLES_PER_ELEMENT[kind]
-    fallback = _KIND_FALLBACK.get(op_kind)
-    return VECTOR_CYCLES_PER_ELEMENT[fallback] if fallback else DEFAULT_VECTOR_CYCLES_PER_ELEMENT
+    if not kind and op_kind in _KIND_FALLBACK:
+        return VECTOR_CYCLES_PER_ELEMENT[_KIND_FALLBACK[op_kind]]
+    raise ValueError(f"no vector cost for kind {vector_kind!r} (op kind {op_kind!r}); known: {', '.join(VECTOR_CYCLES_PER_ELEMENT)}")
 
 
 def vector_cycles(elements: int, cycles_per_element: float, elements_per_cycle, cores) -> np.ndarray:
