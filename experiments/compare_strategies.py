@@ -274,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=positive_int, default=5, help="seeds per strategy (default 5)")
     parser.add_argument("--budget", type=positive_int, default=100, help="evaluations per run (default 100)")
     parser.add_argument("--space", choices=SPACE_NAMES, default="reduced",
-                        help="DesignSpace.reduced() (576 knob combinations, default) or PHAZE's full space")
+                        help="DesignSpace.reduced() (576 knob combinations, 464 inside the area window; default) or PHAZE's full space")
     parser.add_argument("--devices", type=positive_int, default=1024, help="accelerators (default 1024)")
     parser.add_argument("--batch", type=positive_int, default=4096, help="global batch (default 4096)")
     parser.add_argument("--exact-workers", type=positive_int, default=1, help="processes for the exact search")

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
-from phaze_env.cache import DiskCache, content_key
+from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.estimator import accelerator_table
 from phaze_env.hardware.space import HBM_GB_VALUES as DEFAULT_HBM_GB, MICROBATCH_VALUES as DEFAULT_MICROBATCHES
@@ -111,6 +111,17 @@ class Evaluation:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def explain(self, layer: str = "block", workload: Workload | None = None):
+        """Time split of ``layer`` by unit at this evaluation's plan (:func:`phaze_env.explain.explain_layer`);
+        pass ``workload`` for a custom (non built-in) workload."""
+        from phaze_env.explain import explain_layer
+
+        if not self.feasible:
+            raise ValueError(f"no plan to explain: {self.reason}")
+        return explain_layer(workload or self.workload, Accelerator.from_dict(self.accelerator),
+                             Cluster.from_dict(self.cluster), layer=layer, tensor_width=self.plan["tensor_width"],
+                             microbatch=self.plan["microbatch"])
+
     def summary(self) -> str:
         if not self.feasible:
             return f"{self.workload}: infeasible ({self.reason})"
@@ -148,8 +159,7 @@ def _as_tuple(value) -> tuple:
 
 def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: int) -> list[int]:
     """Widths at which the workload can be split (heads and hidden sizes divide) and that fit the cluster."""
-    cfg = workload.config_dict
-    heads = next((int(cfg[k]) for k in ("num_attention_heads", "n_head") if k in cfg), 1)
+    heads = workload.num_heads or 1
     return [t for t in widths if t <= n_devices and t & (t - 1) == 0 and heads % t == 0]
 
 
@@ -271,7 +281,7 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     """
     workload, cluster, microbatches, recompute, capacities, widths = _normalise(
         workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths)
-    key = content_key("evaluation", EVALUATION_VERSION, workload.to_dict(), accelerator.to_dict(), cluster.to_dict(),
+    key = content_key("evaluation", EVALUATION_VERSION, model_version(), workload.to_dict(), accelerator.to_dict(), cluster.to_dict(),
                       microbatches, recompute, capacities, widths, seq_len, solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
@@ -291,7 +301,7 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
     """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible)."""
     workload, cluster, microbatches, recompute, capacities, widths = _normalise(
         workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths)
-    key = content_key("bound", EVALUATION_VERSION, workload.to_dict(), accelerator.to_dict(), cluster.to_dict(),
+    key = content_key("bound", EVALUATION_VERSION, model_version(), workload.to_dict(), accelerator.to_dict(), cluster.to_dict(),
                       microbatches, recompute, capacities, widths, seq_len)
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit

@@ -212,12 +212,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _storage(url: str):
-    if url == "memory":
-        return None
+# Python modules of the PostgreSQL drivers SQLAlchemy knows, in order of preference ([dist] installs psycopg2).
+POSTGRES_DRIVERS = ("psycopg2", "psycopg")
+
+
+def storage_url(url: str) -> str:
+    """An Optuna RDB URL ready to use: a plain ``postgresql://`` names the installed driver.
+
+    SQLAlchemy resolves a bare ``postgresql://`` to its default driver (psycopg 3 since SQLAlchemy 2.1,
+    psycopg2 before) and fails with an ImportError naming that driver even when the other one is
+    installed; ``postgresql+psycopg2://…`` or ``postgresql+psycopg://…`` are passed through unchanged.
+    A ``sqlite:///path`` gets its directory created.
+    """
+    import importlib.util
+
+    if url.startswith("postgresql://"):
+        driver = next((name for name in POSTGRES_DRIVERS if importlib.util.find_spec(name) is not None), None)
+        if driver is None:
+            raise ValueError("a postgresql:// storage needs a PostgreSQL driver: pip install -e \".[dist]\" "
+                             "(psycopg2-binary) or psycopg")
+        return f"postgresql+{driver}://" + url[len("postgresql://"):]
     if url.startswith("sqlite:///"):
         Path(url[len("sqlite:///"):]).expanduser().parent.mkdir(parents=True, exist_ok=True)
     return url
+
+
+def _storage(url: str):
+    return None if url == "memory" else storage_url(url)
 
 
 def _summary(study, objective: PhazeObjective, elapsed_s: float, storage: str) -> None:

@@ -65,6 +65,7 @@ def test_strategy_protocol_and_upper_bound(name, optimum):
     assert trace.best_design is not None and evaluate_design(trace.best_design, WORKLOAD, CLUSTER).throughput_samples_s == trace.best
 
 
+@pytest.mark.slow
 def test_registry_names_and_seeded_reproducibility():
     assert {"random", "genetic", "confuciux", "spotlight", "vanilla_bo", "ppo", "a2c", "maskable_ppo", "optuna_tpe",
             "optuna_gp", "optuna_cmaes", "optuna_nsga2", "optuna_random", "optuna_bruteforce"} <= set(STRATEGIES)
@@ -162,6 +163,7 @@ def test_spotlight_gp_gradient_fit_and_expected_improvement():
     assert features.min() >= -1e-12 and features.max() <= 1 + 1e-12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["confuciux", "ppo"])
 def test_train_cli_checkpoints_resumes_and_reports(algo, tmp_path, capsys):
     from baselines.train import main

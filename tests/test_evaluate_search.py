@@ -190,6 +190,7 @@ def test_aggregate():
     assert math.isfinite(aggregate(np.array([2.0, 8.0]), "geomean"))
 
 
+@pytest.mark.slow
 def test_cli_main_end_to_end(brute_force, tmp_path, capsys):
     from search.phaze import main
 

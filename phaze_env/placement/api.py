@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from phaze_env.cache import DiskCache, content_key
+from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.placement.inputs import layer_arrays, settings
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.search import PlacementSearch
@@ -18,7 +18,7 @@ def _cached(cache: bool, parts: tuple, solve: Callable[[], Plan]) -> Plan:
     if not cache:
         return solve()
     store = DiskCache("placement")
-    key = content_key("placement", _CACHE_VERSION, *parts)
+    key = content_key("placement", _CACHE_VERSION, model_version(), *parts)
     plan = store.get(key)
     if plan is None:
         plan = solve()
