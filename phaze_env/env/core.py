@@ -227,7 +227,7 @@ class Scorer:
 
     def score(self, design: Design, *, fresh: bool = False) -> Outcome:
         """Reward and result of ``design``; ``fresh`` re-evaluates past both caches (for replay checks)."""
-        area = _finite(design.area_mm2)
+        area = _finite(self.space.area_mm2(design))
         if not self.space.area_ok(design):
             overshoot = _finite(self.space.overshoot(design), OVERSHOOT_CAP)
             return Outcome(self.area_penalty(overshoot), False,
