@@ -344,4 +344,93 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
     return bound
 
 
+BREAKDOWN_LABELS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP comm", "p2p": "pipeline p2p",
+                    "bubble": "pipeline bubble", "dp_allreduce": "DP all-reduce", "optimizer": "optimizer step"}
+
+
+def report(evaluation: Evaluation, preset: str) -> dict[str, Any]:
+    """The CLI's summary of one evaluation as plain data (what ``--json`` prints)."""
+    plan = evaluation.plan
+    result = {"workload": evaluation.workload, "accelerator": preset, "cluster": evaluation.cluster,
+              "feasible": evaluation.feasible, "reason": evaluation.reason}
+    if evaluation.feasible:
+        result.update(plan=plan["notation"], stage_layers=[len(group) for group in plan["stage_layers"]],
+                      throughput_samples_s=evaluation.throughput_samples_s, tokens_s=evaluation.tokens_s,
+                      mfu=evaluation.mfu, mfu_peak_flops_per_device=evaluation.peak_flops,
+                      devices_used=plan["devices_used"], time_per_batch_s=plan["time_per_batch_s"],
+                      time_breakdown_s=evaluation.time_breakdown_s, memory_bytes=evaluation.memory_bytes,
+                      hbm_bytes=plan["hbm_bytes"])
+    return result
+
+
+def _text(info: dict[str, Any], cluster: Cluster) -> str:
+    if not info["feasible"]:
+        return f"{info['workload']} on {cluster.n_devices} × {info['accelerator']} ({cluster.name}): infeasible — {info['reason']}"
+    total = info["time_per_batch_s"]
+    memory = info["memory_bytes"]
+    lines = [
+        f"{info['workload']} on {info['devices_used']} of {cluster.n_devices} × {info['accelerator']}, {cluster.describe()}",
+        f"plan            {info['plan']}   (layers per stage: {', '.join(map(str, info['stage_layers']))})",
+        f"throughput      {info['throughput_samples_s']:,.3f} samples/s · {info['tokens_s']:,.0f} tokens/s",
+        f"MFU             {info['mfu']:.1%} of the {info['accelerator']} preset's peak "
+        f"{info['mfu_peak_flops_per_device'] / 1e12:,.1f} TFLOP/s per device (model FLOPs: the whole model's, "
+        "no recompute)",
+        f"time per batch  {total:.4g} s",
+    ]
+    for key, seconds in info["time_breakdown_s"].items():
+        lines.append(f"  {BREAKDOWN_LABELS[key]:<15} {seconds:10.4g} s  {seconds / total:6.1%}")
+    parts = ", ".join(f"{key} {memory[key] / GB_BYTES:.2f}" for key in ("weights", "gradients", "optimizer", "activations"))
+    lines.append(f"memory/device   {memory['total'] / GB_BYTES:.2f} GiB of {info['hbm_bytes'] / GB_BYTES:g} GiB ({parts} GiB)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m phaze_env.evaluate``: throughput, MFU, time breakdown and memory of one plan (or the best)."""
+    import argparse
+    import json
+    import sys
+
+    from phaze_env.cli import OneLineParser, float_list, positive_int, print_output
+    from phaze_env.cluster import cluster_names, get_cluster
+    from phaze_env.hardware import get_preset, preset_names
+    from phaze_env.plan_spec import RECOMPUTE_CHOICES
+
+    parser = OneLineParser(prog="python -m phaze_env.evaluate",
+                           description="Evaluate a training plan (or find the best one) for a workload on a cluster.")
+    parser.add_argument("--workload", default="gpt3-175b", help="model name (default gpt3-175b)")
+    parser.add_argument("--preset", default="a100", help=f"accelerator: {', '.join(preset_names())} (default a100)")
+    parser.add_argument("--cluster", default="dgx-a100", help=f"system: {', '.join(cluster_names())} (default dgx-a100)")
+    parser.add_argument("--devices", type=positive_int, default=64, help="number of accelerators (default 64)")
+    parser.add_argument("--batch", type=positive_int, default=64, help="global batch in sequences (default 64)")
+    parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's)")
+    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="default adam (mixed precision)")
+    parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1 or t8p8d1m1v3+sp+rc=selective "
+                        "(absent degrees are searched)")
+    parser.add_argument("--recompute", choices=RECOMPUTE_CHOICES, default=None, help="recompute mode (default auto)")
+    parser.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None, help="sequence parallelism")
+    parser.add_argument("--zero1", action=argparse.BooleanOptionalAction, default=None, help="ZeRO-1 optimizer sharding")
+    parser.add_argument("--interleave", type=positive_int, default=None, help="virtual stages per device (default 1)")
+    parser.add_argument("--hbm-gb", type=float_list, default=None, help="HBM capacity in GiB (default: the preset's)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    try:
+        accelerator = get_preset(args.preset)
+        cluster = get_cluster(args.cluster, args.devices, global_batch=args.batch, optimizer=args.optimizer)
+        # With --plan, what its string leaves out is off (the notation's rule); without, the DP chooses.
+        spec = PlanSpec.parse(args.plan) if args.plan else PlanSpec()
+        overrides = {"recompute": args.recompute, "sequence_parallel": args.sp, "zero1": args.zero1,
+                     "interleave": args.interleave}
+        spec = replace(spec, **{key: value for key, value in overrides.items() if value is not None})
+        evaluation = evaluate(args.workload, accelerator, cluster, plan=spec, hbm_gb=args.hbm_gb, seq_len=args.seq)
+    except (KeyError, ValueError, TypeError) as exc:
+        parser.error(exc.args[0] if exc.args else str(exc))
+    info = report(evaluation, args.preset)
+    print_output(json.dumps(info, indent=2) if args.json else _text(info, cluster))
+    return 0 if evaluation.feasible else 1
+
+
 __all__ = ["Cluster", "Evaluation", "LayerTiming", "PlanSpec", "evaluate", "throughput_upper_bound", "valid_tensor_widths"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
