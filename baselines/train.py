@@ -5,7 +5,8 @@ SB3 agent on ``phaze_env/ArchSearchFlat-v0`` (``ppo``, ``a2c``, ``maskable_ppo``
 
 * a progress bar (rich; SB3's own for the SB3 agents);
 * TensorBoard logs in ``--logdir`` (SB3's scalars, or ConfuciuX's reward / best throughput per step):
-  ``tensorboard --logdir out/train``;
+  ``tensorboard --logdir out/train`` — on by default when the ``tensorboard`` package is installed
+  (``pip install -e ".[rl]"``), ``--no-tensorboard`` to turn them off, ``--tensorboard`` to insist;
 * checkpoints every ``--checkpoint-every`` steps in ``--logdir/checkpoints`` (``last.zip`` for SB3,
   ``last.pt`` for ConfuciuX, plus ``best.json``); ``--resume`` continues from the last one, for
   ``--steps`` more steps (ConfuciuX's GA stage restarts from the designs seen so far);
@@ -17,6 +18,7 @@ Bad arguments exit with status 2 and one line on stderr.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -42,7 +44,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-every", type=positive_int, default=50, help="steps between checkpoints")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --logdir")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=None,
+                        help="write TensorBoard logs (default: when the tensorboard package is installed)")
     return parser
+
+
+def tensorboard_installed() -> bool:
+    try:
+        return importlib.util.find_spec("tensorboard") is not None
+    except ValueError:  # a module registered without a spec (e.g. replaced in sys.modules)
+        return False
+
+
+def resolve_tensorboard(requested: bool | None) -> bool:
+    """Whether to log to TensorBoard: as requested, or when installed; asking for it without it is an error."""
+    if requested and not tensorboard_installed():
+        raise ValueError("--tensorboard needs the tensorboard package: pip install -e \".[rl]\" (or pass --no-tensorboard)")
+    return tensorboard_installed() if requested is None else requested
 
 
 # ------------------------------------------------------------------------------------------- best design
@@ -74,7 +92,6 @@ class Best:
 def train_confuciux(args, workload, cluster, space, logdir: Path, best: Best) -> None:
     import torch
     from rich.progress import Progress
-    from torch.utils.tensorboard import SummaryWriter
 
     from baselines.confuciux import ConfuciuX
     from baselines.protocol import evaluate_in_window
@@ -87,7 +104,11 @@ def train_confuciux(args, workload, cluster, space, logdir: Path, best: Best) ->
         agent.load_state_dict(state["agent"])
         start = state["step"]
         agent.rl_budget += start  # the RL stage covers the same fraction of the extended run
-    writer = SummaryWriter(str(logdir / "confuciux"))
+    writer = None
+    if args.tensorboard:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(str(logdir / "confuciux"))
     with Progress(disable=args.no_progress) as progress:
         task = progress.add_task("confuciux", total=args.steps)
         for step in range(start, start + args.steps):
@@ -95,13 +116,15 @@ def train_confuciux(args, workload, cluster, space, logdir: Path, best: Best) ->
             evaluation = evaluate_in_window(design, workload, cluster, space)
             agent.tell(design, evaluation)
             best.offer(design, evaluation)
-            writer.add_scalar("throughput_samples_s", evaluation.throughput_samples_s if evaluation.feasible else 0.0, step)
-            writer.add_scalar("best_throughput_samples_s", best.throughput, step)
+            if writer is not None:
+                writer.add_scalar("throughput_samples_s", evaluation.throughput_samples_s if evaluation.feasible else 0.0, step)
+                writer.add_scalar("best_throughput_samples_s", best.throughput, step)
             progress.update(task, advance=1, description=f"confuciux · best {best.throughput:,.1f} samples/s")
             if (step + 1) % args.checkpoint_every == 0 or step + 1 == start + args.steps:
                 torch.save({"agent": agent.state_dict(), "step": step + 1}, checkpoint)
                 best.save()
-    writer.close()
+    if writer is not None:
+        writer.close()
 
 
 def train_sb3(args, workload, cluster, space, logdir: Path, best: Best) -> None:
@@ -124,10 +147,12 @@ def train_sb3(args, workload, cluster, space, logdir: Path, best: Best) -> None:
                 best.save()
             return True
 
+    tensorboard_log = str(logdir) if args.tensorboard else None
     if args.resume:
         model = model_class(args.algo).load(checkpoint, env=env, device="cpu")
+        model.tensorboard_log = tensorboard_log  # this run's choice, not the saved one
     else:
-        model = make_model(args.algo, env, args.seed, tensorboard_log=str(logdir))
+        model = make_model(args.algo, env, args.seed, tensorboard_log=tensorboard_log)
     model.learn(total_timesteps=args.steps, callback=Checkpoint(), progress_bar=not args.no_progress,
                 reset_num_timesteps=not args.resume, tb_log_name=args.algo)
     model.save(checkpoint)
@@ -148,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         last = logdir / "checkpoints" / ("last.pt" if args.algo == "confuciux" else "last.zip")
         if args.resume and not last.exists():
             raise ValueError(f"--resume: no checkpoint at {last}")
+        args.tensorboard = resolve_tensorboard(args.tensorboard)
     except (ValueError, OSError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     import torch
@@ -156,20 +182,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     best = Best(logdir / "checkpoints" / "best.json")
     trainer = train_confuciux if args.algo == "confuciux" else train_sb3
     trainer(args, workload, cluster, space, logdir, best)
-    _report(best, workload, cluster, logdir)
+    _report(best, workload, cluster, logdir, args.tensorboard)
     return 0
 
 
-def _report(best: Best, workload, cluster: Cluster, logdir: Path) -> None:
+def _report(best: Best, workload, cluster: Cluster, logdir: Path, tensorboard: bool) -> None:
     if best.design is None:
         print("no design evaluated")
         return
     evaluation = evaluate_design(best.design, workload, cluster)
     print(f"best design: {best.design}")
     print(f"  area {best.design.area_mm2:.1f} mm² · {evaluation.summary()}")
-    print(f"checkpoints and TensorBoard logs in {logdir}/")
-
-
+    if tensorboard:
+        print(f"checkpoints and TensorBoard logs in {logdir}/")
+    else:
+        print(f"checkpoints in {logdir}/ (no TensorBoard logs: pip install -e \".[rl]\" to get them)")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,12 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "bert": ("BertForMaskedLM", "BertConfig"),
 }
 
+# Narayanan et al. 2021 §5.1 (and the Megatron-LM README): vocabulary 51,200, sequence length 2048.
+MEGATRON_VOCAB = 51200
+MEGATRON_SEQ = 2048
+NARAYANAN_TABLE1 = "Narayanan et al. 2021 (SC'21, arXiv:2104.04473), Table 1"
+KORTHIKANTI_TABLE3 = "Korthikanti et al. 2022 (arXiv:2205.05198), Table 3"
+
 # The config key holding the number of transformer layers, per config class.
 LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
@@ -90,6 +96,17 @@ def _gpt2(name: str, hidden: int, layers: int, heads: int, seq: int, params: int
     return Workload(name, "gpt2", _freeze(config), seq, params, source)
 
 
+def _megatron_gpt(name: str, hidden: int, layers: int, heads: int, params: int, source: str) -> Workload:
+    """A Megatron-LM GPT: GPT-2 architecture, vocabulary 51,200, sequence 2048, FFN 4·hidden, tied head.
+
+    Narayanan et al. 2021 (SC'21, arXiv:2104.04473) §5.1: "All models use a vocabulary size of 51,200
+    (multiple of 1024) and a sequence length of 2048"; Korthikanti et al. 2022 use the same shapes.
+    """
+    config = dict(n_embd=hidden, n_layer=layers, n_head=heads, n_inner=4 * hidden, vocab_size=MEGATRON_VOCAB,
+                  n_positions=MEGATRON_SEQ)
+    return Workload(name, "gpt2", _freeze(config), MEGATRON_SEQ, params, source)
+
+
 def _opt(name: str, hidden: int, layers: int, heads: int, params: int, source: str, **extra: Any) -> Workload:
     config = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, ffn_dim=4 * hidden,
                   vocab_size=50272, max_position_embeddings=2048, word_embed_proj_dim=hidden)
@@ -118,6 +135,30 @@ BUILTIN: dict[str, Workload] = {
         _llama("llama2-13b", 5120, 40, 40, 13824, 13_015_864_320, "HF meta-llama/Llama-2-13b-hf config; Touvron et al. 2023 (13 B)"),
         _gpt2("megatron-gpt2-8.3b", 3072, 72, 24, 1024, 8_300_000_000, "Shoeybi et al. 2019 (Megatron-LM), Table 1: 8.3 B"),
         _gpt2("gpt3-175b", 12288, 96, 96, 2048, 175_000_000_000, "Brown et al. 2020, Table 2.1: 175.0 B"),
+        # Megatron-LM weak-scaling models (hidden, layers, heads; published size in billions, as printed).
+        _megatron_gpt("megatron-1.7b", 2304, 24, 24, 1_700_000_000, f"{NARAYANAN_TABLE1}, row 1 (1.7 B)"),
+        _megatron_gpt("megatron-3.6b", 3072, 30, 32, 3_600_000_000, f"{NARAYANAN_TABLE1}, row 2 (3.6 B)"),
+        _megatron_gpt("megatron-7.5b", 4096, 36, 32, 7_500_000_000, f"{NARAYANAN_TABLE1}, row 3 (7.5 B)"),
+        _megatron_gpt("megatron-18b", 6144, 40, 48, 18_400_000_000, f"{NARAYANAN_TABLE1}, row 4 (18.4 B)"),
+        _megatron_gpt("megatron-39b", 8192, 48, 64, 39_100_000_000, f"{NARAYANAN_TABLE1}, row 5 (39.1 B)"),
+        _megatron_gpt("megatron-76b", 10240, 60, 80, 76_100_000_000, f"{NARAYANAN_TABLE1}, row 6 (76.1 B)"),
+        _megatron_gpt("megatron-145b", 12288, 80, 96, 145_600_000_000, f"{NARAYANAN_TABLE1}, row 7 (145.6 B)"),
+        _megatron_gpt("megatron-310b", 16384, 96, 128, 310_100_000_000, f"{NARAYANAN_TABLE1}, row 8 (310.1 B)"),
+        _megatron_gpt("megatron-530b", 20480, 105, 128, 529_600_000_000,
+                      f"{NARAYANAN_TABLE1}, row 9 (529.6 B); {KORTHIKANTI_TABLE3} (530B)"),
+        _megatron_gpt("megatron-1t", 25600, 128, 160, 1_008_000_000_000,
+                      f"{NARAYANAN_TABLE1}, row 10 (1008.0 B); {KORTHIKANTI_TABLE3} (1T)"),
+        _megatron_gpt("megatron-22b", 6144, 48, 64, 22_000_000_000, f"{KORTHIKANTI_TABLE3} (22B)"),
+        _megatron_gpt("megatron-175b", 12288, 96, 96, 175_000_000_000,
+                      f"{KORTHIKANTI_TABLE3} (175B, GPT-3 shapes with Megatron's 51,200 vocabulary)"),
+        # PaLM: multi-query attention (one key/value head of 256), head size 256, SwiGLU FFN of 4·hidden,
+        # no biases, shared input/output embedding, vocabulary 256k. Its parallel attention+FFN block
+        # and LayerNorm are written here as Llama's sequential block and RMSNorm: same matmul shapes.
+        Workload("palm-540b", "llama", _freeze(dict(
+            hidden_size=18432, num_hidden_layers=118, num_attention_heads=48, num_key_value_heads=1, head_dim=256,
+            intermediate_size=73728, vocab_size=256000, max_position_embeddings=2048, tie_word_embeddings=True)),
+            2048, 540_350_000_000, "Chowdhery et al. 2022 (PaLM, arXiv:2204.02311), Table 1: 540.35 B, "
+            "118 layers, 48 heads, d_model 18432, head size 256; §2 (multi-query, SwiGLU, shared embeddings, 256k vocabulary)"),
     )
 }
 

@@ -1,0 +1,166 @@
+"""Published large-model training runs to validate the performance model against (data only).
+
+Each :class:`ValidationCase` is one measured run as its authors published it: the workload (a name in
+:mod:`phaze_env.workloads.registry`), the hardware (accelerator preset and cluster preset names), the
+plan (tensor × pipeline × data degrees, microbatch, interleaving, sequence parallelism, recompute) and
+the measured figure with its metric. ``experiments.validate`` predicts each case and reports the error.
+
+How each metric was computed by its authors (a prediction must use the same convention):
+
+* ``tflops_per_device`` (Narayanan et al. 2021, Table 1) — *achieved* teraFLOP/s per GPU counting
+  the recomputed forward pass (all Table 1 runs use full activation recomputation), with the paper's
+  §5.1 formula for the FLOPs of one batch ``F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))`` (B batch,
+  s sequence, l layers, h hidden, V vocabulary), divided by the iteration time and the GPU count.
+* ``mfu`` (Korthikanti et al. 2022; Chowdhery et al. 2022) — model FLOPs utilisation: model FLOPs
+  *without* recomputation per second, over the devices' peak (A100 bf16 312 TFLOP/s; TPUv4 275
+  TFLOP/s). Korthikanti §6: model FLOPs per batch ``72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))``;
+  Chowdhery Appendix B: ``6·N + 12·L·H·Q·T`` per token (N parameters, L layers, H heads, Q head size,
+  T sequence length).
+* ``samples_s`` — sequences per second: global batch over the published iteration time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from phaze_env.workloads.registry import KORTHIKANTI_TABLE3, NARAYANAN_TABLE1
+
+Recompute = Literal["full", "selective", "none"]
+Metric = Literal["tflops_per_device", "mfu", "samples_s"]
+
+RECOMPUTE_MODES: tuple[str, ...] = ("full", "selective", "none")
+METRICS: tuple[str, ...] = ("tflops_per_device", "mfu", "samples_s")
+
+# Where the plan details that a table leaves out were published.
+NARAYANAN_SCRIPT = ("NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (the script that produced Table 1): "
+                    "TP, PP, MBS, GBS, nodes × 8 GPUs, --recompute-method uniform, "
+                    "--num-layers-per-virtual-pipeline-stage")
+KORTHIKANTI_MFU = "Korthikanti et al. 2022, Table 5 MFU with sequence parallelism + selective recompute (also the NVIDIA/Megatron-LM README table)"
+KORTHIKANTI_TIMES = "Korthikanti et al. 2022, Table 5 iteration time (as tabulated in calculon-ai/calculon calculon/megatron/validation.py)"
+CALCULON_PLANS = "microbatch and interleaving as in calculon-ai/calculon validation/<model>_seqsel.json (Isaev et al. SC'23)"
+
+
+@dataclass(frozen=True)
+class ValidationCase:
+    """One published training run: workload, hardware, plan, and the figure its authors measured."""
+
+    name: str
+    workload: str  # a name in phaze_env.workloads.registry.BUILTIN
+    seq_len: int
+    accelerator: str  # accelerator preset name
+    cluster: str  # cluster preset name
+    n_devices: int
+    global_batch: int  # sequences per optimizer step
+    tensor: int
+    pipeline: int
+    data: int
+    microbatch: int  # sequences per microbatch per data-parallel replica
+    interleave: int = 1  # virtual pipeline stages per device (interleaved 1F1B); 1 = plain 1F1B
+    sequence_parallel: bool = False
+    recompute: Recompute = "full"
+    optimizer: str = "adam"
+    metric: Metric = "tflops_per_device"
+    published: float = 0.0  # in the metric's unit: TFLOP/s per device, a fraction (MFU), or sequences/s
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.recompute not in RECOMPUTE_MODES:
+            raise ValueError(f"case {self.name!r}: recompute must be one of {RECOMPUTE_MODES}, got {self.recompute!r}")
+        if self.metric not in METRICS:
+            raise ValueError(f"case {self.name!r}: metric must be one of {METRICS}, got {self.metric!r}")
+        if self.published <= 0:
+            raise ValueError(f"case {self.name!r}: the published figure must be positive, got {self.published}")
+
+    @property
+    def microbatches_per_replica(self) -> int:
+        """Microbatches each data-parallel replica runs per optimizer step."""
+        return self.global_batch // (self.data * self.microbatch)
+
+
+def _narayanan(size: str, workload: str, row: int, tensor: int, pipeline: int, gpus: int, batch: int,
+               microbatch: int, interleave: int, tflops: float) -> ValidationCase:
+    return ValidationCase(
+        name=f"narayanan21-{size}", workload=workload, seq_len=2048, accelerator="a100", cluster="dgx-a100",
+        n_devices=gpus, global_batch=batch, tensor=tensor, pipeline=pipeline, data=gpus // (tensor * pipeline),
+        microbatch=microbatch, interleave=interleave, recompute="full", metric="tflops_per_device",
+        published=tflops,
+        source=f"{NARAYANAN_TABLE1}, row {row} ({size}): achieved {tflops:g} teraFLOP/s per GPU; plan from {NARAYANAN_SCRIPT}",
+    )
+
+
+def _korthikanti(size: str, workload: str, tensor: int, pipeline: int, batch: int, microbatch: int,
+                 interleave: int, mfu_percent: float) -> ValidationCase:
+    return ValidationCase(
+        name=f"korthikanti22-{size}-selective-sp", workload=workload, seq_len=2048, accelerator="a100",
+        cluster="dgx-a100", n_devices=tensor * pipeline, global_batch=batch, tensor=tensor, pipeline=pipeline,
+        data=1, microbatch=microbatch, interleave=interleave, sequence_parallel=True, recompute="selective",
+        metric="mfu", published=mfu_percent / 100,
+        source=f"{KORTHIKANTI_MFU}, {size}: MFU {mfu_percent:g} %; configuration {KORTHIKANTI_TABLE3} ({size}, "
+               f"data-parallel size 1); {CALCULON_PLANS}",
+    )
+
+
+def _korthikanti_full(size: str, workload: str, tensor: int, pipeline: int, batch: int, microbatch: int,
+                      interleave: int, iteration_s: float) -> ValidationCase:
+    return ValidationCase(
+        name=f"korthikanti22-{size}-full", workload=workload, seq_len=2048, accelerator="a100", cluster="dgx-a100",
+        n_devices=tensor * pipeline, global_batch=batch, tensor=tensor, pipeline=pipeline, data=1,
+        microbatch=microbatch, interleave=interleave, sequence_parallel=False, recompute="full",
+        metric="samples_s", published=batch / iteration_s,
+        source=f"{KORTHIKANTI_TIMES}, {size} full recompute: {iteration_s:g} s per batch of {batch}; configuration "
+               f"{KORTHIKANTI_TABLE3} ({size}); {CALCULON_PLANS.replace('_seqsel', '_full')}",
+    )
+
+
+CASES: tuple[ValidationCase, ...] = (
+    # Narayanan et al. 2021, Table 1 (weak scaling on Selene, DGX A100 80 GB nodes, full recompute).
+    #          size    workload          row  t  p   GPUs  batch mbs  v  TFLOP/s per GPU
+    _narayanan("1.7b", "megatron-1.7b", 1, 1, 1, 32, 512, 16, 1, 137),
+    _narayanan("3.6b", "megatron-3.6b", 2, 2, 1, 64, 512, 16, 1, 138),
+    _narayanan("7.5b", "megatron-7.5b", 3, 4, 1, 128, 512, 16, 1, 142),
+    _narayanan("18b", "megatron-18b", 4, 8, 1, 256, 1024, 8, 1, 135),
+    _narayanan("39b", "megatron-39b", 5, 8, 2, 512, 1536, 4, 1, 138),
+    _narayanan("76b", "megatron-76b", 6, 8, 4, 1024, 1792, 2, 3, 140),  # 60/4 layers per stage, 5 per chunk
+    _narayanan("145b", "megatron-145b", 7, 8, 8, 1536, 2304, 2, 2, 148),  # 80/8, 5 per chunk
+    _narayanan("310b", "megatron-310b", 8, 8, 16, 1920, 2160, 1, 2, 155),  # 96/16, 3 per chunk
+    _narayanan("530b", "megatron-530b", 9, 8, 35, 2520, 2520, 1, 3, 163),  # 105/35, 1 per chunk
+    _narayanan("1t", "megatron-1t", 10, 8, 64, 3072, 3072, 1, 1, 163),
+    # Korthikanti et al. 2022: sequence parallelism + selective recompute, data-parallel size 1.
+    #            size    workload          t  p   batch mbs v  MFU %
+    _korthikanti("22b", "megatron-22b", 8, 1, 4, 4, 1, 41.5),
+    _korthikanti("175b", "megatron-175b", 8, 8, 64, 1, 3, 51.4),
+    _korthikanti("530b", "megatron-530b", 8, 35, 280, 1, 3, 56.0),
+    _korthikanti("1t", "megatron-1t", 8, 64, 512, 1, 1, 56.3),
+    # The same runs with full recompute and no sequence parallelism (the paper's baseline rows).
+    _korthikanti_full("22b", "megatron-22b", 8, 1, 4, 4, 1, 1.42),
+    _korthikanti_full("175b", "megatron-175b", 8, 8, 64, 1, 3, 18.13),
+    _korthikanti_full("530b", "megatron-530b", 8, 35, 280, 1, 3, 49.05),
+    _korthikanti_full("1t", "megatron-1t", 8, 64, 512, 1, 1, 94.42),
+    # Chowdhery et al. 2022 (PaLM 540B): 6144 TPU v4 chips in 2 pods; within each pod 12-way model
+    # parallelism × 256-way fully sharded data parallelism, 2-way data parallelism across pods, no
+    # pipelining; batch 2048 sequences of 2048 tokens (the last and longest phase of its batch schedule).
+    # Its 12-way model parallelism is 2-D weight sharding (not Megatron's 1-D tensor parallelism), its
+    # optimizer is Adafactor, and its rematerialisation is partial (HFU 57.8 % vs MFU 46.2 %, Table 3):
+    # written here as tensor=12, Adam-sized state, selective recompute — the closest plan this model has.
+    ValidationCase(
+        name="chowdhery22-palm-540b", workload="palm-540b", seq_len=2048, accelerator="tpuv4", cluster="tpuv4-pod",
+        n_devices=6144, global_batch=2048, tensor=12, pipeline=1, data=512, microbatch=4, interleave=1,
+        sequence_parallel=False, recompute="selective", optimizer="adam", metric="mfu", published=0.462,
+        source="Chowdhery et al. 2022 (PaLM, arXiv:2204.02311), Table 3: PaLM 540B MFU 46.2 % (HFU 57.8 %) on "
+               "6144 TPU v4 chips; §4 (2 pods × 3072 chips, 12-way model × 256-way data parallel per pod); "
+               "§5 (batch 512 → 1024 → 2048 sequences of 2048 tokens)",
+    ),
+)
+
+
+def case_names() -> list[str]:
+    return [case.name for case in CASES]
+
+
+def get_case(name: str) -> ValidationCase:
+    """The case called ``name`` (a clear error listing the known names otherwise)."""
+    for case in CASES:
+        if case.name == name:
+            return case
+    raise ValueError(f"unknown validation case {name!r}; known: {', '.join(case_names())}")

@@ -1,0 +1,101 @@
+"""The published validation cases and the workloads they need: self-consistent, and true to their sources."""
+
+import pytest
+
+from experiments.validation_cases import CASES, ValidationCase, get_case
+from phaze_env.workloads import get_workload, model_graph
+from phaze_env.workloads.build import _heads
+from phaze_env.workloads.registry import MEGATRON_SEQ, MEGATRON_VOCAB
+
+A100_PEAK_FLOPS = 312e12  # bf16/fp16 dense tensor-core peak (NVIDIA A100 datasheet), the papers' 100 %
+
+# Narayanan et al. 2021 Table 1, the columns the cases do not carry: achieved aggregate petaFLOP/s and
+# percentage of theoretical peak, per model size. They must agree with the per-GPU figure × GPU count.
+NARAYANAN_AGGREGATE_PFLOPS = {"1.7b": (4.4, 44), "3.6b": (8.8, 44), "7.5b": (18.2, 46), "18b": (34.6, 43),
+                              "39b": (70.8, 44), "76b": (143.8, 45), "145b": (227.1, 47), "310b": (297.4, 50),
+                              "530b": (410.2, 52), "1t": (502.0, 52)}
+
+
+def narayanan_params(layers: int, hidden: int, vocab: int = MEGATRON_VOCAB, seq: int = MEGATRON_SEQ) -> int:
+    """Narayanan et al. 2021 §5.1: P = 12·l·h²·(1 + 13/(12h) + (V+s)/(12·l·h)) = 12lh² + 13lh + (V+s)h."""
+    return 12 * layers * hidden**2 + 13 * layers * hidden + (vocab + seq) * hidden
+
+
+def korthikanti_model_flops(case: ValidationCase) -> float:
+    """Korthikanti et al. 2022 §6: model FLOPs of one batch, 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))."""
+    cfg = get_workload(case.workload).config_dict
+    b, s, l, h, v = case.global_batch, case.seq_len, cfg["n_layer"], cfg["n_embd"], cfg["vocab_size"]
+    return 72 * b * s * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_case_is_self_consistent(case):
+    workload = get_workload(case.workload)  # exists in the registry
+    assert case.seq_len == workload.seq_len
+    assert case.tensor * case.pipeline * case.data == case.n_devices
+    assert case.global_batch % (case.data * case.microbatch) == 0, "whole microbatches per replica"
+    heads = _heads(workload)
+    assert heads % case.tensor == 0, f"{heads} heads do not split over {case.tensor} tensor-parallel devices"
+    # Every virtual stage holds whole layers; Megatron's interleaved schedule also needs the
+    # microbatch count to be a multiple of the pipeline depth.
+    assert workload.num_layers % (case.pipeline * case.interleave) == 0
+    if case.interleave > 1:
+        assert case.pipeline > 1 and case.microbatches_per_replica % case.pipeline == 0
+    if case.sequence_parallel:
+        assert case.tensor > 1, "sequence parallelism splits along the tensor-parallel group"
+    assert 0 < case.published < 1 if case.metric == "mfu" else case.published > 1
+    assert case.source
+
+
+def test_case_names_are_unique_and_looked_up():
+    names = [case.name for case in CASES]
+    assert len(names) == len(set(names))
+    assert get_case(names[0]) is CASES[0]
+    with pytest.raises(ValueError, match="unknown validation case 'nope'; known: narayanan21-1.7b"):
+        get_case("nope")
+
+
+def test_bad_case_values_are_refused():
+    with pytest.raises(ValueError, match="recompute must be one of"):
+        ValidationCase("x", "megatron-22b", 2048, "a100", "dgx-a100", 8, 8, 8, 1, 1, 1, recompute="some", published=1.0)
+    with pytest.raises(ValueError, match="metric must be one of"):
+        ValidationCase("x", "megatron-22b", 2048, "a100", "dgx-a100", 8, 8, 8, 1, 1, 1, metric="mfu%", published=1.0)
+
+
+@pytest.mark.parametrize("size", sorted(NARAYANAN_AGGREGATE_PFLOPS))
+def test_narayanan_rows_agree_with_their_aggregate_and_peak_columns(size):
+    """A transcription check: per-GPU TFLOP/s × GPUs is the table's aggregate; / 312 its % of peak."""
+    case = get_case(f"narayanan21-{size}")
+    aggregate_pflops, percent_of_peak = NARAYANAN_AGGREGATE_PFLOPS[size]
+    # The per-GPU figure is printed to 1 TFLOP/s: allow its rounding (± 0.5) times the GPU count.
+    assert abs(case.published * case.n_devices / 1000 - aggregate_pflops) <= 0.5 * case.n_devices / 1000 + 0.05
+    assert round(100 * case.published / (A100_PEAK_FLOPS / 1e12)) == pytest.approx(percent_of_peak, abs=1)
+
+
+def test_korthikanti_mfu_agrees_with_the_published_iteration_times():
+    """The MFU rows and the iteration-time rows of Korthikanti et al. are the same runs: check via §6's formula."""
+    iteration_s = {"22b": 1.10, "175b": 13.75, "530b": 37.83, "1t": 71.49}  # Table 5, selective + SP
+    for size, seconds in iteration_s.items():
+        case = get_case(f"korthikanti22-{size}-selective-sp")
+        mfu = korthikanti_model_flops(case) / (seconds * case.n_devices * A100_PEAK_FLOPS)
+        assert mfu == pytest.approx(case.published, rel=0.01), size
+        full = get_case(f"korthikanti22-{size}-full")  # same run, full recompute: slower
+        assert (full.workload, full.global_batch, full.n_devices) == (case.workload, case.global_batch, case.n_devices)
+        assert full.published < case.global_batch / seconds
+
+
+MEGATRON_WORKLOADS = sorted({case.workload for case in CASES if case.workload.startswith("megatron-")})
+
+
+@pytest.mark.parametrize("name", MEGATRON_WORKLOADS)
+def test_megatron_workloads_match_narayanan_parameter_formula(name):
+    """Exact count: the traced graph is the formula plus the final LayerNorm (2h) it leaves out."""
+    workload = get_workload(name)
+    cfg = workload.config_dict
+    assert (cfg["vocab_size"], workload.seq_len) == (MEGATRON_VOCAB, MEGATRON_SEQ)
+    expected = narayanan_params(cfg["n_layer"], cfg["n_embd"]) + 2 * cfg["n_embd"]
+    assert model_graph(name).params_total == expected
+
+
+def test_palm_parameter_count_is_the_published_540_35_billion():
+    assert model_graph("palm-540b").params_total == pytest.approx(540.35e9, rel=1e-4)
