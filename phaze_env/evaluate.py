@@ -30,7 +30,7 @@ from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 3  # 3: hierarchical clusters, plan features, HBM in GiB, optimizer step
+EVALUATION_VERSION = 4  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step
 DEFAULT_MICROBATCHES = (1, 2, 4, 8)
 DEFAULT_HBM_GB = (32.0, 64.0, 80.0)  # PHAZE's HBM knob (GiB); evaluate's default is the accelerator's own
 DEFAULT_TIME_LIMIT_S = 10.0

@@ -69,8 +69,8 @@ def _stage_cost(groups, k, mode, units, info, opts, d, v):
 
     ``units``: activation units in flight (a unit is 1/v of a microbatch). Memory: weights + gradients +
     optimizer state (ZeRO-1: /d) + activations: none keeps the stash, selective the stash without the
-    attention core, full the inputs plus one transient stash; sequence parallelism splits the
-    non-tensor-parallel stash and the input t ways.
+    attention core, full every layer's input plus its largest layer's stash (rebuilt one layer at a
+    time); sequence parallelism splits the non-tensor-parallel stash and the inputs t ways.
     """
     layers, stage = info["layers"], groups[k]
     total = lambda key: sum(layers[i].get(key, 0.0) for i in stage)  # noqa: E731
@@ -81,11 +81,13 @@ def _stage_cost(groups, k, mode, units, info, opts, d, v):
     stash = total("stash_bytes") - (total("replicated_stash_bytes") * (1 - 1 / t) if sp else 0.0)
     sent_forward, sent_backward, kept_input = info["boundary"](groups, k)
     kept_input = kept_input / t if sp else kept_input
+    layer_stash = [layers[i]["stash_bytes"] - (layers[i].get("replicated_stash_bytes", 0.0) * (1 - 1 / t) if sp else 0.0)
+                   for i in stage]
     bw, lat = opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0)
     extra = {"none": 0.0, "selective": total("attention_fwd_s"), "full": fwd}[mode]
     time = fwd + bwd + extra + v * (p2p_s(sent_forward, bw, lat) + p2p_s(sent_backward, bw, lat))
     activations = {"none": units * stash / v, "selective": units * (stash - total("attention_stash_bytes")) / v,
-                   "full": stash / v + units * kept_input / v}[mode]
+                   "full": max(layer_stash) + units * kept_input / v}[mode]
     shards = d if _zero1(opts) else 1
     memory = params + params + OPTIMIZER_FACTOR[opts.get("optimizer", "sgd")] * params / shards + activations
     return time, memory, params
@@ -139,7 +141,7 @@ def brute_force_chain(layers, **opts):
     def boundary(groups, k):
         first, final = groups[k][0], groups[k][-1]
         return (layers[final]["output_bytes"] if final < last else 0.0, inputs[first] if first > 0 else 0.0,
-                inputs[first])
+                sum(inputs[i] for i in groups[k]))  # full recompute keeps every layer's input
 
     return _brute_force(lambda p: _compositions(len(layers), p), {"layers": layers, "boundary": boundary}, opts)
 
@@ -172,8 +174,9 @@ def brute_force_dag(layers, edges, **opts):
         sent_forward = sum(layers[u]["output_bytes"] for u in stage if successors[u] - stage - before)
         received = {u for v in stage for u in predecessors[v] if u not in stage}
         sent_backward = sum(layers[u]["output_bytes"] for u in received)
-        sources = sum(layers[v].get("input_bytes", layers[v]["output_bytes"]) for v in stage if not predecessors[v])
-        return sent_forward, sent_backward, sent_backward + sources
+        kept = sum(layers[v].get("input_bytes", layers[v]["output_bytes"]) if not predecessors[v]
+                   else sum(layers[u]["output_bytes"] for u in predecessors[v]) for v in stage)
+        return sent_forward, sent_backward, kept
 
     return _brute_force(lambda p: _downset_chains(len(layers), edges, p), {"layers": layers, "boundary": boundary}, opts)
 
@@ -423,10 +426,12 @@ def test_recompute_is_used_when_stashing_does_not_fit():
               for _ in range(2)]
     options = dict(n_devices=2, tensor_width=1, global_batch=8, microbatch=1, hbm_bytes=200.0,
                    link_bandwidth_Bps=math.inf)
-    # Two stages: the first holds 2 microbatches, 30 + 2·100 > 200 stashed but 30 + 2·1 + 100 recomputed.
+    # Stashing never fits (two stages: 30 + 2·100 > 200; one: 60 + 200 > 200). Recomputing, one stage on
+    # two replicas keeps both layer inputs (2·1) and one layer's stash (100): 60 + 102 ≤ 200, 4 × 8 s =
+    # 32 s, faster than two stages (9 × 4 s).
     allowed = best_plan(layers, **options)
-    assert allowed.feasible and allowed.recompute == (True, False)
-    assert allowed.stage_times_s == (4.0, 3.0) and allowed.time_per_batch_s == 9 * 4.0
+    assert allowed.feasible and allowed.recompute == (True,) and allowed.notation == "t1p1d2m1+rc=full"
+    assert allowed.stage_times_s == (8.0,) and allowed.time_per_batch_s == 32.0
     assert allowed.memory_bytes["activations"] == 102.0
     forbidden = best_plan(layers, allow_recompute=False, **options)
     assert not forbidden.feasible and forbidden.reason

@@ -12,8 +12,9 @@ microbatches per replica, ``v`` virtual stages per device):
   (1F1B) — with interleaving, ``2(s−1) + (v−1)p + 1`` chunks of ``1/v`` of a microbatch (Megatron-LM's
   warm-up count, capped at ``v·m_r``; for the first stage that is ``p + (p−1)/v`` microbatches, Korthikanti
   et al. 2022 §4.2.3). Activations per microbatch: ``stash`` (none), ``stash − attention core``
-  (selective), ``input`` plus one transient ``stash`` (full); sequence parallelism divides the
-  non-tensor-parallel part of the stash and the stage input by ``t``;
+  (selective), the input of every layer (full: Megatron's per-layer checkpoints, "2sbh per layer",
+  Korthikanti et al. 2022 §5) plus, once, the largest layer's stash while it is rebuilt; sequence
+  parallelism divides the non-tensor-parallel part of the stash and the layer inputs by ``t``;
 * ``T = (m_r + (p−1)/v) · max_k c_k + allreduce(P) + optimizer step(P)``, ``P`` = the largest stage's
   parameter bytes (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
   With interleaving a device's layers are modelled as one contiguous stage (its ``v`` chunks carry the
@@ -63,7 +64,8 @@ class StageCosts:
     ``inf``. For a chain that is a band of stage lengths.
     """
 
-    def __init__(self, table: StageTable, settings: Settings, p2p_s: np.ndarray, state_factor: float, interleave: int):
+    def __init__(self, table: StageTable, settings: Settings, p2p_s: np.ndarray, state_factor: float, interleave: int,
+                 transient_bytes: np.ndarray):
         self.settings = settings
         self.interleave = v = interleave
         self.modes = settings.plan.recompute_modes
@@ -75,7 +77,7 @@ class StageCosts:
         plain = table.fwd_s + table.bwd_s + v * p2p_s
         self.p2p_s = p2p_s
         self.full_time = {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.fwd_s}
-        self.full_fixed = {"none": state, "selective": state, "full": state + stash / v}
+        self.full_fixed = {"none": state, "selective": state, "full": state + transient_bytes}
         self.full_per_unit = {"none": stash / v, "selective": (stash - table.attention_stash_bytes) / v,
                               "full": stage_input / v}
         fits_once = np.zeros_like(table.valid)
@@ -281,9 +283,11 @@ class PlacementSearch:
         self.max_stages = max_stages
         self._p2p: dict[int | None, np.ndarray] = {}
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
+        # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
+        self.transient_bytes = table.layer_max(self._layer_memory("none"))
         # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no p2p.
         most_replicas = max(1, s.n_devices // s.tensor_width)
-        loosest = StageCosts(table, s, np.zeros_like(table.fwd_s), s.state_factor(most_replicas), 1)
+        loosest = StageCosts(table, s, np.zeros_like(table.fwd_s), s.state_factor(most_replicas), 1, self.transient_bytes)
         self.loosest_dp = SuffixDP(table, loosest)
         deepest = min(max_stages, most_replicas)
         self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
@@ -323,7 +327,8 @@ class PlacementSearch:
         if key not in self._variants:
             if key[:2] not in self._p2p:
                 self._p2p[key[:2]] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
-            costs = StageCosts(self.table, s, self._p2p[key[:2]], s.state_factor(shards), shape.interleave)
+            costs = StageCosts(self.table, s, self._p2p[key[:2]], s.state_factor(shards), shape.interleave,
+                               self.transient_bytes)
             self._variants[key] = (costs, SuffixDP(self.table, costs))
         return self._variants[key]
 

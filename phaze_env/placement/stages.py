@@ -39,7 +39,7 @@ class StageTable:
     stash_bytes: np.ndarray  # activations kept for backward, one microbatch, no recompute
     attention_stash_bytes: np.ndarray  # the part of stash_bytes selective recompute drops
     replicated_stash_bytes: np.ndarray  # the part of stash_bytes sequence parallelism splits t ways
-    input_bytes: np.ndarray  # what a fully recomputing stage keeps per microbatch instead
+    input_bytes: np.ndarray  # the inputs of its layers: what full recompute keeps per microbatch instead
     member: np.ndarray  # [downset, layer]: the layer belongs to the downset
     empty: int  # index of the empty downset
     full: int  # index of the downset of all layers
@@ -51,6 +51,14 @@ class StageTable:
     def layers_of(self, a: int, b: int) -> tuple[int, ...]:
         """The layers of the stage between downsets ``a`` and ``b``."""
         return tuple(np.flatnonzero(self.member[b] & ~self.member[a]).tolist())
+
+    def layer_max(self, values: np.ndarray) -> np.ndarray:
+        """The largest per-layer value among each stage's layers (0 where no stage)."""
+        result = np.zeros(self.valid.shape)
+        for layer, value in enumerate(values):
+            inside = self.member[None, :, layer] & ~self.member[:, None, layer]
+            np.maximum(result, np.where(inside, value, 0.0), out=result)
+        return np.where(self.valid, result, 0.0)
 
     def p2p_s(self, send_s: Callable[[float], float]) -> np.ndarray:
         """Per-microbatch send time of every stage, ``send_s(payload)`` per message (0 for no message)."""
@@ -83,7 +91,6 @@ def chain_stages(layers: LayerArrays) -> StageTable:
     # and the gradient of layer a's input backward unless it is the first.
     forward_send = np.concatenate(([0.0], layers.output_bytes[:-1], [0.0]))  # indexed by b
     backward_send = np.concatenate(([0.0], layers.input_bytes[1:], [0.0]))  # indexed by a
-    stage_input = np.where(valid, np.concatenate((layers.input_bytes, [0.0]))[:, None], 0.0)
     return StageTable(
         valid=valid,
         fwd_s=sums(layers.fwd_s),
@@ -96,7 +103,7 @@ def chain_stages(layers: LayerArrays) -> StageTable:
         stash_bytes=sums(layers.stash_bytes),
         attention_stash_bytes=sums(layers.attention_stash_bytes),
         replicated_stash_bytes=sums(layers.replicated_stash_bytes),
-        input_bytes=stage_input,
+        input_bytes=sums(layers.input_bytes),
         member=index[:, None] > np.arange(count)[None, :],
         empty=0,
         full=count,
@@ -144,8 +151,8 @@ def dag_stages(layers: LayerArrays, edges: Iterable[tuple[int, int]], max_downse
     """Stages of a DAG: differences of nested downsets.
 
     A stage sends forward the outputs of its layers that feed a later stage, and backward the gradients
-    of the outputs it received from earlier stages; a recomputing stage keeps those received outputs
-    (plus ``input_bytes`` of graph sources it contains) per microbatch in flight.
+    of the outputs it received from earlier stages. A layer's input is what its predecessors output
+    (``input_bytes`` for graph sources); a fully recomputing stage keeps its layers' inputs.
     """
     count = len(layers)
     successors = _successor_matrix(count, edges)
@@ -167,7 +174,7 @@ def dag_stages(layers: LayerArrays, edges: Iterable[tuple[int, int]], max_downse
         feeds_stage = member[a][None, :] & (successors_inside > successors_inside[a][None, :])
         received[a] = feeds_stage.astype(float) @ layers.output_bytes
     sources = ~successors.any(axis=0)
-    stage_input = received + sums(np.where(sources, layers.input_bytes, 0.0))
+    layer_input = np.where(sources, layers.input_bytes, successors.T.astype(float) @ layers.output_bytes)
     return StageTable(
         valid=valid,
         fwd_s=sums(layers.fwd_s),
@@ -180,7 +187,7 @@ def dag_stages(layers: LayerArrays, edges: Iterable[tuple[int, int]], max_downse
         stash_bytes=sums(layers.stash_bytes),
         attention_stash_bytes=sums(layers.attention_stash_bytes),
         replicated_stash_bytes=sums(layers.replicated_stash_bytes),
-        input_bytes=np.where(valid, stage_input, 0.0),
+        input_bytes=sums(layer_input),
         member=member,
         empty=0,
         full=len(ideals) - 1,
