@@ -83,11 +83,11 @@ def metric_value(case: ValidationCase, time_per_batch_s: float) -> float:
 
 def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
     plan = plan_of(case)
-    cluster = get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch, optimizer=case.optimizer)
     try:
+        cluster = get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch, optimizer=case.optimizer)
         evaluation: Evaluation = evaluate(case.workload, get_preset(case.accelerator), cluster, plan=plan, seq_len=case.seq_len,
                                           cache=cache)
-    except ValueError as exc:  # a plan the model cannot express (e.g. 12-way 2-D sharding)
+    except ValueError as exc:  # a system or plan the model cannot express (several pods, 12-way 2-D sharding)
         return Prediction(case, str(plan), None, None, f"not modelled: {exc}")
     if not evaluation.feasible:
         return Prediction(case, str(plan), None, None, f"infeasible in the model: {evaluation.reason}")
@@ -95,7 +95,17 @@ def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
     parts = evaluation.time_breakdown_s
     largest = sorted(parts, key=parts.get, reverse=True)[:3]
     note = ", ".join(f"{key} {parts[key] / time_s:.0%}" for key in largest)
+    note += f"; compute at {compute_efficiency(case, evaluation):.0%} of peak"
     return Prediction(case, evaluation.plan["notation"], metric_value(case, time_s), time_s, note)
+
+
+def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
+    """How fast the model runs the layers' arithmetic: the model FLOPs one device does per batch (Korthikanti's
+    formula / N) over ``compute`` time × the published peak — the figure that sets most of the error."""
+    layers, hidden, vocab, seq = _dims(case)
+    flops = 72 * case.global_batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
+    peak = PUBLISHED_PEAK_FLOPS.get(case.accelerator, evaluation.peak_flops)
+    return flops / case.n_devices / (evaluation.time_breakdown_s["compute"] * peak)
 
 
 def _figure(metric: str, value: float) -> str:

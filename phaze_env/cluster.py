@@ -208,6 +208,9 @@ def _dgx(n_devices: int, node_Bps: float, link_Bps: float, name: str, **kw: Any)
 
 
 def _tpuv4_pod(n_devices: int, **kw: Any) -> Cluster:
+    if n_devices > math.prod(TPUV4_POD_DIMS):
+        raise ValueError(f"a TPUv4 pod has {math.prod(TPUV4_POD_DIMS)} chips; {n_devices} span several pods joined by "
+                         "the data-centre network, which the tpuv4-pod preset does not model")
     dims = list(TPUV4_POD_DIMS)
     while math.prod(dims) // 2 >= n_devices:  # the smallest slice of the pod that holds them
         dims[dims.index(max(dims))] //= 2
