@@ -11,18 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.validate import PUBLISHED_PEAK_FLOPS, _dims, get_case, metric_value, predict
+from experiments.validate import get_case, metric_value, predict, published_time_s
 
 ABSOLUTE_BAND = (-0.15, 0.50)  # docs/validation.md: mean absolute error ≈ 36 %, all compute-efficiency bound
-
-
-def _published_time_s(name: str) -> float:
-    case = get_case(name)
-    if case.metric == "samples_s":
-        return case.global_batch / case.published
-    layers, hidden, vocab, seq = _dims(case)
-    flops = 72 * case.global_batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
-    return flops / (case.published * case.n_devices * PUBLISHED_PEAK_FLOPS[case.accelerator])
 
 
 @pytest.mark.parametrize("size", ["22b"])
@@ -30,7 +21,7 @@ def test_selective_recompute_and_sp_speedup_matches_korthikanti(size):
     full, selective = predict(get_case(f"korthikanti22-{size}-full")), predict(get_case(f"korthikanti22-{size}-selective-sp"))
     assert full.time_per_batch_s and selective.time_per_batch_s
     predicted = full.time_per_batch_s / selective.time_per_batch_s
-    published = _published_time_s(f"korthikanti22-{size}-full") / _published_time_s(f"korthikanti22-{size}-selective-sp")
+    published = published_time_s(full.case) / published_time_s(selective.case)
     assert predicted == pytest.approx(published, rel=0.15), (predicted, published)
     for prediction in (full, selective):
         assert ABSOLUTE_BAND[0] <= prediction.error <= ABSOLUTE_BAND[1], prediction

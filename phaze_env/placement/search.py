@@ -51,20 +51,12 @@ from phaze_env.plan_spec import PlanSpec
 _LOWER_BOUND_SLACK = 1.0 - 1e-12  # keeps rounding in prefix sums from pruning an exact tie
 
 
-class StageCosts:
-    """Stage time matrices ``c_n`` per number ``n`` of activation units in flight (``inf`` = does not fit).
+class StageMemory:
+    """The memory side of :class:`StageCosts` (it does not depend on the network): per recompute mode each
+    stage's fixed bytes and bytes per activation unit, which stages fit with one unit, and how many
+    units each stage holds per mode (``limits``)."""
 
-    One instance per variant: the p2p time matrix (the network level the pipeline crosses), the state
-    factor (weights + gradients + optimizer state, ZeRO-1 shards) and the interleave ``v`` (a unit is
-    ``1/v`` of a microbatch). ``full_*`` hold every stage's time, fixed and per-unit memory per recompute
-    mode, so the plan report uses the very numbers the DP compared.
-
-    Stored compactly: row ``a`` lists only the stages ``(a, b)`` that fit with one unit in flight (the
-    loosest rule), as ``next_index[a, w] = b`` padded with the sentinel ``K`` whose suffix value is always
-    ``inf``. For a chain that is a band of stage lengths.
-    """
-
-    def __init__(self, table: StageTable, settings: Settings, p2p_s: np.ndarray, state_factor: float, interleave: int,
+    def __init__(self, table: StageTable, settings: Settings, state_factor: float, interleave: int,
                  transient_bytes: np.ndarray):
         self.settings = settings
         self.interleave = v = interleave
@@ -72,35 +64,60 @@ class StageCosts:
         t = settings.tensor_width
         split = (1.0 - 1.0 / t) if settings.sequence_parallel else 0.0
         stash = table.stash_bytes - table.replicated_stash_bytes * split
-        stage_input = table.input_bytes / t if settings.sequence_parallel else table.input_bytes
+        layer_inputs = table.input_bytes / t if settings.sequence_parallel else table.input_bytes
         state = table.param_bytes * state_factor
-        plain = table.fwd_s + table.bwd_s + v * p2p_s
-        self.p2p_s = p2p_s
-        self.full_time = {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.fwd_s}
         self.full_fixed = {"none": state, "selective": state, "full": state + transient_bytes}
         self.full_per_unit = {"none": stash / v, "selective": (stash - table.attention_stash_bytes) / v,
-                              "full": stage_input / v}
+                              "full": layer_inputs / v}
         fits_once = np.zeros_like(table.valid)
         for mode in self.modes:
             fits_once |= self.full_fixed[mode] + self.full_per_unit[mode] <= settings.hbm_bytes
         fits_once &= table.valid
         width = max(1, int(fits_once.sum(axis=1).max()))
-        order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
-        listed = np.take_along_axis(fits_once, order, axis=1)
-        self.next_index = np.where(listed, order, table.size)
-
-        def compact(matrix: np.ndarray) -> np.ndarray:
-            return np.where(listed, np.take_along_axis(matrix, order, axis=1), np.inf)
-
-        self.param_bytes = compact(table.param_bytes)
-        self._times = [compact(self.full_time[mode]) for mode in self.modes]
-        self._limits = [_most_in_flight(compact(self.full_fixed[mode]), compact(self.full_per_unit[mode]),
-                                        settings.hbm_bytes) for mode in self.modes]
+        self._order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
+        self._listed = np.take_along_axis(fits_once, self._order, axis=1)
+        self.next_index = np.where(self._listed, self._order, table.size)
+        self.param_bytes = self.compact(table.param_bytes)
+        self.limits = [_most_in_flight(self.compact(self.full_fixed[mode]), self.compact(self.full_per_unit[mode]),
+                                       settings.hbm_bytes) for mode in self.modes]
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
         # breakpoints it is the same matrix, so it is computed (and keyed) once per interval.
-        limits = np.concatenate([limit.ravel() for limit in self._limits])
+        limits = np.concatenate([limit.ravel() for limit in self.limits])
         limits = limits[np.isfinite(limits) & (limits >= 1)]
-        self._breakpoints = np.unique(limits + 1).tolist()  # the n > 1 at which some entry of c_n changes
+        self.breakpoints = np.unique(limits + 1).tolist()  # the n > 1 at which some entry of c_n changes
+
+    def compact(self, matrix: np.ndarray) -> np.ndarray:
+        """``matrix`` in the compact layout (row ``a``: the stages that fit with one unit, then ``inf``)."""
+        return np.where(self._listed, np.take_along_axis(matrix, self._order, axis=1), np.inf)
+
+
+class StageCosts:
+    """Stage time matrices ``c_n`` per number ``n`` of activation units in flight (``inf`` = does not fit).
+
+    One instance per variant: the p2p time matrix (the network level the pipeline crosses) and a
+    :class:`StageMemory` (the state factor — weights + gradients + optimizer state, ZeRO-1 shards — and
+    the interleave ``v``: a unit is ``1/v`` of a microbatch). ``full_*`` hold every stage's time, fixed and
+    per-unit memory per recompute mode, so the plan report uses the very numbers the DP compared.
+
+    Stored compactly: row ``a`` lists only the stages ``(a, b)`` that fit with one unit in flight (the
+    loosest rule), as ``next_index[a, w] = b`` padded with the sentinel ``K`` whose suffix value is always
+    ``inf``. For a chain that is a band of stage lengths.
+    """
+
+    def __init__(self, table: StageTable, p2p_s: np.ndarray, memory: StageMemory):
+        self.memory = memory
+        self.settings = memory.settings
+        self.interleave = v = memory.interleave
+        self.modes = memory.modes
+        self.next_index = memory.next_index
+        self.param_bytes = memory.param_bytes
+        self.full_fixed, self.full_per_unit = memory.full_fixed, memory.full_per_unit
+        plain = table.fwd_s + table.bwd_s + v * p2p_s
+        self.p2p_s = p2p_s
+        self.full_time = {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.fwd_s}
+        self._times = [memory.compact(self.full_time[mode]) for mode in self.modes]
+        self._limits = memory.limits
+        self._breakpoints = memory.breakpoints
         self._cache: dict[int, np.ndarray] = {}
 
     def canonical(self, n: int) -> int:
@@ -287,7 +304,8 @@ class PlacementSearch:
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
         # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no p2p.
         most_replicas = max(1, s.n_devices // s.tensor_width)
-        loosest = StageCosts(table, s, np.zeros_like(table.fwd_s), s.state_factor(most_replicas), 1, self.transient_bytes)
+        self._memory: dict[tuple[float, int], StageMemory] = {}
+        loosest = StageCosts(table, np.zeros_like(table.fwd_s), self.memory(s.state_factor(most_replicas), 1))
         self.loosest_dp = SuffixDP(table, loosest)
         deepest = min(max_stages, most_replicas)
         self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
@@ -318,6 +336,12 @@ class PlacementSearch:
         return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
                 + cluster.collective_s("allgather", payload_bytes, t))
 
+    def memory(self, state_factor: float, interleave: int) -> StageMemory:
+        key = (state_factor, interleave)
+        if key not in self._memory:
+            self._memory[key] = StageMemory(self.table, self.settings, state_factor, interleave, self.transient_bytes)
+        return self._memory[key]
+
     def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO shards and interleave of ``shape``."""
         s = self.settings
@@ -327,8 +351,7 @@ class PlacementSearch:
         if key not in self._variants:
             if key[:2] not in self._p2p:
                 self._p2p[key[:2]] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
-            costs = StageCosts(self.table, s, self._p2p[key[:2]], s.state_factor(shards), shape.interleave,
-                               self.transient_bytes)
+            costs = StageCosts(self.table, self._p2p[key[:2]], self.memory(s.state_factor(shards), shape.interleave))
             self._variants[key] = (costs, SuffixDP(self.table, costs))
         return self._variants[key]
 

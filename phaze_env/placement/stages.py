@@ -43,6 +43,7 @@ class StageTable:
     member: np.ndarray  # [downset, layer]: the layer belongs to the downset
     empty: int  # index of the empty downset
     full: int  # index of the downset of all layers
+    chain: bool = False  # downsets are the prefixes of a chain (stage (a, b) = layers a..b-1)
 
     @property
     def size(self) -> int:
@@ -54,6 +55,9 @@ class StageTable:
 
     def layer_max(self, values: np.ndarray) -> np.ndarray:
         """The largest per-layer value among each stage's layers (0 where no stage)."""
+        if self.chain:  # row a: values[a], values[a+1], … accumulated (column b = after layer b-1)
+            shifted = np.where(self.valid, np.concatenate(([0.0], values))[None, :], 0.0)
+            return np.where(self.valid, np.maximum.accumulate(shifted, axis=1), 0.0)
         result = np.zeros(self.valid.shape)
         for layer, value in enumerate(values):
             inside = self.member[None, :, layer] & ~self.member[:, None, layer]
@@ -107,6 +111,7 @@ def chain_stages(layers: LayerArrays) -> StageTable:
         member=index[:, None] > np.arange(count)[None, :],
         empty=0,
         full=count,
+        chain=True,
     )
 
 
