@@ -267,7 +267,7 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
                 counters["dp_calls"] += 1
                 counters["placement"] += time.perf_counter() - started
                 if not plan.feasible:
-                    reasons.append(f"t={t} m={m} hbm={capacity:g} GiB: {plan.reason}")
+                    reasons.append(f"t{t}m{m}, {capacity:g} GiB: {plan.reason}")
                 elif better(plan, best):
                     best, best_graph = plan, graph
     timings_s = {k: counters[k] for k in ("trace", "estimate", "schedule", "placement")}

@@ -131,7 +131,7 @@ def best_plan_multi(
             variant = replace(settings, tensor_width=t, microbatch=m, hbm_bytes=capacity)
             plan = best_plan(layers_for(t, m), variant, cache=cache)
             if not plan.feasible:
-                reasons.append(f"t={t}, m={m}, hbm={capacity / 2**30:.4g} GiB: {plan.reason}")
+                reasons.append(f"t{t}m{m}, {capacity / 2**30:.4g} GiB: {plan.reason}")
             elif better(plan, best):
                 best = plan
     return best if best is not None else infeasible("; ".join(reasons))
