@@ -1,6 +1,6 @@
 """The one door: ``evaluate(workload, accelerator, cluster, ...) -> Evaluation``.
 
-Pipeline (DESIGN.md): per tensor-parallel width ``t`` and microbatch size ``m`` the workload is traced
+Pipeline (docs/design.md): per tensor-parallel width ``t`` and microbatch size ``m`` the workload is traced
 into per-layer fused DAGs (cached); every operator's one-core and all-cores latency is estimated on the
 accelerator; each layer's forward and backward DAGs are scheduled by the ILP (cached); the placement DP
 then finds the best data × pipeline × tensor plan over ``t``, ``m``, recompute and HBM capacity.
@@ -20,19 +20,18 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from phaze_env.cache import DiskCache, content_key
+from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.cluster import Cluster
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.estimator import accelerator_table
+from phaze_env.hardware.space import HBM_GB_VALUES as DEFAULT_HBM_GB, MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.placement import Plan, Settings, best_plan, better
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
 EVALUATION_VERSION = 4  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step
-DEFAULT_MICROBATCHES = (1, 2, 4, 8)
-DEFAULT_HBM_GB = (32.0, 64.0, 80.0)  # PHAZE's HBM knob (GiB); evaluate's default is the accelerator's own
 DEFAULT_TIME_LIMIT_S = 10.0
 ATTENTION_CORE_KINDS = ("bmm", "softmax")  # the operators selective recompute repeats (Korthikanti et al. 2022)
 
@@ -97,6 +96,17 @@ class Evaluation:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def explain(self, layer: str = "block", workload: Workload | None = None):
+        """Time split of ``layer`` by unit at this evaluation's plan (:func:`phaze_env.explain.explain_layer`);
+        pass ``workload`` for a custom (non built-in) workload."""
+        from phaze_env.explain import explain_layer
+
+        if not self.feasible:
+            raise ValueError(f"no plan to explain: {self.reason}")
+        return explain_layer(workload or self.workload, Accelerator.from_dict(self.accelerator),
+                             Cluster.from_dict(self.cluster), layer=layer, tensor_width=self.plan["tensor_width"],
+                             microbatch=self.plan["microbatch"])
+
     def summary(self) -> str:
         if not self.feasible:
             return f"{self.workload}: infeasible ({self.reason})"
@@ -151,7 +161,7 @@ def _request(workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb
     if plan.devices is not None and plan.devices != cluster.n_devices:
         raise ValueError(f"plan {plan} uses t·p·d = {plan.devices} devices but the cluster has {cluster.n_devices}")
     if plan.t is not None and not valid_tensor_widths(workload, (plan.t,), cluster.n_devices):
-        raise ValueError(f"tensor width {plan.t} does not divide {workload.name}'s {_heads(workload)} attention heads "
+        raise ValueError(f"tensor width {plan.t} does not divide {workload.name}'s {workload.num_heads} attention heads "
                          f"(or is not a power of two ≤ {cluster.n_devices})")
     return _Request(workload, cluster, microbatches, capacities, widths, plan, seq_len)
 
@@ -160,14 +170,9 @@ def _as_tuple(value) -> tuple:
     return tuple(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) else (value,)
 
 
-def _heads(workload: Workload) -> int:
-    cfg = workload.config_dict
-    return next((int(cfg[k]) for k in ("num_attention_heads", "n_head") if k in cfg), 1)
-
-
 def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: int) -> list[int]:
     """Widths at which the workload can be split (heads and hidden sizes divide) and that fit the cluster."""
-    heads = _heads(workload)
+    heads = workload.num_heads or 1
     return [t for t in widths if t <= n_devices and t & (t - 1) == 0 and heads % t == 0]
 
 
@@ -318,7 +323,8 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     raise ``ValueError``/``TypeError``.
     """
     request = _request(workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths, plan, seq_len)
-    key = content_key("evaluation", EVALUATION_VERSION, accelerator.to_dict(), *request.key_parts(), solver, time_limit_s)
+    key = content_key("evaluation", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts(),
+                      solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
     result = _run(request, accelerator, bound_only=False, solver=solver, time_limit_s=time_limit_s)
@@ -334,7 +340,7 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
                            cache: bool = True) -> float:
     """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible)."""
     request = _request(workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths, plan, seq_len)
-    key = content_key("bound", EVALUATION_VERSION, accelerator.to_dict(), *request.key_parts())
+    key = content_key("bound", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts())
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit
     result = _run(request, accelerator, bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S)

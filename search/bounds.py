@@ -24,6 +24,7 @@ import numpy as np
 from phaze_env.comm import p2p_s
 from phaze_env.evaluate import Cluster, valid_tensor_widths
 from phaze_env.hardware import ArchSpace, latency_table
+from phaze_env.hardware.estimator import shared_parameters
 from phaze_env.placement.inputs import GRADIENT_FACTOR
 from phaze_env.workloads import OpGraph, Workload, model_graph
 
@@ -66,8 +67,7 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
             if not dag.ops:
                 continue
             link_Bps, link_s = tensor_link_bound(cluster, graph.tensor_width)
-            table = latency_table(dag.ops, tc_rows, vc_rows, hbm_bandwidth_Bps=space.base.hbm_bandwidth_Bps,
-                                  clock_hz=space.base.clock_hz, bytes_per_element=space.base.bytes_per_element,
+            table = latency_table(dag.ops, tc_rows, vc_rows, **shared_parameters(space.base),
                                   link_bandwidth_Bps=link_Bps, link_latency_s=link_s)
             one, all_cores = table.latencies_s(tc_index.ravel(), vc_index.ravel())
             layer_s += dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from phaze_env.cache import DiskCache, content_key
+from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.placement.inputs import Settings, layer_arrays
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.search import PlacementSearch
@@ -25,7 +25,7 @@ def _cached(cache: bool, parts: tuple, solve: Callable[[], Plan]) -> Plan:
     if not cache:
         return solve()
     store = DiskCache("placement")
-    key = content_key("placement", _CACHE_VERSION, *parts)
+    key = content_key("placement", _CACHE_VERSION, model_version(), *parts)
     plan = store.get(key)
     if plan is None:
         plan = solve()
