@@ -89,13 +89,13 @@ def _positive_int(value: Any, what: str) -> int:
     return int(value)
 
 
-_PLAIN_NUMBERS = {int, float, np.float64, np.float32, np.int64, np.int32}
+_plain_number_types = {int, float, np.float64, np.float32, np.int64, np.int32}
 
 
 def _column(layers: Sequence[Mapping[str, Any]], key: str, default: list[float] | None = None) -> np.ndarray:
     """One per-layer quantity as floats; non-numbers, NaN, infinities and negatives raise ``ValueError``."""
     values = [layer.get(key, default[i] if default is not None else None) for i, layer in enumerate(layers)]
-    if not all(type(value) in _PLAIN_NUMBERS for value in values):  # the fast path covers plain numbers only
+    if not all(type(value) in _plain_number_types for value in values):  # the fast path covers plain numbers only
         for index, value in enumerate(values):
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise ValueError(f"layer {index} {key} must be a number, got {value!r}")
