@@ -9,6 +9,7 @@ workload, same placement DP and knobs). Designs are :class:`DesignResult` values
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -122,11 +123,15 @@ class SearchResult:
     resumed_records: int
     elapsed_s: float
     space: dict[str, Any] = field(default_factory=dict)  # DesignSpace.to_dict(): what was searched
+    cluster: dict[str, Any] = field(default_factory=dict)  # Cluster.to_dict(): on which system
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         object.__setattr__(self, "workloads", tuple(self.workloads))
+        # strict JSON has no Infinity: a cluster level that is absent has infinite bandwidth → null
+        object.__setattr__(self, "cluster", {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                                             for k, v in self.cluster.items()})
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -147,7 +152,7 @@ class SearchResult:
         return cls(**values)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
     @classmethod
     def from_json(cls, text: str) -> SearchResult:

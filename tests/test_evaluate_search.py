@@ -1,5 +1,6 @@
 """The evaluator and the exact search: exactness against brute force, resume, executors, CLI errors."""
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -333,3 +334,23 @@ def test_process_pool_search_equals_brute_force(brute_force, tmp_path):
     assert result.best[TINY_LLAMA.name].throughput_samples_s == pytest.approx(best, rel=1e-12)
     again = run_search(config([TINY_LLAMA]), workers=2, out=tmp_path)
     assert again.best == result.best and again.evaluations_this_run == 0
+
+
+def test_exact_search_on_a_hierarchical_cluster_equals_brute_force(brute_force, tmp_path, capsys):
+    """--cluster dgx-a100 (8-GPU NVLink nodes, InfiniBand between them): still exact, and what results.json says."""
+    from phaze_env.cluster import get_cluster
+    from search.phaze import main
+
+    space = DesignSpace(num_tc=(1, 4, 16), num_vc=(1, 16), tc_width=(128,), tc_depth=(32, 128), buffer_mb=(32,),
+                        microbatch=(1, 4), recompute=(False, True), hbm_gb=(32.0,))
+    dgx = get_cluster("dgx-a100", 16, global_batch=64)
+    result = run_search(SearchConfig(workloads=(TINY,), cluster=dgx, space=space, tensor_widths=(1, 2)), workers=1)
+    brute = max(evaluate(TINY, acc, dgx, microbatch_sizes=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2)).throughput_samples_s
+                for acc in space.arch_space())
+    assert result.best[TINY.name].throughput_samples_s == pytest.approx(brute, rel=1e-12)
+    args = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatch", "1",
+            "--hbm-gb", "32", "--tensor-widths", "1", "--workers", "1", "--json", "--out", str(tmp_path)]
+    assert main([*args, "--cluster", "dgx-a100", "--link-GBps", "12.5"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["cluster"] == dataclasses.replace(dgx, link_bandwidth_Bps=12.5e9).to_dict()  # (all finite)
+    assert data["exact"] is True and data["best"][TINY.name]["feasible"]
