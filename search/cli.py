@@ -17,11 +17,11 @@ from typing import Any
 from phaze_env.cli import OneLineParser, float_list, int_list, positive_float, positive_int, print_output
 from phaze_env.design import SPACE_NAMES, DesignSpace
 from phaze_env.cluster import cluster_names, get_cluster
-from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S
+from phaze_env.evaluate import BREAKDOWN_LABELS, DEFAULT_TIME_LIMIT_S
 from phaze_env.hardware import UnknownPresetError, get_preset, preset_names
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
-from search.result import DesignResult, SearchResult, plan_label
+from search.result import DesignResult, SearchResult
 from search.run import run_search
 from search.store import ResultsStore
 
@@ -187,7 +187,7 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
             "samples/s": f"{d.throughput_samples_s:,.1f}", "tokens/s": f"{d.tokens_s:,.0f}", "MFU": f"{d.mfu:.1%}",
             "area mm²": f"{d.area_mm2:.1f}", "tensor cores": f"{a['num_tc']} × {a['tc_width']}×{a['tc_depth']}",
             "vector cores": f"{a['num_vc']} × {a['vc_width']}", "buffer": f"{a['buffer_mb']} MB",
-            "HBM": f"{a['hbm_gb']:g} GB", "plan": plan_label(p),
+            "HBM": f"{a['hbm_gb']:g} GB", "plan": p["notation"],
             "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
         }[key]
 
@@ -199,10 +199,10 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
 
 def why(best: DesignResult, baseline: DesignResult) -> list[str]:
     """What bounds the best design's throughput, from its plan: time-per-batch shares, devices, energy."""
-    shares = best.time_shares
-    lines = [f"why: {best.plan['time_per_batch_s']:.3g} s/batch = compute {shares['compute']:.0%} · bubble "
-             f"{shares['bubble']:.0%} · p2p {shares['p2p']:.0%} · all-reduce {shares['allreduce']:.0%}",
-             f"     {best.plan['devices_used']:,} of {best.devices_available:,} devices ({plan_label(best.plan)})"]
+    parts = " · ".join(f"{BREAKDOWN_LABELS[part]} {share:.0%}" for part, share in best.time_shares.items()
+                       if share >= 0.005)
+    lines = [f"why: {best.plan['time_per_batch_s']:.3g} s/batch = {parts}",
+             f"     {best.plan['devices_used']:,} of {best.devices_available:,} devices ({best.plan['notation']})"]
     if baseline.feasible and baseline.energy_per_sample_j > 0:
         lines[-1] += f" · energy/sample {best.energy_per_sample_j / baseline.energy_per_sample_j:.2f}× TPUv4"
     return lines
@@ -220,7 +220,7 @@ def print_summary(result: SearchResult, out: Path, console=None) -> None:
         for d in front:
             a = d.accelerator
             table.add_row(f"{d.area_mm2:.1f}", f"{d.throughput_samples_s:,.1f}", f"{a['num_tc']}×{a['tc_width']}×{a['tc_depth']}",
-                          f"{a['num_vc']}×{a['vc_width']}", str(a["buffer_mb"]), plan_label(d.plan))
+                          f"{a['num_vc']}×{a['vc_width']}", str(a["buffer_mb"]), d.plan["notation"])
         console.print(table)
     if result.shared is not None:
         shared = result.shared

@@ -17,23 +17,11 @@ MODES = ("best", "shared", "pareto")
 
 
 def time_shares(plan: dict[str, Any]) -> dict[str, float]:
-    """Shares of the time per batch: compute, pipeline bubble, point-to-point sends, data-parallel all-reduce.
-
-    The placement DP's time per batch is ``(m + p − 1)·S + allreduce`` with ``S`` the slowest stage's time per
-    microbatch, ``p2p_s`` the sends' part of ``(m + p − 1)·S`` and ``bubble_fraction = (p − 1)/(m + p − 1)``
-    (:class:`phaze_env.placement.Plan`); the rest of the pipeline time splits into bubble and compute in that
-    ratio. The four shares add up to 1.
-    """
+    """Each part of the time per batch (:attr:`phaze_env.placement.Plan.time_breakdown_s`: compute, recompute,
+    tensor-parallel collectives, pipeline p2p and bubble, data-parallel all-reduce, optimizer step) as a
+    share of it; the parts add up to the whole."""
     total = plan["time_per_batch_s"]
-    pipeline = total - plan["allreduce_s"] - plan["p2p_s"]
-    shares = {"compute": (1 - plan["bubble_fraction"]) * pipeline, "bubble": plan["bubble_fraction"] * pipeline,
-              "p2p": plan["p2p_s"], "allreduce": plan["allreduce_s"]}
-    return {name: value / total for name, value in shares.items()}
-
-
-def plan_label(plan: dict[str, Any]) -> str:
-    """``t8 p13 d9 m1``: tensor width, pipeline stages, data parallelism, microbatch size."""
-    return f"t{plan['tensor_width']} p{plan['pipeline_stages']} d{plan['data_parallel']} m{plan['microbatch']}"
+    return {part: seconds / total for part, seconds in plan["time_breakdown_s"].items()}
 
 
 @dataclass(frozen=True)

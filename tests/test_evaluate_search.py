@@ -261,18 +261,18 @@ def test_progress_reports_phases_with_an_honest_total(brute_force, tmp_path):
 
 
 def test_time_shares_add_up_and_match_the_pipeline_formula(brute_force):
-    """The 'why' breakdown: four shares summing to 1; bubble : compute = (p − 1) : m (PipeDream-Flush/1F1B)."""
+    """The 'why' breakdown: shares summing to 1; bubble : per-microbatch work = (p − 1)/v : m_r (1F1B)."""
     from search.result import DesignResult
 
     evaluations = [ev for ev in brute_force[TINY.name] if ev.feasible and ev.plan["pipeline_stages"] > 1]
     assert evaluations
     for ev in evaluations[:10]:
-        design = DesignResult.from_evaluation(ev.to_dict())
-        shares, plan = design.time_shares, ev.plan
+        shares, plan = DesignResult.from_evaluation(ev.to_dict()).time_shares, ev.plan
         assert sum(shares.values()) == pytest.approx(1.0)
-        assert shares["allreduce"] == pytest.approx(plan["allreduce_s"] / plan["time_per_batch_s"])
-        p, m = plan["pipeline_stages"], plan["microbatches_per_replica"]
-        assert shares["bubble"] / shares["compute"] == pytest.approx((p - 1) / m)
+        assert shares["dp_allreduce"] == pytest.approx(plan["allreduce_s"] / plan["time_per_batch_s"])
+        work = shares["compute"] + shares["recompute"] + shares["tp_comm"] + shares["p2p"]
+        p, v, m = plan["pipeline_stages"], plan["interleave"], plan["microbatches_per_replica"]
+        assert shares["bubble"] / work == pytest.approx((p - 1) / (v * m))
 
 
 def test_cli_units_preset_and_area_budget(brute_force, tmp_path, capsys):
