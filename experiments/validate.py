@@ -161,7 +161,7 @@ def markdown(predictions: list[Prediction]) -> str:
     if squeezed:
         lines += ["", "The under-prediction comes from activation memory: the traced GPT blocks stash more than Korthikanti's",
                   "formula (gpt3-175b at t = 8, one sequence: 202 MB of tensor-parallel, non-attention stash per layer",
-                  "against 24·s·h·2/t = 75 MB; the tracer keeps the decomposed tanh-GELU's intermediates, which Megatron's",
+                  "against 24·s·b·h/t = 75 MB; the tracer keeps the decomposed tanh-GELU's intermediates, which Megatron's",
                   "fused bias-GeLU kernel does not), so with many microbatches in flight the DP must move layers off the",
                   "first stages to fit 80 GiB and the slowest stage holds more layers than the average:", ""]
         for p in squeezed:
