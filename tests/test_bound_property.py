@@ -14,7 +14,10 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from phaze_env.placement import best_plan, best_plan_dag, best_plan_multi
+from phaze_env import placement
+from phaze_env.cluster import Cluster
+from phaze_env.placement import Settings
+from phaze_env.plan_spec import PlanSpec
 
 REL = 1e-12  # float round-off of sums of the same terms in another order
 
@@ -33,9 +36,25 @@ system = st.fixed_dictionaries({
     "global_batch": st.integers(1, 16),
     "link_bandwidth_Bps": st.sampled_from([math.inf, 10.0, 100.0]),
     "link_latency_s": st.sampled_from([0.0, 0.01]),
-    "allow_recompute": st.booleans(),
     "optimizer": st.sampled_from(["sgd", "adam"]),
+    # PHAZE's plan space, none, and every knob left to the DP (recompute modes, SP, ZeRO-1, interleave)
+    "plan": st.sampled_from([PlanSpec(recompute="none|full", sequence_parallel=False, zero1=False),
+                             PlanSpec(recompute="none", sequence_parallel=False, zero1=False),
+                             PlanSpec(interleave=None)]),
+    "hbm_bandwidth_Bps": st.sampled_from([None, 50.0]),
 })
+
+
+def _settings(tensor_width, microbatch, hbm_bytes, plan, hbm_bandwidth_Bps, **cluster):
+    return Settings(Cluster(**cluster), tensor_width, microbatch, hbm_bytes, plan, hbm_bandwidth_Bps=hbm_bandwidth_Bps)
+
+
+def best_plan(layers, **options):
+    return placement.best_plan(layers, _settings(**options))
+
+
+def best_plan_dag(layers, edges, **options):
+    return placement.best_plan_dag(layers, edges, _settings(**options))
 
 
 def slower(layers: list[dict], slowdowns: list[tuple[float, float, float, float]]) -> list[dict]:
@@ -83,14 +102,13 @@ def test_dag_dp_never_gets_faster_when_layers_get_slower(dag, layers, slowdowns,
        st.lists(st.integers(20, 400).map(float), min_size=1, max_size=3))
 def test_best_over_widths_microbatches_and_hbm_never_gets_faster(layers, slowdowns, options, capacities):
     """The bound's own entry point: the best plan over (tensor width, microbatch) variants and HBM sizes."""
-    options = {k: v for k, v in options.items() if k != "allow_recompute"}
-
     def variants(chain: list[dict]) -> dict:
         # a width-t, microbatch-m variant: t-way split work and state, m-times the activations
         return {(t, m): [x | {"fwd_s": x["fwd_s"] * m / t, "bwd_s": x["bwd_s"] * m / t,
                               "param_bytes": x["param_bytes"] / t, "stash_bytes": x["stash_bytes"] * m / t}
                          for x in chain] for t in (1, 2) for m in (1, 2)}
 
-    fast = best_plan_multi(variants(layers), hbm_bytes=capacities, **options)
-    slow = best_plan_multi(variants(slower(layers, slowdowns)), hbm_bytes=capacities, **options)
+    template = _settings(tensor_width=1, microbatch=1, hbm_bytes=capacities[0], **options)
+    fast = placement.best_plan_multi(variants(layers), template, hbm_bytes=capacities)
+    slow = placement.best_plan_multi(variants(slower(layers, slowdowns)), template, hbm_bytes=capacities)
     assert_not_faster(fast, slow)
