@@ -27,7 +27,7 @@ from typing import Sequence
 from phaze_env.cli import OneLineParser, positive_int
 from phaze_env.design import DesignSpace
 from phaze_env.evaluate import Cluster
-from phaze_env.objective import SAMPLERS, make_objective, make_sampler
+from phaze_env.objective import SAMPLERS, make_objective, make_sampler, storage_url
 
 SPACES = {
     "tiny": lambda: DesignSpace.reduced(num_tc=(4, 16), num_vc=(4, 16), tc_width=(128,), buffer_mb=(8,), hbm_gb=(32.0,),
@@ -75,6 +75,10 @@ def run_worker(args: argparse.Namespace) -> list[int]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        args.storage = storage_url(args.storage)
+    except ValueError as error:
+        parser.error(str(error))
     if args.workers == 1:
         print(json.dumps({"pid": os.getpid(), "trials": run_worker(args)}), flush=True)
         return 0

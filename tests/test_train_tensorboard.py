@@ -22,6 +22,7 @@ def no_tensorboard(monkeypatch):
     assert not tensorboard_installed()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["confuciux", "ppo"])
 def test_default_install_trains_without_tensorboard(algo, no_tensorboard, tmp_path, capsys):
     assert main([algo, *COMMON, "--logdir", str(tmp_path)]) == 0
