@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from phaze_env.cache import content_key
+from phaze_env.cache import content_key, model_version
 from phaze_env.design import DesignSpace
 from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster
 from phaze_env.hardware import ArchSpace
@@ -71,7 +71,7 @@ class SearchConfig:
 
     @property
     def signature(self) -> str:
-        return content_key("search", self.arguments())
+        return content_key("search", model_version(), self.arguments())  # a changed model constant never resumes old results
 
     def per_capacity(self) -> list[SearchConfig]:
         """The one-design (shared) mode searches each HBM capacity on its own: one config per capacity."""
