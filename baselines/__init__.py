@@ -13,7 +13,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any
 
-from baselines.protocol import Strategy, Trace, run_strategy
+from baselines.protocol import Strategy, Trace, construct, run_strategy
 
 
 @dataclass(frozen=True)
@@ -31,13 +31,16 @@ class StrategySpec:
     def available(self) -> bool:
         return all(importlib.util.find_spec(module) is not None for module in self.requires)
 
-    def build(self, **context: Any) -> Strategy:
+    def build(self, **arguments: Any) -> Strategy:
+        """The strategy for ``arguments``: the run context (``space``, ``seed``, ``budget``, ``workload``,
+        ``cluster``; each passed only if the strategy takes it) and hyper-parameters overriding
+        :attr:`defaults`. A misspelled hyper-parameter raises ``ValueError``."""
         missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
         if missing:
             raise ValueError(f"strategy {self.name!r} needs the package(s) {', '.join(missing)} (pip install ...)")
         module, cls = self.target.split(":")
         factory = getattr(importlib.import_module(module), cls)
-        return factory(**(self.defaults | context))
+        return construct(factory, self.name, self.defaults | arguments)
 
 
 def _spec(name: str, target: str, description: str, **kwargs: Any) -> StrategySpec:

@@ -3,7 +3,7 @@
 Stage 1 — **global search by RL.** An LSTM policy picks one knob per step in :data:`KNOBS` order (the
 MDP of the sequential env ``phaze_env/ArchSearchSeq-v0``: the input at step *k* is the previous
 step's choice and the knob position; the reward comes at the end of the episode). Choices are masked
-exactly as that env's ``action_masks()`` does (:func:`phaze_env.env.core.area_tables`: a value is allowed
+exactly as that env's ``action_masks()`` does (:meth:`DesignSpace.area_tables`: a value is allowed
 iff some completion lies inside the area window), so every episode ends in the window; should a design
 still fall outside, it earns ConfuciuX's constraint penalty ``penalty`` and is re-drawn without spending
 an evaluation (the area model is free). An evaluated design earns ``throughput / best throughput so
@@ -26,8 +26,7 @@ from torch import nn
 
 from baselines.genetic import GeneticAlgorithm
 from baselines.protocol import throughput_of
-from phaze_env.design import Design, DesignSpace
-from phaze_env.env.core import ARCH_KNOBS, area_tables
+from phaze_env.design import ARCH_KNOBS, Design, DesignSpace
 from phaze_env.evaluate import Evaluation
 
 
@@ -83,14 +82,14 @@ class ConfuciuX:
     def __init__(self, space: DesignSpace, seed: int = 0, budget: int = 100, rl_fraction: float = 0.7,
                  lr: float = 0.02, batch: int = 2, entropy: float = 0.01, baseline_decay: float = 0.8,
                  hidden: int = 32, penalty: float = -1.0, max_redraws: int = 200, ga_population: int = 6,
-                 ga_mutation: float = 0.25, **_context):
+                 ga_mutation: float = 0.25):
         self.space = space
         self.seed = seed
         self.rl_budget = max(1, int(round(rl_fraction * budget)))
         torch.manual_seed(seed)
         self.generator = torch.Generator().manual_seed(seed)
         self.policy = KnobPolicy(space.nvec, hidden=hidden)
-        self.tables = area_tables(space)
+        self.tables = space.area_tables()
         self.optimiser = torch.optim.Adam(self.policy.parameters(), lr=lr)
         self.batch = batch
         self.entropy_weight = entropy
@@ -145,7 +144,7 @@ class ConfuciuX:
                                        mutation=self.ga_mutation, initial=self.observed)
         return self.ga.ask()
 
-    def tell(self, design: Design, evaluation: Evaluation) -> None:
+    def tell(self, design: Design, evaluation: Evaluation | None) -> None:
         value = throughput_of(evaluation)
         self.observed[design] = value
         self.best = max(self.best, value)

@@ -16,34 +16,31 @@ from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import EVALUATION_VERSION, Cluster
 from phaze_env.workloads import Workload, get_workload
 
-EXACT_VERSION = 1
+EXACT_VERSION = 2  # 2: "result" is SearchResult.to_dict()
 _EXACT = DiskCache("exact_optimum")
 
 
 def exact_optimum(workload: str | Workload, cluster: Cluster | None, space: DesignSpace, *, workers: int = 1,
                   cache: bool = True) -> dict[str, Any]:
     """``{"throughput_samples_s", "design" (a Design), "evaluations", "elapsed_s", "result"}``."""
-    from search.phaze import SearchConfig, run_search
+    from search.phaze import SearchConfig, run_search  # search imports baselines' dependencies, not vice versa
 
     workload = get_workload(workload)
     cluster = cluster if cluster is not None else Cluster()
     key = content_key("exact_optimum", EXACT_VERSION, EVALUATION_VERSION, workload.to_dict(), cluster.to_dict(), space)
     if cache and (hit := _EXACT.get(key)) is not None:
         return hit
-    config = SearchConfig(workloads=[workload], cluster=cluster, space=space.arch_space(),
-                          microbatches=tuple(space.microbatch), recompute=tuple(space.recompute),
-                          hbm_gb=tuple(space.hbm_gb))
+    config = SearchConfig(workloads=(workload,), cluster=cluster, space=space)
     result = run_search(config, workers=workers)
-    best = result["best"]
+    best = result.best[workload.name]
     design = None
-    if best is not None and best["feasible"]:
-        acc, plan = best["accelerator"], best["plan"]
+    if best is not None and best.feasible:
+        acc, plan = best.accelerator, best.plan
         design = Design(num_tc=acc["num_tc"], tc_width=acc["tc_width"], tc_depth=acc["tc_depth"], num_vc=acc["num_vc"],
                         buffer_mb=acc["buffer_mb"], hbm_gb=float(acc["hbm_gb"]), microbatch=int(plan["microbatch"]),
                         recompute=any(_as_list(plan.get("recompute", False))))
-    answer = {"throughput_samples_s": float(best["throughput_samples_s"]) if design else 0.0, "design": design,
-              "evaluations": result["evaluations"], "elapsed_s": result["elapsed_s"],
-              "result": {k: v for k, v in result.items() if k != "baseline"}}
+    answer = {"throughput_samples_s": float(best.throughput_samples_s) if design else 0.0, "design": design,
+              "evaluations": result.evaluations, "elapsed_s": result.elapsed_s, "result": result.to_dict()}
     if cache:
         _EXACT.put(key, answer)
     return answer

@@ -26,7 +26,7 @@ class GeneticAlgorithm:
 
     def __init__(self, space: DesignSpace, seed: int = 0, population: int = 10, elite: int = 2,
                  mutation: float | None = None, crossover: float = 0.9, tournament: int = 3,
-                 initial: dict[Design, float] | None = None, max_tries: int = 200, **_context):
+                 initial: dict[Design, float] | None = None, max_tries: int = 200):
         if population < 2 or not 0 <= elite < population:
             raise ValueError(f"need population ≥ 2 and 0 ≤ elite < population, got {population}, {elite}")
         self.space = space
@@ -52,7 +52,7 @@ class GeneticAlgorithm:
             self._breed()
         return self.pending.popleft()
 
-    def tell(self, design: Design, evaluation: Evaluation) -> None:
+    def tell(self, design: Design, evaluation: Evaluation | None) -> None:
         self.fitness[design] = throughput_of(evaluation)
         if design in self.generation and all(d in self.fitness for d in self.generation) and not self.pending:
             self.population = self._survivors(self.population + self.generation)

@@ -35,7 +35,7 @@ class OptunaStrategy:
     """Ask/tell over an Optuna study with the sampler ``sampler`` (a short name, see the module docstring)."""
 
     def __init__(self, space: DesignSpace, seed: int = 0, *, workload: Workload, cluster: Cluster, sampler: str = "tpe",
-                 storage: Any = None, study_name: str | None = None, max_rejections: int = 500, **_context):
+                 storage: Any = None, study_name: str | None = None, max_rejections: int = 500):
         if sampler == "bruteforce" and len(space) > BRUTE_FORCE_MAX_DESIGNS:
             raise ValueError(f"bruteforce needs a small space (≤ {BRUTE_FORCE_MAX_DESIGNS} knob combinations), "
                              f"this one has {len(space)}")
@@ -63,7 +63,7 @@ class OptunaStrategy:
         self._trial = trial
         return design
 
-    def tell(self, design: Design, evaluation: Evaluation) -> None:
+    def tell(self, design: Design, evaluation: Evaluation | None) -> None:
         trial, self._trial = self._trial, None
         if trial is None:
             raise RuntimeError("tell() without a pending ask()")

@@ -12,8 +12,8 @@ Budget and the area window (the rules every strategy is scored by):
 * The area model is analytic and costs microseconds, so a strategy *may* reject designs outside the
   area window itself before proposing them (random search, the GAs, Spotlight, ConfuciuX and the
   Optuna samplers do). A design outside the window that *is* proposed is still one evaluation: it is
-  not run and scores zero throughput (``feasible=False``, reason "outside the area window"). The
-  SB3 agents pay for such steps, as an env step would.
+  not run, scores zero throughput, and the strategy is told ``None`` instead of an
+  :class:`Evaluation` (nothing was evaluated). The SB3 agents pay for such steps, as an env step would.
 
 Strategies that are naturally written as a loop (an SB3 ``learn`` call) are turned into ask/tell by
 :class:`LoopStrategy`, which runs the loop in a worker thread that blocks on each evaluation.
@@ -21,6 +21,7 @@ Strategies that are naturally written as a loop (an SB3 ``learn`` call) are turn
 
 from __future__ import annotations
 
+import inspect
 import queue
 import threading
 import time
@@ -41,26 +42,22 @@ class Strategy(Protocol):
     def ask(self) -> Design:
         """The next design to evaluate."""
 
-    def tell(self, design: Design, evaluation: Evaluation) -> None:
-        """The evaluation of a design returned by :meth:`ask` (in the same order)."""
+    def tell(self, design: Design, evaluation: Evaluation | None) -> None:
+        """The evaluation of a design returned by :meth:`ask` (in the same order); ``None`` when the design
+        was outside the area window and not evaluated (zero throughput)."""
 
 
-def out_of_window_evaluation(design: Design, workload: Workload, cluster: Cluster, space: DesignSpace) -> Evaluation:
-    """The zero-throughput evaluation charged for a proposed design outside the area window."""
-    acc = design.accelerator()
-    reason = (f"outside the area window: {design.area_mm2:.1f} mm² vs budget {space.budget_mm2:.1f} mm² "
-              f"(overshoot {space.overshoot(design):.3f})")
-    return Evaluation(workload=workload.name, accelerator=acc.to_dict(), cluster=cluster.to_dict(), feasible=False,
-                      reason=reason, throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, area_mm2=design.area_mm2,
-                      peak_flops=acc.peak_flops, energy_per_sample_j=0.0, plan={}, memory_bytes={}, layer_timings={},
-                      timings_s={}, ilp_solves=0, schedules=0)
-
-
-def evaluate_in_window(design: Design, workload: Workload, cluster: Cluster, space: DesignSpace) -> Evaluation:
-    """:func:`evaluate_design`, or the zero-throughput charge when the design is outside the area window."""
+def evaluate_in_window(design: Design, workload: Workload, cluster: Cluster, space: DesignSpace) -> Evaluation | None:
+    """:func:`evaluate_design` on the space's base accelerator, or ``None`` (not evaluated, zero throughput)
+    when the design is outside the area window."""
     if not space.area_ok(design):
-        return out_of_window_evaluation(design, workload, cluster, space)
-    return evaluate_design(design, workload, cluster)
+        return None
+    return evaluate_design(design, workload, cluster, base=space.base)
+
+
+def throughput_of(evaluation: Evaluation | None) -> float:
+    """What a strategy is scored by: the throughput of a feasible evaluation, else 0."""
+    return float(evaluation.throughput_samples_s) if evaluation is not None and evaluation.feasible else 0.0
 
 
 @dataclass
@@ -77,8 +74,8 @@ class Trace:
     best_design: Design | None = None
     best_evaluation: Evaluation | None = None
 
-    def record(self, design: Design, evaluation: Evaluation, wall_s: float) -> None:
-        value = float(evaluation.throughput_samples_s) if evaluation.feasible else 0.0
+    def record(self, design: Design, evaluation: Evaluation | None, wall_s: float) -> None:
+        value = throughput_of(evaluation)
         previous = self.best_throughput[-1] if self.best_throughput else 0.0
         if value > previous or self.best_design is None:
             self.best_design, self.best_evaluation = design, evaluation
@@ -131,22 +128,44 @@ def run_strategy(strategy: Strategy | StrategyFactory | str, workload: str | Wor
     return trace
 
 
-def make_strategy(strategy: Strategy | StrategyFactory | str, **context: Any) -> Strategy:
+# What the driver knows about a run; a strategy receives each of these only if its constructor names it.
+RUN_CONTEXT = ("space", "seed", "budget", "workload", "cluster")
+
+
+def construct(factory: StrategyFactory, name: str, arguments: dict[str, Any]) -> Strategy:
+    """``factory(**arguments)`` where the run context (:data:`RUN_CONTEXT`) is passed only to factories that
+    take it and every other argument is a hyper-parameter the factory must accept — a misspelled one
+    raises ``ValueError`` instead of being ignored."""
+    parameters = inspect.signature(factory).parameters
+    named = {p for p, spec in parameters.items() if spec.kind in (spec.POSITIONAL_OR_KEYWORD, spec.KEYWORD_ONLY)}
+    open_ended = any(spec.kind is spec.VAR_KEYWORD for spec in parameters.values())
+    unknown = sorted(k for k in arguments if k not in RUN_CONTEXT and k not in named and not open_ended)
+    if unknown:
+        known = sorted(named - set(RUN_CONTEXT))
+        raise ValueError(f"strategy {name!r} has no hyper-parameter {', '.join(map(repr, unknown))}; "
+                         f"known: {', '.join(known) or 'none'}")
+    return factory(**{k: v for k, v in arguments.items() if k not in RUN_CONTEXT or k in named})
+
+
+def make_strategy(strategy: Strategy | StrategyFactory | str, **arguments: Any) -> Strategy:
     if isinstance(strategy, str):
         from baselines import STRATEGIES
 
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
-        return STRATEGIES[strategy].build(**context)
+        return STRATEGIES[strategy].build(**arguments)
     if isinstance(strategy, Strategy) and not isinstance(strategy, type):
         return strategy
     if callable(strategy):
-        return strategy(**context)
+        return construct(strategy, getattr(strategy, "__name__", repr(strategy)), arguments)
     raise TypeError(f"not a strategy, factory or registry name: {strategy!r}")
 
 
 class _Stop(Exception):
     """Raised inside a :class:`LoopStrategy`'s worker thread to end its loop."""
+
+
+_STOP = object()  # what close() hands the loop instead of an evaluation (None means "not evaluated")
 
 
 class LoopStrategy:
@@ -168,10 +187,10 @@ class LoopStrategy:
     def run(self, evaluate: Callable[[Design], Evaluation]) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _evaluate(self, design: Design) -> Evaluation:
+    def _evaluate(self, design: Design) -> Evaluation | None:
         self._designs.put(design)
         evaluation = self._evaluations.get()
-        if evaluation is None:
+        if evaluation is _STOP:
             raise _Stop
         return evaluation
 
@@ -194,7 +213,7 @@ class LoopStrategy:
             raise RuntimeError(f"{self.name} loop failed: {self._error!r}") from self._error
         return design
 
-    def tell(self, design: Design, evaluation: Evaluation) -> None:
+    def tell(self, design: Design, evaluation: Evaluation | None) -> None:
         self._evaluations.put(evaluation)
 
     def close(self) -> None:
@@ -202,13 +221,6 @@ class LoopStrategy:
             self._closed = True
             if self._thread.is_alive():
                 # blocks until the loop has taken the last evaluation; the loop's next step then stops
-                self._evaluations.put(None, timeout=30)
+                self._evaluations.put(_STOP, timeout=30)
                 self._thread.join(timeout=30)
 
-
-def throughput_of(evaluation: Evaluation) -> float:
-    return float(evaluation.throughput_samples_s) if evaluation.feasible else 0.0
-
-
-def random_in_window(space: DesignSpace, rng: np.random.Generator) -> Design:
-    return space.sample(rng, feasible_area=True)

@@ -15,7 +15,7 @@ class RandomSearch:
 
     name = "random"
 
-    def __init__(self, space: DesignSpace, seed: int = 0, max_tries: int = 1000, **_context):
+    def __init__(self, space: DesignSpace, seed: int = 0, max_tries: int = 1000):
         self.space = space
         self.rng = np.random.default_rng(seed)
         self.max_tries = max_tries
@@ -29,5 +29,5 @@ class RandomSearch:
             design = self.space.sample(self.rng)
         return design
 
-    def tell(self, design: Design, evaluation: Evaluation) -> None:
+    def tell(self, design: Design, evaluation: Evaluation | None) -> None:
         self.seen[design] = throughput_of(evaluation)

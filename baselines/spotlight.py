@@ -32,8 +32,8 @@ from phaze_env.evaluate import Evaluation
 
 # --------------------------------------------------------------------------------------------- features
 
-def _raw_domain_features(design: Design) -> list[float]:
-    acc = design.accelerator()
+def _raw_domain_features(design: Design, space: DesignSpace) -> list[float]:
+    acc = design.accelerator(space.base)
     peak_flops = acc.peak_flops
     cores = design.num_tc + design.num_vc
     return [
@@ -48,11 +48,6 @@ def _raw_domain_features(design: Design) -> list[float]:
         math.log2(design.microbatch),
         float(design.recompute),
     ]
-
-
-DOMAIN_FEATURES = ("log2_peak_flops", "log2_vector_elements_s", "log2_buffer_mb_per_core", "log2_buffer_bytes_per_mac",
-                   "log2_hbm_Bps_per_flop", "log2_hbm_gb", "log2_area_mm2", "log2_tc_aspect", "log2_microbatch",
-                   "recompute")
 
 
 def _corner_designs(space: DesignSpace) -> list[Design]:
@@ -74,7 +69,7 @@ class FeatureMap:
         self.space = space
         self.domain = domain
         if domain:
-            raw = np.array([_raw_domain_features(d) for d in _corner_designs(space)])
+            raw = np.array([_raw_domain_features(d, space) for d in _corner_designs(space)])
             self.low, self.high = raw.min(axis=0), raw.max(axis=0)
         else:
             self.low = np.zeros(len(KNOBS))
@@ -86,7 +81,7 @@ class FeatureMap:
         rows = []
         for design in designs:
             if (row := self._memo.get(design)) is None:
-                raw = _raw_domain_features(design) if self.domain else self.space.encode(design)
+                raw = _raw_domain_features(design, self.space) if self.domain else self.space.encode(design)
                 row = self._memo[design] = (np.asarray(raw, dtype=float) - self.low) / (self.high - self.low)
             rows.append(row)
         return np.asarray(rows)
@@ -195,7 +190,7 @@ class Spotlight:
 
     def __init__(self, space: DesignSpace, seed: int = 0, domain_features: bool = True, warmup: int = 5,
                  explore: float = 0.1, pool: int = 300, restarts: int = 3, refit_every: int = 3,
-                 max_observations: int = 400, **_context):
+                 max_observations: int = 400):
         self.name = "spotlight" if domain_features else "vanilla_bo"
         self.space = space
         self.rng = np.random.default_rng(seed)
@@ -249,5 +244,5 @@ class Spotlight:
         ei = expected_improvement(mean, std, float(y.max() / scale))
         return candidates[int(np.argmax(ei))]
 
-    def tell(self, design: Design, evaluation: Evaluation) -> None:
+    def tell(self, design: Design, evaluation: Evaluation | None) -> None:
         self.observed[design] = throughput_of(evaluation)

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from baselines.protocol import throughput_of
 from phaze_env.cli import OneLineParser, positive_int
 from phaze_env.design import Design, DesignSpace, evaluate_design
 from phaze_env.evaluate import Cluster, Evaluation
@@ -77,8 +78,8 @@ class Best:
             self.design = Design.from_dict(data["design"]) if data["design"] else None
             self.throughput = float(data["throughput_samples_s"])
 
-    def offer(self, design: Design, evaluation: Evaluation) -> None:
-        value = evaluation.throughput_samples_s if evaluation.feasible else 0.0
+    def offer(self, design: Design, evaluation: Evaluation | None) -> None:
+        value = throughput_of(evaluation)
         if self.design is None or value > self.throughput:
             self.design, self.throughput = design, float(value)
 
@@ -117,7 +118,7 @@ def train_confuciux(args, workload, cluster, space, logdir: Path, best: Best) ->
             agent.tell(design, evaluation)
             best.offer(design, evaluation)
             if writer is not None:
-                writer.add_scalar("throughput_samples_s", evaluation.throughput_samples_s if evaluation.feasible else 0.0, step)
+                writer.add_scalar("throughput_samples_s", throughput_of(evaluation), step)
                 writer.add_scalar("best_throughput_samples_s", best.throughput, step)
             progress.update(task, advance=1, description=f"confuciux · best {best.throughput:,.1f} samples/s")
             if (step + 1) % args.checkpoint_every == 0 or step + 1 == start + args.steps:
@@ -163,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        from experiments.compare_strategies import resolve_workload
+        from baselines.workloads import resolve_workload
 
         workload = resolve_workload(args.workload)
         cluster = Cluster(n_devices=args.devices, global_batch=args.batch)

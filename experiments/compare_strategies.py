@@ -35,24 +35,15 @@ import numpy as np
 from phaze_env.cli import OneLineParser, positive_int
 from baselines import STRATEGIES, run_strategy
 from baselines.exact import exact_optimum
-from phaze_env.design import DesignSpace
+from baselines.workloads import resolve_workload
+from phaze_env.design import SPACE_NAMES, DesignSpace
 from phaze_env.evaluate import Cluster
-from phaze_env.workloads import Workload, custom_workload, get_workload, workload_names
+from phaze_env.workloads import workload_names
 
 DEFAULT_WORKLOADS = ("bert-large", "gpt2-xl", "opt-1.3b", "llama2-7b")
 THRESHOLDS = (0.95, 0.99, 1.0)
 COLUMNS = ("workload", "strategy", "seed", "evaluation", "best_throughput", "best_normalized", "wall_s")
 TOLERANCE = 1e-9
-
-
-def tiny_workload() -> Workload:
-    """The quick mode's workload: a 4-layer GPT-2 that traces and schedules in well under a second."""
-    return custom_workload("tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4,
-                           n_inner=512, vocab_size=1000, n_positions=64)
-
-
-def resolve_workload(name: str) -> Workload:
-    return tiny_workload() if name == "tiny-gpt2" else get_workload(name)
 
 
 def default_strategies(space: DesignSpace) -> list[str]:
@@ -282,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"repeatable; default every available one of: {', '.join(STRATEGIES)}")
     parser.add_argument("--seeds", type=positive_int, default=5, help="seeds per strategy (default 5)")
     parser.add_argument("--budget", type=positive_int, default=100, help="evaluations per run (default 100)")
-    parser.add_argument("--space", choices=("reduced", "full"), default="reduced",
+    parser.add_argument("--space", choices=SPACE_NAMES, default="reduced",
                         help="DesignSpace.reduced() (576 knob combinations, 464 inside the area window; default) or PHAZE's full space")
     parser.add_argument("--devices", type=positive_int, default=1024, help="accelerators (default 1024)")
     parser.add_argument("--batch", type=positive_int, default=4096, help="global batch (default 4096)")
@@ -311,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in workloads:
             resolve_workload(name)
         cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
-        space = DesignSpace.reduced() if args.space == "reduced" else DesignSpace()
+        space = DesignSpace.named(args.space)
         strategies = list(dict.fromkeys(args.strategy or default_strategies(space)))
         for name in strategies:
             if name not in STRATEGIES:

@@ -29,8 +29,8 @@ import numpy as np
 from phaze_env.cli import OneLineParser, positive_int
 from baselines import run_strategy
 from baselines.exact import exact_optimum
-from experiments.compare_strategies import resolve_workload
-from phaze_env.design import DesignSpace
+from baselines.workloads import resolve_workload
+from phaze_env.design import SPACE_NAMES, DesignSpace
 from phaze_env.evaluate import Cluster, evaluate
 from phaze_env.hardware import TPUV4
 from phaze_env.workloads import workload_names
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"repeatable; default {', '.join(DEFAULT_WORKLOADS)}; one of: {', '.join(workload_names())}")
     parser.add_argument("--budget", type=positive_int, default=50, help="Spotlight's evaluations (default 50)")
     parser.add_argument("--seeds", type=positive_int, default=3, help="Spotlight seeds (median reported; default 3)")
-    parser.add_argument("--space", choices=("reduced", "full"), default="reduced")
+    parser.add_argument("--space", choices=SPACE_NAMES, default="reduced")
     parser.add_argument("--devices", type=positive_int, default=1024)
     parser.add_argument("--batch", type=positive_int, default=4096)
     parser.add_argument("--exact-workers", type=positive_int, default=1)
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    space = DesignSpace.reduced() if args.space == "reduced" else DesignSpace()
+    space = DesignSpace.named(args.space)
     cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
     rows = [table_row(name, space, cluster, args.budget, args.seeds, args.exact_workers) for name in workloads]
     meta = {"space": args.space, "devices": args.devices, "batch": args.batch, "budget": args.budget,

@@ -1,15 +1,20 @@
-"""A design point: the architecture knobs plus the non-architecture knobs searched with them.
+"""A design point and the design space: the one definition every search face uses.
 
 Every search face (exact search, Gymnasium envs, Optuna objective, baselines) speaks the same two
 values: a :class:`Design` (what to build and how to train on it) and a :class:`DesignSpace` (the
-ordered knob value lists, with index ↔ design encoding for ``MultiDiscrete`` actions and the area
-window). :func:`evaluate_design` is :func:`phaze_env.evaluate.evaluate` restricted to the design's own
-microbatch size, recompute setting and HBM capacity — so the best design of a space has exactly the
-throughput ``search.phaze`` reports for that space.
+ordered value list of each knob, the area window and the base accelerator, with index ↔ design encoding
+for ``MultiDiscrete`` actions). The value lists and the window rule themselves live in
+:mod:`phaze_env.hardware.space`; ``DesignSpace()`` is PHAZE's full space and ``DesignSpace.reduced()``
+the small one every ``--space reduced`` option means. :func:`evaluate_design` is
+:func:`phaze_env.evaluate.evaluate` restricted to the design's own microbatch size, recompute setting
+and HBM capacity — so the best design of a space has exactly the throughput ``search.phaze`` reports
+for that space. See ``docs/design.md``.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator, Sequence
@@ -19,9 +24,17 @@ import numpy as np
 from phaze_env.evaluate import Cluster, Evaluation, evaluate
 from phaze_env.hardware import TPUV4, Accelerator, ArchSpace
 from phaze_env.hardware.area import arch_area_mm2
-from phaze_env.hardware.space import (AREA_WINDOW_LOWER, BUFFER_MB_VALUES, NUM_TC_VALUES, NUM_VC_VALUES,
-                                      TC_DIM_VALUES, area_budget_mm2)
+from phaze_env.hardware.space import (AREA_WINDOW_LOWER, BUFFER_MB_VALUES, HBM_GB_VALUES, MICROBATCH_VALUES,
+                                      NUM_TC_VALUES, NUM_VC_VALUES, RECOMPUTE_VALUES, TC_DIM_VALUES, area_budget_mm2,
+                                      area_overshoot, area_slack, in_area_window)
 from phaze_env.workloads import Workload
+
+# The knobs that set the area (named, not sliced from KNOBS), then the ones that never do. KNOBS lists the
+# area knobs first so a knob-per-step agent knows whether the window holds after the fifth choice.
+ARCH_KNOBS = ("num_tc", "tc_width", "tc_depth", "num_vc", "buffer_mb")
+OTHER_KNOBS = ("hbm_gb", "microbatch", "recompute")
+KNOBS = ARCH_KNOBS + OTHER_KNOBS
+SPACE_NAMES = ("full", "reduced")
 
 
 @dataclass(frozen=True)
@@ -58,31 +71,95 @@ class Design:
         return cls(**{k: data[k] for k in names})
 
 
-KNOBS = ("num_tc", "tc_width", "tc_depth", "num_vc", "buffer_mb", "hbm_gb", "microbatch", "recompute")
+@dataclass(frozen=True)
+class AreaTables:
+    """``ok[i_tc, i_w, i_d, i_vc, i_buf]`` (inside the window) and ``overshoot[...]`` over a space's
+    :data:`ARCH_KNOBS` indices."""
+
+    ok: np.ndarray
+    overshoot: np.ndarray
+
+    def knob_masks(self, space: DesignSpace) -> list[np.ndarray]:
+        """Per knob of :data:`KNOBS`: values with at least one completion inside the window (others: all True)."""
+        masks = []
+        for name in KNOBS:
+            if name in ARCH_KNOBS:
+                axis = ARCH_KNOBS.index(name)
+                masks.append(self.ok.any(axis=tuple(a for a in range(len(ARCH_KNOBS)) if a != axis)))
+            else:
+                masks.append(np.ones(len(space.values(name)), dtype=bool))
+        return masks
+
+    def prefix(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """For the next area knob after the ``indices`` of the previous ones: which values keep a completion
+        inside the window, and each value's smallest overshoot over all completions."""
+        ok = self.ok[tuple(indices)]
+        over = self.overshoot[tuple(indices)]
+        n = ok.shape[0]
+        return ok.reshape(n, -1).any(axis=1), over.reshape(n, -1).min(axis=1)
 
 
 @dataclass(frozen=True)
 class DesignSpace:
-    """Ordered value lists per knob (PHAZE's space by default) and the area window."""
+    """Ordered value lists per knob (PHAZE's space by default), the area window and the base accelerator.
+
+    ``base`` supplies every accelerator field the knobs do not set (HBM bandwidth, clock, element size);
+    ``budget_mm2`` is the area budget (default: the TPUv4-like configuration's architecture area).
+    """
 
     num_tc: tuple[int, ...] = NUM_TC_VALUES
     tc_width: tuple[int, ...] = TC_DIM_VALUES
     tc_depth: tuple[int, ...] = TC_DIM_VALUES
     num_vc: tuple[int, ...] = NUM_VC_VALUES
     buffer_mb: tuple[int, ...] = BUFFER_MB_VALUES
-    hbm_gb: tuple[float, ...] = (32.0, 64.0, 80.0)
-    microbatch: tuple[int, ...] = (1, 2, 4, 8)
-    recompute: tuple[bool, ...] = (False, True)
+    hbm_gb: tuple[float, ...] = HBM_GB_VALUES
+    microbatch: tuple[int, ...] = MICROBATCH_VALUES
+    recompute: tuple[bool, ...] = RECOMPUTE_VALUES
     budget_mm2: float = field(default_factory=area_budget_mm2)
     area_window_lower: float = AREA_WINDOW_LOWER
+    base: Accelerator = TPUV4
 
     def __post_init__(self) -> None:
         for name in KNOBS:
             values = tuple(getattr(self, name))
             if not values:
                 raise ValueError(f"DesignSpace.{name} must list at least one value")
+            if len(set(values)) != len(values):
+                raise ValueError(f"DesignSpace.{name} has duplicate values: {values}")
             object.__setattr__(self, name, values)
+        if any(isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1 for m in self.microbatch):
+            raise ValueError(f"DesignSpace.microbatch must be positive integers, got {self.microbatch}")
+        if any(not h > 0 for h in self.hbm_gb):
+            raise ValueError(f"DesignSpace.hbm_gb must be positive, got {self.hbm_gb}")
+        if not self.budget_mm2 > 0:
+            raise ValueError(f"area budget must be positive, got {self.budget_mm2!r} mm²")
+        if not isinstance(self.base, Accelerator):
+            raise TypeError(f"DesignSpace.base must be an Accelerator, got {type(self.base).__name__}")
 
+    # --- named spaces ------------------------------------------------------------------------------
+    @classmethod
+    def reduced(cls, **overrides: Any) -> DesignSpace:
+        """The small space every ``--space reduced`` means (576 knob combinations; tests, smoke runs,
+        brute-force checks). ``overrides`` replace individual value lists."""
+        values = dict(num_tc=(1, 4, 16), tc_width=(32, 128), tc_depth=(32, 128), num_vc=(1, 4, 16), buffer_mb=(8, 64),
+                      hbm_gb=(32.0, 80.0), microbatch=(1, 4), recompute=(False, True))
+        return cls(**(values | overrides))
+
+    @classmethod
+    def named(cls, name: str, **overrides: Any) -> DesignSpace:
+        """``"full"`` (PHAZE's space) or ``"reduced"``, with ``overrides`` (value lists, budget, base)."""
+        if name == "full":
+            return cls(**overrides)
+        if name == "reduced":
+            return cls.reduced(**overrides)
+        raise ValueError(f"unknown space {name!r}; choose from {', '.join(SPACE_NAMES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: value lists, budget, window and the base accelerator."""
+        return {name: list(getattr(self, name)) for name in KNOBS} | {
+            "budget_mm2": self.budget_mm2, "area_window_lower": self.area_window_lower, "base": self.base.to_dict()}
+
+    # --- knobs ---------------------------------------------------------------------------------------
     @property
     def nvec(self) -> list[int]:
         """Number of choices per knob (a ``gymnasium.spaces.MultiDiscrete`` shape)."""
@@ -108,27 +185,48 @@ class DesignSpace:
         except ValueError:
             raise ValueError(f"{design} is not in this design space") from None
 
-    def area_ok(self, design: Design) -> bool:
-        """Inside PHAZE's area window (lower bound waived with one tensor core or one vector core)."""
-        area = design.area_mm2
-        if area > self.budget_mm2:
+    def __contains__(self, design: object) -> bool:
+        """A design whose every knob value is in the lists and whose area is inside the window."""
+        if not isinstance(design, Design):
             return False
-        return area >= self.area_window_lower * self.budget_mm2 or design.num_tc == 1 or design.num_vc == 1
+        return all(getattr(design, name) in getattr(self, name) for name in KNOBS) and self.area_ok(design)
+
+    # --- the area window -----------------------------------------------------------------------------
+    def area_ok(self, design: Design) -> bool:
+        """Inside PHAZE's area window (:func:`phaze_env.hardware.space.in_area_window`)."""
+        return bool(in_area_window(design.num_tc, design.num_vc, design.area_mm2, self.budget_mm2,
+                                   self.area_window_lower))
 
     def overshoot(self, design: Design) -> float:
-        """Relative area violation (0 inside the window)."""
-        area = design.area_mm2
-        if area > self.budget_mm2:
-            return area / self.budget_mm2 - 1.0
-        if not self.area_ok(design):
-            return 1.0 - area / (self.area_window_lower * self.budget_mm2)
-        return 0.0
+        """Relative area violation (0 inside the window; :func:`phaze_env.hardware.space.area_overshoot`)."""
+        return float(area_overshoot(design.num_tc, design.num_vc, design.area_mm2, self.budget_mm2,
+                                    self.area_window_lower))
 
+    def area_slack(self, design: Design) -> float:
+        """Relative distance to the nearest active window edge (≥ 0 inside; :func:`~phaze_env.hardware.space.area_slack`)."""
+        return float(area_slack(design.num_tc, design.num_vc, design.area_mm2, self.budget_mm2, self.area_window_lower))
+
+    def area_tables(self) -> AreaTables:
+        """:meth:`area_ok` / :meth:`overshoot` over every combination of the area knobs (cached)."""
+        return _area_tables(self)
+
+    # --- counting and enumeration ----------------------------------------------------------------------
     def __len__(self) -> int:
+        """Knob combinations, inside the area window or not."""
         return int(np.prod(self.nvec))
 
+    @property
+    def knob_settings(self) -> int:
+        """Combinations of the knobs that do not set the area (HBM × microbatch × recompute)."""
+        return len(self.hbm_gb) * len(self.microbatch) * len(self.recompute)
+
+    @property
+    def designs(self) -> int:
+        """Designs inside the area window: in-window architectures × :attr:`knob_settings`."""
+        return len(self.arch_space()) * self.knob_settings
+
     def __iter__(self) -> Iterator[Design]:
-        """Every design inside the area window."""
+        """Every design inside the area window, in knob-index order."""
         for combo in itertools.product(*(getattr(self, name) for name in KNOBS)):
             design = Design(*combo)
             if self.area_ok(design):
@@ -142,24 +240,55 @@ class DesignSpace:
         raise RuntimeError("could not sample a design inside the area window")
 
     def arch_space(self) -> ArchSpace:
-        """The matching architecture space for ``search.phaze`` (same lists, same window)."""
-        from phaze_env.hardware import KnobSpace
+        """The in-window architectures (same value lists, window and base) that ``search.phaze`` visits."""
+        return _arch_space(self.num_tc, self.num_vc, self.tc_width, self.tc_depth, self.buffer_mb, self.budget_mm2,
+                           self.area_window_lower, self.base)
 
-        return ArchSpace(num_tc=self.num_tc, num_vc=self.num_vc, tc_width=self.tc_width, tc_depth=self.tc_depth,
-                         buffer_mb=self.buffer_mb, knobs=KnobSpace(self.microbatch, self.recompute, self.hbm_gb),
-                         budget_mm2=self.budget_mm2, area_window_lower=self.area_window_lower)
 
-    @classmethod
-    def reduced(cls, **overrides: Any) -> DesignSpace:
-        """A small space (a few hundred designs) for tests, smoke runs and brute-force checks."""
-        values = dict(num_tc=(1, 4, 16), tc_width=(32, 128), tc_depth=(32, 128), num_vc=(1, 4, 16), buffer_mb=(8, 64),
-                      hbm_gb=(32.0, 80.0), microbatch=(1, 4), recompute=(False, True))
-        values.update(overrides)
-        return cls(**values)
+@functools.lru_cache(maxsize=16)
+def _arch_space(num_tc, num_vc, tc_width, tc_depth, buffer_mb, budget_mm2, lower, base) -> ArchSpace:
+    return ArchSpace(num_tc=num_tc, num_vc=num_vc, tc_width=tc_width, tc_depth=tc_depth, buffer_mb=buffer_mb,
+                     budget_mm2=budget_mm2, area_window_lower=lower, base=base)
+
+
+@functools.lru_cache(maxsize=32)
+def _area_tables(space: DesignSpace) -> AreaTables:
+    grids = np.meshgrid(*(np.asarray(space.values(k), dtype=np.int64) for k in ARCH_KNOBS), indexing="ij")
+    arch = dict(zip(ARCH_KNOBS, grids))
+    area = np.asarray(arch_area_mm2(arch["num_tc"], arch["tc_width"], arch["tc_depth"], arch["num_vc"],
+                                    arch["tc_width"], arch["buffer_mb"]), dtype=np.float64)
+    ok = in_area_window(arch["num_tc"], arch["num_vc"], area, space.budget_mm2, space.area_window_lower)
+    overshoot = area_overshoot(arch["num_tc"], arch["num_vc"], area, space.budget_mm2, space.area_window_lower)
+    ok.setflags(write=False)
+    overshoot.setflags(write=False)
+    return AreaTables(ok, overshoot)
+
+
+# evaluate()'s knob arguments that a Design sets itself; the rest of its keywords are free options.
+_DESIGN_SET = ("microbatch_sizes", "recompute", "hbm_gb")
+
+
+def evaluate_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """Check extra :func:`evaluate` keywords for :func:`evaluate_design` and make them hashable.
+
+    Unknown names and the knobs a design sets itself raise ``ValueError``; list values become tuples, so
+    the options can key a cache (a list would raise ``TypeError: unhashable`` deep inside one).
+    """
+    allowed = [name for name, p in inspect.signature(evaluate).parameters.items()
+               if p.kind is p.KEYWORD_ONLY and name not in _DESIGN_SET]
+    options = dict(options or {})
+    for name in options:
+        if name in _DESIGN_SET:
+            raise ValueError(f"evaluate option {name!r} is set by each design; change the DesignSpace instead")
+        if name not in allowed:
+            raise ValueError(f"unknown evaluate option {name!r}; known: {', '.join(allowed)}")
+    return {name: tuple(value) if isinstance(value, (list, set, frozenset)) else value
+            for name, value in options.items()}
 
 
 def evaluate_design(design: Design, workload: str | Workload, cluster: Cluster | None = None, *,
                     base: Accelerator = TPUV4, **kwargs: Any) -> Evaluation:
-    """:func:`evaluate` of one design point (its own microbatch size, recompute setting and HBM capacity)."""
+    """:func:`evaluate` of one design point (its own microbatch size, recompute setting and HBM capacity) on
+    ``base`` with the design's knobs set."""
     return evaluate(workload, design.accelerator(base), cluster, microbatch_sizes=(design.microbatch,),
                     recompute=(design.recompute,), hbm_gb=(design.hbm_gb,), **kwargs)

@@ -1,6 +1,6 @@
 """The one door: ``evaluate(workload, accelerator, cluster, ...) -> Evaluation``.
 
-Pipeline (DESIGN.md): per tensor-parallel width ``t`` and microbatch size ``m`` the workload is traced
+Pipeline (docs/design.md): per tensor-parallel width ``t`` and microbatch size ``m`` the workload is traced
 into per-layer fused DAGs (cached); every operator's one-core and all-cores latency is estimated on the
 accelerator; each layer's forward and backward DAGs are scheduled by the ILP (cached); the placement DP
 then finds the best data × pipeline × tensor plan over ``t``, ``m``, recompute and HBM capacity.
@@ -21,14 +21,13 @@ from typing import Any, Iterable
 from phaze_env.cache import DiskCache, content_key
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.estimator import accelerator_table
+from phaze_env.hardware.space import HBM_GB_VALUES as DEFAULT_HBM_GB, MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.placement import Plan, best_plan
 from phaze_env.schedule import makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
 EVALUATION_VERSION = 2
 GB = 1e9
-DEFAULT_MICROBATCHES = (1, 2, 4, 8)
-DEFAULT_HBM_GB = (32.0, 64.0, 80.0)
 DEFAULT_TIME_LIMIT_S = 10.0
 
 _EVALUATIONS = DiskCache("evaluations")

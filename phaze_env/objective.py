@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from phaze_env.cli import OneLineParser, positive_int
-from phaze_env.design import KNOBS, Design, DesignSpace, evaluate_design
+from phaze_env.design import KNOBS, SPACE_NAMES, Design, DesignSpace, evaluate_design, evaluate_options
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.workloads import Workload, get_workload, workload_names
 
@@ -52,11 +52,7 @@ def area_constraint(space: DesignSpace, design: Design) -> float:
     """> 0 outside the area window (relative violation); ≤ 0 inside (minus the slack to the nearest edge)."""
     if not space.area_ok(design):
         return max(space.overshoot(design), 1e-12)  # strictly positive even if rounding makes the ratio ~0
-    area = design.area_mm2
-    slack = 1.0 - area / space.budget_mm2
-    if not (design.num_tc == 1 or design.num_vc == 1):
-        slack = min(slack, area / (space.area_window_lower * space.budget_mm2) - 1.0)
-    return -max(slack, 0.0)
+    return -max(space.area_slack(design), 0.0)
 
 
 def constraints_func(trial: Any) -> list[float]:
@@ -91,6 +87,7 @@ class PhazeObjective:
     _memo: dict[Design, TrialRecord] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        self.evaluate_kwargs = evaluate_options(self.evaluate_kwargs)
         if self.encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, got {self.encoding!r}")
 
@@ -117,7 +114,8 @@ class PhazeObjective:
             evaluation: Evaluation | None = None
             placement, reason = 0.0, "outside the area window; not evaluated"
         else:
-            evaluation = evaluate_design(design, self.workload, self.cluster, **self.evaluate_kwargs)
+            evaluation = evaluate_design(design, self.workload, self.cluster, base=self.space.base,
+                                         **self.evaluate_kwargs)
             self.evaluations += 1
             placement, reason = (-1.0, "") if evaluation.feasible else (1.0, evaluation.reason)
         constraints = (area_constraint(self.space, design), placement)
@@ -207,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--study-name", default=None, help="default: phaze-<workload>-<sampler>[-pareto]")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--multi-objective", action="store_true", help="maximise throughput, minimise area")
-    parser.add_argument("--space", choices=("full", "reduced"), default="full")
+    parser.add_argument("--space", choices=SPACE_NAMES, default="full")
     parser.add_argument("--n-devices", type=positive_int, default=Cluster.n_devices)
     parser.add_argument("--global-batch", type=positive_int, default=Cluster.global_batch)
     parser.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
@@ -281,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         workload = get_workload(args.workload)
         cluster = Cluster(n_devices=args.n_devices, global_batch=args.global_batch)
-        space = DesignSpace.reduced() if args.space == "reduced" else DesignSpace()
+        space = DesignSpace.named(args.space)
         sampler = make_sampler(args.sampler, seed=args.seed, multi_objective=args.multi_objective)
         if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
             raise ValueError(f"--timeout must be positive, got {args.timeout}")

@@ -1,5 +1,5 @@
 import sys
 
-from search.phaze import main
+from search.cli import main
 
 sys.exit(main())

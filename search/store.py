@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,16 @@ class ResultsStore:
 
     def close(self) -> None:
         self._db.close()
+
+    @staticmethod
+    def count(path: Path | str, signatures: list[str]) -> int:
+        """Rows recorded under any of ``signatures`` in the store at ``path`` (0 if there is none yet)."""
+        if not Path(path).exists():
+            return 0
+        try:
+            with closing(sqlite3.connect(path)) as db:
+                marks = ",".join("?" * len(signatures))
+                return int(db.execute(f"SELECT COUNT(*) FROM designs WHERE signature IN ({marks})",
+                                      signatures).fetchone()[0])
+        except sqlite3.DatabaseError:
+            return 0  # not a store (yet); opening it for writing reports the problem

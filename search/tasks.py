@@ -14,14 +14,14 @@ def evaluate_design(task: dict[str, Any]) -> dict[str, Any]:
     ``prune_below``: when the ILP-free placement bound cannot beat it, the design is pruned unevaluated."""
     accelerator = Accelerator.from_dict(task["accelerator"])
     cluster = Cluster.from_dict(task["cluster"])
-    knobs = dict(microbatch_sizes=task["microbatches"], recompute=task["recompute"], hbm_gb=task["hbm_gb"],
+    knobs = dict(microbatch_sizes=task["microbatch"], recompute=task["recompute"], hbm_gb=task["hbm_gb"],
                  tensor_widths=task["tensor_widths"], seq_len=task["seq_len"])
     prune_below = task.get("prune_below")
     if prune_below is not None:
         bound = throughput_upper_bound(task["workload"], accelerator, cluster, **knobs)
         if bound <= prune_below:
             widths = valid_tensor_widths(get_workload(task["workload"]), task["tensor_widths"], cluster.n_devices)
-            dp_calls = len(widths) * len(task["microbatches"]) * len(task["hbm_gb"])
+            dp_calls = len(widths) * len(task["microbatch"]) * len(task["hbm_gb"])
             return {"status": "pruned", "bound": bound, "evaluation": None, "dp_calls": dp_calls}
     evaluation = evaluate(task["workload"], accelerator, cluster, solver=task["solver"],
                           time_limit_s=task["time_limit_s"], **knobs)

@@ -8,6 +8,7 @@ import pytest
 from baselines import STRATEGIES, run_strategy
 from baselines.exact import exact_optimum
 from baselines.genetic import GeneticAlgorithm
+from baselines.random_search import RandomSearch
 from baselines.protocol import LoopStrategy, Strategy, evaluate_in_window
 from baselines.spotlight import FeatureMap, GaussianProcess, expected_improvement
 from phaze_env.design import Design, DesignSpace, evaluate_design
@@ -57,7 +58,7 @@ def test_strategy_protocol_and_upper_bound(name, optimum):
     strategy = Recorder(inner)
     trace = run_strategy(strategy, WORKLOAD, CLUSTER, SPACE, BUDGET, seed=1, name=name)
     assert len(trace.best_throughput) == len(trace.wall_s) == len(strategy.asked) == BUDGET
-    assert all(SPACE.encode(d) is not None for d in strategy.asked)  # every design is in the space
+    assert all(SPACE.decode(SPACE.encode(d)) == d for d in strategy.asked)  # every knob value is one of the space's
     assert np.all(np.diff(trace.best_throughput) >= 0) and np.all(np.diff(trace.wall_s) >= 0)
     assert trace.best == max(trace.throughput) > 0
     assert trace.best <= optimum * (1 + 1e-9)
@@ -83,12 +84,11 @@ def test_out_of_window_designs_cost_an_evaluation_and_score_zero():
             return too_big
 
         def tell(self, design, evaluation):
-            assert not evaluation.feasible and evaluation.throughput_samples_s == 0
-            assert "area window" in evaluation.reason
+            assert evaluation is None  # not evaluated
 
     trace = run_strategy(Greedy(), WORKLOAD, CLUSTER, SPACE, 3)
     assert trace.throughput == [0.0, 0.0, 0.0] and trace.best == 0.0
-    assert not evaluate_in_window(too_big, WORKLOAD, CLUSTER, SPACE).feasible
+    assert evaluate_in_window(too_big, WORKLOAD, CLUSTER, SPACE) is None
 
 
 def test_run_strategy_rejects_bad_arguments():
@@ -106,6 +106,19 @@ def test_run_strategy_rejects_bad_arguments():
 
     with pytest.raises(TypeError, match="Design"):
         run_strategy(NotADesign(), WORKLOAD, CLUSTER, SPACE, 2)
+
+
+def test_misspelled_strategy_arguments_raise():
+    """Hyper-parameters are checked against the constructor: a typo is an error, not a silent default."""
+    with pytest.raises(ValueError, match="'populaton'.*known: .*population"):
+        STRATEGIES["genetic"].build(space=SPACE, seed=0, budget=5, workload=WORKLOAD, cluster=CLUSTER, populaton=3)
+    with pytest.raises(ValueError, match="'warmpu'"):
+        run_strategy("spotlight", WORKLOAD, CLUSTER, SPACE, 2, warmpu=3)
+    with pytest.raises(ValueError, match="'tries'"):
+        run_strategy(RandomSearch, WORKLOAD, CLUSTER, SPACE, 2, tries=3)  # a factory, not a registry name
+    genetic = STRATEGIES["genetic"].build(space=SPACE, seed=0, budget=5, workload=WORKLOAD, cluster=CLUSTER,
+                                          population=3, elite=1)
+    assert genetic.population_size == 3 and genetic.elite == 1  # correctly spelled ones are used
 
 
 def test_loop_strategy_reports_a_loop_that_ends_early():

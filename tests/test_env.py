@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -16,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import phaze_env  # noqa: F401 - registers the ids
-from phaze_env.design import KNOBS, Design, DesignSpace
+from phaze_env.design import Design, DesignSpace
 from phaze_env.env import ENV_IDS
-from phaze_env.env.core import OVERSHOOT_CAP, ArchSearchState, area_tables
+from phaze_env.env.core import OVERSHOOT_CAP, ArchSearchState
 from phaze_env.evaluate import Cluster
 from phaze_env.workloads import custom_workload
 
@@ -64,23 +65,7 @@ def test_sb3_check_env(env_id, tiny):
 
 
 # --- area tables and masks ------------------------------------------------------------------------------
-@pytest.mark.parametrize("space", [DesignSpace.reduced(), SPACE], ids=["reduced", "small"])
-def test_area_tables_match_design_space(space):
-    tables = area_tables(space)
-    for idx in itertools.product(*(range(len(space.values(k))) for k in KNOBS[:5])):
-        design = space.decode(list(idx) + [0, 0, 0])
-        assert tables.ok[idx] == space.area_ok(design)
-        assert math.isclose(tables.overshoot[idx], space.overshoot(design), rel_tol=1e-12, abs_tol=1e-15)
-
-
-def test_full_space_area_tables_agree_on_samples():
-    space = DesignSpace()
-    tables, rng = area_tables(space), np.random.default_rng(0)
-    for _ in range(2000):
-        idx = [int(rng.integers(n)) for n in space.nvec]
-        assert tables.ok[tuple(idx[:5])] == space.area_ok(space.decode(idx))
-
-
+# (the window itself and the area tables are checked against brute force in tests/test_hardware_space.py)
 def test_multidiscrete_masks_are_per_knob_projections_of_the_window(tiny):
     space = DesignSpace.reduced()
     env = make("phaze_env/ArchSearch-v0", tiny, space=space).unwrapped
@@ -201,6 +186,45 @@ def test_bad_options_raise(tiny):
         gym.make("phaze_env/ArchSearch-v0", workload="gpt-7")
 
 
+def test_list_valued_evaluate_kwargs_work_and_bad_ones_raise(tiny):
+    """A list is as good as a tuple (it used to raise inside an lru_cache and be reported as 'TPUv4 baseline
+    infeasible', scaling every reward by 1); unknown or design-set options fail at construction."""
+    action = SPACE.encode(Design(4, 128, 128, 4, 64, 80.0, 1, True))
+    rewards = []
+    for widths in ((1, 2), [1, 2]):
+        env = make("phaze_env/ArchSearch-v0", tiny, evaluate_kwargs={"tensor_widths": widths}).unwrapped
+        env.reset(seed=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "baseline infeasible" fallback
+            _, reward, _, _, info = env.step(action)
+        assert info["baseline"]["feasible"] and info["feasible"]
+        rewards.append(reward)
+    assert rewards[0] == rewards[1] and rewards[0] != 1.0
+    assert rewards[0] == pytest.approx(info["throughput_samples_s"] / info["baseline"]["throughput_samples_s"])
+    with pytest.raises(ValueError, match="unknown evaluate option 'tensor_width'"):
+        make("phaze_env/ArchSearch-v0", tiny, evaluate_kwargs={"tensor_width": (1,)})
+    with pytest.raises(ValueError, match="set by each design"):
+        make("phaze_env/ArchSearch-v0", tiny, evaluate_kwargs={"hbm_gb": (32.0,)})
+
+
+def test_evaluation_errors_propagate(tiny, monkeypatch):
+    """A failing evaluator is a bug to see, not an 'infeasible' design or an infeasible baseline."""
+    from phaze_env.env import core
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("evaluator exploded")
+
+    env = make("phaze_env/ArchSearch-v0", tiny, evaluate_kwargs={"time_limit_s": 7.0}).unwrapped  # fresh memo keys
+    env.reset(seed=0)
+    monkeypatch.setattr(core, "evaluate_design", broken)
+    with pytest.raises(RuntimeError, match="exploded"):
+        env.step(SPACE.encode(Design(4, 32, 128, 4, 64, 32.0, 1, False)))
+    monkeypatch.setattr(core, "evaluate", broken)
+    core._baseline.cache_clear()
+    with pytest.raises(RuntimeError, match="exploded"):
+        core.Scorer(tiny, CLUSTER, SPACE, evaluate_kwargs={"time_limit_s": 7.0}).baseline  # noqa: B018
+
+
 def test_workload_list_is_cycled_and_seeded_reset_restarts(tiny):
     other = custom_workload("tiny-gpt2-wide", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=256, n_layer=4, n_head=4,
                             n_inner=1024, vocab_size=1000, n_positions=64)
@@ -272,24 +296,36 @@ def test_state_of_early_ended_seq_episode_validates(tiny):
 
 
 # --- SB3 smoke runs -------------------------------------------------------------------------------------
-def test_ppo_smoke(tiny):
-    from stable_baselines3 import PPO
-
-    model = PPO("MlpPolicy", make("phaze_env/ArchSearchFlat-v0", tiny), n_steps=64, batch_size=32, n_epochs=1,
-                seed=0, device="cpu")
-    model.learn(total_timesteps=128)
-
-
 class _Recorder(gym.Wrapper):
+    """Keeps the info and reward of every episode's last step."""
+
     def __init__(self, env):
         super().__init__(env)
-        self.infos = []
+        self.infos, self.rewards = [], []
 
     def step(self, action):
         result = self.env.step(action)
         if result[2]:
             self.infos.append(result[4])
+            self.rewards.append(result[1])
         return result
+
+
+def test_ppo_smoke(tiny):
+    """PPO trains on the flat one-shot env; every step is a one-step episode whose reward is what the env's
+    rules say (a throughput ratio vs TPUv4 when feasible, a penalty otherwise)."""
+    from stable_baselines3 import PPO
+
+    env = _Recorder(make("phaze_env/ArchSearchFlat-v0", tiny))
+    model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(total_timesteps=128)
+    assert model.num_timesteps == 128 and len(env.infos) == 128
+    for info, reward in zip(env.infos, env.rewards):
+        if info["feasible"]:
+            assert reward == pytest.approx(info["throughput_samples_s"] / info["baseline"]["throughput_samples_s"])
+        else:
+            assert reward < 0
+    assert any(info["feasible"] for info in env.infos)
 
 
 @pytest.mark.parametrize("env_id, policy, steps", [("phaze_env/ArchSearchSeq-v0", "MultiInputPolicy", 256),

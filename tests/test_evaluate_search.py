@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 from phaze_env.evaluate import Cluster, evaluate, throughput_upper_bound
-from phaze_env.hardware import TPUV4, ArchSpace, KnobSpace
+from phaze_env.design import DesignSpace
+from phaze_env.hardware import TPUV4
 from phaze_env.workloads import custom_workload
 from search.bounds import throughput_bounds
-from search.phaze import SearchConfig, aggregate, run_search
+from search.phaze import SearchConfig, SearchResult, aggregate, run_search
+from search.progress import SearchProgress
 
 TINY = custom_workload("tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4, n_inner=512,
                        vocab_size=1000, n_positions=64)
@@ -20,14 +22,34 @@ TINY_LLAMA = custom_workload("tiny-llama", "LlamaConfig", "LlamaForCausalLM", 64
                              num_attention_heads=4, num_key_value_heads=4, intermediate_size=352, vocab_size=1000,
                              max_position_embeddings=64)
 CLUSTER = Cluster(n_devices=16, global_batch=64, link_bandwidth_Bps=4e9)
-SPACE = ArchSpace(num_tc=(1, 4, 16), num_vc=(1, 16), tc_width=(16, 128), tc_depth=(32, 128), buffer_mb=(2, 32),
-                  knobs=KnobSpace(microbatches=(1, 4), recompute=(False, True), hbm_gb=(32.0,)))
+SPACE = DesignSpace(num_tc=(1, 4, 16), num_vc=(1, 16), tc_width=(16, 128), tc_depth=(32, 128), buffer_mb=(2, 32),
+                    microbatch=(1, 4), recompute=(False, True), hbm_gb=(32.0,))
+ARCH = SPACE.arch_space()
 KNOBS = dict(microbatch_sizes=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2))
 
 
 def config(workloads, **kw):
     return SearchConfig(workloads=[w.name if hasattr(w, "name") else w for w in workloads], cluster=CLUSTER, space=SPACE,
-                        microbatches=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2), **kw)
+                        tensor_widths=(1, 2), **kw)
+
+
+class Recorder(SearchProgress):
+    """Keeps the search's progress events."""
+
+    def __init__(self):
+        self.events = []
+
+    def resumed(self, records, path):
+        self.events.append(("resumed", records))
+
+    def bounding(self, workload, architectures):
+        self.events.append(("bounding", workload, architectures))
+
+    def searching(self, label, done, in_flight, remaining, incumbent, next_bound):
+        self.events.append(("searching", done, in_flight, remaining, incumbent, next_bound))
+
+    def finished(self, label, visited, architectures, incumbent):
+        self.events.append(("finished", visited, architectures, incumbent))
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +59,7 @@ def brute_force():
 
     BUILTIN.setdefault(TINY.name, TINY)  # the search addresses workloads by name
     BUILTIN.setdefault(TINY_LLAMA.name, TINY_LLAMA)
-    return {w.name: [evaluate(w, acc, CLUSTER, **KNOBS) for acc in SPACE] for w in (TINY, TINY_LLAMA)}
+    return {w.name: [evaluate(w, acc, CLUSTER, **KNOBS) for acc in ARCH] for w in (TINY, TINY_LLAMA)}
 
 
 def test_evaluation_is_sane_and_cached(brute_force):
@@ -54,8 +76,8 @@ def test_evaluation_is_sane_and_cached(brute_force):
 
 
 def test_upper_bounds_are_valid(brute_force):
-    bounds = throughput_bounds(TINY, SPACE, CLUSTER, microbatches=(1, 4), tensor_widths=(1, 2))
-    for index, (acc, ev) in enumerate(zip(SPACE, brute_force[TINY.name])):
+    bounds = throughput_bounds(TINY, ARCH, CLUSTER, microbatches=(1, 4), tensor_widths=(1, 2))
+    for index, (acc, ev) in enumerate(zip(ARCH, brute_force[TINY.name])):
         assert ev.throughput_samples_s <= bounds[index]
         if index % 7 == 0:  # the ILP-free placement bound too (slower: sampled)
             assert ev.throughput_samples_s <= throughput_upper_bound(TINY, acc, CLUSTER, **KNOBS)
@@ -65,19 +87,22 @@ def test_upper_bounds_are_valid(brute_force):
 def test_exact_search_equals_brute_force(brute_force, workload):
     result = run_search(config([workload]), workers=1)
     best = max(ev.throughput_samples_s for ev in brute_force[workload.name])
-    assert result["exact"] is True
-    assert result["best"]["throughput_samples_s"] == pytest.approx(best, rel=1e-12)
-    assert result["evaluations"] < len(SPACE)  # the bounds pruned something
-    assert result["baseline"]["accelerator"]["num_tc"] == TPUV4.num_tc
+    assert result.exact is True and result.mode == "best"
+    assert result.best[workload.name].throughput_samples_s == pytest.approx(best, rel=1e-12)
+    assert result.evaluations < len(ARCH)  # the bounds pruned something
+    assert result.baseline[workload.name].accelerator["num_tc"] == TPUV4.num_tc
+    assert result.architectures == len(ARCH) and result.designs == len(ARCH) * 4  # 2 microbatches × 2 recompute × 1 HBM
+    assert SearchResult.from_json(result.to_json()) == result
 
 
 def test_multi_workload_search_equals_brute_force(brute_force):
     for how in ("mean", "geomean"):
         result = run_search(config([TINY, TINY_LLAMA], aggregate=how), workers=1)
-        combined = [aggregate((brute_force[w][i].throughput_samples_s for w in brute_force), how) for i in range(len(SPACE))]
-        assert result["best_aggregate"]["throughput_samples_s"] == pytest.approx(max(combined), rel=1e-12)
-        for name, design in result["per_workload_best"].items():
-            assert design["throughput_samples_s"] == pytest.approx(max(e.throughput_samples_s for e in brute_force[name]))
+        combined = [aggregate((brute_force[w][i].throughput_samples_s for w in brute_force), how) for i in range(len(ARCH))]
+        assert result.mode == "shared" and SearchResult.from_json(result.to_json()) == result
+        assert result.shared.throughput_samples_s == pytest.approx(max(combined), rel=1e-12)
+        for name, design in result.best.items():
+            assert design.throughput_samples_s == pytest.approx(max(e.throughput_samples_s for e in brute_force[name]))
 
 
 def test_pareto_front_equals_brute_force(brute_force):
@@ -88,31 +113,34 @@ def test_pareto_front_equals_brute_force(brute_force):
         if -negative > best:
             front.append((area, -negative))
             best = -negative
-    found = [(d["area"], d["throughput_samples_s"]) for d in result["pareto"][TINY.name]]
-    # flattened: pytest >= 9 refuses approx on a list of tuples
-    assert [x for point in found for x in point] == pytest.approx([x for point in front for x in point])
+    assert result.mode == "pareto" and result.best == {} and result.shared is None
+    assert SearchResult.from_json(result.to_json()) == result
+    found = [(d.area_mm2, d.throughput_samples_s) for d in result.pareto[TINY.name]]
     assert len(found) == len(front)
+    for got, want in zip(found, front):  # pytest.approx does not nest into tuples (pytest ≥ 9)
+        assert got == pytest.approx(want, rel=1e-12)
 
 
 def test_resume_and_outputs(brute_force, tmp_path):
     first = run_search(config([TINY]), workers=1, out=tmp_path)
     for name in ("results.json", "evaluations.csv", "throughput_vs_area.png", "results.db"):
         assert (tmp_path / name).stat().st_size > 0
+    assert SearchResult.from_json((tmp_path / "results.json").read_text()) == first  # the file is the result
     data = json.loads((tmp_path / "results.json").read_text())
-    for key in ("workloads", "exact", "elapsed_s", "evaluations", "ilp_solves", "best", "baseline"):
-        assert key in data
-    for key in ("accelerator", "plan", "throughput_samples_s", "tokens_s", "mfu", "area", "feasible"):
-        assert key in data["best"] and key in data["baseline"]
-    second = run_search(config([TINY]), workers=1, out=tmp_path)
-    assert second["resumed_records"] > 0 and second["evaluations_this_run"] == 0
-    assert second["best"] == first["best"]
+    for key in ("accelerator", "plan", "throughput_samples_s", "tokens_s", "mfu", "area_mm2", "feasible"):
+        assert key in data["best"][TINY.name] and key in data["baseline"][TINY.name]
+    progress = Recorder()
+    second = run_search(config([TINY]), workers=1, out=tmp_path, progress=progress)
+    assert second.resumed_records > 0 and second.evaluations_this_run == 0
+    assert progress.events[0] == ("resumed", second.resumed_records)  # said before anything else
+    assert second.best == first.best
 
 
 def test_dask_local_cluster_gives_the_same_answer(brute_force, tmp_path):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         result = run_search(config([TINY]), scheduler=cluster.scheduler_address)
-    assert result["best"]["throughput_samples_s"] == pytest.approx(max(e.throughput_samples_s for e in brute_force[TINY.name]))
+    assert result.best[TINY.name].throughput_samples_s == pytest.approx(max(e.throughput_samples_s for e in brute_force[TINY.name]))
 
 
 def test_infeasible_designs_report_why():
@@ -166,32 +194,31 @@ def test_aggregate():
 def test_cli_main_end_to_end(brute_force, tmp_path, capsys):
     from search.phaze import main
 
-    args = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatches", "1,4",
+    args = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatch", "1,4",
             "--hbm-gb", "32", "--tensor-widths", "1,2", "--workers", "1", "--out", str(tmp_path), "--quiet"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "best design vs TPUv4" in out and "exact: True" in out
     data = json.loads((tmp_path / "results.json").read_text())
-    assert data["best"]["feasible"] and data["exact"] is True
+    assert data["best"][TINY.name]["feasible"] and data["exact"] is True
     assert main([*args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["best"] == data["best"]
 
 
 def test_one_design_for_many_workloads_shares_its_hbm_capacity(brute_force):
     """HBM is hardware: the multi-workload design has one capacity for all workloads (brute force over both)."""
-    space = ArchSpace(num_tc=(1, 16), num_vc=(1, 16), tc_width=(128,), tc_depth=(128,), buffer_mb=(2, 32),
-                      knobs=KnobSpace(microbatches=(1, 4), recompute=(False, True), hbm_gb=(0.004, 32.0)))
     capacities = (0.004, 32.0)
-    cfg = SearchConfig(workloads=[TINY.name, TINY_LLAMA.name], cluster=CLUSTER, space=space, microbatches=(1, 4),
-                       hbm_gb=capacities, tensor_widths=(1, 2))
+    space = DesignSpace(num_tc=(1, 16), num_vc=(1, 16), tc_width=(128,), tc_depth=(128,), buffer_mb=(2, 32),
+                        microbatch=(1, 4), recompute=(False, True), hbm_gb=capacities)
+    cfg = SearchConfig(workloads=[TINY.name, TINY_LLAMA.name], cluster=CLUSTER, space=space, tensor_widths=(1, 2))
     result = run_search(cfg, workers=1)
     expected = max(
         aggregate((evaluate(w, acc, CLUSTER, microbatch_sizes=(1, 4), hbm_gb=(h,), tensor_widths=(1, 2)).throughput_samples_s
                    for w in (TINY, TINY_LLAMA)), "mean")
-        for acc in space for h in capacities)
-    assert result["best_aggregate"]["throughput_samples_s"] == pytest.approx(expected, rel=1e-12)
-    hbm = result["best_aggregate"]["accelerator"]["hbm_gb"]
-    assert {design["accelerator"]["hbm_gb"] for design in result["best"].values()} == {hbm}
+        for acc in space.arch_space() for h in capacities)
+    assert result.shared.throughput_samples_s == pytest.approx(expected, rel=1e-12)
+    hbm = result.shared.accelerator["hbm_gb"]
+    assert {design.accelerator["hbm_gb"] for design in result.shared.per_workload.values()} == {hbm}
 
 
 def test_interrupted_run_resumes_to_the_same_answer(brute_force, tmp_path):
@@ -207,6 +234,99 @@ def test_interrupted_run_resumes_to_the_same_answer(brute_force, tmp_path):
         db.execute("DELETE FROM designs WHERE rowid > ?", (rows[len(rows) // 2 - 1][0],))
     _EVALUATIONS.clear_memory()
     resumed = run_search(config([TINY_LLAMA]), workers=1, out=tmp_path)
-    assert 0 < resumed["resumed_records"] < len(rows)
-    assert resumed["best"] == complete["best"]
-    assert resumed["evaluations"] == complete["evaluations"]
+    assert 0 < resumed.resumed_records < len(rows)
+    assert resumed.best == complete.best
+    assert resumed.evaluations == complete.evaluations
+
+
+def test_progress_reports_phases_with_an_honest_total(brute_force, tmp_path):
+    """Bounding, then candidates, then proving optimality; the total (done + running + designs whose bound
+    still beats the incumbent) never grows and ends at the designs actually visited — not the space size."""
+    progress = Recorder()
+    result = run_search(config([TINY]), workers=1, progress=progress)
+    kinds = [e[0] for e in progress.events]
+    assert kinds[0] == "bounding" and kinds[-1] == "finished" and set(kinds[1:-1]) == {"searching"}
+    searching = [e for e in progress.events if e[0] == "searching"]
+    totals = [done + in_flight + remaining for _, done, in_flight, remaining, _, _ in searching]
+    assert all(b <= a for a, b in zip(totals, totals[1:]))
+    _, visited, architectures, incumbent = progress.events[-1]
+    assert architectures == len(ARCH) and visited < architectures and totals[-1] == visited
+    assert incumbent == result.best[TINY.name].throughput_samples_s
+    for _, _, _, remaining, best, bound in searching:  # the bound still to beat is above the incumbent
+        assert (bound is None) == (remaining == 0) and (best is None or bound is None or bound > best)
+
+
+def test_time_shares_add_up_and_match_the_pipeline_formula(brute_force):
+    """The 'why' breakdown: four shares summing to 1; bubble : compute = (p − 1) : m (PipeDream-Flush/1F1B)."""
+    from search.result import DesignResult
+
+    evaluations = [ev for ev in brute_force[TINY.name] if ev.feasible and ev.plan["pipeline_stages"] > 1]
+    assert evaluations
+    for ev in evaluations[:10]:
+        design = DesignResult.from_evaluation(ev.to_dict())
+        shares, plan = design.time_shares, ev.plan
+        assert sum(shares.values()) == pytest.approx(1.0)
+        assert shares["allreduce"] == pytest.approx(plan["allreduce_s"] / plan["time_per_batch_s"])
+        p, m = plan["pipeline_stages"], plan["microbatches_per_replica"]
+        assert shares["bubble"] / shares["compute"] == pytest.approx((p - 1) / m)
+
+
+def test_cli_units_preset_and_area_budget(brute_force, tmp_path, capsys):
+    from search.phaze import main
+
+    common = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatch", "1",
+              "--hbm-gb", "32", "--tensor-widths", "1", "--workers", "1", "--quiet", "--out", str(tmp_path)]
+    assert main([*common, "--link-gbps", "8", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "--link-gbps is deprecated; use --link-GBps" in captured.err
+    data = json.loads(captured.out)
+    assert data["best"][TINY.name]["devices_available"] == 16
+    assert data["best"][TINY.name]["area_mm2"] > 0 and "area" not in data["best"][TINY.name]
+    assert main([*common, "--link-GBps", "8", "--json", "--preset", "tpuv4i"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["space"]["base"]["hbm_bandwidth_Bps"] == 614e9  # the preset's, not TPUv4's
+    assert data["best"][TINY.name]["accelerator"]["hbm_bandwidth_Bps"] == 614e9
+    budget = DesignSpace.reduced().budget_mm2 / 2
+    assert main([*common, "--json", "--area-budget", str(budget)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["space"]["budget_mm2"] == budget and data["best"][TINY.name]["area_mm2"] <= budget
+    for bad, message in ((["--preset", "tpu9"], "unknown accelerator preset"),
+                         (["--area-budget", "0.5"], "no architecture")):
+        with pytest.raises(SystemExit) as exc:
+            main([*common, *bad])
+        assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_interrupt_is_one_line_and_status_130(brute_force, tmp_path, capsys, monkeypatch):
+    """Ctrl-C during the search: one line saying how many designs are saved and how to resume, status 130."""
+    import sqlite3
+
+    import search.cli
+
+    from search.phaze import main
+
+    args = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatch", "1",
+            "--hbm-gb", "32", "--tensor-widths", "1", "--workers", "1", "--quiet", "--out", str(tmp_path)]
+    assert main(args) == 0
+    capsys.readouterr()
+    with sqlite3.connect(tmp_path / "results.db") as db:
+        saved = db.execute("SELECT COUNT(*) FROM designs").fetchone()[0]
+    assert saved > 0
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(search.cli, "run_search", interrupted)
+    assert main(args) == 130
+    err = capsys.readouterr().err
+    assert err == (f"interrupted — {saved} designs saved in {tmp_path / 'results.db'}; "
+                   "rerun the same command to resume\n")
+
+
+def test_process_pool_search_equals_brute_force(brute_force, tmp_path):
+    """The CLI's default executor (local processes) end to end: same answer as brute force, and resumable."""
+    result = run_search(config([TINY_LLAMA]), workers=2, out=tmp_path)
+    best = max(ev.throughput_samples_s for ev in brute_force[TINY_LLAMA.name])
+    assert result.best[TINY_LLAMA.name].throughput_samples_s == pytest.approx(best, rel=1e-12)
+    again = run_search(config([TINY_LLAMA]), workers=2, out=tmp_path)
+    assert again.best == result.best and again.evaluations_this_run == 0

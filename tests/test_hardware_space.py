@@ -7,7 +7,8 @@ import pytest
 
 from phaze_env.hardware.accelerator import TPUV4
 from phaze_env.hardware.area import arch_area_mm2
-from phaze_env.hardware.space import ArchSpace, KnobSpace
+from phaze_env.design import DesignSpace
+from phaze_env.hardware.space import ArchSpace
 
 
 def _brute_force(num_tc, num_vc, widths, depths, buffers, budget):
@@ -67,12 +68,12 @@ def test_index_and_getitem_are_inverse():
 
 
 def test_reduced_space_iterates_and_counts():
-    space = ArchSpace(num_tc=(1, 2, 4, 8), num_vc=(1, 2), tc_width=(64, 128), tc_depth=(128,), buffer_mb=(32, 128),
-                      knobs=KnobSpace(microbatches=(1, 2), recompute=(False,), hbm_gb=(32.0,)))
-    configs = list(space)
-    assert len(configs) == len(space) and len(set(configs)) == len(configs)
+    space = DesignSpace(num_tc=(1, 2, 4, 8), num_vc=(1, 2), tc_width=(64, 128), tc_depth=(128,), buffer_mb=(32, 128),
+                        microbatch=(1, 2), recompute=(False,), hbm_gb=(32.0,))
+    configs = list(space.arch_space())
+    assert len(configs) == len(space.arch_space()) and len(set(configs)) == len(configs)
     assert all(c.tc_depth == 128 and c.vc_width == c.tc_width for c in configs)
-    assert space.total_points == 2 * len(space)
+    assert space.designs == 2 * len(configs) == len(list(space))  # every in-window design, counted two ways
     expected = _brute_force((1, 2, 4, 8), (1, 2), (64, 128), (128,), (32, 128), TPUV4.area_mm2)
     assert [(c.num_tc, c.num_vc, c.tc_width, c.tc_depth, c.buffer_mb) for c in configs] == sorted(expected)
 
@@ -87,12 +88,31 @@ def test_unique_core_configurations_reconstruct_every_architecture():
     assert len(tc) < len(space) and len(vc) < len(space)
 
 
-def test_knob_space_indexing():
-    knobs = KnobSpace()
-    assert len(knobs) == 4 * 2 * 3
-    assert [knobs[i] for i in range(len(knobs))] == list(knobs)
-    assert all(knobs.index(k) == i for i, k in enumerate(knobs))
-    with pytest.raises(ValueError, match="microbatches"):
-        KnobSpace(microbatches=())
-    with pytest.raises(ValueError):
-        knobs.index((3, False, 32.0))
+def test_design_space_faces_agree_with_the_enumeration():
+    """DesignSpace's window test, its area tables and ArchSpace (checked against brute force above) select the
+    same architectures, on the reduced space and on a slice of the full one."""
+    for space in (DesignSpace.reduced(), DesignSpace(num_tc=(1, 2, 8, 64), num_vc=(1, 2, 64), tc_depth=(2, 128, 256))):
+        arch = {(a.num_tc, a.tc_width, a.tc_depth, a.num_vc, a.buffer_mb) for a in space.arch_space()}
+        tables = space.area_tables()
+        for idx in itertools.product(*(range(n) for n in space.nvec[:5])):
+            design = space.decode(list(idx) + [0, 0, 0])
+            key = (design.num_tc, design.tc_width, design.tc_depth, design.num_vc, design.buffer_mb)
+            assert space.area_ok(design) == bool(tables.ok[idx]) == (key in arch), key
+            assert (space.overshoot(design) > 0) == (key not in arch)
+            assert tables.overshoot[idx] == pytest.approx(space.overshoot(design), abs=1e-15)
+        assert space.designs == len(list(space))
+
+
+def test_named_spaces_and_validation():
+    assert DesignSpace.named("full") == DesignSpace()
+    assert DesignSpace.named("reduced") == DesignSpace.reduced()
+    assert len(DesignSpace.reduced()) == 576
+    assert DesignSpace.named("reduced", hbm_gb=(32.0,)).hbm_gb == (32.0,)
+    with pytest.raises(ValueError, match="unknown space"):
+        DesignSpace.named("medium")
+    with pytest.raises(ValueError, match="microbatch"):
+        DesignSpace(microbatch=())
+    with pytest.raises(ValueError, match="duplicate"):
+        DesignSpace(hbm_gb=(32.0, 32.0))
+    with pytest.raises(ValueError, match="budget"):
+        DesignSpace(budget_mm2=0.0)

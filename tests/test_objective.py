@@ -35,12 +35,11 @@ def test_brute_force_best_equals_exact_search(tiny):
     study = create_study(objective, sampler=make_sampler("bruteforce", seed=0))
     study.optimize(objective)
     assert len(study.trials) == len(SPACE)  # every design, in the window or not
-    exact = run_search(SearchConfig(workloads=[tiny], cluster=CLUSTER, space=SPACE.arch_space(),
-                                    microbatches=SPACE.microbatch, hbm_gb=SPACE.hbm_gb, recompute=SPACE.recompute),
-                       workers=1)
-    assert exact["best"]["feasible"]
-    assert study.best_value == pytest.approx(exact["best"]["throughput_samples_s"], rel=1e-12)
-    arch = {k: exact["best"]["accelerator"][k] for k in ("num_tc", "tc_width", "tc_depth", "num_vc", "buffer_mb")}
+    exact = run_search(SearchConfig(workloads=[tiny], cluster=CLUSTER, space=SPACE), workers=1)
+    best = exact.best[tiny.name]
+    assert best.feasible
+    assert study.best_value == pytest.approx(best.throughput_samples_s, rel=1e-12)
+    arch = {k: best.accelerator[k] for k in ("num_tc", "tc_width", "tc_depth", "num_vc", "buffer_mb")}
     tied = [t for t in study.trials if t.value == study.best_value]
     assert any({k: t.user_attrs["design"][k] for k in arch} == arch for t in tied)
     # every in-window design was evaluated once, none outside

@@ -9,7 +9,7 @@ from gymnasium import spaces
 
 from phaze_env.design import KNOBS, Design
 from phaze_env.env.base import ArchSearchBase
-from phaze_env.env.core import Outcome, Scorer, area_tables, result_space, workload_features, workload_space
+from phaze_env.env.core import Outcome, Scorer, result_space, workload_features, workload_space
 
 
 class ArchSearchEnv(ArchSearchBase):
@@ -57,7 +57,9 @@ class ArchSearchEnv(ArchSearchBase):
     sample divided by the design's. Designs inside the area window whose placement is infeasible (nothing
     fits in HBM, …) get ``-infeasible_penalty``; designs outside the window are not evaluated and get
     ``-infeasible_penalty · (1 + min(overshoot, 10))`` with ``overshoot`` the relative area violation
-    (:meth:`DesignSpace.overshoot`). Rewards are always finite.
+    (:meth:`DesignSpace.overshoot`). Rewards are always finite. When the baseline itself has no feasible
+    placement there is nothing to normalise by: ratios use 1 sample/s (and 1 J/sample), a warning says so
+    and ``info["baseline"]["feasible"]`` is False. Evaluator errors are raised, never scored.
 
     ## Episode End
 
@@ -72,7 +74,8 @@ class ArchSearchEnv(ArchSearchBase):
       episode (a seeded ``reset`` restarts the cycle; ``reset(options={"workload": name})`` picks one);
     * ``cluster``: a :class:`~phaze_env.evaluate.Cluster` or its dict (default PHAZE's 1024 devices);
     * ``space``: a :class:`~phaze_env.design.DesignSpace` (default PHAZE's full space);
-    * ``evaluate_kwargs``: passed to :func:`evaluate` (``solver``, ``time_limit_s``, ``tensor_widths``, …).
+    * ``evaluate_kwargs``: passed to :func:`evaluate` (``solver``, ``time_limit_s``, ``tensor_widths``, …);
+      unknown names, and the knobs each design sets, raise ``ValueError``.
 
     ``info`` carries the design, the reward ratio, the area, the plan and the full
     :class:`~phaze_env.evaluate.Evaluation` as a dict (without its run-dependent ``timings_s`` and
@@ -90,7 +93,7 @@ class ArchSearchEnv(ArchSearchBase):
         super().__init__(workload, cluster, **kwargs)
         self.env_id = "phaze_env/ArchSearchFlat-v0" if self.flatten else "phaze_env/ArchSearch-v0"
         self.action_space = spaces.MultiDiscrete(self.space.nvec)
-        self._masks = np.concatenate(area_tables(self.space).knob_masks(self.space))
+        self._masks = np.concatenate(self.space.area_tables().knob_masks(self.space))
 
     def _observation_dict_space(self) -> spaces.Dict:
         return spaces.Dict({"workload": workload_space(), "design": spaces.MultiDiscrete(self.space.nvec),

@@ -7,10 +7,9 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from phaze_env.design import KNOBS, Design
+from phaze_env.design import ARCH_KNOBS, KNOBS, Design
 from phaze_env.env.base import ArchSearchBase
-from phaze_env.env.core import (ARCH_KNOBS, Outcome, Scorer, area_tables, result_space, workload_features,
-                                workload_space)
+from phaze_env.env.core import Outcome, Scorer, result_space, workload_features, workload_space
 
 
 class ArchSearchSeqEnv(ArchSearchBase):
@@ -77,7 +76,7 @@ class ArchSearchSeqEnv(ArchSearchBase):
         self.env_id = "phaze_env/ArchSearchSeqFlat-v0" if self.flatten else "phaze_env/ArchSearchSeq-v0"
         self._nvec = np.asarray(self.space.nvec, dtype=np.int64)
         self.action_space = spaces.Discrete(int(self._nvec.max()))
-        self._tables = area_tables(self.space)
+        self._tables = self.space.area_tables()
 
     def _observation_dict_space(self) -> spaces.Dict:
         return spaces.Dict({"workload": workload_space(),

@@ -27,14 +27,12 @@ from typing import Any, Sequence
 import numpy as np
 from gymnasium import spaces
 
-from phaze_env.design import KNOBS, Design, DesignSpace, evaluate_design
+from phaze_env.design import Design, DesignSpace, evaluate_design, evaluate_options
 from phaze_env.evaluate import Cluster, Evaluation, evaluate
-from phaze_env.hardware import TPUV4
-from phaze_env.hardware.area import arch_area_mm2
+from phaze_env.hardware import TPUV4, Accelerator
 from phaze_env.workloads import Workload, get_workload
 
 REWARDS = ("throughput", "perf_per_area", "energy")
-ARCH_KNOBS = KNOBS[:5]  # the knobs that set the area; the rest (HBM, microbatch, recompute) never do
 OVERSHOOT_CAP = 10.0
 OBS_CAP = 1e6  # observation ceiling for ratios (a Box needs finite bounds for most agents)
 # Evaluation fields that depend on the run, not on the design (kept out of ``info`` so it is deterministic).
@@ -118,65 +116,21 @@ def result_space() -> spaces.Box:
     return spaces.Box(0.0, OBS_CAP, shape=(len(RESULT_FIELDS),), dtype=np.float32)
 
 
-# --- area window as tensors over the architecture knobs ------------------------------------------------
-@dataclass(frozen=True)
-class AreaTables:
-    """``ok[i_tc, i_w, i_d, i_vc, i_buf]`` (inside the window) and ``overshoot[...]`` over a space's arch knobs."""
-
-    ok: np.ndarray
-    overshoot: np.ndarray
-
-    def knob_masks(self, space: DesignSpace) -> list[np.ndarray]:
-        """Per knob: values with at least one completion inside the window (non-area knobs: all True)."""
-        masks = []
-        for axis, name in enumerate(KNOBS):
-            if axis < len(ARCH_KNOBS):
-                others = tuple(a for a in range(len(ARCH_KNOBS)) if a != axis)
-                masks.append(self.ok.any(axis=others))
-            else:
-                masks.append(np.ones(len(space.values(name)), dtype=bool))
-        return masks
-
-    def prefix(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """For the next arch knob after ``indices``: which values keep a completion inside the window, and
-        each value's smallest overshoot over all completions."""
-        ok = self.ok[tuple(indices)]
-        over = self.overshoot[tuple(indices)]
-        n = ok.shape[0]
-        return ok.reshape(n, -1).any(axis=1), over.reshape(n, -1).min(axis=1)
-
-
-@functools.lru_cache(maxsize=32)
-def area_tables(space: DesignSpace) -> AreaTables:
-    """Vectorised :meth:`DesignSpace.area_ok` / :meth:`DesignSpace.overshoot` (same formula and comparisons)."""
-    grids = np.meshgrid(*(np.asarray(space.values(k), dtype=np.int64) for k in ARCH_KNOBS), indexing="ij")
-    num_tc, width, depth, num_vc, buffer_mb = grids
-    area = np.asarray(arch_area_mm2(num_tc, width, depth, num_vc, width, buffer_mb), dtype=np.float64)
-    lower = space.area_window_lower * space.budget_mm2
-    above = area > space.budget_mm2
-    ok = ~above & ((area >= lower) | (num_tc == 1) | (num_vc == 1))
-    overshoot = np.where(above, area / space.budget_mm2 - 1.0, np.where(ok, 0.0, 1.0 - area / lower))
-    ok.setflags(write=False)
-    overshoot.setflags(write=False)
-    return AreaTables(ok, overshoot)
-
-
 # --- evaluation and reward ------------------------------------------------------------------------------
 _MEMO: OrderedDict[tuple, Evaluation] = OrderedDict()
 
 
-def _memo_key(workload: Workload, cluster: Cluster, design: Design, evaluate_kwargs: dict[str, Any]) -> tuple:
-    return (workload, cluster, design, tuple(sorted((k, repr(v)) for k, v in evaluate_kwargs.items())))
+def evaluate_memo(design: Design, workload: Workload, cluster: Cluster, base: Accelerator,
+                  evaluate_kwargs: dict[str, Any]) -> Evaluation:
+    """:func:`evaluate_design` behind an in-process LRU memo (the disk cache sits behind it).
 
-
-def evaluate_memo(design: Design, workload: Workload, cluster: Cluster, evaluate_kwargs: dict[str, Any]) -> Evaluation:
-    """:func:`evaluate_design` behind an in-process LRU memo (the disk cache sits behind it)."""
-    key = _memo_key(workload, cluster, design, evaluate_kwargs)
+    ``evaluate_kwargs`` must be hashable (:func:`phaze_env.design.evaluate_options`)."""
+    key = (workload, cluster, design, base, tuple(sorted(evaluate_kwargs.items())))
     hit = _MEMO.get(key)
     if hit is not None:
         _MEMO.move_to_end(key)
         return hit
-    evaluation = evaluate_design(design, workload, cluster, **evaluate_kwargs)
+    evaluation = evaluate_design(design, workload, cluster, base=base, **evaluate_kwargs)
     _MEMO[key] = evaluation
     if len(_MEMO) > _MEMO_SIZE:
         _MEMO.popitem(last=False)
@@ -240,25 +194,27 @@ class Scorer:
     evaluate_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.evaluate_kwargs = evaluate_options(self.evaluate_kwargs)
         if self.reward not in REWARDS:
             raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
         if not (math.isfinite(self.infeasible_penalty) and self.infeasible_penalty >= 0):
             raise ValueError(f"infeasible_penalty must be a finite non-negative number, got {self.infeasible_penalty!r}")
 
     @functools.cached_property
-    def baseline(self) -> dict[str, float]:
-        """Baseline throughput (samples/s) and energy (J/sample); 1.0 stand-ins, with a warning, if infeasible."""
-        try:
-            ev = baseline_evaluation(self.workload, self.cluster, self.space, self.evaluate_kwargs)
-        except Exception as error:  # noqa: BLE001 - a broken baseline must not make the env unusable
-            ev, reason = None, f"{type(error).__name__}: {error}"
-        else:
-            reason = ev.reason
-        if ev is None or not ev.feasible or ev.throughput_samples_s <= 0:
-            warnings.warn(f"TPUv4 baseline infeasible for {self.workload.name} ({reason}); rewards use 1 sample/s "
+    def baseline(self) -> dict[str, Any]:
+        """Baseline throughput (samples/s) and energy (J/sample), and whether the baseline is feasible.
+
+        Errors while evaluating it propagate. When the TPUv4-like design has no feasible placement on this
+        workload and cluster (a real answer, e.g. a model too large for its HBM), there is nothing to
+        normalise by: rewards then use 1 sample/s and 1 J/sample as the scale (absolute values), a warning
+        says so and ``info["baseline"]["feasible"]`` is False."""
+        ev = baseline_evaluation(self.workload, self.cluster, self.space, self.evaluate_kwargs)
+        if not ev.feasible or ev.throughput_samples_s <= 0:
+            warnings.warn(f"TPUv4 baseline infeasible for {self.workload.name} ({ev.reason}); rewards use 1 sample/s "
                           "and 1 J/sample as the scale", stacklevel=2)
-            return {"throughput_samples_s": 1.0, "energy_per_sample_j": 1.0, "area_mm2": self.space.budget_mm2}
-        return {"throughput_samples_s": ev.throughput_samples_s,
+            return {"feasible": False, "throughput_samples_s": 1.0, "energy_per_sample_j": 1.0,
+                    "area_mm2": self.space.budget_mm2}
+        return {"feasible": True, "throughput_samples_s": ev.throughput_samples_s,
                 "energy_per_sample_j": ev.energy_per_sample_j if ev.energy_per_sample_j > 0 else 1.0,
                 "area_mm2": self.space.budget_mm2}
 
@@ -277,12 +233,11 @@ class Scorer:
             return Outcome(self.area_penalty(overshoot), False,
                            f"outside the area window (overshoot {overshoot:.3g}); not evaluated", overshoot, area, 0.0,
                            None)
-        try:
-            ev = (evaluate_design(design, self.workload, self.cluster, cache=False, **self.evaluate_kwargs) if fresh
-                  else evaluate_memo(design, self.workload, self.cluster, self.evaluate_kwargs))
-        except Exception as error:  # noqa: BLE001 - an env never raises for an action in its space
-            return Outcome(-self.infeasible_penalty, False, f"evaluation failed: {type(error).__name__}: {error}",
-                           0.0, area, 0.0, None)
+        if fresh:
+            ev = evaluate_design(design, self.workload, self.cluster, base=self.space.base, cache=False,
+                                 **self.evaluate_kwargs)
+        else:
+            ev = evaluate_memo(design, self.workload, self.cluster, self.space.base, self.evaluate_kwargs)
         if not ev.feasible or not ev.throughput_samples_s > 0:
             return Outcome(-self.infeasible_penalty, False, ev.reason or "no feasible plan", 0.0, area, 0.0, ev)
         base = self.baseline

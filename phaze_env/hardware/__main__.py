@@ -13,6 +13,7 @@ import sys
 import time
 
 from phaze_env.cli import print_output
+from phaze_env.design import DesignSpace
 from phaze_env.hardware.accelerator import PRESETS, UnknownPresetError, get_preset, preset_description
 from phaze_env.hardware.space import ArchSpace, area_budget_mm2
 
@@ -39,7 +40,7 @@ def summary(preset: str) -> dict:
         "hbm_bandwidth_Bps": acc.hbm_bandwidth_Bps,
         "ridge_flops_per_byte": acc.peak_flops / acc.hbm_bandwidth_Bps,
         "space_size": len(space),
-        "space_points_with_knobs": space.total_points,
+        "space_points_with_knobs": len(space) * DesignSpace().knob_settings,
         "space_enumeration_s": enumerate_s,
     }
 

@@ -1,21 +1,24 @@
-"""PHAZE's architecture search space and the non-architecture knobs searched with it.
+"""PHAZE's design space: the one definition of every knob's values and of the area window.
 
-Rules (DESIGN.md, from PHAZE's public code): tensor-core count and vector-core count 1…4096, tensor-core
-width and depth 2…256, on-chip buffer 2…128 MB — all powers of two; the vector-core width equals the
-tensor-core width. A configuration is in the space when ``lower·budget ≤ area ≤ budget`` with
+Rules (``docs/design.md``, from PHAZE's public code): tensor-core count and vector-core count 1…4096,
+tensor-core width and depth 2…256, on-chip buffer 2…128 MB — all powers of two; the vector-core width
+equals the tensor-core width. The non-architecture knobs searched with them: HBM capacity
+{32, 64, 80} GB, microbatch size {1, 2, 4, 8} and whether activation recompute is allowed.
+
+A configuration is in the space when ``lower·budget ≤ area ≤ budget`` (:func:`in_area_window`) with
 ``lower = 0.3`` and ``budget`` the TPUv4-like configuration's architecture area
 (:func:`phaze_env.hardware.area.arch_area_mm2`); the lower bound is waived for designs with a single
-tensor core or a single vector core.
+tensor core or a single vector core. Every face (exact search, envs, Optuna objective, baselines) applies
+the window through :func:`in_area_window` / :func:`area_overshoot`; nothing else restates it.
 
-:class:`ArchSpace` enumerates the in-window configurations once, with numpy, in lexicographic order of
+:class:`ArchSpace` enumerates the in-window architectures once, with numpy, in lexicographic order of
 ``(num_tc, num_vc, tc_width, tc_depth, buffer_mb)``; ``space[i]`` and ``space.index(acc)`` convert
-between index and :class:`Accelerator`. :class:`KnobSpace` holds the microbatch sizes, recompute flags and
-HBM capacities that the search combines with every architecture.
+between index and :class:`Accelerator`. The full design space (architecture × the other knobs) is
+:class:`phaze_env.design.DesignSpace`, built from the value lists here.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -38,6 +41,9 @@ NUM_TC_VALUES = powers_of_two(1, 4096)
 NUM_VC_VALUES = powers_of_two(1, 4096)
 TC_DIM_VALUES = powers_of_two(2, 256)
 BUFFER_MB_VALUES = powers_of_two(2, 128)
+HBM_GB_VALUES = (32.0, 64.0, 80.0)
+MICROBATCH_VALUES = (1, 2, 4, 8)
+RECOMPUTE_VALUES = (False, True)
 AREA_WINDOW_LOWER = 0.3
 # Window comparisons tolerate rounding so the TPUv4 configuration itself (area == budget) is inside.
 _AREA_RTOL = 1e-9
@@ -51,68 +57,42 @@ def area_budget_mm2(reference: Accelerator = TPUV4) -> float:
 
 
 def in_area_window(num_tc, num_vc, area_mm2, budget_mm2: float, lower: float = AREA_WINDOW_LOWER):
-    """PHAZE's window rule, vectorised: ``lower·budget ≤ area ≤ budget``, lower bound waived for 1 TC or 1 VC."""
-    upper_ok = np.asarray(area_mm2) <= budget_mm2 * (1 + _AREA_RTOL)
-    lower_ok = np.asarray(area_mm2) >= lower * budget_mm2 * (1 - _AREA_RTOL)
+    """PHAZE's window rule (numpy-vectorised): ``lower·budget ≤ area ≤ budget``, lower bound waived for 1 TC
+    or 1 VC. Returns a bool (array)."""
+    area_mm2 = np.asarray(area_mm2)
+    upper_ok = area_mm2 <= budget_mm2 * (1 + _AREA_RTOL)
+    lower_ok = area_mm2 >= lower * budget_mm2 * (1 - _AREA_RTOL)
     waived = (np.asarray(num_tc) == 1) | (np.asarray(num_vc) == 1)
     return upper_ok & (lower_ok | waived)
 
 
-@dataclass(frozen=True)
-class KnobSpace:
-    """Non-architecture knobs searched together with each architecture."""
+def area_overshoot(num_tc, num_vc, area_mm2, budget_mm2: float, lower: float = AREA_WINDOW_LOWER):
+    """Relative violation of the window (0 inside): ``area/budget − 1`` above it, ``1 − area/(lower·budget)``
+    below it (vectorised)."""
+    area_mm2 = np.asarray(area_mm2, dtype=np.float64)
+    inside = in_area_window(num_tc, num_vc, area_mm2, budget_mm2, lower)
+    above = area_mm2 / budget_mm2 - 1.0
+    below = 1.0 - area_mm2 / (lower * budget_mm2)
+    return np.where(inside, 0.0, np.where(area_mm2 > budget_mm2, above, below))
 
-    microbatches: tuple[int, ...] = (1, 2, 4, 8)
-    recompute: tuple[bool, ...] = (False, True)
-    hbm_gb: tuple[float, ...] = (32.0, 64.0, 80.0)
 
-    def __post_init__(self) -> None:
-        for name in ("microbatches", "recompute", "hbm_gb"):
-            values = tuple(getattr(self, name))
-            if not values:
-                raise ValueError(f"KnobSpace.{name} must not be empty")
-            if len(set(values)) != len(values):
-                raise ValueError(f"KnobSpace.{name} has duplicate values: {values}")
-            object.__setattr__(self, name, values)
-        if any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in self.microbatches):
-            raise ValueError(f"KnobSpace.microbatches must be positive integers, got {self.microbatches}")
-        if any(not h > 0 for h in self.hbm_gb):
-            raise ValueError(f"KnobSpace.hbm_gb must be positive, got {self.hbm_gb}")
-
-    def __len__(self) -> int:
-        return len(self.microbatches) * len(self.recompute) * len(self.hbm_gb)
-
-    def __iter__(self) -> Iterator[tuple[int, bool, float]]:
-        """``(microbatch, recompute, hbm_gb)`` tuples in lexicographic order."""
-        return iter(itertools.product(self.microbatches, self.recompute, self.hbm_gb))
-
-    def __getitem__(self, i: int) -> tuple[int, bool, float]:
-        n = len(self)
-        if not -n <= i < n:
-            raise IndexError(f"knob index {i} out of range for {n} knob settings")
-        i %= n
-        i_mb, rest = divmod(i, len(self.recompute) * len(self.hbm_gb))
-        i_rc, i_hbm = divmod(rest, len(self.hbm_gb))
-        return (self.microbatches[i_mb], self.recompute[i_rc], self.hbm_gb[i_hbm])
-
-    def index(self, knobs: tuple[int, bool, float]) -> int:
-        microbatch, recompute, hbm_gb = knobs
-        try:
-            i_mb = self.microbatches.index(microbatch)
-            i_rc = self.recompute.index(recompute)
-            i_hbm = self.hbm_gb.index(hbm_gb)
-        except ValueError:
-            raise ValueError(f"{knobs!r} is not in this knob space") from None
-        return (i_mb * len(self.recompute) + i_rc) * len(self.hbm_gb) + i_hbm
+def area_slack(num_tc, num_vc, area_mm2, budget_mm2: float, lower: float = AREA_WINDOW_LOWER):
+    """Relative distance to the nearest active window edge (≥ 0 inside, vectorised): ``1 − area/budget``, or
+    ``area/(lower·budget) − 1`` when that is smaller and the lower bound applies."""
+    area_mm2 = np.asarray(area_mm2, dtype=np.float64)
+    waived = (np.asarray(num_tc) == 1) | (np.asarray(num_vc) == 1)
+    to_upper = 1.0 - area_mm2 / budget_mm2
+    to_lower = area_mm2 / (lower * budget_mm2) - 1.0
+    return np.where(waived, to_upper, np.minimum(to_upper, to_lower))
 
 
 @dataclass(frozen=True)
 class ArchSpace:
-    """The in-window architectures of PHAZE's space (or a reduced space with custom value lists).
+    """The in-window architectures of a design space (PHAZE's by default).
 
-    ``len(space)``, iteration, ``space[i]`` and ``space.index(acc)`` work on architectures; the knobs are in
-    ``space.knobs`` and ``space.total_points`` counts architecture × knob combinations. ``base`` supplies
-    the fields the space does not vary (HBM capacity and bandwidth, clock, element size).
+    ``len(space)``, iteration, ``space[i]`` and ``space.index(acc)`` work on architectures. ``base``
+    supplies the fields the space does not vary (HBM capacity and bandwidth, clock, element size). Build
+    it from a :class:`phaze_env.design.DesignSpace` (``design_space.arch_space()``) to search a space.
     """
 
     num_tc: Sequence[int] = NUM_TC_VALUES
@@ -120,7 +100,6 @@ class ArchSpace:
     tc_width: Sequence[int] = TC_DIM_VALUES
     tc_depth: Sequence[int] = TC_DIM_VALUES
     buffer_mb: Sequence[int] = BUFFER_MB_VALUES
-    knobs: KnobSpace = KnobSpace()
     budget_mm2: float | None = None  # None: the TPUv4-like configuration's area
     area_window_lower: float = AREA_WINDOW_LOWER
     base: Accelerator = TPUV4
@@ -134,6 +113,8 @@ class ArchSpace:
             object.__setattr__(self, name, values)
         if self.budget_mm2 is None:
             object.__setattr__(self, "budget_mm2", area_budget_mm2())
+        if not self.budget_mm2 > 0:
+            raise ValueError(f"area budget must be positive, got {self.budget_mm2!r} mm²")
         object.__setattr__(self, "_arrays", self._enumerate())
 
     # --- enumeration -------------------------------------------------------------------------------
@@ -158,11 +139,6 @@ class ArchSpace:
 
     def __len__(self) -> int:
         return int(self._arrays["num_tc"].size)
-
-    @property
-    def total_points(self) -> int:
-        """Architectures × knob settings."""
-        return len(self) * len(self.knobs)
 
     def __getitem__(self, i: int) -> Accelerator:
         n = len(self)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# What kind of computation an operator is (for reporting and for the vector cost model).
-OP_KINDS = ("matmul", "bmm", "elementwise", "softmax", "norm", "reduction", "data", "comm")
 # Which resources it occupies on one accelerator.
 UNITS = ("tc", "vc", "tc+vc", "comm", "none")
 # Cost classes of vector work (the estimator gives each a cycles-per-element figure).
@@ -46,7 +44,7 @@ class Op:
     """One operator of a layer graph (forward or backward)."""
 
     name: str
-    kind: str  # one of OP_KINDS
+    kind: str  # what computation it is, for reporting: matmul, bmm, elementwise, softmax, norm, reduction, data, comm
     unit: str  # one of UNITS
     gemms: tuple[Gemm, ...] = ()
     vector_elements: int = 0  # elements processed on the vector cores
@@ -123,7 +121,3 @@ class ModelGraph:
     @property
     def params_total(self) -> int:
         return sum(layer.params * layer.repeat for layer in self.layers)
-
-    def expanded(self) -> list[Layer]:
-        """The layers in execution order with repeats unrolled (a chain for the placement DP)."""
-        return [layer for layer in self.layers for _ in range(layer.repeat)]

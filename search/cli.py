@@ -1,0 +1,230 @@
+"""``python -m search.phaze``: the exact search's command line — options, console progress and summary.
+
+Bad input exits with one line and status 2; Ctrl-C exits with one line and status 130 (every design
+evaluated so far is in ``results.db``, and rerunning the same command resumes from it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from phaze_env.cli import OneLineParser, float_list, int_list, positive_float, positive_int, print_output
+from phaze_env.design import SPACE_NAMES, DesignSpace
+from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster
+from phaze_env.hardware import UnknownPresetError, get_preset, preset_names
+from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
+from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
+from search.result import DesignResult, SearchResult, plan_label
+from search.run import run_search
+from search.store import ResultsStore
+
+INTERRUPTED = 130  # the shell's status for a program ended by SIGINT
+
+
+class DeprecatedAlias(argparse.Action):
+    """A hidden old spelling of an option: stores into the new one and says so once on stderr."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        self.new = new
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: note: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="python -m search.phaze",
+        description="Exact (provably best) co-search of accelerator architecture and training placement.")
+    parser.add_argument("--workload", action="append", metavar="NAME",
+                        help=f"workload to optimise for (repeatable; default {DEFAULT_WORKLOAD}); one of: {', '.join(workload_names())}")
+    parser.add_argument("--devices", type=positive_int, default=1024, help="accelerators in the cluster (default 1024)")
+    parser.add_argument("--batch", type=positive_int, default=4096, help="global batch in samples (default 4096)")
+    parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's own)")
+    parser.add_argument("--link-GBps", type=positive_float, default=4.0, dest="link_GBps",
+                        help="interconnect bandwidth in GB/s (gigabytes per second; default 4)")
+    parser.add_argument("--link-gbps", type=positive_float, dest="link_GBps", action=DeprecatedAlias,
+                        new="--link-GBps (the value is, and always was, in GB/s)")
+    parser.add_argument("--link-latency-us", type=float, default=0.0, help="interconnect latency in µs (default 0)")
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
+    parser.add_argument("--space", choices=SPACE_NAMES, default="full",
+                        help="PHAZE's full space, or DesignSpace.reduced() (576 knob combinations) for quick looks")
+    parser.add_argument("--preset", default="tpuv4", metavar="NAME",
+                        help=f"base accelerator for the fields the search does not vary (HBM bandwidth, clock; "
+                             f"default tpuv4); one of: {', '.join(preset_names())}")
+    parser.add_argument("--area-budget", type=positive_float, default=None, metavar="MM2",
+                        help="area budget in mm² (default: the TPUv4-like configuration's area)")
+    parser.add_argument("--microbatch", type=int_list, default=None,
+                        help="microbatch sizes (default: the space's; full space 1,2,4,8)")
+    parser.add_argument("--microbatches", type=int_list, dest="microbatch", action=DeprecatedAlias, new="--microbatch")
+    parser.add_argument("--hbm-gb", type=float_list, default=None,
+                        help="HBM capacities in GB (default: the space's; full space 32,64,80)")
+    parser.add_argument("--tensor-widths", type=int_list, default=TENSOR_WIDTHS, help="tensor-parallel widths (default 1,2,4,8)")
+    parser.add_argument("--no-recompute", action="store_true", help="forbid activation recomputation")
+    parser.add_argument("--objectives", default="throughput",
+                        help="'throughput' (default) or 'throughput,area' for the Pareto front")
+    parser.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="multi-workload objective (default mean)")
+    parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, help="local worker processes")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler address (tcp://host:8786)")
+    parser.add_argument("--solver", choices=("cbc", "highs"), default="cbc", help="ILP solver (default cbc)")
+    parser.add_argument("--time-limit", type=positive_float, default=DEFAULT_TIME_LIMIT_S, help="seconds per ILP")
+    parser.add_argument("--out", type=Path, default=Path("out/phaze"), help="output directory (default out/phaze)")
+    parser.add_argument("--json", action="store_true", help="print results.json to stdout instead of tables")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> SearchConfig:
+    workloads = args.workload or [DEFAULT_WORKLOAD]
+    for name in workloads:
+        get_workload(name)
+    objectives = [o.strip() for o in args.objectives.split(",")]
+    if objectives not in (["throughput"], ["throughput", "area"]):
+        raise ValueError(f"--objectives must be 'throughput' or 'throughput,area', got {args.objectives!r}")
+    if args.link_latency_us < 0:
+        raise ValueError("--link-latency-us must be non-negative")
+    try:
+        base = get_preset(args.preset)
+    except UnknownPresetError as exc:
+        raise ValueError(str(exc)) from None
+    cluster = Cluster(n_devices=args.devices, link_bandwidth_Bps=args.link_GBps * 1e9,
+                      link_latency_s=args.link_latency_us * 1e-6, global_batch=args.batch, optimizer=args.optimizer)
+    overrides: dict[str, Any] = {"base": base}
+    for name, value in (("microbatch", args.microbatch), ("hbm_gb", args.hbm_gb), ("budget_mm2", args.area_budget),
+                        ("recompute", (False,) if args.no_recompute else None)):
+        if value is not None:
+            overrides[name] = value
+    space = DesignSpace.named(args.space, **overrides)
+    if not len(space.arch_space()):
+        raise ValueError(f"no architecture of the {args.space} space fits the area window "
+                         f"({space.area_window_lower:g}·{space.budget_mm2:.1f} mm² … {space.budget_mm2:.1f} mm²)")
+    return SearchConfig(workloads=tuple(workloads), cluster=cluster, space=space, tensor_widths=args.tensor_widths,
+                        seq_len=args.seq, aggregate=args.aggregate, pareto=len(objectives) == 2, solver=args.solver,
+                        time_limit_s=args.time_limit)
+
+
+def _prepare_out(path: Path) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"output directory {path} is not writable: {exc.strerror or exc}") from None
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before the search started (parsing, tracing): nothing to save yet
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args)
+        out = _prepare_out(args.out)
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    from rich.console import Console
+
+    from search.progress import ConsoleProgress, SearchProgress
+
+    console = Console()
+    try:
+        progress = SearchProgress() if args.quiet or args.json else ConsoleProgress(console)
+        result = run_search(config, workers=args.workers, scheduler=args.scheduler, out=out, progress=progress)
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    except KeyboardInterrupt:
+        db = out / "results.db"
+        saved = ResultsStore.count(db, config.signatures())
+        print(f"interrupted — {saved:,} designs saved in {db}; rerun the same command to resume", file=sys.stderr)
+        return INTERRUPTED
+    if args.json:
+        print_output(json.dumps(result.to_dict(), indent=2))
+    else:
+        print_summary(result, out, console)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------- summary
+
+def comparison_table(title: str, best: DesignResult | None, baseline: DesignResult):
+    """Best design vs TPUv4, one metric per row (fits a narrow terminal)."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("")
+    table.add_column("best", justify="right")
+    table.add_column("TPUv4", justify="right")
+
+    def cells(d: DesignResult | None, key: str) -> str:
+        if d is None or not d.feasible:
+            return "infeasible" if key == "samples/s" else ""
+        a, p = d.accelerator, d.plan
+        return {
+            "samples/s": f"{d.throughput_samples_s:,.1f}", "tokens/s": f"{d.tokens_s:,.0f}", "MFU": f"{d.mfu:.1%}",
+            "area mm²": f"{d.area_mm2:.1f}", "tensor cores": f"{a['num_tc']} × {a['tc_width']}×{a['tc_depth']}",
+            "vector cores": f"{a['num_vc']} × {a['vc_width']}", "buffer": f"{a['buffer_mb']} MB",
+            "HBM": f"{a['hbm_gb']:g} GB", "plan": plan_label(p),
+            "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
+        }[key]
+
+    for key in ("samples/s", "tokens/s", "MFU", "area mm²", "tensor cores", "vector cores", "buffer", "HBM", "plan",
+                "recompute stages"):
+        table.add_row(key, cells(best, key), cells(baseline, key))
+    return table
+
+
+def why(best: DesignResult, baseline: DesignResult) -> list[str]:
+    """What bounds the best design's throughput, from its plan: time-per-batch shares, devices, energy."""
+    shares = best.time_shares
+    lines = [f"why: {best.plan['time_per_batch_s']:.3g} s/batch = compute {shares['compute']:.0%} · bubble "
+             f"{shares['bubble']:.0%} · p2p {shares['p2p']:.0%} · all-reduce {shares['allreduce']:.0%}",
+             f"     {best.plan['devices_used']:,} of {best.devices_available:,} devices ({plan_label(best.plan)})"]
+    if baseline.feasible and baseline.energy_per_sample_j > 0:
+        lines[-1] += f" · energy/sample {best.energy_per_sample_j / baseline.energy_per_sample_j:.2f}× TPUv4"
+    return lines
+
+
+def print_summary(result: SearchResult, out: Path, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    for name, front in result.pareto.items():
+        table = Table(title=f"Pareto front (throughput, area) for {name}")
+        for column in ("area mm²", "samples/s", "tc", "vc", "buffer MB", "plan"):
+            table.add_column(column, justify="right")
+        for d in front:
+            a = d.accelerator
+            table.add_row(f"{d.area_mm2:.1f}", f"{d.throughput_samples_s:,.1f}", f"{a['num_tc']}×{a['tc_width']}×{a['tc_depth']}",
+                          f"{a['num_vc']}×{a['vc_width']}", str(a["buffer_mb"]), plan_label(d.plan))
+        console.print(table)
+    if result.shared is not None:
+        shared = result.shared
+        console.print(f"one design for {', '.join(result.workloads)}: {shared.how} {shared.throughput_samples_s:,.1f} samples/s")
+        designs = shared.per_workload
+        titles = {name: f"{name}: the shared design vs TPUv4" for name in designs}
+    else:
+        designs = result.best
+        titles = {name: f"{name}: best design vs TPUv4 (same placement DP)" for name in designs}
+    for name, design in designs.items():
+        console.print(comparison_table(titles[name], design, result.baseline[name]))
+        if design is not None and design.feasible:
+            for line in why(design, result.baseline[name]):
+                console.print(line, highlight=False)
+    console.print(f"exact: {result.exact} · evaluations {result.evaluations:,} of {result.architectures:,} architectures "
+                  f"(pruning ratio {result.pruning_ratio:.2%}) · ILP solves {result.ilp_solves:,} · "
+                  f"{result.elapsed_s:.1f} s · results in {out}/", highlight=False)

@@ -1,0 +1,100 @@
+"""What an exact search is asked: workloads, cluster, design space, solver settings (:class:`SearchConfig`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from phaze_env.cache import content_key
+from phaze_env.design import DesignSpace
+from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster
+from phaze_env.hardware import ArchSpace
+from phaze_env.workloads import TENSOR_WIDTHS, Workload, get_workload
+
+DEFAULT_WORKLOAD = "gpt2-xl"
+AGGREGATES = ("mean", "geomean")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """One search: ``workloads`` (names), the ``cluster``, the ``space`` (every knob's values, the area
+    window and the base accelerator), tensor-parallel widths, sequence length, the multi-workload
+    ``aggregate``, Pareto mode, and ILP settings."""
+
+    workloads: tuple[Workload, ...]  # names or Workload values (custom models); stored as Workloads
+    cluster: Cluster = field(default_factory=Cluster)
+    space: DesignSpace = field(default_factory=DesignSpace)
+    tensor_widths: tuple[int, ...] = TENSOR_WIDTHS
+    seq_len: int | None = None
+    aggregate: str = "mean"
+    pareto: bool = False
+    second_bound: bool = True
+    solver: str = "cbc"
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+
+    def __post_init__(self) -> None:
+        workloads = {w.name: w for w in map(get_workload, self.workloads)}
+        if not workloads:
+            raise ValueError("a search needs at least one workload")
+        object.__setattr__(self, "workloads", tuple(workloads.values()))
+        object.__setattr__(self, "tensor_widths", tuple(self.tensor_widths))
+        if self.aggregate not in AGGREGATES:
+            raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The workloads' names (how results and the results store key them)."""
+        return tuple(w.name for w in self.workloads)
+
+    def workload(self, name: str) -> Workload:
+        return self.workloads[self.names.index(name)]
+
+    @property
+    def arch(self) -> ArchSpace:
+        """The in-window architectures the search visits."""
+        return self.space.arch_space()
+
+    @property
+    def mode(self) -> str:
+        """``"pareto"``, ``"shared"`` (one design for several workloads) or ``"best"``."""
+        return "pareto" if self.pareto else "shared" if len(self.workloads) > 1 else "best"
+
+    def arguments(self) -> dict[str, Any]:
+        """What the answer depends on (the resume signature): not workers, output or progress."""
+        return {
+            "workloads": [w.to_dict() for w in self.workloads], "cluster": self.cluster.to_dict(), "space": self.space.to_dict(),
+            "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "aggregate": self.aggregate,
+            "pareto": self.pareto, "solver": self.solver, "time_limit_s": self.time_limit_s,
+        }
+
+    @property
+    def signature(self) -> str:
+        return content_key("search", self.arguments())
+
+    def per_capacity(self) -> list[SearchConfig]:
+        """The one-design (shared) mode searches each HBM capacity on its own: one config per capacity."""
+        return [dataclasses.replace(self, space=dataclasses.replace(self.space, hbm_gb=(capacity,)))
+                for capacity in self.space.hbm_gb]
+
+    def signatures(self) -> list[str]:
+        """Every signature under which this search stores rows in ``results.db``."""
+        extra = [c.signature for c in self.per_capacity()] if self.mode == "shared" else []
+        return [self.signature, *extra]
+
+    def task(self, workload: str, index: int, prune_below: float | None) -> dict[str, Any]:
+        """The unit of work for :func:`search.tasks.evaluate_design` (plain data: it crosses processes)."""
+        space = self.space
+        return {"workload": self.workload(workload), "accelerator": self.arch[index].to_dict(), "cluster": self.cluster.to_dict(),
+                "microbatch": list(space.microbatch), "recompute": list(space.recompute), "hbm_gb": list(space.hbm_gb),
+                "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "solver": self.solver,
+                "time_limit_s": self.time_limit_s, "prune_below": prune_below}
+
+
+def aggregate(values: Iterable[float], how: str) -> float:
+    """The multi-workload objective: arithmetic or geometric mean (0 if any workload is infeasible)."""
+    values = list(values)
+    if how == "geomean":
+        return 0.0 if min(values) <= 0 else float(math.exp(sum(math.log(v) for v in values) / len(values)))
+    return float(sum(values) / len(values))

@@ -1,0 +1,184 @@
+"""The exact search algorithm: best-bound-first over the architectures of a space, stopping on a proof.
+
+1. every architecture gets a vectorised throughput upper bound (:mod:`search.bounds`);
+2. architectures are visited best bound first (ties: smaller area); each is evaluated exactly (ILP
+   schedules + placement DP, :func:`phaze_env.evaluate.evaluate`), optionally after a second, ILP-free
+   bound (the placement DP on layer-latency lower bounds) has failed to prune it;
+3. the search stops when the next bound cannot beat the incumbent: every unvisited design is provably no
+   better. Ties keep the smaller-area design.
+
+Pareto mode visits architectures in order of area; a design is pruned when a smaller-or-equal-area
+design already reaches its bound. :class:`ExactSearch` runs one of these loops over an executor
+(``submit`` → future); :func:`search.run.run_search` orchestrates them.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import FIRST_COMPLETED, wait
+from typing import Any, Callable
+
+import numpy as np
+
+from search.bounds import throughput_bounds
+from search.config import SearchConfig
+from search.progress import SearchProgress
+from search.store import ResultsStore
+from search.tasks import evaluate_design
+
+
+class ExactSearch:
+    """Best-bound-first exact search over ``config.arch``; records every visited design (and stores it)."""
+
+    def __init__(self, config: SearchConfig, executor, store: ResultsStore | None = None,
+                 progress: SearchProgress | None = None):
+        self.config = config
+        self.executor = executor
+        self.store = store
+        self.progress = progress or SearchProgress()
+        self.records: dict[tuple[str, int], dict[str, Any]] = store.load() if store else {}
+        self.resumed = len(self.records)
+        self.bounds: dict[str, np.ndarray] = {}
+        self.counters = {"ilp_solves": 0, "evaluations": 0, "pruned_by_placement_bound": 0, "dp_calls": 0}
+
+    # --- bounds ------------------------------------------------------------------------------------
+    def compute_bounds(self) -> None:
+        c = self.config
+        for name in c.names:
+            self.progress.bounding(name, len(c.arch))
+            self.bounds[name] = throughput_bounds(c.workload(name), c.arch, c.cluster, microbatches=c.space.microbatch,
+                                                  tensor_widths=c.tensor_widths, seq_len=c.seq_len)
+
+    # --- one (workload, architecture) --------------------------------------------------------------
+    def _submit(self, workload: str, index: int, prune_below: float | None):
+        return self.executor.submit(evaluate_design, self.config.task(workload, index, prune_below))
+
+    def _absorb(self, workload: str, index: int, result: dict[str, Any]) -> dict[str, Any]:
+        area = float(self.config.arch.arrays["area_mm2"][index])
+        self.counters["dp_calls"] += result.get("dp_calls", 0)
+        if result["status"] == "pruned":
+            record = {"status": "pruned", "throughput_samples_s": None, "bound_samples_s": result["bound"],
+                      "area_mm2": area, "evaluation": None}
+            self.counters["pruned_by_placement_bound"] += 1
+        else:
+            ev = result["evaluation"]
+            record = {"status": "evaluated", "throughput_samples_s": ev["throughput_samples_s"], "bound_samples_s": None,
+                      "area_mm2": area, "evaluation": ev}
+            self.counters["evaluations"] += 1
+            self.counters["ilp_solves"] += ev["ilp_solves"]
+        self.records[(workload, index)] = record
+        if self.store:
+            self.store.record(workload, index, record["status"], throughput=record["throughput_samples_s"],
+                              bound=record["bound_samples_s"], area=area, evaluation=record["evaluation"])
+        return record
+
+    # --- the best-bound-first loop -----------------------------------------------------------------
+    def maximise(self, workloads: list[str], bound: np.ndarray, value: Callable[[dict[str, dict]], float],
+                 label: str, window: int, floor: float = 0.0) -> tuple[int | None, float, int]:
+        """Index of the architecture maximising ``value`` (ties: smaller area), its value, designs visited.
+
+        Only designs that can beat ``floor`` (a value already reached elsewhere) are considered; when none
+        can, the index is None.
+        """
+        areas = self.config.arch.arrays["area_mm2"]
+        order = np.lexsort((areas, -bound))
+        descending = bound[order]
+        single = len(workloads) == 1 and self.config.second_bound
+        best_index, best_value = None, 0.0
+        pending: dict[Any, tuple[str, int]] = {}
+        waiting: dict[int, set[str]] = {}
+        visited = done = position = 0
+
+        def threshold() -> float | None:
+            return max(best_value, floor) if best_index is not None else (floor if floor > 0 else None)
+
+        def report() -> None:
+            limit = threshold()
+            above = len(order) if limit is None else int(np.searchsorted(-descending, -limit, side="left"))
+            remaining = max(above - position, 0)
+            self.progress.searching(label, done, len(waiting), remaining,
+                                    best_value if best_index is not None else None,
+                                    float(descending[position]) if remaining else None)
+
+        def consider(index: int) -> None:
+            nonlocal best_index, best_value, done
+            done += 1
+            recs = {w: self.records[(w, index)] for w in workloads}
+            if any(r["status"] == "pruned" for r in recs.values()):
+                return
+            v = value({w: r["evaluation"] for w, r in recs.items()})
+            if best_index is None or v > best_value or (v == best_value and areas[index] < areas[best_index]):
+                best_index, best_value = index, v
+
+        while True:
+            while position < len(order) and len(pending) < window:
+                index = int(order[position])
+                limit = threshold()
+                if limit is not None and bound[index] <= limit:
+                    position = len(order)  # every remaining bound is ≤ this one: all pruned
+                    break
+                position += 1
+                visited += 1
+                missing = [w for w in workloads if (w, index) not in self.records]
+                if not missing:
+                    consider(index)
+                    continue
+                waiting[index] = set(missing)
+                for w in missing:
+                    prune_below = best_value if single and best_index is not None else None
+                    pending[self._submit(w, index, prune_below)] = (w, index)
+            report()
+            if not pending:
+                break
+            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for future in finished:
+                w, index = pending.pop(future)
+                self._absorb(w, index, future.result())
+                waiting[index].discard(w)
+                if not waiting[index]:
+                    del waiting[index]
+                    consider(index)
+        self.progress.finished(label, visited, len(order), best_value if best_index is not None else None)
+        return best_index, best_value, visited
+
+    def pareto(self, workload: str, window: int) -> tuple[list[int], int]:
+        """Indices of the non-dominated (max throughput, min area) architectures, designs visited."""
+        areas = self.config.arch.arrays["area_mm2"]
+        bound = self.bounds[workload]
+        order = np.lexsort((-bound, areas))
+        label = f"pareto {workload}"
+        running_best = 0.0
+        pending: dict[Any, int] = {}
+        visited = done = position = 0
+        while position < len(order) or pending:
+            while position < len(order) and len(pending) < window:
+                index = int(order[position])
+                position += 1
+                if bound[index] <= running_best:
+                    continue
+                visited += 1
+                if (workload, index) in self.records:
+                    running_best = max(running_best, self.records[(workload, index)]["throughput_samples_s"] or 0.0)
+                    done += 1
+                    continue
+                pending[self._submit(workload, index, None)] = index
+            rest = bound[order[position:]]
+            above = rest > running_best
+            self.progress.searching(label, done, len(pending), int(above.sum()), running_best or None,
+                                    float(rest[above].max()) if above.any() else None)
+            if not pending:
+                continue
+            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for future in finished:
+                index = pending.pop(future)
+                record = self._absorb(workload, index, future.result())
+                running_best = max(running_best, record["throughput_samples_s"] or 0.0)
+                done += 1
+        self.progress.finished(label, visited, len(order), running_best or None)
+        evaluated = [(areas[i], -(r["throughput_samples_s"] or 0.0), i) for (w, i), r in self.records.items()
+                     if w == workload and r["status"] == "evaluated" and r["evaluation"]["feasible"]]
+        front, best = [], 0.0
+        for area, negative, index in sorted(evaluated):
+            if -negative > best:
+                front.append(index)
+                best = -negative
+        return front, visited

@@ -1,0 +1,77 @@
+"""What a search writes: ``results.json`` (:class:`~search.result.SearchResult`), ``evaluations.csv`` (every
+visited design) and ``throughput_vs_area.png``."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from search.config import SearchConfig
+from search.result import SearchResult
+
+CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb",
+               "hbm_gb", "area_mm2", "feasible", "throughput_samples_s", "tokens_s", "mfu", "tensor_width",
+               "pipeline_stages", "data_parallel", "microbatch", "energy_per_sample_j", "bound_samples_s")
+
+
+def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
+                  config: SearchConfig) -> None:
+    (out / "results.json").write_text(result.to_json())
+    write_csv(out / "evaluations.csv", records, config)
+    plot(out / "throughput_vs_area.png", result, records, config)
+
+
+def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config: SearchConfig) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, CSV_COLUMNS)
+        writer.writeheader()
+        for (workload, index), record in sorted(records.items()):
+            acc = config.arch[index]
+            row = {"arch_index": index, "workload": workload, "status": record["status"], "num_tc": acc.num_tc,
+                   "tc_width": acc.tc_width, "tc_depth": acc.tc_depth, "num_vc": acc.num_vc, "vc_width": acc.vc_width,
+                   "buffer_mb": acc.buffer_mb, "area_mm2": record["area_mm2"], "bound_samples_s": record["bound_samples_s"]}
+            ev = record["evaluation"]
+            if ev:
+                plan = ev["plan"] or {}
+                row.update(hbm_gb=ev["accelerator"]["hbm_gb"], feasible=ev["feasible"],
+                           throughput_samples_s=ev["throughput_samples_s"], tokens_s=ev["tokens_s"], mfu=ev["mfu"],
+                           tensor_width=plan.get("tensor_width"), pipeline_stages=plan.get("pipeline_stages"),
+                           data_parallel=plan.get("data_parallel"), microbatch=plan.get("microbatch"),
+                           energy_per_sample_j=ev["energy_per_sample_j"])
+            writer.writerow(row)
+
+
+def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
+         config: SearchConfig) -> None:
+    """Per workload: every evaluated feasible design (area, throughput), their front, TPUv4 as a star."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(config.names), figsize=(6 * len(config.names), 4.5), squeeze=False)
+    for ax, name in zip(axes[0], config.names):
+        points = sorted((r["area_mm2"], r["throughput_samples_s"]) for (w, _), r in records.items()
+                        if w == name and r["status"] == "evaluated" and r["evaluation"]["feasible"])
+        if points:
+            area, throughput = np.array(points).T
+            ax.scatter(area, throughput, s=8, alpha=0.5, label=f"evaluated ({len(points)})")
+            front_a, front_t, best = [], [], 0.0
+            for a, t in points:
+                if t > best:
+                    front_a.append(a)
+                    front_t.append(t)
+                    best = t
+            label = "Pareto front (exact)" if config.pareto else "front of the evaluated designs"
+            ax.step(front_a, front_t, where="post", color="C3", label=label)
+        base = result.baseline.get(name)
+        if base and base.feasible:
+            ax.scatter([base.area_mm2], [base.throughput_samples_s], marker="*", s=200, color="k", label="TPUv4")
+        ax.set(xlabel="area (mm²)", ylabel="training throughput (samples/s)", title=name)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

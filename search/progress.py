@@ -1,0 +1,89 @@
+"""How a search reports what it is doing: phases, not a fixed total.
+
+An exact search has three phases: **bounding** (a vectorised throughput upper bound for every
+architecture), **evaluating candidates** (best bound first, until a feasible incumbent exists) and
+**proving optimality** (evaluating only the designs whose bound still exceeds the incumbent). How many
+designs the last phase needs is not known in advance, so progress is reported as *done* out of
+*done + in flight + designs whose bound still beats the incumbent* — a total that shrinks as the
+incumbent improves, instead of a count of the whole space the search never reaches.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SearchProgress:
+    """Receives a search's events; this base class ignores them (silent runs, tests)."""
+
+    def resumed(self, records: int, path: Path) -> None:
+        """``records`` designs were read back from the results store at ``path``."""
+
+    def bounding(self, workload: str, architectures: int) -> None:
+        """Bounding ``architectures`` architectures on ``workload`` starts."""
+
+    def searching(self, label: str, done: int, in_flight: int, remaining: int, incumbent: float | None,
+                  next_bound: float | None) -> None:
+        """A design finished: ``remaining`` unvisited designs have a bound above the incumbent (None: none yet);
+        ``next_bound`` is the largest of them."""
+
+    def finished(self, label: str, visited: int, architectures: int, incumbent: float | None) -> None:
+        """The phase ``label`` is over: ``visited`` of ``architectures`` were visited, the rest pruned."""
+
+    def close(self) -> None:
+        """Release the terminal (also after an interruption)."""
+
+
+def phase_status(incumbent: float | None, next_bound: float | None, remaining: int) -> tuple[str, str]:
+    """The phase name and the status line for an incumbent, the best remaining bound and how many designs'
+    bounds still exceed the incumbent."""
+    if incumbent is None or incumbent <= 0:
+        return "evaluating candidates", "no feasible design yet"
+    status = f"best {incumbent:,.1f} samples/s"
+    if next_bound is not None:
+        status += f" · bound left {next_bound:,.1f} (+{next_bound / incumbent - 1:.1%}) on {remaining:,} designs"
+    return "proving optimality", status
+
+
+class ConsoleProgress(SearchProgress):
+    """A rich live display on ``console``: one line per phase and workload (text, not a bar: the total is
+    not known in advance and shrinks as the incumbent improves)."""
+
+    def __init__(self, console) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(SpinnerColumn(finished_text="✓"), TextColumn("{task.description}"), TimeElapsedColumn(),
+                             console=console)
+        self._tasks: dict[str, int] = {}
+        self._bar.start()
+
+    def _show(self, key: str, text: str, finished: bool = False) -> None:
+        if key not in self._tasks:
+            self._tasks[key] = self._bar.add_task(text, total=None)
+        self._bar.update(self._tasks[key], description=text, **({"total": 1, "completed": 1} if finished else {}))
+
+    def _end_bounding(self) -> None:
+        for key in [k for k in self._tasks if k.startswith("bounding ")]:
+            text = self._bar.tasks[self._tasks[key]].description
+            self._show(key, text, finished=True)
+            del self._tasks[key]
+
+    def resumed(self, records: int, path: Path) -> None:
+        self._bar.console.print(f"resumed {records:,} designs from {path}", highlight=False)
+
+    def bounding(self, workload: str, architectures: int) -> None:
+        self._end_bounding()
+        self._show(f"bounding {workload}", f"[bold]{workload}[/bold]: bounding {architectures:,} architectures")
+
+    def searching(self, label, done, in_flight, remaining, incumbent, next_bound) -> None:
+        self._end_bounding()
+        phase, status = phase_status(incumbent, next_bound, remaining)
+        self._show(label, f"[bold]{label}[/bold]: {phase} · {done:,} evaluated, {in_flight} running · {status}")
+
+    def finished(self, label, visited, architectures, incumbent) -> None:
+        best = f"optimum {incumbent:,.1f} samples/s" if incumbent else "no feasible design"
+        self._show(label, f"[bold]{label}[/bold]: {best} · {visited:,} of {architectures:,} architectures visited, "
+                          f"{architectures - visited:,} pruned by bounds", finished=True)
+
+    def close(self) -> None:
+        self._bar.stop()

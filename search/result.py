@@ -1,0 +1,154 @@
+"""The one result type of an exact search, for every mode: :class:`SearchResult` (JSON round-trip).
+
+Every mode fills the same fields: ``best`` (each workload's own best design; empty in Pareto mode),
+``shared`` (multi-workload mode: the single design with the best aggregate; else ``None``), ``pareto``
+(Pareto mode: each workload's front; else empty) and ``baseline`` (the TPUv4-like accelerator on each
+workload, same placement DP and knobs). Designs are :class:`DesignResult` values; areas are in mm².
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+MODES = ("best", "shared", "pareto")
+
+
+def time_shares(plan: dict[str, Any]) -> dict[str, float]:
+    """Shares of the time per batch: compute, pipeline bubble, point-to-point sends, data-parallel all-reduce.
+
+    The placement DP's time per batch is ``(m + p − 1)·S + allreduce`` with ``S`` the slowest stage's time per
+    microbatch, ``p2p_s`` the sends' part of ``(m + p − 1)·S`` and ``bubble_fraction = (p − 1)/(m + p − 1)``
+    (:class:`phaze_env.placement.Plan`); the rest of the pipeline time splits into bubble and compute in that
+    ratio. The four shares add up to 1.
+    """
+    total = plan["time_per_batch_s"]
+    pipeline = total - plan["allreduce_s"] - plan["p2p_s"]
+    shares = {"compute": (1 - plan["bubble_fraction"]) * pipeline, "bubble": plan["bubble_fraction"] * pipeline,
+              "p2p": plan["p2p_s"], "allreduce": plan["allreduce_s"]}
+    return {name: value / total for name, value in shares.items()}
+
+
+def plan_label(plan: dict[str, Any]) -> str:
+    """``t8 p13 d9 m1``: tensor width, pipeline stages, data parallelism, microbatch size."""
+    return f"t{plan['tensor_width']} p{plan['pipeline_stages']} d{plan['data_parallel']} m{plan['microbatch']}"
+
+
+@dataclass(frozen=True)
+class DesignResult:
+    """One design on one workload: its accelerator (dict), plan (dict) and figures (SI units, area in mm²)."""
+
+    workload: str
+    feasible: bool
+    reason: str
+    throughput_samples_s: float
+    tokens_s: float
+    mfu: float
+    area_mm2: float
+    energy_per_sample_j: float
+    devices_available: int
+    accelerator: dict[str, Any]
+    plan: dict[str, Any]
+
+    @classmethod
+    def from_evaluation(cls, evaluation: dict[str, Any]) -> DesignResult:
+        """From ``Evaluation.to_dict()`` (what the search records and stores)."""
+        return cls(workload=evaluation["workload"], feasible=evaluation["feasible"], reason=evaluation["reason"],
+                   throughput_samples_s=evaluation["throughput_samples_s"], tokens_s=evaluation["tokens_s"],
+                   mfu=evaluation["mfu"], area_mm2=evaluation["area_mm2"],
+                   energy_per_sample_j=evaluation["energy_per_sample_j"],
+                   devices_available=evaluation["cluster"]["n_devices"], accelerator=evaluation["accelerator"],
+                   plan=evaluation["plan"])
+
+    @property
+    def time_shares(self) -> dict[str, float]:
+        return time_shares(self.plan)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | ({"time_shares": self.time_shares} if self.feasible else {})
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DesignResult:
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class SharedDesign:
+    """Multi-workload mode: one design (architecture and HBM capacity) for every workload, best ``how``-aggregate
+    throughput; ``per_workload`` holds each workload's result on it (its own microbatch and recompute)."""
+
+    how: str
+    throughput_samples_s: float
+    accelerator: dict[str, Any]
+    per_workload: dict[str, DesignResult]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"how": self.how, "throughput_samples_s": self.throughput_samples_s, "accelerator": self.accelerator,
+                "per_workload": {w: d.to_dict() for w, d in self.per_workload.items()}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SharedDesign:
+        return cls(how=data["how"], throughput_samples_s=data["throughput_samples_s"], accelerator=data["accelerator"],
+                   per_workload={w: DesignResult.from_dict(d) for w, d in data["per_workload"].items()})
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What ``search.phaze`` answers (and writes as ``results.json``); the same fields in every mode.
+
+    Counts: ``architectures`` in the area window, ``designs`` = architectures × knob settings;
+    ``evaluations`` (architecture × workload pairs evaluated, including resumed ones), of which
+    ``evaluations_this_run``; ``pruned_by_placement_bound`` (pruned by the ILP-free bound, unevaluated);
+    ``pruning_ratio`` (architectures never evaluated / architectures); ``resumed_records`` read from
+    ``results.db``.
+    """
+
+    mode: str
+    workloads: tuple[str, ...]
+    exact: bool
+    architectures: int
+    designs: int
+    best: dict[str, DesignResult | None]
+    shared: SharedDesign | None
+    pareto: dict[str, tuple[DesignResult, ...]]
+    baseline: dict[str, DesignResult]
+    evaluations: int
+    evaluations_this_run: int
+    pruned_by_placement_bound: int
+    ilp_solves: int
+    dp_calls_this_run: int
+    pruning_ratio: float
+    resumed_records: int
+    elapsed_s: float
+    space: dict[str, Any] = field(default_factory=dict)  # DesignSpace.to_dict(): what was searched
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        object.__setattr__(self, "workloads", tuple(self.workloads))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["workloads"] = list(self.workloads)
+        data["best"] = {w: d.to_dict() if d else None for w, d in self.best.items()}
+        data["shared"] = self.shared.to_dict() if self.shared else None
+        data["pareto"] = {w: [d.to_dict() for d in front] for w, front in self.pareto.items()}
+        data["baseline"] = {w: d.to_dict() for w, d in self.baseline.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SearchResult:
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        values["best"] = {w: DesignResult.from_dict(d) if d else None for w, d in data["best"].items()}
+        values["shared"] = SharedDesign.from_dict(data["shared"]) if data["shared"] else None
+        values["pareto"] = {w: tuple(DesignResult.from_dict(d) for d in front) for w, front in data["pareto"].items()}
+        values["baseline"] = {w: DesignResult.from_dict(d) for w, d in data["baseline"].items()}
+        return cls(**values)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> SearchResult:
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,126 @@
+"""Orchestrating an exact search: trace once, bound, run the mode's loops, evaluate the baseline, write outputs.
+
+:func:`run_search` is the whole search as a function: a :class:`~search.config.SearchConfig` in, a
+:class:`~search.result.SearchResult` out (and ``results.json``, ``evaluations.csv``,
+``throughput_vs_area.png`` and ``results.db`` in ``out`` when given).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from phaze_env.evaluate import evaluate
+from phaze_env.hardware import TPUV4
+from phaze_env.workloads import model_graph
+from search.config import SearchConfig, aggregate
+from search.exact import ExactSearch
+from search.executors import make_executor
+from search.outputs import write_outputs
+from search.progress import SearchProgress
+from search.result import DesignResult, SearchResult, SharedDesign
+from search.store import ResultsStore
+
+
+def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None = None, out: Path | None = None,
+               progress: SearchProgress | None = None) -> SearchResult:
+    """Run the exact search (``workers`` local processes, or a Dask ``scheduler``); resumable from ``out``."""
+    progress = progress or SearchProgress()
+    started = time.perf_counter()
+    for workload in config.workloads:  # trace once here; workers read the graphs from the disk cache
+        for t in config.tensor_widths:
+            for m in config.space.microbatch:
+                try:
+                    model_graph(workload, seq_len=config.seq_len, microbatch=m, tensor_width=t)
+                except ValueError:
+                    pass  # that width does not divide this model; evaluate skips it too
+    db = out / "results.db" if out else None
+    if db is not None and (resumed := ResultsStore.count(db, config.signatures())):
+        progress.resumed(resumed, db)
+    store = ResultsStore(db, config.signature, config.arguments()) if db else None
+    window = max(2, 2 * max(workers, 1))
+    try:
+        with make_executor(workers, scheduler) as executor:
+            search = ExactSearch(config, executor, store, progress)
+            search.compute_bounds()
+            best: dict[str, DesignResult | None] = {}
+            pareto: dict[str, tuple[DesignResult, ...]] = {}
+            shared, extra = None, {}
+            if config.mode == "pareto":
+                for name in config.names:
+                    front, _ = search.pareto(name, window)
+                    pareto[name] = tuple(_design(search.records[(name, i)]) for i in front)
+            else:
+                for name in config.names:
+                    index, _, _ = search.maximise([name], search.bounds[name],
+                                                  lambda evs, n=name: evs[n]["throughput_samples_s"], name, window)
+                    best[name] = _design(search.records[(name, index)]) if index is not None else None
+                if config.mode == "shared":
+                    shared, extra = _search_shared_design(config, search, executor, db, progress, window)
+            baseline = {name: DesignResult.from_evaluation(
+                evaluate(config.workload(name), TPUV4, config.cluster, microbatch_sizes=config.space.microbatch,
+                         recompute=config.space.recompute, hbm_gb=config.space.hbm_gb,
+                         tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
+                         time_limit_s=config.time_limit_s).to_dict()) for name in config.names}
+    finally:
+        progress.close()
+        if store:
+            store.close()
+    evaluated = [r for r in [*search.records.values(), *extra.values()] if r["status"] == "evaluated"]
+    result = SearchResult(
+        mode=config.mode, workloads=config.names, exact=True, architectures=len(config.arch),
+        designs=config.space.designs, best=best, shared=shared, pareto=pareto, baseline=baseline,
+        evaluations=len(evaluated), evaluations_this_run=search.counters["evaluations"],
+        pruned_by_placement_bound=sum(1 for r in search.records.values() if r["status"] == "pruned"),
+        ilp_solves=sum(r["evaluation"]["ilp_solves"] for r in evaluated),
+        dp_calls_this_run=search.counters["dp_calls"],
+        pruning_ratio=1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.arch),
+        resumed_records=search.resumed, elapsed_s=time.perf_counter() - started, space=config.space.to_dict())
+    if out:
+        write_outputs(out, result, search.records, config)
+    return result
+
+
+def _design(record: dict) -> DesignResult:
+    return DesignResult.from_evaluation(record["evaluation"])
+
+
+def _search_shared_design(config: SearchConfig, search: ExactSearch, executor, db: Path | None,
+                          progress: SearchProgress, window: int) -> tuple[SharedDesign | None, dict]:
+    """The single design (architecture and HBM capacity: both are hardware) with the best aggregate throughput.
+
+    Microbatch size and recompute stay per workload (they are software settings); the HBM capacity must be
+    the same for every workload, so each capacity is searched on its own, later ones only for designs that
+    can beat the best aggregate found so far. Returns the design and every record of the sub-searches.
+    """
+    stacked = np.stack([search.bounds[n] for n in config.names])
+    combined = np.array([aggregate(column, config.aggregate) for column in stacked.T]) * (1 + 1e-9)
+    best: tuple[int, float, ExactSearch, float] | None = None
+    records: dict[tuple[str, int, float], dict] = {}
+    for sub_config in config.per_capacity():
+        (capacity,) = sub_config.space.hbm_gb
+        store = ResultsStore(db, sub_config.signature, sub_config.arguments()) if db else None
+        try:
+            sub = ExactSearch(sub_config, executor, store, progress)
+            sub.bounds = search.bounds
+            index, value, _ = sub.maximise(
+                list(config.names), combined,
+                lambda evs: aggregate((evs[n]["throughput_samples_s"] for n in config.names), config.aggregate),
+                f"{config.aggregate} of {len(config.names)} at {capacity:g} GB", window,
+                floor=best[1] if best else 0.0)
+        finally:
+            if store:
+                store.close()
+        search.counters["evaluations"] += sub.counters["evaluations"]
+        search.counters["dp_calls"] += sub.counters["dp_calls"]
+        records.update({(w, i, capacity): r for (w, i), r in sub.records.items()})
+        if index is not None and (best is None or value > best[1]):
+            best = (index, value, sub, capacity)
+    if best is None:
+        return None, records
+    index, value, sub, capacity = best
+    return SharedDesign(how=config.aggregate, throughput_samples_s=value,
+                        accelerator=config.arch[index].replace(hbm_gb=capacity).to_dict(),
+                        per_workload={n: _design(sub.records[(n, index)]) for n in config.names}), records
