@@ -45,7 +45,7 @@ def main() -> None:
 
     print(f"space: {len(space):,} architectures in the area window ({space.total_points:,} with knobs); "
           f"enumeration {enumerate_s * 1e3:.1f} ms (median of {args.repeats})")
-    print(f"unique configurations: {len(tc):,} tensor-core (num_tc, width, depth, buffer), {len(vc)} vector-core (num_vc, width)")
+    print(f"unique configurations: {len(tc):,} tensor-core (num_tc, width, depth, buffer), {len(vc):,} vector-core (num_vc, width, sublanes, buffer, num_tc)")
     print(f"latency table: {len(ops)} ops ({len(fwd)} fwd + {len(bwd)} bwd) × all unique configs: "
           f"{table_s * 1e3:.1f} ms (median of {args.repeats})")
     print(f"per-architecture gather ({len(ops)} × {len(space):,} one-core + all-cores): {gather_s * 1e3:.1f} ms")

@@ -1,9 +1,12 @@
 """Speed of the placement DP on a GPT-3-175B-like chain (96 identical blocks + embedding + head).
 
-Run: ``python benchmarks/bench_placement.py [--traced]`` (``--traced``: the real traced gpt3-175b chain
-with layer latencies scheduled on the TPUv4 preset). Prints the median CPU time of several runs for one
-(t, m, recompute, HBM) call and for the whole grid t ∈ {1,2,4,8} × m ∈ {1,2,4,8} × recompute allowed
-or not × HBM ∈ {32, 64, 80} GB (targets: < 20 ms and < 1 s; PHAZE's C++ DP takes 3 s for one call).
+Run: ``python benchmarks/bench_placement.py [--traced] [--knobs paper|modern|all]`` (``--traced``: the
+real traced gpt3-175b chain with layer latencies scheduled on the TPUv4 preset). Prints the median CPU
+time of several runs for one (t, m, HBM) call and for the whole grid t ∈ {1,2,4,8} × m ∈ {1,2,4,8} ×
+HBM ∈ {32, 64, 80} GiB (× recompute allowed or not for ``paper``) (targets: < 20 ms and < 1 s; PHAZE's
+C++ DP takes 3 s for one call). Plan knobs: ``paper`` = PHAZE's (none|full recompute, SGD);
+``modern`` = every recompute mode, sequence parallelism, ZeRO-1 and Adam chosen by the DP (v = 1);
+``all`` = ``modern`` with the interleave also chosen (v ∈ {1, 2, 4}).
 The layer numbers are invented but plausible: block fwd ≈ 30 ms, bwd ≈ 60 ms per sample at t = 1,
 scaling 1/t; 1.8e9 bf16 parameters per block split t ways; a few GB of stash per sample.
 """
@@ -18,11 +21,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from phaze_env.placement import best_plan  # noqa: E402
+from phaze_env.cluster import Cluster  # noqa: E402
+from phaze_env.placement import Settings, best_plan  # noqa: E402
+from phaze_env.plan_spec import PlanSpec  # noqa: E402
 
 HIDDEN, SEQ_LEN, VOCAB, BLOCKS = 12288, 2048, 50257, 96
-CLUSTER = dict(n_devices=1024, global_batch=4096, link_bandwidth_Bps=4e9, link_latency_s=5e-6, seq_len=SEQ_LEN)
-GB = 1e9
+LINK = dict(link_bandwidth_Bps=4e9, link_latency_s=5e-6)
+GB = 2**30
+KNOBS = {  # (optimizer, plans searched per (t, m, HBM))
+    "paper": ("sgd", (PlanSpec(recompute="none|full", sequence_parallel=False, zero1=False),
+                      PlanSpec(recompute="none", sequence_parallel=False, zero1=False))),
+    "modern": ("adam", (PlanSpec(),)),
+    "all": ("adam", (PlanSpec(interleave=None),)),
+}
 
 
 def gpt3_like(tensor_width: int, microbatch: int) -> list[dict]:
@@ -40,13 +51,13 @@ def gpt3_like(tensor_width: int, microbatch: int) -> list[dict]:
 
 def traced_gpt3(tensor_width: int, microbatch: int) -> list[dict]:
     """The real gpt3-175b chain: traced graphs, layer latencies scheduled on the TPUv4 preset."""
-    from phaze_env.evaluate import Cluster, _layer_chain, _time_layer
+    from phaze_env.evaluate import _layer_chain, _time_layer
     from phaze_env.hardware import TPUV4
     from phaze_env.workloads import model_graph
 
     graph = model_graph("gpt3-175b", microbatch=microbatch, tensor_width=tensor_width)
     counters = {"estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
-    cluster = Cluster(link_bandwidth_Bps=CLUSTER["link_bandwidth_Bps"], link_latency_s=CLUSTER["link_latency_s"])
+    cluster = Cluster(**LINK)
     timings = {layer.name: _time_layer(layer, TPUV4, cluster, bound_only=False, solver="cbc", time_limit_s=10.0,
                                        counters=counters) for layer in graph.layers}
     return _layer_chain(graph, timings)
@@ -64,34 +75,37 @@ def _median_s(function, runs: int, clock=time.process_time) -> float:
 
 def main(runs: int = 5) -> None:
     real = "--traced" in sys.argv  # the traced gpt3-175b with TPUv4 layer schedules instead of invented numbers
-    grid = list(itertools.product((1, 2, 4, 8), (1, 2, 4, 8), (True, False), (32 * GB, 64 * GB, 80 * GB)))
+    knobs = sys.argv[sys.argv.index("--knobs") + 1] if "--knobs" in sys.argv else "modern"
+    optimizer, plans = KNOBS[knobs]
+    cluster = Cluster(n_devices=1024, global_batch=4096, optimizer=optimizer, **LINK)
+    grid = list(itertools.product((1, 2, 4, 8), (1, 2, 4, 8), range(len(plans)), (32 * GB, 64 * GB, 80 * GB)))
     build = traced_gpt3 if real else gpt3_like
     variants = {(t, m): build(t, m) for t in (1, 2, 4, 8) for m in (1, 2, 4, 8)}
-    print(f"chain: {'traced gpt3-175b on TPUv4' if real else 'GPT-3-like, invented numbers'}, {len(variants[(1, 1)])} layers")
-    plans = {}
+    print(f"chain: {'traced gpt3-175b on TPUv4' if real else 'GPT-3-like, invented numbers'}, "
+          f"{len(variants[(1, 1)])} layers; knobs {knobs}: {optimizer}, plans {', '.join(map(str, plans))}")
+    results = {}
 
-    def one_call(t=8, m=1, recompute=True, hbm=80 * GB):
-        return best_plan(variants[(t, m)], tensor_width=t, microbatch=m, allow_recompute=recompute, hbm_bytes=hbm,
-                         **CLUSTER)
+    def one_call(t=8, m=1, plan=0, hbm=80 * GB):
+        settings = Settings(cluster, t, m, hbm, plans[plan], seq_len=SEQ_LEN, hbm_bandwidth_Bps=1.2e12)
+        return best_plan(variants[(t, m)], settings)
 
     def all_calls():
-        for t, m, recompute, hbm in grid:
-            plans[(t, m, recompute, hbm)] = one_call(t, m, recompute, hbm)
+        for key in grid:
+            results[key] = one_call(*key)
 
     one_call()  # warm-up (imports, numpy)
     single = {key: _median_s(lambda key=key: one_call(*key), runs) for key in grid}
     total = _median_s(all_calls, runs)
     total_wall = _median_s(all_calls, runs, clock=time.perf_counter)
     slowest = max(single, key=single.get)
-    print(f"one call (t=8, m=1, recompute, 80 GB): median {single[(8, 1, True, 80 * GB)] * 1e3:.1f} ms  (target < 20 ms)")
-    print(f"slowest single call {slowest}: median {single[slowest] * 1e3:.1f} ms; "
+    print(f"one call (t=8, m=1, 80 GiB): median {single[(8, 1, 0, 80 * GB)] * 1e3:.1f} ms  (target < 20 ms)")
+    print(f"slowest single call {slowest[:3]} at {slowest[3] / GB:.0f} GiB: median {single[slowest] * 1e3:.1f} ms; "
           f"median over the grid {statistics.median(single.values()) * 1e3:.1f} ms")
     print(f"whole grid ({len(grid)} calls): median {total:.3f} s CPU, {total_wall:.3f} s wall  (target < 1 s)")
-    best = max(plans.values(), key=lambda plan: plan.throughput_samples_s)
-    print(f"best plan: t={best.tensor_width} m={best.microbatch} d={best.data_parallel} p={best.pipeline_stages} "
-          f"HBM={best.hbm_bytes / GB:.0f} GB recompute stages={sum(best.recompute)} "
-          f"{best.throughput_samples_s:.1f} samples/s, {best.tokens_s:.3g} tokens/s, bubble {best.bubble_fraction:.3f}")
-    print(f"feasible: {sum(plan.feasible for plan in plans.values())} of {len(plans)}")
+    best = max(results.values(), key=lambda plan: plan.throughput_samples_s)
+    print(f"best plan: {best.notation} HBM={best.hbm_bytes / GB:.0f} GiB, {best.throughput_samples_s:.1f} samples/s, "
+          f"{best.tokens_s:.3g} tokens/s, bubble {best.bubble_fraction:.3f}")
+    print(f"feasible: {sum(plan.feasible for plan in results.values())} of {len(results)}")
 
 
 if __name__ == "__main__":

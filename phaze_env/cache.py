@@ -6,6 +6,11 @@ Entries are written atomically (temp file + rename) and carry a SHA-256 of their
 or truncated entry is detected on read, deleted, and reported as a miss so the caller rebuilds it.
 
 The cache root is ``$PHAZE_CACHE_DIR`` or ``~/.cache/phaze-gym``; ``PHAZE_CACHE=0`` disables it.
+
+:func:`model_version` hashes every constant of the performance, area and energy model; each cache whose
+values come out of that model (evaluations, bounds, placements, ZigZag GEMMs) puts it in its key, so a
+changed constant is a cache miss, never a stale hit. Schedules are keyed by their latency inputs, which
+already carry the model's verdict.
 """
 
 from __future__ import annotations
@@ -22,6 +27,12 @@ from typing import Any
 
 _MAGIC = b"PHZC1"
 _CACHE_FORMAT_VERSION = 1
+MODEL_REVISION = 2
+"""Bump when a model *formula* changes (constants are hashed by :func:`model_version` automatically).
+2: vector sublanes, on-chip reuse of vector operands, pipelined epilogues, calibrated efficiencies."""
+MODEL_MODULES = ("phaze_env.hardware.accelerator", "phaze_env.hardware.area", "phaze_env.hardware.estimator",
+                 "phaze_env.hardware.energy", "phaze_env.comm", "phaze_env.placement.inputs")
+"""Modules whose upper-case module-level constants (numbers, strings, tables, presets) decide results."""
 
 
 def cache_root() -> Path:
@@ -51,6 +62,24 @@ def content_key(*parts: Any) -> str:
     """SHA-256 hex digest of a canonical serialisation of ``parts``."""
     payload = json.dumps([_CACHE_FORMAT_VERSION, *map(_canonical, parts)], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def model_constants() -> dict[str, Any]:
+    """``"module.NAME" → value`` for every upper-case constant of :data:`MODEL_MODULES` (the hashed inputs)."""
+    import importlib
+
+    constants: dict[str, Any] = {}
+    for name in MODEL_MODULES:
+        module = importlib.import_module(name)
+        for attr, value in vars(module).items():
+            if attr.isupper() and not callable(value) and not isinstance(value, type(importlib)):
+                constants[f"{name}.{attr}"] = value
+    return constants
+
+
+def model_version() -> str:
+    """A short hash of :data:`MODEL_REVISION` and :func:`model_constants`: part of every model-dependent cache key."""
+    return content_key("model", MODEL_REVISION, model_constants())[:16]
 
 
 class DiskCache:

@@ -18,51 +18,25 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
-from phaze_env.cache import DiskCache, content_key
+import numpy as np
+
+from phaze_env.cache import DiskCache, content_key, model_version
+from phaze_env.cluster import Cluster
 from phaze_env.hardware import Accelerator, op_energy_j
+from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.estimator import accelerator_table
 from phaze_env.hardware.space import HBM_GB_VALUES as DEFAULT_HBM_GB, MICROBATCH_VALUES as DEFAULT_MICROBATCHES
-from phaze_env.placement import Plan, best_plan
+from phaze_env.placement import Plan, Settings, best_plan, better
+from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 2
-GB = 1e9
+EVALUATION_VERSION = 4  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step
 DEFAULT_TIME_LIMIT_S = 10.0
+ATTENTION_CORE_KINDS = ("bmm", "softmax")  # the operators selective recompute repeats (Korthikanti et al. 2022)
 
 _EVALUATIONS = DiskCache("evaluations")
 _BOUNDS = DiskCache("bounds")
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """The system: identical accelerators on a ring interconnect, and the training batch it runs.
-
-    Defaults are PHAZE's: 1024 accelerators, global batch 4096, 4 GB/s links, SGD-like optimizer state.
-    """
-
-    n_devices: int = 1024
-    link_bandwidth_Bps: float = 4e9
-    link_latency_s: float = 0.0
-    global_batch: int = 4096
-    optimizer: str = "sgd"
-
-    def __post_init__(self) -> None:
-        for name in ("n_devices", "global_batch"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"cluster {name} must be a positive integer, got {value!r}")
-        if not self.link_bandwidth_Bps > 0:
-            raise ValueError(f"cluster link_bandwidth_Bps must be positive, got {self.link_bandwidth_Bps!r}")
-        if not self.link_latency_s >= 0:
-            raise ValueError(f"cluster link_latency_s must be non-negative, got {self.link_latency_s!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Cluster:
-        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -77,11 +51,20 @@ class LayerTiming:
     bwd_method: str
     fwd_optimal: bool
     bwd_optimal: bool
+    attention_fwd_s: float = 0.0  # forward time of the attention core (QKᵀ, softmax, ·V): selective recompute
+    tp_comm_s: float = 0.0  # tensor-parallel collectives of forward + backward, on the cluster's links
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Everything known about one design on one workload (seconds, bytes, joules, mm²)."""
+    """Everything known about one design on one workload (seconds, bytes, joules, mm²).
+
+    ``mfu`` is model FLOPs per second over ``peak_flops`` × devices used, where ``peak_flops`` is *this
+    design's own* tensor-core peak (so two designs' MFUs are not comparable throughput figures); the
+    model FLOPs are the whole model's (per-device FLOPs × tensor width). ``time_breakdown_s`` splits the
+    time per batch (see :class:`~phaze_env.placement.Plan`); ``plan["notation"]`` is the plan in the one
+    notation (``t8p8d1m1+sp+rc=selective``).
+    """
 
     workload: str
     accelerator: dict[str, Any]
@@ -103,43 +86,84 @@ class Evaluation:
     dp_calls: int = 0  # placement DP calls (one per tensor width × microbatch × HBM capacity)
     knobs: dict[str, Any] = field(default_factory=dict)
     from_cache: bool = False
+    time_breakdown_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def hbm_gb(self) -> float:
-        return float(self.plan.get("hbm_bytes", 0.0)) / GB
+        """HBM capacity of the chosen plan in GiB (2**30 bytes, as ``Accelerator.hbm_gb``)."""
+        return float(self.plan.get("hbm_bytes", 0.0)) / GB_BYTES
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def explain(self, layer: str = "block", workload: Workload | None = None):
+        """Time split of ``layer`` by unit at this evaluation's plan (:func:`phaze_env.explain.explain_layer`);
+        pass ``workload`` for a custom (non built-in) workload."""
+        from phaze_env.explain import explain_layer
+
+        if not self.feasible:
+            raise ValueError(f"no plan to explain: {self.reason}")
+        return explain_layer(workload or self.workload, Accelerator.from_dict(self.accelerator),
+                             Cluster.from_dict(self.cluster), layer=layer, tensor_width=self.plan["tensor_width"],
+                             microbatch=self.plan["microbatch"])
+
     def summary(self) -> str:
         if not self.feasible:
             return f"{self.workload}: infeasible ({self.reason})"
-        p = self.plan
         return (f"{self.workload}: {self.throughput_samples_s:,.1f} samples/s ({self.tokens_s:,.0f} tokens/s, "
-                f"MFU {self.mfu:.1%}), t={p['tensor_width']} p={p['pipeline_stages']} d={p['data_parallel']} "
-                f"m={p['microbatch']}, area {self.area_mm2:.1f} mm²")
+                f"MFU {self.mfu:.1%} of this design's peak), plan {self.plan['notation']}, area {self.area_mm2:.1f} mm²")
 
 
-def _normalise(workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths):
+@dataclass(frozen=True)
+class _Request:
+    """The validated arguments of one evaluation (what its cache key and its run depend on)."""
+
+    workload: Workload
+    cluster: Cluster
+    microbatches: tuple[int, ...]
+    capacities_gb: tuple[float, ...]
+    widths: tuple[int, ...]
+    plan: PlanSpec
+    seq_len: int | None
+
+    def key_parts(self) -> tuple:
+        return (self.workload.to_dict(), self.cluster.to_dict(), self.microbatches, self.capacities_gb, self.widths,
+                self.plan.to_dict(), self.seq_len)
+
+
+def _request(workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths, plan,
+             seq_len) -> _Request:
+    """Check the arguments; a pinned ``plan`` narrows the tensor widths and microbatch sizes searched."""
     workload = get_workload(workload)
     if not isinstance(accelerator, Accelerator):
         raise TypeError(f"accelerator must be an Accelerator, got {type(accelerator).__name__}")
     cluster = cluster if cluster is not None else Cluster()
     if not isinstance(cluster, Cluster):
         raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
-    microbatches = tuple(sorted({int(m) for m in microbatch_sizes}))
+    if plan is None:
+        # PHAZE's plan space: each stage stashes or recomputes fully; no SP, ZeRO or interleaving.
+        allowed = sorted({bool(r) for r in recompute})
+        if not allowed:
+            raise ValueError("recompute must list at least one of False, True")
+        plan = PlanSpec(recompute="none|full" if True in allowed else "none", sequence_parallel=False, zero1=False,
+                        interleave=1)
+    elif not isinstance(plan, PlanSpec):
+        raise TypeError(f"plan must be a PlanSpec (e.g. PlanSpec.parse('t8p8d1m1')), got {type(plan).__name__}")
+    microbatches = tuple(sorted({int(m) for m in microbatch_sizes})) if plan.microbatch is None else (plan.microbatch,)
     if not microbatches or min(microbatches) <= 0:
         raise ValueError(f"microbatch sizes must be positive integers, got {microbatch_sizes!r}")
-    recompute = tuple(sorted({bool(r) for r in recompute}))
-    if not recompute:
-        raise ValueError("recompute must list at least one of False, True")
     capacities = (accelerator.hbm_gb,) if hbm_gb is None else tuple(sorted({float(h) for h in _as_tuple(hbm_gb)}))
     if not capacities or min(capacities) <= 0:
         raise ValueError(f"HBM capacities must be positive, got {hbm_gb!r}")
-    widths = tuple(sorted({int(t) for t in tensor_widths}))
+    widths = tuple(sorted({int(t) for t in tensor_widths})) if plan.t is None else (plan.t,)
     if not widths or min(widths) <= 0:
         raise ValueError(f"tensor widths must be positive integers, got {tensor_widths!r}")
-    return workload, cluster, microbatches, recompute, capacities, widths
+    if plan.devices is not None and plan.devices != cluster.n_devices:
+        raise ValueError(f"plan {plan} uses t·p·d = {plan.devices} devices but the cluster has {cluster.n_devices}")
+    if plan.t is not None and not valid_tensor_widths(workload, (plan.t,), cluster.n_devices):
+        raise ValueError(f"tensor width {plan.t} does not divide {workload.name}'s {workload.num_heads} attention heads "
+                         f"(or is not a power of two ≤ {cluster.n_devices})")
+    return _Request(workload, cluster, microbatches, capacities, widths, plan, seq_len)
 
 
 def _as_tuple(value) -> tuple:
@@ -148,8 +172,7 @@ def _as_tuple(value) -> tuple:
 
 def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: int) -> list[int]:
     """Widths at which the workload can be split (heads and hidden sizes divide) and that fit the cluster."""
-    cfg = workload.config_dict
-    heads = next((int(cfg[k]) for k in ("num_attention_heads", "n_head") if k in cfg), 1)
+    heads = workload.num_heads or 1
     return [t for t in widths if t <= n_devices and t & (t - 1) == 0 and heads % t == 0]
 
 
@@ -159,7 +182,11 @@ def _layer_chain(graph, timings: dict[str, LayerTiming]) -> list[dict[str, float
         timing = timings[layer.name]
         entry = {"fwd_s": timing.fwd_s, "bwd_s": timing.bwd_s, "param_bytes": float(layer.param_bytes),
                  "stash_bytes": float(layer.activation_stash_bytes), "output_bytes": float(layer.output_bytes),
-                 "input_bytes": float(layer.input_bytes)}
+                 "input_bytes": float(layer.input_bytes),
+                 "attention_stash_bytes": float(layer.stash_attention_bytes),
+                 "replicated_stash_bytes": float(layer.stash_replicated_bytes),
+                 "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
+                 "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s)}
         chain.extend([entry] * layer.repeat)
     return chain
 
@@ -167,12 +194,16 @@ def _layer_chain(graph, timings: dict[str, LayerTiming]) -> list[dict[str, float
 def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only: bool, solver: str,
                 time_limit_s: float, counters: dict[str, float]) -> LayerTiming:
     results = {}
+    attention_fwd_s = tp_comm_s = 0.0
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
-        table = accelerator_table(dag.ops, acc, link_bandwidth_Bps=cluster.link_bandwidth_Bps,
-                                  link_latency_s=cluster.link_latency_s)
+        table = _priced_table(dag.ops, acc, cluster)
         one, all_cores = table.latencies_s(0, 0)
+        tp_comm_s += float(table.comm_s.sum())
+        if direction == "fwd":
+            attention_fwd_s = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
+                                        if op.kind in ATTENTION_CORE_KINDS))
         counters["estimate"] += time.perf_counter() - started
         started = time.perf_counter()
         if bound_only:
@@ -190,7 +221,16 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
             results[direction] = (0.0, 0.0, "empty", True)
         counters["schedule"] += time.perf_counter() - started
     (f, flb, fm, fo), (b, blb, bm, bo) = results["fwd"], results["bwd"]
-    return LayerTiming(f, b, flb, blb, fm, bm, fo, bo)
+    return LayerTiming(f, b, flb, blb, fm, bm, fo, bo, attention_fwd_s, tp_comm_s)
+
+
+def _priced_table(ops, acc: Accelerator, cluster: Cluster):
+    """The estimator's latency table with the tensor-parallel collectives priced on the cluster's levels
+    (a tensor group is ``t`` consecutive devices, so on a DGX it stays on NVLink)."""
+    table = accelerator_table(ops, acc, link_bandwidth_Bps=cluster.link_bandwidth_Bps, link_latency_s=cluster.link_latency_s)
+    comm_s = np.array([cluster.collective_s(op.comm_kind, op.comm_bytes, op.comm_group) if op.unit == "comm" else 0.0
+                       for op in ops])
+    return replace(table, comm_s=comm_s)
 
 
 def _energy_per_sample_j(graph, acc: Accelerator, tensor_width: int) -> float:
@@ -200,107 +240,203 @@ def _energy_per_sample_j(graph, acc: Accelerator, tensor_width: int) -> float:
 
 
 def _model_flops_per_sample(graph) -> float:
-    """Model FLOPs (forward + backward, no recompute) of one sample over the whole tensor group."""
+    """Model FLOPs (forward + backward, no recompute) of one sample: per-device FLOPs × the tensor width
+    (the whole tensor group's work, including Megatron's vocabulary padding)."""
     per_device = sum((layer.flops_fwd + layer.flops_bwd) * layer.repeat for layer in graph.layers)
     return per_device * graph.tensor_width / graph.microbatch
 
 
-def _run(workload, acc, cluster, microbatches, recompute, capacities, widths, *, seq_len, bound_only, solver,
-         time_limit_s) -> Evaluation:
+def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, time_limit_s: float) -> Evaluation:
     counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "placement": 0.0, "ilp_solves": 0, "schedules": 0,
                 "dp_calls": 0}
+    workload, cluster = request.workload, request.cluster
     best: Plan | None = None
     best_graph = None
     reasons: list[str] = []
     layer_timings: dict[str, dict[str, dict[str, Any]]] = {}
-    usable = valid_tensor_widths(workload, widths, cluster.n_devices)
+    usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
     if not usable:
-        reasons.append(f"no tensor width in {list(widths)} divides {workload.name}'s attention heads")
-    for t in usable:
-        for m in microbatches:
-            started = time.perf_counter()
-            graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t)
-            counters["trace"] += time.perf_counter() - started
-            timings = {layer.name: _time_layer(layer, acc, cluster, bound_only=bound_only, solver=solver,
-                                               time_limit_s=time_limit_s, counters=counters)
-                       for layer in graph.layers}
-            layer_timings[f"t{t}_m{m}"] = {name: asdict(timing) for name, timing in timings.items()}
-            chain = _layer_chain(graph, timings)
-            started = time.perf_counter()
-            for capacity in capacities:
-                plan = best_plan(chain, n_devices=cluster.n_devices, tensor_width=t, global_batch=cluster.global_batch,
-                                 microbatch=m, hbm_bytes=capacity * GB, link_bandwidth_Bps=cluster.link_bandwidth_Bps,
-                                 link_latency_s=cluster.link_latency_s, allow_recompute=any(recompute),
-                                 optimizer=cluster.optimizer, seq_len=graph.seq_len,
-                                 model_flops_per_sample=_model_flops_per_sample(graph), peak_flops=acc.peak_flops)
+        reasons.append(f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads")
+    chains: dict[tuple[int, int], tuple] = {}
+    for capacity in request.capacities_gb:  # smallest first: ties keep the smaller HBM (placement.better)
+        for t in usable:
+            for m in request.microbatches:
+                if (t, m) not in chains:
+                    chains[(t, m)] = _chain(request, acc, t, m, bound_only, solver, time_limit_s, counters, layer_timings)
+                graph, chain = chains[(t, m)]
+                started = time.perf_counter()
+                settings = Settings(cluster, t, m, capacity * GB_BYTES, request.plan, seq_len=graph.seq_len,
+                                    model_flops_per_sample=_model_flops_per_sample(graph), peak_flops=acc.peak_flops,
+                                    hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps)
+                plan = best_plan(chain, settings)
                 counters["dp_calls"] += 1
+                counters["placement"] += time.perf_counter() - started
                 if not plan.feasible:
-                    reasons.append(f"t={t} m={m} hbm={capacity:g} GB: {plan.reason}")
-                elif best is None or plan.throughput_samples_s > best.throughput_samples_s * (1 + 1e-12):
+                    reasons.append(f"t{t}m{m}, {capacity:g} GiB: {plan.reason}")
+                elif better(plan, best):
                     best, best_graph = plan, graph
-            counters["placement"] += time.perf_counter() - started
     timings_s = {k: counters[k] for k in ("trace", "estimate", "schedule", "placement")}
     common = dict(workload=workload.name, cluster=cluster.to_dict(), area_mm2=acc.area_mm2, peak_flops=acc.peak_flops,
                   layer_timings=layer_timings, timings_s=timings_s, ilp_solves=int(counters["ilp_solves"]),
                   schedules=int(counters["schedules"]), dp_calls=int(counters["dp_calls"]),
-                  knobs={"microbatches": list(microbatches), "recompute": list(recompute),
-                         "hbm_gb": list(capacities), "tensor_widths": list(widths)})
+                  knobs={"microbatches": list(request.microbatches), "plan": str(request.plan),
+                         "hbm_gb": list(request.capacities_gb), "tensor_widths": list(request.widths)})
     if best is None:
         return Evaluation(accelerator=acc.to_dict(), feasible=False, reason="; ".join(reasons) or "no feasible plan",
                           throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, energy_per_sample_j=0.0, plan={},
                           memory_bytes={}, **common)
-    chosen = acc.replace(hbm_gb=best.hbm_bytes / GB)
+    chosen = acc.replace(hbm_gb=best.hbm_bytes / GB_BYTES)
     return Evaluation(accelerator=chosen.to_dict(), feasible=True, reason="",
                       throughput_samples_s=best.throughput_samples_s, tokens_s=best.tokens_s or 0.0,
                       mfu=best.mfu or 0.0,
                       energy_per_sample_j=0.0 if bound_only else _energy_per_sample_j(best_graph, acc, best.tensor_width),
-                      plan=best.to_dict(), memory_bytes=dict(best.memory_bytes), **common)
+                      plan=best.to_dict(), memory_bytes=dict(best.memory_bytes),
+                      time_breakdown_s=dict(best.time_breakdown_s), **common)
+
+
+def _chain(request: _Request, acc: Accelerator, t: int, m: int, bound_only: bool, solver: str, time_limit_s: float,
+           counters: dict, layer_timings: dict):
+    """The traced graph at ``(t, m)`` and its layer chain for the DP (layer schedules memoised per run)."""
+    started = time.perf_counter()
+    graph = model_graph(request.workload, seq_len=request.seq_len, microbatch=m, tensor_width=t)
+    counters["trace"] += time.perf_counter() - started
+    timings = {layer.name: _time_layer(layer, acc, request.cluster, bound_only=bound_only, solver=solver,
+                                       time_limit_s=time_limit_s, counters=counters) for layer in graph.layers}
+    layer_timings[f"t{t}_m{m}"] = {name: asdict(timing) for name, timing in timings.items()}
+    return graph, _layer_chain(graph, timings)
 
 
 def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
-             microbatch_sizes: Iterable[int] = DEFAULT_MICROBATCHES, recompute: Iterable[bool] = (False, True),
-             hbm_gb: float | Iterable[float] | None = DEFAULT_HBM_GB, tensor_widths: Iterable[int] = TENSOR_WIDTHS,
-             seq_len: int | None = None, solver: str = "cbc", time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-             cache: bool = True) -> Evaluation:
+             plan: PlanSpec | None = None, microbatch_sizes: Iterable[int] = DEFAULT_MICROBATCHES,
+             recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
+             tensor_widths: Iterable[int] = TENSOR_WIDTHS, seq_len: int | None = None, solver: str = "cbc",
+             time_limit_s: float = DEFAULT_TIME_LIMIT_S, cache: bool = True) -> Evaluation:
     """Best training throughput of ``workload`` on ``cluster`` accelerators of this architecture.
 
-    Searches the placement (tensor width, pipeline stages and boundaries, data parallelism, per-stage
-    recompute) for every microbatch size in ``microbatch_sizes``, every HBM capacity in ``hbm_gb`` (``None``:
-    the accelerator's own) and the allowed ``recompute`` settings. Infeasible designs come back with
-    ``feasible=False`` and the reason; invalid arguments raise ``ValueError``/``TypeError``.
+    ``plan`` (a :class:`~phaze_env.plan_spec.PlanSpec`) pins what it sets — ``PlanSpec.parse("t8p8d1m1+sp+rc=selective")``
+    evaluates exactly that plan (stage boundaries chosen by the DP); fields left ``None`` are searched.
+    Without a plan the search is PHAZE's: every tensor width in ``tensor_widths``, microbatch size in
+    ``microbatch_sizes``, pipeline/data degrees and per-stage full recompute if ``recompute`` allows it;
+    no sequence parallelism, ZeRO-1 or interleaving. ``hbm_gb`` (GiB, 2**30 bytes, as ``Accelerator.hbm_gb``)
+    lists HBM capacities to try; ``None`` = the accelerator's own. Infeasible designs come back with
+    ``feasible=False`` and the reason (for a pinned plan, the memory it would need); invalid arguments
+    raise ``ValueError``/``TypeError``.
     """
-    workload, cluster, microbatches, recompute, capacities, widths = _normalise(
-        workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths)
-    key = content_key("evaluation", EVALUATION_VERSION, workload.to_dict(), accelerator.to_dict(), cluster.to_dict(),
-                      microbatches, recompute, capacities, widths, seq_len, solver, time_limit_s)
+    request = _request(workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths, plan, seq_len)
+    key = content_key("evaluation", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts(),
+                      solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
-    result = _run(workload, accelerator, cluster, microbatches, recompute, capacities, widths, seq_len=seq_len,
-                  bound_only=False, solver=solver, time_limit_s=time_limit_s)
+    result = _run(request, accelerator, bound_only=False, solver=solver, time_limit_s=time_limit_s)
     if cache:
         _EVALUATIONS.put(key, result)
     return result
 
 
 def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
-                           microbatch_sizes: Iterable[int] = DEFAULT_MICROBATCHES,
-                           recompute: Iterable[bool] = (False, True),
-                           hbm_gb: float | Iterable[float] | None = DEFAULT_HBM_GB,
+                           plan: PlanSpec | None = None, microbatch_sizes: Iterable[int] = DEFAULT_MICROBATCHES,
+                           recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
                            tensor_widths: Iterable[int] = TENSOR_WIDTHS, seq_len: int | None = None,
                            cache: bool = True) -> float:
     """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible)."""
-    workload, cluster, microbatches, recompute, capacities, widths = _normalise(
-        workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths)
-    key = content_key("bound", EVALUATION_VERSION, workload.to_dict(), accelerator.to_dict(), cluster.to_dict(),
-                      microbatches, recompute, capacities, widths, seq_len)
+    request = _request(workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths, plan, seq_len)
+    key = content_key("bound", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts())
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit
-    result = _run(workload, accelerator, cluster, microbatches, recompute, capacities, widths, seq_len=seq_len,
-                  bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S)
+    result = _run(request, accelerator, bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S)
     bound = result.throughput_samples_s * (1 + 1e-9) if result.feasible else 0.0
     if cache:
         _BOUNDS.put(key, bound)
     return bound
 
 
-__all__ = ["Cluster", "Evaluation", "LayerTiming", "evaluate", "throughput_upper_bound", "valid_tensor_widths"]
+BREAKDOWN_LABELS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP comm", "p2p": "pipeline p2p",
+                    "bubble": "pipeline bubble", "dp_allreduce": "DP all-reduce", "optimizer": "optimizer step"}
+
+
+def report(evaluation: Evaluation, preset: str) -> dict[str, Any]:
+    """The CLI's summary of one evaluation as plain data (what ``--json`` prints)."""
+    plan = evaluation.plan
+    result = {"workload": evaluation.workload, "accelerator": preset, "cluster": evaluation.cluster,
+              "feasible": evaluation.feasible, "reason": evaluation.reason}
+    if evaluation.feasible:
+        result.update(plan=plan["notation"], stage_layers=[len(group) for group in plan["stage_layers"]],
+                      throughput_samples_s=evaluation.throughput_samples_s, tokens_s=evaluation.tokens_s,
+                      mfu=evaluation.mfu, mfu_peak_flops_per_device=evaluation.peak_flops,
+                      devices_used=plan["devices_used"], time_per_batch_s=plan["time_per_batch_s"],
+                      time_breakdown_s=evaluation.time_breakdown_s, memory_bytes=evaluation.memory_bytes,
+                      hbm_bytes=plan["hbm_bytes"])
+    return result
+
+
+def _text(info: dict[str, Any], cluster: Cluster) -> str:
+    if not info["feasible"]:
+        return f"{info['workload']} on {cluster.n_devices} × {info['accelerator']} ({cluster.name}): infeasible — {info['reason']}"
+    total = info["time_per_batch_s"]
+    memory = info["memory_bytes"]
+    lines = [
+        f"{info['workload']} on {info['devices_used']} of {cluster.n_devices} × {info['accelerator']}, {cluster.describe()}",
+        f"plan            {info['plan']}   (layers per stage: {', '.join(map(str, info['stage_layers']))})",
+        f"throughput      {info['throughput_samples_s']:,.3f} samples/s · {info['tokens_s']:,.0f} tokens/s",
+        f"MFU             {info['mfu']:.1%} of the {info['accelerator']} preset's peak "
+        f"{info['mfu_peak_flops_per_device'] / 1e12:,.1f} TFLOP/s per device (model FLOPs: the whole model's, "
+        "no recompute)",
+        f"time per batch  {total:.4g} s",
+    ]
+    for key, seconds in info["time_breakdown_s"].items():
+        lines.append(f"  {BREAKDOWN_LABELS[key]:<15} {seconds:10.4g} s  {seconds / total:6.1%}")
+    parts = ", ".join(f"{key} {memory[key] / GB_BYTES:.2f}" for key in ("weights", "gradients", "optimizer", "activations"))
+    lines.append(f"memory/device   {memory['total'] / GB_BYTES:.2f} GiB of {info['hbm_bytes'] / GB_BYTES:g} GiB ({parts} GiB)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m phaze_env.evaluate``: throughput, MFU, time breakdown and memory of one plan (or the best)."""
+    import argparse
+    import json
+    import sys
+
+    from phaze_env.cli import OneLineParser, float_list, positive_int, print_output
+    from phaze_env.cluster import cluster_names, get_cluster
+    from phaze_env.hardware import get_preset, preset_names
+    from phaze_env.plan_spec import RECOMPUTE_CHOICES
+
+    parser = OneLineParser(prog="python -m phaze_env.evaluate",
+                           description="Evaluate a training plan (or find the best one) for a workload on a cluster.")
+    parser.add_argument("--workload", default="gpt3-175b", help="model name (default gpt3-175b)")
+    parser.add_argument("--preset", default="a100", help=f"accelerator: {', '.join(preset_names())} (default a100)")
+    parser.add_argument("--cluster", default="dgx-a100", help=f"system: {', '.join(cluster_names())} (default dgx-a100)")
+    parser.add_argument("--devices", type=positive_int, default=64, help="number of accelerators (default 64)")
+    parser.add_argument("--batch", type=positive_int, default=64, help="global batch in sequences (default 64)")
+    parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's)")
+    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="default adam (mixed precision)")
+    parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1 or t8p8d1m1v3+sp+rc=selective "
+                        "(absent degrees are searched)")
+    parser.add_argument("--recompute", choices=RECOMPUTE_CHOICES, default=None, help="recompute mode (default auto)")
+    parser.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None, help="sequence parallelism")
+    parser.add_argument("--zero1", action=argparse.BooleanOptionalAction, default=None, help="ZeRO-1 optimizer sharding")
+    parser.add_argument("--interleave", type=positive_int, default=None, help="virtual stages per device (default 1)")
+    parser.add_argument("--hbm-gb", type=float_list, default=None, help="HBM capacity in GiB (default: the preset's)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    try:
+        accelerator = get_preset(args.preset)
+        cluster = get_cluster(args.cluster, args.devices, global_batch=args.batch, optimizer=args.optimizer)
+        # With --plan, what its string leaves out is off (the notation's rule); without, the DP chooses.
+        spec = PlanSpec.parse(args.plan) if args.plan else PlanSpec()
+        overrides = {"recompute": args.recompute, "sequence_parallel": args.sp, "zero1": args.zero1,
+                     "interleave": args.interleave}
+        spec = replace(spec, **{key: value for key, value in overrides.items() if value is not None})
+        evaluation = evaluate(args.workload, accelerator, cluster, plan=spec, hbm_gb=args.hbm_gb, seq_len=args.seq)
+    except (KeyError, ValueError, TypeError) as exc:
+        parser.error(exc.args[0] if exc.args else str(exc))
+    info = report(evaluation, args.preset)
+    print_output(json.dumps(info, indent=2) if args.json else _text(info, cluster))
+    return 0 if evaluation.feasible else 1
+
+
+__all__ = ["Cluster", "Evaluation", "LayerTiming", "PlanSpec", "evaluate", "throughput_upper_bound", "valid_tensor_widths"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

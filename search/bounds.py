@@ -21,9 +21,10 @@ from graphlib import TopologicalSorter
 
 import numpy as np
 
-from phaze_env.comm import allreduce_s, p2p_s
+from phaze_env.comm import p2p_s
 from phaze_env.evaluate import Cluster, valid_tensor_widths
 from phaze_env.hardware import ArchSpace, latency_table
+from phaze_env.hardware.estimator import shared_parameters
 from phaze_env.placement.inputs import GRADIENT_FACTOR
 from phaze_env.workloads import OpGraph, Workload, model_graph
 
@@ -65,13 +66,33 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
         for dag in (layer.fwd, layer.bwd):
             if not dag.ops:
                 continue
-            table = latency_table(dag.ops, tc_rows, vc_rows, hbm_bandwidth_Bps=space.base.hbm_bandwidth_Bps,
-                                  clock_hz=space.base.clock_hz, bytes_per_element=space.base.bytes_per_element,
-                                  link_bandwidth_Bps=cluster.link_bandwidth_Bps, link_latency_s=cluster.link_latency_s)
+            link_Bps, link_s = tensor_link_bound(cluster, graph.tensor_width)
+            table = latency_table(dag.ops, tc_rows, vc_rows, **shared_parameters(space.base),
+                                  link_bandwidth_Bps=link_Bps, link_latency_s=link_s)
             one, all_cores = table.latencies_s(tc_index.ravel(), vc_index.ravel())
             layer_s += dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
         rows.append(layer_s)
     return np.array(rows)
+
+
+def tensor_link_bound(cluster: Cluster, tensor_width: int) -> tuple[float, float]:
+    """A flat ring ``(bandwidth, latency)`` whose collectives over the tensor group are never slower than
+    ``cluster.collective_s`` (what ``evaluate`` charges): the group's own level when it spans one, else the
+    fastest level with no latency (Σ_i 2(k_i−1)/k_i · S_i = 2(g−1)/g · S telescopes, so the bandwidth term
+    is at least the flat ring's at the fastest bandwidth)."""
+    spanned = [level for level, extent in zip(cluster.levels, cluster.extents(tensor_width, 1)) if extent > 1]
+    if len(spanned) <= 1:
+        level = spanned[0] if spanned else cluster.levels[0]
+        return level.bandwidth_Bps, level.latency_s
+    return max(level.bandwidth_Bps for level in spanned), 0.0
+
+
+def p2p_bound_s(cluster: Cluster, payload_bytes: float, tensor_width: int) -> float:
+    """A pipeline message is never faster than ``payload / t`` at the fastest level (flat: exactly p2p)."""
+    if len(cluster.levels) == 1:
+        level = cluster.levels[0]
+        return p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
+    return min(p2p_s(payload_bytes / tensor_width, level.p2p_bandwidth_Bps, 0.0) for level in cluster.levels)
 
 
 def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count: int) -> np.ndarray:
@@ -108,12 +129,12 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         m_r = -(-batch // (d * microbatch))
         first = np.r_[True, m_r[1:] != m_r[:-1]]  # smallest d for each m_r
         d, m_r = d[first], m_r[first]
-        allreduce = np.array([allreduce_s(gradient_bytes / p, int(k), cluster.link_bandwidth_Bps,
-                                          cluster.link_latency_s) for k in d])
+        allreduce = np.array([cluster.collective_s("allreduce", gradient_bytes / p, int(k), stride=tensor_width)
+                              for k in d])
         crowded_s = smallest_layers_s(layer_s, repeats, -(-n_layers // p))
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
         if p > 1:
-            stage_s = stage_s + p2p_s(boundary_bytes, cluster.link_bandwidth_Bps, cluster.link_latency_s)
+            stage_s = stage_s + p2p_bound_s(cluster, boundary_bytes, tensor_width)
         times = (m_r + p - 1)[:, None] * stage_s[None, :] + allreduce[:, None]
         best = np.minimum(best, times.min(axis=0))
     return best

@@ -6,7 +6,6 @@ import sys
 
 import pytest
 
-from phaze_env.hardware import area
 from phaze_env.hardware.__main__ import main
 from phaze_env.hardware.accelerator import PRESETS, TPUV4, Accelerator, UnknownPresetError, get_preset
 
@@ -31,10 +30,33 @@ def test_area_grows_with_every_component():
         assert TPUV4.replace(**{field: value}).area_mm2 > base, field
 
 
-def test_area_matches_the_documented_formula():
-    expected = (8 * (128 * 128 * area.MAC_AREA_MM2 + 256 * area.TC_EDGE_AREA_MM2_PER_LANE + area.TC_CORE_OVERHEAD_MM2)
-                + 2 * (128 * area.VC_LANE_AREA_MM2 + area.VC_CORE_OVERHEAD_MM2) + 128 * area.SRAM_AREA_MM2_PER_MB)
-    assert TPUV4.area_mm2 == pytest.approx(expected)
+def test_area_matches_the_documented_figures():
+    # The docstring's numbers, typed as literals: 1000 µm² per MAC, 2e-3 mm² per edge lane, 0.5 mm² per core,
+    # 0.05 mm² per 8-sublane vector lane, 0.875 mm²/MB.
+    tensor = 8 * (128 * 128 * 1e-3 + 256 * 2e-3 + 0.5)
+    vector = 2 * (128 * 0.05 + 0.5)
+    assert TPUV4.area_mm2 == pytest.approx(tensor + vector + 128 * 0.875)
+    # Area follows width × sublanes: half the sublanes cost what half the lanes cost.
+    assert TPUV4.replace(vc_sublanes=4).area_mm2 == pytest.approx(TPUV4.replace(vc_width=64).area_mm2)
+
+
+def test_vector_throughput_counts_sublanes():
+    assert TPUV4.vector_elements_per_cycle == 2 * 128 * 8 == 2048
+    assert get_preset("tpuv4i").vector_elements_per_cycle == 1024
+    # GPU presets: the FP32 lanes' rate (A100 6,912 lanes at 1.41 GHz; H100 16,896 at 1.98 GHz, −7.6 %).
+    assert get_preset("a100").peak_vector_elements_per_s == pytest.approx(6912 * 1.41e9, rel=0.01)
+    assert get_preset("h100").peak_vector_elements_per_s == pytest.approx(16896 * 1.98e9, rel=0.08)
+
+
+def test_presets_match_datasheets():
+    expected = {  # dense bf16 TFLOP/s, HBM TB/s, HBM GB: public datasheets
+        "tpuv4": (275e12, 1.2e12, 32), "tpuv4i": (138e12, 614e9, 8), "a100": (312e12, 2.039e12, 80), "h100": (989.4e12, 3.35e12, 80),
+    }
+    for name, (peak, bandwidth, capacity) in expected.items():
+        acc = get_preset(name)
+        assert acc.peak_flops == pytest.approx(peak, rel=0.005), name
+        assert acc.hbm_bandwidth_Bps == bandwidth and acc.hbm_gb == capacity, name
+        assert 0.75 <= acc.hbm_efficiency <= 0.95 and 0.75 <= acc.gemm_efficiency <= 1.0, name
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -44,23 +66,24 @@ def test_presets_round_trip_through_json(name):
     assert acc.peak_flops > 0 and acc.area_mm2 > 0
 
 
-def test_approximate_gpu_presets_have_published_peaks():
-    assert get_preset("a100").peak_flops == pytest.approx(312e12, rel=0.02)
-    assert get_preset("h100").peak_flops == pytest.approx(989e12, rel=0.05)
-    assert get_preset("tpuv4i").peak_flops == pytest.approx(138e12, rel=0.01)
-
-
-@pytest.mark.parametrize("field", ["num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb"])
+@pytest.mark.parametrize("field", ["num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "vc_sublanes", "buffer_mb"])
 @pytest.mark.parametrize("bad", [0, -4, 3, 96])
 def test_invalid_powers_of_two_name_the_field(field, bad):
     with pytest.raises(ValueError, match=field):
         TPUV4.replace(**{field: bad})
 
 
-@pytest.mark.parametrize("field", ["hbm_gb", "hbm_bandwidth_Bps", "clock_hz", "bytes_per_element"])
+@pytest.mark.parametrize("field", ["hbm_gb", "hbm_bandwidth_Bps", "clock_hz", "bytes_per_element", "gemm_efficiency",
+                                   "hbm_efficiency"])
 def test_non_positive_numbers_name_the_field(field):
     with pytest.raises(ValueError, match=field):
         TPUV4.replace(**{field: 0})
+
+
+@pytest.mark.parametrize("field", ["gemm_efficiency", "hbm_efficiency"])
+def test_efficiencies_are_fractions(field):
+    with pytest.raises(ValueError, match=field):
+        TPUV4.replace(**{field: 1.2})
 
 
 def test_from_dict_rejects_unknown_fields():

@@ -10,18 +10,45 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from phaze_env import placement
+from phaze_env.cluster import Cluster
 from phaze_env.comm import allreduce_s, p2p_s
-from phaze_env.placement import (
-    Plan,
-    TooManyDownsetsError,
-    best_plan,
-    best_plan_dag,
-    best_plan_multi,
-    microbatches_per_replica,
-)
+from phaze_env.placement import Plan, Settings, TooManyDownsetsError, microbatches_per_replica
+from phaze_env.plan_spec import PlanSpec
 
+# Written from the docstrings' sources, not imported: ZeRO's 2 + 2 + 12 bytes/param for Adam (state = 6x
+# the bf16 weights), one bf16 momentum for SGD; update traffic 28 and 10 bytes/param (14x and 5x).
 OPTIMIZER_FACTOR = {"sgd": 1.0, "adam": 6.0}
+STEP_FACTOR = {"sgd": 5.0, "adam": 14.0}
 GB = 1e9
+CLUSTER_KEYS = ("n_devices", "global_batch", "link_bandwidth_Bps", "link_latency_s", "optimizer")
+PLAN_KEYS = ("recompute", "sequence_parallel", "zero1", "interleave")
+
+
+def _settings(n_devices, global_batch, tensor_width, microbatch, hbm_bytes, link_bandwidth_Bps, link_latency_s=0.0,
+              optimizer="sgd", allow_recompute=True, recompute=None, sequence_parallel=False, zero1=False,
+              interleave=1, **rest):
+    """The value objects for the flat keyword options these tests draw (old ``allow_recompute`` = none|full)."""
+    modes = recompute if recompute is not None else ("none|full" if allow_recompute else "none")
+    cluster = Cluster(n_devices=n_devices, global_batch=global_batch, link_bandwidth_Bps=link_bandwidth_Bps,
+                      link_latency_s=link_latency_s, optimizer=optimizer)
+    plan = PlanSpec(recompute=modes, sequence_parallel=sequence_parallel, zero1=zero1, interleave=interleave)
+    return Settings(cluster, tensor_width, microbatch, hbm_bytes, plan, **rest)
+
+
+def best_plan(layers, cache=False, **options):
+    return placement.best_plan(layers, _settings(**options), cache=cache)
+
+
+def best_plan_dag(layers, edges, max_downsets=2048, **options):
+    return placement.best_plan_dag(layers, edges, _settings(**options), max_downsets=max_downsets)
+
+
+def best_plan_multi(layers, tensor_widths=None, microbatches=None, hbm_bytes=(), **options):
+    hbm = [hbm_bytes] if isinstance(hbm_bytes, float) else list(hbm_bytes)
+    template = _settings(tensor_width=1, microbatch=1, hbm_bytes=hbm[0] if hbm else 1.0, **options)
+    return placement.best_plan_multi(layers, template, tensor_widths=tensor_widths, microbatches=microbatches,
+                                     hbm_bytes=hbm or None)
 
 
 # ---------------------------------------------------------------- brute force, written from the issue text
@@ -37,25 +64,50 @@ def _compositions(count, parts):
         yield [tuple(range(bounds[k], bounds[k + 1])) for k in range(parts)]
 
 
-def _stage_cost(groups, k, recompute, n, info, opts):
-    """(time, memory, param bytes) of stage ``k`` given its layers, from first principles."""
+def _stage_cost(groups, k, mode, units, info, opts, d, v):
+    """(time, memory, param bytes) of stage ``k`` given its layers, from first principles.
+
+    ``units``: activation units in flight (a unit is 1/v of a microbatch). Memory: weights + gradients +
+    optimizer state (ZeRO-1: /d) + activations: none keeps the stash, selective the stash without the
+    attention core, full every layer's input plus its largest layer's stash (rebuilt one layer at a
+    time); sequence parallelism splits the non-tensor-parallel stash and the inputs t ways.
+    """
     layers, stage = info["layers"], groups[k]
-    fwd = sum(layers[i]["fwd_s"] for i in stage)
-    bwd = sum(layers[i]["bwd_s"] for i in stage)
-    params = sum(layers[i]["param_bytes"] for i in stage)
-    stash = sum(layers[i]["stash_bytes"] for i in stage)
+    total = lambda key: sum(layers[i].get(key, 0.0) for i in stage)  # noqa: E731
+    fwd, bwd, params = total("fwd_s"), total("bwd_s"), total("param_bytes")
+    t = opts["tensor_width"]
+    sp = opts.get("sequence_parallel", False)
+    sp = t > 1 if sp is None else sp
+    stash = total("stash_bytes") - (total("replicated_stash_bytes") * (1 - 1 / t) if sp else 0.0)
     sent_forward, sent_backward, kept_input = info["boundary"](groups, k)
+    kept_input = kept_input / t if sp else kept_input
+    layer_stash = [layers[i]["stash_bytes"] - (layers[i].get("replicated_stash_bytes", 0.0) * (1 - 1 / t) if sp else 0.0)
+                   for i in stage]
     bw, lat = opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0)
-    time = fwd + bwd + (fwd if recompute else 0.0) + p2p_s(sent_forward, bw, lat) + p2p_s(sent_backward, bw, lat)
-    activations = n * kept_input + stash if recompute else n * stash
-    memory = params + params + OPTIMIZER_FACTOR[opts.get("optimizer", "sgd")] * params + activations
+    extra = {"none": 0.0, "selective": total("attention_fwd_s"), "full": fwd}[mode]
+    time = fwd + bwd + extra + v * (p2p_s(sent_forward, bw, lat) + p2p_s(sent_backward, bw, lat))
+    activations = {"none": units * stash / v, "selective": units * (stash - total("attention_stash_bytes")) / v,
+                   "full": max(layer_stash) + units * kept_input / v}[mode]
+    shards = d if _zero1(opts) else 1
+    memory = params + params + OPTIMIZER_FACTOR[opts.get("optimizer", "sgd")] * params / shards + activations
     return time, memory, params
 
 
+def _zero1(opts):
+    return opts.get("zero1", False) in (None, True)
+
+
+def _modes(opts):
+    if opts.get("recompute") is not None:
+        text = opts["recompute"]
+        return ("none", "selective", "full") if text == "auto" else tuple(text.split("|"))
+    return ("none", "full") if opts.get("allow_recompute", True) else ("none",)
+
+
 def _brute_force(partitions_for, info, opts):
-    """Smallest time per batch over every (d, p, partition, recompute vector)."""
+    """Smallest time per batch over every (d, p, v, partition, recompute mode vector)."""
     N, t, B, m = opts["n_devices"], opts["tensor_width"], opts["global_batch"], opts["microbatch"]
-    flags = (False, True) if opts.get("allow_recompute", True) else (False,)
+    interleave = opts.get("interleave", 1)
     best = math.inf
     partitions = {}  # p -> every partition into p stages (enumerated once, reused for every d)
     for d in range(1, N // t + 1):
@@ -63,14 +115,22 @@ def _brute_force(partitions_for, info, opts):
         for p in range(1, min(len(info["layers"]), N // (d * t)) + 1):
             if p not in partitions:
                 partitions[p] = list(partitions_for(p))
-            for groups in partitions[p]:
-                for recompute in itertools.product(flags, repeat=p):
-                    costs = [_stage_cost(groups, k, recompute[k], min(p - k, m_r), info, opts) for k in range(p)]
-                    if any(memory > opts["hbm_bytes"] for _, memory, _ in costs):
-                        continue
-                    reduce_s = max(allreduce_s(params, d, opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0))
-                                   for _, _, params in costs)
-                    best = min(best, (m_r + p - 1) * max(time for time, _, _ in costs) + reduce_s)
+            for v in ((1, 2, 4) if interleave is None else (interleave,)):
+                if v > 1 and (p == 1 or m_r % p):
+                    continue  # Megatron's interleaved schedule: m_r a multiple of p
+                units = [min(p - k, m_r) if v == 1 else min(2 * (p - k - 1) + (v - 1) * p + 1, v * m_r)
+                         for k in range(p)]
+                for groups in partitions[p]:
+                    for modes in itertools.product(_modes(opts), repeat=p):
+                        costs = [_stage_cost(groups, k, modes[k], units[k], info, opts, d, v) for k in range(p)]
+                        if any(memory > opts["hbm_bytes"] for _, memory, _ in costs):
+                            continue
+                        largest = max(params for _, _, params in costs)
+                        sync = allreduce_s(largest, d, opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0))
+                        if opts.get("hbm_bandwidth_Bps"):
+                            shards = d if _zero1(opts) else 1
+                            sync += largest * STEP_FACTOR[opts.get("optimizer", "sgd")] / shards / opts["hbm_bandwidth_Bps"]
+                        best = min(best, (m_r + (p - 1) / v) * max(time for time, _, _ in costs) + sync)
     return best
 
 
@@ -81,7 +141,7 @@ def brute_force_chain(layers, **opts):
     def boundary(groups, k):
         first, final = groups[k][0], groups[k][-1]
         return (layers[final]["output_bytes"] if final < last else 0.0, inputs[first] if first > 0 else 0.0,
-                inputs[first])
+                sum(inputs[i] for i in groups[k]))  # full recompute keeps every layer's input
 
     return _brute_force(lambda p: _compositions(len(layers), p), {"layers": layers, "boundary": boundary}, opts)
 
@@ -114,8 +174,9 @@ def brute_force_dag(layers, edges, **opts):
         sent_forward = sum(layers[u]["output_bytes"] for u in stage if successors[u] - stage - before)
         received = {u for v in stage for u in predecessors[v] if u not in stage}
         sent_backward = sum(layers[u]["output_bytes"] for u in received)
-        sources = sum(layers[v].get("input_bytes", layers[v]["output_bytes"]) for v in stage if not predecessors[v])
-        return sent_forward, sent_backward, sent_backward + sources
+        kept = sum(layers[v].get("input_bytes", layers[v]["output_bytes"]) if not predecessors[v]
+                   else sum(layers[u]["output_bytes"] for u in predecessors[v]) for v in stage)
+        return sent_forward, sent_backward, kept
 
     return _brute_force(lambda p: _downset_chains(len(layers), edges, p), {"layers": layers, "boundary": boundary}, opts)
 
@@ -167,6 +228,53 @@ def test_chain_matches_brute_force(layers, options):
     if plan.feasible:
         assert plan.data_parallel * plan.pipeline_stages * plan.tensor_width <= options["n_devices"]
         assert _close(plan.throughput_samples_s, options["global_batch"] / plan.time_per_batch_s)
+
+
+@st.composite
+def knob_layers(draw, max_size=5):
+    """Layers with attention-core and replicated shares of the stash (what the new knobs act on)."""
+    layers = []
+    for _ in range(draw(st.integers(1, max_size))):
+        stash = float(draw(st.integers(0, 40)))
+        attention = float(draw(st.integers(0, int(stash))))
+        fwd = draw(st.floats(0.0, 2.0))
+        layers.append({"fwd_s": fwd, "bwd_s": draw(st.floats(0.01, 4.0)),
+                       "param_bytes": float(draw(st.integers(0, 50))), "stash_bytes": stash,
+                       "attention_stash_bytes": attention,
+                       "replicated_stash_bytes": float(draw(st.integers(0, int(stash - attention)))),
+                       "attention_fwd_s": fwd * draw(st.floats(0.0, 1.0)),
+                       "output_bytes": float(draw(st.integers(0, 30)))})
+    return layers
+
+
+knob_options = st.fixed_dictionaries(
+    {
+        "n_devices": st.integers(1, 8),
+        "tensor_width": st.sampled_from([1, 2]),
+        "global_batch": st.integers(1, 12),
+        "microbatch": st.integers(1, 3),
+        "hbm_bytes": st.integers(20, 400).map(float),
+        "link_bandwidth_Bps": st.sampled_from([math.inf, 10.0, 100.0]),
+        "link_latency_s": st.sampled_from([0.0, 0.01]),
+        "optimizer": st.sampled_from(["sgd", "adam"]),
+        "recompute": st.sampled_from(["none", "selective", "full", "none|full", "auto"]),
+        "sequence_parallel": st.sampled_from([None, True, False]),
+        "zero1": st.sampled_from([None, True, False]),
+        "interleave": st.sampled_from([1, 2, None]),
+        "hbm_bandwidth_Bps": st.sampled_from([None, 50.0]),
+    }
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(knob_layers(), knob_options)
+def test_chain_with_every_knob_matches_brute_force(layers, options):
+    """Recompute modes, sequence parallelism, ZeRO-1, interleaving and the optimizer step: still exact."""
+    plan = best_plan(layers, **options)
+    _check_against(brute_force_chain(layers, **options), plan)
+    if plan.feasible:
+        assert math.isclose(sum(plan.time_breakdown_s.values()), plan.time_per_batch_s, rel_tol=1e-9)
+        assert PlanSpec.parse(plan.notation).devices == plan.devices_used
 
 
 def test_eight_layers_sixteen_devices_matches_brute_force():
@@ -264,6 +372,14 @@ def test_dag_path_on_a_chain_equals_chain_path(layers, options):
         assert _close(chain.time_per_batch_s, dag.time_per_batch_s)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(dag_cases), knob_layers(max_size=5).filter(lambda layers: len(layers) >= 4), knob_options)
+def test_dag_with_every_knob_matches_brute_force(case, layers, options):
+    count, edges = case
+    layers = (layers * 2)[:count]
+    _check_against(brute_force_dag(layers, edges, **options), best_plan_dag(layers, edges, **options))
+
+
 # ---------------------------------------------------------------- closed forms and breakdown
 @pytest.mark.parametrize("count, devices, batch, micro", [(8, 8, 64, 2), (12, 16, 40, 1), (5, 3, 7, 2)])
 def test_identical_layers_without_communication_match_closed_form(count, devices, batch, micro):
@@ -310,10 +426,12 @@ def test_recompute_is_used_when_stashing_does_not_fit():
               for _ in range(2)]
     options = dict(n_devices=2, tensor_width=1, global_batch=8, microbatch=1, hbm_bytes=200.0,
                    link_bandwidth_Bps=math.inf)
-    # Two stages: the first holds 2 microbatches, 30 + 2·100 > 200 stashed but 30 + 2·1 + 100 recomputed.
+    # Stashing never fits (two stages: 30 + 2·100 > 200; one: 60 + 200 > 200). Recomputing, one stage on
+    # two replicas keeps both layer inputs (2·1) and one layer's stash (100): 60 + 102 ≤ 200, 4 × 8 s =
+    # 32 s, faster than two stages (9 × 4 s).
     allowed = best_plan(layers, **options)
-    assert allowed.feasible and allowed.recompute == (True, False)
-    assert allowed.stage_times_s == (4.0, 3.0) and allowed.time_per_batch_s == 9 * 4.0
+    assert allowed.feasible and allowed.recompute == (True,) and allowed.notation == "t1p1d2m1+rc=full"
+    assert allowed.stage_times_s == (8.0,) and allowed.time_per_batch_s == 32.0
     assert allowed.memory_bytes["activations"] == 102.0
     forbidden = best_plan(layers, allow_recompute=False, **options)
     assert not forbidden.feasible and forbidden.reason
@@ -360,7 +478,7 @@ GOOD = dict(n_devices=4, tensor_width=1, global_batch=8, microbatch=1, hbm_bytes
         ([GOOD_LAYER], {"hbm_bytes": 0.0}, "hbm_bytes"),
         ([GOOD_LAYER], {"hbm_bytes": math.nan}, "NaN"),
         ([GOOD_LAYER], {"link_bandwidth_Bps": 0.0}, "bandwidth"),
-        ([GOOD_LAYER], {"link_bandwidth_Bps": math.nan}, "NaN"),
+        ([GOOD_LAYER], {"link_bandwidth_Bps": math.nan}, "bandwidth"),
         ([GOOD_LAYER], {"link_latency_s": -1.0}, "latency"),
         ([GOOD_LAYER], {"optimizer": "lion"}, "optimizer"),
         ([], {}, "non-empty"),
@@ -435,7 +553,7 @@ def test_multi_is_the_best_single_plan():
 
 def test_multi_reports_why_nothing_fits():
     plan = best_plan_multi(_variant, tensor_widths=(1, 2), microbatches=(1,), hbm_bytes=1e9, **MULTI)
-    assert not plan.feasible and "t=1" in plan.reason and "t=2" in plan.reason
+    assert not plan.feasible and "t1m1" in plan.reason and "t2m1" in plan.reason
     with pytest.raises(ValueError, match="tensor_widths"):
         best_plan_multi(_variant, hbm_bytes=1e9, **MULTI)
 

@@ -2,7 +2,8 @@
 
 ``Accelerator`` / ``get_preset`` (:mod:`.accelerator`), ``ArchSpace`` (:mod:`.space`),
 area constants (:mod:`.area`), the analytic systolic/vector/communication estimator (:mod:`.estimator`),
-energy (:mod:`.energy`) and an optional ZigZag backend (:mod:`.zigzag_backend`).
+energy (:mod:`.energy`) and an optional ZigZag backend (:mod:`.zigzag_backend`, which imports the estimator;
+nothing here imports it). ``docs/fidelity.md`` states what the model was checked against.
 """
 
 from phaze_env.hardware.accelerator import PRESETS, TPUV4, Accelerator, UnknownPresetError, get_preset, preset_names

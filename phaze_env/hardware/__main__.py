@@ -1,8 +1,13 @@
 """``python -m phaze_env.hardware [--preset NAME] [--json]``: describe an accelerator and the search space.
 
 Prints the preset's fields, its area against the PHAZE budget, peak FLOP/s, on-chip and HBM figures and
-the number of architectures inside the area window. ``--json`` writes one JSON object instead. An
-unknown preset prints one line on stderr and exits with status 2.
+the number of architectures inside the area window. ``--json`` writes one JSON object instead.
+
+``python -m phaze_env.hardware explain [--preset tpuv4] [--workload gpt2-xl] [--layer block]
+[--tensor-width 1] [--microbatch 1] [--ops] [--json]``: one layer's time split by unit (tensor cores,
+vector cores, HBM, links), what bounds it and the utilisation of each unit (:mod:`phaze_env.explain`).
+
+Bad input (unknown preset, workload or layer) prints one line on stderr and exits with status 2.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import json
 import sys
 import time
 
-from phaze_env.cli import print_output
+from phaze_env.cli import OneLineParser, positive_int, print_output
 from phaze_env.design import DesignSpace
 from phaze_env.hardware.accelerator import PRESETS, UnknownPresetError, get_preset, preset_description
 from phaze_env.hardware.space import ArchSpace, area_budget_mm2
@@ -30,6 +35,7 @@ def summary(preset: str) -> dict:
         "accelerator": acc.to_dict(),
         "peak_flops": acc.peak_flops,
         "peak_vector_elements_per_s": acc.peak_vector_elements_per_s,
+        "vector_elements_per_cycle": acc.vector_elements_per_cycle,
         "area": acc.area_mm2,
         "area_budget": budget,
         "area_fraction_of_budget": acc.area_mm2 / budget,
@@ -58,7 +64,9 @@ def _print_table(info: dict) -> None:
         ("vector cores", f"{acc['num_vc']} × {acc['vc_width']} lanes"),
         ("clock", f"{acc['clock_hz'] / 1e9:.3g} GHz"),
         ("peak (tensor cores)", f"{info['peak_flops'] / 1e12:.1f} TFLOP/s"),
+        ("vector cores: elements/cycle", f"{info['vector_elements_per_cycle']:,} ({acc['vc_sublanes']} sublanes per lane)"),
         ("peak (vector cores)", f"{info['peak_vector_elements_per_s'] / 1e9:.1f} G elem/s"),
+        ("efficiencies (GEMM, HBM)", f"{acc['gemm_efficiency']:.1%} of peak, {acc['hbm_efficiency']:.0%} of nominal"),
         ("on-chip buffer", f"{acc['buffer_mb']} MB"),
         ("HBM", f"{acc['hbm_gb']:g} GB at {acc['hbm_bandwidth_Bps'] / 1e12:.3g} TB/s"),
         ("ridge point", f"{info['ridge_flops_per_byte']:.0f} FLOP/B"),
@@ -75,8 +83,43 @@ def _print_table(info: dict) -> None:
     console.print(info["description"])
 
 
+def explain_main(argv: list[str]) -> int:
+    from phaze_env.explain import UNITS, explain_layer
+
+    parser = OneLineParser(prog="python -m phaze_env.hardware explain", description="one layer's time split by unit")
+    parser.add_argument("--preset", default="tpuv4", help=f"one of: {', '.join(PRESETS)} (default tpuv4)")
+    parser.add_argument("--workload", default="gpt2-xl", help="a built-in workload (default gpt2-xl)")
+    parser.add_argument("--layer", default="block", help="layer name: pre, block or post (default block)")
+    parser.add_argument("--tensor-width", type=positive_int, default=1, help="tensor-parallel width (default 1)")
+    parser.add_argument("--microbatch", type=positive_int, default=1, help="microbatch size (default 1)")
+    parser.add_argument("--ops", action="store_true", help="also list every operator")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    args = parser.parse_args(argv)
+    try:
+        result = explain_layer(args.workload, get_preset(args.preset), layer=args.layer,
+                               tensor_width=args.tensor_width, microbatch=args.microbatch)
+    except (UnknownPresetError, ValueError) as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print_output(json.dumps(result.to_dict(), indent=2))
+        return 0
+    lines = [result.summary()]
+    if args.ops:
+        lines.append(f"{'dir':3} {'op':34} {'unit':5} {'mode':4} {'time µs':>9} " + " ".join(f"{u[:8]:>9}" for u in UNITS) + "  bound")
+        for op in result.ops:
+            lines.append(f"{op.direction:3} {op.name[:34]:34} {op.unit:5} {'all' if op.parallel else 'one':4} {op.latency_s * 1e6:9.1f} "
+                         f"{op.tensor_cores_s * 1e6:9.1f} {op.vector_cores_s * 1e6:9.1f} {op.hbm_s * 1e6:9.1f} "
+                         f"{op.links_s * 1e6:9.1f}  {op.bound}")
+    print_output("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m phaze_env.hardware", description=__doc__.splitlines()[0])
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "explain":
+        return explain_main(argv[1:])
+    parser = OneLineParser(prog="python -m phaze_env.hardware", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tpuv4", help=f"one of: {', '.join(PRESETS)} (default tpuv4)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)

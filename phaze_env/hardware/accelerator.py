@@ -1,10 +1,21 @@
 """The ``Accelerator`` value (PHAZE's architecture noun) and named presets.
 
 An accelerator has ``num_tc`` systolic tensor cores of ``tc_depth`` rows × ``tc_width`` columns, ``num_vc``
-vector cores of ``vc_width`` lanes, one on-chip buffer shared by all cores, and off-chip HBM. Counts,
-array dimensions and the buffer size must be powers of two (as in PHAZE's search space); every numeric
-field must be positive. Presets other than ``tpuv4`` are approximations mapped onto this template
-(documented per preset in ``PRESETS``).
+vector cores of ``vc_width`` lanes × ``vc_sublanes`` sublanes (elements per cycle per core =
+``vc_width · vc_sublanes``, as a TPU VPU: 128 lanes × 8 sublanes), one on-chip buffer shared by all cores,
+and off-chip HBM. Counts, array dimensions, sublanes and the buffer size must be powers of two (as in
+PHAZE's search space); every numeric field must be positive.
+
+Two calibrated efficiencies scale the ideal model (both in ``(0, 1]``):
+
+* ``gemm_efficiency`` — the fraction of the tensor cores' nominal rate a long-running GEMM sustains on
+  top of the systolic model's own fill/drain and tile-quantisation losses (clock throttling under the
+  power limit, instruction issue, wave quantisation across SMs).
+* ``hbm_efficiency`` — the fraction of the nominal HBM bandwidth a streaming kernel achieves (refresh,
+  bank conflicts, read/write turnaround).
+
+Every preset's figures cite their source in ``PRESETS``; the GPU presets are approximations mapped onto
+this template with the clock chosen so the power-of-two array count reproduces the datasheet peak.
 """
 
 from __future__ import annotations
@@ -14,12 +25,36 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from phaze_env.hardware import area
+from phaze_env.hardware.area import TPU_VPU_SUBLANES
 
 DEFAULT_CLOCK_HZ = 1.05e9
 MB_BYTES = 2**20
 GB_BYTES = 2**30
+TPU_GEMM_EFFICIENCY = 1.0
+"""No public measured GEMM microbenchmark exists for TPUv4. The MXU is statically scheduled by XLA (no
+caches, no warp scheduler, fixed 1.05 GHz clock), so only the structural losses the systolic model computes
+(fill/drain, tile quantisation) are charged. Override per design when a measurement is available."""
+HBM2_EFFICIENCY = 0.88
+"""Measured achievable HBM bandwidth: 1.80 TB/s of the 2.04 TB/s nominal on an A100 80 GB SXM (HBM2e),
+i.e. 88 %, confirmed by Nsight Compute ("Trouble to reach peak bandwidth of A100", NVIDIA developer forum,
+2024; the thread cites a GTC 2024 talk where no kernel exceeded ≈ 90 %). TPUv4's HBM2 uses the same
+generation of DRAM and controllers; we apply the same fraction."""
+A100_GEMM_EFFICIENCY = 0.859
+"""Measured maximum achievable bf16 matmul throughput on an A100 SXM: 267.9 of 312 TFLOP/s = 85.9 %
+(S. Bekman, *Machine Learning Engineering*, "Maximum Achievable Matmul FLOPS comparison table",
+mamf-finder.py, CUDA 12.1)."""
+H100_GEMM_EFFICIENCY = 0.801
+"""Measured maximum achievable bf16 matmul throughput on an H100 SXM: 792.1 of 989 TFLOP/s = 80.1 %
+(same MAMF table, CUDA 12.1)."""
+HBM3_EFFICIENCY = 0.90
+"""Measured achievable HBM3 bandwidth on an H100 SXM (3.35 TB/s nominal): coalesced streaming reaches
+2.8–3.1 TB/s (84–93 %) — 2.8 TB/s for coalesced matrix loads under Nsight Compute (mikamirai.com, "GPU
+memory bandwidth: what your profiler isn't telling you", 2026), 3.12 TB/s for a CUDA-event-timed
+device-to-device copy in published H100 80GB HBM3 probe data; we take 0.90, inside that range and next to
+the 0.88 measured on A100."""
 
-_POWER_OF_TWO_FIELDS = ("num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb")
+_POWER_OF_TWO_FIELDS = ("num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "vc_sublanes", "buffer_mb")
+_FRACTION_FIELDS = ("gemm_efficiency", "hbm_efficiency")
 
 
 def is_power_of_two(value: int) -> bool:
@@ -40,6 +75,9 @@ class Accelerator:
     hbm_bandwidth_Bps: float = 1.2e12
     clock_hz: float = DEFAULT_CLOCK_HZ
     bytes_per_element: int = 2
+    vc_sublanes: int = TPU_VPU_SUBLANES  # elements per lane per cycle
+    gemm_efficiency: float = TPU_GEMM_EFFICIENCY  # sustained fraction of the tensor cores' nominal rate
+    hbm_efficiency: float = HBM2_EFFICIENCY  # achievable fraction of the nominal HBM bandwidth
 
     def __post_init__(self) -> None:
         for name in _POWER_OF_TWO_FIELDS:
@@ -54,6 +92,10 @@ class Accelerator:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"Accelerator.{name} must be a positive number, got {value!r}")
+        for name in _FRACTION_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ValueError(f"Accelerator.{name} must be in (0, 1], got {value!r}")
         if isinstance(self.bytes_per_element, bool) or not isinstance(self.bytes_per_element, int) or self.bytes_per_element <= 0:
             raise ValueError(f"Accelerator.bytes_per_element must be a positive integer, got {self.bytes_per_element!r}")
 
@@ -68,9 +110,19 @@ class Accelerator:
         return 2.0 * self.macs_per_cycle * self.clock_hz
 
     @property
+    def vector_elements_per_cycle(self) -> int:
+        """Elements all vector cores process per cycle on a one-cycle op: ``num_vc · vc_width · vc_sublanes``."""
+        return self.num_vc * self.vc_width * self.vc_sublanes
+
+    @property
     def peak_vector_elements_per_s(self) -> float:
         """Vector-core throughput for a one-cycle elementwise op (elements/s)."""
-        return float(self.num_vc * self.vc_width) * self.clock_hz
+        return float(self.vector_elements_per_cycle) * self.clock_hz
+
+    @property
+    def effective_hbm_bandwidth_Bps(self) -> float:
+        """What streaming kernels achieve: ``hbm_bandwidth_Bps · hbm_efficiency``."""
+        return self.hbm_bandwidth_Bps * self.hbm_efficiency
 
     @property
     def buffer_bytes(self) -> int:
@@ -83,7 +135,8 @@ class Accelerator:
     @property
     def area_mm2(self) -> float:
         """Architecture area (cores + buffer), the quantity PHAZE's area window constrains."""
-        return float(area.arch_area_mm2(self.num_tc, self.tc_width, self.tc_depth, self.num_vc, self.vc_width, self.buffer_mb))
+        return float(area.arch_area_mm2(self.num_tc, self.tc_width, self.tc_depth, self.num_vc, self.vc_width, self.buffer_mb,
+                                        self.vc_sublanes))
 
     @property
     def die_area_mm2(self) -> float:
@@ -96,9 +149,10 @@ class Accelerator:
         return (self.num_tc, self.tc_width, self.tc_depth, self.buffer_mb)
 
     @property
-    def vc_config(self) -> tuple[int, int]:
-        """The key of the vector-core latency table: ``(num_vc, vc_width)``."""
-        return (self.num_vc, self.vc_width)
+    def vc_config(self) -> tuple[int, int, int, int, int]:
+        """The key of the vector-core latency table: ``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)``
+        (the buffer and the tensor-core count fix the vector cores' fair share of the buffer)."""
+        return (self.num_vc, self.vc_width, self.vc_sublanes, self.buffer_mb, self.num_tc)
 
     # --- serialisation ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -118,34 +172,53 @@ class Accelerator:
 
 TPUV4 = Accelerator()
 
+A100_CLOCK_HZ = 312e12 / (2 * 128 * 32 * 32)
+"""1.19 GHz: the clock at which 128 arrays of 32×32 MACs reach the A100's datasheet 312 TFLOP/s dense bf16
+(NVIDIA A100 Tensor Core GPU datasheet; the real part has 108 SMs × 4 Tensor Cores × 256 FMA/clk at
+1.41 GHz). The 128 vector cores × 32 lanes × 2 sublanes at this clock give 9.75e12 elements/s, the A100's
+6,912 FP32 lanes × 1.41 GHz (19.5 TFLOP/s FP32 FMA)."""
+H100_CLOCK_HZ = 989.4e12 / (2 * 256 * 32 * 32)
+"""1.887 GHz: the clock at which 256 arrays of 32×32 MACs reach the H100 SXM's datasheet 989.4 TFLOP/s dense
+bf16 (NVIDIA H100 Tensor Core GPU datasheet / Hopper whitepaper: 132 SMs × 4 Tensor Cores × 512 FMA/clk at
+1.83 GHz). The 256 vector cores × 32 lanes × 2 sublanes give 30.9e12 elements/s, 7.6 % below the H100's
+16,896 FP32 lanes × 1.98 GHz (66.9 TFLOP/s FP32 FMA) — the nearest power-of-two fit."""
+
 PRESETS: dict[str, tuple[Accelerator, str]] = {
     "tpuv4": (
         TPUV4,
-        "TPUv4-like (PHAZE's reference): 2 TensorCores × 4 MXUs = 8 tensor cores of 128×128, 2 vector "
-        "cores of 128 lanes, 128 MiB CMEM, 32 GiB HBM2 at 1.2 TB/s, 1.05 GHz (≈ 275 TFLOP/s bf16).",
+        "TPUv4-like (PHAZE's reference; Jouppi et al. ISCA 2023, Google Cloud TPU v4 documentation): "
+        "2 TensorCores × 4 MXUs = 8 tensor cores of 128×128 at 1.05 GHz (275 TFLOP/s bf16), 2 vector "
+        "cores of 128 lanes × 8 sublanes (2048 elements/cycle), 128 MiB CMEM, 32 GiB HBM2 at 1.2 TB/s "
+        "(88 % achievable), GEMM efficiency 1.0 (no public TPUv4 GEMM microbenchmark; see TPU_GEMM_EFFICIENCY).",
     ),
     "tpuv4i": (
         Accelerator(num_tc=4, num_vc=1, hbm_gb=8.0, hbm_bandwidth_Bps=614e9),
-        "TPUv4i-like (inference chip, Jouppi et al. ISCA 2021): 1 TensorCore with 4 MXUs of 128×128, one "
-        "128-lane vector core, 128 MiB CMEM, 8 GiB HBM2 at 614 GB/s, 1.05 GHz (≈ 138 TFLOP/s bf16).",
+        "TPUv4i-like (inference chip, Jouppi et al. ISCA 2021, Table 1): 1 TensorCore with 4 MXUs of "
+        "128×128 at 1.05 GHz (138 TFLOP/s bf16), one vector core of 128 lanes × 8 sublanes, 128 MiB CMEM, "
+        "8 GiB HBM2 at 614 GB/s.",
     ),
     "a100": (
-        Accelerator(num_tc=128, tc_width=32, tc_depth=32, num_vc=128, vc_width=32, buffer_mb=64,
-                    hbm_gb=80.0, hbm_bandwidth_Bps=2.039e12, clock_hz=1.19e9),
-        "A100-like approximation (SXM 80 GB): 108 SMs' dense bf16 tensor cores approximated by 128 arrays "
-        "of 32×32 at 1.19 GHz so the peak matches the published 312 TFLOP/s; 128 vector cores of 32 lanes "
-        "for the CUDA cores; 40 MB L2 + 20 MB shared memory rounded to a 64 MB buffer; 80 GB at 2.04 TB/s.",
+        Accelerator(num_tc=128, tc_width=32, tc_depth=32, num_vc=128, vc_width=32, vc_sublanes=2, buffer_mb=64,
+                    hbm_gb=80.0, hbm_bandwidth_Bps=2.039e12, clock_hz=A100_CLOCK_HZ,
+                    gemm_efficiency=A100_GEMM_EFFICIENCY, hbm_efficiency=HBM2_EFFICIENCY),
+        "A100-like approximation (SXM 80 GB; NVIDIA A100 datasheet): dense bf16 tensor cores as 128 arrays "
+        "of 32×32 at 1.19 GHz = the published 312 TFLOP/s; 128 vector cores × 32 lanes × 2 sublanes = the "
+        "6,912 FP32 lanes' rate; 40 MB L2 + 108 × 192 KB shared memory/L1 rounded down to a 64 MB buffer; "
+        "80 GB HBM2e at 2.039 TB/s (88 % achievable); GEMM efficiency 85.9 % (measured MAMF).",
     ),
     "h100": (
-        Accelerator(num_tc=256, tc_width=32, tc_depth=32, num_vc=256, vc_width=32, buffer_mb=64,
-                    hbm_gb=80.0, hbm_bandwidth_Bps=3.35e12, clock_hz=1.83e9),
-        "H100-like approximation (SXM): 132 SMs' dense bf16 tensor cores approximated by 256 arrays of "
-        "32×32 at 1.83 GHz (≈ 960 TFLOP/s vs the published 989); 50 MB L2 + 30 MB shared memory rounded to "
-        "a 64 MB buffer; 80 GB HBM3 at 3.35 TB/s.",
+        Accelerator(num_tc=256, tc_width=32, tc_depth=32, num_vc=256, vc_width=32, vc_sublanes=2, buffer_mb=64,
+                    hbm_gb=80.0, hbm_bandwidth_Bps=3.35e12, clock_hz=H100_CLOCK_HZ,
+                    gemm_efficiency=H100_GEMM_EFFICIENCY, hbm_efficiency=HBM3_EFFICIENCY),
+        "H100-like approximation (SXM; NVIDIA H100 datasheet): dense bf16 tensor cores as 256 arrays of "
+        "32×32 at 1.887 GHz = the published 989.4 TFLOP/s; 256 vector cores × 32 lanes × 2 sublanes "
+        "(≈ the 16,896 FP32 lanes' rate, −7.6 %); 50 MB L2 + 132 × 228 KB shared memory rounded down to a "
+        "64 MB buffer; 80 GB HBM3 at 3.35 TB/s (90 % achievable); GEMM efficiency 80.1 % (measured MAMF).",
     ),
     "phaze-small": (
         Accelerator(num_tc=1, tc_width=64, tc_depth=64, num_vc=1, vc_width=64, buffer_mb=8),
-        "A small point of PHAZE's space (1 tensor core of 64×64, 1 vector core, 8 MB): an edge-class baseline.",
+        "A small point of PHAZE's space (1 tensor core of 64×64, 1 vector core of 64 lanes × 8 sublanes, "
+        "8 MB): an edge-class baseline.",
     ),
 }
 

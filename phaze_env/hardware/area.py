@@ -6,7 +6,7 @@ Two quantities:
   buffer. The PHAZE area window (``0.3·budget ≤ area ≤ budget``) is applied to this quantity, with the
   budget equal to the TPUv4-like configuration's value. A fixed uncore term would shift every design by
   the same amount and make the 0.3 lower bound nearly vacuous, so it is kept out of the window.
-* ``die_area_mm2`` — ``arch_area_mm2`` plus a fixed uncore (HBM PHYs and controllers, chip-to-chip
+* the whole-die figure (:attr:`Accelerator.die_area_mm2`) — ``arch_area_mm2`` plus a fixed uncore (HBM PHYs and controllers, chip-to-chip
   SerDes, scalar/DMA/control logic), a die-size figure to sanity-check against public numbers.
 
 Constants are order-of-magnitude estimates for a 7 nm process, then calibrated so that the TPUv4-like
@@ -20,8 +20,10 @@ report it below 600 mm²):
 * ``TC_EDGE_AREA_MM2_PER_LANE`` (2e-3 mm²): per row and per column of an array — input skew FIFOs,
   weight staging, output accumulators at the array edge.
 * ``TC_CORE_OVERHEAD_MM2`` (0.5 mm²): per tensor core — sequencer, instruction buffer, buffer port.
-* ``VC_LANE_AREA_MM2`` (0.05 mm²): per vector lane — a few fp32 ALUs, a transcendental unit slice and a
-  vector-register-file slice (TPU vector lanes are 8 sublanes deep, hence large).
+* ``VC_SUBLANE_AREA_MM2`` (6.25e-3 mm²): per element a vector core processes per cycle (one sublane of
+  one lane) — an fp32 ALU, a transcendental-unit slice and its vector-register-file slice. A TPU lane is
+  8 sublanes deep (0.05 mm² per lane), so a ``width``-lane core costs ``width · sublanes · 6.25e-3`` mm²
+  and area and speed scale with the same ``width · sublanes`` product.
 * ``VC_CORE_OVERHEAD_MM2`` (0.5 mm²): per vector core — issue logic and buffer port.
 * ``SRAM_AREA_MM2_PER_MB`` (0.875 mm²/MB): on-chip buffer including periphery and wiring. The TPUv4i
   floorplan (Jouppi et al., ISCA 2021) shows its 128 MiB CMEM taking ≈ 28 % of a ≈ 400 mm² die.
@@ -38,10 +40,15 @@ from __future__ import annotations
 
 import numpy as np
 
+TPU_VPU_SUBLANES = 8
+"""TPU vector unit depth: each of the 128 lanes has 8 sublanes, so one (8 × 128) vector register is processed
+per cycle (Norrie et al., "The design process for Google's training chips: TPUv2 and TPUv3", IEEE Micro
+2021: the vector unit's registers and ALUs are 128 lanes × 8 sublanes); TPUv4 keeps this core (Jouppi et al.,
+ISCA 2023). Two TensorCores give 2 × 128 × 8 = 2048 elements per cycle."""
 MAC_AREA_MM2 = 1.0e-3
 TC_EDGE_AREA_MM2_PER_LANE = 2.0e-3
 TC_CORE_OVERHEAD_MM2 = 0.5
-VC_LANE_AREA_MM2 = 0.05
+VC_SUBLANE_AREA_MM2 = 0.05 / 8
 VC_CORE_OVERHEAD_MM2 = 0.5
 SRAM_AREA_MM2_PER_MB = 0.875
 UNCORE_AREA_MM2 = 135.0
@@ -54,9 +61,9 @@ def tensor_core_area_mm2(tc_width, tc_depth):
     return macs * MAC_AREA_MM2 + edge_lanes * TC_EDGE_AREA_MM2_PER_LANE + TC_CORE_OVERHEAD_MM2
 
 
-def vector_core_area_mm2(vc_width):
-    """Area of one vector core with ``vc_width`` lanes."""
-    return np.multiply(vc_width, VC_LANE_AREA_MM2) + VC_CORE_OVERHEAD_MM2
+def vector_core_area_mm2(vc_width, vc_sublanes=TPU_VPU_SUBLANES):
+    """Area of one vector core with ``vc_width`` lanes of ``vc_sublanes`` sublanes."""
+    return np.multiply(np.multiply(vc_width, vc_sublanes), VC_SUBLANE_AREA_MM2) + VC_CORE_OVERHEAD_MM2
 
 
 def buffer_area_mm2(buffer_mb):
@@ -64,15 +71,10 @@ def buffer_area_mm2(buffer_mb):
     return np.multiply(buffer_mb, SRAM_AREA_MM2_PER_MB)
 
 
-def arch_area_mm2(num_tc, tc_width, tc_depth, num_vc, vc_width, buffer_mb):
+def arch_area_mm2(num_tc, tc_width, tc_depth, num_vc, vc_width, buffer_mb, vc_sublanes=TPU_VPU_SUBLANES):
     """Area of the searched components: tensor cores + vector cores + on-chip buffer (the window quantity)."""
     return (
         np.multiply(num_tc, tensor_core_area_mm2(tc_width, tc_depth))
-        + np.multiply(num_vc, vector_core_area_mm2(vc_width))
+        + np.multiply(num_vc, vector_core_area_mm2(vc_width, vc_sublanes))
         + buffer_area_mm2(buffer_mb)
     )
-
-
-def die_area_mm2(num_tc, tc_width, tc_depth, num_vc, vc_width, buffer_mb):
-    """``arch_area_mm2`` plus the fixed uncore: a whole-die estimate."""
-    return arch_area_mm2(num_tc, tc_width, tc_depth, num_vc, vc_width, buffer_mb) + UNCORE_AREA_MM2

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from phaze_env import comm
 from phaze_env.hardware.accelerator import Accelerator
 from phaze_env.hardware.estimator import (
     DATAFLOWS,
     _ceil_div,
     best_systolic_cycles,
+    buffer_share_bytes,
+    dataflow_dims,
     gemm_traffic_bytes,
     op_traffic_floor_bytes,
+    spilled_bytes,
     vector_cycles_per_element,
 )
 from phaze_env.workloads.graph import Gemm, Op
@@ -42,7 +46,7 @@ def array_sram_bytes(gemm: Gemm, acc: Accelerator, dataflow: str) -> float:
     """Bytes the arrays exchange with the buffer for ``gemm`` under ``dataflow`` (one core's folds)."""
     b, m, k, n = gemm.as_tuple()
     rows, cols = acc.tc_depth, acc.tc_width
-    spatial_rows, spatial_cols, streamed = {"os": (m, n, k), "ws": (k, n, m), "is": (k, m, n)}[dataflow]
+    spatial_rows, spatial_cols, streamed = dataflow_dims(dataflow, m, k, n)
     folds = b * int(_ceil_div(spatial_rows, rows)) * int(_ceil_div(spatial_cols, cols))
     per_fold = rows * cols + streamed * (rows + cols)
     return float(folds * per_fold * acc.bytes_per_element)
@@ -58,28 +62,26 @@ def gemm_energy_j(gemm: Gemm, acc: Accelerator) -> float:
     return PJ * (macs * MAC_PJ + sram_bytes * SRAM_PJ_PER_BYTE + hbm_bytes * HBM_PJ_PER_BYTE)
 
 
-def comm_bytes_per_participant(op: Op) -> float:
-    """Bytes each participant sends in a ring collective (what crosses its link)."""
-    g, payload = op.comm_group, float(op.comm_bytes)
-    if g <= 1 or payload == 0:
-        return 0.0
-    if op.comm_kind == "allreduce":
-        return 2 * (g - 1) / g * payload
-    if op.comm_kind in ("allgather", "reducescatter"):
-        return (g - 1) / g * payload
-    return payload  # p2p
+def link_bytes_per_participant(op: Op) -> float:
+    """Bytes each participant sends in its collective: the ring time of :mod:`phaze_env.comm` at 1 B/s."""
+    return comm.collective_s(op.comm_kind, float(op.comm_bytes), op.comm_group, 1.0)
 
 
 def op_energy_j(op: Op, acc: Accelerator) -> float:
-    """Dynamic energy of ``op`` on ``acc`` (joules); communication counts one participant's link bytes."""
+    """Dynamic energy of ``op`` on ``acc`` (joules); communication counts one participant's link bytes.
+
+    A vector op's operands cross the buffer; what spills from the vector cores' buffer share (all of
+    them, as when the op runs split over every vector core) also crosses HBM.
+    """
     if op.unit == "comm":
-        return PJ * comm_bytes_per_participant(op) * LINK_PJ_PER_BYTE
+        return PJ * link_bytes_per_participant(op) * LINK_PJ_PER_BYTE if op.comm_group > 1 else 0.0
     energy = 0.0
     if op.unit in ("tc", "tc+vc"):
         energy += sum(gemm_energy_j(g, acc) for g in op.gemms)
     if op.unit in ("vc", "tc+vc"):
         energy += PJ * op.vector_elements * vector_cycles_per_element(op) * VECTOR_LANE_CYCLE_PJ
     if op.unit == "vc":
-        traffic = op_traffic_floor_bytes(op, acc.bytes_per_element)
-        energy += PJ * traffic * (HBM_PJ_PER_BYTE + SRAM_PJ_PER_BYTE)
+        footprint = op_traffic_floor_bytes(op, acc.bytes_per_element)
+        share = buffer_share_bytes(acc.buffer_mb, acc.num_tc, acc.num_vc, acc.num_vc)
+        energy += PJ * (footprint * SRAM_PJ_PER_BYTE + float(spilled_bytes(footprint, share)) * HBM_PJ_PER_BYTE)
     return energy

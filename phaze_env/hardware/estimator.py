@@ -19,18 +19,26 @@ Tensor-core GEMMs — a systolic-array model with tiling:
   both operands streamed (each re-fetched per block row/column). Traffic never drops below the
   compulsory ``e·(MK + KN + MN)`` nor below the operator's traced ``bytes_read + bytes_written``.
 * **Latency** ``= max(compute, memory) + exposed``, where ``exposed`` is the first tile's load and the
-  last tile's store, which double-buffering cannot hide.
+  last tile's store, which double-buffering cannot hide. Compute runs at ``gemm_efficiency`` of the
+  arrays' nominal rate and HBM at ``hbm_efficiency`` of its nominal bandwidth (calibrated
+  :class:`~phaze_env.hardware.accelerator.Accelerator` parameters).
 
-Vector-core operators: ``⌈elements / (width·cores)⌉ · cycles_per_element(kind)``, bounded below by their
-HBM traffic. Fused ``tc+vc`` operators: GEMM time plus the epilogue's compute time on the vector cores
-(one vector core for the one-core latency, all for the all-cores one), **serially** — a conservative
-assumption; the epilogue's traffic is assumed to stay on chip (its operands are the GEMM's output
-tiles). Communication operators: ring collectives of :mod:`phaze_env.comm` on the cluster's links.
+Vector-core operators: ``⌈elements / (lanes · sublanes · cores)⌉ · cycles_per_element(kind)`` cycles,
+bounded below by the HBM time of what does not fit on chip. The buffer is shared fairly among the cores
+that may run at once: each of the ``num_tc + num_vc`` cores owns ``buffer / (num_tc + num_vc)``, so an op
+on ``c`` vector cores keeps up to ``c`` shares of its operands (inputs read + output written) on chip
+and only the excess spills to HBM.
+
+Fused ``tc+vc`` operators (a GEMM with its elementwise epilogue): the epilogue consumes the GEMM's output
+tile by tile while the next tile is computed, a two-stage pipeline over the GEMM's ``n`` output tiles of
+``tc_depth × tc_width``, so the op takes ``max(T_gemm, T_epilogue) + min(T_gemm, T_epilogue)/n``
+— the slower stage plus one tile of the faster one. The epilogue's operands are those tiles and stay on
+chip. Communication operators: ring collectives of :mod:`phaze_env.comm` on the cluster's links.
 
 Two latencies per operator, as PHAZE's ILP needs: on one core of its type (``parallel=False``) and split
 over all cores of its type (``parallel=True``). :func:`latency_table` computes both for every operator
 and every unique tensor-core ``(num_tc, tc_width, tc_depth, buffer_mb)`` and vector-core
-``(num_vc, vc_width)`` configuration at once with numpy broadcasting.
+``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)`` configuration at once with numpy broadcasting.
 """
 
 from __future__ import annotations
@@ -41,26 +49,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from phaze_env import comm
-from phaze_env.hardware.accelerator import DEFAULT_CLOCK_HZ, MB_BYTES, Accelerator
+from phaze_env.hardware.accelerator import DEFAULT_CLOCK_HZ, MB_BYTES, TPUV4, Accelerator
 from phaze_env.workloads.graph import Op, OpGraph
 
 DATAFLOWS = ("os", "ws", "is")
 ACCUMULATOR_BYTES = 4  # fp32 partial sums of an output block held on chip
 RESIDENT_BUFFER_FRACTION = 0.5  # the rest double-buffers streamed tiles
 
-# Cycles per element per vector lane, by kind. Basic arithmetic is one lane-cycle; the others count the
-# passes and transcendental evaluations a straightforward implementation needs (e.g. softmax = max
-# pass + subtract/exp + sum pass + scale; GELU's tanh form ≈ 6 multiply-adds + tanh).
+# Cycles per element per vector lane, for each vector cost class the tracer emits (graph.VECTOR_KINDS; a
+# test holds the two key sets equal). Basic arithmetic is one lane-cycle; the others count the passes and
+# transcendental evaluations a straightforward implementation needs (softmax = max pass + subtract/exp +
+# sum pass + scale; norm = mean + variance passes + normalise; GELU's tanh form ≈ 6 multiply-adds + tanh;
+# exp/rsqrt ≈ 3 on a transcendental unit; loss = log-softmax + gather).
 VECTOR_CYCLES_PER_ELEMENT: dict[str, float] = {
-    "add": 1.0, "sub": 1.0, "mul": 1.0, "scale": 1.0, "bias": 1.0, "residual": 1.0, "mask": 1.0,
-    "relu": 1.0, "copy": 1.0, "transpose": 1.0, "cast": 1.0, "gather": 1.0, "embedding": 1.0,
-    "reduction": 1.0, "reduce": 1.0, "sum": 1.0, "dropout": 2.0, "exp": 3.0, "rope": 3.0,
-    "silu": 4.0, "swish": 4.0, "sigmoid": 4.0, "swiglu": 5.0, "tanh": 4.0, "gelu": 8.0,
-    "softmax": 5.0, "norm": 5.0, "layernorm": 5.0, "rmsnorm": 4.0, "cross_entropy": 6.0, "loss": 6.0,
+    "add": 1.0, "mul": 1.0, "relu": 1.0, "copy": 1.0, "gather": 1.0, "reduce": 1.0, "exp": 3.0,
+    "silu": 4.0, "tanh": 4.0, "gelu": 8.0, "softmax": 5.0, "norm": 5.0, "loss": 6.0,
 }
-# When an op has no (known) vector_kind, its op kind decides.
-_KIND_FALLBACK = {"elementwise": "add", "softmax": "softmax", "norm": "norm", "reduction": "reduction", "data": "copy"}
-DEFAULT_VECTOR_CYCLES_PER_ELEMENT = 2.0
+# An op without a vector kind is costed by its op kind.
+_KIND_FALLBACK = {"elementwise": "add", "softmax": "softmax", "norm": "norm", "reduction": "reduce", "data": "copy"}
 
 
 def _ceil_div(a, b):
@@ -68,17 +74,27 @@ def _ceil_div(a, b):
 
 
 # --- tensor cores: compute -------------------------------------------------------------------------
+def dataflow_dims(dataflow: str, m, k, n) -> tuple:
+    """``(Sr, Sc, T)``: the dimensions a dataflow maps onto the array's rows and columns and the one it
+    streams (SCALE-Sim v1): OS ``(M, N, K)``, WS ``(K, N, M)``, IS ``(K, M, N)``."""
+    if dataflow == "os":
+        return m, n, k
+    if dataflow == "ws":
+        return k, n, m
+    if dataflow == "is":
+        return k, m, n
+    raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {DATAFLOWS}")
+
+
 def systolic_cycles(batch, m, k, n, rows, cols, cores, dataflow: str) -> np.ndarray:
     """Compute cycles of ``batch`` GEMMs ``m×k @ k×n`` on ``cores`` arrays of ``rows × cols`` (broadcasts)."""
     batch, m, k, n, rows, cols, cores = (np.asarray(x, dtype=np.int64) for x in (batch, m, k, n, rows, cols, cores))
-    if dataflow == "os":
-        independent, serial, streamed, splits_stream = batch * _ceil_div(m, rows) * _ceil_div(n, cols), 1, k, False
-    elif dataflow == "ws":
-        independent, serial, streamed, splits_stream = batch * _ceil_div(n, cols), _ceil_div(k, rows), m, True
-    elif dataflow == "is":
-        independent, serial, streamed, splits_stream = batch * _ceil_div(m, cols), _ceil_div(k, rows), n, True
-    else:
-        raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {DATAFLOWS}")
+    spatial_rows, spatial_cols, streamed = dataflow_dims(dataflow, m, k, n)
+    row_folds, col_folds = _ceil_div(spatial_rows, rows), _ceil_div(spatial_cols, cols)
+    if dataflow == "os":  # every fold is an independent output tile
+        independent, serial, splits_stream = batch * row_folds * col_folds, 1, False
+    else:  # K sits on the rows: its folds accumulate into the same outputs, one after another
+        independent, serial, splits_stream = batch * col_folds, row_folds, True
     fill_drain = 2 * rows + cols - 2
     best = _ceil_div(independent, cores) * serial * (fill_drain + streamed)
     if splits_stream:
@@ -146,14 +162,39 @@ def _kind_cycles(vector_kind: str, op_kind: str) -> float:
     kind = vector_kind.lower()
     if kind in VECTOR_CYCLES_PER_ELEMENT:
         return VECTOR_CYCLES_PER_ELEMENT[kind]
-    fallback = _KIND_FALLBACK.get(op_kind)
-    return VECTOR_CYCLES_PER_ELEMENT[fallback] if fallback else DEFAULT_VECTOR_CYCLES_PER_ELEMENT
+    if not kind and op_kind in _KIND_FALLBACK:
+        return VECTOR_CYCLES_PER_ELEMENT[_KIND_FALLBACK[op_kind]]
+    raise ValueError(f"no vector cost for kind {vector_kind!r} (op kind {op_kind!r}); known: {', '.join(VECTOR_CYCLES_PER_ELEMENT)}")
 
 
-def vector_cycles(elements: int, cycles_per_element: float, lanes, cores) -> np.ndarray:
-    """Cycles to process ``elements`` on ``cores`` vector cores of ``lanes`` lanes."""
-    steps = _ceil_div(int(elements), np.asarray(lanes, dtype=np.int64) * np.asarray(cores, dtype=np.int64))
+def vector_cycles(elements: int, cycles_per_element: float, elements_per_cycle, cores) -> np.ndarray:
+    """Cycles to process ``elements`` on ``cores`` vector cores of ``elements_per_cycle`` (lanes × sublanes)."""
+    steps = _ceil_div(int(elements), np.asarray(elements_per_cycle, dtype=np.int64) * np.asarray(cores, dtype=np.int64))
     return steps * cycles_per_element
+
+
+def buffer_share_bytes(buffer_mb, num_tc, num_vc, cores) -> np.ndarray:
+    """Buffer bytes an op on ``cores`` vector cores may keep: ``cores`` fair shares of ``num_tc + num_vc``."""
+    return np.asarray(buffer_mb, dtype=np.float64) * MB_BYTES * np.asarray(cores) / (np.asarray(num_tc) + np.asarray(num_vc))
+
+
+def spilled_bytes(footprint_bytes: float, share_bytes) -> np.ndarray:
+    """Bytes of an op's operands that do not fit in its buffer share and go to HBM."""
+    return np.maximum(float(footprint_bytes) - np.asarray(share_bytes, dtype=np.float64), 0.0)
+
+
+def output_tiles(batch, m, n, rows, cols) -> np.ndarray:
+    """Output tiles of ``rows × cols`` a GEMM produces: the steps of its epilogue pipeline."""
+    return np.asarray(batch) * _ceil_div(m, rows) * _ceil_div(n, cols)
+
+
+def pipelined_s(gemm_s, epilogue_s, tiles):
+    """Two-stage pipeline over ``tiles`` tiles: the slower stage plus one tile of the faster one.
+
+    With only one stage (the other 0) this is that stage's time, so it also combines unfused ops.
+    """
+    gemm_s, epilogue_s = np.asarray(gemm_s), np.asarray(epilogue_s)
+    return np.maximum(gemm_s, epilogue_s) + np.minimum(gemm_s, epilogue_s) / np.maximum(tiles, 1)
 
 
 def op_traffic_floor_bytes(op: Op, bytes_per_element: int) -> float:
@@ -179,16 +220,19 @@ class LatencyTable:
     """One-core and all-cores latencies of ``ops`` for every tensor-core and vector-core configuration.
 
     ``tc_*_s[i, t]`` is op ``i``'s tensor-core part (GEMMs with their memory time) on configuration
-    ``tc_configs[t] = (num_tc, tc_width, tc_depth, buffer_mb)``; ``vc_*_s[i, v]`` its vector-core part on
-    ``vc_configs[v] = (num_vc, vc_width)``; ``comm_s[i]`` its communication time. An operator's latency
-    on an architecture is the sum of the three parts (:meth:`latencies_s`); parts that do not apply to
-    an operator's unit are zero.
+    ``tc_configs[t] = (num_tc, tc_width, tc_depth, buffer_mb)`` and ``tc_tiles[i, t]`` the output tiles its
+    epilogue pipelines over; ``vc_*_s[i, v]`` its vector-core part on
+    ``vc_configs[v] = (num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)``; ``comm_s[i]`` its
+    communication time. An operator's latency on an architecture combines the parts
+    (:meth:`latencies_s`): the tensor and vector parts overlap tile by tile (:func:`pipelined_s`), the
+    communication part adds; parts that do not apply to an operator's unit are zero.
     """
 
     tc_configs: np.ndarray
     vc_configs: np.ndarray
     tc_one_s: np.ndarray
     tc_all_s: np.ndarray
+    tc_tiles: np.ndarray
     vc_one_s: np.ndarray
     vc_all_s: np.ndarray
     comm_s: np.ndarray
@@ -196,20 +240,63 @@ class LatencyTable:
     def latencies_s(self, tc_index, vc_index) -> tuple[np.ndarray, np.ndarray]:
         """``(one_core, all_cores)`` latencies per op for configuration indices (ints or index arrays)."""
         comm_s = self.comm_s if np.ndim(tc_index) == 0 else self.comm_s[:, None]
-        one = self.tc_one_s[:, tc_index] + self.vc_one_s[:, vc_index] + comm_s
-        all_cores = self.tc_all_s[:, tc_index] + self.vc_all_s[:, vc_index] + comm_s
+        one = pipelined_s(self.tc_one_s[:, tc_index], self.vc_one_s[:, vc_index], self.tc_tiles[:, tc_index]) + comm_s
+        all_cores = pipelined_s(self.tc_all_s[:, tc_index], self.vc_all_s[:, vc_index], self.tc_tiles[:, tc_index]) + comm_s
         return one, all_cores
 
 
-def _tc_part_s(ops, tc_configs, hbm_bandwidth_Bps, clock_hz, e) -> tuple[np.ndarray, np.ndarray]:
-    """Tensor-core latencies ``(ops, T)``: compute on unique (cores, width, depth), memory on unique buffers."""
+@dataclass(frozen=True)
+class TensorTerms:
+    """Tensor-core terms ``(ops, T)`` of :func:`tensor_terms` (seconds, bytes, tiles)."""
+
+    compute_one_s: np.ndarray
+    compute_all_s: np.ndarray
+    memory_s: np.ndarray
+    exposed_s: np.ndarray
+    traffic_bytes: np.ndarray
+    tiles: np.ndarray
+
+    @property
+    def one_s(self) -> np.ndarray:
+        return np.maximum(self.compute_one_s, self.memory_s) + self.exposed_s
+
+    @property
+    def all_s(self) -> np.ndarray:
+        return np.maximum(self.compute_all_s, self.memory_s) + self.exposed_s
+
+
+@dataclass(frozen=True)
+class VectorTerms:
+    """Vector-core terms ``(ops, V)`` of :func:`vector_terms` (seconds, bytes)."""
+
+    compute_one_s: np.ndarray
+    compute_all_s: np.ndarray
+    hbm_one_s: np.ndarray
+    hbm_all_s: np.ndarray
+    spill_one_bytes: np.ndarray
+    spill_all_bytes: np.ndarray
+
+    @property
+    def one_s(self) -> np.ndarray:
+        return np.maximum(self.compute_one_s, self.hbm_one_s)
+
+    @property
+    def all_s(self) -> np.ndarray:
+        return np.maximum(self.compute_all_s, self.hbm_all_s)
+
+
+def tensor_terms(ops, tc_configs, hbm_Bps: float, clock_hz: float, gemm_efficiency: float, e: int) -> TensorTerms:
+    """Tensor-core terms ``(ops, T)``: compute on unique (cores, width, depth), memory on unique buffers.
+
+    ``hbm_Bps`` is the achievable (efficiency-scaled) bandwidth.
+    """
     cores_dims, dims_index = np.unique(tc_configs[:, :3], axis=0, return_inverse=True)
     buffers_mb, buffer_index = np.unique(tc_configs[:, 3], return_inverse=True)
     dims_index, buffer_index = dims_index.ravel(), buffer_index.ravel()
     num_tc, cols, rows = cores_dims[:, 0], cores_dims[:, 1], cores_dims[:, 2]
     buffer_bytes = buffers_mb * MB_BYTES
-    one = np.zeros((len(ops), len(tc_configs)))
-    all_cores = np.zeros_like(one)
+    shape = (len(ops), len(tc_configs))
+    terms = {name: np.zeros(shape) for name in TensorTerms.__dataclass_fields__}
     cache: dict = {}
     for i, op in enumerate(ops):
         if op.unit not in ("tc", "tc+vc") or not op.gemms:
@@ -218,6 +305,7 @@ def _tc_part_s(ops, tc_configs, hbm_bandwidth_Bps, clock_hz, e) -> tuple[np.ndar
         cycles_all = np.zeros(len(cores_dims))
         traffic = np.zeros(len(buffers_mb))
         exposed = np.zeros(len(cores_dims))
+        tiles = np.zeros(len(cores_dims))
         for g in op.gemms:
             if g.as_tuple() not in cache:
                 b, m, k, n = g.as_tuple()
@@ -226,35 +314,45 @@ def _tc_part_s(ops, tc_configs, hbm_bandwidth_Bps, clock_hz, e) -> tuple[np.ndar
                     best_systolic_cycles(b, m, k, n, rows, cols, num_tc)[0],
                     gemm_traffic_bytes(b, m, k, n, buffer_bytes, e),
                     exposed_bytes(m, k, n, rows, cols, e),
+                    output_tiles(b, m, n, rows, cols),
                 )
-            c1, ca, tr, ex = cache[g.as_tuple()]
+            c1, ca, tr, ex, tl = cache[g.as_tuple()]
             cycles_one += c1
             cycles_all += ca
             traffic += tr
             exposed += ex
+            tiles += tl
         traffic = np.maximum(traffic, op_traffic_floor_bytes(op, e))
-        memory_s = (traffic / hbm_bandwidth_Bps)[buffer_index]
-        exposed_s = (exposed / hbm_bandwidth_Bps)[dims_index]
-        one[i] = np.maximum(cycles_one[dims_index] / clock_hz, memory_s) + exposed_s
-        all_cores[i] = np.maximum(cycles_all[dims_index] / clock_hz, memory_s) + exposed_s
-    return one, all_cores
+        terms["compute_one_s"][i] = cycles_one[dims_index] / (clock_hz * gemm_efficiency)
+        terms["compute_all_s"][i] = cycles_all[dims_index] / (clock_hz * gemm_efficiency)
+        terms["traffic_bytes"][i] = traffic[buffer_index]
+        terms["memory_s"][i] = terms["traffic_bytes"][i] / hbm_Bps
+        terms["exposed_s"][i] = (exposed / hbm_Bps)[dims_index]
+        terms["tiles"][i] = tiles[dims_index]
+    return TensorTerms(**terms)
 
 
-def _vc_part_s(ops, vc_configs, hbm_bandwidth_Bps, clock_hz, e) -> tuple[np.ndarray, np.ndarray]:
-    """Vector-core latencies ``(ops, V)``: vector ops bounded by their traffic; fused epilogues compute only."""
-    num_vc, lanes = vc_configs[:, 0], vc_configs[:, 1]
-    one = np.zeros((len(ops), len(vc_configs)))
-    all_cores = np.zeros_like(one)
+def vector_terms(ops, vc_configs, hbm_Bps: float, clock_hz: float, e: int) -> VectorTerms:
+    """Vector-core terms ``(ops, V)``: vector ops bounded by what spills to HBM; fused epilogues compute only."""
+    num_vc, lanes, sublanes, buffer_mb, num_tc = (vc_configs[:, j] for j in range(5))
+    per_cycle = lanes * sublanes
+    share_one = buffer_share_bytes(buffer_mb, num_tc, num_vc, 1)
+    share_all = buffer_share_bytes(buffer_mb, num_tc, num_vc, num_vc)
+    shape = (len(ops), len(vc_configs))
+    terms = {name: np.zeros(shape) for name in VectorTerms.__dataclass_fields__}
     for i, op in enumerate(ops):
         if op.unit not in ("vc", "tc+vc"):
             continue
         cost = vector_cycles_per_element(op)
-        compute_one_s = vector_cycles(op.vector_elements, cost, lanes, 1) / clock_hz
-        compute_all_s = vector_cycles(op.vector_elements, cost, lanes, num_vc) / clock_hz
-        memory_s = op_traffic_floor_bytes(op, e) / hbm_bandwidth_Bps if op.unit == "vc" else 0.0
-        one[i] = np.maximum(compute_one_s, memory_s)
-        all_cores[i] = np.maximum(compute_all_s, memory_s)
-    return one, all_cores
+        terms["compute_one_s"][i] = vector_cycles(op.vector_elements, cost, per_cycle, 1) / clock_hz
+        terms["compute_all_s"][i] = vector_cycles(op.vector_elements, cost, per_cycle, num_vc) / clock_hz
+        if op.unit == "vc":  # an epilogue's operands are its GEMM's output tiles, on chip
+            footprint = op_traffic_floor_bytes(op, e)
+            terms["spill_one_bytes"][i] = spilled_bytes(footprint, share_one)
+            terms["spill_all_bytes"][i] = spilled_bytes(footprint, share_all)
+            terms["hbm_one_s"][i] = terms["spill_one_bytes"][i] / hbm_Bps
+            terms["hbm_all_s"][i] = terms["spill_all_bytes"][i] / hbm_Bps
+    return VectorTerms(**terms)
 
 
 def _as_config_array(configs, width: int, name: str) -> np.ndarray:
@@ -273,36 +371,47 @@ def latency_table(
     tc_configs,
     vc_configs,
     *,
-    hbm_bandwidth_Bps: float = 1.2e12,
+    hbm_bandwidth_Bps: float = TPUV4.hbm_bandwidth_Bps,
     clock_hz: float = DEFAULT_CLOCK_HZ,
-    bytes_per_element: int = 2,
+    bytes_per_element: int = TPUV4.bytes_per_element,
+    gemm_efficiency: float = TPUV4.gemm_efficiency,
+    hbm_efficiency: float = TPUV4.hbm_efficiency,
     link_bandwidth_Bps: float | None = None,
     link_latency_s: float = 0.0,
 ) -> LatencyTable:
     """Both latencies of every op on every configuration.
 
-    ``tc_configs``: ``(T, 4)`` rows ``(num_tc, tc_width, tc_depth, buffer_mb)``; ``vc_configs``: ``(V, 2)``
-    rows ``(num_vc, vc_width)`` (e.g. from :meth:`ArchSpace.tc_configs`/``vc_configs``). HBM bandwidth,
-    clock and element size are common to all configurations. Compute terms are evaluated once per unique
-    ``(num_tc, width, depth)`` and traffic once per unique buffer size, then broadcast.
+    ``tc_configs``: ``(T, 4)`` rows ``(num_tc, tc_width, tc_depth, buffer_mb)``; ``vc_configs``: ``(V, 5)``
+    rows ``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)`` (e.g. from :meth:`ArchSpace.tc_configs` /
+    ``vc_configs``). HBM bandwidth and its efficiency, clock, GEMM efficiency and element size are common
+    to all configurations (:func:`shared_parameters` of an :class:`Accelerator`). Compute terms are
+    evaluated once per unique ``(num_tc, width, depth)`` and traffic once per unique buffer size, then
+    broadcast.
     """
     if not hbm_bandwidth_Bps > 0 or not clock_hz > 0:
         raise ValueError("hbm_bandwidth_Bps and clock_hz must be positive")
+    if not 0 < gemm_efficiency <= 1 or not 0 < hbm_efficiency <= 1:
+        raise ValueError("gemm_efficiency and hbm_efficiency must be in (0, 1]")
     tc = _as_config_array(tc_configs, 4, "tc_configs")
-    vc = _as_config_array(vc_configs, 2, "vc_configs")
+    vc = _as_config_array(vc_configs, 5, "vc_configs")
     ops = tuple(ops)
-    tc_one, tc_all = _tc_part_s(ops, tc, hbm_bandwidth_Bps, clock_hz, bytes_per_element)
-    vc_one, vc_all = _vc_part_s(ops, vc, hbm_bandwidth_Bps, clock_hz, bytes_per_element)
+    hbm_Bps = hbm_bandwidth_Bps * hbm_efficiency
+    tensor = tensor_terms(ops, tc, hbm_Bps, clock_hz, gemm_efficiency, bytes_per_element)
+    vector = vector_terms(ops, vc, hbm_Bps, clock_hz, bytes_per_element)
     comm_s = np.array([comm_latency_s(op, link_bandwidth_Bps, link_latency_s) if op.unit == "comm" else 0.0 for op in ops])
-    return LatencyTable(tc, vc, tc_one, tc_all, vc_one, vc_all, comm_s)
+    return LatencyTable(tc, vc, tensor.one_s, tensor.all_s, tensor.tiles, vector.one_s, vector.all_s, comm_s)
+
+
+def shared_parameters(acc: Accelerator) -> dict[str, float]:
+    """The :func:`latency_table` keywords every configuration of a space shares, taken from ``acc``."""
+    return dict(hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps, clock_hz=acc.clock_hz, bytes_per_element=acc.bytes_per_element,
+                gemm_efficiency=acc.gemm_efficiency, hbm_efficiency=acc.hbm_efficiency)
 
 
 def accelerator_table(ops: Sequence[Op], acc: Accelerator, *, link_bandwidth_Bps: float | None = None, link_latency_s: float = 0.0) -> LatencyTable:
     """:func:`latency_table` for one accelerator (one tensor-core and one vector-core configuration)."""
-    return latency_table(
-        ops, [acc.tc_config], [acc.vc_config], hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps, clock_hz=acc.clock_hz,
-        bytes_per_element=acc.bytes_per_element, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s,
-    )
+    return latency_table(ops, [acc.tc_config], [acc.vc_config], **shared_parameters(acc),
+                         link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s)
 
 
 # --- plain entry points ----------------------------------------------------------------------------
@@ -328,46 +437,28 @@ def matmul_estimate(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1,
         raise ValueError(f"cores={cores} exceeds the accelerator's {acc.num_tc} tensor cores")
     cycles, choice = best_systolic_cycles(batch, M, K, N, acc.tc_depth, acc.tc_width, cores)
     traffic = float(gemm_traffic_bytes(batch, M, K, N, np.array([acc.buffer_bytes]), acc.bytes_per_element)[0])
-    compute_s = float(cycles) / acc.clock_hz
-    memory_s = traffic / acc.hbm_bandwidth_Bps
-    exposed_s = float(exposed_bytes(M, K, N, acc.tc_depth, acc.tc_width, acc.bytes_per_element)) / acc.hbm_bandwidth_Bps
+    compute_s = float(cycles) / (acc.clock_hz * acc.gemm_efficiency)
+    memory_s = traffic / acc.effective_hbm_bandwidth_Bps
+    exposed_s = float(exposed_bytes(M, K, N, acc.tc_depth, acc.tc_width, acc.bytes_per_element)) / acc.effective_hbm_bandwidth_Bps
     return GemmEstimate(max(compute_s, memory_s) + exposed_s, compute_s, memory_s, exposed_s, int(cycles), traffic, DATAFLOWS[int(choice)])
 
 
-def matmul_latency_s(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1, cores: int = 1, estimator: str = "analytic") -> float:
-    """Seconds for ``batch`` GEMMs ``(M×K) @ (K×N)`` on ``cores`` tensor cores of ``acc``.
-
-    ``estimator="analytic"`` (default) is this module's systolic model; ``"zigzag"`` asks ZigZag's
-    mapping search (:mod:`phaze_env.hardware.zigzag_backend`, optional dependency).
-    """
-    if estimator == "analytic":
-        return matmul_estimate(acc, M, K, N, batch=batch, cores=cores).latency_s
-    if estimator == "zigzag":
-        from phaze_env.hardware import zigzag_backend
-
-        return zigzag_backend.matmul_latency_s(acc, M, K, N, batch=batch, cores=cores)
-    raise ValueError(f"unknown estimator {estimator!r}; expected 'analytic' or 'zigzag'")
+def matmul_latency_s(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1, cores: int = 1) -> float:
+    """Seconds for ``batch`` GEMMs ``(M×K) @ (K×N)`` on ``cores`` tensor cores of ``acc`` (ZigZag's
+    estimate of the same: :func:`phaze_env.hardware.zigzag_backend.matmul_latency_s`)."""
+    return matmul_estimate(acc, M, K, N, batch=batch, cores=cores).latency_s
 
 
 def op_latency_s(op: Op, acc: Accelerator, *, parallel: bool = False, link_bandwidth_Bps: float | None = None,
-                 link_latency_s: float = 0.0, estimator: str = "analytic") -> float:
+                 link_latency_s: float = 0.0) -> float:
     """Seconds for ``op`` on one core of its type (``parallel=False``) or split over all of them.
 
     ``link_bandwidth_Bps``/``link_latency_s`` describe the cluster's interconnect; they are required
-    only for communication operators. ``estimator="zigzag"`` replaces the GEMM part of tensor-core ops
-    by ZigZag's estimate (vector and communication parts stay analytic).
+    only for communication operators.
     """
     table = accelerator_table([op], acc, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s)
     one, all_cores = table.latencies_s(0, 0)
-    seconds = float(all_cores[0] if parallel else one[0])
-    if estimator == "analytic" or op.unit not in ("tc", "tc+vc") or not op.gemms:
-        if estimator not in ("analytic", "zigzag"):
-            raise ValueError(f"unknown estimator {estimator!r}; expected 'analytic' or 'zigzag'")
-        return seconds
-    cores = acc.num_tc if parallel else 1
-    analytic_gemm_s = float((table.tc_all_s if parallel else table.tc_one_s)[0, 0])
-    zigzag_gemm_s = sum(matmul_latency_s(acc, g.m, g.k, g.n, batch=g.batch, cores=cores, estimator=estimator) for g in op.gemms)
-    return seconds - analytic_gemm_s + zigzag_gemm_s
+    return float(all_cores[0] if parallel else one[0])
 
 
 def graph_latencies_s(graph: OpGraph, acc: Accelerator, *, link_bandwidth_Bps: float | None, link_latency_s: float = 0.0) -> tuple[np.ndarray, np.ndarray]:

@@ -11,6 +11,14 @@ A configuration is in the space when ``lower·budget ≤ area ≤ budget`` (:fun
 tensor core or a single vector core. Every face (exact search, envs, Optuna objective, baselines) applies
 the window through :func:`in_area_window` / :func:`area_overshoot`; nothing else restates it.
 
+Sublanes. PHAZE's rule "vector width = tensor width, depth 1" describes a vector core as one row of
+``width`` lanes. A TPU vector unit is 8 sublanes deep (128 lanes × 8 sublanes per cycle); counting one
+element per lane per cycle undercounts TPUv4's vector throughput 8×. We keep PHAZE's rule for the lane
+count and give every vector core of the space the base accelerator's sublane depth (``base.vc_sublanes``,
+8 for the TPUv4-like base): depth is not searched, so the space (and its size) is PHAZE's, and area and
+speed both scale with ``width · sublanes``. The budget is the TPUv4-like configuration's area with its
+8 sublanes (unchanged from the per-lane area used before: one lane of 8 sublanes costs the same).
+
 :class:`ArchSpace` enumerates the in-window architectures once, with numpy, in lexicographic order of
 ``(num_tc, num_vc, tc_width, tc_depth, buffer_mb)``; ``space[i]`` and ``space.index(acc)`` convert
 between index and :class:`Accelerator`. The full design space (architecture × the other knobs) is
@@ -121,7 +129,8 @@ class ArchSpace:
     def _enumerate(self) -> dict[str, np.ndarray]:
         grids = np.meshgrid(*(np.asarray(getattr(self, c), dtype=np.int64) for c in ARCH_COLUMNS), indexing="ij")
         cols = {c: g.ravel() for c, g in zip(ARCH_COLUMNS, grids)}
-        areas = area.arch_area_mm2(cols["num_tc"], cols["tc_width"], cols["tc_depth"], cols["num_vc"], cols["tc_width"], cols["buffer_mb"])
+        areas = area.arch_area_mm2(cols["num_tc"], cols["tc_width"], cols["tc_depth"], cols["num_vc"], cols["tc_width"],
+                                   cols["buffer_mb"], self.base.vc_sublanes)
         keep = in_area_window(cols["num_tc"], cols["num_vc"], areas, self.budget_mm2, self.area_window_lower)
         arrays = {c: v[keep] for c, v in cols.items()}
         arrays["vc_width"] = arrays["tc_width"]
@@ -192,7 +201,9 @@ class ArchSpace:
         return np.unique(rows, axis=0, return_inverse=True)
 
     def vc_configs(self) -> tuple[np.ndarray, np.ndarray]:
-        """Unique ``(num_vc, vc_width)`` rows (``(V, 2)`` int array) and, per architecture, the row it uses."""
+        """Unique ``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)`` rows (``(V, 5)`` int array) and, per
+        architecture, the row it uses (the buffer and tensor-core count set the vector cores' buffer share)."""
         a = self._arrays
-        rows = np.stack([a["num_vc"], a["vc_width"]], axis=1)
+        sublanes = np.full_like(a["num_vc"], self.base.vc_sublanes)
+        rows = np.stack([a["num_vc"], a["vc_width"], sublanes, a["buffer_mb"], a["num_tc"]], axis=1)
         return np.unique(rows, axis=0, return_inverse=True)

@@ -1,22 +1,26 @@
 """Device placement by dynamic programming: tensor × pipeline × data parallelism under 1F1B memory.
 
 Entry points: :func:`best_plan` (a chain of layers), :func:`best_plan_dag` (a branching layer graph),
-:func:`best_plan_multi` (best over tensor widths, microbatch sizes, recompute and HBM sizes). All return
-a frozen :class:`Plan`. The model and the exactness argument are documented in
+:func:`best_plan_multi` (best over tensor widths, microbatch sizes and HBM sizes). Each takes the layers
+and a :class:`Settings` (cluster, tensor width, microbatch, HBM, pinned :class:`~phaze_env.plan_spec.PlanSpec`)
+and returns a frozen :class:`Plan`. The model and the exactness argument are documented in
 :mod:`phaze_env.placement.search`.
 """
 
-from phaze_env.placement.api import best_plan, best_plan_dag, best_plan_multi
-from phaze_env.placement.inputs import OPTIMIZER_STATE_FACTORS, microbatches_per_replica
+from phaze_env.placement.api import best_plan, best_plan_dag, best_plan_multi, better
+from phaze_env.placement.inputs import OPTIMIZER_STATE_FACTORS, OPTIMIZERS, Settings, microbatches_per_replica
 from phaze_env.placement.plan import Plan
 from phaze_env.placement.stages import TooManyDownsetsError
 
 __all__ = [
+    "OPTIMIZERS",
     "OPTIMIZER_STATE_FACTORS",
     "Plan",
+    "Settings",
     "TooManyDownsetsError",
     "best_plan",
     "best_plan_dag",
     "best_plan_multi",
+    "better",
     "microbatches_per_replica",
 ]

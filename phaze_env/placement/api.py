@@ -1,16 +1,23 @@
-"""Plain-data entry points of the placement DP: ``best_plan``, ``best_plan_dag``, ``best_plan_multi``."""
+"""Plain-data entry points of the placement DP: ``best_plan``, ``best_plan_dag``, ``best_plan_multi``.
+
+Every search is described by value objects, not keyword lists: the layers, a :class:`Settings`
+(cluster, tensor width, microbatch, HBM capacity, the pinned parts of the plan) and, for
+``best_plan_multi``, the lists to search over. One tie rule (:func:`better`) everywhere.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from phaze_env.cache import DiskCache, content_key
-from phaze_env.placement.inputs import layer_arrays, settings
+from phaze_env.cache import DiskCache, content_key, model_version
+from phaze_env.placement.inputs import Settings, layer_arrays
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.search import PlacementSearch
 from phaze_env.placement.stages import chain_stages, dag_stages
 
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
+_TIE_TOLERANCE = 1e-12  # relative: a later candidate must be this much faster to replace the incumbent
 LayerList = Sequence[Mapping[str, Any]]
 
 
@@ -18,7 +25,7 @@ def _cached(cache: bool, parts: tuple, solve: Callable[[], Plan]) -> Plan:
     if not cache:
         return solve()
     store = DiskCache("placement")
-    key = content_key("placement", _CACHE_VERSION, *parts)
+    key = content_key("placement", _CACHE_VERSION, model_version(), *parts)
     plan = store.get(key)
     if plan is None:
         plan = solve()
@@ -26,68 +33,34 @@ def _cached(cache: bool, parts: tuple, solve: Callable[[], Plan]) -> Plan:
     return plan
 
 
-def best_plan(
-    layers: LayerList,
-    *,
-    n_devices: int,
-    tensor_width: int,
-    global_batch: int,
-    microbatch: int,
-    hbm_bytes: float,
-    link_bandwidth_Bps: float,
-    link_latency_s: float = 0.0,
-    allow_recompute: bool = True,
-    optimizer: str = "sgd",
-    seq_len: int | None = None,
-    model_flops_per_sample: float | None = None,
-    peak_flops: float | None = None,
-    cache: bool = False,
-) -> Plan:
-    """Highest-throughput 1F1B plan for a chain of layers at one tensor width and microbatch size.
+def _check(settings: Settings) -> None:
+    if not isinstance(settings, Settings):
+        raise ValueError(f"settings must be a placement Settings, got {type(settings).__name__}")
+
+
+def best_plan(layers: LayerList, settings: Settings, *, cache: bool = False) -> Plan:
+    """Highest-throughput plan for a chain of layers at the settings' tensor width and microbatch size.
 
     ``layers``: list, in execution order, of dicts ``{"fwd_s", "bwd_s", "param_bytes", "stash_bytes",
-    "output_bytes"}`` (optionally ``"input_bytes"``, default: the previous layer's ``output_bytes``, or
-    layer 0's own output), measured on one device at ``tensor_width`` with ``microbatch`` samples.
-    Searches every data-parallel degree ``d`` and pipeline depth ``p ≤ len(layers)`` with
-    ``d·p·tensor_width ≤ n_devices``, every contiguous partition and per-stage recompute, exactly.
-    Microbatches per replica are ``ceil(global_batch / (d·microbatch))``. ``link_bandwidth_Bps=inf``
-    means free communication. Invalid inputs raise ``ValueError``; when nothing fits, the plan has
-    ``feasible=False`` and a ``reason``. ``cache=True`` memoises in ``DiskCache("placement")``.
+    "output_bytes"}`` (optionally ``"input_bytes"`` — default: the previous layer's ``output_bytes``, or
+    layer 0's own output — and the shares of :class:`~phaze_env.placement.inputs.LayerArrays`), measured
+    on one device at ``settings.tensor_width`` with ``settings.microbatch`` samples. Searches every
+    data-parallel degree ``d`` and pipeline depth ``p ≤ len(layers)`` with ``d·p·t ≤ n_devices`` that the
+    plan does not pin, every contiguous partition, per-stage recompute mode and interleave, exactly.
+    Invalid inputs raise ``ValueError``; when nothing fits, the plan has ``feasible=False`` and a
+    ``reason`` (with the memory a pinned plan would need). ``cache=True`` memoises on disk.
     """
-    config = settings(
-        n_devices=n_devices, tensor_width=tensor_width, global_batch=global_batch, microbatch=microbatch,
-        hbm_bytes=hbm_bytes, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s,
-        allow_recompute=allow_recompute, optimizer=optimizer, seq_len=seq_len,
-        model_flops_per_sample=model_flops_per_sample, peak_flops=peak_flops,
-    )
+    _check(settings)
     arrays = layer_arrays(layers)
 
     def solve() -> Plan:
-        table = chain_stages(arrays, config.link_bandwidth_Bps, config.link_latency_s)
-        return PlacementSearch(arrays, table, config, max_stages=len(arrays)).run()
+        return PlacementSearch(arrays, chain_stages(arrays), settings, max_stages=len(arrays)).run()
 
-    return _cached(cache, ("chain", arrays, config), solve)
+    return _cached(cache, ("chain", arrays, settings), solve)
 
 
-def best_plan_dag(
-    layers: LayerList,
-    edges: Iterable[tuple[int, int]],
-    *,
-    n_devices: int,
-    tensor_width: int,
-    global_batch: int,
-    microbatch: int,
-    hbm_bytes: float,
-    link_bandwidth_Bps: float,
-    link_latency_s: float = 0.0,
-    allow_recompute: bool = True,
-    optimizer: str = "sgd",
-    seq_len: int | None = None,
-    model_flops_per_sample: float | None = None,
-    peak_flops: float | None = None,
-    max_downsets: int = 2048,
-    cache: bool = False,
-) -> Plan:
+def best_plan_dag(layers: LayerList, edges: Iterable[tuple[int, int]], settings: Settings, *,
+                  max_downsets: int = 2048, cache: bool = False) -> Plan:
     """Like :func:`best_plan` for a layer DAG (``edges``: ``(u, v)`` = layer u feeds layer v).
 
     Stages are differences of nested downsets (PHAZE's formulation); the DP is exact but its size is
@@ -97,43 +70,46 @@ def best_plan_dag(
     never another layer's output, since list order is not data flow); a stage's input is what its
     predecessors in earlier stages output.
     """
-    config = settings(
-        n_devices=n_devices, tensor_width=tensor_width, global_batch=global_batch, microbatch=microbatch,
-        hbm_bytes=hbm_bytes, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s,
-        allow_recompute=allow_recompute, optimizer=optimizer, seq_len=seq_len,
-        model_flops_per_sample=model_flops_per_sample, peak_flops=peak_flops,
-    )
+    _check(settings)
     arrays = layer_arrays(layers, chain=False)
     edge_list = tuple(tuple(edge) for edge in edges)
 
     def solve() -> Plan:
-        table = dag_stages(arrays, edge_list, config.link_bandwidth_Bps, config.link_latency_s, max_downsets)
-        return PlacementSearch(arrays, table, config, max_stages=len(arrays)).run()
+        table = dag_stages(arrays, edge_list, max_downsets)
+        return PlacementSearch(arrays, table, settings, max_stages=len(arrays)).run()
 
-    return _cached(cache, ("dag", arrays, edge_list, config), solve)
+    return _cached(cache, ("dag", arrays, edge_list, settings), solve)
+
+
+def better(candidate: Plan, incumbent: Plan | None) -> bool:
+    """The one tie rule: a feasible candidate replaces the incumbent only if it is strictly faster
+    (by more than a relative 1e-12), so among equal plans the first one searched is kept."""
+    if not candidate.feasible:
+        return False
+    return incumbent is None or candidate.throughput_samples_s > incumbent.throughput_samples_s * (1 + _TIE_TOLERANCE)
 
 
 def best_plan_multi(
     layers: Mapping[tuple[int, int], LayerList] | Callable[[int, int], LayerList],
+    settings: Settings,
     *,
     tensor_widths: Iterable[int] | None = None,
     microbatches: Iterable[int] | None = None,
-    recompute: Iterable[bool] = (False, True),
-    hbm_bytes: float | Iterable[float],
+    hbm_bytes: Iterable[float] | None = None,
     cache: bool = False,
-    **kwargs: Any,
 ) -> Plan:
-    """Best :func:`best_plan` over tensor widths × microbatch sizes × recompute choices × HBM sizes.
+    """Best :func:`best_plan` over tensor widths × microbatch sizes × HBM capacities.
 
-    ``layers`` maps ``(tensor_width, microbatch)`` to that variant's layer list, or is a callable
-    ``(tensor_width, microbatch) -> layers``. With a mapping, ``tensor_widths`` / ``microbatches``
-    default to the ones it holds (pairs it lacks are skipped); with a callable they are required.
-    ``recompute`` lists the allowed settings; allowing recompute dominates forbidding it (a stage
-    recomputes only when stashing does not fit), so only the most permissive one is solved.
-    ``hbm_bytes`` may be one capacity or several; ties go to the smaller capacity, so the answer also
-    says how much HBM the best throughput needs. The remaining keywords go to :func:`best_plan`.
-    Returns the highest-throughput plan, or an infeasible plan whose reason lists why each failed.
+    ``settings`` is the template (its cluster, plan and flags are kept; ``tensor_width``,
+    ``microbatch`` and ``hbm_bytes`` are replaced by each searched value; ``hbm_bytes=None`` keeps the
+    template's). ``layers`` maps ``(tensor_width, microbatch)`` to that variant's layer list, or is a
+    callable ``(tensor_width, microbatch) -> layers``. With a mapping, ``tensor_widths`` /
+    ``microbatches`` default to the ones it holds (pairs it lacks are skipped); with a callable they are
+    required. Capacities are searched smallest first and ties keep the first (:func:`better`), so the
+    answer also says how much HBM the best throughput needs. Returns the best plan, or an infeasible plan
+    whose reason lists why each variant failed.
     """
+    _check(settings)
     if callable(layers):
         if tensor_widths is None or microbatches is None:
             raise ValueError("with a callable for layers, pass tensor_widths and microbatches")
@@ -145,20 +121,17 @@ def best_plan_multi(
         sizes = sorted({m for _, m in keys}) if microbatches is None else list(microbatches)
         variants = [(t, m) for t in widths for m in sizes if (t, m) in layers]
         layers_for = lambda t, m: layers[(t, m)]  # noqa: E731
-    choices = list(recompute)
-    if not choices:
-        raise ValueError("recompute must list at least one of False, True")
-    capacities = sorted([hbm_bytes] if isinstance(hbm_bytes, (int, float)) else list(hbm_bytes))
+    capacities = sorted([settings.hbm_bytes] if hbm_bytes is None else list(hbm_bytes))
     if not variants or not capacities:
         raise ValueError("no (tensor_width, microbatch) variant or HBM capacity to search")
     best: Plan | None = None
     reasons = []
     for capacity in capacities:
         for t, m in variants:
-            plan = best_plan(layers_for(t, m), tensor_width=t, microbatch=m, hbm_bytes=capacity,
-                             allow_recompute=any(choices), cache=cache, **kwargs)
+            variant = replace(settings, tensor_width=t, microbatch=m, hbm_bytes=capacity)
+            plan = best_plan(layers_for(t, m), variant, cache=cache)
             if not plan.feasible:
-                reasons.append(f"t={t}, m={m}, hbm={capacity:.4g}: {plan.reason}")
-            elif best is None or plan.throughput_samples_s > best.throughput_samples_s:
+                reasons.append(f"t{t}m{m}, {capacity / 2**30:.4g} GiB: {plan.reason}")
+            elif better(plan, best):
                 best = plan
     return best if best is not None else infeasible("; ".join(reasons))

@@ -13,18 +13,51 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-REQUIRED_LAYER_KEYS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
+from phaze_env.cluster import Cluster
+from phaze_env.plan_spec import PlanSpec
 
-# Optimizer state per device as a multiple of the bf16 weight bytes (gradients are counted separately,
-# always 1x the weights). "sgd": one momentum buffer of the weights' size (PHAZE's default).
-# "adam": mixed precision, fp32 master weights + two fp32 moments = 12 bytes/param = 6x bf16 weights.
-OPTIMIZER_STATE_FACTORS = {"sgd": 1.0, "adam": 6.0}
-GRADIENT_FACTOR = 1.0
+REQUIRED_LAYER_KEYS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
+OPTIONAL_LAYER_KEYS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s")
+AUTO_INTERLEAVES = (1, 2, 4)  # virtual stages per device tried when the plan leaves ``interleave`` to the DP
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """Per-parameter bytes of one optimizer, as multiples of the bf16 weight bytes (2 bytes/param).
+
+    ``state_factor``: optimizer state kept per device (gradients are counted separately, 1x the weights);
+    ``step_factor``: bytes read + written by the update step (HBM-bound elementwise kernel).
+    """
+
+    state_factor: float
+    step_factor: float
+
+
+OPTIMIZERS = {
+    # PHAZE's default: SGD with one bf16 momentum buffer. Step: read weight, gradient, momentum and
+    # write weight, momentum = 5 bf16 tensors.
+    "sgd": Optimizer(state_factor=1.0, step_factor=5.0),
+    # Mixed-precision Adam (Micikevicius et al. 2018; ZeRO, Rajbhandari et al. 2020 §3.1: "2Ψ + 2Ψ + 12Ψ"
+    # = 16 bytes/param): fp32 master weights + two fp32 moments = 12 bytes/param = 6x the bf16 weights.
+    # Step: read fp32 master, m, v (12 B) and the bf16 gradient (2 B), write master, m, v (12 B) and the
+    # bf16 weights (2 B) = 28 bytes/param = 14x the bf16 weight bytes.
+    "adam": Optimizer(state_factor=6.0, step_factor=14.0),
+}
+OPTIMIZER_STATE_FACTORS = {name: optimizer.state_factor for name, optimizer in OPTIMIZERS.items()}
+GRADIENT_FACTOR = 1.0  # bf16 gradients, 2 bytes/param (ZeRO's accounting; Megatron's fp32 main_grad would be 2.0)
 
 
 @dataclass(frozen=True)
 class LayerArrays:
-    """Per-layer quantities as float arrays (index = layer position)."""
+    """Per-layer quantities as float arrays (index = layer position).
+
+    ``attention_stash_bytes``: the part of ``stash_bytes`` that selective recompute drops (the attention
+    core: QKᵀ, softmax, dropout, attention over V — Korthikanti et al. 2022 §5); ``attention_fwd_s`` the
+    forward time of those operators (what selective recompute adds to the backward pass);
+    ``replicated_stash_bytes`` the part of ``stash_bytes`` not split by tensor parallelism (layer norms,
+    dropout masks, residual inputs), which sequence parallelism splits ``t`` ways; ``tp_comm_s`` the
+    tensor-parallel collectives inside ``fwd_s + bwd_s`` (reported, not optimised). All default to 0.
+    """
 
     fwd_s: np.ndarray
     bwd_s: np.ndarray
@@ -32,36 +65,13 @@ class LayerArrays:
     stash_bytes: np.ndarray
     output_bytes: np.ndarray
     input_bytes: np.ndarray
+    attention_stash_bytes: np.ndarray
+    attention_fwd_s: np.ndarray
+    replicated_stash_bytes: np.ndarray
+    tp_comm_s: np.ndarray
 
     def __len__(self) -> int:
         return len(self.fwd_s)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Cluster and training settings shared by every plan of one search."""
-
-    n_devices: int
-    tensor_width: int
-    global_batch: int
-    microbatch: int
-    hbm_bytes: float
-    link_bandwidth_Bps: float
-    link_latency_s: float
-    allow_recompute: bool
-    optimizer: str
-    seq_len: int | None
-    model_flops_per_sample: float | None
-    peak_flops: float | None
-
-    @property
-    def optimizer_factor(self) -> float:
-        return OPTIMIZER_STATE_FACTORS[self.optimizer]
-
-    @property
-    def state_factor(self) -> float:
-        """Weights + gradients + optimizer state, as a multiple of the weight bytes."""
-        return 1.0 + GRADIENT_FACTOR + self.optimizer_factor
 
 
 def _number(value: Any, what: str) -> float:
@@ -79,12 +89,16 @@ def _positive_int(value: Any, what: str) -> int:
     return int(value)
 
 
+_plain_number_types = {int, float, np.float64, np.float32, np.int64, np.int32}
+
+
 def _column(layers: Sequence[Mapping[str, Any]], key: str, default: list[float] | None = None) -> np.ndarray:
     """One per-layer quantity as floats; non-numbers, NaN, infinities and negatives raise ``ValueError``."""
     values = [layer.get(key, default[i] if default is not None else None) for i, layer in enumerate(layers)]
-    for index, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise ValueError(f"layer {index} {key} must be a number, got {value!r}")
+    if not all(type(value) in _plain_number_types for value in values):  # the fast path covers plain numbers only
+        for index, value in enumerate(values):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise ValueError(f"layer {index} {key} must be a number, got {value!r}")
     column = np.asarray(values, dtype=float)
     bad = np.flatnonzero(~(np.isfinite(column) & (column >= 0)))
     if len(bad):
@@ -113,59 +127,100 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> 
     columns = {key: _column(layers, key) for key in REQUIRED_LAYER_KEYS}
     output = columns["output_bytes"]
     default_input = (np.concatenate((output[:1], output[:-1])) if chain else output).tolist()
-    arrays = LayerArrays(**columns, input_bytes=_column(layers, "input_bytes", default_input))
+    zeros = [0.0] * len(layers)
+    optional = {key: _column(layers, key, zeros) for key in OPTIONAL_LAYER_KEYS}
+    if np.any(optional["attention_stash_bytes"] + optional["replicated_stash_bytes"] > columns["stash_bytes"] * (1 + 1e-12)):
+        raise ValueError("attention_stash_bytes + replicated_stash_bytes must not exceed a layer's stash_bytes")
+    if np.any(optional["attention_fwd_s"] > columns["fwd_s"] * (1 + 1e-12)):
+        raise ValueError("attention_fwd_s must not exceed a layer's fwd_s")
+    arrays = LayerArrays(**columns, input_bytes=_column(layers, "input_bytes", default_input), **optional)
     if not (arrays.fwd_s + arrays.bwd_s).sum() > 0:
         raise ValueError("layers take no time: at least one layer needs a positive fwd_s or bwd_s")
     return arrays
 
 
-def settings(
-    *,
-    n_devices: Any,
-    tensor_width: Any,
-    global_batch: Any,
-    microbatch: Any,
-    hbm_bytes: Any,
-    link_bandwidth_Bps: Any,
-    link_latency_s: Any,
-    allow_recompute: bool,
-    optimizer: str,
-    seq_len: Any,
-    model_flops_per_sample: Any,
-    peak_flops: Any,
-) -> Settings:
-    """Check the scalar arguments of a placement search; raise ``ValueError`` with the reason."""
-    hbm = _number(hbm_bytes, "hbm_bytes")
-    if not hbm > 0:
-        raise ValueError(f"hbm_bytes must be positive, got {hbm}")
-    bandwidth = _number(link_bandwidth_Bps, "link_bandwidth_Bps")
-    if not bandwidth > 0:
-        raise ValueError(f"link_bandwidth_Bps must be positive (inf = free communication), got {bandwidth}")
-    latency = _number(link_latency_s, "link_latency_s")
-    if latency < 0 or math.isinf(latency):
-        raise ValueError(f"link_latency_s must be finite and non-negative, got {latency}")
-    if optimizer not in OPTIMIZER_STATE_FACTORS:
-        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZER_STATE_FACTORS)}, got {optimizer!r}")
-    flops = None if model_flops_per_sample is None else _number(model_flops_per_sample, "model_flops_per_sample")
-    if flops is not None and (flops < 0 or math.isinf(flops)):
-        raise ValueError(f"model_flops_per_sample must be finite and non-negative, got {flops}")
-    peak = None if peak_flops is None else _number(peak_flops, "peak_flops")
-    if peak is not None and not (0 < peak < math.inf):
-        raise ValueError(f"peak_flops must be finite and positive, got {peak}")
-    return Settings(
-        n_devices=_positive_int(n_devices, "n_devices"),
-        tensor_width=_positive_int(tensor_width, "tensor_width"),
-        global_batch=_positive_int(global_batch, "global_batch"),
-        microbatch=_positive_int(microbatch, "microbatch"),
-        hbm_bytes=hbm,
-        link_bandwidth_Bps=bandwidth,
-        link_latency_s=latency,
-        allow_recompute=bool(allow_recompute),
-        optimizer=optimizer,
-        seq_len=None if seq_len is None else _positive_int(seq_len, "seq_len"),
-        model_flops_per_sample=flops,
-        peak_flops=peak,
-    )
+@dataclass(frozen=True)
+class Settings:
+    """Everything but the layers that one placement search depends on (validated on construction).
+
+    ``plan`` pins what the user fixed (``t`` and ``microbatch`` must match ``tensor_width`` and
+    ``microbatch``); ``hbm_bandwidth_Bps`` times the optimizer step (``None``: the step is not timed).
+    """
+
+    cluster: Cluster
+    tensor_width: int
+    microbatch: int
+    hbm_bytes: float
+    plan: PlanSpec = PlanSpec()
+    seq_len: int | None = None
+    model_flops_per_sample: float | None = None
+    peak_flops: float | None = None
+    hbm_bandwidth_Bps: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cluster, Cluster):
+            raise ValueError(f"cluster must be a Cluster, got {type(self.cluster).__name__}")
+        if not isinstance(self.plan, PlanSpec):
+            raise ValueError(f"plan must be a PlanSpec, got {type(self.plan).__name__}")
+        _positive_int(self.tensor_width, "tensor_width")
+        _positive_int(self.microbatch, "microbatch")
+        hbm = _number(self.hbm_bytes, "hbm_bytes")
+        if not hbm > 0:
+            raise ValueError(f"hbm_bytes must be positive, got {hbm}")
+        if self.seq_len is not None:
+            _positive_int(self.seq_len, "seq_len")
+        for name, low in (("model_flops_per_sample", 0.0), ("peak_flops", None), ("hbm_bandwidth_Bps", None)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            value = _number(value, name)
+            if math.isinf(value) or value < 0 or (low is None and value == 0):
+                raise ValueError(f"{name} must be finite and {'non-negative' if low == 0 else 'positive'}, got {value}")
+        for name, own in (("t", self.tensor_width), ("microbatch", self.microbatch)):
+            pinned = getattr(self.plan, name)
+            if pinned is not None and pinned != own:
+                raise ValueError(f"the plan pins {name}={pinned} but this search is at {name}={own}")
+
+    @property
+    def n_devices(self) -> int:
+        return self.cluster.n_devices
+
+    @property
+    def global_batch(self) -> int:
+        return self.cluster.global_batch
+
+    @property
+    def optimizer(self) -> Optimizer:
+        return OPTIMIZERS[self.cluster.optimizer]
+
+    @property
+    def sequence_parallel(self) -> bool:
+        """Pinned, or on whenever ``t > 1`` (it only removes memory; its collectives cost what TP's did)."""
+        return self.plan.sequence_parallel if self.plan.sequence_parallel is not None else self.tensor_width > 1
+
+    @property
+    def zero1(self) -> bool:
+        """Pinned, or on (it only removes memory and optimizer-step time; same communicated bytes)."""
+        return self.plan.zero1 if self.plan.zero1 is not None else True
+
+    @property
+    def interleaves(self) -> tuple[int, ...]:
+        return AUTO_INTERLEAVES if self.plan.interleave is None else (self.plan.interleave,)
+
+    def state_factor(self, data_parallel: int) -> float:
+        """Weights + gradients + optimizer state per device, as a multiple of the stage's weight bytes.
+
+        ZeRO-1 (Rajbhandari et al. 2020, "P_os") shards the optimizer state over the ``d`` replicas.
+        """
+        shards = data_parallel if self.zero1 else 1
+        return 1.0 + GRADIENT_FACTOR + self.optimizer.state_factor / shards
+
+    def optimizer_step_s(self, param_bytes: float, data_parallel: int) -> float:
+        """HBM-bound optimizer update of a stage: bytes touched / HBM bandwidth (ZeRO-1: its 1/d shard)."""
+        if self.hbm_bandwidth_Bps is None:
+            return 0.0
+        shards = data_parallel if self.zero1 else 1
+        return param_bytes * self.optimizer.step_factor / shards / self.hbm_bandwidth_Bps
 
 
 def microbatches_per_replica(global_batch: int, data_parallel: int, microbatch: int) -> int:

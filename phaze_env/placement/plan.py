@@ -12,17 +12,24 @@ from typing import Any
 class Plan:
     """A training placement and its performance breakdown (seconds, bytes, per device).
 
-    ``time_per_batch_s = (microbatches_per_replica + p - 1) · max(stage_times_s) + allreduce_s``;
-    ``stage_times_s`` are per microbatch (forward + backward + recompute forward + p2p sends);
-    ``memory_bytes`` is the breakdown of the stage with the largest footprint (the worst device);
-    ``p2p_s`` is the point-to-point part of ``time_per_batch_s`` (the slowest stage's p2p per microbatch
-    × (m_r + p - 1)); ``allreduce_s`` the data-parallel gradient all-reduce of the slowest stage.
+    ``notation`` is the plan in the one notation of :mod:`phaze_env.plan_spec` (``t8p8d1m1v3+sp+rc=selective``).
+    ``time_per_batch_s = (m_r + (p − 1)/v) · max(stage_times_s) + allreduce_s + optimizer step``, and
+    ``time_breakdown_s`` splits it into parts that add up to it: ``compute`` (m_r × the slowest stage's
+    forward + backward without its tensor-parallel collectives), ``recompute``, ``tp_comm``, ``p2p``
+    (m_r × its sends), ``bubble`` ((p − 1)/v × its time per microbatch), ``dp_allreduce`` and
+    ``optimizer`` (both for the stage with the most parameters).
+    ``stage_times_s`` are per microbatch (forward + backward + recompute + p2p sends); ``recompute_modes``
+    the mode of each stage (``recompute``: whether it recomputes anything); ``memory_bytes`` is the
+    breakdown of the stage with the largest footprint (the worst device); ``p2p_s`` and ``allreduce_s``
+    repeat the breakdown's ``p2p`` and ``dp_allreduce``. ``mfu``: model FLOPs over the peak of the devices
+    used (each design's own peak).
     For a DAG, ``stage_layers`` is authoritative and ``stage_bounds`` holds each stage's (min, max) layer.
     An infeasible plan has ``feasible=False``, a ``reason`` and zero throughput.
     """
 
     feasible: bool
     reason: str = ""
+    notation: str = ""
     throughput_samples_s: float = 0.0
     time_per_batch_s: float = math.inf
     tokens_s: float | None = None
@@ -32,17 +39,22 @@ class Plan:
     pipeline_stages: int = 0
     microbatch: int = 0
     microbatches_per_replica: int = 0
+    interleave: int = 1
+    sequence_parallel: bool = False
+    zero1: bool = False
     devices_used: int = 0
     hbm_bytes: float = 0.0
     stage_bounds: tuple[tuple[int, int], ...] = ()
     stage_layers: tuple[tuple[int, ...], ...] = ()
     recompute: tuple[bool, ...] = ()
+    recompute_modes: tuple[str, ...] = ()
     stage_times_s: tuple[float, ...] = ()
     stage_p2p_s: tuple[float, ...] = ()
     stage_allreduce_s: tuple[float, ...] = ()
     stage_memory_bytes: tuple[float, ...] = ()
     bubble_fraction: float = 0.0
     memory_bytes: dict[str, float] = field(default_factory=dict)
+    time_breakdown_s: dict[str, float] = field(default_factory=dict)
     allreduce_s: float = 0.0
     p2p_s: float = 0.0
 

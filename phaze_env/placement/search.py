@@ -1,25 +1,37 @@
-"""Exact search of the best (data, pipeline) degrees and stage partition for one tensor width.
+"""Exact search of the best (data, pipeline) degrees, stage partition and per-stage recompute for one
+tensor width, microbatch size and HBM capacity.
 
-Model (1F1B / PipeDream-Flush, ``p`` stages, ``d`` replicas, ``m_r = ceil(B / (d·m))`` microbatches
-per replica):
+Model (1F1B / PipeDream-Flush, Narayanan et al. 2021; ``p`` stages, ``d`` replicas, ``m_r = ceil(B/(d·m))``
+microbatches per replica, ``v`` virtual stages per device):
 
-* stage time per microbatch ``c = Σfwd + Σbwd (+ Σfwd if it recomputes) + p2p sends``;
-* the stage at index ``k`` holds ``n = min(p - k, m_r)`` microbatches in flight; its memory is
-  ``weights + gradients + optimizer + activations`` with activations ``n·Σstash`` (stash) or
-  ``n·input + Σstash`` (recompute: inputs per microbatch, one full stash transiently);
-* ``T = (m_r + p - 1) · max_k c_k + max_k allreduce(gradient bytes of stage k, d)``.
+* stage time per microbatch ``c = Σfwd + Σbwd + recompute + v · p2p sends``, where recompute is 0
+  (``none``), the attention cores' forward (``selective``, Korthikanti et al. 2022 §5) or the whole
+  forward (``full``); each stage uses the fastest allowed mode that fits its memory;
+* memory of a stage: ``weights + gradients + optimizer state`` (ZeRO-1 divides the state by ``d``) plus
+  activations for the microbatches in flight: the stage ``s``-th from the end holds ``n = min(s, m_r)``
+  (1F1B) — with interleaving, ``2(s−1) + (v−1)p + 1`` chunks of ``1/v`` of a microbatch (Megatron-LM's
+  warm-up count, capped at ``v·m_r``; for the first stage that is ``p + (p−1)/v`` microbatches, Korthikanti
+  et al. 2022 §4.2.3). Activations per microbatch: ``stash`` (none), ``stash − attention core``
+  (selective), the input of every layer (full: Megatron's per-layer checkpoints, "2sbh per layer",
+  Korthikanti et al. 2022 §5) plus, once, the largest layer's stash while it is rebuilt; sequence
+  parallelism divides the non-tensor-parallel part of the stash and the layer inputs by ``t``;
+* ``T = (m_r + (p−1)/v) · max_k c_k + allreduce(P) + optimizer step(P)``, ``P`` = the largest stage's
+  parameter bytes (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
+  With interleaving a device's layers are modelled as one contiguous stage (its ``v`` chunks carry the
+  same load), and Megatron's rule that ``m_r`` be a multiple of ``p`` is enforced.
 
-Exactness. A stage recomputes only when stashing does not fit (recompute never shortens a stage and
-never changes its gradient bytes), so each (stage, n) has one cost. Counting stages from the end
-(``s = p - k``) makes ``n = min(s, m_r)`` independent of ``p``: one suffix DP
-``f_s(a) = min_b max(c_{min(s, m_r)}(a, b), f_{s-1}(b))`` gives the min-max stage time for every ``p``.
-For fixed ``(d, p)`` the objective ``M·C + A(P)`` (``C`` max stage time, ``P`` max stage parameter
-bytes, ``A`` the increasing all-reduce time) is minimised exactly by an ε-constraint walk down the
-(C, P) trade-off: the fastest partition, then the fastest one with a strictly smaller ``P``, and so on,
-stopping when ``M·C`` plus the smallest possible all-reduce cannot beat the incumbent.
-Among data-parallel degrees with the same ``m_r`` the smallest one dominates (same stages, fewer
-replicas in the all-reduce, more devices left for stages), and ``(m_r, p)`` pairs are visited in order
-of a lower bound on ``T`` so most are never solved.
+Exactness. Recompute modes are ordered by time (none ≤ selective ≤ full) and each only lowers memory,
+so the fastest fitting mode is the stage's one cost for each ``n``, and the gradient bytes never depend
+on it. For ``v = 1``, counting stages from the end (``s = p − k``) makes ``n = min(s, m_r)`` independent of
+``p``: one suffix DP ``f_s(a) = min_b max(c_{min(s, m_r)}(a, b), f_{s−1}(b))`` gives the min-max stage time
+for every ``p``; for ``v > 1`` ``n`` depends on ``p`` and the DP is run per ``p``. For fixed ``(d, p, v)`` the
+objective ``M·C + A(P)`` (``A`` increasing and affine) is minimised exactly by an ε-constraint walk down
+the (C, P) trade-off: the fastest partition, then the fastest one with a strictly smaller ``P``, and so
+on, stopping when ``M·C`` plus the smallest possible ``A`` cannot beat the incumbent. Without ZeRO-1,
+among data-parallel degrees with the same ``m_r`` the smallest dominates (same stage memory; its
+all-reduce and pipeline sends span no more levels of the network); with ZeRO-1 every ``d`` is searched.
+Shapes are visited in order of a lower bound on ``T`` (the DP with the loosest memory rule, no p2p,
+plus the smallest possible all-reduce), so most are never solved.
 """
 
 from __future__ import annotations
@@ -31,46 +43,81 @@ from typing import Callable
 
 import numpy as np
 
-from phaze_env.comm import allreduce_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.stages import StageTable
+from phaze_env.plan_spec import PlanSpec
 
 _LOWER_BOUND_SLACK = 1.0 - 1e-12  # keeps rounding in prefix sums from pruning an exact tie
 
 
-class StageCosts:
-    """Stage time matrices ``c_n`` per number ``n`` of microbatches in flight (``inf`` = does not fit).
+class StageMemory:
+    """The memory side of :class:`StageCosts` (it does not depend on the network): per recompute mode each
+    stage's fixed bytes and bytes per activation unit, which stages fit with one unit, and how many
+    units each stage holds per mode (``limits``)."""
 
-    Stored compactly: row ``a`` lists only the stages ``(a, b)`` that fit with one microbatch in flight
-    (the loosest rule: recompute cannot help at ``n = 1``), as ``next_index[a, w] = b`` padded with the
-    sentinel ``K`` whose suffix value is always ``inf``. For a chain that is a band of stage lengths.
-    """
-
-    def __init__(self, table: StageTable, settings: Settings):
+    def __init__(self, table: StageTable, settings: Settings, state_factor: float, interleave: int,
+                 transient_bytes: np.ndarray):
         self.settings = settings
-        state_bytes = table.param_bytes * settings.state_factor
-        fits_once = table.valid & (state_bytes + table.stash_bytes <= settings.hbm_bytes)
+        self.interleave = v = interleave
+        self.modes = settings.plan.recompute_modes
+        t = settings.tensor_width
+        split = (1.0 - 1.0 / t) if settings.sequence_parallel else 0.0
+        stash = table.stash_bytes - table.replicated_stash_bytes * split
+        layer_inputs = table.input_bytes / t if settings.sequence_parallel else table.input_bytes
+        state = table.param_bytes * state_factor
+        self.full_fixed = {"none": state, "selective": state, "full": state + transient_bytes}
+        self.full_per_unit = {"none": stash / v, "selective": (stash - table.attention_stash_bytes) / v,
+                              "full": layer_inputs / v}
+        fits_once = np.zeros_like(table.valid)
+        for mode in self.modes:
+            fits_once |= self.full_fixed[mode] + self.full_per_unit[mode] <= settings.hbm_bytes
+        fits_once &= table.valid
         width = max(1, int(fits_once.sum(axis=1).max()))
-        order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
-        listed = np.take_along_axis(fits_once, order, axis=1)
-        self.next_index = np.where(listed, order, table.size)
-
-        def compact(matrix: np.ndarray) -> np.ndarray:
-            return np.where(listed, np.take_along_axis(matrix, order, axis=1), np.inf)
-
-        self.param_bytes = compact(table.param_bytes)
-        self.plain_s = compact(table.fwd_s + table.bwd_s + table.p2p_s)
-        self.recompute_s = self.plain_s + compact(table.fwd_s)
-        state, stash = compact(state_bytes), compact(table.stash_bytes)
-        self.stash_limit = _most_in_flight(state, stash, settings.hbm_bytes)
-        self.recompute_limit = (_most_in_flight(state + stash, compact(table.input_bytes), settings.hbm_bytes)
-                                if settings.allow_recompute else np.zeros_like(self.stash_limit))
+        self._order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
+        self._listed = np.take_along_axis(fits_once, self._order, axis=1)
+        self.next_index = np.where(self._listed, self._order, table.size)
+        self.param_bytes = self.compact(table.param_bytes)
+        self.limits = [_most_in_flight(self.compact(self.full_fixed[mode]), self.compact(self.full_per_unit[mode]),
+                                       settings.hbm_bytes) for mode in self.modes]
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
         # breakpoints it is the same matrix, so it is computed (and keyed) once per interval.
-        limits = np.concatenate((self.stash_limit.ravel(), self.recompute_limit.ravel()))
+        limits = np.concatenate([limit.ravel() for limit in self.limits])
         limits = limits[np.isfinite(limits) & (limits >= 1)]
-        self._breakpoints = np.unique(limits + 1).tolist()  # the n > 1 at which some entry of c_n changes
+        self.breakpoints = np.unique(limits + 1).tolist()  # the n > 1 at which some entry of c_n changes
+
+    def compact(self, matrix: np.ndarray) -> np.ndarray:
+        """``matrix`` in the compact layout (row ``a``: the stages that fit with one unit, then ``inf``)."""
+        return np.where(self._listed, np.take_along_axis(matrix, self._order, axis=1), np.inf)
+
+
+class StageCosts:
+    """Stage time matrices ``c_n`` per number ``n`` of activation units in flight (``inf`` = does not fit).
+
+    One instance per variant: the p2p time matrix (the network level the pipeline crosses) and a
+    :class:`StageMemory` (the state factor — weights + gradients + optimizer state, ZeRO-1 shards — and
+    the interleave ``v``: a unit is ``1/v`` of a microbatch). ``full_*`` hold every stage's time, fixed and
+    per-unit memory per recompute mode, so the plan report uses the very numbers the DP compared.
+
+    Stored compactly: row ``a`` lists only the stages ``(a, b)`` that fit with one unit in flight (the
+    loosest rule), as ``next_index[a, w] = b`` padded with the sentinel ``K`` whose suffix value is always
+    ``inf``. For a chain that is a band of stage lengths.
+    """
+
+    def __init__(self, table: StageTable, p2p_s: np.ndarray, memory: StageMemory):
+        self.memory = memory
+        self.settings = memory.settings
+        self.interleave = v = memory.interleave
+        self.modes = memory.modes
+        self.next_index = memory.next_index
+        self.param_bytes = memory.param_bytes
+        self.full_fixed, self.full_per_unit = memory.full_fixed, memory.full_per_unit
+        plain = table.fwd_s + table.bwd_s + v * p2p_s
+        self.p2p_s = p2p_s
+        self.full_time = {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.fwd_s}
+        self._times = [memory.compact(self.full_time[mode]) for mode in self.modes]
+        self._limits = memory.limits
+        self._breakpoints = memory.breakpoints
         self._cache: dict[int, np.ndarray] = {}
 
     def canonical(self, n: int) -> int:
@@ -81,9 +128,18 @@ class StageCosts:
     def time(self, n: int) -> np.ndarray:
         n = self.canonical(n)
         if n not in self._cache:
-            recomputed = np.where(n <= self.recompute_limit, self.recompute_s, np.inf)
-            self._cache[n] = np.where(n <= self.stash_limit, self.plain_s, recomputed)
+            result = np.full(self.next_index.shape, np.inf)
+            for times, limit in zip(self._times[::-1], self._limits[::-1]):  # the fastest fitting mode wins
+                result = np.where(n <= limit, times, result)
+            self._cache[n] = result
         return self._cache[n]
+
+    def mode(self, a: int, b: int, units: float) -> str | None:
+        """The recompute mode of stage ``(a, b)`` with ``units`` in flight (the same comparison as the DP)."""
+        for mode in self.modes:
+            if self.full_fixed[mode][a, b] + units * self.full_per_unit[mode][a, b] <= self.settings.hbm_bytes:
+                return mode
+        return None
 
 
 def _most_in_flight(fixed_bytes: np.ndarray, per_microbatch_bytes: np.ndarray, hbm_bytes: float) -> np.ndarray:
@@ -187,16 +243,8 @@ class SuffixDP:
             optima.append(suffixes[self.table.empty])
         return np.array(optima)
 
-    def constrained(self, m_r: int, p: int, value_for_n: Callable[[int], np.ndarray]):
-        """A one-off suffix DP with other value matrices (one per ``n``); returns (optimum, pairs)."""
-        values: dict[int, np.ndarray] = {}
-
-        def value_at(s: int) -> np.ndarray:
-            n = self.costs.canonical(min(s, m_r))
-            if n not in values:
-                values[n] = value_for_n(n)
-            return values[n]
-
+    def constrained(self, p: int, value_at: Callable[[int], np.ndarray]):
+        """A one-off suffix DP with other value matrices (``value_at(s)``); returns (optimum, pairs)."""
         suffixes = [_finish(self.table)]
         for s in range(1, p + 1):
             suffixes.append(_add_stage(value_at(s), self.costs.next_index, suffixes[-1], self.rows(s)))
@@ -213,6 +261,19 @@ class _Shape:
     data_parallel: int
     stages: int
     microbatches: int  # per replica
+    interleave: int = 1
+
+    @property
+    def slots(self) -> float:
+        """Steady-state microbatches plus the bubble, in stage times: ``m_r + (p − 1)/v``."""
+        return self.microbatches + (self.stages - 1) / self.interleave
+
+    def units(self, s: int) -> int:
+        """Activation units in flight on the stage ``s``-th from the end (1F1B, or Megatron's interleaved warm-up)."""
+        if self.interleave == 1:
+            return min(s, self.microbatches)
+        v, p = self.interleave, self.stages
+        return min(2 * (s - 1) + (v - 1) * p + 1, v * self.microbatches)
 
 
 class _Best:
@@ -235,95 +296,190 @@ class PlacementSearch:
         self.layers = layers
         self.table = table
         self.settings = settings
+        s = settings
         self.max_stages = max_stages
-        self.costs = StageCosts(table, settings)
-        self.dp = SuffixDP(table, self.costs)
+        self._p2p: dict[int | None, np.ndarray] = {}
+        self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
+        # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
+        self.transient_bytes = table.layer_max(self._layer_memory("none"))
+        # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no p2p.
+        most_replicas = max(1, s.n_devices // s.tensor_width)
+        self._memory: dict[tuple[float, int], StageMemory] = {}
+        loosest = StageCosts(table, np.zeros_like(table.fwd_s), self.memory(s.state_factor(most_replicas), 1))
+        self.loosest_dp = SuffixDP(table, loosest)
+        deepest = min(max_stages, most_replicas)
+        self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
+        self.param_floor = self.loosest_dp.param_floor(deepest)
 
+    # --- network and optimizer terms --------------------------------------------------------------
     def allreduce_s(self, param_bytes: float, data_parallel: int) -> float:
-        s = self.settings
-        return allreduce_s(param_bytes * GRADIENT_FACTOR, data_parallel, s.link_bandwidth_Bps, s.link_latency_s)
+        """Data-parallel gradient all-reduce (ZeRO-1: reduce-scatter + all-gather, the same bytes)."""
+        return self.settings.cluster.collective_s("allreduce", param_bytes * GRADIENT_FACTOR, data_parallel,
+                                                  stride=self.settings.tensor_width)
 
+    def sync_s(self, param_bytes: float, data_parallel: int) -> float:
+        """What the largest stage adds once per batch: gradient all-reduce + optimizer step."""
+        return self.allreduce_s(param_bytes, data_parallel) + self.settings.optimizer_step_s(param_bytes, data_parallel)
+
+    def _level(self, shape: _Shape):
+        cluster, t = self.settings.cluster, self.settings.tensor_width
+        return cluster.p2p_level(t * shape.data_parallel, max(shape.stages - 1, 1))
+
+    def _send_s(self, level, payload_bytes: float) -> float:
+        """One pipeline message; across a slower level than the tensor group's, Megatron's scatter/gather
+        (Narayanan et al. 2021 §4.1) sends ``1/t`` per tensor rank and all-gathers it inside the group."""
+        from phaze_env import comm
+
+        cluster, t = self.settings.cluster, self.settings.tensor_width
+        if t == 1 or len(cluster.levels) == 1:
+            return comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
+        return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
+                + cluster.collective_s("allgather", payload_bytes, t))
+
+    def memory(self, state_factor: float, interleave: int) -> StageMemory:
+        key = (state_factor, interleave)
+        if key not in self._memory:
+            self._memory[key] = StageMemory(self.table, self.settings, state_factor, interleave, self.transient_bytes)
+        return self._memory[key]
+
+    def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
+        """Stage costs (and the shared suffix DP) of the network level, ZeRO shards and interleave of ``shape``."""
+        s = self.settings
+        level = self._level(shape)
+        shards = shape.data_parallel if s.zero1 else 1
+        key = (id(level), level, shards, shape.interleave)
+        if key not in self._variants:
+            if key[:2] not in self._p2p:
+                self._p2p[key[:2]] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
+            costs = StageCosts(self.table, self._p2p[key[:2]], self.memory(s.state_factor(shards), shape.interleave))
+            self._variants[key] = (costs, SuffixDP(self.table, costs))
+        return self._variants[key]
+
+    # --- search -----------------------------------------------------------------------------------
     def run(self) -> Plan:
         reason = self._obviously_infeasible()
         if reason:
-            return infeasible(reason, tensor_width=self.settings.tensor_width, microbatch=self.settings.microbatch,
-                              hbm_bytes=self.settings.hbm_bytes)
+            return self._infeasible(reason)
         best = _Best()
         for shape, bound_s in self._candidates():
             if bound_s >= best.time_s:
                 break
             self._solve_shape(shape, best)
         if best.shape is None:
-            return infeasible(
-                f"no pipeline of at most {self.max_stages} stages fits {self.settings.hbm_bytes:.4g} B of HBM per device "
-                f"with {self.settings.n_devices} devices at tensor width {self.settings.tensor_width}",
-                tensor_width=self.settings.tensor_width, microbatch=self.settings.microbatch,
-                hbm_bytes=self.settings.hbm_bytes,
-            )
+            return self._infeasible(self._no_fit_reason())
         return self._plan(best.shape, best.pairs)
+
+    def _infeasible(self, reason: str) -> Plan:
+        s = self.settings
+        return infeasible(reason, tensor_width=s.tensor_width, microbatch=s.microbatch, hbm_bytes=s.hbm_bytes)
 
     def _obviously_infeasible(self) -> str:
         s = self.settings
+        plan = s.plan
         if s.tensor_width > s.n_devices:
             return f"tensor width {s.tensor_width} exceeds the {s.n_devices} devices"
-        # Recompute never helps a stage holding one microbatch, so this is each layer's smallest footprint.
-        footprint = self.layers.param_bytes * s.state_factor + self.layers.stash_bytes
-        worst = int(np.argmax(footprint - s.hbm_bytes))
-        if footprint[worst] > s.hbm_bytes:
-            return (f"layer {worst} alone needs {footprint[worst]:.4g} B (weights, gradients, {s.optimizer} state and "
-                    f"one microbatch of activations) > {s.hbm_bytes:.4g} B of HBM at tensor width {s.tensor_width}")
+        if plan.devices is not None and plan.devices != s.n_devices:
+            return f"plan {plan} uses t·p·d = {plan.devices} devices, the cluster has {s.n_devices}"
+        used = s.tensor_width * (plan.p or 1) * (plan.d or 1)
+        if used > s.n_devices:
+            return f"plan {plan} needs at least {used} devices, the cluster has {s.n_devices}"
+        if plan.p is not None and plan.p > self.max_stages:
+            return f"plan {plan} has {plan.p} pipeline stages but the model has only {self.max_stages} layers"
+        # Each layer's smallest footprint: the loosest state and one unit of its lightest mode.
+        costs = self.loosest_dp.costs
+        state = self.layers.param_bytes * s.state_factor(max(1, s.n_devices // s.tensor_width))
+        lightest = np.min([self._layer_memory(mode) for mode in costs.modes], axis=0) + state
+        worst = int(np.argmax(lightest - s.hbm_bytes))
+        if lightest[worst] > s.hbm_bytes:
+            return (f"layer {worst} alone needs {lightest[worst] / 2**30:.3g} GiB (weights, gradients, "
+                    f"{s.cluster.optimizer} state and one microbatch of activations) > {s.hbm_bytes / 2**30:.3g} GiB "
+                    f"of HBM at tensor width {s.tensor_width}")
         return ""
 
+    def _layer_memory(self, mode: str) -> np.ndarray:
+        s, layers = self.settings, self.layers
+        split = (1.0 - 1.0 / s.tensor_width) if s.sequence_parallel else 0.0
+        stash = layers.stash_bytes - layers.replicated_stash_bytes * split
+        if mode == "none":
+            return stash
+        if mode == "selective":
+            return stash - layers.attention_stash_bytes
+        return stash + (layers.input_bytes / s.tensor_width if s.sequence_parallel else layers.input_bytes)
+
     def _candidates(self):
-        """``(shape, lower bound on T)`` for every ``(m_r, p)``, smallest ``d`` per ``m_r``, by increasing bound.
+        """``(shape, lower bound on T)`` for every allowed ``(d, p, v)``, by increasing bound.
 
-        Stage-time bound: the DP with one microbatch in flight everywhere (the loosest memory rule, so
-        ``f^{m_r}_p ≥ f^1_p``). All-reduce bound: the smallest
-        largest-stage parameter bytes of any ``p``-stage partition (``self.param_floor``).
+        Stage-time bound: the DP with one unit in flight everywhere, the smallest optimizer state and no
+        p2p (``self.loosest_s``); all-reduce bound: the smallest largest-stage parameter bytes of any
+        ``p``-stage partition (``self.param_floor``).
         """
-        s = self.settings
+        s, plan = self.settings, self.settings.plan
         replicas = np.arange(1, s.n_devices // s.tensor_width + 1)
+        if plan.d is not None:
+            replicas = replicas[replicas == plan.d]
         microbatches = -(-s.global_batch // (replicas * s.microbatch))
-        distinct, first = np.unique(microbatches, return_index=True)
-        replicas = replicas[first]
-        most_stages = np.minimum(self.max_stages, s.n_devices // (replicas * s.tensor_width))
+        if not s.zero1 and plan.d is None:
+            _, first = np.unique(microbatches, return_index=True)
+            replicas, microbatches = replicas[first], microbatches[first]
+        most_stages = np.minimum(len(self.loosest_s), s.n_devices // (replicas * s.tensor_width))
         d = np.repeat(replicas, most_stages)
-        m_r = np.repeat(distinct, most_stages)
+        m_r = np.repeat(microbatches, most_stages)
         p = np.arange(1, len(d) + 1) - np.repeat(np.cumsum(most_stages) - most_stages, most_stages)
-        deepest = int(p.max())
-        loosest_s = np.array([self.dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)])
-        self.param_floor = self.dp.param_floor(deepest)
-        bound_s = (m_r + p - 1) * loosest_s[p - 1] + self._allreduce_floor_s(d, self.param_floor[p - 1])
+        if plan.p is not None:
+            keep = p == plan.p
+            d, m_r, p = d[keep], m_r[keep], p[keep]
+        shapes = []
+        for v in s.interleaves:
+            allowed = np.ones(len(p), dtype=bool) if v == 1 else (p > 1) & (m_r % np.maximum(p, 1) == 0)
+            shapes.append((d[allowed], p[allowed], m_r[allowed], np.full(int(allowed.sum()), v)))
+        d, p, m_r, v = (np.concatenate(parts) for parts in zip(*shapes))
+        if len(d) == 0:
+            return
+        loosest = np.array(self.loosest_s)[p - 1]
+        bound_s = (m_r + (p - 1) / v) * loosest + self._sync_floor_s(d, self.param_floor[p - 1])
         keep = np.flatnonzero(np.isfinite(bound_s))
-        d, p, m_r, bound_s = d[keep], p[keep], m_r[keep], bound_s[keep] * _LOWER_BOUND_SLACK
-        order = np.lexsort((p, d, bound_s))
-        for d_i, p_i, m_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, bound_s))):
-            yield _Shape(d_i, p_i, m_i), bound_i
+        d, p, m_r, v, bound_s = d[keep], p[keep], m_r[keep], v[keep], bound_s[keep] * _LOWER_BOUND_SLACK
+        order = np.lexsort((v, p, d, bound_s))
+        for d_i, p_i, m_i, v_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, bound_s))):
+            yield _Shape(d_i, p_i, m_i, v_i), bound_i
 
-    def _allreduce_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray) -> np.ndarray:
-        """``comm.allreduce_s`` elementwise (it is affine in the bytes for a fixed group)."""
+    def _sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray) -> np.ndarray:
+        """``sync_s`` elementwise (it is affine in the bytes for a fixed group, and 0 for no bytes)."""
         groups, inverse = np.unique(data_parallel, return_inverse=True)
-        fixed = np.array([self.allreduce_s(1.0, g) for g in groups.tolist()])
-        per_byte = np.array([self.allreduce_s(2.0, g) for g in groups.tolist()]) - fixed
+        fixed = np.array([self.sync_s(1.0, g) for g in groups.tolist()])
+        per_byte = np.array([self.sync_s(2.0, g) for g in groups.tolist()]) - fixed
         times = per_byte[inverse] * np.where(np.isfinite(param_bytes), param_bytes - 1.0, 0.0) + fixed[inverse]
         return np.where(param_bytes > 0, times, 0.0)
 
-    def _solve_shape(self, shape: _Shape, best: "_Best") -> None:
+    def _stage_values(self, shape: _Shape, costs: StageCosts, mask: np.ndarray | None = None):
+        """``value_at(s)``: the stage-time matrix of the stage ``s``-th from the end (optionally masked)."""
+        def value_at(s: int) -> np.ndarray:
+            times = costs.time(shape.units(s))
+            return times if mask is None else np.where(mask, times, np.inf)
+        return value_at
+
+    def _solve_shape(self, shape: _Shape, best: _Best) -> None:
         """Offer ``best`` the optimal partition of one shape, if it can beat it."""
-        stage_time_s = self.dp.min_stage_time(shape.microbatches, shape.stages)
-        if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
-            return
-        pairs = self.dp.partition(shape.microbatches, shape.stages)
+        costs, dp = self.variant(shape)
+        if shape.interleave == 1:
+            stage_time_s = dp.min_stage_time(shape.microbatches, shape.stages)
+            if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
+                return
+            pairs = dp.partition(shape.microbatches, shape.stages)
+        else:
+            stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs))
+            if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
+                return
         best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
-        if self.allreduce_s(1.0, shape.data_parallel) > 0.0:
+        if self.sync_s(1.0, shape.data_parallel) > 0.0:
             self._pareto_walk(shape, pairs, best)
 
     def _bound_s(self, shape: _Shape, stage_time_s: float) -> float:
         """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
-        floor_s = self.allreduce_s(self.param_floor[shape.stages - 1], shape.data_parallel)
-        return ((shape.microbatches + shape.stages - 1) * stage_time_s + floor_s) * _LOWER_BOUND_SLACK
+        floor_s = self.sync_s(self.param_floor[shape.stages - 1], shape.data_parallel)
+        return (shape.slots * stage_time_s + floor_s) * _LOWER_BOUND_SLACK
 
-    def _pareto_walk(self, shape: _Shape, pairs: list[tuple[int, int]], best: "_Best") -> None:
+    def _pareto_walk(self, shape: _Shape, pairs: list[tuple[int, int]], best: _Best) -> None:
         """Exact ``min M·C + A(P)``: repeatedly the fastest partition with a strictly smaller largest stage.
 
         The parameter bytes ``P_i`` of the partitions found strictly decrease and their stage times
@@ -331,14 +487,12 @@ class PlacementSearch:
         with ``C ≤ C*`` and ``P ≤ P*`` is reached. Stop when ``M·C_i`` + the smallest possible
         all-reduce cannot beat the incumbent, or when ``P_i`` is the smallest possible.
         """
+        costs, dp = self.variant(shape)
         floor_bytes = self.param_floor[shape.stages - 1]
         params = self._max_params(pairs)
         while params > floor_bytes:
-            smaller = self.costs.param_bytes < params
-            stage_time_s, pairs = self.dp.constrained(
-                shape.microbatches, shape.stages, lambda n: np.where(smaller, self.costs.time(n), np.inf)
-            )
-            if self._bound_s(shape, stage_time_s) >= best.time_s:
+            stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, costs.param_bytes < params))
+            if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
                 return
             best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
             params = self._max_params(pairs)
@@ -347,47 +501,100 @@ class PlacementSearch:
         first, after = np.array(pairs).T
         return float(self.table.param_bytes[first, after].max())
 
+    def _stages(self, shape: _Shape, pairs: list[tuple[int, int]]) -> list[tuple[str | None, float]]:
+        """(recompute mode, time per microbatch) of every stage of a partition."""
+        costs, _ = self.variant(shape)
+        stages = []
+        for k, (a, b) in enumerate(pairs):
+            mode = costs.mode(a, b, shape.units(shape.stages - k))
+            stages.append((mode, math.inf if mode is None else float(costs.full_time[mode][a, b])))
+        return stages
+
     def _time_per_batch_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
-        """``(m_r + p - 1) · max stage time + all-reduce of the largest stage`` of a partition."""
-        t, s = self.table, self.settings
-        first, after = np.array(pairs).T
-        in_flight = np.minimum(shape.stages - np.arange(shape.stages), shape.microbatches)
-        params = t.param_bytes[first, after]
-        plain = params * s.state_factor + in_flight * t.stash_bytes[first, after] <= s.hbm_bytes
-        forward = t.fwd_s[first, after]
-        times = forward + t.bwd_s[first, after] + t.p2p_s[first, after] + np.where(plain, 0.0, forward)
-        slots = shape.microbatches + shape.stages - 1
-        return slots * float(times.max()) + self.allreduce_s(float(params.max()), shape.data_parallel)
+        """``(m_r + (p−1)/v) · max stage time + sync of the largest stage`` of a partition."""
+        slowest_s = max(time for _, time in self._stages(shape, pairs))
+        return shape.slots * slowest_s + self.sync_s(self._max_params(pairs), shape.data_parallel)
+
+    def _no_fit_reason(self) -> str:
+        s, plan = self.settings, self.settings.plan
+        if plan.p is not None and plan.d is not None:
+            m_r = -(-s.global_batch // (plan.d * s.microbatch))
+            v = plan.interleave or 1
+            if v > 1 and (plan.p == 1 or m_r % plan.p):
+                return (f"plan {plan}: the interleaved schedule needs p > 1 and the {m_r} microbatches per replica "
+                        f"to be a multiple of p = {plan.p} (Megatron-LM)")
+            need = self._least_memory(_Shape(plan.d, plan.p, m_r, v))
+            return (f"plan {plan} does not fit: its best partition needs {need / 2**30:.3g} GiB on the fullest device "
+                    f"> {s.hbm_bytes / 2**30:.3g} GiB of HBM (recompute {'/'.join(s.plan.recompute_modes)}, "
+                    f"sequence parallel {'on' if s.sequence_parallel else 'off'}, ZeRO-1 {'on' if s.zero1 else 'off'})")
+        return (f"no pipeline of at most {self.max_stages} stages fits {s.hbm_bytes / 2**30:.3g} GiB of HBM per device "
+                f"with {s.n_devices} devices at tensor width {s.tensor_width} (plan {plan})")
+
+    def _least_memory(self, shape: _Shape) -> float:
+        """The smallest worst-device memory of any partition of ``shape`` (its lightest mode per stage)."""
+        costs, _ = self.variant(shape)
+        valid = self.table.valid
+        value = {}
+
+        def memory(s: int) -> np.ndarray:
+            units = shape.units(s)
+            if units not in value:
+                value[units] = np.where(valid, np.min([costs.full_fixed[m] + units * costs.full_per_unit[m]
+                                                       for m in costs.modes], axis=0), np.inf)
+            return value[units]
+
+        best = _finish(self.table)[:-1]
+        for s in range(1, shape.stages + 1):
+            best = np.min(np.maximum(memory(s), best[None, :]), axis=1)
+        return float(best[self.table.empty])
 
     def _plan(self, shape: _Shape, pairs: list[tuple[int, int]]) -> Plan:
         """Evaluate a partition into a full :class:`Plan` (the reported numbers are recomputed here)."""
         s, t = self.settings, self.table
-        recompute, times, p2p, allreduce, memory = [], [], [], [], []
-        for k, (a, b) in enumerate(pairs):
-            n = min(shape.stages - k, shape.microbatches)
+        costs, _ = self.variant(shape)
+        stages = self._stages(shape, pairs)
+        modes = tuple(mode for mode, _ in stages)
+        times = [time for _, time in stages]
+        memory = []
+        for k, ((a, b), mode) in enumerate(zip(pairs, modes)):
             params = float(t.param_bytes[a, b])
-            plain = params * s.state_factor + n * t.stash_bytes[a, b] <= s.hbm_bytes
-            recompute.append(not plain)
-            times.append(float(t.fwd_s[a, b] + t.bwd_s[a, b] + t.p2p_s[a, b] + (0.0 if plain else t.fwd_s[a, b])))
-            p2p.append(float(t.p2p_s[a, b]))
-            allreduce.append(self.allreduce_s(params, shape.data_parallel))
-            activations = n * t.stash_bytes[a, b] if plain else n * t.input_bytes[a, b] + t.stash_bytes[a, b]
+            units = shape.units(shape.stages - k)
+            state = s.state_factor(shape.data_parallel)
             memory.append({
                 "weights": params,
                 "gradients": params * GRADIENT_FACTOR,
-                "optimizer": params * s.optimizer_factor,
-                "activations": float(activations),
+                "optimizer": params * (state - 1.0 - GRADIENT_FACTOR),
+                "activations": float(costs.full_fixed[mode][a, b] - params * state
+                                     + units * costs.full_per_unit[mode][a, b]),
             })
         for item in memory:
             item["total"] = item["weights"] + item["gradients"] + item["optimizer"] + item["activations"]
-        slots = shape.microbatches + shape.stages - 1
         slowest = int(np.argmax(times))
-        time_per_batch_s = slots * times[slowest] + max(allreduce)
+        a, b = pairs[slowest]
+        largest = self._max_params(pairs)
+        steady = shape.microbatches
+        recompute_s = times[slowest] - float(t.fwd_s[a, b] + t.bwd_s[a, b] + shape.interleave * costs.p2p_s[a, b])
+        breakdown = {
+            "compute": steady * float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b]),
+            "recompute": steady * recompute_s,
+            "tp_comm": steady * float(t.tp_comm_s[a, b]),
+            "p2p": steady * shape.interleave * float(costs.p2p_s[a, b]),
+            "bubble": (shape.stages - 1) / shape.interleave * times[slowest],
+            "dp_allreduce": self.allreduce_s(largest, shape.data_parallel),
+            "optimizer": s.optimizer_step_s(largest, shape.data_parallel),
+        }
+        time_per_batch_s = shape.slots * times[slowest] + self.sync_s(largest, shape.data_parallel)
         throughput = s.global_batch / time_per_batch_s
         devices = shape.data_parallel * shape.stages * s.tensor_width
         layers = tuple(t.layers_of(a, b) for a, b in pairs)
+        used = [mode for mode in ("none", "selective", "full") if mode in modes]
+        spec = PlanSpec(t=s.tensor_width, p=shape.stages, d=shape.data_parallel, microbatch=s.microbatch,
+                        interleave=shape.interleave, recompute="|".join(used),
+                        sequence_parallel=s.sequence_parallel and s.tensor_width > 1,
+                        zero1=s.zero1 and shape.data_parallel > 1)
         return Plan(
             feasible=True,
+            notation=str(spec),
             throughput_samples_s=throughput,
             time_per_batch_s=time_per_batch_s,
             tokens_s=None if s.seq_len is None else throughput * s.seq_len,
@@ -397,19 +604,24 @@ class PlacementSearch:
             pipeline_stages=shape.stages,
             microbatch=s.microbatch,
             microbatches_per_replica=shape.microbatches,
+            interleave=shape.interleave,
+            sequence_parallel=spec.sequence_parallel,
+            zero1=spec.zero1,
             devices_used=devices,
             hbm_bytes=s.hbm_bytes,
             stage_bounds=tuple((min(group), max(group)) for group in layers),
             stage_layers=layers,
-            recompute=tuple(recompute),
+            recompute=tuple(mode != "none" for mode in modes),
+            recompute_modes=modes,
             stage_times_s=tuple(times),
-            stage_p2p_s=tuple(p2p),
-            stage_allreduce_s=tuple(allreduce),
+            stage_p2p_s=tuple(shape.interleave * float(costs.p2p_s[a, b]) for a, b in pairs),
+            stage_allreduce_s=tuple(self.allreduce_s(float(t.param_bytes[a, b]), shape.data_parallel) for a, b in pairs),
             stage_memory_bytes=tuple(item["total"] for item in memory),
-            bubble_fraction=(shape.stages - 1) / slots,
+            bubble_fraction=(shape.stages - 1) / shape.interleave / shape.slots,
             memory_bytes=max(memory, key=lambda item: item["total"]),
-            allreduce_s=max(allreduce),
-            p2p_s=slots * p2p[slowest],
+            time_breakdown_s=breakdown,
+            allreduce_s=breakdown["dp_allreduce"],
+            p2p_s=breakdown["p2p"],
         )
 
 

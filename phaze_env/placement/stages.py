@@ -13,11 +13,10 @@ the gradients of its inputs backward; it receives the others' sends (counted in 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
-from phaze_env.comm import p2p_s
 from phaze_env.placement.inputs import LayerArrays
 
 
@@ -32,13 +31,19 @@ class StageTable:
     valid: np.ndarray  # a ⊊ b
     fwd_s: np.ndarray  # sum of the stage's forward latencies
     bwd_s: np.ndarray  # sum of the stage's backward latencies
-    p2p_s: np.ndarray  # forward send of its outputs + backward send of its input gradients
+    attention_fwd_s: np.ndarray  # forward time of its attention cores (what selective recompute repeats)
+    tp_comm_s: np.ndarray  # tensor-parallel collectives inside fwd_s + bwd_s
+    send_forward_bytes: np.ndarray  # its outputs sent to later stages, per microbatch
+    send_backward_bytes: np.ndarray  # the gradients of its inputs sent back, per microbatch
     param_bytes: np.ndarray
     stash_bytes: np.ndarray  # activations kept for backward, one microbatch, no recompute
-    input_bytes: np.ndarray  # what a recomputing stage keeps per microbatch instead
+    attention_stash_bytes: np.ndarray  # the part of stash_bytes selective recompute drops
+    replicated_stash_bytes: np.ndarray  # the part of stash_bytes sequence parallelism splits t ways
+    input_bytes: np.ndarray  # the inputs of its layers: what full recompute keeps per microbatch instead
     member: np.ndarray  # [downset, layer]: the layer belongs to the downset
     empty: int  # index of the empty downset
     full: int  # index of the downset of all layers
+    chain: bool = False  # downsets are the prefixes of a chain (stage (a, b) = layers a..b-1)
 
     @property
     def size(self) -> int:
@@ -48,11 +53,27 @@ class StageTable:
         """The layers of the stage between downsets ``a`` and ``b``."""
         return tuple(np.flatnonzero(self.member[b] & ~self.member[a]).tolist())
 
+    def layer_max(self, values: np.ndarray) -> np.ndarray:
+        """The largest per-layer value among each stage's layers (0 where no stage)."""
+        if self.chain:  # row a: values[a], values[a+1], … accumulated (column b = after layer b-1)
+            shifted = np.where(self.valid, np.concatenate(([0.0], values))[None, :], 0.0)
+            return np.where(self.valid, np.maximum.accumulate(shifted, axis=1), 0.0)
+        result = np.zeros(self.valid.shape)
+        for layer, value in enumerate(values):
+            inside = self.member[None, :, layer] & ~self.member[:, None, layer]
+            np.maximum(result, np.where(inside, value, 0.0), out=result)
+        return np.where(self.valid, result, 0.0)
 
-def p2p_matrix(payload_bytes: np.ndarray, bandwidth_Bps: float, latency_s: float) -> np.ndarray:
-    """``comm.p2p_s`` applied elementwise (evaluated once per distinct payload)."""
+    def p2p_s(self, send_s: Callable[[float], float]) -> np.ndarray:
+        """Per-microbatch send time of every stage, ``send_s(payload)`` per message (0 for no message)."""
+        return np.where(self.valid, _elementwise(self.send_forward_bytes, send_s)
+                        + _elementwise(self.send_backward_bytes, send_s), 0.0)
+
+
+def _elementwise(payload_bytes: np.ndarray, send_s: Callable[[float], float]) -> np.ndarray:
+    """``send_s`` applied elementwise (evaluated once per distinct payload; an empty message is free)."""
     distinct, inverse = np.unique(payload_bytes, return_inverse=True)
-    times = np.array([p2p_s(float(size), bandwidth_Bps, latency_s) for size in distinct])
+    times = np.array([send_s(float(size)) if size > 0 else 0.0 for size in distinct])
     return times[inverse].reshape(payload_bytes.shape)
 
 
@@ -61,7 +82,7 @@ def _pair_difference(prefix: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return np.where(valid, prefix[None, :] - prefix[:, None], 0.0)
 
 
-def chain_stages(layers: LayerArrays, bandwidth_Bps: float, latency_s: float) -> StageTable:
+def chain_stages(layers: LayerArrays) -> StageTable:
     """Stages of a chain: every contiguous range of layers (downsets are the prefixes)."""
     count = len(layers)
     index = np.arange(count + 1)
@@ -72,23 +93,25 @@ def chain_stages(layers: LayerArrays, bandwidth_Bps: float, latency_s: float) ->
 
     # Stage (a, b) = layers a..b-1: it sends layer b-1's output forward unless it is the last stage,
     # and the gradient of layer a's input backward unless it is the first.
-    forward_send = np.concatenate((layers.output_bytes[:-1], [0.0]))  # indexed by b - 1
-    backward_send = np.concatenate(([0.0], layers.input_bytes[1:]))  # indexed by a
-    send_s = p2p_matrix(np.concatenate(([0.0], forward_send)), bandwidth_Bps, latency_s)
-    receive_grad_s = p2p_matrix(np.concatenate((backward_send, [0.0])), bandwidth_Bps, latency_s)
-    p2p = np.where(valid, send_s[None, :] + receive_grad_s[:, None], 0.0)
-    stage_input = np.where(valid, np.concatenate((layers.input_bytes, [0.0]))[:, None], 0.0)
+    forward_send = np.concatenate(([0.0], layers.output_bytes[:-1], [0.0]))  # indexed by b
+    backward_send = np.concatenate(([0.0], layers.input_bytes[1:], [0.0]))  # indexed by a
     return StageTable(
         valid=valid,
         fwd_s=sums(layers.fwd_s),
         bwd_s=sums(layers.bwd_s),
-        p2p_s=p2p,
+        attention_fwd_s=sums(layers.attention_fwd_s),
+        tp_comm_s=sums(layers.tp_comm_s),
+        send_forward_bytes=np.where(valid, forward_send[None, :], 0.0),
+        send_backward_bytes=np.where(valid, backward_send[:, None], 0.0),
         param_bytes=sums(layers.param_bytes),
         stash_bytes=sums(layers.stash_bytes),
-        input_bytes=stage_input,
+        attention_stash_bytes=sums(layers.attention_stash_bytes),
+        replicated_stash_bytes=sums(layers.replicated_stash_bytes),
+        input_bytes=sums(layers.input_bytes),
         member=index[:, None] > np.arange(count)[None, :],
         empty=0,
         full=count,
+        chain=True,
     )
 
 
@@ -129,14 +152,12 @@ def enumerate_downsets(successors: np.ndarray, max_downsets: int) -> list[int]:
     return sorted(seen, key=lambda ideal: (bin(ideal).count("1"), ideal))
 
 
-def dag_stages(
-    layers: LayerArrays, edges: Iterable[tuple[int, int]], bandwidth_Bps: float, latency_s: float, max_downsets: int
-) -> StageTable:
+def dag_stages(layers: LayerArrays, edges: Iterable[tuple[int, int]], max_downsets: int) -> StageTable:
     """Stages of a DAG: differences of nested downsets.
 
     A stage sends forward the outputs of its layers that feed a later stage, and backward the gradients
-    of the outputs it received from earlier stages; a recomputing stage keeps those received outputs
-    (plus ``input_bytes`` of graph sources it contains) per microbatch in flight.
+    of the outputs it received from earlier stages. A layer's input is what its predecessors output
+    (``input_bytes`` for graph sources); a fully recomputing stage keeps its layers' inputs.
     """
     count = len(layers)
     successors = _successor_matrix(count, edges)
@@ -158,18 +179,20 @@ def dag_stages(
         feeds_stage = member[a][None, :] & (successors_inside > successors_inside[a][None, :])
         received[a] = feeds_stage.astype(float) @ layers.output_bytes
     sources = ~successors.any(axis=0)
-    stage_input = received + sums(np.where(sources, layers.input_bytes, 0.0))
-    p2p = p2p_matrix(np.where(valid, forward_send, 0.0), bandwidth_Bps, latency_s) + p2p_matrix(
-        np.where(valid, received, 0.0), bandwidth_Bps, latency_s
-    )
+    layer_input = np.where(sources, layers.input_bytes, successors.T.astype(float) @ layers.output_bytes)
     return StageTable(
         valid=valid,
         fwd_s=sums(layers.fwd_s),
         bwd_s=sums(layers.bwd_s),
-        p2p_s=np.where(valid, p2p, 0.0),
+        attention_fwd_s=sums(layers.attention_fwd_s),
+        tp_comm_s=sums(layers.tp_comm_s),
+        send_forward_bytes=np.where(valid, forward_send, 0.0),
+        send_backward_bytes=np.where(valid, received, 0.0),
         param_bytes=sums(layers.param_bytes),
         stash_bytes=sums(layers.stash_bytes),
-        input_bytes=np.where(valid, stage_input, 0.0),
+        attention_stash_bytes=sums(layers.attention_stash_bytes),
+        replicated_stash_bytes=sums(layers.replicated_stash_bytes),
+        input_bytes=sums(layer_input),
         member=member,
         empty=0,
         full=len(ideals) - 1,

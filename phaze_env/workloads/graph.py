@@ -97,6 +97,8 @@ class Layer:
     activation_stash_bytes: int  # kept from forward to backward (one microbatch)
     input_bytes: int  # what enters the layer (stashed when the layer's stage recomputes)
     output_bytes: int  # what leaves the layer (crosses a pipeline boundary)
+    stash_attention_bytes: int = 0  # part of the stash that is attention scores/probabilities (…, s, s)
+    stash_replicated_bytes: int = 0  # part of the stash not split by tensor parallelism
 
     @property
     def num_ops(self) -> int:

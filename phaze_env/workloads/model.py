@@ -40,6 +40,8 @@ class _Node:
     comm_bwd: tuple[str, int] | None = None
     embedding: bool = False
     saved_bytes: dict[str, int] = field(default_factory=dict)
+    replicated_saved: set[str] = field(default_factory=set)  # saved tensors not split by tensor parallelism
+    attention_saved: set[str] = field(default_factory=set)  # saved attention scores/probabilities (…, s, s)
     param_bytes: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
@@ -136,9 +138,15 @@ def _node_at_width(op: RawOp, all_sharded: set[str], trace: Trace, t: int, bpe: 
     node.bytes_written = _ceil_div(op.out_elements, t if op.name in all_sharded else 1) * bpe
     node.bytes_read = node.param_bytes + bpe * sum(
         _ceil_div(trace.tensor_elements.get(i, 0), t if i in all_sharded else 1) for i in op.inputs)
+    shapes = {raw.name: raw.out_shape for raw in trace.ops}
     for tensor in op.saved:
         elements = trace.tensor_elements.get(tensor, op.in_elements)
         node.saved_bytes[tensor] = _ceil_div(elements, t if tensor in all_sharded else 1) * bpe
+        if tensor not in all_sharded:
+            node.replicated_saved.add(tensor)
+        shape = shapes.get(tensor, ())
+        if len(shape) >= 3 and shape[-1] == shape[-2]:  # what selective recompute drops (Korthikanti et al. 2022)
+            node.attention_saved.add(tensor)
     return node
 
 
@@ -205,6 +213,8 @@ def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node],
             host.vector.extend(node.vector)
             host.members.extend(node.members)
             host.saved_bytes.update(node.saved_bytes)
+            host.replicated_saved |= node.replicated_saved
+            host.attention_saved |= node.attention_saved
             host.param_bytes += node.param_bytes
             host.bytes_read += max(0, node.bytes_read - host.bytes_written)  # the host's output stays on chip
             host.bytes_written = node.bytes_written
@@ -299,11 +309,16 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
     bwd_ops = [backward_op(n, tensor_width) for n in nodes]
     bwd = induced_graph(bwd_ops, [(b, a) for a, b in idx_edges])
     saved: dict[str, int] = {}
+    replicated: set[str] = set()
+    attention: set[str] = set()
     for n in nodes:
         saved.update(n.saved_bytes)
+        replicated |= n.replicated_saved
+        attention |= n.attention_saved
     return Layer(name=name, repeat=repeat, fwd=fwd, bwd=bwd, params=params, param_bytes=param_bytes,
                  flops_fwd=fwd.flops, flops_bwd=bwd.flops, activation_stash_bytes=sum(saved.values()),
-                 input_bytes=input_bytes, output_bytes=output_bytes)
+                 input_bytes=input_bytes, output_bytes=output_bytes,
+                 stash_attention_bytes=sum(saved[k] for k in attention), stash_replicated_bytes=sum(saved[k] for k in replicated))
 
 
 def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str]) -> tuple[int, int]:

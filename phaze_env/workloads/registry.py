@@ -30,6 +30,9 @@ KORTHIKANTI_TABLE3 = "Korthikanti et al. 2022 (arXiv:2205.05198), Table 3"
 LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
 
+HEAD_COUNT_KEYS = ("num_attention_heads", "n_head")
+
+
 @dataclass(frozen=True)
 class Workload:
     """A model to train: family, HF config keyword arguments, default sequence length."""
@@ -64,6 +67,12 @@ class Workload:
             if key in cfg:
                 return int(cfg[key])
         raise ValueError(f"workload {self.name!r}: config has none of {LAYER_COUNT_KEYS}")
+
+    @property
+    def num_heads(self) -> int | None:
+        """Attention heads from the config (``num_attention_heads`` or GPT-2's ``n_head``); ``None`` if it names none."""
+        cfg = self.config_dict
+        return next((int(cfg[key]) for key in HEAD_COUNT_KEYS if key in cfg), None)
 
     @property
     def layer_count_key(self) -> str:

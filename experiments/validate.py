@@ -1,0 +1,229 @@
+"""Predict published training runs and compare: ``python -m experiments.validate``.
+
+For every case of :mod:`experiments.validation_cases` (Narayanan et al. 2021 Table 1, Korthikanti et
+al. 2022, Chowdhery et al. 2022) the case's plan is pinned (``PlanSpec``: t, p, d, microbatch,
+interleave, recompute, sequence parallelism; no ZeRO-1, as in those runs) on the case's accelerator and
+cluster presets, and ``evaluate`` predicts the time per batch ``T``. The prediction is converted to the
+case's metric with the *authors'* formula (the case module's docstring):
+
+* ``tflops_per_device``: ``96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) / (T · N)`` (Narayanan §5.1);
+* ``mfu``: ``72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) / (T · N · peak)`` (Korthikanti §6), with the peak the
+  authors used (:data:`PUBLISHED_PEAK_FLOPS`);
+* ``samples_s``: ``B / T``.
+
+Writes ``docs/validation.md`` (case, published, source, predicted, error, plan) and
+``docs/figures/validation.png``; prints the mean absolute error. ``--cases a,b`` runs a subset.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.validation_cases import CASES, ValidationCase, get_case
+from phaze_env.cli import OneLineParser
+from phaze_env.cluster import get_cluster
+from phaze_env.evaluate import Evaluation, evaluate
+from phaze_env.hardware import get_preset
+from phaze_env.plan_spec import PlanSpec
+from phaze_env.workloads import get_workload
+
+TOLERANCE = 0.15  # the issue's target: every case within ±15 % of the published figure
+PUBLISHED_PEAK_FLOPS = {
+    "a100": 312e12,  # A100 bf16 dense tensor-core peak, the figure Korthikanti et al. 2022 divide by
+    "tpuv4": 275e12,  # TPU v4 bf16 peak per chip, the figure Chowdhery et al. 2022 divide by
+}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One case's prediction (``predicted`` in the case's metric; ``None`` when it cannot be modelled)."""
+
+    case: ValidationCase
+    plan: str
+    predicted: float | None
+    time_per_batch_s: float | None
+    note: str
+
+    @property
+    def error(self) -> float | None:
+        """Relative error ``predicted / published − 1``."""
+        return None if self.predicted is None else self.predicted / self.case.published - 1.0
+
+
+def plan_of(case: ValidationCase) -> PlanSpec:
+    return PlanSpec(t=case.tensor, p=case.pipeline, d=case.data, microbatch=case.microbatch, interleave=case.interleave,
+                    recompute=case.recompute, sequence_parallel=case.sequence_parallel, zero1=False)
+
+
+def _dims(case: ValidationCase) -> tuple[int, int, int, int]:
+    """(layers, hidden, vocabulary, sequence) of the case's model, from its registry config."""
+    workload = get_workload(case.workload)
+    cfg = workload.config_dict
+    layers = next(int(cfg[k]) for k in ("num_hidden_layers", "n_layer", "num_layers") if k in cfg)
+    hidden = next(int(cfg[k]) for k in ("hidden_size", "n_embd", "d_model") if k in cfg)
+    return layers, hidden, int(cfg["vocab_size"]), case.seq_len
+
+
+def metric_value(case: ValidationCase, time_per_batch_s: float) -> float:
+    """The case's metric for a time per batch, with the authors' formula."""
+    layers, hidden, vocab, seq = _dims(case)
+    tokens_term = case.global_batch * seq * layers * hidden**2
+    if case.metric == "tflops_per_device":
+        flops = 96 * tokens_term * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+        return flops / (time_per_batch_s * case.n_devices) / 1e12
+    if case.metric == "mfu":
+        flops = 72 * tokens_term * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
+        return flops / (time_per_batch_s * case.n_devices * PUBLISHED_PEAK_FLOPS[case.accelerator])
+    return case.global_batch / time_per_batch_s
+
+
+def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
+    plan = plan_of(case)
+    try:
+        cluster = get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch, optimizer=case.optimizer)
+        evaluation: Evaluation = evaluate(case.workload, get_preset(case.accelerator), cluster, plan=plan, seq_len=case.seq_len,
+                                          cache=cache)
+    except ValueError as exc:  # a system or plan the model cannot express (several pods, 12-way 2-D sharding)
+        return Prediction(case, str(plan), None, None, f"not modelled: {exc}")
+    if not evaluation.feasible:
+        return Prediction(case, str(plan), None, None, f"infeasible in the model: {evaluation.reason}")
+    time_s = evaluation.plan["time_per_batch_s"]
+    parts = evaluation.time_breakdown_s
+    largest = sorted(parts, key=parts.get, reverse=True)[:3]
+    note = ", ".join(f"{key} {parts[key] / time_s:.0%}" for key in largest)
+    note += f"; compute at {compute_efficiency(case, evaluation):.0%} of peak"
+    return Prediction(case, evaluation.plan["notation"], metric_value(case, time_s), time_s, note)
+
+
+def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
+    """How fast the model runs the layers' arithmetic: the model FLOPs one device does per batch (Korthikanti's
+    formula / N) over ``compute`` time × the published peak — the figure that sets most of the error."""
+    layers, hidden, vocab, seq = _dims(case)
+    flops = 72 * case.global_batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
+    peak = PUBLISHED_PEAK_FLOPS.get(case.accelerator, evaluation.peak_flops)
+    return flops / case.n_devices / (evaluation.time_breakdown_s["compute"] * peak)
+
+
+def _figure(metric: str, value: float) -> str:
+    return f"{value:.1%}" if metric == "mfu" else f"{value:.3g}"
+
+
+UNITS = {"tflops_per_device": "TFLOP/s per GPU", "mfu": "MFU", "samples_s": "sequences/s"}
+
+
+def markdown(predictions: list[Prediction]) -> str:
+    errors = [abs(p.error) for p in predictions if p.error is not None]
+    within = sum(e <= TOLERANCE for e in errors)
+    lines = [
+        "# Validation against published training runs",
+        "",
+        "Generated by `python -m experiments.validate` (do not edit by hand). Each case pins the published plan",
+        "(`PlanSpec`) on the case's accelerator and cluster presets; `evaluate` predicts the time per batch, which",
+        "is converted to the published metric with the authors' own FLOP formula (see `experiments/validate.py`).",
+        "Error = predicted / published − 1.",
+        "",
+        f"**Mean absolute error: {statistics.mean(errors):.1%}** over {len(errors)} predicted cases "
+        f"({within} within ±{TOLERANCE:.0%}); {len(predictions) - len(errors)} not predicted.",
+        "",
+        "| case | metric | published | predicted | error | plan | largest parts of the predicted batch time | source |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in predictions:
+        c = p.case
+        predicted = "—" if p.predicted is None else _figure(c.metric, p.predicted)
+        error = "—" if p.error is None else f"{p.error:+.1%}"
+        lines.append(f"| {c.name} | {UNITS[c.metric]} | {_figure(c.metric, c.published)} | {predicted} | {error} | "
+                     f"`{p.plan}` | {p.note} | {c.source} |")
+    lines += ["", "![predicted vs published](figures/validation.png)", "", "## Why the gap", "",
+              "Every case's predicted batch time is dominated by `compute` (the layers' FLOPs on the accelerator model).",
+              "The column \"compute at x % of peak\" is the model FLOPs one device does per batch over that predicted",
+              "compute time × the published peak: the accelerator presets (issue 11's estimator) run the GEMMs of these",
+              "models at 72–88 % of the A100's 312 TFLOP/s, while Narayanan et al.'s achieved 137–163 TFLOP/s *including*",
+              "the recomputed forward pass is 44–52 % of peak end to end. That one factor explains the systematic",
+              "over-prediction; the system side (TP collectives, p2p, bubble, DP all-reduce, optimizer step) is 10–40 %",
+              "of the predicted time and changes with the plan as measured:", "",
+              "| model | published speed-up of selective recompute + SP over full recompute | predicted | error |",
+              "|---|---|---|---|"]
+    for size, published, predicted in speedups(predictions):
+        lines.append(f"| {size} | {published:.3f}× | {predicted:.3f}× | {predicted / published - 1:+.1%} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def speedups(predictions: list[Prediction]) -> list[tuple[str, float, float]]:
+    """(model, published, predicted) speed-up of Korthikanti's selective+SP rows over their full-recompute rows."""
+    by_name = {p.case.name: p for p in predictions}
+    rows = []
+    for name, full in by_name.items():
+        if not (name.startswith("korthikanti22-") and name.endswith("-full")):
+            continue
+        selective = by_name.get(name.replace("-full", "-selective-sp"))
+        if selective is None or full.time_per_batch_s is None or selective.time_per_batch_s is None:
+            continue
+        published = published_time_s(full.case) / published_time_s(selective.case)
+        rows.append((name.split("-")[1], published, full.time_per_batch_s / selective.time_per_batch_s))
+    return rows
+
+
+def published_time_s(case: ValidationCase) -> float:
+    """The published time per batch, back from the published metric with the authors' formula."""
+    reference_s = 1.0
+    return reference_s * metric_value(case, reference_s) / case.published
+
+
+def plot(predictions: list[Prediction], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [p for p in predictions if p.error is not None]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ax.bar(range(len(shown)), [100 * p.error for p in shown],
+           color=["tab:green" if abs(p.error) <= TOLERANCE else "tab:red" for p in shown])
+    ax.axhspan(-100 * TOLERANCE, 100 * TOLERANCE, color="0.9", zorder=0, label=f"±{TOLERANCE:.0%}")
+    ax.axhline(0, color="k", linewidth=0.8)
+    ax.set_xticks(range(len(shown)), [p.case.name for p in shown], rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("predicted / published − 1 (%)")
+    ax.set_title("phaze-gym vs published training runs")
+    ax.legend(loc="best")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(prog="python -m experiments.validate", description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "validation.md"), help="Markdown report path")
+    args = parser.parse_args(argv)
+    try:
+        cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(CASES)
+    except ValueError as exc:
+        parser.error(str(exc))
+    predictions = []
+    for case in cases:
+        prediction = predict(case)
+        predictions.append(prediction)
+        error = "—" if prediction.error is None else f"{prediction.error:+.1%}"
+        predicted = "—" if prediction.predicted is None else _figure(case.metric, prediction.predicted)
+        print(f"{case.name:34s} published {_figure(case.metric, case.published):>8s}  predicted {predicted:>8s}  "
+              f"error {error:>7s}  {prediction.plan}  {prediction.note[:120]}", flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(markdown(predictions))
+    plot(predictions, out.parent / "figures" / "validation.png")
+    errors = [abs(p.error) for p in predictions if p.error is not None]
+    if errors:
+        print(f"mean absolute error {statistics.mean(errors):.1%} over {len(errors)} cases; "
+              f"{sum(e <= TOLERANCE for e in errors)} within ±{TOLERANCE:.0%}; wrote {out}")
+    return 0 if errors and not any(math.isnan(e) for e in errors) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,252 @@
+"""The system: how many accelerators, how they are wired, and the training batch they run.
+
+A :class:`Cluster` is a hierarchy of *levels* (innermost first). Devices are numbered so that level 0
+varies fastest: on a DGX cluster level 0 is the 8 GPUs of a node (NVLink/NVSwitch) and level 1 the nodes
+(InfiniBand); on a TPUv4 pod the levels are the three dimensions of the 3D torus (ICI). PHAZE's flat
+ring is one level holding every device.
+
+Ranks follow Megatron-LM's order (Narayanan et al. 2021, §3.3: tensor-parallel ranks innermost, then
+data parallel, then pipeline): a tensor-parallel group is ``t`` consecutive devices, a data-parallel
+group ``d`` devices ``t`` apart, and pipeline neighbours are ``t·d`` apart. So a tensor group of ``t ≤ 8``
+stays inside a DGX node, and traffic is priced on the levels a group actually spans.
+
+Collectives (:meth:`Cluster.collective_s`) are hierarchical: a group spanning extents ``k_0, k_1, …`` of the
+levels reduce-scatters inside level 0, then level 1 on the ``1/k_0`` shard, …, and all-gathers back
+(the 2D/hierarchical ring of Jia et al. 2018, "Highly scalable deep learning training system with
+mixed-precision", and NCCL's tree/ring split). Each level is a ring (Thakur et al. 2005)::
+
+    all-reduce    Σ_i 2(k_i−1)/k_i · S_i / B_i + 2(k_i−1)·α_i,   S_i = S / Π_{j<i} k_j
+    all-gather / reduce-scatter: half the bandwidth and latency terms
+
+which for one level is the flat ring ``2(g−1)/g · S/B`` of :mod:`phaze_env.comm`. ``B_i`` is the *achieved*
+per-device bandwidth: nominal × the level's efficiency. A point-to-point send crosses the outermost level
+on which the two devices differ, at that level's point-to-point bandwidth.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any
+
+from phaze_env import comm
+
+COLLECTIVES = ("allreduce", "allgather", "reducescatter")
+
+# --- published constants (each cites its source) -----------------------------------------------------
+NVLINK3_BPS = 300e9
+"""A100 NVLink 3: 12 links × 25 GB/s per direction = 300 GB/s per GPU per direction ("600 GB/s"
+bidirectional; NVIDIA A100 Tensor Core GPU datasheet / Architecture whitepaper, 2020)."""
+NVLINK4_BPS = 450e9
+"""H100 SXM NVLink 4: 18 links × 25 GB/s = 450 GB/s per GPU per direction ("900 GB/s" bidirectional;
+NVIDIA H100 datasheet, 2022)."""
+HDR_IB_PER_GPU_BPS = 200e9 / 8
+"""DGX A100: 8 ConnectX-6 HDR InfiniBand adapters of 200 Gb/s for compute, one per GPU = 25 GB/s per GPU
+(NVIDIA DGX A100 datasheet / user guide)."""
+NDR_IB_PER_GPU_BPS = 400e9 / 8
+"""DGX H100: 8 ConnectX-7 NDR InfiniBand ports of 400 Gb/s, one per GPU = 50 GB/s per GPU (NVIDIA DGX
+H100 datasheet)."""
+NCCL_EFFICIENCY = 0.8
+"""Achieved fraction of the line rate for NCCL ring collectives: the NCCL maintainer puts the protocol
+overhead at ≈ 20 % ("450 GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an
+effective NVLink bandwidth of 370 GB/s", NVIDIA/nccl-tests issue #212, 2024); 370/450 = 0.82. The same
+factor is used for InfiniBand (assumption: no public per-level figure is cited for it here)."""
+NVSWITCH_LATENCY_S = 2e-6
+"""Per-step latency of an intra-node NCCL ring step, order of magnitude of small-message NCCL latencies
+over NVLink (a few µs; nccl-tests small-size all_reduce_perf rows)."""
+IB_LATENCY_S = 5e-6
+"""Per-step latency across InfiniBand (≈ 1–2 µs wire + NCCL proxy overhead; nccl-tests multi-node
+small-message latencies are a few µs to ~10 µs)."""
+TPUV4_ICI_LINK_BPS = 50e9
+"""TPUv4 inter-chip interconnect: 6 links per chip, ≈ 50 GB/s each (Jouppi et al. 2023, "TPU v4: An
+Optically Reconfigurable Supercomputer", ISCA; the project's DESIGN.md reference facts)."""
+TPUV4_POD_DIMS = (16, 16, 16)
+"""A full TPUv4 pod: 4096 chips as 64 cubes of 4×4×4 joined by optical circuit switches into a 16×16×16
+3D torus (Jouppi et al. 2023)."""
+ICI_LATENCY_S = 1e-6
+"""Per-hop ICI latency, order of a microsecond (Jouppi et al. 2023 describe µs-scale link latency)."""
+PHAZE_LINK_BPS = 4e9
+"""PHAZE's system default: one flat interconnect at 4 GB/s per device (PHAZE, ICML 2024, public code)."""
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of the hierarchy: ``size`` units of the level below, and its per-device links."""
+
+    size: int
+    bandwidth_Bps: float  # achieved per-device bandwidth of a ring collective on this level
+    latency_s: float
+    p2p_bandwidth_Bps: float  # achieved bandwidth of one point-to-point send across this level
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Accelerators, their interconnect and the training batch (defaults: PHAZE's flat 4 GB/s ring).
+
+    ``link_bandwidth_Bps`` / ``link_latency_s`` are the per-device *inter-node* (outermost) links;
+    ``devices_per_node`` > 1 adds an intra-node level with ``node_bandwidth_Bps`` / ``node_latency_s``.
+    ``torus_dims`` (e.g. ``(16, 16, 16)``) instead makes every level a torus dimension whose rings run in
+    both directions over ``link_bandwidth_Bps`` links (2 links per device per dimension; a point-to-point
+    send uses one). ``*_efficiency`` is the achieved fraction of the nominal bandwidth. ``optimizer`` is
+    the training optimizer (``"sgd"``: PHAZE's, ``"adam"``: mixed-precision Adam).
+    """
+
+    n_devices: int = 1024
+    link_bandwidth_Bps: float = PHAZE_LINK_BPS
+    link_latency_s: float = 0.0
+    global_batch: int = 4096
+    optimizer: str = "sgd"
+    devices_per_node: int = 1
+    node_bandwidth_Bps: float = math.inf
+    node_latency_s: float = 0.0
+    link_efficiency: float = 1.0
+    node_efficiency: float = 1.0
+    torus_dims: tuple[int, ...] = ()
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        from phaze_env.placement.inputs import OPTIMIZERS
+
+        for name in ("n_devices", "global_batch", "devices_per_node"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"cluster {name} must be a positive integer, got {value!r}")
+        for name in ("link_bandwidth_Bps", "node_bandwidth_Bps"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"cluster {name} must be positive, got {getattr(self, name)!r}")
+        for name in ("link_latency_s", "node_latency_s"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"cluster {name} must be finite and non-negative, got {value!r}")
+        for name in ("link_efficiency", "node_efficiency"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(self, name)!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"cluster optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
+        object.__setattr__(self, "torus_dims", tuple(int(k) for k in self.torus_dims))
+        if self.torus_dims and (self.devices_per_node != 1 or any(k < 1 for k in self.torus_dims)
+                                or math.prod(self.torus_dims) < self.n_devices):
+            raise ValueError(f"torus_dims {self.torus_dims} must be positive, hold all {self.n_devices} devices, "
+                             "and not be combined with devices_per_node")
+
+    # --- topology -----------------------------------------------------------------------------------
+    @property
+    def levels(self) -> tuple[Level, ...]:
+        inter_Bps = self.link_bandwidth_Bps * self.link_efficiency
+        if self.torus_dims:
+            return tuple(Level(k, 2 * inter_Bps, self.link_latency_s, inter_Bps) for k in self.torus_dims)
+        outer = Level(-(-self.n_devices // self.devices_per_node), inter_Bps, self.link_latency_s, inter_Bps)
+        if self.devices_per_node == 1:
+            return (outer,)
+        intra_Bps = self.node_bandwidth_Bps * self.node_efficiency
+        return (Level(self.devices_per_node, intra_Bps, self.node_latency_s, intra_Bps), outer)
+
+    def extents(self, group: int, stride: int) -> tuple[int, ...]:
+        """How many distinct positions of each level the devices ``0, stride, …, (group−1)·stride`` span."""
+        return _extents(tuple(level.size for level in self.levels), group, stride)
+
+    def collective_s(self, kind: str, payload_bytes: float, group: int, stride: int = 1) -> float:
+        """Time of a hierarchical ring collective over ``group`` devices ``stride`` apart (module docstring)."""
+        if kind not in COLLECTIVES:
+            raise ValueError(f"unknown collective {kind!r}; expected one of {', '.join(COLLECTIVES)}")
+        if group <= 1 or payload_bytes == 0:
+            return 0.0
+        ring = comm.allreduce_s if kind == "allreduce" else comm.allgather_s
+        total, shard = 0.0, float(payload_bytes)
+        for level, extent in zip(self.levels, self.extents(group, stride)):
+            if extent > 1:
+                total += ring(shard, extent, level.bandwidth_Bps, level.latency_s)
+                shard /= extent
+        return total
+
+    def p2p_level(self, stride: int, hops: int) -> Level | None:
+        """The outermost level crossed by the sends ``i·stride → (i+1)·stride`` for ``i < hops`` (None: no send)."""
+        if hops < 1:
+            return None
+        spans = self.extents(hops + 1, stride)
+        crossed = [level for level, extent in zip(self.levels, spans) if extent > 1]
+        return crossed[-1] if crossed else self.levels[0]
+
+    def p2p_s(self, payload_bytes: float, stride: int, hops: int = 1) -> float:
+        """Slowest point-to-point send between devices ``stride`` apart (pipeline neighbours)."""
+        level = self.p2p_level(stride, hops)
+        return 0.0 if level is None else comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
+
+    # --- serialisation ------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["torus_dims"] = list(self.torus_dims)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cluster:
+        return cls(**data)
+
+    def describe(self) -> str:
+        """One line: the levels and their achieved bandwidths."""
+        parts = [f"{level.size}× @ {level.bandwidth_Bps / 1e9:g} GB/s" for level in self.levels]
+        return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)"
+
+
+@lru_cache(maxsize=4096)
+def _extents(sizes: tuple[int, ...], group: int, stride: int) -> tuple[int, ...]:
+    positions = range(0, group * stride, stride)
+    extents, unit = [], 1
+    for size in sizes:
+        extents.append(len({(x // unit) % size for x in positions}) if size > 1 else 1)
+        unit *= size
+    return tuple(extents)
+
+
+# --- presets -----------------------------------------------------------------------------------------
+def _dgx(n_devices: int, node_Bps: float, link_Bps: float, name: str, **kw: Any) -> Cluster:
+    return Cluster(n_devices=n_devices, devices_per_node=8, node_bandwidth_Bps=node_Bps, node_latency_s=NVSWITCH_LATENCY_S,
+                   node_efficiency=NCCL_EFFICIENCY, link_bandwidth_Bps=link_Bps, link_latency_s=IB_LATENCY_S,
+                   link_efficiency=NCCL_EFFICIENCY, name=name, **kw)
+
+
+def _tpuv4_pod(n_devices: int, **kw: Any) -> Cluster:
+    if n_devices > math.prod(TPUV4_POD_DIMS):
+        raise ValueError(f"a TPUv4 pod has {math.prod(TPUV4_POD_DIMS)} chips; {n_devices} span several pods joined by "
+                         "the data-centre network, which the tpuv4-pod preset does not model")
+    dims = list(TPUV4_POD_DIMS)
+    while math.prod(dims) // 2 >= n_devices:  # the smallest slice of the pod that holds them
+        dims[dims.index(max(dims))] //= 2
+    return Cluster(n_devices=n_devices, torus_dims=tuple(sorted(dims)), link_bandwidth_Bps=TPUV4_ICI_LINK_BPS,
+                   link_latency_s=ICI_LATENCY_S, name="tpuv4-pod", **kw)
+
+
+CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
+    "phaze": (lambda n, **kw: Cluster(n_devices=n, name="phaze", **kw),
+              "PHAZE's paper setting: one flat ring at 4 GB/s per device, no latency (reproduces the paper)."),
+    "dgx-a100": (lambda n, **kw: _dgx(n, NVLINK3_BPS, HDR_IB_PER_GPU_BPS, "dgx-a100", **kw),
+                 "DGX A100 nodes: 8 GPUs on NVLink 3 (300 GB/s per GPU), 8×200 Gb/s HDR InfiniBand between nodes; "
+                 "NCCL efficiency 0.8."),
+    "dgx-h100": (lambda n, **kw: _dgx(n, NVLINK4_BPS, NDR_IB_PER_GPU_BPS, "dgx-h100", **kw),
+                 "DGX H100 nodes: 8 GPUs on NVLink 4 (450 GB/s per GPU), 8×400 Gb/s NDR InfiniBand between nodes; "
+                 "NCCL efficiency 0.8."),
+    "tpuv4-pod": (_tpuv4_pod, "TPUv4 pod slice: 3D torus of ICI links (≈ 50 GB/s each, 6 per chip)."),
+}
+
+
+class UnknownClusterError(ValueError):
+    """A cluster preset name that does not exist."""
+
+
+def cluster_names() -> list[str]:
+    return list(CLUSTER_PRESETS)
+
+
+def get_cluster(name: str, n_devices: int = 1024, **fields: Any) -> Cluster:
+    """The preset ``name`` with ``n_devices`` devices (other :class:`Cluster` fields as keywords)."""
+    key = str(name).strip().lower()
+    if key not in CLUSTER_PRESETS:
+        close = difflib.get_close_matches(key, CLUSTER_PRESETS, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise UnknownClusterError(f"unknown cluster {name!r}.{hint} Known clusters: {', '.join(CLUSTER_PRESETS)}")
+    return CLUSTER_PRESETS[key][0](n_devices, **fields)
+
+
+__all__ = ["CLUSTER_PRESETS", "Cluster", "Level", "UnknownClusterError", "cluster_names", "get_cluster"]

@@ -1,0 +1,122 @@
+"""The one plan notation: :class:`PlanSpec` and its string form ``t8p8d1m1v3+sp+zero1+rc=selective``.
+
+A plan is tensor × pipeline × data parallel degrees (``t``, ``p``, ``d``), the microbatch size ``m``
+(samples), the interleaved-1F1B virtual stages per device ``v``, and the memory features: sequence
+parallelism (``sp``), ZeRO-1 optimizer sharding across the data-parallel group (``zero1``) and the
+activation recompute mode (``rc``: ``none``, ``selective`` — Korthikanti et al. 2022, ``full`` — every
+stage keeps only its inputs; or several joined by ``|`` — per stage, the fastest of them that fits —
+with ``auto`` = ``none|selective|full``; PHAZE's own space is ``none|full``).
+
+A field left ``None`` is chosen by the placement DP; a set field is pinned. String grammar::
+
+    [t<int>][p<int>][d<int>][m<int>][v<int>] ( "+sp" | "+zero1" | "+rc=<mode>" | "+<flag>=auto" )*
+
+Degrees that are absent are free; an absent flag is off (``v`` absent = 1, ``rc`` absent = ``none``), so
+the string of a fully chosen plan parses back to the same spec. ``+sp=auto``, ``+zero1=auto``,
+``+v=auto`` and ``+rc=auto`` leave that choice to the DP.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+RECOMPUTE_MODES = ("none", "selective", "full")  # by increasing time and decreasing activation memory
+RECOMPUTE_CHOICES = (*RECOMPUTE_MODES, "auto")
+_DEGREES = ("t", "p", "d", "m", "v")
+_PATTERN = re.compile(r"^(?:t(\d+))?(?:p(\d+))?(?:d(\d+))?(?:m(\d+))?(?:v(\d+))?((?:\+[a-z0-9]+(?:=[a-z0-9|]+)?)*)$")
+
+
+class PlanSyntaxError(ValueError):
+    """A plan string that does not follow the notation."""
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    """A (possibly partial) training plan; ``None`` = let the DP choose. See the module docstring."""
+
+    t: int | None = None
+    p: int | None = None
+    d: int | None = None
+    microbatch: int | None = None
+    interleave: int | None = 1
+    recompute: str = "auto"
+    sequence_parallel: bool | None = None
+    zero1: bool | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("t", "p", "d", "microbatch", "interleave"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"plan {name} must be a positive integer (or None = chosen), got {value!r}")
+        if not isinstance(self.recompute, str) or not _valid_recompute(self.recompute):
+            raise ValueError(f"plan recompute must be one of {', '.join(RECOMPUTE_CHOICES)} or modes joined by '|' "
+                             f"(e.g. 'none|full': each stage picks the faster that fits), got {self.recompute!r}")
+        for name in ("sequence_parallel", "zero1"):
+            if getattr(self, name) not in (None, True, False):
+                raise ValueError(f"plan {name} must be True, False or None (chosen), got {getattr(self, name)!r}")
+
+    @property
+    def devices(self) -> int | None:
+        """``t·p·d`` when all three are pinned."""
+        return None if None in (self.t, self.p, self.d) else self.t * self.p * self.d
+
+    @property
+    def recompute_modes(self) -> tuple[str, ...]:
+        """The recompute modes a stage may use."""
+        if self.recompute == "auto":
+            return RECOMPUTE_MODES
+        chosen = set(self.recompute.split("|"))
+        return tuple(mode for mode in RECOMPUTE_MODES if mode in chosen)
+
+    def __str__(self) -> str:
+        values = dict(t=self.t, p=self.p, d=self.d, m=self.microbatch)
+        text = "".join(f"{key}{value}" for key, value in values.items() if value is not None)
+        if self.interleave is not None and self.interleave > 1:
+            text += f"v{self.interleave}"
+        flags = []
+        if self.interleave is None:
+            flags.append("v=auto")
+        for flag, value in (("sp", self.sequence_parallel), ("zero1", self.zero1)):
+            if value is None:
+                flags.append(f"{flag}=auto")
+            elif value:
+                flags.append(flag)
+        if self.recompute != "none":
+            flags.append(f"rc={self.recompute}")
+        return text + "".join(f"+{flag}" for flag in flags)
+
+    @classmethod
+    def parse(cls, text: str) -> PlanSpec:
+        """``PlanSpec.parse("t8p8d1m1v3+sp+rc=selective")``; bad syntax raises :class:`PlanSyntaxError`."""
+        match = _PATTERN.match(str(text).strip().lower())
+        if not match:
+            raise PlanSyntaxError(f"cannot read plan {text!r}; expected e.g. 't8p8d1m1', 't8p8d1m1v3+sp+zero1+rc=selective'")
+        t, p, d, m, v = (None if group is None else int(group) for group in match.groups()[:5])
+        fields: dict[str, Any] = dict(t=t, p=p, d=d, microbatch=m, interleave=1 if v is None else v,
+                                      recompute="none", sequence_parallel=False, zero1=False)
+        for flag in filter(None, match.group(6).split("+")):
+            key, _, value = flag.partition("=")
+            if key == "rc" and _valid_recompute(value):
+                fields["recompute"] = value
+            elif key in ("sp", "zero1") and value in ("", "auto"):
+                fields["sequence_parallel" if key == "sp" else "zero1"] = True if value == "" else None
+            elif key == "v" and value == "auto" and v is None:
+                fields["interleave"] = None
+            else:
+                raise PlanSyntaxError(f"unknown plan flag {'+' + flag!r} in {text!r}; known: +sp, +zero1, "
+                                      f"+rc=<{'|'.join(RECOMPUTE_CHOICES)}>, +sp=auto, +zero1=auto, +v=auto")
+        if 0 in (t, p, d, m, v):
+            raise PlanSyntaxError(f"plan degrees must be positive in {text!r}")
+        return cls(**fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _valid_recompute(text: str) -> bool:
+    return text == "auto" or (bool(text) and all(mode in RECOMPUTE_MODES for mode in text.split("|")))
+
+
+__all__ = ["RECOMPUTE_CHOICES", "RECOMPUTE_MODES", "PlanSpec", "PlanSyntaxError"]

@@ -1,0 +1,92 @@
+"""The explain view (API + CLI) and the model version in cache keys."""
+
+import json
+
+import pytest
+
+from phaze_env import cache
+from phaze_env.evaluate import Cluster, evaluate
+from phaze_env.explain import BOUNDS, UNITS, explain_layer
+from phaze_env.hardware import TPUV4, energy, estimator
+from phaze_env.hardware.__main__ import main
+from phaze_env.workloads import custom_workload
+
+TINY = custom_workload("tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4, n_inner=512,
+                       vocab_size=1000, n_positions=64)
+CLUSTER = Cluster(n_devices=16, global_batch=64, link_bandwidth_Bps=4e9)
+KNOBS = dict(microbatch_sizes=(1,), hbm_gb=(32.0,), tensor_widths=(1, 2))
+
+
+@pytest.fixture
+def tiny_builtin(monkeypatch):
+    """The CLI addresses workloads by name: make the tiny model one for a test."""
+    from phaze_env.workloads.registry import BUILTIN
+
+    monkeypatch.setitem(BUILTIN, TINY.name, TINY)
+
+
+def test_explain_agrees_with_the_evaluation_it_explains():
+    evaluation = evaluate(TINY, TPUV4, CLUSTER, **KNOBS)
+    explained = evaluation.explain(workload=TINY)
+    timing = evaluation.layer_timings[f"t{explained.tensor_width}_m{explained.microbatch}"]["block"]
+    assert explained.fwd_s == pytest.approx(timing["fwd_s"]) and explained.bwd_s == pytest.approx(timing["bwd_s"])
+    assert set(explained.busy_s) == set(UNITS) and set(explained.bound_s) == set(BOUNDS)
+    assert explained.bound in BOUNDS
+    # Every unit is busy at most (makespan × its core count); utilisations are fractions.
+    assert explained.busy_s["tensor_cores"] <= explained.time_s * TPUV4.num_tc * (1 + 1e-9)
+    assert all(0 <= value <= 1 + 1e-9 for value in explained.utilisation.values())
+    for op in explained.ops:  # an op never beats any of its own terms
+        assert op.latency_s >= max(op.tensor_cores_s, op.vector_cores_s) * (1 - 1e-9), op.name
+    assert json.loads(json.dumps(explained.to_dict()))["bound"] == explained.bound
+
+
+def test_explain_tensor_parallel_layer_has_link_time():
+    explained = explain_layer(TINY, TPUV4, CLUSTER, tensor_width=2)
+    assert explained.busy_s["links"] > 0
+
+
+def test_explain_rejects_unknown_layers_with_the_known_names():
+    with pytest.raises(ValueError, match="pre, block, post"):
+        explain_layer(TINY, TPUV4, CLUSTER, layer="decoder")
+    with pytest.raises(ValueError, match="tensor_width"):
+        explain_layer(TINY, TPUV4, CLUSTER, tensor_width=0)
+
+
+@pytest.mark.parametrize("argv", [["explain", "--preset", "tpu5"], ["explain", "--workload", "gpt9"],
+                                  ["explain", "--workload", "tiny-gpt2", "--layer", "nope"], ["explain", "--microbatch", "0"]])
+def test_explain_cli_errors_are_one_line_with_status_2(argv, capsys, tiny_builtin):
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        status = exc.code
+    assert status == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_explain_cli_prints_the_split(capsys, tiny_builtin):
+    assert main(["explain", "--preset", "phaze-small", "--workload", "tiny-gpt2", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["time_s"] > 0 and set(info["busy_s"]) == set(UNITS) and info["bound"] in BOUNDS
+    assert main(["explain", "--workload", "tiny-gpt2", "--ops"]) == 0
+    text = capsys.readouterr().out
+    assert "busy time by unit" in text and "grad_" in text
+
+
+@pytest.mark.parametrize("module,name", [(estimator, "RESIDENT_BUFFER_FRACTION"), (energy, "HBM_PJ_PER_BYTE"),
+                                         (estimator, "VECTOR_CYCLES_PER_ELEMENT")])
+def test_model_version_follows_every_constant(monkeypatch, module, name):
+    before = cache.model_version()
+    value = getattr(module, name)
+    changed = {**value, "softmax": value["softmax"] + 1} if isinstance(value, dict) else value * 1.5
+    monkeypatch.setattr(module, name, changed)
+    assert cache.model_version() != before
+    monkeypatch.setattr(module, name, value)
+    assert cache.model_version() == before
+
+
+def test_a_changed_constant_is_never_served_stale(monkeypatch, fresh_cache):
+    first = evaluate(TINY, TPUV4, CLUSTER, **KNOBS)
+    assert evaluate(TINY, TPUV4, CLUSTER, **KNOBS).from_cache
+    monkeypatch.setattr(energy, "HBM_PJ_PER_BYTE", 2 * energy.HBM_PJ_PER_BYTE)
+    again = evaluate(TINY, TPUV4, CLUSTER, **KNOBS)
+    assert not again.from_cache and again.energy_per_sample_j > first.energy_per_sample_j
