@@ -72,7 +72,7 @@ class SearchConfig:
 
     @property
     def signature(self) -> str:
-        return content_key("search", self.arguments())
+        return content_key("search", model_version(), self.arguments())  # a changed model constant never resumes old results
 
     def per_capacity(self) -> list[SearchConfig]:
         """The one-design (shared) mode searches each HBM capacity on its own: one config per capacity."""
