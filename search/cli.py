@@ -52,12 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster", default="phaze", metavar="NAME",
                         help="interconnect preset (default phaze: the paper's flat ring at 4 GB/s per device); one of: "
                              f"{', '.join(cluster_names())}")
-    parser.add_argument("--link-GBps", type=positive_float, default=None, dest="link_GBps",
+    parser.add_argument("--link-GBps", type=positive_float, default=None, dest="link_GBps", metavar="GBPS",
                         help="per-device (inter-node) link bandwidth in GB/s, gigabytes per second "
                              "(default: the cluster preset's; phaze 4)")
     parser.add_argument("--link-gbps", type=positive_float, dest="link_GBps", action=DeprecatedAlias,
                         new="--link-GBps (the value is, and always was, in GB/s)")
-    parser.add_argument("--link-latency-us", type=float, default=None,
+    parser.add_argument("--link-latency-us", type=float, default=None, metavar="US",
                         help="per-step (inter-node) link latency in µs (default: the cluster preset's; phaze 0)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
     parser.add_argument("--space", choices=SPACE_NAMES, default="full",
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                              f"default tpuv4); one of: {', '.join(preset_names())}")
     parser.add_argument("--area-budget", type=positive_float, default=None, metavar="MM2",
                         help="area budget in mm² (default: the TPUv4-like configuration's area)")
-    parser.add_argument("--microbatch", type=int_list, default=None,
+    parser.add_argument("--microbatch", type=int_list, default=None, metavar="SIZES",
                         help="microbatch sizes (default: the space's; full space 1,2,4,8)")
     parser.add_argument("--microbatches", type=int_list, dest="microbatch", action=DeprecatedAlias, new="--microbatch")
     parser.add_argument("--hbm-gb", type=float_list, default=None,
