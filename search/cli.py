@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="microbatch sizes (default: the space's; full space 1,2,4,8)")
     parser.add_argument("--microbatches", type=int_list, dest="microbatch", action=DeprecatedAlias, new="--microbatch")
     parser.add_argument("--hbm-gb", type=float_list, default=None,
-                        help="HBM capacities in GB (default: the space's; full space 32,64,80)")
+                        help="HBM capacities in GiB, 2**30 bytes (default: the space's; full space 32,64,80)")
     parser.add_argument("--tensor-widths", type=int_list, default=TENSOR_WIDTHS, help="tensor-parallel widths (default 1,2,4,8)")
     parser.add_argument("--no-recompute", action="store_true", help="forbid activation recomputation")
     parser.add_argument("--objectives", default="throughput",
@@ -187,7 +187,7 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
             "samples/s": f"{d.throughput_samples_s:,.1f}", "tokens/s": f"{d.tokens_s:,.0f}", "MFU": f"{d.mfu:.1%}",
             "area mm²": f"{d.area_mm2:.1f}", "tensor cores": f"{a['num_tc']} × {a['tc_width']}×{a['tc_depth']}",
             "vector cores": f"{a['num_vc']} × {a['vc_width']}", "buffer": f"{a['buffer_mb']} MB",
-            "HBM": f"{a['hbm_gb']:g} GB", "plan": p["notation"],
+            "HBM": f"{a['hbm_gb']:g} GiB", "plan": p["notation"],
             "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
         }[key]
 
