@@ -298,7 +298,7 @@ class PlacementSearch:
         self.settings = settings
         s = settings
         self.max_stages = max_stages
-        self._p2p: dict[int | None, np.ndarray] = {}
+        self._p2p: dict[object, np.ndarray] = {}
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
@@ -347,11 +347,11 @@ class PlacementSearch:
         s = self.settings
         level = self._level(shape)
         shards = shape.data_parallel if s.zero1 else 1
-        key = (id(level), level, shards, shape.interleave)
+        key = (level, shards, shape.interleave)
         if key not in self._variants:
-            if key[:2] not in self._p2p:
-                self._p2p[key[:2]] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
-            costs = StageCosts(self.table, self._p2p[key[:2]], self.memory(s.state_factor(shards), shape.interleave))
+            if level not in self._p2p:
+                self._p2p[level] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
+            costs = StageCosts(self.table, self._p2p[level], self.memory(s.state_factor(shards), shape.interleave))
             self._variants[key] = (costs, SuffixDP(self.table, costs))
         return self._variants[key]
 
