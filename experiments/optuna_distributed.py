@@ -57,7 +57,7 @@ def run_worker(args: argparse.Namespace) -> list[int]:
     import optuna
     from optuna.study import MaxTrialsCallback
 
-    from experiments.compare_strategies import resolve_workload
+    from baselines.workloads import resolve_workload
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     objective = make_objective(resolve_workload(args.workload), Cluster(n_devices=args.devices, global_batch=args.batch),

@@ -14,47 +14,42 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from phaze_env import placement
 from phaze_env.cluster import Cluster
-from phaze_env.placement import Settings
+from phaze_env.placement import Settings, best_plan, best_plan_dag, best_plan_multi
 from phaze_env.plan_spec import PlanSpec
 
 REL = 1e-12  # float round-off of sums of the same terms in another order
 
-layer = st.fixed_dictionaries({
-    "fwd_s": st.floats(0.0, 2.0),
-    "bwd_s": st.floats(0.01, 4.0),  # the DP refuses layers that take no time at all
-    "param_bytes": st.integers(0, 50).map(float),
-    "stash_bytes": st.integers(0, 40).map(float),
-    "output_bytes": st.integers(0, 30).map(float),
-})
+
+@st.composite
+def layer(draw) -> dict:
+    """A layer with the shares selective recompute and sequence parallelism act on (parts of its stash)."""
+    fwd_s, stash = draw(st.floats(0.0, 2.0)), draw(st.integers(0, 40))
+    attention = draw(st.integers(0, stash))
+    return {"fwd_s": fwd_s, "bwd_s": draw(st.floats(0.01, 4.0)),  # the DP refuses layers taking no time
+            "param_bytes": float(draw(st.integers(0, 50))), "stash_bytes": float(stash),
+            "output_bytes": float(draw(st.integers(0, 30))), "attention_stash_bytes": float(attention),
+            "attention_fwd_s": fwd_s * draw(st.floats(0.0, 1.0)),
+            "replicated_stash_bytes": float(draw(st.integers(0, stash - attention)))}
+
+
 # A slow-down of one layer: scale its forward and backward times and add to them (so a zero time can grow).
 slowdown = st.tuples(st.one_of(st.just(1.0), st.floats(1.0, 4.0)), st.one_of(st.just(0.0), st.floats(0.0, 1.0)),
                      st.one_of(st.just(1.0), st.floats(1.0, 4.0)), st.one_of(st.just(0.0), st.floats(0.0, 1.0)))
-system = st.fixed_dictionaries({
-    "n_devices": st.integers(1, 16),
-    "global_batch": st.integers(1, 16),
-    "link_bandwidth_Bps": st.sampled_from([math.inf, 10.0, 100.0]),
-    "link_latency_s": st.sampled_from([0.0, 0.01]),
-    "optimizer": st.sampled_from(["sgd", "adam"]),
-    # PHAZE's plan space, none, and every knob left to the DP (recompute modes, SP, ZeRO-1, interleave)
-    "plan": st.sampled_from([PlanSpec(recompute="none|full", sequence_parallel=False, zero1=False),
-                             PlanSpec(recompute="none", sequence_parallel=False, zero1=False),
-                             PlanSpec(interleave=None)]),
-    "hbm_bandwidth_Bps": st.sampled_from([None, 50.0]),
-})
 
 
-def _settings(tensor_width, microbatch, hbm_bytes, plan, hbm_bandwidth_Bps, **cluster):
-    return Settings(Cluster(**cluster), tensor_width, microbatch, hbm_bytes, plan, hbm_bandwidth_Bps=hbm_bandwidth_Bps)
-
-
-def best_plan(layers, **options):
-    return placement.best_plan(layers, _settings(**options))
-
-
-def best_plan_dag(layers, edges, **options):
-    return placement.best_plan_dag(layers, edges, _settings(**options))
+@st.composite
+def template(draw) -> Settings:
+    """A cluster (flat or two-level) and a plan left to the DP, at tensor width 1 or 2 and microbatch 1–4."""
+    per_node = draw(st.sampled_from([1, 2, 4]))
+    cluster = Cluster(n_devices=draw(st.integers(1, 16)), global_batch=draw(st.integers(1, 16)),
+                      link_bandwidth_Bps=draw(st.sampled_from([math.inf, 10.0, 100.0])),
+                      link_latency_s=draw(st.sampled_from([0.0, 0.01])), optimizer=draw(st.sampled_from(["sgd", "adam"])),
+                      devices_per_node=per_node, node_bandwidth_Bps=1000.0 if per_node > 1 else math.inf)
+    plan = PlanSpec(recompute=draw(st.sampled_from(["none", "none|full", "auto"])),
+                    interleave=draw(st.sampled_from([1, None])))
+    return Settings(cluster, draw(st.sampled_from([1, 2])), draw(st.integers(1, 4)),
+                    float(draw(st.integers(20, 400))), plan, hbm_bandwidth_Bps=draw(st.sampled_from([None, 1000.0])))
 
 
 def slower(layers: list[dict], slowdowns: list[tuple[float, float, float, float]]) -> list[dict]:
@@ -62,7 +57,8 @@ def slower(layers: list[dict], slowdowns: list[tuple[float, float, float, float]
     out = []
     for i, base in enumerate(layers):
         fwd_scale, fwd_add, bwd_scale, bwd_add = slowdowns[i] if i < len(slowdowns) else (1.0, 0.0, 1.0, 0.0)
-        out.append(base | {"fwd_s": base["fwd_s"] * fwd_scale + fwd_add, "bwd_s": base["bwd_s"] * bwd_scale + bwd_add})
+        out.append(base | {"fwd_s": base["fwd_s"] * fwd_scale + fwd_add, "bwd_s": base["bwd_s"] * bwd_scale + bwd_add,
+                           "attention_fwd_s": base["attention_fwd_s"] * fwd_scale})  # a part of fwd_s
     return out
 
 
@@ -74,11 +70,9 @@ def assert_not_faster(fast, slow) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(layer, min_size=1, max_size=8), st.lists(slowdown, max_size=8), system,
-       st.sampled_from([1, 2]), st.integers(1, 4), st.integers(20, 400).map(float))
-def test_chain_dp_never_gets_faster_when_layers_get_slower(layers, slowdowns, options, tensor_width, microbatch, hbm):
-    fixed = dict(tensor_width=tensor_width, microbatch=microbatch, hbm_bytes=hbm, **options)
-    assert_not_faster(best_plan(layers, **fixed), best_plan(slower(layers, slowdowns), **fixed))
+@given(st.lists(layer(), min_size=1, max_size=8), st.lists(slowdown, max_size=8), template())
+def test_chain_dp_never_gets_faster_when_layers_get_slower(layers, slowdowns, settings_):
+    assert_not_faster(best_plan(layers, settings_), best_plan(slower(layers, slowdowns), settings_))
 
 
 DAGS = [
@@ -88,27 +82,29 @@ DAGS = [
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(DAGS), st.lists(layer, min_size=5, max_size=5), st.lists(slowdown, max_size=5), system,
-       st.integers(20, 400).map(float))
-def test_dag_dp_never_gets_faster_when_layers_get_slower(dag, layers, slowdowns, options, hbm):
+@given(st.sampled_from(DAGS), st.lists(layer(), min_size=5, max_size=5), st.lists(slowdown, max_size=5), template())
+def test_dag_dp_never_gets_faster_when_layers_get_slower(dag, layers, slowdowns, settings_):
     count, edges = dag
     layers = layers[:count]
-    fixed = dict(tensor_width=1, microbatch=1, hbm_bytes=hbm, **options)
-    assert_not_faster(best_plan_dag(layers, edges, **fixed), best_plan_dag(slower(layers, slowdowns), edges, **fixed))
+    assert_not_faster(best_plan_dag(layers, edges, settings_), best_plan_dag(slower(layers, slowdowns), edges, settings_))
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(layer, min_size=1, max_size=6), st.lists(slowdown, max_size=6), system,
+@given(st.lists(layer(), min_size=1, max_size=6), st.lists(slowdown, max_size=6), template(),
        st.lists(st.integers(20, 400).map(float), min_size=1, max_size=3))
-def test_best_over_widths_microbatches_and_hbm_never_gets_faster(layers, slowdowns, options, capacities):
+def test_best_over_widths_microbatches_and_hbm_never_gets_faster(layers, slowdowns, settings_, capacities):
     """The bound's own entry point: the best plan over (tensor width, microbatch) variants and HBM sizes."""
+
     def variants(chain: list[dict]) -> dict:
         # a width-t, microbatch-m variant: t-way split work and state, m-times the activations
-        return {(t, m): [x | {"fwd_s": x["fwd_s"] * m / t, "bwd_s": x["bwd_s"] * m / t,
-                              "param_bytes": x["param_bytes"] / t, "stash_bytes": x["stash_bytes"] * m / t}
-                         for x in chain] for t in (1, 2) for m in (1, 2)}
+        def scaled(x: dict, t: int, m: int) -> dict:
+            time, stash = m / t, m / t
+            return x | {"fwd_s": x["fwd_s"] * time, "bwd_s": x["bwd_s"] * time, "attention_fwd_s": x["attention_fwd_s"] * time,
+                        "param_bytes": x["param_bytes"] / t, "stash_bytes": x["stash_bytes"] * stash,
+                        "attention_stash_bytes": x["attention_stash_bytes"] * stash,
+                        "replicated_stash_bytes": x["replicated_stash_bytes"] * stash}
+        return {(t, m): [scaled(x, t, m) for x in chain] for t in (1, 2) for m in (1, 2)}
 
-    template = _settings(tensor_width=1, microbatch=1, hbm_bytes=capacities[0], **options)
-    fast = placement.best_plan_multi(variants(layers), template, hbm_bytes=capacities)
-    slow = placement.best_plan_multi(variants(slower(layers, slowdowns)), template, hbm_bytes=capacities)
+    fast = best_plan_multi(variants(layers), settings_, hbm_bytes=capacities)
+    slow = best_plan_multi(variants(slower(layers, slowdowns)), settings_, hbm_bytes=capacities)
     assert_not_faster(fast, slow)

@@ -12,6 +12,7 @@ unprivileged user to run it as); with ``PHAZE_REQUIRE_POSTGRES=1`` (CI) that is 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 import os
 import pwd
@@ -52,23 +53,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _run_as() -> str | None:
+    """The unprivileged user to run the server as when we are root (initdb refuses root), else None."""
+    if os.geteuid() != 0:
+        return None
+    return next((u for u in ("postgres", "nobody") if _has_user(u)), None)
+
+
+def _why_no_server() -> str | None:
+    """Why no PostgreSQL server can be started here, or None when one can."""
+    if _pg_bin() is None:
+        return ("PostgreSQL server binaries (initdb, pg_ctl) not found: install PostgreSQL "
+                "(e.g. apt-get install postgresql) to run this test")
+    if importlib.util.find_spec("psycopg2") is None:
+        return "psycopg2 is not installed: pip install -e \".[dist]\""
+    if os.geteuid() == 0 and (_run_as() is None or shutil.which("runuser") is None):
+        return "running as root without runuser and a 'postgres' or 'nobody' user to run PostgreSQL as"
+    return None
+
+
 @pytest.fixture(scope="module")
 def postgres_url():
-    bindir = _pg_bin()
-    if bindir is None:
-        _unavailable("PostgreSQL server binaries (initdb, pg_ctl) not found: install PostgreSQL "
-                     "(e.g. apt-get install postgresql) to run this test")
-    try:
-        import psycopg2
-    except ImportError:
-        _unavailable("psycopg2 is not installed: pip install -e \".[dist]\"")
+    reason = _why_no_server()
+    if reason:
+        _unavailable(reason)
+    import psycopg2
 
-    runner: list[str] = []
-    user = None
-    if os.geteuid() == 0:  # initdb refuses root: run the server as an unprivileged system user
-        user = next((u for u in ("postgres", "nobody") if _has_user(u)), None)
-        if user is None or shutil.which("runuser") is None:
-            _unavailable("running as root without runuser and a 'postgres' or 'nobody' user to run PostgreSQL as")
+    bindir, user, runner = _pg_bin(), _run_as(), []
     root = tempfile.mkdtemp(prefix="phaze-pg-")
     if user is not None:
         os.chmod(root, 0o755)
@@ -165,3 +176,15 @@ def test_plain_postgresql_url_names_the_installed_driver(monkeypatch):
 def test_sqlite_url_gets_its_directory(tmp_path):
     url = f"sqlite:///{tmp_path}/a/b/optuna.db"
     assert storage_url(url) == url and (tmp_path / "a" / "b").is_dir()
+
+
+def test_without_server_binaries_the_test_skips_saying_why(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(glob, "glob", lambda pattern: [])
+    assert "initdb" in _why_no_server() and "install PostgreSQL" in _why_no_server()
+    monkeypatch.delenv("PHAZE_REQUIRE_POSTGRES", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="not found"):
+        _unavailable(_why_no_server())
+    monkeypatch.setenv("PHAZE_REQUIRE_POSTGRES", "1")  # CI: a missing server is a failure
+    with pytest.raises(pytest.fail.Exception, match="PHAZE_REQUIRE_POSTGRES=1 but PostgreSQL server binaries"):
+        _unavailable(_why_no_server())

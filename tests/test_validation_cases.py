@@ -4,7 +4,6 @@ import pytest
 
 from experiments.validation_cases import CASES, ValidationCase, get_case
 from phaze_env.workloads import get_workload, model_graph
-from phaze_env.workloads.build import _heads
 from phaze_env.workloads.registry import MEGATRON_SEQ, MEGATRON_VOCAB
 
 A100_PEAK_FLOPS = 312e12  # bf16/fp16 dense tensor-core peak (NVIDIA A100 datasheet), the papers' 100 %
@@ -34,7 +33,7 @@ def test_case_is_self_consistent(case):
     assert case.seq_len == workload.seq_len
     assert case.tensor * case.pipeline * case.data == case.n_devices
     assert case.global_batch % (case.data * case.microbatch) == 0, "whole microbatches per replica"
-    heads = _heads(workload)
+    heads = workload.num_heads
     assert heads % case.tensor == 0, f"{heads} heads do not split over {case.tensor} tensor-parallel devices"
     # Every virtual stage holds whole layers; Megatron's interleaved schedule also needs the
     # microbatch count to be a multiple of the pipeline depth.
