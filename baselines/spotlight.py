@@ -43,7 +43,7 @@ def _raw_domain_features(design: Design, space: DesignSpace) -> list[float]:
         math.log2(design.buffer_mb * 2**20 / acc.macs_per_cycle),
         math.log2(acc.hbm_bandwidth_Bps / peak_flops),
         math.log2(design.hbm_gb),
-        math.log2(max(design.area_mm2, 1e-9)),
+        math.log2(space.area_mm2(design)),
         math.log2(design.tc_width / design.tc_depth),
         math.log2(design.microbatch),
         float(design.recompute),

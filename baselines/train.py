@@ -193,7 +193,7 @@ def _report(best: Best, workload, cluster: Cluster, logdir: Path, tensorboard: b
         return
     evaluation = evaluate_design(best.design, workload, cluster)
     print(f"best design: {best.design}")
-    print(f"  area {best.design.area_mm2:.1f} mm² · {evaluation.summary()}")
+    print(f"  area {evaluation.area_mm2:.1f} mm² · {evaluation.summary()}")
     if tensorboard:
         print(f"checkpoints and TensorBoard logs in {logdir}/")
     else:

@@ -55,10 +55,6 @@ class Design:
         return base.replace(num_tc=self.num_tc, tc_width=self.tc_width, tc_depth=self.tc_depth, num_vc=self.num_vc,
                             vc_width=self.tc_width, buffer_mb=self.buffer_mb, hbm_gb=float(self.hbm_gb))
 
-    @property
-    def area_mm2(self) -> float:
-        return float(arch_area_mm2(self.num_tc, self.tc_width, self.tc_depth, self.num_vc, self.tc_width, self.buffer_mb))
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -191,20 +187,26 @@ class DesignSpace:
             return False
         return all(getattr(design, name) in getattr(self, name) for name in KNOBS) and self.area_ok(design)
 
-    # --- the area window -----------------------------------------------------------------------------
+    # --- area and the area window ---------------------------------------------------------------------
+    def area_mm2(self, design: Design) -> float:
+        """The design's architecture area on this space's base (whose vector-core depth the area counts)."""
+        return float(arch_area_mm2(design.num_tc, design.tc_width, design.tc_depth, design.num_vc, design.tc_width,
+                                   design.buffer_mb, self.base.vc_sublanes))
+
     def area_ok(self, design: Design) -> bool:
         """Inside PHAZE's area window (:func:`phaze_env.hardware.space.in_area_window`)."""
-        return bool(in_area_window(design.num_tc, design.num_vc, design.area_mm2, self.budget_mm2,
+        return bool(in_area_window(design.num_tc, design.num_vc, self.area_mm2(design), self.budget_mm2,
                                    self.area_window_lower))
 
     def overshoot(self, design: Design) -> float:
         """Relative area violation (0 inside the window; :func:`phaze_env.hardware.space.area_overshoot`)."""
-        return float(area_overshoot(design.num_tc, design.num_vc, design.area_mm2, self.budget_mm2,
+        return float(area_overshoot(design.num_tc, design.num_vc, self.area_mm2(design), self.budget_mm2,
                                     self.area_window_lower))
 
     def area_slack(self, design: Design) -> float:
         """Relative distance to the nearest active window edge (≥ 0 inside; :func:`~phaze_env.hardware.space.area_slack`)."""
-        return float(area_slack(design.num_tc, design.num_vc, design.area_mm2, self.budget_mm2, self.area_window_lower))
+        return float(area_slack(design.num_tc, design.num_vc, self.area_mm2(design), self.budget_mm2,
+                                self.area_window_lower))
 
     def area_tables(self) -> AreaTables:
         """:meth:`area_ok` / :meth:`overshoot` over every combination of the area knobs (cached)."""
@@ -256,7 +258,7 @@ def _area_tables(space: DesignSpace) -> AreaTables:
     grids = np.meshgrid(*(np.asarray(space.values(k), dtype=np.int64) for k in ARCH_KNOBS), indexing="ij")
     arch = dict(zip(ARCH_KNOBS, grids))
     area = np.asarray(arch_area_mm2(arch["num_tc"], arch["tc_width"], arch["tc_depth"], arch["num_vc"],
-                                    arch["tc_width"], arch["buffer_mb"]), dtype=np.float64)
+                                    arch["tc_width"], arch["buffer_mb"], space.base.vc_sublanes), dtype=np.float64)
     ok = in_area_window(arch["num_tc"], arch["num_vc"], area, space.budget_mm2, space.area_window_lower)
     overshoot = area_overshoot(arch["num_tc"], arch["num_vc"], area, space.budget_mm2, space.area_window_lower)
     ok.setflags(write=False)

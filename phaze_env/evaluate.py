@@ -4,8 +4,10 @@ Pipeline (docs/design.md): per tensor-parallel width ``t`` and microbatch size `
 into per-layer fused DAGs (cached); every operator's one-core and all-cores latency is estimated on the
 accelerator; each layer's forward and backward DAGs are scheduled by the ILP (cached); the placement DP
 then finds the best data × pipeline × tensor plan over ``t``, ``m``, recompute and HBM capacity.
-Whole evaluations are cached on disk, keyed by everything they depend on, so re-evaluating a design
-is a lookup.
+Whole evaluations are cached on disk, keyed by everything they depend on (including
+:func:`phaze_env.cache.model_version`, the hash of the model's constants), so re-evaluating a design is a
+lookup and a changed constant is never served stale. :meth:`Evaluation.explain` splits one layer's time
+by unit (:mod:`phaze_env.explain`).
 
 :func:`throughput_upper_bound` runs the same pipeline with each layer's *lower-bound* makespan instead
 of its ILP schedule. The placement DP's time per batch never decreases when a layer gets slower, so this

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster
+from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, _priced_table
 from phaze_env.hardware.accelerator import Accelerator
-from phaze_env.hardware.estimator import accelerator_table, tensor_terms, vector_cycles_per_element, vector_terms
+from phaze_env.hardware.estimator import tensor_terms, vector_cycles_per_element, vector_terms
 from phaze_env.schedule import schedule_graph
 from phaze_env.workloads import Workload, get_workload, model_graph
 from phaze_env.workloads.graph import OpGraph
@@ -92,8 +92,7 @@ class LayerExplanation:
 
 
 def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluster, time_limit_s: float):
-    table = accelerator_table(dag.ops, acc, link_bandwidth_Bps=cluster.link_bandwidth_Bps,
-                              link_latency_s=cluster.link_latency_s)
+    table = _priced_table(dag.ops, acc, cluster)  # the evaluation's own table: collectives on the cluster's levels
     one, all_cores = table.latencies_s(0, 0)
     schedule = schedule_graph(dag, one, all_cores, acc.num_tc, acc.num_vc, time_limit_s=time_limit_s)
     hbm_Bps = acc.effective_hbm_bandwidth_Bps

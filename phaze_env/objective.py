@@ -107,7 +107,7 @@ class PhazeObjective:
         if design in self._memo:
             self.memo_hits += 1
             return self._memo[design]
-        area = design.area_mm2
+        area = self.space.area_mm2(design)
         attrs: dict[str, Any] = {"design": design.to_dict(), "area_mm2": area,
                                  "area_fraction": area / self.space.budget_mm2}
         if not self.space.area_ok(design):

@@ -140,13 +140,13 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     return best
 
 
-def throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatches, tensor_widths,
+def throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
                       seq_len: int | None = None) -> np.ndarray:
     """Upper bound on ``evaluate(...).throughput_samples_s`` for every architecture of ``space``."""
     bound = np.zeros(len(space))
     core_configs = (space.tc_configs(), space.vc_configs())
     for t in valid_tensor_widths(workload, tensor_widths, cluster.n_devices):
-        for m in microbatches:
+        for m in microbatch:
             graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t)
             layer_s = layer_time_bounds_s(graph, space, cluster, core_configs)
             repeats = np.array([layer.repeat for layer in graph.layers])

@@ -7,6 +7,7 @@ evaluated so far is in ``results.db``, and rerunning the same command resumes fr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -15,11 +16,12 @@ from typing import Any
 
 from phaze_env.cli import OneLineParser, float_list, int_list, positive_float, positive_int, print_output
 from phaze_env.design import SPACE_NAMES, DesignSpace
-from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster
+from phaze_env.cluster import cluster_names, get_cluster
+from phaze_env.evaluate import BREAKDOWN_LABELS, DEFAULT_TIME_LIMIT_S
 from phaze_env.hardware import UnknownPresetError, get_preset, preset_names
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
-from search.result import DesignResult, SearchResult, plan_label
+from search.result import DesignResult, SearchResult
 from search.run import run_search
 from search.store import ResultsStore
 
@@ -47,11 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--devices", type=positive_int, default=1024, help="accelerators in the cluster (default 1024)")
     parser.add_argument("--batch", type=positive_int, default=4096, help="global batch in samples (default 4096)")
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's own)")
-    parser.add_argument("--link-GBps", type=positive_float, default=4.0, dest="link_GBps",
-                        help="interconnect bandwidth in GB/s (gigabytes per second; default 4)")
+    parser.add_argument("--cluster", default="phaze", metavar="NAME",
+                        help="interconnect preset (default phaze: the paper's flat ring at 4 GB/s per device); one of: "
+                             f"{', '.join(cluster_names())}")
+    parser.add_argument("--link-GBps", type=positive_float, default=None, dest="link_GBps",
+                        help="per-device (inter-node) link bandwidth in GB/s, gigabytes per second "
+                             "(default: the cluster preset's; phaze 4)")
     parser.add_argument("--link-gbps", type=positive_float, dest="link_GBps", action=DeprecatedAlias,
                         new="--link-GBps (the value is, and always was, in GB/s)")
-    parser.add_argument("--link-latency-us", type=float, default=0.0, help="interconnect latency in µs (default 0)")
+    parser.add_argument("--link-latency-us", type=float, default=None,
+                        help="per-step (inter-node) link latency in µs (default: the cluster preset's; phaze 0)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
     parser.add_argument("--space", choices=SPACE_NAMES, default="full",
                         help="PHAZE's full space, or DesignSpace.reduced() (576 knob combinations) for quick looks")
@@ -87,14 +94,17 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
     objectives = [o.strip() for o in args.objectives.split(",")]
     if objectives not in (["throughput"], ["throughput", "area"]):
         raise ValueError(f"--objectives must be 'throughput' or 'throughput,area', got {args.objectives!r}")
-    if args.link_latency_us < 0:
+    if args.link_latency_us is not None and args.link_latency_us < 0:
         raise ValueError("--link-latency-us must be non-negative")
     try:
         base = get_preset(args.preset)
     except UnknownPresetError as exc:
         raise ValueError(str(exc)) from None
-    cluster = Cluster(n_devices=args.devices, link_bandwidth_Bps=args.link_GBps * 1e9,
-                      link_latency_s=args.link_latency_us * 1e-6, global_batch=args.batch, optimizer=args.optimizer)
+    cluster = get_cluster(args.cluster, args.devices, global_batch=args.batch, optimizer=args.optimizer)
+    links = {name: value for name, value in (
+        ("link_bandwidth_Bps", None if args.link_GBps is None else args.link_GBps * 1e9),
+        ("link_latency_s", None if args.link_latency_us is None else args.link_latency_us * 1e-6)) if value is not None}
+    cluster = dataclasses.replace(cluster, **links)
     overrides: dict[str, Any] = {"base": base}
     for name, value in (("microbatch", args.microbatch), ("hbm_gb", args.hbm_gb), ("budget_mm2", args.area_budget),
                         ("recompute", (False,) if args.no_recompute else None)):
@@ -152,7 +162,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"interrupted — {saved:,} designs saved in {db}; rerun the same command to resume", file=sys.stderr)
         return INTERRUPTED
     if args.json:
-        print_output(json.dumps(result.to_dict(), indent=2))
+        print_output(result.to_json())
     else:
         print_summary(result, out, console)
     return 0
@@ -177,7 +187,7 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
             "samples/s": f"{d.throughput_samples_s:,.1f}", "tokens/s": f"{d.tokens_s:,.0f}", "MFU": f"{d.mfu:.1%}",
             "area mm²": f"{d.area_mm2:.1f}", "tensor cores": f"{a['num_tc']} × {a['tc_width']}×{a['tc_depth']}",
             "vector cores": f"{a['num_vc']} × {a['vc_width']}", "buffer": f"{a['buffer_mb']} MB",
-            "HBM": f"{a['hbm_gb']:g} GB", "plan": plan_label(p),
+            "HBM": f"{a['hbm_gb']:g} GB", "plan": p["notation"],
             "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
         }[key]
 
@@ -189,10 +199,10 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
 
 def why(best: DesignResult, baseline: DesignResult) -> list[str]:
     """What bounds the best design's throughput, from its plan: time-per-batch shares, devices, energy."""
-    shares = best.time_shares
-    lines = [f"why: {best.plan['time_per_batch_s']:.3g} s/batch = compute {shares['compute']:.0%} · bubble "
-             f"{shares['bubble']:.0%} · p2p {shares['p2p']:.0%} · all-reduce {shares['allreduce']:.0%}",
-             f"     {best.plan['devices_used']:,} of {best.devices_available:,} devices ({plan_label(best.plan)})"]
+    parts = " · ".join(f"{BREAKDOWN_LABELS[part]} {share:.0%}" for part, share in best.time_shares.items()
+                       if share >= 0.005)
+    lines = [f"why: {best.plan['time_per_batch_s']:.3g} s/batch = {parts}",
+             f"     {best.plan['devices_used']:,} of {best.devices_available:,} devices ({best.plan['notation']})"]
     if baseline.feasible and baseline.energy_per_sample_j > 0:
         lines[-1] += f" · energy/sample {best.energy_per_sample_j / baseline.energy_per_sample_j:.2f}× TPUv4"
     return lines
@@ -210,7 +220,7 @@ def print_summary(result: SearchResult, out: Path, console=None) -> None:
         for d in front:
             a = d.accelerator
             table.add_row(f"{d.area_mm2:.1f}", f"{d.throughput_samples_s:,.1f}", f"{a['num_tc']}×{a['tc_width']}×{a['tc_depth']}",
-                          f"{a['num_vc']}×{a['vc_width']}", str(a["buffer_mb"]), plan_label(d.plan))
+                          f"{a['num_vc']}×{a['vc_width']}", str(a["buffer_mb"]), d.plan["notation"])
         console.print(table)
     if result.shared is not None:
         shared = result.shared

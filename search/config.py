@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from phaze_env.cache import content_key
+from phaze_env.cache import content_key, model_version
 from phaze_env.design import DesignSpace
 from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster
 from phaze_env.hardware import ArchSpace
@@ -64,6 +64,7 @@ class SearchConfig:
     def arguments(self) -> dict[str, Any]:
         """What the answer depends on (the resume signature): not workers, output or progress."""
         return {
+            "model_version": model_version(),  # a results.db written by another model is not resumed
             "workloads": [w.to_dict() for w in self.workloads], "cluster": self.cluster.to_dict(), "space": self.space.to_dict(),
             "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "aggregate": self.aggregate,
             "pareto": self.pareto, "solver": self.solver, "time_limit_s": self.time_limit_s,
@@ -71,7 +72,7 @@ class SearchConfig:
 
     @property
     def signature(self) -> str:
-        return content_key("search", self.arguments())
+        return content_key("search", model_version(), self.arguments())  # a changed model constant never resumes old results
 
     def per_capacity(self) -> list[SearchConfig]:
         """The one-design (shared) mode searches each HBM capacity on its own: one config per capacity."""

@@ -45,7 +45,7 @@ class ExactSearch:
         c = self.config
         for name in c.names:
             self.progress.bounding(name, len(c.arch))
-            self.bounds[name] = throughput_bounds(c.workload(name), c.arch, c.cluster, microbatches=c.space.microbatch,
+            self.bounds[name] = throughput_bounds(c.workload(name), c.arch, c.cluster, microbatch=c.space.microbatch,
                                                   tensor_widths=c.tensor_widths, seq_len=c.seq_len)
 
     # --- one (workload, architecture) --------------------------------------------------------------

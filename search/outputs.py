@@ -13,7 +13,7 @@ from search.config import SearchConfig
 from search.result import SearchResult
 
 CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb",
-               "hbm_gb", "area_mm2", "feasible", "throughput_samples_s", "tokens_s", "mfu", "tensor_width",
+               "hbm_gb", "area_mm2", "feasible", "throughput_samples_s", "tokens_s", "mfu", "plan", "tensor_width",
                "pipeline_stages", "data_parallel", "microbatch", "energy_per_sample_j", "bound_samples_s")
 
 
@@ -38,7 +38,7 @@ def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config
                 plan = ev["plan"] or {}
                 row.update(hbm_gb=ev["accelerator"]["hbm_gb"], feasible=ev["feasible"],
                            throughput_samples_s=ev["throughput_samples_s"], tokens_s=ev["tokens_s"], mfu=ev["mfu"],
-                           tensor_width=plan.get("tensor_width"), pipeline_stages=plan.get("pipeline_stages"),
+                           plan=plan.get("notation"), tensor_width=plan.get("tensor_width"), pipeline_stages=plan.get("pipeline_stages"),
                            data_parallel=plan.get("data_parallel"), microbatch=plan.get("microbatch"),
                            energy_per_sample_j=ev["energy_per_sample_j"])
             writer.writerow(row)

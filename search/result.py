@@ -9,6 +9,7 @@ workload, same placement DP and knobs). Designs are :class:`DesignResult` values
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -16,23 +17,11 @@ MODES = ("best", "shared", "pareto")
 
 
 def time_shares(plan: dict[str, Any]) -> dict[str, float]:
-    """Shares of the time per batch: compute, pipeline bubble, point-to-point sends, data-parallel all-reduce.
-
-    The placement DP's time per batch is ``(m + p − 1)·S + allreduce`` with ``S`` the slowest stage's time per
-    microbatch, ``p2p_s`` the sends' part of ``(m + p − 1)·S`` and ``bubble_fraction = (p − 1)/(m + p − 1)``
-    (:class:`phaze_env.placement.Plan`); the rest of the pipeline time splits into bubble and compute in that
-    ratio. The four shares add up to 1.
-    """
+    """Each part of the time per batch (:attr:`phaze_env.placement.Plan.time_breakdown_s`: compute, recompute,
+    tensor-parallel collectives, pipeline p2p and bubble, data-parallel all-reduce, optimizer step) as a
+    share of it; the parts add up to the whole."""
     total = plan["time_per_batch_s"]
-    pipeline = total - plan["allreduce_s"] - plan["p2p_s"]
-    shares = {"compute": (1 - plan["bubble_fraction"]) * pipeline, "bubble": plan["bubble_fraction"] * pipeline,
-              "p2p": plan["p2p_s"], "allreduce": plan["allreduce_s"]}
-    return {name: value / total for name, value in shares.items()}
-
-
-def plan_label(plan: dict[str, Any]) -> str:
-    """``t8 p13 d9 m1``: tensor width, pipeline stages, data parallelism, microbatch size."""
-    return f"t{plan['tensor_width']} p{plan['pipeline_stages']} d{plan['data_parallel']} m{plan['microbatch']}"
+    return {part: seconds / total for part, seconds in plan["time_breakdown_s"].items()}
 
 
 @dataclass(frozen=True)
@@ -122,11 +111,15 @@ class SearchResult:
     resumed_records: int
     elapsed_s: float
     space: dict[str, Any] = field(default_factory=dict)  # DesignSpace.to_dict(): what was searched
+    cluster: dict[str, Any] = field(default_factory=dict)  # Cluster.to_dict(): on which system
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         object.__setattr__(self, "workloads", tuple(self.workloads))
+        # strict JSON has no Infinity: a cluster level that is absent has infinite bandwidth → null
+        object.__setattr__(self, "cluster", {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                                             for k, v in self.cluster.items()})
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -147,7 +140,7 @@ class SearchResult:
         return cls(**values)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
     @classmethod
     def from_json(cls, text: str) -> SearchResult:

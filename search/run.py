@@ -77,7 +77,8 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
         ilp_solves=sum(r["evaluation"]["ilp_solves"] for r in evaluated),
         dp_calls_this_run=search.counters["dp_calls"],
         pruning_ratio=1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.arch),
-        resumed_records=search.resumed, elapsed_s=time.perf_counter() - started, space=config.space.to_dict())
+        resumed_records=search.resumed, elapsed_s=time.perf_counter() - started, space=config.space.to_dict(),
+        cluster=config.cluster.to_dict())
     if out:
         write_outputs(out, result, search.records, config)
     return result

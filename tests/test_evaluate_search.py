@@ -1,5 +1,6 @@
 """The evaluator and the exact search: exactness against brute force, resume, executors, CLI errors."""
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -76,7 +77,7 @@ def test_evaluation_is_sane_and_cached(brute_force):
 
 
 def test_upper_bounds_are_valid(brute_force):
-    bounds = throughput_bounds(TINY, ARCH, CLUSTER, microbatches=(1, 4), tensor_widths=(1, 2))
+    bounds = throughput_bounds(TINY, ARCH, CLUSTER, microbatch=(1, 4), tensor_widths=(1, 2))
     for index, (acc, ev) in enumerate(zip(ARCH, brute_force[TINY.name])):
         assert ev.throughput_samples_s <= bounds[index]
         if index % 7 == 0:  # the ILP-free placement bound too (slower: sampled)
@@ -201,6 +202,9 @@ def test_cli_main_end_to_end(brute_force, tmp_path, capsys):
     assert "best design vs TPUv4" in out and "exact: True" in out
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["best"][TINY.name]["feasible"] and data["exact"] is True
+    reduced = DesignSpace.reduced(microbatch=(1, 4), hbm_gb=(32.0,))  # --space reduced is the one reduced space
+    assert data["space"] == json.loads(json.dumps(reduced.to_dict()))
+    assert data["architectures"] == len(reduced.arch_space()) and data["designs"] == reduced.designs
     assert main([*args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["best"] == data["best"]
 
@@ -257,18 +261,18 @@ def test_progress_reports_phases_with_an_honest_total(brute_force, tmp_path):
 
 
 def test_time_shares_add_up_and_match_the_pipeline_formula(brute_force):
-    """The 'why' breakdown: four shares summing to 1; bubble : compute = (p − 1) : m (PipeDream-Flush/1F1B)."""
+    """The 'why' breakdown: shares summing to 1; bubble : per-microbatch work = (p − 1)/v : m_r (1F1B)."""
     from search.result import DesignResult
 
     evaluations = [ev for ev in brute_force[TINY.name] if ev.feasible and ev.plan["pipeline_stages"] > 1]
     assert evaluations
     for ev in evaluations[:10]:
-        design = DesignResult.from_evaluation(ev.to_dict())
-        shares, plan = design.time_shares, ev.plan
+        shares, plan = DesignResult.from_evaluation(ev.to_dict()).time_shares, ev.plan
         assert sum(shares.values()) == pytest.approx(1.0)
-        assert shares["allreduce"] == pytest.approx(plan["allreduce_s"] / plan["time_per_batch_s"])
-        p, m = plan["pipeline_stages"], plan["microbatches_per_replica"]
-        assert shares["bubble"] / shares["compute"] == pytest.approx((p - 1) / m)
+        assert shares["dp_allreduce"] == pytest.approx(plan["allreduce_s"] / plan["time_per_batch_s"])
+        work = shares["compute"] + shares["recompute"] + shares["tp_comm"] + shares["p2p"]
+        p, v, m = plan["pipeline_stages"], plan["interleave"], plan["microbatches_per_replica"]
+        assert shares["bubble"] / work == pytest.approx((p - 1) / (v * m))
 
 
 def test_cli_units_preset_and_area_budget(brute_force, tmp_path, capsys):
@@ -330,3 +334,23 @@ def test_process_pool_search_equals_brute_force(brute_force, tmp_path):
     assert result.best[TINY_LLAMA.name].throughput_samples_s == pytest.approx(best, rel=1e-12)
     again = run_search(config([TINY_LLAMA]), workers=2, out=tmp_path)
     assert again.best == result.best and again.evaluations_this_run == 0
+
+
+def test_exact_search_on_a_hierarchical_cluster_equals_brute_force(brute_force, tmp_path, capsys):
+    """--cluster dgx-a100 (8-GPU NVLink nodes, InfiniBand between them): still exact, and what results.json says."""
+    from phaze_env.cluster import get_cluster
+    from search.phaze import main
+
+    space = DesignSpace(num_tc=(1, 4, 16), num_vc=(1, 16), tc_width=(128,), tc_depth=(32, 128), buffer_mb=(32,),
+                        microbatch=(1, 4), recompute=(False, True), hbm_gb=(32.0,))
+    dgx = get_cluster("dgx-a100", 16, global_batch=64)
+    result = run_search(SearchConfig(workloads=(TINY,), cluster=dgx, space=space, tensor_widths=(1, 2)), workers=1)
+    brute = max(evaluate(TINY, acc, dgx, microbatch_sizes=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2)).throughput_samples_s
+                for acc in space.arch_space())
+    assert result.best[TINY.name].throughput_samples_s == pytest.approx(brute, rel=1e-12)
+    args = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatch", "1",
+            "--hbm-gb", "32", "--tensor-widths", "1", "--workers", "1", "--json", "--out", str(tmp_path)]
+    assert main([*args, "--cluster", "dgx-a100", "--link-GBps", "12.5"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["cluster"] == dataclasses.replace(dgx, link_bandwidth_Bps=12.5e9).to_dict()  # (all finite)
+    assert data["exact"] is True and data["best"][TINY.name]["feasible"]

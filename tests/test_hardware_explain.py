@@ -43,6 +43,8 @@ def test_explain_agrees_with_the_evaluation_it_explains():
 def test_explain_tensor_parallel_layer_has_link_time():
     explained = explain_layer(TINY, TPUV4, CLUSTER, tensor_width=2)
     assert explained.busy_s["links"] > 0
+    timing = evaluate(TINY, TPUV4, CLUSTER, microbatch_sizes=(1,), hbm_gb=(32.0,), tensor_widths=(2,)).layer_timings
+    assert explained.fwd_s == pytest.approx(timing["t2_m1"]["block"]["fwd_s"])  # collectives priced as evaluate does
 
 
 def test_explain_rejects_unknown_layers_with_the_known_names():

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from phaze_env.hardware.accelerator import TPUV4
+from phaze_env.hardware.accelerator import TPUV4, get_preset
 from phaze_env.hardware.area import arch_area_mm2
 from phaze_env.design import DesignSpace
 from phaze_env.hardware.space import ArchSpace
@@ -91,7 +91,9 @@ def test_unique_core_configurations_reconstruct_every_architecture():
 def test_design_space_faces_agree_with_the_enumeration():
     """DesignSpace's window test, its area tables and ArchSpace (checked against brute force above) select the
     same architectures, on the reduced space and on a slice of the full one."""
-    for space in (DesignSpace.reduced(), DesignSpace(num_tc=(1, 2, 8, 64), num_vc=(1, 2, 64), tc_depth=(2, 128, 256))):
+    a100 = get_preset("a100")  # 2 vector sublanes, not TPUv4's 8: the area of every face must use the base's
+    for space in (DesignSpace.reduced(), DesignSpace(num_tc=(1, 2, 8, 64), num_vc=(1, 2, 64), tc_depth=(2, 128, 256)),
+                  DesignSpace.reduced(base=a100, num_vc=(1, 16, 256))):
         arch = {(a.num_tc, a.tc_width, a.tc_depth, a.num_vc, a.buffer_mb) for a in space.arch_space()}
         tables = space.area_tables()
         for idx in itertools.product(*(range(n) for n in space.nvec[:5])):
@@ -101,6 +103,8 @@ def test_design_space_faces_agree_with_the_enumeration():
             assert (space.overshoot(design) > 0) == (key not in arch)
             assert tables.overshoot[idx] == pytest.approx(space.overshoot(design), abs=1e-15)
         assert space.designs == len(list(space))
+        for design in list(space)[:20]:
+            assert space.area_mm2(design) == pytest.approx(design.accelerator(space.base).area_mm2)
 
 
 def test_named_spaces_and_validation():

@@ -197,3 +197,24 @@ def test_cli_json_breakdown_adds_up():
     assert status == 0 and info["plan"] == "t2p2d2m2+sp+rc=selective"
     assert math.isclose(sum(info["time_breakdown_s"].values()), info["time_per_batch_s"], rel_tol=1e-9)
     assert info["tokens_s"] == pytest.approx(info["throughput_samples_s"] * 64)
+
+
+# ---------------------------------------------------------------- bounds stay valid on a hierarchical network
+def test_search_bounds_hold_on_a_hierarchical_cluster():
+    """search.bounds prices TP, p2p and DP traffic on the cluster's levels (or below them): still upper bounds."""
+    from phaze_env.design import DesignSpace
+    from phaze_env.evaluate import throughput_upper_bound
+    from search.bounds import throughput_bounds
+
+    cluster = get_cluster("dgx-a100", 16, global_batch=32)
+    arch = DesignSpace(num_tc=(4, 16), num_vc=(1, 16), tc_width=(128,), tc_depth=(128,), buffer_mb=(32,),
+                       hbm_gb=(32.0,), microbatch=(1, 4), recompute=(False, True)).arch_space()
+    bounds = throughput_bounds(TINY, arch, cluster, microbatch=(1, 4), tensor_widths=(1, 2, 4))
+    knobs = dict(microbatch_sizes=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2, 4))
+    for index, acc in enumerate(arch):
+        exact = evaluate(TINY, acc, cluster, **knobs)
+        assert exact.feasible and exact.throughput_samples_s <= bounds[index]
+        assert exact.throughput_samples_s <= throughput_upper_bound(TINY, acc, cluster, **knobs)
+        modern = PlanSpec(interleave=None)  # every knob chosen by the DP: the ILP-free bound still holds
+        assert (evaluate(TINY, acc, cluster, plan=modern, **knobs).throughput_samples_s
+                <= throughput_upper_bound(TINY, acc, cluster, plan=modern, **knobs))

@@ -138,9 +138,9 @@ def evaluate_memo(design: Design, workload: Workload, cluster: Cluster, base: Ac
 
 
 @functools.lru_cache(maxsize=256)
-def _baseline(workload: Workload, cluster: Cluster, microbatches: tuple, recompute: tuple, hbm_gb: tuple,
+def _baseline(workload: Workload, cluster: Cluster, microbatch: tuple, recompute: tuple, hbm_gb: tuple,
               evaluate_items: tuple) -> Evaluation:
-    return evaluate(workload, TPUV4, cluster, microbatch_sizes=microbatches, recompute=recompute, hbm_gb=hbm_gb,
+    return evaluate(workload, TPUV4, cluster, microbatch_sizes=microbatch, recompute=recompute, hbm_gb=hbm_gb,
                     **dict(evaluate_items))
 
 
@@ -227,7 +227,7 @@ class Scorer:
 
     def score(self, design: Design, *, fresh: bool = False) -> Outcome:
         """Reward and result of ``design``; ``fresh`` re-evaluates past both caches (for replay checks)."""
-        area = _finite(design.area_mm2)
+        area = _finite(self.space.area_mm2(design))
         if not self.space.area_ok(design):
             overshoot = _finite(self.space.overshoot(design), OVERSHOOT_CAP)
             return Outcome(self.area_penalty(overshoot), False,

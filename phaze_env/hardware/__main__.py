@@ -12,7 +12,6 @@ Bad input (unknown preset, workload or layer) prints one line on stderr and exit
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
