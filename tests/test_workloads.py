@@ -173,3 +173,12 @@ def test_summary_keys_and_cli_json():
 def test_workload_json_round_trip():
     for workload in BUILTIN.values():
         assert type(workload).from_dict(json.loads(workload.to_json())) == workload
+
+
+@pytest.mark.parametrize("name,tensor_width", [("opt-1.3b", 8), ("llama2-7b", 4), ("llama2-7b", 8), ("gpt2-xl", 1)])
+def test_stash_shares_are_parts_of_the_stash(name, tensor_width):
+    """The attention-core and replicated shares never overlap: an unsplit (s, s) mask is counted once (it made the
+    placement inputs reject OPT at t=8 and Llama at t=4, 8, ending the exact search for them)."""
+    graph = model_graph(get_workload(name), microbatch=1, tensor_width=tensor_width)
+    for layer in graph.layers:
+        assert layer.stash_attention_bytes + layer.stash_replicated_bytes <= layer.activation_stash_bytes

@@ -9,7 +9,7 @@ from phaze_env.workloads.model import (build_layer, check_tensor_width, fuse, re
 from phaze_env.workloads.registry import Workload, get_workload
 from phaze_env.workloads.trace import Trace, TraceError, trace_workload
 
-GRAPH_FORMAT_VERSION = 3  # 3: layers carry the attention-core and replicated shares of the stash
+GRAPH_FORMAT_VERSION = 4  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once
 TENSOR_WIDTHS = (1, 2, 4, 8)
 ID_BYTES = 8  # int64 token ids enter the pre-layers
 LOSS_BYTES = 4  # a scalar fp32 loss leaves the post-layers

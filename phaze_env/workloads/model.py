@@ -309,6 +309,8 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
     bwd_ops = [backward_op(n, tensor_width) for n in nodes]
     bwd = induced_graph(bwd_ops, [(b, a) for a, b in idx_edges])
     saved: dict[str, int] = {}
+    # A saved (s, s) tensor that tensor parallelism does not split (OPT's and Llama's attention mask) counts
+    # once, as replicated: it is an input of the attention core, kept (not recomputed) by selective recompute.
     replicated: set[str] = set()
     attention: set[str] = set()
     for n in nodes:
@@ -318,7 +320,8 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
     return Layer(name=name, repeat=repeat, fwd=fwd, bwd=bwd, params=params, param_bytes=param_bytes,
                  flops_fwd=fwd.flops, flops_bwd=bwd.flops, activation_stash_bytes=sum(saved.values()),
                  input_bytes=input_bytes, output_bytes=output_bytes,
-                 stash_attention_bytes=sum(saved[k] for k in attention), stash_replicated_bytes=sum(saved[k] for k in replicated))
+                 stash_attention_bytes=sum(saved[k] for k in attention - replicated),
+                 stash_replicated_bytes=sum(saved[k] for k in replicated))
 
 
 def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str]) -> tuple[int, int]:
