@@ -28,8 +28,10 @@ from __future__ import annotations
 import difflib
 import math
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
+
+import numpy as np
 
 from phaze_env import comm
 
@@ -132,7 +134,7 @@ class Cluster:
                              "and not be combined with devices_per_node")
 
     # --- topology -----------------------------------------------------------------------------------
-    @property
+    @cached_property
     def levels(self) -> tuple[Level, ...]:
         inter_Bps = self.link_bandwidth_Bps * self.link_efficiency
         if self.torus_dims:
@@ -192,10 +194,10 @@ class Cluster:
 
 @lru_cache(maxsize=4096)
 def _extents(sizes: tuple[int, ...], group: int, stride: int) -> tuple[int, ...]:
-    positions = range(0, group * stride, stride)
+    positions = np.arange(group, dtype=np.int64) * stride
     extents, unit = [], 1
     for size in sizes:
-        extents.append(len({(x // unit) % size for x in positions}) if size > 1 else 1)
+        extents.append(int(np.unique(positions // unit % size).size) if size > 1 else 1)
         unit *= size
     return tuple(extents)
 

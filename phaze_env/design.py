@@ -40,7 +40,7 @@ SPACE_NAMES = ("full", "reduced")
 @dataclass(frozen=True)
 class Design:
     """Tensor cores (count × width × depth), vector cores (count; width = tensor-core width), on-chip
-    buffer (MB), HBM capacity (GB), microbatch size and whether activation recompute is allowed."""
+    buffer (MB), HBM capacity (GiB), microbatch size and whether activation recompute is allowed."""
 
     num_tc: int
     tc_width: int

@@ -257,7 +257,7 @@ def _summary(study, objective: PhazeObjective, elapsed_s: float, storage: str) -
         console.print("[red]no feasible design found[/red]")
         return
     table = Table(show_header=True, header_style="bold")
-    for column in ("trial", "samples/s", "area mm²", "tensor cores", "vector cores", "buffer MB", "HBM GB",
+    for column in ("trial", "samples/s", "area mm²", "tensor cores", "vector cores", "buffer MB", "HBM GiB",
                    "microbatch", "recompute", "t×p×d"):
         table.add_column(column, justify="right")
     best = sorted(study.best_trials, key=lambda t: t.user_attrs["area_mm2"]) if objective.multi_objective \

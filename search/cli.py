@@ -52,12 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster", default="phaze", metavar="NAME",
                         help="interconnect preset (default phaze: the paper's flat ring at 4 GB/s per device); one of: "
                              f"{', '.join(cluster_names())}")
-    parser.add_argument("--link-GBps", type=positive_float, default=None, dest="link_GBps",
+    parser.add_argument("--link-GBps", type=positive_float, default=None, dest="link_GBps", metavar="GBPS",
                         help="per-device (inter-node) link bandwidth in GB/s, gigabytes per second "
                              "(default: the cluster preset's; phaze 4)")
     parser.add_argument("--link-gbps", type=positive_float, dest="link_GBps", action=DeprecatedAlias,
                         new="--link-GBps (the value is, and always was, in GB/s)")
-    parser.add_argument("--link-latency-us", type=float, default=None,
+    parser.add_argument("--link-latency-us", type=float, default=None, metavar="US",
                         help="per-step (inter-node) link latency in µs (default: the cluster preset's; phaze 0)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
     parser.add_argument("--space", choices=SPACE_NAMES, default="full",
@@ -67,11 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
                              f"default tpuv4); one of: {', '.join(preset_names())}")
     parser.add_argument("--area-budget", type=positive_float, default=None, metavar="MM2",
                         help="area budget in mm² (default: the TPUv4-like configuration's area)")
-    parser.add_argument("--microbatch", type=int_list, default=None,
+    parser.add_argument("--microbatch", type=int_list, default=None, metavar="SIZES",
                         help="microbatch sizes (default: the space's; full space 1,2,4,8)")
     parser.add_argument("--microbatches", type=int_list, dest="microbatch", action=DeprecatedAlias, new="--microbatch")
     parser.add_argument("--hbm-gb", type=float_list, default=None,
-                        help="HBM capacities in GB (default: the space's; full space 32,64,80)")
+                        help="HBM capacities in GiB, 2**30 bytes (default: the space's; full space 32,64,80)")
     parser.add_argument("--tensor-widths", type=int_list, default=TENSOR_WIDTHS, help="tensor-parallel widths (default 1,2,4,8)")
     parser.add_argument("--no-recompute", action="store_true", help="forbid activation recomputation")
     parser.add_argument("--objectives", default="throughput",
@@ -187,7 +187,7 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
             "samples/s": f"{d.throughput_samples_s:,.1f}", "tokens/s": f"{d.tokens_s:,.0f}", "MFU": f"{d.mfu:.1%}",
             "area mm²": f"{d.area_mm2:.1f}", "tensor cores": f"{a['num_tc']} × {a['tc_width']}×{a['tc_depth']}",
             "vector cores": f"{a['num_vc']} × {a['vc_width']}", "buffer": f"{a['buffer_mb']} MB",
-            "HBM": f"{a['hbm_gb']:g} GB", "plan": p["notation"],
+            "HBM": f"{a['hbm_gb']:g} GiB", "plan": p["notation"],
             "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
         }[key]
 

@@ -64,7 +64,6 @@ class SearchConfig:
     def arguments(self) -> dict[str, Any]:
         """What the answer depends on (the resume signature): not workers, output or progress."""
         return {
-            "model_version": model_version(),  # a results.db written by another model is not resumed
             "workloads": [w.to_dict() for w in self.workloads], "cluster": self.cluster.to_dict(), "space": self.space.to_dict(),
             "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "aggregate": self.aggregate,
             "pareto": self.pareto, "solver": self.solver, "time_limit_s": self.time_limit_s,

@@ -78,7 +78,7 @@ class ConsoleProgress(SearchProgress):
     def searching(self, label, done, in_flight, remaining, incumbent, next_bound) -> None:
         self._end_bounding()
         phase, status = phase_status(incumbent, next_bound, remaining)
-        self._show(label, f"[bold]{label}[/bold]: {phase} · {done:,} evaluated, {in_flight} running · {status}")
+        self._show(label, f"[bold]{label}[/bold]: {phase} · {done:,} checked, {in_flight} running · {status}")
 
     def finished(self, label, visited, architectures, incumbent) -> None:
         best = f"optimum {incumbent:,.1f} samples/s" if incumbent else "no feasible design"

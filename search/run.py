@@ -109,7 +109,7 @@ def _search_shared_design(config: SearchConfig, search: ExactSearch, executor, d
             index, value, _ = sub.maximise(
                 list(config.names), combined,
                 lambda evs: aggregate((evs[n]["throughput_samples_s"] for n in config.names), config.aggregate),
-                f"{config.aggregate} of {len(config.names)} at {capacity:g} GB", window,
+                f"{config.aggregate} of {len(config.names)} at {capacity:g} GiB HBM", window,
                 floor=best[1] if best else 0.0)
         finally:
             if store:

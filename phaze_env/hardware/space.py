@@ -3,7 +3,7 @@
 Rules (``docs/design.md``, from PHAZE's public code): tensor-core count and vector-core count 1…4096,
 tensor-core width and depth 2…256, on-chip buffer 2…128 MB — all powers of two; the vector-core width
 equals the tensor-core width. The non-architecture knobs searched with them: HBM capacity
-{32, 64, 80} GB, microbatch size {1, 2, 4, 8} and whether activation recompute is allowed.
+{32, 64, 80} GiB, microbatch size {1, 2, 4, 8} and whether activation recompute is allowed.
 
 A configuration is in the space when ``lower·budget ≤ area ≤ budget`` (:func:`in_area_window`) with
 ``lower = 0.3`` and ``budget`` the TPUv4-like configuration's architecture area

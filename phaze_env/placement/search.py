@@ -57,7 +57,7 @@ class StageMemory:
     units each stage holds per mode (``limits``)."""
 
     def __init__(self, table: StageTable, settings: Settings, state_factor: float, interleave: int,
-                 transient_bytes: np.ndarray):
+                 transient_bytes: np.ndarray, layout: StageMemory | None = None):
         self.settings = settings
         self.interleave = v = interleave
         self.modes = settings.plan.recompute_modes
@@ -69,15 +69,19 @@ class StageMemory:
         self.full_fixed = {"none": state, "selective": state, "full": state + transient_bytes}
         self.full_per_unit = {"none": stash / v, "selective": (stash - table.attention_stash_bytes) / v,
                               "full": layer_inputs / v}
-        fits_once = np.zeros_like(table.valid)
-        for mode in self.modes:
-            fits_once |= self.full_fixed[mode] + self.full_per_unit[mode] <= settings.hbm_bytes
-        fits_once &= table.valid
-        width = max(1, int(fits_once.sum(axis=1).max()))
-        self._order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
-        self._listed = np.take_along_axis(fits_once, self._order, axis=1)
-        self.next_index = np.where(self._listed, self._order, table.size)
-        self.param_bytes = self.compact(table.param_bytes)
+        if layout is None:
+            fits_once = np.zeros_like(table.valid)
+            for mode in self.modes:
+                fits_once |= self.full_fixed[mode] + self.full_per_unit[mode] <= settings.hbm_bytes
+            fits_once &= table.valid
+            width = max(1, int(fits_once.sum(axis=1).max()))
+            self._order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
+            self._listed = np.take_along_axis(fits_once, self._order, axis=1)
+            self.next_index = np.where(self._listed, self._order, table.size)
+            self.param_bytes = self.compact(table.param_bytes)
+        else:  # a looser memory's layout lists a superset of the stages; the others get limit -1 (inf)
+            self._order, self._listed = layout._order, layout._listed
+            self.next_index, self.param_bytes = layout.next_index, layout.param_bytes
         self.limits = [_most_in_flight(self.compact(self.full_fixed[mode]), self.compact(self.full_per_unit[mode]),
                                        settings.hbm_bytes) for mode in self.modes]
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
@@ -85,6 +89,15 @@ class StageMemory:
         limits = np.concatenate([limit.ravel() for limit in self.limits])
         limits = limits[np.isfinite(limits) & (limits >= 1)]
         self.breakpoints = np.unique(limits + 1).tolist()  # the n > 1 at which some entry of c_n changes
+        # Two memories with one layout and equal limits give identical stage costs c_n for every n.
+        self.signature = (id(self._order), b"".join(limit.tobytes() for limit in self.limits))
+
+    def mode(self, a: int, b: int, units: float) -> str | None:
+        """The recompute mode of stage ``(a, b)`` with ``units`` in flight (the same comparison as the DP)."""
+        for mode in self.modes:
+            if self.full_fixed[mode][a, b] + units * self.full_per_unit[mode][a, b] <= self.settings.hbm_bytes:
+                return mode
+        return None
 
     def compact(self, matrix: np.ndarray) -> np.ndarray:
         """``matrix`` in the compact layout (row ``a``: the stages that fit with one unit, then ``inf``)."""
@@ -111,7 +124,6 @@ class StageCosts:
         self.modes = memory.modes
         self.next_index = memory.next_index
         self.param_bytes = memory.param_bytes
-        self.full_fixed, self.full_per_unit = memory.full_fixed, memory.full_per_unit
         plain = table.fwd_s + table.bwd_s + v * p2p_s
         self.p2p_s = p2p_s
         self.full_time = {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.fwd_s}
@@ -134,12 +146,6 @@ class StageCosts:
             self._cache[n] = result
         return self._cache[n]
 
-    def mode(self, a: int, b: int, units: float) -> str | None:
-        """The recompute mode of stage ``(a, b)`` with ``units`` in flight (the same comparison as the DP)."""
-        for mode in self.modes:
-            if self.full_fixed[mode][a, b] + units * self.full_per_unit[mode][a, b] <= self.settings.hbm_bytes:
-                return mode
-        return None
 
 
 def _most_in_flight(fixed_bytes: np.ndarray, per_microbatch_bytes: np.ndarray, hbm_bytes: float) -> np.ndarray:
@@ -298,12 +304,13 @@ class PlacementSearch:
         self.settings = settings
         s = settings
         self.max_stages = max_stages
-        self._p2p: dict[int | None, np.ndarray] = {}
+        self._p2p: dict[object, np.ndarray] = {}
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
         # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no p2p.
         most_replicas = max(1, s.n_devices // s.tensor_width)
+        self._loosest_state = s.state_factor(most_replicas)
         self._memory: dict[tuple[float, int], StageMemory] = {}
         loosest = StageCosts(table, np.zeros_like(table.fwd_s), self.memory(s.state_factor(most_replicas), 1))
         self.loosest_dp = SuffixDP(table, loosest)
@@ -339,19 +346,25 @@ class PlacementSearch:
     def memory(self, state_factor: float, interleave: int) -> StageMemory:
         key = (state_factor, interleave)
         if key not in self._memory:
-            self._memory[key] = StageMemory(self.table, self.settings, state_factor, interleave, self.transient_bytes)
+            layout = None if state_factor == self._loosest_state else self.memory(self._loosest_state, interleave)
+            self._memory[key] = StageMemory(self.table, self.settings, state_factor, interleave, self.transient_bytes,
+                                            layout)
         return self._memory[key]
+
+    def memory_for(self, shape: _Shape) -> StageMemory:
+        """The memory side of one shape (ZeRO-1 shards its optimizer state over ``d``)."""
+        return self.memory(self.settings.state_factor(shape.data_parallel), shape.interleave)
 
     def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO shards and interleave of ``shape``."""
         s = self.settings
         level = self._level(shape)
-        shards = shape.data_parallel if s.zero1 else 1
-        key = (id(level), level, shards, shape.interleave)
+        memory = self.memory_for(shape)
+        key = (level, shape.interleave, memory.signature)  # data-parallel degrees with equal limits share one DP
         if key not in self._variants:
-            if key[:2] not in self._p2p:
-                self._p2p[key[:2]] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
-            costs = StageCosts(self.table, self._p2p[key[:2]], self.memory(s.state_factor(shards), shape.interleave))
+            if level not in self._p2p:
+                self._p2p[level] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
+            costs = StageCosts(self.table, self._p2p[level], memory)
             self._variants[key] = (costs, SuffixDP(self.table, costs))
         return self._variants[key]
 
@@ -506,7 +519,7 @@ class PlacementSearch:
         costs, _ = self.variant(shape)
         stages = []
         for k, (a, b) in enumerate(pairs):
-            mode = costs.mode(a, b, shape.units(shape.stages - k))
+            mode = self.memory_for(shape).mode(a, b, shape.units(shape.stages - k))
             stages.append((mode, math.inf if mode is None else float(costs.full_time[mode][a, b])))
         return stages
 
@@ -532,15 +545,15 @@ class PlacementSearch:
 
     def _least_memory(self, shape: _Shape) -> float:
         """The smallest worst-device memory of any partition of ``shape`` (its lightest mode per stage)."""
-        costs, _ = self.variant(shape)
+        memory_ = self.memory_for(shape)
         valid = self.table.valid
         value = {}
 
         def memory(s: int) -> np.ndarray:
             units = shape.units(s)
             if units not in value:
-                value[units] = np.where(valid, np.min([costs.full_fixed[m] + units * costs.full_per_unit[m]
-                                                       for m in costs.modes], axis=0), np.inf)
+                value[units] = np.where(valid, np.min([memory_.full_fixed[m] + units * memory_.full_per_unit[m]
+                                                       for m in memory_.modes], axis=0), np.inf)
             return value[units]
 
         best = _finish(self.table)[:-1]
@@ -552,6 +565,7 @@ class PlacementSearch:
         """Evaluate a partition into a full :class:`Plan` (the reported numbers are recomputed here)."""
         s, t = self.settings, self.table
         costs, _ = self.variant(shape)
+        memory_side = self.memory_for(shape)
         stages = self._stages(shape, pairs)
         modes = tuple(mode for mode, _ in stages)
         times = [time for _, time in stages]
@@ -564,8 +578,8 @@ class PlacementSearch:
                 "weights": params,
                 "gradients": params * GRADIENT_FACTOR,
                 "optimizer": params * (state - 1.0 - GRADIENT_FACTOR),
-                "activations": float(costs.full_fixed[mode][a, b] - params * state
-                                     + units * costs.full_per_unit[mode][a, b]),
+                "activations": float(memory_side.full_fixed[mode][a, b] - params * state
+                                     + units * memory_side.full_per_unit[mode][a, b]),
             })
         for item in memory:
             item["total"] = item["weights"] + item["gradients"] + item["optimizer"] + item["activations"]
