@@ -95,7 +95,7 @@ def workload_features(workload: Workload) -> np.ndarray:
     """Five numbers in [0, 1]: log-scaled hidden size, layers, heads, sequence length and parameter count."""
     cfg = workload.config_dict
     hidden = _config_int(cfg, ("n_embd", "hidden_size", "d_model"), 1)
-    heads = _config_int(cfg, ("n_head", "num_attention_heads"), 1)
+    heads = workload.num_heads or 1
     vocab = _config_int(cfg, ("vocab_size",), 0)
     layers = workload.num_layers
     params = workload.published_params or 12 * layers * hidden * hidden + vocab * hidden  # transformer estimate

@@ -18,11 +18,6 @@ _trace_cache = DiskCache("trace")
 _graph_cache = DiskCache("graphs")
 
 
-def _heads(workload: Workload) -> int | None:
-    cfg = workload.config_dict
-    return next((int(cfg[k]) for k in ("num_attention_heads", "n_head") if k in cfg), None)
-
-
 def get_trace(workload: Workload, microbatch: int, seq_len: int, *, cache: bool = True) -> Trace:
     key = content_key("trace", GRAPH_FORMAT_VERSION, workload.to_dict(), microbatch, seq_len)
     trace = _trace_cache.get(key) if cache else None
@@ -76,7 +71,7 @@ def model_graph(workload: str | Workload, *, seq_len: int | None = None, microba
 
 def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, cache: bool) -> ModelGraph:
     trace = get_trace(workload, microbatch, seq_len, cache=cache)
-    check_tensor_width(trace, t, _heads(workload))
+    check_tensor_width(trace, t, workload.num_heads)
     sharded = sharded_ops(trace.ops)
     tokens = microbatch * seq_len
     hidden_bytes = trace.boundary_elements["pre"] * bpe
