@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 def table_row(name: str, space: DesignSpace, cluster: Cluster, budget: int, seeds: int, workers: int) -> dict[str, Any]:
     workload = resolve_workload(name)
     started = time.perf_counter()
-    tpu = evaluate(workload, TPUV4, cluster, microbatch_sizes=space.microbatch, recompute=space.recompute,
+    tpu = evaluate(workload, TPUV4, cluster, microbatch=space.microbatch, recompute=space.recompute,
                    hbm_gb=space.hbm_gb)
     exact = exact_optimum(workload, cluster, space, workers=workers)
     spotlight = [run_strategy("spotlight", workload, cluster, space, budget, seed) for seed in range(seeds)]

@@ -267,7 +267,7 @@ def _area_tables(space: DesignSpace) -> AreaTables:
 
 
 # evaluate()'s knob arguments that a Design sets itself; the rest of its keywords are free options.
-_DESIGN_SET = ("microbatch_sizes", "recompute", "hbm_gb")
+_DESIGN_SET = ("microbatch", "recompute", "hbm_gb")
 
 
 def evaluate_options(options: dict[str, Any] | None) -> dict[str, Any]:
@@ -292,5 +292,5 @@ def evaluate_design(design: Design, workload: str | Workload, cluster: Cluster |
                     base: Accelerator = TPUV4, **kwargs: Any) -> Evaluation:
     """:func:`evaluate` of one design point (its own microbatch size, recompute setting and HBM capacity) on
     ``base`` with the design's knobs set."""
-    return evaluate(workload, design.accelerator(base), cluster, microbatch_sizes=(design.microbatch,),
+    return evaluate(workload, design.accelerator(base), cluster, microbatch=(design.microbatch,),
                     recompute=(design.recompute,), hbm_gb=(design.hbm_gb,), **kwargs)

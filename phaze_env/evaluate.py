@@ -33,7 +33,7 @@ from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 4  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step
+EVALUATION_VERSION = 5  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]
 DEFAULT_TIME_LIMIT_S = 10.0
 ATTENTION_CORE_KINDS = ("bmm", "softmax")  # the operators selective recompute repeats (Korthikanti et al. 2022)
 
@@ -133,7 +133,7 @@ class _Request:
                 self.plan.to_dict(), self.seq_len)
 
 
-def _request(workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths, plan,
+def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan,
              seq_len) -> _Request:
     """Check the arguments; a pinned ``plan`` narrows the tensor widths and microbatch sizes searched."""
     workload = get_workload(workload)
@@ -151,9 +151,9 @@ def _request(workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb
                         interleave=1)
     elif not isinstance(plan, PlanSpec):
         raise TypeError(f"plan must be a PlanSpec (e.g. PlanSpec.parse('t8p8d1m1')), got {type(plan).__name__}")
-    microbatches = tuple(sorted({int(m) for m in microbatch_sizes})) if plan.microbatch is None else (plan.microbatch,)
+    microbatches = tuple(sorted({int(m) for m in microbatch})) if plan.microbatch is None else (plan.microbatch,)
     if not microbatches or min(microbatches) <= 0:
-        raise ValueError(f"microbatch sizes must be positive integers, got {microbatch_sizes!r}")
+        raise ValueError(f"microbatch sizes must be positive integers, got {microbatch!r}")
     capacities = (accelerator.hbm_gb,) if hbm_gb is None else tuple(sorted({float(h) for h in _as_tuple(hbm_gb)}))
     if not capacities or min(capacities) <= 0:
         raise ValueError(f"HBM capacities must be positive, got {hbm_gb!r}")
@@ -281,7 +281,7 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     common = dict(workload=workload.name, cluster=cluster.to_dict(), area_mm2=acc.area_mm2, peak_flops=acc.peak_flops,
                   layer_timings=layer_timings, timings_s=timings_s, ilp_solves=int(counters["ilp_solves"]),
                   schedules=int(counters["schedules"]), dp_calls=int(counters["dp_calls"]),
-                  knobs={"microbatches": list(request.microbatches), "plan": str(request.plan),
+                  knobs={"microbatch": list(request.microbatches), "plan": str(request.plan),
                          "hbm_gb": list(request.capacities_gb), "tensor_widths": list(request.widths)})
     if best is None:
         return Evaluation(accelerator=acc.to_dict(), feasible=False, reason="; ".join(reasons) or "no feasible plan",
@@ -309,7 +309,7 @@ def _chain(request: _Request, acc: Accelerator, t: int, m: int, bound_only: bool
 
 
 def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
-             plan: PlanSpec | None = None, microbatch_sizes: Iterable[int] = DEFAULT_MICROBATCHES,
+             plan: PlanSpec | None = None, microbatch: Iterable[int] = DEFAULT_MICROBATCHES,
              recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
              tensor_widths: Iterable[int] = TENSOR_WIDTHS, seq_len: int | None = None, solver: str = "cbc",
              time_limit_s: float = DEFAULT_TIME_LIMIT_S, cache: bool = True) -> Evaluation:
@@ -318,13 +318,13 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     ``plan`` (a :class:`~phaze_env.plan_spec.PlanSpec`) pins what it sets — ``PlanSpec.parse("t8p8d1m1+sp+rc=selective")``
     evaluates exactly that plan (stage boundaries chosen by the DP); fields left ``None`` are searched.
     Without a plan the search is PHAZE's: every tensor width in ``tensor_widths``, microbatch size in
-    ``microbatch_sizes``, pipeline/data degrees and per-stage full recompute if ``recompute`` allows it;
+    ``microbatch``, pipeline/data degrees and per-stage full recompute if ``recompute`` allows it;
     no sequence parallelism, ZeRO-1 or interleaving. ``hbm_gb`` (GiB, 2**30 bytes, as ``Accelerator.hbm_gb``)
     lists HBM capacities to try; ``None`` = the accelerator's own. Infeasible designs come back with
     ``feasible=False`` and the reason (for a pinned plan, the memory it would need); invalid arguments
     raise ``ValueError``/``TypeError``.
     """
-    request = _request(workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths, plan, seq_len)
+    request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len)
     key = content_key("evaluation", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts(),
                       solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
@@ -336,12 +336,12 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
 
 
 def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
-                           plan: PlanSpec | None = None, microbatch_sizes: Iterable[int] = DEFAULT_MICROBATCHES,
+                           plan: PlanSpec | None = None, microbatch: Iterable[int] = DEFAULT_MICROBATCHES,
                            recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
                            tensor_widths: Iterable[int] = TENSOR_WIDTHS, seq_len: int | None = None,
                            cache: bool = True) -> float:
     """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible)."""
-    request = _request(workload, accelerator, cluster, microbatch_sizes, recompute, hbm_gb, tensor_widths, plan, seq_len)
+    request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len)
     key = content_key("bound", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts())
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit

@@ -60,7 +60,7 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
                 if config.mode == "shared":
                     shared, extra = _search_shared_design(config, search, executor, db, progress, window)
             baseline = {name: DesignResult.from_evaluation(
-                evaluate(config.workload(name), TPUV4, config.cluster, microbatch_sizes=config.space.microbatch,
+                evaluate(config.workload(name), TPUV4, config.cluster, microbatch=config.space.microbatch,
                          recompute=config.space.recompute, hbm_gb=config.space.hbm_gb,
                          tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
                          time_limit_s=config.time_limit_s).to_dict()) for name in config.names}

@@ -14,7 +14,7 @@ def evaluate_design(task: dict[str, Any]) -> dict[str, Any]:
     ``prune_below``: when the ILP-free placement bound cannot beat it, the design is pruned unevaluated."""
     accelerator = Accelerator.from_dict(task["accelerator"])
     cluster = Cluster.from_dict(task["cluster"])
-    knobs = dict(microbatch_sizes=task["microbatch"], recompute=task["recompute"], hbm_gb=task["hbm_gb"],
+    knobs = dict(microbatch=task["microbatch"], recompute=task["recompute"], hbm_gb=task["hbm_gb"],
                  tensor_widths=task["tensor_widths"], seq_len=task["seq_len"])
     prune_below = task.get("prune_below")
     if prune_below is not None:

@@ -26,7 +26,7 @@ CLUSTER = Cluster(n_devices=16, global_batch=64, link_bandwidth_Bps=4e9)
 SPACE = DesignSpace(num_tc=(1, 4, 16), num_vc=(1, 16), tc_width=(16, 128), tc_depth=(32, 128), buffer_mb=(2, 32),
                     microbatch=(1, 4), recompute=(False, True), hbm_gb=(32.0,))
 ARCH = SPACE.arch_space()
-KNOBS = dict(microbatch_sizes=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2))
+KNOBS = dict(microbatch=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2))
 
 
 def config(workloads, **kw):
@@ -146,12 +146,12 @@ def test_dask_local_cluster_gives_the_same_answer(brute_force, tmp_path):
 
 def test_infeasible_designs_report_why():
     evaluation = evaluate(TINY, TPUV4.replace(hbm_gb=32.0), Cluster(n_devices=1, global_batch=8),
-                          microbatch_sizes=(8,), recompute=(False,), hbm_gb=(1e-6,))
+                          microbatch=(8,), recompute=(False,), hbm_gb=(1e-6,))
     assert not evaluation.feasible and evaluation.throughput_samples_s == 0.0
     assert "HBM" in evaluation.reason or "fit" in evaluation.reason
 
 
-@pytest.mark.parametrize("bad", [dict(microbatch_sizes=(0,)), dict(hbm_gb=(-1,)), dict(recompute=())])
+@pytest.mark.parametrize("bad", [dict(microbatch=(0,)), dict(hbm_gb=(-1,)), dict(recompute=())])
 def test_bad_knobs_raise(bad):
     with pytest.raises(ValueError):
         evaluate(TINY, TPUV4, CLUSTER, **bad)
@@ -217,7 +217,7 @@ def test_one_design_for_many_workloads_shares_its_hbm_capacity(brute_force):
     cfg = SearchConfig(workloads=[TINY.name, TINY_LLAMA.name], cluster=CLUSTER, space=space, tensor_widths=(1, 2))
     result = run_search(cfg, workers=1)
     expected = max(
-        aggregate((evaluate(w, acc, CLUSTER, microbatch_sizes=(1, 4), hbm_gb=(h,), tensor_widths=(1, 2)).throughput_samples_s
+        aggregate((evaluate(w, acc, CLUSTER, microbatch=(1, 4), hbm_gb=(h,), tensor_widths=(1, 2)).throughput_samples_s
                    for w in (TINY, TINY_LLAMA)), "mean")
         for acc in space.arch_space() for h in capacities)
     assert result.shared.throughput_samples_s == pytest.approx(expected, rel=1e-12)
@@ -345,7 +345,7 @@ def test_exact_search_on_a_hierarchical_cluster_equals_brute_force(brute_force, 
                         microbatch=(1, 4), recompute=(False, True), hbm_gb=(32.0,))
     dgx = get_cluster("dgx-a100", 16, global_batch=64)
     result = run_search(SearchConfig(workloads=(TINY,), cluster=dgx, space=space, tensor_widths=(1, 2)), workers=1)
-    brute = max(evaluate(TINY, acc, dgx, microbatch_sizes=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2)).throughput_samples_s
+    brute = max(evaluate(TINY, acc, dgx, microbatch=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2)).throughput_samples_s
                 for acc in space.arch_space())
     assert result.best[TINY.name].throughput_samples_s == pytest.approx(brute, rel=1e-12)
     args = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatch", "1",

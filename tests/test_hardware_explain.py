@@ -14,7 +14,7 @@ from phaze_env.workloads import custom_workload
 TINY = custom_workload("tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4, n_inner=512,
                        vocab_size=1000, n_positions=64)
 CLUSTER = Cluster(n_devices=16, global_batch=64, link_bandwidth_Bps=4e9)
-KNOBS = dict(microbatch_sizes=(1,), hbm_gb=(32.0,), tensor_widths=(1, 2))
+KNOBS = dict(microbatch=(1,), hbm_gb=(32.0,), tensor_widths=(1, 2))
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_explain_agrees_with_the_evaluation_it_explains():
 def test_explain_tensor_parallel_layer_has_link_time():
     explained = explain_layer(TINY, TPUV4, CLUSTER, tensor_width=2)
     assert explained.busy_s["links"] > 0
-    timing = evaluate(TINY, TPUV4, CLUSTER, microbatch_sizes=(1,), hbm_gb=(32.0,), tensor_widths=(2,)).layer_timings
+    timing = evaluate(TINY, TPUV4, CLUSTER, microbatch=(1,), hbm_gb=(32.0,), tensor_widths=(2,)).layer_timings
     assert explained.fwd_s == pytest.approx(timing["t2_m1"]["block"]["fwd_s"])  # collectives priced as evaluate does
 
 

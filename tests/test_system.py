@@ -210,7 +210,7 @@ def test_search_bounds_hold_on_a_hierarchical_cluster():
     arch = DesignSpace(num_tc=(4, 16), num_vc=(1, 16), tc_width=(128,), tc_depth=(128,), buffer_mb=(32,),
                        hbm_gb=(32.0,), microbatch=(1, 4), recompute=(False, True)).arch_space()
     bounds = throughput_bounds(TINY, arch, cluster, microbatch=(1, 4), tensor_widths=(1, 2, 4))
-    knobs = dict(microbatch_sizes=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2, 4))
+    knobs = dict(microbatch=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2, 4))
     for index, acc in enumerate(arch):
         exact = evaluate(TINY, acc, cluster, **knobs)
         assert exact.feasible and exact.throughput_samples_s <= bounds[index]

@@ -140,7 +140,7 @@ def evaluate_memo(design: Design, workload: Workload, cluster: Cluster, base: Ac
 @functools.lru_cache(maxsize=256)
 def _baseline(workload: Workload, cluster: Cluster, microbatch: tuple, recompute: tuple, hbm_gb: tuple,
               evaluate_items: tuple) -> Evaluation:
-    return evaluate(workload, TPUV4, cluster, microbatch_sizes=microbatch, recompute=recompute, hbm_gb=hbm_gb,
+    return evaluate(workload, TPUV4, cluster, microbatch=microbatch, recompute=recompute, hbm_gb=hbm_gb,
                     **dict(evaluate_items))
 
 
