@@ -15,8 +15,10 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Trace a model into per-layer operator graphs and summarise them.")
     parser.add_argument("model", help=f"built-in workload: {', '.join(workload_names())}")
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the model's own)")
-    parser.add_argument("--mbs", type=positive_int, default=1, help="microbatch size (default 1)")
-    parser.add_argument("--tmp", type=positive_int, default=1, help="tensor-model-parallel width (default 1)")
+    parser.add_argument("--microbatch", "--mbs", dest="mbs", type=positive_int, default=1,
+                        help="microbatch size (default 1); --mbs is the old spelling")
+    parser.add_argument("--tensor-width", "--tmp", dest="tmp", type=positive_int, default=1,
+                        help="tensor-parallel width (default 1); --tmp is the old spelling")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-cache", action="store_true", help="trace again even when a cached graph exists")
     args = parser.parse_args(argv)
