@@ -270,9 +270,11 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
                 settings = Settings(cluster, t, m, capacity * GB_BYTES, request.plan, seq_len=graph.seq_len,
                                     model_flops_per_sample=_model_flops_per_sample(graph), peak_flops=acc.peak_flops,
                                     hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps)
-                plan = best_plan(chain, settings)
+                plan = best_plan(chain, settings, must_beat=best)  # branch and bound across the grid
                 counters["dp_calls"] += 1
                 counters["placement"] += time.perf_counter() - started
+                if plan is None:  # no plan of this variant beats the incumbent
+                    continue
                 if not plan.feasible:
                     reasons.append(f"t{t}m{m}, {capacity:g} GiB: {plan.reason}")
                 elif better(plan, best):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -275,6 +276,38 @@ def test_chain_with_every_knob_matches_brute_force(layers, options):
     if plan.feasible:
         assert math.isclose(sum(plan.time_breakdown_s.values()), plan.time_per_batch_s, rel_tol=1e-9)
         assert PlanSpec.parse(plan.notation).devices == plan.devices_used
+
+
+def test_a_dag_layer_is_not_declared_infeasible_by_an_input_it_does_not_checkpoint():
+    """Found by Hypothesis: in a DAG only sources checkpoint their own ``input_bytes``; layer 1 (fed by layer 0's
+    0-byte output) fits 264 B of Adam state + 1 B of rebuilt stash in 265 B, so the early per-layer check
+    must not add its 1-byte ``input_bytes`` (it used to, and called the model infeasible)."""
+    empty = {"fwd_s": 0.0, "bwd_s": 1.0, "param_bytes": 0.0, "stash_bytes": 0.0, "output_bytes": 0.0}
+    layers = [dict(empty), {"fwd_s": 0.0, "bwd_s": 1.0, "param_bytes": 33.0, "stash_bytes": 1.0, "output_bytes": 1.0},
+              dict(empty), dict(empty)]
+    edges = [(0, 1), (0, 2), (1, 3), (2, 3)]
+    options = dict(n_devices=2, tensor_width=1, global_batch=1, microbatch=1, hbm_bytes=265.0,
+                   link_bandwidth_Bps=math.inf, optimizer="adam", recompute="full", zero1=False)
+    expected = brute_force_dag(layers, edges, **options)
+    assert math.isfinite(expected)
+    _check_against(expected, best_plan_dag(layers, edges, **options))
+
+
+@settings(max_examples=80, deadline=None)
+@given(knob_layers(), knob_options, st.sampled_from([0.5, 1.0, 1.0 + 1e-13, 1.5]))
+def test_must_beat_returns_the_optimum_exactly_when_it_is_better(layers, options, ratio):
+    """``must_beat`` (branch and bound across searches): None unless the search's own optimum beats the
+    incumbent by the tie rule, and then that very optimum."""
+    own = best_plan(layers, **options)
+    if not own.feasible:
+        return
+    incumbent = dataclasses.replace(own, throughput_samples_s=own.throughput_samples_s / ratio)
+    pruned = placement.best_plan(layers, _settings(**options), must_beat=incumbent)
+    if placement.better(own, incumbent):
+        assert pruned is not None and pruned.throughput_samples_s == own.throughput_samples_s
+        assert pruned.notation == own.notation
+    else:
+        assert pruned is None
 
 
 def test_eight_layers_sixteen_devices_matches_brute_force():

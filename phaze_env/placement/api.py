@@ -7,6 +7,7 @@ Every search is described by value objects, not keyword lists: the layers, a :cl
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -21,7 +22,8 @@ _TIE_TOLERANCE = 1e-12  # relative: a later candidate must be this much faster t
 LayerList = Sequence[Mapping[str, Any]]
 
 
-def _cached(cache: bool, parts: tuple, solve: Callable[[], Plan]) -> Plan:
+def _cached(cache: bool, parts: tuple, solve: Callable[[], Plan | None]) -> Plan | None:
+    """``solve()`` memoised on disk under ``parts`` (a ``None`` answer is returned but never stored)."""
     if not cache:
         return solve()
     store = DiskCache("placement")
@@ -29,7 +31,8 @@ def _cached(cache: bool, parts: tuple, solve: Callable[[], Plan]) -> Plan:
     plan = store.get(key)
     if plan is None:
         plan = solve()
-        store.put(key, plan)
+        if plan is not None:
+            store.put(key, plan)
     return plan
 
 
@@ -38,7 +41,7 @@ def _check(settings: Settings) -> None:
         raise ValueError(f"settings must be a placement Settings, got {type(settings).__name__}")
 
 
-def best_plan(layers: LayerList, settings: Settings, *, cache: bool = False) -> Plan:
+def best_plan(layers: LayerList, settings: Settings, *, cache: bool = False, must_beat: Plan | None = None) -> Plan | None:
     """Highest-throughput plan for a chain of layers at the settings' tensor width and microbatch size.
 
     ``layers``: list, in execution order, of dicts ``{"fwd_s", "bwd_s", "param_bytes", "stash_bytes",
@@ -49,14 +52,27 @@ def best_plan(layers: LayerList, settings: Settings, *, cache: bool = False) -> 
     plan does not pin, every contiguous partition, per-stage recompute mode and interleave, exactly.
     Invalid inputs raise ``ValueError``; when nothing fits, the plan has ``feasible=False`` and a
     ``reason`` (with the memory a pinned plan would need). ``cache=True`` memoises on disk.
+
+    ``must_beat``: a feasible incumbent (e.g. the best of other tensor widths). The search then only looks
+    for a plan that :func:`better` would prefer to it, pruning against its time per batch from the start,
+    and returns ``None`` when there is none; a plan it returns is still this search's exact optimum.
     """
     _check(settings)
     arrays = layer_arrays(layers)
+    parts = ("chain", arrays, settings)
 
-    def solve() -> Plan:
-        return PlacementSearch(arrays, chain_stages(arrays), settings, max_stages=len(arrays)).run()
+    def solve(cutoff_s: float = math.inf) -> Plan | None:
+        return PlacementSearch(arrays, chain_stages(arrays), settings, max_stages=len(arrays)).run(cutoff_s)
 
-    return _cached(cache, ("chain", arrays, settings), solve)
+    if must_beat is None or not must_beat.feasible:
+        return _cached(cache, parts, solve)
+    plan = _cached(cache, parts, lambda: None)  # a stored exact optimum, if any; never stores a pruned search
+    if plan is None:
+        # better() needs a throughput above must_beat's by the tie tolerance: a time below this one
+        plan = solve(settings.global_batch / (must_beat.throughput_samples_s * (1 + _TIE_TOLERANCE)))
+        if plan is not None and cache:
+            _cached(cache, parts, lambda: plan)
+    return plan if plan is None or not plan.feasible or better(plan, must_beat) else None
 
 
 def best_plan_dag(layers: LayerList, edges: Iterable[tuple[int, int]], settings: Settings, *,
@@ -129,7 +145,9 @@ def best_plan_multi(
     for capacity in capacities:
         for t, m in variants:
             variant = replace(settings, tensor_width=t, microbatch=m, hbm_bytes=capacity)
-            plan = best_plan(layers_for(t, m), variant, cache=cache)
+            plan = best_plan(layers_for(t, m), variant, cache=cache, must_beat=best)
+            if plan is None:  # nothing here beats the incumbent
+                continue
             if not plan.feasible:
                 reasons.append(f"t{t}m{m}, {capacity / 2**30:.4g} GiB: {plan.reason}")
             elif better(plan, best):

@@ -31,7 +31,10 @@ on, stopping when ``M·C`` plus the smallest possible ``A`` cannot beat the incu
 among data-parallel degrees with the same ``m_r`` the smallest dominates (same stage memory; its
 all-reduce and pipeline sends span no more levels of the network); with ZeRO-1 every ``d`` is searched.
 Shapes are visited in order of a lower bound on ``T`` (the DP with the loosest memory rule, no p2p,
-plus the smallest possible all-reduce), so most are never solved.
+plus the smallest possible all-reduce), so most are never solved. With ZeRO-1 a second bound, shared by all
+shapes, is checked before a data-parallel degree gets its own DP: the loosest memory's DP at the shape's
+microbatches (rounded down to a power of two; fewer microbatches never hold more in flight). A finite
+``cutoff_s`` (``run``) starts the search with that incumbent time: branch and bound across searches.
 """
 
 from __future__ import annotations
@@ -39,10 +42,12 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
 
+from phaze_env.cluster import Cluster
 from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.stages import StageTable
@@ -79,11 +84,17 @@ class StageMemory:
             self._listed = np.take_along_axis(fits_once, self._order, axis=1)
             self.next_index = np.where(self._listed, self._order, table.size)
             self.param_bytes = self.compact(table.param_bytes)
+            # What does not depend on the state factor, compacted once per layout (same interleave).
+            self._transient = self.compact(transient_bytes)
+            self._per_unit = {mode: self.compact(self.full_per_unit[mode]) for mode in self.modes}
         else:  # a looser memory's layout lists a superset of the stages; the others get limit -1 (inf)
             self._order, self._listed = layout._order, layout._listed
             self.next_index, self.param_bytes = layout.next_index, layout.param_bytes
-        self.limits = [_most_in_flight(self.compact(self.full_fixed[mode]), self.compact(self.full_per_unit[mode]),
-                                       settings.hbm_bytes) for mode in self.modes]
+            self._transient, self._per_unit = layout._transient, layout._per_unit
+        # compact(P·f) = compact(P)·f and compact(P·f + X) = compact(P)·f + compact(X), entry by entry
+        state_compact = self.param_bytes * state_factor
+        fixed = {"none": state_compact, "selective": state_compact, "full": state_compact + self._transient}
+        self.limits = [_most_in_flight(fixed[mode], self._per_unit[mode], settings.hbm_bytes) for mode in self.modes]
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
         # breakpoints it is the same matrix, so it is computed (and keyed) once per interval.
         limits = np.concatenate([limit.ravel() for limit in self.limits])
@@ -138,13 +149,17 @@ class StageCosts:
         return int(self._breakpoints[interval - 1]) if interval else 1
 
     def time(self, n: int) -> np.ndarray:
-        n = self.canonical(n)
-        if n not in self._cache:
-            result = np.full(self.next_index.shape, np.inf)
-            for times, limit in zip(self._times[::-1], self._limits[::-1]):  # the fastest fitting mode wins
-                result = np.where(n <= limit, times, result)
+        result = self._cache.get(n)
+        if result is None:
+            canonical = self.canonical(n)
+            result = self._cache.get(canonical)
+            if result is None:
+                result = np.full(self.next_index.shape, np.inf)
+                for times, limit in zip(self._times[::-1], self._limits[::-1]):  # the fastest fitting mode wins
+                    result = np.where(canonical <= limit, times, result)
+                self._cache[canonical] = result
             self._cache[n] = result
-        return self._cache[n]
+        return result
 
 
 
@@ -174,7 +189,8 @@ def _add_stage(value: np.ndarray, next_index: np.ndarray, after: np.ndarray, row
     Only the first ``rows`` downsets can still be split into the stages left (see ``SuffixDP.rows``);
     the others are ``inf`` without looking.
     """
-    best = np.full(len(after), np.inf)
+    best = np.empty(len(after))
+    best[rows:] = np.inf
     np.minimum.reduce(np.maximum(value[:rows], after[next_index[:rows]]), axis=1, out=best[:rows])
     return best
 
@@ -306,6 +322,7 @@ class PlacementSearch:
         self.max_stages = max_stages
         self._p2p: dict[object, np.ndarray] = {}
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
+        self._sync_floor: dict[tuple[int, int], float] = {}  # (p, d) -> sync_s of the smallest largest stage
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
         # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no p2p.
@@ -369,17 +386,21 @@ class PlacementSearch:
         return self._variants[key]
 
     # --- search -----------------------------------------------------------------------------------
-    def run(self) -> Plan:
+    def run(self, cutoff_s: float = math.inf) -> Plan | None:
+        """The optimal plan, or (with a finite ``cutoff_s``) ``None`` if no plan takes less than ``cutoff_s``
+        per batch: the search then prunes against the cutoff from the start (branch and bound across
+        searches, as ``evaluate`` does over tensor widths, microbatches and HBM sizes)."""
         reason = self._obviously_infeasible()
         if reason:
             return self._infeasible(reason)
         best = _Best()
+        best.time_s = cutoff_s
         for shape, bound_s in self._candidates():
             if bound_s >= best.time_s:
                 break
             self._solve_shape(shape, best)
         if best.shape is None:
-            return self._infeasible(self._no_fit_reason())
+            return None if math.isfinite(cutoff_s) else self._infeasible(self._no_fit_reason())
         return self._plan(best.shape, best.pairs)
 
     def _infeasible(self, reason: str) -> Plan:
@@ -417,7 +438,9 @@ class PlacementSearch:
             return stash
         if mode == "selective":
             return stash - layers.attention_stash_bytes
-        return stash + (layers.input_bytes / s.tensor_width if s.sequence_parallel else layers.input_bytes)
+        # full: the rebuilt layer's stash. Its checkpointed input is left out of this lower bound: in a DAG
+        # only sources checkpoint their own ``input_bytes`` (a non-source's is what its predecessors output)
+        return stash
 
     def _candidates(self):
         """``(shape, lower bound on T)`` for every allowed ``(d, p, v)``, by increasing bound.
@@ -457,11 +480,15 @@ class PlacementSearch:
             yield _Shape(d_i, p_i, m_i, v_i), bound_i
 
     def _sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray) -> np.ndarray:
-        """``sync_s`` elementwise (it is affine in the bytes for a fixed group, and 0 for no bytes)."""
-        groups, inverse = np.unique(data_parallel, return_inverse=True)
-        fixed = np.array([self.sync_s(1.0, g) for g in groups.tolist()])
-        per_byte = np.array([self.sync_s(2.0, g) for g in groups.tolist()]) - fixed
-        times = per_byte[inverse] * np.where(np.isfinite(param_bytes), param_bytes - 1.0, 0.0) + fixed[inverse]
+        """``sync_s`` elementwise, for bounds (it is affine in the bytes for a fixed group, and 0 for no bytes)."""
+        s = self.settings
+        fixed, per_byte = _allreduce_affine(s.cluster, s.tensor_width)
+        shards = data_parallel if s.zero1 else 1
+        step_per_byte = (0.0 if s.hbm_bandwidth_Bps is None
+                         else s.optimizer.step_factor / shards / s.hbm_bandwidth_Bps)
+        index = data_parallel - 1
+        bytes_ = np.where(np.isfinite(param_bytes), param_bytes, 0.0) * GRADIENT_FACTOR
+        times = fixed[index] + per_byte[index] * bytes_ + step_per_byte * np.where(np.isfinite(param_bytes), param_bytes, 0.0)
         return np.where(param_bytes > 0, times, 0.0)
 
     def _stage_values(self, shape: _Shape, costs: StageCosts, mask: np.ndarray | None = None):
@@ -473,6 +500,15 @@ class PlacementSearch:
 
     def _solve_shape(self, shape: _Shape, best: _Best) -> None:
         """Offer ``best`` the optimal partition of one shape, if it can beat it."""
+        if shape.interleave == 1 and self.settings.zero1:
+            # Every shape's memory is at least the loosest one's (most ZeRO shards) and its p2p ≥ 0, and fewer
+            # microbatches per replica never put more in flight, so the loosest DP at the largest power of two
+            # ≤ m_r bounds the stage time from below. That DP is shared by all shapes (a few capped suffixes),
+            # which spares building a memory side per data-parallel degree for most of them.
+            m_lo = 1 << (shape.microbatches.bit_length() - 1)
+            loose_s = self.loosest_dp.min_stage_time(m_lo, shape.stages)
+            if math.isinf(loose_s) or self._bound_s(shape, loose_s) >= best.time_s:
+                return
         costs, dp = self.variant(shape)
         if shape.interleave == 1:
             stage_time_s = dp.min_stage_time(shape.microbatches, shape.stages)
@@ -484,13 +520,15 @@ class PlacementSearch:
             if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
                 return
         best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
-        if self.sync_s(1.0, shape.data_parallel) > 0.0:
+        if self._bound_s(shape, 0.0) > 0.0:  # a stage's parameters cost time once per batch: trade them off
             self._pareto_walk(shape, pairs, best)
 
     def _bound_s(self, shape: _Shape, stage_time_s: float) -> float:
         """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
-        floor_s = self.sync_s(self.param_floor[shape.stages - 1], shape.data_parallel)
-        return (shape.slots * stage_time_s + floor_s) * _LOWER_BOUND_SLACK
+        key = (shape.stages, shape.data_parallel)
+        if key not in self._sync_floor:
+            self._sync_floor[key] = self.sync_s(self.param_floor[shape.stages - 1], shape.data_parallel)
+        return (shape.slots * stage_time_s + self._sync_floor[key]) * _LOWER_BOUND_SLACK
 
     def _pareto_walk(self, shape: _Shape, pairs: list[tuple[int, int]], best: _Best) -> None:
         """Exact ``min M·C + A(P)``: repeatedly the fastest partition with a strictly smaller largest stage.
@@ -637,6 +675,16 @@ class PlacementSearch:
             allreduce_s=breakdown["dp_allreduce"],
             p2p_s=breakdown["p2p"],
         )
+
+
+@lru_cache(maxsize=64)
+def _allreduce_affine(cluster: Cluster, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """The data-parallel all-reduce over ``d = 1 … N/stride`` replicas as ``fixed[d−1] + per_byte[d−1] · S``
+    (exact for ``S > 0``: every ring term is affine in the bytes), shared by every search on one cluster."""
+    groups = range(1, max(1, cluster.n_devices // stride) + 1)
+    one = np.array([cluster.collective_s("allreduce", 1.0, g, stride=stride) for g in groups])
+    two = np.array([cluster.collective_s("allreduce", 2.0, g, stride=stride) for g in groups])
+    return one - (two - one), two - one
 
 
 def _mfu(settings: Settings, throughput_samples_s: float, devices: int) -> float | None:
