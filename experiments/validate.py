@@ -11,7 +11,8 @@ case's metric with the *authors'* formula (the case module's docstring):
   authors used (:data:`PUBLISHED_PEAK_FLOPS`);
 * ``samples_s``: ``B / T``.
 
-Writes ``docs/validation.md`` (case, published, source, predicted, error, plan) and
+The dgx-a100 preset's ``framework_efficiency`` is fitted to :data:`CALIBRATION_CASE`; the mean error is over
+the other (held-out) cases. Writes ``docs/validation.md`` (case, published, source, predicted, error, plan) and
 ``docs/figures/validation.png``; prints the mean absolute error. ``--cases a,b`` runs a subset.
 """
 
@@ -24,13 +25,21 @@ from pathlib import Path
 
 from experiments.validation_cases import CASES, ValidationCase, get_case
 from phaze_env.cli import OneLineParser
-from phaze_env.cluster import get_cluster
+from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, get_cluster
 from phaze_env.evaluate import Evaluation, evaluate
 from phaze_env.hardware import get_preset
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import get_workload
 
 TOLERANCE = 0.15  # the issue's target: every case within ±15 % of the published figure
+CALIBRATION_CASE = "korthikanti22-175b-full"
+"""The one case ``phaze_env.cluster.MEGATRON_A100_EFFICIENCY`` (the dgx-a100 preset's framework efficiency) is
+fitted to; it is reported but left out of the mean error, which is over the held-out cases only."""
+KNOWN_GAPS = {
+    "korthikanti22-1t-selective-sp": "activation memory: the traced tanh-GELU keeps ≈ 2.7× the stash of Megatron's "
+                                     "fused bias-GeLU, so 80 GiB forces uneven stages (see Why the gap)",
+}
+"""Held-out cases outside the tolerance, each with its measured reason (the report and the tests check it)."""
 PUBLISHED_PEAK_FLOPS = {
     "a100": 312e12,  # A100 bf16 dense tensor-core peak, the figure Korthikanti et al. 2022 divide by
     "tpuv4": 275e12,  # TPU v4 bf16 peak per chip, the figure Chowdhery et al. 2022 divide by
@@ -119,9 +128,15 @@ def _figure(metric: str, value: float) -> str:
 UNITS = {"tflops_per_device": "TFLOP/s per GPU", "mfu": "MFU", "samples_s": "sequences/s"}
 
 
+def held_out_errors(predictions: list[Prediction]) -> list[float]:
+    """Absolute errors of the predicted cases other than the calibration case."""
+    return [abs(p.error) for p in predictions if p.error is not None and p.case.name != CALIBRATION_CASE]
+
+
 def markdown(predictions: list[Prediction]) -> str:
-    errors = [abs(p.error) for p in predictions if p.error is not None]
+    errors = held_out_errors(predictions)
     within = sum(e <= TOLERANCE for e in errors)
+    calibration = next((p for p in predictions if p.case.name == CALIBRATION_CASE and p.error is not None), None)
     efficiencies = sorted(p.compute_efficiency for p in predictions if p.compute_efficiency is not None)
     low, high, middle = efficiencies[0], efficiencies[-1], statistics.median(efficiencies)
     lines = [
@@ -132,8 +147,13 @@ def markdown(predictions: list[Prediction]) -> str:
         "is converted to the published metric with the authors' own FLOP formula (see `experiments/validate.py`).",
         "Error = predicted / published − 1.",
         "",
-        f"**Mean absolute error: {statistics.mean(errors):.1%}** over {len(errors)} predicted cases "
-        f"({within} within ±{TOLERANCE:.0%}); {len(predictions) - len(errors)} not predicted.",
+        f"The dgx-a100 cluster preset's `framework_efficiency` ({MEGATRON_A100_EFFICIENCY}: the fraction of the a100",
+        f"preset's per-operator speed Megatron-LM achieves end to end) is fitted to one case, `{CALIBRATION_CASE}`"
+        + ("" if calibration is None else f" (error there {calibration.error:+.1%})") + "; the",
+        "mean error is over the other, held-out cases.",
+        "",
+        f"**Mean absolute error: {statistics.mean(errors):.1%}** over {len(errors)} held-out predicted cases "
+        f"({within} within ±{TOLERANCE:.0%}); {sum(p.error is None for p in predictions)} not predicted.",
         "",
         "| case | metric | published | predicted | error | plan | largest parts of the predicted batch time | source |",
         "|---|---|---|---|---|---|---|---|",
@@ -142,16 +162,20 @@ def markdown(predictions: list[Prediction]) -> str:
         c = p.case
         predicted = "—" if p.predicted is None else _figure(c.metric, p.predicted)
         error = "—" if p.error is None else f"{p.error:+.1%}"
-        lines.append(f"| {c.name} | {UNITS[c.metric]} | {_figure(c.metric, c.published)} | {predicted} | {error} | "
+        name = f"{c.name} (calibration)" if c.name == CALIBRATION_CASE else c.name
+        lines.append(f"| {name} | {UNITS[c.metric]} | {_figure(c.metric, c.published)} | {predicted} | {error} | "
                      f"`{p.plan}` | {p.note} | {c.source} |")
     lines += ["", "![predicted vs published](figures/validation.png)", "", "## Why the gap", "",
               "Every case's predicted batch time is dominated by `compute` (the layers' FLOPs on the accelerator model).",
               "The column \"compute at x % of peak\" is the model FLOPs one device does per batch over that predicted",
-              "compute time × the published peak: the accelerator preset (issue 11's estimator) runs the layers of",
-              f"these models at {low:.0%}–{high:.0%} of the A100's 312 TFLOP/s (median {middle:.0%}), while Narayanan et al.'s",
-              "achieved 137–163 TFLOP/s *including* the recomputed forward pass are 44–52 % of peak end to end. That one",
-              "factor explains the systematic over-prediction; the system side (TP collectives, p2p, bubble, DP",
-              "all-reduce, optimizer step) is the rest of the predicted time and changes with the plan as measured:", "",
+              "compute time × the published peak. The a100 preset alone (issue 11's estimator, which reproduces an",
+              "isolated 8192³ GEMM at the measured 85.9 % of peak) ran these layers at a median 76 % of peak; without the",
+              "factor (framework_efficiency 1) 17 of the 18 cases were over-predicted, by +9.5 % to +43.8 % (mean",
+              "absolute error 24.7 %; measured before the factor was added). With the fitted framework",
+              f"efficiency the layers run at {low:.0%}–{high:.0%} (median {middle:.0%}) of the A100's 312 TFLOP/s; what the",
+              "factor stands for is listed in `phaze_env/cluster.py` (`MEGATRON_A100_EFFICIENCY`). The system side",
+              "(TP collectives, p2p, bubble, DP all-reduce, optimizer step) is the rest of the predicted time and changes",
+              "with the plan as published (a ratio of two runs on one system, which the fitted factor barely moves):", "",
               "| model | published speed-up of selective recompute + SP over full recompute | predicted | error |",
               "|---|---|---|---|"]
     for size, published, predicted in speedups(predictions):
@@ -236,10 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(markdown(predictions))
     plot(predictions, out.parent / "figures" / "validation.png")
-    errors = [abs(p.error) for p in predictions if p.error is not None]
+    errors = held_out_errors(predictions)
     if errors:
-        print(f"mean absolute error {statistics.mean(errors):.1%} over {len(errors)} cases; "
-              f"{sum(e <= TOLERANCE for e in errors)} within ±{TOLERANCE:.0%}; wrote {out}")
+        print(f"mean absolute error {statistics.mean(errors):.1%} over {len(errors)} held-out cases "
+              f"(calibration: {CALIBRATION_CASE}); {sum(e <= TOLERANCE for e in errors)} within ±{TOLERANCE:.0%}; "
+              f"wrote {out}")
     return 0 if errors and not any(math.isnan(e) for e in errors) else 1
 
 

@@ -228,10 +228,15 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
 
 def _priced_table(ops, acc: Accelerator, cluster: Cluster):
     """The estimator's latency table with the tensor-parallel collectives priced on the cluster's levels
-    (a tensor group is ``t`` consecutive devices, so on a DGX it stays on NVLink)."""
+    (a tensor group is ``t`` consecutive devices, so on a DGX it stays on NVLink) and the device parts
+    slowed by the cluster's ``framework_efficiency``."""
     table = accelerator_table(ops, acc, link_bandwidth_Bps=cluster.link_bandwidth_Bps, link_latency_s=cluster.link_latency_s)
     comm_s = np.array([cluster.collective_s(op.comm_kind, op.comm_bytes, op.comm_group) if op.unit == "comm" else 0.0
                        for op in ops])
+    slowdown = 1.0 / cluster.framework_efficiency  # the software stack's achieved fraction (Cluster docstring)
+    if slowdown != 1.0:
+        table = replace(table, tc_one_s=table.tc_one_s * slowdown, tc_all_s=table.tc_all_s * slowdown,
+                        vc_one_s=table.vc_one_s * slowdown, vc_all_s=table.vc_all_s * slowdown)
     return replace(table, comm_s=comm_s)
 
 

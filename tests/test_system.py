@@ -125,6 +125,25 @@ def test_pinned_plan_is_the_plan_evaluated_and_its_breakdown_adds_up():
     assert free.throughput_samples_s == pytest.approx(evaluation.throughput_samples_s)
 
 
+def test_framework_efficiency_slows_device_time_only():
+    """``framework_efficiency`` divides every operator's device time (compute, recompute) and leaves the
+    collectives alone; the dgx-a100 preset carries the fitted Megatron-LM figure, the others keep 1."""
+    from dataclasses import replace
+
+    from phaze_env.cluster import MEGATRON_A100_EFFICIENCY
+
+    spec = PlanSpec.parse("t2p2d2m2+sp+rc=selective")
+    full, half = (evaluate(TINY, TPUV4, replace(CLUSTER8, framework_efficiency=e), plan=spec) for e in (1.0, 0.5))
+    for part in ("compute", "recompute"):
+        assert half.time_breakdown_s[part] == pytest.approx(2 * full.time_breakdown_s[part], rel=1e-6), part
+    for part in ("tp_comm", "dp_allreduce", "optimizer"):
+        assert half.time_breakdown_s[part] == pytest.approx(full.time_breakdown_s[part], rel=1e-9), part
+    assert get_cluster("dgx-a100", 16).framework_efficiency == MEGATRON_A100_EFFICIENCY < 1
+    assert get_cluster("dgx-h100", 16).framework_efficiency == get_cluster("phaze", 16).framework_efficiency == 1
+    with pytest.raises(ValueError, match="framework_efficiency"):
+        Cluster(framework_efficiency=0.0)
+
+
 def test_searching_more_knobs_is_never_slower_than_a_pinned_plan():
     pinned = evaluate(TINY, TPUV4, CLUSTER8, plan=PlanSpec.parse("t2p2d2m2"))
     searched = evaluate(TINY, TPUV4, CLUSTER8, plan=PlanSpec(microbatch=2, interleave=None), tensor_widths=(1, 2, 4))

@@ -1,19 +1,46 @@
 """Published training runs (experiments.validation_cases) predicted by the model (experiments.validate).
 
-The model's accelerator side over-predicts A100 compute speed (docs/validation.md: the layers' FLOPs run
-at 72–88 % of peak in the model), which shifts every absolute figure by about the same factor. So the
-test holds (1) the *relative* effect of the plan features — the speed-up of selective recompute +
-sequence parallelism over full recompute that Korthikanti et al. 2022 measured on the same runs — within
-±15 %, and (2) the absolute error inside the band the validation report documents.
+The dgx-a100 preset's framework efficiency is fitted to one case (``CALIBRATION_CASE``); every other case
+is held out and must land within the issue's ±15 %, except the documented ``KNOWN_GAPS``, whose stated
+mechanism is checked instead. The relative effect of the plan features — the speed-up of selective
+recompute + sequence parallelism over full recompute that Korthikanti et al. 2022 measured on the same
+runs — is held too.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 
-from experiments.validate import get_case, metric_value, predict, published_time_s
+from experiments.validate import (CALIBRATION_CASE, KNOWN_GAPS, TOLERANCE, get_case, metric_value, predict,
+                                  published_time_s)
+from experiments.validation_cases import CASES
 
-ABSOLUTE_BAND = (-0.15, 0.50)  # docs/validation.md: mean absolute error ≈ 36 %, all compute-efficiency bound
+MODELLED = [case.name for case in CASES if case.cluster != "tpuv4-pod"]  # PaLM spans several pods: not modelled
+
+
+def test_the_calibration_case_is_fitted():
+    """``MEGATRON_A100_EFFICIENCY`` reproduces the case it was fitted to (re-fit it when the model changes)."""
+    prediction = predict(get_case(CALIBRATION_CASE))
+    assert abs(prediction.error) <= 0.01, prediction
+
+
+@pytest.mark.parametrize("name", [name for name in MODELLED if name != CALIBRATION_CASE and name not in KNOWN_GAPS])
+def test_held_out_case_is_within_tolerance(name):
+    prediction = predict(get_case(name))
+    assert prediction.error is not None and abs(prediction.error) <= TOLERANCE, prediction
+    assert metric_value(prediction.case, prediction.time_per_batch_s) == pytest.approx(prediction.predicted)
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_GAPS))
+def test_known_gap_has_its_stated_cause(name):
+    """The 1T selective case under-predicts because memory forces uneven stages (its reason in KNOWN_GAPS)."""
+    prediction = predict(get_case(name))
+    layers = prediction.layers_per_stage
+    assert prediction.error < -TOLERANCE
+    assert min(layers) < math.floor(statistics.mean(layers)) < max(layers), layers
 
 
 @pytest.mark.parametrize("size", ["22b"])
@@ -22,7 +49,4 @@ def test_selective_recompute_and_sp_speedup_matches_korthikanti(size):
     assert full.time_per_batch_s and selective.time_per_batch_s
     predicted = full.time_per_batch_s / selective.time_per_batch_s
     published = published_time_s(full.case) / published_time_s(selective.case)
-    assert predicted == pytest.approx(published, rel=0.15), (predicted, published)
-    for prediction in (full, selective):
-        assert ABSOLUTE_BAND[0] <= prediction.error <= ABSOLUTE_BAND[1], prediction
-        assert metric_value(prediction.case, prediction.time_per_batch_s) == pytest.approx(prediction.predicted)
+    assert predicted == pytest.approx(published, rel=0.05), (predicted, published)
