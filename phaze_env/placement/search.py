@@ -175,11 +175,19 @@ def _most_in_flight(fixed_bytes: np.ndarray, per_microbatch_bytes: np.ndarray, h
     guess = np.where(np.isfinite(guess), np.maximum(guess, -1.0), guess)
     finite = np.isfinite(guess) & (guess >= 0)
     with np.errstate(invalid="ignore"):  # inf·0 where unbounded: masked out by ``finite``
-        for _ in range(2):
-            too_many = finite & (fixed_bytes + guess * per_microbatch_bytes > hbm_bytes)
-            guess = np.where(too_many, guess - 1, guess)
-            one_more = finite & (fixed_bytes + (guess + 1) * per_microbatch_bytes <= hbm_bytes)
-            guess = np.where(one_more, guess + 1, guess)
+        wrong = finite & ((fixed_bytes + guess * per_microbatch_bytes > hbm_bytes)
+                          | (fixed_bytes + (guess + 1) * per_microbatch_bytes <= hbm_bytes))
+    index = np.flatnonzero(wrong)  # usually none: fix the few the division got wrong, until none is
+    if index.size:
+        guess = guess.copy()
+        fixed, per = np.broadcast_to(fixed_bytes, guess.shape).ravel()[index], per_microbatch_bytes.ravel()[index]
+        flat = guess.reshape(-1)
+        while index.size:  # f + n·u is monotone in n (u > 0), so each entry settles after a step or two
+            n = flat[index]
+            n = np.where(fixed + n * per > hbm_bytes, n - 1, np.where(fixed + (n + 1) * per <= hbm_bytes, n + 1, n))
+            flat[index] = n
+            still = (fixed + n * per > hbm_bytes) | (fixed + (n + 1) * per <= hbm_bytes)
+            index, fixed, per = index[still], fixed[still], per[still]
     return np.where(np.isnan(guess), -1.0, guess)
 
 
@@ -500,11 +508,12 @@ class PlacementSearch:
 
     def _solve_shape(self, shape: _Shape, best: _Best) -> None:
         """Offer ``best`` the optimal partition of one shape, if it can beat it."""
-        if shape.interleave == 1 and self.settings.zero1:
-            # Every shape's memory is at least the loosest one's (most ZeRO shards) and its p2p ≥ 0, and fewer
-            # microbatches per replica never put more in flight, so the loosest DP at the largest power of two
-            # ≤ m_r bounds the stage time from below. That DP is shared by all shapes (a few capped suffixes),
-            # which spares building a memory side per data-parallel degree for most of them.
+        if self.settings.zero1 or shape.interleave > 1:
+            # Every shape's memory is at least the loosest one's (most ZeRO shards; an interleaved stage ``s``-th
+            # from the end holds ``min(2(s−1)+(v−1)p+1, v·m_r)/v ≥ min(s, m_r)`` microbatches' worth) and its
+            # p2p ≥ 0, and fewer microbatches per replica never put more in flight, so the loosest DP at the
+            # largest power of two ≤ m_r bounds the stage time from below. That DP is shared by all shapes (a
+            # few capped suffixes), which spares a per-d memory side or a one-off interleaved DP for most.
             m_lo = 1 << (shape.microbatches.bit_length() - 1)
             loose_s = self.loosest_dp.min_stage_time(m_lo, shape.stages)
             if math.isinf(loose_s) or self._bound_s(shape, loose_s) >= best.time_s:
