@@ -42,7 +42,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Callable
 
 import numpy as np
@@ -64,16 +64,9 @@ class StageMemory:
     def __init__(self, table: StageTable, settings: Settings, state_factor: float, interleave: int,
                  transient_bytes: np.ndarray, layout: StageMemory | None = None):
         self.settings = settings
-        self.interleave = v = interleave
+        self.interleave = interleave
         self.modes = settings.plan.recompute_modes
-        t = settings.tensor_width
-        split = (1.0 - 1.0 / t) if settings.sequence_parallel else 0.0
-        stash = table.stash_bytes - table.replicated_stash_bytes * split
-        layer_inputs = table.input_bytes / t if settings.sequence_parallel else table.input_bytes
-        state = table.param_bytes * state_factor
-        self.full_fixed = {"none": state, "selective": state, "full": state + transient_bytes}
-        self.full_per_unit = {"none": stash / v, "selective": (stash - table.attention_stash_bytes) / v,
-                              "full": layer_inputs / v}
+        self._table, self._state_factor, self._transient_full = table, state_factor, transient_bytes
         if layout is None:
             fits_once = np.zeros_like(table.valid)
             for mode in self.modes:
@@ -102,6 +95,23 @@ class StageMemory:
         self.breakpoints = np.unique(limits + 1).tolist()  # the n > 1 at which some entry of c_n changes
         # Two memories with one layout and equal limits give identical stage costs c_n for every n.
         self.signature = (id(self._order), b"".join(limit.tobytes() for limit in self.limits))
+
+    @cached_property
+    def full_fixed(self) -> dict[str, np.ndarray]:
+        """Every stage's fixed bytes per recompute mode: weights, gradients, optimizer state (+ the rebuilt
+        layer's stash for full recompute)."""
+        state = self._table.param_bytes * self._state_factor
+        return {"none": state, "selective": state, "full": state + self._transient_full}
+
+    @cached_property
+    def full_per_unit(self) -> dict[str, np.ndarray]:
+        """Every stage's bytes per activation unit (``1/v`` of a microbatch) per recompute mode."""
+        table, settings, v = self._table, self.settings, self.interleave
+        t = settings.tensor_width
+        split = (1.0 - 1.0 / t) if settings.sequence_parallel else 0.0
+        stash = table.stash_bytes - table.replicated_stash_bytes * split
+        layer_inputs = table.input_bytes / t if settings.sequence_parallel else table.input_bytes
+        return {"none": stash / v, "selective": (stash - table.attention_stash_bytes) / v, "full": layer_inputs / v}
 
     def mode(self, a: int, b: int, units: float) -> str | None:
         """The recompute mode of stage ``(a, b)`` with ``units`` in flight (the same comparison as the DP)."""
