@@ -125,6 +125,18 @@ def test_pinned_plan_is_the_plan_evaluated_and_its_breakdown_adds_up():
     assert free.throughput_samples_s == pytest.approx(evaluation.throughput_samples_s)
 
 
+def test_branch_and_bound_across_the_grid_keeps_the_best_plan():
+    """``evaluate`` prunes each (t, m, HBM) search against the best plan so far; the answer is the best of
+    the searches run one by one."""
+    widths, sizes, hbm = (1, 2, 4), (1, 2), (0.05, 0.5)
+    searched = evaluate(TINY, TPUV4, CLUSTER8, plan=PlanSpec(), tensor_widths=widths, microbatch=sizes, hbm_gb=hbm)
+    alone = [evaluate(TINY, TPUV4, CLUSTER8, plan=PlanSpec(t=t, microbatch=m), tensor_widths=(t,), microbatch=(m,),
+                      hbm_gb=h) for h in hbm for t in widths for m in sizes]  # evaluate's order: ties keep the first
+    best = max((e for e in alone if e.feasible), key=lambda e: e.throughput_samples_s)
+    assert searched.throughput_samples_s == pytest.approx(best.throughput_samples_s, rel=1e-12)
+    assert searched.plan["notation"] == best.plan["notation"]
+
+
 def test_framework_efficiency_slows_device_time_only():
     """``framework_efficiency`` divides every operator's device time (compute, recompute) and leaves the
     collectives alone; the dgx-a100 preset carries the fitted Megatron-LM figure, the others keep 1."""
