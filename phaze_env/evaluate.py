@@ -426,11 +426,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zero1", action=argparse.BooleanOptionalAction, default=None, help="ZeRO-1 optimizer sharding")
     parser.add_argument("--interleave", type=positive_int, default=None, help="virtual stages per device (default 1)")
     parser.add_argument("--hbm-gb", type=float_list, default=None, help="HBM capacity in GiB (default: the preset's)")
+    parser.add_argument("--framework-efficiency", type=float, default=None, metavar="F",
+                        help="fraction of the accelerator model's speed the software reaches, in (0, 1] "
+                             "(default: the cluster preset's; dgx-a100 0.79, fitted to Megatron-LM, others 1)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     try:
         accelerator = get_preset(args.preset)
-        cluster = get_cluster(args.cluster, args.devices, global_batch=args.batch, optimizer=args.optimizer)
+        software = {} if args.framework_efficiency is None else {"framework_efficiency": args.framework_efficiency}
+        cluster = get_cluster(args.cluster, args.devices, global_batch=args.batch, optimizer=args.optimizer, **software)
         # With --plan, what its string leaves out is off (the notation's rule); without, the DP chooses.
         spec = PlanSpec.parse(args.plan) if args.plan else PlanSpec()
         overrides = {"recompute": args.recompute, "sequence_parallel": args.sp, "zero1": args.zero1,

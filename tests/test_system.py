@@ -203,6 +203,7 @@ def run_cli(*args):
     (["--workload", "gpt2-xl", "--devices", "16", "--plan", "t2p8d1m1"], "does not divide"),
     (["--plan", "t8p8d1m1+rc=most"], "unknown plan flag"),
     (["--devices", "0"], "positive"),
+    (["--framework-efficiency", "1.5"], "framework_efficiency must be in (0, 1]"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(args, message):
     result = run_cli(*args)
