@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from phaze_env.design import DesignSpace
 from phaze_env.hardware.estimator import latency_table
 from phaze_env.hardware.space import ArchSpace
 from phaze_env.hardware.synthetic import gpt_layer_ops
@@ -43,7 +44,8 @@ def main() -> None:
     table_s, table = _median_s(lambda: latency_table(ops, tc, vc, link_bandwidth_Bps=50e9), args.repeats)
     gather_s, _ = _median_s(lambda: table.latencies_s(tc_index, vc_index), args.repeats)
 
-    print(f"space: {len(space):,} architectures in the area window ({space.total_points:,} with knobs); "
+    print(f"space: {len(space):,} architectures in the area window ({DesignSpace().designs:,} designs with the "
+          f"HBM, microbatch and recompute knobs); "
           f"enumeration {enumerate_s * 1e3:.1f} ms (median of {args.repeats})")
     print(f"unique configurations: {len(tc):,} tensor-core (num_tc, width, depth, buffer), {len(vc):,} vector-core (num_vc, width, sublanes, buffer, num_tc)")
     print(f"latency table: {len(ops)} ops ({len(fwd)} fwd + {len(bwd)} bwd) × all unique configs: "
