@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from phaze_env.cluster import Cluster  # noqa: E402
-from phaze_env.placement import Settings, best_plan, better  # noqa: E402
+from phaze_env.placement import Settings, best_plan, best_plan_multi, better  # noqa: E402
 from phaze_env.plan_spec import PlanSpec  # noqa: E402
 
 HIDDEN, SEQ_LEN, VOCAB, BLOCKS = 12288, 2048, 50257, 96
@@ -97,13 +97,13 @@ def main(runs: int = 5) -> None:
             results[key] = one_call(*key)
 
     def evaluate_order():
-        """What ``evaluate`` runs for one design: HBM smallest first, then t, then m, each search pruned
-        against the best plan so far (``best_plan(..., must_beat=)``); returns the best plan."""
+        """What ``evaluate`` runs for one design: ``best_plan_multi`` (HBM smallest first, then t, then m, each
+        search pruned against the best plan so far), per plan template; returns the best plan."""
         best = None
-        for t, m, plan, hbm in sorted(grid, key=lambda key: (key[3], key[0], key[1], key[2])):
-            settings = Settings(cluster, t, m, hbm, plans[plan], seq_len=SEQ_LEN, hbm_bandwidth_Bps=1.2e12)
-            found = best_plan(variants[(t, m)], settings, must_beat=best)
-            if found is not None and better(found, best):
+        for plan in plans:
+            template = Settings(cluster, 1, 1, 80 * GB, plan, seq_len=SEQ_LEN, hbm_bandwidth_Bps=1.2e12)
+            found = best_plan_multi(variants, template, hbm_bytes=sorted({key[3] for key in grid}))
+            if better(found, best):
                 best = found
         return best
 

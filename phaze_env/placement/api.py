@@ -66,12 +66,10 @@ def best_plan(layers: LayerList, settings: Settings, *, cache: bool = False, mus
 
     if must_beat is None or not must_beat.feasible:
         return _cached(cache, parts, solve)
-    plan = _cached(cache, parts, lambda: None)  # a stored exact optimum, if any; never stores a pruned search
-    if plan is None:
-        # better() needs a throughput above must_beat's by the tie tolerance: a time below this one
-        plan = solve(settings.global_batch / (must_beat.throughput_samples_s * (1 + _TIE_TOLERANCE)))
-        if plan is not None and cache:
-            _cached(cache, parts, lambda: plan)
+    # better() needs a throughput above must_beat's by the tie tolerance: a time below this one. A stored
+    # exact optimum is used as is; a pruned search that finds nothing (None) is never stored.
+    cutoff_s = settings.global_batch / (must_beat.throughput_samples_s * (1 + _TIE_TOLERANCE))
+    plan = _cached(cache, parts, lambda: solve(cutoff_s))
     return plan if plan is None or not plan.feasible or better(plan, must_beat) else None
 
 

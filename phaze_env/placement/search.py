@@ -501,12 +501,9 @@ class PlacementSearch:
         """``sync_s`` elementwise, for bounds (it is affine in the bytes for a fixed group, and 0 for no bytes)."""
         s = self.settings
         fixed, per_byte = _allreduce_affine(s.cluster, s.tensor_width)
-        shards = data_parallel if s.zero1 else 1
-        step_per_byte = (0.0 if s.hbm_bandwidth_Bps is None
-                         else s.optimizer.step_factor / shards / s.hbm_bandwidth_Bps)
-        index = data_parallel - 1
-        bytes_ = np.where(np.isfinite(param_bytes), param_bytes, 0.0) * GRADIENT_FACTOR
-        times = fixed[index] + per_byte[index] * bytes_ + step_per_byte * np.where(np.isfinite(param_bytes), param_bytes, 0.0)
+        finite_bytes = np.where(np.isfinite(param_bytes), param_bytes, 0.0)
+        times = (fixed[data_parallel - 1] + per_byte[data_parallel - 1] * finite_bytes * GRADIENT_FACTOR
+                 + s.optimizer_step_s(finite_bytes, data_parallel))
         return np.where(param_bytes > 0, times, 0.0)
 
     def _stage_values(self, shape: _Shape, costs: StageCosts, mask: np.ndarray | None = None):
