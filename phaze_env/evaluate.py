@@ -26,15 +26,14 @@ from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.cluster import Cluster
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
-from phaze_env.hardware.estimator import accelerator_table
 from phaze_env.hardware.space import HBM_GB_VALUES as DEFAULT_HBM_GB, MICROBATCH_VALUES as DEFAULT_MICROBATCHES
-from phaze_env.placement import Plan, Settings, best_plan, better
+from phaze_env.placement import Settings, best_plan_multi
+from phaze_env.pricing import price_ops
 from phaze_env.plan_spec import PlanSpec
-from phaze_env.schedule import makespan_lower_bound, schedule_graph
+from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 5  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]
-DEFAULT_TIME_LIMIT_S = 10.0
+EVALUATION_VERSION = 6  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s
 ATTENTION_CORE_KINDS = ("bmm", "softmax")  # the operators selective recompute repeats (Korthikanti et al. 2022)
 
 _EVALUATIONS = DiskCache("evaluations")
@@ -56,6 +55,20 @@ class LayerTiming:
     attention_fwd_s: float = 0.0  # forward time of the attention core (QKᵀ, softmax, ·V): selective recompute
     tp_comm_s: float = 0.0  # tensor-parallel collectives of forward + backward, on the cluster's links
 
+    @property
+    def proven(self) -> bool:
+        """Both schedules are proven optimal (so this layer's time is exact, not an upper bound)."""
+        return self.fwd_optimal and self.bwd_optimal
+
+    def unproven(self) -> list[tuple[str, str, float]]:
+        """``(direction, method, gap)`` of each schedule not proven optimal (gap: 1 − bound / makespan)."""
+        out = []
+        for direction in ("fwd", "bwd"):
+            if not getattr(self, f"{direction}_optimal"):
+                time_s, bound_s = getattr(self, f"{direction}_s"), getattr(self, f"{direction}_lower_bound_s")
+                out.append((direction, getattr(self, f"{direction}_method"), 1 - bound_s / time_s if time_s > 0 else 0.0))
+        return out
+
 
 @dataclass(frozen=True)
 class Evaluation:
@@ -66,6 +79,13 @@ class Evaluation:
     model FLOPs are the whole model's (per-device FLOPs × tensor width). ``time_breakdown_s`` splits the
     time per batch (see :class:`~phaze_env.placement.Plan`); ``plan["notation"]`` is the plan in the one
     notation (``t8p8d1m1+sp+rc=selective``).
+
+    ``proven`` is True when every layer schedule behind the answer (every tensor width and microbatch
+    searched) is proven optimal, so ``throughput_samples_s`` is this design's exact optimum. Otherwise an
+    ILP stopped early (time limit, stall or solver failure): ``throughput_samples_s`` is still achieved by a
+    real schedule (a lower bound on the optimum), ``throughput_bound_samples_s`` is a proven upper bound (the
+    same placement DP on the schedules' proven lower bounds), ``worst_gap`` the largest schedule gap and
+    ``unproven`` names each such schedule. Unproven evaluations are never stored in the cache.
     """
 
     workload: str
@@ -89,6 +109,10 @@ class Evaluation:
     knobs: dict[str, Any] = field(default_factory=dict)
     from_cache: bool = False
     time_breakdown_s: dict[str, float] = field(default_factory=dict)
+    proven: bool = True
+    worst_gap: float = 0.0
+    unproven: tuple[str, ...] = ()
+    throughput_bound_samples_s: float = 0.0
 
     @property
     def hbm_gb(self) -> float:
@@ -200,7 +224,7 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
-        table = _priced_table(dag.ops, acc, cluster)
+        table = price_ops(dag.ops, acc, cluster).table
         one, all_cores = table.latencies_s(0, 0)
         tp_comm_s += float(table.comm_s.sum())
         if direction == "fwd":
@@ -226,20 +250,6 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
     return LayerTiming(f, b, flb, blb, fm, bm, fo, bo, attention_fwd_s, tp_comm_s)
 
 
-def _priced_table(ops, acc: Accelerator, cluster: Cluster):
-    """The estimator's latency table with the tensor-parallel collectives priced on the cluster's levels
-    (a tensor group is ``t`` consecutive devices, so on a DGX it stays on NVLink) and the device parts
-    slowed by the cluster's ``framework_efficiency``."""
-    table = accelerator_table(ops, acc, link_bandwidth_Bps=cluster.link_bandwidth_Bps, link_latency_s=cluster.link_latency_s)
-    comm_s = np.array([cluster.collective_s(op.comm_kind, op.comm_bytes, op.comm_group) if op.unit == "comm" else 0.0
-                       for op in ops])
-    slowdown = 1.0 / cluster.framework_efficiency  # the software stack's achieved fraction (Cluster docstring)
-    if slowdown != 1.0:
-        table = replace(table, tc_one_s=table.tc_one_s * slowdown, tc_all_s=table.tc_all_s * slowdown,
-                        vc_one_s=table.vc_one_s * slowdown, vc_all_s=table.vc_all_s * slowdown)
-    return replace(table, comm_s=comm_s)
-
-
 def _energy_per_sample_j(graph, acc: Accelerator, tensor_width: int) -> float:
     per_microbatch = sum(layer.repeat * sum(op_energy_j(op, acc) for op in layer.fwd.ops + layer.bwd.ops)
                          for layer in graph.layers)
@@ -253,66 +263,94 @@ def _model_flops_per_sample(graph) -> float:
     return per_device * graph.tensor_width / graph.microbatch
 
 
+@dataclass
+class _Variant:
+    """One (tensor width, microbatch) of an evaluation: its graph, layer timings and the DP's layer chains."""
+
+    graph: Any
+    timings: dict[str, LayerTiming]
+    chain: list[dict[str, float]]
+
+    def lower_bound_chain(self) -> list[dict[str, float]]:
+        """The chain with every layer at its schedules' proven lower bounds (a chain no slower than any real one)."""
+        bounds = {name: replace(timing, fwd_s=timing.fwd_lower_bound_s, bwd_s=timing.bwd_lower_bound_s)
+                  for name, timing in self.timings.items()}
+        return _layer_chain(self.graph, bounds)
+
+
 def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, time_limit_s: float) -> Evaluation:
-    counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "placement": 0.0, "ilp_solves": 0, "schedules": 0,
-                "dp_calls": 0}
+    counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
     workload, cluster = request.workload, request.cluster
-    best: Plan | None = None
-    best_graph = None
-    reasons: list[str] = []
-    layer_timings: dict[str, dict[str, dict[str, Any]]] = {}
+    started = time.perf_counter()
+    variants: dict[tuple[int, int], _Variant] = {}
+
+    def variant(t: int, m: int) -> _Variant:
+        if (t, m) not in variants:
+            variants[(t, m)] = _variant(request, acc, t, m, bound_only, solver, time_limit_s, counters)
+        return variants[(t, m)]
+
     usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
-    if not usable:
-        reasons.append(f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads")
-    chains: dict[tuple[int, int], tuple] = {}
-    for capacity in request.capacities_gb:  # smallest first: ties keep the smaller HBM (placement.better)
-        for t in usable:
-            for m in request.microbatches:
-                if (t, m) not in chains:
-                    chains[(t, m)] = _chain(request, acc, t, m, bound_only, solver, time_limit_s, counters, layer_timings)
-                graph, chain = chains[(t, m)]
-                started = time.perf_counter()
-                settings = Settings(cluster, t, m, capacity * GB_BYTES, request.plan, seq_len=graph.seq_len,
-                                    model_flops_per_sample=_model_flops_per_sample(graph), peak_flops=acc.peak_flops,
-                                    hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps)
-                plan = best_plan(chain, settings, must_beat=best)  # branch and bound across the grid
-                counters["dp_calls"] += 1
-                counters["placement"] += time.perf_counter() - started
-                if plan is None:  # no plan of this variant beats the incumbent
-                    continue
-                if not plan.feasible:
-                    reasons.append(f"t{t}m{m}, {capacity:g} GiB: {plan.reason}")
-                elif better(plan, best):
-                    best, best_graph = plan, graph
-    timings_s = {k: counters[k] for k in ("trace", "estimate", "schedule", "placement")}
+    capacities = [capacity * GB_BYTES for capacity in request.capacities_gb]
+    if usable:
+        # The one plan loop (placement.best_plan_multi): capacities smallest first, then t, then m, branch
+        # and bound across them; ties keep the first (the smaller HBM).
+        template = Settings(cluster, usable[0], request.microbatches[0], capacities[0], request.plan,
+                            peak_flops=acc.peak_flops, hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps)
+
+        def fields(t: int, m: int) -> dict[str, Any]:
+            graph = variant(t, m).graph
+            return {"seq_len": graph.seq_len, "model_flops_per_sample": _model_flops_per_sample(graph)}
+
+        def search(chain_of) -> Any:
+            return best_plan_multi(lambda t, m: chain_of(variant(t, m)), template, tensor_widths=usable,
+                                   microbatches=request.microbatches, hbm_bytes=capacities, variant_fields=fields)
+
+        best = search(lambda v: v.chain)
+        reason = best.reason
+    else:
+        best, reason = None, f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads"
+    layer_timings = {f"t{t}_m{m}": {name: asdict(timing) for name, timing in v.timings.items()}
+                     for (t, m), v in variants.items()}
+    unproven = [] if bound_only else [
+        (f"t{t}_m{m} {name} {direction}", method, gap) for (t, m), v in variants.items()
+        for name, timing in v.timings.items() for direction, method, gap in timing.unproven()]
+    total_s = time.perf_counter() - started
+    timings_s = {k: counters[k] for k in ("trace", "estimate", "schedule")}
+    timings_s["placement"] = max(total_s - sum(timings_s.values()), 0.0)
     common = dict(workload=workload.name, cluster=cluster.to_dict(), area_mm2=acc.area_mm2, peak_flops=acc.peak_flops,
                   layer_timings=layer_timings, timings_s=timings_s, ilp_solves=int(counters["ilp_solves"]),
-                  schedules=int(counters["schedules"]), dp_calls=int(counters["dp_calls"]),
+                  schedules=int(counters["schedules"]),
+                  dp_calls=len(usable) * len(request.microbatches) * len(capacities),
                   knobs={"microbatch": list(request.microbatches), "plan": str(request.plan),
-                         "hbm_gb": list(request.capacities_gb), "tensor_widths": list(request.widths)})
-    if best is None:
-        return Evaluation(accelerator=acc.to_dict(), feasible=False, reason="; ".join(reasons) or "no feasible plan",
+                         "hbm_gb": list(request.capacities_gb), "tensor_widths": list(request.widths)},
+                  proven=not unproven, worst_gap=max((gap for _, _, gap in unproven), default=0.0),
+                  unproven=tuple(f"{where} ({method}, gap {gap:.3%})" for where, method, gap in unproven))
+    if best is None or not best.feasible:
+        return Evaluation(accelerator=acc.to_dict(), feasible=False, reason=reason or "no feasible plan",
                           throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, energy_per_sample_j=0.0, plan={},
                           memory_bytes={}, **common)
+    bound = best.throughput_samples_s
+    if unproven:  # the same DP on the schedules' proven lower bounds: no real schedule can do better
+        bound = max(bound, search(_Variant.lower_bound_chain).throughput_samples_s)
     chosen = acc.replace(hbm_gb=best.hbm_bytes / GB_BYTES)
+    energy = 0.0 if bound_only else _energy_per_sample_j(variants[(best.tensor_width, best.microbatch)].graph, acc,
+                                                        best.tensor_width)
     return Evaluation(accelerator=chosen.to_dict(), feasible=True, reason="",
                       throughput_samples_s=best.throughput_samples_s, tokens_s=best.tokens_s or 0.0,
-                      mfu=best.mfu or 0.0,
-                      energy_per_sample_j=0.0 if bound_only else _energy_per_sample_j(best_graph, acc, best.tensor_width),
-                      plan=best.to_dict(), memory_bytes=dict(best.memory_bytes),
-                      time_breakdown_s=dict(best.time_breakdown_s), **common)
+                      mfu=best.mfu or 0.0, energy_per_sample_j=energy, plan=best.to_dict(),
+                      memory_bytes=dict(best.memory_bytes), time_breakdown_s=dict(best.time_breakdown_s),
+                      throughput_bound_samples_s=bound, **common)
 
 
-def _chain(request: _Request, acc: Accelerator, t: int, m: int, bound_only: bool, solver: str, time_limit_s: float,
-           counters: dict, layer_timings: dict):
-    """The traced graph at ``(t, m)`` and its layer chain for the DP (layer schedules memoised per run)."""
+def _variant(request: _Request, acc: Accelerator, t: int, m: int, bound_only: bool, solver: str, time_limit_s: float,
+             counters: dict) -> _Variant:
+    """The traced graph at ``(t, m)``, each layer's schedules and the layer chain for the DP."""
     started = time.perf_counter()
     graph = model_graph(request.workload, seq_len=request.seq_len, microbatch=m, tensor_width=t)
     counters["trace"] += time.perf_counter() - started
     timings = {layer.name: _time_layer(layer, acc, request.cluster, bound_only=bound_only, solver=solver,
                                        time_limit_s=time_limit_s, counters=counters) for layer in graph.layers}
-    layer_timings[f"t{t}_m{m}"] = {name: asdict(timing) for name, timing in timings.items()}
-    return graph, _layer_chain(graph, timings)
+    return _Variant(graph, timings, _layer_chain(graph, timings))
 
 
 def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
@@ -337,7 +375,7 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
     result = _run(request, accelerator, bound_only=False, solver=solver, time_limit_s=time_limit_s)
-    if cache:
+    if cache and result.proven:  # an unproven answer is provisional: the next call solves again
         _EVALUATIONS.put(key, result)
     return result
 

@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, _priced_table
+from phaze_env.cluster import Cluster
 from phaze_env.hardware.accelerator import Accelerator
-from phaze_env.hardware.estimator import tensor_terms, vector_cycles_per_element, vector_terms
-from phaze_env.schedule import schedule_graph
+from phaze_env.hardware.estimator import vector_cycles_per_element
+from phaze_env.pricing import price_ops
+from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, schedule_graph
 from phaze_env.workloads import Workload, get_workload, model_graph
 from phaze_env.workloads.graph import OpGraph
 
@@ -92,12 +93,10 @@ class LayerExplanation:
 
 
 def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluster, time_limit_s: float):
-    table = _priced_table(dag.ops, acc, cluster)  # the evaluation's own table: collectives on the cluster's levels
+    priced = price_ops(dag.ops, acc, cluster)  # the evaluation's own pricing: same terms, same framework efficiency
+    table, tensor, vector = priced.table, priced.tensor, priced.vector
     one, all_cores = table.latencies_s(0, 0)
     schedule = schedule_graph(dag, one, all_cores, acc.num_tc, acc.num_vc, time_limit_s=time_limit_s)
-    hbm_Bps = acc.effective_hbm_bandwidth_Bps
-    tensor = tensor_terms(dag.ops, table.tc_configs, hbm_Bps, acc.clock_hz, acc.gemm_efficiency, acc.bytes_per_element)
-    vector = vector_terms(dag.ops, table.vc_configs, hbm_Bps, acc.clock_hz, acc.bytes_per_element)
     ops, work = [], {"flops": 0.0, "vector_cycles": 0.0, "hbm_bytes": 0.0}
     for i, op in enumerate(dag.ops):
         parallel = bool(schedule.parallel[i])

@@ -13,6 +13,17 @@ For one (tensor width ``t``, microbatch ``m``) and every architecture ``a``:
 So ``B / min_{p,d} time`` bounds the throughput the placement DP can reach, for every ``t`` and ``m``;
 the maximum over them bounds the architecture. Among ``d`` with the same ``m_r`` the smallest is enough
 (the all-reduce grows with ``d``).
+
+Why each term stays a valid bound with what the evaluator adds on top of PHAZE's model:
+
+* ``framework_efficiency``: operators are priced by :func:`phaze_env.pricing.price_ops`, the very function the
+  evaluator schedules with, so the per-op latencies (device parts divided by the efficiency) are identical
+  and the DAG bounds hold for them as for any latencies;
+* the optimizer step (``Settings.optimizer_step_s``), recompute, the tensor-parallel collectives' share of
+  the stage time, p2p beyond one boundary tensor and the memory limit are left out: each only adds time to
+  a plan or removes plans, never the reverse, so leaving them out keeps ``time`` a lower bound;
+* the all-reduce is :meth:`Cluster.collective_s` itself at the smallest gradient share ``P/p`` any stage can
+  hold (the collective's time grows with its payload), on the stride ``t`` the DP uses.
 """
 
 from __future__ import annotations
@@ -23,9 +34,9 @@ import numpy as np
 
 from phaze_env.comm import p2p_s
 from phaze_env.evaluate import Cluster, valid_tensor_widths
-from phaze_env.hardware import ArchSpace, latency_table
-from phaze_env.hardware.estimator import shared_parameters
+from phaze_env.hardware import ArchSpace
 from phaze_env.placement.inputs import GRADIENT_FACTOR
+from phaze_env.pricing import price_ops
 from phaze_env.workloads import OpGraph, Workload, model_graph
 
 CORE_UNITS = {"tc": ("tc", "tc+vc"), "vc": ("vc", "tc+vc")}
@@ -56,6 +67,9 @@ def dag_lower_bounds_s(dag: OpGraph, one_s: np.ndarray, all_s: np.ndarray, n_tc:
 def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=None) -> np.ndarray:
     """Lower bound of each layer's fwd+bwd time (rows: the graph's layers) per architecture (columns).
 
+    Operators are priced by :func:`phaze_env.pricing.price_ops`, the evaluator's own pricing: the same
+    per-op latencies (framework efficiency included, collectives on the cluster's levels) for every
+    architecture, so each entry bounds the schedule ``evaluate`` finds for that layer from below.
     ``core_configs``: ``(space.tc_configs(), space.vc_configs())`` when the caller already has them.
     """
     arrays = space.arrays
@@ -66,25 +80,11 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
         for dag in (layer.fwd, layer.bwd):
             if not dag.ops:
                 continue
-            link_Bps, link_s = tensor_link_bound(cluster, graph.tensor_width)
-            table = latency_table(dag.ops, tc_rows, vc_rows, **shared_parameters(space.base),
-                                  link_bandwidth_Bps=link_Bps, link_latency_s=link_s)
-            one, all_cores = table.latencies_s(tc_index.ravel(), vc_index.ravel())
+            priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows)
+            one, all_cores = priced.latencies_s(tc_index.ravel(), vc_index.ravel())
             layer_s += dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
         rows.append(layer_s)
     return np.array(rows)
-
-
-def tensor_link_bound(cluster: Cluster, tensor_width: int) -> tuple[float, float]:
-    """A flat ring ``(bandwidth, latency)`` whose collectives over the tensor group are never slower than
-    ``cluster.collective_s`` (what ``evaluate`` charges): the group's own level when it spans one, else the
-    fastest level with no latency (Σ_i 2(k_i−1)/k_i · S_i = 2(g−1)/g · S telescopes, so the bandwidth term
-    is at least the flat ring's at the fastest bandwidth)."""
-    spanned = [level for level, extent in zip(cluster.levels, cluster.extents(tensor_width, 1)) if extent > 1]
-    if len(spanned) <= 1:
-        level = spanned[0] if spanned else cluster.levels[0]
-        return level.bandwidth_Bps, level.latency_s
-    return max(level.bandwidth_Bps for level in spanned), 0.0
 
 
 def p2p_bound_s(cluster: Cluster, payload_bytes: float, tensor_width: int) -> float:

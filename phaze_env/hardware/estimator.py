@@ -237,6 +237,12 @@ class LatencyTable:
     vc_all_s: np.ndarray
     comm_s: np.ndarray
 
+    @classmethod
+    def from_terms(cls, tc_configs, vc_configs, tensor: TensorTerms, vector: VectorTerms, comm_s) -> LatencyTable:
+        """The table of :func:`tensor_terms` / :func:`vector_terms` and per-op communication seconds."""
+        return cls(tc_configs, vc_configs, tensor.one_s, tensor.all_s, tensor.tiles, vector.one_s, vector.all_s,
+                   np.asarray(comm_s, dtype=float))
+
     def latencies_s(self, tc_index, vc_index) -> tuple[np.ndarray, np.ndarray]:
         """``(one_core, all_cores)`` latencies per op for configuration indices (ints or index arrays)."""
         comm_s = self.comm_s if np.ndim(tc_index) == 0 else self.comm_s[:, None]
@@ -366,7 +372,7 @@ def _as_config_array(configs, width: int, name: str) -> np.ndarray:
     return array
 
 
-def latency_table(
+def latency_terms(
     ops: Sequence[Op],
     tc_configs,
     vc_configs,
@@ -376,10 +382,8 @@ def latency_table(
     bytes_per_element: int = TPUV4.bytes_per_element,
     gemm_efficiency: float = TPUV4.gemm_efficiency,
     hbm_efficiency: float = TPUV4.hbm_efficiency,
-    link_bandwidth_Bps: float | None = None,
-    link_latency_s: float = 0.0,
-) -> LatencyTable:
-    """Both latencies of every op on every configuration.
+) -> tuple[np.ndarray, np.ndarray, TensorTerms, VectorTerms]:
+    """The checked configuration arrays and the tensor- and vector-core terms of every op on every configuration.
 
     ``tc_configs``: ``(T, 4)`` rows ``(num_tc, tc_width, tc_depth, buffer_mb)``; ``vc_configs``: ``(V, 5)``
     rows ``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)`` (e.g. from :meth:`ArchSpace.tc_configs` /
@@ -398,8 +402,24 @@ def latency_table(
     hbm_Bps = hbm_bandwidth_Bps * hbm_efficiency
     tensor = tensor_terms(ops, tc, hbm_Bps, clock_hz, gemm_efficiency, bytes_per_element)
     vector = vector_terms(ops, vc, hbm_Bps, clock_hz, bytes_per_element)
+    return tc, vc, tensor, vector
+
+
+def latency_table(
+    ops: Sequence[Op],
+    tc_configs,
+    vc_configs,
+    *,
+    link_bandwidth_Bps: float | None = None,
+    link_latency_s: float = 0.0,
+    **shared,
+) -> LatencyTable:
+    """Both latencies of every op on every configuration (:func:`latency_terms`; ``shared``: its keywords),
+    collectives on one flat ring of ``link_bandwidth_Bps`` links. The evaluator prices operators on a
+    :class:`~phaze_env.cluster.Cluster` instead: :func:`phaze_env.pricing.price_ops`."""
+    tc, vc, tensor, vector = latency_terms(ops, tc_configs, vc_configs, **shared)
     comm_s = np.array([comm_latency_s(op, link_bandwidth_Bps, link_latency_s) if op.unit == "comm" else 0.0 for op in ops])
-    return LatencyTable(tc, vc, tensor.one_s, tensor.all_s, tensor.tiles, vector.one_s, vector.all_s, comm_s)
+    return LatencyTable.from_terms(tc, vc, tensor, vector, comm_s)
 
 
 def shared_parameters(acc: Accelerator) -> dict[str, float]:

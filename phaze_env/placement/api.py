@@ -110,6 +110,7 @@ def best_plan_multi(
     tensor_widths: Iterable[int] | None = None,
     microbatches: Iterable[int] | None = None,
     hbm_bytes: Iterable[float] | None = None,
+    variant_fields: Callable[[int, int], Mapping[str, Any]] | None = None,
     cache: bool = False,
 ) -> Plan:
     """Best :func:`best_plan` over tensor widths × microbatch sizes × HBM capacities.
@@ -120,8 +121,11 @@ def best_plan_multi(
     callable ``(tensor_width, microbatch) -> layers``. With a mapping, ``tensor_widths`` /
     ``microbatches`` default to the ones it holds (pairs it lacks are skipped); with a callable they are
     required. Capacities are searched smallest first and ties keep the first (:func:`better`), so the
-    answer also says how much HBM the best throughput needs. Returns the best plan, or an infeasible plan
-    whose reason lists why each variant failed.
+    answer also says how much HBM the best throughput needs. ``variant_fields(t, m)`` gives further
+    :class:`Settings` fields that depend on the variant (e.g. the model FLOPs per sample, which grow with
+    Megatron's vocabulary padding at ``t``). Variants after the first are searched by branch and bound
+    (``best_plan(..., must_beat=best so far)``), which returns the same optimum as searching each one
+    alone. Returns the best plan, or an infeasible plan whose reason lists why each variant failed.
     """
     _check(settings)
     if callable(layers):
@@ -142,7 +146,8 @@ def best_plan_multi(
     reasons = []
     for capacity in capacities:
         for t, m in variants:
-            variant = replace(settings, tensor_width=t, microbatch=m, hbm_bytes=capacity)
+            extra = variant_fields(t, m) if variant_fields is not None else {}
+            variant = replace(settings, tensor_width=t, microbatch=m, hbm_bytes=capacity, **extra)
             plan = best_plan(layers_for(t, m), variant, cache=cache, must_beat=best)
             if plan is None:  # nothing here beats the incumbent
                 continue

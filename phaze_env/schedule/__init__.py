@@ -33,6 +33,9 @@ from phaze_env.workloads.graph import OpGraph
 __all__ = ["Schedule", "makespan_lower_bound", "schedule_graph", "solve_schedule", "verify"]
 
 DEFAULT_TIME_LIMIT_S = 10.0
+RETRY_TIME_FACTOR = 4.0
+"""A solve stopped by its time limit is solved once more with this many times the limit before its answer is
+given back unproven (a busy machine must not turn a provable schedule into an unproven one at once)."""
 FAST_PATH_REL_TOL = 1e-9  # the list schedule is optimal when the cheap bound is this close
 _CACHE_SCHEMA = "schedule-v1"
 _CACHE = DiskCache("schedule")
@@ -79,7 +82,10 @@ def solve_schedule(
     ``ops``: dicts ``{"unit": "tc"|"vc"|"tc+vc"|"comm"|"none", "latency_s": float,
     "latency_parallel_s": float}`` (``latency_parallel_s`` is not needed for "comm"/"none");
     ``edges``: ``(i, j)`` pairs, op i ends before op j starts. ``solver``: "cbc" or "highs".
-    ``time_limit_s`` caps the ILP; on the limit the best schedule known is returned with its bound.
+    ``time_limit_s`` caps the ILP; on the limit it is solved once more with :data:`RETRY_TIME_FACTOR` times the
+    limit, and if that stops early too the best schedule known is returned with its bound and
+    ``optimal=False``. Only proven-optimal schedules are cached: an unproven one is never served later as
+    final, the next call solves it again.
     ``cache``: True (the persistent "schedule" cache), False, or a :class:`DiskCache` to use.
     Raises ``ValueError`` on invalid input (negative/NaN latencies, cycles, bad edges, core counts < 1).
     """
@@ -93,7 +99,9 @@ def solve_schedule(
     if store is not None and (hit := store.get(key)) is not None:
         return replace(hit, from_cache=True)
     schedule = _solve(problem, solver, float(time_limit_s))
-    if store is not None and schedule.method != "ilp_failed":  # a failure may be transient
+    if schedule.method == "ilp_timeout":
+        schedule = _better_of(schedule, _solve(problem, solver, float(time_limit_s) * RETRY_TIME_FACTOR))
+    if store is not None and schedule.optimal:  # timeouts, stalls and failures are provisional
         store.put(key, schedule)
     return schedule
 
@@ -140,6 +148,17 @@ def _solve(problem: Problem, solver: str, time_limit_s: float) -> Schedule:
     result = solve_ilp(problem, incumbent, bound_s, solver, time_limit_s)
     bound_s = min(result.lower_bound_s, result.best.makespan_s)
     return _schedule(problem, result.best, bound_s, _ILP_METHODS[result.status], incumbent, solver, result.iterations, started)
+
+
+def _better_of(first: Schedule, second: Schedule) -> Schedule:
+    """The shorter of two solves of one problem, with the tighter of their proven bounds and both efforts."""
+    best = min(first, second, key=lambda schedule: schedule.makespan_s)
+    bound_s = min(max(first.lower_bound_s, second.lower_bound_s), best.makespan_s)
+    gap = (best.makespan_s - bound_s) / best.makespan_s if best.makespan_s > 0 else 0.0
+    return replace(best, lower_bound_s=bound_s, gap=gap, optimal=gap <= OPTIMALITY_REL_TOL,
+                   method=best.method if gap > OPTIMALITY_REL_TOL else "ilp",
+                   solver_calls=first.solver_calls + second.solver_calls,
+                   solve_time_s=first.solve_time_s + second.solve_time_s)
 
 
 def _schedule(problem, best: Timetable, bound_s, method, incumbent: Timetable, solver, solver_calls, started) -> Schedule:
