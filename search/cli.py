@@ -238,3 +238,5 @@ def print_summary(result: SearchResult, out: Path, console=None) -> None:
     console.print(f"exact: {result.exact} · evaluations {result.evaluations:,} of {result.architectures:,} architectures "
                   f"(pruning ratio {result.pruning_ratio:.2%}) · ILP solves {result.ilp_solves:,} · "
                   f"{result.elapsed_s:.1f} s · results in {out}/", highlight=False)
+    for line in result.exactness_lines():
+        console.print(line, highlight=False, markup=False)

@@ -8,7 +8,11 @@
    better. Ties keep the smaller-area design.
 
 Pareto mode visits architectures in order of area; a design is pruned when a smaller-or-equal-area
-design already reaches its bound. :class:`ExactSearch` runs one of these loops over an executor
+design already reaches its bound.
+
+Pruning stays sound when an ILP stops early: an unproven evaluation's throughput is still achieved by a
+real schedule, so an incumbent never claims more than it has. Whether the *answer* is proven is decided
+after the loops by :func:`certify`; unproven rows of ``results.db`` are evaluated again on resume. :class:`ExactSearch` runs one of these loops over an executor
 (``submit`` → future); :func:`search.run.run_search` orchestrates them.
 """
 
@@ -26,6 +30,38 @@ from search.store import ResultsStore
 from search.tasks import evaluate_design
 
 
+def _final(record: dict[str, Any]) -> bool:
+    return record["status"] != "evaluated" or bool(record["evaluation"].get("proven", False))
+
+
+def unproven_design(workload: str, index: int, evaluation: dict[str, Any], blocks_exact: bool) -> dict[str, Any]:
+    """One row of ``SearchResult.unproven``: a design whose figures rest on schedules not proven optimal."""
+    return {"workload": workload, "index": int(index), "accelerator": evaluation["accelerator"],
+            "throughput_samples_s": evaluation["throughput_samples_s"],
+            "throughput_bound_samples_s": evaluation["throughput_bound_samples_s"],
+            "worst_gap": evaluation["worst_gap"], "schedules": list(evaluation["unproven"]), "blocks_exact": blocks_exact}
+
+
+def certify(mode: str, best_values: dict[str, float | None], records: dict[tuple, dict[str, Any]],
+            ) -> tuple[bool, list[dict[str, Any]]]:
+    """Is the search's answer proven? And every evaluated design that rests on an unproven schedule.
+
+    ``best_values``: each workload's reported best throughput (best mode; ``None`` when nothing was found).
+    ``records``: the search's records keyed ``(workload, index, …)``. In best mode an unproven design costs
+    exactness only if it is the answer or its proven upper bound reaches the answer's throughput (it might
+    be better); in the Pareto and multi-workload modes any unproven design does.
+    """
+    rows = []
+    for (workload, index, *_), record in records.items():
+        evaluation = record.get("evaluation")
+        if record["status"] != "evaluated" or evaluation["proven"] or not evaluation["feasible"]:
+            continue
+        value = best_values.get(workload) if mode == "best" else None
+        blocks = value is None or evaluation["throughput_bound_samples_s"] >= value
+        rows.append(unproven_design(workload, index, evaluation, blocks))
+    return not any(row["blocks_exact"] for row in rows), rows
+
+
 class ExactSearch:
     """Best-bound-first exact search over ``config.arch``; records every visited design (and stores it)."""
 
@@ -35,7 +71,9 @@ class ExactSearch:
         self.executor = executor
         self.store = store
         self.progress = progress or SearchProgress()
-        self.records: dict[tuple[str, int], dict[str, Any]] = store.load() if store else {}
+        loaded = store.load() if store else {}
+        # a row resting on an unproven schedule is provisional: evaluated again, never resumed as final
+        self.records: dict[tuple[str, int], dict[str, Any]] = {key: r for key, r in loaded.items() if _final(r)}
         self.resumed = len(self.records)
         self.bounds: dict[str, np.ndarray] = {}
         self.counters = {"ilp_solves": 0, "evaluations": 0, "pruned_by_placement_bound": 0, "dp_calls": 0}

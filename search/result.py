@@ -39,6 +39,8 @@ class DesignResult:
     devices_available: int
     accelerator: dict[str, Any]
     plan: dict[str, Any]
+    proven: bool = True  # every layer schedule behind the figures is proven optimal (Evaluation.proven)
+    worst_gap: float = 0.0
 
     @classmethod
     def from_evaluation(cls, evaluation: dict[str, Any]) -> DesignResult:
@@ -48,7 +50,7 @@ class DesignResult:
                    mfu=evaluation["mfu"], area_mm2=evaluation["area_mm2"],
                    energy_per_sample_j=evaluation["energy_per_sample_j"],
                    devices_available=evaluation["cluster"]["n_devices"], accelerator=evaluation["accelerator"],
-                   plan=evaluation["plan"])
+                   plan=evaluation["plan"], proven=evaluation["proven"], worst_gap=evaluation["worst_gap"])
 
     @property
     def time_shares(self) -> dict[str, float]:
@@ -59,7 +61,7 @@ class DesignResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DesignResult:
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,12 @@ class SearchResult:
     ``evaluations_this_run``; ``pruned_by_placement_bound`` (pruned by the ILP-free bound, unevaluated);
     ``pruning_ratio`` (architectures never evaluated / architectures); ``resumed_records`` read from
     ``results.db``.
+
+    ``exact`` is True only when the answer is proven: the reported best design's schedules are all proven
+    optimal, and every evaluated design resting on an unproven schedule (an ILP stopped by its time limit,
+    a stall or a solver failure) has a proven upper bound (``Evaluation.throughput_bound_samples_s``) that
+    cannot beat the answer (Pareto and multi-workload modes: no unproven design at all). ``unproven`` lists
+    every design that rests on an unproven schedule, whether or not it costs exactness (``blocks_exact``).
     """
 
     mode: str
@@ -112,11 +120,13 @@ class SearchResult:
     elapsed_s: float
     space: dict[str, Any] = field(default_factory=dict)  # DesignSpace.to_dict(): what was searched
     cluster: dict[str, Any] = field(default_factory=dict)  # Cluster.to_dict(): on which system
+    unproven: tuple[dict[str, Any], ...] = ()  # search.exact.unproven_design rows
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         object.__setattr__(self, "workloads", tuple(self.workloads))
+        object.__setattr__(self, "unproven", tuple(self.unproven))
         # strict JSON has no Infinity: a cluster level that is absent has infinite bandwidth → null
         object.__setattr__(self, "cluster", {k: None if isinstance(v, float) and not math.isfinite(v) else v
                                              for k, v in self.cluster.items()})
@@ -124,6 +134,7 @@ class SearchResult:
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["workloads"] = list(self.workloads)
+        data["unproven"] = list(self.unproven)
         data["best"] = {w: d.to_dict() if d else None for w, d in self.best.items()}
         data["shared"] = self.shared.to_dict() if self.shared else None
         data["pareto"] = {w: [d.to_dict() for d in front] for w, front in self.pareto.items()}
@@ -138,6 +149,30 @@ class SearchResult:
         values["pareto"] = {w: tuple(DesignResult.from_dict(d) for d in front) for w, front in data["pareto"].items()}
         values["baseline"] = {w: DesignResult.from_dict(d) for w, d in data["baseline"].items()}
         return cls(**values)
+
+    def exactness_lines(self) -> list[str]:
+        """What a reader must know about the proof: nothing when exact and every design proven; else which
+        designs rest on unproven schedules and whether that leaves the answer unproven."""
+        baseline = [f"the baseline's figures for {name} rest on unproven schedules (worst gap {d.worst_gap:.2%}): "
+                    "its throughput is achieved, not proven optimal" for name, d in self.baseline.items() if not d.proven]
+        if not self.unproven:
+            return baseline
+        blocking = [row for row in self.unproven if row["blocks_exact"]]
+        head = (f"NOT PROVEN: {len(blocking)} of the designs below may beat the answer or are the answer, and rest on "
+                "ILP schedules not proven optimal (time limit, stall or solver failure)" if not self.exact else
+                f"exact: proven, though {len(self.unproven)} evaluated design(s) rest on unproven schedules; their proven "
+                "upper bounds cannot beat the answer")
+        lines = [head]
+        for row in self.unproven:
+            a = row["accelerator"]
+            lines.append(f"  {row['workload']} design #{row['index']} ({a['num_tc']}×{a['tc_width']}×{a['tc_depth']} tensor cores, "
+                         f"{a['num_vc']}×{a['vc_width']} vector, {a['buffer_mb']} MB): {row['throughput_samples_s']:,.1f} "
+                         f"samples/s achieved, ≤ {row['throughput_bound_samples_s']:,.1f} proven, worst schedule gap "
+                         f"{row['worst_gap']:.2%}{'' if row['blocks_exact'] else ' (cannot beat the answer)'}")
+        if not self.exact:
+            lines.append("  run again when the machine is idle or with a larger --time-limit: unproven results are never "
+                         "cached or resumed as final, so the rerun solves them again")
+        return lines + baseline
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)

@@ -16,7 +16,7 @@ from phaze_env.evaluate import evaluate
 from phaze_env.hardware import TPUV4
 from phaze_env.workloads import model_graph
 from search.config import SearchConfig, aggregate
-from search.exact import ExactSearch
+from search.exact import ExactSearch, certify
 from search.executors import make_executor
 from search.outputs import write_outputs
 from search.progress import SearchProgress
@@ -69,8 +69,11 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
         if store:
             store.close()
     evaluated = [r for r in [*search.records.values(), *extra.values()] if r["status"] == "evaluated"]
+    best_values = {name: design.throughput_samples_s if design is not None and design.proven else None
+                   for name, design in best.items()}
+    exact, unproven = certify(config.mode, best_values, {**search.records, **extra})
     result = SearchResult(
-        mode=config.mode, workloads=config.names, exact=True, architectures=len(config.arch),
+        mode=config.mode, workloads=config.names, exact=exact, unproven=tuple(unproven), architectures=len(config.arch),
         designs=config.space.designs, best=best, shared=shared, pareto=pareto, baseline=baseline,
         evaluations=len(evaluated), evaluations_this_run=search.counters["evaluations"],
         pruned_by_placement_bound=sum(1 for r in search.records.values() if r["status"] == "pruned"),
