@@ -22,7 +22,9 @@ _EXACT = DiskCache("exact_optimum")
 
 def exact_optimum(workload: str | Workload, cluster: Cluster | None, space: DesignSpace, *, workers: int = 1,
                   cache: bool = True) -> dict[str, Any]:
-    """``{"throughput_samples_s", "design" (a Design), "evaluations", "elapsed_s", "result"}``."""
+    """``{"throughput_samples_s", "design" (a Design), "evaluations", "elapsed_s", "exact", "result"}``;
+    ``exact`` is False when the search could not prove its answer (:attr:`SearchResult.exact`), and then the
+    answer is not cached."""
     from search.phaze import SearchConfig, run_search  # search imports baselines' dependencies, not vice versa
 
     workload = get_workload(workload)
@@ -40,8 +42,9 @@ def exact_optimum(workload: str | Workload, cluster: Cluster | None, space: Desi
                         buffer_mb=acc["buffer_mb"], hbm_gb=float(acc["hbm_gb"]), microbatch=int(plan["microbatch"]),
                         recompute=any(_as_list(plan.get("recompute", False))))
     answer = {"throughput_samples_s": float(best.throughput_samples_s) if design else 0.0, "design": design,
-              "evaluations": result.evaluations, "elapsed_s": result.elapsed_s, "result": result.to_dict()}
-    if cache:
+              "evaluations": result.evaluations, "elapsed_s": result.elapsed_s, "exact": result.exact,
+              "result": result.to_dict()}
+    if cache and result.exact:  # an unproven optimum is not a reference to score strategies against for good
         _EXACT.put(key, answer)
     return answer
 

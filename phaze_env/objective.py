@@ -126,7 +126,8 @@ class PhazeObjective:
         if evaluation is not None:
             attrs.update(tokens_s=evaluation.tokens_s, mfu=evaluation.mfu,
                          energy_per_sample_j=evaluation.energy_per_sample_j, plan=evaluation.plan,
-                         memory_bytes=evaluation.memory_bytes)
+                         memory_bytes=evaluation.memory_bytes, proven=evaluation.proven,
+                         worst_gap=evaluation.worst_gap)
         values = (throughput, area) if self.multi_objective else (throughput,)
         record = TrialRecord(tuple(float(v) for v in values), constraints, attrs)
         self._memo[design] = record

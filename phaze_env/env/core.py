@@ -173,6 +173,7 @@ class Outcome:
                 "evaluated": self.evaluation is not None, "area_mm2": self.area_mm2, "overshoot": self.overshoot,
                 "score_ratio": self.score_ratio,
                 "throughput_samples_s": self.evaluation.throughput_samples_s if self.evaluation else 0.0,
+                "proven": self.evaluation.proven if self.evaluation else True,
                 "plan": evaluation["plan"] if evaluation else {}, "evaluation": evaluation,
                 "baseline": dict(baseline) if baseline is not None else None}
 
