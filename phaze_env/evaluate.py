@@ -194,7 +194,7 @@ def _layer_chain(graph, timings: dict[str, LayerTiming]) -> list[dict[str, float
 
 
 def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only: bool, solver: str,
-                time_limit_s: float, counters: dict[str, float]) -> LayerTiming:
+                time_limit_s: float, counters: dict[str, float], cache: bool) -> LayerTiming:
     results = {}
     attention_fwd_s = tp_comm_s = 0.0
     for direction in ("fwd", "bwd"):
@@ -215,7 +215,7 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
             results[direction] = (bound, bound, "bound", False)
         elif dag.ops:
             schedule = schedule_graph(dag, one, all_cores, acc.num_tc, acc.num_vc, solver=solver,
-                                      time_limit_s=time_limit_s)
+                                      time_limit_s=time_limit_s, cache=cache)
             counters["ilp_solves"] += schedule.solver_calls if not schedule.from_cache else 0
             counters["schedules"] += 1
             results[direction] = (schedule.makespan_s, schedule.lower_bound_s, schedule.method, schedule.optimal)
@@ -253,7 +253,8 @@ def _model_flops_per_sample(graph) -> float:
     return per_device * graph.tensor_width / graph.microbatch
 
 
-def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, time_limit_s: float) -> Evaluation:
+def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, time_limit_s: float,
+         cache: bool) -> Evaluation:
     counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "placement": 0.0, "ilp_solves": 0, "schedules": 0,
                 "dp_calls": 0}
     workload, cluster = request.workload, request.cluster
@@ -269,13 +270,14 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
         for t in usable:
             for m in request.microbatches:
                 if (t, m) not in chains:
-                    chains[(t, m)] = _chain(request, acc, t, m, bound_only, solver, time_limit_s, counters, layer_timings)
+                    chains[(t, m)] = _chain(request, acc, t, m, bound_only, solver, time_limit_s, counters,
+                                            layer_timings, cache)
                 graph, chain = chains[(t, m)]
                 started = time.perf_counter()
                 settings = Settings(cluster, t, m, capacity * GB_BYTES, request.plan, seq_len=graph.seq_len,
                                     model_flops_per_sample=_model_flops_per_sample(graph), peak_flops=acc.peak_flops,
                                     hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps)
-                plan = best_plan(chain, settings, must_beat=best)  # branch and bound across the grid
+                plan = best_plan(chain, settings, must_beat=best, cache=cache)  # branch and bound across the grid
                 counters["dp_calls"] += 1
                 counters["placement"] += time.perf_counter() - started
                 if plan is None:  # no plan of this variant beats the incumbent
@@ -304,13 +306,14 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
 
 
 def _chain(request: _Request, acc: Accelerator, t: int, m: int, bound_only: bool, solver: str, time_limit_s: float,
-           counters: dict, layer_timings: dict):
+           counters: dict, layer_timings: dict, cache: bool):
     """The traced graph at ``(t, m)`` and its layer chain for the DP (layer schedules memoised per run)."""
     started = time.perf_counter()
-    graph = model_graph(request.workload, seq_len=request.seq_len, microbatch=m, tensor_width=t)
+    graph = model_graph(request.workload, seq_len=request.seq_len, microbatch=m, tensor_width=t, cache=cache)
     counters["trace"] += time.perf_counter() - started
     timings = {layer.name: _time_layer(layer, acc, request.cluster, bound_only=bound_only, solver=solver,
-                                       time_limit_s=time_limit_s, counters=counters) for layer in graph.layers}
+                                       time_limit_s=time_limit_s, counters=counters, cache=cache)
+               for layer in graph.layers}
     layer_timings[f"t{t}_m{m}"] = {name: asdict(timing) for name, timing in timings.items()}
     return graph, _layer_chain(graph, timings)
 
@@ -336,7 +339,7 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
                       solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
-    result = _run(request, accelerator, bound_only=False, solver=solver, time_limit_s=time_limit_s)
+    result = _run(request, accelerator, bound_only=False, solver=solver, time_limit_s=time_limit_s, cache=cache)
     if cache:
         _EVALUATIONS.put(key, result)
     return result
@@ -352,7 +355,7 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
     key = content_key("bound", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts())
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit
-    result = _run(request, accelerator, bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S)
+    result = _run(request, accelerator, bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S, cache=cache)
     bound = result.throughput_samples_s * (1 + 1e-9) if result.feasible else 0.0
     if cache:
         _BOUNDS.put(key, bound)
