@@ -142,6 +142,12 @@ _MEMORIES: dict[Path, _Memory] = {}  # one per cache directory: every handle of 
 _MEMORIES_LOCK = threading.Lock()
 
 
+def memory_entry_counts() -> dict[str, int]:
+    """Entries held in memory per cache directory (each at most its handles' bound)."""
+    with _MEMORIES_LOCK:
+        return {str(directory): len(memory) for directory, memory in _MEMORIES.items()}
+
+
 class DiskCache:
     """A namespace of the persistent cache: ``get(key)`` / ``put(key, value)`` with pickled values.
 
