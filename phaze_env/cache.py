@@ -5,7 +5,15 @@ that is a hash of everything it depends on, so a second run is a lookup and a cr
 Entries are written atomically (temp file + rename) and carry a SHA-256 of their payload: a corrupted
 or truncated entry is detected on read, deleted, and reported as a miss so the caller rebuilds it.
 
-The cache root is ``$PHAZE_CACHE_DIR`` or ``~/.cache/phaze-gym``; ``PHAZE_CACHE=0`` disables it.
+The cache root is ``$PHAZE_CACHE_DIR`` or ``~/.cache/phaze-gym``. ``PHAZE_CACHE=0`` disables every layer:
+nothing is read or written, in memory or on disk.
+
+In front of each namespace's directory sits one bounded in-memory LRU, shared by every :class:`DiskCache`
+handle of that directory (so ``DiskCache("x")`` made twice is one memory, and a module may make its handle
+wherever it likes). It keeps the ``$PHAZE_CACHE_MEMORY_ENTRIES`` (default
+:data:`DEFAULT_MEMORY_ENTRIES`; 0 turns the memory off) most recently used entries; an evicted entry is
+read back from disk. The bound is by entry count, so a long run's memory stays flat however many distinct
+designs it visits. This is the only memo of cached results: callers do not keep their own.
 
 :func:`model_version` hashes every constant of the performance, area and energy model; each cache whose
 values come out of that model (evaluations, bounds, placements, ZigZag GEMMs) puts it in its key, so a
@@ -21,7 +29,9 @@ import json
 import os
 import pickle
 import tempfile
+import threading
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +43,11 @@ MODEL_REVISION = 2
 MODEL_MODULES = ("phaze_env.hardware.accelerator", "phaze_env.hardware.area", "phaze_env.hardware.estimator",
                  "phaze_env.hardware.energy", "phaze_env.comm", "phaze_env.placement.inputs")
 """Modules whose upper-case module-level constants (numbers, strings, tables, presets) decide results."""
+DEFAULT_MEMORY_ENTRIES = 1024
+"""Entries each namespace keeps in memory unless ``$PHAZE_CACHE_MEMORY_ENTRIES`` (or ``memory_entries=``) says
+otherwise. Pickled, an evaluation is ≈ 4 kB, a layer schedule under 1 kB, a traced graph ≈ 10 kB (bert-large,
+gpt2-xl, llama2-7b), so this is at most some tens of MB per namespace."""
+MEMORY_ENTRIES_ENV = "PHAZE_CACHE_MEMORY_ENTRIES"
 
 
 def cache_root() -> Path:
@@ -41,6 +56,17 @@ def cache_root() -> Path:
 
 def cache_enabled() -> bool:
     return os.environ.get("PHAZE_CACHE", "1") not in ("0", "false", "no", "off")
+
+
+def memory_entries_limit() -> int:
+    """The in-memory bound per namespace: ``$PHAZE_CACHE_MEMORY_ENTRIES`` or :data:`DEFAULT_MEMORY_ENTRIES`."""
+    raw = os.environ.get(MEMORY_ENTRIES_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MEMORY_ENTRIES
+    if not raw.isdigit():
+        raise ValueError(f"{MEMORY_ENTRIES_ENV} must be a non-negative integer (entries kept in memory per cache "
+                         f"namespace), got {raw!r}")
+    return int(raw)
 
 
 def _canonical(obj: Any) -> Any:
@@ -82,32 +108,93 @@ def model_version() -> str:
     return content_key("model", MODEL_REVISION, model_constants())[:16]
 
 
-class DiskCache:
-    """A namespace of the persistent cache: ``get(key)`` / ``put(key, value)`` with pickled values."""
+class _Memory:
+    """A least-recently-used map of cache entries (thread-safe: executors may share a process)."""
 
-    def __init__(self, namespace: str, root: Path | str | None = None):
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Any | None:
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: Any, limit: int) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > limit:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_MEMORIES: dict[Path, _Memory] = {}  # one per cache directory: every handle of a namespace shares it
+_MEMORIES_LOCK = threading.Lock()
+
+
+def memory_entry_counts() -> dict[str, int]:
+    """Entries held in memory per cache directory (each at most its handles' bound)."""
+    with _MEMORIES_LOCK:
+        return {str(directory): len(memory) for directory, memory in _MEMORIES.items()}
+
+
+class DiskCache:
+    """A namespace of the persistent cache: ``get(key)`` / ``put(key, value)`` with pickled values.
+
+    A handle is cheap and holds no entries: the in-memory LRU belongs to the directory (``root`` or
+    :func:`cache_root`, then ``namespace``) and is shared by every handle of it (module docstring).
+    ``memory_entries`` bounds that memory when this handle stores (default :func:`memory_entries_limit`).
+    """
+
+    def __init__(self, namespace: str, root: Path | str | None = None, *, memory_entries: int | None = None):
+        if memory_entries is not None and (isinstance(memory_entries, bool) or not isinstance(memory_entries, int)
+                                           or memory_entries < 0):
+            raise ValueError(f"memory_entries must be a non-negative integer, got {memory_entries!r}")
         self.namespace = namespace
         self._root = Path(root) if root is not None else None
-        self._memory: dict[str, Any] = {}
+        self._memory_entries = memory_entries
 
     @property
     def directory(self) -> Path:
         return (self._root or cache_root()) / self.namespace
 
+    @property
+    def memory_entries(self) -> int:
+        """How many entries this handle lets the shared memory keep."""
+        return memory_entries_limit() if self._memory_entries is None else self._memory_entries
+
+    @property
+    def memory(self) -> _Memory:
+        """The in-memory LRU of this namespace's directory (shared; ``len()`` is its entry count)."""
+        directory = self.directory
+        memory = _MEMORIES.get(directory)
+        if memory is None:
+            with _MEMORIES_LOCK:
+                memory = _MEMORIES.setdefault(directory, _Memory())
+        return memory
+
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.pkl"
 
     def get(self, key: str) -> Any | None:
-        if key in self._memory:
-            return self._memory[key]
         if not cache_enabled():
             return None
+        memory = self.memory
+        if (value := memory.get(key)) is not None:
+            return value
         path = self._path(key)
         try:
             blob = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError:
+        except OSError:  # missing or unreadable: a miss
             return None
         value = self._decode(blob)
         if value is None:
@@ -117,13 +204,13 @@ class DiskCache:
             except OSError:
                 pass
             return None
-        self._memory[key] = value
+        self._remember(memory, key, value)
         return value
 
     def put(self, key: str, value: Any) -> None:
-        self._memory[key] = value
         if not cache_enabled():
             return
+        self._remember(self.memory, key, value)
         payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         blob = _MAGIC + hashlib.sha256(payload).digest() + payload
         path = self._path(key)
@@ -136,8 +223,14 @@ class DiskCache:
         except OSError as exc:  # a read-only or full disk must not lose the in-memory result
             warnings.warn(f"phaze-gym cache: could not write {path}: {exc}", stacklevel=2)
 
+    def _remember(self, memory: _Memory, key: str, value: Any) -> None:
+        limit = self.memory_entries
+        if limit:
+            memory.put(key, value, limit)
+
     def clear_memory(self) -> None:
-        self._memory.clear()
+        """Forget the in-memory entries of this namespace (the disk keeps them)."""
+        self.memory.clear()
 
     @staticmethod
     def _decode(blob: bytes) -> Any | None:

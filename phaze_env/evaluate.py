@@ -218,7 +218,7 @@ def _layer_chain(graph, timings: dict[str, LayerTiming]) -> list[dict[str, float
 
 
 def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only: bool, solver: str,
-                time_limit_s: float, counters: dict[str, float]) -> LayerTiming:
+                time_limit_s: float, counters: dict[str, float], cache: bool) -> LayerTiming:
     results = {}
     attention_fwd_s = tp_comm_s = 0.0
     for direction in ("fwd", "bwd"):
@@ -239,7 +239,7 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
             results[direction] = (bound, bound, "bound", False)
         elif dag.ops:
             schedule = schedule_graph(dag, one, all_cores, acc.num_tc, acc.num_vc, solver=solver,
-                                      time_limit_s=time_limit_s)
+                                      time_limit_s=time_limit_s, cache=cache)
             counters["ilp_solves"] += schedule.solver_calls if not schedule.from_cache else 0
             counters["schedules"] += 1
             results[direction] = (schedule.makespan_s, schedule.lower_bound_s, schedule.method, schedule.optimal)
@@ -278,7 +278,10 @@ class _Variant:
         return _layer_chain(self.graph, bounds)
 
 
-def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, time_limit_s: float) -> Evaluation:
+def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, time_limit_s: float,
+         cache: bool) -> Evaluation:
+    """One evaluation (or, ``bound_only``, its ILP-free bound). ``cache`` reaches the graphs and schedules; the
+    placement DP runs uncached here (the whole evaluation is what ``evaluate`` caches)."""
     counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
     workload, cluster = request.workload, request.cluster
     started = time.perf_counter()
@@ -286,7 +289,7 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
 
     def variant(t: int, m: int) -> _Variant:
         if (t, m) not in variants:
-            variants[(t, m)] = _variant(request, acc, t, m, bound_only, solver, time_limit_s, counters)
+            variants[(t, m)] = _variant(request, acc, t, m, bound_only, solver, time_limit_s, counters, cache)
         return variants[(t, m)]
 
     usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
@@ -343,13 +346,14 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
 
 
 def _variant(request: _Request, acc: Accelerator, t: int, m: int, bound_only: bool, solver: str, time_limit_s: float,
-             counters: dict) -> _Variant:
+             counters: dict, cache: bool) -> _Variant:
     """The traced graph at ``(t, m)``, each layer's schedules and the layer chain for the DP."""
     started = time.perf_counter()
-    graph = model_graph(request.workload, seq_len=request.seq_len, microbatch=m, tensor_width=t)
+    graph = model_graph(request.workload, seq_len=request.seq_len, microbatch=m, tensor_width=t, cache=cache)
     counters["trace"] += time.perf_counter() - started
     timings = {layer.name: _time_layer(layer, acc, request.cluster, bound_only=bound_only, solver=solver,
-                                       time_limit_s=time_limit_s, counters=counters) for layer in graph.layers}
+                                       time_limit_s=time_limit_s, counters=counters, cache=cache)
+               for layer in graph.layers}
     return _Variant(graph, timings, _layer_chain(graph, timings))
 
 
@@ -374,7 +378,7 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
                       solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
-    result = _run(request, accelerator, bound_only=False, solver=solver, time_limit_s=time_limit_s)
+    result = _run(request, accelerator, bound_only=False, solver=solver, time_limit_s=time_limit_s, cache=cache)
     if cache and result.proven:  # an unproven answer is provisional: the next call solves again
         _EVALUATIONS.put(key, result)
     return result
@@ -390,7 +394,7 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
     key = content_key("bound", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts())
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit
-    result = _run(request, accelerator, bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S)
+    result = _run(request, accelerator, bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S, cache=cache)
     bound = result.throughput_samples_s * (1 + 1e-9) if result.feasible else 0.0
     if cache:
         _BOUNDS.put(key, bound)

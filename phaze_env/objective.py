@@ -22,8 +22,9 @@ The value returned for an infeasible trial is the throughput it achieves, **0 sa
 the multi-objective form): it ranks below every feasible design, and ``study.best_trial`` skips it anyway
 because its constraints are violated.
 
-Each trial stores the design, plan and metrics as user attributes. Re-suggested designs are served from an
-in-process memo (and :func:`evaluate`'s persistent cache behind it), so duplicates cost a lookup.
+Each trial stores the design, plan and metrics as user attributes. Re-suggested designs are served by
+:func:`evaluate`'s cache (bounded in memory, persistent on disk: :mod:`phaze_env.cache`), so duplicates cost a
+lookup; the objective keeps no memo of its own.
 """
 
 from __future__ import annotations
@@ -82,9 +83,8 @@ class PhazeObjective:
     multi_objective: bool = False
     encoding: str = "categorical"
     evaluate_kwargs: dict[str, Any] = field(default_factory=dict)
-    evaluations: int = 0
-    memo_hits: int = 0
-    _memo: dict[Design, TrialRecord] = field(default_factory=dict, repr=False)
+    evaluations: int = 0  # designs sent to the evaluator (inside the area window) ...
+    cache_hits: int = 0  # ... of which its cache answered
 
     def __post_init__(self) -> None:
         self.evaluate_kwargs = evaluate_options(self.evaluate_kwargs)
@@ -103,10 +103,7 @@ class PhazeObjective:
         return Design(**{name: trial.suggest_categorical(name, list(self.space.values(name))) for name in KNOBS})
 
     def record(self, design: Design) -> TrialRecord:
-        """Evaluate ``design`` (memoised) into objective values, constraints and attributes."""
-        if design in self._memo:
-            self.memo_hits += 1
-            return self._memo[design]
+        """Evaluate ``design`` into objective values, constraints and attributes."""
         area = self.space.area_mm2(design)
         attrs: dict[str, Any] = {"design": design.to_dict(), "area_mm2": area,
                                  "area_fraction": area / self.space.budget_mm2}
@@ -117,6 +114,7 @@ class PhazeObjective:
             evaluation = evaluate_design(design, self.workload, self.cluster, base=self.space.base,
                                          **self.evaluate_kwargs)
             self.evaluations += 1
+            self.cache_hits += int(evaluation.from_cache)
             placement, reason = (-1.0, "") if evaluation.feasible else (1.0, evaluation.reason)
         constraints = (area_constraint(self.space, design), placement)
         feasible = all(c <= 0 for c in constraints)
@@ -129,9 +127,7 @@ class PhazeObjective:
                          memory_bytes=evaluation.memory_bytes, proven=evaluation.proven,
                          worst_gap=evaluation.worst_gap)
         values = (throughput, area) if self.multi_objective else (throughput,)
-        record = TrialRecord(tuple(float(v) for v in values), constraints, attrs)
-        self._memo[design] = record
-        return record
+        return TrialRecord(tuple(float(v) for v in values), constraints, attrs)
 
     def __call__(self, trial: Any) -> float | tuple[float, float]:
         design = self.suggest(trial)
@@ -252,8 +248,8 @@ def _summary(study, objective: PhazeObjective, elapsed_s: float, storage: str) -
     feasible = feasible_trials(study)
     console.print(f"[bold]{study.study_name}[/bold] — {objective.workload.name} on {objective.cluster.n_devices} "
                   f"devices, storage {storage}")
-    console.print(f"{len(trials)} trials ({len(feasible)} feasible), {objective.evaluations} evaluations this run, "
-                  f"{objective.memo_hits} duplicate designs served from memory, {elapsed_s:.1f} s")
+    console.print(f"{len(trials)} trials ({len(feasible)} feasible), {objective.evaluations} evaluations this run "
+                  f"({objective.cache_hits} served by the cache), {elapsed_s:.1f} s")
     if not feasible:
         console.print("[red]no feasible design found[/red]")
         return

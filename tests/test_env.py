@@ -214,13 +214,12 @@ def test_evaluation_errors_propagate(tiny, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("evaluator exploded")
 
-    env = make("phaze_env/ArchSearch-v0", tiny, evaluate_kwargs={"time_limit_s": 7.0}).unwrapped  # fresh memo keys
+    env = make("phaze_env/ArchSearch-v0", tiny, evaluate_kwargs={"time_limit_s": 7.0}).unwrapped  # uncached keys
     env.reset(seed=0)
     monkeypatch.setattr(core, "evaluate_design", broken)
     with pytest.raises(RuntimeError, match="exploded"):
         env.step(SPACE.encode(Design(4, 32, 128, 4, 64, 32.0, 1, False)))
     monkeypatch.setattr(core, "evaluate", broken)
-    core._baseline.cache_clear()
     with pytest.raises(RuntimeError, match="exploded"):
         core.Scorer(tiny, CLUSTER, SPACE, evaluate_kwargs={"time_limit_s": 7.0}).baseline  # noqa: B018
 

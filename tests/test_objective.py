@@ -1,4 +1,4 @@
-"""The Optuna objective: exactness vs search.phaze, constraint reporting, memo, storages, CLI."""
+"""The Optuna objective: exactness vs search.phaze, constraint reporting, duplicates, storages, CLI."""
 
 from __future__ import annotations
 
@@ -86,14 +86,14 @@ def test_infeasible_placement_is_a_constraint_violation(tiny):
         study.best_trial  # noqa: B018
 
 
-def test_duplicates_cost_a_memo_lookup(tiny):
+def test_duplicates_cost_a_cache_lookup(tiny):
     objective = make_objective(tiny, CLUSTER, space=SPACE)
     study = create_study(objective)
     design = Design(4, 32, 128, 1, 64, 32.0, 1, True)
     for _ in range(3):
         study.enqueue_trial(design.to_dict())
     study.optimize(objective, n_trials=3)
-    assert objective.evaluations == 1 and objective.memo_hits == 2
+    assert objective.evaluations == 3 and objective.cache_hits >= 2  # the first may be cached by an earlier test
     assert len({t.value for t in study.trials}) == 1
 
 

@@ -115,16 +115,16 @@ class ArchSearchEnv(ArchSearchBase):
 
     def step(self, action):
         indices = np.asarray(action, dtype=np.int64).reshape(-1)
-        design, outcome = self._play(self.scorer, indices, fresh=False)
+        design, outcome = self._play(self.scorer, indices)
         self._actions = [indices.tolist()]
         self._last_design, self._last_outcome, self._done = design, outcome, True
         return self._observe(), float(outcome.reward), True, False, self._info()
 
-    def _play(self, scorer: Scorer, indices, fresh: bool) -> tuple[Design, Outcome]:
+    def _play(self, scorer: Scorer, indices) -> tuple[Design, Outcome]:
         design = self.space.decode([int(i) for i in indices])
-        return design, scorer.score(design, fresh=fresh)
+        return design, scorer.score(design)
 
-    def _replay(self, scorer: Scorer, actions: list, fresh: bool):
+    def _replay(self, scorer: Scorer, actions: list):
         if len(actions) != 1:
             raise ValueError(f"a one-shot episode has exactly one action, got {len(actions)}")
-        return self._play(scorer, actions[0], fresh)
+        return self._play(scorer, actions[0])

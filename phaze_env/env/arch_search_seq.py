@@ -116,8 +116,8 @@ class ArchSearchSeqEnv(ArchSearchBase):
         self._start_episode(seed, options)
         return self._observe(), self._info()
 
-    def _advance(self, scorer: Scorer, prefix: list[int], action: int,
-                 fresh: bool) -> tuple[list[int], Design | None, Outcome | None]:
+    def _advance(self, scorer: Scorer, prefix: list[int],
+                 action: int) -> tuple[list[int], Design | None, Outcome | None]:
         """One choice: the new prefix and, when the episode ends, the design (if complete) and its outcome."""
         k = len(prefix)
         if k >= len(KNOBS):
@@ -136,11 +136,11 @@ class ArchSearchSeqEnv(ArchSearchBase):
         if len(prefix) < len(KNOBS):
             return prefix, None, None
         design = self.space.decode(prefix)
-        return prefix, design, scorer.score(design, fresh=fresh)
+        return prefix, design, scorer.score(design)
 
     def step(self, action):
         action = int(np.asarray(action).reshape(-1)[0])
-        self._actions, design, outcome = self._advance(self.scorer, self._actions, action, fresh=False)
+        self._actions, design, outcome = self._advance(self.scorer, self._actions, action)
         if outcome is None:
             return self._observe(), 0.0, False, False, self._info()
         self._last_design, self._last_outcome, self._done = design, outcome, True
@@ -150,10 +150,10 @@ class ArchSearchSeqEnv(ArchSearchBase):
                         evaluation=None, plan={})
         return self._observe(), float(outcome.reward), True, False, info
 
-    def _replay(self, scorer: Scorer, actions: list, fresh: bool):
+    def _replay(self, scorer: Scorer, actions: list):
         prefix: list[int] = []
         for action in actions:
-            prefix, design, outcome = self._advance(scorer, prefix, int(action), fresh)
+            prefix, design, outcome = self._advance(scorer, prefix, int(action))
             if outcome is not None:
                 return design, outcome
         return None, None

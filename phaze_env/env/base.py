@@ -53,7 +53,7 @@ class ArchSearchBase(gym.Env):
     def _observation_dict(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _replay(self, scorer: Scorer, actions: list, fresh: bool) -> tuple[Design | None, Outcome | None]:
+    def _replay(self, scorer: Scorer, actions: list) -> tuple[Design | None, Outcome | None]:
         raise NotImplementedError
 
     # --- shared machinery -----------------------------------------------------------------------------
@@ -117,13 +117,14 @@ class ArchSearchBase(gym.Env):
 
     def validate(self, state: ArchSearchState | str, *, fresh: bool = False) -> ValidationResult:
         """Replay ``state``'s actions in this env's design space and check the design, reward, throughput and
-        feasibility match. ``fresh`` re-evaluates past the in-process memo and the persistent cache."""
+        feasibility match. ``fresh`` re-evaluates the design and the baseline past every cache layer (memory and
+        disk: graphs, schedules, placements, evaluations)."""
         if isinstance(state, str):
             state = ArchSearchState.from_json(state)
         try:
             scorer = Scorer(workload_from_ref(state.workload), as_cluster(state.cluster), self.space,
-                            state.reward_kind, self.infeasible_penalty, self.evaluate_kwargs)
-            design, outcome = self._replay(scorer, state.actions, fresh)
+                            state.reward_kind, self.infeasible_penalty, self.evaluate_kwargs, fresh=fresh)
+            design, outcome = self._replay(scorer, state.actions)
         except Exception as error:  # noqa: BLE001 - a malformed state is a failed validation, not a crash
             return ValidationResult(False, (f"replay failed: {type(error).__name__}: {error}",), None, None)
         if outcome is None:

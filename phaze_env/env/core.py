@@ -10,8 +10,9 @@ Both environments score a :class:`~phaze_env.design.Design` the same way (:class
   ``energy``: baseline energy per sample / energy per sample). So every feasible design outranks every
   infeasible one, and the baseline scores 1.
 
-Evaluations go through :func:`phaze_env.design.evaluate_design` (persistently cached) behind an in-process
-memo, so re-stepping a known design costs a dictionary lookup.
+Evaluations go through :func:`phaze_env.design.evaluate_design`, whose cache (bounded in memory, persistent on
+disk: :mod:`phaze_env.cache`) makes re-stepping a known design a lookup; the envs keep no memo of their own.
+A ``fresh`` scorer bypasses every cache layer, for its designs and its baseline.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import functools
 import json
 import math
 import warnings
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -29,7 +29,7 @@ from gymnasium import spaces
 
 from phaze_env.design import Design, DesignSpace, evaluate_design, evaluate_options
 from phaze_env.evaluate import Cluster, Evaluation, evaluate
-from phaze_env.hardware import TPUV4, Accelerator
+from phaze_env.hardware import TPUV4
 from phaze_env.workloads import Workload, get_workload
 
 REWARDS = ("throughput", "perf_per_area", "energy")
@@ -37,7 +37,6 @@ OVERSHOOT_CAP = 10.0
 OBS_CAP = 1e6  # observation ceiling for ratios (a Box needs finite bounds for most agents)
 # Evaluation fields that depend on the run, not on the design (kept out of ``info`` so it is deterministic).
 RUN_DEPENDENT_FIELDS = ("timings_s", "from_cache")
-_MEMO_SIZE = 65_536
 
 
 # --- options --------------------------------------------------------------------------------------------
@@ -117,39 +116,12 @@ def result_space() -> spaces.Box:
 
 
 # --- evaluation and reward ------------------------------------------------------------------------------
-_MEMO: OrderedDict[tuple, Evaluation] = OrderedDict()
-
-
-def evaluate_memo(design: Design, workload: Workload, cluster: Cluster, base: Accelerator,
-                  evaluate_kwargs: dict[str, Any]) -> Evaluation:
-    """:func:`evaluate_design` behind an in-process LRU memo (the disk cache sits behind it).
-
-    ``evaluate_kwargs`` must be hashable (:func:`phaze_env.design.evaluate_options`)."""
-    key = (workload, cluster, design, base, tuple(sorted(evaluate_kwargs.items())))
-    hit = _MEMO.get(key)
-    if hit is not None:
-        _MEMO.move_to_end(key)
-        return hit
-    evaluation = evaluate_design(design, workload, cluster, base=base, **evaluate_kwargs)
-    _MEMO[key] = evaluation
-    if len(_MEMO) > _MEMO_SIZE:
-        _MEMO.popitem(last=False)
-    return evaluation
-
-
-@functools.lru_cache(maxsize=256)
-def _baseline(workload: Workload, cluster: Cluster, microbatch: tuple, recompute: tuple, hbm_gb: tuple,
-              evaluate_items: tuple) -> Evaluation:
-    return evaluate(workload, TPUV4, cluster, microbatch=microbatch, recompute=recompute, hbm_gb=hbm_gb,
-                    **dict(evaluate_items))
-
-
-def baseline_evaluation(workload: Workload, cluster: Cluster, space: DesignSpace,
-                        evaluate_kwargs: dict[str, Any]) -> Evaluation:
+def baseline_evaluation(workload: Workload, cluster: Cluster, space: DesignSpace, evaluate_kwargs: dict[str, Any],
+                        *, cache: bool = True) -> Evaluation:
     """The TPUv4-like accelerator on this workload and cluster, best over the space's microbatch sizes,
-    recompute settings and HBM capacities (what ``search.phaze`` reports as its baseline). Cached."""
-    return _baseline(workload, cluster, space.microbatch, space.recompute, space.hbm_gb,
-                     tuple(sorted(evaluate_kwargs.items())))
+    recompute settings and HBM capacities (what ``search.phaze`` reports as its baseline)."""
+    return evaluate(workload, TPUV4, cluster, microbatch=space.microbatch, recompute=space.recompute,
+                    hbm_gb=space.hbm_gb, cache=cache, **evaluate_kwargs)
 
 
 @dataclass(frozen=True)
@@ -185,7 +157,9 @@ def _finite(x: float, default: float = 0.0) -> float:
 
 @dataclass
 class Scorer:
-    """Scores designs of ``space`` on one workload and cluster with one reward kind."""
+    """Scores designs of ``space`` on one workload and cluster with one reward kind; a ``fresh`` scorer
+    re-evaluates everything (designs and baseline) past every cache layer (for replay checks), as does
+    ``evaluate_kwargs={"cache": False}``."""
 
     workload: Workload
     cluster: Cluster
@@ -193,9 +167,11 @@ class Scorer:
     reward: str = "throughput"
     infeasible_penalty: float = 1.0
     evaluate_kwargs: dict[str, Any] = field(default_factory=dict)
+    fresh: bool = False
 
     def __post_init__(self) -> None:
         self.evaluate_kwargs = evaluate_options(self.evaluate_kwargs)
+        self.fresh = self.fresh or not self.evaluate_kwargs.pop("cache", True)
         if self.reward not in REWARDS:
             raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
         if not (math.isfinite(self.infeasible_penalty) and self.infeasible_penalty >= 0):
@@ -209,7 +185,7 @@ class Scorer:
         workload and cluster (a real answer, e.g. a model too large for its HBM), there is nothing to
         normalise by: rewards then use 1 sample/s and 1 J/sample as the scale (absolute values), a warning
         says so and ``info["baseline"]["feasible"]`` is False."""
-        ev = baseline_evaluation(self.workload, self.cluster, self.space, self.evaluate_kwargs)
+        ev = baseline_evaluation(self.workload, self.cluster, self.space, self.evaluate_kwargs, cache=not self.fresh)
         if not ev.feasible or ev.throughput_samples_s <= 0:
             warnings.warn(f"TPUv4 baseline infeasible for {self.workload.name} ({ev.reason}); rewards use 1 sample/s "
                           "and 1 J/sample as the scale", stacklevel=2)
@@ -226,19 +202,16 @@ class Scorer:
     def worst_reward(self) -> float:
         return self.area_penalty(OVERSHOOT_CAP)
 
-    def score(self, design: Design, *, fresh: bool = False) -> Outcome:
-        """Reward and result of ``design``; ``fresh`` re-evaluates past both caches (for replay checks)."""
+    def score(self, design: Design) -> Outcome:
+        """Reward and result of ``design``."""
         area = _finite(self.space.area_mm2(design))
         if not self.space.area_ok(design):
             overshoot = _finite(self.space.overshoot(design), OVERSHOOT_CAP)
             return Outcome(self.area_penalty(overshoot), False,
                            f"outside the area window (overshoot {overshoot:.3g}); not evaluated", overshoot, area, 0.0,
                            None)
-        if fresh:
-            ev = evaluate_design(design, self.workload, self.cluster, base=self.space.base, cache=False,
-                                 **self.evaluate_kwargs)
-        else:
-            ev = evaluate_memo(design, self.workload, self.cluster, self.space.base, self.evaluate_kwargs)
+        ev = evaluate_design(design, self.workload, self.cluster, base=self.space.base, cache=not self.fresh,
+                             **self.evaluate_kwargs)
         if not ev.feasible or not ev.throughput_samples_s > 0:
             return Outcome(-self.infeasible_penalty, False, ev.reason or "no feasible plan", 0.0, area, 0.0, ev)
         base = self.baseline

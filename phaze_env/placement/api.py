@@ -20,19 +20,19 @@ from phaze_env.placement.stages import chain_stages, dag_stages
 _CACHE_VERSION = 2
 _TIE_TOLERANCE = 1e-12  # relative: a later candidate must be this much faster to replace the incumbent
 LayerList = Sequence[Mapping[str, Any]]
+_PLACEMENTS = DiskCache("placement")
 
 
 def _cached(cache: bool, parts: tuple, solve: Callable[[], Plan | None]) -> Plan | None:
     """``solve()`` memoised on disk under ``parts`` (a ``None`` answer is returned but never stored)."""
     if not cache:
         return solve()
-    store = DiskCache("placement")
     key = content_key("placement", _CACHE_VERSION, model_version(), *parts)
-    plan = store.get(key)
+    plan = _PLACEMENTS.get(key)
     if plan is None:
         plan = solve()
         if plan is not None:
-            store.put(key, plan)
+            _PLACEMENTS.put(key, plan)
     return plan
 
 
