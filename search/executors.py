@@ -88,5 +88,8 @@ def _stop_now(pool: ProcessPoolExecutor) -> None:
         terminate()
         return
     for process in list((pool._processes or {}).values()):  # ≤ 3.13 has no public way to stop running tasks
-        process.terminate()
+        try:
+            os.killpg(process.pid, signal.SIGTERM)  # the group the worker leads: it and the solver it runs
+        except (AttributeError, ProcessLookupError, PermissionError):  # no process groups, or not led yet
+            process.terminate()
     pool.shutdown(wait=True, cancel_futures=True)

@@ -1,4 +1,4 @@
-"""Process hygiene: a search killed with ``kill -9`` leaves no worker, solver or resource tracker behind."""
+"""Process hygiene: a killed or interrupted search leaves no worker, solver or resource tracker behind."""
 
 from __future__ import annotations
 
@@ -121,3 +121,26 @@ def test_workers_and_resource_tracker_die_with_a_killed_search(tmp_path):
             search.kill()
             search.wait()
         _kill_leftovers(helpers)
+
+
+def test_an_interrupted_pool_stops_its_workers_solvers():
+    """Ctrl-C (or any error) inside :func:`search.executors.make_executor`: the running tasks' solvers
+    (``sleep`` here) stop with their workers instead of running on to their time limit."""
+    from search.executors import make_executor
+
+    sleepers: dict[int, str] = {}
+    try:
+        with pytest.raises(KeyboardInterrupt), make_executor(2) as pool:
+            for _ in range(2):
+                pool.submit(subprocess.call, ["sleep", "300"])
+
+            def two_sleeps():
+                found = {pid: _command_line(pid) for pid in _descendants(os.getpid())}
+                found = {pid: line for pid, line in found.items() if line.startswith("sleep 300")}
+                return found if len(found) == 2 else None
+
+            sleepers = _wait_for(two_sleeps, 120, "two workers running sleep")
+            raise KeyboardInterrupt
+        _wait_for(lambda: not any(_alive(pid) for pid in sleepers), 10, f"the end of {sleepers}")
+    finally:
+        _kill_leftovers(sleepers)
