@@ -9,10 +9,12 @@ SB3 agent on ``phaze_env/ArchSearchFlat-v0`` (``ppo``, ``a2c``, ``maskable_ppo``
   (``pip install -e ".[rl]"``), ``--no-tensorboard`` to turn them off, ``--tensorboard`` to insist;
 * checkpoints every ``--checkpoint-every`` steps in ``--logdir/checkpoints`` (``last.zip`` for SB3,
   ``last.pt`` for ConfuciuX, plus ``best.json``); ``--resume`` continues from the last one, for
-  ``--steps`` more steps (ConfuciuX's GA stage restarts from the designs seen so far);
+  ``--steps`` more steps (ConfuciuX's GA stage restarts from the designs seen so far); each file is replaced in
+  one step, so a killed run leaves the previous checkpoint, never half of one;
 * at the end, the best design found and its evaluation.
 
-Bad arguments exit with status 2 and one line on stderr.
+Bad arguments exit with status 2 and one line on stderr; a checkpoint that ``--resume`` cannot read, with
+status 1 and one line.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 from baselines.protocol import throughput_of
 from phaze_env.cli import OneLineParser, positive_int
 from phaze_env.design import Design, DesignSpace, evaluate_design
 from phaze_env.evaluate import Cluster, Evaluation
+from phaze_env.files import atomic_path, write_text_atomic
 
 ALGOS = ("confuciux", "ppo", "a2c", "maskable_ppo")
 
@@ -64,19 +67,40 @@ def resolve_tensorboard(requested: bool | None) -> bool:
     return tensorboard_installed() if requested is None else requested
 
 
-# ------------------------------------------------------------------------------------------- best design
+# ----------------------------------------------------------------------------------- checkpoints, best design
+
+Loaded = TypeVar("Loaded")
+
+
+class UnreadableCheckpoint(Exception):
+    """A file ``--resume`` cannot load: cut short (a full disk, a copy), or not one this trainer wrote."""
+
+
+def load_checkpoint(path: Path, load: Callable[[Path], Loaded]) -> Loaded:
+    """``load(path)``; whatever it raises (torch, zipfile, pickle, json and SB3 each have their own errors)
+    becomes one :class:`UnreadableCheckpoint` line that names the file and the way out."""
+    try:
+        return load(path)
+    except Exception as exc:  # noqa: BLE001 - see above; the reason is kept in the message
+        reason = next(iter(str(exc).splitlines()), "") or "no detail"
+        raise UnreadableCheckpoint(f"--resume: cannot load {path} ({type(exc).__name__}: {reason}); "
+                                   "run without --resume to start afresh (it overwrites the checkpoints)") from exc
+
 
 class Best:
-    """The best design seen (persisted as ``best.json`` next to the checkpoints)."""
+    """The best design seen (persisted as ``best.json`` next to the checkpoints); ``resume``: as last saved."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, resume: bool):
         self.path = path
         self.design: Design | None = None
         self.throughput = 0.0
-        if path.exists():
-            data = json.loads(path.read_text())
-            self.design = Design.from_dict(data["design"]) if data["design"] else None
-            self.throughput = float(data["throughput_samples_s"])
+        if resume and path.exists():
+            self.design, self.throughput = load_checkpoint(path, self._read)
+
+    @staticmethod
+    def _read(path: Path) -> tuple[Design | None, float]:
+        data = json.loads(path.read_text())
+        return (Design.from_dict(data["design"]) if data["design"] else None), float(data["throughput_samples_s"])
 
     def offer(self, design: Design, evaluation: Evaluation | None) -> None:
         value = throughput_of(evaluation)
@@ -84,8 +108,8 @@ class Best:
             self.design, self.throughput = design, float(value)
 
     def save(self) -> None:
-        self.path.write_text(json.dumps({"design": self.design.to_dict() if self.design else None,
-                                         "throughput_samples_s": self.throughput}, indent=2))
+        write_text_atomic(self.path, json.dumps({"design": self.design.to_dict() if self.design else None,
+                                                 "throughput_samples_s": self.throughput}, indent=2))
 
 
 # ---------------------------------------------------------------------------------------------- trainers
@@ -101,9 +125,12 @@ def train_confuciux(args, workload, cluster, space, logdir: Path, best: Best) ->
     agent = ConfuciuX(space, seed=args.seed, budget=args.steps)
     start = 0
     if args.resume:
-        state = torch.load(checkpoint, weights_only=False)
-        agent.load_state_dict(state["agent"])
-        start = state["step"]
+        def restore(path: Path) -> int:
+            state = torch.load(path, weights_only=False)
+            agent.load_state_dict(state["agent"])
+            return state["step"]
+
+        start = load_checkpoint(checkpoint, restore)
         agent.rl_budget += start  # the RL stage covers the same fraction of the extended run
     writer = None
     if args.tensorboard:
@@ -122,7 +149,8 @@ def train_confuciux(args, workload, cluster, space, logdir: Path, best: Best) ->
                 writer.add_scalar("best_throughput_samples_s", best.throughput, step)
             progress.update(task, advance=1, description=f"confuciux · best {best.throughput:,.1f} samples/s")
             if (step + 1) % args.checkpoint_every == 0 or step + 1 == start + args.steps:
-                torch.save({"agent": agent.state_dict(), "step": step + 1}, checkpoint)
+                with atomic_path(checkpoint) as temporary:
+                    torch.save({"agent": agent.state_dict(), "step": step + 1}, temporary)
                 best.save()
     if writer is not None:
         writer.close()
@@ -141,23 +169,26 @@ def train_sb3(args, workload, cluster, space, logdir: Path, best: Best) -> None:
     env: gym.Env = EvaluationHandshake(make_env(workload, cluster, space), record)
     checkpoint = logdir / "checkpoints" / "last.zip"
 
+    def save(model) -> None:
+        with atomic_path(checkpoint) as temporary:
+            model.save(temporary)
+        best.save()
+
     class Checkpoint(BaseCallback):
         def _on_step(self) -> bool:
             if self.num_timesteps % args.checkpoint_every == 0:
-                self.model.save(checkpoint)
-                best.save()
+                save(self.model)
             return True
 
     tensorboard_log = str(logdir) if args.tensorboard else None
     if args.resume:
-        model = model_class(args.algo).load(checkpoint, env=env, device="cpu")
+        model = load_checkpoint(checkpoint, lambda path: model_class(args.algo).load(path, env=env, device="cpu"))
         model.tensorboard_log = tensorboard_log  # this run's choice, not the saved one
     else:
         model = make_model(args.algo, env, args.seed, tensorboard_log=tensorboard_log)
     model.learn(total_timesteps=args.steps, callback=Checkpoint(), progress_bar=not args.no_progress,
                 reset_num_timesteps=not args.resume, tb_log_name=args.algo)
-    model.save(checkpoint)
-    best.save()
+    save(model)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -180,9 +211,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    best = Best(logdir / "checkpoints" / "best.json")
     trainer = train_confuciux if args.algo == "confuciux" else train_sb3
-    trainer(args, workload, cluster, space, logdir, best)
+    try:
+        best = Best(logdir / "checkpoints" / "best.json", resume=args.resume)
+        trainer(args, workload, cluster, space, logdir, best)
+    except UnreadableCheckpoint as exc:
+        parser.exit(1, f"{parser.prog}: error: {exc}\n")
     _report(best, workload, cluster, logdir, args.tensorboard)
     return 0
 

@@ -27,6 +27,7 @@ from experiments.validation_cases import CASES, ValidationCase, get_case
 from phaze_env.cli import OneLineParser
 from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, get_cluster
 from phaze_env.evaluate import Evaluation, evaluate
+from phaze_env.files import atomic_path, writable_directory, write_text_atomic
 from phaze_env.hardware import get_preset
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import get_workload
@@ -240,8 +241,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "validation.md"), help="Markdown report path")
     args = parser.parse_args(argv)
+    out = Path(args.out)
+    figure = out.parent / "figures" / "validation.png"
     try:
         cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(CASES)
+        if out.is_dir():
+            raise ValueError(f"--out {out} is a directory; give the report's file path (….md)")
+        for directory in (out.parent, figure.parent):  # before the predictions, not after them
+            writable_directory(directory)
     except ValueError as exc:
         parser.error(str(exc))
     predictions = []
@@ -252,10 +259,12 @@ def main(argv: list[str] | None = None) -> int:
         predicted = "—" if prediction.predicted is None else _figure(case.metric, prediction.predicted)
         print(f"{case.name:34s} published {_figure(case.metric, case.published):>8s}  predicted {predicted:>8s}  "
               f"error {error:>7s}  {prediction.plan}  {prediction.note[:120]}", flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(markdown(predictions))
-    plot(predictions, out.parent / "figures" / "validation.png")
+    try:
+        write_text_atomic(out, markdown(predictions))
+        with atomic_path(figure) as temporary:
+            plot(predictions, temporary)
+    except OSError as exc:
+        parser.exit(1, f"{parser.prog}: error: cannot write the report into {out.parent}: {exc.strerror or exc}\n")
     errors = held_out_errors(predictions)
     if errors:
         print(f"mean absolute error {statistics.mean(errors):.1%} over {len(errors)} held-out cases "

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import threading
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Iterator
@@ -24,10 +26,30 @@ class InlineExecutor(Executor):
         return future
 
 
+def _init_worker() -> None:
+    """Worker initializer: leave the terminal's process group and die with the parent."""
+    _leave_terminal_group()
+    threading.Thread(target=_exit_when_parent_dies, name="parent-death-guard", daemon=True).start()
+
+
 def _leave_terminal_group() -> None:
-    """Worker initializer: Ctrl-C reaches only the main process (one message), not every worker and solver."""
+    """Ctrl-C reaches only the main process (one message), not every worker and solver."""
     if hasattr(os, "setpgrp"):
         os.setpgrp()
+
+
+def _exit_when_parent_dies() -> None:
+    """Wait for the parent process to end (``kill -9`` included), then end this worker and its solvers.
+
+    Orphaned workers would otherwise run on under init, holding the resource tracker's pipe open so that it
+    never exits either. The wait is on the parent's multiprocessing sentinel, a pipe that closes when the
+    parent *process* does: ``prctl(PR_SET_PDEATHSIG)`` would instead fire when the *thread* that spawned the
+    worker ends, and ``ProcessPoolExecutor`` spawns workers from whichever thread calls ``submit``.
+    """
+    multiprocessing.parent_process().join()
+    if hasattr(os, "getpgrp") and os.getpgrp() == os.getpid():  # this worker leads its group: it and its solvers
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    os._exit(1)
 
 
 @contextmanager
@@ -51,7 +73,7 @@ def make_executor(workers: int, scheduler: str | None = None) -> Iterator[Execut
     else:
         # spawn: workers start clean (no inherited torch/OpenMP state) and read graphs from the disk cache
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_leave_terminal_group)
+                                   initializer=_init_worker)
         try:
             yield pool
         except BaseException:
@@ -66,5 +88,8 @@ def _stop_now(pool: ProcessPoolExecutor) -> None:
         terminate()
         return
     for process in list((pool._processes or {}).values()):  # ≤ 3.13 has no public way to stop running tasks
-        process.terminate()
+        try:
+            os.killpg(process.pid, signal.SIGTERM)  # the group the worker leads: it and the solver it runs
+        except (AttributeError, ProcessLookupError, PermissionError):  # no process groups, or not led yet
+            process.terminate()
     pool.shutdown(wait=True, cancel_futures=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from phaze_env.files import atomic_path, write_text_atomic
 from search.config import SearchConfig
 from search.result import SearchResult
 
@@ -19,13 +20,13 @@ CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_dep
 
 def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
                   config: SearchConfig) -> None:
-    (out / "results.json").write_text(result.to_json())
+    write_text_atomic(out / "results.json", result.to_json())
     write_csv(out / "evaluations.csv", records, config)
     plot(out / "throughput_vs_area.png", result, records, config)
 
 
 def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config: SearchConfig) -> None:
-    with open(path, "w", newline="") as handle:
+    with atomic_path(path) as temporary, open(temporary, "w", newline="") as handle:
         writer = csv.DictWriter(handle, CSV_COLUMNS)
         writer.writeheader()
         for (workload, index), record in sorted(records.items()):
@@ -73,5 +74,6 @@ def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[s
         ax.set(xlabel="area (mm²)", ylabel="training throughput (samples/s)", title=name)
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as temporary:
+        fig.savefig(temporary, dpi=120)
     plt.close(fig)
