@@ -241,7 +241,7 @@ class DesignSpace:
         for arch in zip(*np.nonzero(self.area_tables().ok)):  # row-major: knob-index order
             head = [options[i] for options, i in zip(arch_values, arch)]
             for tail in itertools.product(*other_values):
-                yield Design(**dict(zip(KNOBS, [*head, *tail])))
+                yield Design(*head, *tail)  # Design's fields are in KNOBS order
 
     def sample(self, rng: np.random.Generator, *, feasible_area: bool = True, max_tries: int = 10_000) -> Design:
         for _ in range(max_tries):
