@@ -1,7 +1,7 @@
 """Search strategies behind one ask/tell protocol, and the registry the comparison study runs.
 
 ``STRATEGIES[name].build(space=..., seed=..., budget=..., workload=..., cluster=..., **overrides)`` makes a
-:class:`~baselines.protocol.Strategy`; :func:`~baselines.protocol.run_strategy` drives one for a budget of
+:class:`~baselines.protocol.Strategy`; :func:`run_strategy` drives one for a budget of
 evaluations. Every entry documents its default hyper-parameters (``defaults``); the exact optimum every
 strategy is scored against is :func:`baselines.exact.exact_optimum` (``search.phaze``).
 """
@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from baselines.protocol import Strategy, Trace, construct, run_strategy
+import numpy as np
+
+from baselines.protocol import Strategy, StrategyFactory, Trace, construct, evaluate_in_window
+from phaze_env.design import Design, DesignSpace
+from phaze_env.evaluate import Cluster
+from phaze_env.workloads import Workload, get_workload
 
 
 @dataclass(frozen=True)
@@ -78,5 +84,54 @@ STRATEGIES: dict[str, StrategySpec] = {spec.name: spec for spec in (
     _spec("optuna_bruteforce", "baselines.optuna_samplers:OptunaStrategy", "Optuna BruteForceSampler (small spaces)",
           defaults=dict(sampler="bruteforce"), small_spaces_only=True),
 )}
+
+
+def make_strategy(strategy: Strategy | StrategyFactory | str, **arguments: Any) -> Strategy:
+    if isinstance(strategy, str):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+        return STRATEGIES[strategy].build(**arguments)
+    if isinstance(strategy, Strategy) and not isinstance(strategy, type):
+        return strategy
+    if callable(strategy):
+        return construct(strategy, getattr(strategy, "__name__", repr(strategy)), arguments)
+    raise TypeError(f"not a strategy, factory or registry name: {strategy!r}")
+
+
+def run_strategy(strategy: Strategy | StrategyFactory | str, workload: str | Workload, cluster: Cluster | None,
+                 space: DesignSpace, budget: int, seed: int = 0, *, name: str | None = None,
+                 callback: Callable[[Trace], None] | None = None, **hyper_parameters: Any) -> Trace:
+    """Run ``strategy`` for ``budget`` evaluations and return the :class:`Trace`.
+
+    ``strategy`` is a registry name (:data:`baselines.STRATEGIES`), a factory called as
+    ``factory(space=..., seed=..., budget=..., workload=..., cluster=..., **hyper_parameters)``, or a ready
+    :class:`Strategy` instance (then ``seed`` only labels the trace). ``callback(trace)`` runs after every
+    evaluation. Strategies with a ``close()`` method are closed at the end, even on error.
+    """
+    if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget <= 0:
+        raise ValueError(f"budget must be a positive integer, got {budget!r}")
+    workload = get_workload(workload)
+    cluster = cluster if cluster is not None else Cluster()
+    label = name or (strategy if isinstance(strategy, str) else getattr(strategy, "name", type(strategy).__name__))
+    started = time.perf_counter()
+    instance = make_strategy(strategy, space=space, seed=seed, budget=int(budget), workload=workload, cluster=cluster,
+                             **hyper_parameters)
+    trace = Trace(strategy=str(label), workload=workload.name, seed=int(seed))
+    try:
+        for _ in range(int(budget)):
+            design = instance.ask()
+            if not isinstance(design, Design):
+                raise TypeError(f"{label}.ask() returned {type(design).__name__}, expected a Design")
+            evaluation = evaluate_in_window(design, workload, cluster, space)
+            instance.tell(design, evaluation)
+            trace.record(design, evaluation, time.perf_counter() - started)
+            if callback:
+                callback(trace)
+    finally:
+        close = getattr(instance, "close", None)
+        if close:
+            close()
+    return trace
+
 
 __all__ = ["STRATEGIES", "StrategySpec", "Strategy", "Trace", "run_strategy"]

@@ -36,9 +36,9 @@ class OptunaStrategy:
 
     def __init__(self, space: DesignSpace, seed: int = 0, *, workload: Workload, cluster: Cluster, sampler: str = "tpe",
                  storage: Any = None, study_name: str | None = None, max_rejections: int = 500):
-        if sampler == "bruteforce" and len(space) > BRUTE_FORCE_MAX_DESIGNS:
+        if sampler == "bruteforce" and space.combinations > BRUTE_FORCE_MAX_DESIGNS:
             raise ValueError(f"bruteforce needs a small space (≤ {BRUTE_FORCE_MAX_DESIGNS} knob combinations), "
-                             f"this one has {len(space)}")
+                             f"this one has {space.combinations}")
         self.name = f"optuna_{sampler}"
         self.space = space
         self.multi_objective = sampler == "nsga2"

@@ -1,7 +1,7 @@
 """One protocol for every search strategy: ``ask() -> Design``, ``tell(design, evaluation)``.
 
 In the spirit of Optuna's ask-and-tell interface, a strategy never evaluates anything itself: the
-driver :func:`run_strategy` asks for a design, evaluates it through the one door
+driver :func:`baselines.run_strategy` asks for a design, evaluates it through the one door
 (:func:`phaze_env.design.evaluate_design`), tells the strategy the :class:`Evaluation`, and records the
 best throughput so far after **every** evaluation, with wall time.
 
@@ -24,15 +24,12 @@ from __future__ import annotations
 import inspect
 import queue
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
-import numpy as np
-
 from phaze_env.design import Design, DesignSpace, evaluate_design
 from phaze_env.evaluate import Cluster, Evaluation
-from phaze_env.workloads import Workload, get_workload
+from phaze_env.workloads import Workload
 
 
 @runtime_checkable
@@ -92,42 +89,6 @@ class Trace:
 StrategyFactory = Callable[..., Strategy]
 
 
-def run_strategy(strategy: Strategy | StrategyFactory | str, workload: str | Workload, cluster: Cluster | None,
-                 space: DesignSpace, budget: int, seed: int = 0, *, name: str | None = None,
-                 callback: Callable[[Trace], None] | None = None, **hyper_parameters: Any) -> Trace:
-    """Run ``strategy`` for ``budget`` evaluations and return the :class:`Trace`.
-
-    ``strategy`` is a registry name (:data:`baselines.STRATEGIES`), a factory called as
-    ``factory(space=..., seed=..., budget=..., workload=..., cluster=..., **hyper_parameters)``, or a ready
-    :class:`Strategy` instance (then ``seed`` only labels the trace). ``callback(trace)`` runs after every
-    evaluation. Strategies with a ``close()`` method are closed at the end, even on error.
-    """
-    if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget <= 0:
-        raise ValueError(f"budget must be a positive integer, got {budget!r}")
-    workload = get_workload(workload)
-    cluster = cluster if cluster is not None else Cluster()
-    label = name or (strategy if isinstance(strategy, str) else getattr(strategy, "name", type(strategy).__name__))
-    started = time.perf_counter()
-    instance = make_strategy(strategy, space=space, seed=seed, budget=int(budget), workload=workload, cluster=cluster,
-                             **hyper_parameters)
-    trace = Trace(strategy=str(label), workload=workload.name, seed=int(seed))
-    try:
-        for _ in range(int(budget)):
-            design = instance.ask()
-            if not isinstance(design, Design):
-                raise TypeError(f"{label}.ask() returned {type(design).__name__}, expected a Design")
-            evaluation = evaluate_in_window(design, workload, cluster, space)
-            instance.tell(design, evaluation)
-            trace.record(design, evaluation, time.perf_counter() - started)
-            if callback:
-                callback(trace)
-    finally:
-        close = getattr(instance, "close", None)
-        if close:
-            close()
-    return trace
-
-
 # What the driver knows about a run; a strategy receives each of these only if its constructor names it.
 RUN_CONTEXT = ("space", "seed", "budget", "workload", "cluster")
 
@@ -145,20 +106,6 @@ def construct(factory: StrategyFactory, name: str, arguments: dict[str, Any]) ->
         raise ValueError(f"strategy {name!r} has no hyper-parameter {', '.join(map(repr, unknown))}; "
                          f"known: {', '.join(known) or 'none'}")
     return factory(**{k: v for k, v in arguments.items() if k not in RUN_CONTEXT or k in named})
-
-
-def make_strategy(strategy: Strategy | StrategyFactory | str, **arguments: Any) -> Strategy:
-    if isinstance(strategy, str):
-        from baselines import STRATEGIES
-
-        if strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
-        return STRATEGIES[strategy].build(**arguments)
-    if isinstance(strategy, Strategy) and not isinstance(strategy, type):
-        return strategy
-    if callable(strategy):
-        return construct(strategy, getattr(strategy, "__name__", repr(strategy)), arguments)
-    raise TypeError(f"not a strategy, factory or registry name: {strategy!r}")
 
 
 class _Stop(Exception):

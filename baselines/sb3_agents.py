@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
-import phaze_env  # noqa: F401 - registers the env ids
+import phaze_env.env  # noqa: F401 - registers the env ids
 from baselines.protocol import LoopStrategy
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Cluster

@@ -41,7 +41,7 @@ def main() -> None:
     import gymnasium as gym
     import numpy as np
 
-    import phaze_env  # noqa: F401 - registers the ids
+    import phaze_env.env  # noqa: F401 - registers the ids
     from phaze_env.design import DesignSpace
 
     env = gym.make("phaze_env/ArchSearch-v0", workload=args.workload).unwrapped

@@ -51,7 +51,7 @@ def default_strategies(space: DesignSpace) -> list[str]:
     from baselines.optuna_samplers import BRUTE_FORCE_MAX_DESIGNS
 
     return [name for name, spec in STRATEGIES.items()
-            if spec.available and not (spec.small_spaces_only and len(space) > BRUTE_FORCE_MAX_DESIGNS)]
+            if spec.available and not (spec.small_spaces_only and space.combinations > BRUTE_FORCE_MAX_DESIGNS)]
 
 
 def evaluations_to(normalized: Sequence[float], threshold: float) -> int | None:

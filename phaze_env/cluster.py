@@ -83,6 +83,30 @@ PHAZE_LINK_BPS = 4e9
 
 
 @dataclass(frozen=True)
+class Optimizer:
+    """Per-parameter bytes of one optimizer, as multiples of the bf16 weight bytes (2 bytes/param).
+
+    ``state_factor``: optimizer state kept per device (gradients are counted separately, 1x the weights);
+    ``step_factor``: bytes read + written by the update step (HBM-bound elementwise kernel).
+    """
+
+    state_factor: float
+    step_factor: float
+
+
+OPTIMIZERS = {
+    # PHAZE's default: SGD with one bf16 momentum buffer. Step: read weight, gradient, momentum and
+    # write weight, momentum = 5 bf16 tensors.
+    "sgd": Optimizer(state_factor=1.0, step_factor=5.0),
+    # Mixed-precision Adam (Micikevicius et al. 2018; ZeRO, Rajbhandari et al. 2020 §3.1: "2Ψ + 2Ψ + 12Ψ"
+    # = 16 bytes/param): fp32 master weights + two fp32 moments = 12 bytes/param = 6x the bf16 weights.
+    # Step: read fp32 master, m, v (12 B) and the bf16 gradient (2 B), write master, m, v (12 B) and the
+    # bf16 weights (2 B) = 28 bytes/param = 14x the bf16 weight bytes.
+    "adam": Optimizer(state_factor=6.0, step_factor=14.0),
+}
+
+
+@dataclass(frozen=True)
 class Level:
     """One level of the hierarchy: ``size`` units of the level below, and its per-device links."""
 
@@ -122,8 +146,6 @@ class Cluster:
     framework_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
-        from phaze_env.placement.inputs import OPTIMIZERS
-
         for name in ("n_devices", "global_batch", "devices_per_node"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator, Sequence
 
@@ -24,23 +25,20 @@ import numpy as np
 from phaze_env.evaluate import Cluster, Evaluation, evaluate
 from phaze_env.hardware import TPUV4, Accelerator, ArchSpace
 from phaze_env.hardware.area import arch_area_mm2
-from phaze_env.hardware.space import (AREA_WINDOW_LOWER, BUFFER_MB_VALUES, HBM_GB_VALUES, MICROBATCH_VALUES,
-                                      NUM_TC_VALUES, NUM_VC_VALUES, RECOMPUTE_VALUES, TC_DIM_VALUES, area_budget_mm2,
-                                      area_overshoot, area_slack, in_area_window)
+from phaze_env.hardware.space import (AREA_WINDOW_LOWER, ARCH_KNOBS, BUFFER_MB_VALUES, HBM_GB_VALUES, KNOBS,
+                                      MICROBATCH_VALUES, NUM_TC_VALUES, NUM_VC_VALUES, OTHER_KNOBS, RECOMPUTE_VALUES,
+                                      TC_DIM_VALUES, area_budget_mm2, area_overshoot, area_slack, in_area_window,
+                                      knob_settings)
 from phaze_env.workloads import Workload
 
-# The knobs that set the area (named, not sliced from KNOBS), then the ones that never do. KNOBS lists the
-# area knobs first so a knob-per-step agent knows whether the window holds after the fifth choice.
-ARCH_KNOBS = ("num_tc", "tc_width", "tc_depth", "num_vc", "buffer_mb")
-OTHER_KNOBS = ("hbm_gb", "microbatch", "recompute")
-KNOBS = ARCH_KNOBS + OTHER_KNOBS
 SPACE_NAMES = ("full", "reduced")
 
 
 @dataclass(frozen=True)
 class Design:
     """Tensor cores (count × width × depth), vector cores (count; width = tensor-core width), on-chip
-    buffer (MB), HBM capacity (GiB), microbatch size and whether activation recompute is allowed."""
+    buffer (MB), HBM capacity (GiB), microbatch size and whether activation recompute is allowed (fields in
+    :data:`KNOBS` order)."""
 
     num_tc: int
     tc_width: int
@@ -97,7 +95,8 @@ class AreaTables:
 
 @dataclass(frozen=True)
 class DesignSpace:
-    """Ordered value lists per knob (PHAZE's space by default), the area window and the base accelerator.
+    """Ordered value lists per knob in :data:`KNOBS` order (PHAZE's space by default), the area window and the
+    base accelerator. ``len(space)`` and iteration count the same designs: those inside the area window.
 
     ``base`` supplies every accelerator field the knobs do not set (HBM bandwidth, clock, element size);
     ``budget_mm2`` is the area budget (default: the TPUv4-like configuration's architecture area).
@@ -151,9 +150,11 @@ class DesignSpace:
         raise ValueError(f"unknown space {name!r}; choose from {', '.join(SPACE_NAMES)}")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: value lists, budget, window and the base accelerator."""
+        """JSON-ready: value lists, budget, window, the base accelerator and the knob order (which numbers the
+        architectures and actions, so a stored index never outlives a change of it)."""
         return {name: list(getattr(self, name)) for name in KNOBS} | {
-            "budget_mm2": self.budget_mm2, "area_window_lower": self.area_window_lower, "base": self.base.to_dict()}
+            "budget_mm2": self.budget_mm2, "area_window_lower": self.area_window_lower, "base": self.base.to_dict(),
+            "knobs": list(KNOBS)}
 
     # --- knobs ---------------------------------------------------------------------------------------
     @property
@@ -214,13 +215,19 @@ class DesignSpace:
 
     # --- counting and enumeration ----------------------------------------------------------------------
     def __len__(self) -> int:
-        """Knob combinations, inside the area window or not."""
-        return int(np.prod(self.nvec))
+        """:attr:`designs`: what iterating the space yields."""
+        return self.designs
+
+    @property
+    def combinations(self) -> int:
+        """Knob combinations, inside the area window or not (what a ``MultiDiscrete`` action or a brute-force
+        sampler over the indices enumerates)."""
+        return math.prod(self.nvec)
 
     @property
     def knob_settings(self) -> int:
-        """Combinations of the knobs that do not set the area (HBM × microbatch × recompute)."""
-        return len(self.hbm_gb) * len(self.microbatch) * len(self.recompute)
+        """Combinations of the knobs that do not set the area (:func:`phaze_env.hardware.space.knob_settings`)."""
+        return knob_settings({name: self.values(name) for name in OTHER_KNOBS})
 
     @property
     def designs(self) -> int:
@@ -229,10 +236,12 @@ class DesignSpace:
 
     def __iter__(self) -> Iterator[Design]:
         """Every design inside the area window, in knob-index order."""
-        for combo in itertools.product(*(getattr(self, name) for name in KNOBS)):
-            design = Design(*combo)
-            if self.area_ok(design):
-                yield design
+        values = [getattr(self, name) for name in KNOBS]
+        arch_values, other_values = values[:len(ARCH_KNOBS)], values[len(ARCH_KNOBS):]
+        for arch in zip(*np.nonzero(self.area_tables().ok)):  # row-major: knob-index order
+            head = [options[i] for options, i in zip(arch_values, arch)]
+            for tail in itertools.product(*other_values):
+                yield Design(*head, *tail)  # Design's fields are in KNOBS order
 
     def sample(self, rng: np.random.Generator, *, feasible_area: bool = True, max_tries: int = 10_000) -> Design:
         for _ in range(max_tries):

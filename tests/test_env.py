@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import phaze_env  # noqa: F401 - registers the ids
+import phaze_env.env  # noqa: F401 - registers the ids
 from phaze_env.design import Design, DesignSpace
 from phaze_env.env import ENV_IDS
 from phaze_env.env.core import OVERSHOOT_CAP, ArchSearchState

@@ -7,8 +7,8 @@ import pytest
 from phaze_env import cache
 from phaze_env.evaluate import Cluster, evaluate
 from phaze_env.explain import BOUNDS, UNITS, explain_layer
+from phaze_env.explain_cli import main
 from phaze_env.hardware import TPUV4, energy, estimator
-from phaze_env.hardware.__main__ import main
 from phaze_env.workloads import custom_workload
 
 TINY = custom_workload("tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4, n_inner=512,
@@ -54,8 +54,8 @@ def test_explain_rejects_unknown_layers_with_the_known_names():
         explain_layer(TINY, TPUV4, CLUSTER, tensor_width=0)
 
 
-@pytest.mark.parametrize("argv", [["explain", "--preset", "tpu5"], ["explain", "--workload", "gpt9"],
-                                  ["explain", "--workload", "tiny-gpt2", "--layer", "nope"], ["explain", "--microbatch", "0"]])
+@pytest.mark.parametrize("argv", [["--preset", "tpu5"], ["--workload", "gpt9"], ["--workload", "tiny-gpt2", "--layer", "nope"],
+                                  ["--microbatch", "0"]])
 def test_explain_cli_errors_are_one_line_with_status_2(argv, capsys, tiny_builtin):
     try:
         status = main(argv)
@@ -66,10 +66,10 @@ def test_explain_cli_errors_are_one_line_with_status_2(argv, capsys, tiny_builti
 
 
 def test_explain_cli_prints_the_split(capsys, tiny_builtin):
-    assert main(["explain", "--preset", "phaze-small", "--workload", "tiny-gpt2", "--json"]) == 0
+    assert main(["--preset", "phaze-small", "--workload", "tiny-gpt2", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["time_s"] > 0 and set(info["busy_s"]) == set(UNITS) and info["bound"] in BOUNDS
-    assert main(["explain", "--workload", "tiny-gpt2", "--ops"]) == 0
+    assert main(["--workload", "tiny-gpt2", "--ops"]) == 0
     text = capsys.readouterr().out
     assert "busy time by unit" in text and "grad_" in text
 

@@ -12,15 +12,16 @@ from phaze_env.hardware.space import ArchSpace
 
 
 def _brute_force(num_tc, num_vc, widths, depths, buffers, budget):
-    """The rules written out plainly: every combination, area window with the 1-TC/1-VC waiver."""
+    """The rules written out plainly: every combination, area window with the 1-TC/1-VC waiver; tuples in the
+    knob order (num_tc, tc_width, tc_depth, num_vc, buffer_mb)."""
     kept = []
-    for tc, vc, width, depth, buf in itertools.product(num_tc, num_vc, widths, depths, buffers):
+    for tc, width, depth, vc, buf in itertools.product(num_tc, widths, depths, num_vc, buffers):
         a = float(arch_area_mm2(tc, width, depth, vc, width, buf))  # vector width = tensor width
         if a > budget * (1 + 1e-9):
             continue
         if a < 0.3 * budget * (1 - 1e-9) and tc != 1 and vc != 1:
             continue
-        kept.append((tc, vc, width, depth, buf))
+        kept.append((tc, width, depth, vc, buf))
     return kept
 
 
@@ -32,7 +33,7 @@ def test_full_space_matches_brute_force():
     space = ArchSpace()
     assert len(space) == len(expected)
     a = space.arrays
-    got = list(zip(a["num_tc"].tolist(), a["num_vc"].tolist(), a["tc_width"].tolist(), a["tc_depth"].tolist(), a["buffer_mb"].tolist()))
+    got = list(zip(a["num_tc"].tolist(), a["tc_width"].tolist(), a["tc_depth"].tolist(), a["num_vc"].tolist(), a["buffer_mb"].tolist()))
     assert got == sorted(expected)
     assert (a["vc_width"] == a["tc_width"]).all()
 
@@ -75,7 +76,7 @@ def test_reduced_space_iterates_and_counts():
     assert all(c.tc_depth == 128 and c.vc_width == c.tc_width for c in configs)
     assert space.designs == 2 * len(configs) == len(list(space))  # every in-window design, counted two ways
     expected = _brute_force((1, 2, 4, 8), (1, 2), (64, 128), (128,), (32, 128), TPUV4.area_mm2)
-    assert [(c.num_tc, c.num_vc, c.tc_width, c.tc_depth, c.buffer_mb) for c in configs] == sorted(expected)
+    assert [(c.num_tc, c.tc_width, c.tc_depth, c.num_vc, c.buffer_mb) for c in configs] == sorted(expected)
 
 
 def test_unique_core_configurations_reconstruct_every_architecture():
@@ -110,7 +111,7 @@ def test_design_space_faces_agree_with_the_enumeration():
 def test_named_spaces_and_validation():
     assert DesignSpace.named("full") == DesignSpace()
     assert DesignSpace.named("reduced") == DesignSpace.reduced()
-    assert len(DesignSpace.reduced()) == 576
+    assert DesignSpace.reduced().combinations == 576
     assert DesignSpace.named("reduced", hbm_gb=(32.0,)).hbm_gb == (32.0,)
     with pytest.raises(ValueError, match="unknown space"):
         DesignSpace.named("medium")

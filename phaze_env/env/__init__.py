@@ -1,4 +1,4 @@
-"""Gymnasium environments over PHAZE's evaluator, registered as ``phaze_env/<Name>-v0`` on ``import phaze_env``.
+"""Gymnasium environments over PHAZE's evaluator, registered as ``phaze_env/<Name>-v0`` on ``import phaze_env.env``.
 
 | id | one episode | action |
 |---|---|---|
@@ -8,6 +8,9 @@
 | ``phaze_env/ArchSearchSeqFlat-v0`` | same, flat ``Box`` observation | same |
 
 Entry points are strings, so registering imports nothing heavy; the env modules load on ``gymnasium.make``.
+Importing this package registers the ids, as Gymnasium's own ``gymnasium.envs`` does, so
+``gymnasium.make("phaze_env.env:phaze_env/ArchSearch-v0")`` needs no import first. The evaluator below never
+imports Gymnasium.
 """
 
 from __future__ import annotations
@@ -29,5 +32,7 @@ def register_envs() -> list[str]:
             gym.register(id=env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=False)
     return list(ENV_IDS)
 
+
+register_envs()
 
 __all__ = ["ENV_IDS", "register_envs"]

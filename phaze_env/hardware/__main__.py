@@ -3,9 +3,9 @@
 Prints the preset's fields, its area against the PHAZE budget, peak FLOP/s, on-chip and HBM figures and
 the number of architectures inside the area window. ``--json`` writes one JSON object instead.
 
-``python -m phaze_env.hardware explain [--preset tpuv4] [--workload gpt2-xl] [--layer block]
-[--tensor-width 1] [--microbatch 1] [--ops] [--json]``: one layer's time split by unit (tensor cores,
-vector cores, HBM, links), what bounds it and the utilisation of each unit (:mod:`phaze_env.explain`).
+``python -m phaze_env.hardware explain ...`` is the older name of ``python -m phaze_env.explain_cli ...`` (one
+layer's time split by unit): it runs that command in a child process with the same arguments, because the
+explain view schedules and prices a layer — floors above the hardware model, which never imports them.
 
 Bad input (unknown preset, workload or layer) prints one line on stderr and exits with status 2.
 """
@@ -13,13 +13,15 @@ Bad input (unknown preset, workload or layer) prints one line on stderr and exit
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 
-from phaze_env.cli import OneLineParser, positive_int, print_output
-from phaze_env.design import DesignSpace
+from phaze_env.cli import OneLineParser, print_output
 from phaze_env.hardware.accelerator import PRESETS, UnknownPresetError, get_preset, preset_description
-from phaze_env.hardware.space import ArchSpace, area_budget_mm2
+from phaze_env.hardware.space import ArchSpace, area_budget_mm2, knob_settings
+
+EXPLAIN_MODULE = "phaze_env.explain_cli"
 
 
 def summary(preset: str) -> dict:
@@ -45,7 +47,7 @@ def summary(preset: str) -> dict:
         "hbm_bandwidth_Bps": acc.hbm_bandwidth_Bps,
         "ridge_flops_per_byte": acc.peak_flops / acc.hbm_bandwidth_Bps,
         "space_size": len(space),
-        "space_points_with_knobs": len(space) * DesignSpace().knob_settings,
+        "space_points_with_knobs": len(space) * knob_settings(),
         "space_enumeration_s": enumerate_s,
     }
 
@@ -82,42 +84,10 @@ def _print_table(info: dict) -> None:
     console.print(info["description"])
 
 
-def explain_main(argv: list[str]) -> int:
-    from phaze_env.explain import UNITS, explain_layer
-
-    parser = OneLineParser(prog="python -m phaze_env.hardware explain", description="one layer's time split by unit")
-    parser.add_argument("--preset", default="tpuv4", help=f"one of: {', '.join(PRESETS)} (default tpuv4)")
-    parser.add_argument("--workload", default="gpt2-xl", help="a built-in workload (default gpt2-xl)")
-    parser.add_argument("--layer", default="block", help="layer name: pre, block or post (default block)")
-    parser.add_argument("--tensor-width", type=positive_int, default=1, help="tensor-parallel width (default 1)")
-    parser.add_argument("--microbatch", type=positive_int, default=1, help="microbatch size (default 1)")
-    parser.add_argument("--ops", action="store_true", help="also list every operator")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
-    args = parser.parse_args(argv)
-    try:
-        result = explain_layer(args.workload, get_preset(args.preset), layer=args.layer,
-                               tensor_width=args.tensor_width, microbatch=args.microbatch)
-    except (UnknownPresetError, ValueError) as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print_output(json.dumps(result.to_dict(), indent=2))
-        return 0
-    lines = [result.summary()]
-    if args.ops:
-        lines.append(f"{'dir':3} {'op':34} {'unit':5} {'mode':4} {'time µs':>9} " + " ".join(f"{u[:8]:>9}" for u in UNITS) + "  bound")
-        for op in result.ops:
-            lines.append(f"{op.direction:3} {op.name[:34]:34} {op.unit:5} {'all' if op.parallel else 'one':4} {op.latency_s * 1e6:9.1f} "
-                         f"{op.tensor_cores_s * 1e6:9.1f} {op.vector_cores_s * 1e6:9.1f} {op.hbm_s * 1e6:9.1f} "
-                         f"{op.links_s * 1e6:9.1f}  {op.bound}")
-    print_output("\n".join(lines))
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "explain":
-        return explain_main(argv[1:])
+        return subprocess.run([sys.executable, "-m", EXPLAIN_MODULE, *argv[1:]]).returncode
     parser = OneLineParser(prog="python -m phaze_env.hardware", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tpuv4", help=f"one of: {', '.join(PRESETS)} (default tpuv4)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")

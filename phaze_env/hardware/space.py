@@ -19,15 +19,18 @@ count and give every vector core of the space the base accelerator's sublane dep
 speed both scale with ``width · sublanes``. The budget is the TPUv4-like configuration's area with its
 8 sublanes (unchanged from the per-lane area used before: one lane of 8 sublanes costs the same).
 
-:class:`ArchSpace` enumerates the in-window architectures once, with numpy, in lexicographic order of
-``(num_tc, num_vc, tc_width, tc_depth, buffer_mb)``; ``space[i]`` and ``space.index(acc)`` convert
-between index and :class:`Accelerator`. The full design space (architecture × the other knobs) is
-:class:`phaze_env.design.DesignSpace`, built from the value lists here.
+:data:`KNOBS` is the one knob order: the five area knobs :data:`ARCH_KNOBS` first (so a knob-per-step agent
+knows whether the window holds after the fifth choice), then :data:`OTHER_KNOBS`. :class:`ArchSpace`
+enumerates the in-window architectures once, with numpy, in lexicographic order of :data:`ARCH_KNOBS`;
+``space[i]`` and ``space.index(acc)`` convert between index and :class:`Accelerator`. The full design space
+(architecture × the other knobs, same order) is :class:`phaze_env.design.DesignSpace`, built from the value
+lists here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,7 +59,19 @@ AREA_WINDOW_LOWER = 0.3
 # Window comparisons tolerate rounding so the TPUv4 configuration itself (area == budget) is inside.
 _AREA_RTOL = 1e-9
 
-ARCH_COLUMNS = ("num_tc", "num_vc", "tc_width", "tc_depth", "buffer_mb")
+# The knobs that set the area, then the ones that never do (named, not sliced from KNOBS).
+ARCH_KNOBS = ("num_tc", "tc_width", "tc_depth", "num_vc", "buffer_mb")
+OTHER_KNOBS = ("hbm_gb", "microbatch", "recompute")
+KNOBS = ARCH_KNOBS + OTHER_KNOBS
+DEFAULT_VALUES = {"num_tc": NUM_TC_VALUES, "tc_width": TC_DIM_VALUES, "tc_depth": TC_DIM_VALUES, "num_vc": NUM_VC_VALUES,
+                  "buffer_mb": BUFFER_MB_VALUES, "hbm_gb": HBM_GB_VALUES, "microbatch": MICROBATCH_VALUES,
+                  "recompute": RECOMPUTE_VALUES}
+"""PHAZE's value list of every knob, in :data:`KNOBS` order."""
+
+
+def knob_settings(values: Mapping[str, Sequence] = DEFAULT_VALUES) -> int:
+    """Combinations of the knobs that never set the area (:data:`OTHER_KNOBS`), given each knob's value list."""
+    return math.prod(len(values[name]) for name in OTHER_KNOBS)
 
 
 def area_budget_mm2(reference: Accelerator = TPUV4) -> float:
@@ -104,9 +119,9 @@ class ArchSpace:
     """
 
     num_tc: Sequence[int] = NUM_TC_VALUES
-    num_vc: Sequence[int] = NUM_VC_VALUES
     tc_width: Sequence[int] = TC_DIM_VALUES
     tc_depth: Sequence[int] = TC_DIM_VALUES
+    num_vc: Sequence[int] = NUM_VC_VALUES
     buffer_mb: Sequence[int] = BUFFER_MB_VALUES
     budget_mm2: float | None = None  # None: the TPUv4-like configuration's area
     area_window_lower: float = AREA_WINDOW_LOWER
@@ -114,7 +129,7 @@ class ArchSpace:
     _arrays: dict = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ARCH_COLUMNS:
+        for name in ARCH_KNOBS:
             values = tuple(sorted(set(getattr(self, name))))
             if not values:
                 raise ValueError(f"ArchSpace.{name} must not be empty")
@@ -127,8 +142,8 @@ class ArchSpace:
 
     # --- enumeration -------------------------------------------------------------------------------
     def _enumerate(self) -> dict[str, np.ndarray]:
-        grids = np.meshgrid(*(np.asarray(getattr(self, c), dtype=np.int64) for c in ARCH_COLUMNS), indexing="ij")
-        cols = {c: g.ravel() for c, g in zip(ARCH_COLUMNS, grids)}
+        grids = np.meshgrid(*(np.asarray(getattr(self, c), dtype=np.int64) for c in ARCH_KNOBS), indexing="ij")
+        cols = {c: g.ravel() for c, g in zip(ARCH_KNOBS, grids)}
         areas = area.arch_area_mm2(cols["num_tc"], cols["tc_width"], cols["tc_depth"], cols["num_vc"], cols["tc_width"],
                                    cols["buffer_mb"], self.base.vc_sublanes)
         keep = in_area_window(cols["num_tc"], cols["num_vc"], areas, self.budget_mm2, self.area_window_lower)
@@ -142,8 +157,8 @@ class ArchSpace:
 
     @property
     def arrays(self) -> dict[str, np.ndarray]:
-        """Column arrays of every in-window configuration: num_tc, num_vc, tc_width, tc_depth, buffer_mb,
-        vc_width, area_mm2 (read-only)."""
+        """Column arrays of every in-window configuration: the :data:`ARCH_KNOBS` (num_tc, tc_width, tc_depth,
+        num_vc, buffer_mb), vc_width and area_mm2 (read-only)."""
         return self._arrays
 
     def __len__(self) -> int:
@@ -166,7 +181,7 @@ class ArchSpace:
     def _keys(self) -> np.ndarray:
         """One sortable integer key per configuration (lexicographic order = enumeration order)."""
         key = np.zeros(len(self), dtype=np.int64)
-        for c in ARCH_COLUMNS:
+        for c in ARCH_KNOBS:
             key = key * 8192 + self._arrays[c]
         return key
 
@@ -175,7 +190,7 @@ class ArchSpace:
         if acc.vc_width != acc.tc_width:
             raise ValueError(f"vector-core width {acc.vc_width} differs from tensor-core width {acc.tc_width}: not in the space")
         key = 0
-        for c in ARCH_COLUMNS:
+        for c in ARCH_KNOBS:
             key = key * 8192 + getattr(acc, c)
         keys = self._keys()
         i = int(np.searchsorted(keys, key))

@@ -2,7 +2,7 @@
 
 All times are seconds and all sizes bytes, already for one tensor-parallel width and one microbatch
 size (the tracer and the operator ILP produce them). ``param_bytes`` are bf16 weights (2 bytes per
-parameter); the optimizer factors below are multiples of ``param_bytes``.
+parameter); the optimizer factors (:data:`phaze_env.cluster.OPTIMIZERS`) are multiples of ``param_bytes``.
 """
 
 from __future__ import annotations
@@ -13,36 +13,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from phaze_env.cluster import Cluster
+# OPTIMIZERS is the cluster's vocabulary (Cluster.optimizer names one); imported here, it stays a constant of this
+# module, which cache.model_version() hashes.
+from phaze_env.cluster import OPTIMIZERS, Cluster, Optimizer
 from phaze_env.plan_spec import PlanSpec
 
 REQUIRED_LAYER_KEYS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
 OPTIONAL_LAYER_KEYS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s")
 AUTO_INTERLEAVES = (1, 2, 4)  # virtual stages per device tried when the plan leaves ``interleave`` to the DP
-
-
-@dataclass(frozen=True)
-class Optimizer:
-    """Per-parameter bytes of one optimizer, as multiples of the bf16 weight bytes (2 bytes/param).
-
-    ``state_factor``: optimizer state kept per device (gradients are counted separately, 1x the weights);
-    ``step_factor``: bytes read + written by the update step (HBM-bound elementwise kernel).
-    """
-
-    state_factor: float
-    step_factor: float
-
-
-OPTIMIZERS = {
-    # PHAZE's default: SGD with one bf16 momentum buffer. Step: read weight, gradient, momentum and
-    # write weight, momentum = 5 bf16 tensors.
-    "sgd": Optimizer(state_factor=1.0, step_factor=5.0),
-    # Mixed-precision Adam (Micikevicius et al. 2018; ZeRO, Rajbhandari et al. 2020 §3.1: "2Ψ + 2Ψ + 12Ψ"
-    # = 16 bytes/param): fp32 master weights + two fp32 moments = 12 bytes/param = 6x the bf16 weights.
-    # Step: read fp32 master, m, v (12 B) and the bf16 gradient (2 B), write master, m, v (12 B) and the
-    # bf16 weights (2 B) = 28 bytes/param = 14x the bf16 weight bytes.
-    "adam": Optimizer(state_factor=6.0, step_factor=14.0),
-}
 OPTIMIZER_STATE_FACTORS = {name: optimizer.state_factor for name, optimizer in OPTIMIZERS.items()}
 GRADIENT_FACTOR = 1.0  # bf16 gradients, 2 bytes/param (ZeRO's accounting; Megatron's fp32 main_grad would be 2.0)
 
