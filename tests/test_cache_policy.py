@@ -10,7 +10,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import phaze_env  # noqa: F401 - registers the ids
+import phaze_env.env  # noqa: F401 - registers the ids
 from phaze_env.cache import MEMORY_ENTRIES_ENV, DiskCache
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Cluster, evaluate, throughput_upper_bound

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("phaze_env", "search", "baselines", "experiments")
 
 FLOORS = (
-    ("phaze_env.cache", "phaze_env.cli", "phaze_env.comm"),  # utilities: import nothing of the project
+    ("phaze_env.cache", "phaze_env.cli", "phaze_env.comm", "phaze_env.files"),  # utilities: import nothing of the project
     ("phaze_env.workloads",),  # model registry, tracing, operator graphs
     ("phaze_env.hardware",),  # accelerator, search space, area, per-op estimator
     ("phaze_env.schedule",),  # the operator ILP of one layer
