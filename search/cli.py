@@ -23,6 +23,7 @@ from phaze_env.hardware import Accelerator, UnknownPresetError, get_preset, pres
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
+from search.outputs import baseline_label
 from search.result import DesignResult, SearchResult
 from search.run import run_search
 from search.store import ResultsStore
@@ -163,14 +164,6 @@ def _main(argv: list[str] | None) -> int:
 
 
 # --------------------------------------------------------------------------------------------- summary
-
-def baseline_label(baseline: DesignResult) -> str:
-    """What the baseline column really is: the preset evaluated (matched on every field but HBM, which the
-    search picks from the space's capacities) and its HBM capacity."""
-    acc = baseline.accelerator
-    name = next((n for n in preset_names() if {**get_preset(n).to_dict(), "hbm_gb": acc["hbm_gb"]} == acc), None)
-    return f"baseline ({name + ' preset' if name else 'custom accelerator'}, {acc['hbm_gb']:g} GiB)"
-
 
 def comparison_table(title: str, best: DesignResult | None, baseline: DesignResult):
     """Best design vs the baseline, one metric per row (fits a narrow terminal)."""
