@@ -87,7 +87,7 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="python -m experiments.buffer_sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tpuv4", help=f"one of: {', '.join(PRESETS)} (default tpuv4)")
     parser.add_argument("--workload", default="gpt2-xl", help="built-in workload (default gpt2-xl)")
@@ -95,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="output directory, relative to the current directory (default out/buffer-sweep)")
     parser.add_argument("--figure", default=None,
                         help="also copy the plot here, e.g. docs/figures/buffer_sweep.png (default: no copy)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         get_preset(args.preset)

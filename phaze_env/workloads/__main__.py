@@ -11,9 +11,9 @@ from phaze_env.workloads.build import model_graph, model_summary
 from phaze_env.workloads.registry import get_workload, workload_names
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="python -m phaze_env.workloads",
-                                     description="Trace a model into per-layer operator graphs and summarise them.")
+                           description="Trace a model into per-layer operator graphs and summarise them.")
     parser.add_argument("model", help=f"built-in workload: {', '.join(workload_names())}")
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the model's own)")
     parser.add_argument("--microbatch", dest="mbs", type=positive_int, default=1, help="microbatch size (default 1)")
@@ -24,7 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON (default: a table)")
     parser.add_argument("--no-cache", action="store_true",
                         help="trace again even when a cached graph exists (default: use the cache)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         get_workload(args.model)
         graph = model_graph(args.model, seq_len=args.seq, microbatch=args.mbs, tensor_width=args.tmp,
