@@ -25,7 +25,7 @@ class HiddenAlias(argparse.Action):
         super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"{parser.prog}: note: {option_string} is an old spelling; use {self.new}", file=sys.stderr)
+        print(f"{parser.prog}: note: {option_string} is deprecated; use {self.new}", file=sys.stderr)
         setattr(namespace, self.dest, values)
 
 
