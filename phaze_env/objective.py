@@ -212,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_size_options(parser, devices=Cluster.n_devices, batch=Cluster.global_batch)
     parser.add_argument("--timeout", type=float, default=None,
                         help="stop after this many seconds (default: no limit, --trials decides)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar (default: shown)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar (default: trials done of --trials with an ETA, on a terminal)")
     return parser
 
 
@@ -300,7 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - bad storage URL, unreachable database, mismatched study
         parser.error(f"cannot open study {name!r} in {args.storage!r}: {type(error).__name__}: {error}".splitlines()[0])
     started = time.perf_counter()
-    study.optimize(objective, n_trials=args.trials, timeout=args.timeout, show_progress_bar=not args.quiet)
+    # Optuna's bar (tqdm, on stderr) redraws with carriage returns: only on a terminal, not into a log file
+    study.optimize(objective, n_trials=args.trials, timeout=args.timeout,
+                   show_progress_bar=not args.quiet and sys.stderr.isatty())
     _summary(study, objective, time.perf_counter() - started, args.storage)
     return 0
 
