@@ -20,10 +20,12 @@ CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_dep
 
 def baseline_label(baseline: DesignResult) -> str:
     """What the baseline really is: the preset evaluated (matched on every field but HBM, which the search
-    picks from the space's capacities) and its HBM capacity, e.g. ``baseline (tpuv4 preset, 32 GiB)``."""
+    picks from the space's capacities) and its HBM capacity, e.g. ``baseline (tpuv4 preset, 32 GiB)``; an
+    infeasible baseline has no chosen capacity."""
     acc = baseline.accelerator
     name = next((n for n in preset_names() if {**get_preset(n).to_dict(), "hbm_gb": acc["hbm_gb"]} == acc), None)
-    return f"baseline ({name + ' preset' if name else 'custom accelerator'}, {acc['hbm_gb']:g} GiB)"
+    what = f"{name} preset" if name else "custom accelerator"
+    return f"baseline ({what}, {acc['hbm_gb']:g} GiB)" if baseline.feasible else f"baseline ({what})"
 
 
 def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
