@@ -108,7 +108,7 @@ def plot(rows: list[dict[str, Any]], path: Path, meta: dict[str, Any]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(2.2 * len(rows) + 3, 4), layout="constrained")
+    fig, ax = plt.subplots(figsize=(2.2 * len(rows) + 5, 4.2), layout="constrained")
     x = np.arange(len(rows))
     for i, (key, label) in enumerate((("tpuv4", "TPUv4"), ("spotlight", f"Spotlight (median of {meta['seeds']})"),
                                       ("phaze", "PHAZE (exact)"))):
@@ -116,10 +116,10 @@ def plot(rows: list[dict[str, Any]], path: Path, meta: dict[str, Any]) -> None:
         ax.bar(x + (i - 1) * 0.27, values, 0.27, label=label)
     ax.set_xticks(x, [r["workload"] for r in rows])
     ax.set(ylabel="throughput / TPUv4")
-    ax.set_title(f"{meta['space']} space, area budget {meta['budget_mm2']:.1f} mm² · {meta['devices']:,} devices, "
+    ax.set_title(f"{meta['space']} space, area budget {meta['budget_mm2']:.1f} mm²\n{meta['devices']:,} devices, "
                  f"global batch {meta['batch']:,} · Spotlight {meta['budget']} evaluations", fontsize=9)
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
