@@ -253,7 +253,7 @@ def plot(rows: list[dict[str, Any]], summary: list[dict[str, Any]], out: Path, m
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set(title=workload, xlabel="evaluations", ylabel="best throughput / exact optimum", ylim=(0, 1.02))
-    fig.suptitle(f"Best so far (mean, min–max over seeds) · {study_title(meta)}", fontsize=10)
+    fig.suptitle(f"Best so far (mean, min–max over seeds)\n{study_title(meta)}", fontsize=10)
     fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside right center", fontsize=8)
     fig.savefig(out / "convergence.png", dpi=110)
     plt.close(fig)
