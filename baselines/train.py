@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
 from baselines.protocol import throughput_of
-from phaze_env.cli import OneLineParser, positive_int
+from phaze_env.cli import OneLineParser, add_cluster_size_options, positive_int
 from phaze_env.design import Design, DesignSpace, evaluate_design
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.files import atomic_path, write_text_atomic
@@ -40,14 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("algo", choices=ALGOS)
     parser.add_argument("--workload", default="gpt2-xl", help="built-in workload name, or tiny-gpt2 (default gpt2-xl)")
     parser.add_argument("--steps", type=positive_int, default=200, help="training steps = evaluations (default 200)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--space", choices=("full", "reduced"), default="full", help="design space (default PHAZE's full)")
-    parser.add_argument("--devices", type=positive_int, default=1024)
-    parser.add_argument("--batch", type=positive_int, default=4096)
-    parser.add_argument("--logdir", type=Path, default=None, help="TensorBoard + checkpoints (default out/train/ALGO)")
-    parser.add_argument("--checkpoint-every", type=positive_int, default=50, help="steps between checkpoints")
-    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --logdir")
-    parser.add_argument("--no-progress", action="store_true")
+    add_cluster_size_options(parser, devices=1024, batch=4096)
+    parser.add_argument("--logdir", type=Path, default=None,
+                        help="TensorBoard + checkpoints, relative to the current directory (default out/train/ALGO)")
+    parser.add_argument("--checkpoint-every", type=positive_int, default=50, metavar="STEPS",
+                        help="steps between checkpoints (default 50)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the last checkpoint in --logdir (default: start afresh)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (default: shown)")
     parser.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=None,
                         help="write TensorBoard logs (default: when the tensorboard package is installed)")
     return parser

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import gymnasium as gym
 
-    import phaze_env  # noqa: F401 - registers the ids
+    import phaze_env.env  # noqa: F401 - registers the ids
     from phaze_env.cache import memory_entries_limit
     from phaze_env.design import DesignSpace
     from phaze_env.evaluate import Cluster

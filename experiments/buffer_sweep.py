@@ -1,4 +1,4 @@
-"""Buffer sweep: one design's training throughput as its on-chip buffer goes from 2 to 128 MB.
+"""Buffer sweep: one design's training throughput as its on-chip buffer goes from 2 to 128 MiB.
 
 For each buffer size the design (default: the TPUv4-like preset) is evaluated end to end
 (:func:`phaze_env.evaluate.evaluate`, PHAZE's default cluster and knobs) and one transformer layer is
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from phaze_env.cli import OneLineParser, print_output
-from phaze_env.evaluate import evaluate
+from phaze_env.evaluate import Cluster, evaluate
 from phaze_env.explain import explain_layer
 from phaze_env.hardware.accelerator import PRESETS, UnknownPresetError, get_preset
 from phaze_env.hardware.estimator import accelerator_table, vector_terms
@@ -32,7 +32,7 @@ COLUMNS = ("buffer_mb", "area_mm2", "throughput_samples_s", "tensor_width", "mic
 
 
 def spilled_mb(workload: str, acc, tensor_width: int, microbatch: int, layer: str = "block") -> float:
-    """MB a layer's vector ops spill to HBM when split over all vector cores (fwd + bwd)."""
+    """MiB a layer's vector ops spill to HBM when split over all vector cores (fwd + bwd)."""
     graph = model_graph(workload, microbatch=microbatch, tensor_width=tensor_width)
     chosen = next(item for item in graph.layers if item.name == layer)
     total = 0.0
@@ -69,31 +69,37 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     buffers = [r["buffer_mb"] for r in rows]
-    fig, left = plt.subplots(figsize=(7, 4))
+    fig, left = plt.subplots(figsize=(7, 4), layout="constrained")
     left.plot(buffers, [r["throughput_samples_s"] for r in rows], "o-", color="tab:blue", label="throughput (best plan)")
     left.set_xscale("log", base=2)
     left.set_xticks(buffers, [str(b) for b in buffers])
-    left.set_xlabel("on-chip buffer (MB)")
+    left.set_xlabel("on-chip buffer (MiB)")
     left.set_ylabel("samples/s", color="tab:blue")
     right = left.twinx()
-    right.plot(buffers, [r["layer_spill_mb_t1m1"] for r in rows], "s--", color="tab:red", label="spilled MB / layer (t=1, m=1)")
-    right.plot(buffers, [r["layer_spill_mb"] for r in rows], "^:", color="tab:orange", label="spilled MB / layer (best plan)")
-    right.set_ylabel("vector operands spilled to HBM (MB per layer)", color="tab:red")
+    right.plot(buffers, [r["layer_spill_mb_t1m1"] for r in rows], "s--", color="tab:red", label="spilled MiB / layer (t=1, m=1)")
+    right.plot(buffers, [r["layer_spill_mb"] for r in rows], "^:", color="tab:orange", label="spilled MiB / layer (best plan)")
+    right.set_ylabel("vector operands spilled to HBM (MiB per layer)", color="tab:red")
     lines = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
     labels = left.get_legend_handles_labels()[1] + right.get_legend_handles_labels()[1]
     left.legend(lines, labels, loc="center right", fontsize=8)
     left.set_title(title, fontsize=10)
-    fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="python -m experiments.buffer_sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tpuv4", help=f"one of: {', '.join(PRESETS)} (default tpuv4)")
-    parser.add_argument("--workload", default="gpt2-xl")
-    parser.add_argument("--out", default="out/buffer-sweep")
-    parser.add_argument("--figure", default=None, help="also copy the plot here (e.g. docs/figures/buffer_sweep.png)")
+    parser.add_argument("--workload", default="gpt2-xl", help="built-in workload (default gpt2-xl)")
+    parser.add_argument("--out", default="out/buffer-sweep",
+                        help="output directory, relative to the current directory (default out/buffer-sweep)")
+    parser.add_argument("--figure", default=None,
+                        help="also copy the plot here, e.g. docs/figures/buffer_sweep.png (default: no copy)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         get_preset(args.preset)
@@ -107,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    plot(rows, out / "buffer_sweep.png", f"{args.workload} on {args.preset} with its buffer swept")
+    cluster = Cluster()  # what evaluate() uses when given none
+    plot(rows, out / "buffer_sweep.png",
+         f"{args.workload} on the {args.preset} preset, buffer swept · {cluster.n_devices:,} devices "
+         f"({cluster.link_bandwidth_Bps / 1e9:g} GB/s links), global batch {cluster.global_batch:,}")
     if args.figure:
         shutil.copyfile(out / "buffer_sweep.png", args.figure)
     print_output("\n".join([",".join(COLUMNS)] + [",".join(str(r[c]) for c in COLUMNS) for r in rows]))

@@ -7,9 +7,10 @@ normalised by the exact optimum of the same design space (:func:`baselines.exact
 exact search.
 
 Outputs in ``--out``: ``results.csv`` (one row per workload × strategy × seed × evaluation: ``workload,
-strategy, seed, evaluation, best_throughput, best_normalized, wall_s``), ``summary.md`` (also printed with
-rich), ``exact.json`` (the optima), ``convergence.png`` (mean best-so-far with min–max seed bands) and
-``evals_to_99.png``.
+strategy, seed, evaluation, best_throughput, best_normalized, wall_s``; each run's rows are written when
+it finishes, so Ctrl-C keeps every finished run and still writes the summary and plots of those),
+``summary.md`` (also printed with rich), ``exact.json`` (the optima), ``convergence.png`` (mean best-so-far
+with min–max seed bands) and ``evals_to_99.png``.
 
     # CI smoke test of every strategy (tiny GPT-2, 16 devices, reduced space, 2 seeds × 20 evaluations)
     python -m experiments.compare_strategies --quick --out out/study-quick
@@ -32,18 +33,20 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from phaze_env.cli import OneLineParser, positive_int
+from phaze_env.cli import OneLineParser, add_cluster_size_options, console, positive_int
 from baselines import STRATEGIES, run_strategy
 from baselines.exact import exact_optimum
 from baselines.workloads import resolve_workload
-from phaze_env.design import SPACE_NAMES, DesignSpace
+from phaze_env.design import SPACE_NAMES, Design, DesignSpace
 from phaze_env.evaluate import Cluster
+from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.workloads import workload_names
 
 DEFAULT_WORKLOADS = ("bert-large", "gpt2-xl", "opt-1.3b", "llama2-7b")
 THRESHOLDS = (0.95, 0.99, 1.0)
 COLUMNS = ("workload", "strategy", "seed", "evaluation", "best_throughput", "best_normalized", "wall_s")
 TOLERANCE = 1e-9
+INTERRUPTED = 130  # the shell's status for a program ended by SIGINT
 
 
 def default_strategies(space: DesignSpace) -> list[str]:
@@ -64,42 +67,53 @@ def evaluations_to(normalized: Sequence[float], threshold: float) -> int | None:
 
 def run_study(workloads: list[str], strategies: list[str], seeds: int, budget: int, space: DesignSpace,
               cluster: Cluster, out: Path, *, exact_workers: int = 1, progress: bool = True) -> dict[str, Any]:
-    """Run every (workload, strategy, seed); write ``results.csv`` and ``exact.json``; return rows and optima."""
+    """Run every (workload, strategy, seed); write ``results.csv`` and ``exact.json``; return rows and optima.
+
+    ``results.csv`` gets each run's rows as soon as the run finishes (flushed), so an interrupted study
+    keeps every finished run. Ctrl-C ends the study early: the result then holds the finished runs and
+    ``meta["interrupted"]`` is True (``exact.json`` says so too).
+    """
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     optima: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
     runs = [(w, s, k) for w in workloads for s in strategies for k in range(seeds)]
-    bar = _progress(progress, len(runs) + len(workloads))
-    with open(out / "results.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, COLUMNS)
-        writer.writeheader()
-        for name in workloads:
-            workload = resolve_workload(name)
-            bar.describe(f"exact {name}")
-            exact = exact_optimum(workload, cluster, space, workers=exact_workers)
-            optimum = exact["throughput_samples_s"]
-            optima[name] = {"throughput_samples_s": optimum,
-                            "design": exact["design"].to_dict() if exact["design"] else None,
-                            "exact_evaluations": exact["evaluations"], "exact_elapsed_s": exact["elapsed_s"]}
-            bar.advance()
-            if optimum <= 0:
-                raise RuntimeError(f"{name}: no feasible design in the space, nothing to normalise by")
-            for strategy in strategies:
-                for seed in range(seeds):
-                    bar.describe(f"{name} · {strategy} · seed {seed}")
-                    trace = run_strategy(strategy, workload, cluster, space, budget, seed, name=strategy)
-                    for i, (best, wall) in enumerate(zip(trace.best_throughput, trace.wall_s)):
-                        row = {"workload": name, "strategy": strategy, "seed": seed, "evaluation": i + 1,
-                               "best_throughput": best, "best_normalized": best / optimum, "wall_s": wall}
-                        writer.writerow(row)
-                        rows.append(row)
-                    handle.flush()
-                    bar.advance()
-    bar.stop()
+    bar = _progress(progress, len(runs) * budget)
+    interrupted = False
+    try:
+        with open(out / "results.csv", "w", newline="") as handle:
+            writer = csv.DictWriter(handle, COLUMNS)
+            writer.writeheader()
+            handle.flush()
+            for name in workloads:
+                workload = resolve_workload(name)
+                bar.describe(f"exact optimum of {name}")
+                exact = exact_optimum(workload, cluster, space, workers=exact_workers)
+                optimum = exact["throughput_samples_s"]
+                optima[name] = {"throughput_samples_s": optimum,
+                                "design": exact["design"].to_dict() if exact["design"] else None,
+                                "exact_evaluations": exact["evaluations"], "exact_elapsed_s": exact["elapsed_s"]}
+                if optimum <= 0:
+                    raise RuntimeError(f"{name}: no feasible design in the space, nothing to normalise by")
+                for strategy in strategies:
+                    for seed in range(seeds):
+                        bar.describe(f"{name} · {strategy} · seed {seed}")
+                        trace = run_strategy(strategy, workload, cluster, space, budget, seed, name=strategy,
+                                             callback=lambda _: bar.advance())
+                        run_rows = [{"workload": name, "strategy": strategy, "seed": seed, "evaluation": i + 1,
+                                     "best_throughput": best, "best_normalized": best / optimum, "wall_s": wall}
+                                    for i, (best, wall) in enumerate(zip(trace.best_throughput, trace.wall_s))]
+                        writer.writerows(run_rows)
+                        handle.flush()  # a finished run is on disk before the next one starts
+                        rows.extend(run_rows)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.stop()
     elapsed = time.perf_counter() - started
     meta = {"workloads": workloads, "strategies": strategies, "seeds": seeds, "budget": budget,
-            "cluster": cluster.to_dict(), "space_designs": len(space), "optima": optima, "elapsed_s": elapsed}
+            "cluster": cluster.to_dict(), "space_designs": len(space), "optima": optima, "elapsed_s": elapsed,
+            "interrupted": interrupted}
     (out / "exact.json").write_text(json.dumps(meta, indent=2, default=str))
     return {"rows": rows, "meta": meta}
 
@@ -168,10 +182,11 @@ def markdown_summary(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str
              "1 − final normalised best (mean over seeds).", "",
              "| exact optimum | samples/s | design |", "|---|---|---|"]
     for name, o in meta["optima"].items():
-        d = o["design"] or {}
-        lines.append(f"| {name} | {o['throughput_samples_s']:,.1f} | {d.get('num_tc')}×{d.get('tc_width')}×{d.get('tc_depth')} tc, "
-                     f"{d.get('num_vc')} vc, {d.get('buffer_mb')} MB, {d.get('hbm_gb')} GB HBM, m={d.get('microbatch')}, "
-                     f"recompute={d.get('recompute')} |")
+        design = Design.from_dict(o["design"]) if o["design"] else "no feasible design"
+        lines.append(f"| {name} | {o['throughput_samples_s']:,.1f} | {design} |")
+    lines += ["", f"Designs: {NOTATION_LEGEND}."]
+    if meta.get("interrupted"):
+        lines += ["", "**Interrupted**: only the runs that finished are summarised."]
     lines += ["", "| " + " | ".join(SUMMARY_HEADER) + " |", "|" + "---|" * len(SUMMARY_HEADER)]
     lines += ["| " + " | ".join(row) + " |" for row in summary_rows(summary)]
     lines += ["", f"Study wall time: {meta['elapsed_s']:.1f} s."]
@@ -179,7 +194,6 @@ def markdown_summary(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str
 
 
 def print_summary(summary: list[dict[str, Any]]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title="Strategies vs the exact optimum (normalised best throughput)")
@@ -187,21 +201,42 @@ def print_summary(summary: list[dict[str, Any]]) -> None:
         table.add_column(column, justify="left" if column in ("workload", "strategy") else "right")
     for row in summary_rows(summary):
         table.add_row(*row)
-    Console(width=200).print(table)
+    console().print(table)
 
 
 # ------------------------------------------------------------------------------------------------- plots
 
-def plot(rows: list[dict[str, Any]], summary: list[dict[str, Any]], out: Path) -> None:
+def study_title(meta: dict[str, Any]) -> str:
+    """What a figure shows: cluster, budget and seeds (the workload is each panel's own title)."""
+    cluster = meta["cluster"]
+    seeds = f"{meta['seeds']} seed{'s' if meta['seeds'] > 1 else ''}"
+    return (f"{cluster['n_devices']:,} devices ({cluster['link_bandwidth_Bps'] / 1e9:g} GB/s links), global batch "
+            f"{cluster['global_batch']:,} · {seeds} × {meta['budget']} evaluations · "
+            f"{meta['space_designs']:,} knob combinations")
+
+
+def strategy_styles(strategies: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """A colour and a line style per strategy, so 14+ curves stay distinguishable: tab20's ten dark colours
+    first, then their light pairs; line styles cycle alongside."""
+    import matplotlib.pyplot as plt
+
+    linestyles = ("-", "--", "-.", ":")
+    return {s: {"color": plt.get_cmap("tab20")((2 * i) % 20 + (i // 10) % 2), "ls": linestyles[i % len(linestyles)]}
+            for i, s in enumerate(strategies)}
+
+
+def plot(rows: list[dict[str, Any]], summary: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     workloads = list(dict.fromkeys(r["workload"] for r in rows))
     strategies = list(dict.fromkeys(r["strategy"] for r in rows))
-    colours = {s: plt.get_cmap("tab20")(i % 20) for i, s in enumerate(strategies)}
-    fig, axes = plt.subplots(1, len(workloads), figsize=(6.5 * len(workloads), 4.8), squeeze=False)
+    styles = strategy_styles(strategies)
+    fig, axes = plt.subplots(1, len(workloads), figsize=(6.5 * len(workloads) + 2.5, 4.8), squeeze=False,
+                             layout="constrained")
     for ax, workload in zip(axes[0], workloads):
         for strategy in strategies:
             runs: dict[int, list[float]] = {}
@@ -213,16 +248,18 @@ def plot(rows: list[dict[str, Any]], summary: list[dict[str, Any]], out: Path) -
             length = min(len(v) for v in runs.values())
             curves = np.array([v[:length] for v in runs.values()])
             x = np.arange(1, length + 1)
-            ax.plot(x, curves.mean(0), color=colours[strategy], label=strategy, lw=1.4)
-            ax.fill_between(x, curves.min(0), curves.max(0), color=colours[strategy], alpha=0.12)
+            ax.plot(x, curves.mean(0), label=strategy, lw=1.4, **styles[strategy])
+            ax.fill_between(x, curves.min(0), curves.max(0), color=styles[strategy]["color"], alpha=0.10)
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set(title=workload, xlabel="evaluations", ylabel="best throughput / exact optimum", ylim=(0, 1.02))
-    axes[0][-1].legend(fontsize=7, loc="lower right", ncol=2)
-    fig.tight_layout()
+    fig.suptitle(f"Best so far (mean, min–max over seeds)\n{study_title(meta)}", fontsize=10)
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside right center", fontsize=8)
     fig.savefig(out / "convergence.png", dpi=110)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(strategies) * len(workloads) ** 0.5 + 3), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(strategies) * len(workloads) ** 0.5 + 3), 4.5),
+                           layout="constrained")
     width = 0.8 / max(len(workloads), 1)
     by_key = {(e["workload"], e["strategy"]): e for e in summary}
     for i, workload in enumerate(workloads):
@@ -231,22 +268,27 @@ def plot(rows: list[dict[str, Any]], summary: list[dict[str, Any]], out: Path) -
     budget = max(int(r["evaluation"]) for r in rows)
     ax.axhline(budget, color="k", lw=0.8, ls="--", label=f"budget ({budget}): not reached")
     ax.set_xticks(np.arange(len(strategies)) + width * (len(workloads) - 1) / 2, strategies, rotation=40, ha="right")
-    ax.set(ylabel="evaluations to 99 % of the optimum (mean; unreached = budget)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(ylabel="evaluations to 99 % of the optimum\n(mean over seeds; unreached = budget)",
+           title=f"{', '.join(workloads)} · {study_title(meta)}")
+    ax.title.set_fontsize(9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
     fig.savefig(out / "evals_to_99.png", dpi=110)
     plt.close(fig)
 
 
 class _progress:
-    """A rich progress bar over the runs (silent when disabled)."""
+    """A rich progress bar over the study's strategy evaluations, with an ETA (silent when disabled)."""
 
     def __init__(self, enabled: bool, total: int):
         self._bar = None
         if enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
 
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("evaluations"), TimeElapsedColumn(), TextColumn("ETA"),
+                                 TimeRemainingColumn(), console=console(stderr=True))
             self._bar.start()
             self._task = self._bar.add_task("study", total=total)
 
@@ -275,14 +317,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=positive_int, default=100, help="evaluations per run (default 100)")
     parser.add_argument("--space", choices=SPACE_NAMES, default="reduced",
                         help="DesignSpace.reduced() (576 knob combinations, 464 inside the area window; default) or PHAZE's full space")
-    parser.add_argument("--devices", type=positive_int, default=1024, help="accelerators (default 1024)")
-    parser.add_argument("--batch", type=positive_int, default=4096, help="global batch (default 4096)")
-    parser.add_argument("--exact-workers", type=positive_int, default=1, help="processes for the exact search")
+    add_cluster_size_options(parser, devices=1024, batch=4096)
+    parser.add_argument("--exact-workers", type=positive_int, default=1, metavar="N",
+                        help="processes for the exact search (default 1)")
     parser.add_argument("--quick", action="store_true",
                         help="CI smoke test: tiny-gpt2, 16 devices, batch 64, reduced space, 2 seeds × 20 evaluations, "
-                             "every strategy (overrides the options above unless given explicitly)")
-    parser.add_argument("--out", type=Path, default=Path("out/study"), help="output directory (default out/study)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+                             "every strategy (overrides the options above unless given explicitly; default off)")
+    parser.add_argument("--out", type=Path, default=Path("out/study"),
+                        help="output directory, relative to the current directory (default out/study)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (default: shown, on stderr)")
     return parser
 
 
@@ -293,8 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = {a.split("=")[0] for a in argv_list if a.startswith("--")}
     if args.quick:
         args.workload = args.workload or ["tiny-gpt2"]
-        args.devices = args.devices if "--devices" in given else 16
-        args.batch = args.batch if "--batch" in given else 64
+        args.devices = args.devices if given & {"--devices", "--n-devices"} else 16
+        args.batch = args.batch if given & {"--batch", "--global-batch"} else 64
         args.seeds = args.seeds if "--seeds" in given else 2
         args.budget = args.budget if "--budget" in given else 20
     workloads = list(dict.fromkeys(args.workload or DEFAULT_WORKLOADS))
@@ -317,16 +360,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(1)  # tiny models; threads only contend with the evaluator
     result = run_study(workloads, strategies, args.seeds, args.budget, space, cluster, args.out,
                        exact_workers=args.exact_workers, progress=not args.quiet)
+    if not result["rows"]:
+        print(f"interrupted before any run finished · {args.out / 'results.csv'} has no rows", file=sys.stderr)
+        return INTERRUPTED
     summary = summarise(result["rows"])
     (args.out / "summary.md").write_text(markdown_summary(summary, result["meta"]))
-    plot(result["rows"], summary, args.out)
+    plot(result["rows"], summary, args.out, result["meta"])
     print_summary(summary)
+    runs = len({(r["workload"], r["strategy"], r["seed"]) for r in result["rows"]})
+    print(f"study: {runs} runs, {len(result['rows'])} rows, {result['meta']['elapsed_s']:.1f} s · outputs in {args.out}/")
     worst = max((e["max_normalized"] for e in summary), default=0.0)
-    print(f"study: {len(result['rows'])} rows, {result['meta']['elapsed_s']:.1f} s · outputs in {args.out}/")
     if worst > 1 + TOLERANCE:
         print(f"error: a strategy beat the exact optimum (normalised {worst:.12f}) — the exact search is wrong",
               file=sys.stderr)
         return 1
+    if result["meta"]["interrupted"]:
+        print(f"interrupted · the {runs} finished runs are in {args.out / 'results.csv'} and summarised", file=sys.stderr)
+        return INTERRUPTED
     return 0
 
 

@@ -24,7 +24,7 @@ import subprocess
 import sys
 from typing import Sequence
 
-from phaze_env.cli import OneLineParser, positive_int
+from phaze_env.cli import OneLineParser, add_cluster_size_options, positive_int
 from phaze_env.design import DesignSpace
 from phaze_env.evaluate import Cluster
 from phaze_env.objective import SAMPLERS, make_objective, make_sampler, storage_url
@@ -39,16 +39,16 @@ SPACES = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m experiments.optuna_distributed", description=__doc__.split("\n")[0])
-    parser.add_argument("--storage", required=True, help="RDB URL shared by the workers (postgresql://…)")
-    parser.add_argument("--study-name", required=True)
-    parser.add_argument("--workload", default="gpt2-xl", help="built-in workload name, or tiny-gpt2")
-    parser.add_argument("--sampler", choices=SAMPLERS, default="tpe")
-    parser.add_argument("--seed", type=int, default=0, help="sampler seed (worker i uses seed + i)")
-    parser.add_argument("--trials", type=positive_int, default=100, help="total trials of the study (all workers)")
+    parser.add_argument("--storage", required=True, help="RDB URL shared by the workers (postgresql://…; required)")
+    parser.add_argument("--study-name", required=True, help="the study every worker joins (required)")
+    parser.add_argument("--workload", default="gpt2-xl", help="built-in workload name, or tiny-gpt2 (default gpt2-xl)")
+    parser.add_argument("--sampler", choices=SAMPLERS, default="tpe", help="Optuna sampler (default tpe)")
+    parser.add_argument("--seed", type=int, default=0, help="sampler seed; worker i uses seed + i (default 0)")
+    parser.add_argument("--trials", type=positive_int, default=100,
+                        help="total trials of the study, all workers (default 100)")
     parser.add_argument("--workers", type=positive_int, default=1, help="local worker processes (default 1)")
-    parser.add_argument("--space", choices=tuple(SPACES), default="reduced")
-    parser.add_argument("--devices", type=positive_int, default=1024)
-    parser.add_argument("--batch", type=positive_int, default=4096)
+    parser.add_argument("--space", choices=tuple(SPACES), default="reduced", help="design space (default reduced)")
+    add_cluster_size_options(parser, devices=1024, batch=4096)
     return parser
 
 

@@ -1,9 +1,12 @@
-"""Shared command-line pieces: a parser whose errors are one line (exit 2) and positive-number types."""
+"""Shared command-line pieces: a parser whose errors are one line (exit 2), positive-number types, the
+cluster-size options every CLI spells the same (``--devices``, ``--batch``), hidden old spellings, and a
+console that does not cut piped output at 80 columns."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -11,6 +14,45 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class HiddenAlias(argparse.Action):
+    """An old spelling of an option, left out of ``--help``: stores into the new option's destination (so
+    old commands still work) and says once on stderr which spelling to use."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        self.new = new
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: note: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_cluster_size_options(parser: argparse.ArgumentParser, devices: int, batch: int) -> None:
+    """``--devices N`` and ``--batch N`` (the one spelling in every CLI), with ``--n-devices`` and
+    ``--global-batch`` accepted as hidden old spellings."""
+    parser.add_argument("--devices", type=positive_int, default=devices, metavar="N",
+                        help=f"accelerators in the cluster (default {devices})")
+    parser.add_argument("--batch", type=positive_int, default=batch, metavar="N",
+                        help=f"global batch in samples (sequences) per training step (default {batch})")
+    parser.add_argument("--n-devices", type=positive_int, dest="devices", action=HiddenAlias, new="--devices")
+    parser.add_argument("--global-batch", type=positive_int, dest="batch", action=HiddenAlias, new="--batch")
+
+
+PIPED_CONSOLE_WIDTH = 200
+"""Columns a console gets when it writes to a file or pipe: rich would assume 80 and wrap or crop tables."""
+
+
+def console(**kwargs):
+    """A rich ``Console``: the terminal's width on a terminal; piped or redirected, wide and without soft
+    wrapping so every line reaches the file whole."""
+    from rich.console import Console
+
+    probe = Console(**kwargs)
+    if probe.is_terminal:
+        return probe
+    return Console(width=PIPED_CONSOLE_WIDTH, soft_wrap=True, **kwargs)
 
 
 def positive_int(text: str) -> int:
@@ -46,7 +88,6 @@ def float_list(text: str) -> tuple[float, ...]:
 def print_output(text: str) -> None:
     """Print to stdout; a reader that closes the pipe early (``| head``) ends the program quietly."""
     import os
-    import sys
 
     try:
         print(text)

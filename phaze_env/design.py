@@ -53,6 +53,11 @@ class Design:
         return base.replace(num_tc=self.num_tc, tc_width=self.tc_width, tc_depth=self.tc_depth, num_vc=self.num_vc,
                             vc_width=self.tc_width, buffer_mb=self.buffer_mb, hbm_gb=float(self.hbm_gb))
 
+    def __str__(self) -> str:
+        """:meth:`Accelerator.notation` plus the training knobs (env ``render``, studies, Optuna)."""
+        return (f"{self.accelerator().notation()} · microbatch {self.microbatch} · "
+                f"recompute {'allowed' if self.recompute else 'off'}")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from phaze_env.cli import OneLineParser, positive_int
+from phaze_env.cli import OneLineParser, add_cluster_size_options, console as make_console, positive_int
 from phaze_env.design import KNOBS, SPACE_NAMES, Design, DesignSpace, evaluate_design, evaluate_options
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.workloads import Workload, get_workload, workload_names
@@ -194,18 +194,23 @@ def feasible_trials(study: Any) -> list:
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m phaze_env.objective",
                             description="Optuna study over PHAZE's design space (throughput, or throughput × area).")
-    parser.add_argument("--workload", default="gpt2-xl", help=f"one of: {', '.join(workload_names())}")
-    parser.add_argument("--trials", type=positive_int, default=50)
-    parser.add_argument("--sampler", choices=SAMPLERS, default="tpe")
+    parser.add_argument("--workload", default="gpt2-xl",
+                        help=f"default gpt2-xl; one of: {', '.join(workload_names())}")
+    parser.add_argument("--trials", type=positive_int, default=50, help="trials to run (default 50)")
+    parser.add_argument("--sampler", choices=SAMPLERS, default="tpe", help="Optuna sampler (default tpe)")
     parser.add_argument("--storage", default=DEFAULT_STORAGE,
-                        help="Optuna storage URL (sqlite:///…, postgresql://…) or 'memory' (default %(default)s)")
+                        help="Optuna storage URL (sqlite:///…, postgresql://…) or 'memory'; a relative sqlite path "
+                             "is relative to the current directory (default %(default)s)")
     parser.add_argument("--study-name", default=None, help="default: phaze-<workload>-<sampler>[-pareto]")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--multi-objective", action="store_true", help="maximise throughput, minimise area")
-    parser.add_argument("--space", choices=SPACE_NAMES, default="full")
-    parser.add_argument("--n-devices", type=positive_int, default=Cluster.n_devices)
-    parser.add_argument("--global-batch", type=positive_int, default=Cluster.global_batch)
-    parser.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    parser.add_argument("--multi-objective", action="store_true",
+                        help="maximise throughput, minimise area (default: throughput only)")
+    parser.add_argument("--space", choices=SPACE_NAMES, default="full", help="design space (default PHAZE's full)")
+    add_cluster_size_options(parser, devices=Cluster.n_devices, batch=Cluster.global_batch)
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="stop after this many seconds (default: no limit, --trials decides)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar (default: trials done of --trials with an ETA, on a terminal)")
     return parser
 
 
@@ -239,11 +244,11 @@ def _storage(url: str):
 
 
 def _summary(study, objective: PhazeObjective, elapsed_s: float, storage: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    console = Console(width=max(console.width, 120))  # the table needs ~110 columns even when piped
+    from phaze_env.hardware.accelerator import NOTATION_LEGEND
+
+    console = make_console()
     trials = study.get_trials(deepcopy=False)
     feasible = feasible_trials(study)
     console.print(f"[bold]{study.study_name}[/bold] — {objective.workload.name} on {objective.cluster.n_devices} "
@@ -253,18 +258,18 @@ def _summary(study, objective: PhazeObjective, elapsed_s: float, storage: str) -
     if not feasible:
         console.print("[red]no feasible design found[/red]")
         return
-    table = Table(show_header=True, header_style="bold")
-    for column in ("trial", "samples/s", "area mm²", "tensor cores", "vector cores", "buffer MB", "HBM GiB",
+    table = Table(show_header=True, header_style="bold", caption=NOTATION_LEGEND)
+    for column in ("trial", "samples/s", "area mm²", "tensor cores", "vector cores", "buffer", "HBM",
                    "microbatch", "recompute", "t×p×d"):
         table.add_column(column, justify="right")
     best = sorted(study.best_trials, key=lambda t: t.user_attrs["area_mm2"]) if objective.multi_objective \
         else [study.best_trial]
     for trial in best:
-        a, d, p = trial.user_attrs, trial.user_attrs["design"], trial.user_attrs.get("plan", {})
+        a, d, p = trial.user_attrs, Design.from_dict(trial.user_attrs["design"]), trial.user_attrs.get("plan", {})
+        parts = d.accelerator().notation_parts()
         table.add_row(str(trial.number), f"{a['throughput_samples_s']:,.1f}", f"{a['area_mm2']:.1f}",
-                      f"{d['num_tc']} × {d['tc_width']}×{d['tc_depth']}", f"{d['num_vc']} × {d['tc_width']}",
-                      str(d["buffer_mb"]), f"{d['hbm_gb']:g}",
-                      str(d["microbatch"]), str(d["recompute"]),
+                      parts["tensor cores"], parts["vector cores"], parts["buffer"], parts["HBM"],
+                      str(d.microbatch), str(d.recompute),
                       f"{p.get('tensor_width')}×{p.get('pipeline_stages')}×{p.get('data_parallel')}")
     table.title = "Pareto front (throughput ↑, area ↓)" if objective.multi_objective else "best design"
     console.print(table)
@@ -275,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         workload = get_workload(args.workload)
-        cluster = Cluster(n_devices=args.n_devices, global_batch=args.global_batch)
+        cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
         space = DesignSpace.named(args.space)
         sampler = make_sampler(args.sampler, seed=args.seed, multi_objective=args.multi_objective)
         if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
@@ -293,7 +298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - bad storage URL, unreachable database, mismatched study
         parser.error(f"cannot open study {name!r} in {args.storage!r}: {type(error).__name__}: {error}".splitlines()[0])
     started = time.perf_counter()
-    study.optimize(objective, n_trials=args.trials, timeout=args.timeout)
+    # Optuna's bar (tqdm, on stderr) redraws with carriage returns: only on a terminal, not into a log file
+    study.optimize(objective, n_trials=args.trials, timeout=args.timeout,
+                   show_progress_bar=not args.quiet and sys.stderr.isatty())
     _summary(study, objective, time.perf_counter() - started, args.storage)
     return 0
 

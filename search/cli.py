@@ -14,30 +14,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from phaze_env.cli import OneLineParser, float_list, int_list, positive_float, positive_int, print_output
+from phaze_env.cli import (HiddenAlias, OneLineParser, add_cluster_size_options, console, float_list, int_list,
+                           positive_float, positive_int, print_output)
 from phaze_env.design import SPACE_NAMES, DesignSpace
 from phaze_env.cluster import cluster_names, get_cluster
 from phaze_env.evaluate import BREAKDOWN_LABELS, DEFAULT_TIME_LIMIT_S
-from phaze_env.hardware import UnknownPresetError, get_preset, preset_names
+from phaze_env.hardware import Accelerator, UnknownPresetError, get_preset, preset_names
+from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
+from search.outputs import baseline_label
 from search.result import DesignResult, SearchResult
 from search.run import run_search
 from search.store import ResultsStore
 
 INTERRUPTED = 130  # the shell's status for a program ended by SIGINT
-
-
-class DeprecatedAlias(argparse.Action):
-    """A hidden old spelling of an option: stores into the new one and says so once on stderr."""
-
-    def __init__(self, option_strings, dest, new: str, **kwargs):
-        self.new = new
-        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"{parser.prog}: note: {option_string} is deprecated; use {self.new}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,8 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exact (provably best) co-search of accelerator architecture and training placement.")
     parser.add_argument("--workload", action="append", metavar="NAME",
                         help=f"workload to optimise for (repeatable; default {DEFAULT_WORKLOAD}); one of: {', '.join(workload_names())}")
-    parser.add_argument("--devices", type=positive_int, default=1024, help="accelerators in the cluster (default 1024)")
-    parser.add_argument("--batch", type=positive_int, default=4096, help="global batch in samples (default 4096)")
+    add_cluster_size_options(parser, devices=1024, batch=4096)
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's own)")
     parser.add_argument("--cluster", default="phaze", metavar="NAME",
                         help="interconnect preset (default phaze: the paper's flat ring at 4 GB/s per device); one of: "
@@ -55,13 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--link-GBps", type=positive_float, default=None, dest="link_GBps", metavar="GBPS",
                         help="per-device (inter-node) link bandwidth in GB/s, gigabytes per second "
                              "(default: the cluster preset's; phaze 4)")
-    parser.add_argument("--link-gbps", type=positive_float, dest="link_GBps", action=DeprecatedAlias,
+    parser.add_argument("--link-gbps", type=positive_float, dest="link_GBps", action=HiddenAlias,
                         new="--link-GBps (the value is, and always was, in GB/s)")
     parser.add_argument("--link-latency-us", type=float, default=None, metavar="US",
                         help="per-step (inter-node) link latency in µs (default: the cluster preset's; phaze 0)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
     parser.add_argument("--space", choices=SPACE_NAMES, default="full",
-                        help="PHAZE's full space, or DesignSpace.reduced() (576 knob combinations) for quick looks")
+                        help="PHAZE's full space (default), or DesignSpace.reduced() (576 knob combinations) for "
+                             "quick looks")
     parser.add_argument("--preset", default="tpuv4", metavar="NAME",
                         help=f"base accelerator for the fields the search does not vary (HBM bandwidth, clock; "
                              f"default tpuv4); one of: {', '.join(preset_names())}")
@@ -69,21 +60,27 @@ def build_parser() -> argparse.ArgumentParser:
                         help="area budget in mm² (default: the TPUv4-like configuration's area)")
     parser.add_argument("--microbatch", type=int_list, default=None, metavar="SIZES",
                         help="microbatch sizes (default: the space's; full space 1,2,4,8)")
-    parser.add_argument("--microbatches", type=int_list, dest="microbatch", action=DeprecatedAlias, new="--microbatch")
-    parser.add_argument("--hbm-gb", type=float_list, default=None,
+    parser.add_argument("--microbatches", type=int_list, dest="microbatch", action=HiddenAlias, new="--microbatch")
+    parser.add_argument("--hbm-gb", type=float_list, default=None, metavar="GIB",
                         help="HBM capacities in GiB, 2**30 bytes (default: the space's; full space 32,64,80)")
-    parser.add_argument("--tensor-widths", type=int_list, default=TENSOR_WIDTHS, help="tensor-parallel widths (default 1,2,4,8)")
-    parser.add_argument("--no-recompute", action="store_true", help="forbid activation recomputation")
+    parser.add_argument("--tensor-widths", type=int_list, default=TENSOR_WIDTHS, metavar="WIDTHS",
+                        help=f"tensor-parallel widths (default {','.join(map(str, TENSOR_WIDTHS))})")
+    parser.add_argument("--no-recompute", action="store_true",
+                        help="forbid activation recomputation (default: the space's, recompute allowed)")
     parser.add_argument("--objectives", default="throughput",
                         help="'throughput' (default) or 'throughput,area' for the Pareto front")
     parser.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="multi-workload objective (default mean)")
-    parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, help="local worker processes")
-    parser.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler address (tcp://host:8786)")
+    parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N",
+                        help=f"local worker processes (default: the CPU count, {os.cpu_count() or 1} here)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="Dask scheduler address, tcp://host:8786 (default: none, local processes)")
     parser.add_argument("--solver", choices=("cbc", "highs"), default="cbc", help="ILP solver (default cbc)")
-    parser.add_argument("--time-limit", type=positive_float, default=DEFAULT_TIME_LIMIT_S, help="seconds per ILP")
-    parser.add_argument("--out", type=Path, default=Path("out/phaze"), help="output directory (default out/phaze)")
-    parser.add_argument("--json", action="store_true", help="print results.json to stdout instead of tables")
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument("--time-limit", type=positive_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
+                        help=f"seconds per ILP (default {DEFAULT_TIME_LIMIT_S:g})")
+    parser.add_argument("--out", type=Path, default=Path("out/phaze"),
+                        help="output directory, relative to the current directory (default out/phaze)")
+    parser.add_argument("--json", action="store_true", help="print results.json to stdout (default: tables)")
+    parser.add_argument("--quiet", action="store_true", help="no progress display (default: shown)")
     return parser
 
 
@@ -146,13 +143,11 @@ def _main(argv: list[str] | None) -> int:
         out = _prepare_out(args.out)
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
-    from rich.console import Console
-
     from search.progress import ConsoleProgress, SearchProgress
 
-    console = Console()
+    out_console = console()
     try:
-        progress = SearchProgress() if args.quiet or args.json else ConsoleProgress(console)
+        progress = SearchProgress() if args.quiet or args.json else ConsoleProgress(out_console)
         result = run_search(config, workers=args.workers, scheduler=args.scheduler, out=out, progress=progress)
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
@@ -164,32 +159,31 @@ def _main(argv: list[str] | None) -> int:
     if args.json:
         print_output(result.to_json())
     else:
-        print_summary(result, out, console)
+        print_summary(result, out, out_console)
     return 0
 
 
 # --------------------------------------------------------------------------------------------- summary
 
 def comparison_table(title: str, best: DesignResult | None, baseline: DesignResult):
-    """Best design vs TPUv4, one metric per row (fits a narrow terminal)."""
+    """Best design vs the baseline, one metric per row (fits a narrow terminal)."""
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=title, caption=NOTATION_LEGEND)
     table.add_column("")
     table.add_column("best", justify="right")
-    table.add_column("TPUv4", justify="right")
+    table.add_column(baseline_label(baseline), justify="right")
 
     def cells(d: DesignResult | None, key: str) -> str:
         if d is None or not d.feasible:
             return "infeasible" if key == "samples/s" else ""
-        a, p = d.accelerator, d.plan
-        return {
+        p = d.plan
+        figures = {
             "samples/s": f"{d.throughput_samples_s:,.1f}", "tokens/s": f"{d.tokens_s:,.0f}", "MFU": f"{d.mfu:.1%}",
-            "area mm²": f"{d.area_mm2:.1f}", "tensor cores": f"{a['num_tc']} × {a['tc_width']}×{a['tc_depth']}",
-            "vector cores": f"{a['num_vc']} × {a['vc_width']}", "buffer": f"{a['buffer_mb']} MB",
-            "HBM": f"{a['hbm_gb']:g} GiB", "plan": p["notation"],
+            "area mm²": f"{d.area_mm2:.1f}", "plan": p["notation"],
             "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
-        }[key]
+        }
+        return {**figures, **Accelerator.from_dict(d.accelerator).notation_parts()}[key]
 
     for key in ("samples/s", "tokens/s", "MFU", "area mm²", "tensor cores", "vector cores", "buffer", "HBM", "plan",
                 "recompute stages"):
@@ -204,39 +198,51 @@ def why(best: DesignResult, baseline: DesignResult) -> list[str]:
     lines = [f"why: {best.plan['time_per_batch_s']:.3g} s/batch = {parts}",
              f"     {best.plan['devices_used']:,} of {best.devices_available:,} devices ({best.plan['notation']})"]
     if baseline.feasible and baseline.energy_per_sample_j > 0:
-        lines[-1] += f" · energy/sample {best.energy_per_sample_j / baseline.energy_per_sample_j:.2f}× TPUv4"
+        lines[-1] += (f" · energy/sample {best.energy_per_sample_j / baseline.energy_per_sample_j:.2f}× the "
+                      f"baseline's (higher = worse)")
     return lines
 
 
-def print_summary(result: SearchResult, out: Path, console=None) -> None:
-    from rich.console import Console
+def counts_line(result: SearchResult, out: Path) -> str:
+    """The search's effort, saying what each count counts."""
+    if result.shared is not None:  # the shared design is searched once per HBM capacity
+        unit = "(workload, architecture, HBM capacity), each over every microbatch and recompute setting"
+    else:
+        unit = "(workload, architecture), each over every microbatch, recompute and HBM setting"
+    return (f"exact: {result.exact} · {result.architectures:,} architectures in the area window ({result.designs:,} "
+            f"designs with the microbatch, recompute and HBM knobs), {result.pruning_ratio:.2%} never evaluated · "
+            f"{result.evaluations:,} evaluations + {result.pruned_by_placement_bound:,} pruned by the ILP-free "
+            f"placement bound, counted per {unit} · ILP solves {result.ilp_solves:,} · {result.elapsed_s:.1f} s · "
+            f"results in {out}/")
+
+
+def print_summary(result: SearchResult, out: Path, out_console=None) -> None:
     from rich.table import Table
 
-    console = console or Console()
+    out_console = out_console or console()
     for name, front in result.pareto.items():
-        table = Table(title=f"Pareto front (throughput, area) for {name}")
-        for column in ("area mm²", "samples/s", "tc", "vc", "buffer MB", "plan"):
+        table = Table(title=f"Pareto front (throughput, area) for {name}", caption=NOTATION_LEGEND)
+        for column in ("area mm²", "samples/s", "tensor cores", "vector cores", "buffer", "HBM", "plan"):
             table.add_column(column, justify="right")
         for d in front:
-            a = d.accelerator
-            table.add_row(f"{d.area_mm2:.1f}", f"{d.throughput_samples_s:,.1f}", f"{a['num_tc']}×{a['tc_width']}×{a['tc_depth']}",
-                          f"{a['num_vc']}×{a['vc_width']}", str(a["buffer_mb"]), d.plan["notation"])
-        console.print(table)
+            parts = Accelerator.from_dict(d.accelerator).notation_parts()
+            table.add_row(f"{d.area_mm2:.1f}", f"{d.throughput_samples_s:,.1f}", parts["tensor cores"],
+                          parts["vector cores"], parts["buffer"], parts["HBM"], d.plan["notation"])
+        out_console.print(table)
     if result.shared is not None:
         shared = result.shared
-        console.print(f"one design for {', '.join(result.workloads)}: {shared.how} {shared.throughput_samples_s:,.1f} samples/s")
+        out_console.print(f"one design for {', '.join(result.workloads)}: {shared.how} "
+                          f"{shared.throughput_samples_s:,.1f} samples/s", highlight=False)
         designs = shared.per_workload
-        titles = {name: f"{name}: the shared design vs TPUv4" for name in designs}
+        titles = {name: f"{name}: the shared design vs the baseline" for name in designs}
     else:
         designs = result.best
-        titles = {name: f"{name}: best design vs TPUv4 (same placement DP)" for name in designs}
+        titles = {name: f"{name}: best design vs the baseline (same placement DP)" for name in designs}
     for name, design in designs.items():
-        console.print(comparison_table(titles[name], design, result.baseline[name]))
+        out_console.print(comparison_table(titles[name], design, result.baseline[name]))
         if design is not None and design.feasible:
             for line in why(design, result.baseline[name]):
-                console.print(line, highlight=False)
-    console.print(f"exact: {result.exact} · evaluations {result.evaluations:,} of {result.architectures:,} architectures "
-                  f"(pruning ratio {result.pruning_ratio:.2%}) · ILP solves {result.ilp_solves:,} · "
-                  f"{result.elapsed_s:.1f} s · results in {out}/", highlight=False)
+                out_console.print(line, highlight=False)
+    out_console.print(counts_line(result, out), highlight=False)
     for line in result.exactness_lines():
-        console.print(line, highlight=False, markup=False)
+        out_console.print(line, highlight=False, markup=False)

@@ -10,12 +10,23 @@ from typing import Any
 import numpy as np
 
 from phaze_env.files import atomic_path, write_text_atomic
+from phaze_env.hardware import get_preset, preset_names
 from search.config import SearchConfig
-from search.result import SearchResult
+from search.result import DesignResult, SearchResult
 
 CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb",
                "hbm_gb", "area_mm2", "feasible", "throughput_samples_s", "tokens_s", "mfu", "plan", "tensor_width",
                "pipeline_stages", "data_parallel", "microbatch", "energy_per_sample_j", "bound_samples_s")
+
+
+def baseline_label(baseline: DesignResult) -> str:
+    """What the baseline really is: the preset evaluated (matched on every field but HBM, which the search
+    picks from the space's capacities) and its HBM capacity, e.g. ``baseline (tpuv4 preset, 32 GiB)``; an
+    infeasible baseline has no chosen capacity."""
+    acc = baseline.accelerator
+    name = next((n for n in preset_names() if {**get_preset(n).to_dict(), "hbm_gb": acc["hbm_gb"]} == acc), None)
+    what = f"{name} preset" if name else "custom accelerator"
+    return f"baseline ({what}, {acc['hbm_gb']:g} GiB)" if baseline.feasible else f"baseline ({what})"
 
 
 def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
@@ -47,13 +58,15 @@ def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config
 
 def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
          config: SearchConfig) -> None:
-    """Per workload: every evaluated feasible design (area, throughput), their front, TPUv4 as a star."""
+    """Per workload: every evaluated feasible design (area, throughput), their front, the baseline as a star."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(config.names), figsize=(6 * len(config.names), 4.5), squeeze=False)
+    cluster, space = config.cluster, config.space
+    fig, axes = plt.subplots(1, len(config.names), figsize=(6 * len(config.names), 4.8), squeeze=False,
+                             layout="constrained")
     for ax, name in zip(axes[0], config.names):
         points = sorted((r["area_mm2"], r["throughput_samples_s"]) for (w, _), r in records.items()
                         if w == name and r["status"] == "evaluated" and r["evaluation"]["feasible"])
@@ -70,10 +83,13 @@ def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[s
             ax.step(front_a, front_t, where="post", color="C3", label=label)
         base = result.baseline.get(name)
         if base and base.feasible:
-            ax.scatter([base.area_mm2], [base.throughput_samples_s], marker="*", s=200, color="k", label="TPUv4")
-        ax.set(xlabel="area (mm²)", ylabel="training throughput (samples/s)", title=name)
-        ax.legend()
-    fig.tight_layout()
+            ax.scatter([base.area_mm2], [base.throughput_samples_s], marker="*", s=200, color="k",
+                       label=baseline_label(base))
+        ax.axvline(space.budget_mm2, color="0.5", lw=0.8, ls=":", label=f"area budget {space.budget_mm2:.1f} mm²")
+        ax.set(xlabel="area (mm²)", ylabel="training throughput (samples/s)")
+        ax.set_title(f"{name} · {cluster.n_devices:,} devices ({cluster.name}, {cluster.link_bandwidth_Bps / 1e9:g} GB/s "
+                     f"links), global batch {cluster.global_batch:,}", fontsize=9)
+        ax.legend(fontsize=8)
     with atomic_path(path) as temporary:
         fig.savefig(temporary, dpi=120)
     plt.close(fig)

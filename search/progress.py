@@ -46,26 +46,27 @@ def phase_status(incumbent: float | None, next_bound: float | None, remaining: i
 
 
 class ConsoleProgress(SearchProgress):
-    """A rich live display on ``console``: one line per phase and workload (text, not a bar: the total is
-    not known in advance and shrinks as the incumbent improves)."""
+    """A rich live display on ``console``: one line per phase and workload, with a bar over *done* of at most
+    *done + in flight + designs whose bound still beats the incumbent* (that total shrinks as the incumbent
+    improves, so the bar can jump forward; no ETA is shown because the total is only an upper limit)."""
 
     def __init__(self, console) -> None:
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-        self._bar = Progress(SpinnerColumn(finished_text="✓"), TextColumn("{task.description}"), TimeElapsedColumn(),
-                             console=console)
+        self._bar = Progress(SpinnerColumn(finished_text="✓"), TextColumn("{task.description}"), BarColumn(),
+                             TaskProgressColumn(), TimeElapsedColumn(), console=console)
         self._tasks: dict[str, int] = {}
         self._bar.start()
 
-    def _show(self, key: str, text: str, finished: bool = False) -> None:
+    def _show(self, key: str, text: str, done: int | None = None, total: int | None = None) -> None:
         if key not in self._tasks:
             self._tasks[key] = self._bar.add_task(text, total=None)
-        self._bar.update(self._tasks[key], description=text, **({"total": 1, "completed": 1} if finished else {}))
+        self._bar.update(self._tasks[key], description=text, total=total, completed=done or 0)
 
     def _end_bounding(self) -> None:
         for key in [k for k in self._tasks if k.startswith("bounding ")]:
             text = self._bar.tasks[self._tasks[key]].description
-            self._show(key, text, finished=True)
+            self._show(key, text, done=1, total=1)
             del self._tasks[key]
 
     def resumed(self, records: int, path: Path) -> None:
@@ -78,12 +79,14 @@ class ConsoleProgress(SearchProgress):
     def searching(self, label, done, in_flight, remaining, incumbent, next_bound) -> None:
         self._end_bounding()
         phase, status = phase_status(incumbent, next_bound, remaining)
-        self._show(label, f"[bold]{label}[/bold]: {phase} · {done:,} checked, {in_flight} running · {status}")
+        at_most = done + in_flight + remaining
+        self._show(label, f"[bold]{label}[/bold]: {phase} · {done:,} checked of at most {at_most:,}, "
+                          f"{in_flight} running · {status}", done=done, total=max(at_most, 1))
 
     def finished(self, label, visited, architectures, incumbent) -> None:
         best = f"optimum {incumbent:,.1f} samples/s" if incumbent else "no feasible design"
         self._show(label, f"[bold]{label}[/bold]: {best} · {visited:,} of {architectures:,} architectures visited, "
-                          f"{architectures - visited:,} pruned by bounds", finished=True)
+                          f"{architectures - visited:,} pruned by bounds", done=1, total=1)
 
     def close(self) -> None:
         self._bar.stop()

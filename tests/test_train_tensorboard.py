@@ -27,7 +27,7 @@ def no_tensorboard(monkeypatch):
 def test_default_install_trains_without_tensorboard(algo, no_tensorboard, tmp_path, capsys):
     assert main([algo, *COMMON, "--logdir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "best design: Design(" in out and "no TensorBoard logs" in out
+    assert "best design: " in out and " tc · " in out and "no TensorBoard logs" in out
     assert (tmp_path / "checkpoints" / "best.json").exists()
     assert not any(p.name.startswith("events.out.tfevents") for p in tmp_path.rglob("*"))
 

@@ -154,6 +154,20 @@ class Accelerator:
         (the buffer and the tensor-core count fix the vector cores' fair share of the buffer)."""
         return (self.num_vc, self.vc_width, self.vc_sublanes, self.buffer_mb, self.num_tc)
 
+    # --- notation --------------------------------------------------------------------------------
+    def notation_parts(self) -> dict[str, str]:
+        """The searched fields, each as :meth:`notation` writes it (for printers that show one per row)."""
+        return {"tensor cores": f"{self.num_tc}×({self.tc_width}×{self.tc_depth})",
+                "vector cores": f"{self.num_vc}×{self.vc_width}",
+                "buffer": f"{self.buffer_mb} MiB", "HBM": f"{self.hbm_gb:g} GiB"}
+
+    def notation(self) -> str:
+        """The one way every printer (search, envs, Optuna, studies) names a design, e.g.
+        ``8×(128×128) tc · 2×128 vc · 128 MiB buffer · 32 GiB HBM`` (see :data:`NOTATION_LEGEND`)."""
+        parts = self.notation_parts()
+        return (f"{parts['tensor cores']} tc · {parts['vector cores']} vc · {parts['buffer']} buffer · "
+                f"{parts['HBM']} HBM")
+
     # --- serialisation ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,6 +185,10 @@ class Accelerator:
 
 
 TPUV4 = Accelerator()
+
+NOTATION_LEGEND = ("tensor cores count×(width×depth), vector cores count×lanes; MiB = 2**20 bytes, "
+                   "GiB = 2**30 bytes")
+"""How to read :meth:`Accelerator.notation` (printed under tables that use it)."""
 
 A100_CLOCK_HZ = 312e12 / (2 * 128 * 32 * 32)
 """1.19 GHz: the clock at which 128 arrays of 32×32 MACs reach the A100's datasheet 312 TFLOP/s dense bf16
