@@ -245,7 +245,8 @@ def plot(predictions: list[Prediction], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m experiments.validate", description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "validation.md"), help="Markdown report path")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "validation.md"),
+                        help="Markdown report path (default docs/validation.md of the repository)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     figure = out.parent / "figures" / "validation.png"

@@ -409,7 +409,9 @@ def report(evaluation: Evaluation, preset: str) -> dict[str, Any]:
     """The CLI's summary of one evaluation as plain data (what ``--json`` prints)."""
     plan = evaluation.plan
     result = {"workload": evaluation.workload, "accelerator": preset, "cluster": evaluation.cluster,
-              "feasible": evaluation.feasible, "reason": evaluation.reason}
+              "feasible": evaluation.feasible, "reason": evaluation.reason, "proven": evaluation.proven,
+              "worst_gap": evaluation.worst_gap, "unproven": list(evaluation.unproven),
+              "throughput_bound_samples_s": evaluation.throughput_bound_samples_s}
     if evaluation.feasible:
         result.update(plan=plan["notation"], stage_layers=[len(group) for group in plan["stage_layers"]],
                       throughput_samples_s=evaluation.throughput_samples_s, tokens_s=evaluation.tokens_s,
@@ -438,6 +440,10 @@ def _text(info: dict[str, Any], cluster: Cluster) -> str:
         lines.append(f"  {BREAKDOWN_LABELS[key]:<15} {seconds:10.4g} s  {seconds / total:6.1%}")
     parts = ", ".join(f"{key} {memory[key] / GB_BYTES:.2f}" for key in ("weights", "gradients", "optimizer", "activations"))
     lines.append(f"memory/device   {memory['total'] / GB_BYTES:.2f} GiB of {info['hbm_bytes'] / GB_BYTES:g} GiB ({parts} GiB)")
+    if not info["proven"]:
+        lines.append(f"NOT PROVEN      {len(info['unproven'])} layer schedule(s) stopped before their ILP proved them "
+                     f"optimal (worst gap {info['worst_gap']:.2%}): the throughput is achieved, at most "
+                     f"{info['throughput_bound_samples_s']:,.3f} samples/s is possible; rerun on an idle machine")
     return "\n".join(lines)
 
 
@@ -462,16 +468,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's)")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="default adam (mixed precision)")
     parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1 or t8p8d1m1v3+sp+rc=selective "
-                        "(absent degrees are searched)")
+                        "(absent degrees are searched; default: none pinned, the DP chooses every knob)")
     parser.add_argument("--recompute", choices=RECOMPUTE_CHOICES, default=None, help="recompute mode (default auto)")
-    parser.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None, help="sequence parallelism")
-    parser.add_argument("--zero1", action=argparse.BooleanOptionalAction, default=None, help="ZeRO-1 optimizer sharding")
+    parser.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
+                        help="sequence parallelism (default: the DP chooses; off if --plan is given without +sp)")
+    parser.add_argument("--zero1", action=argparse.BooleanOptionalAction, default=None,
+                        help="ZeRO-1 optimizer sharding (default: the DP chooses; off if --plan is given without +zero1)")
     parser.add_argument("--interleave", type=positive_int, default=None, help="virtual stages per device (default 1)")
     parser.add_argument("--hbm-gb", type=float_list, default=None, help="HBM capacity in GiB (default: the preset's)")
     parser.add_argument("--framework-efficiency", type=float, default=None, metavar="F",
                         help="fraction of the accelerator model's speed the software reaches, in (0, 1] "
                              "(default: the cluster preset's; dgx-a100 0.79, fitted to Megatron-LM, others 1)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (default: a text report)")
     args = parser.parse_args(argv)
     try:
         accelerator = get_preset(args.preset)

@@ -19,6 +19,7 @@ from phaze_env.cli import (HiddenAlias, OneLineParser, add_cluster_size_options,
 from phaze_env.design import SPACE_NAMES, DesignSpace
 from phaze_env.cluster import cluster_names, get_cluster
 from phaze_env.evaluate import BREAKDOWN_LABELS, DEFAULT_TIME_LIMIT_S
+from phaze_env.files import writable_directory
 from phaze_env.hardware import Accelerator, UnknownPresetError, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
@@ -116,17 +117,6 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
                         time_limit_s=args.time_limit)
 
 
-def _prepare_out(path: Path) -> Path:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise ValueError(f"output directory {path} is not writable: {exc.strerror or exc}") from None
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -140,7 +130,7 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     try:
         config = config_from_args(args)
-        out = _prepare_out(args.out)
+        out = writable_directory(args.out)
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     from search.progress import ConsoleProgress, SearchProgress

@@ -186,7 +186,7 @@ def test_interrupted_study_keeps_the_rows_of_its_finished_runs(tmp_path, monkeyp
         return trace
 
     monkeypatch.setattr(study, "exact_optimum", lambda *a, **k: {"throughput_samples_s": 100.0, "design": DESIGN,
-                                                                 "evaluations": 1, "elapsed_s": 0.0})
+                                                                 "evaluations": 1, "elapsed_s": 0.0, "exact": True})
     monkeypatch.setattr(study, "run_strategy", fake_run)
     code = study.main(["--workload", "tiny-gpt2", "--strategy", "random", "--strategy", "genetic", "--seeds", "1",
                        "--budget", "3", "--devices", "16", "--batch", "64", "--out", str(out), "--quiet"])

@@ -17,8 +17,8 @@ import subprocess
 import sys
 import time
 
-from phaze_env.cli import OneLineParser, print_output
-from phaze_env.hardware.accelerator import PRESETS, UnknownPresetError, get_preset, preset_description
+from phaze_env.cli import OneLineParser, console, print_output
+from phaze_env.hardware.accelerator import PRESETS, Accelerator, UnknownPresetError, get_preset, preset_description
 from phaze_env.hardware.space import ArchSpace, area_budget_mm2, knob_settings
 
 EXPLAIN_MODULE = "phaze_env.explain_cli"
@@ -53,23 +53,23 @@ def summary(preset: str) -> dict:
 
 
 def _print_table(info: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     acc = info["accelerator"]
+    parts = Accelerator.from_dict(acc).notation_parts()
     table = Table(title=f"accelerator preset {info['preset']!r}", show_header=True)
     table.add_column("quantity")
     table.add_column("value", justify="right")
     rows = [
-        ("tensor cores", f"{acc['num_tc']} × {acc['tc_depth']}×{acc['tc_width']} (rows×cols)"),
-        ("vector cores", f"{acc['num_vc']} × {acc['vc_width']} lanes"),
+        ("tensor cores", f"{parts['tensor cores']} (count×(width×depth))"),
+        ("vector cores", f"{parts['vector cores']} (count×lanes)"),
         ("clock", f"{acc['clock_hz'] / 1e9:.3g} GHz"),
         ("peak (tensor cores)", f"{info['peak_flops'] / 1e12:.1f} TFLOP/s"),
         ("vector cores: elements/cycle", f"{info['vector_elements_per_cycle']:,} ({acc['vc_sublanes']} sublanes per lane)"),
         ("peak (vector cores)", f"{info['peak_vector_elements_per_s'] / 1e9:.1f} G elem/s"),
         ("efficiencies (GEMM, HBM)", f"{acc['gemm_efficiency']:.1%} of peak, {acc['hbm_efficiency']:.0%} of nominal"),
-        ("on-chip buffer", f"{acc['buffer_mb']} MB"),
-        ("HBM", f"{acc['hbm_gb']:g} GB at {acc['hbm_bandwidth_Bps'] / 1e12:.3g} TB/s"),
+        ("on-chip buffer", parts["buffer"]),
+        ("HBM", f"{parts['HBM']} at {acc['hbm_bandwidth_Bps'] / 1e12:.3g} TB/s"),
         ("ridge point", f"{info['ridge_flops_per_byte']:.0f} FLOP/B"),
         ("area (cores + buffer)", f"{info['area']:.1f} mm² ({100 * info['area_fraction_of_budget']:.0f} % of budget)"),
         ("area budget (TPUv4-like)", f"{info['area_budget']:.1f} mm²"),
@@ -79,9 +79,9 @@ def _print_table(info: dict) -> None:
     ]
     for name, value in rows:
         table.add_row(name, value)
-    console = Console()
-    console.print(table)
-    console.print(info["description"])
+    out = console()
+    out.print(table)
+    out.print(info["description"])
 
 
 def main(argv: list[str] | None = None) -> int:
