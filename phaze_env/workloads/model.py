@@ -170,6 +170,7 @@ def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node],
     """Merge elementwise epilogues into matmuls and chains of vector ops, keeping the graph acyclic."""
     group = {n.name: n.name for n in nodes}
     by_name = {n.name: n for n in nodes}
+    position = {n.name: i for i, n in enumerate(nodes)}
     preds: dict[str, set[str]] = {n.name: set() for n in nodes}
     for a, b in edges:
         preds[b].add(a)
@@ -195,7 +196,8 @@ def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node],
         if node.is_comm or node.gemms or node.embedding:
             continue
         pred_groups = {group[p] for p in preds[node.name]}
-        for target in sorted(pred_groups, key=lambda g: -len(by_name[g].gemms)):
+        # matmul hosts first, then graph order: a set's order would change with PYTHONHASHSEED
+        for target in sorted(pred_groups, key=lambda g: (-len(by_name[g].gemms), position[g])):
             host = by_name[target]
             if host.is_comm or (host.gemms and node.kind != "elementwise"):
                 continue

@@ -30,7 +30,7 @@ VIEW_OPS = {
     "view", "_unsafe_view", "reshape", "transpose", "permute", "t", "expand", "unsqueeze", "squeeze", "slice",
     "select", "split", "split_with_sizes", "chunk", "unbind", "alias", "to", "_to_copy", "contiguous", "clone",
     "dropout", "detach", "type_as", "as_strided", "lift_fresh_copy", "_assert_tensor_metadata", "getitem",
-    "repeat_interleave", "flatten",
+    "repeat_interleave", "flatten", "numpy_T",
 }
 MATMUL_OPS = {"linear", "addmm", "mm", "bmm", "matmul", "baddbmm"}
 # ATen operator → (kind, vector cost class, FLOPs per output element).
@@ -167,8 +167,8 @@ def export_model(workload: Workload, microbatch: int, seq_len: int):
 def _aten_name(target) -> str:
     if getattr(target, "__name__", "") == "getitem":
         return "getitem"
-    name = getattr(target, "__name__", str(target))
-    return name.split(".")[0]
+    name = getattr(target, "__name__", str(target)).split(".")[0]
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name  # in-place div_ costs as div
 
 
 def _module_path(node) -> str:
