@@ -184,3 +184,27 @@ def test_a_norm_over_split_features_is_refused():
     with pytest.raises(TensorParallelError, match=r"model\.layers\.0\.self_attn\.q_proj \(model\.layers\.0\.self_attn"
                                                   r"\.q_norm normalises over all of its split output features\)"):
         model_graph(olmo2, microbatch=MBS, tensor_width=4)
+
+
+def family_table() -> str:
+    """The table of docs/tensor_parallel.md: ``PYTHONPATH=. python tests/test_workloads_tp_families.py``."""
+    rows = ["| family | column-parallel | row-parallel | block matmul FLOPs per device ÷ t = 1 (t = 2 / 4) | "
+            "head FLOPs ÷ t = 1 (t = 2 / 4) | all-reduces per block, fwd / bwd | parameters t = 1 (= HF) | "
+            "per device t = 2 / 4 |", "|" + "---|" * 8]
+    for family in sorted(FAMILIES):
+        _, _, _, columns, rows_ = FAMILIES[family]
+        graphs = {t: model_graph(workload(family), microbatch=MBS, tensor_width=t) for t in (1, 2, 4)}
+        heads = {op.name for op in get_trace(workload(family), MBS, SEQ).ops if op.role == "vocab_head"}
+        block = {t: sum(op.gemm_flops for op in g.layers[1].fwd.ops + g.layers[1].bwd.ops) for t, g in graphs.items()}
+        head = {t: sum(op.gemm_flops for op in g.layers[2].fwd.ops if heads & set(op.fused)) for t, g in graphs.items()}
+        comms = [sum(op.unit == "comm" for op in getattr(graphs[4].layers[1], d).ops) for d in ("fwd", "bwd")]
+        exact = "yes" if graphs[1].params_total == hf_model(family).num_parameters() else "NO"
+        rows.append(f"| {family} | {', '.join(columns)} | {', '.join(rows_)} | {block[2] / block[1]:.4f} / "
+                    f"{block[4] / block[1]:.4f} | {head[2] / head[1]:.4f} / {head[4] / head[1]:.4f} | {comms[0]} / "
+                    f"{comms[1]} | {graphs[1].params_total:,} ({exact}) | {graphs[2].params_total:,} / "
+                    f"{graphs[4].params_total:,} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(family_table())
