@@ -18,8 +18,12 @@ HIDDEN, HEADS, FFN, VOCAB, LAYERS = 256, 4, 1024, 512, 3
 SEQ, MBS, BPE = 32, 1, 2
 LLAMA_LIKE = dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=FFN,
                   vocab_size=VOCAB, max_position_embeddings=64)
-GQA = dict(LLAMA_LIKE, num_attention_heads=2 * HEADS, num_key_value_heads=HEADS)  # 8 query heads share 4 key/value heads
+GQA = dict(LLAMA_LIKE, num_attention_heads=2 * HEADS, num_key_value_heads=HEADS)  # 8 query, 4 key/value heads
 QKV = ("q_proj", "k_proj", "v_proj")
+LLAMA_COLUMNS = tuple(f"self_attn.{p}" for p in QKV) + ("mlp.gate_proj", "mlp.up_proj")
+LLAMA_ROWS = ("self_attn.o_proj", "mlp.down_proj")
+FUSED_QKV_COLUMNS = ("self_attention.query_key_value", "mlp.dense_h_to_4h")
+FUSED_QKV_ROWS = ("self_attention.dense", "mlp.dense_4h_to_h")
 
 # family → (config class, model class, config, column-parallel linears, row-parallel linears) of layer 0,
 # named relative to the layer.
@@ -28,28 +32,28 @@ FAMILIES = {
              dict(n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=FFN, vocab_size=VOCAB, n_positions=64),
              ("attn.c_attn", "mlp.c_fc"), ("attn.c_proj", "mlp.c_proj")),
     "gptj": ("GPTJConfig", "GPTJForCausalLM",
-             dict(n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=FFN, vocab_size=VOCAB, n_positions=64, rotary_dim=32),
+             dict(n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=FFN, vocab_size=VOCAB, n_positions=64,
+                  rotary_dim=32),
              tuple(f"attn.{p}" for p in QKV) + ("mlp.fc_in",), ("attn.out_proj", "mlp.fc_out")),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", LLAMA_LIKE,
                  ("attention.query_key_value", "mlp.dense_h_to_4h"), ("attention.dense", "mlp.dense_4h_to_h")),
-    "bloom": ("BloomConfig", "BloomForCausalLM", dict(hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB),
-              ("self_attention.query_key_value", "mlp.dense_h_to_4h"), ("self_attention.dense", "mlp.dense_4h_to_h")),
+    "bloom": ("BloomConfig", "BloomForCausalLM",
+              dict(hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB),
+              FUSED_QKV_COLUMNS, FUSED_QKV_ROWS),
     "falcon": ("FalconConfig", "FalconForCausalLM",
                dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS, vocab_size=VOCAB,
                     multi_query=False),
-               ("self_attention.query_key_value", "mlp.dense_h_to_4h"), ("self_attention.dense", "mlp.dense_4h_to_h")),
+               FUSED_QKV_COLUMNS, FUSED_QKV_ROWS),
     "opt": ("OPTConfig", "OPTForCausalLM",
-            dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS, ffn_dim=FFN, vocab_size=VOCAB,
-                 max_position_embeddings=64, word_embed_proj_dim=HIDDEN),
+            dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS, ffn_dim=FFN,
+                 vocab_size=VOCAB, max_position_embeddings=64, word_embed_proj_dim=HIDDEN),
             tuple(f"self_attn.{p}" for p in QKV) + ("fc1",), ("self_attn.out_proj", "fc2")),
     "llama": ("LlamaConfig", "LlamaForCausalLM", dict(LLAMA_LIKE, tie_word_embeddings=False),
-              tuple(f"self_attn.{p}" for p in QKV) + ("mlp.gate_proj", "mlp.up_proj"), ("self_attn.o_proj", "mlp.down_proj")),
-    "mistral": ("MistralConfig", "MistralForCausalLM", GQA,
-                tuple(f"self_attn.{p}" for p in QKV) + ("mlp.gate_proj", "mlp.up_proj"), ("self_attn.o_proj", "mlp.down_proj")),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", GQA,
-              tuple(f"self_attn.{p}" for p in QKV) + ("mlp.gate_proj", "mlp.up_proj"), ("self_attn.o_proj", "mlp.down_proj")),
+              LLAMA_COLUMNS, LLAMA_ROWS),
+    "mistral": ("MistralConfig", "MistralForCausalLM", GQA, LLAMA_COLUMNS, LLAMA_ROWS),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", GQA, LLAMA_COLUMNS, LLAMA_ROWS),
     "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(LLAMA_LIKE, num_key_value_heads=HEADS, head_dim=HIDDEN // HEADS),
-              tuple(f"self_attn.{p}" for p in QKV) + ("mlp.gate_proj", "mlp.up_proj"), ("self_attn.o_proj", "mlp.down_proj")),
+              LLAMA_COLUMNS, LLAMA_ROWS),
     "phi": ("PhiConfig", "PhiForCausalLM", LLAMA_LIKE,
             tuple(f"self_attn.{p}" for p in QKV) + ("mlp.fc1",), ("self_attn.dense", "mlp.fc2")),
     "bert": ("BertConfig", "BertForMaskedLM", LLAMA_LIKE,
@@ -126,7 +130,8 @@ def test_megatron_split_divides_matmuls_and_adds_its_collectives(family, width):
         assert per_device * width == sum(op.gemm_flops for op in getattr(full.layers[1], direction).ops)
     # The vocabulary-parallel head computes VOCAB / width logits per device.
     heads = {op.name for op in get_trace(workload(family), MBS, SEQ).ops if op.role == "vocab_head"}
-    head_gemms = lambda graph: [g for op in graph.layers[2].fwd.ops if heads & set(op.fused) for g in op.gemms]  # noqa: E731
+    head_gemms = lambda graph: [g for op in graph.layers[2].fwd.ops if heads & set(op.fused)  # noqa: E731
+                                for g in op.gemms]
     assert [g.n for g in head_gemms(full)] == [VOCAB] and [g.n for g in head_gemms(split)] == [VOCAB // width]
     assert head_gemms(split)[0].flops * width == head_gemms(full)[0].flops
     # Megatron's collectives: g after each row-parallel linear (forward), f before the column-parallel
