@@ -5,6 +5,9 @@ divides it) traced on the meta device. The expected roles below are written by m
 the structural rule in ``phaze_env.workloads.trace.assign_tensor_parallel_roles``, which never reads names.
 """
 
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -189,6 +192,18 @@ def test_a_norm_over_split_features_is_refused():
     with pytest.raises(TensorParallelError, match=r"model\.layers\.0\.self_attn\.q_proj \(model\.layers\.0\.self_attn"
                                                   r"\.q_norm normalises over all of its split output features\)"):
         model_graph(olmo2, microbatch=MBS, tensor_width=4)
+
+
+@pytest.mark.slow
+def test_graphs_do_not_depend_on_the_string_hash_seed():
+    """Fusion picks among tied hosts in graph order (it used a set's order: SwiGLU's product joined either linear)."""
+    script = (f"import hashlib, sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
+              "from test_workloads_tp_families import workload; from phaze_env.workloads import model_graph; "
+              "graph = model_graph(workload('llama'), tensor_width=2, cache=False); "
+              "print(hashlib.sha256(repr(graph).encode()).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(4)}
+    assert len(digests) == 1
 
 
 def family_table() -> str:
