@@ -312,7 +312,8 @@ def assign_tensor_parallel_roles(ops: list[RawOp], token_embeddings: set[str]) -
     """Tag each op's Megatron role from the graph's structure; return the block matmuls that have none.
 
     * **vocabulary-parallel embedding**: the gather whose indices are the token ids;
-    * **vocabulary-parallel head**: the last parameter matmul before the loss (nothing but vector work between);
+    * **vocabulary-parallel head**: the last parameter matmul before the loss (nothing but vector work between)
+      when it projects to the vocabulary (as many outputs as the embedding table has rows);
     * **row-parallel linear**: a parameter matmul in a block whose input is split (it closes a branch; its
       output is all-reduced and feeds the residual stream);
     * **column-parallel linear**: a parameter matmul in a block whose input is whole and whose split output
@@ -323,11 +324,14 @@ def assign_tensor_parallel_roles(ops: list[RawOp], token_embeddings: set[str]) -
     Anything else — a matmul of whole and split inputs, a product of activations not split by heads, a
     column whose split output escapes the block — is returned (module path → reason) and refused at t > 1.
     """
+    vocabulary_sizes = set()
     for op in ops:
         if op.name in token_embeddings:
             op.role = "vocab_embedding"
+            vocabulary_sizes.add(op.in_shapes[0][0])  # embedding(table, ids): the table's rows
     for head in _vocabulary_heads(ops):
-        head.role = "vocab_head"
+        if head.gemms[0][3] in vocabulary_sizes:
+            head.role = "vocab_head"
     unsplittable: dict[str, str] = {}
     for region in dict.fromkeys(op.region for op in ops if op.region.startswith("block")):
         for module, reason in _assign_block_roles([op for op in ops if op.region == region], ops).items():
