@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from phaze_env.cache import DiskCache, content_key
 from phaze_env.workloads.graph import ModelGraph
-from phaze_env.workloads.model import (build_layer, check_tensor_width, fuse, region_params, sharded_ops, signature,
-                                       split_nodes)
+from phaze_env.workloads.model import build_layer, check_tensor_width, fuse, region_params, signature, split_nodes
 from phaze_env.workloads.registry import Workload, get_workload
-from phaze_env.workloads.trace import Trace, TraceError, trace_workload
+from phaze_env.workloads.trace import Trace, TraceError, sharded_ops, trace_workload
 
-GRAPH_FORMAT_VERSION = 4  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once
+GRAPH_FORMAT_VERSION = 5  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
+# 5: tensor-parallel roles read from the graph's structure, traces list the unsplittable block matmuls
 TENSOR_WIDTHS = (1, 2, 4, 8)
 ID_BYTES = 8  # int64 token ids enter the pre-layers
 LOSS_BYTES = 4  # a scalar fp32 loss leaves the post-layers

@@ -22,10 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from phaze_env.workloads.graph import Gemm, Layer, Op, OpGraph
-from phaze_env.workloads.trace import RawOp, Trace
+from phaze_env.workloads.trace import REDUCED_ROLES, SPLIT_ROLES, RawOp, TensorParallelError, Trace
 
 CE_ALLREDUCE_BYTES_PER_TOKEN = 3 * 4  # max, sum of exponentials, target logit (fp32) per token
-SPLIT_ROLES = ("column", "vocab_head")
 
 
 @dataclass
@@ -67,9 +66,14 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def check_tensor_width(trace: Trace, tensor_width: int, heads: int | None) -> None:
-    """Reject widths that do not divide the attention heads or the split hidden dimensions."""
+    """Reject widths that do not divide the attention heads or the split hidden dimensions, and any width
+    above 1 for a model with a block matmul that has no Megatron role."""
     if tensor_width < 1 or tensor_width & (tensor_width - 1):
         raise ValueError(f"tensor-parallel width must be a power of two ≥ 1, got {tensor_width}")
+    if tensor_width > 1 and trace.unsplittable:
+        module, reason = next(iter(trace.unsplittable.items()))
+        raise TensorParallelError(f"tensor-parallel width {tensor_width}: cannot split the matmul of {module} "
+                                  f"({reason}); this model is only supported at tensor-parallel width 1")
     if heads is not None and heads % tensor_width:
         raise ValueError(f"tensor-parallel width {tensor_width} does not divide the {heads} attention heads")
     for op in trace.ops:
@@ -79,17 +83,6 @@ def check_tensor_width(trace: Trace, tensor_width: int, heads: int | None) -> No
         if op.role == "row" and op.gemms[0][2] % tensor_width:
             raise ValueError(f"tensor-parallel width {tensor_width} does not divide the {op.gemms[0][2]} "
                              f"input features of {op.module}")
-
-
-def sharded_ops(ops: list[RawOp]) -> set[str]:
-    """Names of ops whose output is split across the tensor-parallel group."""
-    sharded: set[str] = set()
-    for op in ops:
-        if op.role in SPLIT_ROLES:
-            sharded.add(op.name)
-        elif op.role not in ("row", "vocab_embedding") and any(i in sharded for i in op.inputs):
-            sharded.add(op.name)
-    return sharded
 
 
 def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t: int, bpe: int,
@@ -115,7 +108,7 @@ def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t:
                 sources.append(f_ops[tensor])
         edges.extend((src, op.name) for src in sources)
         nodes.append(node)
-        if t > 1 and op.role in ("row", "vocab_embedding"):
+        if t > 1 and op.role in REDUCED_ROLES:
             g = _Node(f"g_allreduce_{op.name}", "comm", comm_fwd=("allreduce", op.out_elements * bpe))
             nodes.append(g)
             edges.append((op.name, g.name))
@@ -177,6 +170,7 @@ def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node],
     """Merge elementwise epilogues into matmuls and chains of vector ops, keeping the graph acyclic."""
     group = {n.name: n.name for n in nodes}
     by_name = {n.name: n for n in nodes}
+    position = {n.name: i for i, n in enumerate(nodes)}
     preds: dict[str, set[str]] = {n.name: set() for n in nodes}
     for a, b in edges:
         preds[b].add(a)
@@ -202,7 +196,8 @@ def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node],
         if node.is_comm or node.gemms or node.embedding:
             continue
         pred_groups = {group[p] for p in preds[node.name]}
-        for target in sorted(pred_groups, key=lambda g: -len(by_name[g].gemms)):
+        # matmul hosts first, then graph order: a set's order would change with PYTHONHASHSEED
+        for target in sorted(pred_groups, key=lambda g: (-len(by_name[g].gemms), position[g])):
             host = by_name[target]
             if host.is_comm or (host.gemms and node.kind != "elementwise"):
                 continue

@@ -10,7 +10,8 @@ training data path:
   it is tiny, and a pipeline stage regenerates it rather than receiving it;
 * each remaining node becomes a :class:`RawOp` tagged with its region — ``pre`` (embeddings), ``block``
   (layer 0, checked identical to layer 1) or ``post`` (final norm, head, loss) — and its role for
-  Megatron tensor parallelism (column-/row-parallel linear, vocabulary-parallel embedding/head).
+  Megatron tensor parallelism (column-/row-parallel linear, vocabulary-parallel embedding/head), read
+  from the graph's structure, not from module names (:func:`assign_tensor_parallel_roles`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ VIEW_OPS = {
     "view", "_unsafe_view", "reshape", "transpose", "permute", "t", "expand", "unsqueeze", "squeeze", "slice",
     "select", "split", "split_with_sizes", "chunk", "unbind", "alias", "to", "_to_copy", "contiguous", "clone",
     "dropout", "detach", "type_as", "as_strided", "lift_fresh_copy", "_assert_tensor_metadata", "getitem",
-    "repeat_interleave", "flatten",
+    "repeat_interleave", "flatten", "numpy_T",
 }
 MATMUL_OPS = {"linear", "addmm", "mm", "bmm", "matmul", "baddbmm"}
 # ATen operator → (kind, vector cost class, FLOPs per output element).
@@ -66,16 +67,19 @@ SAVED_FOR_BACKWARD = {
     "tanh": "out", "exp": "out", "softmax": "out", "norm": "in", "reduce": "none", "loss": "in",
 }
 
-# Megatron tensor-parallel roles, recognised from the owning module's path.
-COLUMN_PARALLEL = re.compile(r"(c_attn|q_proj|k_proj|v_proj|\.query|\.key|\.value|c_fc|fc1|gate_proj|up_proj|intermediate\.dense)$")
-ROW_PARALLEL = re.compile(r"(attn\.c_proj|mlp\.c_proj|out_proj|o_proj|fc2|down_proj|attention\.output\.dense|\.\d+\.output\.dense)$")
-VOCAB_HEAD = re.compile(r"(lm_head|predictions\.decoder)$")
-VOCAB_EMBEDDING = re.compile(r"(wte|word_embeddings|embed_tokens)$")
+# Megatron tensor-parallel roles whose output is split across the tensor-parallel group.
+SPLIT_ROLES = ("column", "vocab_head")
+# Roles whose output is whole again (after the all-reduce Megatron puts there).
+REDUCED_ROLES = ("row", "vocab_embedding")
 LAYER_INDEX = re.compile(r"\.(?:h|layers|layer)\.(\d+)(?:\.|$)")
 
 
 class TraceError(RuntimeError):
     """The model could not be traced into per-layer graphs."""
+
+
+class TensorParallelError(TraceError, ValueError):
+    """The model has a matmul Megatron's tensor parallelism cannot place, so it is only defined at width 1."""
 
 
 @dataclass
@@ -110,6 +114,8 @@ class Trace:
     tensor_elements: dict[str, int]  # producing op name (or external input) → elements of its output
     param_elements: dict[str, int]  # FQN → elements (every parameter of the two-layer model)
     tied: set[str]  # FQNs used in more than one region (tied embeddings)
+    # Block modules whose matmul has no Megatron role (module path → why): tensor width 1 only.
+    unsplittable: dict[str, str] = field(default_factory=dict)
 
 
 def _quiet_transformers() -> None:
@@ -161,8 +167,8 @@ def export_model(workload: Workload, microbatch: int, seq_len: int):
 def _aten_name(target) -> str:
     if getattr(target, "__name__", "") == "getitem":
         return "getitem"
-    name = getattr(target, "__name__", str(target))
-    return name.split(".")[0]
+    name = getattr(target, "__name__", str(target)).split(".")[0]
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name  # in-place div_ costs as div
 
 
 def _module_path(node) -> str:
@@ -211,6 +217,8 @@ def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
     by_name: dict[str, RawOp] = {}
     tensor_elements: dict[str, int] = {}
     param_users: dict[str, set[str]] = {}
+    token_ids = set(signature.user_inputs)  # input_ids and labels (export may pass one for both), and their views
+    token_embeddings: set[str] = set()
 
     for node in graph.nodes:
         if node.op == "placeholder":
@@ -226,6 +234,8 @@ def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
         is_live = any(source.get(a.name) in live for a in args if source.get(a.name))
         val = node.meta.get("val")
         out_shape = _shape(val)
+        if aten in VIEW_OPS and args and args[0].name in token_ids:
+            token_ids.add(node.name)
         if aten in VIEW_OPS or not is_live:
             first = next((source.get(a.name) for a in args if source.get(a.name) in live), None)
             source[node.name] = first
@@ -252,12 +262,6 @@ def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
             if bias:
                 op.vector_kind, op.vector_elements, op.flops_per_element = "add", op.out_elements, 1
             op.saved = [t for t in in_tensors if t in by_name]
-            if COLUMN_PARALLEL.search(module):
-                op.role = "column"
-            elif ROW_PARALLEL.search(module):
-                op.role = "row"
-            elif VOCAB_HEAD.search(module):
-                op.role = "vocab_head"
         elif aten in VECTOR_OPS:
             op.kind, op.vector_kind, op.flops_per_element = VECTOR_OPS[aten]
             op.vector_elements = op.in_elements if aten in REDUCING else op.out_elements
@@ -266,8 +270,8 @@ def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
                 op.saved = [node.name]
             elif rule in ("in", "all"):
                 op.saved = act_inputs[:1] if rule == "in" else list(act_inputs)
-            if aten == "embedding" and VOCAB_EMBEDDING.search(module):
-                op.role = "vocab_embedding"
+            if aten == "embedding" and len(args) > 1 and args[1].name in token_ids:
+                token_embeddings.add(node.name)
         else:
             raise TraceError(f"workload {workload.name!r}: no cost rule for ATen operator {aten!r} "
                              f"(node {node.name} in {module or 'the top module'})")
@@ -282,11 +286,111 @@ def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
         ops.append(op)
 
     _assign_outer_regions(ops)
+    unsplittable = assign_tensor_parallel_roles(ops, token_embeddings)
     regions_of_param = {fqn: {by_name[u].region.replace("block1", "block0") for u in users} for fqn, users in param_users.items()}
     tied = {fqn for fqn, regions in regions_of_param.items() if len(regions) > 1}
     param_elements = {fqn: _param_numel(exported, fqn) for fqn in param_of.values()}
     boundary = _boundary_elements(ops, by_name)
-    return Trace(ops, boundary, tensor_elements, param_elements, tied)
+    return Trace(ops, boundary, tensor_elements, param_elements, tied, unsplittable)
+
+
+def output_is_sharded(op: RawOp, sharded: set[str]) -> bool:
+    """Is ``op``'s output split across the tensor-parallel group, given which of its inputs are (``sharded``)?"""
+    return op.role in SPLIT_ROLES or (op.role not in REDUCED_ROLES and any(i in sharded for i in op.inputs))
+
+
+def sharded_ops(ops: list[RawOp]) -> set[str]:
+    """Names of ops whose output is split across the tensor-parallel group."""
+    sharded: set[str] = set()
+    for op in ops:
+        if output_is_sharded(op, sharded):
+            sharded.add(op.name)
+    return sharded
+
+
+def assign_tensor_parallel_roles(ops: list[RawOp], token_embeddings: set[str]) -> dict[str, str]:
+    """Tag each op's Megatron role from the graph's structure; return the block matmuls that have none.
+
+    * **vocabulary-parallel embedding**: the gather whose indices are the token ids;
+    * **vocabulary-parallel head**: the last parameter matmul before the loss (nothing but vector work between)
+      when it projects to the vocabulary (as many outputs as the embedding table has rows);
+    * **row-parallel linear**: a parameter matmul in a block whose input is split (it closes a branch; its
+      output is all-reduced and feeds the residual stream);
+    * **column-parallel linear**: a parameter matmul in a block whose input is whole and whose split output
+      stays inside the branch until row-parallel linears close it (attention scores, the MLP activation or
+      gate product): it reaches neither the block's output nor a normalisation over its whole width.
+
+    Ops are in topological order, so one pass decides each matmul from the roles of the ops before it.
+    Anything else — a matmul of whole and split inputs, a product of activations not split by heads, a
+    column whose split output escapes the block — is returned (module path → reason) and refused at t > 1.
+    """
+    vocabulary_sizes = set()
+    for op in ops:
+        if op.name in token_embeddings:
+            op.role = "vocab_embedding"
+            vocabulary_sizes.add(op.in_shapes[0][0])  # embedding(table, ids): the table's rows
+    for head in _vocabulary_heads(ops):
+        if head.gemms[0][3] in vocabulary_sizes:
+            head.role = "vocab_head"
+    unsplittable: dict[str, str] = {}
+    for region in dict.fromkeys(op.region for op in ops if op.region.startswith("block")):
+        for module, reason in _assign_block_roles([op for op in ops if op.region == region], ops).items():
+            if region == "block0":
+                unsplittable.setdefault(module, reason)
+    return unsplittable
+
+
+def _vocabulary_heads(ops: list[RawOp]) -> list[RawOp]:
+    """The post-layer parameter matmuls the loss depends on through vector work only."""
+    by_name = {op.name: op for op in ops}
+    heads: dict[str, RawOp] = {}
+    stack = [op.name for op in ops if op.region == "post" and op.vector_kind == "loss"]
+    seen: set[str] = set()
+    while stack:
+        op = by_name[stack.pop()]
+        if op.name in seen or op.region != "post":
+            continue
+        seen.add(op.name)
+        if op.kind == "matmul":
+            heads[op.name] = op
+        else:
+            stack.extend(op.inputs)
+    return list(heads.values())
+
+
+def _assign_block_roles(block: list[RawOp], ops: list[RawOp]) -> dict[str, str]:
+    """Column/row roles of one block's parameter matmuls (see :func:`assign_tensor_parallel_roles`)."""
+    sharded: set[str] = set()  # inputs from outside the block are whole
+    columns_of: dict[str, set[str]] = {}  # split op → the column-parallel linears it derives from
+    by_name = {op.name: op for op in block}
+    unsplittable: dict[str, str] = {}
+    for op in block:
+        split_inputs = [i in sharded for i in op.inputs]
+        if op.kind == "matmul":
+            if split_inputs and all(split_inputs):
+                op.role = "row"
+            elif any(split_inputs):
+                unsplittable[op.module] = "its inputs mix split and whole activations"
+            elif not op.inputs:
+                unsplittable[op.module] = "it multiplies parameters only"
+            else:
+                op.role = "column"
+        elif op.kind == "bmm" and not (split_inputs and all(split_inputs)):
+            unsplittable[op.module] = "a product of activations that are not split by attention heads"
+        if output_is_sharded(op, sharded):
+            sharded.add(op.name)
+            columns_of[op.name] = {op.name} if op.role == "column" else set().union(
+                *(columns_of.get(i, set()) for i in op.inputs))
+            if op.kind in ("norm", "reduction", "softmax"):
+                for column in columns_of[op.name]:
+                    if by_name[column].out_shape in op.in_shapes:
+                        unsplittable[by_name[column].module] = (f"{op.module or op.name} normalises over all of its "
+                                                                f"split output features")
+    escaping = {i for op in ops if op.region != block[0].region for i in op.inputs if i in sharded}
+    for name in escaping:
+        for column in columns_of[name]:
+            unsplittable[by_name[column].module] = "its split output leaves the block without a row-parallel linear"
+    return unsplittable
 
 
 def _param_numel(exported, fqn: str) -> int:
