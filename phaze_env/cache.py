@@ -103,9 +103,23 @@ def model_constants() -> dict[str, Any]:
     return constants
 
 
+_VERSIONS: dict[tuple, str] = {}
+
+
 def model_version() -> str:
-    """A short hash of :data:`MODEL_REVISION` and :func:`model_constants`: part of every model-dependent cache key."""
-    return content_key("model", MODEL_REVISION, model_constants())[:16]
+    """A short hash of :data:`MODEL_REVISION` and :func:`model_constants`: part of every model-dependent cache key.
+
+    Hashing every constant takes about a millisecond, more than a cached evaluation itself, so the hash is
+    remembered per *identity* of the constants: rebinding any of them (a new value, as a patch or an edit
+    does) is a new identity and is hashed afresh. Constants are values: mutating one in place is not seen.
+    """
+    constants = model_constants()
+    identity = (MODEL_REVISION, *((name, id(value)) for name, value in constants.items()))
+    if identity not in _VERSIONS:
+        if len(_VERSIONS) > 64:  # patched variants in a test session; never more than a few in a run
+            _VERSIONS.clear()
+        _VERSIONS[identity] = content_key("model", MODEL_REVISION, constants)[:16]
+    return _VERSIONS[identity]
 
 
 class _Memory:
