@@ -3,6 +3,8 @@
 Checks that every trial is recorded exactly once (unique, contiguous numbers; the workers' own counts add
 up to the stored trials; all complete) and that the best value equals a single-worker run on the same
 budget — well defined because BruteForceSampler covers the 16-combination space whatever the interleaving.
+How the two concurrent workers split the trials is up to the scheduler (one may run them all before the
+other has started), so that a joining worker continues the study is checked on a hand-off in sequence.
 The study is addressed by a plain ``postgresql://`` URL, as the README documents it.
 
 Skips, saying why, where no PostgreSQL server can run (no ``initdb``/``pg_ctl``, or root without an
@@ -21,7 +23,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -120,13 +121,12 @@ def test_two_workers_share_one_study_on_postgresql(postgres_url):
 
     from experiments.optuna_distributed import SPACES, build_parser
 
-    started = time.perf_counter()
     # the single-worker reference first: it also fills the evaluation cache the workers then read
     single = build_parser().parse_args(["--storage", "unused", "--study-name", "single", *ARGS])
     single_best = _single_worker_best(single)
     done = subprocess.run([sys.executable, "-m", "experiments.optuna_distributed", "--storage", postgres_url,
                            "--study-name", "two-workers", "--workers", "2", *ARGS], cwd=REPO, capture_output=True,
-                          text=True, timeout=240, env=os.environ | {"PYTHONPATH": str(REPO)})
+                          text=True, timeout=240, env=os.environ | {"PYTHONPATH": str(REPO)})  # guards a hang
     assert done.returncode == 0, "\n".join(l for l in done.stderr.splitlines() if "Warning" not in l and "finite &" not in l)[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -135,7 +135,7 @@ def test_two_workers_share_one_study_on_postgresql(postgres_url):
     numbers = sorted(t.number for t in trials)
     assert numbers == list(range(len(trials)))  # each trial recorded once, none lost
     ran = [n for worker in report["workers"] for n in worker["trials"]]
-    assert len(report["workers"]) == 2 and all(w["trials"] for w in report["workers"])  # both did work
+    assert len({w["pid"] for w in report["workers"]}) == 2  # two processes reported
     assert sorted(ran) == numbers
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     space = SPACES["tiny"]()
@@ -144,7 +144,24 @@ def test_two_workers_share_one_study_on_postgresql(postgres_url):
 
     assert study.best_value == pytest.approx(single_best, rel=1e-12) and single_best > 0
     assert report["best_value"] == pytest.approx(study.best_value, rel=1e-12)
-    assert time.perf_counter() - started < 240
+
+
+@pytest.mark.slow
+def test_a_worker_joining_a_study_continues_it(postgres_url):
+    """Worker one runs 6 trials; worker two, joining the same study, runs the 10 combinations left, numbered 6–15."""
+    import optuna
+
+    from experiments.optuna_distributed import SPACES, build_parser, run_worker
+
+    def worker(trials: int) -> list[int]:
+        args = build_parser().parse_args(["--storage", storage_url(postgres_url), "--study-name", "hand-off", *ARGS,
+                                          "--trials", str(trials)])
+        return run_worker(args)
+
+    first, second = worker(6), worker(32)
+    assert first == list(range(6)) and second == list(range(6, 16))
+    trials = optuna.load_study(study_name="hand-off", storage=storage_url(postgres_url)).trials
+    assert len({tuple(t.params[k] for k in KNOBS) for t in trials}) == len(trials) == len(SPACES["tiny"]())
 
 
 def _single_worker_best(args) -> float:

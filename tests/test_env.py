@@ -17,10 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import phaze_env.env  # noqa: F401 - registers the ids
-from phaze_env.design import Design, DesignSpace
+from phaze_env.design import Design, DesignSpace, evaluate_design
 from phaze_env.env import ENV_IDS
 from phaze_env.env.core import OVERSHOOT_CAP, ArchSearchState
-from phaze_env.evaluate import Cluster
+from phaze_env.evaluate import Cluster, evaluate
+from phaze_env.hardware import TPUV4
 from phaze_env.workloads import custom_workload
 
 CLUSTER = Cluster(n_devices=16, global_batch=64)
@@ -137,10 +138,14 @@ def test_one_shot_outside_window_is_penalised_without_evaluation(tiny):
 def test_feasible_reward_is_throughput_ratio_and_info_carries_evaluation(tiny):
     env = make("phaze_env/ArchSearch-v0", tiny).unwrapped
     env.reset(seed=0)
-    action = SPACE.encode(Design(4, 128, 128, 4, 64, 80.0, 1, True))
+    design = Design(4, 128, 128, 4, 64, 80.0, 1, True)
+    action = SPACE.encode(design)
     obs, reward, terminated, _, info = env.step(action)
     assert info["feasible"] and info["evaluated"] and terminated
     assert reward == pytest.approx(info["evaluation"]["throughput_samples_s"] / info["baseline"]["throughput_samples_s"])
+    # the same ratio from the evaluator itself: this design, over TPUv4 at its best knob setting of the space
+    tpuv4 = evaluate(tiny, TPUV4, CLUSTER, microbatch=SPACE.microbatch, recompute=SPACE.recompute, hbm_gb=SPACE.hbm_gb)
+    assert reward == pytest.approx(evaluate_design(design, tiny, CLUSTER).throughput_samples_s / tpuv4.throughput_samples_s)
     assert info["plan"] == info["evaluation"]["plan"] and info["plan"]["pipeline_stages"] >= 1
     assert obs["result"][2] == 1.0 and obs["result"][0] == pytest.approx(reward, rel=1e-6)
     assert list(obs["design"]) == action
@@ -335,6 +340,11 @@ def test_maskable_ppo_smoke(env_id, policy, steps, tiny):
     env = _Recorder(make(env_id, tiny))
     model = MaskablePPO(policy, env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
     model.learn(total_timesteps=steps)
-    assert env.infos
+    assert model.num_timesteps == steps and env.infos
     if env_id.endswith("Seq-v0"):  # exact masks: never an area violation
         assert all(info["evaluated"] for info in env.infos)
+    for info, reward in zip(env.infos, env.rewards):  # the env's rules: a throughput ratio, or a penalty
+        if info["feasible"]:
+            assert reward == pytest.approx(info["throughput_samples_s"] / info["baseline"]["throughput_samples_s"])
+        else:
+            assert reward < 0

@@ -32,9 +32,14 @@ def test_zigzag_agrees_with_the_analytic_model_within_bands(M, K, N):
     assert zz.cycles >= M * K * N / (TPUV4.tc_width * TPUV4.tc_depth)
 
 
-def test_zigzag_is_selectable_and_cached():
+def test_zigzag_is_selectable_and_cached(monkeypatch):
     first = zigzag_backend.matmul_latency_s(TPUV4, 1024, 1024, 1024)
-    assert zigzag_backend.matmul_latency_s(TPUV4, 1024, 1024, 1024) == first  # served from the cache
+
+    def not_again(*_args):
+        raise AssertionError("ZigZag ran again")
+
+    monkeypatch.setattr(zigzag_backend, "_run_zigzag", not_again)  # from here on every answer is a cache lookup
+    assert zigzag_backend.matmul_latency_s(TPUV4, 1024, 1024, 1024) == first
     assert zigzag_backend.matmul_latency_s(TPUV4, 1024, 1024, 1024, batch=2) == pytest.approx(2 * first)
     assert zigzag_backend.matmul_latency_s(TPUV4, 1024, 1024, 1024, cores=8) < first
     op = Op(name="mm", kind="matmul", unit="tc", gemms=(Gemm(1, 1024, 1024, 1024),), flops=2 * 1024**3)

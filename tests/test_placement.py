@@ -591,9 +591,16 @@ def test_multi_reports_why_nothing_fits():
         best_plan_multi(_variant, hbm_bytes=1e9, **MULTI)
 
 
-def test_cached_result_equals_fresh_result(fresh_cache):
+def test_cached_result_equals_fresh_result(fresh_cache, monkeypatch):
     options = dict(tensor_width=1, microbatch=1, hbm_bytes=32e9, **MULTI)
     fresh = best_plan(_variant(1, 1), **options)
     assert best_plan(_variant(1, 1), cache=True, **options) == fresh
     assert any(fresh_cache.rglob("*.pkl"))
-    assert best_plan(_variant(1, 1), cache=True, **options) == fresh
+
+    def no_search(*_args, **_kwargs):
+        raise AssertionError("the DP ran")
+
+    monkeypatch.setattr("phaze_env.placement.api.PlacementSearch", no_search)
+    assert best_plan(_variant(1, 1), cache=True, **options) == fresh  # a lookup
+    with pytest.raises(AssertionError, match="the DP ran"):  # other settings: another key
+        best_plan(_variant(1, 1), cache=True, **{**options, "hbm_bytes": 16e9})

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import warnings
 from graphlib import TopologicalSorter
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from phaze_env.workloads import BUILTIN, custom_workload, get_workload, model_graph, model_summary
+from phaze_env.workloads import build
 from phaze_env.workloads.build import _graph_cache
 
 # Tiny instances of each family: real weights on CPU for FlopCounterMode, same code path for the graph.
@@ -141,7 +143,7 @@ def test_stash_and_params_shrink_with_tensor_width():
     assert four.layers[1].param_bytes < one.layers[1].param_bytes / 2
 
 
-def test_graph_cache_hit_and_corruption_rebuild(fresh_cache):
+def test_graph_cache_hit_and_corruption_rebuild(fresh_cache, monkeypatch):
     workload = tiny("opt")
     _graph_cache.clear_memory()
     first = model_graph(workload)
@@ -153,7 +155,14 @@ def test_graph_cache_hit_and_corruption_rebuild(fresh_cache):
         again = model_graph(workload)
     assert again == first
     _graph_cache.clear_memory()
-    assert model_graph(workload) == first  # rebuilt entry is valid
+
+    def no_build(*_args):
+        raise AssertionError("the graph was rebuilt")
+
+    monkeypatch.setattr(build, "_build", no_build)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "corrupted" warning: the rebuilt entry was stored whole
+        assert model_graph(workload) == first  # and it is read from disk
 
 
 def test_summary_keys_and_cli_json():
