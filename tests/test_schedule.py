@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import types
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from phaze_env.cache import DiskCache
-from phaze_env.schedule import Schedule, makespan_lower_bound, schedule_graph, solve_schedule, verify
+from phaze_env.schedule import RETRY_TIME_FACTOR, Schedule, makespan_lower_bound, schedule_graph, solve_schedule, verify
 from phaze_env.schedule import ilp as ilp_module
 from phaze_env.workloads.graph import Op, OpGraph
 
@@ -250,7 +251,8 @@ def _hard_instance():
 def test_time_limit_returns_the_solvers_best_schedule_and_bound(monkeypatch):
     """CBC stopped by its time limit: a schedule found, optimality not proven, a partial bound. Simulated
     deterministically (whatever the machine's speed): the real solve, reported unfinished with 90 % of its
-    bound. Seed 27: list schedule 28.53 s, optimum 26 s (brute force), cheap lower bound 20.5 s."""
+    bound. Seed 27: list schedule 28.53 s, optimum 26 s (brute force), cheap lower bound 20.5 s. The timed-out
+    solve is retried once with RETRY_TIME_FACTOR times the limit, which stops early the same way."""
     ops, edges, n_tc, n_vc = random_instance(random.Random(27))
     optimum = brute_force_makespan(ops, edges, n_tc, n_vc)
     real_run_cbc, limits = ilp_module._run_cbc, []
@@ -263,17 +265,18 @@ def test_time_limit_returns_the_solvers_best_schedule_and_bound(monkeypatch):
     monkeypatch.setattr(ilp_module, "_run_cbc", stopped_by_time_limit)
     schedule = solve_schedule(ops, edges, n_tc, n_vc, cache=False, time_limit_s=30)
     assert_sound(ops, edges, n_tc, n_vc, schedule)
-    assert (schedule.method, schedule.optimal, schedule.solver_calls) == ("ilp_timeout", False, 1)
-    assert 0 < limits[0] <= 30  # the solver gets at most the time left
+    assert (schedule.method, schedule.optimal, schedule.solver_calls) == ("ilp_timeout", False, 2)
+    assert len(limits) == 2 and 0 < limits[0] <= 30 < limits[1] <= 30 * RETRY_TIME_FACTOR  # at most the time left
     assert schedule.makespan_s == pytest.approx(optimum) and optimum < schedule.list_schedule_makespan_s  # the solver's
     assert schedule.lower_bound_s == pytest.approx(0.9 * optimum, rel=1e-6)  # the solver's bound, above the cheap one
     assert schedule.gap == pytest.approx(0.1, rel=1e-5)
 
 
 def test_deadline_passed_before_a_solve_returns_the_list_schedule(monkeypatch):
-    """Past the deadline no solver call starts: the clock reads 0 when the deadline is set, then an hour later."""
-    readings = iter([0.0])
-    monkeypatch.setattr(ilp_module, "time", types.SimpleNamespace(monotonic=lambda: next(readings, 3600.0)))
+    """Past the deadline no solver call starts: each reading of the clock is an hour after the last one (the
+    retry with a longer limit is past its deadline too)."""
+    readings = itertools.count(0.0, 3600.0)
+    monkeypatch.setattr(ilp_module, "time", types.SimpleNamespace(monotonic=lambda: next(readings)))
     monkeypatch.setattr(ilp_module, "_run_cbc", _must_not_solve)
     ops, edges, n_tc, n_vc = random_instance(random.Random(27))
     schedule = solve_schedule(ops, edges, n_tc, n_vc, cache=False, time_limit_s=30)
