@@ -161,7 +161,7 @@ def test_a_worker_joining_a_study_continues_it(postgres_url):
     first, second = worker(6), worker(32)
     assert first == list(range(6)) and second == list(range(6, 16))
     trials = optuna.load_study(study_name="hand-off", storage=storage_url(postgres_url)).trials
-    assert len({tuple(t.params[k] for k in KNOBS) for t in trials}) == len(trials) == len(SPACES["tiny"]())
+    assert len({tuple(t.params[k] for k in KNOBS) for t in trials}) == len(trials) == SPACES["tiny"]().combinations
 
 
 def _single_worker_best(args) -> float:
