@@ -17,7 +17,7 @@ is a valid upper bound on the throughput ``evaluate`` returns — the exact sear
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Iterable
 
 import numpy as np
@@ -120,7 +120,9 @@ class Evaluation:
         return float(self.plan.get("hbm_bytes", 0.0)) / GB_BYTES
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A deep copy as plain data (equal to ``dataclasses.asdict``, which is several times slower here: the
+        fields hold only plain dicts, lists, tuples and scalars, so no dataclass checks are needed)."""
+        return {f.name: _plain_copy(getattr(self, f.name)) for f in fields(self)}
 
     def explain(self, layer: str = "block", workload: Workload | None = None):
         """Time split of ``layer`` by unit at this evaluation's plan (:func:`phaze_env.explain.explain_layer`);
@@ -138,6 +140,17 @@ class Evaluation:
             return f"{self.workload}: infeasible ({self.reason})"
         return (f"{self.workload}: {self.throughput_samples_s:,.1f} samples/s ({self.tokens_s:,.0f} tokens/s, "
                 f"MFU {self.mfu:.1%} of this design's peak), plan {self.plan['notation']}, area {self.area_mm2:.1f} mm²")
+
+
+def _plain_copy(value: Any) -> Any:
+    """A deep copy of nested dicts, lists and tuples of immutable scalars."""
+    if isinstance(value, dict):
+        return {key: _plain_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain_copy(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_plain_copy(item) for item in value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -300,13 +313,13 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
         template = Settings(cluster, usable[0], request.microbatches[0], capacities[0], request.plan,
                             peak_flops=acc.peak_flops, hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps)
 
-        def fields(t: int, m: int) -> dict[str, Any]:
+        def settings_of(t: int, m: int) -> dict[str, Any]:
             graph = variant(t, m).graph
             return {"seq_len": graph.seq_len, "model_flops_per_sample": _model_flops_per_sample(graph)}
 
         def search(chain_of) -> Any:
             return best_plan_multi(lambda t, m: chain_of(variant(t, m)), template, tensor_widths=usable,
-                                   microbatches=request.microbatches, hbm_bytes=capacities, variant_fields=fields)
+                                   microbatches=request.microbatches, hbm_bytes=capacities, variant_fields=settings_of)
 
         best = search(lambda v: v.chain)
         reason = best.reason
