@@ -199,7 +199,8 @@ def counts_line(result: SearchResult, out: Path) -> str:
         unit = "(workload, architecture, HBM capacity), each over every microbatch and recompute setting"
     else:
         unit = "(workload, architecture), each over every microbatch, recompute and HBM setting"
-    return (f"exact: {result.exact} · {result.architectures:,} architectures in the area window ({result.designs:,} "
+    proof = "proven" if result.exact else "NOT PROVEN (see below)"
+    return (f"exact: {proof} · {result.architectures:,} architectures in the area window ({result.designs:,} "
             f"designs with the microbatch, recompute and HBM knobs), {result.pruning_ratio:.2%} never evaluated · "
             f"{result.evaluations:,} evaluations + {result.pruned_by_placement_bound:,} pruned by the ILP-free "
             f"placement bound, counted per {unit} · ILP solves {result.ilp_solves:,} · {result.elapsed_s:.1f} s · "

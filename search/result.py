@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from phaze_env.hardware import Accelerator
+
 MODES = ("best", "shared", "pareto")
 
 
@@ -164,9 +166,8 @@ class SearchResult:
                 "upper bounds cannot beat the answer")
         lines = [head]
         for row in self.unproven:
-            a = row["accelerator"]
-            lines.append(f"  {row['workload']} design #{row['index']} ({a['num_tc']}×{a['tc_width']}×{a['tc_depth']} tensor cores, "
-                         f"{a['num_vc']}×{a['vc_width']} vector, {a['buffer_mb']} MB): {row['throughput_samples_s']:,.1f} "
+            design = Accelerator.from_dict(row["accelerator"]).notation()
+            lines.append(f"  {row['workload']} design #{row['index']} ({design}): {row['throughput_samples_s']:,.1f} "
                          f"samples/s achieved, ≤ {row['throughput_bound_samples_s']:,.1f} proven, worst schedule gap "
                          f"{row['worst_gap']:.2%}{'' if row['blocks_exact'] else ' (cannot beat the answer)'}")
         if not self.exact:

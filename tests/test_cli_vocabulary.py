@@ -154,7 +154,7 @@ def test_search_output_piped_to_a_file_keeps_long_lines_whole(tmp_path):
                               stdout=stdout, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "80"})
     assert done.returncode == 0, done.stderr
     lines = (tmp_path / "stdout.txt").read_text().splitlines()
-    counts = [line for line in lines if line.startswith("exact: True")]
+    counts = [line for line in lines if line.startswith("exact: proven")]
     assert len(counts) == 1 and len(counts[0]) > 80 and counts[0].endswith(f"results in {tmp_path / 'out'}/")
     assert any("energy/sample" in line and line.endswith("(higher = worse)") for line in lines)
     assert any("baseline (tpuv4 preset, 32 GiB)" in line for line in lines)

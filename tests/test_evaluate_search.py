@@ -199,7 +199,7 @@ def test_cli_main_end_to_end(brute_force, tmp_path, capsys):
             "--hbm-gb", "32", "--tensor-widths", "1,2", "--workers", "1", "--out", str(tmp_path), "--quiet"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "best design vs the baseline" in out and "exact: True" in out
+    assert "best design vs the baseline" in out and "exact: proven" in out
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["best"][TINY.name]["feasible"] and data["exact"] is True
     reduced = DesignSpace.reduced(microbatch=(1, 4), hbm_gb=(32.0,))  # --space reduced is the one reduced space
