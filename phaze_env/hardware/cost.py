@@ -78,6 +78,7 @@ SERDES: dict[str, SerdesKind] = {
 A100 and H100 whitepapers); areas from :mod:`.area`."""
 
 CORE_STYLES = ("systolic", "simt")
+"""How a chip's cores are built: TPU-like systolic arrays (the template of :mod:`.area`) or GPU SIMT cores."""
 
 SIMT_AREA_FACTOR = area.GA100_CORE_BLOCKS_MM2 / get_preset("a100").area_mm2
 """1.76: the area of a GPU's programmable cores per unit of the template's compute area — GA100's SM array,
@@ -90,6 +91,7 @@ CORE_AREA_FACTORS = {"systolic": 1.0, "simt": SIMT_AREA_FACTOR}
 """The template (:mod:`.area`) is a TPU core, so a systolic chip takes it as is."""
 
 WAFER_DIAMETER_MM = 300.0
+"""The wafer every leading-edge logic node runs on (the CSET wafer costs are per 300 mm wafer)."""
 NEGATIVE_BINOMIAL_ALPHA = 4.0
 """Defect clustering α of the negative-binomial yield ``(1 + D0·A/α)^−α``: 4.0, the value Hennessy &
 Patterson's *Computer Architecture: A Quantitative Approach* (4th/5th ed., §1.6) give for multi-level-metal
@@ -165,13 +167,14 @@ class ChipSystem:
 
 @dataclass(frozen=True)
 class PublishedChip:
-    """What a chip's vendor or paper publishes: die area (or only a bound) and power, with the source."""
+    """What a chip's vendor or paper publishes: die area (or only a bound) and power, each with its source."""
 
     die_area_mm2: float | None  # None where only a bound is public
     die_area_bound_mm2: float | None  # a published upper bound ("< 600 mm²")
+    area_source: str
     power_w: float
-    power_kind: str
-    source: str
+    power_kind: str  # "TDP", "max chip power"
+    power_source: str
 
 
 SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
@@ -198,13 +201,13 @@ SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
 
 PUBLISHED: dict[str, PublishedChip] = {
     "tpuv4": PublishedChip(
-        die_area_mm2=None, die_area_bound_mm2=600.0, power_w=192.0, power_kind="max chip power",
-        source="Jouppi et al., ISCA 2023: die < 600 mm²; 192 W maximum chip power (as quoted from the paper by "
-               "G. Lockwood's TPUv4 notes, glennklockwood.com)"),
-    "a100": PublishedChip(die_area_mm2=826.0, die_area_bound_mm2=None, power_w=400.0, power_kind="TDP",
-                          source="NVIDIA A100 whitepaper and SXM4 datasheet"),
-    "h100": PublishedChip(die_area_mm2=814.0, die_area_bound_mm2=None, power_w=700.0, power_kind="TDP",
-                          source="NVIDIA H100 whitepaper and SXM5 datasheet"),
+        die_area_mm2=None, die_area_bound_mm2=600.0, area_source="Jouppi et al., ISCA 2023 (die < 600 mm²)",
+        power_w=192.0, power_kind="max chip power",
+        power_source="Jouppi et al., ISCA 2023, as quoted by G. Lockwood's TPUv4 notes (glennklockwood.com)"),
+    "a100": PublishedChip(die_area_mm2=826.0, die_area_bound_mm2=None, area_source="NVIDIA A100 whitepaper",
+                          power_w=400.0, power_kind="TDP", power_source="NVIDIA A100 SXM4 80 GB datasheet"),
+    "h100": PublishedChip(die_area_mm2=814.0, die_area_bound_mm2=None, area_source="NVIDIA H100 whitepaper",
+                          power_w=700.0, power_kind="TDP", power_source="NVIDIA H100 SXM5 datasheet"),
 }
 """Published die area and power of the presets in ``SYSTEMS``."""
 
