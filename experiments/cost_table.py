@@ -184,9 +184,15 @@ with 132 of 144 enabled, so harvesting makes the real cost per sellable die lowe
 """
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="python -m experiments.cost_table", description=__doc__.split("\n")[0])
-    parser.add_argument("--write", metavar="PATH", help="write the markdown to PATH (atomically) instead of printing it")
+    parser.add_argument("--write", metavar="PATH",
+                        help="write the markdown to PATH atomically (default: print it on stdout)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     text = report()
     if args.write:

@@ -40,6 +40,14 @@ class ProcessNode:
     wafer_cost_usd: float  # one processed 300 mm wafer
     defect_density_per_cm2: float  # D0 of the negative-binomial yield model
 
+    def __post_init__(self) -> None:
+        for name in ("logic_density_gain", "sram_density_gain", "energy_factor", "wafer_cost_usd"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"ProcessNode.{name} must be a positive number, got {value!r}")
+        if not isinstance(self.defect_density_per_cm2, (int, float)) or self.defect_density_per_cm2 < 0:
+            raise ValueError(f"ProcessNode.defect_density_per_cm2 must be ≥ 0, got {self.defect_density_per_cm2!r}")
+
 
 N7 = ProcessNode("N7", logic_density_gain=1.0, sram_density_gain=1.0, energy_factor=1.0, wafer_cost_usd=9346.0,
                  defect_density_per_cm2=0.09)
@@ -97,9 +105,10 @@ NEGATIVE_BINOMIAL_ALPHA = 4.0
 Patterson's *Computer Architecture: A Quantitative Approach* (4th/5th ed., §1.6) give for multi-level-metal
 CMOS. Sensitivity: for an 826 mm² die at D0 = 0.09, α = 1 / 4 / ∞ (Poisson) give yields 0.57 / 0.51 / 0.48."""
 HBM_USD_PER_GB = 15.0
-"""HBM price per GB: $15, analysts' 2023 estimate for the H100's HBM3 (≈ $1,500 for 80 GB, e.g. the cost
-breakdowns summarised by Silicon Analysts' "Cost Bridge" and trade press). Weak (assumption): LLMCompass's
-cost model (ISCA 2024) uses $7/GB; docs/cost_model.md gives the chip cost at $7, $15 and $20/GB."""
+"""HBM price per GB: $15. Public H100 cost breakdowns put its 80 GB of HBM3 at ≈ $1,400–1,500, i.e. ≈ $15–18/GB
+(Silicon Analysts' "Cost Bridge", built on Raymond James / TrendForce / Epoch AI estimates; trade-press summaries
+of 2023 analyst estimates quote ≈ $15/GB). Weak (assumption): LLMCompass's cost model (ISCA 2024) uses $7/GB,
+and HBM2 in 2020 (A100, TPUv4) may have cost less; docs/cost_model.md gives the chip cost at $7 and $20/GB."""
 PACKAGE_USD = 750.0
 """2.5D package (CoWoS-S interposer, substrate), assembly and test per chip: $750, analysts' estimate for the
 H100's CoWoS-S (≈ $720–750 in public cost breakdowns, 2023–2024). Assumption, applied to all three chips
@@ -143,7 +152,8 @@ class ChipSystem:
                                           or self.hbm_phys < self.hbm_stacks):
             raise ValueError(f"ChipSystem.hbm_phys must be an integer ≥ hbm_stacks ({self.hbm_stacks}), "
                              f"got {self.hbm_phys!r}")
-        if isinstance(self.link_bandwidth_Bps, bool) or not self.link_bandwidth_Bps > 0:
+        bandwidth = self.link_bandwidth_Bps
+        if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or not bandwidth > 0:
             raise ValueError(f"ChipSystem.link_bandwidth_Bps must be positive, got {self.link_bandwidth_Bps!r}")
 
     @property
@@ -158,6 +168,7 @@ class ChipSystem:
     def lane_pairs(self) -> int:
         """SerDes lane pairs: per link, enough lanes for half the link's bandwidth in each direction."""
         per_direction_bps = self.link_bandwidth_Bps * 8 / 2
+        # the tolerance keeps an exact fit (200 Gb/s over 50 Gb/s lanes) from rounding up on float noise
         return self.links * math.ceil(per_direction_bps / SERDES[self.serdes].lane_bps - 1e-9)
 
     @property

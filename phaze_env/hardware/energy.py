@@ -44,6 +44,11 @@ SRAM_PJ_PER_BYTE = 1.0
 HBM_PJ_PER_BYTE = 31.0
 LINK_PJ_PER_BYTE = 40.0
 PJ = 1e-12
+LEAKAGE_W_PER_MM2 = 0.1
+"""Static (leakage) power per mm² of die at operating temperature, 7–5 nm class: 0.1 W/mm², i.e. ≈ 80 W on an
+≈ 800 mm² die, a fifth of an A100's 400 W TDP. Assumption (no vendor publishes a leakage split), a round value
+not fitted to any chip; ±50 % moves an ≈ 800 mm² die's modelled power by ≈ ±40 W and TPUv4's by ≈ ±19 W
+(docs/cost_model.md, "Sensitivity")."""
 
 
 def array_sram_bytes(gemm: Gemm, acc: Accelerator, dataflow: str) -> float:
@@ -89,12 +94,6 @@ def op_energy_j(op: Op, acc: Accelerator) -> float:
         share = buffer_share_bytes(acc.buffer_mb, acc.num_tc, acc.num_vc, acc.num_vc)
         energy += PJ * (footprint * SRAM_PJ_PER_BYTE + float(spilled_bytes(footprint, share)) * HBM_PJ_PER_BYTE)
     return energy
-
-
-LEAKAGE_W_PER_MM2 = 0.1
-"""Static (leakage) power per mm² of die at operating temperature, 7–5 nm class: 0.1 W/mm², i.e. ≈ 80 W on an
-≈ 800 mm² die, a fifth of an A100's 400 W TDP. Assumption (no vendor publishes a leakage split); ±50 % moves
-the modelled A100 / H100 / TPUv4 power by ±41 / ±41 / ±19 W (see docs/cost_model.md)."""
 
 
 def full_rate_power_terms_w(acc: Accelerator) -> dict[str, float]:
