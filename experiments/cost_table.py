@@ -145,7 +145,12 @@ inherits the area factor (an assumption: power follows active area).
 TPUv4's die area is not published; Jouppi et al. 2023 give only "< 600 mm²". This repository's earlier
 whole-die figure (`Accelerator.die_area_mm2`, {get_preset("tpuv4").die_area_mm2:.0f} mm²) was itself calibrated to
 an ≈ 400 mm² estimate, so the {estimates["tpuv4"].die_area_mm2:.0f} mm² here is compared with the bound only.
-TPUv4's power figure is the maximum chip power; its mean power in production is lower.
+TPUv4's power figure is the maximum chip power; its mean power in production is lower. The template has
+no SparseCores, which take ≈ 5 % of TPUv4's die area and power (Jouppi et al. 2023), so the TPUv4 rows
+leave out ≈ 20 mm² and ≈ 10 W.
+
+What the model leaves out: power is priced at bf16 (the presets' and PHAZE's format; the template has no
+FP8 rate); clock tree and control power beyond the per-event energies; partial-good dies (see below).
 
 ## Breakdowns
 
