@@ -34,6 +34,11 @@ report it below 600 mm²):
 
 With these, the TPUv4-like preset has an architecture area of ≈ 265 mm² (the budget) and a die area of
 ≈ 400 mm². All functions accept numpy arrays and broadcast.
+
+The chip-level model of :mod:`phaze_env.hardware.cost` splits the uncore into parts that follow the system
+design — HBM PHYs and controllers per stack, SerDes lanes per link, a fixed IO/misc block — measured from
+the GA100 die (the constants below, each citing its source). ``UNCORE_AREA_MM2`` and every function above
+are unchanged, so PHAZE's area window and the search results do not move.
 """
 
 from __future__ import annotations
@@ -78,3 +83,45 @@ def arch_area_mm2(num_tc, tc_width, tc_depth, num_vc, vc_width, buffer_mb, vc_su
         + np.multiply(num_vc, vector_core_area_mm2(vc_width, vc_sublanes))
         + buffer_area_mm2(buffer_mb)
     )
+
+
+# --- chip-level parts (used by phaze_env.hardware.cost; the search's area window does not use them) --------
+
+RETICLE_LIMIT_MM2 = 26.0 * 33.0
+"""858 mm²: the largest die one lithography exposure prints (26 mm × 33 mm field of 193 nm immersion and EUV
+scanners). A monolithic die above it cannot be made."""
+HBM_PHY_AREA_MM2 = 58.0 / 6
+"""9.67 mm² per 1024-bit HBM interface: GA100's six HBM2e PHYs measure 58.0 mm² on its die photo (Zhang et
+al., "LLMCompass", ISCA 2024, Fig. 6a, die-photo breakdown in the artifact's ``die_area.csv``). A PHY is
+analog and bump-limited: it does not shrink with the logic node, and HBM3 keeps the 1024-bit interface, so
+the same area is assumed for HBM3 (assumption)."""
+HBM_CONTROLLER_AREA_MM2 = 31.77 / 6
+"""5.30 mm² per HBM interface at 7 nm: GA100's memory controllers measure 31.77 mm² for six stacks (same
+die-photo breakdown). Controllers are logic and shrink with the node's logic density."""
+SERDES_50G_NRZ_LANE_AREA_MM2 = 20.95 / 48
+"""0.436 mm² per 50 Gb/s NRZ lane pair (one transmitter + one receiver): GA100's twelve NVLink3 links, four
+50 Gb/s pairs per direction each (NVIDIA A100 whitepaper), measure 20.95 mm² of PHY on its die photo
+(LLMCompass, Fig. 6a). The same lanes are assumed for TPUv4's ICI (same node and year; assumption)."""
+SERDES_100G_PAM4_LANE_AREA_MM2 = 0.965 / 2
+"""0.483 mm² per 100 Gb/s PAM4 lane pair: LLMCompass's cost model gives 0.965 mm² of PHY per NVLink4 link
+(``nvlink4_phy_mm2_per_link_unit``), and an NVLink4 link is two 100 Gb/s pairs per direction (NVIDIA H100
+whitepaper)."""
+IO_MISC_AREA_MM2 = 40.0
+"""40 mm² of everything else on a large accelerator die — PCIe host interface, management and security
+processors, clocking, fuses, test: GA100's "other" area on its die photo (LLMCompass, Fig. 6a). Applied to
+every chip unscaled (mostly analog/IO; assumption). ±20 mm² moves an 800 mm² die by ±2.5 %."""
+GA100_CORE_BLOCKS_MM2 = 476.25 + 76.44 + 119.31
+"""672.0 mm²: GA100's SM array (476.25 mm², 128 SMs of 3.75 mm²), on-chip crossbar (76.44) and L2 (119.31)
+on its die photo (LLMCompass, Fig. 6a) — the blocks the template's tensor cores, vector cores and buffer
+stand for on a GPU. :mod:`phaze_env.hardware.cost` derives its SIMT area factor from this figure."""
+
+
+def hbm_interface_area_mm2(hbm_phys, logic_density_gain=1.0):
+    """Area of ``hbm_phys`` HBM PHY + controller pairs; the controllers shrink by ``logic_density_gain``
+    (relative to 7 nm), the PHYs do not."""
+    return np.multiply(hbm_phys, HBM_PHY_AREA_MM2 + np.divide(HBM_CONTROLLER_AREA_MM2, logic_density_gain))
+
+
+def serdes_area_mm2(lane_pairs, lane_area_mm2):
+    """Area of ``lane_pairs`` SerDes lane pairs of ``lane_area_mm2`` each (PHYs do not shrink with the node)."""
+    return np.multiply(lane_pairs, lane_area_mm2)

@@ -10,9 +10,13 @@ problem", ISSCC 2014 (45 nm: fp16 multiply 1.1 pJ, fp32 add 0.9 pJ, 8 KB SRAM 64
 * ``HBM_PJ_PER_BYTE`` 31 pJ — HBM2 ≈ 3.9 pJ/bit (O'Connor et al., MICRO 2017).
 * ``LINK_PJ_PER_BYTE`` 40 pJ — chip-to-chip SerDes ≈ 5 pJ/bit.
 
-Leakage/static power and clocking are not modelled (dynamic energy only). GEMM SRAM traffic counts what
-the arrays read and write per fold under the chosen dataflow (stationary tile + both streamed edges)
-plus the HBM traffic written into the buffer.
+Leakage/static power and clocking are not modelled per operator (dynamic energy only). GEMM SRAM traffic
+counts what the arrays read and write per fold under the chosen dataflow (stationary tile + both streamed
+edges) plus the HBM traffic written into the buffer.
+
+For a chip's TDP-like power (:mod:`phaze_env.hardware.cost`), :func:`full_rate_power_terms_w` prices every
+unit busy every cycle with the same per-event energies, and ``LEAKAGE_W_PER_MM2`` adds static power per mm²
+of die. Nothing above changes, so per-operator energies and the search's results do not move.
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ SRAM_PJ_PER_BYTE = 1.0
 HBM_PJ_PER_BYTE = 31.0
 LINK_PJ_PER_BYTE = 40.0
 PJ = 1e-12
+LEAKAGE_W_PER_MM2 = 0.1
+"""Static (leakage) power per mm² of die at operating temperature, 7–5 nm class: 0.1 W/mm², i.e. ≈ 80 W on an
+≈ 800 mm² die, a fifth of an A100's 400 W TDP. Assumption (no vendor publishes a leakage split), a round value
+not fitted to any chip; ±50 % moves an ≈ 800 mm² die's modelled power by ≈ ±40 W and TPUv4's by ≈ ±19 W
+(docs/cost_model.md, "Sensitivity")."""
 
 
 def array_sram_bytes(gemm: Gemm, acc: Accelerator, dataflow: str) -> float:
@@ -85,3 +94,27 @@ def op_energy_j(op: Op, acc: Accelerator) -> float:
         share = buffer_share_bytes(acc.buffer_mb, acc.num_tc, acc.num_vc, acc.num_vc)
         energy += PJ * (footprint * SRAM_PJ_PER_BYTE + float(spilled_bytes(footprint, share)) * HBM_PJ_PER_BYTE)
     return energy
+
+
+def full_rate_power_terms_w(acc: Accelerator) -> dict[str, float]:
+    """Dynamic power (W) of ``acc`` with every unit busy every cycle, per term, at the per-event energies above:
+    ``mac`` (every tensor-core MAC), ``sram`` (each array streams one row of operands in and one of results
+    out per cycle, as :func:`array_sram_bytes` counts per fold, plus the HBM stream written through the buffer),
+    ``vector`` (every lane-sublane) and ``hbm`` (the nominal bandwidth)."""
+    array_bytes_per_s = acc.num_tc * (acc.tc_width + acc.tc_depth) * acc.bytes_per_element * acc.clock_hz
+    return {
+        "mac": PJ * MAC_PJ * acc.macs_per_cycle * acc.clock_hz,
+        "sram": PJ * SRAM_PJ_PER_BYTE * (array_bytes_per_s + acc.hbm_bandwidth_Bps),
+        "vector": PJ * VECTOR_LANE_CYCLE_PJ * acc.peak_vector_elements_per_s,
+        "hbm": PJ * HBM_PJ_PER_BYTE * acc.hbm_bandwidth_Bps,
+    }
+
+
+def link_power_w(link_Bps: float) -> float:
+    """Power (W) of chip-to-chip links carrying ``link_Bps`` bytes/s in total (both directions)."""
+    return PJ * LINK_PJ_PER_BYTE * link_Bps
+
+
+def leakage_power_w(die_area_mm2: float) -> float:
+    """Static power (W) of a die of ``die_area_mm2``."""
+    return LEAKAGE_W_PER_MM2 * die_area_mm2

@@ -1,0 +1,356 @@
+"""Chip area, power and cost of an accelerator together with its system-level parts.
+
+An :class:`~phaze_env.hardware.accelerator.Accelerator` fixes the cores and the buffer; a :class:`ChipSystem`
+adds what the chip needs around them — the process node, HBM stacks (and the PHYs on the die), chip-to-chip
+links and whether the cores are TPU-like systolic cores or GPU SIMT cores. :func:`chip_estimate` returns:
+
+* **die area** = compute (the existing area model of :mod:`.area`, shrunk to the node, times the core style's
+  area factor) + HBM PHYs and controllers + SerDes lanes + a fixed IO/misc block, checked against the
+  reticle limit;
+* **power** (TDP-like, every unit busy) = per-event dynamic energies of :mod:`.energy` × peak rates (MACs,
+  SRAM streams, vector lanes) scaled to the node and core style + HBM pJ/bit × bandwidth + SerDes pJ/bit ×
+  link bandwidth + leakage per mm²;
+* **cost** = wafer cost / good dies per wafer (dies per 300 mm wafer with edge loss, negative-binomial
+  yield) + HBM $/GB × capacity + package and assembly.
+
+``SYSTEMS`` holds the system fields of the tpuv4, a100 and h100 presets and ``PUBLISHED`` the figures they
+are checked against (``docs/cost_model.md``, written by ``python -m experiments.cost_table``). Calibration:
+the SIMT area factor is derived from GA100's die-photo block areas, so the A100 die area checks the
+bookkeeping rather than predicting; H100 (another node, another SerDes, the same factor) and TPUv4 are the
+predictions. Every constant cites its source or says "assumption" with its sensitivity.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+from phaze_env.hardware import area, energy
+from phaze_env.hardware.accelerator import Accelerator, get_preset
+
+
+@dataclass(frozen=True)
+class ProcessNode:
+    """A foundry node: densities and dynamic energy relative to N7, wafer cost and defect density."""
+
+    name: str
+    logic_density_gain: float  # standard-cell logic per mm², relative to N7
+    sram_density_gain: float  # high-density SRAM bits per mm², relative to N7
+    energy_factor: float  # dynamic energy per event, relative to N7 at the same speed
+    wafer_cost_usd: float  # one processed 300 mm wafer
+    defect_density_per_cm2: float  # D0 of the negative-binomial yield model
+
+    def __post_init__(self) -> None:
+        for name in ("logic_density_gain", "sram_density_gain", "energy_factor", "wafer_cost_usd"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"ProcessNode.{name} must be a positive number, got {value!r}")
+        if not isinstance(self.defect_density_per_cm2, (int, float)) or self.defect_density_per_cm2 < 0:
+            raise ValueError(f"ProcessNode.defect_density_per_cm2 must be ≥ 0, got {self.defect_density_per_cm2!r}")
+
+
+N7 = ProcessNode("N7", logic_density_gain=1.0, sram_density_gain=1.0, energy_factor=1.0, wafer_cost_usd=9346.0,
+                 defect_density_per_cm2=0.09)
+"""TSMC N7, the reference node of :mod:`.area` and :mod:`.energy`. Wafer cost $9,346 per 300 mm wafer (Khan &
+Mann, "AI Chips: What They Are and Why They Matter", CSET 2020, foundry sale price per wafer); D0 = 0.09
+defects/cm², which TSMC reported for N7 three quarters into volume production (VLSI Symposium 2019, as
+reported by AnandTech, "'Better Yield on 5nm than 7nm': TSMC Update on Defect Rates for N5", 2020-08-25)."""
+N5 = ProcessNode("N5", logic_density_gain=1.8, sram_density_gain=0.027 / 0.021, energy_factor=0.7,
+                 wafer_cost_usd=16988.0, defect_density_per_cm2=0.10)
+"""TSMC N5: "up to 80 % logic density gain" and "30 % power reduction" at the same speed over N7 (TSMC, as
+reported by AnandTech 2020-08-25 and TSMC's N5 announcements); high-density SRAM bit cell 0.021 µm² against
+N7's 0.027 µm² (TSMC, IEDM 2019 and IEDM 2016), a 1.29× gain. Wafer cost $16,988 (Khan & Mann, CSET 2020).
+D0 = 0.10 defects/cm² (TSMC Technology Symposium 2020: 0.10–0.11 and falling, same AnandTech report).
+Sensitivity: a chip-level density gain of 1.5× (GH100's 80 B transistors on 814 mm² against GA100's 54.2 B on
+826 mm², which also counts Hopper's new features) instead of 1.8× for logic grows the modelled H100 die by
+≈ 15 %, past the reticle limit (docs/cost_model.md)."""
+NODES: dict[str, ProcessNode] = {"N7": N7, "N5": N5, "4N": replace(N5, name="4N")}
+"""Nodes by name. NVIDIA's 4N (H100) is a customised TSMC N5-family process with no separate public
+density, energy, cost or D0 figures: it takes N5's (assumption)."""
+
+
+@dataclass(frozen=True)
+class SerdesKind:
+    """A chip-to-chip SerDes lane: its rate per direction and the die area of one lane pair (TX + RX)."""
+
+    name: str
+    lane_bps: float
+    lane_pair_area_mm2: float
+
+
+SERDES: dict[str, SerdesKind] = {
+    "50G-NRZ": SerdesKind("50G-NRZ", 50e9, area.SERDES_50G_NRZ_LANE_AREA_MM2),
+    "100G-PAM4": SerdesKind("100G-PAM4", 100e9, area.SERDES_100G_PAM4_LANE_AREA_MM2),
+}
+"""SerDes lanes by name: NVLink3 (A100) uses 50 Gb/s NRZ pairs, NVLink4 (H100) 100 Gb/s PAM4 pairs (NVIDIA
+A100 and H100 whitepapers); areas from :mod:`.area`."""
+
+CORE_STYLES = ("systolic", "simt")
+"""How a chip's cores are built: TPU-like systolic arrays (the template of :mod:`.area`) or GPU SIMT cores."""
+
+SIMT_AREA_FACTOR = area.GA100_CORE_BLOCKS_MM2 / get_preset("a100").area_mm2
+"""1.76: the area of a GPU's programmable cores per unit of the template's compute area — GA100's SM array,
+crossbar and L2 on its die photo (672.0 mm², :data:`.area.GA100_CORE_BLOCKS_MM2`) over the a100 preset's
+tensor cores, vector cores and buffer in the template (382.7 mm²). It stands for what SIMT cores carry and a
+systolic array does not: register files, schedulers, FP64/INT pipes, L1 tags, texture units, a crossbar.
+Calibrated on GA100 (so the A100 die area is bookkeeping, not a prediction); the same factor scales the core
+blocks' dynamic power (assumption: power follows active area at the template's activity)."""
+CORE_AREA_FACTORS = {"systolic": 1.0, "simt": SIMT_AREA_FACTOR}
+"""The template (:mod:`.area`) is a TPU core, so a systolic chip takes it as is."""
+
+WAFER_DIAMETER_MM = 300.0
+"""The wafer every leading-edge logic node runs on (the CSET wafer costs are per 300 mm wafer)."""
+NEGATIVE_BINOMIAL_ALPHA = 4.0
+"""Defect clustering α of the negative-binomial yield ``(1 + D0·A/α)^−α``: 4.0, the value Hennessy &
+Patterson's *Computer Architecture: A Quantitative Approach* (4th/5th ed., §1.6) give for multi-level-metal
+CMOS. Sensitivity: for an 826 mm² die at D0 = 0.09, α = 1 / 4 / ∞ (Poisson) give yields 0.57 / 0.51 / 0.48."""
+HBM_USD_PER_GB = 15.0
+"""HBM price per GB: $15. Public H100 cost breakdowns put its 80 GB of HBM3 at ≈ $1,400–1,500, i.e. ≈ $15–18/GB
+(Silicon Analysts' "Cost Bridge", built on Raymond James / TrendForce / Epoch AI estimates; trade-press summaries
+of 2023 analyst estimates quote ≈ $15/GB). Weak (assumption): LLMCompass's cost model (ISCA 2024) uses $7/GB,
+and HBM2 in 2020 (A100, TPUv4) may have cost less; docs/cost_model.md gives the chip cost at $7 and $20/GB."""
+PACKAGE_USD = 750.0
+"""2.5D package (CoWoS-S interposer, substrate), assembly and test per chip: $750, analysts' estimate for the
+H100's CoWoS-S (≈ $720–750 in public cost breakdowns, 2023–2024). Assumption, applied to all three chips
+(all use a CoWoS-class interposer with HBM); ±50 % moves a chip's cost by ±$375."""
+
+
+class ReticleLimitError(ValueError):
+    """A monolithic die larger than the reticle limit (it cannot be exposed in one shot)."""
+
+
+@dataclass(frozen=True)
+class ChipSystem:
+    """The system-level fields a chip estimate needs beyond the :class:`Accelerator`.
+
+    ``node`` is a name of ``NODES`` or a :class:`ProcessNode` (e.g. a variant for a sensitivity study).
+    ``hbm_stacks`` are the populated stacks; ``hbm_phys`` the HBM interfaces on the die (a GPU die may carry
+    one more than it populates; ``None`` = ``hbm_stacks``). ``link_bandwidth_Bps`` is one link's bandwidth in
+    both directions together (NVIDIA's convention: NVLink3 50 GB/s per link, 600 GB/s over 12 links).
+    """
+
+    node: str | ProcessNode = "N7"
+    hbm_stacks: int = 4
+    hbm_phys: int | None = None
+    links: int = 6
+    link_bandwidth_Bps: float = 50e9
+    serdes: str = "50G-NRZ"
+    core_style: str = "systolic"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.node, ProcessNode) and self.node not in NODES:
+            raise ValueError(f"ChipSystem.node must be a ProcessNode or one of {', '.join(NODES)}, got {self.node!r}")
+        if self.serdes not in SERDES:
+            raise ValueError(f"ChipSystem.serdes must be one of {', '.join(SERDES)}, got {self.serdes!r}")
+        if self.core_style not in CORE_STYLES:
+            raise ValueError(f"ChipSystem.core_style must be one of {', '.join(CORE_STYLES)}, got {self.core_style!r}")
+        for name in ("hbm_stacks", "links"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"ChipSystem.{name} must be a non-negative integer, got {value!r}")
+        if self.hbm_phys is not None and (isinstance(self.hbm_phys, bool) or not isinstance(self.hbm_phys, int)
+                                          or self.hbm_phys < self.hbm_stacks):
+            raise ValueError(f"ChipSystem.hbm_phys must be an integer ≥ hbm_stacks ({self.hbm_stacks}), "
+                             f"got {self.hbm_phys!r}")
+        bandwidth = self.link_bandwidth_Bps
+        if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or not bandwidth > 0:
+            raise ValueError(f"ChipSystem.link_bandwidth_Bps must be positive, got {self.link_bandwidth_Bps!r}")
+
+    @property
+    def process(self) -> ProcessNode:
+        return self.node if isinstance(self.node, ProcessNode) else NODES[self.node]
+
+    @property
+    def die_hbm_phys(self) -> int:
+        return self.hbm_stacks if self.hbm_phys is None else self.hbm_phys
+
+    @property
+    def lane_pairs(self) -> int:
+        """SerDes lane pairs: per link, enough lanes for half the link's bandwidth in each direction."""
+        per_direction_bps = self.link_bandwidth_Bps * 8 / 2
+        # the tolerance keeps an exact fit (200 Gb/s over 50 Gb/s lanes) from rounding up on float noise
+        return self.links * math.ceil(per_direction_bps / SERDES[self.serdes].lane_bps - 1e-9)
+
+    @property
+    def link_total_Bps(self) -> float:
+        return self.links * self.link_bandwidth_Bps
+
+
+@dataclass(frozen=True)
+class PublishedChip:
+    """What a chip's vendor or paper publishes: die area (or only a bound) and power, each with its source."""
+
+    die_area_mm2: float | None  # None where only a bound is public
+    die_area_bound_mm2: float | None  # a published upper bound ("< 600 mm²")
+    area_source: str
+    power_w: float
+    power_kind: str  # "TDP", "max chip power"
+    power_source: str
+
+
+SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
+    "tpuv4": (
+        ChipSystem(node="N7", hbm_stacks=4, links=6, link_bandwidth_Bps=50e9, serdes="50G-NRZ", core_style="systolic"),
+        "TPUv4 (Jouppi et al., ISCA 2023): 7 nm, 4 HBM2 stacks (the paper's package photo: the ASIC plus 4 HBM "
+        "stacks), 6 ICI links of ≈ 50 GB/s; ICI lane rate 50 Gb/s NRZ is an assumption (NVLink3's, same node "
+        "and year).",
+    ),
+    "a100": (
+        ChipSystem(node="N7", hbm_stacks=5, hbm_phys=6, links=12, link_bandwidth_Bps=50e9, serdes="50G-NRZ",
+                   core_style="simt"),
+        "A100 SXM4 80 GB (NVIDIA A100 whitepaper): TSMC N7, GA100 die with 6 HBM2e interfaces of which 5 are "
+        "populated, 12 NVLink3 links × 50 GB/s (600 GB/s) of four 50 Gb/s NRZ pairs per direction.",
+    ),
+    "h100": (
+        ChipSystem(node="4N", hbm_stacks=5, hbm_phys=6, links=18, link_bandwidth_Bps=50e9, serdes="100G-PAM4",
+                   core_style="simt"),
+        "H100 SXM5 (NVIDIA H100 whitepaper): TSMC 4N, GH100 die with 6 HBM3 interfaces of which 5 are populated, "
+        "18 NVLink4 links × 50 GB/s (900 GB/s) of two 100 Gb/s PAM4 pairs per direction.",
+    ),
+}
+"""System-level fields of the presets that have public system data (keyed like ``accelerator.PRESETS``)."""
+
+PUBLISHED: dict[str, PublishedChip] = {
+    "tpuv4": PublishedChip(
+        die_area_mm2=None, die_area_bound_mm2=600.0, area_source="Jouppi et al., ISCA 2023 (die < 600 mm²)",
+        power_w=192.0, power_kind="max chip power",
+        power_source="Jouppi et al., ISCA 2023, as quoted by G. Lockwood's TPUv4 notes (glennklockwood.com)"),
+    "a100": PublishedChip(die_area_mm2=826.0, die_area_bound_mm2=None, area_source="NVIDIA A100 whitepaper",
+                          power_w=400.0, power_kind="TDP", power_source="NVIDIA A100 SXM4 80 GB datasheet"),
+    "h100": PublishedChip(die_area_mm2=814.0, die_area_bound_mm2=None, area_source="NVIDIA H100 whitepaper",
+                          power_w=700.0, power_kind="TDP", power_source="NVIDIA H100 SXM5 datasheet"),
+}
+"""Published die area and power of the presets in ``SYSTEMS``."""
+
+
+# --- wafer, yield, die cost ------------------------------------------------------------------------------
+
+def dies_per_wafer(die_area_mm2: float, wafer_diameter_mm: float = WAFER_DIAMETER_MM) -> int:
+    """Whole dies on a round wafer, with edge loss (Hennessy & Patterson, §1.6):
+    ``π·(d/2)²/A − π·d/√(2·A)``, rounded down."""
+    if not die_area_mm2 > 0:
+        raise ValueError(f"die area must be positive, got {die_area_mm2!r} mm²")
+    gross = math.pi * (wafer_diameter_mm / 2) ** 2 / die_area_mm2 - math.pi * wafer_diameter_mm / math.sqrt(2 * die_area_mm2)
+    return max(0, math.floor(gross))
+
+
+def die_yield(die_area_mm2: float, defect_density_per_cm2: float, alpha: float = NEGATIVE_BINOMIAL_ALPHA) -> float:
+    """Fraction of dies with no killer defect, negative binomial: ``(1 + D0·A/α)^−α`` (A in cm²)."""
+    if not die_area_mm2 > 0 or defect_density_per_cm2 < 0 or not alpha > 0:
+        raise ValueError(f"die_yield needs area > 0, D0 ≥ 0 and α > 0, got {die_area_mm2!r}, "
+                         f"{defect_density_per_cm2!r}, {alpha!r}")
+    return (1.0 + defect_density_per_cm2 * die_area_mm2 / 100.0 / alpha) ** -alpha
+
+
+def good_die_cost_usd(die_area_mm2: float, node: ProcessNode, defect_density_per_cm2: float | None = None,
+                      alpha: float = NEGATIVE_BINOMIAL_ALPHA) -> float:
+    """Wafer cost over the good dies it yields (D0 defaults to the node's)."""
+    d0 = node.defect_density_per_cm2 if defect_density_per_cm2 is None else defect_density_per_cm2
+    good = dies_per_wafer(die_area_mm2) * die_yield(die_area_mm2, d0, alpha)
+    if good <= 0:
+        raise ValueError(f"a {die_area_mm2:.0f} mm² die does not fit on a {WAFER_DIAMETER_MM:.0f} mm wafer")
+    return node.wafer_cost_usd / good
+
+
+def check_reticle(die_area_mm2: float) -> None:
+    """Raise :class:`ReticleLimitError` when a die exceeds the reticle limit."""
+    if die_area_mm2 > area.RETICLE_LIMIT_MM2:
+        raise ReticleLimitError(f"die of {die_area_mm2:.0f} mm² exceeds the reticle limit of "
+                                f"{area.RETICLE_LIMIT_MM2:.0f} mm² (26 × 33 mm); split it into chiplets or shrink it")
+
+
+# --- the chip estimate -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChipEstimate:
+    """Area (mm²), power (W) and cost (USD) of one chip, each with its breakdown by term."""
+
+    area_mm2: dict[str, float]
+    power_w: dict[str, float]
+    cost_usd: dict[str, float]
+    dies_per_wafer: int
+    die_yield: float
+    fits_reticle: bool
+
+    @property
+    def die_area_mm2(self) -> float:
+        return sum(self.area_mm2.values())
+
+    @property
+    def total_power_w(self) -> float:
+        return sum(self.power_w.values())
+
+    @property
+    def total_cost_usd(self) -> float:
+        return sum(self.cost_usd.values())
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "die_area_mm2": self.die_area_mm2, "total_power_w": self.total_power_w,
+                "total_cost_usd": self.total_cost_usd}
+
+
+def compute_area_mm2(acc: Accelerator, node: ProcessNode) -> dict[str, float]:
+    """The template's compute area at ``node``: ``logic`` (tensor + vector cores) and ``sram`` (buffer)."""
+    sram = float(area.buffer_area_mm2(acc.buffer_mb))
+    return {"logic": (acc.area_mm2 - sram) / node.logic_density_gain, "sram": sram / node.sram_density_gain}
+
+
+def chip_area_mm2(acc: Accelerator, system: ChipSystem) -> dict[str, float]:
+    """Die area by block: compute (× the core style's factor), HBM PHYs + controllers, SerDes, IO/misc."""
+    node = system.process
+    compute = sum(compute_area_mm2(acc, node).values()) * CORE_AREA_FACTORS[system.core_style]
+    return {
+        "compute": compute,
+        "hbm_interfaces": float(area.hbm_interface_area_mm2(system.die_hbm_phys, node.logic_density_gain)),
+        "serdes": float(area.serdes_area_mm2(system.lane_pairs, SERDES[system.serdes].lane_pair_area_mm2)),
+        "io_misc": area.IO_MISC_AREA_MM2,
+    }
+
+
+def chip_power_w(acc: Accelerator, system: ChipSystem, die_area_mm2: float) -> dict[str, float]:
+    """TDP-like power by term: core blocks (MACs, SRAM, vector; node- and style-scaled), HBM, links, leakage."""
+    terms = energy.full_rate_power_terms_w(acc)
+    core_scale = system.process.energy_factor * CORE_AREA_FACTORS[system.core_style]
+    return {
+        "mac": terms["mac"] * core_scale,
+        "sram": terms["sram"] * core_scale,
+        "vector": terms["vector"] * core_scale,
+        "hbm": terms["hbm"],
+        "links": energy.link_power_w(system.link_total_Bps),
+        "leakage": energy.leakage_power_w(die_area_mm2),
+    }
+
+
+def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm2: float | None = None,
+                  alpha: float = NEGATIVE_BINOMIAL_ALPHA, hbm_usd_per_gb: float = HBM_USD_PER_GB,
+                  package_usd: float = PACKAGE_USD, allow_over_reticle: bool = False) -> ChipEstimate:
+    """Area, power and cost of ``acc`` built as ``system``. A die over the reticle limit raises
+    :class:`ReticleLimitError` unless ``allow_over_reticle`` (then ``fits_reticle`` is False and the cost is
+    that of a hypothetical monolithic die). D0 defaults to the node's."""
+    areas = chip_area_mm2(acc, system)
+    die_area = sum(areas.values())
+    if not allow_over_reticle:
+        check_reticle(die_area)
+    d0 = system.process.defect_density_per_cm2 if defect_density_per_cm2 is None else defect_density_per_cm2
+    cost = {
+        "die": good_die_cost_usd(die_area, system.process, d0, alpha),
+        "hbm": acc.hbm_gb * hbm_usd_per_gb,
+        "package": package_usd,
+    }
+    return ChipEstimate(area_mm2=areas, power_w=chip_power_w(acc, system, die_area), cost_usd=cost,
+                        dies_per_wafer=dies_per_wafer(die_area), die_yield=die_yield(die_area, d0, alpha),
+                        fits_reticle=die_area <= area.RETICLE_LIMIT_MM2)
+
+
+def preset_system(name: str) -> ChipSystem:
+    """The system fields of preset ``name``; a preset without public system data raises ``KeyError``."""
+    key = name.strip().lower()
+    get_preset(key)  # an unknown preset raises UnknownPresetError with its hint
+    if key not in SYSTEMS:
+        raise KeyError(f"no system data for preset {name!r}; presets with system data: {', '.join(SYSTEMS)}")
+    return SYSTEMS[key][0]
+
+
+def preset_estimate(name: str, **options) -> ChipEstimate:
+    """:func:`chip_estimate` of preset ``name`` with its ``SYSTEMS`` fields (``options`` as there)."""
+    return chip_estimate(get_preset(name), preset_system(name), **options)

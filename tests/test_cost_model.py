@@ -1,0 +1,163 @@
+"""Chip area, power and cost model (phaze_env.hardware.cost) and its report (experiments.cost_table)."""
+
+import ast
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from experiments import cost_table
+from phaze_env.hardware import area, cost
+from phaze_env.hardware.accelerator import TPUV4, UnknownPresetError, get_preset
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", ["a100", "h100"])
+def test_die_area_within_15_percent_of_published(name):
+    # A100's SIMT factor and uncore come from its own die photo (bookkeeping); H100 is a prediction.
+    published = cost.PUBLISHED[name].die_area_mm2
+    assert cost.preset_estimate(name).die_area_mm2 == pytest.approx(published, rel=0.15)
+
+
+def test_tpuv4_die_area_within_the_published_bound():
+    estimate = cost.preset_estimate("tpuv4")
+    assert cost.PUBLISHED["tpuv4"].die_area_bound_mm2 == 600
+    assert estimate.die_area_mm2 < 600
+    assert estimate.area_mm2["compute"] == pytest.approx(TPUV4.area_mm2)  # the template as is, at N7
+
+
+@pytest.mark.parametrize("name", ["tpuv4", "a100", "h100"])
+def test_power_within_20_percent_of_published(name):
+    assert cost.preset_estimate(name).total_power_w == pytest.approx(cost.PUBLISHED[name].power_w, rel=0.20)
+
+
+def test_yield_matches_a_hand_computed_value():
+    # 100 mm² = 1 cm², D0 = 0.1/cm², α = 2: (1 + 0.1·1/2)^-2 = 1/1.1025.
+    assert cost.die_yield(100.0, 0.1, alpha=2.0) == pytest.approx(1 / 1.1025, rel=1e-12)
+    assert cost.die_yield(100.0, 0.1, alpha=1e9) == pytest.approx(math.exp(-0.1), rel=1e-6)  # α → ∞: Poisson
+    assert cost.die_yield(100.0, 0.0) == 1.0
+    with pytest.raises(ValueError):
+        cost.die_yield(100.0, 0.1, alpha=0.0)
+
+
+def test_dies_per_wafer_follows_the_standard_formula():
+    # 300 mm wafer, 100 mm² die: π·150²/100 − π·300/√200 = 706.86 − 66.64 = 640.2 → 640 whole dies.
+    assert cost.dies_per_wafer(100.0) == 640
+    # 225 mm² (1.5 cm × 1.5 cm): 314.16 − 44.43 = 269.7 → 269.
+    assert cost.dies_per_wafer(225.0) == 269
+    assert cost.dies_per_wafer(1e6) == 0
+    with pytest.raises(ValueError):
+        cost.dies_per_wafer(0.0)
+
+
+def test_link_lanes_match_the_whitepapers():
+    assert cost.preset_system("a100").lane_pairs == 12 * 4  # NVLink3: 4 pairs per direction per link
+    assert cost.preset_system("h100").lane_pairs == 18 * 2  # NVLink4: 2 pairs per direction per link
+    # 600 GB/s at 5 pJ/bit = 24 W.
+    assert cost.preset_estimate("a100").power_w["links"] == pytest.approx(600e9 * 8 * 5e-12)
+
+
+def test_reticle_check_raises_and_flags_a_too_large_die():
+    cost.check_reticle(area.RETICLE_LIMIT_MM2)  # exactly at the limit is printable
+    with pytest.raises(cost.ReticleLimitError, match="reticle limit of 858 mm²"):
+        cost.check_reticle(900.0)
+    huge = TPUV4.replace(num_tc=64)
+    system = cost.preset_system("tpuv4")
+    with pytest.raises(cost.ReticleLimitError):
+        cost.chip_estimate(huge, system)
+    flagged = cost.chip_estimate(huge, system, allow_over_reticle=True)
+    assert not flagged.fits_reticle and flagged.die_area_mm2 > area.RETICLE_LIMIT_MM2
+    assert cost.preset_estimate("tpuv4").fits_reticle
+
+
+def test_more_area_means_lower_yield_and_higher_cost():
+    areas = [100.0, 200.0, 400.0, 800.0]
+    yields = [cost.die_yield(a, cost.N7.defect_density_per_cm2) for a in areas]
+    costs = [cost.good_die_cost_usd(a, cost.N7) for a in areas]
+    assert all(a > b for a, b in zip(yields, yields[1:]))
+    assert all(a < b for a, b in zip(costs, costs[1:]))
+    # Cost per mm² grows too (fewer dies per wafer edge-wise and lower yield), not just cost per die.
+    assert all(c1 / a1 < c2 / a2 for (a1, c1), (a2, c2) in zip(zip(areas, costs), zip(areas[1:], costs[1:])))
+    system = cost.preset_system("tpuv4")
+    small, large = (cost.chip_estimate(TPUV4.replace(buffer_mb=mb), system) for mb in (64, 256))
+    assert large.die_area_mm2 > small.die_area_mm2
+    assert large.die_yield < small.die_yield and large.cost_usd["die"] > small.cost_usd["die"]
+
+
+def test_cost_items_follow_their_inputs():
+    base = cost.preset_estimate("h100")
+    assert base.cost_usd["hbm"] == pytest.approx(80 * cost.HBM_USD_PER_GB)
+    assert cost.preset_estimate("h100", hbm_usd_per_gb=7.0).cost_usd["hbm"] == pytest.approx(80 * 7.0)
+    worse = cost.preset_estimate("h100", defect_density_per_cm2=0.2)
+    assert worse.die_yield < base.die_yield and worse.cost_usd["die"] > base.cost_usd["die"]
+    assert base.to_dict()["total_cost_usd"] == pytest.approx(sum(base.cost_usd.values()))
+
+
+def test_a_newer_node_shrinks_logic_but_not_phys():
+    acc, n7 = get_preset("h100"), cost.preset_system("h100")
+    at_n7 = cost.chip_area_mm2(acc, replace(n7, node="N7"))
+    at_4n = cost.chip_area_mm2(acc, n7)
+    assert at_4n["compute"] < at_n7["compute"] and at_4n["hbm_interfaces"] < at_n7["hbm_interfaces"]
+    assert at_4n["serdes"] == at_n7["serdes"] and at_4n["io_misc"] == at_n7["io_misc"]
+    phys_only = n7.die_hbm_phys * area.HBM_PHY_AREA_MM2
+    assert at_4n["hbm_interfaces"] > phys_only
+
+
+@pytest.mark.parametrize("fields,message", [({"node": "N3"}, "node"), ({"serdes": "10G"}, "serdes"),
+                                            ({"core_style": "dataflow"}, "core_style"),
+                                            ({"hbm_stacks": 5, "hbm_phys": 4}, "hbm_phys"),
+                                            ({"links": -1}, "links"), ({"link_bandwidth_Bps": 0.0}, "link_bandwidth")])
+def test_chip_system_rejects_bad_fields(fields, message):
+    with pytest.raises(ValueError, match=message):
+        cost.ChipSystem(**fields)
+
+
+def test_preset_system_names_what_is_known():
+    with pytest.raises(KeyError, match="presets with system data: tpuv4, a100, h100"):
+        cost.preset_system("tpuv4i")
+    with pytest.raises(UnknownPresetError):
+        cost.preset_system("tpu-v9")
+    assert cost.preset_system(" A100 ") == cost.SYSTEMS["a100"][0]
+
+
+def constant_docstrings(path: Path) -> dict[str, str]:
+    """Every upper-case module-level constant of ``path`` → the string literal right after it ("" if none)."""
+    body = ast.parse(path.read_text(encoding="utf-8")).body
+    found = {}
+    for statement, following in zip(body, body[1:] + [None]):
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            target = statement.targets[0] if isinstance(statement, ast.Assign) else statement.target
+            if isinstance(target, ast.Name) and target.id.isupper():
+                literal = isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                found[target.id] = following.value.value if literal else ""
+    return found
+
+
+def test_every_new_constant_has_a_docstring():
+    documented = constant_docstrings(REPO / "phaze_env" / "hardware" / "cost.py")
+    documented.update({name: text for name, text in constant_docstrings(REPO / "phaze_env" / "hardware" / "area.py").items()
+                       if name in ("RETICLE_LIMIT_MM2", "HBM_PHY_AREA_MM2", "HBM_CONTROLLER_AREA_MM2", "IO_MISC_AREA_MM2",
+                                   "SERDES_50G_NRZ_LANE_AREA_MM2", "SERDES_100G_PAM4_LANE_AREA_MM2",
+                                   "GA100_CORE_BLOCKS_MM2")})
+    documented["LEAKAGE_W_PER_MM2"] = constant_docstrings(REPO / "phaze_env" / "hardware" / "energy.py")["LEAKAGE_W_PER_MM2"]
+    assert len(documented) > 20
+    assert not [name for name, text in documented.items() if not text], "constants without a docstring"
+
+
+def test_the_docstring_audit_sees_a_missing_docstring(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('A = 1\n"""why A."""\nB = 2\n', encoding="utf-8")
+    assert constant_docstrings(module) == {"A": "why A.", "B": ""}
+
+
+def test_the_report_writes_the_committed_doc(tmp_path, capsys):
+    out = tmp_path / "cost_model.md"
+    assert cost_table.main(["--write", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "| a100 | die area (mm²) | 826 |" in text and "within bound" in text
+    assert text == (REPO / "docs" / "cost_model.md").read_text(encoding="utf-8"), \
+        "docs/cost_model.md is stale: run python -m experiments.cost_table --write docs/cost_model.md"
+    assert cost_table.main(["--write", str(tmp_path / "missing" / "x.md")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
