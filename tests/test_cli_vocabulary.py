@@ -22,6 +22,7 @@ CLI_PARSERS = {
     "experiments.paper_table": "experiments.paper_table",
     "experiments.optuna_distributed": "experiments.optuna_distributed",
     "experiments.buffer_sweep": "experiments.buffer_sweep",
+    "experiments.cost_table": "experiments.cost_table",
     "baselines.train": "baselines.train",
     "phaze_env.objective": "phaze_env.objective",
     "phaze_env.workloads": "phaze_env.workloads.__main__",
