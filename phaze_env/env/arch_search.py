@@ -79,7 +79,9 @@ class ArchSearchEnv(ArchSearchBase):
 
     ``info`` carries the design, the reward ratio, the area, the plan and the full
     :class:`~phaze_env.evaluate.Evaluation` as a dict (without its run-dependent ``timings_s`` and
-    ``from_cache``), or ``None`` when the design was not evaluated. ``env.state`` records the episode
+    ``from_cache``), or ``None`` when the design was not evaluated. ``info["proven"]`` is False when the
+    reward rests on an operator schedule whose ILP stopped before proving it optimal (the throughput is
+    achieved, not proven best; :attr:`Evaluation.proven`). ``env.state`` records the episode
     (JSON via ``state.to_json()``); ``env.validate(state)`` replays and checks it.
 
     ## Version History
