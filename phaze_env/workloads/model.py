@@ -47,6 +47,7 @@ class _Node:
     in_shapes: list[tuple[int, ...]] = field(default_factory=list)
     out_shape: tuple[int, ...] = ()
     members: list[str] = field(default_factory=list)
+    moe_role: str = ""  # see RawOp.moe_role; fusion keeps router, expert and dense work in separate operators
 
     @property
     def is_comm(self) -> bool:
@@ -121,7 +122,8 @@ def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t:
 
 
 def _node_at_width(op: RawOp, all_sharded: set[str], trace: Trace, t: int, bpe: int) -> _Node:
-    node = _Node(op.name, op.kind, in_shapes=list(op.in_shapes), out_shape=op.out_shape, members=[op.name])
+    node = _Node(op.name, op.kind, in_shapes=list(op.in_shapes), out_shape=op.out_shape, members=[op.name],
+                 moe_role=op.moe_role)
     node.gemms = [_split_gemm(g, op, t, op.name in all_sharded) for g in op.gemms]
     if op.vector_elements:
         split = 1 if op.role == "row" or op.name not in all_sharded else t
@@ -138,7 +140,8 @@ def _node_at_width(op: RawOp, all_sharded: set[str], trace: Trace, t: int, bpe: 
         if tensor not in all_sharded:
             node.replicated_saved.add(tensor)
         shape = shapes.get(tensor, ())
-        if len(shape) >= 3 and shape[-1] == shape[-2]:  # what selective recompute drops (Korthikanti et al. 2022)
+        # what selective recompute drops (Korthikanti et al. 2022); an expert's (experts, tokens, features) is not it
+        if len(shape) >= 3 and shape[-1] == shape[-2] and not op.moe_role:
             node.attention_saved.add(tensor)
     return node
 
@@ -199,7 +202,7 @@ def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node],
         # matmul hosts first, then graph order: a set's order would change with PYTHONHASHSEED
         for target in sorted(pred_groups, key=lambda g: (-len(by_name[g].gemms), position[g])):
             host = by_name[target]
-            if host.is_comm or (host.gemms and node.kind != "elementwise"):
+            if host.is_comm or (host.gemms and node.kind != "elementwise") or host.moe_role != node.moe_role:
                 continue
             others = pred_groups - {target}
             if any(reaches(target, other) for other in others):
@@ -331,5 +334,5 @@ def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str]
 
 def signature(ops: list[RawOp]) -> list[tuple]:
     """What must be equal for two layers to be the same repeated layer."""
-    return [(op.aten, op.kind, op.role, tuple(op.gemms), op.vector_elements, op.out_shape, sorted(op.params.values()))
-            for op in ops]
+    return [(op.aten, op.kind, op.role, op.moe_role, tuple(op.gemms), op.vector_elements, op.out_shape,
+             sorted(op.params.values())) for op in ops]
