@@ -183,14 +183,42 @@ def test_dense_workloads_keep_their_dict_and_bad_knobs_are_refused():
         small("mixtral", load_imbalance=0.5)
 
 
-@pytest.mark.parametrize("family", sorted(SMALL))
-def test_tensor_parallelism_is_refused_naming_the_moe_module(family):
-    with pytest.raises(TensorParallelError) as refused:
-        model_graph(small(family), microbatch=MBS, tensor_width=2)
-    message = str(refused.value)
-    assert "\n" not in message and "model.layers.0.mlp" in message
-    if family != "olmoe":  # OLMoE's q_norm over all heads is refused first
-        assert "mixture-of-experts" in message
+@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe"])
+@pytest.mark.parametrize("width", [2, 4])
+def test_tensor_parallel_splits_each_expert_and_reduces_once_after_the_combine(family, width):
+    workload = small(family)
+    full, split = (model_graph(workload, microbatch=MBS, tensor_width=t) for t in (1, width))
+    ops = {op.name: op for op in get_trace(workload, MBS, SEQ).ops if op.region == "block0"}
+
+    def gemm_flops(graph, role):
+        fused = lambda op: {ops[m].moe_role for m in op.fused if m in ops}  # noqa: E731
+        return sum(op.gemm_flops for d in ("fwd", "bwd") for op in getattr(graph.layers[1], d).ops if role in fused(op))
+
+    assert gemm_flops(split, "expert") * width == gemm_flops(full, "expert")
+    assert gemm_flops(split, "router") == gemm_flops(full, "router")  # replicated
+    hidden = split.layers[1].output_bytes
+    comms = lambda direction: [(op.comm_kind, op.comm_bytes, op.comm_group)  # noqa: E731
+                               for op in getattr(split.layers[1], direction).ops if op.unit == "comm"]
+    # g after the attention output and once after the combine (+ after Qwen2-MoE's shared expert); f before
+    # the attention and before the MoE block (experts and shared expert read the same tokens): all of the hidden state
+    assert comms("fwd") == [("allreduce", hidden, width)] * (3 if family == "qwen2_moe" else 2)
+    assert comms("bwd") == [("allreduce", hidden, width)] * 2
+    # Per device: every weight matrix of the block but the routers ÷ t (and Qwen2's q, k, v biases); norms and
+    # routers whole.
+    cfg = workload.config_dict
+    one_layer = dict(cfg, num_hidden_layers=1, vocab_size=0)
+    routers = (cfg.get("num_local_experts") or cfg["num_experts"]) * cfg["hidden_size"]
+    routers += cfg["hidden_size"] if family == "qwen2_moe" else 0  # the shared expert's gate
+    split_weights = matmul_params(family, one_layer, active=False) - routers
+    if family == "qwen2_moe":
+        split_weights += (cfg["num_attention_heads"] + 2 * cfg["num_key_value_heads"]) * head_size(cfg)
+    assert full.layers[1].params - split.layers[1].params == split_weights - split_weights // width
+
+
+def test_olmoe_is_refused_above_width_one_by_its_query_norm():
+    with pytest.raises(TensorParallelError, match=r"model\.layers\.0\.self_attn\.q_proj .*q_norm normalises") as refused:
+        model_graph(small("olmoe"), microbatch=MBS, tensor_width=2)
+    assert "\n" not in str(refused.value)
 
 
 @pytest.mark.slow

@@ -94,12 +94,17 @@ def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t:
     f_ops: dict[str, str] = {}  # input tensor → its f collective (one per tensor, shared by q, k, v)
     alias: dict[str, str] = {}  # op → the node its consumers wait for (its g collective, if any)
     local = {op.name for op in region_ops}
+    entries = _expert_entries(region_ops)
+    # Megatron-Core reduces the experts' partial sums once, after the combine, not after each expert's down projection.
+    combines = {i for op in region_ops if op.moe_role != "expert" for i in op.inputs if i in entries}
     for op in region_ops:
         node = _node_at_width(op, all_sharded, trace, t, bpe)
         sources = [alias.get(i, i) for i in op.inputs if i in local]
         if t > 1 and op.role in SPLIT_ROLES:
-            sources = []
-            for tensor in op.inputs:
+            # an expert's f is on the tokens entering the MoE block (the gradient of the dispatch is summed there)
+            f_tensors = sorted(entries[op.name]) if op.moe_role == "expert" else op.inputs
+            sources = sources if op.moe_role == "expert" else []
+            for tensor in f_tensors:
                 if tensor not in f_ops:
                     f = _Node(f"f_allreduce_{tensor}", "comm", comm_bwd=("allreduce", trace.tensor_elements[tensor] * bpe))
                     f_ops[tensor] = f.name
@@ -109,7 +114,7 @@ def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t:
                 sources.append(f_ops[tensor])
         edges.extend((src, op.name) for src in sources)
         nodes.append(node)
-        if t > 1 and op.role in REDUCED_ROLES:
+        if t > 1 and ((op.role in REDUCED_ROLES and op.moe_role != "expert") or op.name in combines):
             g = _Node(f"g_allreduce_{op.name}", "comm", comm_fwd=("allreduce", op.out_elements * bpe))
             nodes.append(g)
             edges.append((op.name, g.name))
@@ -119,6 +124,15 @@ def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t:
             nodes.append(ce)
             edges.append((op.name, ce.name))
     return nodes, list(dict.fromkeys(edges))
+
+
+def _expert_entries(region_ops: list[RawOp]) -> dict[str, set[str]]:
+    """Each routed-expert op → the tensors from outside the experts it derives from (through expert ops)."""
+    entries: dict[str, set[str]] = {}
+    for op in region_ops:
+        if op.moe_role == "expert":
+            entries[op.name] = set().union(*(entries.get(i, {i}) for i in op.inputs))
+    return entries
 
 
 def _node_at_width(op: RawOp, all_sharded: set[str], trace: Trace, t: int, bpe: int) -> _Node:

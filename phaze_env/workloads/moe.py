@@ -12,9 +12,10 @@ parameter count and names are the HF model's) and does the same work under a kno
   gated MLP, scales by the routing weights and scatter-adds back (``index_add``);
 * the family's shared experts unchanged.
 
-The router's and the routed experts' operators are tagged (``moe_role`` of ``"router"`` / ``"expert"`` in
-the trace) so that expert parallelism can later shard the expert work; the graph size does not grow with
-the number of experts.
+The router's (and Qwen2-MoE's shared-expert gate's) and the routed experts' operators are tagged (``moe_role``
+of ``"router"`` / ``"expert"`` in the trace) so that expert parallelism can later shard the expert work; the
+graph size does not grow with the number of experts. At tensor width t > 1 the routers stay replicated and
+each expert's FFN is split Megatron-style (see ``docs/moe.md``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,19 @@ class ExpertRouter(nn.Module):
         return weights.to(hidden.dtype)
 
 
+class SharedExpertGate(nn.Module):
+    """Qwen2-MoE's per-token sigmoid gate on the shared expert: a router-like linear to one output."""
+
+    moe_role = "router"
+
+    def __init__(self, weight: nn.Parameter):
+        super().__init__()
+        self.weight = weight
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(F.linear(hidden, self.weight))
+
+
 class StaticExperts(nn.Module):
     """All routed experts as batched matmuls over the expert dimension, each on ``C`` tokens.
 
@@ -85,22 +99,24 @@ class StaticExperts(nn.Module):
 class StaticSparseMoe(nn.Module):
     """A sparse-MoE block with static shapes: router, routed experts, and the family's shared experts."""
 
-    def __init__(self, router: ExpertRouter, experts: StaticExperts, shared: dict[str, nn.Module], gated_shared: bool):
+    def __init__(self, router: ExpertRouter, experts: StaticExperts, shared: tuple[str, nn.Module] | None = None,
+                 shared_gate: SharedExpertGate | None = None):
         super().__init__()
         self.gate, self.experts = router, experts
-        for name, module in shared.items():  # registered under the family's names: same parameter names as HF
-            self.add_module(name, module)
-        self.shared_names = tuple(shared)
-        self.gated_shared = gated_shared
+        self.shared_name = shared[0] if shared else ""
+        if shared:  # under the family's name (shared_expert, shared_experts): the same parameter names as HF
+            self.add_module(*shared)
+        if shared_gate is not None:
+            self.shared_expert_gate = shared_gate
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         shape = hidden.shape
         flat = hidden.reshape(-1, shape[-1])
         out = self.experts(flat, self.gate(flat))
-        if self.shared_names:
-            shared = getattr(self, self.shared_names[0])(flat)
-            if self.gated_shared:  # Qwen2-MoE: a sigmoid gate per token on the shared expert
-                shared = torch.sigmoid(getattr(self, self.shared_names[1])(flat)) * shared
+        if self.shared_name:
+            shared = getattr(self, self.shared_name)(flat)
+            if hasattr(self, "shared_expert_gate"):
+                shared = self.shared_expert_gate(flat) * shared
             out = out + shared
         return out.view(shape)
 
@@ -109,43 +125,40 @@ def _static(block: nn.Module, config, load_factor: float) -> StaticSparseMoe:
     """The static stand-in of one HF sparse-MoE block (the family is read from the block's class name)."""
     family = type(block).__name__
     gate, experts = block.gate, block.experts
-    shared: dict[str, nn.Module] = {}
-    gated_shared = False
-    scale = 1.0
+    shared, shared_gate, scale = None, None, 1.0
     if family == "MixtralSparseMoeBlock":
         normalise = True
     elif family in ("Qwen3MoeSparseMoeBlock", "OlmoeSparseMoeBlock"):
         normalise = bool(config.norm_topk_prob)
     elif family == "Qwen2MoeSparseMoeBlock":
         normalise = bool(config.norm_topk_prob)
-        shared = {"shared_expert": block.shared_expert, "shared_expert_gate": block.shared_expert_gate}
-        gated_shared = True
+        shared, shared_gate = ("shared_expert", block.shared_expert), SharedExpertGate(block.shared_expert_gate.weight)
     elif family == "DeepseekV2Moe":
         if config.topk_method != "greedy":
             raise ValueError(f"DeepSeek-V2 routing {config.topk_method!r} is not modelled (only 'greedy')")
         normalise, scale = False, float(config.routed_scaling_factor)
-        shared = {"shared_experts": block.shared_experts}
+        shared = ("shared_experts", block.shared_experts)
     else:
         raise ValueError(f"no static stand-in for the MoE block {family}")
     router = ExpertRouter(gate.weight, gate.top_k, normalise, scale)
     static_experts = StaticExperts(experts.gate_up_proj, experts.down_proj, experts.act_fn, load_factor)
-    return StaticSparseMoe(router, static_experts, shared, gated_shared)
+    return StaticSparseMoe(router, static_experts, shared, shared_gate)
 
 
 SPARSE_MOE_BLOCKS = ("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "Qwen3MoeSparseMoeBlock", "OlmoeSparseMoeBlock",
                      "DeepseekV2Moe")
 
 
-def replace_sparse_moe_blocks(model: nn.Module, load_factor: float) -> int:
-    """Swap every known HF sparse-MoE block of ``model`` for its static stand-in; return how many were swapped."""
+def replace_sparse_moe_blocks(model: nn.Module, load_factor: float) -> None:
+    """Swap every known HF sparse-MoE block of ``model`` for its static stand-in."""
     targets = [(name, module) for name, module in model.named_modules() if type(module).__name__ in SPARSE_MOE_BLOCKS]
     for name, module in targets:
         parent_name, _, attribute = name.rpartition(".")
         setattr(model.get_submodule(parent_name), attribute, _static(module, model.config, load_factor))
-    return len(targets)
 
 
-MOE_ROLES = {f"{cls.__module__}.{cls.__qualname__}": cls.moe_role for cls in (ExpertRouter, StaticExperts)}
+MOE_ROLES = {f"{cls.__module__}.{cls.__qualname__}": cls.moe_role
+             for cls in (ExpertRouter, SharedExpertGate, StaticExperts)}
 
 
 def moe_role_of(module_types: list) -> str:

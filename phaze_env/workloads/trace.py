@@ -384,10 +384,8 @@ def _assign_block_roles(block: list[RawOp], ops: list[RawOp]) -> dict[str, str]:
     unsplittable: dict[str, str] = {}
     for op in block:
         split_inputs = [i in sharded for i in op.inputs]
-        if op.kind == "matmul" and op.moe_role:
-            part = "router" if op.moe_role == "router" else "routed experts"
-            unsplittable[op.module] = (f"the {part} of a mixture-of-experts block; tensor parallelism inside experts "
-                                       f"is not modelled")
+        if op.kind == "matmul" and op.moe_role == "router":
+            pass  # replicated: every rank routes all of its tokens; the experts' FFNs split below (Megatron-Core)
         elif op.kind == "matmul":
             if split_inputs and all(split_inputs):
                 op.role = "row"
