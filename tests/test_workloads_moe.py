@@ -231,11 +231,11 @@ def test_builtin_parameters_match_hugging_face_and_the_published_totals(name):
     assert hf == all_params(family, cfg)
     assert model_graph(name).params_total == hf
     assert abs(hf / workload.published_params - 1) <= published_tolerance(workload.published_params)
-    active = matmul_params(family, cfg, active=True) + cfg["vocab_size"] * cfg["hidden_size"]  # + embedding table
-    assert abs(active / PUBLISHED_ACTIVE[name] - 1) <= published_tolerance(PUBLISHED_ACTIVE[name])
+    if name in PUBLISHED_ACTIVE:
+        active = matmul_params(family, cfg, active=True) + cfg["vocab_size"] * cfg["hidden_size"]  # + embedding table
+        assert abs(active / PUBLISHED_ACTIVE[name] - 1) <= published_tolerance(PUBLISHED_ACTIVE[name])
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MOE_BUILTINS))
 def test_builtin_forward_flops_within_one_percent_of_the_active_count(name):
     workload = get_workload(name)
