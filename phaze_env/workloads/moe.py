@@ -6,7 +6,7 @@ device there is no routing to follow. For the trace, :func:`replace_sparse_moe_b
 block for :class:`StaticSparseMoe`, which holds the *same* parameter objects under the same names (so the
 parameter count and names are the HF model's) and does the same work under a known load:
 
-* the router: a linear to the expert logits, softmax, top-k (renormalised or scaled as the family does);
+* the router: a linear to the expert logits, softmax, top-k (renormalised when the family does);
 * the routed experts as one batched matmul over the experts (batch dimension = experts): every expert
   gathers ``C = expert_capacity(tokens, top_k, experts, factor)`` tokens with a static index, runs its
   gated MLP, scales by the routing weights and scatter-adds back (``index_add``);
@@ -37,18 +37,16 @@ class ExpertRouter(nn.Module):
 
     moe_role = "router"
 
-    def __init__(self, weight: nn.Parameter, top_k: int, normalise: bool, scale: float = 1.0):
+    def __init__(self, weight: nn.Parameter, top_k: int, normalise: bool):
         super().__init__()
         self.weight = weight
-        self.top_k, self.normalise, self.scale = top_k, normalise, scale
+        self.top_k, self.normalise = top_k, normalise
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         logits = F.linear(hidden.to(self.weight.dtype), self.weight)
         weights, _ = torch.topk(torch.softmax(logits.float(), dim=-1), self.top_k, dim=-1)
         if self.normalise:
             weights = weights / weights.sum(dim=-1, keepdim=True)
-        if self.scale != 1.0:
-            weights = weights * self.scale
         return weights.to(hidden.dtype)
 
 
@@ -104,7 +102,7 @@ class StaticSparseMoe(nn.Module):
         super().__init__()
         self.gate, self.experts = router, experts
         self.shared_name = shared[0] if shared else ""
-        if shared:  # under the family's name (shared_expert, shared_experts): the same parameter names as HF
+        if shared:  # under the family's name: the same parameter names as HF
             self.add_module(*shared)
         if shared_gate is not None:
             self.shared_expert_gate = shared_gate
@@ -125,7 +123,7 @@ def _static(block: nn.Module, config, load_factor: float) -> StaticSparseMoe:
     """The static stand-in of one HF sparse-MoE block (the family is read from the block's class name)."""
     family = type(block).__name__
     gate, experts = block.gate, block.experts
-    shared, shared_gate, scale = None, None, 1.0
+    shared, shared_gate = None, None
     if family == "MixtralSparseMoeBlock":
         normalise = True
     elif family in ("Qwen3MoeSparseMoeBlock", "OlmoeSparseMoeBlock"):
@@ -133,20 +131,14 @@ def _static(block: nn.Module, config, load_factor: float) -> StaticSparseMoe:
     elif family == "Qwen2MoeSparseMoeBlock":
         normalise = bool(config.norm_topk_prob)
         shared, shared_gate = ("shared_expert", block.shared_expert), SharedExpertGate(block.shared_expert_gate.weight)
-    elif family == "DeepseekV2Moe":
-        if config.topk_method != "greedy":
-            raise ValueError(f"DeepSeek-V2 routing {config.topk_method!r} is not modelled (only 'greedy')")
-        normalise, scale = False, float(config.routed_scaling_factor)
-        shared = ("shared_experts", block.shared_experts)
     else:
         raise ValueError(f"no static stand-in for the MoE block {family}")
-    router = ExpertRouter(gate.weight, gate.top_k, normalise, scale)
+    router = ExpertRouter(gate.weight, gate.top_k, normalise)
     static_experts = StaticExperts(experts.gate_up_proj, experts.down_proj, experts.act_fn, load_factor)
     return StaticSparseMoe(router, static_experts, shared, shared_gate)
 
 
-SPARSE_MOE_BLOCKS = ("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "Qwen3MoeSparseMoeBlock", "OlmoeSparseMoeBlock",
-                     "DeepseekV2Moe")
+SPARSE_MOE_BLOCKS = ("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "Qwen3MoeSparseMoeBlock", "OlmoeSparseMoeBlock")
 
 
 def replace_sparse_moe_blocks(model: nn.Module, load_factor: float) -> None:
