@@ -8,8 +8,9 @@ from phaze_env.workloads.model import build_layer, check_tensor_width, fuse, reg
 from phaze_env.workloads.registry import Workload, get_workload
 from phaze_env.workloads.trace import Trace, TraceError, sharded_ops, trace_workload
 
-GRAPH_FORMAT_VERSION = 5  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
-# 5: tensor-parallel roles read from the graph's structure, traces list the unsplittable block matmuls
+GRAPH_FORMAT_VERSION = 6  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
+# 5: tensor-parallel roles read from the graph's structure, traces list the unsplittable block matmuls;
+# 6: mixture-of-experts blocks traced as static stand-ins, raw ops carry their MoE role
 TENSOR_WIDTHS = (1, 2, 4, 8)
 ID_BYTES = 8  # int64 token ids enter the pre-layers
 LOSS_BYTES = 4  # a scalar fp32 loss leaves the post-layers

@@ -47,6 +47,7 @@ class _Node:
     in_shapes: list[tuple[int, ...]] = field(default_factory=list)
     out_shape: tuple[int, ...] = ()
     members: list[str] = field(default_factory=list)
+    moe_role: str = ""  # see RawOp.moe_role; fusion keeps router, expert and dense work in separate operators
 
     @property
     def is_comm(self) -> bool:
@@ -93,12 +94,17 @@ def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t:
     f_ops: dict[str, str] = {}  # input tensor → its f collective (one per tensor, shared by q, k, v)
     alias: dict[str, str] = {}  # op → the node its consumers wait for (its g collective, if any)
     local = {op.name for op in region_ops}
+    entries = _expert_entries(region_ops)
+    # Megatron-Core reduces the experts' partial sums once, after the combine, not after each expert's down projection.
+    combines = {i for op in region_ops if op.moe_role != "expert" for i in op.inputs if i in entries}
     for op in region_ops:
         node = _node_at_width(op, all_sharded, trace, t, bpe)
         sources = [alias.get(i, i) for i in op.inputs if i in local]
         if t > 1 and op.role in SPLIT_ROLES:
-            sources = []
-            for tensor in op.inputs:
+            # an expert's f is on the tokens entering the MoE block (the gradient of the dispatch is summed there)
+            f_tensors = sorted(entries[op.name]) if op.moe_role == "expert" else op.inputs
+            sources = sources if op.moe_role == "expert" else []
+            for tensor in f_tensors:
                 if tensor not in f_ops:
                     f = _Node(f"f_allreduce_{tensor}", "comm", comm_bwd=("allreduce", trace.tensor_elements[tensor] * bpe))
                     f_ops[tensor] = f.name
@@ -108,7 +114,7 @@ def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t:
                 sources.append(f_ops[tensor])
         edges.extend((src, op.name) for src in sources)
         nodes.append(node)
-        if t > 1 and op.role in REDUCED_ROLES:
+        if t > 1 and ((op.role in REDUCED_ROLES and op.moe_role != "expert") or op.name in combines):
             g = _Node(f"g_allreduce_{op.name}", "comm", comm_fwd=("allreduce", op.out_elements * bpe))
             nodes.append(g)
             edges.append((op.name, g.name))
@@ -120,8 +126,18 @@ def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t:
     return nodes, list(dict.fromkeys(edges))
 
 
+def _expert_entries(region_ops: list[RawOp]) -> dict[str, set[str]]:
+    """Each routed-expert op → the tensors from outside the experts it derives from (through expert ops)."""
+    entries: dict[str, set[str]] = {}
+    for op in region_ops:
+        if op.moe_role == "expert":
+            entries[op.name] = set().union(*(entries.get(i, {i}) for i in op.inputs))
+    return entries
+
+
 def _node_at_width(op: RawOp, all_sharded: set[str], trace: Trace, t: int, bpe: int) -> _Node:
-    node = _Node(op.name, op.kind, in_shapes=list(op.in_shapes), out_shape=op.out_shape, members=[op.name])
+    node = _Node(op.name, op.kind, in_shapes=list(op.in_shapes), out_shape=op.out_shape, members=[op.name],
+                 moe_role=op.moe_role)
     node.gemms = [_split_gemm(g, op, t, op.name in all_sharded) for g in op.gemms]
     if op.vector_elements:
         split = 1 if op.role == "row" or op.name not in all_sharded else t
@@ -138,7 +154,8 @@ def _node_at_width(op: RawOp, all_sharded: set[str], trace: Trace, t: int, bpe: 
         if tensor not in all_sharded:
             node.replicated_saved.add(tensor)
         shape = shapes.get(tensor, ())
-        if len(shape) >= 3 and shape[-1] == shape[-2]:  # what selective recompute drops (Korthikanti et al. 2022)
+        # what selective recompute drops (Korthikanti et al. 2022); an expert's (experts, tokens, features) is not it
+        if len(shape) >= 3 and shape[-1] == shape[-2] and not op.moe_role:
             node.attention_saved.add(tensor)
     return node
 
@@ -199,7 +216,7 @@ def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node],
         # matmul hosts first, then graph order: a set's order would change with PYTHONHASHSEED
         for target in sorted(pred_groups, key=lambda g: (-len(by_name[g].gemms), position[g])):
             host = by_name[target]
-            if host.is_comm or (host.gemms and node.kind != "elementwise"):
+            if host.is_comm or (host.gemms and node.kind != "elementwise") or host.moe_role != node.moe_role:
                 continue
             others = pred_groups - {target}
             if any(reaches(target, other) for other in others):
@@ -331,5 +348,5 @@ def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str]
 
 def signature(ops: list[RawOp]) -> list[tuple]:
     """What must be equal for two layers to be the same repeated layer."""
-    return [(op.aten, op.kind, op.role, tuple(op.gemms), op.vector_elements, op.out_shape, sorted(op.params.values()))
-            for op in ops]
+    return [(op.aten, op.kind, op.role, op.moe_role, tuple(op.gemms), op.vector_elements, op.out_shape,
+             sorted(op.params.values())) for op in ops]

@@ -18,6 +18,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "opt": ("OPTForCausalLM", "OPTConfig"),
     "llama": ("LlamaForCausalLM", "LlamaConfig"),
     "bert": ("BertForMaskedLM", "BertConfig"),
+    "mixtral": ("MixtralForCausalLM", "MixtralConfig"),
+    "qwen2_moe": ("Qwen2MoeForCausalLM", "Qwen2MoeConfig"),
+    "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig"),
+    "olmoe": ("OlmoeForCausalLM", "OlmoeConfig"),
 }
 
 # Narayanan et al. 2021 §5.1 (and the Megatron-LM README): vocabulary 51,200, sequence length 2048.
@@ -31,6 +35,7 @@ LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
 
 HEAD_COUNT_KEYS = ("num_attention_heads", "n_head")
+MOE_KNOB_DEFAULTS = {"capacity_factor": 1.0, "load_imbalance": 1.0}
 
 
 @dataclass(frozen=True)
@@ -45,10 +50,21 @@ class Workload:
     source: str = ""
     model_class: str = ""
     config_class: str = ""
+    # Mixture-of-experts load (ignored by dense models; see docs/moe.md). Each expert's token buffer is
+    # capacity_factor × the uniform share tokens·top_k/experts, tokens beyond it dropped (Fedus et al. 2021,
+    # Switch Transformer §2.2); None: dropless. The busiest expert receives load_imbalance × the uniform share.
+    capacity_factor: float | None = MOE_KNOB_DEFAULTS["capacity_factor"]
+    load_imbalance: float = MOE_KNOB_DEFAULTS["load_imbalance"]
 
     def __post_init__(self) -> None:
         if self.seq_len <= 0:
             raise ValueError(f"workload {self.name!r}: sequence length must be positive, got {self.seq_len}")
+        if self.capacity_factor is not None and not self.capacity_factor > 0:
+            raise ValueError(f"workload {self.name!r}: capacity factor must be positive or None (dropless), "
+                             f"got {self.capacity_factor!r}")
+        if not self.load_imbalance >= 1:
+            raise ValueError(f"workload {self.name!r}: load imbalance is the busiest expert's load over the uniform "
+                             f"share, at least 1, got {self.load_imbalance!r}")
         if not self.model_class or not self.config_class:
             if self.family not in FAMILIES:
                 raise ValueError(f"workload {self.name!r}: unknown family {self.family!r}; known: {sorted(FAMILIES)}")
@@ -75,16 +91,31 @@ class Workload:
         return next((int(cfg[key]) for key in HEAD_COUNT_KEYS if key in cfg), None)
 
     @property
+    def expert_load_factor(self) -> float:
+        """Tokens the busiest expert processes, over the uniform share: its load, capped by its capacity.
+
+        Every expert is costed as the busiest one — the expert-parallel rank that sets the step time.
+        """
+        if self.capacity_factor is None:
+            return self.load_imbalance
+        return min(self.load_imbalance, self.capacity_factor)
+
+    @property
     def layer_count_key(self) -> str:
         cfg = self.config_dict
         return next(key for key in LAYER_COUNT_KEYS if key in cfg)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "name": self.name, "family": self.family, "config": self.config_dict, "seq_len": self.seq_len,
             "published_params": self.published_params, "source": self.source,
             "model_class": self.model_class, "config_class": self.config_class,
         }
+        # The MoE knobs only when set: a dense workload's dict (and every cache key made from it) is unchanged.
+        for knob in ("capacity_factor", "load_imbalance"):
+            if getattr(self, knob) != MOE_KNOB_DEFAULTS[knob]:
+                data[knob] = getattr(self, knob)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Workload:
@@ -172,6 +203,33 @@ BUILTIN: dict[str, Workload] = {
             intermediate_size=73728, vocab_size=256000, max_position_embeddings=2048, tie_word_embeddings=True)),
             2048, 540_350_000_000, "Chowdhery et al. 2022 (PaLM, arXiv:2204.02311), Table 1: 540.35 B, "
             "118 layers, 48 heads, d_model 18432, head size 256; §2 (multi-query, SwiGLU, shared embeddings, 256k vocabulary)"),
+        # Mixtures of experts (docs/moe.md), with the values of the models' published config.json files. Sequence
+        # 4096 for all (OLMoE's training context; the others accept longer ones).
+        Workload("mixtral-8x7b", "mixtral", _freeze(dict(
+            hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+            intermediate_size=14336, num_local_experts=8, num_experts_per_tok=2, vocab_size=32000,
+            max_position_embeddings=32768, sliding_window=None, tie_word_embeddings=False)),
+            4096, 46_700_000_000, "Jiang et al. 2024 (Mixtral of Experts, arXiv:2401.04088): 46.7 B parameters, "
+            "12.9 B active per token, 8 experts top-2; HF mistralai/Mixtral-8x7B-v0.1 config.json"),
+        Workload("qwen1.5-moe-a2.7b", "qwen2_moe", _freeze(dict(
+            hidden_size=2048, num_hidden_layers=24, num_attention_heads=16, num_key_value_heads=16,
+            intermediate_size=5632, moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
+            num_experts=60, num_experts_per_tok=4, norm_topk_prob=False, vocab_size=151936,
+            max_position_embeddings=8192, tie_word_embeddings=False)),
+            4096, 14_300_000_000, "Qwen team 2024, Qwen1.5-MoE-A2.7B model card: 14.3 B parameters, 2.7 B activated "
+            "(60 experts top-4 and a gated shared expert of 4×1408); HF Qwen/Qwen1.5-MoE-A2.7B config.json"),
+        Workload("olmoe-1b-7b", "olmoe", _freeze(dict(
+            hidden_size=2048, num_hidden_layers=16, num_attention_heads=16, num_key_value_heads=16,
+            intermediate_size=1024, num_experts=64, num_experts_per_tok=8, norm_topk_prob=False, vocab_size=50304,
+            max_position_embeddings=4096, tie_word_embeddings=False)),
+            4096, 6_900_000_000, "Muennighoff et al. 2024 (OLMoE, arXiv:2409.02060): 6.9 B parameters, 1.3 B active, "
+            "64 experts top-8; HF allenai/OLMoE-1B-7B-0924 config.json"),
+        Workload("qwen3-30b-a3b", "qwen3_moe", _freeze(dict(
+            hidden_size=2048, num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
+            intermediate_size=6144, moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8,
+            norm_topk_prob=True, vocab_size=151936, max_position_embeddings=40960, tie_word_embeddings=False)),
+            4096, 30_500_000_000, "Qwen team 2025, Qwen3-30B-A3B model card: 30.5 B parameters, 3.3 B activated, "
+            "128 experts top-8, 48 layers, 32 query / 4 key-value heads; HF Qwen/Qwen3-30B-A3B config.json"),
     )
 }
 

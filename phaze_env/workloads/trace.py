@@ -12,6 +12,9 @@ training data path:
   (layer 0, checked identical to layer 1) or ``post`` (final norm, head, loss) — and its role for
   Megatron tensor parallelism (column-/row-parallel linear, vocabulary-parallel embedding/head), read
   from the graph's structure, not from module names (:func:`assign_tensor_parallel_roles`).
+
+Mixture-of-experts blocks are traced as static-shape stand-ins (:mod:`phaze_env.workloads.moe`): the
+graph does not depend on routing, and the router's and experts' operators carry ``moe_role``.
 """
 
 from __future__ import annotations
@@ -47,9 +50,12 @@ VECTOR_OPS = {
     "cross_entropy_loss": ("reduction", "loss", 6), "nll_loss": ("reduction", "loss", 2),
     "cat": ("data", "copy", 0), "stack": ("data", "copy", 0), "pad": ("data", "copy", 0),
     "embedding": ("data", "gather", 0), "gather": ("data", "gather", 0), "index": ("data", "gather", 0),
+    # Mixture-of-experts routing (phaze_env.workloads.moe): top-k over the router scores, the dispatch gather
+    # and the combine's scatter-add.
+    "topk": ("reduction", "reduce", 1), "index_select": ("data", "gather", 0), "index_add": ("reduction", "add", 1),
 }
 # Operators whose reduction runs over the input, not the output (elements = input numel).
-REDUCING = {"mean", "sum", "amax", "cross_entropy_loss", "nll_loss"}
+REDUCING = {"mean", "sum", "amax", "cross_entropy_loss", "nll_loss", "topk", "index_add"}
 # Which inputs the backward pass needs, per vector cost class: "in", "out", "all" or "none" — what eager
 # PyTorch autograd keeps for the traced (Hugging Face) module, tensor by tensor, deduplicated per layer.
 # Checked against Korthikanti et al. 2022 (eq. 1: s·b·h·(34 + 5·a·s/h) bytes per layer at t = 1; eq. 2:
@@ -92,6 +98,7 @@ class RawOp:
     region: str  # "pre" | "block0" | "block1" | "post"
     module: str
     role: str = "replicated"  # "column" | "row" | "vocab_head" | "vocab_embedding" | "sharded" | "replicated"
+    moe_role: str = ""  # "router" | "expert" (the routed experts, to shard over expert-parallel ranks) | ""
     gemms: list[tuple[int, int, int, int]] = field(default_factory=list)  # (batch, m, k, n)
     vector_kind: str = ""
     vector_elements: int = 0
@@ -130,6 +137,8 @@ def build_meta_model(workload: Workload, num_layers: int = 2):
     import torch
     import transformers
 
+    from phaze_env.workloads.moe import replace_sparse_moe_blocks
+
     config_cls = getattr(transformers, workload.config_class)
     model_cls = getattr(transformers, workload.model_class)
     kwargs = workload.config_dict
@@ -144,6 +153,7 @@ def build_meta_model(workload: Workload, num_layers: int = 2):
         warnings.simplefilter("ignore")
         with torch.device("meta"):
             model = model_cls(config)
+    replace_sparse_moe_blocks(model, workload.expert_load_factor)  # routing-independent, static shapes
     model.eval()
     return model
 
@@ -176,6 +186,10 @@ def _module_path(node) -> str:
     return list(stack.values())[-1][0] if stack else ""
 
 
+def _module_types(node) -> list:
+    return [entry[1] for entry in (node.meta.get("nn_module_stack") or {}).values()]
+
+
 def _numel(shape) -> int:
     return int(math.prod(int(d) for d in shape))
 
@@ -205,6 +219,8 @@ def _gemms(aten: str, shapes: list[tuple[int, ...]], out: tuple[int, ...]) -> li
 
 def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
     """Export the two-layer model and reduce its graph to :class:`RawOp` per region."""
+    from phaze_env.workloads.moe import moe_role_of
+
     exported = export_model(workload, microbatch, seq_len)
     signature = exported.graph_signature
     param_of = dict(signature.inputs_to_parameters)
@@ -233,6 +249,8 @@ def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
         args = [a for a in node.all_input_nodes]
         is_live = any(source.get(a.name) in live for a in args if source.get(a.name))
         val = node.meta.get("val")
+        if aten == "topk":
+            val = val[0]  # the values; its indices are index arithmetic
         out_shape = _shape(val)
         if aten in VIEW_OPS and args and args[0].name in token_ids:
             token_ids.add(node.name)
@@ -252,7 +270,7 @@ def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
         shapes = [_shape(a.meta.get("val")) or () for a in args]
         op = RawOp(name=node.name, aten=aten, kind="", region="", module=module, out_shape=out_shape,
                    in_shapes=shapes, out_elements=_numel(out_shape),
-                   in_elements=max((_numel(s) for s in shapes), default=0))
+                   in_elements=max((_numel(s) for s in shapes), default=0), moe_role=moe_role_of(_module_types(node)))
         if match:
             op.region = f"block{match.group(1)}"
         if aten in MATMUL_OPS:
@@ -366,7 +384,9 @@ def _assign_block_roles(block: list[RawOp], ops: list[RawOp]) -> dict[str, str]:
     unsplittable: dict[str, str] = {}
     for op in block:
         split_inputs = [i in sharded for i in op.inputs]
-        if op.kind == "matmul":
+        if op.kind == "matmul" and op.moe_role == "router":
+            pass  # replicated: every rank routes all of its tokens; the experts' FFNs split below (Megatron-Core)
+        elif op.kind == "matmul":
             if split_inputs and all(split_inputs):
                 op.role = "row"
             elif any(split_inputs):
