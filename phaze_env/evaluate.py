@@ -20,7 +20,6 @@ import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Iterable
 
-import numpy as np
 
 from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.cluster import Cluster
@@ -54,11 +53,6 @@ class LayerTiming:
     bwd_optimal: bool
     attention_fwd_s: float = 0.0  # forward time of the attention core (QKᵀ, softmax, ·V): selective recompute
     tp_comm_s: float = 0.0  # tensor-parallel collectives of forward + backward, on the cluster's links
-
-    @property
-    def proven(self) -> bool:
-        """Both schedules are proven optimal (so this layer's time is exact, not an upper bound)."""
-        return self.fwd_optimal and self.bwd_optimal
 
     def unproven(self) -> list[tuple[str, str, float]]:
         """``(direction, method, gap)`` of each schedule not proven optimal (gap: 1 − bound / makespan)."""
