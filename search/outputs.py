@@ -1,5 +1,5 @@
 """What a search writes: ``results.json`` (:class:`~search.result.SearchResult`), ``evaluations.csv`` (every
-visited design) and ``throughput_vs_area.png``."""
+visited design), ``throughput_vs_area.png`` and ``report.html`` (:mod:`search.report`)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int]
     write_text_atomic(out / "results.json", result.to_json())
     write_csv(out / "evaluations.csv", records, config)
     plot(out / "throughput_vs_area.png", result, records, config)
+    from search.report import write_report  # imports this module (baseline_label), and plotly only when writing
+
+    write_report(out / "report.html", result, records, config)
 
 
 def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config: SearchConfig) -> None:

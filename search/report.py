@@ -1,0 +1,190 @@
+"""``report.html``: a search's answer as one self-contained interactive page (Plotly, its script embedded, no
+network), written next to ``results.json``.
+
+Per workload: throughput against area of every evaluated feasible design with the front (max throughput,
+min area) highlighted and the baseline marked, each point naming its design, plan, figures and proof; and the
+time per batch of the answer and of the baseline, part by part. The header says what was searched, on which
+cluster, whether the answer is proven, and the search's counts.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from phaze_env.evaluate import BREAKDOWN_LABELS
+from phaze_env.files import write_text_atomic
+from phaze_env.hardware import Accelerator
+from phaze_env.hardware.accelerator import NOTATION_LEGEND
+from search.config import SearchConfig
+from search.outputs import baseline_label
+from search.result import DesignResult, SearchResult
+
+HOVER = ("%{customdata[0]}<br>plan %{customdata[1]}<br>%{y:,.1f} samples/s · %{x:.1f} mm²<br>"
+         "schedules %{customdata[2]}<extra>%{fullData.name}</extra>")
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def write_report(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
+                 config: SearchConfig) -> None:
+    """Write :func:`report_html` to ``path`` atomically."""
+    write_text_atomic(path, report_html(result, records, config, Path(path).parent))
+
+
+def report_html(result: SearchResult, records: dict[tuple[str, int], dict[str, Any]], config: SearchConfig,
+                out: Path) -> str:
+    """The whole page (for the search whose outputs are in ``out``): header, then per workload the
+    throughput-area chart and the time-breakdown bars."""
+    import plotly.offline
+
+    sections = []
+    for name in result.workloads:
+        answer, answer_label = _answer(result, name)
+        baseline = result.baseline.get(name)
+        figures = [_throughput_vs_area(name, result, records, config, answer, answer_label, baseline)]
+        if answer is not None and answer.feasible:
+            figures.append(_time_breakdown(name, answer, answer_label, baseline))
+        plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG) for f in figures)
+        sections.append(f"<section><h2>{_e(name)}</h2>\n{_answer_table(answer, answer_label, baseline)}\n{plots}"
+                        "</section>")
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            f"<title>phaze search: {_e(', '.join(result.workloads))}</title>\n<style>{STYLE}</style>\n"
+            f"<script>{plotly.offline.get_plotlyjs()}</script>\n</head><body>\n{_header(result, config, out)}\n"
+            + "\n".join(sections) + f"\n<p class=\"legend\">{_e(NOTATION_LEGEND)}</p>\n</body></html>\n")
+
+
+STYLE = ("body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1300px;color:#222}"
+         "h1{font-size:1.4em}h2{font-size:1.15em;border-top:1px solid #ccc;padding-top:.8em}"
+         ".proven{color:#17692f;font-weight:600}.unproven{color:#b00020;font-weight:600}"
+         "pre{white-space:pre-wrap;background:#f6f6f6;padding:.6em}table{border-collapse:collapse;font-size:.9em}"
+         "td,th{padding:.2em .7em;border-bottom:1px solid #ddd;text-align:left}.legend{color:#666;font-size:.85em}")
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text))
+
+
+def _answer(result: SearchResult, name: str) -> tuple[DesignResult | None, str]:
+    """The design the page compares with the baseline: the best design, the shared design's result on this
+    workload, or (Pareto mode) the fastest design on the front."""
+    if result.shared is not None:
+        return result.shared.per_workload.get(name), "shared design"
+    if result.mode == "pareto":
+        front = result.pareto.get(name, ())
+        return max(front, key=lambda d: d.throughput_samples_s, default=None), "fastest on the front"
+    return result.best.get(name), "best design"
+
+
+def _header(result: SearchResult, config: SearchConfig, out: Path) -> str:
+    from search.cli import counts_line  # the console's wording; imported here (search.cli imports this module's caller)
+
+    cluster, space = config.cluster, config.space
+    knobs = "; ".join(f"{knob} {', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in values)}"
+                      for knob, values in result.space.items() if isinstance(values, list) and knob != "knobs")
+    status = ('<span class="proven">exact: proven</span>' if result.exact
+              else '<span class="unproven">exact: NOT PROVEN</span>')
+    lines = result.exactness_lines()
+    details = f"<pre>{_e(chr(10).join(lines))}</pre>" if lines else ""
+    shared = (f"<p>one design for every workload, best {_e(result.shared.how)} throughput "
+              f"{result.shared.throughput_samples_s:,.1f} samples/s</p>" if result.shared is not None else "")
+    return (f"<h1>phaze exact search ({_e(result.mode)} mode): {_e(', '.join(result.workloads))}</h1>\n"
+            f"<p><b>cluster</b> {_e(cluster.describe())}; global batch {cluster.global_batch:,}</p>\n"
+            f"<p><b>space</b> {_e(knobs)}; area budget {space.budget_mm2:.1f} mm²</p>\n"
+            f"<p>{status}</p>{details}\n{shared}<p>{_e(counts_line(result, out))}</p>")
+
+
+def _answer_table(answer: DesignResult | None, answer_label: str, baseline: DesignResult | None) -> str:
+    columns = [(answer_label, answer)] + ([(baseline_label(baseline), baseline)] if baseline is not None else [])
+
+    def cells(d: DesignResult | None) -> list[str]:
+        if d is None:
+            return ["none found", "", "", "", "", ""]
+        design = Accelerator.from_dict(d.accelerator).notation()
+        if not d.feasible:
+            return [design, f"infeasible: {d.reason}", "", "", "", ""]
+        return [design, d.plan["notation"], f"{d.throughput_samples_s:,.1f}", f"{d.mfu:.1%}", f"{d.area_mm2:.1f}",
+                "proven" if d.proven else f"NOT PROVEN (worst gap {d.worst_gap:.2%})"]
+
+    rows = "".join(f"<tr><th>{_e(label)}</th>" + "".join(f"<td>{_e(c)}</td>" for c in cells(d)) + "</tr>"
+                   for label, d in columns)
+    return ("<table><tr><th></th><th>design</th><th>plan</th><th>samples/s</th><th>MFU</th><th>area mm²</th>"
+            f"<th>schedules</th></tr>{rows}</table>")
+
+
+def _hover(evaluation: dict[str, Any] | DesignResult) -> list[str]:
+    """What a point's hover shows beyond its coordinates: design, plan and proof."""
+    if isinstance(evaluation, DesignResult):
+        accelerator, plan, proven = evaluation.accelerator, evaluation.plan, evaluation.proven
+    else:
+        accelerator, plan, proven = evaluation["accelerator"], evaluation["plan"], evaluation["proven"]
+    return [Accelerator.from_dict(accelerator).notation(), plan["notation"], "proven" if proven else "NOT PROVEN"]
+
+
+def front_indices(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both area (lower) and throughput (higher), by area."""
+    front, best = [], 0.0
+    for index in sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1])):
+        if points[index][1] > best:
+            front.append(index)
+            best = points[index][1]
+    return front
+
+
+def _throughput_vs_area(name: str, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
+                        config: SearchConfig, answer: DesignResult | None, answer_label: str,
+                        baseline: DesignResult | None):
+    import plotly.graph_objects as go
+
+    feasible = [r for (w, _), r in sorted(records.items())
+                if w == name and r["status"] == "evaluated" and r["evaluation"]["feasible"]]
+    evaluations = [r["evaluation"] for r in feasible]
+    area, throughput = [r["area_mm2"] for r in feasible], [e["throughput_samples_s"] for e in evaluations]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=area, y=throughput, mode="markers", name=f"evaluated ({len(evaluations)})",
+                             marker={"size": 6, "opacity": 0.45, "color": "#4c78a8"},
+                             customdata=[_hover(e) for e in evaluations], hovertemplate=HOVER))
+    if result.mode == "pareto":  # the exact front the search proved
+        front = sorted(result.pareto.get(name, ()), key=lambda d: d.area_mm2)
+        front_x, front_y = [d.area_mm2 for d in front], [d.throughput_samples_s for d in front]
+        front_hover, label = [_hover(d) for d in front], f"Pareto front, exact ({len(front)})"
+    else:
+        indices = front_indices(list(zip(area, throughput)))
+        front_x, front_y = [area[i] for i in indices], [throughput[i] for i in indices]
+        front_hover, label = [_hover(evaluations[i]) for i in indices], f"front of the evaluated designs ({len(indices)})"
+    fig.add_trace(go.Scatter(x=front_x, y=front_y, mode="lines+markers", line={"shape": "hv", "color": "#e45756"},
+                             marker={"size": 9, "color": "#e45756"}, name=label, customdata=front_hover,
+                             hovertemplate=HOVER))
+    if answer is not None and answer.feasible:
+        fig.add_trace(go.Scatter(x=[answer.area_mm2], y=[answer.throughput_samples_s], mode="markers", name=answer_label,
+                                 marker={"size": 16, "symbol": "diamond", "color": "#f58518",
+                                         "line": {"width": 1, "color": "black"}},
+                                 customdata=[_hover(answer)], hovertemplate=HOVER))
+    if baseline is not None and baseline.feasible:
+        fig.add_trace(go.Scatter(x=[baseline.area_mm2], y=[baseline.throughput_samples_s], mode="markers",
+                                 name=baseline_label(baseline), marker={"size": 18, "symbol": "star", "color": "black"},
+                                 customdata=[_hover(baseline)], hovertemplate=HOVER))
+    fig.add_vline(x=config.space.budget_mm2, line={"dash": "dot", "color": "grey", "width": 1},
+                  annotation_text=f"area budget {config.space.budget_mm2:.1f} mm²", annotation_position="bottom left")
+    fig.update_layout(title=f"{name}: training throughput vs area", xaxis_title="area (mm²)",
+                      yaxis_title="training throughput (samples/s)", template="plotly_white", height=520,
+                      legend={"orientation": "h", "y": -0.2})
+    return fig
+
+
+def _time_breakdown(name: str, answer: DesignResult, answer_label: str, baseline: DesignResult | None):
+    """Stacked bars: seconds per batch in each part (:data:`~phaze_env.evaluate.BREAKDOWN_LABELS`)."""
+    import plotly.graph_objects as go
+
+    bars = [(answer_label, answer)] + ([(baseline_label(baseline), baseline)]
+                                       if baseline is not None and baseline.feasible else [])
+    fig = go.Figure()
+    for part, label in BREAKDOWN_LABELS.items():
+        seconds = [d.plan["time_breakdown_s"].get(part, 0.0) for _, d in bars]
+        fig.add_trace(go.Bar(y=[b for b, _ in bars], x=seconds, name=label, orientation="h",
+                             customdata=[d.time_shares.get(part, 0.0) for _, d in bars],
+                             hovertemplate=f"{label}: %{{x:.4g}} s (%{{customdata:.1%}} of the batch)<extra></extra>"))
+    fig.update_layout(barmode="stack", title=f"{name}: time per batch, part by part", xaxis_title="seconds per batch",
+                      template="plotly_white", height=170 + 70 * len(bars), legend={"orientation": "h", "y": -0.35},
+                      yaxis={"autorange": "reversed"})
+    return fig
