@@ -56,7 +56,7 @@ def report_html(result: SearchResult, records: dict[tuple[str, int], dict[str, A
 
 STYLE = ("body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1300px;color:#222}"
          "h1{font-size:1.4em}h2{font-size:1.15em;border-top:1px solid #ccc;padding-top:.8em}"
-         ".proven{color:#17692f;font-weight:600}.unproven{color:#b00020;font-weight:600}"
+         ".proven{color:#17692f}.unproven{color:#b00020;font-weight:600}"
          "pre{white-space:pre-wrap;background:#f6f6f6;padding:.6em}table{border-collapse:collapse;font-size:.9em}"
          "td,th{padding:.2em .7em;border-bottom:1px solid #ddd;text-align:left}.legend{color:#666;font-size:.85em}")
 
@@ -82,8 +82,6 @@ def _header(result: SearchResult, config: SearchConfig, out: Path) -> str:
     cluster, space = config.cluster, config.space
     knobs = "; ".join(f"{knob} {', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in values)}"
                       for knob, values in result.space.items() if isinstance(values, list) and knob != "knobs")
-    status = ('<span class="proven">exact: proven</span>' if result.exact
-              else '<span class="unproven">exact: NOT PROVEN</span>')
     lines = result.exactness_lines()
     details = f"<pre>{_e(chr(10).join(lines))}</pre>" if lines else ""
     shared = (f"<p>one design for every workload, best {_e(result.shared.how)} throughput "
@@ -91,7 +89,8 @@ def _header(result: SearchResult, config: SearchConfig, out: Path) -> str:
     return (f"<h1>phaze exact search ({_e(result.mode)} mode): {_e(', '.join(result.workloads))}</h1>\n"
             f"<p><b>cluster</b> {_e(cluster.describe())}; global batch {cluster.global_batch:,}</p>\n"
             f"<p><b>space</b> {_e(knobs)}; area budget {space.budget_mm2:.1f} mm²</p>\n"
-            f"<p>{status}</p>{details}\n{shared}<p>{_e(counts_line(result, out))}</p>")
+            f"<p class=\"{'proven' if result.exact else 'unproven'}\">{_e(counts_line(result, out))}</p>{details}\n"
+            f"{shared}")
 
 
 def _answer_table(answer: DesignResult | None, answer_label: str, baseline: DesignResult | None) -> str:
@@ -112,12 +111,13 @@ def _answer_table(answer: DesignResult | None, answer_label: str, baseline: Desi
             f"<th>schedules</th></tr>{rows}</table>")
 
 
-def _hover(evaluation: dict[str, Any] | DesignResult) -> list[str]:
-    """What a point's hover shows beyond its coordinates: design, plan and proof."""
-    if isinstance(evaluation, DesignResult):
-        accelerator, plan, proven = evaluation.accelerator, evaluation.plan, evaluation.proven
+def _hover(design: dict[str, Any] | DesignResult) -> list[str]:
+    """What a point's hover shows beyond its coordinates: design, plan and proof (of a recorded evaluation or a
+    result's design)."""
+    if isinstance(design, DesignResult):
+        accelerator, plan, proven = design.accelerator, design.plan, design.proven
     else:
-        accelerator, plan, proven = evaluation["accelerator"], evaluation["plan"], evaluation["proven"]
+        accelerator, plan, proven = design["accelerator"], design["plan"], design["proven"]
     return [Accelerator.from_dict(accelerator).notation(), plan["notation"], "proven" if proven else "NOT PROVEN"]
 
 
@@ -151,13 +151,14 @@ def _throughput_vs_area(name: str, result: SearchResult, records: dict[tuple[str
     else:
         indices = front_indices(list(zip(area, throughput)))
         front_x, front_y = [area[i] for i in indices], [throughput[i] for i in indices]
-        front_hover, label = [_hover(evaluations[i]) for i in indices], f"front of the evaluated designs ({len(indices)})"
+        front_hover = [_hover(evaluations[i]) for i in indices]
+        label = f"front of the evaluated designs ({len(indices)})"
     fig.add_trace(go.Scatter(x=front_x, y=front_y, mode="lines+markers", line={"shape": "hv", "color": "#e45756"},
                              marker={"size": 9, "color": "#e45756"}, name=label, customdata=front_hover,
                              hovertemplate=HOVER))
     if answer is not None and answer.feasible:
-        fig.add_trace(go.Scatter(x=[answer.area_mm2], y=[answer.throughput_samples_s], mode="markers", name=answer_label,
-                                 marker={"size": 16, "symbol": "diamond", "color": "#f58518",
+        fig.add_trace(go.Scatter(x=[answer.area_mm2], y=[answer.throughput_samples_s], mode="markers",
+                                 name=answer_label, marker={"size": 16, "symbol": "diamond", "color": "#f58518",
                                          "line": {"width": 1, "color": "black"}},
                                  customdata=[_hover(answer)], hovertemplate=HOVER))
     if baseline is not None and baseline.feasible:
@@ -180,11 +181,11 @@ def _time_breakdown(name: str, answer: DesignResult, answer_label: str, baseline
                                        if baseline is not None and baseline.feasible else [])
     fig = go.Figure()
     for part, label in BREAKDOWN_LABELS.items():
-        seconds = [d.plan["time_breakdown_s"].get(part, 0.0) for _, d in bars]
+        seconds = [d.plan["time_breakdown_s"][part] for _, d in bars]
         fig.add_trace(go.Bar(y=[b for b, _ in bars], x=seconds, name=label, orientation="h",
-                             customdata=[d.time_shares.get(part, 0.0) for _, d in bars],
+                             customdata=[d.time_shares[part] for _, d in bars],
                              hovertemplate=f"{label}: %{{x:.4g}} s (%{{customdata:.1%}} of the batch)<extra></extra>"))
     fig.update_layout(barmode="stack", title=f"{name}: time per batch, part by part", xaxis_title="seconds per batch",
-                      template="plotly_white", height=170 + 70 * len(bars), legend={"orientation": "h", "y": -0.35},
-                      yaxis={"autorange": "reversed"})
+                      template="plotly_white", height=170 + 70 * len(bars), yaxis={"autorange": "reversed"},
+                      legend={"orientation": "h", "y": -0.35, "traceorder": "normal"})
     return fig

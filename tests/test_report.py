@@ -7,6 +7,8 @@ that is a failure instead.
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import os
 import re
 import shutil
@@ -22,7 +24,9 @@ from phaze_env.hardware import Accelerator
 from phaze_env.workloads import custom_workload
 from search.outputs import baseline_label
 from search.phaze import SearchConfig, run_search
-from search.report import front_indices
+from search.report import front_indices, report_html
+from search.result import SharedDesign
+from search.store import ResultsStore
 
 TINY = custom_workload("report-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4, n_inner=512,
                        vocab_size=1000, n_positions=64)
@@ -72,6 +76,40 @@ def test_report_is_self_contained_and_names_the_answer(searched):
     assert f"{result.evaluations:,} evaluations" in page
 
 
+def test_every_mode_reports_its_answer_and_an_unproven_answer_says_so(searched):
+    out, result = searched
+    config = SearchConfig(workloads=[TINY], cluster=CLUSTER, space=SPACE, tensor_widths=(1, 2))
+    records = _records(out, config)
+    best = result.best[TINY.name]
+    slower = dataclasses.replace(best, throughput_samples_s=best.throughput_samples_s / 2, area_mm2=best.area_mm2 / 2,
+                                 plan={**best.plan, "notation": "t9p9d9m9"})
+    pareto = dataclasses.replace(result, mode="pareto", best={}, pareto={TINY.name: (slower, best)})
+    page = report_html(pareto, records, config, out)
+    assert "fastest on the front" in page and "Pareto front, exact (2)" in page and "t9p9d9m9" in page
+    shared = dataclasses.replace(result, mode="shared", shared=SharedDesign(
+        how="mean", throughput_samples_s=slower.throughput_samples_s, accelerator=slower.accelerator,
+        per_workload={TINY.name: slower}))
+    page = report_html(shared, records, config, out)
+    assert "shared design" in page and "one design for every workload" in page and "t9p9d9m9" in page
+    unproven_row = {"workload": TINY.name, "index": 0, "accelerator": best.accelerator, "schedules": [],
+                    "throughput_samples_s": best.throughput_samples_s, "worst_gap": 0.03, "blocks_exact": True,
+                    "throughput_bound_samples_s": best.throughput_samples_s * 1.1}
+    unproven = dataclasses.replace(result, exact=False, unproven=(unproven_row,),
+                                   best={TINY.name: dataclasses.replace(best, proven=False, worst_gap=0.03)})
+    page = report_html(unproven, records, config, out)
+    assert "exact: NOT PROVEN" in page and "NOT PROVEN (worst gap 3.00%)" in page
+    assert html.escape(unproven.exactness_lines()[1]) in page
+
+
+def _records(out, config):
+    """The search's records as the results store holds them (what write_outputs was given)."""
+    store = ResultsStore(out / "results.db", config.signature, config.arguments())
+    try:
+        return store.load()
+    finally:
+        store.close()
+
+
 def test_front_is_the_points_nothing_beats():
     rng = np.random.default_rng(0)
     points = [tuple(p) for p in rng.integers(0, 8, size=(40, 2)).astype(float)]
@@ -81,6 +119,7 @@ def test_front_is_the_points_nothing_beats():
     assert [points[i][0] for i in front] == sorted(points[i][0] for i in front)
 
 
+@pytest.mark.slow
 def test_chromium_renders_the_charts(searched, tmp_path):
     chromium = _chromium()
     out, _ = searched
