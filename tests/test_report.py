@@ -99,6 +99,11 @@ def test_every_mode_reports_its_answer_and_an_unproven_answer_says_so(searched):
     page = report_html(unproven, records, config, out)
     assert "exact: NOT PROVEN" in page and "NOT PROVEN (worst gap 3.00%)" in page
     assert html.escape(unproven.exactness_lines()[1]) in page
+    baseline = result.baseline[TINY.name]
+    nothing = dataclasses.replace(result, best={TINY.name: None}, baseline={TINY.name: dataclasses.replace(
+        baseline, feasible=False, reason="does not fit in HBM")})
+    page = report_html(nothing, records, config, out)
+    assert "none found" in page and "infeasible: does not fit in HBM" in page and "time per batch, part by part" not in page
 
 
 def _records(out, config):
