@@ -5,14 +5,23 @@ Per workload: throughput against area of every evaluated feasible design with th
 min area) highlighted and the baseline marked, each point naming its design, plan, figures and proof; and the
 time per batch of the answer and of the baseline, part by part. The header says what was searched, on which
 cluster, whether the answer is proven, and the search's counts.
+
+``python -m search.report OUT`` writes ``OUT/report.html`` again from ``OUT/results.json`` and ``OUT/results.db``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import json
+import sqlite3
+import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from phaze_env.cli import OneLineParser
+from phaze_env.cluster import Cluster
 from phaze_env.evaluate import BREAKDOWN_LABELS
 from phaze_env.files import write_text_atomic
 from phaze_env.hardware import Accelerator
@@ -20,6 +29,7 @@ from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from search.config import SearchConfig
 from search.outputs import baseline_label
 from search.result import DesignResult, SearchResult
+from search.store import ResultsStore
 
 HOVER = ("%{customdata[0]}<br>plan %{customdata[1]}<br>%{y:,.1f} samples/s · %{x:.1f} mm²<br>"
          "schedules %{customdata[2]}<extra>%{fullData.name}</extra>")
@@ -29,28 +39,30 @@ PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 def write_report(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
                  config: SearchConfig) -> None:
     """Write :func:`report_html` to ``path`` atomically."""
-    write_text_atomic(path, report_html(result, records, config, Path(path).parent))
+    write_text_atomic(path, report_html(result, records, config.cluster, Path(path).parent))
 
 
-def report_html(result: SearchResult, records: dict[tuple[str, int], dict[str, Any]], config: SearchConfig,
+def report_html(result: SearchResult, records: dict[tuple[str, int], dict[str, Any]], cluster: Cluster,
                 out: Path) -> str:
     """The whole page (for the search whose outputs are in ``out``): header, then per workload the
     throughput-area chart and the time-breakdown bars."""
     import plotly.offline
 
     sections = []
-    for name in result.workloads:
+    for number, name in enumerate(result.workloads):
         answer, answer_label = _answer(result, name)
         baseline = result.baseline.get(name)
-        figures = [_throughput_vs_area(name, result, records, config, answer, answer_label, baseline)]
+        figures = [_throughput_vs_area(name, result, records, answer, answer_label, baseline)]
         if answer is not None and answer.feasible:
             figures.append(_time_breakdown(name, answer, answer_label, baseline))
-        plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG) for f in figures)
+        plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG,
+                                     div_id=f"chart-{number}-{k}")  # not random: the same search, the same page
+                           for k, f in enumerate(figures))
         sections.append(f"<section><h2>{_e(name)}</h2>\n{_answer_table(answer, answer_label, baseline)}\n{plots}"
                         "</section>")
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f"<title>phaze search: {_e(', '.join(result.workloads))}</title>\n<style>{STYLE}</style>\n"
-            f"<script>{plotly.offline.get_plotlyjs()}</script>\n</head><body>\n{_header(result, config, out)}\n"
+            f"<script>{plotly.offline.get_plotlyjs()}</script>\n</head><body>\n{_header(result, cluster, out)}\n"
             + "\n".join(sections) + f"\n<p class=\"legend\">{_e(NOTATION_LEGEND)}</p>\n</body></html>\n")
 
 
@@ -76,10 +88,9 @@ def _answer(result: SearchResult, name: str) -> tuple[DesignResult | None, str]:
     return result.best.get(name), "best design"
 
 
-def _header(result: SearchResult, config: SearchConfig, out: Path) -> str:
+def _header(result: SearchResult, cluster: Cluster, out: Path) -> str:
     from search.cli import counts_line  # the console's wording; imported here (search.cli imports this module's caller)
 
-    cluster, space = config.cluster, config.space
     knobs = "; ".join(f"{knob} {', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in values)}"
                       for knob, values in result.space.items() if isinstance(values, list) and knob != "knobs")
     lines = result.exactness_lines()
@@ -88,7 +99,7 @@ def _header(result: SearchResult, config: SearchConfig, out: Path) -> str:
               f"{result.shared.throughput_samples_s:,.1f} samples/s</p>" if result.shared is not None else "")
     return (f"<h1>phaze exact search ({_e(result.mode)} mode): {_e(', '.join(result.workloads))}</h1>\n"
             f"<p><b>cluster</b> {_e(cluster.describe())}; global batch {cluster.global_batch:,}</p>\n"
-            f"<p><b>space</b> {_e(knobs)}; area budget {space.budget_mm2:.1f} mm²</p>\n"
+            f"<p><b>space</b> {_e(knobs)}; area budget {result.space['budget_mm2']:.1f} mm²</p>\n"
             f"<p class=\"{'proven' if result.exact else 'unproven'}\">{_e(counts_line(result, out))}</p>{details}\n"
             f"{shared}")
 
@@ -132,8 +143,7 @@ def front_indices(points: list[tuple[float, float]]) -> list[int]:
 
 
 def _throughput_vs_area(name: str, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
-                        config: SearchConfig, answer: DesignResult | None, answer_label: str,
-                        baseline: DesignResult | None):
+                        answer: DesignResult | None, answer_label: str, baseline: DesignResult | None):
     import plotly.graph_objects as go
 
     feasible = [r for (w, _), r in sorted(records.items())
@@ -165,8 +175,9 @@ def _throughput_vs_area(name: str, result: SearchResult, records: dict[tuple[str
         fig.add_trace(go.Scatter(x=[baseline.area_mm2], y=[baseline.throughput_samples_s], mode="markers",
                                  name=baseline_label(baseline), marker={"size": 18, "symbol": "star", "color": "black"},
                                  customdata=[_hover(baseline)], hovertemplate=HOVER))
-    fig.add_vline(x=config.space.budget_mm2, line={"dash": "dot", "color": "grey", "width": 1},
-                  annotation_text=f"area budget {config.space.budget_mm2:.1f} mm²", annotation_position="bottom left")
+    budget = result.space["budget_mm2"]
+    fig.add_vline(x=budget, line={"dash": "dot", "color": "grey", "width": 1},
+                  annotation_text=f"area budget {budget:.1f} mm²", annotation_position="bottom left")
     fig.update_layout(title=f"{name}: training throughput vs area", xaxis_title="area (mm²)",
                       yaxis_title="training throughput (samples/s)", template="plotly_white", height=520,
                       legend={"orientation": "h", "y": -0.2})
@@ -189,3 +200,61 @@ def _time_breakdown(name: str, answer: DesignResult, answer_label: str, baseline
                       template="plotly_white", height=170 + 70 * len(bars), yaxis={"autorange": "reversed"},
                       legend={"orientation": "h", "y": -0.35, "traceorder": "normal"})
     return fig
+
+
+# --------------------------------------------------------------------------------------------- rebuild
+
+def rebuild(out: Path) -> Path:
+    """Write ``out/report.html`` again from the search's ``results.json`` and its records in ``results.db``
+    (the search whose stored arguments match the result); ``ValueError`` (one line) when they cannot be read."""
+    out = Path(out)
+    try:
+        result = SearchResult.from_json((out / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"cannot read {out / 'results.json'}: {exc}") from exc
+    db = out / "results.db"
+    if not db.is_file():
+        raise ValueError(f"{db} not found: the report needs the search's records")
+    try:
+        with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as connection:
+            searches = connection.execute("SELECT signature, arguments FROM searches").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise ValueError(f"results store {db} is not a usable SQLite database: {exc}") from exc
+    stored = [(signature, json.loads(arguments)) for signature, arguments in searches]
+    matching = [(signature, arguments) for signature, arguments in stored if _is_search_of(arguments, result)]
+    if len(matching) != 1:
+        raise ValueError(f"{db} holds {len(matching)} searches matching {out / 'results.json'} (need exactly one); "
+                         "run the search again to write its report")
+    ((signature, arguments),) = matching
+    store = ResultsStore(db, signature, arguments)
+    try:
+        records = store.load()
+    finally:
+        store.close()
+    path = out / "report.html"
+    write_text_atomic(path, report_html(result, records, Cluster.from_dict(arguments["cluster"]), out))
+    return path
+
+
+def _is_search_of(arguments: dict[str, Any], result: SearchResult) -> bool:
+    """Whether stored search arguments (SearchConfig.arguments) are those of the search that gave ``result``."""
+    # SearchResult stores the cluster the way results.json can hold it (an absent level's infinite bandwidth is null)
+    cluster = dataclasses.replace(result, cluster=arguments["cluster"]).cluster
+    return ([w["name"] for w in arguments["workloads"]] == list(result.workloads) and arguments["space"] == result.space
+            and cluster == result.cluster and arguments["pareto"] == (result.mode == "pareto"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(prog="python -m search.report",
+                           description="Write a search's report.html again from its output directory.")
+    parser.add_argument("out", type=Path, help="the search's --out directory (results.json, results.db)")
+    args = parser.parse_args(argv)
+    try:
+        print(rebuild(args.out))
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

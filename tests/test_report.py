@@ -24,7 +24,7 @@ from phaze_env.hardware import Accelerator
 from phaze_env.workloads import custom_workload
 from search.outputs import baseline_label
 from search.phaze import SearchConfig, run_search
-from search.report import front_indices, report_html
+from search.report import front_indices, main, report_html
 from search.result import SharedDesign
 from search.store import ResultsStore
 
@@ -84,26 +84,44 @@ def test_every_mode_reports_its_answer_and_an_unproven_answer_says_so(searched):
     slower = dataclasses.replace(best, throughput_samples_s=best.throughput_samples_s / 2, area_mm2=best.area_mm2 / 2,
                                  plan={**best.plan, "notation": "t9p9d9m9"})
     pareto = dataclasses.replace(result, mode="pareto", best={}, pareto={TINY.name: (slower, best)})
-    page = report_html(pareto, records, config, out)
+    page = report_html(pareto, records, CLUSTER, out)
     assert "fastest on the front" in page and "Pareto front, exact (2)" in page and "t9p9d9m9" in page
     shared = dataclasses.replace(result, mode="shared", shared=SharedDesign(
         how="mean", throughput_samples_s=slower.throughput_samples_s, accelerator=slower.accelerator,
         per_workload={TINY.name: slower}))
-    page = report_html(shared, records, config, out)
+    page = report_html(shared, records, CLUSTER, out)
     assert "shared design" in page and "one design for every workload" in page and "t9p9d9m9" in page
     unproven_row = {"workload": TINY.name, "index": 0, "accelerator": best.accelerator, "schedules": [],
                     "throughput_samples_s": best.throughput_samples_s, "worst_gap": 0.03, "blocks_exact": True,
                     "throughput_bound_samples_s": best.throughput_samples_s * 1.1}
     unproven = dataclasses.replace(result, exact=False, unproven=(unproven_row,),
                                    best={TINY.name: dataclasses.replace(best, proven=False, worst_gap=0.03)})
-    page = report_html(unproven, records, config, out)
+    page = report_html(unproven, records, CLUSTER, out)
     assert "exact: NOT PROVEN" in page and "NOT PROVEN (worst gap 3.00%)" in page
     assert html.escape(unproven.exactness_lines()[1]) in page
     baseline = result.baseline[TINY.name]
     nothing = dataclasses.replace(result, best={TINY.name: None}, baseline={TINY.name: dataclasses.replace(
         baseline, feasible=False, reason="does not fit in HBM")})
-    page = report_html(nothing, records, config, out)
+    page = report_html(nothing, records, CLUSTER, out)
     assert "none found" in page and "infeasible: does not fit in HBM" in page and "time per batch, part by part" not in page
+
+
+def test_rebuild_writes_the_same_report_from_the_out_directory(searched, tmp_path, capsys):
+    out, _ = searched
+    written = (out / "report.html").read_text(encoding="utf-8")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("results.json", "results.db"):
+        (copy / name).write_bytes((out / name).read_bytes())
+    assert main([str(copy)]) == 0
+    assert capsys.readouterr().out.strip() == str(copy / "report.html")
+    # the same page but for the output directory the header names
+    assert (copy / "report.html").read_text(encoding="utf-8") == written.replace(str(out), str(copy))
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(tmp_path / "empty")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "cannot read" in error and "results.json" in error
 
 
 def _records(out, config):
