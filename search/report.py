@@ -244,10 +244,15 @@ def _is_search_of(arguments: dict[str, Any], result: SearchResult) -> bool:
             and cluster == result.cluster and arguments["pareto"] == (result.mode == "pareto"))
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="python -m search.report",
                            description="Write a search's report.html again from its output directory.")
     parser.add_argument("out", type=Path, help="the search's --out directory (results.json, results.db)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         print(rebuild(args.out))
