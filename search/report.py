@@ -24,16 +24,30 @@ from phaze_env.cli import OneLineParser
 from phaze_env.cluster import Cluster
 from phaze_env.evaluate import BREAKDOWN_LABELS
 from phaze_env.files import write_text_atomic
-from phaze_env.hardware import Accelerator
+from phaze_env.hardware import Accelerator, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from search.config import SearchConfig
-from search.outputs import baseline_label
 from search.result import DesignResult, SearchResult
 from search.store import ResultsStore
 
 HOVER = ("%{customdata[0]}<br>plan %{customdata[1]}<br>%{y:,.1f} samples/s · %{x:.1f} mm²<br>"
          "schedules %{customdata[2]}<extra>%{fullData.name}</extra>")
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+STYLE = ("body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1300px;color:#222}"
+         "h1{font-size:1.4em}h2{font-size:1.15em;border-top:1px solid #ccc;padding-top:.8em}"
+         ".proven{color:#17692f}.unproven{color:#b00020;font-weight:600}"
+         "pre{white-space:pre-wrap;background:#f6f6f6;padding:.6em}table{border-collapse:collapse;font-size:.9em}"
+         "td,th{padding:.2em .7em;border-bottom:1px solid #ddd;text-align:left}.legend{color:#666;font-size:.85em}")
+
+
+def baseline_label(baseline: DesignResult) -> str:
+    """What the baseline really is: the preset evaluated (matched on every field but HBM, which the search
+    picks from the space's capacities) and its HBM capacity, e.g. ``baseline (tpuv4 preset, 32 GiB)``; an
+    infeasible baseline has no chosen capacity."""
+    acc = baseline.accelerator
+    name = next((n for n in preset_names() if {**get_preset(n).to_dict(), "hbm_gb": acc["hbm_gb"]} == acc), None)
+    what = f"{name} preset" if name else "custom accelerator"
+    return f"baseline ({what}, {acc['hbm_gb']:g} GiB)" if baseline.feasible else f"baseline ({what})"
 
 
 def write_report(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
@@ -66,13 +80,6 @@ def report_html(result: SearchResult, records: dict[tuple[str, int], dict[str, A
             + "\n".join(sections) + f"\n<p class=\"legend\">{_e(NOTATION_LEGEND)}</p>\n</body></html>\n")
 
 
-STYLE = ("body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1300px;color:#222}"
-         "h1{font-size:1.4em}h2{font-size:1.15em;border-top:1px solid #ccc;padding-top:.8em}"
-         ".proven{color:#17692f}.unproven{color:#b00020;font-weight:600}"
-         "pre{white-space:pre-wrap;background:#f6f6f6;padding:.6em}table{border-collapse:collapse;font-size:.9em}"
-         "td,th{padding:.2em .7em;border-bottom:1px solid #ddd;text-align:left}.legend{color:#666;font-size:.85em}")
-
-
 def _e(text: Any) -> str:
     return html.escape(str(text))
 
@@ -89,19 +96,29 @@ def _answer(result: SearchResult, name: str) -> tuple[DesignResult | None, str]:
 
 
 def _header(result: SearchResult, cluster: Cluster, out: Path) -> str:
-    from search.cli import counts_line  # the console's wording; imported here (search.cli imports this module's caller)
-
     knobs = "; ".join(f"{knob} {', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in values)}"
                       for knob, values in result.space.items() if isinstance(values, list) and knob != "knobs")
+    status = ('<p class="proven">exact: proven</p>' if result.exact
+              else '<p class="unproven">exact: NOT PROVEN (see below)</p>')
     lines = result.exactness_lines()
     details = f"<pre>{_e(chr(10).join(lines))}</pre>" if lines else ""
     shared = (f"<p>one design for every workload, best {_e(result.shared.how)} throughput "
               f"{result.shared.throughput_samples_s:,.1f} samples/s</p>" if result.shared is not None else "")
+    # the shared design is searched once per HBM capacity
+    unit = "(workload, architecture, HBM capacity)" if result.shared is not None else "(workload, architecture)"
+    counts = {
+        "architectures in the area window": f"{result.architectures:,} ({result.designs:,} designs with the "
+                                            "microbatch, recompute and HBM knobs)",
+        "never evaluated": f"{result.pruning_ratio:.2%} of the architectures",
+        f"evaluations, one per {unit}": f"{result.evaluations:,} ({result.evaluations_this_run:,} this run, "
+                                           f"{result.resumed_records:,} records resumed from results.db)",
+        "pruned by the ILP-free placement bound": f"{result.pruned_by_placement_bound:,}",
+        "ILP solves": f"{result.ilp_solves:,}", "elapsed": f"{result.elapsed_s:.1f} s", "outputs": f"{out}/"}
+    rows = "".join(f"<tr><th>{_e(key)}</th><td>{_e(value)}</td></tr>" for key, value in counts.items())
     return (f"<h1>phaze exact search ({_e(result.mode)} mode): {_e(', '.join(result.workloads))}</h1>\n"
             f"<p><b>cluster</b> {_e(cluster.describe())}; global batch {cluster.global_batch:,}</p>\n"
             f"<p><b>space</b> {_e(knobs)}; area budget {result.space['budget_mm2']:.1f} mm²</p>\n"
-            f"<p class=\"{'proven' if result.exact else 'unproven'}\">{_e(counts_line(result, out))}</p>{details}\n"
-            f"{shared}")
+            f"{status}{details}\n{shared}<table>{rows}</table>")
 
 
 def _answer_table(answer: DesignResult | None, answer_label: str, baseline: DesignResult | None) -> str:
