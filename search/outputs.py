@@ -1,5 +1,5 @@
 """What a search writes: ``results.json`` (:class:`~search.result.SearchResult`), ``evaluations.csv`` (every
-visited design) and ``throughput_vs_area.png``."""
+visited design), ``throughput_vs_area.png`` and ``report.html`` (:mod:`search.report`)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,13 @@ from typing import Any
 import numpy as np
 
 from phaze_env.files import atomic_path, write_text_atomic
-from phaze_env.hardware import get_preset, preset_names
 from search.config import SearchConfig
-from search.result import DesignResult, SearchResult
+from search.report import baseline_label, write_report
+from search.result import SearchResult
 
 CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb",
                "hbm_gb", "area_mm2", "feasible", "throughput_samples_s", "tokens_s", "mfu", "plan", "tensor_width",
                "pipeline_stages", "data_parallel", "microbatch", "energy_per_sample_j", "bound_samples_s")
-
-
-def baseline_label(baseline: DesignResult) -> str:
-    """What the baseline really is: the preset evaluated (matched on every field but HBM, which the search
-    picks from the space's capacities) and its HBM capacity, e.g. ``baseline (tpuv4 preset, 32 GiB)``; an
-    infeasible baseline has no chosen capacity."""
-    acc = baseline.accelerator
-    name = next((n for n in preset_names() if {**get_preset(n).to_dict(), "hbm_gb": acc["hbm_gb"]} == acc), None)
-    what = f"{name} preset" if name else "custom accelerator"
-    return f"baseline ({what}, {acc['hbm_gb']:g} GiB)" if baseline.feasible else f"baseline ({what})"
 
 
 def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
@@ -34,6 +24,7 @@ def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int]
     write_text_atomic(out / "results.json", result.to_json())
     write_csv(out / "evaluations.csv", records, config)
     plot(out / "throughput_vs_area.png", result, records, config)
+    write_report(out / "report.html", result, records, config)
 
 
 def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config: SearchConfig) -> None:

@@ -1,0 +1,282 @@
+"""``report.html``: a search's answer as one self-contained interactive page (Plotly, its script embedded, no
+network), written next to ``results.json``.
+
+Per workload: throughput against area of every evaluated feasible design with the front (max throughput,
+min area) highlighted and the baseline marked, each point naming its design, plan, figures and proof; and the
+time per batch of the answer and of the baseline, part by part. The header says what was searched, on which
+cluster, whether the answer is proven, and the search's counts.
+
+``python -m search.report OUT`` writes ``OUT/report.html`` again from ``OUT/results.json`` and ``OUT/results.db``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import sqlite3
+import sys
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from phaze_env.cli import OneLineParser
+from phaze_env.cluster import Cluster
+from phaze_env.evaluate import BREAKDOWN_LABELS
+from phaze_env.files import write_text_atomic
+from phaze_env.hardware import Accelerator, get_preset, preset_names
+from phaze_env.hardware.accelerator import NOTATION_LEGEND
+from search.config import SearchConfig
+from search.result import DesignResult, SearchResult
+from search.store import ResultsStore
+
+HOVER = ("%{customdata[0]}<br>plan %{customdata[1]}<br>%{y:,.1f} samples/s · %{x:.1f} mm²<br>"
+         "schedules %{customdata[2]}<extra>%{fullData.name}</extra>")
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+STYLE = ("body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1300px;color:#222}"
+         "h1{font-size:1.4em}h2{font-size:1.15em;border-top:1px solid #ccc;padding-top:.8em}"
+         ".proven{color:#17692f}.unproven{color:#b00020;font-weight:600}"
+         "pre{white-space:pre-wrap;background:#f6f6f6;padding:.6em}table{border-collapse:collapse;font-size:.9em}"
+         "td,th{padding:.2em .7em;border-bottom:1px solid #ddd;text-align:left}.legend{color:#666;font-size:.85em}")
+
+
+def baseline_label(baseline: DesignResult) -> str:
+    """What the baseline really is: the preset evaluated (matched on every field but HBM, which the search
+    picks from the space's capacities) and its HBM capacity, e.g. ``baseline (tpuv4 preset, 32 GiB)``; an
+    infeasible baseline has no chosen capacity."""
+    acc = baseline.accelerator
+    name = next((n for n in preset_names() if {**get_preset(n).to_dict(), "hbm_gb": acc["hbm_gb"]} == acc), None)
+    what = f"{name} preset" if name else "custom accelerator"
+    return f"baseline ({what}, {acc['hbm_gb']:g} GiB)" if baseline.feasible else f"baseline ({what})"
+
+
+def write_report(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
+                 config: SearchConfig) -> None:
+    """Write :func:`report_html` to ``path`` atomically."""
+    write_text_atomic(path, report_html(result, records, config.cluster, Path(path).parent))
+
+
+def report_html(result: SearchResult, records: dict[tuple[str, int], dict[str, Any]], cluster: Cluster,
+                out: Path) -> str:
+    """The whole page (for the search whose outputs are in ``out``): header, then per workload the
+    throughput-area chart and the time-breakdown bars."""
+    import plotly.offline
+
+    sections = []
+    for number, name in enumerate(result.workloads):
+        answer, answer_label = _answer(result, name)
+        baseline = result.baseline.get(name)
+        figures = [_throughput_vs_area(name, result, records, answer, answer_label, baseline)]
+        if answer is not None and answer.feasible:
+            figures.append(_time_breakdown(name, answer, answer_label, baseline))
+        plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG,
+                                     div_id=f"chart-{number}-{k}")  # not random: the same search, the same page
+                           for k, f in enumerate(figures))
+        sections.append(f"<section><h2>{_e(name)}</h2>\n{_answer_table(answer, answer_label, baseline)}\n{plots}"
+                        "</section>")
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            f"<title>phaze search: {_e(', '.join(result.workloads))}</title>\n<style>{STYLE}</style>\n"
+            f"<script>{plotly.offline.get_plotlyjs()}</script>\n</head><body>\n{_header(result, cluster, out)}\n"
+            + "\n".join(sections) + f"\n<p class=\"legend\">{_e(NOTATION_LEGEND)}</p>\n</body></html>\n")
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text))
+
+
+def _answer(result: SearchResult, name: str) -> tuple[DesignResult | None, str]:
+    """The design the page compares with the baseline: the best design, the shared design's result on this
+    workload, or (Pareto mode) the fastest design on the front."""
+    if result.shared is not None:
+        return result.shared.per_workload.get(name), "shared design"
+    if result.mode == "pareto":
+        front = result.pareto.get(name, ())
+        return max(front, key=lambda d: d.throughput_samples_s, default=None), "fastest on the front"
+    return result.best.get(name), "best design"
+
+
+def _header(result: SearchResult, cluster: Cluster, out: Path) -> str:
+    knobs = "; ".join(f"{knob} {', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in values)}"
+                      for knob, values in result.space.items() if isinstance(values, list) and knob != "knobs")
+    status = ('<p class="proven">exact: proven</p>' if result.exact
+              else '<p class="unproven">exact: NOT PROVEN (see below)</p>')
+    lines = result.exactness_lines()
+    details = f"<pre>{_e(chr(10).join(lines))}</pre>" if lines else ""
+    shared = (f"<p>one design for every workload, best {_e(result.shared.how)} throughput "
+              f"{result.shared.throughput_samples_s:,.1f} samples/s</p>" if result.shared is not None else "")
+    # the shared design is searched once per HBM capacity
+    unit = "(workload, architecture, HBM capacity)" if result.shared is not None else "(workload, architecture)"
+    counts = {
+        "architectures in the area window": f"{result.architectures:,} ({result.designs:,} designs with the "
+                                            "microbatch, recompute and HBM knobs)",
+        "never evaluated": f"{result.pruning_ratio:.2%} of the architectures",
+        f"evaluations, one per {unit}": f"{result.evaluations:,} ({result.evaluations_this_run:,} this run, "
+                                           f"{result.resumed_records:,} records resumed from results.db)",
+        "pruned by the ILP-free placement bound": f"{result.pruned_by_placement_bound:,}",
+        "ILP solves": f"{result.ilp_solves:,}", "elapsed": f"{result.elapsed_s:.1f} s", "outputs": f"{out}/"}
+    rows = "".join(f"<tr><th>{_e(key)}</th><td>{_e(value)}</td></tr>" for key, value in counts.items())
+    return (f"<h1>phaze exact search ({_e(result.mode)} mode): {_e(', '.join(result.workloads))}</h1>\n"
+            f"<p><b>cluster</b> {_e(cluster.describe())}; global batch {cluster.global_batch:,}</p>\n"
+            f"<p><b>space</b> {_e(knobs)}; area budget {result.space['budget_mm2']:.1f} mm²</p>\n"
+            f"{status}{details}\n{shared}<table>{rows}</table>")
+
+
+def _answer_table(answer: DesignResult | None, answer_label: str, baseline: DesignResult | None) -> str:
+    columns = [(answer_label, answer)] + ([(baseline_label(baseline), baseline)] if baseline is not None else [])
+
+    def cells(d: DesignResult | None) -> list[str]:
+        if d is None:
+            return ["none found", "", "", "", "", ""]
+        design = Accelerator.from_dict(d.accelerator).notation()
+        if not d.feasible:
+            return [design, f"infeasible: {d.reason}", "", "", "", ""]
+        return [design, d.plan["notation"], f"{d.throughput_samples_s:,.1f}", f"{d.mfu:.1%}", f"{d.area_mm2:.1f}",
+                "proven" if d.proven else f"NOT PROVEN (worst gap {d.worst_gap:.2%})"]
+
+    rows = "".join(f"<tr><th>{_e(label)}</th>" + "".join(f"<td>{_e(c)}</td>" for c in cells(d)) + "</tr>"
+                   for label, d in columns)
+    return ("<table><tr><th></th><th>design</th><th>plan</th><th>samples/s</th><th>MFU</th><th>area mm²</th>"
+            f"<th>schedules</th></tr>{rows}</table>")
+
+
+def _hover(design: dict[str, Any] | DesignResult) -> list[str]:
+    """What a point's hover shows beyond its coordinates: design, plan and proof (of a recorded evaluation or a
+    result's design)."""
+    if isinstance(design, DesignResult):
+        accelerator, plan, proven = design.accelerator, design.plan, design.proven
+    else:
+        accelerator, plan, proven = design["accelerator"], design["plan"], design["proven"]
+    return [Accelerator.from_dict(accelerator).notation(), plan["notation"], "proven" if proven else "NOT PROVEN"]
+
+
+def front_indices(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both area (lower) and throughput (higher), by area."""
+    front, best = [], 0.0
+    for index in sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1])):
+        if points[index][1] > best:
+            front.append(index)
+            best = points[index][1]
+    return front
+
+
+def _throughput_vs_area(name: str, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
+                        answer: DesignResult | None, answer_label: str, baseline: DesignResult | None):
+    import plotly.graph_objects as go
+
+    feasible = [r for (w, _), r in sorted(records.items())
+                if w == name and r["status"] == "evaluated" and r["evaluation"]["feasible"]]
+    evaluations = [r["evaluation"] for r in feasible]
+    area, throughput = [r["area_mm2"] for r in feasible], [e["throughput_samples_s"] for e in evaluations]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=area, y=throughput, mode="markers", name=f"evaluated ({len(evaluations)})",
+                             marker={"size": 6, "opacity": 0.45, "color": "#4c78a8"},
+                             customdata=[_hover(e) for e in evaluations], hovertemplate=HOVER))
+    if result.mode == "pareto":  # the exact front the search proved
+        front = sorted(result.pareto.get(name, ()), key=lambda d: d.area_mm2)
+        front_x, front_y = [d.area_mm2 for d in front], [d.throughput_samples_s for d in front]
+        front_hover, label = [_hover(d) for d in front], f"Pareto front, exact ({len(front)})"
+    else:
+        indices = front_indices(list(zip(area, throughput)))
+        front_x, front_y = [area[i] for i in indices], [throughput[i] for i in indices]
+        front_hover = [_hover(evaluations[i]) for i in indices]
+        label = f"front of the evaluated designs ({len(indices)})"
+    fig.add_trace(go.Scatter(x=front_x, y=front_y, mode="lines+markers", line={"shape": "hv", "color": "#e45756"},
+                             marker={"size": 9, "color": "#e45756"}, name=label, customdata=front_hover,
+                             hovertemplate=HOVER))
+    if answer is not None and answer.feasible:
+        fig.add_trace(go.Scatter(x=[answer.area_mm2], y=[answer.throughput_samples_s], mode="markers",
+                                 name=answer_label, marker={"size": 16, "symbol": "diamond", "color": "#f58518",
+                                         "line": {"width": 1, "color": "black"}},
+                                 customdata=[_hover(answer)], hovertemplate=HOVER))
+    if baseline is not None and baseline.feasible:
+        fig.add_trace(go.Scatter(x=[baseline.area_mm2], y=[baseline.throughput_samples_s], mode="markers",
+                                 name=baseline_label(baseline), marker={"size": 18, "symbol": "star", "color": "black"},
+                                 customdata=[_hover(baseline)], hovertemplate=HOVER))
+    budget = result.space["budget_mm2"]
+    fig.add_vline(x=budget, line={"dash": "dot", "color": "grey", "width": 1},
+                  annotation_text=f"area budget {budget:.1f} mm²", annotation_position="bottom left")
+    fig.update_layout(title=f"{name}: training throughput vs area", xaxis_title="area (mm²)",
+                      yaxis_title="training throughput (samples/s)", template="plotly_white", height=520,
+                      legend={"orientation": "h", "y": -0.2})
+    return fig
+
+
+def _time_breakdown(name: str, answer: DesignResult, answer_label: str, baseline: DesignResult | None):
+    """Stacked bars: seconds per batch in each part (:data:`~phaze_env.evaluate.BREAKDOWN_LABELS`)."""
+    import plotly.graph_objects as go
+
+    bars = [(answer_label, answer)] + ([(baseline_label(baseline), baseline)]
+                                       if baseline is not None and baseline.feasible else [])
+    fig = go.Figure()
+    for part, label in BREAKDOWN_LABELS.items():
+        seconds = [d.plan["time_breakdown_s"][part] for _, d in bars]
+        fig.add_trace(go.Bar(y=[b for b, _ in bars], x=seconds, name=label, orientation="h",
+                             customdata=[d.time_shares[part] for _, d in bars],
+                             hovertemplate=f"{label}: %{{x:.4g}} s (%{{customdata:.1%}} of the batch)<extra></extra>"))
+    fig.update_layout(barmode="stack", title=f"{name}: time per batch, part by part", xaxis_title="seconds per batch",
+                      template="plotly_white", height=170 + 70 * len(bars), yaxis={"autorange": "reversed"},
+                      legend={"orientation": "h", "y": -0.35, "traceorder": "normal"})
+    return fig
+
+
+# --------------------------------------------------------------------------------------------- rebuild
+
+def rebuild(out: Path) -> Path:
+    """Write ``out/report.html`` again from the search's ``results.json`` and its records in ``results.db``
+    (the search whose stored arguments match the result); ``ValueError`` (one line) when they cannot be read."""
+    out = Path(out)
+    try:
+        result = SearchResult.from_json((out / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"cannot read {out / 'results.json'}: {exc}") from exc
+    db = out / "results.db"
+    if not db.is_file():
+        raise ValueError(f"{db} not found: the report needs the search's records")
+    try:
+        with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as connection:
+            searches = connection.execute("SELECT signature, arguments FROM searches").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise ValueError(f"results store {db} is not a usable SQLite database: {exc}") from exc
+    stored = [(signature, json.loads(arguments)) for signature, arguments in searches]
+    matching = [(signature, arguments) for signature, arguments in stored if _is_search_of(arguments, result)]
+    if len(matching) != 1:
+        raise ValueError(f"{db} holds {len(matching)} searches matching {out / 'results.json'} (need exactly one); "
+                         "run the search again to write its report")
+    ((signature, arguments),) = matching
+    store = ResultsStore(db, signature, arguments)
+    try:
+        records = store.load()
+    finally:
+        store.close()
+    path = out / "report.html"
+    write_text_atomic(path, report_html(result, records, Cluster.from_dict(arguments["cluster"]), out))
+    return path
+
+
+def _is_search_of(arguments: dict[str, Any], result: SearchResult) -> bool:
+    """Whether stored search arguments (SearchConfig.arguments) are those of the search that gave ``result``."""
+    # SearchResult stores the cluster the way results.json can hold it (an absent level's infinite bandwidth is null)
+    cluster = dataclasses.replace(result, cluster=arguments["cluster"]).cluster
+    return ([w["name"] for w in arguments["workloads"]] == list(result.workloads) and arguments["space"] == result.space
+            and cluster == result.cluster and arguments["pareto"] == (result.mode == "pareto"))
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(prog="python -m search.report",
+                           description="Write a search's report.html again from its output directory.")
+    parser.add_argument("out", type=Path, help="the search's --out directory (results.json, results.db)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        print(rebuild(args.out))
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
