@@ -124,7 +124,7 @@ def test_pareto_front_equals_brute_force(brute_force):
 
 def test_resume_and_outputs(brute_force, tmp_path):
     first = run_search(config([TINY]), workers=1, out=tmp_path)
-    for name in ("results.json", "evaluations.csv", "throughput_vs_area.png", "results.db"):
+    for name in ("results.json", "evaluations.csv", "throughput_vs_area.png", "report.html", "results.db"):
         assert (tmp_path / name).stat().st_size > 0
     assert SearchResult.from_json((tmp_path / "results.json").read_text()) == first  # the file is the result
     data = json.loads((tmp_path / "results.json").read_text())
