@@ -16,15 +16,11 @@ from phaze_env.workloads import custom_workload
 from search.bounds import throughput_bounds
 from search.phaze import SearchConfig, SearchResult, aggregate, run_search
 from search.progress import SearchProgress
+from tiny import CLUSTER, SPACE, TINY
 
-TINY = custom_workload("tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4, n_inner=512,
-                       vocab_size=1000, n_positions=64)
 TINY_LLAMA = custom_workload("tiny-llama", "LlamaConfig", "LlamaForCausalLM", 64, hidden_size=128, num_hidden_layers=4,
                              num_attention_heads=4, num_key_value_heads=4, intermediate_size=352, vocab_size=1000,
                              max_position_embeddings=64)
-CLUSTER = Cluster(n_devices=16, global_batch=64, link_bandwidth_Bps=4e9)
-SPACE = DesignSpace(num_tc=(1, 4, 16), num_vc=(1, 16), tc_width=(16, 128), tc_depth=(32, 128), buffer_mb=(2, 32),
-                    microbatch=(1, 4), recompute=(False, True), hbm_gb=(32.0,))
 ARCH = SPACE.arch_space()
 KNOBS = dict(microbatch=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2))
 

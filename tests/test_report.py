@@ -17,22 +17,15 @@ import subprocess
 import numpy as np
 import pytest
 
-from phaze_env.cluster import Cluster
-from phaze_env.design import DesignSpace
 from phaze_env.evaluate import BREAKDOWN_LABELS
 from phaze_env.hardware import Accelerator
-from phaze_env.workloads import custom_workload
 from search.outputs import baseline_label
 from search.phaze import SearchConfig, run_search
 from search.report import front_indices, main, report_html
 from search.result import SharedDesign
 from search.store import ResultsStore
+from tiny import CLUSTER, SPACE, TINY
 
-TINY = custom_workload("report-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4, n_inner=512,
-                       vocab_size=1000, n_positions=64)
-CLUSTER = Cluster(n_devices=16, global_batch=64, link_bandwidth_Bps=4e9)
-SPACE = DesignSpace(num_tc=(1, 4, 16), num_vc=(1, 16), tc_width=(16, 128), tc_depth=(32, 128), buffer_mb=(2, 32),
-                    microbatch=(1, 4), recompute=(False, True), hbm_gb=(32.0,))
 
 
 def _chromium() -> str:

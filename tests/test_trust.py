@@ -10,20 +10,14 @@ import pytest
 
 import phaze_env.schedule as schedule_module
 from phaze_env.cluster import Cluster, get_cluster
-from phaze_env.design import DesignSpace
 from phaze_env.evaluate import evaluate, throughput_upper_bound
 from phaze_env.hardware import TPUV4, get_preset
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule.ilp import IlpResult
-from phaze_env.workloads import custom_workload
 from search.bounds import throughput_bounds
 from search.phaze import SearchConfig, SearchResult, run_search
+from tiny import CLUSTER, SPACE, TINY
 
-TINY = custom_workload("trust-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4, n_inner=512,
-                       vocab_size=1000, n_positions=64)
-CLUSTER = Cluster(n_devices=16, global_batch=64, link_bandwidth_Bps=4e9)
-SPACE = DesignSpace(num_tc=(1, 4, 16), num_vc=(1, 16), tc_width=(16, 128), tc_depth=(32, 128), buffer_mb=(2, 32),
-                    microbatch=(1, 4), recompute=(False, True), hbm_gb=(32.0,))
 
 
 def _config() -> SearchConfig:
