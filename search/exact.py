@@ -12,8 +12,10 @@ design already reaches its bound.
 
 Pruning stays sound when an ILP stops early: an unproven evaluation's throughput is still achieved by a
 real schedule, so an incumbent never claims more than it has. Whether the *answer* is proven is decided
-after the loops by :func:`certify`; unproven rows of ``results.db`` are evaluated again on resume. :class:`ExactSearch` runs one of these loops over an executor
-(``submit`` → future); :func:`search.run.run_search` orchestrates them.
+after the loops by :func:`certify`; unproven rows of ``results.db`` are evaluated again on resume.
+
+:class:`ExactSearch` runs one of these loops over an executor (``submit`` → future);
+:func:`search.run.run_search` orchestrates them.
 """
 
 from __future__ import annotations
