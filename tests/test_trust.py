@@ -24,6 +24,9 @@ def _config() -> SearchConfig:
     return SearchConfig(workloads=[TINY], cluster=CLUSTER, space=SPACE, tensor_widths=(1, 2))
 
 
+REAL_SOLVE_ILP, REAL_LOWER_BOUND = schedule_module.solve_ilp, schedule_module.lower_bound_s
+
+
 @pytest.fixture
 def every_ilp_times_out(monkeypatch):
     """As on a very busy machine: no schedule is proven by the cheap bound (it is halved, so every layer goes to
@@ -63,7 +66,8 @@ def test_injected_timeout_is_not_exact_names_the_designs_and_a_rerun_proves_them
     assert any(line.startswith("NOT PROVEN") for line in result.exactness_lines())
 
     # nothing provisional is served as final: the same evaluation, solved normally, is proven and not a cache hit
-    monkeypatch.undo()
+    monkeypatch.setattr(schedule_module, "solve_ilp", REAL_SOLVE_ILP)  # the fault ends (fresh_cache stays)
+    monkeypatch.setattr(schedule_module, "lower_bound_s", REAL_LOWER_BOUND)
     row = result.unproven[0]
     design = _config().arch[row["index"]]
     fresh = evaluate(TINY, design, CLUSTER, microbatch=SPACE.microbatch, recompute=SPACE.recompute, hbm_gb=SPACE.hbm_gb,
