@@ -143,8 +143,8 @@ inherits the area factor (an assumption: power follows active area).
 {table(["chip", "quantity", "published", "modelled", "error", "source"], validation_rows(estimates))}
 
 TPUv4's die area is not published; Jouppi et al. 2023 give only "< 600 mm²". This repository's earlier
-whole-die figure (`Accelerator.die_area_mm2`, {get_preset("tpuv4").die_area_mm2:.0f} mm²) was itself calibrated to
-an ≈ 400 mm² estimate, so the {estimates["tpuv4"].die_area_mm2:.0f} mm² here is compared with the bound only.
+whole-die figure (architecture area + a fixed 135 mm² uncore, 400 mm², now replaced by this model) was itself
+calibrated to an ≈ 400 mm² estimate, so the {estimates["tpuv4"].die_area_mm2:.0f} mm² here is compared with the bound only.
 TPUv4's power figure is the maximum chip power; its mean power in production is lower. The template has
 no SparseCores, which take ≈ 5 % of TPUv4's die area and power (Jouppi et al. 2023), so the TPUv4 rows
 leave out ≈ 20 mm² and ≈ 10 W.

@@ -19,6 +19,7 @@ import time
 
 from phaze_env.cli import OneLineParser, console, print_output
 from phaze_env.hardware.accelerator import PRESETS, Accelerator, UnknownPresetError, get_preset, preset_description
+from phaze_env.hardware.cost import preset_estimate
 from phaze_env.hardware.space import ArchSpace, area_budget_mm2, knob_settings
 
 EXPLAIN_MODULE = "phaze_env.explain_cli"
@@ -40,7 +41,7 @@ def summary(preset: str) -> dict:
         "area": acc.area_mm2,
         "area_budget": budget,
         "area_fraction_of_budget": acc.area_mm2 / budget,
-        "die_area_mm2": acc.die_area_mm2,
+        "die_area_mm2": _die_area_mm2(preset),
         "in_space": acc in space,
         "buffer_bytes": acc.buffer_bytes,
         "hbm_bytes": acc.hbm_bytes,
@@ -50,6 +51,14 @@ def summary(preset: str) -> dict:
         "space_points_with_knobs": len(space) * knob_settings(),
         "space_enumeration_s": enumerate_s,
     }
+
+
+def _die_area_mm2(preset: str) -> float | None:
+    """The whole die of ``preset`` by :mod:`phaze_env.hardware.cost` (None: no public system data for it)."""
+    try:
+        return preset_estimate(preset).die_area_mm2
+    except KeyError:
+        return None
 
 
 def _print_table(info: dict) -> None:
@@ -73,7 +82,7 @@ def _print_table(info: dict) -> None:
         ("ridge point", f"{info['ridge_flops_per_byte']:.0f} FLOP/B"),
         ("area (cores + buffer)", f"{info['area']:.1f} mm² ({100 * info['area_fraction_of_budget']:.0f} % of budget)"),
         ("area budget (TPUv4-like)", f"{info['area_budget']:.1f} mm²"),
-        ("die estimate (+ uncore)", f"{info['die_area_mm2']:.1f} mm²"),
+        ("die estimate (cost model)", "–" if info["die_area_mm2"] is None else f"{info['die_area_mm2']:.1f} mm²"),
         ("in PHAZE's space", "yes" if info["in_space"] else "no"),
         ("search space", f"{info['space_size']:,} architectures ({info['space_points_with_knobs']:,} with knobs)"),
     ]

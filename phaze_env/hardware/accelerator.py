@@ -139,11 +139,6 @@ class Accelerator:
                                         self.vc_sublanes))
 
     @property
-    def die_area_mm2(self) -> float:
-        """Whole-die estimate: ``area_mm2`` plus the fixed uncore (HBM PHYs, IO, control)."""
-        return self.area_mm2 + area.UNCORE_AREA_MM2
-
-    @property
     def tc_config(self) -> tuple[int, int, int, int]:
         """The key of the tensor-core latency table: ``(num_tc, tc_width, tc_depth, buffer_mb)``."""
         return (self.num_tc, self.tc_width, self.tc_depth, self.buffer_mb)

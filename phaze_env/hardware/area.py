@@ -6,8 +6,9 @@ Two quantities:
   buffer. The PHAZE area window (``0.3·budget ≤ area ≤ budget``) is applied to this quantity, with the
   budget equal to the TPUv4-like configuration's value. A fixed uncore term would shift every design by
   the same amount and make the 0.3 lower bound nearly vacuous, so it is kept out of the window.
-* the whole-die figure (:attr:`Accelerator.die_area_mm2`) — ``arch_area_mm2`` plus a fixed uncore (HBM PHYs and controllers, chip-to-chip
-  SerDes, scalar/DMA/control logic), a die-size figure to sanity-check against public numbers.
+* the whole die — ``arch_area_mm2`` plus HBM PHYs and controllers per stack, SerDes per link and a fixed
+  IO/misc block — is :func:`phaze_env.hardware.cost.chip_area_mm2` (constants below), checked against the
+  published die areas of A100, H100 and TPUv4 (docs/cost_model.md).
 
 Constants are order-of-magnitude estimates for a 7 nm process, then calibrated so that the TPUv4-like
 preset lands near 400 mm² (TPUv4 is a 7 nm die of "< 400 mm²"-class size; Jouppi et al., ISCA 2023,
@@ -28,17 +29,14 @@ report it below 600 mm²):
 * ``SRAM_AREA_MM2_PER_MB`` (0.875 mm²/MB): on-chip buffer including periphery and wiring. The TPUv4i
   floorplan (Jouppi et al., ISCA 2021) shows its 128 MiB CMEM taking ≈ 28 % of a ≈ 400 mm² die.
   (Raw 7 nm high-density bit cells are ≈ 0.027 µm², i.e. ≈ 0.23 mm²/MB before periphery.)
-* ``UNCORE_AREA_MM2`` (135 mm²): 4 HBM2 PHY + controller pairs at ≈ 12 mm² each (48), six ICI links
-  plus PCIe SerDes (40), scalar cores, DMA engines, on-chip network, SparseCores and control (47;
-  SparseCores alone are ≈ 5 % of the TPUv4 die per Jouppi et al. 2023).
 
-With these, the TPUv4-like preset has an architecture area of ≈ 265 mm² (the budget) and a die area of
-≈ 400 mm². All functions accept numpy arrays and broadcast.
+With these, the TPUv4-like preset has an architecture area of ≈ 265 mm² (the budget). All functions
+accept numpy arrays and broadcast.
 
 The chip-level model of :mod:`phaze_env.hardware.cost` splits the uncore into parts that follow the system
 design — HBM PHYs and controllers per stack, SerDes lanes per link, a fixed IO/misc block — measured from
-the GA100 die (the constants below, each citing its source). ``UNCORE_AREA_MM2`` and every function above
-are unchanged, so PHAZE's area window and the search results do not move.
+the GA100 die (the constants below, each citing its source). It replaces the earlier single fixed uncore
+(135 mm²); every function above is unchanged, so PHAZE's area window and the search results do not move.
 """
 
 from __future__ import annotations
@@ -56,7 +54,6 @@ TC_CORE_OVERHEAD_MM2 = 0.5
 VC_SUBLANE_AREA_MM2 = 0.05 / 8
 VC_CORE_OVERHEAD_MM2 = 0.5
 SRAM_AREA_MM2_PER_MB = 0.875
-UNCORE_AREA_MM2 = 135.0
 
 
 def tensor_core_area_mm2(tc_width, tc_depth):
