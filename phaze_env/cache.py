@@ -28,12 +28,13 @@ import hashlib
 import json
 import os
 import pickle
-import tempfile
 import threading
 import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
+
+from phaze_env.files import atomic_path
 
 _MAGIC = b"PHZC1"
 _CACHE_FORMAT_VERSION = 1
@@ -230,10 +231,8 @@ class DiskCache:
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(blob)
-            os.replace(tmp, path)
+            with atomic_path(path, durable=False) as temporary:  # entries are checksummed: no fsync needed
+                temporary.write_bytes(blob)
         except OSError as exc:  # a read-only or full disk must not lose the in-memory result
             warnings.warn(f"phaze-gym cache: could not write {path}: {exc}", stacklevel=2)
 

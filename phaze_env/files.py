@@ -11,18 +11,21 @@ from typing import Iterator
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, *, durable: bool = True) -> Iterator[Path]:
     """A temporary path next to ``path`` for any writer (``torch.save``, ``model.save``, ``savefig``) to write;
     it replaces ``path`` when the block ends, and is removed when the block raises.
 
     The temporary name keeps ``path``'s suffix (writers that choose the format by it, or append a missing
-    one, see the real one) and starts with a dot. The writer creates it, so it gets the usual permissions."""
+    one, see the real one) and starts with a dot. The writer creates it, so it gets the usual permissions.
+    ``durable=False`` skips the fsync: for files a reader checks and rebuilds anyway (the cache's checksummed
+    entries), where a sync per entry would cost more than losing one to a power cut."""
     path = Path(path)
     temporary = path.with_name(f".{path.stem}.{secrets.token_hex(4)}.tmp{path.suffix}")
     try:
         yield temporary
-        with open(temporary, "rb+") as handle:  # on disk before the rename, so a power cut leaves a whole file
-            os.fsync(handle.fileno())
+        if durable:
+            with open(temporary, "rb+") as handle:  # on disk before the rename: a power cut leaves a whole file
+                os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
