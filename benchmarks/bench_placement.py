@@ -1,13 +1,13 @@
 """Speed of the placement DP on a GPT-3-175B-like chain (96 identical blocks + embedding + head).
 
-Run: ``python benchmarks/bench_placement.py [--traced] [--knobs paper|modern|modern-no-zero1|all]`` (``--traced``: the
+Run: ``python benchmarks/bench_placement.py [--traced] [--knobs paper|modern|modern-zero1|modern-no-zero1|all]`` (``--traced``: the
 real traced gpt3-175b chain with layer latencies scheduled on the TPUv4 preset). Prints the median CPU
 time of several runs for one (t, m, HBM) call and for the whole grid t ∈ {1,2,4,8} × m ∈ {1,2,4,8} ×
 HBM ∈ {32, 64, 80} GiB (× recompute allowed or not for ``paper``) (targets: < 20 ms and < 1 s; PHAZE's
 C++ DP takes 3 s for one call). Plan knobs: ``paper`` = PHAZE's (none|full recompute, SGD);
-``modern`` = every recompute mode, sequence parallelism, ZeRO-1 and Adam chosen by the DP (v = 1; with
-ZeRO-1 the optimizer memory depends on ``d``, so data-parallel degrees get their own DPs: slower);
-``modern-no-zero1`` = the same with ZeRO-1 off;
+``modern`` = every recompute mode, sequence parallelism, the ZeRO stage (1, 2 or 3) and Adam chosen by the DP
+(v = 1; with ZeRO the memory depends on ``d``, and with ZeRO-2/3 the stage times too, so data-parallel degrees
+get their own DPs: slower); ``modern-zero1`` = the same with ZeRO-1 pinned; ``modern-no-zero1`` = with ZeRO off;
 ``all`` = ``modern`` with the interleave also chosen (v ∈ {1, 2, 4}).
 The layer numbers are invented but plausible: block fwd ≈ 30 ms, bwd ≈ 60 ms per sample at t = 1,
 scaling 1/t; 1.8e9 bf16 parameters per block split t ways; a few GB of stash per sample.
@@ -31,10 +31,11 @@ HIDDEN, SEQ_LEN, VOCAB, BLOCKS = 12288, 2048, 50257, 96
 LINK = dict(link_bandwidth_Bps=4e9, link_latency_s=5e-6)
 GB = 2**30
 KNOBS = {  # (optimizer, plans searched per (t, m, HBM))
-    "paper": ("sgd", (PlanSpec(recompute="none|full", sequence_parallel=False, zero1=False),
-                      PlanSpec(recompute="none", sequence_parallel=False, zero1=False))),
+    "paper": ("sgd", (PlanSpec(recompute="none|full", sequence_parallel=False, zero=0),
+                      PlanSpec(recompute="none", sequence_parallel=False, zero=0))),
     "modern": ("adam", (PlanSpec(),)),
-    "modern-no-zero1": ("adam", (PlanSpec(zero1=False),)),
+    "modern-zero1": ("adam", (PlanSpec(zero=1),)),
+    "modern-no-zero1": ("adam", (PlanSpec(zero=0),)),
     "all": ("adam", (PlanSpec(interleave=None),)),
 }
 

@@ -63,7 +63,7 @@ class Prediction:
 
 def plan_of(case: ValidationCase) -> PlanSpec:
     return PlanSpec(t=case.tensor, p=case.pipeline, d=case.data, microbatch=case.microbatch, interleave=case.interleave,
-                    recompute=case.recompute, sequence_parallel=case.sequence_parallel, zero1=False)
+                    recompute=case.recompute, sequence_parallel=case.sequence_parallel, zero=0)
 
 
 def _dims(case: ValidationCase) -> tuple[int, int, int, int]:

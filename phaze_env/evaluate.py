@@ -32,7 +32,7 @@ from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 6  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s
+EVALUATION_VERSION = 7  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers
 ATTENTION_CORE_KINDS = ("bmm", "softmax")  # the operators selective recompute repeats (Korthikanti et al. 2022)
 
 _EVALUATIONS = DiskCache("evaluations")
@@ -178,7 +178,7 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
         allowed = sorted({bool(r) for r in recompute})
         if not allowed:
             raise ValueError("recompute must list at least one of False, True")
-        plan = PlanSpec(recompute="none|full" if True in allowed else "none", sequence_parallel=False, zero1=False,
+        plan = PlanSpec(recompute="none|full" if True in allowed else "none", sequence_parallel=False, zero=0,
                         interleave=1)
     elif not isinstance(plan, PlanSpec):
         raise TypeError(f"plan must be a PlanSpec (e.g. PlanSpec.parse('t8p8d1m1')), got {type(plan).__name__}")
@@ -409,7 +409,8 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
 
 
 BREAKDOWN_LABELS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP comm", "p2p": "pipeline p2p",
-                    "bubble": "pipeline bubble", "dp_allreduce": "DP all-reduce", "optimizer": "optimizer step"}
+                    "zero_comm": "ZeRO comm", "bubble": "pipeline bubble", "dp_allreduce": "DP sync",
+                    "optimizer": "optimizer step"}
 
 
 def report(evaluation: Evaluation, preset: str) -> dict[str, Any]:
@@ -445,7 +446,8 @@ def _text(info: dict[str, Any], cluster: Cluster) -> str:
     ]
     for key, seconds in info["time_breakdown_s"].items():
         lines.append(f"  {BREAKDOWN_LABELS[key]:<15} {seconds:10.4g} s  {seconds / total:6.1%}")
-    parts = ", ".join(f"{key} {memory[key] / GB_BYTES:.2f}" for key in ("weights", "gradients", "optimizer", "activations"))
+    parts = ", ".join(f"{key.replace('_', ' ')} {memory[key] / GB_BYTES:.2f}"
+                      for key in ("weights", "gradients", "optimizer", "zero_buffers", "activations"))
     lines.append(f"memory/device   {memory['total'] / GB_BYTES:.2f} GiB of {info['hbm_bytes'] / GB_BYTES:g} GiB ({parts} GiB)")
     if not info["proven"]:
         lines.append(f"NOT PROVEN      {len(info['unproven'])} layer schedule(s) stopped before their ILP proved them "
@@ -479,8 +481,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recompute", choices=RECOMPUTE_CHOICES, default=None, help="recompute mode (default auto)")
     parser.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
                         help="sequence parallelism (default: the DP chooses; off if --plan is given without +sp)")
-    parser.add_argument("--zero1", action=argparse.BooleanOptionalAction, default=None,
-                        help="ZeRO-1 optimizer sharding (default: the DP chooses; off if --plan is given without +zero1)")
+    parser.add_argument("--zero", choices=("0", "1", "2", "3", "auto"), default=None,
+                        help="ZeRO stage over the data-parallel group: 1 optimizer state, 2 + gradients, 3 + weights "
+                             "(FSDP) (default: the DP chooses; 0 if --plan is given without +zero1/2/3)")
     parser.add_argument("--interleave", type=positive_int, default=None, help="virtual stages per device (default 1)")
     parser.add_argument("--hbm-gb", type=float_list, default=None, help="HBM capacity in GiB (default: the preset's)")
     parser.add_argument("--framework-efficiency", type=float, default=None, metavar="F",
@@ -494,9 +497,10 @@ def main(argv: list[str] | None = None) -> int:
         cluster = get_cluster(args.cluster, args.devices, global_batch=args.batch, optimizer=args.optimizer, **software)
         # With --plan, what its string leaves out is off (the notation's rule); without, the DP chooses.
         spec = PlanSpec.parse(args.plan) if args.plan else PlanSpec()
-        overrides = {"recompute": args.recompute, "sequence_parallel": args.sp, "zero1": args.zero1,
-                     "interleave": args.interleave}
+        overrides = {"recompute": args.recompute, "sequence_parallel": args.sp, "interleave": args.interleave}
         spec = replace(spec, **{key: value for key, value in overrides.items() if value is not None})
+        if args.zero is not None:
+            spec = replace(spec, zero=None if args.zero == "auto" else int(args.zero))
         evaluation = evaluate(args.workload, accelerator, cluster, plan=spec, hbm_gb=args.hbm_gb, seq_len=args.seq)
     except (KeyError, ValueError, TypeError) as exc:
         parser.error(exc.args[0] if exc.args else str(exc))

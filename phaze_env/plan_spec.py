@@ -2,18 +2,19 @@
 
 A plan is tensor × pipeline × data parallel degrees (``t``, ``p``, ``d``), the microbatch size ``m``
 (samples), the interleaved-1F1B virtual stages per device ``v``, and the memory features: sequence
-parallelism (``sp``), ZeRO-1 optimizer sharding across the data-parallel group (``zero1``) and the
+parallelism (``sp``), the ZeRO stage over the data-parallel group (``zero1``: optimizer state sharded,
+``zero2``: and gradients, ``zero3``: and parameters, i.e. FSDP; Rajbhandari et al. 2020) and the
 activation recompute mode (``rc``: ``none``, ``selective`` — Korthikanti et al. 2022, ``full`` — every
 stage keeps only its inputs; or several joined by ``|`` — per stage, the fastest of them that fits —
 with ``auto`` = ``none|selective|full``; PHAZE's own space is ``none|full``).
 
 A field left ``None`` is chosen by the placement DP; a set field is pinned. String grammar::
 
-    [t<int>][p<int>][d<int>][m<int>][v<int>] ( "+sp" | "+zero1" | "+rc=<mode>" | "+<flag>=auto" )*
+    [t<int>][p<int>][d<int>][m<int>][v<int>] ( "+sp" | "+zero1" | "+zero2" | "+zero3" | "+rc=<mode>" | "+<flag>=auto" )*
 
-Degrees that are absent are free; an absent flag is off (``v`` absent = 1, ``rc`` absent = ``none``), so
-the string of a fully chosen plan parses back to the same spec. ``+sp=auto``, ``+zero1=auto``,
-``+v=auto`` and ``+rc=auto`` leave that choice to the DP.
+Degrees that are absent are free; an absent flag is off (``v`` absent = 1, ``rc`` absent = ``none``, no
+``+zero<k>`` = stage 0), so the string of a fully chosen plan parses back to the same spec. ``+sp=auto``,
+``+zero=auto`` (also read as ``+zero1=auto``), ``+v=auto`` and ``+rc=auto`` leave that choice to the DP.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from typing import Any
 
 RECOMPUTE_MODES = ("none", "selective", "full")  # by increasing time and decreasing activation memory
 RECOMPUTE_CHOICES = (*RECOMPUTE_MODES, "auto")
+ZERO_STAGES = (0, 1, 2, 3)  # what the data-parallel group shards: nothing / + optimizer state / + gradients / + weights
 _DEGREES = ("t", "p", "d", "m", "v")
+_ZERO_FLAGS = {f"zero{stage}": stage for stage in ZERO_STAGES if stage}
 _PATTERN = re.compile(r"^(?:t(\d+))?(?:p(\d+))?(?:d(\d+))?(?:m(\d+))?(?:v(\d+))?((?:\+[a-z0-9]+(?:=[a-z0-9|]+)?)*)$")
 
 
@@ -43,7 +46,7 @@ class PlanSpec:
     interleave: int | None = 1
     recompute: str = "auto"
     sequence_parallel: bool | None = None
-    zero1: bool | None = None
+    zero: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("t", "p", "d", "microbatch", "interleave"):
@@ -53,9 +56,10 @@ class PlanSpec:
         if not isinstance(self.recompute, str) or not _valid_recompute(self.recompute):
             raise ValueError(f"plan recompute must be one of {', '.join(RECOMPUTE_CHOICES)} or modes joined by '|' "
                              f"(e.g. 'none|full': each stage picks the faster that fits), got {self.recompute!r}")
-        for name in ("sequence_parallel", "zero1"):
-            if getattr(self, name) not in (None, True, False):
-                raise ValueError(f"plan {name} must be True, False or None (chosen), got {getattr(self, name)!r}")
+        if self.sequence_parallel not in (None, True, False):
+            raise ValueError(f"plan sequence_parallel must be True, False or None (chosen), got {self.sequence_parallel!r}")
+        if self.zero is not None and (isinstance(self.zero, bool) or self.zero not in ZERO_STAGES):
+            raise ValueError(f"plan zero must be a ZeRO stage 0, 1, 2 or 3 (or None = chosen), got {self.zero!r}")
 
     @property
     def devices(self) -> int | None:
@@ -78,11 +82,14 @@ class PlanSpec:
         flags = []
         if self.interleave is None:
             flags.append("v=auto")
-        for flag, value in (("sp", self.sequence_parallel), ("zero1", self.zero1)):
-            if value is None:
-                flags.append(f"{flag}=auto")
-            elif value:
-                flags.append(flag)
+        if self.sequence_parallel is None:
+            flags.append("sp=auto")
+        elif self.sequence_parallel:
+            flags.append("sp")
+        if self.zero is None:
+            flags.append("zero=auto")
+        elif self.zero:
+            flags.append(f"zero{self.zero}")
         if self.recompute != "none":
             flags.append(f"rc={self.recompute}")
         return text + "".join(f"+{flag}" for flag in flags)
@@ -95,18 +102,22 @@ class PlanSpec:
             raise PlanSyntaxError(f"cannot read plan {text!r}; expected e.g. 't8p8d1m1', 't8p8d1m1v3+sp+zero1+rc=selective'")
         t, p, d, m, v = (None if group is None else int(group) for group in match.groups()[:5])
         fields: dict[str, Any] = dict(t=t, p=p, d=d, microbatch=m, interleave=1 if v is None else v,
-                                      recompute="none", sequence_parallel=False, zero1=False)
+                                      recompute="none", sequence_parallel=False, zero=0)
         for flag in filter(None, match.group(6).split("+")):
             key, _, value = flag.partition("=")
             if key == "rc" and _valid_recompute(value):
                 fields["recompute"] = value
-            elif key in ("sp", "zero1") and value in ("", "auto"):
-                fields["sequence_parallel" if key == "sp" else "zero1"] = True if value == "" else None
+            elif key == "sp" and value in ("", "auto"):
+                fields["sequence_parallel"] = True if value == "" else None
+            elif key in _ZERO_FLAGS and value == "":
+                fields["zero"] = _ZERO_FLAGS[key]
+            elif key in ("zero", "zero1") and value == "auto":  # "+zero1=auto": the notation before ZeRO-2/3
+                fields["zero"] = None
             elif key == "v" and value == "auto" and v is None:
                 fields["interleave"] = None
             else:
-                raise PlanSyntaxError(f"unknown plan flag {'+' + flag!r} in {text!r}; known: +sp, +zero1, "
-                                      f"+rc=<{'|'.join(RECOMPUTE_CHOICES)}>, +sp=auto, +zero1=auto, +v=auto")
+                raise PlanSyntaxError(f"unknown plan flag {'+' + flag!r} in {text!r}; known: +sp, +zero1, +zero2, "
+                                      f"+zero3, +rc=<{'|'.join(RECOMPUTE_CHOICES)}>, +sp=auto, +zero=auto, +v=auto")
         if 0 in (t, p, d, m, v):
             raise PlanSyntaxError(f"plan degrees must be positive in {text!r}")
         return cls(**fields)
@@ -119,4 +130,4 @@ def _valid_recompute(text: str) -> bool:
     return text == "auto" or (bool(text) and all(mode in RECOMPUTE_MODES for mode in text.split("|")))
 
 
-__all__ = ["RECOMPUTE_CHOICES", "RECOMPUTE_MODES", "PlanSpec", "PlanSyntaxError"]
+__all__ = ["RECOMPUTE_CHOICES", "RECOMPUTE_MODES", "ZERO_STAGES", "PlanSpec", "PlanSyntaxError"]

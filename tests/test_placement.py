@@ -13,27 +13,28 @@ from hypothesis import strategies as st
 
 from phaze_env import placement
 from phaze_env.cluster import Cluster
-from phaze_env.comm import allreduce_s, p2p_s
+from phaze_env.comm import allgather_s, allreduce_s, p2p_s
 from phaze_env.placement import Plan, Settings, TooManyDownsetsError, microbatches_per_replica
 from phaze_env.plan_spec import PlanSpec
 
 # Written from the docstrings' sources, not imported: ZeRO's 2 + 2 + 12 bytes/param for Adam (state = 6x
 # the bf16 weights), one bf16 momentum for SGD; update traffic 28 and 10 bytes/param (14x and 5x).
+# ZeRO stage k shards over the d replicas: 1 the optimizer state, 2 also the gradients, 3 also the weights.
 OPTIMIZER_FACTOR = {"sgd": 1.0, "adam": 6.0}
 STEP_FACTOR = {"sgd": 5.0, "adam": 14.0}
 GB = 1e9
 CLUSTER_KEYS = ("n_devices", "global_batch", "link_bandwidth_Bps", "link_latency_s", "optimizer")
-PLAN_KEYS = ("recompute", "sequence_parallel", "zero1", "interleave")
+PLAN_KEYS = ("recompute", "sequence_parallel", "zero", "interleave")
 
 
 def _settings(n_devices, global_batch, tensor_width, microbatch, hbm_bytes, link_bandwidth_Bps, link_latency_s=0.0,
-              optimizer="sgd", allow_recompute=True, recompute=None, sequence_parallel=False, zero1=False,
+              optimizer="sgd", allow_recompute=True, recompute=None, sequence_parallel=False, zero=0,
               interleave=1, **rest):
     """The value objects for the flat keyword options these tests draw (old ``allow_recompute`` = none|full)."""
     modes = recompute if recompute is not None else ("none|full" if allow_recompute else "none")
     cluster = Cluster(n_devices=n_devices, global_batch=global_batch, link_bandwidth_Bps=link_bandwidth_Bps,
                       link_latency_s=link_latency_s, optimizer=optimizer)
-    plan = PlanSpec(recompute=modes, sequence_parallel=sequence_parallel, zero1=zero1, interleave=interleave)
+    plan = PlanSpec(recompute=modes, sequence_parallel=sequence_parallel, zero=zero, interleave=interleave)
     return Settings(cluster, tensor_width, microbatch, hbm_bytes, plan, **rest)
 
 
@@ -65,13 +66,16 @@ def _compositions(count, parts):
         yield [tuple(range(bounds[k], bounds[k + 1])) for k in range(parts)]
 
 
-def _stage_cost(groups, k, mode, units, info, opts, d, v):
+def _stage_cost(groups, k, mode, units, info, opts, d, v, zero=0):
     """(time, memory, param bytes) of stage ``k`` given its layers, from first principles.
 
-    ``units``: activation units in flight (a unit is 1/v of a microbatch). Memory: weights + gradients +
-    optimizer state (ZeRO-1: /d) + activations: none keeps the stash, selective the stash without the
-    attention core, full every layer's input plus its largest layer's stash (rebuilt one layer at a
-    time); sequence parallelism splits the non-tensor-parallel stash and the inputs t ways.
+    ``units``: activation units in flight (a unit is 1/v of a microbatch). Memory: weights (ZeRO-3: /d) +
+    gradients (ZeRO ≥ 2: /d) + optimizer state (ZeRO ≥ 1: /d) + ZeRO buffers (ZeRO-2: the largest layer's
+    gradient, ZeRO-3: also two layers' gathered weights) + activations: none keeps the stash, selective the
+    stash without the attention core, full every layer's input plus its largest layer's stash (rebuilt one
+    layer at a time); sequence parallelism splits the non-tensor-parallel stash and the inputs t ways.
+    Time: ZeRO-2/3 add, per layer and microbatch, what of its reduce-scatter (and ZeRO-3's two all-gathers)
+    its forward and backward do not cover.
     """
     layers, stage = info["layers"], groups[k]
     total = lambda key: sum(layers[i].get(key, 0.0) for i in stage)  # noqa: E731
@@ -87,15 +91,35 @@ def _stage_cost(groups, k, mode, units, info, opts, d, v):
     bw, lat = opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0)
     extra = {"none": 0.0, "selective": total("attention_fwd_s"), "full": fwd}[mode]
     time = fwd + bwd + extra + v * (p2p_s(sent_forward, bw, lat) + p2p_s(sent_backward, bw, lat))
+    for i in stage if zero >= 2 else ():
+        gather = allgather_s(layers[i]["param_bytes"], d, bw, lat)  # weights; the gradient has as many bytes
+        if zero == 2:
+            time += max(0.0, gather - layers[i]["bwd_s"])
+        else:
+            time += max(0.0, gather - layers[i]["fwd_s"]) + max(0.0, 2 * gather - layers[i]["bwd_s"])
     activations = {"none": units * stash / v, "selective": units * (stash - total("attention_stash_bytes")) / v,
                    "full": max(layer_stash) + units * kept_input / v}[mode]
-    shards = d if _zero1(opts) else 1
-    memory = params + params + OPTIMIZER_FACTOR[opts.get("optimizer", "sgd")] * params / shards + activations
+    weights, gradients, state = (params / (d if zero >= stage else 1) for stage in (3, 2, 1))
+    largest_layer = max(layers[i]["param_bytes"] for i in stage)
+    buffers = {0: 0.0, 1: 0.0, 2: largest_layer, 3: 3 * largest_layer}[zero]
+    memory = weights + gradients + OPTIMIZER_FACTOR[opts.get("optimizer", "sgd")] * state + buffers + activations
     return time, memory, params
 
 
-def _zero1(opts):
-    return opts.get("zero1", False) in (None, True)
+def _zero_stages(opts, d):
+    """The ZeRO stages a plan with ``d`` replicas may use (auto: 1–3; one replica has nothing to shard)."""
+    zero = opts.get("zero", 0)
+    return (0,) if d == 1 else (1, 2, 3) if zero is None else (zero,)
+
+
+def _batch_sync_s(largest, d, zero, opts):
+    """Once per batch: all-reduce (ZeRO-0/1) or all-gather of the updated weights (ZeRO-2), + the optimizer step."""
+    bw, lat = opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0)
+    sync = {0: allreduce_s, 1: allreduce_s, 2: allgather_s}[zero](largest, d, bw, lat) if zero < 3 else 0.0
+    if opts.get("hbm_bandwidth_Bps"):
+        shards = d if zero >= 1 else 1
+        sync += largest * STEP_FACTOR[opts.get("optimizer", "sgd")] / shards / opts["hbm_bandwidth_Bps"]
+    return sync
 
 
 def _modes(opts):
@@ -121,16 +145,12 @@ def _brute_force(partitions_for, info, opts):
                     continue  # Megatron's interleaved schedule: m_r a multiple of p
                 units = [min(p - k, m_r) if v == 1 else min(2 * (p - k - 1) + (v - 1) * p + 1, v * m_r)
                          for k in range(p)]
-                for groups in partitions[p]:
+                for groups, zero in itertools.product(partitions[p], _zero_stages(opts, d)):
                     for modes in itertools.product(_modes(opts), repeat=p):
-                        costs = [_stage_cost(groups, k, modes[k], units[k], info, opts, d, v) for k in range(p)]
+                        costs = [_stage_cost(groups, k, modes[k], units[k], info, opts, d, v, zero) for k in range(p)]
                         if any(memory > opts["hbm_bytes"] for _, memory, _ in costs):
                             continue
-                        largest = max(params for _, _, params in costs)
-                        sync = allreduce_s(largest, d, opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0))
-                        if opts.get("hbm_bandwidth_Bps"):
-                            shards = d if _zero1(opts) else 1
-                            sync += largest * STEP_FACTOR[opts.get("optimizer", "sgd")] / shards / opts["hbm_bandwidth_Bps"]
+                        sync = _batch_sync_s(max(params for _, _, params in costs), d, zero, opts)
                         best = min(best, (m_r + (p - 1) / v) * max(time for time, _, _ in costs) + sync)
     return best
 
@@ -260,7 +280,7 @@ knob_options = st.fixed_dictionaries(
         "optimizer": st.sampled_from(["sgd", "adam"]),
         "recompute": st.sampled_from(["none", "selective", "full", "none|full", "auto"]),
         "sequence_parallel": st.sampled_from([None, True, False]),
-        "zero1": st.sampled_from([None, True, False]),
+        "zero": st.sampled_from([None, 0, 1, 2, 3]),
         "interleave": st.sampled_from([1, 2, None]),
         "hbm_bandwidth_Bps": st.sampled_from([None, 50.0]),
     }
@@ -270,7 +290,7 @@ knob_options = st.fixed_dictionaries(
 @settings(max_examples=200, deadline=None)
 @given(knob_layers(), knob_options)
 def test_chain_with_every_knob_matches_brute_force(layers, options):
-    """Recompute modes, sequence parallelism, ZeRO-1, interleaving and the optimizer step: still exact."""
+    """Recompute modes, sequence parallelism, ZeRO 0–3, interleaving and the optimizer step: still exact."""
     plan = best_plan(layers, **options)
     _check_against(brute_force_chain(layers, **options), plan)
     if plan.feasible:
@@ -287,7 +307,7 @@ def test_a_dag_layer_is_not_declared_infeasible_by_an_input_it_does_not_checkpoi
               dict(empty), dict(empty)]
     edges = [(0, 1), (0, 2), (1, 3), (2, 3)]
     options = dict(n_devices=2, tensor_width=1, global_batch=1, microbatch=1, hbm_bytes=265.0,
-                   link_bandwidth_Bps=math.inf, optimizer="adam", recompute="full", zero1=False)
+                   link_bandwidth_Bps=math.inf, optimizer="adam", recompute="full", zero=0)
     expected = brute_force_dag(layers, edges, **options)
     assert math.isfinite(expected)
     _check_against(expected, best_plan_dag(layers, edges, **options))

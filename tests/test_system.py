@@ -87,7 +87,7 @@ def test_presets_and_errors():
 
 # ---------------------------------------------------------------- the plan notation
 @pytest.mark.parametrize("text", ["t8p8d1m1", "t8p8d1m1v3+sp+zero1+rc=selective", "t2m4+rc=none|full",
-                                  "+v=auto+sp=auto+zero1=auto+rc=auto", "p4"])
+                                  "+v=auto+sp=auto+zero=auto+rc=auto", "p4", "t2p2d4m1+zero2", "d8+zero3"])
 def test_plan_notation_round_trips(text):
     spec = PlanSpec.parse(text)
     assert str(spec) == text and PlanSpec.parse(str(spec)) == spec
@@ -96,7 +96,7 @@ def test_plan_notation_round_trips(text):
 def test_plan_notation_fields():
     spec = PlanSpec.parse("t8p8d1m1v3+sp+rc=selective")
     assert (spec.t, spec.p, spec.d, spec.microbatch, spec.interleave) == (8, 8, 1, 1, 3)
-    assert spec.sequence_parallel and not spec.zero1 and spec.recompute_modes == ("selective",)
+    assert spec.sequence_parallel and spec.zero == 0 and spec.recompute_modes == ("selective",)
     assert spec.devices == 64 and PlanSpec(t=8).devices is None
     assert PlanSpec().recompute_modes == ("none", "selective", "full")
 
@@ -124,7 +124,7 @@ def test_pinned_plan_is_the_plan_evaluated_and_its_breakdown_adds_up():
     # and the 1F1B bubble of p = 2 stages is (p − 1) / (m_r + p − 1) = 1/5.
     plan = evaluation.plan
     assert (plan["tensor_width"], plan["pipeline_stages"], plan["data_parallel"], plan["microbatch"]) == (2, 2, 2, 2)
-    assert plan["sequence_parallel"] and plan["recompute_modes"] == ["selective", "selective"] and not plan["zero1"]
+    assert plan["sequence_parallel"] and plan["recompute_modes"] == ["selective", "selective"] and plan["zero"] == 0
     assert plan["microbatches_per_replica"] == 4 and plan["bubble_fraction"] == pytest.approx(1 / 5)
 
 
@@ -194,7 +194,7 @@ def test_hbm_is_gib_and_defaults_to_the_accelerators_own():
 def test_default_evaluation_keeps_phazes_plan_space():
     evaluation = evaluate(TINY, TPUV4, Cluster(n_devices=16, global_batch=64), tensor_widths=(1, 2))
     plan = evaluation.plan
-    assert not plan["sequence_parallel"] and not plan["zero1"] and plan["interleave"] == 1
+    assert not plan["sequence_parallel"] and plan["zero"] == 0 and plan["interleave"] == 1
     assert set(plan["recompute_modes"]) <= {"none", "full"}
     assert evaluation.time_breakdown_s["optimizer"] > 0  # the SGD step is timed (HBM-bound)
 

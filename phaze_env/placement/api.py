@@ -17,7 +17,7 @@ from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.search import PlacementSearch
 from phaze_env.placement.stages import chain_stages, dag_stages
 
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3  # 3: ZeRO stage 0..3 (Plan.zero), zero_comm, zero_buffers
 _TIE_TOLERANCE = 1e-12  # relative: a later candidate must be this much faster to replace the incumbent
 LayerList = Sequence[Mapping[str, Any]]
 _PLACEMENTS = DiskCache("placement")

@@ -16,13 +16,14 @@ import numpy as np
 # OPTIMIZERS is the cluster's vocabulary (Cluster.optimizer names one); imported here, it stays a constant of this
 # module, which cache.model_version() hashes.
 from phaze_env.cluster import OPTIMIZERS, Cluster, Optimizer
-from phaze_env.plan_spec import PlanSpec
+from phaze_env.plan_spec import ZERO_STAGES, PlanSpec
 
 REQUIRED_LAYER_KEYS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
 OPTIONAL_LAYER_KEYS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s")
 AUTO_INTERLEAVES = (1, 2, 4)  # virtual stages per device tried when the plan leaves ``interleave`` to the DP
 OPTIMIZER_STATE_FACTORS = {name: optimizer.state_factor for name, optimizer in OPTIMIZERS.items()}
 GRADIENT_FACTOR = 1.0  # bf16 gradients, 2 bytes/param (ZeRO's accounting; Megatron's fp32 main_grad would be 2.0)
+AUTO_ZERO_STAGES = ZERO_STAGES[1:]  # stage 0 is never searched: ZeRO-1 moves the same bytes and holds and updates less
 
 
 @dataclass(frozen=True)
@@ -177,28 +178,44 @@ class Settings:
         return self.plan.sequence_parallel if self.plan.sequence_parallel is not None else self.tensor_width > 1
 
     @property
-    def zero1(self) -> bool:
-        """Pinned, or on (it only removes memory and optimizer-step time; same communicated bytes)."""
-        return self.plan.zero1 if self.plan.zero1 is not None else True
+    def zero_stages(self) -> tuple[int, ...]:
+        """The ZeRO stages the DP may use: the pinned one, or 1, 2 and 3 (:data:`AUTO_ZERO_STAGES`)."""
+        return AUTO_ZERO_STAGES if self.plan.zero is None else (self.plan.zero,)
 
     @property
     def interleaves(self) -> tuple[int, ...]:
         return AUTO_INTERLEAVES if self.plan.interleave is None else (self.plan.interleave,)
 
-    def state_factor(self, data_parallel: int) -> float:
-        """Weights + gradients + optimizer state per device, as a multiple of the stage's weight bytes.
+    def state_parts(self, data_parallel: int, zero: int) -> tuple[float, float, float]:
+        """(weights, gradients, optimizer state) per device, as multiples of the stage's weight bytes.
 
-        ZeRO-1 (Rajbhandari et al. 2020, "P_os") shards the optimizer state over the ``d`` replicas.
+        Rajbhandari et al. 2020 §5 (Figure 1), per parameter with ``K`` bytes of optimizer state and ``N_d = d``:
+        ``2 + 2 + K`` unsharded; ZeRO-1 ("P_os") ``2 + 2 + K/N_d``; ZeRO-2 ("P_os+g") ``2 + (2 + K)/N_d``;
+        ZeRO-3 ("P_os+g+p", FSDP's full sharding) ``(2 + 2 + K)/N_d``.
         """
-        shards = data_parallel if self.zero1 else 1
-        return 1.0 + GRADIENT_FACTOR + self.optimizer.state_factor / shards
+        shards = [data_parallel if zero >= stage else 1 for stage in (3, 2, 1)]
+        return 1.0 / shards[0], GRADIENT_FACTOR / shards[1], self.optimizer.state_factor / shards[2]
 
-    def optimizer_step_s(self, param_bytes: float, data_parallel: int) -> float:
-        """HBM-bound optimizer update of a stage: bytes touched / HBM bandwidth (ZeRO-1: its 1/d shard)."""
+    def state_factor(self, data_parallel: int, zero: int) -> float:
+        """Weights + gradients + optimizer state per device, as a multiple of the stage's weight bytes."""
+        return sum(self.state_parts(data_parallel, zero))
+
+    def optimizer_step_s(self, param_bytes: float, data_parallel: int, zero: int) -> float:
+        """HBM-bound optimizer update of a stage: bytes touched / HBM bandwidth (ZeRO ≥ 1: its 1/d shard)."""
         if self.hbm_bandwidth_Bps is None:
             return 0.0
-        shards = data_parallel if self.zero1 else 1
+        shards = data_parallel if zero >= 1 else 1
         return param_bytes * self.optimizer.step_factor / shards / self.hbm_bandwidth_Bps
+
+
+def zero_buffer_factor(zero: int) -> float:
+    """Unsharded bytes a ZeRO stage holds for a moment, as a multiple of the stage's largest layer's weights.
+
+    ZeRO-2: that layer's whole gradient, until its reduce-scatter; ZeRO-3: also its gathered weights and the
+    next layer's, all-gathered ahead (FSDP's forward/backward prefetching, whose rate limiter keeps at most
+    two units gathered; Zhao et al. 2023, "PyTorch FSDP", VLDB). Stages 0 and 1 keep everything whole already.
+    """
+    return {0: 0.0, 1: 0.0, 2: GRADIENT_FACTOR, 3: 2.0 + GRADIENT_FACTOR}[zero]
 
 
 def microbatches_per_replica(global_batch: int, data_parallel: int, microbatch: int) -> int:

@@ -16,11 +16,15 @@ class Plan:
     ``time_per_batch_s = (m_r + (p − 1)/v) · max(stage_times_s) + allreduce_s + optimizer step``, and
     ``time_breakdown_s`` splits it into parts that add up to it: ``compute`` (m_r × the slowest stage's
     forward + backward without its tensor-parallel collectives), ``recompute``, ``tp_comm``, ``p2p``
-    (m_r × its sends), ``bubble`` ((p − 1)/v × its time per microbatch), ``dp_allreduce`` and
-    ``optimizer`` (both for the stage with the most parameters).
+    (m_r × its sends), ``zero_comm`` (m_r × its ZeRO-2/3 reduce-scatters and all-gathers that its compute
+    does not hide), ``bubble`` ((p − 1)/v × its time per microbatch), ``dp_allreduce`` (the data-parallel
+    collective after the flush: the gradient all-reduce, ZeRO-2's weight all-gather, none for ZeRO-3) and
+    ``optimizer`` (both for the stage with the most parameters). ``zero`` is the ZeRO stage (0 when ``d = 1``).
     ``stage_times_s`` are per microbatch (forward + backward + recompute + p2p sends); ``recompute_modes``
     the mode of each stage (``recompute``: whether it recomputes anything); ``memory_bytes`` is the
-    breakdown of the stage with the largest footprint (the worst device); ``p2p_s`` and ``allreduce_s``
+    breakdown of the stage with the largest footprint (the worst device: weights, gradients, optimizer,
+    ``zero_buffers`` — ZeRO-2/3's unsharded layer gradients and gathered weights — activations, total);
+    ``p2p_s`` and ``allreduce_s``
     repeat the breakdown's ``p2p`` and ``dp_allreduce``. ``mfu``: model FLOPs over the peak of the devices
     used (each design's own peak).
     For a DAG, ``stage_layers`` is authoritative and ``stage_bounds`` holds each stage's (min, max) layer.
@@ -41,7 +45,7 @@ class Plan:
     microbatches_per_replica: int = 0
     interleave: int = 1
     sequence_parallel: bool = False
-    zero1: bool = False
+    zero: int = 0
     devices_used: int = 0
     hbm_bytes: float = 0.0
     stage_bounds: tuple[tuple[int, int], ...] = ()

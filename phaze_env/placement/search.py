@@ -48,7 +48,7 @@ from typing import Callable
 import numpy as np
 
 from phaze_env.cluster import Cluster
-from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
+from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings, zero_buffer_factor
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.stages import StageTable
 from phaze_env.plan_spec import PlanSpec
@@ -62,11 +62,12 @@ class StageMemory:
     units each stage holds per mode (``limits``)."""
 
     def __init__(self, table: StageTable, settings: Settings, state_factor: float, interleave: int,
-                 transient_bytes: np.ndarray, layout: StageMemory | None = None):
+                 transient_bytes: np.ndarray, buffer_bytes: np.ndarray, layout: StageMemory | None = None):
         self.settings = settings
         self.interleave = interleave
         self.modes = settings.plan.recompute_modes
         self._table, self._state_factor, self._transient_full = table, state_factor, transient_bytes
+        self.buffer_bytes = buffer_bytes  # ZeRO-2/3's unsharded gradients and gathered weights, in every mode
         if layout is None:
             fits_once = np.zeros_like(table.valid)
             for mode in self.modes:
@@ -86,6 +87,8 @@ class StageMemory:
             self._transient, self._per_unit = layout._transient, layout._per_unit
         # compact(P·f) = compact(P)·f and compact(P·f + X) = compact(P)·f + compact(X), entry by entry
         state_compact = self.param_bytes * state_factor
+        if buffer_bytes.any():
+            state_compact = state_compact + self.compact(buffer_bytes)
         fixed = {"none": state_compact, "selective": state_compact, "full": state_compact + self._transient}
         self.limits = [_most_in_flight(fixed[mode], self._per_unit[mode], settings.hbm_bytes) for mode in self.modes]
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
@@ -98,9 +101,9 @@ class StageMemory:
 
     @cached_property
     def full_fixed(self) -> dict[str, np.ndarray]:
-        """Every stage's fixed bytes per recompute mode: weights, gradients, optimizer state (+ the rebuilt
-        layer's stash for full recompute)."""
-        state = self._table.param_bytes * self._state_factor
+        """Every stage's fixed bytes per recompute mode: weights, gradients, optimizer state, ZeRO buffers (+ the
+        rebuilt layer's stash for full recompute)."""
+        state = self._table.param_bytes * self._state_factor + self.buffer_bytes
         return {"none": state, "selective": state, "full": state + self._transient_full}
 
     @cached_property
@@ -128,25 +131,26 @@ class StageMemory:
 class StageCosts:
     """Stage time matrices ``c_n`` per number ``n`` of activation units in flight (``inf`` = does not fit).
 
-    One instance per variant: the p2p time matrix (the network level the pipeline crosses) and a
-    :class:`StageMemory` (the state factor — weights + gradients + optimizer state, ZeRO-1 shards — and
-    the interleave ``v``: a unit is ``1/v`` of a microbatch). ``full_*`` hold every stage's time, fixed and
-    per-unit memory per recompute mode, so the plan report uses the very numbers the DP compared.
+    One instance per variant: the p2p time matrix (the network level the pipeline crosses), the exposed
+    ZeRO-2/3 collectives per microbatch (``zero_comm_s``) and a :class:`StageMemory` (the state factor —
+    weights + gradients + optimizer state, ZeRO shards — and the interleave ``v``: a unit is ``1/v`` of a
+    microbatch). ``full_*`` hold every stage's time, fixed and per-unit memory per recompute mode, so the
+    plan report uses the very numbers the DP compared.
 
     Stored compactly: row ``a`` lists only the stages ``(a, b)`` that fit with one unit in flight (the
     loosest rule), as ``next_index[a, w] = b`` padded with the sentinel ``K`` whose suffix value is always
     ``inf``. For a chain that is a band of stage lengths.
     """
 
-    def __init__(self, table: StageTable, p2p_s: np.ndarray, memory: StageMemory):
+    def __init__(self, table: StageTable, p2p_s: np.ndarray, zero_comm_s: np.ndarray, memory: StageMemory):
         self.memory = memory
         self.settings = memory.settings
         self.interleave = v = memory.interleave
         self.modes = memory.modes
         self.next_index = memory.next_index
         self.param_bytes = memory.param_bytes
-        plain = table.fwd_s + table.bwd_s + v * p2p_s
-        self.p2p_s = p2p_s
+        plain = table.fwd_s + table.bwd_s + v * p2p_s + zero_comm_s
+        self.p2p_s, self.zero_comm_s = p2p_s, zero_comm_s
         self.full_time = {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.fwd_s}
         self._times = [memory.compact(self.full_time[mode]) for mode in self.modes]
         self._limits = memory.limits
@@ -302,6 +306,7 @@ class _Shape:
     stages: int
     microbatches: int  # per replica
     interleave: int = 1
+    zero: int = 0  # ZeRO stage (0 whenever d = 1: there is nothing to shard over)
 
     @property
     def slots(self) -> float:
@@ -340,28 +345,69 @@ class PlacementSearch:
         self.max_stages = max_stages
         self._p2p: dict[object, np.ndarray] = {}
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
-        self._sync_floor: dict[tuple[int, int], float] = {}  # (p, d) -> sync_s of the smallest largest stage
+        self._sync_floor: dict[tuple[int, int, int], float] = {}  # (p, d, zero) -> sync_s of the smallest largest stage
+        self._zero_comm: dict[tuple[int, int], np.ndarray] = {}
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
-        # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no p2p.
+        self._largest_layer_params = table.layer_max(layers.param_bytes)
+        self._no_time = np.zeros_like(table.fwd_s)
+        # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no buffers, no p2p.
         most_replicas = max(1, s.n_devices // s.tensor_width)
-        self._loosest_state = s.state_factor(most_replicas)
-        self._memory: dict[tuple[float, int], StageMemory] = {}
-        loosest = StageCosts(table, np.zeros_like(table.fwd_s), self.memory(s.state_factor(most_replicas), 1))
+        self._loosest_state = min(s.state_factor(most_replicas, zero) for zero in s.zero_stages)
+        self._memory: dict[tuple[float, int, int], StageMemory] = {}
+        loosest = StageCosts(table, self._no_time, self._no_time, self.memory(self._loosest_state, 1, 0))
         self.loosest_dp = SuffixDP(table, loosest)
         deepest = min(max_stages, most_replicas)
         self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
         self.param_floor = self.loosest_dp.param_floor(deepest)
 
     # --- network and optimizer terms --------------------------------------------------------------
-    def allreduce_s(self, param_bytes: float, data_parallel: int) -> float:
-        """Data-parallel gradient all-reduce (ZeRO-1: reduce-scatter + all-gather, the same bytes)."""
-        return self.settings.cluster.collective_s("allreduce", param_bytes * GRADIENT_FACTOR, data_parallel,
+    def allreduce_s(self, param_bytes: float, data_parallel: int, zero: int) -> float:
+        """The data-parallel collective once per batch, after the pipeline flush.
+
+        ZeRO-0/1: the gradient all-reduce (ZeRO-1 runs it as reduce-scatter + all-gather, the same bytes);
+        ZeRO-2: the all-gather of the updated weights (its gradients were reduce-scattered per microbatch);
+        ZeRO-3: none (the next forward pass gathers the weights it needs).
+        """
+        kind, payload = _BATCH_COLLECTIVE[zero]
+        if kind is None:
+            return 0.0
+        return self.settings.cluster.collective_s(kind, param_bytes * payload, data_parallel,
                                                   stride=self.settings.tensor_width)
 
-    def sync_s(self, param_bytes: float, data_parallel: int) -> float:
-        """What the largest stage adds once per batch: gradient all-reduce + optimizer step."""
-        return self.allreduce_s(param_bytes, data_parallel) + self.settings.optimizer_step_s(param_bytes, data_parallel)
+    def sync_s(self, param_bytes: float, data_parallel: int, zero: int) -> float:
+        """What the largest stage adds once per batch: data-parallel collective + optimizer step."""
+        return (self.allreduce_s(param_bytes, data_parallel, zero)
+                + self.settings.optimizer_step_s(param_bytes, data_parallel, zero))
+
+    def zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray:
+        """Every stage's exposed ZeRO-2/3 collectives per microbatch (0 for ZeRO-0/1).
+
+        Each microbatch's gradients are reduce-scattered as its backward pass produces them (sharded
+        gradients cannot accumulate whole ones: DeepSpeed's ZeRO-2 reduces every micro-step, FSDP without
+        ``no_sync``); ZeRO-3 also all-gathers each layer's weights in the forward and again in the backward
+        pass (FSDP's ``reshard_after_forward=True``). Assumed overlap (FSDP's forward/backward prefetch and
+        DeepSpeed's ``overlap_comm``, on their own stream): a layer's collectives run while the layer
+        computes, so each layer adds ``max(0, all-gather − fwd) + max(0, all-gather + reduce-scatter − bwd)``
+        (ZeRO-2: ``max(0, reduce-scatter − bwd)``); recomputation is not counted as cover.
+        """
+        key = (data_parallel, zero)
+        if key not in self._zero_comm:
+            if zero < 2 or data_parallel == 1:
+                self._zero_comm[key] = self._no_time
+            else:
+                layers, cluster, t = self.layers, self.settings.cluster, self.settings.tensor_width
+                fixed, per_byte = _collective_affine(cluster, "allgather", t)
+                gather = np.where(layers.param_bytes > 0, fixed[data_parallel - 1]
+                                  + per_byte[data_parallel - 1] * layers.param_bytes, 0.0)
+                scatter = np.where(layers.param_bytes > 0, fixed[data_parallel - 1]
+                                   + per_byte[data_parallel - 1] * layers.param_bytes * GRADIENT_FACTOR, 0.0)
+                if zero == 2:
+                    exposed = np.maximum(scatter - layers.bwd_s, 0.0)
+                else:
+                    exposed = np.maximum(gather - layers.fwd_s, 0.0) + np.maximum(gather + scatter - layers.bwd_s, 0.0)
+                self._zero_comm[key] = _stage_sums(self.table, exposed)
+        return self._zero_comm[key]
 
     def _level(self, shape: _Shape):
         cluster, t = self.settings.cluster, self.settings.tensor_width
@@ -378,28 +424,32 @@ class PlacementSearch:
         return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
                 + cluster.collective_s("allgather", payload_bytes, t))
 
-    def memory(self, state_factor: float, interleave: int) -> StageMemory:
-        key = (state_factor, interleave)
+    def memory(self, state_factor: float, interleave: int, zero: int) -> StageMemory:
+        """The memory side of a state factor, interleave and ZeRO stage (its buffers)."""
+        key = (state_factor, interleave, zero_buffer_factor(zero))
         if key not in self._memory:
-            layout = None if state_factor == self._loosest_state else self.memory(self._loosest_state, interleave)
+            loosest = (self._loosest_state, interleave, 0.0)
+            layout = None if key == loosest else self.memory(self._loosest_state, interleave, 0)
+            buffer_bytes = self._largest_layer_params * key[2]
             self._memory[key] = StageMemory(self.table, self.settings, state_factor, interleave, self.transient_bytes,
-                                            layout)
+                                            buffer_bytes, layout)
         return self._memory[key]
 
     def memory_for(self, shape: _Shape) -> StageMemory:
-        """The memory side of one shape (ZeRO-1 shards its optimizer state over ``d``)."""
-        return self.memory(self.settings.state_factor(shape.data_parallel), shape.interleave)
+        """The memory side of one shape (ZeRO shards over ``d``)."""
+        return self.memory(self.settings.state_factor(shape.data_parallel, shape.zero), shape.interleave, shape.zero)
 
     def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
-        """Stage costs (and the shared suffix DP) of the network level, ZeRO shards and interleave of ``shape``."""
-        s = self.settings
+        """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""
         level = self._level(shape)
         memory = self.memory_for(shape)
-        key = (level, shape.interleave, memory.signature)  # data-parallel degrees with equal limits share one DP
+        zero_comm = self.zero_comm_s(shape.data_parallel, shape.zero)
+        # data-parallel degrees with equal limits (and no ZeRO-2/3 traffic, or the same) share one DP
+        key = (level, shape.interleave, memory.signature, id(zero_comm))
         if key not in self._variants:
             if level not in self._p2p:
                 self._p2p[level] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
-            costs = StageCosts(self.table, self._p2p[level], memory)
+            costs = StageCosts(self.table, self._p2p[level], zero_comm, memory)
             self._variants[key] = (costs, SuffixDP(self.table, costs))
         return self._variants[key]
 
@@ -439,7 +489,7 @@ class PlacementSearch:
             return f"plan {plan} has {plan.p} pipeline stages but the model has only {self.max_stages} layers"
         # Each layer's smallest footprint: the loosest state and one unit of its lightest mode.
         costs = self.loosest_dp.costs
-        state = self.layers.param_bytes * s.state_factor(max(1, s.n_devices // s.tensor_width))
+        state = self.layers.param_bytes * self._loosest_state
         lightest = np.min([self._layer_memory(mode) for mode in costs.modes], axis=0) + state
         worst = int(np.argmax(lightest - s.hbm_bytes))
         if lightest[worst] > s.hbm_bytes:
@@ -472,38 +522,52 @@ class PlacementSearch:
         if plan.d is not None:
             replicas = replicas[replicas == plan.d]
         microbatches = -(-s.global_batch // (replicas * s.microbatch))
-        if not s.zero1 and plan.d is None:
-            _, first = np.unique(microbatches, return_index=True)
-            replicas, microbatches = replicas[first], microbatches[first]
+        shapes = []
+        for zero in s.zero_stages:
+            # ZeRO-0's memory does not depend on d: the smallest d of each m_r is enough (module docstring)
+            first = np.unique(microbatches, return_index=True)[1] if zero == 0 and plan.d is None else slice(None)
+            d_z, m_z = replicas[first], microbatches[first]
+            z = np.where(d_z > 1, zero, 0)  # one replica shards nothing: every stage is ZeRO-0 there
+            if zero > min(s.zero_stages):
+                d_z, m_z, z = d_z[d_z > 1], m_z[d_z > 1], z[d_z > 1]  # d = 1 comes once, from the first stage
+            shapes.append((d_z, m_z, z))
+        replicas, microbatches, zeros = (np.concatenate(parts) for parts in zip(*shapes))
         most_stages = np.minimum(len(self.loosest_s), s.n_devices // (replicas * s.tensor_width))
         d = np.repeat(replicas, most_stages)
         m_r = np.repeat(microbatches, most_stages)
+        z = np.repeat(zeros, most_stages)
         p = np.arange(1, len(d) + 1) - np.repeat(np.cumsum(most_stages) - most_stages, most_stages)
         if plan.p is not None:
             keep = p == plan.p
-            d, m_r, p = d[keep], m_r[keep], p[keep]
+            d, m_r, p, z = d[keep], m_r[keep], p[keep], z[keep]
         shapes = []
         for v in s.interleaves:
             allowed = np.ones(len(p), dtype=bool) if v == 1 else (p > 1) & (m_r % np.maximum(p, 1) == 0)
-            shapes.append((d[allowed], p[allowed], m_r[allowed], np.full(int(allowed.sum()), v)))
-        d, p, m_r, v = (np.concatenate(parts) for parts in zip(*shapes))
+            shapes.append((d[allowed], p[allowed], m_r[allowed], np.full(int(allowed.sum()), v), z[allowed]))
+        d, p, m_r, v, z = (np.concatenate(parts) for parts in zip(*shapes))
         if len(d) == 0:
             return
         loosest = np.array(self.loosest_s)[p - 1]
-        bound_s = (m_r + (p - 1) / v) * loosest + self._sync_floor_s(d, self.param_floor[p - 1])
+        bound_s = (m_r + (p - 1) / v) * loosest + self._sync_floor_s(d, self.param_floor[p - 1], z)
         keep = np.flatnonzero(np.isfinite(bound_s))
-        d, p, m_r, v, bound_s = d[keep], p[keep], m_r[keep], v[keep], bound_s[keep] * _LOWER_BOUND_SLACK
-        order = np.lexsort((v, p, d, bound_s))
-        for d_i, p_i, m_i, v_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, bound_s))):
-            yield _Shape(d_i, p_i, m_i, v_i), bound_i
+        d, p, m_r, v, z, bound_s = d[keep], p[keep], m_r[keep], v[keep], z[keep], bound_s[keep] * _LOWER_BOUND_SLACK
+        order = np.lexsort((z, v, p, d, bound_s))
+        for d_i, p_i, m_i, v_i, z_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, z, bound_s))):
+            yield _Shape(d_i, p_i, m_i, v_i, z_i), bound_i
 
-    def _sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray) -> np.ndarray:
+    def _sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray, zero: np.ndarray) -> np.ndarray:
         """``sync_s`` elementwise, for bounds (it is affine in the bytes for a fixed group, and 0 for no bytes)."""
         s = self.settings
-        fixed, per_byte = _allreduce_affine(s.cluster, s.tensor_width)
         finite_bytes = np.where(np.isfinite(param_bytes), param_bytes, 0.0)
-        times = (fixed[data_parallel - 1] + per_byte[data_parallel - 1] * finite_bytes * GRADIENT_FACTOR
-                 + s.optimizer_step_s(finite_bytes, data_parallel))
+        times = np.zeros(len(finite_bytes))
+        for stage in np.unique(zero).tolist():
+            rows = zero == stage
+            group, size = data_parallel[rows], finite_bytes[rows]
+            times[rows] = s.optimizer_step_s(size, group, stage)
+            kind, payload = _BATCH_COLLECTIVE[stage]
+            if kind is not None:
+                fixed, per_byte = _collective_affine(s.cluster, kind, s.tensor_width)
+                times[rows] += fixed[group - 1] + per_byte[group - 1] * size * payload
         return np.where(param_bytes > 0, times, 0.0)
 
     def _stage_values(self, shape: _Shape, costs: StageCosts, mask: np.ndarray | None = None):
@@ -515,7 +579,7 @@ class PlacementSearch:
 
     def _solve_shape(self, shape: _Shape, best: _Best) -> None:
         """Offer ``best`` the optimal partition of one shape, if it can beat it."""
-        if self.settings.zero1 or shape.interleave > 1:
+        if shape.zero or shape.interleave > 1:
             # Every shape's memory is at least the loosest one's (most ZeRO shards; an interleaved stage ``s``-th
             # from the end holds ``min(2(s−1)+(v−1)p+1, v·m_r)/v ≥ min(s, m_r)`` microbatches' worth) and its
             # p2p ≥ 0, and fewer microbatches per replica never put more in flight, so the loosest DP at the
@@ -541,9 +605,9 @@ class PlacementSearch:
 
     def _bound_s(self, shape: _Shape, stage_time_s: float) -> float:
         """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
-        key = (shape.stages, shape.data_parallel)
+        key = (shape.stages, shape.data_parallel, shape.zero)
         if key not in self._sync_floor:
-            self._sync_floor[key] = self.sync_s(self.param_floor[shape.stages - 1], shape.data_parallel)
+            self._sync_floor[key] = self.sync_s(self.param_floor[shape.stages - 1], shape.data_parallel, shape.zero)
         return (shape.slots * stage_time_s + self._sync_floor[key]) * _LOWER_BOUND_SLACK
 
     def _pareto_walk(self, shape: _Shape, pairs: list[tuple[int, int]], best: _Best) -> None:
@@ -580,7 +644,7 @@ class PlacementSearch:
     def _time_per_batch_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
         """``(m_r + (p−1)/v) · max stage time + sync of the largest stage`` of a partition."""
         slowest_s = max(time for _, time in self._stages(shape, pairs))
-        return shape.slots * slowest_s + self.sync_s(self._max_params(pairs), shape.data_parallel)
+        return shape.slots * slowest_s + self.sync_s(self._max_params(pairs), shape.data_parallel, shape.zero)
 
     def _no_fit_reason(self) -> str:
         s, plan = self.settings, self.settings.plan
@@ -590,10 +654,12 @@ class PlacementSearch:
             if v > 1 and (plan.p == 1 or m_r % plan.p):
                 return (f"plan {plan}: the interleaved schedule needs p > 1 and the {m_r} microbatches per replica "
                         f"to be a multiple of p = {plan.p} (Megatron-LM)")
-            need = self._least_memory(_Shape(plan.d, plan.p, m_r, v))
+            zeros = [zero if plan.d > 1 else 0 for zero in s.zero_stages]
+            need = min(self._least_memory(_Shape(plan.d, plan.p, m_r, v, zero)) for zero in zeros)
             return (f"plan {plan} does not fit: its best partition needs {need / 2**30:.3g} GiB on the fullest device "
                     f"> {s.hbm_bytes / 2**30:.3g} GiB of HBM (recompute {'/'.join(s.plan.recompute_modes)}, "
-                    f"sequence parallel {'on' if s.sequence_parallel else 'off'}, ZeRO-1 {'on' if s.zero1 else 'off'})")
+                    f"sequence parallel {'on' if s.sequence_parallel else 'off'}, "
+                    f"ZeRO stage {'/'.join(map(str, sorted(set(zeros))))})")
         return (f"no pipeline of at most {self.max_stages} stages fits {s.hbm_bytes / 2**30:.3g} GiB of HBM per device "
                 f"with {s.n_devices} devices at tensor width {s.tensor_width} (plan {plan})")
 
@@ -624,42 +690,47 @@ class PlacementSearch:
         modes = tuple(mode for mode, _ in stages)
         times = [time for _, time in stages]
         memory = []
+        d, zero = shape.data_parallel, shape.zero
+        weights, gradients, optimizer = s.state_parts(d, zero)
         for k, ((a, b), mode) in enumerate(zip(pairs, modes)):
             params = float(t.param_bytes[a, b])
             units = shape.units(shape.stages - k)
-            state = s.state_factor(shape.data_parallel)
+            buffers = float(memory_side.buffer_bytes[a, b])
             memory.append({
-                "weights": params,
-                "gradients": params * GRADIENT_FACTOR,
-                "optimizer": params * (state - 1.0 - GRADIENT_FACTOR),
-                "activations": float(memory_side.full_fixed[mode][a, b] - params * state
+                "weights": params * weights,
+                "gradients": params * gradients,
+                "optimizer": params * optimizer,
+                "zero_buffers": buffers,
+                "activations": float(memory_side.full_fixed[mode][a, b] - params * s.state_factor(d, zero) - buffers
                                      + units * memory_side.full_per_unit[mode][a, b]),
             })
         for item in memory:
-            item["total"] = item["weights"] + item["gradients"] + item["optimizer"] + item["activations"]
+            item["total"] = sum(item.values())
         slowest = int(np.argmax(times))
         a, b = pairs[slowest]
         largest = self._max_params(pairs)
         steady = shape.microbatches
-        recompute_s = times[slowest] - float(t.fwd_s[a, b] + t.bwd_s[a, b] + shape.interleave * costs.p2p_s[a, b])
+        zero_comm_s = float(costs.zero_comm_s[a, b])
+        recompute_s = times[slowest] - float(t.fwd_s[a, b] + t.bwd_s[a, b] + shape.interleave * costs.p2p_s[a, b]
+                                             + zero_comm_s)
         breakdown = {
             "compute": steady * float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b]),
             "recompute": steady * recompute_s,
             "tp_comm": steady * float(t.tp_comm_s[a, b]),
             "p2p": steady * shape.interleave * float(costs.p2p_s[a, b]),
+            "zero_comm": steady * zero_comm_s,
             "bubble": (shape.stages - 1) / shape.interleave * times[slowest],
-            "dp_allreduce": self.allreduce_s(largest, shape.data_parallel),
-            "optimizer": s.optimizer_step_s(largest, shape.data_parallel),
+            "dp_allreduce": self.allreduce_s(largest, d, zero),
+            "optimizer": s.optimizer_step_s(largest, d, zero),
         }
-        time_per_batch_s = shape.slots * times[slowest] + self.sync_s(largest, shape.data_parallel)
+        time_per_batch_s = shape.slots * times[slowest] + self.sync_s(largest, d, zero)
         throughput = s.global_batch / time_per_batch_s
         devices = shape.data_parallel * shape.stages * s.tensor_width
         layers = tuple(t.layers_of(a, b) for a, b in pairs)
         used = [mode for mode in ("none", "selective", "full") if mode in modes]
         spec = PlanSpec(t=s.tensor_width, p=shape.stages, d=shape.data_parallel, microbatch=s.microbatch,
                         interleave=shape.interleave, recompute="|".join(used),
-                        sequence_parallel=s.sequence_parallel and s.tensor_width > 1,
-                        zero1=s.zero1 and shape.data_parallel > 1)
+                        sequence_parallel=s.sequence_parallel and s.tensor_width > 1, zero=zero)
         return Plan(
             feasible=True,
             notation=str(spec),
@@ -674,7 +745,7 @@ class PlacementSearch:
             microbatches_per_replica=shape.microbatches,
             interleave=shape.interleave,
             sequence_parallel=spec.sequence_parallel,
-            zero1=spec.zero1,
+            zero=zero,
             devices_used=devices,
             hbm_bytes=s.hbm_bytes,
             stage_bounds=tuple((min(group), max(group)) for group in layers),
@@ -683,7 +754,7 @@ class PlacementSearch:
             recompute_modes=modes,
             stage_times_s=tuple(times),
             stage_p2p_s=tuple(shape.interleave * float(costs.p2p_s[a, b]) for a, b in pairs),
-            stage_allreduce_s=tuple(self.allreduce_s(float(t.param_bytes[a, b]), shape.data_parallel) for a, b in pairs),
+            stage_allreduce_s=tuple(self.allreduce_s(float(t.param_bytes[a, b]), d, zero) for a, b in pairs),
             stage_memory_bytes=tuple(item["total"] for item in memory),
             bubble_fraction=(shape.stages - 1) / shape.interleave / shape.slots,
             memory_bytes=max(memory, key=lambda item: item["total"]),
@@ -693,13 +764,25 @@ class PlacementSearch:
         )
 
 
+_BATCH_COLLECTIVE = {0: ("allreduce", GRADIENT_FACTOR), 1: ("allreduce", GRADIENT_FACTOR), 2: ("allgather", 1.0),
+                     3: (None, 0.0)}
+"""Per ZeRO stage: the data-parallel collective after the flush and its payload per weight byte
+(:meth:`PlacementSearch.allreduce_s`)."""
+
+
+def _stage_sums(table: StageTable, values: np.ndarray) -> np.ndarray:
+    """Every stage's sum of a per-layer quantity (0 where no stage)."""
+    inside = table.member.astype(float) @ values
+    return np.where(table.valid, inside[None, :] - inside[:, None], 0.0)
+
+
 @lru_cache(maxsize=64)
-def _allreduce_affine(cluster: Cluster, stride: int) -> tuple[np.ndarray, np.ndarray]:
-    """The data-parallel all-reduce over ``d = 1 … N/stride`` replicas as ``fixed[d−1] + per_byte[d−1] · S``
+def _collective_affine(cluster: Cluster, kind: str, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """A data-parallel collective over ``d = 1 … N/stride`` replicas as ``fixed[d−1] + per_byte[d−1] · S``
     (exact for ``S > 0``: every ring term is affine in the bytes), shared by every search on one cluster."""
     groups = range(1, max(1, cluster.n_devices // stride) + 1)
-    one = np.array([cluster.collective_s("allreduce", 1.0, g, stride=stride) for g in groups])
-    two = np.array([cluster.collective_s("allreduce", 2.0, g, stride=stride) for g in groups])
+    one = np.array([cluster.collective_s(kind, 1.0, g, stride=stride) for g in groups])
+    two = np.array([cluster.collective_s(kind, 2.0, g, stride=stride) for g in groups])
     return one - (two - one), two - one
 
 
