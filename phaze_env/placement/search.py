@@ -1,13 +1,18 @@
-"""Exact search of the best (data, pipeline) degrees, stage partition and per-stage recompute for one
-tensor width, microbatch size and HBM capacity.
+"""Exact search of the best (data, pipeline) degrees, ZeRO stage, stage partition and per-stage recompute for
+one tensor width, microbatch size and HBM capacity.
 
 Model (1F1B / PipeDream-Flush, Narayanan et al. 2021; ``p`` stages, ``d`` replicas, ``m_r = ceil(B/(d·m))``
 microbatches per replica, ``v`` virtual stages per device):
 
-* stage time per microbatch ``c = Σfwd + Σbwd + recompute + v · p2p sends``, where recompute is 0
-  (``none``), the attention cores' forward (``selective``, Korthikanti et al. 2022 §5) or the whole
-  forward (``full``); each stage uses the fastest allowed mode that fits its memory;
-* memory of a stage: ``weights + gradients + optimizer state`` (ZeRO-1 divides the state by ``d``) plus
+* stage time per microbatch ``c = Σfwd + Σbwd + recompute + v · p2p sends + ZeRO traffic``, where recompute
+  is 0 (``none``), the attention cores' forward (``selective``, Korthikanti et al. 2022 §5) or the whole
+  forward (``full``); each stage uses the fastest allowed mode that fits its memory. ZeRO traffic
+  (:meth:`PlacementSearch.zero_comm_s`): ZeRO-2 reduce-scatters each microbatch's gradients, ZeRO-3 also
+  all-gathers each layer's weights in the forward and again in the backward pass; a layer's collectives
+  overlap its own compute (prefetch), so a layer adds only ``max(0, comm − compute)``;
+* memory of a stage: ``weights + gradients + optimizer state``, of which ZeRO-``z`` divides the first
+  ``z`` of (optimizer state, gradients, weights) by ``d`` (Rajbhandari et al. 2020 §5), plus ZeRO-2/3's
+  buffers (:func:`~phaze_env.placement.inputs.zero_buffer_factor` × the stage's largest layer's weights), plus
   activations for the microbatches in flight: the stage ``s``-th from the end holds ``n = min(s, m_r)``
   (1F1B) — with interleaving, ``2(s−1) + (v−1)p + 1`` chunks of ``1/v`` of a microbatch (Megatron-LM's
   warm-up count, capped at ``v·m_r``; for the first stage that is ``p + (p−1)/v`` microbatches, Korthikanti
@@ -16,7 +21,9 @@ microbatches per replica, ``v`` virtual stages per device):
   Korthikanti et al. 2022 §5) plus, once, the largest layer's stash while it is rebuilt; sequence
   parallelism divides the non-tensor-parallel part of the stash and the layer inputs by ``t``;
 * ``T = (m_r + (p−1)/v) · max_k c_k + allreduce(P) + optimizer step(P)``, ``P`` = the largest stage's
-  parameter bytes (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
+  parameter bytes; "allreduce" is the data-parallel collective after the flush: the gradient all-reduce
+  (ZeRO-0/1), the updated weights' all-gather (ZeRO-2), none (ZeRO-3); the step updates a ``1/d`` shard
+  under ZeRO ≥ 1 (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
   With interleaving a device's layers are modelled as one contiguous stage (its ``v`` chunks carry the
   same load), and Megatron's rule that ``m_r`` be a multiple of ``p`` is enforced.
 
@@ -27,14 +34,27 @@ on it. For ``v = 1``, counting stages from the end (``s = p − k``) makes ``n =
 for every ``p``; for ``v > 1`` ``n`` depends on ``p`` and the DP is run per ``p``. For fixed ``(d, p, v)`` the
 objective ``M·C + A(P)`` (``A`` increasing and affine) is minimised exactly by an ε-constraint walk down
 the (C, P) trade-off: the fastest partition, then the fastest one with a strictly smaller ``P``, and so
-on, stopping when ``M·C`` plus the smallest possible ``A`` cannot beat the incumbent. Without ZeRO-1,
-among data-parallel degrees with the same ``m_r`` the smallest dominates (same stage memory; its
-all-reduce and pipeline sends span no more levels of the network); with ZeRO-1 every ``d`` is searched.
-Shapes are visited in order of a lower bound on ``T`` (the DP with the loosest memory rule, no p2p,
-plus the smallest possible all-reduce), so most are never solved. With ZeRO-1 a second bound, shared by all
-shapes, is checked before a data-parallel degree gets its own DP: the loosest memory's DP at the shape's
-microbatches (rounded down to a power of two; fewer microbatches never hold more in flight). A finite
-``cutoff_s`` (``run``) starts the search with that incumbent time: branch and bound across searches.
+on, stopping when ``M·C`` plus the smallest possible ``A`` cannot beat the incumbent.
+
+ZeRO. The stage ``z`` is a degree of the shape ``(d, p, v, z)``: for a fixed shape its traffic is a sum
+over each stage's layers (a stage cost like ``Σfwd``, so the min-max DP stays exact), its buffers are
+fixed bytes of every recompute mode (the modes keep their order), and ``A`` (all-reduce, all-gather or
+nothing, + the step) stays nondecreasing and affine in ``P``, so the walk above stays exact. Without ZeRO
+(stage 0), among data-parallel degrees with the same ``m_r`` the smallest dominates (same stage memory; its
+all-reduce and pipeline sends span no more levels of the network); with ZeRO ≥ 1 the memory (ZeRO-2/3:
+also the stage times) depends on ``d`` and every ``d`` is searched. Left to the DP (``+zero=auto``), the
+stages 1, 2 and 3 are all searched and stage 0 is not: ZeRO-1 has ZeRO-0's time terms but a ``1/d``
+optimizer step and less memory, so it is never worse; none of 1, 2, 3 dominates another (less memory is
+paid with per-microbatch traffic and buffers). With ``d = 1`` every stage is ZeRO-0 (nothing to shard:
+same memory, no traffic, no buffers), searched once. Shapes are visited in order of a lower bound on
+``T`` (the DP with the loosest memory rule — the smallest state of any allowed ``(d, z)``, no buffers, no p2p,
+no ZeRO traffic — plus the shape's smallest possible ``A``), so most are never solved. With ZeRO a second
+bound, shared by all shapes, is checked before a data-parallel degree gets its own DP: the loosest memory's DP
+at the shape's microbatches (rounded down to a power of two; fewer microbatches never hold more in flight).
+A finite ``cutoff_s`` (``run``) starts the search with that incumbent time: branch and bound across searches.
+Every stage time stays nondecreasing in each layer's forward and backward time (``fwd + max(0, g − fwd) =
+max(fwd, g)``), so the DP on lower-bound layer latencies still bounds the throughput (``evaluate``'s ILP-free
+bound).
 """
 
 from __future__ import annotations
