@@ -416,12 +416,15 @@ class PlacementSearch:
             if zero < 2 or data_parallel == 1:
                 self._zero_comm[key] = self._no_time
             else:
-                layers, cluster, t = self.layers, self.settings.cluster, self.settings.tensor_width
-                fixed, per_byte = _collective_affine(cluster, "allgather", t)
-                gather = np.where(layers.param_bytes > 0, fixed[data_parallel - 1]
-                                  + per_byte[data_parallel - 1] * layers.param_bytes, 0.0)
-                scatter = np.where(layers.param_bytes > 0, fixed[data_parallel - 1]
-                                   + per_byte[data_parallel - 1] * layers.param_bytes * GRADIENT_FACTOR, 0.0)
+                layers, s = self.layers, self.settings
+
+                def collective_s(kind: str, payload_bytes: np.ndarray) -> np.ndarray:
+                    fixed, per_byte = _collective_affine(s.cluster, kind, s.tensor_width)
+                    return np.where(payload_bytes > 0, fixed[data_parallel - 1] + per_byte[data_parallel - 1]
+                                    * payload_bytes, 0.0)
+
+                gather = collective_s("allgather", layers.param_bytes)
+                scatter = collective_s("reducescatter", layers.param_bytes * GRADIENT_FACTOR)
                 if zero == 2:
                     exposed = np.maximum(scatter - layers.bwd_s, 0.0)
                 else:
@@ -464,7 +467,8 @@ class PlacementSearch:
         level = self._level(shape)
         memory = self.memory_for(shape)
         zero_comm = self.zero_comm_s(shape.data_parallel, shape.zero)
-        # data-parallel degrees with equal limits (and no ZeRO-2/3 traffic, or the same) share one DP
+        # data-parallel degrees with equal limits (and no ZeRO-2/3 traffic) share one DP; the traffic arrays live
+        # in ``self._zero_comm`` for the whole search, so their identity names them
         key = (level, shape.interleave, memory.signature, id(zero_comm))
         if key not in self._variants:
             if level not in self._p2p:
