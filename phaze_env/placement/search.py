@@ -409,7 +409,8 @@ class PlacementSearch:
         pass (FSDP's ``reshard_after_forward=True``). Assumed overlap (FSDP's forward/backward prefetch and
         DeepSpeed's ``overlap_comm``, on their own stream): a layer's collectives run while the layer
         computes, so each layer adds ``max(0, all-gather − fwd) + max(0, all-gather + reduce-scatter − bwd)``
-        (ZeRO-2: ``max(0, reduce-scatter − bwd)``); recomputation is not counted as cover.
+        (ZeRO-2: ``max(0, reduce-scatter − bwd)``); recomputation is not counted as cover. The collective after
+        the flush (:meth:`allreduce_s`) is not overlapped, for any stage: ZeRO-0/1 pay their whole all-reduce there.
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
