@@ -15,6 +15,10 @@ microbatches per replica, ``v`` virtual stages per device):
   (selective), the input of every layer (full: Megatron's per-layer checkpoints, "2sbh per layer",
   Korthikanti et al. 2022 §5) plus, once, the largest layer's stash while it is rebuilt; sequence
   parallelism divides the non-tensor-parallel part of the stash and the layer inputs by ``t``;
+* context parallelism ``c`` (fixed per search, like ``t``: the layers come priced per rank at ``c``) multiplies
+  the devices of a replica: a plan uses ``t·c·p·d`` devices, pipeline neighbours are ``t·c·d`` apart, and the
+  ``c`` ranks hold the same weights, so gradients are all-reduced (and ZeRO-1 shards) over ``d·c`` ranks
+  ``t`` apart (Megatron-Core's tp-cp-dp-pp rank order);
 * ``T = (m_r + (p−1)/v) · max_k c_k + allreduce(P) + optimizer step(P)``, ``P`` = the largest stage's
   parameter bytes (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
   With interleaving a device's layers are modelled as one contiguous stage (its ``v`` chunks carry the
@@ -344,28 +348,37 @@ class PlacementSearch:
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
         # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no p2p.
-        most_replicas = max(1, s.n_devices // s.tensor_width)
-        self._loosest_state = s.state_factor(most_replicas)
+        most_replicas = max(1, s.n_devices // self._replica_devices)
+        self._loosest_state = s.state_factor(self._weight_replicas(most_replicas))
         self._memory: dict[tuple[float, int], StageMemory] = {}
-        loosest = StageCosts(table, np.zeros_like(table.fwd_s), self.memory(s.state_factor(most_replicas), 1))
+        loosest = StageCosts(table, np.zeros_like(table.fwd_s), self.memory(self._loosest_state, 1))
         self.loosest_dp = SuffixDP(table, loosest)
         deepest = min(max_stages, most_replicas)
         self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
         self.param_floor = self.loosest_dp.param_floor(deepest)
 
     # --- network and optimizer terms --------------------------------------------------------------
+    @property
+    def _replica_devices(self) -> int:
+        """Devices of one pipeline stage of one replica: the tensor group times the context-parallel ranks."""
+        return self.settings.tensor_width * self.settings.context_parallel
+
+    def _weight_replicas(self, data_parallel):
+        """Ranks holding the same weights: ``d·c`` (context-parallel ranks differ only in their tokens)."""
+        return data_parallel * self.settings.context_parallel
+
     def allreduce_s(self, param_bytes: float, data_parallel: int) -> float:
-        """Data-parallel gradient all-reduce (ZeRO-1: reduce-scatter + all-gather, the same bytes)."""
-        return self.settings.cluster.collective_s("allreduce", param_bytes * GRADIENT_FACTOR, data_parallel,
-                                                  stride=self.settings.tensor_width)
+        """Gradient all-reduce over the ``d·c`` weight replicas (ZeRO-1: reduce-scatter + all-gather, the same bytes)."""
+        return self.settings.cluster.collective_s("allreduce", param_bytes * GRADIENT_FACTOR,
+                                                  self._weight_replicas(data_parallel), stride=self.settings.tensor_width)
 
     def sync_s(self, param_bytes: float, data_parallel: int) -> float:
         """What the largest stage adds once per batch: gradient all-reduce + optimizer step."""
-        return self.allreduce_s(param_bytes, data_parallel) + self.settings.optimizer_step_s(param_bytes, data_parallel)
+        return (self.allreduce_s(param_bytes, data_parallel)
+                + self.settings.optimizer_step_s(param_bytes, self._weight_replicas(data_parallel)))
 
     def _level(self, shape: _Shape):
-        cluster, t = self.settings.cluster, self.settings.tensor_width
-        return cluster.p2p_level(t * shape.data_parallel, max(shape.stages - 1, 1))
+        return self.settings.cluster.p2p_level(self._replica_devices * shape.data_parallel, max(shape.stages - 1, 1))
 
     def _send_s(self, level, payload_bytes: float) -> float:
         """One pipeline message; across a slower level than the tensor group's, Megatron's scatter/gather
@@ -388,7 +401,7 @@ class PlacementSearch:
 
     def memory_for(self, shape: _Shape) -> StageMemory:
         """The memory side of one shape (ZeRO-1 shards its optimizer state over ``d``)."""
-        return self.memory(self.settings.state_factor(shape.data_parallel), shape.interleave)
+        return self.memory(self.settings.state_factor(self._weight_replicas(shape.data_parallel)), shape.interleave)
 
     def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO shards and interleave of ``shape``."""
@@ -428,18 +441,19 @@ class PlacementSearch:
     def _obviously_infeasible(self) -> str:
         s = self.settings
         plan = s.plan
-        if s.tensor_width > s.n_devices:
-            return f"tensor width {s.tensor_width} exceeds the {s.n_devices} devices"
+        if self._replica_devices > s.n_devices:
+            return (f"tensor width {s.tensor_width} × context parallel {s.context_parallel} exceeds the "
+                    f"{s.n_devices} devices")
         if plan.devices is not None and plan.devices != s.n_devices:
-            return f"plan {plan} uses t·p·d = {plan.devices} devices, the cluster has {s.n_devices}"
-        used = s.tensor_width * (plan.p or 1) * (plan.d or 1)
+            return f"plan {plan} uses t·c·p·d = {plan.devices} devices, the cluster has {s.n_devices}"
+        used = self._replica_devices * (plan.p or 1) * (plan.d or 1)
         if used > s.n_devices:
             return f"plan {plan} needs at least {used} devices, the cluster has {s.n_devices}"
         if plan.p is not None and plan.p > self.max_stages:
             return f"plan {plan} has {plan.p} pipeline stages but the model has only {self.max_stages} layers"
         # Each layer's smallest footprint: the loosest state and one unit of its lightest mode.
         costs = self.loosest_dp.costs
-        state = self.layers.param_bytes * s.state_factor(max(1, s.n_devices // s.tensor_width))
+        state = self.layers.param_bytes * self._loosest_state
         lightest = np.min([self._layer_memory(mode) for mode in costs.modes], axis=0) + state
         worst = int(np.argmax(lightest - s.hbm_bytes))
         if lightest[worst] > s.hbm_bytes:
@@ -468,14 +482,14 @@ class PlacementSearch:
         ``p``-stage partition (``self.param_floor``).
         """
         s, plan = self.settings, self.settings.plan
-        replicas = np.arange(1, s.n_devices // s.tensor_width + 1)
+        replicas = np.arange(1, s.n_devices // self._replica_devices + 1)
         if plan.d is not None:
             replicas = replicas[replicas == plan.d]
         microbatches = -(-s.global_batch // (replicas * s.microbatch))
         if not s.zero1 and plan.d is None:
             _, first = np.unique(microbatches, return_index=True)
             replicas, microbatches = replicas[first], microbatches[first]
-        most_stages = np.minimum(len(self.loosest_s), s.n_devices // (replicas * s.tensor_width))
+        most_stages = np.minimum(len(self.loosest_s), s.n_devices // (replicas * self._replica_devices))
         d = np.repeat(replicas, most_stages)
         m_r = np.repeat(microbatches, most_stages)
         p = np.arange(1, len(d) + 1) - np.repeat(np.cumsum(most_stages) - most_stages, most_stages)
@@ -502,8 +516,9 @@ class PlacementSearch:
         s = self.settings
         fixed, per_byte = _allreduce_affine(s.cluster, s.tensor_width)
         finite_bytes = np.where(np.isfinite(param_bytes), param_bytes, 0.0)
-        times = (fixed[data_parallel - 1] + per_byte[data_parallel - 1] * finite_bytes * GRADIENT_FACTOR
-                 + s.optimizer_step_s(finite_bytes, data_parallel))
+        group = self._weight_replicas(data_parallel)
+        times = (fixed[group - 1] + per_byte[group - 1] * finite_bytes * GRADIENT_FACTOR
+                 + s.optimizer_step_s(finite_bytes, group))
         return np.where(param_bytes > 0, times, 0.0)
 
     def _stage_values(self, shape: _Shape, costs: StageCosts, mask: np.ndarray | None = None):
@@ -595,7 +610,8 @@ class PlacementSearch:
                     f"> {s.hbm_bytes / 2**30:.3g} GiB of HBM (recompute {'/'.join(s.plan.recompute_modes)}, "
                     f"sequence parallel {'on' if s.sequence_parallel else 'off'}, ZeRO-1 {'on' if s.zero1 else 'off'})")
         return (f"no pipeline of at most {self.max_stages} stages fits {s.hbm_bytes / 2**30:.3g} GiB of HBM per device "
-                f"with {s.n_devices} devices at tensor width {s.tensor_width} (plan {plan})")
+                f"with {s.n_devices} devices at tensor width {s.tensor_width}, context parallel {s.context_parallel} "
+                f"(plan {plan})")
 
     def _least_memory(self, shape: _Shape) -> float:
         """The smallest worst-device memory of any partition of ``shape`` (its lightest mode per stage)."""
@@ -627,7 +643,7 @@ class PlacementSearch:
         for k, ((a, b), mode) in enumerate(zip(pairs, modes)):
             params = float(t.param_bytes[a, b])
             units = shape.units(shape.stages - k)
-            state = s.state_factor(shape.data_parallel)
+            state = s.state_factor(self._weight_replicas(shape.data_parallel))
             memory.append({
                 "weights": params,
                 "gradients": params * GRADIENT_FACTOR,
@@ -643,23 +659,25 @@ class PlacementSearch:
         steady = shape.microbatches
         recompute_s = times[slowest] - float(t.fwd_s[a, b] + t.bwd_s[a, b] + shape.interleave * costs.p2p_s[a, b])
         breakdown = {
-            "compute": steady * float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b]),
+            "compute": steady * float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b] - t.cp_comm_s[a, b]),
             "recompute": steady * recompute_s,
             "tp_comm": steady * float(t.tp_comm_s[a, b]),
+            "cp_comm": steady * float(t.cp_comm_s[a, b]),
             "p2p": steady * shape.interleave * float(costs.p2p_s[a, b]),
             "bubble": (shape.stages - 1) / shape.interleave * times[slowest],
             "dp_allreduce": self.allreduce_s(largest, shape.data_parallel),
-            "optimizer": s.optimizer_step_s(largest, shape.data_parallel),
+            "optimizer": s.optimizer_step_s(largest, self._weight_replicas(shape.data_parallel)),
         }
         time_per_batch_s = shape.slots * times[slowest] + self.sync_s(largest, shape.data_parallel)
         throughput = s.global_batch / time_per_batch_s
-        devices = shape.data_parallel * shape.stages * s.tensor_width
+        devices = shape.data_parallel * shape.stages * self._replica_devices
         layers = tuple(t.layers_of(a, b) for a, b in pairs)
         used = [mode for mode in ("none", "selective", "full") if mode in modes]
-        spec = PlanSpec(t=s.tensor_width, p=shape.stages, d=shape.data_parallel, microbatch=s.microbatch,
+        spec = PlanSpec(t=s.tensor_width, c=s.context_parallel, p=shape.stages, d=shape.data_parallel,
+                        microbatch=s.microbatch,
                         interleave=shape.interleave, recompute="|".join(used),
                         sequence_parallel=s.sequence_parallel and s.tensor_width > 1,
-                        zero1=s.zero1 and shape.data_parallel > 1)
+                        zero1=s.zero1 and self._weight_replicas(shape.data_parallel) > 1)
         return Plan(
             feasible=True,
             notation=str(spec),
@@ -668,6 +686,7 @@ class PlacementSearch:
             tokens_s=None if s.seq_len is None else throughput * s.seq_len,
             mfu=_mfu(s, throughput, devices),
             tensor_width=s.tensor_width,
+            context_parallel=s.context_parallel,
             data_parallel=shape.data_parallel,
             pipeline_stages=shape.stages,
             microbatch=s.microbatch,
