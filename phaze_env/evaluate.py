@@ -487,7 +487,7 @@ def _text(info: dict[str, Any], cluster: Cluster) -> str:
         f"time per batch  {total:.4g} s",
     ]
     for key, seconds in info["time_breakdown_s"].items():
-        if key == "cp_comm" and seconds == 0:  # no context parallelism: keep the report as it was
+        if key == "cp_comm" and PlanSpec.parse(info["plan"]).c == 1:  # no context parallelism, no ring
             continue
         lines.append(f"  {BREAKDOWN_LABELS[key]:<15} {seconds:10.4g} s  {seconds / total:6.1%}")
     parts = ", ".join(f"{key} {memory[key] / GB_BYTES:.2f}" for key in ("weights", "gradients", "optimizer", "activations"))
