@@ -266,3 +266,89 @@ def test_notation_c_absent_is_one_and_auto_is_free():
     assert PlanSpec.parse("t8c8p1d1m1").devices == 64
     with pytest.raises(PlanSyntaxError):
         PlanSpec.parse("t8c2p1d1m1+c=auto")  # a pinned c cannot also be left to the DP
+
+
+# ---------------------------------------------------------------- one rank's layers, the ring, the evaluator
+from phaze_env import context_parallel  # noqa: E402
+from phaze_env.evaluate import _model_flops_per_sample, evaluate, main  # noqa: E402
+from phaze_env.hardware import get_preset  # noqa: E402
+from phaze_env.workloads import custom_workload, get_workload, model_graph  # noqa: E402
+
+# hidden 96 and head size 24: no activation of 48-256 tokens is square, so only (s, s) scores count as attention
+TINY_LLAMA = custom_workload("tiny-llama-cp", "LlamaConfig", "LlamaForCausalLM", 256, hidden_size=96,
+                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=344,
+                             vocab_size=1000, max_position_embeddings=4096)
+
+
+@pytest.mark.parametrize("c", [2, 4])
+def test_a_rank_does_one_cth_of_the_work_and_stash(c):
+    """Traced at s/c with the attention core over all s keys, a rank's FLOPs and stash are exactly 1/c of the layer's."""
+    whole = model_graph(TINY_LLAMA, seq_len=256, microbatch=2, tensor_width=2, cache=False)
+    rank = context_parallel.rank_graph(model_graph(TINY_LLAMA, seq_len=256 // c, microbatch=2, tensor_width=2,
+                                                   cache=False), c)
+    assert _model_flops_per_sample(rank, c) == _model_flops_per_sample(whole)
+    for mine, full in zip(rank.layers, whole.layers):
+        assert mine.param_bytes == full.param_bytes
+        assert c * mine.activation_stash_bytes == full.activation_stash_bytes
+        assert c * mine.stash_attention_bytes == full.stash_attention_bytes
+        assert c * (mine.flops_fwd + mine.flops_bwd) == full.flops_fwd + full.flops_bwd
+    block = next(layer for layer in rank.layers if layer.name == "block")
+    assert any(map(context_parallel.is_attention_core, block.fwd.ops))
+
+
+def test_ring_exposes_only_what_the_attention_block_does_not_hide():
+    cluster = Cluster(n_devices=8, link_bandwidth_Bps=100.0, link_latency_s=0.5)
+    send_s = 0.5 + 200.0 / 100.0  # one hop of 200 bytes
+    assert context_parallel.ring_exposed_s(4.0, 200.0, cluster, 1, 4) == pytest.approx(3 * (send_s - 4.0 / 4))
+    assert context_parallel.ring_exposed_s(40.0, 200.0, cluster, 1, 4) == 0.0  # 10 s blocks hide a 2.5 s send
+    assert context_parallel.ring_exposed_s(4.0, 200.0, cluster, 1, 1) == 0.0
+    assert context_parallel.ring_exposed_s(4.0, 0.0, cluster, 1, 4) == 0.0  # a layer without attention
+
+
+def test_kv_chunk_and_degree_rules():
+    llama3 = get_workload("llama3-8b")  # 8 key/value heads of 128: K and V of a token on one of 8 tensor ranks
+    assert context_parallel.kv_bytes_per_token(llama3, 8, 2) == 2 * 1 * 128 * 2
+    assert context_parallel.kv_bytes_per_token(llama3, 1, 2) == 2 * 8 * 128 * 2
+    assert context_parallel.valid_context_parallels(4096, (1, 2, 4, 8, 16)) == [1, 2, 4, 8, 16]
+    assert context_parallel.valid_context_parallels(20, (1, 2, 4, 8)) == [1, 2]
+    assert "2c = 8 equal chunks" in context_parallel.context_parallel_error(100, 4)
+
+
+@pytest.mark.parametrize("name, published", [("llama3-8b", 8_030_261_248), ("llama3-70b", 70_553_706_496)])
+def test_llama3_parameters_are_exact(name, published):
+    """Counted on the HF model built on meta from the registry's config (no download)."""
+    import torch
+    import transformers
+
+    workload = get_workload(name)
+    config = getattr(transformers, workload.config_class)(**workload.config_dict)
+    with torch.device("meta"):
+        model = getattr(transformers, workload.model_class)(config)
+    assert sum(p.numel() for p in model.parameters()) == published == workload.published_params
+
+
+def test_evaluate_prices_context_parallel_plans(fresh_cache):
+    """Same model FLOPs per sample at c = 1 and c = 2; tokens count the whole sequence; the ring is reported."""
+    cluster = Cluster(n_devices=4, global_batch=4, link_bandwidth_Bps=1e9)
+    results = {}
+    for c in (1, 2):
+        plan = PlanSpec(t=1, c=c, p=1, d=4 // c, microbatch=1, recompute="none")
+        results[c] = evaluate(TINY_LLAMA, get_preset("h100"), cluster, plan=plan, seq_len=256)
+    for c, evaluation in results.items():
+        assert evaluation.feasible, evaluation.reason
+        assert evaluation.plan["devices_used"] == 4 and evaluation.plan["context_parallel"] == c
+        assert evaluation.tokens_s == pytest.approx(evaluation.throughput_samples_s * 256)
+        assert "cp_comm" in evaluation.time_breakdown_s
+    model_flops = {c: e.mfu * e.peak_flops * 4 / e.throughput_samples_s for c, e in results.items()}
+    assert model_flops[2] == pytest.approx(model_flops[1], rel=1e-12)
+    assert results[2].time_breakdown_s["cp_comm"] > 0  # 1 GB/s links cannot hide the key/value hops
+    assert results[2].memory_bytes["activations"] < results[1].memory_bytes["activations"]
+
+
+def test_evaluate_rejects_a_degree_that_does_not_split_the_sequence(capsys):
+    with pytest.raises(ValueError, match="2c = 6 equal chunks"):
+        evaluate(TINY_LLAMA, get_preset("h100"), Cluster(n_devices=3), plan=PlanSpec(c=3), seq_len=256)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--workload", "llama3-8b", "--devices", "3", "--plan", "t1c3p1d1m1"])
+    assert exit_.value.code != 0
+    assert "2c = 6 equal chunks" in capsys.readouterr().err.strip().splitlines()[-1]

@@ -153,6 +153,9 @@ def best_plan_multi(
     reasons = []
     for capacity in capacities:
         for t, m, c in variants:
+            if t * c > settings.n_devices:  # before pricing its layers: no plan of this variant exists
+                reasons.append(f"t{t}c{c}m{m}: t·c = {t * c} exceeds the {settings.n_devices} devices")
+                continue
             key = key_of(t, m, c)
             extra = variant_fields(*key) if variant_fields is not None else {}
             variant = replace(settings, tensor_width=t, microbatch=m, context_parallel=c, hbm_bytes=capacity, **extra)
