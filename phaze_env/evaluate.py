@@ -1,9 +1,11 @@
 """The one door: ``evaluate(workload, accelerator, cluster, ...) -> Evaluation``.
 
-Pipeline (docs/design.md): per tensor-parallel width ``t`` and microbatch size ``m`` the workload is traced
-into per-layer fused DAGs (cached); every operator's one-core and all-cores latency is estimated on the
-accelerator; each layer's forward and backward DAGs are scheduled by the ILP (cached); the placement DP
-then finds the best data × pipeline × tensor plan over ``t``, ``m``, recompute and HBM capacity.
+Pipeline (docs/design.md): per tensor-parallel width ``t``, microbatch size ``m`` and context-parallel degree
+``c`` the workload is traced into per-layer fused DAGs (cached; at ``c > 1`` traced at ``s/c`` tokens with the
+attention core over all ``s`` keys and the ring exchange priced, :mod:`phaze_env.context_parallel`); every
+operator's one-core and all-cores latency is estimated on the accelerator; each layer's forward and backward
+DAGs are scheduled by the ILP (cached); the placement DP then finds the best data × pipeline × context ×
+tensor plan over ``t``, ``m``, ``c``, recompute and HBM capacity.
 Whole evaluations are cached on disk, keyed by everything they depend on (including
 :func:`phaze_env.cache.model_version`, the hash of the model's constants), so re-evaluating a design is a
 lookup and a changed constant is never served stale. :meth:`Evaluation.explain` splits one layer's time
@@ -23,6 +25,8 @@ from typing import Any, Iterable
 
 from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.cluster import Cluster
+from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core,
+                                        kv_bytes_per_token, rank_graph, ring_exposed_s, valid_context_parallels)
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.space import HBM_GB_VALUES as DEFAULT_HBM_GB, MICROBATCH_VALUES as DEFAULT_MICROBATCHES
@@ -32,8 +36,7 @@ from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 7  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers
-ATTENTION_CORE_KINDS = ("bmm", "softmax")  # the operators selective recompute repeats (Korthikanti et al. 2022)
+EVALUATION_VERSION = 7  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers, context parallelism
 
 _EVALUATIONS = DiskCache("evaluations")
 _BOUNDS = DiskCache("bounds")
@@ -53,6 +56,7 @@ class LayerTiming:
     bwd_optimal: bool
     attention_fwd_s: float = 0.0  # forward time of the attention core (QKᵀ, softmax, ·V): selective recompute
     tp_comm_s: float = 0.0  # tensor-parallel collectives of forward + backward, on the cluster's links
+    cp_comm_s: float = 0.0  # context parallelism's exposed ring exchange, inside fwd_s + bwd_s (and the bounds)
 
     def unproven(self) -> list[tuple[str, str, float]]:
         """``(direction, method, gap)`` of each schedule not proven optimal (gap: 1 − bound / makespan)."""
@@ -158,14 +162,15 @@ class _Request:
     widths: tuple[int, ...]
     plan: PlanSpec
     seq_len: int | None
+    context_parallels: tuple[int, ...]
 
     def key_parts(self) -> tuple:
         return (self.workload.to_dict(), self.cluster.to_dict(), self.microbatches, self.capacities_gb, self.widths,
-                self.plan.to_dict(), self.seq_len)
+                self.plan.to_dict(), self.seq_len, self.context_parallels)
 
 
 def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan,
-             seq_len) -> _Request:
+             seq_len, context_parallels) -> _Request:
     """Check the arguments; a pinned ``plan`` narrows the tensor widths and microbatch sizes searched."""
     workload = get_workload(workload)
     if not isinstance(accelerator, Accelerator):
@@ -192,11 +197,17 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
     if not widths or min(widths) <= 0:
         raise ValueError(f"tensor widths must be positive integers, got {tensor_widths!r}")
     if plan.devices is not None and plan.devices != cluster.n_devices:
-        raise ValueError(f"plan {plan} uses t·p·d = {plan.devices} devices but the cluster has {cluster.n_devices}")
+        raise ValueError(f"plan {plan} uses t·c·p·d = {plan.devices} devices but the cluster has {cluster.n_devices}")
+    degrees = tuple(sorted({int(c) for c in context_parallels})) if plan.c is None else (plan.c,)
+    if not degrees or min(degrees) <= 0:
+        raise ValueError(f"context-parallel degrees must be positive integers, got {context_parallels!r}")
+    tokens = workload.seq_len if seq_len is None else seq_len
+    if plan.c is not None and context_parallel_error(tokens, plan.c):
+        raise ValueError(f"plan {plan}: {context_parallel_error(tokens, plan.c)}")
     if plan.t is not None and not valid_tensor_widths(workload, (plan.t,), cluster.n_devices):
         raise ValueError(f"tensor width {plan.t} does not divide {workload.name}'s {workload.num_heads} attention heads "
                          f"(or is not a power of two ≤ {cluster.n_devices})")
-    return _Request(workload, cluster, microbatches, capacities, widths, plan, seq_len)
+    return _Request(workload, cluster, microbatches, capacities, widths, plan, seq_len, degrees)
 
 
 def _as_tuple(value) -> tuple:
@@ -219,24 +230,28 @@ def _layer_chain(graph, timings: dict[str, LayerTiming]) -> list[dict[str, float
                  "attention_stash_bytes": float(layer.stash_attention_bytes),
                  "replicated_stash_bytes": float(layer.stash_replicated_bytes),
                  "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
-                 "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s)}
+                 "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
+                 "cp_comm_s": timing.cp_comm_s}
         chain.extend([entry] * layer.repeat)
     return chain
 
 
 def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only: bool, solver: str,
-                time_limit_s: float, counters: dict[str, float], cache: bool) -> LayerTiming:
+                time_limit_s: float, counters: dict[str, float], cache: bool, context_parallel: int = 1,
+                tensor_width: int = 1, kv_hop_bytes: float = 0.0) -> LayerTiming:
+    """The layer's forward and backward schedules; at ``context_parallel > 1`` plus the ring exchange each
+    direction leaves exposed (``kv_hop_bytes`` per forward hop; backward passes keys, values and their gradients)."""
     results = {}
-    attention_fwd_s = tp_comm_s = 0.0
+    attention_s = {}  # the attention core's own time per direction (selective recompute; ring overlap)
+    tp_comm_s = 0.0
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
         table = price_ops(dag.ops, acc, cluster).table
         one, all_cores = table.latencies_s(0, 0)
         tp_comm_s += float(table.comm_s.sum())
-        if direction == "fwd":
-            attention_fwd_s = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
-                                        if op.kind in ATTENTION_CORE_KINDS))
+        attention_s[direction] = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
+                                           if is_attention_core(op)))
         counters["estimate"] += time.perf_counter() - started
         started = time.perf_counter()
         if bound_only:
@@ -254,25 +269,29 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
             results[direction] = (0.0, 0.0, "empty", True)
         counters["schedule"] += time.perf_counter() - started
     (f, flb, fm, fo), (b, blb, bm, bo) = results["fwd"], results["bwd"]
-    return LayerTiming(f, b, flb, blb, fm, bm, fo, bo, attention_fwd_s, tp_comm_s)
+    ring_fwd_s = ring_exposed_s(attention_s["fwd"], kv_hop_bytes, cluster, tensor_width, context_parallel)
+    ring_bwd_s = ring_exposed_s(attention_s["bwd"], 2 * kv_hop_bytes, cluster, tensor_width, context_parallel)
+    return LayerTiming(f + ring_fwd_s, b + ring_bwd_s, flb + ring_fwd_s, blb + ring_bwd_s, fm, bm, fo, bo,
+                       attention_s["fwd"] + ring_fwd_s, tp_comm_s, ring_fwd_s + ring_bwd_s)
 
 
-def _energy_per_sample_j(graph, acc: Accelerator, tensor_width: int) -> float:
+def _energy_per_sample_j(graph, acc: Accelerator, tensor_width: int, context_parallel: int = 1) -> float:
     per_microbatch = sum(layer.repeat * sum(op_energy_j(op, acc) for op in layer.fwd.ops + layer.bwd.ops)
                          for layer in graph.layers)
-    return per_microbatch * tensor_width / graph.microbatch
+    return per_microbatch * tensor_width * context_parallel / graph.microbatch
 
 
-def _model_flops_per_sample(graph) -> float:
-    """Model FLOPs (forward + backward, no recompute) of one sample: per-device FLOPs × the tensor width
-    (the whole tensor group's work, including Megatron's vocabulary padding)."""
+def _model_flops_per_sample(graph, context_parallel: int = 1) -> float:
+    """Model FLOPs (forward + backward, no recompute) of one sample: per-device FLOPs × the tensor width × the
+    context-parallel degree (the whole group's work, including Megatron's vocabulary padding)."""
     per_device = sum((layer.flops_fwd + layer.flops_bwd) * layer.repeat for layer in graph.layers)
-    return per_device * graph.tensor_width / graph.microbatch
+    return per_device * graph.tensor_width * context_parallel / graph.microbatch
 
 
 @dataclass
 class _Variant:
-    """One (tensor width, microbatch) of an evaluation: its graph, layer timings and the DP's layer chains."""
+    """One (tensor width, microbatch, context parallel) of an evaluation: its graph (one rank's), layer timings
+    and the DP's layer chains."""
 
     graph: Any
     timings: dict[str, LayerTiming]
@@ -292,37 +311,44 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
     workload, cluster = request.workload, request.cluster
     started = time.perf_counter()
-    variants: dict[tuple[int, int], _Variant] = {}
+    variants: dict[tuple[int, int, int], _Variant] = {}
 
-    def variant(t: int, m: int) -> _Variant:
-        if (t, m) not in variants:
-            variants[(t, m)] = _variant(request, acc, t, m, bound_only, solver, time_limit_s, counters, cache)
-        return variants[(t, m)]
+    def variant(t: int, m: int, c: int) -> _Variant:
+        if (t, m, c) not in variants:
+            variants[(t, m, c)] = _variant(request, acc, t, m, c, bound_only, solver, time_limit_s, counters, cache)
+        return variants[(t, m, c)]
 
     usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
+    seq_len = workload.seq_len if request.seq_len is None else request.seq_len
+    degrees = [c for c in valid_context_parallels(seq_len, request.context_parallels) if c <= cluster.n_devices]
     capacities = [capacity * GB_BYTES for capacity in request.capacities_gb]
-    if usable:
-        # The one plan loop (placement.best_plan_multi): capacities smallest first, then t, then m, branch
-        # and bound across them; ties keep the first (the smaller HBM).
+    if usable and degrees:
+        # The one plan loop (placement.best_plan_multi): capacities smallest first, then t, then m, then c,
+        # branch and bound across them; ties keep the first (the smaller HBM).
         template = Settings(cluster, usable[0], request.microbatches[0], capacities[0], request.plan,
-                            peak_flops=acc.peak_flops, hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps)
+                            peak_flops=acc.peak_flops, hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps,
+                            context_parallel=degrees[0])
 
-        def settings_of(t: int, m: int) -> dict[str, Any]:
-            graph = variant(t, m).graph
-            return {"seq_len": graph.seq_len, "model_flops_per_sample": _model_flops_per_sample(graph)}
+        def settings_of(t: int, m: int, c: int) -> dict[str, Any]:
+            graph = variant(t, m, c).graph
+            return {"seq_len": graph.seq_len * c, "model_flops_per_sample": _model_flops_per_sample(graph, c)}
 
         def search(chain_of) -> Any:
-            return best_plan_multi(lambda t, m: chain_of(variant(t, m)), template, tensor_widths=usable,
-                                   microbatches=request.microbatches, hbm_bytes=capacities, variant_fields=settings_of)
+            return best_plan_multi(lambda t, m, c: chain_of(variant(t, m, c)), template, tensor_widths=usable,
+                                   microbatches=request.microbatches, hbm_bytes=capacities, variant_fields=settings_of,
+                                   context_parallels=degrees)
 
         best = search(lambda v: v.chain)
         reason = best.reason
-    else:
+    elif not usable:
         best, reason = None, f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads"
-    layer_timings = {f"t{t}_m{m}": {name: asdict(timing) for name, timing in v.timings.items()}
-                     for (t, m), v in variants.items()}
+    else:
+        best, reason = None, (f"no context-parallel degree in {list(request.context_parallels)} splits {seq_len}-token "
+                              f"sequences into 2c equal chunks on {cluster.n_devices} devices")
+    layer_timings = {_variant_label(*key): {name: asdict(timing) for name, timing in v.timings.items()}
+                     for key, v in variants.items()}
     unproven = [] if bound_only else [
-        (f"t{t}_m{m} {name} {direction}", method, gap) for (t, m), v in variants.items()
+        (f"{_variant_label(*key)} {name} {direction}", method, gap) for key, v in variants.items()
         for name, timing in v.timings.items() for direction, method, gap in timing.unproven()]
     total_s = time.perf_counter() - started
     timings_s = {k: counters[k] for k in ("trace", "estimate", "schedule")}
@@ -330,9 +356,10 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     common = dict(workload=workload.name, cluster=cluster.to_dict(), area_mm2=acc.area_mm2, peak_flops=acc.peak_flops,
                   layer_timings=layer_timings, timings_s=timings_s, ilp_solves=int(counters["ilp_solves"]),
                   schedules=int(counters["schedules"]),
-                  dp_calls=len(usable) * len(request.microbatches) * len(capacities),
+                  dp_calls=len(usable) * len(request.microbatches) * len(capacities) * len(degrees),
                   knobs={"microbatch": list(request.microbatches), "plan": str(request.plan),
-                         "hbm_gb": list(request.capacities_gb), "tensor_widths": list(request.widths)},
+                         "hbm_gb": list(request.capacities_gb), "tensor_widths": list(request.widths),
+                         "context_parallels": list(request.context_parallels)},
                   proven=not unproven, worst_gap=max((gap for _, _, gap in unproven), default=0.0),
                   unproven=tuple(f"{where} ({method}, gap {gap:.3%})" for where, method, gap in unproven))
     if best is None or not best.feasible:
@@ -343,8 +370,9 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     if unproven:  # the same DP on the schedules' proven lower bounds: no real schedule can do better
         bound = max(bound, search(_Variant.lower_bound_chain).throughput_samples_s)
     chosen = acc.replace(hbm_gb=best.hbm_bytes / GB_BYTES)
-    energy = 0.0 if bound_only else _energy_per_sample_j(variants[(best.tensor_width, best.microbatch)].graph, acc,
-                                                        best.tensor_width)
+    energy = 0.0 if bound_only else _energy_per_sample_j(
+        variants[(best.tensor_width, best.microbatch, best.context_parallel)].graph, acc, best.tensor_width,
+        best.context_parallel)
     return Evaluation(accelerator=chosen.to_dict(), feasible=True, reason="",
                       throughput_samples_s=best.throughput_samples_s, tokens_s=best.tokens_s or 0.0,
                       mfu=best.mfu or 0.0, energy_per_sample_j=energy, plan=best.to_dict(),
@@ -352,14 +380,23 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
                       throughput_bound_samples_s=bound, **common)
 
 
-def _variant(request: _Request, acc: Accelerator, t: int, m: int, bound_only: bool, solver: str, time_limit_s: float,
-             counters: dict, cache: bool) -> _Variant:
-    """The traced graph at ``(t, m)``, each layer's schedules and the layer chain for the DP."""
+def _variant_label(t: int, m: int, c: int) -> str:
+    return f"t{t}_m{m}" + (f"_c{c}" if c > 1 else "")
+
+
+def _variant(request: _Request, acc: Accelerator, t: int, m: int, c: int, bound_only: bool, solver: str,
+             time_limit_s: float, counters: dict, cache: bool) -> _Variant:
+    """One rank's graph at ``(t, m, c)`` (traced at ``s/c`` tokens), each layer's schedules and the DP's layer chain."""
     started = time.perf_counter()
-    graph = model_graph(request.workload, seq_len=request.seq_len, microbatch=m, tensor_width=t, cache=cache)
+    seq_len = request.workload.seq_len if request.seq_len is None else request.seq_len
+    graph = rank_graph(model_graph(request.workload, seq_len=seq_len // c, microbatch=m, tensor_width=t, cache=cache), c)
     counters["trace"] += time.perf_counter() - started
+    # Each ring hop passes the keys and values of the rank's s/c tokens (layers without attention pass none).
+    hop_bytes = m * graph.seq_len * kv_bytes_per_token(request.workload, t, graph.bytes_per_element) if c > 1 else 0.0
     timings = {layer.name: _time_layer(layer, acc, request.cluster, bound_only=bound_only, solver=solver,
-                                       time_limit_s=time_limit_s, counters=counters, cache=cache)
+                                       time_limit_s=time_limit_s, counters=counters, cache=cache, context_parallel=c,
+                                       tensor_width=t,
+                                       kv_hop_bytes=hop_bytes if any(map(is_attention_core, layer.fwd.ops)) else 0.0)
                for layer in graph.layers}
     return _Variant(graph, timings, _layer_chain(graph, timings))
 
@@ -368,10 +405,13 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
              plan: PlanSpec | None = None, microbatch: Iterable[int] = DEFAULT_MICROBATCHES,
              recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
              tensor_widths: Iterable[int] = TENSOR_WIDTHS, seq_len: int | None = None, solver: str = "cbc",
-             time_limit_s: float = DEFAULT_TIME_LIMIT_S, cache: bool = True) -> Evaluation:
+             time_limit_s: float = DEFAULT_TIME_LIMIT_S, context_parallels: Iterable[int] = CONTEXT_PARALLELS,
+             cache: bool = True) -> Evaluation:
     """Best training throughput of ``workload`` on ``cluster`` accelerators of this architecture.
 
-    ``plan`` (a :class:`~phaze_env.plan_spec.PlanSpec`) pins what it sets — ``PlanSpec.parse("t8p8d1m1+sp+rc=selective")``
+    ``plan`` (a :class:`~phaze_env.plan_spec.PlanSpec`) pins what it sets (its context-parallel degree ``c``
+    is 1 unless set; ``c=None`` searches ``context_parallels``, those that split the sequence into ``2c``
+    equal chunks) — ``PlanSpec.parse("t8p8d1m1+sp+rc=selective")``
     evaluates exactly that plan (stage boundaries chosen by the DP); fields left ``None`` are searched.
     Without a plan the search is PHAZE's: every tensor width in ``tensor_widths``, microbatch size in
     ``microbatch``, pipeline/data degrees and per-stage full recompute if ``recompute`` allows it;
@@ -380,7 +420,8 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     ``feasible=False`` and the reason (for a pinned plan, the memory it would need); invalid arguments
     raise ``ValueError``/``TypeError``.
     """
-    request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len)
+    request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len,
+                       context_parallels)
     key = content_key("evaluation", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts(),
                       solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
@@ -395,9 +436,10 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
                            plan: PlanSpec | None = None, microbatch: Iterable[int] = DEFAULT_MICROBATCHES,
                            recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
                            tensor_widths: Iterable[int] = TENSOR_WIDTHS, seq_len: int | None = None,
-                           cache: bool = True) -> float:
+                           context_parallels: Iterable[int] = CONTEXT_PARALLELS, cache: bool = True) -> float:
     """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible)."""
-    request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len)
+    request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len,
+                       context_parallels)
     key = content_key("bound", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts())
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit
@@ -408,8 +450,8 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
     return bound
 
 
-BREAKDOWN_LABELS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP comm", "p2p": "pipeline p2p",
-                    "zero_comm": "ZeRO comm", "bubble": "pipeline bubble", "dp_allreduce": "DP sync",
+BREAKDOWN_LABELS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP comm", "cp_comm": "CP ring comm",
+                    "p2p": "pipeline p2p", "zero_comm": "ZeRO comm", "bubble": "pipeline bubble", "dp_allreduce": "DP sync",
                     "optimizer": "optimizer step"}
 
 
@@ -445,6 +487,8 @@ def _text(info: dict[str, Any], cluster: Cluster) -> str:
         f"time per batch  {total:.4g} s",
     ]
     for key, seconds in info["time_breakdown_s"].items():
+        if key == "cp_comm" and PlanSpec.parse(info["plan"]).c == 1:  # no context parallelism, no ring
+            continue
         lines.append(f"  {BREAKDOWN_LABELS[key]:<15} {seconds:10.4g} s  {seconds / total:6.1%}")
     parts = ", ".join(f"{key.replace('_', ' ')} {memory[key] / GB_BYTES:.2f}"
                       for key in ("weights", "gradients", "optimizer", "zero_buffers", "activations"))

@@ -1,8 +1,9 @@
-"""Device placement by dynamic programming: tensor × pipeline × data parallelism under 1F1B memory.
+"""Device placement by dynamic programming: tensor × context × pipeline × data parallelism under 1F1B memory.
 
 Entry points: :func:`best_plan` (a chain of layers), :func:`best_plan_dag` (a branching layer graph),
-:func:`best_plan_multi` (best over tensor widths, microbatch sizes and HBM sizes). Each takes the layers
-and a :class:`Settings` (cluster, tensor width, microbatch, HBM, pinned :class:`~phaze_env.plan_spec.PlanSpec`)
+:func:`best_plan_multi` (best over tensor widths, microbatch sizes, context-parallel degrees and HBM sizes). Each
+takes the layers and a :class:`Settings` (cluster, tensor width, context-parallel degree, microbatch, HBM, pinned
+:class:`~phaze_env.plan_spec.PlanSpec`)
 and returns a frozen :class:`Plan`. The model and the exactness argument are documented in
 :mod:`phaze_env.placement.search`.
 """

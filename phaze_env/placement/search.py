@@ -20,6 +20,10 @@ microbatches per replica, ``v`` virtual stages per device):
   (selective), the input of every layer (full: Megatron's per-layer checkpoints, "2sbh per layer",
   Korthikanti et al. 2022 §5) plus, once, the largest layer's stash while it is rebuilt; sequence
   parallelism divides the non-tensor-parallel part of the stash and the layer inputs by ``t``;
+* context parallelism ``c`` (fixed per search, like ``t``: the layers come priced per rank at ``c``) multiplies
+  the devices of a replica: a plan uses ``t·c·p·d`` devices, pipeline neighbours are ``t·c·d`` apart, and the
+  ``c`` ranks hold the same weights, so gradients are all-reduced (and ZeRO-1 shards) over ``d·c`` ranks
+  ``t`` apart (Megatron-Core's tp-cp-dp-pp rank order);
 * ``T = (m_r + (p−1)/v) · max_k c_k + allreduce(P) + optimizer step(P)``, ``P`` = the largest stage's
   parameter bytes; "allreduce" is the data-parallel collective after the flush: the gradient all-reduce
   (ZeRO-0/1), the updated weights' all-gather (ZeRO-2), none (ZeRO-3); the step updates a ``1/d`` shard
@@ -372,8 +376,8 @@ class PlacementSearch:
         self._largest_layer_params = table.layer_max(layers.param_bytes)
         self._no_time = np.zeros_like(table.fwd_s)
         # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no buffers, no p2p.
-        most_replicas = max(1, s.n_devices // s.tensor_width)
-        self._loosest_state = min(s.state_factor(most_replicas, zero) for zero in s.zero_stages)
+        most_replicas = max(1, s.n_devices // self._replica_devices)
+        self._loosest_state = min(s.state_factor(self._weight_replicas(most_replicas), zero) for zero in s.zero_stages)
         self._memory: dict[tuple[float, int, int], StageMemory] = {}
         loosest = StageCosts(table, self._no_time, self._no_time, self.memory(self._loosest_state, 1, 0))
         self.loosest_dp = SuffixDP(table, loosest)
@@ -382,6 +386,16 @@ class PlacementSearch:
         self.param_floor = self.loosest_dp.param_floor(deepest)
 
     # --- network and optimizer terms --------------------------------------------------------------
+    @property
+    def _replica_devices(self) -> int:
+        """Devices of one pipeline stage of one replica: the tensor group times the context-parallel ranks."""
+        return self.settings.tensor_width * self.settings.context_parallel
+
+    def _weight_replicas(self, data_parallel):
+        """Ranks holding the same weights: ``d·c`` (context-parallel ranks differ only in their tokens); the
+        data-parallel collectives and ZeRO's shards span them."""
+        return data_parallel * self.settings.context_parallel
+
     def allreduce_s(self, param_bytes: float, data_parallel: int, zero: int) -> float:
         """The data-parallel collective once per batch, after the pipeline flush.
 
@@ -434,8 +448,7 @@ class PlacementSearch:
         return self._zero_comm[key]
 
     def _level(self, shape: _Shape):
-        cluster, t = self.settings.cluster, self.settings.tensor_width
-        return cluster.p2p_level(t * shape.data_parallel, max(shape.stages - 1, 1))
+        return self.settings.cluster.p2p_level(self._replica_devices * shape.data_parallel, max(shape.stages - 1, 1))
 
     def _send_s(self, level, payload_bytes: float) -> float:
         """One pipeline message; across a slower level than the tensor group's, Megatron's scatter/gather
@@ -461,13 +474,14 @@ class PlacementSearch:
 
     def memory_for(self, shape: _Shape) -> StageMemory:
         """The memory side of one shape (ZeRO shards over ``d``)."""
-        return self.memory(self.settings.state_factor(shape.data_parallel, shape.zero), shape.interleave, shape.zero)
+        return self.memory(self.settings.state_factor(self._weight_replicas(shape.data_parallel), shape.zero),
+                           shape.interleave, shape.zero)
 
     def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""
         level = self._level(shape)
         memory = self.memory_for(shape)
-        zero_comm = self.zero_comm_s(shape.data_parallel, shape.zero)
+        zero_comm = self.zero_comm_s(self._weight_replicas(shape.data_parallel), shape.zero)
         # data-parallel degrees with equal limits (and no ZeRO-2/3 traffic) share one DP; the traffic arrays live
         # in ``self._zero_comm`` for the whole search, so their identity names them
         key = (level, shape.interleave, memory.signature, id(zero_comm))
@@ -503,11 +517,12 @@ class PlacementSearch:
     def _obviously_infeasible(self) -> str:
         s = self.settings
         plan = s.plan
-        if s.tensor_width > s.n_devices:
-            return f"tensor width {s.tensor_width} exceeds the {s.n_devices} devices"
+        if self._replica_devices > s.n_devices:
+            return (f"tensor width {s.tensor_width} × context parallel {s.context_parallel} exceeds the "
+                    f"{s.n_devices} devices")
         if plan.devices is not None and plan.devices != s.n_devices:
-            return f"plan {plan} uses t·p·d = {plan.devices} devices, the cluster has {s.n_devices}"
-        used = s.tensor_width * (plan.p or 1) * (plan.d or 1)
+            return f"plan {plan} uses t·c·p·d = {plan.devices} devices, the cluster has {s.n_devices}"
+        used = self._replica_devices * (plan.p or 1) * (plan.d or 1)
         if used > s.n_devices:
             return f"plan {plan} needs at least {used} devices, the cluster has {s.n_devices}"
         if plan.p is not None and plan.p > self.max_stages:
@@ -543,7 +558,7 @@ class PlacementSearch:
         ``p``-stage partition (``self.param_floor``).
         """
         s, plan = self.settings, self.settings.plan
-        replicas = np.arange(1, s.n_devices // s.tensor_width + 1)
+        replicas = np.arange(1, s.n_devices // self._replica_devices + 1)
         if plan.d is not None:
             replicas = replicas[replicas == plan.d]
         microbatches = -(-s.global_batch // (replicas * s.microbatch))
@@ -552,12 +567,13 @@ class PlacementSearch:
             # ZeRO-0's memory does not depend on d: the smallest d of each m_r is enough (module docstring)
             first = np.unique(microbatches, return_index=True)[1] if zero == 0 and plan.d is None else slice(None)
             d_z, m_z = replicas[first], microbatches[first]
-            z = np.where(d_z > 1, zero, 0)  # one replica shards nothing: every stage is ZeRO-0 there
+            sharded = self._weight_replicas(d_z) > 1
+            z = np.where(sharded, zero, 0)  # one weight replica shards nothing: every stage is ZeRO-0 there
             if zero > min(s.zero_stages):
-                d_z, m_z, z = d_z[d_z > 1], m_z[d_z > 1], z[d_z > 1]  # d = 1 comes once, from the first stage
+                d_z, m_z, z = d_z[sharded], m_z[sharded], z[sharded]  # d·c = 1 comes once, from the first stage
             shapes.append((d_z, m_z, z))
         replicas, microbatches, zeros = (np.concatenate(parts) for parts in zip(*shapes))
-        most_stages = np.minimum(len(self.loosest_s), s.n_devices // (replicas * s.tensor_width))
+        most_stages = np.minimum(len(self.loosest_s), s.n_devices // (replicas * self._replica_devices))
         d = np.repeat(replicas, most_stages)
         m_r = np.repeat(microbatches, most_stages)
         z = np.repeat(zeros, most_stages)
@@ -587,7 +603,7 @@ class PlacementSearch:
         times = np.zeros(len(finite_bytes))
         for stage in np.unique(zero).tolist():
             rows = zero == stage
-            group, size = data_parallel[rows], finite_bytes[rows]
+            group, size = self._weight_replicas(data_parallel[rows]), finite_bytes[rows]
             times[rows] = s.optimizer_step_s(size, group, stage)
             kind, payload = _BATCH_COLLECTIVE[stage]
             if kind is not None:
@@ -632,7 +648,8 @@ class PlacementSearch:
         """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
         key = (shape.stages, shape.data_parallel, shape.zero)
         if key not in self._sync_floor:
-            self._sync_floor[key] = self.sync_s(self.param_floor[shape.stages - 1], shape.data_parallel, shape.zero)
+            self._sync_floor[key] = self.sync_s(self.param_floor[shape.stages - 1],
+                                                self._weight_replicas(shape.data_parallel), shape.zero)
         return (shape.slots * stage_time_s + self._sync_floor[key]) * _LOWER_BOUND_SLACK
 
     def _pareto_walk(self, shape: _Shape, pairs: list[tuple[int, int]], best: _Best) -> None:
@@ -669,7 +686,8 @@ class PlacementSearch:
     def _time_per_batch_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
         """``(m_r + (p−1)/v) · max stage time + sync of the largest stage`` of a partition."""
         slowest_s = max(time for _, time in self._stages(shape, pairs))
-        return shape.slots * slowest_s + self.sync_s(self._max_params(pairs), shape.data_parallel, shape.zero)
+        return shape.slots * slowest_s + self.sync_s(self._max_params(pairs), self._weight_replicas(shape.data_parallel),
+                                                     shape.zero)
 
     def _no_fit_reason(self) -> str:
         s, plan = self.settings, self.settings.plan
@@ -679,14 +697,15 @@ class PlacementSearch:
             if v > 1 and (plan.p == 1 or m_r % plan.p):
                 return (f"plan {plan}: the interleaved schedule needs p > 1 and the {m_r} microbatches per replica "
                         f"to be a multiple of p = {plan.p} (Megatron-LM)")
-            zeros = [zero if plan.d > 1 else 0 for zero in s.zero_stages]
+            zeros = [zero if self._weight_replicas(plan.d) > 1 else 0 for zero in s.zero_stages]
             need = min(self._least_memory(_Shape(plan.d, plan.p, m_r, v, zero)) for zero in zeros)
             return (f"plan {plan} does not fit: its best partition needs {need / 2**30:.3g} GiB on the fullest device "
                     f"> {s.hbm_bytes / 2**30:.3g} GiB of HBM (recompute {'/'.join(s.plan.recompute_modes)}, "
                     f"sequence parallel {'on' if s.sequence_parallel else 'off'}, "
                     f"ZeRO stage {'/'.join(map(str, sorted(set(zeros))))})")
         return (f"no pipeline of at most {self.max_stages} stages fits {s.hbm_bytes / 2**30:.3g} GiB of HBM per device "
-                f"with {s.n_devices} devices at tensor width {s.tensor_width} (plan {plan})")
+                f"with {s.n_devices} devices at tensor width {s.tensor_width}, context parallel {s.context_parallel} "
+                f"(plan {plan})")
 
     def _least_memory(self, shape: _Shape) -> float:
         """The smallest worst-device memory of any partition of ``shape`` (its lightest mode per stage)."""
@@ -715,7 +734,7 @@ class PlacementSearch:
         modes = tuple(mode for mode, _ in stages)
         times = [time for _, time in stages]
         memory = []
-        d, zero = shape.data_parallel, shape.zero
+        d, zero = self._weight_replicas(shape.data_parallel), shape.zero  # the group ZeRO shards over
         weights, gradients, optimizer = s.state_parts(d, zero)
         for k, ((a, b), mode) in enumerate(zip(pairs, modes)):
             params = float(t.param_bytes[a, b])
@@ -739,9 +758,10 @@ class PlacementSearch:
         recompute_s = times[slowest] - float(t.fwd_s[a, b] + t.bwd_s[a, b] + shape.interleave * costs.p2p_s[a, b]
                                              + zero_comm_s)
         breakdown = {
-            "compute": steady * float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b]),
+            "compute": steady * float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b] - t.cp_comm_s[a, b]),
             "recompute": steady * recompute_s,
             "tp_comm": steady * float(t.tp_comm_s[a, b]),
+            "cp_comm": steady * float(t.cp_comm_s[a, b]),
             "p2p": steady * shape.interleave * float(costs.p2p_s[a, b]),
             "zero_comm": steady * zero_comm_s,
             "bubble": (shape.stages - 1) / shape.interleave * times[slowest],
@@ -750,10 +770,11 @@ class PlacementSearch:
         }
         time_per_batch_s = shape.slots * times[slowest] + self.sync_s(largest, d, zero)
         throughput = s.global_batch / time_per_batch_s
-        devices = shape.data_parallel * shape.stages * s.tensor_width
+        devices = shape.data_parallel * shape.stages * self._replica_devices
         layers = tuple(t.layers_of(a, b) for a, b in pairs)
         used = [mode for mode in ("none", "selective", "full") if mode in modes]
-        spec = PlanSpec(t=s.tensor_width, p=shape.stages, d=shape.data_parallel, microbatch=s.microbatch,
+        spec = PlanSpec(t=s.tensor_width, c=s.context_parallel, p=shape.stages, d=shape.data_parallel,
+                        microbatch=s.microbatch,
                         interleave=shape.interleave, recompute="|".join(used),
                         sequence_parallel=s.sequence_parallel and s.tensor_width > 1, zero=zero)
         return Plan(
@@ -771,6 +792,7 @@ class PlacementSearch:
             interleave=shape.interleave,
             sequence_parallel=spec.sequence_parallel,
             zero=zero,
+            context_parallel=s.context_parallel,
             devices_used=devices,
             hbm_bytes=s.hbm_bytes,
             stage_bounds=tuple((min(group), max(group)) for group in layers),

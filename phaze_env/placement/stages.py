@@ -33,6 +33,7 @@ class StageTable:
     bwd_s: np.ndarray  # sum of the stage's backward latencies
     attention_fwd_s: np.ndarray  # forward time of its attention cores (what selective recompute repeats)
     tp_comm_s: np.ndarray  # tensor-parallel collectives inside fwd_s + bwd_s
+    cp_comm_s: np.ndarray  # exposed context-parallel ring exchange inside fwd_s + bwd_s
     send_forward_bytes: np.ndarray  # its outputs sent to later stages, per microbatch
     send_backward_bytes: np.ndarray  # the gradients of its inputs sent back, per microbatch
     param_bytes: np.ndarray
@@ -101,6 +102,7 @@ def chain_stages(layers: LayerArrays) -> StageTable:
         bwd_s=sums(layers.bwd_s),
         attention_fwd_s=sums(layers.attention_fwd_s),
         tp_comm_s=sums(layers.tp_comm_s),
+        cp_comm_s=sums(layers.cp_comm_s),
         send_forward_bytes=np.where(valid, forward_send[None, :], 0.0),
         send_backward_bytes=np.where(valid, backward_send[:, None], 0.0),
         param_bytes=sums(layers.param_bytes),
@@ -186,6 +188,7 @@ def dag_stages(layers: LayerArrays, edges: Iterable[tuple[int, int]], max_downse
         bwd_s=sums(layers.bwd_s),
         attention_fwd_s=sums(layers.attention_fwd_s),
         tp_comm_s=sums(layers.tp_comm_s),
+        cp_comm_s=sums(layers.cp_comm_s),
         send_forward_bytes=np.where(valid, forward_send, 0.0),
         send_backward_bytes=np.where(valid, received, 0.0),
         param_bytes=sums(layers.param_bytes),

@@ -164,6 +164,24 @@ def _llama(name: str, hidden: int, layers: int, heads: int, ffn: int, params: in
     return Workload(name, "llama", _freeze(config), 4096, params, source)
 
 
+LLAMA3_VOCAB = 128256
+LLAMA3_KV_HEADS = 8
+LLAMA3_POSITIONS = 131072  # Llama 3.1's context after long-context training
+LLAMA3_SEQ = 8192  # Dubey et al. 2024 §3.4.1: pre-training sequence length 8K (then extended to 128K)
+LLAMA3_SOURCE = "Dubey et al. 2024 (The Llama 3 Herd of Models, arXiv:2407.21783), Table 3"
+
+
+def _llama3(name: str, hidden: int, layers: int, heads: int, ffn: int, params: int, source: str) -> Workload:
+    """Llama 3.1: grouped-query attention with 8 key/value heads, vocabulary 128,256, untied head, 128k positions.
+
+    Its ``rope_scaling`` (frequencies rescaled for 128k) changes no shape or FLOP and is left out.
+    """
+    config = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                  num_key_value_heads=LLAMA3_KV_HEADS, intermediate_size=ffn, vocab_size=LLAMA3_VOCAB,
+                  max_position_embeddings=LLAMA3_POSITIONS, tie_word_embeddings=False)
+    return Workload(name, "llama", _freeze(config), LLAMA3_SEQ, params, source)
+
+
 BUILTIN: dict[str, Workload] = {
     w.name: w
     for w in (
@@ -177,6 +195,12 @@ BUILTIN: dict[str, Workload] = {
         _opt("opt-6.7b", 4096, 32, 32, 6_658_473_984, "HF facebook/opt-6.7b config; Zhang et al. 2022 (6.7 B)"),
         _llama("llama2-7b", 4096, 32, 32, 11008, 6_738_415_616, "HF meta-llama/Llama-2-7b-hf config; Touvron et al. 2023 (7 B)"),
         _llama("llama2-13b", 5120, 40, 40, 13824, 13_015_864_320, "HF meta-llama/Llama-2-13b-hf config; Touvron et al. 2023 (13 B)"),
+        _llama3("llama3-8b", 4096, 32, 32, 14336, 8_030_261_248,
+                f"{LLAMA3_SOURCE} (8B: 32 layers, d_model 4096, FFN 14336, 32 heads, 8 KV heads); "
+                "HF meta-llama/Llama-3.1-8B config.json; num_parameters()=8,030,261,248"),
+        _llama3("llama3-70b", 8192, 80, 64, 28672, 70_553_706_496,
+                f"{LLAMA3_SOURCE} (70B: 80 layers, d_model 8192, FFN 28672, 64 heads, 8 KV heads); "
+                "HF meta-llama/Llama-3.1-70B config.json; num_parameters()=70,553,706,496"),
         _gpt2("megatron-gpt2-8.3b", 3072, 72, 24, 1024, 8_300_000_000, "Shoeybi et al. 2019 (Megatron-LM), Table 1: 8.3 B"),
         _gpt2("gpt3-175b", 12288, 96, 96, 2048, 175_000_000_000, "Brown et al. 2020, Table 2.1: 175.0 B"),
         # Megatron-LM weak-scaling models (hidden, layers, heads; published size in billions, as printed).
