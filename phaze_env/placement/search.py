@@ -363,7 +363,7 @@ class PlacementSearch:
         """Devices of one pipeline stage of one replica: the tensor group times the context-parallel ranks."""
         return self.settings.tensor_width * self.settings.context_parallel
 
-    def _weight_replicas(self, data_parallel):
+    def _weight_replicas(self, data_parallel: int | np.ndarray) -> int | np.ndarray:
         """Ranks holding the same weights: ``d·c`` (context-parallel ranks differ only in their tokens)."""
         return data_parallel * self.settings.context_parallel
 
@@ -400,7 +400,7 @@ class PlacementSearch:
         return self._memory[key]
 
     def memory_for(self, shape: _Shape) -> StageMemory:
-        """The memory side of one shape (ZeRO-1 shards its optimizer state over ``d``)."""
+        """The memory side of one shape (ZeRO-1 shards its optimizer state over the ``d·c`` weight replicas)."""
         return self.memory(self.settings.state_factor(self._weight_replicas(shape.data_parallel)), shape.interleave)
 
     def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
