@@ -391,7 +391,7 @@ class PlacementSearch:
         """Devices of one pipeline stage of one replica: the tensor group times the context-parallel ranks."""
         return self.settings.tensor_width * self.settings.context_parallel
 
-    def _weight_replicas(self, data_parallel):
+    def _weight_replicas(self, data_parallel: int | np.ndarray) -> int | np.ndarray:
         """Ranks holding the same weights: ``d·c`` (context-parallel ranks differ only in their tokens); the
         data-parallel collectives and ZeRO's shards span them."""
         return data_parallel * self.settings.context_parallel
@@ -473,9 +473,14 @@ class PlacementSearch:
         return self._memory[key]
 
     def memory_for(self, shape: _Shape) -> StageMemory:
+<<<<<<< HEAD
         """The memory side of one shape (ZeRO shards over ``d``)."""
         return self.memory(self.settings.state_factor(self._weight_replicas(shape.data_parallel), shape.zero),
                            shape.interleave, shape.zero)
+=======
+        """The memory side of one shape (ZeRO-1 shards its optimizer state over the ``d·c`` weight replicas)."""
+        return self.memory(self.settings.state_factor(self._weight_replicas(shape.data_parallel)), shape.interleave)
+>>>>>>> cp
 
     def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""
