@@ -473,14 +473,9 @@ class PlacementSearch:
         return self._memory[key]
 
     def memory_for(self, shape: _Shape) -> StageMemory:
-<<<<<<< HEAD
-        """The memory side of one shape (ZeRO shards over ``d``)."""
+        """The memory side of one shape (ZeRO shards over the ``d·c`` weight replicas)."""
         return self.memory(self.settings.state_factor(self._weight_replicas(shape.data_parallel), shape.zero),
                            shape.interleave, shape.zero)
-=======
-        """The memory side of one shape (ZeRO-1 shards its optimizer state over the ``d·c`` weight replicas)."""
-        return self.memory(self.settings.state_factor(self._weight_replicas(shape.data_parallel)), shape.interleave)
->>>>>>> cp
 
     def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""
