@@ -194,6 +194,24 @@ def _dgxc_gpt3(number_format: str, gpus: int, step_s: float) -> ValidationCase:
         source=DGXC_GPT3.format(fmt=number_format.upper(), gpus=gpus, batch=batch, step=step_s))
 
 
+# NeMo's performance summary (24.07, DGX-H100, FP8) gives TP, PP, VP, microbatch and batch; recompute and the
+# optimizer are not on the page: the cases take fused attention (selective, as above) and the distributed optimizer
+# of NeMo's recipes.
+NEMO_2407 = ("NVIDIA/NeMo docs/source/performance/performance_summary.md (commit 070a0bb168d405d653b9734c0017cf5078e77c0d), "
+             "NeMo 24.07 pre-training at FP8 on DGX-H100: {model}, {gpus} GPUs, GBS {batch}, MBS 1, sequence length 4096, "
+             "TP {t}, PP {p}, CP 1, VP {v}: {tokens:g} tokens/s per GPU")
+
+
+def _nemo_llama2(model: str, workload: str, gpus: int, pipeline: int, interleave: int, tokens_s: float) -> ValidationCase:
+    batch, seq = 128, 4096
+    return ValidationCase(
+        name=f"nemo2407-{workload}-fp8", workload=workload, seq_len=seq, accelerator="h100", cluster="dgx-h100",
+        n_devices=gpus, global_batch=batch, tensor=1, pipeline=pipeline, data=gpus // pipeline, microbatch=1,
+        interleave=interleave, recompute="selective", metric="samples_s", published=tokens_s * gpus / seq,
+        number_format="fp8", zero1=True,
+        source=NEMO_2407.format(model=model, gpus=gpus, batch=batch, t=1, p=pipeline, v=interleave, tokens=tokens_s))
+
+
 H100_CASES: tuple[ValidationCase, ...] = (
     #          format  GPUs  step time (s)
     _dgxc_gpt3("bf16", 128, 8.309),
@@ -202,6 +220,9 @@ H100_CASES: tuple[ValidationCase, ...] = (
     _dgxc_gpt3("fp8", 128, 5.626),
     _dgxc_gpt3("fp8", 512, 5.774),
     _dgxc_gpt3("fp8", 2048, 5.96),
+    #            model         workload     GPUs PP VP  tokens/s per GPU
+    _nemo_llama2("LLAMA2-7B", "llama2-7b", 8, 1, 1, 16847),
+    _nemo_llama2("LLAMA2-13B", "llama2-13b", 16, 4, 10, 8646),
 )
 
 
