@@ -36,6 +36,7 @@ def test_default_is_bf16_and_fp8_round_trips():
 
 
 def test_h100_fp8_peak_is_the_datasheet_figure():
+    assert get_preset("h100-fp8") == H100_FP8
     assert H100_FP8.fp8_peak_flops == pytest.approx(1979e12, rel=1e-3)  # NVIDIA H100 SXM datasheet, dense FP8
     assert H100.fp8_peak_flops == 0.0
 

@@ -246,6 +246,13 @@ PRESETS: dict[str, tuple[Accelerator, str]] = {
         "(≈ the 16,896 FP32 lanes' rate, −7.6 %); 50 MB L2 + 132 × 228 KB shared memory rounded down to a "
         "64 MB buffer; 80 GB HBM3 at 3.35 TB/s (90 % achievable); GEMM efficiency 80.1 % (measured MAMF).",
     ),
+    "h100-fp8": (
+        Accelerator(num_tc=256, tc_width=32, tc_depth=32, num_vc=256, vc_width=32, vc_sublanes=2, buffer_mb=64,
+                    hbm_gb=80.0, hbm_bandwidth_Bps=3.35e12, clock_hz=H100_CLOCK_HZ,
+                    gemm_efficiency=H100_GEMM_EFFICIENCY, hbm_efficiency=HBM3_EFFICIENCY, number_format="fp8"),
+        "The h100 preset training in FP8 (Transformer-Engine recipe, phaze_env.hardware.number_format): the blocks' "
+        "weight GEMMs at the datasheet's 1,979 TFLOP/s dense FP8, everything else in bf16 at 989.4 TFLOP/s.",
+    ),
     "phaze-small": (
         Accelerator(num_tc=1, tc_width=64, tc_depth=64, num_vc=1, vc_width=64, buffer_mb=8),
         "A small point of PHAZE's space (1 tensor core of 64×64, 1 vector core of 64 lanes × 8 sublanes, "
