@@ -19,7 +19,10 @@ memory, the system design space's ``number_format`` knob and the H100 FP8 valida
   (Megatron-Core passes ``is_first_microbatch`` to TE, which caches the FP8 weights across microbatches), so
   their cast is not charged per microbatch. The amax-history / scale update is a few scalars per tensor.
 * **Memory**: the FP8 weight and its FP8 transpose (Hopper's FP8 GEMMs take only the TN layout) are kept next to
-  the bf16 weights and the fp32 master weights: :data:`FP8_WEIGHT_COPY_BYTES_PER_PARAM` per FP8 weight.
+  the bf16 weights and the fp32 master weights: :data:`FP8_WEIGHT_COPY_BYTES_PER_PARAM` per FP8 weight. Not
+  modelled, both on the side of too much memory: TE stashes a Linear's input in FP8 for its wgrad (the layers'
+  stash stays in bf16 here: the traced layer keeps only the sum of its saved tensors), and Megatron's
+  ``--fp8-param-gather`` / NeMo's ``fp8_params`` keep FP8 primary weights without the bf16 copy.
 """
 
 from __future__ import annotations
