@@ -19,8 +19,8 @@ import numpy as np
 
 from phaze_env.cluster import Cluster
 from phaze_env.hardware.accelerator import Accelerator
-from phaze_env.hardware.number_format import fp8_flags
 from phaze_env.hardware.estimator import LatencyTable, TensorTerms, VectorTerms, latency_terms, shared_parameters
+from phaze_env.hardware.number_format import fp8_flags
 from phaze_env.workloads.graph import Op
 
 
