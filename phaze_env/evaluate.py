@@ -29,6 +29,7 @@ from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_erro
                                         kv_bytes_per_token, rank_graph, ring_exposed_s, valid_context_parallels)
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
+from phaze_env.hardware.number_format import fp8_weight_copy_factor
 from phaze_env.hardware.space import HBM_GB_VALUES as DEFAULT_HBM_GB, MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.placement import Settings, best_plan_multi
 from phaze_env.pricing import price_ops
@@ -247,7 +248,7 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
-        table = price_ops(dag.ops, acc, cluster).table
+        table = price_ops(dag.ops, acc, cluster, layer=layer.name).table
         one, all_cores = table.latencies_s(0, 0)
         tp_comm_s += float(table.comm_s.sum())
         attention_s[direction] = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
@@ -276,7 +277,7 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
 
 
 def _energy_per_sample_j(graph, acc: Accelerator, tensor_width: int, context_parallel: int = 1) -> float:
-    per_microbatch = sum(layer.repeat * sum(op_energy_j(op, acc) for op in layer.fwd.ops + layer.bwd.ops)
+    per_microbatch = sum(layer.repeat * sum(op_energy_j(op, acc, layer=layer.name) for op in layer.fwd.ops + layer.bwd.ops)
                          for layer in graph.layers)
     return per_microbatch * tensor_width * context_parallel / graph.microbatch
 
@@ -331,7 +332,8 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
 
         def settings_of(t: int, m: int, c: int) -> dict[str, Any]:
             graph = variant(t, m, c).graph
-            return {"seq_len": graph.seq_len * c, "model_flops_per_sample": _model_flops_per_sample(graph, c)}
+            return {"seq_len": graph.seq_len * c, "model_flops_per_sample": _model_flops_per_sample(graph, c),
+                    "weight_copy_factor": fp8_weight_copy_factor(graph, acc.number_format)}
 
         def search(chain_of) -> Any:
             return best_plan_multi(lambda t, m, c: chain_of(variant(t, m, c)), template, tensor_widths=usable,

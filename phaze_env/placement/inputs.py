@@ -143,6 +143,7 @@ class Settings:
     peak_flops: float | None = None
     hbm_bandwidth_Bps: float | None = None
     context_parallel: int = 1
+    weight_copy_factor: float = 0.0  # extra per-weight copies (FP8 weights), as a multiple of the weight bytes
 
     def __post_init__(self) -> None:
         if not isinstance(self.cluster, Cluster):
@@ -157,6 +158,8 @@ class Settings:
             raise ValueError(f"hbm_bytes must be positive, got {hbm}")
         if self.seq_len is not None:
             _positive_int(self.seq_len, "seq_len")
+        if not 0 <= _number(self.weight_copy_factor, "weight_copy_factor") < math.inf:
+            raise ValueError(f"weight_copy_factor must be finite and non-negative, got {self.weight_copy_factor}")
         for name, low in (("model_flops_per_sample", 0.0), ("peak_flops", None), ("hbm_bandwidth_Bps", None)):
             value = getattr(self, name)
             if value is None:
@@ -196,14 +199,16 @@ class Settings:
         return AUTO_INTERLEAVES if self.plan.interleave is None else (self.plan.interleave,)
 
     def state_parts(self, data_parallel: int, zero: int) -> tuple[float, float, float]:
-        """(weights, gradients, optimizer state) per device, as multiples of the stage's weight bytes.
+        """(weights with their FP8 copies, gradients, optimizer state) per device, as multiples of the stage's
+        weight bytes.
 
         Rajbhandari et al. 2020 §5 (Figure 1), per parameter with ``K`` bytes of optimizer state and ``N_d = d``:
         ``2 + 2 + K`` unsharded; ZeRO-1 ("P_os") ``2 + 2 + K/N_d``; ZeRO-2 ("P_os+g") ``2 + (2 + K)/N_d``;
         ZeRO-3 ("P_os+g+p", FSDP's full sharding) ``(2 + 2 + K)/N_d``.
         """
         shards = [data_parallel if zero >= stage else 1 for stage in (3, 2, 1)]
-        return 1.0 / shards[0], GRADIENT_FACTOR / shards[1], self.optimizer.state_factor / shards[2]
+        weights = (1.0 + self.weight_copy_factor) / shards[0]  # ZeRO-3 shards the FP8 copies with their weights
+        return weights, GRADIENT_FACTOR / shards[1], self.optimizer.state_factor / shards[2]
 
     def state_factor(self, data_parallel: int, zero: int) -> float:
         """Weights + gradients + optimizer state per device, as a multiple of the stage's weight bytes."""
