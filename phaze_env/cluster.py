@@ -18,7 +18,13 @@ mixed-precision", and NCCL's tree/ring split). Each level is a ring (Thakur et a
     all-reduce    Σ_i 2(k_i−1)/k_i · S_i / B_i + 2(k_i−1)·α_i,   S_i = S / Π_{j<i} k_j
     all-gather / reduce-scatter: half the bandwidth and latency terms
 
-which for one level is the flat ring ``2(g−1)/g · S/B`` of :mod:`phaze_env.comm`. ``B_i`` is the *achieved*
+which for one level is the flat ring ``2(g−1)/g · S/B`` of :mod:`phaze_env.comm`. An all-to-all (expert
+parallelism's dispatch and combine, ``S`` bytes per rank) is hierarchical too, one phase per level spanned,
+each exchanging the whole buffer among that level's ``k_i`` positions (DeepSpeed-MoE's hierarchical
+all-to-all, Rajbhandari et al. 2022 §5; Tutel's 2D hierarchical all-to-all, Hwang et al. 2023)::
+
+    all-to-all    Σ_i (k_i−1)/k_i · S / B_i + (k_i−1)·α_i     (a torus dimension: its ring's bisection bound)
+ ``B_i`` is the *achieved*
 per-device bandwidth: nominal × the level's efficiency. A point-to-point send crosses the outermost level
 on which the two devices differ, at that level's point-to-point bandwidth.
 """
@@ -35,7 +41,7 @@ import numpy as np
 
 from phaze_env import comm
 
-COLLECTIVES = ("allreduce", "allgather", "reducescatter")
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 # --- published constants (each cites its source) -----------------------------------------------------
 NVLINK3_BPS = 300e9
@@ -185,11 +191,14 @@ class Cluster:
         return _extents(tuple(level.size for level in self.levels), group, stride)
 
     def collective_s(self, kind: str, payload_bytes: float, group: int, stride: int = 1) -> float:
-        """Time of a hierarchical ring collective over ``group`` devices ``stride`` apart (module docstring)."""
+        """Time of a hierarchical collective over ``group`` devices ``stride`` apart (module docstring)."""
         if kind not in COLLECTIVES:
             raise ValueError(f"unknown collective {kind!r}; expected one of {', '.join(COLLECTIVES)}")
         if group <= 1 or payload_bytes == 0:
             return 0.0
+        if kind == "alltoall":  # every phase exchanges the whole buffer; nothing shrinks between levels
+            return sum(comm.alltoall_s(payload_bytes, extent, level.bandwidth_Bps, level.latency_s, ring=bool(self.torus_dims))
+                       for level, extent in zip(self.levels, self.extents(group, stride)) if extent > 1)
         ring = comm.allreduce_s if kind == "allreduce" else comm.allgather_s
         total, shard = 0.0, float(payload_bytes)
         for level, extent in zip(self.levels, self.extents(group, stride)):

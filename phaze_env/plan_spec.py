@@ -1,6 +1,8 @@
 """The one plan notation: :class:`PlanSpec` and its string form ``t8p8d1m1v3+sp+zero1+rc=selective``.
 
-A plan is tensor × pipeline × data parallel degrees (``t``, ``p``, ``d``), the microbatch size ``m``
+A plan is tensor × pipeline × data parallel degrees (``t``, ``p``, ``d``), the expert-parallel degree ``e``
+(the routed experts sharded over groups of ``e`` of the ``d`` data-parallel ranks, as Megatron-Core and
+DeepSpeed-MoE carve them: ``e`` divides ``d``; the expert weights are data-parallel over ``d/e``), the microbatch size ``m``
 (samples), the interleaved-1F1B virtual stages per device ``v``, and the memory features: sequence
 parallelism (``sp``), ZeRO-1 optimizer sharding across the data-parallel group (``zero1``) and the
 activation recompute mode (``rc``: ``none``, ``selective`` — Korthikanti et al. 2022, ``full`` — every
@@ -9,11 +11,11 @@ with ``auto`` = ``none|selective|full``; PHAZE's own space is ``none|full``).
 
 A field left ``None`` is chosen by the placement DP; a set field is pinned. String grammar::
 
-    [t<int>][p<int>][d<int>][m<int>][v<int>] ( "+sp" | "+zero1" | "+rc=<mode>" | "+<flag>=auto" )*
+    [t<int>][p<int>][d<int>][e<int>][m<int>][v<int>] ( "+sp" | "+zero1" | "+rc=<mode>" | "+<flag>=auto" )*
 
-Degrees that are absent are free; an absent flag is off (``v`` absent = 1, ``rc`` absent = ``none``), so
-the string of a fully chosen plan parses back to the same spec. ``+sp=auto``, ``+zero1=auto``,
-``+v=auto`` and ``+rc=auto`` leave that choice to the DP.
+Degrees that are absent are free; an absent flag is off (``e`` and ``v`` absent = 1, ``rc`` absent = ``none``),
+so the string of a fully chosen plan parses back to the same spec. ``+sp=auto``, ``+zero1=auto``,
+``+e=auto``, ``+v=auto`` and ``+rc=auto`` leave that choice to the DP.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import Any
 
 RECOMPUTE_MODES = ("none", "selective", "full")  # by increasing time and decreasing activation memory
 RECOMPUTE_CHOICES = (*RECOMPUTE_MODES, "auto")
-_DEGREES = ("t", "p", "d", "m", "v")
-_PATTERN = re.compile(r"^(?:t(\d+))?(?:p(\d+))?(?:d(\d+))?(?:m(\d+))?(?:v(\d+))?((?:\+[a-z0-9]+(?:=[a-z0-9|]+)?)*)$")
+_DEGREES = ("t", "p", "d", "e", "m", "v")
+_PATTERN = re.compile(r"^(?:t(\d+))?(?:p(\d+))?(?:d(\d+))?(?:e(\d+))?(?:m(\d+))?(?:v(\d+))?((?:\+[a-z0-9]+(?:=[a-z0-9|]+)?)*)$")
 
 
 class PlanSyntaxError(ValueError):
@@ -44,9 +46,10 @@ class PlanSpec:
     recompute: str = "auto"
     sequence_parallel: bool | None = None
     zero1: bool | None = None
+    e: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("t", "p", "d", "microbatch", "interleave"):
+        for name in ("t", "p", "d", "e", "microbatch", "interleave"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"plan {name} must be a positive integer (or None = chosen), got {value!r}")
@@ -56,6 +59,9 @@ class PlanSpec:
         for name in ("sequence_parallel", "zero1"):
             if getattr(self, name) not in (None, True, False):
                 raise ValueError(f"plan {name} must be True, False or None (chosen), got {getattr(self, name)!r}")
+        if self.e is not None and self.d is not None and self.d % self.e:
+            raise ValueError(f"plan expert-parallel degree e={self.e} must divide the data-parallel degree d={self.d} "
+                             "(the expert-parallel groups are carved from the data-parallel ranks)")
 
     @property
     def devices(self) -> int | None:
@@ -71,11 +77,13 @@ class PlanSpec:
         return tuple(mode for mode in RECOMPUTE_MODES if mode in chosen)
 
     def __str__(self) -> str:
-        values = dict(t=self.t, p=self.p, d=self.d, m=self.microbatch)
+        values = dict(t=self.t, p=self.p, d=self.d, e=None if self.e == 1 else self.e, m=self.microbatch)
         text = "".join(f"{key}{value}" for key, value in values.items() if value is not None)
         if self.interleave is not None and self.interleave > 1:
             text += f"v{self.interleave}"
         flags = []
+        if self.e is None:
+            flags.append("e=auto")
         if self.interleave is None:
             flags.append("v=auto")
         for flag, value in (("sp", self.sequence_parallel), ("zero1", self.zero1)):
@@ -93,10 +101,11 @@ class PlanSpec:
         match = _PATTERN.match(str(text).strip().lower())
         if not match:
             raise PlanSyntaxError(f"cannot read plan {text!r}; expected e.g. 't8p8d1m1', 't8p8d1m1v3+sp+zero1+rc=selective'")
-        t, p, d, m, v = (None if group is None else int(group) for group in match.groups()[:5])
-        fields: dict[str, Any] = dict(t=t, p=p, d=d, microbatch=m, interleave=1 if v is None else v,
-                                      recompute="none", sequence_parallel=False, zero1=False)
-        for flag in filter(None, match.group(6).split("+")):
+        t, p, d, e, m, v = (None if group is None else int(group) for group in match.groups()[:6])
+        fields: dict[str, Any] = dict(t=t, p=p, d=d, e=1 if e is None else e, microbatch=m,
+                                      interleave=1 if v is None else v, recompute="none", sequence_parallel=False,
+                                      zero1=False)
+        for flag in filter(None, match.group(7).split("+")):
             key, _, value = flag.partition("=")
             if key == "rc" and _valid_recompute(value):
                 fields["recompute"] = value
@@ -104,10 +113,12 @@ class PlanSpec:
                 fields["sequence_parallel" if key == "sp" else "zero1"] = True if value == "" else None
             elif key == "v" and value == "auto" and v is None:
                 fields["interleave"] = None
+            elif key == "e" and value == "auto" and e is None:
+                fields["e"] = None
             else:
                 raise PlanSyntaxError(f"unknown plan flag {'+' + flag!r} in {text!r}; known: +sp, +zero1, "
-                                      f"+rc=<{'|'.join(RECOMPUTE_CHOICES)}>, +sp=auto, +zero1=auto, +v=auto")
-        if 0 in (t, p, d, m, v):
+                                      f"+rc=<{'|'.join(RECOMPUTE_CHOICES)}>, +sp=auto, +zero1=auto, +e=auto, +v=auto")
+        if 0 in (t, p, d, e, m, v):
             raise PlanSyntaxError(f"plan degrees must be positive in {text!r}")
         return cls(**fields)
 

@@ -19,7 +19,8 @@ from phaze_env.cluster import OPTIMIZERS, Cluster, Optimizer
 from phaze_env.plan_spec import PlanSpec
 
 REQUIRED_LAYER_KEYS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
-OPTIONAL_LAYER_KEYS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s")
+OPTIONAL_LAYER_KEYS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s",
+                       "expert_param_bytes", "ep_comm_s")
 AUTO_INTERLEAVES = (1, 2, 4)  # virtual stages per device tried when the plan leaves ``interleave`` to the DP
 OPTIMIZER_STATE_FACTORS = {name: optimizer.state_factor for name, optimizer in OPTIMIZERS.items()}
 GRADIENT_FACTOR = 1.0  # bf16 gradients, 2 bytes/param (ZeRO's accounting; Megatron's fp32 main_grad would be 2.0)
@@ -34,7 +35,11 @@ class LayerArrays:
     forward time of those operators (what selective recompute adds to the backward pass);
     ``replicated_stash_bytes`` the part of ``stash_bytes`` not split by tensor parallelism (layer norms,
     dropout masks, residual inputs), which sequence parallelism splits ``t`` ways; ``tp_comm_s`` the
-    tensor-parallel collectives inside ``fwd_s + bwd_s`` (reported, not optimised). All default to 0.
+    tensor-parallel collectives inside ``fwd_s + bwd_s`` (reported, not optimised); ``expert_param_bytes``
+    the part of ``param_bytes`` that is routed experts (already the ``1/e`` a device holds at expert-parallel
+    degree ``e``: its gradients are all-reduced over the ``d/e`` expert-data-parallel ranks, ZeRO-1 shards
+    its optimizer state over them); ``ep_comm_s`` the expert-parallel all-to-alls inside ``fwd_s + bwd_s``
+    (reported). All default to 0.
     """
 
     fwd_s: np.ndarray
@@ -47,6 +52,8 @@ class LayerArrays:
     attention_fwd_s: np.ndarray
     replicated_stash_bytes: np.ndarray
     tp_comm_s: np.ndarray
+    expert_param_bytes: np.ndarray
+    ep_comm_s: np.ndarray
 
     def __len__(self) -> int:
         return len(self.fwd_s)
@@ -111,6 +118,10 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> 
         raise ValueError("attention_stash_bytes + replicated_stash_bytes must not exceed a layer's stash_bytes")
     if np.any(optional["attention_fwd_s"] > columns["fwd_s"] * (1 + 1e-12)):
         raise ValueError("attention_fwd_s must not exceed a layer's fwd_s")
+    if np.any(optional["expert_param_bytes"] > columns["param_bytes"]):
+        raise ValueError("expert_param_bytes must not exceed a layer's param_bytes")
+    if np.any(optional["tp_comm_s"] + optional["ep_comm_s"] > (columns["fwd_s"] + columns["bwd_s"]) * (1 + 1e-12)):
+        raise ValueError("tp_comm_s + ep_comm_s must not exceed a layer's fwd_s + bwd_s")
     arrays = LayerArrays(**columns, input_bytes=_column(layers, "input_bytes", default_input), **optional)
     if not (arrays.fwd_s + arrays.bwd_s).sum() > 0:
         raise ValueError("layers take no time: at least one layer needs a positive fwd_s or bwd_s")
@@ -121,8 +132,10 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> 
 class Settings:
     """Everything but the layers that one placement search depends on (validated on construction).
 
-    ``plan`` pins what the user fixed (``t`` and ``microbatch`` must match ``tensor_width`` and
-    ``microbatch``); ``hbm_bandwidth_Bps`` times the optimizer step (``None``: the step is not timed).
+    ``plan`` pins what the user fixed (``t``, ``e`` and ``microbatch`` must match ``tensor_width``,
+    ``expert_parallel`` and ``microbatch``); ``hbm_bandwidth_Bps`` times the optimizer step (``None``: the step
+    is not timed). ``expert_parallel`` is the expert-parallel degree ``e`` the layers were priced at: the search
+    then only considers data-parallel degrees that ``e`` divides.
     """
 
     cluster: Cluster
@@ -134,6 +147,7 @@ class Settings:
     model_flops_per_sample: float | None = None
     peak_flops: float | None = None
     hbm_bandwidth_Bps: float | None = None
+    expert_parallel: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.cluster, Cluster):
@@ -142,6 +156,7 @@ class Settings:
             raise ValueError(f"plan must be a PlanSpec, got {type(self.plan).__name__}")
         _positive_int(self.tensor_width, "tensor_width")
         _positive_int(self.microbatch, "microbatch")
+        _positive_int(self.expert_parallel, "expert_parallel")
         hbm = _number(self.hbm_bytes, "hbm_bytes")
         if not hbm > 0:
             raise ValueError(f"hbm_bytes must be positive, got {hbm}")
@@ -154,7 +169,7 @@ class Settings:
             value = _number(value, name)
             if math.isinf(value) or value < 0 or (low is None and value == 0):
                 raise ValueError(f"{name} must be finite and {'non-negative' if low == 0 else 'positive'}, got {value}")
-        for name, own in (("t", self.tensor_width), ("microbatch", self.microbatch)):
+        for name, own in (("t", self.tensor_width), ("e", self.expert_parallel), ("microbatch", self.microbatch)):
             pinned = getattr(self.plan, name)
             if pinned is not None and pinned != own:
                 raise ValueError(f"the plan pins {name}={pinned} but this search is at {name}={own}")
@@ -192,6 +207,11 @@ class Settings:
         """
         shards = data_parallel if self.zero1 else 1
         return 1.0 + GRADIENT_FACTOR + self.optimizer.state_factor / shards
+
+    def expert_state_extra(self, data_parallel: int) -> float:
+        """What an expert byte adds to :meth:`state_factor`: its optimizer state is sharded (ZeRO-1) over the
+        ``d/e`` expert-data-parallel ranks only (0 without ZeRO-1 or expert parallelism)."""
+        return self.state_factor(data_parallel // self.expert_parallel) - self.state_factor(data_parallel)
 
     def optimizer_step_s(self, param_bytes: float, data_parallel: int) -> float:
         """HBM-bound optimizer update of a stage: bytes touched / HBM bandwidth (ZeRO-1: its 1/d shard)."""

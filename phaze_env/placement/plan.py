@@ -15,9 +15,11 @@ class Plan:
     ``notation`` is the plan in the one notation of :mod:`phaze_env.plan_spec` (``t8p8d1m1v3+sp+rc=selective``).
     ``time_per_batch_s = (m_r + (p − 1)/v) · max(stage_times_s) + allreduce_s + optimizer step``, and
     ``time_breakdown_s`` splits it into parts that add up to it: ``compute`` (m_r × the slowest stage's
-    forward + backward without its tensor-parallel collectives), ``recompute``, ``tp_comm``, ``p2p``
+    forward + backward without its tensor- and expert-parallel collectives), ``recompute``, ``tp_comm``,
+    ``ep_comm`` (m_r × its expert-parallel dispatch and combine all-to-alls), ``p2p``
     (m_r × its sends), ``bubble`` ((p − 1)/v × its time per microbatch), ``dp_allreduce`` and
-    ``optimizer`` (both for the stage with the most parameters).
+    ``optimizer`` (both for the stage with the most parameters; at expert-parallel degree ``e > 1`` the stage
+    with the largest sync, its experts' gradients all-reduced over the ``d/e`` expert-data-parallel ranks).
     ``stage_times_s`` are per microbatch (forward + backward + recompute + p2p sends); ``recompute_modes``
     the mode of each stage (``recompute``: whether it recomputes anything); ``memory_bytes`` is the
     breakdown of the stage with the largest footprint (the worst device); ``p2p_s`` and ``allreduce_s``
@@ -36,6 +38,7 @@ class Plan:
     mfu: float | None = None
     tensor_width: int = 0
     data_parallel: int = 0
+    expert_parallel: int = 1
     pipeline_stages: int = 0
     microbatch: int = 0
     microbatches_per_replica: int = 0

@@ -19,6 +19,10 @@ microbatches per replica, ``v`` virtual stages per device):
   parameter bytes (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
   With interleaving a device's layers are modelled as one contiguous stage (its ``v`` chunks carry the
   same load), and Megatron's rule that ``m_r`` be a multiple of ``p`` is enforced.
+* expert parallelism ``e`` (``Settings.expert_parallel``; the layers come priced at it: their expert bytes
+  are the ``1/e`` a device holds, their times include the all-to-alls): only ``d`` that ``e`` divides; a
+  stage's sync is its dense bytes' all-reduce + step over ``d`` plus its expert bytes' over ``d/e``
+  (``stage_sync_s``), ZeRO-1 shards the experts' optimizer state over ``d/e``.
 
 Exactness. Recompute modes are ordered by time (none ≤ selective ≤ full) and each only lowers memory,
 so the fastest fitting mode is the stage's one cost for each ``n``, and the gradient bytes never depend
@@ -27,7 +31,9 @@ on it. For ``v = 1``, counting stages from the end (``s = p − k``) makes ``n =
 for every ``p``; for ``v > 1`` ``n`` depends on ``p`` and the DP is run per ``p``. For fixed ``(d, p, v)`` the
 objective ``M·C + A(P)`` (``A`` increasing and affine) is minimised exactly by an ε-constraint walk down
 the (C, P) trade-off: the fastest partition, then the fastest one with a strictly smaller ``P``, and so
-on, stopping when ``M·C`` plus the smallest possible ``A`` cannot beat the incumbent. Without ZeRO-1,
+on, stopping when ``M·C`` plus the smallest possible ``A`` cannot beat the incumbent. At ``e > 1`` the sync
+depends on two byte counts per stage, so the walk runs on the largest stage sync ``S`` itself
+(``M·C + S``, the same argument with ``A`` the identity). Without ZeRO-1,
 among data-parallel degrees with the same ``m_r`` the smallest dominates (same stage memory; its
 all-reduce and pipeline sends span no more levels of the network); with ZeRO-1 every ``d`` is searched.
 Shapes are visited in order of a lower bound on ``T`` (the DP with the loosest memory rule, no p2p,
@@ -62,11 +68,12 @@ class StageMemory:
     units each stage holds per mode (``limits``)."""
 
     def __init__(self, table: StageTable, settings: Settings, state_factor: float, interleave: int,
-                 transient_bytes: np.ndarray, layout: StageMemory | None = None):
+                 transient_bytes: np.ndarray, layout: StageMemory | None = None, expert_extra: float = 0.0):
         self.settings = settings
         self.interleave = interleave
         self.modes = settings.plan.recompute_modes
         self._table, self._state_factor, self._transient_full = table, state_factor, transient_bytes
+        self._expert_extra = expert_extra  # expert bytes' state factor minus the dense one (ZeRO-1 over d/e)
         if layout is None:
             fits_once = np.zeros_like(table.valid)
             for mode in self.modes:
@@ -77,15 +84,19 @@ class StageMemory:
             self._listed = np.take_along_axis(fits_once, self._order, axis=1)
             self.next_index = np.where(self._listed, self._order, table.size)
             self.param_bytes = self.compact(table.param_bytes)
+            self.expert_param_bytes = self.compact(table.expert_param_bytes)
             # What does not depend on the state factor, compacted once per layout (same interleave).
             self._transient = self.compact(transient_bytes)
             self._per_unit = {mode: self.compact(self.full_per_unit[mode]) for mode in self.modes}
         else:  # a looser memory's layout lists a superset of the stages; the others get limit -1 (inf)
             self._order, self._listed = layout._order, layout._listed
             self.next_index, self.param_bytes = layout.next_index, layout.param_bytes
+            self.expert_param_bytes = layout.expert_param_bytes
             self._transient, self._per_unit = layout._transient, layout._per_unit
         # compact(P·f) = compact(P)·f and compact(P·f + X) = compact(P)·f + compact(X), entry by entry
         state_compact = self.param_bytes * state_factor
+        if expert_extra:  # (never 0·inf on the unlisted entries)
+            state_compact = state_compact + self.expert_param_bytes * expert_extra
         fixed = {"none": state_compact, "selective": state_compact, "full": state_compact + self._transient}
         self.limits = [_most_in_flight(fixed[mode], self._per_unit[mode], settings.hbm_bytes) for mode in self.modes]
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
@@ -100,8 +111,13 @@ class StageMemory:
     def full_fixed(self) -> dict[str, np.ndarray]:
         """Every stage's fixed bytes per recompute mode: weights, gradients, optimizer state (+ the rebuilt
         layer's stash for full recompute)."""
-        state = self._table.param_bytes * self._state_factor
+        state = self.state_bytes
         return {"none": state, "selective": state, "full": state + self._transient_full}
+
+    @cached_property
+    def state_bytes(self) -> np.ndarray:
+        """Every stage's weights + gradients + optimizer state."""
+        return self._table.param_bytes * self._state_factor + self._table.expert_param_bytes * self._expert_extra
 
     @cached_property
     def full_per_unit(self) -> dict[str, np.ndarray]:
@@ -274,9 +290,11 @@ class SuffixDP:
         return _trace(self.table.empty, p, self.costs.next_index, lambda s: self.costs.time(min(s, m_r)),
                       lambda s: self.suffix(m_r, s))
 
-    def param_floor(self, deepest: int) -> np.ndarray:
-        """Smallest possible largest-stage parameter bytes for ``p = 1 … deepest`` (stages that fit at ``n = 1``)."""
-        value = np.where(np.isfinite(self.costs.time(1)), self.costs.param_bytes, np.inf)
+    def param_floor(self, deepest: int, param_bytes: np.ndarray | None = None) -> np.ndarray:
+        """Smallest possible largest-stage parameter bytes for ``p = 1 … deepest`` (stages that fit at ``n = 1``);
+        ``param_bytes``: another compact per-stage byte count instead (a part of the parameters)."""
+        param_bytes = self.costs.param_bytes if param_bytes is None else param_bytes
+        value = np.where(np.isfinite(self.costs.time(1)), param_bytes, np.inf)
         suffixes, optima = _finish(self.table), []
         for s in range(1, deepest + 1):
             suffixes = _add_stage(value, self.costs.next_index, suffixes, self.rows(s))
@@ -341,6 +359,7 @@ class PlacementSearch:
         self._p2p: dict[object, np.ndarray] = {}
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._sync_floor: dict[tuple[int, int], float] = {}  # (p, d) -> sync_s of the smallest largest stage
+        self._sync_matrix: dict[int, np.ndarray] = {}  # d -> every stage's sync_s (expert parallelism only)
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
         # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no p2p.
@@ -352,6 +371,10 @@ class PlacementSearch:
         deepest = min(max_stages, most_replicas)
         self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
         self.param_floor = self.loosest_dp.param_floor(deepest)
+        if s.expert_parallel > 1:  # the smallest largest-stage dense and expert bytes, bounding each sync part
+            dense = loosest.memory.compact(table.param_bytes - table.expert_param_bytes)
+            self.dense_floor = self.loosest_dp.param_floor(deepest, dense)
+            self.expert_floor = self.loosest_dp.param_floor(deepest, loosest.memory.expert_param_bytes)
 
     # --- network and optimizer terms --------------------------------------------------------------
     def allreduce_s(self, param_bytes: float, data_parallel: int) -> float:
@@ -362,6 +385,29 @@ class PlacementSearch:
     def sync_s(self, param_bytes: float, data_parallel: int) -> float:
         """What the largest stage adds once per batch: gradient all-reduce + optimizer step."""
         return self.allreduce_s(param_bytes, data_parallel) + self.settings.optimizer_step_s(param_bytes, data_parallel)
+
+    def expert_allreduce_s(self, expert_bytes: float, data_parallel: int) -> float:
+        """Expert-gradient all-reduce over the ``d/e`` expert-data-parallel ranks, ``t·e`` devices apart (each
+        expert-parallel group is ``e`` consecutive data-parallel ranks, Megatron-Core's order)."""
+        s = self.settings
+        return s.cluster.collective_s("allreduce", expert_bytes * GRADIENT_FACTOR, data_parallel // s.expert_parallel,
+                                      stride=s.tensor_width * s.expert_parallel)
+
+    def stage_sync_s(self, dense_bytes: float, expert_bytes: float, data_parallel: int) -> float:
+        """What a stage adds once per batch at expert-parallel degree ``e > 1``: its dense parameters' all-reduce
+        over ``d`` and optimizer step, its experts' over ``d/e`` (two collectives)."""
+        return (self.sync_s(dense_bytes, data_parallel) + self.expert_allreduce_s(expert_bytes, data_parallel)
+                + self.settings.optimizer_step_s(expert_bytes, data_parallel // self.settings.expert_parallel))
+
+    def sync_matrix(self, data_parallel: int) -> np.ndarray:
+        """:meth:`stage_sync_s` of every stage (``e > 1``), evaluated once per distinct pair of byte counts."""
+        if data_parallel not in self._sync_matrix:
+            dense = self.table.param_bytes - self.table.expert_param_bytes
+            pairs = np.stack((dense.ravel(), self.table.expert_param_bytes.ravel()), axis=1)
+            distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
+            times = np.array([self.stage_sync_s(a, b, data_parallel) for a, b in distinct.tolist()])
+            self._sync_matrix[data_parallel] = times[inverse.ravel()].reshape(dense.shape)
+        return self._sync_matrix[data_parallel]
 
     def _level(self, shape: _Shape):
         cluster, t = self.settings.cluster, self.settings.tensor_width
@@ -378,17 +424,19 @@ class PlacementSearch:
         return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
                 + cluster.collective_s("allgather", payload_bytes, t))
 
-    def memory(self, state_factor: float, interleave: int) -> StageMemory:
-        key = (state_factor, interleave)
+    def memory(self, state_factor: float, interleave: int, expert_extra: float = 0.0) -> StageMemory:
+        key = (state_factor, interleave, expert_extra)
         if key not in self._memory:
-            layout = None if state_factor == self._loosest_state else self.memory(self._loosest_state, interleave)
+            loosest = state_factor == self._loosest_state and expert_extra == 0
+            layout = None if loosest else self.memory(self._loosest_state, interleave)
             self._memory[key] = StageMemory(self.table, self.settings, state_factor, interleave, self.transient_bytes,
-                                            layout)
+                                            layout, expert_extra)
         return self._memory[key]
 
     def memory_for(self, shape: _Shape) -> StageMemory:
-        """The memory side of one shape (ZeRO-1 shards its optimizer state over ``d``)."""
-        return self.memory(self.settings.state_factor(shape.data_parallel), shape.interleave)
+        """The memory side of one shape (ZeRO-1 shards its optimizer state over ``d``, the experts' over ``d/e``)."""
+        s, d = self.settings, shape.data_parallel
+        return self.memory(s.state_factor(d), shape.interleave, s.expert_state_extra(d))
 
     def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO shards and interleave of ``shape``."""
@@ -437,6 +485,12 @@ class PlacementSearch:
             return f"plan {plan} needs at least {used} devices, the cluster has {s.n_devices}"
         if plan.p is not None and plan.p > self.max_stages:
             return f"plan {plan} has {plan.p} pipeline stages but the model has only {self.max_stages} layers"
+        e = s.expert_parallel
+        if plan.d is not None and plan.d % e:
+            return f"plan {plan}: expert-parallel degree e={e} does not divide the data-parallel degree d={plan.d}"
+        if e > s.n_devices // s.tensor_width:
+            return (f"expert-parallel degree e={e} exceeds the {s.n_devices // s.tensor_width} data-parallel ranks of "
+                    f"{s.n_devices} devices at tensor width {s.tensor_width}")
         # Each layer's smallest footprint: the loosest state and one unit of its lightest mode.
         costs = self.loosest_dp.costs
         state = self.layers.param_bytes * s.state_factor(max(1, s.n_devices // s.tensor_width))
@@ -471,6 +525,7 @@ class PlacementSearch:
         replicas = np.arange(1, s.n_devices // s.tensor_width + 1)
         if plan.d is not None:
             replicas = replicas[replicas == plan.d]
+        replicas = replicas[replicas % s.expert_parallel == 0]  # expert-parallel groups are carved from the replicas
         microbatches = -(-s.global_batch // (replicas * s.microbatch))
         if not s.zero1 and plan.d is None:
             _, first = np.unique(microbatches, return_index=True)
@@ -490,17 +545,24 @@ class PlacementSearch:
         if len(d) == 0:
             return
         loosest = np.array(self.loosest_s)[p - 1]
-        bound_s = (m_r + (p - 1) / v) * loosest + self._sync_floor_s(d, self.param_floor[p - 1])
+        if s.expert_parallel == 1:
+            sync_floor_s = self._sync_floor_s(d, self.param_floor[p - 1])
+        else:  # each part of the largest sync is at least its own smallest largest stage's
+            e = s.expert_parallel
+            sync_floor_s = np.maximum(self._sync_floor_s(d, self.dense_floor[p - 1]),
+                                      self._sync_floor_s(d // e, self.expert_floor[p - 1], s.tensor_width * e))
+        bound_s = (m_r + (p - 1) / v) * loosest + sync_floor_s
         keep = np.flatnonzero(np.isfinite(bound_s))
         d, p, m_r, v, bound_s = d[keep], p[keep], m_r[keep], v[keep], bound_s[keep] * _LOWER_BOUND_SLACK
         order = np.lexsort((v, p, d, bound_s))
         for d_i, p_i, m_i, v_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, bound_s))):
             yield _Shape(d_i, p_i, m_i, v_i), bound_i
 
-    def _sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray) -> np.ndarray:
-        """``sync_s`` elementwise, for bounds (it is affine in the bytes for a fixed group, and 0 for no bytes)."""
+    def _sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray, stride: int | None = None) -> np.ndarray:
+        """``sync_s`` elementwise, for bounds (it is affine in the bytes for a fixed group, and 0 for no bytes);
+        ``stride``: of the all-reduce group (default the tensor width)."""
         s = self.settings
-        fixed, per_byte = _allreduce_affine(s.cluster, s.tensor_width)
+        fixed, per_byte = _allreduce_affine(s.cluster, s.tensor_width if stride is None else stride)
         finite_bytes = np.where(np.isfinite(param_bytes), param_bytes, 0.0)
         times = (fixed[data_parallel - 1] + per_byte[data_parallel - 1] * finite_bytes * GRADIENT_FACTOR
                  + s.optimizer_step_s(finite_bytes, data_parallel))
@@ -543,7 +605,12 @@ class PlacementSearch:
         """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
         key = (shape.stages, shape.data_parallel)
         if key not in self._sync_floor:
-            self._sync_floor[key] = self.sync_s(self.param_floor[shape.stages - 1], shape.data_parallel)
+            d, index = shape.data_parallel, shape.stages - 1
+            if self.settings.expert_parallel == 1:
+                self._sync_floor[key] = self.sync_s(self.param_floor[index], d)
+            else:
+                self._sync_floor[key] = max(self.stage_sync_s(self.dense_floor[index], 0.0, d),
+                                            self.stage_sync_s(0.0, self.expert_floor[index], d))
         return (shape.slots * stage_time_s + self._sync_floor[key]) * _LOWER_BOUND_SLACK
 
     def _pareto_walk(self, shape: _Shape, pairs: list[tuple[int, int]], best: _Best) -> None:
@@ -555,18 +622,45 @@ class PlacementSearch:
         all-reduce cannot beat the incumbent, or when ``P_i`` is the smallest possible.
         """
         costs, dp = self.variant(shape)
-        floor_bytes = self.param_floor[shape.stages - 1]
-        params = self._max_params(pairs)
-        while params > floor_bytes:
-            stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, costs.param_bytes < params))
+        if self.settings.expert_parallel == 1:  # the sync grows with the largest stage's parameter bytes
+            floor, key = self.param_floor[shape.stages - 1], costs.param_bytes
+        else:  # two byte counts: walk down the largest stage sync itself
+            floor, key = 0.0, costs.memory.compact(self.sync_matrix(shape.data_parallel))
+        largest = self._largest_sync_key(shape, pairs)
+        while largest > floor:
+            stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, key < largest))
             if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
                 return
             best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
-            params = self._max_params(pairs)
+            largest = self._largest_sync_key(shape, pairs)
+
+    def _dense_expert_bytes(self, pair: tuple[int, int]) -> tuple[float, float]:
+        """A stage's parameter bytes split as the sync sees them: (all, 0) at ``e = 1``, else (dense, experts)."""
+        t = self.table
+        if self.settings.expert_parallel == 1:
+            return float(t.param_bytes[pair]), 0.0
+        return float(t.param_bytes[pair] - t.expert_param_bytes[pair]), float(t.expert_param_bytes[pair])
+
+    def _stage_allreduce_s(self, dense_bytes: float, expert_bytes: float, data_parallel: int) -> float:
+        return self.allreduce_s(dense_bytes, data_parallel) + self.expert_allreduce_s(expert_bytes, data_parallel)
 
     def _max_params(self, pairs: list[tuple[int, int]]) -> float:
         first, after = np.array(pairs).T
         return float(self.table.param_bytes[first, after].max())
+
+    def _largest_sync_key(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
+        """What the once-per-batch sync grows with: the largest stage's parameter bytes, or at ``e > 1`` the
+        largest stage sync (seconds)."""
+        if self.settings.expert_parallel == 1:
+            return self._max_params(pairs)
+        first, after = np.array(pairs).T
+        return float(self.sync_matrix(shape.data_parallel)[first, after].max())
+
+    def _batch_sync_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
+        """The once-per-batch sync of a partition: that of its largest stage."""
+        if self.settings.expert_parallel == 1:
+            return self.sync_s(self._max_params(pairs), shape.data_parallel)
+        return self._largest_sync_key(shape, pairs)
 
     def _stages(self, shape: _Shape, pairs: list[tuple[int, int]]) -> list[tuple[str | None, float]]:
         """(recompute mode, time per microbatch) of every stage of a partition."""
@@ -580,7 +674,7 @@ class PlacementSearch:
     def _time_per_batch_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
         """``(m_r + (p−1)/v) · max stage time + sync of the largest stage`` of a partition."""
         slowest_s = max(time for _, time in self._stages(shape, pairs))
-        return shape.slots * slowest_s + self.sync_s(self._max_params(pairs), shape.data_parallel)
+        return shape.slots * slowest_s + self._batch_sync_s(shape, pairs)
 
     def _no_fit_reason(self) -> str:
         s, plan = self.settings, self.settings.plan
@@ -627,31 +721,35 @@ class PlacementSearch:
         for k, ((a, b), mode) in enumerate(zip(pairs, modes)):
             params = float(t.param_bytes[a, b])
             units = shape.units(shape.stages - k)
-            state = s.state_factor(shape.data_parallel)
+            state = float(memory_side.state_bytes[a, b])
             memory.append({
                 "weights": params,
                 "gradients": params * GRADIENT_FACTOR,
-                "optimizer": params * (state - 1.0 - GRADIENT_FACTOR),
-                "activations": float(memory_side.full_fixed[mode][a, b] - params * state
+                "optimizer": state - params * (1.0 + GRADIENT_FACTOR),
+                "activations": float(memory_side.full_fixed[mode][a, b] - state
                                      + units * memory_side.full_per_unit[mode][a, b]),
             })
         for item in memory:
             item["total"] = item["weights"] + item["gradients"] + item["optimizer"] + item["activations"]
         slowest = int(np.argmax(times))
         a, b = pairs[slowest]
-        largest = self._max_params(pairs)
+        d, e = shape.data_parallel, s.expert_parallel
         steady = shape.microbatches
         recompute_s = times[slowest] - float(t.fwd_s[a, b] + t.bwd_s[a, b] + shape.interleave * costs.p2p_s[a, b])
+        # the stage whose sync sets the batch's: the most parameter bytes, or at e > 1 the largest sync
+        syncs = [self._largest_sync_key(shape, [pair]) for pair in pairs]
+        dense, experts = self._dense_expert_bytes(pairs[int(np.argmax(syncs))])
         breakdown = {
-            "compute": steady * float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b]),
+            "compute": steady * float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b] - t.ep_comm_s[a, b]),
             "recompute": steady * recompute_s,
             "tp_comm": steady * float(t.tp_comm_s[a, b]),
+            "ep_comm": steady * float(t.ep_comm_s[a, b]),
             "p2p": steady * shape.interleave * float(costs.p2p_s[a, b]),
             "bubble": (shape.stages - 1) / shape.interleave * times[slowest],
-            "dp_allreduce": self.allreduce_s(largest, shape.data_parallel),
-            "optimizer": s.optimizer_step_s(largest, shape.data_parallel),
+            "dp_allreduce": self._stage_allreduce_s(dense, experts, d),
+            "optimizer": s.optimizer_step_s(dense, d) + s.optimizer_step_s(experts, d // e),
         }
-        time_per_batch_s = shape.slots * times[slowest] + self.sync_s(largest, shape.data_parallel)
+        time_per_batch_s = shape.slots * times[slowest] + self._batch_sync_s(shape, pairs)
         throughput = s.global_batch / time_per_batch_s
         devices = shape.data_parallel * shape.stages * s.tensor_width
         layers = tuple(t.layers_of(a, b) for a, b in pairs)
@@ -659,7 +757,7 @@ class PlacementSearch:
         spec = PlanSpec(t=s.tensor_width, p=shape.stages, d=shape.data_parallel, microbatch=s.microbatch,
                         interleave=shape.interleave, recompute="|".join(used),
                         sequence_parallel=s.sequence_parallel and s.tensor_width > 1,
-                        zero1=s.zero1 and shape.data_parallel > 1)
+                        zero1=s.zero1 and shape.data_parallel > 1, e=e)
         return Plan(
             feasible=True,
             notation=str(spec),
@@ -669,6 +767,7 @@ class PlacementSearch:
             mfu=_mfu(s, throughput, devices),
             tensor_width=s.tensor_width,
             data_parallel=shape.data_parallel,
+            expert_parallel=e,
             pipeline_stages=shape.stages,
             microbatch=s.microbatch,
             microbatches_per_replica=shape.microbatches,
@@ -683,7 +782,7 @@ class PlacementSearch:
             recompute_modes=modes,
             stage_times_s=tuple(times),
             stage_p2p_s=tuple(shape.interleave * float(costs.p2p_s[a, b]) for a, b in pairs),
-            stage_allreduce_s=tuple(self.allreduce_s(float(t.param_bytes[a, b]), shape.data_parallel) for a, b in pairs),
+            stage_allreduce_s=tuple(self._stage_allreduce_s(*self._dense_expert_bytes(pair), d) for pair in pairs),
             stage_memory_bytes=tuple(item["total"] for item in memory),
             bubble_fraction=(shape.stages - 1) / shape.interleave / shape.slots,
             memory_bytes=max(memory, key=lambda item: item["total"]),
