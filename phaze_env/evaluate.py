@@ -99,7 +99,7 @@ class Evaluation:
     timings_s: dict[str, float]
     ilp_solves: int
     schedules: int
-    dp_calls: int = 0  # placement DP calls (one per tensor width × microbatch × HBM capacity)
+    dp_calls: int = 0  # placement DP calls (one per tensor width × microbatch × HBM capacity × expert-parallel degree)
     knobs: dict[str, Any] = field(default_factory=dict)
     from_cache: bool = False
     time_breakdown_s: dict[str, float] = field(default_factory=dict)
@@ -179,7 +179,7 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
         if not allowed:
             raise ValueError("recompute must list at least one of False, True")
         plan = PlanSpec(recompute="none|full" if True in allowed else "none", sequence_parallel=False, zero1=False,
-                        interleave=1)
+                        interleave=1, e=1)
     elif not isinstance(plan, PlanSpec):
         raise TypeError(f"plan must be a PlanSpec (e.g. PlanSpec.parse('t8p8d1m1')), got {type(plan).__name__}")
     microbatches = tuple(sorted({int(m) for m in microbatch})) if plan.microbatch is None else (plan.microbatch,)
@@ -193,6 +193,9 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
         raise ValueError(f"tensor widths must be positive integers, got {tensor_widths!r}")
     if plan.devices is not None and plan.devices != cluster.n_devices:
         raise ValueError(f"plan {plan} uses t·p·d = {plan.devices} devices but the cluster has {cluster.n_devices}")
+    if plan.e is not None and plan.e not in expert_parallel_degrees(workload, plan.e):
+        raise ValueError(f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
+                         + (f"{workload.num_experts} experts" if workload.num_experts else "experts (a dense model: e=1)"))
     if plan.t is not None and not valid_tensor_widths(workload, (plan.t,), cluster.n_devices):
         raise ValueError(f"tensor width {plan.t} does not divide {workload.name}'s {workload.num_heads} attention heads "
                          f"(or is not a power of two ≤ {cluster.n_devices})")
@@ -209,17 +212,31 @@ def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: in
     return [t for t in widths if t <= n_devices and t & (t - 1) == 0 and heads % t == 0]
 
 
-def _layer_chain(graph, timings: dict[str, LayerTiming]) -> list[dict[str, float]]:
+def expert_parallel_degrees(workload: Workload, most: int) -> list[int]:
+    """Expert-parallel degrees ``e ≤ most`` that divide the workload's experts (``[1]`` for a dense model)."""
+    return [e for e in range(1, most + 1) if workload.num_experts % e == 0] if workload.num_experts else [1]
+
+
+def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None = None,
+                 expert_parallel: int = 1) -> list[dict[str, float]]:
+    """The DP's layers. At expert-parallel degree ``e > 1`` a device holds ``1/e`` of each MoE layer's experts and
+    runs the same routed-token count through them (so the same expert work: the traced schedule); each layer adds
+    its dispatch and combine all-to-alls, forward and backward, over the ``e`` ranks ``t`` apart (not overlapped)."""
     chain = []
+    e = expert_parallel
     for layer in graph.layers:
         timing = timings[layer.name]
-        entry = {"fwd_s": timing.fwd_s, "bwd_s": timing.bwd_s, "param_bytes": float(layer.param_bytes),
+        alltoall_s = cluster.collective_s("alltoall", layer.routed_token_bytes, e, stride=graph.tensor_width) if e > 1 else 0.0
+        expert_bytes = layer.expert_param_bytes / e
+        entry = {"fwd_s": timing.fwd_s + 2 * alltoall_s, "bwd_s": timing.bwd_s + 2 * alltoall_s,
+                 "param_bytes": float(layer.param_bytes - layer.expert_param_bytes) + expert_bytes,
+                 "expert_param_bytes": expert_bytes,
                  "stash_bytes": float(layer.activation_stash_bytes), "output_bytes": float(layer.output_bytes),
                  "input_bytes": float(layer.input_bytes),
                  "attention_stash_bytes": float(layer.stash_attention_bytes),
                  "replicated_stash_bytes": float(layer.stash_replicated_bytes),
                  "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
-                 "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s)}
+                 "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s), "ep_comm_s": 4 * alltoall_s}
         chain.extend([entry] * layer.repeat)
     return chain
 
@@ -272,17 +289,24 @@ def _model_flops_per_sample(graph) -> float:
 
 @dataclass
 class _Variant:
-    """One (tensor width, microbatch) of an evaluation: its graph, layer timings and the DP's layer chains."""
+    """One (tensor width, microbatch) of an evaluation: its graph, layer timings and the DP's layer chains
+    (one per expert-parallel degree, derived from the same schedules)."""
 
     graph: Any
     timings: dict[str, LayerTiming]
-    chain: list[dict[str, float]]
+    cluster: Cluster
+    chains: dict[int, list[dict[str, float]]] = field(default_factory=dict)
 
-    def lower_bound_chain(self) -> list[dict[str, float]]:
+    def chain(self, expert_parallel: int) -> list[dict[str, float]]:
+        if expert_parallel not in self.chains:
+            self.chains[expert_parallel] = _layer_chain(self.graph, self.timings, self.cluster, expert_parallel)
+        return self.chains[expert_parallel]
+
+    def lower_bound_chain(self, expert_parallel: int) -> list[dict[str, float]]:
         """The chain with every layer at its schedules' proven lower bounds (a chain no slower than any real one)."""
         bounds = {name: replace(timing, fwd_s=timing.fwd_lower_bound_s, bwd_s=timing.bwd_lower_bound_s)
                   for name, timing in self.timings.items()}
-        return _layer_chain(self.graph, bounds)
+        return _layer_chain(self.graph, bounds, self.cluster, expert_parallel)
 
 
 def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, time_limit_s: float,
@@ -300,22 +324,25 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
         return variants[(t, m)]
 
     usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
+    degrees = expert_parallel_degrees(workload, cluster.n_devices) if request.plan.e is None else [request.plan.e]
     capacities = [capacity * GB_BYTES for capacity in request.capacities_gb]
     if usable:
         # The one plan loop (placement.best_plan_multi): capacities smallest first, then t, then m, branch
         # and bound across them; ties keep the first (the smaller HBM).
         template = Settings(cluster, usable[0], request.microbatches[0], capacities[0], request.plan,
-                            peak_flops=acc.peak_flops, hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps)
+                            peak_flops=acc.peak_flops, hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps,
+                            expert_parallel=degrees[0])
 
         def settings_of(t: int, m: int) -> dict[str, Any]:
             graph = variant(t, m).graph
             return {"seq_len": graph.seq_len, "model_flops_per_sample": _model_flops_per_sample(graph)}
 
         def search(chain_of) -> Any:
-            return best_plan_multi(lambda t, m: chain_of(variant(t, m)), template, tensor_widths=usable,
-                                   microbatches=request.microbatches, hbm_bytes=capacities, variant_fields=settings_of)
+            return best_plan_multi(lambda t, m, e: chain_of(variant(t, m), e), template, tensor_widths=usable,
+                                   microbatches=request.microbatches, hbm_bytes=capacities, variant_fields=settings_of,
+                                   expert_parallels=degrees)
 
-        best = search(lambda v: v.chain)
+        best = search(_Variant.chain)
         reason = best.reason
     else:
         best, reason = None, f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads"
@@ -330,7 +357,7 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     common = dict(workload=workload.name, cluster=cluster.to_dict(), area_mm2=acc.area_mm2, peak_flops=acc.peak_flops,
                   layer_timings=layer_timings, timings_s=timings_s, ilp_solves=int(counters["ilp_solves"]),
                   schedules=int(counters["schedules"]),
-                  dp_calls=len(usable) * len(request.microbatches) * len(capacities),
+                  dp_calls=len(usable) * len(request.microbatches) * len(capacities) * len(degrees),
                   knobs={"microbatch": list(request.microbatches), "plan": str(request.plan),
                          "hbm_gb": list(request.capacities_gb), "tensor_widths": list(request.widths)},
                   proven=not unproven, worst_gap=max((gap for _, _, gap in unproven), default=0.0),
@@ -361,7 +388,7 @@ def _variant(request: _Request, acc: Accelerator, t: int, m: int, bound_only: bo
     timings = {layer.name: _time_layer(layer, acc, request.cluster, bound_only=bound_only, solver=solver,
                                        time_limit_s=time_limit_s, counters=counters, cache=cache)
                for layer in graph.layers}
-    return _Variant(graph, timings, _layer_chain(graph, timings))
+    return _Variant(graph, timings, request.cluster)
 
 
 def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
@@ -375,7 +402,8 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     evaluates exactly that plan (stage boundaries chosen by the DP); fields left ``None`` are searched.
     Without a plan the search is PHAZE's: every tensor width in ``tensor_widths``, microbatch size in
     ``microbatch``, pipeline/data degrees and per-stage full recompute if ``recompute`` allows it;
-    no sequence parallelism, ZeRO-1 or interleaving. ``hbm_gb`` (GiB, 2**30 bytes, as ``Accelerator.hbm_gb``)
+    no sequence parallelism, ZeRO-1, interleaving or expert parallelism (``PlanSpec()`` searches the expert-parallel
+    degree ``e`` of a mixture-of-experts model over the divisors of its expert count). ``hbm_gb`` (GiB, 2**30 bytes, as ``Accelerator.hbm_gb``)
     lists HBM capacities to try; ``None`` = the accelerator's own. Infeasible designs come back with
     ``feasible=False`` and the reason (for a pinned plan, the memory it would need); invalid arguments
     raise ``ValueError``/``TypeError``.
@@ -408,7 +436,8 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
     return bound
 
 
-BREAKDOWN_LABELS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP comm", "p2p": "pipeline p2p",
+BREAKDOWN_LABELS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP comm", "ep_comm": "EP all-to-all",
+                    "p2p": "pipeline p2p",
                     "bubble": "pipeline bubble", "dp_allreduce": "DP all-reduce", "optimizer": "optimizer step"}
 
 
@@ -444,6 +473,8 @@ def _text(info: dict[str, Any], cluster: Cluster) -> str:
         f"time per batch  {total:.4g} s",
     ]
     for key, seconds in info["time_breakdown_s"].items():
+        if key == "ep_comm" and not seconds:  # a dense model or e = 1: no all-to-all
+            continue
         lines.append(f"  {BREAKDOWN_LABELS[key]:<15} {seconds:10.4g} s  {seconds / total:6.1%}")
     parts = ", ".join(f"{key} {memory[key] / GB_BYTES:.2f}" for key in ("weights", "gradients", "optimizer", "activations"))
     lines.append(f"memory/device   {memory['total'] / GB_BYTES:.2f} GiB of {info['hbm_bytes'] / GB_BYTES:g} GiB ({parts} GiB)")

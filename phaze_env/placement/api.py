@@ -17,7 +17,7 @@ from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.search import PlacementSearch
 from phaze_env.placement.stages import chain_stages, dag_stages
 
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3  # 3: expert parallelism (Plan.expert_parallel, Settings.expert_parallel)
 _TIE_TOLERANCE = 1e-12  # relative: a later candidate must be this much faster to replace the incumbent
 LayerList = Sequence[Mapping[str, Any]]
 _PLACEMENTS = DiskCache("placement")
@@ -111,6 +111,7 @@ def best_plan_multi(
     microbatches: Iterable[int] | None = None,
     hbm_bytes: Iterable[float] | None = None,
     variant_fields: Callable[[int, int], Mapping[str, Any]] | None = None,
+    expert_parallels: Iterable[int] | None = None,
     cache: bool = False,
 ) -> Plan:
     """Best :func:`best_plan` over tensor widths × microbatch sizes × HBM capacities.
@@ -123,36 +124,44 @@ def best_plan_multi(
     required. Capacities are searched smallest first and ties keep the first (:func:`better`), so the
     answer also says how much HBM the best throughput needs. ``variant_fields(t, m)`` gives further
     :class:`Settings` fields that depend on the variant (e.g. the model FLOPs per sample, which grow with
-    Megatron's vocabulary padding at ``t``). Variants after the first are searched by branch and bound
+    Megatron's vocabulary padding at ``t``). ``expert_parallels`` adds expert-parallel degrees ``e`` to the
+    variants: ``layers`` must then be a callable ``(tensor_width, microbatch, e) -> layers`` priced at ``e``
+    (its all-to-alls in the layer times, ``1/e`` of the expert bytes), searched with
+    ``Settings.expert_parallel = e``; without it every variant is at ``e = 1``. Variants after the first are searched by branch and bound
     (``best_plan(..., must_beat=best so far)``), which returns the same optimum as searching each one
     alone. Returns the best plan, or an infeasible plan whose reason lists why each variant failed.
     """
     _check(settings)
+    degrees = (1,) if expert_parallels is None else tuple(expert_parallels)
+    if expert_parallels is not None and not callable(layers):
+        raise ValueError("with expert_parallels, layers must be a callable (tensor_width, microbatch, e) -> layers")
     if callable(layers):
         if tensor_widths is None or microbatches is None:
             raise ValueError("with a callable for layers, pass tensor_widths and microbatches")
         variants = [(t, m) for t in tensor_widths for m in microbatches]
-        layers_for = layers
+        layers_for = layers if expert_parallels is not None else lambda t, m, e: layers(t, m)
     else:
         keys = sorted(layers)
         widths = sorted({t for t, _ in keys}) if tensor_widths is None else list(tensor_widths)
         sizes = sorted({m for _, m in keys}) if microbatches is None else list(microbatches)
         variants = [(t, m) for t in widths for m in sizes if (t, m) in layers]
-        layers_for = lambda t, m: layers[(t, m)]  # noqa: E731
+        layers_for = lambda t, m, e: layers[(t, m)]  # noqa: E731
     capacities = sorted([settings.hbm_bytes] if hbm_bytes is None else list(hbm_bytes))
-    if not variants or not capacities:
-        raise ValueError("no (tensor_width, microbatch) variant or HBM capacity to search")
+    if not variants or not capacities or not degrees:
+        raise ValueError("no (tensor_width, microbatch, expert_parallel) variant or HBM capacity to search")
     best: Plan | None = None
     reasons = []
     for capacity in capacities:
         for t, m in variants:
             extra = variant_fields(t, m) if variant_fields is not None else {}
-            variant = replace(settings, tensor_width=t, microbatch=m, hbm_bytes=capacity, **extra)
-            plan = best_plan(layers_for(t, m), variant, cache=cache, must_beat=best)
-            if plan is None:  # nothing here beats the incumbent
-                continue
-            if not plan.feasible:
-                reasons.append(f"t{t}m{m}, {capacity / 2**30:.4g} GiB: {plan.reason}")
-            elif better(plan, best):
-                best = plan
+            for e in degrees:
+                variant = replace(settings, tensor_width=t, microbatch=m, hbm_bytes=capacity, expert_parallel=e, **extra)
+                plan = best_plan(layers_for(t, m, e), variant, cache=cache, must_beat=best)
+                if plan is None:  # nothing here beats the incumbent
+                    continue
+                if not plan.feasible:
+                    label = f"t{t}m{m}" if expert_parallels is None else f"t{t}e{e}m{m}"
+                    reasons.append(f"{label}, {capacity / 2**30:.4g} GiB: {plan.reason}")
+                elif better(plan, best):
+                    best = plan
     return best if best is not None else infeasible("; ".join(reasons))
