@@ -300,3 +300,36 @@ def test_what_if_cli_prints_the_alltoall_and_memory():
     alltoall = next(line for line in lines if line.strip().startswith("EP all-to-all"))
     assert float(alltoall.split()[2]) > 0
     assert any(line.startswith("memory/device") for line in lines)
+
+
+# ---------------------------------------------------------------- what the layers report, and evaluate's search over e
+def test_moe_layer_reports_its_expert_bytes_and_routed_tokens():
+    """Small Mixtral (8 experts of a 64 → 96 SwiGLU, top-2, 32 tokens): experts 8·3·64·96 parameters, split t ways;
+    routed tokens 32·2·64 elements at a uniform load; dense layers report neither."""
+    from phaze_env.workloads import model_graph
+    from test_workloads_moe import SMALL, TOKENS, small
+
+    config = SMALL["mixtral"][2]
+    experts = config["num_local_experts"] * 3 * config["hidden_size"] * config["intermediate_size"]
+    routed = TOKENS * config["num_experts_per_tok"] * config["hidden_size"]
+    for t in (1, 2):
+        pre, block, post = model_graph(small("mixtral"), microbatch=1, tensor_width=t).layers
+        assert block.expert_param_bytes == experts * 2 // t and block.routed_token_bytes == routed * 2
+        assert pre.expert_param_bytes == post.expert_param_bytes == pre.routed_token_bytes == 0
+
+
+@pytest.mark.slow
+def test_evaluate_with_e_free_is_the_best_pinned_e():
+    from phaze_env.evaluate import evaluate
+    from phaze_env.hardware import get_preset
+    from test_workloads_moe import small
+
+    workload, accelerator = small("mixtral"), get_preset("tpuv4")
+    cluster = get_cluster("dgx-h100", 16, global_batch=32, optimizer="adam")
+    options = dict(microbatch=(1,), tensor_widths=(1,))
+    free = evaluate(workload, accelerator, cluster, plan=PlanSpec(t=1, microbatch=1), **options)
+    pinned = [evaluate(workload, accelerator, cluster, plan=PlanSpec(t=1, microbatch=1, e=e), **options)
+              for e in (1, 2, 4, 8)]
+    assert free.feasible and free.dp_calls == 4
+    assert free.throughput_samples_s == max(evaluation.throughput_samples_s for evaluation in pinned)
+    assert free.plan["expert_parallel"] == PlanSpec.parse(free.plan["notation"]).e
