@@ -227,6 +227,19 @@ def test_dp_with_e_pinned_equals_brute_force(seed):
     assert not plan.feasible or plan.expert_parallel == e
 
 
+@pytest.mark.parametrize("seed", range(90, 100))
+def test_dag_path_on_a_chain_equals_chain_path_with_e(seed):
+    """The DAG stages sum the expert bytes and all-to-alls the same way as the chain's."""
+    rng = np.random.default_rng(seed)
+    layers, cluster, options = _instance(rng)
+    e = int(rng.choice(DEGREES[1:]))
+    priced, settings = _priced(layers, cluster, options["tensor_width"], e), _settings(cluster, options, e)
+    chain, dag = placement.best_plan(priced, settings), placement.best_plan_dag(
+        priced, [(i, i + 1) for i in range(len(priced) - 1)], settings)
+    assert chain.feasible == dag.feasible
+    assert not chain.feasible or math.isclose(chain.time_per_batch_s, dag.time_per_batch_s, rel_tol=1e-12)
+
+
 def test_expert_parallelism_shards_expert_memory_and_adds_the_alltoalls():
     """One MoE layer of 80 expert bytes on 4 devices, d = 4: at e = 4 a device holds 20 of them, its optimizer
     state (ZeRO-1) is sharded over d/e = 1, and the four all-to-alls are in its time and the breakdown."""

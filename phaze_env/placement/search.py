@@ -402,11 +402,14 @@ class PlacementSearch:
     def sync_matrix(self, data_parallel: int) -> np.ndarray:
         """:meth:`stage_sync_s` of every stage (``e > 1``), evaluated once per distinct pair of byte counts."""
         if data_parallel not in self._sync_matrix:
-            dense = self.table.param_bytes - self.table.expert_param_bytes
-            pairs = np.stack((dense.ravel(), self.table.expert_param_bytes.ravel()), axis=1)
+            table = self.table
+            dense = table.param_bytes - table.expert_param_bytes
+            pairs = np.stack((dense[table.valid], table.expert_param_bytes[table.valid]), axis=1)
             distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
             times = np.array([self.stage_sync_s(a, b, data_parallel) for a, b in distinct.tolist()])
-            self._sync_matrix[data_parallel] = times[inverse.ravel()].reshape(dense.shape)
+            matrix = np.zeros(dense.shape)
+            matrix[table.valid] = times[inverse.ravel()]
+            self._sync_matrix[data_parallel] = matrix
         return self._sync_matrix[data_parallel]
 
     def _level(self, shape: _Shape):
