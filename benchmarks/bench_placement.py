@@ -130,12 +130,12 @@ def main(runs: int = 5) -> None:
     print(f"feasible: {sum(plan.feasible for plan in results.values())} of {len(results)}")
 
 
-MIXTRAL_WIDTHS, MIXTRAL_MICROBATCHES, MIXTRAL_DEGREES = (1, 2, 4, 8), (1,), (1, 2, 4, 8)
+MIXTRAL_WIDTHS, MIXTRAL_MICROBATCHES, MIXTRAL_DEGREES = (1, 2, 4, 8), (1, 2), (1, 2, 4, 8)
 
 
 def mixtral_main(runs: int = 7) -> None:
     """One DP call per (t, e) on the traced mixtral-8x7b chain (layer schedules on the h100 preset, seq 4096,
-    m = 1, 80 GiB), 1,024 devices of ``dgx-h100``, global batch 4096, Adam, every other knob free: d, p, the
+    m ∈ {1, 2}, 80 GiB), 1,024 devices of ``dgx-h100``, global batch 4096, Adam, every other knob free: d, p, the
     stage partition, recompute none|selective|full per stage, SP, ZeRO-1 and v ∈ {1, 2, 4} (target < 30 ms);
     then the whole grid as ``evaluate`` searches it (``best_plan_multi`` over t × e, branch and bound)."""
     from phaze_env.evaluate import _layer_chain, _time_layer

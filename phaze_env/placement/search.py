@@ -359,7 +359,7 @@ class PlacementSearch:
         self._p2p: dict[object, np.ndarray] = {}
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._sync_floor: dict[tuple[int, int], float] = {}  # (p, d) -> sync_s of the smallest largest stage
-        self._sync_matrix: dict[int, np.ndarray] = {}  # d -> every stage's sync_s (expert parallelism only)
+        self._sync_compact: dict[tuple[int, int], np.ndarray] = {}  # (layout, d) -> stage syncs (e > 1 only)
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
         # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no p2p.
@@ -393,24 +393,32 @@ class PlacementSearch:
         return s.cluster.collective_s("allreduce", expert_bytes * GRADIENT_FACTOR, data_parallel // s.expert_parallel,
                                       stride=s.tensor_width * s.expert_parallel)
 
+    def expert_sync_s(self, expert_bytes: float, data_parallel: int) -> float:
+        """The experts' all-reduce and optimizer step, both over the ``d/e`` expert-data-parallel ranks."""
+        e = self.settings.expert_parallel
+        return (self.expert_allreduce_s(expert_bytes, data_parallel)
+                + self.settings.optimizer_step_s(expert_bytes, data_parallel // e))
+
     def stage_sync_s(self, dense_bytes: float, expert_bytes: float, data_parallel: int) -> float:
         """What a stage adds once per batch at expert-parallel degree ``e > 1``: its dense parameters' all-reduce
         over ``d`` and optimizer step, its experts' over ``d/e`` (two collectives)."""
-        return (self.sync_s(dense_bytes, data_parallel) + self.expert_allreduce_s(expert_bytes, data_parallel)
-                + self.settings.optimizer_step_s(expert_bytes, data_parallel // self.settings.expert_parallel))
+        return self.sync_s(dense_bytes, data_parallel) + self.expert_sync_s(expert_bytes, data_parallel)
 
-    def sync_matrix(self, data_parallel: int) -> np.ndarray:
-        """:meth:`stage_sync_s` of every stage (``e > 1``), evaluated once per distinct pair of byte counts."""
-        if data_parallel not in self._sync_matrix:
-            table = self.table
-            dense = table.param_bytes - table.expert_param_bytes
-            pairs = np.stack((dense[table.valid], table.expert_param_bytes[table.valid]), axis=1)
-            distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
-            times = np.array([self.stage_sync_s(a, b, data_parallel) for a, b in distinct.tolist()])
-            matrix = np.zeros(dense.shape)
-            matrix[table.valid] = times[inverse.ravel()]
-            self._sync_matrix[data_parallel] = matrix
-        return self._sync_matrix[data_parallel]
+    def sync_compact(self, shape: _Shape, memory: StageMemory) -> np.ndarray:
+        """:meth:`stage_sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted),
+        each part evaluated once per distinct byte count."""
+        key = (id(memory.next_index), shape.data_parallel)
+        if key not in self._sync_compact:
+            def per_stage(sync_of: Callable[[float, int], float], values: np.ndarray) -> np.ndarray:
+                distinct, inverse = np.unique(values[listed], return_inverse=True)
+                return np.array([sync_of(size, shape.data_parallel) for size in distinct.tolist()])[inverse.ravel()]
+
+            dense = memory.compact(self.table.param_bytes - self.table.expert_param_bytes)
+            listed = np.isfinite(dense)
+            matrix = np.full(dense.shape, np.inf)
+            matrix[listed] = per_stage(self.sync_s, dense) + per_stage(self.expert_sync_s, memory.expert_param_bytes)
+            self._sync_compact[key] = matrix
+        return self._sync_compact[key]
 
     def _level(self, shape: _Shape):
         cluster, t = self.settings.cluster, self.settings.tensor_width
@@ -628,7 +636,7 @@ class PlacementSearch:
         if self.settings.expert_parallel == 1:  # the sync grows with the largest stage's parameter bytes
             floor, key = self.param_floor[shape.stages - 1], costs.param_bytes
         else:  # two byte counts: walk down the largest stage sync itself
-            floor, key = 0.0, costs.memory.compact(self.sync_matrix(shape.data_parallel))
+            floor, key = 0.0, self.sync_compact(shape, costs.memory)
         largest = self._largest_sync_key(shape, pairs)
         while largest > floor:
             stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, key < largest))
@@ -656,8 +664,7 @@ class PlacementSearch:
         largest stage sync (seconds)."""
         if self.settings.expert_parallel == 1:
             return self._max_params(pairs)
-        first, after = np.array(pairs).T
-        return float(self.sync_matrix(shape.data_parallel)[first, after].max())
+        return max(self.stage_sync_s(*self._dense_expert_bytes(pair), shape.data_parallel) for pair in pairs)
 
     def _batch_sync_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
         """The once-per-batch sync of a partition: that of its largest stage."""
