@@ -505,8 +505,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=positive_int, default=64, help="global batch in sequences (default 64)")
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's)")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="default adam (mixed precision)")
-    parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1 or t8p8d1m1v3+sp+rc=selective "
-                        "(absent degrees are searched; default: none pinned, the DP chooses every knob)")
+    parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1, t8p8d1m1v3+sp+rc=selective or, for a "
+                        "mixture of experts, t2p4d8e8m1 (e: expert parallel; absent = 1) (absent degrees are searched; "
+                        "default: none pinned, the DP chooses every knob)")
     parser.add_argument("--recompute", choices=RECOMPUTE_CHOICES, default=None, help="recompute mode (default auto)")
     parser.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
                         help="sequence parallelism (default: the DP chooses; off if --plan is given without +sp)")

@@ -281,6 +281,20 @@ def test_evaluate_refuses_an_e_that_does_not_divide_the_experts():
         evaluate("gpt2-xl", accelerator, cluster, plan=PlanSpec.parse("t1e2"))
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--workload", "gpt2-xl", "--plan", "t1e2"], "e=2 does not divide gpt2-xl's experts (a dense model: e=1)"),
+    (["--workload", "mixtral-8x7b", "--devices", "48", "--plan", "t2p4d6e4m1"], "e=4 must divide the data-parallel degree d=6"),
+    (["--workload", "mixtral-8x7b", "--plan", "t2e3"], "e=3 does not divide mixtral-8x7b's 8 experts"),
+])
+def test_cli_bad_e_is_one_line_exit_2(args, message, capsys):
+    from phaze_env.evaluate import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    error = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in error and len(error.strip().splitlines()) == 1
+
+
 def test_layer_chain_at_e_holds_a_share_of_the_experts_and_pays_the_alltoalls():
     from phaze_env.evaluate import LayerTiming, _layer_chain
 
