@@ -266,6 +266,9 @@ def test_dp_reasons_for_an_e_that_cannot_be_placed():
     assert "does not divide the data-parallel degree d=2" in placement.best_plan([layer], pinned_d).reason
     too_wide = Settings(cluster, 2, 1, 1e9, PlanSpec(recompute="none"), expert_parallel=4)
     assert "exceeds the 2 data-parallel ranks" in placement.best_plan([layer], too_wide).reason
+    too_deep = Settings(cluster, 1, 1, 1e9, PlanSpec(p=2, recompute="none"), expert_parallel=4)
+    assert "exceeds the 2 data-parallel ranks of 4 devices at tensor width 1 and 2 pipeline stages" in \
+        placement.best_plan([layer, layer], too_deep).reason
     with pytest.raises(ValueError, match="pins e=2 but this search is at e=1"):
         Settings(cluster, 1, 1, 1e9, PlanSpec(e=2))
 

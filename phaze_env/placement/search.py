@@ -499,9 +499,10 @@ class PlacementSearch:
         e = s.expert_parallel
         if plan.d is not None and plan.d % e:
             return f"plan {plan}: expert-parallel degree e={e} does not divide the data-parallel degree d={plan.d}"
-        if e > s.n_devices // s.tensor_width:
-            return (f"expert-parallel degree e={e} exceeds the {s.n_devices // s.tensor_width} data-parallel ranks of "
-                    f"{s.n_devices} devices at tensor width {s.tensor_width}")
+        ranks = s.n_devices // (s.tensor_width * (plan.p or 1))
+        if e > ranks:
+            return (f"expert-parallel degree e={e} exceeds the {ranks} data-parallel ranks of {s.n_devices} devices at "
+                    f"tensor width {s.tensor_width}" + (f" and {plan.p} pipeline stages" if plan.p else ""))
         # Each layer's smallest footprint: the loosest state and one unit of its lightest mode.
         costs = self.loosest_dp.costs
         state = self.layers.param_bytes * s.state_factor(max(1, s.n_devices // s.tensor_width))
