@@ -1,7 +1,9 @@
 """Speed of the placement DP on a GPT-3-175B-like chain (96 identical blocks + embedding + head).
 
 Run: ``python benchmarks/bench_placement.py [--traced] [--knobs paper|modern|modern-zero1|modern-no-zero1|all]`` (``--traced``: the
-real traced gpt3-175b chain with layer latencies scheduled on the TPUv4 preset). Prints the median CPU
+real traced gpt3-175b chain with layer latencies scheduled on the TPUv4 preset), or ``--mixtral``: the traced
+mixtral-8x7b chain on 1,024 H100s of the ``dgx-h100`` cluster, every knob free (expert parallelism: see
+:func:`mixtral_main`). Prints the median CPU
 time of several runs for one (t, m, HBM) call and for the whole grid t ∈ {1,2,4,8} × m ∈ {1,2,4,8} ×
 HBM ∈ {32, 64, 80} GiB (× recompute allowed or not for ``paper``) (targets: < 20 ms and < 1 s; PHAZE's
 C++ DP takes 3 s for one call). Plan knobs: ``paper`` = PHAZE's (none|full recompute, SGD);
@@ -23,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from phaze_env.cluster import Cluster  # noqa: E402
+from phaze_env.cluster import Cluster, get_cluster  # noqa: E402
 from phaze_env.placement import Settings, best_plan, best_plan_multi, better  # noqa: E402
 from phaze_env.plan_spec import PlanSpec  # noqa: E402
 
@@ -129,5 +131,58 @@ def main(runs: int = 5) -> None:
     print(f"feasible: {sum(plan.feasible for plan in results.values())} of {len(results)}")
 
 
+MIXTRAL_WIDTHS, MIXTRAL_MICROBATCHES, MIXTRAL_DEGREES = (1, 2, 4, 8), (1, 2), (1, 2, 4, 8)
+
+
+def mixtral_main(runs: int = 7) -> None:
+    """One DP call per (t, e) on the traced mixtral-8x7b chain (layer schedules on the h100 preset, seq 4096,
+    m ∈ {1, 2}, 80 GiB), 1,024 devices of ``dgx-h100``, global batch 4096, Adam, every other knob free: d, p, the
+    stage partition, recompute none|selective|full per stage, SP, the ZeRO stage (1, 2 or 3) and v ∈ {1, 2, 4} (target < 30 ms);
+    then the whole grid as ``evaluate`` searches it (``best_plan_multi`` over t × e, branch and bound)."""
+    from phaze_env.evaluate import _layer_chain, _time_layer
+    from phaze_env.hardware import get_preset
+    from phaze_env.workloads import model_graph
+
+    accelerator = get_preset("h100")
+    cluster = get_cluster("dgx-h100", 1024, global_batch=4096, optimizer="adam")
+    counters = {"estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
+    chains = {}
+    for t, m in itertools.product(MIXTRAL_WIDTHS, MIXTRAL_MICROBATCHES):
+        graph = model_graph("mixtral-8x7b", microbatch=m, tensor_width=t)
+        timings = {layer.name: _time_layer(layer, accelerator, cluster, bound_only=False, solver="cbc",
+                                           time_limit_s=10.0, counters=counters, cache=True) for layer in graph.layers}
+        for e in MIXTRAL_DEGREES:
+            chains[(t, m, e)] = _layer_chain(graph, timings, cluster, e)
+    seq_len = graph.seq_len
+    print(f"chain: traced mixtral-8x7b on h100, {len(chains[(1, 1, 1)])} layers; {cluster.describe()}; batch 4096, adam; "
+          f"t ∈ {MIXTRAL_WIDTHS} × m ∈ {MIXTRAL_MICROBATCHES} × e ∈ {MIXTRAL_DEGREES} at 80 GiB; free: d, p, partition, "
+          "recompute none|selective|full, SP, ZeRO stage 1|2|3, v ∈ {1, 2, 4}")
+    template = Settings(cluster, 1, 1, 80 * GB, PlanSpec(interleave=None), seq_len=seq_len,
+                        hbm_bandwidth_Bps=accelerator.hbm_bandwidth_Bps)
+
+    def one_call(t: int, m: int, e: int):
+        settings = Settings(cluster, t, m, 80 * GB, template.plan, seq_len=seq_len,
+                            hbm_bandwidth_Bps=accelerator.hbm_bandwidth_Bps, expert_parallel=e)
+        return best_plan(chains[(t, m, e)], settings)
+
+    def evaluate_order():
+        return best_plan_multi(lambda t, m, e: chains[(t, m, e)], template, tensor_widths=MIXTRAL_WIDTHS,
+                               microbatches=MIXTRAL_MICROBATCHES, expert_parallels=MIXTRAL_DEGREES)
+
+    one_call(2, 1, 8)  # warm-up (imports, numpy)
+    single = {key: _median_s(lambda key=key: one_call(*key), runs) for key in chains}
+    for key, seconds in single.items():
+        plan = one_call(*key)
+        print(f"  t={key[0]} m={key[1]} e={key[2]}: median {seconds * 1e3:6.1f} ms CPU   "
+              f"{plan.notation if plan.feasible else plan.reason[:60]}")
+    slowest = max(single, key=single.get)
+    print(f"per DP call: median {statistics.median(single.values()) * 1e3:.1f} ms, slowest {slowest} "
+          f"{single[slowest] * 1e3:.1f} ms CPU  (target < 30 ms)")
+    best = max((one_call(*key) for key in chains), key=lambda plan: plan.throughput_samples_s)
+    assert evaluate_order().throughput_samples_s == best.throughput_samples_s, "branch and bound lost the optimum"
+    print(f"whole grid as evaluate searches it: median {_median_s(evaluate_order, runs) * 1e3:.1f} ms CPU; "
+          f"best {best.notation}, {best.throughput_samples_s:.1f} samples/s")
+
+
 if __name__ == "__main__":
-    main()
+    mixtral_main() if "--mixtral" in sys.argv else main()

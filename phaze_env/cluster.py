@@ -18,7 +18,13 @@ mixed-precision", and NCCL's tree/ring split). Each level is a ring (Thakur et a
     all-reduce    Σ_i 2(k_i−1)/k_i · S_i / B_i + 2(k_i−1)·α_i,   S_i = S / Π_{j<i} k_j
     all-gather / reduce-scatter: half the bandwidth and latency terms
 
-which for one level is the flat ring ``2(g−1)/g · S/B`` of :mod:`phaze_env.comm`. ``B_i`` is the *achieved*
+which for one level is the flat ring ``2(g−1)/g · S/B`` of :mod:`phaze_env.comm`. An all-to-all (expert
+parallelism's dispatch and combine, ``S`` bytes per rank) is hierarchical too, one phase per level spanned,
+each exchanging the whole buffer among that level's ``k_i`` positions (DeepSpeed-MoE's hierarchical
+all-to-all, Rajbhandari et al. 2022 §5; Tutel's 2D hierarchical all-to-all, Hwang et al. 2023)::
+
+    all-to-all    Σ_i (k_i−1)/k_i · S / B_i + (k_i−1)·α_i     (a torus dimension: its ring's bisection bound)
+ ``B_i`` is the *achieved*
 per-device bandwidth: nominal × the level's efficiency. A point-to-point send crosses the outermost level
 on which the two devices differ, at that level's point-to-point bandwidth.
 """
@@ -35,7 +41,7 @@ import numpy as np
 
 from phaze_env import comm
 
-COLLECTIVES = ("allreduce", "allgather", "reducescatter")
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 # --- published constants (each cites its source) -----------------------------------------------------
 NVLINK3_BPS = 300e9
@@ -180,19 +186,28 @@ class Cluster:
         intra_Bps = self.node_bandwidth_Bps * self.node_efficiency
         return (Level(self.devices_per_node, intra_Bps, self.node_latency_s, intra_Bps), outer)
 
-    def extents(self, group: int, stride: int) -> tuple[int, ...]:
-        """How many distinct positions of each level the devices ``0, stride, …, (group−1)·stride`` span."""
-        return _extents(tuple(level.size for level in self.levels), group, stride)
+    def extents(self, group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[int, ...]:
+        """How many distinct positions of each level the devices ``i·stride + j·outer_stride`` span
+        (``i < group``, ``j < outer_count``, ``outer = (outer_count, outer_stride)``)."""
+        return _extents(tuple(level.size for level in self.levels), group, stride, outer)
 
-    def collective_s(self, kind: str, payload_bytes: float, group: int, stride: int = 1) -> float:
-        """Time of a hierarchical ring collective over ``group`` devices ``stride`` apart (module docstring)."""
+    def collective_s(self, kind: str, payload_bytes: float, group: int, stride: int = 1,
+                     outer: tuple[int, int] = (1, 0)) -> float:
+        """Time of a hierarchical collective over ``group`` devices ``stride`` apart (module docstring); with
+        ``outer = (k, s)`` over ``k`` such blocks ``s`` apart (``group·k`` devices: a group of two rank-order
+        dimensions with another between them, e.g. Megatron-Core's expert-data-parallel ranks, the context-parallel
+        ranks times the data-parallel ranks ``t·c·e`` apart)."""
         if kind not in COLLECTIVES:
             raise ValueError(f"unknown collective {kind!r}; expected one of {', '.join(COLLECTIVES)}")
-        if group <= 1 or payload_bytes == 0:
+        if group * outer[0] <= 1 or payload_bytes == 0:
             return 0.0
+        extents = self.extents(group, stride, outer)
+        if kind == "alltoall":  # every phase exchanges the whole buffer; nothing shrinks between levels
+            return sum(comm.alltoall_s(payload_bytes, extent, level.bandwidth_Bps, level.latency_s, ring=bool(self.torus_dims))
+                       for level, extent in zip(self.levels, extents) if extent > 1)
         ring = comm.allreduce_s if kind == "allreduce" else comm.allgather_s
         total, shard = 0.0, float(payload_bytes)
-        for level, extent in zip(self.levels, self.extents(group, stride)):
+        for level, extent in zip(self.levels, extents):
             if extent > 1:
                 total += ring(shard, extent, level.bandwidth_Bps, level.latency_s)
                 shard /= extent
@@ -229,8 +244,9 @@ class Cluster:
 
 
 @lru_cache(maxsize=4096)
-def _extents(sizes: tuple[int, ...], group: int, stride: int) -> tuple[int, ...]:
-    positions = np.arange(group, dtype=np.int64) * stride
+def _extents(sizes: tuple[int, ...], group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[int, ...]:
+    positions = (np.arange(group, dtype=np.int64)[None, :] * stride
+                 + np.arange(outer[0], dtype=np.int64)[:, None] * outer[1]).ravel()
     extents, unit = [], 1
     for size in sizes:
         extents.append(int(np.unique(positions // unit % size).size) if size > 1 else 1)

@@ -37,7 +37,8 @@ from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 7  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers, context parallelism
+EVALUATION_VERSION = 8  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers, context parallelism;
+# 8: expert parallelism (plan["expert_parallel"], ep_comm) merged with ZeRO stages and context parallelism
 
 _EVALUATIONS = DiskCache("evaluations")
 _BOUNDS = DiskCache("bounds")
@@ -104,7 +105,8 @@ class Evaluation:
     timings_s: dict[str, float]
     ilp_solves: int
     schedules: int
-    dp_calls: int = 0  # placement DP calls (one per tensor width × microbatch × HBM capacity)
+    dp_calls: int = 0  # placement DP calls (one per tensor width × microbatch × HBM capacity × context-
+    # and expert-parallel degree)
     knobs: dict[str, Any] = field(default_factory=dict)
     from_cache: bool = False
     time_breakdown_s: dict[str, float] = field(default_factory=dict)
@@ -185,7 +187,7 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
         if not allowed:
             raise ValueError("recompute must list at least one of False, True")
         plan = PlanSpec(recompute="none|full" if True in allowed else "none", sequence_parallel=False, zero=0,
-                        interleave=1)
+                        interleave=1, e=1)
     elif not isinstance(plan, PlanSpec):
         raise TypeError(f"plan must be a PlanSpec (e.g. PlanSpec.parse('t8p8d1m1')), got {type(plan).__name__}")
     microbatches = tuple(sorted({int(m) for m in microbatch})) if plan.microbatch is None else (plan.microbatch,)
@@ -205,6 +207,9 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
     tokens = workload.seq_len if seq_len is None else seq_len
     if plan.c is not None and context_parallel_error(tokens, plan.c):
         raise ValueError(f"plan {plan}: {context_parallel_error(tokens, plan.c)}")
+    if plan.e is not None and plan.e not in expert_parallel_degrees(workload, plan.e):
+        raise ValueError(f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
+                         + (f"{workload.num_experts} experts" if workload.num_experts else "experts (a dense model: e=1)"))
     if plan.t is not None and not valid_tensor_widths(workload, (plan.t,), cluster.n_devices):
         raise ValueError(f"tensor width {plan.t} does not divide {workload.name}'s {workload.num_heads} attention heads "
                          f"(or is not a power of two ≤ {cluster.n_devices})")
@@ -221,18 +226,34 @@ def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: in
     return [t for t in widths if t <= n_devices and t & (t - 1) == 0 and heads % t == 0]
 
 
-def _layer_chain(graph, timings: dict[str, LayerTiming]) -> list[dict[str, float]]:
+def expert_parallel_degrees(workload: Workload, most: int) -> list[int]:
+    """Expert-parallel degrees ``e ≤ most`` that divide the workload's experts (``[1]`` for a dense model)."""
+    return [e for e in range(1, most + 1) if workload.num_experts % e == 0] if workload.num_experts else [1]
+
+
+def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None = None,
+                 expert_parallel: int = 1, context_parallel: int = 1) -> list[dict[str, float]]:
+    """The DP's layers. At expert-parallel degree ``e > 1`` a device holds ``1/e`` of each MoE layer's experts and
+    runs the same routed-token count through them (so the same expert work: the traced schedule); each layer adds
+    its dispatch and combine all-to-alls, forward and backward, over the ``e`` ranks ``t·c`` apart (Megatron-Core's
+    tp-cp-ep-dp-pp rank order; not overlapped). ``graph`` is one rank's (at ``c > 1``: its ``s/c`` tokens)."""
     chain = []
+    e = expert_parallel
+    stride = graph.tensor_width * context_parallel
     for layer in graph.layers:
         timing = timings[layer.name]
-        entry = {"fwd_s": timing.fwd_s, "bwd_s": timing.bwd_s, "param_bytes": float(layer.param_bytes),
+        alltoall_s = cluster.collective_s("alltoall", layer.routed_token_bytes, e, stride=stride) if e > 1 else 0.0
+        expert_bytes = layer.expert_param_bytes / e
+        entry = {"fwd_s": timing.fwd_s + 2 * alltoall_s, "bwd_s": timing.bwd_s + 2 * alltoall_s,
+                 "param_bytes": float(layer.param_bytes - layer.expert_param_bytes) + expert_bytes,
+                 "expert_param_bytes": expert_bytes,
                  "stash_bytes": float(layer.activation_stash_bytes), "output_bytes": float(layer.output_bytes),
                  "input_bytes": float(layer.input_bytes),
                  "attention_stash_bytes": float(layer.stash_attention_bytes),
                  "replicated_stash_bytes": float(layer.stash_replicated_bytes),
                  "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
                  "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
-                 "cp_comm_s": timing.cp_comm_s}
+                 "cp_comm_s": timing.cp_comm_s, "ep_comm_s": 4 * alltoall_s}
         chain.extend([entry] * layer.repeat)
     return chain
 
@@ -292,17 +313,25 @@ def _model_flops_per_sample(graph, context_parallel: int = 1) -> float:
 @dataclass
 class _Variant:
     """One (tensor width, microbatch, context parallel) of an evaluation: its graph (one rank's), layer timings
-    and the DP's layer chains."""
+    and the DP's layer chains (one per expert-parallel degree, derived from the same schedules)."""
 
     graph: Any
     timings: dict[str, LayerTiming]
-    chain: list[dict[str, float]]
+    cluster: Cluster
+    context_parallel: int = 1
+    chains: dict[int, list[dict[str, float]]] = field(default_factory=dict)
 
-    def lower_bound_chain(self) -> list[dict[str, float]]:
+    def chain(self, expert_parallel: int) -> list[dict[str, float]]:
+        if expert_parallel not in self.chains:
+            self.chains[expert_parallel] = _layer_chain(self.graph, self.timings, self.cluster, expert_parallel,
+                                                        self.context_parallel)
+        return self.chains[expert_parallel]
+
+    def lower_bound_chain(self, expert_parallel: int) -> list[dict[str, float]]:
         """The chain with every layer at its schedules' proven lower bounds (a chain no slower than any real one)."""
         bounds = {name: replace(timing, fwd_s=timing.fwd_lower_bound_s, bwd_s=timing.bwd_lower_bound_s)
                   for name, timing in self.timings.items()}
-        return _layer_chain(self.graph, bounds)
+        return _layer_chain(self.graph, bounds, self.cluster, expert_parallel, self.context_parallel)
 
 
 def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, time_limit_s: float,
@@ -322,25 +351,26 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
     seq_len = workload.seq_len if request.seq_len is None else request.seq_len
     degrees = [c for c in valid_context_parallels(seq_len, request.context_parallels) if c <= cluster.n_devices]
+    experts = expert_parallel_degrees(workload, cluster.n_devices) if request.plan.e is None else [request.plan.e]
     capacities = [capacity * GB_BYTES for capacity in request.capacities_gb]
     if usable and degrees:
-        # The one plan loop (placement.best_plan_multi): capacities smallest first, then t, then m, then c,
+        # The one plan loop (placement.best_plan_multi): capacities smallest first, then t, then m, then c, then e,
         # branch and bound across them; ties keep the first (the smaller HBM).
         template = Settings(cluster, usable[0], request.microbatches[0], capacities[0], request.plan,
                             peak_flops=acc.peak_flops, hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps,
-                            context_parallel=degrees[0])
+                            context_parallel=degrees[0], expert_parallel=experts[0])
 
-        def settings_of(t: int, m: int, c: int) -> dict[str, Any]:
+        def settings_of(t: int, m: int, c: int, e: int) -> dict[str, Any]:
             graph = variant(t, m, c).graph
             return {"seq_len": graph.seq_len * c, "model_flops_per_sample": _model_flops_per_sample(graph, c),
                     "weight_copy_factor": fp8_weight_copy_factor(graph, acc.number_format)}
 
         def search(chain_of) -> Any:
-            return best_plan_multi(lambda t, m, c: chain_of(variant(t, m, c)), template, tensor_widths=usable,
+            return best_plan_multi(lambda t, m, c, e: chain_of(variant(t, m, c), e), template, tensor_widths=usable,
                                    microbatches=request.microbatches, hbm_bytes=capacities, variant_fields=settings_of,
-                                   context_parallels=degrees)
+                                   context_parallels=degrees, expert_parallels=experts)
 
-        best = search(lambda v: v.chain)
+        best = search(_Variant.chain)
         reason = best.reason
     elif not usable:
         best, reason = None, f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads"
@@ -358,7 +388,7 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     common = dict(workload=workload.name, cluster=cluster.to_dict(), area_mm2=acc.area_mm2, peak_flops=acc.peak_flops,
                   layer_timings=layer_timings, timings_s=timings_s, ilp_solves=int(counters["ilp_solves"]),
                   schedules=int(counters["schedules"]),
-                  dp_calls=len(usable) * len(request.microbatches) * len(capacities) * len(degrees),
+                  dp_calls=len(usable) * len(request.microbatches) * len(capacities) * len(degrees) * len(experts),
                   knobs={"microbatch": list(request.microbatches), "plan": str(request.plan),
                          "hbm_gb": list(request.capacities_gb), "tensor_widths": list(request.widths),
                          "context_parallels": list(request.context_parallels)},
@@ -400,7 +430,7 @@ def _variant(request: _Request, acc: Accelerator, t: int, m: int, c: int, bound_
                                        tensor_width=t,
                                        kv_hop_bytes=hop_bytes if any(map(is_attention_core, layer.fwd.ops)) else 0.0)
                for layer in graph.layers}
-    return _Variant(graph, timings, _layer_chain(graph, timings))
+    return _Variant(graph, timings, request.cluster, c)
 
 
 def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
@@ -417,7 +447,8 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     evaluates exactly that plan (stage boundaries chosen by the DP); fields left ``None`` are searched.
     Without a plan the search is PHAZE's: every tensor width in ``tensor_widths``, microbatch size in
     ``microbatch``, pipeline/data degrees and per-stage full recompute if ``recompute`` allows it;
-    no sequence parallelism, ZeRO-1 or interleaving. ``hbm_gb`` (GiB, 2**30 bytes, as ``Accelerator.hbm_gb``)
+    no sequence parallelism, ZeRO-1, interleaving or expert parallelism (``PlanSpec()`` searches the expert-parallel
+    degree ``e`` of a mixture-of-experts model over the divisors of its expert count). ``hbm_gb`` (GiB, 2**30 bytes, as ``Accelerator.hbm_gb``)
     lists HBM capacities to try; ``None`` = the accelerator's own. Infeasible designs come back with
     ``feasible=False`` and the reason (for a pinned plan, the memory it would need); invalid arguments
     raise ``ValueError``/``TypeError``.
@@ -453,8 +484,8 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
 
 
 BREAKDOWN_LABELS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP comm", "cp_comm": "CP ring comm",
-                    "p2p": "pipeline p2p", "zero_comm": "ZeRO comm", "bubble": "pipeline bubble", "dp_allreduce": "DP sync",
-                    "optimizer": "optimizer step"}
+                    "ep_comm": "EP all-to-all", "p2p": "pipeline p2p", "zero_comm": "ZeRO comm",
+                    "bubble": "pipeline bubble", "dp_allreduce": "DP sync", "optimizer": "optimizer step"}
 
 
 def report(evaluation: Evaluation, preset: str) -> dict[str, Any]:
@@ -491,6 +522,8 @@ def _text(info: dict[str, Any], cluster: Cluster) -> str:
     for key, seconds in info["time_breakdown_s"].items():
         if key == "cp_comm" and PlanSpec.parse(info["plan"]).c == 1:  # no context parallelism, no ring
             continue
+        if key == "ep_comm" and PlanSpec.parse(info["plan"]).e == 1:  # a dense model or e = 1: no all-to-all
+            continue
         lines.append(f"  {BREAKDOWN_LABELS[key]:<15} {seconds:10.4g} s  {seconds / total:6.1%}")
     parts = ", ".join(f"{key.replace('_', ' ')} {memory[key] / GB_BYTES:.2f}"
                       for key in ("weights", "gradients", "optimizer", "zero_buffers", "activations"))
@@ -522,8 +555,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=positive_int, default=64, help="global batch in sequences (default 64)")
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's)")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="default adam (mixed precision)")
-    parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1 or t8p8d1m1v3+sp+rc=selective "
-                        "(absent degrees are searched; default: none pinned, the DP chooses every knob)")
+    parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1, t8p8d1m1v3+sp+rc=selective or, for a "
+                        "mixture of experts, t2p4d8e8m1 (e: expert parallel; absent = 1) (absent degrees are searched; "
+                        "default: none pinned, the DP chooses every knob)")
     parser.add_argument("--recompute", choices=RECOMPUTE_CHOICES, default=None, help="recompute mode (default auto)")
     parser.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
                         help="sequence parallelism (default: the DP chooses; off if --plan is given without +sp)")

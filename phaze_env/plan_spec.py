@@ -1,7 +1,10 @@
 """The one plan notation: :class:`PlanSpec` and its string form ``t8p8d1m1v3+sp+zero1+rc=selective``.
 
 A plan is tensor × context × pipeline × data parallel degrees (``t``, ``c``, ``p``, ``d``; ``c`` splits each
-sequence across ``c`` ranks, ring attention as in Megatron-Core's context parallelism), the microbatch size ``m``
+sequence across ``c`` ranks, ring attention as in Megatron-Core's context parallelism), the expert-parallel
+degree ``e`` (the routed experts sharded over groups of ``e`` of the ``d`` data-parallel ranks, as Megatron-Core
+and DeepSpeed-MoE carve them: ``e`` divides ``d``; each expert shard is data-parallel over ``d·c/e`` ranks), the
+microbatch size ``m``
 (samples), the interleaved-1F1B virtual stages per device ``v``, and the memory features: sequence
 parallelism (``sp``), the ZeRO stage over the data-parallel group (``zero1``: optimizer state sharded,
 ``zero2``: and gradients, ``zero3``: and parameters, i.e. FSDP; Rajbhandari et al. 2020) and the
@@ -11,12 +14,13 @@ with ``auto`` = ``none|selective|full``; PHAZE's own space is ``none|full``).
 
 A field left ``None`` is chosen by the placement DP; a set field is pinned. String grammar::
 
-    [t<int>][c<int>][p<int>][d<int>][m<int>][v<int>] ( "+sp" | "+zero1" | "+zero2" | "+zero3" | "+rc=<mode>" | "+<flag>=auto" )*
+    [t<int>][c<int>][p<int>][d<int>][e<int>][m<int>][v<int>] ( "+sp" | "+zero1" | "+zero2" | "+zero3" | "+rc=<mode>" | "+<flag>=auto" )*
 
-Degrees that are absent are free, except ``c`` and ``v`` (absent = 1); an absent flag is off (``rc`` absent
-= ``none``, no ``+zero<k>`` = stage 0), so the string of a fully chosen plan parses back to the same spec.
-``+sp=auto``, ``+zero=auto`` (also read as ``+zero1=auto``), ``+c=auto``, ``+v=auto`` and ``+rc=auto`` leave that
-choice to the DP.
+Degrees that are absent are free, except ``c``, ``e`` and ``v`` (absent = 1); an absent flag is off (``rc``
+absent = ``none``, no ``+zero<k>`` = stage 0), so the string of a fully chosen plan parses back to the same
+spec. ``+sp=auto``, ``+zero=auto`` (also read as ``+zero1=auto``), ``+c=auto``, ``+e=auto``, ``+v=auto`` and
+``+rc=auto`` leave that choice to the DP. (``PlanSpec()`` leaves ``e`` free, ``None``, as every other degree
+but ``c``.)
 """
 
 from __future__ import annotations
@@ -28,9 +32,9 @@ from typing import Any
 RECOMPUTE_MODES = ("none", "selective", "full")  # by increasing time and decreasing activation memory
 RECOMPUTE_CHOICES = (*RECOMPUTE_MODES, "auto")
 ZERO_STAGES = (0, 1, 2, 3)  # what the data-parallel group shards: nothing / + optimizer state / + gradients / + weights
-_DEGREES = ("t", "c", "p", "d", "m", "v")
+_DEGREES = ("t", "c", "p", "d", "e", "m", "v")
 _ZERO_FLAGS = {f"zero{stage}": stage for stage in ZERO_STAGES if stage}
-_PATTERN = re.compile(r"^(?:t(\d+))?(?:c(\d+))?(?:p(\d+))?(?:d(\d+))?(?:m(\d+))?(?:v(\d+))?((?:\+[a-z0-9]+(?:=[a-z0-9|]+)?)*)$")
+_PATTERN = re.compile(r"^(?:t(\d+))?(?:c(\d+))?(?:p(\d+))?(?:d(\d+))?(?:e(\d+))?(?:m(\d+))?(?:v(\d+))?((?:\+[a-z0-9]+(?:=[a-z0-9|]+)?)*)$")
 
 
 class PlanSyntaxError(ValueError):
@@ -50,9 +54,10 @@ class PlanSpec:
     sequence_parallel: bool | None = None
     zero: int | None = None
     c: int | None = 1
+    e: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("t", "c", "p", "d", "microbatch", "interleave"):
+        for name in ("t", "c", "p", "d", "e", "microbatch", "interleave"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"plan {name} must be a positive integer (or None = chosen), got {value!r}")
@@ -63,6 +68,9 @@ class PlanSpec:
             raise ValueError(f"plan sequence_parallel must be True, False or None (chosen), got {self.sequence_parallel!r}")
         if self.zero is not None and (isinstance(self.zero, bool) or self.zero not in ZERO_STAGES):
             raise ValueError(f"plan zero must be a ZeRO stage 0, 1, 2 or 3 (or None = chosen), got {self.zero!r}")
+        if self.e is not None and self.d is not None and self.d % self.e:
+            raise ValueError(f"plan expert-parallel degree e={self.e} must divide the data-parallel degree d={self.d} "
+                             "(the expert-parallel groups are carved from the data-parallel ranks)")
 
     @property
     def devices(self) -> int | None:
@@ -78,13 +86,16 @@ class PlanSpec:
         return tuple(mode for mode in RECOMPUTE_MODES if mode in chosen)
 
     def __str__(self) -> str:
-        values = dict(t=self.t, c=self.c if self.c != 1 else None, p=self.p, d=self.d, m=self.microbatch)
+        values = dict(t=self.t, c=self.c if self.c != 1 else None, p=self.p, d=self.d, e=self.e if self.e != 1 else None,
+                      m=self.microbatch)
         text = "".join(f"{key}{value}" for key, value in values.items() if value is not None)
         if self.interleave is not None and self.interleave > 1:
             text += f"v{self.interleave}"
         flags = []
         if self.c is None:
             flags.append("c=auto")
+        if self.e is None:
+            flags.append("e=auto")
         if self.interleave is None:
             flags.append("v=auto")
         if self.sequence_parallel is None:
@@ -104,11 +115,11 @@ class PlanSpec:
         """``PlanSpec.parse("t8p8d1m1v3+sp+rc=selective")``; bad syntax raises :class:`PlanSyntaxError`."""
         match = _PATTERN.match(str(text).strip().lower())
         if not match:
-            raise PlanSyntaxError(f"cannot read plan {text!r}; expected e.g. 't8p8d1m1', 't8c2p8d1m1v3+sp+zero1+rc=selective'")
-        t, c, p, d, m, v = (None if group is None else int(group) for group in match.groups()[:6])
-        fields: dict[str, Any] = dict(t=t, c=1 if c is None else c, p=p, d=d, microbatch=m,
+            raise PlanSyntaxError(f"cannot read plan {text!r}; expected e.g. 't8p8d1m1', 't8c2p8d1m1v3+sp+zero1+rc=selective', 't2p4d8e8m1'")
+        t, c, p, d, e, m, v = (None if group is None else int(group) for group in match.groups()[:7])
+        fields: dict[str, Any] = dict(t=t, c=1 if c is None else c, p=p, d=d, e=1 if e is None else e, microbatch=m,
                                       interleave=1 if v is None else v, recompute="none", sequence_parallel=False, zero=0)
-        for flag in filter(None, match.group(7).split("+")):
+        for flag in filter(None, match.group(8).split("+")):
             key, _, value = flag.partition("=")
             if key == "rc" and _valid_recompute(value):
                 fields["recompute"] = value
@@ -122,10 +133,13 @@ class PlanSpec:
                 fields["interleave"] = None
             elif key == "c" and value == "auto" and c is None:
                 fields["c"] = None
+            elif key == "e" and value == "auto" and e is None:
+                fields["e"] = None
             else:
                 raise PlanSyntaxError(f"unknown plan flag {'+' + flag!r} in {text!r}; known: +sp, +zero1, +zero2, +zero3, "
-                                      f"+rc=<{'|'.join(RECOMPUTE_CHOICES)}>, +sp=auto, +zero=auto, +c=auto, +v=auto")
-        if 0 in (t, c, p, d, m, v):
+                                      f"+rc=<{'|'.join(RECOMPUTE_CHOICES)}>, +sp=auto, +zero=auto, +c=auto, +e=auto, "
+                                      "+v=auto")
+        if 0 in (t, c, p, d, e, m, v):
             raise PlanSyntaxError(f"plan degrees must be positive in {text!r}")
         return cls(**fields)
 

@@ -249,7 +249,7 @@ def test_clear_errors():
     assert not too_wide.feasible and "context parallel 4 exceeds the 4 devices" in too_wide.reason
     wrong_count = placement.best_plan([layer], Settings(cluster, 1, 1, 1e9, PlanSpec(t=1, c=2, p=1, d=1), context_parallel=2))
     assert not wrong_count.feasible and "t·c·p·d = 2 devices" in wrong_count.reason
-    with pytest.raises(ValueError, match="tp_comm_s \\+ cp_comm_s must not exceed"):
+    with pytest.raises(ValueError, match="tp_comm_s \\+ cp_comm_s \\+ ep_comm_s must not exceed"):
         placement.best_plan([{**layer, "cp_comm_s": 3.0}], Settings(cluster, 1, 1, 1e9))
 
 

@@ -17,7 +17,8 @@ from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.search import PlacementSearch
 from phaze_env.placement.stages import chain_stages, dag_stages
 
-_CACHE_VERSION = 3  # 3: ZeRO stage 0..3 (Plan.zero, zero_comm, zero_buffers), context parallelism (Plan.context_parallel, cp_comm)
+_CACHE_VERSION = 4  # 3: ZeRO stage 0..3 (Plan.zero, zero_comm, zero_buffers), context parallelism (Plan.context_parallel,
+# cp_comm); 4: expert parallelism (Plan.expert_parallel, Settings.expert_parallel, ep_comm) merged with both
 _TIE_TOLERANCE = 1e-12  # relative: a later candidate must be this much faster to replace the incumbent
 LayerList = Sequence[Mapping[str, Any]]
 _PLACEMENTS = DiskCache("placement")
@@ -112,9 +113,11 @@ def best_plan_multi(
     hbm_bytes: Iterable[float] | None = None,
     variant_fields: Callable[..., Mapping[str, Any]] | None = None,
     context_parallels: Iterable[int] | None = None,
+    expert_parallels: Iterable[int] | None = None,
     cache: bool = False,
 ) -> Plan:
-    """Best :func:`best_plan` over tensor widths × microbatch sizes × context-parallel degrees × HBM capacities.
+    """Best :func:`best_plan` over tensor widths × microbatch sizes × context- and expert-parallel degrees × HBM
+    capacities.
 
     ``settings`` is the template (its cluster, plan and flags are kept; ``tensor_width``,
     ``microbatch`` and ``hbm_bytes`` are replaced by each searched value; ``hbm_bytes=None`` keeps the
@@ -128,42 +131,52 @@ def best_plan_multi(
     (``best_plan(..., must_beat=best so far)``), which returns the same optimum as searching each one
     alone. Returns the best plan, or an infeasible plan whose reason lists why each variant failed.
 
-    ``context_parallels``: the context-parallel degrees ``c`` to search (each priced by its own layers, per
-    rank). When given, variants are ``(tensor_width, microbatch, c)``: the mapping's keys, and the arguments
-    of the ``layers`` and ``variant_fields`` callables, gain ``c``; ``None`` keeps the two-part form at ``c = 1``.
+    ``context_parallels`` / ``expert_parallels``: the context- and expert-parallel degrees ``c`` and ``e`` to
+    search (each priced by its own layers: per rank at ``c``; at ``e`` with the all-to-alls in the layer times
+    and ``1/e`` of the expert bytes). Each one given adds its degree to the variant key, in the order
+    ``(tensor_width, microbatch[, c][, e])``: the mapping's keys and the arguments of the ``layers`` and
+    ``variant_fields`` callables; one left ``None`` is 1 and absent from the key (neither: ``(t, m)``).
     """
     _check(settings)
-    degrees = (1,) if context_parallels is None else tuple(context_parallels)
-    key_of = (lambda t, m, c: (t, m)) if context_parallels is None else (lambda t, m, c: (t, m, c))
+    degrees = [(c, e) for c in ((1,) if context_parallels is None else tuple(context_parallels))
+               for e in ((1,) if expert_parallels is None else tuple(expert_parallels))]
+
+    def key_of(t: int, m: int, c: int, e: int) -> tuple[int, ...]:
+        return ((t, m) + ((c,) if context_parallels is not None else ())
+                + ((e,) if expert_parallels is not None else ()))
+
     if callable(layers):
         if tensor_widths is None or microbatches is None:
             raise ValueError("with a callable for layers, pass tensor_widths and microbatches")
-        variants = [(t, m, c) for t in tensor_widths for m in microbatches for c in degrees]
+        variants = [(t, m, c, e) for t in tensor_widths for m in microbatches for c, e in degrees]
         layers_for = layers
     else:
         keys = sorted(layers)
         widths = sorted({key[0] for key in keys}) if tensor_widths is None else list(tensor_widths)
         sizes = sorted({key[1] for key in keys}) if microbatches is None else list(microbatches)
-        variants = [(t, m, c) for t in widths for m in sizes for c in degrees if key_of(t, m, c) in layers]
+        variants = [(t, m, c, e) for t in widths for m in sizes for c, e in degrees if key_of(t, m, c, e) in layers]
         layers_for = lambda *key: layers[key]  # noqa: E731
     capacities = sorted([settings.hbm_bytes] if hbm_bytes is None else list(hbm_bytes))
     if not variants or not capacities:
-        raise ValueError("no (tensor_width, microbatch, context_parallel) variant or HBM capacity to search")
+        raise ValueError("no (tensor_width, microbatch, context_parallel, expert_parallel) variant or HBM capacity "
+                         "to search")
     best: Plan | None = None
     reasons = []
     for capacity in capacities:
-        for t, m, c in variants:
+        for t, m, c, e in variants:
+            label = f"t{t}{f'c{c}' if c > 1 else ''}{f'e{e}' if e > 1 else ''}m{m}"
             if t * c > settings.n_devices:  # before pricing its layers: no plan of this variant exists
-                reasons.append(f"t{t}c{c}m{m}: t·c = {t * c} exceeds the {settings.n_devices} devices")
+                reasons.append(f"{label}: t·c = {t * c} exceeds the {settings.n_devices} devices")
                 continue
-            key = key_of(t, m, c)
+            key = key_of(t, m, c, e)
             extra = variant_fields(*key) if variant_fields is not None else {}
-            variant = replace(settings, tensor_width=t, microbatch=m, context_parallel=c, hbm_bytes=capacity, **extra)
+            variant = replace(settings, tensor_width=t, microbatch=m, context_parallel=c, expert_parallel=e,
+                              hbm_bytes=capacity, **extra)
             plan = best_plan(layers_for(*key), variant, cache=cache, must_beat=best)
             if plan is None:  # nothing here beats the incumbent
                 continue
             if not plan.feasible:
-                reasons.append(f"t{t}{f'c{c}' if c > 1 else ''}m{m}, {capacity / 2**30:.4g} GiB: {plan.reason}")
+                reasons.append(f"{label}, {capacity / 2**30:.4g} GiB: {plan.reason}")
             elif better(plan, best):
                 best = plan
     return best if best is not None else infeasible("; ".join(reasons))

@@ -19,7 +19,8 @@ from phaze_env.cluster import OPTIMIZERS, Cluster, Optimizer
 from phaze_env.plan_spec import ZERO_STAGES, PlanSpec
 
 REQUIRED_LAYER_KEYS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
-OPTIONAL_LAYER_KEYS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s", "cp_comm_s")
+OPTIONAL_LAYER_KEYS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s", "cp_comm_s",
+                       "expert_param_bytes", "ep_comm_s")
 AUTO_INTERLEAVES = (1, 2, 4)  # virtual stages per device tried when the plan leaves ``interleave`` to the DP
 OPTIMIZER_STATE_FACTORS = {name: optimizer.state_factor for name, optimizer in OPTIMIZERS.items()}
 GRADIENT_FACTOR = 1.0  # bf16 gradients, 2 bytes/param (ZeRO's accounting; Megatron's fp32 main_grad would be 2.0)
@@ -36,8 +37,11 @@ class LayerArrays:
     ``replicated_stash_bytes`` the part of ``stash_bytes`` not split by tensor parallelism (layer norms,
     dropout masks, residual inputs), which sequence parallelism splits ``t`` ways; ``tp_comm_s`` the
     tensor-parallel collectives inside ``fwd_s + bwd_s`` (reported, not optimised); ``cp_comm_s`` the part of
-    ``fwd_s + bwd_s`` that context parallelism's ring exchange of keys and values leaves exposed (reported).
-    All default to 0.
+    ``fwd_s + bwd_s`` that context parallelism's ring exchange of keys and values leaves exposed (reported);
+    ``expert_param_bytes`` the part of ``param_bytes`` that is routed experts (already the ``1/e`` a device
+    holds at expert-parallel degree ``e``: their gradients are all-reduced, and ZeRO shards them, over the
+    ``d·c/e`` expert-data-parallel ranks); ``ep_comm_s`` the expert-parallel all-to-alls inside
+    ``fwd_s + bwd_s`` (reported). All default to 0.
     """
 
     fwd_s: np.ndarray
@@ -51,6 +55,8 @@ class LayerArrays:
     replicated_stash_bytes: np.ndarray
     tp_comm_s: np.ndarray
     cp_comm_s: np.ndarray
+    expert_param_bytes: np.ndarray
+    ep_comm_s: np.ndarray
 
     def __len__(self) -> int:
         return len(self.fwd_s)
@@ -115,8 +121,11 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> 
         raise ValueError("attention_stash_bytes + replicated_stash_bytes must not exceed a layer's stash_bytes")
     if np.any(optional["attention_fwd_s"] > columns["fwd_s"] * (1 + 1e-12)):
         raise ValueError("attention_fwd_s must not exceed a layer's fwd_s")
-    if np.any(optional["tp_comm_s"] + optional["cp_comm_s"] > (columns["fwd_s"] + columns["bwd_s"]) * (1 + 1e-12)):
-        raise ValueError("tp_comm_s + cp_comm_s must not exceed a layer's fwd_s + bwd_s")
+    if np.any(optional["expert_param_bytes"] > columns["param_bytes"]):
+        raise ValueError("expert_param_bytes must not exceed a layer's param_bytes")
+    communication = optional["tp_comm_s"] + optional["cp_comm_s"] + optional["ep_comm_s"]
+    if np.any(communication > (columns["fwd_s"] + columns["bwd_s"]) * (1 + 1e-12)):
+        raise ValueError("tp_comm_s + cp_comm_s + ep_comm_s must not exceed a layer's fwd_s + bwd_s")
     arrays = LayerArrays(**columns, input_bytes=_column(layers, "input_bytes", default_input), **optional)
     if not (arrays.fwd_s + arrays.bwd_s).sum() > 0:
         raise ValueError("layers take no time: at least one layer needs a positive fwd_s or bwd_s")
@@ -127,10 +136,14 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> 
 class Settings:
     """Everything but the layers that one placement search depends on (validated on construction).
 
-    ``plan`` pins what the user fixed (``t``, ``c`` and ``microbatch`` must match ``tensor_width``,
-    ``context_parallel`` and ``microbatch``); ``hbm_bandwidth_Bps`` times the optimizer step (``None``: the step
-    is not timed). ``context_parallel`` ranks split each sequence (the layers are priced per rank at that
-    degree); they hold the same weights, so gradients are all-reduced, and ZeRO-1 shards, over ``d·c`` ranks.
+    ``plan`` pins what the user fixed (``t``, ``c``, ``e`` and ``microbatch`` must match ``tensor_width``,
+    ``context_parallel``, ``expert_parallel`` and ``microbatch``); ``hbm_bandwidth_Bps`` times the optimizer
+    step (``None``: the step is not timed). ``context_parallel`` ranks split each sequence (the layers are priced
+    per rank at that degree); they hold the same weights, so dense gradients are all-reduced, and ZeRO shards,
+    over ``d·c`` ranks. ``expert_parallel`` is the expert-parallel degree ``e`` the layers were priced at (the
+    routed experts sharded ``e`` ways, carved from the data-parallel ranks: the search only considers ``d``
+    that ``e`` divides); each expert shard is replicated on ``d·c/e`` ranks, over which its gradients are
+    all-reduced and ZeRO shards it (Megatron-Core's expert data parallelism, ``DP·CP/EP``).
     """
 
     cluster: Cluster
@@ -143,6 +156,7 @@ class Settings:
     peak_flops: float | None = None
     hbm_bandwidth_Bps: float | None = None
     context_parallel: int = 1
+    expert_parallel: int = 1
     weight_copy_factor: float = 0.0  # extra per-weight copies (FP8 weights), as a multiple of the weight bytes
 
     def __post_init__(self) -> None:
@@ -153,6 +167,7 @@ class Settings:
         _positive_int(self.tensor_width, "tensor_width")
         _positive_int(self.microbatch, "microbatch")
         _positive_int(self.context_parallel, "context_parallel")
+        _positive_int(self.expert_parallel, "expert_parallel")
         hbm = _number(self.hbm_bytes, "hbm_bytes")
         if not hbm > 0:
             raise ValueError(f"hbm_bytes must be positive, got {hbm}")
@@ -167,7 +182,8 @@ class Settings:
             value = _number(value, name)
             if math.isinf(value) or value < 0 or (low is None and value == 0):
                 raise ValueError(f"{name} must be finite and {'non-negative' if low == 0 else 'positive'}, got {value}")
-        for name, own in (("t", self.tensor_width), ("c", self.context_parallel), ("microbatch", self.microbatch)):
+        for name, own in (("t", self.tensor_width), ("c", self.context_parallel), ("e", self.expert_parallel),
+                          ("microbatch", self.microbatch)):
             pinned = getattr(self.plan, name)
             if pinned is not None and pinned != own:
                 raise ValueError(f"the plan pins {name}={pinned} but this search is at {name}={own}")
@@ -213,6 +229,13 @@ class Settings:
     def state_factor(self, data_parallel: int, zero: int) -> float:
         """Weights + gradients + optimizer state per device, as a multiple of the stage's weight bytes."""
         return sum(self.state_parts(data_parallel, zero))
+
+    def expert_state_extra(self, weight_replicas: int, zero: int) -> float:
+        """What an expert byte adds to :meth:`state_factor` over a dense one: dense bytes are sharded by ZeRO over
+        their ``weight_replicas = d·c`` ranks, expert bytes over the ``d·c/e`` expert-data-parallel ranks only
+        (0 without ZeRO or expert parallelism)."""
+        return (self.state_factor(weight_replicas // self.expert_parallel, zero)
+                - self.state_factor(weight_replicas, zero))
 
     def optimizer_step_s(self, param_bytes: float, data_parallel: int, zero: int) -> float:
         """HBM-bound optimizer update of a stage: bytes touched / HBM bandwidth (ZeRO ≥ 1: its 1/d shard)."""

@@ -15,12 +15,15 @@ class Plan:
     ``notation`` is the plan in the one notation of :mod:`phaze_env.plan_spec` (``t8p8d1m1v3+sp+rc=selective``).
     ``time_per_batch_s = (m_r + (p − 1)/v) · max(stage_times_s) + allreduce_s + optimizer step``, and
     ``time_breakdown_s`` splits it into parts that add up to it: ``compute`` (m_r × the slowest stage's
-    forward + backward without its tensor-parallel collectives and exposed context-parallel ring exchange),
-    ``recompute``, ``tp_comm``, ``cp_comm`` (m_r × the ring exchange not hidden under attention), ``p2p``
+    forward + backward without its tensor-parallel collectives, exposed context-parallel ring exchange and
+    expert-parallel all-to-alls), ``recompute``, ``tp_comm``, ``cp_comm`` (m_r × the ring exchange not hidden
+    under attention), ``ep_comm`` (m_r × its expert-parallel dispatch and combine all-to-alls), ``p2p``
     (m_r × its sends), ``zero_comm`` (m_r × its ZeRO-2/3 reduce-scatters and all-gathers that its compute
     does not hide), ``bubble`` ((p − 1)/v × its time per microbatch), ``dp_allreduce`` (the data-parallel
-    collective after the flush: the gradient all-reduce, ZeRO-2's weight all-gather, none for ZeRO-3) and
-    ``optimizer`` (both for the stage with the most parameters). ``zero`` is the ZeRO stage (0 when ``d·c = 1``).
+    collective after the flush: the gradient all-reduce, ZeRO-2's weight all-gather, none for ZeRO-3; dense
+    bytes over the ``d·c`` data-parallel ranks, expert bytes over the ``d·c/e`` expert-data-parallel ranks) and
+    ``optimizer`` (both for the stage whose once-per-batch sync is largest). ``zero`` is the ZeRO stage (0 when
+    ``d·c = 1``).
     ``stage_times_s`` are per microbatch (forward + backward + recompute + p2p sends); ``recompute_modes``
     the mode of each stage (``recompute``: whether it recomputes anything); ``memory_bytes`` is the
     breakdown of the stage with the largest footprint (the worst device: weights, gradients, optimizer,
@@ -42,6 +45,7 @@ class Plan:
     tensor_width: int = 0
     context_parallel: int = 1
     data_parallel: int = 0
+    expert_parallel: int = 1
     pipeline_stages: int = 0
     microbatch: int = 0
     microbatches_per_replica: int = 0

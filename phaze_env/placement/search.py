@@ -24,6 +24,13 @@ microbatches per replica, ``v`` virtual stages per device):
   the devices of a replica: a plan uses ``t·c·p·d`` devices, pipeline neighbours are ``t·c·d`` apart, and the
   ``c`` ranks hold the same weights, so gradients are all-reduced (and ZeRO-1 shards) over ``d·c`` ranks
   ``t`` apart (Megatron-Core's tp-cp-dp-pp rank order);
+* expert parallelism ``e`` (``Settings.expert_parallel``; fixed per search, the layers come priced at it: their
+  expert bytes are the ``1/e`` a device holds, their times include the all-to-alls over the ``e`` ranks ``t·c``
+  apart): only ``d`` that ``e`` divides (Megatron-Core's tp-cp-ep-dp-pp order carves the expert-parallel groups
+  from the data-parallel ranks). Each expert shard is held by the ``d·c/e`` expert-data-parallel ranks — the
+  ``c`` context-parallel ranks (``t`` apart) × the ``d/e`` data-parallel ranks ``t·c·e`` apart — over which its
+  gradients are all-reduced (or reduce-scattered), ZeRO shards its state and ZeRO-3 gathers it; a stage's sync
+  is its dense bytes' collective + step over ``d·c`` plus its expert bytes' over ``d·c/e``;
 * ``T = (m_r + (p−1)/v) · max_k c_k + allreduce(P) + optimizer step(P)``, ``P`` = the largest stage's
   parameter bytes; "allreduce" is the data-parallel collective after the flush: the gradient all-reduce
   (ZeRO-0/1), the updated weights' all-gather (ZeRO-2), none (ZeRO-3); the step updates a ``1/d`` shard
@@ -38,7 +45,10 @@ on it. For ``v = 1``, counting stages from the end (``s = p − k``) makes ``n =
 for every ``p``; for ``v > 1`` ``n`` depends on ``p`` and the DP is run per ``p``. For fixed ``(d, p, v)`` the
 objective ``M·C + A(P)`` (``A`` increasing and affine) is minimised exactly by an ε-constraint walk down
 the (C, P) trade-off: the fastest partition, then the fastest one with a strictly smaller ``P``, and so
-on, stopping when ``M·C`` plus the smallest possible ``A`` cannot beat the incumbent.
+on, stopping when ``M·C`` plus the smallest possible ``A`` cannot beat the incumbent. At ``e > 1`` the sync
+depends on two byte counts per stage, so the walk runs on the largest stage sync ``S`` itself
+(``M·C + S``, the same argument with ``A`` the identity), bounded below by the larger of its two parts'
+floors.
 
 ZeRO. The stage ``z`` is a degree of the shape ``(d, p, v, z)``: for a fixed shape its traffic is a sum
 over each stage's layers (a stage cost like ``Σfwd``, so the min-max DP stays exact), its buffers are
@@ -86,12 +96,14 @@ class StageMemory:
     units each stage holds per mode (``limits``)."""
 
     def __init__(self, table: StageTable, settings: Settings, state_factor: float, interleave: int,
-                 transient_bytes: np.ndarray, buffer_bytes: np.ndarray, layout: StageMemory | None = None):
+                 transient_bytes: np.ndarray, buffer_bytes: np.ndarray, layout: StageMemory | None = None,
+                 expert_extra: float = 0.0):
         self.settings = settings
         self.interleave = interleave
         self.modes = settings.plan.recompute_modes
         self._table, self._state_factor, self._transient_full = table, state_factor, transient_bytes
         self.buffer_bytes = buffer_bytes  # ZeRO-2/3's unsharded gradients and gathered weights, in every mode
+        self._expert_extra = expert_extra  # an expert byte's state factor minus a dense one's (ZeRO over d·c/e)
         if layout is None:
             fits_once = np.zeros_like(table.valid)
             for mode in self.modes:
@@ -102,15 +114,19 @@ class StageMemory:
             self._listed = np.take_along_axis(fits_once, self._order, axis=1)
             self.next_index = np.where(self._listed, self._order, table.size)
             self.param_bytes = self.compact(table.param_bytes)
+            self.expert_param_bytes = self.compact(table.expert_param_bytes)
             # What does not depend on the state factor, compacted once per layout (same interleave).
             self._transient = self.compact(transient_bytes)
             self._per_unit = {mode: self.compact(self.full_per_unit[mode]) for mode in self.modes}
         else:  # a looser memory's layout lists a superset of the stages; the others get limit -1 (inf)
             self._order, self._listed = layout._order, layout._listed
             self.next_index, self.param_bytes = layout.next_index, layout.param_bytes
+            self.expert_param_bytes = layout.expert_param_bytes
             self._transient, self._per_unit = layout._transient, layout._per_unit
         # compact(P·f) = compact(P)·f and compact(P·f + X) = compact(P)·f + compact(X), entry by entry
         state_compact = self.param_bytes * state_factor
+        if expert_extra:  # (never 0·inf on the unlisted entries)
+            state_compact = state_compact + self.expert_param_bytes * expert_extra
         if buffer_bytes.any():
             state_compact = state_compact + self.compact(buffer_bytes)
         fixed = {"none": state_compact, "selective": state_compact, "full": state_compact + self._transient}
@@ -127,8 +143,14 @@ class StageMemory:
     def full_fixed(self) -> dict[str, np.ndarray]:
         """Every stage's fixed bytes per recompute mode: weights, gradients, optimizer state, ZeRO buffers (+ the
         rebuilt layer's stash for full recompute)."""
-        state = self._table.param_bytes * self._state_factor + self.buffer_bytes
+        state = self.state_bytes + self.buffer_bytes
         return {"none": state, "selective": state, "full": state + self._transient_full}
+
+    @cached_property
+    def state_bytes(self) -> np.ndarray:
+        """Every stage's weights + gradients + optimizer state (dense bytes sharded over ``d·c``, experts over
+        ``d·c/e``)."""
+        return self._table.param_bytes * self._state_factor + self._table.expert_param_bytes * self._expert_extra
 
     @cached_property
     def full_per_unit(self) -> dict[str, np.ndarray]:
@@ -302,9 +324,11 @@ class SuffixDP:
         return _trace(self.table.empty, p, self.costs.next_index, lambda s: self.costs.time(min(s, m_r)),
                       lambda s: self.suffix(m_r, s))
 
-    def param_floor(self, deepest: int) -> np.ndarray:
-        """Smallest possible largest-stage parameter bytes for ``p = 1 … deepest`` (stages that fit at ``n = 1``)."""
-        value = np.where(np.isfinite(self.costs.time(1)), self.costs.param_bytes, np.inf)
+    def param_floor(self, deepest: int, param_bytes: np.ndarray | None = None) -> np.ndarray:
+        """Smallest possible largest-stage parameter bytes for ``p = 1 … deepest`` (stages that fit at ``n = 1``);
+        ``param_bytes``: another compact per-stage byte count instead (a part of the parameters)."""
+        param_bytes = self.costs.param_bytes if param_bytes is None else param_bytes
+        value = np.where(np.isfinite(self.costs.time(1)), param_bytes, np.inf)
         suffixes, optima = _finish(self.table), []
         for s in range(1, deepest + 1):
             suffixes = _add_stage(value, self.costs.next_index, suffixes, self.rows(s))
@@ -371,6 +395,7 @@ class PlacementSearch:
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._sync_floor: dict[tuple[int, int, int], float] = {}  # (p, d, zero) -> sync_s of the smallest largest stage
         self._zero_comm: dict[tuple[int, int], np.ndarray] = {}
+        self._sync_compact: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, d, zero) -> stage syncs (e > 1)
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
         self._largest_layer_params = table.layer_max(layers.param_bytes)
@@ -384,6 +409,10 @@ class PlacementSearch:
         deepest = min(max_stages, most_replicas)
         self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
         self.param_floor = self.loosest_dp.param_floor(deepest)
+        if s.expert_parallel > 1:  # the smallest largest-stage dense and expert bytes, bounding each sync part
+            memory = loosest.memory
+            self.dense_floor = self.loosest_dp.param_floor(deepest, memory.compact(table.param_bytes - table.expert_param_bytes))
+            self.expert_floor = self.loosest_dp.param_floor(deepest, memory.expert_param_bytes)
 
     # --- network and optimizer terms --------------------------------------------------------------
     @property
@@ -396,23 +425,49 @@ class PlacementSearch:
         data-parallel collectives and ZeRO's shards span them."""
         return data_parallel * self.settings.context_parallel
 
-    def allreduce_s(self, param_bytes: float, data_parallel: int, zero: int) -> float:
-        """The data-parallel collective once per batch, after the pipeline flush.
+    def _expert_replicas(self, data_parallel: int | np.ndarray) -> int | np.ndarray:
+        """Ranks holding the same expert shard: ``d·c/e`` (Megatron-Core's expert data parallelism, DP·CP/EP)."""
+        return data_parallel * self.settings.context_parallel // self.settings.expert_parallel
+
+    def _group(self, data_parallel: int, expert: bool) -> dict:
+        """Where the weight replicas sit, as :meth:`Cluster.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
+        dense bytes are replicated on the ``d·c`` ranks ``t`` apart; an expert shard on the ``c`` context-parallel
+        ranks (``t`` apart) of each of the ``d/e`` data-parallel positions ``t·c·e`` apart that hold it."""
+        s = self.settings
+        t, c, e = s.tensor_width, s.context_parallel, s.expert_parallel
+        if not expert:
+            return {"group": data_parallel * c, "stride": t}
+        return {"group": c, "stride": t, "outer": (data_parallel // e, t * c * e)}
+
+    def part_allreduce_s(self, part_bytes: float, data_parallel: int, zero: int, expert: bool = False) -> float:
+        """The data-parallel collective once per batch, after the pipeline flush, of weights replicated on the
+        dense (``d·c``) or expert (``d·c/e``) replicas.
 
         ZeRO-0/1: the gradient all-reduce (ZeRO-1 runs it as reduce-scatter + all-gather, the same bytes);
         ZeRO-2: the all-gather of the updated weights (its gradients were reduce-scattered per microbatch);
         ZeRO-3: none (the next forward pass gathers the weights it needs).
         """
         kind, payload = _BATCH_COLLECTIVE[zero]
-        if kind is None:
+        if kind is None or part_bytes == 0:
             return 0.0
-        return self.settings.cluster.collective_s(kind, param_bytes * payload, data_parallel,
-                                                  stride=self.settings.tensor_width)
+        return self.settings.cluster.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
 
-    def sync_s(self, param_bytes: float, data_parallel: int, zero: int) -> float:
-        """What the largest stage adds once per batch: data-parallel collective + optimizer step."""
-        return (self.allreduce_s(param_bytes, data_parallel, zero)
-                + self.settings.optimizer_step_s(param_bytes, data_parallel, zero))
+    def part_sync_s(self, part_bytes: float, data_parallel: int, zero: int, expert: bool = False) -> float:
+        """:meth:`part_allreduce_s` + the optimizer step of those bytes (ZeRO shards it over the same replicas)."""
+        replicas = self._expert_replicas(data_parallel) if expert else self._weight_replicas(data_parallel)
+        return (self.part_allreduce_s(part_bytes, data_parallel, zero, expert)
+                + self.settings.optimizer_step_s(part_bytes, replicas, zero))
+
+    def allreduce_s(self, param_bytes: float, data_parallel: int, zero: int, expert_bytes: float = 0.0) -> float:
+        """The collectives after the flush of a stage with ``param_bytes`` weights, ``expert_bytes`` of them routed
+        experts (two collectives at ``e > 1``: dense over ``d·c``, experts over ``d·c/e``)."""
+        return (self.part_allreduce_s(param_bytes - expert_bytes, data_parallel, zero)
+                + self.part_allreduce_s(expert_bytes, data_parallel, zero, expert=True))
+
+    def sync_s(self, param_bytes: float, data_parallel: int, zero: int, expert_bytes: float = 0.0) -> float:
+        """What a stage adds once per batch: data-parallel collectives + optimizer step (dense and expert parts)."""
+        return (self.part_sync_s(param_bytes - expert_bytes, data_parallel, zero)
+                + self.part_sync_s(expert_bytes, data_parallel, zero, expert=True))
 
     def zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray:
         """Every stage's exposed ZeRO-2/3 collectives per microbatch (0 for ZeRO-0/1).
@@ -425,27 +480,53 @@ class PlacementSearch:
         computes, so each layer adds ``max(0, all-gather − fwd) + max(0, all-gather + reduce-scatter − bwd)``
         (ZeRO-2: ``max(0, reduce-scatter − bwd)``); recomputation is not counted as cover. The collective after
         the flush (:meth:`allreduce_s`) is not overlapped, for any stage: ZeRO-0/1 pay their whole all-reduce there.
+        At ``e > 1`` a layer's expert bytes have their own collectives over the ``d·c/e`` expert replicas (one
+        after the other with the dense ones).
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
-            if zero < 2 or data_parallel == 1:
+            replicas = self._weight_replicas(data_parallel)
+            if zero < 2 or replicas == 1:
                 self._zero_comm[key] = self._no_time
             else:
                 layers, s = self.layers, self.settings
+                experts = layers.expert_param_bytes if s.expert_parallel > 1 else np.zeros_like(layers.param_bytes)
 
-                def collective_s(kind: str, payload_bytes: np.ndarray) -> np.ndarray:
+                def collective_s(kind: str, per_param: float) -> np.ndarray:
                     fixed, per_byte = _collective_affine(s.cluster, kind, s.tensor_width)
-                    return np.where(payload_bytes > 0, fixed[data_parallel - 1] + per_byte[data_parallel - 1]
-                                    * payload_bytes, 0.0)
+                    dense = (layers.param_bytes - experts) * per_param
+                    times = np.where(dense > 0, fixed[replicas - 1] + per_byte[replicas - 1] * dense, 0.0)
+                    if experts.any():
+                        fixed_e, per_byte_e = _grid_affine(s.cluster, kind, **self._group(data_parallel, expert=True))
+                        times = times + np.where(experts > 0, fixed_e + per_byte_e * experts * per_param, 0.0)
+                    return times
 
-                gather = collective_s("allgather", layers.param_bytes)
-                scatter = collective_s("reducescatter", layers.param_bytes * GRADIENT_FACTOR)
+                gather = collective_s("allgather", 1.0)
+                scatter = collective_s("reducescatter", GRADIENT_FACTOR)
                 if zero == 2:
                     exposed = np.maximum(scatter - layers.bwd_s, 0.0)
                 else:
                     exposed = np.maximum(gather - layers.fwd_s, 0.0) + np.maximum(gather + scatter - layers.bwd_s, 0.0)
                 self._zero_comm[key] = _stage_sums(self.table, exposed)
         return self._zero_comm[key]
+
+    def sync_compact(self, shape: _Shape, memory: StageMemory) -> np.ndarray:
+        """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted), each
+        part evaluated once per distinct byte count."""
+        key = (id(memory.next_index), shape.data_parallel, shape.zero)
+        if key not in self._sync_compact:
+            dense = memory.compact(self.table.param_bytes - self.table.expert_param_bytes)
+            listed = np.isfinite(dense)
+
+            def per_stage(values: np.ndarray, expert: bool) -> np.ndarray:
+                distinct, inverse = np.unique(values[listed], return_inverse=True)
+                return np.array([self.part_sync_s(size, shape.data_parallel, shape.zero, expert)
+                                 for size in distinct.tolist()])[inverse.ravel()]
+
+            matrix = np.full(dense.shape, np.inf)
+            matrix[listed] = per_stage(dense, False) + per_stage(memory.expert_param_bytes, True)
+            self._sync_compact[key] = matrix
+        return self._sync_compact[key]
 
     def _level(self, shape: _Shape):
         return self.settings.cluster.p2p_level(self._replica_devices * shape.data_parallel, max(shape.stages - 1, 1))
@@ -461,27 +542,29 @@ class PlacementSearch:
         return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
                 + cluster.collective_s("allgather", payload_bytes, t))
 
-    def memory(self, state_factor: float, interleave: int, zero: int) -> StageMemory:
-        """The memory side of a state factor, interleave and ZeRO stage (its buffers)."""
-        key = (state_factor, interleave, zero_buffer_factor(zero))
+    def memory(self, state_factor: float, interleave: int, zero: int, expert_extra: float = 0.0) -> StageMemory:
+        """The memory side of a state factor, interleave, ZeRO stage (its buffers) and expert state extra."""
+        key = (state_factor, interleave, zero_buffer_factor(zero), expert_extra)
         if key not in self._memory:
-            loosest = (self._loosest_state, interleave, 0.0)
+            loosest = (self._loosest_state, interleave, 0.0, 0.0)
             layout = None if key == loosest else self.memory(self._loosest_state, interleave, 0)
             buffer_bytes = self._largest_layer_params * key[2]
             self._memory[key] = StageMemory(self.table, self.settings, state_factor, interleave, self.transient_bytes,
-                                            buffer_bytes, layout)
+                                            buffer_bytes, layout, expert_extra)
         return self._memory[key]
 
     def memory_for(self, shape: _Shape) -> StageMemory:
-        """The memory side of one shape (ZeRO shards over the ``d·c`` weight replicas)."""
-        return self.memory(self.settings.state_factor(self._weight_replicas(shape.data_parallel), shape.zero),
-                           shape.interleave, shape.zero)
+        """The memory side of one shape (ZeRO shards dense bytes over the ``d·c`` weight replicas, expert bytes
+        over the ``d·c/e`` expert replicas)."""
+        s, replicas = self.settings, self._weight_replicas(shape.data_parallel)
+        return self.memory(s.state_factor(replicas, shape.zero), shape.interleave, shape.zero,
+                           s.expert_state_extra(replicas, shape.zero))
 
     def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""
         level = self._level(shape)
         memory = self.memory_for(shape)
-        zero_comm = self.zero_comm_s(self._weight_replicas(shape.data_parallel), shape.zero)
+        zero_comm = self.zero_comm_s(shape.data_parallel, shape.zero)
         # data-parallel degrees with equal limits (and no ZeRO-2/3 traffic) share one DP; the traffic arrays live
         # in ``self._zero_comm`` for the whole search, so their identity names them
         key = (level, shape.interleave, memory.signature, id(zero_comm))
@@ -527,6 +610,14 @@ class PlacementSearch:
             return f"plan {plan} needs at least {used} devices, the cluster has {s.n_devices}"
         if plan.p is not None and plan.p > self.max_stages:
             return f"plan {plan} has {plan.p} pipeline stages but the model has only {self.max_stages} layers"
+        e = s.expert_parallel
+        if plan.d is not None and plan.d % e:
+            return f"plan {plan}: expert-parallel degree e={e} does not divide the data-parallel degree d={plan.d}"
+        ranks = s.n_devices // (self._replica_devices * (plan.p or 1))
+        if e > ranks:
+            return (f"expert-parallel degree e={e} exceeds the {ranks} data-parallel ranks of {s.n_devices} devices at "
+                    f"tensor width {s.tensor_width}" + (f", context parallel {s.context_parallel}" if s.context_parallel > 1
+                                                        else "") + (f" and {plan.p} pipeline stages" if plan.p else ""))
         # Each layer's smallest footprint: the loosest state and one unit of its lightest mode.
         costs = self.loosest_dp.costs
         state = self.layers.param_bytes * self._loosest_state
@@ -561,6 +652,7 @@ class PlacementSearch:
         replicas = np.arange(1, s.n_devices // self._replica_devices + 1)
         if plan.d is not None:
             replicas = replicas[replicas == plan.d]
+        replicas = replicas[replicas % s.expert_parallel == 0]  # expert-parallel groups are carved from the replicas
         microbatches = -(-s.global_batch // (replicas * s.microbatch))
         shapes = []
         for zero in s.zero_stages:
@@ -589,26 +681,40 @@ class PlacementSearch:
         if len(d) == 0:
             return
         loosest = np.array(self.loosest_s)[p - 1]
-        bound_s = (m_r + (p - 1) / v) * loosest + self._sync_floor_s(d, self.param_floor[p - 1], z)
+        if s.expert_parallel == 1:
+            sync_floor_s = self._sync_floor_s(d, self.param_floor[p - 1], z)
+        else:  # each part of the largest sync is at least its own smallest largest stage's
+            sync_floor_s = np.maximum(self._sync_floor_s(d, self.dense_floor[p - 1], z),
+                                      self._sync_floor_s(d, self.expert_floor[p - 1], z, expert=True))
+        bound_s = (m_r + (p - 1) / v) * loosest + sync_floor_s
         keep = np.flatnonzero(np.isfinite(bound_s))
         d, p, m_r, v, z, bound_s = d[keep], p[keep], m_r[keep], v[keep], z[keep], bound_s[keep] * _LOWER_BOUND_SLACK
         order = np.lexsort((z, v, p, d, bound_s))
         for d_i, p_i, m_i, v_i, z_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, z, bound_s))):
             yield _Shape(d_i, p_i, m_i, v_i, z_i), bound_i
 
-    def _sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray, zero: np.ndarray) -> np.ndarray:
-        """``sync_s`` elementwise, for bounds (it is affine in the bytes for a fixed group, and 0 for no bytes)."""
+    def _sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray, zero: np.ndarray,
+                      expert: bool = False) -> np.ndarray:
+        """``part_sync_s`` elementwise, for bounds (it is affine in the bytes for a fixed group, and 0 for no bytes)."""
         s = self.settings
         finite_bytes = np.where(np.isfinite(param_bytes), param_bytes, 0.0)
         times = np.zeros(len(finite_bytes))
         for stage in np.unique(zero).tolist():
             rows = zero == stage
-            group, size = self._weight_replicas(data_parallel[rows]), finite_bytes[rows]
+            d, size = data_parallel[rows], finite_bytes[rows]
+            group = self._expert_replicas(d) if expert else self._weight_replicas(d)
             times[rows] = s.optimizer_step_s(size, group, stage)
             kind, payload = _BATCH_COLLECTIVE[stage]
-            if kind is not None:
-                fixed, per_byte = _collective_affine(s.cluster, kind, s.tensor_width)
-                times[rows] += fixed[group - 1] + per_byte[group - 1] * size * payload
+            if kind is None:
+                continue
+            if expert:  # a two-dimensional group: its affine terms per distinct d
+                distinct, inverse = np.unique(d, return_inverse=True)
+                terms = np.array([_grid_affine(s.cluster, kind, **self._group(d_i, expert=True))
+                                  for d_i in distinct.tolist()]).reshape(-1, 2)[inverse.ravel()]
+                fixed, per_byte = terms[:, 0], terms[:, 1]
+            else:
+                fixed, per_byte = (table[group - 1] for table in _collective_affine(s.cluster, kind, s.tensor_width))
+            times[rows] += np.where(size > 0, fixed + per_byte * size * payload, 0.0)
         return np.where(param_bytes > 0, times, 0.0)
 
     def _stage_values(self, shape: _Shape, costs: StageCosts, mask: np.ndarray | None = None):
@@ -648,8 +754,12 @@ class PlacementSearch:
         """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
         key = (shape.stages, shape.data_parallel, shape.zero)
         if key not in self._sync_floor:
-            self._sync_floor[key] = self.sync_s(self.param_floor[shape.stages - 1],
-                                                self._weight_replicas(shape.data_parallel), shape.zero)
+            d, index = shape.data_parallel, shape.stages - 1
+            if self.settings.expert_parallel == 1:
+                self._sync_floor[key] = self.sync_s(self.param_floor[index], d, shape.zero)
+            else:  # each part of the largest stage sync is at least that part's smallest largest stage's
+                self._sync_floor[key] = max(self.part_sync_s(self.dense_floor[index], d, shape.zero),
+                                            self.part_sync_s(self.expert_floor[index], d, shape.zero, expert=True))
         return (shape.slots * stage_time_s + self._sync_floor[key]) * _LOWER_BOUND_SLACK
 
     def _pareto_walk(self, shape: _Shape, pairs: list[tuple[int, int]], best: _Best) -> None:
@@ -661,18 +771,41 @@ class PlacementSearch:
         all-reduce cannot beat the incumbent, or when ``P_i`` is the smallest possible.
         """
         costs, dp = self.variant(shape)
-        floor_bytes = self.param_floor[shape.stages - 1]
-        params = self._max_params(pairs)
-        while params > floor_bytes:
-            stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, costs.param_bytes < params))
+        if self.settings.expert_parallel == 1:  # the sync grows with the largest stage's parameter bytes
+            floor, key = self.param_floor[shape.stages - 1], costs.param_bytes
+        else:  # two byte counts: walk down the largest stage sync itself
+            floor, key = 0.0, self.sync_compact(shape, costs.memory)
+        largest = self._largest_sync_key(shape, pairs)
+        while largest > floor:
+            stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, key < largest))
             if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
                 return
             best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
-            params = self._max_params(pairs)
+            largest = self._largest_sync_key(shape, pairs)
 
     def _max_params(self, pairs: list[tuple[int, int]]) -> float:
         first, after = np.array(pairs).T
         return float(self.table.param_bytes[first, after].max())
+
+    def _expert_bytes(self, pair: tuple[int, int]) -> float:
+        """A stage's routed-expert bytes as the sync sees them: 0 at ``e = 1`` (one collective for all its bytes)."""
+        return float(self.table.expert_param_bytes[pair]) if self.settings.expert_parallel > 1 else 0.0
+
+    def _stage_sync_s(self, shape: _Shape, pair: tuple[int, int]) -> float:
+        return self.sync_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero, self._expert_bytes(pair))
+
+    def _largest_sync_key(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
+        """What the once-per-batch sync grows with: the largest stage's parameter bytes, or at ``e > 1`` the
+        largest stage sync (seconds)."""
+        if self.settings.expert_parallel == 1:
+            return self._max_params(pairs)
+        return max(self._stage_sync_s(shape, pair) for pair in pairs)
+
+    def _batch_sync_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
+        """The once-per-batch sync of a partition: that of its largest stage."""
+        if self.settings.expert_parallel == 1:
+            return self.sync_s(self._max_params(pairs), shape.data_parallel, shape.zero)
+        return self._largest_sync_key(shape, pairs)
 
     def _stages(self, shape: _Shape, pairs: list[tuple[int, int]]) -> list[tuple[str | None, float]]:
         """(recompute mode, time per microbatch) of every stage of a partition."""
@@ -686,8 +819,7 @@ class PlacementSearch:
     def _time_per_batch_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
         """``(m_r + (p−1)/v) · max stage time + sync of the largest stage`` of a partition."""
         slowest_s = max(time for _, time in self._stages(shape, pairs))
-        return shape.slots * slowest_s + self.sync_s(self._max_params(pairs), self._weight_replicas(shape.data_parallel),
-                                                     shape.zero)
+        return shape.slots * slowest_s + self._batch_sync_s(shape, pairs)
 
     def _no_fit_reason(self) -> str:
         s, plan = self.settings, self.settings.plan
@@ -704,7 +836,8 @@ class PlacementSearch:
                     f"sequence parallel {'on' if s.sequence_parallel else 'off'}, "
                     f"ZeRO stage {'/'.join(map(str, sorted(set(zeros))))})")
         return (f"no pipeline of at most {self.max_stages} stages fits {s.hbm_bytes / 2**30:.3g} GiB of HBM per device "
-                f"with {s.n_devices} devices at tensor width {s.tensor_width}, context parallel {s.context_parallel} "
+                f"with {s.n_devices} devices at tensor width {s.tensor_width}, context parallel {s.context_parallel}, "
+                f"expert parallel {s.expert_parallel} "
                 f"(plan {plan})")
 
     def _least_memory(self, shape: _Shape) -> float:
@@ -734,41 +867,49 @@ class PlacementSearch:
         modes = tuple(mode for mode, _ in stages)
         times = [time for _, time in stages]
         memory = []
-        d, zero = self._weight_replicas(shape.data_parallel), shape.zero  # the group ZeRO shards over
-        weights, gradients, optimizer = s.state_parts(d, zero)
+        d, zero, e = shape.data_parallel, shape.zero, s.expert_parallel
+        dense_parts = s.state_parts(self._weight_replicas(d), zero)  # the groups ZeRO shards over
+        expert_parts = s.state_parts(self._expert_replicas(d), zero)
         for k, ((a, b), mode) in enumerate(zip(pairs, modes)):
-            params = float(t.param_bytes[a, b])
+            experts = float(t.expert_param_bytes[a, b])
+            dense = float(t.param_bytes[a, b]) - experts
             units = shape.units(shape.stages - k)
             buffers = float(memory_side.buffer_bytes[a, b])
+            weights, gradients, optimizer = (dense * x + experts * y for x, y in zip(dense_parts, expert_parts))
             memory.append({
-                "weights": params * weights,
-                "gradients": params * gradients,
-                "optimizer": params * optimizer,
+                "weights": weights,
+                "gradients": gradients,
+                "optimizer": optimizer,
                 "zero_buffers": buffers,
-                "activations": float(memory_side.full_fixed[mode][a, b] - params * s.state_factor(d, zero) - buffers
+                "activations": float(memory_side.full_fixed[mode][a, b] - memory_side.state_bytes[a, b] - buffers
                                      + units * memory_side.full_per_unit[mode][a, b]),
             })
         for item in memory:
             item["total"] = sum(item.values())
         slowest = int(np.argmax(times))
         a, b = pairs[slowest]
-        largest = self._max_params(pairs)
+        # the stage whose sync sets the batch's: the most parameter bytes, or at e > 1 the largest sync
+        synced = pairs[int(np.argmax([self._largest_sync_key(shape, [pair]) for pair in pairs]))]
+        largest, experts = float(t.param_bytes[synced]), self._expert_bytes(synced)
         steady = shape.microbatches
         zero_comm_s = float(costs.zero_comm_s[a, b])
         recompute_s = times[slowest] - float(t.fwd_s[a, b] + t.bwd_s[a, b] + shape.interleave * costs.p2p_s[a, b]
                                              + zero_comm_s)
         breakdown = {
-            "compute": steady * float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b] - t.cp_comm_s[a, b]),
+            "compute": steady * float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b] - t.cp_comm_s[a, b]
+                                      - t.ep_comm_s[a, b]),
             "recompute": steady * recompute_s,
             "tp_comm": steady * float(t.tp_comm_s[a, b]),
             "cp_comm": steady * float(t.cp_comm_s[a, b]),
+            "ep_comm": steady * float(t.ep_comm_s[a, b]),
             "p2p": steady * shape.interleave * float(costs.p2p_s[a, b]),
             "zero_comm": steady * zero_comm_s,
             "bubble": (shape.stages - 1) / shape.interleave * times[slowest],
-            "dp_allreduce": self.allreduce_s(largest, d, zero),
-            "optimizer": s.optimizer_step_s(largest, d, zero),
+            "dp_allreduce": self.allreduce_s(largest, d, zero, experts),
+            "optimizer": (s.optimizer_step_s(largest - experts, self._weight_replicas(d), zero)
+                          + s.optimizer_step_s(experts, self._expert_replicas(d), zero)),
         }
-        time_per_batch_s = shape.slots * times[slowest] + self.sync_s(largest, d, zero)
+        time_per_batch_s = shape.slots * times[slowest] + self._batch_sync_s(shape, pairs)
         throughput = s.global_batch / time_per_batch_s
         devices = shape.data_parallel * shape.stages * self._replica_devices
         layers = tuple(t.layers_of(a, b) for a, b in pairs)
@@ -776,7 +917,7 @@ class PlacementSearch:
         spec = PlanSpec(t=s.tensor_width, c=s.context_parallel, p=shape.stages, d=shape.data_parallel,
                         microbatch=s.microbatch,
                         interleave=shape.interleave, recompute="|".join(used),
-                        sequence_parallel=s.sequence_parallel and s.tensor_width > 1, zero=zero)
+                        sequence_parallel=s.sequence_parallel and s.tensor_width > 1, zero=zero, e=e)
         return Plan(
             feasible=True,
             notation=str(spec),
@@ -786,6 +927,7 @@ class PlacementSearch:
             mfu=_mfu(s, throughput, devices),
             tensor_width=s.tensor_width,
             data_parallel=shape.data_parallel,
+            expert_parallel=e,
             pipeline_stages=shape.stages,
             microbatch=s.microbatch,
             microbatches_per_replica=shape.microbatches,
@@ -801,7 +943,8 @@ class PlacementSearch:
             recompute_modes=modes,
             stage_times_s=tuple(times),
             stage_p2p_s=tuple(shape.interleave * float(costs.p2p_s[a, b]) for a, b in pairs),
-            stage_allreduce_s=tuple(self.allreduce_s(float(t.param_bytes[a, b]), d, zero) for a, b in pairs),
+            stage_allreduce_s=tuple(self.allreduce_s(float(t.param_bytes[pair]), d, zero, self._expert_bytes(pair))
+                                    for pair in pairs),
             stage_memory_bytes=tuple(item["total"] for item in memory),
             bubble_fraction=(shape.stages - 1) / shape.interleave / shape.slots,
             memory_bytes=max(memory, key=lambda item: item["total"]),
@@ -821,6 +964,13 @@ def _stage_sums(table: StageTable, values: np.ndarray) -> np.ndarray:
     """Every stage's sum of a per-layer quantity (0 where no stage)."""
     inside = table.member.astype(float) @ values
     return np.where(table.valid, inside[None, :] - inside[:, None], 0.0)
+
+
+@lru_cache(maxsize=1024)
+def _grid_affine(cluster: Cluster, kind: str, group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[float, float]:
+    """One collective (:meth:`Cluster.collective_s` arguments) as ``fixed + per_byte · S`` for ``S > 0``."""
+    one, two = (cluster.collective_s(kind, size, group, stride, outer) for size in (1.0, 2.0))
+    return one - (two - one), two - one
 
 
 @lru_cache(maxsize=64)

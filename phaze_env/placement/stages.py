@@ -34,9 +34,11 @@ class StageTable:
     attention_fwd_s: np.ndarray  # forward time of its attention cores (what selective recompute repeats)
     tp_comm_s: np.ndarray  # tensor-parallel collectives inside fwd_s + bwd_s
     cp_comm_s: np.ndarray  # exposed context-parallel ring exchange inside fwd_s + bwd_s
+    ep_comm_s: np.ndarray  # expert-parallel all-to-alls inside fwd_s + bwd_s
     send_forward_bytes: np.ndarray  # its outputs sent to later stages, per microbatch
     send_backward_bytes: np.ndarray  # the gradients of its inputs sent back, per microbatch
     param_bytes: np.ndarray
+    expert_param_bytes: np.ndarray  # the part of param_bytes that is routed experts
     stash_bytes: np.ndarray  # activations kept for backward, one microbatch, no recompute
     attention_stash_bytes: np.ndarray  # the part of stash_bytes selective recompute drops
     replicated_stash_bytes: np.ndarray  # the part of stash_bytes sequence parallelism splits t ways
@@ -103,9 +105,11 @@ def chain_stages(layers: LayerArrays) -> StageTable:
         attention_fwd_s=sums(layers.attention_fwd_s),
         tp_comm_s=sums(layers.tp_comm_s),
         cp_comm_s=sums(layers.cp_comm_s),
+        ep_comm_s=sums(layers.ep_comm_s),
         send_forward_bytes=np.where(valid, forward_send[None, :], 0.0),
         send_backward_bytes=np.where(valid, backward_send[:, None], 0.0),
         param_bytes=sums(layers.param_bytes),
+        expert_param_bytes=sums(layers.expert_param_bytes),
         stash_bytes=sums(layers.stash_bytes),
         attention_stash_bytes=sums(layers.attention_stash_bytes),
         replicated_stash_bytes=sums(layers.replicated_stash_bytes),
@@ -189,9 +193,11 @@ def dag_stages(layers: LayerArrays, edges: Iterable[tuple[int, int]], max_downse
         attention_fwd_s=sums(layers.attention_fwd_s),
         tp_comm_s=sums(layers.tp_comm_s),
         cp_comm_s=sums(layers.cp_comm_s),
+        ep_comm_s=sums(layers.ep_comm_s),
         send_forward_bytes=np.where(valid, forward_send, 0.0),
         send_backward_bytes=np.where(valid, received, 0.0),
         param_bytes=sums(layers.param_bytes),
+        expert_param_bytes=sums(layers.expert_param_bytes),
         stash_bytes=sums(layers.stash_bytes),
         attention_stash_bytes=sums(layers.attention_stash_bytes),
         replicated_stash_bytes=sums(layers.replicated_stash_bytes),

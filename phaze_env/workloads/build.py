@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from phaze_env.cache import DiskCache, content_key
 from phaze_env.workloads.graph import ModelGraph
 from phaze_env.workloads.model import build_layer, check_tensor_width, fuse, region_params, signature, split_nodes
 from phaze_env.workloads.registry import Workload, get_workload
 from phaze_env.workloads.trace import Trace, TraceError, sharded_ops, trace_workload
 
-GRAPH_FORMAT_VERSION = 6  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
+GRAPH_FORMAT_VERSION = 7  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
 # 5: tensor-parallel roles read from the graph's structure, traces list the unsplittable block matmuls;
-# 6: mixture-of-experts blocks traced as static stand-ins, raw ops carry their MoE role
+# 6: mixture-of-experts blocks traced as static stand-ins, raw ops carry their MoE role;
+# 7: layers carry their routed experts' parameter bytes and routed-token bytes (expert parallelism)
 TENSOR_WIDTHS = (1, 2, 4, 8)
 ID_BYTES = 8  # int64 token ids enter the pre-layers
 LOSS_BYTES = 4  # a scalar fp32 loss leaves the post-layers
@@ -88,9 +91,19 @@ def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, 
         nodes, edges = split_nodes(ops, sharded, trace, t, bpe, tokens)
         nodes, edges = fuse(nodes, edges)
         params, stored = region_params(trace, ops, t, owned[region])
-        layers.append(build_layer(name, repeat, nodes, edges, tensor_width=t, params=params, param_bytes=stored * bpe,
-                                  input_bytes=in_bytes, output_bytes=layer_out))
+        experts = [op for op in ops if op.moe_role == "expert"]
+        layer = build_layer(name, repeat, nodes, edges, tensor_width=t, params=params, param_bytes=stored * bpe,
+                            input_bytes=in_bytes, output_bytes=layer_out)
+        layers.append(replace(layer, expert_param_bytes=region_params(trace, experts, t, owned[region])[1] * bpe,
+                              routed_token_bytes=_routed_elements(experts) * bpe))
     return ModelGraph(workload.name, seq_len, microbatch, t, bpe, tuple(layers))
+
+
+def _routed_elements(expert_ops: list) -> int:
+    """Elements of the tokens dispatched to the routed experts: the ``experts × capacity × hidden`` input of their
+    first batched matmul (:class:`~phaze_env.workloads.moe.StaticExperts`; 0 for a dense layer)."""
+    batch, rows, inner, _ = next((op.gemms[0] for op in expert_ops if op.gemms), (0, 0, 0, 0))
+    return batch * rows * inner
 
 
 def _owned_params(trace: Trace) -> dict[str, set[str]]:

@@ -99,6 +99,9 @@ class Layer:
     output_bytes: int  # what leaves the layer (crosses a pipeline boundary)
     stash_attention_bytes: int = 0  # part of the stash that is attention scores/probabilities (…, s, s)
     stash_replicated_bytes: int = 0  # part of the stash not split by tensor parallelism
+    expert_param_bytes: int = 0  # part of param_bytes that is routed experts (what expert parallelism shards)
+    routed_token_bytes: int = 0  # tokens the routed experts take per microbatch (experts × capacity × hidden):
+    # one dispatch or combine all-to-all's buffer per rank, of which (e − 1)/e leaves it
 
     @property
     def num_ops(self) -> int:

@@ -91,6 +91,12 @@ class Workload:
         return next((int(cfg[key]) for key in HEAD_COUNT_KEYS if key in cfg), None)
 
     @property
+    def num_experts(self) -> int:
+        """Routed experts per MoE layer from the config (``num_local_experts`` or ``num_experts``); 0 for a dense model."""
+        cfg = self.config_dict
+        return int(next((cfg[key] for key in ("num_local_experts", "num_experts") if cfg.get(key)), 0))
+
+    @property
     def expert_load_factor(self) -> float:
         """Tokens the busiest expert processes, over the uniform share: its load, capped by its capacity.
 
