@@ -17,6 +17,12 @@ How each metric was computed by its authors (a prediction must use the same conv
   Chowdhery Appendix B: ``6·N + 12·L·H·Q·T`` per token (N parameters, L layers, H heads, Q head size,
   T sequence length).
 * ``samples_s`` — sequences per second: global batch over the published iteration time.
+* ``mcore_tflops_per_device`` (Megatron-Core's MoE runs) — model teraFLOP/s per GPU as Megatron-LM's
+  ``num_floating_point_operations`` counts them (active experts only, no recompute). Only the MoE cases
+  (:data:`MOE_CASES`) use it; they are data until the plan has expert parallelism (issue 19).
+
+Every case names its training ``stack`` (a profile of :mod:`phaze_env.stacks`); the case a profile's
+efficiency is fitted to is that profile's ``calibration``.
 """
 
 from __future__ import annotations
@@ -27,10 +33,10 @@ from typing import Literal
 from phaze_env.workloads.registry import KORTHIKANTI_TABLE3, NARAYANAN_TABLE1
 
 Recompute = Literal["full", "selective", "none"]
-Metric = Literal["tflops_per_device", "mfu", "samples_s"]
+Metric = Literal["tflops_per_device", "mfu", "samples_s", "mcore_tflops_per_device"]
 
 RECOMPUTE_MODES: tuple[str, ...] = ("full", "selective", "none")
-METRICS: tuple[str, ...] = ("tflops_per_device", "mfu", "samples_s")
+METRICS: tuple[str, ...] = ("tflops_per_device", "mfu", "samples_s", "mcore_tflops_per_device")
 
 # Where the plan details that a table leaves out were published.
 NARAYANAN_SCRIPT = ("NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (the script that produced Table 1): "
@@ -63,6 +69,8 @@ class ValidationCase:
     metric: Metric = "tflops_per_device"
     published: float = 0.0  # in the metric's unit: TFLOP/s per device, a fraction (MFU), or sequences/s
     source: str = ""
+    stack: str = "megatron-lm"  # the training software (a profile name in phaze_env.stacks)
+    expert_parallel: int = 1  # expert-parallel degree (MoE): Megatron-Core's expert grid reuses the t × d ranks (expert TP 1)
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE_MODES:
@@ -71,6 +79,9 @@ class ValidationCase:
             raise ValueError(f"case {self.name!r}: metric must be one of {METRICS}, got {self.metric!r}")
         if self.published <= 0:
             raise ValueError(f"case {self.name!r}: the published figure must be positive, got {self.published}")
+        if self.expert_parallel < 1 or (self.tensor * self.data) % self.expert_parallel:
+            raise ValueError(f"case {self.name!r}: expert_parallel {self.expert_parallel} must divide tensor × data = "
+                             f"{self.tensor * self.data} (Megatron-Core folds those ranks into the expert grid)")
 
     @property
     def microbatches_per_replica(self) -> int:
@@ -113,6 +124,25 @@ def _korthikanti_full(size: str, workload: str, tensor: int, pipeline: int, batc
     )
 
 
+SMITH_MTNLG = ("Smith et al. 2022 (MT-NLG, arXiv:2201.11990) §2.4 (as quoted in cli99/llm-analysis "
+               "examples/megatron-turing-nlg/README.md): batch 1920 on 280, 350 and 420 DGX A100 nodes, 60.1, "
+               "50.2 and 44.4 s per iteration = 126, 121 and 113 TFLOP/s per GPU; §2.3: 8-way tensor slicing "
+               "within a node, 35-way pipeline across nodes (DeepSpeed), data parallelism for the rest; "
+               "microbatch 1 is not stated there (it is the BigScience reconstruction of the run, "
+               "bigscience-workshop/bigscience train/tr11-176B-ml chronicles, 'MICRO_BATCH_SIZE=1')")
+
+
+def _smith(nodes: int, iteration_s: float, tflops: float) -> ValidationCase:
+    gpus = 8 * nodes
+    return ValidationCase(
+        name=f"smith22-mtnlg-530b-{nodes}nodes", workload="megatron-530b", seq_len=2048, accelerator="a100",
+        cluster="dgx-a100", n_devices=gpus, global_batch=1920, tensor=8, pipeline=35, data=gpus // (8 * 35),
+        microbatch=1, interleave=1, recompute="full", metric="samples_s", published=1920 / iteration_s,
+        stack="megatron-deepspeed",
+        source=f"{SMITH_MTNLG}; this row: {nodes} nodes, {iteration_s:g} s per batch of 1920 ({tflops:g} TFLOP/s per GPU)",
+    )
+
+
 CASES: tuple[ValidationCase, ...] = (
     # Narayanan et al. 2021, Table 1 (weak scaling on Selene, DGX A100 80 GB nodes, full recompute).
     #          size    workload          row  t  p   GPUs  batch mbs  v  TFLOP/s per GPU
@@ -137,6 +167,12 @@ CASES: tuple[ValidationCase, ...] = (
     _korthikanti_full("175b", "megatron-175b", 8, 8, 64, 1, 3, 18.13),
     _korthikanti_full("530b", "megatron-530b", 8, 35, 280, 1, 3, 49.05),
     _korthikanti_full("1t", "megatron-1t", 8, 64, 512, 1, 1, 94.42),
+    # Smith et al. 2022 (MT-NLG 530B, Megatron-DeepSpeed on Selene): one model and plan at three data-parallel
+    # degrees with the batch fixed — a strong-scaling series (experiments.validate prints its trend).
+    #      nodes  s/iteration  TFLOP/s per GPU
+    _smith(280, 60.1, 126),
+    _smith(350, 50.2, 121),
+    _smith(420, 44.4, 113),
     # Chowdhery et al. 2022 (PaLM 540B): 6144 TPU v4 chips in 2 pods; within each pod 12-way model
     # parallelism × 256-way fully sharded data parallelism, 2-way data parallelism across pods, no
     # pipelining; batch 2048 sequences of 2048 tokens (the last and longest phase of its batch schedule).
@@ -146,7 +182,7 @@ CASES: tuple[ValidationCase, ...] = (
     ValidationCase(
         name="chowdhery22-palm-540b", workload="palm-540b", seq_len=2048, accelerator="tpuv4", cluster="tpuv4-pod",
         n_devices=6144, global_batch=2048, tensor=12, pipeline=1, data=512, microbatch=4, interleave=1,
-        sequence_parallel=False, recompute="selective", optimizer="adam", metric="mfu", published=0.462,
+        sequence_parallel=False, recompute="selective", optimizer="adam", metric="mfu", published=0.462, stack="jax-xla",
         source="Chowdhery et al. 2022 (PaLM, arXiv:2204.02311), Table 3: PaLM 540B MFU 46.2 % (HFU 57.8 %) on "
                "6144 TPU v4 chips; §4 (2 pods × 3072 chips, 12-way model × 256-way data parallel per pod); "
                "§5 (batch 512 → 1024 → 2048 sequences of 2048 tokens)",
@@ -154,13 +190,50 @@ CASES: tuple[ValidationCase, ...] = (
 )
 
 
+MCORE_MOE_README = ("NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md at commit 0b981f9c53 (2024-08-02): "
+                    "'Mixtral 8X7B bf16 training to achieve 438 TFLOPS as of MCore v0.8', with the 'reference parallel "
+                    "mappings of MCore v0.8' table (Mixtral 8x7B dropless, all-to-all dispatcher, BF16, 64 GPUs, "
+                    "seq 4096, TP 1, EP 8, PP 4, VP 8, MBS 1, GBS 256) on 8×H100 80GB nodes, NVLink 4, 8×400 Gb/s IB")
+MOE_MODEL_ZOO_QWEN3 = ("yanring/Megatron-MoE-ModelZoo best_practice/qwen3/readme.md (Megatron-Core, commit 020b813), "
+                       "H100 table: Qwen3-235B-A22B, BF16, 256 H100 GPUs, NVLink 4, InfiniBand 8×50 GB/s, seq 4096")
+
+
+def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave: int, step_s: float, tflops: float,
+                recompute: Recompute) -> ValidationCase:
+    return ValidationCase(
+        name=f"mcore-qwen3-235b-{label}", workload="qwen3-235b-a22b", seq_len=4096, accelerator="h100",
+        cluster="dgx-h100", n_devices=256, global_batch=2048, tensor=tensor, pipeline=pipeline,
+        data=256 // (tensor * pipeline), microbatch=1, interleave=interleave, sequence_parallel=tensor > 1,
+        recompute=recompute, metric="mcore_tflops_per_device", published=tflops, expert_parallel=expert,
+        source=f"{MOE_MODEL_ZOO_QWEN3}; row TP {tensor}, EP {expert}, PP {pipeline}, VPP {interleave}, MBS 1, "
+               f"GBS 2048: {step_s:g} s per step, {tflops:g} TFLOP/s per GPU")
+
+
+MOE_CASES: tuple[ValidationCase, ...] = (
+    # Published MoE training runs with their plans (issue 20 item 6). Data only: they need expert parallelism
+    # in the plan (issue 19), so experiments.validate lists them without predicting them.
+    ValidationCase(
+        name="mcore-mixtral-8x7b", workload="mixtral-8x7b", seq_len=4096, accelerator="h100", cluster="dgx-h100",
+        n_devices=64, global_batch=256, tensor=1, pipeline=4, data=16, microbatch=1, interleave=8,
+        recompute="none", metric="mcore_tflops_per_device", published=438.0, expert_parallel=8,
+        source=MCORE_MOE_README),
+    # Qwen3-235B-A22B (94 layers, 128 experts top-8; not yet in the workload registry). Recompute as
+    # published: "norm, act" = selective recompute of layer norms and the expert activation (written as
+    # "selective"); the third row lists none.
+    #           label                     t  ep  p  vpp  s/step TFLOP/s recompute
+    _qwen3_235b("tp2-ep32-pp8-deepep", 2, 32, 8, 4, 19.7, 245, "selective"),
+    _qwen3_235b("tp2-ep8-pp32-a2a", 2, 8, 32, 3, 24.2, 200, "selective"),
+    _qwen3_235b("tp4-ep8-pp8-deepep", 4, 8, 8, 4, 29.0, 167, "none"),
+)
+
+
 def case_names() -> list[str]:
-    return [case.name for case in CASES]
+    return [case.name for case in CASES + MOE_CASES]
 
 
 def get_case(name: str) -> ValidationCase:
     """The case called ``name`` (a clear error listing the known names otherwise)."""
-    for case in CASES:
+    for case in CASES + MOE_CASES:
         if case.name == name:
             return case
     raise ValueError(f"unknown validation case {name!r}; known: {', '.join(case_names())}")

@@ -129,6 +129,10 @@ class Cluster:
     ``framework_efficiency`` is the fraction of the accelerator model's per-operator speed that the training
     software achieves end to end (every operator's device time is divided by it; collectives are not):
     1 reproduces the model (PHAZE's setting), the ``dgx-a100`` preset carries :data:`MEGATRON_A100_EFFICIENCY`.
+    ``interleaved_schedule`` (the stack offers Megatron-LM's interleaved 1F1B, ``v > 1``) and
+    ``pipeline_scatter_gather`` (a pipeline send across a slower level than the tensor group's goes ``1/t``
+    per tensor rank and is all-gathered inside it, Narayanan et al. 2021 §4.1) are the training stack's
+    structure, which the placement DP honours; :mod:`phaze_env.stacks` sets them per named stack.
     """
 
     n_devices: int = 1024
@@ -144,6 +148,8 @@ class Cluster:
     torus_dims: tuple[int, ...] = ()
     name: str = "custom"
     framework_efficiency: float = 1.0
+    interleaved_schedule: bool = True
+    pipeline_scatter_gather: bool = True
 
     def __post_init__(self) -> None:
         for name in ("n_devices", "global_batch", "devices_per_node"):
@@ -160,6 +166,9 @@ class Cluster:
         for name in ("link_efficiency", "node_efficiency", "framework_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(self, name)!r}")
+        for name in ("interleaved_schedule", "pipeline_scatter_gather"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"cluster optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
         object.__setattr__(self, "torus_dims", tuple(int(k) for k in self.torus_dims))
@@ -225,6 +234,8 @@ class Cluster:
         """One line: the levels and their achieved bandwidths."""
         parts = [f"{level.size}× @ {level.bandwidth_Bps / 1e9:g} GB/s" for level in self.levels]
         software = "" if self.framework_efficiency == 1 else f"; framework efficiency {self.framework_efficiency:g}"
+        software += "" if self.interleaved_schedule else "; no interleaved schedule"
+        software += "" if self.pipeline_scatter_gather else "; pipeline sends not scattered"
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software
 
 
