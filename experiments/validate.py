@@ -1,8 +1,8 @@
 """Predict published training runs and compare: ``python -m experiments.validate``.
 
 For every case of :mod:`experiments.validation_cases` (Narayanan et al. 2021 Table 1, Korthikanti et
-al. 2022, Chowdhery et al. 2022) the case's plan is pinned (``PlanSpec``: t, p, d, microbatch,
-interleave, recompute, sequence parallelism; no ZeRO-1, as in those runs) on the case's accelerator and
+al. 2022, Smith et al. 2022, BLOOM, Chowdhery et al. 2022) the case's plan is pinned (``PlanSpec``: t, p, d,
+microbatch, interleave, recompute, sequence parallelism, ZeRO-1 as published) on the case's accelerator and
 cluster presets, and ``evaluate`` predicts the time per batch ``T``. The prediction is converted to the
 case's metric with the *authors'* formula (the case module's docstring):
 
@@ -75,7 +75,7 @@ class Prediction:
 
 def plan_of(case: ValidationCase) -> PlanSpec:
     return PlanSpec(t=case.tensor, p=case.pipeline, d=case.data, microbatch=case.microbatch, interleave=case.interleave,
-                    recompute=case.recompute, sequence_parallel=case.sequence_parallel, zero1=False)
+                    recompute=case.recompute, sequence_parallel=case.sequence_parallel, zero1=case.zero1)
 
 
 def _dims(case: ValidationCase) -> tuple[int, int, int, int]:
@@ -191,7 +191,8 @@ def markdown(predictions: list[Prediction]) -> str:
     within = sum(e <= TOLERANCE for e in errors)
     efficiencies = sorted(p.compute_efficiency for p in predictions
                           if p.compute_efficiency is not None and p.case.stack == "megatron-lm")
-    low, high, middle = efficiencies[0], efficiencies[-1], statistics.median(efficiencies)
+    spread = (f"{efficiencies[0]:.0%}–{efficiencies[-1]:.0%} (median {statistics.median(efficiencies):.0%})"
+              if efficiencies else "(no Megatron-LM case in this run)")
     skipped = [p for p in predictions if p.note == NEEDS_EXPERT_PARALLELISM]
     lines = [
         "# Validation against published training runs",
@@ -273,7 +274,7 @@ def markdown(predictions: list[Prediction]) -> str:
               "isolated 8192³ GEMM at the measured 85.9 % of peak) ran these layers at a median 76 % of peak; without the",
               "factor (framework_efficiency 1) 17 of the 18 Megatron-LM cases were over-predicted, by +9.5 % to +43.8 % (mean",
               "absolute error 24.7 %; measured before the factor was added). With the fitted Megatron-LM",
-              f"efficiency its layers run at {low:.0%}–{high:.0%} (median {middle:.0%}) of the A100's 312 TFLOP/s; what the",
+              f"efficiency its layers run at {spread} of the A100's 312 TFLOP/s; what the",
               "factor stands for is listed in `phaze_env/cluster.py` (`MEGATRON_A100_EFFICIENCY`). Megatron-DeepSpeed runs",
               "the same layers more slowly end to end (its own fitted efficiency, `phaze_env/stacks.py`); with Megatron-LM's",
               "factor the MT-NLG runs came out 21–26 % too fast (measured before its profile was added). The system side",

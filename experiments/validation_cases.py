@@ -64,6 +64,7 @@ class ValidationCase:
     microbatch: int  # sequences per microbatch per data-parallel replica
     interleave: int = 1  # virtual pipeline stages per device (interleaved 1F1B); 1 = plain 1F1B
     sequence_parallel: bool = False
+    zero1: bool = False  # optimizer state sharded over the data-parallel group (ZeRO stage 1)
     recompute: Recompute = "full"
     optimizer: str = "adam"
     metric: Metric = "tflops_per_device"
@@ -132,6 +133,14 @@ SMITH_MTNLG = ("Smith et al. 2022 (MT-NLG, arXiv:2201.11990) §2.4 (as quoted in
                "bigscience-workshop/bigscience train/tr11-176B-ml chronicles, 'MICRO_BATCH_SIZE=1')")
 
 
+BIGSCIENCE_TR11 = ("bigscience-workshop/bigscience train/tr11-176B-ml (Megatron-DeepSpeed on Jean Zay): plan from "
+                   "tr11-176B-ml.slurm (TP_SIZE=4, PP_SIZE=12, MICRO_BATCH_SIZE=2, GLOBAL_BATCH_SIZE=2048, "
+                   "--checkpoint-activations, --bf16, DeepSpeed's bf16 optimizer 'implements its own zero stage 1') "
+                   "on 48 nodes × 8 A100 80GB (README.md, Hardware); measured: README.md 'Important checkpoints', "
+                   "iteration 85376: 'elapsed time per iteration (s): 104.70 | global batch size: 2048 | samples per "
+                   "second: 19.561 | TFLOPs: 149.77'")
+
+
 def _smith(nodes: int, iteration_s: float, tflops: float) -> ValidationCase:
     gpus = 8 * nodes
     return ValidationCase(
@@ -173,6 +182,11 @@ CASES: tuple[ValidationCase, ...] = (
     _smith(280, 60.1, 126),
     _smith(350, 50.2, 121),
     _smith(420, 44.4, 113),
+    # BLOOM 176B (BigScience 2022), Megatron-DeepSpeed with its ZeRO-1-like bf16 optimizer.
+    ValidationCase(
+        name="bigscience22-bloom-176b", workload="bloom-176b", seq_len=2048, accelerator="a100", cluster="jean-zay-a100",
+        n_devices=384, global_batch=2048, tensor=4, pipeline=12, data=8, microbatch=2, interleave=1, recompute="full",
+        zero1=True, metric="samples_s", published=2048 / 104.70, stack="megatron-deepspeed", source=BIGSCIENCE_TR11),
     # Chowdhery et al. 2022 (PaLM 540B): 6144 TPU v4 chips in 2 pods; within each pod 12-way model
     # parallelism × 256-way fully sharded data parallelism, 2-way data parallelism across pods, no
     # pipelining; batch 2048 sequences of 2048 tokens (the last and longest phase of its batch schedule).

@@ -50,6 +50,10 @@ HDR_IB_PER_GPU_BPS = 200e9 / 8
 NDR_IB_PER_GPU_BPS = 400e9 / 8
 """DGX H100: 8 ConnectX-7 NDR InfiniBand ports of 400 Gb/s, one per GPU = 50 GB/s per GPU (NVIDIA DGX
 H100 datasheet)."""
+OMNIPATH_PER_GPU_BPS = 4 * 100e9 / 8 / 8
+"""Jean Zay's A100 nodes (where BLOOM was trained): "8 GPUs per node Using NVLink 4 inter-gpu connects, 4
+OmniPath links" of 100 Gb/s (bigscience-workshop/bigscience train/tr11-176B-ml/README.md, Hardware; Le Scao et
+al. 2022, BLOOM, §3.4.1) = 50 GB/s per node = 6.25 GB/s per GPU."""
 NCCL_EFFICIENCY = 0.8
 """Achieved fraction of the line rate for NCCL ring collectives: the NCCL maintainer puts the protocol
 overhead at ≈ 20 % ("450 GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an
@@ -277,6 +281,9 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
     "dgx-h100": (lambda n, **kw: _dgx(n, NVLINK4_BPS, NDR_IB_PER_GPU_BPS, "dgx-h100", **kw),
                  "DGX H100 nodes: 8 GPUs on NVLink 4 (450 GB/s per GPU), 8×400 Gb/s NDR InfiniBand between nodes; "
                  "NCCL efficiency 0.8."),
+    "jean-zay-a100": (lambda n, **kw: _dgx(n, NVLINK3_BPS, OMNIPATH_PER_GPU_BPS, "jean-zay-a100", **kw),
+                      "Jean Zay A100 80 GB nodes (BLOOM's cluster): 8 GPUs on NVLink 3 (300 GB/s per GPU, as an HGX "
+                      "A100 board), 4×100 Gb/s Omni-Path per node between nodes; NCCL efficiency 0.8."),
     "tpuv4-pod": (_tpuv4_pod, "TPUv4 pod slice: 3D torus of ICI links (≈ 50 GB/s each, 6 per chip)."),
 }
 
