@@ -26,7 +26,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.validation_cases import CASES, MOE_CASES, ValidationCase, get_case
+from experiments.validation_cases import CASES, MOE_CASES, PENDING_CASES, ValidationCase, get_case
 from phaze_env.cli import OneLineParser
 from phaze_env.cluster import get_cluster
 from phaze_env.evaluate import Evaluation, evaluate
@@ -42,7 +42,7 @@ CALIBRATION_CASES = {profile.calibration: profile.name for profile in STACKS.val
 """Case → the stack profile whose efficiency is fitted to it; reported, but left out of every mean error."""
 CALIBRATION_CASE = STACKS["megatron-lm"].calibration
 """The case ``phaze_env.cluster.MEGATRON_A100_EFFICIENCY`` (the dgx-a100 preset's own efficiency) is fitted to."""
-NEEDS_EXPERT_PARALLELISM = "skipped: needs expert parallelism (issue 19)"
+SKIPPED = "skipped: needs "  # the note of a case with a ``requires`` (listed as data, not predicted)
 PUBLISHED_PEAK_FLOPS = {
     "a100": 312e12,  # A100 bf16 dense tensor-core peak, the figure Korthikanti et al. 2022 divide by
     "tpuv4": 275e12,  # TPU v4 bf16 peak per chip, the figure Chowdhery et al. 2022 divide by
@@ -69,7 +69,10 @@ class Prediction:
 
     @property
     def kind(self) -> str:
-        """``calibration`` (a profile's efficiency is fitted to this case) or ``held-out``."""
+        """``calibration`` (a profile's efficiency is fitted to this case), ``held-out``, or ``data`` (a run the model
+        cannot express yet, listed but not predicted)."""
+        if self.case.requires:
+            return "data"
         return "calibration" if self.case.name in CALIBRATION_CASES else "held-out"
 
 
@@ -91,6 +94,8 @@ def metric_value(case: ValidationCase, time_per_batch_s: float) -> float:
     """The case's metric for a time per batch, with the authors' formula."""
     if case.metric == "samples_s":
         return case.global_batch / time_per_batch_s
+    if case.metric == "tokens_s_per_device":
+        return case.global_batch * case.seq_len / (time_per_batch_s * case.n_devices)
     layers, hidden, vocab, seq = _dims(case)
     tokens_term = case.global_batch * seq * layers * hidden**2
     if case.metric == "tflops_per_device":
@@ -105,8 +110,9 @@ def metric_value(case: ValidationCase, time_per_batch_s: float) -> float:
 
 def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
     plan = plan_of(case)
-    if case.expert_parallel > 1:
-        return Prediction(case, f"{plan} with expert parallelism {case.expert_parallel}", None, None, NEEDS_EXPERT_PARALLELISM)
+    if case.requires:
+        shown = f"{plan} with expert parallelism {case.expert_parallel}" if case.expert_parallel > 1 else str(plan)
+        return Prediction(case, shown, None, None, SKIPPED + case.requires)
     try:
         cluster = get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch, optimizer=case.optimizer)
         cluster = get_stack(case.stack).apply(cluster)
@@ -136,10 +142,13 @@ def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
 
 
 def _figure(metric: str, value: float) -> str:
-    return f"{value:.1%}" if metric == "mfu" else f"{value:.3g}"
+    if metric == "mfu":
+        return f"{value:.1%}"
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
 
 
 UNITS = {"tflops_per_device": "TFLOP/s per GPU", "mfu": "MFU", "samples_s": "sequences/s",
+         "tokens_s_per_device": "tokens/s per GPU",
          "mcore_tflops_per_device": "model TFLOP/s per GPU (Megatron-Core's count)"}
 
 
@@ -193,7 +202,7 @@ def markdown(predictions: list[Prediction]) -> str:
                           if p.compute_efficiency is not None and p.case.stack == "megatron-lm")
     spread = (f"{efficiencies[0]:.0%}–{efficiencies[-1]:.0%} (median {statistics.median(efficiencies):.0%})"
               if efficiencies else "(no Megatron-LM case in this run)")
-    skipped = [p for p in predictions if p.note == NEEDS_EXPERT_PARALLELISM]
+    skipped = [p for p in predictions if p.case.requires]
     lines = [
         "# Validation against published training runs",
         "",
@@ -207,7 +216,7 @@ def markdown(predictions: list[Prediction]) -> str:
         "",
         f"**Mean absolute error: {statistics.mean(errors):.1%}** over {len(errors)} held-out predicted cases "
         f"({within} within ±{TOLERANCE:.0%}); {sum(p.error is None for p in predictions) - len(skipped)} not predicted"
-        + (f"; {len(skipped)} MoE runs listed as data (they need expert parallelism, issue 19)" if skipped else "") + ".",
+        + (f"; {len(skipped)} published runs listed as data (the model cannot express them yet)" if skipped else "") + ".",
         "",
         "## Per training-stack profile",
         "",
@@ -231,7 +240,7 @@ def markdown(predictions: list[Prediction]) -> str:
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in predictions:
         c = p.case
-        if p.note == NEEDS_EXPERT_PARALLELISM:
+        if p.case.requires:
             continue
         predicted = "—" if p.predicted is None else _figure(c.metric, p.predicted)
         error = "—" if p.error is None else f"{p.error:+.1%}"
@@ -254,18 +263,20 @@ def markdown(predictions: list[Prediction]) -> str:
                   "`m_r = B/(d·m)` microbatches, and the bubble `(p−1)/m_r` grows with `d` while the data-parallel",
                   "all-reduce stays nearly constant (a ring's `2(d−1)/d`). What the published series loses beyond",
                   "that is a per-iteration cost that does not shrink with `d`; the sources do not say what it is",
-                  "(the modelled all-reduce of the largest stage is well under 1 s of the iteration).", ""]
+                  "(the modelled all-reduce of the largest stage is well under 1 s of the iteration). The series'",
+                  "microbatch is not published (the case says where its value comes from); the bubble's growth, and so",
+                  "the predicted loss, depends on it.", ""]
     if skipped:
-        lines += ["## MoE runs (data for issue 19)", "",
-                  "Published Mixture-of-Experts training runs with their plans; predicted once the plan has expert",
-                  "parallelism (`ValidationCase.expert_parallel`).", "",
-                  "| case | model | chip × GPUs | t | ep | p | v | d | microbatch | batch | published | source |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["## Published runs the model cannot express yet (data)", "",
+                  "Runs with their plans, listed with what the model lacks (`ValidationCase.requires`); the MoE runs",
+                  "(`MOE_CASES`) wait for expert parallelism (issue 19), the PyTorch FSDP runs (`PENDING_CASES`) for ZeRO-3.",
+                  "", "| case | stack | model | chip × GPUs | t | ep | p | v | d | microbatch | batch | published | needs | source |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in skipped:
             c = p.case
-            lines.append(f"| {c.name} | {c.workload} | {c.accelerator} × {c.n_devices} | {c.tensor} | {c.expert_parallel} | "
-                         f"{c.pipeline} | {c.interleave} | {c.data} | {c.microbatch} | {c.global_batch} | "
-                         f"{_figure(c.metric, c.published)} {UNITS[c.metric]} | {c.source} |")
+            lines.append(f"| {c.name} | {c.stack} | {c.workload} | {c.accelerator} × {c.n_devices} | {c.tensor} | "
+                         f"{c.expert_parallel} | {c.pipeline} | {c.interleave} | {c.data} | {c.microbatch} | {c.global_batch} "
+                         f"| {_figure(c.metric, c.published)} {UNITS[c.metric]} | {c.requires} | {c.source} |")
         lines.append("")
     lines += ["## Why the gap", "",
               "Every case's predicted batch time is dominated by `compute` (the layers' FLOPs on the accelerator model).",
@@ -367,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     figure = out.parent / "figures" / "validation.png"
     try:
-        cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(CASES + MOE_CASES)
+        cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(CASES + MOE_CASES + PENDING_CASES)
         if out.is_dir():
             raise ValueError(f"--out {out} is a directory; give the report's file path (….md)")
         for directory in (out.parent, figure.parent):  # before the predictions, not after them

@@ -17,9 +17,14 @@ How each metric was computed by its authors (a prediction must use the same conv
   Chowdhery Appendix B: ``6·N + 12·L·H·Q·T`` per token (N parameters, L layers, H heads, Q head size,
   T sequence length).
 * ``samples_s`` — sequences per second: global batch over the published iteration time.
+* ``tokens_s_per_device`` — tokens per second per GPU: global batch × sequence over the iteration time and
+  the GPU count.
 * ``mcore_tflops_per_device`` (Megatron-Core's MoE runs) — model teraFLOP/s per GPU as Megatron-LM's
   ``num_floating_point_operations`` counts them (active experts only, no recompute). Only the MoE cases
   (:data:`MOE_CASES`) use it; they are data until the plan has expert parallelism (issue 19).
+
+Cases with a ``requires`` note (:data:`MOE_CASES`, :data:`PENDING_CASES`) are published runs the model cannot
+express yet; ``experiments.validate`` lists them with that note instead of predicting them.
 
 Every case names its training ``stack`` (a profile of :mod:`phaze_env.stacks`); the case a profile's
 efficiency is fitted to is that profile's ``calibration``.
@@ -33,10 +38,10 @@ from typing import Literal
 from phaze_env.workloads.registry import KORTHIKANTI_TABLE3, NARAYANAN_TABLE1
 
 Recompute = Literal["full", "selective", "none"]
-Metric = Literal["tflops_per_device", "mfu", "samples_s", "mcore_tflops_per_device"]
+Metric = Literal["tflops_per_device", "mfu", "samples_s", "tokens_s_per_device", "mcore_tflops_per_device"]
 
 RECOMPUTE_MODES: tuple[str, ...] = ("full", "selective", "none")
-METRICS: tuple[str, ...] = ("tflops_per_device", "mfu", "samples_s", "mcore_tflops_per_device")
+METRICS: tuple[str, ...] = ("tflops_per_device", "mfu", "samples_s", "tokens_s_per_device", "mcore_tflops_per_device")
 
 # Where the plan details that a table leaves out were published.
 NARAYANAN_SCRIPT = ("NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (the script that produced Table 1): "
@@ -71,6 +76,7 @@ class ValidationCase:
     published: float = 0.0  # in the metric's unit: TFLOP/s per device, a fraction (MFU), or sequences/s
     source: str = ""
     stack: str = "megatron-lm"  # the training software (a profile name in phaze_env.stacks)
+    requires: str = ""  # what the model still lacks to predict this run (empty: it can); such cases are data
     expert_parallel: int = 1  # expert-parallel degree (MoE): Megatron-Core's expert grid reuses the t × d ranks (expert TP 1)
 
     def __post_init__(self) -> None:
@@ -204,6 +210,8 @@ CASES: tuple[ValidationCase, ...] = (
 )
 
 
+NEEDS_EXPERT_PARALLELISM = "expert parallelism (issue 19)"
+NEEDS_FULL_SHARDING = "ZeRO-3 sharding of weights and gradients, with its all-gathers overlapped with compute (PyTorch FSDP)"
 MCORE_MOE_README = ("NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md at commit 0b981f9c53 (2024-08-02): "
                     "'Mixtral 8X7B bf16 training to achieve 438 TFLOPS as of MCore v0.8', with the 'reference parallel "
                     "mappings of MCore v0.8' table (Mixtral 8x7B dropless, all-to-all dispatcher, BF16, 64 GPUs, "
@@ -219,7 +227,7 @@ def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave:
         cluster="dgx-h100", n_devices=256, global_batch=2048, tensor=tensor, pipeline=pipeline,
         data=256 // (tensor * pipeline), microbatch=1, interleave=interleave, sequence_parallel=tensor > 1,
         recompute=recompute, metric="mcore_tflops_per_device", published=tflops, expert_parallel=expert,
-        source=f"{MOE_MODEL_ZOO_QWEN3}; row TP {tensor}, EP {expert}, PP {pipeline}, VPP {interleave}, MBS 1, "
+        requires=NEEDS_EXPERT_PARALLELISM, source=f"{MOE_MODEL_ZOO_QWEN3}; row TP {tensor}, EP {expert}, PP {pipeline}, VPP {interleave}, MBS 1, "
                f"GBS 2048: {step_s:g} s per step, {tflops:g} TFLOP/s per GPU")
 
 
@@ -230,7 +238,7 @@ MOE_CASES: tuple[ValidationCase, ...] = (
         name="mcore-mixtral-8x7b", workload="mixtral-8x7b", seq_len=4096, accelerator="h100", cluster="dgx-h100",
         n_devices=64, global_batch=256, tensor=1, pipeline=4, data=16, microbatch=1, interleave=8,
         recompute="none", metric="mcore_tflops_per_device", published=438.0, expert_parallel=8,
-        source=MCORE_MOE_README),
+        requires=NEEDS_EXPERT_PARALLELISM, source=MCORE_MOE_README),
     # Qwen3-235B-A22B (94 layers, 128 experts top-8; not yet in the workload registry). Recompute as
     # published: "norm, act" = selective recompute of layer norms and the expert activation (written as
     # "selective"); the third row lists none.
@@ -241,13 +249,40 @@ MOE_CASES: tuple[ValidationCase, ...] = (
 )
 
 
+FMS_FSDP = ("foundation-model-stack/fms-fsdp README.md (IBM, PyTorch FSDP with SDPA flash attention; commit 0d31998): "
+            "'Training Throughput (128 GPUs)' table, 128 × A100, sequence 4096 (Llama 2); 'Batch Size' is per GPU; "
+            "the interconnect is not stated there (dgx-a100 is a stand-in to check)")
+
+
+def _fms_fsdp(size: str, workload: str, per_gpu_batch: int, hybrid: bool, checkpointing: bool,
+              tokens_s: float) -> ValidationCase:
+    return ValidationCase(
+        name=f"fms-fsdp-llama2-{size}", workload=workload, seq_len=4096, accelerator="a100", cluster="dgx-a100",
+        n_devices=128, global_batch=128 * per_gpu_batch, tensor=1, pipeline=1, data=128, microbatch=per_gpu_batch,
+        recompute="full" if checkpointing else "none", zero1=True, metric="tokens_s_per_device", published=tokens_s,
+        stack="pytorch-fsdp", requires=NEEDS_FULL_SHARDING,
+        source=f"{FMS_FSDP}; row {size}: {'HSDP' if hybrid else 'FSDP'}, activation checkpointing {checkpointing}, "
+               f"batch {per_gpu_batch}: {tokens_s:g} tokens/GPU/s")
+
+
+PENDING_CASES: tuple[ValidationCase, ...] = (
+    # PyTorch FSDP runs (Llama 2 shapes; 34b left out: its shape is not published there). HSDP shards within a node
+    # and replicates across nodes. Llama 2 70B (80 layers, hidden 8192, 64 heads, 8 key-value heads, FFN 28672) is
+    # not in the workload registry yet.
+    #         size   workload     batch  HSDP   checkpointing  tokens/GPU/s
+    _fms_fsdp("7b", "llama2-7b", 2, True, False, 3760),
+    _fms_fsdp("13b", "llama2-13b", 1, True, False, 1700),
+    _fms_fsdp("70b", "llama2-70b", 6, False, True, 380),
+)
+
+
 def case_names() -> list[str]:
-    return [case.name for case in CASES + MOE_CASES]
+    return [case.name for case in CASES + MOE_CASES + PENDING_CASES]
 
 
 def get_case(name: str) -> ValidationCase:
     """The case called ``name`` (a clear error listing the known names otherwise)."""
-    for case in CASES + MOE_CASES:
+    for case in CASES + MOE_CASES + PENDING_CASES:
         if case.name == name:
             return case
     raise ValueError(f"unknown validation case {name!r}; known: {', '.join(case_names())}")
