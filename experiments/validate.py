@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from experiments.validation_cases import CASES, MOE_CASES, PENDING_CASES, ValidationCase, get_case
@@ -165,6 +165,7 @@ class TrendPoint:
     case: ValidationCase
     published: float
     predicted: float
+    error: float  # of the predicted figure itself (predicted / published − 1)
 
     @property
     def difference(self) -> float:
@@ -191,11 +192,22 @@ def scaling_series(predictions: list[Prediction]) -> list[list[TrendPoint]]:
         published_0 = first.case.n_devices * published_time_s(first.case)
         predicted_0 = first.case.n_devices * first.time_per_batch_s
         series.append([TrendPoint(p.case, published_0 / (p.case.n_devices * published_time_s(p.case)),
-                                  predicted_0 / (p.case.n_devices * p.time_per_batch_s)) for p in members])
+                                  predicted_0 / (p.case.n_devices * p.time_per_batch_s), p.error) for p in members])
     return series
 
 
-def markdown(predictions: list[Prediction]) -> str:
+def microbatch_sensitivity(predictions: list[Prediction]) -> list[list[TrendPoint]]:
+    """Every scaling series whose microbatch is not published, predicted again at twice that microbatch (the
+    bubble ``(p−1)/m_r`` and so the trend depend on it): a sensitivity, never a fit."""
+    series = []
+    for points in scaling_series(predictions):
+        if not points[0].case.microbatch_published:
+            doubled = [predict(replace(point.case, microbatch=2 * point.case.microbatch)) for point in points]
+            series += scaling_series(doubled)
+    return series
+
+
+def markdown(predictions: list[Prediction], sensitivity: list[list[TrendPoint]] = ()) -> str:
     errors = held_out_errors(predictions)
     within = sum(e <= TOLERANCE for e in errors)
     efficiencies = sorted(p.compute_efficiency for p in predictions
@@ -263,9 +275,18 @@ def markdown(predictions: list[Prediction]) -> str:
                   "`m_r = B/(d·m)` microbatches, and the bubble `(p−1)/m_r` grows with `d` while the data-parallel",
                   "all-reduce stays nearly constant (a ring's `2(d−1)/d`). What the published series loses beyond",
                   "that is a per-iteration cost that does not shrink with `d`; the sources do not say what it is",
-                  "(the modelled all-reduce of the largest stage is well under 1 s of the iteration). The series'",
-                  "microbatch is not published (the case says where its value comes from); the bubble's growth, and so",
-                  "the predicted loss, depends on it.", ""]
+                  "(the modelled all-reduce of the largest stage is well under 1 s of the iteration).", ""]
+    for points in sensitivity:
+        first = points[0].case
+        lines += [f"The microbatch of this series is not published (the case's source says where {first.microbatch // 2} "
+                  "comes from); the bubble's growth, and so the predicted trend, depends on it. The same series at",
+                  f"microbatch {first.microbatch} (a sensitivity, not a fit; the efficiency stays the one fitted at "
+                  f"microbatch {first.microbatch // 2}):", "",
+                  "| GPUs | published | predicted | difference (pp) | error of the predicted figure |", "|---|---|---|---|---|"]
+        for point in points:
+            lines.append(f"| {point.case.n_devices} | {point.published:.1%} | {point.predicted:.1%} | "
+                         f"{100 * point.difference:+.1f} | {point.error:+.1%} |")
+        lines.append("")
     if skipped:
         lines += ["## Published runs the model cannot express yet (data)", "",
                   "Runs with their plans, listed with what the model lacks (`ValidationCase.requires`); the MoE runs",
@@ -395,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{_figure(case.metric, case.published):>8s}  predicted {predicted:>8s}  error {error:>7s}  {prediction.plan}  "
               f"{prediction.note[:100]}", flush=True)
     try:
-        write_text_atomic(out, markdown(predictions))
+        write_text_atomic(out, markdown(predictions, microbatch_sensitivity(predictions)))
         with atomic_path(figure) as temporary:
             plot(predictions, temporary)
     except OSError as exc:

@@ -70,6 +70,7 @@ class ValidationCase:
     interleave: int = 1  # virtual pipeline stages per device (interleaved 1F1B); 1 = plain 1F1B
     sequence_parallel: bool = False
     zero1: bool = False  # optimizer state sharded over the data-parallel group (ZeRO stage 1)
+    microbatch_published: bool = True  # False: the run's source does not state it (the source says where it is from)
     recompute: Recompute = "full"
     optimizer: str = "adam"
     metric: Metric = "tflops_per_device"
@@ -152,8 +153,8 @@ def _smith(nodes: int, iteration_s: float, tflops: float) -> ValidationCase:
     return ValidationCase(
         name=f"smith22-mtnlg-530b-{nodes}nodes", workload="megatron-530b", seq_len=2048, accelerator="a100",
         cluster="dgx-a100", n_devices=gpus, global_batch=1920, tensor=8, pipeline=35, data=gpus // (8 * 35),
-        microbatch=1, interleave=1, recompute="full", metric="samples_s", published=1920 / iteration_s,
-        stack="megatron-deepspeed",
+        microbatch=1, microbatch_published=False, interleave=1, recompute="full", metric="samples_s",
+        published=1920 / iteration_s, stack="megatron-deepspeed",
         source=f"{SMITH_MTNLG}; this row: {nodes} nodes, {iteration_s:g} s per batch of 1920 ({tflops:g} TFLOP/s per GPU)",
     )
 

@@ -31,10 +31,12 @@ MEGATRON_DEEPSPEED_A100_EFFICIENCY = 0.645
 """Achieved fraction of the a100 preset's per-operator speed in Megatron-DeepSpeed training (Megatron-LM's
 tensor-parallel layers in DeepSpeed's ``PipelineEngine``), *fitted to one published measurement*: Smith et
 al. 2022 (MT-NLG, arXiv:2201.11990) §2.4, the 530B model with batch 1920 on 280 DGX A100 nodes, 60.1 s per
-iteration (``experiments.validation_cases``: ``smith22-mtnlg-530b-280nodes``). Against Megatron-LM's 0.79 it
-absorbs what DeepSpeed's engine adds per pipeline step and the model does not price: its blocking
-point-to-point transfers (``dist.broadcast`` in two-rank groups), issued between compute instructions
-rather than overlapped with them, and the per-instruction Python scheduling of ``PipelineEngine``."""
+iteration (``experiments.validation_cases``: ``smith22-mtnlg-530b-280nodes``); held out on 350 and 420 nodes and
+on BLOOM 176B. It is lower than Megatron-LM's 0.79 on the same A100s; what the difference stands for is not
+measured separately. Candidates the model does not price: ``PipelineEngine``'s point-to-point transfers are
+blocking (``deepspeed/runtime/pipe/p2p.py``: ``async_op`` must be False; ``dist.broadcast`` in two-rank groups on
+PyTorch < 1.8), issued as instructions between the compute instructions rather than overlapped with them, and
+each instruction is scheduled from Python."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from dataclasses import replace
 
 import pytest
 
-from experiments.validate import SKIPPED, TOLERANCE, TREND_TOLERANCE, Prediction, markdown, predict, scaling_series
+from experiments.validate import (SKIPPED, TOLERANCE, TREND_TOLERANCE, Prediction, markdown, microbatch_sensitivity, predict,
+                                  scaling_series)
 from experiments.validation_cases import CASES, MOE_CASES, NEEDS_EXPERT_PARALLELISM, PENDING_CASES, get_case
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.evaluate import evaluate, main
@@ -74,12 +75,20 @@ def test_scaling_series_is_found_and_loses_per_gpu_throughput(mtnlg_trend):
 @pytest.mark.parametrize("name", [
     MTNLG[1],
     pytest.param(MTNLG[2], marks=pytest.mark.xfail(strict=True, reason=(
-        "published per-GPU throughput 90.2 % of the 280-node figure, predicted 93.9 %: 3.7 percentage points, the "
+        "published per-GPU throughput 90.2 % of the 280-node figure, predicted 93.9 %: 3.6 percentage points, the "
         "issue's target is 3; the published loss beyond the modelled 1F1B bubble is a per-iteration cost the "
         "sources do not explain (docs/validation.md, Scaling trend)"))),
 ])
 def test_scaling_trend_within_three_points(mtnlg_trend, name):
     assert abs(mtnlg_trend[name].difference) <= TREND_TOLERANCE, mtnlg_trend[name]
+
+
+def test_the_unpublished_microbatch_is_reported_as_a_sensitivity():
+    """The MT-NLG microbatch is not published: the report shows the series at twice the assumed one. At microbatch
+    2 the 1F1B bubble alone reproduces the published trend within 3 points (while each figure is 11-12 % slow)."""
+    (series,) = microbatch_sensitivity([predict(get_case(name)) for name in MTNLG])
+    assert [point.case.microbatch for point in series] == [2, 2, 2]
+    assert all(abs(point.difference) <= TREND_TOLERANCE for point in series), series
 
 
 def test_scaling_series_needs_three_data_parallel_degrees():
