@@ -241,7 +241,7 @@ def markdown(predictions: list[Prediction], sensitivity: list[list[TrendPoint]] 
             continue
         fitted = next((p for p in mine if p.case.name == profile.calibration and p.error is not None), None)
         held = held_out_errors(mine)
-        chips = ", ".join(sorted({p.case.accelerator for p in mine}))
+        chips = ", ".join(sorted({p.case.accelerator for p in mine if p.predicted is not None}))
         calibration = profile.calibration + ("" if fitted is None else f" ({fitted.error:+.1%})")
         summary = (f"{statistics.mean(held):.1%} | {max(held):.1%}" if held else "— | —")
         lines.append(f"| {profile.name} | {chips} | {profile.framework_efficiency:g} | {calibration} | {len(held)} | "
