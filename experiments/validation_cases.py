@@ -17,6 +17,17 @@ How each metric was computed by its authors (a prediction must use the same conv
   Chowdhery Appendix B: ``6·N + 12·L·H·Q·T`` per token (N parameters, L layers, H heads, Q head size,
   T sequence length).
 * ``samples_s`` — sequences per second: global batch over the published iteration time.
+* ``tokens_s_per_device`` — tokens per second per GPU: global batch × sequence over the iteration time and
+  the GPU count.
+* ``mcore_tflops_per_device`` (Megatron-Core's MoE runs) — model teraFLOP/s per GPU as Megatron-LM's
+  ``num_floating_point_operations`` counts them (active experts only, no recompute). Only the MoE cases
+  (:data:`MOE_CASES`) use it; they are data until the plan has expert parallelism (issue 19).
+
+Cases with a ``requires`` note (:data:`MOE_CASES`, :data:`PENDING_CASES`) are published runs the model cannot
+express yet; ``experiments.validate`` lists them with that note instead of predicting them.
+
+Every case names its training ``stack`` (a profile of :mod:`phaze_env.stacks`); the case a profile's
+efficiency is fitted to is that profile's ``calibration``.
 """
 
 from __future__ import annotations
@@ -29,10 +40,10 @@ from phaze_env.workloads import Workload, custom_workload
 from phaze_env.workloads.registry import KORTHIKANTI_TABLE3, NARAYANAN_TABLE1
 
 Recompute = Literal["full", "selective", "none"]
-Metric = Literal["tflops_per_device", "mfu", "samples_s"]
+Metric = Literal["tflops_per_device", "mfu", "samples_s", "tokens_s_per_device", "mcore_tflops_per_device"]
 
 RECOMPUTE_MODES: tuple[str, ...] = ("full", "selective", "none")
-METRICS: tuple[str, ...] = ("tflops_per_device", "mfu", "samples_s")
+METRICS: tuple[str, ...] = ("tflops_per_device", "mfu", "samples_s", "tokens_s_per_device", "mcore_tflops_per_device")
 
 # Where the plan details that a table leaves out were published.
 NARAYANAN_SCRIPT = ("NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (the script that produced Table 1): "
@@ -60,6 +71,7 @@ class ValidationCase:
     microbatch: int  # sequences per microbatch per data-parallel replica
     interleave: int = 1  # virtual pipeline stages per device (interleaved 1F1B); 1 = plain 1F1B
     sequence_parallel: bool = False
+    microbatch_published: bool = True  # False: the run's source does not state it (the source says where it is from)
     recompute: Recompute = "full"
     optimizer: str = "adam"
     metric: Metric = "tflops_per_device"
@@ -67,6 +79,9 @@ class ValidationCase:
     source: str = ""
     number_format: str = "bf16"  # the tensor cores' format the run used (phaze_env.hardware.number_format)
     zero: int = 0  # ZeRO stage over the data-parallel replicas (1: the optimizer state, as Megatron's distributed optimizer)
+    stack: str = "megatron-lm"  # the training software (a profile name in phaze_env.stacks)
+    requires: str = ""  # what the model still lacks to predict this run (empty: it can); such cases are data
+    expert_parallel: int = 1  # expert-parallel degree (MoE): Megatron-Core's expert grid reuses the t × d ranks (expert TP 1)
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE_MODES:
@@ -77,6 +92,9 @@ class ValidationCase:
             raise ValueError(f"case {self.name!r}: the published figure must be positive, got {self.published}")
         if self.number_format not in NUMBER_FORMATS:
             raise ValueError(f"case {self.name!r}: number_format must be one of {NUMBER_FORMATS}, got {self.number_format!r}")
+        if self.expert_parallel < 1 or (self.tensor * self.data) % self.expert_parallel:
+            raise ValueError(f"case {self.name!r}: expert_parallel {self.expert_parallel} must divide tensor × data = "
+                             f"{self.tensor * self.data} (Megatron-Core folds those ranks into the expert grid)")
 
     @property
     def microbatches_per_replica(self) -> int:
@@ -119,6 +137,33 @@ def _korthikanti_full(size: str, workload: str, tensor: int, pipeline: int, batc
     )
 
 
+SMITH_MTNLG = ("Smith et al. 2022 (MT-NLG, arXiv:2201.11990) §2.4 (as quoted in cli99/llm-analysis "
+               "examples/megatron-turing-nlg/README.md): batch 1920 on 280, 350 and 420 DGX A100 nodes, 60.1, "
+               "50.2 and 44.4 s per iteration = 126, 121 and 113 TFLOP/s per GPU; §2.3: 8-way tensor slicing "
+               "within a node, 35-way pipeline across nodes (DeepSpeed), data parallelism for the rest; "
+               "microbatch 1 is not stated there (it is the BigScience reconstruction of the run, "
+               "bigscience-workshop/bigscience train/tr11-176B-ml chronicles, 'MICRO_BATCH_SIZE=1')")
+
+
+BIGSCIENCE_TR11 = ("bigscience-workshop/bigscience train/tr11-176B-ml (Megatron-DeepSpeed on Jean Zay): plan from "
+                   "tr11-176B-ml.slurm (TP_SIZE=4, PP_SIZE=12, MICRO_BATCH_SIZE=2, GLOBAL_BATCH_SIZE=2048, "
+                   "--checkpoint-activations, --bf16, DeepSpeed's bf16 optimizer 'implements its own zero stage 1') "
+                   "on 48 nodes × 8 A100 80GB (README.md, Hardware); measured: README.md 'Important checkpoints', "
+                   "iteration 85376: 'elapsed time per iteration (s): 104.70 | global batch size: 2048 | samples per "
+                   "second: 19.561 | TFLOPs: 149.77'")
+
+
+def _smith(nodes: int, iteration_s: float, tflops: float) -> ValidationCase:
+    gpus = 8 * nodes
+    return ValidationCase(
+        name=f"smith22-mtnlg-530b-{nodes}nodes", workload="megatron-530b", seq_len=2048, accelerator="a100",
+        cluster="dgx-a100", n_devices=gpus, global_batch=1920, tensor=8, pipeline=35, data=gpus // (8 * 35),
+        microbatch=1, microbatch_published=False, interleave=1, recompute="full", metric="samples_s",
+        published=1920 / iteration_s, stack="megatron-deepspeed",
+        source=f"{SMITH_MTNLG}; this row: {nodes} nodes, {iteration_s:g} s per batch of 1920 ({tflops:g} TFLOP/s per GPU)",
+    )
+
+
 CASES: tuple[ValidationCase, ...] = (
     # Narayanan et al. 2021, Table 1 (weak scaling on Selene, DGX A100 80 GB nodes, full recompute).
     #          size    workload          row  t  p   GPUs  batch mbs  v  TFLOP/s per GPU
@@ -143,6 +188,17 @@ CASES: tuple[ValidationCase, ...] = (
     _korthikanti_full("175b", "megatron-175b", 8, 8, 64, 1, 3, 18.13),
     _korthikanti_full("530b", "megatron-530b", 8, 35, 280, 1, 3, 49.05),
     _korthikanti_full("1t", "megatron-1t", 8, 64, 512, 1, 1, 94.42),
+    # Smith et al. 2022 (MT-NLG 530B, Megatron-DeepSpeed on Selene): one model and plan at three data-parallel
+    # degrees with the batch fixed — a strong-scaling series (experiments.validate prints its trend).
+    #      nodes  s/iteration  TFLOP/s per GPU
+    _smith(280, 60.1, 126),
+    _smith(350, 50.2, 121),
+    _smith(420, 44.4, 113),
+    # BLOOM 176B (BigScience 2022), Megatron-DeepSpeed with its ZeRO-1-like bf16 optimizer.
+    ValidationCase(
+        name="bigscience22-bloom-176b", workload="bloom-176b", seq_len=2048, accelerator="a100", cluster="jean-zay-a100",
+        n_devices=384, global_batch=2048, tensor=4, pipeline=12, data=8, microbatch=2, interleave=1, recompute="full",
+        zero=1, metric="samples_s", published=2048 / 104.70, stack="megatron-deepspeed", source=BIGSCIENCE_TR11),
     # Chowdhery et al. 2022 (PaLM 540B): 6144 TPU v4 chips in 2 pods; within each pod 12-way model
     # parallelism × 256-way fully sharded data parallelism, 2-way data parallelism across pods, no
     # pipelining; batch 2048 sequences of 2048 tokens (the last and longest phase of its batch schedule).
@@ -152,7 +208,7 @@ CASES: tuple[ValidationCase, ...] = (
     ValidationCase(
         name="chowdhery22-palm-540b", workload="palm-540b", seq_len=2048, accelerator="tpuv4", cluster="tpuv4-pod",
         n_devices=6144, global_batch=2048, tensor=12, pipeline=1, data=512, microbatch=4, interleave=1,
-        sequence_parallel=False, recompute="selective", optimizer="adam", metric="mfu", published=0.462,
+        sequence_parallel=False, recompute="selective", optimizer="adam", metric="mfu", published=0.462, stack="jax-xla",
         source="Chowdhery et al. 2022 (PaLM, arXiv:2204.02311), Table 3: PaLM 540B MFU 46.2 % (HFU 57.8 %) on "
                "6144 TPU v4 chips; §4 (2 pods × 3072 chips, 12-way model × 256-way data parallel per pod); "
                "§5 (batch 512 → 1024 → 2048 sequences of 2048 tokens)",
@@ -160,13 +216,79 @@ CASES: tuple[ValidationCase, ...] = (
 )
 
 
+NEEDS_EXPERT_PARALLELISM = "expert parallelism (issue 19)"
+NEEDS_FULL_SHARDING = "ZeRO-3 sharding of weights and gradients, with its all-gathers overlapped with compute (PyTorch FSDP)"
+MCORE_MOE_README = ("NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md at commit 0b981f9c53 (2024-08-02): "
+                    "'Mixtral 8X7B bf16 training to achieve 438 TFLOPS as of MCore v0.8', with the 'reference parallel "
+                    "mappings of MCore v0.8' table (Mixtral 8x7B dropless, all-to-all dispatcher, BF16, 64 GPUs, "
+                    "seq 4096, TP 1, EP 8, PP 4, VP 8, MBS 1, GBS 256) on 8×H100 80GB nodes, NVLink 4, 8×400 Gb/s IB")
+MOE_MODEL_ZOO_QWEN3 = ("yanring/Megatron-MoE-ModelZoo best_practice/qwen3/readme.md (Megatron-Core, commit 020b813), "
+                       "H100 table: Qwen3-235B-A22B, BF16, 256 H100 GPUs, NVLink 4, InfiniBand 8×50 GB/s, seq 4096")
+
+
+def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave: int, step_s: float, tflops: float,
+                recompute: Recompute) -> ValidationCase:
+    return ValidationCase(
+        name=f"mcore-qwen3-235b-{label}", workload="qwen3-235b-a22b", seq_len=4096, accelerator="h100",
+        cluster="dgx-h100", n_devices=256, global_batch=2048, tensor=tensor, pipeline=pipeline,
+        data=256 // (tensor * pipeline), microbatch=1, interleave=interleave, sequence_parallel=tensor > 1,
+        recompute=recompute, metric="mcore_tflops_per_device", published=tflops, expert_parallel=expert,
+        requires=NEEDS_EXPERT_PARALLELISM, source=f"{MOE_MODEL_ZOO_QWEN3}; row TP {tensor}, EP {expert}, PP {pipeline}, VPP {interleave}, MBS 1, "
+               f"GBS 2048: {step_s:g} s per step, {tflops:g} TFLOP/s per GPU")
+
+
+MOE_CASES: tuple[ValidationCase, ...] = (
+    # Published MoE training runs with their plans (issue 20 item 6). Data only: they need expert parallelism
+    # in the plan (issue 19), so experiments.validate lists them without predicting them.
+    ValidationCase(
+        name="mcore-mixtral-8x7b", workload="mixtral-8x7b", seq_len=4096, accelerator="h100", cluster="dgx-h100",
+        n_devices=64, global_batch=256, tensor=1, pipeline=4, data=16, microbatch=1, interleave=8,
+        recompute="none", metric="mcore_tflops_per_device", published=438.0, expert_parallel=8,
+        requires=NEEDS_EXPERT_PARALLELISM, source=MCORE_MOE_README),
+    # Qwen3-235B-A22B (94 layers, 128 experts top-8; not yet in the workload registry). Recompute as
+    # published: "norm, act" = selective recompute of layer norms and the expert activation (written as
+    # "selective"); the third row lists none.
+    #           label                     t  ep  p  vpp  s/step TFLOP/s recompute
+    _qwen3_235b("tp2-ep32-pp8-deepep", 2, 32, 8, 4, 19.7, 245, "selective"),
+    _qwen3_235b("tp2-ep8-pp32-a2a", 2, 8, 32, 3, 24.2, 200, "selective"),
+    _qwen3_235b("tp4-ep8-pp8-deepep", 4, 8, 8, 4, 29.0, 167, "none"),
+)
+
+
+FMS_FSDP = ("foundation-model-stack/fms-fsdp README.md (IBM, PyTorch FSDP with SDPA flash attention; commit 0d31998): "
+            "'Training Throughput (128 GPUs)' table, 128 × A100, sequence 4096 (Llama 2); 'Batch Size' is per GPU; "
+            "the interconnect is not stated there (dgx-a100 is a stand-in to check)")
+
+
+def _fms_fsdp(size: str, workload: str, per_gpu_batch: int, hybrid: bool, checkpointing: bool,
+              tokens_s: float) -> ValidationCase:
+    return ValidationCase(
+        name=f"fms-fsdp-llama2-{size}", workload=workload, seq_len=4096, accelerator="a100", cluster="dgx-a100",
+        n_devices=128, global_batch=128 * per_gpu_batch, tensor=1, pipeline=1, data=128, microbatch=per_gpu_batch,
+        recompute="full" if checkpointing else "none", zero=1, metric="tokens_s_per_device", published=tokens_s,
+        stack="pytorch-fsdp", requires=NEEDS_FULL_SHARDING,
+        source=f"{FMS_FSDP}; row {size}: {'HSDP' if hybrid else 'FSDP'}, activation checkpointing {checkpointing}, "
+               f"batch {per_gpu_batch}: {tokens_s:g} tokens/GPU/s")
+
+
+PENDING_CASES: tuple[ValidationCase, ...] = (
+    # PyTorch FSDP runs (Llama 2 shapes; 34b left out: its shape is not published there). HSDP shards within a node
+    # and replicates across nodes. Llama 2 70B (80 layers, hidden 8192, 64 heads, 8 key-value heads, FFN 28672) is
+    # not in the workload registry yet.
+    #         size   workload     batch  HSDP   checkpointing  tokens/GPU/s
+    _fms_fsdp("7b", "llama2-7b", 2, True, False, 3760),
+    _fms_fsdp("13b", "llama2-13b", 1, True, False, 1700),
+    _fms_fsdp("70b", "llama2-70b", 6, False, True, 380),
+)
+
+
 def case_names() -> list[str]:
-    return [case.name for case in CASES + H100_CASES]
+    return [case.name for case in CASES + H100_CASES + MOE_CASES + PENDING_CASES]
 
 
 def get_case(name: str) -> ValidationCase:
     """The case called ``name`` (a clear error listing the known names otherwise)."""
-    for case in CASES + H100_CASES:
+    for case in CASES + H100_CASES + MOE_CASES + PENDING_CASES:
         if case.name == name:
             return case
     raise ValueError(f"unknown validation case {name!r}; known: {', '.join(case_names())}")

@@ -56,6 +56,10 @@ HDR_IB_PER_GPU_BPS = 200e9 / 8
 NDR_IB_PER_GPU_BPS = 400e9 / 8
 """DGX H100: 8 ConnectX-7 NDR InfiniBand ports of 400 Gb/s, one per GPU = 50 GB/s per GPU (NVIDIA DGX
 H100 datasheet)."""
+OMNIPATH_PER_GPU_BPS = 4 * 100e9 / 8 / 8
+"""Jean Zay's A100 nodes (where BLOOM was trained): "8 GPUs per node Using NVLink 4 inter-gpu connects, 4
+OmniPath links" of 100 Gb/s (bigscience-workshop/bigscience train/tr11-176B-ml/README.md, Hardware; Le Scao et
+al. 2022, BLOOM, §3.4.1) = 50 GB/s per node = 6.25 GB/s per GPU."""
 NCCL_EFFICIENCY = 0.8
 """Achieved fraction of the line rate for NCCL ring collectives: the NCCL maintainer puts the protocol
 overhead at ≈ 20 % ("450 GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an
@@ -135,6 +139,10 @@ class Cluster:
     ``framework_efficiency`` is the fraction of the accelerator model's per-operator speed that the training
     software achieves end to end (every operator's device time is divided by it; collectives are not):
     1 reproduces the model (PHAZE's setting), the ``dgx-a100`` preset carries :data:`MEGATRON_A100_EFFICIENCY`.
+    ``interleaved_schedule`` (the stack offers Megatron-LM's interleaved 1F1B, ``v > 1``) and
+    ``pipeline_scatter_gather`` (a pipeline send across a slower level than the tensor group's goes ``1/t``
+    per tensor rank and is all-gathered inside it, Narayanan et al. 2021 §4.1) are the training stack's
+    structure, which the placement DP honours; :mod:`phaze_env.stacks` sets them per named stack.
     """
 
     n_devices: int = 1024
@@ -150,6 +158,8 @@ class Cluster:
     torus_dims: tuple[int, ...] = ()
     name: str = "custom"
     framework_efficiency: float = 1.0
+    interleaved_schedule: bool = True
+    pipeline_scatter_gather: bool = True
 
     def __post_init__(self) -> None:
         for name in ("n_devices", "global_batch", "devices_per_node"):
@@ -166,6 +176,9 @@ class Cluster:
         for name in ("link_efficiency", "node_efficiency", "framework_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(self, name)!r}")
+        for name in ("interleaved_schedule", "pipeline_scatter_gather"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"cluster optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
         object.__setattr__(self, "torus_dims", tuple(int(k) for k in self.torus_dims))
@@ -240,6 +253,8 @@ class Cluster:
         """One line: the levels and their achieved bandwidths."""
         parts = [f"{level.size}× @ {level.bandwidth_Bps / 1e9:g} GB/s" for level in self.levels]
         software = "" if self.framework_efficiency == 1 else f"; framework efficiency {self.framework_efficiency:g}"
+        software += "" if self.interleaved_schedule else "; no interleaved schedule"
+        software += "" if self.pipeline_scatter_gather else "; pipeline sends not scattered"
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software
 
 
@@ -282,6 +297,9 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
     "dgx-h100": (lambda n, **kw: _dgx(n, NVLINK4_BPS, NDR_IB_PER_GPU_BPS, "dgx-h100", **kw),
                  "DGX H100 nodes: 8 GPUs on NVLink 4 (450 GB/s per GPU), 8×400 Gb/s NDR InfiniBand between nodes; "
                  "NCCL efficiency 0.8."),
+    "jean-zay-a100": (lambda n, **kw: _dgx(n, NVLINK3_BPS, OMNIPATH_PER_GPU_BPS, "jean-zay-a100", **kw),
+                      "Jean Zay A100 80 GB nodes (BLOOM's cluster): 8 GPUs on NVLink 3 (300 GB/s per GPU, as an HGX "
+                      "A100 board), 4×100 Gb/s Omni-Path per node between nodes; NCCL efficiency 0.8."),
     "tpuv4-pod": (_tpuv4_pod, "TPUv4 pod slice: 3D torus of ICI links (≈ 50 GB/s each, 6 per chip)."),
 }
 

@@ -182,6 +182,9 @@ class Settings:
             value = _number(value, name)
             if math.isinf(value) or value < 0 or (low is None and value == 0):
                 raise ValueError(f"{name} must be finite and {'non-negative' if low == 0 else 'positive'}, got {value}")
+        if not self.cluster.interleaved_schedule and (self.plan.interleave or 1) > 1:
+            raise ValueError(f"plan {self.plan} pins v={self.plan.interleave}, but the cluster's training stack has no "
+                             "interleaved schedule (e.g. DeepSpeed's PipelineEngine runs plain 1F1B)")
         for name, own in (("t", self.tensor_width), ("c", self.context_parallel), ("e", self.expert_parallel),
                           ("microbatch", self.microbatch)):
             pinned = getattr(self.plan, name)
@@ -212,7 +215,11 @@ class Settings:
 
     @property
     def interleaves(self) -> tuple[int, ...]:
-        return AUTO_INTERLEAVES if self.plan.interleave is None else (self.plan.interleave,)
+        """The plan's ``v``, or every automatic one the cluster's training stack can run (1 only without
+        Megatron-LM's interleaved schedule)."""
+        if self.plan.interleave is not None:
+            return (self.plan.interleave,)
+        return AUTO_INTERLEAVES if self.cluster.interleaved_schedule else (1,)
 
     def state_parts(self, data_parallel: int, zero: int) -> tuple[float, float, float]:
         """(weights with their FP8 copies, gradients, optimizer state) per device, as multiples of the stage's

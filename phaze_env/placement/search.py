@@ -533,11 +533,12 @@ class PlacementSearch:
 
     def _send_s(self, level, payload_bytes: float) -> float:
         """One pipeline message; across a slower level than the tensor group's, Megatron's scatter/gather
-        (Narayanan et al. 2021 §4.1) sends ``1/t`` per tensor rank and all-gathers it inside the group."""
+        (Narayanan et al. 2021 §4.1) sends ``1/t`` per tensor rank and all-gathers it inside the group
+        (when the cluster's stack does it: ``Cluster.pipeline_scatter_gather``; else every rank sends it whole)."""
         from phaze_env import comm
 
         cluster, t = self.settings.cluster, self.settings.tensor_width
-        if t == 1 or len(cluster.levels) == 1:
+        if t == 1 or len(cluster.levels) == 1 or not cluster.pipeline_scatter_gather:
             return comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
         return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
                 + cluster.collective_s("allgather", payload_bytes, t))

@@ -225,6 +225,13 @@ BUILTIN: dict[str, Workload] = {
         _megatron_gpt("megatron-22b", 6144, 48, 64, 22_000_000_000, f"{KORTHIKANTI_TABLE3} (22B)"),
         _megatron_gpt("megatron-175b", 12288, 96, 96, 175_000_000_000,
                       f"{KORTHIKANTI_TABLE3} (175B, GPT-3 shapes with Megatron's 51,200 vocabulary)"),
+        # BLOOM: ALiBi positions and an embedding LayerNorm, written as GPT-2's learned positions (2048 × 14336
+        # parameters, < 0.02 %) with Megatron's one-kernel GeLU: the same matmul shapes.
+        Workload("bloom-176b", "gpt2", _freeze(dict(
+            n_embd=14336, n_layer=70, n_head=112, n_inner=4 * 14336, vocab_size=250880, n_positions=2048,
+            activation_function="gelu_pytorch_tanh")), 2048, 176_247_000_000,
+            "Le Scao et al. 2022 (BLOOM, arXiv:2211.05100): 176,247 M parameters, 70 layers, hidden 14336, 112 heads, "
+            "vocabulary 250,880, sequence 2048; bigscience-workshop/bigscience train/tr11-176B-ml/tr11-176B-ml.slurm"),
         # PaLM: multi-query attention (one key/value head of 256), head size 256, SwiGLU FFN of 4·hidden,
         # no biases, shared input/output embedding, vocabulary 256k. Its parallel attention+FFN block
         # and LayerNorm are written here as Llama's sequential block and RMSNorm: same matmul shapes.

@@ -1,0 +1,185 @@
+"""Training-stack profiles (phaze_env.stacks) against the published runs of each stack (experiments.validate).
+
+Every profile's efficiency is fitted to one published run of its stack and must reproduce it; every other
+(held-out) run of that stack must land within the issue's ±15 %; the profile's structure (no interleaved
+schedule, pipeline sends not scattered) is honoured by the placement DP; the MT-NLG strong-scaling series
+keeps its per-GPU trend; runs the model cannot express yet (MoE, PyTorch FSDP) are listed, not predicted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from experiments.validate import (SKIPPED, TOLERANCE, TREND_TOLERANCE, Prediction, markdown, microbatch_sensitivity, predict,
+                                  scaling_series)
+from experiments.validation_cases import CASES, MOE_CASES, NEEDS_EXPERT_PARALLELISM, PENDING_CASES, get_case
+from phaze_env.cluster import Cluster, get_cluster
+from phaze_env.evaluate import evaluate, main
+from phaze_env.hardware import get_preset
+from phaze_env.plan_spec import PlanSpec
+from phaze_env.stacks import STACKS, UnknownStackError, get_stack
+from phaze_env.workloads import custom_workload, get_workload, model_graph
+from tiny import TINY
+
+PROFILED = [case for case in CASES if case.stack in STACKS]
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_profile_is_fitted_to_one_published_run_of_its_stack(stack):
+    profile = STACKS[stack]
+    calibration = get_case(profile.calibration)
+    assert calibration.stack == stack and profile.sources
+    prediction = predict(calibration)
+    assert prediction.kind == "calibration"
+    assert abs(prediction.error) <= 0.01, prediction  # re-fit the profile's efficiency when the model changes
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_profile_holds_on_at_least_two_other_published_runs(stack):
+    held_out = [case for case in PROFILED if case.stack == stack and case.name != STACKS[stack].calibration]
+    assert len(held_out) >= 2
+    for case in held_out:
+        prediction = predict(case)
+        assert prediction.kind == "held-out"
+        assert prediction.error is not None and abs(prediction.error) <= TOLERANCE, prediction
+
+
+def test_the_megatron_lm_profile_is_the_dgx_a100_default():
+    """Applying the Megatron-LM profile changes nothing on dgx-a100: results without --stack stay as they were."""
+    cluster = get_cluster("dgx-a100", 64, global_batch=64, optimizer="adam")
+    assert get_stack("megatron-lm").apply(cluster) == cluster
+    deepspeed = get_stack("megatron-deepspeed").apply(cluster)
+    assert deepspeed.framework_efficiency < cluster.framework_efficiency and not deepspeed.interleaved_schedule
+
+
+# --- the scaling series ---------------------------------------------------------------------------------------
+MTNLG = [f"smith22-mtnlg-530b-{nodes}nodes" for nodes in (280, 350, 420)]
+
+
+@pytest.fixture(scope="module")
+def mtnlg_trend():
+    (series,) = scaling_series([predict(get_case(name)) for name in MTNLG])
+    return {point.case.name: point for point in series}
+
+
+def test_scaling_series_is_found_and_loses_per_gpu_throughput(mtnlg_trend):
+    points = [mtnlg_trend[name] for name in MTNLG]
+    assert [p.case.data for p in points] == [8, 10, 12]
+    assert points[0].published == points[0].predicted == 1.0
+    for before, after in zip(points, points[1:]):  # both fall with scale: the bubble (p-1)/m_r grows with d
+        assert after.published < before.published and after.predicted < before.predicted
+
+
+@pytest.mark.parametrize("name", [
+    MTNLG[1],
+    pytest.param(MTNLG[2], marks=pytest.mark.xfail(strict=True, reason=(
+        "published per-GPU throughput 90.2 % of the 280-node figure, predicted 93.9 %: 3.6 percentage points, the "
+        "issue's target is 3; the published loss beyond the modelled 1F1B bubble is a per-iteration cost the "
+        "sources do not explain (docs/validation.md, Scaling trend)"))),
+])
+def test_scaling_trend_within_three_points(mtnlg_trend, name):
+    assert abs(mtnlg_trend[name].difference) <= TREND_TOLERANCE, mtnlg_trend[name]
+
+
+def test_the_unpublished_microbatch_is_reported_as_a_sensitivity():
+    """The MT-NLG microbatch is not published: the report shows the series at twice the assumed one. At microbatch
+    2 the 1F1B bubble alone reproduces the published trend within 3 points (while each figure is 11-12 % slow)."""
+    (series,) = microbatch_sensitivity([predict(get_case(name)) for name in MTNLG])
+    assert [point.case.microbatch for point in series] == [2, 2, 2]
+    assert all(abs(point.difference) <= TREND_TOLERANCE for point in series), series
+
+
+def test_scaling_series_needs_three_data_parallel_degrees():
+    case = get_case(MTNLG[0])
+    two = [Prediction(replace(case, data=d, n_devices=280 * d), "", 1.0, 10.0 / d, "") for d in (8, 10)]
+    assert scaling_series(two) == []
+    three = two + [Prediction(replace(case, data=12, n_devices=280 * 12), "", 1.0, 10.0 / 12, "")]
+    (series,) = scaling_series(three)
+    assert [point.predicted for point in series] == pytest.approx([1.0, 1.0, 1.0])  # perfect predicted scaling
+
+
+# --- structure the placement DP honours --------------------------------------------------------------------------
+def _tiny(cluster: Cluster, plan: PlanSpec):
+    return evaluate(TINY, get_preset("a100"), cluster, plan=plan)
+
+
+def test_a_stack_without_the_interleaved_schedule_runs_plain_1f1b():
+    megatron = get_cluster("dgx-a100", 16, global_batch=64, optimizer="adam")
+    deepspeed = get_stack("megatron-deepspeed").apply(megatron)
+    free = PlanSpec(t=1, p=2, d=8, microbatch=1, interleave=None, recompute="none", sequence_parallel=False, zero=0)
+    assert _tiny(deepspeed, free).plan["interleave"] == 1
+    pinned = replace(free, interleave=2)
+    assert _tiny(megatron, pinned).plan["interleave"] == 2
+    with pytest.raises(ValueError, match="no interleaved schedule"):
+        _tiny(deepspeed, pinned)
+
+
+# Two layers of 1024 wide over 2048 tokens: a pipeline message of 4 sequences is 16.8 MB (bandwidth-bound; the tiny
+# model's 65 kB messages are latency-bound, where the extra all-gather costs more than it saves).
+WIDE = custom_workload("wide-gpt2", "GPT2Config", "GPT2LMHeadModel", 2048, n_embd=1024, n_layer=2, n_head=8,
+                       n_inner=4096, vocab_size=1000, n_positions=2048)
+
+
+def test_pipeline_sends_are_scattered_over_the_tensor_ranks_only_when_the_stack_does():
+    """16 GPUs on two DGX nodes, t = 2, d = 4, p = 2: pipeline neighbours 8 apart cross InfiniBand. Scatter/gather sends
+    half of each message per rank over IB (and all-gathers it on NVLink); without it each rank sends it whole."""
+    scattered = get_cluster("dgx-a100", 16, global_batch=64, optimizer="adam")
+    whole = replace(scattered, pipeline_scatter_gather=False)
+    plan = PlanSpec(t=2, p=2, d=4, microbatch=4, recompute="full", sequence_parallel=False, zero=0)
+
+    def p2p_s(cluster, spec):
+        return evaluate(WIDE, get_preset("a100"), cluster, plan=spec).plan["p2p_s"]
+
+    with_sg, without = p2p_s(scattered, plan), p2p_s(whole, plan)
+    assert 1.5 * with_sg < without < 2.0 * with_sg  # IB time halves; the NVLink all-gather is much cheaper
+    flat = replace(plan, t=1, d=8)  # no tensor group: nothing to scatter, the same sends
+    assert p2p_s(scattered, flat) == pytest.approx(p2p_s(whole, flat))
+
+
+def test_stack_names_and_fields_are_checked():
+    with pytest.raises(UnknownStackError, match="unknown training stack 'megatron'. Did you mean 'megatron-lm'"):
+        get_stack("megatron")
+    with pytest.raises(ValueError, match="interleaved_schedule must be True or False"):
+        Cluster(interleaved_schedule="no")
+
+
+def test_evaluate_cli_applies_a_stack_and_rejects_an_unknown_one(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--stack", "fsdp2", "--workload", "gpt2-xl"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown training stack 'fsdp2'" in err
+
+
+def test_bloom_workload_has_the_published_parameter_count():
+    """176,247 M (Le Scao et al. 2022); the stand-in's learned positions (2048 × 14336) replace ALiBi's none."""
+    assert model_graph("bloom-176b").params_total == pytest.approx(176.247e9, rel=5e-4)
+
+
+# --- runs the model cannot express yet: data, listed but not predicted -------------------------------------------
+@pytest.mark.parametrize("case", MOE_CASES + PENDING_CASES, ids=lambda c: c.name)
+def test_pending_runs_are_complete_plans_listed_but_not_predicted(case):
+    assert case.requires and case.tensor * case.pipeline * case.data == case.n_devices
+    assert (case.tensor * case.data) % case.expert_parallel == 0
+    assert case.global_batch % (case.data * case.microbatch) == 0 and case.source
+    assert (case.expert_parallel > 1) == (case in MOE_CASES) == (case.requires == NEEDS_EXPERT_PARALLELISM)
+    prediction = predict(case)
+    assert prediction.predicted is None and prediction.note == SKIPPED + case.requires
+    if case.workload == "mixtral-8x7b":
+        assert get_workload(case.workload).num_layers % (case.pipeline * case.interleave) == 0
+
+
+def test_report_groups_errors_by_stack_and_kind():
+    cases = [get_case(STACKS["megatron-deepspeed"].calibration), get_case(MTNLG[1]), get_case(MTNLG[2]), MOE_CASES[0],
+             get_case("narayanan21-1.7b")]
+    errors = [0.0, 0.10, -0.20, None, 0.05]
+    predictions = [Prediction(case, "plan", None if error is None else case.published * (1 + error), 1.0,
+                              SKIPPED + case.requires if error is None else "note", 0.5) for case, error in zip(cases, errors)]
+    report = markdown(predictions)
+    deepspeed_row = next(line for line in report.splitlines() if line.startswith("| megatron-deepspeed |"))
+    assert "| 2 | 1 | 15.0% | 20.0% |" in deepspeed_row  # 2 held out, 1 within ±15 %, mean and worst |error|
+    assert f"| {cases[0].name} | megatron-deepspeed | a100 | calibration |" in report
+    assert "## Published runs the model cannot express yet (data)" in report and MOE_CASES[0].name in report
+    assert "**Mean absolute error: 11.7%** over 3 held-out" in report
