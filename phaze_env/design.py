@@ -5,7 +5,12 @@ values: a :class:`Design` (what to build and how to train on it) and a :class:`D
 ordered value list of each knob, the area window and the base accelerator, with index ↔ design encoding
 for ``MultiDiscrete`` actions). The value lists and the window rule themselves live in
 :mod:`phaze_env.hardware.space`; ``DesignSpace()`` is PHAZE's full space and ``DesignSpace.reduced()``
-the small one every ``--space reduced`` option means. :func:`evaluate_design` is
+the small one every ``--space reduced`` option means.
+
+Faces are generic over the space: they read the knob order from :attr:`DesignSpace.knobs`, the prefix of it
+that decides the area window from :attr:`DesignSpace.area_knobs`, and evaluate through
+:meth:`DesignSpace.evaluate` / :meth:`DesignSpace.evaluate_baseline`; a space with more knobs plugs in by
+setting those and :meth:`DesignSpace.area_terms` (its area and area budget per design). :func:`evaluate_design` is
 :func:`phaze_env.evaluate.evaluate` restricted to the design's own microbatch size, recompute setting
 and HBM capacity — so the best design of a space has exactly the throughput ``search.phaze`` reports
 for that space. See ``docs/design.md``.
@@ -17,8 +22,8 @@ import functools
 import inspect
 import itertools
 import math
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterator, Sequence
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -26,9 +31,8 @@ from phaze_env.evaluate import Cluster, Evaluation, evaluate
 from phaze_env.hardware import TPUV4, Accelerator, ArchSpace
 from phaze_env.hardware.area import arch_area_mm2
 from phaze_env.hardware.space import (AREA_WINDOW_LOWER, ARCH_KNOBS, BUFFER_MB_VALUES, HBM_GB_VALUES, KNOBS,
-                                      MICROBATCH_VALUES, NUM_TC_VALUES, NUM_VC_VALUES, OTHER_KNOBS, RECOMPUTE_VALUES,
-                                      TC_DIM_VALUES, area_budget_mm2, area_overshoot, area_slack, in_area_window,
-                                      knob_settings)
+                                      MICROBATCH_VALUES, NUM_TC_VALUES, NUM_VC_VALUES, RECOMPUTE_VALUES, TC_DIM_VALUES,
+                                      area_budget_mm2, area_overshoot, area_slack, in_area_window)
 from phaze_env.workloads import Workload
 
 SPACE_NAMES = ("full", "reduced")
@@ -59,32 +63,39 @@ class Design:
                 f"recompute {'allowed' if self.recompute else 'off'}")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields that are set (a field left at ``None`` belongs to another space's knobs and is omitted, so
+        a design's JSON reads the same whichever fields later spaces add)."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Design:
-        names = {f.name for f in fields(cls)}
-        unknown = set(data) - names
+        """Inverse of :meth:`to_dict`: omitted fields with a default take it; unknown or missing ones raise."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = set(data) - set(known)
         if unknown:
-            raise ValueError(f"unknown design fields {sorted(unknown)}; expected {sorted(names)}")
-        return cls(**{k: data[k] for k in names})
+            raise ValueError(f"unknown design fields {sorted(unknown)}; expected {sorted(known)}")
+        missing = sorted(name for name, f in known.items() if name not in data and f.default is MISSING)
+        if missing:
+            raise ValueError(f"design fields {missing} missing; expected {sorted(known)}")
+        return cls(**data)
 
 
 @dataclass(frozen=True)
 class AreaTables:
-    """``ok[i_tc, i_w, i_d, i_vc, i_buf]`` (inside the window) and ``overshoot[...]`` over a space's
-    :data:`ARCH_KNOBS` indices."""
+    """``ok[i_1, …, i_n]`` (inside the window) and ``overshoot[...]`` over the indices of a space's
+    :attr:`~DesignSpace.area_knobs` (PHAZE: ``[i_tc, i_w, i_d, i_vc, i_buf]``)."""
 
     ok: np.ndarray
     overshoot: np.ndarray
 
     def knob_masks(self, space: DesignSpace) -> list[np.ndarray]:
-        """Per knob of :data:`KNOBS`: values with at least one completion inside the window (others: all True)."""
+        """Per knob of ``space.knobs``: values with at least one completion inside the window (others: all True)."""
         masks = []
-        for name in KNOBS:
-            if name in ARCH_KNOBS:
-                axis = ARCH_KNOBS.index(name)
-                masks.append(self.ok.any(axis=tuple(a for a in range(len(ARCH_KNOBS)) if a != axis)))
+        area_knobs = space.area_knobs
+        for name in space.knobs:
+            if name in area_knobs:
+                axis = area_knobs.index(name)
+                masks.append(self.ok.any(axis=tuple(a for a in range(len(area_knobs)) if a != axis)))
             else:
                 masks.append(np.ones(len(space.values(name)), dtype=bool))
         return masks
@@ -100,7 +111,7 @@ class AreaTables:
 
 @dataclass(frozen=True)
 class DesignSpace:
-    """Ordered value lists per knob in :data:`KNOBS` order (PHAZE's space by default), the area window and the
+    """Ordered value lists per knob in :attr:`knobs` order (PHAZE's space by default), the area window and the
     base accelerator. ``len(space)`` and iteration count the same designs: those inside the area window.
 
     ``base`` supplies every accelerator field the knobs do not set (HBM bandwidth, clock, element size);
@@ -120,7 +131,7 @@ class DesignSpace:
     base: Accelerator = TPUV4
 
     def __post_init__(self) -> None:
-        for name in KNOBS:
+        for name in self.knobs:
             values = tuple(getattr(self, name))
             if not values:
                 raise ValueError(f"DesignSpace.{name} must list at least one value")
@@ -157,25 +168,45 @@ class DesignSpace:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: value lists, budget, window, the base accelerator and the knob order (which numbers the
         architectures and actions, so a stored index never outlives a change of it)."""
-        return {name: list(getattr(self, name)) for name in KNOBS} | {
+        return {name: list(self.values(name)) for name in self.knobs} | {
             "budget_mm2": self.budget_mm2, "area_window_lower": self.area_window_lower, "base": self.base.to_dict(),
-            "knobs": list(KNOBS)}
+            "knobs": list(self.knobs)}
 
     # --- knobs ---------------------------------------------------------------------------------------
     @property
+    def knobs(self) -> tuple[str, ...]:
+        """This space's knob order (the :class:`Design` fields it sets; numbers actions and stored indices):
+        :attr:`area_knobs` first, then :attr:`other_knobs`."""
+        return KNOBS
+
+    @property
+    def area_knobs(self) -> tuple[str, ...]:
+        """The prefix of :attr:`knobs` that decides whether a design is inside the area window (a knob-per-step
+        agent knows the window after the last of them)."""
+        return ARCH_KNOBS
+
+    @property
+    def other_knobs(self) -> tuple[str, ...]:
+        """The knobs after :attr:`area_knobs` (they never move a design across the area window)."""
+        return self.knobs[len(self.area_knobs):]
+
+    @property
     def nvec(self) -> list[int]:
         """Number of choices per knob (a ``gymnasium.spaces.MultiDiscrete`` shape)."""
-        return [len(getattr(self, name)) for name in KNOBS]
+        return [len(self.values(name)) for name in self.knobs]
 
     def values(self, knob: str) -> tuple:
+        if knob not in self.knobs:
+            raise ValueError(f"unknown knob {knob!r}; this space's knobs: {', '.join(self.knobs)}")
         return getattr(self, knob)
 
     def decode(self, indices: Sequence[int]) -> Design:
-        if len(indices) != len(KNOBS):
-            raise ValueError(f"expected {len(KNOBS)} knob indices ({', '.join(KNOBS)}), got {len(indices)}")
+        knobs = self.knobs
+        if len(indices) != len(knobs):
+            raise ValueError(f"expected {len(knobs)} knob indices ({', '.join(knobs)}), got {len(indices)}")
         kwargs = {}
-        for name, index in zip(KNOBS, indices):
-            options = getattr(self, name)
+        for name, index in zip(knobs, indices):
+            options = self.values(name)
             if not 0 <= int(index) < len(options):
                 raise ValueError(f"index {index} out of range for knob {name} ({len(options)} values)")
             kwargs[name] = options[int(index)]
@@ -183,7 +214,7 @@ class DesignSpace:
 
     def encode(self, design: Design) -> list[int]:
         try:
-            return [getattr(self, name).index(getattr(design, name)) for name in KNOBS]
+            return [self.values(name).index(getattr(design, name)) for name in self.knobs]
         except ValueError:
             raise ValueError(f"{design} is not in this design space") from None
 
@@ -191,28 +222,42 @@ class DesignSpace:
         """A design whose every knob value is in the lists and whose area is inside the window."""
         if not isinstance(design, Design):
             return False
-        return all(getattr(design, name) in getattr(self, name) for name in KNOBS) and self.area_ok(design)
+        return all(getattr(design, name) in self.values(name) for name in self.knobs) and self.area_ok(design)
 
     # --- area and the area window ---------------------------------------------------------------------
+    def area_terms(self, columns: Mapping[str, Any]) -> tuple[Any, Any]:
+        """Architecture area and area budget (mm²) of designs given by their :attr:`area_knobs` values (scalars,
+        or numpy arrays of one shape: vectorised). PHAZE's budget is one number; a space whose budget depends on
+        its knobs returns it per design. Every window rule of the space applies these two figures."""
+        area = arch_area_mm2(columns["num_tc"], columns["tc_width"], columns["tc_depth"], columns["num_vc"],
+                             columns["tc_width"], columns["buffer_mb"], self.base.vc_sublanes)
+        return area, self.budget_mm2
+
+    def _window(self, design: Design) -> tuple[Any, Any, float, float]:
+        """``(num_tc, num_vc, area, budget)`` of one design: what the window rules take."""
+        columns = {name: getattr(design, name) for name in self.area_knobs}
+        area, budget = self.area_terms(columns)
+        return columns["num_tc"], columns["num_vc"], float(area), float(budget)
+
     def area_mm2(self, design: Design) -> float:
         """The design's architecture area on this space's base (whose vector-core depth the area counts)."""
-        return float(arch_area_mm2(design.num_tc, design.tc_width, design.tc_depth, design.num_vc, design.tc_width,
-                                   design.buffer_mb, self.base.vc_sublanes))
+        return self._window(design)[2]
+
+    def area_budget_for(self, design: Design) -> float:
+        """The area budget the design's architecture must fit (PHAZE: :attr:`budget_mm2` for every design)."""
+        return self._window(design)[3]
 
     def area_ok(self, design: Design) -> bool:
-        """Inside PHAZE's area window (:func:`phaze_env.hardware.space.in_area_window`)."""
-        return bool(in_area_window(design.num_tc, design.num_vc, self.area_mm2(design), self.budget_mm2,
-                                   self.area_window_lower))
+        """Inside the area window (:func:`phaze_env.hardware.space.in_area_window`)."""
+        return bool(in_area_window(*self._window(design), self.area_window_lower))
 
     def overshoot(self, design: Design) -> float:
         """Relative area violation (0 inside the window; :func:`phaze_env.hardware.space.area_overshoot`)."""
-        return float(area_overshoot(design.num_tc, design.num_vc, self.area_mm2(design), self.budget_mm2,
-                                    self.area_window_lower))
+        return float(area_overshoot(*self._window(design), self.area_window_lower))
 
     def area_slack(self, design: Design) -> float:
         """Relative distance to the nearest active window edge (≥ 0 inside; :func:`~phaze_env.hardware.space.area_slack`)."""
-        return float(area_slack(design.num_tc, design.num_vc, self.area_mm2(design), self.budget_mm2,
-                                self.area_window_lower))
+        return float(area_slack(*self._window(design), self.area_window_lower))
 
     def area_tables(self) -> AreaTables:
         """:meth:`area_ok` / :meth:`overshoot` over every combination of the area knobs (cached)."""
@@ -231,22 +276,22 @@ class DesignSpace:
 
     @property
     def knob_settings(self) -> int:
-        """Combinations of the knobs that do not set the area (:func:`phaze_env.hardware.space.knob_settings`)."""
-        return knob_settings({name: self.values(name) for name in OTHER_KNOBS})
+        """Combinations of the knobs that do not set the area (:attr:`other_knobs`)."""
+        return math.prod(len(self.values(name)) for name in self.other_knobs)
 
     @property
     def designs(self) -> int:
-        """Designs inside the area window: in-window architectures × :attr:`knob_settings`."""
-        return len(self.arch_space()) * self.knob_settings
+        """Designs inside the area window: in-window combinations of the area knobs × :attr:`knob_settings`."""
+        return int(self.area_tables().ok.sum()) * self.knob_settings
 
     def __iter__(self) -> Iterator[Design]:
         """Every design inside the area window, in knob-index order."""
-        values = [getattr(self, name) for name in KNOBS]
-        arch_values, other_values = values[:len(ARCH_KNOBS)], values[len(ARCH_KNOBS):]
-        for arch in zip(*np.nonzero(self.area_tables().ok)):  # row-major: knob-index order
-            head = [options[i] for options, i in zip(arch_values, arch)]
+        area_values = [self.values(name) for name in self.area_knobs]
+        other_values = [self.values(name) for name in self.other_knobs]
+        for indices in zip(*np.nonzero(self.area_tables().ok)):  # row-major: knob-index order
+            head = {name: options[i] for name, options, i in zip(self.area_knobs, area_values, indices)}
             for tail in itertools.product(*other_values):
-                yield Design(*head, *tail)  # Design's fields are in KNOBS order
+                yield Design(**head, **dict(zip(self.other_knobs, tail)))
 
     def sample(self, rng: np.random.Generator, *, feasible_area: bool = True, max_tries: int = 10_000) -> Design:
         for _ in range(max_tries):
@@ -261,6 +306,20 @@ class DesignSpace:
                            self.area_window_lower, self.base)
 
 
+    # --- evaluation: the one door every face goes through --------------------------------------------------
+    def evaluate(self, design: Design, workload: str | Workload, cluster: Cluster | None = None,
+                 **kwargs: Any) -> Evaluation:
+        """:func:`evaluate_design` of one design of this space (on its base); ``kwargs``: :func:`evaluate` options."""
+        return evaluate_design(design, workload, cluster, base=self.base, **kwargs)
+
+    def evaluate_baseline(self, workload: str | Workload, cluster: Cluster | None = None,
+                          **kwargs: Any) -> Evaluation:
+        """The reference design this space's results are compared with: the TPUv4-like accelerator, best over the
+        space's microbatch sizes, recompute settings and HBM capacities (``search.phaze``'s baseline)."""
+        return evaluate(workload, TPUV4, cluster, microbatch=self.values("microbatch"),
+                        recompute=self.values("recompute"), hbm_gb=self.values("hbm_gb"), **kwargs)
+
+
 @functools.lru_cache(maxsize=16)
 def _arch_space(num_tc, num_vc, tc_width, tc_depth, buffer_mb, budget_mm2, lower, base) -> ArchSpace:
     return ArchSpace(num_tc=num_tc, num_vc=num_vc, tc_width=tc_width, tc_depth=tc_depth, buffer_mb=buffer_mb,
@@ -269,12 +328,13 @@ def _arch_space(num_tc, num_vc, tc_width, tc_depth, buffer_mb, budget_mm2, lower
 
 @functools.lru_cache(maxsize=32)
 def _area_tables(space: DesignSpace) -> AreaTables:
-    grids = np.meshgrid(*(np.asarray(space.values(k), dtype=np.int64) for k in ARCH_KNOBS), indexing="ij")
-    arch = dict(zip(ARCH_KNOBS, grids))
-    area = np.asarray(arch_area_mm2(arch["num_tc"], arch["tc_width"], arch["tc_depth"], arch["num_vc"],
-                                    arch["tc_width"], arch["buffer_mb"], space.base.vc_sublanes), dtype=np.float64)
-    ok = in_area_window(arch["num_tc"], arch["num_vc"], area, space.budget_mm2, space.area_window_lower)
-    overshoot = area_overshoot(arch["num_tc"], arch["num_vc"], area, space.budget_mm2, space.area_window_lower)
+    # index grids, then values: knob values need not be numbers (a format name, …)
+    grids = np.meshgrid(*(np.arange(len(space.values(k))) for k in space.area_knobs), indexing="ij")
+    columns = {k: np.asarray(space.values(k))[grid] for k, grid in zip(space.area_knobs, grids)}
+    area, budget = space.area_terms(columns)
+    area = np.asarray(area, dtype=np.float64)
+    ok = in_area_window(columns["num_tc"], columns["num_vc"], area, budget, space.area_window_lower)
+    overshoot = area_overshoot(columns["num_tc"], columns["num_vc"], area, budget, space.area_window_lower)
     ok.setflags(write=False)
     overshoot.setflags(write=False)
     return AreaTables(ok, overshoot)
@@ -282,6 +342,8 @@ def _area_tables(space: DesignSpace) -> AreaTables:
 
 # evaluate()'s knob arguments that a Design sets itself; the rest of its keywords are free options.
 _DESIGN_SET = ("microbatch", "recompute", "hbm_gb")
+_EVALUATE_OPTIONS = tuple(name for name, p in inspect.signature(evaluate).parameters.items()
+                          if p.kind is p.KEYWORD_ONLY and name not in _DESIGN_SET)
 
 
 def evaluate_options(options: dict[str, Any] | None) -> dict[str, Any]:
@@ -290,14 +352,12 @@ def evaluate_options(options: dict[str, Any] | None) -> dict[str, Any]:
     Unknown names and the knobs a design sets itself raise ``ValueError``; list values become tuples, so
     the options can key a cache (a list would raise ``TypeError: unhashable`` deep inside one).
     """
-    allowed = [name for name, p in inspect.signature(evaluate).parameters.items()
-               if p.kind is p.KEYWORD_ONLY and name not in _DESIGN_SET]
     options = dict(options or {})
     for name in options:
         if name in _DESIGN_SET:
             raise ValueError(f"evaluate option {name!r} is set by each design; change the DesignSpace instead")
-        if name not in allowed:
-            raise ValueError(f"unknown evaluate option {name!r}; known: {', '.join(allowed)}")
+        if name not in _EVALUATE_OPTIONS:
+            raise ValueError(f"unknown evaluate option {name!r}; known: {', '.join(_EVALUATE_OPTIONS)}")
     return {name: tuple(value) if isinstance(value, (list, set, frozenset)) else value
             for name, value in options.items()}
 

@@ -1,9 +1,11 @@
 """An Optuna objective over PHAZE's evaluator, and ``python -m phaze_env.objective`` to run a study.
 
 ``make_objective(workload, cluster)`` returns a callable for ``study.optimize``. Each trial suggests every
-knob of a :class:`~phaze_env.design.DesignSpace` with ``trial.suggest_categorical`` (or, with
-``encoding="index"``, its index with ``suggest_int`` — for CMA-ES and GP samplers, which treat ordered
-integers better than categories) and evaluates the design with :func:`phaze_env.design.evaluate_design`.
+knob of a :class:`~phaze_env.design.DesignSpace` (``space.knobs``: PHAZE's eight, or the system space's
+more) with ``trial.suggest_categorical`` (or, with ``encoding="index"``, its index with ``suggest_int`` — for
+CMA-ES and GP samplers, which treat ordered integers better than categories; knobs whose values are not
+numbers, such as a number format or a topology family, have no order and stay categorical) and evaluates the
+design with :meth:`DesignSpace.evaluate` (:func:`phaze_env.design.evaluate_design`).
 
 Objective values: single-objective, the training throughput in samples/s (maximise); multi-objective,
 ``(throughput, area_mm2)`` (maximise, minimise) for Pareto studies.
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from phaze_env.cli import OneLineParser, add_cluster_size_options, console as make_console, positive_int
-from phaze_env.design import KNOBS, SPACE_NAMES, Design, DesignSpace, evaluate_design, evaluate_options
+from phaze_env.design import SPACE_NAMES, Design, DesignSpace, evaluate_options
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.workloads import Workload, get_workload, workload_names
 
@@ -96,23 +98,28 @@ class PhazeObjective:
         return ["maximize", "minimize"] if self.multi_objective else ["maximize"]
 
     def suggest(self, trial: Any) -> Design:
-        """The design this trial proposes (one suggestion per knob)."""
+        """The design this trial proposes (one suggestion per knob of ``space.knobs``)."""
         if self.encoding == "index":
-            indices = [trial.suggest_int(f"{name}_index", 0, len(self.space.values(name)) - 1) for name in KNOBS]
-            return self.space.decode(indices)
-        return Design(**{name: trial.suggest_categorical(name, list(self.space.values(name))) for name in KNOBS})
+            return self.space.decode([self._suggest_index(trial, name) for name in self.space.knobs])
+        return Design(**{name: trial.suggest_categorical(name, list(self.space.values(name)))
+                         for name in self.space.knobs})
+
+    def _suggest_index(self, trial: Any, name: str) -> int:
+        values = self.space.values(name)
+        if all(isinstance(v, (int, float)) for v in values):  # bool included: False < True is an order
+            return trial.suggest_int(f"{name}_index", 0, len(values) - 1)
+        return values.index(trial.suggest_categorical(name, list(values)))
 
     def record(self, design: Design) -> TrialRecord:
         """Evaluate ``design`` into objective values, constraints and attributes."""
         area = self.space.area_mm2(design)
         attrs: dict[str, Any] = {"design": design.to_dict(), "area_mm2": area,
-                                 "area_fraction": area / self.space.budget_mm2}
+                                 "area_fraction": area / self.space.area_budget_for(design)}
         if not self.space.area_ok(design):
             evaluation: Evaluation | None = None
             placement, reason = 0.0, "outside the area window; not evaluated"
         else:
-            evaluation = evaluate_design(design, self.workload, self.cluster, base=self.space.base,
-                                         **self.evaluate_kwargs)
+            evaluation = self.space.evaluate(design, self.workload, self.cluster, **self.evaluate_kwargs)
             self.evaluations += 1
             self.cache_hits += int(evaluation.from_cache)
             placement, reason = (-1.0, "") if evaluation.feasible else (1.0, evaluation.reason)
@@ -266,7 +273,7 @@ def _summary(study, objective: PhazeObjective, elapsed_s: float, storage: str) -
         else [study.best_trial]
     for trial in best:
         a, d, p = trial.user_attrs, Design.from_dict(trial.user_attrs["design"]), trial.user_attrs.get("plan", {})
-        parts = d.accelerator().notation_parts()
+        parts = d.accelerator(objective.space.base).notation_parts()
         table.add_row(str(trial.number), f"{a['throughput_samples_s']:,.1f}", f"{a['area_mm2']:.1f}",
                       parts["tensor cores"], parts["vector cores"], parts["buffer"], parts["HBM"],
                       str(d.microbatch), str(d.recompute),
