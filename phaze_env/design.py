@@ -30,12 +30,17 @@ import numpy as np
 from phaze_env.evaluate import Cluster, Evaluation, evaluate
 from phaze_env.hardware import TPUV4, Accelerator, ArchSpace
 from phaze_env.hardware.area import arch_area_mm2
+from phaze_env.hardware.cost import compute_die_area_mm2
 from phaze_env.hardware.space import (AREA_WINDOW_LOWER, ARCH_KNOBS, BUFFER_MB_VALUES, HBM_GB_VALUES, KNOBS,
-                                      MICROBATCH_VALUES, NUM_TC_VALUES, NUM_VC_VALUES, RECOMPUTE_VALUES, TC_DIM_VALUES,
-                                      area_budget_mm2, area_overshoot, area_slack, in_area_window)
+                                      MICROBATCH_VALUES, NUM_TC_VALUES, NUM_VC_VALUES, RECOMPUTE_VALUES,
+                                      SYSTEM_AREA_KNOBS, SYSTEM_DEFAULT_VALUES, SYSTEM_KNOBS, SYSTEM_OTHER_KNOBS,
+                                      TC_DIM_VALUES, area_budget_mm2, area_overshoot, area_slack, in_area_window)
+from phaze_env.hardware.system import SystemBudget, SystemChoice, SystemPoint, baseline_point, system_point
 from phaze_env.workloads import Workload
 
-SPACE_NAMES = ("full", "reduced")
+SPACE_NAMES = ("full", "reduced", "system")
+SYSTEM_FIELDS = ("die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology")
+"""The :class:`Design` fields only system-space designs set (:class:`~phaze_env.hardware.system.SystemChoice`)."""
 
 
 @dataclass(frozen=True)
@@ -52,14 +57,35 @@ class Design:
     hbm_gb: float
     microbatch: int
     recompute: bool
+    # system-space knobs (None in PHAZE's spaces; the HBM capacity is then stacks × the generation's)
+    die_area_mm2: float | None = None
+    hbm_stacks: int | None = None
+    hbm_generation: str | None = None
+    links: int | None = None
+    link_GBps: float | None = None
+    topology: str | None = None
+
+    @property
+    def is_system(self) -> bool:
+        """A design of the system space (its system fields are set)."""
+        return self.topology is not None
+
+    def system_choice(self) -> SystemChoice:
+        if not self.is_system:
+            raise ValueError(f"{self} is not a system-space design (its system fields are unset)")
+        return SystemChoice(**{name: getattr(self, name) for name in SYSTEM_FIELDS})
 
     def accelerator(self, base: Accelerator = TPUV4) -> Accelerator:
-        return base.replace(num_tc=self.num_tc, tc_width=self.tc_width, tc_depth=self.tc_depth, num_vc=self.num_vc,
+        """The chip: ``base`` with the architecture knobs; a system design also takes its HBM (capacity,
+        bandwidth, efficiency) and the system space's GEMM efficiency (:meth:`SystemChoice.accelerator`)."""
+        arch = base.replace(num_tc=self.num_tc, tc_width=self.tc_width, tc_depth=self.tc_depth, num_vc=self.num_vc,
                             vc_width=self.tc_width, buffer_mb=self.buffer_mb, hbm_gb=float(self.hbm_gb))
+        return self.system_choice().accelerator(arch) if self.is_system else arch
 
     def __str__(self) -> str:
         """:meth:`Accelerator.notation` plus the training knobs (env ``render``, studies, Optuna)."""
-        return (f"{self.accelerator().notation()} · microbatch {self.microbatch} · "
+        system = f" · {self.system_choice().describe()}" if self.is_system else ""
+        return (f"{self.accelerator().notation()}{system} · microbatch {self.microbatch} · "
                 f"recompute {'allowed' if self.recompute else 'off'}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,11 +184,15 @@ class DesignSpace:
 
     @classmethod
     def named(cls, name: str, **overrides: Any) -> DesignSpace:
-        """``"full"`` (PHAZE's space) or ``"reduced"``, with ``overrides`` (value lists, budget, base)."""
+        """``"full"`` (PHAZE's space), ``"reduced"`` or ``"system"`` (:class:`SystemDesignSpace`; its
+        ``budget_w`` / ``budget_usd`` set the cluster budget), with ``overrides`` (value lists, budget, base)."""
         if name == "full":
             return cls(**overrides)
         if name == "reduced":
             return cls.reduced(**overrides)
+        if name == "system":
+            budget = SystemBudget.of(overrides.pop("budget_w", None), overrides.pop("budget_usd", None))
+            return SystemDesignSpace(budget=budget, **overrides)
         raise ValueError(f"unknown space {name!r}; choose from {', '.join(SPACE_NAMES)}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -233,7 +263,7 @@ class DesignSpace:
                              columns["tc_width"], columns["buffer_mb"], self.base.vc_sublanes)
         return area, self.budget_mm2
 
-    def _window(self, design: Design) -> tuple[Any, Any, float, float]:
+    def _window_terms(self, design: Design) -> tuple[Any, Any, float, float]:
         """``(num_tc, num_vc, area, budget)`` of one design: what the window rules take."""
         columns = {name: getattr(design, name) for name in self.area_knobs}
         area, budget = self.area_terms(columns)
@@ -241,23 +271,28 @@ class DesignSpace:
 
     def area_mm2(self, design: Design) -> float:
         """The design's architecture area on this space's base (whose vector-core depth the area counts)."""
-        return self._window(design)[2]
+        return self._window_terms(design)[2]
 
     def area_budget_for(self, design: Design) -> float:
         """The area budget the design's architecture must fit (PHAZE: :attr:`budget_mm2` for every design)."""
-        return self._window(design)[3]
+        return self._window_terms(design)[3]
+
+    def area_fraction(self, design: Design) -> float:
+        """:meth:`area_mm2` / :meth:`area_budget_for` (``inf`` when nothing fits: a budget ≤ 0)."""
+        budget = self.area_budget_for(design)
+        return self.area_mm2(design) / budget if budget > 0 else math.inf
 
     def area_ok(self, design: Design) -> bool:
         """Inside the area window (:func:`phaze_env.hardware.space.in_area_window`)."""
-        return bool(in_area_window(*self._window(design), self.area_window_lower))
+        return bool(in_area_window(*self._window_terms(design), self.area_window_lower))
 
     def overshoot(self, design: Design) -> float:
         """Relative area violation (0 inside the window; :func:`phaze_env.hardware.space.area_overshoot`)."""
-        return float(area_overshoot(*self._window(design), self.area_window_lower))
+        return float(area_overshoot(*self._window_terms(design), self.area_window_lower))
 
     def area_slack(self, design: Design) -> float:
         """Relative distance to the nearest active window edge (≥ 0 inside; :func:`~phaze_env.hardware.space.area_slack`)."""
-        return float(area_slack(*self._window(design), self.area_window_lower))
+        return float(area_slack(*self._window_terms(design), self.area_window_lower))
 
     def area_tables(self) -> AreaTables:
         """:meth:`area_ok` / :meth:`overshoot` over every combination of the area knobs (cached)."""
@@ -320,6 +355,225 @@ class DesignSpace:
                         recompute=self.values("recompute"), hbm_gb=self.values("hbm_gb"), **kwargs)
 
 
+def _system_field(values: Sequence) -> Any:
+    return field(default=tuple(values))
+
+
+@dataclass(frozen=True)
+class SystemDesignSpace(DesignSpace):
+    """The system design space: :data:`SYSTEM_KNOBS` — die area, HBM stacks, links per chip and bandwidth per
+    link (the area knobs that set the compute-area budget), PHAZE's architecture knobs, then HBM generation,
+    topology family, microbatch and recompute — at a cluster ``budget`` that sets every design's chip count
+    (:mod:`phaze_env.hardware.system`). The window of the architecture knobs is PHAZE's rule applied to the
+    compute block on the die against ``die − HBM PHYs − SerDes − IO`` (``budget_mm2`` and ``hbm_gb`` are
+    unused: the budget follows the die, the capacity the stacks). ``len``, iteration, encoding and sampling work
+    over :attr:`knobs` as in PHAZE's spaces."""
+
+    num_tc: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["num_tc"])
+    tc_width: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["tc_width"])
+    tc_depth: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["tc_depth"])
+    num_vc: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["num_vc"])
+    buffer_mb: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["buffer_mb"])
+    die_area_mm2: tuple[float, ...] = _system_field(SYSTEM_DEFAULT_VALUES["die_area_mm2"])
+    hbm_stacks: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["hbm_stacks"])
+    links: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["links"])
+    link_GBps: tuple[float, ...] = _system_field(SYSTEM_DEFAULT_VALUES["link_GBps"])
+    hbm_generation: tuple[str, ...] = _system_field(SYSTEM_DEFAULT_VALUES["hbm_generation"])
+    topology: tuple[str, ...] = _system_field(SYSTEM_DEFAULT_VALUES["topology"])
+    budget: SystemBudget = field(default_factory=SystemBudget)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in SYSTEM_FIELDS:
+            values = tuple(getattr(self, name))
+            if not values:
+                raise ValueError(f"SystemDesignSpace.{name} must list at least one value")
+            if len(set(values)) != len(values):
+                raise ValueError(f"SystemDesignSpace.{name} has duplicate values: {values}")
+            object.__setattr__(self, name, values)
+        for choice in itertools.product(*(getattr(self, name) for name in SYSTEM_FIELDS)):
+            SystemChoice(*choice)  # every combination must be a valid system (torus links, reticle, names)
+        if not isinstance(self.budget, SystemBudget):
+            raise TypeError(f"SystemDesignSpace.budget must be a SystemBudget, got {type(self.budget).__name__}")
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        return SYSTEM_KNOBS
+
+    @property
+    def area_knobs(self) -> tuple[str, ...]:
+        return SYSTEM_AREA_KNOBS + ARCH_KNOBS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: list(getattr(self, name)) for name in SYSTEM_KNOBS} | {
+            "space": "system", "budget": self.budget.to_dict(), "area_window_lower": self.area_window_lower,
+            "base": self.base.to_dict(), "knobs": list(SYSTEM_KNOBS)}
+
+    # --- knobs -----------------------------------------------------------------------------------------
+    @property
+    def nvec(self) -> list[int]:
+        return [len(getattr(self, name)) for name in SYSTEM_KNOBS]
+
+    def decode(self, indices: Sequence[int]) -> Design:
+        if len(indices) != len(SYSTEM_KNOBS):
+            raise ValueError(f"expected {len(SYSTEM_KNOBS)} knob indices ({', '.join(SYSTEM_KNOBS)}), got {len(indices)}")
+        kwargs = {}
+        for name, index in zip(SYSTEM_KNOBS, indices):
+            options = getattr(self, name)
+            if not 0 <= int(index) < len(options):
+                raise ValueError(f"index {index} out of range for knob {name} ({len(options)} values)")
+            kwargs[name] = options[int(index)]
+        return self._design(kwargs)
+
+    def _design(self, knobs: dict[str, Any]) -> Design:
+        choice = SystemChoice(**{name: knobs[name] for name in SYSTEM_FIELDS})
+        return Design(**knobs, hbm_gb=choice.hbm_gb)
+
+    def encode(self, design: Design) -> list[int]:
+        try:
+            return [getattr(self, name).index(getattr(design, name)) for name in SYSTEM_KNOBS]
+        except ValueError:
+            raise ValueError(f"{design} is not in this design space") from None
+
+    def __contains__(self, design: object) -> bool:
+        if not isinstance(design, Design) or not design.is_system:
+            return False
+        return all(getattr(design, name) in getattr(self, name) for name in SYSTEM_KNOBS) and self.area_ok(design)
+
+    # --- the window: the compute block against die − periphery ------------------------------------------
+    def area_mm2(self, design: Design) -> float:
+        """The compute block of the design's die (mm²; the window quantity of the system space)."""
+        acc = design.accelerator(self.base)
+        return float(compute_die_area_mm2(acc.area_mm2, acc.buffer_mb, design.system_choice().chip_system()))
+
+    def _window(self, design: Design, rule) -> float:
+        budget = design.system_choice().compute_budget_mm2()
+        if budget <= 0:  # the periphery fills the die: no compute fits
+            return {in_area_window: False, area_overshoot: math.inf, area_slack: -math.inf}[rule]
+        return rule(design.num_tc, design.num_vc, self.area_mm2(design), budget, self.area_window_lower)
+
+    def area_ok(self, design: Design) -> bool:
+        return bool(self._window(design, in_area_window))
+
+    def overshoot(self, design: Design) -> float:
+        return float(self._window(design, area_overshoot))
+
+    def area_slack(self, design: Design) -> float:
+        return float(self._window(design, area_slack))
+
+    def area_budget_for(self, design: Design) -> float:
+        """The compute-area budget of the design's die: die − HBM PHYs − SerDes − IO (≤ 0: nothing fits)."""
+        return float(design.system_choice().compute_budget_mm2())
+
+    def area_tables(self) -> AreaTables:
+        return _system_area_tables(self)
+
+    # --- counting and enumeration ----------------------------------------------------------------------
+    @property
+    def knob_settings(self) -> int:
+        return math.prod(len(self.values(name)) for name in SYSTEM_OTHER_KNOBS)
+
+    @property
+    def designs(self) -> int:
+        return int(self.area_tables().ok.sum()) * self.knob_settings
+
+    def __iter__(self) -> Iterator[Design]:
+        area_values = [self.values(name) for name in self.area_knobs]
+        other_values = [self.values(name) for name in SYSTEM_OTHER_KNOBS]
+        for combo in zip(*np.nonzero(self.area_tables().ok)):  # row-major: knob-index order
+            head = {name: options[i] for name, options, i in zip(self.area_knobs, area_values, combo)}
+            for tail in itertools.product(*other_values):
+                yield self._design(head | dict(zip(SYSTEM_OTHER_KNOBS, tail)))
+
+    def arch_space(self) -> SystemArchSpace:
+        """The search's rows: every in-window design without its microbatch and recompute (which one
+        evaluation covers), whose budget buys at least one topology unit."""
+        return _system_arch_space(self)
+
+    # --- the system at the budget -------------------------------------------------------------------------
+    def point(self, design: Design) -> SystemPoint:
+        """The design's chip and chip count at this space's budget."""
+        return system_point(design.accelerator(self.base), design.system_choice().chip_system(), design.topology,
+                            self.budget)
+
+    def evaluate(self, design: Design, workload: str | Workload, cluster: Cluster | None = None,
+                 **kwargs: Any) -> Evaluation:
+        """:func:`evaluate_design` at this space's base and budget."""
+        return evaluate_design(design, workload, cluster, base=self.base, budget=self.budget, **kwargs)
+
+    def evaluate_baseline(self, workload: str | Workload, cluster: Cluster | None = None,
+                          **kwargs: Any) -> Evaluation:
+        """The TPUv4 chip in a torus at this space's budget (:func:`~phaze_env.hardware.system.baseline_point`,
+        ``search.phaze``'s system baseline), best over the space's microbatch sizes and recompute settings."""
+        point = baseline_point(self.budget)
+        return evaluate(workload, point.accelerator, point.cluster(cluster), microbatch=self.microbatch,
+                        recompute=self.recompute, hbm_gb=(point.accelerator.hbm_gb,), **kwargs)
+
+
+@dataclass(frozen=True)
+class SystemArchSpace:
+    """The rows the exact search visits in the system space, in knob-index order: each a design without its
+    microbatch and recompute, with its :class:`SystemPoint` (chip, chip count). ``len``, ``space[i]`` (the
+    accelerator) and ``arrays["area_mm2"]`` (the whole die) as :class:`ArchSpace`; rows whose budget buys no
+    topology unit are left out (they cannot train at all)."""
+
+    space: SystemDesignSpace
+    designs: tuple[Design, ...]
+    points: tuple[SystemPoint, ...]
+    arrays: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.designs)
+
+    def __getitem__(self, i: int) -> Accelerator:
+        return self.points[i].accelerator
+
+    def cluster(self, i: int, base: Cluster | None = None) -> Cluster:
+        return self.points[i].cluster(base)
+
+    def system_summary(self, i: int) -> dict[str, Any]:
+        """Row ``i``'s system knobs and figures (what results carry as ``system``)."""
+        return self.designs[i].system_choice().to_dict() | self.points[i].summary()
+
+
+@functools.lru_cache(maxsize=8)
+def _system_arch_space(space: SystemDesignSpace) -> SystemArchSpace:
+    designs, points = [], []
+    for design in space:
+        if design.microbatch != space.microbatch[0] or design.recompute != space.recompute[0]:
+            continue  # one row per design head; the row's evaluation covers every microbatch and recompute
+        point = space.point(design)
+        if point.n_devices >= 1:
+            designs.append(design)
+            points.append(point)
+    area = np.array([p.estimate.die_area_mm2 for p in points], dtype=np.float64)
+    area.setflags(write=False)
+    return SystemArchSpace(space, tuple(designs), tuple(points), {"area_mm2": area})
+
+
+@functools.lru_cache(maxsize=8)
+def _system_area_tables(space: SystemDesignSpace) -> AreaTables:
+    grids = np.meshgrid(*(np.asarray(space.values(k), dtype=np.int64) for k in ARCH_KNOBS), indexing="ij")
+    arch = dict(zip(ARCH_KNOBS, grids))
+    arch_area = arch_area_mm2(arch["num_tc"], arch["tc_width"], arch["tc_depth"], arch["num_vc"], arch["tc_width"],
+                              arch["buffer_mb"], space.base.vc_sublanes)
+    system_shape = [len(space.values(k)) for k in SYSTEM_AREA_KNOBS]
+    ok = np.zeros(system_shape + list(arch_area.shape), dtype=bool)
+    overshoot = np.full(ok.shape, np.inf)
+    for combo in itertools.product(*(range(n) for n in system_shape)):
+        knobs = {name: space.values(name)[i] for name, i in zip(SYSTEM_AREA_KNOBS, combo)}
+        choice = SystemChoice(**knobs, hbm_generation=space.hbm_generation[0], topology=space.topology[0])
+        budget = choice.compute_budget_mm2()
+        if budget <= 0:
+            continue
+        compute = compute_die_area_mm2(arch_area, arch["buffer_mb"], choice.chip_system())
+        ok[combo] = in_area_window(arch["num_tc"], arch["num_vc"], compute, budget, space.area_window_lower)
+        overshoot[combo] = area_overshoot(arch["num_tc"], arch["num_vc"], compute, budget, space.area_window_lower)
+    ok.setflags(write=False)
+    overshoot.setflags(write=False)
+    return AreaTables(ok, overshoot)
+
+
 @functools.lru_cache(maxsize=16)
 def _arch_space(num_tc, num_vc, tc_width, tc_depth, buffer_mb, budget_mm2, lower, base) -> ArchSpace:
     return ArchSpace(num_tc=num_tc, num_vc=num_vc, tc_width=tc_width, tc_depth=tc_depth, buffer_mb=buffer_mb,
@@ -363,8 +617,20 @@ def evaluate_options(options: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def evaluate_design(design: Design, workload: str | Workload, cluster: Cluster | None = None, *,
-                    base: Accelerator = TPUV4, **kwargs: Any) -> Evaluation:
+                    base: Accelerator = TPUV4, budget: SystemBudget | None = None, **kwargs: Any) -> Evaluation:
     """:func:`evaluate` of one design point (its own microbatch size, recompute setting and HBM capacity) on
-    ``base`` with the design's knobs set."""
-    return evaluate(workload, design.accelerator(base), cluster, microbatch=(design.microbatch,),
+    ``base`` with the design's knobs set.
+
+    A system-space design runs on its own cluster: its topology with the chips ``budget`` buys (default
+    :class:`SystemBudget`'s 10 MW; ``SystemDesignSpace.evaluate`` passes the space's), ``cluster`` supplying
+    only the training fields (global batch, optimizer, framework efficiency). A budget that buys no whole
+    topology unit raises ``ValueError``."""
+    accelerator = design.accelerator(base)
+    if design.is_system:
+        point = system_point(accelerator, design.system_choice().chip_system(), design.topology,
+                             budget or SystemBudget())
+        cluster = point.cluster(cluster)
+    elif budget is not None:
+        raise ValueError("a budget applies to system-space designs only")
+    return evaluate(workload, accelerator, cluster, microbatch=(design.microbatch,),
                     recompute=(design.recompute,), hbm_gb=(design.hbm_gb,), **kwargs)

@@ -114,7 +114,7 @@ class PhazeObjective:
         """Evaluate ``design`` into objective values, constraints and attributes."""
         area = self.space.area_mm2(design)
         attrs: dict[str, Any] = {"design": design.to_dict(), "area_mm2": area,
-                                 "area_fraction": area / self.space.area_budget_for(design)}
+                                 "area_fraction": self.space.area_fraction(design)}
         if not self.space.area_ok(design):
             evaluation: Evaluation | None = None
             placement, reason = 0.0, "outside the area window; not evaluated"

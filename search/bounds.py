@@ -33,6 +33,7 @@ from graphlib import TopologicalSorter
 import numpy as np
 
 from phaze_env.comm import p2p_s
+from phaze_env.design import SystemArchSpace
 from phaze_env.evaluate import Cluster, valid_tensor_widths
 from phaze_env.hardware import ArchSpace
 from phaze_env.placement.inputs import GRADIENT_FACTOR
@@ -140,9 +141,62 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     return best
 
 
-def throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
-                      seq_len: int | None = None) -> np.ndarray:
-    """Upper bound on ``evaluate(...).throughput_samples_s`` for every architecture of ``space``."""
+def bounding_cluster(cluster: Cluster) -> Cluster:
+    """A cluster no slower than ``cluster`` *and every smaller one of its family*, for the system space's
+    bounds (one bound over designs whose budgets buy different chip counts).
+
+    * torus: every level is a ring at the same achieved ``2·B``; a group's extents ``k_i`` multiply to at
+      least its size ``g`` (its positions map one-to-one into their product), and the bandwidth terms
+      telescope, ``Σ_i 2(k_i−1)/k_i · S/(Π_{j<i} k_j · 2B) = 2(1 − 1/Π k_i) · S/2B ≥ 2(g−1)/g · S/2B``: the
+      flat ring at ``2B``, whatever the torus's shape. So a flat ring of ``2B`` (point-to-point ``2B`` ≥
+      the torus's ``B``), no latency, is faster for every torus of up to ``n_devices`` chips;
+    * switched: its two levels (8-chip domains, then nodes) price a group the same for any node count that
+      holds it, so the cluster itself bounds every smaller one.
+
+    Either way a larger ``n_devices`` only adds placements (``d·p·t ≤ N``)."""
+    if not cluster.torus_dims:
+        return cluster
+    return Cluster(n_devices=cluster.n_devices, link_bandwidth_Bps=2 * cluster.link_bandwidth_Bps,
+                   link_efficiency=cluster.link_efficiency, global_batch=cluster.global_batch,
+                   optimizer=cluster.optimizer, framework_efficiency=cluster.framework_efficiency, name="torus-bound")
+
+
+def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster: Cluster, *, microbatch,
+                             tensor_widths, seq_len: int | None = None) -> np.ndarray:
+    """Upper bound on every system-space row's throughput (``cluster``: the training fields only).
+
+    Rows sharing the HBM (bandwidth, efficiency), topology and per-chip link bandwidth share one
+    :func:`throughput_bounds` call: over their architectures (an :class:`ArchSpace` of the space's value
+    lists up to the largest of them, on a base with that HBM) on :func:`bounding_cluster` of the group's
+    largest chip count — valid for each row's own chip count, whatever its die or architecture costs."""
+    groups: dict[tuple, list[int]] = {}
+    for i, point in enumerate(rows.points):
+        acc, system = point.accelerator, point.chip_system
+        key = (acc.hbm_bandwidth_Bps, acc.hbm_efficiency, acc.gemm_efficiency, point.topology, system.links,
+               system.link_bandwidth_Bps)
+        groups.setdefault(key, []).append(i)
+    space = rows.space
+    bound = np.zeros(len(rows))
+    for members in groups.values():
+        largest = max(members, key=lambda i: rows.points[i].n_devices)
+        group_cluster = bounding_cluster(rows.cluster(largest, cluster))
+        archs = [rows[i] for i in members]
+        arch_space = ArchSpace(num_tc=space.num_tc, tc_width=space.tc_width, tc_depth=space.tc_depth,
+                               num_vc=space.num_vc, buffer_mb=space.buffer_mb,
+                               budget_mm2=max(acc.area_mm2 for acc in archs), area_window_lower=0.0, base=archs[0])
+        group_bound = throughput_bounds(workload, arch_space, group_cluster, microbatch=microbatch,
+                                        tensor_widths=tensor_widths, seq_len=seq_len)
+        bound[members] = group_bound[[arch_space.index(acc) for acc in archs]]
+    return bound
+
+
+def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
+                      tensor_widths, seq_len: int | None = None) -> np.ndarray:
+    """Upper bound on ``evaluate(...).throughput_samples_s`` for every architecture of ``space`` (every row
+    of a system space: :func:`system_throughput_bounds`)."""
+    if isinstance(space, SystemArchSpace):
+        return system_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,
+                                        seq_len=seq_len)
     bound = np.zeros(len(space))
     core_configs = (space.tc_configs(), space.vc_configs())
     for t in valid_tensor_widths(workload, tensor_widths, cluster.n_devices):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from phaze_env.cache import content_key, model_version
-from phaze_env.design import DesignSpace
+from phaze_env.design import DesignSpace, SystemArchSpace, SystemDesignSpace
 from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster
 from phaze_env.hardware import ArchSpace
 from phaze_env.workloads import TENSOR_WIDTHS, Workload, get_workload
@@ -40,6 +40,9 @@ class SearchConfig:
             raise ValueError("a search needs at least one workload")
         object.__setattr__(self, "workloads", tuple(workloads.values()))
         object.__setattr__(self, "tensor_widths", tuple(self.tensor_widths))
+        if isinstance(self.space, SystemDesignSpace) and len(self.workloads) > 1:
+            raise ValueError("the system space searches one workload at a time (each design's cluster and HBM are "
+                             "part of the design); run one search per workload")
         if self.aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
 
@@ -52,9 +55,13 @@ class SearchConfig:
         return self.workloads[self.names.index(name)]
 
     @property
-    def arch(self) -> ArchSpace:
-        """The in-window architectures the search visits."""
+    def arch(self) -> ArchSpace | SystemArchSpace:
+        """The in-window architectures the search visits (the system space: its rows)."""
         return self.space.arch_space()
+
+    @property
+    def is_system(self) -> bool:
+        return isinstance(self.space, SystemDesignSpace)
 
     @property
     def mode(self) -> str:
@@ -85,9 +92,13 @@ class SearchConfig:
 
     def task(self, workload: str, index: int, prune_below: float | None) -> dict[str, Any]:
         """The unit of work for :func:`search.tasks.evaluate_design` (plain data: it crosses processes)."""
-        space = self.space
-        return {"workload": self.workload(workload), "accelerator": self.arch[index].to_dict(), "cluster": self.cluster.to_dict(),
-                "microbatch": list(space.microbatch), "recompute": list(space.recompute), "hbm_gb": list(space.hbm_gb),
+        space, arch = self.space, self.arch
+        accelerator = arch[index]
+        system = isinstance(arch, SystemArchSpace)  # a system row has its own cluster (chips at the budget) and HBM
+        cluster = arch.cluster(index, self.cluster) if system else self.cluster
+        hbm_gb = [accelerator.hbm_gb] if system else list(space.hbm_gb)
+        return {"workload": self.workload(workload), "accelerator": accelerator.to_dict(), "cluster": cluster.to_dict(),
+                "microbatch": list(space.microbatch), "recompute": list(space.recompute), "hbm_gb": hbm_gb,
                 "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "solver": self.solver,
                 "time_limit_s": self.time_limit_s, "prune_below": prune_below}
 

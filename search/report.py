@@ -45,6 +45,8 @@ def baseline_label(baseline: DesignResult) -> str:
     picks from the space's capacities) and its HBM capacity, e.g. ``baseline (tpuv4 preset, 32 GiB)``; an
     infeasible baseline has no chosen capacity."""
     acc = baseline.accelerator
+    if baseline.system is not None:  # the system space's reference: the TPUv4 chip in its own torus at the budget
+        return f"baseline (TPUv4 chip, {baseline.system['n_devices']:,} in a torus, {acc['hbm_gb']:g} GiB)"
     name = next((n for n in preset_names() if {**get_preset(n).to_dict(), "hbm_gb": acc["hbm_gb"]} == acc), None)
     what = f"{name} preset" if name else "custom accelerator"
     return f"baseline ({what}, {acc['hbm_gb']:g} GiB)" if baseline.feasible else f"baseline ({what})"

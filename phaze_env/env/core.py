@@ -208,7 +208,7 @@ class Scorer:
     def score(self, design: Design) -> Outcome:
         """Reward and result of ``design``."""
         area = _finite(self.space.area_mm2(design))
-        fraction = _finite(area / self.space.area_budget_for(design), OBS_CAP)
+        fraction = _finite(self.space.area_fraction(design), OBS_CAP)
         if not self.space.area_ok(design):
             overshoot = _finite(self.space.overshoot(design), OVERSHOOT_CAP)
             return Outcome(self.area_penalty(overshoot), False,
