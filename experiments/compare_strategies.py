@@ -39,6 +39,7 @@ from baselines.exact import exact_optimum
 from baselines.workloads import resolve_workload
 from phaze_env.design import SPACE_NAMES, Design, DesignSpace
 from phaze_env.evaluate import Cluster
+from phaze_env.files import write_text_atomic
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.workloads import workload_names
 
@@ -118,7 +119,7 @@ def run_study(workloads: list[str], strategies: list[str], seeds: int, budget: i
     meta = {"workloads": workloads, "strategies": strategies, "seeds": seeds, "budget": budget,
             "cluster": cluster.to_dict(), "space_designs": len(space), "optima": optima, "elapsed_s": elapsed,
             "interrupted": interrupted}
-    (out / "exact.json").write_text(json.dumps(meta, indent=2, default=str))
+    write_text_atomic(out / "exact.json", json.dumps(meta, indent=2, default=str))
     return {"rows": rows, "meta": meta}
 
 
