@@ -101,8 +101,8 @@ class PhazeObjective:
         """The design this trial proposes (one suggestion per knob of ``space.knobs``)."""
         if self.encoding == "index":
             return self.space.decode([self._suggest_index(trial, name) for name in self.space.knobs])
-        return Design(**{name: trial.suggest_categorical(name, list(self.space.values(name)))
-                         for name in self.space.knobs})
+        return self.space.decode([self.space.values(name).index(trial.suggest_categorical(name, list(self.space.values(name))))
+                                  for name in self.space.knobs])
 
     def _suggest_index(self, trial: Any, name: str) -> int:
         values = self.space.values(name)
