@@ -12,6 +12,7 @@ from gymnasium.utils.env_checker import check_env
 
 import phaze_env.env  # noqa: F401 - registers the env ids
 from baselines import STRATEGIES, run_strategy
+from baselines.exact import exact_optimum
 from baselines.workloads import tiny_workload
 from experiments.leaderboard import score_at, separation
 from phaze_env.design import Design, DesignSpace
@@ -123,13 +124,24 @@ def test_optuna_study_runs_on_the_system_space(sampler, encoding):
             assert trial.values[0] == pytest.approx(SPACE.evaluate(design, WORKLOAD, CLUSTER).throughput_samples_s)
 
 
+@pytest.fixture(scope="module")
+def optimum() -> float:
+    """The certified optimum of the space, checked to be a design of it with exactly that throughput."""
+    exact = exact_optimum(WORKLOAD, CLUSTER, SPACE)
+    assert exact["exact"] and exact["design"] in SPACE
+    evaluated = SPACE.evaluate(exact["design"], WORKLOAD, CLUSTER).throughput_samples_s
+    assert evaluated == pytest.approx(exact["throughput_samples_s"], rel=1e-12)
+    return exact["throughput_samples_s"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(name for name, spec in STRATEGIES.items() if spec.available))
-def test_every_baseline_runs_a_budget_of_10_on_the_system_space(name):
+def test_every_baseline_runs_a_budget_of_10_on_the_system_space(name, optimum):
     trace = run_strategy(name, WORKLOAD, CLUSTER, SPACE, 10, seed=0)
     assert len(trace.throughput) == 10 and all(d.is_system for d in trace.designs)
     assert trace.best > 0 and trace.best_design in SPACE
     assert trace.best == pytest.approx(SPACE.evaluate(trace.best_design, WORKLOAD, CLUSTER).throughput_samples_s)
+    assert trace.best <= optimum * (1 + 1e-9)
 
 
 def test_leaderboard_scores_and_separation():
