@@ -18,7 +18,7 @@ from phaze_env.cluster import (NVLINK3_BPS, SCALE_UP_DOMAIN, Cluster, devices_su
 from phaze_env.design import SYSTEM_FIELDS, Design, DesignSpace, SystemDesignSpace, evaluate_design
 from phaze_env.evaluate import throughput_upper_bound
 from phaze_env.hardware.cost import chip_area_mm2
-from phaze_env.hardware.space import SYSTEM_KNOBS
+from phaze_env.hardware.space import ARCH_KNOBS, SYSTEM_KNOBS
 from phaze_env.hardware.system import (HBM_GENERATIONS, HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, SYSTEM_GEMM_EFFICIENCY, SystemBudget,
                                        SystemChoice, baseline_point, wall_power_per_chip_w)
 from search.bounds import bounding_cluster, throughput_bounds
@@ -182,11 +182,21 @@ def test_bounds_hold_for_every_row_and_the_search_equals_brute_force(fresh_cache
     assert result.exact
     assert found.throughput_samples_s == pytest.approx(best, rel=1e-9)
     # the search's design is one of the brute force's best (a larger die knob that builds the same chip ties)
-    winners = [head for head, value in throughput.items() if value == pytest.approx(best, rel=1e-9)]
-    assert any(all(found.system[k] == getattr(head, k) for k in SYSTEM_FIELDS) and
-               all(found.accelerator[k] == getattr(head, k) for k in ("num_tc", "tc_width", "buffer_mb"))
-               for head in winners)
+    assert throughput[found_head(found, throughput)] == pytest.approx(best, rel=1e-9)
     assert result.baseline[TINY.name].system["topology"] == "torus"
+    for objective in ("throughput_per_w", "throughput_per_usd", "carbon_per_token"):  # evaluations now cached
+        result = run_search(SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=WIDTHS,
+                                         objective=objective))
+        value = {head: t / space.point(head).objective_divisor(objective) for head, t in throughput.items()}
+        found = result.best[TINY.name]
+        assert result.exact
+        assert value[found_head(found, throughput)] == pytest.approx(max(value.values()), rel=1e-9)
+
+
+def found_head(found, heads) -> Design:
+    """The row (design without microbatch and recompute) a search result is."""
+    return next(head for head in heads if all(found.system[k] == getattr(head, k) for k in SYSTEM_FIELDS) and
+                all(found.accelerator[k] == getattr(head, k) for k in ARCH_KNOBS))
 
 
 @pytest.mark.slow
@@ -195,6 +205,8 @@ def test_cli_system_search_and_one_line_errors(tmp_path):
         return subprocess.run([sys.executable, "-m", "search.phaze", *args], capture_output=True, text=True)
 
     wrong = run("--space", "full", "--budget-mw", "5", "--out", str(tmp_path))
+    assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0 and "--space system" in wrong.stderr
+    wrong = run("--space", "full", "--objective", "carbon_per_token", "--out", str(tmp_path))
     assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0 and "--space system" in wrong.stderr
     wrong = run("--space", "system", "--hbm-gb", "32", "--out", str(tmp_path))
     assert wrong.returncode == 2 and "do not apply to the system space" in wrong.stderr
