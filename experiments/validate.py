@@ -1,8 +1,9 @@
 """Predict published training runs and compare: ``python -m experiments.validate``.
 
 For every case of :mod:`experiments.validation_cases` (Narayanan et al. 2021 Table 1, Korthikanti et
-al. 2022, Chowdhery et al. 2022) the case's plan is pinned (``PlanSpec``: t, p, d, microbatch,
-interleave, recompute, sequence parallelism; no ZeRO-1, as in those runs) on the case's accelerator and
+al. 2022, Chowdhery et al. 2022; NVIDIA's GPT-3 175B H100 runs in bf16 and FP8) the case's plan is pinned
+(``PlanSpec``: t, p, d, microbatch, interleave, recompute, sequence parallelism, ZeRO-1 as the run had it) on the
+case's accelerator (in the case's number format) and
 cluster presets, and ``evaluate`` predicts the time per batch ``T``. The prediction is converted to the
 case's metric with the *authors'* formula (the case module's docstring):
 
@@ -13,7 +14,9 @@ case's metric with the *authors'* formula (the case module's docstring):
 
 The dgx-a100 preset's ``framework_efficiency`` is fitted to :data:`CALIBRATION_CASE`; the mean error is over
 the other (held-out) cases. Writes ``docs/validation.md`` (case, published, source, predicted, error, plan) and
-``docs/figures/validation.png``; prints the mean absolute error. ``--cases a,b`` runs a subset.
+``docs/figures/validation.png``; prints the mean absolute error. A full run also predicts the cross-chip
+ratio cases (:data:`~experiments.validation_cases.RATIO_CASES`: one stack's run on A100 and on H100) and writes
+their table as a section of the report. ``--cases a,b`` runs a subset (without the ratios).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.validation_cases import CASES, ValidationCase, get_case
+from experiments.validation_cases import CASES, H100_CASES, RATIO_CASES, ChipRatioCase, ValidationCase, get_case
 from phaze_env.cli import OneLineParser
 from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, get_cluster
 from phaze_env.evaluate import Evaluation, evaluate
@@ -63,7 +66,7 @@ class Prediction:
 
 def plan_of(case: ValidationCase) -> PlanSpec:
     return PlanSpec(t=case.tensor, p=case.pipeline, d=case.data, microbatch=case.microbatch, interleave=case.interleave,
-                    recompute=case.recompute, sequence_parallel=case.sequence_parallel, zero1=False)
+                    recompute=case.recompute, sequence_parallel=case.sequence_parallel, zero1=case.zero1)
 
 
 def _dims(case: ValidationCase) -> tuple[int, int, int, int]:
@@ -92,7 +95,8 @@ def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
     plan = plan_of(case)
     try:
         cluster = get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch, optimizer=case.optimizer)
-        evaluation: Evaluation = evaluate(case.workload, get_preset(case.accelerator), cluster, plan=plan, seq_len=case.seq_len,
+        accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
+        evaluation: Evaluation = evaluate(case.workload, accelerator, cluster, plan=plan, seq_len=case.seq_len,
                                           cache=cache)
     except ValueError as exc:  # a system or plan the model cannot express (several pods, 12-way 2-D sharding)
         return Prediction(case, str(plan), None, None, f"not modelled: {exc}")
@@ -103,7 +107,7 @@ def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
     largest = sorted(parts, key=parts.get, reverse=True)[:3]
     note = ", ".join(f"{key} {parts[key] / time_s:.0%}" for key in largest)
     efficiency = compute_efficiency(case, evaluation)
-    note += f"; compute at {efficiency:.0%} of peak"
+    note += f"; compute at {efficiency:.0%} of {'the bf16 ' if case.number_format == 'fp8' else ''}peak"
     layers = tuple(len(group) for group in evaluation.plan["stage_layers"])
     return Prediction(case, evaluation.plan["notation"], metric_value(case, time_s), time_s, note, efficiency, layers)
 
@@ -129,11 +133,12 @@ def held_out_errors(predictions: list[Prediction]) -> list[float]:
     return [abs(p.error) for p in predictions if p.error is not None and p.case.name != CALIBRATION_CASE]
 
 
-def markdown(predictions: list[Prediction]) -> str:
+def markdown(predictions: list[Prediction], ratios: list[RatioPrediction] = ()) -> str:
     errors = held_out_errors(predictions)
     within = sum(e <= TOLERANCE for e in errors)
     calibration = next((p for p in predictions if p.case.name == CALIBRATION_CASE and p.error is not None), None)
-    efficiencies = sorted(p.compute_efficiency for p in predictions if p.compute_efficiency is not None)
+    efficiencies = sorted(p.compute_efficiency for p in predictions
+                          if p.compute_efficiency is not None and p.case.accelerator == "a100")
     low, high, middle = efficiencies[0], efficiencies[-1], statistics.median(efficiencies)
     lines = [
         "# Validation against published training runs",
@@ -189,8 +194,147 @@ def markdown(predictions: list[Prediction]) -> str:
             layers = p.layers_per_stage
             lines.append(f"* {p.case.name}: layers per stage {min(layers)}–{max(layers)} (mean "
                          f"{statistics.mean(layers):.2f}), error {p.error:+.1%}")
+    lines += h100_section(predictions) + ratio_section(ratios)
     lines.append("")
     return "\n".join(lines)
+
+
+# --- H100, bf16 and FP8 ----------------------------------------------------------------------------------------
+def fp8_speedups(predictions: list[Prediction]) -> list[tuple[str, float, float]]:
+    """(case, published, predicted) speed-up of each FP8 H100 case over the bf16 case of the same plan and scale."""
+    by_name = {p.case.name: p for p in predictions}
+    rows = []
+    for name, fp8 in by_name.items():
+        bf16 = by_name.get(name.replace("-fp8-", "-bf16-"))
+        if (fp8.case.number_format != "fp8" or bf16 is None or bf16.case.number_format != "bf16"
+                or None in (fp8.time_per_batch_s, bf16.time_per_batch_s)):
+            continue
+        rows.append((name, published_time_s(bf16.case) / published_time_s(fp8.case), bf16.time_per_batch_s / fp8.time_per_batch_s))
+    return rows
+
+
+def h100_section(predictions: list[Prediction]) -> list[str]:
+    """The H100 cases (bf16 and FP8 on the h100 preset and dgx-h100 cluster) and the FP8 speed-ups they imply."""
+    h100 = [p for p in predictions if p.case.accelerator == "h100"]
+    if not h100:
+        return []
+    errors = [abs(p.error) for p in h100 if p.error is not None]
+    lines = ["", "## H100, bf16 and FP8", "",
+             "The same GPT-3 175B plan published in bf16 and in FP8 (Transformer Engine) at several scales, and two",
+             "Llama-2 FP8 runs of NeMo's performance summary, on the `h100` preset and the `dgx-h100` cluster.",
+             "Nothing is fitted to them: `dgx-h100` keeps `framework_efficiency` 1.",
+             "FP8 follows `phaze_env/hardware/number_format.py` (the blocks' weight GEMMs at twice the bf16 MAC rate on",
+             "1-byte operands, the cast of each one's activation operand, FP8 weight copies in memory).",
+             f"Mean absolute error {statistics.mean(errors):.1%} over {len(errors)} predicted H100 cases "
+             f"({sum(e <= TOLERANCE for e in errors)} within ±{TOLERANCE:.0%}); {len(h100) - len(errors)} not predicted.", "",
+             "| case | published sequences/s | predicted | error | plan | note |", "|---|---|---|---|---|---|"]
+    for p in h100:
+        predicted = "—" if p.predicted is None else f"{p.predicted:.3g}"
+        error = "—" if p.error is None else f"{p.error:+.1%}"
+        lines.append(f"| {p.case.name} | {p.case.published:.3g} | {predicted} | {error} | `{p.plan}` | {p.note} |")
+    speedups = fp8_speedups(predictions)
+    if speedups:
+        lines += ["", "FP8 over bf16 (published: the two step times of the same plan and scale):", "",
+                  "| FP8 case | published speed-up | predicted | error |", "|---|---|---|---|"]
+        lines += [f"| {name} | {published:.3f}× | {predicted:.3f}× | {predicted / published - 1:+.1%} |"
+                  for name, published, predicted in speedups]
+    outside = [p for p in h100 if p.error is not None and abs(p.error) > TOLERANCE]
+    if outside:
+        lines += ["", "Outside ±15 %: " + ", ".join(f"{p.case.name} ({p.error:+.1%})" for p in outside) + ". At 4,096 tokens",
+                  "attention is a fifth to a quarter of these models' GEMM time once the Linear layers run in FP8",
+                  "(4·s²·h FLOPs per layer forward against 2·s·(4h² + 3·h·ffn) at twice the rate). NeMo runs it as causal",
+                  "fused attention, which skips the masked half of QKᵀ and of the probabilities × V; the traced graph",
+                  "computes all of it, so a tenth to an eighth of the predicted GEMM time is not spent in the run. NeMo also overlaps",
+                  "the pipeline sends (`overlap_p2p_comm`), which the model adds in full (the p2p share in the note).",
+                  "Both are properties of the training stack, not of FP8; the cases stay in the table as known gaps."]
+    lines += ["", "Where FP8 does not fit: the model keeps TE's default FP8 weight copies next to the bf16 weights",
+              "(+2 bytes per FP8 weight); the recipe runs with `fp8_params: true` (FP8 primary weights, no bf16 copy),",
+              "which the model does not express, so at 128 GPUs (4-way ZeRO-1) its FP8 plan needs more than 80 GiB.",
+              "The per-GEMM FP8 speed-up is 2× (the datasheet's MAC rate) for compute-bound shapes and less for",
+              "memory-bound ones (`tests/test_fp8.py`); torchao's float8 README (H100) states the GEMM speed-up",
+              "\"approaching 2x as M, K, N increase\" — its per-Linear figures (0.80× at 1024×2048×1024, 1.39× at",
+              "4096×8192×16384) include dynamic-scaling casts of the weights and launch overheads this model does not",
+              "price, so they are not used as a band. The end-to-end FP8 speed-ups above are the validation."]
+    return lines
+
+
+# --- the same run on two chips ----------------------------------------------------------------------------------
+RATIO_TOLERANCE = 0.10  # the issue's target: every predicted chip-to-chip ratio within ±10 % of the published one
+RATIO_CHIPS = (("a100", "dgx-a100"), ("h100", "dgx-h100"))
+SAME_STACK_EFFICIENCY = 1.0
+"""The framework efficiency both chips of a ratio case run at: one stack's code on both, so whatever fraction of
+the kernel model it reaches cancels in the ratio to first order; 1 (not dgx-a100's Megatron-fitted 0.79) because
+neither chip's figure is fitted here."""
+RATIO_HBM_GB = 1024.0
+"""HBM capacity the ratio cases are evaluated with: their runs shard weights and gradients as well (PyTorch FSDP
+FULL_SHARD), which a plan with ZeRO-1 cannot express; capacity changes no time in a pinned plan."""
+
+
+@dataclass(frozen=True)
+class RatioPrediction:
+    """One chip-ratio case: predicted tokens/s per GPU on each chip (``None``: not predicted) and a note."""
+
+    case: ChipRatioCase
+    tokens_s: dict[str, float | None]
+    note: str
+
+    @property
+    def predicted_ratio(self) -> float | None:
+        a100, h100 = self.tokens_s["a100"], self.tokens_s["h100"]
+        return None if a100 is None or h100 is None else h100 / a100
+
+    @property
+    def error(self) -> float | None:
+        ratio = self.predicted_ratio
+        return None if ratio is None else ratio / self.case.published_ratio - 1.0
+
+
+def predict_ratio(case: ChipRatioCase, *, cache: bool = True) -> RatioPrediction:
+    """Both chips' tokens/s per GPU for ``case``'s plan (pure data parallelism, its microbatch and recompute)."""
+    plan = PlanSpec(t=1, p=1, d=case.n_devices, microbatch=case.microbatch, recompute=case.recompute, zero1=True)
+    tokens_s, notes = {}, []
+    for chip, cluster_name in RATIO_CHIPS:
+        cluster = get_cluster(cluster_name, case.n_devices, global_batch=case.global_batch, optimizer="adam",
+                              framework_efficiency=SAME_STACK_EFFICIENCY)
+        evaluation = evaluate(case.workload, get_preset(chip), cluster, plan=plan, seq_len=case.seq_len,
+                              hbm_gb=RATIO_HBM_GB, cache=cache)
+        tokens_s[chip] = evaluation.tokens_s / case.n_devices if evaluation.feasible else None
+        notes.append(f"{chip} {tokens_s[chip] / case.published[chip] - 1:+.1%}" if evaluation.feasible
+                     else f"{chip} infeasible: {evaluation.reason}")
+    return RatioPrediction(case, tokens_s, "per-chip error " + ", ".join(notes))
+
+
+def ratio_section(ratios: list[RatioPrediction]) -> list[str]:
+    """The cross-chip ratio table: published H100 / A100 throughput of one stack's run against the prediction."""
+    if not ratios:
+        return []
+    errors = [abs(r.error) for r in ratios if r.error is not None]
+    lines = ["", "## Cross-chip ratios (same stack, same plan)", "",
+             "Published runs of one model and plan by one training stack on A100 and on H100 systems, against the",
+             "ratio the model predicts on the `a100`/`dgx-a100` and `h100`/`dgx-h100` presets, both at framework",
+             f"efficiency {SAME_STACK_EFFICIENCY:g} (the stack is the same on both chips). "
+             f"{sum(e <= RATIO_TOLERANCE for e in errors)} of {len(ratios)} ratios within ±{RATIO_TOLERANCE:.0%} "
+             f"(mean absolute error {statistics.mean(errors):.1%}).", "",
+             "| case | seq | microbatch × GPUs, batch | recompute | published H100 / A100 | predicted | error | note | source |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in ratios:
+        c = r.case
+        predicted = "—" if r.predicted_ratio is None else f"{r.predicted_ratio:.3f}×"
+        error = "—" if r.error is None else f"{r.error:+.1%}"
+        lines.append(f"| {c.name} | {c.seq_len} | {c.microbatch} × {c.n_devices}, {c.global_batch} | {c.recompute} | "
+                     f"{c.published_ratio:.3f}× | {predicted} | {error} | {r.note} | {c.source} |")
+    a100, h100 = get_preset("a100"), get_preset("h100")
+    gemm_ratio = h100.peak_flops * h100.gemm_efficiency / (a100.peak_flops * a100.gemm_efficiency)
+    lines += ["", "The MPT models are traced as GPT-2-architecture models of the same shape (`ChipRatioCase.workload`);",
+              "their runs shard weights and gradients (FSDP FULL_SHARD), which the plans write as ZeRO-1 with HBM",
+              "capacity not binding (`RATIO_HBM_GB`).", "",
+              "Where it misses: the more the GEMMs dominate a step (short sequences, large microbatches), the closer the",
+              f"predicted ratio comes to the presets' sustained GEMM ratio, {gemm_ratio:.2f}× (MAMF-measured bf16 matmul",
+              "rates of the two chips), while this stack's published H100 runs stay at 2.2–2.3× the A100's at every",
+              "sequence length: its H100 GEMMs ran further below their best than its A100 GEMMs did (the per-chip",
+              "errors in the note column). A stack's efficiency is then not the same on both chips, and a single",
+              "framework factor per stack cannot carry it; the tests keep these rows as known gaps (strict xfail)."]
+    return lines
 
 
 def speedups(predictions: list[Prediction]) -> list[tuple[str, float, float]]:
@@ -251,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     figure = out.parent / "figures" / "validation.png"
     try:
-        cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(CASES)
+        cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(CASES + H100_CASES)
         if out.is_dir():
             raise ValueError(f"--out {out} is a directory; give the report's file path (….md)")
         for directory in (out.parent, figure.parent):  # before the predictions, not after them
@@ -266,8 +410,14 @@ def main(argv: list[str] | None = None) -> int:
         predicted = "—" if prediction.predicted is None else _figure(case.metric, prediction.predicted)
         print(f"{case.name:34s} published {_figure(case.metric, case.published):>8s}  predicted {predicted:>8s}  "
               f"error {error:>7s}  {prediction.plan}  {prediction.note[:120]}", flush=True)
+    ratios = [] if args.cases else [predict_ratio(case) for case in RATIO_CASES]  # a --cases run is a subset
+    for ratio in ratios:
+        predicted = "—" if ratio.predicted_ratio is None else f"{ratio.predicted_ratio:.3f}"
+        error = "—" if ratio.error is None else f"{ratio.error:+.1%}"
+        print(f"{ratio.case.name:34s} published H100/A100 {ratio.case.published_ratio:.3f}  predicted {predicted:>6s}  "
+              f"error {error:>7s}  {ratio.note}", flush=True)
     try:
-        write_text_atomic(out, markdown(predictions))
+        write_text_atomic(out, markdown(predictions, ratios))
         with atomic_path(figure) as temporary:
             plot(predictions, temporary)
     except OSError as exc:

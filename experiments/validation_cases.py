@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from phaze_env.hardware.number_format import NUMBER_FORMATS
+from phaze_env.workloads import Workload, custom_workload
 from phaze_env.workloads.registry import KORTHIKANTI_TABLE3, NARAYANAN_TABLE1
 
 Recompute = Literal["full", "selective", "none"]
@@ -63,6 +65,8 @@ class ValidationCase:
     metric: Metric = "tflops_per_device"
     published: float = 0.0  # in the metric's unit: TFLOP/s per device, a fraction (MFU), or sequences/s
     source: str = ""
+    number_format: str = "bf16"  # the tensor cores' format the run used (phaze_env.hardware.number_format)
+    zero1: bool = False  # optimizer state sharded over the data-parallel replicas (Megatron's distributed optimizer)
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE_MODES:
@@ -71,6 +75,8 @@ class ValidationCase:
             raise ValueError(f"case {self.name!r}: metric must be one of {METRICS}, got {self.metric!r}")
         if self.published <= 0:
             raise ValueError(f"case {self.name!r}: the published figure must be positive, got {self.published}")
+        if self.number_format not in NUMBER_FORMATS:
+            raise ValueError(f"case {self.name!r}: number_format must be one of {NUMBER_FORMATS}, got {self.number_format!r}")
 
     @property
     def microbatches_per_replica(self) -> int:
@@ -155,12 +161,128 @@ CASES: tuple[ValidationCase, ...] = (
 
 
 def case_names() -> list[str]:
-    return [case.name for case in CASES]
+    return [case.name for case in CASES + H100_CASES]
 
 
 def get_case(name: str) -> ValidationCase:
     """The case called ``name`` (a clear error listing the known names otherwise)."""
-    for case in CASES:
+    for case in CASES + H100_CASES:
         if case.name == name:
             return case
     raise ValueError(f"unknown validation case {name!r}; known: {', '.join(case_names())}")
+
+
+# --- H100 runs, bf16 and FP8 ----------------------------------------------------------------------------------
+# NVIDIA's DGX Cloud benchmarking recipe for NeMo Megatron GPT-3 175B publishes the same plan in bf16 and in FP8 at
+# five scales. The recipe's config fixes the rest of the plan: no activation checkpointing, sequence parallelism,
+# the distributed (ZeRO-1) Adam, Transformer Engine with FP8 "hybrid" (E4M3 forward, E5M2 gradients), TE's fused
+# attention. Fused (flash) attention keeps no s×s scores and recomputes them in its backward pass — what this
+# model's selective recompute prices — so the cases pin ``recompute="selective"``.
+DGXC_GPT3 = ("NVIDIA/dgxc-benchmarking nemo_megatron/README_175b.md (commit 0b71cfda5163540778e2a3d2db59858bf62f96f7), "
+             "\"NeMo Megatron {fmt} (TP=4,PP=8, MBS=1, VP=12, SEQ=2048)\" table: {gpus}x H100 GPUs (GBS={batch}), "
+             "training step time {step:g} s; plan from nemo_megatron/gpt3_175b_hydra.yaml (commit 35a9aecc8d5b17d99d80f52f38c75ade0dbab7ae) "
+             "(activations_checkpoint_granularity null, sequence_parallel true, distributed_fused_adam)")
+
+
+def _dgxc_gpt3(number_format: str, gpus: int, step_s: float) -> ValidationCase:
+    batch = 2 * gpus  # the recipe: global batch = 16 per 8-GPU node
+    return ValidationCase(
+        name=f"dgxc-gpt3-175b-{number_format}-{gpus}", workload="gpt3-175b", seq_len=2048, accelerator="h100",
+        cluster="dgx-h100", n_devices=gpus, global_batch=batch, tensor=4, pipeline=8, data=gpus // 32, microbatch=1,
+        interleave=12, sequence_parallel=True, recompute="selective", metric="samples_s", published=batch / step_s,
+        number_format=number_format, zero1=True,
+        source=DGXC_GPT3.format(fmt=number_format.upper(), gpus=gpus, batch=batch, step=step_s))
+
+
+# NeMo's performance summary (24.07, DGX-H100, FP8) gives TP, PP, VP, microbatch and batch; recompute and the
+# optimizer are not on the page: the cases take fused attention (selective, as above) and the distributed optimizer
+# of NeMo's recipes.
+NEMO_2407 = ("NVIDIA/NeMo docs/source/performance/performance_summary.md (commit 070a0bb168d405d653b9734c0017cf5078e77c0d), "
+             "NeMo 24.07 pre-training at FP8 on DGX-H100: {model}, {gpus} GPUs, GBS {batch}, MBS 1, sequence length 4096, "
+             "TP {t}, PP {p}, CP 1, VP {v}: {tokens:g} tokens/s per GPU")
+
+
+def _nemo_llama2(model: str, workload: str, gpus: int, pipeline: int, interleave: int, tokens_s: float) -> ValidationCase:
+    batch, seq = 128, 4096
+    return ValidationCase(
+        name=f"nemo2407-{workload}-fp8", workload=workload, seq_len=seq, accelerator="h100", cluster="dgx-h100",
+        n_devices=gpus, global_batch=batch, tensor=1, pipeline=pipeline, data=gpus // pipeline, microbatch=1,
+        interleave=interleave, recompute="selective", metric="samples_s", published=tokens_s * gpus / seq,
+        number_format="fp8", zero1=True,
+        source=NEMO_2407.format(model=model, gpus=gpus, batch=batch, t=1, p=pipeline, v=interleave, tokens=tokens_s))
+
+
+H100_CASES: tuple[ValidationCase, ...] = (
+    #          format  GPUs  step time (s)
+    _dgxc_gpt3("bf16", 128, 8.309),
+    _dgxc_gpt3("bf16", 512, 8.42),
+    _dgxc_gpt3("bf16", 2048, 8.49),
+    _dgxc_gpt3("fp8", 128, 5.626),
+    _dgxc_gpt3("fp8", 512, 5.774),
+    _dgxc_gpt3("fp8", 2048, 5.96),
+    #            model         workload     GPUs PP VP  tokens/s per GPU
+    _nemo_llama2("LLAMA2-7B", "llama2-7b", 8, 1, 1, 16847),
+    _nemo_llama2("LLAMA2-13B", "llama2-13b", 16, 4, 10, 8646),
+)
+
+
+# --- the same run on two chips: published throughput ratios ---------------------------------------------------
+@dataclass(frozen=True)
+class ChipRatioCase:
+    """One model and plan that one training stack ran on an A100 and an H100 system; ``published`` is each chip's
+    tokens/s per GPU. The ratio between the chips is what a search that ranks chips must get right.
+
+    ``recompute``: ``"full"`` where the run checkpointed activations; otherwise ``"selective"``, because the runs use
+    FlashAttention, which keeps no s×s scores and recomputes them in its backward pass (the DGXC cases' reason)."""
+
+    name: str
+    d_model: int
+    n_layers: int
+    seq_len: int
+    n_devices: int
+    microbatch: int
+    global_batch: int
+    recompute: Recompute
+    published: dict[str, float]  # accelerator preset -> tokens/s per GPU
+    source: str
+
+    @property
+    def workload(self) -> Workload:
+        """MPT as a GPT-2-architecture stand-in of the same shape: d_model, layers, 4·d_model MLP, vocabulary 50,368
+        and learned positions (the published parameter counts grow by seq_len × d_model with the sequence length),
+        128-wide heads. MPT has no biases (GPT-2 adds 13·d per layer: < 0.03 % of the parameters)."""
+        return custom_workload(f"mpt-d{self.d_model}-l{self.n_layers}-s{self.seq_len}", "GPT2Config", "GPT2LMHeadModel",
+                               self.seq_len, n_embd=self.d_model, n_layer=self.n_layers, n_head=self.d_model // 128,
+                               n_inner=4 * self.d_model, vocab_size=MPT_VOCAB, n_positions=self.seq_len)
+
+    @property
+    def published_ratio(self) -> float:
+        return self.published["h100"] / self.published["a100"]
+
+
+MPT_VOCAB = 50368
+LLM_FOUNDRY = ("mosaicml/llm-foundry scripts/train/benchmarking/README.md (commit 061f2c7ce64e655100286584a7629e2a09f827ba), "
+               "tables \"H100 80GB BF16\" and \"A100 80GB with 1600 Gbps node-node interconnect (RoCE)\": MPT-{size}, "
+               "SeqLen {seq}, 8 GPUs, MicroBatchSize {mbs}, GlobalBatchSize {batch}, amp_bf16, FULL_SHARD, activation "
+               "checkpointing {ckpt}: {h100:g} (H100) and {a100:g} (A100) tokens/s per GPU")
+
+
+def _llm_foundry(size: str, d_model: int, n_layers: int, seq: int, mbs: int, batch: int, checkpointing: bool,
+                 a100: float, h100: float) -> ChipRatioCase:
+    return ChipRatioCase(
+        name=f"llm-foundry-mpt-{size}-s{seq}", d_model=d_model, n_layers=n_layers, seq_len=seq, n_devices=8,
+        microbatch=mbs, global_batch=batch, recompute="full" if checkpointing else "selective",
+        published={"a100": a100, "h100": h100},
+        source=LLM_FOUNDRY.format(size=size, seq=seq, mbs=mbs, batch=batch, ckpt=checkpointing, a100=a100, h100=h100))
+
+
+RATIO_CASES: tuple[ChipRatioCase, ...] = (
+    #             size    d     L   seq   mbs  batch ckpt   A100   H100 tokens/s per GPU
+    _llm_foundry("1b", 2048, 24, 1024, 18, 576, False, 22112, 48910),
+    _llm_foundry("1b", 2048, 24, 4096, 7, 224, False, 17807, 38535),
+    _llm_foundry("3b", 2560, 32, 4096, 5, 240, False, 9457, 20964),
+    _llm_foundry("7b", 4096, 32, 1024, 64, 1024, True, 4357, 10203),
+    _llm_foundry("7b", 4096, 32, 4096, 16, 256, True, 3684, 8611),
+    _llm_foundry("7b", 4096, 32, 8192, 8, 128, True, 3206, 6935),
+    _llm_foundry("13b", 5120, 40, 4096, 10, 240, True, 2060, 4717),
+)

@@ -25,6 +25,7 @@ from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.cluster import Cluster
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
+from phaze_env.hardware.number_format import fp8_weight_copy_factor
 from phaze_env.hardware.space import HBM_GB_VALUES as DEFAULT_HBM_GB, MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.placement import Settings, best_plan_multi
 from phaze_env.pricing import price_ops
@@ -231,7 +232,7 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
-        table = price_ops(dag.ops, acc, cluster).table
+        table = price_ops(dag.ops, acc, cluster, layer=layer.name).table
         one, all_cores = table.latencies_s(0, 0)
         tp_comm_s += float(table.comm_s.sum())
         if direction == "fwd":
@@ -258,7 +259,7 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
 
 
 def _energy_per_sample_j(graph, acc: Accelerator, tensor_width: int) -> float:
-    per_microbatch = sum(layer.repeat * sum(op_energy_j(op, acc) for op in layer.fwd.ops + layer.bwd.ops)
+    per_microbatch = sum(layer.repeat * sum(op_energy_j(op, acc, layer=layer.name) for op in layer.fwd.ops + layer.bwd.ops)
                          for layer in graph.layers)
     return per_microbatch * tensor_width / graph.microbatch
 
@@ -309,7 +310,8 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
 
         def settings_of(t: int, m: int) -> dict[str, Any]:
             graph = variant(t, m).graph
-            return {"seq_len": graph.seq_len, "model_flops_per_sample": _model_flops_per_sample(graph)}
+            return {"seq_len": graph.seq_len, "model_flops_per_sample": _model_flops_per_sample(graph),
+                    "weight_copy_factor": fp8_weight_copy_factor(graph, acc.number_format)}
 
         def search(chain_of) -> Any:
             return best_plan_multi(lambda t, m: chain_of(variant(t, m)), template, tensor_widths=usable,

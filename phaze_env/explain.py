@@ -92,8 +92,8 @@ class LayerExplanation:
         return "\n".join(lines)
 
 
-def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluster, time_limit_s: float):
-    priced = price_ops(dag.ops, acc, cluster)  # the evaluation's own pricing: same terms, same framework efficiency
+def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluster, time_limit_s: float, layer: str):
+    priced = price_ops(dag.ops, acc, cluster, layer=layer)  # the evaluation's own pricing: same terms, same framework efficiency
     table, tensor, vector = priced.table, priced.tensor, priced.vector
     one, all_cores = table.latencies_s(0, 0)
     schedule = schedule_graph(dag, one, all_cores, acc.num_tc, acc.num_vc, time_limit_s=time_limit_s)
@@ -103,7 +103,8 @@ def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluste
         latency = float(schedule.end_s[i] - schedule.start_s[i])
         tensor_s = float((tensor.compute_all_s if parallel else tensor.compute_one_s)[i, 0])
         vector_s = float((vector.compute_all_s if parallel else vector.compute_one_s)[i, 0])
-        memory_s = float(tensor.memory_s[i, 0] + (vector.hbm_all_s if parallel else vector.hbm_one_s)[i, 0])
+        memory_s = float(tensor.memory_s[i, 0] + tensor.cast_s[i, 0]  # FP8 casts are HBM-bound kernels
+                         + (vector.hbm_all_s if parallel else vector.hbm_one_s)[i, 0])
         exposed_s = float(tensor.exposed_s[i, 0])
         links_s = float(table.comm_s[i])
         terms = {"compute": max(tensor_s, vector_s), "memory": memory_s, "latency": exposed_s + links_s}
@@ -135,8 +136,8 @@ def explain_layer(workload: str | Workload, accelerator: Accelerator, cluster: C
     if layer not in layers:
         raise ValueError(f"{workload.name} has no layer {layer!r}; its layers are: {', '.join(layers)}")
     chosen = layers[layer]
-    fwd_s, fwd_ops, fwd_work = _explain_dag("fwd", chosen.fwd, accelerator, cluster, time_limit_s)
-    bwd_s, bwd_ops, bwd_work = _explain_dag("bwd", chosen.bwd, accelerator, cluster, time_limit_s)
+    fwd_s, fwd_ops, fwd_work = _explain_dag("fwd", chosen.fwd, accelerator, cluster, time_limit_s, layer)
+    bwd_s, bwd_ops, bwd_work = _explain_dag("bwd", chosen.bwd, accelerator, cluster, time_limit_s, layer)
     ops = tuple(fwd_ops + bwd_ops)
     makespan = fwd_s + bwd_s
     busy = {"tensor_cores": sum(o.tensor_cores_s for o in ops), "vector_cores": sum(o.vector_cores_s for o in ops),

@@ -19,6 +19,7 @@ import numpy as np
 
 from phaze_env.cluster import Cluster
 from phaze_env.hardware.accelerator import Accelerator
+from phaze_env.hardware.number_format import fp8_flags
 from phaze_env.hardware.estimator import LatencyTable, TensorTerms, VectorTerms, latency_terms, shared_parameters
 from phaze_env.workloads.graph import Op
 
@@ -51,10 +52,11 @@ def _slowed(terms, slowdown: float):
 
 
 def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, tc_configs=None,
-              vc_configs=None) -> PricedOps:
+              vc_configs=None, layer: str | None = None) -> PricedOps:
     """Price ``ops`` on ``accelerator`` in ``cluster`` — or, with ``tc_configs``/``vc_configs`` (rows as in
     :func:`~phaze_env.hardware.estimator.latency_terms`), on every core configuration of a space that shares
-    ``accelerator``'s clock, HBM, efficiencies and element size (its ``shared_parameters``).
+    ``accelerator``'s clock, HBM, efficiencies and element size (its ``shared_parameters``). ``layer`` is the ops'
+    layer name, required on an FP8 accelerator (:func:`~phaze_env.hardware.number_format.fp8_flags`).
 
     Every latency is homogeneous of degree one in the device-time terms (max, sums and the epilogue
     pipeline :func:`~phaze_env.hardware.estimator.pipelined_s`), so dividing the terms by the framework
@@ -62,7 +64,8 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     """
     tc = [accelerator.tc_config] if tc_configs is None else tc_configs
     vc = [accelerator.vc_config] if vc_configs is None else vc_configs
-    tc, vc, tensor, vector = latency_terms(ops, tc, vc, **shared_parameters(accelerator))
+    tc, vc, tensor, vector = latency_terms(ops, tc, vc, **shared_parameters(accelerator),
+                                           fp8=fp8_flags(ops, layer, accelerator.number_format))
     slowdown = 1.0 / cluster.framework_efficiency
     tensor, vector = _slowed(tensor, slowdown), _slowed(vector, slowdown)
     return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, collectives_s(ops, cluster)), tensor, vector)

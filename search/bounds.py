@@ -28,6 +28,7 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
 
 from __future__ import annotations
 
+import dataclasses
 from graphlib import TopologicalSorter
 
 import numpy as np
@@ -81,7 +82,7 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
         for dag in (layer.fwd, layer.bwd):
             if not dag.ops:
                 continue
-            priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows)
+            priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows, layer=layer.name)
             one, all_cores = priced.latencies_s(tc_index.ravel(), vc_index.ravel())
             layer_s += dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
         rows.append(layer_s)
@@ -110,6 +111,15 @@ def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count: int) -> n
     return total
 
 
+def allreduce_line(cluster: Cluster, group: int, stride: int) -> tuple[float, float]:
+    """:meth:`Cluster.collective_s` of an all-reduce is affine in the payload (every ring term is): its seconds
+    per byte (on the latency-free cluster) and its latency part, so the placement bound prices a group once
+    for every gradient share ``P/p`` instead of once per pipeline depth."""
+    seconds_per_byte = dataclasses.replace(cluster, link_latency_s=0.0, node_latency_s=0.0).collective_s(
+        "allreduce", 1.0, group, stride)
+    return seconds_per_byte, cluster.collective_s("allreduce", 1.0, group, stride) - seconds_per_byte
+
+
 def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
                            tensor_width: int, microbatch: int, cluster: Cluster) -> np.ndarray:
     """Lower bound on the time per batch over every (p, d) placement, per architecture.
@@ -124,14 +134,16 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     total_s = (layer_s * repeats[:, None]).sum(axis=0)
     slowest_s = layer_s.max(axis=0)
     best = np.full(total_s.shape, np.inf)
+    # the smallest d for each m_r: the same list for every p, cut at p's largest d (a prefix keeps its firsts)
+    d_all = np.arange(1, n // tensor_width + 1)
+    m_r_all = -(-batch // (d_all * microbatch))
+    first = np.r_[True, m_r_all[1:] != m_r_all[:-1]]
+    d_first, m_r_first = d_all[first], m_r_all[first]
+    lines = np.array([allreduce_line(cluster, int(k), tensor_width) for k in d_first]).reshape(-1, 2)
     for p in range(1, min(n_layers, n // tensor_width) + 1):
-        max_d = n // (tensor_width * p)
-        d = np.arange(1, max_d + 1)
-        m_r = -(-batch // (d * microbatch))
-        first = np.r_[True, m_r[1:] != m_r[:-1]]  # smallest d for each m_r
-        d, m_r = d[first], m_r[first]
-        allreduce = np.array([cluster.collective_s("allreduce", gradient_bytes / p, int(k), stride=tensor_width)
-                              for k in d])
+        keep = d_first <= n // (tensor_width * p)
+        m_r = m_r_first[keep]
+        allreduce = lines[keep, 0] * (gradient_bytes / p) + lines[keep, 1]
         crowded_s = smallest_layers_s(layer_s, repeats, -(-n_layers // p))
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
         if p > 1:

@@ -22,7 +22,7 @@ from phaze_env.evaluate import BREAKDOWN_LABELS, DEFAULT_TIME_LIMIT_S
 from phaze_env.files import writable_directory
 from phaze_env.hardware import Accelerator, UnknownPresetError, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
-from phaze_env.hardware.system import DEFAULT_BUDGET_W
+from phaze_env.hardware.system import DEFAULT_BUDGET_W, OBJECTIVES
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
 from search.outputs import baseline_label
@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                              f"count (default {DEFAULT_BUDGET_W / 1e6:g} MW unless --budget-usd)")
     parser.add_argument("--budget-usd", type=positive_float, default=None, dest="budget_usd", metavar="USD",
                         help="system space: cluster capital budget in USD instead of a power budget")
+    parser.add_argument("--objective", choices=OBJECTIVES, default="throughput",
+                        help="system space: what the best design maximises — throughput at the budget (default), "
+                             "throughput per W or per $, or minimises energy or carbon (operational + embodied) "
+                             "per token")
     parser.add_argument("--space", choices=SPACE_NAMES, default="full",
                         help="PHAZE's full space (default), or DesignSpace.reduced() (576 knob combinations) for "
                              "quick looks")
@@ -117,8 +121,8 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
                              "area are its knobs)")
         overrides |= {"budget_w": None if args.budget_mw is None else args.budget_mw * 1e6,
                       "budget_usd": args.budget_usd}
-    elif args.budget_mw is not None or args.budget_usd is not None:
-        raise ValueError("--budget-mw and --budget-usd apply to --space system only")
+    elif args.budget_mw is not None or args.budget_usd is not None or args.objective != "throughput":
+        raise ValueError("--budget-mw, --budget-usd and --objective apply to --space system only")
     for name, value in (("microbatch", args.microbatch), ("hbm_gb", args.hbm_gb), ("budget_mm2", args.area_budget),
                         ("recompute", (False,) if args.no_recompute else None)):
         if value is not None:
@@ -132,7 +136,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
                          f"({space.area_window_lower:g}·{space.budget_mm2:.1f} mm² … {space.budget_mm2:.1f} mm²)")
     return SearchConfig(workloads=tuple(workloads), cluster=cluster, space=space, tensor_widths=args.tensor_widths,
                         seq_len=args.seq, aggregate=args.aggregate, pareto=len(objectives) == 2, solver=args.solver,
-                        time_limit_s=args.time_limit)
+                        time_limit_s=args.time_limit, objective=args.objective)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,7 +217,9 @@ def system_cells(d: DesignResult) -> dict[str, str]:
             "links": f"{s['links']}×{s['link_GBps']:g} GB/s", "topology": s["topology"],
             "chips": f"{s['n_devices']:,}", "chip power W": f"{s['chip_power_w']:.0f}",
             "chip cost $": f"{s['chip_cost_usd']:,.0f}",
-            "cluster MW": f"{s['cluster_power_w'] / 1e6:.2f}", "cluster $M": f"{s['cluster_cost_usd'] / 1e6:.1f}"}
+            "cluster MW": f"{s['cluster_power_w'] / 1e6:.2f}", "cluster $M": f"{s['cluster_cost_usd'] / 1e6:.1f}",
+            "energy J/token": f"{s['energy_per_token_j']:.3g}" if "energy_per_token_j" in s else "",
+            "g CO2e/token": f"{s['carbon_per_token_g']:.3g}" if "carbon_per_token_g" in s else ""}
 
 
 def why(best: DesignResult, baseline: DesignResult) -> list[str]:

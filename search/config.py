@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+
+import numpy as np
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -11,6 +13,7 @@ from phaze_env.cache import content_key, model_version
 from phaze_env.design import DesignSpace, SystemArchSpace, SystemDesignSpace
 from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster
 from phaze_env.hardware import ArchSpace
+from phaze_env.hardware.system import OBJECTIVES
 from phaze_env.workloads import TENSOR_WIDTHS, Workload, get_workload
 
 DEFAULT_WORKLOAD = "gpt2-xl"
@@ -33,6 +36,7 @@ class SearchConfig:
     second_bound: bool = True
     solver: str = "cbc"
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    objective: str = "throughput"  # system space: any of hardware.system.OBJECTIVES
 
     def __post_init__(self) -> None:
         workloads = {w.name: w for w in map(get_workload, self.workloads)}
@@ -43,6 +47,14 @@ class SearchConfig:
         if isinstance(self.space, SystemDesignSpace) and len(self.workloads) > 1:
             raise ValueError("the system space searches one workload at a time (each design's cluster and HBM are "
                              "part of the design); run one search per workload")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if self.objective != "throughput":
+            if not isinstance(self.space, SystemDesignSpace) or self.pareto:
+                raise ValueError(f"the {self.objective} objective needs the system space (its designs have a power "
+                                 "and a cost) and the best-design mode")
+            # the ILP-free second bound compares throughput with the incumbent: another objective's units
+            object.__setattr__(self, "second_bound", False)
         if self.aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
 
@@ -74,11 +86,17 @@ class SearchConfig:
             "workloads": [w.to_dict() for w in self.workloads], "cluster": self.cluster.to_dict(), "space": self.space.to_dict(),
             "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "aggregate": self.aggregate,
             "pareto": self.pareto, "solver": self.solver, "time_limit_s": self.time_limit_s,
-        }
+        } | ({"objective": self.objective} if self.objective != "throughput" else {})
 
     @property
     def signature(self) -> str:
         return content_key("search", model_version(), self.arguments())  # a changed model constant never resumes old results
+
+    def objective_divisors(self) -> np.ndarray:
+        """Per row of :attr:`arch`: what the throughput is divided by for :attr:`objective` (all 1 for throughput)."""
+        if self.objective == "throughput":
+            return np.ones(len(self.arch))
+        return np.array([point.objective_divisor(self.objective) for point in self.arch.points])
 
     def per_capacity(self) -> list[SearchConfig]:
         """The one-design (shared) mode searches each HBM capacity on its own: one config per capacity."""

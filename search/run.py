@@ -55,9 +55,10 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
                     front, _ = search.pareto(name, window)
                     pareto[name] = tuple(_design(search.records[(name, i)], config, i) for i in front)
             else:
+                divisors = config.objective_divisors()
                 for name in config.names:
-                    index, _, _ = search.maximise([name], search.bounds[name],
-                                                  lambda evs, n=name: evs[n]["throughput_samples_s"], name, window)
+                    index, _, _ = search.maximise([name], search.bounds[name] / divisors,
+                                                  _objective_value(search, name, divisors), name, window)
                     best[name] = _design(search.records[(name, index)], config, index) if index is not None else None
                 if config.mode == "shared":
                     shared, extra = _search_shared_design(config, search, executor, db, progress, window)
@@ -85,11 +86,24 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
     return result
 
 
+def _objective_value(search: ExactSearch, name: str, divisors: np.ndarray):
+    """The value the best-design loop maximises: throughput over the row's objective divisor (1: throughput)."""
+    if np.all(divisors == 1):
+        return lambda evs: evs[name]["throughput_samples_s"]
+
+    def value(evs: dict[str, dict]) -> float:
+        evaluation = evs[name]  # the loop hands evaluations, not rows: find the row that holds this one
+        index = next(i for (w, i), r in search.records.items() if w == name and r["evaluation"] is evaluation)
+        return evaluation["throughput_samples_s"] / divisors[index]
+    return value
+
+
 def _design(record: dict, config: SearchConfig | None = None, index: int | None = None) -> DesignResult:
     """The result of a record; a system-space row's also carries its system (knobs, chips, power, cost)."""
     design = DesignResult.from_evaluation(record["evaluation"])
     if config is not None and config.is_system:
-        return dataclasses.replace(design, system=config.arch.system_summary(index))
+        system = config.arch.system_summary(index) | config.arch.points[index].figures(design.tokens_s)
+        return dataclasses.replace(design, system=system)
     return design
 
 
@@ -108,7 +122,8 @@ def _baseline(config: SearchConfig, name: str) -> DesignResult:
     system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks, "hbm_generation": "hbm2",
               "links": point.chip_system.links, "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9,
               "topology": point.topology}
-    return dataclasses.replace(DesignResult.from_evaluation(evaluation.to_dict()), system=system | point.summary())
+    design = DesignResult.from_evaluation(evaluation.to_dict())
+    return dataclasses.replace(design, system=system | point.summary() | point.figures(design.tokens_s))
 
 
 def _search_shared_design(config: SearchConfig, search: ExactSearch, executor, db: Path | None,

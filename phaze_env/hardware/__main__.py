@@ -36,6 +36,7 @@ def summary(preset: str) -> dict:
         "description": preset_description(preset),
         "accelerator": acc.to_dict(),
         "peak_flops": acc.peak_flops,
+        "fp8_peak_flops": acc.fp8_peak_flops,
         "peak_vector_elements_per_s": acc.peak_vector_elements_per_s,
         "vector_elements_per_cycle": acc.vector_elements_per_cycle,
         "area": acc.area_mm2,
@@ -73,7 +74,8 @@ def _print_table(info: dict) -> None:
         ("tensor cores", f"{parts['tensor cores']} (count×(width×depth))"),
         ("vector cores", f"{parts['vector cores']} (count×lanes)"),
         ("clock", f"{acc['clock_hz'] / 1e9:.3g} GHz"),
-        ("peak (tensor cores)", f"{info['peak_flops'] / 1e12:.1f} TFLOP/s"),
+        ("peak (tensor cores)", f"{info['peak_flops'] / 1e12:.1f} TFLOP/s"
+                                + (f" bf16, {info['fp8_peak_flops'] / 1e12:.1f} FP8" if info["fp8_peak_flops"] else "")),
         ("vector cores: elements/cycle", f"{info['vector_elements_per_cycle']:,} ({acc['vc_sublanes']} sublanes per lane)"),
         ("peak (vector cores)", f"{info['peak_vector_elements_per_s'] / 1e9:.1f} G elem/s"),
         ("efficiencies (GEMM, HBM)", f"{acc['gemm_efficiency']:.1%} of peak, {acc['hbm_efficiency']:.0%} of nominal"),

@@ -14,6 +14,11 @@ Two calibrated efficiencies scale the ideal model (both in ``(0, 1]``):
 * ``hbm_efficiency`` — the fraction of the nominal HBM bandwidth a streaming kernel achieves (refresh,
   bank conflicts, read/write turnaround).
 
+``number_format`` (``"bf16"`` or ``"fp8"``, :mod:`phaze_env.hardware.number_format`) is the tensor cores' format:
+with ``"fp8"`` the blocks' weight GEMMs run at :data:`~phaze_env.hardware.number_format.FP8_MAC_RATE` MACs per
+MAC slot per cycle on FP8 operands (the Transformer-Engine recipe), and each MAC costs more area
+(:data:`~phaze_env.hardware.area.FP8_MAC_AREA_FACTOR`).
+
 Every preset's figures cite their source in ``PRESETS``; the GPU presets are approximations mapped onto
 this template with the clock chosen so the power-of-two array count reproduces the datasheet peak.
 """
@@ -26,6 +31,7 @@ from typing import Any
 
 from phaze_env.hardware import area
 from phaze_env.hardware.area import TPU_VPU_SUBLANES
+from phaze_env.hardware.number_format import FP8_MAC_RATE, check_number_format
 
 DEFAULT_CLOCK_HZ = 1.05e9
 MB_BYTES = 2**20
@@ -78,6 +84,7 @@ class Accelerator:
     vc_sublanes: int = TPU_VPU_SUBLANES  # elements per lane per cycle
     gemm_efficiency: float = TPU_GEMM_EFFICIENCY  # sustained fraction of the tensor cores' nominal rate
     hbm_efficiency: float = HBM2_EFFICIENCY  # achievable fraction of the nominal HBM bandwidth
+    number_format: str = "bf16"  # tensor-core format: "bf16", or "fp8" (Transformer-Engine recipe)
 
     def __post_init__(self) -> None:
         for name in _POWER_OF_TWO_FIELDS:
@@ -98,6 +105,10 @@ class Accelerator:
                 raise ValueError(f"Accelerator.{name} must be in (0, 1], got {value!r}")
         if isinstance(self.bytes_per_element, bool) or not isinstance(self.bytes_per_element, int) or self.bytes_per_element <= 0:
             raise ValueError(f"Accelerator.bytes_per_element must be a positive integer, got {self.bytes_per_element!r}")
+        try:
+            check_number_format(self.number_format)
+        except ValueError as exc:
+            raise ValueError(f"Accelerator.{exc}") from None
 
     # --- derived figures -------------------------------------------------------------------------
     @property
@@ -108,6 +119,11 @@ class Accelerator:
     def peak_flops(self) -> float:
         """Peak tensor-core FLOP/s: ``2 · num_tc · width · depth · clock``."""
         return 2.0 * self.macs_per_cycle * self.clock_hz
+
+    @property
+    def fp8_peak_flops(self) -> float:
+        """Peak tensor-core FLOP/s on FP8 operands (``FP8_MAC_RATE · peak_flops``); 0 for bf16-only tensor cores."""
+        return self.peak_flops * FP8_MAC_RATE if self.number_format == "fp8" else 0.0
 
     @property
     def vector_elements_per_cycle(self) -> int:
@@ -136,7 +152,7 @@ class Accelerator:
     def area_mm2(self) -> float:
         """Architecture area (cores + buffer), the quantity PHAZE's area window constrains."""
         return float(area.arch_area_mm2(self.num_tc, self.tc_width, self.tc_depth, self.num_vc, self.vc_width, self.buffer_mb,
-                                        self.vc_sublanes))
+                                        self.vc_sublanes, self.number_format))
 
     @property
     def tc_config(self) -> tuple[int, int, int, int]:
@@ -152,13 +168,15 @@ class Accelerator:
     # --- notation --------------------------------------------------------------------------------
     def notation_parts(self) -> dict[str, str]:
         """The searched fields, each as :meth:`notation` writes it (for printers that show one per row)."""
-        return {"tensor cores": f"{self.num_tc}×({self.tc_width}×{self.tc_depth})",
+        tensor_cores = f"{self.num_tc}×({self.tc_width}×{self.tc_depth})"
+        return {"tensor cores": tensor_cores + (" fp8" if self.number_format == "fp8" else ""),
                 "vector cores": f"{self.num_vc}×{self.vc_width}",
                 "buffer": f"{self.buffer_mb} MiB", "HBM": f"{self.hbm_gb:g} GiB"}
 
     def notation(self) -> str:
         """The one way every printer (search, envs, Optuna, studies) names a design, e.g.
-        ``8×(128×128) tc · 2×128 vc · 128 MiB buffer · 32 GiB HBM`` (see :data:`NOTATION_LEGEND`)."""
+        ``8×(128×128) tc · 2×128 vc · 128 MiB buffer · 32 GiB HBM`` (see :data:`NOTATION_LEGEND`); FP8 tensor
+        cores read ``8×(128×128) fp8 tc · …`` (bf16 is the default and is not written)."""
         parts = self.notation_parts()
         return (f"{parts['tensor cores']} tc · {parts['vector cores']} vc · {parts['buffer']} buffer · "
                 f"{parts['HBM']} HBM")
@@ -227,6 +245,13 @@ PRESETS: dict[str, tuple[Accelerator, str]] = {
         "32×32 at 1.887 GHz = the published 989.4 TFLOP/s; 256 vector cores × 32 lanes × 2 sublanes "
         "(≈ the 16,896 FP32 lanes' rate, −7.6 %); 50 MB L2 + 132 × 228 KB shared memory rounded down to a "
         "64 MB buffer; 80 GB HBM3 at 3.35 TB/s (90 % achievable); GEMM efficiency 80.1 % (measured MAMF).",
+    ),
+    "h100-fp8": (
+        Accelerator(num_tc=256, tc_width=32, tc_depth=32, num_vc=256, vc_width=32, vc_sublanes=2, buffer_mb=64,
+                    hbm_gb=80.0, hbm_bandwidth_Bps=3.35e12, clock_hz=H100_CLOCK_HZ,
+                    gemm_efficiency=H100_GEMM_EFFICIENCY, hbm_efficiency=HBM3_EFFICIENCY, number_format="fp8"),
+        "The h100 preset training in FP8 (Transformer-Engine recipe, phaze_env.hardware.number_format): the blocks' "
+        "weight GEMMs at the datasheet's 1,979 TFLOP/s dense FP8, everything else in bf16 at 989.4 TFLOP/s.",
     ),
     "phaze-small": (
         Accelerator(num_tc=1, tc_width=64, tc_depth=64, num_vc=1, vc_width=64, buffer_mb=8),

@@ -43,12 +43,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from phaze_env.hardware.number_format import check_number_format
+
 TPU_VPU_SUBLANES = 8
 """TPU vector unit depth: each of the 128 lanes has 8 sublanes, so one (8 × 128) vector register is processed
 per cycle (Norrie et al., "The design process for Google's training chips: TPUv2 and TPUv3", IEEE Micro
 2021: the vector unit's registers and ALUs are 128 lanes × 8 sublanes); TPUv4 keeps this core (Jouppi et al.,
 ISCA 2023). Two TensorCores give 2 × 128 × 8 = 2048 elements per cycle."""
 MAC_AREA_MM2 = 1.0e-3
+FP8_MAC_AREA_FACTOR = 1.25
+"""Area of a MAC that does one bf16 or two FP8 multiply-accumulates per cycle (sharing one fp32 accumulator),
+relative to a bf16-only MAC. Assumption, no published figure: the significand multiplier — 8×8 bits for bf16,
+4×4 for FP8 E4M3 (FP8 formats, Micikevicius et al. 2022, arXiv:2209.05433) — grows by two 4×4 arrays (a quarter
+of the 8×8 array each), and the alignment/normalisation and the accumulator it shares take about half of the
+MAC. The H100 (814 mm²) doubles its tensor rate in FP8 on a die 1.5 % smaller than the A100's bf16-only 826 mm²
+(NVIDIA datasheets), so the factor is well below 2. Sensitivity: MACs are half of the TPUv4-like design's
+architecture area, so its FP8 variant is +12.4 % larger at 1.25, +4.9 % at 1.1 and +24.7 % at 1.5
+(tests/test_fp8.py holds the calculation)."""
 TC_EDGE_AREA_MM2_PER_LANE = 2.0e-3
 TC_CORE_OVERHEAD_MM2 = 0.5
 VC_SUBLANE_AREA_MM2 = 0.05 / 8
@@ -56,11 +67,16 @@ VC_CORE_OVERHEAD_MM2 = 0.5
 SRAM_AREA_MM2_PER_MB = 0.875
 
 
-def tensor_core_area_mm2(tc_width, tc_depth):
-    """Area of one ``tc_width × tc_depth`` systolic tensor core."""
+def mac_area_mm2(number_format: str = "bf16") -> float:
+    """Area of one MAC of the tensor cores' ``number_format`` (bf16-only, or bf16 + 2× FP8)."""
+    return MAC_AREA_MM2 * (FP8_MAC_AREA_FACTOR if check_number_format(number_format) == "fp8" else 1.0)
+
+
+def tensor_core_area_mm2(tc_width, tc_depth, number_format: str = "bf16"):
+    """Area of one ``tc_width × tc_depth`` systolic tensor core of ``number_format`` MACs."""
     macs = np.multiply(tc_width, tc_depth)
     edge_lanes = np.add(tc_width, tc_depth)
-    return macs * MAC_AREA_MM2 + edge_lanes * TC_EDGE_AREA_MM2_PER_LANE + TC_CORE_OVERHEAD_MM2
+    return macs * mac_area_mm2(number_format) + edge_lanes * TC_EDGE_AREA_MM2_PER_LANE + TC_CORE_OVERHEAD_MM2
 
 
 def vector_core_area_mm2(vc_width, vc_sublanes=TPU_VPU_SUBLANES):
@@ -73,10 +89,11 @@ def buffer_area_mm2(buffer_mb):
     return np.multiply(buffer_mb, SRAM_AREA_MM2_PER_MB)
 
 
-def arch_area_mm2(num_tc, tc_width, tc_depth, num_vc, vc_width, buffer_mb, vc_sublanes=TPU_VPU_SUBLANES):
+def arch_area_mm2(num_tc, tc_width, tc_depth, num_vc, vc_width, buffer_mb, vc_sublanes=TPU_VPU_SUBLANES,
+                  number_format: str = "bf16"):
     """Area of the searched components: tensor cores + vector cores + on-chip buffer (the window quantity)."""
     return (
-        np.multiply(num_tc, tensor_core_area_mm2(tc_width, tc_depth))
+        np.multiply(num_tc, tensor_core_area_mm2(tc_width, tc_depth, number_format))
         + np.multiply(num_vc, vector_core_area_mm2(vc_width, vc_sublanes))
         + buffer_area_mm2(buffer_mb)
     )

@@ -9,6 +9,10 @@ problem", ISSCC 2014 (45 nm: fp16 multiply 1.1 pJ, fp32 add 0.9 pJ, 8 KB SRAM 64
 * ``SRAM_PJ_PER_BYTE`` 1.0 pJ — on-chip buffer access including wires across a large (MB-scale) array.
 * ``HBM_PJ_PER_BYTE`` 31 pJ — HBM2 ≈ 3.9 pJ/bit (O'Connor et al., MICRO 2017).
 * ``LINK_PJ_PER_BYTE`` 40 pJ — chip-to-chip SerDes ≈ 5 pJ/bit.
+* ``FP8_MAC_PJ`` 0.25 pJ — one FP8 MAC on FP8 tensor cores (:mod:`phaze_env.hardware.number_format`): half a
+  bf16 MAC, the H100's ratio at its power limit (1,979 TFLOP/s FP8 and 989.4 bf16 at the same 700 W TDP,
+  NVIDIA H100 datasheet; assumption that the rest of the chip's power is the same in both). FP8 operands cross
+  the buffer and HBM in 1 byte; the cast of each FP8 GEMM's activation operand reads and writes HBM.
 
 Leakage/static power and clocking are not modelled per operator (dynamic energy only). GEMM SRAM traffic
 counts what the arrays read and write per fold under the chosen dataflow (stationary tile + both streamed
@@ -31,11 +35,13 @@ from phaze_env.hardware.estimator import (
     best_systolic_cycles,
     buffer_share_bytes,
     dataflow_dims,
-    gemm_traffic_bytes,
+    gemm_hbm_bytes,
     op_traffic_floor_bytes,
+    operand_bytes,
     spilled_bytes,
     vector_cycles_per_element,
 )
+from phaze_env.hardware.number_format import FP8_CAST_HBM_BYTES_PER_ELEMENT, FP8_MAC_RATE, cast_elements, fp8_flags
 from phaze_env.workloads.graph import Gemm, Op
 
 MAC_PJ = 0.5
@@ -43,6 +49,7 @@ VECTOR_LANE_CYCLE_PJ = 1.0
 SRAM_PJ_PER_BYTE = 1.0
 HBM_PJ_PER_BYTE = 31.0
 LINK_PJ_PER_BYTE = 40.0
+FP8_MAC_PJ = MAC_PJ / FP8_MAC_RATE
 PJ = 1e-12
 LEAKAGE_W_PER_MM2 = 0.1
 """Static (leakage) power per mm² of die at operating temperature, 7–5 nm class: 0.1 W/mm², i.e. ≈ 80 W on an
@@ -51,24 +58,25 @@ not fitted to any chip; ±50 % moves an ≈ 800 mm² die's modelled power by ≈
 (docs/cost_model.md, "Sensitivity")."""
 
 
-def array_sram_bytes(gemm: Gemm, acc: Accelerator, dataflow: str) -> float:
-    """Bytes the arrays exchange with the buffer for ``gemm`` under ``dataflow`` (one core's folds)."""
+def array_sram_bytes(gemm: Gemm, acc: Accelerator, dataflow: str, fp8: bool = False) -> float:
+    """Bytes the arrays exchange with the buffer for ``gemm`` under ``dataflow`` (one core's folds; FP8
+    operands: 1 byte per element)."""
     b, m, k, n = gemm.as_tuple()
     rows, cols = acc.tc_depth, acc.tc_width
     spatial_rows, spatial_cols, streamed = dataflow_dims(dataflow, m, k, n)
     folds = b * int(_ceil_div(spatial_rows, rows)) * int(_ceil_div(spatial_cols, cols))
     per_fold = rows * cols + streamed * (rows + cols)
-    return float(folds * per_fold * acc.bytes_per_element)
+    return float(folds * per_fold * operand_bytes(acc.bytes_per_element, fp8))
 
 
-def gemm_energy_j(gemm: Gemm, acc: Accelerator) -> float:
-    """MACs + array↔buffer traffic + HBM traffic (written through the buffer) of one GEMM."""
+def gemm_energy_j(gemm: Gemm, acc: Accelerator, fp8: bool = False) -> float:
+    """MACs + array↔buffer traffic + HBM traffic (written through the buffer) of one GEMM (``fp8``: in FP8)."""
     b, m, k, n = gemm.as_tuple()
     _, choice = best_systolic_cycles(b, m, k, n, acc.tc_depth, acc.tc_width, 1)
-    hbm_bytes = float(gemm_traffic_bytes(b, m, k, n, np.array([acc.buffer_bytes]), acc.bytes_per_element)[0])
-    sram_bytes = array_sram_bytes(gemm, acc, DATAFLOWS[int(choice)]) + hbm_bytes
+    hbm_bytes = float(gemm_hbm_bytes(b, m, k, n, np.array([acc.buffer_bytes]), acc.bytes_per_element, fp8)[0])
+    sram_bytes = array_sram_bytes(gemm, acc, DATAFLOWS[int(choice)], fp8) + hbm_bytes
     macs = gemm.flops / 2
-    return PJ * (macs * MAC_PJ + sram_bytes * SRAM_PJ_PER_BYTE + hbm_bytes * HBM_PJ_PER_BYTE)
+    return PJ * (macs * (FP8_MAC_PJ if fp8 else MAC_PJ) + sram_bytes * SRAM_PJ_PER_BYTE + hbm_bytes * HBM_PJ_PER_BYTE)
 
 
 def link_bytes_per_participant(op: Op) -> float:
@@ -76,17 +84,21 @@ def link_bytes_per_participant(op: Op) -> float:
     return comm.collective_s(op.comm_kind, float(op.comm_bytes), op.comm_group, 1.0)
 
 
-def op_energy_j(op: Op, acc: Accelerator) -> float:
+def op_energy_j(op: Op, acc: Accelerator, *, layer: str | None = None) -> float:
     """Dynamic energy of ``op`` on ``acc`` (joules); communication counts one participant's link bytes.
 
     A vector op's operands cross the buffer; what spills from the vector cores' buffer share (all of
-    them, as when the op runs split over every vector core) also crosses HBM.
+    them, as when the op runs split over every vector core) also crosses HBM. ``layer`` (the op's layer name)
+    is required on an FP8 accelerator.
     """
     if op.unit == "comm":
         return PJ * link_bytes_per_participant(op) * LINK_PJ_PER_BYTE if op.comm_group > 1 else 0.0
     energy = 0.0
     if op.unit in ("tc", "tc+vc"):
-        energy += sum(gemm_energy_j(g, acc) for g in op.gemms)
+        (fp8,) = fp8_flags([op], layer, acc.number_format)
+        energy += sum(gemm_energy_j(g, acc, fp8) for g in op.gemms)
+        if fp8:
+            energy += PJ * cast_elements(op) * FP8_CAST_HBM_BYTES_PER_ELEMENT * (HBM_PJ_PER_BYTE + SRAM_PJ_PER_BYTE)
     if op.unit in ("vc", "tc+vc"):
         energy += PJ * op.vector_elements * vector_cycles_per_element(op) * VECTOR_LANE_CYCLE_PJ
     if op.unit == "vc":

@@ -23,6 +23,13 @@ Tensor-core GEMMs — a systolic-array model with tiling:
   arrays' nominal rate and HBM at ``hbm_efficiency`` of its nominal bandwidth (calibrated
   :class:`~phaze_env.hardware.accelerator.Accelerator` parameters).
 
+FP8 (``Accelerator.number_format == "fp8"``; which operators, and why, is
+:mod:`phaze_env.hardware.number_format`, the one definition): an FP8 GEMM streams
+``FP8_MAC_RATE`` times as many MACs per cycle, reads its operands in 1 byte (its output stays bf16), and is
+preceded by the cast of its activation operand to FP8 — an HBM-bound kernel (``cast_s``, added in series: it
+runs before the GEMM, not under it). Pricing FP8 needs each operator's layer (``layer=``), since the same
+operator kinds stay in bf16 in the embedding and LM head.
+
 Vector-core operators: ``⌈elements / (lanes · sublanes · cores)⌉ · cycles_per_element(kind)`` cycles,
 bounded below by the HBM time of what does not fit on chip. The buffer is shared fairly among the cores
 that may run at once: each of the ``num_tc + num_vc`` cores owns ``buffer / (num_tc + num_vc)``, so an op
@@ -50,6 +57,8 @@ import numpy as np
 
 from phaze_env import comm
 from phaze_env.hardware.accelerator import DEFAULT_CLOCK_HZ, MB_BYTES, TPUV4, Accelerator
+from phaze_env.hardware.number_format import (FP8_BYTES, FP8_CAST_HBM_BYTES_PER_ELEMENT, FP8_MAC_RATE, cast_elements,
+                                              fp8_flags)
 from phaze_env.workloads.graph import Op, OpGraph
 
 DATAFLOWS = ("os", "ws", "is")
@@ -133,6 +142,30 @@ def gemm_traffic_bytes(batch: int, m: int, k: int, n: int, buffer_bytes, bytes_p
         streamed = e * (mk * np.ceil(n / np.maximum(block_cols, 1)) + kn * np.ceil(m / block_rows) + mn)
         best = np.minimum(best, np.where(block_cols >= 1, streamed, inf))
     return batch * best
+
+
+def operand_bytes(bytes_per_element: int, fp8: bool) -> int:
+    """Bytes per GEMM input element: FP8 operands are 1 byte, otherwise the accelerator's element size."""
+    return FP8_BYTES if fp8 else bytes_per_element
+
+
+def gemm_hbm_bytes(batch: int, m: int, k: int, n: int, buffer_bytes, bytes_per_element: int, fp8: bool = False) -> np.ndarray:
+    """HBM bytes of ``batch`` blocked GEMMs (:func:`gemm_traffic_bytes`) in bf16 or with FP8 operands, whose output
+    is still written at ``bytes_per_element`` (TE's FP8 GEMMs output bf16)."""
+    e_in = operand_bytes(bytes_per_element, fp8)
+    return gemm_traffic_bytes(batch, m, k, n, buffer_bytes, e_in) + float(batch) * m * n * (bytes_per_element - e_in)
+
+
+def gemm_op_traffic_floor_bytes(op: Op, bytes_per_element: int, fp8: bool = False) -> float:
+    """The traced traffic of a tensor-core ``op``; with FP8 operands its reads shrink to 1 byte per element."""
+    if not fp8:
+        return op_traffic_floor_bytes(op, bytes_per_element)
+    return op.bytes_read * FP8_BYTES / bytes_per_element + op.bytes_written
+
+
+def fp8_cast_s(op: Op, hbm_Bps: float) -> float:
+    """Seconds of the HBM-bound cast (with amax) of ``op``'s activation operand to FP8 before its GEMMs."""
+    return cast_elements(op) * FP8_CAST_HBM_BYTES_PER_ELEMENT / hbm_Bps
 
 
 def _block_sizes(extent: int) -> list[int]:
@@ -261,14 +294,15 @@ class TensorTerms:
     exposed_s: np.ndarray
     traffic_bytes: np.ndarray
     tiles: np.ndarray
+    cast_s: np.ndarray  # FP8 casts of the activation operand before the GEMMs (0 for bf16 ops)
 
     @property
     def one_s(self) -> np.ndarray:
-        return np.maximum(self.compute_one_s, self.memory_s) + self.exposed_s
+        return np.maximum(self.compute_one_s, self.memory_s) + self.exposed_s + self.cast_s
 
     @property
     def all_s(self) -> np.ndarray:
-        return np.maximum(self.compute_all_s, self.memory_s) + self.exposed_s
+        return np.maximum(self.compute_all_s, self.memory_s) + self.exposed_s + self.cast_s
 
 
 @dataclass(frozen=True)
@@ -291,11 +325,13 @@ class VectorTerms:
         return np.maximum(self.compute_all_s, self.hbm_all_s)
 
 
-def tensor_terms(ops, tc_configs, hbm_Bps: float, clock_hz: float, gemm_efficiency: float, e: int) -> TensorTerms:
+def tensor_terms(ops, tc_configs, hbm_Bps: float, clock_hz: float, gemm_efficiency: float, e: int,
+                 fp8: Sequence[bool] | None = None) -> TensorTerms:
     """Tensor-core terms ``(ops, T)``: compute on unique (cores, width, depth), memory on unique buffers.
 
-    ``hbm_Bps`` is the achievable (efficiency-scaled) bandwidth.
+    ``hbm_Bps`` is the achievable (efficiency-scaled) bandwidth; ``fp8[i]``: op ``i`` runs in FP8.
     """
+    fp8 = (False,) * len(ops) if fp8 is None else tuple(fp8)
     cores_dims, dims_index = np.unique(tc_configs[:, :3], axis=0, return_inverse=True)
     buffers_mb, buffer_index = np.unique(tc_configs[:, 3], return_inverse=True)
     dims_index, buffer_index = dims_index.ravel(), buffer_index.ravel()
@@ -307,34 +343,38 @@ def tensor_terms(ops, tc_configs, hbm_Bps: float, clock_hz: float, gemm_efficien
     for i, op in enumerate(ops):
         if op.unit not in ("tc", "tc+vc") or not op.gemms:
             continue
+        in_fp8 = fp8[i]
+        rate = FP8_MAC_RATE if in_fp8 else 1.0
         cycles_one = np.zeros(len(cores_dims))
         cycles_all = np.zeros(len(cores_dims))
         traffic = np.zeros(len(buffers_mb))
         exposed = np.zeros(len(cores_dims))
         tiles = np.zeros(len(cores_dims))
         for g in op.gemms:
-            if g.as_tuple() not in cache:
+            key = (g.as_tuple(), in_fp8)
+            if key not in cache:
                 b, m, k, n = g.as_tuple()
-                cache[g.as_tuple()] = (
-                    best_systolic_cycles(b, m, k, n, rows, cols, 1)[0],
-                    best_systolic_cycles(b, m, k, n, rows, cols, num_tc)[0],
-                    gemm_traffic_bytes(b, m, k, n, buffer_bytes, e),
-                    exposed_bytes(m, k, n, rows, cols, e),
+                cache[key] = (
+                    best_systolic_cycles(b, m, k, n, rows, cols, 1)[0] / rate,
+                    best_systolic_cycles(b, m, k, n, rows, cols, num_tc)[0] / rate,
+                    gemm_hbm_bytes(b, m, k, n, buffer_bytes, e, in_fp8),
+                    exposed_bytes(m, k, n, rows, cols, operand_bytes(e, in_fp8)),
                     output_tiles(b, m, n, rows, cols),
                 )
-            c1, ca, tr, ex, tl = cache[g.as_tuple()]
+            c1, ca, tr, ex, tl = cache[key]
             cycles_one += c1
             cycles_all += ca
             traffic += tr
             exposed += ex
             tiles += tl
-        traffic = np.maximum(traffic, op_traffic_floor_bytes(op, e))
+        traffic = np.maximum(traffic, gemm_op_traffic_floor_bytes(op, e, in_fp8))
         terms["compute_one_s"][i] = cycles_one[dims_index] / (clock_hz * gemm_efficiency)
         terms["compute_all_s"][i] = cycles_all[dims_index] / (clock_hz * gemm_efficiency)
         terms["traffic_bytes"][i] = traffic[buffer_index]
         terms["memory_s"][i] = terms["traffic_bytes"][i] / hbm_Bps
         terms["exposed_s"][i] = (exposed / hbm_Bps)[dims_index]
         terms["tiles"][i] = tiles[dims_index]
+        terms["cast_s"][i] = fp8_cast_s(op, hbm_Bps) if in_fp8 else 0.0
     return TensorTerms(**terms)
 
 
@@ -382,13 +422,15 @@ def latency_terms(
     bytes_per_element: int = TPUV4.bytes_per_element,
     gemm_efficiency: float = TPUV4.gemm_efficiency,
     hbm_efficiency: float = TPUV4.hbm_efficiency,
+    fp8: Sequence[bool] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, TensorTerms, VectorTerms]:
     """The checked configuration arrays and the tensor- and vector-core terms of every op on every configuration.
 
     ``tc_configs``: ``(T, 4)`` rows ``(num_tc, tc_width, tc_depth, buffer_mb)``; ``vc_configs``: ``(V, 5)``
     rows ``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)`` (e.g. from :meth:`ArchSpace.tc_configs` /
     ``vc_configs``). HBM bandwidth and its efficiency, clock, GEMM efficiency and element size are common
-    to all configurations (:func:`shared_parameters` of an :class:`Accelerator`). Compute terms are
+    to all configurations (:func:`shared_parameters` of an :class:`Accelerator`); ``fp8`` flags the ops that run
+    in FP8 (:func:`~phaze_env.hardware.number_format.fp8_flags`; default none). Compute terms are
     evaluated once per unique ``(num_tc, width, depth)`` and traffic once per unique buffer size, then
     broadcast.
     """
@@ -400,7 +442,9 @@ def latency_terms(
     vc = _as_config_array(vc_configs, 5, "vc_configs")
     ops = tuple(ops)
     hbm_Bps = hbm_bandwidth_Bps * hbm_efficiency
-    tensor = tensor_terms(ops, tc, hbm_Bps, clock_hz, gemm_efficiency, bytes_per_element)
+    if fp8 is not None and len(fp8) != len(ops):
+        raise ValueError(f"fp8 has {len(fp8)} flags for {len(ops)} ops")
+    tensor = tensor_terms(ops, tc, hbm_Bps, clock_hz, gemm_efficiency, bytes_per_element, fp8)
     vector = vector_terms(ops, vc, hbm_Bps, clock_hz, bytes_per_element)
     return tc, vc, tensor, vector
 
@@ -428,9 +472,12 @@ def shared_parameters(acc: Accelerator) -> dict[str, float]:
                 gemm_efficiency=acc.gemm_efficiency, hbm_efficiency=acc.hbm_efficiency)
 
 
-def accelerator_table(ops: Sequence[Op], acc: Accelerator, *, link_bandwidth_Bps: float | None = None, link_latency_s: float = 0.0) -> LatencyTable:
-    """:func:`latency_table` for one accelerator (one tensor-core and one vector-core configuration)."""
+def accelerator_table(ops: Sequence[Op], acc: Accelerator, *, link_bandwidth_Bps: float | None = None, link_latency_s: float = 0.0,
+                      layer: str | None = None) -> LatencyTable:
+    """:func:`latency_table` for one accelerator (one tensor-core and one vector-core configuration); ``layer``
+    (the ops' layer name) is required on an FP8 accelerator."""
     return latency_table(ops, [acc.tc_config], [acc.vc_config], **shared_parameters(acc),
+                         fp8=fp8_flags(ops, layer, acc.number_format),
                          link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s)
 
 
@@ -449,17 +496,20 @@ class GemmEstimate:
 
 
 def matmul_estimate(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1, cores: int = 1) -> GemmEstimate:
-    """All terms of ``batch`` GEMMs ``M×K @ K×N`` on ``cores`` of ``acc``'s tensor cores."""
+    """All terms of ``batch`` GEMMs ``M×K @ K×N`` on ``cores`` of ``acc``'s tensor cores — a Linear layer's GEMM:
+    in FP8 (operands only, without the cast of ``A``) when ``acc.number_format`` is ``"fp8"``."""
     for name, value in (("M", M), ("K", K), ("N", N), ("batch", batch), ("cores", cores)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if cores > acc.num_tc:
         raise ValueError(f"cores={cores} exceeds the accelerator's {acc.num_tc} tensor cores")
+    fp8 = acc.number_format == "fp8"
     cycles, choice = best_systolic_cycles(batch, M, K, N, acc.tc_depth, acc.tc_width, cores)
-    traffic = float(gemm_traffic_bytes(batch, M, K, N, np.array([acc.buffer_bytes]), acc.bytes_per_element)[0])
-    compute_s = float(cycles) / (acc.clock_hz * acc.gemm_efficiency)
+    traffic = float(gemm_hbm_bytes(batch, M, K, N, np.array([acc.buffer_bytes]), acc.bytes_per_element, fp8)[0])
+    compute_s = float(cycles) / (acc.clock_hz * acc.gemm_efficiency * (FP8_MAC_RATE if fp8 else 1.0))
     memory_s = traffic / acc.effective_hbm_bandwidth_Bps
-    exposed_s = float(exposed_bytes(M, K, N, acc.tc_depth, acc.tc_width, acc.bytes_per_element)) / acc.effective_hbm_bandwidth_Bps
+    exposed_s = float(exposed_bytes(M, K, N, acc.tc_depth, acc.tc_width, operand_bytes(acc.bytes_per_element, fp8))
+                      ) / acc.effective_hbm_bandwidth_Bps
     return GemmEstimate(max(compute_s, memory_s) + exposed_s, compute_s, memory_s, exposed_s, int(cycles), traffic, DATAFLOWS[int(choice)])
 
 
@@ -470,17 +520,19 @@ def matmul_latency_s(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1
 
 
 def op_latency_s(op: Op, acc: Accelerator, *, parallel: bool = False, link_bandwidth_Bps: float | None = None,
-                 link_latency_s: float = 0.0) -> float:
+                 link_latency_s: float = 0.0, layer: str | None = None) -> float:
     """Seconds for ``op`` on one core of its type (``parallel=False``) or split over all of them.
 
     ``link_bandwidth_Bps``/``link_latency_s`` describe the cluster's interconnect; they are required
-    only for communication operators.
+    only for communication operators. ``layer`` (the op's layer name) is required on an FP8 accelerator.
     """
-    table = accelerator_table([op], acc, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s)
+    table = accelerator_table([op], acc, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s, layer=layer)
     one, all_cores = table.latencies_s(0, 0)
     return float(all_cores[0] if parallel else one[0])
 
 
-def graph_latencies_s(graph: OpGraph, acc: Accelerator, *, link_bandwidth_Bps: float | None, link_latency_s: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """``(one_core, all_cores)`` latency arrays (seconds), one entry per op of ``graph``."""
-    return accelerator_table(graph.ops, acc, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s).latencies_s(0, 0)
+def graph_latencies_s(graph: OpGraph, acc: Accelerator, *, link_bandwidth_Bps: float | None, link_latency_s: float = 0.0,
+                      layer: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(one_core, all_cores)`` latency arrays (seconds), one entry per op of ``graph`` (of layer ``layer``)."""
+    return accelerator_table(graph.ops, acc, link_bandwidth_Bps=link_bandwidth_Bps, link_latency_s=link_latency_s,
+                             layer=layer).latencies_s(0, 0)

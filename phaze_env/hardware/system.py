@@ -80,8 +80,9 @@ HOST_W_PER_CHIP = (10_200.0 - 8 * 700.0) / 8
 """575 W per chip for everything in a server besides the accelerators — host CPUs, DRAM, NICs, node
 switches, fans, power-supply losses: a DGX H100's 10.2 kW maximum system power (NVIDIA DGX H100 datasheet)
 less its eight 700 W GPUs, per GPU. Applied to both topology families (assumption: a TPU host serves four
-chips with less, so this favours neither family); ±50 % changes the chip count at a fixed budget by
-≈ ∓20 % for a 700 W chip and ≈ ∓25 % for a 200 W chip (docs/system_space.md)."""
+chips with less, so this favours neither family); −50 % / +50 % changes the chip count at 10 MW from 7,440 to
+9,730 / 6,023 H100s (+31 % / −19 %) and from 12,315 to 20,170 / 8,863 TPUv4 chips (+64 % / −28 %): the share
+weighs most on low-power chips (docs/system_space.md)."""
 PUE = 1.1
 """Power usage effectiveness of the data centre (cooling, power distribution): Google reports a fleet-wide
 trailing-twelve-month PUE of 1.10 (Google Data Centers, "Efficiency", 2023); Meta reports 1.08–1.10 in its
@@ -94,6 +95,23 @@ a money budget buys ≈ 1/3 more chips at $2,500 and ≈ 1/3 fewer at $10,000.""
 DEFAULT_BUDGET_W = 10e6
 """The default cluster budget at the wall: 10 MW, what ≈ 7,000 H100-class chips draw with their hosts and
 cooling ((700 W + 575 W) × 1.1 PUE ≈ 1.4 kW each): a large LLM training cluster of today."""
+
+
+OBJECTIVES = ("throughput", "throughput_per_w", "throughput_per_usd", "energy_per_token", "carbon_per_token")
+"""What a system search maximises (the last two: minimises). Each is the throughput over a figure fixed by the
+design and the budget (:func:`objective_divisor`), so the exact search's bounds divide by it too."""
+GRID_G_CO2E_PER_KWH = 390.0
+"""Operational carbon intensity: 390 g CO2e per kWh, the US average of 2022 (EIA, "How much carbon dioxide is
+produced per kilowatthour of U.S. electricity generation?": 0.86 lb/kWh). Data centres on low-carbon contracts
+reach ≈ 100 g/kWh or less; the operational part of carbon per token scales with it."""
+EMBODIED_KG_CO2E_PER_CHIP = 150.0
+"""Embodied carbon per accelerator: 150 kg CO2e, the per-GPU (A100) figure Luccioni et al. use for BLOOM's
+training ("Estimating the Carbon Footprint of BLOOM", JMLR 2023). Assumption for every chip of the space (die
+size and HBM stacks change it): embodied is 0.7 % of a 1 kW chip's carbon at 390 g/kWh, so ×2 adds < 1 %."""
+LIFETIME_YEARS = 6.0
+"""Years over which a chip's embodied carbon is amortised: 6, the useful life Alphabet and Microsoft set for
+their servers in 2022 (annual reports). Assumption for accelerators."""
+SECONDS_PER_YEAR = 365.25 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -228,6 +246,41 @@ class SystemPoint:
                               self.chip_system.link_bandwidth_Bps, global_batch=base.global_batch,
                               optimizer=base.optimizer, framework_efficiency=base.framework_efficiency)
 
+    @property
+    def cluster_power_w(self) -> float:
+        return self.n_devices * wall_power_per_chip_w(self.estimate)
+
+    @property
+    def cluster_cost_usd(self) -> float:
+        return self.n_devices * cost_per_chip_usd(self.estimate)
+
+    @property
+    def carbon_g_per_s(self) -> float:
+        """Operational (cluster power × grid intensity) plus embodied carbon (amortised over the lifetime)."""
+        operational = self.cluster_power_w * GRID_G_CO2E_PER_KWH / 3.6e6
+        embodied = self.n_devices * EMBODIED_KG_CO2E_PER_CHIP * 1e3 / (LIFETIME_YEARS * SECONDS_PER_YEAR)
+        return operational + embodied
+
+    def objective_divisor(self, objective: str) -> float:
+        """The figure the throughput is divided by for ``objective`` (1 for throughput): watts, dollars, or
+        for energy and carbon per token (minimised) the joules and grams per second whose ratio to the
+        token rate they are — so maximising ``throughput / divisor`` minimises them."""
+        divisors = {"throughput": 1.0, "throughput_per_w": self.cluster_power_w,
+                    "throughput_per_usd": self.cluster_cost_usd, "energy_per_token": self.cluster_power_w,
+                    "carbon_per_token": self.carbon_g_per_s}
+        if objective not in divisors:
+            raise ValueError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
+        return divisors[objective]
+
+    def figures(self, tokens_s: float) -> dict[str, float]:
+        """Every objective's figure at ``tokens_s``: throughput per W and per $ (tokens), J and g CO2e per token."""
+        if not tokens_s > 0:
+            return {}
+        return {"tokens_per_s_per_w": tokens_s / self.cluster_power_w,
+                "tokens_per_s_per_usd": tokens_s / self.cluster_cost_usd,
+                "energy_per_token_j": self.cluster_power_w / tokens_s,
+                "carbon_per_token_g": self.carbon_g_per_s / tokens_s}
+
     def summary(self) -> dict[str, Any]:
         """The system fields results carry: chip area/power/cost, chips, the cluster's power and cost."""
         return {"topology": self.topology, "n_devices": self.n_devices, "budget": self.budget.to_dict(),
@@ -235,8 +288,7 @@ class SystemPoint:
                 "chip_cost_usd": self.estimate.total_cost_usd,
                 "wall_power_per_chip_w": wall_power_per_chip_w(self.estimate),
                 "cost_per_chip_usd": cost_per_chip_usd(self.estimate),
-                "cluster_power_w": self.n_devices * wall_power_per_chip_w(self.estimate),
-                "cluster_cost_usd": self.n_devices * cost_per_chip_usd(self.estimate),
+                "cluster_power_w": self.cluster_power_w, "cluster_cost_usd": self.cluster_cost_usd,
                 "hbm_gb": self.accelerator.hbm_gb, "hbm_bandwidth_Bps": self.accelerator.hbm_bandwidth_Bps,
                 "links": self.chip_system.links, "link_bandwidth_Bps": self.chip_system.link_bandwidth_Bps}
 
@@ -260,7 +312,7 @@ def baseline_point(budget: SystemBudget) -> SystemPoint:
     return system_point(TPUV4.replace(gemm_efficiency=SYSTEM_GEMM_EFFICIENCY), chip_system, "torus", budget)
 
 
-__all__ = ["DEFAULT_BUDGET_W", "HBM_GENERATIONS", "HOST_USD_PER_CHIP", "HOST_W_PER_CHIP", "PUE",
+__all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "HBM_GENERATIONS", "HOST_USD_PER_CHIP", "HOST_W_PER_CHIP", "PUE",
            "SYSTEM_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "baseline_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]

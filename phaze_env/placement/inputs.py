@@ -134,6 +134,7 @@ class Settings:
     model_flops_per_sample: float | None = None
     peak_flops: float | None = None
     hbm_bandwidth_Bps: float | None = None
+    weight_copy_factor: float = 0.0  # extra per-weight copies (FP8 weights), as a multiple of the weight bytes
 
     def __post_init__(self) -> None:
         if not isinstance(self.cluster, Cluster):
@@ -147,6 +148,8 @@ class Settings:
             raise ValueError(f"hbm_bytes must be positive, got {hbm}")
         if self.seq_len is not None:
             _positive_int(self.seq_len, "seq_len")
+        if not 0 <= _number(self.weight_copy_factor, "weight_copy_factor") < math.inf:
+            raise ValueError(f"weight_copy_factor must be finite and non-negative, got {self.weight_copy_factor}")
         for name, low in (("model_flops_per_sample", 0.0), ("peak_flops", None), ("hbm_bandwidth_Bps", None)):
             value = getattr(self, name)
             if value is None:
@@ -186,12 +189,13 @@ class Settings:
         return AUTO_INTERLEAVES if self.plan.interleave is None else (self.plan.interleave,)
 
     def state_factor(self, data_parallel: int) -> float:
-        """Weights + gradients + optimizer state per device, as a multiple of the stage's weight bytes.
+        """Weights (with their FP8 copies) + gradients + optimizer state per device, as a multiple of the stage's
+        weight bytes.
 
         ZeRO-1 (Rajbhandari et al. 2020, "P_os") shards the optimizer state over the ``d`` replicas.
         """
         shards = data_parallel if self.zero1 else 1
-        return 1.0 + GRADIENT_FACTOR + self.optimizer.state_factor / shards
+        return 1.0 + self.weight_copy_factor + GRADIENT_FACTOR + self.optimizer.state_factor / shards
 
     def optimizer_step_s(self, param_bytes: float, data_parallel: int) -> float:
         """HBM-bound optimizer update of a stage: bytes touched / HBM bandwidth (ZeRO-1: its 1/d shard)."""

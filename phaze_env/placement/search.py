@@ -629,9 +629,9 @@ class PlacementSearch:
             units = shape.units(shape.stages - k)
             state = s.state_factor(shape.data_parallel)
             memory.append({
-                "weights": params,
+                "weights": params * (1.0 + s.weight_copy_factor),
                 "gradients": params * GRADIENT_FACTOR,
-                "optimizer": params * (state - 1.0 - GRADIENT_FACTOR),
+                "optimizer": params * (state - 1.0 - s.weight_copy_factor - GRADIENT_FACTOR),
                 "activations": float(memory_side.full_fixed[mode][a, b] - params * state
                                      + units * memory_side.full_per_unit[mode][a, b]),
             })

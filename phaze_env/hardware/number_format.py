@@ -1,0 +1,86 @@
+"""Number format of the tensor cores: which operators run in FP8, and what FP8 costs and saves.
+
+The one definition of the Transformer-Engine recipe (NVIDIA Transformer Engine user guide, "Using FP8 with
+Transformer Engine": ``te.Linear``-class layers run their three GEMMs — forward, dgrad and wgrad — in FP8 with
+delayed scaling; everything else stays in higher precision). The estimator, the energy model, the evaluator's
+memory, the system design space's ``number_format`` knob and the H100 FP8 validation cases all call
+:func:`fp8_flags` and the constants below; none of them restates the rule.
+
+* **What runs in FP8**: the weight GEMMs (``kind == "matmul"``) of the repeated transformer blocks
+  (:data:`FP8_LAYERS`), forward and backward. Attention's batched GEMMs (``kind == "bmm"``: QKᵀ and
+  probabilities × V), softmax, norms, the embedding (``pre`` layer) and the LM head and loss (``post`` layer)
+  stay in bf16, as in TE and in Megatron-Core, whose output layer is a plain ``ColumnParallelLinear``.
+* **Rate**: an FP8 tensor core does :data:`FP8_MAC_RATE` MACs per bf16 MAC slot per cycle.
+* **Casts**: before each FP8 GEMM the activation operand of its first GEMM — the Linear input ``X`` in the
+  forward pass, the output gradient ``dY`` in the backward pass — is cast to FP8 with TE's fused
+  cast-transpose kernel, which also takes the tensor's amax for delayed scaling (``cast_transpose`` in TE's
+  ``transformer_engine/common/transpose``): it reads bf16 and writes the FP8 tensor and its FP8 transpose,
+  :data:`FP8_CAST_HBM_BYTES_PER_ELEMENT` bytes per element. Weights are cast once per optimizer step
+  (Megatron-Core passes ``is_first_microbatch`` to TE, which caches the FP8 weights across microbatches), so
+  their cast is not charged per microbatch. The amax-history / scale update is a few scalars per tensor.
+* **Memory**: the FP8 weight and its FP8 transpose (Hopper's FP8 GEMMs take only the TN layout) are kept next to
+  the bf16 weights and the fp32 master weights: :data:`FP8_WEIGHT_COPY_BYTES_PER_PARAM` per FP8 weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from phaze_env.workloads.graph import ModelGraph, Op
+
+NUMBER_FORMATS: tuple[str, ...] = ("bf16", "fp8")
+FP8_LAYERS: tuple[str, ...] = ("block",)
+"""Layers whose weight GEMMs run in FP8: the repeated transformer blocks (``phaze_env.workloads.build`` names
+them ``block``); ``pre`` (embedding) and ``post`` (final norm, LM head, loss) stay in bf16."""
+FP8_GEMM_KINDS: tuple[str, ...] = ("matmul",)
+"""Operator kinds that run in FP8 inside those layers: the weight (Linear) GEMMs; ``bmm`` (attention) does not."""
+FP8_MAC_RATE = 2.0
+"""FP8 MACs per bf16 MAC slot per cycle: H100 SXM 1,979 TFLOP/s dense FP8 vs 989.4 TFLOP/s dense bf16 (NVIDIA
+H100 Tensor Core GPU datasheet; Hopper architecture whitepaper: "2x the MMA rates ... using FP8")."""
+FP8_BYTES = 1
+"""Bytes per FP8 element (E4M3 forward, E5M2 gradients: 8 bits each)."""
+FP8_CAST_HBM_BYTES_PER_ELEMENT = 4
+"""TE's fused cast-transpose reads a bf16 element (2 B) and writes it twice in FP8 (row-major and transposed)."""
+FP8_WEIGHT_COPY_BYTES_PER_PARAM = 2
+"""The cached FP8 weight and its FP8 transpose: 2 × 1 byte per parameter of an FP8 Linear layer."""
+
+
+def check_number_format(number_format: str) -> str:
+    """``number_format`` if it is one of :data:`NUMBER_FORMATS`, else a ``ValueError`` naming them."""
+    if number_format not in NUMBER_FORMATS:
+        raise ValueError(f"number_format must be one of {', '.join(NUMBER_FORMATS)}, got {number_format!r}")
+    return number_format
+
+
+def runs_in_fp8(op: Op, layer: str) -> bool:
+    """Whether ``op`` of layer ``layer`` runs its GEMMs in FP8 on an FP8 accelerator (the TE recipe)."""
+    return layer in FP8_LAYERS and op.kind in FP8_GEMM_KINDS and op.unit in ("tc", "tc+vc") and bool(op.gemms)
+
+
+def fp8_flags(ops: Sequence[Op], layer: str | None, number_format: str) -> tuple[bool, ...]:
+    """Per op of ``ops`` (one layer's forward or backward graph): runs in FP8. All ``False`` for bf16; for FP8 the
+    layer's name is required, because the same operator kinds stay in bf16 in the embedding and LM head."""
+    if check_number_format(number_format) == "bf16":
+        return (False,) * len(ops)
+    if layer is None:
+        raise ValueError("pricing operators on an FP8 accelerator needs the name of their layer (FP8 applies to "
+                         f"the weight GEMMs of {', '.join(FP8_LAYERS)} layers only)")
+    return tuple(runs_in_fp8(op, layer) for op in ops)
+
+
+def cast_elements(op: Op) -> int:
+    """Elements cast to FP8 before ``op``'s GEMMs: the activation operand ``A`` (``batch × m × k``) of its first
+    GEMM — ``X`` of the forward GEMM, ``dY`` of the backward op's dgrad GEMM (the tracer lists dgrad first)."""
+    first = op.gemms[0]
+    return first.batch * first.m * first.k
+
+
+def fp8_weight_copy_factor(graph: ModelGraph, number_format: str) -> float:
+    """The FP8 weight copies per device as a multiple of the weight bytes, for the memory model: the largest share
+    over the graph's layers (a block's: nearly all its weights are Linear), so no stage is under-counted; the
+    embedding and LM head, which have no copies, are over-counted on the first and last stages. 0 for bf16."""
+    if check_number_format(number_format) == "bf16":
+        return 0.0
+    shares = [sum(op.param_bytes for op in layer.fwd.ops if runs_in_fp8(op, layer.name)) / layer.param_bytes
+              for layer in graph.layers if layer.param_bytes > 0]
+    return max(shares, default=0.0) * FP8_WEIGHT_COPY_BYTES_PER_PARAM / graph.bytes_per_element

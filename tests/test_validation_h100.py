@@ -1,0 +1,111 @@
+"""H100 runs in bf16 and FP8 and the same stack's runs on A100 and H100 (experiments.validation_cases), predicted
+by experiments.validate: every H100 case within ±15 % of its published throughput with nothing fitted, the FP8
+speed-up over bf16 of the same plan within ±5 %, and every cross-chip ratio within ±10 % — except the known gaps,
+held as strict xfails so that closing one is noticed (docs/validation.md explains each)."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.validate import (RATIO_TOLERANCE, TOLERANCE, fp8_speedups, plan_of, predict, predict_ratio,
+                                  published_time_s)
+from experiments.validation_cases import H100_CASES, RATIO_CASES, get_case
+from phaze_env.cluster import get_cluster
+
+FP8_SPEEDUP_TOLERANCE = 0.05
+NOT_FITTING = {"dgxc-gpt3-175b-fp8-128"}  # the recipe's FP8 primary weights (fp8_params) are not modelled
+STACK_GAPS = {"nemo2407-llama2-7b-fp8", "nemo2407-llama2-13b-fp8"}  # causal fused attention, overlapped p2p
+DGXC = [case for case in H100_CASES if case.name.startswith("dgxc-")]
+
+
+@pytest.mark.parametrize("case", DGXC, ids=lambda c: c.name)
+def test_case_is_the_published_plan(case):
+    assert case.accelerator == "h100" and case.cluster == "dgx-h100"
+    assert case.tensor * case.pipeline * case.data == case.n_devices
+    assert case.global_batch == 2 * case.n_devices  # the recipe: 16 sequences per 8-GPU node
+    assert case.microbatches_per_replica * case.data * case.microbatch == case.global_batch
+    assert str(plan_of(case)).startswith(f"t4p8d{case.n_devices // 32}m1v12") and plan_of(case).zero1
+    assert get_case(case.name) == case and case.number_format in case.name
+    step_s = float(case.source.split("training step time ")[1].split(" s")[0])
+    assert published_time_s(case) == pytest.approx(step_s)
+
+
+def test_dgx_h100_is_not_fitted():
+    assert get_cluster("dgx-h100", 8).framework_efficiency == 1.0
+
+
+def test_llama2_cases_carry_nemo_figures():
+    for name in STACK_GAPS:
+        case = get_case(name)
+        tokens_s = float(case.source.rsplit(": ", 1)[1].split(" tokens/s")[0])
+        assert case.published == pytest.approx(tokens_s * case.n_devices / case.seq_len)
+        assert case.tensor * case.pipeline * case.data == case.n_devices and case.number_format == "fp8"
+
+
+@pytest.fixture(scope="module")
+def h100_predictions():
+    return [predict(case) for case in H100_CASES]
+
+
+@pytest.mark.slow
+def test_every_modelled_h100_case_is_within_tolerance(h100_predictions):
+    for prediction in h100_predictions:
+        if prediction.case.name in NOT_FITTING:
+            assert prediction.predicted is None and "does not fit" in prediction.note, prediction
+        elif prediction.case.name not in STACK_GAPS:
+            assert prediction.error is not None and abs(prediction.error) <= TOLERANCE, prediction
+    within = [p for p in h100_predictions if p.error is not None and abs(p.error) <= TOLERANCE]
+    assert len(within) >= 3 and any(p.case.number_format == "fp8" for p in within)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(STACK_GAPS))
+@pytest.mark.xfail(strict=True, reason="causal fused attention and overlapped p2p are not modelled (docs/validation.md)")
+def test_stack_gap_case_is_within_tolerance(name, h100_predictions):
+    prediction = next(p for p in h100_predictions if p.case.name == name)
+    assert prediction.error is not None and abs(prediction.error) <= TOLERANCE, prediction
+
+
+@pytest.mark.slow
+def test_the_unfitting_fp8_case_fits_in_bf16(h100_predictions):
+    """What keeps it out is the FP8 weight copies, not the plan: the same plan fits in bf16."""
+    by_name = {p.case.name: p for p in h100_predictions}
+    for name in NOT_FITTING:
+        assert by_name[name.replace("-fp8-", "-bf16-")].predicted is not None
+
+
+@pytest.mark.slow
+def test_fp8_speedup_over_bf16_matches_the_published(h100_predictions):
+    rows = fp8_speedups(h100_predictions)
+    assert len(rows) == len(DGXC) // 2 - len(NOT_FITTING)
+    for name, published, predicted in rows:
+        assert 1.3 < published < 1.6, name  # the recipe's tables: 1.42-1.48x
+        assert predicted == pytest.approx(published, rel=FP8_SPEEDUP_TOLERANCE), name
+
+
+# Known gap (docs/validation.md, "Cross-chip ratios"): at 1,024 tokens the GEMMs dominate and the model's ratio
+# follows the two presets' measured GEMM rates (≈ 2.9×), while this stack's published H100 runs stay at 2.2–2.3×.
+RATIO_GAPS = {"llm-foundry-mpt-1b-s1024", "llm-foundry-mpt-7b-s1024"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.name, marks=[pytest.mark.xfail(
+    strict=True, reason="GEMM-bound: the stack's H100 GEMMs run below the MAMF rate the h100 preset carries")]
+    if case.name in RATIO_GAPS else []) for case in RATIO_CASES])
+def test_cross_chip_ratio_is_within_tolerance(case):
+    prediction = predict_ratio(case)
+    assert prediction.error is not None and abs(prediction.error) <= RATIO_TOLERANCE, prediction
+
+
+# NumParams column of the llm-foundry tables (same source as the cases): the stand-in must have the MPT's size.
+LLM_FOUNDRY_PARAMS = {"llm-foundry-mpt-1b-s1024": 1_313_853_440, "llm-foundry-mpt-1b-s4096": 1_320_144_896}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LLM_FOUNDRY_PARAMS)
+def test_ratio_workload_has_the_published_size(name):
+    from phaze_env.workloads import model_graph
+
+    case = next(case for case in RATIO_CASES if case.name == name)
+    params = model_graph(case.workload, seq_len=case.seq_len, microbatch=1, tensor_width=1).params_total
+    assert params == pytest.approx(LLM_FOUNDRY_PARAMS[name], rel=1e-3)
