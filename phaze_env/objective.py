@@ -46,7 +46,10 @@ from phaze_env.workloads import Workload, get_workload, workload_names
 
 CONSTRAINT_NAMES = ("area", "placement")
 ENCODINGS = ("categorical", "index")
-SAMPLERS = ("tpe", "random", "gp", "cmaes", "nsga2", "bruteforce")
+SAMPLERS = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2", "bruteforce")
+INDEX_ENCODED = ("gp", "cmaes", "qmc")
+"""Samplers that see ordered knobs as integer indices (``encoding="index"``): GP and CMA-ES model ordered
+integers better than categories, and QMC spreads only numeric parameters (it samples categories at random)."""
 INFEASIBLE_THROUGHPUT = 0.0  # what an infeasible design trains: nothing
 DEFAULT_STORAGE = "sqlite:///out/optuna.db"
 
@@ -157,7 +160,7 @@ def make_objective(workload: str | Workload, cluster: Cluster | dict[str, Any] |
 
 
 def make_sampler(name: str, *, seed: int | None = None, multi_objective: bool = False):
-    """An Optuna sampler by short name (``tpe``, ``random``, ``gp``, ``cmaes``, ``nsga2``, ``bruteforce``)."""
+    """An Optuna sampler by short name (``tpe``, ``random``, ``gp``, ``cmaes``, ``qmc``, ``nsga2``, ``bruteforce``)."""
     import optuna
 
     if name == "tpe":
@@ -174,6 +177,8 @@ def make_sampler(name: str, *, seed: int | None = None, multi_objective: bool = 
         except ImportError:
             raise ValueError("the cmaes sampler needs the 'cmaes' package (pip install cmaes)") from None
         return optuna.samplers.CmaEsSampler(seed=seed)
+    if name == "qmc":
+        return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed)
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed)
     if name == "bruteforce":
@@ -297,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    encoding = "index" if args.sampler == "cmaes" else "categorical"
+    encoding = "index" if args.sampler in INDEX_ENCODED else "categorical"
     objective = make_objective(workload, cluster, space=space, multi_objective=args.multi_objective, encoding=encoding)
     name = args.study_name or f"phaze-{workload.name}-{args.sampler}" + ("-pareto" if args.multi_objective else "")
     try:
