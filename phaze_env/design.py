@@ -39,7 +39,7 @@ from phaze_env.hardware.system import SystemBudget, SystemChoice, SystemPoint, b
 from phaze_env.workloads import Workload
 
 SPACE_NAMES = ("full", "reduced", "system")
-SYSTEM_FIELDS = ("die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology")
+SYSTEM_FIELDS = ("die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology", "number_format")
 """The :class:`Design` fields only system-space designs set (:class:`~phaze_env.hardware.system.SystemChoice`)."""
 
 
@@ -64,6 +64,7 @@ class Design:
     links: int | None = None
     link_GBps: float | None = None
     topology: str | None = None
+    number_format: str | None = None
 
     @property
     def is_system(self) -> bool:
@@ -361,8 +362,8 @@ def _system_field(values: Sequence) -> Any:
 
 @dataclass(frozen=True)
 class SystemDesignSpace(DesignSpace):
-    """The system design space: :data:`SYSTEM_KNOBS` — die area, HBM stacks, links per chip and bandwidth per
-    link (the area knobs that set the compute-area budget), PHAZE's architecture knobs, then HBM generation,
+    """The system design space: :data:`SYSTEM_KNOBS` — die area, HBM stacks, links per chip, bandwidth per
+    link and the tensor cores' number format (the area knobs), PHAZE's architecture knobs, then HBM generation,
     topology family, microbatch and recompute — at a cluster ``budget`` that sets every design's chip count
     (:mod:`phaze_env.hardware.system`). The window of the architecture knobs is PHAZE's rule applied to the
     compute block on the die against ``die − HBM PHYs − SerDes − IO`` (``budget_mm2`` and ``hbm_gb`` are
@@ -380,6 +381,7 @@ class SystemDesignSpace(DesignSpace):
     link_GBps: tuple[float, ...] = _system_field(SYSTEM_DEFAULT_VALUES["link_GBps"])
     hbm_generation: tuple[str, ...] = _system_field(SYSTEM_DEFAULT_VALUES["hbm_generation"])
     topology: tuple[str, ...] = _system_field(SYSTEM_DEFAULT_VALUES["topology"])
+    number_format: tuple[str, ...] = _system_field(SYSTEM_DEFAULT_VALUES["number_format"])
     budget: SystemBudget = field(default_factory=SystemBudget)
 
     def __post_init__(self) -> None:
@@ -555,10 +557,8 @@ def _system_arch_space(space: SystemDesignSpace) -> SystemArchSpace:
 def _system_area_tables(space: SystemDesignSpace) -> AreaTables:
     grids = np.meshgrid(*(np.asarray(space.values(k), dtype=np.int64) for k in ARCH_KNOBS), indexing="ij")
     arch = dict(zip(ARCH_KNOBS, grids))
-    arch_area = arch_area_mm2(arch["num_tc"], arch["tc_width"], arch["tc_depth"], arch["num_vc"], arch["tc_width"],
-                              arch["buffer_mb"], space.base.vc_sublanes)
     system_shape = [len(space.values(k)) for k in SYSTEM_AREA_KNOBS]
-    ok = np.zeros(system_shape + list(arch_area.shape), dtype=bool)
+    ok = np.zeros(system_shape + list(grids[0].shape), dtype=bool)
     overshoot = np.full(ok.shape, np.inf)
     for combo in itertools.product(*(range(n) for n in system_shape)):
         knobs = {name: space.values(name)[i] for name, i in zip(SYSTEM_AREA_KNOBS, combo)}
@@ -566,6 +566,8 @@ def _system_area_tables(space: SystemDesignSpace) -> AreaTables:
         budget = choice.compute_budget_mm2()
         if budget <= 0:
             continue
+        arch_area = arch_area_mm2(arch["num_tc"], arch["tc_width"], arch["tc_depth"], arch["num_vc"], arch["tc_width"],
+                                  arch["buffer_mb"], space.base.vc_sublanes, choice.number_format)
         compute = compute_die_area_mm2(arch_area, arch["buffer_mb"], choice.chip_system())
         ok[combo] = in_area_window(arch["num_tc"], arch["num_vc"], compute, budget, space.area_window_lower)
         overshoot[combo] = area_overshoot(arch["num_tc"], arch["num_vc"], compute, budget, space.area_window_lower)

@@ -177,15 +177,15 @@ def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster:
                              tensor_widths, seq_len: int | None = None) -> np.ndarray:
     """Upper bound on every system-space row's throughput (``cluster``: the training fields only).
 
-    Rows sharing the HBM (bandwidth, efficiency), topology and per-chip link bandwidth share one
+    Rows sharing the HBM (bandwidth, efficiency), number format, topology and links share one
     :func:`throughput_bounds` call: over their architectures (an :class:`ArchSpace` of the space's value
     lists up to the largest of them, on a base with that HBM) on :func:`bounding_cluster` of the group's
     largest chip count — valid for each row's own chip count, whatever its die or architecture costs."""
     groups: dict[tuple, list[int]] = {}
     for i, point in enumerate(rows.points):
         acc, system = point.accelerator, point.chip_system
-        key = (acc.hbm_bandwidth_Bps, acc.hbm_efficiency, acc.gemm_efficiency, point.topology, system.links,
-               system.link_bandwidth_Bps)
+        key = (acc.hbm_bandwidth_Bps, acc.hbm_efficiency, acc.gemm_efficiency, acc.number_format, point.topology,
+               system.links, system.link_bandwidth_Bps)
         groups.setdefault(key, []).append(i)
     space = rows.space
     bound = np.zeros(len(rows))

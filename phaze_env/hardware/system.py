@@ -28,6 +28,7 @@ from phaze_env.cluster import TOPOLOGIES, Cluster, devices_supported, system_clu
 from phaze_env.hardware import area
 from phaze_env.hardware.accelerator import A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, TPUV4, Accelerator
 from phaze_env.hardware.cost import SYSTEMS, ChipEstimate, ChipSystem, chip_estimate, periphery_area_mm2
+from phaze_env.hardware.number_format import check_number_format
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,8 @@ def cost_per_chip_usd(estimate: ChipEstimate) -> float:
 @dataclass(frozen=True)
 class SystemChoice:
     """The system knobs of one design: die area (mm²), HBM stacks × generation, links per chip × bandwidth per
-    link (GB/s, both directions together), and the cluster's topology family."""
+    link (GB/s, both directions together), the cluster's topology family and the tensor cores' number format
+    (:mod:`phaze_env.hardware.number_format`)."""
 
     die_area_mm2: float
     hbm_stacks: int
@@ -174,8 +176,10 @@ class SystemChoice:
     links: int
     link_GBps: float
     topology: str
+    number_format: str = "bf16"
 
     def __post_init__(self) -> None:
+        check_number_format(self.number_format)
         if self.hbm_generation not in HBM_GENERATIONS:
             raise ValueError(f"unknown HBM generation {self.hbm_generation!r}; choose from {', '.join(HBM_GENERATIONS)}")
         if self.topology not in TOPOLOGIES:
@@ -209,14 +213,17 @@ class SystemChoice:
         return self.die_area_mm2 - sum(periphery_area_mm2(self.chip_system()).values())
 
     def accelerator(self, arch: Accelerator) -> Accelerator:
-        """``arch``'s cores and buffer with this choice's HBM and the system space's GEMM efficiency."""
+        """``arch``'s cores and buffer with this choice's HBM, number format and the system space's GEMM
+        efficiency."""
         generation = self.generation
         return arch.replace(hbm_gb=self.hbm_gb, hbm_bandwidth_Bps=self.hbm_stacks * generation.stack_bandwidth_Bps,
-                            hbm_efficiency=generation.efficiency, gemm_efficiency=SYSTEM_GEMM_EFFICIENCY)
+                            hbm_efficiency=generation.efficiency, gemm_efficiency=SYSTEM_GEMM_EFFICIENCY,
+                            number_format=self.number_format)
 
     def to_dict(self) -> dict[str, Any]:
         return {"die_area_mm2": self.die_area_mm2, "hbm_stacks": self.hbm_stacks, "hbm_generation": self.hbm_generation,
-                "links": self.links, "link_GBps": self.link_GBps, "topology": self.topology}
+                "links": self.links, "link_GBps": self.link_GBps, "topology": self.topology,
+                "number_format": self.number_format}
 
     def describe(self) -> str:
         return (f"{self.die_area_mm2:g} mm² die · {self.hbm_stacks}×{self.hbm_generation.upper()} · "
