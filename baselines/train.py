@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
 from baselines.protocol import throughput_of
-from phaze_env.cli import OneLineParser, add_cluster_size_options, positive_int
-from phaze_env.design import SPACE_NAMES, Design, DesignSpace
+from phaze_env.cli import OneLineParser, add_cluster_size_options, add_system_budget_options, positive_int
+from phaze_env.design import SPACE_NAMES, Design, DesignSpace, named_space
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.files import atomic_path, write_text_atomic
 
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=positive_int, default=200, help="training steps = evaluations (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--space", choices=SPACE_NAMES, default="full", help="design space (default PHAZE's full)")
+    add_system_budget_options(parser)
     add_cluster_size_options(parser, devices=1024, batch=4096)
     parser.add_argument("--logdir", type=Path, default=None,
                         help="TensorBoard + checkpoints, relative to the current directory (default out/train/ALGO)")
@@ -201,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         workload = resolve_workload(args.workload)
         cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
-        space = DesignSpace.named(args.space)
+        space = named_space(args.space, args.budget_mw, args.budget_usd)
         logdir = args.logdir or Path("out/train") / args.algo
         (logdir / "checkpoints").mkdir(parents=True, exist_ok=True)
         last = logdir / "checkpoints" / ("last.pt" if args.algo == "confuciux" else "last.zip")

@@ -36,8 +36,8 @@ import numpy as np
 from baselines import STRATEGIES
 from baselines.workloads import resolve_workload
 from experiments.compare_strategies import INTERRUPTED, TOLERANCE, plot, run_study, summarise
-from phaze_env.cli import OneLineParser, add_cluster_size_options, console, positive_int
-from phaze_env.design import SPACE_NAMES, DesignSpace
+from phaze_env.cli import OneLineParser, add_cluster_size_options, add_system_budget_options, console, positive_int
+from phaze_env.design import SPACE_NAMES, named_space
 from phaze_env.evaluate import Cluster
 from phaze_env.files import atomic_path, write_text_atomic
 from phaze_env.workloads import workload_names
@@ -48,15 +48,6 @@ DEFAULT_STRATEGIES = ("random", "optuna_tpe", "optuna_cmaes", "optuna_qmc", "gen
 trials cost far more than the evaluations on a busy machine, so QMC stands in for it by default."""
 DEFAULT_BUDGETS = (50, 200)
 LEADERBOARD_VERSION = 1
-
-
-def build_space(name: str, budget_mw: float | None = None, budget_usd: float | None = None) -> DesignSpace:
-    """``DesignSpace.named(name)``; the system space with its cluster budget (default: its own)."""
-    if name != "system":
-        if budget_mw is not None or budget_usd is not None:
-            raise ValueError("--budget-mw and --budget-usd apply to the system space only")
-        return DesignSpace.named(name)
-    return DesignSpace.named("system", budget_w=None if budget_mw is None else budget_mw * 1e6, budget_usd=budget_usd)
 
 
 def score_at(rows: list[dict[str, Any]], budgets: Sequence[int]) -> list[dict[str, Any]]:
@@ -174,10 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=positive_int, default=3, help="seeds per strategy (default 3)")
     parser.add_argument("--budgets", default=",".join(map(str, DEFAULT_BUDGETS)), metavar="B1,B2",
                         help="evaluation budgets to score at, comma-separated (default 50,200); runs last the largest")
-    parser.add_argument("--budget-mw", type=float, default=None, metavar="MW",
-                        help="system space: cluster power budget in MW (default the space's own)")
-    parser.add_argument("--budget-usd", type=float, default=None, metavar="USD",
-                        help="system space: cluster capital budget in USD instead of power")
+    add_system_budget_options(parser)
     add_cluster_size_options(parser, devices=1024, batch=4096)
     parser.add_argument("--exact-workers", type=positive_int, default=1, metavar="N",
                         help="processes for the exact search (default 1)")
@@ -205,10 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv_list = list(sys.argv[1:] if argv is None else argv)
     try:
         budgets = parse_budgets(args.budgets)
-        for value, flag in ((args.budget_mw, "--budget-mw"), (args.budget_usd, "--budget-usd")):
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{flag} must be positive, got {value}")
-        space = build_space(args.space, args.budget_mw, args.budget_usd)
+        space = named_space(args.space, args.budget_mw, args.budget_usd)
         workloads = list(dict.fromkeys(args.workload or ["gpt2-xl"]))
         for name in workloads:
             resolve_workload(name)

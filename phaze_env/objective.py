@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from phaze_env.cli import OneLineParser, add_cluster_size_options, console as make_console, positive_int
-from phaze_env.design import SPACE_NAMES, Design, DesignSpace, evaluate_options
+from phaze_env.cli import (OneLineParser, add_cluster_size_options, add_system_budget_options, console as make_console,
+                           positive_int)
+from phaze_env.design import SPACE_NAMES, Design, DesignSpace, evaluate_options, named_space
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.workloads import Workload, get_workload, workload_names
 
@@ -218,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--multi-objective", action="store_true",
                         help="maximise throughput, minimise area (default: throughput only)")
     parser.add_argument("--space", choices=SPACE_NAMES, default="full", help="design space (default PHAZE's full)")
+    add_system_budget_options(parser)
     add_cluster_size_options(parser, devices=Cluster.n_devices, batch=Cluster.global_batch)
     parser.add_argument("--timeout", type=float, default=None,
                         help="stop after this many seconds (default: no limit, --trials decides)")
@@ -263,25 +265,27 @@ def _summary(study, objective: PhazeObjective, elapsed_s: float, storage: str) -
     console = make_console()
     trials = study.get_trials(deepcopy=False)
     feasible = feasible_trials(study)
-    console.print(f"[bold]{study.study_name}[/bold] — {objective.workload.name} on {objective.cluster.n_devices} "
-                  f"devices, storage {storage}")
+    budget = getattr(objective.space, "budget", None)  # the system space: each design's chips at its budget
+    devices = f"the chips a {budget.describe()} budget buys" if budget else f"{objective.cluster.n_devices} devices"
+    console.print(f"[bold]{study.study_name}[/bold] — {objective.workload.name} on {devices}, storage {storage}")
     console.print(f"{len(trials)} trials ({len(feasible)} feasible), {objective.evaluations} evaluations this run "
                   f"({objective.cache_hits} served by the cache), {elapsed_s:.1f} s")
     if not feasible:
         console.print("[red]no feasible design found[/red]")
         return
     table = Table(show_header=True, header_style="bold", caption=NOTATION_LEGEND)
-    for column in ("trial", "samples/s", "area mm²", "tensor cores", "vector cores", "buffer", "HBM",
-                   "microbatch", "recompute", "t×p×d"):
-        table.add_column(column, justify="right")
     best = sorted(study.best_trials, key=lambda t: t.user_attrs["area_mm2"]) if objective.multi_objective \
         else [study.best_trial]
+    system = any(Design.from_dict(t.user_attrs["design"]).is_system for t in best)
+    for column in ("trial", "samples/s", "area mm²", "tensor cores", "vector cores", "buffer", "HBM",
+                   *(("system",) if system else ()), "microbatch", "recompute", "t×p×d"):
+        table.add_column(column, justify="right")
     for trial in best:
         a, d, p = trial.user_attrs, Design.from_dict(trial.user_attrs["design"]), trial.user_attrs.get("plan", {})
         parts = d.accelerator(objective.space.base).notation_parts()
         table.add_row(str(trial.number), f"{a['throughput_samples_s']:,.1f}", f"{a['area_mm2']:.1f}",
                       parts["tensor cores"], parts["vector cores"], parts["buffer"], parts["HBM"],
-                      str(d.microbatch), str(d.recompute),
+                      *((d.system_choice().describe(),) if system else ()), str(d.microbatch), str(d.recompute),
                       f"{p.get('tensor_width')}×{p.get('pipeline_stages')}×{p.get('data_parallel')}")
     table.title = "Pareto front (throughput ↑, area ↓)" if objective.multi_objective else "best design"
     console.print(table)
@@ -293,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         workload = get_workload(args.workload)
         cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
-        space = DesignSpace.named(args.space)
+        space = named_space(args.space, args.budget_mw, args.budget_usd)
         sampler = make_sampler(args.sampler, seed=args.seed, multi_objective=args.multi_objective)
         if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
             raise ValueError(f"--timeout must be positive, got {args.timeout}")
