@@ -115,9 +115,10 @@ def markdown(boards: list[dict[str, Any]]) -> str:
     head = ["# Strategy leaderboard", "",
             "Fraction of the certified optimum (`search.phaze`, the same design space) that each strategy's best "
             "design reaches after a budget of evaluations; mean, standard deviation, min and max over seeds. "
-            "*beats*: the strategies whose best seed is below this one's worst seed at that budget. "
-            "Written by `python -m experiments.leaderboard` (one section per space; the JSON beside this file in "
-            "`leaderboard/` holds every score).", ""]
+            "*beats*: the strategies whose best seed is below this one's worst seed at that budget. Every run lasts "
+            "the largest budget; the smaller budget scores its first evaluations (strategies that plan by their budget "
+            "plan for the largest). Written by `python -m experiments.leaderboard` (one section per space; the JSON "
+            "beside this file in `leaderboard/` holds every score).", ""]
     return "\n".join(head + [markdown_section(b) for b in boards])
 
 
