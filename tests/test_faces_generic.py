@@ -159,3 +159,18 @@ def test_leaderboard_scores_and_separation():
     assert entries[(1, "c")]["beats"] == []
     lines = separation(score_at(rows, (2,)))
     assert len(lines) == 1 and "a > c" in lines[0] and "b > c" in lines[0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--budgets", "50,x"], "--budgets must be positive integers"),
+    (["--budgets", "0,50"], "--budgets must be positive integers"),
+    (["--space", "reduced", "--budget-mw", "1"], "apply to the system space only"),
+    (["--strategy", "annealing"], "unknown strategy 'annealing'"),
+])
+def test_leaderboard_cli_rejects_bad_options_in_one_line(argv, message, capsys, tmp_path):
+    from experiments.leaderboard import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv + ["--out", str(tmp_path / "out"), "--docs", str(tmp_path / "docs")])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and message in err
