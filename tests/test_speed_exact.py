@@ -57,3 +57,61 @@ def test_an_infeasible_design_keeps_its_reason(monkeypatch):
     lazy = evaluate(TINY, TPUV4, CLUSTER, **knobs)
     eager = eager_evaluate(monkeypatch, TINY, TPUV4, CLUSTER, **knobs)
     assert not lazy.feasible and lazy.reason == eager.reason and lazy.schedules == 0
+
+
+# --- the list schedule proven optimal without an ILP ----------------------------------------------
+
+import random  # noqa: E402
+
+import phaze_env.schedule as schedule_module  # noqa: E402
+from phaze_env.schedule import solve_schedule  # noqa: E402
+from phaze_env.schedule.bounds import lower_bound_s, pair_bound_s, precedence_work_bound_s  # noqa: E402
+from phaze_env.schedule.problem import build_problem  # noqa: E402
+from test_schedule import brute_force_makespan, random_instance  # noqa: E402
+
+
+def layer_like_instance(rng: random.Random):
+    """Ops that split well over their cores (as a layer's GEMMs and vector ops do), chains with side branches."""
+    n, n_tc, n_vc = rng.randint(3, 7), rng.choice([1, 2, 4]), rng.choice([1, 2])
+    ops = []
+    for unit in rng.choices(["tc", "vc", "tc+vc", "comm"], weights=[3, 3, 3, 1], k=n):
+        latency = float(rng.randint(1, 40))
+        cores = {"tc": n_tc, "vc": n_vc, "tc+vc": min(n_tc, n_vc)}.get(unit, 1)
+        ops.append({"unit": unit, "latency_s": latency, "latency_parallel_s": latency / cores * rng.choice([1.0, 1.1, 1.5])})
+    edges = [(i, i + 1) for i in range(n - 1) if rng.random() < 0.7]
+    edges += [(i, j) for i in range(n) for j in range(i + 2, n) if rng.random() < 0.2]
+    return ops, edges, n_tc, n_vc
+
+
+@pytest.mark.parametrize("make", [random_instance, layer_like_instance], ids=["random", "layer_like"])
+@pytest.mark.parametrize("seed", range(40))
+def test_new_bounds_never_exceed_the_brute_force_optimum(make, seed):
+    ops, edges, n_tc, n_vc = make(random.Random(seed)) if make is layer_like_instance else make(random.Random(seed), 7)
+    optimum = brute_force_makespan(ops, edges, n_tc, n_vc)
+    problem = build_problem(ops, edges, n_tc, n_vc)
+    for bound in (precedence_work_bound_s, pair_bound_s, lower_bound_s):
+        assert bound(problem) <= optimum * (1 + 1e-12), bound.__name__
+
+
+def test_a_schedule_proven_without_an_ilp_is_the_optimum():
+    proven_without = 0
+    for seed in range(60):
+        ops, edges, n_tc, n_vc = layer_like_instance(random.Random(seed))
+        schedule = solve_schedule(ops, edges, n_tc, n_vc, cache=False)
+        assert schedule.makespan_s == pytest.approx(brute_force_makespan(ops, edges, n_tc, n_vc), rel=1e-9)
+        proven_without += schedule.method == "fast_path"
+    assert proven_without >= 30  # the shortcut is taken, and each time it is right
+
+
+def test_a_short_op_beside_a_long_parallel_op_needs_no_ilp(monkeypatch):
+    # After op 0, the long op 1 runs fastest split over both vector cores, so op 2 must wait for it (or
+    # go first): 1 + 34 + 0.25; one core each would be slower (1 + 47). The critical path (1 + 34) and the
+    # work bound cannot show the list schedule optimal; the pair bound can.
+    ops = [{"unit": "vc", "latency_s": 2.0, "latency_parallel_s": 1.0},
+           {"unit": "vc", "latency_s": 47.0, "latency_parallel_s": 34.0},
+           {"unit": "vc", "latency_s": 0.5, "latency_parallel_s": 0.25}]
+    edges = [(0, 1), (0, 2)]
+    monkeypatch.setattr(schedule_module, "solve_ilp", lambda *a, **k: pytest.fail("the ILP was called"))
+    schedule = solve_schedule(ops, edges, 8, 2, cache=False)
+    assert schedule.method == "fast_path" and schedule.makespan_s == pytest.approx(35.25)
+    assert schedule.makespan_s == pytest.approx(brute_force_makespan(ops, edges, 8, 2))
