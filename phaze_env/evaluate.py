@@ -227,15 +227,20 @@ def _layer_chain(graph, timings: dict[str, LayerTiming]) -> list[dict[str, float
 
 
 def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only: bool, solver: str,
-                time_limit_s: float, counters: dict[str, float], cache: bool) -> LayerTiming:
+                time_limit_s: float, counters: dict[str, float], cache: bool, prices: dict | None = None) -> LayerTiming:
+    """``prices``: this variant's operator latencies by (layer, direction), filled on first use (a variant is
+    timed on its lower bounds first and scheduled later only if it can win)."""
+    prices = {} if prices is None else prices
     results = {}
     attention_fwd_s = tp_comm_s = 0.0
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
-        table = price_ops(dag.ops, acc, cluster).table
-        one, all_cores = table.latencies_s(0, 0)
-        tp_comm_s += float(table.comm_s.sum())
+        if (layer.name, direction) not in prices:
+            table = price_ops(dag.ops, acc, cluster).table
+            prices[layer.name, direction] = (*table.latencies_s(0, 0), float(table.comm_s.sum()))
+        one, all_cores, comm_s = prices[layer.name, direction]
+        tp_comm_s += comm_s
         if direction == "fwd":
             attention_fwd_s = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
                                         if op.kind in ATTENTION_CORE_KINDS))
@@ -296,17 +301,18 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     started = time.perf_counter()
     variants: dict[tuple[int, int], _Variant] = {}  # scheduled (with bound_only: bounded) variants
     bounded: dict[tuple[int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
+    prices: dict[tuple[int, int], dict] = {}  # operator latencies per variant, shared by both
 
     def variant(t: int, m: int) -> _Variant:
         if (t, m) not in variants:
-            variants[(t, m)] = _variant(request, acc, t, m, bound_only, solver, time_limit_s, counters, cache)
+            variants[(t, m)] = _variant(request, acc, t, m, bound_only, solver, time_limit_s, counters, cache, prices)
         return variants[(t, m)]
 
     def bound_variant(t: int, m: int) -> _Variant:
         if bound_only:
             return variant(t, m)
         if (t, m) not in bounded:
-            bounded[(t, m)] = _variant(request, acc, t, m, True, solver, time_limit_s, counters, cache)
+            bounded[(t, m)] = _variant(request, acc, t, m, True, solver, time_limit_s, counters, cache, prices)
         return bounded[(t, m)]
 
     def lower_bound_chain(t: int, m: int) -> list[dict[str, float]]:
@@ -369,13 +375,14 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
 
 
 def _variant(request: _Request, acc: Accelerator, t: int, m: int, bound_only: bool, solver: str, time_limit_s: float,
-             counters: dict, cache: bool) -> _Variant:
+             counters: dict, cache: bool, prices: dict) -> _Variant:
     """The traced graph at ``(t, m)``, each layer's schedules and the layer chain for the DP."""
     started = time.perf_counter()
     graph = model_graph(request.workload, seq_len=request.seq_len, microbatch=m, tensor_width=t, cache=cache)
     counters["trace"] += time.perf_counter() - started
     timings = {layer.name: _time_layer(layer, acc, request.cluster, bound_only=bound_only, solver=solver,
-                                       time_limit_s=time_limit_s, counters=counters, cache=cache)
+                                       time_limit_s=time_limit_s, counters=counters, cache=cache,
+                                       prices=prices.setdefault((t, m), {}))
                for layer in graph.layers}
     return _Variant(graph, timings, _layer_chain(graph, timings))
 

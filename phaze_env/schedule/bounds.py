@@ -54,18 +54,18 @@ def release_and_tail_s(problem: Problem) -> tuple[list[float], list[float]]:
     return release, tail
 
 
-def precedence_work_bound_s(problem: Problem) -> float:
-    """Longest release + shortest duration + tail of any op (:func:`release_and_tail_s`)."""
-    release, tail = release_and_tail_s(problem)
+def precedence_work_bound_s(problem: Problem, release_tail: tuple[list[float], list[float]] | None = None) -> float:
+    """Longest release + shortest duration + tail of any op (``release_tail``: :func:`release_and_tail_s`)."""
+    release, tail = release_tail or release_and_tail_s(problem)
     return max((release[i] + problem.min_duration_s(i) + tail[i] for i in range(len(problem))), default=0.0)
 
 
-def pair_bound_s(problem: Problem) -> float:
+def pair_bound_s(problem: Problem, release_tail: tuple[list[float], list[float]] | None = None) -> float:
     """Two unordered ops sharing a core type either overlap, and then both hold one core for their one-core
     latency, or one runs after the other (each at least its shortest duration): the makespan is at least the
     least of the three cases, for every such pair. Closes the gap of a short op that a long parallel op must
-    let pass (one core of each would be slower)."""
-    release, tail = release_and_tail_s(problem)
+    let pass (one core of each would be slower). ``release_tail``: :func:`release_and_tail_s`."""
+    release, tail = release_tail or release_and_tail_s(problem)
     shortest = [problem.min_duration_s(i) for i in range(len(problem))]
     bound = 0.0
     for i in range(len(problem)):
@@ -91,5 +91,7 @@ def _bits(mask: int) -> list[int]:
 
 def lower_bound_s(problem: Problem) -> float:
     """The best of the critical-path, per-core-type work, precedence-work and pair bounds."""
-    return max(critical_path_s(problem), precedence_work_bound_s(problem), pair_bound_s(problem),
+    release_tail = release_and_tail_s(problem)
+    return max(critical_path_s(problem), precedence_work_bound_s(problem, release_tail),
+               pair_bound_s(problem, release_tail),
                *(core_work_bound_s(problem, t) for t in CORE_TYPES))
