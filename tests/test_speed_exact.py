@@ -115,3 +115,32 @@ def test_a_short_op_beside_a_long_parallel_op_needs_no_ilp(monkeypatch):
     schedule = solve_schedule(ops, edges, 8, 2, cache=False)
     assert schedule.method == "fast_path" and schedule.makespan_s == pytest.approx(35.25)
     assert schedule.makespan_s == pytest.approx(brute_force_makespan(ops, edges, 8, 2))
+
+
+# --- the search's vectorised first bound --------------------------------------------------------------
+
+import numpy as np  # noqa: E402
+
+from phaze_env.pricing import price_ops  # noqa: E402
+from phaze_env.schedule import makespan_lower_bound  # noqa: E402
+from phaze_env.workloads import model_graph  # noqa: E402
+from search.bounds import layer_time_bounds_s  # noqa: E402
+
+
+@pytest.mark.parametrize("tensor_width", [1, 2])
+def test_vectorised_layer_bounds_are_the_schedules_cheap_bounds(tensor_width):
+    """Every architecture's layer bound equals the one the schedule computes (fwd + bwd), so it is valid
+    (and as tight) wherever that one is."""
+    graph = model_graph(TINY, microbatch=2, tensor_width=tensor_width)
+    vectorised = layer_time_bounds_s(graph, ARCH, CLUSTER)
+    for index in range(0, len(ARCH), 5):
+        accelerator = ARCH[index]
+        for row, layer in enumerate(graph.layers):
+            scalar = 0.0
+            for dag in (layer.fwd, layer.bwd):
+                one, all_cores = price_ops(dag.ops, accelerator, CLUSTER).table.latencies_s(0, 0)
+                ops = [{"unit": op.unit, "latency_s": float(a), "latency_parallel_s": float(b)}
+                       for op, a, b in zip(dag.ops, one, all_cores)]
+                scalar += makespan_lower_bound(ops, dag.edges, accelerator.num_tc, accelerator.num_vc) if ops else 0.0
+            assert vectorised[row, index] == pytest.approx(scalar, rel=1e-9), (layer.name, index)
+            assert vectorised[row, index] <= scalar * (1 + 1e-12)
