@@ -3,7 +3,9 @@
 Pipeline (docs/design.md): per tensor-parallel width ``t`` and microbatch size ``m`` the workload is traced
 into per-layer fused DAGs (cached); every operator's one-core and all-cores latency is estimated on the
 accelerator; each layer's forward and backward DAGs are scheduled by the ILP (cached); the placement DP
-then finds the best data × pipeline × tensor plan over ``t``, ``m``, recompute and HBM capacity.
+then finds the best data × pipeline × tensor plan over ``t``, ``m``, recompute and HBM capacity. A
+``(t, m)`` variant is scheduled only when the DP on its layers' cheap lower bounds could beat the best plan
+found so far (the answer is the one scheduling every variant would give; far fewer ILPs).
 Whole evaluations are cached on disk, keyed by everything they depend on (including
 :func:`phaze_env.cache.model_version`, the hash of the model's constants), so re-evaluating a design is a
 lookup and a changed constant is never served stale. :meth:`Evaluation.explain` splits one layer's time
@@ -33,7 +35,7 @@ from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 6  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s
+EVALUATION_VERSION = 7  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: layer_timings only of the variants scheduled
 ATTENTION_CORE_KINDS = ("bmm", "softmax")  # the operators selective recompute repeats (Korthikanti et al. 2022)
 
 _EVALUATIONS = DiskCache("evaluations")
@@ -76,7 +78,7 @@ class Evaluation:
     notation (``t8p8d1m1+sp+rc=selective``).
 
     ``proven`` is True when every layer schedule behind the answer (every tensor width and microbatch
-    searched) is proven optimal, so ``throughput_samples_s`` is this design's exact optimum. Otherwise an
+    scheduled; the others are excluded by their lower bounds) is proven optimal, so ``throughput_samples_s`` is this design's exact optimum. Otherwise an
     ILP stopped early (time limit, stall or solver failure): ``throughput_samples_s`` is still achieved by a
     real schedule (a lower bound on the optimum), ``throughput_bound_samples_s`` is a proven upper bound (the
     same placement DP on the schedules' proven lower bounds), ``worst_gap`` the largest schedule gap and
@@ -96,7 +98,7 @@ class Evaluation:
     energy_per_sample_j: float
     plan: dict[str, Any]
     memory_bytes: dict[str, float]
-    layer_timings: dict[str, dict[str, dict[str, Any]]]  # "t{t}_m{m}" → layer name → LayerTiming fields
+    layer_timings: dict[str, dict[str, dict[str, Any]]]  # "t{t}_m{m}" → layer name → LayerTiming fields (scheduled variants)
     timings_s: dict[str, float]
     ilp_solves: int
     schedules: int
@@ -226,15 +228,20 @@ def _layer_chain(graph, timings: dict[str, LayerTiming]) -> list[dict[str, float
 
 
 def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only: bool, solver: str,
-                time_limit_s: float, counters: dict[str, float], cache: bool) -> LayerTiming:
+                time_limit_s: float, counters: dict[str, float], cache: bool, prices: dict | None = None) -> LayerTiming:
+    """``prices``: this variant's operator latencies by (layer, direction), filled on first use (a variant is
+    timed on its lower bounds first and scheduled later only if it can win)."""
+    prices = {} if prices is None else prices
     results = {}
     attention_fwd_s = tp_comm_s = 0.0
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
-        table = price_ops(dag.ops, acc, cluster, layer=layer.name).table
-        one, all_cores = table.latencies_s(0, 0)
-        tp_comm_s += float(table.comm_s.sum())
+        if (layer.name, direction) not in prices:
+            table = price_ops(dag.ops, acc, cluster, layer=layer.name).table
+            prices[layer.name, direction] = (*table.latencies_s(0, 0), float(table.comm_s.sum()))
+        one, all_cores, comm_s = prices[layer.name, direction]
+        tp_comm_s += comm_s
         if direction == "fwd":
             attention_fwd_s = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
                                         if op.kind in ATTENTION_CORE_KINDS))
@@ -293,12 +300,25 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
     workload, cluster = request.workload, request.cluster
     started = time.perf_counter()
-    variants: dict[tuple[int, int], _Variant] = {}
+    variants: dict[tuple[int, int], _Variant] = {}  # scheduled (with bound_only: bounded) variants
+    bounded: dict[tuple[int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
+    prices: dict[tuple[int, int], dict] = {}  # operator latencies per variant, shared by both
 
     def variant(t: int, m: int) -> _Variant:
         if (t, m) not in variants:
-            variants[(t, m)] = _variant(request, acc, t, m, bound_only, solver, time_limit_s, counters, cache)
+            variants[(t, m)] = _variant(request, acc, t, m, bound_only, solver, time_limit_s, counters, cache, prices)
         return variants[(t, m)]
+
+    def bound_variant(t: int, m: int) -> _Variant:
+        if bound_only:
+            return variant(t, m)
+        if (t, m) not in bounded:
+            bounded[(t, m)] = _variant(request, acc, t, m, True, solver, time_limit_s, counters, cache, prices)
+        return bounded[(t, m)]
+
+    def lower_bound_chain(t: int, m: int) -> list[dict[str, float]]:
+        """The best proven lower bounds known: the schedules' where scheduled, else the cheap ones."""
+        return variants[(t, m)].lower_bound_chain() if (t, m) in variants else bound_variant(t, m).chain
 
     usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
     capacities = [capacity * GB_BYTES for capacity in request.capacities_gb]
@@ -309,15 +329,17 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
                             peak_flops=acc.peak_flops, hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps)
 
         def settings_of(t: int, m: int) -> dict[str, Any]:
-            graph = variant(t, m).graph
+            graph = bound_variant(t, m).graph
             return {"seq_len": graph.seq_len, "model_flops_per_sample": _model_flops_per_sample(graph),
                     "weight_copy_factor": fp8_weight_copy_factor(graph, acc.number_format)}
 
-        def search(chain_of) -> Any:
-            return best_plan_multi(lambda t, m: chain_of(variant(t, m)), template, tensor_widths=usable,
-                                   microbatches=request.microbatches, hbm_bytes=capacities, variant_fields=settings_of)
+        def search(chain_of, lower_bound_of=None) -> Any:
+            return best_plan_multi(chain_of, template, tensor_widths=usable, microbatches=request.microbatches,
+                                   hbm_bytes=capacities, variant_fields=settings_of, lower_bound_layers=lower_bound_of)
 
-        best = search(lambda v: v.chain)
+        # A variant's layers are scheduled only when the DP on their cheap lower bounds could beat the best
+        # plan so far (layer-level branch and bound): the answer is the one scheduling every variant gives.
+        best = search(lambda t, m: variant(t, m).chain, None if bound_only else lambda t, m: bound_variant(t, m).chain)
         reason = best.reason
     else:
         best, reason = None, f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads"
@@ -342,8 +364,8 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
                           throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, energy_per_sample_j=0.0, plan={},
                           memory_bytes={}, **common)
     bound = best.throughput_samples_s
-    if unproven:  # the same DP on the schedules' proven lower bounds: no real schedule can do better
-        bound = max(bound, search(_Variant.lower_bound_chain).throughput_samples_s)
+    if unproven:  # the same DP on the proven lower bounds: no real schedule can do better
+        bound = max(bound, search(lower_bound_chain).throughput_samples_s)
     chosen = acc.replace(hbm_gb=best.hbm_bytes / GB_BYTES)
     energy = 0.0 if bound_only else _energy_per_sample_j(variants[(best.tensor_width, best.microbatch)].graph, acc,
                                                         best.tensor_width)
@@ -355,13 +377,14 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
 
 
 def _variant(request: _Request, acc: Accelerator, t: int, m: int, bound_only: bool, solver: str, time_limit_s: float,
-             counters: dict, cache: bool) -> _Variant:
+             counters: dict, cache: bool, prices: dict) -> _Variant:
     """The traced graph at ``(t, m)``, each layer's schedules and the layer chain for the DP."""
     started = time.perf_counter()
     graph = model_graph(request.workload, seq_len=request.seq_len, microbatch=m, tensor_width=t, cache=cache)
     counters["trace"] += time.perf_counter() - started
     timings = {layer.name: _time_layer(layer, acc, request.cluster, bound_only=bound_only, solver=solver,
-                                       time_limit_s=time_limit_s, counters=counters, cache=cache)
+                                       time_limit_s=time_limit_s, counters=counters, cache=cache,
+                                       prices=prices.setdefault((t, m), {}))
                for layer in graph.layers}
     return _Variant(graph, timings, _layer_chain(graph, timings))
 

@@ -112,6 +112,7 @@ def best_plan_multi(
     hbm_bytes: Iterable[float] | None = None,
     variant_fields: Callable[[int, int], Mapping[str, Any]] | None = None,
     cache: bool = False,
+    lower_bound_layers: Callable[[int, int], LayerList] | None = None,
 ) -> Plan:
     """Best :func:`best_plan` over tensor widths × microbatch sizes × HBM capacities.
 
@@ -126,6 +127,13 @@ def best_plan_multi(
     Megatron's vocabulary padding at ``t``). Variants after the first are searched by branch and bound
     (``best_plan(..., must_beat=best so far)``), which returns the same optimum as searching each one
     alone. Returns the best plan, or an infeasible plan whose reason lists why each variant failed.
+
+    ``lower_bound_layers(t, m)``: the variant's layers with every ``fwd_s``/``bwd_s`` at a lower bound of
+    ``layers``' (e.g. before the layers are scheduled). A variant is then first searched on them, and
+    ``layers(t, m)`` is asked for only when that search finds a plan that could beat the incumbent: the
+    DP's time never decreases when a layer gets slower, so a variant that cannot beat it on its lower
+    bounds cannot on its layers either, and an infeasible one is infeasible either way (memory, not
+    time, decides it). The answer is the same as without them.
     """
     _check(settings)
     if callable(layers):
@@ -148,7 +156,12 @@ def best_plan_multi(
         for t, m in variants:
             extra = variant_fields(t, m) if variant_fields is not None else {}
             variant = replace(settings, tensor_width=t, microbatch=m, hbm_bytes=capacity, **extra)
-            plan = best_plan(layers_for(t, m), variant, cache=cache, must_beat=best)
+            if lower_bound_layers is not None:
+                plan = best_plan(lower_bound_layers(t, m), variant, cache=cache, must_beat=best)
+                if plan is not None and plan.feasible:
+                    plan = best_plan(layers_for(t, m), variant, cache=cache, must_beat=best)
+            else:
+                plan = best_plan(layers_for(t, m), variant, cache=cache, must_beat=best)
             if plan is None:  # nothing here beats the incumbent
                 continue
             if not plan.feasible:
