@@ -28,7 +28,7 @@ from phaze_env.cluster import Cluster
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.space import HBM_GB_VALUES as DEFAULT_HBM_GB, MICROBATCH_VALUES as DEFAULT_MICROBATCHES
-from phaze_env.placement import Plan, Settings, best_plan_multi
+from phaze_env.placement import Settings, best_plan_multi
 from phaze_env.pricing import price_ops
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
@@ -293,10 +293,9 @@ class _Variant:
 
 
 def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, time_limit_s: float,
-         cache: bool, must_beat: Plan | None = None) -> Evaluation | None:
+         cache: bool) -> Evaluation:
     """One evaluation (or, ``bound_only``, its ILP-free bound). ``cache`` reaches the graphs and schedules; the
-    placement DP runs uncached here (the whole evaluation is what ``evaluate`` caches). ``must_beat``: a
-    feasible plan; ``None`` is returned when no plan of this design is better."""
+    placement DP runs uncached here (the whole evaluation is what ``evaluate`` caches)."""
     counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
     workload, cluster = request.workload, request.cluster
     started = time.perf_counter()
@@ -332,17 +331,13 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
             graph = bound_variant(t, m).graph
             return {"seq_len": graph.seq_len, "model_flops_per_sample": _model_flops_per_sample(graph)}
 
-        def search(chain_of, lower_bound_of=None, must_beat=None) -> Any:
+        def search(chain_of, lower_bound_of=None) -> Any:
             return best_plan_multi(chain_of, template, tensor_widths=usable, microbatches=request.microbatches,
-                                   hbm_bytes=capacities, variant_fields=settings_of, lower_bound_layers=lower_bound_of,
-                                   must_beat=must_beat)
+                                   hbm_bytes=capacities, variant_fields=settings_of, lower_bound_layers=lower_bound_of)
 
         # A variant's layers are scheduled only when the DP on their cheap lower bounds could beat the best
         # plan so far (layer-level branch and bound): the answer is the one scheduling every variant gives.
-        best = search(lambda t, m: variant(t, m).chain, None if bound_only else lambda t, m: bound_variant(t, m).chain,
-                      must_beat)
-        if best is None:
-            return None
+        best = search(lambda t, m: variant(t, m).chain, None if bound_only else lambda t, m: bound_variant(t, m).chain)
         reason = best.reason
     else:
         best, reason = None, f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads"
@@ -423,22 +418,13 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
                            plan: PlanSpec | None = None, microbatch: Iterable[int] = DEFAULT_MICROBATCHES,
                            recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
                            tensor_widths: Iterable[int] = TENSOR_WIDTHS, seq_len: int | None = None,
-                           cache: bool = True, must_beat: float | None = None) -> float:
-    """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible).
-
-    ``must_beat`` (samples/s): only whether the bound exceeds it is wanted. When it does not, ``must_beat``
-    itself is returned (a valid, looser bound), found faster: the placement DP prunes every plan against it.
-    """
+                           cache: bool = True) -> float:
+    """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible)."""
     request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len)
     key = content_key("bound", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts())
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit
-    # nothing better than this incumbent: every plan, hence the design, is below must_beat
-    incumbent = None if must_beat is None else Plan(feasible=True, throughput_samples_s=must_beat / (1 + 1e-9))
-    result = _run(request, accelerator, bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S, cache=cache,
-                  must_beat=incumbent)
-    if result is None:
-        return must_beat  # not stored: it says only that the bound is no more than this
+    result = _run(request, accelerator, bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S, cache=cache)
     bound = result.throughput_samples_s * (1 + 1e-9) if result.feasible else 0.0
     if cache:
         _BOUNDS.put(key, bound)

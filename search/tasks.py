@@ -11,15 +11,14 @@ from phaze_env.workloads import get_workload
 
 def evaluate_design(task: dict[str, Any]) -> dict[str, Any]:
     """``task``: workload, accelerator (dict), cluster (dict), knob lists, solver settings and an optional
-    ``prune_below``: when the ILP-free placement bound cannot beat it, the design is pruned unevaluated (its
-    ``bound`` is then ``prune_below``: the DP stops as soon as no plan can beat it)."""
+    ``prune_below``: when the ILP-free placement bound cannot beat it, the design is pruned unevaluated."""
     accelerator = Accelerator.from_dict(task["accelerator"])
     cluster = Cluster.from_dict(task["cluster"])
     knobs = dict(microbatch=task["microbatch"], recompute=task["recompute"], hbm_gb=task["hbm_gb"],
                  tensor_widths=task["tensor_widths"], seq_len=task["seq_len"])
     prune_below = task.get("prune_below")
     if prune_below is not None:
-        bound = throughput_upper_bound(task["workload"], accelerator, cluster, must_beat=prune_below, **knobs)
+        bound = throughput_upper_bound(task["workload"], accelerator, cluster, **knobs)
         if bound <= prune_below:
             widths = valid_tensor_widths(get_workload(task["workload"]), task["tensor_widths"], cluster.n_devices)
             dp_calls = len(widths) * len(task["microbatch"]) * len(task["hbm_gb"])

@@ -144,25 +144,3 @@ def test_vectorised_layer_bounds_are_the_schedules_cheap_bounds(tensor_width):
                 scalar += makespan_lower_bound(ops, dag.edges, accelerator.num_tc, accelerator.num_vc) if ops else 0.0
             assert vectorised[row, index] == pytest.approx(scalar, rel=1e-9), (layer.name, index)
             assert vectorised[row, index] <= scalar * (1 + 1e-12)
-
-
-# --- the second bound, told what it must beat --------------------------------------------------------
-
-from phaze_env.evaluate import throughput_upper_bound  # noqa: E402
-
-
-@pytest.mark.parametrize("index", [0, 18, 36])
-def test_the_placement_bound_with_must_beat_decides_as_the_full_bound(index):
-    accelerator = ARCH[index]
-    knobs = dict(KNOBS, hbm_gb=(32.0,))
-    full = throughput_upper_bound(TINY, accelerator, CLUSTER, cache=False, **knobs)
-    exact = evaluate(TINY, accelerator, CLUSTER, **knobs).throughput_samples_s
-    assert full >= exact
-    for must_beat in (full * 0.9, full * (1 - 1e-6), full, full * 1.1):
-        bound = throughput_upper_bound(TINY, accelerator, CLUSTER, cache=False, must_beat=must_beat, **knobs)
-        assert (bound <= must_beat) == (full <= must_beat) and bound >= exact
-        assert bound == (full if full > must_beat else must_beat)
-    # within the placement's tie tolerance it may prune where the full bound would not: still below must_beat
-    must_beat = full * (1 - 1e-12)
-    if throughput_upper_bound(TINY, accelerator, CLUSTER, cache=False, must_beat=must_beat, **knobs) <= must_beat:
-        assert exact < must_beat

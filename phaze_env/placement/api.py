@@ -113,8 +113,7 @@ def best_plan_multi(
     variant_fields: Callable[[int, int], Mapping[str, Any]] | None = None,
     cache: bool = False,
     lower_bound_layers: Callable[[int, int], LayerList] | None = None,
-    must_beat: Plan | None = None,
-) -> Plan | None:
+) -> Plan:
     """Best :func:`best_plan` over tensor widths × microbatch sizes × HBM capacities.
 
     ``settings`` is the template (its cluster, plan and flags are kept; ``tensor_width``,
@@ -135,9 +134,6 @@ def best_plan_multi(
     DP's time never decreases when a layer gets slower, so a variant that cannot beat it on its lower
     bounds cannot on its layers either, and an infeasible one is infeasible either way (memory, not
     time, decides it). The answer is the same as without them.
-
-    ``must_beat``: a feasible incumbent, as for :func:`best_plan`: only plans :func:`better` than it are
-    searched for, and ``None`` is returned when there is none.
     """
     _check(settings)
     if callable(layers):
@@ -154,7 +150,7 @@ def best_plan_multi(
     capacities = sorted([settings.hbm_bytes] if hbm_bytes is None else list(hbm_bytes))
     if not variants or not capacities:
         raise ValueError("no (tensor_width, microbatch) variant or HBM capacity to search")
-    best: Plan | None = must_beat if must_beat is not None and must_beat.feasible else None
+    best: Plan | None = None
     reasons = []
     for capacity in capacities:
         for t, m in variants:
@@ -172,6 +168,4 @@ def best_plan_multi(
                 reasons.append(f"t{t}m{m}, {capacity / 2**30:.4g} GiB: {plan.reason}")
             elif better(plan, best):
                 best = plan
-    if best is not None and best is must_beat:
-        return None
     return best if best is not None else infeasible("; ".join(reasons))
