@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from phaze_env import comm
+from phaze_env.hardware.system import SCALE_UP_DOMAIN, TOPOLOGIES, TORUS_CUBE_SIDE, TORUS_NEIGHBOURS, SystemPoint
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter")
 
@@ -271,34 +272,8 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
 
 
 # --- topology families of the system space (built from a chip's links; the presets above are unchanged) ---
-TOPOLOGIES = ("torus", "switched")
-"""The system space's cluster families: a 3-D torus of direct chip-to-chip links (TPU pods) and a two-tier
-switched network (DGX: a scale-up switch domain per node, a scale-out NIC per chip)."""
-TORUS_CUBE_SIDE = 4
-"""A system-space torus is made of whole 4×4×4 cubes of 64 chips, the unit TPUv4 pods are built from and
-joined by optical circuit switches (Jouppi et al. 2023)."""
-TORUS_NEIGHBOURS = 6
-"""A 3-D torus chip has two neighbours per dimension; its links are split evenly over the six."""
-SCALE_UP_DOMAIN = 8
-"""Chips per scale-up (switch) domain of the switched family: the 8 GPUs of a DGX A100 / DGX H100 node on
-NVSwitch (NVIDIA DGX A100 and DGX H100 datasheets)."""
 SCALE_OUT_NIC_BPS = NDR_IB_PER_GPU_BPS
 """Scale-out bandwidth per chip of the switched family: one 400 Gb/s NDR InfiniBand NIC per chip, as DGX H100."""
-
-
-def topology_unit(topology: str) -> int:
-    """The device count of a topology family is a multiple of this (whole torus cubes, whole switch domains)."""
-    if topology == "torus":
-        return TORUS_CUBE_SIDE ** 3
-    if topology == "switched":
-        return SCALE_UP_DOMAIN
-    raise ValueError(f"unknown topology {topology!r}; choose from {', '.join(TOPOLOGIES)}")
-
-
-def devices_supported(topology: str, affordable: int) -> int:
-    """The most devices ≤ ``affordable`` the family builds: rounded down to whole units (0 if not one unit)."""
-    unit = topology_unit(topology)
-    return max(0, int(affordable)) // unit * unit
 
 
 def torus_dims(n_devices: int) -> tuple[int, int, int]:
@@ -315,6 +290,18 @@ def torus_dims(n_devices: int) -> tuple[int, int, int]:
             if rest % b == 0 and max(a, b, rest // b) < max(best):
                 best = (a, b, rest // b)
     return tuple(sorted(side * TORUS_CUBE_SIDE for side in best))
+
+
+def point_cluster(point: SystemPoint, base: Cluster | None = None) -> Cluster:
+    """The cluster of a system point (its topology, the chips its budget buys, its chip's links); ``base``
+    supplies the training fields (global batch, optimizer, framework efficiency; default :class:`Cluster`'s)."""
+    if point.n_devices < 1:
+        raise ValueError(f"a {point.budget.describe()} budget buys no whole {point.topology} unit of this chip "
+                         f"({point.budget.per_chip(point.estimate):,.0f} per chip)")
+    base = base or Cluster()
+    return system_cluster(point.topology, point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps,
+                          global_batch=base.global_batch, optimizer=base.optimizer,
+                          framework_efficiency=base.framework_efficiency)
 
 
 def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps: float, **fields: Any) -> Cluster:
@@ -363,5 +350,5 @@ def get_cluster(name: str, n_devices: int = 1024, **fields: Any) -> Cluster:
     return CLUSTER_PRESETS[key][0](n_devices, **fields)
 
 
-__all__ = ["CLUSTER_PRESETS", "TOPOLOGIES", "Cluster", "Level", "UnknownClusterError", "cluster_names", "devices_supported",
-           "get_cluster", "system_cluster", "topology_unit", "torus_dims"]
+__all__ = ["CLUSTER_PRESETS", "Cluster", "Level", "UnknownClusterError", "cluster_names", "get_cluster", "point_cluster",
+           "system_cluster", "torus_dims"]

@@ -27,6 +27,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from phaze_env.cluster import point_cluster
 from phaze_env.evaluate import Cluster, Evaluation, evaluate
 from phaze_env.hardware import TPUV4, Accelerator, ArchSpace
 from phaze_env.hardware.area import arch_area_mm2
@@ -531,7 +532,7 @@ class SystemArchSpace:
         return self.points[i].accelerator
 
     def cluster(self, i: int, base: Cluster | None = None) -> Cluster:
-        return self.points[i].cluster(base)
+        return point_cluster(self.points[i], base)
 
     def system_summary(self, i: int) -> dict[str, Any]:
         """Row ``i``'s system knobs and figures (what results carry as ``system``)."""
@@ -641,7 +642,7 @@ def evaluate_design(design: Design, workload: str | Workload, cluster: Cluster |
     if design.is_system:
         point = system_point(accelerator, design.system_choice().chip_system(), design.topology,
                              budget or SystemBudget())
-        cluster = point.cluster(cluster)
+        cluster = point_cluster(point, cluster)
     elif budget is not None:
         raise ValueError("a budget applies to system-space designs only")
     return evaluate(workload, accelerator, cluster, microbatch=(design.microbatch,),

@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="system space: cluster power budget at the wall in MW, which sets each design's chip "
                              f"count (default {DEFAULT_BUDGET_W / 1e6:g} MW unless --budget-usd)")
     parser.add_argument("--budget-usd", type=positive_float, default=None, dest="budget_usd", metavar="USD",
-                        help="system space: cluster capital budget in USD instead of a power budget")
+                        help="system space: cluster capital budget in USD instead of a power budget (default: none, "
+                             "the power budget applies)")
     parser.add_argument("--objective", choices=OBJECTIVES, default="throughput",
                         help="system space: what the best design maximises — throughput at the budget (default), "
                              "throughput per W or per $, or minimises energy or carbon (operational + embodied) "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from phaze_env.cluster import point_cluster
 from phaze_env.evaluate import evaluate
 from phaze_env.hardware import TPUV4
 from phaze_env.hardware.system import baseline_point
@@ -117,7 +118,7 @@ def _baseline(config: SearchConfig, name: str) -> DesignResult:
         return DesignResult.from_evaluation(evaluate(config.workload(name), TPUV4, config.cluster,
                                                      hbm_gb=config.space.hbm_gb, **knobs).to_dict())
     point = baseline_point(config.space.budget)
-    evaluation = evaluate(config.workload(name), point.accelerator, point.cluster(config.cluster),
+    evaluation = evaluate(config.workload(name), point.accelerator, point_cluster(point, config.cluster),
                           hbm_gb=(point.accelerator.hbm_gb,), **knobs)
     system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks, "hbm_generation": "hbm2",
               "links": point.chip_system.links, "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9,

@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from phaze_env.cluster import (NVLINK3_BPS, SCALE_UP_DOMAIN, Cluster, devices_supported, system_cluster, topology_unit,
-                               torus_dims)
+from phaze_env.cluster import NVLINK3_BPS, Cluster, system_cluster, torus_dims
 from phaze_env.design import SYSTEM_FIELDS, Design, DesignSpace, SystemDesignSpace, evaluate_design
 from phaze_env.evaluate import throughput_upper_bound
 from phaze_env.hardware.cost import chip_area_mm2
 from phaze_env.hardware.space import ARCH_KNOBS, SYSTEM_KNOBS
-from phaze_env.hardware.system import (HBM_GENERATIONS, HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, SYSTEM_GEMM_EFFICIENCY, SystemBudget,
-                                       SystemChoice, baseline_point, wall_power_per_chip_w)
+from phaze_env.hardware.system import (HBM_GENERATIONS, HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, SCALE_UP_DOMAIN,
+                                       SYSTEM_GEMM_EFFICIENCY, SystemBudget, baseline_point, devices_supported,
+                                       topology_unit, wall_power_per_chip_w)
 from search.bounds import bounding_cluster, throughput_bounds
 from search.config import SearchConfig
 from search.run import run_search

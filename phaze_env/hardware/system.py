@@ -10,10 +10,11 @@ knobs PHAZE searches. From them:
   :data:`SYSTEM_SERDES`) whose HBM PHYs, SerDes and IO leave ``die − periphery`` mm² for the compute: the
   area window of the architecture knobs (:meth:`SystemChoice.compute_budget_mm2`);
 * the **chip count**: ``floor(budget / per-chip share)`` rounded down to what the topology builds
-  (:func:`phaze_env.cluster.devices_supported`: whole 4×4×4 torus cubes, whole 8-chip switch domains); the
+  (:func:`devices_supported`: whole 4×4×4 torus cubes, whole 8-chip switch domains); the
   per-chip share of a power budget is ``(chip TDP + host share) × PUE`` (:func:`wall_power_per_chip_w`),
   of a money budget ``chip cost + host share`` (:func:`cost_per_chip_usd`);
-* the **cluster**: :func:`phaze_env.cluster.system_cluster` from the chip's links.
+* the **cluster**: :func:`phaze_env.cluster.point_cluster` from the chip's links (the cluster floor builds it;
+  this module stays on the hardware floor).
 
 Every constant cites its source or says "assumption" with its sensitivity (``docs/system_space.md``).
 """
@@ -24,11 +25,39 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from phaze_env.cluster import TOPOLOGIES, Cluster, devices_supported, system_cluster
 from phaze_env.hardware import area
 from phaze_env.hardware.accelerator import A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, TPUV4, Accelerator
 from phaze_env.hardware.cost import SYSTEMS, ChipEstimate, ChipSystem, chip_estimate, periphery_area_mm2
 from phaze_env.hardware.number_format import check_number_format
+
+
+TOPOLOGIES = ("torus", "switched")
+"""The system space's cluster families (built by :func:`phaze_env.cluster.system_cluster`): a 3-D torus of direct
+chip-to-chip links (TPU pods) and a two-tier switched network (DGX: a scale-up switch domain per node, a
+scale-out NIC per chip)."""
+TORUS_CUBE_SIDE = 4
+"""A system-space torus is made of whole 4×4×4 cubes of 64 chips, the unit TPUv4 pods are built from and
+joined by optical circuit switches (Jouppi et al. 2023)."""
+TORUS_NEIGHBOURS = 6
+"""A 3-D torus chip has two neighbours per dimension; its links are split evenly over the six."""
+SCALE_UP_DOMAIN = 8
+"""Chips per scale-up (switch) domain of the switched family: the 8 GPUs of a DGX A100 / DGX H100 node on
+NVSwitch (NVIDIA DGX A100 and DGX H100 datasheets)."""
+
+
+def topology_unit(topology: str) -> int:
+    """The chip count of a topology family is a multiple of this (whole torus cubes, whole switch domains)."""
+    if topology == "torus":
+        return TORUS_CUBE_SIDE ** 3
+    if topology == "switched":
+        return SCALE_UP_DOMAIN
+    raise ValueError(f"unknown topology {topology!r}; choose from {', '.join(TOPOLOGIES)}")
+
+
+def devices_supported(topology: str, affordable: int) -> int:
+    """The most chips ≤ ``affordable`` the family builds: rounded down to whole units (0 if not one unit)."""
+    unit = topology_unit(topology)
+    return max(0, int(affordable)) // unit * unit
 
 
 @dataclass(frozen=True)
@@ -189,8 +218,8 @@ class SystemChoice:
                              f"got {self.die_area_mm2!r}")
         if isinstance(self.hbm_stacks, bool) or not isinstance(self.hbm_stacks, int) or self.hbm_stacks < 1:
             raise ValueError(f"HBM stacks must be a positive integer, got {self.hbm_stacks!r}")
-        if self.topology == "torus" and self.links % 6:
-            raise ValueError(f"a 3-D torus needs links in multiples of 6 per chip, got {self.links}")
+        if self.topology == "torus" and self.links % TORUS_NEIGHBOURS:
+            raise ValueError(f"a 3-D torus needs links in multiples of {TORUS_NEIGHBOURS} per chip, got {self.links}")
 
     @property
     def generation(self) -> HbmGeneration:
@@ -241,17 +270,6 @@ class SystemPoint:
     estimate: ChipEstimate
     n_devices: int
     budget: SystemBudget
-
-    def cluster(self, base: Cluster | None = None) -> Cluster:
-        """The cluster of this point; ``base`` supplies the training fields (global batch, optimizer,
-        framework efficiency; default :class:`Cluster`'s)."""
-        if self.n_devices < 1:
-            raise ValueError(f"a {self.budget.describe()} budget buys no whole {self.topology} unit of this chip "
-                             f"({self.budget.per_chip(self.estimate):,.0f} per chip)")
-        base = base or Cluster()
-        return system_cluster(self.topology, self.n_devices, self.chip_system.links,
-                              self.chip_system.link_bandwidth_Bps, global_batch=base.global_batch,
-                              optimizer=base.optimizer, framework_efficiency=base.framework_efficiency)
 
     @property
     def cluster_power_w(self) -> float:
@@ -319,7 +337,8 @@ def baseline_point(budget: SystemBudget) -> SystemPoint:
     return system_point(TPUV4.replace(gemm_efficiency=SYSTEM_GEMM_EFFICIENCY), chip_system, "torus", budget)
 
 
-__all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "HBM_GENERATIONS", "HOST_USD_PER_CHIP", "HOST_W_PER_CHIP", "PUE",
+__all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "TORUS_CUBE_SIDE", "TORUS_NEIGHBOURS",
+           "devices_supported", "topology_unit", "HBM_GENERATIONS", "HOST_USD_PER_CHIP", "HOST_W_PER_CHIP", "PUE",
            "SYSTEM_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "baseline_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]
