@@ -509,7 +509,7 @@ class SystemDesignSpace(DesignSpace):
         """The TPUv4 chip in a torus at this space's budget (:func:`~phaze_env.hardware.system.baseline_point`,
         ``search.phaze``'s system baseline), best over the space's microbatch sizes and recompute settings."""
         point = baseline_point(self.budget)
-        return evaluate(workload, point.accelerator, point.cluster(cluster), microbatch=self.microbatch,
+        return evaluate(workload, point.accelerator, point_cluster(point, cluster), microbatch=self.microbatch,
                         recompute=self.recompute, hbm_gb=(point.accelerator.hbm_gb,), **kwargs)
 
 
