@@ -77,6 +77,8 @@ STRATEGIES: dict[str, StrategySpec] = {spec.name: spec for spec in (
           defaults=dict(sampler="gp")),
     _spec("optuna_cmaes", "baselines.optuna_samplers:OptunaStrategy", "Optuna CmaEsSampler (knob indices)",
           defaults=dict(sampler="cmaes"), requires=("cmaes",)),
+    _spec("optuna_qmc", "baselines.optuna_samplers:OptunaStrategy", "Optuna QMCSampler (scrambled Sobol, knob "
+          "indices)", defaults=dict(sampler="qmc")),
     _spec("optuna_nsga2", "baselines.optuna_samplers:OptunaStrategy", "Optuna NSGA-II on (throughput, area)",
           defaults=dict(sampler="nsga2")),
     _spec("optuna_random", "baselines.optuna_samplers:OptunaStrategy", "Optuna RandomSampler",

@@ -1,6 +1,6 @@
 """ConfuciuX (Kao, Jeong and Krishna, MICRO 2020): REINFORCE with an LSTM policy, then GA fine-tuning.
 
-Stage 1 — **global search by RL.** An LSTM policy picks one knob per step in :data:`KNOBS` order (the
+Stage 1 — **global search by RL.** An LSTM policy picks one knob per step in ``space.knobs`` order (the
 MDP of the sequential env ``phaze_env/ArchSearchSeq-v0``: the input at step *k* is the previous
 step's choice and the knob position; the reward comes at the end of the episode). Choices are masked
 exactly as that env's ``action_masks()`` does (:meth:`DesignSpace.area_tables`: a value is allowed
@@ -26,7 +26,7 @@ from torch import nn
 
 from baselines.genetic import GeneticAlgorithm
 from baselines.protocol import throughput_of
-from phaze_env.design import ARCH_KNOBS, Design, DesignSpace
+from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Evaluation
 
 
@@ -90,6 +90,7 @@ class ConfuciuX:
         self.generator = torch.Generator().manual_seed(seed)
         self.policy = KnobPolicy(space.nvec, hidden=hidden)
         self.tables = space.area_tables()
+        self.area_knob_count = len(space.area_knobs)
         self.optimiser = torch.optim.Adam(self.policy.parameters(), lr=lr)
         self.batch = batch
         self.entropy_weight = entropy
@@ -119,7 +120,7 @@ class ConfuciuX:
             self.losses = []
 
     def _allowed(self, prefix: list[int]):
-        if len(prefix) >= len(ARCH_KNOBS):
+        if len(prefix) >= self.area_knob_count:
             return None
         ok, _ = self.tables.prefix(prefix)
         return ok

@@ -15,6 +15,7 @@ from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import EVALUATION_VERSION, Cluster
 from phaze_env.workloads import Workload, get_workload
+from search.result import DesignResult
 
 EXACT_VERSION = 2  # 2: "result" is SearchResult.to_dict()
 _EXACT = DiskCache("exact_optimum")
@@ -35,18 +36,24 @@ def exact_optimum(workload: str | Workload, cluster: Cluster | None, space: Desi
     config = SearchConfig(workloads=(workload,), cluster=cluster, space=space)
     result = run_search(config, workers=workers)
     best = result.best[workload.name]
-    design = None
-    if best is not None and best.feasible:
-        acc, plan = best.accelerator, best.plan
-        design = Design(num_tc=acc["num_tc"], tc_width=acc["tc_width"], tc_depth=acc["tc_depth"], num_vc=acc["num_vc"],
-                        buffer_mb=acc["buffer_mb"], hbm_gb=float(acc["hbm_gb"]), microbatch=int(plan["microbatch"]),
-                        recompute=any(_as_list(plan.get("recompute", False))))
+    design = _design_of(best, space) if best is not None and best.feasible else None
     answer = {"throughput_samples_s": float(best.throughput_samples_s) if design else 0.0, "design": design,
               "evaluations": result.evaluations, "elapsed_s": result.elapsed_s, "exact": result.exact,
               "result": result.to_dict()}
     if cache and result.exact:  # an unproven optimum is not a reference to score strategies against for good
         _EXACT.put(key, answer)
     return answer
+
+
+def _design_of(best: DesignResult, space: DesignSpace) -> Design:
+    """The design of ``space`` a search answer is: each knob from the answer's accelerator, its system (system
+    space) or its plan (microbatch, recompute); ``ValueError`` if that design is not in the space."""
+    plan = best.plan
+    found = best.accelerator | (best.system or {}) | {
+        "microbatch": int(plan["microbatch"]), "recompute": any(_as_list(plan.get("recompute", False)))}
+    design = Design(**{name: found[name] for name in space.knobs} | {"hbm_gb": float(best.accelerator["hbm_gb"])})
+    space.encode(design)
+    return design
 
 
 def _as_list(value: Any) -> list:

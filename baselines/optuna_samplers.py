@@ -11,9 +11,10 @@ from it, and another trial is asked — at most ``max_rejections`` times, then t
 anyway and the driver charges it as a zero-throughput evaluation.
 
 Samplers (:func:`phaze_env.objective.make_sampler`): ``tpe`` (multivariate TPE), ``gp`` (GPSampler),
-``cmaes`` (CmaEsSampler; needs the ``cmaes`` package), ``nsga2`` (NSGA-II on (throughput, area) — the
-multi-objective form), ``random`` and ``bruteforce`` (BruteForceSampler; small spaces only). GP and
-CMA-ES see the knobs as ordered integer indices (``encoding="index"``), the others as categories.
+``cmaes`` (CmaEsSampler; needs the ``cmaes`` package), ``qmc`` (scrambled Sobol quasi-random points), ``nsga2`` (NSGA-II on (throughput, area) — the
+multi-objective form), ``random`` and ``bruteforce`` (BruteForceSampler; small spaces only). GP, CMA-ES and
+QMC see the ordered knobs as integer indices (:data:`phaze_env.objective.INDEX_ENCODED`), the others as
+categories.
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ import optuna
 
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Cluster, Evaluation
-from phaze_env.objective import make_objective, make_sampler
+from phaze_env.objective import INDEX_ENCODED, make_objective, make_sampler
 from phaze_env.workloads import Workload
 
-INDEX_ENCODED = ("gp", "cmaes")
 BRUTE_FORCE_MAX_DESIGNS = 5000
 
 

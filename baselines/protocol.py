@@ -2,7 +2,7 @@
 
 In the spirit of Optuna's ask-and-tell interface, a strategy never evaluates anything itself: the
 driver :func:`baselines.run_strategy` asks for a design, evaluates it through the one door
-(:func:`phaze_env.design.evaluate_design`), tells the strategy the :class:`Evaluation`, and records the
+(:meth:`phaze_env.design.DesignSpace.evaluate`), tells the strategy the :class:`Evaluation`, and records the
 best throughput so far after **every** evaluation, with wall time.
 
 Budget and the area window (the rules every strategy is scored by):
@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from phaze_env.design import Design, DesignSpace, evaluate_design
+from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.workloads import Workload
 
@@ -45,11 +45,11 @@ class Strategy(Protocol):
 
 
 def evaluate_in_window(design: Design, workload: Workload, cluster: Cluster, space: DesignSpace) -> Evaluation | None:
-    """:func:`evaluate_design` on the space's base accelerator, or ``None`` (not evaluated, zero throughput)
-    when the design is outside the area window."""
+    """:meth:`DesignSpace.evaluate` of the design, or ``None`` (not evaluated, zero throughput) when it is outside
+    the area window."""
     if not space.area_ok(design):
         return None
-    return evaluate_design(design, workload, cluster, base=space.base)
+    return space.evaluate(design, workload, cluster)
 
 
 def throughput_of(evaluation: Evaluation | None) -> float:

@@ -6,7 +6,9 @@ values. Here:
 
 * **Features** (:func:`domain_features`): log₂ of peak tensor FLOP/s, vector throughput, on-chip buffer
   per core, buffer per MAC, HBM bandwidth per FLOP, HBM capacity, area, tensor-core aspect ratio,
-  microbatch size, and the recompute flag — each min-max scaled over the whole space's value range.
+  microbatch size, and the recompute flag — each min-max scaled over the whole space's value range. A space
+  with knobs beyond PHAZE's (the system space's memory, links, topology, …) adds each extra knob's index,
+  scaled to [0, 1], to these features.
   The ablation ("vanilla BO", :func:`index_features`) uses the raw knob indices scaled to [0, 1].
 * **Model**: an exact GP with a Matern-5/2 ARD kernel (numpy, analytic likelihood gradient); targets are throughput / best so far, standardised. Hyper-parameters (log length-scales,
   signal and noise variance, weak log-normal priors) maximise the log marginal likelihood with L-BFGS-B
@@ -26,27 +28,37 @@ from scipy.optimize import minimize
 from scipy.stats import norm
 
 from baselines.protocol import throughput_of
-from phaze_env.design import KNOBS, Design, DesignSpace
+from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Evaluation
 
 
 # --------------------------------------------------------------------------------------------- features
 
+# The knobs the accelerator and training features describe (PHAZE's); other knobs enter by their index.
+_DESCRIBED_KNOBS = frozenset(DesignSpace().knobs)
+
+
+def _extra_knobs(space: DesignSpace) -> list[str]:
+    return [name for name in space.knobs if name not in _DESCRIBED_KNOBS]
+
+
 def _raw_domain_features(design: Design, space: DesignSpace) -> list[float]:
     acc = design.accelerator(space.base)
     peak_flops = acc.peak_flops
-    cores = design.num_tc + design.num_vc
+    cores = acc.num_tc + acc.num_vc
+    extra = [float(space.values(name).index(getattr(design, name))) for name in _extra_knobs(space)]
     return [
         math.log2(peak_flops),
         math.log2(acc.peak_vector_elements_per_s),
-        math.log2(design.buffer_mb / cores),
-        math.log2(design.buffer_mb * 2**20 / acc.macs_per_cycle),
+        math.log2(acc.buffer_mb / cores),
+        math.log2(acc.buffer_mb * 2**20 / acc.macs_per_cycle),
         math.log2(acc.hbm_bandwidth_Bps / peak_flops),
-        math.log2(design.hbm_gb),
+        math.log2(acc.hbm_gb),
         math.log2(space.area_mm2(design)),
-        math.log2(design.tc_width / design.tc_depth),
+        math.log2(acc.tc_width / acc.tc_depth),
         math.log2(design.microbatch),
         float(design.recompute),
+        *extra,
     ]
 
 
@@ -54,7 +66,7 @@ def _corner_designs(space: DesignSpace) -> list[Design]:
     """Designs at the extremes of every knob (for the features' min-max range)."""
     corners = []
     for pick in (0, -1):
-        for k in range(len(KNOBS)):
+        for k in range(len(space.nvec)):
             for other in (0, -1):
                 indices = [other % n for n in space.nvec]
                 indices[k] = pick % space.nvec[k]
@@ -72,7 +84,7 @@ class FeatureMap:
             raw = np.array([_raw_domain_features(d, space) for d in _corner_designs(space)])
             self.low, self.high = raw.min(axis=0), raw.max(axis=0)
         else:
-            self.low = np.zeros(len(KNOBS))
+            self.low = np.zeros(len(space.knobs))
             self.high = np.array([max(n - 1, 1) for n in space.nvec], dtype=float)
         self.high = np.where(self.high > self.low, self.high, self.low + 1.0)
         self._memo: dict[Design, np.ndarray] = {}

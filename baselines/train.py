@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
 from baselines.protocol import throughput_of
-from phaze_env.cli import OneLineParser, add_cluster_size_options, positive_int
-from phaze_env.design import Design, DesignSpace, evaluate_design
+from phaze_env.cli import OneLineParser, add_cluster_size_options, add_system_budget_options, positive_int
+from phaze_env.design import SPACE_NAMES, Design, DesignSpace, named_space
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.files import atomic_path, write_text_atomic
 
@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workload", default="gpt2-xl", help="built-in workload name, or tiny-gpt2 (default gpt2-xl)")
     parser.add_argument("--steps", type=positive_int, default=200, help="training steps = evaluations (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--space", choices=("full", "reduced"), default="full", help="design space (default PHAZE's full)")
+    parser.add_argument("--space", choices=SPACE_NAMES, default="full", help="design space (default PHAZE's full)")
+    add_system_budget_options(parser)
     add_cluster_size_options(parser, devices=1024, batch=4096)
     parser.add_argument("--logdir", type=Path, default=None,
                         help="TensorBoard + checkpoints, relative to the current directory (default out/train/ALGO)")
@@ -166,7 +167,7 @@ def train_sb3(args, workload, cluster, space, logdir: Path, best: Best) -> None:
 
     def record(design: Design) -> None:
         if space.area_ok(design):  # the env evaluates it too; both hit the same cache
-            best.offer(design, evaluate_design(design, workload, cluster))
+            best.offer(design, space.evaluate(design, workload, cluster))
 
     env: gym.Env = EvaluationHandshake(make_env(workload, cluster, space), record)
     checkpoint = logdir / "checkpoints" / "last.zip"
@@ -201,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         workload = resolve_workload(args.workload)
         cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
-        space = DesignSpace.reduced() if args.space == "reduced" else DesignSpace()
+        space = named_space(args.space, args.budget_mw, args.budget_usd)
         logdir = args.logdir or Path("out/train") / args.algo
         (logdir / "checkpoints").mkdir(parents=True, exist_ok=True)
         last = logdir / "checkpoints" / ("last.pt" if args.algo == "confuciux" else "last.zip")
@@ -219,15 +220,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         trainer(args, workload, cluster, space, logdir, best)
     except UnreadableCheckpoint as exc:
         parser.exit(1, f"{parser.prog}: error: {exc}\n")
-    _report(best, workload, cluster, logdir, args.tensorboard)
+    _report(best, workload, cluster, space, logdir, args.tensorboard)
     return 0
 
 
-def _report(best: Best, workload, cluster: Cluster, logdir: Path, tensorboard: bool) -> None:
+def _report(best: Best, workload, cluster: Cluster, space: DesignSpace, logdir: Path, tensorboard: bool) -> None:
     if best.design is None:
         print("no design evaluated")
         return
-    evaluation = evaluate_design(best.design, workload, cluster)
+    evaluation = space.evaluate(best.design, workload, cluster)
     print(f"best design: {best.design}")
     print(f"  area {evaluation.area_mm2:.1f} mm² · {evaluation.summary()}")
     if tensorboard:

@@ -33,12 +33,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from phaze_env.cli import OneLineParser, add_cluster_size_options, console, positive_int
+from phaze_env.cli import OneLineParser, add_cluster_size_options, add_system_budget_options, console, positive_int
 from baselines import STRATEGIES, run_strategy
 from baselines.exact import exact_optimum
 from baselines.workloads import resolve_workload
-from phaze_env.design import SPACE_NAMES, Design, DesignSpace
+from phaze_env.design import SPACE_NAMES, Design, DesignSpace, named_space
 from phaze_env.evaluate import Cluster
+from phaze_env.files import write_text_atomic
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.workloads import workload_names
 
@@ -118,7 +119,7 @@ def run_study(workloads: list[str], strategies: list[str], seeds: int, budget: i
     meta = {"workloads": workloads, "strategies": strategies, "seeds": seeds, "budget": budget,
             "cluster": cluster.to_dict(), "space_designs": len(space), "optima": optima, "elapsed_s": elapsed,
             "interrupted": interrupted}
-    (out / "exact.json").write_text(json.dumps(meta, indent=2, default=str))
+    write_text_atomic(out / "exact.json", json.dumps(meta, indent=2, default=str))
     return {"rows": rows, "meta": meta}
 
 
@@ -320,7 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=positive_int, default=5, help="seeds per strategy (default 5)")
     parser.add_argument("--budget", type=positive_int, default=100, help="evaluations per run (default 100)")
     parser.add_argument("--space", choices=SPACE_NAMES, default="reduced",
-                        help="DesignSpace.reduced() (576 knob combinations, 464 inside the area window; default) or PHAZE's full space")
+                        help="DesignSpace.reduced() (576 knob combinations, 464 inside the area window; default), PHAZE's "
+                             "full space or the system space")
+    add_system_budget_options(parser)
     add_cluster_size_options(parser, devices=1024, batch=4096)
     parser.add_argument("--exact-workers", type=positive_int, default=1, metavar="N",
                         help="processes for the exact search (default 1)")
@@ -349,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in workloads:
             resolve_workload(name)
         cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
-        space = DesignSpace.named(args.space)
+        space = named_space(args.space, args.budget_mw, args.budget_usd)
         strategies = list(dict.fromkeys(args.strategy or default_strategies(space)))
         for name in strategies:
             if name not in STRATEGIES:

@@ -40,6 +40,17 @@ def add_cluster_size_options(parser: argparse.ArgumentParser, devices: int, batc
     parser.add_argument("--global-batch", type=positive_int, dest="batch", action=HiddenAlias, new="--batch")
 
 
+def add_system_budget_options(parser: argparse.ArgumentParser) -> None:
+    """``--budget-mw MW`` / ``--budget-usd USD``: the system space's cluster budget (for
+    :func:`phaze_env.design.named_space`), in every CLI that takes ``--space``."""
+    parser.add_argument("--budget-mw", type=positive_float, default=None, dest="budget_mw", metavar="MW",
+                        help="system space: cluster power budget at the wall in MW, which sets each design's chip "
+                             "count (default the space's own)")
+    parser.add_argument("--budget-usd", type=positive_float, default=None, dest="budget_usd", metavar="USD",
+                        help="system space: cluster capital budget in USD instead of power (default none: the "
+                             "power budget applies)")
+
+
 PIPED_CONSOLE_WIDTH = 200
 """Columns a console gets when it writes to a file or pipe: rich would assume 80 and wrap or crop tables."""
 

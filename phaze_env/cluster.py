@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from phaze_env import comm
+from phaze_env.hardware.system import SCALE_UP_DOMAIN, TOPOLOGIES, TORUS_CUBE_SIDE, TORUS_NEIGHBOURS, SystemPoint
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 
@@ -304,6 +305,67 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
 }
 
 
+# --- topology families of the system space (built from a chip's links; the presets above are unchanged) ---
+SCALE_OUT_NIC_BPS = NDR_IB_PER_GPU_BPS
+"""Scale-out bandwidth per chip of the switched family: one 400 Gb/s NDR InfiniBand NIC per chip, as DGX H100."""
+
+
+def torus_dims(n_devices: int) -> tuple[int, int, int]:
+    """The most cube-like 3-D torus of whole 4×4×4 cubes holding exactly ``n_devices`` (sides ascending)."""
+    cubes, rem = divmod(n_devices, TORUS_CUBE_SIDE ** 3)
+    if rem or cubes < 1:
+        raise ValueError(f"a torus of 4×4×4 cubes holds a multiple of 64 chips, not {n_devices}")
+    best = (1, 1, cubes)
+    for a in range(1, round(cubes ** (1 / 3)) + 2):
+        if cubes % a:
+            continue
+        rest = cubes // a
+        for b in range(a, math.isqrt(rest) + 1):
+            if rest % b == 0 and max(a, b, rest // b) < max(best):
+                best = (a, b, rest // b)
+    return tuple(sorted(side * TORUS_CUBE_SIDE for side in best))
+
+
+def point_cluster(point: SystemPoint, base: Cluster | None = None) -> Cluster:
+    """The cluster of a system point (its topology, the chips its budget buys, its chip's links); ``base``
+    supplies the training fields (global batch, optimizer, framework efficiency; default :class:`Cluster`'s)."""
+    if point.n_devices < 1:
+        raise ValueError(f"a {point.budget.describe()} budget buys no whole {point.topology} unit of this chip "
+                         f"({point.budget.per_chip(point.estimate):,.0f} per chip)")
+    base = base or Cluster()
+    return system_cluster(point.topology, point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps,
+                          global_batch=base.global_batch, optimizer=base.optimizer,
+                          framework_efficiency=base.framework_efficiency)
+
+
+def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps: float, **fields: Any) -> Cluster:
+    """A cluster of the ``topology`` family built from each chip's ``links`` of ``link_bandwidth_Bps`` (both
+    directions together, :class:`phaze_env.hardware.cost.ChipSystem`'s convention).
+
+    * ``"torus"``: the most cube-like 3-D torus (:func:`torus_dims`); each of the six neighbours gets
+      ``links / 6`` links, i.e. ``links/6 · bandwidth/2`` per direction; latency :data:`ICI_LATENCY_S`.
+    * ``"switched"``: nodes of :data:`SCALE_UP_DOMAIN` chips on a switch with every link
+      (``links · bandwidth/2`` per chip per direction, as NVLink), one :data:`SCALE_OUT_NIC_BPS` NIC per chip
+      between nodes; the DGX presets' latencies.
+
+    Both achieve :data:`NCCL_EFFICIENCY` of the line rate (measured for NCCL on NVLink; assumed for a torus,
+    so neither family wins by an efficiency the other is not given). ``fields``: other :class:`Cluster`
+    fields (global batch, optimizer, framework efficiency).
+    """
+    per_direction_Bps = links * link_bandwidth_Bps / 2
+    if topology == "torus":
+        if links < TORUS_NEIGHBOURS or links % TORUS_NEIGHBOURS:
+            raise ValueError(f"a 3-D torus needs links in multiples of {TORUS_NEIGHBOURS} per chip, got {links}")
+        return Cluster(n_devices=n_devices, torus_dims=torus_dims(n_devices),
+                       link_bandwidth_Bps=per_direction_Bps / TORUS_NEIGHBOURS, link_latency_s=ICI_LATENCY_S,
+                       link_efficiency=NCCL_EFFICIENCY, name="torus", **fields)
+    if topology == "switched":
+        if n_devices % SCALE_UP_DOMAIN:
+            raise ValueError(f"a switched cluster holds whole nodes of {SCALE_UP_DOMAIN} chips, not {n_devices}")
+        return _dgx(n_devices, per_direction_Bps, SCALE_OUT_NIC_BPS, "switched", **fields)
+    raise ValueError(f"unknown topology {topology!r}; choose from {', '.join(TOPOLOGIES)}")
+
+
 class UnknownClusterError(ValueError):
     """A cluster preset name that does not exist."""
 
@@ -322,4 +384,5 @@ def get_cluster(name: str, n_devices: int = 1024, **fields: Any) -> Cluster:
     return CLUSTER_PRESETS[key][0](n_devices, **fields)
 
 
-__all__ = ["CLUSTER_PRESETS", "Cluster", "Level", "UnknownClusterError", "cluster_names", "get_cluster"]
+__all__ = ["CLUSTER_PRESETS", "Cluster", "Level", "UnknownClusterError", "cluster_names", "get_cluster", "point_cluster",
+           "system_cluster", "torus_dims"]

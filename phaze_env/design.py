@@ -5,7 +5,12 @@ values: a :class:`Design` (what to build and how to train on it) and a :class:`D
 ordered value list of each knob, the area window and the base accelerator, with index ↔ design encoding
 for ``MultiDiscrete`` actions). The value lists and the window rule themselves live in
 :mod:`phaze_env.hardware.space`; ``DesignSpace()`` is PHAZE's full space and ``DesignSpace.reduced()``
-the small one every ``--space reduced`` option means. :func:`evaluate_design` is
+the small one every ``--space reduced`` option means.
+
+Faces are generic over the space: they read the knob order from :attr:`DesignSpace.knobs`, the prefix of it
+that decides the area window from :attr:`DesignSpace.area_knobs`, and evaluate through
+:meth:`DesignSpace.evaluate` / :meth:`DesignSpace.evaluate_baseline`; a space with more knobs plugs in by
+setting those and :meth:`DesignSpace.area_terms` (its area and area budget per design). :func:`evaluate_design` is
 :func:`phaze_env.evaluate.evaluate` restricted to the design's own microbatch size, recompute setting
 and HBM capacity — so the best design of a space has exactly the throughput ``search.phaze`` reports
 for that space. See ``docs/design.md``.
@@ -17,21 +22,26 @@ import functools
 import inspect
 import itertools
 import math
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterator, Sequence
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from phaze_env.cluster import point_cluster
 from phaze_env.evaluate import Cluster, Evaluation, evaluate
 from phaze_env.hardware import TPUV4, Accelerator, ArchSpace
 from phaze_env.hardware.area import arch_area_mm2
+from phaze_env.hardware.cost import compute_die_area_mm2
 from phaze_env.hardware.space import (AREA_WINDOW_LOWER, ARCH_KNOBS, BUFFER_MB_VALUES, HBM_GB_VALUES, KNOBS,
-                                      MICROBATCH_VALUES, NUM_TC_VALUES, NUM_VC_VALUES, OTHER_KNOBS, RECOMPUTE_VALUES,
-                                      TC_DIM_VALUES, area_budget_mm2, area_overshoot, area_slack, in_area_window,
-                                      knob_settings)
+                                      MICROBATCH_VALUES, NUM_TC_VALUES, NUM_VC_VALUES, RECOMPUTE_VALUES,
+                                      SYSTEM_AREA_KNOBS, SYSTEM_DEFAULT_VALUES, SYSTEM_KNOBS, SYSTEM_OTHER_KNOBS,
+                                      TC_DIM_VALUES, area_budget_mm2, area_overshoot, area_slack, in_area_window)
+from phaze_env.hardware.system import SystemBudget, SystemChoice, SystemPoint, baseline_point, system_point
 from phaze_env.workloads import Workload
 
-SPACE_NAMES = ("full", "reduced")
+SPACE_NAMES = ("full", "reduced", "system")
+SYSTEM_FIELDS = ("die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology", "number_format")
+"""The :class:`Design` fields only system-space designs set (:class:`~phaze_env.hardware.system.SystemChoice`)."""
 
 
 @dataclass(frozen=True)
@@ -48,43 +58,72 @@ class Design:
     hbm_gb: float
     microbatch: int
     recompute: bool
+    # system-space knobs (None in PHAZE's spaces; the HBM capacity is then stacks × the generation's)
+    die_area_mm2: float | None = None
+    hbm_stacks: int | None = None
+    hbm_generation: str | None = None
+    links: int | None = None
+    link_GBps: float | None = None
+    topology: str | None = None
+    number_format: str | None = None
+
+    @property
+    def is_system(self) -> bool:
+        """A design of the system space (its system fields are set)."""
+        return self.topology is not None
+
+    def system_choice(self) -> SystemChoice:
+        if not self.is_system:
+            raise ValueError(f"{self} is not a system-space design (its system fields are unset)")
+        return SystemChoice(**{name: getattr(self, name) for name in SYSTEM_FIELDS})
 
     def accelerator(self, base: Accelerator = TPUV4) -> Accelerator:
-        return base.replace(num_tc=self.num_tc, tc_width=self.tc_width, tc_depth=self.tc_depth, num_vc=self.num_vc,
+        """The chip: ``base`` with the architecture knobs; a system design also takes its HBM (capacity,
+        bandwidth, efficiency) and the system space's GEMM efficiency (:meth:`SystemChoice.accelerator`)."""
+        arch = base.replace(num_tc=self.num_tc, tc_width=self.tc_width, tc_depth=self.tc_depth, num_vc=self.num_vc,
                             vc_width=self.tc_width, buffer_mb=self.buffer_mb, hbm_gb=float(self.hbm_gb))
+        return self.system_choice().accelerator(arch) if self.is_system else arch
 
     def __str__(self) -> str:
         """:meth:`Accelerator.notation` plus the training knobs (env ``render``, studies, Optuna)."""
-        return (f"{self.accelerator().notation()} · microbatch {self.microbatch} · "
+        system = f" · {self.system_choice().describe()}" if self.is_system else ""
+        return (f"{self.accelerator().notation()}{system} · microbatch {self.microbatch} · "
                 f"recompute {'allowed' if self.recompute else 'off'}")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields that are set (a field left at ``None`` belongs to another space's knobs and is omitted, so
+        a design's JSON reads the same whichever fields later spaces add)."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Design:
-        names = {f.name for f in fields(cls)}
-        unknown = set(data) - names
+        """Inverse of :meth:`to_dict`: omitted fields with a default take it; unknown or missing ones raise."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = set(data) - set(known)
         if unknown:
-            raise ValueError(f"unknown design fields {sorted(unknown)}; expected {sorted(names)}")
-        return cls(**{k: data[k] for k in names})
+            raise ValueError(f"unknown design fields {sorted(unknown)}; expected {sorted(known)}")
+        missing = sorted(name for name, f in known.items() if name not in data and f.default is MISSING)
+        if missing:
+            raise ValueError(f"design fields {missing} missing; expected {sorted(known)}")
+        return cls(**data)
 
 
 @dataclass(frozen=True)
 class AreaTables:
-    """``ok[i_tc, i_w, i_d, i_vc, i_buf]`` (inside the window) and ``overshoot[...]`` over a space's
-    :data:`ARCH_KNOBS` indices."""
+    """``ok[i_1, …, i_n]`` (inside the window) and ``overshoot[...]`` over the indices of a space's
+    :attr:`~DesignSpace.area_knobs` (PHAZE: ``[i_tc, i_w, i_d, i_vc, i_buf]``)."""
 
     ok: np.ndarray
     overshoot: np.ndarray
 
     def knob_masks(self, space: DesignSpace) -> list[np.ndarray]:
-        """Per knob of :data:`KNOBS`: values with at least one completion inside the window (others: all True)."""
+        """Per knob of ``space.knobs``: values with at least one completion inside the window (others: all True)."""
         masks = []
-        for name in KNOBS:
-            if name in ARCH_KNOBS:
-                axis = ARCH_KNOBS.index(name)
-                masks.append(self.ok.any(axis=tuple(a for a in range(len(ARCH_KNOBS)) if a != axis)))
+        area_knobs = space.area_knobs
+        for name in space.knobs:
+            if name in area_knobs:
+                axis = area_knobs.index(name)
+                masks.append(self.ok.any(axis=tuple(a for a in range(len(area_knobs)) if a != axis)))
             else:
                 masks.append(np.ones(len(space.values(name)), dtype=bool))
         return masks
@@ -100,7 +139,7 @@ class AreaTables:
 
 @dataclass(frozen=True)
 class DesignSpace:
-    """Ordered value lists per knob in :data:`KNOBS` order (PHAZE's space by default), the area window and the
+    """Ordered value lists per knob in :attr:`knobs` order (PHAZE's space by default), the area window and the
     base accelerator. ``len(space)`` and iteration count the same designs: those inside the area window.
 
     ``base`` supplies every accelerator field the knobs do not set (HBM bandwidth, clock, element size);
@@ -120,7 +159,7 @@ class DesignSpace:
     base: Accelerator = TPUV4
 
     def __post_init__(self) -> None:
-        for name in KNOBS:
+        for name in self.knobs:
             values = tuple(getattr(self, name))
             if not values:
                 raise ValueError(f"DesignSpace.{name} must list at least one value")
@@ -147,35 +186,59 @@ class DesignSpace:
 
     @classmethod
     def named(cls, name: str, **overrides: Any) -> DesignSpace:
-        """``"full"`` (PHAZE's space) or ``"reduced"``, with ``overrides`` (value lists, budget, base)."""
+        """``"full"`` (PHAZE's space), ``"reduced"`` or ``"system"`` (:class:`SystemDesignSpace`; its
+        ``budget_w`` / ``budget_usd`` set the cluster budget), with ``overrides`` (value lists, budget, base)."""
         if name == "full":
             return cls(**overrides)
         if name == "reduced":
             return cls.reduced(**overrides)
+        if name == "system":
+            budget = SystemBudget.of(overrides.pop("budget_w", None), overrides.pop("budget_usd", None))
+            return SystemDesignSpace(budget=budget, **overrides)
         raise ValueError(f"unknown space {name!r}; choose from {', '.join(SPACE_NAMES)}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: value lists, budget, window, the base accelerator and the knob order (which numbers the
         architectures and actions, so a stored index never outlives a change of it)."""
-        return {name: list(getattr(self, name)) for name in KNOBS} | {
+        return {name: list(self.values(name)) for name in self.knobs} | {
             "budget_mm2": self.budget_mm2, "area_window_lower": self.area_window_lower, "base": self.base.to_dict(),
-            "knobs": list(KNOBS)}
+            "knobs": list(self.knobs)}
 
     # --- knobs ---------------------------------------------------------------------------------------
     @property
+    def knobs(self) -> tuple[str, ...]:
+        """This space's knob order (the :class:`Design` fields it sets; numbers actions and stored indices):
+        :attr:`area_knobs` first, then :attr:`other_knobs`."""
+        return KNOBS
+
+    @property
+    def area_knobs(self) -> tuple[str, ...]:
+        """The prefix of :attr:`knobs` that decides whether a design is inside the area window (a knob-per-step
+        agent knows the window after the last of them)."""
+        return ARCH_KNOBS
+
+    @property
+    def other_knobs(self) -> tuple[str, ...]:
+        """The knobs after :attr:`area_knobs` (they never move a design across the area window)."""
+        return self.knobs[len(self.area_knobs):]
+
+    @property
     def nvec(self) -> list[int]:
         """Number of choices per knob (a ``gymnasium.spaces.MultiDiscrete`` shape)."""
-        return [len(getattr(self, name)) for name in KNOBS]
+        return [len(self.values(name)) for name in self.knobs]
 
     def values(self, knob: str) -> tuple:
+        if knob not in self.knobs:
+            raise ValueError(f"unknown knob {knob!r}; this space's knobs: {', '.join(self.knobs)}")
         return getattr(self, knob)
 
     def decode(self, indices: Sequence[int]) -> Design:
-        if len(indices) != len(KNOBS):
-            raise ValueError(f"expected {len(KNOBS)} knob indices ({', '.join(KNOBS)}), got {len(indices)}")
+        knobs = self.knobs
+        if len(indices) != len(knobs):
+            raise ValueError(f"expected {len(knobs)} knob indices ({', '.join(knobs)}), got {len(indices)}")
         kwargs = {}
-        for name, index in zip(KNOBS, indices):
-            options = getattr(self, name)
+        for name, index in zip(knobs, indices):
+            options = self.values(name)
             if not 0 <= int(index) < len(options):
                 raise ValueError(f"index {index} out of range for knob {name} ({len(options)} values)")
             kwargs[name] = options[int(index)]
@@ -183,7 +246,7 @@ class DesignSpace:
 
     def encode(self, design: Design) -> list[int]:
         try:
-            return [getattr(self, name).index(getattr(design, name)) for name in KNOBS]
+            return [self.values(name).index(getattr(design, name)) for name in self.knobs]
         except ValueError:
             raise ValueError(f"{design} is not in this design space") from None
 
@@ -191,28 +254,47 @@ class DesignSpace:
         """A design whose every knob value is in the lists and whose area is inside the window."""
         if not isinstance(design, Design):
             return False
-        return all(getattr(design, name) in getattr(self, name) for name in KNOBS) and self.area_ok(design)
+        return all(getattr(design, name) in self.values(name) for name in self.knobs) and self.area_ok(design)
 
     # --- area and the area window ---------------------------------------------------------------------
+    def area_terms(self, columns: Mapping[str, Any]) -> tuple[Any, Any]:
+        """Architecture area and area budget (mm²) of designs given by their :attr:`area_knobs` values (scalars,
+        or numpy arrays of one shape: vectorised). PHAZE's budget is one number; a space whose budget depends on
+        its knobs returns it per design. Every window rule of the space applies these two figures."""
+        area = arch_area_mm2(columns["num_tc"], columns["tc_width"], columns["tc_depth"], columns["num_vc"],
+                             columns["tc_width"], columns["buffer_mb"], self.base.vc_sublanes)
+        return area, self.budget_mm2
+
+    def _window_terms(self, design: Design) -> tuple[Any, Any, float, float]:
+        """``(num_tc, num_vc, area, budget)`` of one design: what the window rules take."""
+        columns = {name: getattr(design, name) for name in self.area_knobs}
+        area, budget = self.area_terms(columns)
+        return columns["num_tc"], columns["num_vc"], float(area), float(budget)
+
     def area_mm2(self, design: Design) -> float:
         """The design's architecture area on this space's base (whose vector-core depth the area counts)."""
-        return float(arch_area_mm2(design.num_tc, design.tc_width, design.tc_depth, design.num_vc, design.tc_width,
-                                   design.buffer_mb, self.base.vc_sublanes))
+        return self._window_terms(design)[2]
+
+    def area_budget_for(self, design: Design) -> float:
+        """The area budget the design's architecture must fit (PHAZE: :attr:`budget_mm2` for every design)."""
+        return self._window_terms(design)[3]
+
+    def area_fraction(self, design: Design) -> float:
+        """:meth:`area_mm2` / :meth:`area_budget_for` (``inf`` when nothing fits: a budget ≤ 0)."""
+        budget = self.area_budget_for(design)
+        return self.area_mm2(design) / budget if budget > 0 else math.inf
 
     def area_ok(self, design: Design) -> bool:
-        """Inside PHAZE's area window (:func:`phaze_env.hardware.space.in_area_window`)."""
-        return bool(in_area_window(design.num_tc, design.num_vc, self.area_mm2(design), self.budget_mm2,
-                                   self.area_window_lower))
+        """Inside the area window (:func:`phaze_env.hardware.space.in_area_window`)."""
+        return bool(in_area_window(*self._window_terms(design), self.area_window_lower))
 
     def overshoot(self, design: Design) -> float:
         """Relative area violation (0 inside the window; :func:`phaze_env.hardware.space.area_overshoot`)."""
-        return float(area_overshoot(design.num_tc, design.num_vc, self.area_mm2(design), self.budget_mm2,
-                                    self.area_window_lower))
+        return float(area_overshoot(*self._window_terms(design), self.area_window_lower))
 
     def area_slack(self, design: Design) -> float:
         """Relative distance to the nearest active window edge (≥ 0 inside; :func:`~phaze_env.hardware.space.area_slack`)."""
-        return float(area_slack(design.num_tc, design.num_vc, self.area_mm2(design), self.budget_mm2,
-                                self.area_window_lower))
+        return float(area_slack(*self._window_terms(design), self.area_window_lower))
 
     def area_tables(self) -> AreaTables:
         """:meth:`area_ok` / :meth:`overshoot` over every combination of the area knobs (cached)."""
@@ -231,22 +313,22 @@ class DesignSpace:
 
     @property
     def knob_settings(self) -> int:
-        """Combinations of the knobs that do not set the area (:func:`phaze_env.hardware.space.knob_settings`)."""
-        return knob_settings({name: self.values(name) for name in OTHER_KNOBS})
+        """Combinations of the knobs that do not set the area (:attr:`other_knobs`)."""
+        return math.prod(len(self.values(name)) for name in self.other_knobs)
 
     @property
     def designs(self) -> int:
-        """Designs inside the area window: in-window architectures × :attr:`knob_settings`."""
-        return len(self.arch_space()) * self.knob_settings
+        """Designs inside the area window: in-window combinations of the area knobs × :attr:`knob_settings`."""
+        return int(self.area_tables().ok.sum()) * self.knob_settings
 
     def __iter__(self) -> Iterator[Design]:
         """Every design inside the area window, in knob-index order."""
-        values = [getattr(self, name) for name in KNOBS]
-        arch_values, other_values = values[:len(ARCH_KNOBS)], values[len(ARCH_KNOBS):]
-        for arch in zip(*np.nonzero(self.area_tables().ok)):  # row-major: knob-index order
-            head = [options[i] for options, i in zip(arch_values, arch)]
+        area_values = [self.values(name) for name in self.area_knobs]
+        other_values = [self.values(name) for name in self.other_knobs]
+        for indices in zip(*np.nonzero(self.area_tables().ok)):  # row-major: knob-index order
+            head = {name: options[i] for name, options, i in zip(self.area_knobs, area_values, indices)}
             for tail in itertools.product(*other_values):
-                yield Design(*head, *tail)  # Design's fields are in KNOBS order
+                yield Design(**head, **dict(zip(self.other_knobs, tail)))
 
     def sample(self, rng: np.random.Generator, *, feasible_area: bool = True, max_tries: int = 10_000) -> Design:
         for _ in range(max_tries):
@@ -261,6 +343,240 @@ class DesignSpace:
                            self.area_window_lower, self.base)
 
 
+    # --- evaluation: the one door every face goes through --------------------------------------------------
+    def evaluate(self, design: Design, workload: str | Workload, cluster: Cluster | None = None,
+                 **kwargs: Any) -> Evaluation:
+        """:func:`evaluate_design` of one design of this space (on its base); ``kwargs``: :func:`evaluate` options."""
+        return evaluate_design(design, workload, cluster, base=self.base, **kwargs)
+
+    def evaluate_baseline(self, workload: str | Workload, cluster: Cluster | None = None,
+                          **kwargs: Any) -> Evaluation:
+        """The reference design this space's results are compared with: the TPUv4-like accelerator, best over the
+        space's microbatch sizes, recompute settings and HBM capacities (``search.phaze``'s baseline)."""
+        return evaluate(workload, TPUV4, cluster, microbatch=self.values("microbatch"),
+                        recompute=self.values("recompute"), hbm_gb=self.values("hbm_gb"), **kwargs)
+
+
+def _system_field(values: Sequence) -> Any:
+    return field(default=tuple(values))
+
+
+@dataclass(frozen=True)
+class SystemDesignSpace(DesignSpace):
+    """The system design space: :data:`SYSTEM_KNOBS` — die area, HBM stacks, links per chip, bandwidth per
+    link and the tensor cores' number format (the area knobs), PHAZE's architecture knobs, then HBM generation,
+    topology family, microbatch and recompute — at a cluster ``budget`` that sets every design's chip count
+    (:mod:`phaze_env.hardware.system`). The window of the architecture knobs is PHAZE's rule applied to the
+    compute block on the die against ``die − HBM PHYs − SerDes − IO`` (``budget_mm2`` and ``hbm_gb`` are
+    unused: the budget follows the die, the capacity the stacks). ``len``, iteration, encoding and sampling work
+    over :attr:`knobs` as in PHAZE's spaces."""
+
+    num_tc: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["num_tc"])
+    tc_width: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["tc_width"])
+    tc_depth: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["tc_depth"])
+    num_vc: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["num_vc"])
+    buffer_mb: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["buffer_mb"])
+    die_area_mm2: tuple[float, ...] = _system_field(SYSTEM_DEFAULT_VALUES["die_area_mm2"])
+    hbm_stacks: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["hbm_stacks"])
+    links: tuple[int, ...] = _system_field(SYSTEM_DEFAULT_VALUES["links"])
+    link_GBps: tuple[float, ...] = _system_field(SYSTEM_DEFAULT_VALUES["link_GBps"])
+    hbm_generation: tuple[str, ...] = _system_field(SYSTEM_DEFAULT_VALUES["hbm_generation"])
+    topology: tuple[str, ...] = _system_field(SYSTEM_DEFAULT_VALUES["topology"])
+    number_format: tuple[str, ...] = _system_field(SYSTEM_DEFAULT_VALUES["number_format"])
+    budget: SystemBudget = field(default_factory=SystemBudget)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in SYSTEM_FIELDS:
+            values = tuple(getattr(self, name))
+            if not values:
+                raise ValueError(f"SystemDesignSpace.{name} must list at least one value")
+            if len(set(values)) != len(values):
+                raise ValueError(f"SystemDesignSpace.{name} has duplicate values: {values}")
+            object.__setattr__(self, name, values)
+        for choice in itertools.product(*(getattr(self, name) for name in SYSTEM_FIELDS)):
+            SystemChoice(*choice)  # every combination must be a valid system (torus links, reticle, names)
+        if not isinstance(self.budget, SystemBudget):
+            raise TypeError(f"SystemDesignSpace.budget must be a SystemBudget, got {type(self.budget).__name__}")
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        return SYSTEM_KNOBS
+
+    @property
+    def area_knobs(self) -> tuple[str, ...]:
+        return SYSTEM_AREA_KNOBS + ARCH_KNOBS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: list(getattr(self, name)) for name in SYSTEM_KNOBS} | {
+            "space": "system", "budget": self.budget.to_dict(), "area_window_lower": self.area_window_lower,
+            "base": self.base.to_dict(), "knobs": list(SYSTEM_KNOBS)}
+
+    # --- knobs -----------------------------------------------------------------------------------------
+    @property
+    def nvec(self) -> list[int]:
+        return [len(getattr(self, name)) for name in SYSTEM_KNOBS]
+
+    def decode(self, indices: Sequence[int]) -> Design:
+        if len(indices) != len(SYSTEM_KNOBS):
+            raise ValueError(f"expected {len(SYSTEM_KNOBS)} knob indices ({', '.join(SYSTEM_KNOBS)}), got {len(indices)}")
+        kwargs = {}
+        for name, index in zip(SYSTEM_KNOBS, indices):
+            options = getattr(self, name)
+            if not 0 <= int(index) < len(options):
+                raise ValueError(f"index {index} out of range for knob {name} ({len(options)} values)")
+            kwargs[name] = options[int(index)]
+        return self._design(kwargs)
+
+    def _design(self, knobs: dict[str, Any]) -> Design:
+        choice = SystemChoice(**{name: knobs[name] for name in SYSTEM_FIELDS})
+        return Design(**knobs, hbm_gb=choice.hbm_gb)
+
+    def encode(self, design: Design) -> list[int]:
+        try:
+            return [getattr(self, name).index(getattr(design, name)) for name in SYSTEM_KNOBS]
+        except ValueError:
+            raise ValueError(f"{design} is not in this design space") from None
+
+    def __contains__(self, design: object) -> bool:
+        if not isinstance(design, Design) or not design.is_system:
+            return False
+        return all(getattr(design, name) in getattr(self, name) for name in SYSTEM_KNOBS) and self.area_ok(design)
+
+    # --- the window: the compute block against die − periphery ------------------------------------------
+    def area_mm2(self, design: Design) -> float:
+        """The compute block of the design's die (mm²; the window quantity of the system space)."""
+        acc = design.accelerator(self.base)
+        return float(compute_die_area_mm2(acc.area_mm2, acc.buffer_mb, design.system_choice().chip_system()))
+
+    def _window(self, design: Design, rule) -> float:
+        budget = design.system_choice().compute_budget_mm2()
+        if budget <= 0:  # the periphery fills the die: no compute fits
+            return {in_area_window: False, area_overshoot: math.inf, area_slack: -math.inf}[rule]
+        return rule(design.num_tc, design.num_vc, self.area_mm2(design), budget, self.area_window_lower)
+
+    def area_ok(self, design: Design) -> bool:
+        return bool(self._window(design, in_area_window))
+
+    def overshoot(self, design: Design) -> float:
+        return float(self._window(design, area_overshoot))
+
+    def area_slack(self, design: Design) -> float:
+        return float(self._window(design, area_slack))
+
+    def area_budget_for(self, design: Design) -> float:
+        """The compute-area budget of the design's die: die − HBM PHYs − SerDes − IO (≤ 0: nothing fits)."""
+        return float(design.system_choice().compute_budget_mm2())
+
+    def area_tables(self) -> AreaTables:
+        return _system_area_tables(self)
+
+    # --- counting and enumeration ----------------------------------------------------------------------
+    @property
+    def knob_settings(self) -> int:
+        return math.prod(len(self.values(name)) for name in SYSTEM_OTHER_KNOBS)
+
+    @property
+    def designs(self) -> int:
+        return int(self.area_tables().ok.sum()) * self.knob_settings
+
+    def __iter__(self) -> Iterator[Design]:
+        area_values = [self.values(name) for name in self.area_knobs]
+        other_values = [self.values(name) for name in SYSTEM_OTHER_KNOBS]
+        for combo in zip(*np.nonzero(self.area_tables().ok)):  # row-major: knob-index order
+            head = {name: options[i] for name, options, i in zip(self.area_knobs, area_values, combo)}
+            for tail in itertools.product(*other_values):
+                yield self._design(head | dict(zip(SYSTEM_OTHER_KNOBS, tail)))
+
+    def arch_space(self) -> SystemArchSpace:
+        """The search's rows: every in-window design without its microbatch and recompute (which one
+        evaluation covers), whose budget buys at least one topology unit."""
+        return _system_arch_space(self)
+
+    # --- the system at the budget -------------------------------------------------------------------------
+    def point(self, design: Design) -> SystemPoint:
+        """The design's chip and chip count at this space's budget."""
+        return system_point(design.accelerator(self.base), design.system_choice().chip_system(), design.topology,
+                            self.budget)
+
+    def evaluate(self, design: Design, workload: str | Workload, cluster: Cluster | None = None,
+                 **kwargs: Any) -> Evaluation:
+        """:func:`evaluate_design` at this space's base and budget."""
+        return evaluate_design(design, workload, cluster, base=self.base, budget=self.budget, **kwargs)
+
+    def evaluate_baseline(self, workload: str | Workload, cluster: Cluster | None = None,
+                          **kwargs: Any) -> Evaluation:
+        """The TPUv4 chip in a torus at this space's budget (:func:`~phaze_env.hardware.system.baseline_point`,
+        ``search.phaze``'s system baseline), best over the space's microbatch sizes and recompute settings."""
+        point = baseline_point(self.budget)
+        return evaluate(workload, point.accelerator, point_cluster(point, cluster), microbatch=self.microbatch,
+                        recompute=self.recompute, hbm_gb=(point.accelerator.hbm_gb,), **kwargs)
+
+
+@dataclass(frozen=True)
+class SystemArchSpace:
+    """The rows the exact search visits in the system space, in knob-index order: each a design without its
+    microbatch and recompute, with its :class:`SystemPoint` (chip, chip count). ``len``, ``space[i]`` (the
+    accelerator) and ``arrays["area_mm2"]`` (the whole die) as :class:`ArchSpace`; rows whose budget buys no
+    topology unit are left out (they cannot train at all)."""
+
+    space: SystemDesignSpace
+    designs: tuple[Design, ...]
+    points: tuple[SystemPoint, ...]
+    arrays: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.designs)
+
+    def __getitem__(self, i: int) -> Accelerator:
+        return self.points[i].accelerator
+
+    def cluster(self, i: int, base: Cluster | None = None) -> Cluster:
+        return point_cluster(self.points[i], base)
+
+    def system_summary(self, i: int) -> dict[str, Any]:
+        """Row ``i``'s system knobs and figures (what results carry as ``system``)."""
+        return self.designs[i].system_choice().to_dict() | self.points[i].summary()
+
+
+@functools.lru_cache(maxsize=8)
+def _system_arch_space(space: SystemDesignSpace) -> SystemArchSpace:
+    designs, points = [], []
+    for design in space:
+        if design.microbatch != space.microbatch[0] or design.recompute != space.recompute[0]:
+            continue  # one row per design head; the row's evaluation covers every microbatch and recompute
+        point = space.point(design)
+        if point.n_devices >= 1:
+            designs.append(design)
+            points.append(point)
+    area = np.array([p.estimate.die_area_mm2 for p in points], dtype=np.float64)
+    area.setflags(write=False)
+    return SystemArchSpace(space, tuple(designs), tuple(points), {"area_mm2": area})
+
+
+@functools.lru_cache(maxsize=8)
+def _system_area_tables(space: SystemDesignSpace) -> AreaTables:
+    grids = np.meshgrid(*(np.asarray(space.values(k), dtype=np.int64) for k in ARCH_KNOBS), indexing="ij")
+    arch = dict(zip(ARCH_KNOBS, grids))
+    system_shape = [len(space.values(k)) for k in SYSTEM_AREA_KNOBS]
+    ok = np.zeros(system_shape + list(grids[0].shape), dtype=bool)
+    overshoot = np.full(ok.shape, np.inf)
+    for combo in itertools.product(*(range(n) for n in system_shape)):
+        knobs = {name: space.values(name)[i] for name, i in zip(SYSTEM_AREA_KNOBS, combo)}
+        choice = SystemChoice(**knobs, hbm_generation=space.hbm_generation[0], topology=space.topology[0])
+        budget = choice.compute_budget_mm2()
+        if budget <= 0:
+            continue
+        arch_area = arch_area_mm2(arch["num_tc"], arch["tc_width"], arch["tc_depth"], arch["num_vc"], arch["tc_width"],
+                                  arch["buffer_mb"], space.base.vc_sublanes, choice.number_format)
+        compute = compute_die_area_mm2(arch_area, arch["buffer_mb"], choice.chip_system())
+        ok[combo] = in_area_window(arch["num_tc"], arch["num_vc"], compute, budget, space.area_window_lower)
+        overshoot[combo] = area_overshoot(arch["num_tc"], arch["num_vc"], compute, budget, space.area_window_lower)
+    ok.setflags(write=False)
+    overshoot.setflags(write=False)
+    return AreaTables(ok, overshoot)
+
+
 @functools.lru_cache(maxsize=16)
 def _arch_space(num_tc, num_vc, tc_width, tc_depth, buffer_mb, budget_mm2, lower, base) -> ArchSpace:
     return ArchSpace(num_tc=num_tc, num_vc=num_vc, tc_width=tc_width, tc_depth=tc_depth, buffer_mb=buffer_mb,
@@ -269,19 +585,32 @@ def _arch_space(num_tc, num_vc, tc_width, tc_depth, buffer_mb, budget_mm2, lower
 
 @functools.lru_cache(maxsize=32)
 def _area_tables(space: DesignSpace) -> AreaTables:
-    grids = np.meshgrid(*(np.asarray(space.values(k), dtype=np.int64) for k in ARCH_KNOBS), indexing="ij")
-    arch = dict(zip(ARCH_KNOBS, grids))
-    area = np.asarray(arch_area_mm2(arch["num_tc"], arch["tc_width"], arch["tc_depth"], arch["num_vc"],
-                                    arch["tc_width"], arch["buffer_mb"], space.base.vc_sublanes), dtype=np.float64)
-    ok = in_area_window(arch["num_tc"], arch["num_vc"], area, space.budget_mm2, space.area_window_lower)
-    overshoot = area_overshoot(arch["num_tc"], arch["num_vc"], area, space.budget_mm2, space.area_window_lower)
+    # index grids, then values: knob values need not be numbers (a format name, …)
+    grids = np.meshgrid(*(np.arange(len(space.values(k))) for k in space.area_knobs), indexing="ij")
+    columns = {k: np.asarray(space.values(k))[grid] for k, grid in zip(space.area_knobs, grids)}
+    area, budget = space.area_terms(columns)
+    area = np.asarray(area, dtype=np.float64)
+    ok = in_area_window(columns["num_tc"], columns["num_vc"], area, budget, space.area_window_lower)
+    overshoot = area_overshoot(columns["num_tc"], columns["num_vc"], area, budget, space.area_window_lower)
     ok.setflags(write=False)
     overshoot.setflags(write=False)
     return AreaTables(ok, overshoot)
 
 
+def named_space(name: str, budget_mw: float | None = None, budget_usd: float | None = None) -> DesignSpace:
+    """What a CLI's ``--space NAME [--budget-mw MW | --budget-usd USD]`` means: :meth:`DesignSpace.named`, the
+    system space at a power (MW) or capital (USD) budget (default: its own); a budget for another space raises."""
+    if name != "system":
+        if budget_mw is not None or budget_usd is not None:
+            raise ValueError("--budget-mw and --budget-usd apply to the system space only")
+        return DesignSpace.named(name)
+    return DesignSpace.named("system", budget_w=None if budget_mw is None else budget_mw * 1e6, budget_usd=budget_usd)
+
+
 # evaluate()'s knob arguments that a Design sets itself; the rest of its keywords are free options.
 _DESIGN_SET = ("microbatch", "recompute", "hbm_gb")
+_EVALUATE_OPTIONS = tuple(name for name, p in inspect.signature(evaluate).parameters.items()
+                          if p.kind is p.KEYWORD_ONLY and name not in _DESIGN_SET)
 
 
 def evaluate_options(options: dict[str, Any] | None) -> dict[str, Any]:
@@ -290,21 +619,31 @@ def evaluate_options(options: dict[str, Any] | None) -> dict[str, Any]:
     Unknown names and the knobs a design sets itself raise ``ValueError``; list values become tuples, so
     the options can key a cache (a list would raise ``TypeError: unhashable`` deep inside one).
     """
-    allowed = [name for name, p in inspect.signature(evaluate).parameters.items()
-               if p.kind is p.KEYWORD_ONLY and name not in _DESIGN_SET]
     options = dict(options or {})
     for name in options:
         if name in _DESIGN_SET:
             raise ValueError(f"evaluate option {name!r} is set by each design; change the DesignSpace instead")
-        if name not in allowed:
-            raise ValueError(f"unknown evaluate option {name!r}; known: {', '.join(allowed)}")
+        if name not in _EVALUATE_OPTIONS:
+            raise ValueError(f"unknown evaluate option {name!r}; known: {', '.join(_EVALUATE_OPTIONS)}")
     return {name: tuple(value) if isinstance(value, (list, set, frozenset)) else value
             for name, value in options.items()}
 
 
 def evaluate_design(design: Design, workload: str | Workload, cluster: Cluster | None = None, *,
-                    base: Accelerator = TPUV4, **kwargs: Any) -> Evaluation:
+                    base: Accelerator = TPUV4, budget: SystemBudget | None = None, **kwargs: Any) -> Evaluation:
     """:func:`evaluate` of one design point (its own microbatch size, recompute setting and HBM capacity) on
-    ``base`` with the design's knobs set."""
-    return evaluate(workload, design.accelerator(base), cluster, microbatch=(design.microbatch,),
+    ``base`` with the design's knobs set.
+
+    A system-space design runs on its own cluster: its topology with the chips ``budget`` buys (default
+    :class:`SystemBudget`'s 10 MW; ``SystemDesignSpace.evaluate`` passes the space's), ``cluster`` supplying
+    only the training fields (global batch, optimizer, framework efficiency). A budget that buys no whole
+    topology unit raises ``ValueError``."""
+    accelerator = design.accelerator(base)
+    if design.is_system:
+        point = system_point(accelerator, design.system_choice().chip_system(), design.topology,
+                             budget or SystemBudget())
+        cluster = point_cluster(point, cluster)
+    elif budget is not None:
+        raise ValueError("a budget applies to system-space designs only")
+    return evaluate(workload, accelerator, cluster, microbatch=(design.microbatch,),
                     recompute=(design.recompute,), hbm_gb=(design.hbm_gb,), **kwargs)

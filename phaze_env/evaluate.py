@@ -5,7 +5,9 @@ Pipeline (docs/design.md): per tensor-parallel width ``t``, microbatch size ``m`
 attention core over all ``s`` keys and the ring exchange priced, :mod:`phaze_env.context_parallel`); every
 operator's one-core and all-cores latency is estimated on the accelerator; each layer's forward and backward
 DAGs are scheduled by the ILP (cached); the placement DP then finds the best data × pipeline × context ×
-tensor plan over ``t``, ``m``, ``c``, recompute and HBM capacity.
+tensor plan over ``t``, ``m``, ``c``, recompute and HBM capacity. A ``(t, m, c)`` variant is scheduled only when
+the DP on its layers' cheap lower bounds could beat the best plan found so far (the answer is the one
+scheduling every variant would give; far fewer ILPs).
 Whole evaluations are cached on disk, keyed by everything they depend on (including
 :func:`phaze_env.cache.model_version`, the hash of the model's constants), so re-evaluating a design is a
 lookup and a changed constant is never served stale. :meth:`Evaluation.explain` splits one layer's time
@@ -37,8 +39,9 @@ from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 8  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers, context parallelism;
-# 8: expert parallelism (plan["expert_parallel"], ep_comm) merged with ZeRO stages and context parallelism
+EVALUATION_VERSION = 9  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers, context parallelism;
+# 8: expert parallelism (plan["expert_parallel"], ep_comm) merged with ZeRO stages and context parallelism;
+# 9: layer_timings only of the variants scheduled (layer-level branch and bound)
 
 _EVALUATIONS = DiskCache("evaluations")
 _BOUNDS = DiskCache("bounds")
@@ -81,7 +84,7 @@ class Evaluation:
     notation (``t8p8d1m1+sp+rc=selective``).
 
     ``proven`` is True when every layer schedule behind the answer (every tensor width and microbatch
-    searched) is proven optimal, so ``throughput_samples_s`` is this design's exact optimum. Otherwise an
+    scheduled; the others are excluded by their lower bounds) is proven optimal, so ``throughput_samples_s`` is this design's exact optimum. Otherwise an
     ILP stopped early (time limit, stall or solver failure): ``throughput_samples_s`` is still achieved by a
     real schedule (a lower bound on the optimum), ``throughput_bound_samples_s`` is a proven upper bound (the
     same placement DP on the schedules' proven lower bounds), ``worst_gap`` the largest schedule gap and
@@ -101,7 +104,7 @@ class Evaluation:
     energy_per_sample_j: float
     plan: dict[str, Any]
     memory_bytes: dict[str, float]
-    layer_timings: dict[str, dict[str, dict[str, Any]]]  # "t{t}_m{m}" → layer name → LayerTiming fields
+    layer_timings: dict[str, dict[str, dict[str, Any]]]  # "t{t}_m{m}" → layer name → LayerTiming fields (scheduled variants)
     timings_s: dict[str, float]
     ilp_solves: int
     schedules: int
@@ -260,18 +263,23 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
 
 def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only: bool, solver: str,
                 time_limit_s: float, counters: dict[str, float], cache: bool, context_parallel: int = 1,
-                tensor_width: int = 1, kv_hop_bytes: float = 0.0) -> LayerTiming:
+                tensor_width: int = 1, kv_hop_bytes: float = 0.0, prices: dict | None = None) -> LayerTiming:
     """The layer's forward and backward schedules; at ``context_parallel > 1`` plus the ring exchange each
-    direction leaves exposed (``kv_hop_bytes`` per forward hop; backward passes keys, values and their gradients)."""
+    direction leaves exposed (``kv_hop_bytes`` per forward hop; backward passes keys, values and their gradients).
+    ``prices``: this variant's operator latencies by (layer, direction), filled on first use (a variant is
+    timed on its lower bounds first and scheduled later only if it can win)."""
+    prices = {} if prices is None else prices
     results = {}
     attention_s = {}  # the attention core's own time per direction (selective recompute; ring overlap)
     tp_comm_s = 0.0
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
-        table = price_ops(dag.ops, acc, cluster, layer=layer.name).table
-        one, all_cores = table.latencies_s(0, 0)
-        tp_comm_s += float(table.comm_s.sum())
+        if (layer.name, direction) not in prices:
+            table = price_ops(dag.ops, acc, cluster, layer=layer.name).table
+            prices[layer.name, direction] = (*table.latencies_s(0, 0), float(table.comm_s.sum()))
+        one, all_cores, comm_s = prices[layer.name, direction]
+        tp_comm_s += comm_s
         attention_s[direction] = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
                                            if is_attention_core(op)))
         counters["estimate"] += time.perf_counter() - started
@@ -341,12 +349,39 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
     workload, cluster = request.workload, request.cluster
     started = time.perf_counter()
-    variants: dict[tuple[int, int, int], _Variant] = {}
+    variants: dict[tuple[int, int, int], _Variant] = {}  # scheduled (with bound_only: bounded) variants
+    bounded: dict[tuple[int, int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
+    prices: dict[tuple[int, int, int], dict] = {}  # operator latencies per variant, shared by both
 
     def variant(t: int, m: int, c: int) -> _Variant:
         if (t, m, c) not in variants:
-            variants[(t, m, c)] = _variant(request, acc, t, m, c, bound_only, solver, time_limit_s, counters, cache)
+            variants[(t, m, c)] = _variant(request, acc, t, m, c, bound_only, solver, time_limit_s, counters, cache,
+                                           prices)
         return variants[(t, m, c)]
+
+    def bound_variant(t: int, m: int, c: int) -> _Variant:
+        if bound_only:
+            return variant(t, m, c)
+        if (t, m, c) not in bounded:
+            bounded[(t, m, c)] = _variant(request, acc, t, m, c, True, solver, time_limit_s, counters, cache, prices)
+        return bounded[(t, m, c)]
+
+    def lower_bound_chain(t: int, m: int, c: int, e: int) -> list[dict[str, float]]:
+        """The best proven lower bounds known: the schedules' where scheduled, else the cheap ones."""
+        if (t, m, c) in variants:
+            return variants[(t, m, c)].lower_bound_chain(e)
+        return bound_variant(t, m, c).chain(e)
+
+    def bound_variant(t: int, m: int) -> _Variant:
+        if bound_only:
+            return variant(t, m)
+        if (t, m) not in bounded:
+            bounded[(t, m)] = _variant(request, acc, t, m, True, solver, time_limit_s, counters, cache, prices)
+        return bounded[(t, m)]
+
+    def lower_bound_chain(t: int, m: int) -> list[dict[str, float]]:
+        """The best proven lower bounds known: the schedules' where scheduled, else the cheap ones."""
+        return variants[(t, m)].lower_bound_chain() if (t, m) in variants else bound_variant(t, m).chain
 
     usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
     seq_len = workload.seq_len if request.seq_len is None else request.seq_len
@@ -361,16 +396,19 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
                             context_parallel=degrees[0], expert_parallel=experts[0])
 
         def settings_of(t: int, m: int, c: int, e: int) -> dict[str, Any]:
-            graph = variant(t, m, c).graph
+            graph = bound_variant(t, m, c).graph
             return {"seq_len": graph.seq_len * c, "model_flops_per_sample": _model_flops_per_sample(graph, c),
                     "weight_copy_factor": fp8_weight_copy_factor(graph, acc.number_format)}
 
-        def search(chain_of) -> Any:
-            return best_plan_multi(lambda t, m, c, e: chain_of(variant(t, m, c), e), template, tensor_widths=usable,
-                                   microbatches=request.microbatches, hbm_bytes=capacities, variant_fields=settings_of,
-                                   context_parallels=degrees, expert_parallels=experts)
+        def search(chain_of, lower_bound_of=None) -> Any:
+            return best_plan_multi(chain_of, template, tensor_widths=usable, microbatches=request.microbatches,
+                                   hbm_bytes=capacities, variant_fields=settings_of, context_parallels=degrees,
+                                   expert_parallels=experts, lower_bound_layers=lower_bound_of)
 
-        best = search(_Variant.chain)
+        # A variant's layers are scheduled only when the DP on their cheap lower bounds could beat the best
+        # plan so far (layer-level branch and bound): the answer is the one scheduling every variant gives.
+        best = search(lambda t, m, c, e: variant(t, m, c).chain(e),
+                      None if bound_only else lambda t, m, c, e: bound_variant(t, m, c).chain(e))
         reason = best.reason
     elif not usable:
         best, reason = None, f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads"
@@ -399,8 +437,8 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
                           throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, energy_per_sample_j=0.0, plan={},
                           memory_bytes={}, **common)
     bound = best.throughput_samples_s
-    if unproven:  # the same DP on the schedules' proven lower bounds: no real schedule can do better
-        bound = max(bound, search(_Variant.lower_bound_chain).throughput_samples_s)
+    if unproven:  # the same DP on the proven lower bounds: no real schedule can do better
+        bound = max(bound, search(lower_bound_chain).throughput_samples_s)
     chosen = acc.replace(hbm_gb=best.hbm_bytes / GB_BYTES)
     energy = 0.0 if bound_only else _energy_per_sample_j(
         variants[(best.tensor_width, best.microbatch, best.context_parallel)].graph, acc, best.tensor_width,
@@ -417,7 +455,7 @@ def _variant_label(t: int, m: int, c: int) -> str:
 
 
 def _variant(request: _Request, acc: Accelerator, t: int, m: int, c: int, bound_only: bool, solver: str,
-             time_limit_s: float, counters: dict, cache: bool) -> _Variant:
+             time_limit_s: float, counters: dict, cache: bool, prices: dict) -> _Variant:
     """One rank's graph at ``(t, m, c)`` (traced at ``s/c`` tokens), each layer's schedules and the DP's layer chain."""
     started = time.perf_counter()
     seq_len = request.workload.seq_len if request.seq_len is None else request.seq_len
@@ -428,7 +466,8 @@ def _variant(request: _Request, acc: Accelerator, t: int, m: int, c: int, bound_
     timings = {layer.name: _time_layer(layer, acc, request.cluster, bound_only=bound_only, solver=solver,
                                        time_limit_s=time_limit_s, counters=counters, cache=cache, context_parallel=c,
                                        tensor_width=t,
-                                       kv_hop_bytes=hop_bytes if any(map(is_attention_core, layer.fwd.ops)) else 0.0)
+                                       kv_hop_bytes=hop_bytes if any(map(is_attention_core, layer.fwd.ops)) else 0.0,
+                                       prices=prices.setdefault((t, m, c), {}))
                for layer in graph.layers}
     return _Variant(graph, timings, request.cluster, c)
 

@@ -1,9 +1,11 @@
 """An Optuna objective over PHAZE's evaluator, and ``python -m phaze_env.objective`` to run a study.
 
 ``make_objective(workload, cluster)`` returns a callable for ``study.optimize``. Each trial suggests every
-knob of a :class:`~phaze_env.design.DesignSpace` with ``trial.suggest_categorical`` (or, with
-``encoding="index"``, its index with ``suggest_int`` — for CMA-ES and GP samplers, which treat ordered
-integers better than categories) and evaluates the design with :func:`phaze_env.design.evaluate_design`.
+knob of a :class:`~phaze_env.design.DesignSpace` (``space.knobs``: PHAZE's eight, or the system space's
+more) with ``trial.suggest_categorical`` (or, with ``encoding="index"``, its index with ``suggest_int`` — for
+CMA-ES and GP samplers, which treat ordered integers better than categories; knobs whose values are not
+numbers, such as a number format or a topology family, have no order and stay categorical) and evaluates the
+design with :meth:`DesignSpace.evaluate` (:func:`phaze_env.design.evaluate_design`).
 
 Objective values: single-objective, the training throughput in samples/s (maximise); multi-objective,
 ``(throughput, area_mm2)`` (maximise, minimise) for Pareto studies.
@@ -37,14 +39,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from phaze_env.cli import OneLineParser, add_cluster_size_options, console as make_console, positive_int
-from phaze_env.design import KNOBS, SPACE_NAMES, Design, DesignSpace, evaluate_design, evaluate_options
+from phaze_env.cli import (OneLineParser, add_cluster_size_options, add_system_budget_options, console as make_console,
+                           positive_int)
+from phaze_env.design import SPACE_NAMES, Design, DesignSpace, evaluate_options, named_space
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.workloads import Workload, get_workload, workload_names
 
 CONSTRAINT_NAMES = ("area", "placement")
 ENCODINGS = ("categorical", "index")
-SAMPLERS = ("tpe", "random", "gp", "cmaes", "nsga2", "bruteforce")
+SAMPLERS = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2", "bruteforce")
+INDEX_ENCODED = ("gp", "cmaes", "qmc")
+"""Samplers that see ordered knobs as integer indices (``encoding="index"``): GP and CMA-ES model ordered
+integers better than categories, and QMC spreads only numeric parameters (it samples categories at random)."""
 INFEASIBLE_THROUGHPUT = 0.0  # what an infeasible design trains: nothing
 DEFAULT_STORAGE = "sqlite:///out/optuna.db"
 
@@ -96,23 +102,28 @@ class PhazeObjective:
         return ["maximize", "minimize"] if self.multi_objective else ["maximize"]
 
     def suggest(self, trial: Any) -> Design:
-        """The design this trial proposes (one suggestion per knob)."""
+        """The design this trial proposes (one suggestion per knob of ``space.knobs``)."""
         if self.encoding == "index":
-            indices = [trial.suggest_int(f"{name}_index", 0, len(self.space.values(name)) - 1) for name in KNOBS]
-            return self.space.decode(indices)
-        return Design(**{name: trial.suggest_categorical(name, list(self.space.values(name))) for name in KNOBS})
+            return self.space.decode([self._suggest_index(trial, name) for name in self.space.knobs])
+        return self.space.decode([self.space.values(name).index(trial.suggest_categorical(name, list(self.space.values(name))))
+                                  for name in self.space.knobs])
+
+    def _suggest_index(self, trial: Any, name: str) -> int:
+        values = self.space.values(name)
+        if all(isinstance(v, (int, float)) for v in values):  # bool included: False < True is an order
+            return trial.suggest_int(f"{name}_index", 0, len(values) - 1)
+        return values.index(trial.suggest_categorical(name, list(values)))
 
     def record(self, design: Design) -> TrialRecord:
         """Evaluate ``design`` into objective values, constraints and attributes."""
         area = self.space.area_mm2(design)
         attrs: dict[str, Any] = {"design": design.to_dict(), "area_mm2": area,
-                                 "area_fraction": area / self.space.budget_mm2}
+                                 "area_fraction": self.space.area_fraction(design)}
         if not self.space.area_ok(design):
             evaluation: Evaluation | None = None
             placement, reason = 0.0, "outside the area window; not evaluated"
         else:
-            evaluation = evaluate_design(design, self.workload, self.cluster, base=self.space.base,
-                                         **self.evaluate_kwargs)
+            evaluation = self.space.evaluate(design, self.workload, self.cluster, **self.evaluate_kwargs)
             self.evaluations += 1
             self.cache_hits += int(evaluation.from_cache)
             placement, reason = (-1.0, "") if evaluation.feasible else (1.0, evaluation.reason)
@@ -150,7 +161,7 @@ def make_objective(workload: str | Workload, cluster: Cluster | dict[str, Any] |
 
 
 def make_sampler(name: str, *, seed: int | None = None, multi_objective: bool = False):
-    """An Optuna sampler by short name (``tpe``, ``random``, ``gp``, ``cmaes``, ``nsga2``, ``bruteforce``)."""
+    """An Optuna sampler by short name (``tpe``, ``random``, ``gp``, ``cmaes``, ``qmc``, ``nsga2``, ``bruteforce``)."""
     import optuna
 
     if name == "tpe":
@@ -167,6 +178,8 @@ def make_sampler(name: str, *, seed: int | None = None, multi_objective: bool = 
         except ImportError:
             raise ValueError("the cmaes sampler needs the 'cmaes' package (pip install cmaes)") from None
         return optuna.samplers.CmaEsSampler(seed=seed)
+    if name == "qmc":
+        return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed)
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed)
     if name == "bruteforce":
@@ -206,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--multi-objective", action="store_true",
                         help="maximise throughput, minimise area (default: throughput only)")
     parser.add_argument("--space", choices=SPACE_NAMES, default="full", help="design space (default PHAZE's full)")
+    add_system_budget_options(parser)
     add_cluster_size_options(parser, devices=Cluster.n_devices, batch=Cluster.global_batch)
     parser.add_argument("--timeout", type=float, default=None,
                         help="stop after this many seconds (default: no limit, --trials decides)")
@@ -251,25 +265,27 @@ def _summary(study, objective: PhazeObjective, elapsed_s: float, storage: str) -
     console = make_console()
     trials = study.get_trials(deepcopy=False)
     feasible = feasible_trials(study)
-    console.print(f"[bold]{study.study_name}[/bold] — {objective.workload.name} on {objective.cluster.n_devices} "
-                  f"devices, storage {storage}")
+    budget = getattr(objective.space, "budget", None)  # the system space: each design's chips at its budget
+    devices = f"the chips a {budget.describe()} budget buys" if budget else f"{objective.cluster.n_devices} devices"
+    console.print(f"[bold]{study.study_name}[/bold] — {objective.workload.name} on {devices}, storage {storage}")
     console.print(f"{len(trials)} trials ({len(feasible)} feasible), {objective.evaluations} evaluations this run "
                   f"({objective.cache_hits} served by the cache), {elapsed_s:.1f} s")
     if not feasible:
         console.print("[red]no feasible design found[/red]")
         return
     table = Table(show_header=True, header_style="bold", caption=NOTATION_LEGEND)
-    for column in ("trial", "samples/s", "area mm²", "tensor cores", "vector cores", "buffer", "HBM",
-                   "microbatch", "recompute", "t×p×d"):
-        table.add_column(column, justify="right")
     best = sorted(study.best_trials, key=lambda t: t.user_attrs["area_mm2"]) if objective.multi_objective \
         else [study.best_trial]
+    system = any(Design.from_dict(t.user_attrs["design"]).is_system for t in best)
+    for column in ("trial", "samples/s", "area mm²", "tensor cores", "vector cores", "buffer", "HBM",
+                   *(("system",) if system else ()), "microbatch", "recompute", "t×p×d"):
+        table.add_column(column, justify="right")
     for trial in best:
         a, d, p = trial.user_attrs, Design.from_dict(trial.user_attrs["design"]), trial.user_attrs.get("plan", {})
-        parts = d.accelerator().notation_parts()
+        parts = d.accelerator(objective.space.base).notation_parts()
         table.add_row(str(trial.number), f"{a['throughput_samples_s']:,.1f}", f"{a['area_mm2']:.1f}",
                       parts["tensor cores"], parts["vector cores"], parts["buffer"], parts["HBM"],
-                      str(d.microbatch), str(d.recompute),
+                      *((d.system_choice().describe(),) if system else ()), str(d.microbatch), str(d.recompute),
                       f"{p.get('tensor_width')}×{p.get('pipeline_stages')}×{p.get('data_parallel')}")
     table.title = "Pareto front (throughput ↑, area ↓)" if objective.multi_objective else "best design"
     console.print(table)
@@ -281,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         workload = get_workload(args.workload)
         cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
-        space = DesignSpace.named(args.space)
+        space = named_space(args.space, args.budget_mw, args.budget_usd)
         sampler = make_sampler(args.sampler, seed=args.seed, multi_objective=args.multi_objective)
         if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
             raise ValueError(f"--timeout must be positive, got {args.timeout}")
@@ -290,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    encoding = "index" if args.sampler == "cmaes" else "categorical"
+    encoding = "index" if args.sampler in INDEX_ENCODED else "categorical"
     objective = make_objective(workload, cluster, space=space, multi_objective=args.multi_objective, encoding=encoding)
     name = args.study_name or f"phaze-{workload.name}-{args.sampler}" + ("-pareto" if args.multi_objective else "")
     try:

@@ -28,11 +28,13 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
 
 from __future__ import annotations
 
+import dataclasses
 from graphlib import TopologicalSorter
 
 import numpy as np
 
 from phaze_env.comm import p2p_s
+from phaze_env.design import SystemArchSpace
 from phaze_env.evaluate import Cluster, valid_tensor_widths
 from phaze_env.hardware import ArchSpace
 from phaze_env.placement.inputs import GRADIENT_FACTOR
@@ -44,23 +46,64 @@ CORE_UNITS = {"tc": ("tc", "tc+vc"), "vc": ("vc", "tc+vc")}
 
 def dag_lower_bounds_s(dag: OpGraph, one_s: np.ndarray, all_s: np.ndarray, n_tc: np.ndarray,
                        n_vc: np.ndarray) -> np.ndarray:
-    """Makespan lower bound of one DAG for every architecture (``one_s``/``all_s``: ops × archs)."""
-    if not dag.ops:
+    """Makespan lower bound of one DAG for every architecture (``one_s``/``all_s``: ops × archs).
+
+    The schedule's own cheap bounds (:mod:`phaze_env.schedule.bounds`), vectorised: critical path, work per
+    core type, release/tail times from ancestors' and descendants' work, and the pair bound.
+    """
+    n = len(dag.ops)
+    if not n:
         return np.zeros(one_s.shape[1])
     shortest = np.minimum(one_s, all_s)
     preds: list[list[int]] = [[] for _ in dag.ops]
+    succs: list[list[int]] = [[] for _ in dag.ops]
     for a, b in dag.edges:
         preds[b].append(a)
-    finish = np.zeros_like(shortest)
-    for i in TopologicalSorter({i: preds[i] for i in range(len(dag.ops))}).static_order():
-        start = finish[preds[i]].max(axis=0) if preds[i] else 0.0
-        finish[i] = start + shortest[i]
-    bound = finish.max(axis=0)
-    for core, cores in (("tc", n_tc), ("vc", n_vc)):
-        rows = [i for i, op in enumerate(dag.ops) if op.unit in CORE_UNITS[core]]
-        if rows:
-            work = np.minimum(one_s[rows], cores * all_s[rows]).sum(axis=0) / cores
-            bound = np.maximum(bound, work)
+        succs[a].append(b)
+    order = list(TopologicalSorter({i: preds[i] for i in range(n)}).static_order())
+    below = np.zeros((n, n), dtype=bool)  # below[i, j]: j is reachable from i
+    for i in reversed(order):
+        for j in succs[i]:
+            below[i, j] = True
+            below[i] |= below[j]
+    uses = {core: np.array([op.unit in CORE_UNITS[core] for op in dag.ops]) for core in ("tc", "vc")}
+    cores = {"tc": n_tc, "vc": n_vc}
+    # least core-time of each op on each core type: one core for one_s or every core for all_s
+    work = {core: np.where(uses[core][:, None], np.minimum(one_s, cores[core] * all_s), 0.0) for core in cores}
+
+    def spread_s(members: np.ndarray) -> np.ndarray:  # members: ops × ops mask → ops × archs
+        return np.maximum(*(members.astype(float) @ work[core] / cores[core] for core in cores))
+
+    from_ancestors, from_descendants = spread_s(below.T), spread_s(below)
+    release = np.zeros_like(shortest)
+    for j in order:
+        release[j] = from_ancestors[j]
+        for i in preds[j]:
+            release[j] = np.maximum(release[j], release[i] + shortest[i])
+    tail = np.zeros_like(shortest)
+    for i in reversed(order):
+        tail[i] = from_descendants[i]
+        for j in succs[i]:
+            tail[i] = np.maximum(tail[i], shortest[j] + tail[j])
+    bound = (release + shortest + tail).max(axis=0)  # ≥ the critical path: release ≥ head, tail ≥ its own
+    for core in cores:
+        if uses[core].any():
+            bound = np.maximum(bound, work[core].sum(axis=0) / cores[core])
+    # pair bound: unordered ops sharing a core type overlap (one core each, one_s) or run one after the other
+    one_core_mode = np.ones((n, len(n_tc)), dtype=bool)  # a mode on one core is admissible
+    for i, op in enumerate(dag.ops):
+        if op.unit in CORE_UNITS["tc"] or op.unit in CORE_UNITS["vc"]:
+            single_core_types = np.all([cores[c] == 1 for c in cores if uses[c][i]], axis=0)
+            one_core_mode[i] = ~((all_s[i] < one_s[i]) & single_core_types)
+    for i in range(n):
+        for j in range(i + 1, n):
+            if below[i, j] or below[j, i] or not any(uses[c][i] and uses[c][j] for c in cores):
+                continue
+            overlap = np.where(one_core_mode[i] & one_core_mode[j],
+                               np.maximum(release[i] + one_s[i] + tail[i], release[j] + one_s[j] + tail[j]), np.inf)
+            i_first = np.maximum(release[i] + shortest[i], release[j]) + shortest[j] + tail[j]
+            j_first = np.maximum(release[j] + shortest[j], release[i]) + shortest[i] + tail[i]
+            bound = np.maximum(bound, np.minimum(overlap, np.minimum(i_first, j_first)))
     return bound
 
 
@@ -109,6 +152,15 @@ def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count: int) -> n
     return total
 
 
+def allreduce_line(cluster: Cluster, group: int, stride: int) -> tuple[float, float]:
+    """:meth:`Cluster.collective_s` of an all-reduce is affine in the payload (every ring term is): its seconds
+    per byte (on the latency-free cluster) and its latency part, so the placement bound prices a group once
+    for every gradient share ``P/p`` instead of once per pipeline depth."""
+    seconds_per_byte = dataclasses.replace(cluster, link_latency_s=0.0, node_latency_s=0.0).collective_s(
+        "allreduce", 1.0, group, stride)
+    return seconds_per_byte, cluster.collective_s("allreduce", 1.0, group, stride) - seconds_per_byte
+
+
 def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
                            tensor_width: int, microbatch: int, cluster: Cluster) -> np.ndarray:
     """Lower bound on the time per batch over every (p, d) placement, per architecture.
@@ -123,14 +175,16 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     total_s = (layer_s * repeats[:, None]).sum(axis=0)
     slowest_s = layer_s.max(axis=0)
     best = np.full(total_s.shape, np.inf)
+    # the smallest d for each m_r: the same list for every p, cut at p's largest d (a prefix keeps its firsts)
+    d_all = np.arange(1, n // tensor_width + 1)
+    m_r_all = -(-batch // (d_all * microbatch))
+    first = np.r_[True, m_r_all[1:] != m_r_all[:-1]]
+    d_first, m_r_first = d_all[first], m_r_all[first]
+    lines = np.array([allreduce_line(cluster, int(k), tensor_width) for k in d_first]).reshape(-1, 2)
     for p in range(1, min(n_layers, n // tensor_width) + 1):
-        max_d = n // (tensor_width * p)
-        d = np.arange(1, max_d + 1)
-        m_r = -(-batch // (d * microbatch))
-        first = np.r_[True, m_r[1:] != m_r[:-1]]  # smallest d for each m_r
-        d, m_r = d[first], m_r[first]
-        allreduce = np.array([cluster.collective_s("allreduce", gradient_bytes / p, int(k), stride=tensor_width)
-                              for k in d])
+        keep = d_first <= n // (tensor_width * p)
+        m_r = m_r_first[keep]
+        allreduce = lines[keep, 0] * (gradient_bytes / p) + lines[keep, 1]
         crowded_s = smallest_layers_s(layer_s, repeats, -(-n_layers // p))
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
         if p > 1:
@@ -140,9 +194,62 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     return best
 
 
-def throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
-                      seq_len: int | None = None) -> np.ndarray:
-    """Upper bound on ``evaluate(...).throughput_samples_s`` for every architecture of ``space``."""
+def bounding_cluster(cluster: Cluster) -> Cluster:
+    """A cluster no slower than ``cluster`` *and every smaller one of its family*, for the system space's
+    bounds (one bound over designs whose budgets buy different chip counts).
+
+    * torus: every level is a ring at the same achieved ``2·B``; a group's extents ``k_i`` multiply to at
+      least its size ``g`` (its positions map one-to-one into their product), and the bandwidth terms
+      telescope, ``Σ_i 2(k_i−1)/k_i · S/(Π_{j<i} k_j · 2B) = 2(1 − 1/Π k_i) · S/2B ≥ 2(g−1)/g · S/2B``: the
+      flat ring at ``2B``, whatever the torus's shape. So a flat ring of ``2B`` (point-to-point ``2B`` ≥
+      the torus's ``B``), no latency, is faster for every torus of up to ``n_devices`` chips;
+    * switched: its two levels (8-chip domains, then nodes) price a group the same for any node count that
+      holds it, so the cluster itself bounds every smaller one.
+
+    Either way a larger ``n_devices`` only adds placements (``d·p·t ≤ N``)."""
+    if not cluster.torus_dims:
+        return cluster
+    return Cluster(n_devices=cluster.n_devices, link_bandwidth_Bps=2 * cluster.link_bandwidth_Bps,
+                   link_efficiency=cluster.link_efficiency, global_batch=cluster.global_batch,
+                   optimizer=cluster.optimizer, framework_efficiency=cluster.framework_efficiency, name="torus-bound")
+
+
+def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster: Cluster, *, microbatch,
+                             tensor_widths, seq_len: int | None = None) -> np.ndarray:
+    """Upper bound on every system-space row's throughput (``cluster``: the training fields only).
+
+    Rows sharing the HBM (bandwidth, efficiency), number format, topology and links share one
+    :func:`throughput_bounds` call: over their architectures (an :class:`ArchSpace` of the space's value
+    lists up to the largest of them, on a base with that HBM) on :func:`bounding_cluster` of the group's
+    largest chip count — valid for each row's own chip count, whatever its die or architecture costs."""
+    groups: dict[tuple, list[int]] = {}
+    for i, point in enumerate(rows.points):
+        acc, system = point.accelerator, point.chip_system
+        key = (acc.hbm_bandwidth_Bps, acc.hbm_efficiency, acc.gemm_efficiency, acc.number_format, point.topology,
+               system.links, system.link_bandwidth_Bps)
+        groups.setdefault(key, []).append(i)
+    space = rows.space
+    bound = np.zeros(len(rows))
+    for members in groups.values():
+        largest = max(members, key=lambda i: rows.points[i].n_devices)
+        group_cluster = bounding_cluster(rows.cluster(largest, cluster))
+        archs = [rows[i] for i in members]
+        arch_space = ArchSpace(num_tc=space.num_tc, tc_width=space.tc_width, tc_depth=space.tc_depth,
+                               num_vc=space.num_vc, buffer_mb=space.buffer_mb,
+                               budget_mm2=max(acc.area_mm2 for acc in archs), area_window_lower=0.0, base=archs[0])
+        group_bound = throughput_bounds(workload, arch_space, group_cluster, microbatch=microbatch,
+                                        tensor_widths=tensor_widths, seq_len=seq_len)
+        bound[members] = group_bound[[arch_space.index(acc) for acc in archs]]
+    return bound
+
+
+def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
+                      tensor_widths, seq_len: int | None = None) -> np.ndarray:
+    """Upper bound on ``evaluate(...).throughput_samples_s`` for every architecture of ``space`` (every row
+    of a system space: :func:`system_throughput_bounds`)."""
+    if isinstance(space, SystemArchSpace):
+        return system_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,
+                                        seq_len=seq_len)
     bound = np.zeros(len(space))
     core_configs = (space.tc_configs(), space.vc_configs())
     for t in valid_tensor_widths(workload, tensor_widths, cluster.n_devices):

@@ -22,6 +22,7 @@ from phaze_env.evaluate import BREAKDOWN_LABELS, DEFAULT_TIME_LIMIT_S
 from phaze_env.files import writable_directory
 from phaze_env.hardware import Accelerator, UnknownPresetError, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
+from phaze_env.hardware.system import DEFAULT_BUDGET_W, OBJECTIVES
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
 from search.outputs import baseline_label
@@ -51,6 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--link-latency-us", type=float, default=None, metavar="US",
                         help="per-step (inter-node) link latency in µs (default: the cluster preset's; phaze 0)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
+    parser.add_argument("--budget-mw", type=positive_float, default=None, dest="budget_mw", metavar="MW",
+                        help="system space: cluster power budget at the wall in MW, which sets each design's chip "
+                             f"count (default {DEFAULT_BUDGET_W / 1e6:g} MW unless --budget-usd)")
+    parser.add_argument("--budget-usd", type=positive_float, default=None, dest="budget_usd", metavar="USD",
+                        help="system space: cluster capital budget in USD instead of a power budget (default: none, "
+                             "the power budget applies)")
+    parser.add_argument("--objective", choices=OBJECTIVES, default="throughput",
+                        help="system space: what the best design maximises — throughput at the budget (default), "
+                             "throughput per W or per $, or minimises energy or carbon (operational + embodied) "
+                             "per token")
     parser.add_argument("--space", choices=SPACE_NAMES, default="full",
                         help="PHAZE's full space (default), or DesignSpace.reduced() (576 knob combinations) for "
                              "quick looks")
@@ -104,17 +115,29 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         ("link_latency_s", None if args.link_latency_us is None else args.link_latency_us * 1e-6)) if value is not None}
     cluster = dataclasses.replace(cluster, **links)
     overrides: dict[str, Any] = {"base": base}
+    system = args.space == "system"
+    if system:
+        if args.hbm_gb is not None or args.area_budget is not None:
+            raise ValueError("--hbm-gb and --area-budget do not apply to the system space (HBM stacks and the die "
+                             "area are its knobs)")
+        overrides |= {"budget_w": None if args.budget_mw is None else args.budget_mw * 1e6,
+                      "budget_usd": args.budget_usd}
+    elif args.budget_mw is not None or args.budget_usd is not None or args.objective != "throughput":
+        raise ValueError("--budget-mw, --budget-usd and --objective apply to --space system only")
     for name, value in (("microbatch", args.microbatch), ("hbm_gb", args.hbm_gb), ("budget_mm2", args.area_budget),
                         ("recompute", (False,) if args.no_recompute else None)):
         if value is not None:
             overrides[name] = value
     space = DesignSpace.named(args.space, **overrides)
+    if system and not len(space.arch_space()):
+        raise ValueError(f"no design of the system space fits its area window and buys a whole topology unit "
+                         f"at {space.budget.describe()}")
     if not len(space.arch_space()):
         raise ValueError(f"no architecture of the {args.space} space fits the area window "
                          f"({space.area_window_lower:g}·{space.budget_mm2:.1f} mm² … {space.budget_mm2:.1f} mm²)")
     return SearchConfig(workloads=tuple(workloads), cluster=cluster, space=space, tensor_widths=args.tensor_widths,
                         seq_len=args.seq, aggregate=args.aggregate, pareto=len(objectives) == 2, solver=args.solver,
-                        time_limit_s=args.time_limit)
+                        time_limit_s=args.time_limit, objective=args.objective)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,12 +196,31 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
             "area mm²": f"{d.area_mm2:.1f}", "plan": p["notation"],
             "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
         }
-        return {**figures, **Accelerator.from_dict(d.accelerator).notation_parts()}[key]
+        return {**figures, **system_cells(d), **Accelerator.from_dict(d.accelerator).notation_parts()}.get(key, "")
 
-    for key in ("samples/s", "tokens/s", "MFU", "area mm²", "tensor cores", "vector cores", "buffer", "HBM", "plan",
-                "recompute stages"):
+    keys = ["samples/s", "tokens/s", "MFU", "area mm²", "tensor cores", "vector cores", "buffer", "HBM", "plan",
+            "recompute stages"]
+    if baseline.system is not None:
+        keys[4:4] = list(system_cells(baseline))
+    for key in keys:
         table.add_row(key, cells(best, key), cells(baseline, key))
     return table
+
+
+def system_cells(d: DesignResult) -> dict[str, str]:
+    """A system-space design's system rows (nothing for a PHAZE-space design)."""
+    s = d.system
+    if s is None:
+        return {}
+    die = f"{s['chip_area_mm2']:.0f}" + (f" of {s['die_area_mm2']:g}" if s["die_area_mm2"] is not None else "")
+    return {"die mm²": die, "HBM stacks": f"{s['hbm_stacks']}×{s['hbm_generation'].upper()} "
+                                          f"({s['hbm_bandwidth_Bps'] / 1e12:.2f} TB/s)",
+            "links": f"{s['links']}×{s['link_GBps']:g} GB/s", "topology": s["topology"],
+            "chips": f"{s['n_devices']:,}", "chip power W": f"{s['chip_power_w']:.0f}",
+            "chip cost $": f"{s['chip_cost_usd']:,.0f}",
+            "cluster MW": f"{s['cluster_power_w'] / 1e6:.2f}", "cluster $M": f"{s['cluster_cost_usd'] / 1e6:.1f}",
+            "energy J/token": f"{s['energy_per_token_j']:.3g}" if "energy_per_token_j" in s else "",
+            "g CO2e/token": f"{s['carbon_per_token_g']:.3g}" if "carbon_per_token_g" in s else ""}
 
 
 def why(best: DesignResult, baseline: DesignResult) -> list[str]:

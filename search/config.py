@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+
+import numpy as np
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from phaze_env.cache import content_key, model_version
-from phaze_env.design import DesignSpace
+from phaze_env.design import DesignSpace, SystemArchSpace, SystemDesignSpace
 from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster
 from phaze_env.hardware import ArchSpace
+from phaze_env.hardware.system import OBJECTIVES
 from phaze_env.workloads import TENSOR_WIDTHS, Workload, get_workload
 
 DEFAULT_WORKLOAD = "gpt2-xl"
@@ -33,6 +36,7 @@ class SearchConfig:
     second_bound: bool = True
     solver: str = "cbc"
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    objective: str = "throughput"  # system space: any of hardware.system.OBJECTIVES
 
     def __post_init__(self) -> None:
         workloads = {w.name: w for w in map(get_workload, self.workloads)}
@@ -40,6 +44,17 @@ class SearchConfig:
             raise ValueError("a search needs at least one workload")
         object.__setattr__(self, "workloads", tuple(workloads.values()))
         object.__setattr__(self, "tensor_widths", tuple(self.tensor_widths))
+        if isinstance(self.space, SystemDesignSpace) and len(self.workloads) > 1:
+            raise ValueError("the system space searches one workload at a time (each design's cluster and HBM are "
+                             "part of the design); run one search per workload")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if self.objective != "throughput":
+            if not isinstance(self.space, SystemDesignSpace) or self.pareto:
+                raise ValueError(f"the {self.objective} objective needs the system space (its designs have a power "
+                                 "and a cost) and the best-design mode")
+            # the ILP-free second bound compares throughput with the incumbent: another objective's units
+            object.__setattr__(self, "second_bound", False)
         if self.aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
 
@@ -52,9 +67,13 @@ class SearchConfig:
         return self.workloads[self.names.index(name)]
 
     @property
-    def arch(self) -> ArchSpace:
-        """The in-window architectures the search visits."""
+    def arch(self) -> ArchSpace | SystemArchSpace:
+        """The in-window architectures the search visits (the system space: its rows)."""
         return self.space.arch_space()
+
+    @property
+    def is_system(self) -> bool:
+        return isinstance(self.space, SystemDesignSpace)
 
     @property
     def mode(self) -> str:
@@ -67,11 +86,17 @@ class SearchConfig:
             "workloads": [w.to_dict() for w in self.workloads], "cluster": self.cluster.to_dict(), "space": self.space.to_dict(),
             "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "aggregate": self.aggregate,
             "pareto": self.pareto, "solver": self.solver, "time_limit_s": self.time_limit_s,
-        }
+        } | ({"objective": self.objective} if self.objective != "throughput" else {})
 
     @property
     def signature(self) -> str:
         return content_key("search", model_version(), self.arguments())  # a changed model constant never resumes old results
+
+    def objective_divisors(self) -> np.ndarray:
+        """Per row of :attr:`arch`: what the throughput is divided by for :attr:`objective` (all 1 for throughput)."""
+        if self.objective == "throughput":
+            return np.ones(len(self.arch))
+        return np.array([point.objective_divisor(self.objective) for point in self.arch.points])
 
     def per_capacity(self) -> list[SearchConfig]:
         """The one-design (shared) mode searches each HBM capacity on its own: one config per capacity."""
@@ -85,9 +110,13 @@ class SearchConfig:
 
     def task(self, workload: str, index: int, prune_below: float | None) -> dict[str, Any]:
         """The unit of work for :func:`search.tasks.evaluate_design` (plain data: it crosses processes)."""
-        space = self.space
-        return {"workload": self.workload(workload), "accelerator": self.arch[index].to_dict(), "cluster": self.cluster.to_dict(),
-                "microbatch": list(space.microbatch), "recompute": list(space.recompute), "hbm_gb": list(space.hbm_gb),
+        space, arch = self.space, self.arch
+        accelerator = arch[index]
+        system = isinstance(arch, SystemArchSpace)  # a system row has its own cluster (chips at the budget) and HBM
+        cluster = arch.cluster(index, self.cluster) if system else self.cluster
+        hbm_gb = [accelerator.hbm_gb] if system else list(space.hbm_gb)
+        return {"workload": self.workload(workload), "accelerator": accelerator.to_dict(), "cluster": cluster.to_dict(),
+                "microbatch": list(space.microbatch), "recompute": list(space.recompute), "hbm_gb": hbm_gb,
                 "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "solver": self.solver,
                 "time_limit_s": self.time_limit_s, "prune_below": prune_below}
 

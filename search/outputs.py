@@ -11,12 +11,15 @@ import numpy as np
 
 from phaze_env.files import atomic_path, write_text_atomic
 from search.config import SearchConfig
-from search.report import baseline_label, write_report
+from search.report import baseline_label, plotted_area, write_report
 from search.result import SearchResult
 
 CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb",
                "hbm_gb", "area_mm2", "feasible", "throughput_samples_s", "tokens_s", "mfu", "plan", "tensor_width",
                "pipeline_stages", "data_parallel", "microbatch", "energy_per_sample_j", "bound_samples_s")
+SYSTEM_CSV_COLUMNS = ("die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology", "number_format",
+                      "n_devices", "chip_power_w", "chip_cost_usd", "cluster_power_w", "cluster_cost_usd")
+"""The system space's columns after :data:`CSV_COLUMNS` (``area_mm2`` is then the whole built die)."""
 
 
 def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
@@ -28,14 +31,18 @@ def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int]
 
 
 def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config: SearchConfig) -> None:
+    columns = CSV_COLUMNS + (SYSTEM_CSV_COLUMNS if config.is_system else ())
     with atomic_path(path) as temporary, open(temporary, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, CSV_COLUMNS)
+        writer = csv.DictWriter(handle, columns)
         writer.writeheader()
         for (workload, index), record in sorted(records.items()):
             acc = config.arch[index]
             row = {"arch_index": index, "workload": workload, "status": record["status"], "num_tc": acc.num_tc,
                    "tc_width": acc.tc_width, "tc_depth": acc.tc_depth, "num_vc": acc.num_vc, "vc_width": acc.vc_width,
                    "buffer_mb": acc.buffer_mb, "area_mm2": record["area_mm2"], "bound_samples_s": record["bound_samples_s"]}
+            if config.is_system:
+                system = config.arch.system_summary(index)
+                row.update({name: system[name] for name in SYSTEM_CSV_COLUMNS})
             ev = record["evaluation"]
             if ev:
                 plan = ev["plan"] or {}
@@ -74,12 +81,17 @@ def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[s
             ax.step(front_a, front_t, where="post", color="C3", label=label)
         base = result.baseline.get(name)
         if base and base.feasible:
-            ax.scatter([base.area_mm2], [base.throughput_samples_s], marker="*", s=200, color="k",
+            ax.scatter([plotted_area(base)], [base.throughput_samples_s], marker="*", s=200, color="k",
                        label=baseline_label(base))
-        ax.axvline(space.budget_mm2, color="0.5", lw=0.8, ls=":", label=f"area budget {space.budget_mm2:.1f} mm²")
-        ax.set(xlabel="area (mm²)", ylabel="training throughput (samples/s)")
-        ax.set_title(f"{name} · {cluster.n_devices:,} devices ({cluster.name}, {cluster.link_bandwidth_Bps / 1e9:g} GB/s "
-                     f"links), global batch {cluster.global_batch:,}", fontsize=9)
+        if config.is_system:
+            ax.set(xlabel="die area (mm²)", ylabel="training throughput (samples/s)")
+            ax.set_title(f"{name} · system space at {space.budget.describe()} (each design: the chips the budget "
+                         f"buys), global batch {cluster.global_batch:,}", fontsize=9)
+        else:
+            ax.axvline(space.budget_mm2, color="0.5", lw=0.8, ls=":", label=f"area budget {space.budget_mm2:.1f} mm²")
+            ax.set(xlabel="area (mm²)", ylabel="training throughput (samples/s)")
+            ax.set_title(f"{name} · {cluster.n_devices:,} devices ({cluster.name}, {cluster.link_bandwidth_Bps / 1e9:g} "
+                         f"GB/s links), global batch {cluster.global_batch:,}", fontsize=9)
         ax.legend(fontsize=8)
     with atomic_path(path) as temporary:
         fig.savefig(temporary, dpi=120)

@@ -45,9 +45,17 @@ def baseline_label(baseline: DesignResult) -> str:
     picks from the space's capacities) and its HBM capacity, e.g. ``baseline (tpuv4 preset, 32 GiB)``; an
     infeasible baseline has no chosen capacity."""
     acc = baseline.accelerator
+    if baseline.system is not None:  # the system space's reference: the TPUv4 chip in its own torus at the budget
+        return f"baseline (TPUv4 chip, {baseline.system['n_devices']:,} in a torus, {acc['hbm_gb']:g} GiB)"
     name = next((n for n in preset_names() if {**get_preset(n).to_dict(), "hbm_gb": acc["hbm_gb"]} == acc), None)
     what = f"{name} preset" if name else "custom accelerator"
     return f"baseline ({what}, {acc['hbm_gb']:g} GiB)" if baseline.feasible else f"baseline ({what})"
+
+
+def plotted_area(design: DesignResult) -> float:
+    """The area a design is shown at: the architecture's (PHAZE's spaces), the whole built die (system space,
+    whose rows record it)."""
+    return design.system["chip_area_mm2"] if design.system is not None else design.area_mm2
 
 
 def write_report(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
@@ -115,9 +123,18 @@ def _header(result: SearchResult, cluster: Cluster, out: Path) -> str:
         "pruned by the ILP-free placement bound": f"{result.pruned_by_placement_bound:,}",
         "ILP solves": f"{result.ilp_solves:,}", "elapsed": f"{result.elapsed_s:.1f} s", "outputs": f"{out}/"}
     rows = "".join(f"<tr><th>{_e(key)}</th><td>{_e(value)}</td></tr>" for key, value in counts.items())
+    if "budget_mm2" in result.space:
+        system = f"<p><b>cluster</b> {_e(cluster.describe())}; global batch {cluster.global_batch:,}</p>\n"
+        window = f"area budget {result.space['budget_mm2']:.1f} mm²"
+    else:  # the system space: each design on the cluster its budget buys
+        budget = result.space["budget"]
+        spend = (f"{budget['power_w'] / 1e6:g} MW at the wall" if budget["power_w"] is not None
+                 else f"${budget['cost_usd']:,.0f}")
+        system = (f"<p><b>cluster</b> each design's own, the chips {_e(spend)} buys; global batch "
+                  f"{cluster.global_batch:,}</p>\n")
+        window = "area window: the compute block within die − HBM PHYs − SerDes − IO"
     return (f"<h1>phaze exact search ({_e(result.mode)} mode): {_e(', '.join(result.workloads))}</h1>\n"
-            f"<p><b>cluster</b> {_e(cluster.describe())}; global batch {cluster.global_batch:,}</p>\n"
-            f"<p><b>space</b> {_e(knobs)}; area budget {result.space['budget_mm2']:.1f} mm²</p>\n"
+            f"{system}<p><b>space</b> {_e(knobs)}; {_e(window)}</p>\n"
             f"{status}{details}\n{shared}<table>{rows}</table>")
 
 
@@ -130,7 +147,7 @@ def _answer_table(answer: DesignResult | None, answer_label: str, baseline: Desi
         design = Accelerator.from_dict(d.accelerator).notation()
         if not d.feasible:
             return [design, f"infeasible: {d.reason}", "", "", "", ""]
-        return [design, d.plan["notation"], f"{d.throughput_samples_s:,.1f}", f"{d.mfu:.1%}", f"{d.area_mm2:.1f}",
+        return [design, d.plan["notation"], f"{d.throughput_samples_s:,.1f}", f"{d.mfu:.1%}", f"{plotted_area(d):.1f}",
                 "proven" if d.proven else f"NOT PROVEN (worst gap {d.worst_gap:.2%})"]
 
     rows = "".join(f"<tr><th>{_e(label)}</th>" + "".join(f"<td>{_e(c)}</td>" for c in cells(d)) + "</tr>"
@@ -172,8 +189,8 @@ def _throughput_vs_area(name: str, result: SearchResult, records: dict[tuple[str
                              marker={"size": 6, "opacity": 0.45, "color": "#4c78a8"},
                              customdata=[_hover(e) for e in evaluations], hovertemplate=HOVER))
     if result.mode == "pareto":  # the exact front the search proved
-        front = sorted(result.pareto.get(name, ()), key=lambda d: d.area_mm2)
-        front_x, front_y = [d.area_mm2 for d in front], [d.throughput_samples_s for d in front]
+        front = sorted(result.pareto.get(name, ()), key=plotted_area)
+        front_x, front_y = [plotted_area(d) for d in front], [d.throughput_samples_s for d in front]
         front_hover, label = [_hover(d) for d in front], f"Pareto front, exact ({len(front)})"
     else:
         indices = front_indices(list(zip(area, throughput)))
@@ -184,17 +201,18 @@ def _throughput_vs_area(name: str, result: SearchResult, records: dict[tuple[str
                              marker={"size": 9, "color": "#e45756"}, name=label, customdata=front_hover,
                              hovertemplate=HOVER))
     if answer is not None and answer.feasible:
-        fig.add_trace(go.Scatter(x=[answer.area_mm2], y=[answer.throughput_samples_s], mode="markers",
+        fig.add_trace(go.Scatter(x=[plotted_area(answer)], y=[answer.throughput_samples_s], mode="markers",
                                  name=answer_label, marker={"size": 16, "symbol": "diamond", "color": "#f58518",
                                          "line": {"width": 1, "color": "black"}},
                                  customdata=[_hover(answer)], hovertemplate=HOVER))
     if baseline is not None and baseline.feasible:
-        fig.add_trace(go.Scatter(x=[baseline.area_mm2], y=[baseline.throughput_samples_s], mode="markers",
+        fig.add_trace(go.Scatter(x=[plotted_area(baseline)], y=[baseline.throughput_samples_s], mode="markers",
                                  name=baseline_label(baseline), marker={"size": 18, "symbol": "star", "color": "black"},
                                  customdata=[_hover(baseline)], hovertemplate=HOVER))
-    budget = result.space["budget_mm2"]
-    fig.add_vline(x=budget, line={"dash": "dot", "color": "grey", "width": 1},
-                  annotation_text=f"area budget {budget:.1f} mm²", annotation_position="bottom left")
+    if "budget_mm2" in result.space:  # PHAZE's spaces: one area budget (the system space's follows each die)
+        budget = result.space["budget_mm2"]
+        fig.add_vline(x=budget, line={"dash": "dot", "color": "grey", "width": 1},
+                      annotation_text=f"area budget {budget:.1f} mm²", annotation_position="bottom left")
     fig.update_layout(title=f"{name}: training throughput vs area", xaxis_title="area (mm²)",
                       yaxis_title="training throughput (samples/s)", template="plotly_white", height=520,
                       legend={"orientation": "h", "y": -0.2})

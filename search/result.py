@@ -43,6 +43,7 @@ class DesignResult:
     plan: dict[str, Any]
     proven: bool = True  # every layer schedule behind the figures is proven optimal (Evaluation.proven)
     worst_gap: float = 0.0
+    system: dict[str, Any] | None = None  # system space: knobs, chips at the budget, power, cost (SystemPoint.summary)
 
     @classmethod
     def from_evaluation(cls, evaluation: dict[str, Any]) -> DesignResult:
@@ -59,7 +60,9 @@ class DesignResult:
         return time_shares(self.plan)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | ({"time_shares": self.time_shares} if self.feasible else {})
+        """Every field (``system`` only for a system-space design, so PHAZE-space results are as before)."""
+        data = {k: v for k, v in asdict(self).items() if not (k == "system" and v is None)}
+        return data | ({"time_shares": self.time_shares} if self.feasible else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DesignResult:

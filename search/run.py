@@ -7,13 +7,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
 import numpy as np
 
+from phaze_env.cluster import point_cluster
 from phaze_env.evaluate import evaluate
 from phaze_env.hardware import TPUV4
+from phaze_env.hardware.system import baseline_point
 from phaze_env.workloads import model_graph
 from search.config import SearchConfig, aggregate
 from search.exact import ExactSearch, certify
@@ -51,19 +54,16 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
             if config.mode == "pareto":
                 for name in config.names:
                     front, _ = search.pareto(name, window)
-                    pareto[name] = tuple(_design(search.records[(name, i)]) for i in front)
+                    pareto[name] = tuple(_design(search.records[(name, i)], config, i) for i in front)
             else:
+                divisors = config.objective_divisors()
                 for name in config.names:
-                    index, _, _ = search.maximise([name], search.bounds[name],
-                                                  lambda evs, n=name: evs[n]["throughput_samples_s"], name, window)
-                    best[name] = _design(search.records[(name, index)]) if index is not None else None
+                    index, _, _ = search.maximise([name], search.bounds[name] / divisors,
+                                                  _objective_value(search, name, divisors), name, window)
+                    best[name] = _design(search.records[(name, index)], config, index) if index is not None else None
                 if config.mode == "shared":
                     shared, extra = _search_shared_design(config, search, executor, db, progress, window)
-            baseline = {name: DesignResult.from_evaluation(
-                evaluate(config.workload(name), TPUV4, config.cluster, microbatch=config.space.microbatch,
-                         recompute=config.space.recompute, hbm_gb=config.space.hbm_gb,
-                         tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
-                         time_limit_s=config.time_limit_s).to_dict()) for name in config.names}
+            baseline = {name: _baseline(config, name) for name in config.names}
     finally:
         progress.close()
         if store:
@@ -87,8 +87,44 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
     return result
 
 
-def _design(record: dict) -> DesignResult:
-    return DesignResult.from_evaluation(record["evaluation"])
+def _objective_value(search: ExactSearch, name: str, divisors: np.ndarray):
+    """The value the best-design loop maximises: throughput over the row's objective divisor (1: throughput)."""
+    if np.all(divisors == 1):
+        return lambda evs: evs[name]["throughput_samples_s"]
+
+    def value(evs: dict[str, dict]) -> float:
+        evaluation = evs[name]  # the loop hands evaluations, not rows: find the row that holds this one
+        index = next(i for (w, i), r in search.records.items() if w == name and r["evaluation"] is evaluation)
+        return evaluation["throughput_samples_s"] / divisors[index]
+    return value
+
+
+def _design(record: dict, config: SearchConfig | None = None, index: int | None = None) -> DesignResult:
+    """The result of a record; a system-space row's also carries its system (knobs, chips, power, cost)."""
+    design = DesignResult.from_evaluation(record["evaluation"])
+    if config is not None and config.is_system:
+        system = config.arch.system_summary(index) | config.arch.points[index].figures(design.tokens_s)
+        return dataclasses.replace(design, system=system)
+    return design
+
+
+def _baseline(config: SearchConfig, name: str) -> DesignResult:
+    """The TPUv4-like accelerator under the same placement DP and knobs: on the search's cluster in PHAZE's
+    spaces; in the system space the TPUv4 chip in a torus at the same budget (:func:`baseline_point`)."""
+    knobs = dict(microbatch=config.space.microbatch, recompute=config.space.recompute,
+                 tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
+                 time_limit_s=config.time_limit_s)
+    if not config.is_system:
+        return DesignResult.from_evaluation(evaluate(config.workload(name), TPUV4, config.cluster,
+                                                     hbm_gb=config.space.hbm_gb, **knobs).to_dict())
+    point = baseline_point(config.space.budget)
+    evaluation = evaluate(config.workload(name), point.accelerator, point_cluster(point, config.cluster),
+                          hbm_gb=(point.accelerator.hbm_gb,), **knobs)
+    system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks, "hbm_generation": "hbm2",
+              "links": point.chip_system.links, "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9,
+              "topology": point.topology}
+    design = DesignResult.from_evaluation(evaluation.to_dict())
+    return dataclasses.replace(design, system=system | point.summary() | point.figures(design.tokens_s))
 
 
 def _search_shared_design(config: SearchConfig, search: ExactSearch, executor, db: Path | None,

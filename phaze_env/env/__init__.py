@@ -4,7 +4,7 @@
 |---|---|---|
 | ``phaze_env/ArchSearch-v0`` | one step: all knobs at once | ``MultiDiscrete(space.nvec)`` |
 | ``phaze_env/ArchSearchFlat-v0`` | same, flat ``Box`` observation | same |
-| ``phaze_env/ArchSearchSeq-v0`` | one knob per step (8 steps) | ``Discrete(max(space.nvec))`` |
+| ``phaze_env/ArchSearchSeq-v0`` | one knob per step (``len(space.knobs)`` steps) | ``Discrete(max(space.nvec))`` |
 | ``phaze_env/ArchSearchSeqFlat-v0`` | same, flat ``Box`` observation | same |
 
 Entry points are strings, so registering imports nothing heavy; the env modules load on ``gymnasium.make``.

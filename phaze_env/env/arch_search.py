@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from phaze_env.design import KNOBS, Design
+from phaze_env.design import Design
 from phaze_env.env.base import ArchSearchBase
 from phaze_env.env.core import Outcome, Scorer, result_space, workload_features, workload_space
 
@@ -25,9 +25,10 @@ class ArchSearchEnv(ArchSearchBase):
 
     ## Action Space
 
-    ``MultiDiscrete(space.nvec)``: one index per knob, in the order ``num_tc, tc_width, tc_depth, num_vc,
-    buffer_mb, hbm_gb, microbatch, recompute`` into the value lists of ``space`` (a
-    :class:`~phaze_env.design.DesignSpace`; PHAZE's full space by default: 13 × 8 × 8 × 13 × 7 × 3 × 4 × 2).
+    ``MultiDiscrete(space.nvec)``: one index per knob of ``space.knobs`` into its value lists (``space`` is a
+    :class:`~phaze_env.design.DesignSpace`; PHAZE's full space by default, knobs ``num_tc, tc_width, tc_depth,
+    num_vc, buffer_mb, hbm_gb, microbatch, recompute``: 13 × 8 × 8 × 13 × 7 × 3 × 4 × 2; a space with more
+    knobs, such as the system space, widens the action and observation alike).
 
     ``action_masks()`` returns the concatenation of per-knob boolean masks (the format sb3-contrib's
     ``MaskablePPO`` takes for ``MultiDiscrete``): a value is masked out when **no** choice of the other knobs
@@ -43,17 +44,18 @@ class ArchSearchEnv(ArchSearchBase):
       log2 sequence length / 17, log10 parameter count / 13;
     * ``"design"``: ``MultiDiscrete(space.nvec)`` — the knob indices of the design just evaluated (zeros
       after ``reset``);
-    * ``"result"``: ``Box(0, 1e6, (3,), float32)`` — its reward ratio (0 unless feasible), area / budget and
-      a feasible flag (zeros after ``reset``).
+    * ``"result"``: ``Box(0, 1e6, (3,), float32)`` — its reward ratio (0 unless feasible), area / the design's
+      area budget and a feasible flag (zeros after ``reset``).
 
     With ``flatten=True`` (ids ``phaze_env/ArchSearchFlat-v0``) the same content as one float32 ``Box``
     (discrete parts one-hot), for SB3's ``MlpPolicy``.
 
     ## Rewards
 
-    Feasible designs score a positive ratio against the TPUv4-like accelerator on the same workload, cluster
-    and knob lists (so the baseline scores 1): ``reward="throughput"`` (default) the throughput ratio;
-    ``"perf_per_area"`` the throughput ratio divided by area / budget; ``"energy"`` baseline energy per
+    Feasible designs score a positive ratio against the space's baseline
+    (:meth:`~phaze_env.design.DesignSpace.evaluate_baseline`; PHAZE's spaces: the TPUv4-like accelerator on the
+    same workload, cluster and knob lists), so the baseline scores 1: ``reward="throughput"`` (default) the throughput ratio;
+    ``"perf_per_area"`` the throughput ratio divided by area / the design's area budget; ``"energy"`` baseline energy per
     sample divided by the design's. Designs inside the area window whose placement is infeasible (nothing
     fits in HBM, …) get ``-infeasible_penalty``; designs outside the window are not evaluated and get
     ``-infeasible_penalty · (1 + min(overshoot, 10))`` with ``overshoot`` the relative area violation
@@ -103,7 +105,7 @@ class ArchSearchEnv(ArchSearchBase):
 
     def _observation_dict(self) -> dict[str, Any]:
         design = (np.asarray(self.space.encode(self._last_design), dtype=np.int64) if self._last_design is not None
-                  else np.zeros(len(KNOBS), dtype=np.int64))
+                  else np.zeros(len(self.space.knobs), dtype=np.int64))
         return {"workload": workload_features(self.workload), "design": design,
                 "result": self.scorer.result_obs(self._last_outcome)}
 

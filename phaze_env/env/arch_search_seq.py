@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from phaze_env.design import ARCH_KNOBS, KNOBS, Design
+from phaze_env.design import Design
 from phaze_env.env.base import ArchSearchBase
-from phaze_env.env.core import Outcome, Scorer, result_space, workload_features, workload_space
+from phaze_env.env.core import Outcome, Scorer, knob_space, result_space, workload_features, workload_space
 
 
 class ArchSearchSeqEnv(ArchSearchBase):
@@ -17,11 +17,13 @@ class ArchSearchSeqEnv(ArchSearchBase):
     ## Description
 
     Sequential co-design of a training accelerator, as in ConfuciuX (Kao et al., MICRO 2020): the agent
-    picks one knob per step — tensor-core count, tensor-core width, depth, vector-core count, on-chip
-    buffer, HBM capacity, microbatch size, recompute — and after the last knob the design is evaluated by
-    PHAZE's evaluator (:func:`phaze_env.design.evaluate_design`) on a workload and a cluster. Because the
-    area depends only on the first five knobs, the area window is checked as soon as it is decided: a
-    choice after which no completion fits the window ends the episode at once.
+    picks one knob per step in ``space.knobs`` order — for PHAZE's spaces tensor-core count, tensor-core width,
+    depth, vector-core count, on-chip buffer, HBM capacity, microbatch size, recompute — and after the last
+    knob the design is evaluated by PHAZE's evaluator (:meth:`~phaze_env.design.DesignSpace.evaluate`) on a
+    workload and a cluster. Because the area window depends only on the first knobs (``space.area_knobs``:
+    PHAZE's five architecture knobs; the system space puts the die, memory, link and format knobs that set the
+    area budget before them), it is checked as soon as it is decided: a choice after which no completion fits
+    the window ends the episode at once.
 
     ## Action Space
 
@@ -37,7 +39,8 @@ class ArchSearchSeqEnv(ArchSearchBase):
 
     * ``"workload"``: ``Box(0, 1, (5,), float32)`` — as in ``ArchSearch-v0``;
     * ``"choices"``: ``MultiDiscrete(space.nvec + 1)`` — per knob 0 if not chosen yet, else 1 + its index;
-    * ``"knob"``: ``Discrete(9)`` — the knob to choose next (8 once the episode has ended);
+    * ``"knob"``: ``Discrete(len(space.knobs) + 1)`` — the knob to choose next (``len(space.knobs)`` once the
+      episode has ended);
     * ``"result"``: ``Box(0, 1e6, (3,), float32)`` — the final reward ratio, area / budget and feasible flag
       (zeros until the end).
 
@@ -55,7 +58,7 @@ class ArchSearchSeqEnv(ArchSearchBase):
 
     ## Episode End
 
-    Terminates after the eighth knob, on an area-window violation or on an out-of-range index. No truncation.
+    Terminates after the last knob, on an area-window violation or on an out-of-range index. No truncation.
 
     ## Arguments
 
@@ -77,17 +80,18 @@ class ArchSearchSeqEnv(ArchSearchBase):
         self._nvec = np.asarray(self.space.nvec, dtype=np.int64)
         self.action_space = spaces.Discrete(int(self._nvec.max()))
         self._tables = self.space.area_tables()
+        self._area_knob_count = len(self.space.area_knobs)
 
     def _observation_dict_space(self) -> spaces.Dict:
         return spaces.Dict({"workload": workload_space(),
                             "choices": spaces.MultiDiscrete(np.asarray(self.space.nvec, dtype=np.int64) + 1),
-                            "knob": spaces.Discrete(len(KNOBS) + 1), "result": result_space()})
+                            "knob": knob_space(self.space), "result": result_space()})
 
     def _observation_dict(self) -> dict[str, Any]:
-        choices = np.zeros(len(KNOBS), dtype=np.int64)
+        choices = np.zeros(len(self._nvec), dtype=np.int64)
         for k, action in enumerate(self._actions):  # an out-of-range index (episode over) is not a choice
             choices[k] = action + 1 if 0 <= action < self._nvec[k] else 0
-        knob = len(KNOBS) if self._done else len(self._actions)
+        knob = len(self._nvec) if self._done else len(self._actions)
         return {"workload": workload_features(self.workload), "choices": choices, "knob": knob,
                 "result": self.scorer.result_obs(self._last_outcome)}
 
@@ -96,9 +100,9 @@ class ArchSearchSeqEnv(ArchSearchBase):
         value's smallest overshoot over completions."""
         k = len(prefix)
         allowed = np.zeros(self.action_space.n, dtype=bool)
-        if k >= len(KNOBS):
+        if k >= len(self._nvec):
             return allowed, None
-        if k < len(ARCH_KNOBS):
+        if k < self._area_knob_count:
             ok, overshoot = self._tables.prefix(prefix)
             allowed[:len(ok)] = ok
             return allowed, overshoot
@@ -120,20 +124,22 @@ class ArchSearchSeqEnv(ArchSearchBase):
                  action: int) -> tuple[list[int], Design | None, Outcome | None]:
         """One choice: the new prefix and, when the episode ends, the design (if complete) and its outcome."""
         k = len(prefix)
-        if k >= len(KNOBS):
+        knobs = self.space.knobs
+        if k >= len(knobs):
             raise RuntimeError("the episode is over; call reset()")
         if not 0 <= action < self._nvec[k]:
-            outcome = Outcome(scorer.worst_reward, False, f"index {action} out of range for {KNOBS[k]}", 0.0, 0.0, 0.0,
-                              None)
+            outcome = Outcome(scorer.worst_reward, False, f"index {action} out of range for {knobs[k]}", 0.0, 0.0, 0.0,
+                              0.0, None)
             return prefix + [action], None, outcome
         prefix = prefix + [action]
-        if k < len(ARCH_KNOBS):
+        if k < self._area_knob_count:
             ok, overshoot = self._tables.prefix(prefix[:-1])
             if not ok[action]:
                 over = float(overshoot[action])
-                reason = f"no completion of {dict(zip(KNOBS, prefix))} is inside the area window; not evaluated"
-                return prefix, None, Outcome(scorer.area_penalty(over), False, reason, over, 0.0, 0.0, None)
-        if len(prefix) < len(KNOBS):
+                chosen = {name: self.space.values(name)[i] for name, i in zip(knobs, prefix)}
+                reason = f"no completion of {chosen} is inside the area window; not evaluated"
+                return prefix, None, Outcome(scorer.area_penalty(over), False, reason, over, 0.0, 0.0, 0.0, None)
+        if len(prefix) < len(knobs):
             return prefix, None, None
         design = self.space.decode(prefix)
         return prefix, design, scorer.score(design)

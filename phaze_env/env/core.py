@@ -1,16 +1,19 @@
 """What the architecture-search environments share: options, workload features, area masks, rewards, state.
 
-Both environments score a :class:`~phaze_env.design.Design` the same way (:class:`Scorer`):
+Both environments score a :class:`~phaze_env.design.Design` of any :class:`~phaze_env.design.DesignSpace`
+(PHAZE's or one with more knobs: they read its knob order, area knobs and window from the space) the same
+way (:class:`Scorer`):
 
 * outside the area window → **not evaluated**; reward ``-infeasible_penalty · (1 + min(overshoot, 10))``
   (``overshoot`` is :meth:`DesignSpace.overshoot`, the relative area violation);
 * inside the window, infeasible placement (nothing fits in HBM, …) → reward ``-infeasible_penalty``;
-* feasible → a positive ratio against the TPUv4-like baseline evaluated on the same workload, cluster and
-  knob lists (``throughput``: throughput ratio; ``perf_per_area``: throughput ratio / area fraction;
+* feasible → a positive ratio against the space's baseline (:meth:`DesignSpace.evaluate_baseline`: the
+  TPUv4-like accelerator on the same workload, cluster and knob lists for PHAZE's spaces) (``throughput``:
+  throughput ratio; ``perf_per_area``: throughput ratio / area fraction of the design's area budget;
   ``energy``: baseline energy per sample / energy per sample). So every feasible design outranks every
   infeasible one, and the baseline scores 1.
 
-Evaluations go through :func:`phaze_env.design.evaluate_design`, whose cache (bounded in memory, persistent on
+Evaluations go through :meth:`DesignSpace.evaluate` (:func:`phaze_env.design.evaluate_design`), whose cache (bounded in memory, persistent on
 disk: :mod:`phaze_env.cache`) makes re-stepping a known design a lookup; the envs keep no memo of their own.
 A ``fresh`` scorer bypasses every cache layer, for its designs and its baseline.
 """
@@ -27,9 +30,8 @@ from typing import Any, Sequence
 import numpy as np
 from gymnasium import spaces
 
-from phaze_env.design import Design, DesignSpace, evaluate_design, evaluate_options
-from phaze_env.evaluate import Cluster, Evaluation, evaluate
-from phaze_env.hardware import TPUV4
+from phaze_env.design import Design, DesignSpace, evaluate_options
+from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.workloads import Workload, get_workload
 
 REWARDS = ("throughput", "perf_per_area", "energy")
@@ -111,18 +113,18 @@ RESULT_FIELDS = ("score_ratio", "area_fraction", "feasible")
 
 
 def result_space() -> spaces.Box:
-    """Last result: reward-kind ratio vs the TPUv4 baseline (0 if infeasible), area / budget, feasible flag."""
+    """Last result: reward-kind ratio vs the baseline (0 if infeasible), area / the design's area budget, feasible
+    flag."""
     return spaces.Box(0.0, OBS_CAP, shape=(len(RESULT_FIELDS),), dtype=np.float32)
 
 
-# --- evaluation and reward ------------------------------------------------------------------------------
-def baseline_evaluation(workload: Workload, cluster: Cluster, space: DesignSpace, evaluate_kwargs: dict[str, Any],
-                        *, cache: bool = True) -> Evaluation:
-    """The TPUv4-like accelerator on this workload and cluster, best over the space's microbatch sizes,
-    recompute settings and HBM capacities (what ``search.phaze`` reports as its baseline)."""
-    return evaluate(workload, TPUV4, cluster, microbatch=space.microbatch, recompute=space.recompute,
-                    hbm_gb=space.hbm_gb, cache=cache, **evaluate_kwargs)
+def knob_space(space: DesignSpace) -> spaces.Discrete:
+    """Which knob comes next in a knob-per-step episode: ``0 … len(space.knobs) - 1``, and
+    ``len(space.knobs)`` once the episode has ended."""
+    return spaces.Discrete(len(space.knobs) + 1)
 
+
+# --- evaluation and reward ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Outcome:
@@ -133,6 +135,7 @@ class Outcome:
     reason: str
     overshoot: float
     area_mm2: float
+    area_fraction: float  # area / the design's area budget (0 when no design was completed)
     score_ratio: float  # the reward kind's ratio vs the baseline (0 unless feasible)
     evaluation: Evaluation | None
 
@@ -185,15 +188,15 @@ class Scorer:
         workload and cluster (a real answer, e.g. a model too large for its HBM), there is nothing to
         normalise by: rewards then use 1 sample/s and 1 J/sample as the scale (absolute values), a warning
         says so and ``info["baseline"]["feasible"]`` is False."""
-        ev = baseline_evaluation(self.workload, self.cluster, self.space, self.evaluate_kwargs, cache=not self.fresh)
+        ev = self.space.evaluate_baseline(self.workload, self.cluster, cache=not self.fresh, **self.evaluate_kwargs)
         if not ev.feasible or ev.throughput_samples_s <= 0:
-            warnings.warn(f"TPUv4 baseline infeasible for {self.workload.name} ({ev.reason}); rewards use 1 sample/s "
+            warnings.warn(f"baseline infeasible for {self.workload.name} ({ev.reason}); rewards use 1 sample/s "
                           "and 1 J/sample as the scale", stacklevel=2)
             return {"feasible": False, "throughput_samples_s": 1.0, "energy_per_sample_j": 1.0,
-                    "area_mm2": self.space.budget_mm2}
+                    "area_mm2": ev.area_mm2}
         return {"feasible": True, "throughput_samples_s": ev.throughput_samples_s,
                 "energy_per_sample_j": ev.energy_per_sample_j if ev.energy_per_sample_j > 0 else 1.0,
-                "area_mm2": self.space.budget_mm2}
+                "area_mm2": ev.area_mm2}
 
     def area_penalty(self, overshoot: float) -> float:
         return -self.infeasible_penalty * (1.0 + min(_finite(overshoot, OVERSHOOT_CAP), OVERSHOOT_CAP))
@@ -205,28 +208,29 @@ class Scorer:
     def score(self, design: Design) -> Outcome:
         """Reward and result of ``design``."""
         area = _finite(self.space.area_mm2(design))
+        fraction = _finite(self.space.area_fraction(design), OBS_CAP)
         if not self.space.area_ok(design):
             overshoot = _finite(self.space.overshoot(design), OVERSHOOT_CAP)
             return Outcome(self.area_penalty(overshoot), False,
-                           f"outside the area window (overshoot {overshoot:.3g}); not evaluated", overshoot, area, 0.0,
-                           None)
-        ev = evaluate_design(design, self.workload, self.cluster, base=self.space.base, cache=not self.fresh,
-                             **self.evaluate_kwargs)
+                           f"outside the area window (overshoot {overshoot:.3g}); not evaluated", overshoot, area,
+                           fraction, 0.0, None)
+        ev = self.space.evaluate(design, self.workload, self.cluster, cache=not self.fresh, **self.evaluate_kwargs)
         if not ev.feasible or not ev.throughput_samples_s > 0:
-            return Outcome(-self.infeasible_penalty, False, ev.reason or "no feasible plan", 0.0, area, 0.0, ev)
+            return Outcome(-self.infeasible_penalty, False, ev.reason or "no feasible plan", 0.0, area, fraction, 0.0,
+                           ev)
         base = self.baseline
         ratio = ev.throughput_samples_s / base["throughput_samples_s"]
         if self.reward == "perf_per_area":
-            ratio /= max(area, 1e-12) / self.space.budget_mm2
+            ratio /= max(fraction, 1e-12)
         elif self.reward == "energy":
             ratio = base["energy_per_sample_j"] / ev.energy_per_sample_j if ev.energy_per_sample_j > 0 else 0.0
         ratio = min(_finite(ratio), OBS_CAP)
-        return Outcome(ratio, True, "", 0.0, area, ratio, ev)
+        return Outcome(ratio, True, "", 0.0, area, fraction, ratio, ev)
 
     def result_obs(self, outcome: Outcome | None) -> np.ndarray:
         if outcome is None:
             return np.zeros(len(RESULT_FIELDS), dtype=np.float32)
-        values = [outcome.score_ratio, outcome.area_mm2 / self.space.budget_mm2, float(outcome.feasible)]
+        values = [outcome.score_ratio, outcome.area_fraction, float(outcome.feasible)]
         return np.clip(np.nan_to_num(np.asarray(values, dtype=np.float32)), 0.0, OBS_CAP)
 
 

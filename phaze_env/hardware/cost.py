@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
+import numpy as np
+
 from phaze_env.hardware import area, energy
 from phaze_env.hardware.accelerator import Accelerator, get_preset
 
@@ -291,20 +293,36 @@ class ChipEstimate:
 
 def compute_area_mm2(acc: Accelerator, node: ProcessNode) -> dict[str, float]:
     """The template's compute area at ``node``: ``logic`` (tensor + vector cores) and ``sram`` (buffer)."""
-    sram = float(area.buffer_area_mm2(acc.buffer_mb))
-    return {"logic": (acc.area_mm2 - sram) / node.logic_density_gain, "sram": sram / node.sram_density_gain}
+    return {part: float(value) for part, value in node_compute_parts_mm2(acc.area_mm2, acc.buffer_mb, node).items()}
 
 
-def chip_area_mm2(acc: Accelerator, system: ChipSystem) -> dict[str, float]:
-    """Die area by block: compute (× the core style's factor), HBM PHYs + controllers, SerDes, IO/misc."""
+def node_compute_parts_mm2(arch_area_mm2, buffer_mb, node: ProcessNode) -> dict:
+    """:func:`compute_area_mm2` from the template's architecture area and buffer size (numpy-vectorised, for
+    the system space's area window over every architecture at once)."""
+    sram = area.buffer_area_mm2(buffer_mb)
+    return {"logic": (np.asarray(arch_area_mm2) - sram) / node.logic_density_gain, "sram": sram / node.sram_density_gain}
+
+
+def compute_die_area_mm2(arch_area_mm2, buffer_mb, system: ChipSystem):
+    """The compute block on the die: the template's area at the node × the core style's factor (vectorised)."""
+    return sum(node_compute_parts_mm2(arch_area_mm2, buffer_mb, system.process).values()) * \
+        CORE_AREA_FACTORS[system.core_style]
+
+
+def periphery_area_mm2(system: ChipSystem) -> dict[str, float]:
+    """The die's blocks outside the compute: HBM PHYs + controllers, SerDes, IO/misc (they follow the system
+    fields only, so ``die − their sum`` is the compute-area budget of the system space)."""
     node = system.process
-    compute = sum(compute_area_mm2(acc, node).values()) * CORE_AREA_FACTORS[system.core_style]
     return {
-        "compute": compute,
         "hbm_interfaces": float(area.hbm_interface_area_mm2(system.die_hbm_phys, node.logic_density_gain)),
         "serdes": float(area.serdes_area_mm2(system.lane_pairs, SERDES[system.serdes].lane_pair_area_mm2)),
         "io_misc": area.IO_MISC_AREA_MM2,
     }
+
+
+def chip_area_mm2(acc: Accelerator, system: ChipSystem) -> dict[str, float]:
+    """Die area by block: compute (× the core style's factor), HBM PHYs + controllers, SerDes, IO/misc."""
+    return {"compute": float(compute_die_area_mm2(acc.area_mm2, acc.buffer_mb, system)), **periphery_area_mm2(system)}
 
 
 def chip_power_w(acc: Accelerator, system: ChipSystem, die_area_mm2: float) -> dict[str, float]:

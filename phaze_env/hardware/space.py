@@ -63,6 +63,24 @@ _AREA_RTOL = 1e-9
 ARCH_KNOBS = ("num_tc", "tc_width", "tc_depth", "num_vc", "buffer_mb")
 OTHER_KNOBS = ("hbm_gb", "microbatch", "recompute")
 KNOBS = ARCH_KNOBS + OTHER_KNOBS
+SYSTEM_AREA_KNOBS = ("die_area_mm2", "hbm_stacks", "links", "link_GBps", "number_format")
+"""The system space's knobs that set the compute-area budget (die − HBM PHYs − SerDes − IO) or the compute's
+area (the tensor cores' number format: an FP8-capable MAC is larger): before :data:`ARCH_KNOBS` in its knob
+order, so a knob-per-step agent knows the window after the last area knob."""
+SYSTEM_OTHER_KNOBS = ("hbm_generation", "topology", "microbatch", "recompute")
+SYSTEM_KNOBS = SYSTEM_AREA_KNOBS + ARCH_KNOBS + SYSTEM_OTHER_KNOBS
+"""The system space's knob order (:mod:`phaze_env.hardware.system`, ``DesignSpace.named("system")``). The HBM
+capacity is no knob there: stacks × the generation's capacity per stack."""
+SYSTEM_DEFAULT_VALUES = {
+    "die_area_mm2": (400.0, 600.0, 800.0), "hbm_stacks": (4, 6), "links": (6, 12), "link_GBps": (50.0, 100.0),
+    "number_format": ("bf16", "fp8"),
+    "num_tc": (4, 8, 16, 32), "tc_width": (128, 256), "tc_depth": (128, 256), "num_vc": (2, 4, 8),
+    "buffer_mb": (32, 64, 128, 256), "hbm_generation": ("hbm2e", "hbm3", "hbm3e"), "topology": ("torus", "switched"),
+    "microbatch": MICROBATCH_VALUES, "recompute": RECOMPUTE_VALUES}
+"""The system space's value list of every knob, in :data:`SYSTEM_KNOBS` order: 2–4 values per system knob (dies
+from TPUv4's ≈ 400 mm² class to near the 858 mm² reticle limit; HBM stacks of TPUv4 (4) and of A100/H100
+dies (6); 6 or 12 links of NVLink3/ICI-class 50 GB/s or twice that) and the architecture values around the
+TPUv4-like configuration that fill such dies, so the exact search over all of it finishes in minutes."""
 DEFAULT_VALUES = {"num_tc": NUM_TC_VALUES, "tc_width": TC_DIM_VALUES, "tc_depth": TC_DIM_VALUES, "num_vc": NUM_VC_VALUES,
                   "buffer_mb": BUFFER_MB_VALUES, "hbm_gb": HBM_GB_VALUES, "microbatch": MICROBATCH_VALUES,
                   "recompute": RECOMPUTE_VALUES}

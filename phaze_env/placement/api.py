@@ -115,6 +115,7 @@ def best_plan_multi(
     context_parallels: Iterable[int] | None = None,
     expert_parallels: Iterable[int] | None = None,
     cache: bool = False,
+    lower_bound_layers: Callable[..., LayerList] | None = None,
 ) -> Plan:
     """Best :func:`best_plan` over tensor widths × microbatch sizes × context- and expert-parallel degrees × HBM
     capacities.
@@ -136,6 +137,13 @@ def best_plan_multi(
     and ``1/e`` of the expert bytes). Each one given adds its degree to the variant key, in the order
     ``(tensor_width, microbatch[, c][, e])``: the mapping's keys and the arguments of the ``layers`` and
     ``variant_fields`` callables; one left ``None`` is 1 and absent from the key (neither: ``(t, m)``).
+
+    ``lower_bound_layers``: called like ``layers``, the variant's layers with every ``fwd_s``/``bwd_s`` at a lower
+    bound of ``layers``' (e.g. before the layers are scheduled). A variant is then first searched on them, and
+    ``layers`` is asked for only when that search finds a plan that could beat the incumbent: the DP's time
+    never decreases when a layer gets slower, so a variant that cannot beat it on its lower bounds cannot on
+    its layers either, and an infeasible one is infeasible either way (memory, not time, decides it). The
+    answer is the same as without them.
     """
     _check(settings)
     degrees = [(c, e) for c in ((1,) if context_parallels is None else tuple(context_parallels))
@@ -172,7 +180,12 @@ def best_plan_multi(
             extra = variant_fields(*key) if variant_fields is not None else {}
             variant = replace(settings, tensor_width=t, microbatch=m, context_parallel=c, expert_parallel=e,
                               hbm_bytes=capacity, **extra)
-            plan = best_plan(layers_for(*key), variant, cache=cache, must_beat=best)
+            if lower_bound_layers is not None:
+                plan = best_plan(lower_bound_layers(*key), variant, cache=cache, must_beat=best)
+                if plan is not None and plan.feasible:
+                    plan = best_plan(layers_for(*key), variant, cache=cache, must_beat=best)
+            else:
+                plan = best_plan(layers_for(*key), variant, cache=cache, must_beat=best)
             if plan is None:  # nothing here beats the incumbent
                 continue
             if not plan.feasible:

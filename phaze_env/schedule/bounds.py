@@ -11,20 +11,87 @@ def critical_path_s(problem: Problem) -> float:
     return max((heads_s[i] + problem.min_duration_s(i) for i in range(len(problem))), default=0.0)
 
 
-def core_work_bound_s(problem: Problem, core_type: str) -> float:
-    """Least core-time the ops need on one core type, spread over all its cores.
+def core_time_s(problem: Problem, i: int, core_type: str) -> float:
+    """Least core-time op ``i`` holds on one core type: one core for ``latency_s`` or every core for
+    ``latency_parallel_s``, the cheaper of its admissible modes (0 when it uses no core of that type)."""
+    if not problem.uses(i, core_type):
+        return 0.0
+    k = CORE_TYPES.index(core_type)
+    return min(problem.demand(i, p)[k] * problem.duration_s(i, p) for p in problem.modes(i))
 
-    An op holds one core for ``latency_s`` or every core for ``latency_parallel_s``; it is charged
-    the cheaper of its admissible modes.
+
+def core_work_bound_s(problem: Problem, core_type: str) -> float:
+    """Least core-time the ops need on one core type, spread over all its cores."""
+    return sum(core_time_s(problem, i, core_type) for i in range(len(problem))) / problem.cores(core_type)
+
+
+def release_and_tail_s(problem: Problem) -> tuple[list[float], list[float]]:
+    """Per op, a time before which it cannot start and a time that must pass after it ends.
+
+    Every ancestor of op ``j`` ends before ``j`` starts, so on each core type their least core-time fits in
+    ``[0, S_j]`` on that type's cores: ``S_j ≥ W(ancestors) / cores``; likewise every descendant runs in
+    ``[E_j, T]``. Both also propagate along edges, as a critical path does.
     """
-    n_cores = problem.cores(core_type)
-    work_s = 0.0
+    n = len(problem)
+    ancestors = [0] * n
+    for i in range(n):
+        for j in _bits(problem.descendants[i]):
+            ancestors[j] |= 1 << i
+    work = [[core_time_s(problem, i, t) for t in CORE_TYPES] for i in range(n)]
+
+    def spread_s(members: int) -> float:
+        return max(sum(work[i][k] for i in _bits(members)) / problem.cores(t) for k, t in enumerate(CORE_TYPES))
+
+    preds, succs = problem.predecessors(), [[] for _ in range(n)]
+    for i, j in problem.edges:
+        succs[i].append(j)
+    release = [0.0] * n
+    for j in problem.topo_order:
+        release[j] = max([spread_s(ancestors[j])] + [release[i] + problem.min_duration_s(i) for i in preds[j]])
+    tail = [0.0] * n
+    for i in reversed(problem.topo_order):
+        tail[i] = max([spread_s(problem.descendants[i])] + [problem.min_duration_s(j) + tail[j] for j in succs[i]])
+    return release, tail
+
+
+def precedence_work_bound_s(problem: Problem, release_tail: tuple[list[float], list[float]] | None = None) -> float:
+    """Longest release + shortest duration + tail of any op (``release_tail``: :func:`release_and_tail_s`)."""
+    release, tail = release_tail or release_and_tail_s(problem)
+    return max((release[i] + problem.min_duration_s(i) + tail[i] for i in range(len(problem))), default=0.0)
+
+
+def pair_bound_s(problem: Problem, release_tail: tuple[list[float], list[float]] | None = None) -> float:
+    """Two unordered ops sharing a core type either overlap, and then both hold one core for their one-core
+    latency, or one runs after the other (each at least its shortest duration): the makespan is at least the
+    least of the three cases, for every such pair. Closes the gap of a short op that a long parallel op must
+    let pass (one core of each would be slower). ``release_tail``: :func:`release_and_tail_s`."""
+    release, tail = release_tail or release_and_tail_s(problem)
+    shortest = [problem.min_duration_s(i) for i in range(len(problem))]
+    bound = 0.0
     for i in range(len(problem)):
-        if problem.uses(i, core_type):
-            work_s += min(problem.demand(i, p)[CORE_TYPES.index(core_type)] * problem.duration_s(i, p) for p in problem.modes(i))
-    return work_s / n_cores
+        for j in range(i + 1, len(problem)):
+            if problem.comparable(i, j) or not any(problem.uses(i, t) and problem.uses(j, t) for t in CORE_TYPES):
+                continue
+            overlap = (max(release[i] + problem.latency_s[i] + tail[i], release[j] + problem.latency_s[j] + tail[j])
+                       if False in problem.modes(i) and False in problem.modes(j) else float("inf"))
+            i_first = max(release[i] + shortest[i], release[j]) + shortest[j] + tail[j]
+            j_first = max(release[j] + shortest[j], release[i]) + shortest[i] + tail[i]
+            bound = max(bound, min(overlap, i_first, j_first))
+    return bound
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def lower_bound_s(problem: Problem) -> float:
-    """The best of the critical-path bound and the per-core-type work bounds."""
-    return max(critical_path_s(problem), *(core_work_bound_s(problem, t) for t in CORE_TYPES))
+    """The best of the critical-path, per-core-type work, precedence-work and pair bounds."""
+    release_tail = release_and_tail_s(problem)
+    return max(critical_path_s(problem), precedence_work_bound_s(problem, release_tail),
+               pair_bound_s(problem, release_tail),
+               *(core_work_bound_s(problem, t) for t in CORE_TYPES))

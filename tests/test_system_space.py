@@ -1,0 +1,214 @@
+"""The system design space: knobs, area window, chip count at a budget, topology builders, bounds and the exact
+search against brute force on a small system space."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from phaze_env.cluster import NVLINK3_BPS, Cluster, system_cluster, torus_dims
+from phaze_env.design import SYSTEM_FIELDS, Design, DesignSpace, SystemDesignSpace, evaluate_design
+from phaze_env.evaluate import throughput_upper_bound
+from phaze_env.hardware.cost import chip_area_mm2
+from phaze_env.hardware.space import ARCH_KNOBS, SYSTEM_KNOBS
+from phaze_env.hardware.system import (HBM_GENERATIONS, HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, SCALE_UP_DOMAIN,
+                                       SYSTEM_GEMM_EFFICIENCY, SystemBudget, baseline_point, devices_supported,
+                                       topology_unit, wall_power_per_chip_w)
+from search.bounds import bounding_cluster, throughput_bounds
+from search.config import SearchConfig
+from search.run import run_search
+from tests.tiny import TINY
+
+BUDGET_W = 1e5  # ≈ 130 chips of ≈ 770 W: 128 in a torus of two cubes, 128 switched
+TRAINING = Cluster(global_batch=64)
+WIDTHS = (1, 2)
+
+
+def small_space(**overrides) -> SystemDesignSpace:
+    """Two link bandwidths × number formats × HBM generations × topologies × tensor-core counts: 32 rows."""
+    values = dict(die_area_mm2=(600.0,), hbm_stacks=(4,), links=(6,), link_GBps=(50.0, 100.0),
+                  number_format=("bf16", "fp8"), hbm_generation=("hbm2e", "hbm3e"), topology=("torus", "switched"),
+                  num_tc=(4, 8), tc_width=(128,), tc_depth=(128,), num_vc=(2,), buffer_mb=(128,), microbatch=(1, 2),
+                  recompute=(False,))
+    return DesignSpace.named("system", budget_w=BUDGET_W, **(values | overrides))
+
+
+# ---------------------------------------------------------------- the space API over the system knobs
+def test_system_space_knobs_encode_decode_and_count():
+    space = small_space()
+    assert space.knobs == SYSTEM_KNOBS and space.area_knobs == SYSTEM_KNOBS[:len(space.area_knobs)]
+    assert space.area_knobs[-1] == "buffer_mb"  # the window is known after the last architecture knob
+    designs = list(space)
+    assert len(designs) == len(space) == space.designs > 0
+    assert len(set(designs)) == len(designs)
+    for design in designs:
+        assert design in space and design.is_system
+        assert space.decode(space.encode(design)) == design
+        assert Design.from_dict(design.to_dict()) == design
+        assert design.hbm_gb == design.hbm_stacks * HBM_GENERATIONS[design.hbm_generation].stack_gb
+    in_window = {tuple(space.encode(d)) for d in designs}
+    every = [space.decode(list(i)) for i in itertools.product(*(range(n) for n in space.nvec))]
+    assert len(every) == space.combinations
+    assert {tuple(space.encode(d)) for d in every if space.area_ok(d)} == in_window
+    rng = np.random.default_rng(0)
+    assert all(space.sample(rng) in space for _ in range(20))
+
+
+def test_phaze_designs_keep_their_dict_and_knobs():
+    space = DesignSpace.reduced()
+    design = next(iter(space))
+    assert not design.is_system and not set(SYSTEM_FIELDS) & set(design.to_dict())
+    assert space.knobs == tuple(f for f in design.to_dict())
+    with pytest.raises(ValueError, match="not a system-space design"):
+        design.system_choice()
+
+
+def test_area_window_is_the_compute_block_against_die_minus_periphery():
+    space = small_space(die_area_mm2=(400.0, 858.0), links=(6, 12), num_tc=(4, 8, 16, 32), tc_width=(128, 256),
+                        buffer_mb=(32, 128))
+    seen_out = False
+    for indices in itertools.product(*(range(n) for n in space.nvec)):
+        design = space.decode(list(indices))
+        choice = design.system_choice()
+        areas = chip_area_mm2(design.accelerator(), choice.chip_system())
+        periphery = areas["hbm_interfaces"] + areas["serdes"] + areas["io_misc"]
+        assert choice.compute_budget_mm2() == pytest.approx(design.die_area_mm2 - periphery)
+        fits = areas["compute"] <= choice.compute_budget_mm2() * (1 + 1e-9)
+        assert space.area_ok(design) == (fits and areas["compute"] >= 0.3 * choice.compute_budget_mm2() * (1 - 1e-9))
+        seen_out |= not fits
+        if space.area_ok(design):
+            assert sum(areas.values()) <= design.die_area_mm2 * (1 + 1e-9)
+    assert seen_out  # the window binds somewhere in this space
+    masks = space.area_tables().knob_masks(space)
+    assert [len(m) for m in masks] == space.nvec
+
+
+def test_invalid_system_spaces_fail_with_a_clear_message():
+    with pytest.raises(ValueError, match="multiples of 6"):
+        DesignSpace.named("system", links=(4,))
+    with pytest.raises(ValueError, match="reticle"):
+        DesignSpace.named("system", die_area_mm2=(900.0,))
+    with pytest.raises(ValueError, match="exactly one"):
+        SystemBudget(power_w=None, cost_usd=None)
+    with pytest.raises(ValueError, match="not both"):
+        DesignSpace.named("system", budget_w=1e6, budget_usd=1e6)
+
+
+# ---------------------------------------------------------------- chip count, topology, baseline
+def test_chip_count_is_the_budget_over_the_per_chip_share_rounded_to_the_topology():
+    space = small_space()
+    for design in space:
+        point = space.point(design)
+        per_chip = (point.estimate.total_power_w + HOST_W_PER_CHIP) * PUE
+        affordable = math.floor(BUDGET_W / per_chip)
+        unit = topology_unit(design.topology)
+        assert point.n_devices == affordable // unit * unit
+        assert point.n_devices * wall_power_per_chip_w(point.estimate) <= BUDGET_W
+        assert (point.n_devices + unit) * per_chip > BUDGET_W
+    money = DesignSpace.named("system", budget_usd=1e6, **{k: getattr(space, k) for k in SYSTEM_KNOBS})
+    design = next(iter(money))
+    point = money.point(design)
+    assert point.n_devices == devices_supported(design.topology, math.floor(1e6 / (point.estimate.total_cost_usd + HOST_USD_PER_CHIP)))
+
+
+def test_topology_builders():
+    assert torus_dims(64) == (4, 4, 4) and torus_dims(4096) == (16, 16, 16) and torus_dims(192) == (4, 4, 12)
+    with pytest.raises(ValueError, match="multiple of 64"):
+        torus_dims(100)
+    assert devices_supported("torus", 200) == 192 and devices_supported("switched", 15) == 8
+    torus = system_cluster("torus", 128, 6, 50e9)
+    assert torus.torus_dims == (4, 4, 8) and torus.link_bandwidth_Bps == 25e9  # 1 link of 50 GB/s (both ways) each
+    nvlink3 = system_cluster("switched", 64, 12, 50e9)  # A100: 12 NVLink3 links × 50 GB/s
+    assert nvlink3.levels[0].size == SCALE_UP_DOMAIN
+    assert nvlink3.node_bandwidth_Bps == NVLINK3_BPS
+    with pytest.raises(ValueError, match="whole nodes"):
+        system_cluster("switched", 12, 12, 50e9)
+
+
+def test_baseline_is_the_tpuv4_chip_at_the_same_budget_and_gemm_efficiency():
+    point = baseline_point(SystemBudget(power_w=BUDGET_W))
+    assert point.accelerator.gemm_efficiency == SYSTEM_GEMM_EFFICIENCY
+    assert all(d.accelerator().gemm_efficiency == SYSTEM_GEMM_EFFICIENCY for d in small_space())
+    assert point.topology == "torus" and point.n_devices % 64 == 0 and point.n_devices >= 64
+
+
+@settings(max_examples=60, deadline=None)
+@given(links=st.sampled_from((6, 12)), link_GBps=st.sampled_from((50.0, 100.0)), cubes=st.integers(1, 24),
+       group=st.integers(2, 64), stride=st.sampled_from((1, 2, 4, 8)), kind=st.sampled_from(("allreduce", "allgather")))
+def test_bounding_cluster_is_no_slower_than_any_torus_of_the_family(links, link_GBps, cubes, group, stride, kind):
+    torus = system_cluster("torus", 64 * cubes, links, link_GBps * 1e9)
+    largest = bounding_cluster(system_cluster("torus", 64 * 24, links, link_GBps * 1e9))
+    if group * stride <= torus.n_devices:
+        assert largest.collective_s(kind, 1e9, group, stride) <= torus.collective_s(kind, 1e9, group, stride) * (1 + 1e-12)
+        assert largest.p2p_s(1e6, stride) <= torus.p2p_s(1e6, stride)
+
+
+# ---------------------------------------------------------------- evaluation, bounds and the exact search
+def test_evaluate_design_runs_a_system_design_on_its_own_cluster():
+    space = small_space()
+    design = next(iter(space))
+    evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
+    assert evaluation.feasible
+    assert evaluation.cluster["n_devices"] == space.point(design).n_devices
+    assert evaluation.accelerator["hbm_gb"] == design.hbm_gb
+    with pytest.raises(ValueError, match="buys no whole"):
+        evaluate_design(design, TINY, TRAINING, budget=SystemBudget(power_w=1e3), tensor_widths=WIDTHS)
+
+
+@pytest.mark.slow
+def test_bounds_hold_for_every_row_and_the_search_equals_brute_force(fresh_cache):
+    space = small_space()
+    rows = space.arch_space()
+    bounds = throughput_bounds(TINY, rows, TRAINING, microbatch=space.microbatch, tensor_widths=WIDTHS)
+    throughput: dict[Design, float] = {}
+    for design in space:  # brute force: every design of the space, evaluated on its own
+        evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
+        head = Design.from_dict(design.to_dict() | {"microbatch": space.microbatch[0], "recompute": space.recompute[0]})
+        row = rows.designs.index(head)
+        assert evaluation.throughput_samples_s <= bounds[row]
+        per_design_bound = throughput_upper_bound(TINY, rows[row], rows.cluster(row, TRAINING), tensor_widths=WIDTHS,
+                                                  microbatch=(design.microbatch,), recompute=(design.recompute,),
+                                                  hbm_gb=(design.hbm_gb,))
+        assert evaluation.throughput_samples_s <= per_design_bound * (1 + 1e-9)
+        throughput[head] = max(throughput.get(head, 0.0), evaluation.throughput_samples_s)
+    best = max(throughput.values())
+    result = run_search(SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=WIDTHS))
+    found = result.best[TINY.name]
+    assert result.exact
+    assert found.throughput_samples_s == pytest.approx(best, rel=1e-9)
+    # the search's design is one of the brute force's best
+    assert throughput[found_head(found, throughput)] == pytest.approx(best, rel=1e-9)
+    assert result.baseline[TINY.name].system["topology"] == "torus"
+    for objective in ("throughput_per_w", "throughput_per_usd", "carbon_per_token"):  # evaluations now cached
+        result = run_search(SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=WIDTHS,
+                                         objective=objective))
+        value = {head: t / space.point(head).objective_divisor(objective) for head, t in throughput.items()}
+        found = result.best[TINY.name]
+        assert result.exact
+        assert value[found_head(found, throughput)] == pytest.approx(max(value.values()), rel=1e-9)
+
+
+def found_head(found, heads) -> Design:
+    """The row (design without microbatch and recompute) a search result is."""
+    return next(head for head in heads if all(found.system[k] == getattr(head, k) for k in SYSTEM_FIELDS) and
+                all(found.accelerator[k] == getattr(head, k) for k in ARCH_KNOBS))
+
+
+@pytest.mark.slow
+def test_cli_system_search_and_one_line_errors(tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "search.phaze", *args], capture_output=True, text=True)
+
+    wrong = run("--space", "full", "--budget-mw", "5", "--out", str(tmp_path))
+    assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0 and "--space system" in wrong.stderr
+    wrong = run("--space", "full", "--objective", "carbon_per_token", "--out", str(tmp_path))
+    assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0 and "--space system" in wrong.stderr
+    wrong = run("--space", "system", "--hbm-gb", "32", "--out", str(tmp_path))
+    assert wrong.returncode == 2 and "do not apply to the system space" in wrong.stderr
