@@ -372,17 +372,6 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
             return variants[(t, m, c)].lower_bound_chain(e)
         return bound_variant(t, m, c).chain(e)
 
-    def bound_variant(t: int, m: int) -> _Variant:
-        if bound_only:
-            return variant(t, m)
-        if (t, m) not in bounded:
-            bounded[(t, m)] = _variant(request, acc, t, m, True, solver, time_limit_s, counters, cache, prices)
-        return bounded[(t, m)]
-
-    def lower_bound_chain(t: int, m: int) -> list[dict[str, float]]:
-        """The best proven lower bounds known: the schedules' where scheduled, else the cheap ones."""
-        return variants[(t, m)].lower_bound_chain() if (t, m) in variants else bound_variant(t, m).chain
-
     usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
     seq_len = workload.seq_len if request.seq_len is None else request.seq_len
     degrees = [c for c in valid_context_parallels(seq_len, request.context_parallels) if c <= cluster.n_devices]
