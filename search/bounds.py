@@ -181,10 +181,11 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     return best
 
 
-def throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
-                      seq_len: int | None = None) -> np.ndarray:
-    """Upper bound on ``evaluate(...).throughput_samples_s`` for every architecture of ``space``."""
-    bound = np.zeros(len(space))
+def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
+                              seq_len: int | None = None) -> dict[tuple[int, int], np.ndarray]:
+    """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` with
+    the placement restricted to that variant (:func:`throughput_bounds` is their maximum)."""
+    bounds = {}
     core_configs = (space.tc_configs(), space.vc_configs())
     for t in valid_tensor_widths(workload, tensor_widths, cluster.n_devices):
         for m in microbatch:
@@ -196,5 +197,26 @@ def throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *,
             boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
                                  [layer.input_bytes for layer in graph.layers[1:]])
             time_s = placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster)
-            bound = np.maximum(bound, cluster.global_batch / time_s)
-    return bound * (1 + 1e-9)  # round-off must never prune an exact tie
+            bounds[(t, m)] = cluster.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
+    return bounds
+
+
+def throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
+                      seq_len: int | None = None) -> np.ndarray:
+    """Upper bound on ``evaluate(...).throughput_samples_s`` for every architecture of ``space``."""
+    per_variant = variant_throughput_bounds(workload, space, cluster, microbatch=microbatch,
+                                            tensor_widths=tensor_widths, seq_len=seq_len)
+    return best_of_variants(per_variant, len(space))
+
+
+def best_of_variants(per_variant: dict[tuple[int, int], np.ndarray], size: int) -> np.ndarray:
+    """Each architecture's bound over every variant (0 when no variant is valid)."""
+    return np.max(list(per_variant.values()), axis=0) if per_variant else np.zeros(size)
+
+
+def variants_above(per_variant: dict[tuple[int, int], np.ndarray], index: int, floor: float) -> dict[str, list[int]]:
+    """The tensor widths and microbatch sizes of every variant whose bound for architecture ``index`` exceeds
+    ``floor`` (all pairs of them: a superset). The others cannot beat ``floor``, so a bound over these alone
+    decides whether the architecture can."""
+    above = [variant for variant, bound in per_variant.items() if bound[index] > floor]
+    return {"tensor_widths": sorted({t for t, _ in above}), "microbatch": sorted({m for _, m in above})}
