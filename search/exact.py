@@ -95,8 +95,11 @@ class ExactSearch:
     def _submit(self, workload: str, index: int, prune_below: float | None):
         task = self.config.task(workload, index, prune_below)
         if prune_below is not None and workload in self.variant_bounds:
-            # the placement bound needs only the variants whose first bound can beat prune_below
-            task["bound_knobs"] = variants_above(self.variant_bounds[workload], index, prune_below)
+            # the placement bound needs only the variants whose first bound can beat prune_below (some can:
+            # the design was submitted because its best one does)
+            kept = variants_above(self.variant_bounds[workload], index, prune_below)
+            if kept["tensor_widths"]:
+                task["bound_knobs"] = kept
         return self.executor.submit(evaluate_design, task)
 
     def _absorb(self, workload: str, index: int, result: dict[str, Any]) -> dict[str, Any]:
