@@ -214,9 +214,11 @@ def best_of_variants(per_variant: dict[tuple[int, int], np.ndarray], size: int) 
     return np.max(list(per_variant.values()), axis=0) if per_variant else np.zeros(size)
 
 
-def variants_above(per_variant: dict[tuple[int, int], np.ndarray], index: int, floor: float) -> dict[str, list[int]]:
+def variants_above(per_variant: dict[tuple[int, int], np.ndarray], index: int,
+                   floor: float) -> tuple[dict[str, list[int]], float]:
     """The tensor widths and microbatch sizes of every variant whose bound for architecture ``index`` exceeds
-    ``floor`` (all pairs of them: a superset). The others cannot beat ``floor``, so a bound over these alone
-    decides whether the architecture can."""
+    ``floor`` (all pairs of them: a superset), and the best bound of the others (≤ ``floor``: they cannot beat
+    it, so a bound over the first decides whether the architecture can)."""
     above = [variant for variant, bound in per_variant.items() if bound[index] > floor]
-    return {"tensor_widths": sorted({t for t, _ in above}), "microbatch": sorted({m for _, m in above})}
+    rest = max((float(bound[index]) for bound in per_variant.values() if bound[index] <= floor), default=0.0)
+    return {"tensor_widths": sorted({t for t, _ in above}), "microbatch": sorted({m for _, m in above})}, rest

@@ -97,9 +97,9 @@ class ExactSearch:
         if prune_below is not None and workload in self.variant_bounds:
             # the placement bound needs only the variants whose first bound can beat prune_below (some can:
             # the design was submitted because its best one does)
-            kept = variants_above(self.variant_bounds[workload], index, prune_below)
+            kept, rest_bound = variants_above(self.variant_bounds[workload], index, prune_below)
             if kept["tensor_widths"]:
-                task["bound_knobs"] = kept
+                task["bound_knobs"], task["other_variants_bound"] = kept, rest_bound
         return self.executor.submit(evaluate_design, task)
 
     def _absorb(self, workload: str, index: int, result: dict[str, Any]) -> dict[str, Any]:

@@ -161,7 +161,9 @@ def test_each_variants_first_bound_holds_its_evaluation():
             ev = evaluate(TINY, ARCH[index], CLUSTER, **dict(knobs, tensor_widths=(t,), microbatch=(m,)))
             assert ev.throughput_samples_s <= bound[index]
         floor = float(np.median([bound[index] for bound in per_variant.values()]))
-        kept = variants_above(per_variant, index, floor)
+        kept, rest = variants_above(per_variant, index, floor)
         for (t, m), bound in per_variant.items():
             if bound[index] > floor:
                 assert t in kept["tensor_widths"] and m in kept["microbatch"]
+            else:
+                assert bound[index] <= rest <= floor
