@@ -243,14 +243,11 @@ def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster:
     return bound
 
 
-def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
-                      tensor_widths, seq_len: int | None = None) -> np.ndarray:
-    """Upper bound on ``evaluate(...).throughput_samples_s`` for every architecture of ``space`` (every row
-    of a system space: :func:`system_throughput_bounds`)."""
-    if isinstance(space, SystemArchSpace):
-        return system_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,
-                                        seq_len=seq_len)
-    bound = np.zeros(len(space))
+def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
+                              seq_len: int | None = None) -> dict[tuple[int, int], np.ndarray]:
+    """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` with
+    the placement restricted to that variant (:func:`throughput_bounds` is their maximum)."""
+    bounds = {}
     core_configs = (space.tc_configs(), space.vc_configs())
     for t in valid_tensor_widths(workload, tensor_widths, cluster.n_devices):
         for m in microbatch:
@@ -262,5 +259,32 @@ def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cl
             boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
                                  [layer.input_bytes for layer in graph.layers[1:]])
             time_s = placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster)
-            bound = np.maximum(bound, cluster.global_batch / time_s)
-    return bound * (1 + 1e-9)  # round-off must never prune an exact tie
+            bounds[(t, m)] = cluster.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
+    return bounds
+
+
+def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
+                      tensor_widths, seq_len: int | None = None) -> np.ndarray:
+    """Upper bound on ``evaluate(...).throughput_samples_s`` for every architecture of ``space`` (every row
+    of a system space: :func:`system_throughput_bounds`)."""
+    if isinstance(space, SystemArchSpace):
+        return system_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,
+                                        seq_len=seq_len)
+    per_variant = variant_throughput_bounds(workload, space, cluster, microbatch=microbatch,
+                                            tensor_widths=tensor_widths, seq_len=seq_len)
+    return best_of_variants(per_variant, len(space))
+
+
+def best_of_variants(per_variant: dict[tuple[int, int], np.ndarray], size: int) -> np.ndarray:
+    """Each architecture's bound over every variant (0 when no variant is valid)."""
+    return np.max(list(per_variant.values()), axis=0) if per_variant else np.zeros(size)
+
+
+def variants_above(per_variant: dict[tuple[int, int], np.ndarray], index: int,
+                   floor: float) -> tuple[dict[str, list[int]], float]:
+    """The tensor widths and microbatch sizes of every variant whose bound for architecture ``index`` exceeds
+    ``floor`` (all pairs of them: a superset), and the best bound of the others (≤ ``floor``: they cannot beat
+    it, so a bound over the first decides whether the architecture can)."""
+    above = [variant for variant, bound in per_variant.items() if bound[index] > floor]
+    rest = max((float(bound[index]) for bound in per_variant.values() if bound[index] <= floor), default=0.0)
+    return {"tensor_widths": sorted({t for t, _ in above}), "microbatch": sorted({m for _, m in above})}, rest

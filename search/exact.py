@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from search.bounds import throughput_bounds
+from phaze_env.design import SystemArchSpace
+from search.bounds import best_of_variants, throughput_bounds, variant_throughput_bounds, variants_above
 from search.config import SearchConfig
 from search.progress import SearchProgress
 from search.store import ResultsStore
@@ -78,6 +79,7 @@ class ExactSearch:
         self.records: dict[tuple[str, int], dict[str, Any]] = {key: r for key, r in loaded.items() if _final(r)}
         self.resumed = len(self.records)
         self.bounds: dict[str, np.ndarray] = {}
+        self.variant_bounds: dict[str, dict[tuple[int, int], np.ndarray]] = {}
         self.counters = {"ilp_solves": 0, "evaluations": 0, "pruned_by_placement_bound": 0, "dp_calls": 0}
 
     # --- bounds ------------------------------------------------------------------------------------
@@ -85,12 +87,25 @@ class ExactSearch:
         c = self.config
         for name in c.names:
             self.progress.bounding(name, len(c.arch))
-            self.bounds[name] = throughput_bounds(c.workload(name), c.arch, c.cluster, microbatch=c.space.microbatch,
-                                                  tensor_widths=c.tensor_widths, seq_len=c.seq_len)
+            if isinstance(c.arch, SystemArchSpace):  # rows on their own clusters: one bound per row (no variants)
+                self.bounds[name] = throughput_bounds(c.workload(name), c.arch, c.cluster, microbatch=c.space.microbatch,
+                                                      tensor_widths=c.tensor_widths, seq_len=c.seq_len)
+                continue
+            per_variant = variant_throughput_bounds(c.workload(name), c.arch, c.cluster, microbatch=c.space.microbatch,
+                                                    tensor_widths=c.tensor_widths, seq_len=c.seq_len)
+            self.variant_bounds[name] = per_variant
+            self.bounds[name] = best_of_variants(per_variant, len(c.arch))
 
     # --- one (workload, architecture) --------------------------------------------------------------
     def _submit(self, workload: str, index: int, prune_below: float | None):
-        return self.executor.submit(evaluate_design, self.config.task(workload, index, prune_below))
+        task = self.config.task(workload, index, prune_below)
+        if prune_below is not None and workload in self.variant_bounds:
+            # the placement bound needs only the variants whose first bound can beat prune_below (some can:
+            # the design was submitted because its best one does)
+            kept, rest_bound = variants_above(self.variant_bounds[workload], index, prune_below)
+            if kept["tensor_widths"]:
+                task["bound_knobs"], task["other_variants_bound"] = kept, rest_bound
+        return self.executor.submit(evaluate_design, task)
 
     def _absorb(self, workload: str, index: int, result: dict[str, Any]) -> dict[str, Any]:
         area = float(self.config.arch.arrays["area_mm2"][index])

@@ -11,14 +11,18 @@ from phaze_env.workloads import get_workload
 
 def evaluate_design(task: dict[str, Any]) -> dict[str, Any]:
     """``task``: workload, accelerator (dict), cluster (dict), knob lists, solver settings and an optional
-    ``prune_below``: when the ILP-free placement bound cannot beat it, the design is pruned unevaluated."""
+    ``prune_below``: when the ILP-free placement bound cannot beat it, the design is pruned unevaluated; that
+    bound is taken over ``bound_knobs`` (tensor widths and microbatch sizes) when given: the variants whose
+    first bound exceeds ``prune_below``, the others cannot beat it (their best first bound,
+    ``other_variants_bound``, keeps the recorded bound one on the whole design)."""
     accelerator = Accelerator.from_dict(task["accelerator"])
     cluster = Cluster.from_dict(task["cluster"])
     knobs = dict(microbatch=task["microbatch"], recompute=task["recompute"], hbm_gb=task["hbm_gb"],
                  tensor_widths=task["tensor_widths"], seq_len=task["seq_len"])
     prune_below = task.get("prune_below")
     if prune_below is not None:
-        bound = throughput_upper_bound(task["workload"], accelerator, cluster, **knobs)
+        bound = max(throughput_upper_bound(task["workload"], accelerator, cluster, **{**knobs, **task.get("bound_knobs", {})}),
+                    task.get("other_variants_bound", 0.0))  # still a bound on the whole design
         if bound <= prune_below:
             widths = valid_tensor_widths(get_workload(task["workload"]), task["tensor_widths"], cluster.n_devices)
             dp_calls = len(widths) * len(task["microbatch"]) * len(task["hbm_gb"])

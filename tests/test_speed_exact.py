@@ -144,3 +144,26 @@ def test_vectorised_layer_bounds_are_the_schedules_cheap_bounds(tensor_width):
                 scalar += makespan_lower_bound(ops, dag.edges, accelerator.num_tc, accelerator.num_vc) if ops else 0.0
             assert vectorised[row, index] == pytest.approx(scalar, rel=1e-9), (layer.name, index)
             assert vectorised[row, index] <= scalar * (1 + 1e-12)
+
+
+# --- the second bound over the variants the first bound cannot exclude -------------------------------
+
+from search.bounds import variant_throughput_bounds, variants_above  # noqa: E402
+
+
+def test_each_variants_first_bound_holds_its_evaluation():
+    knobs = dict(KNOBS, hbm_gb=(32.0,))
+    per_variant = variant_throughput_bounds(TINY, ARCH, CLUSTER, microbatch=knobs["microbatch"],
+                                            tensor_widths=knobs["tensor_widths"])
+    assert set(per_variant) == {(t, m) for t in (1, 2, 4) for m in (1, 4)}
+    for index in (0, 18, 36):
+        for (t, m), bound in per_variant.items():
+            ev = evaluate(TINY, ARCH[index], CLUSTER, **dict(knobs, tensor_widths=(t,), microbatch=(m,)))
+            assert ev.throughput_samples_s <= bound[index]
+        floor = float(np.median([bound[index] for bound in per_variant.values()]))
+        kept, rest = variants_above(per_variant, index, floor)
+        for (t, m), bound in per_variant.items():
+            if bound[index] > floor:
+                assert t in kept["tensor_widths"] and m in kept["microbatch"]
+            else:
+                assert bound[index] <= rest <= floor
