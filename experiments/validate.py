@@ -517,7 +517,8 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
 MOE_GAPS = {
     "bridge2604-qwen3-30b-a3b-fp8": (
         "its expert-parallel group (16) spans two nodes, and the recipe dispatches with HybridEP (Megatron-Bridge "
-        "src/megatron/bridge/perf_recipes/qwen/h100/qwen3_moe.py: flex dispatcher, 8 HybridEP ranks per NVLink domain), "
+        "scripts/performance/configs/qwen/qwen3_workload_base_configs.py at 5f3b336f9, 2026-04-28: "
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1, moe_flex_dispatcher_backend='hybridep'), "
         "which sends each token over InfiniBand once per destination node and fans it out to its experts over NVLink; "
         "the model prices a flat all-to-all of every (token, expert) copy (top-8) over the levels the group spans, "
         "so its ep_comm is about half the predicted batch time"),
@@ -542,7 +543,9 @@ def moe_section(predictions: list[Prediction]) -> list[str]:
              "batch, distributed optimizer as ZeRO-1, bf16 or FP8) on the `h100` preset and `dgx-h100` cluster. Nothing is",
              "fitted to them: like the H100 cases they run the `megatron-lm` profile's structure with `dgx-h100`'s own",
              "efficiency 1. Experts are sharded over `e` ranks carved from the data-parallel ones; the dispatch/combine",
-             "all-to-alls are priced on the levels the EP group spans, with uniform routing (no load imbalance).",
+             "all-to-alls are priced on the levels the EP group spans, with uniform routing (no load imbalance). The two",
+             "Mixtral rows are one plan measured on two Megatron-Core releases (v0.8 and v0.9): one prediction against two",
+             "figures, not two independent plans.",
              f"Mean absolute error {statistics.mean(errors):.1%} over {len(errors)} predicted MoE cases "
              f"({sum(e <= TOLERANCE for e in errors)} within ±{TOLERANCE:.0%}); {len(moe) - len(errors)} not predicted.", "",
              "| case | model | published | predicted | error | plan | note | source |", "|---|---|---|---|---|---|---|---|"]

@@ -23,8 +23,8 @@ How each metric was computed by its authors (a prediction must use the same conv
   ``num_floating_point_operations`` counts them (active experts only, no recompute; the MCore v0.8 formula,
   ``experiments.validate.megatron_core_flops``). Only the MoE cases (:data:`MOE_CASES`) use it.
 
-Cases with a ``requires`` note (:data:`MOE_CASES`, :data:`PENDING_CASES`) are published runs the model cannot
-express yet; ``experiments.validate`` lists them with that note instead of predicting them.
+Cases with a ``requires`` note (the Qwen3-235B rows of :data:`MOE_CASES`, :data:`PENDING_CASES`) are published runs
+the model cannot express yet; ``experiments.validate`` lists them with that note instead of predicting them.
 
 Every case names its training ``stack`` (a profile of :mod:`phaze_env.stacks`); the case a profile's
 efficiency is fitted to is that profile's ``calibration``.
