@@ -20,11 +20,11 @@ How each metric was computed by its authors (a prediction must use the same conv
 * ``tokens_s_per_device`` — tokens per second per GPU: global batch × sequence over the iteration time and
   the GPU count.
 * ``mcore_tflops_per_device`` (Megatron-Core's MoE runs) — model teraFLOP/s per GPU as Megatron-LM's
-  ``num_floating_point_operations`` counts them (active experts only, no recompute). Only the MoE cases
-  (:data:`MOE_CASES`) use it; they are data until the plan has expert parallelism (issue 19).
+  ``num_floating_point_operations`` counts them (active experts only, no recompute; the MCore v0.8 formula,
+  ``experiments.validate.megatron_core_flops``). Only the MoE cases (:data:`MOE_CASES`) use it.
 
-Cases with a ``requires`` note (:data:`MOE_CASES`, :data:`PENDING_CASES`) are published runs the model cannot
-express yet; ``experiments.validate`` lists them with that note instead of predicting them.
+Cases with a ``requires`` note (the Qwen3-235B rows of :data:`MOE_CASES`, :data:`PENDING_CASES`) are published runs
+the model cannot express yet; ``experiments.validate`` lists them with that note instead of predicting them.
 
 Every case names its training ``stack`` (a profile of :mod:`phaze_env.stacks`); the case a profile's
 efficiency is fitted to is that profile's ``calibration``.
@@ -216,14 +216,26 @@ CASES: tuple[ValidationCase, ...] = (
 )
 
 
-NEEDS_EXPERT_PARALLELISM = "expert parallelism (issue 19)"
-NEEDS_FULL_SHARDING = "ZeRO-3 sharding of weights and gradients, with its all-gathers overlapped with compute (PyTorch FSDP)"
+NEEDS_FSDP_SYSTEM = ("a cluster preset with the runs' 400 Gb/s per node between A100 nodes (dgx-a100 has 1,600) and a "
+                     "PyTorch FSDP stack profile (ZeRO-3 is in the plan; no FSDP run is fitted or validated yet)")
+NEEDS_QWEN3_235B = "a qwen3-235b-a22b workload (94 layers, 128 experts top-8; not a built-in)"
 MCORE_MOE_README = ("NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md at commit 0b981f9c53 (2024-08-02): "
                     "'Mixtral 8X7B bf16 training to achieve 438 TFLOPS as of MCore v0.8', with the 'reference parallel "
                     "mappings of MCore v0.8' table (Mixtral 8x7B dropless, all-to-all dispatcher, BF16, 64 GPUs, "
-                    "seq 4096, TP 1, EP 8, PP 4, VP 8, MBS 1, GBS 256) on 8×H100 80GB nodes, NVLink 4, 8×400 Gb/s IB")
+                    "seq 4096, TP 1, EP 8, PP 4, VP 8, MBS 1, GBS 256) on 8×H100 80GB nodes, NVLink 4, 8×400 Gb/s IB; "
+                    "the README's Mixtral example runs --use-distributed-optimizer (ZeRO-1) without recompute, and "
+                    "TE's fused attention (written as selective recompute, as the H100 cases)")
+MCORE_V09_README = ("NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md at commit c230e0d7c2 (2024-11-21): "
+                    "'This boosts Mixtral 8X7B bf16 training to achieve 468 TFLOPS as of MCore v0.9'; the page's reference "
+                    "mapping (still titled MCore v0.8) and server are unchanged: Mixtral 8x7B dropless, all-to-all, BF16, "
+                    "64 GPUs, seq 4096, TP 1, EP 8, PP 4, VP 8, MBS 1, GBS 256, 8×H100 80GB nodes, 8×400 Gb/s IB")
 MOE_MODEL_ZOO_QWEN3 = ("yanring/Megatron-MoE-ModelZoo best_practice/qwen3/readme.md (Megatron-Core, commit 020b813), "
                        "H100 table: Qwen3-235B-A22B, BF16, 256 H100 GPUs, NVLink 4, InfiniBand 8×50 GB/s, seq 4096")
+MEGATRON_BRIDGE_QWEN3_30B = (
+    "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md (commit 4ab94dfad36641cabdeb96452b21bf676aac4772), "
+    "'{release} NeMo Container', Pre-Training, Qwen3_30B_a3B on DGX-H100: {gpus} GPUs, {fmt}, GBS {batch}, MBS {mbs}, "
+    "sequence length 4096, TP 1, PP {p}, CP 1, VP {v}, EP {e}: {tokens:g} tokens/s per GPU; recompute and the optimizer "
+    "are not on the page: the cases take fused attention (selective, as the H100 cases) and the distributed optimizer")
 
 
 def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave: int, step_s: float, tflops: float,
@@ -233,19 +245,45 @@ def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave:
         cluster="dgx-h100", n_devices=256, global_batch=2048, tensor=tensor, pipeline=pipeline,
         data=256 // (tensor * pipeline), microbatch=1, interleave=interleave, sequence_parallel=tensor > 1,
         recompute=recompute, metric="mcore_tflops_per_device", published=tflops, expert_parallel=expert,
-        requires=NEEDS_EXPERT_PARALLELISM, source=f"{MOE_MODEL_ZOO_QWEN3}; row TP {tensor}, EP {expert}, PP {pipeline}, VPP {interleave}, MBS 1, "
+        requires=NEEDS_QWEN3_235B, source=f"{MOE_MODEL_ZOO_QWEN3}; row TP {tensor}, EP {expert}, PP {pipeline}, VPP {interleave}, MBS 1, "
                f"GBS 2048: {step_s:g} s per step, {tflops:g} TFLOP/s per GPU")
 
 
+def _bridge_qwen3_30b(release: str, batch: int, microbatch: int, pipeline: int, interleave: int, expert: int,
+                      tokens_s: float, published_format: str = "FP8") -> ValidationCase:
+    gpus, seq = 16, 4096
+    return ValidationCase(
+        name=f"bridge{release.replace('.', '')}-qwen3-30b-a3b-fp8", workload="qwen3-30b-a3b", seq_len=seq,
+        accelerator="h100", cluster="dgx-h100", n_devices=gpus, global_batch=batch, tensor=1, pipeline=pipeline,
+        data=gpus // pipeline, microbatch=microbatch, interleave=interleave, recompute="selective",
+        metric="tokens_s_per_device", published=tokens_s, number_format="fp8", zero=1, expert_parallel=expert,
+        source=MEGATRON_BRIDGE_QWEN3_30B.format(release=release, gpus=gpus, fmt=published_format, batch=batch,
+                                                mbs=microbatch, p=pipeline, v=interleave if interleave > 1 else "n/a",
+                                                e=expert, tokens=tokens_s))
+
+
 MOE_CASES: tuple[ValidationCase, ...] = (
-    # Published MoE training runs with their plans (issue 20 item 6). Data only: they need expert parallelism
-    # in the plan (issue 19), so experiments.validate lists them without predicting them.
+    # Published MoE training runs with their plans (issue 20 item 6), predicted with expert parallelism (issue 19) on
+    # the h100 preset and dgx-h100 cluster; the Megatron-Core runs use the megatron-lm profile's structure with
+    # dgx-h100's own efficiency (nothing fitted), as the H100 cases do.
     ValidationCase(
         name="mcore-mixtral-8x7b", workload="mixtral-8x7b", seq_len=4096, accelerator="h100", cluster="dgx-h100",
         n_devices=64, global_batch=256, tensor=1, pipeline=4, data=16, microbatch=1, interleave=8,
-        recompute="none", metric="mcore_tflops_per_device", published=438.0, expert_parallel=8,
-        requires=NEEDS_EXPERT_PARALLELISM, source=MCORE_MOE_README),
-    # Qwen3-235B-A22B (94 layers, 128 experts top-8; not yet in the workload registry). Recompute as
+        recompute="selective", zero=1, metric="mcore_tflops_per_device", published=438.0, expert_parallel=8,
+        source=MCORE_MOE_README),
+    # The same plan three months later (MCore v0.9): the software's gain on one plan, not an independent plan.
+    ValidationCase(
+        name="mcore-v09-mixtral-8x7b", workload="mixtral-8x7b", seq_len=4096, accelerator="h100", cluster="dgx-h100",
+        n_devices=64, global_batch=256, tensor=1, pipeline=4, data=16, microbatch=1, interleave=8,
+        recompute="selective", zero=1, metric="mcore_tflops_per_device", published=468.0, expert_parallel=8,
+        source=MCORE_V09_README),
+    # Megatron-Bridge (Megatron-Core) Qwen3-30B-A3B on two DGX-H100 nodes, three releases with three plans. The same
+    # plan as 26.02.01's ran at 5113 tokens/s per GPU in 26.02: the releases' software moves these figures.
+    #                 release    batch mbs p  vp  ep  tokens/s per GPU
+    _bridge_qwen3_30b("26.04", 1024, 1, 1, 1, 16, 8901),
+    _bridge_qwen3_30b("26.02.01", 1024, 1, 2, 12, 8, 9058),
+    _bridge_qwen3_30b("25.11", 512, 2, 2, 24, 8, 5275, published_format="FP8-CS"),
+    # Qwen3-235B-A22B (94 layers, 128 experts top-8; not in the workload registry). Recompute as
     # published: "norm, act" = selective recompute of layer norms and the expert activation (written as
     # "selective"); the third row lists none.
     #           label                     t  ep  p  vpp  s/step TFLOP/s recompute
@@ -257,7 +295,8 @@ MOE_CASES: tuple[ValidationCase, ...] = (
 
 FMS_FSDP = ("foundation-model-stack/fms-fsdp README.md (IBM, PyTorch FSDP with SDPA flash attention; commit 0d31998): "
             "'Training Throughput (128 GPUs)' table, 128 × A100, sequence 4096 (Llama 2); 'Batch Size' is per GPU; "
-            "the interconnect is not stated there (dgx-a100 is a stand-in to check)")
+            "the interconnect: pytorch/pytorch.github.io _posts/2024-03-13-maximizing-training.md ('128 A100 GPUs with "
+            "400Gbps network connectivity and GPU direct RDMA', '400Gbps inter-node interconnect')")
 
 
 def _fms_fsdp(size: str, workload: str, per_gpu_batch: int, hybrid: bool, checkpointing: bool,
@@ -265,8 +304,8 @@ def _fms_fsdp(size: str, workload: str, per_gpu_batch: int, hybrid: bool, checkp
     return ValidationCase(
         name=f"fms-fsdp-llama2-{size}", workload=workload, seq_len=4096, accelerator="a100", cluster="dgx-a100",
         n_devices=128, global_batch=128 * per_gpu_batch, tensor=1, pipeline=1, data=128, microbatch=per_gpu_batch,
-        recompute="full" if checkpointing else "none", zero=1, metric="tokens_s_per_device", published=tokens_s,
-        stack="pytorch-fsdp", requires=NEEDS_FULL_SHARDING,
+        recompute="full" if checkpointing else "none", zero=3, metric="tokens_s_per_device", published=tokens_s,
+        stack="pytorch-fsdp", requires=NEEDS_FSDP_SYSTEM,
         source=f"{FMS_FSDP}; row {size}: {'HSDP' if hybrid else 'FSDP'}, activation checkpointing {checkpointing}, "
                f"batch {per_gpu_batch}: {tokens_s:g} tokens/GPU/s")
 
