@@ -106,18 +106,37 @@ def test_tensor_parallel_refused_with_a_clear_error():
         model_graph("deepseek-v2-lite", seq_len=SEQ, tensor_width=2)
 
 
+# Two dense layers, then three MoE layers of 8 experts (top-2).
+TINY = custom_workload(
+    "tiny-deepseek", "DeepseekV2Config", "DeepseekV2ForCausalLM", 32, hidden_size=64, num_hidden_layers=5,
+    num_attention_heads=4, num_key_value_heads=4, intermediate_size=160, moe_intermediate_size=32,
+    n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=2, kv_lora_rank=32,
+    q_lora_rank=None, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, vocab_size=128,
+    max_position_embeddings=64, tie_word_embeddings=False)
+
+
 def test_leading_dense_layers_counted_from_the_config():
     """Two dense layers: the trace holds one, the graph repeats it twice; parameters still match HF exactly."""
-    workload = custom_workload(
-        "tiny-deepseek", "DeepseekV2Config", "DeepseekV2ForCausalLM", 32, hidden_size=64, num_hidden_layers=5,
-        num_attention_heads=4, num_key_value_heads=4, intermediate_size=160, moe_intermediate_size=32,
-        n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=2, kv_lora_rank=32,
-        q_lora_rank=None, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, vocab_size=128,
-        max_position_embeddings=64, tie_word_embeddings=False)
-    assert workload.family == "deepseek_v2" and workload.num_experts == 8
-    graph = model_graph(workload)
+    assert TINY.family == "deepseek_v2" and TINY.num_experts == 8 and TINY.leading_dense_layers == 2
+    graph = model_graph(TINY)
     assert [(layer.name, layer.repeat) for layer in graph.layers] == [("pre", 1), ("dense", 2), ("block", 3), ("post", 1)]
-    assert graph.params_total == sum(p.numel() for p in hf_model(workload).parameters())
+    assert graph.params_total == sum(p.numel() for p in hf_model(TINY).parameters())
+
+
+def test_evaluate_times_the_dense_layer_apart():
+    """The placement search takes the dense layer with its own schedule: both layer kinds are timed, differently."""
+    from phaze_env.cluster import get_cluster
+    from phaze_env.evaluate import evaluate
+    from phaze_env.hardware import get_preset
+    from phaze_env.plan_spec import PlanSpec
+
+    cluster = get_cluster("dgx-h100", 8, global_batch=16, optimizer="adam")
+    result = evaluate(TINY, get_preset("tpuv4"), cluster, plan=PlanSpec(t=1, microbatch=1), microbatch=(1,),
+                      tensor_widths=(1,))
+    assert result.feasible
+    timings = next(iter(result.layer_timings.values()))
+    assert set(timings) == {"pre", "dense", "block", "post"}
+    assert timings["dense"] != timings["block"]
 
 
 def test_real_rotary_equals_the_complex_one():
