@@ -13,7 +13,7 @@ import torch
 
 from phaze_env.workloads import custom_workload, get_trace, get_workload, model_graph
 from phaze_env.workloads.deepseek import RealRotaryEmbedding, real_valued_rotary
-from phaze_env.workloads.trace import TensorParallelError, build_meta_model
+from phaze_env.workloads.trace import TensorParallelError, TraceError, build_meta_model
 
 SEQ = 256
 PUBLISHED_ACTIVE = 2_400_000_000  # the model card's "2.4B activated": 2.45 B without the embedding table, 2.66 B with
@@ -107,12 +107,18 @@ def test_tensor_parallel_refused_with_a_clear_error():
 
 
 # Two dense layers, then three MoE layers of 8 experts (top-2).
-TINY = custom_workload(
-    "tiny-deepseek", "DeepseekV2Config", "DeepseekV2ForCausalLM", 32, hidden_size=64, num_hidden_layers=5,
-    num_attention_heads=4, num_key_value_heads=4, intermediate_size=160, moe_intermediate_size=32,
-    n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=2, kv_lora_rank=32,
-    q_lora_rank=None, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, vocab_size=128,
+TINY_CONFIG = dict(
+    hidden_size=64, num_hidden_layers=5, num_attention_heads=4, num_key_value_heads=4, intermediate_size=160,
+    moe_intermediate_size=32, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=2,
+    kv_lora_rank=32, q_lora_rank=None, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, vocab_size=128,
     max_position_embeddings=64, tie_word_embeddings=False)
+
+
+def tiny(**changes):
+    return custom_workload("tiny-deepseek", "DeepseekV2Config", "DeepseekV2ForCausalLM", 32, **(TINY_CONFIG | changes))
+
+
+TINY = tiny()
 
 
 def test_leading_dense_layers_counted_from_the_config():
@@ -121,6 +127,11 @@ def test_leading_dense_layers_counted_from_the_config():
     graph = model_graph(TINY)
     assert [(layer.name, layer.repeat) for layer in graph.layers] == [("pre", 1), ("dense", 2), ("block", 3), ("post", 1)]
     assert graph.params_total == sum(p.numel() for p in hf_model(TINY).parameters())
+
+
+def test_all_dense_layers_refused():
+    with pytest.raises(TraceError, match="all 5 layers are dense"):
+        model_graph(tiny(first_k_dense_replace=5))
 
 
 def test_evaluate_times_the_dense_layer_apart():

@@ -135,6 +135,9 @@ def _quiet_transformers() -> None:
 
 def traced_dense_layers(workload: Workload) -> int:
     """Leading dense layers in the traced model: one stands for all of them (they are alike)."""
+    if workload.leading_dense_layers >= workload.num_layers:
+        raise TraceError(f"workload {workload.name!r}: all {workload.num_layers} layers are dense "
+                         f"(first_k_dense_replace {workload.leading_dense_layers}); no MoE layer to repeat")
     return min(workload.leading_dense_layers, 1)
 
 
