@@ -96,7 +96,8 @@ class Workload:
         """Routed experts per MoE layer from the config (``num_local_experts``, ``num_experts`` or DeepSeek's
         ``n_routed_experts``); 0 for a dense model."""
         cfg = self.config_dict
-        return int(next((cfg[key] for key in ("num_local_experts", "num_experts", "n_routed_experts") if cfg.get(key)), 0))
+        keys = ("num_local_experts", "num_experts", "n_routed_experts")
+        return int(next((cfg[key] for key in keys if cfg.get(key)), 0))
 
     @property
     def leading_dense_layers(self) -> int:
