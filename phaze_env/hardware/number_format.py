@@ -32,9 +32,10 @@ from collections.abc import Sequence
 from phaze_env.workloads.graph import ModelGraph, Op
 
 NUMBER_FORMATS: tuple[str, ...] = ("bf16", "fp8")
-FP8_LAYERS: tuple[str, ...] = ("block",)
-"""Layers whose weight GEMMs run in FP8: the repeated transformer blocks (``phaze_env.workloads.build`` names
-them ``block``); ``pre`` (embedding) and ``post`` (final norm, LM head, loss) stay in bf16."""
+FP8_LAYERS: tuple[str, ...] = ("block", "dense")
+"""Layers whose weight GEMMs run in FP8: the transformer blocks (``phaze_env.workloads.build`` names them
+``block``, and DeepSeek's leading dense blocks ``dense``); ``pre`` (embedding) and ``post`` (final norm, LM head,
+loss) stay in bf16."""
 FP8_GEMM_KINDS: tuple[str, ...] = ("matmul",)
 """Operator kinds that run in FP8 inside those layers: the weight (Linear) GEMMs; ``bmm`` (attention) does not."""
 FP8_MAC_RATE = 2.0

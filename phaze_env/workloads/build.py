@@ -10,10 +10,11 @@ from phaze_env.workloads.model import build_layer, check_tensor_width, fuse, reg
 from phaze_env.workloads.registry import Workload, get_workload
 from phaze_env.workloads.trace import Trace, TraceError, sharded_ops, trace_workload
 
-GRAPH_FORMAT_VERSION = 7  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
+GRAPH_FORMAT_VERSION = 8  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
 # 5: tensor-parallel roles read from the graph's structure, traces list the unsplittable block matmuls;
 # 6: mixture-of-experts blocks traced as static stand-ins, raw ops carry their MoE role;
-# 7: layers carry their routed experts' parameter bytes and routed-token bytes (expert parallelism)
+# 7: layers carry their routed experts' parameter bytes and routed-token bytes (expert parallelism);
+# 8: leading dense layers (DeepSeek's first_k_dense_replace) traced as their own layer, ``dense``
 TENSOR_WIDTHS = (1, 2, 4, 8)
 ID_BYTES = 8  # int64 token ids enter the pre-layers
 LOSS_BYTES = 4  # a scalar fp32 loss leaves the post-layers
@@ -55,7 +56,8 @@ def _validate(workload: Workload, seq_len: int, microbatch: int, tensor_width: i
 
 def model_graph(workload: str | Workload, *, seq_len: int | None = None, microbatch: int = 1, tensor_width: int = 1,
                 bytes_per_element: int = 2, cache: bool = True) -> ModelGraph:
-    """The model as pre-layers, the repeated layer × L and post-layers, at one tensor-parallel width.
+    """The model as pre-layers, the repeated layer × L and post-layers, at one tensor-parallel width (with
+    leading dense layers, as DeepSeek's: pre, dense × k, the repeated MoE layer × (L − k), post).
 
     Every layer has forward and backward operator DAGs (fused), parameters, FLOPs, stashed-activation and
     boundary bytes for one microbatch. Results are cached on disk, keyed by the content of the arguments.
@@ -81,10 +83,13 @@ def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, 
     hidden_bytes = trace.boundary_elements["pre"] * bpe
     out_bytes = trace.boundary_elements["block0"] * bpe
     owned = _owned_params(trace)
+    dense = workload.leading_dense_layers
+    dense_out_bytes = trace.boundary_elements["dense"] * bpe if dense else hidden_bytes
     layers = []
     for region, name, repeat, in_bytes, layer_out in (
         ("pre", "pre", 1, tokens * ID_BYTES, hidden_bytes),
-        ("block0", "block", workload.num_layers, hidden_bytes, out_bytes),
+        *((("dense", "dense", dense, hidden_bytes, dense_out_bytes),) if dense else ()),
+        ("block0", "block", workload.num_layers - dense, dense_out_bytes, out_bytes),
         ("post", "post", 1, out_bytes, LOSS_BYTES),
     ):
         ops = [op for op in trace.ops if op.region == region]
@@ -108,7 +113,7 @@ def _routed_elements(expert_ops: list) -> int:
 
 def _owned_params(trace: Trace) -> dict[str, set[str]]:
     """Each parameter is owned (counted once) by the first region that uses it."""
-    owned: dict[str, set[str]] = {"pre": set(), "block0": set(), "block1": set(), "post": set()}
+    owned: dict[str, set[str]] = {"pre": set(), "dense": set(), "block0": set(), "block1": set(), "post": set()}
     seen: set[str] = set()
     for op in trace.ops:
         for fqn in op.params:

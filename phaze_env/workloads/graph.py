@@ -86,7 +86,7 @@ class OpGraph:
 class Layer:
     """A layer of the model: pre-layers (embeddings), a repeated transformer block, post-layers (head, loss)."""
 
-    name: str  # "pre", "block", "post"
+    name: str  # "pre", "dense" (leading dense layers before the MoE ones: DeepSeek), "block", "post"
     repeat: int
     fwd: OpGraph
     bwd: OpGraph

@@ -6,7 +6,8 @@ device there is no routing to follow. For the trace, :func:`replace_sparse_moe_b
 block for :class:`StaticSparseMoe`, which holds the *same* parameter objects under the same names (so the
 parameter count and names are the HF model's) and does the same work under a known load:
 
-* the router: a linear to the expert logits, softmax, top-k (renormalised when the family does);
+* the router: a linear to the expert logits, softmax, top-k (renormalised when the family does, scaled by
+  DeepSeek's ``routed_scaling_factor`` when it is not 1);
 * the routed experts as one batched matmul over the experts (batch dimension = experts): every expert
   gathers ``C = expert_capacity(tokens, top_k, experts, factor)`` tokens with a static index, runs its
   gated MLP, scales by the routing weights and scatter-adds back (``index_add``);
@@ -37,16 +38,18 @@ class ExpertRouter(nn.Module):
 
     moe_role = "router"
 
-    def __init__(self, weight: nn.Parameter, top_k: int, normalise: bool):
+    def __init__(self, weight: nn.Parameter, top_k: int, normalise: bool, scale: float = 1.0):
         super().__init__()
         self.weight = weight
-        self.top_k, self.normalise = top_k, normalise
+        self.top_k, self.normalise, self.scale = top_k, normalise, scale
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         logits = F.linear(hidden.to(self.weight.dtype), self.weight)
         weights, _ = torch.topk(torch.softmax(logits.float(), dim=-1), self.top_k, dim=-1)
         if self.normalise:
             weights = weights / weights.sum(dim=-1, keepdim=True)
+        if self.scale != 1:
+            weights = weights * self.scale
         return weights.to(hidden.dtype)
 
 
@@ -123,7 +126,7 @@ def _static(block: nn.Module, config, load_factor: float) -> StaticSparseMoe:
     """The static stand-in of one HF sparse-MoE block (the family is read from the block's class name)."""
     family = type(block).__name__
     gate, experts = block.gate, block.experts
-    shared, shared_gate = None, None
+    shared, shared_gate, scale = None, None, 1.0
     if family == "MixtralSparseMoeBlock":
         normalise = True
     elif family in ("Qwen3MoeSparseMoeBlock", "OlmoeSparseMoeBlock"):
@@ -131,14 +134,20 @@ def _static(block: nn.Module, config, load_factor: float) -> StaticSparseMoe:
     elif family == "Qwen2MoeSparseMoeBlock":
         normalise = bool(config.norm_topk_prob)
         shared, shared_gate = ("shared_expert", block.shared_expert), SharedExpertGate(block.shared_expert_gate.weight)
+    elif family == "DeepseekV2Moe":
+        if gate.topk_method != "greedy":  # group-limited routing adds a per-group top-k not modelled here
+            raise ValueError(f"no static stand-in for DeepSeek-V2 routing {gate.topk_method!r} (only 'greedy')")
+        normalise, scale = False, float(gate.routed_scaling_factor)  # HF's DeepseekV2TopkRouter never renormalises
+        shared = ("shared_experts", block.shared_experts)
     else:
         raise ValueError(f"no static stand-in for the MoE block {family}")
-    router = ExpertRouter(gate.weight, gate.top_k, normalise)
+    router = ExpertRouter(gate.weight, gate.top_k, normalise, scale)
     static_experts = StaticExperts(experts.gate_up_proj, experts.down_proj, experts.act_fn, load_factor)
     return StaticSparseMoe(router, static_experts, shared, shared_gate)
 
 
-SPARSE_MOE_BLOCKS = ("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "Qwen3MoeSparseMoeBlock", "OlmoeSparseMoeBlock")
+SPARSE_MOE_BLOCKS = ("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "Qwen3MoeSparseMoeBlock", "OlmoeSparseMoeBlock",
+                     "DeepseekV2Moe")
 
 
 def replace_sparse_moe_blocks(model: nn.Module, load_factor: float) -> None:

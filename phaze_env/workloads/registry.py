@@ -22,6 +22,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "qwen2_moe": ("Qwen2MoeForCausalLM", "Qwen2MoeConfig"),
     "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig"),
     "olmoe": ("OlmoeForCausalLM", "OlmoeConfig"),
+    "deepseek_v2": ("DeepseekV2ForCausalLM", "DeepseekV2Config"),
 }
 
 # Narayanan et al. 2021 §5.1 (and the Megatron-LM README): vocabulary 51,200, sequence length 2048.
@@ -92,9 +93,16 @@ class Workload:
 
     @property
     def num_experts(self) -> int:
-        """Routed experts per MoE layer from the config (``num_local_experts`` or ``num_experts``); 0 for a dense model."""
+        """Routed experts per MoE layer from the config (``num_local_experts``, ``num_experts`` or DeepSeek's
+        ``n_routed_experts``); 0 for a dense model."""
         cfg = self.config_dict
-        return int(next((cfg[key] for key in ("num_local_experts", "num_experts") if cfg.get(key)), 0))
+        keys = ("num_local_experts", "num_experts", "n_routed_experts")
+        return int(next((cfg[key] for key in keys if cfg.get(key)), 0))
+
+    @property
+    def leading_dense_layers(self) -> int:
+        """Dense layers before the repeated MoE layers (DeepSeek's ``first_k_dense_replace``); 0 for most models."""
+        return int(self.config_dict.get("first_k_dense_replace") or 0)
 
     @property
     def expert_load_factor(self) -> float:
@@ -267,6 +275,18 @@ BUILTIN: dict[str, Workload] = {
             norm_topk_prob=True, vocab_size=151936, max_position_embeddings=40960, tie_word_embeddings=False)),
             4096, 30_500_000_000, "Qwen team 2025, Qwen3-30B-A3B model card: 30.5 B parameters, 3.3 B activated, "
             "128 experts top-8, 48 layers, 32 query / 4 key-value heads; HF Qwen/Qwen3-30B-A3B config.json"),
+        # Multi-head latent attention (no query compression: q_lora_rank None) and a dense first layer
+        # (first_k_dense_replace 1) before 26 DeepSeekMoE layers; its yarn rope_scaling changes no shape or FLOP.
+        Workload("deepseek-v2-lite", "deepseek_v2", _freeze(dict(
+            hidden_size=2048, num_hidden_layers=27, num_attention_heads=16, num_key_value_heads=16,
+            intermediate_size=10944, moe_intermediate_size=1408, n_routed_experts=64, n_shared_experts=2,
+            num_experts_per_tok=6, first_k_dense_replace=1, topk_method="greedy", routed_scaling_factor=1.0,
+            kv_lora_rank=512, q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+            vocab_size=102400, max_position_embeddings=163840, tie_word_embeddings=False)),
+            4096, 15_700_000_000, "DeepSeek-AI 2024 (DeepSeek-V2, arXiv:2405.04434) and the DeepSeek-V2-Lite model "
+            "card: 15.7 B parameters, 2.4 B activated, 27 layers, hidden 2048, 16 heads of 128, KV compression 512, "
+            "first layer dense, then 2 shared + 64 routed experts of 1408, 6 activated; pre-training sequence 4K; "
+            "HF deepseek-ai/DeepSeek-V2-Lite config.json (intermediate_size 10944, vocabulary 102,400)"),
     )
 }
 

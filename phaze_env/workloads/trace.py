@@ -9,7 +9,9 @@ training data path:
 * index/mask arithmetic (non-floating outputs, or values not derived from any parameter) is dropped:
   it is tiny, and a pipeline stage regenerates it rather than receiving it;
 * each remaining node becomes a :class:`RawOp` tagged with its region — ``pre`` (embeddings), ``block``
-  (layer 0, checked identical to layer 1) or ``post`` (final norm, head, loss) — and its role for
+  (layer 0, checked identical to layer 1) or ``post`` (final norm, head, loss); a model whose first layers
+  differ from the rest (DeepSeek's dense layers before the MoE ones) is traced with one of them first, in
+  region ``dense`` — and its role for
   Megatron tensor parallelism (column-/row-parallel linear, vocabulary-parallel embedding/head), read
   from the graph's structure, not from module names (:func:`assign_tensor_parallel_roles`).
 
@@ -95,7 +97,7 @@ class RawOp:
     name: str
     aten: str
     kind: str
-    region: str  # "pre" | "block0" | "block1" | "post"
+    region: str  # "pre" | "dense" (a leading dense layer) | "block0" | "block1" | "post"
     module: str
     role: str = "replicated"  # "column" | "row" | "vocab_head" | "vocab_embedding" | "sharded" | "replicated"
     moe_role: str = ""  # "router" | "expert" (the routed experts, to shard over expert-parallel ranks) | ""
@@ -131,8 +133,17 @@ def _quiet_transformers() -> None:
     logging.getLogger("transformers").setLevel(logging.ERROR)
 
 
+def traced_dense_layers(workload: Workload) -> int:
+    """Leading dense layers in the traced model: one stands for all of them (they are alike)."""
+    if workload.leading_dense_layers >= workload.num_layers:
+        raise TraceError(f"workload {workload.name!r}: all {workload.num_layers} layers are dense "
+                         f"(first_k_dense_replace {workload.leading_dense_layers}); no MoE layer to repeat")
+    return min(workload.leading_dense_layers, 1)
+
+
 def build_meta_model(workload: Workload, num_layers: int = 2):
-    """The workload's model with ``num_layers`` layers on the meta device (eager attention, eval mode)."""
+    """The workload's model with ``num_layers`` repeated layers (after one leading dense layer, if it has such
+    layers) on the meta device (eager attention, eval mode)."""
     _quiet_transformers()
     import torch
     import transformers
@@ -142,7 +153,9 @@ def build_meta_model(workload: Workload, num_layers: int = 2):
     config_cls = getattr(transformers, workload.config_class)
     model_cls = getattr(transformers, workload.model_class)
     kwargs = workload.config_dict
-    kwargs[workload.layer_count_key] = num_layers
+    kwargs[workload.layer_count_key] = traced_dense_layers(workload) + num_layers
+    if workload.leading_dense_layers:
+        kwargs["first_k_dense_replace"] = traced_dense_layers(workload)
     try:
         config = config_cls(**kwargs)
     except Exception as exc:  # noqa: BLE001 - surface config errors with the workload's name
@@ -162,13 +175,16 @@ def export_model(workload: Workload, microbatch: int, seq_len: int):
     """``torch.export`` (non-strict) of the two-layer meta model with token ids and labels."""
     import torch
 
+    from phaze_env.workloads.deepseek import real_valued_rotary
+
     model = build_meta_model(workload)
     ids = torch.zeros(microbatch, seq_len, dtype=torch.long, device="meta")
     kwargs = {"input_ids": ids, "labels": ids}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return torch.export.export(model, (), kwargs, strict=False)
+            with real_valued_rotary(model):
+                return torch.export.export(model, (), kwargs, strict=False)
     except Exception as exc:  # noqa: BLE001
         raise TraceError(f"workload {workload.name!r}: torch.export failed at microbatch {microbatch}, "
                          f"sequence {seq_len}: {type(exc).__name__}: {exc}") from exc
@@ -235,6 +251,7 @@ def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
     param_users: dict[str, set[str]] = {}
     token_ids = set(signature.user_inputs)  # input_ids and labels (export may pass one for both), and their views
     token_embeddings: set[str] = set()
+    dense = traced_dense_layers(workload)
 
     for node in graph.nodes:
         if node.op == "placeholder":
@@ -272,7 +289,8 @@ def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
                    in_shapes=shapes, out_elements=_numel(out_shape),
                    in_elements=max((_numel(s) for s in shapes), default=0), moe_role=moe_role_of(_module_types(node)))
         if match:
-            op.region = f"block{match.group(1)}"
+            index = int(match.group(1)) - dense
+            op.region = "dense" if index < 0 else f"block{index}"
         if aten in MATMUL_OPS:
             op.kind = "matmul" if param_inputs else "bmm"
             op.gemms = _gemms(aten, shapes, out_shape)
@@ -351,9 +369,9 @@ def assign_tensor_parallel_roles(ops: list[RawOp], token_embeddings: set[str]) -
         if head.gemms[0][3] in vocabulary_sizes:
             head.role = "vocab_head"
     unsplittable: dict[str, str] = {}
-    for region in dict.fromkeys(op.region for op in ops if op.region.startswith("block")):
+    for region in dict.fromkeys(op.region for op in ops if op.region not in ("pre", "post")):
         for module, reason in _assign_block_roles([op for op in ops if op.region == region], ops).items():
-            if region == "block0":
+            if region != "block1":  # the copy of block0
                 unsplittable.setdefault(module, reason)
     return unsplittable
 
@@ -429,7 +447,7 @@ def _assign_outer_regions(ops: list[RawOp]) -> None:
 
 def _boundary_elements(ops: list[RawOp], by_name: dict[str, RawOp]) -> dict[str, int]:
     """Elements of the activations produced in (or before) a region and consumed after it."""
-    order = {"pre": 0, "block0": 1, "block1": 2, "post": 3}
+    order = {"pre": 0, "dense": 1, "block0": 2, "block1": 3, "post": 4}
     crossing: dict[str, set[str]] = {r: set() for r in order}
     for op in ops:
         for producer in op.inputs:
