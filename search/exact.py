@@ -86,7 +86,7 @@ class ExactSearch:
         for name in c.names:
             self.progress.bounding(name, len(c.arch))
             self.bounds[name] = throughput_bounds(c.workload(name), c.arch, c.cluster, microbatch=c.space.microbatch,
-                                                  tensor_widths=c.tensor_widths, seq_len=c.seq_len)
+                                                  tensor_widths=c.tensor_widths, seq_len=c.seq_len, plan=c.plan)
 
     # --- one (workload, architecture) --------------------------------------------------------------
     def _submit(self, workload: str, index: int, prune_below: float | None):
