@@ -23,7 +23,14 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
   the stage time, p2p beyond one boundary tensor and the memory limit are left out: each only adds time to
   a plan or removes plans, never the reverse, so leaving them out keeps ``time`` a lower bound;
 * the all-reduce is :meth:`Cluster.collective_s` itself at the smallest gradient share ``P/p`` any stage can
-  hold (the collective's time grows with its payload), on the stride ``t`` the DP uses.
+  hold (the collective's time grows with its payload), on the stride ``t`` the DP uses;
+* expert parallelism ``e`` (a searched plan that leaves ``e`` free or pins it): the layers' compute is the same
+  at every ``e`` and the all-to-alls only add, but the sync shrinks — dense bytes are all-reduced over ``d``,
+  the ``1/e`` expert shard over the ``d/e`` expert replicas ``t·e`` apart, and only ``d`` that ``e`` divides
+  exist. The largest stage's sync is at least the stages' mean, ``dense/p`` over ``d`` plus
+  ``experts/(e·p)`` over ``d/e`` (both affine in the bytes), so the bound is taken per ``e`` and the
+  minimum time over the plan's ``e`` kept. The bound prices the ZeRO-0/1 all-reduce, so a searched plan
+  must pin ZeRO to 0 or 1 (:func:`search_plan_error`).
 """
 
 from __future__ import annotations
@@ -35,9 +42,10 @@ import numpy as np
 
 from phaze_env.comm import p2p_s
 from phaze_env.design import SystemArchSpace
-from phaze_env.evaluate import Cluster, valid_tensor_widths
+from phaze_env.evaluate import Cluster, expert_parallel_degrees, valid_tensor_widths
 from phaze_env.hardware import ArchSpace
 from phaze_env.placement.inputs import GRADIENT_FACTOR
+from phaze_env.plan_spec import PlanSpec
 from phaze_env.pricing import price_ops
 from phaze_env.workloads import OpGraph, Workload, model_graph
 
@@ -152,39 +160,49 @@ def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count: int) -> n
     return total
 
 
-def allreduce_line(cluster: Cluster, group: int, stride: int) -> tuple[float, float]:
+def allreduce_line(cluster: Cluster, group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[float, float]:
     """:meth:`Cluster.collective_s` of an all-reduce is affine in the payload (every ring term is): its seconds
     per byte (on the latency-free cluster) and its latency part, so the placement bound prices a group once
     for every gradient share ``P/p`` instead of once per pipeline depth."""
     seconds_per_byte = dataclasses.replace(cluster, link_latency_s=0.0, node_latency_s=0.0).collective_s(
-        "allreduce", 1.0, group, stride)
-    return seconds_per_byte, cluster.collective_s("allreduce", 1.0, group, stride) - seconds_per_byte
+        "allreduce", 1.0, group, stride, outer)
+    return seconds_per_byte, cluster.collective_s("allreduce", 1.0, group, stride, outer) - seconds_per_byte
 
 
 def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
-                           tensor_width: int, microbatch: int, cluster: Cluster) -> np.ndarray:
+                           tensor_width: int, microbatch: int, cluster: Cluster, expert_parallel: int = 1,
+                           expert_gradient_bytes: float = 0.0) -> np.ndarray:
     """Lower bound on the time per batch over every (p, d) placement, per architecture.
 
     Some stage holds at least its share ``T/p`` of the time, some stage holds at least ``⌈n/p⌉`` of the
     ``n`` layers (so at least the ``⌈n/p⌉`` fastest ones), and no stage is faster than its slowest layer.
     With ``p ≥ 2`` every stage also sends at least one boundary tensor (activations forward or input
-    gradients backward) of at least ``boundary_bytes`` per microbatch.
+    gradients backward) of at least ``boundary_bytes`` per microbatch. At ``expert_parallel`` ``e > 1``
+    only ``d`` that ``e`` divides count, and the ``expert_gradient_bytes`` part of ``gradient_bytes`` (the
+    whole model's, at ``e = 1``) is all-reduced as its ``1/e`` shard over the ``d/e`` expert replicas.
     """
     n, batch = cluster.n_devices, cluster.global_batch
     n_layers = int(repeats.sum())
     total_s = (layer_s * repeats[:, None]).sum(axis=0)
     slowest_s = layer_s.max(axis=0)
     best = np.full(total_s.shape, np.inf)
+    e = expert_parallel
     # the smallest d for each m_r: the same list for every p, cut at p's largest d (a prefix keeps its firsts)
-    d_all = np.arange(1, n // tensor_width + 1)
+    d_all = np.arange(e, n // tensor_width + 1, e)
     m_r_all = -(-batch // (d_all * microbatch))
     first = np.r_[True, m_r_all[1:] != m_r_all[:-1]]
     d_first, m_r_first = d_all[first], m_r_all[first]
+    dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
     lines = np.array([allreduce_line(cluster, int(k), tensor_width) for k in d_first]).reshape(-1, 2)
+    # the expert shard's all-reduce without its latency part (a stage may hold no experts)
+    expert_lines = np.array([allreduce_line(cluster, 1, tensor_width, (int(k) // e, tensor_width * e))[0]
+                             for k in d_first]) * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first))
     for p in range(1, min(n_layers, n // tensor_width) + 1):
         keep = d_first <= n // (tensor_width * p)
+        if not keep.any():  # no d that e divides fits beside p stages (nor beside more)
+            break
         m_r = m_r_first[keep]
-        allreduce = lines[keep, 0] * (gradient_bytes / p) + lines[keep, 1]
+        allreduce = lines[keep, 0] * (dense_bytes / p) + lines[keep, 1] + expert_lines[keep] / p
         crowded_s = smallest_layers_s(layer_s, repeats, -(-n_layers // p))
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
         if p > 1:
@@ -215,7 +233,7 @@ def bounding_cluster(cluster: Cluster) -> Cluster:
 
 
 def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster: Cluster, *, microbatch,
-                             tensor_widths, seq_len: int | None = None) -> np.ndarray:
+                             tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None) -> np.ndarray:
     """Upper bound on every system-space row's throughput (``cluster``: the training fields only).
 
     Rows sharing the HBM (bandwidth, efficiency), number format, topology and links share one
@@ -238,15 +256,41 @@ def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster:
                                num_vc=space.num_vc, buffer_mb=space.buffer_mb,
                                budget_mm2=max(acc.area_mm2 for acc in archs), area_window_lower=0.0, base=archs[0])
         group_bound = throughput_bounds(workload, arch_space, group_cluster, microbatch=microbatch,
-                                        tensor_widths=tensor_widths, seq_len=seq_len)
+                                        tensor_widths=tensor_widths, seq_len=seq_len, plan=plan)
         bound[members] = group_bound[[arch_space.index(acc) for acc in archs]]
     return bound
 
 
+def search_plan_error(plan: PlanSpec) -> str | None:
+    """Why the search's bounds cannot hold for ``plan`` (None: they hold). They price PHAZE's 1F1B bubble
+    (``v = 1``), the whole sequence on each rank (``c = 1``) and the ZeRO-0/1 all-reduce after the flush;
+    recompute, sequence parallelism and memory only add time or remove plans, and ``e`` is bounded per degree."""
+    if plan.interleave != 1:
+        return "the search's bounds assume no interleaving: pin v1 (drop v<k> and +v=auto)"
+    if plan.c != 1:
+        return "the search's bounds assume no context parallelism: pin c1 (drop c<k> and +c=auto)"
+    if plan.zero not in (0, 1):
+        return "the search's bounds price the ZeRO-0/1 all-reduce: pin ZeRO 0 or +zero1 (drop +zero2/3 and +zero=auto)"
+    return None
+
+
+def _check_plan(plan: PlanSpec | None) -> None:
+    if plan is not None and (error := search_plan_error(plan)):
+        raise ValueError(f"plan {plan}: {error}")
+
+
 def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
-                              seq_len: int | None = None) -> dict[tuple[int, int], np.ndarray]:
+                              seq_len: int | None = None, plan: PlanSpec | None = None) -> dict[tuple[int, int], np.ndarray]:
     """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` with
-    the placement restricted to that variant (:func:`throughput_bounds` is their maximum)."""
+    the placement restricted to that variant (:func:`throughput_bounds` is their maximum). ``plan`` None is PHAZE's
+    plan space (``e = 1``), otherwise :func:`search_plan_error` must accept it; the bound is the best over the
+    expert-parallel degrees it allows."""
+    _check_plan(plan)
+    if plan is not None:  # a pinned degree narrows what evaluate searches, as it does there
+        tensor_widths = tensor_widths if plan.t is None else (plan.t,)
+        microbatch = microbatch if plan.microbatch is None else (plan.microbatch,)
+    experts = [1] if plan is None else (expert_parallel_degrees(workload, cluster.n_devices) if plan.e is None
+                                        else [plan.e])
     bounds = {}
     core_configs = (space.tc_configs(), space.vc_configs())
     for t in valid_tensor_widths(workload, tensor_widths, cluster.n_devices):
@@ -255,23 +299,27 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
             layer_s = layer_time_bounds_s(graph, space, cluster, core_configs)
             repeats = np.array([layer.repeat for layer in graph.layers])
             gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
+            expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)
             # what can cross a stage boundary: a layer's output (not the loss) or its input (not the token ids)
             boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
                                  [layer.input_bytes for layer in graph.layers[1:]])
-            time_s = placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster)
+            time_s = np.min([placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
+                                                    expert_parallel=e, expert_gradient_bytes=expert_bytes)
+                             for e in experts], axis=0)
             bounds[(t, m)] = cluster.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds
 
 
 def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
-                      tensor_widths, seq_len: int | None = None) -> np.ndarray:
-    """Upper bound on ``evaluate(...).throughput_samples_s`` for every architecture of ``space`` (every row
-    of a system space: :func:`system_throughput_bounds`)."""
+                      tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None) -> np.ndarray:
+    """Upper bound on ``evaluate(..., plan=plan).throughput_samples_s`` for every architecture of ``space``
+    (every row of a system space: :func:`system_throughput_bounds`); ``plan`` as :func:`variant_throughput_bounds`."""
+    _check_plan(plan)
     if isinstance(space, SystemArchSpace):
         return system_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,
-                                        seq_len=seq_len)
+                                        seq_len=seq_len, plan=plan)
     per_variant = variant_throughput_bounds(workload, space, cluster, microbatch=microbatch,
-                                            tensor_widths=tensor_widths, seq_len=seq_len)
+                                            tensor_widths=tensor_widths, seq_len=seq_len, plan=plan)
     return best_of_variants(per_variant, len(space))
 
 

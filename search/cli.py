@@ -23,6 +23,7 @@ from phaze_env.files import writable_directory
 from phaze_env.hardware import Accelerator, UnknownPresetError, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.hardware.system import DEFAULT_BUDGET_W, OBJECTIVES
+from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
 from search.outputs import baseline_label
@@ -79,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"tensor-parallel widths (default {','.join(map(str, TENSOR_WIDTHS))})")
     parser.add_argument("--no-recompute", action="store_true",
                         help="forbid activation recomputation (default: the space's, recompute allowed)")
+    parser.add_argument("--plan", default=None, metavar="SPEC",
+                        help="the plan space every evaluation searches, in the plan notation (default: PHAZE's — "
+                             "t, p, d, microbatch and per-stage none|full recompute, e = 1); e.g. "
+                             "'+e=auto+rc=none|full' adds expert parallelism, its +rc replacing --no-recompute; "
+                             "v, c and ZeRO-2/3 are refused (the search's bounds assume v1, c1, ZeRO 0/1)")
     parser.add_argument("--objectives", default="throughput",
                         help="'throughput' (default) or 'throughput,area' for the Pareto front")
     parser.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="multi-workload objective (default mean)")
@@ -128,6 +134,9 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
                         ("recompute", (False,) if args.no_recompute else None)):
         if value is not None:
             overrides[name] = value
+    if args.plan is not None and args.no_recompute:
+        raise ValueError("--no-recompute does not apply with --plan: the plan's +rc=... sets recompute")
+    plan = None if args.plan is None else PlanSpec.parse(args.plan)  # PlanSyntaxError is a ValueError
     space = DesignSpace.named(args.space, **overrides)
     if system and not len(space.arch_space()):
         raise ValueError(f"no design of the system space fits its area window and buys a whole topology unit "
@@ -137,7 +146,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
                          f"({space.area_window_lower:g}·{space.budget_mm2:.1f} mm² … {space.budget_mm2:.1f} mm²)")
     return SearchConfig(workloads=tuple(workloads), cluster=cluster, space=space, tensor_widths=args.tensor_widths,
                         seq_len=args.seq, aggregate=args.aggregate, pareto=len(objectives) == 2, solver=args.solver,
-                        time_limit_s=args.time_limit, objective=args.objective)
+                        time_limit_s=args.time_limit, objective=args.objective, plan=plan)
 
 
 def main(argv: list[str] | None = None) -> int:

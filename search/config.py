@@ -11,10 +11,12 @@ from typing import Any, Iterable
 
 from phaze_env.cache import content_key, model_version
 from phaze_env.design import DesignSpace, SystemArchSpace, SystemDesignSpace
-from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster
+from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, expert_parallel_degrees
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.system import OBJECTIVES
+from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import TENSOR_WIDTHS, Workload, get_workload
+from search.bounds import search_plan_error
 
 DEFAULT_WORKLOAD = "gpt2-xl"
 AGGREGATES = ("mean", "geomean")
@@ -24,7 +26,9 @@ AGGREGATES = ("mean", "geomean")
 class SearchConfig:
     """One search: ``workloads`` (names), the ``cluster``, the ``space`` (every knob's values, the area
     window and the base accelerator), tensor-parallel widths, sequence length, the multi-workload
-    ``aggregate``, Pareto mode, and ILP settings."""
+    ``aggregate``, Pareto mode, ILP settings, and the ``plan`` every evaluation uses (None: PHAZE's plan space;
+    a :class:`PlanSpec` or its string, e.g. ``"+e=auto+rc=none|full"`` = PHAZE's space with expert parallelism:
+    its recompute field then replaces the space's recompute knob)."""
 
     workloads: tuple[Workload, ...]  # names or Workload values (custom models); stored as Workloads
     cluster: Cluster = field(default_factory=Cluster)
@@ -37,12 +41,15 @@ class SearchConfig:
     solver: str = "cbc"
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     objective: str = "throughput"  # system space: any of hardware.system.OBJECTIVES
+    plan: PlanSpec | None = None
 
     def __post_init__(self) -> None:
         workloads = {w.name: w for w in map(get_workload, self.workloads)}
         if not workloads:
             raise ValueError("a search needs at least one workload")
         object.__setattr__(self, "workloads", tuple(workloads.values()))
+        if self.plan is not None:
+            object.__setattr__(self, "plan", self._checked_plan(self.plan))
         object.__setattr__(self, "tensor_widths", tuple(self.tensor_widths))
         if isinstance(self.space, SystemDesignSpace) and len(self.workloads) > 1:
             raise ValueError("the system space searches one workload at a time (each design's cluster and HBM are "
@@ -57,6 +64,21 @@ class SearchConfig:
             object.__setattr__(self, "second_bound", False)
         if self.aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
+
+    def _checked_plan(self, plan: PlanSpec | str) -> PlanSpec:
+        """The plan as a :class:`PlanSpec`, refused (ValueError) when the search's bounds or a workload cannot take it."""
+        plan = PlanSpec.parse(plan) if isinstance(plan, str) else plan
+        if not isinstance(plan, PlanSpec):
+            raise TypeError(f"plan must be a PlanSpec or its string (e.g. '+e=auto+rc=none|full'), got {type(plan).__name__}")
+        if error := search_plan_error(plan):
+            raise ValueError(f"plan {plan}: {error}")
+        if plan.devices is not None and not self.is_system and plan.devices != self.cluster.n_devices:
+            raise ValueError(f"plan {plan} uses t·c·p·d = {plan.devices} devices but the cluster has {self.cluster.n_devices}")
+        for workload in self.workloads:
+            if plan.e is not None and plan.e not in expert_parallel_degrees(workload, plan.e):
+                raise ValueError(f"plan {plan}: expert-parallel degree e={plan.e} does not divide {workload.name}'s "
+                                 + (f"{workload.num_experts} experts" if workload.num_experts else "experts (dense: e=1)"))
+        return plan
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -86,7 +108,8 @@ class SearchConfig:
             "workloads": [w.to_dict() for w in self.workloads], "cluster": self.cluster.to_dict(), "space": self.space.to_dict(),
             "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "aggregate": self.aggregate,
             "pareto": self.pareto, "solver": self.solver, "time_limit_s": self.time_limit_s,
-        } | ({"objective": self.objective} if self.objective != "throughput" else {})
+        } | ({"objective": self.objective} if self.objective != "throughput" else {}) | (
+            {"plan": self.plan.to_dict()} if self.plan is not None else {})  # no plan: old searches still resume
 
     @property
     def signature(self) -> str:
@@ -118,7 +141,8 @@ class SearchConfig:
         return {"workload": self.workload(workload), "accelerator": accelerator.to_dict(), "cluster": cluster.to_dict(),
                 "microbatch": list(space.microbatch), "recompute": list(space.recompute), "hbm_gb": hbm_gb,
                 "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "solver": self.solver,
-                "time_limit_s": self.time_limit_s, "prune_below": prune_below}
+                "time_limit_s": self.time_limit_s, "prune_below": prune_below,
+                "plan": None if self.plan is None else self.plan.to_dict()}
 
 
 def aggregate(values: Iterable[float], how: str) -> float:

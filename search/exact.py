@@ -89,10 +89,10 @@ class ExactSearch:
             self.progress.bounding(name, len(c.arch))
             if isinstance(c.arch, SystemArchSpace):  # rows on their own clusters: one bound per row (no variants)
                 self.bounds[name] = throughput_bounds(c.workload(name), c.arch, c.cluster, microbatch=c.space.microbatch,
-                                                      tensor_widths=c.tensor_widths, seq_len=c.seq_len)
+                                                      tensor_widths=c.tensor_widths, seq_len=c.seq_len, plan=c.plan)
                 continue
             per_variant = variant_throughput_bounds(c.workload(name), c.arch, c.cluster, microbatch=c.space.microbatch,
-                                                    tensor_widths=c.tensor_widths, seq_len=c.seq_len)
+                                                    tensor_widths=c.tensor_widths, seq_len=c.seq_len, plan=c.plan)
             self.variant_bounds[name] = per_variant
             self.bounds[name] = best_of_variants(per_variant, len(c.arch))
 

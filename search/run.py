@@ -113,7 +113,7 @@ def _baseline(config: SearchConfig, name: str) -> DesignResult:
     spaces; in the system space the TPUv4 chip in a torus at the same budget (:func:`baseline_point`)."""
     knobs = dict(microbatch=config.space.microbatch, recompute=config.space.recompute,
                  tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
-                 time_limit_s=config.time_limit_s)
+                 time_limit_s=config.time_limit_s, plan=config.plan)  # the search's plan: the same plan space
     if not config.is_system:
         return DesignResult.from_evaluation(evaluate(config.workload(name), TPUV4, config.cluster,
                                                      hbm_gb=config.space.hbm_gb, **knobs).to_dict())

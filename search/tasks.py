@@ -6,6 +6,7 @@ from typing import Any
 
 from phaze_env.evaluate import Cluster, evaluate, throughput_upper_bound, valid_tensor_widths
 from phaze_env.hardware import Accelerator
+from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import get_workload
 
 
@@ -14,11 +15,13 @@ def evaluate_design(task: dict[str, Any]) -> dict[str, Any]:
     ``prune_below``: when the ILP-free placement bound cannot beat it, the design is pruned unevaluated; that
     bound is taken over ``bound_knobs`` (tensor widths and microbatch sizes) when given: the variants whose
     first bound exceeds ``prune_below``, the others cannot beat it (their best first bound,
-    ``other_variants_bound``, keeps the recorded bound one on the whole design)."""
+    ``other_variants_bound``, keeps the recorded bound one on the whole design). ``plan`` (a :class:`PlanSpec` as
+    a dict, or None for PHAZE's plan space) is what every evaluation searches."""
     accelerator = Accelerator.from_dict(task["accelerator"])
     cluster = Cluster.from_dict(task["cluster"])
     knobs = dict(microbatch=task["microbatch"], recompute=task["recompute"], hbm_gb=task["hbm_gb"],
-                 tensor_widths=task["tensor_widths"], seq_len=task["seq_len"])
+                 tensor_widths=task["tensor_widths"], seq_len=task["seq_len"],
+                 plan=None if task.get("plan") is None else PlanSpec(**task["plan"]))
     prune_below = task.get("prune_below")
     if prune_below is not None:
         bound = max(throughput_upper_bound(task["workload"], accelerator, cluster, **{**knobs, **task.get("bound_knobs", {})}),

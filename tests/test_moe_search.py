@@ -1,0 +1,85 @@
+"""The exact search with a plan (expert parallelism): its bounds hold for ``e`` free, and its answer on a tiny
+mixture-of-experts model equals brute force over the tiny space."""
+
+import pytest
+
+from phaze_env.evaluate import evaluate, throughput_upper_bound
+from phaze_env.plan_spec import PlanSpec
+from phaze_env.workloads import custom_workload
+from search.bounds import throughput_bounds
+from search.cli import build_parser, config_from_args
+from search.phaze import SearchConfig, run_search
+from tiny import CLUSTER, SPACE
+
+TINY_MOE = custom_workload("tiny-mixtral", "MixtralConfig", "MixtralForCausalLM", 64, hidden_size=128,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, intermediate_size=256,
+                           num_local_experts=8, num_experts_per_tok=2, vocab_size=1000, max_position_embeddings=64,
+                           sliding_window=None, tie_word_embeddings=False)
+EXPERT_PLAN = PlanSpec.parse("+e=auto+rc=none|full")  # PHAZE's plan space + the expert-parallel degree
+ARCH = SPACE.arch_space()
+KNOBS = dict(microbatch=(1, 4), hbm_gb=(32.0,), tensor_widths=(1, 2))
+
+
+def config(**kw):
+    return SearchConfig(workloads=[TINY_MOE], cluster=CLUSTER, space=SPACE, tensor_widths=(1, 2), **kw)
+
+
+@pytest.fixture(scope="module")
+def brute_force():
+    """evaluate() of every architecture of SPACE on the tiny MoE, with expert parallelism and without."""
+    from phaze_env.workloads.registry import BUILTIN
+
+    BUILTIN.setdefault(TINY_MOE.name, TINY_MOE)  # the search addresses workloads by name
+    return {plan: [evaluate(TINY_MOE, acc, CLUSTER, plan=plan, **KNOBS) for acc in ARCH] for plan in (None, EXPERT_PLAN)}
+
+
+def test_expert_parallelism_is_chosen_and_pays(brute_force):
+    """The mechanism is live on this model: some design picks e > 1 and beats its PHAZE-space (e = 1) evaluation."""
+    pairs = list(zip(brute_force[None], brute_force[EXPERT_PLAN]))
+    assert all(ep.throughput_samples_s >= phaze.throughput_samples_s * (1 - 1e-12) for phaze, ep in pairs)
+    assert any(ep.plan.get("expert_parallel", 1) > 1 and ep.throughput_samples_s > phaze.throughput_samples_s
+               for phaze, ep in pairs)
+
+
+def test_bounds_hold_with_expert_parallelism(brute_force):
+    """Every design: the search's vectorised bound and the ILP-free placement bound ≥ the evaluation with e free."""
+    bounds = throughput_bounds(TINY_MOE, ARCH, CLUSTER, microbatch=(1, 4), tensor_widths=(1, 2), plan=EXPERT_PLAN)
+    for index, (acc, ev) in enumerate(zip(ARCH, brute_force[EXPERT_PLAN])):
+        assert ev.throughput_samples_s <= bounds[index]
+        if index % 7 == 0:  # slower: sampled
+            assert ev.throughput_samples_s <= throughput_upper_bound(TINY_MOE, acc, CLUSTER, plan=EXPERT_PLAN, **KNOBS)
+
+
+def test_search_with_a_plan_equals_brute_force(brute_force):
+    result = run_search(config(plan=EXPERT_PLAN), workers=1)
+    best = max(ev.throughput_samples_s for ev in brute_force[EXPERT_PLAN])
+    assert result.exact is True
+    assert result.best[TINY_MOE.name].throughput_samples_s == pytest.approx(best, rel=1e-12)
+    assert result.evaluations < len(ARCH)  # the bounds still prune
+    phaze_best = run_search(config(), workers=1).best[TINY_MOE.name].throughput_samples_s
+    assert phaze_best == pytest.approx(max(ev.throughput_samples_s for ev in brute_force[None]), rel=1e-12)
+
+
+def test_plan_is_part_of_the_signature_and_a_string_is_read():
+    assert "plan" not in config().arguments()  # searches without a plan keep their resume signature
+    assert config(plan="+e=auto+rc=none|full").plan == EXPERT_PLAN
+    assert config(plan=EXPERT_PLAN).signature != config().signature
+    assert config(plan=EXPERT_PLAN).task(TINY_MOE.name, 0, None)["plan"] == EXPERT_PLAN.to_dict()
+
+
+@pytest.mark.parametrize("plan, message", [
+    ("+e=auto+zero=auto", "ZeRO-0/1"), ("+e=auto+zero3", "ZeRO-0/1"), ("v2+e=auto", "interleaving"),
+    ("+c=auto", "context parallelism"), ("e3", "does not divide tiny-mixtral's 8 experts"),
+    ("t1p2d2", "4 devices but the cluster has 16")])
+def test_plans_the_bounds_cannot_take_are_refused(plan, message):
+    with pytest.raises(ValueError, match=message):
+        config(plan=plan)
+
+
+def test_cli_reads_the_plan_and_refuses_no_recompute_with_it():
+    parser = build_parser()
+    args = parser.parse_args(["--workload", "gpt2-xl", "--space", "reduced", "--plan", "+e=auto+rc=none|full"])
+    assert config_from_args(args).plan == EXPERT_PLAN
+    args = parser.parse_args(["--workload", "gpt2-xl", "--space", "reduced", "--plan", "+e=auto", "--no-recompute"])
+    with pytest.raises(ValueError, match="--no-recompute does not apply with --plan"):
+        config_from_args(args)
