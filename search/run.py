@@ -13,9 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from phaze_env.cluster import point_cluster
-from phaze_env.evaluate import evaluate
-from phaze_env.hardware import TPUV4
 from phaze_env.hardware.system import baseline_point
 from phaze_env.workloads import model_graph
 from search.config import SearchConfig, aggregate
@@ -109,21 +106,19 @@ def _design(record: dict, config: SearchConfig | None = None, index: int | None 
 
 
 def _baseline(config: SearchConfig, name: str) -> DesignResult:
-    """The TPUv4-like accelerator under the same placement DP and knobs: on the search's cluster in PHAZE's
-    spaces; in the system space the TPUv4 chip in a torus at the same budget (:func:`baseline_point`)."""
-    knobs = dict(microbatch=config.space.microbatch, recompute=config.space.recompute,
-                 tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
-                 time_limit_s=config.time_limit_s, plan=config.plan)  # the search's plan: the same plan space
+    """The space's reference design under the same placement DP and knobs (:meth:`DesignSpace.evaluate_baseline`):
+    the TPUv4-like accelerator on the search's cluster in PHAZE's spaces; in the system space the TPUv4 chip in a
+    torus at the same budget (:func:`baseline_point`), with its system figures."""
+    evaluation = config.space.evaluate_baseline(config.workload(name), config.cluster, tensor_widths=config.tensor_widths,
+                                                seq_len=config.seq_len, solver=config.solver,
+                                                time_limit_s=config.time_limit_s, plan=config.plan)  # the same plan space
+    design = DesignResult.from_evaluation(evaluation.to_dict())
     if not config.is_system:
-        return DesignResult.from_evaluation(evaluate(config.workload(name), TPUV4, config.cluster,
-                                                     hbm_gb=config.space.hbm_gb, **knobs).to_dict())
+        return design
     point = baseline_point(config.space.budget)
-    evaluation = evaluate(config.workload(name), point.accelerator, point_cluster(point, config.cluster),
-                          hbm_gb=(point.accelerator.hbm_gb,), **knobs)
     system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks, "hbm_generation": "hbm2",
               "links": point.chip_system.links, "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9,
               "topology": point.topology}
-    design = DesignResult.from_evaluation(evaluation.to_dict())
     return dataclasses.replace(design, system=system | point.summary() | point.figures(design.tokens_s))
 
 
