@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from phaze_env.cluster import point_cluster
+from phaze_env.cluster import Cluster, point_cluster
 from phaze_env.evaluate import evaluate
 from phaze_env.hardware import TPUV4
-from phaze_env.hardware.system import baseline_point
+from phaze_env.hardware.system import REFERENCE_HBM_GENERATIONS, SystemPoint, baseline_point
 from phaze_env.workloads import model_graph
 from search.config import SearchConfig, aggregate
 from search.exact import ExactSearch, certify
@@ -39,6 +39,8 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
                     model_graph(workload, seq_len=config.seq_len, microbatch=m, tensor_width=t)
                 except ValueError:
                     pass  # that width does not divide this model; evaluate skips it too
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)  # the results store opens out/results.db: the directory must exist
     db = out / "results.db" if out else None
     if db is not None and (resumed := ResultsStore.count(db, config.signatures())):
         progress.resumed(resumed, db)
@@ -111,16 +113,31 @@ def _design(record: dict, config: SearchConfig | None = None, index: int | None 
 def _baseline(config: SearchConfig, name: str) -> DesignResult:
     """The TPUv4-like accelerator under the same placement DP and knobs: on the search's cluster in PHAZE's
     spaces; in the system space the TPUv4 chip in a torus at the same budget (:func:`baseline_point`)."""
-    knobs = dict(microbatch=config.space.microbatch, recompute=config.space.recompute,
-                 tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
-                 time_limit_s=config.time_limit_s, plan=config.plan)  # the search's plan: the same plan space
     if not config.is_system:
         return DesignResult.from_evaluation(evaluate(config.workload(name), TPUV4, config.cluster,
-                                                     hbm_gb=config.space.hbm_gb, **knobs).to_dict())
+                                                     hbm_gb=config.space.hbm_gb, **_search_knobs(config)).to_dict())
     point = baseline_point(config.space.budget)
-    evaluation = evaluate(config.workload(name), point.accelerator, point_cluster(point, config.cluster),
-                          hbm_gb=(point.accelerator.hbm_gb,), **knobs)
-    system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks, "hbm_generation": "hbm2",
+    return evaluate_reference(config, name, "tpuv4", point, point_cluster(point, config.cluster))
+
+
+def _search_knobs(config: SearchConfig) -> dict:
+    """The search's knobs every evaluation gets: the same microbatch, recompute, tensor widths, solver and plan
+    space, so a reference is placed by the same DP over the same plans."""
+    return dict(microbatch=config.space.microbatch, recompute=config.space.recompute,
+                tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
+                time_limit_s=config.time_limit_s, plan=config.plan)
+
+
+def evaluate_reference(config: SearchConfig, workload: str, reference: str, point: SystemPoint,
+                       cluster: Cluster) -> DesignResult:
+    """Reference system ``reference`` (a key of :data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`) of a
+    system-space search — ``point``: its chip and chip count at the search's budget
+    (:func:`~phaze_env.hardware.system.reference_point`), ``cluster``: how the chips are connected — on
+    ``workload`` with its best plan under the search's knobs; ``system`` carries its figures as a design's do."""
+    evaluation = evaluate(config.workload(workload), point.accelerator, cluster, hbm_gb=(point.accelerator.hbm_gb,),
+                          **_search_knobs(config))
+    system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks,
+              "hbm_generation": REFERENCE_HBM_GENERATIONS[reference],
               "links": point.chip_system.links, "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9,
               "topology": point.topology}
     design = DesignResult.from_evaluation(evaluation.to_dict())
