@@ -187,8 +187,8 @@ def best_reference(config: SearchConfig, workload: str, name: str,
     results = {}
     for number_format in REFERENCE_NUMBER_FORMATS[name]:
         point = reference_point(name, budget, number_format)
-        cluster = reference_cluster(name, point, config.cluster)
-        results[number_format] = (evaluate_reference(config, workload, name, point, cluster), cluster)
+        results[number_format] = (evaluate_reference(config, workload, name, number_format),
+                                  reference_cluster(name, point, config.cluster))
     by_format = {f: d.throughput_samples_s for f, (d, _) in results.items()}
     design, cluster = results[max(by_format, key=by_format.get)]
     return design, cluster, by_format

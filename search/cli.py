@@ -14,15 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from phaze_env.cli import (HiddenAlias, OneLineParser, add_cluster_size_options, console, float_list, int_list,
-                           positive_float, positive_int, print_output)
+from phaze_env.cli import (HiddenAlias, OneLineParser, add_cluster_size_options, add_system_budget_options, console,
+                           float_list, int_list, positive_float, positive_int, print_output)
 from phaze_env.design import SPACE_NAMES, DesignSpace
 from phaze_env.cluster import cluster_names, get_cluster
 from phaze_env.evaluate import BREAKDOWN_LABELS, DEFAULT_TIME_LIMIT_S
 from phaze_env.files import writable_directory
 from phaze_env.hardware import Accelerator, UnknownPresetError, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
-from phaze_env.hardware.system import DEFAULT_BUDGET_W, OBJECTIVES
+from phaze_env.hardware.system import OBJECTIVES
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
@@ -53,12 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--link-latency-us", type=float, default=None, metavar="US",
                         help="per-step (inter-node) link latency in µs (default: the cluster preset's; phaze 0)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
-    parser.add_argument("--budget-mw", type=positive_float, default=None, dest="budget_mw", metavar="MW",
-                        help="system space: cluster power budget at the wall in MW, which sets each design's chip "
-                             f"count (default {DEFAULT_BUDGET_W / 1e6:g} MW unless --budget-usd)")
-    parser.add_argument("--budget-usd", type=positive_float, default=None, dest="budget_usd", metavar="USD",
-                        help="system space: cluster capital budget in USD instead of a power budget (default: none, "
-                             "the power budget applies)")
+    add_system_budget_options(parser)
     parser.add_argument("--objective", choices=OBJECTIVES, default="throughput",
                         help="system space: what the best design maximises — throughput at the budget (default), "
                              "throughput per W or per $, or minimises energy or carbon (operational + embodied) "

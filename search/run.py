@@ -13,10 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from phaze_env.cluster import Cluster, point_cluster
-from phaze_env.evaluate import evaluate
-from phaze_env.hardware import TPUV4
-from phaze_env.hardware.system import REFERENCE_HBM_GENERATIONS, SystemPoint, baseline_point
+from phaze_env.hardware.system import REFERENCE_HBM_GENERATIONS, SystemPoint, baseline_point, reference_point
 from phaze_env.workloads import model_graph
 from search.config import SearchConfig, aggregate
 from search.exact import ExactSearch, certify
@@ -111,36 +108,34 @@ def _design(record: dict, config: SearchConfig | None = None, index: int | None 
 
 
 def _baseline(config: SearchConfig, name: str) -> DesignResult:
-    """The TPUv4-like accelerator under the same placement DP and knobs: on the search's cluster in PHAZE's
-    spaces; in the system space the TPUv4 chip in a torus at the same budget (:func:`baseline_point`)."""
-    if not config.is_system:
-        return DesignResult.from_evaluation(evaluate(config.workload(name), TPUV4, config.cluster,
-                                                     hbm_gb=config.space.hbm_gb, **_search_knobs(config)).to_dict())
-    point = baseline_point(config.space.budget)
-    return evaluate_reference(config, name, "tpuv4", point, point_cluster(point, config.cluster))
-
-
-def _search_knobs(config: SearchConfig) -> dict:
-    """The search's knobs every evaluation gets: the same microbatch, recompute, tensor widths, solver and plan
-    space, so a reference is placed by the same DP over the same plans."""
-    return dict(microbatch=config.space.microbatch, recompute=config.space.recompute,
-                tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
-                time_limit_s=config.time_limit_s, plan=config.plan)
-
-
-def evaluate_reference(config: SearchConfig, workload: str, reference: str, point: SystemPoint,
-                       cluster: Cluster) -> DesignResult:
-    """Reference system ``reference`` (a key of :data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`) of a
-    system-space search — ``point``: its chip and chip count at the search's budget
-    (:func:`~phaze_env.hardware.system.reference_point`), ``cluster``: how the chips are connected — on
-    ``workload`` with its best plan under the search's knobs; ``system`` carries its figures as a design's do."""
-    evaluation = evaluate(config.workload(workload), point.accelerator, cluster, hbm_gb=(point.accelerator.hbm_gb,),
-                          **_search_knobs(config))
-    system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks,
-              "hbm_generation": REFERENCE_HBM_GENERATIONS[reference],
-              "links": point.chip_system.links, "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9,
-              "topology": point.topology}
+    """The space's reference design under the same placement DP and knobs (:meth:`DesignSpace.evaluate_baseline`):
+    the TPUv4-like accelerator on the search's cluster in PHAZE's spaces; in the system space the TPUv4 chip in a
+    torus at the same budget (:func:`baseline_point`), with its system figures."""
+    evaluation = config.space.evaluate_baseline(config.workload(name), config.cluster, tensor_widths=config.tensor_widths,
+                                                seq_len=config.seq_len, solver=config.solver,
+                                                time_limit_s=config.time_limit_s, plan=config.plan)  # the same plan space
     design = DesignResult.from_evaluation(evaluation.to_dict())
+    if not config.is_system:
+        return design
+    return _with_system(design, "tpuv4", baseline_point(config.space.budget))
+
+
+def evaluate_reference(config: SearchConfig, workload: str, reference: str, number_format: str = "bf16") -> DesignResult:
+    """Reference system ``reference`` of a system-space search (TPUv4 torus, A100 or H100 DGX at the search's
+    budget: :meth:`SystemDesignSpace.evaluate_reference`) on ``workload`` in ``number_format``, with the same
+    knobs and plan space as the search's designs and baseline; ``system`` carries its figures as a design's do."""
+    evaluation = config.space.evaluate_reference(reference, config.workload(workload), config.cluster, number_format,
+                                                 tensor_widths=config.tensor_widths, seq_len=config.seq_len,
+                                                 solver=config.solver, time_limit_s=config.time_limit_s, plan=config.plan)
+    point = reference_point(reference, config.space.budget, number_format)
+    return _with_system(DesignResult.from_evaluation(evaluation.to_dict()), reference, point)
+
+
+def _with_system(design: DesignResult, reference: str, point: SystemPoint) -> DesignResult:
+    """``design`` of reference chip ``reference`` at ``point`` with its system figures (as a design row's)."""
+    system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks,
+              "hbm_generation": REFERENCE_HBM_GENERATIONS[reference], "links": point.chip_system.links,
+              "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9, "topology": point.topology}
     return dataclasses.replace(design, system=system | point.summary() | point.figures(design.tokens_s))
 
 

@@ -78,8 +78,7 @@ def test_factors_multiply_to_the_ratio_and_the_row_renders(tmp_path):
         assert ref["samples_s"] == max(ref["samples_s_by_format"].values())
         assert set(ref["samples_s_by_format"]) == set(REFERENCE_NUMBER_FORMATS[name])
         assert sum(ref["time_groups"].values()) == pytest.approx(1.0)
-    point = reference_point("a100", space.budget)
-    design = evaluate_reference(config, TINY.name, "a100", point, reference_cluster("a100", point, config.cluster))
+    design = evaluate_reference(config, TINY.name, "a100")
     with pytest.raises(ValueError, match="chips × peak × MFU"):  # the identity is checked, not assumed
         factors(design, dataclasses.replace(design, mfu=design.mfu * 1.1))
     write_docs(tmp_path, [row])
