@@ -8,32 +8,69 @@ keeps its per-GPU trend; runs the model cannot express yet (MoE, PyTorch FSDP) a
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
 
-from experiments.validate import (SKIPPED, TOLERANCE, TREND_GAPS, TREND_TOLERANCE, Prediction, interleave_sensitivity,
-                                  is_strong, markdown, microbatch_sensitivity, predict, scaling_series)
+from experiments.validate import (SKIPPED, TOLERANCE, TREND_GAPS, TREND_TOLERANCE, Prediction, fit_efficiency,
+                                  interleave_sensitivity, is_strong, markdown, microbatch_sensitivity, predict,
+                                  scaling_series)
 from experiments.validation_cases import CASES, MOE_CASES, NEEDS_QWEN3_235B, PENDING_CASES, get_case
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.evaluate import evaluate, main
 from phaze_env.hardware import get_preset
 from phaze_env.plan_spec import PlanSpec
-from phaze_env.stacks import STACKS, UnknownStackError, get_stack
+from phaze_env.stacks import STACKS, UnfittedChipError, UnknownStackError, get_stack
 from phaze_env.workloads import custom_workload, model_graph
 from tiny import TINY
 
 PROFILED = [case for case in CASES if case.stack in STACKS]
 
 
-@pytest.mark.parametrize("stack", sorted(STACKS))
-def test_profile_is_fitted_to_one_published_run_of_its_stack(stack):
+FITS = [(stack, fit) for stack in sorted(STACKS) for fit in STACKS[stack].fits]
+
+
+@pytest.mark.parametrize("stack, fit", FITS, ids=lambda x: x if isinstance(x, str) else x.chips[0])
+def test_profile_is_fitted_to_one_published_run_of_its_stack_on_each_chip(stack, fit):
     profile = STACKS[stack]
-    calibration = get_case(profile.calibration)
-    assert calibration.stack == stack and profile.sources
+    calibration = get_case(fit.calibration)
+    assert calibration.stack == stack and calibration.accelerator in fit.chips and profile.sources
     prediction = predict(calibration)
     assert prediction.kind == "calibration"
     assert abs(prediction.error) <= 0.01, prediction  # re-fit the profile's efficiency when the model changes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stack, fit", FITS, ids=lambda x: x if isinstance(x, str) else x.chips[0])
+def test_each_efficiency_is_the_fit_to_its_calibration_run(stack, fit):
+    """The constant in phaze_env.stacks is experiments.validate.fit_efficiency of its calibration run, to 2 digits."""
+    assert fit.framework_efficiency == pytest.approx(fit_efficiency(get_case(fit.calibration)), abs=0.005)
+
+
+def test_a_profile_is_refused_on_a_chip_it_was_never_fitted_on():
+    cluster = get_cluster("dgx-h100", 8)
+    megatron, deepspeed = get_stack("megatron-lm"), get_stack("megatron-deepspeed")
+    assert megatron.apply(cluster, "h100").framework_efficiency == megatron.fit_on("h100").framework_efficiency
+    assert megatron.apply(cluster, "h100-fp8") == megatron.apply(cluster, "h100")  # same silicon, other format
+    assert megatron.apply(cluster, "h100").framework_efficiency != megatron.apply(cluster, "a100").framework_efficiency
+    assert megatron.apply(cluster) == megatron.apply(cluster, "a100")  # the home chip
+    with pytest.raises(UnfittedChipError, match="no efficiency fitted on 'h100'"):
+        deepspeed.apply(cluster, "h100")
+    assert deepspeed.structure(cluster).framework_efficiency == cluster.framework_efficiency
+
+
+def test_evaluate_cli_applies_the_stack_efficiency_of_the_preset_chip(capsys):
+    args = ["--workload", "gpt2-xl", "--preset", "h100", "--cluster", "dgx-h100", "--devices", "8", "--batch", "16",
+            "--plan", "t1p1d8m2", "--json"]
+    assert main(args + ["--stack", "megatron-lm"]) == 0
+    stacked = json.loads(capsys.readouterr().out)
+    assert main(args + ["--framework-efficiency", str(get_stack("megatron-lm").fit_on("h100").framework_efficiency)]) == 0
+    assert stacked == json.loads(capsys.readouterr().out)
+    with pytest.raises(SystemExit) as exit_info:
+        main(args + ["--stack", "megatron-deepspeed"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "no efficiency fitted on 'h100'" in err
 
 
 @pytest.mark.parametrize("stack", sorted(STACKS))
