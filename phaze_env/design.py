@@ -27,16 +27,16 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from phaze_env.cluster import point_cluster
+from phaze_env.cluster import point_cluster, reference_cluster
 from phaze_env.evaluate import Cluster, Evaluation, evaluate
 from phaze_env.hardware import TPUV4, Accelerator, ArchSpace
 from phaze_env.hardware.area import arch_area_mm2
 from phaze_env.hardware.cost import compute_die_area_mm2
 from phaze_env.hardware.space import (AREA_WINDOW_LOWER, ARCH_KNOBS, BUFFER_MB_VALUES, HBM_GB_VALUES, KNOBS,
                                       MICROBATCH_VALUES, NUM_TC_VALUES, NUM_VC_VALUES, RECOMPUTE_VALUES,
-                                      SYSTEM_AREA_KNOBS, SYSTEM_DEFAULT_VALUES, SYSTEM_KNOBS, SYSTEM_OTHER_KNOBS,
+                                      SYSTEM_AREA_KNOBS, SYSTEM_DEFAULT_VALUES, SYSTEM_KNOBS,
                                       TC_DIM_VALUES, area_budget_mm2, area_overshoot, area_slack, in_area_window)
-from phaze_env.hardware.system import SystemBudget, SystemChoice, SystemPoint, baseline_point, system_point
+from phaze_env.hardware.system import SystemBudget, SystemChoice, SystemPoint, reference_point, system_point
 from phaze_env.workloads import Workload
 
 SPACE_NAMES = ("full", "reduced", "system")
@@ -162,9 +162,9 @@ class DesignSpace:
         for name in self.knobs:
             values = tuple(getattr(self, name))
             if not values:
-                raise ValueError(f"DesignSpace.{name} must list at least one value")
+                raise ValueError(f"{type(self).__name__}.{name} must list at least one value")
             if len(set(values)) != len(values):
-                raise ValueError(f"DesignSpace.{name} has duplicate values: {values}")
+                raise ValueError(f"{type(self).__name__}.{name} has duplicate values: {values}")
             object.__setattr__(self, name, values)
         if any(isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1 for m in self.microbatch):
             raise ValueError(f"DesignSpace.microbatch must be positive integers, got {self.microbatch}")
@@ -204,6 +204,15 @@ class DesignSpace:
             "budget_mm2": self.budget_mm2, "area_window_lower": self.area_window_lower, "base": self.base.to_dict(),
             "knobs": list(self.knobs)}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DesignSpace:
+        """Inverse of :meth:`to_dict` (of this space or of :class:`SystemDesignSpace`, which its ``"space"`` names)."""
+        knobs = {name: tuple(data[name]) for name in data["knobs"]}
+        common = {"area_window_lower": data["area_window_lower"], "base": Accelerator.from_dict(data["base"])}
+        if data.get("space") == "system":
+            return SystemDesignSpace(**knobs, budget=SystemBudget(**data["budget"]), **common)
+        return DesignSpace(**knobs, budget_mm2=data["budget_mm2"], **common)
+
     # --- knobs ---------------------------------------------------------------------------------------
     @property
     def knobs(self) -> tuple[str, ...]:
@@ -242,7 +251,11 @@ class DesignSpace:
             if not 0 <= int(index) < len(options):
                 raise ValueError(f"index {index} out of range for knob {name} ({len(options)} values)")
             kwargs[name] = options[int(index)]
-        return Design(**kwargs)
+        return self._design(kwargs)
+
+    def _design(self, knobs: dict[str, Any]) -> Design:
+        """The design with these knob values (a space whose designs carry derived fields sets them here)."""
+        return Design(**knobs)
 
     def encode(self, design: Design) -> list[int]:
         try:
@@ -328,7 +341,7 @@ class DesignSpace:
         for indices in zip(*np.nonzero(self.area_tables().ok)):  # row-major: knob-index order
             head = {name: options[i] for name, options, i in zip(self.area_knobs, area_values, indices)}
             for tail in itertools.product(*other_values):
-                yield Design(**head, **dict(zip(self.other_knobs, tail)))
+                yield self._design(head | dict(zip(self.other_knobs, tail)))
 
     def sample(self, rng: np.random.Generator, *, feasible_area: bool = True, max_tries: int = 10_000) -> Design:
         for _ in range(max_tries):
@@ -386,14 +399,7 @@ class SystemDesignSpace(DesignSpace):
     budget: SystemBudget = field(default_factory=SystemBudget)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in SYSTEM_FIELDS:
-            values = tuple(getattr(self, name))
-            if not values:
-                raise ValueError(f"SystemDesignSpace.{name} must list at least one value")
-            if len(set(values)) != len(values):
-                raise ValueError(f"SystemDesignSpace.{name} has duplicate values: {values}")
-            object.__setattr__(self, name, values)
+        super().__post_init__()  # every knob's list (the system fields are knobs): non-empty, no duplicates
         for choice in itertools.product(*(getattr(self, name) for name in SYSTEM_FIELDS)):
             SystemChoice(*choice)  # every combination must be a valid system (torus links, reticle, names)
         if not isinstance(self.budget, SystemBudget):
@@ -412,36 +418,9 @@ class SystemDesignSpace(DesignSpace):
             "space": "system", "budget": self.budget.to_dict(), "area_window_lower": self.area_window_lower,
             "base": self.base.to_dict(), "knobs": list(SYSTEM_KNOBS)}
 
-    # --- knobs -----------------------------------------------------------------------------------------
-    @property
-    def nvec(self) -> list[int]:
-        return [len(getattr(self, name)) for name in SYSTEM_KNOBS]
-
-    def decode(self, indices: Sequence[int]) -> Design:
-        if len(indices) != len(SYSTEM_KNOBS):
-            raise ValueError(f"expected {len(SYSTEM_KNOBS)} knob indices ({', '.join(SYSTEM_KNOBS)}), got {len(indices)}")
-        kwargs = {}
-        for name, index in zip(SYSTEM_KNOBS, indices):
-            options = getattr(self, name)
-            if not 0 <= int(index) < len(options):
-                raise ValueError(f"index {index} out of range for knob {name} ({len(options)} values)")
-            kwargs[name] = options[int(index)]
-        return self._design(kwargs)
-
     def _design(self, knobs: dict[str, Any]) -> Design:
         choice = SystemChoice(**{name: knobs[name] for name in SYSTEM_FIELDS})
         return Design(**knobs, hbm_gb=choice.hbm_gb)
-
-    def encode(self, design: Design) -> list[int]:
-        try:
-            return [getattr(self, name).index(getattr(design, name)) for name in SYSTEM_KNOBS]
-        except ValueError:
-            raise ValueError(f"{design} is not in this design space") from None
-
-    def __contains__(self, design: object) -> bool:
-        if not isinstance(design, Design) or not design.is_system:
-            return False
-        return all(getattr(design, name) in getattr(self, name) for name in SYSTEM_KNOBS) and self.area_ok(design)
 
     # --- the window: the compute block against die − periphery ------------------------------------------
     def area_mm2(self, design: Design) -> float:
@@ -471,23 +450,6 @@ class SystemDesignSpace(DesignSpace):
     def area_tables(self) -> AreaTables:
         return _system_area_tables(self)
 
-    # --- counting and enumeration ----------------------------------------------------------------------
-    @property
-    def knob_settings(self) -> int:
-        return math.prod(len(self.values(name)) for name in SYSTEM_OTHER_KNOBS)
-
-    @property
-    def designs(self) -> int:
-        return int(self.area_tables().ok.sum()) * self.knob_settings
-
-    def __iter__(self) -> Iterator[Design]:
-        area_values = [self.values(name) for name in self.area_knobs]
-        other_values = [self.values(name) for name in SYSTEM_OTHER_KNOBS]
-        for combo in zip(*np.nonzero(self.area_tables().ok)):  # row-major: knob-index order
-            head = {name: options[i] for name, options, i in zip(self.area_knobs, area_values, combo)}
-            for tail in itertools.product(*other_values):
-                yield self._design(head | dict(zip(SYSTEM_OTHER_KNOBS, tail)))
-
     def arch_space(self) -> SystemArchSpace:
         """The search's rows: every in-window design without its microbatch and recompute (which one
         evaluation covers), whose budget buys at least one topology unit."""
@@ -508,8 +470,17 @@ class SystemDesignSpace(DesignSpace):
                           **kwargs: Any) -> Evaluation:
         """The TPUv4 chip in a torus at this space's budget (:func:`~phaze_env.hardware.system.baseline_point`,
         ``search.phaze``'s system baseline), best over the space's microbatch sizes and recompute settings."""
-        point = baseline_point(self.budget)
-        return evaluate(workload, point.accelerator, point_cluster(point, cluster), microbatch=self.microbatch,
+        return self.evaluate_reference("tpuv4", workload, cluster, **kwargs)
+
+    def evaluate_reference(self, name: str, workload: str | Workload, cluster: Cluster | None = None,
+                           number_format: str = "bf16", **kwargs: Any) -> Evaluation:
+        """Reference system ``name`` (TPUv4 torus, A100 or H100 DGX:
+        :data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`) with the chips this space's budget buys
+        (:func:`~phaze_env.hardware.system.reference_point`) on its cluster
+        (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the training fields), training in
+        ``number_format``, best over the space's microbatch sizes and recompute settings."""
+        point = reference_point(name, self.budget, number_format)
+        return evaluate(workload, point.accelerator, reference_cluster(name, point, cluster), microbatch=self.microbatch,
                         recompute=self.recompute, hbm_gb=(point.accelerator.hbm_gb,), **kwargs)
 
 

@@ -13,13 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from phaze_env.cluster import point_cluster
-from phaze_env.evaluate import evaluate
-from phaze_env.hardware import TPUV4
-from phaze_env.hardware.system import baseline_point
+from phaze_env.hardware.system import REFERENCE_HBM_GENERATIONS, SystemPoint, baseline_point, reference_point
 from phaze_env.workloads import model_graph
 from search.config import SearchConfig, aggregate
 from search.exact import ExactSearch, certify
+from search.objectives import AREA
 from search.executors import make_executor
 from search.outputs import write_outputs
 from search.progress import SearchProgress
@@ -39,6 +37,8 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
                     model_graph(workload, seq_len=config.seq_len, microbatch=m, tensor_width=t)
                 except ValueError:
                     pass  # that width does not divide this model; evaluate skips it too
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)  # the results store opens out/results.db: the directory must exist
     db = out / "results.db" if out else None
     if db is not None and (resumed := ResultsStore.count(db, config.signatures())):
         progress.resumed(resumed, db)
@@ -52,8 +52,10 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
             pareto: dict[str, tuple[DesignResult, ...]] = {}
             shared, extra = None, {}
             if config.mode == "pareto":
+                divisors = {objective: config.objective_divisors(objective) for objective in config.objectives
+                            if objective != AREA}
                 for name in config.names:
-                    front, _ = search.pareto(name, window)
+                    front, _ = search.pareto(name, window, config.objectives, divisors)
                     pareto[name] = tuple(_design(search.records[(name, i)], config, i) for i in front)
             else:
                 divisors = config.objective_divisors()
@@ -81,7 +83,7 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
         dp_calls_this_run=search.counters["dp_calls"],
         pruning_ratio=1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.arch),
         resumed_records=search.resumed, elapsed_s=time.perf_counter() - started, space=config.space.to_dict(),
-        cluster=config.cluster.to_dict())
+        cluster=config.cluster.to_dict(), objectives=config.objectives if config.pareto else ())
     if out:
         write_outputs(out, result, search.records, config)
     return result
@@ -109,21 +111,34 @@ def _design(record: dict, config: SearchConfig | None = None, index: int | None 
 
 
 def _baseline(config: SearchConfig, name: str) -> DesignResult:
-    """The TPUv4-like accelerator under the same placement DP and knobs: on the search's cluster in PHAZE's
-    spaces; in the system space the TPUv4 chip in a torus at the same budget (:func:`baseline_point`)."""
-    knobs = dict(microbatch=config.space.microbatch, recompute=config.space.recompute,
-                 tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
-                 time_limit_s=config.time_limit_s, plan=config.plan)  # the search's plan: the same plan space
-    if not config.is_system:
-        return DesignResult.from_evaluation(evaluate(config.workload(name), TPUV4, config.cluster,
-                                                     hbm_gb=config.space.hbm_gb, **knobs).to_dict())
-    point = baseline_point(config.space.budget)
-    evaluation = evaluate(config.workload(name), point.accelerator, point_cluster(point, config.cluster),
-                          hbm_gb=(point.accelerator.hbm_gb,), **knobs)
-    system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks, "hbm_generation": "hbm2",
-              "links": point.chip_system.links, "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9,
-              "topology": point.topology}
+    """The space's reference design under the same placement DP and knobs (:meth:`DesignSpace.evaluate_baseline`):
+    the TPUv4-like accelerator on the search's cluster in PHAZE's spaces; in the system space the TPUv4 chip in a
+    torus at the same budget (:func:`baseline_point`), with its system figures."""
+    evaluation = config.space.evaluate_baseline(config.workload(name), config.cluster, tensor_widths=config.tensor_widths,
+                                                seq_len=config.seq_len, solver=config.solver,
+                                                time_limit_s=config.time_limit_s, plan=config.plan)  # the same plan space
     design = DesignResult.from_evaluation(evaluation.to_dict())
+    if not config.is_system:
+        return design
+    return _with_system(design, "tpuv4", baseline_point(config.space.budget))
+
+
+def evaluate_reference(config: SearchConfig, workload: str, reference: str, number_format: str = "bf16") -> DesignResult:
+    """Reference system ``reference`` of a system-space search (TPUv4 torus, A100 or H100 DGX at the search's
+    budget: :meth:`SystemDesignSpace.evaluate_reference`) on ``workload`` in ``number_format``, with the same
+    knobs and plan space as the search's designs and baseline; ``system`` carries its figures as a design's do."""
+    evaluation = config.space.evaluate_reference(reference, config.workload(workload), config.cluster, number_format,
+                                                 tensor_widths=config.tensor_widths, seq_len=config.seq_len,
+                                                 solver=config.solver, time_limit_s=config.time_limit_s, plan=config.plan)
+    point = reference_point(reference, config.space.budget, number_format)
+    return _with_system(DesignResult.from_evaluation(evaluation.to_dict()), reference, point)
+
+
+def _with_system(design: DesignResult, reference: str, point: SystemPoint) -> DesignResult:
+    """``design`` of reference chip ``reference`` at ``point`` with its system figures (as a design row's)."""
+    system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks,
+              "hbm_generation": REFERENCE_HBM_GENERATIONS[reference], "links": point.chip_system.links,
+              "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9, "topology": point.topology}
     return dataclasses.replace(design, system=system | point.summary() | point.figures(design.tokens_s))
 
 

@@ -64,7 +64,9 @@ same memory, no traffic, no buffers), searched once. Shapes are visited in order
 ``T`` (the DP with the loosest memory rule — the smallest state of any allowed ``(d, z)``, no buffers, no p2p,
 no ZeRO traffic — plus the shape's smallest possible ``A``), so most are never solved. With ZeRO a second
 bound, shared by all shapes, is checked before a data-parallel degree gets its own DP: the loosest memory's DP
-at the shape's microbatches (rounded down to a power of two; fewer microbatches never hold more in flight).
+at the shape's microbatches (rounded down to a power of two; fewer microbatches never hold more in flight),
+and for ZeRO-2/3 also the average stage: its layers' forward + backward + exposed ZeRO traffic over ``p`` (the
+stages cover every layer once), which sees the per-microbatch traffic that the shared DP leaves out.
 A finite ``cutoff_s`` (``run``) starts the search with that incumbent time: branch and bound across searches.
 Every stage time stays nondecreasing in each layer's forward and backward time (``fwd + max(0, g − fwd) =
 max(fwd, g)``), so the DP on lower-bound layer latencies still bounds the throughput (``evaluate``'s ILP-free
@@ -112,14 +114,15 @@ class StageMemory:
             width = max(1, int(fits_once.sum(axis=1).max()))
             self._order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
             self._listed = np.take_along_axis(fits_once, self._order, axis=1)
+            self._flat_order = self._order + np.arange(len(self._order))[:, None] * table.size  # into a raveled K × K
             self.next_index = np.where(self._listed, self._order, table.size)
             self.param_bytes = self.compact(table.param_bytes)
             self.expert_param_bytes = self.compact(table.expert_param_bytes)
             # What does not depend on the state factor, compacted once per layout (same interleave).
             self._transient = self.compact(transient_bytes)
-            self._per_unit = {mode: self.compact(self.full_per_unit[mode]) for mode in self.modes}
+            self._per_unit = np.stack([self.compact(self.full_per_unit[mode]) for mode in self.modes])
         else:  # a looser memory's layout lists a superset of the stages; the others get limit -1 (inf)
-            self._order, self._listed = layout._order, layout._listed
+            self._order, self._listed, self._flat_order = layout._order, layout._listed, layout._flat_order
             self.next_index, self.param_bytes = layout.next_index, layout.param_bytes
             self.expert_param_bytes = layout.expert_param_bytes
             self._transient, self._per_unit = layout._transient, layout._per_unit
@@ -130,14 +133,15 @@ class StageMemory:
         if buffer_bytes.any():
             state_compact = state_compact + self.compact(buffer_bytes)
         fixed = {"none": state_compact, "selective": state_compact, "full": state_compact + self._transient}
-        self.limits = [_most_in_flight(fixed[mode], self._per_unit[mode], settings.hbm_bytes) for mode in self.modes]
+        # every mode in one elementwise call (``limits[i]``: mode ``modes[i]``)
+        limits = _most_in_flight(np.stack([fixed[mode] for mode in self.modes]), self._per_unit, settings.hbm_bytes)
+        self.limits = list(limits)
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
         # breakpoints it is the same matrix, so it is computed (and keyed) once per interval.
-        limits = np.concatenate([limit.ravel() for limit in self.limits])
-        limits = limits[np.isfinite(limits) & (limits >= 1)]
-        self.breakpoints = np.unique(limits + 1).tolist()  # the n > 1 at which some entry of c_n changes
+        finite = limits[np.isfinite(limits) & (limits >= 1)]
+        self.breakpoints = np.unique(finite + 1).tolist()  # the n > 1 at which some entry of c_n changes
         # Two memories with one layout and equal limits give identical stage costs c_n for every n.
-        self.signature = (id(self._order), b"".join(limit.tobytes() for limit in self.limits))
+        self.signature = (id(self._order), limits.tobytes())
 
     @cached_property
     def full_fixed(self) -> dict[str, np.ndarray]:
@@ -171,7 +175,7 @@ class StageMemory:
 
     def compact(self, matrix: np.ndarray) -> np.ndarray:
         """``matrix`` in the compact layout (row ``a``: the stages that fit with one unit, then ``inf``)."""
-        return np.where(self._listed, np.take_along_axis(matrix, self._order, axis=1), np.inf)
+        return np.where(self._listed, matrix.take(self._flat_order), np.inf)
 
 
 class StageCosts:
@@ -395,6 +399,8 @@ class PlacementSearch:
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._sync_floor: dict[tuple[int, int, int], float] = {}  # (p, d, zero) -> sync_s of the smallest largest stage
         self._zero_comm: dict[tuple[int, int], np.ndarray] = {}
+        self._layer_zero_comm: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ZeRO stage -> per (d, layer), totals
+        self._layer_work_s = float(layers.fwd_s.sum() + layers.bwd_s.sum())
         self._sync_compact: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, d, zero) -> stage syncs (e > 1)
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
@@ -434,10 +440,14 @@ class PlacementSearch:
         dense bytes are replicated on the ``d·c`` ranks ``t`` apart; an expert shard on the ``c`` context-parallel
         ranks (``t`` apart) of each of the ``d/e`` data-parallel positions ``t·c·e`` apart that hold it."""
         s = self.settings
-        t, c, e = s.tensor_width, s.context_parallel, s.expert_parallel
         if not expert:
-            return {"group": data_parallel * c, "stride": t}
-        return {"group": c, "stride": t, "outer": (data_parallel // e, t * c * e)}
+            return {"group": data_parallel * s.context_parallel, "stride": s.tensor_width}
+        return _expert_group(s.tensor_width, s.context_parallel, s.expert_parallel, data_parallel)
+
+    def _expert_affine(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`_expert_collective_affine` at this search's ``t``, ``c``, ``e``."""
+        s = self.settings
+        return _expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, s.expert_parallel)
 
     def part_allreduce_s(self, part_bytes: float, data_parallel: int, zero: int, expert: bool = False) -> float:
         """The data-parallel collective once per batch, after the pipeline flush, of weights replicated on the
@@ -485,30 +495,53 @@ class PlacementSearch:
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
-            replicas = self._weight_replicas(data_parallel)
-            if zero < 2 or replicas == 1:
-                self._zero_comm[key] = self._no_time
-            else:
-                layers, s = self.layers, self.settings
-                experts = layers.expert_param_bytes if s.expert_parallel > 1 else np.zeros_like(layers.param_bytes)
-
-                def collective_s(kind: str, per_param: float) -> np.ndarray:
-                    fixed, per_byte = _collective_affine(s.cluster, kind, s.tensor_width)
-                    dense = (layers.param_bytes - experts) * per_param
-                    times = np.where(dense > 0, fixed[replicas - 1] + per_byte[replicas - 1] * dense, 0.0)
-                    if experts.any():
-                        fixed_e, per_byte_e = _grid_affine(s.cluster, kind, **self._group(data_parallel, expert=True))
-                        times = times + np.where(experts > 0, fixed_e + per_byte_e * experts * per_param, 0.0)
-                    return times
-
-                gather = collective_s("allgather", 1.0)
-                scatter = collective_s("reducescatter", GRADIENT_FACTOR)
-                if zero == 2:
-                    exposed = np.maximum(scatter - layers.bwd_s, 0.0)
-                else:
-                    exposed = np.maximum(gather - layers.fwd_s, 0.0) + np.maximum(gather + scatter - layers.bwd_s, 0.0)
-                self._zero_comm[key] = _stage_sums(self.table, exposed)
+            exposed = self.layer_zero_comm_s(data_parallel, zero)
+            self._zero_comm[key] = self._no_time if exposed is None else _stage_sums(self.table, exposed)
         return self._zero_comm[key]
+
+    def layer_zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray | None:
+        """Each layer's exposed ZeRO-2/3 collectives per microbatch (:meth:`zero_comm_s` sums them per stage);
+        ``None`` when there are none (ZeRO-0/1, or one weight replica)."""
+        if zero < 2 or self._weight_replicas(data_parallel) == 1:
+            return None
+        return self._layer_zero_comm_table(zero)[0][data_parallel // self.settings.expert_parallel - 1]
+
+    def _layer_zero_comm_table(self, zero: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`layer_zero_comm_s` of ZeRO-2 or 3 for every ``d = e, 2e, … ≤ N/(t·c)`` at once (row ``d/e − 1``),
+        and each row's total: one array expression per search instead of one per ``d``."""
+        if zero not in self._layer_zero_comm:
+            layers, s = self.layers, self.settings
+            e = s.expert_parallel
+            data_parallel = e * np.arange(1, max(1, s.n_devices // (self._replica_devices * e)) + 1)
+            replicas = self._weight_replicas(data_parallel)
+            experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
+
+            def collective_s(kind: str, per_param: float) -> np.ndarray:
+                fixed, per_byte = (table[replicas - 1, None] for table in _collective_affine(s.cluster, kind, s.tensor_width))
+                dense = (layers.param_bytes - experts) * per_param
+                times = np.where(dense > 0, fixed + per_byte * dense, 0.0)
+                if experts.any():
+                    fixed_e, per_byte_e = (table[data_parallel // e - 1, None] for table in self._expert_affine(kind))
+                    times = times + np.where(experts > 0, fixed_e + per_byte_e * experts * per_param, 0.0)
+                return times
+
+            gather = collective_s("allgather", 1.0)
+            scatter = collective_s("reducescatter", GRADIENT_FACTOR)
+            if zero == 2:
+                exposed = np.maximum(scatter - layers.bwd_s, 0.0)
+            else:
+                exposed = np.maximum(gather - layers.fwd_s, 0.0) + np.maximum(gather + scatter - layers.bwd_s, 0.0)
+            self._layer_zero_comm[zero] = exposed, exposed.sum(axis=1)
+        return self._layer_zero_comm[zero]
+
+    def _average_stage_s(self, shape: _Shape) -> float:
+        """A lower bound on the slowest stage of any partition of ``shape`` that the shared loosest DP does not see:
+        the stages cover every layer once, and each stage's time is at least its layers' forward + backward + exposed
+        ZeRO-2/3 traffic (recompute and p2p only add), so the slowest is at least the average, that total over ``p``."""
+        total = self._layer_work_s
+        if shape.zero >= 2 and self._weight_replicas(shape.data_parallel) > 1:
+            total += float(self._layer_zero_comm_table(shape.zero)[1][shape.data_parallel // self.settings.expert_parallel - 1])
+        return total / shape.stages
 
     def sync_compact(self, shape: _Shape, memory: StageMemory) -> np.ndarray:
         """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted), each
@@ -708,21 +741,25 @@ class PlacementSearch:
             kind, payload = _BATCH_COLLECTIVE[stage]
             if kind is None:
                 continue
-            if expert:  # a two-dimensional group: its affine terms per distinct d
-                distinct, inverse = np.unique(d, return_inverse=True)
-                terms = np.array([_grid_affine(s.cluster, kind, **self._group(d_i, expert=True))
-                                  for d_i in distinct.tolist()]).reshape(-1, 2)[inverse.ravel()]
-                fixed, per_byte = terms[:, 0], terms[:, 1]
+            if expert:  # a two-dimensional group, indexed by the d/e expert-data-parallel positions
+                fixed, per_byte = (table[d // s.expert_parallel - 1] for table in self._expert_affine(kind))
             else:
                 fixed, per_byte = (table[group - 1] for table in _collective_affine(s.cluster, kind, s.tensor_width))
             times[rows] += np.where(size > 0, fixed + per_byte * size * payload, 0.0)
         return np.where(param_bytes > 0, times, 0.0)
 
     def _stage_values(self, shape: _Shape, costs: StageCosts, mask: np.ndarray | None = None):
-        """``value_at(s)``: the stage-time matrix of the stage ``s``-th from the end (optionally masked)."""
+        """``value_at(s)``: the stage-time matrix of the stage ``s``-th from the end (optionally masked; each masked
+        matrix is built once per number of units in flight, and reused by the DP and its trace-back)."""
+        if mask is None:
+            return lambda s: costs.time(shape.units(s))
+        masked: dict[int, np.ndarray] = {}
+
         def value_at(s: int) -> np.ndarray:
-            times = costs.time(shape.units(s))
-            return times if mask is None else np.where(mask, times, np.inf)
+            units = shape.units(s)
+            if units not in masked:
+                masked[units] = np.where(mask, costs.time(units), np.inf)
+            return masked[units]
         return value_at
 
     def _solve_shape(self, shape: _Shape, best: _Best) -> None:
@@ -735,7 +772,7 @@ class PlacementSearch:
             # few capped suffixes), which spares a per-d memory side or a one-off interleaved DP for most.
             m_lo = 1 << (shape.microbatches.bit_length() - 1)
             loose_s = self.loosest_dp.min_stage_time(m_lo, shape.stages)
-            if math.isinf(loose_s) or self._bound_s(shape, loose_s) >= best.time_s:
+            if math.isinf(loose_s) or self._bound_s(shape, max(loose_s, self._average_stage_s(shape))) >= best.time_s:
                 return
         costs, dp = self.variant(shape)
         if shape.interleave == 1:
@@ -967,10 +1004,25 @@ def _stage_sums(table: StageTable, values: np.ndarray) -> np.ndarray:
     return np.where(table.valid, inside[None, :] - inside[:, None], 0.0)
 
 
-@lru_cache(maxsize=1024)
-def _grid_affine(cluster: Cluster, kind: str, group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[float, float]:
-    """One collective (:meth:`Cluster.collective_s` arguments) as ``fixed + per_byte · S`` for ``S > 0``."""
-    one, two = (cluster.collective_s(kind, size, group, stride, outer) for size in (1.0, 2.0))
+def _expert_group(tensor_width: int, context_parallel: int, expert_parallel: int, data_parallel: int) -> dict:
+    """The ranks holding one expert shard, as :meth:`Cluster.collective_s` arguments (rank order tp-cp-ep-dp-pp):
+    the ``c`` context-parallel ranks ``t`` apart of each of the ``d/e`` data-parallel positions ``t·c·e`` apart."""
+    t, c, e = tensor_width, context_parallel, expert_parallel
+    return {"group": c, "stride": t, "outer": (data_parallel // e, t * c * e)}
+
+
+@lru_cache(maxsize=64)
+def _expert_collective_affine(cluster: Cluster, kind: str, tensor_width: int, context_parallel: int,
+                              expert_parallel: int) -> tuple[np.ndarray, np.ndarray]:
+    """A collective over the expert replicas (:func:`_expert_group`) for ``d = e, 2e, … ≤ N/(t·c)`` as
+    ``fixed[d/e − 1] + per_byte[d/e − 1] · S`` (exact for ``S > 0``, as :func:`_collective_affine`), shared by every
+    search on one cluster: one table instead of a cached pair per ``d``, which a search at ``e = 2`` over 1,024
+    devices (512 such ``d`` per collective) would evict from any small cache on every call."""
+    step = tensor_width * context_parallel * expert_parallel
+    positions = range(1, max(1, cluster.n_devices // step) + 1)
+    groups = [_expert_group(tensor_width, context_parallel, expert_parallel, k * expert_parallel) for k in positions]
+    one = np.array([cluster.collective_s(kind, 1.0, **group) for group in groups])
+    two = np.array([cluster.collective_s(kind, 2.0, **group) for group in groups])
     return one - (two - one), two - one
 
 
