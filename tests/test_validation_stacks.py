@@ -12,9 +12,9 @@ from dataclasses import replace
 
 import pytest
 
-from experiments.validate import (SKIPPED, TOLERANCE, TREND_TOLERANCE, Prediction, markdown, microbatch_sensitivity, predict,
-                                  scaling_series)
-from experiments.validation_cases import CASES, MOE_CASES, NEEDS_QWEN3_235B, PENDING_CASES, get_case
+from experiments.validate import (SKIPPED, STACK_GAPS, TOLERANCE, TREND_TOLERANCE, Prediction, markdown,
+                                  microbatch_sensitivity, predict, scaling_series)
+from experiments.validation_cases import CASES, FSDP_CASES, MOE_CASES, NEEDS_QWEN3_235B, PENDING_CASES, get_case
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.evaluate import evaluate, main
 from phaze_env.hardware import get_preset
@@ -23,7 +23,7 @@ from phaze_env.stacks import STACKS, UnknownStackError, get_stack
 from phaze_env.workloads import custom_workload, model_graph
 from tiny import TINY
 
-PROFILED = [case for case in CASES if case.stack in STACKS]
+PROFILED = [case for case in CASES + FSDP_CASES if case.stack in STACKS]
 
 
 @pytest.mark.parametrize("stack", sorted(STACKS))
@@ -38,7 +38,10 @@ def test_profile_is_fitted_to_one_published_run_of_its_stack(stack):
 
 @pytest.mark.parametrize("stack", sorted(STACKS))
 def test_profile_holds_on_at_least_two_other_published_runs(stack):
-    held_out = [case for case in PROFILED if case.stack == stack and case.name != STACKS[stack].calibration]
+    """Every held-out run of the stack within ±15 %, but the known gaps (``STACK_GAPS``, held as strict xfails by
+    their stack's own test file), and at least two of them."""
+    held_out = [case for case in PROFILED if case.stack == stack and case.name != STACKS[stack].calibration
+                and case.name not in STACK_GAPS]
     assert len(held_out) >= 2
     for case in held_out:
         prediction = predict(case)
