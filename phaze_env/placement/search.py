@@ -66,7 +66,9 @@ same memory, no traffic, no buffers), searched once. Shapes are visited in order
 ``T`` (the DP with the loosest memory rule — the smallest state of any allowed ``(d, z)``, no buffers, no p2p,
 no ZeRO traffic — plus the shape's smallest possible ``A``), so most are never solved. With ZeRO a second
 bound, shared by all shapes, is checked before a data-parallel degree gets its own DP: the loosest memory's DP
-at the shape's microbatches (rounded down to a power of two; fewer microbatches never hold more in flight).
+at the shape's microbatches (rounded down to a power of two; fewer microbatches never hold more in flight),
+and for ZeRO-2/3 also the average stage: its layers' forward + backward + exposed ZeRO traffic over ``p`` (the
+stages cover every layer once), which sees the per-microbatch traffic that the shared DP leaves out.
 A finite ``cutoff_s`` (``run``) starts the search with that incumbent time: branch and bound across searches.
 Every stage time stays nondecreasing in each layer's forward and backward time (``fwd + max(0, g − fwd) =
 max(fwd, g)``), so the DP on lower-bound layer latencies still bounds the throughput (``evaluate``'s ILP-free
@@ -397,6 +399,8 @@ class PlacementSearch:
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._sync_floor: dict[tuple[int, int, int], float] = {}  # (p, d, zero) -> sync_s of the smallest largest stage
         self._zero_comm: dict[tuple[int, int], np.ndarray] = {}
+        self._layer_zero_comm: dict[tuple[int, int], np.ndarray | None] = {}
+        self._layer_work_s = float(layers.fwd_s.sum() + layers.bwd_s.sum())
         self._sync_compact: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, d, zero) -> stage syncs (e > 1)
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
@@ -437,10 +441,14 @@ class PlacementSearch:
         dense bytes are replicated on the ``d·c`` ranks ``t`` apart; an expert shard on the ``c`` context-parallel
         ranks (``t`` apart) of each of the ``d/e`` data-parallel positions ``t·c·e`` apart that hold it."""
         s = self.settings
-        t, c, e = s.tensor_width, s.context_parallel, s.expert_parallel
         if not expert:
-            return {"group": data_parallel * c, "stride": t}
-        return {"group": c, "stride": t, "outer": (data_parallel // e, t * c * e)}
+            return {"group": data_parallel * s.context_parallel, "stride": s.tensor_width}
+        return _expert_group(s.tensor_width, s.context_parallel, s.expert_parallel, data_parallel)
+
+    def _expert_affine(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`_expert_collective_affine` at this search's ``t``, ``c``, ``e``."""
+        s = self.settings
+        return _expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, s.expert_parallel)
 
     def part_allreduce_s(self, part_bytes: float, data_parallel: int, zero: int, expert: bool = False) -> float:
         """The data-parallel collective once per batch, after the pipeline flush, of weights replicated on the
@@ -495,9 +503,18 @@ class PlacementSearch:
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
+            exposed = self.layer_zero_comm_s(data_parallel, zero)
+            self._zero_comm[key] = self._no_time if exposed is None else _stage_sums(self.table, exposed)
+        return self._zero_comm[key]
+
+    def layer_zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray | None:
+        """Each layer's exposed ZeRO-2/3 collectives per microbatch (:meth:`zero_comm_s` sums them per stage);
+        ``None`` when there are none (ZeRO-0/1, or one weight replica)."""
+        key = (data_parallel, zero)
+        if key not in self._layer_zero_comm:
             replicas = self._weight_replicas(data_parallel)
             if zero < 2 or replicas == 1:
-                self._zero_comm[key] = self._no_time
+                self._layer_zero_comm[key] = None
             else:
                 layers, s = self.layers, self.settings
                 experts = layers.expert_param_bytes if s.expert_parallel > 1 else np.zeros_like(layers.param_bytes)
@@ -507,7 +524,8 @@ class PlacementSearch:
                     dense = (layers.param_bytes - experts) * per_param
                     times = np.where(dense > 0, fixed[replicas - 1] + per_byte[replicas - 1] * dense, 0.0)
                     if experts.any():
-                        fixed_e, per_byte_e = _grid_affine(s.cluster, kind, **self._group(data_parallel, expert=True))
+                        fixed_e, per_byte_e = (float(table[data_parallel // s.expert_parallel - 1])
+                                               for table in self._expert_affine(kind))
                         times = times + np.where(experts > 0, fixed_e + per_byte_e * experts * per_param, 0.0)
                     return times
 
@@ -524,8 +542,16 @@ class PlacementSearch:
                     exposed = np.maximum(scatter - layers.bwd_s, 0.0)
                 else:
                     exposed = np.maximum(gather - layers.fwd_s, 0.0) + np.maximum(gather + scatter - layers.bwd_s, 0.0)
-                self._zero_comm[key] = _stage_sums(self.table, exposed)
-        return self._zero_comm[key]
+                self._layer_zero_comm[key] = exposed
+        return self._layer_zero_comm[key]
+
+    def _average_stage_s(self, shape: _Shape) -> float:
+        """A lower bound on the slowest stage of any partition of ``shape`` that the shared loosest DP does not see:
+        the stages cover every layer once, and each stage's time is at least its layers' forward + backward + exposed
+        ZeRO-2/3 traffic (recompute and p2p only add), so the slowest is at least the average, that total over ``p``."""
+        exposed = self.layer_zero_comm_s(shape.data_parallel, shape.zero)
+        total = self._layer_work_s + (0.0 if exposed is None else float(exposed.sum()))
+        return total / shape.stages
 
     def _hybrid_s(self, kind: str, param_bytes: np.ndarray, group: int, spacing: int, per_param: float) -> np.ndarray:
         """A ``kind`` collective of every layer's ``param_bytes · per_param`` over ``group`` weight replicas
@@ -733,11 +759,8 @@ class PlacementSearch:
             kind, payload = _BATCH_COLLECTIVE[stage]
             if kind is None:
                 continue
-            if expert:  # a two-dimensional group: its affine terms per distinct d
-                distinct, inverse = np.unique(d, return_inverse=True)
-                terms = np.array([_grid_affine(s.cluster, kind, **self._group(d_i, expert=True))
-                                  for d_i in distinct.tolist()]).reshape(-1, 2)[inverse.ravel()]
-                fixed, per_byte = terms[:, 0], terms[:, 1]
+            if expert:  # a two-dimensional group, indexed by the d/e expert-data-parallel positions
+                fixed, per_byte = (table[d // s.expert_parallel - 1] for table in self._expert_affine(kind))
             else:
                 fixed, per_byte = (table[group - 1] for table in _collective_affine(s.cluster, kind, s.tensor_width))
             times[rows] += np.where(size > 0, fixed + per_byte * size * payload, 0.0)
@@ -760,7 +783,7 @@ class PlacementSearch:
             # few capped suffixes), which spares a per-d memory side or a one-off interleaved DP for most.
             m_lo = 1 << (shape.microbatches.bit_length() - 1)
             loose_s = self.loosest_dp.min_stage_time(m_lo, shape.stages)
-            if math.isinf(loose_s) or self._bound_s(shape, loose_s) >= best.time_s:
+            if math.isinf(loose_s) or self._bound_s(shape, max(loose_s, self._average_stage_s(shape))) >= best.time_s:
                 return
         costs, dp = self.variant(shape)
         if shape.interleave == 1:
@@ -993,10 +1016,25 @@ def _stage_sums(table: StageTable, values: np.ndarray) -> np.ndarray:
     return np.where(table.valid, inside[None, :] - inside[:, None], 0.0)
 
 
-@lru_cache(maxsize=1024)
-def _grid_affine(cluster: Cluster, kind: str, group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[float, float]:
-    """One collective (:meth:`Cluster.collective_s` arguments) as ``fixed + per_byte · S`` for ``S > 0``."""
-    one, two = (cluster.collective_s(kind, size, group, stride, outer) for size in (1.0, 2.0))
+def _expert_group(tensor_width: int, context_parallel: int, expert_parallel: int, data_parallel: int) -> dict:
+    """The ranks holding one expert shard, as :meth:`Cluster.collective_s` arguments (rank order tp-cp-ep-dp-pp):
+    the ``c`` context-parallel ranks ``t`` apart of each of the ``d/e`` data-parallel positions ``t·c·e`` apart."""
+    t, c, e = tensor_width, context_parallel, expert_parallel
+    return {"group": c, "stride": t, "outer": (data_parallel // e, t * c * e)}
+
+
+@lru_cache(maxsize=64)
+def _expert_collective_affine(cluster: Cluster, kind: str, tensor_width: int, context_parallel: int,
+                              expert_parallel: int) -> tuple[np.ndarray, np.ndarray]:
+    """A collective over the expert replicas (:func:`_expert_group`) for ``d = e, 2e, … ≤ N/(t·c)`` as
+    ``fixed[d/e − 1] + per_byte[d/e − 1] · S`` (exact for ``S > 0``, as :func:`_collective_affine`), shared by every
+    search on one cluster: one table instead of a cached pair per ``d``, which a search at ``e = 2`` over 1,024
+    devices (512 such ``d`` per collective) would evict from any small cache on every call."""
+    step = tensor_width * context_parallel * expert_parallel
+    positions = range(1, max(1, cluster.n_devices // step) + 1)
+    groups = [_expert_group(tensor_width, context_parallel, expert_parallel, k * expert_parallel) for k in positions]
+    one = np.array([cluster.collective_s(kind, 1.0, **group) for group in groups])
+    two = np.array([cluster.collective_s(kind, 2.0, **group) for group in groups])
     return one - (two - one), two - one
 
 

@@ -1,0 +1,83 @@
+"""The placement DP's shortcuts for speed are exact: each bound it prunes with is a bound, each shared table
+equals what it stands for (the brute-force tests check the answers; these check the pieces directly, so a
+shortcut that is wrong on some instance fails here even when the brute force's instances do not reach it)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from test_placement_combined import _instance
+
+from phaze_env.cluster import Cluster
+from phaze_env.placement import Settings
+from phaze_env.placement.inputs import layer_arrays
+from phaze_env.placement.search import PlacementSearch, _expert_collective_affine, _expert_group
+from phaze_env.placement.stages import chain_stages
+from phaze_env.plan_spec import PlanSpec
+
+
+def _searches(seed: int):
+    """The placement searches of one random instance of the combined test (c, e ∈ {1, 2}, every ZeRO stage free)."""
+    variants, cluster, options = _instance(np.random.default_rng(seed))
+    for (c, e), layers in variants.items():
+        if options["tensor_width"] * c > cluster.n_devices:
+            continue
+        plan = PlanSpec(recompute=options["recompute"], sequence_parallel=False, zero=None, c=None, e=None,
+                        interleave=options["interleave"])
+        settings = Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], plan,
+                            hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"], context_parallel=c, expert_parallel=e)
+        arrays = layer_arrays(layers)
+        yield PlacementSearch(arrays, chain_stages(arrays), settings, max_stages=len(arrays))
+
+
+def _slowest_stage_s(search: PlacementSearch, shape) -> float:
+    """The shape's own min-max stage time (its DP with its memory, p2p and ZeRO traffic)."""
+    costs, dp = search.variant(shape)
+    if shape.interleave == 1:
+        return dp.min_stage_time(shape.microbatches, shape.stages)
+    return dp.constrained(shape.stages, search._stage_values(shape, costs))[0]
+
+
+def test_the_average_stage_bound_never_exceeds_a_shapes_slowest_stage():
+    """Every ZeRO-2/3 shape of 40 random instances: ``_average_stage_s`` (what lets a shape be pruned before its own
+    DP is built) is at most the slowest stage of its best partition."""
+    checked = 0
+    for seed in range(40):
+        for search in _searches(seed):
+            for shape, _ in search._candidates():
+                slowest_s = _slowest_stage_s(search, shape)
+                if math.isfinite(slowest_s):
+                    assert search._average_stage_s(shape) <= slowest_s * (1 + 1e-12), (seed, shape, slowest_s)
+                    checked += shape.zero >= 2
+    assert checked > 100, checked  # the instances reach many feasible ZeRO-2/3 shapes
+
+
+def test_the_average_stage_bound_is_reached_by_some_zero3_shape():
+    """The bound is not vacuous: on some instance it exceeds the shared loosest DP's bound (it prunes)."""
+    tighter = 0
+    for seed in range(40):
+        for search in _searches(seed):
+            for shape, _ in search._candidates():
+                if shape.zero >= 2:
+                    m_lo = 1 << (shape.microbatches.bit_length() - 1)
+                    tighter += search._average_stage_s(shape) > search.loosest_dp.min_stage_time(m_lo, shape.stages)
+    assert tighter
+
+
+@pytest.mark.parametrize("kind", ["allreduce", "allgather", "reducescatter"])
+@pytest.mark.parametrize("t,c,e", [(1, 1, 2), (2, 1, 2), (1, 2, 2), (1, 1, 4), (2, 2, 1)])
+def test_the_expert_collective_table_equals_the_collective(kind, t, c, e):
+    """``fixed + per_byte · S`` from the shared table equals ``Cluster.collective_s`` over the expert replicas of
+    every ``d`` on a two-level cluster (and a torus)."""
+    clusters = [Cluster(n_devices=64, devices_per_node=4, node_bandwidth_Bps=300e9, node_latency_s=1e-6,
+                        link_bandwidth_Bps=25e9, link_latency_s=5e-6),
+                Cluster(n_devices=64, torus_dims=(4, 4, 4), link_bandwidth_Bps=50e9, link_latency_s=2e-6)]
+    for cluster, size in itertools.product(clusters, (1.0, 3e6, 7.5e8)):
+        fixed, per_byte = _expert_collective_affine(cluster, kind, t, c, e)
+        assert len(fixed) == cluster.n_devices // (t * c * e)
+        for d in range(e, cluster.n_devices // (t * c) + 1, e):
+            expected = cluster.collective_s(kind, size, **_expert_group(t, c, e, d))
+            assert math.isclose(fixed[d // e - 1] + per_byte[d // e - 1] * size, expected, rel_tol=1e-9, abs_tol=1e-18)
