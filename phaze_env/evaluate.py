@@ -599,16 +599,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="fraction of the accelerator model's speed the software reaches, in (0, 1] "
                              "(default: the cluster preset's; dgx-a100 0.79, fitted to Megatron-LM, others 1)")
     parser.add_argument("--stack", default=None, help=f"training-stack profile: {', '.join(stack_names())} (its fitted "
-                        "efficiency and pipeline structure; default: the cluster preset's own settings)")
+                        "efficiency on the --preset chip and its pipeline structure; default: the cluster preset's own settings)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (default: a text report)")
     args = parser.parse_args(argv)
     try:
         accelerator = get_preset(args.preset)
         software = {} if args.framework_efficiency is None else {"framework_efficiency": args.framework_efficiency}
         cluster = get_cluster(args.cluster, args.devices, global_batch=args.batch, optimizer=args.optimizer)
-        if args.stack is not None:
-            cluster = get_stack(args.stack).apply(cluster)
-        cluster = replace(cluster, **software)  # an explicit --framework-efficiency wins over the stack's
+        if args.stack is not None:  # its efficiency fitted on this chip, unless --framework-efficiency says otherwise
+            stack = get_stack(args.stack)
+            cluster = stack.structure(cluster) if software else stack.apply(cluster, args.preset.strip().lower())
+        cluster = replace(cluster, **software)
         # With --plan, what its string leaves out is off (the notation's rule); without, the DP chooses.
         spec = PlanSpec.parse(args.plan) if args.plan else PlanSpec()
         overrides = {"recompute": args.recompute, "sequence_parallel": args.sp, "interleave": args.interleave}

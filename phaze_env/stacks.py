@@ -7,17 +7,21 @@ A :class:`StackProfile` holds the two kinds of thing a stack decides:
   ``PipelineEngine`` runs plain 1F1B only) and whether it splits a pipeline send over the tensor-parallel
   ranks' NICs and all-gathers it inside the node (``pipeline_scatter_gather``: Megatron-LM's scatter/gather,
   Narayanan et al. 2021 §4.1; DeepSpeed's ``pipe_partitioned``, on by default);
-* **one efficiency**, ``framework_efficiency`` (see :class:`phaze_env.cluster.Cluster`): what an end-to-end
-  step of that stack loses against the operator model, *fitted to one published run* of the stack
-  (``calibration``, a case of ``experiments.validation_cases``) and checked on its other published runs.
+* **one efficiency per chip**, ``framework_efficiency`` (see :class:`phaze_env.cluster.Cluster`): what an
+  end-to-end step of that stack loses against the operator model, *fitted to one published run* of the stack on
+  that chip (``calibration``, a case of ``experiments.validation_cases``) and checked on its other published runs
+  on that chip. A stack's efficiency does not carry across chips (the same Megatron-LM code reaches a different
+  fraction of the model on A100 and H100: :data:`MEGATRON_H100_EFFICIENCY`), so each chip has its own
+  :class:`ChipFit`, and a profile applied on a chip it was not fitted on is refused.
 
 Neither stack of the published runs overlaps the data-parallel gradient all-reduce with the backward pass
 in a pipeline: Megatron-LM of 2021–22 reduces after the pipeline flush (``--overlap-grad-reduce`` came with
 Megatron-Core in 2023), and DeepSpeed's ``PipelineEngine`` runs ``ReduceGrads`` as its own instruction after
 the last backward. The DP prices it after the flush; an overlapping stack would need its own field.
 
-``python -m phaze_env.evaluate --stack NAME`` applies a profile; without ``--stack`` the cluster preset keeps
-its own settings (``dgx-a100`` carries Megatron-LM's efficiency, the others 1).
+``python -m phaze_env.evaluate --stack NAME`` applies a profile (its efficiency on the ``--preset`` chip); without
+``--stack`` the cluster preset keeps its own settings (``dgx-a100`` carries Megatron-LM's A100 efficiency, the
+others 1).
 """
 
 from __future__ import annotations
@@ -38,56 +42,111 @@ blocking (``deepspeed/runtime/pipe/p2p.py``: ``async_op`` must be False; ``dist.
 PyTorch < 1.8), issued as instructions between the compute instructions rather than overlapped with them, and
 each instruction is scheduled from Python."""
 
+MEGATRON_H100_EFFICIENCY = 0.97
+"""Achieved fraction of the h100 preset's per-operator speed in Megatron-Core training (NeMo), *fitted to one
+published measurement*: NVIDIA's DGX Cloud benchmarking recipe, GPT-3 175B in bf16 on 512 H100 GPUs, 8.42 s per
+step (``experiments.validation_cases``: ``dgxc-gpt3-175b-bf16-512``; the fit, 0.9699, is
+``experiments.validate.fit_efficiency``). Chosen before looking at the others: the middle of the recipe's three
+bf16 scales, so its 128- and 2,048-GPU runs, the FP8 runs of the same plan, NeMo's Llama-2 FP8 runs and the
+Megatron-Core MoE runs are all held out. It is higher than Megatron-LM's 0.79 on A100; what the difference stands
+for is not measured separately. The candidate the sources support: the 2024 stack overlaps what the 2021-22 one
+exposed — TE's userbuffers overlap the tensor-parallel all-gathers/reduce-scatters with the GEMMs
+(``tp_comm_overlap``), Megatron-Core overlaps the interleaved schedule's pipeline sends (``overlap_p2p_comm``) and
+the data-parallel reduce-scatter (``overlap_grad_reduce``) — while the model adds every one of them in full (about
+16 % of the predicted step of the calibration run), so the factor stands for the compute the run loses *net of*
+the communication it hides."""
+
 JAX_XLA_TPUV4_EFFICIENCY = 0.82
 """Achieved fraction of the tpuv4 preset's per-operator speed in JAX/XLA training with MaxText, *fitted to one
 published measurement*: the 22B model on one v4-128 slice (64 chips), 156 TFLOP/s per chip = 56.7 % MFU
 (AI-Hypercomputer/maxtext README at commit d3f68fe2c; ``experiments.validation_cases``: ``maxtext-22b-1xv4-128``;
-the exact fit is 0.8203);
-held out on the 52B model on v4-384 and on the multi-slice runs. The tpuv4 preset's MXUs run at their nominal rate
-(``gemm_efficiency`` 1: no public TPU v4 GEMM microbenchmark), so this factor also carries what the MXUs lose on
-these shapes, besides what an end-to-end XLA step adds (the layer's fusions as XLA forms them, the per-layer
-all-gathers' HBM traffic, the step's host synchronisation)."""
+the exact fit is 0.8203); held out on the 52B model on one v4-384 slice. The tpuv4 preset's MXUs run at their
+nominal rate (``gemm_efficiency`` 1: no public TPU v4 GEMM microbenchmark), so this factor also carries what the
+MXUs lose on these shapes, besides what an end-to-end XLA step adds (the layer's fusions as XLA forms them, the
+per-layer all-gathers' HBM traffic, the step's host synchronisation)."""
+
+
+class UnfittedChipError(ValueError):
+    """A stack profile applied on a chip its efficiency was never fitted on."""
+
+
+@dataclass(frozen=True)
+class ChipFit:
+    """A stack's efficiency on one chip, fitted to one published run of the stack on that chip."""
+
+    chips: tuple[str, ...]  # accelerator presets of that chip (the same silicon in another number format counts)
+    framework_efficiency: float
+    calibration: str  # the published run (a validation case name) the efficiency is fitted to
 
 
 @dataclass(frozen=True)
 class StackProfile:
-    """One training stack: its structural options, its fitted efficiency and where both come from."""
+    """One training stack: its structural options, its efficiency fitted per chip and where both come from.
+    ``fits[0]`` is the stack's home chip (the one ``apply`` without a chip uses)."""
 
     name: str
-    framework_efficiency: float
     interleaved_schedule: bool
     pipeline_scatter_gather: bool
-    calibration: str  # the published run (a validation case name) framework_efficiency is fitted to
+    fits: tuple[ChipFit, ...]
     sources: str
 
-    def apply(self, cluster: Cluster) -> Cluster:
-        """``cluster`` running this stack."""
-        return replace(cluster, framework_efficiency=self.framework_efficiency,
-                       interleaved_schedule=self.interleaved_schedule,
+    def __post_init__(self) -> None:
+        if not self.fits:
+            raise ValueError(f"stack {self.name!r} needs an efficiency fitted on at least one chip")
+
+    @property
+    def framework_efficiency(self) -> float:
+        """The efficiency on the home chip (``fits[0]``)."""
+        return self.fits[0].framework_efficiency
+
+    @property
+    def calibration(self) -> str:
+        """The published run the home chip's efficiency is fitted to."""
+        return self.fits[0].calibration
+
+    def fit_on(self, chip: str) -> ChipFit | None:
+        """The fit for accelerator preset ``chip`` (``None``: never fitted there)."""
+        return next((fit for fit in self.fits if chip in fit.chips), None)
+
+    def structure(self, cluster: Cluster) -> Cluster:
+        """``cluster`` with this stack's structure; its efficiency left as it is."""
+        return replace(cluster, interleaved_schedule=self.interleaved_schedule,
                        pipeline_scatter_gather=self.pipeline_scatter_gather)
+
+    def apply(self, cluster: Cluster, chip: str | None = None) -> Cluster:
+        """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure and
+        its efficiency fitted on that chip; a chip it was never fitted on is refused (one-line error)."""
+        fit = self.fits[0] if chip is None else self.fit_on(chip)
+        if fit is None:
+            fitted = ", ".join(c for f in self.fits for c in f.chips)
+            raise UnfittedChipError(f"training stack {self.name!r} has no efficiency fitted on {chip!r} (fitted on: "
+                                    f"{fitted}); give the framework efficiency explicitly")
+        return replace(self.structure(cluster), framework_efficiency=fit.framework_efficiency)
 
 
 STACKS: dict[str, StackProfile] = {
     profile.name: profile
     for profile in (
         StackProfile(
-            name="megatron-lm", framework_efficiency=MEGATRON_A100_EFFICIENCY, interleaved_schedule=True,
-            pipeline_scatter_gather=True, calibration="korthikanti22-175b-full",
+            name="megatron-lm", interleaved_schedule=True, pipeline_scatter_gather=True,
+            fits=(ChipFit(("a100",), MEGATRON_A100_EFFICIENCY, "korthikanti22-175b-full"),
+                  ChipFit(("h100", "h100-fp8"), MEGATRON_H100_EFFICIENCY, "dgxc-gpt3-175b-bf16-512")),
             sources="NVIDIA/Megatron-LM (2021-22): interleaved 1F1B and scatter/gather, Narayanan et al. 2021 "
                     "(arXiv:2104.04473) §2.2.2 and §4.1; gradient all-reduce after the pipeline flush "
                     "(--overlap-grad-reduce only from Megatron-Core, 2023); efficiency: "
-                    "phaze_env.cluster.MEGATRON_A100_EFFICIENCY"),
+                    "phaze_env.cluster.MEGATRON_A100_EFFICIENCY on A100, MEGATRON_H100_EFFICIENCY on H100 "
+                    "(Megatron-Core in NeMo, NVIDIA/dgxc-benchmarking)"),
         StackProfile(
-            name="megatron-deepspeed", framework_efficiency=MEGATRON_DEEPSPEED_A100_EFFICIENCY,
-            interleaved_schedule=False, pipeline_scatter_gather=True, calibration="smith22-mtnlg-530b-280nodes",
+            name="megatron-deepspeed", interleaved_schedule=False, pipeline_scatter_gather=True,
+            fits=(ChipFit(("a100",), MEGATRON_DEEPSPEED_A100_EFFICIENCY, "smith22-mtnlg-530b-280nodes"),),
             sources="microsoft/DeepSpeed deepspeed/runtime/pipe (PipelineEngine, TrainSchedule: plain 1F1B, no "
                     "interleaving; pipe_partitioned activations are sent 1/t per tensor rank and all-gathered; "
                     "ReduceGrads after the last backward); Smith et al. 2022 (MT-NLG, arXiv:2201.11990) §2.3: "
                     "DeepSpeed pipeline and data parallelism with Megatron-LM tensor slicing; efficiency: "
                     "MEGATRON_DEEPSPEED_A100_EFFICIENCY"),
         StackProfile(
-            name="jax-xla", framework_efficiency=JAX_XLA_TPUV4_EFFICIENCY, interleaved_schedule=False,
-            pipeline_scatter_gather=False, calibration="maxtext-22b-1xv4-128",
+            name="jax-xla", interleaved_schedule=False, pipeline_scatter_gather=False,
+            fits=(ChipFit(("tpuv4",), JAX_XLA_TPUV4_EFFICIENCY, "maxtext-22b-1xv4-128"),),
             sources="AI-Hypercomputer/maxtext at commit d3f68fe2c (2023): MaxText/train.py (one pjit train step, no "
                     "pipeline parallelism, so neither pipeline option applies; no gradient accumulation), "
                     "MaxText/configs/*v4*.sh (FSDP over each slice's chips, ici_fsdp_parallelism, with "
@@ -117,4 +176,4 @@ def get_stack(name: str) -> StackProfile:
     return STACKS[key]
 
 
-__all__ = ["STACKS", "StackProfile", "UnknownStackError", "get_stack", "stack_names"]
+__all__ = ["STACKS", "ChipFit", "StackProfile", "UnfittedChipError", "UnknownStackError", "get_stack", "stack_names"]

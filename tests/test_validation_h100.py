@@ -11,6 +11,7 @@ from experiments.validate import (RATIO_TOLERANCE, TOLERANCE, fp8_speedups, plan
                                   published_time_s)
 from experiments.validation_cases import H100_CASES, RATIO_CASES, get_case
 from phaze_env.cluster import get_cluster
+from phaze_env.stacks import get_stack
 
 FP8_SPEEDUP_TOLERANCE = 0.05
 NOT_FITTING = {"dgxc-gpt3-175b-fp8-128"}  # the recipe's FP8 primary weights (fp8_params) are not modelled
@@ -30,8 +31,13 @@ def test_case_is_the_published_plan(case):
     assert published_time_s(case) == pytest.approx(step_s)
 
 
-def test_dgx_h100_is_not_fitted():
+def test_the_h100_efficiency_is_the_stack_s_not_the_cluster_preset_s():
+    """The dgx-h100 preset stays at 1 (the system space and README runs are unchanged); the Megatron-LM profile carries
+    its H100 fit, whose calibration run is one bf16 DGXC case (so every FP8, Llama-2 and MoE case is held out)."""
     assert get_cluster("dgx-h100", 8).framework_efficiency == 1.0
+    fit = get_stack("megatron-lm").fit_on("h100")
+    calibration = get_case(fit.calibration)
+    assert calibration in DGXC and calibration.number_format == "bf16" and 0 < fit.framework_efficiency < 1
 
 
 def test_llama2_cases_carry_nemo_figures():

@@ -8,32 +8,69 @@ keeps its per-GPU trend; runs the model cannot express yet (MoE, PyTorch FSDP) a
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
 
-from experiments.validate import (SKIPPED, TOLERANCE, TREND_TOLERANCE, Prediction, markdown, microbatch_sensitivity, predict,
+from experiments.validate import (SKIPPED, TOLERANCE, TREND_GAPS, TREND_TOLERANCE, Prediction, fit_efficiency,
+                                  interleave_sensitivity, is_strong, markdown, microbatch_sensitivity, predict,
                                   scaling_series)
 from experiments.validation_cases import CASES, MOE_CASES, NEEDS_QWEN3_235B, PENDING_CASES, TPU_CASES, get_case
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.evaluate import evaluate, main
 from phaze_env.hardware import get_preset
 from phaze_env.plan_spec import PlanSpec
-from phaze_env.stacks import STACKS, UnknownStackError, get_stack
+from phaze_env.stacks import STACKS, UnfittedChipError, UnknownStackError, get_stack
 from phaze_env.workloads import custom_workload, model_graph
 from tiny import TINY
 
 PROFILED = [case for case in CASES + TPU_CASES if case.stack in STACKS and not case.requires]
 
 
-@pytest.mark.parametrize("stack", sorted(STACKS))
-def test_profile_is_fitted_to_one_published_run_of_its_stack(stack):
+FITS = [(stack, fit) for stack in sorted(STACKS) for fit in STACKS[stack].fits]
+
+
+@pytest.mark.parametrize("stack, fit", FITS, ids=lambda x: x if isinstance(x, str) else x.chips[0])
+def test_profile_is_fitted_to_one_published_run_of_its_stack_on_each_chip(stack, fit):
     profile = STACKS[stack]
-    calibration = get_case(profile.calibration)
-    assert calibration.stack == stack and profile.sources
+    calibration = get_case(fit.calibration)
+    assert calibration.stack == stack and calibration.accelerator in fit.chips and profile.sources
     prediction = predict(calibration)
     assert prediction.kind == "calibration"
     assert abs(prediction.error) <= 0.01, prediction  # re-fit the profile's efficiency when the model changes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stack, fit", FITS, ids=lambda x: x if isinstance(x, str) else x.chips[0])
+def test_each_efficiency_is_the_fit_to_its_calibration_run(stack, fit):
+    """The constant in phaze_env.stacks is experiments.validate.fit_efficiency of its calibration run, to 2 digits."""
+    assert fit.framework_efficiency == pytest.approx(fit_efficiency(get_case(fit.calibration)), abs=0.005)
+
+
+def test_a_profile_is_refused_on_a_chip_it_was_never_fitted_on():
+    cluster = get_cluster("dgx-h100", 8)
+    megatron, deepspeed = get_stack("megatron-lm"), get_stack("megatron-deepspeed")
+    assert megatron.apply(cluster, "h100").framework_efficiency == megatron.fit_on("h100").framework_efficiency
+    assert megatron.apply(cluster, "h100-fp8") == megatron.apply(cluster, "h100")  # same silicon, other format
+    assert megatron.apply(cluster, "h100").framework_efficiency != megatron.apply(cluster, "a100").framework_efficiency
+    assert megatron.apply(cluster) == megatron.apply(cluster, "a100")  # the home chip
+    with pytest.raises(UnfittedChipError, match="no efficiency fitted on 'h100'"):
+        deepspeed.apply(cluster, "h100")
+    assert deepspeed.structure(cluster).framework_efficiency == cluster.framework_efficiency
+
+
+def test_evaluate_cli_applies_the_stack_efficiency_of_the_preset_chip(capsys):
+    args = ["--workload", "gpt2-xl", "--preset", "h100", "--cluster", "dgx-h100", "--devices", "8", "--batch", "16",
+            "--plan", "t1p1d8m2", "--json"]
+    assert main(args + ["--stack", "megatron-lm"]) == 0
+    stacked = json.loads(capsys.readouterr().out)
+    assert main(args + ["--framework-efficiency", str(get_stack("megatron-lm").fit_on("h100").framework_efficiency)]) == 0
+    assert stacked == json.loads(capsys.readouterr().out)
+    with pytest.raises(SystemExit) as exit_info:
+        main(args + ["--stack", "megatron-deepspeed"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "no efficiency fitted on 'h100'" in err
 
 
 @pytest.mark.parametrize("stack", [
@@ -95,13 +132,76 @@ def test_the_unpublished_microbatch_is_reported_as_a_sensitivity():
     assert all(abs(point.difference) <= TREND_TOLERANCE for point in series), series
 
 
+# Narayanan et al. 2021 Table 2: two Megatron-LM strong-scaling series (held out: nothing is fitted to them).
+TABLE2 = {"175b": [f"narayanan21-table2-175b-{gpus}" for gpus in (384, 768, 1536)],
+          "530b": [f"narayanan21-table2-530b-{gpus}" for gpus in (560, 1120, 2240)]}
+
+
+@pytest.fixture(scope="module")
+def table2_predictions():
+    return {size: [predict(get_case(name)) for name in names] for size, names in TABLE2.items()}
+
+
+@pytest.mark.parametrize("size", sorted(TABLE2))
+def test_megatron_lm_strong_scaling_series_keeps_its_trend_within_three_points(table2_predictions, size):
+    """Per-GPU throughput at 2× and 4× the GPUs (batch fixed), published and predicted, within 3 points at every
+    scale; the loss is the 1F1B bubble (p−1)/m_r, which grows as each replica runs fewer microbatches."""
+    (series,) = scaling_series(table2_predictions[size])
+    assert is_strong(series) and [point.case.name for point in series] == TABLE2[size]
+    for before, after in zip(series, series[1:]):
+        assert after.published < before.published and after.predicted < before.predicted
+    assert all(abs(point.difference) <= TREND_TOLERANCE for point in series), series
+    assert all(point.case.name not in TREND_GAPS for point in series)
+
+
+@pytest.mark.parametrize("size", sorted(TABLE2))
+def test_the_unpublished_schedule_is_reported_as_a_sensitivity(table2_predictions, size):
+    """Table 2 does not state the schedule: the report shows the series again with the interleaving the authors used
+    for the model elsewhere; its smaller bubble loses 3.5-4.2 points too little at 4× the GPUs."""
+    (series,) = interleave_sensitivity(table2_predictions[size])
+    assert [point.case.interleave for point in series] == [get_case(TABLE2[size][0]).interleave_alternative] * 3 != [1] * 3
+    assert abs(series[-1].difference) > TREND_TOLERANCE
+
+
+# NVIDIA's DGX Cloud GPT-3 175B recipe in bf16: a weak-scaling series (batch 2 per GPU) on H100.
+DGXC_BF16 = [f"dgxc-gpt3-175b-bf16-{gpus}" for gpus in (128, 512, 2048)]
+
+
+@pytest.fixture(scope="module")
+def dgxc_trend():
+    (series,) = scaling_series([predict(get_case(name)) for name in DGXC_BF16])
+    return {point.case.name: point for point in series}
+
+
+def test_a_weak_scaling_series_is_found(dgxc_trend):
+    points = [dgxc_trend[name] for name in DGXC_BF16]
+    assert not is_strong(points) and [point.case.data for point in points] == [4, 16, 64]
+    assert [point.published for point in points] == pytest.approx([1.0, 8.309 / 8.42, 8.309 / 8.49])
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=TREND_GAPS[name]))
+                                  for name in DGXC_BF16[1:]])
+def test_weak_scaling_trend_within_three_points(dgxc_trend, name):
+    assert abs(dgxc_trend[name].difference) <= TREND_TOLERANCE, dgxc_trend[name]
+
+
 def test_scaling_series_needs_three_data_parallel_degrees():
     case = get_case(MTNLG[0])
     two = [Prediction(replace(case, data=d, n_devices=280 * d), "", 1.0, 10.0 / d, "") for d in (8, 10)]
     assert scaling_series(two) == []
     three = two + [Prediction(replace(case, data=12, n_devices=280 * 12), "", 1.0, 10.0 / 12, "")]
     (series,) = scaling_series(three)
+    assert is_strong(series)
     assert [point.predicted for point in series] == pytest.approx([1.0, 1.0, 1.0])  # perfect predicted scaling
+
+
+def test_a_weak_scaling_series_keeps_the_batch_per_replica():
+    """Batch growing with d at a constant time per batch is perfect weak scaling: per-GPU throughput 100 % at every
+    scale; the same cases with the batch fixed would be no series (each batch once)."""
+    case = get_case(MTNLG[0])
+    weak = [Prediction(replace(case, data=d, n_devices=280 * d, global_batch=240 * d), "", 1.0, 10.0, "") for d in (8, 10, 12)]
+    (series,) = scaling_series(weak)
+    assert not is_strong(series) and [point.predicted for point in series] == pytest.approx([1.0, 1.0, 1.0])
 
 
 # --- structure the placement DP honours --------------------------------------------------------------------------
