@@ -415,6 +415,26 @@ def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps
     raise ValueError(f"unknown topology {topology!r}; choose from {', '.join(TOPOLOGIES)}")
 
 
+REFERENCE_CLUSTER_PRESETS = {"a100": "dgx-a100", "h100": "dgx-h100"}
+"""The cluster presets the GPU reference systems (:data:`phaze_env.hardware.system.REFERENCE_TOPOLOGIES`) are
+built as; TPUv4 is built like a system-space torus (:func:`point_cluster`), as ``search.phaze``'s baseline."""
+
+
+def reference_cluster(name: str, point: SystemPoint, base: Cluster | None = None) -> Cluster:
+    """The cluster of reference system ``name`` at ``point`` (:func:`~phaze_env.hardware.system.reference_point`):
+    ``dgx-a100`` / ``dgx-h100`` with the point's chip count, TPUv4 as :func:`point_cluster`. ``base`` supplies the
+    training fields (global batch, optimizer) *and the framework efficiency*, so a reference runs on the same
+    software basis as the designs it is compared with (the dgx-a100 preset's fitted Megatron-LM efficiency is
+    replaced by ``base``'s)."""
+    base = base or Cluster()
+    if name not in REFERENCE_CLUSTER_PRESETS:
+        return point_cluster(point, base)
+    if point.n_devices < 1:
+        raise ValueError(f"a {point.budget.describe()} budget buys no whole {name} node")
+    return get_cluster(REFERENCE_CLUSTER_PRESETS[name], point.n_devices, global_batch=base.global_batch,
+                       optimizer=base.optimizer, framework_efficiency=base.framework_efficiency)
+
+
 class UnknownClusterError(ValueError):
     """A cluster preset name that does not exist."""
 
@@ -434,4 +454,4 @@ def get_cluster(name: str, n_devices: int = 1024, **fields: Any) -> Cluster:
 
 
 __all__ = ["CLUSTER_PRESETS", "Cluster", "Level", "UnknownClusterError", "cluster_names", "get_cluster", "point_cluster",
-           "system_cluster", "torus_dims"]
+           "REFERENCE_CLUSTER_PRESETS", "reference_cluster", "system_cluster", "torus_dims"]

@@ -119,7 +119,7 @@ class StageMemory:
             self.expert_param_bytes = self.compact(table.expert_param_bytes)
             # What does not depend on the state factor, compacted once per layout (same interleave).
             self._transient = self.compact(transient_bytes)
-            self._per_unit = {mode: self.compact(self.full_per_unit[mode]) for mode in self.modes}
+            self._per_unit = np.stack([self.compact(self.full_per_unit[mode]) for mode in self.modes])
         else:  # a looser memory's layout lists a superset of the stages; the others get limit -1 (inf)
             self._order, self._listed = layout._order, layout._listed
             self.next_index, self.param_bytes = layout.next_index, layout.param_bytes
@@ -132,14 +132,15 @@ class StageMemory:
         if buffer_bytes.any():
             state_compact = state_compact + self.compact(buffer_bytes)
         fixed = {"none": state_compact, "selective": state_compact, "full": state_compact + self._transient}
-        self.limits = [_most_in_flight(fixed[mode], self._per_unit[mode], settings.hbm_bytes) for mode in self.modes]
+        # every mode in one elementwise call (``limits[i]``: mode ``modes[i]``)
+        limits = _most_in_flight(np.stack([fixed[mode] for mode in self.modes]), self._per_unit, settings.hbm_bytes)
+        self.limits = list(limits)
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
         # breakpoints it is the same matrix, so it is computed (and keyed) once per interval.
-        limits = np.concatenate([limit.ravel() for limit in self.limits])
-        limits = limits[np.isfinite(limits) & (limits >= 1)]
-        self.breakpoints = np.unique(limits + 1).tolist()  # the n > 1 at which some entry of c_n changes
+        finite = limits[np.isfinite(limits) & (limits >= 1)]
+        self.breakpoints = np.unique(finite + 1).tolist()  # the n > 1 at which some entry of c_n changes
         # Two memories with one layout and equal limits give identical stage costs c_n for every n.
-        self.signature = (id(self._order), b"".join(limit.tobytes() for limit in self.limits))
+        self.signature = (id(self._order), limits.tobytes())
 
     @cached_property
     def full_fixed(self) -> dict[str, np.ndarray]:
@@ -397,7 +398,7 @@ class PlacementSearch:
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._sync_floor: dict[tuple[int, int, int], float] = {}  # (p, d, zero) -> sync_s of the smallest largest stage
         self._zero_comm: dict[tuple[int, int], np.ndarray] = {}
-        self._layer_zero_comm: dict[tuple[int, int], np.ndarray | None] = {}
+        self._layer_zero_comm: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ZeRO stage -> per (d, layer), totals
         self._layer_work_s = float(layers.fwd_s.sum() + layers.bwd_s.sum())
         self._sync_compact: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, d, zero) -> stage syncs (e > 1)
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
@@ -500,40 +501,45 @@ class PlacementSearch:
     def layer_zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray | None:
         """Each layer's exposed ZeRO-2/3 collectives per microbatch (:meth:`zero_comm_s` sums them per stage);
         ``None`` when there are none (ZeRO-0/1, or one weight replica)."""
-        key = (data_parallel, zero)
-        if key not in self._layer_zero_comm:
+        if zero < 2 or self._weight_replicas(data_parallel) == 1:
+            return None
+        return self._layer_zero_comm_table(zero)[0][data_parallel // self.settings.expert_parallel - 1]
+
+    def _layer_zero_comm_table(self, zero: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`layer_zero_comm_s` of ZeRO-2 or 3 for every ``d = e, 2e, … ≤ N/(t·c)`` at once (row ``d/e − 1``),
+        and each row's total: one array expression per search instead of one per ``d``."""
+        if zero not in self._layer_zero_comm:
+            layers, s = self.layers, self.settings
+            e = s.expert_parallel
+            data_parallel = e * np.arange(1, max(1, s.n_devices // (self._replica_devices * e)) + 1)
             replicas = self._weight_replicas(data_parallel)
-            if zero < 2 or replicas == 1:
-                self._layer_zero_comm[key] = None
+            experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
+
+            def collective_s(kind: str, per_param: float) -> np.ndarray:
+                fixed, per_byte = (table[replicas - 1, None] for table in _collective_affine(s.cluster, kind, s.tensor_width))
+                dense = (layers.param_bytes - experts) * per_param
+                times = np.where(dense > 0, fixed + per_byte * dense, 0.0)
+                if experts.any():
+                    fixed_e, per_byte_e = (table[data_parallel // e - 1, None] for table in self._expert_affine(kind))
+                    times = times + np.where(experts > 0, fixed_e + per_byte_e * experts * per_param, 0.0)
+                return times
+
+            gather = collective_s("allgather", 1.0)
+            scatter = collective_s("reducescatter", GRADIENT_FACTOR)
+            if zero == 2:
+                exposed = np.maximum(scatter - layers.bwd_s, 0.0)
             else:
-                layers, s = self.layers, self.settings
-                experts = layers.expert_param_bytes if s.expert_parallel > 1 else np.zeros_like(layers.param_bytes)
-
-                def collective_s(kind: str, per_param: float) -> np.ndarray:
-                    fixed, per_byte = _collective_affine(s.cluster, kind, s.tensor_width)
-                    dense = (layers.param_bytes - experts) * per_param
-                    times = np.where(dense > 0, fixed[replicas - 1] + per_byte[replicas - 1] * dense, 0.0)
-                    if experts.any():
-                        fixed_e, per_byte_e = (float(table[data_parallel // s.expert_parallel - 1])
-                                               for table in self._expert_affine(kind))
-                        times = times + np.where(experts > 0, fixed_e + per_byte_e * experts * per_param, 0.0)
-                    return times
-
-                gather = collective_s("allgather", 1.0)
-                scatter = collective_s("reducescatter", GRADIENT_FACTOR)
-                if zero == 2:
-                    exposed = np.maximum(scatter - layers.bwd_s, 0.0)
-                else:
-                    exposed = np.maximum(gather - layers.fwd_s, 0.0) + np.maximum(gather + scatter - layers.bwd_s, 0.0)
-                self._layer_zero_comm[key] = exposed
-        return self._layer_zero_comm[key]
+                exposed = np.maximum(gather - layers.fwd_s, 0.0) + np.maximum(gather + scatter - layers.bwd_s, 0.0)
+            self._layer_zero_comm[zero] = exposed, exposed.sum(axis=1)
+        return self._layer_zero_comm[zero]
 
     def _average_stage_s(self, shape: _Shape) -> float:
         """A lower bound on the slowest stage of any partition of ``shape`` that the shared loosest DP does not see:
         the stages cover every layer once, and each stage's time is at least its layers' forward + backward + exposed
         ZeRO-2/3 traffic (recompute and p2p only add), so the slowest is at least the average, that total over ``p``."""
-        exposed = self.layer_zero_comm_s(shape.data_parallel, shape.zero)
-        total = self._layer_work_s + (0.0 if exposed is None else float(exposed.sum()))
+        total = self._layer_work_s
+        if shape.zero >= 2 and self._weight_replicas(shape.data_parallel) > 1:
+            total += float(self._layer_zero_comm_table(shape.zero)[1][shape.data_parallel // self.settings.expert_parallel - 1])
         return total / shape.stages
 
     def sync_compact(self, shape: _Shape, memory: StageMemory) -> np.ndarray:
