@@ -446,7 +446,7 @@ DGXC_GPT3 = ("NVIDIA/dgxc-benchmarking nemo_megatron/README_175b.md (commit 0b71
 def _dgxc_gpt3(number_format: str, gpus: int, step_s: float) -> ValidationCase:
     batch = 2 * gpus  # the recipe: global batch = 16 per 8-GPU node
     return ValidationCase(
-        name=f"dgxc-gpt3-175b-{number_format}-{gpus}", workload="gpt3-175b", seq_len=2048, accelerator="h100",
+        name=f"dgxc-gpt3-175b-{number_format}-{gpus}", workload="nemo-gpt3-175b", seq_len=2048, accelerator="h100",
         cluster="dgx-h100", n_devices=gpus, global_batch=batch, tensor=4, pipeline=8, data=gpus // 32, microbatch=1,
         interleave=12, sequence_parallel=True, recompute="selective", metric="samples_s", published=batch / step_s,
         number_format=number_format, zero=1,

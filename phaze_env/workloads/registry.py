@@ -31,6 +31,14 @@ MEGATRON_VOCAB = 51200
 MEGATRON_SEQ = 2048
 NARAYANAN_TABLE1 = "Narayanan et al. 2021 (SC'21, arXiv:2104.04473), Table 1"
 KORTHIKANTI_TABLE3 = "Korthikanti et al. 2022 (arXiv:2205.05198), Table 3"
+DGXC_GPT3_RECIPE = ("NVIDIA/dgxc-benchmarking nemo_megatron/gpt3_175b_hydra.yaml (commit 35a9aecc8d5b17d99d80f52f38c75ade0dbab7ae): "
+                    "num_layers 96, hidden_size 12288, ffn_hidden_size 49152, num_attention_heads 96, encoder_seq_length "
+                    "2048, GPT2BPETokenizer, make_vocab_size_divisible_by 128, tensor_model_parallel_size 4, "
+                    "bias_activation_fusion true, transformer_engine true")
+NEMO_GPT3_VOCAB = 50688
+"""The vocabulary NeMo's GPT-3 175B recipe trains with (``DGXC_GPT3_RECIPE``): GPT-2 BPE's 50,257 tokens padded, as
+Megatron's ``_vocab_size_with_padding`` does, to a multiple of make_vocab_size_divisible_by × tensor-parallel size =
+128 × 4 = 512: 99 × 512."""
 
 # The config key holding the number of transformer layers, per config class.
 LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
@@ -151,8 +159,10 @@ def _gpt2(name: str, hidden: int, layers: int, heads: int, seq: int, params: int
     return Workload(name, "gpt2", _freeze(config), seq, params, source)
 
 
-def _megatron_gpt(name: str, hidden: int, layers: int, heads: int, params: int, source: str) -> Workload:
-    """A Megatron-LM GPT: GPT-2 architecture, vocabulary 51,200, sequence 2048, FFN 4·hidden, tied head.
+def _megatron_gpt(name: str, hidden: int, layers: int, heads: int, params: int, source: str,
+                  vocab: int = MEGATRON_VOCAB) -> Workload:
+    """A Megatron-LM GPT: GPT-2 architecture, vocabulary 51,200 (``vocab``: another stack's padded vocabulary),
+    sequence 2048, FFN 4·hidden, tied head.
 
     Narayanan et al. 2021 (SC'21, arXiv:2104.04473) §5.1: "All models use a vocabulary size of 51,200
     (multiple of 1024) and a sequence length of 2048"; Korthikanti et al. 2022 use the same shapes.
@@ -161,7 +171,7 @@ def _megatron_gpt(name: str, hidden: int, layers: int, heads: int, params: int, 
     "8sbh" Korthikanti et al. 2022 §4.1 count, where HF's ``gelu_new`` written as eight operators keeps
     their intermediates (measured: 1T at t = 8, 1,174 → 912 MB of stash per layer).
     """
-    config = dict(n_embd=hidden, n_layer=layers, n_head=heads, n_inner=4 * hidden, vocab_size=MEGATRON_VOCAB,
+    config = dict(n_embd=hidden, n_layer=layers, n_head=heads, n_inner=4 * hidden, vocab_size=vocab,
                   n_positions=MEGATRON_SEQ, activation_function="gelu_pytorch_tanh")
     return Workload(name, "gpt2", _freeze(config), MEGATRON_SEQ, params, source)
 
@@ -256,6 +266,10 @@ BUILTIN: dict[str, Workload] = {
         _megatron_gpt("megatron-22b", 6144, 48, 64, 22_000_000_000, f"{KORTHIKANTI_TABLE3} (22B)"),
         _megatron_gpt("megatron-175b", 12288, 96, 96, 175_000_000_000,
                       f"{KORTHIKANTI_TABLE3} (175B, GPT-3 shapes with Megatron's 51,200 vocabulary)"),
+        # GPT-3 175B as NeMo's recipe trains it (Megatron-Core with Transformer Engine): the fused bias-GeLU keeps only
+        # its input, as the Megatron-LM models' one-kernel GeLU does; the vocabulary is padded for TP 4.
+        _megatron_gpt("nemo-gpt3-175b", 12288, 96, 96, 175_000_000_000,
+                      f"{DGXC_GPT3_RECIPE}; Brown et al. 2020, Table 2.1: 175.0 B", vocab=NEMO_GPT3_VOCAB),
         # BLOOM: ALiBi positions and an embedding LayerNorm, written as GPT-2's learned positions (2048 × 14336
         # parameters, < 0.02 %) with Megatron's one-kernel GeLU: the same matmul shapes.
         Workload("bloom-176b", "gpt2", _freeze(dict(
