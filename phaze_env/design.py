@@ -204,6 +204,15 @@ class DesignSpace:
             "budget_mm2": self.budget_mm2, "area_window_lower": self.area_window_lower, "base": self.base.to_dict(),
             "knobs": list(self.knobs)}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DesignSpace:
+        """Inverse of :meth:`to_dict` (of this space or of :class:`SystemDesignSpace`, which its ``"space"`` names)."""
+        knobs = {name: tuple(data[name]) for name in data["knobs"]}
+        common = {"area_window_lower": data["area_window_lower"], "base": Accelerator.from_dict(data["base"])}
+        if data.get("space") == "system":
+            return SystemDesignSpace(**knobs, budget=SystemBudget(**data["budget"]), **common)
+        return DesignSpace(**knobs, budget_mm2=data["budget_mm2"], **common)
+
     # --- knobs ---------------------------------------------------------------------------------------
     @property
     def knobs(self) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from phaze_env.hardware.system import REFERENCE_HBM_GENERATIONS, SystemPoint, ba
 from phaze_env.workloads import model_graph
 from search.config import SearchConfig, aggregate
 from search.exact import ExactSearch, certify
+from search.objectives import AREA
 from search.executors import make_executor
 from search.outputs import write_outputs
 from search.progress import SearchProgress
@@ -51,8 +52,10 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
             pareto: dict[str, tuple[DesignResult, ...]] = {}
             shared, extra = None, {}
             if config.mode == "pareto":
+                divisors = {objective: config.objective_divisors(objective) for objective in config.objectives
+                            if objective != AREA}
                 for name in config.names:
-                    front, _ = search.pareto(name, window)
+                    front, _ = search.pareto(name, window, config.objectives, divisors)
                     pareto[name] = tuple(_design(search.records[(name, i)], config, i) for i in front)
             else:
                 divisors = config.objective_divisors()
@@ -80,7 +83,7 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
         dp_calls_this_run=search.counters["dp_calls"],
         pruning_ratio=1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.arch),
         resumed_records=search.resumed, elapsed_s=time.perf_counter() - started, space=config.space.to_dict(),
-        cluster=config.cluster.to_dict())
+        cluster=config.cluster.to_dict(), objectives=config.objectives if config.pareto else ())
     if out:
         write_outputs(out, result, search.records, config)
     return result
