@@ -9,6 +9,7 @@ case's metric with the *authors'* formula (the case module's docstring):
 * ``tflops_per_device``: ``96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) / (T · N)`` (Narayanan §5.1);
 * ``mfu``: ``72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) / (T · N · peak)`` (Korthikanti §6), with the peak the
   authors used (:data:`PUBLISHED_PEAK_FLOPS`);
+* ``mfu_6n``: ``6·P·B·s / (T · N · peak)`` with ``P`` the model's parameters (MaxText's ``train.py``);
 * ``samples_s``: ``B / T``.
 
 Each case runs its training stack's profile (:mod:`phaze_env.stacks`: structure and one efficiency per chip); each
@@ -33,8 +34,8 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from experiments.validation_cases import (CASES, H100_CASES, MOE_CASES, PENDING_CASES, RATIO_CASES, ChipRatioCase,
-                                         ValidationCase, get_case)
+from experiments.validation_cases import (CASES, H100_CASES, MOE_CASES, PENDING_CASES, RATIO_CASES, TPU_CASES,
+                                         ChipRatioCase, ValidationCase, get_case)
 from phaze_env.cli import OneLineParser
 from phaze_env.cluster import get_cluster
 from phaze_env.evaluate import Evaluation, evaluate
@@ -42,7 +43,7 @@ from phaze_env.files import atomic_path, writable_directory, write_text_atomic
 from phaze_env.hardware import get_preset
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.stacks import STACKS, get_stack
-from phaze_env.workloads import get_workload
+from phaze_env.workloads import get_workload, model_graph
 
 TOLERANCE = 0.15  # the issue's target: every case within ±15 % of the published figure
 TREND_TOLERANCE = 0.03  # the issue's target for a scaling series: per-GPU trend within 3 percentage points
@@ -115,9 +116,19 @@ def metric_value(case: ValidationCase, time_per_batch_s: float) -> float:
     if case.metric == "mfu":
         flops = 72 * tokens_term * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
         return flops / (time_per_batch_s * case.n_devices * PUBLISHED_PEAK_FLOPS[case.accelerator])
+    if case.metric == "mfu_6n":
+        return six_n_flops(case) / (time_per_batch_s * case.n_devices * PUBLISHED_PEAK_FLOPS[case.accelerator])
     if case.metric == "mcore_tflops_per_device":
         return megatron_core_flops(case) / (time_per_batch_s * case.n_devices) / 1e12
     raise ValueError(f"case {case.name!r}: no formula here for metric {case.metric!r}")
+
+
+def six_n_flops(case: ValidationCase) -> float:
+    """Model FLOPs of one batch as MaxText counts them (``MaxText/train.py`` at commit d3f68fe2c: ``6 ·
+    num_model_parameters · max_target_length · per_device_batch_size`` per device): ``6·P`` per token, ``P`` every
+    parameter of the model (the traced graph's, the shared embedding once), no attention term."""
+    params = model_graph(case.workload, seq_len=case.seq_len).params_total
+    return 6 * params * case.global_batch * case.seq_len
 
 
 def megatron_core_flops(case: ValidationCase) -> float:
@@ -170,11 +181,17 @@ def stack_cluster(case: ValidationCase, cluster):
     return stack.apply(cluster, case.accelerator) if profile_fitted(case) else stack.structure(cluster)
 
 
+def case_cluster(case: ValidationCase):
+    """The case's cluster preset at its scale, batch, optimizer and slices, running its stack (:func:`stack_cluster`)."""
+    slices = {"slices": case.slices} if case.slices > 1 else {}
+    return stack_cluster(case, get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch,
+                                           optimizer=case.optimizer, **slices))
+
+
 def fit_efficiency(case: ValidationCase, *, tolerance: float = 1e-4) -> float:
     """The framework efficiency at which ``case`` is predicted exactly (bisection: the predicted throughput grows with
     the efficiency): how a profile's efficiency on a chip is fitted to its calibration run."""
-    cluster = stack_cluster(case, get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch,
-                                              optimizer=case.optimizer))
+    cluster = case_cluster(case)
     accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
 
     def predicted(efficiency: float) -> float:
@@ -199,8 +216,7 @@ def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
         shown = f"{plan} with expert parallelism {case.expert_parallel}" if case.expert_parallel > 1 else str(plan)
         return Prediction(case, shown, None, None, SKIPPED + case.requires)
     try:
-        cluster = get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch, optimizer=case.optimizer)
-        cluster = stack_cluster(case, cluster)
+        cluster = case_cluster(case)
         accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
         evaluation: Evaluation = evaluate(case.workload, accelerator, cluster, plan=plan, seq_len=case.seq_len,
                                           cache=cache)
@@ -224,6 +240,8 @@ def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
     sets most of the error."""
     if is_moe(case):  # only the routed experts' FLOPs are model FLOPs
         flops = megatron_core_flops(case)
+    elif case.metric == "mfu_6n":  # the authors' count (its model's attention width is not Korthikanti's h)
+        flops = six_n_flops(case)
     else:
         layers, hidden, vocab, seq = _dims(case)
         flops = 72 * case.global_batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
@@ -232,12 +250,12 @@ def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
 
 
 def _figure(metric: str, value: float) -> str:
-    if metric == "mfu":
+    if metric in ("mfu", "mfu_6n"):
         return f"{value:.1%}"
     return f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
 
 
-UNITS = {"tflops_per_device": "TFLOP/s per GPU", "mfu": "MFU", "samples_s": "sequences/s",
+UNITS = {"tflops_per_device": "TFLOP/s per GPU", "mfu": "MFU", "mfu_6n": "MFU (6·N per token)", "samples_s": "sequences/s",
          "tokens_s_per_device": "tokens/s per GPU",
          "mcore_tflops_per_device": "model TFLOP/s per GPU (Megatron-Core's count)"}
 
@@ -489,7 +507,7 @@ def markdown(predictions: list[Prediction], sensitivity: list[list[TrendPoint]] 
             layers = p.layers_per_stage
             lines.append(f"* {p.case.name}: layers per stage {min(layers)}–{max(layers)} (mean "
                          f"{statistics.mean(layers):.2f}), error {p.error:+.1%}")
-    lines += h100_section(every) + moe_section(every) + ratio_section(ratios)
+    lines += tpu_section(every) + h100_section(every) + moe_section(every) + ratio_section(ratios)
     lines.append("")
     return "\n".join(lines)
 
@@ -549,6 +567,32 @@ def plot(predictions: list[Prediction], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+# --- TPU v4 (JAX/XLA) -------------------------------------------------------------------------------------------
+def tpu_section(predictions: list[Prediction]) -> list[str]:
+    """The TPU v4 runs: how they are modelled, and which are predicted (their rows are in the tables above)."""
+    names = {case.name for case in TPU_CASES}
+    tpu = [p for p in predictions if p.case.name in names]
+    if not tpu:
+        return []
+    predicted = [p for p in tpu if p.error is not None]
+    lines = ["", "## TPU v4 (JAX/XLA: MaxText, PaLM)", "",
+             "MaxText's published TPU v4 runs (its README of May 2023: a 22B model on 1, 2, 4 and 8 v4-128 slices, a 52B",
+             "model on 1 and 2 v4-384 slices; v4-128 is 64 chips) run on the `tpuv4` preset and the `tpuv4-pod` cluster with",
+             "the `jax-xla` profile, whose efficiency is fitted to 22B on one slice. A slice is a torus of whole 4×4×4 cubes",
+             "(v4-384: 4×4×12); MaxText shards weights, gradients and optimizer state over each slice's chips (FSDP, ZeRO-3",
+             "with each layer's all-gather overlapped, `--xla_enable_async_all_gather`) and replicates them across slices.",
+             "Slices are joined by the data-centre network, the cluster's outermost level (`Cluster.slices`: 1.65 GB/s per",
+             "chip, PaLM's published 81 Tbps burst over 6144 chips; latency an assumption). The metric is MaxText's",
+             "(6·N FLOPs per token over 275 TFLOP/s per chip), so \"compute at x % of peak\" counts no attention FLOPs.",
+             f"{len(predicted)} of {len(tpu)} TPU runs predicted: "
+             + ", ".join(f"{p.case.name} {p.error:+.1%}" for p in predicted) + ".", ""]
+    data = [p for p in tpu if p.case.requires]
+    if data:
+        lines += ["Listed as data, with what the model lacks (the table of runs it cannot express yet): "
+                  + ", ".join(p.case.name for p in data) + ".", ""]
+    return lines
 
 
 # --- H100, bf16 and FP8 ----------------------------------------------------------------------------------------
@@ -764,7 +808,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     figure = out.parent / "figures" / "validation.png"
     try:
-        cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(CASES + H100_CASES + MOE_CASES + PENDING_CASES)
+        cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(CASES + TPU_CASES + H100_CASES + MOE_CASES + PENDING_CASES)
         if out.is_dir():
             raise ValueError(f"--out {out} is a directory; give the report's file path (….md)")
         for directory in (out.parent, figure.parent):  # before the predictions, not after them

@@ -56,6 +56,15 @@ the data-parallel reduce-scatter (``overlap_grad_reduce``) — while the model a
 16 % of the predicted step of the calibration run), so the factor stands for the compute the run loses *net of*
 the communication it hides."""
 
+JAX_XLA_TPUV4_EFFICIENCY = 0.82
+"""Achieved fraction of the tpuv4 preset's per-operator speed in JAX/XLA training with MaxText, *fitted to one
+published measurement*: the 22B model on one v4-128 slice (64 chips), 156 TFLOP/s per chip = 56.7 % MFU
+(AI-Hypercomputer/maxtext README at commit d3f68fe2c; ``experiments.validation_cases``: ``maxtext-22b-1xv4-128``;
+the exact fit is 0.8203); held out on the 52B model on one v4-384 slice. The tpuv4 preset's MXUs run at their
+nominal rate (``gemm_efficiency`` 1: no public TPU v4 GEMM microbenchmark), so this factor also carries what the
+MXUs lose on these shapes, besides what an end-to-end XLA step adds (the layer's fusions as XLA forms them, the
+per-layer all-gathers' HBM traffic, the step's host synchronisation)."""
+
 
 class UnfittedChipError(ValueError):
     """A stack profile applied on a chip its efficiency was never fitted on."""
@@ -135,6 +144,16 @@ STACKS: dict[str, StackProfile] = {
                     "ReduceGrads after the last backward); Smith et al. 2022 (MT-NLG, arXiv:2201.11990) §2.3: "
                     "DeepSpeed pipeline and data parallelism with Megatron-LM tensor slicing; efficiency: "
                     "MEGATRON_DEEPSPEED_A100_EFFICIENCY"),
+        StackProfile(
+            name="jax-xla", interleaved_schedule=False, pipeline_scatter_gather=False,
+            fits=(ChipFit(("tpuv4",), JAX_XLA_TPUV4_EFFICIENCY, "maxtext-22b-1xv4-128"),),
+            sources="AI-Hypercomputer/maxtext at commit d3f68fe2c (2023): MaxText/train.py (one pjit train step, no "
+                    "pipeline parallelism, so neither pipeline option applies; no gradient accumulation), "
+                    "MaxText/configs/*v4*.sh (FSDP over each slice's chips, ici_fsdp_parallelism, with "
+                    "--xla_enable_async_all_gather=true: each layer's weight all-gather overlaps compute, as the "
+                    "placement's ZeRO-3 prices it; data parallelism across slices over the data-centre network, "
+                    "dcn_data_parallelism, its gradient all-reduce priced after the backward pass); efficiency: "
+                    "JAX_XLA_TPUV4_EFFICIENCY"),
     )
 }
 

@@ -114,6 +114,7 @@ class StageMemory:
             width = max(1, int(fits_once.sum(axis=1).max()))
             self._order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
             self._listed = np.take_along_axis(fits_once, self._order, axis=1)
+            self._flat_order = self._order + np.arange(len(self._order))[:, None] * table.size  # into a raveled K × K
             self.next_index = np.where(self._listed, self._order, table.size)
             self.param_bytes = self.compact(table.param_bytes)
             self.expert_param_bytes = self.compact(table.expert_param_bytes)
@@ -121,7 +122,7 @@ class StageMemory:
             self._transient = self.compact(transient_bytes)
             self._per_unit = np.stack([self.compact(self.full_per_unit[mode]) for mode in self.modes])
         else:  # a looser memory's layout lists a superset of the stages; the others get limit -1 (inf)
-            self._order, self._listed = layout._order, layout._listed
+            self._order, self._listed, self._flat_order = layout._order, layout._listed, layout._flat_order
             self.next_index, self.param_bytes = layout.next_index, layout.param_bytes
             self.expert_param_bytes = layout.expert_param_bytes
             self._transient, self._per_unit = layout._transient, layout._per_unit
@@ -174,7 +175,7 @@ class StageMemory:
 
     def compact(self, matrix: np.ndarray) -> np.ndarray:
         """``matrix`` in the compact layout (row ``a``: the stages that fit with one unit, then ``inf``)."""
-        return np.where(self._listed, np.take_along_axis(matrix, self._order, axis=1), np.inf)
+        return np.where(self._listed, matrix.take(self._flat_order), np.inf)
 
 
 class StageCosts:
@@ -748,10 +749,17 @@ class PlacementSearch:
         return np.where(param_bytes > 0, times, 0.0)
 
     def _stage_values(self, shape: _Shape, costs: StageCosts, mask: np.ndarray | None = None):
-        """``value_at(s)``: the stage-time matrix of the stage ``s``-th from the end (optionally masked)."""
+        """``value_at(s)``: the stage-time matrix of the stage ``s``-th from the end (optionally masked; each masked
+        matrix is built once per number of units in flight, and reused by the DP and its trace-back)."""
+        if mask is None:
+            return lambda s: costs.time(shape.units(s))
+        masked: dict[int, np.ndarray] = {}
+
         def value_at(s: int) -> np.ndarray:
-            times = costs.time(shape.units(s))
-            return times if mask is None else np.where(mask, times, np.inf)
+            units = shape.units(s)
+            if units not in masked:
+                masked[units] = np.where(mask, costs.time(units), np.inf)
+            return masked[units]
         return value_at
 
     def _solve_shape(self, shape: _Shape, best: _Best) -> None:

@@ -23,6 +23,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig"),
     "olmoe": ("OlmoeForCausalLM", "OlmoeConfig"),
     "deepseek_v2": ("DeepseekV2ForCausalLM", "DeepseekV2Config"),
+    "nemotron": ("NemotronForCausalLM", "NemotronConfig"),
 }
 
 # Narayanan et al. 2021 §5.1 (and the Megatron-LM README): vocabulary 51,200, sequence length 2048.
@@ -206,6 +207,28 @@ def _llama3(name: str, hidden: int, layers: int, heads: int, ffn: int, params: i
     return Workload(name, "llama", _freeze(config), LLAMA3_SEQ, params, source)
 
 
+MAXTEXT_V4_COMMIT = "d3f68fe2c"
+"""AI-Hypercomputer/maxtext (then google/maxtext) commit of 2023-05-01 whose README published the TPU v4 results
+(22B on 1–8 × v4-128, 52B on 1–2 × v4-384) with the run scripts MaxText/configs/{1,2,4,8}xv4-128.sh and
+{1,2}xv4-384.sh."""
+
+
+def _maxtext(name: str, hidden: int, layers: int, heads: int, ffn: int, params: int, config: str) -> Workload:
+    """MaxText's 2023 decoder (``MaxText/layers.py`` and ``configs/base.yml`` at :data:`MAXTEXT_V4_COMMIT`): pre-norm
+    blocks of T5-style RMS norm, multi-head attention with head_dim 256 (so ``heads·256`` need not equal ``hidden``),
+    a plain (ungated) ReLU MLP, no biases, input and output embeddings shared (``logits_via_embedding``), vocabulary
+    32,768, sequence 1024 (``max_target_length``). Written as HF's Nemotron, the one HF decoder with a free head_dim and
+    an ungated MLP: the same matmul shapes; its norms (LayerNorm with a bias) and rotary positions stand in for the
+    RMS norm and T5's relative position biases (elementwise work, < 0.001 % of the parameters)."""
+    config_kwargs = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                         head_dim=256, intermediate_size=ffn, hidden_act="relu", vocab_size=32768, tie_word_embeddings=True,
+                         max_position_embeddings=1024)
+    return Workload(name, "nemotron", _freeze(config_kwargs), 1024, params,
+                    f"AI-Hypercomputer/maxtext README at {MAXTEXT_V4_COMMIT} ('{name.split('-')[1].upper()} model'); {config} "
+                    "(base.yml at the same commit: base_emb_dim 2048, base_num_heads 8, base_mlp_dim 8192, "
+                    "base_num_decoder_layers 16, head_dim 256, each multiplied by scale)")
+
+
 BUILTIN: dict[str, Workload] = {
     w.name: w
     for w in (
@@ -262,6 +285,10 @@ BUILTIN: dict[str, Workload] = {
             intermediate_size=73728, vocab_size=256000, max_position_embeddings=2048, tie_word_embeddings=True)),
             2048, 540_350_000_000, "Chowdhery et al. 2022 (PaLM, arXiv:2204.02311), Table 1: 540.35 B, "
             "118 layers, 48 heads, d_model 18432, head size 256; §2 (multi-query, SwiGLU, shared embeddings, 256k vocabulary)"),
+        # MaxText's TPU v4 models (experiments.validation_cases, the jax-xla cases).
+        _maxtext("maxtext-22b", 6144, 48, 24, 24576, 22_000_000_000, "MaxText/configs/1xv4-128.sh: scale=3"),
+        _maxtext("maxtext-52b", 12288, 32, 32, 49152, 52_000_000_000,
+                 "MaxText/configs/1xv4-384.sh: scale=4, base_num_decoder_layers=8, base_emb_dim=3072, base_mlp_dim=12288"),
         # Mixtures of experts (docs/moe.md), with the values of the models' published config.json files. Sequence
         # 4096 for all (OLMoE's training context; the others accept longer ones).
         Workload("mixtral-8x7b", "mixtral", _freeze(dict(
