@@ -1,7 +1,8 @@
 """Predict published training runs and compare: ``python -m experiments.validate``.
 
 For every case of :mod:`experiments.validation_cases` (Narayanan et al. 2021 Table 1, Korthikanti et
-al. 2022, Smith et al. 2022, BLOOM, Chowdhery et al. 2022; NVIDIA's GPT-3 175B H100 runs in bf16 and FP8) the
+al. 2022, Smith et al. 2022, BLOOM, Chowdhery et al. 2022; IBM's PyTorch FSDP runs; NVIDIA's GPT-3 175B H100 runs in
+bf16 and FP8) the
 case's plan is pinned (``PlanSpec``: t, p, d, microbatch, interleave, recompute, sequence parallelism, the ZeRO
 stage as published) on the case's accelerator (in the case's number format) and cluster presets, and ``evaluate`` predicts the time per batch ``T``. The prediction is converted to the
 case's metric with the *authors'* formula (the case module's docstring):
@@ -34,8 +35,8 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from experiments.validation_cases import (CASES, H100_CASES, MOE_CASES, PENDING_CASES, RATIO_CASES, TPU_CASES,
-                                         ChipRatioCase, ValidationCase, get_case)
+from experiments.validation_cases import (CASES, FSDP_CASES, H100_CASES, MOE_CASES, PENDING_CASES, RATIO_CASES,
+                                         TPU_CASES, ChipRatioCase, ValidationCase, get_case)
 from phaze_env.cli import OneLineParser
 from phaze_env.cluster import get_cluster
 from phaze_env.evaluate import Evaluation, evaluate
@@ -89,7 +90,7 @@ class Prediction:
 def plan_of(case: ValidationCase) -> PlanSpec:
     return PlanSpec(t=case.tensor, p=case.pipeline, d=case.data, microbatch=case.microbatch, interleave=case.interleave,
                     recompute=case.recompute, sequence_parallel=case.sequence_parallel, zero=case.zero,
-                    e=case.expert_parallel if case.data % case.expert_parallel == 0 else None)  # an e the rank order
+                    shard_group=case.shard_group, e=case.expert_parallel if case.data % case.expert_parallel == 0 else None)  # an e the rank order
     # tp-cp-ep-dp-pp cannot place (e ∤ d: Megatron-Core's folded expert grid) stays free; such runs are data
 
 
@@ -507,7 +508,7 @@ def markdown(predictions: list[Prediction], sensitivity: list[list[TrendPoint]] 
             layers = p.layers_per_stage
             lines.append(f"* {p.case.name}: layers per stage {min(layers)}–{max(layers)} (mean "
                          f"{statistics.mean(layers):.2f}), error {p.error:+.1%}")
-    lines += tpu_section(every) + h100_section(every) + moe_section(every) + ratio_section(ratios)
+    lines += fsdp_section(every) + tpu_section(every) + h100_section(every) + moe_section(every) + ratio_section(ratios)
     lines.append("")
     return "\n".join(lines)
 
@@ -667,6 +668,43 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
     return lines
 
 
+# --- PyTorch FSDP ------------------------------------------------------------------------------------------------
+STACK_GAPS = {
+    "fms-fsdp-feb24-llama2-34b": (
+        "the fitted factor is set by the 7B run, whose layers are half as wide, and the wider models come out slow: "
+        "34B and 70B at −7 % to −15 % against −2 % for the other 7B row. This row is also 10 % faster per GPU than the "
+        "same model's March row at batch 2 (772 against 700 tokens/s), while the model predicts the two within 0.3 % "
+        "of each other, because at both batches each layer's all-gathers and reduce-scatter are hidden behind its "
+        "compute. The sources do not say what the batch gained. A candidate for the width effect, not measured: eager "
+        "PyTorch launches the elementwise kernels (RMSNorm, rotary embeddings, SwiGLU) separately, and their memory "
+        "traffic is a ∝ 1/h share of a layer's time, which the fused trace does not price"),
+}
+"""Held-out cases of a stack profile outside ±15 % and the reason found (tests/test_validation_fsdp.py holds them as
+strict xfails)."""
+
+
+def fsdp_section(predictions: list[Prediction]) -> list[str]:
+    """The PyTorch FSDP runs: what of FSDP is modelled, and the held-out gap."""
+    fsdp = [p for p in predictions if p.case.stack == "pytorch-fsdp" and p.error is not None]
+    if not fsdp:
+        return []
+    profile = STACKS["pytorch-fsdp"]
+    lines = ["", "## PyTorch FSDP (IBM fms-fsdp)", "",
+             "IBM's FSDP benchmarks of Llama 2 7B–70B on 128 A100 80 GB, with 400 Gb/s between nodes (cluster preset",
+             "`ibm-a100`), from two tables of the fms-fsdp README a month apart. The plans are as published: ZeRO-3",
+             "(`+zero3`). HSDP rows shard within a node and all-reduce each gradient shard across the 16 nodes",
+             "(`+shard8`, `PlanSpec.shard_group`). The FSDP rows shard over all 128 GPUs. Checkpointing is every block",
+             "(`rc=full`) or none, where FlashAttention-2's recompute of the scores is written `rc=selective`. There is",
+             "no gradient accumulation. Each layer's all-gathers and reduce-scatter overlap its compute (FSDP's",
+             "prefetch), and a layer adds only what its compute does not cover. The profile's efficiency",
+             f"{profile.framework_efficiency:g} is fitted to {profile.calibration}.", ""]
+    gaps = [p for p in fsdp if p.case.name in STACK_GAPS]
+    if gaps:
+        lines += ["Outside ±15 % (kept as known gaps):", ""]
+        lines += [f"* {p.case.name} ({p.error:+.1%}): {STACK_GAPS[p.case.name]}." for p in gaps]
+    return lines
+
+
 # --- mixture-of-experts runs ----------------------------------------------------------------------------------
 MOE_GAPS = {
     "bridge2604-qwen3-30b-a3b-fp8": (
@@ -808,7 +846,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     figure = out.parent / "figures" / "validation.png"
     try:
-        cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(CASES + TPU_CASES + H100_CASES + MOE_CASES + PENDING_CASES)
+        cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(CASES + FSDP_CASES + TPU_CASES + H100_CASES + MOE_CASES + PENDING_CASES)
         if out.is_dir():
             raise ValueError(f"--out {out} is a directory; give the report's file path (….md)")
         for directory in (out.parent, figure.parent):  # before the predictions, not after them

@@ -89,6 +89,7 @@ class ValidationCase:
     stack: str = "megatron-lm"  # the training software (a profile name in phaze_env.stacks)
     requires: str = ""  # what the model still lacks to predict this run (empty: it can); such cases are data
     expert_parallel: int = 1  # expert-parallel degree (MoE): Megatron-Core's expert grid reuses the t × d ranks (expert TP 1)
+    shard_group: int | None = None  # ZeRO-3 shard group of hybrid sharding (FSDP's HSDP; None: the whole d)
     slices: int = 1  # TPU slices joined by the data-centre network (Cloud TPU Multislice); 1: one slice or no TPU
 
     def __post_init__(self) -> None:
@@ -100,6 +101,9 @@ class ValidationCase:
             raise ValueError(f"case {self.name!r}: the published figure must be positive, got {self.published}")
         if self.number_format not in NUMBER_FORMATS:
             raise ValueError(f"case {self.name!r}: number_format must be one of {NUMBER_FORMATS}, got {self.number_format!r}")
+        if self.shard_group is not None and (self.zero != 3 or self.data % self.shard_group):
+            raise ValueError(f"case {self.name!r}: a shard group ({self.shard_group}) needs ZeRO-3 and must divide the "
+                             f"data-parallel degree {self.data}")
         if self.slices < 1 or self.n_devices % self.slices:
             raise ValueError(f"case {self.name!r}: {self.n_devices} devices cannot be split into {self.slices} slices")
         if self.interleave_alternative < 1:
@@ -314,8 +318,6 @@ TPU_CASES: tuple[ValidationCase, ...] = (
 )
 
 
-NEEDS_FSDP_SYSTEM = ("a cluster preset with the runs' 400 Gb/s per node between A100 nodes (dgx-a100 has 1,600) and a "
-                     "PyTorch FSDP stack profile (ZeRO-3 is in the plan; no FSDP run is fitted or validated yet)")
 NEEDS_QWEN3_235B = "a qwen3-235b-a22b workload (94 layers, 128 experts top-8; not a built-in)"
 MCORE_MOE_README = ("NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md at commit 0b981f9c53 (2024-08-02): "
                     "'Mixtral 8X7B bf16 training to achieve 438 TFLOPS as of MCore v0.8', with the 'reference parallel "
@@ -391,41 +393,68 @@ MOE_CASES: tuple[ValidationCase, ...] = (
 )
 
 
-FMS_FSDP = ("foundation-model-stack/fms-fsdp README.md (IBM, PyTorch FSDP with SDPA flash attention; commit 0d31998): "
-            "'Training Throughput (128 GPUs)' table, 128 × A100, sequence 4096 (Llama 2); 'Batch Size' is per GPU; "
-            "the interconnect: pytorch/pytorch.github.io _posts/2024-03-13-maximizing-training.md ('128 A100 GPUs with "
-            "400Gbps network connectivity and GPU direct RDMA', '400Gbps inter-node interconnect')")
+FMS_FSDP_FEB = ("foundation-model-stack/fms-fsdp README.md at commit 0d31998 (2024-02-21), throughput table: Llama 2 "
+                "shapes, 128 × A100, sequence 4096, 'Batch Size' per GPU, the row's sharding strategy and activation "
+                "checkpointing")
+FMS_FSDP_MAR = ("foundation-model-stack/fms-fsdp README.md at commit 5e522b4 (2024-03-13), 'Training throughput "
+                "benchmarks' ('A100 80G 128 GPUs with 400Gbps'), the same table as pytorch/pytorch.github.io "
+                "_posts/2024-03-13-maximizing-training.md Table 1: sequence 4096, batch 2 per GPU, the row's sharding "
+                "strategy and activation checkpointing")
+FMS_FSDP_SETUP = ("PyTorch FSDP (fms-fsdp main_training.py: one FSDP unit per LLaMABlock, bf16 mixed precision "
+                  "(bfSixteen: bf16 all-gathers and reduce-scatters), limit_all_gathers, backward prefetch by default, "
+                  "'hsdp' = HYBRID_SHARD over the 8 GPUs of a node, 'fsdp' = FULL_SHARD; activation checkpointing "
+                  "(fms_fsdp/policies/ac_handler.py) wraps every block when selective_checkpointing = 1, 'Full AC'), "
+                  "AdamW in fp32, SDPA FlashAttention-2 (which keeps no s×s scores and recomputes them in its backward "
+                  "pass: written as selective recompute, as the H100 cases); no gradient accumulation (one microbatch "
+                  "per step)")
+NEEDS_BLOCK_CHECKPOINTING = ("activation checkpointing of every n-th block only (fms-fsdp's selective_checkpointing = n; "
+                             "the run's n is not published) — the model recomputes all of a stage's layers or none")
 
 
-def _fms_fsdp(size: str, workload: str, per_gpu_batch: int, hybrid: bool, checkpointing: bool,
+def _fms_fsdp(table: str, size: str, workload: str, per_gpu_batch: int, hybrid: bool, checkpointing: str,
               tokens_s: float) -> ValidationCase:
+    """One row of IBM's fms-fsdp benchmark tables (``table`` "feb24" or "mar24"); ``checkpointing`` "none", "every
+    block" or "every n-th block"."""
+    source = FMS_FSDP_FEB if table == "feb24" else FMS_FSDP_MAR
+    recompute: Recompute = {"none": "selective", "every block": "full", "every n-th block": "full"}[checkpointing]
     return ValidationCase(
-        name=f"fms-fsdp-llama2-{size}", workload=workload, seq_len=4096, accelerator="a100", cluster="dgx-a100",
+        name=f"fms-fsdp-{table}-llama2-{size}", workload=workload, seq_len=4096, accelerator="a100", cluster="ibm-a100",
         n_devices=128, global_batch=128 * per_gpu_batch, tensor=1, pipeline=1, data=128, microbatch=per_gpu_batch,
-        recompute="full" if checkpointing else "none", zero=3, metric="tokens_s_per_device", published=tokens_s,
-        stack="pytorch-fsdp", requires=NEEDS_FSDP_SYSTEM,
-        source=f"{FMS_FSDP}; row {size}: {'HSDP' if hybrid else 'FSDP'}, activation checkpointing {checkpointing}, "
-               f"batch {per_gpu_batch}: {tokens_s:g} tokens/GPU/s")
+        recompute=recompute, zero=3, shard_group=8 if hybrid else None, metric="tokens_s_per_device",
+        published=tokens_s, stack="pytorch-fsdp",
+        requires=NEEDS_BLOCK_CHECKPOINTING if checkpointing == "every n-th block" else "",
+        source=f"{source}; row {size}: {'HSDP' if hybrid else 'FSDP'}, activation checkpointing {checkpointing}, "
+               f"batch {per_gpu_batch}: {tokens_s:g} tokens/s per GPU; {FMS_FSDP_SETUP}")
+
+
+FSDP_CASES: tuple[ValidationCase, ...] = (
+    # IBM's PyTorch FSDP benchmarks on its A100 cluster (cluster preset ibm-a100), two tables a month apart: the
+    # February rows (larger batches for 34b and 70b) and the March rows of the README and the PyTorch blog. The two
+    # 7b rows are one plan measured twice (3760 and 3700 tokens/s per GPU).
+    #         table    size   workload     batch  HSDP   checkpointing       tokens/s per GPU
+    _fms_fsdp("feb24", "7b", "llama2-7b", 2, True, "none", 3760),
+    _fms_fsdp("feb24", "13b", "llama2-13b", 1, True, "none", 1700),
+    _fms_fsdp("feb24", "34b", "llama2-34b", 8, False, "every block", 772),
+    _fms_fsdp("feb24", "70b", "llama2-70b", 6, False, "every block", 380),
+    _fms_fsdp("mar24", "7b", "llama2-7b", 2, True, "none", 3700),
+    _fms_fsdp("mar24", "34b", "llama2-34b", 2, False, "every block", 700),
+    _fms_fsdp("mar24", "70b", "llama2-70b", 2, False, "every block", 370),
+)
 
 
 PENDING_CASES: tuple[ValidationCase, ...] = (
-    # PyTorch FSDP runs (Llama 2 shapes; 34b left out: its shape is not published there). HSDP shards within a node
-    # and replicates across nodes. Llama 2 70B (80 layers, hidden 8192, 64 heads, 8 key-value heads, FFN 28672) is
-    # not in the workload registry yet.
-    #         size   workload     batch  HSDP   checkpointing  tokens/GPU/s
-    _fms_fsdp("7b", "llama2-7b", 2, True, False, 3760),
-    _fms_fsdp("13b", "llama2-13b", 1, True, False, 1700),
-    _fms_fsdp("70b", "llama2-70b", 6, False, True, 380),
+    # The March 13b row checkpoints every n-th block only ("Selective AC"; the blog: "checkpoint every n blocks").
+    _fms_fsdp("mar24", "13b", "llama2-13b", 2, False, "every n-th block", 1800),
 )
 
 
 def case_names() -> list[str]:
-    return [case.name for case in CASES + TPU_CASES + H100_CASES + MOE_CASES + PENDING_CASES]
+    return [case.name for case in CASES + FSDP_CASES + TPU_CASES + H100_CASES + MOE_CASES + PENDING_CASES]
 
 
 def get_case(name: str) -> ValidationCase:
     """The case called ``name`` (a clear error listing the known names otherwise)."""
-    for case in CASES + TPU_CASES + H100_CASES + MOE_CASES + PENDING_CASES:
+    for case in CASES + FSDP_CASES + TPU_CASES + H100_CASES + MOE_CASES + PENDING_CASES:
         if case.name == name:
             return case
     raise ValueError(f"unknown validation case {name!r}; known: {', '.join(case_names())}")

@@ -65,6 +65,20 @@ OMNIPATH_PER_GPU_BPS = 4 * 100e9 / 8 / 8
 """Jean Zay's A100 nodes (where BLOOM was trained): "8 GPUs per node Using NVLink 4 inter-gpu connects, 4
 OmniPath links" of 100 Gb/s (bigscience-workshop/bigscience train/tr11-176B-ml/README.md, Hardware; Le Scao et
 al. 2022, BLOOM, §3.4.1) = 50 GB/s per node = 6.25 GB/s per GPU."""
+FMS_FSDP_CLUSTERS = ("foundation-model-stack/fms-fsdp README.md at commit 5e522b4 (2024-03-13), 'Training throughput "
+                     "benchmarks': 'A100 80G 128 GPUs with 400Gbps' and 'H100 96 GPUs with 800 Gbps'; pytorch/pytorch.github.io "
+                     "_posts/2024-03-13-maximizing-training.md: '128 A100 GPUs with 400Gbps network connectivity and GPU "
+                     "direct RDMA', 'an A100 cluster with 128 GPUs and 400Gbps inter-node interconnect, and an H100 cluster "
+                     "with 96 GPUs and 800Gbps inter-node interconnect'; 8 GPUs per node: fms-fsdp scripts/train.sh "
+                     "(--nproc_per_node=8) and docs/configurations.md ('HSDP will shard your model across 8 gpus in each node')")
+"""Where the IBM clusters of the fms-fsdp (PyTorch FSDP) runs are described."""
+IBM_A100_NODE_BPS = 400e9 / 8
+"""Inter-node bandwidth of a node of the IBM A100 cluster the fms-fsdp runs used: 400 Gb/s = 50 GB/s per direction
+(:data:`FMS_FSDP_CLUSTERS`; the sources say "400Gbps inter-node interconnect" without saying per node or per GPU:
+read here as per node, a fourth of a DGX A100's 8×200 Gb/s — an assumption of this preset)."""
+IBM_H100_NODE_BPS = 800e9 / 8
+"""Inter-node bandwidth of a node of the IBM H100 cluster of the same benchmarks: 800 Gb/s = 100 GB/s per direction,
+per node (:data:`FMS_FSDP_CLUSTERS`; read as per node, as :data:`IBM_A100_NODE_BPS`)."""
 NCCL_EFFICIENCY = 0.8
 """Achieved fraction of the line rate for NCCL ring collectives: the NCCL maintainer puts the protocol
 overhead at ≈ 20 % ("450 GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an
@@ -201,7 +215,8 @@ class Cluster:
         if self.n_devices % self.slices:
             raise ValueError(f"cluster of {self.n_devices} devices cannot be split into {self.slices} equal slices")
         if self.slices > 1 and not math.isfinite(self.dcn_bandwidth_Bps):
-            raise ValueError(f"a cluster of {self.slices} slices needs a finite dcn_bandwidth_Bps (the network between them)")
+            raise ValueError(f"a cluster of {self.slices} slices needs the network between them (a finite dcn_bandwidth_Bps); "
+                             "of the presets only tpuv4-pod has one")
         object.__setattr__(self, "torus_dims", tuple(int(k) for k in self.torus_dims))
         if self.torus_dims and (self.devices_per_node != 1 or any(k < 1 for k in self.torus_dims)
                                 or math.prod(self.torus_dims) < self.slice_devices):
@@ -349,6 +364,13 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
     "jean-zay-a100": (lambda n, **kw: _dgx(n, NVLINK3_BPS, OMNIPATH_PER_GPU_BPS, "jean-zay-a100", **kw),
                       "Jean Zay A100 80 GB nodes (BLOOM's cluster): 8 GPUs on NVLink 3 (300 GB/s per GPU, as an HGX "
                       "A100 board), 4×100 Gb/s Omni-Path per node between nodes; NCCL efficiency 0.8."),
+    "ibm-a100": (lambda n, **kw: _dgx(n, NVLINK3_BPS, IBM_A100_NODE_BPS / 8, "ibm-a100", **kw),
+                 "IBM's A100 80 GB cluster of the fms-fsdp (PyTorch FSDP) benchmarks: 8 GPUs per node on NVLink 3 "
+                 "(300 GB/s per GPU; the HGX A100 board, assumed: the sources name only the GPU), 400 Gb/s per node "
+                 "between nodes with GPU-direct RDMA; NCCL efficiency 0.8."),
+    "ibm-h100": (lambda n, **kw: _dgx(n, NVLINK4_BPS, IBM_H100_NODE_BPS / 8, "ibm-h100", **kw),
+                 "IBM's H100 80 GB cluster of the fms-fsdp benchmarks: 8 GPUs per node on NVLink 4 (450 GB/s per GPU, "
+                 "assumed as for ibm-a100), 800 Gb/s per node between nodes; NCCL efficiency 0.8."),
     "tpuv4-pod": (_tpuv4_pod, "TPUv4 pod slice: 3D torus of ICI links (≈ 50 GB/s each, 6 per chip); slices=S splits the "
                               "chips into S slices joined by the data-centre network (1.65 GB/s per chip, PaLM's burst)."),
 }

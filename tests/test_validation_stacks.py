@@ -13,10 +13,10 @@ from dataclasses import replace
 
 import pytest
 
-from experiments.validate import (SKIPPED, TOLERANCE, TREND_GAPS, TREND_TOLERANCE, Prediction, fit_efficiency,
+from experiments.validate import (SKIPPED, STACK_GAPS, TOLERANCE, TREND_GAPS, TREND_TOLERANCE, Prediction, fit_efficiency,
                                   interleave_sensitivity, is_strong, markdown, microbatch_sensitivity, predict,
                                   scaling_series)
-from experiments.validation_cases import CASES, MOE_CASES, NEEDS_QWEN3_235B, PENDING_CASES, TPU_CASES, get_case
+from experiments.validation_cases import CASES, FSDP_CASES, MOE_CASES, NEEDS_QWEN3_235B, PENDING_CASES, TPU_CASES, get_case
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.evaluate import evaluate, main
 from phaze_env.hardware import get_preset
@@ -25,7 +25,7 @@ from phaze_env.stacks import STACKS, UnfittedChipError, UnknownStackError, get_s
 from phaze_env.workloads import custom_workload, model_graph
 from tiny import TINY
 
-PROFILED = [case for case in CASES + TPU_CASES if case.stack in STACKS and not case.requires]
+PROFILED = [case for case in CASES + FSDP_CASES + TPU_CASES if case.stack in STACKS and not case.requires]
 
 
 FITS = [(stack, fit) for stack in sorted(STACKS) for fit in STACKS[stack].fits]
@@ -79,7 +79,10 @@ def test_evaluate_cli_applies_the_stack_efficiency_of_the_preset_chip(capsys):
         "(ZeRO-3 within a slice, replicated across slices), listed as data until the placement has it")))
     if stack == "jax-xla" else stack for stack in sorted(STACKS)])
 def test_profile_holds_on_at_least_two_other_published_runs(stack):
-    held_out = [case for case in PROFILED if case.stack == stack and case.name != STACKS[stack].calibration]
+    """Every held-out run of the stack within ±15 %, but the known gaps (``STACK_GAPS``, held as strict xfails by
+    their stack's own test file), and at least two of them."""
+    held_out = [case for case in PROFILED if case.stack == stack and case.name != STACKS[stack].calibration
+                and case.name not in STACK_GAPS]
     assert len(held_out) >= 2
     for case in held_out:
         prediction = predict(case)

@@ -183,8 +183,12 @@ def _opt(name: str, hidden: int, layers: int, heads: int, params: int, source: s
     return Workload(name, "opt", _freeze(config), 2048, params, source)
 
 
-def _llama(name: str, hidden: int, layers: int, heads: int, ffn: int, params: int, source: str) -> Workload:
-    config = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+def _llama(name: str, hidden: int, layers: int, heads: int, ffn: int, params: int, source: str,
+           kv_heads: int | None = None) -> Workload:
+    """Llama 2: vocabulary 32,000, untied head, 4,096 positions; ``kv_heads`` key/value heads (grouped-query
+    attention; default one per query head)."""
+    config = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                  num_key_value_heads=kv_heads or heads,
                   intermediate_size=ffn, vocab_size=32000, max_position_embeddings=4096, tie_word_embeddings=False)
     return Workload(name, "llama", _freeze(config), 4096, params, source)
 
@@ -242,6 +246,15 @@ BUILTIN: dict[str, Workload] = {
         _opt("opt-6.7b", 4096, 32, 32, 6_658_473_984, "HF facebook/opt-6.7b config; Zhang et al. 2022 (6.7 B)"),
         _llama("llama2-7b", 4096, 32, 32, 11008, 6_738_415_616, "HF meta-llama/Llama-2-7b-hf config; Touvron et al. 2023 (7 B)"),
         _llama("llama2-13b", 5120, 40, 40, 13824, 13_015_864_320, "HF meta-llama/Llama-2-13b-hf config; Touvron et al. 2023 (13 B)"),
+        # Grouped-query attention with 8 key/value heads (Touvron et al. 2023 §2.2 for 34B and 70B). Llama 2 34B was
+        # not released: its shape is foundation-model-stack/fms-fsdp fms_fsdp/utils/config_utils.py "llama2_34b"
+        # (Code Llama 34B's layers with fms's default 32,000 vocabulary), the model of the fms-fsdp benchmarks.
+        _llama("llama2-34b", 8192, 48, 64, 22016, 33_743_970_304,
+               "foundation-model-stack/fms-fsdp fms_fsdp/utils/config_utils.py 'llama2_34b' (emb_dim 8192, 64 heads, "
+               "8 kv heads, 48 layers, FFN 22016, vocabulary 32000)", kv_heads=8),
+        _llama("llama2-70b", 8192, 80, 64, 28672, 68_976_648_192,
+               "HF meta-llama/Llama-2-70b-hf config (80 layers, hidden 8192, 64 heads, 8 kv heads, FFN 28672); "
+               "Touvron et al. 2023 (70 B); num_parameters()=68,976,648,192", kv_heads=8),
         _llama3("llama3-8b", 4096, 32, 32, 14336, 8_030_261_248,
                 f"{LLAMA3_SOURCE} (8B: 32 layers, d_model 4096, FFN 14336, 32 heads, 8 KV heads); "
                 "HF meta-llama/Llama-3.1-8B config.json; num_parameters()=8,030,261,248"),
