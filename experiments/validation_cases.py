@@ -524,10 +524,14 @@ def _nemo_llama2(model: str, workload: str, gpus: int, pipeline: int, interleave
 H100_CASES: tuple[ValidationCase, ...] = (
     #          format  GPUs  step time (s)
     _dgxc_gpt3("bf16", 128, 8.309),
+    _dgxc_gpt3("bf16", 256, 8.408),
     _dgxc_gpt3("bf16", 512, 8.42),
+    _dgxc_gpt3("bf16", 1024, 8.453),
     _dgxc_gpt3("bf16", 2048, 8.49),
     _dgxc_gpt3("fp8", 128, 5.626),
+    _dgxc_gpt3("fp8", 256, 5.725),
     _dgxc_gpt3("fp8", 512, 5.774),
+    _dgxc_gpt3("fp8", 1024, 5.82),
     _dgxc_gpt3("fp8", 2048, 5.96),
     #            model         workload     GPUs PP VP  tokens/s per GPU
     _nemo_llama2("LLAMA2-7B", "llama2-7b", 8, 1, 1, 16847),

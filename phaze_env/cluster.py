@@ -215,7 +215,8 @@ class Cluster:
         if self.n_devices % self.slices:
             raise ValueError(f"cluster of {self.n_devices} devices cannot be split into {self.slices} equal slices")
         if self.slices > 1 and not math.isfinite(self.dcn_bandwidth_Bps):
-            raise ValueError(f"a cluster of {self.slices} slices needs a finite dcn_bandwidth_Bps (the network between them)")
+            raise ValueError(f"a cluster of {self.slices} slices needs the network between them (a finite dcn_bandwidth_Bps); "
+                             "of the presets only tpuv4-pod has one")
         object.__setattr__(self, "torus_dims", tuple(int(k) for k in self.torus_dims))
         if self.torus_dims and (self.devices_per_node != 1 or any(k < 1 for k in self.torus_dims)
                                 or math.prod(self.torus_dims) < self.slice_devices):

@@ -15,6 +15,7 @@ import pytest
 
 from phaze_env import comm, placement
 from phaze_env.cluster import DCN_LATENCY_S, TPUV4_DCN_PER_CHIP_BPS, Cluster, get_cluster
+from phaze_env.evaluate import main as evaluate_main
 from phaze_env.placement import Settings
 from phaze_env.plan_spec import PlanSpec
 from test_placement_combined import _instance, brute_force
@@ -79,7 +80,7 @@ def test_inexpressible_slicings_are_refused(kwargs, message):
 
 
 def test_a_sliced_cluster_needs_a_dcn_and_full_slices():
-    with pytest.raises(ValueError, match="finite dcn_bandwidth_Bps"):
+    with pytest.raises(ValueError, match="only tpuv4-pod has one"):
         Cluster(n_devices=8, slices=2)
     with pytest.raises(ValueError, match="fill its levels exactly"):
         Cluster(n_devices=8, slices=2, dcn_bandwidth_Bps=1.0, torus_dims=(2, 4))
@@ -134,3 +135,15 @@ def test_the_sliced_instances_reach_plans_across_the_dcn():
                                          context_parallels=(1, 2), expert_parallels=(1, 2))
         across += plan.feasible and PlanSpec.parse(plan.notation).devices > cluster.slice_devices
     assert across >= 10
+
+
+def test_evaluate_cli_takes_slices(capsys):
+    args = ["--workload", "gpt2-xl", "--preset", "tpuv4", "--cluster", "tpuv4-pod", "--devices", "128", "--batch", "256",
+            "--plan", "t1p1d128m2+zero1"]
+    assert evaluate_main(args + ["--slices", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2× @ 1.64795 GB/s (slices, DCN)" in out
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate_main(["--workload", "gpt2-xl", "--cluster", "dgx-a100", "--devices", "16", "--batch", "32", "--slices", "2"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "only tpuv4-pod has one" in err
