@@ -143,7 +143,10 @@ class Cluster:
     ``interleaved_schedule`` (the stack offers Megatron-LM's interleaved 1F1B, ``v > 1``) and
     ``pipeline_scatter_gather`` (a pipeline send across a slower level than the tensor group's goes ``1/t``
     per tensor rank and is all-gathered inside it, Narayanan et al. 2021 §4.1) are the training stack's
-    structure, which the placement DP honours; :mod:`phaze_env.stacks` sets them per named stack.
+    structure, which the placement DP honours; so is ``attention_efficiency``: above 0 the stack runs the attention
+    core as a fused causal flash kernel that sustains that fraction of the tensor cores' bf16 peak on the FLOPs it
+    keeps (:mod:`phaze_env.attention`); 0 (the default) keeps the traced eager attention.
+    :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
     n_devices: int = 1024
@@ -161,6 +164,7 @@ class Cluster:
     framework_efficiency: float = 1.0
     interleaved_schedule: bool = True
     pipeline_scatter_gather: bool = True
+    attention_efficiency: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("n_devices", "global_batch", "devices_per_node"):
@@ -177,6 +181,8 @@ class Cluster:
         for name in ("link_efficiency", "node_efficiency", "framework_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(self, name)!r}")
+        if not 0 <= self.attention_efficiency <= 1:
+            raise ValueError(f"cluster attention_efficiency must be in [0, 1], got {self.attention_efficiency!r}")
         for name in ("interleaved_schedule", "pipeline_scatter_gather"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
@@ -256,6 +262,8 @@ class Cluster:
         software = "" if self.framework_efficiency == 1 else f"; framework efficiency {self.framework_efficiency:g}"
         software += "" if self.interleaved_schedule else "; no interleaved schedule"
         software += "" if self.pipeline_scatter_gather else "; pipeline sends not scattered"
+        software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
+                     else "")
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software
 
 

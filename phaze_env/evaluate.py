@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Iterable
 
 
+from phaze_env.attention import recomputed_by_backward
 from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.cluster import Cluster
 from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core,
@@ -207,6 +208,10 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
     degrees = tuple(sorted({int(c) for c in context_parallels})) if plan.c is None else (plan.c,)
     if not degrees or min(degrees) <= 0:
         raise ValueError(f"context-parallel degrees must be positive integers, got {context_parallels!r}")
+    if cluster.attention_efficiency:  # phaze_env.attention: the ring's blocks would need their own causal split
+        if plan.c is not None and plan.c > 1:
+            raise ValueError(f"plan {plan}: context parallelism with a fused attention kernel is not modelled")
+        degrees = (1,)
     tokens = workload.seq_len if seq_len is None else seq_len
     if plan.c is not None and context_parallel_error(tokens, plan.c):
         raise ValueError(f"plan {plan}: {context_parallel_error(tokens, plan.c)}")
@@ -272,6 +277,8 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
     results = {}
     attention_s = {}  # the attention core's own time per direction (selective recompute; ring overlap)
     tp_comm_s = 0.0
+    # what selective recompute repeats: the attention core; with a fused kernel, the scores its backward recomputes
+    attention_part = recomputed_by_backward if cluster.attention_efficiency else is_attention_core
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
@@ -281,7 +288,7 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
         one, all_cores, comm_s = prices[layer.name, direction]
         tp_comm_s += comm_s
         attention_s[direction] = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
-                                           if is_attention_core(op)))
+                                           if attention_part(op)))
         counters["estimate"] += time.perf_counter() - started
         started = time.perf_counter()
         if bound_only:
@@ -299,6 +306,11 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
             results[direction] = (0.0, 0.0, "empty", True)
         counters["schedule"] += time.perf_counter() - started
     (f, flb, fm, fo), (b, blb, bm, bo) = results["fwd"], results["bwd"]
+    if cluster.attention_efficiency:
+        # A fused kernel's backward recomputes its scores itself (phaze_env.attention), whatever the recompute mode:
+        # that time belongs to the backward pass, and selective recompute (what the stash drops) adds nothing more.
+        recompute_s = attention_s["fwd"]
+        return LayerTiming(f, b + recompute_s, flb, blb + recompute_s, fm, bm, fo, bo, 0.0, tp_comm_s, 0.0)
     ring_fwd_s = ring_exposed_s(attention_s["fwd"], kv_hop_bytes, cluster, tensor_width, context_parallel)
     ring_bwd_s = ring_exposed_s(attention_s["bwd"], 2 * kv_hop_bytes, cluster, tensor_width, context_parallel)
     return LayerTiming(f + ring_fwd_s, b + ring_bwd_s, flb + ring_fwd_s, blb + ring_bwd_s, fm, bm, fo, bo,
