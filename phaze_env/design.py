@@ -27,7 +27,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from phaze_env.cluster import point_cluster
+from phaze_env.cluster import point_cluster, reference_cluster
 from phaze_env.evaluate import Cluster, Evaluation, evaluate
 from phaze_env.hardware import TPUV4, Accelerator, ArchSpace
 from phaze_env.hardware.area import arch_area_mm2
@@ -36,7 +36,7 @@ from phaze_env.hardware.space import (AREA_WINDOW_LOWER, ARCH_KNOBS, BUFFER_MB_V
                                       MICROBATCH_VALUES, NUM_TC_VALUES, NUM_VC_VALUES, RECOMPUTE_VALUES,
                                       SYSTEM_AREA_KNOBS, SYSTEM_DEFAULT_VALUES, SYSTEM_KNOBS,
                                       TC_DIM_VALUES, area_budget_mm2, area_overshoot, area_slack, in_area_window)
-from phaze_env.hardware.system import SystemBudget, SystemChoice, SystemPoint, baseline_point, system_point
+from phaze_env.hardware.system import SystemBudget, SystemChoice, SystemPoint, reference_point, system_point
 from phaze_env.workloads import Workload
 
 SPACE_NAMES = ("full", "reduced", "system")
@@ -203,6 +203,15 @@ class DesignSpace:
         return {name: list(self.values(name)) for name in self.knobs} | {
             "budget_mm2": self.budget_mm2, "area_window_lower": self.area_window_lower, "base": self.base.to_dict(),
             "knobs": list(self.knobs)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DesignSpace:
+        """Inverse of :meth:`to_dict` (of this space or of :class:`SystemDesignSpace`, which its ``"space"`` names)."""
+        knobs = {name: tuple(data[name]) for name in data["knobs"]}
+        common = {"area_window_lower": data["area_window_lower"], "base": Accelerator.from_dict(data["base"])}
+        if data.get("space") == "system":
+            return SystemDesignSpace(**knobs, budget=SystemBudget(**data["budget"]), **common)
+        return DesignSpace(**knobs, budget_mm2=data["budget_mm2"], **common)
 
     # --- knobs ---------------------------------------------------------------------------------------
     @property
@@ -461,8 +470,17 @@ class SystemDesignSpace(DesignSpace):
                           **kwargs: Any) -> Evaluation:
         """The TPUv4 chip in a torus at this space's budget (:func:`~phaze_env.hardware.system.baseline_point`,
         ``search.phaze``'s system baseline), best over the space's microbatch sizes and recompute settings."""
-        point = baseline_point(self.budget)
-        return evaluate(workload, point.accelerator, point_cluster(point, cluster), microbatch=self.microbatch,
+        return self.evaluate_reference("tpuv4", workload, cluster, **kwargs)
+
+    def evaluate_reference(self, name: str, workload: str | Workload, cluster: Cluster | None = None,
+                           number_format: str = "bf16", **kwargs: Any) -> Evaluation:
+        """Reference system ``name`` (TPUv4 torus, A100 or H100 DGX:
+        :data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`) with the chips this space's budget buys
+        (:func:`~phaze_env.hardware.system.reference_point`) on its cluster
+        (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the training fields), training in
+        ``number_format``, best over the space's microbatch sizes and recompute settings."""
+        point = reference_point(name, self.budget, number_format)
+        return evaluate(workload, point.accelerator, reference_cluster(name, point, cluster), microbatch=self.microbatch,
                         recompute=self.recompute, hbm_gb=(point.accelerator.hbm_gb,), **kwargs)
 
 

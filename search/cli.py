@@ -26,6 +26,7 @@ from phaze_env.hardware.system import OBJECTIVES
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
+from search.objectives import AREA, MINIMISED, PARETO_OBJECTIVES, UNITS, objective_value, parse_objectives
 from search.outputs import baseline_label
 from search.result import DesignResult, SearchResult
 from search.run import run_search
@@ -80,8 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "t, p, d, microbatch and per-stage none|full recompute, e = 1); e.g. "
                              "'+e=auto+rc=none|full' adds expert parallelism, its +rc replacing --no-recompute; "
                              "v, c and ZeRO-2/3 are refused (the search's bounds assume v1, c1, ZeRO 0/1)")
-    parser.add_argument("--objectives", default="throughput",
-                        help="'throughput' (default) or 'throughput,area' for the Pareto front")
+    parser.add_argument("--objectives", default=None, metavar="A,B[,C]",
+                        help="Pareto mode: the exact front over two or more of "
+                             f"{', '.join(PARETO_OBJECTIVES)} (minimised: {', '.join(MINIMISED)}; all but throughput "
+                             "and area need --space system), e.g. throughput,area or "
+                             "throughput,carbon_per_token,area; one name is --objective (default: none, the best "
+                             "design)")
     parser.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="multi-workload objective (default mean)")
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N",
                         help=f"local worker processes (default: the CPU count, {os.cpu_count() or 1} here)")
@@ -101,9 +106,16 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
     workloads = args.workload or [DEFAULT_WORKLOAD]
     for name in workloads:
         get_workload(name)
-    objectives = [o.strip() for o in args.objectives.split(",")]
-    if objectives not in (["throughput"], ["throughput", "area"]):
-        raise ValueError(f"--objectives must be 'throughput' or 'throughput,area', got {args.objectives!r}")
+    objective, objectives = args.objective, ()
+    if args.objectives is not None:
+        objectives = parse_objectives(args.objectives)
+        if args.objective != "throughput":
+            raise ValueError("give --objective (the best design) or --objectives (a Pareto front), not both")
+        if len(objectives) == 1:
+            (objective,), objectives = objectives, ()
+            if objective == AREA:
+                raise ValueError("area alone is no search (the smallest design wins); pair it with another objective, "
+                                 "e.g. --objectives throughput,area")
     if args.link_latency_us is not None and args.link_latency_us < 0:
         raise ValueError("--link-latency-us must be non-negative")
     try:
@@ -123,7 +135,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
                              "area are its knobs)")
         overrides |= {"budget_w": None if args.budget_mw is None else args.budget_mw * 1e6,
                       "budget_usd": args.budget_usd}
-    elif args.budget_mw is not None or args.budget_usd is not None or args.objective != "throughput":
+    elif args.budget_mw is not None or args.budget_usd is not None or objective != "throughput":
         raise ValueError("--budget-mw, --budget-usd and --objective apply to --space system only")
     for name, value in (("microbatch", args.microbatch), ("hbm_gb", args.hbm_gb), ("budget_mm2", args.area_budget),
                         ("recompute", (False,) if args.no_recompute else None)):
@@ -140,8 +152,9 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         raise ValueError(f"no architecture of the {args.space} space fits the area window "
                          f"({space.area_window_lower:g}·{space.budget_mm2:.1f} mm² … {space.budget_mm2:.1f} mm²)")
     return SearchConfig(workloads=tuple(workloads), cluster=cluster, space=space, tensor_widths=args.tensor_widths,
-                        seq_len=args.seq, aggregate=args.aggregate, pareto=len(objectives) == 2, solver=args.solver,
-                        time_limit_s=args.time_limit, objective=args.objective, plan=plan)
+                        seq_len=args.seq, aggregate=args.aggregate, pareto=bool(objectives), solver=args.solver,
+                        time_limit_s=args.time_limit, objective=objective, plan=plan,
+                        **({"objectives": objectives} if objectives else {}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,6 +240,11 @@ def system_cells(d: DesignResult) -> dict[str, str]:
             "g CO2e/token": f"{s['carbon_per_token_g']:.3g}" if "carbon_per_token_g" in s else ""}
 
 
+def figure(value: float) -> str:
+    """A figure for a table: thousands separated and one decimal from 100 up, four significant digits below."""
+    return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.4g}"
+
+
 def why(best: DesignResult, baseline: DesignResult) -> list[str]:
     """What bounds the best design's throughput, from its plan: time-per-batch shares, devices, energy."""
     parts = " · ".join(f"{BREAKDOWN_LABELS[part]} {share:.0%}" for part, share in best.time_shares.items()
@@ -258,13 +276,20 @@ def print_summary(result: SearchResult, out: Path, out_console=None) -> None:
 
     out_console = out_console or console()
     for name, front in result.pareto.items():
-        table = Table(title=f"Pareto front (throughput, area) for {name}", caption=NOTATION_LEGEND)
-        for column in ("area mm²", "samples/s", "tensor cores", "vector cores", "buffer", "HBM", "plan"):
+        objectives = result.objectives
+        table = Table(title=f"Pareto front ({', '.join(objectives)}) for {name}, exact: no design of the space is "
+                            "better in every objective", caption=NOTATION_LEGEND)
+        system = [key for key in ("die mm²", "HBM stacks", "links", "topology", "chips") if result.space.get("space")
+                  == "system"]
+        columns = [f"{objective} ({UNITS[objective]})" for objective in objectives] + [
+            "tensor cores", "vector cores", "buffer", "HBM", *system, "plan"]
+        for column in columns:
             table.add_column(column, justify="right")
         for d in front:
-            parts = Accelerator.from_dict(d.accelerator).notation_parts()
-            table.add_row(f"{d.area_mm2:.1f}", f"{d.throughput_samples_s:,.1f}", parts["tensor cores"],
-                          parts["vector cores"], parts["buffer"], parts["HBM"], d.plan["notation"])
+            parts = Accelerator.from_dict(d.accelerator).notation_parts() | system_cells(d)
+            table.add_row(*(figure(objective_value(d, objective)) for objective in objectives),
+                          *(parts[key] for key in ("tensor cores", "vector cores", "buffer", "HBM", *system)),
+                          d.plan["notation"])
         out_console.print(table)
     if result.shared is not None:
         shared = result.shared

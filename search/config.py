@@ -17,6 +17,7 @@ from phaze_env.hardware.system import OBJECTIVES
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import TENSOR_WIDTHS, Workload, get_workload
 from search.bounds import search_plan_error
+from search.objectives import AREA, check_pareto_objectives
 
 DEFAULT_WORKLOAD = "gpt2-xl"
 AGGREGATES = ("mean", "geomean")
@@ -26,7 +27,8 @@ AGGREGATES = ("mean", "geomean")
 class SearchConfig:
     """One search: ``workloads`` (names), the ``cluster``, the ``space`` (every knob's values, the area
     window and the base accelerator), tensor-parallel widths, sequence length, the multi-workload
-    ``aggregate``, Pareto mode, ILP settings, and the ``plan`` every evaluation uses (None: PHAZE's plan space;
+    ``aggregate``, Pareto mode and the front's ``objectives`` (two or more of
+    :data:`~search.objectives.PARETO_OBJECTIVES`; all but throughput and area need the system space), ILP settings, and the ``plan`` every evaluation uses (None: PHAZE's plan space;
     a :class:`PlanSpec` or its string, e.g. ``"+e=auto+rc=none|full"`` = PHAZE's space with expert parallelism:
     its recompute field then replaces the space's recompute knob)."""
 
@@ -37,6 +39,7 @@ class SearchConfig:
     seq_len: int | None = None
     aggregate: str = "mean"
     pareto: bool = False
+    objectives: tuple[str, ...] = ("throughput", "area")  # Pareto mode's (ignored otherwise)
     second_bound: bool = True
     solver: str = "cbc"
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
@@ -56,10 +59,17 @@ class SearchConfig:
                              "part of the design); run one search per workload")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        object.__setattr__(self, "objectives", tuple(self.objectives))
+        if self.pareto:
+            check_pareto_objectives(self.objectives)
+            system_only = [name for name in self.objectives if name not in ("throughput", AREA)]
+            if system_only and not self.is_system:
+                raise ValueError(f"the {system_only[0]} objective needs the system space (its designs have a power and "
+                                 "a cost)")
         if self.objective != "throughput":
             if not isinstance(self.space, SystemDesignSpace) or self.pareto:
                 raise ValueError(f"the {self.objective} objective needs the system space (its designs have a power "
-                                 "and a cost) and the best-design mode")
+                                 "and a cost) and the best-design mode (a Pareto front names it among its objectives)")
             # the ILP-free second bound compares throughput with the incumbent: another objective's units
             object.__setattr__(self, "second_bound", False)
         if self.aggregate not in AGGREGATES:
@@ -109,17 +119,20 @@ class SearchConfig:
             "tensor_widths": list(self.tensor_widths), "seq_len": self.seq_len, "aggregate": self.aggregate,
             "pareto": self.pareto, "solver": self.solver, "time_limit_s": self.time_limit_s,
         } | ({"objective": self.objective} if self.objective != "throughput" else {}) | (
+            {"objectives": list(self.objectives)} if self.pareto and self.objectives != ("throughput", AREA) else {}) | (
             {"plan": self.plan.to_dict()} if self.plan is not None else {})  # no plan: old searches still resume
 
     @property
     def signature(self) -> str:
         return content_key("search", model_version(), self.arguments())  # a changed model constant never resumes old results
 
-    def objective_divisors(self) -> np.ndarray:
-        """Per row of :attr:`arch`: what the throughput is divided by for :attr:`objective` (all 1 for throughput)."""
-        if self.objective == "throughput":
+    def objective_divisors(self, objective: str | None = None) -> np.ndarray:
+        """Per row of :attr:`arch`: what the throughput is divided by for ``objective`` (default :attr:`objective`;
+        all 1 for throughput)."""
+        objective = objective or self.objective
+        if objective == "throughput":
             return np.ones(len(self.arch))
-        return np.array([point.objective_divisor(self.objective) for point in self.arch.points])
+        return np.array([point.objective_divisor(objective) for point in self.arch.points])
 
     def per_capacity(self) -> list[SearchConfig]:
         """The one-design (shared) mode searches each HBM capacity on its own: one config per capacity."""

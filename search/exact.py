@@ -7,8 +7,8 @@
 3. the search stops when the next bound cannot beat the incumbent: every unvisited design is provably no
    better. Ties keep the smaller-area design.
 
-Pareto mode visits architectures in order of area; a design is pruned when a smaller-or-equal-area
-design already reaches its bound.
+Pareto mode (:meth:`ExactSearch.pareto`, any two or more of :data:`~search.objectives.PARETO_OBJECTIVES`)
+prunes a design only when its bound vector is dominated by an evaluated design's scores.
 
 Pruning stays sound when an ILP stops early: an unproven evaluation's throughput is still achieved by a
 real schedule, so an incumbent never claims more than it has. Whether the *answer* is proven is decided
@@ -21,13 +21,14 @@ after the loops by :func:`certify`; unproven rows of ``results.db`` are evaluate
 from __future__ import annotations
 
 from concurrent.futures import FIRST_COMPLETED, wait
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from phaze_env.design import SystemArchSpace
 from search.bounds import best_of_variants, throughput_bounds, variant_throughput_bounds, variants_above
 from search.config import SearchConfig
+from search.objectives import AREA, non_dominated
 from search.progress import SearchProgress
 from search.store import ResultsStore
 from search.tasks import evaluate_design
@@ -195,45 +196,86 @@ class ExactSearch:
         self.progress.finished(label, visited, len(order), best_value if best_index is not None else None)
         return best_index, best_value, visited
 
-    def pareto(self, workload: str, window: int) -> tuple[list[int], int]:
-        """Indices of the non-dominated (max throughput, min area) architectures, designs visited."""
+    def pareto(self, workload: str, window: int, objectives: Sequence[str] = ("throughput", AREA),
+               divisors: Mapping[str, np.ndarray] | None = None) -> tuple[list[int], int]:
+        """Indices of the architectures on the exact Pareto front over ``objectives``, and the designs visited.
+
+        ``divisors[name]``: per architecture, what the throughput is divided by for each objective but area
+        (:meth:`SearchConfig.objective_divisors`; missing: 1). Each objective is a score to maximise
+        (:mod:`search.objectives`): ``throughput / divisor`` or ``−area``; a design's bound vector is its throughput
+        upper bound over its divisors, with its exact area. A design is pruned (never evaluated) only when its
+        bound vector is dominated by the scores of a design already evaluated — no better in every objective:
+        it can then at best tie that design, which already stands for that point of the front. In throughput
+        units: design ``i`` is pruned when its throughput bound is at most
+        ``max_j min_k T_j · d_ik / d_jk`` over the evaluated feasible designs ``j`` (only those with
+        ``area_j ≤ area_i`` when area is an objective); that threshold is also what its ILP-free placement bound
+        must beat (``prune_below``). Evaluated designs only accumulate, so a pruned design stays dominated, and
+        the front of the evaluated designs is the front of the whole space: proven, like the best design, when
+        every evaluated schedule is (:func:`certify`). Visit order: area ascending when area is an objective (an
+        evaluated design's area is then no larger), else best first-objective bound first; ties in every
+        objective keep one design per point (the first visited)."""
         areas = self.config.arch.arrays["area_mm2"]
         bound = self.bounds[workload]
-        order = np.lexsort((-bound, areas))
+        rates = [name for name in objectives if name != AREA]
+        per_rate = np.stack([np.asarray(divisors[name], dtype=np.float64) if divisors and name in divisors
+                             else np.ones(len(bound)) for name in rates], axis=1)  # architectures × rate objectives
+        with_area = AREA in objectives
+        first = bound / per_rate[:, 0]
+        order = np.lexsort((-first, areas)) if with_area else np.lexsort((areas, -first))
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
         label = f"pareto {workload}"
-        running_best = 0.0
+        evaluated: dict[int, float] = {}  # every feasible evaluated design (resumed ones too): its throughput
+        arrays: list[np.ndarray] = []  # their indices and throughputs, rebuilt when one is added
+
+        def absorb(index: int, record: dict[str, Any]) -> None:
+            if record["status"] == "evaluated" and record["evaluation"]["feasible"]:
+                evaluated[index] = record["throughput_samples_s"]
+                arrays.clear()
+
+        def threshold(index: int) -> float:
+            """The throughput design ``index`` must exceed to escape domination by an evaluated design (0: none)."""
+            if not evaluated:
+                return 0.0
+            if not arrays:
+                arrays.extend([np.fromiter(evaluated, dtype=np.int64), np.fromiter(evaluated.values(), dtype=np.float64)])
+            known, throughput = arrays
+            reach = (throughput[:, None] / per_rate[known] * per_rate[index]).min(axis=1)
+            if with_area:
+                reach = reach[areas[known] <= areas[index]]
+            return float(reach.max()) if reach.size else 0.0
+
+        for (w, index), record in self.records.items():
+            if w == workload:
+                absorb(index, record)
         pending: dict[Any, int] = {}
         visited = done = position = 0
         while position < len(order) or pending:
             while position < len(order) and len(pending) < window:
                 index = int(order[position])
                 position += 1
-                if bound[index] <= running_best:
+                limit = threshold(index)
+                if bound[index] <= limit:
                     continue
                 visited += 1
                 if (workload, index) in self.records:
-                    running_best = max(running_best, self.records[(workload, index)]["throughput_samples_s"] or 0.0)
                     done += 1
                     continue
-                pending[self._submit(workload, index, None)] = index
-            rest = bound[order[position:]]
-            above = rest > running_best
-            self.progress.searching(label, done, len(pending), int(above.sum()), running_best or None,
-                                    float(rest[above].max()) if above.any() else None)
+                prune_below = limit if self.config.second_bound and limit > 0 else None
+                pending[self._submit(workload, index, prune_below)] = index
+            self.progress.searching(label, done, len(pending), len(order) - position,
+                                    max(evaluated.values(), default=0.0) or None, None)
             if not pending:
                 continue
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for future in finished:
                 index = pending.pop(future)
-                record = self._absorb(workload, index, future.result())
-                running_best = max(running_best, record["throughput_samples_s"] or 0.0)
+                absorb(index, self._absorb(workload, index, future.result()))
                 done += 1
-        self.progress.finished(label, visited, len(order), running_best or None)
-        evaluated = [(areas[i], -(r["throughput_samples_s"] or 0.0), i) for (w, i), r in self.records.items()
-                     if w == workload and r["status"] == "evaluated" and r["evaluation"]["feasible"]]
-        front, best = [], 0.0
-        for area, negative, index in sorted(evaluated):
-            if -negative > best:
-                front.append(index)
-                best = -negative
-        return front, visited
+        self.progress.finished(label, visited, len(order), max(evaluated.values(), default=0.0) or None)
+        indices = np.array(sorted(evaluated, key=lambda i: rank[i]), dtype=np.int64)
+        throughput = np.array([evaluated[i] for i in indices], dtype=np.float64)
+        scores = throughput[:, None] / per_rate[indices] if len(indices) else np.zeros((0, len(rates)))
+        if with_area:
+            scores = np.column_stack([scores, -areas[indices]])
+        return [int(indices[k]) for k in non_dominated(scores)], visited

@@ -77,7 +77,8 @@ def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[s
                     front_a.append(a)
                     front_t.append(t)
                     best = t
-            label = "Pareto front (exact)" if config.pareto else "front of the evaluated designs"
+            exact = config.pareto and set(config.objectives) == {"throughput", "area"}  # else another front's
+            label = "Pareto front (exact)" if exact else "throughput–area front of the evaluated designs"
             ax.step(front_a, front_t, where="post", color="C3", label=label)
         base = result.baseline.get(name)
         if base and base.feasible:

@@ -4,7 +4,7 @@
 default, ``docs/design.md``): architecture × microbatch size × recompute × HBM capacity, and returns the
 **provably best** design (:mod:`search.exact` for the algorithm). Multi-workload mode optimises the mean
 (or geometric mean) throughput of one design across workloads and reports each workload's own best too;
-Pareto mode (``--objectives throughput,area``) returns the non-dominated designs.
+Pareto mode (``--objectives A,B[,C]``, e.g. ``throughput,carbon_per_token,area``) returns the exact front.
 
 The package, by job: :mod:`search.config` (what is asked), :mod:`search.bounds` (upper bounds),
 :mod:`search.exact` (the algorithm), :mod:`search.run` (orchestration), :mod:`search.result` (the one

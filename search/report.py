@@ -1,9 +1,11 @@
 """``report.html``: a search's answer as one self-contained interactive page (Plotly, its script embedded, no
 network), written next to ``results.json``.
 
-Per workload: throughput against area of every evaluated feasible design with the front (max throughput,
-min area) highlighted and the baseline marked, each point naming its design, plan, figures and proof; and the
-time per batch of the answer and of the baseline, part by part. The header says what was searched, on which
+Per workload: every evaluated feasible design in the plane of two objectives — a Pareto search's own (a third
+colours the points), else throughput against area — with the front highlighted (a Pareto search's exact front
+over all its objectives, else the throughput–area front of the evaluated designs) and the baseline marked,
+each point's hover naming its design, plan, figures and proof; and the time per batch of the answer and of the
+baseline, part by part. The header says what was searched, on which
 cluster, whether the answer is proven, and the search's counts.
 
 ``python -m search.report OUT`` writes ``OUT/report.html`` again from ``OUT/results.json`` and ``OUT/results.db``.
@@ -18,19 +20,23 @@ import sqlite3
 import sys
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from phaze_env.cli import OneLineParser
 from phaze_env.cluster import Cluster
+from phaze_env.design import DesignSpace, SystemDesignSpace
 from phaze_env.evaluate import BREAKDOWN_LABELS
 from phaze_env.files import write_text_atomic
 from phaze_env.hardware import Accelerator, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
+from phaze_env.hardware.system import SystemPoint
 from search.config import SearchConfig
+from search.objectives import (AREA, LABELS, MINIMISED, UNITS, evaluated_figures, label as label_of, objective_value,
+                               plotted_area)
 from search.result import DesignResult, SearchResult
 from search.store import ResultsStore
 
-HOVER = ("%{customdata[0]}<br>plan %{customdata[1]}<br>%{y:,.1f} samples/s · %{x:.1f} mm²<br>"
+HOVER = ("%{customdata[0]}<br>plan %{customdata[1]}<br>%{customdata[3]}<br>"
          "schedules %{customdata[2]}<extra>%{fullData.name}</extra>")
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 STYLE = ("body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1300px;color:#222}"
@@ -52,29 +58,25 @@ def baseline_label(baseline: DesignResult) -> str:
     return f"baseline ({what}, {acc['hbm_gb']:g} GiB)" if baseline.feasible else f"baseline ({what})"
 
 
-def plotted_area(design: DesignResult) -> float:
-    """The area a design is shown at: the architecture's (PHAZE's spaces), the whole built die (system space,
-    whose rows record it)."""
-    return design.system["chip_area_mm2"] if design.system is not None else design.area_mm2
-
-
 def write_report(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
                  config: SearchConfig) -> None:
     """Write :func:`report_html` to ``path`` atomically."""
-    write_text_atomic(path, report_html(result, records, config.cluster, Path(path).parent))
+    points = config.arch.points if config.is_system else None
+    write_text_atomic(path, report_html(result, records, config.cluster, Path(path).parent, points))
 
 
 def report_html(result: SearchResult, records: dict[tuple[str, int], dict[str, Any]], cluster: Cluster,
-                out: Path) -> str:
-    """The whole page (for the search whose outputs are in ``out``): header, then per workload the
-    throughput-area chart and the time-breakdown bars."""
+                out: Path, points: Sequence[SystemPoint] | None = None) -> str:
+    """The whole page (for the search whose outputs are in ``out``): header, then per workload the front chart
+    (:func:`chart_axes`) and the time-breakdown bars. ``points``: the system space's rows' chips at the budget
+    (``SystemArchSpace.points``), which give the evaluated designs' power, cost and carbon figures."""
     import plotly.offline
 
     sections = []
     for number, name in enumerate(result.workloads):
         answer, answer_label = _answer(result, name)
         baseline = result.baseline.get(name)
-        figures = [_throughput_vs_area(name, result, records, answer, answer_label, baseline)]
+        figures = [_front_chart(name, result, records, answer, answer_label, baseline, points)]
         if answer is not None and answer.feasible:
             figures.append(_time_breakdown(name, answer, answer_label, baseline))
         plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG,
@@ -176,46 +178,76 @@ def front_indices(points: list[tuple[float, float]]) -> list[int]:
     return front
 
 
-def _throughput_vs_area(name: str, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
-                        answer: DesignResult | None, answer_label: str, baseline: DesignResult | None):
+def chart_axes(result: SearchResult) -> tuple[str, str, str | None]:
+    """The front chart's x, y and colour objectives: a Pareto result's own (area on x when it is one of them,
+    else the second on x and the first on y; a third objective colours the points), else throughput against
+    area."""
+    objectives = result.objectives if result.mode == "pareto" else ("throughput", AREA)
+    if AREA in objectives:
+        others = [name for name in objectives if name != AREA]
+        return AREA, others[0], others[1] if len(others) > 1 else None
+    return objectives[1], objectives[0], objectives[2] if len(objectives) > 2 else None
+
+
+def _figures_text(values: dict[str, float]) -> str:
+    return " · ".join(f"{LABELS[name]} {value:,.4g} {UNITS[name]}" for name, value in values.items())
+
+
+def _front_chart(name: str, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
+                 answer: DesignResult | None, answer_label: str, baseline: DesignResult | None,
+                 points: Sequence[SystemPoint] | None):
+    """Every evaluated feasible design in the plane of two objectives (:func:`chart_axes`), the front highlighted:
+    a Pareto result's exact front over all its objectives, else the throughput–area front of the evaluated designs."""
     import plotly.graph_objects as go
 
-    feasible = [r for (w, _), r in sorted(records.items())
+    x, y, colour = chart_axes(result)
+    shown = result.objectives if result.mode == "pareto" else ("throughput", AREA)
+    if points is None and any(n not in ("throughput", AREA) for n in shown):
+        raise ValueError(f"the {', '.join(shown)} figures of evaluated designs need the system space's points")
+    feasible = [(i, r) for (w, i), r in sorted(records.items())
                 if w == name and r["status"] == "evaluated" and r["evaluation"]["feasible"]]
-    evaluations = [r["evaluation"] for r in feasible]
-    area, throughput = [r["area_mm2"] for r in feasible], [e["throughput_samples_s"] for e in evaluations]
+    values = [evaluated_figures(r["throughput_samples_s"], r["evaluation"]["tokens_s"], r["area_mm2"],
+                                None if points is None else points[i]) for i, r in feasible]
+    hover = [_hover(r["evaluation"]) + [_figures_text({n: v[n] for n in shown})] for (_, r), v in zip(feasible, values)]
+    marker = {"size": 6, "opacity": 0.45, "color": "#4c78a8"}
+    if colour is not None and values:
+        marker |= {"color": [v[colour] for v in values], "colorscale": "Viridis", "showscale": True,
+                   "colorbar": {"title": {"text": f"{LABELS[colour]} ({UNITS[colour]})", "side": "right"}}}
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=area, y=throughput, mode="markers", name=f"evaluated ({len(evaluations)})",
-                             marker={"size": 6, "opacity": 0.45, "color": "#4c78a8"},
-                             customdata=[_hover(e) for e in evaluations], hovertemplate=HOVER))
+    fig.add_trace(go.Scatter(x=[v[x] for v in values], y=[v[y] for v in values], mode="markers",
+                             name=f"evaluated ({len(values)})", marker=marker, customdata=hover, hovertemplate=HOVER))
     if result.mode == "pareto":  # the exact front the search proved
-        front = sorted(result.pareto.get(name, ()), key=plotted_area)
-        front_x, front_y = [plotted_area(d) for d in front], [d.throughput_samples_s for d in front]
-        front_hover, label = [_hover(d) for d in front], f"Pareto front, exact ({len(front)})"
+        front = sorted(result.pareto.get(name, ()), key=lambda d: objective_value(d, x))
+        front_values = [result.objective_values(d) for d in front]
+        front_hover = [_hover(d) + [_figures_text(v)] for d, v in zip(front, front_values)]
+        label = f"Pareto front, exact ({len(front)})"
     else:
-        indices = front_indices(list(zip(area, throughput)))
-        front_x, front_y = [area[i] for i in indices], [throughput[i] for i in indices]
-        front_hover = [_hover(evaluations[i]) for i in indices]
+        indices = front_indices([(v[AREA], v["throughput"]) for v in values])
+        front_values = [{n: values[i][n] for n in shown} for i in indices]
+        front_hover = [hover[i] for i in indices]
         label = f"front of the evaluated designs ({len(indices)})"
-    fig.add_trace(go.Scatter(x=front_x, y=front_y, mode="lines+markers", line={"shape": "hv", "color": "#e45756"},
-                             marker={"size": 9, "color": "#e45756"}, name=label, customdata=front_hover,
+    staircase = len(shown) == 2  # a two-objective front is a staircase; with more, its points need not be
+    fig.add_trace(go.Scatter(x=[v[x] for v in front_values], y=[v[y] for v in front_values],
+                             mode="lines+markers" if staircase else "markers", name=label, customdata=front_hover,
+                             line={"shape": "hv" if x in MINIMISED else "vh",  # the edge of what the front dominates
+                                   "color": "#e45756"},
+                             marker={"size": 10, "color": "#e45756", "line": {"width": 1, "color": "black"}},
                              hovertemplate=HOVER))
-    if answer is not None and answer.feasible:
-        fig.add_trace(go.Scatter(x=[plotted_area(answer)], y=[answer.throughput_samples_s], mode="markers",
-                                 name=answer_label, marker={"size": 16, "symbol": "diamond", "color": "#f58518",
-                                         "line": {"width": 1, "color": "black"}},
-                                 customdata=[_hover(answer)], hovertemplate=HOVER))
-    if baseline is not None and baseline.feasible:
-        fig.add_trace(go.Scatter(x=[plotted_area(baseline)], y=[baseline.throughput_samples_s], mode="markers",
-                                 name=baseline_label(baseline), marker={"size": 18, "symbol": "star", "color": "black"},
-                                 customdata=[_hover(baseline)], hovertemplate=HOVER))
-    if "budget_mm2" in result.space:  # PHAZE's spaces: one area budget (the system space's follows each die)
+    for design, label_, style in ((answer, answer_label, {"size": 16, "symbol": "diamond", "color": "#f58518",
+                                                           "line": {"width": 1, "color": "black"}}),
+                                  (baseline, baseline_label(baseline) if baseline is not None else "",
+                                   {"size": 18, "symbol": "star", "color": "black"})):
+        if design is None or not design.feasible or (design.system is None and points is not None):
+            continue
+        figures = {n: objective_value(design, n) for n in shown}
+        fig.add_trace(go.Scatter(x=[figures[x]], y=[figures[y]], mode="markers", name=label_, marker=style,
+                                 customdata=[_hover(design) + [_figures_text(figures)]], hovertemplate=HOVER))
+    if x == AREA and "budget_mm2" in result.space:  # PHAZE's spaces: one area budget (the system space's follows each die)
         budget = result.space["budget_mm2"]
         fig.add_vline(x=budget, line={"dash": "dot", "color": "grey", "width": 1},
                       annotation_text=f"area budget {budget:.1f} mm²", annotation_position="bottom left")
-    fig.update_layout(title=f"{name}: training throughput vs area", xaxis_title="area (mm²)",
-                      yaxis_title="training throughput (samples/s)", template="plotly_white", height=520,
-                      legend={"orientation": "h", "y": -0.2})
+    fig.update_layout(title=f"{name}: {LABELS[y]} vs {LABELS[x]}", xaxis_title=label_of(x), yaxis_title=label_of(y),
+                      template="plotly_white", height=520, legend={"orientation": "h", "y": -0.2})
     return fig
 
 
@@ -266,8 +298,10 @@ def rebuild(out: Path) -> Path:
         records = store.load()
     finally:
         store.close()
+    space = DesignSpace.from_dict(result.space)
+    points = space.arch_space().points if isinstance(space, SystemDesignSpace) else None
     path = out / "report.html"
-    write_text_atomic(path, report_html(result, records, Cluster.from_dict(arguments["cluster"]), out))
+    write_text_atomic(path, report_html(result, records, Cluster.from_dict(arguments["cluster"]), out, points))
     return path
 
 
@@ -276,7 +310,8 @@ def _is_search_of(arguments: dict[str, Any], result: SearchResult) -> bool:
     # SearchResult stores the cluster the way results.json can hold it (an absent level's infinite bandwidth is null)
     cluster = dataclasses.replace(result, cluster=arguments["cluster"]).cluster
     return ([w["name"] for w in arguments["workloads"]] == list(result.workloads) and arguments["space"] == result.space
-            and cluster == result.cluster and arguments["pareto"] == (result.mode == "pareto"))
+            and cluster == result.cluster and arguments["pareto"] == (result.mode == "pareto")
+            and (result.mode != "pareto" or tuple(arguments.get("objectives", ("throughput", AREA))) == result.objectives))
 
 
 def build_parser() -> OneLineParser:

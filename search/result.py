@@ -2,7 +2,8 @@
 
 Every mode fills the same fields: ``best`` (each workload's own best design; empty in Pareto mode),
 ``shared`` (multi-workload mode: the single design with the best aggregate; else ``None``), ``pareto``
-(Pareto mode: each workload's front; else empty) and ``baseline`` (the TPUv4-like accelerator on each
+(Pareto mode: each workload's front over ``objectives``, each design with its figure per objective; else
+empty) and ``baseline`` (the TPUv4-like accelerator on each
 workload, same placement DP and knobs). Designs are :class:`DesignResult` values; areas are in mm².
 """
 
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from phaze_env.hardware import Accelerator
+from search.objectives import objective_value
 
 MODES = ("best", "shared", "pareto")
 
@@ -126,12 +128,16 @@ class SearchResult:
     space: dict[str, Any] = field(default_factory=dict)  # DesignSpace.to_dict(): what was searched
     cluster: dict[str, Any] = field(default_factory=dict)  # Cluster.to_dict(): on which system
     unproven: tuple[dict[str, Any], ...] = ()  # search.exact.unproven_design rows
+    objectives: tuple[str, ...] = ()  # Pareto mode: the front's objectives (search.objectives); else empty
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         object.__setattr__(self, "workloads", tuple(self.workloads))
         object.__setattr__(self, "unproven", tuple(self.unproven))
+        # a Pareto result written before fronts took other objectives traded throughput against area
+        objectives = tuple(self.objectives) or (("throughput", "area") if self.mode == "pareto" else ())
+        object.__setattr__(self, "objectives", objectives)
         # strict JSON has no Infinity: a cluster level that is absent has infinite bandwidth → null
         object.__setattr__(self, "cluster", {k: None if isinstance(v, float) and not math.isfinite(v) else v
                                              for k, v in self.cluster.items()})
@@ -142,7 +148,9 @@ class SearchResult:
         data["unproven"] = list(self.unproven)
         data["best"] = {w: d.to_dict() if d else None for w, d in self.best.items()}
         data["shared"] = self.shared.to_dict() if self.shared else None
-        data["pareto"] = {w: [d.to_dict() for d in front] for w, front in self.pareto.items()}
+        data["objectives"] = list(self.objectives)
+        data["pareto"] = {w: [d.to_dict() | {"objectives": self.objective_values(d)} for d in front]
+                          for w, front in self.pareto.items()}
         data["baseline"] = {w: d.to_dict() for w, d in self.baseline.items()}
         return data
 
@@ -154,6 +162,10 @@ class SearchResult:
         values["pareto"] = {w: tuple(DesignResult.from_dict(d) for d in front) for w, front in data["pareto"].items()}
         values["baseline"] = {w: DesignResult.from_dict(d) for w, d in data["baseline"].items()}
         return cls(**values)
+
+    def objective_values(self, design: DesignResult) -> dict[str, float]:
+        """A front design's figure per objective of :attr:`objectives`, in :data:`search.objectives.UNITS`."""
+        return {name: objective_value(design, name) for name in self.objectives}
 
     def exactness_lines(self) -> list[str]:
         """What a reader must know about the proof: nothing when exact and every design proven; else which

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from phaze_env.hardware.system import baseline_point
+from phaze_env.hardware.system import REFERENCE_HBM_GENERATIONS, SystemPoint, baseline_point, reference_point
 from phaze_env.workloads import model_graph
 from search.config import SearchConfig, aggregate
 from search.exact import ExactSearch, certify
+from search.objectives import AREA
 from search.executors import make_executor
 from search.outputs import write_outputs
 from search.progress import SearchProgress
@@ -36,6 +37,8 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
                     model_graph(workload, seq_len=config.seq_len, microbatch=m, tensor_width=t)
                 except ValueError:
                     pass  # that width does not divide this model; evaluate skips it too
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)  # the results store opens out/results.db: the directory must exist
     db = out / "results.db" if out else None
     if db is not None and (resumed := ResultsStore.count(db, config.signatures())):
         progress.resumed(resumed, db)
@@ -49,8 +52,10 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
             pareto: dict[str, tuple[DesignResult, ...]] = {}
             shared, extra = None, {}
             if config.mode == "pareto":
+                divisors = {objective: config.objective_divisors(objective) for objective in config.objectives
+                            if objective != AREA}
                 for name in config.names:
-                    front, _ = search.pareto(name, window)
+                    front, _ = search.pareto(name, window, config.objectives, divisors)
                     pareto[name] = tuple(_design(search.records[(name, i)], config, i) for i in front)
             else:
                 divisors = config.objective_divisors()
@@ -78,7 +83,7 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
         dp_calls_this_run=search.counters["dp_calls"],
         pruning_ratio=1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.arch),
         resumed_records=search.resumed, elapsed_s=time.perf_counter() - started, space=config.space.to_dict(),
-        cluster=config.cluster.to_dict())
+        cluster=config.cluster.to_dict(), objectives=config.objectives if config.pareto else ())
     if out:
         write_outputs(out, result, search.records, config)
     return result
@@ -115,10 +120,25 @@ def _baseline(config: SearchConfig, name: str) -> DesignResult:
     design = DesignResult.from_evaluation(evaluation.to_dict())
     if not config.is_system:
         return design
-    point = baseline_point(config.space.budget)
-    system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks, "hbm_generation": "hbm2",
-              "links": point.chip_system.links, "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9,
-              "topology": point.topology}
+    return _with_system(design, "tpuv4", baseline_point(config.space.budget))
+
+
+def evaluate_reference(config: SearchConfig, workload: str, reference: str, number_format: str = "bf16") -> DesignResult:
+    """Reference system ``reference`` of a system-space search (TPUv4 torus, A100 or H100 DGX at the search's
+    budget: :meth:`SystemDesignSpace.evaluate_reference`) on ``workload`` in ``number_format``, with the same
+    knobs and plan space as the search's designs and baseline; ``system`` carries its figures as a design's do."""
+    evaluation = config.space.evaluate_reference(reference, config.workload(workload), config.cluster, number_format,
+                                                 tensor_widths=config.tensor_widths, seq_len=config.seq_len,
+                                                 solver=config.solver, time_limit_s=config.time_limit_s, plan=config.plan)
+    point = reference_point(reference, config.space.budget, number_format)
+    return _with_system(DesignResult.from_evaluation(evaluation.to_dict()), reference, point)
+
+
+def _with_system(design: DesignResult, reference: str, point: SystemPoint) -> DesignResult:
+    """``design`` of reference chip ``reference`` at ``point`` with its system figures (as a design row's)."""
+    system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks,
+              "hbm_generation": REFERENCE_HBM_GENERATIONS[reference], "links": point.chip_system.links,
+              "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9, "topology": point.topology}
     return dataclasses.replace(design, system=system | point.summary() | point.figures(design.tokens_s))
 
 

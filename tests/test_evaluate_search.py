@@ -102,20 +102,53 @@ def test_multi_workload_search_equals_brute_force(brute_force):
             assert design.throughput_samples_s == pytest.approx(max(e.throughput_samples_s for e in brute_force[name]))
 
 
-def test_pareto_front_equals_brute_force(brute_force):
-    result = run_search(config([TINY], pareto=True), workers=1)
-    points = sorted((ev.area_mm2, -ev.throughput_samples_s) for ev in brute_force[TINY.name] if ev.feasible)
-    front, best = [], 0.0
-    for area, negative in points:
-        if -negative > best:
-            front.append((area, -negative))
-            best = -negative
+@pytest.mark.parametrize("objectives", [("throughput", "area"), ("area", "throughput")])
+def test_pareto_front_equals_brute_force(brute_force, objectives):
+    result = run_search(config([TINY], pareto=True, objectives=objectives), workers=1)
+    feasible = [(ev.area_mm2, ev.throughput_samples_s) for ev in brute_force[TINY.name] if ev.feasible]
+    front = sorted({(a, t) for a, t in feasible  # no other design as small and as fast, and smaller or faster
+                    if not any(b <= a and u >= t and (b < a or u > t) for b, u in feasible)})
     assert result.mode == "pareto" and result.best == {} and result.shared is None
+    assert result.exact and result.objectives == objectives
     assert SearchResult.from_json(result.to_json()) == result
-    found = [(d.area_mm2, d.throughput_samples_s) for d in result.pareto[TINY.name]]
+    found = sorted((d.area_mm2, d.throughput_samples_s) for d in result.pareto[TINY.name])
     assert len(found) == len(front)
     for got, want in zip(found, front):  # pytest.approx does not nest into tuples (pytest ≥ 9)
         assert got == pytest.approx(want, rel=1e-12)
+    assert result.evaluations < len(ARCH)  # the bounds pruned something
+    data = json.loads(result.to_json())
+    assert data["objectives"] == list(objectives)
+    assert [d["objectives"] for d in data["pareto"][TINY.name]] == [
+        {"throughput": d.throughput_samples_s, "area": d.area_mm2} for d in result.pareto[TINY.name]]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--objectives", "throughput,speed"], "unknown objective 'speed'"),
+    (["--objectives", "throughput,area,throughput"], "named twice"),
+    (["--objectives", "throughput,carbon_per_token"], "needs the system space"),
+    (["--objectives", "throughput,area", "--objective", "throughput_per_w"], "not both"),
+    (["--objectives", "area"], "area alone"),
+    (["--space", "system", "--objectives", "energy_per_token,area", "--objective", "carbon_per_token"], "not both"),
+])
+def test_cli_objectives_errors(args, message):
+    from search.cli import build_parser, config_from_args
+
+    with pytest.raises(ValueError, match=message):
+        config_from_args(build_parser().parse_args(args))
+
+
+def test_cli_objectives_modes():
+    from search.cli import build_parser, config_from_args
+
+    def parsed(*args):
+        return config_from_args(build_parser().parse_args(["--space", "system", *args]))
+
+    front = parsed("--objectives", "throughput,carbon_per_token,area")
+    assert front.pareto and front.objectives == ("throughput", "carbon_per_token", "area")
+    single = parsed("--objectives", "throughput_per_usd")  # one name: the best design for it
+    assert not single.pareto and single.objective == "throughput_per_usd"
+    assert "objectives" in front.arguments()  # a front over other objectives never resumes another's rows
+    assert "objectives" not in parsed("--objectives", "throughput,area").arguments()  # old searches still resume
 
 
 def test_resume_and_outputs(brute_force, tmp_path):
@@ -164,6 +197,7 @@ def test_bad_cluster_raises():
     (["--workload", "gpt5"], "unknown workload"),
     (["--devices", "0"], "positive"),
     (["--objectives", "area"], "--objectives"),
+    (["--objectives", "throughput,energy"], "unknown objective"),
     (["--out", "/proc/phaze-out"], "not writable"),
 ])
 def test_cli_bad_arguments_exit_2(args, message):

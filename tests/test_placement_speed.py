@@ -13,7 +13,7 @@ from test_placement_combined import _instance
 
 from phaze_env.cluster import Cluster
 from phaze_env.placement import Settings
-from phaze_env.placement.inputs import layer_arrays
+from phaze_env.placement.inputs import GRADIENT_FACTOR, layer_arrays
 from phaze_env.placement.search import PlacementSearch, _expert_collective_affine, _expert_group
 from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanSpec
@@ -81,3 +81,35 @@ def test_the_expert_collective_table_equals_the_collective(kind, t, c, e):
         for d in range(e, cluster.n_devices // (t * c) + 1, e):
             expected = cluster.collective_s(kind, size, **_expert_group(t, c, e, d))
             assert math.isclose(fixed[d // e - 1] + per_byte[d // e - 1] * size, expected, rel_tol=1e-9, abs_tol=1e-18)
+
+
+def test_the_zero_traffic_table_equals_each_layers_collectives():
+    """The per-(d, layer) table of exposed ZeRO-2/3 traffic equals the model stated with ``Cluster.collective_s``:
+    ZeRO-2 ``max(0, reduce-scatter − bwd)``, ZeRO-3 ``max(0, all-gather − fwd) + max(0, all-gather + reduce-scatter
+    − bwd)``, dense bytes over the ``d·c`` ranks ``t`` apart, expert bytes over their own replicas (at ``e > 1``)."""
+    checked = 0
+    for seed in range(30):
+        for search in _searches(seed):
+            s, layers = search.settings, search.layers
+            t, c, e = s.tensor_width, s.context_parallel, s.expert_parallel
+            for d in range(e, s.n_devices // (t * c) + 1, e):
+                for zero in (2, 3):
+                    exposed = search.layer_zero_comm_s(d, zero)
+                    if d * c == 1:
+                        assert exposed is None
+                        continue
+                    for k in range(len(layers)):
+                        experts = float(layers.expert_param_bytes[k]) if e > 1 else 0.0
+                        dense = float(layers.param_bytes[k]) - experts
+
+                        def collective(kind: str, size_per_param: float) -> float:
+                            return (s.cluster.collective_s(kind, dense * size_per_param, d * c, t)
+                                    + s.cluster.collective_s(kind, experts * size_per_param, **_expert_group(t, c, e, d)))
+
+                        gather, scatter = collective("allgather", 1.0), collective("reducescatter", GRADIENT_FACTOR)
+                        fwd, bwd = float(layers.fwd_s[k]), float(layers.bwd_s[k])
+                        expected = (max(0.0, scatter - bwd) if zero == 2
+                                    else max(0.0, gather - fwd) + max(0.0, gather + scatter - bwd))
+                        assert math.isclose(exposed[k], expected, rel_tol=1e-9, abs_tol=1e-12), (seed, d, zero, k)
+                        checked += expected > 0
+    assert checked > 100, checked

@@ -165,3 +165,33 @@ def test_missing_chromium_skips_or_fails_when_required(monkeypatch):
     monkeypatch.setenv("PHAZE_REQUIRE_CHROMIUM", "1")
     with pytest.raises(pytest.fail.Exception, match="PHAZE_REQUIRE_CHROMIUM=1 but chromium not found"):
         _chromium()
+
+
+@pytest.mark.slow
+def test_a_system_front_over_three_objectives_is_charted_and_rebuilt(tmp_path, monkeypatch):
+    """Pareto mode over throughput, carbon per token and area on a small system space: the chart plots throughput
+    against area coloured by carbon per token, every front design in it with its figures in the hover;
+    ``python -m search.report`` rebuilds the same page from the out directory."""
+    from plotly.io.json import to_json_plotly
+    from test_system_space import TRAINING, WIDTHS, small_space
+
+    monkeypatch.setenv("PHAZE_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    out.mkdir()
+    objectives = ("throughput", "carbon_per_token", "area")
+    result = run_search(SearchConfig(workloads=(TINY,), cluster=TRAINING, space=small_space(), tensor_widths=WIDTHS,
+                                     pareto=True, objectives=objectives), out=out)
+    page = (out / "report.html").read_text(encoding="utf-8")
+    front = result.pareto[TINY.name]
+    assert result.exact and front and f"Pareto front, exact ({len(front)})" in page
+    def charted(text: str) -> bool:  # as the chart's JSON spells it ("/" and non-ASCII escaped)
+        return to_json_plotly(text)[1:-1] in page
+
+    assert charted("training throughput vs area") and charted("carbon per token (operational + embodied) (g CO2e/token")
+    for design in front:
+        assert charted(design.plan["notation"])
+        assert charted(f"carbon per token (operational + embodied) {design.system['carbon_per_token_g']:,.4g} g CO2e/token")
+    written = page
+    (out / "report.html").unlink()
+    assert main([str(out)]) == 0
+    assert (out / "report.html").read_text(encoding="utf-8") == written

@@ -2,7 +2,7 @@
 
 import pytest
 
-from experiments.validation_cases import CASES, ValidationCase, get_case
+from experiments.validation_cases import CASES, H100_CASES, ValidationCase, get_case
 from phaze_env.workloads import get_workload, model_graph
 from phaze_env.workloads.registry import MEGATRON_SEQ, MEGATRON_VOCAB
 
@@ -112,3 +112,20 @@ def test_megatron_blocks_keep_only_the_gelu_input():
     megatron, hf = block("megatron-175b"), block("gpt3-175b")
     assert megatron.param_bytes == hf.param_bytes
     assert 0.7 * hf.activation_stash_bytes < megatron.activation_stash_bytes < 0.85 * hf.activation_stash_bytes
+
+
+def test_nemo_gpt3_is_the_recipes_model():
+    """The DGXC cases' GPT-3 175B: GPT-2 BPE's 50,257 tokens padded to a multiple of 128 × TP 4 (Megatron's
+    _vocab_size_with_padding) and the one-kernel GeLU of the recipe's fused bias-GeLU: the megatron-175b block."""
+    from phaze_env.workloads.registry import NEMO_GPT3_VOCAB
+
+    assert NEMO_GPT3_VOCAB == -(-50257 // (128 * 4)) * 128 * 4
+    cfg = get_workload("nemo-gpt3-175b").config_dict
+    assert cfg["vocab_size"] == NEMO_GPT3_VOCAB and cfg["activation_function"] == "gelu_pytorch_tanh"
+    assert {case.workload for case in H100_CASES if case.name.startswith("dgxc-")} == {"nemo-gpt3-175b"}
+
+    def block(name):
+        return next(layer for layer in model_graph(name, tensor_width=4).layers if layer.repeat > 1)
+
+    nemo, megatron = block("nemo-gpt3-175b"), block("megatron-175b")
+    assert (nemo.param_bytes, nemo.activation_stash_bytes) == (megatron.param_bytes, megatron.activation_stash_bytes)

@@ -21,12 +21,14 @@ Every constant cites its source or says "assumption" with its sensitivity (``doc
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from phaze_env.hardware import area
-from phaze_env.hardware.accelerator import A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, TPUV4, Accelerator
+from phaze_env.hardware.accelerator import (A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, Accelerator,
+                                            get_preset)
 from phaze_env.hardware.cost import SYSTEMS, ChipEstimate, ChipSystem, chip_estimate, periphery_area_mm2
 from phaze_env.hardware.number_format import check_number_format
 
@@ -330,15 +332,51 @@ def choice_point(choice: SystemChoice, arch: Accelerator, budget: SystemBudget) 
     return system_point(choice.accelerator(arch), choice.chip_system(), choice.topology, budget)
 
 
+REFERENCE_TOPOLOGIES = {"tpuv4": "torus", "a100": "switched", "h100": "switched"}
+"""The reference systems the system space is compared against, by chip preset (``cost.SYSTEMS``: its published
+system fields) and how that chip is deployed: TPUv4 in a 3-D torus (TPU v4 pods, Jouppi et al. 2023), A100 and
+H100 in 8-GPU NVSwitch nodes joined by InfiniBand (DGX A100 / DGX H100 datasheets)."""
+REFERENCE_HBM_GENERATIONS = {"tpuv4": "hbm2", "a100": "hbm2e", "h100": "hbm3"}
+"""The reference chips' HBM generations, for labels (their capacity and bandwidth are the presets'): TPUv4 HBM2
+(Jouppi et al. 2023), A100 80 GB HBM2e, H100 SXM HBM3 (NVIDIA datasheets)."""
+
+
+REFERENCE_NUMBER_FORMATS = {"tpuv4": ("bf16",), "a100": ("bf16",), "h100": ("bf16", "fp8")}
+"""The tensor-core formats each reference chip can train in: the H100's Transformer Engine FP8 (1,979 TFLOP/s
+dense, NVIDIA H100 whitepaper; the ``h100-fp8`` preset); the A100 (A100 whitepaper: bf16, tf32, int8) and TPUv4's
+bf16 MXUs (Jouppi et al. 2023) have no FP8. A design of the system space may pick FP8, so a comparison gives each
+reference its best format too."""
+
+
+def reference_point(name: str, budget: SystemBudget, number_format: str = "bf16") -> SystemPoint:
+    """Reference chip ``name`` (a key of :data:`REFERENCE_TOPOLOGIES`) in its topology at ``budget``: the chip
+    count from the same power and cost models the system space's designs get (:func:`system_point`, i.e. the
+    *modelled* chip power and cost, not the datasheet's), at :data:`SYSTEM_GEMM_EFFICIENCY` like every design
+    (the a100 preset's own measured value; for tpuv4 (1.0) and h100 (0.801 measured) it is the same basis, not
+    their own). ``number_format`` (one of :data:`REFERENCE_NUMBER_FORMATS`) is the format it trains in; the chip
+    estimate, hence the chip count, is the preset's whatever the format (FP8 is a mode of the same published
+    chip, whose die already holds it)."""
+    if name not in REFERENCE_TOPOLOGIES:
+        raise ValueError(f"unknown reference system {name!r}; choose from {', '.join(REFERENCE_TOPOLOGIES)}")
+    if number_format not in REFERENCE_NUMBER_FORMATS[name]:
+        raise ValueError(f"the {name} reference trains in {' or '.join(REFERENCE_NUMBER_FORMATS[name])}, "
+                         f"not {number_format!r}")
+    chip_system, _ = SYSTEMS[name]
+    point = system_point(get_preset(name).replace(gemm_efficiency=SYSTEM_GEMM_EFFICIENCY), chip_system,
+                         REFERENCE_TOPOLOGIES[name], budget)
+    if number_format == point.accelerator.number_format:
+        return point
+    return dataclasses.replace(point, accelerator=point.accelerator.replace(number_format=number_format))
+
+
 def baseline_point(budget: SystemBudget) -> SystemPoint:
     """The reference of the system space: the TPUv4 chip (preset, its published system fields: 4 HBM2 stacks,
     6 ICI links) in a torus at the same budget, at :data:`SYSTEM_GEMM_EFFICIENCY` like every design."""
-    chip_system, _ = SYSTEMS["tpuv4"]
-    return system_point(TPUV4.replace(gemm_efficiency=SYSTEM_GEMM_EFFICIENCY), chip_system, "torus", budget)
+    return reference_point("tpuv4", budget)
 
 
 __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "TORUS_CUBE_SIDE", "TORUS_NEIGHBOURS",
            "devices_supported", "topology_unit", "HBM_GENERATIONS", "HOST_USD_PER_CHIP", "HOST_W_PER_CHIP", "PUE",
            "SYSTEM_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
-           "SystemPoint", "baseline_point", "choice_point", "cost_per_chip_usd", "system_point",
+           "SystemPoint", "REFERENCE_HBM_GENERATIONS", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]

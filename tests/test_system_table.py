@@ -1,0 +1,88 @@
+"""The per-model table of best systems vs TPUv4/A100/H100 (``experiments.system_table``): the reference systems
+get the designs' budget models, efficiencies and software basis; the "why" factors multiply to the ratio; a row
+from a real (small) search renders and round-trips."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from phaze_env.cluster import Cluster, get_cluster, reference_cluster
+from phaze_env.hardware.system import (REFERENCE_NUMBER_FORMATS, REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY,
+                                       SystemBudget, baseline_point, reference_point, topology_unit)
+from search.config import SearchConfig
+from search.run import evaluate_reference
+from tests.test_system_space import BUDGET_W, TRAINING, WIDTHS, small_space
+from tests.tiny import TINY
+
+
+@pytest.mark.parametrize("budget", [SystemBudget(power_w=1e6), SystemBudget(power_w=None, cost_usd=5e6)])
+def test_reference_points_buy_what_the_budget_pays_for_at_the_system_basis(budget):
+    assert reference_point("tpuv4", budget) == baseline_point(budget)  # the search's baseline is one of them
+    for name, topology in REFERENCE_TOPOLOGIES.items():
+        point = reference_point(name, budget)
+        share = budget.per_chip(point.estimate)
+        total = budget.power_w if budget.power_w is not None else budget.cost_usd
+        assert point.n_devices % topology_unit(topology) == 0 and point.n_devices > 0
+        assert point.n_devices * share <= total < (point.n_devices + topology_unit(topology)) * share
+        assert point.accelerator.gemm_efficiency == SYSTEM_GEMM_EFFICIENCY and point.topology == topology
+        for number_format in REFERENCE_NUMBER_FORMATS[name]:  # FP8 is a mode of the same chip: same count
+            other = reference_point(name, budget, number_format)
+            assert other.accelerator.number_format == number_format and other.n_devices == point.n_devices
+    with pytest.raises(ValueError, match="bf16"):
+        reference_point("a100", budget, "fp8")
+    with pytest.raises(ValueError, match="unknown reference"):
+        reference_point("v100", budget)
+
+
+def test_reference_clusters_run_on_the_designs_software_basis():
+    budget = SystemBudget(power_w=1e6)
+    base = Cluster(global_batch=4096)
+    for name, preset in (("a100", "dgx-a100"), ("h100", "dgx-h100")):
+        point = reference_point(name, budget)
+        cluster = reference_cluster(name, point, base)
+        assert cluster.name == preset and cluster.n_devices == point.n_devices and cluster.global_batch == 4096
+        assert cluster.framework_efficiency == base.framework_efficiency == 1.0
+    assert get_cluster("dgx-a100", 8).framework_efficiency < 1  # the preset's fitted stack factor is replaced
+    assert reference_cluster("tpuv4", baseline_point(budget), base).name == "torus"
+
+
+def test_iso_cost_is_what_the_anchor_cluster_costs_so_it_buys_the_same_chips():
+    from experiments.system_table import ISO_COST_REFERENCE, budget_for, iso_cost_usd
+
+    at_power = reference_point(ISO_COST_REFERENCE, budget_for("power", 1e6))
+    at_cost = reference_point(ISO_COST_REFERENCE, budget_for("cost", 1e6))
+    assert at_cost.n_devices == at_power.n_devices
+    assert iso_cost_usd(1e6) == pytest.approx(at_power.cluster_cost_usd)
+    with pytest.raises(ValueError, match="budget kind"):
+        budget_for("carbon", 1e6)
+
+
+@pytest.mark.slow
+def test_factors_multiply_to_the_ratio_and_the_row_renders(tmp_path):
+    from experiments.system_table import factors, load_rows, render, table_row, write_docs
+
+    space = small_space(die_area_mm2=(600.0,), link_GBps=(50.0,), number_format=("bf16",), hbm_generation=("hbm3e",),
+                        topology=("switched",))
+    config = SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=WIDTHS)
+    row = table_row(config, "power", BUDGET_W, workers=1, out=tmp_path / "out")
+    assert row["exact"] and row["best"]["samples_s"] > 0
+    assert set(row["references"]) == set(REFERENCE_TOPOLOGIES) == set(row["why"])
+    for name, ref in row["references"].items():
+        assert ref["feasible"] and ref["chips"] == reference_point(name, space.budget).n_devices
+        ratio = row["best"]["samples_s"] / ref["samples_s"]
+        assert math.prod(row["best"]["factors"][name].values()) == pytest.approx(ratio, rel=1e-6)
+        assert row["why"][name].startswith(f"{'wins' if ratio >= 1 else 'loses'} {ratio:.2f}×")
+        assert ref["samples_s"] == max(ref["samples_s_by_format"].values())
+        assert set(ref["samples_s_by_format"]) == set(REFERENCE_NUMBER_FORMATS[name])
+        assert sum(ref["time_groups"].values()) == pytest.approx(1.0)
+    design = evaluate_reference(config, TINY.name, "a100")
+    with pytest.raises(ValueError, match="chips × peak × MFU"):  # the identity is checked, not assumed
+        factors(design, dataclasses.replace(design, mfu=design.mfu * 1.1))
+    write_docs(tmp_path, [row])
+    assert load_rows(tmp_path / "system_table.json") == [row]
+    text = (tmp_path / "system_table.md").read_text()
+    assert f"{row['best']['samples_s']:,.1f}" in text and row["best"]["plan"] in text and row["why"]["h100"] in text
+    assert render([row]) == text
