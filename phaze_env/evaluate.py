@@ -597,6 +597,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", default="dgx-a100", help=f"system: {', '.join(cluster_names())} (default dgx-a100)")
     parser.add_argument("--devices", type=positive_int, default=64, help="number of accelerators (default 64)")
     parser.add_argument("--batch", type=positive_int, default=64, help="global batch in sequences (default 64)")
+    parser.add_argument("--slices", type=positive_int, default=1, help="TPU slices joined by the data-centre network "
+                        "(tpuv4-pod: Cloud TPU Multislice; default 1)")
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's)")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="default adam (mixed precision)")
     parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1, t8p8d1m1v3+sp+rc=selective or, for a "
@@ -620,7 +622,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         accelerator = get_preset(args.preset)
         software = {} if args.framework_efficiency is None else {"framework_efficiency": args.framework_efficiency}
-        cluster = get_cluster(args.cluster, args.devices, global_batch=args.batch, optimizer=args.optimizer)
+        slices = {"slices": args.slices} if args.slices > 1 else {}
+        cluster = get_cluster(args.cluster, args.devices, global_batch=args.batch, optimizer=args.optimizer, **slices)
         if args.stack is not None:  # its efficiency fitted on this chip, unless --framework-efficiency says otherwise
             stack = get_stack(args.stack)
             cluster = stack.structure(cluster) if software else stack.apply(cluster, args.preset.strip().lower())
