@@ -318,6 +318,37 @@ class Cluster:
 
 @lru_cache(maxsize=4096)
 def _extents(sizes: tuple[int, ...], group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[int, ...]:
+    if outer[0] == 1 and group >= 1:  # one arithmetic progression: counted in closed form where one is known
+        extents, unit = [], 1
+        for size in sizes:
+            count = _progression_extent(group, stride, unit, size)
+            if count is None:
+                return _counted_extents(sizes, group, stride, outer)
+            extents.append(count)
+            unit *= size
+        return tuple(extents)
+    return _counted_extents(sizes, group, stride, outer)
+
+
+def _progression_extent(group: int, stride: int, unit: int, size: int) -> int | None:
+    """Distinct ``⌊i·stride / unit⌋ mod size`` over ``i < group`` (None: no closed form used here).
+
+    * ``stride < unit``: consecutive quotients differ by 0 or 1, so they are every integer ``0 … Q`` with
+      ``Q = ⌊(group−1)·stride / unit⌋``: ``min(Q + 1, size)`` residues;
+    * ``stride = a·unit``: the quotients are ``i·a``, whose residues repeat with period ``size / gcd(a, size)``
+      and are distinct within one period: ``min(group, size / gcd(a, size))``.
+    """
+    if size <= 1:
+        return 1
+    if stride < unit:
+        return min((group - 1) * stride // unit + 1, size)
+    if stride % unit == 0:
+        return min(group, size // math.gcd(stride // unit, size))
+    return None
+
+
+def _counted_extents(sizes: tuple[int, ...], group: int, stride: int, outer: tuple[int, int]) -> tuple[int, ...]:
+    """:func:`_extents` by listing the positions (the definition; ``_progression_extent`` is checked against it)."""
     positions = (np.arange(group, dtype=np.int64)[None, :] * stride
                  + np.arange(outer[0], dtype=np.int64)[:, None] * outer[1]).ravel()
     extents, unit = [], 1
