@@ -1,7 +1,8 @@
 """Predict published training runs and compare: ``python -m experiments.validate``.
 
 For every case of :mod:`experiments.validation_cases` (Narayanan et al. 2021 Table 1, Korthikanti et
-al. 2022, Smith et al. 2022, BLOOM, Chowdhery et al. 2022; NVIDIA's GPT-3 175B H100 runs in bf16 and FP8) the
+al. 2022, Smith et al. 2022, BLOOM, Chowdhery et al. 2022; IBM's PyTorch FSDP runs; NVIDIA's GPT-3 175B H100 runs in
+bf16 and FP8) the
 case's plan is pinned (``PlanSpec``: t, p, d, microbatch, interleave, recompute, sequence parallelism, the ZeRO
 stage as published) on the case's accelerator (in the case's number format) and cluster presets, and ``evaluate`` predicts the time per batch ``T``. The prediction is converted to the
 case's metric with the *authors'* formula (the case module's docstring):
@@ -9,6 +10,7 @@ case's metric with the *authors'* formula (the case module's docstring):
 * ``tflops_per_device``: ``96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) / (T · N)`` (Narayanan §5.1);
 * ``mfu``: ``72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) / (T · N · peak)`` (Korthikanti §6), with the peak the
   authors used (:data:`PUBLISHED_PEAK_FLOPS`);
+* ``mfu_6n``: ``6·P·B·s / (T · N · peak)`` with ``P`` the model's parameters (MaxText's ``train.py``);
 * ``samples_s``: ``B / T``.
 
 Each case runs its training stack's profile (:mod:`phaze_env.stacks`: structure and one efficiency per chip); each
@@ -33,8 +35,8 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from experiments.validation_cases import (CASES, H100_CASES, MOE_CASES, PENDING_CASES, RATIO_CASES, ChipRatioCase,
-                                         ValidationCase, get_case)
+from experiments.validation_cases import (FSDP_H100_CASES, H100_CASES, MOE_CASES, RATIO_CASES, TPU_CASES,
+                                         ChipRatioCase, ValidationCase, all_cases, get_case)
 from phaze_env.cli import OneLineParser
 from phaze_env.cluster import get_cluster
 from phaze_env.evaluate import Evaluation, evaluate
@@ -42,7 +44,7 @@ from phaze_env.files import atomic_path, writable_directory, write_text_atomic
 from phaze_env.hardware import get_preset
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.stacks import STACKS, get_stack
-from phaze_env.workloads import get_workload
+from phaze_env.workloads import get_workload, model_graph
 
 TOLERANCE = 0.15  # the issue's target: every case within ±15 % of the published figure
 TREND_TOLERANCE = 0.03  # the issue's target for a scaling series: per-GPU trend within 3 percentage points
@@ -88,7 +90,7 @@ class Prediction:
 def plan_of(case: ValidationCase) -> PlanSpec:
     return PlanSpec(t=case.tensor, p=case.pipeline, d=case.data, microbatch=case.microbatch, interleave=case.interleave,
                     recompute=case.recompute, sequence_parallel=case.sequence_parallel, zero=case.zero,
-                    e=case.expert_parallel if case.data % case.expert_parallel == 0 else None)  # an e the rank order
+                    shard_group=case.shard_group, e=case.expert_parallel if case.data % case.expert_parallel == 0 else None)  # an e the rank order
     # tp-cp-ep-dp-pp cannot place (e ∤ d: Megatron-Core's folded expert grid) stays free; such runs are data
 
 
@@ -115,9 +117,19 @@ def metric_value(case: ValidationCase, time_per_batch_s: float) -> float:
     if case.metric == "mfu":
         flops = 72 * tokens_term * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
         return flops / (time_per_batch_s * case.n_devices * PUBLISHED_PEAK_FLOPS[case.accelerator])
+    if case.metric == "mfu_6n":
+        return six_n_flops(case) / (time_per_batch_s * case.n_devices * PUBLISHED_PEAK_FLOPS[case.accelerator])
     if case.metric == "mcore_tflops_per_device":
         return megatron_core_flops(case) / (time_per_batch_s * case.n_devices) / 1e12
     raise ValueError(f"case {case.name!r}: no formula here for metric {case.metric!r}")
+
+
+def six_n_flops(case: ValidationCase) -> float:
+    """Model FLOPs of one batch as MaxText counts them (``MaxText/train.py`` at commit d3f68fe2c: ``6 ·
+    num_model_parameters · max_target_length · per_device_batch_size`` per device): ``6·P`` per token, ``P`` every
+    parameter of the model (the traced graph's, the shared embedding once), no attention term."""
+    params = model_graph(case.workload, seq_len=case.seq_len).params_total
+    return 6 * params * case.global_batch * case.seq_len
 
 
 def megatron_core_flops(case: ValidationCase) -> float:
@@ -170,11 +182,17 @@ def stack_cluster(case: ValidationCase, cluster):
     return stack.apply(cluster, case.accelerator) if profile_fitted(case) else stack.structure(cluster)
 
 
+def case_cluster(case: ValidationCase):
+    """The case's cluster preset at its scale, batch, optimizer and slices, running its stack (:func:`stack_cluster`)."""
+    slices = {"slices": case.slices} if case.slices > 1 else {}
+    return stack_cluster(case, get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch,
+                                           optimizer=case.optimizer, **slices))
+
+
 def fit_efficiency(case: ValidationCase, *, tolerance: float = 1e-4) -> float:
     """The framework efficiency at which ``case`` is predicted exactly (bisection: the predicted throughput grows with
     the efficiency): how a profile's efficiency on a chip is fitted to its calibration run."""
-    cluster = stack_cluster(case, get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch,
-                                              optimizer=case.optimizer))
+    cluster = case_cluster(case)
     accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
 
     def predicted(efficiency: float) -> float:
@@ -199,8 +217,7 @@ def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
         shown = f"{plan} with expert parallelism {case.expert_parallel}" if case.expert_parallel > 1 else str(plan)
         return Prediction(case, shown, None, None, SKIPPED + case.requires)
     try:
-        cluster = get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch, optimizer=case.optimizer)
-        cluster = stack_cluster(case, cluster)
+        cluster = case_cluster(case)
         accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
         evaluation: Evaluation = evaluate(case.workload, accelerator, cluster, plan=plan, seq_len=case.seq_len,
                                           cache=cache)
@@ -224,6 +241,8 @@ def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
     sets most of the error."""
     if is_moe(case):  # only the routed experts' FLOPs are model FLOPs
         flops = megatron_core_flops(case)
+    elif case.metric == "mfu_6n":  # the authors' count (its model's attention width is not Korthikanti's h)
+        flops = six_n_flops(case)
     else:
         layers, hidden, vocab, seq = _dims(case)
         flops = 72 * case.global_batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
@@ -232,12 +251,12 @@ def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
 
 
 def _figure(metric: str, value: float) -> str:
-    if metric == "mfu":
+    if metric in ("mfu", "mfu_6n"):
         return f"{value:.1%}"
     return f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
 
 
-UNITS = {"tflops_per_device": "TFLOP/s per GPU", "mfu": "MFU", "samples_s": "sequences/s",
+UNITS = {"tflops_per_device": "TFLOP/s per GPU", "mfu": "MFU", "mfu_6n": "MFU (6·N per token)", "samples_s": "sequences/s",
          "tokens_s_per_device": "tokens/s per GPU",
          "mcore_tflops_per_device": "model TFLOP/s per GPU (Megatron-Core's count)"}
 
@@ -325,10 +344,15 @@ TREND_GAPS = {
         "constant (a ring's `2(d−1)/d`; well under 1 s of the iteration here). What this series loses beyond that is a "
         "per-iteration cost that does not shrink with `d`; the sources do not say what it is"),
     "dgxc-gpt3-175b-fp8-2048": (
-        "from 128 to 2048 GPUs the published FP8 step grows by 0.33 s (5.626 → 5.96 s) where the bf16 one grows by "
-        "0.18 s (8.309 → 8.49 s) with the same plan, batch per replica and gradient bytes (the recipe reduces gradients "
-        "in bf16 in both); the model adds the same data-parallel time to both formats (+0.12 s), which is close to the "
-        "bf16 series and 0.21 s short of the FP8 one"),
+        "the last doubling. Up to 1,024 GPUs the two formats' published steps grow alike (bf16 8.309 → 8.453 s, FP8 "
+        "5.626 → 5.82 s) and the FP8 trend holds within 1.4 pt; from 1,024 to 2,048 GPUs the FP8 step grows by 0.14 s "
+        "and the bf16 one by 0.037 s, with the same plan, batch per replica and gradient bytes (the recipe reduces "
+        "gradients in bf16 in both; its FP8 parameters, `fp8_params`, make FP8's parameter all-gather the smaller one). "
+        "The model adds the same data-parallel time to both formats (+0.12 s from 128 to 2,048 GPUs). One FP8-only "
+        "global cost is ruled out by the recipe: TE's amax reduction is kept inside the tensor-parallel group "
+        "(NVIDIA/dgxc-benchmarking nemo_megatron/configure.sh at 0b71cfda: NVTE_DP_AMAX_REDUCE_INTERVAL=0, "
+        "NVTE_ASYNC_AMAX_REDUCTION=1), so it does not grow with the data-parallel degree. What the FP8 run loses at "
+        "2,048 GPUs is not found in the sources"),
 }
 """Scaling series whose predicted trend misses the issue's 3 points at some scale (keyed by that scale's case) and
 the cause found (tests/test_validation_stacks.py holds them as strict xfails)."""
@@ -484,7 +508,7 @@ def markdown(predictions: list[Prediction], sensitivity: list[list[TrendPoint]] 
             layers = p.layers_per_stage
             lines.append(f"* {p.case.name}: layers per stage {min(layers)}–{max(layers)} (mean "
                          f"{statistics.mean(layers):.2f}), error {p.error:+.1%}")
-    lines += h100_section(every) + moe_section(every) + ratio_section(ratios)
+    lines += fsdp_section(every) + tpu_section(every) + h100_section(every) + moe_section(every) + ratio_section(ratios)
     lines.append("")
     return "\n".join(lines)
 
@@ -546,6 +570,46 @@ def plot(predictions: list[Prediction], path: Path) -> None:
     plt.close(fig)
 
 
+# --- TPU v4 (JAX/XLA) -------------------------------------------------------------------------------------------
+def overlapped_error(case: ValidationCase) -> float:
+    """The error ``case`` would have if its stack overlapped the hybrid-shard all-reduce with each layer's backward
+    (``Cluster.hybrid_allreduce_overlapped`` True, PyTorch's HYBRID_SHARD) instead of its own structure."""
+    cluster = replace(case_cluster(case), hybrid_allreduce_overlapped=True)
+    accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
+    evaluation = evaluate(case.workload, accelerator, cluster, plan=plan_of(case), seq_len=case.seq_len)
+    return metric_value(case, evaluation.plan["time_per_batch_s"]) / case.published - 1
+def tpu_section(predictions: list[Prediction]) -> list[str]:
+    """The TPU v4 runs: how they are modelled, and which are predicted (their rows are in the tables above)."""
+    names = {case.name for case in TPU_CASES}
+    tpu = [p for p in predictions if p.case.name in names]
+    if not tpu:
+        return []
+    predicted = [p for p in tpu if p.error is not None]
+    lines = ["", "## TPU v4 (JAX/XLA: MaxText, PaLM)", "",
+             "MaxText's published TPU v4 runs (its README of May 2023: a 22B model on 1, 2, 4 and 8 v4-128 slices, a 52B",
+             "model on 1 and 2 v4-384 slices; v4-128 is 64 chips) run on the `tpuv4` preset and the `tpuv4-pod` cluster with",
+             "the `jax-xla` profile, whose efficiency is fitted to 22B on one slice. A slice is a torus of whole 4×4×4 cubes",
+             "(v4-384: 4×4×12); MaxText shards weights, gradients and optimizer state over each slice's chips (FSDP, ZeRO-3",
+             "with each layer's all-gather overlapped, `--xla_enable_async_all_gather`) and replicates them across slices:",
+             "hybrid sharding with one shard group per slice (`+shard64`, `+shard192`). Slices are joined by the",
+             "data-centre network, the cluster's outermost level (`Cluster.slices`: 1.65 GB/s per chip, PaLM's published",
+             "81 Tbps burst over 6144 chips; latency an assumption), over which the gradient shards are all-reduced once",
+             "after the backward pass, not overlapped (the `jax-xla` structure, `hybrid_allreduce_overlapped=False`; PaLM §4",
+             "on the same stack: the cross-pod transfer \"does not start until each core finishes computing the",
+             "gradients\"). Overlapped with each layer's backward instead (PyTorch's HYBRID_SHARD), the model would",
+             "predict the multi-slice runs at " + ", ".join(f"{p.case.name} {overlapped_error(p.case):+.1%}" for p in predicted
+                                                             if p.case.slices > 1 and p.case.shard_group) + ":",
+             "(almost) no per-chip loss with the slices, where MaxText published one. The metric is MaxText's (6·N FLOPs",
+             "per token over 275 TFLOP/s per chip), so \"compute at x % of peak\" counts no attention FLOPs.",
+             f"{len(predicted)} of {len(tpu)} TPU runs predicted: "
+             + ", ".join(f"{p.case.name} {p.error:+.1%}" for p in predicted) + ".", ""]
+    data = [p for p in tpu if p.case.requires]
+    if data:
+        lines += ["Listed as data, with what the model lacks (the table of runs it cannot express yet): "
+                  + ", ".join(p.case.name for p in data) + ".", ""]
+    return lines
+
+
 # --- H100, bf16 and FP8 ----------------------------------------------------------------------------------------
 def fp8_speedups(predictions: list[Prediction]) -> list[tuple[str, float, float]]:
     """(case, published, predicted) speed-up of each FP8 H100 case over the bf16 case of the same plan and scale."""
@@ -596,11 +660,19 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
     if outside:
         lines += ["", "Outside ±15 %: " + ", ".join(f"{p.case.name} ({p.error:+.1%})" for p in outside) + ". At 4,096 tokens",
                   "attention is a fifth to a quarter of these models' GEMM time once the Linear layers run in FP8",
-                  "(4·s²·h FLOPs per layer forward against 2·s·(4h² + 3·h·ffn) at twice the rate). NeMo runs it as causal",
-                  "fused attention, which skips the masked half of QKᵀ and of the probabilities × V; the traced graph",
-                  "computes all of it, so a tenth to an eighth of the predicted GEMM time is not spent in the run. NeMo also overlaps",
+                  "(4·s²·h FLOPs per layer forward against 2·s·(4h² + 3·h·ffn) at twice the rate). NeMo runs it as",
+                  "Transformer Engine's fused causal kernel, which the model can price (`phaze_env/attention.py`: kept",
+                  "blocks only, no `s × s` HBM traffic, at a stated fraction of peak; the cross-chip ratio stack uses it).",
+                  "It is not switched on for the Megatron-LM H100 profile, because it does not close these gaps for the",
+                  "right reason. Measured with Hopper's fused kernel at FlashAttention-3's 75 % of peak (Shah et al. 2024,",
+                  "abstract) and the H100 efficiency re-fitted on the same GPT-3 run (0.86): these two cases come out at",
+                  "+39.3 % and +19.4 %, the Mixtral runs at +27.9 % and +19.7 %, Qwen3-30B 26.02.01 at +80.9 %, and the",
+                  "GPT-3 FP8-over-bf16 speed-ups 6–9 % above the published ones. At 4,096 tokens the eager attention's",
+                  "`s × s` traffic has been standing in for costs of these H100 runs the model does not price; that the FP8",
+                  "runs then move away from their bf16 twins points at the FP8 GEMM rate (the model runs FP8 GEMMs at twice",
+                  "the bf16 MAMF rate; no measured H100 FP8 matmul rate is cited here), not at attention. NeMo also overlaps",
                   "the pipeline sends (`overlap_p2p_comm`), which the model adds in full (the p2p share in the note).",
-                  "Both are properties of the training stack, not of FP8; the cases stay in the table as known gaps."]
+                  "The cases stay in the table as known gaps."]
     unfitting = [p.case.name for p in h100 if p.case.number_format == "fp8" and p.predicted is None]
     lines += ["", "Memory: the model keeps TE's default FP8 weight copies next to the bf16 weights (+2 bytes per FP8",
               "weight); the recipe runs with `fp8_params: true` (FP8 primary weights, no bf16 copy), which the model does",
@@ -615,6 +687,58 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
               "\"approaching 2x as M, K, N increase\" — its per-Linear figures (0.80× at 1024×2048×1024, 1.39× at",
               "4096×8192×16384) include dynamic-scaling casts of the weights and launch overheads this model does not",
               "price, so they are not used as a band. The end-to-end FP8 speed-ups above are the validation."]
+    return lines
+
+
+# --- PyTorch FSDP ------------------------------------------------------------------------------------------------
+STACK_GAPS = {
+    "fms-fsdp-feb24-llama2-34b": (
+        "the fitted factor is set by the 7B run, whose layers are half as wide, and the wider models come out slow: "
+        "34B and 70B at −7 % to −15 % against −2 % for the other 7B row. This row is also 10 % faster per GPU than the "
+        "same model's March row at batch 2 (772 against 700 tokens/s), while the model predicts the two within 0.3 % "
+        "of each other, because at both batches each layer's all-gathers and reduce-scatter are hidden behind its "
+        "compute. The sources do not say what the batch gained. A candidate for the width effect, not measured: eager "
+        "PyTorch launches the elementwise kernels (RMSNorm, rotary embeddings, SwiGLU) separately, and their memory "
+        "traffic is a ∝ 1/h share of a layer's time, which the fused trace does not price"),
+}
+"""Held-out cases of a stack profile outside ±15 % and the reason found (tests/test_validation_fsdp.py holds them as
+strict xfails)."""
+
+
+def fsdp_section(predictions: list[Prediction]) -> list[str]:
+    """The PyTorch FSDP runs: what of FSDP is modelled, and the held-out gap."""
+    fsdp = [p for p in predictions if p.case.stack == "pytorch-fsdp" and p.error is not None]
+    if not fsdp:
+        return []
+    profile = STACKS["pytorch-fsdp"]
+    lines = ["", "## PyTorch FSDP (IBM fms-fsdp)", "",
+             "IBM's FSDP benchmarks of Llama 2 7B–70B on 128 A100 80 GB, with 400 Gb/s between nodes (cluster preset",
+             "`ibm-a100`), from two tables of the fms-fsdp README a month apart. The plans are as published: ZeRO-3",
+             "(`+zero3`). HSDP rows shard within a node and all-reduce each gradient shard across the 16 nodes",
+             "(`+shard8`, `PlanSpec.shard_group`). The FSDP rows shard over all 128 GPUs. Checkpointing is every block",
+             "(`rc=full`) or none, where FlashAttention-2's recompute of the scores is written `rc=selective`. There is",
+             "no gradient accumulation. Each layer's all-gathers and reduce-scatter overlap its compute (FSDP's",
+             "prefetch), and a layer adds only what its compute does not cover. The profile's efficiency",
+             f"{profile.framework_efficiency:g} is fitted to {profile.calibration}.", ""]
+    h100_names = {case.name for case in FSDP_H100_CASES}
+    h100 = [p for p in fsdp if p.case.name in h100_names]
+    if h100:
+        fit = profile.fit_on("h100")
+        errors = held_out_errors(h100)
+        lines += ["The same table's H100 column (96 GPUs, 800 Gb/s between nodes: cluster preset `ibm-h100`) runs the",
+                  f"profile's structure with its H100 efficiency {fit.framework_efficiency:g}, fitted by the same rule to "
+                  f"the same row ({fit.calibration}).",
+                  f"Mean absolute error {statistics.mean(errors):.1%} over {len(errors)} held-out H100 rows "
+                  f"({sum(e <= TOLERANCE for e in errors)} within ±{TOLERANCE:.0%}).", "",
+                  "| case | kind | published tokens/s per GPU | predicted | error | plan | note |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {p.case.name} | {p.kind} | {p.case.published:,.0f} | {p.predicted:,.0f} | {p.error:+.1%} | "
+                  f"`{p.plan}` | {p.note} |" for p in h100]
+        lines.append("")
+    gaps = [p for p in fsdp if p.case.name in STACK_GAPS]
+    if gaps:
+        lines += ["Outside ±15 % (kept as known gaps):", ""]
+        lines += [f"* {p.case.name} ({p.error:+.1%}): {STACK_GAPS[p.case.name]}." for p in gaps]
     return lines
 
 
@@ -674,10 +798,6 @@ def moe_section(predictions: list[Prediction]) -> list[str]:
 # --- the same run on two chips ----------------------------------------------------------------------------------
 RATIO_TOLERANCE = 0.10  # the issue's target: every predicted chip-to-chip ratio within ±10 % of the published one
 RATIO_CHIPS = (("a100", "dgx-a100"), ("h100", "dgx-h100"))
-SAME_STACK_EFFICIENCY = 1.0
-"""The framework efficiency both chips of a ratio case run at: one stack's code on both, so whatever fraction of
-the kernel model it reaches cancels in the ratio to first order; 1 (not dgx-a100's Megatron-fitted 0.79) because
-neither chip's figure is fitted here."""
 RATIO_HBM_GB = 1024.0
 """HBM capacity the ratio cases are evaluated with: their runs shard weights and gradients as well (PyTorch FSDP
 FULL_SHARD), which a plan with ZeRO-1 cannot express; capacity changes no time in a pinned plan."""
@@ -702,18 +822,42 @@ class RatioPrediction:
         return None if ratio is None else ratio / self.case.published_ratio - 1.0
 
 
-def predict_ratio(case: ChipRatioCase, *, cache: bool = True) -> RatioPrediction:
-    """Both chips' tokens/s per GPU for ``case``'s plan (pure data parallelism, its microbatch and recompute)."""
+def ratio_tokens_s(case: ChipRatioCase, chip: str, cluster_name: str, framework_efficiency: float | None = None, *,
+                   cache: bool = True) -> float | None:
+    """Predicted tokens/s per GPU of ``case``'s plan (pure data parallelism, its microbatch and recompute) on ``chip``
+    running the case's stack (its efficiency fitted on that chip, unless ``framework_efficiency`` is given); ``None``
+    if the plan is infeasible."""
     plan = PlanSpec(t=1, p=1, d=case.n_devices, microbatch=case.microbatch, recompute=case.recompute, zero=1)
+    cluster = get_stack(case.stack).apply(get_cluster(cluster_name, case.n_devices, global_batch=case.global_batch,
+                                                      optimizer="adam"), chip)
+    if framework_efficiency is not None:
+        cluster = replace(cluster, framework_efficiency=framework_efficiency)
+    evaluation = evaluate(case.workload, get_preset(chip), cluster, plan=plan, seq_len=case.seq_len,
+                          hbm_gb=RATIO_HBM_GB, cache=cache)
+    return evaluation.tokens_s / case.n_devices if evaluation.feasible else None
+
+
+def fit_ratio_efficiency(case: ChipRatioCase, chip: str, *, tolerance: float = 1e-4) -> float:
+    """The framework efficiency at which ``case``'s run on ``chip`` is predicted exactly (bisection): how a stack's
+    efficiency on a chip is fitted to a chip-ratio case (its ``calibration``)."""
+    cluster_name = dict(RATIO_CHIPS)[chip]
+    low, high = 0.05, 1.0
+    if (ratio_tokens_s(case, chip, cluster_name, high) or 0.0) < case.published[chip]:
+        raise ValueError(f"case {case.name!r} on {chip}: even framework efficiency 1 predicts less than published")
+    while high - low > tolerance:
+        middle = (low + high) / 2
+        faster = (ratio_tokens_s(case, chip, cluster_name, middle) or 0.0) > case.published[chip]
+        low, high = (low, middle) if faster else (middle, high)
+    return (low + high) / 2
+
+
+def predict_ratio(case: ChipRatioCase, *, cache: bool = True) -> RatioPrediction:
+    """Both chips' tokens/s per GPU for ``case``'s plan, each chip at the stack's efficiency fitted on it."""
     tokens_s, notes = {}, []
     for chip, cluster_name in RATIO_CHIPS:
-        cluster = get_cluster(cluster_name, case.n_devices, global_batch=case.global_batch, optimizer="adam",
-                              framework_efficiency=SAME_STACK_EFFICIENCY)
-        evaluation = evaluate(case.workload, get_preset(chip), cluster, plan=plan, seq_len=case.seq_len,
-                              hbm_gb=RATIO_HBM_GB, cache=cache)
-        tokens_s[chip] = evaluation.tokens_s / case.n_devices if evaluation.feasible else None
-        notes.append(f"{chip} {tokens_s[chip] / case.published[chip] - 1:+.1%}" if evaluation.feasible
-                     else f"{chip} infeasible: {evaluation.reason}")
+        tokens_s[chip] = ratio_tokens_s(case, chip, cluster_name, cache=cache)
+        feasible = tokens_s[chip] is not None
+        notes.append(f"{chip} {tokens_s[chip] / case.published[chip] - 1:+.1%}" if feasible else f"{chip} infeasible")
     return RatioPrediction(case, tokens_s, "per-chip error " + ", ".join(notes))
 
 
@@ -722,31 +866,52 @@ def ratio_section(ratios: list[RatioPrediction]) -> list[str]:
     if not ratios:
         return []
     errors = [abs(r.error) for r in ratios if r.error is not None]
+    stacks = sorted({r.case.stack for r in ratios})
+    fits = {chip: get_stack(stacks[0]).fit_on(chip) for chip, _ in RATIO_CHIPS}
+    calibrations = sorted({fit.calibration for fit in fits.values()})
+    held = [r.error for r in ratios if r.error is not None and r.case.name not in calibrations] or [0.0]
     lines = ["", "## Cross-chip ratios (same stack, same plan)", "",
              "Published runs of one model and plan by one training stack on A100 and on H100 systems, against the",
-             "ratio the model predicts on the `a100`/`dgx-a100` and `h100`/`dgx-h100` presets, both at framework",
-             f"efficiency {SAME_STACK_EFFICIENCY:g} (the stack is the same on both chips). "
-             f"{sum(e <= RATIO_TOLERANCE for e in errors)} of {len(ratios)} ratios within ±{RATIO_TOLERANCE:.0%} "
-             f"(mean absolute error {statistics.mean(errors):.1%}).", "",
+             "ratio the model predicts on the `a100`/`dgx-a100` and `h100`/`dgx-h100` presets, each chip running the",
+             f"stack's profile (`{', '.join(stacks)}`, `phaze_env/stacks.py`): its framework efficiency on each chip "
+             "("
+             + ", ".join(f"{chip} {fit.framework_efficiency:g}" for chip, fit in fits.items())
+             + f") is fitted to one row, {', '.join(calibrations)} (its ratio is then fitted, not predicted),",
+             "and its attention runs as the fused causal FlashAttention-class kernel (`phaze_env/attention.py`) at the",
+             "fraction of each chip's bf16 peak the kernel's papers report ("
+             + ", ".join(f"{chip} {fit.attention_efficiency:g}" for chip, fit in fits.items())
+             + f"); every other row is held out. {sum(e <= RATIO_TOLERANCE for e in errors)} of {len(ratios)} ratios "
+             f"within ±{RATIO_TOLERANCE:.0%} (mean absolute error {statistics.mean(errors):.1%}; over the held-out "
+             f"rows {statistics.mean(abs(e) for e in held):.1%}).", "",
              "| case | seq | microbatch × GPUs, batch | recompute | published H100 / A100 | predicted | error | note | source |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in ratios:
         c = r.case
         predicted = "—" if r.predicted_ratio is None else f"{r.predicted_ratio:.3f}×"
         error = "—" if r.error is None else f"{r.error:+.1%}"
-        lines.append(f"| {c.name} | {c.seq_len} | {c.microbatch} × {c.n_devices}, {c.global_batch} | {c.recompute} | "
+        kind = " (calibration)" if c.name in calibrations else ""
+        lines.append(f"| {c.name}{kind} | {c.seq_len} | {c.microbatch} × {c.n_devices}, {c.global_batch} | {c.recompute} | "
                      f"{c.published_ratio:.3f}× | {predicted} | {error} | {r.note} | {c.source} |")
     a100, h100 = get_preset("a100"), get_preset("h100")
     gemm_ratio = h100.peak_flops * h100.gemm_efficiency / (a100.peak_flops * a100.gemm_efficiency)
     lines += ["", "The MPT models are traced as GPT-2-architecture models of the same shape (`ChipRatioCase.workload`);",
               "their runs shard weights and gradients (FSDP FULL_SHARD), which the plans write as ZeRO-1 with HBM",
               "capacity not binding (`RATIO_HBM_GB`).", "",
-              "Where it misses: the more the GEMMs dominate a step (short sequences, large microbatches), the closer the",
-              f"predicted ratio comes to the presets' sustained GEMM ratio, {gemm_ratio:.2f}× (MAMF-measured bf16 matmul",
-              "rates of the two chips), while this stack's published H100 runs stay at 2.2–2.3× the A100's at every",
-              "sequence length: its H100 GEMMs ran further below their best than its A100 GEMMs did (the per-chip",
-              "errors in the note column). A stack's efficiency is then not the same on both chips, and a single",
-              "framework factor per stack cannot carry it; the tests keep these rows as known gaps (strict xfail)."]
+              "What moved the ratios (measured on these rows before each change): with both chips at efficiency 1 and",
+              "the traced eager attention, 5 of 7 were within ±10 %, the two GEMM-bound sequence-1024 rows at +13.0 % and",
+              "+16.2 %, while the 4,096-token rows came out right largely because the eager attention's `s × s` HBM traffic",
+              "(at the chips' 1.68× bandwidth ratio) stood in for the attention kernel's slowness on H100. With the fused",
+              "causal kernel every row's predicted ratio rose to within 20–27 % above the published one (both chips",
+              f"still at efficiency 1), near the presets' sustained GEMM ratio {gemm_ratio:.2f}× (MAMF-measured bf16 matmul",
+              "rates), while this stack's published H100 runs stay at 2.2–2.3× the A100's at every sequence length. That",
+              "offset is the same on every row: the stack's kernels run further below the H100's measured best than",
+              "below the A100's (its own table: 40–46 % MFU on H100, 55–64 % on A100), which the per-chip efficiency",
+              f"carries; the held-out rows' errors then span {100 * (max(held) - min(held)):.1f} percentage points.", "",
+              "Per chip (the note column), the rows run without activation checkpointing (MPT-1B and 3B, `selective`)",
+              "are over-predicted by 18–27 % on both chips and the checkpointed ones (7B, 13B) are within ±7 %; the",
+              "data cannot tell the two candidates apart (every non-checkpointed row is also a small model, whose",
+              "unfused elementwise kernels — eager PyTorch layer norm, GELU, residual adds, which the model fuses into",
+              "GEMM epilogues — are a larger share of the step), and the ratio is unaffected because both chips miss alike."]
     return lines
 
 
@@ -759,7 +924,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     figure = out.parent / "figures" / "validation.png"
     try:
-        cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(CASES + H100_CASES + MOE_CASES + PENDING_CASES)
+        cases = [get_case(name) for name in args.cases.split(",")] if args.cases else list(all_cases())
         if out.is_dir():
             raise ValueError(f"--out {out} is a directory; give the report's file path (….md)")
         for directory in (out.parent, figure.parent):  # before the predictions, not after them

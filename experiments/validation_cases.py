@@ -16,6 +16,9 @@ How each metric was computed by its authors (a prediction must use the same conv
   TFLOP/s). Korthikanti §6: model FLOPs per batch ``72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))``;
   Chowdhery Appendix B: ``6·N + 12·L·H·Q·T`` per token (N parameters, L layers, H heads, Q head size,
   T sequence length).
+* ``mfu_6n`` (MaxText's README) — MFU with ``6·N`` model FLOPs per token (N every parameter, the shared embedding
+  once; no attention term): MaxText's ``train.py`` logs ``6 · num_model_parameters · max_target_length ·
+  per_device_batch_size`` FLOPs per device and step, over the step time and TPU v4's 275 TFLOP/s peak.
 * ``samples_s`` — sequences per second: global batch over the published iteration time.
 * ``tokens_s_per_device`` — tokens per second per GPU: global batch × sequence over the iteration time and
   the GPU count.
@@ -40,10 +43,11 @@ from phaze_env.workloads import Workload, custom_workload, get_workload
 from phaze_env.workloads.registry import KORTHIKANTI_TABLE3, NARAYANAN_TABLE1
 
 Recompute = Literal["full", "selective", "none"]
-Metric = Literal["tflops_per_device", "mfu", "samples_s", "tokens_s_per_device", "mcore_tflops_per_device"]
+Metric = Literal["tflops_per_device", "mfu", "mfu_6n", "samples_s", "tokens_s_per_device", "mcore_tflops_per_device"]
 
 RECOMPUTE_MODES: tuple[str, ...] = ("full", "selective", "none")
-METRICS: tuple[str, ...] = ("tflops_per_device", "mfu", "samples_s", "tokens_s_per_device", "mcore_tflops_per_device")
+METRICS: tuple[str, ...] = ("tflops_per_device", "mfu", "mfu_6n", "samples_s", "tokens_s_per_device",
+                            "mcore_tflops_per_device")
 
 # Where the plan details that a table leaves out were published.
 NARAYANAN_SCRIPT = ("NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (the script that produced Table 1): "
@@ -85,6 +89,8 @@ class ValidationCase:
     stack: str = "megatron-lm"  # the training software (a profile name in phaze_env.stacks)
     requires: str = ""  # what the model still lacks to predict this run (empty: it can); such cases are data
     expert_parallel: int = 1  # expert-parallel degree (MoE): Megatron-Core's expert grid reuses the t × d ranks (expert TP 1)
+    shard_group: int | None = None  # ZeRO-3 shard group of hybrid sharding (FSDP's HSDP; None: the whole d)
+    slices: int = 1  # TPU slices joined by the data-centre network (Cloud TPU Multislice); 1: one slice or no TPU
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE_MODES:
@@ -95,6 +101,11 @@ class ValidationCase:
             raise ValueError(f"case {self.name!r}: the published figure must be positive, got {self.published}")
         if self.number_format not in NUMBER_FORMATS:
             raise ValueError(f"case {self.name!r}: number_format must be one of {NUMBER_FORMATS}, got {self.number_format!r}")
+        if self.shard_group is not None and (self.zero != 3 or self.data % self.shard_group):
+            raise ValueError(f"case {self.name!r}: a shard group ({self.shard_group}) needs ZeRO-3 and must divide the "
+                             f"data-parallel degree {self.data}")
+        if self.slices < 1 or self.n_devices % self.slices:
+            raise ValueError(f"case {self.name!r}: {self.n_devices} devices cannot be split into {self.slices} slices")
         if self.interleave_alternative < 1:
             raise ValueError(f"case {self.name!r}: interleave_alternative must be ≥ 1, got {self.interleave_alternative}")
         if self.expert_parallel < 1 or (self.tensor * self.data) % self.expert_parallel:
@@ -242,6 +253,52 @@ CASES: tuple[ValidationCase, ...] = (
         name="bigscience22-bloom-176b", workload="bloom-176b", seq_len=2048, accelerator="a100", cluster="jean-zay-a100",
         n_devices=384, global_batch=2048, tensor=4, pipeline=12, data=8, microbatch=2, interleave=1, recompute="full",
         zero=1, metric="samples_s", published=2048 / 104.70, stack="megatron-deepspeed", source=BIGSCIENCE_TR11),
+)
+
+
+# --- TPU v4: MaxText (JAX/XLA) and PaLM ---------------------------------------------------------------------------
+MAXTEXT_V4 = ("AI-Hypercomputer/maxtext (then google/maxtext) README.md at commit d3f68fe2c (2023-05-01), 'Runtime "
+              "Performance Results', https://github.com/AI-Hypercomputer/maxtext/blob/d3f68fe2c/README.md: {model} model on "
+              "{slices}x {slice_type}: {tflops:g} TFLOP/sec/chip, MFU {mfu:g}%; run script MaxText/configs/{script}.sh at "
+              "that commit (8xv4-128.sh: commit 047f0c762): {flags}, remat_policy=full; max_target_length 1024 "
+              "(base.yml); v4-128 = 64 chips, v4-384 = 192 chips (the Cloud TPU v4 name counts TensorCores, 2 per chip)")
+NEEDS_2D_SHARDING = ("12-way model parallelism, not a power of two (the placement's tensor widths are 1, 2, 4, 8, …), "
+                     "and written by the authors as 2-D weight sharding, not Megatron's 1-D tensor parallelism")
+
+
+def _maxtext(model: str, slices: int, chips_per_slice: int, per_device_batch: int, tflops: float, mfu_percent: float,
+             script: str, flags: str) -> ValidationCase:
+    """One MaxText run: FSDP over each slice's chips (ZeRO-3 with per-layer all-gathers overlapped: the scripts set
+    ``--xla_enable_async_all_gather=true``), data parallelism across slices (hybrid sharding, a shard group per
+    slice: weights and state replicated across slices, gradient shards all-reduced over the data-centre network),
+    one microbatch of ``per_device_batch`` sequences per chip (MaxText 2023 has no gradient accumulation), full
+    rematerialisation, Adam."""
+    n = slices * chips_per_slice
+    slice_type = f"v4-{2 * chips_per_slice}"
+    return ValidationCase(
+        name=f"maxtext-{model}-{slices}x{slice_type}", workload=f"maxtext-{model}", seq_len=1024, accelerator="tpuv4",
+        cluster="tpuv4-pod", n_devices=n, global_batch=per_device_batch * n, tensor=1, pipeline=1, data=n,
+        microbatch=per_device_batch, recompute="full", zero=3, optimizer="adam", metric="mfu_6n",
+        published=mfu_percent / 100, stack="jax-xla", slices=slices,
+        shard_group=chips_per_slice if slices > 1 else None,
+        source=MAXTEXT_V4.format(model=model.upper(), slices=slices, slice_type=slice_type, tflops=tflops, mfu=mfu_percent,
+                                 script=script, flags=flags))
+
+
+_MAXTEXT_22B = "dcn_data_parallelism={slices} ici_fsdp_parallelism=64 per_device_batch_size=16 scale=3"
+_MAXTEXT_52B = ("dcn_data_parallelism={slices} ici_fsdp_parallelism=192 ici_tensor_parallelism=1 per_device_batch_size=10 "
+                "scale=4 base_num_decoder_layers=8 base_emb_dim=3072 base_mlp_dim=12288")
+
+TPU_CASES: tuple[ValidationCase, ...] = (
+    # MaxText's published TPU v4 results: one model per table at 1–8 slices (weak scaling: the batch grows with the
+    # slices), the per-chip batch fixed.
+    #         model slices chips/slice batch/chip TFLOP/s MFU %  script
+    _maxtext("22b", 1, 64, 16, 156, 56.7, "1xv4-128", _MAXTEXT_22B.format(slices=1)),
+    _maxtext("22b", 2, 64, 16, 152, 55.2, "2xv4-128", _MAXTEXT_22B.format(slices=2)),
+    _maxtext("22b", 4, 64, 16, 149, 54.3, "4xv4-128", _MAXTEXT_22B.format(slices=4)),
+    _maxtext("22b", 8, 64, 16, 146, 53.2, "8xv4-128", _MAXTEXT_22B.format(slices=8)),
+    _maxtext("52b", 1, 192, 10, 154, 56.0, "1xv4-384", _MAXTEXT_52B.format(slices=1)),
+    _maxtext("52b", 2, 192, 10, 162, 58.9, "2xv4-384", _MAXTEXT_52B.format(slices=2)),
     # Chowdhery et al. 2022 (PaLM 540B): 6144 TPU v4 chips in 2 pods; within each pod 12-way model
     # parallelism × 256-way fully sharded data parallelism, 2-way data parallelism across pods, no
     # pipelining; batch 2048 sequences of 2048 tokens (the last and longest phase of its batch schedule).
@@ -252,6 +309,7 @@ CASES: tuple[ValidationCase, ...] = (
         name="chowdhery22-palm-540b", workload="palm-540b", seq_len=2048, accelerator="tpuv4", cluster="tpuv4-pod",
         n_devices=6144, global_batch=2048, tensor=12, pipeline=1, data=512, microbatch=4, interleave=1,
         sequence_parallel=False, recompute="selective", optimizer="adam", metric="mfu", published=0.462, stack="jax-xla",
+        slices=2, requires=NEEDS_2D_SHARDING,
         source="Chowdhery et al. 2022 (PaLM, arXiv:2204.02311), Table 3: PaLM 540B MFU 46.2 % (HFU 57.8 %) on "
                "6144 TPU v4 chips; §4 (2 pods × 3072 chips, 12-way model × 256-way data parallel per pod); "
                "§5 (batch 512 → 1024 → 2048 sequences of 2048 tokens)",
@@ -259,8 +317,6 @@ CASES: tuple[ValidationCase, ...] = (
 )
 
 
-NEEDS_FSDP_SYSTEM = ("a cluster preset with the runs' 400 Gb/s per node between A100 nodes (dgx-a100 has 1,600) and a "
-                     "PyTorch FSDP stack profile (ZeRO-3 is in the plan; no FSDP run is fitted or validated yet)")
 NEEDS_QWEN3_235B = "a qwen3-235b-a22b workload (94 layers, 128 experts top-8; not a built-in)"
 MCORE_MOE_README = ("NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md at commit 0b981f9c53 (2024-08-02): "
                     "'Mixtral 8X7B bf16 training to achieve 438 TFLOPS as of MCore v0.8', with the 'reference parallel "
@@ -336,41 +392,89 @@ MOE_CASES: tuple[ValidationCase, ...] = (
 )
 
 
-FMS_FSDP = ("foundation-model-stack/fms-fsdp README.md (IBM, PyTorch FSDP with SDPA flash attention; commit 0d31998): "
-            "'Training Throughput (128 GPUs)' table, 128 × A100, sequence 4096 (Llama 2); 'Batch Size' is per GPU; "
-            "the interconnect: pytorch/pytorch.github.io _posts/2024-03-13-maximizing-training.md ('128 A100 GPUs with "
-            "400Gbps network connectivity and GPU direct RDMA', '400Gbps inter-node interconnect')")
+FMS_FSDP_FEB = ("foundation-model-stack/fms-fsdp README.md at commit 0d31998 (2024-02-21), throughput table: Llama 2 "
+                "shapes, 128 × A100, sequence 4096, 'Batch Size' per GPU, the row's sharding strategy and activation "
+                "checkpointing")
+FMS_FSDP_MAR = ("foundation-model-stack/fms-fsdp README.md at commit 5e522b4 (2024-03-13), 'Training throughput "
+                "benchmarks' ('A100 80G 128 GPUs with 400Gbps'), the same table as pytorch/pytorch.github.io "
+                "_posts/2024-03-13-maximizing-training.md Table 1: sequence 4096, batch 2 per GPU, the row's sharding "
+                "strategy and activation checkpointing")
+FMS_FSDP_SETUP = ("PyTorch FSDP (fms-fsdp main_training.py: one FSDP unit per LLaMABlock, bf16 mixed precision "
+                  "(bfSixteen: bf16 all-gathers and reduce-scatters), limit_all_gathers, backward prefetch by default, "
+                  "'hsdp' = HYBRID_SHARD over the 8 GPUs of a node, 'fsdp' = FULL_SHARD; activation checkpointing "
+                  "(fms_fsdp/policies/ac_handler.py) wraps every block when selective_checkpointing = 1, 'Full AC'), "
+                  "AdamW in fp32, SDPA FlashAttention-2 (which keeps no s×s scores and recomputes them in its backward "
+                  "pass: written as selective recompute, as the H100 cases); no gradient accumulation (one microbatch "
+                  "per step)")
+NEEDS_BLOCK_CHECKPOINTING = ("activation checkpointing of every n-th block only (fms-fsdp's selective_checkpointing = n; "
+                             "the run's n is not published) — the model recomputes all of a stage's layers or none")
 
 
-def _fms_fsdp(size: str, workload: str, per_gpu_batch: int, hybrid: bool, checkpointing: bool,
-              tokens_s: float) -> ValidationCase:
+def _fms_fsdp(table: str, size: str, workload: str, per_gpu_batch: int, hybrid: bool, checkpointing: str,
+              tokens_s: float, chip: str = "a100") -> ValidationCase:
+    """One row of IBM's fms-fsdp benchmark tables (``table`` "feb24" or "mar24"); ``checkpointing`` "none", "every
+    block" or "every n-th block"; ``chip`` "a100" (128 GPUs, cluster ibm-a100) or "h100" (the March table's H100
+    column: 96 GPUs, ibm-h100)."""
+    source = FMS_FSDP_FEB if table == "feb24" else FMS_FSDP_MAR
+    if chip == "h100":
+        source = source.replace("'A100 80G 128 GPUs with 400Gbps'", "'H100 96 GPUs with 800 Gbps'")
+    gpus = 128 if chip == "a100" else 96
+    recompute: Recompute = {"none": "selective", "every block": "full", "every n-th block": "full"}[checkpointing]
     return ValidationCase(
-        name=f"fms-fsdp-llama2-{size}", workload=workload, seq_len=4096, accelerator="a100", cluster="dgx-a100",
-        n_devices=128, global_batch=128 * per_gpu_batch, tensor=1, pipeline=1, data=128, microbatch=per_gpu_batch,
-        recompute="full" if checkpointing else "none", zero=3, metric="tokens_s_per_device", published=tokens_s,
-        stack="pytorch-fsdp", requires=NEEDS_FSDP_SYSTEM,
-        source=f"{FMS_FSDP}; row {size}: {'HSDP' if hybrid else 'FSDP'}, activation checkpointing {checkpointing}, "
-               f"batch {per_gpu_batch}: {tokens_s:g} tokens/GPU/s")
+        name=f"fms-fsdp-{table}-llama2-{size}" + ("" if chip == "a100" else f"-{chip}"), workload=workload, seq_len=4096,
+        accelerator=chip, cluster=f"ibm-{chip}", n_devices=gpus, global_batch=gpus * per_gpu_batch, tensor=1,
+        pipeline=1, data=gpus, microbatch=per_gpu_batch,
+        recompute=recompute, zero=3, shard_group=8 if hybrid else None, metric="tokens_s_per_device",
+        published=tokens_s, stack="pytorch-fsdp",
+        requires=NEEDS_BLOCK_CHECKPOINTING if checkpointing == "every n-th block" else "",
+        source=f"{source}; row {size}: {'HSDP' if hybrid else 'FSDP'}, activation checkpointing {checkpointing}, "
+               f"batch {per_gpu_batch}: {tokens_s:g} tokens/s per GPU; {FMS_FSDP_SETUP}")
 
 
-PENDING_CASES: tuple[ValidationCase, ...] = (
-    # PyTorch FSDP runs (Llama 2 shapes; 34b left out: its shape is not published there). HSDP shards within a node
-    # and replicates across nodes. Llama 2 70B (80 layers, hidden 8192, 64 heads, 8 key-value heads, FFN 28672) is
-    # not in the workload registry yet.
-    #         size   workload     batch  HSDP   checkpointing  tokens/GPU/s
-    _fms_fsdp("7b", "llama2-7b", 2, True, False, 3760),
-    _fms_fsdp("13b", "llama2-13b", 1, True, False, 1700),
-    _fms_fsdp("70b", "llama2-70b", 6, False, True, 380),
+FSDP_CASES: tuple[ValidationCase, ...] = (
+    # IBM's PyTorch FSDP benchmarks on its A100 cluster (cluster preset ibm-a100), two tables a month apart: the
+    # February rows (larger batches for 34b and 70b) and the March rows of the README and the PyTorch blog. The two
+    # 7b rows are one plan measured twice (3760 and 3700 tokens/s per GPU).
+    #         table    size   workload     batch  HSDP   checkpointing       tokens/s per GPU
+    _fms_fsdp("feb24", "7b", "llama2-7b", 2, True, "none", 3760),
+    _fms_fsdp("feb24", "13b", "llama2-13b", 1, True, "none", 1700),
+    _fms_fsdp("feb24", "34b", "llama2-34b", 8, False, "every block", 772),
+    _fms_fsdp("feb24", "70b", "llama2-70b", 6, False, "every block", 380),
+    _fms_fsdp("mar24", "7b", "llama2-7b", 2, True, "none", 3700),
+    _fms_fsdp("mar24", "34b", "llama2-34b", 2, False, "every block", 700),
+    _fms_fsdp("mar24", "70b", "llama2-70b", 2, False, "every block", 370),
 )
 
 
+FSDP_H100_CASES: tuple[ValidationCase, ...] = (
+    # The March table's H100 column: the same scripts and configurations on IBM's H100 cluster (96 GPUs, 800 Gb/s
+    # between nodes; cluster preset ibm-h100).
+    #         table    size   workload     batch  HSDP   checkpointing  tokens/s per GPU  chip
+    _fms_fsdp("mar24", "7b", "llama2-7b", 2, True, "none", 7500, "h100"),
+    _fms_fsdp("mar24", "34b", "llama2-34b", 2, False, "every block", 1550, "h100"),
+    _fms_fsdp("mar24", "70b", "llama2-70b", 2, False, "every block", 800, "h100"),
+)
+
+
+PENDING_CASES: tuple[ValidationCase, ...] = (
+    # The March 13b rows checkpoint every n-th block only ("Selective AC"; the blog: "checkpoint every n blocks").
+    _fms_fsdp("mar24", "13b", "llama2-13b", 2, False, "every n-th block", 1800),
+    _fms_fsdp("mar24", "13b", "llama2-13b", 2, False, "every n-th block", 3800, "h100"),
+)
+
+
+def all_cases() -> tuple[ValidationCase, ...]:
+    """Every case of every list, in report order."""
+    return CASES + FSDP_CASES + FSDP_H100_CASES + TPU_CASES + H100_CASES + MOE_CASES + PENDING_CASES
+
+
 def case_names() -> list[str]:
-    return [case.name for case in CASES + H100_CASES + MOE_CASES + PENDING_CASES]
+    return [case.name for case in all_cases()]
 
 
 def get_case(name: str) -> ValidationCase:
     """The case called ``name`` (a clear error listing the known names otherwise)."""
-    for case in CASES + H100_CASES + MOE_CASES + PENDING_CASES:
+    for case in all_cases():
         if case.name == name:
             return case
     raise ValueError(f"unknown validation case {name!r}; known: {', '.join(case_names())}")
@@ -419,10 +523,14 @@ def _nemo_llama2(model: str, workload: str, gpus: int, pipeline: int, interleave
 H100_CASES: tuple[ValidationCase, ...] = (
     #          format  GPUs  step time (s)
     _dgxc_gpt3("bf16", 128, 8.309),
+    _dgxc_gpt3("bf16", 256, 8.408),
     _dgxc_gpt3("bf16", 512, 8.42),
+    _dgxc_gpt3("bf16", 1024, 8.453),
     _dgxc_gpt3("bf16", 2048, 8.49),
     _dgxc_gpt3("fp8", 128, 5.626),
+    _dgxc_gpt3("fp8", 256, 5.725),
     _dgxc_gpt3("fp8", 512, 5.774),
+    _dgxc_gpt3("fp8", 1024, 5.82),
     _dgxc_gpt3("fp8", 2048, 5.96),
     #            model         workload     GPUs PP VP  tokens/s per GPU
     _nemo_llama2("LLAMA2-7B", "llama2-7b", 8, 1, 1, 16847),
@@ -437,7 +545,8 @@ class ChipRatioCase:
     tokens/s per GPU. The ratio between the chips is what a search that ranks chips must get right.
 
     ``recompute``: ``"full"`` where the run checkpointed activations; otherwise ``"selective"``, because the runs use
-    FlashAttention, which keeps no s×s scores and recomputes them in its backward pass (the DGXC cases' reason)."""
+    FlashAttention, which keeps no s×s scores and recomputes them in its backward pass (the stack's fused attention
+    kernel, :mod:`phaze_env.attention`)."""
 
     name: str
     d_model: int
@@ -449,6 +558,7 @@ class ChipRatioCase:
     recompute: Recompute
     published: dict[str, float]  # accelerator preset -> tokens/s per GPU
     source: str
+    stack: str = "llm-foundry"  # the training software (a profile name in phaze_env.stacks), the same on both chips
 
     @property
     def workload(self) -> Workload:

@@ -27,6 +27,10 @@ all-to-all, Rajbhandari et al. 2022 §5; Tutel's 2D hierarchical all-to-all, Hwa
  ``B_i`` is the *achieved*
 per-device bandwidth: nominal × the level's efficiency. A point-to-point send crosses the outermost level
 on which the two devices differ, at that level's point-to-point bandwidth.
+
+Several TPU slices (``slices`` > 1, Cloud TPU Multislice) add one outermost level: the slices, joined by the
+data-centre network (DCN) through their hosts, ``dcn_bandwidth_Bps`` per chip. Devices are numbered slice by
+slice, so a group ``n/slices`` or more apart crosses the DCN and anything closer stays on the slice's ICI.
 """
 
 from __future__ import annotations
@@ -61,6 +65,20 @@ OMNIPATH_PER_GPU_BPS = 4 * 100e9 / 8 / 8
 """Jean Zay's A100 nodes (where BLOOM was trained): "8 GPUs per node Using NVLink 4 inter-gpu connects, 4
 OmniPath links" of 100 Gb/s (bigscience-workshop/bigscience train/tr11-176B-ml/README.md, Hardware; Le Scao et
 al. 2022, BLOOM, §3.4.1) = 50 GB/s per node = 6.25 GB/s per GPU."""
+FMS_FSDP_CLUSTERS = ("foundation-model-stack/fms-fsdp README.md at commit 5e522b4 (2024-03-13), 'Training throughput "
+                     "benchmarks': 'A100 80G 128 GPUs with 400Gbps' and 'H100 96 GPUs with 800 Gbps'; pytorch/pytorch.github.io "
+                     "_posts/2024-03-13-maximizing-training.md: '128 A100 GPUs with 400Gbps network connectivity and GPU "
+                     "direct RDMA', 'an A100 cluster with 128 GPUs and 400Gbps inter-node interconnect, and an H100 cluster "
+                     "with 96 GPUs and 800Gbps inter-node interconnect'; 8 GPUs per node: fms-fsdp scripts/train.sh "
+                     "(--nproc_per_node=8) and docs/configurations.md ('HSDP will shard your model across 8 gpus in each node')")
+"""Where the IBM clusters of the fms-fsdp (PyTorch FSDP) runs are described."""
+IBM_A100_NODE_BPS = 400e9 / 8
+"""Inter-node bandwidth of a node of the IBM A100 cluster the fms-fsdp runs used: 400 Gb/s = 50 GB/s per direction
+(:data:`FMS_FSDP_CLUSTERS`; the sources say "400Gbps inter-node interconnect" without saying per node or per GPU:
+read here as per node, a fourth of a DGX A100's 8×200 Gb/s — an assumption of this preset)."""
+IBM_H100_NODE_BPS = 800e9 / 8
+"""Inter-node bandwidth of a node of the IBM H100 cluster of the same benchmarks: 800 Gb/s = 100 GB/s per direction,
+per node (:data:`FMS_FSDP_CLUSTERS`; read as per node, as :data:`IBM_A100_NODE_BPS`)."""
 NCCL_EFFICIENCY = 0.8
 """Achieved fraction of the line rate for NCCL ring collectives: the NCCL maintainer puts the protocol
 overhead at ≈ 20 % ("450 GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an
@@ -89,6 +107,15 @@ GEMM at Bekman's measured 85.9 % of peak); what this factor absorbs is what an e
 and the kernel model does not price: dropout kernels (the trace has no dropout), launches and
 synchronisation between the ≈ 30 kernels of a layer, wave quantisation over 108 SMs, NCCL kernels sharing
 the SMs. Only measured for A100 + Megatron-LM: the other presets keep 1."""
+TPUV4_DCN_PER_CHIP_BPS = 81e12 / 8 / 6144
+"""Achieved data-centre-network bandwidth per TPU v4 chip, 1.65 GB/s: PaLM's cross-pod gradient exchange "amounts
+to an aggregate burst of 81 Tbps across all hosts" of its 6144 chips (Chowdhery et al. 2022, arXiv:2204.02311, §4,
+Pathways on two TPU v4 pods; 1,536 hosts of 4 chips, ≈ 53 Gb/s per host). A measured burst rate, not a NIC's line
+rate: it is used as the achieved per-chip bandwidth of the DCN level (efficiency 1)."""
+DCN_LATENCY_S = 10e-6
+"""Per-step latency of a collective across the data-centre network: an *assumption* (order of a host-to-host
+round trip through the data-centre fabric, tens of µs at most); no TPU-specific figure is published. At the
+DCN all-reduces of the MaxText cases (hundreds of MB per chip) it is under 0.01 % of the transfer."""
 PHAZE_LINK_BPS = 4e9
 """PHAZE's system default: one flat interconnect at 4 GB/s per device (PHAZE, ICML 2024, public code)."""
 
@@ -143,7 +170,13 @@ class Cluster:
     ``interleaved_schedule`` (the stack offers Megatron-LM's interleaved 1F1B, ``v > 1``) and
     ``pipeline_scatter_gather`` (a pipeline send across a slower level than the tensor group's goes ``1/t``
     per tensor rank and is all-gathered inside it, Narayanan et al. 2021 §4.1) are the training stack's
-    structure, which the placement DP honours; :mod:`phaze_env.stacks` sets them per named stack.
+    structure, which the placement DP honours; so is ``attention_efficiency``: above 0 the stack runs the attention
+    core as a fused causal flash kernel that sustains that fraction of the tensor cores' bf16 peak on the FLOPs it
+    keeps (:mod:`phaze_env.attention`); 0 (the default) keeps the traced eager attention; and so is
+    ``hybrid_allreduce_overlapped``: under hybrid sharding (``PlanSpec.shard_group``) whether each layer's gradient
+    shard is all-reduced across the shard groups inside the backward pass, overlapped with it (PyTorch FSDP's
+    ``HYBRID_SHARD``), or once after the backward pass, not overlapped (``False``: the jax-xla profile).
+    :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
     n_devices: int = 1024
@@ -161,44 +194,65 @@ class Cluster:
     framework_efficiency: float = 1.0
     interleaved_schedule: bool = True
     pipeline_scatter_gather: bool = True
+    attention_efficiency: float = 0.0
+    slices: int = 1
+    dcn_bandwidth_Bps: float = math.inf
+    dcn_latency_s: float = 0.0
+    hybrid_allreduce_overlapped: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("n_devices", "global_batch", "devices_per_node"):
+        for name in ("n_devices", "global_batch", "devices_per_node", "slices"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"cluster {name} must be a positive integer, got {value!r}")
-        for name in ("link_bandwidth_Bps", "node_bandwidth_Bps"):
+        for name in ("link_bandwidth_Bps", "node_bandwidth_Bps", "dcn_bandwidth_Bps"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"cluster {name} must be positive, got {getattr(self, name)!r}")
-        for name in ("link_latency_s", "node_latency_s"):
+        for name in ("link_latency_s", "node_latency_s", "dcn_latency_s"):
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"cluster {name} must be finite and non-negative, got {value!r}")
         for name in ("link_efficiency", "node_efficiency", "framework_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(self, name)!r}")
-        for name in ("interleaved_schedule", "pipeline_scatter_gather"):
+        if not 0 <= self.attention_efficiency <= 1:
+            raise ValueError(f"cluster attention_efficiency must be in [0, 1], got {self.attention_efficiency!r}")
+        for name in ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"cluster optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.n_devices % self.slices:
+            raise ValueError(f"cluster of {self.n_devices} devices cannot be split into {self.slices} equal slices")
+        if self.slices > 1 and not math.isfinite(self.dcn_bandwidth_Bps):
+            raise ValueError(f"a cluster of {self.slices} slices needs the network between them (a finite dcn_bandwidth_Bps); "
+                             "of the presets only tpuv4-pod has one")
         object.__setattr__(self, "torus_dims", tuple(int(k) for k in self.torus_dims))
         if self.torus_dims and (self.devices_per_node != 1 or any(k < 1 for k in self.torus_dims)
-                                or math.prod(self.torus_dims) < self.n_devices):
-            raise ValueError(f"torus_dims {self.torus_dims} must be positive, hold all {self.n_devices} devices, "
-                             "and not be combined with devices_per_node")
+                                or math.prod(self.torus_dims) < self.slice_devices):
+            raise ValueError(f"torus_dims {self.torus_dims} must be positive, hold all {self.slice_devices} devices of a "
+                             "slice, and not be combined with devices_per_node")
+        if self.slices > 1 and math.prod(level.size for level in self.levels[:-1]) != self.slice_devices:
+            raise ValueError(f"each of the {self.slices} slices must fill its levels exactly: "
+                             f"{' × '.join(str(level.size) for level in self.levels[:-1])} ≠ {self.slice_devices} devices")
 
     # --- topology -----------------------------------------------------------------------------------
+    @property
+    def slice_devices(self) -> int:
+        """Devices of one slice (all of them when ``slices`` is 1)."""
+        return self.n_devices // self.slices
+
     @cached_property
     def levels(self) -> tuple[Level, ...]:
+        dcn = (Level(self.slices, self.dcn_bandwidth_Bps, self.dcn_latency_s, self.dcn_bandwidth_Bps),) if self.slices > 1 else ()
         inter_Bps = self.link_bandwidth_Bps * self.link_efficiency
         if self.torus_dims:
-            return tuple(Level(k, 2 * inter_Bps, self.link_latency_s, inter_Bps) for k in self.torus_dims)
-        outer = Level(-(-self.n_devices // self.devices_per_node), inter_Bps, self.link_latency_s, inter_Bps)
+            return tuple(Level(k, 2 * inter_Bps, self.link_latency_s, inter_Bps) for k in self.torus_dims) + dcn
+        outer = Level(-(-self.slice_devices // self.devices_per_node), inter_Bps, self.link_latency_s, inter_Bps)
         if self.devices_per_node == 1:
-            return (outer,)
+            return (outer,) + dcn
         intra_Bps = self.node_bandwidth_Bps * self.node_efficiency
-        return (Level(self.devices_per_node, intra_Bps, self.node_latency_s, intra_Bps), outer)
+        return (Level(self.devices_per_node, intra_Bps, self.node_latency_s, intra_Bps), outer) + dcn
 
     def extents(self, group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[int, ...]:
         """How many distinct positions of each level the devices ``i·stride + j·outer_stride`` span
@@ -244,6 +298,11 @@ class Cluster:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["torus_dims"] = list(self.torus_dims)
+        if self.slices == 1:  # the DCN fields only when there are slices: a one-slice cluster's dict (and cache key) is unchanged
+            for name in ("slices", "dcn_bandwidth_Bps", "dcn_latency_s"):
+                data.pop(name)
+        if self.hybrid_allreduce_overlapped:  # likewise: only a stack that does not overlap it says so
+            data.pop("hybrid_allreduce_overlapped")
         return data
 
     @classmethod
@@ -253,14 +312,50 @@ class Cluster:
     def describe(self) -> str:
         """One line: the levels and their achieved bandwidths."""
         parts = [f"{level.size}× @ {level.bandwidth_Bps / 1e9:g} GB/s" for level in self.levels]
+        if self.slices > 1:
+            parts[-1] += " (slices, DCN)"
         software = "" if self.framework_efficiency == 1 else f"; framework efficiency {self.framework_efficiency:g}"
         software += "" if self.interleaved_schedule else "; no interleaved schedule"
         software += "" if self.pipeline_scatter_gather else "; pipeline sends not scattered"
+        software += "" if self.hybrid_allreduce_overlapped else "; hybrid-shard all-reduce after the backward pass"
+        software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
+                     else "")
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software
 
 
 @lru_cache(maxsize=4096)
 def _extents(sizes: tuple[int, ...], group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[int, ...]:
+    if outer[0] == 1 and group >= 1:  # one arithmetic progression: counted in closed form where one is known
+        extents, unit = [], 1
+        for size in sizes:
+            count = _progression_extent(group, stride, unit, size)
+            if count is None:
+                return _counted_extents(sizes, group, stride, outer)
+            extents.append(count)
+            unit *= size
+        return tuple(extents)
+    return _counted_extents(sizes, group, stride, outer)
+
+
+def _progression_extent(group: int, stride: int, unit: int, size: int) -> int | None:
+    """Distinct ``⌊i·stride / unit⌋ mod size`` over ``i < group`` (None: no closed form used here).
+
+    * ``stride < unit``: consecutive quotients differ by 0 or 1, so they are every integer ``0 … Q`` with
+      ``Q = ⌊(group−1)·stride / unit⌋``: ``min(Q + 1, size)`` residues;
+    * ``stride = a·unit``: the quotients are ``i·a``, whose residues repeat with period ``size / gcd(a, size)``
+      and are distinct within one period: ``min(group, size / gcd(a, size))``.
+    """
+    if size <= 1:
+        return 1
+    if stride < unit:
+        return min((group - 1) * stride // unit + 1, size)
+    if stride % unit == 0:
+        return min(group, size // math.gcd(stride // unit, size))
+    return None
+
+
+def _counted_extents(sizes: tuple[int, ...], group: int, stride: int, outer: tuple[int, int]) -> tuple[int, ...]:
+    """:func:`_extents` by listing the positions (the definition; ``_progression_extent`` is checked against it)."""
     positions = (np.arange(group, dtype=np.int64)[None, :] * stride
                  + np.arange(outer[0], dtype=np.int64)[:, None] * outer[1]).ravel()
     extents, unit = [], 1
@@ -278,15 +373,28 @@ def _dgx(n_devices: int, node_Bps: float, link_Bps: float, name: str, **kw: Any)
                    link_efficiency=NCCL_EFFICIENCY, name=name, **kw)
 
 
-def _tpuv4_pod(n_devices: int, **kw: Any) -> Cluster:
-    if n_devices > math.prod(TPUV4_POD_DIMS):
-        raise ValueError(f"a TPUv4 pod has {math.prod(TPUV4_POD_DIMS)} chips; {n_devices} span several pods joined by "
-                         "the data-centre network, which the tpuv4-pod preset does not model")
-    dims = list(TPUV4_POD_DIMS)
-    while math.prod(dims) // 2 >= n_devices:  # the smallest slice of the pod that holds them
-        dims[dims.index(max(dims))] //= 2
+def _tpuv4_pod(n_devices: int, slices: int = 1, **kw: Any) -> Cluster:
+    """``n_devices`` TPU v4 chips in ``slices`` equal slices (Cloud TPU Multislice: ICI inside a slice, the DCN between
+    slices). A slice of a multiple of 64 chips is a torus of whole 4×4×4 cubes (:func:`torus_dims`: v4-128 = 4×4×4,
+    v4-384 = 4×4×12, the Cloud TPU v4 documentation's slice topologies); a smaller one the smallest sub-torus of the
+    pod that holds it."""
+    if not isinstance(slices, int) or isinstance(slices, bool) or slices < 1 or n_devices % slices:
+        raise ValueError(f"{n_devices} TPU v4 chips cannot be split into {slices!r} equal slices")
+    per_slice = n_devices // slices
+    if per_slice > math.prod(TPUV4_POD_DIMS):
+        raise ValueError(f"a TPUv4 pod has {math.prod(TPUV4_POD_DIMS)} chips; {per_slice} per slice do not fit one: split "
+                         "them into slices joined by the data-centre network (slices=…)")
+    if slices > 1 and per_slice % TORUS_CUBE_SIDE ** 3:
+        raise ValueError(f"a multislice TPU v4 job runs whole slices of 4×4×4 cubes; {per_slice} chips per slice is not one")
+    if per_slice % TORUS_CUBE_SIDE ** 3 == 0:
+        dims = torus_dims(per_slice)
+    else:
+        dims = list(TPUV4_POD_DIMS)
+        while math.prod(dims) // 2 >= per_slice:  # the smallest slice of the pod that holds them
+            dims[dims.index(max(dims))] //= 2
+    dcn = dict(slices=slices, dcn_bandwidth_Bps=TPUV4_DCN_PER_CHIP_BPS, dcn_latency_s=DCN_LATENCY_S) if slices > 1 else {}
     return Cluster(n_devices=n_devices, torus_dims=tuple(sorted(dims)), link_bandwidth_Bps=TPUV4_ICI_LINK_BPS,
-                   link_latency_s=ICI_LATENCY_S, name="tpuv4-pod", **kw)
+                   link_latency_s=ICI_LATENCY_S, name="tpuv4-pod", **(dcn | kw))
 
 
 CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
@@ -302,7 +410,15 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
     "jean-zay-a100": (lambda n, **kw: _dgx(n, NVLINK3_BPS, OMNIPATH_PER_GPU_BPS, "jean-zay-a100", **kw),
                       "Jean Zay A100 80 GB nodes (BLOOM's cluster): 8 GPUs on NVLink 3 (300 GB/s per GPU, as an HGX "
                       "A100 board), 4×100 Gb/s Omni-Path per node between nodes; NCCL efficiency 0.8."),
-    "tpuv4-pod": (_tpuv4_pod, "TPUv4 pod slice: 3D torus of ICI links (≈ 50 GB/s each, 6 per chip)."),
+    "ibm-a100": (lambda n, **kw: _dgx(n, NVLINK3_BPS, IBM_A100_NODE_BPS / 8, "ibm-a100", **kw),
+                 "IBM's A100 80 GB cluster of the fms-fsdp (PyTorch FSDP) benchmarks: 8 GPUs per node on NVLink 3 "
+                 "(300 GB/s per GPU; the HGX A100 board, assumed: the sources name only the GPU), 400 Gb/s per node "
+                 "between nodes with GPU-direct RDMA; NCCL efficiency 0.8."),
+    "ibm-h100": (lambda n, **kw: _dgx(n, NVLINK4_BPS, IBM_H100_NODE_BPS / 8, "ibm-h100", **kw),
+                 "IBM's H100 80 GB cluster of the fms-fsdp benchmarks: 8 GPUs per node on NVLink 4 (450 GB/s per GPU, "
+                 "assumed as for ibm-a100), 800 Gb/s per node between nodes; NCCL efficiency 0.8."),
+    "tpuv4-pod": (_tpuv4_pod, "TPUv4 pod slice: 3D torus of ICI links (≈ 50 GB/s each, 6 per chip); slices=S splits the "
+                              "chips into S slices joined by the data-centre network (1.65 GB/s per chip, PaLM's burst)."),
 }
 
 

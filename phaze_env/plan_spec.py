@@ -14,13 +14,20 @@ with ``auto`` = ``none|selective|full``; PHAZE's own space is ``none|full``).
 
 A field left ``None`` is chosen by the placement DP; a set field is pinned. String grammar::
 
-    [t<int>][c<int>][p<int>][d<int>][e<int>][m<int>][v<int>] ( "+sp" | "+zero1" | "+zero2" | "+zero3" | "+rc=<mode>" | "+<flag>=auto" )*
+    [t<int>][c<int>][p<int>][d<int>][e<int>][m<int>][v<int>] ( "+sp" | "+zero1" | "+zero2" | "+zero3" | "+shard<int>" | "+rc=<mode>" | "+<flag>=auto" )*
 
 Degrees that are absent are free, except ``c``, ``e`` and ``v`` (absent = 1); an absent flag is off (``rc``
 absent = ``none``, no ``+zero<k>`` = stage 0), so the string of a fully chosen plan parses back to the same
 spec. ``+sp=auto``, ``+zero=auto`` (also read as ``+zero1=auto``), ``+c=auto``, ``+e=auto``, ``+v=auto`` and
 ``+rc=auto`` leave that choice to the DP. (``PlanSpec()`` leaves ``e`` free, ``None``, as every other degree
 but ``c``.)
+
+Hybrid sharding (``+shard<h>``, field ``shard_group``; only with ``+zero3``): ZeRO-3 shards over groups of ``h``
+consecutive weight replicas (in a DGX cluster with ``t = 1`` and ``h = 8``: the GPUs of one node) and replicates
+the shards across the ``d·c/h`` groups, whose gradient shards are all-reduced — PyTorch FSDP's ``HYBRID_SHARD``
+("HSDP": "sharding within a node and DP across nodes", foundation-model-stack/fms-fsdp docs/configurations.md).
+Absent, ZeRO shards over the whole data-parallel group. It is never chosen by the DP: a plan pins it or leaves it
+out, and the DP then searches only the ``d`` with ``h | d·c``.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ class PlanSpec:
     zero: int | None = None
     c: int | None = 1
     e: int | None = None
+    shard_group: int | None = None  # ZeRO-3 shards over groups of this many weight replicas (None: all of them)
 
     def __post_init__(self) -> None:
         for name in ("t", "c", "p", "d", "e", "microbatch", "interleave"):
@@ -68,6 +76,16 @@ class PlanSpec:
             raise ValueError(f"plan sequence_parallel must be True, False or None (chosen), got {self.sequence_parallel!r}")
         if self.zero is not None and (isinstance(self.zero, bool) or self.zero not in ZERO_STAGES):
             raise ValueError(f"plan zero must be a ZeRO stage 0, 1, 2 or 3 (or None = chosen), got {self.zero!r}")
+        if self.shard_group is not None:
+            if isinstance(self.shard_group, bool) or not isinstance(self.shard_group, int) or self.shard_group < 2:
+                raise ValueError(f"plan shard_group must be an integer ≥ 2 (or None = the whole data-parallel group), "
+                                 f"got {self.shard_group!r}")
+            if self.zero != 3:
+                raise ValueError(f"plan shard_group {self.shard_group} (hybrid sharding) needs ZeRO stage 3 pinned "
+                                 f"(+zero3), got zero={self.zero!r}")
+            if self.d is not None and self.c is not None and (self.d * self.c) % self.shard_group:
+                raise ValueError(f"plan shard group {self.shard_group} must divide the weight replicas d·c = "
+                                 f"{self.d * self.c}")
         if self.e is not None and self.d is not None and self.d % self.e:
             raise ValueError(f"plan expert-parallel degree e={self.e} must divide the data-parallel degree d={self.d} "
                              "(the expert-parallel groups are carved from the data-parallel ranks)")
@@ -106,6 +124,8 @@ class PlanSpec:
             flags.append("zero=auto")
         elif self.zero:
             flags.append(f"zero{self.zero}")
+        if self.shard_group is not None:
+            flags.append(f"shard{self.shard_group}")
         if self.recompute != "none":
             flags.append(f"rc={self.recompute}")
         return text + "".join(f"+{flag}" for flag in flags)
@@ -129,6 +149,8 @@ class PlanSpec:
                 fields["zero"] = _ZERO_FLAGS[key]
             elif key in ("zero", "zero1") and value == "auto":  # "+zero1=auto": the notation before ZeRO-2/3
                 fields["zero"] = None
+            elif key.startswith("shard") and key[5:].isdigit() and value == "":
+                fields["shard_group"] = int(key[5:])
             elif key == "v" and value == "auto" and v is None:
                 fields["interleave"] = None
             elif key == "c" and value == "auto" and c is None:
@@ -136,7 +158,7 @@ class PlanSpec:
             elif key == "e" and value == "auto" and e is None:
                 fields["e"] = None
             else:
-                raise PlanSyntaxError(f"unknown plan flag {'+' + flag!r} in {text!r}; known: +sp, +zero1, +zero2, +zero3, "
+                raise PlanSyntaxError(f"unknown plan flag {'+' + flag!r} in {text!r}; known: +sp, +zero1, +zero2, +zero3, +shard<h>, "
                                       f"+rc=<{'|'.join(RECOMPUTE_CHOICES)}>, +sp=auto, +zero=auto, +c=auto, +e=auto, "
                                       "+v=auto")
         if 0 in (t, c, p, d, e, m, v):

@@ -13,10 +13,11 @@ from dataclasses import replace
 
 import pytest
 
-from experiments.validate import (SKIPPED, TOLERANCE, TREND_GAPS, TREND_TOLERANCE, Prediction, fit_efficiency,
+from experiments.validate import (SKIPPED, STACK_GAPS, TOLERANCE, TREND_GAPS, TREND_TOLERANCE, Prediction, fit_efficiency,
                                   interleave_sensitivity, is_strong, markdown, microbatch_sensitivity, predict,
                                   scaling_series)
-from experiments.validation_cases import CASES, MOE_CASES, NEEDS_QWEN3_235B, PENDING_CASES, get_case
+from experiments.validation_cases import (CASES, FSDP_CASES, MOE_CASES, NEEDS_QWEN3_235B, PENDING_CASES, TPU_CASES,
+                                         case_names, get_case)
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.evaluate import evaluate, main
 from phaze_env.hardware import get_preset
@@ -25,10 +26,11 @@ from phaze_env.stacks import STACKS, UnfittedChipError, UnknownStackError, get_s
 from phaze_env.workloads import custom_workload, model_graph
 from tiny import TINY
 
-PROFILED = [case for case in CASES if case.stack in STACKS]
+PROFILED = [case for case in CASES + FSDP_CASES + TPU_CASES if case.stack in STACKS and not case.requires]
 
 
-FITS = [(stack, fit) for stack in sorted(STACKS) for fit in STACKS[stack].fits]
+FITS = [(stack, fit) for stack in sorted(STACKS) for fit in STACKS[stack].fits if fit.calibration in case_names()]
+# (a fit to a chip-ratio row — the llm-foundry profile — is checked in tests/test_validation_h100.py)
 
 
 @pytest.mark.parametrize("stack, fit", FITS, ids=lambda x: x if isinstance(x, str) else x.chips[0])
@@ -73,9 +75,12 @@ def test_evaluate_cli_applies_the_stack_efficiency_of_the_preset_chip(capsys):
     assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "no efficiency fitted on 'h100'" in err
 
 
-@pytest.mark.parametrize("stack", sorted(STACKS))
+@pytest.mark.parametrize("stack", sorted({stack for stack, _ in FITS}))
 def test_profile_holds_on_at_least_two_other_published_runs(stack):
-    held_out = [case for case in PROFILED if case.stack == stack and case.name != STACKS[stack].calibration]
+    """Every held-out run of the stack within ±15 %, but the known gaps (``STACK_GAPS``, held as strict xfails by
+    their stack's own test file), and at least two of them."""
+    held_out = [case for case in PROFILED if case.stack == stack and case.name != STACKS[stack].calibration
+                and case.name not in STACK_GAPS]
     assert len(held_out) >= 2
     for case in held_out:
         prediction = predict(case)
@@ -160,7 +165,7 @@ def test_the_unpublished_schedule_is_reported_as_a_sensitivity(table2_prediction
 
 
 # NVIDIA's DGX Cloud GPT-3 175B recipe in bf16 and in FP8: two weak-scaling series (batch 2 per GPU) on H100.
-DGXC = {fmt: [f"dgxc-gpt3-175b-{fmt}-{gpus}" for gpus in (128, 512, 2048)] for fmt in ("bf16", "fp8")}
+DGXC = {fmt: [f"dgxc-gpt3-175b-{fmt}-{gpus}" for gpus in (128, 256, 512, 1024, 2048)] for fmt in ("bf16", "fp8")}
 
 
 @pytest.fixture(scope="module")
@@ -172,8 +177,8 @@ def dgxc_trend():
 def test_weak_scaling_series_are_found(dgxc_trend):
     for fmt, names in DGXC.items():
         points = [dgxc_trend[name] for name in names]
-        assert not is_strong(points) and [point.case.data for point in points] == [4, 16, 64]
-    published_s = [8.309, 8.42, 8.49]  # the bf16 table's step times
+        assert not is_strong(points) and [point.case.data for point in points] == [4, 8, 16, 32, 64]
+    published_s = [8.309, 8.408, 8.42, 8.453, 8.49]  # the bf16 table's step times
     assert [dgxc_trend[name].published for name in DGXC["bf16"]] == pytest.approx([published_s[0] / s for s in published_s])
 
 

@@ -185,6 +185,9 @@ class Settings:
         if not self.cluster.interleaved_schedule and (self.plan.interleave or 1) > 1:
             raise ValueError(f"plan {self.plan} pins v={self.plan.interleave}, but the cluster's training stack has no "
                              "interleaved schedule (e.g. DeepSpeed's PipelineEngine runs plain 1F1B)")
+        if self.plan.shard_group is not None and self.expert_parallel > 1:
+            raise ValueError(f"plan {self.plan}: hybrid sharding (+shard) is not modelled with expert parallelism "
+                             f"(e = {self.expert_parallel})")
         for name, own in (("t", self.tensor_width), ("c", self.context_parallel), ("e", self.expert_parallel),
                           ("microbatch", self.microbatch)):
             pinned = getattr(self.plan, name)
@@ -220,6 +223,11 @@ class Settings:
         if self.plan.interleave is not None:
             return (self.plan.interleave,)
         return AUTO_INTERLEAVES if self.cluster.interleaved_schedule else (1,)
+
+    def zero_shards(self, weight_replicas: int) -> int:
+        """How many ways ZeRO shards the state of ``weight_replicas`` replicas: all of them, or the plan's hybrid
+        shard group (``PlanSpec.shard_group``: FSDP's HYBRID_SHARD shards within the group, replicates across)."""
+        return weight_replicas if self.plan.shard_group is None else self.plan.shard_group
 
     def state_parts(self, data_parallel: int, zero: int) -> tuple[float, float, float]:
         """(weights with their FP8 copies, gradients, optimizer state) per device, as multiples of the stage's

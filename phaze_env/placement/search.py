@@ -9,9 +9,11 @@ microbatches per replica, ``v`` virtual stages per device):
   forward (``full``); each stage uses the fastest allowed mode that fits its memory. ZeRO traffic
   (:meth:`PlacementSearch.zero_comm_s`): ZeRO-2 reduce-scatters each microbatch's gradients, ZeRO-3 also
   all-gathers each layer's weights in the forward and again in the backward pass; a layer's collectives
-  overlap its own compute (prefetch), so a layer adds only ``max(0, comm − compute)``;
+  overlap its own compute (prefetch), so a layer adds only ``max(0, comm − compute)``; a pinned hybrid shard
+  group ``h`` (``+shard<h>``, FSDP's HSDP) gathers and scatters over ``h`` ranks and all-reduces each gradient
+  shard across the ``d·c/h`` groups;
 * memory of a stage: ``weights + gradients + optimizer state``, of which ZeRO-``z`` divides the first
-  ``z`` of (optimizer state, gradients, weights) by ``d`` (Rajbhandari et al. 2020 §5), plus ZeRO-2/3's
+  ``z`` of (optimizer state, gradients, weights) by ``d`` (Rajbhandari et al. 2020 §5; by ``h`` when hybrid), plus ZeRO-2/3's
   buffers (:func:`~phaze_env.placement.inputs.zero_buffer_factor` × the stage's largest layer's weights), plus
   activations for the microbatches in flight: the stage ``s``-th from the end holds ``n = min(s, m_r)``
   (1F1B) — with interleaving, ``2(s−1) + (v−1)p + 1`` chunks of ``1/v`` of a microbatch (Megatron-LM's
@@ -408,7 +410,8 @@ class PlacementSearch:
         self._no_time = np.zeros_like(table.fwd_s)
         # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no buffers, no p2p.
         most_replicas = max(1, s.n_devices // self._replica_devices)
-        self._loosest_state = min(s.state_factor(self._weight_replicas(most_replicas), zero) for zero in s.zero_stages)
+        self._loosest_state = min(s.state_factor(s.zero_shards(self._weight_replicas(most_replicas)), zero)
+                                  for zero in s.zero_stages)
         self._memory: dict[tuple[float, int, int], StageMemory] = {}
         loosest = StageCosts(table, self._no_time, self._no_time, self.memory(self._loosest_state, 1, 0))
         self.loosest_dp = SuffixDP(table, loosest)
@@ -455,16 +458,34 @@ class PlacementSearch:
 
         ZeRO-0/1: the gradient all-reduce (ZeRO-1 runs it as reduce-scatter + all-gather, the same bytes);
         ZeRO-2: the all-gather of the updated weights (its gradients were reduce-scattered per microbatch);
-        ZeRO-3: none (the next forward pass gathers the weights it needs).
+        ZeRO-3: none (the next forward pass gathers the weights it needs), except under hybrid sharding in a stack
+        that does not overlap it (``Cluster.hybrid_allreduce_overlapped`` False): the all-reduce of the ``1/h``
+        gradient shard across the ``d·c/h`` shard groups (``t·h`` apart).
         """
+        if part_bytes == 0:
+            return 0.0
+        hybrid = self._hybrid_after_flush(data_parallel, zero, expert)
+        if hybrid is not None:
+            groups, shards = hybrid
+            return self.settings.cluster.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
+                                                      stride=self.settings.tensor_width * shards)
         kind, payload = _BATCH_COLLECTIVE[zero]
-        if kind is None or part_bytes == 0:
+        if kind is None:
             return 0.0
         return self.settings.cluster.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
 
+    def _hybrid_after_flush(self, data_parallel, zero: int, expert: bool = False):
+        """(shard groups, shard group size) when a ZeRO-3 hybrid-sharded stage all-reduces its gradient shard across
+        the groups after the flush (a stack that does not overlap it); ``None`` otherwise."""
+        s = self.settings
+        if zero != 3 or expert or s.plan.shard_group is None or s.cluster.hybrid_allreduce_overlapped:
+            return None
+        return self._weight_replicas(data_parallel) // s.plan.shard_group, s.plan.shard_group
+
     def part_sync_s(self, part_bytes: float, data_parallel: int, zero: int, expert: bool = False) -> float:
         """:meth:`part_allreduce_s` + the optimizer step of those bytes (ZeRO shards it over the same replicas)."""
-        replicas = self._expert_replicas(data_parallel) if expert else self._weight_replicas(data_parallel)
+        replicas = (self._expert_replicas(data_parallel) if expert
+                    else self.settings.zero_shards(self._weight_replicas(data_parallel)))
         return (self.part_allreduce_s(part_bytes, data_parallel, zero, expert)
                 + self.settings.optimizer_step_s(part_bytes, replicas, zero))
 
@@ -492,6 +513,14 @@ class PlacementSearch:
         the flush (:meth:`allreduce_s`) is not overlapped, for any stage: ZeRO-0/1 pay their whole all-reduce there.
         At ``e > 1`` a layer's expert bytes have their own collectives over the ``d·c/e`` expert replicas (one
         after the other with the dense ones).
+
+        Hybrid sharding (``PlanSpec.shard_group`` ``h``, FSDP's ``HYBRID_SHARD``): the all-gathers and the
+        reduce-scatter span the ``h`` ranks of a shard group (``t`` apart), and each layer's gradient shard
+        (``1/h`` of its gradient) is then all-reduced across the ``d·c/h`` groups (``t·h`` apart) in the same
+        post-backward step (``torch.distributed.fsdp`` ``_post_backward_hook``: reduce-scatter, then all-reduce in
+        the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``; a stack
+        that runs that all-reduce once after the backward pass instead (``Cluster.hybrid_allreduce_overlapped``
+        False) pays it whole after the flush (:meth:`part_allreduce_s`).
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
@@ -527,12 +556,23 @@ class PlacementSearch:
                     times = times + np.where(experts > 0, fixed_e + per_byte_e * experts * per_param, 0.0)
                 return times
 
-            gather = collective_s("allgather", 1.0)
-            scatter = collective_s("reducescatter", GRADIENT_FACTOR)
+            shards = s.plan.shard_group
+            if shards is None:
+                gather = collective_s("allgather", 1.0)
+                scatter = collective_s("reducescatter", GRADIENT_FACTOR)
+            else:  # hybrid: the shard group's collectives, then the shard's all-reduce across the groups (rows of a
+                # d the group does not divide are never read: the DP only visits d with h | d·c)
+                groups = np.maximum(replicas // shards, 1)[:, None]
+                gather = self._hybrid_s("allgather", layers.param_bytes, shards, 1, 1.0)
+                scatter = self._hybrid_s("reducescatter", layers.param_bytes, shards, 1, GRADIENT_FACTOR)
+                if s.cluster.hybrid_allreduce_overlapped:  # else once per batch after the flush (part_allreduce_s)
+                    scatter = scatter + self._hybrid_s("allreduce", layers.param_bytes / shards, groups, shards,
+                                                       GRADIENT_FACTOR)
             if zero == 2:
                 exposed = np.maximum(scatter - layers.bwd_s, 0.0)
             else:
                 exposed = np.maximum(gather - layers.fwd_s, 0.0) + np.maximum(gather + scatter - layers.bwd_s, 0.0)
+            exposed = np.broadcast_to(exposed, (len(replicas), len(layers)))
             self._layer_zero_comm[zero] = exposed, exposed.sum(axis=1)
         return self._layer_zero_comm[zero]
 
@@ -545,6 +585,14 @@ class PlacementSearch:
             totals = self._layer_zero_comm_table(shape.zero)[1]
             total += float(totals[shape.data_parallel // self.settings.expert_parallel - 1])
         return total / shape.stages
+
+    def _hybrid_s(self, kind: str, param_bytes: np.ndarray, group: int | np.ndarray, spacing: int,
+                  per_param: float) -> np.ndarray:
+        """A ``kind`` collective of every layer's ``param_bytes · per_param`` over ``group`` weight replicas
+        ``spacing`` replicas apart (``t·spacing`` devices apart), 0 for a layer without weights (``group`` an array
+        of shape ``(rows, 1)``: one row per group size)."""
+        fixed, per_byte = _collective_affine(self.settings.cluster, kind, self.settings.tensor_width * spacing)
+        return np.where(param_bytes > 0, fixed[group - 1] + per_byte[group - 1] * param_bytes * per_param, 0.0)
 
     def sync_compact(self, shape: _Shape, memory: StageMemory) -> np.ndarray:
         """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted), each
@@ -594,7 +642,7 @@ class PlacementSearch:
         """The memory side of one shape (ZeRO shards dense bytes over the ``d·c`` weight replicas, expert bytes
         over the ``d·c/e`` expert replicas)."""
         s, replicas = self.settings, self._weight_replicas(shape.data_parallel)
-        return self.memory(s.state_factor(replicas, shape.zero), shape.interleave, shape.zero,
+        return self.memory(s.state_factor(s.zero_shards(replicas), shape.zero), shape.interleave, shape.zero,
                            s.expert_state_extra(replicas, shape.zero))
 
     def variant(self, shape: _Shape) -> tuple[StageCosts, SuffixDP]:
@@ -690,6 +738,8 @@ class PlacementSearch:
         if plan.d is not None:
             replicas = replicas[replicas == plan.d]
         replicas = replicas[replicas % s.expert_parallel == 0]  # expert-parallel groups are carved from the replicas
+        if plan.shard_group is not None:  # hybrid shard groups tile the weight replicas
+            replicas = replicas[self._weight_replicas(replicas) % plan.shard_group == 0]
         microbatches = -(-s.global_batch // (replicas * s.microbatch))
         shapes = []
         for zero in s.zero_stages:
@@ -740,7 +790,14 @@ class PlacementSearch:
             rows = zero == stage
             d, size = data_parallel[rows], finite_bytes[rows]
             group = self._expert_replicas(d) if expert else self._weight_replicas(d)
-            times[rows] = s.optimizer_step_s(size, group, stage)
+            times[rows] = s.optimizer_step_s(size, group if expert else s.zero_shards(group), stage)
+            hybrid = self._hybrid_after_flush(d, stage, expert)
+            if hybrid is not None:  # the gradient shard's all-reduce across the shard groups (part_allreduce_s)
+                groups, shards = hybrid
+                fixed, per_byte = (table[np.maximum(groups, 1) - 1]
+                                   for table in _collective_affine(s.cluster, "allreduce", s.tensor_width * shards))
+                times[rows] += np.where(size > 0, fixed + per_byte * size / shards * GRADIENT_FACTOR, 0.0)
+                continue
             kind, payload = _BATCH_COLLECTIVE[stage]
             if kind is None:
                 continue
@@ -909,7 +966,7 @@ class PlacementSearch:
         times = [time for _, time in stages]
         memory = []
         d, zero, e = shape.data_parallel, shape.zero, s.expert_parallel
-        dense_parts = s.state_parts(self._weight_replicas(d), zero)  # the groups ZeRO shards over
+        dense_parts = s.state_parts(s.zero_shards(self._weight_replicas(d)), zero)  # the groups ZeRO shards over
         expert_parts = s.state_parts(self._expert_replicas(d), zero)
         for k, ((a, b), mode) in enumerate(zip(pairs, modes)):
             experts = float(t.expert_param_bytes[a, b])
@@ -947,7 +1004,7 @@ class PlacementSearch:
             "zero_comm": steady * zero_comm_s,
             "bubble": (shape.stages - 1) / shape.interleave * times[slowest],
             "dp_allreduce": self.allreduce_s(largest, d, zero, experts),
-            "optimizer": (s.optimizer_step_s(largest - experts, self._weight_replicas(d), zero)
+            "optimizer": (s.optimizer_step_s(largest - experts, s.zero_shards(self._weight_replicas(d)), zero)
                           + s.optimizer_step_s(experts, self._expert_replicas(d), zero)),
         }
         time_per_batch_s = shape.slots * times[slowest] + self._batch_sync_s(shape, pairs)
@@ -958,7 +1015,8 @@ class PlacementSearch:
         spec = PlanSpec(t=s.tensor_width, c=s.context_parallel, p=shape.stages, d=shape.data_parallel,
                         microbatch=s.microbatch,
                         interleave=shape.interleave, recompute="|".join(used),
-                        sequence_parallel=s.sequence_parallel and s.tensor_width > 1, zero=zero, e=e)
+                        sequence_parallel=s.sequence_parallel and s.tensor_width > 1, zero=zero, e=e,
+                        shard_group=s.plan.shard_group if zero == 3 else None)
         return Plan(
             feasible=True,
             notation=str(spec),

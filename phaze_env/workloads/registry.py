@@ -23,6 +23,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig"),
     "olmoe": ("OlmoeForCausalLM", "OlmoeConfig"),
     "deepseek_v2": ("DeepseekV2ForCausalLM", "DeepseekV2Config"),
+    "nemotron": ("NemotronForCausalLM", "NemotronConfig"),
 }
 
 # Narayanan et al. 2021 §5.1 (and the Megatron-LM README): vocabulary 51,200, sequence length 2048.
@@ -182,8 +183,12 @@ def _opt(name: str, hidden: int, layers: int, heads: int, params: int, source: s
     return Workload(name, "opt", _freeze(config), 2048, params, source)
 
 
-def _llama(name: str, hidden: int, layers: int, heads: int, ffn: int, params: int, source: str) -> Workload:
-    config = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+def _llama(name: str, hidden: int, layers: int, heads: int, ffn: int, params: int, source: str,
+           kv_heads: int | None = None) -> Workload:
+    """Llama 2: vocabulary 32,000, untied head, 4,096 positions; ``kv_heads`` key/value heads (grouped-query
+    attention; default one per query head)."""
+    config = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                  num_key_value_heads=kv_heads or heads,
                   intermediate_size=ffn, vocab_size=32000, max_position_embeddings=4096, tie_word_embeddings=False)
     return Workload(name, "llama", _freeze(config), 4096, params, source)
 
@@ -206,6 +211,28 @@ def _llama3(name: str, hidden: int, layers: int, heads: int, ffn: int, params: i
     return Workload(name, "llama", _freeze(config), LLAMA3_SEQ, params, source)
 
 
+MAXTEXT_V4_COMMIT = "d3f68fe2c"
+"""AI-Hypercomputer/maxtext (then google/maxtext) commit of 2023-05-01 whose README published the TPU v4 results
+(22B on 1–8 × v4-128, 52B on 1–2 × v4-384) with the run scripts MaxText/configs/{1,2,4,8}xv4-128.sh and
+{1,2}xv4-384.sh."""
+
+
+def _maxtext(name: str, hidden: int, layers: int, heads: int, ffn: int, params: int, config: str) -> Workload:
+    """MaxText's 2023 decoder (``MaxText/layers.py`` and ``configs/base.yml`` at :data:`MAXTEXT_V4_COMMIT`): pre-norm
+    blocks of T5-style RMS norm, multi-head attention with head_dim 256 (so ``heads·256`` need not equal ``hidden``),
+    a plain (ungated) ReLU MLP, no biases, input and output embeddings shared (``logits_via_embedding``), vocabulary
+    32,768, sequence 1024 (``max_target_length``). Written as HF's Nemotron, the one HF decoder with a free head_dim and
+    an ungated MLP: the same matmul shapes; its norms (LayerNorm with a bias) and rotary positions stand in for the
+    RMS norm and T5's relative position biases (elementwise work, < 0.001 % of the parameters)."""
+    config_kwargs = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                         head_dim=256, intermediate_size=ffn, hidden_act="relu", vocab_size=32768, tie_word_embeddings=True,
+                         max_position_embeddings=1024)
+    return Workload(name, "nemotron", _freeze(config_kwargs), 1024, params,
+                    f"AI-Hypercomputer/maxtext README at {MAXTEXT_V4_COMMIT} ('{name.split('-')[1].upper()} model'); {config} "
+                    "(base.yml at the same commit: base_emb_dim 2048, base_num_heads 8, base_mlp_dim 8192, "
+                    "base_num_decoder_layers 16, head_dim 256, each multiplied by scale)")
+
+
 BUILTIN: dict[str, Workload] = {
     w.name: w
     for w in (
@@ -219,6 +246,15 @@ BUILTIN: dict[str, Workload] = {
         _opt("opt-6.7b", 4096, 32, 32, 6_658_473_984, "HF facebook/opt-6.7b config; Zhang et al. 2022 (6.7 B)"),
         _llama("llama2-7b", 4096, 32, 32, 11008, 6_738_415_616, "HF meta-llama/Llama-2-7b-hf config; Touvron et al. 2023 (7 B)"),
         _llama("llama2-13b", 5120, 40, 40, 13824, 13_015_864_320, "HF meta-llama/Llama-2-13b-hf config; Touvron et al. 2023 (13 B)"),
+        # Grouped-query attention with 8 key/value heads (Touvron et al. 2023 §2.2 for 34B and 70B). Llama 2 34B was
+        # not released: its shape is foundation-model-stack/fms-fsdp fms_fsdp/utils/config_utils.py "llama2_34b"
+        # (Code Llama 34B's layers with fms's default 32,000 vocabulary), the model of the fms-fsdp benchmarks.
+        _llama("llama2-34b", 8192, 48, 64, 22016, 33_743_970_304,
+               "foundation-model-stack/fms-fsdp fms_fsdp/utils/config_utils.py 'llama2_34b' (emb_dim 8192, 64 heads, "
+               "8 kv heads, 48 layers, FFN 22016, vocabulary 32000)", kv_heads=8),
+        _llama("llama2-70b", 8192, 80, 64, 28672, 68_976_648_192,
+               "HF meta-llama/Llama-2-70b-hf config (80 layers, hidden 8192, 64 heads, 8 kv heads, FFN 28672); "
+               "Touvron et al. 2023 (70 B); num_parameters()=68,976,648,192", kv_heads=8),
         _llama3("llama3-8b", 4096, 32, 32, 14336, 8_030_261_248,
                 f"{LLAMA3_SOURCE} (8B: 32 layers, d_model 4096, FFN 14336, 32 heads, 8 KV heads); "
                 "HF meta-llama/Llama-3.1-8B config.json; num_parameters()=8,030,261,248"),
@@ -262,6 +298,10 @@ BUILTIN: dict[str, Workload] = {
             intermediate_size=73728, vocab_size=256000, max_position_embeddings=2048, tie_word_embeddings=True)),
             2048, 540_350_000_000, "Chowdhery et al. 2022 (PaLM, arXiv:2204.02311), Table 1: 540.35 B, "
             "118 layers, 48 heads, d_model 18432, head size 256; §2 (multi-query, SwiGLU, shared embeddings, 256k vocabulary)"),
+        # MaxText's TPU v4 models (experiments.validation_cases, the jax-xla cases).
+        _maxtext("maxtext-22b", 6144, 48, 24, 24576, 22_000_000_000, "MaxText/configs/1xv4-128.sh: scale=3"),
+        _maxtext("maxtext-52b", 12288, 32, 32, 49152, 52_000_000_000,
+                 "MaxText/configs/1xv4-384.sh: scale=4, base_num_decoder_layers=8, base_emb_dim=3072, base_mlp_dim=12288"),
         # Mixtures of experts (docs/moe.md), with the values of the models' published config.json files. Sequence
         # 4096 for all (OLMoE's training context; the others accept longer ones).
         Workload("mixtral-8x7b", "mixtral", _freeze(dict(
