@@ -591,8 +591,9 @@ class PlacementSearch:
         """A ``kind`` collective of every layer's ``param_bytes · per_param`` over ``group`` weight replicas
         ``spacing`` replicas apart (``t·spacing`` devices apart), 0 for a layer without weights (``group`` an array
         of shape ``(rows, 1)``: one row per group size)."""
-        fixed, per_byte = _collective_affine(self.settings.cluster, kind, self.settings.tensor_width * spacing)
-        return np.where(param_bytes > 0, fixed[group - 1] + per_byte[group - 1] * param_bytes * per_param, 0.0)
+        table = _collective_affine(self.settings.cluster, kind, self.settings.tensor_width * spacing)
+        fixed, per_byte = table.take(np.asarray(group) - 1)
+        return np.where(param_bytes > 0, fixed + per_byte * param_bytes * per_param, 0.0)
 
     def sync_compact(self, shape: _Shape, memory: StageMemory) -> np.ndarray:
         """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted), each
@@ -794,8 +795,8 @@ class PlacementSearch:
             hybrid = self._hybrid_after_flush(d, stage, expert)
             if hybrid is not None:  # the gradient shard's all-reduce across the shard groups (part_allreduce_s)
                 groups, shards = hybrid
-                fixed, per_byte = (table[np.maximum(groups, 1) - 1]
-                                   for table in _collective_affine(s.cluster, "allreduce", s.tensor_width * shards))
+                table = _collective_affine(s.cluster, "allreduce", s.tensor_width * shards)
+                fixed, per_byte = table.take(np.maximum(groups, 1) - 1)
                 times[rows] += np.where(size > 0, fixed + per_byte * size / shards * GRADIENT_FACTOR, 0.0)
                 continue
             kind, payload = _BATCH_COLLECTIVE[stage]
@@ -1084,7 +1085,8 @@ class _AffineTable:
 
     def take(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(fixed[index], per_byte[index])``."""
-        missing = np.unique(index[np.isnan(self._fixed[index])])
+        flat = np.asarray(index).ravel()
+        missing = np.unique(flat[np.isnan(self._fixed[flat])])
         for i in missing.tolist():
             one, two = (self._cluster.collective_s(self._kind, size, **self._group_of(i)) for size in (1.0, 2.0))
             self._fixed[i], self._per_byte[i] = one - (two - one), two - one
