@@ -28,6 +28,7 @@ A finished row whose search signature is unchanged is kept; an interrupted searc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -36,17 +37,21 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from phaze_env.cli import OneLineParser, console, positive_float, positive_int
-from phaze_env.cluster import Cluster, point_cluster, reference_cluster
-from phaze_env.evaluate import BREAKDOWN_LABELS
+from phaze_env.cluster import NCCL_EFFICIENCY, Cluster, point_cluster, reference_cluster
+from phaze_env.evaluate import BREAKDOWN_LABELS, evaluate
 from phaze_env.explain import BOUNDS, explain_layer
 from phaze_env.files import write_text_atomic, writable_directory
 from phaze_env.hardware import Accelerator
-from phaze_env.hardware.system import (REFERENCE_NUMBER_FORMATS, REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY,
-                                       SYSTEM_NODE, SystemBudget, SystemChoice, choice_point, reference_point)
+from phaze_env.hardware.accelerator import H100_GEMM_EFFICIENCY
+from phaze_env.hardware.cost import NODES, compute_die_area_mm2, periphery_area_mm2
+from phaze_env.hardware.space import in_area_window
+from phaze_env.hardware.system import (HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, REFERENCE_NUMBER_FORMATS,
+                                       REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, SystemBudget,
+                                       SystemChoice, choice_point, reference_point, system_point)
 from phaze_env.workloads import Workload, get_workload
-from search.cli import build_parser, config_from_args
+from search import cli as search_cli
 from search.config import SearchConfig
-from search.result import DesignResult
+from search.result import DesignResult, SearchResult
 from search.run import evaluate_reference, run_search
 
 DEFAULT_WORKLOADS = ("gpt2-xl", "bert-large", "opt-1.3b", "llama2-7b")
@@ -96,7 +101,8 @@ def search_config(workload: str, budget: SystemBudget) -> SearchConfig:
     own defaults: the phaze cluster's training fields, global batch 4096, SGD)."""
     flag = ["--budget-mw", repr(budget.power_w / 1e6)] if budget.power_w is not None else \
         ["--budget-usd", repr(budget.cost_usd)]
-    return config_from_args(build_parser().parse_args(["--space", "system", "--workload", workload, *flag]))
+    argv = ["--space", "system", "--workload", workload, *flag]
+    return search_cli.config_from_args(search_cli.build_parser().parse_args(argv))
 
 
 def command(workload: str, budget: SystemBudget) -> str:
@@ -180,6 +186,38 @@ def best_cluster(config: SearchConfig, best: DesignResult) -> Cluster:
     return point_cluster(point, config.cluster)
 
 
+SENSITIVITY_NODE = "4N"
+"""The node of the sensitivity row: the best N7 design's architecture built at H100's node (:data:`NODES`)."""
+
+
+def node_sensitivity(config: SearchConfig, best: DesignResult, node: str = SENSITIVITY_NODE) -> dict[str, Any]:
+    """The search's answer built at ``node`` instead of :data:`SYSTEM_NODE`: the same architecture and system knobs,
+    the node's densities, energy per event, wafer cost and D0 (:data:`phaze_env.hardware.cost.NODES`), hence
+    its own die, power, cost and chip count at the budget, evaluated with its best plan. ``in_window``: the
+    compute block still fills the die's area window, i.e. the design belongs to the same space built at
+    ``node``, so its throughput is a lower bound on that space's optimum (not searched here)."""
+    choice = SystemChoice(**{k: best.system[k] for k in ("die_area_mm2", "hbm_stacks", "hbm_generation", "links",
+                                                          "link_GBps", "topology", "number_format")})
+    accelerator = choice.accelerator(Accelerator.from_dict(best.accelerator))
+    chip_system = dataclasses.replace(choice.chip_system(), node=node)
+    point = system_point(accelerator, chip_system, choice.topology, config.space.budget)
+    compute = float(compute_die_area_mm2(accelerator.area_mm2, accelerator.buffer_mb, chip_system))
+    room = choice.die_area_mm2 - sum(periphery_area_mm2(chip_system).values())
+    in_window = bool(room > 0 and in_area_window(accelerator.num_tc, accelerator.num_vc, compute, room,
+                                                 config.space.area_window_lower))
+    if point.n_devices < 1:
+        return {"node": node, "chips": 0, "samples_s": 0.0, "in_window": in_window}
+    space = config.space
+    evaluation = evaluate(config.workload(best.workload), accelerator, point_cluster(point, config.cluster),
+                          microbatch=space.microbatch, recompute=space.recompute, hbm_gb=(accelerator.hbm_gb,),
+                          tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
+                          time_limit_s=config.time_limit_s, plan=config.plan)
+    return {"node": node, "chips": point.n_devices, "samples_s": evaluation.throughput_samples_s,
+            "plan": evaluation.plan.get("notation", ""), "proven": evaluation.proven, "in_window": in_window,
+            "die_mm2": point.estimate.die_area_mm2, "chip_power_w": point.estimate.total_power_w,
+            "chip_cost_usd": point.estimate.total_cost_usd}
+
+
 def best_reference(config: SearchConfig, workload: str, name: str,
                    budget: SystemBudget) -> tuple[DesignResult, Cluster, dict[str, float]]:
     """Reference ``name`` at ``budget`` in the number format it trains fastest in (of
@@ -220,6 +258,7 @@ def table_row(config: SearchConfig, kind: str, power_w: float, *, workers: int, 
                                                                                "samples_s_by_format": by_format}
         row["best"]["factors"][name] = factors(best, design)
         row["why"][name] = why(row["best"] | {"factors": row["best"]["factors"][name]}, row["references"][name])
+    row["node_sensitivity"] = node_sensitivity(config, best)
     row["elapsed_s"] = time.perf_counter() - started
     return row
 
@@ -273,7 +312,15 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
               f"{r['best']['block_bound']['memory']:.0%}", f"{r['best']['chip_power_w']:.0f} W",
               f"${r['best']['chip_cost_usd']:,.0f}", r["evaluations"], r["pruned_by_placement_bound"], r["ilp_solves"],
               f"{r['search_s']:.0f} s"] for r in rows]
+    nodes = [[r["workload"], r["budget_label"], f"{r['best']['samples_s']:,.1f}", f"{r['best']['chips']:,}",
+              f"{n['die_mm2']:.0f} mm² · {n['chip_power_w']:.0f} W · ${n['chip_cost_usd']:,.0f}", f"{n['chips']:,}",
+              f"{n['samples_s']:,.1f}", n["plan"], "yes" if n["in_window"] else "no",
+              f"{n['samples_s'] / r['references']['h100']['samples_s']:.2f}×" if r["references"]["h100"].get("feasible")
+              else "—"]
+             for r in rows if (n := r.get("node_sensitivity")) and n["chips"] > 0]
     whys = [[r["workload"], r["budget_label"], REFERENCE_LABELS[n], text] for r in rows for n, text in r["why"].items()]
+    chip_powers = ", ".join(f"{REFERENCE_LABELS[n]} {ref['chip_power_w']:.0f} W / ${ref['chip_cost_usd']:,.0f}"
+                            for n, ref in (rows[0]["references"].items() if rows else ()) if ref.get("feasible"))
     commands = "\n".join(sorted({f"    {r['command']}" for r in rows}))
     budgets = sorted({(r["power_w"], iso_cost_usd(r["power_w"])) for r in rows})
     iso = "; ".join(f"{w / 1e6:g} MW → ${usd / 1e6:.2f} M" for w, usd in budgets)
@@ -291,15 +338,17 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
   is "for the money a {DEFAULT_POWER_MW:g} MW {REFERENCE_LABELS[ISO_COST_REFERENCE]} cluster costs, what is the best system?".
 * **Chip counts.** Every system, designs and references alike, gets `floor(budget / per-chip share)` chips rounded
   down to whole topology units (`hardware.system.devices_supported`) from the *modelled* chip power and cost
-  (`hardware.cost.chip_estimate`; `docs/cost_model.md`: A100 361 W and H100 647 W against 400 W and 700 W TDP),
-  plus the host's share (575 W, $5,000) and PUE 1.1 (`docs/system_space.md`). The cost model prices manufacturing
+  (`hardware.cost.chip_estimate`; `docs/cost_model.md`: {chip_powers}),
+  plus the host's share ({HOST_W_PER_CHIP:.0f} W, ${HOST_USD_PER_CHIP:,.0f}) and PUE {PUE:g}
+  (`docs/system_space.md`). The cost model prices manufacturing
   (wafer, HBM, package), not vendors' prices, so the host share dominates a chip's cost and iso-cost favours
   many cheap chips.
 * **Same efficiencies.** Every chip sustains {SYSTEM_GEMM_EFFICIENCY:.1%} of its tensor cores' nominal rate
   (`SYSTEM_GEMM_EFFICIENCY`, the A100's measured MAMF): the A100's own value; the TPUv4 preset's 1.0 and the H100's
-  measured 80.1 % are replaced by it, so the H100 column is up to 7 % optimistic for H100 where GEMMs bind.
-  Every cluster runs at the designs' framework efficiency (1, the kernel model alone; the dgx-a100 preset's fitted
-  Megatron-LM 0.79 is not applied) and NCCL's 0.8 of the line rate.
+  measured {H100_GEMM_EFFICIENCY:.1%} are replaced by it, so the H100 column is up to
+  {SYSTEM_GEMM_EFFICIENCY / H100_GEMM_EFFICIENCY - 1:.0%} optimistic for H100 where GEMMs bind.
+  Every cluster runs at the designs' framework efficiency (1, the kernel model alone; the DGX presets' fitted
+  training-stack efficiencies are not applied) and NCCL's {NCCL_EFFICIENCY:g} of the line rate.
 * **Same number formats.** A design may pick FP8 tensor cores (Transformer-Engine recipe, paying 1.25× MAC area);
   the H100 trains in bf16 or FP8, whichever is faster (its chip count is the preset's either way: FP8 is a mode of
   the published chip); TPUv4 and A100 have no FP8 (`hardware.system.REFERENCE_NUMBER_FORMATS`).
@@ -309,12 +358,13 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
   directions, a torus of 4×4×4 cubes). A100 / H100: the `dgx-a100` / `dgx-h100` presets (NVLink 3 300 GB/s / NVLink 4
   450 GB/s per GPU and direction in 8-GPU nodes, HDR 200 Gb/s / NDR 400 Gb/s InfiniBand per GPU) with the chip
   count the budget buys, 80 GB HBM2e / HBM3.
-* **Process node.** The system space is built at TSMC {SYSTEM_NODE} (`hardware.system.SYSTEM_NODE`), the node of the
-  template its cores, clock and per-event energies come from — as TPUv4 and A100 are, so those two comparisons are
-  same-node. H100 is TSMC 4N: in the cost model 1.8× N7's logic density and 0.7× its energy per operation
-  (`hardware.cost.N5`), i.e. more peak per mm² and per watt than any design here can have. The verdict against
-  H100 is therefore an N7 design against a 4N chip; a node knob was not added because the template's clock, area
-  and energy constants are cited for N7 only (a 4N design space would need them at 4N, with sources).
+* **Process node.** The system space is built at TSMC {SYSTEM_NODE} (`hardware.system.SYSTEM_NODE`), the node of
+  the template its cores, clock and per-event energies come from — as TPUv4 and A100 are, so those two comparisons
+  are same-node. H100 is TSMC 4N: in the cost model {NODES["4N"].logic_density_gain:g}× N7's logic density and
+  {NODES["4N"].energy_factor:g}× its energy per event (`hardware.cost.N5`; 4N takes N5's figures, an
+  assumption), i.e. more peak per mm² and per watt than any design here can have. The verdict against H100 is
+  therefore an N7 design against a 4N chip. The node is not a knob of the search (its results here are N7's); what
+  it is worth is shown below by building each answer at {SENSITIVITY_NODE} ("Process node").
 
 ## Best system vs the references (throughput ratio, higher = the best system is faster)
 
@@ -341,6 +391,19 @@ the block layer's operator time that is HBM-bound (`phaze_env.explain.explain_la
 
 {_table(["workload", "budget", "vs", "why"], whys)}
 
+## Process node: the same answer built at {SENSITIVITY_NODE}
+
+What the node is worth: each row's answer (architecture and system knobs unchanged) built at {SENSITIVITY_NODE} instead of
+{SYSTEM_NODE} — {NODES[SENSITIVITY_NODE].logic_density_gain:g}× logic density,
+{NODES[SENSITIVITY_NODE].energy_factor:g}× energy per event,
+${NODES[SENSITIVITY_NODE].wafer_cost_usd:,.0f} wafers (`hardware.cost`) — so a smaller die, less power, another cost and chip
+count at the same budget, and its best plan. Not a search: where the design stays in the area window of its die
+("in window") it is one design of the same space built at {SENSITIVITY_NODE}, so its throughput is a lower bound on that
+space's optimum; the clock (1.05 GHz) is kept, an assumption on the conservative side.
+
+{_table(["workload", "budget", f"{SYSTEM_NODE} answer samples/s", f"{SYSTEM_NODE} chips",
+         f"at {SENSITIVITY_NODE}: die · chip power · chip cost", "chips", "samples/s", "plan", "in window", "vs H100"], nodes)}
+
 ## Commands
 
 {commands}
@@ -366,7 +429,7 @@ def write_docs(docs: Path, rows: Sequence[dict[str, Any]]) -> None:
     write_text_atomic(docs / "system_table.md", render(rows))
 
 
-def build_arg_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m experiments.system_table", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", action="append", default=None, metavar="NAME",
                         help=f"workload (repeatable; default {', '.join(DEFAULT_WORKLOADS)})")
@@ -380,13 +443,14 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         help="search outputs, one directory per row (default out/system_table)")
     parser.add_argument("--docs", type=Path, default=Path("docs"),
                         help="where system_table.md and .json are written (default docs)")
-    parser.add_argument("--render", action="store_true", help="only rebuild system_table.md from the JSON")
-    parser.add_argument("--quiet", action="store_true", help="no search progress display")
+    parser.add_argument("--render", action="store_true",
+                        help="only rebuild system_table.md from the JSON (default: search, evaluate and write)")
+    parser.add_argument("--quiet", action="store_true", help="no search progress display (default: shown)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_arg_parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         workloads = [get_workload(w).name for w in (args.workload or DEFAULT_WORKLOADS)]
@@ -407,14 +471,18 @@ def main(argv: list[str] | None = None) -> int:
         budget = budget_for(kind, power_w)
         label = f"[{done + 1}/{len(cells)}] {workload} at {budget.describe()} ({'iso-power' if kind == 'power' else 'iso-cost'})"
         kept = rows.get((workload, kind))
-        if kept is not None and kept["signature"] == search_config(workload, budget).signature \
-                and kept["power_w"] == power_w:
+        config = search_config(workload, budget)
+        if kept is not None and kept["signature"] == config.signature and kept["power_w"] == power_w:
+            if "node_sensitivity" not in kept:  # a row from before the sensitivity: add it from the search's answer
+                answer = SearchResult.from_json((out / workload / kind / "results.json").read_text()).best[workload]
+                kept["node_sensitivity"] = node_sensitivity(config, answer)
+                write_docs(docs, list(rows.values()))
             out_console.print(f"{label}: kept from {docs / 'system_table.json'}", highlight=False)
             continue
         out_console.print(f"{label}: searching … ({time.perf_counter() - started:.0f} s so far)", highlight=False)
         progress = SearchProgress() if args.quiet else ConsoleProgress(out_console)
         try:
-            row = table_row(search_config(workload, budget), kind, power_w, workers=args.workers, out=out,
+            row = table_row(config, kind, power_w, workers=args.workers, out=out,
                             progress=progress)
         except ValueError as exc:
             parser.exit(1, f"{parser.prog}: error: {workload} ({kind}): {exc}\n")

@@ -412,14 +412,19 @@ NEEDS_BLOCK_CHECKPOINTING = ("activation checkpointing of every n-th block only 
 
 
 def _fms_fsdp(table: str, size: str, workload: str, per_gpu_batch: int, hybrid: bool, checkpointing: str,
-              tokens_s: float) -> ValidationCase:
+              tokens_s: float, chip: str = "a100") -> ValidationCase:
     """One row of IBM's fms-fsdp benchmark tables (``table`` "feb24" or "mar24"); ``checkpointing`` "none", "every
-    block" or "every n-th block"."""
+    block" or "every n-th block"; ``chip`` "a100" (128 GPUs, cluster ibm-a100) or "h100" (the March table's H100
+    column: 96 GPUs, ibm-h100)."""
     source = FMS_FSDP_FEB if table == "feb24" else FMS_FSDP_MAR
+    if chip == "h100":
+        source = source.replace("'A100 80G 128 GPUs with 400Gbps'", "'H100 96 GPUs with 800 Gbps'")
+    gpus = 128 if chip == "a100" else 96
     recompute: Recompute = {"none": "selective", "every block": "full", "every n-th block": "full"}[checkpointing]
     return ValidationCase(
-        name=f"fms-fsdp-{table}-llama2-{size}", workload=workload, seq_len=4096, accelerator="a100", cluster="ibm-a100",
-        n_devices=128, global_batch=128 * per_gpu_batch, tensor=1, pipeline=1, data=128, microbatch=per_gpu_batch,
+        name=f"fms-fsdp-{table}-llama2-{size}" + ("" if chip == "a100" else f"-{chip}"), workload=workload, seq_len=4096,
+        accelerator=chip, cluster=f"ibm-{chip}", n_devices=gpus, global_batch=gpus * per_gpu_batch, tensor=1,
+        pipeline=1, data=gpus, microbatch=per_gpu_batch,
         recompute=recompute, zero=3, shard_group=8 if hybrid else None, metric="tokens_s_per_device",
         published=tokens_s, stack="pytorch-fsdp",
         requires=NEEDS_BLOCK_CHECKPOINTING if checkpointing == "every n-th block" else "",
@@ -442,19 +447,35 @@ FSDP_CASES: tuple[ValidationCase, ...] = (
 )
 
 
-PENDING_CASES: tuple[ValidationCase, ...] = (
-    # The March 13b row checkpoints every n-th block only ("Selective AC"; the blog: "checkpoint every n blocks").
-    _fms_fsdp("mar24", "13b", "llama2-13b", 2, False, "every n-th block", 1800),
+FSDP_H100_CASES: tuple[ValidationCase, ...] = (
+    # The March table's H100 column: the same scripts and configurations on IBM's H100 cluster (96 GPUs, 800 Gb/s
+    # between nodes; cluster preset ibm-h100).
+    #         table    size   workload     batch  HSDP   checkpointing  tokens/s per GPU  chip
+    _fms_fsdp("mar24", "7b", "llama2-7b", 2, True, "none", 7500, "h100"),
+    _fms_fsdp("mar24", "34b", "llama2-34b", 2, False, "every block", 1550, "h100"),
+    _fms_fsdp("mar24", "70b", "llama2-70b", 2, False, "every block", 800, "h100"),
 )
 
 
+PENDING_CASES: tuple[ValidationCase, ...] = (
+    # The March 13b rows checkpoint every n-th block only ("Selective AC"; the blog: "checkpoint every n blocks").
+    _fms_fsdp("mar24", "13b", "llama2-13b", 2, False, "every n-th block", 1800),
+    _fms_fsdp("mar24", "13b", "llama2-13b", 2, False, "every n-th block", 3800, "h100"),
+)
+
+
+def all_cases() -> tuple[ValidationCase, ...]:
+    """Every case of every list, in report order."""
+    return CASES + FSDP_CASES + FSDP_H100_CASES + TPU_CASES + H100_CASES + MOE_CASES + PENDING_CASES
+
+
 def case_names() -> list[str]:
-    return [case.name for case in CASES + FSDP_CASES + TPU_CASES + H100_CASES + MOE_CASES + PENDING_CASES]
+    return [case.name for case in all_cases()]
 
 
 def get_case(name: str) -> ValidationCase:
     """The case called ``name`` (a clear error listing the known names otherwise)."""
-    for case in CASES + FSDP_CASES + TPU_CASES + H100_CASES + MOE_CASES + PENDING_CASES:
+    for case in all_cases():
         if case.name == name:
             return case
     raise ValueError(f"unknown validation case {name!r}; known: {', '.join(case_names())}")

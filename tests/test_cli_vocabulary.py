@@ -23,6 +23,7 @@ CLI_PARSERS = {
     "experiments.optuna_distributed": "experiments.optuna_distributed",
     "experiments.buffer_sweep": "experiments.buffer_sweep",
     "experiments.cost_table": "experiments.cost_table",
+    "experiments.system_table": "experiments.system_table",
     "search.report": "search.report",
     "baselines.train": "baselines.train",
     "phaze_env.objective": "phaze_env.objective",

@@ -81,6 +81,9 @@ def test_factors_multiply_to_the_ratio_and_the_row_renders(tmp_path):
     design = evaluate_reference(config, TINY.name, "a100")
     with pytest.raises(ValueError, match="chips × peak × MFU"):  # the identity is checked, not assumed
         factors(design, dataclasses.replace(design, mfu=design.mfu * 1.1))
+    node = row["node_sensitivity"]  # the answer at 4N: less power per chip, so a power budget buys at least as many
+    assert node["node"] == "4N" and node["chip_power_w"] < row["best"]["chip_power_w"]
+    assert node["chips"] >= row["best"]["chips"] and node["samples_s"] > 0
     write_docs(tmp_path, [row])
     assert load_rows(tmp_path / "system_table.json") == [row]
     text = (tmp_path / "system_table.md").read_text()
