@@ -546,7 +546,8 @@ class ChipRatioCase:
     tokens/s per GPU. The ratio between the chips is what a search that ranks chips must get right.
 
     ``recompute``: ``"full"`` where the run checkpointed activations; otherwise ``"selective"``, because the runs use
-    FlashAttention, which keeps no s×s scores and recomputes them in its backward pass (the DGXC cases' reason)."""
+    FlashAttention, which keeps no s×s scores and recomputes them in its backward pass (the stack's fused attention
+    kernel, :mod:`phaze_env.attention`)."""
 
     name: str
     d_model: int
@@ -558,6 +559,7 @@ class ChipRatioCase:
     recompute: Recompute
     published: dict[str, float]  # accelerator preset -> tokens/s per GPU
     source: str
+    stack: str = "llm-foundry"  # the training software (a profile name in phaze_env.stacks), the same on both chips
 
     @property
     def workload(self) -> Workload:

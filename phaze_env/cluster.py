@@ -170,7 +170,10 @@ class Cluster:
     ``interleaved_schedule`` (the stack offers Megatron-LM's interleaved 1F1B, ``v > 1``) and
     ``pipeline_scatter_gather`` (a pipeline send across a slower level than the tensor group's goes ``1/t``
     per tensor rank and is all-gathered inside it, Narayanan et al. 2021 §4.1) are the training stack's
-    structure, which the placement DP honours; :mod:`phaze_env.stacks` sets them per named stack.
+    structure, which the placement DP honours; so is ``attention_efficiency``: above 0 the stack runs the attention
+    core as a fused causal flash kernel that sustains that fraction of the tensor cores' bf16 peak on the FLOPs it
+    keeps (:mod:`phaze_env.attention`); 0 (the default) keeps the traced eager attention.
+    :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
     n_devices: int = 1024
@@ -188,6 +191,7 @@ class Cluster:
     framework_efficiency: float = 1.0
     interleaved_schedule: bool = True
     pipeline_scatter_gather: bool = True
+    attention_efficiency: float = 0.0
     slices: int = 1
     dcn_bandwidth_Bps: float = math.inf
     dcn_latency_s: float = 0.0
@@ -207,6 +211,8 @@ class Cluster:
         for name in ("link_efficiency", "node_efficiency", "framework_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(self, name)!r}")
+        if not 0 <= self.attention_efficiency <= 1:
+            raise ValueError(f"cluster attention_efficiency must be in [0, 1], got {self.attention_efficiency!r}")
         for name in ("interleaved_schedule", "pipeline_scatter_gather"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
@@ -305,11 +311,44 @@ class Cluster:
         software = "" if self.framework_efficiency == 1 else f"; framework efficiency {self.framework_efficiency:g}"
         software += "" if self.interleaved_schedule else "; no interleaved schedule"
         software += "" if self.pipeline_scatter_gather else "; pipeline sends not scattered"
+        software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
+                     else "")
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software
 
 
 @lru_cache(maxsize=4096)
 def _extents(sizes: tuple[int, ...], group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[int, ...]:
+    if outer[0] == 1 and group >= 1:  # one arithmetic progression: counted in closed form where one is known
+        extents, unit = [], 1
+        for size in sizes:
+            count = _progression_extent(group, stride, unit, size)
+            if count is None:
+                return _counted_extents(sizes, group, stride, outer)
+            extents.append(count)
+            unit *= size
+        return tuple(extents)
+    return _counted_extents(sizes, group, stride, outer)
+
+
+def _progression_extent(group: int, stride: int, unit: int, size: int) -> int | None:
+    """Distinct ``⌊i·stride / unit⌋ mod size`` over ``i < group`` (None: no closed form used here).
+
+    * ``stride < unit``: consecutive quotients differ by 0 or 1, so they are every integer ``0 … Q`` with
+      ``Q = ⌊(group−1)·stride / unit⌋``: ``min(Q + 1, size)`` residues;
+    * ``stride = a·unit``: the quotients are ``i·a``, whose residues repeat with period ``size / gcd(a, size)``
+      and are distinct within one period: ``min(group, size / gcd(a, size))``.
+    """
+    if size <= 1:
+        return 1
+    if stride < unit:
+        return min((group - 1) * stride // unit + 1, size)
+    if stride % unit == 0:
+        return min(group, size // math.gcd(stride // unit, size))
+    return None
+
+
+def _counted_extents(sizes: tuple[int, ...], group: int, stride: int, outer: tuple[int, int]) -> tuple[int, ...]:
+    """:func:`_extents` by listing the positions (the definition; ``_progression_extent`` is checked against it)."""
     positions = (np.arange(group, dtype=np.int64)[None, :] * stride
                  + np.arange(outer[0], dtype=np.int64)[:, None] * outer[1]).ravel()
     extents, unit = [], 1

@@ -100,11 +100,38 @@ class UnfittedChipError(ValueError):
 
 @dataclass(frozen=True)
 class ChipFit:
-    """A stack's efficiency on one chip, fitted to one published run of the stack on that chip."""
+    """A stack's efficiency on one chip, fitted to one published run of the stack on that chip, and the attention
+    kernel the stack runs there (``attention_efficiency``: 0 = the traced eager attention; above 0 a fused causal
+    kernel sustaining that fraction of the chip's bf16 peak, :mod:`phaze_env.attention`, from the kernel's published
+    figures — not fitted)."""
 
     chips: tuple[str, ...]  # accelerator presets of that chip (the same silicon in another number format counts)
     framework_efficiency: float
-    calibration: str  # the published run (a validation case name) the efficiency is fitted to
+    calibration: str  # the published run (a validation or chip-ratio case name) the efficiency is fitted to
+    attention_efficiency: float = 0.0
+
+
+FLASH_ATTENTION2_A100_EFFICIENCY = 0.50
+"""Fraction of the A100's bf16 peak a FlashAttention-2-class kernel sustains on the attention FLOPs it computes:
+Dao 2023 (FlashAttention-2, arXiv:2307.08691), abstract: "reaching 50-73% of the theoretical maximum FLOPs/s on
+A100". The low end is taken — assumption: training runs the causal forward *and* backward kernels, and the paper's
+figures put the backward and the causal runs at the low end of that range."""
+FLASH_ATTENTION2_H100_EFFICIENCY = 0.35
+"""The same Ampere-era kernel class on H100: Shah et al. 2024 (FlashAttention-3, arXiv:2407.08608), abstract:
+"FlashAttention-2 achieving only 35% utilization on H100 GPUs" (it uses none of Hopper's wgmma/TMA, which
+FlashAttention-3 needs to reach 75 %)."""
+LLM_FOUNDRY_A100_EFFICIENCY = 0.86
+"""Achieved fraction of the a100 preset's per-operator speed in llm-foundry training (Composer, PyTorch FSDP
+FULL_SHARD, FlashAttention-class attention), *fitted to one published measurement*: MPT-7B at sequence 4096 on
+8 A100 80GB, 3,684 tokens/s per GPU (mosaicml/llm-foundry scripts/train/benchmarking/README.md; the chip-ratio case
+``llm-foundry-mpt-7b-s4096``; the fit is ``experiments.validate.fit_ratio_efficiency``). Chosen before looking at the
+others: the middle model size at the table's most common sequence length."""
+LLM_FOUNDRY_H100_EFFICIENCY = 0.72
+"""The same stack on H100, fitted to the same run's H100 figure (8,611 tokens/s per GPU, same README and plan).
+Lower than on A100: the stack's own table has it at 40–46 % MFU on H100 and 55–64 % on A100 for the same models and
+plans, i.e. its H100 kernels run further below the chip's measured best than its A100 kernels do (the a100 and h100
+presets carry the MAMF-measured GEMM rates, 85.9 % and 80.1 % of peak). Which kernels lose it the sources do not
+say; with one factor per chip fitted on one row, the other six rows' H100/A100 ratios are held out."""
 
 
 @dataclass(frozen=True)
@@ -137,19 +164,21 @@ class StackProfile:
         return next((fit for fit in self.fits if chip in fit.chips), None)
 
     def structure(self, cluster: Cluster) -> Cluster:
-        """``cluster`` with this stack's structure; its efficiency left as it is."""
+        """``cluster`` with this stack's structure; its efficiencies (framework, attention kernel) left as they are."""
         return replace(cluster, interleaved_schedule=self.interleaved_schedule,
                        pipeline_scatter_gather=self.pipeline_scatter_gather)
 
     def apply(self, cluster: Cluster, chip: str | None = None) -> Cluster:
-        """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure and
-        its efficiency fitted on that chip; a chip it was never fitted on is refused (one-line error)."""
+        """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure, its
+        efficiency fitted on that chip and its attention kernel there; a chip it was never fitted on is refused
+        (one-line error)."""
         fit = self.fits[0] if chip is None else self.fit_on(chip)
         if fit is None:
             fitted = ", ".join(c for f in self.fits for c in f.chips)
             raise UnfittedChipError(f"training stack {self.name!r} has no efficiency fitted on {chip!r} (fitted on: "
                                     f"{fitted}); give the framework efficiency explicitly")
-        return replace(self.structure(cluster), framework_efficiency=fit.framework_efficiency)
+        return replace(self.structure(cluster), framework_efficiency=fit.framework_efficiency,
+                       attention_efficiency=fit.attention_efficiency)
 
 
 STACKS: dict[str, StackProfile] = {
@@ -194,6 +223,17 @@ STACKS: dict[str, StackProfile] = {
                     "placement's ZeRO-3 prices it; data parallelism across slices over the data-centre network, "
                     "dcn_data_parallelism, its gradient all-reduce priced after the backward pass); efficiency: "
                     "JAX_XLA_TPUV4_EFFICIENCY"),
+        StackProfile(
+            name="llm-foundry", interleaved_schedule=False, pipeline_scatter_gather=False,
+            fits=(ChipFit(("a100",), LLM_FOUNDRY_A100_EFFICIENCY, "llm-foundry-mpt-7b-s4096",
+                          FLASH_ATTENTION2_A100_EFFICIENCY),
+                  ChipFit(("h100",), LLM_FOUNDRY_H100_EFFICIENCY, "llm-foundry-mpt-7b-s4096",
+                          FLASH_ATTENTION2_H100_EFFICIENCY)),
+            sources="mosaicml/llm-foundry (Composer trainer, PyTorch FSDP FULL_SHARD, no pipeline; MPT models with "
+                    "FlashAttention-class causal attention, attn_impl 'triton' or 'flash' in its benchmark script "
+                    "scripts/train/benchmarking/submit_benchmarks.py); its benchmark README's A100 and H100 tables; "
+                    "efficiencies: LLM_FOUNDRY_A100_EFFICIENCY, LLM_FOUNDRY_H100_EFFICIENCY; attention kernel: "
+                    "FLASH_ATTENTION2_A100_EFFICIENCY, FLASH_ATTENTION2_H100_EFFICIENCY"),
     )
 }
 

@@ -171,7 +171,7 @@ def allreduce_line(cluster: Cluster, group: int, stride: int, outer: tuple[int, 
 
 def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
                            tensor_width: int, microbatch: int, cluster: Cluster, expert_parallel: int = 1,
-                           expert_gradient_bytes: float = 0.0) -> np.ndarray:
+                           expert_gradient_bytes: float = 0.0, device_caps: np.ndarray | None = None) -> np.ndarray:
     """Lower bound on the time per batch over every (p, d) placement, per architecture.
 
     Some stage holds at least its share ``T/p`` of the time, some stage holds at least ``⌈n/p⌉`` of the
@@ -180,8 +180,17 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     gradients backward) of at least ``boundary_bytes`` per microbatch. At ``expert_parallel`` ``e > 1``
     only ``d`` that ``e`` divides count, and the ``expert_gradient_bytes`` part of ``gradient_bytes`` (the
     whole model's, at ``e = 1``) is all-reduced as its ``1/e`` shard over the ``d/e`` expert replicas.
+
+    ``device_caps`` (per architecture, each ≤ ``cluster.n_devices``; default all ``cluster.n_devices``): only
+    placements with ``d·p·t`` ≤ the architecture's cap count, so each column equals this bound on the same
+    cluster with that many devices wherever the cluster prices the collectives of a group that fits the cap as
+    it does at ``n_devices`` (:func:`bounding_cluster`'s families; :func:`system_throughput_bounds`). An
+    architecture with no placement gets ``inf``.
     """
     n, batch = cluster.n_devices, cluster.global_batch
+    caps = None if device_caps is None else np.asarray(device_caps, dtype=np.int64)
+    if caps is not None and (caps.shape != (layer_s.shape[1],) or caps.max(initial=0) > n):
+        raise ValueError(f"device_caps must give each of the {layer_s.shape[1]} architectures at most {n} devices")
     n_layers = int(repeats.sum())
     total_s = (layer_s * repeats[:, None]).sum(axis=0)
     slowest_s = layer_s.max(axis=0)
@@ -197,8 +206,9 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     # the expert shard's all-reduce without its latency part (a stage may hold no experts)
     expert_lines = np.array([allreduce_line(cluster, 1, tensor_width, (int(k) // e, tensor_width * e))[0]
                              for k in d_first]) * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first))
-    for p in range(1, min(n_layers, n // tensor_width) + 1):
-        keep = d_first <= n // (tensor_width * p)
+    most = n if caps is None else int(caps.max(initial=0))
+    for p in range(1, min(n_layers, most // tensor_width) + 1):
+        keep = d_first <= most // (tensor_width * p)
         if not keep.any():  # no d that e divides fits beside p stages (nor beside more)
             break
         m_r = m_r_first[keep]
@@ -208,6 +218,8 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         if p > 1:
             stage_s = stage_s + p2p_bound_s(cluster, boundary_bytes, tensor_width)
         times = (m_r + p - 1)[:, None] * stage_s[None, :] + allreduce[:, None]
+        if caps is not None:  # d·p·t within each architecture's devices
+            times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)
         best = np.minimum(best, times.min(axis=0))
     return best
 
@@ -237,9 +249,12 @@ def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster:
     """Upper bound on every system-space row's throughput (``cluster``: the training fields only).
 
     Rows sharing the HBM (bandwidth, efficiency), number format, topology and links share one
-    :func:`throughput_bounds` call: over their architectures (an :class:`ArchSpace` of the space's value
+    :func:`variant_throughput_bounds` call: over their architectures (an :class:`ArchSpace` of the space's value
     lists up to the largest of them, on a base with that HBM) on :func:`bounding_cluster` of the group's
-    largest chip count — valid for each row's own chip count, whatever its die or architecture costs."""
+    largest chip count, each architecture's placements capped at its own row's chip count (``device_caps``; the
+    most chips of the group's rows with that architecture). The bounding cluster prices a group that fits a
+    smaller count as that count's own (bounding) cluster does, so each row's bound is the one on its own chip
+    count — valid whatever its die or architecture costs."""
     groups: dict[tuple, list[int]] = {}
     for i, point in enumerate(rows.points):
         acc, system = point.accelerator, point.chip_system
@@ -255,9 +270,13 @@ def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster:
         arch_space = ArchSpace(num_tc=space.num_tc, tc_width=space.tc_width, tc_depth=space.tc_depth,
                                num_vc=space.num_vc, buffer_mb=space.buffer_mb,
                                budget_mm2=max(acc.area_mm2 for acc in archs), area_window_lower=0.0, base=archs[0])
-        group_bound = throughput_bounds(workload, arch_space, group_cluster, microbatch=microbatch,
-                                        tensor_widths=tensor_widths, seq_len=seq_len, plan=plan)
-        bound[members] = group_bound[[arch_space.index(acc) for acc in archs]]
+        columns = [arch_space.index(acc) for acc in archs]
+        caps = np.zeros(len(arch_space), dtype=np.int64)  # architectures of no member: no placement, bound 0
+        np.maximum.at(caps, columns, [rows.points[i].n_devices for i in members])
+        per_variant = variant_throughput_bounds(workload, arch_space, group_cluster, microbatch=microbatch,
+                                                tensor_widths=tensor_widths, seq_len=seq_len, plan=plan,
+                                                device_caps=caps)
+        bound[members] = best_of_variants(per_variant, len(arch_space))[columns]
     return bound
 
 
@@ -280,11 +299,13 @@ def _check_plan(plan: PlanSpec | None) -> None:
 
 
 def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
-                              seq_len: int | None = None, plan: PlanSpec | None = None) -> dict[tuple[int, int], np.ndarray]:
+                              seq_len: int | None = None, plan: PlanSpec | None = None,
+                              device_caps: np.ndarray | None = None) -> dict[tuple[int, int], np.ndarray]:
     """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` with
     the placement restricted to that variant (:func:`throughput_bounds` is their maximum). ``plan`` None is PHAZE's
     plan space (``e = 1``), otherwise :func:`search_plan_error` must accept it; the bound is the best over the
-    expert-parallel degrees it allows."""
+    expert-parallel degrees it allows. ``device_caps``: per architecture, the devices its placements may use
+    (:func:`placement_time_bound_s`; 0 throughput where none fits)."""
     _check_plan(plan)
     if plan is not None:  # a pinned degree narrows what evaluate searches, as it does there
         tensor_widths = tensor_widths if plan.t is None else (plan.t,)
@@ -304,7 +325,8 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
             boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
                                  [layer.input_bytes for layer in graph.layers[1:]])
             time_s = np.min([placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
-                                                    expert_parallel=e, expert_gradient_bytes=expert_bytes)
+                                                    expert_parallel=e, expert_gradient_bytes=expert_bytes,
+                                                    device_caps=device_caps)
                              for e in experts], axis=0)
             bounds[(t, m)] = cluster.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds
