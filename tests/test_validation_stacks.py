@@ -75,11 +75,7 @@ def test_evaluate_cli_applies_the_stack_efficiency_of_the_preset_chip(capsys):
     assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "no efficiency fitted on 'h100'" in err
 
 
-@pytest.mark.parametrize("stack", [
-    pytest.param(stack, marks=pytest.mark.xfail(strict=True, reason=(
-        "one held-out jax-xla run so far (52B on one v4-384 slice): the multi-slice MaxText runs need hybrid sharding "
-        "(ZeRO-3 within a slice, replicated across slices), listed as data until the placement has it")))
-    if stack == "jax-xla" else stack for stack in sorted({stack for stack, _ in FITS})])
+@pytest.mark.parametrize("stack", sorted({stack for stack, _ in FITS}))
 def test_profile_holds_on_at_least_two_other_published_runs(stack):
     """Every held-out run of the stack within ±15 %, but the known gaps (``STACK_GAPS``, held as strict xfails by
     their stack's own test file), and at least two of them."""
