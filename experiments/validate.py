@@ -371,7 +371,7 @@ def trend_section(predictions: list[Prediction], microbatch: list[list[TrendPoin
     if not every:
         return []
     lines = ["## Scaling trends", "",
-             "One run at three or more data-parallel degrees: per-GPU throughput relative to the smallest scale, published",
+             "One run at three or more data-parallel degrees: per-device (GPU or TPU chip) throughput relative to the smallest scale, published",
              "and predicted (the issue's target: within 3 percentage points at every scale). Strong scaling keeps the",
              "global batch, so each replica runs fewer microbatches `m_r = B/(d·m)` and the 1F1B bubble `(p−1)/m_r` grows",
              "with `d`; weak scaling keeps `B/d`, so the bubble stays and only the data-parallel collectives grow.", ""]
@@ -384,13 +384,13 @@ def trend_section(predictions: list[Prediction], microbatch: list[list[TrendPoin
         lines += [f"### {first.workload} ({first.stack}, {first.accelerator} {first.number_format}, t{first.tensor} "
                   f"p{first.pipeline}{schedule} m{first.microbatch}, {kind})", "",
                   f"Largest difference {100 * worst:.1f} percentage points (target {100 * TREND_TOLERANCE:.0f}).", "",
-                  "| GPUs | data parallel | case | published | predicted | difference (pp) | error of the predicted figure |",
+                  "| devices | data parallel | case | published | predicted | difference (pp) | error of the predicted figure |",
                   "|---|---|---|---|---|---|---|"]
         for point in points:
             lines.append(f"| {point.case.n_devices} | {point.case.data} | {point.case.name} | {point.published:.1%} | "
                          f"{point.predicted:.1%} | {100 * point.difference:+.1f} | {point.error:+.1%} |")
         gaps = [point for point in points if point.case.name in TREND_GAPS]
-        lines += [""] + [f"Where it misses ({point.case.n_devices} GPUs, {100 * point.difference:+.1f} pp): "
+        lines += [""] + [f"Where it misses ({point.case.n_devices} devices, {100 * point.difference:+.1f} pp): "
                          f"{TREND_GAPS[point.case.name]}." for point in gaps] + ([""] if gaps else [])
         for sensitivity in microbatch:
             if sensitivity[0].case.name == first.name:
@@ -408,7 +408,7 @@ def trend_section(predictions: list[Prediction], microbatch: list[list[TrendPoin
 
 
 def _sensitivity_table(points: list[TrendPoint]) -> list[str]:
-    return (["| GPUs | published | predicted | difference (pp) | error of the predicted figure |", "|---|---|---|---|---|"]
+    return (["| devices | published | predicted | difference (pp) | error of the predicted figure |", "|---|---|---|---|---|"]
             + [f"| {point.case.n_devices} | {point.published:.1%} | {point.predicted:.1%} | "
                f"{100 * point.difference:+.1f} | {point.error:+.1%} |" for point in points] + [""])
 
