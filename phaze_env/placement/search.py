@@ -458,12 +458,29 @@ class PlacementSearch:
 
         ZeRO-0/1: the gradient all-reduce (ZeRO-1 runs it as reduce-scatter + all-gather, the same bytes);
         ZeRO-2: the all-gather of the updated weights (its gradients were reduce-scattered per microbatch);
-        ZeRO-3: none (the next forward pass gathers the weights it needs).
+        ZeRO-3: none (the next forward pass gathers the weights it needs), except under hybrid sharding in a stack
+        that does not overlap it (``Cluster.hybrid_allreduce_overlapped`` False): the all-reduce of the ``1/h``
+        gradient shard across the ``d·c/h`` shard groups (``t·h`` apart).
         """
+        if part_bytes == 0:
+            return 0.0
+        hybrid = self._hybrid_after_flush(data_parallel, zero, expert)
+        if hybrid is not None:
+            groups, shards = hybrid
+            return self.settings.cluster.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
+                                                      stride=self.settings.tensor_width * shards)
         kind, payload = _BATCH_COLLECTIVE[zero]
-        if kind is None or part_bytes == 0:
+        if kind is None:
             return 0.0
         return self.settings.cluster.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
+
+    def _hybrid_after_flush(self, data_parallel, zero: int, expert: bool = False):
+        """(shard groups, shard group size) when a ZeRO-3 hybrid-sharded stage all-reduces its gradient shard across
+        the groups after the flush (a stack that does not overlap it); ``None`` otherwise."""
+        s = self.settings
+        if zero != 3 or expert or s.plan.shard_group is None or s.cluster.hybrid_allreduce_overlapped:
+            return None
+        return self._weight_replicas(data_parallel) // s.plan.shard_group, s.plan.shard_group
 
     def part_sync_s(self, part_bytes: float, data_parallel: int, zero: int, expert: bool = False) -> float:
         """:meth:`part_allreduce_s` + the optimizer step of those bytes (ZeRO shards it over the same replicas)."""
@@ -501,7 +518,9 @@ class PlacementSearch:
         reduce-scatter span the ``h`` ranks of a shard group (``t`` apart), and each layer's gradient shard
         (``1/h`` of its gradient) is then all-reduced across the ``d·c/h`` groups (``t·h`` apart) in the same
         post-backward step (``torch.distributed.fsdp`` ``_post_backward_hook``: reduce-scatter, then all-reduce in
-        the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``.
+        the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``; a stack
+        that runs that all-reduce once after the backward pass instead (``Cluster.hybrid_allreduce_overlapped``
+        False) pays it whole after the flush (:meth:`part_allreduce_s`).
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
@@ -543,8 +562,10 @@ class PlacementSearch:
                 # d the group does not divide are never read: the DP only visits d with h | d·c)
                 groups = np.maximum(replicas // shards, 1)[:, None]
                 gather = self._hybrid_s("allgather", layers.param_bytes, shards, 1, 1.0)
-                scatter = (self._hybrid_s("reducescatter", layers.param_bytes, shards, 1, GRADIENT_FACTOR)
-                           + self._hybrid_s("allreduce", layers.param_bytes / shards, groups, shards, GRADIENT_FACTOR))
+                scatter = self._hybrid_s("reducescatter", layers.param_bytes, shards, 1, GRADIENT_FACTOR)
+                if s.cluster.hybrid_allreduce_overlapped:  # else once per batch after the flush (part_allreduce_s)
+                    scatter = scatter + self._hybrid_s("allreduce", layers.param_bytes / shards, groups, shards,
+                                                       GRADIENT_FACTOR)
             if zero == 2:
                 exposed = np.maximum(scatter - layers.bwd_s, 0.0)
             else:
@@ -767,6 +788,13 @@ class PlacementSearch:
             d, size = data_parallel[rows], finite_bytes[rows]
             group = self._expert_replicas(d) if expert else self._weight_replicas(d)
             times[rows] = s.optimizer_step_s(size, group if expert else s.zero_shards(group), stage)
+            hybrid = self._hybrid_after_flush(d, stage, expert)
+            if hybrid is not None:  # the gradient shard's all-reduce across the shard groups (part_allreduce_s)
+                groups, shards = hybrid
+                fixed, per_byte = (table[np.maximum(groups, 1) - 1]
+                                   for table in _collective_affine(s.cluster, "allreduce", s.tensor_width * shards))
+                times[rows] += np.where(size > 0, fixed + per_byte * size / shards * GRADIENT_FACTOR, 0.0)
+                continue
             kind, payload = _BATCH_COLLECTIVE[stage]
             if kind is None:
                 continue
