@@ -14,6 +14,7 @@ from phaze_env.attention import (FLASH_BLOCK, blocks, causal_gemms, fused_attent
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.context_parallel import is_attention_core
 from phaze_env.evaluate import evaluate
+from phaze_env.explain import explain_layer
 from phaze_env.hardware import get_preset
 from phaze_env.hardware.estimator import latency_terms, shared_parameters
 from phaze_env.hardware.number_format import fp8_flags
@@ -126,3 +127,9 @@ def test_context_parallelism_with_a_fused_kernel_is_refused():
         evaluate(TINY, get_preset("h100"), cluster, plan=PlanSpec(t=1, c=2, p=1, d=4, microbatch=1), cache=False)
     with pytest.raises(ValueError, match="attention_efficiency must be in"):
         Cluster(attention_efficiency=1.5)
+
+
+def test_explain_refuses_a_fused_kernel_rather_than_split_it_wrongly():
+    cluster = replace(get_cluster("dgx-h100", 8), attention_efficiency=0.5)
+    with pytest.raises(ValueError, match="explain does not split a fused attention kernel"):
+        explain_layer(TINY, get_preset("h100"), cluster)
