@@ -170,7 +170,13 @@ class Cluster:
     ``interleaved_schedule`` (the stack offers Megatron-LM's interleaved 1F1B, ``v > 1``) and
     ``pipeline_scatter_gather`` (a pipeline send across a slower level than the tensor group's goes ``1/t``
     per tensor rank and is all-gathered inside it, Narayanan et al. 2021 §4.1) are the training stack's
-    structure, which the placement DP honours; :mod:`phaze_env.stacks` sets them per named stack.
+    structure, which the placement DP honours; so is ``attention_efficiency``: above 0 the stack runs the attention
+    core as a fused causal flash kernel that sustains that fraction of the tensor cores' bf16 peak on the FLOPs it
+    keeps (:mod:`phaze_env.attention`); 0 (the default) keeps the traced eager attention; and so is
+    ``hybrid_allreduce_overlapped``: under hybrid sharding (``PlanSpec.shard_group``) whether each layer's gradient
+    shard is all-reduced across the shard groups inside the backward pass, overlapped with it (PyTorch FSDP's
+    ``HYBRID_SHARD``), or once after the backward pass, not overlapped (``False``: the jax-xla profile).
+    :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
     n_devices: int = 1024
@@ -188,9 +194,11 @@ class Cluster:
     framework_efficiency: float = 1.0
     interleaved_schedule: bool = True
     pipeline_scatter_gather: bool = True
+    attention_efficiency: float = 0.0
     slices: int = 1
     dcn_bandwidth_Bps: float = math.inf
     dcn_latency_s: float = 0.0
+    hybrid_allreduce_overlapped: bool = True
 
     def __post_init__(self) -> None:
         for name in ("n_devices", "global_batch", "devices_per_node", "slices"):
@@ -207,7 +215,9 @@ class Cluster:
         for name in ("link_efficiency", "node_efficiency", "framework_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(self, name)!r}")
-        for name in ("interleaved_schedule", "pipeline_scatter_gather"):
+        if not 0 <= self.attention_efficiency <= 1:
+            raise ValueError(f"cluster attention_efficiency must be in [0, 1], got {self.attention_efficiency!r}")
+        for name in ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
         if self.optimizer not in OPTIMIZERS:
@@ -291,6 +301,8 @@ class Cluster:
         if self.slices == 1:  # the DCN fields only when there are slices: a one-slice cluster's dict (and cache key) is unchanged
             for name in ("slices", "dcn_bandwidth_Bps", "dcn_latency_s"):
                 data.pop(name)
+        if self.hybrid_allreduce_overlapped:  # likewise: only a stack that does not overlap it says so
+            data.pop("hybrid_allreduce_overlapped")
         return data
 
     @classmethod
@@ -305,6 +317,9 @@ class Cluster:
         software = "" if self.framework_efficiency == 1 else f"; framework efficiency {self.framework_efficiency:g}"
         software += "" if self.interleaved_schedule else "; no interleaved schedule"
         software += "" if self.pipeline_scatter_gather else "; pipeline sends not scattered"
+        software += "" if self.hybrid_allreduce_overlapped else "; hybrid-shard all-reduce after the backward pass"
+        software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
+                     else "")
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software
 
 

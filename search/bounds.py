@@ -36,20 +36,41 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 from graphlib import TopologicalSorter
+from pathlib import Path
 
 import numpy as np
 
+from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.comm import p2p_s
 from phaze_env.design import SystemArchSpace
-from phaze_env.evaluate import Cluster, expert_parallel_degrees, valid_tensor_widths
+from phaze_env.evaluate import EVALUATION_VERSION, Cluster, expert_parallel_degrees, valid_tensor_widths
 from phaze_env.hardware import ArchSpace
+from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.placement.inputs import GRADIENT_FACTOR
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.pricing import price_ops
-from phaze_env.workloads import OpGraph, Workload, model_graph
+from phaze_env.workloads import OpGraph, Workload, get_workload, model_graph
 
 CORE_UNITS = {"tc": ("tc", "tc+vc"), "vc": ("vc", "tc+vc")}
+_VARIANT_BOUNDS = DiskCache("search-bounds")
+""":func:`variant_throughput_bounds` per space, cluster and knobs: a warm search skips its bounding phase."""
+
+
+@functools.cache
+def bounds_code_version() -> str:
+    """A hash of this module's source, in every cached bound's key: bounds cached before a change of the bound
+    formulas here are never read after it (the model's constants and :data:`EVALUATION_VERSION`, the pricing
+    and traces' version, are in the key too)."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+def _space_key(space: ArchSpace) -> dict:
+    """What an :class:`ArchSpace`'s architectures (and their order) are made of."""
+    return {name: list(getattr(space, name)) for name in ARCH_KNOBS} | {
+        "budget_mm2": space.budget_mm2, "area_window_lower": space.area_window_lower, "base": space.base.to_dict()}
 
 
 def dag_lower_bounds_s(dag: OpGraph, one_s: np.ndarray, all_s: np.ndarray, n_tc: np.ndarray,
@@ -307,6 +328,24 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
     expert-parallel degrees it allows. ``device_caps``: per architecture, the devices its placements may use
     (:func:`placement_time_bound_s`; 0 throughput where none fits)."""
     _check_plan(plan)
+    key = content_key("search-bounds", bounds_code_version(), EVALUATION_VERSION, model_version(),
+                      get_workload(workload).to_dict(), _space_key(space), cluster.to_dict(), list(microbatch),
+                      list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
+                      None if device_caps is None else np.asarray(device_caps, dtype=np.int64).tolist())
+    if (cached := _VARIANT_BOUNDS.get(key)) is not None:
+        return cached
+    bounds = _variant_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,
+                                        seq_len=seq_len, plan=plan, device_caps=device_caps)
+    for array in bounds.values():  # shared through the cache's memory: nobody may change them in place
+        array.setflags(write=False)
+    _VARIANT_BOUNDS.put(key, bounds)
+    return bounds
+
+
+def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
+                               seq_len: int | None, plan: PlanSpec | None,
+                               device_caps: np.ndarray | None) -> dict[tuple[int, int], np.ndarray]:
+    """:func:`variant_throughput_bounds` computed (no cache)."""
     if plan is not None:  # a pinned degree narrows what evaluate searches, as it does there
         tensor_widths = tensor_widths if plan.t is None else (plan.t,)
         microbatch = microbatch if plan.microbatch is None else (plan.microbatch,)
