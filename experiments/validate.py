@@ -374,7 +374,9 @@ def trend_section(predictions: list[Prediction], microbatch: list[list[TrendPoin
              "One run at three or more data-parallel degrees: per-device (GPU or TPU chip) throughput relative to the smallest scale, published",
              "and predicted (the issue's target: within 3 percentage points at every scale). Strong scaling keeps the",
              "global batch, so each replica runs fewer microbatches `m_r = B/(d·m)` and the 1F1B bubble `(p−1)/m_r` grows",
-             "with `d`; weak scaling keeps `B/d`, so the bubble stays and only the data-parallel collectives grow.", ""]
+             "with `d`; weak scaling keeps `B/d`, so the bubble stays and only the data-parallel collectives grow.",
+             f"{sum(max(abs(point.difference) for point in points) <= TREND_TOLERANCE for points in every)} of "
+             f"{len(every)} series within {100 * TREND_TOLERANCE:.0f} points at every scale.", ""]
     for points in every:
         first = points[0].case
         worst = max(abs(point.difference) for point in points)
