@@ -116,10 +116,7 @@ def test_scaling_series_is_found_and_loses_per_gpu_throughput(mtnlg_trend):
 
 @pytest.mark.parametrize("name", [
     MTNLG[1],
-    pytest.param(MTNLG[2], marks=pytest.mark.xfail(strict=True, reason=(
-        "published per-GPU throughput 90.2 % of the 280-node figure, predicted 93.9 %: 3.6 percentage points, the "
-        "issue's target is 3; the published loss beyond the modelled 1F1B bubble is a per-iteration cost the "
-        "sources do not explain (docs/validation.md, Scaling trend)"))),
+    pytest.param(MTNLG[2], marks=pytest.mark.xfail(strict=True, reason=TREND_GAPS[MTNLG[2]])),
 ])
 def test_scaling_trend_within_three_points(mtnlg_trend, name):
     assert abs(mtnlg_trend[name].difference) <= TREND_TOLERANCE, mtnlg_trend[name]
