@@ -796,9 +796,7 @@ class PlacementSearch:
             hybrid = self._hybrid_after_flush(d, stage, expert)
             if hybrid is not None:  # the gradient shard's all-reduce across the shard groups (part_allreduce_s)
                 groups, shards = hybrid
-                table = _collective_affine(s.cluster, "allreduce", s.tensor_width * shards)
-                fixed, per_byte = table.take(np.maximum(groups, 1) - 1)
-                times[rows] += np.where(size > 0, fixed + per_byte * size / shards * GRADIENT_FACTOR, 0.0)
+                times[rows] += self._hybrid_s("allreduce", size / shards, np.maximum(groups, 1), shards, GRADIENT_FACTOR)
                 continue
             kind, payload = _BATCH_COLLECTIVE[stage]
             if kind is None:
