@@ -20,9 +20,11 @@ Transformer Engine's fused attention (the cuDNN / flash backends Megatron-Core a
   runs its plans as ``rc=selective`` (or ``rc=full`` with activation checkpointing, which also reruns the forward
   kernel).
 
-The kept GEMMs run on the accelerator's tensor-core model and the softmax on its vector cores, as every other
-operator; only their HBM traffic and their FLOPs change. ``Cluster.fused_attention`` switches it on (a stack's
-structure, :mod:`phaze_env.stacks`); PHAZE's search and every preset keep the traced eager attention.
+The fused operators are priced as one kernel (:func:`phaze_env.pricing.price_ops`): their kept GEMM FLOPs at the
+kernel's published fraction of the tensor cores' bf16 peak, its softmax included (no separate vector-core time), and
+HBM traffic only for the operands above. ``Cluster.attention_efficiency`` > 0 switches it on, with that fraction (a
+stack's kernel on a chip, :class:`phaze_env.stacks.ChipFit`); PHAZE's search and every preset keep the traced eager
+attention (0).
 
 :data:`FLASH_BLOCK` is an assumption (see there). Not modelled: context parallelism with a fused kernel (refused:
 the ring's blocks would need their own causal split), dropout inside the kernel (the traced graphs have none).

@@ -14,13 +14,15 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from phaze_env.cluster import NVLINK3_BPS, Cluster, system_cluster, torus_dims
+from phaze_env.cluster import (NVLINK3_BPS, REFERENCE_CLUSTER_PRESETS, Cluster, get_cluster, point_cluster,
+                               reference_cluster, system_cluster, torus_dims)
 from phaze_env.design import SYSTEM_FIELDS, Design, DesignSpace, SystemArchSpace, SystemDesignSpace, evaluate_design
 from phaze_env.evaluate import throughput_upper_bound
-from phaze_env.hardware.cost import chip_area_mm2
+from phaze_env.hardware.cost import TPUV4_ICI_LINK_BPS, chip_area_mm2, preset_system
 from phaze_env.hardware.space import ARCH_KNOBS, SYSTEM_KNOBS
 from phaze_env.hardware.system import (HBM_GENERATIONS, HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, SCALE_UP_DOMAIN,
                                        SYSTEM_GEMM_EFFICIENCY, SystemBudget, baseline_point, devices_supported,
+                                       reference_point,
                                        topology_unit, wall_power_per_chip_w)
 from search.bounds import bounding_cluster, placement_time_bound_s, system_throughput_bounds, throughput_bounds
 from search.config import SearchConfig
@@ -141,6 +143,33 @@ def test_topology_builders():
     assert nvlink3.node_bandwidth_Bps == NVLINK3_BPS
     with pytest.raises(ValueError, match="whole nodes"):
         system_cluster("switched", 12, 12, 50e9)
+
+
+@pytest.mark.parametrize("budget_w", [BUDGET_W, 1e6, 3e6])
+def test_tpuv4_baseline_cluster_has_the_tpuv4_pod_presets_ici_bandwidth(budget_w):
+    # One convention: the system space's TPUv4 (ChipSystem, both directions together) must get the per-direction
+    # ICI bandwidth the tpuv4-pod preset gives the same chips (50 GB/s per link and direction, 6 links).
+    point = baseline_point(SystemBudget(power_w=budget_w))
+    baseline, pod = point_cluster(point), get_cluster("tpuv4-pod", point.n_devices)
+    assert 64 <= point.n_devices <= 4096 and baseline.torus_dims == pod.torus_dims
+    assert baseline.link_bandwidth_Bps == pod.link_bandwidth_Bps == TPUV4_ICI_LINK_BPS == 50e9
+    assert point.chip_system.per_direction_Bps == 6 * TPUV4_ICI_LINK_BPS  # 2 links per torus dimension
+    # The torus levels differ only by the assumed ring efficiency the system space gives every family.
+    assert [level.bandwidth_Bps / baseline.link_efficiency for level in baseline.levels] == \
+        [level.bandwidth_Bps / pod.link_efficiency for level in pod.levels]
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_CLUSTER_PRESETS))
+def test_gpu_reference_chips_have_their_cluster_presets_nvlink_bandwidth(name):
+    # The a100/h100 ChipSystems (both directions together) and their DGX presets (per direction) agree, and a
+    # switched system-space cluster built from the chip's links gets the preset's NVLink bandwidth.
+    point = reference_point(name, SystemBudget(power_w=1e6))
+    preset = reference_cluster(name, point)
+    assert preset.name == REFERENCE_CLUSTER_PRESETS[name]
+    assert point.chip_system == preset_system(name)
+    assert point.chip_system.per_direction_Bps == preset.node_bandwidth_Bps == {"a100": 300e9, "h100": 450e9}[name]
+    built = system_cluster("switched", point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps)
+    assert built.node_bandwidth_Bps == preset.node_bandwidth_Bps and built.levels[0].size == preset.levels[0].size
 
 
 def test_baseline_is_the_tpuv4_chip_at_the_same_budget_and_gemm_efficiency():

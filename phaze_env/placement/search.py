@@ -417,8 +417,9 @@ class PlacementSearch:
         self.loosest_dp = SuffixDP(table, loosest)
         deepest = min(max_stages, most_replicas)
         self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
-        self.param_floor = self.loosest_dp.param_floor(deepest)
-        if s.expert_parallel > 1:  # the smallest largest-stage dense and expert bytes, bounding each sync part
+        if s.expert_parallel == 1:  # the smallest largest-stage parameter bytes, bounding the sync
+            self.param_floor = self.loosest_dp.param_floor(deepest)
+        else:  # the smallest largest-stage dense and expert bytes, bounding each sync part (param_floor is unused)
             memory = loosest.memory
             self.dense_floor = self.loosest_dp.param_floor(deepest, memory.compact(table.param_bytes - table.expert_param_bytes))
             self.expert_floor = self.loosest_dp.param_floor(deepest, memory.expert_param_bytes)
@@ -795,9 +796,7 @@ class PlacementSearch:
             hybrid = self._hybrid_after_flush(d, stage, expert)
             if hybrid is not None:  # the gradient shard's all-reduce across the shard groups (part_allreduce_s)
                 groups, shards = hybrid
-                table = _collective_affine(s.cluster, "allreduce", s.tensor_width * shards)
-                fixed, per_byte = table.take(np.maximum(groups, 1) - 1)
-                times[rows] += np.where(size > 0, fixed + per_byte * size / shards * GRADIENT_FACTOR, 0.0)
+                times[rows] += self._hybrid_s("allreduce", size / shards, np.maximum(groups, 1), shards, GRADIENT_FACTOR)
                 continue
             kind, payload = _BATCH_COLLECTIVE[stage]
             if kind is None:
