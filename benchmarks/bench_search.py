@@ -48,7 +48,7 @@ def main() -> None:
     print(f"cold {cold_s:.1f} s (CPU {cold_cpu_s:.1f} s) · warm {warm_s:.1f} s (CPU {warm_cpu_s:.1f} s) · exact "
           f"{result['exact']} · evaluations {result['evaluations']} · pruned by the placement "
           f"bound {result['pruned_by_placement_bound']} · ILP solves {result['ilp_solves']} · DP calls "
-          f"{result['dp_calls_this_run']} · pruning ratio "
+          f"{result['dp_calls_this_run']} (+ {result['bound_dp_calls_this_run']} on lower bounds) · pruning ratio "
           f"{result['pruning_ratio']:.4f}")
     print(f"best {best['throughput_samples_s']:,.1f} samples/s vs TPUv4 "
           f"{result['baseline'][args.workload]['throughput_samples_s']:,.1f}")

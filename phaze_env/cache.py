@@ -43,7 +43,7 @@ MODEL_REVISION = 2
 2: vector sublanes, on-chip reuse of vector operands, pipelined epilogues, calibrated efficiencies."""
 MODEL_MODULES = ("phaze_env.hardware.accelerator", "phaze_env.hardware.area", "phaze_env.hardware.estimator",
                  "phaze_env.hardware.energy", "phaze_env.hardware.number_format", "phaze_env.comm",
-                 "phaze_env.context_parallel", "phaze_env.placement.inputs")
+                 "phaze_env.context_parallel", "phaze_env.placement.inputs", "phaze_env.attention")
 """Modules whose upper-case module-level constants (numbers, strings, tables, presets) decide results."""
 DEFAULT_MEMORY_ENTRIES = 1024
 """Entries each namespace keeps in memory unless ``$PHAZE_CACHE_MEMORY_ENTRIES`` (or ``memory_entries=``) says

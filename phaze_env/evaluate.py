@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Iterable
 
 
+from phaze_env.attention import recomputed_by_backward
 from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.cluster import Cluster
 from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core,
@@ -39,9 +40,10 @@ from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 9  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers, context parallelism;
+EVALUATION_VERSION = 10  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers, context parallelism;
 # 8: expert parallelism (plan["expert_parallel"], ep_comm) merged with ZeRO stages and context parallelism;
-# 9: layer_timings only of the variants scheduled (layer-level branch and bound)
+# 9: layer_timings only of the variants scheduled (layer-level branch and bound); 10: dp_calls counts the DP runs
+# made, bound_dp_calls
 
 _EVALUATIONS = DiskCache("evaluations")
 _BOUNDS = DiskCache("bounds")
@@ -108,8 +110,11 @@ class Evaluation:
     timings_s: dict[str, float]
     ilp_solves: int
     schedules: int
-    dp_calls: int = 0  # placement DP calls (one per tensor width × microbatch × HBM capacity × context-
-    # and expert-parallel degree)
+    dp_calls: int = 0  # placement DP runs on the scheduled layer latencies: at most one per tensor width × microbatch
+    # × HBM capacity × context- and expert-parallel degree (the variant-level branch and bound skips those whose
+    # lower-bound DP cannot beat the incumbent)
+    bound_dp_calls: int = 0  # placement DP runs on lower-bound layer latencies (that branch and bound's, an
+    # unproven evaluation's proven bound, or all of an ILP-free bound's)
     knobs: dict[str, Any] = field(default_factory=dict)
     from_cache: bool = False
     time_breakdown_s: dict[str, float] = field(default_factory=dict)
@@ -207,6 +212,10 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
     degrees = tuple(sorted({int(c) for c in context_parallels})) if plan.c is None else (plan.c,)
     if not degrees or min(degrees) <= 0:
         raise ValueError(f"context-parallel degrees must be positive integers, got {context_parallels!r}")
+    if cluster.attention_efficiency:  # phaze_env.attention: the ring's blocks would need their own causal split
+        if plan.c is not None and plan.c > 1:
+            raise ValueError(f"plan {plan}: context parallelism with a fused attention kernel is not modelled")
+        degrees = (1,)
     tokens = workload.seq_len if seq_len is None else seq_len
     if plan.c is not None and context_parallel_error(tokens, plan.c):
         raise ValueError(f"plan {plan}: {context_parallel_error(tokens, plan.c)}")
@@ -272,6 +281,8 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
     results = {}
     attention_s = {}  # the attention core's own time per direction (selective recompute; ring overlap)
     tp_comm_s = 0.0
+    # what selective recompute repeats: the attention core; with a fused kernel, the scores its backward recomputes
+    attention_part = recomputed_by_backward if cluster.attention_efficiency else is_attention_core
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
@@ -281,7 +292,7 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
         one, all_cores, comm_s = prices[layer.name, direction]
         tp_comm_s += comm_s
         attention_s[direction] = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
-                                           if is_attention_core(op)))
+                                           if attention_part(op)))
         counters["estimate"] += time.perf_counter() - started
         started = time.perf_counter()
         if bound_only:
@@ -299,6 +310,11 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
             results[direction] = (0.0, 0.0, "empty", True)
         counters["schedule"] += time.perf_counter() - started
     (f, flb, fm, fo), (b, blb, bm, bo) = results["fwd"], results["bwd"]
+    if cluster.attention_efficiency:
+        # A fused kernel's backward recomputes its scores itself (phaze_env.attention), whatever the recompute mode:
+        # that time belongs to the backward pass, and selective recompute (what the stash drops) adds nothing more.
+        recompute_s = attention_s["fwd"]
+        return LayerTiming(f, b + recompute_s, flb, blb + recompute_s, fm, bm, fo, bo, 0.0, tp_comm_s, 0.0)
     ring_fwd_s = ring_exposed_s(attention_s["fwd"], kv_hop_bytes, cluster, tensor_width, context_parallel)
     ring_bwd_s = ring_exposed_s(attention_s["bwd"], 2 * kv_hop_bytes, cluster, tensor_width, context_parallel)
     return LayerTiming(f + ring_fwd_s, b + ring_bwd_s, flb + ring_fwd_s, blb + ring_bwd_s, fm, bm, fo, bo,
@@ -372,6 +388,7 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
             return variants[(t, m, c)].lower_bound_chain(e)
         return bound_variant(t, m, c).chain(e)
 
+    calls = {"dp_calls": 0, "bound_dp_calls": 0}  # the placement DP runs made (best_plan_multi counts them)
     usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
     seq_len = workload.seq_len if request.seq_len is None else request.seq_len
     degrees = [c for c in valid_context_parallels(seq_len, request.context_parallels) if c <= cluster.n_devices]
@@ -389,15 +406,15 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
             return {"seq_len": graph.seq_len * c, "model_flops_per_sample": _model_flops_per_sample(graph, c),
                     "weight_copy_factor": fp8_weight_copy_factor(graph, acc.number_format)}
 
-        def search(chain_of, lower_bound_of=None) -> Any:
-            return best_plan_multi(chain_of, template, tensor_widths=usable, microbatches=request.microbatches,
+        def search(chain_of, lower_bound_of=None, calls=None) -> Any:
+            return best_plan_multi(chain_of, template, tensor_widths=usable, microbatches=request.microbatches, calls=calls,
                                    hbm_bytes=capacities, variant_fields=settings_of, context_parallels=degrees,
                                    expert_parallels=experts, lower_bound_layers=lower_bound_of)
 
         # A variant's layers are scheduled only when the DP on their cheap lower bounds could beat the best
         # plan so far (layer-level branch and bound): the answer is the one scheduling every variant gives.
         best = search(lambda t, m, c, e: variant(t, m, c).chain(e),
-                      None if bound_only else lambda t, m, c, e: bound_variant(t, m, c).chain(e))
+                      None if bound_only else lambda t, m, c, e: bound_variant(t, m, c).chain(e), calls)
         reason = best.reason
     elif not usable:
         best, reason = None, f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads"
@@ -409,13 +426,20 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     unproven = [] if bound_only else [
         (f"{_variant_label(*key)} {name} {direction}", method, gap) for key, v in variants.items()
         for name, timing in v.timings.items() for direction, method, gap in timing.unproven()]
+    bound = None
+    if unproven and best is not None and best.feasible:  # the same DP on the proven lower bounds: no real
+        lower = {"dp_calls": 0, "bound_dp_calls": 0}  # schedule can do better
+        bound = max(best.throughput_samples_s, search(lower_bound_chain, calls=lower).throughput_samples_s)
+        calls["bound_dp_calls"] += lower["dp_calls"] + lower["bound_dp_calls"]
+    if bound_only:  # every layer latency was a lower bound
+        calls = {"dp_calls": 0, "bound_dp_calls": calls["dp_calls"] + calls["bound_dp_calls"]}
     total_s = time.perf_counter() - started
     timings_s = {k: counters[k] for k in ("trace", "estimate", "schedule")}
     timings_s["placement"] = max(total_s - sum(timings_s.values()), 0.0)
     common = dict(workload=workload.name, cluster=cluster.to_dict(), area_mm2=acc.area_mm2, peak_flops=acc.peak_flops,
                   layer_timings=layer_timings, timings_s=timings_s, ilp_solves=int(counters["ilp_solves"]),
                   schedules=int(counters["schedules"]),
-                  dp_calls=len(usable) * len(request.microbatches) * len(capacities) * len(degrees) * len(experts),
+                  dp_calls=calls["dp_calls"], bound_dp_calls=calls["bound_dp_calls"],
                   knobs={"microbatch": list(request.microbatches), "plan": str(request.plan),
                          "hbm_gb": list(request.capacities_gb), "tensor_widths": list(request.widths),
                          "context_parallels": list(request.context_parallels)},
@@ -425,9 +449,7 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
         return Evaluation(accelerator=acc.to_dict(), feasible=False, reason=reason or "no feasible plan",
                           throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, energy_per_sample_j=0.0, plan={},
                           memory_bytes={}, **common)
-    bound = best.throughput_samples_s
-    if unproven:  # the same DP on the proven lower bounds: no real schedule can do better
-        bound = max(bound, search(lower_bound_chain).throughput_samples_s)
+    bound = best.throughput_samples_s if bound is None else bound
     chosen = acc.replace(hbm_gb=best.hbm_bytes / GB_BYTES)
     energy = 0.0 if bound_only else _energy_per_sample_j(
         variants[(best.tensor_width, best.microbatch, best.context_parallel)].graph, acc, best.tensor_width,
@@ -497,14 +519,19 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
                            plan: PlanSpec | None = None, microbatch: Iterable[int] = DEFAULT_MICROBATCHES,
                            recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
                            tensor_widths: Iterable[int] = TENSOR_WIDTHS, seq_len: int | None = None,
-                           context_parallels: Iterable[int] = CONTEXT_PARALLELS, cache: bool = True) -> float:
-    """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible)."""
+                           context_parallels: Iterable[int] = CONTEXT_PARALLELS, cache: bool = True,
+                           calls: dict[str, int] | None = None) -> float:
+    """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible).
+    ``calls``: when given, ``calls["bound_dp_calls"]`` grows by the placement DP runs made (none for a cached
+    bound)."""
     request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len,
                        context_parallels)
     key = content_key("bound", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts())
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit
     result = _run(request, accelerator, bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S, cache=cache)
+    if calls is not None:
+        calls["bound_dp_calls"] = calls.get("bound_dp_calls", 0) + result.bound_dp_calls
     bound = result.throughput_samples_s * (1 + 1e-9) if result.feasible else 0.0
     if cache:
         _BOUNDS.put(key, bound)

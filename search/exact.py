@@ -81,7 +81,8 @@ class ExactSearch:
         self.resumed = len(self.records)
         self.bounds: dict[str, np.ndarray] = {}
         self.variant_bounds: dict[str, dict[tuple[int, int], np.ndarray]] = {}
-        self.counters = {"ilp_solves": 0, "evaluations": 0, "pruned_by_placement_bound": 0, "dp_calls": 0}
+        self.counters = {"ilp_solves": 0, "evaluations": 0, "pruned_by_placement_bound": 0, "dp_calls": 0,
+                         "bound_dp_calls": 0}  # the DP runs this run made (search.tasks.evaluate_design)
 
     # --- bounds ------------------------------------------------------------------------------------
     def compute_bounds(self) -> None:
@@ -110,7 +111,8 @@ class ExactSearch:
 
     def _absorb(self, workload: str, index: int, result: dict[str, Any]) -> dict[str, Any]:
         area = float(self.config.arch.arrays["area_mm2"][index])
-        self.counters["dp_calls"] += result.get("dp_calls", 0)
+        self.counters["dp_calls"] += result["dp_calls"]
+        self.counters["bound_dp_calls"] += result["bound_dp_calls"]
         if result["status"] == "pruned":
             record = {"status": "pruned", "throughput_samples_s": None, "bound_samples_s": result["bound"],
                       "area_mm2": area, "evaluation": None}

@@ -99,7 +99,8 @@ class SearchResult:
     ``evaluations`` (architecture × workload pairs evaluated, including resumed ones), of which
     ``evaluations_this_run``; ``pruned_by_placement_bound`` (pruned by the ILP-free bound, unevaluated);
     ``pruning_ratio`` (architectures never evaluated / architectures); ``resumed_records`` read from
-    ``results.db``.
+    ``results.db``; the placement DP runs this run made, ``dp_calls_this_run`` on scheduled layer latencies and
+    ``bound_dp_calls_this_run`` on lower bounds (ILP-free bounds, the variant-level branch and bound).
 
     ``exact`` is True only when the answer is proven: the reported best design's schedules are all proven
     optimal, and every evaluated design resting on an unproven schedule (an ILP stopped by its time limit,
@@ -129,6 +130,7 @@ class SearchResult:
     cluster: dict[str, Any] = field(default_factory=dict)  # Cluster.to_dict(): on which system
     unproven: tuple[dict[str, Any], ...] = ()  # search.exact.unproven_design rows
     objectives: tuple[str, ...] = ()  # Pareto mode: the front's objectives (search.objectives); else empty
+    bound_dp_calls_this_run: int = 0  # placement DP runs on lower-bound latencies (dp_calls_this_run: on scheduled ones)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

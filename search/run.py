@@ -80,7 +80,7 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
         evaluations=len(evaluated), evaluations_this_run=search.counters["evaluations"],
         pruned_by_placement_bound=sum(1 for r in search.records.values() if r["status"] == "pruned"),
         ilp_solves=sum(r["evaluation"]["ilp_solves"] for r in evaluated),
-        dp_calls_this_run=search.counters["dp_calls"],
+        dp_calls_this_run=search.counters["dp_calls"], bound_dp_calls_this_run=search.counters["bound_dp_calls"],
         pruning_ratio=1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.arch),
         resumed_records=search.resumed, elapsed_s=time.perf_counter() - started, space=config.space.to_dict(),
         cluster=config.cluster.to_dict(), objectives=config.objectives if config.pareto else ())
@@ -169,7 +169,8 @@ def _search_shared_design(config: SearchConfig, search: ExactSearch, executor, d
             if store:
                 store.close()
         search.counters["evaluations"] += sub.counters["evaluations"]
-        search.counters["dp_calls"] += sub.counters["dp_calls"]
+        for counter in ("dp_calls", "bound_dp_calls"):
+            search.counters[counter] += sub.counters[counter]
         records.update({(w, i, capacity): r for (w, i), r in sub.records.items()})
         if index is not None and (best is None or value > best[1]):
             best = (index, value, sub, capacity)

@@ -384,3 +384,35 @@ def test_exact_search_on_a_hierarchical_cluster_equals_brute_force(brute_force, 
     data = json.loads(capsys.readouterr().out)
     assert data["cluster"] == dataclasses.replace(dgx, link_bandwidth_Bps=12.5e9).to_dict()  # (all finite)
     assert data["exact"] is True and data["best"][TINY.name]["feasible"]
+
+
+@pytest.mark.slow
+def test_dp_calls_count_the_placement_dp_runs_made(monkeypatch):
+    """``dp_calls`` (on scheduled layer latencies) and ``bound_dp_calls`` (on lower bounds) are the DP runs made:
+    their sum equals a counter around the DP; the variant-level branch and bound makes at most one scheduled run
+    per variant (t × m × HBM × c × e), fewer when a variant's lower-bound DP cannot beat the incumbent; a pruned
+    design reports only the bound's runs."""
+    from phaze_env.placement import api
+    from search.tasks import evaluate_design
+
+    runs = []
+    best_plan = api.best_plan
+    monkeypatch.setattr(api, "best_plan", lambda *args, **kw: runs.append(1) or best_plan(*args, **kw))
+    knobs = dict(microbatch=(1, 4), hbm_gb=(0.004, 32.0), tensor_widths=(1, 2), context_parallels=(1,))
+    variants = 2 * 2 * 2  # widths × microbatches × capacities (c = e = 1: a dense model, c pinned)
+    scheduled = []
+    for accelerator in list(ARCH)[::24]:
+        before = len(runs)
+        evaluation = evaluate(TINY, accelerator, CLUSTER, **knobs)  # these knobs are this test's: not cached before
+        assert not evaluation.from_cache and evaluation.dp_calls + evaluation.bound_dp_calls == len(runs) - before
+        assert evaluation.dp_calls <= variants and evaluation.bound_dp_calls <= variants  # every schedule proven
+        scheduled.append(evaluation.dp_calls)
+        before, calls = len(runs), {}
+        throughput_upper_bound(TINY, accelerator, CLUSTER, calls=calls, **knobs)
+        assert calls == {"bound_dp_calls": len(runs) - before} and calls["bound_dp_calls"] == variants
+    assert min(scheduled) < variants  # the branch and bound skipped scheduled runs (the old count claimed them)
+    task = SearchConfig(workloads=(TINY,), cluster=CLUSTER, space=SPACE, tensor_widths=(1, 2)).task(TINY.name, 0, 1e30)
+    before = len(runs)
+    pruned = evaluate_design(task)
+    assert pruned["status"] == "pruned" and pruned["dp_calls"] == 0
+    assert pruned["bound_dp_calls"] == len(runs) - before

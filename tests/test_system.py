@@ -9,8 +9,10 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from phaze_env.cluster import CLUSTER_PRESETS, Cluster, UnknownClusterError, get_cluster
+from phaze_env.cluster import CLUSTER_PRESETS, Cluster, UnknownClusterError, _counted_extents, _extents, get_cluster
 from phaze_env.evaluate import evaluate
 from phaze_env.hardware import TPUV4, get_preset
 from phaze_env.plan_spec import PlanSpec, PlanSyntaxError
@@ -33,6 +35,16 @@ def test_flat_cluster_is_the_ring_formula():
         assert cluster.collective_s("allreduce", 1e9, group, stride) == pytest.approx(ring_allreduce(1e9, group, 4e9, 1e-6))
         assert cluster.collective_s("allgather", 1e9, group, stride) == pytest.approx(ring_allreduce(1e9, group, 4e9, 1e-6) / 2)
     assert cluster.p2p_s(1e9, stride=8) == pytest.approx(1e9 / 4e9 + 1e-6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=4), group=st.integers(0, 700),
+       stride=st.one_of(st.integers(0, 70), st.sampled_from((1, 2, 4, 8, 64, 128, 384))),
+       outer=st.one_of(st.just((1, 0)), st.tuples(st.integers(1, 4), st.integers(1, 50))))
+def test_extents_in_closed_form_equal_the_listed_positions(sizes, group, stride, outer):
+    """The closed forms (an arithmetic progression's quotients by each level's unit, modulo its size) count exactly
+    what listing the devices' positions counts, on any level sizes, strides and groups."""
+    assert _extents.__wrapped__(tuple(sizes), group, stride, outer) == _counted_extents(tuple(sizes), group, stride, outer)
 
 
 def test_dgx_a100_prices_each_level():

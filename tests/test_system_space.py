@@ -3,6 +3,7 @@ search against brute force on a small system space."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import subprocess
@@ -10,18 +11,20 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from phaze_env.cluster import NVLINK3_BPS, Cluster, system_cluster, torus_dims
-from phaze_env.design import SYSTEM_FIELDS, Design, DesignSpace, SystemDesignSpace, evaluate_design
+from phaze_env.cluster import (NVLINK3_BPS, REFERENCE_CLUSTER_PRESETS, Cluster, get_cluster, point_cluster,
+                               reference_cluster, system_cluster, torus_dims)
+from phaze_env.design import SYSTEM_FIELDS, Design, DesignSpace, SystemArchSpace, SystemDesignSpace, evaluate_design
 from phaze_env.evaluate import throughput_upper_bound
-from phaze_env.hardware.cost import chip_area_mm2
+from phaze_env.hardware.cost import TPUV4_ICI_LINK_BPS, chip_area_mm2, preset_system
 from phaze_env.hardware.space import ARCH_KNOBS, SYSTEM_KNOBS
 from phaze_env.hardware.system import (HBM_GENERATIONS, HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, SCALE_UP_DOMAIN,
                                        SYSTEM_GEMM_EFFICIENCY, SystemBudget, baseline_point, devices_supported,
+                                       reference_point,
                                        topology_unit, wall_power_per_chip_w)
-from search.bounds import bounding_cluster, throughput_bounds
+from search.bounds import bounding_cluster, placement_time_bound_s, system_throughput_bounds, throughput_bounds
 from search.config import SearchConfig
 from search.result import SearchResult
 from search.run import run_search
@@ -142,6 +145,33 @@ def test_topology_builders():
         system_cluster("switched", 12, 12, 50e9)
 
 
+@pytest.mark.parametrize("budget_w", [BUDGET_W, 1e6, 3e6])
+def test_tpuv4_baseline_cluster_has_the_tpuv4_pod_presets_ici_bandwidth(budget_w):
+    # One convention: the system space's TPUv4 (ChipSystem, both directions together) must get the per-direction
+    # ICI bandwidth the tpuv4-pod preset gives the same chips (50 GB/s per link and direction, 6 links).
+    point = baseline_point(SystemBudget(power_w=budget_w))
+    baseline, pod = point_cluster(point), get_cluster("tpuv4-pod", point.n_devices)
+    assert 64 <= point.n_devices <= 4096 and baseline.torus_dims == pod.torus_dims
+    assert baseline.link_bandwidth_Bps == pod.link_bandwidth_Bps == TPUV4_ICI_LINK_BPS == 50e9
+    assert point.chip_system.per_direction_Bps == 6 * TPUV4_ICI_LINK_BPS  # 2 links per torus dimension
+    # The torus levels differ only by the assumed ring efficiency the system space gives every family.
+    assert [level.bandwidth_Bps / baseline.link_efficiency for level in baseline.levels] == \
+        [level.bandwidth_Bps / pod.link_efficiency for level in pod.levels]
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_CLUSTER_PRESETS))
+def test_gpu_reference_chips_have_their_cluster_presets_nvlink_bandwidth(name):
+    # The a100/h100 ChipSystems (both directions together) and their DGX presets (per direction) agree, and a
+    # switched system-space cluster built from the chip's links gets the preset's NVLink bandwidth.
+    point = reference_point(name, SystemBudget(power_w=1e6))
+    preset = reference_cluster(name, point)
+    assert preset.name == REFERENCE_CLUSTER_PRESETS[name]
+    assert point.chip_system == preset_system(name)
+    assert point.chip_system.per_direction_Bps == preset.node_bandwidth_Bps == {"a100": 300e9, "h100": 450e9}[name]
+    built = system_cluster("switched", point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps)
+    assert built.node_bandwidth_Bps == preset.node_bandwidth_Bps and built.levels[0].size == preset.levels[0].size
+
+
 def test_baseline_is_the_tpuv4_chip_at_the_same_budget_and_gemm_efficiency():
     point = baseline_point(SystemBudget(power_w=BUDGET_W))
     assert point.accelerator.gemm_efficiency == SYSTEM_GEMM_EFFICIENCY
@@ -158,6 +188,34 @@ def test_bounding_cluster_is_no_slower_than_any_torus_of_the_family(links, link_
     if group * stride <= torus.n_devices:
         assert largest.collective_s(kind, 1e9, group, stride) <= torus.collective_s(kind, 1e9, group, stride) * (1 + 1e-12)
         assert largest.p2p_s(1e6, stride) <= torus.p2p_s(1e6, stride)
+
+
+@settings(max_examples=80, deadline=None)
+@given(family=st.sampled_from(("torus", "switched")), units=st.lists(st.integers(1, 12), min_size=1, max_size=5),
+       layers=st.lists(st.tuples(st.floats(1e-4, 1.0), st.integers(1, 6)), min_size=1, max_size=6),
+       spread=st.floats(0.5, 2.0), t=st.sampled_from((1, 2, 4, 8)), m=st.sampled_from((1, 2, 4)),
+       batch=st.one_of(st.integers(1, 2048), st.sampled_from((64, 128, 512, 1024))),  # some fill a cap exactly
+       gradient_bytes=st.one_of(st.just(0.0), st.floats(0.0, 1e11)), boundary_bytes=st.floats(0.0, 1e8))
+@example(family="switched", units=[8, 16], layers=[(0.1, 2)], spread=1.0, t=1, m=1, batch=64, gradient_bytes=0.0,
+         boundary_bytes=0.0)  # 64 chips: d = 64 (one microbatch each) uses the whole cap
+def test_capped_placement_bound_is_each_architectures_own_chip_count_bound(family, units, layers, spread, t, m, batch,
+                                                                          gradient_bytes, boundary_bytes):
+    """Capping each architecture's placements at its own chip count (one call over a group on the largest
+    count's bounding cluster) gives exactly the bound on that chip count's own bounding cluster: not looser (the
+    per-row tightening), and not tighter (a cap below the row's chips would fail this)."""
+    unit = 64 if family == "torus" else 8
+    caps = np.array([unit * k for k in units])
+    layer_s = np.array([[s * spread ** j for j in range(len(caps))] for s, _ in layers])  # layers × architectures
+    repeats = np.array([r for _, r in layers])
+
+    def bounding(n):
+        return bounding_cluster(system_cluster(family, n, 12, 100e9, global_batch=batch))
+
+    grouped = placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, bounding(int(caps.max())),
+                                     device_caps=caps)
+    for j, cap in enumerate(caps):
+        own = placement_time_bound_s(layer_s[:, [j]], repeats, gradient_bytes, boundary_bytes, t, m, bounding(int(cap)))
+        assert grouped[j] == pytest.approx(own[0], rel=1e-12) or grouped[j] == own[0] == math.inf
 
 
 # ---------------------------------------------------------------- evaluation, bounds and the exact search
@@ -182,6 +240,15 @@ def brute_force(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PHAZE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
         bounds = throughput_bounds(TINY, rows, TRAINING, microbatch=space.microbatch, tensor_widths=WIDTHS)
+        # each row's bound is the one on its own chip count (the rows grouped together have different counts)
+        counts: dict[Design, set[int]] = {}  # rows that differ only in their tensor-core count share a group
+        for design, point in zip(rows.designs, rows.points):
+            counts.setdefault(dataclasses.replace(design, num_tc=0), set()).add(point.n_devices)
+        assert any(len(n) > 1 for n in counts.values())
+        for i, (design, point) in enumerate(zip(rows.designs, rows.points)):
+            alone = SystemArchSpace(space, (design,), (point,), {"area_mm2": rows.arrays["area_mm2"][[i]]})
+            assert bounds[i] == pytest.approx(system_throughput_bounds(TINY, alone, TRAINING, microbatch=space.microbatch,
+                                                                       tensor_widths=WIDTHS)[0], rel=1e-12)
         for design in space:
             evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
             head = Design.from_dict(design.to_dict() | {"microbatch": space.microbatch[0], "recompute": space.recompute[0]})

@@ -116,6 +116,7 @@ def best_plan_multi(
     expert_parallels: Iterable[int] | None = None,
     cache: bool = False,
     lower_bound_layers: Callable[..., LayerList] | None = None,
+    calls: dict[str, int] | None = None,
 ) -> Plan:
     """Best :func:`best_plan` over tensor widths × microbatch sizes × context- and expert-parallel degrees × HBM
     capacities.
@@ -144,8 +145,12 @@ def best_plan_multi(
     never decreases when a layer gets slower, so a variant that cannot beat it on its lower bounds cannot on
     its layers either, and an infeasible one is infeasible either way (memory, not time, decides it). The
     answer is the same as without them.
+
+    ``calls``: when given, ``calls["dp_calls"]`` grows by one per :func:`best_plan` run on ``layers`` and
+    ``calls["bound_dp_calls"]`` per run on ``lower_bound_layers`` — the DP runs this branch and bound made.
     """
     _check(settings)
+    calls = {"dp_calls": 0, "bound_dp_calls": 0} if calls is None else calls
     degrees = [(c, e) for c in ((1,) if context_parallels is None else tuple(context_parallels))
                for e in ((1,) if expert_parallels is None else tuple(expert_parallels))]
 
@@ -180,12 +185,13 @@ def best_plan_multi(
             extra = variant_fields(*key) if variant_fields is not None else {}
             variant = replace(settings, tensor_width=t, microbatch=m, context_parallel=c, expert_parallel=e,
                               hbm_bytes=capacity, **extra)
+            plan = None
             if lower_bound_layers is not None:
                 plan = best_plan(lower_bound_layers(*key), variant, cache=cache, must_beat=best)
-                if plan is not None and plan.feasible:
-                    plan = best_plan(layers_for(*key), variant, cache=cache, must_beat=best)
-            else:
+                calls["bound_dp_calls"] += 1
+            if lower_bound_layers is None or (plan is not None and plan.feasible):
                 plan = best_plan(layers_for(*key), variant, cache=cache, must_beat=best)
+                calls["dp_calls"] += 1
             if plan is None:  # nothing here beats the incumbent
                 continue
             if not plan.feasible:
