@@ -18,7 +18,7 @@ of a profile's efficiencies is fitted to one case on that chip (its ``calibratio
 errors are reported per profile and chip over its other (held-out) cases, by stack, chip and kind. A series of one run at several data-parallel degrees is
 also reported as a per-GPU throughput trend. The MoE cases (``MOE_CASES``) run their published expert-parallel plans
 on H100 and are reported in their own section; a case with a ``requires`` note is listed as data, not predicted.
-The headline error and the main table are over the profiles' home chip (A100); the H100 cases
+The headline error and the main table are over each profile's home chip (A100; TPU v4 for jax-xla); the H100 cases
 (:data:`~experiments.validation_cases.H100_CASES`: Megatron-Core's H100 efficiency is fitted to one of them) and the
 MoE cases have sections of their own. A case on a chip its stack was never fitted on runs the profile's structure
 with the cluster preset's own efficiency. Writes
@@ -165,7 +165,7 @@ def profiled(predictions: list[Prediction]) -> list[Prediction]:
 
 
 def on_home_chip(case: ValidationCase) -> bool:
-    """Whether the case runs on its stack profile's home chip (``fits[0]``: A100 for every profile so far)."""
+    """Whether the case runs on its stack profile's home chip (``fits[0]``: A100, or TPU v4 for jax-xla)."""
     return case.accelerator in get_stack(case.stack).fits[0].chips
 
 
@@ -459,9 +459,10 @@ def markdown(predictions: list[Prediction], sensitivity: list[list[TrendPoint]] 
             summary = (f"{statistics.mean(held):.1%} | {max(held):.1%}" if held else "— | —")
             lines.append(f"| {profile.name} | {chips} | {fit.framework_efficiency:g} | {calibration} | {len(held)} | "
                          f"{sum(e <= TOLERANCE for e in held)} | {summary} |")
+    home = ", ".join(sorted({profile.fits[0].chips[0] for profile in STACKS.values()}))
     lines += ["", "Sources of each profile (structure and calibration) are in `phaze_env/stacks.py` (`STACKS`). The H100",
-              "row's held-out cases (dense and MoE) are in their own sections below; the headline error and the case table",
-              "are over the A100 cases.", "",
+              "rows' held-out cases (dense and MoE) are in their own sections below; the headline error and the case table",
+              f"are over the cases on each profile's home chip ({home}).", "",
               "## Cases", "",
               "| case | stack | chip | kind | metric | published | predicted | error | plan | largest parts of the predicted batch time | source |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -968,10 +969,12 @@ def main(argv: list[str] | None = None) -> int:
     if h100:
         print(f"H100 and MoE (held out): mean absolute error {statistics.mean(h100):.1%} over {len(h100)} cases")
     for profile in STACKS.values():
-        held = held_out_errors(predictions, profile.name)
-        if held:
-            print(f"{profile.name}: mean absolute error {statistics.mean(held):.1%} over {len(held)} held-out cases "
-                  f"(calibration: {profile.calibration}); {sum(e <= TOLERANCE for e in held)} within ±{TOLERANCE:.0%}")
+        for fit in profile.fits:  # by stack and chip, as the report's profile table
+            held = held_out_errors([p for p in every if p.case.accelerator in fit.chips], profile.name)
+            if held:
+                print(f"{profile.name} on {'/'.join(fit.chips)}: mean absolute error {statistics.mean(held):.1%} over "
+                      f"{len(held)} held-out cases (calibration: {fit.calibration}); "
+                      f"{sum(e <= TOLERANCE for e in held)} within ±{TOLERANCE:.0%}")
     for points in scaling_series(every):
         print(f"scaling trend {points[0].case.workload} ({points[0].case.stack}): per-GPU throughput vs the smallest "
               "scale, published / predicted: " + ", ".join(f"{p.case.n_devices} GPUs {p.published:.1%} / {p.predicted:.1%}"
