@@ -971,10 +971,12 @@ def main(argv: list[str] | None = None) -> int:
     if h100:
         print(f"H100 and MoE (held out): mean absolute error {statistics.mean(h100):.1%} over {len(h100)} cases")
     for profile in STACKS.values():
-        held = held_out_errors(predictions, profile.name)
-        if held:
-            print(f"{profile.name}: mean absolute error {statistics.mean(held):.1%} over {len(held)} held-out cases "
-                  f"(calibration: {profile.calibration}); {sum(e <= TOLERANCE for e in held)} within ±{TOLERANCE:.0%}")
+        for fit in profile.fits:  # by stack and chip, as the report's profile table
+            held = held_out_errors([p for p in every if p.case.accelerator in fit.chips], profile.name)
+            if held:
+                print(f"{profile.name} on {'/'.join(fit.chips)}: mean absolute error {statistics.mean(held):.1%} over "
+                      f"{len(held)} held-out cases (calibration: {fit.calibration}); "
+                      f"{sum(e <= TOLERANCE for e in held)} within ±{TOLERANCE:.0%}")
     for points in scaling_series(every):
         print(f"scaling trend {points[0].case.workload} ({points[0].case.stack}): per-GPU throughput vs the smallest "
               "scale, published / predicted: " + ", ".join(f"{p.case.n_devices} GPUs {p.published:.1%} / {p.predicted:.1%}"
