@@ -552,8 +552,8 @@ def plot(predictions: list[Prediction], path: Path) -> None:
 
     order = {name: index for index, name in enumerate(STACKS)}
     shown = sorted((p for p in predictions if p.error is not None), key=lambda p: order.get(p.case.stack, len(order)))
-    colours = dict(zip(STACKS, ("tab:blue", "tab:orange", "tab:purple", "tab:brown")))
-    fig, ax = plt.subplots(figsize=(10, 5.6), layout="constrained")
+    colours = dict(zip(STACKS, ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:green", "tab:pink", "tab:olive")))
+    fig, ax = plt.subplots(figsize=(12, 5.6), layout="constrained")
     bars = ax.bar(range(len(shown)), [100 * p.error for p in shown], color=[colours[p.case.stack] for p in shown])
     labelled = set()
     for bar, p in zip(bars, shown):
@@ -573,7 +573,7 @@ def plot(predictions: list[Prediction], path: Path) -> None:
     ax.set_ylabel("predicted / published − 1 (%)")
     ax.set_title(f"phaze-gym vs published training runs: {len(held_out_errors(predictions))} held out, one framework "
                  "efficiency fitted per training stack", fontsize=10)
-    ax.legend(loc="best", fontsize=8)
+    fig.legend(loc="outside right upper", fontsize=8)  # beside the axes: never over a bar
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -587,6 +587,8 @@ def overlapped_error(case: ValidationCase) -> float:
     accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
     evaluation = evaluate(case.workload, accelerator, cluster, plan=plan_of(case), seq_len=case.seq_len)
     return metric_value(case, evaluation.plan["time_per_batch_s"]) / case.published - 1
+
+
 def tpu_section(predictions: list[Prediction]) -> list[str]:
     """The TPU v4 runs: how they are modelled, and which are predicted (their rows are in the tables above)."""
     names = {case.name for case in TPU_CASES}
@@ -969,10 +971,12 @@ def main(argv: list[str] | None = None) -> int:
     if h100:
         print(f"H100 and MoE (held out): mean absolute error {statistics.mean(h100):.1%} over {len(h100)} cases")
     for profile in STACKS.values():
-        held = held_out_errors(predictions, profile.name)
-        if held:
-            print(f"{profile.name}: mean absolute error {statistics.mean(held):.1%} over {len(held)} held-out cases "
-                  f"(calibration: {profile.calibration}); {sum(e <= TOLERANCE for e in held)} within ±{TOLERANCE:.0%}")
+        for fit in profile.fits:  # by stack and chip, as the report's profile table
+            held = held_out_errors([p for p in every if p.case.accelerator in fit.chips], profile.name)
+            if held:
+                print(f"{profile.name} on {'/'.join(fit.chips)}: mean absolute error {statistics.mean(held):.1%} over "
+                      f"{len(held)} held-out cases (calibration: {fit.calibration}); "
+                      f"{sum(e <= TOLERANCE for e in held)} within ±{TOLERANCE:.0%}")
     for points in scaling_series(every):
         print(f"scaling trend {points[0].case.workload} ({points[0].case.stack}): per-GPU throughput vs the smallest "
               "scale, published / predicted: " + ", ".join(f"{p.case.n_devices} GPUs {p.published:.1%} / {p.predicted:.1%}"

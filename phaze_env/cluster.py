@@ -446,9 +446,8 @@ def torus_dims(n_devices: int) -> tuple[int, int, int]:
 def point_cluster(point: SystemPoint, base: Cluster | None = None) -> Cluster:
     """The cluster of a system point (its topology, the chips its budget buys, its chip's links); ``base``
     supplies the training fields (global batch, optimizer, framework efficiency; default :class:`Cluster`'s)."""
-    if point.n_devices < 1:
-        raise ValueError(f"a {point.budget.describe()} budget buys no whole {point.topology} unit of this chip "
-                         f"({point.budget.per_chip(point.estimate):,.0f} per chip)")
+    if point.unbuildable_reason:
+        raise ValueError(point.unbuildable_reason)
     base = base or Cluster()
     return system_cluster(point.topology, point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps,
                           global_batch=base.global_batch, optimizer=base.optimizer,
@@ -497,8 +496,8 @@ def reference_cluster(name: str, point: SystemPoint, base: Cluster | None = None
     base = base or Cluster()
     if name not in REFERENCE_CLUSTER_PRESETS:
         return point_cluster(point, base)
-    if point.n_devices < 1:
-        raise ValueError(f"a {point.budget.describe()} budget buys no whole {name} node")
+    if point.unbuildable_reason:
+        raise ValueError(f"{name}: {point.unbuildable_reason}")
     return get_cluster(REFERENCE_CLUSTER_PRESETS[name], point.n_devices, global_batch=base.global_batch,
                        optimizer=base.optimizer, framework_efficiency=base.framework_efficiency)
 

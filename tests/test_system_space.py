@@ -226,8 +226,42 @@ def test_evaluate_design_runs_a_system_design_on_its_own_cluster():
     assert evaluation.feasible
     assert evaluation.cluster["n_devices"] == space.point(design).n_devices
     assert evaluation.accelerator["hbm_gb"] == design.hbm_gb
-    with pytest.raises(ValueError, match="buys no whole"):
-        evaluate_design(design, TINY, TRAINING, budget=SystemBudget(power_w=1e3), tensor_widths=WIDTHS)
+    unbuilt = evaluate_design(design, TINY, TRAINING, budget=SystemBudget(power_w=1e3), tensor_widths=WIDTHS)
+    assert not unbuilt.feasible and "0.001 MW budget buys 1 of these chips" in unbuilt.reason
+
+
+TINY_BUDGET_W = 3e3
+"""≈ 2 chips of ≈ 1.3 kW at the wall: not one 8-chip node or 64-chip torus cube."""
+
+
+def test_a_budget_that_buys_no_topology_unit_is_infeasible_on_every_face():
+    import gymnasium
+    import phaze_env.env  # noqa: F401 - registers the env ids
+    from phaze_env.objective import make_objective
+
+    space = DesignSpace.named("system", budget_w=TINY_BUDGET_W, **{k: small_space().values(k) for k in SYSTEM_KNOBS})
+    for topology, unit in (("torus", 64), ("switched", 8)):
+        design = next(d for d in space if d.topology == topology)
+        point = space.point(design)
+        assert point.n_devices == 0 and 1 <= space.budget.affordable(point.estimate) < unit
+        evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
+        assert not evaluation.feasible and evaluation.throughput_samples_s == 0 and evaluation.plan == {}
+        assert evaluation.reason == point.unbuildable_reason
+        assert f"not one whole {topology} unit of {unit}" in evaluation.reason and "0.003 MW budget" in evaluation.reason
+        with pytest.raises(ValueError, match="not one whole"):  # a cluster of no chips is still never built
+            point_cluster(point)
+    for name in ("tpuv4", "a100", "h100"):
+        evaluation = space.evaluate_reference(name, TINY, TRAINING, tensor_widths=WIDTHS)
+        assert not evaluation.feasible and evaluation.reason.startswith(f"{name}: a 0.003 MW budget buys")
+    # The env scores the design as infeasible (its baseline, the TPUv4 torus, is infeasible too: warned), the
+    # Optuna objective records it as infeasible with the reason.
+    env = gymnasium.make("phaze_env/ArchSearch-v0", workload=TINY, cluster=TRAINING, space=space).unwrapped
+    env.reset(seed=0)
+    with pytest.warns(UserWarning, match="baseline infeasible"):
+        _, reward, terminated, _, info = env.step(space.encode(design))
+    assert terminated and reward < 0 and not info["feasible"] and "not one whole switched unit" in info["reason"]
+    record = make_objective(TINY, TRAINING, space=space).record(design)
+    assert not record.attrs["feasible"] and record.attrs["reason"] == point.unbuildable_reason
 
 
 @pytest.fixture(scope="module")

@@ -274,6 +274,16 @@ class SystemPoint:
     budget: SystemBudget
 
     @property
+    def unbuildable_reason(self) -> str:
+        """Why no cluster can be built at this point ("" when one can): the budget buys no whole topology unit."""
+        if self.n_devices >= 1:
+            return ""
+        unit = "W at the wall" if self.budget.power_w is not None else "USD"
+        return (f"a {self.budget.describe()} budget buys {self.budget.affordable(self.estimate):,} of these chips "
+                f"({self.budget.per_chip(self.estimate):,.0f} {unit} each), not one whole {self.topology} unit of "
+                f"{topology_unit(self.topology)}: no cluster to train on")
+
+    @property
     def cluster_power_w(self) -> float:
         return self.n_devices * wall_power_per_chip_w(self.estimate)
 
