@@ -175,3 +175,15 @@ def sliced_template(draw) -> Settings:
 def test_dp_on_sliced_clusters_never_gets_faster_when_layers_get_slower(layers, slowdowns, settings_):
     """What keeps ``throughput_upper_bound`` a bound on sliced clusters (``test_bound_property``'s property)."""
     assert_not_faster(best_plan(layers, settings_), best_plan(slower(layers, slowdowns), settings_))
+
+
+def test_the_jax_xla_structure_reaches_the_cluster_and_its_serialised_form():
+    from phaze_env.stacks import get_stack
+
+    sliced = get_cluster("tpuv4-pod", 128, slices=2, global_batch=2048, optimizer="adam")
+    assert sliced.hybrid_allreduce_overlapped and "hybrid_allreduce_overlapped" not in sliced.to_dict()
+    jax = get_stack("jax-xla").apply(sliced, "tpuv4")
+    assert not jax.hybrid_allreduce_overlapped and jax.framework_efficiency == get_stack("jax-xla").framework_efficiency
+    assert jax.to_dict()["hybrid_allreduce_overlapped"] is False and Cluster.from_dict(jax.to_dict()) == jax
+    assert "hybrid-shard all-reduce after the backward pass" in jax.describe()
+    assert get_stack("pytorch-fsdp").structure(jax).hybrid_allreduce_overlapped  # FSDP's HYBRID_SHARD overlaps it
