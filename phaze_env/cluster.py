@@ -44,17 +44,20 @@ from typing import Any
 import numpy as np
 
 from phaze_env import comm
+from phaze_env.hardware.cost import (A100_NVLINKS, H100_NVLINKS, NVLINK_LINK_BPS, TPUV4_ICI_LINK_BPS,
+                                     links_per_direction_Bps)
 from phaze_env.hardware.system import SCALE_UP_DOMAIN, TOPOLOGIES, TORUS_CUBE_SIDE, TORUS_NEIGHBOURS, SystemPoint
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 # --- published constants (each cites its source) -----------------------------------------------------
-NVLINK3_BPS = 300e9
+NVLINK3_BPS = A100_NVLINKS * NVLINK_LINK_BPS
 """A100 NVLink 3: 12 links × 25 GB/s per direction = 300 GB/s per GPU per direction ("600 GB/s"
-bidirectional; NVIDIA A100 Tensor Core GPU datasheet / Architecture whitepaper, 2020)."""
-NVLINK4_BPS = 450e9
+bidirectional; NVIDIA A100 Tensor Core GPU datasheet / Architecture whitepaper, 2020). From the a100 chip's
+link constants (:mod:`phaze_env.hardware.cost`), so the chip and its cluster preset cannot disagree."""
+NVLINK4_BPS = H100_NVLINKS * NVLINK_LINK_BPS
 """H100 SXM NVLink 4: 18 links × 25 GB/s = 450 GB/s per GPU per direction ("900 GB/s" bidirectional;
-NVIDIA H100 datasheet, 2022)."""
+NVIDIA H100 datasheet, 2022). From the h100 chip's link constants, as :data:`NVLINK3_BPS`."""
 HDR_IB_PER_GPU_BPS = 200e9 / 8
 """DGX A100: 8 ConnectX-6 HDR InfiniBand adapters of 200 Gb/s for compute, one per GPU = 25 GB/s per GPU
 (NVIDIA DGX A100 datasheet / user guide)."""
@@ -90,9 +93,6 @@ over NVLink (a few µs; nccl-tests small-size all_reduce_perf rows)."""
 IB_LATENCY_S = 5e-6
 """Per-step latency across InfiniBand (≈ 1–2 µs wire + NCCL proxy overhead; nccl-tests multi-node
 small-message latencies are a few µs to ~10 µs)."""
-TPUV4_ICI_LINK_BPS = 50e9
-"""TPUv4 inter-chip interconnect: 6 links per chip, ≈ 50 GB/s each (Jouppi et al. 2023, "TPU v4: An
-Optically Reconfigurable Supercomputer", ISCA; the project's DESIGN.md reference facts)."""
 TPUV4_POD_DIMS = (16, 16, 16)
 """A full TPUv4 pod: 4096 chips as 64 cubes of 4×4×4 joined by optical circuit switches into a 16×16×16
 3D torus (Jouppi et al. 2023)."""
@@ -417,7 +417,7 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
     "ibm-h100": (lambda n, **kw: _dgx(n, NVLINK4_BPS, IBM_H100_NODE_BPS / 8, "ibm-h100", **kw),
                  "IBM's H100 80 GB cluster of the fms-fsdp benchmarks: 8 GPUs per node on NVLink 4 (450 GB/s per GPU, "
                  "assumed as for ibm-a100), 800 Gb/s per node between nodes; NCCL efficiency 0.8."),
-    "tpuv4-pod": (_tpuv4_pod, "TPUv4 pod slice: 3D torus of ICI links (≈ 50 GB/s each, 6 per chip); slices=S splits the "
+    "tpuv4-pod": (_tpuv4_pod, "TPUv4 pod slice: 3D torus of ICI links (50 GB/s each per direction, 6 per chip); slices=S splits the "
                               "chips into S slices joined by the data-centre network (1.65 GB/s per chip, PaLM's burst)."),
 }
 
@@ -446,9 +446,8 @@ def torus_dims(n_devices: int) -> tuple[int, int, int]:
 def point_cluster(point: SystemPoint, base: Cluster | None = None) -> Cluster:
     """The cluster of a system point (its topology, the chips its budget buys, its chip's links); ``base``
     supplies the training fields (global batch, optimizer, framework efficiency; default :class:`Cluster`'s)."""
-    if point.n_devices < 1:
-        raise ValueError(f"a {point.budget.describe()} budget buys no whole {point.topology} unit of this chip "
-                         f"({point.budget.per_chip(point.estimate):,.0f} per chip)")
+    if point.unbuildable_reason:
+        raise ValueError(point.unbuildable_reason)
     base = base or Cluster()
     return system_cluster(point.topology, point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps,
                           global_batch=base.global_batch, optimizer=base.optimizer,
@@ -469,7 +468,7 @@ def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps
     so neither family wins by an efficiency the other is not given). ``fields``: other :class:`Cluster`
     fields (global batch, optimizer, framework efficiency).
     """
-    per_direction_Bps = links * link_bandwidth_Bps / 2
+    per_direction_Bps = links_per_direction_Bps(links, link_bandwidth_Bps)
     if topology == "torus":
         if links < TORUS_NEIGHBOURS or links % TORUS_NEIGHBOURS:
             raise ValueError(f"a 3-D torus needs links in multiples of {TORUS_NEIGHBOURS} per chip, got {links}")
@@ -497,8 +496,8 @@ def reference_cluster(name: str, point: SystemPoint, base: Cluster | None = None
     base = base or Cluster()
     if name not in REFERENCE_CLUSTER_PRESETS:
         return point_cluster(point, base)
-    if point.n_devices < 1:
-        raise ValueError(f"a {point.budget.describe()} budget buys no whole {name} node")
+    if point.unbuildable_reason:
+        raise ValueError(f"{name}: {point.unbuildable_reason}")
     return get_cluster(REFERENCE_CLUSTER_PRESETS[name], point.n_devices, global_batch=base.global_batch,
                        optimizer=base.optimizer, framework_efficiency=base.framework_efficiency)
 

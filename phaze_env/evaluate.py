@@ -483,6 +483,17 @@ def _variant(request: _Request, acc: Accelerator, t: int, m: int, c: int, bound_
     return _Variant(graph, timings, request.cluster, c)
 
 
+def unbuilt_evaluation(workload: str | Workload, accelerator: Accelerator, topology: str, reason: str) -> Evaluation:
+    """The infeasible evaluation of a design no cluster can be built for (a system whose budget buys no whole
+    ``topology`` unit): nothing is evaluated, ``cluster`` holds only ``n_devices`` 0 and the topology's name, and
+    ``reason`` says why, so every face (search, env, Optuna objective, baselines) scores it as infeasible."""
+    return Evaluation(workload=get_workload(workload).name, accelerator=accelerator.to_dict(),
+                      cluster={"n_devices": 0, "name": topology}, feasible=False, reason=reason,
+                      throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, area_mm2=accelerator.area_mm2,
+                      peak_flops=accelerator.peak_flops, energy_per_sample_j=0.0, plan={}, memory_bytes={},
+                      layer_timings={}, timings_s={}, ilp_solves=0, schedules=0)
+
+
 def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
              plan: PlanSpec | None = None, microbatch: Iterable[int] = DEFAULT_MICROBATCHES,
              recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
@@ -654,7 +665,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if evaluation.feasible else 1
 
 
-__all__ = ["Cluster", "Evaluation", "LayerTiming", "PlanSpec", "evaluate", "throughput_upper_bound", "valid_tensor_widths"]
+__all__ = ["Cluster", "Evaluation", "LayerTiming", "PlanSpec", "evaluate", "throughput_upper_bound", "unbuilt_evaluation",
+           "valid_tensor_widths"]
 
 
 if __name__ == "__main__":

@@ -417,8 +417,9 @@ class PlacementSearch:
         self.loosest_dp = SuffixDP(table, loosest)
         deepest = min(max_stages, most_replicas)
         self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
-        self.param_floor = self.loosest_dp.param_floor(deepest)
-        if s.expert_parallel > 1:  # the smallest largest-stage dense and expert bytes, bounding each sync part
+        if s.expert_parallel == 1:  # the smallest largest-stage parameter bytes, bounding the sync
+            self.param_floor = self.loosest_dp.param_floor(deepest)
+        else:  # the smallest largest-stage dense and expert bytes, bounding each sync part (param_floor is unused)
             memory = loosest.memory
             self.dense_floor = self.loosest_dp.param_floor(deepest, memory.compact(table.param_bytes - table.expert_param_bytes))
             self.expert_floor = self.loosest_dp.param_floor(deepest, memory.expert_param_bytes)
