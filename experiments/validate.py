@@ -580,10 +580,15 @@ def plot(predictions: list[Prediction], path: Path) -> None:
 
 
 # --- TPU v4 (JAX/XLA) -------------------------------------------------------------------------------------------
-def overlapped_error(case: ValidationCase) -> float:
-    """The error ``case`` would have if its stack overlapped the hybrid-shard all-reduce with each layer's backward
-    (``Cluster.hybrid_allreduce_overlapped`` True, PyTorch's HYBRID_SHARD) instead of its own structure."""
-    cluster = replace(case_cluster(case), hybrid_allreduce_overlapped=True)
+DCN_SENSITIVITY = (0.5, 2.0)
+"""Factors on the DCN bandwidth (PaLM's burst rate, one published figure) the TPU section shows the multi-slice
+errors at: a sensitivity, never a fit."""
+
+
+def error_with(case: ValidationCase, **cluster_fields) -> float:
+    """The error ``case`` would have on its cluster with ``cluster_fields`` changed (a sensitivity or an alternative
+    structure, e.g. ``hybrid_allreduce_overlapped=True``: PyTorch's HYBRID_SHARD instead of the stack's own)."""
+    cluster = replace(case_cluster(case), **cluster_fields)
     accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
     evaluation = evaluate(case.workload, accelerator, cluster, plan=plan_of(case), seq_len=case.seq_len)
     return metric_value(case, evaluation.plan["time_per_batch_s"]) / case.published - 1
@@ -608,12 +613,24 @@ def tpu_section(predictions: list[Prediction]) -> list[str]:
              "after the backward pass, not overlapped (the `jax-xla` structure, `hybrid_allreduce_overlapped=False`; PaLM §4",
              "on the same stack: the cross-pod transfer \"does not start until each core finishes computing the",
              "gradients\"). Overlapped with each layer's backward instead (PyTorch's HYBRID_SHARD), the model would",
-             "predict the multi-slice runs at " + ", ".join(f"{p.case.name} {overlapped_error(p.case):+.1%}" for p in predicted
+             "predict the multi-slice runs at " + ", ".join(f"{p.case.name} {error_with(p.case, hybrid_allreduce_overlapped=True):+.1%}" for p in predicted
                                                              if p.case.slices > 1 and p.case.shard_group) + ":",
              "(almost) no per-chip loss with the slices, where MaxText published one. The metric is MaxText's (6·N FLOPs",
              "per token over 275 TFLOP/s per chip), so \"compute at x % of peak\" counts no attention FLOPs.",
              f"{len(predicted)} of {len(tpu)} TPU runs predicted: "
              + ", ".join(f"{p.case.name} {p.error:+.1%}" for p in predicted) + ".", ""]
+    sliced = [p for p in predicted if p.case.slices > 1]
+    if sliced:
+        lines += ["The DCN bandwidth is one published figure (PaLM's burst, not a MaxText measurement); the multi-slice",
+                  "errors at " + " and ".join(f"{factor:g}×" for factor in DCN_SENSITIVITY) + " of it (a sensitivity, not a fit):", "",
+                  "| case | " + " | ".join(f"DCN × {factor:g}" for factor in DCN_SENSITIVITY) + " | as modelled |",
+                  "|---|" + "---|" * (len(DCN_SENSITIVITY) + 1)]
+        for p in sliced:
+            bandwidth = case_cluster(p.case).dcn_bandwidth_Bps
+            lines.append(f"| {p.case.name} | " + " | ".join(
+                f"{error_with(p.case, dcn_bandwidth_Bps=bandwidth * factor):+.1%}" for factor in DCN_SENSITIVITY)
+                + f" | {p.error:+.1%} |")
+        lines.append("")
     data = [p for p in tpu if p.case.requires]
     if data:
         lines += ["Listed as data, with what the model lacks (the table of runs it cannot express yet): "
