@@ -27,8 +27,9 @@ def error_pct(modelled: float, published: float) -> float:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A Markdown table; a ``|`` inside a cell (e.g. a plan's ``rc=none|full``) is escaped."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows]
     return "\n".join(lines)
 
 

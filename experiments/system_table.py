@@ -36,14 +36,17 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from experiments.cost_table import table
 from phaze_env.cli import OneLineParser, console, positive_float, positive_int
 from phaze_env.cluster import NCCL_EFFICIENCY, Cluster, point_cluster, reference_cluster
+from phaze_env.design import SYSTEM_FIELDS
 from phaze_env.evaluate import BREAKDOWN_LABELS, evaluate
 from phaze_env.explain import BOUNDS, explain_layer
 from phaze_env.files import write_text_atomic, writable_directory
 from phaze_env.hardware import Accelerator
 from phaze_env.hardware.accelerator import H100_GEMM_EFFICIENCY
-from phaze_env.hardware.cost import NODES, compute_die_area_mm2, periphery_area_mm2
+from phaze_env.hardware.cost import (NODES, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS, compute_die_area_mm2,
+                                     periphery_area_mm2)
 from phaze_env.hardware.space import in_area_window
 from phaze_env.hardware.system import (HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, REFERENCE_NUMBER_FORMATS,
                                        REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, SystemBudget,
@@ -51,7 +54,7 @@ from phaze_env.hardware.system import (HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, 
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
 from search.config import SearchConfig
-from search.result import DesignResult, SearchResult
+from search.result import DesignResult
 from search.run import evaluate_reference, run_search
 
 DEFAULT_WORKLOADS = ("gpt2-xl", "bert-large", "opt-1.3b", "llama2-7b")
@@ -117,13 +120,16 @@ def peak_flops(design: DesignResult) -> float:
 
 
 def factors(a: DesignResult, b: DesignResult) -> dict[str, float]:
-    """``a``'s throughput over ``b``'s as the product of chips used × bf16 peak per chip × MFU (exact: MFU is
-    model FLOP/s over chips used × bf16 peak); raises if the identity does not hold (a changed MFU definition)."""
-    out = {"chips": a.plan["devices_used"] / b.plan["devices_used"], "peak": peak_flops(a) / peak_flops(b),
-           "mfu": a.mfu / b.mfu}
+    """``a``'s throughput over ``b``'s as the product of chips used × bf16 peak per chip × throughput per peak
+    FLOP/s (``mfu``: the rest of the ratio, so the product is the ratio). That last factor is the MFU ratio when
+    both count model FLOPs alike; MFU counts per-device FLOPs × tensor width, which differs by < 0.1 % between
+    tensor widths, so it is checked against the MFU ratio to 1 % (a changed MFU definition raises)."""
     ratio = a.throughput_samples_s / b.throughput_samples_s
-    if not math.isclose(math.prod(out.values()), ratio, rel_tol=1e-6):
-        raise ValueError(f"throughput ratio {ratio:.6g} is not chips × peak × MFU {math.prod(out.values()):.6g}")
+    out = {"chips": a.plan["devices_used"] / b.plan["devices_used"], "peak": peak_flops(a) / peak_flops(b)}
+    out["mfu"] = ratio / (out["chips"] * out["peak"])
+    if not math.isclose(out["mfu"], a.mfu / b.mfu, rel_tol=1e-2):
+        raise ValueError(f"throughput ratio {ratio:.6g} is not chips × peak × MFU "
+                         f"{out['chips'] * out['peak'] * a.mfu / b.mfu:.6g}")
     return out
 
 
@@ -175,12 +181,15 @@ def system_figures(workload: Workload, design: DesignResult, cluster: Cluster) -
             "time_per_batch_s": design.plan["time_per_batch_s"]}
 
 
+def answer_choice(best: DesignResult) -> SystemChoice:
+    """The system knobs (:data:`~phaze_env.design.SYSTEM_FIELDS`) of a system-space search's answer."""
+    return SystemChoice(**{name: best.system[name] for name in SYSTEM_FIELDS})
+
+
 def best_cluster(config: SearchConfig, best: DesignResult) -> Cluster:
     """The cluster the search evaluated its answer on, rebuilt from the answer's system knobs as the space builds
     every row (:func:`~phaze_env.hardware.system.choice_point`, :func:`~phaze_env.cluster.point_cluster`)."""
-    knobs = {k: best.system[k] for k in ("die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps",
-                                         "topology", "number_format")}
-    point = choice_point(SystemChoice(**knobs), Accelerator.from_dict(best.accelerator), config.space.budget)
+    point = choice_point(answer_choice(best), Accelerator.from_dict(best.accelerator), config.space.budget)
     if point.n_devices != best.system["n_devices"]:
         raise ValueError(f"rebuilt {point.n_devices} chips for the answer, the search had {best.system['n_devices']}")
     return point_cluster(point, config.cluster)
@@ -196,8 +205,7 @@ def node_sensitivity(config: SearchConfig, best: DesignResult, node: str = SENSI
     its own die, power, cost and chip count at the budget, evaluated with its best plan. ``in_window``: the
     compute block still fills the die's area window, i.e. the design belongs to the same space built at
     ``node``, so its throughput is a lower bound on that space's optimum (not searched here)."""
-    choice = SystemChoice(**{k: best.system[k] for k in ("die_area_mm2", "hbm_stacks", "hbm_generation", "links",
-                                                          "link_GBps", "topology", "number_format")})
+    choice = answer_choice(best)
     accelerator = choice.accelerator(Accelerator.from_dict(best.accelerator))
     chip_system = dataclasses.replace(choice.chip_system(), node=node)
     point = system_point(accelerator, chip_system, choice.topology, config.space.budget)
@@ -281,11 +289,6 @@ def _system_label(figures: dict[str, Any]) -> str:
             f"{s['links']}×{s['link_GBps']:g} GB/s {s['topology']}")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows])
-
-
 def render(rows: Sequence[dict[str, Any]]) -> str:
     """docs/system_table.md from the rows (every figure from the JSON)."""
     rows = sorted_rows(rows)
@@ -298,7 +301,7 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
                 for r in rows if r["kind"] == kind]
         if body:
             title = "iso-power" if kind == "power" else "iso-cost"
-            sections.append(f"### {title}\n\n" + _table(
+            sections.append(f"### {title}\n\n" + table(
                 ["workload", "budget", "best system (design · die built/knob · HBM · links topology)", "chips", "plan",
                  "samples/s", "exact", *[f"vs {REFERENCE_LABELS[n]}" for n in REFERENCES]], body))
     references = [[r["workload"], r["budget_label"], REFERENCE_LABELS[n],
@@ -354,8 +357,8 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
   the published chip); TPUv4 and A100 have no FP8 (`hardware.system.REFERENCE_NUMBER_FORMATS`).
 * **Same plan space and training.** Global batch 4096, SGD state, PHAZE's plan space (t, p, d, microbatch 1–8,
   per-stage none|full recompute), each system's best plan by the same placement DP.
-* **Clusters.** TPUv4: `search.phaze`'s system baseline (4 HBM2 stacks, 32 GiB, 6 ICI links of 50 GB/s both
-  directions, a torus of 4×4×4 cubes). A100 / H100: the `dgx-a100` / `dgx-h100` presets (NVLink 3 300 GB/s / NVLink 4
+* **Clusters.** TPUv4: `search.phaze`'s system baseline (4 HBM2 stacks, 32 GiB, {TPUV4_ICI_LINKS} ICI links of
+  {TPUV4_ICI_LINK_BPS / 1e9:g} GB/s per direction, as the `tpuv4-pod` preset, in a torus of 4×4×4 cubes). A100 / H100: the `dgx-a100` / `dgx-h100` presets (NVLink 3 300 GB/s / NVLink 4
   450 GB/s per GPU and direction in 8-GPU nodes, HDR 200 Gb/s / NDR 400 Gb/s InfiniBand per GPU) with the chip
   count the budget buys, 80 GB HBM2e / HBM3.
 * **Process node.** The system space is built at TSMC {SYSTEM_NODE} (`hardware.system.SYSTEM_NODE`), the node of
@@ -374,12 +377,12 @@ Designs: `Accelerator.notation()` (tensor cores count×(width×depth), vector co
 
 ## The best systems' figures
 
-{_table(["workload", "budget", "MFU", "batch compute / network / bubble", "block memory-bound", "chip power",
+{table(["workload", "budget", "MFU", "batch compute / network / bubble", "block memory-bound", "chip power",
          "chip cost", "evaluated", "pruned by 2nd bound", "ILP solves", "search wall"], bests)}
 
 ## The references
 
-{_table(["workload", "budget", "reference", "chips", "format", "plan", "samples/s", "MFU", "batch compute / network / bubble",
+{table(["workload", "budget", "reference", "chips", "format", "plan", "samples/s", "MFU", "batch compute / network / bubble",
          "block memory-bound", "proven"], references)}
 
 ## Why each wins or loses
@@ -389,7 +392,7 @@ the three factors named (largest effect first). The MFU factor is read off the t
 recompute and the optimizer step / network: every collective and pipeline send / pipeline bubble) and the share of
 the block layer's operator time that is HBM-bound (`phaze_env.explain.explain_layer` at the plan's t and m).
 
-{_table(["workload", "budget", "vs", "why"], whys)}
+{table(["workload", "budget", "vs", "why"], whys)}
 
 ## Process node: the same answer built at {SENSITIVITY_NODE}
 
@@ -401,7 +404,7 @@ count at the same budget, and its best plan. Not a search: where the design stay
 ("in window") it is one design of the same space built at {SENSITIVITY_NODE}, so its throughput is a lower bound on that
 space's optimum; the clock (1.05 GHz) is kept, an assumption on the conservative side.
 
-{_table(["workload", "budget", f"{SYSTEM_NODE} answer samples/s", f"{SYSTEM_NODE} chips",
+{table(["workload", "budget", f"{SYSTEM_NODE} answer samples/s", f"{SYSTEM_NODE} chips",
          f"at {SENSITIVITY_NODE}: die · chip power · chip cost", "chips", "samples/s", "plan", "in window", "vs H100"], nodes)}
 
 ## Commands
@@ -473,10 +476,6 @@ def main(argv: list[str] | None = None) -> int:
         kept = rows.get((workload, kind))
         config = search_config(workload, budget)
         if kept is not None and kept["signature"] == config.signature and kept["power_w"] == power_w:
-            if "node_sensitivity" not in kept:  # a row from before the sensitivity: add it from the search's answer
-                answer = SearchResult.from_json((out / workload / kind / "results.json").read_text()).best[workload]
-                kept["node_sensitivity"] = node_sensitivity(config, answer)
-                write_docs(docs, list(rows.values()))
             out_console.print(f"{label}: kept from {docs / 'system_table.json'}", highlight=False)
             continue
         out_console.print(f"{label}: searching … ({time.perf_counter() - started:.0f} s so far)", highlight=False)

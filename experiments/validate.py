@@ -18,7 +18,7 @@ of a profile's efficiencies is fitted to one case on that chip (its ``calibratio
 errors are reported per profile and chip over its other (held-out) cases, by stack, chip and kind. A series of one run at several data-parallel degrees is
 also reported as a per-GPU throughput trend. The MoE cases (``MOE_CASES``) run their published expert-parallel plans
 on H100 and are reported in their own section; a case with a ``requires`` note is listed as data, not predicted.
-The headline error and the main table are over the profiles' home chip (A100); the H100 cases
+The headline error and the main table are over each profile's home chip (A100; TPU v4 for jax-xla); the H100 cases
 (:data:`~experiments.validation_cases.H100_CASES`: Megatron-Core's H100 efficiency is fitted to one of them) and the
 MoE cases have sections of their own. A case on a chip its stack was never fitted on runs the profile's structure
 with the cluster preset's own efficiency. Writes
@@ -165,7 +165,7 @@ def profiled(predictions: list[Prediction]) -> list[Prediction]:
 
 
 def on_home_chip(case: ValidationCase) -> bool:
-    """Whether the case runs on its stack profile's home chip (``fits[0]``: A100 for every profile so far)."""
+    """Whether the case runs on its stack profile's home chip (``fits[0]``: A100, or TPU v4 for jax-xla)."""
     return case.accelerator in get_stack(case.stack).fits[0].chips
 
 
@@ -340,9 +340,15 @@ def interleave_sensitivity(predictions: list[Prediction]) -> list[list[TrendPoin
 TREND_GAPS = {
     "smith22-mtnlg-530b-420nodes": (
         "the model's loss at scale is the 1F1B bubble: with the batch fixed each replica runs `m_r = B/(d·m)` "
-        "microbatches and the bubble `(p−1)/m_r` grows with `d`, while the data-parallel all-reduce stays nearly "
-        "constant (a ring's `2(d−1)/d`; well under 1 s of the iteration here). What this series loses beyond that is a "
-        "per-iteration cost that does not shrink with `d`; the sources do not say what it is"),
+        "microbatches and the bubble `(p−1)/m_r` grows with `d`, while the data-parallel all-reduce (0.36–0.38 s, "
+        "priced after the flush) and the optimizer step (0.03 s) stay nearly constant. What this series loses beyond "
+        "that is a per-iteration cost that does not shrink with `d`: with 4–6 s added to every iteration and the "
+        "efficiency re-fitted at 280 nodes, 350 and 420 nodes come within 1.2 pt. That is half to four fifths of the "
+        "modelled 7.4 s bubble, as if each microbatch took up to twice as long, which is what microbatch 2 gives (the "
+        "sensitivity below; the run's microbatch is not published). It is not the cluster: Megatron-LM's own "
+        "strong-scaling series of the same model, tensor × pipeline split and microbatch on Selene (Narayanan et al. "
+        "2021 Table 2, 560–2,240 GPUs, next in this section) keeps the bubble's trend within 1.6 pt. The sources do "
+        "not say which it is"),
     "dgxc-gpt3-175b-fp8-2048": (
         "the last doubling. Up to 1,024 GPUs the two formats' published steps grow alike (bf16 8.309 → 8.453 s, FP8 "
         "5.626 → 5.82 s) and the FP8 trend holds within 1.4 pt; from 1,024 to 2,048 GPUs the FP8 step grows by 0.14 s "
@@ -365,10 +371,12 @@ def trend_section(predictions: list[Prediction], microbatch: list[list[TrendPoin
     if not every:
         return []
     lines = ["## Scaling trends", "",
-             "One run at three or more data-parallel degrees: per-GPU throughput relative to the smallest scale, published",
+             "One run at three or more data-parallel degrees: per-device (GPU or TPU chip) throughput relative to the smallest scale, published",
              "and predicted (the issue's target: within 3 percentage points at every scale). Strong scaling keeps the",
              "global batch, so each replica runs fewer microbatches `m_r = B/(d·m)` and the 1F1B bubble `(p−1)/m_r` grows",
-             "with `d`; weak scaling keeps `B/d`, so the bubble stays and only the data-parallel collectives grow.", ""]
+             "with `d`; weak scaling keeps `B/d`, so the bubble stays and only the data-parallel collectives grow.",
+             f"{sum(max(abs(point.difference) for point in points) <= TREND_TOLERANCE for points in every)} of "
+             f"{len(every)} series within {100 * TREND_TOLERANCE:.0f} points at every scale.", ""]
     for points in every:
         first = points[0].case
         worst = max(abs(point.difference) for point in points)
@@ -378,13 +386,13 @@ def trend_section(predictions: list[Prediction], microbatch: list[list[TrendPoin
         lines += [f"### {first.workload} ({first.stack}, {first.accelerator} {first.number_format}, t{first.tensor} "
                   f"p{first.pipeline}{schedule} m{first.microbatch}, {kind})", "",
                   f"Largest difference {100 * worst:.1f} percentage points (target {100 * TREND_TOLERANCE:.0f}).", "",
-                  "| GPUs | data parallel | case | published | predicted | difference (pp) | error of the predicted figure |",
+                  "| devices | data parallel | case | published | predicted | difference (pp) | error of the predicted figure |",
                   "|---|---|---|---|---|---|---|"]
         for point in points:
             lines.append(f"| {point.case.n_devices} | {point.case.data} | {point.case.name} | {point.published:.1%} | "
                          f"{point.predicted:.1%} | {100 * point.difference:+.1f} | {point.error:+.1%} |")
         gaps = [point for point in points if point.case.name in TREND_GAPS]
-        lines += [""] + [f"Where it misses ({point.case.n_devices} GPUs, {100 * point.difference:+.1f} pp): "
+        lines += [""] + [f"Where it misses ({point.case.n_devices} devices, {100 * point.difference:+.1f} pp): "
                          f"{TREND_GAPS[point.case.name]}." for point in gaps] + ([""] if gaps else [])
         for sensitivity in microbatch:
             if sensitivity[0].case.name == first.name:
@@ -402,7 +410,7 @@ def trend_section(predictions: list[Prediction], microbatch: list[list[TrendPoin
 
 
 def _sensitivity_table(points: list[TrendPoint]) -> list[str]:
-    return (["| GPUs | published | predicted | difference (pp) | error of the predicted figure |", "|---|---|---|---|---|"]
+    return (["| devices | published | predicted | difference (pp) | error of the predicted figure |", "|---|---|---|---|---|"]
             + [f"| {point.case.n_devices} | {point.published:.1%} | {point.predicted:.1%} | "
                f"{100 * point.difference:+.1f} | {point.error:+.1%} |" for point in points] + [""])
 
@@ -451,9 +459,10 @@ def markdown(predictions: list[Prediction], sensitivity: list[list[TrendPoint]] 
             summary = (f"{statistics.mean(held):.1%} | {max(held):.1%}" if held else "— | —")
             lines.append(f"| {profile.name} | {chips} | {fit.framework_efficiency:g} | {calibration} | {len(held)} | "
                          f"{sum(e <= TOLERANCE for e in held)} | {summary} |")
+    home = ", ".join(sorted({profile.fits[0].chips[0] for profile in STACKS.values()}))
     lines += ["", "Sources of each profile (structure and calibration) are in `phaze_env/stacks.py` (`STACKS`). The H100",
-              "row's held-out cases (dense and MoE) are in their own sections below; the headline error and the case table",
-              "are over the A100 cases.", "",
+              "rows' held-out cases (dense and MoE) are in their own sections below; the headline error and the case table",
+              f"are over the cases on each profile's home chip ({home}).", "",
               "## Cases", "",
               "| case | stack | chip | kind | metric | published | predicted | error | plan | largest parts of the predicted batch time | source |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -543,8 +552,8 @@ def plot(predictions: list[Prediction], path: Path) -> None:
 
     order = {name: index for index, name in enumerate(STACKS)}
     shown = sorted((p for p in predictions if p.error is not None), key=lambda p: order.get(p.case.stack, len(order)))
-    colours = dict(zip(STACKS, ("tab:blue", "tab:orange", "tab:purple", "tab:brown")))
-    fig, ax = plt.subplots(figsize=(10, 5.6), layout="constrained")
+    colours = dict(zip(STACKS, ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:green", "tab:pink", "tab:olive")))
+    fig, ax = plt.subplots(figsize=(12, 5.6), layout="constrained")
     bars = ax.bar(range(len(shown)), [100 * p.error for p in shown], color=[colours[p.case.stack] for p in shown])
     labelled = set()
     for bar, p in zip(bars, shown):
@@ -564,13 +573,27 @@ def plot(predictions: list[Prediction], path: Path) -> None:
     ax.set_ylabel("predicted / published − 1 (%)")
     ax.set_title(f"phaze-gym vs published training runs: {len(held_out_errors(predictions))} held out, one framework "
                  "efficiency fitted per training stack", fontsize=10)
-    ax.legend(loc="best", fontsize=8)
+    fig.legend(loc="outside right upper", fontsize=8)  # beside the axes: never over a bar
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
 # --- TPU v4 (JAX/XLA) -------------------------------------------------------------------------------------------
+DCN_SENSITIVITY = (0.5, 2.0)
+"""Factors on the DCN bandwidth (PaLM's burst rate, one published figure) the TPU section shows the multi-slice
+errors at: a sensitivity, never a fit."""
+
+
+def error_with(case: ValidationCase, **cluster_fields) -> float:
+    """The error ``case`` would have on its cluster with ``cluster_fields`` changed (a sensitivity or an alternative
+    structure, e.g. ``hybrid_allreduce_overlapped=True``: PyTorch's HYBRID_SHARD instead of the stack's own)."""
+    cluster = replace(case_cluster(case), **cluster_fields)
+    accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
+    evaluation = evaluate(case.workload, accelerator, cluster, plan=plan_of(case), seq_len=case.seq_len)
+    return metric_value(case, evaluation.plan["time_per_batch_s"]) / case.published - 1
+
+
 def tpu_section(predictions: list[Prediction]) -> list[str]:
     """The TPU v4 runs: how they are modelled, and which are predicted (their rows are in the tables above)."""
     names = {case.name for case in TPU_CASES}
@@ -583,12 +606,31 @@ def tpu_section(predictions: list[Prediction]) -> list[str]:
              "model on 1 and 2 v4-384 slices; v4-128 is 64 chips) run on the `tpuv4` preset and the `tpuv4-pod` cluster with",
              "the `jax-xla` profile, whose efficiency is fitted to 22B on one slice. A slice is a torus of whole 4×4×4 cubes",
              "(v4-384: 4×4×12); MaxText shards weights, gradients and optimizer state over each slice's chips (FSDP, ZeRO-3",
-             "with each layer's all-gather overlapped, `--xla_enable_async_all_gather`) and replicates them across slices.",
-             "Slices are joined by the data-centre network, the cluster's outermost level (`Cluster.slices`: 1.65 GB/s per",
-             "chip, PaLM's published 81 Tbps burst over 6144 chips; latency an assumption). The metric is MaxText's",
-             "(6·N FLOPs per token over 275 TFLOP/s per chip), so \"compute at x % of peak\" counts no attention FLOPs.",
+             "with each layer's all-gather overlapped, `--xla_enable_async_all_gather`) and replicates them across slices:",
+             "hybrid sharding with one shard group per slice (`+shard64`, `+shard192`). Slices are joined by the",
+             "data-centre network, the cluster's outermost level (`Cluster.slices`: 1.65 GB/s per chip, PaLM's published",
+             "81 Tbps burst over 6144 chips; latency an assumption), over which the gradient shards are all-reduced once",
+             "after the backward pass, not overlapped (the `jax-xla` structure, `hybrid_allreduce_overlapped=False`; PaLM §4",
+             "on the same stack: the cross-pod transfer \"does not start until each core finishes computing the",
+             "gradients\"). Overlapped with each layer's backward instead (PyTorch's HYBRID_SHARD), the model would",
+             "predict the multi-slice runs at " + ", ".join(f"{p.case.name} {error_with(p.case, hybrid_allreduce_overlapped=True):+.1%}" for p in predicted
+                                                             if p.case.slices > 1 and p.case.shard_group) + ":",
+             "(almost) no per-chip loss with the slices, where MaxText published one. The metric is MaxText's (6·N FLOPs",
+             "per token over 275 TFLOP/s per chip), so \"compute at x % of peak\" counts no attention FLOPs.",
              f"{len(predicted)} of {len(tpu)} TPU runs predicted: "
              + ", ".join(f"{p.case.name} {p.error:+.1%}" for p in predicted) + ".", ""]
+    sliced = [p for p in predicted if p.case.slices > 1]
+    if sliced:
+        lines += ["The DCN bandwidth is one published figure (PaLM's burst, not a MaxText measurement); the multi-slice",
+                  "errors at " + " and ".join(f"{factor:g}×" for factor in DCN_SENSITIVITY) + " of it (a sensitivity, not a fit):", "",
+                  "| case | " + " | ".join(f"DCN × {factor:g}" for factor in DCN_SENSITIVITY) + " | as modelled |",
+                  "|---|" + "---|" * (len(DCN_SENSITIVITY) + 1)]
+        for p in sliced:
+            bandwidth = case_cluster(p.case).dcn_bandwidth_Bps
+            lines.append(f"| {p.case.name} | " + " | ".join(
+                f"{error_with(p.case, dcn_bandwidth_Bps=bandwidth * factor):+.1%}" for factor in DCN_SENSITIVITY)
+                + f" | {p.error:+.1%} |")
+        lines.append("")
     data = [p for p in tpu if p.case.requires]
     if data:
         lines += ["Listed as data, with what the model lacks (the table of runs it cannot express yet): "
@@ -646,11 +688,21 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
     if outside:
         lines += ["", "Outside ±15 %: " + ", ".join(f"{p.case.name} ({p.error:+.1%})" for p in outside) + ". At 4,096 tokens",
                   "attention is a fifth to a quarter of these models' GEMM time once the Linear layers run in FP8",
-                  "(4·s²·h FLOPs per layer forward against 2·s·(4h² + 3·h·ffn) at twice the rate). NeMo runs it as causal",
-                  "fused attention, which skips the masked half of QKᵀ and of the probabilities × V; the traced graph",
-                  "computes all of it, so a tenth to an eighth of the predicted GEMM time is not spent in the run. NeMo also overlaps",
+                  "(4·s²·h FLOPs per layer forward against 2·s·(4h² + 3·h·ffn) at twice the rate). NeMo runs it as",
+                  "Transformer Engine's fused causal kernel, which the model can price (`phaze_env/attention.py`: kept",
+                  "blocks only, no `s × s` HBM traffic, at a stated fraction of peak; the cross-chip ratio stack uses it).",
+                  "It is not switched on for the Megatron-LM H100 profile, because it does not close these gaps for the",
+                  "right reason. Measured with Hopper's fused kernel at FlashAttention-3's 75 % of peak (Shah et al. 2024,",
+                  "abstract) and the H100 efficiency re-fitted on the same GPT-3 run (0.86): these two cases come out at",
+                  "+39.3 % and +19.4 %, the Mixtral runs at +27.9 % and +19.7 %, Qwen3-30B 26.02.01 at +80.9 %, and the",
+                  "GPT-3 FP8-over-bf16 speed-ups 6–9 % above the published ones. At 4,096 tokens the eager attention's",
+                  "`s × s` traffic has been standing in for costs of these H100 runs the model does not price. Two signs",
+                  "of where, not measured further here: the FP8 runs move away from their bf16 twins (the model runs FP8",
+                  "GEMMs at twice the bf16 MAMF rate and prices no FP8 kernel but the activation casts), and the bf16",
+                  "Mixtral runs at t = 1 miss as well (a candidate: the elementwise kernels Megatron-Core runs on their own",
+                  "— SwiGLU, rotary embeddings, norms — which the trace fuses into GEMM epilogues). NeMo also overlaps",
                   "the pipeline sends (`overlap_p2p_comm`), which the model adds in full (the p2p share in the note).",
-                  "Both are properties of the training stack, not of FP8; the cases stay in the table as known gaps."]
+                  "The cases stay in the table as known gaps."]
     unfitting = [p.case.name for p in h100 if p.case.number_format == "fp8" and p.predicted is None]
     lines += ["", "Memory: the model keeps TE's default FP8 weight copies next to the bf16 weights (+2 bytes per FP8",
               "weight); the recipe runs with `fp8_params: true` (FP8 primary weights, no bf16 copy), which the model does",
@@ -669,16 +721,19 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
 
 
 # --- PyTorch FSDP ------------------------------------------------------------------------------------------------
-STACK_GAPS = {
-    "fms-fsdp-feb24-llama2-34b": (
-        "the fitted factor is set by the 7B run, whose layers are half as wide, and the wider models come out slow: "
-        "34B and 70B at −7 % to −15 % against −2 % for the other 7B row. This row is also 10 % faster per GPU than the "
-        "same model's March row at batch 2 (772 against 700 tokens/s), while the model predicts the two within 0.3 % "
-        "of each other, because at both batches each layer's all-gathers and reduce-scatter are hidden behind its "
-        "compute. The sources do not say what the batch gained. A candidate for the width effect, not measured: eager "
-        "PyTorch launches the elementwise kernels (RMSNorm, rotary embeddings, SwiGLU) separately, and their memory "
-        "traffic is a ∝ 1/h share of a layer's time, which the fused trace does not price"),
-}
+FSDP_WIDTH_GAP = (
+    "the profile's factor is fitted on the 7B row (hidden 4096), and with FlashAttention-2 priced as the causal fused "
+    "kernel the runs use, the wider models (hidden 8192: 34B and 70B, on A100 and on H100, at batch 2 and at the "
+    "February table's 6-8) all come out 15–23 % slow while the other 7B row is within 2 %: the 7B loses a larger share "
+    "of its step to something the model does not price, and one factor per chip cannot carry both widths. One "
+    "candidate with that dependence: eager PyTorch runs RMSNorm, the rotary embeddings, SwiGLU's activation and "
+    "product and the residual adds as separate memory-bound kernels (the trace fuses them into matmul epilogues), "
+    "whose HBM time per token grows as h while the GEMMs' grows as h². Estimated (python -m "
+    "experiments.fsdp_eager_elementwise, not part of the model) at 9.0 % of a 7B block's GEMM time and 4.4–4.8 % of "
+    "a 34B or 70B block's, it would explain about 4 of the 15–23 points; the rest is not found")
+STACK_GAPS = {name: FSDP_WIDTH_GAP for name in (
+    "fms-fsdp-feb24-llama2-34b", "fms-fsdp-feb24-llama2-70b", "fms-fsdp-mar24-llama2-34b", "fms-fsdp-mar24-llama2-70b",
+    "fms-fsdp-mar24-llama2-34b-h100", "fms-fsdp-mar24-llama2-70b-h100")}
 """Held-out cases of a stack profile outside ±15 % and the reason found (tests/test_validation_fsdp.py holds them as
 strict xfails)."""
 
@@ -694,10 +749,11 @@ def fsdp_section(predictions: list[Prediction]) -> list[str]:
              "`ibm-a100`), from two tables of the fms-fsdp README a month apart. The plans are as published: ZeRO-3",
              "(`+zero3`). HSDP rows shard within a node and all-reduce each gradient shard across the 16 nodes",
              "(`+shard8`, `PlanSpec.shard_group`). The FSDP rows shard over all 128 GPUs. Checkpointing is every block",
-             "(`rc=full`) or none, where FlashAttention-2's recompute of the scores is written `rc=selective`. There is",
-             "no gradient accumulation. Each layer's all-gathers and reduce-scatter overlap its compute (FSDP's",
-             "prefetch), and a layer adds only what its compute does not cover. The profile's efficiency",
-             f"{profile.framework_efficiency:g} is fitted to {profile.calibration}.", ""]
+             "(`rc=full`) or none (`rc=selective`: nothing but the fused kernel's own recompute). Attention is SDPA's",
+             "FlashAttention-2, priced as the causal fused kernel (`phaze_env.attention`, at the kernel's published",
+             "fraction of peak). There is no gradient accumulation. Each layer's all-gathers and reduce-scatter overlap",
+             "its compute (FSDP's prefetch), and a layer adds only what its compute does not cover. The profile's",
+             f"efficiency {profile.framework_efficiency:g} is fitted to {profile.calibration}.", ""]
     h100_names = {case.name for case in FSDP_H100_CASES}
     h100 = [p for p in fsdp if p.case.name in h100_names]
     if h100:
@@ -715,8 +771,13 @@ def fsdp_section(predictions: list[Prediction]) -> list[str]:
         lines.append("")
     gaps = [p for p in fsdp if p.case.name in STACK_GAPS]
     if gaps:
-        lines += ["Outside ±15 % (kept as known gaps):", ""]
-        lines += [f"* {p.case.name} ({p.error:+.1%}): {STACK_GAPS[p.case.name]}." for p in gaps]
+        lines += ["Outside ±15 % (kept as known gaps): " + ", ".join(f"{p.case.name} ({p.error:+.1%})" for p in gaps)
+                  + ".", ""]
+        lines += [f"Why: {cause}." for cause in dict.fromkeys(STACK_GAPS[p.case.name] for p in gaps)]
+        lines += ["", "Priced with the traced eager attention instead (measured before the profile had the fused kernel),",
+                  "the same rule fitted 0.802 on A100 and 0.702 on H100, and 5 of the 6 A100 rows were within ±15 % (mean",
+                  "9.4 %) and both H100 rows at −4.9 %: the eager attention's `s × s` HBM traffic, a larger share of the",
+                  "7B's step than of the wider models', stood in for part of the missing width-dependent cost."]
     return lines
 
 
@@ -776,10 +837,6 @@ def moe_section(predictions: list[Prediction]) -> list[str]:
 # --- the same run on two chips ----------------------------------------------------------------------------------
 RATIO_TOLERANCE = 0.10  # the issue's target: every predicted chip-to-chip ratio within ±10 % of the published one
 RATIO_CHIPS = (("a100", "dgx-a100"), ("h100", "dgx-h100"))
-SAME_STACK_EFFICIENCY = 1.0
-"""The framework efficiency both chips of a ratio case run at: one stack's code on both, so whatever fraction of
-the kernel model it reaches cancels in the ratio to first order; 1 (not dgx-a100's Megatron-fitted 0.79) because
-neither chip's figure is fitted here."""
 RATIO_HBM_GB = 1024.0
 """HBM capacity the ratio cases are evaluated with: their runs shard weights and gradients as well (PyTorch FSDP
 FULL_SHARD), which a plan with ZeRO-1 cannot express; capacity changes no time in a pinned plan."""
@@ -804,18 +861,42 @@ class RatioPrediction:
         return None if ratio is None else ratio / self.case.published_ratio - 1.0
 
 
-def predict_ratio(case: ChipRatioCase, *, cache: bool = True) -> RatioPrediction:
-    """Both chips' tokens/s per GPU for ``case``'s plan (pure data parallelism, its microbatch and recompute)."""
+def ratio_tokens_s(case: ChipRatioCase, chip: str, cluster_name: str, framework_efficiency: float | None = None, *,
+                   cache: bool = True) -> float | None:
+    """Predicted tokens/s per GPU of ``case``'s plan (pure data parallelism, its microbatch and recompute) on ``chip``
+    running the case's stack (its efficiency fitted on that chip, unless ``framework_efficiency`` is given); ``None``
+    if the plan is infeasible."""
     plan = PlanSpec(t=1, p=1, d=case.n_devices, microbatch=case.microbatch, recompute=case.recompute, zero=1)
+    cluster = get_stack(case.stack).apply(get_cluster(cluster_name, case.n_devices, global_batch=case.global_batch,
+                                                      optimizer="adam"), chip)
+    if framework_efficiency is not None:
+        cluster = replace(cluster, framework_efficiency=framework_efficiency)
+    evaluation = evaluate(case.workload, get_preset(chip), cluster, plan=plan, seq_len=case.seq_len,
+                          hbm_gb=RATIO_HBM_GB, cache=cache)
+    return evaluation.tokens_s / case.n_devices if evaluation.feasible else None
+
+
+def fit_ratio_efficiency(case: ChipRatioCase, chip: str, *, tolerance: float = 1e-4) -> float:
+    """The framework efficiency at which ``case``'s run on ``chip`` is predicted exactly (bisection): how a stack's
+    efficiency on a chip is fitted to a chip-ratio case (its ``calibration``)."""
+    cluster_name = dict(RATIO_CHIPS)[chip]
+    low, high = 0.05, 1.0
+    if (ratio_tokens_s(case, chip, cluster_name, high) or 0.0) < case.published[chip]:
+        raise ValueError(f"case {case.name!r} on {chip}: even framework efficiency 1 predicts less than published")
+    while high - low > tolerance:
+        middle = (low + high) / 2
+        faster = (ratio_tokens_s(case, chip, cluster_name, middle) or 0.0) > case.published[chip]
+        low, high = (low, middle) if faster else (middle, high)
+    return (low + high) / 2
+
+
+def predict_ratio(case: ChipRatioCase, *, cache: bool = True) -> RatioPrediction:
+    """Both chips' tokens/s per GPU for ``case``'s plan, each chip at the stack's efficiency fitted on it."""
     tokens_s, notes = {}, []
     for chip, cluster_name in RATIO_CHIPS:
-        cluster = get_cluster(cluster_name, case.n_devices, global_batch=case.global_batch, optimizer="adam",
-                              framework_efficiency=SAME_STACK_EFFICIENCY)
-        evaluation = evaluate(case.workload, get_preset(chip), cluster, plan=plan, seq_len=case.seq_len,
-                              hbm_gb=RATIO_HBM_GB, cache=cache)
-        tokens_s[chip] = evaluation.tokens_s / case.n_devices if evaluation.feasible else None
-        notes.append(f"{chip} {tokens_s[chip] / case.published[chip] - 1:+.1%}" if evaluation.feasible
-                     else f"{chip} infeasible: {evaluation.reason}")
+        tokens_s[chip] = ratio_tokens_s(case, chip, cluster_name, cache=cache)
+        feasible = tokens_s[chip] is not None
+        notes.append(f"{chip} {tokens_s[chip] / case.published[chip] - 1:+.1%}" if feasible else f"{chip} infeasible")
     return RatioPrediction(case, tokens_s, "per-chip error " + ", ".join(notes))
 
 
@@ -824,31 +905,52 @@ def ratio_section(ratios: list[RatioPrediction]) -> list[str]:
     if not ratios:
         return []
     errors = [abs(r.error) for r in ratios if r.error is not None]
+    stacks = sorted({r.case.stack for r in ratios})
+    fits = {chip: get_stack(stacks[0]).fit_on(chip) for chip, _ in RATIO_CHIPS}
+    calibrations = sorted({fit.calibration for fit in fits.values()})
+    held = [r.error for r in ratios if r.error is not None and r.case.name not in calibrations] or [0.0]
     lines = ["", "## Cross-chip ratios (same stack, same plan)", "",
              "Published runs of one model and plan by one training stack on A100 and on H100 systems, against the",
-             "ratio the model predicts on the `a100`/`dgx-a100` and `h100`/`dgx-h100` presets, both at framework",
-             f"efficiency {SAME_STACK_EFFICIENCY:g} (the stack is the same on both chips). "
-             f"{sum(e <= RATIO_TOLERANCE for e in errors)} of {len(ratios)} ratios within ±{RATIO_TOLERANCE:.0%} "
-             f"(mean absolute error {statistics.mean(errors):.1%}).", "",
+             "ratio the model predicts on the `a100`/`dgx-a100` and `h100`/`dgx-h100` presets, each chip running the",
+             f"stack's profile (`{', '.join(stacks)}`, `phaze_env/stacks.py`): its framework efficiency on each chip "
+             "("
+             + ", ".join(f"{chip} {fit.framework_efficiency:g}" for chip, fit in fits.items())
+             + f") is fitted to one row, {', '.join(calibrations)} (its ratio is then fitted, not predicted),",
+             "and its attention runs as the fused causal FlashAttention-class kernel (`phaze_env/attention.py`) at the",
+             "fraction of each chip's bf16 peak the kernel's papers report ("
+             + ", ".join(f"{chip} {fit.attention_efficiency:g}" for chip, fit in fits.items())
+             + f"); every other row is held out. {sum(e <= RATIO_TOLERANCE for e in errors)} of {len(ratios)} ratios "
+             f"within ±{RATIO_TOLERANCE:.0%} (mean absolute error {statistics.mean(errors):.1%}; over the held-out "
+             f"rows {statistics.mean(abs(e) for e in held):.1%}).", "",
              "| case | seq | microbatch × GPUs, batch | recompute | published H100 / A100 | predicted | error | note | source |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in ratios:
         c = r.case
         predicted = "—" if r.predicted_ratio is None else f"{r.predicted_ratio:.3f}×"
         error = "—" if r.error is None else f"{r.error:+.1%}"
-        lines.append(f"| {c.name} | {c.seq_len} | {c.microbatch} × {c.n_devices}, {c.global_batch} | {c.recompute} | "
+        kind = " (calibration)" if c.name in calibrations else ""
+        lines.append(f"| {c.name}{kind} | {c.seq_len} | {c.microbatch} × {c.n_devices}, {c.global_batch} | {c.recompute} | "
                      f"{c.published_ratio:.3f}× | {predicted} | {error} | {r.note} | {c.source} |")
     a100, h100 = get_preset("a100"), get_preset("h100")
     gemm_ratio = h100.peak_flops * h100.gemm_efficiency / (a100.peak_flops * a100.gemm_efficiency)
     lines += ["", "The MPT models are traced as GPT-2-architecture models of the same shape (`ChipRatioCase.workload`);",
               "their runs shard weights and gradients (FSDP FULL_SHARD), which the plans write as ZeRO-1 with HBM",
               "capacity not binding (`RATIO_HBM_GB`).", "",
-              "Where it misses: the more the GEMMs dominate a step (short sequences, large microbatches), the closer the",
-              f"predicted ratio comes to the presets' sustained GEMM ratio, {gemm_ratio:.2f}× (MAMF-measured bf16 matmul",
-              "rates of the two chips), while this stack's published H100 runs stay at 2.2–2.3× the A100's at every",
-              "sequence length: its H100 GEMMs ran further below their best than its A100 GEMMs did (the per-chip",
-              "errors in the note column). A stack's efficiency is then not the same on both chips, and a single",
-              "framework factor per stack cannot carry it; the tests keep these rows as known gaps (strict xfail)."]
+              "What moved the ratios (measured on these rows before each change): with both chips at efficiency 1 and",
+              "the traced eager attention, 5 of 7 were within ±10 %, the two GEMM-bound sequence-1024 rows at +13.0 % and",
+              "+16.2 %, while the 4,096-token rows came out right largely because the eager attention's `s × s` HBM traffic",
+              "(at the chips' 1.68× bandwidth ratio) stood in for the attention kernel's slowness on H100. With the fused",
+              "causal kernel every row's predicted ratio rose to within 20–27 % above the published one (both chips",
+              f"still at efficiency 1), near the presets' sustained GEMM ratio {gemm_ratio:.2f}× (MAMF-measured bf16 matmul",
+              "rates), while this stack's published H100 runs stay at 2.2–2.3× the A100's at every sequence length. That",
+              "offset is the same on every row: the stack's kernels run further below the H100's measured best than",
+              "below the A100's (its own table: 40–46 % MFU on H100, 55–64 % on A100), which the per-chip efficiency",
+              f"carries; the held-out rows' errors then span {100 * (max(held) - min(held)):.1f} percentage points.", "",
+              "Per chip (the note column), the rows run without activation checkpointing (MPT-1B and 3B, `selective`)",
+              "are over-predicted by 18–27 % on both chips and the checkpointed ones (7B, 13B) are within ±7 %; the",
+              "data cannot tell the two candidates apart (every non-checkpointed row is also a small model, whose",
+              "unfused elementwise kernels — eager PyTorch layer norm, GELU, residual adds, which the model fuses into",
+              "GEMM epilogues — are a larger share of the step), and the ratio is unaffected because both chips miss alike."]
     return lines
 
 
@@ -895,10 +997,12 @@ def main(argv: list[str] | None = None) -> int:
     if h100:
         print(f"H100 and MoE (held out): mean absolute error {statistics.mean(h100):.1%} over {len(h100)} cases")
     for profile in STACKS.values():
-        held = held_out_errors(predictions, profile.name)
-        if held:
-            print(f"{profile.name}: mean absolute error {statistics.mean(held):.1%} over {len(held)} held-out cases "
-                  f"(calibration: {profile.calibration}); {sum(e <= TOLERANCE for e in held)} within ±{TOLERANCE:.0%}")
+        for fit in profile.fits:  # by stack and chip, as the report's profile table
+            held = held_out_errors([p for p in every if p.case.accelerator in fit.chips], profile.name)
+            if held:
+                print(f"{profile.name} on {'/'.join(fit.chips)}: mean absolute error {statistics.mean(held):.1%} over "
+                      f"{len(held)} held-out cases (calibration: {fit.calibration}); "
+                      f"{sum(e <= TOLERANCE for e in held)} within ±{TOLERANCE:.0%}")
     for points in scaling_series(every):
         print(f"scaling trend {points[0].case.workload} ({points[0].case.stack}): per-GPU throughput vs the smallest "
               "scale, published / predicted: " + ", ".join(f"{p.case.n_devices} GPUs {p.published:.1%} / {p.predicted:.1%}"

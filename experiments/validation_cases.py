@@ -262,9 +262,6 @@ MAXTEXT_V4 = ("AI-Hypercomputer/maxtext (then google/maxtext) README.md at commi
               "{slices}x {slice_type}: {tflops:g} TFLOP/sec/chip, MFU {mfu:g}%; run script MaxText/configs/{script}.sh at "
               "that commit (8xv4-128.sh: commit 047f0c762): {flags}, remat_policy=full; max_target_length 1024 "
               "(base.yml); v4-128 = 64 chips, v4-384 = 192 chips (the Cloud TPU v4 name counts TensorCores, 2 per chip)")
-NEEDS_HYBRID_SHARDING = ("hybrid sharding: MaxText shards weights, gradients and optimizer state over each slice's "
-                         "chips (ici_fsdp_parallelism) and replicates them across slices (dcn_data_parallelism); ZeRO-3 "
-                         "over every data-parallel rank would all-gather weights across the data-centre network")
 NEEDS_2D_SHARDING = ("12-way model parallelism, not a power of two (the placement's tensor widths are 1, 2, 4, 8, …), "
                      "and written by the authors as 2-D weight sharding, not Megatron's 1-D tensor parallelism")
 
@@ -272,8 +269,10 @@ NEEDS_2D_SHARDING = ("12-way model parallelism, not a power of two (the placemen
 def _maxtext(model: str, slices: int, chips_per_slice: int, per_device_batch: int, tflops: float, mfu_percent: float,
              script: str, flags: str) -> ValidationCase:
     """One MaxText run: FSDP over each slice's chips (ZeRO-3 with per-layer all-gathers overlapped: the scripts set
-    ``--xla_enable_async_all_gather=true``), data parallelism across slices, one microbatch of ``per_device_batch``
-    sequences per chip (MaxText 2023 has no gradient accumulation), full rematerialisation, Adam."""
+    ``--xla_enable_async_all_gather=true``), data parallelism across slices (hybrid sharding, a shard group per
+    slice: weights and state replicated across slices, gradient shards all-reduced over the data-centre network),
+    one microbatch of ``per_device_batch`` sequences per chip (MaxText 2023 has no gradient accumulation), full
+    rematerialisation, Adam."""
     n = slices * chips_per_slice
     slice_type = f"v4-{2 * chips_per_slice}"
     return ValidationCase(
@@ -281,7 +280,7 @@ def _maxtext(model: str, slices: int, chips_per_slice: int, per_device_batch: in
         cluster="tpuv4-pod", n_devices=n, global_batch=per_device_batch * n, tensor=1, pipeline=1, data=n,
         microbatch=per_device_batch, recompute="full", zero=3, optimizer="adam", metric="mfu_6n",
         published=mfu_percent / 100, stack="jax-xla", slices=slices,
-        requires=NEEDS_HYBRID_SHARDING if slices > 1 else "",
+        shard_group=chips_per_slice if slices > 1 else None,
         source=MAXTEXT_V4.format(model=model.upper(), slices=slices, slice_type=slice_type, tflops=tflops, mfu=mfu_percent,
                                  script=script, flags=flags))
 
@@ -546,7 +545,8 @@ class ChipRatioCase:
     tokens/s per GPU. The ratio between the chips is what a search that ranks chips must get right.
 
     ``recompute``: ``"full"`` where the run checkpointed activations; otherwise ``"selective"``, because the runs use
-    FlashAttention, which keeps no s×s scores and recomputes them in its backward pass (the DGXC cases' reason)."""
+    FlashAttention, which keeps no s×s scores and recomputes them in its backward pass (the stack's fused attention
+    kernel, :mod:`phaze_env.attention`)."""
 
     name: str
     d_model: int
@@ -558,6 +558,7 @@ class ChipRatioCase:
     recompute: Recompute
     published: dict[str, float]  # accelerator preset -> tokens/s per GPU
     source: str
+    stack: str = "llm-foundry"  # the training software (a profile name in phaze_env.stacks), the same on both chips
 
     @property
     def workload(self) -> Workload:

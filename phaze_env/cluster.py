@@ -44,17 +44,20 @@ from typing import Any
 import numpy as np
 
 from phaze_env import comm
+from phaze_env.hardware.cost import (A100_NVLINKS, H100_NVLINKS, NVLINK_LINK_BPS, TPUV4_ICI_LINK_BPS,
+                                     links_per_direction_Bps)
 from phaze_env.hardware.system import SCALE_UP_DOMAIN, TOPOLOGIES, TORUS_CUBE_SIDE, TORUS_NEIGHBOURS, SystemPoint
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 # --- published constants (each cites its source) -----------------------------------------------------
-NVLINK3_BPS = 300e9
+NVLINK3_BPS = A100_NVLINKS * NVLINK_LINK_BPS
 """A100 NVLink 3: 12 links × 25 GB/s per direction = 300 GB/s per GPU per direction ("600 GB/s"
-bidirectional; NVIDIA A100 Tensor Core GPU datasheet / Architecture whitepaper, 2020)."""
-NVLINK4_BPS = 450e9
+bidirectional; NVIDIA A100 Tensor Core GPU datasheet / Architecture whitepaper, 2020). From the a100 chip's
+link constants (:mod:`phaze_env.hardware.cost`), so the chip and its cluster preset cannot disagree."""
+NVLINK4_BPS = H100_NVLINKS * NVLINK_LINK_BPS
 """H100 SXM NVLink 4: 18 links × 25 GB/s = 450 GB/s per GPU per direction ("900 GB/s" bidirectional;
-NVIDIA H100 datasheet, 2022)."""
+NVIDIA H100 datasheet, 2022). From the h100 chip's link constants, as :data:`NVLINK3_BPS`."""
 HDR_IB_PER_GPU_BPS = 200e9 / 8
 """DGX A100: 8 ConnectX-6 HDR InfiniBand adapters of 200 Gb/s for compute, one per GPU = 25 GB/s per GPU
 (NVIDIA DGX A100 datasheet / user guide)."""
@@ -90,9 +93,6 @@ over NVLink (a few µs; nccl-tests small-size all_reduce_perf rows)."""
 IB_LATENCY_S = 5e-6
 """Per-step latency across InfiniBand (≈ 1–2 µs wire + NCCL proxy overhead; nccl-tests multi-node
 small-message latencies are a few µs to ~10 µs)."""
-TPUV4_ICI_LINK_BPS = 50e9
-"""TPUv4 inter-chip interconnect: 6 links per chip, ≈ 50 GB/s each (Jouppi et al. 2023, "TPU v4: An
-Optically Reconfigurable Supercomputer", ISCA; the project's DESIGN.md reference facts)."""
 TPUV4_POD_DIMS = (16, 16, 16)
 """A full TPUv4 pod: 4096 chips as 64 cubes of 4×4×4 joined by optical circuit switches into a 16×16×16
 3D torus (Jouppi et al. 2023)."""
@@ -170,7 +170,13 @@ class Cluster:
     ``interleaved_schedule`` (the stack offers Megatron-LM's interleaved 1F1B, ``v > 1``) and
     ``pipeline_scatter_gather`` (a pipeline send across a slower level than the tensor group's goes ``1/t``
     per tensor rank and is all-gathered inside it, Narayanan et al. 2021 §4.1) are the training stack's
-    structure, which the placement DP honours; :mod:`phaze_env.stacks` sets them per named stack.
+    structure, which the placement DP honours; so is ``attention_efficiency``: above 0 the stack runs the attention
+    core as a fused causal flash kernel that sustains that fraction of the tensor cores' bf16 peak on the FLOPs it
+    keeps (:mod:`phaze_env.attention`); 0 (the default) keeps the traced eager attention; and so is
+    ``hybrid_allreduce_overlapped``: under hybrid sharding (``PlanSpec.shard_group``) whether each layer's gradient
+    shard is all-reduced across the shard groups inside the backward pass, overlapped with it (PyTorch FSDP's
+    ``HYBRID_SHARD``), or once after the backward pass, not overlapped (``False``: the jax-xla profile).
+    :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
     n_devices: int = 1024
@@ -188,9 +194,11 @@ class Cluster:
     framework_efficiency: float = 1.0
     interleaved_schedule: bool = True
     pipeline_scatter_gather: bool = True
+    attention_efficiency: float = 0.0
     slices: int = 1
     dcn_bandwidth_Bps: float = math.inf
     dcn_latency_s: float = 0.0
+    hybrid_allreduce_overlapped: bool = True
 
     def __post_init__(self) -> None:
         for name in ("n_devices", "global_batch", "devices_per_node", "slices"):
@@ -207,7 +215,9 @@ class Cluster:
         for name in ("link_efficiency", "node_efficiency", "framework_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(self, name)!r}")
-        for name in ("interleaved_schedule", "pipeline_scatter_gather"):
+        if not 0 <= self.attention_efficiency <= 1:
+            raise ValueError(f"cluster attention_efficiency must be in [0, 1], got {self.attention_efficiency!r}")
+        for name in ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
         if self.optimizer not in OPTIMIZERS:
@@ -291,6 +301,8 @@ class Cluster:
         if self.slices == 1:  # the DCN fields only when there are slices: a one-slice cluster's dict (and cache key) is unchanged
             for name in ("slices", "dcn_bandwidth_Bps", "dcn_latency_s"):
                 data.pop(name)
+        if self.hybrid_allreduce_overlapped:  # likewise: only a stack that does not overlap it says so
+            data.pop("hybrid_allreduce_overlapped")
         return data
 
     @classmethod
@@ -305,6 +317,9 @@ class Cluster:
         software = "" if self.framework_efficiency == 1 else f"; framework efficiency {self.framework_efficiency:g}"
         software += "" if self.interleaved_schedule else "; no interleaved schedule"
         software += "" if self.pipeline_scatter_gather else "; pipeline sends not scattered"
+        software += "" if self.hybrid_allreduce_overlapped else "; hybrid-shard all-reduce after the backward pass"
+        software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
+                     else "")
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software
 
 
@@ -402,7 +417,7 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
     "ibm-h100": (lambda n, **kw: _dgx(n, NVLINK4_BPS, IBM_H100_NODE_BPS / 8, "ibm-h100", **kw),
                  "IBM's H100 80 GB cluster of the fms-fsdp benchmarks: 8 GPUs per node on NVLink 4 (450 GB/s per GPU, "
                  "assumed as for ibm-a100), 800 Gb/s per node between nodes; NCCL efficiency 0.8."),
-    "tpuv4-pod": (_tpuv4_pod, "TPUv4 pod slice: 3D torus of ICI links (≈ 50 GB/s each, 6 per chip); slices=S splits the "
+    "tpuv4-pod": (_tpuv4_pod, "TPUv4 pod slice: 3D torus of ICI links (50 GB/s each per direction, 6 per chip); slices=S splits the "
                               "chips into S slices joined by the data-centre network (1.65 GB/s per chip, PaLM's burst)."),
 }
 
@@ -431,9 +446,8 @@ def torus_dims(n_devices: int) -> tuple[int, int, int]:
 def point_cluster(point: SystemPoint, base: Cluster | None = None) -> Cluster:
     """The cluster of a system point (its topology, the chips its budget buys, its chip's links); ``base``
     supplies the training fields (global batch, optimizer, framework efficiency; default :class:`Cluster`'s)."""
-    if point.n_devices < 1:
-        raise ValueError(f"a {point.budget.describe()} budget buys no whole {point.topology} unit of this chip "
-                         f"({point.budget.per_chip(point.estimate):,.0f} per chip)")
+    if point.unbuildable_reason:
+        raise ValueError(point.unbuildable_reason)
     base = base or Cluster()
     return system_cluster(point.topology, point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps,
                           global_batch=base.global_batch, optimizer=base.optimizer,
@@ -454,7 +468,7 @@ def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps
     so neither family wins by an efficiency the other is not given). ``fields``: other :class:`Cluster`
     fields (global batch, optimizer, framework efficiency).
     """
-    per_direction_Bps = links * link_bandwidth_Bps / 2
+    per_direction_Bps = links_per_direction_Bps(links, link_bandwidth_Bps)
     if topology == "torus":
         if links < TORUS_NEIGHBOURS or links % TORUS_NEIGHBOURS:
             raise ValueError(f"a 3-D torus needs links in multiples of {TORUS_NEIGHBOURS} per chip, got {links}")
@@ -482,8 +496,8 @@ def reference_cluster(name: str, point: SystemPoint, base: Cluster | None = None
     base = base or Cluster()
     if name not in REFERENCE_CLUSTER_PRESETS:
         return point_cluster(point, base)
-    if point.n_devices < 1:
-        raise ValueError(f"a {point.budget.describe()} budget buys no whole {name} node")
+    if point.unbuildable_reason:
+        raise ValueError(f"{name}: {point.unbuildable_reason}")
     return get_cluster(REFERENCE_CLUSTER_PRESETS[name], point.n_devices, global_batch=base.global_batch,
                        optimizer=base.optimizer, framework_efficiency=base.framework_efficiency)
 

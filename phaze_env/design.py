@@ -28,7 +28,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from phaze_env.cluster import point_cluster, reference_cluster
-from phaze_env.evaluate import Cluster, Evaluation, evaluate
+from phaze_env.evaluate import Cluster, Evaluation, evaluate, unbuilt_evaluation
 from phaze_env.hardware import TPUV4, Accelerator, ArchSpace
 from phaze_env.hardware.area import arch_area_mm2
 from phaze_env.hardware.cost import compute_die_area_mm2
@@ -478,8 +478,11 @@ class SystemDesignSpace(DesignSpace):
         :data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`) with the chips this space's budget buys
         (:func:`~phaze_env.hardware.system.reference_point`) on its cluster
         (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the training fields), training in
-        ``number_format``, best over the space's microbatch sizes and recompute settings."""
+        ``number_format``, best over the space's microbatch sizes and recompute settings; infeasible (saying so)
+        when the budget buys not one whole node or torus cube of the reference chip."""
         point = reference_point(name, self.budget, number_format)
+        if point.unbuildable_reason:
+            return unbuilt_evaluation(workload, point.accelerator, point.topology, f"{name}: {point.unbuildable_reason}")
         return evaluate(workload, point.accelerator, reference_cluster(name, point, cluster), microbatch=self.microbatch,
                         recompute=self.recompute, hbm_gb=(point.accelerator.hbm_gb,), **kwargs)
 
@@ -608,11 +611,13 @@ def evaluate_design(design: Design, workload: str | Workload, cluster: Cluster |
     A system-space design runs on its own cluster: its topology with the chips ``budget`` buys (default
     :class:`SystemBudget`'s 10 MW; ``SystemDesignSpace.evaluate`` passes the space's), ``cluster`` supplying
     only the training fields (global batch, optimizer, framework efficiency). A budget that buys no whole
-    topology unit raises ``ValueError``."""
+    topology unit gives an infeasible evaluation saying so (:func:`~phaze_env.evaluate.unbuilt_evaluation`)."""
     accelerator = design.accelerator(base)
     if design.is_system:
         point = system_point(accelerator, design.system_choice().chip_system(), design.topology,
                              budget or SystemBudget())
+        if point.unbuildable_reason:
+            return unbuilt_evaluation(workload, point.accelerator, point.topology, point.unbuildable_reason)
         cluster = point_cluster(point, cluster)
     elif budget is not None:
         raise ValueError("a budget applies to system-space designs only")

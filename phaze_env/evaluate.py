@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Iterable
 
 
+from phaze_env.attention import recomputed_by_backward
 from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.cluster import Cluster
 from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core,
@@ -211,6 +212,10 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
     degrees = tuple(sorted({int(c) for c in context_parallels})) if plan.c is None else (plan.c,)
     if not degrees or min(degrees) <= 0:
         raise ValueError(f"context-parallel degrees must be positive integers, got {context_parallels!r}")
+    if cluster.attention_efficiency:  # phaze_env.attention: the ring's blocks would need their own causal split
+        if plan.c is not None and plan.c > 1:
+            raise ValueError(f"plan {plan}: context parallelism with a fused attention kernel is not modelled")
+        degrees = (1,)
     tokens = workload.seq_len if seq_len is None else seq_len
     if plan.c is not None and context_parallel_error(tokens, plan.c):
         raise ValueError(f"plan {plan}: {context_parallel_error(tokens, plan.c)}")
@@ -276,6 +281,8 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
     results = {}
     attention_s = {}  # the attention core's own time per direction (selective recompute; ring overlap)
     tp_comm_s = 0.0
+    # what selective recompute repeats: the attention core; with a fused kernel, the scores its backward recomputes
+    attention_part = recomputed_by_backward if cluster.attention_efficiency else is_attention_core
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
@@ -285,7 +292,7 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
         one, all_cores, comm_s = prices[layer.name, direction]
         tp_comm_s += comm_s
         attention_s[direction] = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
-                                           if is_attention_core(op)))
+                                           if attention_part(op)))
         counters["estimate"] += time.perf_counter() - started
         started = time.perf_counter()
         if bound_only:
@@ -303,6 +310,11 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
             results[direction] = (0.0, 0.0, "empty", True)
         counters["schedule"] += time.perf_counter() - started
     (f, flb, fm, fo), (b, blb, bm, bo) = results["fwd"], results["bwd"]
+    if cluster.attention_efficiency:
+        # A fused kernel's backward recomputes its scores itself (phaze_env.attention), whatever the recompute mode:
+        # that time belongs to the backward pass, and selective recompute (what the stash drops) adds nothing more.
+        recompute_s = attention_s["fwd"]
+        return LayerTiming(f, b + recompute_s, flb, blb + recompute_s, fm, bm, fo, bo, 0.0, tp_comm_s, 0.0)
     ring_fwd_s = ring_exposed_s(attention_s["fwd"], kv_hop_bytes, cluster, tensor_width, context_parallel)
     ring_bwd_s = ring_exposed_s(attention_s["bwd"], 2 * kv_hop_bytes, cluster, tensor_width, context_parallel)
     return LayerTiming(f + ring_fwd_s, b + ring_bwd_s, flb + ring_fwd_s, blb + ring_bwd_s, fm, bm, fo, bo,
@@ -471,6 +483,17 @@ def _variant(request: _Request, acc: Accelerator, t: int, m: int, c: int, bound_
     return _Variant(graph, timings, request.cluster, c)
 
 
+def unbuilt_evaluation(workload: str | Workload, accelerator: Accelerator, topology: str, reason: str) -> Evaluation:
+    """The infeasible evaluation of a design no cluster can be built for (a system whose budget buys no whole
+    ``topology`` unit): nothing is evaluated, ``cluster`` holds only ``n_devices`` 0 and the topology's name, and
+    ``reason`` says why, so every face (search, env, Optuna objective, baselines) scores it as infeasible."""
+    return Evaluation(workload=get_workload(workload).name, accelerator=accelerator.to_dict(),
+                      cluster={"n_devices": 0, "name": topology}, feasible=False, reason=reason,
+                      throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, area_mm2=accelerator.area_mm2,
+                      peak_flops=accelerator.peak_flops, energy_per_sample_j=0.0, plan={}, memory_bytes={},
+                      layer_timings={}, timings_s={}, ilp_solves=0, schedules=0)
+
+
 def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
              plan: PlanSpec | None = None, microbatch: Iterable[int] = DEFAULT_MICROBATCHES,
              recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
@@ -602,7 +625,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's)")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="default adam (mixed precision)")
     parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1, t8p8d1m1v3+sp+rc=selective or, for a "
-                        "mixture of experts, t2p4d8e8m1 (e: expert parallel; absent = 1) (absent degrees are searched; "
+                        "mixture of experts, t2p4d8e8m1 (e: expert parallel; absent = 1), or t1p1d128m2+zero3+shard8 (hybrid sharding, "
+                        "FSDP's HSDP: ZeRO-3 within groups of 8 replicas) (absent degrees are searched; "
                         "default: none pinned, the DP chooses every knob)")
     parser.add_argument("--recompute", choices=RECOMPUTE_CHOICES, default=None, help="recompute mode (default auto)")
     parser.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
@@ -642,7 +666,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if evaluation.feasible else 1
 
 
-__all__ = ["Cluster", "Evaluation", "LayerTiming", "PlanSpec", "evaluate", "throughput_upper_bound", "valid_tensor_widths"]
+__all__ = ["Cluster", "Evaluation", "LayerTiming", "PlanSpec", "evaluate", "throughput_upper_bound", "unbuilt_evaluation",
+           "valid_tensor_widths"]
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from phaze_env.attention import fused_attention_ops
 from phaze_env.cluster import Cluster
 from phaze_env.hardware.accelerator import Accelerator
 from phaze_env.hardware.estimator import LatencyTable, TensorTerms, VectorTerms, latency_terms, shared_parameters
@@ -51,6 +52,31 @@ def _slowed(terms, slowdown: float):
     return replace(terms, **{f.name: getattr(terms, f.name) * slowdown for f in fields(terms) if f.name.endswith("_s")})
 
 
+def _fused_kernel_terms(ops: Sequence[Op], fused: Sequence[int], tc_configs, tensor: TensorTerms,
+                        vector: VectorTerms, accelerator: Accelerator, efficiency: float) -> tuple[TensorTerms, VectorTerms]:
+    """The terms of a fused attention kernel's operators (:mod:`phaze_env.attention`): their kept GEMM FLOPs at
+    ``efficiency`` of each configuration's bf16 peak (the kernel's sustained rate, its softmax included: the vector
+    part is 0), on one core and on all; HBM traffic only for what is not an ``s × s`` score (``bytes_read`` of the fused
+    op), instead of the blocked-GEMM traffic that would write its score tiles. Every other operator is left as it is."""
+    rows = np.asarray(fused)
+    tc = np.asarray(tc_configs, dtype=np.float64)
+    core_flops_per_s = 2.0 * tc[:, 1] * tc[:, 2] * accelerator.clock_hz * efficiency  # one core, (T,)
+    gemm_flops = np.array([float(ops[i].gemm_flops) for i in fused])[:, None]
+    traffic = np.array([float(ops[i].bytes_read) for i in fused])[:, None]
+    t = {name: np.array(getattr(tensor, name)) for name in ("compute_one_s", "compute_all_s", "traffic_bytes",
+                                                              "memory_s", "exposed_s")}
+    t["compute_one_s"][rows] = gemm_flops / core_flops_per_s
+    t["compute_all_s"][rows] = gemm_flops / (core_flops_per_s * tc[:, 0])
+    t["traffic_bytes"][rows] = np.where(gemm_flops > 0, traffic, 0.0)
+    t["memory_s"][rows] = t["traffic_bytes"][rows] / accelerator.effective_hbm_bandwidth_Bps
+    t["exposed_s"][rows] = 0.0
+    v = {name: np.array(getattr(vector, name)) for name in ("compute_one_s", "compute_all_s", "hbm_one_s", "hbm_all_s",
+                                                              "spill_one_bytes", "spill_all_bytes")}
+    for array in v.values():
+        array[rows] = 0.0
+    return replace(tensor, **t), replace(vector, **v)
+
+
 def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, tc_configs=None,
               vc_configs=None, layer: str | None = None) -> PricedOps:
     """Price ``ops`` on ``accelerator`` in ``cluster`` — or, with ``tc_configs``/``vc_configs`` (rows as in
@@ -58,14 +84,23 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     ``accelerator``'s clock, HBM, efficiencies and element size (its ``shared_parameters``). ``layer`` is the ops'
     layer name, required on an FP8 accelerator (:func:`~phaze_env.hardware.number_format.fp8_flags`).
 
+    A cluster whose stack runs fused attention (``Cluster.attention_efficiency`` > 0) prices the attention core as the
+    fused causal kernel of :mod:`phaze_env.attention`: its kept FLOPs at that fraction of the bf16 peak, no ``s × s``
+    HBM traffic.
+
     Every latency is homogeneous of degree one in the device-time terms (max, sums and the epilogue
     pipeline :func:`~phaze_env.hardware.estimator.pipelined_s`), so dividing the terms by the framework
     efficiency divides each operator's device latency by it exactly.
     """
     tc = [accelerator.tc_config] if tc_configs is None else tc_configs
     vc = [accelerator.vc_config] if vc_configs is None else vc_configs
+    fused: list[int] = []
+    if cluster.attention_efficiency:
+        ops, fused = fused_attention_ops(ops, accelerator.bytes_per_element)
     tc, vc, tensor, vector = latency_terms(ops, tc, vc, **shared_parameters(accelerator),
                                            fp8=fp8_flags(ops, layer, accelerator.number_format))
+    if fused:
+        tensor, vector = _fused_kernel_terms(ops, fused, tc, tensor, vector, accelerator, cluster.attention_efficiency)
     slowdown = 1.0 / cluster.framework_efficiency
     tensor, vector = _slowed(tensor, slowdown), _slowed(vector, slowdown)
     return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, collectives_s(ops, cluster)), tensor, vector)

@@ -45,30 +45,37 @@ blocking (``deepspeed/runtime/pipe/p2p.py``: ``async_op`` must be False; ``dist.
 PyTorch < 1.8), issued as instructions between the compute instructions rather than overlapped with them, and
 each instruction is scheduled from Python."""
 
-PYTORCH_FSDP_A100_EFFICIENCY = 0.802
+PYTORCH_FSDP_A100_EFFICIENCY = 0.66
 """Achieved fraction of the a100 preset's per-operator speed in PyTorch FSDP training (IBM's fms-fsdp, eager PyTorch
-2.2-era nightlies, SDPA FlashAttention-2), *fitted to one published measurement*: the Llama 2 7B run of the PyTorch
-blog "Maximizing training throughput using PyTorch FSDP" (2024-03-13, Table 1, and fms-fsdp README.md at commit
-5e522b4): 3,700 tokens/s per GPU on 128 A100 80 GB with 400 Gb/s between nodes, HSDP over the 8 GPUs of a node, batch
-2 per GPU, no activation checkpointing (``experiments.validation_cases``: ``fms-fsdp-mar24-llama2-7b``; the run the
-blog trained to 2T tokens; the exact fit is 0.8017). Held out: the other six rows of fms-fsdp's February and March tables (13B, 34B, 70B, and
-the February 7B). Its structure is modelled, not folded in: ZeRO-3's per-layer all-gathers and reduce-scatter
-overlapping each layer's compute (FSDP's prefetch), HSDP's shard groups and the replicas' all-reduce
-(``PlanSpec.shard_group``), the checkpointing as published (every block, or none with FlashAttention's recompute),
-the cluster's 400 Gb/s per node (``ibm-a100``). What the factor stands for is not measured separately; candidates the
-model does not price: un-fused elementwise kernels of eager PyTorch (RMSNorm, rotary embeddings, SwiGLU — the trace
-fuses each into its matmul's epilogue), kernel launches from Python, NCCL kernels sharing the SMs with the overlapped
-compute."""
+2.2-era nightlies), *fitted to one published measurement*: the Llama 2 7B run of the PyTorch blog "Maximizing
+training throughput using PyTorch FSDP" (2024-03-13, Table 1, and fms-fsdp README.md at commit 5e522b4): 3,700
+tokens/s per GPU on 128 A100 80 GB with 400 Gb/s between nodes, HSDP over the 8 GPUs of a node, batch 2 per GPU, no
+activation checkpointing (``experiments.validation_cases``: ``fms-fsdp-mar24-llama2-7b``; the run the blog trained
+to 2T tokens; the fit, 0.6604, is ``experiments.validate.fit_efficiency``). Held out: the other six rows of
+fms-fsdp's February and March tables (13B, 34B, 70B, and the February 7B). Its structure is modelled, not folded in:
+ZeRO-3's per-layer all-gathers and reduce-scatter overlapping each layer's compute (FSDP's prefetch), HSDP's shard
+groups and the replicas' all-reduce (``PlanSpec.shard_group``), SDPA's FlashAttention-2 causal kernel
+(:data:`FLASH_ATTENTION2_A100_EFFICIENCY`, :mod:`phaze_env.attention`), the checkpointing as published (every block,
+or none), the cluster's 400 Gb/s per node (``ibm-a100``). What the factor stands for is not measured separately, and
+it does not carry across widths: fitted on the 7B (hidden 4096), the 34B and 70B (hidden 8192) come out 15–23 % slow
+(``experiments.validate.STACK_GAPS``), i.e. the 7B loses a larger share of its step to something the model does not
+price. One candidate with that dependence: eager PyTorch runs RMSNorm, the rotary embeddings, SwiGLU's activation and
+product and the residual adds as separate memory-bound kernels (the trace fuses each into a matmul's epilogue), whose
+HBM time per token grows as ``h`` while the layer's GEMM time grows as ``h²``; estimated by
+``experiments.fsdp_eager_elementwise`` (not part of the model) at 9.0 % of a 7B block's GEMM time and 4.4–4.8 % of a
+34B or 70B block's, about 4 of the 15–23 points."""
 
-PYTORCH_FSDP_H100_EFFICIENCY = 0.702
+PYTORCH_FSDP_H100_EFFICIENCY = 0.48
 """The same stack's efficiency on the h100 preset, fitted by the same rule to the same row: the Llama 2 7B run of the
 blog's Table 1 H100 column (fms-fsdp README.md at commit 5e522b4, 'H100 96 GPUs with 800 Gbps'): 7,500 tokens/s per
 GPU on 96 H100 80 GB, HSDP over a node's 8 GPUs, batch 2, no checkpointing (``fms-fsdp-mar24-llama2-7b-h100``; the
-fit, 0.7018, is ``experiments.validate.fit_efficiency``); held out on the column's 34B and 70B rows. It is lower than
-the A100's 0.802: the blog finds "a 10% gap due to network 'peeking' out" in its H100 traces and "hypothesize[s] that
-the HBM bandwidth of H100s is the cause for the reduced HFU/MFU" (312 vs 989 TFLOP/s but 2.0 vs 3.35 TB/s, the blog's
-figures); the model prices every layer's HBM traffic and the ibm-h100 network, and predicts both hidden behind
-compute, so what the lower factor stands for is not measured separately here."""
+fit, 0.4801, is ``experiments.validate.fit_efficiency``), with FlashAttention-2 at
+:data:`FLASH_ATTENTION2_H100_EFFICIENCY`; held out on the column's 34B and 70B rows. It is lower than the A100's: the
+blog finds "a 10% gap due to network 'peeking' out" in its H100 traces and "hypothesize[s] that the HBM bandwidth of
+H100s is the cause for the reduced HFU/MFU" (312 vs 989 TFLOP/s but 2.0 vs 3.35 TB/s, the blog's figures); the model
+prices every layer's HBM traffic and the ibm-h100 network, and predicts both hidden behind compute, so what the lower
+factor stands for is not measured separately here. The width effect of :data:`PYTORCH_FSDP_A100_EFFICIENCY` is
+there on H100 too (34B and 70B 21–23 % slow)."""
 
 MEGATRON_H100_EFFICIENCY = 0.97
 """Achieved fraction of the h100 preset's per-operator speed in Megatron-Core training (NeMo), *fitted to one
@@ -88,7 +95,8 @@ JAX_XLA_TPUV4_EFFICIENCY = 0.82
 """Achieved fraction of the tpuv4 preset's per-operator speed in JAX/XLA training with MaxText, *fitted to one
 published measurement*: the 22B model on one v4-128 slice (64 chips), 156 TFLOP/s per chip = 56.7 % MFU
 (AI-Hypercomputer/maxtext README at commit d3f68fe2c; ``experiments.validation_cases``: ``maxtext-22b-1xv4-128``;
-the exact fit is 0.8203); held out on the 52B model on one v4-384 slice. The tpuv4 preset's MXUs run at their
+the exact fit is 0.8203); held out on the 52B model on one v4-384 slice and on the multi-slice runs (22B on 2, 4
+and 8 v4-128 slices, 52B on 2 v4-384 slices). The tpuv4 preset's MXUs run at their
 nominal rate (``gemm_efficiency`` 1: no public TPU v4 GEMM microbenchmark), so this factor also carries what the
 MXUs lose on these shapes, besides what an end-to-end XLA step adds (the layer's fusions as XLA forms them, the
 per-layer all-gathers' HBM traffic, the step's host synchronisation)."""
@@ -100,11 +108,38 @@ class UnfittedChipError(ValueError):
 
 @dataclass(frozen=True)
 class ChipFit:
-    """A stack's efficiency on one chip, fitted to one published run of the stack on that chip."""
+    """A stack's efficiency on one chip, fitted to one published run of the stack on that chip, and the attention
+    kernel the stack runs there (``attention_efficiency``: 0 = the traced eager attention; above 0 a fused causal
+    kernel sustaining that fraction of the chip's bf16 peak, :mod:`phaze_env.attention`, from the kernel's published
+    figures — not fitted)."""
 
     chips: tuple[str, ...]  # accelerator presets of that chip (the same silicon in another number format counts)
     framework_efficiency: float
-    calibration: str  # the published run (a validation case name) the efficiency is fitted to
+    calibration: str  # the published run (a validation or chip-ratio case name) the efficiency is fitted to
+    attention_efficiency: float = 0.0
+
+
+FLASH_ATTENTION2_A100_EFFICIENCY = 0.50
+"""Fraction of the A100's bf16 peak a FlashAttention-2-class kernel sustains on the attention FLOPs it computes:
+Dao 2023 (FlashAttention-2, arXiv:2307.08691), abstract: "reaching 50-73% of the theoretical maximum FLOPs/s on
+A100". The low end is taken — assumption: training runs the causal forward *and* backward kernels, and the paper's
+figures put the backward and the causal runs at the low end of that range."""
+FLASH_ATTENTION2_H100_EFFICIENCY = 0.35
+"""The same Ampere-era kernel class on H100: Shah et al. 2024 (FlashAttention-3, arXiv:2407.08608), abstract:
+"FlashAttention-2 achieving only 35% utilization on H100 GPUs" (it uses none of Hopper's wgmma/TMA, which
+FlashAttention-3 needs to reach 75 %)."""
+LLM_FOUNDRY_A100_EFFICIENCY = 0.86
+"""Achieved fraction of the a100 preset's per-operator speed in llm-foundry training (Composer, PyTorch FSDP
+FULL_SHARD, FlashAttention-class attention), *fitted to one published measurement*: MPT-7B at sequence 4096 on
+8 A100 80GB, 3,684 tokens/s per GPU (mosaicml/llm-foundry scripts/train/benchmarking/README.md; the chip-ratio case
+``llm-foundry-mpt-7b-s4096``; the fit is ``experiments.validate.fit_ratio_efficiency``). Chosen before looking at the
+others: the middle model size at the table's most common sequence length."""
+LLM_FOUNDRY_H100_EFFICIENCY = 0.72
+"""The same stack on H100, fitted to the same run's H100 figure (8,611 tokens/s per GPU, same README and plan).
+Lower than on A100: the stack's own table has it at 40–46 % MFU on H100 and 55–64 % on A100 for the same models and
+plans, i.e. its H100 kernels run further below the chip's measured best than its A100 kernels do (the a100 and h100
+presets carry the MAMF-measured GEMM rates, 85.9 % and 80.1 % of peak). Which kernels lose it the sources do not
+say; with one factor per chip fitted on one row, the other six rows' H100/A100 ratios are held out."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +152,7 @@ class StackProfile:
     pipeline_scatter_gather: bool
     fits: tuple[ChipFit, ...]
     sources: str
+    hybrid_allreduce_overlapped: bool = True  # hybrid sharding's cross-group all-reduce: in the backward, or after it
 
     def __post_init__(self) -> None:
         if not self.fits:
@@ -137,19 +173,22 @@ class StackProfile:
         return next((fit for fit in self.fits if chip in fit.chips), None)
 
     def structure(self, cluster: Cluster) -> Cluster:
-        """``cluster`` with this stack's structure; its efficiency left as it is."""
+        """``cluster`` with this stack's structure; its efficiencies (framework, attention kernel) left as they are."""
         return replace(cluster, interleaved_schedule=self.interleaved_schedule,
-                       pipeline_scatter_gather=self.pipeline_scatter_gather)
+                       pipeline_scatter_gather=self.pipeline_scatter_gather,
+                       hybrid_allreduce_overlapped=self.hybrid_allreduce_overlapped)
 
     def apply(self, cluster: Cluster, chip: str | None = None) -> Cluster:
-        """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure and
-        its efficiency fitted on that chip; a chip it was never fitted on is refused (one-line error)."""
+        """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure, its
+        efficiency fitted on that chip and its attention kernel there; a chip it was never fitted on is refused
+        (one-line error)."""
         fit = self.fits[0] if chip is None else self.fit_on(chip)
         if fit is None:
             fitted = ", ".join(c for f in self.fits for c in f.chips)
             raise UnfittedChipError(f"training stack {self.name!r} has no efficiency fitted on {chip!r} (fitted on: "
                                     f"{fitted}); give the framework efficiency explicitly")
-        return replace(self.structure(cluster), framework_efficiency=fit.framework_efficiency)
+        return replace(self.structure(cluster), framework_efficiency=fit.framework_efficiency,
+                       attention_efficiency=fit.attention_efficiency)
 
 
 STACKS: dict[str, StackProfile] = {
@@ -174,26 +213,45 @@ STACKS: dict[str, StackProfile] = {
                     "MEGATRON_DEEPSPEED_A100_EFFICIENCY"),
         StackProfile(
             name="pytorch-fsdp", interleaved_schedule=False, pipeline_scatter_gather=False,
-            fits=(ChipFit(("a100",), PYTORCH_FSDP_A100_EFFICIENCY, "fms-fsdp-mar24-llama2-7b"),
-                  ChipFit(("h100",), PYTORCH_FSDP_H100_EFFICIENCY, "fms-fsdp-mar24-llama2-7b-h100")),
+            fits=(ChipFit(("a100",), PYTORCH_FSDP_A100_EFFICIENCY, "fms-fsdp-mar24-llama2-7b",
+                          FLASH_ATTENTION2_A100_EFFICIENCY),
+                  ChipFit(("h100",), PYTORCH_FSDP_H100_EFFICIENCY, "fms-fsdp-mar24-llama2-7b-h100",
+                          FLASH_ATTENTION2_H100_EFFICIENCY)),
             sources="pytorch/pytorch torch/distributed/fsdp (FullyShardedDataParallel: FULL_SHARD and HYBRID_SHARD, "
                     "reshard_after_forward, BACKWARD_PRE prefetch, limit_all_gathers; post-backward reduce-scatter then "
                     "the replicas' all-reduce under HYBRID_SHARD); Zhao et al. 2023 (PyTorch FSDP, VLDB, "
                     "arXiv:2304.11277) §3-4: per-unit all-gather and reduce-scatter overlapped with compute by "
                     "prefetching; foundation-model-stack/fms-fsdp main_training.py, fms_fsdp/policies (one unit per "
                     "block, bf16 mixed precision, block-level activation checkpointing); no pipeline (p = 1: the "
-                    "structural pipeline fields are off); efficiency: PYTORCH_FSDP_A100_EFFICIENCY on A100, "
-                    "PYTORCH_FSDP_H100_EFFICIENCY on H100"),
+                    "structural pipeline fields are off); SDPA's FlashAttention-2 (causal): "
+                    "FLASH_ATTENTION2_A100_EFFICIENCY, FLASH_ATTENTION2_H100_EFFICIENCY; efficiency: "
+                    "PYTORCH_FSDP_A100_EFFICIENCY on A100, PYTORCH_FSDP_H100_EFFICIENCY on H100"),
         StackProfile(
-            name="jax-xla", interleaved_schedule=False, pipeline_scatter_gather=False,
+            name="jax-xla", interleaved_schedule=False, pipeline_scatter_gather=False, hybrid_allreduce_overlapped=False,
             fits=(ChipFit(("tpuv4",), JAX_XLA_TPUV4_EFFICIENCY, "maxtext-22b-1xv4-128"),),
             sources="AI-Hypercomputer/maxtext at commit d3f68fe2c (2023): MaxText/train.py (one pjit train step, no "
                     "pipeline parallelism, so neither pipeline option applies; no gradient accumulation), "
                     "MaxText/configs/*v4*.sh (FSDP over each slice's chips, ici_fsdp_parallelism, with "
                     "--xla_enable_async_all_gather=true: each layer's weight all-gather overlaps compute, as the "
                     "placement's ZeRO-3 prices it; data parallelism across slices over the data-centre network, "
-                    "dcn_data_parallelism, its gradient all-reduce priced after the backward pass); efficiency: "
-                    "JAX_XLA_TPUV4_EFFICIENCY"),
+                    "dcn_data_parallelism: hybrid sharding, one shard group per slice); the gradient shards' "
+                    "all-reduce across slices once after the backward pass, not overlapped "
+                    "(hybrid_allreduce_overlapped=False): Chowdhery et al. 2022 (PaLM, arXiv:2204.02311) §4 on the same "
+                    "TPU v4 + JAX stack, the cross-pod gradient transfer 'does not start until each core finishes "
+                    "computing the gradients'; overlapped per layer instead (as PyTorch's HYBRID_SHARD), the model "
+                    "predicts no per-chip loss from 1 to 8 slices where MaxText published 6.2 % (docs/validation.md); "
+                    "efficiency: JAX_XLA_TPUV4_EFFICIENCY"),
+        StackProfile(
+            name="llm-foundry", interleaved_schedule=False, pipeline_scatter_gather=False,
+            fits=(ChipFit(("a100",), LLM_FOUNDRY_A100_EFFICIENCY, "llm-foundry-mpt-7b-s4096",
+                          FLASH_ATTENTION2_A100_EFFICIENCY),
+                  ChipFit(("h100",), LLM_FOUNDRY_H100_EFFICIENCY, "llm-foundry-mpt-7b-s4096",
+                          FLASH_ATTENTION2_H100_EFFICIENCY)),
+            sources="mosaicml/llm-foundry (Composer trainer, PyTorch FSDP FULL_SHARD, no pipeline; MPT models with "
+                    "FlashAttention-class causal attention, attn_impl 'triton' or 'flash' in its benchmark script "
+                    "scripts/train/benchmarking/submit_benchmarks.py); its benchmark README's A100 and H100 tables; "
+                    "efficiencies: LLM_FOUNDRY_A100_EFFICIENCY, LLM_FOUNDRY_H100_EFFICIENCY; attention kernel: "
+                    "FLASH_ATTENTION2_A100_EFFICIENCY, FLASH_ATTENTION2_H100_EFFICIENCY"),
     )
 }
 

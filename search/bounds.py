@@ -36,20 +36,41 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 from graphlib import TopologicalSorter
+from pathlib import Path
 
 import numpy as np
 
+from phaze_env.cache import DiskCache, content_key, model_version
 from phaze_env.comm import p2p_s
 from phaze_env.design import SystemArchSpace
-from phaze_env.evaluate import Cluster, expert_parallel_degrees, valid_tensor_widths
+from phaze_env.evaluate import EVALUATION_VERSION, Cluster, expert_parallel_degrees, valid_tensor_widths
 from phaze_env.hardware import ArchSpace
+from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.placement.inputs import GRADIENT_FACTOR
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.pricing import price_ops
-from phaze_env.workloads import OpGraph, Workload, model_graph
+from phaze_env.workloads import OpGraph, Workload, get_workload, model_graph
 
 CORE_UNITS = {"tc": ("tc", "tc+vc"), "vc": ("vc", "tc+vc")}
+_VARIANT_BOUNDS = DiskCache("search-bounds")
+""":func:`variant_throughput_bounds` per space, cluster and knobs: a warm search skips its bounding phase."""
+
+
+@functools.cache
+def bounds_code_version() -> str:
+    """A hash of this module's source, in every cached bound's key: bounds cached before a change of the bound
+    formulas here are never read after it (the model's constants and :data:`EVALUATION_VERSION`, the pricing
+    and traces' version, are in the key too)."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+def _space_key(space: ArchSpace) -> dict:
+    """What an :class:`ArchSpace`'s architectures (and their order) are made of."""
+    return {name: list(getattr(space, name)) for name in ARCH_KNOBS} | {
+        "budget_mm2": space.budget_mm2, "area_window_lower": space.area_window_lower, "base": space.base.to_dict()}
 
 
 def dag_lower_bounds_s(dag: OpGraph, one_s: np.ndarray, all_s: np.ndarray, n_tc: np.ndarray,
@@ -146,13 +167,14 @@ def p2p_bound_s(cluster: Cluster, payload_bytes: float, tensor_width: int) -> fl
     return min(p2p_s(payload_bytes / tensor_width, level.p2p_bandwidth_Bps, 0.0) for level in cluster.levels)
 
 
-def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count: int) -> np.ndarray:
-    """Per architecture, the summed time of the ``count`` fastest layers of the chain (repeats unrolled)."""
+def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.ndarray:
+    """Per architecture, the summed time of the ``count`` fastest layers of the chain (repeats unrolled); ``count``
+    an array of counts gives one row per count (the same sums, term by term, as one call per count)."""
     order = np.argsort(layer_s, axis=0)
     times = np.take_along_axis(layer_s, order, axis=0)
     counts = repeats[order]
-    remaining = np.full(layer_s.shape[1], count)
-    total = np.zeros(layer_s.shape[1])
+    remaining = np.multiply.outer(np.asarray(count), np.ones(layer_s.shape[1], dtype=np.int64))
+    total = np.zeros(remaining.shape)
     for row in range(layer_s.shape[0]):
         take = np.minimum(remaining, counts[row])
         total += take * times[row]
@@ -164,6 +186,14 @@ def allreduce_line(cluster: Cluster, group: int, stride: int, outer: tuple[int, 
     """:meth:`Cluster.collective_s` of an all-reduce is affine in the payload (every ring term is): its seconds
     per byte (on the latency-free cluster) and its latency part, so the placement bound prices a group once
     for every gradient share ``P/p`` instead of once per pipeline depth."""
+    return _allreduce_line(model_version(), cluster, group, stride, outer)
+
+
+@functools.lru_cache(maxsize=65536)
+def _allreduce_line(version: str, cluster: Cluster, group: int, stride: int,
+                    outer: tuple[int, int]) -> tuple[float, float]:
+    """:func:`allreduce_line`, remembered per model version (the collectives' constants) and arguments: the
+    system space's groups on one network share their clusters."""
     seconds_per_byte = dataclasses.replace(cluster, link_latency_s=0.0, node_latency_s=0.0).collective_s(
         "allreduce", 1.0, group, stride, outer)
     return seconds_per_byte, cluster.collective_s("allreduce", 1.0, group, stride, outer) - seconds_per_byte
@@ -202,18 +232,21 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     first = np.r_[True, m_r_all[1:] != m_r_all[:-1]]
     d_first, m_r_first = d_all[first], m_r_all[first]
     dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
-    lines = np.array([allreduce_line(cluster, int(k), tensor_width) for k in d_first]).reshape(-1, 2)
+    version = model_version()
+    lines = np.array([_allreduce_line(version, cluster, int(k), tensor_width, (1, 0)) for k in d_first]).reshape(-1, 2)
     # the expert shard's all-reduce without its latency part (a stage may hold no experts)
-    expert_lines = np.array([allreduce_line(cluster, 1, tensor_width, (int(k) // e, tensor_width * e))[0]
+    expert_lines = np.array([_allreduce_line(version, cluster, 1, tensor_width, (int(k) // e, tensor_width * e))[0]
                              for k in d_first]) * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first))
     most = n if caps is None else int(caps.max(initial=0))
-    for p in range(1, min(n_layers, most // tensor_width) + 1):
+    depths = range(1, min(n_layers, most // tensor_width) + 1)
+    crowded_all_s = smallest_layers_s(layer_s, repeats, [-(-n_layers // p) for p in depths])
+    for p in depths:
         keep = d_first <= most // (tensor_width * p)
         if not keep.any():  # no d that e divides fits beside p stages (nor beside more)
             break
         m_r = m_r_first[keep]
         allreduce = lines[keep, 0] * (dense_bytes / p) + lines[keep, 1] + expert_lines[keep] / p
-        crowded_s = smallest_layers_s(layer_s, repeats, -(-n_layers // p))
+        crowded_s = crowded_all_s[p - 1]  # the ⌈n/p⌉ fastest layers some stage holds
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
         if p > 1:
             stage_s = stage_s + p2p_bound_s(cluster, boundary_bytes, tensor_width)
@@ -250,22 +283,25 @@ def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster:
 
     Rows sharing the HBM (bandwidth, efficiency), number format, topology and links share one
     :func:`variant_throughput_bounds` call: over their architectures (an :class:`ArchSpace` of the space's value
-    lists up to the largest of them, on a base with that HBM) on :func:`bounding_cluster` of the group's
-    largest chip count, each architecture's placements capped at its own row's chip count (``device_caps``; the
-    most chips of the group's rows with that architecture). The bounding cluster prices a group that fits a
+    lists up to the largest of them, on a base with that HBM) on :func:`bounding_cluster` of the largest chip
+    count on the group's network, each architecture's placements capped at its own row's chip count
+    (``device_caps``; the most chips of the group's rows with that architecture). The bounding cluster prices a group that fits a
     smaller count as that count's own (bounding) cluster does, so each row's bound is the one on its own chip
     count — valid whatever its die or architecture costs."""
     groups: dict[tuple, list[int]] = {}
+    largest: dict[tuple, int] = {}  # per network: its row with the most chips
     for i, point in enumerate(rows.points):
         acc, system = point.accelerator, point.chip_system
-        key = (acc.hbm_bandwidth_Bps, acc.hbm_efficiency, acc.gemm_efficiency, acc.number_format, point.topology,
-               system.links, system.link_bandwidth_Bps)
-        groups.setdefault(key, []).append(i)
+        network = (point.topology, system.links, system.link_bandwidth_Bps)
+        groups.setdefault((acc.hbm_bandwidth_Bps, acc.hbm_efficiency, acc.gemm_efficiency, acc.number_format,
+                           *network), []).append(i)
+        if network not in largest or point.n_devices > rows.points[largest[network]].n_devices:
+            largest[network] = i
     space = rows.space
     bound = np.zeros(len(rows))
-    for members in groups.values():
-        largest = max(members, key=lambda i: rows.points[i].n_devices)
-        group_cluster = bounding_cluster(rows.cluster(largest, cluster))
+    for key, members in groups.items():
+        # one cluster per network (the device caps bound each row), so the groups on it share collective prices
+        group_cluster = bounding_cluster(rows.cluster(largest[key[4:]], cluster))
         archs = [rows[i] for i in members]
         arch_space = ArchSpace(num_tc=space.num_tc, tc_width=space.tc_width, tc_depth=space.tc_depth,
                                num_vc=space.num_vc, buffer_mb=space.buffer_mb,
@@ -307,6 +343,24 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
     expert-parallel degrees it allows. ``device_caps``: per architecture, the devices its placements may use
     (:func:`placement_time_bound_s`; 0 throughput where none fits)."""
     _check_plan(plan)
+    key = content_key("search-bounds", bounds_code_version(), EVALUATION_VERSION, model_version(),
+                      get_workload(workload).to_dict(), _space_key(space), cluster.to_dict(), list(microbatch),
+                      list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
+                      None if device_caps is None else np.asarray(device_caps, dtype=np.int64).tolist())
+    if (cached := _VARIANT_BOUNDS.get(key)) is not None:
+        return cached
+    bounds = _variant_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,
+                                        seq_len=seq_len, plan=plan, device_caps=device_caps)
+    for array in bounds.values():  # shared through the cache's memory: nobody may change them in place
+        array.setflags(write=False)
+    _VARIANT_BOUNDS.put(key, bounds)
+    return bounds
+
+
+def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
+                               seq_len: int | None, plan: PlanSpec | None,
+                               device_caps: np.ndarray | None) -> dict[tuple[int, int], np.ndarray]:
+    """:func:`variant_throughput_bounds` computed (no cache)."""
     if plan is not None:  # a pinned degree narrows what evaluate searches, as it does there
         tensor_widths = tensor_widths if plan.t is None else (plan.t,)
         microbatch = microbatch if plan.microbatch is None else (plan.microbatch,)

@@ -182,3 +182,44 @@ def test_random_policy_run_keeps_memory_flat(tiny, fresh_cache, monkeypatch):
     assert rows[2_000]["rss_mb"] - rows[500]["rss_mb"] < 4.0
     assert max(row["memory_entries_max"] for row in rows.values()) <= 64
     assert rows[2_000]["memory_entries_total"] > 64  # several namespaces in use, each capped
+
+
+def test_search_bounds_are_cached_under_everything_they_depend_on(fresh_cache, monkeypatch):
+    """A warm search reads its bounds back; another cluster, device cap, model constant or bound code is a miss."""
+    import dataclasses
+
+    import numpy as np
+
+    from phaze_env.hardware import area
+    from search import bounds
+    from tests.tiny import CLUSTER as TINY_CLUSTER, SPACE as TINY_SPACE, TINY
+
+    arch = TINY_SPACE.arch_space()
+    computed = []
+    compute = bounds._variant_throughput_bounds
+
+    def counted(*args, **kwargs):
+        computed.append(1)
+        return compute(*args, **kwargs)
+
+    monkeypatch.setattr(bounds, "_variant_throughput_bounds", counted)
+
+    def run(cluster=TINY_CLUSTER, **kw):
+        return bounds.variant_throughput_bounds(TINY, arch, cluster, microbatch=(1, 4), tensor_widths=(1, 2), **kw)
+
+    first = run()
+    bounds.DiskCache("search-bounds").clear_memory()  # read back from disk
+    again = run()
+    assert len(computed) == 1 and again.keys() == first.keys()
+    assert all(np.array_equal(again[v], first[v]) for v in first)
+    with pytest.raises(ValueError):  # shared through the memory: read-only
+        next(iter(again.values()))[0] = 0.0
+    run(dataclasses.replace(TINY_CLUSTER, link_bandwidth_Bps=8e9))
+    run(device_caps=np.full(len(arch), 8))
+    monkeypatch.setattr(area, "FP8_MAC_AREA_FACTOR", area.FP8_MAC_AREA_FACTOR * 2)  # any model constant
+    run()
+    monkeypatch.undo()
+    monkeypatch.setattr(bounds, "_variant_throughput_bounds", counted)
+    monkeypatch.setattr(bounds, "bounds_code_version", lambda: "another")  # bounds.py edited
+    run()
+    assert len(computed) == 5

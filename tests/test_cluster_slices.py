@@ -12,13 +12,17 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from phaze_env import comm, placement
 from phaze_env.cluster import DCN_LATENCY_S, TPUV4_DCN_PER_CHIP_BPS, Cluster, get_cluster
 from phaze_env.evaluate import main as evaluate_main
 from phaze_env.placement import Settings
 from phaze_env.plan_spec import PlanSpec
-from test_placement_combined import _instance, brute_force
+from phaze_env.placement import best_plan
+from test_bound_property import assert_not_faster, layer, slowdown, slower
+from test_placement_combined import _instance, assert_dp_equals_brute_force
 
 
 def test_dcn_per_chip_bandwidth_is_palms_burst_per_chip():
@@ -103,18 +107,7 @@ def test_dp_on_sliced_clusters_equals_brute_force(seed):
     cluster = _sliced(cluster, rng)
     if cluster is None:
         pytest.skip("this instance's nodes do not split into two slices")
-    spec = PlanSpec(recompute=options["recompute"], sequence_parallel=False, zero=None, c=None, e=None,
-                    interleave=options["interleave"])
-    settings = Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], spec,
-                        hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"])
-    plan = placement.best_plan_multi(lambda t, m, c, e: variants[(c, e)], settings, tensor_widths=[options["tensor_width"]],
-                                     microbatches=[options["microbatch"]], context_parallels=(1, 2), expert_parallels=(1, 2))
-    expected = brute_force(variants, cluster, options)
-    if math.isinf(expected):
-        assert not plan.feasible and plan.reason
-        return
-    assert plan.feasible, plan.reason
-    assert math.isclose(plan.time_per_batch_s, expected, rel_tol=1e-9, abs_tol=1e-12), (plan.notation, expected)
+    assert_dp_equals_brute_force(variants, cluster, options)
 
 
 def test_the_sliced_instances_reach_plans_across_the_dcn():
@@ -128,9 +121,9 @@ def test_the_sliced_instances_reach_plans_across_the_dcn():
             continue
         spec = PlanSpec(recompute=options["recompute"], sequence_parallel=False, zero=None, c=None, e=None,
                         interleave=options["interleave"])
-        settings = Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], spec,
+        template = Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], spec,
                             hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"])
-        plan = placement.best_plan_multi(lambda t, m, c, e: variants[(c, e)], settings,
+        plan = placement.best_plan_multi(lambda t, m, c, e: variants[(c, e)], template,
                                          tensor_widths=[options["tensor_width"]], microbatches=[options["microbatch"]],
                                          context_parallels=(1, 2), expert_parallels=(1, 2))
         across += plan.feasible and PlanSpec.parse(plan.notation).devices > cluster.slice_devices
@@ -147,3 +140,39 @@ def test_evaluate_cli_takes_slices(capsys):
         evaluate_main(["--workload", "gpt2-xl", "--cluster", "dgx-a100", "--devices", "16", "--batch", "32", "--slices", "2"])
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "only tpuv4-pod has one" in err
+
+
+@st.composite
+def sliced_template(draw) -> Settings:
+    """Two or four slices of 1–4 devices (nodes of 1 or 2) on a slower or faster DCN; ZeRO free, or ZeRO-3 hybrid
+    sharded one group per slice with its all-reduce in the backward or after it (the two stack structures)."""
+    slices, per_node = draw(st.sampled_from([2, 4])), draw(st.sampled_from([1, 2]))
+    per_slice = per_node * draw(st.integers(1, 2))
+    hybrid = draw(st.booleans()) and per_slice > 1
+    cluster = Cluster(n_devices=slices * per_slice, global_batch=draw(st.integers(1, 16)),
+                      link_bandwidth_Bps=draw(st.sampled_from([10.0, 100.0])), link_latency_s=draw(st.sampled_from([0.0, 0.01])),
+                      optimizer="adam", devices_per_node=per_node, node_bandwidth_Bps=1000.0 if per_node > 1 else math.inf,
+                      slices=slices, dcn_bandwidth_Bps=draw(st.sampled_from([3.0, 300.0])),
+                      dcn_latency_s=draw(st.sampled_from([0.0, 0.02])), hybrid_allreduce_overlapped=draw(st.booleans()))
+    plan = PlanSpec(recompute=draw(st.sampled_from(["none", "auto"])), interleave=draw(st.sampled_from([1, None])),
+                    zero=3 if hybrid else None, shard_group=per_slice if hybrid else None)
+    return Settings(cluster, 1, draw(st.integers(1, 3)), float(draw(st.integers(20, 400))), plan)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(layer(), min_size=1, max_size=6), st.lists(slowdown, max_size=6), sliced_template())
+def test_dp_on_sliced_clusters_never_gets_faster_when_layers_get_slower(layers, slowdowns, settings_):
+    """What keeps ``throughput_upper_bound`` a bound on sliced clusters (``test_bound_property``'s property)."""
+    assert_not_faster(best_plan(layers, settings_), best_plan(slower(layers, slowdowns), settings_))
+
+
+def test_the_jax_xla_structure_reaches_the_cluster_and_its_serialised_form():
+    from phaze_env.stacks import get_stack
+
+    sliced = get_cluster("tpuv4-pod", 128, slices=2, global_batch=2048, optimizer="adam")
+    assert sliced.hybrid_allreduce_overlapped and "hybrid_allreduce_overlapped" not in sliced.to_dict()
+    jax = get_stack("jax-xla").apply(sliced, "tpuv4")
+    assert not jax.hybrid_allreduce_overlapped and jax.framework_efficiency == get_stack("jax-xla").framework_efficiency
+    assert jax.to_dict()["hybrid_allreduce_overlapped"] is False and Cluster.from_dict(jax.to_dict()) == jax
+    assert "hybrid-shard all-reduce after the backward pass" in jax.describe()
+    assert get_stack("pytorch-fsdp").structure(jax).hybrid_allreduce_overlapped  # FSDP's HYBRID_SHARD overlaps it

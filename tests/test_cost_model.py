@@ -55,6 +55,9 @@ def test_dies_per_wafer_follows_the_standard_formula():
 def test_link_lanes_match_the_whitepapers():
     assert cost.preset_system("a100").lane_pairs == 12 * 4  # NVLink3: 4 pairs per direction per link
     assert cost.preset_system("h100").lane_pairs == 18 * 2  # NVLink4: 2 pairs per direction per link
+    # TPUv4 ICI: 400 Gb/s per link and direction over (assumed) 50 Gb/s NRZ pairs = 8 pairs per link.
+    assert cost.preset_system("tpuv4").lane_pairs == 6 * 8
+    assert cost.preset_system("tpuv4").per_direction_Bps == 6 * cost.TPUV4_ICI_LINK_BPS == 300e9
     # 600 GB/s at 5 pJ/bit = 24 W.
     assert cost.preset_estimate("a100").power_w["links"] == pytest.approx(600e9 * 8 * 5e-12)
 

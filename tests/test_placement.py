@@ -29,11 +29,12 @@ PLAN_KEYS = ("recompute", "sequence_parallel", "zero", "interleave")
 
 def _settings(n_devices, global_batch, tensor_width, microbatch, hbm_bytes, link_bandwidth_Bps, link_latency_s=0.0,
               optimizer="sgd", allow_recompute=True, recompute=None, sequence_parallel=False, zero=0,
-              interleave=1, shard_group=None, **rest):
+              interleave=1, shard_group=None, hybrid_allreduce_overlapped=True, **rest):
     """The value objects for the flat keyword options these tests draw (old ``allow_recompute`` = none|full)."""
     modes = recompute if recompute is not None else ("none|full" if allow_recompute else "none")
     cluster = Cluster(n_devices=n_devices, global_batch=global_batch, link_bandwidth_Bps=link_bandwidth_Bps,
-                      link_latency_s=link_latency_s, optimizer=optimizer)
+                      link_latency_s=link_latency_s, optimizer=optimizer,
+                      hybrid_allreduce_overlapped=hybrid_allreduce_overlapped)
     plan = PlanSpec(recompute=modes, sequence_parallel=sequence_parallel, zero=zero, interleave=interleave,
                     shard_group=shard_group)
     return Settings(cluster, tensor_width, microbatch, hbm_bytes, plan, **rest)
@@ -78,7 +79,8 @@ def _stage_cost(groups, k, mode, units, info, opts, d, v, zero=0):
     Time: ZeRO-2/3 add, per layer and microbatch, what of its reduce-scatter (and ZeRO-3's two all-gathers)
     its forward and backward do not cover. A hybrid shard group ``h`` (``opts["shard_group"]``, FSDP's HSDP) shards
     the state ``h`` ways, gathers and scatters over ``h`` ranks and all-reduces the ``1/h`` gradient shard over the
-    ``d/h`` groups in the backward.
+    ``d/h`` groups in the backward (or once after it, when ``opts["hybrid_allreduce_overlapped"]`` is False:
+    :func:`_batch_sync_s`).
     """
     layers, stage = info["layers"], groups[k]
     total = lambda key: sum(layers[i].get(key, 0.0) for i in stage)  # noqa: E731
@@ -97,7 +99,8 @@ def _stage_cost(groups, k, mode, units, info, opts, d, v, zero=0):
     h = opts.get("shard_group") or d
     for i in stage if zero >= 2 else ():
         gather = allgather_s(layers[i]["param_bytes"], h, bw, lat)  # weights; the gradient has as many bytes
-        reduce = gather + allreduce_s(layers[i]["param_bytes"] / h, d // h, bw, lat)
+        reduce = gather + (allreduce_s(layers[i]["param_bytes"] / h, d // h, bw, lat)
+                           if opts.get("hybrid_allreduce_overlapped", True) else 0.0)
         if zero == 2:
             time += max(0.0, reduce - layers[i]["bwd_s"])
         else:
@@ -121,6 +124,8 @@ def _batch_sync_s(largest, d, zero, opts):
     """Once per batch: all-reduce (ZeRO-0/1) or all-gather of the updated weights (ZeRO-2), + the optimizer step."""
     bw, lat = opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0)
     sync = {0: allreduce_s, 1: allreduce_s, 2: allgather_s}[zero](largest, d, bw, lat) if zero < 3 else 0.0
+    if zero == 3 and opts.get("shard_group") and not opts.get("hybrid_allreduce_overlapped", True):
+        sync += allreduce_s(largest / opts["shard_group"], d // opts["shard_group"], bw, lat)  # the shards, after the flush
     if opts.get("hbm_bandwidth_Bps"):
         shards = (opts.get("shard_group") or d) if zero >= 1 else 1
         sync += largest * STEP_FACTOR[opts.get("optimizer", "sgd")] / shards / opts["hbm_bandwidth_Bps"]

@@ -76,8 +76,8 @@ def test_the_expert_collective_table_equals_the_collective(kind, t, c, e):
                         link_bandwidth_Bps=25e9, link_latency_s=5e-6),
                 Cluster(n_devices=64, torus_dims=(4, 4, 4), link_bandwidth_Bps=50e9, link_latency_s=2e-6)]
     for cluster, size in itertools.product(clusters, (1.0, 3e6, 7.5e8)):
-        fixed, per_byte = _expert_collective_affine(cluster, kind, t, c, e)
-        assert len(fixed) == cluster.n_devices // (t * c * e)
+        table = _expert_collective_affine(cluster, kind, t, c, e)
+        fixed, per_byte = (part[::-1] for part in table.take(np.arange(cluster.n_devices // (t * c * e))[::-1]))
         for d in range(e, cluster.n_devices // (t * c) + 1, e):
             expected = cluster.collective_s(kind, size, **_expert_group(t, c, e, d))
             assert math.isclose(fixed[d // e - 1] + per_byte[d // e - 1] * size, expected, rel_tol=1e-9, abs_tol=1e-18)

@@ -219,6 +219,36 @@ def test_hybrid_sharding_matches_brute_force_on_random_chains():
     assert hybrid >= 10  # the instances reach plans with several shard groups, not only d = h
 
 
+def test_hybrid_allreduce_after_the_backward_matches_brute_force_on_random_chains():
+    """The same instances in a stack that all-reduces the gradient shards once after the backward pass, not overlapped
+    (``Cluster.hybrid_allreduce_overlapped`` False, the jax-xla profile): the DP still equals the brute force."""
+    rng = np.random.default_rng(21)
+    hybrid = 0
+    for _ in range(200):
+        layers, options = _random_instance(rng)
+        options.update(zero=3, shard_group=int(rng.choice([2, 2, 4])), n_devices=int(rng.integers(4, 9)),
+                       hybrid_allreduce_overlapped=False)
+        plan = best_plan(layers, **options)
+        _check_against(brute_force_chain(layers, **options), plan)
+        if plan.feasible:
+            hybrid += plan.data_parallel > options["shard_group"]
+            assert math.isclose(sum(plan.time_breakdown_s.values()), plan.time_per_batch_s, rel_tol=1e-9)
+    assert hybrid >= 10
+
+
+def test_hybrid_allreduce_after_the_backward_is_paid_once_per_batch():
+    """The one-layer case below in a stack that does not overlap it: the 20 B shard's all-reduce over the 2 groups
+    leaves the backward pass and is paid once, after the flush (``dp_allreduce``), whatever the microbatches."""
+    layers = [{"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 80.0, "stash_bytes": 0.0, "output_bytes": 0.0}]
+    options = dict(n_devices=8, tensor_width=1, global_batch=16, microbatch=1, hbm_bytes=1e6, link_bandwidth_Bps=10.0,
+                   optimizer="adam", hybrid_allreduce_overlapped=False)
+    spec = PlanSpec(p=1, d=8, recompute="none", sequence_parallel=False, zero=3, shard_group=4)
+    plan = placement.best_plan(layers, replace(_settings(**options), plan=spec))
+    gather = allgather_s(80.0, 4, 10.0, 0.0)
+    assert plan.time_breakdown_s["zero_comm"] == pytest.approx(2 * ((gather - 1.0) + (2 * gather - 1.0)))  # 2 microbatches
+    assert plan.time_breakdown_s["dp_allreduce"] == pytest.approx(allreduce_s(20.0, 2, 10.0, 0.0))
+
+
 def test_hybrid_sharding_prices_the_groups():
     """One layer of 80 bytes on 8 replicas of a 10 B/s ring, shard groups of 4: the state is sharded 4 ways, the
     gathers span 4 ranks and the gradient shard (20 B) is all-reduced over the 2 groups in the backward pass."""

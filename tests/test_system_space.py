@@ -14,13 +14,15 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from phaze_env.cluster import NVLINK3_BPS, Cluster, system_cluster, torus_dims
+from phaze_env.cluster import (NVLINK3_BPS, REFERENCE_CLUSTER_PRESETS, Cluster, get_cluster, point_cluster,
+                               reference_cluster, system_cluster, torus_dims)
 from phaze_env.design import SYSTEM_FIELDS, Design, DesignSpace, SystemArchSpace, SystemDesignSpace, evaluate_design
 from phaze_env.evaluate import throughput_upper_bound
-from phaze_env.hardware.cost import chip_area_mm2
+from phaze_env.hardware.cost import TPUV4_ICI_LINK_BPS, chip_area_mm2, preset_system
 from phaze_env.hardware.space import ARCH_KNOBS, SYSTEM_KNOBS
 from phaze_env.hardware.system import (HBM_GENERATIONS, HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, SCALE_UP_DOMAIN,
                                        SYSTEM_GEMM_EFFICIENCY, SystemBudget, baseline_point, devices_supported,
+                                       reference_point,
                                        topology_unit, wall_power_per_chip_w)
 from search.bounds import bounding_cluster, placement_time_bound_s, system_throughput_bounds, throughput_bounds
 from search.config import SearchConfig
@@ -143,6 +145,33 @@ def test_topology_builders():
         system_cluster("switched", 12, 12, 50e9)
 
 
+@pytest.mark.parametrize("budget_w", [BUDGET_W, 1e6, 3e6])
+def test_tpuv4_baseline_cluster_has_the_tpuv4_pod_presets_ici_bandwidth(budget_w):
+    # One convention: the system space's TPUv4 (ChipSystem, both directions together) must get the per-direction
+    # ICI bandwidth the tpuv4-pod preset gives the same chips (50 GB/s per link and direction, 6 links).
+    point = baseline_point(SystemBudget(power_w=budget_w))
+    baseline, pod = point_cluster(point), get_cluster("tpuv4-pod", point.n_devices)
+    assert 64 <= point.n_devices <= 4096 and baseline.torus_dims == pod.torus_dims
+    assert baseline.link_bandwidth_Bps == pod.link_bandwidth_Bps == TPUV4_ICI_LINK_BPS == 50e9
+    assert point.chip_system.per_direction_Bps == 6 * TPUV4_ICI_LINK_BPS  # 2 links per torus dimension
+    # The torus levels differ only by the assumed ring efficiency the system space gives every family.
+    assert [level.bandwidth_Bps / baseline.link_efficiency for level in baseline.levels] == \
+        [level.bandwidth_Bps / pod.link_efficiency for level in pod.levels]
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_CLUSTER_PRESETS))
+def test_gpu_reference_chips_have_their_cluster_presets_nvlink_bandwidth(name):
+    # The a100/h100 ChipSystems (both directions together) and their DGX presets (per direction) agree, and a
+    # switched system-space cluster built from the chip's links gets the preset's NVLink bandwidth.
+    point = reference_point(name, SystemBudget(power_w=1e6))
+    preset = reference_cluster(name, point)
+    assert preset.name == REFERENCE_CLUSTER_PRESETS[name]
+    assert point.chip_system == preset_system(name)
+    assert point.chip_system.per_direction_Bps == preset.node_bandwidth_Bps == {"a100": 300e9, "h100": 450e9}[name]
+    built = system_cluster("switched", point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps)
+    assert built.node_bandwidth_Bps == preset.node_bandwidth_Bps and built.levels[0].size == preset.levels[0].size
+
+
 def test_baseline_is_the_tpuv4_chip_at_the_same_budget_and_gemm_efficiency():
     point = baseline_point(SystemBudget(power_w=BUDGET_W))
     assert point.accelerator.gemm_efficiency == SYSTEM_GEMM_EFFICIENCY
@@ -197,8 +226,42 @@ def test_evaluate_design_runs_a_system_design_on_its_own_cluster():
     assert evaluation.feasible
     assert evaluation.cluster["n_devices"] == space.point(design).n_devices
     assert evaluation.accelerator["hbm_gb"] == design.hbm_gb
-    with pytest.raises(ValueError, match="buys no whole"):
-        evaluate_design(design, TINY, TRAINING, budget=SystemBudget(power_w=1e3), tensor_widths=WIDTHS)
+    unbuilt = evaluate_design(design, TINY, TRAINING, budget=SystemBudget(power_w=1e3), tensor_widths=WIDTHS)
+    assert not unbuilt.feasible and "0.001 MW budget buys 1 of these chips" in unbuilt.reason
+
+
+TINY_BUDGET_W = 3e3
+"""≈ 2 chips of ≈ 1.3 kW at the wall: not one 8-chip node or 64-chip torus cube."""
+
+
+def test_a_budget_that_buys_no_topology_unit_is_infeasible_on_every_face():
+    import gymnasium
+    import phaze_env.env  # noqa: F401 - registers the env ids
+    from phaze_env.objective import make_objective
+
+    space = DesignSpace.named("system", budget_w=TINY_BUDGET_W, **{k: small_space().values(k) for k in SYSTEM_KNOBS})
+    for topology, unit in (("torus", 64), ("switched", 8)):
+        design = next(d for d in space if d.topology == topology)
+        point = space.point(design)
+        assert point.n_devices == 0 and 1 <= space.budget.affordable(point.estimate) < unit
+        evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
+        assert not evaluation.feasible and evaluation.throughput_samples_s == 0 and evaluation.plan == {}
+        assert evaluation.reason == point.unbuildable_reason
+        assert f"not one whole {topology} unit of {unit}" in evaluation.reason and "0.003 MW budget" in evaluation.reason
+        with pytest.raises(ValueError, match="not one whole"):  # a cluster of no chips is still never built
+            point_cluster(point)
+    for name in ("tpuv4", "a100", "h100"):
+        evaluation = space.evaluate_reference(name, TINY, TRAINING, tensor_widths=WIDTHS)
+        assert not evaluation.feasible and evaluation.reason.startswith(f"{name}: a 0.003 MW budget buys")
+    # The env scores the design as infeasible (its baseline, the TPUv4 torus, is infeasible too: warned), the
+    # Optuna objective records it as infeasible with the reason.
+    env = gymnasium.make("phaze_env/ArchSearch-v0", workload=TINY, cluster=TRAINING, space=space).unwrapped
+    env.reset(seed=0)
+    with pytest.warns(UserWarning, match="baseline infeasible"):
+        _, reward, terminated, _, info = env.step(space.encode(design))
+    assert terminated and reward < 0 and not info["feasible"] and "not one whole switched unit" in info["reason"]
+    record = make_objective(TINY, TRAINING, space=space).record(design)
+    assert not record.attrs["feasible"] and record.attrs["reason"] == point.unbuildable_reason
 
 
 @pytest.fixture(scope="module")
@@ -313,3 +376,22 @@ def test_cli_system_search_and_one_line_errors(tmp_path):
     assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0 and "--space system" in wrong.stderr
     wrong = run("--space", "system", "--hbm-gb", "32", "--out", str(tmp_path))
     assert wrong.returncode == 2 and "do not apply to the system space" in wrong.stderr
+
+
+def test_a_changed_power_or_cost_constant_never_resumes_a_system_search(monkeypatch):
+    """The power and cost model sets every row's chip count (and the reference systems'), and it is not in
+    ``model_version``: a system-space search's signature hashes it, so rows of another chip count are never
+    resumed (nor a system_table row kept); PHAZE's spaces do not depend on it and keep theirs."""
+    from phaze_env.hardware import cost, system
+    from tests.tiny import CLUSTER as TINY_CLUSTER, SPACE as TINY_SPACE
+
+    config = SearchConfig(workloads=(TINY,), cluster=TRAINING, space=small_space(), tensor_widths=WIDTHS)
+    phaze = SearchConfig(workloads=(TINY,), cluster=TINY_CLUSTER, space=TINY_SPACE, tensor_widths=WIDTHS)
+    system_signature, phaze_signature = config.signature, phaze.signature
+    assert config.signature == system_signature  # stable while nothing changes
+    monkeypatch.setattr(system, "HOST_W_PER_CHIP", system.HOST_W_PER_CHIP * 2)
+    assert config.signature != system_signature and phaze.signature == phaze_signature
+    monkeypatch.undo()
+    assert config.signature == system_signature
+    monkeypatch.setattr(cost, "TPUV4_ICI_LINK_BPS", cost.TPUV4_ICI_LINK_BPS * 2)  # a reference chip's system field
+    assert config.signature != system_signature and phaze.signature == phaze_signature

@@ -73,7 +73,8 @@ def test_factors_multiply_to_the_ratio_and_the_row_renders(tmp_path):
     for name, ref in row["references"].items():
         assert ref["feasible"] and ref["chips"] == reference_point(name, space.budget).n_devices
         ratio = row["best"]["samples_s"] / ref["samples_s"]
-        assert math.prod(row["best"]["factors"][name].values()) == pytest.approx(ratio, rel=1e-6)
+        assert math.prod(row["best"]["factors"][name].values()) == pytest.approx(ratio, rel=1e-9)
+        assert row["best"]["factors"][name]["mfu"] == pytest.approx(row["best"]["mfu"] / ref["mfu"], rel=1e-2)
         assert row["why"][name].startswith(f"{'wins' if ratio >= 1 else 'loses'} {ratio:.2f}×")
         assert ref["samples_s"] == max(ref["samples_s_by_format"].values())
         assert set(ref["samples_s_by_format"]) == set(REFERENCE_NUMBER_FORMATS[name])

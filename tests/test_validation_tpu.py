@@ -3,17 +3,21 @@
 MaxText's published 22B and 52B runs: the profile's efficiency is fitted to 22B on one v4-128 slice and must
 reproduce it; every other predicted run must land within the issue's ±15 %. The metric is MaxText's own count
 (6·N FLOPs per token over 275 TFLOP/s), written here from MaxText's model shapes, not from experiments.validate.
-Runs the model cannot express yet (multi-slice MaxText before hybrid sharding, PaLM's 12-way model parallelism)
-are listed as data with the reason.
+The multi-slice runs (hybrid sharding across the data-centre network) keep MaxText's published per-chip trend.
+PaLM (12-way model parallelism) is listed as data with the reason.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from experiments.validate import TOLERANCE, metric_value, predict
+from dataclasses import replace
+
+from experiments.validate import TOLERANCE, TREND_TOLERANCE, case_cluster, metric_value, plan_of, predict, scaling_series
 from experiments.validation_cases import TPU_CASES, get_case
 from phaze_env.cluster import get_cluster
+from phaze_env.evaluate import evaluate
+from phaze_env.hardware import get_preset
 from phaze_env.stacks import STACKS
 from phaze_env.workloads import get_workload
 
@@ -76,3 +80,35 @@ def test_runs_the_model_cannot_express_are_listed_with_the_reason(case):
     assert prediction.predicted is None and prediction.kind == "data" and case.requires in prediction.note
     cluster = get_cluster(case.cluster, case.n_devices, slices=case.slices)  # the system itself is expressible
     assert cluster.slices == case.slices and cluster.slice_devices * case.slices == case.n_devices
+
+
+SLICES_22B = [f"maxtext-22b-{slices}xv4-128" for slices in (1, 2, 4, 8)]
+
+
+@pytest.mark.slow
+def test_the_multislice_series_keeps_maxtexts_per_chip_trend():
+    """22B on 1, 2, 4, 8 slices (weak scaling): per-chip throughput relative to one slice within 3 points at every
+    scale (the issue's target), and falling with the slices as published."""
+    (points,) = scaling_series([predict(get_case(name)) for name in SLICES_22B])
+    assert [point.case.slices for point in points] == [1, 2, 4, 8]
+    assert all(abs(point.difference) <= TREND_TOLERANCE for point in points), points
+    for before, after in zip(points, points[1:]):
+        assert after.published < before.published and after.predicted < before.predicted
+
+
+@pytest.mark.slow
+def test_an_overlapped_dcn_allreduce_would_lose_nothing():
+    """What the jax-xla structure is for: with each layer's gradient-shard all-reduce overlapped with its backward (as
+    PyTorch's HYBRID_SHARD does), 8 slices keep > 99.5 % of one slice's per-chip throughput, where MaxText published
+    93.8 %; after the backward pass (the profile) the 0.73 s DCN all-reduce is what the series loses."""
+    one, eight = get_case(SLICES_22B[0]), get_case(SLICES_22B[-1])
+
+    def per_chip(case, overlapped):
+        cluster = replace(case_cluster(case), hybrid_allreduce_overlapped=overlapped)
+        evaluation = evaluate(case.workload, get_preset(case.accelerator), cluster, plan=plan_of(case), seq_len=case.seq_len)
+        return metric_value(case, evaluation.plan["time_per_batch_s"]), evaluation.time_breakdown_s["dp_allreduce"]
+
+    (base, _), (overlapped, _), (after, allreduce_s) = per_chip(one, False), per_chip(eight, True), per_chip(eight, False)
+    assert overlapped / base > 0.995 and eight.published / one.published < 0.94
+    assert after / base == pytest.approx(eight.published / one.published, abs=TREND_TOLERANCE)
+    assert allreduce_s == pytest.approx(2 * 7 / 8 * get_workload(eight.workload).published_params * 2 / 64 / 1.648e9, rel=0.05)

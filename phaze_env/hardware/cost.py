@@ -117,6 +117,32 @@ H100's CoWoS-S (≈ $720–750 in public cost breakdowns, 2023–2024). Assumpti
 (all use a CoWoS-class interposer with HBM); ±50 % moves a chip's cost by ±$375."""
 
 
+TPUV4_ICI_LINKS = 6
+"""Inter-chip-interconnect links per TPU v4 chip: two per dimension of its 3-D torus (Jouppi et al., "TPU v4: An
+Optically Reconfigurable Supercomputer for Machine Learning with Hardware Support for Embeddings", ISCA 2023)."""
+TPUV4_ICI_LINK_BPS = 50e9
+"""One TPU v4 ICI link's bandwidth *in each direction*: 50 GB/s = 400 Gb/s (Jouppi et al., ISCA 2023; G. Lockwood's
+TPUv4 notes, https://glennklockwood.com/garden/processors/TPUv4: ICI "provides 400G bandwidth in each direction";
+Austin et al., "How to Scale Your Model", Google DeepMind 2025, https://jax-ml.github.io/scaling-book/tpus/, table
+"ICI BW/link": TPU v4p 4.5e10 bytes/s one-way, 9e10 bidirectional — the achievable figure under the nominal 50).
+The ``tpuv4-pod`` cluster preset (:mod:`phaze_env.cluster`) uses it per direction as it is; the tpuv4
+:class:`ChipSystem` (both directions together) takes twice it."""
+NVLINK_LINK_BPS = 25e9
+"""One NVLink 3 or NVLink 4 link's bandwidth *in each direction*: 25 GB/s — "50 GB/s per link" counted in both
+directions (NVIDIA A100 whitepaper: 12 NVLink 3 links, 600 GB/s total; NVIDIA H100 whitepaper: 18 NVLink 4 links,
+900 GB/s total). The DGX cluster presets' per-GPU NVLink bandwidths are links × this."""
+A100_NVLINKS = 12
+"""NVLink 3 links per A100 SXM4 (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020)."""
+H100_NVLINKS = 18
+"""NVLink 4 links per H100 SXM5 (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022)."""
+
+
+def links_per_direction_Bps(links: int, link_bandwidth_Bps: float) -> float:
+    """A chip's link bandwidth in each direction from ``links`` links of ``link_bandwidth_Bps`` in both directions
+    together (:class:`ChipSystem`'s convention): ``links · bandwidth / 2``."""
+    return links * link_bandwidth_Bps / 2
+
+
 class ReticleLimitError(ValueError):
     """A monolithic die larger than the reticle limit (it cannot be exposed in one shot)."""
 
@@ -128,7 +154,9 @@ class ChipSystem:
     ``node`` is a name of ``NODES`` or a :class:`ProcessNode` (e.g. a variant for a sensitivity study).
     ``hbm_stacks`` are the populated stacks; ``hbm_phys`` the HBM interfaces on the die (a GPU die may carry
     one more than it populates; ``None`` = ``hbm_stacks``). ``link_bandwidth_Bps`` is one link's bandwidth in
-    both directions together (NVIDIA's convention: NVLink3 50 GB/s per link, 600 GB/s over 12 links).
+    both directions together (NVIDIA's convention: NVLink3 50 GB/s per link, 600 GB/s over 12 links; a TPU v4 ICI
+    link of 50 GB/s in each direction is 100 GB/s in it); :attr:`per_direction_Bps` is the chip's bandwidth in
+    each direction, what a cluster's links carry.
     """
 
     node: str | ProcessNode = "N7"
@@ -169,13 +197,18 @@ class ChipSystem:
     @property
     def lane_pairs(self) -> int:
         """SerDes lane pairs: per link, enough lanes for half the link's bandwidth in each direction."""
-        per_direction_bps = self.link_bandwidth_Bps * 8 / 2
+        per_direction_bps = links_per_direction_Bps(1, self.link_bandwidth_Bps) * 8
         # the tolerance keeps an exact fit (200 Gb/s over 50 Gb/s lanes) from rounding up on float noise
         return self.links * math.ceil(per_direction_bps / SERDES[self.serdes].lane_bps - 1e-9)
 
     @property
     def link_total_Bps(self) -> float:
         return self.links * self.link_bandwidth_Bps
+
+    @property
+    def per_direction_Bps(self) -> float:
+        """All links' bandwidth in each direction (:func:`links_per_direction_Bps`)."""
+        return links_per_direction_Bps(self.links, self.link_bandwidth_Bps)
 
 
 @dataclass(frozen=True)
@@ -192,20 +225,22 @@ class PublishedChip:
 
 SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
     "tpuv4": (
-        ChipSystem(node="N7", hbm_stacks=4, links=6, link_bandwidth_Bps=50e9, serdes="50G-NRZ", core_style="systolic"),
+        ChipSystem(node="N7", hbm_stacks=4, links=TPUV4_ICI_LINKS, link_bandwidth_Bps=2 * TPUV4_ICI_LINK_BPS,
+                   serdes="50G-NRZ", core_style="systolic"),
         "TPUv4 (Jouppi et al., ISCA 2023): 7 nm, 4 HBM2 stacks (the paper's package photo: the ASIC plus 4 HBM "
-        "stacks), 6 ICI links of ≈ 50 GB/s; ICI lane rate 50 Gb/s NRZ is an assumption (NVLink3's, same node "
+        "stacks), 6 ICI links of 50 GB/s in each direction (100 GB/s both ways, 600 GB/s per chip; the tpuv4-pod "
+        "preset's), eight lane pairs per link; ICI lane rate 50 Gb/s NRZ is an assumption (NVLink3's, same node "
         "and year).",
     ),
     "a100": (
-        ChipSystem(node="N7", hbm_stacks=5, hbm_phys=6, links=12, link_bandwidth_Bps=50e9, serdes="50G-NRZ",
-                   core_style="simt"),
+        ChipSystem(node="N7", hbm_stacks=5, hbm_phys=6, links=A100_NVLINKS, link_bandwidth_Bps=2 * NVLINK_LINK_BPS,
+                   serdes="50G-NRZ", core_style="simt"),
         "A100 SXM4 80 GB (NVIDIA A100 whitepaper): TSMC N7, GA100 die with 6 HBM2e interfaces of which 5 are "
         "populated, 12 NVLink3 links × 50 GB/s (600 GB/s) of four 50 Gb/s NRZ pairs per direction.",
     ),
     "h100": (
-        ChipSystem(node="4N", hbm_stacks=5, hbm_phys=6, links=18, link_bandwidth_Bps=50e9, serdes="100G-PAM4",
-                   core_style="simt"),
+        ChipSystem(node="4N", hbm_stacks=5, hbm_phys=6, links=H100_NVLINKS, link_bandwidth_Bps=2 * NVLINK_LINK_BPS,
+                   serdes="100G-PAM4", core_style="simt"),
         "H100 SXM5 (NVIDIA H100 whitepaper): TSMC 4N, GH100 die with 6 HBM3 interfaces of which 5 are populated, "
         "18 NVLink4 links × 50 GB/s (900 GB/s) of two 100 Gb/s PAM4 pairs per direction.",
     ),

@@ -113,7 +113,7 @@ HOST_W_PER_CHIP = (10_200.0 - 8 * 700.0) / 8
 switches, fans, power-supply losses: a DGX H100's 10.2 kW maximum system power (NVIDIA DGX H100 datasheet)
 less its eight 700 W GPUs, per GPU. Applied to both topology families (assumption: a TPU host serves four
 chips with less, so this favours neither family); −50 % / +50 % changes the chip count at 10 MW from 7,440 to
-9,730 / 6,023 H100s (+31 % / −19 %) and from 12,315 to 20,170 / 8,863 TPUv4 chips (+64 % / −28 %): the share
+9,730 / 6,023 H100s (+31 % / −19 %) and from 12,101 to 19,603 / 8,751 TPUv4 chips (+62 % / −28 %): the share
 weighs most on low-power chips (docs/system_space.md)."""
 PUE = 1.1
 """Power usage effectiveness of the data centre (cooling, power distribution): Google reports a fleet-wide
@@ -272,6 +272,16 @@ class SystemPoint:
     estimate: ChipEstimate
     n_devices: int
     budget: SystemBudget
+
+    @property
+    def unbuildable_reason(self) -> str:
+        """Why no cluster can be built at this point ("" when one can): the budget buys no whole topology unit."""
+        if self.n_devices >= 1:
+            return ""
+        unit = "W at the wall" if self.budget.power_w is not None else "USD"
+        return (f"a {self.budget.describe()} budget buys {self.budget.affordable(self.estimate):,} of these chips "
+                f"({self.budget.per_chip(self.estimate):,.0f} {unit} each), not one whole {self.topology} unit of "
+                f"{topology_unit(self.topology)}: no cluster to train on")
 
     @property
     def cluster_power_w(self) -> float:

@@ -417,8 +417,9 @@ class PlacementSearch:
         self.loosest_dp = SuffixDP(table, loosest)
         deepest = min(max_stages, most_replicas)
         self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
-        self.param_floor = self.loosest_dp.param_floor(deepest)
-        if s.expert_parallel > 1:  # the smallest largest-stage dense and expert bytes, bounding each sync part
+        if s.expert_parallel == 1:  # the smallest largest-stage parameter bytes, bounding the sync
+            self.param_floor = self.loosest_dp.param_floor(deepest)
+        else:  # the smallest largest-stage dense and expert bytes, bounding each sync part (param_floor is unused)
             memory = loosest.memory
             self.dense_floor = self.loosest_dp.param_floor(deepest, memory.compact(table.param_bytes - table.expert_param_bytes))
             self.expert_floor = self.loosest_dp.param_floor(deepest, memory.expert_param_bytes)
@@ -447,7 +448,7 @@ class PlacementSearch:
             return {"group": data_parallel * s.context_parallel, "stride": s.tensor_width}
         return _expert_group(s.tensor_width, s.context_parallel, s.expert_parallel, data_parallel)
 
-    def _expert_affine(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    def _expert_affine(self, kind: str) -> _AffineTable:
         """:func:`_expert_collective_affine` at this search's ``t``, ``c``, ``e``."""
         s = self.settings
         return _expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, s.expert_parallel)
@@ -458,12 +459,29 @@ class PlacementSearch:
 
         ZeRO-0/1: the gradient all-reduce (ZeRO-1 runs it as reduce-scatter + all-gather, the same bytes);
         ZeRO-2: the all-gather of the updated weights (its gradients were reduce-scattered per microbatch);
-        ZeRO-3: none (the next forward pass gathers the weights it needs).
+        ZeRO-3: none (the next forward pass gathers the weights it needs), except under hybrid sharding in a stack
+        that does not overlap it (``Cluster.hybrid_allreduce_overlapped`` False): the all-reduce of the ``1/h``
+        gradient shard across the ``d·c/h`` shard groups (``t·h`` apart).
         """
+        if part_bytes == 0:
+            return 0.0
+        hybrid = self._hybrid_after_flush(data_parallel, zero, expert)
+        if hybrid is not None:
+            groups, shards = hybrid
+            return self.settings.cluster.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
+                                                      stride=self.settings.tensor_width * shards)
         kind, payload = _BATCH_COLLECTIVE[zero]
-        if kind is None or part_bytes == 0:
+        if kind is None:
             return 0.0
         return self.settings.cluster.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
+
+    def _hybrid_after_flush(self, data_parallel, zero: int, expert: bool = False):
+        """(shard groups, shard group size) when a ZeRO-3 hybrid-sharded stage all-reduces its gradient shard across
+        the groups after the flush (a stack that does not overlap it); ``None`` otherwise."""
+        s = self.settings
+        if zero != 3 or expert or s.plan.shard_group is None or s.cluster.hybrid_allreduce_overlapped:
+            return None
+        return self._weight_replicas(data_parallel) // s.plan.shard_group, s.plan.shard_group
 
     def part_sync_s(self, part_bytes: float, data_parallel: int, zero: int, expert: bool = False) -> float:
         """:meth:`part_allreduce_s` + the optimizer step of those bytes (ZeRO shards it over the same replicas)."""
@@ -501,7 +519,9 @@ class PlacementSearch:
         reduce-scatter span the ``h`` ranks of a shard group (``t`` apart), and each layer's gradient shard
         (``1/h`` of its gradient) is then all-reduced across the ``d·c/h`` groups (``t·h`` apart) in the same
         post-backward step (``torch.distributed.fsdp`` ``_post_backward_hook``: reduce-scatter, then all-reduce in
-        the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``.
+        the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``; a stack
+        that runs that all-reduce once after the backward pass instead (``Cluster.hybrid_allreduce_overlapped``
+        False) pays it whole after the flush (:meth:`part_allreduce_s`).
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
@@ -527,11 +547,13 @@ class PlacementSearch:
             experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
 
             def collective_s(kind: str, per_param: float) -> np.ndarray:
-                fixed, per_byte = (table[replicas - 1, None] for table in _collective_affine(s.cluster, kind, s.tensor_width))
+                dense_table = _collective_affine(s.cluster, kind, s.tensor_width)
+                fixed, per_byte = (part[:, None] for part in dense_table.take(replicas - 1))
                 dense = (layers.param_bytes - experts) * per_param
                 times = np.where(dense > 0, fixed + per_byte * dense, 0.0)
                 if experts.any():
-                    fixed_e, per_byte_e = (table[data_parallel // e - 1, None] for table in self._expert_affine(kind))
+                    expert_table = self._expert_affine(kind)
+                    fixed_e, per_byte_e = (part[:, None] for part in expert_table.take(data_parallel // e - 1))
                     times = times + np.where(experts > 0, fixed_e + per_byte_e * experts * per_param, 0.0)
                 return times
 
@@ -543,8 +565,10 @@ class PlacementSearch:
                 # d the group does not divide are never read: the DP only visits d with h | d·c)
                 groups = np.maximum(replicas // shards, 1)[:, None]
                 gather = self._hybrid_s("allgather", layers.param_bytes, shards, 1, 1.0)
-                scatter = (self._hybrid_s("reducescatter", layers.param_bytes, shards, 1, GRADIENT_FACTOR)
-                           + self._hybrid_s("allreduce", layers.param_bytes / shards, groups, shards, GRADIENT_FACTOR))
+                scatter = self._hybrid_s("reducescatter", layers.param_bytes, shards, 1, GRADIENT_FACTOR)
+                if s.cluster.hybrid_allreduce_overlapped:  # else once per batch after the flush (part_allreduce_s)
+                    scatter = scatter + self._hybrid_s("allreduce", layers.param_bytes / shards, groups, shards,
+                                                       GRADIENT_FACTOR)
             if zero == 2:
                 exposed = np.maximum(scatter - layers.bwd_s, 0.0)
             else:
@@ -559,7 +583,8 @@ class PlacementSearch:
         ZeRO-2/3 traffic (recompute and p2p only add), so the slowest is at least the average, that total over ``p``."""
         total = self._layer_work_s
         if shape.zero >= 2 and self._weight_replicas(shape.data_parallel) > 1:
-            total += float(self._layer_zero_comm_table(shape.zero)[1][shape.data_parallel // self.settings.expert_parallel - 1])
+            totals = self._layer_zero_comm_table(shape.zero)[1]
+            total += float(totals[shape.data_parallel // self.settings.expert_parallel - 1])
         return total / shape.stages
 
     def _hybrid_s(self, kind: str, param_bytes: np.ndarray, group: int | np.ndarray, spacing: int,
@@ -567,8 +592,9 @@ class PlacementSearch:
         """A ``kind`` collective of every layer's ``param_bytes · per_param`` over ``group`` weight replicas
         ``spacing`` replicas apart (``t·spacing`` devices apart), 0 for a layer without weights (``group`` an array
         of shape ``(rows, 1)``: one row per group size)."""
-        fixed, per_byte = _collective_affine(self.settings.cluster, kind, self.settings.tensor_width * spacing)
-        return np.where(param_bytes > 0, fixed[group - 1] + per_byte[group - 1] * param_bytes * per_param, 0.0)
+        table = _collective_affine(self.settings.cluster, kind, self.settings.tensor_width * spacing)
+        fixed, per_byte = table.take(np.asarray(group) - 1)
+        return np.where(param_bytes > 0, fixed + per_byte * param_bytes * per_param, 0.0)
 
     def sync_compact(self, shape: _Shape, memory: StageMemory) -> np.ndarray:
         """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted), each
@@ -767,13 +793,18 @@ class PlacementSearch:
             d, size = data_parallel[rows], finite_bytes[rows]
             group = self._expert_replicas(d) if expert else self._weight_replicas(d)
             times[rows] = s.optimizer_step_s(size, group if expert else s.zero_shards(group), stage)
+            hybrid = self._hybrid_after_flush(d, stage, expert)
+            if hybrid is not None:  # the gradient shard's all-reduce across the shard groups (part_allreduce_s)
+                groups, shards = hybrid
+                times[rows] += self._hybrid_s("allreduce", size / shards, np.maximum(groups, 1), shards, GRADIENT_FACTOR)
+                continue
             kind, payload = _BATCH_COLLECTIVE[stage]
             if kind is None:
                 continue
             if expert:  # a two-dimensional group, indexed by the d/e expert-data-parallel positions
-                fixed, per_byte = (table[d // s.expert_parallel - 1] for table in self._expert_affine(kind))
+                fixed, per_byte = self._expert_affine(kind).take(d // s.expert_parallel - 1)
             else:
-                fixed, per_byte = (table[group - 1] for table in _collective_affine(s.cluster, kind, s.tensor_width))
+                fixed, per_byte = _collective_affine(s.cluster, kind, s.tensor_width).take(group - 1)
             times[rows] += np.where(size > 0, fixed + per_byte * size * payload, 0.0)
         return np.where(param_bytes > 0, times, 0.0)
 
@@ -1041,29 +1072,43 @@ def _expert_group(tensor_width: int, context_parallel: int, expert_parallel: int
     return {"group": c, "stride": t, "outer": (data_parallel // e, t * c * e)}
 
 
+class _AffineTable:
+    """A collective over the groups ``index = 0 … size−1`` (``group_of(index)``: :meth:`Cluster.collective_s` arguments)
+    as ``fixed[index] + per_byte[index] · S`` (exact for ``S > 0``: every ring term is affine in the bytes). An entry is
+    computed the first time it is taken: a search with ZeRO-0 asks only for the smallest ``d`` of each microbatch
+    count, and on the system space every design brings its own cluster, so a table is rarely needed whole."""
+
+    def __init__(self, cluster: Cluster, kind: str, size: int, group_of: Callable[[int], dict]):
+        self._cluster, self._kind, self._group_of = cluster, kind, group_of
+        self._fixed, self._per_byte = np.full(size, np.nan), np.full(size, np.nan)
+
+    def take(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(fixed[index], per_byte[index])``."""
+        flat = np.asarray(index).ravel()
+        missing = np.unique(flat[np.isnan(self._fixed[flat])])
+        for i in missing.tolist():
+            one, two = (self._cluster.collective_s(self._kind, size, **self._group_of(i)) for size in (1.0, 2.0))
+            self._fixed[i], self._per_byte[i] = one - (two - one), two - one
+        return self._fixed[index], self._per_byte[index]
+
+
 @lru_cache(maxsize=64)
 def _expert_collective_affine(cluster: Cluster, kind: str, tensor_width: int, context_parallel: int,
-                              expert_parallel: int) -> tuple[np.ndarray, np.ndarray]:
-    """A collective over the expert replicas (:func:`_expert_group`) for ``d = e, 2e, … ≤ N/(t·c)`` as
-    ``fixed[d/e − 1] + per_byte[d/e − 1] · S`` (exact for ``S > 0``, as :func:`_collective_affine`), shared by every
-    search on one cluster: one table instead of a cached pair per ``d``, which a search at ``e = 2`` over 1,024
-    devices (512 such ``d`` per collective) would evict from any small cache on every call."""
+                              expert_parallel: int) -> _AffineTable:
+    """A collective over the expert replicas (:func:`_expert_group`) for ``d = e, 2e, … ≤ N/(t·c)`` (index ``d/e − 1``),
+    shared by every search on one cluster: one table instead of a cached pair per ``d``, which a search at ``e = 2``
+    over 1,024 devices (512 such ``d`` per collective) would evict from any small cache on every call."""
     step = tensor_width * context_parallel * expert_parallel
-    positions = range(1, max(1, cluster.n_devices // step) + 1)
-    groups = [_expert_group(tensor_width, context_parallel, expert_parallel, k * expert_parallel) for k in positions]
-    one = np.array([cluster.collective_s(kind, 1.0, **group) for group in groups])
-    two = np.array([cluster.collective_s(kind, 2.0, **group) for group in groups])
-    return one - (two - one), two - one
+    return _AffineTable(cluster, kind, max(1, cluster.n_devices // step),
+                        lambda i: _expert_group(tensor_width, context_parallel, expert_parallel, (i + 1) * expert_parallel))
 
 
 @lru_cache(maxsize=64)
-def _collective_affine(cluster: Cluster, kind: str, stride: int) -> tuple[np.ndarray, np.ndarray]:
-    """A data-parallel collective over ``d = 1 … N/stride`` replicas as ``fixed[d−1] + per_byte[d−1] · S``
-    (exact for ``S > 0``: every ring term is affine in the bytes), shared by every search on one cluster."""
-    groups = range(1, max(1, cluster.n_devices // stride) + 1)
-    one = np.array([cluster.collective_s(kind, 1.0, g, stride=stride) for g in groups])
-    two = np.array([cluster.collective_s(kind, 2.0, g, stride=stride) for g in groups])
-    return one - (two - one), two - one
+def _collective_affine(cluster: Cluster, kind: str, stride: int) -> _AffineTable:
+    """A data-parallel collective over ``d = 1 … N/stride`` replicas ``stride`` apart (index ``d − 1``), shared by every
+    search on one cluster."""
+    size = max(1, cluster.n_devices // stride)
+    return _AffineTable(cluster, kind, size, lambda i: {"group": i + 1, "stride": stride})
 
 
 def _mfu(settings: Settings, throughput_samples_s: float, devices: int) -> float | None:

@@ -1,0 +1,143 @@
+"""Fused causal attention: the attention core as a flash-attention kernel, a property of the training stack.
+
+The traced graph runs attention as PyTorch's eager code does: QKᵀ writes the ``s × s`` scores to HBM, softmax
+reads and writes them, ·V reads the probabilities, and every score is computed, the masked half included. A stack
+that runs FlashAttention (Dao et al. 2022, arXiv:2205.14135; FlashAttention-2, Dao 2023, arXiv:2307.08691) or
+Transformer Engine's fused attention (the cuDNN / flash backends Megatron-Core and NeMo use) does neither:
+
+* **On chip.** The scores and probabilities of a ``B × B`` block stay in shared memory; HBM sees only the
+  kernel's operands and results — Q, K, V in and O out forward; Q, K, V, O, dO in and dQ, dK, dV out backward —
+  which are the attention-core operators' traced operands *other than* the ``s × s`` tensors
+  (:func:`fused_traffic_bytes`).
+* **Causal blocks.** With a causal mask the kernel skips every key block wholly above the diagonal: of the
+  ``n_b × n_b`` blocks (``n_b = ⌈s / B⌉``) it computes the ``n_b (n_b + 1) / 2`` on or below it, so each GEMM of
+  QKᵀ and ·V (and of their gradients) does that fraction of the full work (:func:`causal_gemms`: exact integer
+  GEMM shapes, block-granular), and softmax runs on the kept blocks' elements.
+* **Recompute.** The backward kernel recomputes the probabilities from Q, K and the saved row statistics (the
+  QKᵀ GEMM and the softmax, :func:`recomputed_by_backward`), not the output, in every recompute mode: the evaluator
+  adds that forward part to each layer's backward time, and selective recompute adds nothing more. The ``s × s``
+  tensors are never stashed, which is what selective recompute drops from the stash: a stack with a fused kernel
+  runs its plans as ``rc=selective`` (or ``rc=full`` with activation checkpointing, which also reruns the forward
+  kernel).
+
+The fused operators are priced as one kernel (:func:`phaze_env.pricing.price_ops`): their kept GEMM FLOPs at the
+kernel's published fraction of the tensor cores' bf16 peak, its softmax included (no separate vector-core time), and
+HBM traffic only for the operands above. ``Cluster.attention_efficiency`` > 0 switches it on, with that fraction (a
+stack's kernel on a chip, :class:`phaze_env.stacks.ChipFit`); PHAZE's search and every preset keep the traced eager
+attention (0).
+
+:data:`FLASH_BLOCK` is an assumption (see there). Not modelled: context parallelism with a fused kernel (refused:
+the ring's blocks would need their own causal split), dropout inside the kernel (the traced graphs have none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from phaze_env.context_parallel import is_attention_core
+from phaze_env.workloads.graph import Gemm, Op
+
+FLASH_BLOCK = 128
+"""Query and key block of the fused kernel (rows × columns of one on-chip score tile). Assumption: FlashAttention-2
+tiles head dimension 128 in blocks of 128 query rows (``kBlockM = 128`` in its forward kernels' traits for
+``d = 128``) and 64–128 key columns depending on the GPU and direction; one square block of 128 is taken for
+both, so the diagonal blocks kept are those of a 128-block grid (at s = 4096 that keeps 51.6 % of the scores,
+against 50.8 % with 64-wide key blocks)."""
+
+
+def blocks(seq_len: int, block: int = FLASH_BLOCK) -> int:
+    """Blocks along one side of the ``seq_len × seq_len`` score matrix (a partial last block counts whole)."""
+    return -(-seq_len // block)
+
+
+def kept_fraction(seq_len: int, block: int = FLASH_BLOCK) -> float:
+    """Fraction of the score blocks a causal kernel computes: ``(n_b + 1) / (2 n_b)``."""
+    n = blocks(seq_len, block)
+    return (n + 1) / (2 * n)
+
+
+def _square_dims(gemm: Gemm) -> tuple[str, str] | None:
+    """The two of ``m, k, n`` that span the ``s × s`` scores (equal and larger than the third), or ``None``."""
+    dims = {"m": gemm.m, "k": gemm.k, "n": gemm.n}
+    for a, b in (("m", "n"), ("m", "k"), ("k", "n")):
+        third = ({"m", "k", "n"} - {a, b}).pop()
+        if dims[a] == dims[b] and dims[a] > dims[third]:
+            return a, b
+    return None
+
+
+def causal_gemms(gemm: Gemm, block: int = FLASH_BLOCK) -> tuple[Gemm, ...]:
+    """The kept work of one attention-core GEMM under a causal mask, as whole GEMMs of exactly its MACs.
+
+    The ``s × s`` side is cut into ``n_b`` blocks; query block ``i`` meets key blocks ``0 … i``. Pairing query block
+    ``i`` with ``n_b − 1 − i`` gives ``n_b + 1`` key blocks per pair (the load-balancing pairing of causal ring
+    attention), so the kept work is ``⌊n_b/2⌋`` pairs of ``B × (n_b + 1)·B`` plus, for odd ``n_b``, the middle query
+    block against ``(n_b + 1)/2`` key blocks. A GEMM without an ``s × s`` side is returned unchanged."""
+    square = _square_dims(gemm)
+    if square is None:
+        return (gemm,)
+    n_b = blocks(getattr(gemm, square[0]), block)
+    if n_b == 1:
+        return (gemm,)
+    query, key = square
+    pairs = replace(gemm, batch=gemm.batch * (n_b // 2), **{query: block, key: (n_b + 1) * block})
+    if n_b % 2 == 0:
+        return (pairs,)
+    return (pairs, replace(gemm, **{query: block, key: (n_b + 1) // 2 * block}))
+
+
+def _square_elements(shape: Sequence[int]) -> bool:
+    return len(shape) >= 2 and shape[-1] == shape[-2] and shape[-1] > 1
+
+
+def fused_traffic_bytes(op: Op, bytes_per_element: int) -> int:
+    """HBM bytes of ``op`` inside the fused kernel: the operands and result of each of its GEMMs that are not the
+    ``s × s`` scores or probabilities (those stay on chip) — Q and K of QKᵀ, V and O of ·V, and in the backward
+    pass Q, K, V, dO and dQ, dK, dV. A softmax has none. (The backward kernel's row sums of dO ∘ O, one pass
+    over O and dO, are left out.)"""
+    total = 0
+    for gemm in op.gemms:
+        square = set(_square_dims(gemm) or ())
+        for rows, cols in (("m", "k"), ("k", "n"), ("m", "n")):  # A, B, C
+            if {rows, cols} != square:
+                total += gemm.batch * getattr(gemm, rows) * getattr(gemm, cols)
+    return total * bytes_per_element
+
+
+def fused_op(op: Op, seq_len: int, bytes_per_element: int, block: int = FLASH_BLOCK) -> Op:
+    """``op`` (an attention-core operator) inside a fused causal kernel: kept GEMMs, softmax on the kept scores,
+    HBM traffic without the ``s × s`` tensors (carried as ``bytes_read``; ``bytes_written`` 0)."""
+    fraction = kept_fraction(seq_len, block)
+    gemms = tuple(kept for gemm in op.gemms for kept in causal_gemms(gemm, block))
+    parts = tuple((kind, round(elements * fraction)) for kind, elements in op.vector_parts)
+    vector_elements = sum(n for _, n in parts) if parts else round(op.vector_elements * fraction)
+    flops = sum(g.flops for g in gemms) + round((op.flops - op.gemm_flops) * fraction)
+    return replace(op, gemms=gemms, vector_parts=parts, vector_elements=vector_elements, flops=flops,
+                   bytes_read=fused_traffic_bytes(op, bytes_per_element), bytes_written=0)
+
+
+def fused_attention_ops(ops: Sequence[Op], bytes_per_element: int, block: int = FLASH_BLOCK) -> tuple[list[Op], list[int]]:
+    """``ops`` with every attention-core operator replaced by its fused causal form, and the indices replaced.
+    The sequence length is read off the attention GEMMs (their ``s × s`` side; a softmax has no GEMM)."""
+    fused, indices = list(ops), []
+    square_sides = [getattr(g, _square_dims(g)[0]) for op in ops if is_attention_core(op) for g in op.gemms
+                    if _square_dims(g)]
+    for i, op in enumerate(ops):
+        if not is_attention_core(op):
+            continue
+        if not square_sides:
+            raise ValueError(f"attention-core operator {op.name!r}: no attention GEMM with an s × s side to fuse")
+        fused[i] = fused_op(op, max(square_sides), bytes_per_element, block)
+        indices.append(i)
+    return fused, indices
+
+
+def recomputed_by_backward(op: Op) -> bool:
+    """Whether a fused kernel's backward pass recomputes forward operator ``op``: the scores and probabilities (QKᵀ
+    and the softmax: operators that produce an ``s × s`` tensor), not the output ·V."""
+    return is_attention_core(op) and _square_elements(op.out_shape)
+
+
+__all__ = ["FLASH_BLOCK", "blocks", "causal_gemms", "fused_attention_ops", "fused_op", "fused_traffic_bytes",
+           "kept_fraction", "recomputed_by_backward"]
