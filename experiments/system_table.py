@@ -54,7 +54,7 @@ from phaze_env.hardware.system import (HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, 
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
 from search.config import SearchConfig
-from search.result import DesignResult, SearchResult
+from search.result import DesignResult
 from search.run import evaluate_reference, run_search
 
 DEFAULT_WORKLOADS = ("gpt2-xl", "bert-large", "opt-1.3b", "llama2-7b")
@@ -476,10 +476,6 @@ def main(argv: list[str] | None = None) -> int:
         kept = rows.get((workload, kind))
         config = search_config(workload, budget)
         if kept is not None and kept["signature"] == config.signature and kept["power_w"] == power_w:
-            if "node_sensitivity" not in kept:  # a row from before the sensitivity: add it from the search's answer
-                answer = SearchResult.from_json((out / workload / kind / "results.json").read_text()).best[workload]
-                kept["node_sensitivity"] = node_sensitivity(config, answer)
-                write_docs(docs, list(rows.values()))
             out_console.print(f"{label}: kept from {docs / 'system_table.json'}", highlight=False)
             continue
         out_console.print(f"{label}: searching … ({time.perf_counter() - started:.0f} s so far)", highlight=False)

@@ -59,9 +59,11 @@ groups and the replicas' all-reduce (``PlanSpec.shard_group``), SDPA's FlashAtte
 or none), the cluster's 400 Gb/s per node (``ibm-a100``). What the factor stands for is not measured separately, and
 it does not carry across widths: fitted on the 7B (hidden 4096), the 34B and 70B (hidden 8192) come out 15–23 % slow
 (``experiments.validate.STACK_GAPS``), i.e. the 7B loses a larger share of its step to something the model does not
-price. A candidate with that dependence, not measured here: eager PyTorch runs RMSNorm, the rotary embeddings,
-SwiGLU's activation and product and the residual adds as separate memory-bound kernels (the trace fuses each into a
-matmul's epilogue), whose HBM time per token grows as ``h`` while the layer's GEMM time grows as ``h²``."""
+price. One candidate with that dependence: eager PyTorch runs RMSNorm, the rotary embeddings, SwiGLU's activation and
+product and the residual adds as separate memory-bound kernels (the trace fuses each into a matmul's epilogue), whose
+HBM time per token grows as ``h`` while the layer's GEMM time grows as ``h²``; estimated by
+``experiments.fsdp_eager_elementwise`` (not part of the model) at 9.0 % of a 7B block's GEMM time and 4.4–4.8 % of a
+34B or 70B block's, about 4 of the 15–23 points."""
 
 PYTORCH_FSDP_H100_EFFICIENCY = 0.48
 """The same stack's efficiency on the h100 preset, fitted by the same rule to the same row: the Llama 2 7B run of the

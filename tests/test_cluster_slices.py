@@ -22,7 +22,7 @@ from phaze_env.placement import Settings
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.placement import best_plan
 from test_bound_property import assert_not_faster, layer, slowdown, slower
-from test_placement_combined import _instance, brute_force
+from test_placement_combined import _instance, assert_dp_equals_brute_force
 
 
 def test_dcn_per_chip_bandwidth_is_palms_burst_per_chip():
@@ -107,18 +107,7 @@ def test_dp_on_sliced_clusters_equals_brute_force(seed):
     cluster = _sliced(cluster, rng)
     if cluster is None:
         pytest.skip("this instance's nodes do not split into two slices")
-    spec = PlanSpec(recompute=options["recompute"], sequence_parallel=False, zero=None, c=None, e=None,
-                    interleave=options["interleave"])
-    template = Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], spec,
-                        hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"])
-    plan = placement.best_plan_multi(lambda t, m, c, e: variants[(c, e)], template, tensor_widths=[options["tensor_width"]],
-                                     microbatches=[options["microbatch"]], context_parallels=(1, 2), expert_parallels=(1, 2))
-    expected = brute_force(variants, cluster, options)
-    if math.isinf(expected):
-        assert not plan.feasible and plan.reason
-        return
-    assert plan.feasible, plan.reason
-    assert math.isclose(plan.time_per_batch_s, expected, rel_tol=1e-9, abs_tol=1e-12), (plan.notation, expected)
+    assert_dp_equals_brute_force(variants, cluster, options)
 
 
 def test_the_sliced_instances_reach_plans_across_the_dcn():
