@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from phaze_env.cache import DiskCache, content_key, model_version
+from phaze_env.cache import DiskCache, content_key
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import EVALUATION_VERSION, Cluster
 from phaze_env.workloads import Workload, get_workload
@@ -30,10 +30,12 @@ def exact_optimum(workload: str | Workload, cluster: Cluster | None, space: Desi
 
     workload = get_workload(workload)
     cluster = cluster if cluster is not None else Cluster()
-    key = content_key("exact_optimum", EXACT_VERSION, EVALUATION_VERSION, model_version(), workload.to_dict(), cluster.to_dict(), space)
+    config = SearchConfig(workloads=(workload,), cluster=cluster, space=space)
+    # the search's own signature: everything its answer depends on (the model's constants, and on the system space
+    # the power and cost model that sets each design's chip count)
+    key = content_key("exact_optimum", EXACT_VERSION, EVALUATION_VERSION, config.signature)
     if cache and (hit := _EXACT.get(key)) is not None:
         return hit
-    config = SearchConfig(workloads=(workload,), cluster=cluster, space=space)
     result = run_search(config, workers=workers)
     best = result.best[workload.name]
     design = _design_of(best, space) if best is not None and best.feasible else None

@@ -45,7 +45,8 @@ from phaze_env.explain import BOUNDS, explain_layer
 from phaze_env.files import write_text_atomic, writable_directory
 from phaze_env.hardware import Accelerator
 from phaze_env.hardware.accelerator import H100_GEMM_EFFICIENCY
-from phaze_env.hardware.cost import NODES, compute_die_area_mm2, periphery_area_mm2
+from phaze_env.hardware.cost import (NODES, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS, compute_die_area_mm2,
+                                     periphery_area_mm2)
 from phaze_env.hardware.space import in_area_window
 from phaze_env.hardware.system import (HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, REFERENCE_NUMBER_FORMATS,
                                        REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, SystemBudget,
@@ -53,7 +54,7 @@ from phaze_env.hardware.system import (HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, 
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
 from search.config import SearchConfig
-from search.result import DesignResult, SearchResult
+from search.result import DesignResult
 from search.run import evaluate_reference, run_search
 
 DEFAULT_WORKLOADS = ("gpt2-xl", "bert-large", "opt-1.3b", "llama2-7b")
@@ -356,8 +357,8 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
   the published chip); TPUv4 and A100 have no FP8 (`hardware.system.REFERENCE_NUMBER_FORMATS`).
 * **Same plan space and training.** Global batch 4096, SGD state, PHAZE's plan space (t, p, d, microbatch 1–8,
   per-stage none|full recompute), each system's best plan by the same placement DP.
-* **Clusters.** TPUv4: `search.phaze`'s system baseline (4 HBM2 stacks, 32 GiB, 6 ICI links of 50 GB/s both
-  directions, a torus of 4×4×4 cubes). A100 / H100: the `dgx-a100` / `dgx-h100` presets (NVLink 3 300 GB/s / NVLink 4
+* **Clusters.** TPUv4: `search.phaze`'s system baseline (4 HBM2 stacks, 32 GiB, {TPUV4_ICI_LINKS} ICI links of
+  {TPUV4_ICI_LINK_BPS / 1e9:g} GB/s per direction, as the `tpuv4-pod` preset, in a torus of 4×4×4 cubes). A100 / H100: the `dgx-a100` / `dgx-h100` presets (NVLink 3 300 GB/s / NVLink 4
   450 GB/s per GPU and direction in 8-GPU nodes, HDR 200 Gb/s / NDR 400 Gb/s InfiniBand per GPU) with the chip
   count the budget buys, 80 GB HBM2e / HBM3.
 * **Process node.** The system space is built at TSMC {SYSTEM_NODE} (`hardware.system.SYSTEM_NODE`), the node of
@@ -476,10 +477,6 @@ def main(argv: list[str] | None = None) -> int:
         kept = rows.get((workload, kind))
         config = search_config(workload, budget)
         if kept is not None and kept["signature"] == config.signature and kept["power_w"] == power_w:
-            if "node_sensitivity" not in kept:  # a row from before the sensitivity: add it from the search's answer
-                answer = SearchResult.from_json((out / workload / kind / "results.json").read_text()).best[workload]
-                kept["node_sensitivity"] = node_sensitivity(config, answer)
-                write_docs(docs, list(rows.values()))
             out_console.print(f"{label}: kept from {docs / 'system_table.json'}", highlight=False)
             continue
         out_console.print(f"{label}: searching … ({time.perf_counter() - started:.0f} s so far)", highlight=False)

@@ -45,6 +45,10 @@ MODEL_MODULES = ("phaze_env.hardware.accelerator", "phaze_env.hardware.area", "p
                  "phaze_env.hardware.energy", "phaze_env.hardware.number_format", "phaze_env.comm",
                  "phaze_env.context_parallel", "phaze_env.placement.inputs", "phaze_env.attention")
 """Modules whose upper-case module-level constants (numbers, strings, tables, presets) decide results."""
+SYSTEM_MODEL_MODULES = ("phaze_env.hardware.cost", "phaze_env.hardware.system")
+"""The system space's power, cost and carbon model: its constants decide each design's chip count and the reference
+systems' (hashed by :func:`system_model_version` into a system-space search's signature; an evaluation's own key holds
+its accelerator and cluster, chip count included, so these need not be in :func:`model_version`)."""
 DEFAULT_MEMORY_ENTRIES = 1024
 """Entries each namespace keeps in memory unless ``$PHAZE_CACHE_MEMORY_ENTRIES`` (or ``memory_entries=``) says
 otherwise. Pickled, an evaluation is ≈ 4 kB, a layer schedule under 1 kB, a traced graph ≈ 10 kB (bert-large,
@@ -92,12 +96,13 @@ def content_key(*parts: Any) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def model_constants() -> dict[str, Any]:
-    """``"module.NAME" → value`` for every upper-case constant of :data:`MODEL_MODULES` (the hashed inputs)."""
+def model_constants(modules: tuple[str, ...] = MODEL_MODULES) -> dict[str, Any]:
+    """``"module.NAME" → value`` for every upper-case constant of ``modules`` (default :data:`MODEL_MODULES`: the
+    hashed inputs of :func:`model_version`)."""
     import importlib
 
     constants: dict[str, Any] = {}
-    for name in MODEL_MODULES:
+    for name in modules:
         module = importlib.import_module(name)
         for attr, value in vars(module).items():
             if attr.isupper() and not callable(value) and not isinstance(value, type(importlib)):
@@ -122,6 +127,12 @@ def model_version() -> str:
             _VERSIONS.clear()
         _VERSIONS[identity] = content_key("model", MODEL_REVISION, constants)[:16]
     return _VERSIONS[identity]
+
+
+def system_model_version() -> str:
+    """A short hash of the constants of :data:`SYSTEM_MODEL_MODULES` (hashed afresh on every call: a search's
+    signature takes it once)."""
+    return content_key("system-model", model_constants(SYSTEM_MODEL_MODULES))[:16]
 
 
 class _Memory:

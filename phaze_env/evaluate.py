@@ -625,7 +625,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's)")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="default adam (mixed precision)")
     parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1, t8p8d1m1v3+sp+rc=selective or, for a "
-                        "mixture of experts, t2p4d8e8m1 (e: expert parallel; absent = 1) (absent degrees are searched; "
+                        "mixture of experts, t2p4d8e8m1 (e: expert parallel; absent = 1), or t1p1d128m2+zero3+shard8 (hybrid sharding, "
+                        "FSDP's HSDP: ZeRO-3 within groups of 8 replicas) (absent degrees are searched; "
                         "default: none pinned, the DP chooses every knob)")
     parser.add_argument("--recompute", choices=RECOMPUTE_CHOICES, default=None, help="recompute mode (default auto)")
     parser.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,

@@ -9,7 +9,7 @@ import numpy as np
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from phaze_env.cache import content_key, model_version
+from phaze_env.cache import content_key, model_version, system_model_version
 from phaze_env.design import DesignSpace, SystemArchSpace, SystemDesignSpace
 from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, expert_parallel_degrees
 from phaze_env.hardware import ArchSpace
@@ -60,6 +60,9 @@ class SearchConfig:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
         object.__setattr__(self, "objectives", tuple(self.objectives))
+        if not self.pareto and self.objectives != ("throughput", AREA):
+            raise ValueError(f"objectives {', '.join(self.objectives)} make a Pareto front: set pareto=True (the best "
+                             "design maximises `objective`)")
         if self.pareto:
             check_pareto_objectives(self.objectives)
             system_only = [name for name in self.objectives if name not in ("throughput", AREA)]
@@ -120,7 +123,9 @@ class SearchConfig:
             "pareto": self.pareto, "solver": self.solver, "time_limit_s": self.time_limit_s,
         } | ({"objective": self.objective} if self.objective != "throughput" else {}) | (
             {"objectives": list(self.objectives)} if self.pareto and self.objectives != ("throughput", AREA) else {}) | (
-            {"plan": self.plan.to_dict()} if self.plan is not None else {})  # no plan: old searches still resume
+            {"plan": self.plan.to_dict()} if self.plan is not None else {}) | (  # no plan: old searches still resume
+            # the power/cost model sets every row's chip count: a changed constant there never resumes old rows
+            {"system_model": system_model_version()} if self.is_system else {})
 
     @property
     def signature(self) -> str:

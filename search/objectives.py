@@ -15,14 +15,13 @@ figure in its own unit and sense (what ``results.json`` and the report show).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from phaze_env.hardware.system import OBJECTIVES
 
-if TYPE_CHECKING:
-    from search.result import DesignResult
+# ``DesignResult`` in annotations is search.result.DesignResult, not imported: search.result imports this module.
 
 AREA = "area"
 PARETO_OBJECTIVES = OBJECTIVES + (AREA,)

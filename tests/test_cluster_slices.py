@@ -22,7 +22,7 @@ from phaze_env.placement import Settings
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.placement import best_plan
 from test_bound_property import assert_not_faster, layer, slowdown, slower
-from test_placement_combined import _instance, brute_force
+from test_placement_combined import _instance, assert_dp_equals_brute_force
 
 
 def test_dcn_per_chip_bandwidth_is_palms_burst_per_chip():
@@ -107,18 +107,7 @@ def test_dp_on_sliced_clusters_equals_brute_force(seed):
     cluster = _sliced(cluster, rng)
     if cluster is None:
         pytest.skip("this instance's nodes do not split into two slices")
-    spec = PlanSpec(recompute=options["recompute"], sequence_parallel=False, zero=None, c=None, e=None,
-                    interleave=options["interleave"])
-    template = Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], spec,
-                        hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"])
-    plan = placement.best_plan_multi(lambda t, m, c, e: variants[(c, e)], template, tensor_widths=[options["tensor_width"]],
-                                     microbatches=[options["microbatch"]], context_parallels=(1, 2), expert_parallels=(1, 2))
-    expected = brute_force(variants, cluster, options)
-    if math.isinf(expected):
-        assert not plan.feasible and plan.reason
-        return
-    assert plan.feasible, plan.reason
-    assert math.isclose(plan.time_per_batch_s, expected, rel_tol=1e-9, abs_tol=1e-12), (plan.notation, expected)
+    assert_dp_equals_brute_force(variants, cluster, options)
 
 
 def test_the_sliced_instances_reach_plans_across_the_dcn():
@@ -175,3 +164,15 @@ def sliced_template(draw) -> Settings:
 def test_dp_on_sliced_clusters_never_gets_faster_when_layers_get_slower(layers, slowdowns, settings_):
     """What keeps ``throughput_upper_bound`` a bound on sliced clusters (``test_bound_property``'s property)."""
     assert_not_faster(best_plan(layers, settings_), best_plan(slower(layers, slowdowns), settings_))
+
+
+def test_the_jax_xla_structure_reaches_the_cluster_and_its_serialised_form():
+    from phaze_env.stacks import get_stack
+
+    sliced = get_cluster("tpuv4-pod", 128, slices=2, global_batch=2048, optimizer="adam")
+    assert sliced.hybrid_allreduce_overlapped and "hybrid_allreduce_overlapped" not in sliced.to_dict()
+    jax = get_stack("jax-xla").apply(sliced, "tpuv4")
+    assert not jax.hybrid_allreduce_overlapped and jax.framework_efficiency == get_stack("jax-xla").framework_efficiency
+    assert jax.to_dict()["hybrid_allreduce_overlapped"] is False and Cluster.from_dict(jax.to_dict()) == jax
+    assert "hybrid-shard all-reduce after the backward pass" in jax.describe()
+    assert get_stack("pytorch-fsdp").structure(jax).hybrid_allreduce_overlapped  # FSDP's HYBRID_SHARD overlaps it

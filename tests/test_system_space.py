@@ -376,3 +376,22 @@ def test_cli_system_search_and_one_line_errors(tmp_path):
     assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0 and "--space system" in wrong.stderr
     wrong = run("--space", "system", "--hbm-gb", "32", "--out", str(tmp_path))
     assert wrong.returncode == 2 and "do not apply to the system space" in wrong.stderr
+
+
+def test_a_changed_power_or_cost_constant_never_resumes_a_system_search(monkeypatch):
+    """The power and cost model sets every row's chip count (and the reference systems'), and it is not in
+    ``model_version``: a system-space search's signature hashes it, so rows of another chip count are never
+    resumed (nor a system_table row kept); PHAZE's spaces do not depend on it and keep theirs."""
+    from phaze_env.hardware import cost, system
+    from tests.tiny import CLUSTER as TINY_CLUSTER, SPACE as TINY_SPACE
+
+    config = SearchConfig(workloads=(TINY,), cluster=TRAINING, space=small_space(), tensor_widths=WIDTHS)
+    phaze = SearchConfig(workloads=(TINY,), cluster=TINY_CLUSTER, space=TINY_SPACE, tensor_widths=WIDTHS)
+    system_signature, phaze_signature = config.signature, phaze.signature
+    assert config.signature == system_signature  # stable while nothing changes
+    monkeypatch.setattr(system, "HOST_W_PER_CHIP", system.HOST_W_PER_CHIP * 2)
+    assert config.signature != system_signature and phaze.signature == phaze_signature
+    monkeypatch.undo()
+    assert config.signature == system_signature
+    monkeypatch.setattr(cost, "TPUV4_ICI_LINK_BPS", cost.TPUV4_ICI_LINK_BPS * 2)  # a reference chip's system field
+    assert config.signature != system_signature and phaze.signature == phaze_signature

@@ -36,10 +36,12 @@ def test_held_out_run_is_within_tolerance(case):
     assert prediction.error is not None and abs(prediction.error) <= TOLERANCE, prediction
 
 
-@pytest.mark.parametrize("case", FSDP_H100_CASES, ids=lambda case: case.name)
+@pytest.mark.parametrize("case", [
+    pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=STACK_GAPS[case.name])) if case.name in STACK_GAPS
+    else case for case in FSDP_H100_CASES], ids=lambda case: case.name)
 def test_h100_column_is_fitted_on_its_7b_row_and_holds_on_the_others(case):
     """The March table's H100 column: the profile's H100 efficiency is fitted to its 7B row (the A100's rule), the
-    34B and 70B rows are held out within ±15 %."""
+    34B and 70B rows are held out (within ±15 %, or a strict xfail with its cause)."""
     fit = PROFILE.fit_on("h100")
     prediction = predict(case)
     assert prediction.kind == ("calibration" if case.name == fit.calibration else "held-out")
@@ -51,6 +53,16 @@ def test_at_least_two_held_out_runs_and_every_gap_is_an_fsdp_run_outside_the_ban
     assert len(within) >= 2
     for name in STACK_GAPS:
         assert abs(predict(get_case(name)).error) > TOLERANCE  # a gap that closes must leave the list
+
+
+def test_the_runs_use_the_fused_causal_attention_kernel():
+    """fms-fsdp runs SDPA's FlashAttention-2: the profile prices it as the fused causal kernel on both chips."""
+    from phaze_env.stacks import FLASH_ATTENTION2_A100_EFFICIENCY, FLASH_ATTENTION2_H100_EFFICIENCY
+
+    assert PROFILE.fit_on("a100").attention_efficiency == FLASH_ATTENTION2_A100_EFFICIENCY
+    assert PROFILE.fit_on("h100").attention_efficiency == FLASH_ATTENTION2_H100_EFFICIENCY
+    cluster = get_stack("pytorch-fsdp").apply(get_cluster("ibm-a100", 128), "a100")
+    assert cluster.attention_efficiency == FLASH_ATTENTION2_A100_EFFICIENCY
 
 
 def test_tokens_per_gpu_is_batch_times_sequence_over_time_and_gpus():
@@ -123,5 +135,18 @@ def test_the_report_has_the_fsdp_profile_and_its_gap():
     row = next(line for line in report.splitlines() if line.startswith("| pytorch-fsdp |"))
     assert f"| {PROFILE.framework_efficiency:g} | {PROFILE.calibration} (" in row and f"| {len(HELD_OUT)} |" in row
     assert "## PyTorch FSDP (IBM fms-fsdp)" in report
-    assert all(f"* {name} (" in report for name in STACK_GAPS)
+    assert all(f"{name} (" in report for name in STACK_GAPS) and "Why: " in report
     assert all(f"| {case.name} |" in report for case in FSDP_H100_CASES)
+
+
+@pytest.mark.slow
+def test_the_eager_elementwise_estimate_quoted_for_the_width_gap():
+    """The figures STACK_GAPS quotes from experiments.fsdp_eager_elementwise (a candidate cause, not in the model):
+    a larger share of a block's GEMM time at hidden 4096 than at 8192."""
+    from experiments.fsdp_eager_elementwise import eager_extra_s
+
+    share = {name: round(100 * extra / gemm, 1) for name, extra, gemm in
+             ((name, *eager_extra_s(name, microbatch)) for name, microbatch in
+              (("llama2-7b", 2), ("llama2-34b", 2), ("llama2-70b", 2)))}
+    assert share == {"llama2-7b": 9.0, "llama2-34b": 4.8, "llama2-70b": 4.4}
+    assert "9.0 % of a 7B block's GEMM time and 4.4–4.8 %" in STACK_GAPS["fms-fsdp-mar24-llama2-70b"]
