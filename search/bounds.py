@@ -53,18 +53,29 @@ from phaze_env.placement.inputs import GRADIENT_FACTOR
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.pricing import price_ops
 from phaze_env.workloads import OpGraph, Workload, get_workload, model_graph
+from phaze_env.workloads.build import GRAPH_FORMAT_VERSION
 
 CORE_UNITS = {"tc": ("tc", "tc+vc"), "vc": ("vc", "tc+vc")}
 _VARIANT_BOUNDS = DiskCache("search-bounds")
 """:func:`variant_throughput_bounds` per space, cluster and knobs: a warm search skips its bounding phase."""
 
 
+BOUND_CODE_MODULES = ("search.bounds", "phaze_env.pricing", "phaze_env.cluster", "phaze_env.comm",
+                      "phaze_env.hardware.estimator", "phaze_env.hardware.number_format")
+"""The modules whose code computes a cached bound: this one's formulas, the operator pricing and the collectives."""
+
+
 @functools.cache
 def bounds_code_version() -> str:
-    """A hash of this module's source, in every cached bound's key: bounds cached before a change of the bound
-    formulas here are never read after it (the model's constants and :data:`EVALUATION_VERSION`, the pricing
-    and traces' version, are in the key too)."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    """A hash of the source of :data:`BOUND_CODE_MODULES`, in every cached bound's key: bounds cached before a
+    change of that code are never read after it (the model's constants, :data:`EVALUATION_VERSION` and the traced
+    graphs' ``GRAPH_FORMAT_VERSION`` are in the key too)."""
+    import importlib
+
+    digest = hashlib.sha256()
+    for name in BOUND_CODE_MODULES:
+        digest.update(Path(importlib.import_module(name).__file__).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _space_key(space: ArchSpace) -> dict:
@@ -343,8 +354,8 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
     expert-parallel degrees it allows. ``device_caps``: per architecture, the devices its placements may use
     (:func:`placement_time_bound_s`; 0 throughput where none fits)."""
     _check_plan(plan)
-    key = content_key("search-bounds", bounds_code_version(), EVALUATION_VERSION, model_version(),
-                      get_workload(workload).to_dict(), _space_key(space), cluster.to_dict(), list(microbatch),
+    key = content_key("search-bounds", bounds_code_version(), EVALUATION_VERSION, GRAPH_FORMAT_VERSION,
+                      model_version(), get_workload(workload).to_dict(), _space_key(space), cluster.to_dict(), list(microbatch),
                       list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
                       None if device_caps is None else np.asarray(device_caps, dtype=np.int64).tolist())
     if (cached := _VARIANT_BOUNDS.get(key)) is not None:

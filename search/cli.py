@@ -279,8 +279,7 @@ def print_summary(result: SearchResult, out: Path, out_console=None) -> None:
         objectives = result.objectives
         table = Table(title=f"Pareto front ({', '.join(objectives)}) for {name}, exact: no design of the space is "
                             "better in every objective", caption=NOTATION_LEGEND)
-        system = [key for key in ("die mm²", "HBM stacks", "links", "topology", "chips") if result.space.get("space")
-                  == "system"]
+        system = ["die mm²", "HBM stacks", "links", "topology", "chips"] if result.space.get("space") == "system" else []
         columns = [f"{objective} ({UNITS[objective]})" for objective in objectives] + [
             "tensor cores", "vector cores", "buffer", "HBM", *system, "plan"]
         for column in columns:

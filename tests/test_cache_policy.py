@@ -220,6 +220,9 @@ def test_search_bounds_are_cached_under_everything_they_depend_on(fresh_cache, m
     run()
     monkeypatch.undo()
     monkeypatch.setattr(bounds, "_variant_throughput_bounds", counted)
-    monkeypatch.setattr(bounds, "bounds_code_version", lambda: "another")  # bounds.py edited
+    monkeypatch.setattr(bounds, "bounds_code_version", lambda: "another")  # bounds.py, pricing or collectives edited
     run()
     assert len(computed) == 5
+    # the code a bound runs through is hashed into its key: the bound formulas, the pricing and the collectives
+    assert {bounds.__name__, bounds.price_ops.__module__, bounds.Cluster.__module__,
+            bounds.p2p_s.__module__} <= set(bounds.BOUND_CODE_MODULES)

@@ -79,8 +79,9 @@ SYSTEM_DEFAULT_VALUES = {
     "microbatch": MICROBATCH_VALUES, "recompute": RECOMPUTE_VALUES}
 """The system space's value list of every knob, in :data:`SYSTEM_KNOBS` order: 2–4 values per system knob (dies
 from TPUv4's ≈ 400 mm² class to near the 858 mm² reticle limit; HBM stacks of TPUv4 (4) and of A100/H100
-dies (6); 6 or 12 links of NVLink3/ICI-class 50 GB/s or twice that) and the architecture values around the
-TPUv4-like configuration that fill such dies, so the exact search over all of it finishes in minutes."""
+dies (6); 6 or 12 links of 50 GB/s (an NVLink 3/4 link) or 100 GB/s (a TPU v4 ICI link), both directions
+together) and the architecture values around the TPUv4-like configuration that fill such dies, so the exact
+search over all of it finishes in minutes."""
 DEFAULT_VALUES = {"num_tc": NUM_TC_VALUES, "tc_width": TC_DIM_VALUES, "tc_depth": TC_DIM_VALUES, "num_vc": NUM_VC_VALUES,
                   "buffer_mb": BUFFER_MB_VALUES, "hbm_gb": HBM_GB_VALUES, "microbatch": MICROBATCH_VALUES,
                   "recompute": RECOMPUTE_VALUES}
