@@ -391,6 +391,7 @@ Throughput is MFU × chips used × bf16 peak per chip / model FLOPs per sample, 
 the three factors named (largest effect first). The MFU factor is read off the time per batch (compute incl.
 recompute and the optimizer step / network: every collective and pipeline send / pipeline bubble) and the share of
 the block layer's operator time that is HBM-bound (`phaze_env.explain.explain_layer` at the plan's t and m).
+MFU is counted against the bf16 peak for every chip, so an FP8 system's can exceed 100 %.
 
 {table(["workload", "budget", "vs", "why"], whys)}
 

@@ -189,11 +189,16 @@ def case_cluster(case: ValidationCase):
                                            optimizer=case.optimizer, **slices))
 
 
+def case_accelerator(case: ValidationCase):
+    """The case's accelerator preset in the case's number format."""
+    return get_preset(case.accelerator).replace(number_format=case.number_format)
+
+
 def fit_efficiency(case: ValidationCase, *, tolerance: float = 1e-4) -> float:
     """The framework efficiency at which ``case`` is predicted exactly (bisection: the predicted throughput grows with
     the efficiency): how a profile's efficiency on a chip is fitted to its calibration run."""
     cluster = case_cluster(case)
-    accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
+    accelerator = case_accelerator(case)
 
     def predicted(efficiency: float) -> float:
         evaluation = evaluate(case.workload, accelerator, replace(cluster, framework_efficiency=efficiency),
@@ -218,7 +223,7 @@ def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
         return Prediction(case, shown, None, None, SKIPPED + case.requires)
     try:
         cluster = case_cluster(case)
-        accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
+        accelerator = case_accelerator(case)
         evaluation: Evaluation = evaluate(case.workload, accelerator, cluster, plan=plan, seq_len=case.seq_len,
                                           cache=cache)
     except ValueError as exc:  # a system, stack or plan the model cannot express (several pods, 2-D sharding)
@@ -589,7 +594,7 @@ def error_with(case: ValidationCase, **cluster_fields) -> float:
     """The error ``case`` would have on its cluster with ``cluster_fields`` changed (a sensitivity or an alternative
     structure, e.g. ``hybrid_allreduce_overlapped=True``: PyTorch's HYBRID_SHARD instead of the stack's own)."""
     cluster = replace(case_cluster(case), **cluster_fields)
-    accelerator = get_preset(case.accelerator).replace(number_format=case.number_format)
+    accelerator = case_accelerator(case)
     evaluation = evaluate(case.workload, accelerator, cluster, plan=plan_of(case), seq_len=case.seq_len)
     return metric_value(case, evaluation.plan["time_per_batch_s"]) / case.published - 1
 

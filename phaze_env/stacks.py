@@ -169,7 +169,9 @@ class StackProfile:
         return self.fits[0].calibration
 
     def fit_on(self, chip: str) -> ChipFit | None:
-        """The fit for accelerator preset ``chip`` (``None``: never fitted there)."""
+        """The fit for accelerator preset ``chip`` (case-insensitive, as preset names are; ``None``: never fitted
+        there)."""
+        chip = chip.strip().lower()
         return next((fit for fit in self.fits if chip in fit.chips), None)
 
     def structure(self, cluster: Cluster) -> Cluster:

@@ -60,6 +60,9 @@ class SearchConfig:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
         object.__setattr__(self, "objectives", tuple(self.objectives))
+        if not self.pareto and self.objectives != ("throughput", AREA):
+            raise ValueError(f"objectives {', '.join(self.objectives)} make a Pareto front: set pareto=True (the best "
+                             "design maximises `objective`)")
         if self.pareto:
             check_pareto_objectives(self.objectives)
             system_only = [name for name in self.objectives if name not in ("throughput", AREA)]

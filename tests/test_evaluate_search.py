@@ -149,6 +149,8 @@ def test_cli_objectives_modes():
     assert not single.pareto and single.objective == "throughput_per_usd"
     assert "objectives" in front.arguments()  # a front over other objectives never resumes another's rows
     assert "objectives" not in parsed("--objectives", "throughput,area").arguments()  # old searches still resume
+    with pytest.raises(ValueError, match="set pareto=True"):  # never silently ignored
+        SearchConfig(workloads=(TINY,), cluster=CLUSTER, space=SPACE, objectives=("throughput", "energy_per_token"))
 
 
 def test_resume_and_outputs(brute_force, tmp_path):
