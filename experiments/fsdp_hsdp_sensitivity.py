@@ -10,25 +10,19 @@ describe.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from experiments.validate import fit_efficiency, predict
+from experiments.validate import error_with, fit_efficiency
 from experiments.validation_cases import FSDP_CASES, get_case
-from phaze_env import stacks
 from phaze_env.cli import OneLineParser
+from phaze_env.stacks import get_stack
 
 
 def errors(overlapped: bool) -> tuple[float, dict[str, float]]:
-    """(fitted A100 efficiency, case -> error) with the HSDP all-reduce overlapped or after the backward pass."""
-    profile = stacks.STACKS["pytorch-fsdp"]
-    try:
-        stacks.STACKS["pytorch-fsdp"] = replace(profile, hybrid_allreduce_overlapped=overlapped)
-        efficiency = fit_efficiency(get_case(profile.calibration))
-        fits = (replace(profile.fits[0], framework_efficiency=efficiency), *profile.fits[1:])
-        stacks.STACKS["pytorch-fsdp"] = replace(profile, hybrid_allreduce_overlapped=overlapped, fits=fits)
-        return efficiency, {case.name: predict(case, cache=False).error for case in FSDP_CASES}
-    finally:
-        stacks.STACKS["pytorch-fsdp"] = profile
+    """(fitted A100 efficiency, case -> error) with the HSDP all-reduce overlapped or after the backward pass: the
+    profile's own clusters with that structure and the efficiency re-fitted to its calibration row (the profile itself
+    is not changed)."""
+    structure = {"hybrid_allreduce_overlapped": overlapped}
+    efficiency = fit_efficiency(get_case(get_stack("pytorch-fsdp").calibration), **structure)
+    return efficiency, {case.name: error_with(case, framework_efficiency=efficiency, **structure) for case in FSDP_CASES}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -194,10 +194,11 @@ def case_accelerator(case: ValidationCase):
     return get_preset(case.accelerator).replace(number_format=case.number_format)
 
 
-def fit_efficiency(case: ValidationCase, *, tolerance: float = 1e-4) -> float:
+def fit_efficiency(case: ValidationCase, *, tolerance: float = 1e-4, **cluster_fields) -> float:
     """The framework efficiency at which ``case`` is predicted exactly (bisection: the predicted throughput grows with
-    the efficiency): how a profile's efficiency on a chip is fitted to its calibration run."""
-    cluster = case_cluster(case)
+    the efficiency): how a profile's efficiency on a chip is fitted to its calibration run. ``cluster_fields``: fitted
+    on the case's cluster with those fields changed instead (a sensitivity, as :func:`error_with`)."""
+    cluster = replace(case_cluster(case), **cluster_fields)
     accelerator = case_accelerator(case)
 
     def predicted(efficiency: float) -> float:
