@@ -194,10 +194,11 @@ def case_accelerator(case: ValidationCase):
     return get_preset(case.accelerator).replace(number_format=case.number_format)
 
 
-def fit_efficiency(case: ValidationCase, *, tolerance: float = 1e-4) -> float:
+def fit_efficiency(case: ValidationCase, *, tolerance: float = 1e-4, **cluster_fields) -> float:
     """The framework efficiency at which ``case`` is predicted exactly (bisection: the predicted throughput grows with
-    the efficiency): how a profile's efficiency on a chip is fitted to its calibration run."""
-    cluster = case_cluster(case)
+    the efficiency): how a profile's efficiency on a chip is fitted to its calibration run. ``cluster_fields``: fitted
+    on the case's cluster with those fields changed instead (a sensitivity, as :func:`error_with`)."""
+    cluster = replace(case_cluster(case), **cluster_fields)
     accelerator = case_accelerator(case)
 
     def predicted(efficiency: float) -> float:
@@ -727,15 +728,18 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
 
 # --- PyTorch FSDP ------------------------------------------------------------------------------------------------
 FSDP_WIDTH_GAP = (
-    "the profile's factor is fitted on the 7B row (hidden 4096), and with FlashAttention-2 priced as the causal fused "
-    "kernel the runs use, the wider models (hidden 8192: 34B and 70B, on A100 and on H100, at batch 2 and at the "
-    "February table's 6-8) all come out 15–23 % slow while the other 7B row is within 2 %: the 7B loses a larger share "
-    "of its step to something the model does not price, and one factor per chip cannot carry both widths. One "
-    "candidate with that dependence: eager PyTorch runs RMSNorm, the rotary embeddings, SwiGLU's activation and "
-    "product and the residual adds as separate memory-bound kernels (the trace fuses them into matmul epilogues), "
-    "whose HBM time per token grows as h while the GEMMs' grows as h². Estimated (python -m "
-    "experiments.fsdp_eager_elementwise, not part of the model) at 9.0 % of a 7B block's GEMM time and 4.4–4.8 % of "
-    "a 34B or 70B block's, it would explain about 4 of the 15–23 points; the rest is not found")
+    "the profile's factor is fitted on the 7B row, an HSDP run without checkpointing; with FlashAttention-2 priced as "
+    "the causal fused kernel the runs use, the FULL_SHARD rows (34B and 70B, on A100 and on H100, at batch 2 and at "
+    "the February table's 6-8) all come out 15–23 % slow, while the other HSDP rows are within 2 % (7B) and at +14 % "
+    "(13B, batch 1): the calibration run loses a larger share of its step than they do to something the model does "
+    "not price, and one factor per chip cannot carry both. Two candidates, each estimated, neither in the model. "
+    "(1) HSDP's cross-node all-reduce partly exposed on 400 Gb/s: priced after the backward pass instead of overlapped "
+    "(python -m experiments.fsdp_hsdp_sensitivity) the fit is 0.921 and the A100 rows come out −12 % (13B) to +18 % "
+    "(34B), so the published figures lie between full overlap and none (the blog reports network 'peeking out' in "
+    "its H100 traces). (2) Eager PyTorch runs RMSNorm, the rotary embeddings, SwiGLU's activation and product and the "
+    "residual adds as separate memory-bound kernels (the trace fuses them into matmul epilogues): estimated (python -m "
+    "experiments.fsdp_eager_elementwise) at 9.0 % of a 7B block's GEMM time and 4.4–4.8 % of a 34B or 70B block's, "
+    "about 4 of the 15–23 points")
 STACK_GAPS = {name: FSDP_WIDTH_GAP for name in (
     "fms-fsdp-feb24-llama2-34b", "fms-fsdp-feb24-llama2-70b", "fms-fsdp-mar24-llama2-34b", "fms-fsdp-mar24-llama2-70b",
     "fms-fsdp-mar24-llama2-34b-h100", "fms-fsdp-mar24-llama2-70b-h100")}

@@ -650,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = get_cluster(args.cluster, args.devices, global_batch=args.batch, optimizer=args.optimizer, **slices)
         if args.stack is not None:  # its efficiency fitted on this chip, unless --framework-efficiency says otherwise
             stack = get_stack(args.stack)
-            cluster = stack.structure(cluster) if software else stack.apply(cluster, args.preset.strip().lower())
+            cluster = stack.structure(cluster) if software else stack.apply(cluster, args.preset)
         cluster = replace(cluster, **software)
         # With --plan, what its string leaves out is off (the notation's rule); without, the DP chooses.
         spec = PlanSpec.parse(args.plan) if args.plan else PlanSpec()

@@ -57,13 +57,10 @@ ZeRO-3's per-layer all-gathers and reduce-scatter overlapping each layer's compu
 groups and the replicas' all-reduce (``PlanSpec.shard_group``), SDPA's FlashAttention-2 causal kernel
 (:data:`FLASH_ATTENTION2_A100_EFFICIENCY`, :mod:`phaze_env.attention`), the checkpointing as published (every block,
 or none), the cluster's 400 Gb/s per node (``ibm-a100``). What the factor stands for is not measured separately, and
-it does not carry across widths: fitted on the 7B (hidden 4096), the 34B and 70B (hidden 8192) come out 15–23 % slow
-(``experiments.validate.STACK_GAPS``), i.e. the 7B loses a larger share of its step to something the model does not
-price. One candidate with that dependence: eager PyTorch runs RMSNorm, the rotary embeddings, SwiGLU's activation and
-product and the residual adds as separate memory-bound kernels (the trace fuses each into a matmul's epilogue), whose
-HBM time per token grows as ``h`` while the layer's GEMM time grows as ``h²``; estimated by
-``experiments.fsdp_eager_elementwise`` (not part of the model) at 9.0 % of a 7B block's GEMM time and 4.4–4.8 % of a
-34B or 70B block's, about 4 of the 15–23 points."""
+it does not carry to the other rows: fitted on the 7B (an HSDP run), the FULL_SHARD 34B and 70B rows come out 15–23 %
+slow (``experiments.validate.STACK_GAPS``, with two estimated candidates: HSDP's cross-node all-reduce partly exposed
+in the runs — ``experiments.fsdp_hsdp_sensitivity`` — and eager PyTorch's separate elementwise kernels —
+``experiments.fsdp_eager_elementwise``; neither is in the model)."""
 
 PYTORCH_FSDP_H100_EFFICIENCY = 0.48
 """The same stack's efficiency on the h100 preset, fitted by the same rule to the same row: the Llama 2 7B run of the
@@ -74,8 +71,8 @@ fit, 0.4801, is ``experiments.validate.fit_efficiency``), with FlashAttention-2 
 blog finds "a 10% gap due to network 'peeking' out" in its H100 traces and "hypothesize[s] that the HBM bandwidth of
 H100s is the cause for the reduced HFU/MFU" (312 vs 989 TFLOP/s but 2.0 vs 3.35 TB/s, the blog's figures); the model
 prices every layer's HBM traffic and the ibm-h100 network, and predicts both hidden behind compute, so what the lower
-factor stands for is not measured separately here. The width effect of :data:`PYTORCH_FSDP_A100_EFFICIENCY` is
-there on H100 too (34B and 70B 21–23 % slow)."""
+factor stands for is not measured separately here. The gap of :data:`PYTORCH_FSDP_A100_EFFICIENCY` is there on
+H100 too (34B and 70B 21–23 % slow)."""
 
 MEGATRON_H100_EFFICIENCY = 0.97
 """Achieved fraction of the h100 preset's per-operator speed in Megatron-Core training (NeMo), *fitted to one
@@ -169,7 +166,9 @@ class StackProfile:
         return self.fits[0].calibration
 
     def fit_on(self, chip: str) -> ChipFit | None:
-        """The fit for accelerator preset ``chip`` (``None``: never fitted there)."""
+        """The fit for accelerator preset ``chip`` (case-insensitive, as preset names are; ``None``: never fitted
+        there)."""
+        chip = chip.strip().lower()
         return next((fit for fit in self.fits if chip in fit.chips), None)
 
     def structure(self, cluster: Cluster) -> Cluster:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import math
 from graphlib import TopologicalSorter
 from pathlib import Path
 
@@ -283,9 +284,11 @@ def bounding_cluster(cluster: Cluster) -> Cluster:
     Either way a larger ``n_devices`` only adds placements (``d·p·t ≤ N``)."""
     if not cluster.torus_dims:
         return cluster
-    return Cluster(n_devices=cluster.n_devices, link_bandwidth_Bps=2 * cluster.link_bandwidth_Bps,
-                   link_efficiency=cluster.link_efficiency, global_batch=cluster.global_batch,
-                   optimizer=cluster.optimizer, framework_efficiency=cluster.framework_efficiency, name="torus-bound")
+    # Only the network is replaced: the training fields and the stack's (efficiency, schedule, fused attention,
+    # overlap) are the cluster's own, so the bound prices every layer as the evaluation does.
+    return dataclasses.replace(cluster, link_bandwidth_Bps=2 * cluster.link_bandwidth_Bps, link_latency_s=0.0, torus_dims=(),
+                   devices_per_node=1, node_bandwidth_Bps=math.inf, node_latency_s=0.0, node_efficiency=1.0,
+                   slices=1, dcn_bandwidth_Bps=math.inf, dcn_latency_s=0.0, name="torus-bound")
 
 
 def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster: Cluster, *, microbatch,

@@ -103,7 +103,7 @@ def test_multi_workload_search_equals_brute_force(brute_force):
 
 
 @pytest.mark.parametrize("objectives", [("throughput", "area"), ("area", "throughput")])
-def test_pareto_front_equals_brute_force(brute_force, objectives):
+def test_pareto_front_equals_brute_force(brute_force, objectives, tmp_path_factory):
     result = run_search(config([TINY], pareto=True, objectives=objectives), workers=1)
     feasible = [(ev.area_mm2, ev.throughput_samples_s) for ev in brute_force[TINY.name] if ev.feasible]
     front = sorted({(a, t) for a, t in feasible  # no other design as small and as fast, and smaller or faster
@@ -120,6 +120,19 @@ def test_pareto_front_equals_brute_force(brute_force, objectives):
     assert data["objectives"] == list(objectives)
     assert [d["objectives"] for d in data["pareto"][TINY.name]] == [
         {"throughput": d.throughput_samples_s, "area": d.area_mm2} for d in result.pareto[TINY.name]]
+    import io
+
+    from rich.console import Console
+
+    from search.cli import figure, print_summary
+
+    printed = io.StringIO()
+    print_summary(result, tmp_path_factory.mktemp("out"), Console(file=printed, width=300))
+    table = printed.getvalue()  # the console's front table: its objectives' columns, a row per front design
+    assert f"Pareto front ({', '.join(objectives)}) for {TINY.name}" in table
+    assert all(f"{objective} (" in table for objective in objectives)
+    assert all(d.plan["notation"] in table and figure(d.throughput_samples_s) in table
+               for d in result.pareto[TINY.name])
 
 
 @pytest.mark.parametrize("args, message", [

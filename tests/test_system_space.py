@@ -190,6 +190,19 @@ def test_bounding_cluster_is_no_slower_than_any_torus_of_the_family(links, link_
         assert largest.p2p_s(1e6, stride) <= torus.p2p_s(1e6, stride)
 
 
+def test_bounding_cluster_keeps_the_stack_and_training_fields():
+    """Only the network is replaced: a fused-attention stack's torus bound must not be priced with eager
+    attention (slower layers would make the bound too tight)."""
+    torus = system_cluster("torus", 64 * 4, 6, 100e9, global_batch=512, optimizer="adam")
+    torus = dataclasses.replace(torus, framework_efficiency=0.8, attention_efficiency=0.5, interleaved_schedule=False,
+                                pipeline_scatter_gather=False, hybrid_allreduce_overlapped=False)
+    bound = bounding_cluster(torus)
+    for field in ("n_devices", "global_batch", "optimizer", "framework_efficiency", "attention_efficiency",
+                  "interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped", "link_efficiency"):
+        assert getattr(bound, field) == getattr(torus, field), field
+    assert not bound.torus_dims and bound.link_bandwidth_Bps == 2 * torus.link_bandwidth_Bps and bound.link_latency_s == 0
+
+
 @settings(max_examples=80, deadline=None)
 @given(family=st.sampled_from(("torus", "switched")), units=st.lists(st.integers(1, 12), min_size=1, max_size=5),
        layers=st.lists(st.tuples(st.floats(1e-4, 1.0), st.integers(1, 6)), min_size=1, max_size=6),
