@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -90,3 +92,10 @@ def test_factors_multiply_to_the_ratio_and_the_row_renders(tmp_path):
     text = (tmp_path / "system_table.md").read_text()
     assert f"{row['best']['samples_s']:,.1f}" in text and row["best"]["plan"] in text and row["why"]["h100"] in text
     assert render([row]) == text
+
+
+def test_cli_bad_workload_is_one_line_exit_2(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "experiments.system_table", "--workload", "nope", "--docs",
+                           str(tmp_path / "docs"), "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "unknown workload 'nope'" in done.stderr
+    assert not (tmp_path / "docs" / "system_table.json").exists()
