@@ -11,7 +11,7 @@ import numpy as np
 
 from phaze_env.files import atomic_path, write_text_atomic
 from search.config import SearchConfig
-from search.report import baseline_label, plotted_area, write_report
+from search.report import baseline_label, front_indices, plotted_area, write_report
 from search.result import SearchResult
 
 CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb",
@@ -71,12 +71,8 @@ def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[s
         if points:
             area, throughput = np.array(points).T
             ax.scatter(area, throughput, s=8, alpha=0.5, label=f"evaluated ({len(points)})")
-            front_a, front_t, best = [], [], 0.0
-            for a, t in points:
-                if t > best:
-                    front_a.append(a)
-                    front_t.append(t)
-                    best = t
+            front = front_indices(points)  # as report.html draws it (at equal area only the faster design)
+            front_a, front_t = [points[i][0] for i in front], [points[i][1] for i in front]
             exact = config.pareto and set(config.objectives) == {"throughput", "area"}  # else another front's
             label = "Pareto front (exact)" if exact else "throughput–area front of the evaluated designs"
             ax.step(front_a, front_t, where="post", color="C3", label=label)
