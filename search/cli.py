@@ -135,8 +135,10 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
                              "area are its knobs)")
         overrides |= {"budget_w": None if args.budget_mw is None else args.budget_mw * 1e6,
                       "budget_usd": args.budget_usd}
-    elif args.budget_mw is not None or args.budget_usd is not None or objective != "throughput":
-        raise ValueError("--budget-mw, --budget-usd and --objective apply to --space system only")
+    elif objective != "throughput":  # from --objective, or --objectives naming one
+        raise ValueError(f"the {objective} objective needs --space system (its designs have a power and a cost)")
+    elif args.budget_mw is not None or args.budget_usd is not None:
+        raise ValueError("--budget-mw and --budget-usd apply to --space system only")
     for name, value in (("microbatch", args.microbatch), ("hbm_gb", args.hbm_gb), ("budget_mm2", args.area_budget),
                         ("recompute", (False,) if args.no_recompute else None)):
         if value is not None:

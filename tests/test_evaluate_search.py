@@ -139,6 +139,7 @@ def test_pareto_front_equals_brute_force(brute_force, objectives, tmp_path_facto
     (["--objectives", "throughput,speed"], "unknown objective 'speed'"),
     (["--objectives", "throughput,area,throughput"], "named twice"),
     (["--objectives", "throughput,carbon_per_token"], "needs the system space"),
+    (["--objectives", "throughput_per_w"], "throughput_per_w objective needs --space system"),  # one name: --objective
     (["--objectives", "throughput,area", "--objective", "throughput_per_w"], "not both"),
     (["--objectives", "area"], "area alone"),
     (["--space", "system", "--objectives", "energy_per_token,area", "--objective", "carbon_per_token"], "not both"),
