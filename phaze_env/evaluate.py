@@ -33,7 +33,7 @@ from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_erro
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.number_format import fp8_weight_copy_factor
-from phaze_env.hardware.space import HBM_GB_VALUES as DEFAULT_HBM_GB, MICROBATCH_VALUES as DEFAULT_MICROBATCHES
+from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.placement import Settings, best_plan_multi
 from phaze_env.pricing import price_ops
 from phaze_env.plan_spec import PlanSpec
@@ -605,7 +605,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m phaze_env.evaluate``: throughput, MFU, time breakdown and memory of one plan (or the best)."""
     import argparse
     import json
-    import sys
 
     from phaze_env.cli import OneLineParser, float_list, positive_int, print_output
     from phaze_env.cluster import cluster_names, get_cluster

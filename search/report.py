@@ -22,6 +22,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from phaze_env.cli import OneLineParser
 from phaze_env.cluster import Cluster
 from phaze_env.design import DesignSpace, SystemDesignSpace
@@ -31,8 +33,8 @@ from phaze_env.hardware import Accelerator, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.hardware.system import SystemPoint
 from search.config import SearchConfig
-from search.objectives import (AREA, LABELS, MINIMISED, UNITS, evaluated_figures, label as label_of, objective_value,
-                               plotted_area)
+from search.objectives import (AREA, LABELS, MINIMISED, UNITS, evaluated_figures, label as label_of, non_dominated,
+                               objective_value, plotted_area)
 from search.result import DesignResult, SearchResult
 from search.store import ResultsStore
 
@@ -169,13 +171,12 @@ def _hover(design: dict[str, Any] | DesignResult) -> list[str]:
 
 
 def front_indices(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of the points no other point beats on both area (lower) and throughput (higher), by area."""
-    front, best = [], 0.0
-    for index in sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1])):
-        if points[index][1] > best:
-            front.append(index)
-            best = points[index][1]
-    return front
+    """Indices of the ``(area, throughput)`` points (throughput > 0) no other point beats on both area (lower)
+    and throughput (higher), by area: :func:`search.objectives.non_dominated` over ``(−area, throughput)``
+    (at equal area only the faster design; of identical points the first)."""
+    feasible = [i for i, (_, throughput) in enumerate(points) if throughput > 0]
+    scores = np.array([(-points[i][0], points[i][1]) for i in feasible], dtype=np.float64).reshape(-1, 2)
+    return sorted((feasible[k] for k in non_dominated(scores)), key=lambda i: (points[i][0], -points[i][1]))
 
 
 def chart_axes(result: SearchResult) -> tuple[str, str, str | None]:

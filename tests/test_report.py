@@ -195,3 +195,16 @@ def test_a_system_front_over_three_objectives_is_charted_and_rebuilt(tmp_path, m
     (out / "report.html").unlink()
     assert main([str(out)]) == 0
     assert (out / "report.html").read_text(encoding="utf-8") == written
+
+
+def test_front_indices_is_the_area_throughput_front_by_brute_force():
+    """The chart's front: the feasible points no other point beats on both area (≤) and throughput (≥, one
+    strictly), one per identical pair (the first), ordered by area; ties in area keep only the faster."""
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(0, 12))
+        points = [(float(rng.choice([100, 200, 300, 400])), float(rng.choice([0, 1, 2, 3, 5]))) for _ in range(n)]
+        expected = [i for i, (a, t) in enumerate(points) if t > 0
+                    and not any((b <= a and u >= t and (b < a or u > t)) or ((b, u) == (a, t) and j < i)
+                                for j, (b, u) in enumerate(points))]
+        assert front_indices(points) == sorted(expected, key=lambda i: (points[i][0], -points[i][1]))
