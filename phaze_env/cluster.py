@@ -383,7 +383,7 @@ def _tpuv4_pod(n_devices: int, slices: int = 1, **kw: Any) -> Cluster:
     per_slice = n_devices // slices
     if per_slice > math.prod(TPUV4_POD_DIMS):
         raise ValueError(f"a TPUv4 pod has {math.prod(TPUV4_POD_DIMS)} chips; {per_slice} per slice do not fit one: split "
-                         "them into slices joined by the data-centre network (slices=…)")
+                         "them into slices joined by the data-centre network (--slices S on the command line, slices=S in the API)")
     if slices > 1 and per_slice % TORUS_CUBE_SIDE ** 3:
         raise ValueError(f"a multislice TPU v4 job runs whole slices of 4×4×4 cubes; {per_slice} chips per slice is not one")
     if per_slice % TORUS_CUBE_SIDE ** 3 == 0:

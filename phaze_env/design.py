@@ -167,9 +167,9 @@ class DesignSpace:
                 raise ValueError(f"{type(self).__name__}.{name} has duplicate values: {values}")
             object.__setattr__(self, name, values)
         if any(isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1 for m in self.microbatch):
-            raise ValueError(f"DesignSpace.microbatch must be positive integers, got {self.microbatch}")
+            raise ValueError(f"{type(self).__name__}.microbatch must be positive integers, got {self.microbatch}")
         if any(not h > 0 for h in self.hbm_gb):
-            raise ValueError(f"DesignSpace.hbm_gb must be positive, got {self.hbm_gb}")
+            raise ValueError(f"{type(self).__name__}.hbm_gb must be positive, got {self.hbm_gb}")
         if not self.budget_mm2 > 0:
             raise ValueError(f"area budget must be positive, got {self.budget_mm2!r} mm²")
         if not isinstance(self.base, Accelerator):

@@ -185,7 +185,8 @@ class StackProfile:
         if fit is None:
             fitted = ", ".join(c for f in self.fits for c in f.chips)
             raise UnfittedChipError(f"training stack {self.name!r} has no efficiency fitted on {chip!r} (fitted on: "
-                                    f"{fitted}); give the framework efficiency explicitly")
+                                    f"{fitted}); give the framework efficiency explicitly (--framework-efficiency F, "
+                                    "or the cluster's framework_efficiency)")
         return replace(self.structure(cluster), framework_efficiency=fit.framework_efficiency,
                        attention_efficiency=fit.attention_efficiency)
 
