@@ -728,21 +728,20 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
 
 # --- PyTorch FSDP ------------------------------------------------------------------------------------------------
 FSDP_WIDTH_GAP = (
-    "the profile's factor is fitted on the 7B row, an HSDP run without checkpointing; with FlashAttention-2 priced as "
-    "the causal fused kernel the runs use, the FULL_SHARD rows (34B and 70B, on A100 and on H100, at batch 2 and at "
-    "the February table's 6-8) all come out 15–23 % slow, while the other HSDP rows are within 2 % (7B) and at +14 % "
-    "(13B, batch 1): the calibration run loses a larger share of its step than they do to something the model does "
-    "not price, and one factor per chip cannot carry both. Two candidates, each estimated, neither in the model. "
-    "(1) HSDP's cross-node all-reduce partly exposed on 400 Gb/s: priced after the backward pass instead of overlapped "
-    "(python -m experiments.fsdp_hsdp_sensitivity) the fit is 0.921 and the A100 rows come out −12 % (13B) to +18 % "
-    "(34B), so the published figures lie between full overlap and none (the blog reports network 'peeking out' in "
-    "its H100 traces). (2) Eager PyTorch runs RMSNorm, the rotary embeddings, SwiGLU's activation and product and the "
-    "residual adds as separate memory-bound kernels (the trace fuses them into matmul epilogues): estimated (python -m "
-    "experiments.fsdp_eager_elementwise) at 9.0 % of a 7B block's GEMM time and 4.4–4.8 % of a 34B or 70B block's, "
-    "about 4 of the 15–23 points")
+    "the profile's factor is fitted on the 7B row, an HSDP run without checkpointing at batch 2. Eager PyTorch's "
+    "unfused elementwise kernels are modelled (Cluster.unfused_elementwise, counted at the dispatcher: a larger share "
+    "of a block at hidden 4096 than at 8192; the predicted eager-over-compiled step ratio is +14/+10/+8 % for 7B/34B/70B "
+    "on A100 where IBM's compile blog measured +20/+15/+10 %, python -m experiments.fsdp_eager_elementwise), which "
+    "moved these rows 2–4 points; the rows whose per-GPU batch is larger (February: 8 and 6 sequences) or whose model "
+    "is larger still come out 15–20 % slow while the 13B row at batch 1 comes out 15 % fast: the real stack's time "
+    "per layer grows less than in proportion to the tokens it runs, which a per-token model with one factor per chip "
+    "cannot carry. Candidates not in the model: a fixed cost per FSDP unit and step (hooks, the all-gather rate "
+    "limiter, collective launch latency), and HSDP's cross-node all-reduce partly exposed on 400 Gb/s (fully exposed "
+    "it is ruled out: with it after the backward pass even efficiency 1 predicts the 7B row slower than published, "
+    "python -m experiments.fsdp_hsdp_sensitivity)")
 STACK_GAPS = {name: FSDP_WIDTH_GAP for name in (
-    "fms-fsdp-feb24-llama2-34b", "fms-fsdp-feb24-llama2-70b", "fms-fsdp-mar24-llama2-34b", "fms-fsdp-mar24-llama2-70b",
-    "fms-fsdp-mar24-llama2-34b-h100", "fms-fsdp-mar24-llama2-70b-h100")}
+    "fms-fsdp-feb24-llama2-34b", "fms-fsdp-feb24-llama2-70b", "fms-fsdp-mar24-llama2-70b",
+    "fms-fsdp-mar24-llama2-70b-h100")}
 """Held-out cases of a stack profile outside ±15 % and the reason found (tests/test_validation_fsdp.py holds them as
 strict xfails)."""
 

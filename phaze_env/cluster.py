@@ -175,7 +175,11 @@ class Cluster:
     keeps (:mod:`phaze_env.attention`); 0 (the default) keeps the traced eager attention; and so is
     ``hybrid_allreduce_overlapped``: under hybrid sharding (``PlanSpec.shard_group``) whether each layer's gradient
     shard is all-reduced across the shard groups inside the backward pass, overlapped with it (PyTorch FSDP's
-    ``HYBRID_SHARD``), or once after the backward pass, not overlapped (``False``: the jax-xla profile).
+    ``HYBRID_SHARD``), or once after the backward pass, not overlapped (``False``: the jax-xla profile); and so is
+    ``unfused_elementwise``: the stack runs every traced elementwise operator as a kernel of its own that reads its
+    operands from HBM and writes its result back (eager PyTorch without ``torch.compile``), instead of fused into the
+    matmul before it or into one chain (the traced graph's :func:`~phaze_env.workloads.model.fuse`, as a compiler
+    does; ``Op.eager_bytes``, priced in :func:`phaze_env.pricing.price_ops`).
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -199,6 +203,7 @@ class Cluster:
     dcn_bandwidth_Bps: float = math.inf
     dcn_latency_s: float = 0.0
     hybrid_allreduce_overlapped: bool = True
+    unfused_elementwise: bool = False
 
     def __post_init__(self) -> None:
         for name in ("n_devices", "global_batch", "devices_per_node", "slices"):
@@ -217,7 +222,8 @@ class Cluster:
                 raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(self, name)!r}")
         if not 0 <= self.attention_efficiency <= 1:
             raise ValueError(f"cluster attention_efficiency must be in [0, 1], got {self.attention_efficiency!r}")
-        for name in ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped"):
+        for name in ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
+                     "unfused_elementwise"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
         if self.optimizer not in OPTIMIZERS:
@@ -303,6 +309,8 @@ class Cluster:
                 data.pop(name)
         if self.hybrid_allreduce_overlapped:  # likewise: only a stack that does not overlap it says so
             data.pop("hybrid_allreduce_overlapped")
+        if not self.unfused_elementwise:  # and only an eager stack says it runs its elementwise operators unfused
+            data.pop("unfused_elementwise")
         return data
 
     @classmethod
@@ -318,6 +326,7 @@ class Cluster:
         software += "" if self.interleaved_schedule else "; no interleaved schedule"
         software += "" if self.pipeline_scatter_gather else "; pipeline sends not scattered"
         software += "" if self.hybrid_allreduce_overlapped else "; hybrid-shard all-reduce after the backward pass"
+        software += "; elementwise operators unfused (eager)" if self.unfused_elementwise else ""
         software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
                      else "")
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software

@@ -37,9 +37,7 @@ from typing import Iterable
 
 from phaze_env.cluster import Cluster
 from phaze_env.workloads import Layer, Workload
-from phaze_env.workloads.graph import Gemm, ModelGraph, Op, OpGraph
-
-ATTENTION_CORE_KINDS = ("bmm", "softmax")  # QKᵀ, softmax, attention over V (and their gradients)
+from phaze_env.workloads.graph import ATTENTION_CORE_KINDS, Gemm, ModelGraph, Op, OpGraph, is_attention_core
 CONTEXT_PARALLELS = (1, 2, 4, 8, 16)  # degrees searched when the plan leaves ``c`` free
 KV_TENSORS = 2  # keys and values
 
@@ -55,10 +53,6 @@ def context_parallel_error(seq_len: int, c: int) -> str:
 def valid_context_parallels(seq_len: int, degrees: Iterable[int]) -> list[int]:
     """The degrees that split ``seq_len`` into ``2c`` equal chunks (``c = 1`` always)."""
     return [c for c in degrees if not context_parallel_error(seq_len, c)]
-
-
-def is_attention_core(op: Op) -> bool:
-    return op.kind in ATTENTION_CORE_KINDS
 
 
 def _blockwise(op: Op, c: int) -> Op:

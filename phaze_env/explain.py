@@ -104,6 +104,7 @@ def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluste
         tensor_s = float((tensor.compute_all_s if parallel else tensor.compute_one_s)[i, 0])
         vector_s = float((vector.compute_all_s if parallel else vector.compute_one_s)[i, 0])
         memory_s = float(tensor.memory_s[i, 0] + tensor.cast_s[i, 0]  # FP8 casts are HBM-bound kernels
+                         + np.broadcast_to(tensor.eager_s, tensor.cast_s.shape)[i, 0]  # so are unfused elementwise ones
                          + (vector.hbm_all_s if parallel else vector.hbm_one_s)[i, 0])
         exposed_s = float(tensor.exposed_s[i, 0])
         links_s = float(table.comm_s[i])

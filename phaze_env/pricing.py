@@ -52,6 +52,17 @@ def _slowed(terms, slowdown: float):
     return replace(terms, **{f.name: getattr(terms, f.name) * slowdown for f in fields(terms) if f.name.endswith("_s")})
 
 
+def eager_extra_bytes(ops: Sequence[Op], skip: Sequence[int] = ()) -> np.ndarray:
+    """Per op, the HBM bytes its elementwise operators add when each runs as a kernel of its own: ``Op.eager_bytes``
+    less what the fused op already moves for them (a vector chain's own traffic; none for a matmul's epilogue). 0 for
+    the ops in ``skip`` (the fused attention kernel's, whose softmax and scaling stay inside it)."""
+    extra = np.array([max(0.0, float(op.eager_bytes - (0 if op.gemms else op.bytes_read + op.bytes_written)))
+                      for op in ops], dtype=float)
+    if len(skip):
+        extra[np.asarray(skip)] = 0.0
+    return extra
+
+
 def _fused_kernel_terms(ops: Sequence[Op], fused: Sequence[int], tc_configs, tensor: TensorTerms,
                         vector: VectorTerms, accelerator: Accelerator, efficiency: float) -> tuple[TensorTerms, VectorTerms]:
     """The terms of a fused attention kernel's operators (:mod:`phaze_env.attention`): their kept GEMM FLOPs at
@@ -86,7 +97,9 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
 
     A cluster whose stack runs fused attention (``Cluster.attention_efficiency`` > 0) prices the attention core as the
     fused causal kernel of :mod:`phaze_env.attention`: its kept FLOPs at that fraction of the bf16 peak, no ``s × s``
-    HBM traffic.
+    HBM traffic. A cluster whose stack runs elementwise operators unfused (``Cluster.unfused_elementwise``, eager
+    PyTorch) adds, in series, the HBM time of the traffic fusion saved (:func:`eager_extra_bytes`, at the chip's
+    achieved HBM bandwidth): each of an operator's merged members reads its operands and writes its result.
 
     Every latency is homogeneous of degree one in the device-time terms (max, sums and the epilogue
     pipeline :func:`~phaze_env.hardware.estimator.pipelined_s`), so dividing the terms by the framework
@@ -101,9 +114,12 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
                                            fp8=fp8_flags(ops, layer, accelerator.number_format))
     if fused:
         tensor, vector = _fused_kernel_terms(ops, fused, tc, tensor, vector, accelerator, cluster.attention_efficiency)
+    if cluster.unfused_elementwise:  # each merged elementwise operator its own HBM-bound kernel, in series
+        eager_s = eager_extra_bytes(ops, fused) / accelerator.effective_hbm_bandwidth_Bps
+        tensor = replace(tensor, eager_s=np.repeat(eager_s[:, None], len(tc), axis=1))
     slowdown = 1.0 / cluster.framework_efficiency
     tensor, vector = _slowed(tensor, slowdown), _slowed(vector, slowdown)
     return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, collectives_s(ops, cluster)), tensor, vector)
 
 
-__all__ = ["PricedOps", "collectives_s", "price_ops"]
+__all__ = ["PricedOps", "collectives_s", "eager_extra_bytes", "price_ops"]

@@ -295,14 +295,15 @@ class TensorTerms:
     traffic_bytes: np.ndarray
     tiles: np.ndarray
     cast_s: np.ndarray  # FP8 casts of the activation operand before the GEMMs (0 for bf16 ops)
+    eager_s: np.ndarray | float = 0.0  # unfused elementwise kernels run in series (phaze_env.pricing; 0: fused)
 
     @property
     def one_s(self) -> np.ndarray:
-        return np.maximum(self.compute_one_s, self.memory_s) + self.exposed_s + self.cast_s
+        return np.maximum(self.compute_one_s, self.memory_s) + self.exposed_s + self.cast_s + self.eager_s
 
     @property
     def all_s(self) -> np.ndarray:
-        return np.maximum(self.compute_all_s, self.memory_s) + self.exposed_s + self.cast_s
+        return np.maximum(self.compute_all_s, self.memory_s) + self.exposed_s + self.cast_s + self.eager_s
 
 
 @dataclass(frozen=True)

@@ -5,22 +5,42 @@ from __future__ import annotations
 from dataclasses import replace
 
 from phaze_env.cache import DiskCache, content_key
-from phaze_env.workloads.graph import ModelGraph
+from phaze_env.workloads.eager import EAGER_PROBE_SEQ, EagerTraffic, eager_traffic
+from phaze_env.workloads.graph import ModelGraph, is_attention_core
 from phaze_env.workloads.model import build_layer, check_tensor_width, fuse, region_params, signature, split_nodes
 from phaze_env.workloads.registry import Workload, get_workload
 from phaze_env.workloads.trace import Trace, TraceError, sharded_ops, trace_workload
 
-GRAPH_FORMAT_VERSION = 8  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
+GRAPH_FORMAT_VERSION = 9  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
 # 5: tensor-parallel roles read from the graph's structure, traces list the unsplittable block matmuls;
 # 6: mixture-of-experts blocks traced as static stand-ins, raw ops carry their MoE role;
 # 7: layers carry their routed experts' parameter bytes and routed-token bytes (expert parallelism);
-# 8: leading dense layers (DeepSeek's first_k_dense_replace) traced as their own layer, ``dense``
+# 8: leading dense layers (DeepSeek's first_k_dense_replace) traced as their own layer, ``dense``;
+# 9: operators carry their members' unfused traffic, ``Op.eager_bytes``
 TENSOR_WIDTHS = (1, 2, 4, 8)
 ID_BYTES = 8  # int64 token ids enter the pre-layers
 LOSS_BYTES = 4  # a scalar fp32 loss leaves the post-layers
 
 _trace_cache = DiskCache("trace")
 _graph_cache = DiskCache("graphs")
+_eager_cache = DiskCache("eager-traffic")
+
+
+def eager_traffic_cached(workload: Workload, cache: bool = True) -> EagerTraffic:
+    """:func:`~phaze_env.workloads.eager.eager_traffic` of ``workload`` (probe sequence at most the workload's own),
+    cached on disk (keyed like its graphs; ``cache=False`` touches no cache)."""
+    seq_len = min(EAGER_PROBE_SEQ, workload.seq_len)
+    key = content_key("eager_traffic", GRAPH_FORMAT_VERSION, workload.to_dict(), seq_len)
+    traffic = _eager_cache.get(key) if cache else None
+    if traffic is None:
+        try:
+            traffic = eager_traffic(workload, seq_len)
+        except Exception as exc:  # noqa: BLE001 - surface probe failures with the workload's name
+            raise TraceError(f"workload {workload.name!r}: the eager-traffic probe failed: {type(exc).__name__}: "
+                             f"{exc}") from exc
+        if cache:
+            _eager_cache.put(key, traffic)
+    return traffic
 
 
 def get_trace(workload: Workload, microbatch: int, seq_len: int, *, cache: bool = True) -> Trace:
@@ -78,6 +98,14 @@ def model_graph(workload: str | Workload, *, seq_len: int | None = None, microba
 def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, cache: bool) -> ModelGraph:
     trace = get_trace(workload, microbatch, seq_len, cache=cache)
     check_tensor_width(trace, t, workload.num_heads)
+    layers = _layers(workload, trace, seq_len, microbatch, t, bpe)
+    tokens = microbatch * seq_len
+    base = layers if t == 1 else _layers(workload, trace, seq_len, microbatch, 1, bpe)
+    return ModelGraph(workload.name, seq_len, microbatch, t, bpe, _eager_scaled(workload, layers, base, tokens, cache))
+
+
+def _layers(workload: Workload, trace: Trace, seq_len: int, microbatch: int, t: int, bpe: int) -> list:
+    """The pre-, (dense,) repeated and post-layers at tensor width ``t``, before the eager traffic is scaled."""
     sharded = sharded_ops(trace.ops)
     tokens = microbatch * seq_len
     hidden_bytes = trace.boundary_elements["pre"] * bpe
@@ -101,7 +129,38 @@ def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, 
                             input_bytes=in_bytes, output_bytes=layer_out)
         layers.append(replace(layer, expert_param_bytes=region_params(trace, experts, t, owned[region])[1] * bpe,
                               routed_token_bytes=_routed_elements(experts) * bpe))
-    return ModelGraph(workload.name, seq_len, microbatch, t, bpe, tuple(layers))
+    return layers
+
+
+def _eager_sums(layers) -> dict[str, tuple[int, int]]:
+    """Per layer name, the traced eager bytes (forward, backward) outside the attention core."""
+    return {layer.name: tuple(sum(op.eager_bytes for op in graph.ops if not is_attention_core(op))
+                              for graph in (layer.fwd, layer.bwd)) for layer in layers}
+
+
+def _eager_scaled(workload: Workload, layers: list, base: list, tokens: int, cache: bool) -> tuple:
+    """``layers`` with every op's ``eager_bytes`` scaled so that each layer's sum outside the attention core is the
+    dispatcher's count (:func:`phaze_env.workloads.eager.eager_traffic`: the repeated layer its own, the pre-, post-
+    and leading dense layers together the rest), the ratios taken on ``base`` (the same layers at tensor width 1)."""
+    traffic = eager_traffic_cached(workload, cache)
+    sums = _eager_sums(base)
+    outer = [name for name in sums if name != "block"]
+    measured = {"block": (traffic.block_fwd, traffic.block_bwd), "outer": (traffic.outer_fwd, traffic.outer_bwd)}
+    scale = {}
+    for group, names in (("block", ["block"]), ("outer", outer)):
+        for direction in (0, 1):
+            traced = sum(sums[name][direction] for name in names)
+            scale[group, direction] = measured[group][direction] * tokens / traced if traced else 1.0
+
+    def scaled(graph, factor):
+        return replace(graph, ops=tuple(replace(op, eager_bytes=round(op.eager_bytes * factor)) if op.eager_bytes
+                                        else op for op in graph.ops))
+
+    out = []
+    for layer in layers:
+        group = "block" if layer.name == "block" else "outer"
+        out.append(replace(layer, fwd=scaled(layer.fwd, scale[group, 0]), bwd=scaled(layer.bwd, scale[group, 1])))
+    return tuple(out)
 
 
 def _routed_elements(expert_ops: list) -> int:

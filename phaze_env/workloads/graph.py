@@ -39,6 +39,14 @@ class Gemm:
         return (self.batch, self.m, self.k, self.n)
 
 
+ATTENTION_CORE_KINDS = ("bmm", "softmax")  # QKᵀ, softmax, attention over V (and their gradients)
+
+
+def is_attention_core(op: "Op") -> bool:
+    """Whether ``op`` is part of the attention core (what context parallelism rings and a fused kernel replaces)."""
+    return op.kind in ATTENTION_CORE_KINDS
+
+
 @dataclass(frozen=True)
 class Op:
     """One operator of a layer graph (forward or backward)."""
@@ -61,6 +69,12 @@ class Op:
     in_shapes: tuple[tuple[int, ...], ...] = ()
     out_shape: tuple[int, ...] = ()
     fused: tuple[str, ...] = ()  # names of the traced ops merged into this one
+    eager_bytes: int = 0
+    """HBM bytes of the elementwise operators merged into this op (the op itself, unless it is a matmul) when each
+    runs as a kernel of its own, as eager PyTorch runs them (``Cluster.unfused_elementwise``): each member's own
+    ``bytes_read + bytes_written`` (backward: its gradient kernel's, read ``r + w`` and written ``r``, as
+    :func:`~phaze_env.workloads.model.backward_op` prices the fused op), scaled per layer to the dispatcher's count
+    (:mod:`phaze_env.workloads.eager`). 0: none (a plain matmul, a collective)."""
 
     @property
     def gemm_flops(self) -> int:

@@ -47,6 +47,8 @@ class _Node:
     in_shapes: list[tuple[int, ...]] = field(default_factory=list)
     out_shape: tuple[int, ...] = ()
     members: list[str] = field(default_factory=list)
+    eager_read: int = 0  # bytes its traced operators read as kernels of their own (see Op.eager_bytes)
+    eager_written: int = 0
     moe_role: str = ""  # see RawOp.moe_role; fusion keeps router, expert and dense work in separate operators
 
     @property
@@ -147,6 +149,8 @@ def _node_at_width(op: RawOp, all_sharded: set[str], trace: Trace, t: int, bpe: 
     node.bytes_written = _ceil_div(op.out_elements, t if op.name in all_sharded else 1) * bpe
     node.bytes_read = node.param_bytes + bpe * sum(
         _ceil_div(trace.tensor_elements.get(i, 0), t if i in all_sharded else 1) for i in op.inputs)
+    if not node.gemms:  # a matmul's own operands are the tensor-core model's; the elementwise kernels' are eager traffic
+        node.eager_read, node.eager_written = node.bytes_read, node.bytes_written
     shapes = {raw.name: raw.out_shape for raw in trace.ops}
     for tensor in op.saved:
         elements = trace.tensor_elements.get(tensor, op.in_elements)
@@ -229,6 +233,8 @@ def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node],
             host.attention_saved |= node.attention_saved
             host.param_bytes += node.param_bytes
             host.bytes_read += max(0, node.bytes_read - host.bytes_written)  # the host's output stays on chip
+            host.eager_read += node.eager_read  # run eagerly, each member reads and writes its own tensors
+            host.eager_written += node.eager_written
             host.bytes_written = node.bytes_written
             host.out_shape = node.out_shape
             for name, g in group.items():
@@ -263,6 +269,7 @@ def forward_op(node: _Node, tensor_width: int) -> Op | None:
     flops = sum(g.flops for g in gemms) + sum(e * f for _, e, f in node.vector)
     return Op(node.name, node.kind, node.fwd_unit, gemms=gemms, vector_elements=elements, vector_kind=vkind,
               vector_parts=parts, flops=flops, bytes_read=node.bytes_read, bytes_written=node.bytes_written,
+              eager_bytes=node.eager_read + node.eager_written,
               param_bytes=node.param_bytes, stash_bytes=sum(node.saved_bytes.values()),
               in_shapes=tuple(tuple(s) for s in node.in_shapes), out_shape=tuple(node.out_shape),
               fused=tuple(node.members))
@@ -287,7 +294,8 @@ def backward_op(node: _Node, tensor_width: int) -> Op | None:
     unit = ("tc+vc" if parts else "tc") if gemms else "vc"
     return Op(f"grad_{node.name}", node.kind, unit, gemms=tuple(gemms), vector_elements=elements, vector_kind=vkind,
               vector_parts=vparts, flops=flops, bytes_read=node.bytes_read + node.bytes_written,
-              bytes_written=node.bytes_read, fused=tuple(node.members))
+              bytes_written=node.bytes_read, fused=tuple(node.members),
+              eager_bytes=2 * node.eager_read + node.eager_written)  # each member's backward, as bytes_read/_written
 
 
 def induced_graph(ops: list[Op | None], edges: list[tuple[int, int]]) -> OpGraph:
