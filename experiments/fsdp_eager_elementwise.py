@@ -17,40 +17,9 @@ block) is not published.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from experiments.validate import case_accelerator, case_cluster, plan_of
-from experiments.validation_cases import get_case
+from experiments.validate import predicted_compile_gain
+from experiments.validation_cases import COMPILE_BLOG, COMPILE_GAINS
 from phaze_env.cli import OneLineParser
-from phaze_env.evaluate import evaluate
-
-COMPILE_BLOG = ("PyTorch blog 'Maximizing Training Throughput Using PyTorch FSDP and Torch.compile' (Team PyTorch at "
-                "IBM and at Meta, 2024; pytorch/pytorch.github.io _posts), Table 1 (128 A100 80GB, 400 Gbps) and Table 2 "
-                "(464 H100 80GB, 3.2 Tbps): 'Percentage gain' of MFU compile over MFU no-compile, batch size 2")
-COMPILE_GAINS = {  # case (the eager run of that model and chip) → published MFU gain of compile over no-compile
-    "fms-fsdp-mar24-llama2-7b": 0.20,  # MFU 0.57 → 0.68
-    "fms-fsdp-mar24-llama2-34b": 0.15,  # 0.47 → 0.54
-    "fms-fsdp-mar24-llama2-70b": 0.10,  # 0.50 → 0.55
-    "fms-fsdp-mar24-llama2-7b-h100": 0.21,  # 0.37 → 0.45
-    "fms-fsdp-mar24-llama2-34b-h100": 0.19,  # 0.32 → 0.38
-    "fms-fsdp-mar24-llama2-70b-h100": 0.19,  # 0.32 → 0.38
-}
-"""Published gains (:data:`COMPILE_BLOG`); the 13B rows (0.17 on A100, 0.23 on H100) have no predictable plan."""
-
-
-def predicted_gain(case_name: str) -> float:
-    """Step time with the elementwise operators unfused over fused, minus 1, at the case's plan and the profile's
-    fitted efficiency."""
-    case = get_case(case_name)
-    cluster, accelerator = case_cluster(case), case_accelerator(case)
-    times = []
-    for unfused in (True, False):
-        evaluation = evaluate(case.workload, accelerator, replace(cluster, unfused_elementwise=unfused),
-                              plan=plan_of(case), seq_len=case.seq_len)
-        if not evaluation.feasible:
-            raise ValueError(f"case {case_name!r} is infeasible in the model: {evaluation.reason}")
-        times.append(evaluation.plan["time_per_batch_s"])
-    return times[0] / times[1] - 1.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.parse_args(argv)
     print(f"{'case':34s} {'predicted':>9s} {'published':>9s}")
     for name, published in COMPILE_GAINS.items():
-        print(f"{name:34s} {predicted_gain(name):+9.1%} {published:+9.0%}")
+        print(f"{name:34s} {predicted_compile_gain(name):+9.1%} {published:+9.0%}")
     print(f"published: {COMPILE_BLOG}")
     return 0
 

@@ -1,13 +1,11 @@
-"""Sensitivity of the pytorch-fsdp fit to HSDP's overlap: ``python -m experiments.fsdp_hsdp_sensitivity``.
+"""Sensitivity of the pytorch-fsdp profile to HSDP's overlap: ``python -m experiments.fsdp_hsdp_sensitivity``.
 
 The profile prices HSDP's cross-node all-reduce of each layer's gradient shard inside that layer's backward pass
-(FSDP's ``HYBRID_SHARD`` issues it from the post-backward hook, overlapped with the next layer's compute). This
-re-fits the A100 efficiency to the same calibration row with that all-reduce priced after the backward pass instead
-(``Cluster.hybrid_allreduce_overlapped = False``, the other extreme: none of it hidden) and prints every A100 row's
-error both ways. A sensitivity, not a fit of the overlap: the profile keeps the overlapped structure its sources
-describe. With eager PyTorch's elementwise kernels priced (the profile's ``unfused_elementwise``), the second fit has
-no solution: even efficiency 1 predicts the 7B calibration row slower than published, so the runs hid at least part
-of that all-reduce.
+(FSDP's ``HYBRID_SHARD`` issues it from the post-backward hook, overlapped with the next layer's compute), with a fitted
+share of it left exposed (``PYTORCH_FSDP_HSDP_EXPOSURE``). This prints every A100 row's error with the profile as it
+is and with that all-reduce priced after the backward pass instead (``Cluster.hybrid_allreduce_overlapped = False``,
+the other extreme: none of it hidden), the efficiency re-fitted to the profile's calibration row each time (a
+FULL_SHARD row, so the same). A sensitivity: the profile itself is not changed.
 """
 
 from __future__ import annotations

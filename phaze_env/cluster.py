@@ -175,7 +175,9 @@ class Cluster:
     keeps (:mod:`phaze_env.attention`); 0 (the default) keeps the traced eager attention; and so is
     ``hybrid_allreduce_overlapped``: under hybrid sharding (``PlanSpec.shard_group``) whether each layer's gradient
     shard is all-reduced across the shard groups inside the backward pass, overlapped with it (PyTorch FSDP's
-    ``HYBRID_SHARD``), or once after the backward pass, not overlapped (``False``: the jax-xla profile); and so is
+    ``HYBRID_SHARD``), or once after the backward pass, not overlapped (``False``: the jax-xla profile), and, when it
+    is overlapped, ``hybrid_allreduce_exposure``: the fraction of that all-reduce's time each layer still adds on top
+    of what its backward pass hides (0: all hidden; a stack's fitted figure, :mod:`phaze_env.stacks`); and so is
     ``unfused_elementwise``: the stack runs every traced elementwise operator as a kernel of its own that reads its
     operands from HBM and writes its result back (eager PyTorch without ``torch.compile``), instead of fused into the
     matmul before it or into one chain (the traced graph's :func:`~phaze_env.workloads.model.fuse`, as a compiler
@@ -203,6 +205,7 @@ class Cluster:
     dcn_bandwidth_Bps: float = math.inf
     dcn_latency_s: float = 0.0
     hybrid_allreduce_overlapped: bool = True
+    hybrid_allreduce_exposure: float = 0.0
     unfused_elementwise: bool = False
 
     def __post_init__(self) -> None:
@@ -222,6 +225,8 @@ class Cluster:
                 raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(self, name)!r}")
         if not 0 <= self.attention_efficiency <= 1:
             raise ValueError(f"cluster attention_efficiency must be in [0, 1], got {self.attention_efficiency!r}")
+        if not 0 <= self.hybrid_allreduce_exposure <= 1:
+            raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
         for name in ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
                      "unfused_elementwise"):
             if not isinstance(getattr(self, name), bool):
@@ -311,6 +316,8 @@ class Cluster:
             data.pop("hybrid_allreduce_overlapped")
         if not self.unfused_elementwise:  # and only an eager stack says it runs its elementwise operators unfused
             data.pop("unfused_elementwise")
+        if not self.hybrid_allreduce_exposure:
+            data.pop("hybrid_allreduce_exposure")
         return data
 
     @classmethod
@@ -326,6 +333,8 @@ class Cluster:
         software += "" if self.interleaved_schedule else "; no interleaved schedule"
         software += "" if self.pipeline_scatter_gather else "; pipeline sends not scattered"
         software += "" if self.hybrid_allreduce_overlapped else "; hybrid-shard all-reduce after the backward pass"
+        software += (f"; {self.hybrid_allreduce_exposure:.0%} of the overlapped hybrid-shard all-reduce exposed"
+                     if self.hybrid_allreduce_overlapped and self.hybrid_allreduce_exposure else "")
         software += "; elementwise operators unfused (eager)" if self.unfused_elementwise else ""
         software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
                      else "")

@@ -521,7 +521,8 @@ class PlacementSearch:
         post-backward step (``torch.distributed.fsdp`` ``_post_backward_hook``: reduce-scatter, then all-reduce in
         the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``; a stack
         that runs that all-reduce once after the backward pass instead (``Cluster.hybrid_allreduce_overlapped``
-        False) pays it whole after the flush (:meth:`part_allreduce_s`).
+        False) pays it whole after the flush (:meth:`part_allreduce_s`); one that overlaps it but does not hide all of
+        it (``Cluster.hybrid_allreduce_exposure`` ``x`` > 0) adds ``x`` × each layer's all-reduce on top.
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
@@ -558,6 +559,7 @@ class PlacementSearch:
                 return times
 
             shards = s.plan.shard_group
+            always = 0.0
             if shards is None:
                 gather = collective_s("allgather", 1.0)
                 scatter = collective_s("reducescatter", GRADIENT_FACTOR)
@@ -567,12 +569,15 @@ class PlacementSearch:
                 gather = self._hybrid_s("allgather", layers.param_bytes, shards, 1, 1.0)
                 scatter = self._hybrid_s("reducescatter", layers.param_bytes, shards, 1, GRADIENT_FACTOR)
                 if s.cluster.hybrid_allreduce_overlapped:  # else once per batch after the flush (part_allreduce_s)
-                    scatter = scatter + self._hybrid_s("allreduce", layers.param_bytes / shards, groups, shards,
-                                                       GRADIENT_FACTOR)
+                    allreduce = self._hybrid_s("allreduce", layers.param_bytes / shards, groups, shards,
+                                               GRADIENT_FACTOR)
+                    scatter = scatter + allreduce
+                    always = s.cluster.hybrid_allreduce_exposure * allreduce  # the share the backward does not hide
             if zero == 2:
                 exposed = np.maximum(scatter - layers.bwd_s, 0.0)
             else:
                 exposed = np.maximum(gather - layers.fwd_s, 0.0) + np.maximum(gather + scatter - layers.bwd_s, 0.0)
+            exposed = exposed + always
             exposed = np.broadcast_to(exposed, (len(replicas), len(layers)))
             self._layer_zero_comm[zero] = exposed, exposed.sum(axis=1)
         return self._layer_zero_comm[zero]
