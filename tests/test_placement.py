@@ -29,12 +29,13 @@ PLAN_KEYS = ("recompute", "sequence_parallel", "zero", "interleave")
 
 def _settings(n_devices, global_batch, tensor_width, microbatch, hbm_bytes, link_bandwidth_Bps, link_latency_s=0.0,
               optimizer="sgd", allow_recompute=True, recompute=None, sequence_parallel=False, zero=0,
-              interleave=1, shard_group=None, hybrid_allreduce_overlapped=True, **rest):
+              interleave=1, shard_group=None, hybrid_allreduce_overlapped=True, hybrid_allreduce_exposure=0.0, **rest):
     """The value objects for the flat keyword options these tests draw (old ``allow_recompute`` = none|full)."""
     modes = recompute if recompute is not None else ("none|full" if allow_recompute else "none")
     cluster = Cluster(n_devices=n_devices, global_batch=global_batch, link_bandwidth_Bps=link_bandwidth_Bps,
                       link_latency_s=link_latency_s, optimizer=optimizer,
-                      hybrid_allreduce_overlapped=hybrid_allreduce_overlapped)
+                      hybrid_allreduce_overlapped=hybrid_allreduce_overlapped,
+                      hybrid_allreduce_exposure=hybrid_allreduce_exposure)
     plan = PlanSpec(recompute=modes, sequence_parallel=sequence_parallel, zero=zero, interleave=interleave,
                     shard_group=shard_group)
     return Settings(cluster, tensor_width, microbatch, hbm_bytes, plan, **rest)
@@ -99,12 +100,14 @@ def _stage_cost(groups, k, mode, units, info, opts, d, v, zero=0):
     h = opts.get("shard_group") or d
     for i in stage if zero >= 2 else ():
         gather = allgather_s(layers[i]["param_bytes"], h, bw, lat)  # weights; the gradient has as many bytes
-        reduce = gather + (allreduce_s(layers[i]["param_bytes"] / h, d // h, bw, lat)
-                           if opts.get("hybrid_allreduce_overlapped", True) else 0.0)
+        shard_allreduce = (allreduce_s(layers[i]["param_bytes"] / h, d // h, bw, lat)
+                           if opts.get("hybrid_allreduce_overlapped", True) and h < d else 0.0)
+        reduce = gather + shard_allreduce
         if zero == 2:
             time += max(0.0, reduce - layers[i]["bwd_s"])
         else:
             time += max(0.0, gather - layers[i]["fwd_s"]) + max(0.0, gather + reduce - layers[i]["bwd_s"])
+            time += opts.get("hybrid_allreduce_exposure", 0.0) * shard_allreduce  # the share the backward does not hide
     activations = {"none": units * stash / v, "selective": units * (stash - total("attention_stash_bytes")) / v,
                    "full": max(layer_stash) + units * kept_input / v}[mode]
     weights, gradients, state = (params / (h if zero >= stage else 1) for stage in (3, 2, 1))

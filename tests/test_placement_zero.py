@@ -236,6 +236,40 @@ def test_hybrid_allreduce_after_the_backward_matches_brute_force_on_random_chain
     assert hybrid >= 10
 
 
+def test_partly_exposed_hybrid_allreduce_matches_brute_force_on_random_chains():
+    """The same instances in a stack that overlaps the shards' all-reduce but leaves a share of it exposed
+    (``Cluster.hybrid_allreduce_exposure``, the pytorch-fsdp profile's fitted 0.40 among others): the DP equals the
+    brute force, which adds that share of each layer's all-reduce on top of the layer's exposed collectives."""
+    rng = np.random.default_rng(23)
+    hybrid = 0
+    for _ in range(200):
+        layers, options = _random_instance(rng)
+        options.update(zero=3, shard_group=int(rng.choice([2, 2, 4])), n_devices=int(rng.integers(4, 9)),
+                       hybrid_allreduce_exposure=float(rng.choice([0.25, 0.4, 1.0])))
+        plan = best_plan(layers, **options)
+        _check_against(brute_force_chain(layers, **options), plan)
+        if plan.feasible:
+            hybrid += plan.data_parallel > options["shard_group"]
+            assert math.isclose(sum(plan.time_breakdown_s.values()), plan.time_per_batch_s, rel_tol=1e-9)
+    assert hybrid >= 10
+
+
+def test_the_exposed_share_adds_on_top_of_the_overlap():
+    """The one-layer case of test_hybrid_sharding_prices_the_groups with half the shard all-reduce exposed: the
+    layer's backward adds half the 20 B all-reduce over the 2 groups on top of what its compute does not cover."""
+    layers = [{"fwd_s": 100.0, "bwd_s": 100.0, "param_bytes": 80.0, "stash_bytes": 0.0, "output_bytes": 0.0}]
+    options = dict(n_devices=8, tensor_width=1, global_batch=8, microbatch=1, hbm_bytes=1e6, link_bandwidth_Bps=10.0,
+                   optimizer="adam")
+    spec = PlanSpec(p=1, d=8, recompute="none", sequence_parallel=False, zero=3, shard_group=4)
+    hidden = placement.best_plan(layers, replace(_settings(**options), plan=spec))
+    half = placement.best_plan(layers, replace(_settings(**options, hybrid_allreduce_exposure=0.5), plan=spec))
+    assert hidden.time_breakdown_s["zero_comm"] == 0.0  # a 100 s layer hides every collective
+    assert half.time_breakdown_s["zero_comm"] == pytest.approx(0.5 * allreduce_s(20.0, 2, 10.0, 0.0))
+    no_groups = replace(spec, d=4)  # d = h: one shard group, nothing to all-reduce across groups
+    assert placement.best_plan(layers, replace(_settings(**options, hybrid_allreduce_exposure=0.5), plan=no_groups)
+                               ).time_breakdown_s["zero_comm"] == 0.0
+
+
 def test_hybrid_allreduce_after_the_backward_is_paid_once_per_batch():
     """The one-layer case below in a stack that does not overlap it: the 20 B shard's all-reduce over the 2 groups
     leaves the backward pass and is paid once, after the flush (``dp_allreduce``), whatever the microbatches."""
