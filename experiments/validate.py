@@ -196,54 +196,54 @@ def case_accelerator(case: ValidationCase):
     return get_preset(case.accelerator).replace(number_format=case.number_format)
 
 
-def fit_efficiency(case: ValidationCase, *, tolerance: float = 1e-4, **cluster_fields) -> float:
-    """The framework efficiency at which ``case`` is predicted exactly (bisection: the predicted throughput grows with
-    the efficiency): how a profile's efficiency on a chip is fitted to its calibration run. ``cluster_fields``: fitted
-    on the case's cluster with those fields changed instead (a sensitivity, as :func:`error_with`)."""
+def _predictor(case: ValidationCase, field: str, **cluster_fields):
+    """``value → the case's predicted metric`` with the cluster field ``field`` set to ``value`` (the case's cluster
+    with ``cluster_fields`` changed); an infeasible prediction raises."""
     cluster = replace(case_cluster(case), **cluster_fields)
     accelerator = case_accelerator(case)
 
-    def predicted(efficiency: float) -> float:
-        evaluation = evaluate(case.workload, accelerator, replace(cluster, framework_efficiency=efficiency),
-                              plan=plan_of(case), seq_len=case.seq_len)
+    def predicted(value: float) -> float:
+        evaluation = evaluate(case.workload, accelerator, replace(cluster, **{field: value}), plan=plan_of(case),
+                              seq_len=case.seq_len)
         if not evaluation.feasible:
             raise ValueError(f"case {case.name!r} is infeasible in the model: {evaluation.reason}")
         return metric_value(case, evaluation.plan["time_per_batch_s"])
 
-    low, high = 0.05, 1.0
-    if predicted(high) < case.published:
-        raise ValueError(f"case {case.name!r}: even framework efficiency 1 predicts less than the published figure")
+    return predicted
+
+
+def _bisect(predicted, target: float, low: float, high: float, tolerance: float) -> float:
+    """The value in ``[low, high]`` where the monotone ``predicted`` meets ``target`` (rising or falling)."""
+    rising = predicted(high) > predicted(low)
     while high - low > tolerance:
         middle = (low + high) / 2
-        low, high = (low, middle) if predicted(middle) > case.published else (middle, high)
+        above = predicted(middle) > target
+        low, high = (low, middle) if above == rising else (middle, high)
     return (low + high) / 2
+
+
+def fit_efficiency(case: ValidationCase, *, tolerance: float = 1e-4, **cluster_fields) -> float:
+    """The framework efficiency at which ``case`` is predicted exactly (bisection: the predicted throughput grows with
+    the efficiency): how a profile's efficiency on a chip is fitted to its calibration run. ``cluster_fields``: fitted
+    on the case's cluster with those fields changed instead (a sensitivity, as :func:`error_with`)."""
+    predicted = _predictor(case, "framework_efficiency", **cluster_fields)
+    if predicted(1.0) < case.published:
+        raise ValueError(f"case {case.name!r}: even framework efficiency 1 predicts less than the published figure")
+    return _bisect(predicted, case.published, 0.05, 1.0, tolerance)
 
 
 def fit_exposure(case: ValidationCase, *, tolerance: float = 1e-4, **cluster_fields) -> float:
     """The hybrid-shard all-reduce exposure (``Cluster.hybrid_allreduce_exposure``) at which ``case`` is predicted
     exactly, at its cluster's efficiency (bisection: the predicted throughput falls as the exposure grows): how a stack
     profile's exposure is fitted to its ``exposure_calibration`` run. ``cluster_fields`` as :func:`fit_efficiency`."""
-    cluster = replace(case_cluster(case), **cluster_fields)
-    accelerator = case_accelerator(case)
-
-    def predicted(exposure: float) -> float:
-        evaluation = evaluate(case.workload, accelerator, replace(cluster, hybrid_allreduce_exposure=exposure),
-                              plan=plan_of(case), seq_len=case.seq_len)
-        if not evaluation.feasible:
-            raise ValueError(f"case {case.name!r} is infeasible in the model: {evaluation.reason}")
-        return metric_value(case, evaluation.plan["time_per_batch_s"])
-
-    low, high = 0.0, 1.0
-    if predicted(low) < case.published:
+    predicted = _predictor(case, "hybrid_allreduce_exposure", **cluster_fields)
+    if predicted(0.0) < case.published:
         raise ValueError(f"case {case.name!r}: even with the all-reduce fully hidden the model predicts less than "
                          "the published figure")
-    if predicted(high) > case.published:
+    if predicted(1.0) > case.published:
         raise ValueError(f"case {case.name!r}: even with the all-reduce fully exposed the model predicts more than "
                          "the published figure")
-    while high - low > tolerance:
-        middle = (low + high) / 2
-        low, high = (middle, high) if predicted(middle) > case.published else (low, middle)
-    return (low + high) / 2
+    return _bisect(predicted, case.published, 0.0, 1.0, tolerance)
 
 
 def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:

@@ -219,33 +219,21 @@ def test_hybrid_sharding_matches_brute_force_on_random_chains():
     assert hybrid >= 10  # the instances reach plans with several shard groups, not only d = h
 
 
-def test_hybrid_allreduce_after_the_backward_matches_brute_force_on_random_chains():
+@pytest.mark.parametrize("seed, structure", [
+    (21, {"hybrid_allreduce_overlapped": False}),  # once after the backward pass (the jax-xla profile)
+    (23, {"hybrid_allreduce_exposure": (0.25, 0.4, 1.0)}),  # overlapped, a share exposed (pytorch-fsdp: 0.40)
+], ids=["after-backward", "partly-exposed"])
+def test_hybrid_allreduce_structures_match_brute_force_on_random_chains(seed, structure):
     """The same instances in a stack that all-reduces the gradient shards once after the backward pass, not overlapped
-    (``Cluster.hybrid_allreduce_overlapped`` False, the jax-xla profile): the DP still equals the brute force."""
-    rng = np.random.default_rng(21)
+    (``Cluster.hybrid_allreduce_overlapped`` False), or overlaps it but leaves a share exposed
+    (``Cluster.hybrid_allreduce_exposure``, drawn per instance): the DP still equals the brute force."""
+    rng = np.random.default_rng(seed)
     hybrid = 0
     for _ in range(200):
         layers, options = _random_instance(rng)
-        options.update(zero=3, shard_group=int(rng.choice([2, 2, 4])), n_devices=int(rng.integers(4, 9)),
-                       hybrid_allreduce_overlapped=False)
-        plan = best_plan(layers, **options)
-        _check_against(brute_force_chain(layers, **options), plan)
-        if plan.feasible:
-            hybrid += plan.data_parallel > options["shard_group"]
-            assert math.isclose(sum(plan.time_breakdown_s.values()), plan.time_per_batch_s, rel_tol=1e-9)
-    assert hybrid >= 10
-
-
-def test_partly_exposed_hybrid_allreduce_matches_brute_force_on_random_chains():
-    """The same instances in a stack that overlaps the shards' all-reduce but leaves a share of it exposed
-    (``Cluster.hybrid_allreduce_exposure``, the pytorch-fsdp profile's fitted 0.40 among others): the DP equals the
-    brute force, which adds that share of each layer's all-reduce on top of the layer's exposed collectives."""
-    rng = np.random.default_rng(23)
-    hybrid = 0
-    for _ in range(200):
-        layers, options = _random_instance(rng)
-        options.update(zero=3, shard_group=int(rng.choice([2, 2, 4])), n_devices=int(rng.integers(4, 9)),
-                       hybrid_allreduce_exposure=float(rng.choice([0.25, 0.4, 1.0])))
+        options.update(zero=3, shard_group=int(rng.choice([2, 2, 4])), n_devices=int(rng.integers(4, 9)))
+        options.update({key: float(rng.choice(value)) if isinstance(value, tuple) else value
+                        for key, value in structure.items()})
         plan = best_plan(layers, **options)
         _check_against(brute_force_chain(layers, **options), plan)
         if plan.feasible:
