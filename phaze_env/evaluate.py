@@ -472,6 +472,9 @@ def _variant(request: _Request, acc: Accelerator, t: int, m: int, c: int, bound_
     seq_len = request.workload.seq_len if request.seq_len is None else request.seq_len
     graph = rank_graph(model_graph(request.workload, seq_len=seq_len // c, microbatch=m, tensor_width=t, cache=cache), c)
     counters["trace"] += time.perf_counter() - started
+    if request.cluster.unfused_elementwise and graph.eager_error:
+        raise ValueError(f"the cluster runs elementwise operators unfused (eager), but {graph.eager_error}; "
+                         "price it fused (unfused_elementwise=False) instead")
     # Each ring hop passes the keys and values of the rank's s/c tokens (layers without attention pass none).
     hop_bytes = m * graph.seq_len * kv_bytes_per_token(request.workload, t, graph.bytes_per_element) if c > 1 else 0.0
     timings = {layer.name: _time_layer(layer, acc, request.cluster, bound_only=bound_only, solver=solver,

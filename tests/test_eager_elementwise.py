@@ -101,3 +101,25 @@ def test_only_the_eager_pytorch_stack_runs_unfused():
     assert get_stack("pytorch-fsdp").unfused_elementwise
     for name in ("megatron-lm", "megatron-deepspeed", "jax-xla"):  # fused kernels / XLA fusion
         assert not get_stack(name).unfused_elementwise
+
+
+def test_a_model_the_probe_cannot_run_still_builds_and_an_eager_stack_refuses_it(monkeypatch):
+    """The probe is only read by an eager stack: if it fails the graph still builds (fused pricing is unaffected) and
+    says why, and pricing it unfused raises that reason instead of using an uncounted figure."""
+    import phaze_env.workloads.build as build
+    from phaze_env.evaluate import evaluate
+    from phaze_env.plan_spec import PlanSpec
+
+    def broken(workload, seq_len):
+        raise RuntimeError("no meta kernel for this model")
+
+    monkeypatch.setattr(build, "eager_traffic", broken)
+    graph = model_graph("gpt2-xl", microbatch=1, seq_len=128, cache=False)
+    assert "no meta kernel for this model" in graph.eager_error and graph.layers
+    cluster = get_cluster("ibm-a100", n_devices=8, global_batch=8, optimizer="adam")
+    plan = PlanSpec.parse("t1p1d8m1")
+    fused = evaluate("gpt2-xl", get_preset("a100"), cluster, plan=plan, seq_len=128, cache=False)
+    assert fused.feasible
+    with pytest.raises(ValueError, match="unfused .eager.*no meta kernel"):
+        evaluate("gpt2-xl", get_preset("a100"), replace(cluster, unfused_elementwise=True), plan=plan, seq_len=128,
+                 cache=False)

@@ -11,12 +11,12 @@ from phaze_env.workloads.model import build_layer, check_tensor_width, fuse, reg
 from phaze_env.workloads.registry import Workload, get_workload
 from phaze_env.workloads.trace import Trace, TraceError, sharded_ops, trace_workload
 
-GRAPH_FORMAT_VERSION = 9  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
+GRAPH_FORMAT_VERSION = 10  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
 # 5: tensor-parallel roles read from the graph's structure, traces list the unsplittable block matmuls;
 # 6: mixture-of-experts blocks traced as static stand-ins, raw ops carry their MoE role;
 # 7: layers carry their routed experts' parameter bytes and routed-token bytes (expert parallelism);
 # 8: leading dense layers (DeepSeek's first_k_dense_replace) traced as their own layer, ``dense``;
-# 9: operators carry their members' unfused traffic, ``Op.eager_bytes``
+# 9: operators carry their members' unfused traffic, ``Op.eager_bytes``; 10: graphs say when it was not counted
 TENSOR_WIDTHS = (1, 2, 4, 8)
 ID_BYTES = 8  # int64 token ids enter the pre-layers
 LOSS_BYTES = 4  # a scalar fp32 loss leaves the post-layers
@@ -101,7 +101,10 @@ def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, 
     layers = _layers(workload, trace, seq_len, microbatch, t, bpe)
     tokens = microbatch * seq_len
     base = layers if t == 1 else _layers(workload, trace, seq_len, microbatch, 1, bpe)
-    return ModelGraph(workload.name, seq_len, microbatch, t, bpe, _eager_scaled(workload, layers, base, tokens, cache))
+    try:  # only an eager stack reads the count: a model the probe cannot run still builds (and says why)
+        return ModelGraph(workload.name, seq_len, microbatch, t, bpe, _eager_scaled(workload, layers, base, tokens, cache))
+    except TraceError as exc:
+        return ModelGraph(workload.name, seq_len, microbatch, t, bpe, tuple(layers), eager_error=str(exc))
 
 
 def _layers(workload: Workload, trace: Trace, seq_len: int, microbatch: int, t: int, bpe: int) -> list:

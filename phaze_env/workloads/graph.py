@@ -132,6 +132,7 @@ class ModelGraph:
     tensor_width: int
     bytes_per_element: int
     layers: tuple[Layer, ...] = field(default_factory=tuple)
+    eager_error: str = ""  # why the eager-traffic probe failed ("" = counted; Op.eager_bytes scaled to its count)
 
     @property
     def num_layers(self) -> int:
