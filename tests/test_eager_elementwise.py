@@ -123,3 +123,19 @@ def test_a_model_the_probe_cannot_run_still_builds_and_an_eager_stack_refuses_it
     with pytest.raises(ValueError, match="unfused .eager.*no meta kernel"):
         evaluate("gpt2-xl", get_preset("a100"), replace(cluster, unfused_elementwise=True), plan=plan, seq_len=128,
                  cache=False)
+
+
+def test_the_attention_core_keeps_its_traced_count():
+    """The probe leaves the attention core out, so its operators' eager bytes are the trace's own (each member's
+    operands), not scaled by the rest of the layer's ratio."""
+    graph, block = _block("llama2-7b")
+    unscaled = model_graph("llama2-7b", microbatch=1, seq_len=256, cache=False)
+    import phaze_env.workloads.build as build
+
+    layers = build._layers(build.get_workload("llama2-7b"), build.get_trace(build.get_workload("llama2-7b"), 1, 256),
+                           256, 1, 1, 2)
+    raw = next(layer for layer in layers if layer.name == "block")
+    for op, raw_op in zip(block.fwd.ops, raw.fwd.ops):
+        if is_attention_core(op):
+            assert op.eager_bytes == raw_op.eager_bytes
+    assert unscaled.eager_error == ""

@@ -11,12 +11,13 @@ from phaze_env.workloads.model import build_layer, check_tensor_width, fuse, reg
 from phaze_env.workloads.registry import Workload, get_workload
 from phaze_env.workloads.trace import Trace, TraceError, sharded_ops, trace_workload
 
-GRAPH_FORMAT_VERSION = 10  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
+GRAPH_FORMAT_VERSION = 11  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
 # 5: tensor-parallel roles read from the graph's structure, traces list the unsplittable block matmuls;
 # 6: mixture-of-experts blocks traced as static stand-ins, raw ops carry their MoE role;
 # 7: layers carry their routed experts' parameter bytes and routed-token bytes (expert parallelism);
 # 8: leading dense layers (DeepSeek's first_k_dense_replace) traced as their own layer, ``dense``;
-# 9: operators carry their members' unfused traffic, ``Op.eager_bytes``; 10: graphs say when it was not counted
+# 9: operators carry their members' unfused traffic, ``Op.eager_bytes``; 10: graphs say when it was not counted;
+# 11: the attention core keeps its traced eager count
 TENSOR_WIDTHS = (1, 2, 4, 8)
 ID_BYTES = 8  # int64 token ids enter the pre-layers
 LOSS_BYTES = 4  # a scalar fp32 loss leaves the post-layers
@@ -155,9 +156,9 @@ def _eager_scaled(workload: Workload, layers: list, base: list, tokens: int, cac
             traced = sum(sums[name][direction] for name in names)
             scale[group, direction] = measured[group][direction] * tokens / traced if traced else 1.0
 
-    def scaled(graph, factor):
-        return replace(graph, ops=tuple(replace(op, eager_bytes=round(op.eager_bytes * factor)) if op.eager_bytes
-                                        else op for op in graph.ops))
+    def scaled(graph, factor):  # the attention core keeps its traced count: the probe left it out
+        return replace(graph, ops=tuple(replace(op, eager_bytes=round(op.eager_bytes * factor))
+                                        if op.eager_bytes and not is_attention_core(op) else op for op in graph.ops))
 
     out = []
     for layer in layers:
