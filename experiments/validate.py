@@ -271,18 +271,24 @@ def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
 
 
 def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
-    """How fast the model runs the layers' arithmetic: the model FLOPs one device does per batch (Korthikanti's
-    formula / N; Megatron-Core's count for a MoE model) over ``compute`` time × the published peak — the figure that
-    sets most of the error."""
+    """How fast the model runs the layers' arithmetic: the model FLOPs one device does per batch over ``compute``
+    time × the published peak — the figure that sets most of the error. The model FLOPs are the authors' count where
+    the metric is theirs (Korthikanti's formula for a GPT-shaped ``tflops_per_device`` or ``mfu`` case, MaxText's 6·N,
+    Megatron-Core's count for a MoE model); otherwise (``samples_s``, ``tokens_s_per_device``: Llama's SwiGLU and
+    grouped-query shapes, which the GPT formula miscounts by −6 … +16 %) the traced model's own, as ``Evaluation.mfu``
+    counts them."""
     if is_moe(case):  # only the routed experts' FLOPs are model FLOPs
-        flops = megatron_core_flops(case)
+        flops = megatron_core_flops(case) / case.n_devices
     elif case.metric == "mfu_6n":  # the authors' count (its model's attention width is not Korthikanti's h)
-        flops = six_n_flops(case)
-    else:
+        flops = six_n_flops(case) / case.n_devices
+    elif case.metric in ("tflops_per_device", "mfu"):
         layers, hidden, vocab, seq = _dims(case)
         flops = 72 * case.global_batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
+        flops /= case.n_devices
+    else:  # Evaluation.mfu: model FLOPs per second over the preset's peak, per device used
+        flops = evaluation.mfu * evaluation.peak_flops * evaluation.plan["time_per_batch_s"]
     peak = PUBLISHED_PEAK_FLOPS.get(case.accelerator, evaluation.peak_flops)
-    return flops / case.n_devices / (evaluation.time_breakdown_s["compute"] * peak)
+    return flops / (evaluation.time_breakdown_s["compute"] * peak)
 
 
 def _figure(metric: str, value: float) -> str:
