@@ -21,7 +21,8 @@ from phaze_env.evaluate import BREAKDOWN_LABELS, DEFAULT_TIME_LIMIT_S
 from phaze_env.files import writable_directory
 from phaze_env.hardware import Accelerator, UnknownPresetError, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
-from phaze_env.hardware.system import OBJECTIVES
+from phaze_env.hardware.energy import DYNAMIC_ENERGY_LABEL
+from phaze_env.hardware.system import OBJECTIVES, WALL_ENERGY_LABEL
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
@@ -237,7 +238,7 @@ def system_cells(d: DesignResult) -> dict[str, str]:
             "chips": f"{s['n_devices']:,}", "chip power W": f"{s['chip_power_w']:.0f}",
             "chip cost $": f"{s['chip_cost_usd']:,.0f}",
             "cluster MW": f"{s['cluster_power_w'] / 1e6:.2f}", "cluster $M": f"{s['cluster_cost_usd'] / 1e6:.1f}",
-            "energy J/token": f"{s['energy_per_token_j']:.3g}" if "energy_per_token_j" in s else "",
+            WALL_ENERGY_LABEL: f"{s['energy_per_token_j']:.3g}" if "energy_per_token_j" in s else "",
             "g CO2e/token": f"{s['carbon_per_token_g']:.3g}" if "carbon_per_token_g" in s else ""}
 
 
@@ -253,8 +254,8 @@ def why(best: DesignResult, baseline: DesignResult) -> list[str]:
     lines = [f"why: {best.plan['time_per_batch_s']:.3g} s/batch = {parts}",
              f"     {best.plan['devices_used']:,} of {best.devices_available:,} devices ({best.plan['notation']})"]
     if baseline.feasible and baseline.energy_per_sample_j > 0:
-        lines[-1] += (f" · energy/sample {best.energy_per_sample_j / baseline.energy_per_sample_j:.2f}× the "
-                      f"baseline's (higher = worse)")
+        lines[-1] += (f" · {DYNAMIC_ENERGY_LABEL} {best.energy_per_sample_j / baseline.energy_per_sample_j:.2f}× "
+                      f"the baseline's (higher = worse)")
     return lines
 
 

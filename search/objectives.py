@@ -31,7 +31,7 @@ MINIMISED = ("energy_per_token", "carbon_per_token", AREA)
 UNITS = {"throughput": "samples/s", "throughput_per_w": "tokens/s per W", "throughput_per_usd": "tokens/s per $",
          "energy_per_token": "J/token", "carbon_per_token": "g CO2e/token", AREA: "mm²"}
 LABELS = {"throughput": "training throughput", "throughput_per_w": "throughput per W",
-          "throughput_per_usd": "throughput per $", "energy_per_token": "energy per token",
+          "throughput_per_usd": "throughput per $", "energy_per_token": "wall energy per token",
           "carbon_per_token": "carbon per token (operational + embodied)", AREA: "area"}
 SYSTEM_FIGURES = {"throughput_per_w": "tokens_per_s_per_w", "throughput_per_usd": "tokens_per_s_per_usd",
                   "energy_per_token": "energy_per_token_j", "carbon_per_token": "carbon_per_token_g"}

@@ -15,6 +15,7 @@ import textwrap
 import pytest
 
 from phaze_env.design import Design
+from phaze_env.hardware.energy import DYNAMIC_ENERGY_LABEL
 
 CLI_PARSERS = {
     "search.phaze": "search.cli",
@@ -159,7 +160,7 @@ def test_search_output_piped_to_a_file_keeps_long_lines_whole(tmp_path):
     lines = (tmp_path / "stdout.txt").read_text().splitlines()
     counts = [line for line in lines if line.startswith("exact: proven")]
     assert len(counts) == 1 and len(counts[0]) > 80 and counts[0].endswith(f"results in {tmp_path / 'out'}/")
-    assert any("energy/sample" in line and line.endswith("(higher = worse)") for line in lines)
+    assert any(DYNAMIC_ENERGY_LABEL in line and line.endswith("(higher = worse)") for line in lines)
     assert any("baseline (tpuv4 preset, 32 GiB)" in line for line in lines)
 
 
@@ -200,3 +201,26 @@ def test_interrupted_study_keeps_the_rows_of_its_finished_runs(tmp_path, monkeyp
                                                                              ("random", 0.3)]
     assert "Interrupted" in (out / "summary.md").read_text() and "| random |" in (out / "summary.md").read_text()
     assert "interrupted" in capsys.readouterr().err
+
+
+def test_console_names_each_energy_measure():
+    """The why-line's chip dynamic energy per sample and the system rows' wall-power energy per token are two
+    measures: each is shown under its own label (hardware.energy / hardware.system), never a bare "energy"."""
+    from search.cli import system_cells, why
+    from search.result import DesignResult
+    from phaze_env.hardware import TPUV4
+    from phaze_env.hardware.system import WALL_ENERGY_LABEL
+
+    plan = {"notation": "t1p1d16m1", "recompute": [False], "pipeline_stages": 1, "devices_used": 16,
+            "time_per_batch_s": 1.0, "time_breakdown_s": {"compute": 1.0}}
+    fields = dict(workload="w", feasible=True, reason="", throughput_samples_s=1.0, tokens_s=1.0, mfu=0.5,
+                  area_mm2=1.0, devices_available=16, accelerator=TPUV4.to_dict(), plan=plan)
+    best, baseline = DesignResult(energy_per_sample_j=2.0, **fields), DesignResult(energy_per_sample_j=1.0, **fields)
+    line = why(best, baseline)[-1]
+    assert f"{DYNAMIC_ENERGY_LABEL} 2.00× the baseline's" in line and "J/token" not in line
+    system = {"chip_area_mm2": 600.0, "die_area_mm2": None, "hbm_stacks": 4, "hbm_generation": "hbm3",
+              "hbm_bandwidth_Bps": 3e12, "links": 4, "link_GBps": 100.0, "topology": "torus", "n_devices": 16,
+              "chip_power_w": 500.0, "chip_cost_usd": 2000.0, "cluster_power_w": 1e4, "cluster_cost_usd": 1e5,
+              "energy_per_token_j": 0.25}
+    cells = system_cells(DesignResult(energy_per_sample_j=1.0, system=system, **fields))
+    assert cells[WALL_ENERGY_LABEL] == "0.25" and not any(k.startswith("energy") for k in cells)

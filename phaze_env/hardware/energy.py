@@ -51,6 +51,10 @@ HBM_PJ_PER_BYTE = 31.0
 LINK_PJ_PER_BYTE = 40.0
 FP8_MAC_PJ = MAC_PJ / FP8_MAC_RATE
 PJ = 1e-12
+DYNAMIC_ENERGY_LABEL = "chip dynamic energy/sample (operators only: no static power, host or PUE)"
+"""What ``Evaluation.energy_per_sample_j`` is, wherever it is shown: the operators' dynamic energy on the chip
+(this module's per-event energies), not the wall-power energy per token of a system-space design
+(:data:`phaze_env.hardware.system.WALL_ENERGY_LABEL`); the two are different measures and are not compared."""
 LEAKAGE_W_PER_MM2 = 0.1
 """Static (leakage) power per mm² of die at operating temperature, 7–5 nm class: 0.1 W/mm², i.e. ≈ 80 W on an
 ≈ 800 mm² die, a fifth of an A100's 400 W TDP. Assumption (no vendor publishes a leakage split), a round value

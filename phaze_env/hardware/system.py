@@ -148,6 +148,11 @@ less its eight 700 W GPUs, per GPU. Applied to both topology families (assumptio
 chips with less, so this favours neither family); −50 % / +50 % changes the chip count at 10 MW from 7,440 to
 9,730 / 6,023 H100s (+31 % / −19 %) and from 12,101 to 19,603 / 8,751 TPUv4 chips (+62 % / −28 %): the share
 weighs most on low-power chips (docs/system_space.md)."""
+WALL_ENERGY_LABEL = "wall energy J/token (chips at TDP + host, × PUE)"
+"""What a system-space design's ``energy_per_token_j`` (:meth:`SystemPoint.figures`) is, wherever it is shown: the
+cluster's power at the wall (every chip at its TDP-like power plus its host share, times :data:`PUE`) over the
+token rate, not the chip's dynamic operator energy (:data:`phaze_env.hardware.energy.DYNAMIC_ENERGY_LABEL`)."""
+
 PUE = 1.1
 """Power usage effectiveness of the data centre (cooling, power distribution): Google reports a fleet-wide
 trailing-twelve-month PUE of 1.10 (Google Data Centers, "Efficiency", 2023); Meta reports 1.08–1.10 in its
