@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 from experiments.cost_table import table
 from phaze_env.cli import OneLineParser, console, positive_float, positive_int
-from phaze_env.cluster import NCCL_EFFICIENCY, Cluster, point_cluster, reference_cluster
+from phaze_env.cluster import NCCL_EFFICIENCY, TPUV4_DCN_PER_CHIP_BPS, Cluster, point_cluster, reference_cluster
 from phaze_env.design import SYSTEM_FIELDS
 from phaze_env.evaluate import BREAKDOWN_LABELS, evaluate
 from phaze_env.explain import BOUNDS, explain_layer
@@ -49,7 +49,8 @@ from phaze_env.hardware.cost import (NODES, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS,
                                      periphery_area_mm2)
 from phaze_env.hardware.space import in_area_window
 from phaze_env.hardware.system import (HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, REFERENCE_NUMBER_FORMATS,
-                                       REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, SystemBudget,
+                                       REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, TORUS_POD_CHIPS,
+                                       SystemBudget,
                                        SystemChoice, choice_point, reference_point, system_point)
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
@@ -289,12 +290,18 @@ def _system_label(figures: dict[str, Any]) -> str:
             f"{s['links']}×{s['link_GBps']:g} GB/s {s['topology']}")
 
 
+def _chips_label(figures: dict[str, Any]) -> str:
+    """The chip count, and the pods a torus of more than one pod is built as (``SystemPoint.pods``)."""
+    pods = figures.get("system", {}).get("pods", 1)
+    return f"{figures['chips']:,}" + (f" ({pods} pods)" if pods > 1 else "")
+
+
 def render(rows: Sequence[dict[str, Any]]) -> str:
     """docs/system_table.md from the rows (every figure from the JSON)."""
     rows = sorted_rows(rows)
     sections = []
     for kind in KINDS:
-        body = [[r["workload"], r["budget_label"], _system_label(r["best"]), f"{r['best']['chips']:,}",
+        body = [[r["workload"], r["budget_label"], _system_label(r["best"]), _chips_label(r["best"]),
                  r["best"]["plan"], f"{r['best']['samples_s']:,.1f}", "proven" if r["exact"] else "NOT PROVEN",
                  *[f"{r['best']['factors'][n]['chips'] * r['best']['factors'][n]['peak'] * r['best']['factors'][n]['mfu']:.2f}×"
                    if n in r["best"]["factors"] else "infeasible" for n in REFERENCES]]
@@ -305,7 +312,7 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
                 ["workload", "budget", "best system (design · die built/knob · HBM · links topology)", "chips", "plan",
                  "samples/s", "exact", *[f"vs {REFERENCE_LABELS[n]}" for n in REFERENCES]], body))
     references = [[r["workload"], r["budget_label"], REFERENCE_LABELS[n],
-                   *([f"{ref['chips']:,}", ref["number_format"], ref["plan"], f"{ref['samples_s']:,.1f}", f"{ref['mfu']:.1%}",
+                   *([_chips_label(ref), ref["number_format"], ref["plan"], f"{ref['samples_s']:,.1f}", f"{ref['mfu']:.1%}",
                       " / ".join(f"{ref['time_groups'][g]:.0%}" for g in TIME_GROUPS),
                       f"{ref['block_bound']['memory']:.0%}", "yes" if ref["proven"] else "no"]
                      if ref["feasible"] else [f"{ref['chips']:,}", "", "—", f"infeasible: {ref['reason']}", "", "", "", ""])]
@@ -358,7 +365,9 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
 * **Same plan space and training.** Global batch 4096, SGD state, PHAZE's plan space (t, p, d, microbatch 1–8,
   per-stage none|full recompute), each system's best plan by the same placement DP.
 * **Clusters.** TPUv4: `search.phaze`'s system baseline (4 HBM2 stacks, 32 GiB, {TPUV4_ICI_LINKS} ICI links of
-  {TPUV4_ICI_LINK_BPS / 1e9:g} GB/s per direction, as the `tpuv4-pod` preset, in a torus of 4×4×4 cubes). A100 / H100: the `dgx-a100` / `dgx-h100` presets (NVLink 3 300 GB/s / NVLink 4
+  {TPUV4_ICI_LINK_BPS / 1e9:g} GB/s per direction, as the `tpuv4-pod` preset, in a torus of 4×4×4 cubes of at most one {TORUS_POD_CHIPS:,}-chip pod; more chips are equal pods
+  joined by the data-centre network at {TPUV4_DCN_PER_CHIP_BPS / 1e9:.2f} GB/s per chip, PaLM's measured cross-pod rate:
+  `hardware.system.torus_pods`). A100 / H100: the `dgx-a100` / `dgx-h100` presets (NVLink 3 300 GB/s / NVLink 4
   450 GB/s per GPU and direction in 8-GPU nodes, HDR 200 Gb/s / NDR 400 Gb/s InfiniBand per GPU) with the chip
   count the budget buys, 80 GB HBM2e / HBM3.
 * **Process node.** The system space is built at TSMC {SYSTEM_NODE} (`hardware.system.SYSTEM_NODE`), the node of
