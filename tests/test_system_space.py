@@ -434,6 +434,10 @@ def test_multi_pod_torus_bounds_hold_and_the_search_equals_brute_force(tmp_path)
             if rows.points[row].pods > 1:
                 multi_pod += evaluation.feasible
             assert evaluation.throughput_samples_s <= bounds[row]
+            per_design_bound = throughput_upper_bound(TINY, rows[row], rows.cluster(row, TRAINING), tensor_widths=WIDTHS,
+                                                      microbatch=(design.microbatch,), recompute=(design.recompute,),
+                                                      hbm_gb=(design.hbm_gb,))  # PHAZE's second bound, on the pods
+            assert evaluation.throughput_samples_s <= per_design_bound * (1 + 1e-9)
             best[head] = max(best.get(head, 0.0), evaluation.throughput_samples_s)
         assert multi_pod  # a multi-pod design was evaluated (and bounded), not only built
         result = run_search(SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=WIDTHS))
