@@ -99,3 +99,42 @@ def test_cli_bad_workload_is_one_line_exit_2(tmp_path):
                            str(tmp_path / "docs"), "--out", str(tmp_path / "out")], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "unknown workload 'nope'" in done.stderr
     assert not (tmp_path / "docs" / "system_table.json").exists()
+
+
+def _v2_row() -> dict:
+    """A version-2 row in miniature (MFU on the bf16 peak for every chip): an FP8 design at 115 % against a bf16
+    reference, as docs/system_table.json's llama2-7b row read before version 3."""
+    def system(peak, mfu, number_format, chips):
+        return {"peak_tflops": peak, "mfu": mfu, "number_format": number_format, "chips_used": chips, "feasible": True,
+                "time_groups": {"compute": 0.9, "network": 0.1, "bubble": 0.0}, "block_bound": {"memory": 0.1}}
+    best = system(551.0, 1.152, "fp8", 820) | {"factors": {"tpuv4": {"chips": 820 / 1136, "peak": 551.0 / 275.0,
+                                                                     "mfu": 1.152 / 0.433}}}
+    return {"best": best, "references": {"tpuv4": system(275.0, 0.433, "bf16", 1136)}, "why": {"tpuv4": "old"}}
+
+
+def test_version_2_rows_are_rebased_on_each_format_peak_exactly(tmp_path):
+    import json
+
+    from experiments.system_table import load_rows
+
+    old = _v2_row()
+    (tmp_path / "system_table.json").write_text(json.dumps({"version": 2, "rows": [old]}))
+    (row,) = load_rows(tmp_path / "system_table.json")
+    best, ref, f = row["best"], row["references"]["tpuv4"], row["best"]["factors"]["tpuv4"]
+    assert best["mfu"] == pytest.approx(0.576) and best["peak_tflops"] == pytest.approx(1102.0)  # FP8 peak
+    assert ref["mfu"] == 0.433 and ref["peak_tflops"] == 275.0  # bf16: unchanged
+    assert f["peak"] == pytest.approx(1102.0 / 275.0) and f["mfu"] == pytest.approx(0.576 / 0.433)
+    assert math.prod(f.values()) == pytest.approx(math.prod(old["best"]["factors"]["tpuv4"].values()), rel=1e-12)
+    assert "57.6% of the FP8 peak vs 43.3% of the bf16 peak" in row["why"]["tpuv4"]
+    assert "1,102 FP8 vs 275 bf16 TFLOP/s" in row["why"]["tpuv4"]
+
+
+def test_the_published_table_has_no_mfu_above_100_percent():
+    from pathlib import Path
+
+    from experiments.system_table import load_rows
+
+    rows = load_rows(Path(__file__).resolve().parents[1] / "docs" / "system_table.json")
+    systems = [s for r in rows for s in [r["best"], *r["references"].values()] if s.get("feasible", True)]
+    assert rows and any(s["number_format"] == "fp8" for s in systems)
+    assert all(0 < s["mfu"] <= 1 for s in systems)
