@@ -46,7 +46,8 @@ import numpy as np
 from phaze_env import comm
 from phaze_env.hardware.cost import (A100_NVLINKS, H100_NVLINKS, NVLINK_LINK_BPS, TPUV4_ICI_LINK_BPS,
                                      links_per_direction_Bps)
-from phaze_env.hardware.system import SCALE_UP_DOMAIN, TOPOLOGIES, TORUS_CUBE_SIDE, TORUS_NEIGHBOURS, SystemPoint
+from phaze_env.hardware.system import (SCALE_UP_DOMAIN, TOPOLOGIES, TORUS_CUBE_SIDE, TORUS_NEIGHBOURS, TORUS_POD_CHIPS,
+                                       SystemPoint, torus_pods)
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 
@@ -93,9 +94,7 @@ over NVLink (a few µs; nccl-tests small-size all_reduce_perf rows)."""
 IB_LATENCY_S = 5e-6
 """Per-step latency across InfiniBand (≈ 1–2 µs wire + NCCL proxy overhead; nccl-tests multi-node
 small-message latencies are a few µs to ~10 µs)."""
-TPUV4_POD_DIMS = (16, 16, 16)
-"""A full TPUv4 pod: 4096 chips as 64 cubes of 4×4×4 joined by optical circuit switches into a 16×16×16
-3D torus (Jouppi et al. 2023)."""
+
 ICI_LATENCY_S = 1e-6
 """Per-hop ICI latency, order of a microsecond (Jouppi et al. 2023 describe µs-scale link latency)."""
 MEGATRON_A100_EFFICIENCY = 0.79
@@ -461,6 +460,11 @@ def torus_dims(n_devices: int) -> tuple[int, int, int]:
     return tuple(sorted(side * TORUS_CUBE_SIDE for side in best))
 
 
+TPUV4_POD_DIMS = torus_dims(TORUS_POD_CHIPS)
+"""A full TPUv4 pod: :data:`~phaze_env.hardware.system.TORUS_POD_CHIPS` (4096) chips as 64 cubes of 4×4×4 joined by
+optical circuit switches into a 16×16×16 3D torus (Jouppi et al. 2023)."""
+
+
 def point_cluster(point: SystemPoint, base: Cluster | None = None) -> Cluster:
     """The cluster of a system point (its topology, the chips its budget buys, its chip's links); ``base``
     supplies the training fields (global batch, optimizer, framework efficiency; default :class:`Cluster`'s)."""
@@ -476,8 +480,13 @@ def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps
     """A cluster of the ``topology`` family built from each chip's ``links`` of ``link_bandwidth_Bps`` (both
     directions together, :class:`phaze_env.hardware.cost.ChipSystem`'s convention).
 
-    * ``"torus"``: the most cube-like 3-D torus (:func:`torus_dims`); each of the six neighbours gets
-      ``links / 6`` links, i.e. ``links/6 · bandwidth/2`` per direction; latency :data:`ICI_LATENCY_S`.
+    * ``"torus"``: :func:`~phaze_env.hardware.system.torus_pods` equal pods (one up to
+      :data:`~phaze_env.hardware.system.TORUS_POD_CHIPS` chips), each the most cube-like 3-D torus
+      (:func:`torus_dims`); each of the six neighbours gets ``links / 6`` links, i.e. ``links/6 · bandwidth/2`` per
+      direction; latency :data:`ICI_LATENCY_S`. Several pods are slices joined by the data-centre network at TPU
+      v4's :data:`TPUV4_DCN_PER_CHIP_BPS` per chip (PaLM's measured burst, achieved: no efficiency applies) and
+      :data:`DCN_LATENCY_S`, as the ``tpuv4-pod`` preset's ``slices``: an *assumption* for a torus design of
+      another chip, whose pods are taken to be deployed with TPU v4's hosts and data-centre network.
     * ``"switched"``: nodes of :data:`SCALE_UP_DOMAIN` chips on a switch with every link
       (``links · bandwidth/2`` per chip per direction, as NVLink), one :data:`SCALE_OUT_NIC_BPS` NIC per chip
       between nodes; the DGX presets' latencies.
@@ -490,9 +499,11 @@ def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps
     if topology == "torus":
         if links < TORUS_NEIGHBOURS or links % TORUS_NEIGHBOURS:
             raise ValueError(f"a 3-D torus needs links in multiples of {TORUS_NEIGHBOURS} per chip, got {links}")
-        return Cluster(n_devices=n_devices, torus_dims=torus_dims(n_devices),
+        pods = torus_pods(n_devices)
+        dcn = dict(slices=pods, dcn_bandwidth_Bps=TPUV4_DCN_PER_CHIP_BPS, dcn_latency_s=DCN_LATENCY_S) if pods > 1 else {}
+        return Cluster(n_devices=n_devices, torus_dims=torus_dims(n_devices // pods),
                        link_bandwidth_Bps=per_direction_Bps / TORUS_NEIGHBOURS, link_latency_s=ICI_LATENCY_S,
-                       link_efficiency=NCCL_EFFICIENCY, name="torus", **fields)
+                       link_efficiency=NCCL_EFFICIENCY, name="torus", **(dcn | fields))
     if topology == "switched":
         if n_devices % SCALE_UP_DOMAIN:
             raise ValueError(f"a switched cluster holds whole nodes of {SCALE_UP_DOMAIN} chips, not {n_devices}")

@@ -278,15 +278,27 @@ def bounding_cluster(cluster: Cluster) -> Cluster:
       telescope, ``Σ_i 2(k_i−1)/k_i · S/(Π_{j<i} k_j · 2B) = 2(1 − 1/Π k_i) · S/2B ≥ 2(g−1)/g · S/2B``: the
       flat ring at ``2B``, whatever the torus's shape. So a flat ring of ``2B`` (point-to-point ``2B`` ≥
       the torus's ``B``), no latency, is faster for every torus of up to ``n_devices`` chips;
+    * several torus pods (``slices`` > 1, :func:`~phaze_env.hardware.system.torus_pods`): the data-centre network
+      is one more level, whose achieved bandwidth ``B_dcn`` may be below (or above) the rings' ``2B``; the same
+      telescoping with every level at the fastest, ``max(2B, B_dcn)``, bounds every collective (an all-to-all's
+      phases too: ``Σ_i (k_i−1)/k_i ≥ 1 − 1/Π k_i``), and a pipeline send is never faster than the whole payload at
+      that rate (sent whole across one level, or ``1/t`` of it across the DCN plus its all-gather over the ``t``
+      ranks, ``S/(t·max) + (t−1)/t · S/max``). So the flat ring runs at ``max(2B, B_dcn)``; it bounds every
+      one-pod torus of the family too, so one bounding cluster serves rows of one and of several pods;
     * switched: its two levels (8-chip domains, then nodes) price a group the same for any node count that
       holds it, so the cluster itself bounds every smaller one.
 
     Either way a larger ``n_devices`` only adds placements (``d·p·t ≤ N``)."""
     if not cluster.torus_dims:
         return cluster
+    # The fastest level, as nominal per-direction link bandwidth (the flat ring achieves 2·link·efficiency; the DCN
+    # level's bandwidth is already achieved).
+    link_Bps = 2 * cluster.link_bandwidth_Bps
+    if cluster.slices > 1:
+        link_Bps = max(link_Bps, cluster.dcn_bandwidth_Bps / cluster.link_efficiency)
     # Only the network is replaced: the training fields and the stack's (efficiency, schedule, fused attention,
     # overlap) are the cluster's own, so the bound prices every layer as the evaluation does.
-    return dataclasses.replace(cluster, link_bandwidth_Bps=2 * cluster.link_bandwidth_Bps, link_latency_s=0.0, torus_dims=(),
+    return dataclasses.replace(cluster, link_bandwidth_Bps=link_Bps, link_latency_s=0.0, torus_dims=(),
                    devices_per_node=1, node_bandwidth_Bps=math.inf, node_latency_s=0.0, node_efficiency=1.0,
                    slices=1, dcn_bandwidth_Bps=math.inf, dcn_latency_s=0.0, name="torus-bound")
 

@@ -14,13 +14,15 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from phaze_env.cluster import (NVLINK3_BPS, REFERENCE_CLUSTER_PRESETS, Cluster, get_cluster, point_cluster,
-                               reference_cluster, system_cluster, torus_dims)
+from phaze_env import cluster as cluster_module
+from phaze_env.cluster import (DCN_LATENCY_S, NVLINK3_BPS, REFERENCE_CLUSTER_PRESETS, TPUV4_DCN_PER_CHIP_BPS, Cluster,
+                               get_cluster, point_cluster, reference_cluster, system_cluster, torus_dims)
 from phaze_env.design import SYSTEM_FIELDS, Design, DesignSpace, SystemArchSpace, SystemDesignSpace, evaluate_design
 from phaze_env.evaluate import throughput_upper_bound
 from phaze_env.hardware.cost import TPUV4_ICI_LINK_BPS, chip_area_mm2, preset_system
 from phaze_env.hardware.space import ARCH_KNOBS, SYSTEM_KNOBS
-from phaze_env.hardware.system import (HBM_GENERATIONS, HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, SCALE_UP_DOMAIN,
+from phaze_env.hardware import system as system_module
+from phaze_env.hardware.system import (TORUS_POD_CHIPS, torus_pods, HBM_GENERATIONS, HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, SCALE_UP_DOMAIN,
                                        SYSTEM_GEMM_EFFICIENCY, SystemBudget, baseline_point, devices_supported,
                                        reference_point,
                                        topology_unit, wall_power_per_chip_w)
@@ -157,6 +159,84 @@ def test_tpuv4_baseline_cluster_has_the_tpuv4_pod_presets_ici_bandwidth(budget_w
     # The torus levels differ only by the assumed ring efficiency the system space gives every family.
     assert [level.bandwidth_Bps / baseline.link_efficiency for level in baseline.levels] == \
         [level.bandwidth_Bps / pod.link_efficiency for level in pod.levels]
+
+
+# ---------------------------------------------------------------- a torus is at most one pod
+def test_a_torus_pod_is_a_tpu_v4_pod_and_the_10mw_tpuv4_baseline_is_three_pods():
+    assert TORUS_POD_CHIPS == 4096 == math.prod(cluster_module.TPUV4_POD_DIMS)
+    assert torus_pods(4096) == 1 and torus_pods(4224) == 2 and torus_pods(12096) == 3
+    for wrong in (4097, 4096 + 64 + 64 * 2):  # not whole cubes; 67 cubes do not split into 2 equal pods
+        with pytest.raises(ValueError, match="do not split"):
+            torus_pods(wrong)
+    # 10 MW buys 12,101 TPUv4 chips: 189 cubes as 3 pods of 63 cubes (4×4×4 each) over the data-centre network,
+    # the tpuv4-pod preset's multislice cluster of the same chips (the levels differ only by the ring efficiency
+    # the system space gives every torus; the DCN's bandwidth is PaLM's achieved one in both).
+    point = baseline_point(SystemBudget(power_w=10e6))
+    assert point.n_devices == 12096 and point.pods == 3 and point.summary()["pods"] == 3
+    built, preset = point_cluster(point), get_cluster("tpuv4-pod", 12096, slices=3)
+    assert built.slices == 3 and built.torus_dims == preset.torus_dims == torus_dims(4032)
+    assert (built.dcn_bandwidth_Bps, built.dcn_latency_s) == (preset.dcn_bandwidth_Bps, preset.dcn_latency_s) == \
+        (TPUV4_DCN_PER_CHIP_BPS, DCN_LATENCY_S)
+    assert [(level.size, level.bandwidth_Bps / built.link_efficiency) for level in built.levels[:-1]] == \
+        [(level.size, level.bandwidth_Bps) for level in preset.levels[:-1]]
+    assert built.levels[-1] == preset.levels[-1]
+    assert system_cluster("switched", 12096, 18, 50e9).slices == 1  # the switched family has no pod cap
+    assert devices_supported("switched", 12101) == 12096
+
+
+def largest_pod_split(affordable: int) -> int:
+    """The definition :func:`devices_supported` implements for a torus, by enumeration: the most chips ≤
+    ``affordable`` that :func:`torus_pods` accepts (equal pods of whole cubes, as few as the pod size allows)."""
+    for n in range(affordable // 64 * 64, 0, -64):
+        try:
+            torus_pods(n)
+        except ValueError:
+            continue
+        return n
+    return 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(cubes_per_pod=st.integers(1, 6), affordable=st.integers(0, 64 * 80))
+@example(cubes_per_pod=64, affordable=641 * 64)  # 11 pods of 58 cubes (638) < 10 full pods (640)
+@example(cubes_per_pod=64, affordable=12101)
+def test_torus_chip_count_is_the_largest_equal_pod_split_and_grows_with_the_budget(cubes_per_pod, affordable):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(system_module, "TORUS_POD_CHIPS", 64 * cubes_per_pod)
+        n = devices_supported("torus", affordable)
+        assert n == largest_pod_split(affordable)
+        assert n <= affordable and devices_supported("torus", affordable + 64) >= n
+        if n:
+            pods = torus_pods(n)
+            assert pods == -(-n // (64 * cubes_per_pod)) and n // pods <= 64 * cubes_per_pod
+            units = affordable // 64  # fewer cubes lost to the equal split than the pods the affordable cubes need
+            assert units - n // 64 < -(-units // cubes_per_pod)
+
+
+@settings(max_examples=60, deadline=None)
+@given(links=st.sampled_from((6, 12)), link_GBps=st.sampled_from((5.0, 50.0, 100.0)), cubes=st.integers(1, 24),
+       cubes_per_pod=st.sampled_from((1, 2, 3, 64)), dcn_scale=st.sampled_from((1.0, 100.0)),
+       group=st.integers(2, 64), stride=st.sampled_from((1, 2, 4, 8)),
+       kind=st.sampled_from(("allreduce", "allgather", "alltoall")), t=st.sampled_from((1, 2, 4)))
+@example(links=6, link_GBps=5.0, cubes=4, cubes_per_pod=1, dcn_scale=100.0, group=4, stride=64, kind="allreduce", t=2)
+def test_bounding_cluster_is_no_slower_than_any_multi_pod_torus(links, link_GBps, cubes, cubes_per_pod, dcn_scale,
+                                                               group, stride, kind, t):
+    """With the data-centre network as the outermost level (slower than the torus rings, or — scaled up — faster),
+    the bounding cluster of the family's largest count is no slower for any collective, nor for a pipeline send
+    (whole, or scattered 1/t over the DCN and all-gathered over the t ranks)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(system_module, "TORUS_POD_CHIPS", 64 * cubes_per_pod)
+        patch.setattr(cluster_module, "TPUV4_DCN_PER_CHIP_BPS", TPUV4_DCN_PER_CHIP_BPS * dcn_scale)
+        n = devices_supported("torus", 64 * cubes)
+        torus = system_cluster("torus", n, links, link_GBps * 1e9)
+        largest = bounding_cluster(system_cluster("torus", devices_supported("torus", 64 * 24), links, link_GBps * 1e9))
+        assert torus.slices == torus_pods(n) == -(-n // (64 * cubes_per_pod))
+    if group * stride <= torus.n_devices:
+        assert largest.collective_s(kind, 1e9, group, stride) <= torus.collective_s(kind, 1e9, group, stride) * (1 + 1e-12)
+        assert largest.p2p_s(1e6, stride) <= torus.p2p_s(1e6, stride)
+        level = torus.p2p_level(stride, 1)
+        scattered = 1e6 / t / level.p2p_bandwidth_Bps + torus.collective_s("allgather", 1e6, t)
+        assert largest.p2p_s(1e6, stride) <= scattered * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCE_CLUSTER_PRESETS))
@@ -329,6 +409,37 @@ def test_bounds_hold_for_every_row_and_the_search_equals_brute_force(brute_force
         found = result.best[TINY.name]
         assert result.exact
         assert value[found_head(found, throughput)] == pytest.approx(max(value.values()), rel=1e-9)
+
+
+@pytest.mark.slow
+def test_multi_pod_torus_bounds_hold_and_the_search_equals_brute_force(tmp_path):
+    """A pod of one cube (64 chips): at BUDGET_W one torus row buys 128 chips, two pods over the data-centre
+    network, the others one pod. Every design's evaluation is within its row's bound (the bound ≥ the evaluated
+    throughput of the multi-pod designs too), and the exact search finds the brute force's best."""
+    space = small_space(topology=("torus",), number_format=("bf16",))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PHAZE_CACHE_DIR", str(tmp_path))
+        patch.setattr(system_module, "TORUS_POD_CHIPS", 64)
+        rows = space.arch_space()
+        pods = [point.pods for point in rows.points]
+        assert 1 in pods and 2 in pods
+        bounds = throughput_bounds(TINY, rows, TRAINING, microbatch=space.microbatch, tensor_widths=WIDTHS)
+        best: dict[Design, float] = {}
+        multi_pod = 0
+        for design in space:
+            evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
+            head = Design.from_dict(design.to_dict() | {"microbatch": space.microbatch[0], "recompute": space.recompute[0]})
+            row = rows.designs.index(head)
+            assert evaluation.cluster.get("slices", 1) == rows.points[row].pods
+            if rows.points[row].pods > 1:
+                multi_pod += evaluation.feasible
+            assert evaluation.throughput_samples_s <= bounds[row]
+            best[head] = max(best.get(head, 0.0), evaluation.throughput_samples_s)
+        assert multi_pod  # a multi-pod design was evaluated (and bounded), not only built
+        result = run_search(SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=WIDTHS))
+    found = result.best[TINY.name]
+    assert result.exact and found.throughput_samples_s == pytest.approx(max(best.values()), rel=1e-9)
+    assert best[found_head(found, best)] == pytest.approx(max(best.values()), rel=1e-9)
 
 
 PARETO_CASES = [("throughput", "carbon_per_token"), ("throughput_per_usd", "area"), ("energy_per_token", "throughput"),

@@ -10,7 +10,8 @@ knobs PHAZE searches. From them:
   :data:`SYSTEM_SERDES`) whose HBM PHYs, SerDes and IO leave ``die − periphery`` mm² for the compute: the
   area window of the architecture knobs (:meth:`SystemChoice.compute_budget_mm2`);
 * the **chip count**: ``floor(budget / per-chip share)`` rounded down to what the topology builds
-  (:func:`devices_supported`: whole 4×4×4 torus cubes, whole 8-chip switch domains); the
+  (:func:`devices_supported`: whole 4×4×4 torus cubes in equal pods of at most :data:`TORUS_POD_CHIPS`, whole
+  8-chip switch domains); the
   per-chip share of a power budget is ``(chip TDP + host share) × PUE`` (:func:`wall_power_per_chip_w`),
   of a money budget ``chip cost + host share`` (:func:`cost_per_chip_usd`);
 * the **cluster**: :func:`phaze_env.cluster.point_cluster` from the chip's links (the cluster floor builds it;
@@ -40,6 +41,13 @@ scale-out NIC per chip)."""
 TORUS_CUBE_SIDE = 4
 """A system-space torus is made of whole 4×4×4 cubes of 64 chips, the unit TPUv4 pods are built from and
 joined by optical circuit switches (Jouppi et al. 2023)."""
+TORUS_POD_CHIPS = 4096
+"""The largest torus the system space builds: one TPU v4 pod of 4,096 chips, 64 cubes of 4×4×4 joined by
+optical circuit switches ("TPU v4 supercomputers ... 4096 chips", 64 racks of one 4×4×4 cube each, 48 OCSes;
+Jouppi et al., "TPU v4: An Optically Reconfigurable Supercomputer for Machine Learning with Hardware Support
+for Embeddings", ISCA 2023, §1–2). A job on more chips runs on several pods (slices) over the data-centre network,
+as PaLM did on two pods (Chowdhery et al. 2022 §4) and Cloud TPU Multislice does: a system-space torus of ``n``
+chips is :func:`torus_pods` equal pods. A multiple of the cube (:func:`topology_unit`)."""
 TORUS_NEIGHBOURS = 6
 """A 3-D torus chip has two neighbours per dimension; its links are split evenly over the six."""
 SCALE_UP_DOMAIN = 8
@@ -56,10 +64,35 @@ def topology_unit(topology: str) -> int:
     raise ValueError(f"unknown topology {topology!r}; choose from {', '.join(TOPOLOGIES)}")
 
 
+def torus_pods(n_devices: int) -> int:
+    """The pods (slices) a system-space torus of ``n_devices`` chips is built as: ``⌈n / TORUS_POD_CHIPS⌉`` equal
+    pods of whole cubes, joined by the data-centre network (one pod up to :data:`TORUS_POD_CHIPS`). Raises if
+    ``n_devices`` does not split so (:func:`devices_supported` only returns counts that do)."""
+    unit = topology_unit("torus")
+    pods = max(1, -(-int(n_devices) // TORUS_POD_CHIPS))
+    if n_devices < unit or n_devices % (pods * unit):
+        raise ValueError(f"a torus of {n_devices} chips is {pods} pod(s) of at most {TORUS_POD_CHIPS}, which must be "
+                         f"equal and hold whole 4×4×4 cubes of {unit}: {n_devices} chips do not split so")
+    return pods
+
+
 def devices_supported(topology: str, affordable: int) -> int:
-    """The most chips ≤ ``affordable`` the family builds: rounded down to whole units (0 if not one unit)."""
+    """The most chips ≤ ``affordable`` the family builds (0 if not one unit): whole units (switch domains, torus
+    cubes); a torus of more than :data:`TORUS_POD_CHIPS` chips is :func:`torus_pods` equal pods, so its count is
+    the largest one that splits into ``⌈n / pod⌉`` equal pods of whole cubes.
+
+    With ``u`` affordable cubes, ``c`` cubes per pod and ``p = ⌈u / c⌉`` pods: ``p`` pods of ``⌊u / p⌋`` cubes when
+    that still needs ``p`` pods (``p·⌊u/p⌋ > c·(p−1)``), else ``p − 1`` full pods — the larger of the two, which is
+    the most any pod count allows (more pods than ``p`` do not fit ``u``; fewer hold at most ``c·(p−1)``). It loses
+    fewer than ``p`` cubes to the equal split, never grows when the budget shrinks, and the budget pays for every
+    chip counted (the cluster's power and cost are this count's, :attr:`SystemPoint.cluster_power_w`)."""
     unit = topology_unit(topology)
-    return max(0, int(affordable)) // unit * unit
+    units = max(0, int(affordable)) // unit
+    if topology == "torus" and units:
+        per_pod = TORUS_POD_CHIPS // unit
+        pods = -(-units // per_pod)
+        units = max(pods * (units // pods), per_pod * (pods - 1))
+    return units * unit
 
 
 @dataclass(frozen=True)
@@ -289,6 +322,12 @@ class SystemPoint:
                 f"{topology_unit(self.topology)}: no cluster to train on")
 
     @property
+    def pods(self) -> int:
+        """The pods (slices over the data-centre network) the cluster is built as: :func:`torus_pods` for a torus,
+        1 for the switched family (its nodes are already joined by its scale-out network) and for no chips."""
+        return torus_pods(self.n_devices) if self.topology == "torus" and self.n_devices else 1
+
+    @property
     def cluster_power_w(self) -> float:
         return self.n_devices * wall_power_per_chip_w(self.estimate)
 
@@ -325,7 +364,7 @@ class SystemPoint:
 
     def summary(self) -> dict[str, Any]:
         """The system fields results carry: chip area/power/cost, chips, the cluster's power and cost."""
-        return {"topology": self.topology, "n_devices": self.n_devices, "budget": self.budget.to_dict(),
+        return {"topology": self.topology, "n_devices": self.n_devices, "pods": self.pods, "budget": self.budget.to_dict(),
                 "chip_area_mm2": self.estimate.die_area_mm2, "chip_power_w": self.estimate.total_power_w,
                 "chip_cost_usd": self.estimate.total_cost_usd,
                 "wall_power_per_chip_w": wall_power_per_chip_w(self.estimate),
@@ -391,6 +430,7 @@ def baseline_point(budget: SystemBudget) -> SystemPoint:
 
 
 __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "TORUS_CUBE_SIDE", "TORUS_NEIGHBOURS",
+           "TORUS_POD_CHIPS", "torus_pods",
            "devices_supported", "topology_unit", "HBM_GENERATIONS", "HOST_USD_PER_CHIP", "HOST_W_PER_CHIP", "PUE",
            "SYSTEM_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "REFERENCE_HBM_GENERATIONS", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
