@@ -6,7 +6,7 @@ DGX cluster the power budget buys (:func:`iso_cost_usd`), so the H100 column is 
 and the question at iso-cost is "for the money a 1 MW H100 cluster costs, what else could one build?". Each
 reference system (:data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`: TPUv4 in a torus as the search's own
 baseline, A100 and H100 in DGX clusters) gets the chip count its budget buys from the same power and cost models
-the designs get (:func:`~phaze_env.hardware.system.reference_point`), the same GEMM efficiency
+the designs get (:func:`~phaze_env.design.reference_system`), the same GEMM efficiency
 (:data:`~phaze_env.hardware.system.SYSTEM_GEMM_EFFICIENCY`), the same framework efficiency and its best plan
 under the search's knobs (:func:`search.run.evaluate_reference`).
 
@@ -39,8 +39,8 @@ from typing import Any, Sequence
 
 from experiments.cost_table import table
 from phaze_env.cli import OneLineParser, console, positive_float, positive_int
-from phaze_env.cluster import NCCL_EFFICIENCY, Cluster, point_cluster, reference_cluster
-from phaze_env.design import SYSTEM_FIELDS
+from phaze_env.cluster import NCCL_EFFICIENCY, Cluster, point_cluster
+from phaze_env.design import SYSTEM_FIELDS, reference_system
 from phaze_env.evaluate import BREAKDOWN_LABELS, evaluate
 from phaze_env.explain import BOUNDS, explain_layer
 from phaze_env.files import write_text_atomic, writable_directory
@@ -52,7 +52,7 @@ from phaze_env.hardware.number_format import FORMAT_NAMES, FP8_MAC_RATE, format_
 from phaze_env.hardware.space import in_area_window
 from phaze_env.hardware.system import (HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, REFERENCE_NUMBER_FORMATS,
                                        REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, SystemBudget,
-                                       SystemChoice, choice_point, reference_point, system_point)
+                                       SystemChoice, choice_point, system_point)
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
 from search.config import SearchConfig
@@ -92,7 +92,8 @@ def power_budget_w(workload: str, override_mw: float | None = None) -> float:
 def iso_cost_usd(power_w: float) -> float:
     """The iso-cost budget of a power budget: what the :data:`ISO_COST_REFERENCE` cluster the power buys costs
     (chips × (modelled chip cost + host share), :attr:`SystemPoint.cluster_cost_usd`)."""
-    return reference_point(ISO_COST_REFERENCE, SystemBudget(power_w=power_w)).cluster_cost_usd
+    point, _ = reference_system(ISO_COST_REFERENCE, SystemBudget(power_w=power_w))
+    return point.cluster_cost_usd
 
 
 def budget_for(kind: str, power_w: float) -> SystemBudget:
@@ -237,9 +238,8 @@ def best_reference(config: SearchConfig, workload: str, name: str,
     :data:`~phaze_env.hardware.system.REFERENCE_NUMBER_FORMATS`), its cluster and its throughput per format."""
     results = {}
     for number_format in REFERENCE_NUMBER_FORMATS[name]:
-        point = reference_point(name, budget, number_format)
-        results[number_format] = (evaluate_reference(config, workload, name, number_format),
-                                  reference_cluster(name, point, config.cluster))
+        _, cluster = reference_system(name, budget, number_format, config.cluster)
+        results[number_format] = (evaluate_reference(config, workload, name, number_format), cluster)
     by_format = {f: d.throughput_samples_s for f, (d, _) in results.items()}
     design, cluster = results[max(by_format, key=by_format.get)]
     return design, cluster, by_format

@@ -138,3 +138,33 @@ def test_the_published_table_has_no_mfu_above_100_percent():
     systems = [s for r in rows for s in [r["best"], *r["references"].values()] if s.get("feasible", True)]
     assert rows and any(s["number_format"] == "fp8" for s in systems)
     assert all(0 < s["mfu"] <= 1 for s in systems)
+
+
+def test_the_three_reference_call_sites_build_the_same_system():
+    """design.reference_system is the one build of a reference: SystemDesignSpace.evaluate_reference (its cluster
+    and chip), search.run (the system figures of the baseline and each reference) and experiments.system_table
+    (the cluster it explains a reference on) agree with it, for every reference and number format."""
+    from experiments.system_table import best_reference, iso_cost_usd
+    from phaze_env.design import reference_system
+    from search.run import _baseline
+
+    space = small_space(die_area_mm2=(600.0,), link_GBps=(50.0,), number_format=("bf16",), hbm_generation=("hbm3e",),
+                        topology=("switched",), microbatch=(1,))
+    config = SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=(1,))
+    for name in REFERENCE_TOPOLOGIES:
+        for number_format in REFERENCE_NUMBER_FORMATS[name]:
+            point, cluster = reference_system(name, space.budget, number_format, TRAINING)
+            assert point == reference_point(name, space.budget, number_format)
+            assert cluster == reference_cluster(name, point, TRAINING)
+            evaluation = space.evaluate_reference(name, TINY, TRAINING, number_format, tensor_widths=(1,))
+            assert evaluation.cluster == cluster.to_dict()
+            assert evaluation.accelerator == point.accelerator.replace(hbm_gb=evaluation.hbm_gb).to_dict()
+            design = evaluate_reference(config, TINY.name, name, number_format)
+            assert design.accelerator == evaluation.accelerator and design.devices_available == point.n_devices
+            assert design.system["n_devices"] == point.n_devices and design.system["topology"] == point.topology
+            assert design.system["cluster_power_w"] == point.cluster_power_w
+        design, table_cluster, _ = best_reference(config, TINY.name, name, space.budget)
+        assert table_cluster == reference_system(name, space.budget, design.number_format, TRAINING)[1]
+    baseline = _baseline(config, TINY.name)
+    assert baseline.system == evaluate_reference(config, TINY.name, "tpuv4").system
+    assert iso_cost_usd(BUDGET_W) == reference_system("h100", SystemBudget(power_w=BUDGET_W))[0].cluster_cost_usd
