@@ -168,3 +168,15 @@ def test_the_three_reference_call_sites_build_the_same_system():
     baseline = _baseline(config, TINY.name)
     assert baseline.system == evaluate_reference(config, TINY.name, "tpuv4").system
     assert iso_cost_usd(BUDGET_W) == reference_system("h100", SystemBudget(power_w=BUDGET_W))[0].cluster_cost_usd
+
+
+def test_a_reference_the_budget_cannot_build_is_infeasible_not_an_error():
+    from experiments.system_table import best_reference
+
+    space = small_space(die_area_mm2=(600.0,), link_GBps=(50.0,), number_format=("bf16",), hbm_generation=("hbm3e",),
+                        topology=("switched",), microbatch=(1,))
+    space = dataclasses.replace(space, budget=SystemBudget(power_w=8e3))  # 5-7 chips: not one 8-GPU node
+    config = SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=(1,))
+    for name in ("a100", "h100"):
+        design, cluster, _ = best_reference(config, TINY.name, name, space.budget)
+        assert not design.feasible and cluster is None and "not one whole switched unit of 8" in design.reason
