@@ -6,12 +6,13 @@ DGX cluster the power budget buys (:func:`iso_cost_usd`), so the H100 column is 
 and the question at iso-cost is "for the money a 1 MW H100 cluster costs, what else could one build?". Each
 reference system (:data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`: TPUv4 in a torus as the search's own
 baseline, A100 and H100 in DGX clusters) gets the chip count its budget buys from the same power and cost models
-the designs get (:func:`~phaze_env.hardware.system.reference_point`), the same GEMM efficiency
+the designs get (:func:`~phaze_env.design.reference_system`), the same GEMM efficiency
 (:data:`~phaze_env.hardware.system.SYSTEM_GEMM_EFFICIENCY`), the same framework efficiency and its best plan
 under the search's knobs (:func:`search.run.evaluate_reference`).
 
-"Why it wins" is derived, not written: throughput = MFU × chips used × bf16 peak per chip / model FLOPs per
-sample (:attr:`phaze_env.evaluate.Evaluation.mfu`'s definition), so the ratio of two systems is exactly the
+"Why it wins" is derived, not written: throughput = MFU × chips used × peak per chip in the chip's number format
+(FP8 for an FP8 system: :func:`~phaze_env.hardware.number_format.format_peak_flops`) / model FLOPs per sample
+(:attr:`phaze_env.evaluate.Evaluation.mfu`'s definition), so the ratio of two systems is exactly the
 product of three factors (:func:`factors`), and the MFU factor is read off the time per batch split into
 compute, network and pipeline bubble (:data:`TIME_GROUPS`) and the block layer's operators split into compute-,
 memory- and latency-bound (:func:`phaze_env.explain.explain_layer`).
@@ -38,8 +39,8 @@ from typing import Any, Sequence
 
 from experiments.cost_table import table
 from phaze_env.cli import OneLineParser, console, positive_float, positive_int
-from phaze_env.cluster import NCCL_EFFICIENCY, TPUV4_DCN_PER_CHIP_BPS, Cluster, point_cluster, reference_cluster
-from phaze_env.design import SYSTEM_FIELDS
+from phaze_env.cluster import NCCL_EFFICIENCY, TPUV4_DCN_PER_CHIP_BPS, Cluster, point_cluster
+from phaze_env.design import SYSTEM_FIELDS, reference_system
 from phaze_env.evaluate import BREAKDOWN_LABELS, evaluate
 from phaze_env.explain import BOUNDS, explain_layer
 from phaze_env.files import write_text_atomic, writable_directory
@@ -47,11 +48,11 @@ from phaze_env.hardware import Accelerator
 from phaze_env.hardware.accelerator import H100_GEMM_EFFICIENCY
 from phaze_env.hardware.cost import (NODES, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS, compute_die_area_mm2,
                                      periphery_area_mm2)
+from phaze_env.hardware.number_format import FORMAT_NAMES, FP8_MAC_RATE, format_peak_flops, mfu_text
 from phaze_env.hardware.space import in_area_window
 from phaze_env.hardware.system import (HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, REFERENCE_NUMBER_FORMATS,
                                        REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, TORUS_POD_CHIPS,
-                                       SystemBudget,
-                                       SystemChoice, choice_point, reference_point, system_point)
+                                       SystemBudget, SystemChoice, choice_point, system_point)
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
 from search.config import SearchConfig
@@ -75,7 +76,9 @@ TIME_GROUPS = {"compute": ("compute", "recompute", "optimizer"),
 """The parts of the time per batch (:data:`phaze_env.evaluate.BREAKDOWN_LABELS`) in three groups: the chips
 computing (with recompute and the optimizer step), the network (every collective and pipeline send) and the
 pipeline bubble."""
-TABLE_VERSION = 2
+TABLE_VERSION = 3
+"""3: MFU and the peak factor on the peak of each chip's number format (FP8 peak for FP8; version 2 had the bf16
+peak for every chip): :func:`load_rows` re-bases version-2 rows exactly (:func:`rebase_v2_row`)."""
 REFERENCE_LABELS = {"tpuv4": "TPUv4", "a100": "A100", "h100": "H100"}
 
 if sorted(part for parts in TIME_GROUPS.values() for part in parts) != sorted(BREAKDOWN_LABELS):
@@ -89,7 +92,8 @@ def power_budget_w(workload: str, override_mw: float | None = None) -> float:
 def iso_cost_usd(power_w: float) -> float:
     """The iso-cost budget of a power budget: what the :data:`ISO_COST_REFERENCE` cluster the power buys costs
     (chips × (modelled chip cost + host share), :attr:`SystemPoint.cluster_cost_usd`)."""
-    return reference_point(ISO_COST_REFERENCE, SystemBudget(power_w=power_w)).cluster_cost_usd
+    point, _ = reference_system(ISO_COST_REFERENCE, SystemBudget(power_w=power_w))
+    return point.cluster_cost_usd
 
 
 def budget_for(kind: str, power_w: float) -> SystemBudget:
@@ -117,12 +121,13 @@ def command(workload: str, budget: SystemBudget) -> str:
 # --- why a system wins ------------------------------------------------------------------------------------
 
 def peak_flops(design: DesignResult) -> float:
-    return Accelerator.from_dict(design.accelerator).peak_flops
+    """The chip's peak in its number format: the basis of its MFU (``Accelerator.format_peak_flops``)."""
+    return Accelerator.from_dict(design.accelerator).format_peak_flops
 
 
 def factors(a: DesignResult, b: DesignResult) -> dict[str, float]:
-    """``a``'s throughput over ``b``'s as the product of chips used × bf16 peak per chip × throughput per peak
-    FLOP/s (``mfu``: the rest of the ratio, so the product is the ratio). That last factor is the MFU ratio when
+    """``a``'s throughput over ``b``'s as the product of chips used × peak per chip in its number format × throughput
+    per peak FLOP/s (``mfu``: the rest of the ratio, so the product is the ratio). That last factor is the MFU ratio when
     both count model FLOPs alike; MFU counts per-device FLOPs × tensor width, which differs by < 0.1 % between
     tensor widths, so it is checked against the MFU ratio to 1 % (a changed MFU definition raises)."""
     ratio = a.throughput_samples_s / b.throughput_samples_s
@@ -155,10 +160,10 @@ def why(best: dict[str, Any], ref: dict[str, Any]) -> str:
     f = best["factors"]
     ratio = math.prod(f.values())
     words = {"chips": f"{f['chips']:.2f}× the chips used ({best['chips_used']:,} vs {ref['chips_used']:,})",
-             "peak": f"{f['peak']:.2f}× the bf16 peak per chip ({best['peak_tflops']:,.0f} vs {ref['peak_tflops']:,.0f} "
-                     "TFLOP/s)",
-             "mfu": f"{f['mfu']:.2f}× the MFU ({best['mfu']:.0%} {best['number_format']} vs {ref['mfu']:.0%} "
-                    f"{ref['number_format']})"}
+             "peak": f"{f['peak']:.2f}× the peak per chip ({best['peak_tflops']:,.0f} {FORMAT_NAMES[best['number_format']]} "
+                     f"vs {ref['peak_tflops']:,.0f} {FORMAT_NAMES[ref['number_format']]} TFLOP/s)",
+             "mfu": f"{f['mfu']:.2f}× the MFU ({mfu_text(best['mfu'], best['number_format'])} vs "
+                    f"{mfu_text(ref['mfu'], ref['number_format'])})"}
     order = sorted(f, key=lambda k: -abs(math.log(f[k])))
     groups = " / ".join(f"{best['time_groups'][g]:.0%}" for g in TIME_GROUPS)
     ref_groups = " / ".join(f"{ref['time_groups'][g]:.0%}" for g in TIME_GROUPS)
@@ -174,7 +179,7 @@ def system_figures(workload: Workload, design: DesignResult, cluster: Cluster) -
     acc = Accelerator.from_dict(design.accelerator)
     s = design.system
     return {"samples_s": design.throughput_samples_s, "chips": s["n_devices"], "chips_used": design.plan["devices_used"],
-            "peak_tflops": acc.peak_flops / 1e12, "mfu": design.mfu, "number_format": acc.number_format,
+            "peak_tflops": acc.format_peak_flops / 1e12, "mfu": design.mfu, "number_format": acc.number_format,
             "design": acc.notation(), "plan": design.plan["notation"], "proven": design.proven,
             "chip_power_w": s["chip_power_w"], "chip_cost_usd": s["chip_cost_usd"],
             "cluster_power_w": s["cluster_power_w"], "cluster_cost_usd": s["cluster_cost_usd"],
@@ -233,9 +238,8 @@ def best_reference(config: SearchConfig, workload: str, name: str,
     :data:`~phaze_env.hardware.system.REFERENCE_NUMBER_FORMATS`), its cluster and its throughput per format."""
     results = {}
     for number_format in REFERENCE_NUMBER_FORMATS[name]:
-        point = reference_point(name, budget, number_format)
-        results[number_format] = (evaluate_reference(config, workload, name, number_format),
-                                  reference_cluster(name, point, config.cluster))
+        _, cluster = reference_system(name, budget, number_format, config.cluster)
+        results[number_format] = (evaluate_reference(config, workload, name, number_format), cluster)
     by_format = {f: d.throughput_samples_s for f, (d, _) in results.items()}
     design, cluster = results[max(by_format, key=by_format.get)]
     return design, cluster, by_format
@@ -312,12 +316,13 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
                 ["workload", "budget", "best system (design · die built/knob · HBM · links topology)", "chips", "plan",
                  "samples/s", "exact", *[f"vs {REFERENCE_LABELS[n]}" for n in REFERENCES]], body))
     references = [[r["workload"], r["budget_label"], REFERENCE_LABELS[n],
-                   *([_chips_label(ref), ref["number_format"], ref["plan"], f"{ref['samples_s']:,.1f}", f"{ref['mfu']:.1%}",
+                   *([_chips_label(ref), ref["number_format"], ref["plan"], f"{ref['samples_s']:,.1f}",
+                      mfu_text(ref["mfu"], ref["number_format"]),
                       " / ".join(f"{ref['time_groups'][g]:.0%}" for g in TIME_GROUPS),
                       f"{ref['block_bound']['memory']:.0%}", "yes" if ref["proven"] else "no"]
                      if ref["feasible"] else [f"{ref['chips']:,}", "", "—", f"infeasible: {ref['reason']}", "", "", "", ""])]
                   for r in rows for n, ref in r["references"].items()]
-    bests = [[r["workload"], r["budget_label"], f"{r['best']['mfu']:.1%}",
+    bests = [[r["workload"], r["budget_label"], mfu_text(r["best"]["mfu"], r["best"]["number_format"]),
               " / ".join(f"{r['best']['time_groups'][g]:.0%}" for g in TIME_GROUPS),
               f"{r['best']['block_bound']['memory']:.0%}", f"{r['best']['chip_power_w']:.0f} W",
               f"${r['best']['chip_cost_usd']:,.0f}", r["evaluations"], r["pruned_by_placement_bound"], r["ilp_solves"],
@@ -399,11 +404,12 @@ Designs: `Accelerator.notation()` (tensor cores count×(width×depth), vector co
 
 ## Why each wins or loses
 
-Throughput is MFU × chips used × bf16 peak per chip / model FLOPs per sample, so the ratio is exactly the product of
-the three factors named (largest effect first). The MFU factor is read off the time per batch (compute incl.
-recompute and the optimizer step / network: every collective and pipeline send / pipeline bubble) and the share of
-the block layer's operator time that is HBM-bound (`phaze_env.explain.explain_layer` at the plan's t and m).
-MFU is counted against the bf16 peak for every chip, so an FP8 system's can exceed 100 %.
+Throughput is MFU × chips used × peak per chip / model FLOPs per sample, with the peak and the MFU both in the
+chip's number format (an FP8 chip's FP8 peak, {FP8_MAC_RATE:g}× its bf16 peak: `hardware.number_format.format_peak_flops`),
+so the ratio is exactly the product of the three factors named (largest effect first) and no MFU exceeds 100 %.
+The MFU factor is read off the time per batch (compute incl. recompute and the optimizer step / network: every
+collective and pipeline send / pipeline bubble) and the share of the block layer's operator time that is HBM-bound
+(`phaze_env.explain.explain_layer` at the plan's t and m).
 
 {table(["workload", "budget", "vs", "why"], whys)}
 
@@ -429,10 +435,32 @@ writes this page; `--workload gpt3-175b` adds gpt3-175b at 10 MW.)
 """
 
 
+def rebase_v2_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A version-2 row (MFU and peak factor on the bf16 peak for every chip) on version 3's basis, exactly: each
+    system's peak × ``format_peak_flops(1, format)`` and MFU ÷ it; each ratio's peak factor recomputed from the
+    peaks and its MFU factor moved by the inverse, so the product (the throughput ratio) is unchanged; the "why"
+    lines rewritten from the re-based figures. Throughputs, chips and times are untouched."""
+    row = json.loads(json.dumps(row))
+    systems = [row["best"]] + [ref for ref in row["references"].values() if ref.get("feasible")]
+    for figures in systems:
+        scale = format_peak_flops(1.0, figures["number_format"])
+        figures["peak_tflops"] *= scale
+        figures["mfu"] /= scale
+    for name, f in row["best"]["factors"].items():
+        ref = row["references"][name]
+        peak = row["best"]["peak_tflops"] / ref["peak_tflops"]
+        f["mfu"] *= f["peak"] / peak
+        f["peak"] = peak
+        row["why"][name] = why(row["best"] | {"factors": f}, ref)
+    return row
+
+
 def load_rows(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("version") == 2:
+        return [rebase_v2_row(row) for row in data["rows"]]
     if data.get("version") != TABLE_VERSION:
         return []  # another layout: recomputed
     return list(data["rows"])

@@ -41,7 +41,7 @@ from phaze_env.cli import OneLineParser
 from phaze_env.cluster import get_cluster
 from phaze_env.evaluate import Evaluation, evaluate
 from phaze_env.files import atomic_path, writable_directory, write_text_atomic
-from phaze_env.hardware import get_preset
+from phaze_env.hardware import Accelerator, get_preset
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.stacks import STACKS, get_stack
 from phaze_env.workloads import get_workload, model_graph
@@ -285,9 +285,11 @@ def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
         layers, hidden, vocab, seq = _dims(case)
         flops = 72 * case.global_batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
         flops /= case.n_devices
-    else:  # Evaluation.mfu: model FLOPs per second over the preset's peak, per device used
+    else:  # Evaluation.mfu: model FLOPs per second over the peak of the design's format, per device used
         flops = evaluation.mfu * evaluation.peak_flops * evaluation.plan["time_per_batch_s"]
-    peak = PUBLISHED_PEAK_FLOPS.get(case.accelerator, evaluation.peak_flops)
+    # The bf16 peak for every case, FP8 ones too (the note says "of the bf16 peak" for them): the authors' peaks
+    # are bf16 figures, and Evaluation.peak_flops is the FP8 peak for an FP8 design.
+    peak = PUBLISHED_PEAK_FLOPS.get(case.accelerator, Accelerator.from_dict(evaluation.accelerator).peak_flops)
     return flops / (evaluation.time_breakdown_s["compute"] * peak)
 
 

@@ -468,7 +468,7 @@ class SystemDesignSpace(DesignSpace):
 
     def evaluate_baseline(self, workload: str | Workload, cluster: Cluster | None = None,
                           **kwargs: Any) -> Evaluation:
-        """The TPUv4 chip in a torus at this space's budget (:func:`~phaze_env.hardware.system.baseline_point`,
+        """The TPUv4 chip in a torus at this space's budget (:func:`reference_system` of ``"tpuv4"``,
         ``search.phaze``'s system baseline), best over the space's microbatch sizes and recompute settings."""
         return self.evaluate_reference("tpuv4", workload, cluster, **kwargs)
 
@@ -480,10 +480,10 @@ class SystemDesignSpace(DesignSpace):
         (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the training fields), training in
         ``number_format``, best over the space's microbatch sizes and recompute settings; infeasible (saying so)
         when the budget buys not one whole node or torus cube of the reference chip."""
-        point = reference_point(name, self.budget, number_format)
-        if point.unbuildable_reason:
+        point, built = reference_system(name, self.budget, number_format, cluster)
+        if built is None:
             return unbuilt_evaluation(workload, point.accelerator, point.topology, f"{name}: {point.unbuildable_reason}")
-        return evaluate(workload, point.accelerator, reference_cluster(name, point, cluster), microbatch=self.microbatch,
+        return evaluate(workload, point.accelerator, built, microbatch=self.microbatch,
                         recompute=self.recompute, hbm_gb=(point.accelerator.hbm_gb,), **kwargs)
 
 
@@ -601,6 +601,18 @@ def evaluate_options(options: dict[str, Any] | None) -> dict[str, Any]:
             raise ValueError(f"unknown evaluate option {name!r}; known: {', '.join(_EVALUATE_OPTIONS)}")
     return {name: tuple(value) if isinstance(value, (list, set, frozenset)) else value
             for name, value in options.items()}
+
+
+def reference_system(name: str, budget: SystemBudget, number_format: str = "bf16",
+                     cluster: Cluster | None = None) -> tuple[SystemPoint, Cluster | None]:
+    """Reference system ``name`` (:data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`) at ``budget`` training in
+    ``number_format``: its chip and chip count (:func:`~phaze_env.hardware.system.reference_point`) and its cluster
+    (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the training fields), or ``None`` for the
+    cluster when the budget buys not one whole node or torus cube (``point.unbuildable_reason`` says why). The one
+    build of a reference: :meth:`SystemDesignSpace.evaluate_reference`, ``search.run`` (baseline and references)
+    and ``experiments.system_table`` all call it."""
+    point = reference_point(name, budget, number_format)
+    return point, (None if point.unbuildable_reason else reference_cluster(name, point, cluster))
 
 
 def evaluate_design(design: Design, workload: str | Workload, cluster: Cluster | None = None, *,

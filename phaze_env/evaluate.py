@@ -32,7 +32,7 @@ from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_erro
                                         kv_bytes_per_token, rank_graph, ring_exposed_s, valid_context_parallels)
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
-from phaze_env.hardware.number_format import fp8_weight_copy_factor
+from phaze_env.hardware.number_format import fp8_weight_copy_factor, mfu_basis, mfu_text
 from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.placement import Settings, best_plan_multi
 from phaze_env.pricing import price_ops
@@ -40,10 +40,10 @@ from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
-EVALUATION_VERSION = 10  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers, context parallelism;
+EVALUATION_VERSION = 11  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers, context parallelism;
 # 8: expert parallelism (plan["expert_parallel"], ep_comm) merged with ZeRO stages and context parallelism;
 # 9: layer_timings only of the variants scheduled (layer-level branch and bound); 10: dp_calls counts the DP runs
-# made, bound_dp_calls
+# made, bound_dp_calls; 11: mfu and peak_flops on the peak of the design's number format (FP8 peak for FP8)
 
 _EVALUATIONS = DiskCache("evaluations")
 _BOUNDS = DiskCache("bounds")
@@ -80,8 +80,10 @@ class Evaluation:
     """Everything known about one design on one workload (seconds, bytes, joules, mm²).
 
     ``mfu`` is model FLOPs per second over ``peak_flops`` × devices used, where ``peak_flops`` is *this
-    design's own* tensor-core peak (so two designs' MFUs are not comparable throughput figures); the
-    model FLOPs are the whole model's (per-device FLOPs × tensor width). ``time_breakdown_s`` splits the
+    design's own* tensor-core peak in the format its GEMMs run in (``Accelerator.format_peak_flops``: the FP8
+    peak for an FP8 design, so no MFU exceeds 1; :attr:`mfu_basis` names it next to the figure). Two designs'
+    MFUs are not comparable throughput figures; the model FLOPs are the whole model's (per-device FLOPs ×
+    tensor width). ``time_breakdown_s`` splits the
     time per batch (see :class:`~phaze_env.placement.Plan`); ``plan["notation"]`` is the plan in the one
     notation (``t8p8d1m1+sp+rc=selective``).
 
@@ -124,6 +126,15 @@ class Evaluation:
     throughput_bound_samples_s: float = 0.0
 
     @property
+    def number_format(self) -> str:
+        return Accelerator.from_dict(self.accelerator).number_format
+
+    @property
+    def mfu_basis(self) -> str:
+        """What ``mfu`` counts against, for the text next to it: ``"of the FP8 peak"`` / ``"of the bf16 peak"``."""
+        return mfu_basis(self.number_format)
+
+    @property
     def hbm_gb(self) -> float:
         """HBM capacity of the chosen plan in GiB (2**30 bytes, as ``Accelerator.hbm_gb``)."""
         return float(self.plan.get("hbm_bytes", 0.0)) / GB_BYTES
@@ -148,7 +159,7 @@ class Evaluation:
         if not self.feasible:
             return f"{self.workload}: infeasible ({self.reason})"
         return (f"{self.workload}: {self.throughput_samples_s:,.1f} samples/s ({self.tokens_s:,.0f} tokens/s, "
-                f"MFU {self.mfu:.1%} of this design's peak), plan {self.plan['notation']}, area {self.area_mm2:.1f} mm²")
+                f"MFU {mfu_text(self.mfu, self.number_format)}), plan {self.plan['notation']}, area {self.area_mm2:.1f} mm²")
 
 
 def _plain_copy(value: Any) -> Any:
@@ -398,7 +409,7 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
         # The one plan loop (placement.best_plan_multi): capacities smallest first, then t, then m, then c, then e,
         # branch and bound across them; ties keep the first (the smaller HBM).
         template = Settings(cluster, usable[0], request.microbatches[0], capacities[0], request.plan,
-                            peak_flops=acc.peak_flops, hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps,
+                            peak_flops=acc.format_peak_flops, hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps,
                             context_parallel=degrees[0], expert_parallel=experts[0])
 
         def settings_of(t: int, m: int, c: int, e: int) -> dict[str, Any]:
@@ -436,7 +447,7 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     total_s = time.perf_counter() - started
     timings_s = {k: counters[k] for k in ("trace", "estimate", "schedule")}
     timings_s["placement"] = max(total_s - sum(timings_s.values()), 0.0)
-    common = dict(workload=workload.name, cluster=cluster.to_dict(), area_mm2=acc.area_mm2, peak_flops=acc.peak_flops,
+    common = dict(workload=workload.name, cluster=cluster.to_dict(), area_mm2=acc.area_mm2, peak_flops=acc.format_peak_flops,
                   layer_timings=layer_timings, timings_s=timings_s, ilp_solves=int(counters["ilp_solves"]),
                   schedules=int(counters["schedules"]),
                   dp_calls=calls["dp_calls"], bound_dp_calls=calls["bound_dp_calls"],
@@ -493,7 +504,7 @@ def unbuilt_evaluation(workload: str | Workload, accelerator: Accelerator, topol
     return Evaluation(workload=get_workload(workload).name, accelerator=accelerator.to_dict(),
                       cluster={"n_devices": 0, "name": topology}, feasible=False, reason=reason,
                       throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, area_mm2=accelerator.area_mm2,
-                      peak_flops=accelerator.peak_flops, energy_per_sample_j=0.0, plan={}, memory_bytes={},
+                      peak_flops=accelerator.format_peak_flops, energy_per_sample_j=0.0, plan={}, memory_bytes={},
                       layer_timings={}, timings_s={}, ilp_solves=0, schedules=0)
 
 
@@ -567,7 +578,7 @@ def report(evaluation: Evaluation, preset: str) -> dict[str, Any]:
     if evaluation.feasible:
         result.update(plan=plan["notation"], stage_layers=[len(group) for group in plan["stage_layers"]],
                       throughput_samples_s=evaluation.throughput_samples_s, tokens_s=evaluation.tokens_s,
-                      mfu=evaluation.mfu, mfu_peak_flops_per_device=evaluation.peak_flops,
+                      mfu=evaluation.mfu, mfu_basis=evaluation.mfu_basis, mfu_peak_flops_per_device=evaluation.peak_flops,
                       devices_used=plan["devices_used"], time_per_batch_s=plan["time_per_batch_s"],
                       time_breakdown_s=evaluation.time_breakdown_s, memory_bytes=evaluation.memory_bytes,
                       hbm_bytes=plan["hbm_bytes"])
@@ -583,9 +594,8 @@ def _text(info: dict[str, Any], cluster: Cluster) -> str:
         f"{info['workload']} on {info['devices_used']} of {cluster.n_devices} × {info['accelerator']}, {cluster.describe()}",
         f"plan            {info['plan']}   (layers per stage: {', '.join(map(str, info['stage_layers']))})",
         f"throughput      {info['throughput_samples_s']:,.3f} samples/s · {info['tokens_s']:,.0f} tokens/s",
-        f"MFU             {info['mfu']:.1%} of the {info['accelerator']} preset's peak "
-        f"{info['mfu_peak_flops_per_device'] / 1e12:,.1f} TFLOP/s per device (model FLOPs: the whole model's, "
-        "no recompute)",
+        f"MFU             {info['mfu']:.1%} {info['mfu_basis']}, {info['mfu_peak_flops_per_device'] / 1e12:,.1f} TFLOP/s "
+        f"per {info['accelerator']} device (model FLOPs: the whole model's, no recompute)",
         f"time per batch  {total:.4g} s",
     ]
     for key, seconds in info["time_breakdown_s"].items():

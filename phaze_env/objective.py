@@ -133,7 +133,7 @@ class PhazeObjective:
         attrs.update(feasible=feasible, reason=reason, evaluated=evaluation is not None,
                      throughput_samples_s=throughput, constraints=list(constraints))
         if evaluation is not None:
-            attrs.update(tokens_s=evaluation.tokens_s, mfu=evaluation.mfu,
+            attrs.update(tokens_s=evaluation.tokens_s, mfu=evaluation.mfu, mfu_basis=evaluation.mfu_basis,
                          energy_per_sample_j=evaluation.energy_per_sample_j, plan=evaluation.plan,
                          memory_bytes=evaluation.memory_bytes, proven=evaluation.proven,
                          worst_gap=evaluation.worst_gap)

@@ -211,7 +211,7 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
             return "infeasible" if key == "samples/s" else ""
         p = d.plan
         figures = {
-            "samples/s": f"{d.throughput_samples_s:,.1f}", "tokens/s": f"{d.tokens_s:,.0f}", "MFU": f"{d.mfu:.1%}",
+            "samples/s": f"{d.throughput_samples_s:,.1f}", "tokens/s": f"{d.tokens_s:,.0f}", "MFU": d.mfu_text,
             "area mm²": f"{d.area_mm2:.1f}", "plan": p["notation"],
             "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
         }

@@ -151,7 +151,7 @@ def _answer_table(answer: DesignResult | None, answer_label: str, baseline: Desi
         design = Accelerator.from_dict(d.accelerator).notation()
         if not d.feasible:
             return [design, f"infeasible: {d.reason}", "", "", "", ""]
-        return [design, d.plan["notation"], f"{d.throughput_samples_s:,.1f}", f"{d.mfu:.1%}", f"{plotted_area(d):.1f}",
+        return [design, d.plan["notation"], f"{d.throughput_samples_s:,.1f}", d.mfu_text, f"{plotted_area(d):.1f}",
                 "proven" if d.proven else f"NOT PROVEN (worst gap {d.worst_gap:.2%})"]
 
     rows = "".join(f"<tr><th>{_e(label)}</th>" + "".join(f"<td>{_e(c)}</td>" for c in cells(d)) + "</tr>"

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from phaze_env.hardware import Accelerator
+from phaze_env.hardware.number_format import mfu_basis, mfu_text
 from search.objectives import objective_value
 
 MODES = ("best", "shared", "pareto")
@@ -61,10 +62,22 @@ class DesignResult:
     def time_shares(self) -> dict[str, float]:
         return time_shares(self.plan)
 
+    @property
+    def number_format(self) -> str:
+        return Accelerator.from_dict(self.accelerator).number_format
+
+    @property
+    def mfu_text(self) -> str:
+        """``mfu`` with its basis (``Evaluation.mfu``: the peak of the design's number format), e.g.
+        ``"57.5% of the FP8 peak"``."""
+        return mfu_text(self.mfu, self.number_format)
+
     def to_dict(self) -> dict[str, Any]:
-        """Every field (``system`` only for a system-space design, so PHAZE-space results are as before)."""
+        """Every field (``system`` only for a system-space design, so PHAZE-space results are as before), and for a
+        feasible design its time shares and what its ``mfu`` counts against (``mfu_basis``)."""
         data = {k: v for k, v in asdict(self).items() if not (k == "system" and v is None)}
-        return data | ({"time_shares": self.time_shares} if self.feasible else {})
+        return data | ({"time_shares": self.time_shares,
+                        "mfu_basis": mfu_basis(self.number_format)} if self.feasible else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DesignResult:

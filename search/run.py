@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from phaze_env.hardware.system import REFERENCE_HBM_GENERATIONS, SystemPoint, baseline_point, reference_point
+from phaze_env.design import reference_system
+from phaze_env.hardware.system import REFERENCE_HBM_GENERATIONS, SystemPoint
 from phaze_env.workloads import model_graph
 from search.config import SearchConfig, aggregate
 from search.exact import ExactSearch, certify
@@ -113,14 +114,15 @@ def _design(record: dict, config: SearchConfig | None = None, index: int | None 
 def _baseline(config: SearchConfig, name: str) -> DesignResult:
     """The space's reference design under the same placement DP and knobs (:meth:`DesignSpace.evaluate_baseline`):
     the TPUv4-like accelerator on the search's cluster in PHAZE's spaces; in the system space the TPUv4 chip in a
-    torus at the same budget (:func:`baseline_point`), with its system figures."""
+    torus at the same budget (:func:`~phaze_env.design.reference_system`), with its system figures."""
     evaluation = config.space.evaluate_baseline(config.workload(name), config.cluster, tensor_widths=config.tensor_widths,
                                                 seq_len=config.seq_len, solver=config.solver,
                                                 time_limit_s=config.time_limit_s, plan=config.plan)  # the same plan space
     design = DesignResult.from_evaluation(evaluation.to_dict())
     if not config.is_system:
         return design
-    return _with_system(design, "tpuv4", baseline_point(config.space.budget))
+    point, _ = reference_system("tpuv4", config.space.budget, cluster=config.cluster)
+    return _with_system(design, "tpuv4", point)
 
 
 def evaluate_reference(config: SearchConfig, workload: str, reference: str, number_format: str = "bf16") -> DesignResult:
@@ -130,7 +132,7 @@ def evaluate_reference(config: SearchConfig, workload: str, reference: str, numb
     evaluation = config.space.evaluate_reference(reference, config.workload(workload), config.cluster, number_format,
                                                  tensor_widths=config.tensor_widths, seq_len=config.seq_len,
                                                  solver=config.solver, time_limit_s=config.time_limit_s, plan=config.plan)
-    point = reference_point(reference, config.space.budget, number_format)
+    point, _ = reference_system(reference, config.space.budget, number_format, config.cluster)
     return _with_system(DesignResult.from_evaluation(evaluation.to_dict()), reference, point)
 
 

@@ -124,3 +124,27 @@ def test_fp8_weight_copies_count_in_memory(graph):
               for fmt in ("bf16", "fp8")}
     assert memory["fp8"]["weights"] == pytest.approx(memory["bf16"]["weights"] * (1 + factor))
     assert memory["fp8"]["optimizer"] == pytest.approx(memory["bf16"]["optimizer"])
+
+
+def test_no_fp8_design_reports_mfu_above_100_percent():
+    """MFU counts model FLOPs against the peak of the format the design's GEMMs run in (number_format.
+    format_peak_flops). One 16×16 FP8 tensor core is compute-bound on the tiny GPT-2: it trains faster than its bf16
+    peak (on that basis its MFU would read ≈ 148 %), and on its FP8 peak it stays at most 100 %, said next to it."""
+    from phaze_env.cluster import Cluster
+    from phaze_env.evaluate import _model_flops_per_sample
+    from phaze_env.hardware.number_format import format_peak_flops
+
+    for number_format in ("fp8", "bf16"):
+        acc = Accelerator(num_tc=1, tc_width=16, tc_depth=16, num_vc=64, number_format=number_format)
+        evaluation = evaluate(TINY, acc, Cluster(n_devices=1, global_batch=8))
+        plan = evaluation.plan
+        flops_s = evaluation.throughput_samples_s * _model_flops_per_sample(
+            model_graph(TINY, microbatch=plan["microbatch"], tensor_width=plan["tensor_width"]))
+        assert evaluation.peak_flops == acc.format_peak_flops == format_peak_flops(acc.peak_flops, number_format)
+        assert evaluation.mfu == pytest.approx(flops_s / acc.format_peak_flops, rel=1e-9)
+        assert 0 < evaluation.mfu <= 1
+        name = "FP8" if number_format == "fp8" else "bf16"
+        assert evaluation.mfu_basis == f"of the {name} peak" and f"of the {name} peak" in evaluation.summary()
+        if number_format == "fp8":
+            assert acc.format_peak_flops == FP8_MAC_RATE * acc.peak_flops == acc.fp8_peak_flops
+            assert flops_s > acc.peak_flops  # above its bf16 peak: the bf16 basis would read over 100 %

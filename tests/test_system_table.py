@@ -99,3 +99,84 @@ def test_cli_bad_workload_is_one_line_exit_2(tmp_path):
                            str(tmp_path / "docs"), "--out", str(tmp_path / "out")], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "unknown workload 'nope'" in done.stderr
     assert not (tmp_path / "docs" / "system_table.json").exists()
+
+
+def _v2_row() -> dict:
+    """A version-2 row in miniature (MFU on the bf16 peak for every chip): an FP8 design at 115 % against a bf16
+    reference, as docs/system_table.json's llama2-7b row read before version 3."""
+    def system(peak, mfu, number_format, chips):
+        return {"peak_tflops": peak, "mfu": mfu, "number_format": number_format, "chips_used": chips, "feasible": True,
+                "time_groups": {"compute": 0.9, "network": 0.1, "bubble": 0.0}, "block_bound": {"memory": 0.1}}
+    best = system(551.0, 1.152, "fp8", 820) | {"factors": {"tpuv4": {"chips": 820 / 1136, "peak": 551.0 / 275.0,
+                                                                     "mfu": 1.152 / 0.433}}}
+    return {"best": best, "references": {"tpuv4": system(275.0, 0.433, "bf16", 1136)}, "why": {"tpuv4": "old"}}
+
+
+def test_version_2_rows_are_rebased_on_each_format_peak_exactly(tmp_path):
+    import json
+
+    from experiments.system_table import load_rows
+
+    old = _v2_row()
+    (tmp_path / "system_table.json").write_text(json.dumps({"version": 2, "rows": [old]}))
+    (row,) = load_rows(tmp_path / "system_table.json")
+    best, ref, f = row["best"], row["references"]["tpuv4"], row["best"]["factors"]["tpuv4"]
+    assert best["mfu"] == pytest.approx(0.576) and best["peak_tflops"] == pytest.approx(1102.0)  # FP8 peak
+    assert ref["mfu"] == 0.433 and ref["peak_tflops"] == 275.0  # bf16: unchanged
+    assert f["peak"] == pytest.approx(1102.0 / 275.0) and f["mfu"] == pytest.approx(0.576 / 0.433)
+    assert math.prod(f.values()) == pytest.approx(math.prod(old["best"]["factors"]["tpuv4"].values()), rel=1e-12)
+    assert "57.6% of the FP8 peak vs 43.3% of the bf16 peak" in row["why"]["tpuv4"]
+    assert "1,102 FP8 vs 275 bf16 TFLOP/s" in row["why"]["tpuv4"]
+
+
+def test_the_published_table_has_no_mfu_above_100_percent():
+    from pathlib import Path
+
+    from experiments.system_table import load_rows
+
+    rows = load_rows(Path(__file__).resolve().parents[1] / "docs" / "system_table.json")
+    systems = [s for r in rows for s in [r["best"], *r["references"].values()] if s.get("feasible", True)]
+    assert rows and any(s["number_format"] == "fp8" for s in systems)
+    assert all(0 < s["mfu"] <= 1 for s in systems)
+
+
+def test_the_three_reference_call_sites_build_the_same_system():
+    """design.reference_system is the one build of a reference: SystemDesignSpace.evaluate_reference (its cluster
+    and chip), search.run (the system figures of the baseline and each reference) and experiments.system_table
+    (the cluster it explains a reference on) agree with it, for every reference and number format."""
+    from experiments.system_table import best_reference, iso_cost_usd
+    from phaze_env.design import reference_system
+    from search.run import _baseline
+
+    space = small_space(die_area_mm2=(600.0,), link_GBps=(50.0,), number_format=("bf16",), hbm_generation=("hbm3e",),
+                        topology=("switched",), microbatch=(1,))
+    config = SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=(1,))
+    for name in REFERENCE_TOPOLOGIES:
+        for number_format in REFERENCE_NUMBER_FORMATS[name]:
+            point, cluster = reference_system(name, space.budget, number_format, TRAINING)
+            assert point == reference_point(name, space.budget, number_format)
+            assert cluster == reference_cluster(name, point, TRAINING)
+            evaluation = space.evaluate_reference(name, TINY, TRAINING, number_format, tensor_widths=(1,))
+            assert evaluation.cluster == cluster.to_dict()
+            assert evaluation.accelerator == point.accelerator.replace(hbm_gb=evaluation.hbm_gb).to_dict()
+            design = evaluate_reference(config, TINY.name, name, number_format)
+            assert design.accelerator == evaluation.accelerator and design.devices_available == point.n_devices
+            assert design.system["n_devices"] == point.n_devices and design.system["topology"] == point.topology
+            assert design.system["cluster_power_w"] == point.cluster_power_w
+        design, table_cluster, _ = best_reference(config, TINY.name, name, space.budget)
+        assert table_cluster == reference_system(name, space.budget, design.number_format, TRAINING)[1]
+    baseline = _baseline(config, TINY.name)
+    assert baseline.system == evaluate_reference(config, TINY.name, "tpuv4").system
+    assert iso_cost_usd(BUDGET_W) == reference_system("h100", SystemBudget(power_w=BUDGET_W))[0].cluster_cost_usd
+
+
+def test_a_reference_the_budget_cannot_build_is_infeasible_not_an_error():
+    from experiments.system_table import best_reference
+
+    space = small_space(die_area_mm2=(600.0,), link_GBps=(50.0,), number_format=("bf16",), hbm_generation=("hbm3e",),
+                        topology=("switched",), microbatch=(1,))
+    space = dataclasses.replace(space, budget=SystemBudget(power_w=8e3))  # 5-7 chips: not one 8-GPU node
+    config = SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=(1,))
+    for name in ("a100", "h100"):
+        design, cluster, _ = best_reference(config, TINY.name, name, space.budget)
+        assert not design.feasible and cluster is None and "not one whole switched unit of 8" in design.reason

@@ -129,3 +129,19 @@ def test_ratio_workload_has_the_published_size(name):
     case = next(case for case in RATIO_CASES if case.name == name)
     params = model_graph(case.workload, seq_len=case.seq_len, microbatch=1, tensor_width=1).params_total
     assert params == pytest.approx(LLM_FOUNDRY_PARAMS[name], rel=1e-3)
+
+
+def test_fp8_compute_at_is_counted_on_the_bf16_peak_it_names():
+    """Evaluation.peak_flops is an FP8 design's FP8 peak (the basis of its MFU); the validation note's "compute at x %
+    of the bf16 peak" divides by the bf16 peak it names, so its figures did not move with the MFU basis."""
+    from experiments.validate import case_accelerator, case_cluster, compute_efficiency
+    from phaze_env.evaluate import evaluate
+
+    case = get_case("nemo2407-llama2-7b-fp8")
+    accelerator = case_accelerator(case)
+    evaluation = evaluate(case.workload, accelerator, case_cluster(case), plan=plan_of(case), seq_len=case.seq_len)
+    assert accelerator.number_format == "fp8" and evaluation.peak_flops == 2 * accelerator.peak_flops
+    flops = evaluation.mfu * evaluation.peak_flops * evaluation.plan["time_per_batch_s"]
+    assert compute_efficiency(case, evaluation) == pytest.approx(
+        flops / (evaluation.time_breakdown_s["compute"] * accelerator.peak_flops), rel=1e-12)
+    assert "of the bf16 peak" in predict(case).note

@@ -31,7 +31,7 @@ from typing import Any
 
 from phaze_env.hardware import area
 from phaze_env.hardware.area import TPU_VPU_SUBLANES
-from phaze_env.hardware.number_format import FP8_MAC_RATE, check_number_format
+from phaze_env.hardware.number_format import check_number_format, format_peak_flops
 
 DEFAULT_CLOCK_HZ = 1.05e9
 MB_BYTES = 2**20
@@ -123,7 +123,13 @@ class Accelerator:
     @property
     def fp8_peak_flops(self) -> float:
         """Peak tensor-core FLOP/s on FP8 operands (``FP8_MAC_RATE · peak_flops``); 0 for bf16-only tensor cores."""
-        return self.peak_flops * FP8_MAC_RATE if self.number_format == "fp8" else 0.0
+        return self.format_peak_flops if self.number_format == "fp8" else 0.0
+
+    @property
+    def format_peak_flops(self) -> float:
+        """Peak tensor-core FLOP/s in the format this design's GEMMs run in (its FP8 peak for an FP8 design,
+        :func:`~phaze_env.hardware.number_format.format_peak_flops`): the basis of its MFU."""
+        return format_peak_flops(self.peak_flops, self.number_format)
 
     @property
     def vector_elements_per_cycle(self) -> int:

@@ -49,6 +49,27 @@ FP8_WEIGHT_COPY_BYTES_PER_PARAM = 2
 """The cached FP8 weight and its FP8 transpose: 2 × 1 byte per parameter of an FP8 Linear layer."""
 
 
+FORMAT_NAMES = {"bf16": "bf16", "fp8": "FP8"}
+"""How each number format is named next to a figure ("of the FP8 peak")."""
+
+
+def format_peak_flops(bf16_peak_flops: float, number_format: str) -> float:
+    """The peak of the format a design's GEMMs run in, per device: the bf16 tensor-core peak, or for an FP8 design
+    :data:`FP8_MAC_RATE` × it (its FP8 peak). The one basis of MFU (``Evaluation.mfu``, ``Plan.mfu``), so no
+    design's MFU exceeds 1: FP8 designs run their weight GEMMs at that rate and everything else slower."""
+    return bf16_peak_flops * (FP8_MAC_RATE if check_number_format(number_format) == "fp8" else 1.0)
+
+
+def mfu_basis(number_format: str) -> str:
+    """The basis named next to an MFU figure: ``"of the FP8 peak"`` / ``"of the bf16 peak"``."""
+    return f"of the {FORMAT_NAMES[check_number_format(number_format)]} peak"
+
+
+def mfu_text(mfu: float, number_format: str) -> str:
+    """An MFU figure with its basis, as every report shows it: ``"57.5% of the FP8 peak"``."""
+    return f"{mfu:.1%} {mfu_basis(number_format)}"
+
+
 def check_number_format(number_format: str) -> str:
     """``number_format`` if it is one of :data:`NUMBER_FORMATS`, else a ``ValueError`` naming them."""
     if number_format not in NUMBER_FORMATS:

@@ -30,8 +30,8 @@ class Plan:
     ``zero_buffers`` — ZeRO-2/3's unsharded layer gradients and gathered weights — activations, total);
     ``p2p_s`` and ``allreduce_s``
     repeat the breakdown's ``p2p`` and ``dp_allreduce``. ``mfu``: model FLOPs over the peak of the devices
-    used (each design's own bf16 peak, ``Accelerator.peak_flops``: an FP8 design's MFU is counted against its bf16
-    peak too, so it can exceed what a bf16 design reaches — up to 2 in principle).
+    used (``Settings.peak_flops``; the evaluator's is each design's own peak in its number format,
+    ``Accelerator.format_peak_flops``: an FP8 design's FP8 peak, so no MFU exceeds 1).
     For a DAG, ``stage_layers`` is authoritative and ``stage_bounds`` holds each stage's (min, max) layer.
     An infeasible plan has ``feasible=False``, a ``reason`` and zero throughput.
     """

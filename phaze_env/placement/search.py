@@ -1117,8 +1117,8 @@ def _collective_affine(cluster: Cluster, kind: str, stride: int) -> _AffineTable
 
 
 def _mfu(settings: Settings, throughput_samples_s: float, devices: int) -> float | None:
-    """Model FLOPs per second over the bf16 peak of the devices the plan uses (``Settings.peak_flops``; FP8 designs
-    too, so their MFU is comparable with bf16 designs' and can exceed 1)."""
+    """Model FLOPs per second over the peak of the devices the plan uses (``Settings.peak_flops``: the evaluator
+    passes the peak of the design's number format, ``Accelerator.format_peak_flops``)."""
     if settings.model_flops_per_sample is None or settings.peak_flops is None:
         return None
     return settings.model_flops_per_sample * throughput_samples_s / (settings.peak_flops * devices)
