@@ -235,7 +235,8 @@ def system_cells(d: DesignResult) -> dict[str, str]:
     return {"die mm²": die, "HBM stacks": f"{s['hbm_stacks']}×{s['hbm_generation'].upper()} "
                                           f"({s['hbm_bandwidth_Bps'] / 1e12:.2f} TB/s)",
             "links": f"{s['links']}×{s['link_GBps']:g} GB/s", "topology": s["topology"],
-            "chips": f"{s['n_devices']:,}", "chip power W": f"{s['chip_power_w']:.0f}",
+            "chips": f"{s['n_devices']:,}" + (f" ({s['pods']} pods)" if s.get("pods", 1) > 1 else ""),
+            "chip power W": f"{s['chip_power_w']:.0f}",
             "chip cost $": f"{s['chip_cost_usd']:,.0f}",
             "cluster MW": f"{s['cluster_power_w'] / 1e6:.2f}", "cluster $M": f"{s['cluster_cost_usd'] / 1e6:.1f}",
             WALL_ENERGY_LABEL: f"{s['energy_per_token_j']:.3g}" if "energy_per_token_j" in s else "",

@@ -184,6 +184,17 @@ def test_a_torus_pod_is_a_tpu_v4_pod_and_the_10mw_tpuv4_baseline_is_three_pods()
     assert devices_supported("switched", 12101) == 12096
 
 
+def test_the_search_console_names_the_pods_of_a_multi_pod_torus():
+    from types import SimpleNamespace
+
+    from search.cli import system_cells
+
+    summary = baseline_point(SystemBudget(power_w=10e6)).summary() | {"die_area_mm2": None, "link_GBps": 100.0,
+                                                                    "hbm_stacks": 4, "hbm_generation": "hbm2"}
+    assert system_cells(SimpleNamespace(system=summary))["chips"] == "12,096 (3 pods)"
+    assert system_cells(SimpleNamespace(system=summary | {"pods": 1}))["chips"] == "12,096"
+
+
 def largest_pod_split(affordable: int) -> int:
     """The definition :func:`devices_supported` implements for a torus, by enumeration: the most chips ≤
     ``affordable`` that :func:`torus_pods` accepts (equal pods of whole cubes, as few as the pod size allows)."""
