@@ -197,12 +197,12 @@ def case_accelerator(case: ValidationCase):
 
 
 def _predictor(case: ValidationCase, field: str, **cluster_fields):
-    """``value → the case's predicted metric`` with the cluster field ``field`` set to ``value`` (the case's cluster
-    with ``cluster_fields`` changed); an infeasible prediction raises."""
+    """``value → the case's predicted metric`` with the cluster field ``field`` set to ``value`` (a number or a flag;
+    the case's cluster with ``cluster_fields`` changed); an infeasible prediction raises."""
     cluster = replace(case_cluster(case), **cluster_fields)
     accelerator = case_accelerator(case)
 
-    def predicted(value: float) -> float:
+    def predicted(value) -> float:
         evaluation = evaluate(case.workload, accelerator, replace(cluster, **{field: value}), plan=plan_of(case),
                               seq_len=case.seq_len)
         if not evaluation.feasible:
@@ -771,28 +771,15 @@ strict xfails)."""
 
 def predicted_compile_gain(case_name: str) -> float:
     """Step time with the elementwise operators unfused over fused, minus 1, at the case's plan and the profile's
-    fitted efficiency."""
-    case = get_case(case_name)
-    cluster, accelerator = case_cluster(case), case_accelerator(case)
-    times = []
-    for unfused in (True, False):
-        evaluation = evaluate(case.workload, accelerator, replace(cluster, unfused_elementwise=unfused),
-                              plan=plan_of(case), seq_len=case.seq_len)
-        if not evaluation.feasible:
-            raise ValueError(f"case {case_name!r} is infeasible in the model: {evaluation.reason}")
-        times.append(evaluation.plan["time_per_batch_s"])
-    return times[0] / times[1] - 1.0
+    fitted efficiency (the case's metric is a rate, so the time ratio is its inverse)."""
+    predicted = _predictor(get_case(case_name), "unfused_elementwise")
+    return predicted(False) / predicted(True) - 1.0
 
 
 def h100_exposed_share() -> float:
     """Share of the H100 7B HSDP step (fms-fsdp-mar24-llama2-7b-h100) that the profile's all-reduce exposure adds."""
-    case = get_case("fms-fsdp-mar24-llama2-7b-h100")
-    times = []
-    for exposure in (0.0, STACKS["pytorch-fsdp"].hybrid_allreduce_exposure):
-        cluster = replace(case_cluster(case), hybrid_allreduce_exposure=exposure)
-        times.append(evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case),
-                              seq_len=case.seq_len).plan["time_per_batch_s"])
-    return 1.0 - times[0] / times[1]
+    predicted = _predictor(get_case("fms-fsdp-mar24-llama2-7b-h100"), "hybrid_allreduce_exposure")
+    return 1.0 - predicted(STACKS["pytorch-fsdp"].hybrid_allreduce_exposure) / predicted(0.0)
 
 
 def compile_gain_lines() -> list[str]:
@@ -960,14 +947,13 @@ def fit_ratio_efficiency(case: ChipRatioCase, chip: str, *, tolerance: float = 1
     """The framework efficiency at which ``case``'s run on ``chip`` is predicted exactly (bisection): how a stack's
     efficiency on a chip is fitted to a chip-ratio case (its ``calibration``)."""
     cluster_name = dict(RATIO_CHIPS)[chip]
-    low, high = 0.05, 1.0
-    if (ratio_tokens_s(case, chip, cluster_name, high) or 0.0) < case.published[chip]:
+
+    def predicted(efficiency: float) -> float:
+        return ratio_tokens_s(case, chip, cluster_name, efficiency) or 0.0
+
+    if predicted(1.0) < case.published[chip]:
         raise ValueError(f"case {case.name!r} on {chip}: even framework efficiency 1 predicts less than published")
-    while high - low > tolerance:
-        middle = (low + high) / 2
-        faster = (ratio_tokens_s(case, chip, cluster_name, middle) or 0.0) > case.published[chip]
-        low, high = (low, middle) if faster else (middle, high)
-    return (low + high) / 2
+    return _bisect(predicted, case.published[chip], 0.05, 1.0, tolerance)
 
 
 def predict_ratio(case: ChipRatioCase, *, cache: bool = True) -> RatioPrediction:
