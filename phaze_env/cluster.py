@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from phaze_env import comm
+from phaze_env.plan_spec import PlanRules
 from phaze_env.hardware.cost import (A100_NVLINKS, H100_NVLINKS, NVLINK_LINK_BPS, TPUV4_ICI_LINK_BPS,
                                      links_per_direction_Bps)
 from phaze_env.hardware.system import (SCALE_UP_DOMAIN, TOPOLOGIES, TORUS_CUBE_SIDE, TORUS_NEIGHBOURS, TORUS_POD_CHIPS,
@@ -177,7 +178,8 @@ class Cluster:
     ``HYBRID_SHARD``), or once after the backward pass, not overlapped (``False``: the jax-xla profile), and, when it
     is overlapped, ``hybrid_allreduce_exposure``: the fraction of that all-reduce's time each layer still adds on top
     of what its backward pass hides (0: all hidden; a stack's fitted figure, :mod:`phaze_env.stacks`); and so is
-    ``unfused_elementwise``: the stack runs every traced elementwise operator as a kernel of its own that reads its
+    ``plan_rules`` (:class:`~phaze_env.plan_spec.PlanRules`: which pipeline splits, interleavings and ZeRO stages the
+    stack can run; the DP searches only those); and so is ``unfused_elementwise``: the stack runs every traced elementwise operator as a kernel of its own that reads its
     operands from HBM and writes its result back (eager PyTorch without ``torch.compile``), instead of fused into the
     matmul before it or into one chain (the traced graph's :func:`~phaze_env.workloads.model.fuse`, as a compiler
     does; ``Op.eager_bytes``, priced in :func:`phaze_env.pricing.price_ops`).
@@ -206,8 +208,13 @@ class Cluster:
     hybrid_allreduce_overlapped: bool = True
     hybrid_allreduce_exposure: float = 0.0
     unfused_elementwise: bool = False
+    plan_rules: PlanRules = PlanRules()
 
     def __post_init__(self) -> None:
+        if isinstance(self.plan_rules, dict):
+            object.__setattr__(self, "plan_rules", PlanRules.from_dict(self.plan_rules))
+        if not isinstance(self.plan_rules, PlanRules):
+            raise ValueError(f"cluster plan_rules must be a PlanRules, got {type(self.plan_rules).__name__}")
         for name in ("n_devices", "global_batch", "devices_per_node", "slices"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -317,6 +324,10 @@ class Cluster:
             data.pop("unfused_elementwise")
         if not self.hybrid_allreduce_exposure:
             data.pop("hybrid_allreduce_exposure")
+        if self.plan_rules == PlanRules():  # only a stack with rules of its own says so
+            data.pop("plan_rules")
+        else:
+            data["plan_rules"] = self.plan_rules.to_dict()
         return data
 
     @classmethod

@@ -276,7 +276,8 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                  "replicated_stash_bytes": float(layer.stash_replicated_bytes),
                  "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
                  "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
-                 "cp_comm_s": timing.cp_comm_s, "ep_comm_s": 4 * alltoall_s}
+                 "cp_comm_s": timing.cp_comm_s, "ep_comm_s": 4 * alltoall_s,
+                 "transformer_layers": 1.0 if layer.is_transformer_layer else 0.0}
         chain.extend([entry] * layer.repeat)
     return chain
 

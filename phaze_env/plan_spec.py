@@ -169,8 +169,57 @@ class PlanSpec:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class PlanRules:
+    """Which plans a training stack can run: the placement DP searches these and only these.
+
+    * ``pipeline``: the stack pipelines at all (PyTorch FSDP, MaxText and llm-foundry do not: ``p = 1``);
+    * ``uniform_stages``: every pipeline stage holds the same number of transformer layers, ``L/p`` (the embedding
+      with the first, the head and loss with the last). Megatron-LM of 2021-22 requires it: ``ParallelTransformer``
+      asserts "num_layers must be divisible by pipeline_model_parallel_size" and gives each stage
+      ``num_layers // pipeline_model_parallel_size``. Off, any contiguous split is runnable (PHAZE's DP; Megatron-Core's
+      ``pipeline_model_parallel_layout`` and DeepSpeed's ``PipelineModule`` partitions place layers freely);
+    * ``interleave_min_stages``: the interleaved schedule (``v > 1``) needs at least this many stages. Megatron-LM's
+      ``arguments.py``: "pipeline-model-parallel size should be greater than 2 with interleaved schedule" (3);
+    * ``zero_stages``: the ZeRO stages it implements (Megatron-LM: 0, and 1 as its distributed optimizer; DeepSpeed's
+      ``PipelineEngine``: 0 and 1 — ZeRO-2/3 are refused with pipeline parallelism; PyTorch FSDP: ``NO_SHARD``,
+      ``SHARD_GRAD_OP``, ``FULL_SHARD`` = 0, 2, 3).
+
+    Whatever the stack, an interleaved stage must split into ``v`` equal chunks: every stage's transformer layers are
+    a multiple of ``v`` (Megatron-LM: ``num_layers_per_virtual_pipeline_stage`` divides each stage's layers). The
+    placement model prices the ``v`` chunks of a stage as carrying the same load, which holds only then, so that
+    rule is not a field: it always applies.
+    """
+
+    pipeline: bool = True
+    uniform_stages: bool = False
+    interleave_min_stages: int = 2
+    zero_stages: tuple[int, ...] = ZERO_STAGES
+
+    def __post_init__(self) -> None:
+        for name in ("pipeline", "uniform_stages"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"plan rules {name} must be True or False, got {getattr(self, name)!r}")
+        stages = self.interleave_min_stages
+        if isinstance(stages, bool) or not isinstance(stages, int) or stages < 2:
+            raise ValueError(f"plan rules interleave_min_stages must be an integer ≥ 2, got {stages!r}")
+        zero = tuple(self.zero_stages)
+        if not zero or any(isinstance(z, bool) or z not in ZERO_STAGES for z in zero) or len(set(zero)) != len(zero):
+            raise ValueError(f"plan rules zero_stages must be distinct ZeRO stages among {ZERO_STAGES}, got {zero!r}")
+        object.__setattr__(self, "zero_stages", tuple(sorted(zero)))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["zero_stages"] = list(self.zero_stages)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PlanRules:
+        return cls(**{**data, "zero_stages": tuple(data.get("zero_stages", ZERO_STAGES))})
+
+
 def _valid_recompute(text: str) -> bool:
     return text == "auto" or (bool(text) and all(mode in RECOMPUTE_MODES for mode in text.split("|")))
 
 
-__all__ = ["RECOMPUTE_CHOICES", "RECOMPUTE_MODES", "ZERO_STAGES", "PlanSpec", "PlanSyntaxError"]
+__all__ = ["RECOMPUTE_CHOICES", "RECOMPUTE_MODES", "ZERO_STAGES", "PlanRules", "PlanSpec", "PlanSyntaxError"]

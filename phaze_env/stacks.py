@@ -33,6 +33,7 @@ import difflib
 from dataclasses import dataclass, replace
 
 from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, Cluster
+from phaze_env.plan_spec import PlanRules
 
 MEGATRON_DEEPSPEED_A100_EFFICIENCY = 0.645
 """Achieved fraction of the a100 preset's per-operator speed in Megatron-DeepSpeed training (Megatron-LM's
@@ -113,6 +114,26 @@ MXUs lose on these shapes, besides what an end-to-end XLA step adds (the layer's
 per-layer all-gathers' HBM traffic, the step's host synchronisation)."""
 
 
+MEGATRON_LM_RULES = PlanRules(uniform_stages=True, interleave_min_stages=3, zero_stages=(0, 1))
+"""Megatron-LM (2021-22; NVIDIA/Megatron-LM ``megatron/arguments.py`` and ``megatron/model/transformer.py``): every
+pipeline stage holds ``num_layers / p`` transformer layers ("num_layers must be divisible by
+pipeline_model_parallel_size"), the interleaved schedule needs ``p > 2`` ("pipeline-model-parallel size should be
+greater than 2 with interleaved schedule") and ``num_layers_per_virtual_pipeline_stage`` dividing each stage's
+layers, and the optimizer state is either replicated (ZeRO-0) or sharded by ``--use-distributed-optimizer`` (ZeRO-1);
+ZeRO-2/3 are not part of it."""
+DEEPSPEED_PIPELINE_RULES = PlanRules(zero_stages=(0, 1))
+"""DeepSpeed's ``PipelineEngine`` (microsoft/DeepSpeed ``deepspeed/runtime/pipe/engine.py``): plain 1F1B over a
+``PipelineModule`` whose ``partition_method`` places layers freely (uniform, by parameters or by type); with pipeline
+parallelism it runs ZeRO-1 at most ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism", the engine's
+assertion)."""
+FSDP_RULES = PlanRules(pipeline=False, zero_stages=(0, 2, 3))
+"""PyTorch FSDP (``torch.distributed.fsdp``): no pipeline; ``NO_SHARD``, ``SHARD_GRAD_OP`` and ``FULL_SHARD`` /
+``HYBRID_SHARD`` are ZeRO-0, -2 and -3 (Zhao et al. 2023, §3); it has no optimizer-only sharding."""
+MAXTEXT_RULES = PlanRules(pipeline=False, zero_stages=(0, 3))
+"""MaxText at commit d3f68fe2c: one pjit step with no pipeline parallelism; data parallelism (ZeRO-0) or fully
+sharded data parallelism (``ici_fsdp_parallelism``: weights, gradients and state sharded, ZeRO-3)."""
+
+
 class UnfittedChipError(ValueError):
     """A stack profile applied on a chip its efficiency was never fitted on."""
 
@@ -167,6 +188,7 @@ class StackProfile:
     unfused_elementwise: bool = False  # eager PyTorch: every elementwise operator its own kernel (Cluster field)
     hybrid_allreduce_exposure: float = 0.0  # share of the overlapped hybrid-shard all-reduce not hidden (Cluster field)
     exposure_calibration: str = ""  # the published run hybrid_allreduce_exposure is fitted to ("" = not fitted: 0)
+    plan_rules: PlanRules = PlanRules()  # the plans it can run (pipeline split, interleaving, ZeRO stages; Cluster field)
 
     def __post_init__(self) -> None:
         if not self.fits:
@@ -194,7 +216,7 @@ class StackProfile:
                        pipeline_scatter_gather=self.pipeline_scatter_gather,
                        hybrid_allreduce_overlapped=self.hybrid_allreduce_overlapped,
                        unfused_elementwise=self.unfused_elementwise,
-                       hybrid_allreduce_exposure=self.hybrid_allreduce_exposure)
+                       hybrid_allreduce_exposure=self.hybrid_allreduce_exposure, plan_rules=self.plan_rules)
 
     def apply(self, cluster: Cluster, chip: str | None = None) -> Cluster:
         """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure, its
@@ -215,6 +237,7 @@ STACKS: dict[str, StackProfile] = {
     for profile in (
         StackProfile(
             name="megatron-lm", interleaved_schedule=True, pipeline_scatter_gather=True,
+            plan_rules=MEGATRON_LM_RULES,
             fits=(ChipFit(("a100",), MEGATRON_A100_EFFICIENCY, "korthikanti22-175b-full"),
                   ChipFit(("h100", "h100-fp8"), MEGATRON_H100_EFFICIENCY, "dgxc-gpt3-175b-bf16-512")),
             sources="NVIDIA/Megatron-LM (2021-22): interleaved 1F1B and scatter/gather, Narayanan et al. 2021 "
@@ -224,6 +247,7 @@ STACKS: dict[str, StackProfile] = {
                     "(Megatron-Core in NeMo, NVIDIA/dgxc-benchmarking)"),
         StackProfile(
             name="megatron-deepspeed", interleaved_schedule=False, pipeline_scatter_gather=True,
+            plan_rules=DEEPSPEED_PIPELINE_RULES,
             fits=(ChipFit(("a100",), MEGATRON_DEEPSPEED_A100_EFFICIENCY, "smith22-mtnlg-530b-280nodes"),),
             sources="microsoft/DeepSpeed deepspeed/runtime/pipe (PipelineEngine, TrainSchedule: plain 1F1B, no "
                     "interleaving; pipe_partitioned activations are sent 1/t per tensor rank and all-gathered; "
@@ -232,6 +256,7 @@ STACKS: dict[str, StackProfile] = {
                     "MEGATRON_DEEPSPEED_A100_EFFICIENCY"),
         StackProfile(
             name="pytorch-fsdp", interleaved_schedule=False, pipeline_scatter_gather=False, unfused_elementwise=True,
+            plan_rules=FSDP_RULES,
             hybrid_allreduce_exposure=PYTORCH_FSDP_HSDP_EXPOSURE, exposure_calibration="fms-fsdp-mar24-llama2-7b",
             fits=(ChipFit(("a100",), PYTORCH_FSDP_A100_EFFICIENCY, "fms-fsdp-mar24-llama2-34b",
                           FLASH_ATTENTION2_A100_EFFICIENCY),
@@ -250,6 +275,7 @@ STACKS: dict[str, StackProfile] = {
                     "PYTORCH_FSDP_HSDP_EXPOSURE"),
         StackProfile(
             name="jax-xla", interleaved_schedule=False, pipeline_scatter_gather=False, hybrid_allreduce_overlapped=False,
+            plan_rules=MAXTEXT_RULES,
             fits=(ChipFit(("tpuv4",), JAX_XLA_TPUV4_EFFICIENCY, "maxtext-22b-1xv4-128"),),
             sources="AI-Hypercomputer/maxtext at commit d3f68fe2c (2023): MaxText/train.py (one pjit train step, no "
                     "pipeline parallelism, so neither pipeline option applies; no gradient accumulation), "
@@ -265,6 +291,7 @@ STACKS: dict[str, StackProfile] = {
                     "efficiency: JAX_XLA_TPUV4_EFFICIENCY"),
         StackProfile(
             name="llm-foundry", interleaved_schedule=False, pipeline_scatter_gather=False,
+            plan_rules=FSDP_RULES,
             fits=(ChipFit(("a100",), LLM_FOUNDRY_A100_EFFICIENCY, "llm-foundry-mpt-7b-s4096",
                           FLASH_ATTENTION2_A100_EFFICIENCY),
                   ChipFit(("h100",), LLM_FOUNDRY_H100_EFFICIENCY, "llm-foundry-mpt-7b-s4096",

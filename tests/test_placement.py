@@ -15,7 +15,7 @@ from phaze_env import placement
 from phaze_env.cluster import Cluster
 from phaze_env.comm import allgather_s, allreduce_s, p2p_s
 from phaze_env.placement import Plan, Settings, TooManyDownsetsError, microbatches_per_replica
-from phaze_env.plan_spec import PlanSpec
+from phaze_env.plan_spec import PlanRules, PlanSpec
 
 # Written from the docstrings' sources, not imported: ZeRO's 2 + 2 + 12 bytes/param for Adam (state = 6x
 # the bf16 weights), one bf16 momentum for SGD; update traffic 28 and 10 bytes/param (14x and 5x).
@@ -29,13 +29,14 @@ PLAN_KEYS = ("recompute", "sequence_parallel", "zero", "interleave")
 
 def _settings(n_devices, global_batch, tensor_width, microbatch, hbm_bytes, link_bandwidth_Bps, link_latency_s=0.0,
               optimizer="sgd", allow_recompute=True, recompute=None, sequence_parallel=False, zero=0,
-              interleave=1, shard_group=None, hybrid_allreduce_overlapped=True, hybrid_allreduce_exposure=0.0, **rest):
+              interleave=1, shard_group=None, hybrid_allreduce_overlapped=True, hybrid_allreduce_exposure=0.0,
+              rules=None, **rest):
     """The value objects for the flat keyword options these tests draw (old ``allow_recompute`` = none|full)."""
     modes = recompute if recompute is not None else ("none|full" if allow_recompute else "none")
     cluster = Cluster(n_devices=n_devices, global_batch=global_batch, link_bandwidth_Bps=link_bandwidth_Bps,
                       link_latency_s=link_latency_s, optimizer=optimizer,
                       hybrid_allreduce_overlapped=hybrid_allreduce_overlapped,
-                      hybrid_allreduce_exposure=hybrid_allreduce_exposure)
+                      hybrid_allreduce_exposure=hybrid_allreduce_exposure, plan_rules=rules or PlanRules())
     plan = PlanSpec(recompute=modes, sequence_parallel=sequence_parallel, zero=zero, interleave=interleave,
                     shard_group=shard_group)
     return Settings(cluster, tensor_width, microbatch, hbm_bytes, plan, **rest)
@@ -118,9 +119,11 @@ def _stage_cost(groups, k, mode, units, info, opts, d, v, zero=0):
 
 
 def _zero_stages(opts, d):
-    """The ZeRO stages a plan with ``d`` replicas may use (auto: 1–3; one replica has nothing to shard)."""
+    """The ZeRO stages a plan with ``d`` replicas may use (auto: every stage the stack runs, 0–3 by default, each
+    weighed; one replica has nothing to shard)."""
     zero = opts.get("zero", 0)
-    return (0,) if d == 1 else (1, 2, 3) if zero is None else (zero,)
+    rules = opts.get("rules") or PlanRules()
+    return (0,) if d == 1 else rules.zero_stages if zero is None else (zero,)
 
 
 def _batch_sync_s(largest, d, zero, opts):
@@ -146,6 +149,8 @@ def _brute_force(partitions_for, info, opts):
     """Smallest time per batch over every (d, p, v, partition, recompute mode vector)."""
     N, t, B, m = opts["n_devices"], opts["tensor_width"], opts["global_batch"], opts["microbatch"]
     interleave = opts.get("interleave", 1)
+    rules = opts.get("rules") or PlanRules()
+    layer_count = len(info["layers"])  # every layer is a transformer layer here
     best = math.inf
     partitions = {}  # p -> every partition into p stages (enumerated once, reused for every d)
     for d in range(1, N // t + 1):
@@ -153,14 +158,20 @@ def _brute_force(partitions_for, info, opts):
             continue  # hybrid shard groups tile the replicas
         m_r = -(-B // (d * m))
         for p in range(1, min(len(info["layers"]), N // (d * t)) + 1):
+            if p > 1 and not rules.pipeline:
+                break
             if p not in partitions:
                 partitions[p] = list(partitions_for(p))
-            for v in ((1, 2, 4) if interleave is None else (interleave,)):
-                if v > 1 and (p == 1 or m_r % p):
-                    continue  # Megatron's interleaved schedule: m_r a multiple of p
+            for v in (range(1, len(info["layers"]) + 1) if interleave is None else (interleave,)):
+                if v > 1 and (p < rules.interleave_min_stages or m_r % p):
+                    continue  # Megatron's interleaved schedule: m_r a multiple of p, and enough stages
                 units = [min(p - k, m_r) if v == 1 else min(2 * (p - k - 1) + (v - 1) * p + 1, v * m_r)
                          for k in range(p)]
                 for groups, zero in itertools.product(partitions[p], _zero_stages(opts, d)):
+                    if any(len(group) % v for group in groups):
+                        continue  # a stage's layers split into v equal chunks (every layer counts as one here)
+                    if rules.uniform_stages and any(len(group) * p != layer_count for group in groups):
+                        continue  # every stage L/p layers
                     for modes in itertools.product(_modes(opts), repeat=p):
                         costs = [_stage_cost(groups, k, modes[k], units[k], info, opts, d, v, zero) for k in range(p)]
                         if any(memory > opts["hbm_bytes"] for _, memory, _ in costs):
@@ -639,3 +650,68 @@ def test_cached_result_equals_fresh_result(fresh_cache, monkeypatch):
     assert best_plan(_variant(1, 1), cache=True, **options) == fresh  # a lookup
     with pytest.raises(AssertionError, match="the DP ran"):  # other settings: another key
         best_plan(_variant(1, 1), cache=True, **{**options, "hbm_bytes": 16e9})
+
+
+# ---------------------------------------------------------------- plans a stack can run (PlanRules)
+rules_strategy = st.builds(PlanRules, pipeline=st.booleans(), uniform_stages=st.booleans(),
+                           interleave_min_stages=st.integers(2, 3),
+                           zero_stages=st.sampled_from([(0, 1, 2, 3), (0, 1), (0, 2, 3), (0, 3), (1,)]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(knob_layers(max_size=6), knob_options, rules_strategy)
+def test_every_rule_set_matches_brute_force_over_its_runnable_plans(layers, options, rules):
+    """Uniform stages, the interleaving's minimum depth, no pipeline, and the stack's ZeRO stages: the DP's optimum is
+    the brute force's over exactly the plans those rules allow (a pinned knob the rules forbid is refused)."""
+    options = {**options, "rules": rules}
+    if options["zero"] not in (None, *rules.zero_stages) or (not rules.pipeline and (options["interleave"] or 1) > 1):
+        with pytest.raises(ValueError, match="training stack"):
+            best_plan(layers, **options)
+        return
+    plan = best_plan(layers, **options)
+    _check_against(brute_force_chain(layers, **options), plan)
+    if plan.feasible:
+        counts = [len(stage) for stage in plan.stage_layers]
+        assert all(count % plan.interleave == 0 for count in counts)
+        assert not rules.uniform_stages or len(set(counts)) == 1
+        assert plan.pipeline_stages == 1 or rules.pipeline
+        assert plan.interleave == 1 or plan.pipeline_stages >= rules.interleave_min_stages
+        assert plan.zero in rules.zero_stages or plan.data_parallel == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(knob_layers(max_size=6), knob_options)
+def test_no_pinned_knob_beats_the_free_search(layers, options):
+    """The free search (v, ZeRO stage, p and d left to the DP) is at least as fast as the best plan with any one of them
+    pinned: it searches every runnable value of each."""
+    free = best_plan(layers, **{**options, "interleave": None, "zero": None})
+    for knob, values in (("interleave", range(1, len(layers) + 1)), ("zero", (0, 1, 2, 3))):
+        for value in values:
+            pinned = best_plan(layers, **{**options, "interleave": None, "zero": None, knob: value})
+            if pinned.feasible:
+                assert free.feasible and free.time_per_batch_s <= pinned.time_per_batch_s * (1 + 1e-9), (knob, value)
+
+
+def test_a_split_counts_transformer_layers_only():
+    """The embedding and the head count 0 layers: under uniform stages a 4-layer model on 2 stages puts 2 layers
+    on each, the embedding with the first and the head with the last, and at v = 2 (p ≥ 2 allowed) each stage's 2
+    layers split into 2 chunks; p = 3 cannot split 4 layers evenly."""
+    block = {"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 1.0, "stash_bytes": 1.0, "output_bytes": 1.0}
+    ends = {**block, "fwd_s": 0.1, "bwd_s": 0.2, "transformer_layers": 0}
+    layers = [ends, block, block, block, block, ends]
+    rules = PlanRules(uniform_stages=True)
+    options = dict(n_devices=2, global_batch=4, tensor_width=1, microbatch=1, hbm_bytes=1e9,
+                   link_bandwidth_Bps=math.inf, rules=rules)
+
+    def pinned(p, v=None):
+        settings = _settings(**{**options, "n_devices": p})
+        return placement.best_plan(layers, dataclasses.replace(settings, plan=PlanSpec(p=p, d=1, interleave=v,
+                                                                                      recompute="none", zero=0)))
+
+    plan = pinned(2)
+    assert plan.stage_layers == ((0, 1, 2), (3, 4, 5)) and plan.interleave == 2  # v = 2 beats v = 1 (less bubble)
+    assert pinned(2, 4).reason and not pinned(2, 4).feasible  # 2 layers per stage cannot make 4 chunks
+    assert not pinned(3).feasible and "uniform" in pinned(3).reason  # 4 layers do not split into 3 equal stages
+    free = placement.best_plan(layers, dataclasses.replace(_settings(**options), plan=PlanSpec(
+        d=1, interleave=None, recompute="none", zero=0)))
+    assert free.stage_layers == plan.stage_layers and free.interleave == 2

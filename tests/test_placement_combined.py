@@ -122,11 +122,13 @@ def brute_force(variants, cluster: Cluster, options) -> float:
                     step = 0.0 if bandwidth is None else size * optimizer.step_factor / sharded(1, expert) / bandwidth
                     return step + (collective(kind, size, expert) if kind else 0.0)
 
-                for v in ((1, 2, 4) if options["interleave"] is None else (options["interleave"],)):
+                for v in (range(1, len(layers) + 1) if options["interleave"] is None else (options["interleave"],)):
                     if v > 1 and (p == 1 or m_r % p):
                         continue
                     units = [min(p - k, m_r) if v == 1 else min(2 * (p - k - 1) + (v - 1) * p + 1, v * m_r) for k in range(p)]
                     for groups in _compositions(len(layers), p):
+                        if any(len(group) % v for group in groups):
+                            continue  # each stage's layers split into v equal chunks
                         stages = []
                         for k, group in enumerate(groups):
                             total = lambda key: sum(layers[i].get(key, 0.0) for i in group)  # noqa: E731

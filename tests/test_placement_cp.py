@@ -90,7 +90,7 @@ def brute_force(variants, cluster: Cluster, hbm_bytes: float, plan: PlanSpec, hb
             shards = replicas if plan.zero == 1 else 1  # ZeRO-2/3 are tested in test_placement_zero.py
             m_r = -(-B // d)
             for p in range(1, min(len(layers), N // (t * c * d)) + 1):
-                for v in ((1, 2, 4) if plan.interleave is None else (plan.interleave,)):
+                for v in (range(1, len(layers) + 1) if plan.interleave is None else (plan.interleave,)):
                     if v > 1 and (p == 1 or m_r % p):
                         continue
                     units = [min(p - k, m_r) if v == 1 else min(2 * (p - k - 1) + (v - 1) * p + 1, v * m_r)
@@ -98,6 +98,8 @@ def brute_force(variants, cluster: Cluster, hbm_bytes: float, plan: PlanSpec, hb
                     for cuts in itertools.combinations(range(1, len(layers)), p - 1):
                         bounds = (0, *cuts, len(layers))
                         groups = [range(bounds[k], bounds[k + 1]) for k in range(p)]
+                        if any(len(group) % v for group in groups):
+                            continue  # each stage's layers split into v equal chunks
                         for chosen in itertools.product(modes, repeat=p):
                             times, fits, params = [], True, []
                             for k, group in enumerate(groups):

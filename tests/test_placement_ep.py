@@ -155,12 +155,14 @@ def brute_force(layers, cluster, options, degrees):
         for d in range(e, N // t + 1, e):
             m_r = -(-B // (d * m))
             for p in range(1, min(len(priced), N // (d * t)) + 1):
-                for v in ((1, 2, 4) if options["interleave"] is None else (options["interleave"],)):
+                for v in (range(1, len(priced) + 1) if options["interleave"] is None else (options["interleave"],)):
                     if v > 1 and (p == 1 or m_r % p):
                         continue
                     units = [min(p - k, m_r) if v == 1 else min(2 * (p - k - 1) + (v - 1) * p + 1, v * m_r)
                              for k in range(p)]
                     for groups in _compositions(len(priced), p):
+                        if any(len(group) % v for group in groups):
+                            continue  # each stage's layers split into v equal chunks
                         stages = []
                         for k, group in enumerate(groups):
                             total = lambda key: sum(priced[i].get(key, 0.0) for i in group)  # noqa: E731
@@ -302,7 +304,7 @@ def test_cli_bad_e_is_one_line_exit_2(args, message, capsys):
 def test_layer_chain_at_e_holds_a_share_of_the_experts_and_pays_the_alltoalls():
     from phaze_env.evaluate import LayerTiming, _layer_chain
 
-    layer = SimpleNamespace(name="block", repeat=2, param_bytes=1000, expert_param_bytes=800, routed_token_bytes=64e6,
+    layer = SimpleNamespace(name="block", is_transformer_layer=True, repeat=2, param_bytes=1000, expert_param_bytes=800, routed_token_bytes=64e6,
                             activation_stash_bytes=10, output_bytes=5, input_bytes=5, stash_attention_bytes=0,
                             stash_replicated_bytes=0)
     graph = SimpleNamespace(layers=(layer,), tensor_width=2)

@@ -21,7 +21,7 @@ from experiments.validation_cases import (CASES, FSDP_CASES, MOE_CASES, NEEDS_QW
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.evaluate import evaluate, main
 from phaze_env.hardware import get_preset
-from phaze_env.plan_spec import PlanSpec
+from phaze_env.plan_spec import PlanRules, PlanSpec
 from phaze_env.stacks import STACKS, UnfittedChipError, UnknownStackError, get_stack
 from phaze_env.workloads import custom_workload, model_graph
 from tiny import TINY
@@ -67,6 +67,8 @@ def test_evaluate_cli_applies_the_stack_efficiency_of_the_preset_chip(capsys):
             "--plan", "t1p1d8m2", "--json"]
     assert main(args + ["--stack", "megatron-lm"]) == 0
     stacked = json.loads(capsys.readouterr().out)
+    # the stack also brings its plan rules (t1p1d8 runs under them: the same plan and figures)
+    assert stacked["cluster"].pop("plan_rules") == get_stack("megatron-lm").plan_rules.to_dict()
     assert main(args + ["--framework-efficiency", str(get_stack("megatron-lm").fit_on("h100").framework_efficiency)]) == 0
     assert stacked == json.loads(capsys.readouterr().out)
     with pytest.raises(SystemExit) as exit_info:
@@ -89,9 +91,12 @@ def test_profile_holds_on_at_least_two_other_published_runs(stack):
 
 
 def test_the_megatron_lm_profile_is_the_dgx_a100_default():
-    """Applying the Megatron-LM profile changes nothing on dgx-a100: results without --stack stay as they were."""
+    """Applying the Megatron-LM profile on dgx-a100 changes only the plans it allows (its PlanRules): the preset
+    already carries its efficiency and structure, and keeps every plan runnable without --stack."""
     cluster = get_cluster("dgx-a100", 64, global_batch=64, optimizer="adam")
-    assert get_stack("megatron-lm").apply(cluster) == cluster
+    megatron = get_stack("megatron-lm")
+    assert megatron.apply(cluster) == replace(cluster, plan_rules=megatron.plan_rules)
+    assert cluster.plan_rules == PlanRules() and megatron.plan_rules.uniform_stages
     deepspeed = get_stack("megatron-deepspeed").apply(cluster)
     assert deepspeed.framework_efficiency < cluster.framework_efficiency and not deepspeed.interleaved_schedule
 

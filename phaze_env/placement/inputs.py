@@ -16,15 +16,13 @@ import numpy as np
 # OPTIMIZERS is the cluster's vocabulary (Cluster.optimizer names one); imported here, it stays a constant of this
 # module, which cache.model_version() hashes.
 from phaze_env.cluster import OPTIMIZERS, Cluster, Optimizer
-from phaze_env.plan_spec import ZERO_STAGES, PlanSpec
+from phaze_env.plan_spec import PlanSpec
 
 REQUIRED_LAYER_KEYS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
 OPTIONAL_LAYER_KEYS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s", "cp_comm_s",
                        "expert_param_bytes", "ep_comm_s")
-AUTO_INTERLEAVES = (1, 2, 4)  # virtual stages per device tried when the plan leaves ``interleave`` to the DP
 OPTIMIZER_STATE_FACTORS = {name: optimizer.state_factor for name, optimizer in OPTIMIZERS.items()}
 GRADIENT_FACTOR = 1.0  # bf16 gradients, 2 bytes/param (ZeRO's accounting; Megatron's fp32 main_grad would be 2.0)
-AUTO_ZERO_STAGES = ZERO_STAGES[1:]  # stage 0 is never searched: ZeRO-1 moves the same bytes and holds and updates less
 
 
 @dataclass(frozen=True)
@@ -41,7 +39,9 @@ class LayerArrays:
     ``expert_param_bytes`` the part of ``param_bytes`` that is routed experts (already the ``1/e`` a device
     holds at expert-parallel degree ``e``: their gradients are all-reduced, and ZeRO shards them, over the
     ``d·c/e`` expert-data-parallel ranks); ``ep_comm_s`` the expert-parallel all-to-alls inside
-    ``fwd_s + bwd_s`` (reported). All default to 0.
+    ``fwd_s + bwd_s`` (reported). All default to 0, but ``transformer_layers``: how many transformer layers the layer
+    counts for in a pipeline split (:class:`~phaze_env.plan_spec.PlanRules`; 0 for the embedding and the head, whose
+    stages' layer counts they do not change), default 1.
     """
 
     fwd_s: np.ndarray
@@ -57,6 +57,7 @@ class LayerArrays:
     cp_comm_s: np.ndarray
     expert_param_bytes: np.ndarray
     ep_comm_s: np.ndarray
+    transformer_layers: np.ndarray
 
     def __len__(self) -> int:
         return len(self.fwd_s)
@@ -117,6 +118,9 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> 
     default_input = (np.concatenate((output[:1], output[:-1])) if chain else output).tolist()
     zeros = [0.0] * len(layers)
     optional = {key: _column(layers, key, zeros) for key in OPTIONAL_LAYER_KEYS}
+    counts = _column(layers, "transformer_layers", [1.0] * len(layers))
+    if np.any(counts != np.round(counts)):
+        raise ValueError("transformer_layers must be whole numbers (how many transformer layers a layer counts for)")
     if np.any(optional["attention_stash_bytes"] + optional["replicated_stash_bytes"] > columns["stash_bytes"] * (1 + 1e-12)):
         raise ValueError("attention_stash_bytes + replicated_stash_bytes must not exceed a layer's stash_bytes")
     if np.any(optional["attention_fwd_s"] > columns["fwd_s"] * (1 + 1e-12)):
@@ -126,7 +130,8 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> 
     communication = optional["tp_comm_s"] + optional["cp_comm_s"] + optional["ep_comm_s"]
     if np.any(communication > (columns["fwd_s"] + columns["bwd_s"]) * (1 + 1e-12)):
         raise ValueError("tp_comm_s + cp_comm_s + ep_comm_s must not exceed a layer's fwd_s + bwd_s")
-    arrays = LayerArrays(**columns, input_bytes=_column(layers, "input_bytes", default_input), **optional)
+    arrays = LayerArrays(**columns, input_bytes=_column(layers, "input_bytes", default_input), **optional,
+                         transformer_layers=counts)
     if not (arrays.fwd_s + arrays.bwd_s).sum() > 0:
         raise ValueError("layers take no time: at least one layer needs a positive fwd_s or bwd_s")
     return arrays
@@ -185,6 +190,20 @@ class Settings:
         if not self.cluster.interleaved_schedule and (self.plan.interleave or 1) > 1:
             raise ValueError(f"plan {self.plan} pins v={self.plan.interleave}, but the cluster's training stack has no "
                              "interleaved schedule (e.g. DeepSpeed's PipelineEngine runs plain 1F1B)")
+        rules = self.cluster.plan_rules
+        if not rules.pipeline and (self.plan.p or 1) > 1:
+            raise ValueError(f"plan {self.plan} pins p={self.plan.p}, but the cluster's training stack "
+                             f"(cluster {self.cluster.name!r}) does not pipeline (p = 1 only)")
+        if not rules.pipeline and (self.plan.interleave or 1) > 1:
+            raise ValueError(f"plan {self.plan} pins v={self.plan.interleave}, but the cluster's training stack "
+                             f"(cluster {self.cluster.name!r}) does not pipeline")
+        if self.plan.zero is not None and self.plan.zero not in rules.zero_stages:
+            raise ValueError(f"plan {self.plan} pins ZeRO stage {self.plan.zero}, but the cluster's training stack "
+                             f"(cluster {self.cluster.name!r}) runs ZeRO stages {', '.join(map(str, rules.zero_stages))} only")
+        if (self.plan.interleave or 1) > 1 and self.plan.p is not None and self.plan.p < rules.interleave_min_stages:
+            raise ValueError(f"plan {self.plan} pins v={self.plan.interleave} with p={self.plan.p}, but the cluster's "
+                             f"training stack ({self.cluster.name}) interleaves only with p ≥ "
+                             f"{rules.interleave_min_stages} pipeline stages")
         if self.plan.shard_group is not None and self.expert_parallel > 1:
             raise ValueError(f"plan {self.plan}: hybrid sharding (+shard) is not modelled with expert parallelism "
                              f"(e = {self.expert_parallel})")
@@ -213,16 +232,18 @@ class Settings:
 
     @property
     def zero_stages(self) -> tuple[int, ...]:
-        """The ZeRO stages the DP may use: the pinned one, or 1, 2 and 3 (:data:`AUTO_ZERO_STAGES`)."""
-        return AUTO_ZERO_STAGES if self.plan.zero is None else (self.plan.zero,)
+        """The ZeRO stages the DP may use: the pinned one, or every stage the cluster's training stack runs
+        (``Cluster.plan_rules.zero_stages``; each weighed by its own costs)."""
+        return self.cluster.plan_rules.zero_stages if self.plan.zero is None else (self.plan.zero,)
 
     @property
-    def interleaves(self) -> tuple[int, ...]:
-        """The plan's ``v``, or every automatic one the cluster's training stack can run (1 only without
-        Megatron-LM's interleaved schedule)."""
+    def interleaved(self) -> bool:
+        """Whether ``v > 1`` may be searched: the plan pins one, or leaves it free on a stack that has the interleaved
+        schedule and pipelines (the DP then tries every ``v`` that splits the model's layers,
+        :meth:`~phaze_env.placement.search.PlacementSearch.interleaves`)."""
         if self.plan.interleave is not None:
-            return (self.plan.interleave,)
-        return AUTO_INTERLEAVES if self.cluster.interleaved_schedule else (1,)
+            return self.plan.interleave > 1
+        return self.cluster.interleaved_schedule and self.cluster.plan_rules.pipeline
 
     def zero_shards(self, weight_replicas: int) -> int:
         """How many ways ZeRO shards the state of ``weight_replicas`` replicas: all of them, or the plan's hybrid

@@ -396,8 +396,13 @@ class PlacementSearch:
         self.table = table
         self.settings = settings
         s = settings
-        self.max_stages = max_stages
+        self.rules = s.cluster.plan_rules
+        self.max_stages = max_stages if self.rules.pipeline else 1
+        self.total_layers = int(table.layer_count[table.empty, table.full])  # transformer layers a split counts
+        self._rule_masks: dict[tuple[int, int], np.ndarray | None] = {}  # (v, layers per stage) -> K × K runnable stages
+        self._compact_masks: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, v, layers per stage) -> compact
         self._p2p: dict[object, np.ndarray] = {}
+        self._least_p2p: dict[object, float] = {}  # level -> the cheapest send of a stage of a p ≥ 2 pipeline
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._sync_floor: dict[tuple[int, int, int], float] = {}  # (p, d, zero) -> sync_s of the smallest largest stage
         self._zero_comm: dict[tuple[int, int], np.ndarray] = {}
@@ -415,7 +420,7 @@ class PlacementSearch:
         self._memory: dict[tuple[float, int, int], StageMemory] = {}
         loosest = StageCosts(table, self._no_time, self._no_time, self.memory(self._loosest_state, 1, 0))
         self.loosest_dp = SuffixDP(table, loosest)
-        deepest = min(max_stages, most_replicas)
+        deepest = min(self.max_stages, most_replicas)
         self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
         if s.expert_parallel == 1:  # the smallest largest-stage parameter bytes, bounding the sync
             self.param_floor = self.loosest_dp.param_floor(deepest)
@@ -591,6 +596,20 @@ class PlacementSearch:
             totals = self._layer_zero_comm_table(shape.zero)[1]
             total += float(totals[shape.data_parallel // self.settings.expert_parallel - 1])
         return total / shape.stages
+
+    def _least_p2p_s(self, shape: _Shape) -> float:
+        """The cheapest per-microbatch send time of any stage of a ``p ≥ 2`` pipeline of ``shape`` (0 when ``p = 1``):
+        every stage but the whole model's, on the network level the shape's pipeline crosses."""
+        if shape.stages == 1:
+            return 0.0
+        level = self._level(shape)
+        if level not in self._least_p2p:
+            if level not in self._p2p:
+                self._p2p[level] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
+            stages = self.table.valid.copy()
+            stages[self.table.empty, self.table.full] = False
+            self._least_p2p[level] = float(self._p2p[level][stages].min()) if stages.any() else 0.0
+        return self._least_p2p[level]
 
     def _hybrid_s(self, kind: str, param_bytes: np.ndarray, group: int | np.ndarray, spacing: int,
                   per_param: float) -> np.ndarray:
@@ -768,8 +787,8 @@ class PlacementSearch:
             keep = p == plan.p
             d, m_r, p, z = d[keep], m_r[keep], p[keep], z[keep]
         shapes = []
-        for v in s.interleaves:
-            allowed = np.ones(len(p), dtype=bool) if v == 1 else (p > 1) & (m_r % np.maximum(p, 1) == 0)
+        for v in self.interleaves():
+            allowed = self._runnable(p, m_r, v)
             shapes.append((d[allowed], p[allowed], m_r[allowed], np.full(int(allowed.sum()), v), z[allowed]))
         d, p, m_r, v, z = (np.concatenate(parts) for parts in zip(*shapes))
         if len(d) == 0:
@@ -780,12 +799,82 @@ class PlacementSearch:
         else:  # each part of the largest sync is at least its own smallest largest stage's
             sync_floor_s = np.maximum(self._sync_floor_s(d, self.dense_floor[p - 1], z),
                                       self._sync_floor_s(d, self.expert_floor[p - 1], z, expert=True))
+        if (v > 1).any():  # interleaved shapes send v times per microbatch: their slowest stage pays v sends or more
+            sends = np.zeros(len(p))
+            for index in np.flatnonzero(v > 1).tolist():
+                sends[index] = v[index] * self._least_p2p_s(_Shape(int(d[index]), int(p[index]), int(m_r[index])))
+            loosest = loosest + sends
         bound_s = (m_r + (p - 1) / v) * loosest + sync_floor_s
         keep = np.flatnonzero(np.isfinite(bound_s))
         d, p, m_r, v, z, bound_s = d[keep], p[keep], m_r[keep], v[keep], z[keep], bound_s[keep] * _LOWER_BOUND_SLACK
         order = np.lexsort((z, v, p, d, bound_s))
         for d_i, p_i, m_i, v_i, z_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, z, bound_s))):
             yield _Shape(d_i, p_i, m_i, v_i, z_i), bound_i
+
+    def interleaves(self) -> list[int]:
+        """The ``v`` to search: the pinned one; 1 on a stack without the interleaved schedule; else 1 and every ``v``
+        that divides the model's transformer layers (each stage's layers must split into ``v`` equal chunks, so the
+        layers of all stages, a sum of multiples of ``v``, are one too)."""
+        s = self.settings
+        if s.plan.interleave is not None:
+            return [s.plan.interleave]
+        if not s.interleaved:
+            return [1]
+        total = self.total_layers
+        return [1] + [v for v in range(2, total + 1) if total % v == 0]
+
+    def _runnable(self, stages: np.ndarray, microbatches: np.ndarray, v: int) -> np.ndarray:
+        """Which ``(p, m_r)`` the stack can run at ``v`` (:class:`~phaze_env.plan_spec.PlanRules`): interleaving needs
+        ``p ≥ interleave_min_stages``, ``m_r`` a multiple of ``p`` (Megatron-LM) and ``v`` layers or more per stage;
+        uniform stages need ``p`` to divide the layers into stages whose count ``v`` divides."""
+        total = self.total_layers
+        allowed = np.ones(len(stages), dtype=bool)
+        if v > 1:
+            allowed = ((stages >= self.rules.interleave_min_stages) & (microbatches % np.maximum(stages, 1) == 0)
+                       & (stages * v <= total) & (total % v == 0))
+        if self.rules.uniform_stages:
+            allowed &= (total % stages == 0) & ((total // stages) % v == 0)
+        return allowed
+
+    def _broken_rule(self, stages: int, microbatches: int, v: int) -> str:
+        """Why the stack cannot run ``(p, m_r, v)`` ("" when it can; :meth:`_runnable`'s rules, one by one)."""
+        total, rules = self.total_layers, self.rules
+        if v > 1 and stages < rules.interleave_min_stages:
+            return f"the interleaved schedule needs p ≥ {rules.interleave_min_stages} pipeline stages (the stack's rule)"
+        if v > 1 and microbatches % stages:
+            return (f"the interleaved schedule needs the {microbatches} microbatches per replica to be a multiple of "
+                    f"p = {stages} (Megatron-LM)")
+        if rules.uniform_stages and total % stages:
+            return (f"the stack runs uniform stages (L/p transformer layers each) and p = {stages} does not divide the "
+                    f"{total} layers")
+        if v > 1 and (total % v or stages * v > total or (rules.uniform_stages and (total // stages) % v)):
+            return (f"the {total} transformer layers cannot give each of the {stages} stages a multiple of v = {v} "
+                    "layers (each stage splits into v equal chunks)")
+        return ""
+
+    def _stage_rule(self, shape: _Shape) -> np.ndarray | None:
+        """The stages (K × K) the stack can run in ``shape`` (``None``: every stage): with uniform stages those of
+        ``L/p`` transformer layers, with ``v > 1`` those whose layers split into ``v`` equal chunks."""
+        v = shape.interleave
+        if v == 1 and not self.rules.uniform_stages:
+            return None
+        per_stage = self.total_layers // shape.stages if self.rules.uniform_stages else 0
+        key = (v, per_stage)
+        if key not in self._rule_masks:
+            counts = self.table.layer_count
+            rule = counts == per_stage if self.rules.uniform_stages else (counts % v == 0) & (counts > 0)
+            self._rule_masks[key] = rule & self.table.valid
+        return self._rule_masks[key]
+
+    def _compact_rule(self, shape: _Shape, memory: StageMemory) -> np.ndarray | None:
+        """:meth:`_stage_rule` in ``memory``'s compact layout."""
+        rule = self._stage_rule(shape)
+        if rule is None:
+            return None
+        key = (id(memory.next_index), shape.interleave, self.total_layers // shape.stages if self.rules.uniform_stages else 0)
+        if key not in self._compact_masks:
+            self._compact_masks[key] = memory.compact(np.where(rule, 1.0, np.inf)) == 1.0
+        return self._compact_masks[key]
 
     def _sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray, zero: np.ndarray,
                       expert: bool = False) -> np.ndarray:
@@ -829,7 +918,8 @@ class PlacementSearch:
 
     def _solve_shape(self, shape: _Shape, best: _Best) -> None:
         """Offer ``best`` the optimal partition of one shape, if it can beat it."""
-        if shape.zero or shape.interleave > 1:
+        rule = self._stage_rule(shape)
+        if shape.zero or shape.interleave > 1 or rule is not None:
             # Every shape's memory is at least the loosest one's (most ZeRO shards; an interleaved stage ``s``-th
             # from the end holds ``min(2(s−1)+(v−1)p+1, v·m_r)/v ≥ min(s, m_r)`` microbatches' worth) and its
             # p2p ≥ 0, and fewer microbatches per replica never put more in flight, so the loosest DP at the
@@ -837,16 +927,20 @@ class PlacementSearch:
             # few capped suffixes), which spares a per-d memory side or a one-off interleaved DP for most.
             m_lo = 1 << (shape.microbatches.bit_length() - 1)
             loose_s = self.loosest_dp.min_stage_time(m_lo, shape.stages)
-            if math.isinf(loose_s) or self._bound_s(shape, max(loose_s, self._average_stage_s(shape))) >= best.time_s:
+            # and every stage of a pipeline sends: the slowest stage also pays at least v times the cheapest send
+            # (max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k)
+            slowest_s = max(loose_s, self._average_stage_s(shape)) + shape.interleave * self._least_p2p_s(shape)
+            if math.isinf(loose_s) or self._bound_s(shape, slowest_s) >= best.time_s:
                 return
         costs, dp = self.variant(shape)
-        if shape.interleave == 1:
+        if rule is None:
             stage_time_s = dp.min_stage_time(shape.microbatches, shape.stages)
             if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
                 return
             pairs = dp.partition(shape.microbatches, shape.stages)
         else:
-            stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs))
+            stage_time_s, pairs = dp.constrained(
+                shape.stages, self._stage_values(shape, costs, self._compact_rule(shape, costs.memory)))
             if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
                 return
         best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
@@ -879,8 +973,11 @@ class PlacementSearch:
         else:  # two byte counts: walk down the largest stage sync itself
             floor, key = 0.0, self.sync_compact(shape, costs.memory)
         largest = self._largest_sync_key(shape, pairs)
+        rule = self._compact_rule(shape, costs.memory)
         while largest > floor:
-            stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, key < largest))
+            smaller = key < largest
+            stage_time_s, pairs = dp.constrained(
+                shape.stages, self._stage_values(shape, costs, smaller if rule is None else smaller & rule))
             if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
                 return
             best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
@@ -929,9 +1026,9 @@ class PlacementSearch:
         if plan.p is not None and plan.d is not None:
             m_r = -(-s.global_batch // (plan.d * s.microbatch))
             v = plan.interleave or 1
-            if v > 1 and (plan.p == 1 or m_r % plan.p):
-                return (f"plan {plan}: the interleaved schedule needs p > 1 and the {m_r} microbatches per replica "
-                        f"to be a multiple of p = {plan.p} (Megatron-LM)")
+            broken = self._broken_rule(plan.p, m_r, v)
+            if broken:
+                return f"plan {plan}: {broken}"
             zeros = [zero if self._weight_replicas(plan.d) > 1 else 0 for zero in s.zero_stages]
             need = min(self._least_memory(_Shape(plan.d, plan.p, m_r, v, zero)) for zero in zeros)
             return (f"plan {plan} does not fit: its best partition needs {need / 2**30:.3g} GiB on the fullest device "
@@ -946,7 +1043,8 @@ class PlacementSearch:
     def _least_memory(self, shape: _Shape) -> float:
         """The smallest worst-device memory of any partition of ``shape`` (its lightest mode per stage)."""
         memory_ = self.memory_for(shape)
-        valid = self.table.valid
+        rule = self._stage_rule(shape)
+        valid = self.table.valid if rule is None else rule
         value = {}
 
         def memory(s: int) -> np.ndarray:

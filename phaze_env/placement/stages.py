@@ -43,6 +43,7 @@ class StageTable:
     attention_stash_bytes: np.ndarray  # the part of stash_bytes selective recompute drops
     replicated_stash_bytes: np.ndarray  # the part of stash_bytes sequence parallelism splits t ways
     input_bytes: np.ndarray  # the inputs of its layers: what full recompute keeps per microbatch instead
+    layer_count: np.ndarray  # its transformer layers (LayerArrays.transformer_layers), as integers; 0 where no stage
     member: np.ndarray  # [downset, layer]: the layer belongs to the downset
     empty: int  # index of the empty downset
     full: int  # index of the downset of all layers
@@ -114,6 +115,7 @@ def chain_stages(layers: LayerArrays) -> StageTable:
         attention_stash_bytes=sums(layers.attention_stash_bytes),
         replicated_stash_bytes=sums(layers.replicated_stash_bytes),
         input_bytes=sums(layers.input_bytes),
+        layer_count=np.rint(sums(layers.transformer_layers)).astype(np.int64),
         member=index[:, None] > np.arange(count)[None, :],
         empty=0,
         full=count,
@@ -202,6 +204,7 @@ def dag_stages(layers: LayerArrays, edges: Iterable[tuple[int, int]], max_downse
         attention_stash_bytes=sums(layers.attention_stash_bytes),
         replicated_stash_bytes=sums(layers.replicated_stash_bytes),
         input_bytes=sums(layer_input),
+        layer_count=np.rint(sums(layers.transformer_layers)).astype(np.int64),
         member=member,
         empty=0,
         full=len(ideals) - 1,

@@ -121,6 +121,12 @@ class Layer:
     def num_ops(self) -> int:
         return len(self.fwd.ops)
 
+    @property
+    def is_transformer_layer(self) -> bool:
+        """A transformer layer (block, or a leading dense one) as a pipeline split counts it: the embedding (``pre``)
+        and the head and loss (``post``) ride with the first and last stage (Megatron-LM's ``num_layers``)."""
+        return self.name not in ("pre", "post")
+
 
 @dataclass(frozen=True)
 class ModelGraph:
