@@ -26,8 +26,12 @@ HBM traffic only for the operands above. ``Cluster.attention_efficiency`` > 0 sw
 stack's kernel on a chip, :class:`phaze_env.stacks.ChipFit`); PHAZE's search and every preset keep the traced eager
 attention (0).
 
-:data:`FLASH_BLOCK` is an assumption (see there). Not modelled: context parallelism with a fused kernel (refused:
-the ring's blocks would need their own causal split), dropout inside the kernel (the traced graphs have none).
+:data:`FLASH_BLOCK` is an assumption (see there). With context parallelism ``c`` (:mod:`phaze_env.context_parallel`) a
+rank's attention core is ``c`` blocks of ``(s/c)²`` scores, its two load-balanced query chunks against each key/value
+chunk of the ring (Transformer Engine's ``AttnFuncWithCPAndKVP2P`` under Megatron-Core); each block is cut causally on
+its own block grid, so the rank does ``1/c`` of the unsplit causal work up to the diagonal blocks' granularity
+(``kept_fraction(s/c) / kept_fraction(s)``: 0.8 % more at s/c = 8,192), and each ring hop overlaps one block's kernel
+(the evaluator's ``ring_exposed_s``). Not modelled: dropout inside the kernel (the traced graphs have none).
 """
 
 from __future__ import annotations

@@ -223,10 +223,6 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
     degrees = tuple(sorted({int(c) for c in context_parallels})) if plan.c is None else (plan.c,)
     if not degrees or min(degrees) <= 0:
         raise ValueError(f"context-parallel degrees must be positive integers, got {context_parallels!r}")
-    if cluster.attention_efficiency:  # phaze_env.attention: the ring's blocks would need their own causal split
-        if plan.c is not None and plan.c > 1:
-            raise ValueError(f"plan {plan}: context parallelism with a fused attention kernel is not modelled")
-        degrees = (1,)
     tokens = workload.seq_len if seq_len is None else seq_len
     if plan.c is not None and context_parallel_error(tokens, plan.c):
         raise ValueError(f"plan {plan}: {context_parallel_error(tokens, plan.c)}")
@@ -291,7 +287,8 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
     timed on its lower bounds first and scheduled later only if it can win)."""
     prices = {} if prices is None else prices
     results = {}
-    attention_s = {}  # the attention core's own time per direction (selective recompute; ring overlap)
+    attention_s = {}  # what selective recompute repeats, per direction (eager: the attention core)
+    core_s = {}  # the attention core's own time per direction (eager or fused): what each ring hop overlaps
     tp_comm_s = 0.0
     # what selective recompute repeats: the attention core; with a fused kernel, the scores its backward recomputes
     attention_part = recomputed_by_backward if cluster.attention_efficiency else is_attention_core
@@ -305,6 +302,7 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
         tp_comm_s += comm_s
         attention_s[direction] = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
                                            if attention_part(op)))
+        core_s[direction] = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores) if is_attention_core(op)))
         counters["estimate"] += time.perf_counter() - started
         started = time.perf_counter()
         if bound_only:
@@ -325,10 +323,17 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
     if cluster.attention_efficiency:
         # A fused kernel's backward recomputes its scores itself (phaze_env.attention), whatever the recompute mode:
         # that time belongs to the backward pass, and selective recompute (what the stash drops) adds nothing more.
+        # With context parallelism each ring hop overlaps one chunk's fused kernel (Transformer Engine's
+        # AttnFuncWithCPAndKVP2P), the backward's with its recomputed scores.
         recompute_s = attention_s["fwd"]
-        return LayerTiming(f, b + recompute_s, flb, blb + recompute_s, fm, bm, fo, bo, 0.0, tp_comm_s, 0.0)
-    ring_fwd_s = ring_exposed_s(attention_s["fwd"], kv_hop_bytes, cluster, tensor_width, context_parallel)
-    ring_bwd_s = ring_exposed_s(attention_s["bwd"], 2 * kv_hop_bytes, cluster, tensor_width, context_parallel)
+        ring_fwd_s = ring_exposed_s(core_s["fwd"], kv_hop_bytes, cluster, tensor_width, context_parallel)
+        ring_bwd_s = ring_exposed_s(core_s["bwd"] + recompute_s, 2 * kv_hop_bytes, cluster, tensor_width,
+                                    context_parallel)
+        backward_s = recompute_s + ring_bwd_s
+        return LayerTiming(f + ring_fwd_s, b + backward_s, flb + ring_fwd_s, blb + backward_s, fm, bm, fo, bo, 0.0,
+                           tp_comm_s, ring_fwd_s + ring_bwd_s)
+    ring_fwd_s = ring_exposed_s(core_s["fwd"], kv_hop_bytes, cluster, tensor_width, context_parallel)
+    ring_bwd_s = ring_exposed_s(core_s["bwd"], 2 * kv_hop_bytes, cluster, tensor_width, context_parallel)
     return LayerTiming(f + ring_fwd_s, b + ring_bwd_s, flb + ring_fwd_s, blb + ring_bwd_s, fm, bm, fo, bo,
                        attention_s["fwd"] + ring_fwd_s, tp_comm_s, ring_fwd_s + ring_bwd_s)
 

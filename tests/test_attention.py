@@ -20,7 +20,8 @@ from phaze_env.hardware.estimator import latency_terms, shared_parameters
 from phaze_env.hardware.number_format import fp8_flags
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.pricing import price_ops
-from phaze_env.workloads import model_graph
+from phaze_env.context_parallel import rank_graph
+from phaze_env.workloads import custom_workload, model_graph
 from phaze_env.workloads.graph import Gemm
 from tiny import TINY
 
@@ -121,10 +122,42 @@ def test_fused_backward_carries_its_recompute_whatever_the_recompute_mode():
     assert times["selective"] == pytest.approx(times["none"], rel=1e-12) and times["full"] > times["none"]
 
 
-def test_context_parallelism_with_a_fused_kernel_is_refused():
-    cluster = replace(get_cluster("dgx-h100", 8, global_batch=16), attention_efficiency=0.5)
-    with pytest.raises(ValueError, match="context parallelism with a fused attention kernel is not modelled"):
-        evaluate(TINY, get_preset("h100"), cluster, plan=PlanSpec(t=1, c=2, p=1, d=4, microbatch=1), cache=False)
+LONG = custom_workload("tiny-gpt2-2k", "GPT2Config", "GPT2LMHeadModel", 2048, n_embd=128, n_layer=2, n_head=4,
+                       n_inner=512, vocab_size=1000, n_positions=2048)
+
+
+def _kept_attention_flops(graph, direction: str) -> int:
+    layer = next(layer for layer in graph.layers if layer.name == "block")
+    fused, indices = fused_attention_ops(getattr(layer, direction).ops, 2)
+    return sum(fused[i].gemm_flops for i in indices)
+
+
+@pytest.mark.parametrize("c", [2, 4])
+def test_a_context_parallel_rank_runs_a_cth_of_the_causal_kernel_work(c):
+    """Ring attention over a fused causal kernel (Transformer Engine's CP): a rank's ``c`` blocks of (s/c)² scores,
+    each cut causally on its own block grid, are exactly ``1/c`` of the unsplit causal work up to the diagonal blocks'
+    granularity: kept(s/c) / kept(s) / c."""
+    seq_len = LONG.seq_len
+    whole = model_graph(LONG, seq_len=seq_len)
+    rank = rank_graph(model_graph(LONG, seq_len=seq_len // c), c)
+    for direction in ("fwd", "bwd"):
+        ratio = _kept_attention_flops(rank, direction) / _kept_attention_flops(whole, direction)
+        assert ratio == pytest.approx(kept_fraction(seq_len // c) / kept_fraction(seq_len) / c, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_context_parallelism_runs_with_a_fused_kernel_and_its_ring_overlaps_the_kernel():
+    """c > 1 with a fused kernel is priced (it used to be refused): each of the c − 1 ring hops adds what its send
+    exceeds the kernel's block by (cp_comm), so a slower link exposes more of it."""
+    plan = PlanSpec(t=1, c=2, p=1, d=4, microbatch=1, recompute="selective")
+    fused = replace(get_cluster("dgx-h100", 8, global_batch=16, optimizer="adam"), attention_efficiency=0.5)
+    fast = evaluate(LONG, get_preset("h100"), fused, plan=plan, cache=False)
+    slow = evaluate(LONG, get_preset("h100"), replace(fused, node_bandwidth_Bps=1e6), plan=plan, cache=False)
+    assert fast.feasible and slow.feasible and fast.plan["context_parallel"] == 2
+    assert 0.0 <= fast.plan["time_breakdown_s"]["cp_comm"] < slow.plan["time_breakdown_s"]["cp_comm"]
+    assert slow.throughput_samples_s < fast.throughput_samples_s
+    eager = evaluate(LONG, get_preset("h100"), replace(fused, attention_efficiency=0.0), plan=plan, cache=False)
+    assert fast.throughput_samples_s > eager.throughput_samples_s  # the kernel skips the masked half and the s × s HBM
     with pytest.raises(ValueError, match="attention_efficiency must be in"):
         Cluster(attention_efficiency=1.5)
 
