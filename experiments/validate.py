@@ -933,7 +933,8 @@ def ratio_tokens_s(case: ChipRatioCase, chip: str, cluster_name: str, framework_
     """Predicted tokens/s per GPU of ``case``'s plan (pure data parallelism, its microbatch and recompute) on ``chip``
     running the case's stack (its efficiency fitted on that chip, unless ``framework_efficiency`` is given); ``None``
     if the plan is infeasible."""
-    plan = PlanSpec(t=1, p=1, d=case.n_devices, microbatch=case.microbatch, recompute=case.recompute, zero=1)
+    # FULL_SHARD: ZeRO-3, what the stack runs (llm-foundry's FSDP config; it has no optimizer-only sharding)
+    plan = PlanSpec(t=1, p=1, d=case.n_devices, microbatch=case.microbatch, recompute=case.recompute, zero=3)
     cluster = get_stack(case.stack).apply(get_cluster(cluster_name, case.n_devices, global_batch=case.global_batch,
                                                       optimizer="adam"), chip)
     if framework_efficiency is not None:

@@ -114,13 +114,16 @@ MXUs lose on these shapes, besides what an end-to-end XLA step adds (the layer's
 per-layer all-gathers' HBM traffic, the step's host synchronisation)."""
 
 
-MEGATRON_LM_RULES = PlanRules(uniform_stages=True, interleave_min_stages=3, zero_stages=(0, 1))
-"""Megatron-LM (2021-22; NVIDIA/Megatron-LM ``megatron/arguments.py`` and ``megatron/model/transformer.py``): every
-pipeline stage holds ``num_layers / p`` transformer layers ("num_layers must be divisible by
-pipeline_model_parallel_size"), the interleaved schedule needs ``p > 2`` ("pipeline-model-parallel size should be
-greater than 2 with interleaved schedule") and ``num_layers_per_virtual_pipeline_stage`` dividing each stage's
-layers, and the optimizer state is either replicated (ZeRO-0) or sharded by ``--use-distributed-optimizer`` (ZeRO-1);
-ZeRO-2/3 are not part of it."""
+MEGATRON_LM_RULES = PlanRules(uniform_stages=True, interleave_min_stages=2, zero_stages=(0, 1))
+"""Megatron-LM and Megatron-Core (NVIDIA/Megatron-LM ``megatron/model/transformer.py`` of 2021-22 and Megatron-Core's
+``TransformerBlock`` alike assert "num_layers must be divisible by pipeline_model_parallel_size": every pipeline stage
+holds ``num_layers / p`` transformer layers); ``num_layers_per_virtual_pipeline_stage`` divides each stage's layers;
+the optimizer state is replicated (ZeRO-0) or sharded by ``--use-distributed-optimizer`` (ZeRO-1); ZeRO-2/3 are not
+part of it. Interleaving from ``p = 2``: Megatron-LM of 2021-22 asserted "pipeline-model-parallel size should be
+greater than 2 with interleaved schedule", Megatron-Core relaxed it to ``p > 2`` only "when interleaved schedule is
+used and p2p communication overlap is disabled" (``--overlap-p2p-communication``, on in NeMo's and Megatron-Bridge's
+recipes, whose published Qwen3 runs interleave at ``p = 2``); the profile's H100 fit is Megatron-Core, so ``p = 2`` is
+allowed (an A100-era plan with ``v > 1`` at ``p = 2`` would need the newer code)."""
 DEEPSPEED_PIPELINE_RULES = PlanRules(zero_stages=(0, 1))
 """DeepSpeed's ``PipelineEngine`` (microsoft/DeepSpeed ``deepspeed/runtime/pipe/engine.py``): plain 1F1B over a
 ``PipelineModule`` whose ``partition_method`` places layers freely (uniform, by parameters or by type); with pipeline
@@ -166,8 +169,10 @@ FULL_SHARD, FlashAttention-class attention), *fitted to one published measuremen
 8 A100 80GB, 3,684 tokens/s per GPU (mosaicml/llm-foundry scripts/train/benchmarking/README.md; the chip-ratio case
 ``llm-foundry-mpt-7b-s4096``; the fit is ``experiments.validate.fit_ratio_efficiency``). Chosen before looking at the
 others: the middle model size at the table's most common sequence length."""
-LLM_FOUNDRY_H100_EFFICIENCY = 0.72
-"""The same stack on H100, fitted to the same run's H100 figure (8,611 tokens/s per GPU, same README and plan).
+LLM_FOUNDRY_H100_EFFICIENCY = 0.715
+"""The same stack on H100, fitted to the same run's H100 figure (8,611 tokens/s per GPU, same README and plan; the fit
+is 0.7153 with the plan as the stack runs it, FULL_SHARD = ZeRO-3 — it was 0.72 when the ratio cases ran ZeRO-1, which
+FSDP does not have; the A100 fit moved from 0.860 to 0.859).
 Lower than on A100: the stack's own table has it at 40–46 % MFU on H100 and 55–64 % on A100 for the same models and
 plans, i.e. its H100 kernels run further below the chip's measured best than its A100 kernels do (the a100 and h100
 presets carry the MAMF-measured GEMM rates, 85.9 % and 80.1 % of peak). Which kernels lose it the sources do not
