@@ -112,3 +112,24 @@ def test_quick_start_search_prints_the_figures_the_readme_states(tmp_path):
     quick_start = README[README.index("## Quick start"):README.index("## What you get")]
     assert f"**{best['throughput_samples_s']:,.1f} samples/s**, against {baseline['throughput_samples_s']:,.1f}" in quick_start
     assert f"{result['architectures']:,} architectures" in quick_start
+
+
+def test_validation_and_efficiency_figures_equal_their_sources():
+    """The two validation errors the README quotes (and names apart) are docs/validation.md's, and the framework
+    efficiencies it and the clusters page quote are the constants the presets and stacks use."""
+    from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, get_cluster
+    from phaze_env.stacks import MEGATRON_H100_EFFICIENCY
+
+    report = (REPO / "docs" / "validation.md").read_text(encoding="utf-8")
+    overall = re.search(r"\*\*Mean absolute error: ([\d.]+)%\*\* over (\d+) held-out", report)
+    megatron = re.search(r"^\| megatron-lm \| a100 \| [\d.]+ \| [^|]+ \| (\d+) \| \d+ \| ([\d.]+)% \|", report, re.MULTILINE)
+    assert overall and megatron, "docs/validation.md's headline or its Megatron-LM A100 row changed shape"
+    assert f"mean absolute error {overall[1]} % over {overall[2]} held-out published runs, all stacks" in README
+    assert f"{megatron[2]} %\n  over the {megatron[1]} Megatron-LM A100 runs" in README
+    assert f"mean absolute error {overall[1]} % over {overall[2]} held-out published training runs" in HOME
+    assert get_cluster("dgx-a100", 8).framework_efficiency == MEGATRON_A100_EFFICIENCY
+    assert f"Megatron-LM's fitted efficiency {MEGATRON_A100_EFFICIENCY:g}" in README
+    clusters = (REPO / "docs" / "concepts" / "clusters.md").read_text(encoding="utf-8")
+    assert f"**{MEGATRON_A100_EFFICIENCY:g}** (Megatron-LM on A100, fitted)" in clusters
+    assert f"Megatron-LM is {MEGATRON_A100_EFFICIENCY:g} on A100 and {MEGATRON_H100_EFFICIENCY:g} on H100" in clusters
+    assert get_cluster("dgx-h100", 8).framework_efficiency == 1
