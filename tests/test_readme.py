@@ -1,5 +1,12 @@
-"""The README's Python snippets run as a reader would paste them, and show a result, so they cannot rot."""
+"""The README's figures equal their sources, and its Python snippet runs as a reader would paste it.
 
+The headline table (in the README and on the documentation's home page) is read against docs/system_table.json, the
+file ``python -m experiments.system_table`` writes, so a re-run of that table makes a stale README fail here instead
+of being retyped; the prose ranges beside it are checked against the same rows. The quick start's figures are checked
+by running the quick start's own search (slow).
+"""
+
+import json
 import os
 import re
 import subprocess
@@ -8,13 +15,76 @@ from pathlib import Path
 
 import pytest
 
+from experiments.system_table import load_rows
+from phaze_env.hardware.system import HOST_USD_PER_CHIP
+
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
+README = (REPO / "README.md").read_text(encoding="utf-8")
+HOME = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
 SNIPPETS = re.findall(r"^```python\n(.*?)^```", README, flags=re.DOTALL | re.MULTILINE)
+ROWS = load_rows(REPO / "docs" / "system_table.json")
+REFERENCES = ("tpuv4", "a100", "h100")  # the table's column order
+HEADLINE_ROW = re.compile(r"^\| (?P<workload>[\w.-]+) \((?P<mw>[\d.]+) MW\) \| (?P<samples>[\d,.]+) \| "
+                          r"(?P<tpuv4>[\d.]+)× \| (?P<a100>[\d.]+)× \| (?P<h100>[\d.]+)× \| "
+                          r"(?P<cost_tpuv4>[\d.]+)× / (?P<cost_a100>[\d.]+)× / (?P<cost_h100>[\d.]+)× \|$", re.MULTILINE)
 
 
-def test_readme_has_python_snippets():
-    assert len(SNIPPETS) >= 3  # Gymnasium, Optuna, plain-data entry points
+def row(workload: str, kind: str) -> dict:
+    return next(r for r in ROWS if r["workload"] == workload and r["kind"] == kind)
+
+
+def ratio(source: dict, reference: str) -> float:
+    """The best system's throughput over a reference's, as docs/system_table.md prints it (chips × peak × MFU)."""
+    factors = source["best"]["factors"][reference]
+    return factors["chips"] * factors["peak"] * factors["mfu"]
+
+
+def headline(text: str) -> list[re.Match]:
+    return list(HEADLINE_ROW.finditer(text))
+
+
+@pytest.mark.parametrize("name, text", [("README.md", README), ("docs/index.md", HOME)])
+def test_headline_table_figures_equal_docs_system_table_json(name, text):
+    rows = headline(text)
+    assert [m["workload"] for m in rows] == sorted({r["workload"] for r in ROWS}, key=[r["workload"] for r in ROWS].index), \
+        f"{name}'s headline table should have one row per model of docs/system_table.json, in its order"
+    for m in rows:
+        power, cost = row(m["workload"], "power"), row(m["workload"], "cost")
+        where = f"{name}, {m['workload']}"
+        assert float(m["mw"]) * 1e6 == power["power_w"], where
+        assert m["samples"] == f"{power['best']['samples_s']:,.1f}", where
+        assert power["exact"] and cost["exact"], f"{where}: the table says every row is proven"
+        for reference in REFERENCES:
+            assert m[reference] == f"{ratio(power, reference):.2f}", f"{where} vs {reference}"
+            assert m[f"cost_{reference}"] == f"{ratio(cost, reference):.2f}", f"{where} iso-cost vs {reference}"
+
+
+def test_headline_prose_ranges_equal_the_table():
+    power = [row(r["workload"], "power") for r in ROWS if r["kind"] == "power"]
+    cost = [row(r["workload"], "cost") for r in ROWS if r["kind"] == "cost"]
+
+    def span(values) -> str:
+        return f"{min(values):.2f}–{max(values):.2f}×"
+
+    assert f"lands at {span([ratio(r, 'h100') for r in power])} of H100" in README
+    assert f"over H100 shrink ({span([ratio(r, 'h100') for r in cost])})" in README
+    node = [r["node_sensitivity"]["samples_s"] / r["references"]["h100"]["samples_s"] for r in power]
+    assert f"built at 4N reach {span(node)} of it" in README
+    same_node = [ratio(r, reference) for r in power for reference in ("tpuv4", "a100")]
+    assert 2 <= min(same_node) and max(same_node) <= 4 and "(TPUv4, A100) by 2–4×" in README
+    assert f"the ${HOST_USD_PER_CHIP:,.0f} host share per chip" in README
+
+
+def test_headline_check_fails_on_a_wrong_figure():
+    wrong = README.replace(f"{row('gpt2-xl', 'power')['best']['samples_s']:,.1f}", "30,096.8", 1)
+    with pytest.raises(AssertionError):
+        test_headline_table_figures_equal_docs_system_table_json("README.md", wrong)
+
+
+def test_readme_has_a_python_snippet_and_links_into_the_docs():
+    assert len(SNIPPETS) >= 1
+    for target in re.findall(r"\]\((docs/[^)#]+)", README):
+        assert (REPO / target).exists(), f"README links to {target}, which does not exist"
 
 
 @pytest.mark.slow
@@ -25,3 +95,41 @@ def test_readme_snippet_runs_and_prints_its_result(snippet, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip(), "a README snippet should print what it computed"
     assert list(tmp_path.iterdir()) == [], "a README snippet should not leave files behind"
+
+
+@pytest.mark.slow
+def test_quick_start_search_prints_the_figures_the_readme_states(tmp_path):
+    """The quick start's ``python -m search.phaze`` (16 s cold on an idle machine, about a minute on a busy one; the
+    session's cache, shared with the other tests)."""
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "search.phaze", "--workers", "1", "--out", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=900,
+                          env=os.environ | {"COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    best, baseline = result["best"]["gpt2-xl"], result["baseline"]["gpt2-xl"]
+    assert result["exact"]
+    quick_start = README[README.index("## Quick start"):README.index("## What you get")]
+    assert f"**{best['throughput_samples_s']:,.1f} samples/s**, against {baseline['throughput_samples_s']:,.1f}" in quick_start
+    assert f"{result['architectures']:,} architectures" in quick_start
+
+
+def test_validation_and_efficiency_figures_equal_their_sources():
+    """The two validation errors the README quotes (and names apart) are docs/validation.md's, and the framework
+    efficiencies it and the clusters page quote are the constants the presets and stacks use."""
+    from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, get_cluster
+    from phaze_env.stacks import MEGATRON_H100_EFFICIENCY
+
+    report = (REPO / "docs" / "validation.md").read_text(encoding="utf-8")
+    overall = re.search(r"\*\*Mean absolute error: ([\d.]+)%\*\* over (\d+) held-out", report)
+    megatron = re.search(r"^\| megatron-lm \| a100 \| [\d.]+ \| [^|]+ \| (\d+) \| \d+ \| ([\d.]+)% \|", report, re.MULTILINE)
+    assert overall and megatron, "docs/validation.md's headline or its Megatron-LM A100 row changed shape"
+    assert f"mean absolute error {overall[1]} % over {overall[2]} held-out published runs, all stacks" in README
+    assert f"{megatron[2]} %\n  over the {megatron[1]} Megatron-LM A100 runs" in README
+    assert f"mean absolute error {overall[1]} % over {overall[2]} held-out published training runs" in HOME
+    assert get_cluster("dgx-a100", 8).framework_efficiency == MEGATRON_A100_EFFICIENCY
+    assert f"Megatron-LM's fitted efficiency {MEGATRON_A100_EFFICIENCY:g}" in README
+    clusters = (REPO / "docs" / "concepts" / "clusters.md").read_text(encoding="utf-8")
+    assert f"**{MEGATRON_A100_EFFICIENCY:g}** (Megatron-LM on A100, fitted)" in clusters
+    assert f"Megatron-LM is {MEGATRON_A100_EFFICIENCY:g} on A100 and {MEGATRON_H100_EFFICIENCY:g} on H100" in clusters
+    assert get_cluster("dgx-h100", 8).framework_efficiency == 1
