@@ -7,10 +7,10 @@ mixtral-8x7b chain on 1,024 H100s of the ``dgx-h100`` cluster, every knob free (
 time of several runs for one (t, m, HBM) call and for the whole grid t ∈ {1,2,4,8} × m ∈ {1,2,4,8} ×
 HBM ∈ {32, 64, 80} GiB (× recompute allowed or not for ``paper``) (targets: < 20 ms and < 1 s; PHAZE's
 C++ DP takes 3 s for one call). Plan knobs: ``paper`` = PHAZE's (none|full recompute, SGD);
-``modern`` = every recompute mode, sequence parallelism, the ZeRO stage (1, 2 or 3) and Adam chosen by the DP
+``modern`` = every recompute mode, sequence parallelism, the ZeRO stage (0, 1, 2 or 3) and Adam chosen by the DP
 (v = 1; with ZeRO the memory depends on ``d``, and with ZeRO-2/3 the stage times too, so data-parallel degrees
 get their own DPs: slower); ``modern-zero1`` = the same with ZeRO-1 pinned; ``modern-no-zero1`` = with ZeRO off;
-``all`` = ``modern`` with the interleave also chosen (v ∈ {1, 2, 4}).
+``all`` = ``modern`` with the interleave also chosen (every v dividing the layers).
 The layer numbers are invented but plausible: block fwd ≈ 30 ms, bwd ≈ 60 ms per sample at t = 1,
 scaling 1/t; 1.8e9 bf16 parameters per block split t ways; a few GB of stash per sample.
 """
@@ -142,7 +142,7 @@ MIXTRAL_WIDTHS, MIXTRAL_MICROBATCHES, MIXTRAL_DEGREES = (1, 2, 4, 8), (1, 2), (1
 def mixtral_main(runs: int = 7) -> None:
     """One DP call per (t, e) on the traced mixtral-8x7b chain (layer schedules on the h100 preset, seq 4096,
     m ∈ {1, 2}, 80 GiB), 1,024 devices of ``dgx-h100``, global batch 4096, Adam, every other knob free: d, p, the
-    stage partition, recompute none|selective|full per stage, SP, the ZeRO stage (1, 2 or 3) and v ∈ {1, 2, 4} (target < 30 ms);
+    stage partition, recompute none|selective|full per stage, SP, the ZeRO stage (0-3) and every v dividing the layers (target < 30 ms);
     then the whole grid as ``evaluate`` searches it (``best_plan_multi`` over t × e, branch and bound)."""
     from phaze_env.evaluate import _layer_chain, _time_layer
     from phaze_env.hardware import get_preset
@@ -161,7 +161,7 @@ def mixtral_main(runs: int = 7) -> None:
     seq_len = graph.seq_len
     print(f"chain: traced mixtral-8x7b on h100, {len(chains[(1, 1, 1)])} layers; {cluster.describe()}; batch 4096, adam; "
           f"t ∈ {MIXTRAL_WIDTHS} × m ∈ {MIXTRAL_MICROBATCHES} × e ∈ {MIXTRAL_DEGREES} at 80 GiB; free: d, p, partition, "
-          "recompute none|selective|full, SP, ZeRO stage 1|2|3, v ∈ {1, 2, 4}")
+          "recompute none|selective|full, SP, ZeRO stage 0|1|2|3, every v dividing the layers")
     template = Settings(cluster, 1, 1, 80 * GB, PlanSpec(interleave=None), seq_len=seq_len,
                         hbm_bandwidth_Bps=accelerator.hbm_bandwidth_Bps)
 

@@ -58,10 +58,10 @@ fixed bytes of every recompute mode (the modes keep their order), and ``A`` (all
 nothing, + the step) stays nondecreasing and affine in ``P``, so the walk above stays exact. Without ZeRO
 (stage 0), among data-parallel degrees with the same ``m_r`` the smallest dominates (same stage memory; its
 all-reduce and pipeline sends span no more levels of the network); with ZeRO ≥ 1 the memory (ZeRO-2/3:
-also the stage times) depends on ``d`` and every ``d`` is searched. Left to the DP (``+zero=auto``), the
-stages 1, 2 and 3 are all searched and stage 0 is not: ZeRO-1 has ZeRO-0's time terms but a ``1/d``
-optimizer step and less memory, so it is never worse; none of 1, 2, 3 dominates another (less memory is
-paid with per-microbatch traffic and buffers). With ``d = 1`` every stage is ZeRO-0 (nothing to shard:
+also the stage times) depends on ``d`` and every ``d`` is searched. Left to the DP (``+zero=auto``), every
+stage the cluster's training stack runs (``PlanRules.zero_stages``) is searched and weighed by its own costs,
+0 included; none of 1, 2, 3 dominates another (less memory is paid with per-microbatch traffic and buffers).
+With ``d = 1`` every stage is ZeRO-0 (nothing to shard:
 same memory, no traffic, no buffers), searched once. Shapes are visited in order of a lower bound on
 ``T`` (the DP with the loosest memory rule — the smallest state of any allowed ``(d, z)``, no buffers, no p2p,
 no ZeRO traffic — plus the shape's smallest possible ``A``), so most are never solved. With ZeRO a second
@@ -70,6 +70,13 @@ at the shape's microbatches (rounded down to a power of two; fewer microbatches 
 and for ZeRO-2/3 also the average stage: its layers' forward + backward + exposed ZeRO traffic over ``p`` (the
 stages cover every layer once), which sees the per-microbatch traffic that the shared DP leaves out.
 A finite ``cutoff_s`` (``run``) starts the search with that incumbent time: branch and bound across searches.
+Runnable plans (:class:`~phaze_env.plan_spec.PlanRules`). Only the shapes and stages the stack can run are searched:
+with ``v > 1``, ``p`` at least the stack's minimum and ``v`` layers or more per stage, and every stage's transformer
+layers a multiple of ``v`` (the ``v`` chunks carry the same load); with uniform stages, ``L/p`` layers in each
+(``StageTable.layer_count``; the embedding and the head count none). Free interleaving tries every ``v`` that divides
+``L``. A rule is a mask on the stage matrices (the DP over the allowed stages is the same DP), so every bound above,
+computed without the mask, stays a bound; an interleaved shape's bound also adds ``v`` times the cheapest send of
+its network level (every stage of a pipeline sends: ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``).
 Every stage time stays nondecreasing in each layer's forward and backward time (``fwd + max(0, g − fwd) =
 max(fwd, g)``), so the DP on lower-bound layer latencies still bounds the throughput (``evaluate``'s ILP-free
 bound).
