@@ -39,7 +39,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from phaze_env.files import atomic_path
 
@@ -140,11 +140,12 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(?P<base>\.*[\w.]*)[ \t]+import[ \t]+
 of a docstring that reads like one only adds modules to hash, never loses one."""
 
 
-def _imports(name: str) -> set[str]:
+@functools.cache
+def _imports(name: str) -> frozenset[str]:
     """The project modules that module ``name``'s source imports (the most specific module each name resolves to)."""
     is_package = os.path.basename(_module_path(name)) == "__init__.py"
     found: set[str] = set()
-    for match in _IMPORT.finditer(_source(name).decode("utf-8", errors="replace")):
+    for match in _import_statements(_source(name).decode("utf-8", errors="replace")):
         if match["modules"] is not None:
             targets = _names(match["modules"])
         else:
@@ -152,7 +153,18 @@ def _imports(name: str) -> set[str]:
             targets = [f"{base}.{alias}" for alias in _names(match["names"])]
         found.update(filter(None, map(_resolve, targets)))
     found.discard(name)
-    return found
+    return frozenset(found)
+
+
+def _import_statements(text: str) -> Iterator[re.Match]:
+    """Every :data:`_IMPORT` statement of ``text``: each holds the word ``import`` on its first line, so only the
+    lines where ``str.find`` sees it are matched (a tenth of the time of scanning every line)."""
+    position = text.find("import")
+    while position != -1:
+        match = _IMPORT.match(text, text.rfind("\n", 0, position) + 1)
+        if match is not None:
+            yield match
+        position = text.find("import", max(position + len("import"), match.end() if match else 0))
 
 
 def _names(text: str) -> list[str]:
