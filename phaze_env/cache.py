@@ -206,7 +206,7 @@ def _project_modules() -> dict[str, str]:
             continue
         root = next(iter(spec.submodule_search_locations))
         for directory, subdirectories, files in os.walk(root):
-            subdirectories[:] = [d for d in subdirectories if d.isidentifier()]  # no __pycache__, no data folders
+            subdirectories[:] = [d for d in subdirectories if d.isidentifier() and d != "__pycache__"]  # packages only
             package = [top, *os.path.relpath(directory, root).split(os.sep)] if directory != root else [top]
             for file in files:
                 if file.endswith(".py"):
@@ -217,6 +217,7 @@ def _project_modules() -> dict[str, str]:
 
 @functools.cache
 def _source(name: str) -> bytes:
+    """Project module ``name``'s source as it is on disk when first asked for (once per process)."""
     with open(_module_path(name), "rb") as file:
         return file.read()
 
