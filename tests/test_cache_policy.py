@@ -6,12 +6,8 @@ layer (graphs, schedules, placements, evaluations; memory and disk)."""
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -172,9 +168,9 @@ def test_handles_of_one_namespace_share_one_memory(fresh_cache, tmp_path):
 
 
 # --- a long env run ----------------------------------------------------------------------------------------
-def _bench():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_env_memory.py"
-    spec = importlib.util.spec_from_file_location("bench_env_memory", path)
+def _load_benchmark(name: str):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -186,7 +182,7 @@ def test_random_policy_run_keeps_memory_flat(tiny, fresh_cache, monkeypatch):
     once every design has been seen (by step 500), the resident set grows by less than 4 MiB."""
     monkeypatch.setenv(MEMORY_ENTRIES_ENV, "64")
     env = gym.make("phaze_env/ArchSearch-v0", workload=tiny, cluster=CLUSTER, space=SPACE).unwrapped
-    rows = {row["step"]: row for row in _bench().rss_curve(env, steps=2_000, every=250)}
+    rows = {row["step"]: row for row in _load_benchmark("bench_env_memory").rss_curve(env, steps=2_000, every=250)}
     assert rows[500]["designs_evaluated"] == rows[2_000]["designs_evaluated"] == SPACE.designs
     assert rows[2_000]["rss_mb"] - rows[500]["rss_mb"] < 4.0
     assert max(row["memory_entries_max"] for row in rows.values()) <= 64
@@ -290,6 +286,12 @@ def test_every_cache_keys_on_the_code_that_fills_it_and_nothing_is_bumped_by_han
     assert not [path for path, text in sources.items() if "_content_key" in text and path.name != "cache.py"]
     bumped = re.compile(r"^_?[A-Z_]*(?:VERSION|REVISION)[A-Z_]* = ", re.MULTILINE)
     assert not [path for path, text in sources.items() if bumped.search(text) and not path.match("experiments/*")]
+    # the benchmark measuring the fingerprint's cost names every module that keys on its code (and a search's)
+    from search.config import SEARCH_MODULE
+
+    keyed = {".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+             for path, text in sources.items() if "code_key(__name__," in text}
+    assert keyed | {SEARCH_MODULE} == set(_load_benchmark("bench_cache_policy").PRODUCERS)
 
 
 def test_the_fingerprint_is_taken_once_and_names_only_project_modules():
@@ -319,49 +321,10 @@ def test_an_edited_estimator_recomputes_the_evaluation_and_keeps_the_traces(tiny
     assert {("trace", "miss"), ("graphs", "miss"), ("evaluations", "miss")} <= set(spy)
 
 
-# A small evaluation run in a fresh interpreter from a copy of the project: prints its answer as JSON.
-EVALUATE_SCRIPT = """
-import json
-import phaze_env
-from phaze_env.cache import code_version
-from phaze_env.evaluate import Cluster, evaluate
-from phaze_env.hardware import TPUV4
-from phaze_env.workloads import custom_workload
-
-tiny = custom_workload("tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", 64, n_embd=128, n_layer=4, n_head=4, n_inner=512,
-                       vocab_size=1000, n_positions=64)
-result = evaluate(tiny, TPUV4, Cluster(n_devices=16, global_batch=64), microbatch=(1,), tensor_widths=(1, 2))
-print(json.dumps({"package": phaze_env.__file__, "version": code_version("phaze_env.evaluate"),
-                  "throughput_samples_s": result.throughput_samples_s, "from_cache": result.from_cache,
-                  "energy_per_sample_j": result.energy_per_sample_j}))
-"""
-GEMM_CYCLES = ("    return best\n\n\ndef best_systolic_cycles", "    return 2 * best\n\n\ndef best_systolic_cycles")
-"""Every GEMM takes twice the cycles (the end of ``estimator.systolic_cycles``)."""
-HBM_ENERGY = ("\nHBM_PJ_PER_BYTE = 31.0\n", "\nHBM_PJ_PER_BYTE = 62.0\n")
-"""Every HBM byte costs twice the energy (a constant of ``hardware/energy.py``)."""
-
-
 def _copy_project(destination: Path) -> Path:
+    """The working tree's ``phaze_env`` (what is under test, committed or not) under ``destination``."""
     shutil.copytree(REPO / "phaze_env", destination / "phaze_env", ignore=shutil.ignore_patterns("__pycache__"))
     return destination
-
-
-def _edit(root: Path, relative: str, change: tuple[str, str]) -> None:
-    path = root / relative
-    text = path.read_text()
-    assert text.count(change[0]) == 1, f"{relative} no longer reads {change[0]!r}: update the test's edit"
-    path.write_text(text.replace(*change))
-
-
-def _evaluate_in(root: Path, cache_dir: Path) -> dict:
-    env = {**os.environ, "PHAZE_CACHE_DIR": str(cache_dir), "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("PYTHONPATH", None)
-    done = subprocess.run([sys.executable, "-c", EVALUATE_SCRIPT], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
-    assert Path(answer["package"]).resolve().is_relative_to(root.resolve())  # the copy ran, not the installed tree
-    return answer | {"entries": len(_files(cache_dir))}
 
 
 @pytest.mark.slow  # four interpreters, each importing torch and transformers
@@ -369,18 +332,19 @@ def test_an_edited_copy_of_the_code_gets_fresh_answers_and_an_unchanged_one_cach
     """The same cache directory serves four interpreters: the original code (cold), an unchanged copy elsewhere (a
     hit: same answer, nothing new on disk), that copy with every GEMM twice as slow (a new answer, slower), then
     with HBM energy doubled (a new answer, more energy per sample)."""
+    bench = _load_benchmark("bench_cache_policy")
     shared = tmp_path / "cache"
-    first = _evaluate_in(_copy_project(tmp_path / "original"), shared)
+    first = bench.evaluate_in(_copy_project(tmp_path / "original"), shared)
     copy = _copy_project(tmp_path / "copy")
-    again = _evaluate_in(copy, shared)
+    again = bench.evaluate_in(copy, shared)
     assert not first["from_cache"] and again["from_cache"] and again["version"] == first["version"]
     assert again["throughput_samples_s"] == first["throughput_samples_s"] and again["entries"] == first["entries"]
 
-    _edit(copy, "phaze_env/hardware/estimator.py", GEMM_CYCLES)
-    slower = _evaluate_in(copy, shared)
+    bench.edit(copy, "phaze_env/hardware/estimator.py", bench.GEMM_CYCLES)
+    slower = bench.evaluate_in(copy, shared)
     assert not slower["from_cache"] and slower["version"] != first["version"]
     assert slower["throughput_samples_s"] < first["throughput_samples_s"] and slower["entries"] > first["entries"]
 
-    _edit(copy, "phaze_env/hardware/energy.py", HBM_ENERGY)
-    hungrier = _evaluate_in(copy, shared)
+    bench.edit(copy, "phaze_env/hardware/energy.py", bench.HBM_ENERGY)
+    hungrier = bench.evaluate_in(copy, shared)
     assert not hungrier["from_cache"] and hungrier["energy_per_sample_j"] > slower["energy_per_sample_j"]
