@@ -10,8 +10,8 @@ the DP on its layers' cheap lower bounds could beat the best plan found so far (
 scheduling every variant would give; far fewer ILPs).
 Whole evaluations are cached on disk, keyed by everything they depend on (including
 :func:`phaze_env.cache.code_version` of this module, the hash of the evaluator's code and constants), so
-re-evaluating a design is a lookup and a changed model is never served stale. :meth:`Evaluation.explain` splits one layer's time
-by unit (:mod:`phaze_env.explain`).
+re-evaluating a design is a lookup and a changed model is never served stale. :meth:`Evaluation.explain`
+splits one layer's time by unit (:mod:`phaze_env.explain`).
 
 :func:`throughput_upper_bound` runs the same pipeline with each layer's *lower-bound* makespan instead
 of its ILP schedule. The placement DP's time per batch never decreases when a layer gets slower, so this
@@ -525,8 +525,7 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     """
     request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len,
                        context_parallels)
-    key = code_key(__name__, "evaluation", accelerator.to_dict(), *request.key_parts(),
-                      solver, time_limit_s)
+    key = code_key(__name__, "evaluation", accelerator.to_dict(), *request.key_parts(), solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
     result = _run(request, accelerator, bound_only=False, solver=solver, time_limit_s=time_limit_s, cache=cache)
