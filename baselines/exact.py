@@ -4,20 +4,19 @@
 :class:`DesignSpace` (same knob lists and area window, :meth:`DesignSpace.arch_space`) with the space's
 microbatch sizes, recompute settings and HBM capacities — so its throughput is the best any design of
 the space can reach through :func:`phaze_env.design.evaluate_design`. The result is cached under a
-content key of (workload, cluster, space, evaluator version), so a study pays for each exact search once.
+content key of (workload, cluster, space, and the code that computes it), so a study pays for each exact search once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from phaze_env.cache import DiskCache, content_key
+from phaze_env.cache import DiskCache, code_key
 from phaze_env.design import Design, DesignSpace
-from phaze_env.evaluate import EVALUATION_VERSION, Cluster
+from phaze_env.evaluate import Cluster
 from phaze_env.workloads import Workload, get_workload
 from search.result import DesignResult
 
-EXACT_VERSION = 2  # 2: "result" is SearchResult.to_dict()
 _EXACT = DiskCache("exact_optimum")
 
 
@@ -31,9 +30,9 @@ def exact_optimum(workload: str | Workload, cluster: Cluster | None, space: Desi
     workload = get_workload(workload)
     cluster = cluster if cluster is not None else Cluster()
     config = SearchConfig(workloads=(workload,), cluster=cluster, space=space)
-    # the search's own signature: everything its answer depends on (the model's constants, and on the system space
-    # the power and cost model that sets each design's chip count)
-    key = content_key("exact_optimum", EXACT_VERSION, EVALUATION_VERSION, config.signature)
+    # the search's own signature: everything its answer depends on (its arguments and the search's code); this
+    # module's code shapes the answer too
+    key = code_key(__name__, "exact_optimum", config.signature)
     if cache and (hit := _EXACT.get(key)) is not None:
         return hit
     result = run_search(config, workers=workers)

@@ -15,40 +15,40 @@ wherever it likes). It keeps the ``$PHAZE_CACHE_MEMORY_ENTRIES`` (default
 read back from disk. The bound is by entry count, so a long run's memory stays flat however many distinct
 designs it visits. This is the only memo of cached results: callers do not keep their own.
 
-:func:`model_version` hashes every constant of the performance, area and energy model; each cache whose
-values come out of that model (evaluations, bounds, placements, ZigZag GEMMs) puts it in its key, so a
-changed constant is a cache miss, never a stale hit. Schedules are keyed by their latency inputs, which
-already carry the model's verdict.
+Keys are content-addressed, code included: :func:`code_key` hashes the entry's inputs together with
+:func:`code_version` of the module that produces it — a hash of the source text of that module and of every
+project module it imports, transitively (:func:`code_closure`). So any edit of the code or of a constant written in
+it (an estimator formula, a placement rule, a hardware table) is a new key and the entry is recomputed; there is no
+version number to bump. The fingerprint is taken once per process, at first use: a module patched in memory
+(``monkeypatch.setattr`` in a test, an edit in a notebook) is not seen, so such code runs with ``cache=False``,
+``PHAZE_CACHE=0`` or its own ``PHAZE_CACHE_DIR``. Libraries outside the project (torch, transformers, the
+solvers) are not hashed; a key that depends on one names its version itself (the ZigZag GEMMs).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import pickle
+import re
 import threading
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from phaze_env.files import atomic_path
 
 _MAGIC = b"PHZC1"
-_CACHE_FORMAT_VERSION = 1
-MODEL_REVISION = 2
-"""Bump when a model *formula* changes (constants are hashed by :func:`model_version` automatically).
-2: vector sublanes, on-chip reuse of vector operands, pipelined epilogues, calibrated efficiencies."""
-MODEL_MODULES = ("phaze_env.hardware.accelerator", "phaze_env.hardware.area", "phaze_env.hardware.estimator",
-                 "phaze_env.hardware.energy", "phaze_env.hardware.number_format", "phaze_env.comm",
-                 "phaze_env.context_parallel", "phaze_env.placement.inputs", "phaze_env.attention")
-"""Modules whose upper-case module-level constants (numbers, strings, tables, presets) decide results."""
-SYSTEM_MODEL_MODULES = ("phaze_env.hardware.cost", "phaze_env.hardware.system")
-"""The system space's power, cost and carbon model: its constants decide each design's chip count and the reference
-systems' (hashed by :func:`system_model_version` into a system-space search's signature; an evaluation's own key holds
-its accelerator and cluster, chip count included, so these need not be in :func:`model_version`)."""
+"""The on-disk encoding of an entry (this header, the SHA-256 of the payload, the pickled value): the only format
+marker, checked on read. Keys need none: this module is in every :func:`code_closure`, so a change of the encoding
+is a change of every key."""
+PROJECT_PACKAGES = ("phaze_env", "search", "baselines", "experiments")
+"""The project's top-level packages: an import of one of their modules is followed into :func:`code_closure`."""
 DEFAULT_MEMORY_ENTRIES = 1024
 """Entries each namespace keeps in memory unless ``$PHAZE_CACHE_MEMORY_ENTRIES`` (or ``memory_entries=``) says
 otherwise. Pickled, an evaluation is ≈ 4 kB, a layer schedule under 1 kB, a traced graph ≈ 10 kB (bert-large,
@@ -90,49 +90,136 @@ def _canonical(obj: Any) -> Any:
     return obj
 
 
-def content_key(*parts: Any) -> str:
+def _content_key(*parts: Any) -> str:
     """SHA-256 hex digest of a canonical serialisation of ``parts``."""
-    payload = json.dumps([_CACHE_FORMAT_VERSION, *map(_canonical, parts)], sort_keys=True, separators=(",", ":"))
+    payload = json.dumps(list(map(_canonical, parts)), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def model_constants(modules: tuple[str, ...] = MODEL_MODULES) -> dict[str, Any]:
-    """``"module.NAME" → value`` for every upper-case constant of ``modules`` (default :data:`MODEL_MODULES`: the
-    hashed inputs of :func:`model_version`)."""
-    import importlib
-
-    constants: dict[str, Any] = {}
-    for name in modules:
-        module = importlib.import_module(name)
-        for attr, value in vars(module).items():
-            if attr.isupper() and not callable(value) and not isinstance(value, type(importlib)):
-                constants[f"{name}.{attr}"] = value
-    return constants
+def code_key(module: str, *parts: Any) -> str:
+    """The cache key of an entry that ``module``'s code computes from ``parts``: :func:`_content_key` of ``parts``
+    and :func:`code_version` of ``module`` (pass ``__name__``), so an edit of that code is a new key."""
+    return _content_key(code_version(module), *parts)
 
 
-_VERSIONS: dict[tuple, str] = {}
+@functools.cache
+def code_version(*modules: str) -> str:
+    """A short hash of the source text of :func:`code_closure` of ``modules`` (their names and bytes; not their
+    paths, so a copy of the project elsewhere has the same fingerprint). Computed once per process."""
+    digest = hashlib.sha256()
+    for name in code_closure(*modules):
+        digest.update(f"{name}\0{hashlib.sha256(_source(name)).hexdigest()}\0".encode())
+    return digest.hexdigest()[:16]
 
 
-def model_version() -> str:
-    """A short hash of :data:`MODEL_REVISION` and :func:`model_constants`: part of every model-dependent cache key.
+@functools.cache
+def code_closure(*modules: str) -> tuple[str, ...]:
+    """``modules`` and every project module (:data:`PROJECT_PACKAGES`) they import, transitively, sorted.
 
-    Hashing every constant takes about a millisecond, more than a cached evaluation itself, so the hash is
-    remembered per *identity* of the constants: rebinding any of them (a new value, as a patch or an edit
-    does) is a new identity and is hashed afresh. Constants are values: mutating one in place is not seen.
-    """
-    constants = model_constants()
-    identity = (MODEL_REVISION, *((name, id(value)) for name, value in constants.items()))
-    if identity not in _VERSIONS:
-        if len(_VERSIONS) > 64:  # patched variants in a test session; never more than a few in a run
-            _VERSIONS.clear()
-        _VERSIONS[identity] = content_key("model", MODEL_REVISION, constants)[:16]
-    return _VERSIONS[identity]
+    Imports are read from the source text — at module level and inside functions, lazy ones included — without
+    importing anything, as ``tests/test_layering.py`` reads them (``from a import b`` counts ``a.b`` when it is a
+    module, else ``a``). A package's ``__init__`` counts when it is imported by name, not as the parent of an
+    imported submodule: what a result runs is reached through the imports. Raises ``ValueError`` for a name that is
+    not a project module."""
+    unknown = [name for name in modules if _module_path(name) is None]
+    if unknown:
+        raise ValueError(f"not modules of the project ({', '.join(PROJECT_PACKAGES)}): {', '.join(unknown)}")
+    seen: set[str] = set()
+    pending = list(modules)
+    while pending:
+        name = pending.pop()
+        if name not in seen:
+            seen.add(name)
+            pending.extend(_imports(name))
+    return tuple(sorted(seen))
 
 
-def system_model_version() -> str:
-    """A short hash of the constants of :data:`SYSTEM_MODEL_MODULES` (hashed afresh on every call: a search's
-    signature takes it once)."""
-    return content_key("system-model", model_constants(SYSTEM_MODEL_MODULES))[:16]
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(?P<base>\.*[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|(?:[^\n;#\\]|\\\n)*)"
+                     r"|import[ \t]+(?P<modules>(?:[^\n;#\\]|\\\n)*))", re.MULTILINE)
+"""An import statement at the start of a line (parenthesised and backslash-continued name lists included). A line
+of a docstring that reads like one only adds modules to hash, never loses one."""
+
+
+@functools.cache
+def _imports(name: str) -> frozenset[str]:
+    """The project modules that module ``name``'s source imports (the most specific module each name resolves to)."""
+    is_package = os.path.basename(_module_path(name)) == "__init__.py"
+    found: set[str] = set()
+    for match in _import_statements(_source(name).decode("utf-8", errors="replace")):
+        if match["modules"] is not None:
+            targets = _names(match["modules"])
+        else:
+            base = _absolute(match["base"], name, is_package)
+            targets = [f"{base}.{alias}" for alias in _names(match["names"])]
+        found.update(filter(None, map(_resolve, targets)))
+    found.discard(name)
+    return frozenset(found)
+
+
+def _import_statements(text: str) -> Iterator[re.Match]:
+    """Every :data:`_IMPORT` statement of ``text``: each holds the word ``import`` on its first line, so only the
+    lines where ``str.find`` sees it are matched (a tenth of the time of scanning every line)."""
+    position = text.find("import")
+    while position != -1:
+        match = _IMPORT.match(text, text.rfind("\n", 0, position) + 1)
+        if match is not None:
+            yield match
+        position = text.find("import", max(position + len("import"), match.end() if match else 0))
+
+
+def _names(text: str) -> list[str]:
+    """The imported names of an import list (``a.b as c, d`` → ``a.b``, ``d``)."""
+    text = re.sub(r"#[^\n]*|\\\n", " ", text).strip().strip("()")
+    return [alias.split()[0] for alias in text.split(",") if alias.strip() and alias.split()[0] != "*"]
+
+
+def _absolute(base: str, importer: str, is_package: bool) -> str:
+    """A ``from`` import's module as an absolute name (``..x`` inside ``a.b.c`` is ``a.x``)."""
+    level = len(base) - len(base.lstrip("."))
+    if not level:
+        return base
+    package = importer.split(".") if is_package else importer.split(".")[:-1]
+    return ".".join(package[:len(package) - level + 1] + ([base[level:]] if base[level:] else []))
+
+
+def _resolve(dotted: str) -> str | None:
+    """The most specific project module ``dotted`` names (``a.b.NAME`` → ``a.b``), or ``None``."""
+    parts = dotted.split(".")
+    if parts[0] not in PROJECT_PACKAGES:
+        return None
+    return next((".".join(parts[:i]) for i in range(len(parts), 0, -1) if _module_path(".".join(parts[:i]))), None)
+
+
+def _module_path(name: str) -> str | None:
+    """The source file of project module ``name``, or ``None``."""
+    return _project_modules().get(name)
+
+
+@functools.cache
+def _project_modules() -> dict[str, str]:
+    """Dotted name → source file of every module of :data:`PROJECT_PACKAGES`, each package where Python would
+    import it from (found without importing it)."""
+    modules: dict[str, str] = {}
+    for top in PROJECT_PACKAGES:
+        spec = importlib.util.find_spec(top)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        root = next(iter(spec.submodule_search_locations))
+        for directory, subdirectories, files in os.walk(root):
+            subdirectories[:] = [d for d in subdirectories if d.isidentifier() and d != "__pycache__"]  # packages only
+            package = [top, *os.path.relpath(directory, root).split(os.sep)] if directory != root else [top]
+            for file in files:
+                if file.endswith(".py"):
+                    parts = package if file == "__init__.py" else [*package, file[:-3]]
+                    modules[".".join(parts)] = os.path.join(directory, file)
+    return modules
+
+
+@functools.cache
+def _source(name: str) -> bytes:
+    """Project module ``name``'s source as it is on disk when first asked for (once per process)."""
+    with open(_module_path(name), "rb") as file:
+        return file.read()
 
 
 class _Memory:

@@ -9,9 +9,9 @@ tensor plan over ``t``, ``m``, ``c``, recompute and HBM capacity. A ``(t, m, c)`
 the DP on its layers' cheap lower bounds could beat the best plan found so far (the answer is the one
 scheduling every variant would give; far fewer ILPs).
 Whole evaluations are cached on disk, keyed by everything they depend on (including
-:func:`phaze_env.cache.model_version`, the hash of the model's constants), so re-evaluating a design is a
-lookup and a changed constant is never served stale. :meth:`Evaluation.explain` splits one layer's time
-by unit (:mod:`phaze_env.explain`).
+:func:`phaze_env.cache.code_version` of this module, the hash of the evaluator's code and constants), so
+re-evaluating a design is a lookup and a changed model is never served stale. :meth:`Evaluation.explain`
+splits one layer's time by unit (:mod:`phaze_env.explain`).
 
 :func:`throughput_upper_bound` runs the same pipeline with each layer's *lower-bound* makespan instead
 of its ILP schedule. The placement DP's time per batch never decreases when a layer gets slower, so this
@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 
 from phaze_env.attention import recomputed_by_backward
-from phaze_env.cache import DiskCache, content_key, model_version
+from phaze_env.cache import DiskCache, code_key
 from phaze_env.cluster import Cluster
 from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core,
                                         kv_bytes_per_token, rank_graph, ring_exposed_s, valid_context_parallels)
@@ -39,11 +39,6 @@ from phaze_env.pricing import price_ops
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
-
-EVALUATION_VERSION = 11  # 4: hierarchical clusters, plan features, per-layer checkpoints, HBM in GiB, optimizer step; 5: knobs["microbatch"]; 6: proven, worst_gap, unproven, throughput_bound_samples_s; 7: ZeRO stage 0..3 (plan["zero"]), zero_comm, zero_buffers, context parallelism;
-# 8: expert parallelism (plan["expert_parallel"], ep_comm) merged with ZeRO stages and context parallelism;
-# 9: layer_timings only of the variants scheduled (layer-level branch and bound); 10: dp_calls counts the DP runs
-# made, bound_dp_calls; 11: mfu and peak_flops on the peak of the design's number format (FP8 peak for FP8)
 
 _EVALUATIONS = DiskCache("evaluations")
 _BOUNDS = DiskCache("bounds")
@@ -536,8 +531,7 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     """
     request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len,
                        context_parallels)
-    key = content_key("evaluation", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts(),
-                      solver, time_limit_s)
+    key = code_key(__name__, "evaluation", accelerator.to_dict(), *request.key_parts(), solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
     result = _run(request, accelerator, bound_only=False, solver=solver, time_limit_s=time_limit_s, cache=cache)
@@ -557,7 +551,7 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
     bound)."""
     request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len,
                        context_parallels)
-    key = content_key("bound", EVALUATION_VERSION, model_version(), accelerator.to_dict(), *request.key_parts())
+    key = code_key(__name__, "bound", accelerator.to_dict(), *request.key_parts())
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit
     result = _run(request, accelerator, bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S, cache=cache)

@@ -37,46 +37,25 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import math
 from graphlib import TopologicalSorter
-from pathlib import Path
 
 import numpy as np
 
-from phaze_env.cache import DiskCache, content_key, model_version
+from phaze_env.cache import DiskCache, code_key
 from phaze_env.comm import p2p_s
 from phaze_env.design import SystemArchSpace
-from phaze_env.evaluate import EVALUATION_VERSION, Cluster, expert_parallel_degrees, valid_tensor_widths
+from phaze_env.evaluate import Cluster, expert_parallel_degrees, valid_tensor_widths
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.placement.inputs import GRADIENT_FACTOR
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.pricing import price_ops
 from phaze_env.workloads import OpGraph, Workload, get_workload, model_graph
-from phaze_env.workloads.build import GRAPH_FORMAT_VERSION
 
 CORE_UNITS = {"tc": ("tc", "tc+vc"), "vc": ("vc", "tc+vc")}
 _VARIANT_BOUNDS = DiskCache("search-bounds")
 """:func:`variant_throughput_bounds` per space, cluster and knobs: a warm search skips its bounding phase."""
-
-
-BOUND_CODE_MODULES = ("search.bounds", "phaze_env.pricing", "phaze_env.cluster", "phaze_env.comm",
-                      "phaze_env.hardware.estimator", "phaze_env.hardware.number_format")
-"""The modules whose code computes a cached bound: this one's formulas, the operator pricing and the collectives."""
-
-
-@functools.cache
-def bounds_code_version() -> str:
-    """A hash of the source of :data:`BOUND_CODE_MODULES`, in every cached bound's key: bounds cached before a
-    change of that code are never read after it (the model's constants, :data:`EVALUATION_VERSION` and the traced
-    graphs' ``GRAPH_FORMAT_VERSION`` are in the key too)."""
-    import importlib
-
-    digest = hashlib.sha256()
-    for name in BOUND_CODE_MODULES:
-        digest.update(Path(importlib.import_module(name).__file__).read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def _space_key(space: ArchSpace) -> dict:
@@ -198,14 +177,13 @@ def allreduce_line(cluster: Cluster, group: int, stride: int, outer: tuple[int, 
     """:meth:`Cluster.collective_s` of an all-reduce is affine in the payload (every ring term is): its seconds
     per byte (on the latency-free cluster) and its latency part, so the placement bound prices a group once
     for every gradient share ``P/p`` instead of once per pipeline depth."""
-    return _allreduce_line(model_version(), cluster, group, stride, outer)
+    return _allreduce_line(cluster, group, stride, outer)
 
 
 @functools.lru_cache(maxsize=65536)
-def _allreduce_line(version: str, cluster: Cluster, group: int, stride: int,
-                    outer: tuple[int, int]) -> tuple[float, float]:
-    """:func:`allreduce_line`, remembered per model version (the collectives' constants) and arguments: the
-    system space's groups on one network share their clusters."""
+def _allreduce_line(cluster: Cluster, group: int, stride: int, outer: tuple[int, int]) -> tuple[float, float]:
+    """:func:`allreduce_line`, remembered per arguments: the system space's groups on one network share their
+    clusters."""
     seconds_per_byte = dataclasses.replace(cluster, link_latency_s=0.0, node_latency_s=0.0).collective_s(
         "allreduce", 1.0, group, stride, outer)
     return seconds_per_byte, cluster.collective_s("allreduce", 1.0, group, stride, outer) - seconds_per_byte
@@ -244,10 +222,9 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     first = np.r_[True, m_r_all[1:] != m_r_all[:-1]]
     d_first, m_r_first = d_all[first], m_r_all[first]
     dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
-    version = model_version()
-    lines = np.array([_allreduce_line(version, cluster, int(k), tensor_width, (1, 0)) for k in d_first]).reshape(-1, 2)
+    lines = np.array([_allreduce_line(cluster, int(k), tensor_width, (1, 0)) for k in d_first]).reshape(-1, 2)
     # the expert shard's all-reduce without its latency part (a stage may hold no experts)
-    expert_lines = np.array([_allreduce_line(version, cluster, 1, tensor_width, (int(k) // e, tensor_width * e))[0]
+    expert_lines = np.array([_allreduce_line(cluster, 1, tensor_width, (int(k) // e, tensor_width * e))[0]
                              for k in d_first]) * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first))
     most = n if caps is None else int(caps.max(initial=0))
     depths = range(1, min(n_layers, most // tensor_width) + 1)
@@ -369,10 +346,9 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
     expert-parallel degrees it allows. ``device_caps``: per architecture, the devices its placements may use
     (:func:`placement_time_bound_s`; 0 throughput where none fits)."""
     _check_plan(plan)
-    key = content_key("search-bounds", bounds_code_version(), EVALUATION_VERSION, GRAPH_FORMAT_VERSION,
-                      model_version(), get_workload(workload).to_dict(), _space_key(space), cluster.to_dict(), list(microbatch),
-                      list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
-                      None if device_caps is None else np.asarray(device_caps, dtype=np.int64).tolist())
+    key = code_key(__name__, "search-bounds", get_workload(workload).to_dict(), _space_key(space), cluster.to_dict(),
+                   list(microbatch), list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
+                   None if device_caps is None else np.asarray(device_caps, dtype=np.int64).tolist())
     if (cached := _VARIANT_BOUNDS.get(key)) is not None:
         return cached
     bounds = _variant_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,

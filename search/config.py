@@ -9,7 +9,7 @@ import numpy as np
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from phaze_env.cache import content_key, model_version, system_model_version
+from phaze_env.cache import code_key
 from phaze_env.design import DesignSpace, SystemArchSpace, SystemDesignSpace
 from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, expert_parallel_degrees
 from phaze_env.hardware import ArchSpace
@@ -21,6 +21,9 @@ from search.objectives import AREA, check_pareto_objectives
 
 DEFAULT_WORKLOAD = "gpt2-xl"
 AGGREGATES = ("mean", "geomean")
+SEARCH_MODULE = "search.run"
+"""The module that runs a search: :func:`~phaze_env.cache.code_version` of it and of all it imports is in every
+search's signature."""
 
 
 @dataclass(frozen=True)
@@ -123,13 +126,13 @@ class SearchConfig:
             "pareto": self.pareto, "solver": self.solver, "time_limit_s": self.time_limit_s,
         } | ({"objective": self.objective} if self.objective != "throughput" else {}) | (
             {"objectives": list(self.objectives)} if self.pareto and self.objectives != ("throughput", AREA) else {}) | (
-            {"plan": self.plan.to_dict()} if self.plan is not None else {}) | (  # no plan: old searches still resume
-            # the power/cost model sets every row's chip count: a changed constant there never resumes old rows
-            {"system_model": system_model_version()} if self.is_system else {})
+            {"plan": self.plan.to_dict()} if self.plan is not None else {})  # no plan: old searches still resume
 
     @property
     def signature(self) -> str:
-        return content_key("search", model_version(), self.arguments())  # a changed model constant never resumes old results
+        # the code of the run and of everything it imports (the evaluator, the bounds, the power and cost model that
+        # sets a system row's chip count): a search resumes only rows computed by the same code
+        return code_key(SEARCH_MODULE, "search", self.arguments())
 
     def objective_divisors(self, objective: str | None = None) -> np.ndarray:
         """Per row of :attr:`arch`: what the throughput is divided by for ``objective`` (default :attr:`objective`;

@@ -1,17 +1,21 @@
-"""One cache policy (phaze_env.cache): one bounded in-memory LRU per namespace, shared by every handle, and
-every bypass — ``cache=False``, ``PHAZE_CACHE=0``, an env's ``fresh`` replay — skips every layer (graphs,
-schedules, placements, evaluations; memory and disk)."""
+"""One cache policy (phaze_env.cache): keys derived from the code that computes each entry (an edited copy of the
+project gets fresh answers, an unchanged one its cached answers), one bounded in-memory LRU per namespace, shared
+by every handle, and every bypass — ``cache=False``, ``PHAZE_CACHE=0``, an env's ``fresh`` replay — skips every
+layer (graphs, schedules, placements, evaluations; memory and disk)."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
+import shutil
 from pathlib import Path
 
 import gymnasium as gym
 import pytest
 
 import phaze_env.env  # noqa: F401 - registers the ids
-from phaze_env.cache import MEMORY_ENTRIES_ENV, DiskCache
+from phaze_env import cache
+from phaze_env.cache import MEMORY_ENTRIES_ENV, PROJECT_PACKAGES, DiskCache, code_closure, code_version
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Cluster, evaluate, throughput_upper_bound
 from phaze_env.hardware import TPUV4
@@ -164,9 +168,9 @@ def test_handles_of_one_namespace_share_one_memory(fresh_cache, tmp_path):
 
 
 # --- a long env run ----------------------------------------------------------------------------------------
-def _bench():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_env_memory.py"
-    spec = importlib.util.spec_from_file_location("bench_env_memory", path)
+def _load_benchmark(name: str):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -178,7 +182,7 @@ def test_random_policy_run_keeps_memory_flat(tiny, fresh_cache, monkeypatch):
     once every design has been seen (by step 500), the resident set grows by less than 4 MiB."""
     monkeypatch.setenv(MEMORY_ENTRIES_ENV, "64")
     env = gym.make("phaze_env/ArchSearch-v0", workload=tiny, cluster=CLUSTER, space=SPACE).unwrapped
-    rows = {row["step"]: row for row in _bench().rss_curve(env, steps=2_000, every=250)}
+    rows = {row["step"]: row for row in _load_benchmark("bench_env_memory").rss_curve(env, steps=2_000, every=250)}
     assert rows[500]["designs_evaluated"] == rows[2_000]["designs_evaluated"] == SPACE.designs
     assert rows[2_000]["rss_mb"] - rows[500]["rss_mb"] < 4.0
     assert max(row["memory_entries_max"] for row in rows.values()) <= 64
@@ -186,12 +190,12 @@ def test_random_policy_run_keeps_memory_flat(tiny, fresh_cache, monkeypatch):
 
 
 def test_search_bounds_are_cached_under_everything_they_depend_on(fresh_cache, monkeypatch):
-    """A warm search reads its bounds back; another cluster, device cap, model constant or bound code is a miss."""
+    """A warm search reads its bounds back; another cluster, device cap or code it runs through is a miss."""
     import dataclasses
 
     import numpy as np
 
-    from phaze_env.hardware import area
+    from phaze_env.hardware import area, estimator
     from search import bounds
     from tests.tiny import CLUSTER as TINY_CLUSTER, SPACE as TINY_SPACE, TINY
 
@@ -217,13 +221,130 @@ def test_search_bounds_are_cached_under_everything_they_depend_on(fresh_cache, m
         next(iter(again.values()))[0] = 0.0
     run(dataclasses.replace(TINY_CLUSTER, link_bandwidth_Bps=8e9))
     run(device_caps=np.full(len(arch), 8))
-    monkeypatch.setattr(area, "FP8_MAC_AREA_FACTOR", area.FP8_MAC_AREA_FACTOR * 2)  # any model constant
+    _edit_code(monkeypatch, estimator.__name__)  # the estimator's source edited
     run()
-    monkeypatch.undo()
-    monkeypatch.setattr(bounds, "_variant_throughput_bounds", counted)
-    monkeypatch.setattr(bounds, "bounds_code_version", lambda: "another")  # bounds.py, pricing or collectives edited
-    run()
-    assert len(computed) == 5
-    # the code a bound runs through is hashed into its key: the bound formulas, the pricing and the collectives
-    assert {bounds.__name__, bounds.price_ops.__module__, bounds.Cluster.__module__,
-            bounds.p2p_s.__module__} <= set(bounds.BOUND_CODE_MODULES)
+    assert len(computed) == 4
+    # the code a bound runs through is hashed into its key: the bound formulas, the pricing, the collectives, the
+    # per-operator estimator and the area model
+    assert {bounds.__name__, bounds.price_ops.__module__, bounds.Cluster.__module__, bounds.p2p_s.__module__,
+            estimator.__name__, area.__name__} <= set(code_closure(bounds.__name__))
+
+
+# --- keys derived from the code ---------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _edit_code(monkeypatch, module: str) -> None:
+    """Let the cache see ``module``'s source as edited: every fingerprint whose closure holds it changes."""
+    real = cache.code_version
+    monkeypatch.setattr(cache, "code_version",
+                        lambda *modules: real(*modules) + ("-edited" if module in code_closure(*modules) else ""))
+
+
+def test_the_evaluation_key_covers_the_whole_model_and_only_it():
+    from phaze_env import attention, comm, context_parallel, evaluate as evaluate_module, pricing, stacks
+    from phaze_env import cluster as cluster_module
+    from phaze_env.hardware import accelerator, area, energy, estimator, number_format
+    from phaze_env.placement import inputs, search as placement_search
+    from phaze_env.schedule import ilp
+    from phaze_env.workloads import build, trace
+
+    closure = set(code_closure(evaluate_module.__name__))
+    model = {estimator, area, energy, number_format, accelerator, placement_search, inputs, comm, cluster_module,
+             context_parallel, attention, stacks, pricing, ilp, trace, build, cache}
+    assert {module.__name__ for module in model} <= closure
+    # what does not compute an evaluation is not in its key: editing the env or the search keeps the evaluations
+    assert not {name for name in closure if name.startswith(("phaze_env.env", "search", "baselines"))}
+    # and a trace does not depend on the accelerator model: editing the estimator keeps the traced graphs
+    assert estimator.__name__ not in code_closure(build.__name__) and trace.__name__ in code_closure(build.__name__)
+
+
+def test_the_import_reading_agrees_with_the_layering_test():
+    """The closure follows the imports ``tests/test_layering.py`` reads with ``ast`` (top level, in functions)."""
+    from tests.test_layering import GRAPH
+
+    def reachable(module: str) -> set[str]:
+        seen, pending = set(), [module]
+        while pending:
+            if (name := pending.pop()) not in seen:
+                seen.add(name)
+                pending.extend(GRAPH[name])
+        return seen
+
+    assert set(GRAPH) == set(cache._project_modules())
+    for module in GRAPH:
+        assert set(code_closure(module)) == reachable(module), module
+
+
+def test_every_cache_keys_on_the_code_that_fills_it_and_nothing_is_bumped_by_hand():
+    """Each module holding a DiskCache makes its keys with ``code_key(__name__, ...)``; no version number."""
+    sources = {path: path.read_text() for package in PROJECT_PACKAGES for path in (REPO / package).rglob("*.py")}
+    holders = [path for path, text in sources.items() if re.search(r"^_?\w+ = DiskCache\(", text, re.MULTILINE)]
+    assert len(holders) >= 7  # traces/graphs, schedules, placements, evaluations, ZigZag, bounds, exact optimum
+    for path in holders:
+        assert "code_key(__name__," in sources[path], path
+    assert not [path for path, text in sources.items() if "_content_key" in text and path.name != "cache.py"]
+    bumped = re.compile(r"^_?[A-Z_]*(?:VERSION|REVISION)[A-Z_]* = ", re.MULTILINE)
+    assert not [path for path, text in sources.items() if bumped.search(text) and not path.match("experiments/*")]
+    # the benchmark measuring the fingerprint's cost names every module that keys on its code (and a search's)
+    from search.config import SEARCH_MODULE
+
+    keyed = {".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+             for path, text in sources.items() if "code_key(__name__," in text}
+    assert keyed | {SEARCH_MODULE} == set(_load_benchmark("bench_cache_policy").PRODUCERS)
+
+
+def test_the_fingerprint_is_taken_once_and_names_only_project_modules():
+    assert code_version("phaze_env.evaluate") == code_version("phaze_env.evaluate")
+    hits = code_version.cache_info().hits
+    code_version("phaze_env.evaluate")
+    assert code_version.cache_info().hits == hits + 1  # a lookup, not a hash of the source
+    for name in ("numpy", "phaze_env.no_such_module", "phaze_env..evaluate"):
+        with pytest.raises(ValueError, match="not modules of the project"):
+            code_closure(name)
+
+
+def test_an_edited_estimator_recomputes_the_evaluation_and_keeps_the_traces(tiny, fresh_cache, spy, monkeypatch):
+    from phaze_env.hardware import estimator
+    from phaze_env.workloads import trace
+
+    first = evaluate(tiny, TPUV4, CLUSTER, **KNOBS)
+    spy.clear()
+    _edit_code(monkeypatch, estimator.__name__)
+    again = evaluate(tiny, TPUV4, CLUSTER, **KNOBS)
+    assert not again.from_cache and again.throughput_samples_s == first.throughput_samples_s  # only the key moved
+    assert ("evaluations", "miss") in spy and ("evaluations", "put") in spy
+    assert ("graphs", "hit") in spy and ("graphs", "miss") not in spy
+    spy.clear()
+    _edit_code(monkeypatch, trace.__name__)  # a tracing edit: the graphs are traced again, and what follows
+    assert not evaluate(tiny, TPUV4, CLUSTER, **KNOBS).from_cache
+    assert {("trace", "miss"), ("graphs", "miss"), ("evaluations", "miss")} <= set(spy)
+
+
+def _copy_project(destination: Path) -> Path:
+    """The working tree's ``phaze_env`` (what is under test, committed or not) under ``destination``."""
+    shutil.copytree(REPO / "phaze_env", destination / "phaze_env", ignore=shutil.ignore_patterns("__pycache__"))
+    return destination
+
+
+@pytest.mark.slow  # four interpreters, each importing torch and transformers
+def test_an_edited_copy_of_the_code_gets_fresh_answers_and_an_unchanged_one_cached_ones(tmp_path):
+    """The same cache directory serves four interpreters: the original code (cold), an unchanged copy elsewhere (a
+    hit: same answer, nothing new on disk), that copy with every GEMM twice as slow (a new answer, slower), then
+    with HBM energy doubled (a new answer, more energy per sample)."""
+    bench = _load_benchmark("bench_cache_policy")
+    shared = tmp_path / "cache"
+    first = bench.evaluate_in(_copy_project(tmp_path / "original"), shared)
+    copy = _copy_project(tmp_path / "copy")
+    again = bench.evaluate_in(copy, shared)
+    assert not first["from_cache"] and again["from_cache"] and again["version"] == first["version"]
+    assert again["throughput_samples_s"] == first["throughput_samples_s"] and again["entries"] == first["entries"]
+
+    bench.edit(copy, "phaze_env/hardware/estimator.py", bench.GEMM_CYCLES)
+    slower = bench.evaluate_in(copy, shared)
+    assert not slower["from_cache"] and slower["version"] != first["version"]
+    assert slower["throughput_samples_s"] < first["throughput_samples_s"] and slower["entries"] > first["entries"]
+
+    bench.edit(copy, "phaze_env/hardware/energy.py", bench.HBM_ENERGY)
+    hungrier = bench.evaluate_in(copy, shared)
+    assert not hungrier["from_cache"] and hungrier["energy_per_sample_j"] > slower["energy_per_sample_j"]

@@ -517,20 +517,18 @@ def test_cli_system_search_and_one_line_errors(tmp_path):
     assert wrong.returncode == 2 and "do not apply to the system space" in wrong.stderr
 
 
-def test_a_changed_power_or_cost_constant_never_resumes_a_system_search(monkeypatch):
-    """The power and cost model sets every row's chip count (and the reference systems'), and it is not in
-    ``model_version``: a system-space search's signature hashes it, so rows of another chip count are never
-    resumed (nor a system_table row kept); PHAZE's spaces do not depend on it and keep theirs."""
+def test_a_search_never_resumes_rows_of_another_power_or_cost_model(monkeypatch):
+    """The power and cost model sets every row's chip count (and the reference systems'): its modules are in the
+    code a search's signature hashes (``phaze_env.cache.code_version``), so rows computed by another version of it
+    are never resumed (nor a system_table row kept)."""
+    from phaze_env import cache
     from phaze_env.hardware import cost, system
-    from tests.tiny import CLUSTER as TINY_CLUSTER, SPACE as TINY_SPACE
+    from search.config import SEARCH_MODULE
 
     config = SearchConfig(workloads=(TINY,), cluster=TRAINING, space=small_space(), tensor_widths=WIDTHS)
-    phaze = SearchConfig(workloads=(TINY,), cluster=TINY_CLUSTER, space=TINY_SPACE, tensor_widths=WIDTHS)
-    system_signature, phaze_signature = config.signature, phaze.signature
-    assert config.signature == system_signature  # stable while nothing changes
-    monkeypatch.setattr(system, "HOST_W_PER_CHIP", system.HOST_W_PER_CHIP * 2)
-    assert config.signature != system_signature and phaze.signature == phaze_signature
-    monkeypatch.undo()
-    assert config.signature == system_signature
-    monkeypatch.setattr(cost, "TPUV4_ICI_LINK_BPS", cost.TPUV4_ICI_LINK_BPS * 2)  # a reference chip's system field
-    assert config.signature != system_signature and phaze.signature == phaze_signature
+    signature = config.signature
+    assert config.signature == signature  # stable while nothing changes
+    assert {cost.__name__, system.__name__} <= set(cache.code_closure(SEARCH_MODULE))
+    real = cache.code_version
+    monkeypatch.setattr(cache, "code_version", lambda *modules: real(*modules) + "-edited")
+    assert config.signature != signature

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from phaze_env.cache import DiskCache, content_key, model_version
+from phaze_env.cache import DiskCache, code_key
 from phaze_env.hardware import energy
 from phaze_env.hardware.accelerator import Accelerator
 from phaze_env.hardware.estimator import accelerator_table, matmul_estimate, pipelined_s
@@ -168,7 +168,7 @@ def gemm(acc: Accelerator, M: int, K: int, N: int, *, batch: int = 1) -> ZigZagG
     if not available():
         raise ImportError("the ZigZag backend needs `pip install zigzag-dse six`")
     core = (acc.tc_width, acc.tc_depth, acc.buffer_mb, acc.hbm_bandwidth_Bps, acc.hbm_gb, acc.clock_hz, acc.bytes_per_element)
-    key = content_key("zigzag-gemm-v2", model_version(), accelerator_yaml(acc), metadata.version("zigzag-dse"), LOOP_PRIME_FACTOR_LIMIT, core, (M, K, N))
+    key = code_key(__name__, "zigzag-gemm", accelerator_yaml(acc), metadata.version("zigzag-dse"), LOOP_PRIME_FACTOR_LIMIT, core, (M, K, N))
     result = _CACHE.get(key)
     if result is None:
         result = _run_zigzag(acc, M, K, N)

@@ -11,14 +11,12 @@ import math
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from phaze_env.cache import DiskCache, content_key, model_version
+from phaze_env.cache import DiskCache, code_key
 from phaze_env.placement.inputs import Settings, layer_arrays
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.search import PlacementSearch
 from phaze_env.placement.stages import chain_stages, dag_stages
 
-_CACHE_VERSION = 4  # 3: ZeRO stage 0..3 (Plan.zero, zero_comm, zero_buffers), context parallelism (Plan.context_parallel,
-# cp_comm); 4: expert parallelism (Plan.expert_parallel, Settings.expert_parallel, ep_comm) merged with both
 _TIE_TOLERANCE = 1e-12  # relative: a later candidate must be this much faster to replace the incumbent
 LayerList = Sequence[Mapping[str, Any]]
 _PLACEMENTS = DiskCache("placement")
@@ -28,7 +26,7 @@ def _cached(cache: bool, parts: tuple, solve: Callable[[], Plan | None]) -> Plan
     """``solve()`` memoised on disk under ``parts`` (a ``None`` answer is returned but never stored)."""
     if not cache:
         return solve()
-    key = content_key("placement", _CACHE_VERSION, model_version(), *parts)
+    key = code_key(__name__, "placement", *parts)
     plan = _PLACEMENTS.get(key)
     if plan is None:
         plan = solve()

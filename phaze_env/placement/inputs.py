@@ -13,8 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-# OPTIMIZERS is the cluster's vocabulary (Cluster.optimizer names one); imported here, it stays a constant of this
-# module, which cache.model_version() hashes.
+# OPTIMIZERS is the cluster's vocabulary (Cluster.optimizer names one)
 from phaze_env.cluster import OPTIMIZERS, Cluster, Optimizer
 from phaze_env.plan_spec import PlanSpec
 

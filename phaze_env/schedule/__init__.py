@@ -22,9 +22,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from phaze_env.cache import DiskCache, content_key
+from phaze_env.cache import DiskCache, code_key
 from phaze_env.schedule.bounds import lower_bound_s
-from phaze_env.schedule.ilp import OPTIMALITY_REL_TOL, SETTINGS, SOLVERS, solve_ilp
+from phaze_env.schedule.ilp import OPTIMALITY_REL_TOL, SOLVERS, solve_ilp
 from phaze_env.schedule.problem import Problem, build_problem
 from phaze_env.schedule.sgs import Timetable, list_schedule
 from phaze_env.schedule.verify import verify
@@ -37,7 +37,6 @@ RETRY_TIME_FACTOR = 4.0
 """A solve stopped by its time limit is solved once more with this many times the limit before its answer is
 given back unproven (a busy machine must not turn a provable schedule into an unproven one at once)."""
 FAST_PATH_REL_TOL = 1e-9  # the list schedule is optimal when the cheap bound is this close
-_CACHE_SCHEMA = "schedule-v1"
 _CACHE = DiskCache("schedule")
 _ILP_METHODS = {"optimal": "ilp", "timeout": "ilp_timeout", "failed": "ilp_failed", "stalled": "ilp_stalled"}
 
@@ -95,7 +94,7 @@ def solve_schedule(
     if not isinstance(time_limit_s, (int, float)) or not time_limit_s > 0 or not math.isfinite(time_limit_s):
         raise ValueError(f"time_limit_s must be a positive finite number, got {time_limit_s!r}")
     store = _CACHE if cache is True else (cache or None)
-    key = content_key(_CACHE_SCHEMA, _problem_content(problem), solver, float(time_limit_s), SETTINGS)
+    key = code_key(__name__, "schedule", _problem_content(problem), solver, float(time_limit_s))
     if store is not None and (hit := store.get(key)) is not None:
         return replace(hit, from_cache=True)
     schedule = _solve(problem, solver, float(time_limit_s))

@@ -50,14 +50,6 @@ MIN_SOLVE_TIME_S = 0.05  # less remaining time than this is not worth a solver c
 MAX_EAGER_CUT_TERMS = 3000  # pair terms of the capacity cuts added up front, per core type; the rest lazily
 
 
-SETTINGS = {  # everything besides the problem and the time limit that a solve's result depends on
-    "mip_rel_gap": MIP_REL_GAP,
-    "feasibility_tol": FEASIBILITY_TOL,
-    "optimality_rel_tol": OPTIMALITY_REL_TOL,
-    "max_eager_cut_terms": MAX_EAGER_CUT_TERMS,
-}
-
-
 @dataclass(frozen=True)
 class IlpResult:
     """The best schedule the ILP loop found (or was given), the best proven bound, and why it stopped."""

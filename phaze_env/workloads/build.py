@@ -4,20 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from phaze_env.cache import DiskCache, content_key
+from phaze_env.cache import DiskCache, code_key
 from phaze_env.workloads.eager import EAGER_PROBE_SEQ, EagerTraffic, eager_traffic
 from phaze_env.workloads.graph import ModelGraph, is_attention_core
 from phaze_env.workloads.model import build_layer, check_tensor_width, fuse, region_params, signature, split_nodes
 from phaze_env.workloads.registry import Workload, get_workload
 from phaze_env.workloads.trace import Trace, TraceError, sharded_ops, trace_workload
 
-GRAPH_FORMAT_VERSION = 11  # 3: layers carry the attention-core and replicated shares of the stash; 4: counted once;
-# 5: tensor-parallel roles read from the graph's structure, traces list the unsplittable block matmuls;
-# 6: mixture-of-experts blocks traced as static stand-ins, raw ops carry their MoE role;
-# 7: layers carry their routed experts' parameter bytes and routed-token bytes (expert parallelism);
-# 8: leading dense layers (DeepSeek's first_k_dense_replace) traced as their own layer, ``dense``;
-# 9: operators carry their members' unfused traffic, ``Op.eager_bytes``; 10: graphs say when it was not counted;
-# 11: the attention core keeps its traced eager count
 TENSOR_WIDTHS = (1, 2, 4, 8)
 ID_BYTES = 8  # int64 token ids enter the pre-layers
 LOSS_BYTES = 4  # a scalar fp32 loss leaves the post-layers
@@ -31,7 +24,7 @@ def eager_traffic_cached(workload: Workload, cache: bool = True) -> EagerTraffic
     """:func:`~phaze_env.workloads.eager.eager_traffic` of ``workload`` (probe sequence at most the workload's own),
     cached on disk (keyed like its graphs; ``cache=False`` touches no cache)."""
     seq_len = min(EAGER_PROBE_SEQ, workload.seq_len)
-    key = content_key("eager_traffic", GRAPH_FORMAT_VERSION, workload.to_dict(), seq_len)
+    key = code_key(__name__, "eager_traffic", workload.to_dict(), seq_len)
     traffic = _eager_cache.get(key) if cache else None
     if traffic is None:
         try:
@@ -45,7 +38,7 @@ def eager_traffic_cached(workload: Workload, cache: bool = True) -> EagerTraffic
 
 
 def get_trace(workload: Workload, microbatch: int, seq_len: int, *, cache: bool = True) -> Trace:
-    key = content_key("trace", GRAPH_FORMAT_VERSION, workload.to_dict(), microbatch, seq_len)
+    key = code_key(__name__, "trace", workload.to_dict(), microbatch, seq_len)
     trace = _trace_cache.get(key) if cache else None
     if trace is None:
         trace = trace_workload(workload, microbatch, seq_len)
@@ -86,7 +79,7 @@ def model_graph(workload: str | Workload, *, seq_len: int | None = None, microba
     workload = get_workload(workload)
     seq_len = workload.seq_len if seq_len is None else seq_len
     _validate(workload, seq_len, microbatch, tensor_width, bytes_per_element)
-    key = content_key("model_graph", GRAPH_FORMAT_VERSION, workload.to_dict(), seq_len, microbatch, tensor_width,
+    key = code_key(__name__, "model_graph", workload.to_dict(), seq_len, microbatch, tensor_width,
                       bytes_per_element)
     graph = _graph_cache.get(key) if cache else None
     if graph is None:
