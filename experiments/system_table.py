@@ -313,7 +313,7 @@ def _families_text() -> str:
     """The host and scale-out network of every family (:data:`~phaze_env.hardware.system.SYSTEM_FAMILIES`)."""
     return "; ".join(
         f"{f.name} ({f.topology}): host {f.host.w_per_chip:.1f} W / ${f.host.usd_per_chip:,.0f} per chip "
-        f"({f.host.chips_per_host} chips per host), {f.network_ports_per_chip:g} NIC port per chip on a {f.network.name} fat "
+        f"({f.host.chips_per_host} chips per host), {f.network_ports_per_chip:g} NIC port per chip on the {f.network.name} fat "
         f"tree of {f.network.radix}-port switches ({f.network.port_w():.1f} W / ${f.network.port_usd():,.0f} per switch "
         f"port with its optics, 2L − 1 ports per NIC port over L tiers) above {f.network_above_chips:,} chips"
         for f in SYSTEM_FAMILIES.values())
@@ -371,8 +371,8 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
   **Iso-cost** is the capital cost of the {REFERENCE_LABELS[ISO_COST_REFERENCE]} DGX cluster that power buys, in the same cost
   model ({iso}), so the {REFERENCE_LABELS[ISO_COST_REFERENCE]} column is the same system in both tables and the iso-cost question
   is "for the money a {DEFAULT_POWER_MW:g} MW {REFERENCE_LABELS[ISO_COST_REFERENCE]} cluster costs, what is the best system?".
-* **Chip counts.** Every system, designs and references alike, gets `floor(budget / per-chip share)` chips rounded
-  down to whole topology units (`hardware.system.devices_supported`) from the *modelled* chip power and cost
+* **Chip counts.** Every system, designs and references alike, gets the most chips `n` with `n × per-chip share(n)
+  ≤ budget` (`SystemBudget.affordable`: the share steps up with the network's tiers), rounded down to whole topology units (`hardware.system.devices_supported`) from the *modelled* chip power and cost
   (`hardware.cost.chip_estimate`; `docs/cost_model.md`: {chip_powers}),
   plus the host's and the scale-out network's share of its own family, and PUE {PUE:g} (`docs/system_space.md`):
   {_families_text()}.

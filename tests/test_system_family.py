@@ -141,3 +141,18 @@ def test_every_host_and_network_constant_has_a_docstring_with_its_source():
             assert any(word in part.source for word in SOURCE_WORDS), f"{part.name} cites no source"
             if "ssumption" in part.source:
                 assert "range" in part.source, f"{part.name}'s assumption has no range"
+
+
+def test_the_published_tables_references_draw_their_own_familys_wall_power_per_chip():
+    """docs/system_table.json as the table run wrote it: every reference row within issue 29's ranges."""
+    from pathlib import Path
+
+    from experiments.system_table import load_rows
+
+    rows = load_rows(Path(__file__).resolve().parents[1] / "docs" / "system_table.json")
+    assert len(rows) == 10
+    for row in rows:
+        for name, ref in row["references"].items():
+            low, high = WALL_W_PER_CHIP_RANGES[name]
+            assert ref["system"]["family"] == REFERENCE_FAMILIES[name]
+            assert low <= ref["system"]["wall_power_per_chip_w"] <= high, (row["workload"], row["kind"], name)
