@@ -70,6 +70,18 @@ def test_fat_tree_tiers_follow_the_switch_radix():
     assert torus.network_w_per_chip(8192) == pytest.approx(3 * NDR_FAT_TREE.port_w() / 4)  # 2,048 hosts: 2 tiers
 
 
+def test_a_malformed_family_or_network_is_refused_with_its_reason():
+    with pytest.raises(ValueError, match="even radix"):
+        FatTree("bad", 400e9, 2, 1.0, 1.0, 1.0, 1.0, "test")
+    with pytest.raises(ValueError, match="switch_w"):
+        FatTree("bad", 400e9, 64, float("nan"), 1.0, 1.0, 1.0, "test")
+    host = SYSTEM_FAMILIES["dgx-h100"].host
+    with pytest.raises(ValueError, match="network ports"):
+        SystemFamily("bad", "switched", host, NDR_FAT_TREE, 0.0)
+    with pytest.raises(ValueError, match="unknown topology"):
+        SystemFamily("bad", "ring", host, NDR_FAT_TREE, 1.0)
+
+
 def test_the_networks_line_rates_are_the_clusters_nic_rates():
     assert NDR_FAT_TREE.port_bps == cluster_module.SCALE_OUT_NIC_BPS * 8 == cluster_module.NDR_IB_PER_GPU_BPS * 8
     assert HDR_FAT_TREE.port_bps == cluster_module.HDR_IB_PER_GPU_BPS * 8

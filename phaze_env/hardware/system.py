@@ -185,6 +185,14 @@ class FatTree:
     transceiver_usd: float
     source: str
 
+    def __post_init__(self) -> None:
+        if isinstance(self.radix, bool) or not isinstance(self.radix, int) or self.radix < 4 or self.radix % 2:
+            raise ValueError(f"a fat tree's switches need an even radix of at least 4 ports, got {self.radix!r}")
+        for name in ("port_bps", "switch_w", "switch_usd", "transceiver_w", "transceiver_usd"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"FatTree.{name} must be a finite non-negative number, got {value!r}")
+
     def max_endpoints(self, tiers: int) -> int:
         return self.radix * (self.radix // 2) ** (tiers - 1)
 
@@ -278,6 +286,12 @@ class SystemFamily:
     host: HostShare
     network: FatTree
     network_ports_per_chip: float
+
+    def __post_init__(self) -> None:
+        topology_unit(self.topology)  # an unknown topology raises with the known ones
+        ports = self.network_ports_per_chip
+        if isinstance(ports, bool) or not isinstance(ports, (int, float)) or not 0 < ports < math.inf:
+            raise ValueError(f"a system family's chips need a positive number of network ports each, got {ports!r}")
 
     @property
     def network_above_chips(self) -> int:
