@@ -48,11 +48,12 @@ from phaze_env.hardware import Accelerator
 from phaze_env.hardware.accelerator import H100_GEMM_EFFICIENCY
 from phaze_env.hardware.cost import (NODES, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS, compute_die_area_mm2,
                                      periphery_area_mm2)
-from phaze_env.hardware.number_format import FORMAT_NAMES, FP8_MAC_RATE, format_peak_flops, mfu_text
+from phaze_env.hardware.number_format import FORMAT_NAMES, FP8_MAC_RATE, mfu_text
 from phaze_env.hardware.space import in_area_window
-from phaze_env.hardware.system import (HOST_USD_PER_CHIP, HOST_W_PER_CHIP, PUE, REFERENCE_NUMBER_FORMATS,
+from phaze_env.hardware.system import (PUE, REFERENCE_FAMILIES, REFERENCE_NUMBER_FORMATS, SYSTEM_FAMILIES,
                                        REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, TORUS_POD_CHIPS,
-                                       SystemBudget, SystemChoice, choice_point, system_point)
+                                       TOPOLOGY_FAMILIES, SystemBudget, SystemChoice, choice_point,
+                                       system_point)
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
 from search.config import SearchConfig
@@ -76,9 +77,9 @@ TIME_GROUPS = {"compute": ("compute", "recompute", "optimizer"),
 """The parts of the time per batch (:data:`phaze_env.evaluate.BREAKDOWN_LABELS`) in three groups: the chips
 computing (with recompute and the optimizer step), the network (every collective and pipeline send) and the
 pipeline bubble."""
-TABLE_VERSION = 3
-"""3: MFU and the peak factor on the peak of each chip's number format (FP8 peak for FP8; version 2 had the bf16
-peak for every chip): :func:`load_rows` re-bases version-2 rows exactly (:func:`rebase_v2_row`)."""
+TABLE_VERSION = 4
+"""4: each system's wall power per chip from its own family's host and scale-out network (``SystemFamily``; version 3
+charged every chip DGX H100's host and no network): rows of another version are recomputed, not kept."""
 REFERENCE_LABELS = {"tpuv4": "TPUv4", "a100": "A100", "h100": "H100"}
 
 if sorted(part for parts in TIME_GROUPS.values() for part in parts) != sorted(BREAKDOWN_LABELS):
@@ -91,7 +92,7 @@ def power_budget_w(workload: str, override_mw: float | None = None) -> float:
 
 def iso_cost_usd(power_w: float) -> float:
     """The iso-cost budget of a power budget: what the :data:`ISO_COST_REFERENCE` cluster the power buys costs
-    (chips × (modelled chip cost + host share), :attr:`SystemPoint.cluster_cost_usd`)."""
+    (chips × (modelled chip cost + host and network share), :attr:`SystemPoint.cluster_cost_usd`)."""
     point, _ = reference_system(ISO_COST_REFERENCE, SystemBudget(power_w=power_w))
     return point.cluster_cost_usd
 
@@ -300,6 +301,24 @@ def _chips_label(figures: dict[str, Any]) -> str:
     return f"{figures['chips']:,}" + (f" ({pods} pods)" if pods > 1 else "")
 
 
+def _wall_label(figures: dict[str, Any]) -> str:
+    """A system's wall power per chip and its parts: (chip + host + scale-out network) × PUE, from its summary
+    (:attr:`~phaze_env.hardware.system.SystemPoint.wall_power_per_chip_w`)."""
+    s = figures["system"]
+    return (f"{s['wall_power_per_chip_w']:,.0f} W ({s['chip_power_w']:.0f} + {s['host_w_per_chip']:.0f} + "
+            f"{s['network_w_per_chip']:.0f})")
+
+
+def _families_text() -> str:
+    """The host and scale-out network of every family (:data:`~phaze_env.hardware.system.SYSTEM_FAMILIES`)."""
+    return "; ".join(
+        f"{f.name} ({f.topology}): host {f.host.w_per_chip:.1f} W / ${f.host.usd_per_chip:,.0f} per chip "
+        f"({f.host.chips_per_host} chips per host), {f.network_ports_per_chip:g} NIC port per chip on the {f.network.name} fat "
+        f"tree of {f.network.radix}-port switches ({f.network.port_w():.1f} W / ${f.network.port_usd():,.0f} per switch "
+        f"port with its optics, 2L − 1 ports per NIC port over L tiers) above {f.network_above_chips:,} chips"
+        for f in SYSTEM_FAMILIES.values())
+
+
 def render(rows: Sequence[dict[str, Any]]) -> str:
     """docs/system_table.md from the rows (every figure from the JSON)."""
     rows = sorted_rows(rows)
@@ -319,12 +338,13 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
                    *([_chips_label(ref), ref["number_format"], ref["plan"], f"{ref['samples_s']:,.1f}",
                       mfu_text(ref["mfu"], ref["number_format"]),
                       " / ".join(f"{ref['time_groups'][g]:.0%}" for g in TIME_GROUPS),
-                      f"{ref['block_bound']['memory']:.0%}", "yes" if ref["proven"] else "no"]
-                     if ref["feasible"] else [f"{ref['chips']:,}", "", "—", f"infeasible: {ref['reason']}", "", "", "", ""])]
+                      f"{ref['block_bound']['memory']:.0%}", _wall_label(ref), "yes" if ref["proven"] else "no"]
+                     if ref["feasible"] else [f"{ref['chips']:,}", "", "—", f"infeasible: {ref['reason']}", "", "", "", "",
+                                              ""])]
                   for r in rows for n, ref in r["references"].items()]
     bests = [[r["workload"], r["budget_label"], mfu_text(r["best"]["mfu"], r["best"]["number_format"]),
               " / ".join(f"{r['best']['time_groups'][g]:.0%}" for g in TIME_GROUPS),
-              f"{r['best']['block_bound']['memory']:.0%}", f"{r['best']['chip_power_w']:.0f} W",
+              f"{r['best']['block_bound']['memory']:.0%}", _wall_label(r["best"]),
               f"${r['best']['chip_cost_usd']:,.0f}", r["evaluations"], r["pruned_by_placement_bound"], r["ilp_solves"],
               f"{r['search_s']:.0f} s"] for r in rows]
     nodes = [[r["workload"], r["budget_label"], f"{r['best']['samples_s']:,.1f}", f"{r['best']['chips']:,}",
@@ -351,13 +371,16 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
   **Iso-cost** is the capital cost of the {REFERENCE_LABELS[ISO_COST_REFERENCE]} DGX cluster that power buys, in the same cost
   model ({iso}), so the {REFERENCE_LABELS[ISO_COST_REFERENCE]} column is the same system in both tables and the iso-cost question
   is "for the money a {DEFAULT_POWER_MW:g} MW {REFERENCE_LABELS[ISO_COST_REFERENCE]} cluster costs, what is the best system?".
-* **Chip counts.** Every system, designs and references alike, gets `floor(budget / per-chip share)` chips rounded
-  down to whole topology units (`hardware.system.devices_supported`) from the *modelled* chip power and cost
+* **Chip counts.** Every system, designs and references alike, gets the most chips `n` with `n × per-chip share(n)
+  ≤ budget` (`SystemBudget.affordable`: the share steps up with the network's tiers), rounded down to whole topology units (`hardware.system.devices_supported`) from the *modelled* chip power and cost
   (`hardware.cost.chip_estimate`; `docs/cost_model.md`: {chip_powers}),
-  plus the host's share ({HOST_W_PER_CHIP:.0f} W, ${HOST_USD_PER_CHIP:,.0f}) and PUE {PUE:g}
-  (`docs/system_space.md`). The cost model prices manufacturing
-  (wafer, HBM, package), not vendors' prices, so the host share dominates a chip's cost and iso-cost favours
-  many cheap chips.
+  plus the host's and the scale-out network's share of its own family, and PUE {PUE:g} (`docs/system_space.md`):
+  {_families_text()}.
+  The references are built as their own families ({", ".join(f"{REFERENCE_LABELS[n]} {f}" for n, f in REFERENCE_FAMILIES.items())}),
+  every design as its topology's (`hardware.system.TOPOLOGY_FAMILIES`: torus {TOPOLOGY_FAMILIES["torus"]}, switched
+  {TOPOLOGY_FAMILIES["switched"]}). The cost model prices manufacturing
+  (wafer, HBM, package), not vendors' prices, so the host's and network's shares dominate a chip's cost and iso-cost
+  favours many cheap chips.
 * **Same efficiencies.** Every chip sustains {SYSTEM_GEMM_EFFICIENCY:.1%} of its tensor cores' nominal rate
   (`SYSTEM_GEMM_EFFICIENCY`, the A100's measured MAMF): the A100's own value; the TPUv4 preset's 1.0 and the H100's
   measured {H100_GEMM_EFFICIENCY:.1%} are replaced by it, so the H100 column is up to
@@ -391,8 +414,8 @@ Designs: `Accelerator.notation()` (tensor cores count×(width×depth), vector co
 
 ## The best systems' figures
 
-{table(["workload", "budget", "MFU", "batch compute / network / bubble", "block memory-bound", "chip power",
-         "chip cost", "evaluated", "pruned by 2nd bound", "ILP solves", "search wall*"], bests)}
+{table(["workload", "budget", "MFU", "batch compute / network / bubble", "block memory-bound",
+         "wall W/chip (chip + host + network) × PUE", "chip cost", "evaluated", "pruned by 2nd bound", "ILP solves", "search wall*"], bests)}
 
 \* wall time of the run that wrote the row, with whatever the shared cache held then (not a cold-run figure;
 `docs/system_space.md` has cold timings).
@@ -400,7 +423,7 @@ Designs: `Accelerator.notation()` (tensor cores count×(width×depth), vector co
 ## The references
 
 {table(["workload", "budget", "reference", "chips", "format", "plan", "samples/s", "MFU", "batch compute / network / bubble",
-         "block memory-bound", "proven"], references)}
+         "block memory-bound", "wall W/chip (chip + host + network) × PUE", "proven"], references)}
 
 ## Why each wins or loses
 
@@ -435,32 +458,10 @@ writes this page; `--workload gpt3-175b` adds gpt3-175b at 10 MW.)
 """
 
 
-def rebase_v2_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A version-2 row (MFU and peak factor on the bf16 peak for every chip) on version 3's basis, exactly: each
-    system's peak × ``format_peak_flops(1, format)`` and MFU ÷ it; each ratio's peak factor recomputed from the
-    peaks and its MFU factor moved by the inverse, so the product (the throughput ratio) is unchanged; the "why"
-    lines rewritten from the re-based figures. Throughputs, chips and times are untouched."""
-    row = json.loads(json.dumps(row))
-    systems = [row["best"]] + [ref for ref in row["references"].values() if ref.get("feasible")]
-    for figures in systems:
-        scale = format_peak_flops(1.0, figures["number_format"])
-        figures["peak_tflops"] *= scale
-        figures["mfu"] /= scale
-    for name, f in row["best"]["factors"].items():
-        ref = row["references"][name]
-        peak = row["best"]["peak_tflops"] / ref["peak_tflops"]
-        f["mfu"] *= f["peak"] / peak
-        f["peak"] = peak
-        row["why"][name] = why(row["best"] | {"factors": f}, ref)
-    return row
-
-
 def load_rows(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     data = json.loads(path.read_text(encoding="utf-8"))
-    if data.get("version") == 2:
-        return [rebase_v2_row(row) for row in data["rows"]]
     if data.get("version") != TABLE_VERSION:
         return []  # another layout: recomputed
     return list(data["rows"])

@@ -12,8 +12,10 @@ knobs PHAZE searches. From them:
 * the **chip count**: ``floor(budget / per-chip share)`` rounded down to what the topology builds
   (:func:`devices_supported`: whole 4×4×4 torus cubes in equal pods of at most :data:`TORUS_POD_CHIPS`, whole
   8-chip switch domains); the
-  per-chip share of a power budget is ``(chip TDP + host share) × PUE`` (:func:`wall_power_per_chip_w`),
-  of a money budget ``chip cost + host share`` (:func:`cost_per_chip_usd`);
+  per-chip share of a power budget is ``(chip TDP + host share + scale-out network share) × PUE``
+  (:func:`wall_power_per_chip_w`), of a money budget ``chip cost + host share + network share``
+  (:func:`cost_per_chip_usd`), the host and network of the design's :class:`SystemFamily` (TPU v4's hosts for a
+  torus, DGX H100 nodes on NDR InfiniBand for a switched system; each reference its own family's);
 * the **cluster**: :func:`phaze_env.cluster.point_cluster` from the chip's links (the cluster floor builds it;
   this module stays on the hardware floor).
 
@@ -30,7 +32,7 @@ from typing import Any
 from phaze_env.hardware import area
 from phaze_env.hardware.accelerator import (A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, Accelerator,
                                             get_preset)
-from phaze_env.hardware.cost import SYSTEMS, ChipEstimate, ChipSystem, chip_estimate, periphery_area_mm2
+from phaze_env.hardware.cost import PUBLISHED, SYSTEMS, ChipEstimate, ChipSystem, chip_estimate, periphery_area_mm2
 from phaze_env.hardware.number_format import check_number_format
 
 
@@ -141,30 +143,219 @@ SYSTEM_GEMM_EFFICIENCY = A100_GEMM_EFFICIENCY
 measured 85.9 % of its tensor cores' nominal rate (MAMF). The tpuv4 preset keeps 1.0 (no TPUv4 measurement
 exists; PHAZE's space reproduces with it): in the system space no design wins by an efficiency assumption
 the reference chips do not get."""
-HOST_W_PER_CHIP = (10_200.0 - 8 * 700.0) / 8
-"""575 W per chip for everything in a server besides the accelerators — host CPUs, DRAM, NICs, node
-switches, fans, power-supply losses: a DGX H100's 10.2 kW maximum system power (NVIDIA DGX H100 datasheet)
-less its eight 700 W GPUs, per GPU. Applied to both topology families (assumption: a TPU host serves four
-chips with less, so this favours neither family); −50 % / +50 % changes the chip count at 10 MW from 7,440 to
-9,730 / 6,023 H100s (+31 % / −19 %) and from 12,101 to 19,603 / 8,751 TPUv4 chips (+62 % / −28 %): the share
-weighs most on low-power chips (docs/system_space.md)."""
-WALL_ENERGY_LABEL = "wall energy J/token (chips at TDP + host, × PUE)"
+WALL_ENERGY_LABEL = "wall energy J/token (chips at TDP + host + network, × PUE)"
 """What a system-space design's ``energy_per_token_j`` (:meth:`SystemPoint.figures`) is, wherever it is shown: the
-cluster's power at the wall (every chip at its TDP-like power plus its host share, times :data:`PUE`) over the
+cluster's power at the wall (every chip at its TDP-like power plus its host's and scale-out network's share, times
+:data:`PUE`) over the
 token rate, not the chip's dynamic operator energy (:data:`phaze_env.hardware.energy.DYNAMIC_ENERGY_LABEL`)."""
 
 PUE = 1.1
 """Power usage effectiveness of the data centre (cooling, power distribution): Google reports a fleet-wide
 trailing-twelve-month PUE of 1.10 (Google Data Centers, "Efficiency", 2023); Meta reports 1.08–1.10 in its
 sustainability reports. The chip count at a power budget scales with 1/PUE."""
-HOST_USD_PER_CHIP = 5_000.0
-"""Per-chip share of the server around the accelerators (CPUs, DRAM, NIC, switch ports, chassis): $5,000.
-Assumption (no public bill of materials; order of two server CPUs, 2 TB DRAM, eight 400 G NICs and their
-switch ports over eight accelerators). It dominates a modelled chip's manufacturing cost (≈ $1.3–2.6 k), so
-a money budget buys ≈ 1/3 more chips at $2,500 and ≈ 1/3 fewer at $10,000."""
+# --- each family's system around its chips: host and scale-out network -----------------------------------
+
+@dataclass(frozen=True)
+class HostShare:
+    """What one chip's share of its host costs beyond the chip: CPUs, DRAM, NICs, node switches, fans and
+    power-supply losses, in power (W, at the system's plug, before PUE) and capital (USD), for a host serving
+    ``chips_per_host`` chips."""
+
+    name: str
+    chips_per_host: int
+    w_per_chip: float
+    usd_per_chip: float
+    source: str
+
+
+@dataclass(frozen=True)
+class FatTree:
+    """A non-blocking folded-Clos (fat-tree) network of ``radix``-port switches of ``port_bps`` ports: ``L`` tiers
+    join up to ``radix · (radix/2)^(L−1)`` endpoints (Al-Fares et al., "A Scalable, Commodity Data Center Network
+    Architecture", SIGCOMM 2008: half of each lower switch's ports go up), so an endpoint uses ``2L − 1`` switch
+    ports (a leaf port down, and per tier above an up and a down port). Every switch port carries an optical
+    transceiver; the endpoint's own NIC and its module are the host's (:class:`HostShare`)."""
+
+    name: str
+    port_bps: float
+    radix: int
+    switch_w: float
+    switch_usd: float
+    transceiver_w: float
+    transceiver_usd: float
+    source: str
+
+    def __post_init__(self) -> None:
+        if isinstance(self.radix, bool) or not isinstance(self.radix, int) or self.radix < 4 or self.radix % 2:
+            raise ValueError(f"a fat tree's switches need an even radix of at least 4 ports, got {self.radix!r}")
+        for name in ("port_bps", "switch_w", "switch_usd", "transceiver_w", "transceiver_usd"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"FatTree.{name} must be a finite non-negative number, got {value!r}")
+
+    def max_endpoints(self, tiers: int) -> int:
+        return self.radix * (self.radix // 2) ** (tiers - 1)
+
+    def tiers(self, endpoints: float) -> int:
+        """The fewest tiers that join ``endpoints`` (≥ 1)."""
+        tiers = 1
+        while self.max_endpoints(tiers) < endpoints:
+            tiers += 1
+        return tiers
+
+    def ports_per_endpoint(self, endpoints: float) -> int:
+        return 2 * self.tiers(endpoints) - 1
+
+    def port_w(self) -> float:
+        """One switch port with its transceiver: the switch's power over its ports, plus the module."""
+        return self.switch_w / self.radix + self.transceiver_w
+
+    def port_usd(self) -> float:
+        return self.switch_usd / self.radix + self.transceiver_usd
+
+
+TPUV4_CHIP_MEAN_W = 170.0
+"""TPU v4's mean chip power on Google's production workloads, 170 W (192 W maximum, ``cost.PUBLISHED["tpuv4"]``):
+Jouppi et al., ISCA 2023 (Table 3, as quoted by Google Cloud's TPU v4 documentation and G. Lockwood's TPUv4
+notes). The chip side of :data:`TPUV4_SYSTEM_W_PER_CHIP`: both are averages over running workloads."""
+TPUV4_SYSTEM_W_PER_CHIP = 326.0
+"""≈ 326 W per TPU v4 chip measured at the system — the chip with its share of the host (one host per 4 chips:
+PaLM's 6,144 chips on 1,536 hosts, Chowdhery et al. 2022 §4), its DRAM, NIC, fans and power supplies — in
+Google's published training energy accounting (Patterson et al., "The Carbon Footprint of Machine Learning
+Training Will Plateau, Then Shrink", IEEE Computer 2022; Epoch AI's hardware notes), the figure the project's
+design notes (DESIGN.md, "Reference facts for fair rivals") give; not re-read from the paper in this change.
+Assumption range 280–380 W (its host share 110–210 W)."""
+TPUV4_HOST = HostShare(
+    "tpuv4-host", 4, TPUV4_SYSTEM_W_PER_CHIP - TPUV4_CHIP_MEAN_W, 5_000.0,
+    "TPU v4 host (4 chips per host): power = the measured system power per chip less the chip's mean "
+    "(TPUV4_SYSTEM_W_PER_CHIP − TPUV4_CHIP_MEAN_W = 156 W); cost $5,000 per chip, an assumption (no TPU host bill of "
+    "materials is public; order of a 2-socket server with its DRAM and NIC over 4 chips; range $2,500–10,000)")
+"""The torus family's host: TPU v4's, what a TPU-v4-like system (the tpuv4 reference and every torus design of the
+system space) pays per chip beyond the chip."""
+DGX_A100_MAX_W = 6_500.0
+"""A DGX A100's maximum system power, 6.5 kW with its 8 A100 SXM4 GPUs (NVIDIA DGX A100 datasheet; its six
+3 kW supplies, half redundant)."""
+DGX_H100_MAX_W = 10_200.0
+"""A DGX H100's maximum system power, ≈ 10.2 kW with its 8 H100 SXM5 GPUs (NVIDIA DGX H100 datasheet)."""
+DGX_HOST_USD_PER_CHIP = 5_000.0
+"""Per-GPU share of a DGX-style node around its GPUs (2 CPUs, 1–2 TB DRAM, NVSwitches, 8 compute + 2 storage
+NICs, chassis, supplies): $5,000. Assumption (no public bill of materials); range $2,500–10,000: it dominates a
+modelled chip's manufacturing cost (≈ $1.3–2.6 k), so a money budget buys ≈ 1/3 more chips at $2,500 and
+≈ 1/3 fewer at $10,000."""
+DGX_A100_HOST = HostShare(
+    "dgx-a100", SCALE_UP_DOMAIN, (DGX_A100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["a100"].power_w) / SCALE_UP_DOMAIN,
+    DGX_HOST_USD_PER_CHIP,
+    "DGX A100: (6.5 kW max − 8 × 400 W A100 TDP) / 8 = 412.5 W per GPU (2 AMD EPYC 7742, 1 TB DRAM, 6 NVSwitches, "
+    "9 ConnectX-6 NICs, fans, supplies; NVIDIA DGX A100 datasheet)")
+"""The A100 reference's host: a DGX A100 node's, per GPU."""
+DGX_H100_HOST = HostShare(
+    "dgx-h100", SCALE_UP_DOMAIN, (DGX_H100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["h100"].power_w) / SCALE_UP_DOMAIN,
+    DGX_HOST_USD_PER_CHIP,
+    "DGX H100: (10.2 kW max − 8 × 700 W H100 TDP) / 8 = 575 W per GPU (2 Xeon 8480C, 2 TB DRAM, 4 NVSwitches, "
+    "8 + 2 ConnectX-7 NICs, fans, supplies; NVIDIA DGX H100 datasheet)")
+"""The H100 reference's host and the switched family's: a DGX H100 node's, per GPU (the system space's switched
+designs are 8-chip switch domains of its generation: 100G-PAM4 SerDes, 400 Gb/s NICs)."""
+
+NDR_FAT_TREE = FatTree(
+    "ndr-400g", 400e9, 64, switch_w=750.0, switch_usd=25_000.0, transceiver_w=17.0 / 2, transceiver_usd=500.0,
+    source="NVIDIA Quantum-2 QM9700: 64 ports of 400 Gb/s NDR in 32 OSFP cages (QM97xx user manual); its cages take "
+           "class-8 (17 W) twin-port 2×400G transceivers (same manual; MMS4X00-NS), 8.5 W per 400G port (the NIC "
+           "side's MMS4X00-NS400 draws 9 W: its product specification). Assumptions: the switch without optics "
+           "750 W (range 500–1,100 W: a 51.2 Tb/s ASIC with fans and supplies); $25,000 per switch (range "
+           "$15–40 k) and $500 per 400G transceiver port (range $300–1,000), no public price list")
+"""The scale-out network of the switched family and the H100 reference (one 400 Gb/s NIC per GPU, DGX H100
+SuperPOD's compute fabric), and the data-centre network of a multi-pod torus."""
+HDR_FAT_TREE = FatTree(
+    "hdr-200g", 200e9, 40, switch_w=250.0, switch_usd=15_000.0, transceiver_w=4.5, transceiver_usd=300.0,
+    source="NVIDIA Quantum QM8700: 40 ports of 200 Gb/s HDR (QM87xx user manual). Assumptions: the switch without "
+           "optics 250 W (range 200–400 W), a 200G QSFP56 SR4 transceiver 4.5 W (range 4–5 W), $15,000 per switch "
+           "(range $10–25 k) and $300 per transceiver (range $200–600)")
+"""The A100 reference's scale-out network: one 200 Gb/s HDR NIC per GPU on QM8700-class switches (DGX A100
+SuperPOD)."""
+
+
+@dataclass(frozen=True)
+class SystemFamily:
+    """A system family: its chips' topology, the host each chip shares (:class:`HostShare`) and the scale-out
+    network (:class:`FatTree`) its chips reach through ``network_ports_per_chip`` NIC ports once the cluster
+    outgrows :attr:`network_above_chips` (one switch domain; one torus pod). Power and cost per chip beyond the
+    chip are :meth:`overhead_w_per_chip` and :meth:`overhead_usd_per_chip`; they never fall as the cluster grows."""
+
+    name: str
+    topology: str
+    host: HostShare
+    network: FatTree
+    network_ports_per_chip: float
+
+    def __post_init__(self) -> None:
+        topology_unit(self.topology)  # an unknown topology raises with the known ones
+        ports = self.network_ports_per_chip
+        if isinstance(ports, bool) or not isinstance(ports, (int, float)) or not 0 < ports < math.inf:
+            raise ValueError(f"a system family's chips need a positive number of network ports each, got {ports!r}")
+
+    @property
+    def network_above_chips(self) -> int:
+        """The largest cluster the family builds without its scale-out network: one torus pod
+        (:data:`TORUS_POD_CHIPS`), one switch domain (:data:`SCALE_UP_DOMAIN`)."""
+        return TORUS_POD_CHIPS if self.topology == "torus" else SCALE_UP_DOMAIN
+
+    def network_ports(self, n_devices: int) -> float:
+        """NIC ports on the scale-out network (0 while the cluster fits one switch domain or torus pod)."""
+        return n_devices * self.network_ports_per_chip if n_devices > self.network_above_chips else 0.0
+
+    def network_w_per_chip(self, n_devices: int) -> float:
+        ports = self.network_ports(n_devices)
+        return self.network_ports_per_chip * self.network.ports_per_endpoint(ports) * self.network.port_w() if ports else 0.0
+
+    def network_usd_per_chip(self, n_devices: int) -> float:
+        ports = self.network_ports(n_devices)
+        return self.network_ports_per_chip * self.network.ports_per_endpoint(ports) * self.network.port_usd() if ports else 0.0
+
+    def overhead_w_per_chip(self, n_devices: int) -> float:
+        """Host share + scale-out network per chip (W, before PUE) in a cluster of ``n_devices``."""
+        return self.host.w_per_chip + self.network_w_per_chip(n_devices)
+
+    def overhead_usd_per_chip(self, n_devices: int) -> float:
+        return self.host.usd_per_chip + self.network_usd_per_chip(n_devices)
+
+    def steps(self):
+        """The chip counts up to which the overhead per chip is constant, ascending and endless: the largest
+        cluster without a scale-out network, then the largest each more tier of the network joins."""
+        yield self.network_above_chips
+        tiers = 1
+        while True:
+            chips = math.floor(self.network.max_endpoints(tiers) / self.network_ports_per_chip)
+            if chips > self.network_above_chips:
+                yield chips
+            tiers += 1
+
+
+SYSTEM_FAMILIES: dict[str, SystemFamily] = {
+    "tpuv4-torus": SystemFamily("tpuv4-torus", "torus", TPUV4_HOST, NDR_FAT_TREE,
+                                network_ports_per_chip=1 / TPUV4_HOST.chips_per_host),
+    "dgx-a100": SystemFamily("dgx-a100", "switched", DGX_A100_HOST, HDR_FAT_TREE, network_ports_per_chip=1.0),
+    "dgx-h100": SystemFamily("dgx-h100", "switched", DGX_H100_HOST, NDR_FAT_TREE, network_ports_per_chip=1.0),
+}
+"""The system families by name. TPU v4 torus: its hosts of 4 chips; its pods' optical circuit switches are not
+charged (< 3 % of system power and < 5 % of its cost, Jouppi et al. 2023 §1: at most that in the torus's favour);
+several pods join over the data-centre network, one port per host (assumption: a 400 Gb/s-class port per host of
+4 chips, above PaLM's measured 53 Gb/s burst per host, ``cluster.TPUV4_DCN_PER_CHIP_BPS``) on a fat tree of
+:data:`NDR_FAT_TREE`'s switches and optics. DGX A100 / DGX H100: their nodes' hosts, one compute NIC per GPU on
+the HDR / NDR fat tree once the cluster is more than one node (NVIDIA DGX SuperPOD reference architectures)."""
+TOPOLOGY_FAMILIES = {"torus": "tpuv4-torus", "switched": "dgx-h100"}
+"""The family a system-space design of each topology is built as: a torus with TPU v4's hosts and data-centre
+network; a switched system as DGX H100 nodes on NDR InfiniBand (its generation: 100G-PAM4 SerDes, HBM3/3E)."""
+
+
+def topology_family(topology: str) -> SystemFamily:
+    """The family a system-space design of ``topology`` is built as (:data:`TOPOLOGY_FAMILIES`)."""
+    topology_unit(topology)  # an unknown topology raises with the known ones
+    return SYSTEM_FAMILIES[TOPOLOGY_FAMILIES[topology]]
+
+
 DEFAULT_BUDGET_W = 10e6
-"""The default cluster budget at the wall: 10 MW, what ≈ 7,000 H100-class chips draw with their hosts and
-cooling ((700 W + 575 W) × 1.1 PUE ≈ 1.4 kW each): a large LLM training cluster of today."""
+"""The default cluster budget at the wall: 10 MW, what ≈ 7,000 H100-class chips draw with their hosts, network and
+cooling (≈ 1.4 kW each: :func:`wall_power_per_chip_w`): a large LLM training cluster of today."""
 
 
 OBJECTIVES = ("throughput", "throughput_per_w", "throughput_per_usd", "energy_per_token", "carbon_per_token")
@@ -207,14 +398,26 @@ class SystemBudget:
             return cls(power_w=None, cost_usd=budget_usd)
         return cls(power_w=DEFAULT_BUDGET_W if budget_w is None else budget_w)
 
-    def per_chip(self, estimate: ChipEstimate) -> float:
-        """What one chip takes of this budget (W at the wall, or USD)."""
-        return wall_power_per_chip_w(estimate) if self.power_w is not None else cost_per_chip_usd(estimate)
+    def per_chip(self, estimate: ChipEstimate, family: SystemFamily, n_devices: int) -> float:
+        """What one chip of a ``family`` cluster of ``n_devices`` takes of this budget (W at the wall, or USD)."""
+        if self.power_w is not None:
+            return wall_power_per_chip_w(estimate, family, n_devices)
+        return cost_per_chip_usd(estimate, family, n_devices)
 
-    def affordable(self, estimate: ChipEstimate) -> int:
-        """Whole chips the budget pays for, before the topology's rounding."""
+    def affordable(self, estimate: ChipEstimate, family: SystemFamily) -> int:
+        """The most chips ``n`` the budget pays for, ``n × per_chip(n) ≤ budget``, before the topology's rounding.
+
+        The share per chip is constant between the family's :meth:`SystemFamily.steps` and never falls, so on each
+        step ``(lo, hi]`` the most is ``min(⌊budget / share⌋, hi)``; the first step that the budget does not fill
+        is the last one any chip count reaches (every later share is as large)."""
         total = self.power_w if self.power_w is not None else self.cost_usd
-        return math.floor(total / self.per_chip(estimate) * (1 + 1e-12))  # an exact fit is not lost to round-off
+        lo = 0
+        for hi in family.steps():
+            chips = math.floor(total / self.per_chip(estimate, family, lo + 1) * (1 + 1e-12))  # exact fits kept
+            if chips < hi:
+                return max(lo, chips)
+            lo = hi
+        raise AssertionError("SystemFamily.steps is endless")
 
     def describe(self) -> str:
         return f"{self.power_w / 1e6:g} MW" if self.power_w is not None else f"${self.cost_usd / 1e6:g} M"
@@ -223,14 +426,16 @@ class SystemBudget:
         return {"power_w": self.power_w, "cost_usd": self.cost_usd}
 
 
-def wall_power_per_chip_w(estimate: ChipEstimate) -> float:
-    """A chip's share of a power budget at the wall: ``(chip TDP + HOST_W_PER_CHIP) × PUE``."""
-    return (estimate.total_power_w + HOST_W_PER_CHIP) * PUE
+def wall_power_per_chip_w(estimate: ChipEstimate, family: SystemFamily, n_devices: int) -> float:
+    """A chip's share of a power budget at the wall in a ``family`` cluster of ``n_devices``: ``(chip TDP + host share
+    + scale-out network share) × PUE`` (:meth:`SystemFamily.overhead_w_per_chip`)."""
+    return (estimate.total_power_w + family.overhead_w_per_chip(n_devices)) * PUE
 
 
-def cost_per_chip_usd(estimate: ChipEstimate) -> float:
-    """A chip's share of a money budget: its cost (die, HBM, package) + ``HOST_USD_PER_CHIP``."""
-    return estimate.total_cost_usd + HOST_USD_PER_CHIP
+def cost_per_chip_usd(estimate: ChipEstimate, family: SystemFamily, n_devices: int) -> float:
+    """A chip's share of a money budget: its cost (die, HBM, package) + its host's and scale-out network's share
+    (:meth:`SystemFamily.overhead_usd_per_chip`)."""
+    return estimate.total_cost_usd + family.overhead_usd_per_chip(n_devices)
 
 
 @dataclass(frozen=True)
@@ -302,7 +507,8 @@ class SystemChoice:
 @dataclass(frozen=True)
 class SystemPoint:
     """A chip built into a cluster at a budget: the accelerator, its chip system, the topology, the chip
-    estimate and how many chips the budget buys (0: not even one topology unit)."""
+    estimate, how many chips the budget buys (0: not even one topology unit) and the system family whose host and
+    scale-out network each chip pays for (:class:`SystemFamily`, of the topology)."""
 
     accelerator: Accelerator
     chip_system: ChipSystem
@@ -310,6 +516,12 @@ class SystemPoint:
     estimate: ChipEstimate
     n_devices: int
     budget: SystemBudget
+    family: SystemFamily
+
+    def __post_init__(self) -> None:
+        if self.family.topology != self.topology:
+            raise ValueError(f"a {self.topology} system cannot be built as the {self.family.name} family "
+                             f"({self.family.topology})")
 
     @property
     def unbuildable_reason(self) -> str:
@@ -317,8 +529,10 @@ class SystemPoint:
         if self.n_devices >= 1:
             return ""
         unit = "W at the wall" if self.budget.power_w is not None else "USD"
-        return (f"a {self.budget.describe()} budget buys {self.budget.affordable(self.estimate):,} of these chips "
-                f"({self.budget.per_chip(self.estimate):,.0f} {unit} each), not one whole {self.topology} unit of "
+        affordable = self.budget.affordable(self.estimate, self.family)
+        share = self.budget.per_chip(self.estimate, self.family, max(1, affordable))
+        return (f"a {self.budget.describe()} budget buys {affordable:,} of these chips "
+                f"({share:,.0f} {unit} each), not one whole {self.topology} unit of "
                 f"{topology_unit(self.topology)}: no cluster to train on")
 
     @property
@@ -328,12 +542,21 @@ class SystemPoint:
         return torus_pods(self.n_devices) if self.topology == "torus" and self.n_devices else 1
 
     @property
+    def wall_power_per_chip_w(self) -> float:
+        """Each chip's share of the cluster's power at the wall (:func:`wall_power_per_chip_w` at this count)."""
+        return wall_power_per_chip_w(self.estimate, self.family, self.n_devices)
+
+    @property
+    def cost_per_chip_usd(self) -> float:
+        return cost_per_chip_usd(self.estimate, self.family, self.n_devices)
+
+    @property
     def cluster_power_w(self) -> float:
-        return self.n_devices * wall_power_per_chip_w(self.estimate)
+        return self.n_devices * self.wall_power_per_chip_w
 
     @property
     def cluster_cost_usd(self) -> float:
-        return self.n_devices * cost_per_chip_usd(self.estimate)
+        return self.n_devices * self.cost_per_chip_usd
 
     @property
     def carbon_g_per_s(self) -> float:
@@ -367,18 +590,24 @@ class SystemPoint:
         return {"topology": self.topology, "n_devices": self.n_devices, "pods": self.pods, "budget": self.budget.to_dict(),
                 "chip_area_mm2": self.estimate.die_area_mm2, "chip_power_w": self.estimate.total_power_w,
                 "chip_cost_usd": self.estimate.total_cost_usd,
-                "wall_power_per_chip_w": wall_power_per_chip_w(self.estimate),
-                "cost_per_chip_usd": cost_per_chip_usd(self.estimate),
+                "wall_power_per_chip_w": self.wall_power_per_chip_w, "cost_per_chip_usd": self.cost_per_chip_usd,
+                "family": self.family.name, "host_w_per_chip": self.family.host.w_per_chip,
+                "network_w_per_chip": self.family.network_w_per_chip(self.n_devices),
+                "host_usd_per_chip": self.family.host.usd_per_chip,
+                "network_usd_per_chip": self.family.network_usd_per_chip(self.n_devices),
                 "cluster_power_w": self.cluster_power_w, "cluster_cost_usd": self.cluster_cost_usd,
                 "hbm_gb": self.accelerator.hbm_gb, "hbm_bandwidth_Bps": self.accelerator.hbm_bandwidth_Bps,
                 "links": self.chip_system.links, "link_bandwidth_Bps": self.chip_system.link_bandwidth_Bps}
 
 
-def system_point(accelerator: Accelerator, chip_system: ChipSystem, topology: str, budget: SystemBudget) -> SystemPoint:
-    """``accelerator`` built as ``chip_system`` into a ``topology`` cluster with the chips ``budget`` buys."""
+def system_point(accelerator: Accelerator, chip_system: ChipSystem, topology: str, budget: SystemBudget,
+                 family: SystemFamily | None = None) -> SystemPoint:
+    """``accelerator`` built as ``chip_system`` into a ``topology`` cluster of ``family`` (default the topology's,
+    :func:`topology_family`) with the chips ``budget`` buys."""
+    family = family or topology_family(topology)
     estimate = chip_estimate(accelerator, chip_system)
     return SystemPoint(accelerator, chip_system, topology, estimate,
-                       devices_supported(topology, budget.affordable(estimate)), budget)
+                       devices_supported(topology, budget.affordable(estimate, family)), budget, family)
 
 
 def choice_point(choice: SystemChoice, arch: Accelerator, budget: SystemBudget) -> SystemPoint:
@@ -390,6 +619,8 @@ REFERENCE_TOPOLOGIES = {"tpuv4": "torus", "a100": "switched", "h100": "switched"
 """The reference systems the system space is compared against, by chip preset (``cost.SYSTEMS``: its published
 system fields) and how that chip is deployed: TPUv4 in a 3-D torus (TPU v4 pods, Jouppi et al. 2023), A100 and
 H100 in 8-GPU NVSwitch nodes joined by InfiniBand (DGX A100 / DGX H100 datasheets)."""
+REFERENCE_FAMILIES = {"tpuv4": "tpuv4-torus", "a100": "dgx-a100", "h100": "dgx-h100"}
+"""The system family each reference chip is deployed as (:data:`SYSTEM_FAMILIES`): its own hosts and network."""
 REFERENCE_HBM_GENERATIONS = {"tpuv4": "hbm2", "a100": "hbm2e", "h100": "hbm3"}
 """The reference chips' HBM generations, for labels (their capacity and bandwidth are the presets'): TPUv4 HBM2
 (Jouppi et al. 2023), A100 80 GB HBM2e, H100 SXM HBM3 (NVIDIA datasheets)."""
@@ -417,7 +648,7 @@ def reference_point(name: str, budget: SystemBudget, number_format: str = "bf16"
                          f"not {number_format!r}")
     chip_system, _ = SYSTEMS[name]
     point = system_point(get_preset(name).replace(gemm_efficiency=SYSTEM_GEMM_EFFICIENCY), chip_system,
-                         REFERENCE_TOPOLOGIES[name], budget)
+                         REFERENCE_TOPOLOGIES[name], budget, SYSTEM_FAMILIES[REFERENCE_FAMILIES[name]])
     if number_format == point.accelerator.number_format:
         return point
     return dataclasses.replace(point, accelerator=point.accelerator.replace(number_format=number_format))
@@ -431,7 +662,8 @@ def baseline_point(budget: SystemBudget) -> SystemPoint:
 
 __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "TORUS_CUBE_SIDE", "TORUS_NEIGHBOURS",
            "TORUS_POD_CHIPS", "torus_pods",
-           "devices_supported", "topology_unit", "HBM_GENERATIONS", "HOST_USD_PER_CHIP", "HOST_W_PER_CHIP", "PUE",
+           "devices_supported", "topology_unit", "HBM_GENERATIONS", "PUE", "FatTree", "HostShare", "SystemFamily",
+           "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "REFERENCE_FAMILIES", "topology_family",
            "SYSTEM_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "REFERENCE_HBM_GENERATIONS", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]

@@ -1,0 +1,170 @@
+"""Each system family's host and scale-out network: the references' wall power per chip from their own families'
+sources, the designs' families, the chip count a budget buys against brute force, and the constants' sources."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from phaze_env import cluster as cluster_module
+from phaze_env.design import reference_system
+from phaze_env.hardware import system as system_module
+from phaze_env.hardware.cost import ChipEstimate
+from phaze_env.hardware.system import (HDR_FAT_TREE, NDR_FAT_TREE, PUE, REFERENCE_FAMILIES, SYSTEM_FAMILIES,
+                                       TOPOLOGY_FAMILIES, FatTree, SystemBudget, SystemFamily, devices_supported,
+                                       topology_family)
+from tests.test_system_space import small_space
+
+WALL_W_PER_CHIP_RANGES = {"tpuv4": (0.0, 450.0), "a100": (0.0, 950.0), "h100": (1150.0, 1550.0)}
+"""Issue 29's must-show: each reference's wall power per chip (PUE included) from its own family's sources."""
+
+
+@pytest.mark.parametrize("budget_w", [1e6, 10e6])
+@pytest.mark.parametrize("name", list(WALL_W_PER_CHIP_RANGES))
+def test_each_reference_draws_its_own_familys_wall_power_per_chip(name, budget_w):
+    """Through the build the table uses (design.reference_system → the summary its rows carry)."""
+    point, cluster = reference_system(name, SystemBudget(power_w=budget_w))
+    summary = point.summary()
+    low, high = WALL_W_PER_CHIP_RANGES[name]
+    assert low <= summary["wall_power_per_chip_w"] <= high
+    assert summary["family"] == REFERENCE_FAMILIES[name] and cluster.n_devices == point.n_devices
+    parts = summary["chip_power_w"] + summary["host_w_per_chip"] + summary["network_w_per_chip"]
+    assert summary["wall_power_per_chip_w"] == pytest.approx(parts * PUE, rel=1e-12)
+    assert summary["cluster_power_w"] <= budget_w
+    assert summary["network_w_per_chip"] > 0 or (name == "tpuv4" and point.pods == 1)  # a pod needs no DCN
+
+
+def test_tpuv4_and_h100_pay_different_hosts_and_designs_pay_their_topologys():
+    budget = SystemBudget(power_w=1e6)
+    tpuv4, _ = reference_system("tpuv4", budget)
+    h100, _ = reference_system("h100", budget)
+    a100, _ = reference_system("a100", budget)
+    assert tpuv4.family.host.w_per_chip == pytest.approx(326.0 - 170.0)  # measured system − chip mean
+    assert h100.family.host.w_per_chip == pytest.approx((10_200.0 - 8 * 700.0) / 8)  # DGX H100 − 8 GPUs
+    assert a100.family.host.w_per_chip == pytest.approx((6_500.0 - 8 * 400.0) / 8)  # DGX A100 − 8 GPUs
+    assert len({p.family.host.w_per_chip for p in (tpuv4, h100, a100)}) == 3
+    space = small_space()
+    for design in space:
+        point = space.point(design)
+        assert point.family == topology_family(design.topology) == SYSTEM_FAMILIES[TOPOLOGY_FAMILIES[design.topology]]
+    assert topology_family("torus").host == tpuv4.family.host and topology_family("switched") == h100.family
+    with pytest.raises(ValueError, match="unknown topology"):
+        topology_family("ring")
+
+
+def test_fat_tree_tiers_follow_the_switch_radix():
+    assert [NDR_FAT_TREE.tiers(n) for n in (1, 64, 65, 2048, 2049, 65536, 65537)] == [1, 1, 2, 2, 3, 3, 4]
+    assert [NDR_FAT_TREE.ports_per_endpoint(n) for n in (64, 2048, 2049)] == [1, 3, 5]
+    assert [HDR_FAT_TREE.tiers(n) for n in (40, 41, 800, 801, 16000, 16001)] == [1, 2, 2, 3, 3, 4]
+    # the switch's power is shared by its ports; every switch port carries one transceiver
+    assert NDR_FAT_TREE.port_w() == pytest.approx(NDR_FAT_TREE.switch_w / 64 + NDR_FAT_TREE.transceiver_w)
+    family = SYSTEM_FAMILIES["dgx-h100"]
+    assert family.network_w_per_chip(8) == 0  # one node: NVSwitch only
+    assert family.network_w_per_chip(2048) == pytest.approx(3 * NDR_FAT_TREE.port_w())
+    torus = SYSTEM_FAMILIES["tpuv4-torus"]
+    assert torus.network_w_per_chip(4096) == 0  # one pod: no data-centre network
+    assert torus.network_w_per_chip(8192) == pytest.approx(3 * NDR_FAT_TREE.port_w() / 4)  # 2,048 hosts: 2 tiers
+
+
+def test_a_malformed_family_or_network_is_refused_with_its_reason():
+    with pytest.raises(ValueError, match="even radix"):
+        FatTree("bad", 400e9, 2, 1.0, 1.0, 1.0, 1.0, "test")
+    with pytest.raises(ValueError, match="switch_w"):
+        FatTree("bad", 400e9, 64, float("nan"), 1.0, 1.0, 1.0, "test")
+    host = SYSTEM_FAMILIES["dgx-h100"].host
+    with pytest.raises(ValueError, match="network ports"):
+        SystemFamily("bad", "switched", host, NDR_FAT_TREE, 0.0)
+    with pytest.raises(ValueError, match="unknown topology"):
+        SystemFamily("bad", "ring", host, NDR_FAT_TREE, 1.0)
+
+
+def test_the_networks_line_rates_are_the_clusters_nic_rates():
+    assert NDR_FAT_TREE.port_bps == cluster_module.SCALE_OUT_NIC_BPS * 8 == cluster_module.NDR_IB_PER_GPU_BPS * 8
+    assert HDR_FAT_TREE.port_bps == cluster_module.HDR_IB_PER_GPU_BPS * 8
+    assert SYSTEM_FAMILIES["dgx-a100"].network == HDR_FAT_TREE and SYSTEM_FAMILIES["dgx-h100"].network == NDR_FAT_TREE
+
+
+SMALL_RADIX = FatTree("test-8", 400e9, 8, switch_w=80.0, switch_usd=8_000.0, transceiver_w=9.0, transceiver_usd=500.0,
+                      source="a radix-8 tree for the brute force: its tiers step at 8, 32, 128, 512 endpoints")
+
+
+def _estimate(power_w: float, cost_usd: float) -> ChipEstimate:
+    return ChipEstimate(area_mm2={"die": 500.0}, power_w={"chip": power_w}, cost_usd={"chip": cost_usd},
+                        dies_per_wafer=100, die_yield=0.5, fits_reticle=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(family=st.sampled_from([*SYSTEM_FAMILIES, "small-switched", "small-torus"]), power_w=st.floats(50.0, 1500.0),
+       cost_usd=st.floats(500.0, 20_000.0), budget=st.floats(500.0, 4e5), money=st.booleans(),
+       cubes_per_pod=st.integers(1, 4))
+def test_affordable_chips_are_the_brute_force_most_and_grow_with_the_budget(family, power_w, cost_usd, budget, money,
+                                                                          cubes_per_pod):
+    """``SystemBudget.affordable`` against brute force over every chip count (the largest ``n`` with
+    ``n × share(n) ≤ budget``, the share stepping up with the network's tiers), on pods of 1–4 cubes so the torus's
+    data-centre network steps are reached; the count never falls when the budget grows, and the topology's
+    rounding keeps a count the budget pays for."""
+    if family.startswith("small"):
+        topology = family.removeprefix("small-")
+        fam = SystemFamily(family, topology, topology_family(topology).host, SMALL_RADIX,
+                           network_ports_per_chip=1.0 if topology == "switched" else 0.25)
+    else:
+        fam = SYSTEM_FAMILIES[family]
+    estimate = _estimate(power_w, cost_usd)
+    spend = SystemBudget(power_w=None, cost_usd=budget * 50) if money else SystemBudget(power_w=budget)
+    total = spend.cost_usd if money else spend.power_w
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(system_module, "TORUS_POD_CHIPS", 64 * cubes_per_pod)
+        n = spend.affordable(estimate, fam)
+        limit = int(total / spend.per_chip(estimate, fam, 1)) + 2
+        brute = max(k for k in range(limit) if k * spend.per_chip(estimate, fam, max(k, 1)) <= total * (1 + 1e-12))
+        assert n == brute
+        bigger = SystemBudget(power_w=None, cost_usd=spend.cost_usd * 1.3) if money else SystemBudget(power_w=budget * 1.3)
+        assert bigger.affordable(estimate, fam) >= n
+        built = devices_supported(fam.topology, n)
+        assert built <= n and built * spend.per_chip(estimate, fam, max(built, 1)) <= total * (1 + 1e-12)
+
+
+SOURCE_WORDS = ("datasheet", "et al.", "manual", "specification", "assumption", "Assumption", "DESIGN.md")
+FAMILY_CONSTANTS = ("TPUV4_CHIP_MEAN_W", "TPUV4_SYSTEM_W_PER_CHIP", "TPUV4_HOST", "DGX_A100_MAX_W", "DGX_H100_MAX_W",
+                    "DGX_HOST_USD_PER_CHIP", "DGX_A100_HOST", "DGX_H100_HOST", "NDR_FAT_TREE", "HDR_FAT_TREE",
+                    "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "REFERENCE_FAMILIES")
+
+
+def test_every_host_and_network_constant_has_a_docstring_with_its_source():
+    tree = ast.parse(inspect.getsource(system_module))
+    docs = {}
+    for node, following in zip(tree.body, tree.body[1:]):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant) and \
+                isinstance(following.value.value, str):
+            docs |= {target.id: following.value.value for target in targets if isinstance(target, ast.Name)}
+    for name in FAMILY_CONSTANTS:
+        assert name in docs, f"{name} has no docstring"
+    for name in ("TPUV4_CHIP_MEAN_W", "TPUV4_SYSTEM_W_PER_CHIP", "DGX_A100_MAX_W", "DGX_H100_MAX_W",
+                 "DGX_HOST_USD_PER_CHIP"):
+        assert any(word in docs[name] for word in SOURCE_WORDS), f"{name}'s docstring cites no source"
+    assert "range" in docs["TPUV4_SYSTEM_W_PER_CHIP"] and "range" in docs["DGX_HOST_USD_PER_CHIP"]  # assumptions
+    for family in SYSTEM_FAMILIES.values():
+        for part in (family.host, family.network):
+            assert any(word in part.source for word in SOURCE_WORDS), f"{part.name} cites no source"
+            if "ssumption" in part.source:
+                assert "range" in part.source, f"{part.name}'s assumption has no range"
+
+
+def test_the_published_tables_references_draw_their_own_familys_wall_power_per_chip():
+    """docs/system_table.json as the table run wrote it: every reference row within issue 29's ranges."""
+    from pathlib import Path
+
+    from experiments.system_table import load_rows
+
+    rows = load_rows(Path(__file__).resolve().parents[1] / "docs" / "system_table.json")
+    assert len(rows) == 10
+    for row in rows:
+        for name, ref in row["references"].items():
+            low, high = WALL_W_PER_CHIP_RANGES[name]
+            assert ref["system"]["family"] == REFERENCE_FAMILIES[name]
+            assert low <= ref["system"]["wall_power_per_chip_w"] <= high, (row["workload"], row["kind"], name)
