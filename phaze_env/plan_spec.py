@@ -188,15 +188,18 @@ class PlanRules:
     Whatever the stack, an interleaved stage must split into ``v`` equal chunks: every stage's transformer layers are
     a multiple of ``v`` (Megatron-LM: ``num_layers_per_virtual_pipeline_stage`` divides each stage's layers). The
     placement model prices the ``v`` chunks of a stage as carrying the same load, which holds only then, so that
-    rule is not a field: it always applies.
+    rule is not a field: it always applies. ``stack`` names whose rules they are (for messages; "" = the cluster's).
     """
 
     pipeline: bool = True
     uniform_stages: bool = False
     interleave_min_stages: int = 2
     zero_stages: tuple[int, ...] = ZERO_STAGES
+    stack: str = ""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.stack, str):
+            raise ValueError(f"plan rules stack must be a name, got {self.stack!r}")
         for name in ("pipeline", "uniform_stages"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"plan rules {name} must be True or False, got {getattr(self, name)!r}")
@@ -212,6 +215,10 @@ class PlanRules:
         data = asdict(self)
         data["zero_stages"] = list(self.zero_stages)
         return data
+
+    def owner(self, cluster_name: str) -> str:
+        """Who sets these rules, for a message: the stack's name, or the cluster's."""
+        return f"the training stack {self.stack!r}" if self.stack else f"the training stack of cluster {cluster_name!r}"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PlanRules:

@@ -191,17 +191,17 @@ class Settings:
                              "interleaved schedule (e.g. DeepSpeed's PipelineEngine runs plain 1F1B)")
         rules = self.cluster.plan_rules
         if not rules.pipeline and (self.plan.p or 1) > 1:
-            raise ValueError(f"plan {self.plan} pins p={self.plan.p}, but the cluster's training stack "
-                             f"(cluster {self.cluster.name!r}) does not pipeline (p = 1 only)")
+            raise ValueError(f"plan {self.plan} pins p={self.plan.p}, but "
+                             f"{rules.owner(self.cluster.name)} does not pipeline (p = 1 only)")
         if not rules.pipeline and (self.plan.interleave or 1) > 1:
-            raise ValueError(f"plan {self.plan} pins v={self.plan.interleave}, but the cluster's training stack "
-                             f"(cluster {self.cluster.name!r}) does not pipeline")
+            raise ValueError(f"plan {self.plan} pins v={self.plan.interleave}, but "
+                             f"{rules.owner(self.cluster.name)} does not pipeline")
         if self.plan.zero is not None and self.plan.zero not in rules.zero_stages:
-            raise ValueError(f"plan {self.plan} pins ZeRO stage {self.plan.zero}, but the cluster's training stack "
-                             f"(cluster {self.cluster.name!r}) runs ZeRO stages {', '.join(map(str, rules.zero_stages))} only")
+            raise ValueError(f"plan {self.plan} pins ZeRO stage {self.plan.zero}, but "
+                             f"{rules.owner(self.cluster.name)} runs ZeRO stages {', '.join(map(str, rules.zero_stages))} only")
         if (self.plan.interleave or 1) > 1 and self.plan.p is not None and self.plan.p < rules.interleave_min_stages:
-            raise ValueError(f"plan {self.plan} pins v={self.plan.interleave} with p={self.plan.p}, but the cluster's "
-                             f"training stack ({self.cluster.name}) interleaves only with p ≥ "
+            raise ValueError(f"plan {self.plan} pins v={self.plan.interleave} with p={self.plan.p}, but "
+                             f"{rules.owner(self.cluster.name)} interleaves only with p ≥ "
                              f"{rules.interleave_min_stages} pipeline stages")
         if self.plan.shard_group is not None and self.expert_parallel > 1:
             raise ValueError(f"plan {self.plan}: hybrid sharding (+shard) is not modelled with expert parallelism "
