@@ -1,7 +1,9 @@
 """``python -m search.phaze``: the exact search's command line — options, console progress and summary.
 
 Bad input exits with one line and status 2; Ctrl-C exits with one line and status 130 (every design
-evaluated so far is in ``results.db``, and rerunning the same command resumes from it).
+evaluated so far is in ``results.db``, and rerunning the same command resumes from it). A search that finishes
+without a feasible design for some workload writes its outputs, says why on stderr and exits with status 1, so a
+script can tell "no answer" from an answer.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from search.run import run_search
 from search.store import ResultsStore
 
 INTERRUPTED = 130  # the shell's status for a program ended by SIGINT
+NO_FEASIBLE_DESIGN = 1  # the search ran to the end but some workload has no design that can train (reason on stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,7 +182,7 @@ def _main(argv: list[str] | None) -> int:
 
     out_console = console()
     try:
-        progress = SearchProgress() if args.quiet or args.json else ConsoleProgress(out_console)
+        progress = SearchProgress() if args.quiet or args.json else ConsoleProgress(out_console, config.score_text)
         result = run_search(config, workers=args.workers, scheduler=args.scheduler, out=out, progress=progress)
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
@@ -192,13 +195,30 @@ def _main(argv: list[str] | None) -> int:
         print_output(result.to_json())
     else:
         print_summary(result, out, out_console)
+    if reasons := infeasible_reasons(result):
+        for line in reasons:
+            print(line, file=sys.stderr)
+        return NO_FEASIBLE_DESIGN
     return 0
+
+
+def infeasible_reasons(result: SearchResult) -> list[str]:
+    """One line per workload for which the search found no feasible design, with the reason its best-bound design
+    gave (empty when every workload has an answer)."""
+    designs = result.shared.per_workload if result.shared is not None else result.best
+    lines = [f"{name}: no feasible design — {design.reason if design is not None else 'none could train'}"
+             for name, design in designs.items() if design is None or not design.feasible]
+    if result.mode == "shared" and result.shared is None:
+        lines.append(f"no single design trains all of {', '.join(result.workloads)}")
+    lines += [f"{name}: no feasible design on the Pareto front" for name, front in result.pareto.items() if not front]
+    return lines
 
 
 # --------------------------------------------------------------------------------------------- summary
 
-def comparison_table(title: str, best: DesignResult | None, baseline: DesignResult):
-    """Best design vs the baseline, one metric per row (fits a narrow terminal)."""
+def comparison_table(title: str, best: DesignResult | None, baseline: DesignResult, objective: str = "throughput"):
+    """Best design vs the baseline, one metric per row (fits a narrow terminal); an objective other than
+    throughput is the first row, in its unit."""
     from rich.table import Table
 
     table = Table(title=title, caption=NOTATION_LEGEND)
@@ -215,12 +235,16 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
             "area mm²": f"{d.area_mm2:.1f}", "plan": p["notation"],
             "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
         }
+        if key == objective_key:
+            return figure(objective_value(d, objective))
         return {**figures, **system_cells(d), **Accelerator.from_dict(d.accelerator).notation_parts()}.get(key, "")
 
-    keys = ["samples/s", "tokens/s", "MFU", "area mm²", "tensor cores", "vector cores", "buffer", "HBM", "plan",
+    objective_key = f"{objective} ({UNITS[objective]})"
+    keys = ([objective_key] if objective != "throughput" else []) + ["samples/s", "tokens/s", "MFU", "area mm²", "tensor cores", "vector cores", "buffer", "HBM", "plan",
             "recompute stages"]
     if baseline.system is not None:
-        keys[4:4] = list(system_cells(baseline))
+        after_area = keys.index("area mm²") + 1
+        keys[after_area:after_area] = list(system_cells(baseline))
     for key in keys:
         table.add_row(key, cells(best, key), cells(baseline, key))
     return table
@@ -303,7 +327,7 @@ def print_summary(result: SearchResult, out: Path, out_console=None) -> None:
         designs = result.best
         titles = {name: f"{name}: best design vs the baseline (same placement DP)" for name in designs}
     for name, design in designs.items():
-        out_console.print(comparison_table(titles[name], design, result.baseline[name]))
+        out_console.print(comparison_table(titles[name], design, result.baseline[name], result.objective))
         if design is not None and design.feasible:
             for line in why(design, result.baseline[name]):
                 out_console.print(line, highlight=False)

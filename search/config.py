@@ -11,13 +11,13 @@ from typing import Any, Iterable
 
 from phaze_env.cache import content_key, model_version, system_model_version
 from phaze_env.design import DesignSpace, SystemArchSpace, SystemDesignSpace
-from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, expert_parallel_degrees
+from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, expert_parallel_degrees, valid_tensor_widths
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.system import OBJECTIVES
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import TENSOR_WIDTHS, Workload, get_workload
 from search.bounds import search_plan_error
-from search.objectives import AREA, check_pareto_objectives
+from search.objectives import AREA, check_pareto_objectives, figure_text, score_figure
 
 DEFAULT_WORKLOAD = "gpt2-xl"
 AGGREGATES = ("mean", "geomean")
@@ -54,6 +54,7 @@ class SearchConfig:
         if self.plan is not None:
             object.__setattr__(self, "plan", self._checked_plan(self.plan))
         object.__setattr__(self, "tensor_widths", tuple(self.tensor_widths))
+        self._check_tensor_widths()
         if isinstance(self.space, SystemDesignSpace) and len(self.workloads) > 1:
             raise ValueError("the system space searches one workload at a time (each design's cluster and HBM are "
                              "part of the design); run one search per workload")
@@ -77,6 +78,16 @@ class SearchConfig:
             object.__setattr__(self, "second_bound", False)
         if self.aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
+
+    def _check_tensor_widths(self) -> None:
+        """Refuse (ValueError) tensor widths of which none can split a workload (``valid_tensor_widths``: a power of
+        two dividing its attention heads, at most the devices): every design would be infeasible for that reason."""
+        devices = math.inf if self.is_system else self.cluster.n_devices  # a system row's chips are its own
+        for workload in self.workloads:
+            if not valid_tensor_widths(workload, self.tensor_widths, devices):
+                raise ValueError(f"no tensor width in {','.join(map(str, self.tensor_widths))} splits {workload.name}'s "
+                                 f"{workload.num_heads or 1} attention heads (a width must be a power of two dividing "
+                                 "the heads, at most the devices): every design would be infeasible")
 
     def _checked_plan(self, plan: PlanSpec | str) -> PlanSpec:
         """The plan as a :class:`PlanSpec`, refused (ValueError) when the search's bounds or a workload cannot take it."""
@@ -138,6 +149,12 @@ class SearchConfig:
         if objective == "throughput":
             return np.ones(len(self.arch))
         return np.array([point.objective_divisor(objective) for point in self.arch.points])
+
+    def score_text(self, score: float) -> str:
+        """A best-design search's score (throughput over :meth:`objective_divisors`) as :attr:`objective`'s figure
+        with its unit, as the console reports incumbents and bounds (the system space has one workload)."""
+        tokens_per_sample = self.seq_len or self.workloads[0].seq_len
+        return figure_text(self.objective, score_figure(self.objective, score, tokens_per_sample))
 
     def per_capacity(self) -> list[SearchConfig]:
         """The one-design (shared) mode searches each HBM capacity on its own: one config per capacity."""

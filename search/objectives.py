@@ -82,6 +82,24 @@ def objective_value(design: DesignResult, name: str) -> float:
     return design.system[SYSTEM_FIGURES[name]]
 
 
+def score_figure(name: str, score: float, tokens_per_sample: int) -> float:
+    """Objective ``name``'s figure (:data:`UNITS`) of a search *score* ``throughput / divisor`` (samples/s over
+    :meth:`~phaze_env.hardware.system.SystemPoint.objective_divisor`): the per-W and per-$ figures count tokens,
+    energy and carbon per token are the reciprocal (``inf`` for a zero score)."""
+    if name in ("throughput", AREA):
+        return score
+    per_token = score * tokens_per_sample
+    if name in ("throughput_per_w", "throughput_per_usd"):
+        return per_token
+    return 1 / per_token if per_token > 0 else float("inf")
+
+
+def figure_text(name: str, value: float) -> str:
+    """``value`` of objective ``name`` with its unit, e.g. ``"29,203.6 samples/s"`` or ``"4.97 tokens/s per $"``."""
+    number = f"{value:,.1f}" if name in ("throughput", AREA) else f"{value:.3g}"
+    return f"{number} {UNITS[name]}"
+
+
 def evaluated_figures(throughput_samples_s: float, tokens_s: float, area_mm2: float, point=None) -> dict[str, float]:
     """Every objective's figure of a feasible evaluated design (:data:`UNITS`): throughput and area, and with the
     design's :class:`~phaze_env.hardware.system.SystemPoint` (system space) the per-W, per-$, energy and carbon

@@ -11,6 +11,7 @@ incumbent improves, instead of a count of the whole space the search never reach
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 
 class SearchProgress:
@@ -34,14 +35,22 @@ class SearchProgress:
         """Release the terminal (also after an interruption)."""
 
 
-def phase_status(incumbent: float | None, next_bound: float | None, remaining: int) -> tuple[str, str]:
+def samples_text(score: float) -> str:
+    """A throughput score as the console shows it (the default objective's unit)."""
+    return f"{score:,.1f} samples/s"
+
+
+def phase_status(incumbent: float | None, next_bound: float | None, remaining: int,
+                 score_text: Callable[[float], str] = samples_text) -> tuple[str, str]:
     """The phase name and the status line for an incumbent, the best remaining bound and how many designs'
-    bounds still exceed the incumbent."""
+    bounds still exceed the incumbent; ``score_text`` writes a score in the objective's unit
+    (:meth:`search.config.SearchConfig.score_text`)."""
     if incumbent is None or incumbent <= 0:
         return "evaluating candidates", "no feasible design yet"
-    status = f"best {incumbent:,.1f} samples/s"
+    status = f"best {score_text(incumbent)}"
     if next_bound is not None:
-        status += f" · bound left {next_bound:,.1f} (+{next_bound / incumbent - 1:.1%}) on {remaining:,} designs"
+        status += (f" · bound left {score_text(next_bound)} ({next_bound / incumbent - 1:.1%} better) on "
+                   f"{remaining:,} designs")
     return "proving optimality", status
 
 
@@ -50,12 +59,13 @@ class ConsoleProgress(SearchProgress):
     *done + in flight + designs whose bound still beats the incumbent* (that total shrinks as the incumbent
     improves, so the bar can jump forward; no ETA is shown because the total is only an upper limit)."""
 
-    def __init__(self, console) -> None:
+    def __init__(self, console, score_text: Callable[[float], str] = samples_text) -> None:
         from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
         self._bar = Progress(SpinnerColumn(finished_text="✓"), TextColumn("{task.description}"), BarColumn(),
                              TaskProgressColumn(), TimeElapsedColumn(), console=console)
         self._tasks: dict[str, int] = {}
+        self._score_text = score_text
         self._bar.start()
 
     def _show(self, key: str, text: str, done: int | None = None, total: int | None = None) -> None:
@@ -78,13 +88,13 @@ class ConsoleProgress(SearchProgress):
 
     def searching(self, label, done, in_flight, remaining, incumbent, next_bound) -> None:
         self._end_bounding()
-        phase, status = phase_status(incumbent, next_bound, remaining)
+        phase, status = phase_status(incumbent, next_bound, remaining, self._score_text)
         at_most = done + in_flight + remaining
         self._show(label, f"[bold]{label}[/bold]: {phase} · {done:,} checked of at most {at_most:,}, "
                           f"{in_flight} running · {status}", done=done, total=max(at_most, 1))
 
     def finished(self, label, visited, architectures, incumbent) -> None:
-        best = f"optimum {incumbent:,.1f} samples/s" if incumbent else "no feasible design"
+        best = f"optimum {self._score_text(incumbent)}" if incumbent else "no feasible design"
         self._show(label, f"[bold]{label}[/bold]: {best} · {visited:,} of {architectures:,} architectures visited, "
                           f"{architectures - visited:,} pruned by bounds", done=1, total=1)
 

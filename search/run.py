@@ -84,7 +84,8 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
         dp_calls_this_run=search.counters["dp_calls"], bound_dp_calls_this_run=search.counters["bound_dp_calls"],
         pruning_ratio=1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.arch),
         resumed_records=search.resumed, elapsed_s=time.perf_counter() - started, space=config.space.to_dict(),
-        cluster=config.cluster.to_dict(), objectives=config.objectives if config.pareto else ())
+        cluster=config.cluster.to_dict(), objectives=config.objectives if config.pareto else (),
+        objective=config.objective)
     if out:
         write_outputs(out, result, search.records, config)
     return result
