@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 
 import numpy as np
@@ -11,7 +13,7 @@ from typing import Any, Iterable
 
 from phaze_env.cache import content_key, model_version, system_model_version
 from phaze_env.design import DesignSpace, SystemArchSpace, SystemDesignSpace
-from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, expert_parallel_degrees, valid_tensor_widths
+from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, expert_plan_error, valid_tensor_widths
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.system import OBJECTIVES
 from phaze_env.plan_spec import PlanSpec
@@ -90,7 +92,9 @@ class SearchConfig:
                                  "the heads, at most the devices): every design would be infeasible")
 
     def _checked_plan(self, plan: PlanSpec | str) -> PlanSpec:
-        """The plan as a :class:`PlanSpec`, refused (ValueError) when the search's bounds or a workload cannot take it."""
+        """The plan as a :class:`PlanSpec`, refused (ValueError) when the search's bounds or a workload cannot take it
+        (its string saying ``+e=auto`` on a dense model too: :func:`~phaze_env.evaluate.expert_plan_error`)."""
+        explicit_auto = isinstance(plan, str)  # parsed text leaves e free only when it says +e=auto
         plan = PlanSpec.parse(plan) if isinstance(plan, str) else plan
         if not isinstance(plan, PlanSpec):
             raise TypeError(f"plan must be a PlanSpec or its string (e.g. '+e=auto+rc=none|full'), got {type(plan).__name__}")
@@ -99,9 +103,8 @@ class SearchConfig:
         if plan.devices is not None and not self.is_system and plan.devices != self.cluster.n_devices:
             raise ValueError(f"plan {plan} uses t·c·p·d = {plan.devices} devices but the cluster has {self.cluster.n_devices}")
         for workload in self.workloads:
-            if plan.e is not None and plan.e not in expert_parallel_degrees(workload, plan.e):
-                raise ValueError(f"plan {plan}: expert-parallel degree e={plan.e} does not divide {workload.name}'s "
-                                 + (f"{workload.num_experts} experts" if workload.num_experts else "experts (dense: e=1)"))
+            if error := expert_plan_error(plan, workload, explicit_auto):
+                raise ValueError(f"plan {plan}: {error}")
         return plan
 
     @property
@@ -137,6 +140,15 @@ class SearchConfig:
             {"plan": self.plan.to_dict()} if self.plan is not None else {}) | (  # no plan: old searches still resume
             # the power/cost model sets every row's chip count: a changed constant there never resumes old rows
             {"system_model": system_model_version()} if self.is_system else {})
+
+    def run_name(self) -> str:
+        """A directory name of its own for this search, the same for the same arguments (so the same command resumes
+        from it) and different for different ones: the workloads, the space family, the objective or front, and 8 hex
+        digits of :meth:`arguments` (e.g. ``gpt2-xl-1f3a9c0e``, ``gpt2-xl-system-throughput_per_usd-…``)."""
+        digest = hashlib.sha256(json.dumps(self.arguments(), sort_keys=True).encode()).hexdigest()[:8]
+        what = (["front", *self.objectives] if self.pareto else [self.objective] if self.objective != "throughput"
+                else [])
+        return "-".join(["+".join(self.names), *(["system"] if self.is_system else []), *what, digest])
 
     @property
     def signature(self) -> str:

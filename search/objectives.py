@@ -59,10 +59,32 @@ def check_pareto_objectives(objectives: Sequence[str]) -> None:
         raise ValueError(f"a Pareto front needs at least two objectives, got {', '.join(objectives) or 'none'}")
 
 
-def label(name: str) -> str:
-    """Axis label: what it is, its unit and its sense, e.g. ``carbon per token (…) (g CO2e/token, lower is better)``."""
+def label(name: str, system: bool = False) -> str:
+    """Axis label: what it is, its unit and its sense, e.g. ``carbon per token (…) (g CO2e/token, lower is better)``;
+    the area objective says which area (:func:`area_label`: the whole die in the system space)."""
     sense = "lower" if name in MINIMISED else "higher"
+    if name == AREA:
+        return f"{area_label(system)}, {sense} is better"
     return f"{LABELS[name]} ({UNITS[name]}, {sense} is better)"
+
+
+def short_label(name: str, system: bool = False) -> str:
+    """What objective ``name`` is in a few words (a hover, a title): :data:`LABELS`, the area saying which one."""
+    return ("die area" if system else "architecture area") if name == AREA else LABELS[name]
+
+
+ARCHITECTURE_AREA_LABEL = "architecture mm² (cores + buffer)"
+"""A result's ``area_mm2`` in every space (results.json, evaluations.csv, the console): the accelerator's cores and
+buffer (:attr:`phaze_env.hardware.Accelerator.area_mm2`)."""
+DIE_AREA_LABEL = "die mm² (whole chip)"
+"""The system space's ``chip_area_mm2``: the whole built die (cores and buffer, HBM PHYs, SerDes, IO), what its area
+objective, report and plot use; shown as "built of the die knob", e.g. ``793 of 800``."""
+
+
+def area_label(system: bool) -> str:
+    """The label of the area objective (:func:`plotted_area`): the whole die in the system space, else the
+    architecture's area."""
+    return DIE_AREA_LABEL if system else ARCHITECTURE_AREA_LABEL
 
 
 def plotted_area(design: DesignResult) -> float:

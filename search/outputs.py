@@ -17,9 +17,12 @@ from search.result import SearchResult
 CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb",
                "hbm_gb", "area_mm2", "feasible", "throughput_samples_s", "tokens_s", "mfu", "plan", "tensor_width",
                "pipeline_stages", "data_parallel", "microbatch", "energy_per_sample_j", "bound_samples_s")
-SYSTEM_CSV_COLUMNS = ("die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology", "number_format",
+SYSTEM_CSV_COLUMNS = ("chip_area_mm2", "die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology", "number_format",
                       "n_devices", "chip_power_w", "chip_cost_usd", "cluster_power_w", "cluster_cost_usd")
-"""The system space's columns after :data:`CSV_COLUMNS` (``area_mm2`` is then the whole built die)."""
+"""The system space's columns after :data:`CSV_COLUMNS`. Areas, one name each in every output: ``area_mm2`` the
+architecture's cores and buffer (:data:`~search.objectives.ARCHITECTURE_AREA_LABEL`, as in results.json),
+``chip_area_mm2`` the whole built die (:data:`~search.objectives.DIE_AREA_LABEL`: what the system space's area
+objective, report and plot use), ``die_area_mm2`` the die-size knob it is built within."""
 
 
 def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
@@ -39,7 +42,7 @@ def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config
             acc = config.arch[index]
             row = {"arch_index": index, "workload": workload, "status": record["status"], "num_tc": acc.num_tc,
                    "tc_width": acc.tc_width, "tc_depth": acc.tc_depth, "num_vc": acc.num_vc, "vc_width": acc.vc_width,
-                   "buffer_mb": acc.buffer_mb, "area_mm2": record["area_mm2"], "bound_samples_s": record["bound_samples_s"]}
+                   "buffer_mb": acc.buffer_mb, "area_mm2": acc.area_mm2, "bound_samples_s": record["bound_samples_s"]}
             if config.is_system:
                 system = config.arch.system_summary(index)
                 row.update({name: system[name] for name in SYSTEM_CSV_COLUMNS})

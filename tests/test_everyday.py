@@ -51,14 +51,13 @@ def test_a_search_without_a_feasible_design_says_why_and_exits_1(tmp_path, capsy
     assert not json.loads((tmp_path / "results.json").read_text())["best"][TINY.name]["feasible"]
 
 
-def test_the_optimum_is_printed_and_written_in_its_objectives_unit(capsys):
-    """``--objective throughput_per_usd`` printed "optimum 0.0 samples/s" (its score, tokens/s per $ over the
-    sequence length, under the throughput's unit) and results.json did not name its objective."""
+@pytest.fixture(scope="module")
+def system_run(tmp_path_factory):
+    """A small system-space search for throughput per $ on the tiny model, its console text and output directory."""
     from rich.console import Console
 
     from phaze_env.cluster import Cluster
     from phaze_env.workloads.registry import BUILTIN
-    from search.cli import comparison_table
     from search.config import SearchConfig
     from search.progress import ConsoleProgress
     from search.run import run_search
@@ -71,10 +70,21 @@ def test_the_optimum_is_printed_and_written_in_its_objectives_unit(capsys):
     config = SearchConfig(workloads=[TINY.name], cluster=Cluster(global_batch=64), space=space, tensor_widths=(1,),
                           objective="throughput_per_usd")
     console = Console(record=True, width=300)
-    result = run_search(config, workers=1, progress=ConsoleProgress(console, config.score_text))
+    out = tmp_path_factory.mktemp("system")
+    result = run_search(config, workers=1, out=out, progress=ConsoleProgress(console, config.score_text))
+    return result, console.export_text(), out
+
+
+def test_the_optimum_is_printed_and_written_in_its_objectives_unit(system_run):
+    """``--objective throughput_per_usd`` printed "optimum 0.0 samples/s" (its score, tokens/s per $ over the
+    sequence length, under the throughput's unit) and results.json did not name its objective."""
+    from rich.console import Console
+
+    from search.cli import comparison_table
+
+    result, shown, _ = system_run
     best = result.best[TINY.name]
     per_usd = best.tokens_s / best.system["cluster_cost_usd"]
-    shown = console.export_text()
     assert f"optimum {per_usd:.3g} tokens/s per $" in shown and "samples/s" not in shown
     data = json.loads(result.to_json())
     assert data["objective"] == "throughput_per_usd"
@@ -82,3 +92,141 @@ def test_the_optimum_is_printed_and_written_in_its_objectives_unit(capsys):
     console = Console(record=True, width=300)
     console.print(comparison_table("t", best, result.baseline[TINY.name], result.objective))
     assert "throughput_per_usd (tokens/s per $)" in console.export_text()
+
+
+def test_each_area_has_one_name_and_one_meaning_in_every_output(system_run):
+    """"area mm²" was the cores and buffer in the console and results.json but the whole die in report.html and
+    evaluations.csv. Now ``area_mm2`` / "architecture mm² (cores + buffer)" is the former everywhere and
+    ``chip_area_mm2`` / "die mm² (whole chip)" the latter (the system space's area objective)."""
+    import csv
+
+    from rich.console import Console
+
+    from phaze_env.hardware import Accelerator
+    from search.cli import comparison_table
+    from search.objectives import ARCHITECTURE_AREA_LABEL, DIE_AREA_LABEL
+
+    result, _, out = system_run
+    best = json.loads((out / "results.json").read_text())["best"][TINY.name]
+    assert best["area_mm2"] == pytest.approx(Accelerator.from_dict(best["accelerator"]).area_mm2)
+    assert best["system"]["chip_area_mm2"] > best["area_mm2"]
+    rows = [r for r in csv.DictReader((out / "evaluations.csv").open()) if r["status"] == "evaluated"
+            and r["plan"] == best["plan"]["notation"] and float(r["throughput_samples_s"]) == best["throughput_samples_s"]]
+    assert rows and float(rows[0]["area_mm2"]) == pytest.approx(best["area_mm2"])
+    assert float(rows[0]["chip_area_mm2"]) == pytest.approx(best["system"]["chip_area_mm2"])
+    page = (out / "report.html").read_text()
+    assert f"<th>{DIE_AREA_LABEL}</th>" in page and "<th>area mm²</th>" not in page
+    console = Console(record=True, width=300)
+    console.print(comparison_table("t", result.best[TINY.name], result.baseline[TINY.name], result.objective))
+    text = console.export_text()
+    assert ARCHITECTURE_AREA_LABEL in text and DIE_AREA_LABEL in text and "area mm²" not in text
+
+
+def test_the_report_hover_tells_system_designs_apart(system_run):
+    """Two system designs with the same cores (here: 50 or 100 GB/s links, torus or switched) had the same hover."""
+    from phaze_env.hardware import Accelerator
+
+    result, _, out = system_run
+    page = (out / "report.html").read_text().replace("\\u002f", "/")  # plotly's JSON escapes the slash
+    best = result.best[TINY.name]
+    line = (f"die {best.system['chip_area_mm2']:.0f} mm² · HBM {best.system['hbm_gb']:g} GiB at "
+            f"{best.system['hbm_bandwidth_Bps'] / 1e12:.2f} TB/s · 6×{best.system['link_GBps']:g} GB/s links · "
+            f"{best.system['topology']} · {best.system['n_devices']:,} chips")
+    assert line in page
+    assert "6×50 GB/s links" in page and "6×100 GB/s links" in page  # the evaluated designs differ in their links
+
+
+TINY_ARGS = ["--workload", TINY.name, "--space", "reduced", "--devices", "16", "--batch", "64", "--microbatch", "1",
+             "--hbm-gb", "32", "--tensor-widths", "1", "--workers", "1", "--quiet"]
+
+
+@pytest.fixture
+def tiny_registered():
+    from phaze_env.workloads.registry import BUILTIN
+
+    BUILTIN.setdefault(TINY.name, TINY)
+
+
+@pytest.mark.parametrize("offset", [8192, 3 * 4096])
+def test_a_damaged_results_store_is_one_clear_message(tiny_registered, tmp_path, capsys, offset):
+    """A results.db damaged part-way (a page overwritten) once ended in sqlite3.DatabaseError or a JSON error: now
+    one line naming the file and what to do, status 2; ``--fresh`` starts afresh."""
+    from search.phaze import main
+
+    args = [*TINY_ARGS, "--out", str(tmp_path)]
+    assert main(args) == 0
+    db = tmp_path / "results.db"
+    data = bytearray(db.read_bytes())
+    assert len(data) > offset + 3000
+    data[offset:offset + 3000] = b"Z" * 3000
+    db.write_bytes(bytes(data))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"the results store {db} is damaged" in err and "--fresh" in err and "move it away" in err
+    assert main([*args, "--fresh"]) == 0
+
+
+def test_ctrl_c_before_any_design_names_no_store(tiny_registered, tmp_path, capsys, monkeypatch):
+    """Ctrl-C while tracing or bounding: nothing is saved yet, and results.db may not exist — the line said
+    "0 designs saved in …/results.db"."""
+    import search.cli
+    from search.phaze import main
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(search.cli, "run_search", interrupted)
+    assert main([*TINY_ARGS, "--out", str(tmp_path / "new")]) == 130
+    err = capsys.readouterr().err
+    assert err == "interrupted before any design was evaluated — nothing saved; rerun the same command to start again\n"
+
+
+def test_each_search_writes_to_a_directory_of_its_own_and_the_same_command_resumes(tiny_registered, tmp_path,
+                                                                                    monkeypatch, capsys):
+    """Every README example wrote to out/phaze and silently replaced the last one's results."""
+    from search.phaze import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(TINY_ARGS) == 0
+    assert main(["32" if arg == "64" else arg for arg in TINY_ARGS]) == 0  # another search: --batch 32
+    runs = sorted(p for p in (tmp_path / "out" / "phaze").iterdir())
+    assert len(runs) == 2 and all((run / "results.json").exists() for run in runs)
+    assert all(run.name.startswith(f"{TINY.name}-") for run in runs)
+    capsys.readouterr()
+    assert main([*TINY_ARGS[:-1]]) == 0  # the first command again, with progress: it resumes from its directory
+    out = capsys.readouterr().out
+    assert "resumed" in out and len(list((tmp_path / "out" / "phaze").iterdir())) == 2
+
+
+def test_expert_parallelism_on_a_dense_model_is_refused_alike(tmp_path):
+    """``+e=auto`` on a dense model silently became e = 1 while ``e8`` was refused."""
+    for plan in ("+e=auto+rc=none|full", "e8+rc=none|full"):
+        one_clear_line(run_cli("--plan", plan, "--quiet", "--out", str(tmp_path)), 2, "gpt2-xl")
+    one_clear_line(run_cli("--plan", "+e=auto+rc=none|full", "--quiet", "--out", str(tmp_path)), 2, "dense")
+    out = subprocess.run([sys.executable, "-m", "phaze_env.evaluate", "--workload", "gpt2-xl", "--plan", "t1p1+e=auto"],
+                         capture_output=True, text=True)
+    one_clear_line(out, 2, "dense")
+
+
+def test_a_batch_that_does_not_split_over_the_replicas_is_reported(tiny_registered, capsys):
+    """Decision (issue 27, everyday use): a plan whose d·m does not divide the global batch stays allowed — its
+    padded slots are idle time the plan's time already counts, and a stack that lets replicas run uneven counts
+    runs it; refusing it would make the free search's answer impossible to pin — but it is never silent: the
+    evaluator's report and the search's "why" lines say so."""
+    from phaze_env.evaluate import main as evaluate_main
+    from phaze_env.placement.inputs import uneven_batch_note
+
+    assert uneven_batch_note(64, 4, 2) == ""
+    note = uneven_batch_note(4096, 78, 1)
+    assert "d=78" in note and "53 microbatches" in note and "38 of the 4,134 sample slots are idle" in note
+    args = ["--workload", TINY.name, "--preset", "tpuv4", "--cluster", "phaze", "--devices", "3", "--batch", "8",
+            "--plan", "t1p1d3m1"]
+    assert evaluate_main(args) == 0
+    assert "batch split     the global batch of 8 does not split evenly over d=3" in capsys.readouterr().out
+    assert evaluate_main([*args, "--json"]) == 0
+    assert "9 sample slots" in json.loads(capsys.readouterr().out)["batch_split"]
+    assert evaluate_main([*args[:-1], "t1p1d2m1", "--devices", "2"]) == 0
+    assert "batch split" not in capsys.readouterr().out
