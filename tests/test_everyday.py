@@ -72,7 +72,7 @@ def system_run(tmp_path_factory):
     console = Console(record=True, width=300)
     out = tmp_path_factory.mktemp("system")
     result = run_search(config, workers=1, out=out, progress=ConsoleProgress(console, config.score_text))
-    return result, console.export_text(), out
+    return result, console.export_text(), out, config
 
 
 def test_the_optimum_is_printed_and_written_in_its_objectives_unit(system_run):
@@ -82,7 +82,7 @@ def test_the_optimum_is_printed_and_written_in_its_objectives_unit(system_run):
 
     from search.cli import comparison_table
 
-    result, shown, _ = system_run
+    result, shown, _, _ = system_run
     best = result.best[TINY.name]
     per_usd = best.tokens_s / best.system["cluster_cost_usd"]
     assert f"optimum {per_usd:.3g} tokens/s per $" in shown and "samples/s" not in shown
@@ -106,7 +106,7 @@ def test_each_area_has_one_name_and_one_meaning_in_every_output(system_run):
     from search.cli import comparison_table
     from search.objectives import ARCHITECTURE_AREA_LABEL, DIE_AREA_LABEL
 
-    result, _, out = system_run
+    result, _, out, _ = system_run
     best = json.loads((out / "results.json").read_text())["best"][TINY.name]
     assert best["area_mm2"] == pytest.approx(Accelerator.from_dict(best["accelerator"]).area_mm2)
     assert best["system"]["chip_area_mm2"] > best["area_mm2"]
@@ -126,7 +126,7 @@ def test_the_report_hover_tells_system_designs_apart(system_run):
     """Two system designs with the same cores (here: 50 or 100 GB/s links, torus or switched) had the same hover."""
     from phaze_env.hardware import Accelerator
 
-    result, _, out = system_run
+    result, _, out, _ = system_run
     page = (out / "report.html").read_text().replace("\\u002f", "/")  # plotly's JSON escapes the slash
     best = result.best[TINY.name]
     line = (f"die {best.system['chip_area_mm2']:.0f} mm² · HBM {best.system['hbm_gb']:g} GiB at "
@@ -230,3 +230,55 @@ def test_a_batch_that_does_not_split_over_the_replicas_is_reported(tiny_register
     assert "9 sample slots" in json.loads(capsys.readouterr().out)["batch_split"]
     assert evaluate_main([*args[:-1], "t1p1d2m1", "--devices", "2"]) == 0
     assert "batch split" not in capsys.readouterr().out
+
+
+def test_the_front_plots_title_fits_its_figure(system_run):
+    """The system-space PNG's title ran past the figure's edge and was cut."""
+    import matplotlib.pyplot as plt
+
+    from search.outputs import front_figure
+    from search.store import ResultsStore
+
+    result, _, out, config = system_run
+    store = ResultsStore(out / "results.db", config.signature, config.arguments())
+    try:
+        records = store.load()
+    finally:
+        store.close()
+    fig = front_figure(result, records, config)
+    try:
+        fig.canvas.draw()
+        figure_box = fig.bbox
+        for ax in fig.axes:
+            box = ax.title.get_window_extent()
+            assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1, ax.title.get_text()
+            assert "system space" in ax.title.get_text()
+    finally:
+        plt.close(fig)
+
+
+def test_convergence_curves_are_told_apart_and_their_legend_is_readable():
+    """14 strategies drew 13 look-alike colours (tab20's light pairs) without markers, legend at 8 pt."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+
+    from experiments.compare_strategies import convergence_figure
+
+    strategies = [f"strategy-{i}" for i in range(14)]
+    rows = [{"workload": "w", "strategy": s, "seed": seed, "evaluation": n, "best_normalized": min(1.0, n / (10 + i))}
+            for i, s in enumerate(strategies) for seed in (0, 1) for n in range(1, 21)]
+    meta = {"cluster": {"n_devices": 16, "link_bandwidth_Bps": 4e9, "global_batch": 64}, "seeds": 2, "budget": 20,
+            "space_designs": 100}
+    fig = convergence_figure(rows, meta)
+    try:
+        lines = [line for line in fig.axes[0].get_lines() if line.get_label() in strategies]
+        assert len(lines) == 14
+        styles = [(to_rgb(line.get_color()), line.get_marker(), line.get_linestyle()) for line in lines]
+        assert all(marker not in (None, "None", "") for _, marker, _ in styles)
+        for i, (colour, marker, dash) in enumerate(styles):
+            for other, other_marker, other_dash in styles[i + 1:]:
+                alike = sum((a - b) ** 2 for a, b in zip(colour, other)) ** 0.5 < 0.3
+                assert not alike or (marker != other_marker and dash != other_dash)
+        assert fig.legends[0].get_texts()[0].get_fontsize() >= 10
+    finally:
+        plt.close(fig)
