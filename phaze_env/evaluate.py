@@ -635,6 +635,29 @@ def _text(info: dict[str, Any], cluster: Cluster) -> str:
     return "\n".join(lines)
 
 
+def _evaluate_with_progress(workload: str, accelerator: Accelerator, cluster: Cluster, plan: PlanSpec,
+                            **options: Any) -> Evaluation:
+    """:func:`evaluate` for the CLI, with progress on stderr when it is a terminal (stdout stays the report or the
+    JSON): first tracing the model's (tensor width, microbatch) graphs the plan allows — the slow part of a cold
+    run, with a total and a time left — then scheduling the layers and searching the plans."""
+    from phaze_env.cli import console, progress_display
+    from phaze_env.workloads import prepare_graphs
+
+    err = console(stderr=True)
+    if not err.is_terminal:
+        return evaluate(workload, accelerator, cluster, plan=plan, **options)
+    widths = valid_tensor_widths(get_workload(workload), TENSOR_WIDTHS if plan.t is None else (plan.t,),
+                                 cluster.n_devices)
+    microbatches = DEFAULT_MICROBATCHES if plan.microbatch is None else (plan.microbatch,)
+    with progress_display(err) as bar:
+        tracing = bar.add_task(f"{workload}: tracing the model", total=len(widths) * len(microbatches))
+        prepare_graphs(workload, widths, microbatches, seq_len=options.get("seq_len"),
+                       done=lambda done, total: bar.update(tracing, completed=done, description=(
+                           f"{workload}: tracing the model · {done} of {total} (tensor width, microbatch) graphs")))
+        bar.add_task(f"{workload}: scheduling the layers and searching the plans", total=None)
+        return evaluate(workload, accelerator, cluster, plan=plan, **options)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m phaze_env.evaluate``: throughput, MFU, time breakdown and memory of one plan (or the best)."""
     import argparse
@@ -693,7 +716,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = replace(spec, **{key: value for key, value in overrides.items() if value is not None})
         if args.zero is not None:
             spec = replace(spec, zero=None if args.zero == "auto" else int(args.zero))
-        evaluation = evaluate(args.workload, accelerator, cluster, plan=spec, hbm_gb=args.hbm_gb, seq_len=args.seq)
+        evaluation = _evaluate_with_progress(args.workload, accelerator, cluster, spec, hbm_gb=args.hbm_gb,
+                                             seq_len=args.seq)
     except (KeyError, ValueError, TypeError) as exc:
         parser.error(exc.args[0] if exc.args else str(exc))
     info = report(evaluation, args.preset)

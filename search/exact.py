@@ -86,17 +86,28 @@ class ExactSearch:
 
     # --- bounds ------------------------------------------------------------------------------------
     def compute_bounds(self) -> None:
+        """Every architecture's bound per workload, one (tensor width, microbatch) variant at a time, so progress has
+        a total: a bound is the best over the variants, and each variant's is computed on its own either way."""
         c = self.config
+        plan = c.plan
+        widths = c.tensor_widths if plan is None or plan.t is None else (plan.t,)  # as a pinned plan narrows them
+        microbatches = c.space.microbatch if plan is None or plan.microbatch is None else (plan.microbatch,)
+        variants = [(t, m) for t in widths for m in microbatches]
         for name in c.names:
             self.progress.bounding(name, len(c.arch))
-            if isinstance(c.arch, SystemArchSpace):  # rows on their own clusters: one bound per row (no variants)
-                self.bounds[name] = throughput_bounds(c.workload(name), c.arch, c.cluster, microbatch=c.space.microbatch,
-                                                      tensor_widths=c.tensor_widths, seq_len=c.seq_len, plan=c.plan)
-                continue
-            per_variant = variant_throughput_bounds(c.workload(name), c.arch, c.cluster, microbatch=c.space.microbatch,
-                                                    tensor_widths=c.tensor_widths, seq_len=c.seq_len, plan=c.plan)
-            self.variant_bounds[name] = per_variant
-            self.bounds[name] = best_of_variants(per_variant, len(c.arch))
+            system = isinstance(c.arch, SystemArchSpace)  # rows on their own clusters: one bound per row, no variants
+            bound, per_variant = np.zeros(len(c.arch)), {}
+            for done, (t, m) in enumerate(variants, 1):
+                options = dict(microbatch=(m,), tensor_widths=(t,), seq_len=c.seq_len, plan=plan)
+                if system:
+                    bound = np.maximum(bound, throughput_bounds(c.workload(name), c.arch, c.cluster, **options))
+                else:
+                    per_variant |= variant_throughput_bounds(c.workload(name), c.arch, c.cluster, **options)
+                self.progress.bounded(name, done, len(variants))
+            if not system:
+                self.variant_bounds[name] = per_variant
+                bound = best_of_variants(per_variant, len(c.arch))
+            self.bounds[name] = bound
 
     # --- one (workload, architecture) --------------------------------------------------------------
     def _submit(self, workload: str, index: int, prune_below: float | None):

@@ -282,3 +282,100 @@ def test_convergence_curves_are_told_apart_and_their_legend_is_readable():
         assert fig.legends[0].get_texts()[0].get_fontsize() >= 10
     finally:
         plt.close(fig)
+
+
+def test_tracing_and_bounding_report_a_total_and_give_the_same_bounds(tiny_registered):
+    """Bounding showed only a spinner: it now runs variant by variant (tracing graph by graph) with a total, and the
+    bounds are those of one joint call."""
+    from phaze_env.cluster import Cluster
+    from search.bounds import throughput_bounds
+    from search.config import SearchConfig
+    from search.exact import ExactSearch
+    from search.progress import SearchProgress
+    from search.run import run_search
+    from tiny import SPACE
+
+    class Recorder(SearchProgress):
+        def __init__(self):
+            self.events = []
+
+        def tracing(self, workload, done, total):
+            self.events.append(("tracing", done, total))
+
+        def bounded(self, workload, done, total):
+            self.events.append(("bounded", done, total))
+
+    config = SearchConfig(workloads=[TINY.name], cluster=Cluster(n_devices=16, global_batch=64), space=SPACE,
+                          tensor_widths=(1, 2))
+    progress = Recorder()
+    run_search(config, workers=1, progress=progress)
+    variants = len(config.tensor_widths) * len(SPACE.microbatch)
+    for kind in ("tracing", "bounded"):
+        assert [e[1:] for e in progress.events if e[0] == kind] == [(i, variants) for i in range(1, variants + 1)]
+    search = ExactSearch(config, executor=None)
+    search.compute_bounds()
+    joint = throughput_bounds(TINY, config.arch, config.cluster, microbatch=SPACE.microbatch, tensor_widths=(1, 2))
+    assert (search.bounds[TINY.name] == joint).all()
+
+
+def test_the_time_left_is_shown_and_marked_as_an_upper_limit_when_the_total_is_one():
+    """No ETA anywhere: every phase now has one; the search's total is an upper limit (designs whose bound still
+    beats the incumbent), so its time left reads ``≤``."""
+    from rich.progress import Progress
+
+    from phaze_env.cli import eta_column
+
+    now = [0.0]
+    column = eta_column()
+    progress = Progress(column, get_time=lambda: now[0], auto_refresh=False)
+    search = progress.add_task("search", total=100, at_most=True)
+    trace = progress.add_task("trace", total=10)
+    assert column.render(progress.tasks[search]).plain == "ETA …"
+    for step in range(1, 5):
+        now[0] = float(step)
+        progress.update(search, completed=10 * step)
+        progress.update(trace, completed=step)
+    assert column.render(progress.tasks[search]).plain == "ETA ≤ 0:00:06"  # 60 left at 10 per second
+    assert column.render(progress.tasks[trace]).plain == "ETA 0:00:06"
+
+
+def test_the_evaluators_json_stays_clean_while_progress_goes_to_stderr(tiny_registered, monkeypatch, capsys):
+    """``python -m phaze_env.evaluate --json`` was silent while it traced (10 s on gpt3-175b): on a terminal,
+    stderr now shows the tracing with its total; stdout is the JSON alone."""
+    import io
+
+    from rich.console import Console
+
+    import phaze_env.cli
+    from phaze_env.evaluate import main
+
+    stderr = io.StringIO()
+    monkeypatch.setattr(phaze_env.cli, "console", lambda **kwargs: Console(file=stderr, force_terminal=True, width=200))
+    assert main(["--workload", TINY.name, "--preset", "tpuv4", "--cluster", "phaze", "--devices", "4", "--batch", "8",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["feasible"]
+    shown = stderr.getvalue()
+    assert "tracing the model · " in shown and "(tensor width, microbatch) graphs" in shown
+    assert "scheduling the layers and searching the plans" in shown
+
+
+def test_the_docs_sample_outputs_use_the_current_labels():
+    """docs/moe.md's sample output said "DP all-reduce" after the part was renamed "DP sync": every time-breakdown
+    line of a documented ``phaze_env.evaluate`` output must name a part as the code does now."""
+    import re
+    from pathlib import Path
+
+    from phaze_env.evaluate import BREAKDOWN_LABELS
+
+    root = Path(__file__).resolve().parent.parent
+    line = re.compile(r"^  (\S.*?)\s+[0-9.e+-]+ s\s+[0-9.]+%$")
+    checked = 0
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for block in re.findall(r"```[^\n]*\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S):
+            if "python -m phaze_env.evaluate" not in block:
+                continue
+            for text in block.splitlines():
+                if match := line.match(text):
+                    assert match.group(1) in BREAKDOWN_LABELS.values(), f"{page.name}: {text.strip()}"
+                    checked += 1
+    assert checked >= 9  # docs/moe.md's Mixtral what-if at least
