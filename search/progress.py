@@ -29,7 +29,8 @@ class SearchProgress:
         """Bounding ``architectures`` architectures on ``workload`` starts."""
 
     def bounded(self, workload: str, done: int, total: int) -> None:
-        """``done`` of the ``total`` variants (tensor width, microbatch) of ``workload`` are bounded."""
+        """``done`` of the ``total`` parts of ``workload``'s bounds are computed (variants: tensor width × microbatch;
+        the system space: tensor widths)."""
 
     def searching(self, label: str, done: int, in_flight: int, remaining: int, incumbent: float | None,
                   next_bound: float | None) -> None:
@@ -103,7 +104,7 @@ class ConsoleProgress(SearchProgress):
 
     def bounded(self, workload: str, done: int, total: int) -> None:
         self._show(f"bounding {workload}", f"[bold]{workload}[/bold]: bounding {self._architectures[workload]:,} "
-                                           f"architectures · {done} of {total} variants", done=done, total=total)
+                                           f"architectures · part {done} of {total}", done=done, total=total)
 
     def searching(self, label, done, in_flight, remaining, incumbent, next_bound) -> None:
         self._end("tracing ")
