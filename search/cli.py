@@ -26,11 +26,10 @@ from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.hardware.energy import DYNAMIC_ENERGY_LABEL
 from phaze_env.hardware.system import OBJECTIVES, WALL_ENERGY_LABEL
 from phaze_env.placement.inputs import uneven_batch_note
-from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
 from search.objectives import (ARCHITECTURE_AREA_LABEL, AREA, DIE_AREA_LABEL, MINIMISED, PARETO_OBJECTIVES, UNITS,
-                               objective_value, parse_objectives)
+                               area_label, objective_value, parse_objectives)
 from search.outputs import baseline_label
 from search.result import DesignResult, SearchResult
 from search.run import run_search
@@ -265,8 +264,9 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
         return {**figures, **system_cells(d), **Accelerator.from_dict(d.accelerator).notation_parts()}.get(key, "")
 
     objective_key = f"{objective} ({UNITS[objective]})"
-    keys = ([objective_key] if objective != "throughput" else []) + ["samples/s", "tokens/s", "MFU", ARCHITECTURE_AREA_LABEL, "tensor cores", "vector cores", "buffer", "HBM", "plan",
-            "recompute stages"]
+    keys = ([objective_key] if objective != "throughput" else []) + [
+        "samples/s", "tokens/s", "MFU", ARCHITECTURE_AREA_LABEL, "tensor cores", "vector cores", "buffer", "HBM", "plan",
+        "recompute stages"]
     if baseline.system is not None:
         after_area = keys.index(ARCHITECTURE_AREA_LABEL) + 1
         keys[after_area:after_area] = list(system_cells(baseline))
@@ -334,8 +334,10 @@ def print_summary(result: SearchResult, out: Path, out_console=None) -> None:
         objectives = result.objectives
         table = Table(title=f"Pareto front ({', '.join(objectives)}) for {name}, exact: no design of the space is "
                             "better in every objective", caption=NOTATION_LEGEND)
-        system = [DIE_AREA_LABEL, "HBM stacks", "links", "topology", "chips"] if result.space.get("space") == "system" else []
-        columns = [f"{objective} ({UNITS[objective]})" for objective in objectives] + [
+        is_system = result.space.get("space") == "system"
+        system = [DIE_AREA_LABEL, "HBM stacks", "links", "topology", "chips"] if is_system else []
+        columns = [area_label(is_system) if objective == AREA else f"{objective} ({UNITS[objective]})"
+                   for objective in objectives] + [
             "tensor cores", "vector cores", "buffer", "HBM", *system, "plan"]
         for column in columns:
             table.add_column(column, justify="right")
