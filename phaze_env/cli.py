@@ -114,8 +114,9 @@ def progress_display(console):
     ``at_most=True`` marks a task whose total is an upper limit (its time left then reads ``≤``)."""
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    # the text last: a long status never pushes the time left off the line
     return Progress(SpinnerColumn(finished_text="✓"), BarColumn(bar_width=24), TimeElapsedColumn(), eta_column(),
-                    TextColumn("{task.description}"), console=console)  # the text last: a long status never hides the ETA
+                    TextColumn("{task.description}"), console=console)
 
 
 def eta_column():

@@ -155,7 +155,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
             overrides[name] = value
     if args.plan is not None and args.no_recompute:
         raise ValueError("--no-recompute does not apply with --plan: the plan's +rc=... sets recompute")
-    plan = args.plan  # its text: SearchConfig parses it (PlanSyntaxError is a ValueError) and refuses +e=auto on a dense model
+    plan = args.plan  # the text: SearchConfig parses it (a PlanSyntaxError is a ValueError), refusing +e=auto if dense
     space = DesignSpace.named(args.space, **overrides)
     if system and not len(space.arch_space()):
         raise ValueError(f"no design of the system space fits its area window and buys a whole topology unit "

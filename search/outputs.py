@@ -18,8 +18,8 @@ from search.result import SearchResult
 CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb",
                "hbm_gb", "area_mm2", "feasible", "throughput_samples_s", "tokens_s", "mfu", "plan", "tensor_width",
                "pipeline_stages", "data_parallel", "microbatch", "energy_per_sample_j", "bound_samples_s")
-SYSTEM_CSV_COLUMNS = ("chip_area_mm2", "die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology", "number_format",
-                      "n_devices", "chip_power_w", "chip_cost_usd", "cluster_power_w", "cluster_cost_usd")
+SYSTEM_CSV_COLUMNS = ("chip_area_mm2", "die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology",
+                      "number_format", "n_devices", "chip_power_w", "chip_cost_usd", "cluster_power_w", "cluster_cost_usd")
 """The system space's columns after :data:`CSV_COLUMNS`. Areas, one name each in every output: ``area_mm2`` the
 architecture's cores and buffer (:data:`~search.objectives.ARCHITECTURE_AREA_LABEL`, as in results.json),
 ``chip_area_mm2`` the whole built die (:data:`~search.objectives.DIE_AREA_LABEL`: what the system space's area

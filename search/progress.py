@@ -77,7 +77,8 @@ class ConsoleProgress(SearchProgress):
         self._score_text = score_text
         self._bar.start()
 
-    def _show(self, key: str, text: str, done: int | None = None, total: int | None = None, at_most: bool = False) -> None:
+    def _show(self, key: str, text: str, done: int | None = None, total: int | None = None,
+              at_most: bool = False) -> None:
         if key not in self._tasks:
             self._tasks[key] = self._bar.add_task(text, total=None)
         self._bar.update(self._tasks[key], description=text, total=total, completed=done or 0, at_most=at_most)

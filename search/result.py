@@ -33,9 +33,10 @@ def system_line(summary: dict[str, Any]) -> str:
     """A system-space design's system in one line (:meth:`~phaze_env.hardware.system.SystemPoint.summary`'s fields):
     die, HBM, links, topology and chips — what tells two system designs with the same cores apart."""
     pods = summary.get("pods", 1)
+    links = f"{summary['links']}×{summary['link_bandwidth_Bps'] / 1e9:g} GB/s links"
     return (f"die {summary['chip_area_mm2']:.0f} mm² · HBM {summary['hbm_gb']:g} GiB at "
-            f"{summary['hbm_bandwidth_Bps'] / 1e12:.2f} TB/s · {summary['links']}×{summary['link_bandwidth_Bps'] / 1e9:g} "
-            f"GB/s links · {summary['topology']} · {summary['n_devices']:,} chips" + (f" ({pods} pods)" if pods > 1 else ""))
+            f"{summary['hbm_bandwidth_Bps'] / 1e12:.2f} TB/s · {links} · {summary['topology']} · "
+            f"{summary['n_devices']:,} chips" + (f" ({pods} pods)" if pods > 1 else ""))
 
 
 @dataclass(frozen=True)

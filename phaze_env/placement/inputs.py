@@ -284,6 +284,7 @@ def uneven_batch_note(global_batch: int, data_parallel: int, microbatch: int) ->
     slots = data_parallel * microbatch * microbatches_per_replica(global_batch, data_parallel, microbatch)
     if slots == global_batch:
         return ""
+    per_replica = slots // (data_parallel * microbatch)
     return (f"the global batch of {global_batch:,} does not split evenly over d={data_parallel} replicas × microbatch "
-            f"{microbatch}: each replica runs {slots // (data_parallel * microbatch):,} microbatches, {slots - global_batch:,} "
-            f"of the {slots:,} sample slots are idle (their time is counted)")
+            f"{microbatch}: each replica runs {per_replica:,} microbatches, {slots - global_batch:,} of the {slots:,} "
+            "sample slots are idle (their time is counted)")
