@@ -220,17 +220,27 @@ def study_title(meta: dict[str, Any]) -> str:
             f"{meta['space_designs']:,} knob combinations")
 
 
+STRATEGY_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", "h", ">")
+"""Markers for the strategies' curves: 11, one more than the palette's colours, so a colour that comes back has
+another marker."""
+LEGEND_FONTSIZE = 10  # points: the legend of 14+ strategies stays readable next to a 6.5-inch panel
+
+
 def strategy_styles(strategies: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """A colour and a line style per strategy, so 14+ curves stay distinguishable: tab20's ten dark colours
-    first, then their light pairs; line styles cycle alongside."""
+    """A colour, marker and line style per strategy, so 14+ curves stay distinguishable: tab10's ten qualitative
+    colours (no light look-alike pairs), :data:`STRATEGY_MARKERS` (11) and four line styles cycling alongside — up
+    to 15 strategies, two whose colours are alike (tab10's blue and cyan, red, brown and grey) or equal differ in
+    both marker and line style."""
     import matplotlib.pyplot as plt
 
+    palette = plt.get_cmap("tab10").colors
     linestyles = ("-", "--", "-.", ":")
-    return {s: {"color": plt.get_cmap("tab20")((2 * i) % 20 + (i // 10) % 2), "ls": linestyles[i % len(linestyles)]}
-            for i, s in enumerate(strategies)}
+    return {s: {"color": palette[i % len(palette)], "marker": STRATEGY_MARKERS[i % len(STRATEGY_MARKERS)],
+                "ls": linestyles[i % len(linestyles)]} for i, s in enumerate(strategies)}
 
 
-def plot(rows: list[dict[str, Any]], summary: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> None:
+def convergence_figure(rows: list[dict[str, Any]], meta: dict[str, Any]):
+    """Best so far per strategy (mean, min–max band over seeds), one panel per workload, one legend for all."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -240,7 +250,7 @@ def plot(rows: list[dict[str, Any]], summary: list[dict[str, Any]], out: Path, m
     workloads = list(dict.fromkeys(r["workload"] for r in rows))
     strategies = list(dict.fromkeys(r["strategy"] for r in rows))
     styles = strategy_styles(strategies)
-    fig, axes = plt.subplots(1, len(workloads), figsize=(6.5 * len(workloads) + 2.5, 4.8), squeeze=False,
+    fig, axes = plt.subplots(1, len(workloads), figsize=(6.5 * len(workloads) + 3.5, 5.2), squeeze=False,
                              layout="constrained")
     for ax, workload in zip(axes[0], workloads):
         for strategy in strategies:
@@ -253,13 +263,28 @@ def plot(rows: list[dict[str, Any]], summary: list[dict[str, Any]], out: Path, m
             length = min(len(v) for v in runs.values())
             curves = np.array([v[:length] for v in runs.values()])
             x = np.arange(1, length + 1)
-            ax.plot(x, curves.mean(0), label=strategy, lw=1.4, **styles[strategy])
-            ax.fill_between(x, curves.min(0), curves.max(0), color=styles[strategy]["color"], alpha=0.10)
+            ax.plot(x, curves.mean(0), label=strategy, lw=1.6, markersize=5, markevery=max(1, length // 8),
+                    **styles[strategy])
+            ax.fill_between(x, curves.min(0), curves.max(0), color=styles[strategy]["color"], alpha=0.08)
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set(title=workload, xlabel="evaluations", ylabel="best throughput / exact optimum", ylim=(0, 1.02))
     fig.suptitle(f"Best so far (mean, min–max over seeds)\n{study_title(meta)}", fontsize=10)
-    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside right center", fontsize=8)
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside right center", fontsize=LEGEND_FONTSIZE,
+               handlelength=3.5)
+    return fig
+
+
+def plot(rows: list[dict[str, Any]], summary: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    strategies = list(dict.fromkeys(r["strategy"] for r in rows))
+    fig = convergence_figure(rows, meta)
     fig.savefig(out / "convergence.png", dpi=110)
     plt.close(fig)
 
@@ -277,7 +302,7 @@ def plot(rows: list[dict[str, Any]], summary: list[dict[str, Any]], out: Path, m
     ax.set(ylabel="evaluations to 99 % of the optimum\n(mean over seeds; unreached = budget)",
            title=f"{', '.join(workloads)} · {study_title(meta)}")
     ax.title.set_fontsize(9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=LEGEND_FONTSIZE)
     fig.savefig(out / "evals_to_99.png", dpi=110)
     plt.close(fig)
 

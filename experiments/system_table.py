@@ -417,7 +417,7 @@ Designs: `Accelerator.notation()` (tensor cores count×(width×depth), vector co
 {table(["workload", "budget", "MFU", "batch compute / network / bubble", "block memory-bound",
          "wall W/chip (chip + host + network) × PUE", "chip cost", "evaluated", "pruned by 2nd bound", "ILP solves", "search wall*"], bests)}
 
-\* wall time of the run that wrote the row, with whatever the shared cache held then (not a cold-run figure;
+\\* wall time of the run that wrote the row, with whatever the shared cache held then (not a cold-run figure;
 `docs/system_space.md` has cold timings).
 
 ## The references

@@ -106,3 +106,35 @@ def print_output(text: str) -> None:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at interpreter exit
         sys.exit(0)
+
+
+def progress_display(console):
+    """The one live progress display of every CLI (rich, on ``console``: stderr where stdout carries JSON): spinner,
+    a bar, elapsed time, :func:`eta_column`'s time left and what is being done. ``Progress.add_task`` with
+    ``at_most=True`` marks a task whose total is an upper limit (its time left then reads ``≤``)."""
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    # the text last: a long status never pushes the time left off the line
+    return Progress(SpinnerColumn(finished_text="✓"), BarColumn(bar_width=24), TimeElapsedColumn(), eta_column(),
+                    TextColumn("{task.description}"), console=console)
+
+
+def eta_column():
+    """A rich column: the task's time left at its rate so far (``ETA 0:01:23``; ``≤`` when its total is an upper
+    limit, field ``at_most``; ``ETA …`` until a rate is known; nothing once finished)."""
+    from datetime import timedelta
+
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class EtaColumn(ProgressColumn):
+        def render(self, task) -> Text:
+            if task.finished or task.total is None:
+                return Text("")
+            remaining = task.time_remaining
+            if remaining is None:
+                return Text("ETA …", style="progress.remaining")
+            at_most = "≤ " if task.fields.get("at_most") else ""
+            return Text(f"ETA {at_most}{timedelta(seconds=round(remaining))}", style="progress.remaining")
+
+    return EtaColumn()

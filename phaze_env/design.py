@@ -513,6 +513,12 @@ class SystemArchSpace:
         return self.designs[i].system_choice().to_dict() | self.points[i].summary()
 
 
+MAX_SYSTEM_CHIPS = 10_000_000
+"""The most chips a system-space design may be built with: 10 million. Assumption, 50× the largest training
+cluster reported built (xAI's Colossus, 200,000 GPUs in 2025) and beyond any announced one; a budget that buys
+more is a typo (e.g. ``--budget-mw 1e30``), and counts beyond 2**63 overflow the search's integer arrays."""
+
+
 @functools.lru_cache(maxsize=8)
 def _system_arch_space(space: SystemDesignSpace) -> SystemArchSpace:
     designs, points = [], []
@@ -520,6 +526,10 @@ def _system_arch_space(space: SystemDesignSpace) -> SystemArchSpace:
         if design.microbatch != space.microbatch[0] or design.recompute != space.recompute[0]:
             continue  # one row per design head; the row's evaluation covers every microbatch and recompute
         point = space.point(design)
+        if point.n_devices > MAX_SYSTEM_CHIPS:
+            raise ValueError(f"a {space.budget.describe()} budget buys {point.n_devices:,} chips of "
+                             f"{design.system_choice().describe()}, more than any buildable system "
+                             f"({MAX_SYSTEM_CHIPS:,} chips at most): give a smaller budget")
         if point.n_devices >= 1:
             designs.append(design)
             points.append(point)

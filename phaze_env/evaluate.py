@@ -35,6 +35,7 @@ from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.number_format import fp8_weight_copy_factor, mfu_basis, mfu_text
 from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.placement import Settings, best_plan_multi
+from phaze_env.placement.inputs import uneven_batch_note
 from phaze_env.pricing import price_ops
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
@@ -243,6 +244,22 @@ def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: in
 def expert_parallel_degrees(workload: Workload, most: int) -> list[int]:
     """Expert-parallel degrees ``e ≤ most`` that divide the workload's experts (``[1]`` for a dense model)."""
     return [e for e in range(1, most + 1) if workload.num_experts % e == 0] if workload.num_experts else [1]
+
+
+def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = False) -> str:
+    """Why ``plan``'s expert-parallel degree cannot apply to ``workload`` ("" when it can): a pinned ``e`` must divide
+    its experts (a dense model has none: only e = 1), and a plan that says ``+e=auto`` (``explicit_auto``: parsed
+    text, where ``e`` is None only then) asks for expert parallelism a dense model does not have — refused alike,
+    rather than silently searched as e = 1."""
+    if plan.e is None:
+        if explicit_auto and not workload.num_experts:
+            return (f"{workload.name} is dense (no experts): +e=auto searches expert parallelism, which it does not "
+                    "have; leave +e=auto out (e = 1)")
+        return ""
+    if plan.e not in expert_parallel_degrees(workload, plan.e):
+        return (f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
+                + (f"{workload.num_experts} experts" if workload.num_experts else "experts (dense: e=1)"))
+    return ""
 
 
 def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None = None,
@@ -581,7 +598,9 @@ def report(evaluation: Evaluation, preset: str) -> dict[str, Any]:
                       mfu=evaluation.mfu, mfu_basis=evaluation.mfu_basis, mfu_peak_flops_per_device=evaluation.peak_flops,
                       devices_used=plan["devices_used"], time_per_batch_s=plan["time_per_batch_s"],
                       time_breakdown_s=evaluation.time_breakdown_s, memory_bytes=evaluation.memory_bytes,
-                      hbm_bytes=plan["hbm_bytes"])
+                      hbm_bytes=plan["hbm_bytes"],
+                      batch_split=uneven_batch_note(evaluation.cluster["global_batch"], plan["data_parallel"],
+                                                    plan["microbatch"]))
     return result
 
 
@@ -598,6 +617,8 @@ def _text(info: dict[str, Any], cluster: Cluster) -> str:
         f"per {info['accelerator']} device (model FLOPs: the whole model's, no recompute)",
         f"time per batch  {total:.4g} s",
     ]
+    if info["batch_split"]:
+        lines.insert(2, f"batch split     {info['batch_split']}")
     for key, seconds in info["time_breakdown_s"].items():
         if key == "cp_comm" and PlanSpec.parse(info["plan"]).c == 1:  # no context parallelism, no ring
             continue
@@ -612,6 +633,29 @@ def _text(info: dict[str, Any], cluster: Cluster) -> str:
                      f"optimal (worst gap {info['worst_gap']:.2%}): the throughput is achieved, at most "
                      f"{info['throughput_bound_samples_s']:,.3f} samples/s is possible; rerun on an idle machine")
     return "\n".join(lines)
+
+
+def _evaluate_with_progress(workload: str, accelerator: Accelerator, cluster: Cluster, plan: PlanSpec,
+                            **options: Any) -> Evaluation:
+    """:func:`evaluate` for the CLI, with progress on stderr when it is a terminal (stdout stays the report or the
+    JSON): first tracing the model's (tensor width, microbatch) graphs the plan allows — the slow part of a cold
+    run, with a total and a time left — then scheduling the layers and searching the plans."""
+    from phaze_env.cli import console, progress_display
+    from phaze_env.workloads import prepare_graphs
+
+    err = console(stderr=True)
+    if not err.is_terminal:
+        return evaluate(workload, accelerator, cluster, plan=plan, **options)
+    widths = valid_tensor_widths(get_workload(workload), TENSOR_WIDTHS if plan.t is None else (plan.t,),
+                                 cluster.n_devices)
+    microbatches = DEFAULT_MICROBATCHES if plan.microbatch is None else (plan.microbatch,)
+    with progress_display(err) as bar:
+        tracing = bar.add_task(f"{workload}: tracing the model", total=len(widths) * len(microbatches))
+        prepare_graphs(workload, widths, microbatches, seq_len=options.get("seq_len"),
+                       done=lambda done, total: bar.update(tracing, completed=done, description=(
+                           f"{workload}: tracing the model · {done} of {total} (tensor width, microbatch) graphs")))
+        bar.add_task(f"{workload}: scheduling the layers and searching the plans", total=None)
+        return evaluate(workload, accelerator, cluster, plan=plan, **options)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -666,11 +710,14 @@ def main(argv: list[str] | None = None) -> int:
         cluster = replace(cluster, **software)
         # With --plan, what its string leaves out is off (the notation's rule); without, the DP chooses.
         spec = PlanSpec.parse(args.plan) if args.plan else PlanSpec()
+        if args.plan and (error := expert_plan_error(spec, get_workload(args.workload), explicit_auto=True)):
+            raise ValueError(f"plan {args.plan}: {error}")
         overrides = {"recompute": args.recompute, "sequence_parallel": args.sp, "interleave": args.interleave}
         spec = replace(spec, **{key: value for key, value in overrides.items() if value is not None})
         if args.zero is not None:
             spec = replace(spec, zero=None if args.zero == "auto" else int(args.zero))
-        evaluation = evaluate(args.workload, accelerator, cluster, plan=spec, hbm_gb=args.hbm_gb, seq_len=args.seq)
+        evaluation = _evaluate_with_progress(args.workload, accelerator, cluster, spec, hbm_gb=args.hbm_gb,
+                                             seq_len=args.seq)
     except (KeyError, ValueError, TypeError) as exc:
         parser.error(exc.args[0] if exc.args else str(exc))
     info = report(evaluation, args.preset)

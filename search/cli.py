@@ -1,7 +1,9 @@
 """``python -m search.phaze``: the exact search's command line — options, console progress and summary.
 
 Bad input exits with one line and status 2; Ctrl-C exits with one line and status 130 (every design
-evaluated so far is in ``results.db``, and rerunning the same command resumes from it).
+evaluated so far is in ``results.db``, and rerunning the same command resumes from it). A search that finishes
+without a feasible design for some workload writes its outputs, says why on stderr and exits with status 1, so a
+script can tell "no answer" from an answer.
 """
 
 from __future__ import annotations
@@ -23,16 +25,19 @@ from phaze_env.hardware import Accelerator, UnknownPresetError, get_preset, pres
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.hardware.energy import DYNAMIC_ENERGY_LABEL
 from phaze_env.hardware.system import OBJECTIVES, WALL_ENERGY_LABEL
-from phaze_env.plan_spec import PlanSpec
+from phaze_env.placement.inputs import uneven_batch_note
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
-from search.objectives import AREA, MINIMISED, PARETO_OBJECTIVES, UNITS, objective_value, parse_objectives
+from search.objectives import (ARCHITECTURE_AREA_LABEL, AREA, DIE_AREA_LABEL, MINIMISED, PARETO_OBJECTIVES, UNITS,
+                               area_label, objective_value, parse_objectives)
 from search.outputs import baseline_label
 from search.result import DesignResult, SearchResult
 from search.run import run_search
 from search.store import ResultsStore
 
+DEFAULT_OUT_ROOT = Path("out/phaze")  # each search writes to a directory of its own under it (SearchConfig.run_name)
 INTERRUPTED = 130  # the shell's status for a program ended by SIGINT
+NO_FEASIBLE_DESIGN = 1  # the search ran to the end but some workload has no design that can train (reason on stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,8 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--solver", choices=("cbc", "highs"), default="cbc", help="ILP solver (default cbc)")
     parser.add_argument("--time-limit", type=positive_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
                         help=f"seconds per ILP (default {DEFAULT_TIME_LIMIT_S:g})")
-    parser.add_argument("--out", type=Path, default=Path("out/phaze"),
-                        help="output directory, relative to the current directory (default out/phaze)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"output directory, relative to the current directory (default {DEFAULT_OUT_ROOT}/ and a "
+                             "directory named after the search, e.g. out/phaze/gpt2-xl-1f3a9c0e: the same command "
+                             "resumes there, another search never replaces it)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="discard the results store (results.db) in the output directory and start afresh "
+                             "(default: resume from it)")
     parser.add_argument("--json", action="store_true", help="print results.json to stdout (default: tables)")
     parser.add_argument("--quiet", action="store_true", help="no progress display (default: shown)")
     return parser
@@ -145,7 +155,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
             overrides[name] = value
     if args.plan is not None and args.no_recompute:
         raise ValueError("--no-recompute does not apply with --plan: the plan's +rc=... sets recompute")
-    plan = None if args.plan is None else PlanSpec.parse(args.plan)  # PlanSyntaxError is a ValueError
+    plan = args.plan  # the text: SearchConfig parses it (a PlanSyntaxError is a ValueError), refusing +e=auto if dense
     space = DesignSpace.named(args.space, **overrides)
     if system and not len(space.arch_space()):
         raise ValueError(f"no design of the system space fits its area window and buys a whole topology unit "
@@ -172,33 +182,67 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     try:
         config = config_from_args(args)
-        out = writable_directory(args.out)
+        out = writable_directory(args.out if args.out is not None else DEFAULT_OUT_ROOT / config.run_name())
+        if args.fresh:
+            discard_store(out / "results.db")
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     from search.progress import ConsoleProgress, SearchProgress
 
     out_console = console()
     try:
-        progress = SearchProgress() if args.quiet or args.json else ConsoleProgress(out_console)
+        progress = SearchProgress() if args.quiet or args.json else ConsoleProgress(out_console, config.score_text)
         result = run_search(config, workers=args.workers, scheduler=args.scheduler, out=out, progress=progress)
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except KeyboardInterrupt:
-        db = out / "results.db"
-        saved = ResultsStore.count(db, config.signatures())
-        print(f"interrupted — {saved:,} designs saved in {db}; rerun the same command to resume", file=sys.stderr)
+        print(interrupted_line(out / "results.db", config), file=sys.stderr)
         return INTERRUPTED
     if args.json:
         print_output(result.to_json())
     else:
         print_summary(result, out, out_console)
+    if reasons := infeasible_reasons(result):
+        for line in reasons:
+            print(line, file=sys.stderr)
+        return NO_FEASIBLE_DESIGN
     return 0
+
+
+def infeasible_reasons(result: SearchResult) -> list[str]:
+    """One line per workload for which the search found no feasible design, with the reason its best-bound design
+    gave (empty when every workload has an answer)."""
+    designs = result.shared.per_workload if result.shared is not None else result.best
+    lines = [f"{name}: no feasible design — {design.reason if design is not None else 'none could train'}"
+             for name, design in designs.items() if design is None or not design.feasible]
+    if result.mode == "shared" and result.shared is None:
+        lines.append(f"no single design trains all of {', '.join(result.workloads)}")
+    lines += [f"{name}: no feasible design on the Pareto front" for name, front in result.pareto.items() if not front]
+    return lines
+
+
+def discard_store(db: Path) -> None:
+    """``--fresh``: remove the results store ``db`` (ValueError, one line, when it cannot be removed)."""
+    try:
+        db.unlink(missing_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--fresh: cannot remove {db}: {exc.strerror or exc}") from None
+
+
+def interrupted_line(db: Path, config: SearchConfig) -> str:
+    """What Ctrl-C leaves: the designs saved in ``db`` (only when some are: an interruption while tracing or
+    bounding has saved none, and may come before ``db`` exists)."""
+    saved = ResultsStore.count(db, config.signatures())
+    if not saved:
+        return "interrupted before any design was evaluated — nothing saved; rerun the same command to start again"
+    return f"interrupted — {saved:,} designs saved in {db}; rerun the same command to resume"
 
 
 # --------------------------------------------------------------------------------------------- summary
 
-def comparison_table(title: str, best: DesignResult | None, baseline: DesignResult):
-    """Best design vs the baseline, one metric per row (fits a narrow terminal)."""
+def comparison_table(title: str, best: DesignResult | None, baseline: DesignResult, objective: str = "throughput"):
+    """Best design vs the baseline, one metric per row (fits a narrow terminal); an objective other than
+    throughput is the first row, in its unit."""
     from rich.table import Table
 
     table = Table(title=title, caption=NOTATION_LEGEND)
@@ -212,15 +256,20 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
         p = d.plan
         figures = {
             "samples/s": f"{d.throughput_samples_s:,.1f}", "tokens/s": f"{d.tokens_s:,.0f}", "MFU": d.mfu_text,
-            "area mm²": f"{d.area_mm2:.1f}", "plan": p["notation"],
+            ARCHITECTURE_AREA_LABEL: f"{d.area_mm2:.1f}", "plan": p["notation"],
             "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
         }
+        if key == objective_key:
+            return figure(objective_value(d, objective))
         return {**figures, **system_cells(d), **Accelerator.from_dict(d.accelerator).notation_parts()}.get(key, "")
 
-    keys = ["samples/s", "tokens/s", "MFU", "area mm²", "tensor cores", "vector cores", "buffer", "HBM", "plan",
-            "recompute stages"]
+    objective_key = f"{objective} ({UNITS[objective]})"
+    keys = ([objective_key] if objective != "throughput" else []) + [
+        "samples/s", "tokens/s", "MFU", ARCHITECTURE_AREA_LABEL, "tensor cores", "vector cores", "buffer", "HBM", "plan",
+        "recompute stages"]
     if baseline.system is not None:
-        keys[4:4] = list(system_cells(baseline))
+        after_area = keys.index(ARCHITECTURE_AREA_LABEL) + 1
+        keys[after_area:after_area] = list(system_cells(baseline))
     for key in keys:
         table.add_row(key, cells(best, key), cells(baseline, key))
     return table
@@ -232,7 +281,7 @@ def system_cells(d: DesignResult) -> dict[str, str]:
     if s is None:
         return {}
     die = f"{s['chip_area_mm2']:.0f}" + (f" of {s['die_area_mm2']:g}" if s["die_area_mm2"] is not None else "")
-    return {"die mm²": die, "HBM stacks": f"{s['hbm_stacks']}×{s['hbm_generation'].upper()} "
+    return {DIE_AREA_LABEL: die, "HBM stacks": f"{s['hbm_stacks']}×{s['hbm_generation'].upper()} "
                                           f"({s['hbm_bandwidth_Bps'] / 1e12:.2f} TB/s)",
             "links": f"{s['links']}×{s['link_GBps']:g} GB/s", "topology": s["topology"],
             "chips": f"{s['n_devices']:,}" + (f" ({s['pods']} pods)" if s.get("pods", 1) > 1 else ""),
@@ -248,8 +297,9 @@ def figure(value: float) -> str:
     return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.4g}"
 
 
-def why(best: DesignResult, baseline: DesignResult) -> list[str]:
-    """What bounds the best design's throughput, from its plan: time-per-batch shares, devices, energy."""
+def why(best: DesignResult, baseline: DesignResult, global_batch: int | None = None) -> list[str]:
+    """What bounds the best design's throughput, from its plan: time-per-batch shares, devices, energy, and a
+    global batch that does not split evenly over the data-parallel replicas (:func:`uneven_batch_note`)."""
     parts = " · ".join(f"{BREAKDOWN_LABELS[part]} {share:.0%}" for part, share in best.time_shares.items()
                        if share >= 0.005)
     lines = [f"why: {best.plan['time_per_batch_s']:.3g} s/batch = {parts}",
@@ -257,6 +307,8 @@ def why(best: DesignResult, baseline: DesignResult) -> list[str]:
     if baseline.feasible and baseline.energy_per_sample_j > 0:
         lines[-1] += (f" · {DYNAMIC_ENERGY_LABEL} {best.energy_per_sample_j / baseline.energy_per_sample_j:.2f}× "
                       f"the baseline's (higher = worse)")
+    if global_batch and (note := uneven_batch_note(global_batch, best.plan["data_parallel"], best.plan["microbatch"])):
+        lines.append(f"     {note}")
     return lines
 
 
@@ -282,8 +334,10 @@ def print_summary(result: SearchResult, out: Path, out_console=None) -> None:
         objectives = result.objectives
         table = Table(title=f"Pareto front ({', '.join(objectives)}) for {name}, exact: no design of the space is "
                             "better in every objective", caption=NOTATION_LEGEND)
-        system = ["die mm²", "HBM stacks", "links", "topology", "chips"] if result.space.get("space") == "system" else []
-        columns = [f"{objective} ({UNITS[objective]})" for objective in objectives] + [
+        is_system = result.space.get("space") == "system"
+        system = [DIE_AREA_LABEL, "HBM stacks", "links", "topology", "chips"] if is_system else []
+        columns = [area_label(is_system) if objective == AREA else f"{objective} ({UNITS[objective]})"
+                   for objective in objectives] + [
             "tensor cores", "vector cores", "buffer", "HBM", *system, "plan"]
         for column in columns:
             table.add_column(column, justify="right")
@@ -303,9 +357,9 @@ def print_summary(result: SearchResult, out: Path, out_console=None) -> None:
         designs = result.best
         titles = {name: f"{name}: best design vs the baseline (same placement DP)" for name in designs}
     for name, design in designs.items():
-        out_console.print(comparison_table(titles[name], design, result.baseline[name]))
+        out_console.print(comparison_table(titles[name], design, result.baseline[name], result.objective))
         if design is not None and design.feasible:
-            for line in why(design, result.baseline[name]):
+            for line in why(design, result.baseline[name], result.cluster.get("global_batch")):
                 out_console.print(line, highlight=False)
     out_console.print(counts_line(result, out), highlight=False)
     for line in result.exactness_lines():

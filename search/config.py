@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 
 import numpy as np
@@ -11,13 +13,13 @@ from typing import Any, Iterable
 
 from phaze_env.cache import code_key
 from phaze_env.design import DesignSpace, SystemArchSpace, SystemDesignSpace
-from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, expert_parallel_degrees
+from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, expert_plan_error, valid_tensor_widths
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.system import OBJECTIVES
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import TENSOR_WIDTHS, Workload, get_workload
 from search.bounds import search_plan_error
-from search.objectives import AREA, check_pareto_objectives
+from search.objectives import AREA, check_pareto_objectives, figure_text, score_figure
 
 DEFAULT_WORKLOAD = "gpt2-xl"
 AGGREGATES = ("mean", "geomean")
@@ -57,6 +59,7 @@ class SearchConfig:
         if self.plan is not None:
             object.__setattr__(self, "plan", self._checked_plan(self.plan))
         object.__setattr__(self, "tensor_widths", tuple(self.tensor_widths))
+        self._check_tensor_widths()
         if isinstance(self.space, SystemDesignSpace) and len(self.workloads) > 1:
             raise ValueError("the system space searches one workload at a time (each design's cluster and HBM are "
                              "part of the design); run one search per workload")
@@ -81,8 +84,20 @@ class SearchConfig:
         if self.aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
 
+    def _check_tensor_widths(self) -> None:
+        """Refuse (ValueError) tensor widths of which none can split a workload (``valid_tensor_widths``: a power of
+        two dividing its attention heads, at most the devices): every design would be infeasible for that reason."""
+        devices = math.inf if self.is_system else self.cluster.n_devices  # a system row's chips are its own
+        for workload in self.workloads:
+            if not valid_tensor_widths(workload, self.tensor_widths, devices):
+                raise ValueError(f"no tensor width in {','.join(map(str, self.tensor_widths))} splits {workload.name}'s "
+                                 f"{workload.num_heads or 1} attention heads (a width must be a power of two dividing "
+                                 "the heads, at most the devices): every design would be infeasible")
+
     def _checked_plan(self, plan: PlanSpec | str) -> PlanSpec:
-        """The plan as a :class:`PlanSpec`, refused (ValueError) when the search's bounds or a workload cannot take it."""
+        """The plan as a :class:`PlanSpec`, refused (ValueError) when the search's bounds or a workload cannot take it
+        (its string saying ``+e=auto`` on a dense model too: :func:`~phaze_env.evaluate.expert_plan_error`)."""
+        explicit_auto = isinstance(plan, str)  # parsed text leaves e free only when it says +e=auto
         plan = PlanSpec.parse(plan) if isinstance(plan, str) else plan
         if not isinstance(plan, PlanSpec):
             raise TypeError(f"plan must be a PlanSpec or its string (e.g. '+e=auto+rc=none|full'), got {type(plan).__name__}")
@@ -91,9 +106,8 @@ class SearchConfig:
         if plan.devices is not None and not self.is_system and plan.devices != self.cluster.n_devices:
             raise ValueError(f"plan {plan} uses t·c·p·d = {plan.devices} devices but the cluster has {self.cluster.n_devices}")
         for workload in self.workloads:
-            if plan.e is not None and plan.e not in expert_parallel_degrees(workload, plan.e):
-                raise ValueError(f"plan {plan}: expert-parallel degree e={plan.e} does not divide {workload.name}'s "
-                                 + (f"{workload.num_experts} experts" if workload.num_experts else "experts (dense: e=1)"))
+            if error := expert_plan_error(plan, workload, explicit_auto):
+                raise ValueError(f"plan {plan}: {error}")
         return plan
 
     @property
@@ -128,6 +142,15 @@ class SearchConfig:
             {"objectives": list(self.objectives)} if self.pareto and self.objectives != ("throughput", AREA) else {}) | (
             {"plan": self.plan.to_dict()} if self.plan is not None else {})  # no plan: old searches still resume
 
+    def run_name(self) -> str:
+        """A directory name of its own for this search, the same for the same arguments (so the same command resumes
+        from it) and different for different ones: the workloads, the space family, the objective or front, and 8 hex
+        digits of :meth:`arguments` (e.g. ``gpt2-xl-1f3a9c0e``, ``gpt2-xl-system-throughput_per_usd-…``)."""
+        digest = hashlib.sha256(json.dumps(self.arguments(), sort_keys=True).encode()).hexdigest()[:8]
+        what = (["front", *self.objectives] if self.pareto else [self.objective] if self.objective != "throughput"
+                else [])
+        return "-".join(["+".join(self.names), *(["system"] if self.is_system else []), *what, digest])
+
     @property
     def signature(self) -> str:
         # the code of the run and of everything it imports (the evaluator, the bounds, the power and cost model that
@@ -141,6 +164,12 @@ class SearchConfig:
         if objective == "throughput":
             return np.ones(len(self.arch))
         return np.array([point.objective_divisor(objective) for point in self.arch.points])
+
+    def score_text(self, score: float) -> str:
+        """A best-design search's score (throughput over :meth:`objective_divisors`) as :attr:`objective`'s figure
+        with its unit, as the console reports incumbents and bounds (the system space has one workload)."""
+        tokens_per_sample = self.seq_len or self.workloads[0].seq_len
+        return figure_text(self.objective, score_figure(self.objective, score, tokens_per_sample))
 
     def per_capacity(self) -> list[SearchConfig]:
         """The one-design (shared) mode searches each HBM capacity on its own: one config per capacity."""

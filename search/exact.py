@@ -20,12 +20,14 @@ after the loops by :func:`certify`; unproven rows of ``results.db`` are evaluate
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from phaze_env.design import SystemArchSpace
+from phaze_env.evaluate import valid_tensor_widths
 from search.bounds import best_of_variants, throughput_bounds, variant_throughput_bounds, variants_above
 from search.config import SearchConfig
 from search.objectives import AREA, non_dominated
@@ -86,17 +88,32 @@ class ExactSearch:
 
     # --- bounds ------------------------------------------------------------------------------------
     def compute_bounds(self) -> None:
+        """Every architecture's bound per workload, in parts so that progress has a total — a bound is the best over
+        the (tensor width, microbatch) variants, each computed on its own either way: PHAZE's spaces one variant at a
+        time; the system space one tensor width at a time (each call walks every row group, so fewer, larger parts)."""
         c = self.config
+        plan = c.plan
+        widths = c.tensor_widths if plan is None or plan.t is None else (plan.t,)  # as a pinned plan narrows them
+        microbatches = c.space.microbatch if plan is None or plan.microbatch is None else (plan.microbatch,)
+        system = isinstance(c.arch, SystemArchSpace)  # rows on their own clusters: one bound per row, no variants
+        devices = math.inf if system else c.cluster.n_devices
         for name in c.names:
             self.progress.bounding(name, len(c.arch))
-            if isinstance(c.arch, SystemArchSpace):  # rows on their own clusters: one bound per row (no variants)
-                self.bounds[name] = throughput_bounds(c.workload(name), c.arch, c.cluster, microbatch=c.space.microbatch,
-                                                      tensor_widths=c.tensor_widths, seq_len=c.seq_len, plan=c.plan)
-                continue
-            per_variant = variant_throughput_bounds(c.workload(name), c.arch, c.cluster, microbatch=c.space.microbatch,
-                                                    tensor_widths=c.tensor_widths, seq_len=c.seq_len, plan=c.plan)
-            self.variant_bounds[name] = per_variant
-            self.bounds[name] = best_of_variants(per_variant, len(c.arch))
+            usable = valid_tensor_widths(c.workload(name), widths, devices)  # the others have no bound (none valid)
+            parts = [((t,), microbatches) for t in usable] if system else [((t,), (m,)) for t in usable
+                                                                          for m in microbatches]
+            bound, per_variant = np.zeros(len(c.arch)), {}
+            for done, (part_widths, part_microbatches) in enumerate(parts, 1):
+                options = dict(microbatch=part_microbatches, tensor_widths=part_widths, seq_len=c.seq_len, plan=plan)
+                if system:
+                    bound = np.maximum(bound, throughput_bounds(c.workload(name), c.arch, c.cluster, **options))
+                else:
+                    per_variant |= variant_throughput_bounds(c.workload(name), c.arch, c.cluster, **options)
+                self.progress.bounded(name, done, len(parts))
+            if not system:
+                self.variant_bounds[name] = per_variant
+                bound = best_of_variants(per_variant, len(c.arch))
+            self.bounds[name] = bound
 
     # --- one (workload, architecture) --------------------------------------------------------------
     def _submit(self, workload: str, index: int, prune_below: float | None):

@@ -59,10 +59,32 @@ def check_pareto_objectives(objectives: Sequence[str]) -> None:
         raise ValueError(f"a Pareto front needs at least two objectives, got {', '.join(objectives) or 'none'}")
 
 
-def label(name: str) -> str:
-    """Axis label: what it is, its unit and its sense, e.g. ``carbon per token (…) (g CO2e/token, lower is better)``."""
+def label(name: str, system: bool = False) -> str:
+    """Axis label: what it is, its unit and its sense, e.g. ``carbon per token (…) (g CO2e/token, lower is better)``;
+    the area objective says which area (:func:`area_label`: the whole die in the system space)."""
     sense = "lower" if name in MINIMISED else "higher"
+    if name == AREA:
+        return f"{area_label(system)}, {sense} is better"
     return f"{LABELS[name]} ({UNITS[name]}, {sense} is better)"
+
+
+def short_label(name: str, system: bool = False) -> str:
+    """What objective ``name`` is in a few words (a hover, a title): :data:`LABELS`, the area saying which one."""
+    return ("die area" if system else "architecture area") if name == AREA else LABELS[name]
+
+
+ARCHITECTURE_AREA_LABEL = "architecture mm² (cores + buffer)"
+"""A result's ``area_mm2`` in every space (results.json, evaluations.csv, the console): the accelerator's cores and
+buffer (:attr:`phaze_env.hardware.Accelerator.area_mm2`)."""
+DIE_AREA_LABEL = "die mm² (whole chip)"
+"""The system space's ``chip_area_mm2``: the whole built die (cores and buffer, HBM PHYs, SerDes, IO), what its area
+objective, report and plot use; shown as "built of the die knob", e.g. ``793 of 800``."""
+
+
+def area_label(system: bool) -> str:
+    """The label of the area objective (:func:`plotted_area`): the whole die in the system space, else the
+    architecture's area."""
+    return DIE_AREA_LABEL if system else ARCHITECTURE_AREA_LABEL
 
 
 def plotted_area(design: DesignResult) -> float:
@@ -80,6 +102,24 @@ def objective_value(design: DesignResult, name: str) -> float:
     if design.system is None or SYSTEM_FIGURES[name] not in design.system:
         raise ValueError(f"the {name} objective needs a feasible system-space design (a power and a cost)")
     return design.system[SYSTEM_FIGURES[name]]
+
+
+def score_figure(name: str, score: float, tokens_per_sample: int) -> float:
+    """Objective ``name``'s figure (:data:`UNITS`) of a search *score* ``throughput / divisor`` (samples/s over
+    :meth:`~phaze_env.hardware.system.SystemPoint.objective_divisor`): the per-W and per-$ figures count tokens,
+    energy and carbon per token are the reciprocal (``inf`` for a zero score)."""
+    if name in ("throughput", AREA):
+        return score
+    per_token = score * tokens_per_sample
+    if name in ("throughput_per_w", "throughput_per_usd"):
+        return per_token
+    return 1 / per_token if per_token > 0 else float("inf")
+
+
+def figure_text(name: str, value: float) -> str:
+    """``value`` of objective ``name`` with its unit, e.g. ``"29,203.6 samples/s"`` or ``"4.97 tokens/s per $"``."""
+    number = f"{value:,.1f}" if name in ("throughput", AREA) else f"{value:.3g}"
+    return f"{number} {UNITS[name]}"
 
 
 def evaluated_figures(throughput_samples_s: float, tokens_s: float, area_mm2: float, point=None) -> dict[str, float]:

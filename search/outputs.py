@@ -11,15 +11,21 @@ import numpy as np
 
 from phaze_env.files import atomic_path, write_text_atomic
 from search.config import SearchConfig
+from search.objectives import ARCHITECTURE_AREA_LABEL, DIE_AREA_LABEL
 from search.report import baseline_label, front_indices, plotted_area, write_report
 from search.result import SearchResult
 
 CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb",
                "hbm_gb", "area_mm2", "feasible", "throughput_samples_s", "tokens_s", "mfu", "plan", "tensor_width",
                "pipeline_stages", "data_parallel", "microbatch", "energy_per_sample_j", "bound_samples_s")
-SYSTEM_CSV_COLUMNS = ("die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology", "number_format",
-                      "n_devices", "chip_power_w", "chip_cost_usd", "cluster_power_w", "cluster_cost_usd")
-"""The system space's columns after :data:`CSV_COLUMNS` (``area_mm2`` is then the whole built die)."""
+SYSTEM_CSV_COLUMNS = ("chip_area_mm2", "die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology",
+                      "number_format", "n_devices", "chip_power_w", "chip_cost_usd", "cluster_power_w", "cluster_cost_usd")
+"""The system space's columns after :data:`CSV_COLUMNS`. Areas, one name each in every output: ``area_mm2`` the
+architecture's cores and buffer (:data:`~search.objectives.ARCHITECTURE_AREA_LABEL`, as in results.json),
+``chip_area_mm2`` the whole built die (:data:`~search.objectives.DIE_AREA_LABEL`: what the system space's area
+objective, report and plot use), ``die_area_mm2`` the die-size knob it is built within."""
+
+TITLE_CHARACTERS = 70  # per line of a 6-inch panel's title at 9 pt (≈ 11 characters per inch)
 
 
 def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
@@ -39,7 +45,7 @@ def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config
             acc = config.arch[index]
             row = {"arch_index": index, "workload": workload, "status": record["status"], "num_tc": acc.num_tc,
                    "tc_width": acc.tc_width, "tc_depth": acc.tc_depth, "num_vc": acc.num_vc, "vc_width": acc.vc_width,
-                   "buffer_mb": acc.buffer_mb, "area_mm2": record["area_mm2"], "bound_samples_s": record["bound_samples_s"]}
+                   "buffer_mb": acc.buffer_mb, "area_mm2": acc.area_mm2, "bound_samples_s": record["bound_samples_s"]}
             if config.is_system:
                 system = config.arch.system_summary(index)
                 row.update({name: system[name] for name in SYSTEM_CSV_COLUMNS})
@@ -56,7 +62,20 @@ def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config
 
 def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
          config: SearchConfig) -> None:
-    """Per workload: every evaluated feasible design (area, throughput), their front, the baseline as a star."""
+    """``throughput_vs_area.png``: :func:`front_figure`, written atomically."""
+    import matplotlib.pyplot as plt
+
+    fig = front_figure(result, records, config)
+    with atomic_path(path) as temporary:
+        fig.savefig(temporary, dpi=120)
+    plt.close(fig)
+
+
+def front_figure(result: SearchResult, records: dict[tuple[str, int], dict[str, Any]], config: SearchConfig):
+    """Per workload: every evaluated feasible design (area, throughput), their front, the baseline as a star; each
+    panel's title wrapped to its width (a long system-space title was cut at the figure's edge)."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -81,15 +100,14 @@ def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[s
             ax.scatter([plotted_area(base)], [base.throughput_samples_s], marker="*", s=200, color="k",
                        label=baseline_label(base))
         if config.is_system:
-            ax.set(xlabel="die area (mm²)", ylabel="training throughput (samples/s)")
-            ax.set_title(f"{name} · system space at {space.budget.describe()} (each design: the chips the budget "
-                         f"buys), global batch {cluster.global_batch:,}", fontsize=9)
+            ax.set(xlabel=DIE_AREA_LABEL, ylabel="training throughput (samples/s)")
+            title = (f"{name} · system space at {space.budget.describe()} (each design: the chips the budget buys), "
+                     f"global batch {cluster.global_batch:,}")
         else:
             ax.axvline(space.budget_mm2, color="0.5", lw=0.8, ls=":", label=f"area budget {space.budget_mm2:.1f} mm²")
-            ax.set(xlabel="area (mm²)", ylabel="training throughput (samples/s)")
-            ax.set_title(f"{name} · {cluster.n_devices:,} devices ({cluster.name}, {cluster.link_bandwidth_Bps / 1e9:g} "
-                         f"GB/s links), global batch {cluster.global_batch:,}", fontsize=9)
+            ax.set(xlabel=ARCHITECTURE_AREA_LABEL, ylabel="training throughput (samples/s)")
+            title = (f"{name} · {cluster.n_devices:,} devices ({cluster.name}, {cluster.link_bandwidth_Bps / 1e9:g} "
+                     f"GB/s links), global batch {cluster.global_batch:,}")
+        ax.set_title("\n".join(textwrap.wrap(title, TITLE_CHARACTERS)), fontsize=9)
         ax.legend(fontsize=8)
-    with atomic_path(path) as temporary:
-        fig.savefig(temporary, dpi=120)
-    plt.close(fig)
+    return fig

@@ -33,9 +33,9 @@ from phaze_env.hardware import Accelerator, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.hardware.system import SystemPoint
 from search.config import SearchConfig
-from search.objectives import (AREA, LABELS, MINIMISED, UNITS, evaluated_figures, label as label_of, non_dominated,
-                               objective_value, plotted_area)
-from search.result import DesignResult, SearchResult
+from search.objectives import (AREA, LABELS, MINIMISED, UNITS, area_label, evaluated_figures, label as label_of,
+                               non_dominated, objective_value, plotted_area, short_label)
+from search.result import DesignResult, SearchResult, system_line
 from search.store import ResultsStore
 
 HOVER = ("%{customdata[0]}<br>plan %{customdata[1]}<br>%{customdata[3]}<br>"
@@ -156,18 +156,22 @@ def _answer_table(answer: DesignResult | None, answer_label: str, baseline: Desi
 
     rows = "".join(f"<tr><th>{_e(label)}</th>" + "".join(f"<td>{_e(c)}</td>" for c in cells(d)) + "</tr>"
                    for label, d in columns)
-    return ("<table><tr><th></th><th>design</th><th>plan</th><th>samples/s</th><th>MFU</th><th>area mm²</th>"
+    area = area_label(any(d is not None and d.system is not None for _, d in columns))
+    return (f"<table><tr><th></th><th>design</th><th>plan</th><th>samples/s</th><th>MFU</th><th>{_e(area)}</th>"
             f"<th>schedules</th></tr>{rows}</table>")
 
 
-def _hover(design: dict[str, Any] | DesignResult) -> list[str]:
-    """What a point's hover shows beyond its coordinates: design, plan and proof (of a recorded evaluation or a
-    result's design)."""
+def _hover(design: dict[str, Any] | DesignResult, point: SystemPoint | None = None) -> list[str]:
+    """What a point's hover shows beyond its coordinates: design (with a system-space design's die, HBM, links,
+    topology and chips: :func:`~search.result.system_line`), plan and proof (of a recorded evaluation with its row's
+    ``point``, or a result's design)."""
     if isinstance(design, DesignResult):
-        accelerator, plan, proven = design.accelerator, design.plan, design.proven
+        accelerator, plan, proven, system = design.accelerator, design.plan, design.proven, design.system
     else:
         accelerator, plan, proven = design["accelerator"], design["plan"], design["proven"]
-    return [Accelerator.from_dict(accelerator).notation(), plan["notation"], "proven" if proven else "NOT PROVEN"]
+        system = None if point is None else point.summary()
+    text = Accelerator.from_dict(accelerator).notation() + ("" if system is None else f"<br>{system_line(system)}")
+    return [text, plan["notation"], "proven" if proven else "NOT PROVEN"]
 
 
 def front_indices(points: list[tuple[float, float]]) -> list[int]:
@@ -190,8 +194,8 @@ def chart_axes(result: SearchResult) -> tuple[str, str, str | None]:
     return objectives[1], objectives[0], objectives[2] if len(objectives) > 2 else None
 
 
-def _figures_text(values: dict[str, float]) -> str:
-    return " · ".join(f"{LABELS[name]} {value:,.4g} {UNITS[name]}" for name, value in values.items())
+def _figures_text(values: dict[str, float], system: bool = False) -> str:
+    return " · ".join(f"{short_label(name, system)} {value:,.4g} {UNITS[name]}" for name, value in values.items())
 
 
 def _front_chart(name: str, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
@@ -209,7 +213,10 @@ def _front_chart(name: str, result: SearchResult, records: dict[tuple[str, int],
                 if w == name and r["status"] == "evaluated" and r["evaluation"]["feasible"]]
     values = [evaluated_figures(r["throughput_samples_s"], r["evaluation"]["tokens_s"], r["area_mm2"],
                                 None if points is None else points[i]) for i, r in feasible]
-    hover = [_hover(r["evaluation"]) + [_figures_text({n: v[n] for n in shown})] for (_, r), v in zip(feasible, values)]
+    system = points is not None
+    hover = [_hover(r["evaluation"], None if points is None else points[i]) + [_figures_text({n: v[n] for n in shown},
+                                                                                               system)]
+             for (i, r), v in zip(feasible, values)]
     marker = {"size": 6, "opacity": 0.45, "color": "#4c78a8"}
     if colour is not None and values:
         marker |= {"color": [v[colour] for v in values], "colorscale": "Viridis", "showscale": True,
@@ -220,7 +227,7 @@ def _front_chart(name: str, result: SearchResult, records: dict[tuple[str, int],
     if result.mode == "pareto":  # the exact front the search proved
         front = sorted(result.pareto.get(name, ()), key=lambda d: objective_value(d, x))
         front_values = [result.objective_values(d) for d in front]
-        front_hover = [_hover(d) + [_figures_text(v)] for d, v in zip(front, front_values)]
+        front_hover = [_hover(d) + [_figures_text(v, system)] for d, v in zip(front, front_values)]
         label = f"Pareto front, exact ({len(front)})"
     else:
         indices = front_indices([(v[AREA], v["throughput"]) for v in values])
@@ -242,12 +249,13 @@ def _front_chart(name: str, result: SearchResult, records: dict[tuple[str, int],
             continue
         figures = {n: objective_value(design, n) for n in shown}
         fig.add_trace(go.Scatter(x=[figures[x]], y=[figures[y]], mode="markers", name=label_, marker=style,
-                                 customdata=[_hover(design) + [_figures_text(figures)]], hovertemplate=HOVER))
+                                 customdata=[_hover(design) + [_figures_text(figures, system)]], hovertemplate=HOVER))
     if x == AREA and "budget_mm2" in result.space:  # PHAZE's spaces: one area budget (the system space's follows each die)
         budget = result.space["budget_mm2"]
         fig.add_vline(x=budget, line={"dash": "dot", "color": "grey", "width": 1},
                       annotation_text=f"area budget {budget:.1f} mm²", annotation_position="bottom left")
-    fig.update_layout(title=f"{name}: {LABELS[y]} vs {LABELS[x]}", xaxis_title=label_of(x), yaxis_title=label_of(y),
+    fig.update_layout(title=f"{name}: {short_label(y, system)} vs {short_label(x, system)}",
+                      xaxis_title=label_of(x, system), yaxis_title=label_of(y, system),
                       template="plotly_white", height=520, legend={"orientation": "h", "y": -0.2})
     return fig
 

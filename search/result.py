@@ -29,6 +29,16 @@ def time_shares(plan: dict[str, Any]) -> dict[str, float]:
     return {part: seconds / total for part, seconds in plan["time_breakdown_s"].items()}
 
 
+def system_line(summary: dict[str, Any]) -> str:
+    """A system-space design's system in one line (:meth:`~phaze_env.hardware.system.SystemPoint.summary`'s fields):
+    die, HBM, links, topology and chips — what tells two system designs with the same cores apart."""
+    pods = summary.get("pods", 1)
+    links = f"{summary['links']}×{summary['link_bandwidth_Bps'] / 1e9:g} GB/s links"
+    return (f"die {summary['chip_area_mm2']:.0f} mm² · HBM {summary['hbm_gb']:g} GiB at "
+            f"{summary['hbm_bandwidth_Bps'] / 1e12:.2f} TB/s · {links} · {summary['topology']} · "
+            f"{summary['n_devices']:,} chips" + (f" ({pods} pods)" if pods > 1 else ""))
+
+
 @dataclass(frozen=True)
 class DesignResult:
     """One design on one workload: its accelerator (dict), plan (dict) and figures (SI units, area in mm²)."""
@@ -143,6 +153,7 @@ class SearchResult:
     cluster: dict[str, Any] = field(default_factory=dict)  # Cluster.to_dict(): on which system
     unproven: tuple[dict[str, Any], ...] = ()  # search.exact.unproven_design rows
     objectives: tuple[str, ...] = ()  # Pareto mode: the front's objectives (search.objectives); else empty
+    objective: str = "throughput"  # best and shared modes: what the best design maximises (search.objectives)
     bound_dp_calls_this_run: int = 0  # placement DP runs on lower-bound latencies (dp_calls_this_run: on scheduled ones)
 
     def __post_init__(self) -> None:
@@ -161,13 +172,20 @@ class SearchResult:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["workloads"] = list(self.workloads)
         data["unproven"] = list(self.unproven)
-        data["best"] = {w: d.to_dict() if d else None for w, d in self.best.items()}
+        data["best"] = {w: d.to_dict() | self._objective_figure(d) if d else None for w, d in self.best.items()}
         data["shared"] = self.shared.to_dict() if self.shared else None
         data["objectives"] = list(self.objectives)
         data["pareto"] = {w: [d.to_dict() | {"objectives": self.objective_values(d)} for d in front]
                           for w, front in self.pareto.items()}
-        data["baseline"] = {w: d.to_dict() for w, d in self.baseline.items()}
+        data["baseline"] = {w: d.to_dict() | self._objective_figure(d) for w, d in self.baseline.items()}
         return data
+
+    def _objective_figure(self, design: DesignResult) -> dict[str, Any]:
+        """A feasible best-mode design's figure for :attr:`objective` as ``{"objectives": {name: value}}`` (the shape
+        a front design's figures have), nothing otherwise."""
+        if self.mode == "pareto" or not design.feasible:
+            return {}
+        return {"objectives": {self.objective: objective_value(design, self.objective)}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchResult:

@@ -15,7 +15,7 @@ import numpy as np
 
 from phaze_env.design import reference_system
 from phaze_env.hardware.system import REFERENCE_HBM_GENERATIONS, SystemPoint
-from phaze_env.workloads import model_graph
+from phaze_env.workloads import prepare_graphs
 from search.config import SearchConfig, aggregate
 from search.exact import ExactSearch, certify
 from search.objectives import AREA
@@ -32,12 +32,8 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
     progress = progress or SearchProgress()
     started = time.perf_counter()
     for workload in config.workloads:  # trace once here; workers read the graphs from the disk cache
-        for t in config.tensor_widths:
-            for m in config.space.microbatch:
-                try:
-                    model_graph(workload, seq_len=config.seq_len, microbatch=m, tensor_width=t)
-                except ValueError:
-                    pass  # that width does not divide this model; evaluate skips it too
+        prepare_graphs(workload, config.tensor_widths, config.space.microbatch, seq_len=config.seq_len,
+                       done=lambda finished, total, name=workload.name: progress.tracing(name, finished, total))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)  # the results store opens out/results.db: the directory must exist
     db = out / "results.db" if out else None
@@ -84,7 +80,8 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
         dp_calls_this_run=search.counters["dp_calls"], bound_dp_calls_this_run=search.counters["bound_dp_calls"],
         pruning_ratio=1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.arch),
         resumed_records=search.resumed, elapsed_s=time.perf_counter() - started, space=config.space.to_dict(),
-        cluster=config.cluster.to_dict(), objectives=config.objectives if config.pareto else ())
+        cluster=config.cluster.to_dict(), objectives=config.objectives if config.pareto else (),
+        objective=config.objective)
     if out:
         write_outputs(out, result, search.records, config)
     return result

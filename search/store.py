@@ -32,8 +32,15 @@ CREATE TABLE IF NOT EXISTS searches (
 """
 
 
+def damaged(path: Path, problem: Exception | str) -> ValueError:
+    """The one error of a store that cannot be read or written (a ValueError: the CLI prints it as one line, status
+    2): which file, what is wrong, what to do."""
+    return ValueError(f"the results store {path} is damaged ({problem}): move it away (e.g. mv {path} {path}.damaged) "
+                      "or rerun with --fresh, and the search starts afresh")
+
+
 class ResultsStore:
-    """``designs`` rows keyed by (signature, workload, architecture index)."""
+    """``designs`` rows keyed by (signature, workload, architecture index); a damaged file raises :func:`damaged`."""
 
     def __init__(self, path: Path | str, signature: str, arguments: dict[str, Any]):
         self.path = Path(path)
@@ -44,26 +51,32 @@ class ResultsStore:
             self._db.execute("INSERT OR IGNORE INTO searches VALUES (?, ?)", (signature, json.dumps(arguments, sort_keys=True)))
             self._db.commit()
         except sqlite3.DatabaseError as exc:
-            raise ValueError(f"results store {self.path} is not a usable SQLite database: {exc}") from exc
+            raise damaged(self.path, exc) from exc
 
     def load(self) -> dict[tuple[str, int], dict[str, Any]]:
         """Every recorded row of this search: (workload, index) → row dict (evaluation parsed)."""
-        rows = self._db.execute(
-            "SELECT workload, arch_index, status, throughput_samples_s, bound_samples_s, area_mm2, evaluation "
-            "FROM designs WHERE signature = ?", (self.signature,))
         out = {}
-        for workload, index, status, throughput, bound, area, evaluation in rows:
-            out[(workload, index)] = {"status": status, "throughput_samples_s": throughput, "bound_samples_s": bound,
-                                      "area_mm2": area, "evaluation": json.loads(evaluation) if evaluation else None}
+        try:
+            rows = self._db.execute(
+                "SELECT workload, arch_index, status, throughput_samples_s, bound_samples_s, area_mm2, evaluation "
+                "FROM designs WHERE signature = ?", (self.signature,)).fetchall()
+            for workload, index, status, throughput, bound, area, evaluation in rows:
+                out[(workload, index)] = {"status": status, "throughput_samples_s": throughput, "bound_samples_s": bound,
+                                          "area_mm2": area, "evaluation": json.loads(evaluation) if evaluation else None}
+        except (sqlite3.DatabaseError, ValueError) as exc:  # a damaged page, or a row whose JSON is cut
+            raise damaged(self.path, exc) from exc
         return out
 
     def record(self, workload: str, index: int, status: str, *, throughput: float | None = None,
                bound: float | None = None, area: float | None = None, evaluation: dict[str, Any] | None = None) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO designs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (self.signature, workload, int(index), status, throughput, bound, area,
-             json.dumps(evaluation) if evaluation is not None else None))
-        self._db.commit()
+        try:
+            self._db.execute(
+                "INSERT OR REPLACE INTO designs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (self.signature, workload, int(index), status, throughput, bound, area,
+                 json.dumps(evaluation) if evaluation is not None else None))
+            self._db.commit()
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.path, exc) from exc
 
     def close(self) -> None:
         self._db.close()

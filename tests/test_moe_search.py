@@ -78,8 +78,8 @@ def test_plans_the_bounds_cannot_take_are_refused(plan, message):
 
 def test_cli_reads_the_plan_and_refuses_no_recompute_with_it():
     parser = build_parser()
-    args = parser.parse_args(["--workload", "gpt2-xl", "--space", "reduced", "--plan", "+e=auto+rc=none|full"])
+    args = parser.parse_args(["--workload", "olmoe-1b-7b", "--space", "reduced", "--plan", "+e=auto+rc=none|full"])
     assert config_from_args(args).plan == EXPERT_PLAN
-    args = parser.parse_args(["--workload", "gpt2-xl", "--space", "reduced", "--plan", "+e=auto", "--no-recompute"])
+    args = parser.parse_args(["--workload", "olmoe-1b-7b", "--space", "reduced", "--plan", "+e=auto", "--no-recompute"])
     with pytest.raises(ValueError, match="--no-recompute does not apply with --plan"):
         config_from_args(args)

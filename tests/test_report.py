@@ -187,7 +187,7 @@ def test_a_system_front_over_three_objectives_is_charted_and_rebuilt(tmp_path, m
     def charted(text: str) -> bool:  # as the chart's JSON spells it ("/" and non-ASCII escaped)
         return to_json_plotly(text)[1:-1] in page
 
-    assert charted("training throughput vs area") and charted("carbon per token (operational + embodied) (g CO2e/token")
+    assert charted("training throughput vs die area") and charted("carbon per token (operational + embodied) (g CO2e/token")
     for design in front:
         assert charted(design.plan["notation"])
         assert charted(f"carbon per token (operational + embodied) {design.system['carbon_per_token_g']:,.4g} g CO2e/token")

@@ -293,3 +293,18 @@ def zero_buffer_factor(zero: int) -> float:
 def microbatches_per_replica(global_batch: int, data_parallel: int, microbatch: int) -> int:
     """``m_r = ceil(B / (d·m))``: the last microbatch of a replica is padded when ``d·m`` does not divide ``B``."""
     return -(-global_batch // (data_parallel * microbatch))
+
+
+def uneven_batch_note(global_batch: int, data_parallel: int, microbatch: int) -> str:
+    """What a plan whose ``d·m`` does not divide the global batch costs, in words ("" when it divides): every replica
+    runs :func:`microbatches_per_replica` microbatches, and the slots beyond the batch are idle time counted in the
+    plan's time per batch (its throughput is the real batch over that time). Megatron-LM refuses such a split (it
+    needs ``B`` divisible by ``d·m``); a stack that pads or lets replicas run uneven counts (PyTorch DDP's ``Join``)
+    runs it."""
+    slots = data_parallel * microbatch * microbatches_per_replica(global_batch, data_parallel, microbatch)
+    if slots == global_batch:
+        return ""
+    per_replica = slots // (data_parallel * microbatch)
+    return (f"the global batch of {global_batch:,} does not split evenly over d={data_parallel} replicas × microbatch "
+            f"{microbatch}: each replica runs {per_replica:,} microbatches, {slots - global_batch:,} of the {slots:,} "
+            "sample slots are idle (their time is counted)")

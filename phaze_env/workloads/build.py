@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
 from phaze_env.cache import DiskCache, code_key
 from phaze_env.workloads.eager import EAGER_PROBE_SEQ, EagerTraffic, eager_traffic
@@ -66,6 +67,21 @@ def _validate(workload: Workload, seq_len: int, microbatch: int, tensor_width: i
     if max_positions and seq_len > max_positions and workload.family in ("gpt2", "opt", "bert"):
         raise ValueError(f"workload {workload.name!r}: sequence length {seq_len} exceeds its {max_positions} "
                          f"learned positions")
+
+
+def prepare_graphs(workload: str | Workload, tensor_widths, microbatches, *, seq_len: int | None = None,
+                   done: Callable[[int, int], None] | None = None) -> None:
+    """Trace every (tensor width, microbatch) graph of ``workload`` into the cache before a long run uses them (the
+    slow part of a cold start: a CLI shows it with a total and a time left), calling ``done(finished, total)``
+    after each; a width that does not divide the model is skipped, as evaluations skip it."""
+    variants = [(t, m) for t in tensor_widths for m in microbatches]
+    for finished, (t, m) in enumerate(variants, 1):
+        try:
+            model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t)
+        except ValueError:
+            pass  # that width does not divide this model
+        if done is not None:
+            done(finished, len(variants))
 
 
 def model_graph(workload: str | Workload, *, seq_len: int | None = None, microbatch: int = 1, tensor_width: int = 1,
