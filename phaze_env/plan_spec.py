@@ -181,6 +181,10 @@ class PlanRules:
       ``pipeline_model_parallel_layout`` and DeepSpeed's ``PipelineModule`` partitions place layers freely);
     * ``interleave_min_stages``: the interleaved schedule (``v > 1``) needs at least this many stages. Megatron-LM's
       ``arguments.py``: "pipeline-model-parallel size should be greater than 2 with interleaved schedule" (3);
+    * ``whole_microbatches``: every data-parallel replica runs whole microbatches, ``d·m`` dividing the global batch
+      (Megatron-LM's microbatch calculator asserts "global batch size ... is not divisible by micro batch size ...
+      times data parallel size"; DeepSpeed asserts ``train_batch_size = micro_batch × accumulation × d``; FSDP and
+      MaxText set a per-device batch). Off (PHAZE's model), a replica's last microbatch may be padded (idle slots);
     * ``zero_stages``: the ZeRO stages it implements (Megatron-LM: 0, and 1 as its distributed optimizer; DeepSpeed's
       ``PipelineEngine``: 0 and 1 — ZeRO-2/3 are refused with pipeline parallelism; PyTorch FSDP: ``NO_SHARD``,
       ``SHARD_GRAD_OP``, ``FULL_SHARD`` = 0, 2, 3).
@@ -195,12 +199,13 @@ class PlanRules:
     uniform_stages: bool = False
     interleave_min_stages: int = 2
     zero_stages: tuple[int, ...] = ZERO_STAGES
+    whole_microbatches: bool = False
     stack: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.stack, str):
             raise ValueError(f"plan rules stack must be a name, got {self.stack!r}")
-        for name in ("pipeline", "uniform_stages"):
+        for name in ("pipeline", "uniform_stages", "whole_microbatches"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"plan rules {name} must be True or False, got {getattr(self, name)!r}")
         stages = self.interleave_min_stages

@@ -114,7 +114,8 @@ MXUs lose on these shapes, besides what an end-to-end XLA step adds (the layer's
 per-layer all-gathers' HBM traffic, the step's host synchronisation)."""
 
 
-MEGATRON_LM_RULES = PlanRules(uniform_stages=True, interleave_min_stages=2, zero_stages=(0, 1), stack="megatron-lm")
+MEGATRON_LM_RULES = PlanRules(uniform_stages=True, interleave_min_stages=2, zero_stages=(0, 1), whole_microbatches=True,
+                              stack="megatron-lm")
 """Megatron-LM and Megatron-Core (NVIDIA/Megatron-LM ``megatron/model/transformer.py`` of 2021-22 and Megatron-Core's
 ``TransformerBlock`` alike assert "num_layers must be divisible by pipeline_model_parallel_size": every pipeline stage
 holds ``num_layers / p`` transformer layers); ``num_layers_per_virtual_pipeline_stage`` divides each stage's layers;
@@ -124,15 +125,15 @@ greater than 2 with interleaved schedule", Megatron-Core relaxed it to ``p > 2``
 used and p2p communication overlap is disabled" (``--overlap-p2p-communication``, on in NeMo's and Megatron-Bridge's
 recipes, whose published Qwen3 runs interleave at ``p = 2``); the profile's H100 fit is Megatron-Core, so ``p = 2`` is
 allowed (an A100-era plan with ``v > 1`` at ``p = 2`` would need the newer code)."""
-DEEPSPEED_PIPELINE_RULES = PlanRules(zero_stages=(0, 1), stack="megatron-deepspeed")
+DEEPSPEED_PIPELINE_RULES = PlanRules(zero_stages=(0, 1), whole_microbatches=True, stack="megatron-deepspeed")
 """DeepSpeed's ``PipelineEngine`` (microsoft/DeepSpeed ``deepspeed/runtime/pipe/engine.py``): plain 1F1B over a
 ``PipelineModule`` whose ``partition_method`` places layers freely (uniform, by parameters or by type); with pipeline
 parallelism it runs ZeRO-1 at most ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism", the engine's
 assertion)."""
-FSDP_RULES = PlanRules(pipeline=False, zero_stages=(0, 2, 3), stack="PyTorch FSDP")
+FSDP_RULES = PlanRules(pipeline=False, zero_stages=(0, 2, 3), whole_microbatches=True, stack="PyTorch FSDP")
 """PyTorch FSDP (``torch.distributed.fsdp``): no pipeline; ``NO_SHARD``, ``SHARD_GRAD_OP`` and ``FULL_SHARD`` /
 ``HYBRID_SHARD`` are ZeRO-0, -2 and -3 (Zhao et al. 2023, §3); it has no optimizer-only sharding."""
-MAXTEXT_RULES = PlanRules(pipeline=False, zero_stages=(0, 3), stack="jax-xla")
+MAXTEXT_RULES = PlanRules(pipeline=False, zero_stages=(0, 3), whole_microbatches=True, stack="jax-xla")
 """MaxText at commit d3f68fe2c: one pjit step with no pipeline parallelism; data parallelism (ZeRO-0) or fully
 sharded data parallelism (``ici_fsdp_parallelism``: weights, gradients and state sharded, ZeRO-3)."""
 

@@ -156,6 +156,8 @@ def _brute_force(partitions_for, info, opts):
     for d in range(1, N // t + 1):
         if opts.get("shard_group") and d % opts["shard_group"]:
             continue  # hybrid shard groups tile the replicas
+        if rules.whole_microbatches and B % (d * m):
+            continue  # the stack runs whole microbatches only
         m_r = -(-B // (d * m))
         for p in range(1, min(len(info["layers"]), N // (d * t)) + 1):
             if p > 1 and not rules.pipeline:
@@ -655,7 +657,8 @@ def test_cached_result_equals_fresh_result(fresh_cache, monkeypatch):
 # ---------------------------------------------------------------- plans a stack can run (PlanRules)
 rules_strategy = st.builds(PlanRules, pipeline=st.booleans(), uniform_stages=st.booleans(),
                            interleave_min_stages=st.integers(2, 3),
-                           zero_stages=st.sampled_from([(0, 1, 2, 3), (0, 1), (0, 2, 3), (0, 3), (1,)]))
+                           zero_stages=st.sampled_from([(0, 1, 2, 3), (0, 1), (0, 2, 3), (0, 3), (1,)]),
+                           whole_microbatches=st.booleans())
 
 
 @settings(max_examples=150, deadline=None)
@@ -677,6 +680,7 @@ def test_every_rule_set_matches_brute_force_over_its_runnable_plans(layers, opti
         assert plan.pipeline_stages == 1 or rules.pipeline
         assert plan.interleave == 1 or plan.pipeline_stages >= rules.interleave_min_stages
         assert plan.zero in rules.zero_stages or plan.data_parallel == 1
+        assert not rules.whole_microbatches or options["global_batch"] % (plan.data_parallel * plan.microbatch) == 0
 
 
 @settings(max_examples=60, deadline=None)

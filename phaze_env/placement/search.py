@@ -771,6 +771,8 @@ class PlacementSearch:
         if plan.d is not None:
             replicas = replicas[replicas == plan.d]
         replicas = replicas[replicas % s.expert_parallel == 0]  # expert-parallel groups are carved from the replicas
+        if self.rules.whole_microbatches:  # the stack runs whole microbatches only: d·m divides the batch
+            replicas = replicas[s.global_batch % (replicas * s.microbatch) == 0]
         if plan.shard_group is not None:  # hybrid shard groups tile the weight replicas
             replicas = replicas[self._weight_replicas(replicas) % plan.shard_group == 0]
         microbatches = -(-s.global_batch // (replicas * s.microbatch))
@@ -1034,6 +1036,9 @@ class PlacementSearch:
             m_r = -(-s.global_batch // (plan.d * s.microbatch))
             v = plan.interleave or 1
             broken = self._broken_rule(plan.p, m_r, v)
+            if self.rules.whole_microbatches and s.global_batch % (plan.d * s.microbatch):
+                broken = (f"{self.rules.owner(s.cluster.name)} runs whole microbatches only, and d·m = "
+                          f"{plan.d * s.microbatch} does not divide the global batch of {s.global_batch}")
             if broken:
                 return f"plan {plan}: {broken}"
             zeros = [zero if self._weight_replicas(plan.d) > 1 else 0 for zero in s.zero_stages]
