@@ -224,6 +224,7 @@ def test_search_bounds_are_cached_under_everything_they_depend_on(fresh_cache, m
     monkeypatch.setattr(bounds, "bounds_code_version", lambda: "another")  # bounds.py, pricing or collectives edited
     run()
     assert len(computed) == 5
-    # the code a bound runs through is hashed into its key: the bound formulas, the pricing and the collectives
-    assert {bounds.__name__, bounds.price_ops.__module__, bounds.Cluster.__module__,
-            bounds.p2p_s.__module__} <= set(bounds.BOUND_CODE_MODULES)
+    # the code a bound runs through is hashed into its key: the bound formulas, the pricing, the collectives and the
+    # placement's pipeline formulas it calls
+    assert {bounds.__name__, bounds.price_ops.__module__, bounds.Cluster.__module__, "phaze_env.comm",
+            bounds.pipeline_send_s.__module__, bounds.pipeline_time_s.__module__} <= set(bounds.BOUND_CODE_MODULES)
