@@ -22,8 +22,12 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
 * the optimizer step (``Settings.optimizer_step_s``), recompute, the tensor-parallel collectives' share of
   the stage time, p2p beyond one boundary tensor and the memory limit are left out: each only adds time to
   a plan or removes plans, never the reverse, so leaving them out keeps ``time`` a lower bound;
-* the all-reduce is :meth:`Cluster.collective_s` itself at the smallest gradient share ``P/p`` any stage can
-  hold (the collective's time grows with its payload), on the stride ``t`` the DP uses;
+* the all-reduce is the DP's own (:func:`~phaze_env.placement.search.collective_affine`, the cluster's collective
+  as ``fixed + per_byte · S``) at the smallest gradient share ``P/p`` any stage can hold (the collective's time grows
+  with its payload), on the stride ``t`` the DP uses; the pipeline time, ``m_r`` and a pipeline send are the DP's
+  own functions too (:func:`~phaze_env.placement.inputs.pipeline_time_s`, :func:`~phaze_env.placement.inputs.
+  microbatches_per_replica`, :func:`~phaze_env.placement.search.pipeline_send_s`): the bound cannot drift from the
+  model it bounds;
 * expert parallelism ``e`` (a searched plan that leaves ``e`` free or pins it): the layers' compute is the same
   at every ``e`` and the all-to-alls only add, but the sync shrinks — dense bytes are all-reduced over ``d``,
   the ``1/e`` expert shard over the ``d/e`` expert replicas ``t·e`` apart, and only ``d`` that ``e`` divides
@@ -43,12 +47,12 @@ from graphlib import TopologicalSorter
 import numpy as np
 
 from phaze_env.cache import DiskCache, code_key
-from phaze_env.comm import p2p_s
 from phaze_env.design import SystemArchSpace
 from phaze_env.evaluate import Cluster, expert_parallel_degrees, valid_tensor_widths
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
-from phaze_env.placement.inputs import GRADIENT_FACTOR
+from phaze_env.placement.inputs import GRADIENT_FACTOR, microbatches_per_replica, pipeline_slots, pipeline_time_s
+from phaze_env.placement.search import collective_affine, expert_collective_affine, pipeline_send_s
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.pricing import price_ops
 from phaze_env.workloads import OpGraph, Workload, get_workload, model_graph
@@ -151,11 +155,9 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
 
 
 def p2p_bound_s(cluster: Cluster, payload_bytes: float, tensor_width: int) -> float:
-    """A pipeline message is never faster than ``payload / t`` at the fastest level (flat: exactly p2p)."""
-    if len(cluster.levels) == 1:
-        level = cluster.levels[0]
-        return p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
-    return min(p2p_s(payload_bytes / tensor_width, level.p2p_bandwidth_Bps, 0.0) for level in cluster.levels)
+    """A pipeline message is never faster than the DP's own send (:func:`pipeline_send_s`, Megatron's scatter/gather
+    included) across the cheapest of the cluster's levels: whatever level a pipeline crosses, it is one of them."""
+    return min(pipeline_send_s(cluster, level, payload_bytes, tensor_width) for level in cluster.levels)
 
 
 def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.ndarray:
@@ -171,22 +173,6 @@ def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.nda
         total += take * times[row]
         remaining -= take
     return total
-
-
-def allreduce_line(cluster: Cluster, group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[float, float]:
-    """:meth:`Cluster.collective_s` of an all-reduce is affine in the payload (every ring term is): its seconds
-    per byte (on the latency-free cluster) and its latency part, so the placement bound prices a group once
-    for every gradient share ``P/p`` instead of once per pipeline depth."""
-    return _allreduce_line(cluster, group, stride, outer)
-
-
-@functools.lru_cache(maxsize=65536)
-def _allreduce_line(cluster: Cluster, group: int, stride: int, outer: tuple[int, int]) -> tuple[float, float]:
-    """:func:`allreduce_line`, remembered per arguments: the system space's groups on one network share their
-    clusters."""
-    seconds_per_byte = dataclasses.replace(cluster, link_latency_s=0.0, node_latency_s=0.0).collective_s(
-        "allreduce", 1.0, group, stride, outer)
-    return seconds_per_byte, cluster.collective_s("allreduce", 1.0, group, stride, outer) - seconds_per_byte
 
 
 def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
@@ -218,14 +204,20 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     e = expert_parallel
     # the smallest d for each m_r: the same list for every p, cut at p's largest d (a prefix keeps its firsts)
     d_all = np.arange(e, n // tensor_width + 1, e)
-    m_r_all = -(-batch // (d_all * microbatch))
+    if not len(d_all):  # no d that e divides fits beside the tensor groups
+        return best
+    m_r_all = microbatches_per_replica(batch, d_all, microbatch)
     first = np.r_[True, m_r_all[1:] != m_r_all[:-1]]
     d_first, m_r_first = d_all[first], m_r_all[first]
     dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
-    lines = np.array([_allreduce_line(cluster, int(k), tensor_width, (1, 0)) for k in d_first]).reshape(-1, 2)
-    # the expert shard's all-reduce without its latency part (a stage may hold no experts)
-    expert_lines = np.array([_allreduce_line(cluster, 1, tensor_width, (int(k) // e, tensor_width * e))[0]
-                             for k in d_first]) * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first))
+    # the DP's all-reduce as fixed + per-byte parts (dense over the d ranks t apart; 0 s for no bytes)
+    fixed_s, per_byte_s = collective_affine(cluster, "allreduce", tensor_width).take(d_first - 1)
+    if not dense_bytes > 0:
+        fixed_s, per_byte_s = np.zeros(len(d_first)), np.zeros(len(d_first))
+    # the expert shard's all-reduce over the d/e expert replicas t·e apart, without its fixed part (a stage may hold
+    # no experts)
+    expert_s = (expert_collective_affine(cluster, "allreduce", tensor_width, 1, e).take(d_first // e - 1)[1]
+                * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first)))
     most = n if caps is None else int(caps.max(initial=0))
     depths = range(1, min(n_layers, most // tensor_width) + 1)
     crowded_all_s = smallest_layers_s(layer_s, repeats, [-(-n_layers // p) for p in depths])
@@ -234,12 +226,12 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         if not keep.any():  # no d that e divides fits beside p stages (nor beside more)
             break
         m_r = m_r_first[keep]
-        allreduce = lines[keep, 0] * (dense_bytes / p) + lines[keep, 1] + expert_lines[keep] / p
+        allreduce = per_byte_s[keep] * (dense_bytes / p) + fixed_s[keep] + expert_s[keep] / p
         crowded_s = crowded_all_s[p - 1]  # the ⌈n/p⌉ fastest layers some stage holds
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
         if p > 1:
             stage_s = stage_s + p2p_bound_s(cluster, boundary_bytes, tensor_width)
-        times = (m_r + p - 1)[:, None] * stage_s[None, :] + allreduce[:, None]
+        times = pipeline_time_s(pipeline_slots(m_r, p)[:, None], stage_s[None, :], allreduce[:, None])
         if caps is not None:  # d·p·t within each architecture's devices
             times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)
         best = np.minimum(best, times.min(axis=0))

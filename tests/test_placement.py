@@ -8,12 +8,12 @@ import json
 import math
 
 import pytest
+from collective_oracle import allgather_s, allreduce_s, p2p_s
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from phaze_env import placement
 from phaze_env.cluster import Cluster
-from phaze_env.comm import allgather_s, allreduce_s, p2p_s
 from phaze_env.placement import Plan, Settings, TooManyDownsetsError, microbatches_per_replica
 from phaze_env.plan_spec import PlanRules, PlanSpec
 

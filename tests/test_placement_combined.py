@@ -15,10 +15,11 @@ from __future__ import annotations
 import itertools
 import math
 
+import collective_oracle as oracle
 import numpy as np
 import pytest
 
-from phaze_env import comm, placement
+from phaze_env import placement
 from phaze_env.cluster import OPTIMIZERS, Cluster
 from phaze_env.placement import Settings
 from phaze_env.plan_spec import PlanSpec
@@ -27,18 +28,9 @@ BUFFERS = {0: 0.0, 1: 0.0, 2: 1.0, 3: 3.0}  # ZeRO-2: a layer's whole gradient; 
 
 
 def _group_s(cluster: Cluster, kind: str, payload: float, positions: list[int]) -> float:
-    """A hierarchical ring collective over the devices at ``positions`` (one ring per level spanned, inner first)."""
-    if payload == 0 or len(positions) <= 1:
-        return 0.0
-    total, shard, unit = 0.0, payload, 1
-    ring = comm.allreduce_s if kind == "allreduce" else comm.allgather_s
-    for level in cluster.levels:
-        extent = len({position // unit % level.size for position in positions}) if level.size > 1 else 1
-        unit *= level.size
-        if extent > 1:
-            total += ring(shard, extent, level.bandwidth_Bps, level.latency_s)
-            shard /= extent
-    return total
+    """A hierarchical ring collective over the devices at ``positions`` (one ring per level spanned, inner first;
+    the published formulas of :mod:`collective_oracle`, not the code under test)."""
+    return oracle.hierarchical_s(cluster.levels, kind, payload, positions)
 
 
 def _instance(rng: np.random.Generator):
@@ -87,8 +79,9 @@ def _compositions(n: int, parts: int):
 def _send_s(cluster: Cluster, t: int, stride: int, p: int, payload: float) -> float:
     level = cluster.p2p_level(stride, max(p - 1, 1))
     if t == 1 or len(cluster.levels) == 1:
-        return comm.p2p_s(payload, level.p2p_bandwidth_Bps, level.latency_s)
-    return comm.p2p_s(payload / t, level.p2p_bandwidth_Bps, level.latency_s) + cluster.collective_s("allgather", payload, t)
+        return oracle.p2p_s(payload, level.p2p_bandwidth_Bps, level.latency_s)
+    return (oracle.p2p_s(payload / t, level.p2p_bandwidth_Bps, level.latency_s)
+            + oracle.hierarchical_s(cluster.levels, "allgather", payload, list(range(t))))
 
 
 def brute_force(variants, cluster: Cluster, options) -> float:
@@ -226,6 +219,6 @@ def test_expert_gradients_sync_over_context_ranks_and_data_ranks_t_c_e_apart():
     plan = placement.best_plan([layer], Settings(cluster, 1, 1, 1e9, PlanSpec.parse("t1c2p1d2e2m1"), context_parallel=2,
                                                  expert_parallel=2))
     assert plan.notation == "t1c2p1d2e2m1"
-    dense = comm.allreduce_s(20.0, 2, 1000.0) + comm.allreduce_s(10.0, 2, 10.0)  # 2 in a node, then 2 nodes
-    experts = comm.allreduce_s(40.0, 2, 1000.0)  # inside one node
+    dense = oracle.allreduce_s(20.0, 2, 1000.0) + oracle.allreduce_s(10.0, 2, 10.0)  # 2 in a node, then 2 nodes
+    experts = oracle.allreduce_s(40.0, 2, 1000.0)  # inside one node
     assert plan.time_breakdown_s["dp_allreduce"] == pytest.approx(dense + experts)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import collective_oracle as oracle
 import numpy as np
 import pytest
 
@@ -134,8 +135,9 @@ def _send_s(cluster, t, d, p, payload):
     """A pipeline message: across a level slower than the node's, Megatron's scatter/gather (1/t + all-gather)."""
     level = cluster.p2p_level(t * d, max(p - 1, 1))
     if t == 1 or len(cluster.levels) == 1:
-        return comm.p2p_s(payload, level.p2p_bandwidth_Bps, level.latency_s)
-    return comm.p2p_s(payload / t, level.p2p_bandwidth_Bps, level.latency_s) + cluster.collective_s("allgather", payload, t)
+        return oracle.p2p_s(payload, level.p2p_bandwidth_Bps, level.latency_s)
+    return (oracle.p2p_s(payload / t, level.p2p_bandwidth_Bps, level.latency_s)
+            + oracle.hierarchical_s(cluster.levels, "allgather", payload, list(range(t))))
 
 
 def brute_force(layers, cluster, options, degrees):
@@ -149,6 +151,10 @@ def brute_force(layers, cluster, options, degrees):
     state, step = OPTIMIZER_FACTOR[cluster.optimizer], STEP_FACTOR[cluster.optimizer]
     N, B = cluster.n_devices, cluster.global_batch
     best = math.inf
+
+    def allreduce(size, ranks, stride):  # the published ring formulas on each level the ranks span
+        return oracle.hierarchical_s(cluster.levels, "allreduce", size, [i * stride for i in range(ranks)])
+
     for e in degrees:
         priced = _priced(layers, cluster, t, e)
         inputs = _inputs(priced)
@@ -184,10 +190,10 @@ def brute_force(layers, cluster, options, degrees):
                             steps = lambda size, shards: 0.0 if not options["hbm_bandwidth_Bps"] else \
                                 size * step / (shards if zero1 else 1) / options["hbm_bandwidth_Bps"]  # noqa: E731
                             if e == 1:
-                                sync = cluster.collective_s("allreduce", dense + experts, d, stride=t) + steps(dense + experts, d)
+                                sync = allreduce(dense + experts, d, t) + steps(dense + experts, d)
                             else:
-                                sync = (cluster.collective_s("allreduce", dense, d, stride=t) + steps(dense, d)
-                                        + cluster.collective_s("allreduce", experts, d // e, stride=t * e) + steps(experts, d // e))
+                                sync = (allreduce(dense, d, t) + steps(dense, d)
+                                        + allreduce(experts, d // e, t * e) + steps(experts, d // e))
                             stages.append((min(allowed), sync))
                         else:
                             slowest = max(time for time, _ in stages)
@@ -255,9 +261,9 @@ def test_expert_parallelism_shards_expert_memory_and_adds_the_alltoalls():
     assert plan.notation == "t1p1d4e4m1+zero1" and plan.expert_parallel == 4
     assert plan.memory_bytes["weights"] == pytest.approx(20 + 20)
     assert plan.memory_bytes["optimizer"] == pytest.approx(6 * (20 / 4 + 20 / 1))
-    alltoall = comm.alltoall_s(400.0, 4, 100.0)
+    alltoall = oracle.alltoall_s(400.0, 4, 100.0)
     assert plan.time_breakdown_s["ep_comm"] == pytest.approx(4 * alltoall)  # one microbatch per replica
-    assert plan.time_breakdown_s["dp_allreduce"] == pytest.approx(comm.allreduce_s(20.0, 4, 100.0))
+    assert plan.time_breakdown_s["dp_allreduce"] == pytest.approx(oracle.allreduce_s(20.0, 4, 100.0))
 
 
 # ---------------------------------------------------------------- infeasible e: clear reasons

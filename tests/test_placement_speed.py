@@ -14,7 +14,7 @@ from test_placement_combined import _instance
 from phaze_env.cluster import Cluster
 from phaze_env.placement import Settings
 from phaze_env.placement.inputs import GRADIENT_FACTOR, layer_arrays
-from phaze_env.placement.search import PlacementSearch, _expert_collective_affine, _expert_group
+from phaze_env.placement.search import PlacementSearch, _expert_group, expert_collective_affine
 from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanSpec
 
@@ -76,7 +76,7 @@ def test_the_expert_collective_table_equals_the_collective(kind, t, c, e):
                         link_bandwidth_Bps=25e9, link_latency_s=5e-6),
                 Cluster(n_devices=64, torus_dims=(4, 4, 4), link_bandwidth_Bps=50e9, link_latency_s=2e-6)]
     for cluster, size in itertools.product(clusters, (1.0, 3e6, 7.5e8)):
-        table = _expert_collective_affine(cluster, kind, t, c, e)
+        table = expert_collective_affine(cluster, kind, t, c, e)
         fixed, per_byte = (part[::-1] for part in table.take(np.arange(cluster.n_devices // (t * c * e))[::-1]))
         for d in range(e, cluster.n_devices // (t * c) + 1, e):
             expected = cluster.collective_s(kind, size, **_expert_group(t, c, e, d))

@@ -10,12 +10,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from collective_oracle import allgather_s, allreduce_s, hierarchical_s
 from test_placement import _check_against, _settings, best_plan, best_plan_dag, brute_force_chain, brute_force_dag
 from tiny import TINY
 
 from phaze_env import placement
 from phaze_env.cluster import get_cluster
-from phaze_env.comm import allgather_s, allreduce_s
 from phaze_env.plan_spec import PlanSpec
 
 ZERO_CHOICES = (None, 0, 1, 2, 3)
@@ -168,8 +168,8 @@ def test_zero3_traffic_is_priced_on_the_levels_its_group_spans():
     plan = placement.best_plan(layers, placement.Settings(cluster, 2, 1, 1e15, pinned))
     exposed = 0.0
     for layer in layers:
-        gather = cluster.collective_s("allgather", layer["param_bytes"], 8, stride=2)
-        scatter = cluster.collective_s("reducescatter", layer["param_bytes"], 8, stride=2)
+        gather = hierarchical_s(cluster.levels, "allgather", layer["param_bytes"], list(range(0, 16, 2)))
+        scatter = hierarchical_s(cluster.levels, "reducescatter", layer["param_bytes"], list(range(0, 16, 2)))
         exposed += max(0.0, gather - layer["fwd_s"]) + max(0.0, gather + scatter - layer["bwd_s"])
     assert cluster.extents(8, 2)[1] == 2  # the group does cross nodes
     assert plan.time_breakdown_s["zero_comm"] == pytest.approx(plan.microbatches_per_replica * exposed, rel=1e-9)

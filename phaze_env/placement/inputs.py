@@ -290,8 +290,9 @@ def zero_buffer_factor(zero: int) -> float:
     return {0: 0.0, 1: 0.0, 2: GRADIENT_FACTOR, 3: 2.0 + GRADIENT_FACTOR}[zero]
 
 
-def microbatches_per_replica(global_batch: int, data_parallel: int, microbatch: int) -> int:
-    """``m_r = ceil(B / (d·m))``: the last microbatch of a replica is padded when ``d·m`` does not divide ``B``."""
+def microbatches_per_replica(global_batch: int, data_parallel: int | np.ndarray, microbatch: int) -> int | np.ndarray:
+    """``m_r = ceil(B / (d·m))``: the last microbatch of a replica is padded when ``d·m`` does not divide ``B``
+    (elementwise for an array of ``d``)."""
     return -(-global_batch // (data_parallel * microbatch))
 
 
@@ -308,3 +309,16 @@ def uneven_batch_note(global_batch: int, data_parallel: int, microbatch: int) ->
     return (f"the global batch of {global_batch:,} does not split evenly over d={data_parallel} replicas × microbatch "
             f"{microbatch}: each replica runs {per_replica:,} microbatches, {slots - global_batch:,} of the {slots:,} "
             "sample slots are idle (their time is counted)")
+
+
+def pipeline_slots(microbatches: int | np.ndarray, stages: int | np.ndarray, interleave: int | np.ndarray = 1):
+    """A batch's length in slowest-stage times: ``m_r + (p − 1)/v`` — the ``m_r`` microbatches of the steady state
+    plus the pipeline's fill and drain, which interleaving ``v`` virtual stages per device shortens ``v``-fold
+    (1F1B / PipeDream-Flush and its interleaved schedule, Narayanan et al. 2021 §2.2; elementwise for arrays)."""
+    return microbatches + (stages - 1) / interleave
+
+
+def pipeline_time_s(slots, stage_time_s, sync_s):
+    """Time per batch of a pipeline: ``slots`` (:func:`pipeline_slots`) × its slowest stage's time per microbatch
+    + the once-per-batch sync after the flush (data-parallel collectives and optimizer step); elementwise."""
+    return slots * stage_time_s + sync_s

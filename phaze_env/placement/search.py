@@ -92,8 +92,10 @@ from typing import Callable
 
 import numpy as np
 
+from phaze_env import comm
 from phaze_env.cluster import Cluster
-from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings, zero_buffer_factor
+from phaze_env.placement.inputs import (GRADIENT_FACTOR, LayerArrays, Settings, microbatches_per_replica, pipeline_slots,
+                                        pipeline_time_s, zero_buffer_factor)
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.stages import StageTable
 from phaze_env.plan_spec import PlanSpec
@@ -372,7 +374,7 @@ class _Shape:
     @property
     def slots(self) -> float:
         """Steady-state microbatches plus the bubble, in stage times: ``m_r + (p − 1)/v``."""
-        return self.microbatches + (self.stages - 1) / self.interleave
+        return pipeline_slots(self.microbatches, self.stages, self.interleave)
 
     def units(self, s: int) -> int:
         """Activation units in flight on the stage ``s``-th from the end (1F1B, or Megatron's interleaved warm-up)."""
@@ -461,9 +463,9 @@ class PlacementSearch:
         return _expert_group(s.tensor_width, s.context_parallel, s.expert_parallel, data_parallel)
 
     def _expert_affine(self, kind: str) -> _AffineTable:
-        """:func:`_expert_collective_affine` at this search's ``t``, ``c``, ``e``."""
+        """:func:`expert_collective_affine` at this search's ``t``, ``c``, ``e``."""
         s = self.settings
-        return _expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, s.expert_parallel)
+        return expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, s.expert_parallel)
 
     def part_allreduce_s(self, part_bytes: float, data_parallel: int, zero: int, expert: bool = False) -> float:
         """The data-parallel collective once per batch, after the pipeline flush, of weights replicated on the
@@ -560,7 +562,7 @@ class PlacementSearch:
             experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
 
             def collective_s(kind: str, per_param: float) -> np.ndarray:
-                dense_table = _collective_affine(s.cluster, kind, s.tensor_width)
+                dense_table = collective_affine(s.cluster, kind, s.tensor_width)
                 fixed, per_byte = (part[:, None] for part in dense_table.take(replicas - 1))
                 dense = (layers.param_bytes - experts) * per_param
                 times = np.where(dense > 0, fixed + per_byte * dense, 0.0)
@@ -623,7 +625,7 @@ class PlacementSearch:
         """A ``kind`` collective of every layer's ``param_bytes · per_param`` over ``group`` weight replicas
         ``spacing`` replicas apart (``t·spacing`` devices apart), 0 for a layer without weights (``group`` an array
         of shape ``(rows, 1)``: one row per group size)."""
-        table = _collective_affine(self.settings.cluster, kind, self.settings.tensor_width * spacing)
+        table = collective_affine(self.settings.cluster, kind, self.settings.tensor_width * spacing)
         fixed, per_byte = table.take(np.asarray(group) - 1)
         return np.where(param_bytes > 0, fixed + per_byte * param_bytes * per_param, 0.0)
 
@@ -649,16 +651,8 @@ class PlacementSearch:
         return self.settings.cluster.p2p_level(self._replica_devices * shape.data_parallel, max(shape.stages - 1, 1))
 
     def _send_s(self, level, payload_bytes: float) -> float:
-        """One pipeline message; across a slower level than the tensor group's, Megatron's scatter/gather
-        (Narayanan et al. 2021 §4.1) sends ``1/t`` per tensor rank and all-gathers it inside the group
-        (when the cluster's stack does it: ``Cluster.pipeline_scatter_gather``; else every rank sends it whole)."""
-        from phaze_env import comm
-
-        cluster, t = self.settings.cluster, self.settings.tensor_width
-        if t == 1 or len(cluster.levels) == 1 or not cluster.pipeline_scatter_gather:
-            return comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
-        return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
-                + cluster.collective_s("allgather", payload_bytes, t))
+        """One pipeline message across ``level`` (:func:`pipeline_send_s`)."""
+        return pipeline_send_s(self.settings.cluster, level, payload_bytes, self.settings.tensor_width)
 
     def memory(self, state_factor: float, interleave: int, zero: int, expert_extra: float = 0.0) -> StageMemory:
         """The memory side of a state factor, interleave, ZeRO stage (its buffers) and expert state extra."""
@@ -775,7 +769,7 @@ class PlacementSearch:
             replicas = replicas[s.global_batch % (replicas * s.microbatch) == 0]
         if plan.shard_group is not None:  # hybrid shard groups tile the weight replicas
             replicas = replicas[self._weight_replicas(replicas) % plan.shard_group == 0]
-        microbatches = -(-s.global_batch // (replicas * s.microbatch))
+        microbatches = microbatches_per_replica(s.global_batch, replicas, s.microbatch)
         shapes = []
         for zero in s.zero_stages:
             # ZeRO-0's memory does not depend on d: the smallest d of each m_r is enough (module docstring)
@@ -813,7 +807,7 @@ class PlacementSearch:
             for index in np.flatnonzero(v > 1).tolist():
                 sends[index] = v[index] * self._least_p2p_s(_Shape(int(d[index]), int(p[index]), int(m_r[index])))
             loosest = loosest + sends
-        bound_s = (m_r + (p - 1) / v) * loosest + sync_floor_s
+        bound_s = pipeline_time_s(pipeline_slots(m_r, p, v), loosest, sync_floor_s)
         keep = np.flatnonzero(np.isfinite(bound_s))
         d, p, m_r, v, z, bound_s = d[keep], p[keep], m_r[keep], v[keep], z[keep], bound_s[keep] * _LOWER_BOUND_SLACK
         order = np.lexsort((z, v, p, d, bound_s))
@@ -907,7 +901,7 @@ class PlacementSearch:
             if expert:  # a two-dimensional group, indexed by the d/e expert-data-parallel positions
                 fixed, per_byte = self._expert_affine(kind).take(d // s.expert_parallel - 1)
             else:
-                fixed, per_byte = _collective_affine(s.cluster, kind, s.tensor_width).take(group - 1)
+                fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(group - 1)
             times[rows] += np.where(size > 0, fixed + per_byte * size * payload, 0.0)
         return np.where(param_bytes > 0, times, 0.0)
 
@@ -966,7 +960,7 @@ class PlacementSearch:
             else:  # each part of the largest stage sync is at least that part's smallest largest stage's
                 self._sync_floor[key] = max(self.part_sync_s(self.dense_floor[index], d, shape.zero),
                                             self.part_sync_s(self.expert_floor[index], d, shape.zero, expert=True))
-        return (shape.slots * stage_time_s + self._sync_floor[key]) * _LOWER_BOUND_SLACK
+        return pipeline_time_s(shape.slots, stage_time_s, self._sync_floor[key]) * _LOWER_BOUND_SLACK
 
     def _pareto_walk(self, shape: _Shape, pairs: list[tuple[int, int]], best: _Best) -> None:
         """Exact ``min M·C + A(P)``: repeatedly the fastest partition with a strictly smaller largest stage.
@@ -1028,12 +1022,12 @@ class PlacementSearch:
     def _time_per_batch_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
         """``(m_r + (p−1)/v) · max stage time + sync of the largest stage`` of a partition."""
         slowest_s = max(time for _, time in self._stages(shape, pairs))
-        return shape.slots * slowest_s + self._batch_sync_s(shape, pairs)
+        return pipeline_time_s(shape.slots, slowest_s, self._batch_sync_s(shape, pairs))
 
     def _no_fit_reason(self) -> str:
         s, plan = self.settings, self.settings.plan
         if plan.p is not None and plan.d is not None:
-            m_r = -(-s.global_batch // (plan.d * s.microbatch))
+            m_r = microbatches_per_replica(s.global_batch, plan.d, s.microbatch)
             v = plan.interleave or 1
             broken = self._broken_rule(plan.p, m_r, v)
             if self.rules.whole_microbatches and s.global_batch % (plan.d * s.microbatch):
@@ -1122,7 +1116,7 @@ class PlacementSearch:
             "optimizer": (s.optimizer_step_s(largest - experts, s.zero_shards(self._weight_replicas(d)), zero)
                           + s.optimizer_step_s(experts, self._expert_replicas(d), zero)),
         }
-        time_per_batch_s = shape.slots * times[slowest] + self._batch_sync_s(shape, pairs)
+        time_per_batch_s = pipeline_time_s(shape.slots, times[slowest], self._batch_sync_s(shape, pairs))
         throughput = s.global_batch / time_per_batch_s
         devices = shape.data_parallel * shape.stages * self._replica_devices
         layers = tuple(t.layers_of(a, b) for a, b in pairs)
@@ -1174,6 +1168,18 @@ _BATCH_COLLECTIVE = {0: ("allreduce", GRADIENT_FACTOR), 1: ("allreduce", GRADIEN
 (:meth:`PlacementSearch.allreduce_s`)."""
 
 
+def pipeline_send_s(cluster: Cluster, level, payload_bytes: float, tensor_width: int) -> float:
+    """One pipeline message of ``payload_bytes`` across ``level`` (a :class:`~phaze_env.cluster.Level` of ``cluster``);
+    on a cluster of several levels, Megatron's scatter/gather (Narayanan et al. 2021 §4.1) sends ``1/t`` per tensor
+    rank and all-gathers it inside the group (when the cluster's stack does it: ``Cluster.pipeline_scatter_gather``;
+    else every rank sends it whole)."""
+    t = tensor_width
+    if t == 1 or len(cluster.levels) == 1 or not cluster.pipeline_scatter_gather:
+        return comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
+    return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
+            + cluster.collective_s("allgather", payload_bytes, t))
+
+
 def _stage_sums(table: StageTable, values: np.ndarray) -> np.ndarray:
     """Every stage's sum of a per-layer quantity (0 where no stage)."""
     inside = table.member.astype(float) @ values
@@ -1208,7 +1214,7 @@ class _AffineTable:
 
 
 @lru_cache(maxsize=64)
-def _expert_collective_affine(cluster: Cluster, kind: str, tensor_width: int, context_parallel: int,
+def expert_collective_affine(cluster: Cluster, kind: str, tensor_width: int, context_parallel: int,
                               expert_parallel: int) -> _AffineTable:
     """A collective over the expert replicas (:func:`_expert_group`) for ``d = e, 2e, … ≤ N/(t·c)`` (index ``d/e − 1``),
     shared by every search on one cluster: one table instead of a cached pair per ``d``, which a search at ``e = 2``
@@ -1219,7 +1225,7 @@ def _expert_collective_affine(cluster: Cluster, kind: str, tensor_width: int, co
 
 
 @lru_cache(maxsize=64)
-def _collective_affine(cluster: Cluster, kind: str, stride: int) -> _AffineTable:
+def collective_affine(cluster: Cluster, kind: str, stride: int) -> _AffineTable:
     """A data-parallel collective over ``d = 1 … N/stride`` replicas ``stride`` apart (index ``d − 1``), shared by every
     search on one cluster."""
     size = max(1, cluster.n_devices // stride)
