@@ -294,7 +294,7 @@ def test_evaluate_refuses_an_e_that_does_not_divide_the_experts():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--workload", "gpt2-xl", "--plan", "t1e2"], "e=2 does not divide gpt2-xl's experts (a dense model: e=1)"),
+    (["--workload", "gpt2-xl", "--plan", "t1e2"], "e=2 does not divide gpt2-xl's experts (dense: e=1)"),
     (["--workload", "mixtral-8x7b", "--devices", "48", "--plan", "t2p4d6e4m1"], "e=4 must divide the data-parallel degree d=6"),
     (["--workload", "mixtral-8x7b", "--plan", "t2e3"], "e=3 does not divide mixtral-8x7b's 8 experts"),
 ])
