@@ -73,6 +73,31 @@ def test_headline_prose_ranges_equal_the_table():
     assert f"the ${DGX_HOST_USD_PER_CHIP:,.0f} host share" in README
 
 
+def test_headline_system_figures_equal_the_table():
+    """The prose's per-family wall power, chip counts and network cost are the table's own figures."""
+    def thousands(value: float) -> str:
+        return f"{value:,.0f}"
+
+    def wall(reference: str) -> list[float]:
+        return [r["references"][reference]["system"]["wall_power_per_chip_w"] for r in ROWS]
+
+    one_pod = [r["references"]["tpuv4"]["system"]["wall_power_per_chip_w"] for r in ROWS
+               if r["references"]["tpuv4"]["system"]["pods"] == 1]
+    pods = [r["references"]["tpuv4"]["system"]["wall_power_per_chip_w"] for r in ROWS
+            if r["references"]["tpuv4"]["system"]["pods"] > 1]
+    assert f"TPUv4: {max(one_pod):.0f} W per chip at the wall, {max(pods):.0f} W over several pods" in README
+    assert f"A100 DGX {min(wall('a100')):.0f}–{max(wall('a100')):.0f} W" in README
+    assert f"H100 DGX\n{thousands(min(wall('h100')))}–{thousands(max(wall('h100')))} W" in README
+    megawatt = [r for r in ROWS if r["kind"] == "power" and r["power_w"] == 1e6]
+    chips = [r["best"]["chips"] for r in megawatt]
+    watts = [r["best"]["chip_power_w"] for r in megawatt]
+    assert f"buys {thousands(min(chips))}–{thousands(max(chips))} of its {round(min(watts), -1):.0f}–" \
+           f"{round(max(watts), -1):.0f} W chips" in README
+    assert {r["references"]["tpuv4"]["chips"] for r in megawatt} == {2688} and "TPUv4 buys 2,688 chips per" in README
+    network = [r["references"]["h100"]["system"]["network_usd_per_chip"] for r in ROWS]
+    assert f"(${min(network) / 1e3:.1f}–{max(network) / 1e3:.1f} k per GPU)" in README
+
+
 def test_headline_check_fails_on_a_wrong_figure():
     wrong = README.replace(f"{row('gpt2-xl', 'power')['best']['samples_s']:,.1f}", "30,096.8", 1)
     with pytest.raises(AssertionError):
