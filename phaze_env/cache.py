@@ -35,6 +35,7 @@ import json
 import os
 import pickle
 import re
+import sys
 import threading
 import warnings
 from collections import OrderedDict
@@ -98,8 +99,19 @@ def _content_key(*parts: Any) -> str:
 
 def code_key(module: str, *parts: Any) -> str:
     """The cache key of an entry that ``module``'s code computes from ``parts``: :func:`_content_key` of ``parts``
-    and :func:`code_version` of ``module`` (pass ``__name__``), so an edit of that code is a new key."""
-    return _content_key(code_version(module), *parts)
+    and :func:`code_version` of ``module`` (pass ``__name__``), so an edit of that code is a new key. A module run as
+    a program (``python -m phaze_env.evaluate``: ``__name__`` is ``"__main__"``) is keyed by its real name, so the
+    command line and the API share entries."""
+    return _content_key(code_version(_real_name(module)), *parts)
+
+
+def _real_name(module: str) -> str:
+    """``module``, or for ``"__main__"`` the name it was run under (``python -m NAME``: its ``__spec__``)."""
+    if module == "__main__":
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None and spec.name:
+            return spec.name
+    return module
 
 
 @functools.cache

@@ -6,6 +6,10 @@ layer (graphs, schedules, placements, evaluations; memory and disk)."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 import re
 import shutil
 from pathlib import Path
@@ -348,3 +352,23 @@ def test_an_edited_copy_of_the_code_gets_fresh_answers_and_an_unchanged_one_cach
     bench.edit(copy, "phaze_env/hardware/energy.py", bench.HBM_ENERGY)
     hungrier = bench.evaluate_in(copy, shared)
     assert not hungrier["from_cache"] and hungrier["energy_per_sample_j"] > slower["energy_per_sample_j"]
+
+
+def test_a_module_run_as_a_program_is_keyed_by_its_real_name(monkeypatch):
+    """``python -m phaze_env.evaluate`` runs the module as ``__main__``: its cache keys are those of
+    ``phaze_env.evaluate`` (found a crash: '__main__' is not a project module)."""
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__spec__ = types.SimpleNamespace(name="phaze_env.evaluate")
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert cache.code_key("__main__", "x") == cache.code_key("phaze_env.evaluate", "x")
+
+
+@pytest.mark.slow
+def test_the_evaluate_command_line_runs_an_evaluation(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "phaze_env.evaluate", "--workload", "gpt2-xl", "--devices", "8",
+                           "--batch", "8", "--plan", "t1p1d8m1", "--json"], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PHAZE_CACHE_DIR": str(tmp_path)}, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["feasible"]
