@@ -181,7 +181,8 @@ def system_figures(workload: Workload, design: DesignResult, cluster: Cluster) -
     s = design.system
     return {"samples_s": design.throughput_samples_s, "chips": s["n_devices"], "chips_used": design.plan["devices_used"],
             "peak_tflops": acc.format_peak_flops / 1e12, "mfu": design.mfu, "number_format": acc.number_format,
-            "design": acc.notation(), "plan": design.plan["notation"], "proven": design.proven,
+            "design": acc.notation(), "accelerator": design.accelerator, "plan": design.plan["notation"],
+            "proven": design.proven,
             "chip_power_w": s["chip_power_w"], "chip_cost_usd": s["chip_cost_usd"],
             "cluster_power_w": s["cluster_power_w"], "cluster_cost_usd": s["cluster_cost_usd"],
             "system": s, "time_groups": time_groups(design), "block_bound": block_bound(workload, design, cluster),
