@@ -57,15 +57,15 @@ def gpt3_like(tensor_width: int, microbatch: int) -> list[dict]:
 
 def traced_gpt3(tensor_width: int, microbatch: int) -> list[dict]:
     """The real gpt3-175b chain: traced graphs, layer latencies scheduled on the TPUv4 preset."""
-    from phaze_env.evaluate import _layer_chain, _time_layer
+    from phaze_env.evaluate import _layer_chain, _time_layer, _Timing
     from phaze_env.hardware import TPUV4
     from phaze_env.workloads import model_graph
 
     graph = model_graph("gpt3-175b", microbatch=microbatch, tensor_width=tensor_width)
     counters = {"estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
     cluster = Cluster(**LINK)
-    timings = {layer.name: _time_layer(layer, TPUV4, cluster, bound_only=False, solver="cbc", time_limit_s=10.0,
-                                       counters=counters, cache=True) for layer in graph.layers}
+    timing = _Timing(TPUV4, cluster, "cbc", 10.0, True, counters)
+    timings = {layer.name: _time_layer(layer, timing, bound_only=False) for layer in graph.layers}
     return _layer_chain(graph, timings)
 
 
@@ -144,7 +144,7 @@ def mixtral_main(runs: int = 7) -> None:
     m ∈ {1, 2}, 80 GiB), 1,024 devices of ``dgx-h100``, global batch 4096, Adam, every other knob free: d, p, the
     stage partition, recompute none|selective|full per stage, SP, the ZeRO stage (0-3) and every v dividing the layers (target < 30 ms);
     then the whole grid as ``evaluate`` searches it (``best_plan_multi`` over t × e, branch and bound)."""
-    from phaze_env.evaluate import _layer_chain, _time_layer
+    from phaze_env.evaluate import _layer_chain, _time_layer, _Timing
     from phaze_env.hardware import get_preset
     from phaze_env.workloads import model_graph
 
@@ -154,8 +154,8 @@ def mixtral_main(runs: int = 7) -> None:
     chains = {}
     for t, m in itertools.product(MIXTRAL_WIDTHS, MIXTRAL_MICROBATCHES):
         graph = model_graph("mixtral-8x7b", microbatch=m, tensor_width=t)
-        timings = {layer.name: _time_layer(layer, accelerator, cluster, bound_only=False, solver="cbc",
-                                           time_limit_s=10.0, counters=counters, cache=True) for layer in graph.layers}
+        timing = _Timing(accelerator, cluster, "cbc", 10.0, True, counters)
+        timings = {layer.name: _time_layer(layer, timing, bound_only=False) for layer in graph.layers}
         for e in MIXTRAL_DEGREES:
             chains[(t, m, e)] = _layer_chain(graph, timings, cluster, e)
     seq_len = graph.seq_len

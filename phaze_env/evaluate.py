@@ -290,13 +290,27 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     return chain
 
 
-def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only: bool, solver: str,
-                time_limit_s: float, counters: dict[str, float], cache: bool, context_parallel: int = 1,
-                tensor_width: int = 1, kv_hop_bytes: float = 0.0, prices: dict | None = None) -> LayerTiming:
+@dataclass(frozen=True)
+class _Timing:
+    """What every layer of one evaluation is priced and scheduled with: the accelerator, the cluster, the ILP's solver
+    and time limit, whether the caches are read, and the counters the evaluation reports (the same for every
+    variant; ``bound_only`` differs per call: a variant is bounded before it is scheduled)."""
+
+    accelerator: Accelerator
+    cluster: Cluster
+    solver: str
+    time_limit_s: float
+    cache: bool
+    counters: dict[str, float]
+
+
+def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_parallel: int = 1, tensor_width: int = 1,
+                kv_hop_bytes: float = 0.0, prices: dict | None = None) -> LayerTiming:
     """The layer's forward and backward schedules; at ``context_parallel > 1`` plus the ring exchange each
     direction leaves exposed (``kv_hop_bytes`` per forward hop; backward passes keys, values and their gradients).
     ``prices``: this variant's operator latencies by (layer, direction), filled on first use (a variant is
     timed on its lower bounds first and scheduled later only if it can win)."""
+    acc, cluster, counters = timing.accelerator, timing.cluster, timing.counters
     prices = {} if prices is None else prices
     results = {}
     attention_s = {}  # what selective recompute repeats, per direction (eager: the attention core)
@@ -323,8 +337,8 @@ def _time_layer(layer: Layer, acc: Accelerator, cluster: Cluster, *, bound_only:
             bound = makespan_lower_bound(ops, dag.edges, acc.num_tc, acc.num_vc) if ops else 0.0
             results[direction] = (bound, bound, "bound", False)
         elif dag.ops:
-            schedule = schedule_graph(dag, one, all_cores, acc.num_tc, acc.num_vc, solver=solver,
-                                      time_limit_s=time_limit_s, cache=cache)
+            schedule = schedule_graph(dag, one, all_cores, acc.num_tc, acc.num_vc, solver=timing.solver,
+                                      time_limit_s=timing.time_limit_s, cache=timing.cache)
             counters["ilp_solves"] += schedule.solver_calls if not schedule.from_cache else 0
             counters["schedules"] += 1
             results[direction] = (schedule.makespan_s, schedule.lower_bound_s, schedule.method, schedule.optimal)
@@ -393,6 +407,7 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
     placement DP runs uncached here (the whole evaluation is what ``evaluate`` caches)."""
     counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
     workload, cluster = request.workload, request.cluster
+    timing = _Timing(acc, cluster, solver, time_limit_s, cache, counters)
     started = time.perf_counter()
     variants: dict[tuple[int, int, int], _Variant] = {}  # scheduled (with bound_only: bounded) variants
     bounded: dict[tuple[int, int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
@@ -400,15 +415,14 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
 
     def variant(t: int, m: int, c: int) -> _Variant:
         if (t, m, c) not in variants:
-            variants[(t, m, c)] = _variant(request, acc, t, m, c, bound_only, solver, time_limit_s, counters, cache,
-                                           prices)
+            variants[(t, m, c)] = _variant(request, timing, t, m, c, bound_only, prices)
         return variants[(t, m, c)]
 
     def bound_variant(t: int, m: int, c: int) -> _Variant:
         if bound_only:
             return variant(t, m, c)
         if (t, m, c) not in bounded:
-            bounded[(t, m, c)] = _variant(request, acc, t, m, c, True, solver, time_limit_s, counters, cache, prices)
+            bounded[(t, m, c)] = _variant(request, timing, t, m, c, True, prices)
         return bounded[(t, m, c)]
 
     def lower_bound_chain(t: int, m: int, c: int, e: int) -> list[dict[str, float]]:
@@ -494,21 +508,19 @@ def _variant_label(t: int, m: int, c: int) -> str:
     return f"t{t}_m{m}" + (f"_c{c}" if c > 1 else "")
 
 
-def _variant(request: _Request, acc: Accelerator, t: int, m: int, c: int, bound_only: bool, solver: str,
-             time_limit_s: float, counters: dict, cache: bool, prices: dict) -> _Variant:
+def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, bound_only: bool, prices: dict) -> _Variant:
     """One rank's graph at ``(t, m, c)`` (traced at ``s/c`` tokens), each layer's schedules and the DP's layer chain."""
     started = time.perf_counter()
     seq_len = request.workload.seq_len if request.seq_len is None else request.seq_len
-    graph = rank_graph(model_graph(request.workload, seq_len=seq_len // c, microbatch=m, tensor_width=t, cache=cache), c)
-    counters["trace"] += time.perf_counter() - started
+    graph = rank_graph(model_graph(request.workload, seq_len=seq_len // c, microbatch=m, tensor_width=t,
+                                   cache=timing.cache), c)
+    timing.counters["trace"] += time.perf_counter() - started
     if request.cluster.unfused_elementwise and graph.eager_error:
         raise ValueError(f"the cluster runs elementwise operators unfused (eager), but {graph.eager_error}; "
                          "price it fused (unfused_elementwise=False) instead")
     # Each ring hop passes the keys and values of the rank's s/c tokens (layers without attention pass none).
     hop_bytes = m * graph.seq_len * kv_bytes_per_token(request.workload, t, graph.bytes_per_element) if c > 1 else 0.0
-    timings = {layer.name: _time_layer(layer, acc, request.cluster, bound_only=bound_only, solver=solver,
-                                       time_limit_s=time_limit_s, counters=counters, cache=cache, context_parallel=c,
-                                       tensor_width=t,
+    timings = {layer.name: _time_layer(layer, timing, bound_only=bound_only, context_parallel=c, tensor_width=t,
                                        kv_hop_bytes=hop_bytes if any(map(is_attention_core, layer.fwd.ops)) else 0.0,
                                        prices=prices.setdefault((t, m, c), {}))
                for layer in graph.layers}
