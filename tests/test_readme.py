@@ -94,6 +94,9 @@ def test_headline_system_figures_equal_the_table():
     assert f"buys {thousands(min(chips))}–{thousands(max(chips))} of its {round(min(watts), -1):.0f}–" \
            f"{round(max(watts), -1):.0f} W chips" in README
     assert {r["references"]["tpuv4"]["chips"] for r in megawatt} == {2688} and "TPUv4 buys 2,688 chips per" in README
+    power = [r for r in ROWS if r["kind"] == "power"]
+    share = [r["best"]["chips"] / r["references"]["tpuv4"]["chips"] for r in power]
+    assert f"now with {min(share):.1f}–{max(share):.1f}× its chip count" in README
     network = [r["references"]["h100"]["system"]["network_usd_per_chip"] for r in ROWS]
     assert f"(${min(network) / 1e3:.1f}–{max(network) / 1e3:.1f} k per GPU)" in README
 
