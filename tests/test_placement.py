@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 
+import numpy as np
 import pytest
 from collective_oracle import allgather_s, allreduce_s, p2p_s
 from hypothesis import example, given, settings
@@ -719,3 +720,22 @@ def test_a_split_counts_transformer_layers_only():
     free = placement.best_plan(layers, dataclasses.replace(_settings(**options), plan=PlanSpec(
         d=1, interleave=None, recompute="none", zero=0)))
     assert free.stage_layers == plan.stage_layers and free.interleave == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(rules_strategy, st.integers(1, 12), st.integers(1, 24))
+def test_the_rule_messages_say_no_exactly_where_the_search_skips(rules, layers_count, microbatches):
+    """The DP's vectorised rule check (_runnable) and the one-by-one reasons (_broken_rule) are the same rules."""
+    from phaze_env.placement.search import PlacementSearch
+    from phaze_env.placement.stages import chain_stages
+
+    layer = {"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 1.0, "stash_bytes": 1.0, "output_bytes": 1.0}
+    arrays = placement.inputs.layer_arrays([layer] * layers_count)
+    search = PlacementSearch(arrays, chain_stages(arrays), _settings(n_devices=16, global_batch=16, tensor_width=1,
+                                                                   microbatch=1, hbm_bytes=1e9, link_bandwidth_Bps=1.0,
+                                                                   zero=None, rules=rules), layers_count)
+    stages = np.arange(1, layers_count + 1)
+    for v in range(1, layers_count + 1):
+        runnable = search._runnable(stages, np.full(len(stages), microbatches), v)
+        reasons = [search._broken_rule(int(p), microbatches, v) for p in stages]
+        assert list(runnable) == [not reason for reason in reasons], (v, reasons)

@@ -839,9 +839,13 @@ class PlacementSearch:
             allowed &= (total % stages == 0) & ((total // stages) % v == 0)
         return allowed
 
-    def _broken_rule(self, stages: int, microbatches: int, v: int) -> str:
-        """Why the stack cannot run ``(p, m_r, v)`` ("" when it can; :meth:`_runnable`'s rules, one by one)."""
-        total, rules = self.total_layers, self.rules
+    def _broken_rule(self, stages: int, microbatches: int, v: int, data_parallel: int | None = None) -> str:
+        """Why the stack cannot run ``(p, m_r, v)`` at ``d`` replicas ("" when it can): :meth:`_runnable`'s rules one by
+        one, and the whole-microbatch rule :meth:`_candidates` applies to ``d``."""
+        total, rules, s = self.total_layers, self.rules, self.settings
+        if rules.whole_microbatches and data_parallel is not None and s.global_batch % (data_parallel * s.microbatch):
+            return (f"{rules.owner(s.cluster.name)} runs whole microbatches only, and d·m = "
+                    f"{data_parallel * s.microbatch} does not divide the global batch of {s.global_batch}")
         if v > 1 and stages < rules.interleave_min_stages:
             return f"the interleaved schedule needs p ≥ {rules.interleave_min_stages} pipeline stages (the stack's rule)"
         if v > 1 and microbatches % stages:
@@ -1029,10 +1033,7 @@ class PlacementSearch:
         if plan.p is not None and plan.d is not None:
             m_r = microbatches_per_replica(s.global_batch, plan.d, s.microbatch)
             v = plan.interleave or 1
-            broken = self._broken_rule(plan.p, m_r, v)
-            if self.rules.whole_microbatches and s.global_batch % (plan.d * s.microbatch):
-                broken = (f"{self.rules.owner(s.cluster.name)} runs whole microbatches only, and d·m = "
-                          f"{plan.d * s.microbatch} does not divide the global batch of {s.global_batch}")
+            broken = self._broken_rule(plan.p, m_r, v, plan.d)
             if broken:
                 return f"plan {plan}: {broken}"
             zeros = [zero if self._weight_replicas(plan.d) > 1 else 0 for zero in s.zero_stages]
