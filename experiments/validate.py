@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import math
 import statistics
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from experiments.validation_cases import (COMPILE_BLOG, COMPILE_GAINS, FSDP_H100_CASES, H100_CASES, MOE_CASES, RATIO_CASES, TPU_CASES,
                                          ChipRatioCase, ValidationCase, all_cases, get_case)
-from phaze_env.cli import OneLineParser
+from phaze_env.cli import OneLineParser, progress_display
+from phaze_env.cli import console as cli_console
 from phaze_env.cluster import get_cluster
 from phaze_env.evaluate import Evaluation, evaluate
 from phaze_env.files import atomic_path, writable_directory, write_text_atomic
@@ -1021,6 +1023,52 @@ def ratio_section(ratios: list[RatioPrediction]) -> list[str]:
     return lines
 
 
+def _predict_all(cases, ratio_cases, step) -> tuple[list[Prediction], list]:
+    """Every case's and chip-ratio case's prediction, each printed as it comes (``step(name)`` after each)."""
+    predictions = []
+    for case in cases:
+        prediction = predict(case)
+        predictions.append(prediction)
+        error = "—" if prediction.error is None else f"{prediction.error:+.1%}"
+        predicted = "—" if prediction.predicted is None else _figure(case.metric, prediction.predicted)
+        print(f"{case.name:36s} {case.stack:18s} {case.accelerator:6s} {prediction.kind:11s} published "
+              f"{_figure(case.metric, case.published):>8s}  predicted {predicted:>8s}  error {error:>7s}  {prediction.plan}  "
+              f"{prediction.note[:100]}", flush=True)
+        step(case.name)
+    ratios = []
+    for case in ratio_cases:
+        ratio = predict_ratio(case)
+        ratios.append(ratio)
+        predicted = "—" if ratio.predicted_ratio is None else f"{ratio.predicted_ratio:.3f}"
+        error = "—" if ratio.error is None else f"{ratio.error:+.1%}"
+        print(f"{ratio.case.name:36s} published H100/A100 {ratio.case.published_ratio:.3f}  predicted {predicted:>6s}  "
+              f"error {error:>7s}  {ratio.note}", flush=True)
+        step(case.name)
+    return predictions, ratios
+
+
+@contextmanager
+def _progress(total: int):
+    """On a terminal, the CLIs' one progress display on stderr (:func:`phaze_env.cli.progress_display`): the cases with
+    their total and a time left, then the sensitivities and the report; yields ``step(name)`` (``None``: the cases are
+    done). Off a terminal, ``step`` does nothing and stdout keeps the report lines alone."""
+    err = cli_console(stderr=True)
+    if not err.is_terminal:
+        yield lambda name: None
+        return
+    with progress_display(err) as bar:
+        cases = bar.add_task(f"validating {total} published runs", total=total)
+
+        def step(name: str | None) -> None:
+            if name is None:
+                bar.update(cases, completed=total)
+                bar.add_task("the sensitivities (plans re-evaluated) and the report", total=None)
+            else:
+                done = int(bar.tasks[cases].completed) + 1
+                bar.update(cases, completed=done, description=f"validating · {done} of {total} runs · {name}")
+        yield step
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m experiments.validate", description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
@@ -1037,29 +1085,19 @@ def main(argv: list[str] | None = None) -> int:
             writable_directory(directory)
     except ValueError as exc:
         parser.error(str(exc))
-    predictions = []
-    for case in cases:
-        prediction = predict(case)
-        predictions.append(prediction)
-        error = "—" if prediction.error is None else f"{prediction.error:+.1%}"
-        predicted = "—" if prediction.predicted is None else _figure(case.metric, prediction.predicted)
-        print(f"{case.name:36s} {case.stack:18s} {case.accelerator:6s} {prediction.kind:11s} published "
-              f"{_figure(case.metric, case.published):>8s}  predicted {predicted:>8s}  error {error:>7s}  {prediction.plan}  "
-              f"{prediction.note[:100]}", flush=True)
-    ratios = [] if args.cases else [predict_ratio(case) for case in RATIO_CASES]  # a --cases run is a subset
-    for ratio in ratios:
-        predicted = "—" if ratio.predicted_ratio is None else f"{ratio.predicted_ratio:.3f}"
-        error = "—" if ratio.error is None else f"{ratio.error:+.1%}"
-        print(f"{ratio.case.name:36s} published H100/A100 {ratio.case.published_ratio:.3f}  predicted {predicted:>6s}  "
-              f"error {error:>7s}  {ratio.note}", flush=True)
-    try:
-        write_text_atomic(out, markdown(predictions, microbatch_sensitivity(predictions), ratios,
-                                        interleave_sensitivity(predictions)))
-        with atomic_path(figure) as temporary:
-            plot(profiled(predictions), temporary)  # the H100 cases: a table of their own
-    except OSError as exc:
-        parser.exit(1, f"{parser.prog}: error: cannot write the report into {out.parent}: {exc.strerror or exc}\n")
+    ratio_cases = [] if args.cases else list(RATIO_CASES)  # a --cases run is a subset
+    with _progress(len(cases) + len(ratio_cases)) as step:
+        predictions, ratios = _predict_all(cases, ratio_cases, step)
+        step(None)  # the sensitivities re-evaluate plans: a phase of their own
+        try:
+            write_text_atomic(out, markdown(predictions, microbatch_sensitivity(predictions), ratios,
+                                            interleave_sensitivity(predictions)))
+            with atomic_path(figure) as temporary:
+                plot(profiled(predictions), temporary)  # the H100 cases: a table of their own
+        except OSError as exc:
+            parser.exit(1, f"{parser.prog}: error: cannot write the report into {out.parent}: {exc.strerror or exc}\n")
     every, predictions = predictions, profiled(predictions)
+
     h100 = held_out_errors([p for p in every if p not in predictions])
     if h100:
         print(f"H100 and MoE (held out): mean absolute error {statistics.mean(h100):.1%} over {len(h100)} cases")

@@ -383,3 +383,28 @@ def test_the_docs_sample_outputs_use_the_current_labels():
                     assert match.group(1) in BREAKDOWN_LABELS.values(), f"{page.name}: {text.strip()}"
                     checked += 1
     assert checked >= 9  # docs/moe.md's Mixtral what-if at least
+
+
+def test_validation_shows_its_runs_with_a_total_and_a_time_left(monkeypatch):
+    """``python -m experiments.validate`` printed nothing of its progress (minutes on 2 cores): on a terminal it now
+    counts the runs against their total with a time left, then names the sensitivities phase; off a terminal it
+    writes nothing to stderr (the report lines on stdout stay alone)."""
+    import io
+
+    from rich.console import Console
+
+    from experiments import validate
+
+    for terminal in (True, False):
+        stderr = io.StringIO()
+        monkeypatch.setattr(validate, "cli_console",
+                            lambda **kwargs: Console(file=stderr, force_terminal=terminal, width=200))
+        with validate._progress(2) as step:
+            step("case-a")
+            step("case-b")
+            step(None)
+        shown = stderr.getvalue()
+        if terminal:
+            assert "validating · 2 of 2 runs · case-b" in shown and "ETA" in shown and "the sensitivities" in shown
+        else:
+            assert shown == ""
