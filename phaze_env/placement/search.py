@@ -613,12 +613,16 @@ class PlacementSearch:
             return 0.0
         level = self._level(shape)
         if level not in self._least_p2p:
-            if level not in self._p2p:
-                self._p2p[level] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
             stages = self.table.valid.copy()
             stages[self.table.empty, self.table.full] = False
-            self._least_p2p[level] = float(self._p2p[level][stages].min()) if stages.any() else 0.0
+            self._least_p2p[level] = float(self._p2p_s(level)[stages].min()) if stages.any() else 0.0
         return self._least_p2p[level]
+
+    def _p2p_s(self, level) -> np.ndarray:
+        """Every stage's per-microbatch send time across ``level`` (computed once per level)."""
+        if level not in self._p2p:
+            self._p2p[level] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
+        return self._p2p[level]
 
     def _hybrid_s(self, kind: str, param_bytes: np.ndarray, group: int | np.ndarray, spacing: int,
                   per_param: float) -> np.ndarray:
@@ -681,9 +685,7 @@ class PlacementSearch:
         # in ``self._zero_comm`` for the whole search, so their identity names them
         key = (level, shape.interleave, memory.signature, id(zero_comm))
         if key not in self._variants:
-            if level not in self._p2p:
-                self._p2p[level] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
-            costs = StageCosts(self.table, self._p2p[level], zero_comm, memory)
+            costs = StageCosts(self.table, self._p2p_s(level), zero_comm, memory)
             self._variants[key] = (costs, SuffixDP(self.table, costs))
         return self._variants[key]
 
@@ -862,23 +864,28 @@ class PlacementSearch:
     def _stage_rule(self, shape: _Shape) -> np.ndarray | None:
         """The stages (K × K) the stack can run in ``shape`` (``None``: every stage): with uniform stages those of
         ``L/p`` transformer layers, with ``v > 1`` those whose layers split into ``v`` equal chunks."""
-        v = shape.interleave
-        if v == 1 and not self.rules.uniform_stages:
+        key = self._rule_key(shape)
+        if key is None:
             return None
-        per_stage = self.total_layers // shape.stages if self.rules.uniform_stages else 0
-        key = (v, per_stage)
+        v, per_stage = key
         if key not in self._rule_masks:
             counts = self.table.layer_count
             rule = counts == per_stage if self.rules.uniform_stages else (counts % v == 0) & (counts > 0)
             self._rule_masks[key] = rule & self.table.valid
         return self._rule_masks[key]
 
+    def _rule_key(self, shape: _Shape) -> tuple[int, int] | None:
+        """What a shape's stage rule depends on: ``(v, L/p under uniform stages else 0)``; ``None``: no rule."""
+        if shape.interleave == 1 and not self.rules.uniform_stages:
+            return None
+        return shape.interleave, self.total_layers // shape.stages if self.rules.uniform_stages else 0
+
     def _compact_rule(self, shape: _Shape, memory: StageMemory) -> np.ndarray | None:
         """:meth:`_stage_rule` in ``memory``'s compact layout."""
         rule = self._stage_rule(shape)
         if rule is None:
             return None
-        key = (id(memory.next_index), shape.interleave, self.total_layers // shape.stages if self.rules.uniform_stages else 0)
+        key = (id(memory.next_index), *self._rule_key(shape))
         if key not in self._compact_masks:
             self._compact_masks[key] = memory.compact(np.where(rule, 1.0, np.inf)) == 1.0
         return self._compact_masks[key]
