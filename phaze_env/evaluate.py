@@ -205,13 +205,14 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
                         interleave=1, e=1)
     elif not isinstance(plan, PlanSpec):
         raise TypeError(f"plan must be a PlanSpec (e.g. PlanSpec.parse('t8p8d1m1')), got {type(plan).__name__}")
-    microbatches = tuple(sorted({int(m) for m in microbatch})) if plan.microbatch is None else (plan.microbatch,)
+    widths, microbatches = plan.narrow(tensor_widths, microbatch)
+    microbatches = tuple(sorted({int(m) for m in microbatches}))
     if not microbatches or min(microbatches) <= 0:
         raise ValueError(f"microbatch sizes must be positive integers, got {microbatch!r}")
     capacities = (accelerator.hbm_gb,) if hbm_gb is None else tuple(sorted({float(h) for h in _as_tuple(hbm_gb)}))
     if not capacities or min(capacities) <= 0:
         raise ValueError(f"HBM capacities must be positive, got {hbm_gb!r}")
-    widths = tuple(sorted({int(t) for t in tensor_widths})) if plan.t is None else (plan.t,)
+    widths = tuple(sorted({int(t) for t in widths}))
     if not widths or min(widths) <= 0:
         raise ValueError(f"tensor widths must be positive integers, got {tensor_widths!r}")
     if plan.devices is not None and plan.devices != cluster.n_devices:
@@ -658,9 +659,8 @@ def _evaluate_with_progress(workload: str, accelerator: Accelerator, cluster: Cl
     err = console(stderr=True)
     if not err.is_terminal:
         return evaluate(workload, accelerator, cluster, plan=plan, **options)
-    widths = valid_tensor_widths(get_workload(workload), TENSOR_WIDTHS if plan.t is None else (plan.t,),
-                                 cluster.n_devices)
-    microbatches = DEFAULT_MICROBATCHES if plan.microbatch is None else (plan.microbatch,)
+    widths, microbatches = plan.narrow(TENSOR_WIDTHS, DEFAULT_MICROBATCHES)
+    widths = valid_tensor_widths(get_workload(workload), widths, cluster.n_devices)
     with progress_display(err) as bar:
         tracing = bar.add_task(f"{workload}: tracing the model", total=len(widths) * len(microbatches))
         prepare_graphs(workload, widths, microbatches, seq_len=options.get("seq_len"),
