@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Sequence
 
 RECOMPUTE_MODES = ("none", "selective", "full")  # by increasing time and decreasing activation memory
 RECOMPUTE_CHOICES = (*RECOMPUTE_MODES, "auto")
@@ -94,6 +94,12 @@ class PlanSpec:
     def devices(self) -> int | None:
         """``t·c·p·d`` when all four are pinned."""
         return None if None in (self.t, self.c, self.p, self.d) else self.t * self.c * self.p * self.d
+
+    def narrow(self, tensor_widths: Sequence[int], microbatches: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The tensor widths and microbatch sizes searched under this plan: a pinned ``t`` or ``m`` replaces its list
+        (the one rule :func:`phaze_env.evaluate.evaluate`, its bounds and the exact search all narrow by)."""
+        return (tuple(tensor_widths) if self.t is None else (self.t,),
+                tuple(microbatches) if self.microbatch is None else (self.microbatch,))
 
     @property
     def recompute_modes(self) -> tuple[str, ...]:
