@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from experiments.validate import STACK_GAPS as VALIDATE_STACK_GAPS
 from experiments.validate import (RATIO_TOLERANCE, TOLERANCE, fit_ratio_efficiency, fp8_speedups, plan_of, predict,
                                   predict_ratio, published_time_s)
 from experiments.validation_cases import H100_CASES, RATIO_CASES, get_case
@@ -16,11 +17,8 @@ from phaze_env.stacks import get_stack
 
 FP8_SPEEDUP_TOLERANCE = 0.05
 STACK_GAPS = {"nemo2407-llama2-7b-fp8", "nemo2407-llama2-13b-fp8"}  # docs/validation.md: eager vs fused attention
-# The Llama 3 paper's Table 4 gives TFLOP/s per GPU without its FLOP convention; counted with full s×s scores (the MFU
-# of Chowdhery et al., which the paper cites) the 8,192-GPU row comes out +15.8 % and the 128K CP-16 row +46 %, with
-# causal scores (half) +11 % and +4 % (at 128K the scores are 57 % of the count): the published figure does not fix
-# the throughput to better than that.
-CONVENTION_GAPS = {"llama3-405b-paper-8192", "llama3-405b-paper-16384-cp16"}
+# The Llama 3 paper's rows whose FLOP convention decides whether they are within ±15 % (experiments.validate.STACK_GAPS).
+CONVENTION_GAPS = {name for name in VALIDATE_STACK_GAPS if name.startswith("llama3-405b-paper")}
 DGXC = [case for case in H100_CASES if case.name.startswith("dgxc-")]
 
 
