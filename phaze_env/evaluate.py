@@ -271,6 +271,8 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     tp-cp-ep-dp-pp rank order; not overlapped). ``graph`` is one rank's (at ``c > 1``: its ``s/c`` tokens)."""
     chain = []
     e = expert_parallel
+    # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
+    ends_count = cluster is not None and cluster.plan_rules.embedding_loss_in_split
     stride = graph.tensor_width * context_parallel
     for layer in graph.layers:
         timing = timings[layer.name]
@@ -286,7 +288,7 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                  "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
                  "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
                  "cp_comm_s": timing.cp_comm_s, "ep_comm_s": 4 * alltoall_s,
-                 "transformer_layers": 1.0 if layer.is_transformer_layer else 0.0}
+                 "transformer_layers": 1.0 if layer.is_transformer_layer or ends_count else 0.0}
         chain.extend([entry] * layer.repeat)
     return chain
 
