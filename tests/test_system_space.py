@@ -26,7 +26,8 @@ from phaze_env.hardware.system import (TORUS_POD_CHIPS, torus_pods, HBM_GENERATI
                                        SYSTEM_GEMM_EFFICIENCY, SystemBudget, baseline_point, devices_supported,
                                        reference_point,
                                        topology_family, topology_unit, wall_power_per_chip_w)
-from search.bounds import bounding_cluster, placement_time_bound_s, system_throughput_bounds, throughput_bounds
+from phaze_env.placement.bounds import placement_time_bound_s
+from search.bounds import bounding_cluster, system_throughput_bounds, throughput_bounds
 from search.config import SearchConfig
 from search.result import SearchResult
 from search.run import run_search
