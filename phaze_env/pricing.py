@@ -121,7 +121,8 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
         tensor = replace(tensor, eager_s=np.repeat(eager_s[:, None], len(tc), axis=1))
     slowdown = 1.0 / cluster.framework_efficiency
     tensor, vector = _slowed(tensor, slowdown), _slowed(vector, slowdown)
-    return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, collectives_s(ops, cluster)), tensor, vector)
+    comm_s = collectives_s(ops, cluster)
+    return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, comm_s), tensor, vector)
 
 
 def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=None) -> np.ndarray:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -99,43 +100,56 @@ def bounding_cluster(cluster: Cluster) -> Cluster:
                    slices=1, dcn_bandwidth_Bps=math.inf, dcn_latency_s=0.0, name="torus-bound")
 
 
-def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster: Cluster, *, microbatch,
-                             tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None) -> np.ndarray:
-    """Upper bound on every system-space row's throughput (``cluster``: the training fields only).
+@dataclass(frozen=True)
+class BoundingGroup:
+    """Rows of a searched space bounded by one vectorised call (:func:`variant_throughput_bounds`): the architectures
+    of ``space`` on ``cluster``, each placed on at most its ``device_caps`` devices (None: the cluster's); row
+    ``rows[k]`` of the searched space is architecture ``columns[k]`` of ``space``."""
 
-    Rows sharing the HBM (bandwidth, efficiency), number format, topology and links share one
-    :func:`variant_throughput_bounds` call: over their architectures (an :class:`ArchSpace` of the space's value
-    lists up to the largest of them, on a base with that HBM) on :func:`bounding_cluster` of the largest chip
-    count on the group's network, each architecture's placements capped at its own row's chip count
-    (``device_caps``; the most chips of the group's rows with that architecture). The bounding cluster prices a group that fits a
-    smaller count as that count's own (bounding) cluster does, so each row's bound is the one on its own chip
-    count — valid whatever its die or architecture costs."""
-    groups: dict[tuple, list[int]] = {}
+    space: ArchSpace
+    cluster: Cluster
+    device_caps: np.ndarray | None
+    rows: np.ndarray
+    columns: np.ndarray
+
+
+def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> list[BoundingGroup]:
+    """The groups a space is bounded in: PHAZE's space is one (every architecture on ``cluster``); the system space's
+    rows (``cluster``: the training fields only) are grouped.
+
+    Rows sharing the HBM (bandwidth, efficiency), number format, topology and links share one group: their
+    architectures (an :class:`ArchSpace` of the space's value lists up to the largest of them, on a base with that HBM)
+    on :func:`bounding_cluster` of the largest chip count on the group's network, each architecture's placements capped
+    at its own row's chip count (``device_caps``; the most chips of the group's rows with that architecture). The
+    bounding cluster prices a group that fits a smaller count as that count's own (bounding) cluster does, so each
+    row's bound is the one on its own chip count — valid whatever its die or architecture costs."""
+    if not isinstance(space, SystemArchSpace):
+        every = np.arange(len(space))
+        return [BoundingGroup(space, cluster, None, every, every)]
+    rows = space
+    members_of: dict[tuple, list[int]] = {}
     largest: dict[tuple, int] = {}  # per network: its row with the most chips
     for i, point in enumerate(rows.points):
         acc, system = point.accelerator, point.chip_system
         network = (point.topology, system.links, system.link_bandwidth_Bps)
-        groups.setdefault((acc.hbm_bandwidth_Bps, acc.hbm_efficiency, acc.gemm_efficiency, acc.number_format,
-                           *network), []).append(i)
+        members_of.setdefault((acc.hbm_bandwidth_Bps, acc.hbm_efficiency, acc.gemm_efficiency, acc.number_format,
+                               *network), []).append(i)
         if network not in largest or point.n_devices > rows.points[largest[network]].n_devices:
             largest[network] = i
-    space = rows.space
-    bound = np.zeros(len(rows))
-    for key, members in groups.items():
+    values = rows.space
+    groups = []
+    for key, members in members_of.items():
         # one cluster per network (the device caps bound each row), so the groups on it share collective prices
         group_cluster = bounding_cluster(rows.cluster(largest[key[4:]], cluster))
         archs = [rows[i] for i in members]
-        arch_space = ArchSpace(num_tc=space.num_tc, tc_width=space.tc_width, tc_depth=space.tc_depth,
-                               num_vc=space.num_vc, buffer_mb=space.buffer_mb,
+        arch_space = ArchSpace(num_tc=values.num_tc, tc_width=values.tc_width, tc_depth=values.tc_depth,
+                               num_vc=values.num_vc, buffer_mb=values.buffer_mb,
                                budget_mm2=max(acc.area_mm2 for acc in archs), area_window_lower=0.0, base=archs[0])
-        columns = [arch_space.index(acc) for acc in archs]
+        columns = np.array([arch_space.index(acc) for acc in archs])
         caps = np.zeros(len(arch_space), dtype=np.int64)  # architectures of no member: no placement, bound 0
         np.maximum.at(caps, columns, [rows.points[i].n_devices for i in members])
-        per_variant = variant_throughput_bounds(workload, arch_space, group_cluster, microbatch=microbatch,
-                                                tensor_widths=tensor_widths, seq_len=seq_len, plan=plan,
-                                                device_caps=caps)
-        bound[members] = best_of_variants(per_variant, len(arch_space))[columns]
-    return bound
+        groups.append(BoundingGroup(arch_space, group_cluster, caps, np.array(members), columns))
+    return groups
 
 
 def search_plan_error(plan: PlanSpec) -> str | None:
@@ -186,9 +200,10 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
         tensor_widths, microbatch = plan.narrow(tensor_widths, microbatch)
     experts = [1] if plan is None else (expert_parallel_degrees(workload, cluster.n_devices) if plan.e is None
                                         else [plan.e])
+    widths = valid_tensor_widths(workload, tensor_widths, cluster.n_devices)
     bounds = {}
     core_configs = (space.tc_configs(), space.vc_configs())
-    for t in valid_tensor_widths(workload, tensor_widths, cluster.n_devices):
+    for t in widths:
         for m in microbatch:
             graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t)
             layer_s = layer_time_bounds_s(graph, space, cluster, core_configs)
@@ -208,15 +223,17 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
 
 def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
                       tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None) -> np.ndarray:
-    """Upper bound on ``evaluate(..., plan=plan).throughput_samples_s`` for every architecture of ``space``
-    (every row of a system space: :func:`system_throughput_bounds`); ``plan`` as :func:`variant_throughput_bounds`."""
+    """Upper bound on ``evaluate(..., plan=plan).throughput_samples_s`` for every architecture of ``space`` (every row
+    of a system space, on its own cluster: ``cluster`` gives the training fields), one :func:`variant_throughput_bounds`
+    per :func:`bounding_groups` group; ``plan`` as :func:`variant_throughput_bounds`."""
     _check_plan(plan)
-    if isinstance(space, SystemArchSpace):
-        return system_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,
-                                        seq_len=seq_len, plan=plan)
-    per_variant = variant_throughput_bounds(workload, space, cluster, microbatch=microbatch,
-                                            tensor_widths=tensor_widths, seq_len=seq_len, plan=plan)
-    return best_of_variants(per_variant, len(space))
+    bound = np.zeros(len(space))
+    for group in bounding_groups(space, cluster):
+        per_variant = variant_throughput_bounds(workload, group.space, group.cluster, microbatch=microbatch,
+                                                tensor_widths=tensor_widths, seq_len=seq_len, plan=plan,
+                                                device_caps=group.device_caps)
+        bound[group.rows] = best_of_variants(per_variant, len(group.space))[group.columns]
+    return bound
 
 
 def best_of_variants(per_variant: dict[tuple[int, int], np.ndarray], size: int) -> np.ndarray:

@@ -12,14 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from phaze_env.cluster import Cluster
-from phaze_env.placement.collectives import collective_affine, expert_collective_affine, pipeline_send_s
+from phaze_env.placement.collectives import collective_affine, expert_collective_affine, p2p_bound_s
 from phaze_env.placement.inputs import microbatches_per_replica, pipeline_slots, pipeline_time_s
-
-
-def p2p_bound_s(cluster: Cluster, payload_bytes: float, tensor_width: int) -> float:
-    """A pipeline message is never faster than the DP's own send (:func:`pipeline_send_s`, Megatron's scatter/gather
-    included) across the cheapest of the cluster's levels: whatever level a pipeline crosses, it is one of them."""
-    return min(pipeline_send_s(cluster, level, payload_bytes, tensor_width) for level in cluster.levels)
 
 
 def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.ndarray:
@@ -52,7 +46,7 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     ``device_caps`` (per architecture, each ≤ ``cluster.n_devices``; default all ``cluster.n_devices``): only
     placements with ``d·p·t`` ≤ the architecture's cap count, so each column equals this bound on the same
     cluster with that many devices wherever the cluster prices the collectives of a group that fits the cap as
-    it does at ``n_devices`` (:func:`search.bounds.bounding_cluster`'s families; :func:`search.bounds.system_throughput_bounds`). An
+    it does at ``n_devices`` (:func:`search.bounds.bounding_cluster`'s families; :func:`search.bounds.bounding_groups`). An
     architecture with no placement gets ``inf``.
     """
     n, batch = cluster.n_devices, cluster.global_batch
@@ -101,4 +95,4 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     return best
 
 
-__all__ = ["p2p_bound_s", "placement_time_bound_s", "smallest_layers_s"]
+__all__ = ["placement_time_bound_s", "smallest_layers_s"]

@@ -26,6 +26,12 @@ def pipeline_send_s(cluster: Cluster, level, payload_bytes: float, tensor_width:
             + cluster.collective_s("allgather", payload_bytes, t))
 
 
+def p2p_bound_s(cluster: Cluster, payload_bytes: float, tensor_width: int) -> float:
+    """A pipeline message is never faster than the DP's own send (:func:`pipeline_send_s`, Megatron's scatter/gather
+    included) across the cheapest of the cluster's levels: whatever level a pipeline crosses, it is one of them."""
+    return min(pipeline_send_s(cluster, level, payload_bytes, tensor_width) for level in cluster.levels)
+
+
 def expert_group(tensor_width: int, context_parallel: int, expert_parallel: int, data_parallel: int) -> dict:
     """The ranks holding one expert shard, as :meth:`Cluster.collective_s` arguments (rank order tp-cp-ep-dp-pp):
     the ``c`` context-parallel ranks ``t`` apart of each of the ``d/e`` data-parallel positions ``t·c·e`` apart."""
@@ -72,4 +78,4 @@ def collective_affine(cluster: Cluster, kind: str, stride: int) -> AffineTable:
     return AffineTable(cluster, kind, size, lambda i: {"group": i + 1, "stride": stride})
 
 
-__all__ = ["AffineTable", "collective_affine", "expert_collective_affine", "expert_group", "pipeline_send_s"]
+__all__ = ["AffineTable", "collective_affine", "expert_collective_affine", "expert_group", "p2p_bound_s", "pipeline_send_s"]
