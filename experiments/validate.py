@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from experiments import calculon_reference
 from experiments.validation_cases import (COMPILE_BLOG, COMPILE_GAINS, FSDP_H100_CASES, H100_CASES, MOE_CASES, RATIO_CASES, TPU_CASES,
                                          ChipRatioCase, ValidationCase, all_cases, get_case)
 from phaze_env.cli import OneLineParser, progress_display
@@ -565,6 +566,7 @@ def markdown(predictions: list[Prediction], sensitivity: list[list[TrendPoint]] 
             layers = p.layers_per_stage
             lines.append(f"* {p.case.name}: layers per stage {min(layers)}–{max(layers)} (mean "
                          f"{statistics.mean(layers):.2f}), error {p.error:+.1%}")
+    lines += calculon_reference.section({p.case.name: p.error for p in every if p.error is not None})
     lines += fsdp_section(every) + tpu_section(every) + h100_section(every) + moe_section(every) + ratio_section(ratios)
     lines.append("")
     return "\n".join(lines)
