@@ -239,7 +239,7 @@ class Settings:
     def interleaved(self) -> bool:
         """Whether ``v > 1`` may be searched: the plan pins one, or leaves it free on a stack that has the interleaved
         schedule and pipelines (the DP then tries every ``v`` that splits the model's layers,
-        :meth:`~phaze_env.placement.search.PlacementSearch.interleaves`)."""
+        :meth:`~phaze_env.placement.rules.RunnableShapes.interleaves`)."""
         if self.plan.interleave is not None:
             return self.plan.interleave > 1
         return self.cluster.interleaved_schedule and self.cluster.plan_rules.pipeline

@@ -97,6 +97,7 @@ from phaze_env.placement.collectives import (AffineTable, collective_affine, exp
 from phaze_env.placement.inputs import (GRADIENT_FACTOR, LayerArrays, Settings, microbatches_per_replica, pipeline_slots,
                                         pipeline_time_s, zero_buffer_factor)
 from phaze_env.placement.plan import Plan, infeasible
+from phaze_env.placement.rules import RunnableShapes
 from phaze_env.placement.stages import StageTable
 from phaze_env.plan_spec import PlanSpec
 
@@ -405,11 +406,8 @@ class PlacementSearch:
         self.table = table
         self.settings = settings
         s = settings
-        self.rules = s.cluster.plan_rules
-        self.max_stages = max_stages if self.rules.pipeline else 1
-        self.total_layers = int(table.layer_count[table.empty, table.full])  # transformer layers a split counts
-        self._rule_masks: dict[tuple[int, int], np.ndarray | None] = {}  # (v, layers per stage) -> K × K runnable stages
-        self._compact_masks: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, v, layers per stage) -> compact
+        self.rules = RunnableShapes(s, table)
+        self.max_stages = max_stages if self.rules.plan_rules.pipeline else 1
         self._p2p: dict[object, np.ndarray] = {}
         self._least_p2p: dict[object, float] = {}  # level -> the cheapest send of a stage of a p ≥ 2 pipeline
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
@@ -767,7 +765,7 @@ class PlacementSearch:
         if plan.d is not None:
             replicas = replicas[replicas == plan.d]
         replicas = replicas[replicas % s.expert_parallel == 0]  # expert-parallel groups are carved from the replicas
-        if self.rules.whole_microbatches:  # the stack runs whole microbatches only: d·m divides the batch
+        if self.rules.plan_rules.whole_microbatches:  # the stack runs whole microbatches only: d·m divides the batch
             replicas = replicas[s.global_batch % (replicas * s.microbatch) == 0]
         if plan.shard_group is not None:  # hybrid shard groups tile the weight replicas
             replicas = replicas[self._weight_replicas(replicas) % plan.shard_group == 0]
@@ -792,8 +790,8 @@ class PlacementSearch:
             keep = p == plan.p
             d, m_r, p, z = d[keep], m_r[keep], p[keep], z[keep]
         shapes = []
-        for v in self.interleaves():
-            allowed = self._runnable(p, m_r, v)
+        for v in self.rules.interleaves():
+            allowed = self.rules.runnable(p, m_r, v)
             shapes.append((d[allowed], p[allowed], m_r[allowed], np.full(int(allowed.sum()), v), z[allowed]))
         d, p, m_r, v, z = (np.concatenate(parts) for parts in zip(*shapes))
         if len(d) == 0:
@@ -815,82 +813,6 @@ class PlacementSearch:
         order = np.lexsort((z, v, p, d, bound_s))
         for d_i, p_i, m_i, v_i, z_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, z, bound_s))):
             yield _Shape(d_i, p_i, m_i, v_i, z_i), bound_i
-
-    def interleaves(self) -> list[int]:
-        """The ``v`` to search: the pinned one; 1 on a stack without the interleaved schedule; else 1 and every ``v``
-        that divides the model's transformer layers (each stage's layers must split into ``v`` equal chunks, so the
-        layers of all stages, a sum of multiples of ``v``, are one too)."""
-        s = self.settings
-        if s.plan.interleave is not None:
-            return [s.plan.interleave]
-        if not s.interleaved:
-            return [1]
-        total = self.total_layers
-        return [1] + [v for v in range(2, total + 1) if total % v == 0]
-
-    def _runnable(self, stages: np.ndarray, microbatches: np.ndarray, v: int) -> np.ndarray:
-        """Which ``(p, m_r)`` the stack can run at ``v`` (:class:`~phaze_env.plan_spec.PlanRules`): interleaving needs
-        ``p ≥ interleave_min_stages``, ``m_r`` a multiple of ``p`` (Megatron-LM) and ``v`` layers or more per stage;
-        uniform stages need ``p`` to divide the layers into stages whose count ``v`` divides."""
-        total = self.total_layers
-        allowed = np.ones(len(stages), dtype=bool)
-        if v > 1:
-            allowed = ((stages >= self.rules.interleave_min_stages) & (microbatches % np.maximum(stages, 1) == 0)
-                       & (stages * v <= total) & (total % v == 0))
-        if self.rules.uniform_stages:
-            allowed &= (total % stages == 0) & ((total // stages) % v == 0)
-        return allowed
-
-    def _broken_rule(self, stages: int, microbatches: int, v: int, data_parallel: int | None = None) -> str:
-        """Why the stack cannot run ``(p, m_r, v)`` at ``d`` replicas ("" when it can): :meth:`_runnable`'s rules one by
-        one, and the whole-microbatch rule :meth:`_candidates` applies to ``d``."""
-        total, rules, s = self.total_layers, self.rules, self.settings
-        if rules.whole_microbatches and data_parallel is not None and s.global_batch % (data_parallel * s.microbatch):
-            return (f"{rules.owner(s.cluster.name)} runs whole microbatches only, and d·m = "
-                    f"{data_parallel * s.microbatch} does not divide the global batch of {s.global_batch}")
-        if v > 1 and stages < rules.interleave_min_stages:
-            return f"the interleaved schedule needs p ≥ {rules.interleave_min_stages} pipeline stages (the stack's rule)"
-        if v > 1 and microbatches % stages:
-            return (f"the interleaved schedule needs the {microbatches} microbatches per replica to be a multiple of "
-                    f"p = {stages} (Megatron-LM)")
-        layers = ("layers (the embedding and the loss counting one each)" if rules.embedding_loss_in_split
-                  else "transformer layers")
-        if rules.uniform_stages and total % stages:
-            return (f"the stack runs uniform stages (L/p layers each) and p = {stages} does not divide the "
-                    f"{total} {layers}")
-        if v > 1 and (total % v or stages * v > total or (rules.uniform_stages and (total // stages) % v)):
-            return (f"the {total} {layers} cannot give each of the {stages} stages a multiple of v = {v} "
-                    "layers (each stage splits into v equal chunks)")
-        return ""
-
-    def _stage_rule(self, shape: _Shape) -> np.ndarray | None:
-        """The stages (K × K) the stack can run in ``shape`` (``None``: every stage): with uniform stages those of
-        ``L/p`` transformer layers, with ``v > 1`` those whose layers split into ``v`` equal chunks."""
-        key = self._rule_key(shape)
-        if key is None:
-            return None
-        v, per_stage = key
-        if key not in self._rule_masks:
-            counts = self.table.layer_count
-            rule = counts == per_stage if self.rules.uniform_stages else (counts % v == 0) & (counts > 0)
-            self._rule_masks[key] = rule & self.table.valid
-        return self._rule_masks[key]
-
-    def _rule_key(self, shape: _Shape) -> tuple[int, int] | None:
-        """What a shape's stage rule depends on: ``(v, L/p under uniform stages else 0)``; ``None``: no rule."""
-        if shape.interleave == 1 and not self.rules.uniform_stages:
-            return None
-        return shape.interleave, self.total_layers // shape.stages if self.rules.uniform_stages else 0
-
-    def _compact_rule(self, shape: _Shape, memory: StageMemory) -> np.ndarray | None:
-        """:meth:`_stage_rule` in ``memory``'s compact layout."""
-        rule = self._stage_rule(shape)
-        if rule is None:
-            return None
-        key = (id(memory.next_index), *self._rule_key(shape))
-        if key not in self._compact_masks:
-            self._compact_masks[key] = memory.compact(np.where(rule, 1.0, np.inf)) == 1.0
-        return self._compact_masks[key]
 
     def _sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray, zero: np.ndarray,
                       expert: bool = False) -> np.ndarray:
@@ -934,7 +856,7 @@ class PlacementSearch:
 
     def _solve_shape(self, shape: _Shape, best: _Best) -> None:
         """Offer ``best`` the optimal partition of one shape, if it can beat it."""
-        rule = self._stage_rule(shape)
+        rule = self.rules.stage_mask(shape.interleave, shape.stages)
         if shape.zero or shape.interleave > 1 or rule is not None:
             # Every shape's memory is at least the loosest one's (most ZeRO shards; an interleaved stage ``s``-th
             # from the end holds ``min(2(s−1)+(v−1)p+1, v·m_r)/v ≥ min(s, m_r)`` microbatches' worth) and its
@@ -955,8 +877,8 @@ class PlacementSearch:
                 return
             pairs = dp.partition(shape.microbatches, shape.stages)
         else:
-            stage_time_s, pairs = dp.constrained(
-                shape.stages, self._stage_values(shape, costs, self._compact_rule(shape, costs.memory)))
+            allowed = self.rules.compact_mask(shape.interleave, shape.stages, costs.memory)
+            stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, allowed))
             if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
                 return
         best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
@@ -989,7 +911,7 @@ class PlacementSearch:
         else:  # two byte counts: walk down the largest stage sync itself
             floor, key = 0.0, self.sync_compact(shape, costs.memory)
         largest = self._largest_sync_key(shape, pairs)
-        rule = self._compact_rule(shape, costs.memory)
+        rule = self.rules.compact_mask(shape.interleave, shape.stages, costs.memory)
         while largest > floor:
             smaller = key < largest
             stage_time_s, pairs = dp.constrained(
@@ -1042,7 +964,7 @@ class PlacementSearch:
         if plan.p is not None and plan.d is not None:
             m_r = microbatches_per_replica(s.global_batch, plan.d, s.microbatch)
             v = plan.interleave or 1
-            broken = self._broken_rule(plan.p, m_r, v, plan.d)
+            broken = self.rules.broken_rule(plan.p, m_r, v, plan.d)
             if broken:
                 return f"plan {plan}: {broken}"
             zeros = [zero if self._weight_replicas(plan.d) > 1 else 0 for zero in s.zero_stages]
@@ -1059,7 +981,7 @@ class PlacementSearch:
     def _least_memory(self, shape: _Shape) -> float:
         """The smallest worst-device memory of any partition of ``shape`` (its lightest mode per stage)."""
         memory_ = self.memory_for(shape)
-        rule = self._stage_rule(shape)
+        rule = self.rules.stage_mask(shape.interleave, shape.stages)
         valid = self.table.valid if rule is None else rule
         value = {}
 
