@@ -42,12 +42,17 @@ def validation_rows(estimates: dict[str, cost.ChipEstimate]) -> list[list[str]]:
             rows.append([name, "die area (mm²)", f"{published.die_area_mm2:.0f}", f"{estimate.die_area_mm2:.0f}",
                          f"{error_pct(estimate.die_area_mm2, published.die_area_mm2):+.1f} %", published.area_source])
         else:
-            verdict = "within bound" if estimate.die_area_mm2 < published.die_area_bound_mm2 else "OVER the bound"
+            per_die = estimate.area_per_die_mm2
+            verdict = "within bound" if per_die < published.die_area_bound_mm2 else "OVER the bound"
             rows.append([name, "die area (mm²)", f"< {published.die_area_bound_mm2:.0f} (bound)",
-                         f"{estimate.die_area_mm2:.0f}", verdict, published.area_source])
-        rows.append([name, f"power (W, {published.power_kind})", f"{published.power_w:.0f}",
-                     f"{estimate.total_power_w:.0f}", f"{error_pct(estimate.total_power_w, published.power_w):+.1f} %",
-                     published.power_source])
+                         f"{per_die:.0f}", f"{verdict} (no figure to check)", published.area_source])
+        if published.power_w is None:
+            rows.append([name, f"power (W, {published.power_kind})", "not published", f"{estimate.total_power_w:.0f}",
+                         "no figure to check", published.power_source])
+        else:
+            rows.append([name, f"power (W, {published.power_kind})", f"{published.power_w:.0f}",
+                         f"{estimate.total_power_w:.0f}", f"{error_pct(estimate.total_power_w, published.power_w):+.1f} %",
+                         published.power_source])
     return rows
 
 

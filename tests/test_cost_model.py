@@ -108,7 +108,7 @@ def test_a_newer_node_shrinks_logic_but_not_phys():
     assert at_4n["hbm_interfaces"] > phys_only
 
 
-@pytest.mark.parametrize("fields,message", [({"node": "N3"}, "node"), ({"serdes": "10G"}, "serdes"),
+@pytest.mark.parametrize("fields,message", [({"node": "N2"}, "node"), ({"serdes": "10G"}, "serdes"),
                                             ({"core_style": "dataflow"}, "core_style"),
                                             ({"hbm_stacks": 5, "hbm_phys": 4}, "hbm_phys"),
                                             ({"links": -1}, "links"), ({"link_bandwidth_Bps": 0.0}, "link_bandwidth")])
