@@ -1,4 +1,4 @@
-"""Chip area, power and cost of the tpuv4, a100 and h100 presets against their published figures.
+"""Chip area, power and cost of the presets with system data against their published figures.
 
 Prints ``docs/cost_model.md`` (markdown) from :mod:`phaze_env.hardware.cost`: the validation table (published,
 modelled, error, source), each chip's breakdown by block / term / item, and the sensitivity of the results
@@ -18,6 +18,8 @@ from phaze_env.cli import OneLineParser, print_output
 from phaze_env.files import write_text_atomic
 from phaze_env.hardware import area, cost, energy
 from phaze_env.hardware.accelerator import get_preset
+from phaze_env.hardware.generations import REFERENCE_TECHNOLOGIES
+from phaze_env.hardware.system import HBM_GENERATIONS
 
 COMMAND = "python -m experiments.cost_table --write docs/cost_model.md"
 
@@ -101,17 +103,55 @@ GH100_OVER_GA100_TRANSISTOR_DENSITY = (80e9 / 814) / (54.2e9 / 826)
 density gain N7 → 4N that also counts Hopper's design changes; the sensitivity case for TSMC's 1.8× logic."""
 
 
+def generations_section() -> str:
+    """The technology tables: nodes (density, energy, wafer, D0, year), HBM and SerDes generations (first shipping
+    year) and each rival's own node and year (:mod:`phaze_env.hardware.generations`)."""
+    nodes = table(["node", "logic density (× N7)", "SRAM density (× N7)", "energy/event (× N7)", "wafer ($)",
+                   "D0 (/cm²)", "volume from"],
+                  [[n.name, f"{n.logic_density_gain:.2f}", f"{n.sram_density_gain:.2f}", f"{n.energy_factor:.3f}",
+                    f"{n.wafer_cost_usd:,.0f}", f"{n.defect_density_per_cm2:.2f}", n.volume_year]
+                   for n in cost.NODES.values()])
+    hbm = table(["HBM", "GiB/stack", "Gb/s/pin", "GB/s/stack", "first shipped"],
+                [[g.name, f"{g.stack_gb:g}", f"{g.pin_rate_bps / 1e9:g}", f"{g.stack_bandwidth_Bps / 1e9:.0f}",
+                  g.first_year] for g in HBM_GENERATIONS.values()])
+    serdes = table(["SerDes lane", "Gb/s per direction", "mm² per lane pair", "first shipped"],
+                   [[k.name, f"{k.lane_bps / 1e9:g}", f"{k.lane_pair_area_mm2:.3f}", k.first_year]
+                    for k in cost.SERDES.values()])
+    rivals = table(["rival", "technology (node · year: HBM shipping; fastest SerDes)"],
+                   [[name, tech.describe()] for name, tech in REFERENCE_TECHNOLOGIES.items()])
+    return f"""## Generations
+
+"This design at node X, year Y" is `phaze_env.hardware.generations.Technology(node, year)`: the node's figures
+below, the HBM generations shipping by the year and its fastest SerDes; `Technology.chip_system(choice)` builds a
+system-space choice so (a node without data, a year before the node's volume production, or an HBM generation not
+yet shipping is one `ValueError`). Sources and ranges are in the docstrings of `cost.py` (nodes, SerDes) and
+`system.py` (HBM).
+
+{nodes}
+
+{hbm}
+
+{serdes}
+
+Each rival at its own node and year (`generations.REFERENCE_TECHNOLOGIES`):
+
+{rivals}
+"""
+
+
 def report() -> str:
     estimates = {name: cost.preset_estimate(name) for name in cost.SYSTEMS}
     systems = "\n".join(f"* **{name}** — {description}" for name, (_, description) in cost.SYSTEMS.items())
     yields = table(["chip", "die (mm²)", "node", "dies / 300 mm wafer", "yield", "good dies", "wafer ($)",
                     "die cost ($)"],
-                   [[name, f"{e.die_area_mm2:.0f}", cost.preset_system(name).process.name, e.dies_per_wafer,
+                   [[name, f"{e.area_per_die_mm2:.0f}" + (f" × {e.dies}" if e.dies > 1 else ""),
+                     cost.preset_system(name).process.name, e.dies_per_wafer,
                      f"{e.die_yield:.3f}", f"{e.dies_per_wafer * e.die_yield:.1f}",
                      f"{cost.preset_system(name).process.wafer_cost_usd:,.0f}", f"{e.cost_usd['die']:,.0f}"]
                     for name, e in estimates.items()])
     sensitivity = table(["chip", "change", "default", "changed", "change %"],
                         [row for name in estimates for row in sensitivity_rows(name)])
+    b200, gb200, tpuv5p = estimates["b200"], estimates["gb200"], estimates["tpuv5p"]
     return f"""# Chip area, power and cost model
 
 Written by `{COMMAND}` from `phaze_env/hardware/cost.py` (every number below comes from the code; the
@@ -123,10 +163,12 @@ constants and their sources are in the docstrings of `cost.py`, `area.py` and `e
   × a core-style factor: 1 for a systolic TPU-like chip, {cost.SIMT_AREA_FACTOR:.2f} for SIMT GPU cores)
   + HBM PHY ({area.HBM_PHY_AREA_MM2:.2f} mm², does not shrink) and controller ({area.HBM_CONTROLLER_AREA_MM2:.2f} mm² at
   7 nm, shrinks) per HBM interface on the die + SerDes lane pairs per link + {area.IO_MISC_AREA_MM2:.0f} mm² of
-  IO/misc. Checked against the reticle limit ({area.RETICLE_LIMIT_MM2:.0f} mm²).
+  IO/misc per die. A chip of several dies (B200: two) adds a die-to-die interface per die; the reticle limit
+  ({area.RETICLE_LIMIT_MM2:.0f} mm²) and the yield apply per die.
 * **Power** (TDP-like: every unit busy every cycle) = the per-event energies of `energy.py` × peak rates
   (MACs, array↔buffer streams and the HBM stream through the buffer, vector lanes; × the node's energy factor
-  and the core-style factor) + HBM {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit × nominal bandwidth + SerDes
+  and the core-style factor) + HBM {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit × nominal bandwidth + die-to-die
+  {energy.D2D_PJ_PER_BIT} pJ/bit × the traffic between dies + SerDes
   {energy.LINK_PJ_PER_BYTE / 8:.0f} pJ/bit × total link bandwidth + leakage {energy.LEAKAGE_W_PER_MM2} W/mm² × die area.
 * **Cost** = wafer cost / good dies (dies per 300 mm wafer with edge loss, `π(d/2)²/A − πd/√(2A)`; yield
   `(1 + D0·A/α)^−α` with α = {cost.NEGATIVE_BINOMIAL_ALPHA:g}) + HBM ${cost.HBM_USD_PER_GB:g}/GB × capacity
@@ -155,6 +197,34 @@ TPUv4's power figure is the maximum chip power; its mean power in production is 
 no SparseCores, which take ≈ 5 % of TPUv4's die area and power (Jouppi et al. 2023), so the TPUv4 rows
 leave out ≈ 20 mm² and ≈ 10 W.
 
+**The 2024 flagships, as predictions.** Nothing was fitted to B200, GB200 or TPU v5p: their presets take the
+datasheets' rates, their chip systems the published node, HBM stacks and links, and the only constants they add —
+TSMC's N4P density and energy claims, 200G lane area (= 100G's, assumption), a die-to-die interface at UCIe's
+shoreline density and {energy.D2D_PJ_PER_BIT} pJ/bit — come from their own sources, not from these chips' figures.
+B200 is **two** reticle-limited dies: the model splits its compute, HBM interfaces and links over `dies = 2`, gives
+each die its IO/misc block and a 10 TB/s die-to-die interface ({b200.area_mm2["die_to_die"]:.0f} mm², {b200.power_w["die_to_die"]:.0f} W), checks the
+reticle and prices the yield per die ({b200.area_per_die_mm2:.0f} mm² each; as one die it would be {b200.die_area_mm2:.0f} mm², over the
+reticle and at a yield of {cost.die_yield(b200.die_area_mm2, cost.get_node("4NP").defect_density_per_cm2):.2f}). Its published die area is not a mm² figure: NVIDIA says "two
+reticle-limited dies" and TechInsights' teardown "a near doubling of the GPU die area versus Hopper", read here
+as 2 × GH100's 814 mm². The modelled silicon is {-error_pct(b200.die_area_mm2, cost.PUBLISHED["b200"].die_area_mm2):.0f} % under it: B200 has 2.6× GH100's transistors
+(208 B) but the template sees only what its rates need — 2.3× the dense MACs, 2× the buffer — and nothing of
+its FP4/FP6 datapaths or decompression engines.
+
+B200's power is predicted at {b200.total_power_w:.0f} W against a 1,000 W TDP ({error_pct(b200.total_power_w, cost.PUBLISHED["b200"].power_w):+.1f} %), **just outside ±20 %**, while
+the same silicon as a GB200 GPU is predicted at {gb200.total_power_w:.0f} W against its 1,200 W ({error_pct(gb200.total_power_w, cost.PUBLISHED["gb200"].power_w):+.1f} %). The pair shows the
+cause: NVIDIA sells the same dies at 2.25 PFLOP/s for 1,000 W and at 2.5 PFLOP/s for 1,200 W — 11 % more rate
+for 20 % more power, the signature of voltage–frequency scaling (dynamic power ∝ f·V²). The model has one energy
+per event per node (no voltage), so it cannot price a part binned down to a lower voltage; it is right for the
+GB200 point and high for the power-capped HGX point. Not tuned: modelling it needs the voltage of each part,
+which NVIDIA does not publish.
+
+TPU v5p: Google publishes neither its node, its die area nor its power (Cloud TPU v5p documentation gives rates,
+HBM and ICI only), so the {tpuv5p.die_area_mm2:.0f} mm² and {tpuv5p.total_power_w:.0f} W here (node N5 assumed) are predictions with **no published
+figure to check**; the must-show "TPU v5p or Trillium within ±20 %" cannot be shown against a vendor figure,
+and Trillium's are not published either. MI300X is a preset (rates, HBM) but not a chip system: its eight N5
+compute dies sit on four N6 I/O dies that hold the Infinity Cache and HBM PHYs, a split of nodes the
+one-node-per-chip model does not represent, and AMD's 750 W is not compared.
+
 What the model leaves out: power is priced at bf16 (the presets' and PHAZE's format; the template has no
 FP8 rate); clock tree and control power beyond the per-event energies; partial-good dies (see below).
 
@@ -176,6 +246,7 @@ with 132 of 144 enabled, so harvesting makes the real cost per sellable die lowe
 
 {sensitivity}
 
+{generations_section()}
 ## Sources and assumptions
 
 * GA100 block areas from its die photo: Zhang et al., "LLMCompass: Enabling Efficient Hardware Design for

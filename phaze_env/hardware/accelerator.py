@@ -224,6 +224,10 @@ B200_CLOCK_HZ = 2.25e15 / (2 * 512 * 32 * 32)
 """2.146 GHz: the clock at which 512 arrays of 32×32 MACs reach the B200's datasheet 2.25 PFLOP/s dense bf16 (NVIDIA
 HGX B200 datasheet, 2024: 36 PFLOP/s FP16/BF16 with sparsity for 8 GPUs = 4.5 per GPU, half of it dense; 4.5 PFLOP/s
 dense FP8). Twice the h100 preset's arrays at 1.14× its clock; the real part has 148 SMs enabled over two dies."""
+GB200_CLOCK_HZ = 2.5e15 / (2 * 512 * 32 * 32)
+"""2.384 GHz: the b200 preset's arrays at the GB200 NVL72's 2.5 PFLOP/s dense bf16 per GPU (NVIDIA GB200 NVL72
+datasheet, 2024: 180 PFLOP/s FP16/BF16 with sparsity over 72 GPUs = 5 per GPU, half of it dense) — the same
+Blackwell silicon at a 1,200 W limit instead of 1,000 W."""
 TPUV5P_CLOCK_HZ = 459e12 / (2 * 8 * 128 * 128)
 """1.751 GHz: the clock at which 8 MXUs of 128×128 (2 TensorCores × 4 MXUs, Cloud TPU v5p documentation: "each
 TensorCore has 4 MXUs, a vector unit and a scalar unit") reach the published 459 TFLOP/s bf16."""
@@ -293,6 +297,15 @@ PRESETS: dict[str, tuple[Accelerator, str]] = {
                     gemm_efficiency=FLAGSHIP_GEMM_EFFICIENCY, hbm_efficiency=HBM3_EFFICIENCY, number_format="fp8"),
         "The b200 preset training in FP8 (Transformer-Engine recipe): the blocks' weight GEMMs at the datasheet's "
         "4.5 PFLOP/s dense FP8, everything else in bf16 at 2.25 PFLOP/s.",
+    ),
+    "gb200": (
+        Accelerator(num_tc=512, tc_width=32, tc_depth=32, num_vc=256, vc_width=32, vc_sublanes=2, buffer_mb=128,
+                    hbm_gb=186.0, hbm_bandwidth_Bps=8e12, clock_hz=GB200_CLOCK_HZ,
+                    gemm_efficiency=FLAGSHIP_GEMM_EFFICIENCY, hbm_efficiency=HBM3_EFFICIENCY),
+        "One Blackwell GPU of a GB200 NVL72 (NVIDIA GB200 NVL72 datasheet, 2024; 1,200 W per GPU): the b200 preset "
+        "at 2.384 GHz = the published 2.5 PFLOP/s dense bf16 (5 dense FP8); 256 vector cores × 32 lanes × 2 "
+        "sublanes = 39.1e12 elements/s, 6 % under the datasheet's 6 PFLOP/s FP32 over 72 GPUs; 186 GB HBM3e at "
+        "8 TB/s (13.4 TB and 576 TB/s over 72 GPUs).",
     ),
     "tpuv5p": (
         Accelerator(num_tc=8, tc_width=128, tc_depth=128, num_vc=2, vc_width=128, buffer_mb=128, hbm_gb=95.0,

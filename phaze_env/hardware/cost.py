@@ -340,6 +340,12 @@ SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
         "by the 10 TB/s NV-HBI, 8 HBM3e stacks (four per die), 18 NVLink5 links × 100 GB/s (1.8 TB/s) of two "
         "200 Gb/s PAM4 pairs per direction; each die its own IO/misc block.",
     ),
+    "gb200": (
+        ChipSystem(node="4NP", hbm_stacks=8, links=B200_NVLINKS, link_bandwidth_Bps=2 * NVLINK5_LINK_BPS,
+                   serdes="200G-PAM4", core_style="simt", dies=2, d2d_bandwidth_Bps=B200_D2D_BPS),
+        "A GB200 NVL72's Blackwell GPU (NVIDIA GB200 NVL72 datasheet): the B200's two dies, HBM3e stacks and NVLink5 "
+        "links (1.8 TB/s per GPU into the 72-GPU NVLink domain) at the GB200's higher clock and 1,200 W limit.",
+    ),
     "tpuv5p": (
         ChipSystem(node="N5", hbm_stacks=6, links=TPUV5P_ICI_LINKS,
                    link_bandwidth_Bps=TPUV5P_ICI_CHIP_BPS / TPUV5P_ICI_LINKS, serdes="100G-PAM4", core_style="systolic"),
@@ -365,6 +371,11 @@ PUBLISHED: dict[str, PublishedChip] = {
         area_source="two reticle-limited dies (NVIDIA Blackwell technical brief, 2024), \"a near doubling of the GPU "
                     "die area versus Hopper\" (TechInsights' HGX B200 teardown, 2025): 2 × GH100's 814 mm²",
         power_w=1000.0, power_kind="TDP", power_source="NVIDIA HGX B200 datasheet (up to 1,000 W per GPU)"),
+    "gb200": PublishedChip(
+        die_area_mm2=2 * 814.0, die_area_bound_mm2=None,
+        area_source="the B200's dies (same silicon): 2 × GH100's 814 mm², as for b200",
+        power_w=1200.0, power_kind="TDP",
+        power_source="NVIDIA GB200 NVL72 datasheet / Blackwell technical brief (1,200 W per GPU in GB200)"),
     "tpuv5p": PublishedChip(
         die_area_mm2=None, die_area_bound_mm2=area.RETICLE_LIMIT_MM2,
         area_source="not published (Google discloses neither node nor die size); only the reticle limit bounds it",
