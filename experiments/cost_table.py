@@ -93,7 +93,7 @@ def sensitivity_rows(name: str) -> list[list[str]]:
         moved = cost.chip_estimate(acc, replace(system, node=chip_level), allow_over_reticle=True)
         over = "" if moved.fits_reticle else " (over the reticle)"
         rows.append([name, f"logic density gain {GH100_OVER_GA100_TRANSISTOR_DENSITY:.2f}× (chip-level) not "
-                     f"{system.process.logic_density_gain}×", f"{base.die_area_mm2:.0f} mm²",
+                     f"{system.process.logic_density_gain:.2f}×", f"{base.die_area_mm2:.0f} mm²",
                      f"{moved.die_area_mm2:.0f} mm²{over}", f"{error_pct(moved.die_area_mm2, base.die_area_mm2):+.1f} %"])
     return rows
 
@@ -123,7 +123,8 @@ def generations_section() -> str:
 
 "This design at node X, year Y" is `phaze_env.hardware.generations.Technology(node, year)`: the node's figures
 below, the HBM generations shipping by the year and its fastest SerDes; `Technology.chip_system(choice)` builds a
-system-space choice so (a node without data, a year before the node's volume production, or an HBM generation not
+system-space choice at that node and year, and `python -m phaze_env.hardware --preset NAME --node NODE --year YEAR`
+prices a preset's chip there (a node without data, a year before the node's volume production, or an HBM generation not
 yet shipping is one `ValueError`). Sources and ranges are in the docstrings of `cost.py` (nodes, SerDes) and
 `system.py` (HBM).
 
@@ -152,6 +153,9 @@ def report() -> str:
     sensitivity = table(["chip", "change", "default", "changed", "change %"],
                         [row for name in estimates for row in sensitivity_rows(name)])
     b200, gb200, tpuv5p = estimates["b200"], estimates["gb200"], estimates["tpuv5p"]
+    chip_level = replace(cost.preset_system("b200").process, logic_density_gain=GH100_OVER_GA100_TRANSISTOR_DENSITY)
+    b200_chip_level = cost.chip_estimate(get_preset("b200"), replace(cost.preset_system("b200"), node=chip_level),
+                                         allow_over_reticle=True)
     return f"""# Chip area, power and cost model
 
 Written by `{COMMAND}` from `phaze_env/hardware/cost.py` (every number below comes from the code; the
@@ -208,7 +212,8 @@ reticle and at a yield of {cost.die_yield(b200.die_area_mm2, cost.get_node("4NP"
 reticle-limited dies" and TechInsights' teardown "a near doubling of the GPU die area versus Hopper", read here
 as 2 × GH100's 814 mm². The modelled silicon is {-error_pct(b200.die_area_mm2, cost.PUBLISHED["b200"].die_area_mm2):.0f} % under it: B200 has 2.6× GH100's transistors
 (208 B) but the template sees only what its rates need — 2.3× the dense MACs, 2× the buffer — and nothing of
-its FP4/FP6 datapaths or decompression engines.
+its FP4/FP6 datapaths or decompression engines. At GH100's measured chip-level density over GA100 (1.50×, the
+"Sensitivity" rows) instead of TSMC's standard-cell claim the same B200 is {b200_chip_level.die_area_mm2:,.0f} mm².
 
 B200's power is predicted at {b200.total_power_w:.0f} W against a 1,000 W TDP ({error_pct(b200.total_power_w, cost.PUBLISHED["b200"].power_w):+.1f} %), **just outside ±20 %**, while
 the same silicon as a GB200 GPU is predicted at {gb200.total_power_w:.0f} W against its 1,200 W ({error_pct(gb200.total_power_w, cost.PUBLISHED["gb200"].power_w):+.1f} %). The pair shows the
@@ -216,7 +221,8 @@ cause: NVIDIA sells the same dies at 2.25 PFLOP/s for 1,000 W and at 2.5 PFLOP/s
 for 20 % more power, the signature of voltage–frequency scaling (dynamic power ∝ f·V²). The model has one energy
 per event per node (no voltage), so it cannot price a part binned down to a lower voltage; it is right for the
 GB200 point and high for the power-capped HGX point. Not tuned: modelling it needs the voltage of each part,
-which NVIDIA does not publish.
+which NVIDIA does not publish. HBM is not the cause: the model's {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit is the 3.9 pJ/bit Samsung
+states for HBM3E (its HBM4E announcement, 2025, as reported by the trade press).
 
 TPU v5p: Google publishes neither its node, its die area nor its power (Cloud TPU v5p documentation gives rates,
 HBM and ICI only), so the {tpuv5p.die_area_mm2:.0f} mm² and {tpuv5p.total_power_w:.0f} W here (node N5 assumed) are predictions with **no published
@@ -260,7 +266,17 @@ with 132 of 144 enabled, so harvesting makes the real cost per sellable die lowe
 * A100/H100 die area, TDP, HBM stacks, NVLink lanes: NVIDIA A100 and H100 whitepapers and datasheets.
   TPUv4: Jouppi et al., ISCA 2023 (die bound, 4 HBM stacks, ICI links; 192 W maximum chip power as quoted
   from the paper by G. Lockwood's TPUv4 notes).
-* Assumptions (marked in the docstrings): HBM3 PHY area = HBM2e's; ICI lanes = 50 Gb/s NRZ; IO/misc area
+* Newer nodes: TSMC N4P press release 2021-10-26 (+6 % density, +22 % power efficiency over N5); N3E at TSMC's
+  2022 Technology Symposium (1.6× logic density, −34 % power over N5; SRAM bit cell unchanged at 0.021 µm²,
+  IEDM 2022); N3 wafer ≈ $20,000 (DigiTimes via Tom's Hardware, 2022, analyst estimate). 4NP takes N4P's
+  figures (assumption).
+* Flagships: NVIDIA Blackwell technical brief, HGX B200 / DGX B200 and GB200 NVL72 datasheets (rates, HBM3e,
+  NVLink5 of 18 × 100 GB/s on 200G lanes, 10 TB/s NV-HBI, 1,000 W / 1,200 W); TechInsights' HGX B200 teardown
+  (2025: two reticles of silicon, "a near doubling of the GPU die area versus Hopper"); Cloud TPU v5p
+  documentation (459 TFLOP/s, 95 GB HBM2e at 2,765 GB/s, 1,200 GB/s ICI, 3-D torus); AMD MI300X data sheet.
+  Die-to-die: UCIe 1.0 advanced package (Das Sharma et al., IEEE Trans. CPMT 2022: 1,317 GB/s/mm, 0.5 pJ/bit).
+* Assumptions (marked in the docstrings): HBM3 PHY area = HBM2e's; 200G lane area = 100G's; die-to-die depth
+  1 mm; TPU v5p at N5 with 100G lanes and a 128 MiB buffer; ICI lanes = 50 Gb/s NRZ; IO/misc area
   unscaled across nodes; HBM {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit for HBM2 and HBM3 alike; leakage per mm²;
   HBM $/GB; package cost; SIMT power scales with the SIMT area factor.
 """

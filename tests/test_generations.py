@@ -145,3 +145,25 @@ def test_technology_round_trips_and_rivals_sit_at_their_own_node():
     assert {name: t.node for name, t in REFERENCE_TECHNOLOGIES.items()} == {
         "tpuv4": "N7", "a100": "N7", "h100": "4N", "b200": "4NP", "gb200": "4NP", "tpuv5p": "N5"}
     assert set(REFERENCE_TECHNOLOGIES) == set(cost.SYSTEMS)
+
+
+def test_the_hardware_cli_prices_a_preset_at_another_node(capsys):
+    from phaze_env.hardware.__main__ import main
+
+    assert main(["--preset", "h100", "--node", "N3", "--year", "2024", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["technology"] == {"node": "N3", "year": 2024}
+    at_n3 = cost.chip_estimate(get_preset("h100"), replace(cost.preset_system("h100"), node="N3"))
+    assert info["at_node"]["die_area_mm2"] == pytest.approx(at_n3.die_area_mm2)
+    assert info["at_node"]["die_area_mm2"] < cost.preset_estimate("h100").die_area_mm2
+
+
+@pytest.mark.parametrize("argv,message", [(["--node", "N2"], "no process data for node 'N2'"),
+                                          (["--node", "N3", "--year", "2021"], "N3 entered volume production in 2023"),
+                                          (["--year", "2024"], "--year needs --node")])
+def test_the_hardware_cli_refuses_a_bad_node_in_one_line(argv, message, capsys):
+    from phaze_env.hardware.__main__ import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
