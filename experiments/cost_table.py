@@ -153,6 +153,7 @@ def report() -> str:
     sensitivity = table(["chip", "change", "default", "changed", "change %"],
                         [row for name in estimates for row in sensitivity_rows(name)])
     b200, gb200, tpuv5p = estimates["b200"], estimates["gb200"], estimates["tpuv5p"]
+    mi300x = cost.chip_estimate(get_preset("mi300x"), cost.MI300X_ONE_NODE_SKETCH, allow_over_reticle=True)
     chip_level = replace(cost.preset_system("b200").process, logic_density_gain=GH100_OVER_GA100_TRANSISTOR_DENSITY)
     b200_chip_level = cost.chip_estimate(get_preset("b200"), replace(cost.preset_system("b200"), node=chip_level),
                                          allow_over_reticle=True)
@@ -229,7 +230,10 @@ HBM and ICI only), so the {tpuv5p.die_area_mm2:.0f} mm² and {tpuv5p.total_power
 figure to check**; the must-show "TPU v5p or Trillium within ±20 %" cannot be shown against a vendor figure,
 and Trillium's are not published either. MI300X is a preset (rates, HBM) but not a chip system: its eight N5
 compute dies sit on four N6 I/O dies that hold the Infinity Cache and HBM PHYs, a split of nodes the
-one-node-per-chip model does not represent, and AMD's 750 W is not compared.
+one-node-per-chip model does not represent. As a sketch only (`cost.MI300X_ONE_NODE_SKETCH`: one N5 chip, SIMT
+cores) it draws {mi300x.total_power_w:.0f} W against AMD's {cost.MI300X_POWER_W:.0f} W ({error_pct(mi300x.total_power_w, cost.MI300X_POWER_W):+.0f} %): the B200 signature again — a data-sheet peak quoted
+at the top clock (2.1 GHz) that the board's power limit does not sustain — plus a GPU core factor measured on
+NVIDIA's GA100, not on AMD's compute units. Not a validation row.
 
 What the model leaves out: power is priced at bf16 (the presets' and PHAZE's format; the template has no
 FP8 rate); clock tree and control power beyond the per-event energies; partial-good dies (see below).

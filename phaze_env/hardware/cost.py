@@ -202,6 +202,13 @@ B200_D2D_BPS = 10e12
 keynote), read as both directions together (assumption; per direction it would be 20 TB/s and the interface's area
 and power twice :data:`phaze_env.hardware.area.D2D_SHORELINE_BPS_PER_MM`'s and :data:`energy.D2D_PJ_PER_BIT`'s
 share: +8 mm², +40 W)."""
+MI300X_IF_LINKS = 7
+"""AMD Infinity Fabric links per MI300X: 7, each 128 GB/s both directions together (896 GB/s peer-to-peer per GPU in
+an 8-GPU platform; AMD Instinct MI300X data sheet, 2023)."""
+MI300X_IF_LINK_BPS = 128e9
+"""One MI300X Infinity Fabric link, both directions together (same data sheet)."""
+MI300X_POWER_W = 750.0
+"""The MI300X's total board power: 750 W (AMD Instinct MI300X data sheet, 2023)."""
 TPUV5P_ICI_LINKS = 6
 """ICI links per TPU v5p chip: a 3-D torus (Cloud TPU v5p documentation: "3D torus", pods of 8,960 chips), two
 links per dimension as TPU v4."""
@@ -356,6 +363,14 @@ SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
     ),
 }
 """System-level fields of the presets that have public system data (keyed like ``accelerator.PRESETS``)."""
+
+MI300X_ONE_NODE_SKETCH = ChipSystem(node="N5", hbm_stacks=8, links=MI300X_IF_LINKS,
+                                    link_bandwidth_Bps=MI300X_IF_LINK_BPS, serdes="50G-NRZ", core_style="simt")
+"""The mi300x preset as if it were one N5 chip: a sketch, not a ``SYSTEMS`` entry. The real part is eight N5 compute
+dies (XCDs) 3-D stacked on four N6 I/O dies that hold the 256 MB Infinity Cache and the HBM3 PHYs (AMD CDNA 3
+white paper, 2023) — a split of nodes this one-node model does not represent, and AMD publishes no die areas in
+mm² in the sources used here — so only its power is set against :data:`MI300X_POWER_W`, and only in the report's
+prose. Its SerDes (Infinity Fabric lanes, 32 Gb/s class) take the 50G NRZ lane's area (assumption)."""
 
 PUBLISHED: dict[str, PublishedChip] = {
     "tpuv4": PublishedChip(
