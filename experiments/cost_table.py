@@ -88,6 +88,11 @@ def sensitivity_rows(name: str) -> list[list[str]]:
         rows.append([name, f"leakage × {factor} ({energy.LEAKAGE_W_PER_MM2 * factor:.2f} W/mm²)",
                      f"{base.total_power_w:.0f} W", f"{moved_w:.0f} W",
                      f"{error_pct(moved_w, base.total_power_w):+.1f} %"])
+    d2d = base.power_w["die_to_die"]
+    for factor in (0.5, 2.0) if d2d else ():
+        moved_w = base.total_power_w + (factor - 1) * d2d  # die-to-die power is linear in its energy per bit
+        rows.append([name, f"die-to-die × {factor:g} ({energy.D2D_PJ_PER_BIT * factor:g} pJ/bit)",
+                     f"{base.total_power_w:.0f} W", f"{moved_w:.0f} W", f"{error_pct(moved_w, base.total_power_w):+.1f} %"])
     if system.process.logic_density_gain != 1.0:
         chip_level = replace(system.process, logic_density_gain=GH100_OVER_GA100_TRANSISTOR_DENSITY)
         moved = cost.chip_estimate(acc, replace(system, node=chip_level), allow_over_reticle=True)
@@ -222,7 +227,9 @@ cause: NVIDIA sells the same dies at 2.25 PFLOP/s for 1,000 W and at 2.5 PFLOP/s
 for 20 % more power, the signature of voltage–frequency scaling (dynamic power ∝ f·V²). The model has one energy
 per event per node (no voltage), so it cannot price a part binned down to a lower voltage; it is right for the
 GB200 point and high for the power-capped HGX point. Not tuned: modelling it needs the voltage of each part,
-which NVIDIA does not publish. HBM is not the cause: the model's {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit is the 3.9 pJ/bit Samsung
+which NVIDIA does not publish. Over the die-to-die energy's range (0.25–1 pJ/bit, "Sensitivity") the B200 error
+spans {error_pct(b200.total_power_w - b200.power_w["die_to_die"] / 2, cost.PUBLISHED["b200"].power_w):+.1f} % to {error_pct(b200.total_power_w + b200.power_w["die_to_die"], cost.PUBLISHED["b200"].power_w):+.1f} %: the verdict sits on an assumption, and is reported as
+outside. HBM is not the cause: the model's {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit is the 3.9 pJ/bit Samsung
 states for HBM3E (its HBM4E announcement, 2025, as reported by the trade press).
 
 TPU v5p: Google publishes neither its node, its die area nor its power (Cloud TPU v5p documentation gives rates,
