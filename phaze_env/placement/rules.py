@@ -1,4 +1,5 @@
-"""Which shapes and stages a training stack can run, for one placement search (:class:`RunnableShapes`).
+"""Which shapes and stages a training stack can run: :func:`interleave_degrees` and :func:`runnable_shapes` (the rules
+the placement DP and any bound of it share), and :class:`RunnableShapes`, those rules applied to one placement search.
 
 The stack states its rules (:class:`~phaze_env.plan_spec.PlanRules`); the search (:mod:`phaze_env.placement.search`)
 asks here which interleavings to try, which ``(p, m_r, v)`` it may solve (vectorised), why a pinned one breaks a rule
@@ -14,6 +15,32 @@ import numpy as np
 
 from phaze_env.placement.inputs import Settings
 from phaze_env.placement.stages import StageTable
+from phaze_env.plan_spec import PlanRules
+
+
+def interleave_degrees(total_layers: int, pinned: int | None, interleaved: bool) -> list[int]:
+    """The ``v`` a search tries: the pinned one; 1 on a stack without the interleaved schedule; else 1 and every ``v``
+    that divides the model's ``total_layers`` transformer layers (each stage's layers must split into ``v`` equal
+    chunks, so the layers of all stages, a sum of multiples of ``v``, are one too)."""
+    if pinned is not None:
+        return [pinned]
+    if not interleaved:
+        return [1]
+    return [1] + [v for v in range(2, total_layers + 1) if total_layers % v == 0]
+
+
+def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: PlanRules) -> np.ndarray:
+    """Which ``(p, m_r)`` (arrays, or scalars broadcast) a stack with ``rules`` can run at ``v``: interleaving needs
+    ``p ≥ interleave_min_stages``, ``m_r`` a multiple of ``p`` (Megatron-LM) and ``v`` layers or more per stage;
+    uniform stages need ``p`` to divide the layers into stages whose count ``v`` divides."""
+    stages, microbatches = np.broadcast_arrays(np.asarray(stages), np.asarray(microbatches))
+    allowed = np.ones(stages.shape, dtype=bool)
+    if v > 1:
+        allowed = ((stages >= rules.interleave_min_stages) & (microbatches % np.maximum(stages, 1) == 0)
+                   & (stages * v <= total_layers) & (total_layers % v == 0))
+    if rules.uniform_stages:
+        allowed &= (total_layers % stages == 0) & ((total_layers // stages) % v == 0)
+    return allowed
 
 
 class RunnableShapes:
@@ -28,33 +55,16 @@ class RunnableShapes:
         self._compact_masks: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, v, layers per stage) -> compact
 
     def interleaves(self) -> list[int]:
-        """The ``v`` to search: the pinned one; 1 on a stack without the interleaved schedule; else 1 and every ``v``
-        that divides the model's transformer layers (each stage's layers must split into ``v`` equal chunks, so the
-        layers of all stages, a sum of multiples of ``v``, are one too)."""
-        s = self.settings
-        if s.plan.interleave is not None:
-            return [s.plan.interleave]
-        if not s.interleaved:
-            return [1]
-        total = self.total_layers
-        return [1] + [v for v in range(2, total + 1) if total % v == 0]
+        """The ``v`` to search (:func:`interleave_degrees`)."""
+        return interleave_degrees(self.total_layers, self.settings.plan.interleave, self.settings.interleaved)
 
     def runnable(self, stages: np.ndarray, microbatches: np.ndarray, v: int) -> np.ndarray:
-        """Which ``(p, m_r)`` the stack can run at ``v``: interleaving needs ``p ≥ interleave_min_stages``, ``m_r`` a
-        multiple of ``p`` (Megatron-LM) and ``v`` layers or more per stage; uniform stages need ``p`` to divide the
-        layers into stages whose count ``v`` divides."""
-        total, rules = self.total_layers, self.plan_rules
-        allowed = np.ones(len(stages), dtype=bool)
-        if v > 1:
-            allowed = ((stages >= rules.interleave_min_stages) & (microbatches % np.maximum(stages, 1) == 0)
-                       & (stages * v <= total) & (total % v == 0))
-        if rules.uniform_stages:
-            allowed &= (total % stages == 0) & ((total // stages) % v == 0)
-        return allowed
+        """Which ``(p, m_r)`` the stack can run at ``v`` (:func:`runnable_shapes`)."""
+        return runnable_shapes(stages, microbatches, v, self.total_layers, self.plan_rules)
 
     def broken_rule(self, stages: int, microbatches: int, v: int, data_parallel: int | None = None) -> str:
-        """Why the stack cannot run ``(p, m_r, v)`` at ``d`` replicas ("" when it can): :meth:`runnable`'s rules one by
-        one, and the whole-microbatch rule the search applies to ``d``."""
+        """Why the stack cannot run ``(p, m_r, v)`` at ``d`` replicas ("" when it can): :func:`runnable_shapes`'s rules
+        one by one, and the whole-microbatch rule the search applies to ``d``."""
         total, rules, s = self.total_layers, self.plan_rules, self.settings
         if rules.whole_microbatches and data_parallel is not None and s.global_batch % (data_parallel * s.microbatch):
             return (f"{rules.owner(s.cluster.name)} runs whole microbatches only, and d·m = "
@@ -107,4 +117,4 @@ class RunnableShapes:
         return interleave, self.total_layers // stages if self.plan_rules.uniform_stages else 0
 
 
-__all__ = ["RunnableShapes"]
+__all__ = ["RunnableShapes", "interleave_degrees", "runnable_shapes"]
