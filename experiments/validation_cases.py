@@ -24,7 +24,7 @@ How each metric was computed by its authors (a prediction must use the same conv
   the GPU count.
 * ``mcore_tflops_per_device`` (Megatron-Core's MoE runs) — model teraFLOP/s per GPU as Megatron-LM's
   ``num_floating_point_operations`` counts them (active experts only, no recompute; the MCore v0.8 formula,
-  ``experiments.validate.megatron_core_flops``). Only the MoE cases (:data:`MOE_CASES`) use it.
+  ``experiments.validation_fit.megatron_core_flops``). Only the MoE cases (:data:`MOE_CASES`) use it.
 
 Cases with a ``requires`` note (the Qwen3-235B rows of :data:`MOE_CASES`, :data:`PENDING_CASES`) are published runs
 the model cannot express yet; ``experiments.validate`` lists them with that note instead of predicting them.

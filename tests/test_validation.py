@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.validate import CALIBRATION_CASE, TOLERANCE, get_case, metric_value, predict, published_time_s
+from experiments.validation_cases import get_case
+from experiments.validation_fit import CALIBRATION_CASE, metric_value, predict, published_time_s
+from experiments.validation_stats import TOLERANCE
 from experiments.validation_cases import CASES
 from phaze_env.workloads import get_workload
 from test_validation_cases import A100_PEAK_FLOPS, korthikanti_model_flops

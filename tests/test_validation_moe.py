@@ -1,12 +1,14 @@
 """Published MoE runs (experiments.validation_cases.MOE_CASES) predicted with their expert-parallel plans as published,
 on the h100 preset and dgx-h100 cluster with nothing fitted: each within ±15 % of its published figure — except the
-known gaps (experiments.validate.MOE_GAPS), held as strict xfails so that closing one is noticed."""
+known gaps (experiments.validation_report.MOE_GAPS), held as strict xfails so that closing one is noticed."""
 
 from __future__ import annotations
 
 import pytest
 
-from experiments.validate import MOE_GAPS, TOLERANCE, megatron_core_flops, plan_of, predict, published_time_s
+from experiments.validation_fit import megatron_core_flops, plan_of, predict, published_time_s
+from experiments.validation_report import MOE_GAPS
+from experiments.validation_stats import TOLERANCE
 from experiments.validation_cases import MOE_CASES, get_case
 from phaze_env.workloads import get_workload
 
@@ -62,7 +64,7 @@ def test_moe_case_is_within_tolerance(name, moe_predictions):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MOE_GAPS))
-@pytest.mark.xfail(strict=True, reason="known MoE gaps (experiments.validate.MOE_GAPS, docs/validation.md)")
+@pytest.mark.xfail(strict=True, reason="known MoE gaps (experiments.validation_report.MOE_GAPS, docs/validation.md)")
 def test_moe_gap_case_is_within_tolerance(name, moe_predictions):
     prediction = moe_predictions[name]
     assert prediction.error is not None and abs(prediction.error) <= TOLERANCE, prediction
