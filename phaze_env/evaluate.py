@@ -262,6 +262,18 @@ def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = 
     return ""
 
 
+def layer_stash_bytes(layer: Layer, cluster: Cluster | None) -> tuple[float, float, float]:
+    """(stash, its attention part, its replicated part) of one microbatch of ``layer`` as ``cluster``'s stack keeps it:
+    what eager autograd saves (the traced stash) less, unless the stack runs every elementwise operator unfused
+    (``Cluster.unfused_elementwise``), what its fused kernels rebuild in their backward pass instead
+    (``Layer.stash_kernel_*``, :func:`phaze_env.workloads.model.kernel_recomputed`)."""
+    kept = (float(layer.activation_stash_bytes), float(layer.stash_attention_bytes), float(layer.stash_replicated_bytes))
+    if cluster is not None and cluster.unfused_elementwise:
+        return kept
+    rebuilt = (layer.stash_kernel_bytes, layer.stash_kernel_attention_bytes, layer.stash_kernel_replicated_bytes)
+    return tuple(total - part for total, part in zip(kept, rebuilt))
+
+
 def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None = None,
                  expert_parallel: int = 1, context_parallel: int = 1) -> list[dict[str, float]]:
     """The DP's layers. At expert-parallel degree ``e > 1`` a device holds ``1/e`` of each MoE layer's experts and
@@ -273,15 +285,15 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     stride = graph.tensor_width * context_parallel
     for layer in graph.layers:
         timing = timings[layer.name]
+        stash = layer_stash_bytes(layer, cluster)
         alltoall_s = cluster.collective_s("alltoall", layer.routed_token_bytes, e, stride=stride) if e > 1 else 0.0
         expert_bytes = layer.expert_param_bytes / e
         entry = {"fwd_s": timing.fwd_s + 2 * alltoall_s, "bwd_s": timing.bwd_s + 2 * alltoall_s,
                  "param_bytes": float(layer.param_bytes - layer.expert_param_bytes) + expert_bytes,
                  "expert_param_bytes": expert_bytes,
-                 "stash_bytes": float(layer.activation_stash_bytes), "output_bytes": float(layer.output_bytes),
-                 "input_bytes": float(layer.input_bytes),
-                 "attention_stash_bytes": float(layer.stash_attention_bytes),
-                 "replicated_stash_bytes": float(layer.stash_replicated_bytes),
+                 "stash_bytes": stash[0], "output_bytes": float(layer.output_bytes),
+                 "input_bytes": float(layer.input_bytes), "attention_stash_bytes": stash[1],
+                 "replicated_stash_bytes": stash[2],
                  "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
                  "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
                  "cp_comm_s": timing.cp_comm_s, "ep_comm_s": 4 * alltoall_s,

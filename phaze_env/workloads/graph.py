@@ -113,6 +113,11 @@ class Layer:
     output_bytes: int  # what leaves the layer (crosses a pipeline boundary)
     stash_attention_bytes: int = 0  # part of the stash that is attention scores/probabilities (…, s, s)
     stash_replicated_bytes: int = 0  # part of the stash not split by tensor parallelism
+    # the parts of the stash (all, attention, replicated) that a fused kernel rebuilds in its backward pass instead of
+    # keeping (workloads.model.kernel_recomputed): stashed by an eager stack only (Cluster.unfused_elementwise)
+    stash_kernel_bytes: int = 0
+    stash_kernel_attention_bytes: int = 0
+    stash_kernel_replicated_bytes: int = 0
     expert_param_bytes: int = 0  # part of param_bytes that is routed experts (what expert parallelism shards)
     routed_token_bytes: int = 0  # tokens the routed experts take per microbatch (experts × capacity × hidden):
     # one dispatch or combine all-to-all's buffer per rank, of which (e − 1)/e leaves it
