@@ -875,9 +875,10 @@ MOE_GAPS = {
         "the model prices a flat all-to-all of every (token, expert) copy (top-8) over the levels the group spans, "
         "so its ep_comm is about half the predicted batch time"),
     "bridge2511-qwen3-30b-a3b-fp8": (
-        "the published plan does not fit the model's 80 GiB: 110 GiB on the fullest device, of which 73 GiB activations "
-        "(microbatch 2, 48 one-layer chunks in flight on the first stage) and 22 GiB optimizer state (the expert-data-"
-        "parallel group is 1, so the experts' state is not sharded); the page does not say how the 25.11 recipe fitted "
+        "the published plan does not fit the model's 80 GiB: 90 GiB on the fullest device (the last stage), of which "
+        "54 GiB activations (microbatch 2, 47 one-layer chunks in flight, and the head's logits) and 21 GiB optimizer "
+        "state (the expert-data-parallel group is 1, so the experts' state is not sharded; python -m "
+        "experiments.memory_check shows how the terms are counted); the page does not say how the 25.11 recipe fitted "
         "it (the later recipes run microbatch 1). With the capacity not binding the plan predicts 8,763 tokens/s per "
         "GPU (+66 %; at the fitted H100 efficiency 0.97), near the 9,058 of 26.02.01: that release line's software moved this model's figure by almost 2× "
         "on one plan (26.02: 5113, 26.02.01: 9058), so 25.11's figure is the slower software, not the hardware"),

@@ -103,13 +103,24 @@ def test_llama3_8192_gpu_plan_fits_with_its_sharded_gradients():
 
 
 @pytest.mark.slow
-def test_report_prints_every_configuration(capsys):
-    assert main([]) == 0
+def test_report_prints_and_writes_every_configuration(capsys, tmp_path):
+    out_file = tmp_path / "memory.md"
+    assert main(["--out", str(out_file)]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in MEGATRON_CASES + FRONTIER_CASES)
-    assert "ZeRO-3" in out
+    assert all(f"| {name}" in out for name in MEGATRON_CASES + FRONTIER_CASES)
+    assert out_file.read_text() == out
 
 
-def test_report_refuses_arguments(capsys):
-    assert main(["--bogus"]) == 2
-    assert "usage" in capsys.readouterr().err
+@pytest.mark.parametrize("argv", [["--bogus"], ["--out"]])
+def test_report_refuses_bad_arguments_in_one_line(capsys, argv):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m experiments.memory_check: error:") and err.count("\n") == 1
+
+
+def test_report_refuses_a_directory_as_out(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--out", str(tmp_path)])
+    assert exit_.value.code == 2 and "is a directory" in capsys.readouterr().err
