@@ -18,6 +18,10 @@ total) and the error, then whether each published frontier plan fits the memory 
 * **Published frontier plans** that trained on 80 GB H100s (the validation cases of experiments.validation_cases):
   each must fit 80 GiB.
 
+Not counted, here or in Megatron-LM's report: the caching allocator's slack (fragmentation between the reserved and
+the allocated peak), the communication libraries' buffers (NCCL's channels, Transformer Engine's userbuffers) and the
+CUDA context: a plan within a few GiB of its GPU's memory in this accounting runs close to the edge in practice.
+
 Our gradients are bf16 (2 bytes per parameter, ``GRADIENT_FACTOR``); Megatron keeps fp32 main gradients for bf16
 training (``megatron/training/arguments.py``: "bfloat16 requires gradient accumulation and all-reduce to be done in
 fp32"). That term is reported, not matched: modelling it would double the data-parallel collectives' payload as well.
