@@ -64,9 +64,9 @@ REDUCING = {"mean", "sum", "amax", "cross_entropy_loss", "nll_loss", "topk", "in
 # eq. 2: s·b·h·(10 + 24/t + 5·a·s/(h·t)) with tensor width t) for GPT-3 175B (s=2048, b=1, h=12288, a=96):
 # t=1: 2,214.6 MB vs 2,868.9 MB; t=8: 453.0 MB vs 578.8 MB (tests/test_workloads_stash.py holds the terms). We
 # deliberately count what the eager HF model keeps, which differs from Megatron's fused kernels by (t=1):
-#   +604.0 MB    HF's tanh-GELU runs unfused: autograd keeps four 4h-wide intermediates besides the GELU input and
-#                output (tanh, 0.5·x, 1 + tanh and the output; 40·sbh bytes) where Megatron counts the input and the
-#                output (16·sbh) — a fused kernel rebuilds them (workloads.model.kernel_recomputed: the evaluator
+#   +604.0 MB    HF's tanh-GELU runs unfused: autograd keeps three 4h-wide intermediates besides the GELU input and
+#                output (tanh, 0.5·x, 1 + tanh: 40·sbh bytes in all) where Megatron counts the input and the output
+#                (16·sbh) — a fused kernel rebuilds them (workloads.model.kernel_recomputed: the evaluator
 #                drops them for every stack that fuses, Cluster.unfused_elementwise);
 #   −1,208 MB    no dropout (the trace is deterministic): we keep the softmax output (2·as²b; the scale by a constant
 #                keeps nothing, PRODUCTS) where Megatron keeps it, the dropout mask (as²b) and the dropout output
