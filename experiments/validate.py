@@ -852,13 +852,6 @@ def fsdp_section(predictions: list[Prediction]) -> list[str]:
 
 # --- mixture-of-experts runs ----------------------------------------------------------------------------------
 MOE_GAPS = {
-    "bridge2604-qwen3-30b-a3b-fp8": (
-        "its expert-parallel group (16) spans two nodes, and the recipe dispatches with HybridEP (Megatron-Bridge "
-        "scripts/performance/configs/qwen/qwen3_workload_base_configs.py at 5f3b336f9, 2026-04-28: "
-        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1, moe_flex_dispatcher_backend='hybridep'), "
-        "which sends each token over InfiniBand once per destination node and fans it out to its experts over NVLink; "
-        "the model prices a flat all-to-all of every (token, expert) copy (top-8) over the levels the group spans, "
-        "so its ep_comm is about half the predicted batch time"),
     "bridge2511-qwen3-30b-a3b-fp8": (
         "the published plan does not fit the model's 80 GiB: 110 GiB on the fullest device, of which 73 GiB activations "
         "(microbatch 2, 48 one-layer chunks in flight on the first stage) and 22 GiB optimizer state (the expert-data-"

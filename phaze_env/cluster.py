@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from phaze_env import comm
+from phaze_env.moe_dispatch import MOE_DISPATCHES
 from phaze_env.plan_spec import PlanRules
 from phaze_env.hardware.cost import (A100_NVLINKS, H100_NVLINKS, NVLINK_LINK_BPS, TPUV4_ICI_LINK_BPS,
                                      links_per_direction_Bps)
@@ -182,7 +183,9 @@ class Cluster:
     stack can run; the DP searches only those); and so is ``unfused_elementwise``: the stack runs every traced elementwise operator as a kernel of its own that reads its
     operands from HBM and writes its result back (eager PyTorch without ``torch.compile``), instead of fused into the
     matmul before it or into one chain (the traced graph's :func:`~phaze_env.workloads.model.fuse`, as a compiler
-    does; ``Op.eager_bytes``, priced in :func:`phaze_env.pricing.price_ops`).
+    does; ``Op.eager_bytes``, priced in :func:`phaze_env.pricing.price_ops`); and so are ``moe_dispatch`` and
+    ``moe_node_limit``: how expert parallelism's tokens travel, a flat all-to-all of every (token, expert) copy or a
+    node-deduplicated hierarchical one, and node-limited routing (:mod:`phaze_env.moe_dispatch`).
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -209,6 +212,8 @@ class Cluster:
     hybrid_allreduce_exposure: float = 0.0
     unfused_elementwise: bool = False
     plan_rules: PlanRules = PlanRules()
+    moe_dispatch: str = "alltoall"
+    moe_node_limit: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.plan_rules, dict):
@@ -237,6 +242,14 @@ class Cluster:
                      "unfused_elementwise"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
+        if self.moe_dispatch not in MOE_DISPATCHES:
+            raise ValueError(f"cluster moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, got {self.moe_dispatch!r}")
+        if not isinstance(self.moe_node_limit, int) or isinstance(self.moe_node_limit, bool) or self.moe_node_limit < 0:
+            raise ValueError(f"cluster moe_node_limit must be a non-negative integer (0: no limit), got "
+                             f"{self.moe_node_limit!r}")
+        if self.moe_node_limit and self.moe_dispatch != "hierarchical":
+            raise ValueError(f"cluster moe_node_limit={self.moe_node_limit} (node-limited routing) changes only a "
+                             "hierarchical dispatch's traffic; set moe_dispatch='hierarchical' with it")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"cluster optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.n_devices % self.slices:
@@ -324,6 +337,10 @@ class Cluster:
             data.pop("unfused_elementwise")
         if not self.hybrid_allreduce_exposure:
             data.pop("hybrid_allreduce_exposure")
+        if self.moe_dispatch == "alltoall":  # likewise: only a stack with another expert dispatch says so
+            data.pop("moe_dispatch")
+        if not self.moe_node_limit:
+            data.pop("moe_node_limit")
         if self.plan_rules == PlanRules():  # only a stack with rules of its own says so
             data.pop("plan_rules")
         else:

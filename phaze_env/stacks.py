@@ -33,6 +33,7 @@ import difflib
 from dataclasses import dataclass, replace
 
 from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, Cluster
+from phaze_env.moe_dispatch import MOE_DISPATCHES
 from phaze_env.plan_spec import PlanRules
 
 MEGATRON_DEEPSPEED_A100_EFFICIENCY = 0.645
@@ -195,10 +196,29 @@ class StackProfile:
     hybrid_allreduce_exposure: float = 0.0  # share of the overlapped hybrid-shard all-reduce not hidden (Cluster field)
     exposure_calibration: str = ""  # the published run hybrid_allreduce_exposure is fitted to ("" = not fitted: 0)
     plan_rules: PlanRules = PlanRules()  # the plans it can run (pipeline split, interleaving, ZeRO stages; Cluster field)
+    moe_dispatch: str = "alltoall"  # expert parallelism's token dispatch: flat or node-deduplicated (Cluster field)
+    moe_node_limit: int = 0  # node-limited routing: a token's experts on at most this many nodes (0: no limit)
 
     def __post_init__(self) -> None:
         if not self.fits:
             raise ValueError(f"stack {self.name!r} needs an efficiency fitted on at least one chip")
+        if self.moe_dispatch not in MOE_DISPATCHES:
+            raise ValueError(f"stack {self.name!r}: moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, got "
+                             f"{self.moe_dispatch!r}")
+        if self.moe_node_limit and self.moe_dispatch != "hierarchical":
+            raise ValueError(f"stack {self.name!r}: moe_node_limit={self.moe_node_limit} (node-limited routing) needs "
+                             "moe_dispatch='hierarchical' (a flat all-to-all sends every copy whatever the nodes)")
+
+    def workload_error(self, workload) -> str:
+        """Why this stack's knobs cannot run ``workload`` ("" when they can): node-limited routing routes a
+        mixture-of-experts model's tokens, so a dense model (or one with fewer nodes' worth of experts than a token
+        picks) cannot take it."""
+        if not self.moe_node_limit:
+            return ""
+        if not workload.num_experts:
+            return (f"stack {self.name!r}: moe_node_limit={self.moe_node_limit} (node-limited routing) needs a "
+                    f"mixture-of-experts model; {workload.name} is dense")
+        return ""
 
     @property
     def framework_efficiency(self) -> float:
@@ -222,7 +242,8 @@ class StackProfile:
                        pipeline_scatter_gather=self.pipeline_scatter_gather,
                        hybrid_allreduce_overlapped=self.hybrid_allreduce_overlapped,
                        unfused_elementwise=self.unfused_elementwise,
-                       hybrid_allreduce_exposure=self.hybrid_allreduce_exposure, plan_rules=self.plan_rules)
+                       hybrid_allreduce_exposure=self.hybrid_allreduce_exposure, plan_rules=self.plan_rules,
+                       moe_dispatch=self.moe_dispatch, moe_node_limit=self.moe_node_limit)
 
     def apply(self, cluster: Cluster, chip: str | None = None) -> Cluster:
         """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure, its
@@ -251,6 +272,15 @@ STACKS: dict[str, StackProfile] = {
                     "(--overlap-grad-reduce only from Megatron-Core, 2023); efficiency: "
                     "phaze_env.cluster.MEGATRON_A100_EFFICIENCY on A100, MEGATRON_H100_EFFICIENCY on H100 "
                     "(Megatron-Core in NeMo, NVIDIA/dgxc-benchmarking)"),
+        StackProfile(
+            name="megatron-core-deepep", interleaved_schedule=True, pipeline_scatter_gather=True,
+            plan_rules=MEGATRON_LM_RULES, moe_dispatch="hierarchical",
+            fits=(ChipFit(("h100", "h100-fp8"), MEGATRON_H100_EFFICIENCY, "dgxc-gpt3-175b-bf16-512"),),
+            sources="megatron-lm's structure and H100 efficiency (nothing refitted) with Megatron-Core's flex token "
+                    "dispatcher (--moe-token-dispatcher-type flex, backend deepep or hybridep; NVIDIA/Megatron-LM "
+                    "megatron/core/transformer/moe/token_dispatcher.py, MoEFlexTokenDispatcher): each token crosses "
+                    "InfiniBand once per destination node and is fanned out over NVLink (deepseek-ai/DeepEP; "
+                    "phaze_env.moe_dispatch)"),
         StackProfile(
             name="megatron-deepspeed", interleaved_schedule=False, pipeline_scatter_gather=True,
             plan_rules=DEEPSPEED_PIPELINE_RULES,
