@@ -222,6 +222,7 @@ class StackProfile:
     plan_rules: PlanRules = PlanRules()  # the plans it can run (pipeline split, interleaving, ZeRO stages; Cluster field)
     moe_dispatch: str = "alltoall"  # expert parallelism's token dispatch: flat or node-deduplicated (Cluster field)
     moe_node_limit: int = 0  # node-limited routing: a token's experts on at most this many nodes (0: no limit)
+    variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:
         if not self.fits:
@@ -306,15 +307,6 @@ STACKS: dict[str, StackProfile] = {
                     "Transformer Engine (FP8, cuDNN fused attention: TE_FUSED_ATTENTION_H100_EFFICIENCY); efficiency: "
                     "MEGATRON_CORE_H100_EFFICIENCY"),
         StackProfile(
-            name="megatron-core-deepep", interleaved_schedule=True, pipeline_scatter_gather=True,
-            plan_rules=MEGATRON_LM_RULES, moe_dispatch="hierarchical",
-            fits=(ChipFit(("h100", "h100-fp8"), MEGATRON_H100_EFFICIENCY, "dgxc-gpt3-175b-bf16-512"),),
-            sources="megatron-lm's structure and H100 efficiency (nothing refitted) with Megatron-Core's flex token "
-                    "dispatcher (--moe-token-dispatcher-type flex, backend deepep or hybridep; NVIDIA/Megatron-LM "
-                    "megatron/core/transformer/moe/token_dispatcher.py, MoEFlexTokenDispatcher): each token crosses "
-                    "InfiniBand once per destination node and is fanned out over NVLink (deepseek-ai/DeepEP; "
-                    "phaze_env.moe_dispatch)"),
-        StackProfile(
             name="megatron-deepspeed", interleaved_schedule=False, pipeline_scatter_gather=True,
             plan_rules=DEEPSPEED_PIPELINE_RULES,
             fits=(ChipFit(("a100",), MEGATRON_DEEPSPEED_A100_EFFICIENCY, "smith22-mtnlg-530b-280nodes"),),
@@ -372,6 +364,21 @@ STACKS: dict[str, StackProfile] = {
                     "FLASH_ATTENTION2_A100_EFFICIENCY, FLASH_ATTENTION2_H100_EFFICIENCY"),
     )
 }
+
+
+def _dispatch_variant(parent: StackProfile, name: str, sources: str, **knobs) -> StackProfile:
+    """``parent`` with another expert dispatch (``knobs``: ``moe_dispatch``, ``moe_node_limit``): the same structure
+    otherwise and the same fits — nothing refitted, the calibration stays the parent's run."""
+    return replace(parent, name=name, sources=f"{parent.name}'s structure and fits; {sources}", variant_of=parent.name,
+                   **knobs)
+
+
+STACKS["megatron-core-deepep"] = _dispatch_variant(
+    STACKS["megatron-lm"], "megatron-core-deepep", moe_dispatch="hierarchical",
+    sources="Megatron-Core's flex token dispatcher (--moe-token-dispatcher-type flex with the deepep or hybridep "
+            "backend; NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py, MoEFlexTokenDispatcher): each "
+            "token crosses InfiniBand once per destination node and is fanned out over NVLink (deepseek-ai/DeepEP; "
+            "phaze_env.moe_dispatch)")
 
 
 class UnknownStackError(ValueError):

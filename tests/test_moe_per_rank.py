@@ -174,3 +174,10 @@ def test_profiles_keep_their_dicts_unless_they_dispatch_otherwise():
     deepep = STACKS["megatron-core-deepep"].structure(plain)
     assert deepep.to_dict()["moe_dispatch"] == "hierarchical" and Cluster.from_dict(deepep.to_dict()) == deepep
     assert isinstance(STACKS["megatron-core-deepep"], StackProfile)
+
+
+def test_the_deepep_profile_is_megatron_lm_but_for_its_dispatch():
+    parent, variant = STACKS["megatron-lm"], STACKS["megatron-core-deepep"]
+    assert variant.variant_of == "megatron-lm" and variant.fits == parent.fits
+    assert dataclasses.replace(variant, name=parent.name, sources=parent.sources, variant_of="",
+                               moe_dispatch="alltoall") == parent
