@@ -34,7 +34,7 @@ from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.number_format import fp8_weight_copy_factor, mfu_basis, mfu_text
 from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
-from phaze_env.moe_dispatch import dispatch_s
+from phaze_env.moe_dispatch import dispatch_s, exposed_alltoall_s
 from phaze_env.placement import Settings, best_plan_multi
 from phaze_env.placement.inputs import uneven_batch_note
 from phaze_env.pricing import price_ops
@@ -230,6 +230,9 @@ def _request(workload, accelerator, cluster, *, microbatch, recompute, hbm_gb, t
     if cluster.moe_node_limit and not workload.num_experts:
         raise ValueError(f"cluster moe_node_limit={cluster.moe_node_limit} (node-limited routing) needs a "
                          f"mixture-of-experts model; {workload.name} is dense")
+    if cluster.moe_alltoall_overlap and not workload.num_experts:
+        raise ValueError(f"cluster moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
+                         f"mixture-of-experts model; {workload.name} is dense")
     if plan.t is not None and not valid_tensor_widths(workload, (plan.t,), cluster.n_devices):
         raise ValueError(f"tensor width {plan.t} does not divide {workload.name}'s {workload.num_heads} attention heads "
                          f"(or is not a power of two ≤ {cluster.n_devices})")
@@ -272,8 +275,9 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     """The DP's layers. At expert-parallel degree ``e > 1`` a device holds ``1/e`` of each MoE layer's experts and
     runs the same routed-token slots through them (``graph`` is one rank's: its experts at the per-rank shape,
     :func:`~phaze_env.workloads.model.at_expert_rank`; at ``c > 1`` its ``s/c`` tokens); each layer adds its dispatch
-    and combine, forward and backward, over the ``e`` ranks ``t·c`` apart (Megatron-Core's tp-cp-ep-dp-pp rank order;
-    not overlapped), as the stack sends them (:func:`phaze_env.moe_dispatch.dispatch_s`)."""
+    and combine, forward and backward, over the ``e`` ranks ``t·c`` apart (Megatron-Core's tp-cp-ep-dp-pp rank order),
+    as the stack sends them (:func:`phaze_env.moe_dispatch.dispatch_s`), half of what is exposed in each direction
+    (all of it, unless the stack overlaps them: :func:`phaze_env.moe_dispatch.exposed_alltoall_s`)."""
     chain = []
     e = expert_parallel
     # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
@@ -283,8 +287,12 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
         timing = timings[layer.name]
         alltoall_s = dispatch_s(cluster, layer.routed_token_bytes, e, stride, experts=layer.routed_experts,
                                 top_k=layer.experts_per_token) if e > 1 else 0.0
+        fwd_s, bwd_s = timing.fwd_s, timing.bwd_s
+        if alltoall_s and cluster.moe_alltoall_overlap:  # the layer computes on what the communication leaves it
+            fwd_s, bwd_s = (part / (1.0 - cluster.moe_comm_sm_share) for part in (fwd_s, bwd_s))
+        exposed_s = exposed_alltoall_s(alltoall_s, fwd_s + bwd_s, cluster.moe_alltoall_overlap) if e > 1 else 0.0
         expert_bytes = layer.expert_param_bytes / e
-        entry = {"fwd_s": timing.fwd_s + 2 * alltoall_s, "bwd_s": timing.bwd_s + 2 * alltoall_s,
+        entry = {"fwd_s": fwd_s + exposed_s / 2, "bwd_s": bwd_s + exposed_s / 2,
                  "param_bytes": float(layer.param_bytes - layer.expert_param_bytes) + expert_bytes,
                  "expert_param_bytes": expert_bytes,
                  "stash_bytes": float(layer.activation_stash_bytes), "output_bytes": float(layer.output_bytes),
@@ -293,7 +301,7 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                  "replicated_stash_bytes": float(layer.stash_replicated_bytes),
                  "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
                  "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
-                 "cp_comm_s": timing.cp_comm_s, "ep_comm_s": 4 * alltoall_s,
+                 "cp_comm_s": timing.cp_comm_s, "ep_comm_s": exposed_s,
                  "transformer_layers": 1.0 if layer.is_transformer_layer or ends_count else 0.0}
         chain.extend([entry] * layer.repeat)
     return chain

@@ -75,4 +75,20 @@ def dispatch_s(cluster, routed_bytes: float, group: int, stride: int, *, experts
     return total
 
 
-__all__ = ["MOE_DISPATCHES", "dispatch_s", "expected_nodes_hit"]
+def exposed_alltoall_s(alltoall_s: float, compute_s: float, overlapped: bool) -> float:
+    """What a layer's four exchanges (dispatch and combine, forward and backward, ``alltoall_s`` each) add to the step.
+
+    Not overlapped: all of them. Overlapped (``Cluster.moe_alltoall_overlap``): a forward and a backward of two
+    microbatches run interleaved, each one's exchanges under the other's compute — Megatron-Core's
+    ``--overlap-moe-expert-parallel-comm`` (EP all-to-all overlap in the 1F1B steady state, NVIDIA/Megatron-LM
+    megatron/core/transformer/moe/README.md; Megatron-Bridge's ``moe_a2a_overlap``) and DeepSeek-V3's DualPipe
+    (arXiv:2412.19437 §3.2.1: a forward and a backward chunk paired so that all-to-all and pipeline communication are
+    hidden) — so only what exceeds the layer's forward + backward compute (``compute_s``) is left. Assumption: every
+    layer has a partner (the steady state; the ``p − 1`` warm-up and cool-down microbatches of a 1F1B stage have none,
+    so this is optimistic by at most ``(p − 1)/m_r`` of the exchanges), and the communication kernels take no compute
+    from the partner (DeepSeek-V3 §3.2.2 gives 20 of the H800's 132 SMs to them)."""
+    total_s = 4 * alltoall_s
+    return max(0.0, total_s - compute_s) if overlapped else total_s
+
+
+__all__ = ["MOE_DISPATCHES", "dispatch_s", "expected_nodes_hit", "exposed_alltoall_s"]

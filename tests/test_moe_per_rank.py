@@ -15,7 +15,7 @@ from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.evaluate import LayerTiming, _layer_chain
 from phaze_env.moe_dispatch import dispatch_s, expected_nodes_hit
 from phaze_env.stacks import STACKS, StackProfile
-from phaze_env.workloads import model_graph
+from phaze_env.workloads import get_workload, model_graph
 from test_workloads_moe import SMALL, TOKENS, small
 
 
@@ -181,3 +181,61 @@ def test_the_deepep_profile_is_megatron_lm_but_for_its_dispatch():
     assert variant.variant_of == "megatron-lm" and variant.fits == parent.fits
     assert dataclasses.replace(variant, name=parent.name, sources=parent.sources, variant_of="",
                                moe_dispatch="alltoall") == parent
+
+
+# ---------------------------------------------------------------- the all-to-all overlapped with compute
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.0, 10.0), st.floats(0.0, 10.0), st.floats(0.0, 10.0), st.booleans())
+def test_overlapped_alltoall_is_what_the_partner_compute_cannot_hide(fwd_s, bwd_s, alltoall_s, overlapped):
+    """The two streams written out: the paired microbatch's forward + backward compute runs from 0 on the compute
+    stream; this layer's four exchanges run back to back from 0 on the communication stream; the step waits for the
+    later of the two, so the exchanges add what outlasts the compute. Without overlap they run after it."""
+    cluster = _cluster("alltoall", moe_alltoall_overlap=overlapped, node_latency_s=0.0, link_latency_s=0.0)
+    layer = SimpleNamespace(name="block", is_transformer_layer=True, repeat=1, param_bytes=10, expert_param_bytes=8,
+                            routed_token_bytes=1.0, routed_experts=16, experts_per_token=4, activation_stash_bytes=0,
+                            output_bytes=1, input_bytes=1, stash_attention_bytes=0, stash_replicated_bytes=0)
+    one = cluster.collective_s("alltoall", 1.0, 8)
+    layer.routed_token_bytes = alltoall_s / one  # so that one exchange takes alltoall_s
+    timing = {"block": LayerTiming(fwd_s, bwd_s, fwd_s, bwd_s, "ilp", "ilp", True, True)}
+    entry, = _layer_chain(SimpleNamespace(layers=(layer,), tensor_width=1), timing, cluster, 8)
+    compute_end, comm_end = fwd_s + bwd_s, 4 * alltoall_s
+    waited = max(compute_end, comm_end) if overlapped else compute_end + comm_end
+    assert entry["fwd_s"] + entry["bwd_s"] == pytest.approx(waited, abs=1e-9)
+    assert entry["ep_comm_s"] == pytest.approx(waited - compute_end, abs=1e-9)
+    assert entry["fwd_s"] - fwd_s == pytest.approx(entry["bwd_s"] - bwd_s, abs=1e-9)
+
+
+def test_overlap_on_a_dense_model_is_refused():
+    from phaze_env.evaluate import evaluate
+    from phaze_env.hardware import get_preset
+
+    overlapped = dataclasses.replace(STACKS["megatron-lm"], name="o", moe_alltoall_overlap=True)
+    assert "stack 'o': moe_alltoall_overlap" in overlapped.workload_error(get_workload("gpt2-xl"))
+    with pytest.raises(ValueError, match="moe_alltoall_overlap .*gpt2-xl is dense"):
+        evaluate("gpt2-xl", get_preset("h100"), dataclasses.replace(get_cluster("dgx-h100", 16), moe_alltoall_overlap=True))
+
+
+def test_communication_sms_slow_the_overlapped_layer():
+    """With ``s`` of the compute units on the exchanges the layer computes on ``1 − s`` of them: its time ``/(1 − s)``,
+    and the exchanges hide under that longer compute."""
+    cluster = _cluster("alltoall", moe_alltoall_overlap=True, moe_comm_sm_share=0.25, node_latency_s=0.0,
+                       link_latency_s=0.0)
+    layer = SimpleNamespace(name="block", is_transformer_layer=True, repeat=1, param_bytes=10, expert_param_bytes=8,
+                            routed_token_bytes=1.0, routed_experts=16, experts_per_token=4, activation_stash_bytes=0,
+                            output_bytes=1, input_bytes=1, stash_attention_bytes=0, stash_replicated_bytes=0)
+    layer.routed_token_bytes = 1.0 / cluster.collective_s("alltoall", 1.0, 8)  # one exchange: 1 s
+    timing = {"block": LayerTiming(1.5, 1.5, 1.5, 1.5, "ilp", "ilp", True, True)}
+    entry, = _layer_chain(SimpleNamespace(layers=(layer,), tensor_width=1), timing, cluster, 8)
+    assert entry["fwd_s"] + entry["bwd_s"] == pytest.approx(max(3.0 / 0.75, 4.0)) and entry["ep_comm_s"] == 0.0
+    dense, = _layer_chain(SimpleNamespace(layers=(layer,), tensor_width=1), timing, cluster, 1)
+    assert dense["fwd_s"] == 1.5  # no exchange at e = 1: nothing held
+
+
+def test_sm_share_needs_the_overlap_and_the_deepseek_profile_has_them_all():
+    with pytest.raises(ValueError, match="moe_comm_sm_share=0.1 .*needs moe_alltoall_overlap"):
+        Cluster(moe_comm_sm_share=0.1)
+    deepseek = STACKS["deepseek-hai-llm"]
+    assert (deepseek.moe_dispatch, deepseek.moe_node_limit, deepseek.moe_alltoall_overlap) == ("hierarchical", 4, True)
+    assert deepseek.moe_comm_sm_share == pytest.approx(20 / 132) and not deepseek.plan_rules.uniform_stages
+    h800 = get_cluster("dgx-h800", 16)
+    assert h800.node_bandwidth_Bps == 200e9 and h800.link_bandwidth_Bps == get_cluster("dgx-h100", 16).link_bandwidth_Bps
