@@ -882,11 +882,11 @@ MOE_GAPS = {
         "dispatch overlapped with compute on 112 of 132 SMs; without the SM share +21.8 %, without the overlap "
         "-31 %: the all-to-all is 39 % of the step unless hidden, so the figure rests on the overlap model"),
     "bridge2511-qwen3-30b-a3b-fp8": (
-        "the published plan does not fit the model's 80 GiB: 110 GiB on the fullest device, of which 73 GiB activations "
-        "(microbatch 2, 48 one-layer chunks in flight on the first stage) and 22 GiB optimizer state (the expert-data-"
+        "the published plan does not fit the model's 80 GiB: 107 GiB on the fullest device, of which 72 GiB activations "
+        "(microbatch 2, 48 one-layer chunks in flight on the first stage) and 21 GiB optimizer state (the expert-data-"
         "parallel group is 1, so the experts' state is not sharded); the page does not say how the 25.11 recipe fitted "
-        "it (the later recipes run microbatch 1). With the capacity not binding the plan predicts 8,763 tokens/s per "
-        "GPU (+66 %; at the fitted H100 efficiency 0.97), near the 9,058 of 26.02.01: that release line's software moved this model's figure by almost 2× "
+        "it (the later recipes run microbatch 1). With the capacity not binding the plan predicts 8,796 tokens/s per "
+        "GPU (+67 %; at the fitted H100 efficiency 0.97), near the 9,058 of 26.02.01: that release line's software moved this model's figure by almost 2× "
         "on one plan (26.02: 5113, 26.02.01: 9058), so 25.11's figure is the slower software, not the hardware"),
 }
 """MoE cases outside ±15 % and the physical reason found (tests/test_validation_moe.py holds them as strict xfails)."""

@@ -105,7 +105,7 @@ class Evaluation:
     energy_per_sample_j: float
     plan: dict[str, Any]
     memory_bytes: dict[str, float]
-    layer_timings: dict[str, dict[str, dict[str, Any]]]  # "t{t}_m{m}" → layer name → LayerTiming fields (scheduled variants)
+    layer_timings: dict[str, dict[str, dict[str, Any]]]  # "t{t}_m{m}[_c{c}][_e{e}]" → layer name → LayerTiming fields (scheduled variants)
     timings_s: dict[str, float]
     ilp_solves: int
     schedules: int
