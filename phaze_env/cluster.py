@@ -188,7 +188,10 @@ class Cluster:
     stack can run; the DP searches only those); and so is ``unfused_elementwise``: the stack runs every traced elementwise operator as a kernel of its own that reads its
     operands from HBM and writes its result back (eager PyTorch without ``torch.compile``), instead of fused into the
     matmul before it or into one chain (the traced graph's :func:`~phaze_env.workloads.model.fuse`, as a compiler
-    does; ``Op.eager_bytes``, priced in :func:`phaze_env.pricing.price_ops`); and so are ``moe_dispatch`` and
+    does; ``Op.eager_bytes``, priced in :func:`phaze_env.pricing.price_ops`); and so is ``tp_comm_overlap``: each
+    tensor-parallel collective fed by GEMMs is split with them into the ring's ``t`` chunks and pipelined (Transformer
+    Engine's userbuffers, Megatron-Core's ``--tp-comm-overlap``), leaving exposed only what
+    :func:`~phaze_env.hardware.estimator.chunked_exposed_s` gives; and so are ``moe_dispatch`` and
     ``moe_node_limit``: how expert parallelism's tokens travel, a flat all-to-all of every (token, expert) copy or a
     node-deduplicated hierarchical one, and node-limited routing (:mod:`phaze_env.moe_dispatch`); and so is
     ``moe_alltoall_overlap``: the dispatch and combine of one microbatch run under another microbatch's compute
@@ -220,6 +223,7 @@ class Cluster:
     hybrid_allreduce_exposure: float = 0.0
     unfused_elementwise: bool = False
     plan_rules: PlanRules = PlanRules()
+    tp_comm_overlap: bool = False
     moe_dispatch: str = "alltoall"
     moe_node_limit: int = 0
     moe_alltoall_overlap: bool = False
@@ -249,7 +253,7 @@ class Cluster:
         if not 0 <= self.hybrid_allreduce_exposure <= 1:
             raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
         for name in ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
-                     "unfused_elementwise", "moe_alltoall_overlap"):
+                     "unfused_elementwise", "tp_comm_overlap", "moe_alltoall_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
         if self.moe_dispatch not in MOE_DISPATCHES:
@@ -350,6 +354,8 @@ class Cluster:
             data.pop("hybrid_allreduce_overlapped")
         if not self.unfused_elementwise:  # and only an eager stack says it runs its elementwise operators unfused
             data.pop("unfused_elementwise")
+        if not self.tp_comm_overlap:  # and only a stack that overlaps its tensor-parallel collectives
+            data.pop("tp_comm_overlap")
         if not self.hybrid_allreduce_exposure:
             data.pop("hybrid_allreduce_exposure")
         if self.moe_dispatch == "alltoall":  # likewise: only a stack with another expert dispatch says so
@@ -382,6 +388,7 @@ class Cluster:
         software += (f"; {self.hybrid_allreduce_exposure:.0%} of the overlapped hybrid-shard all-reduce exposed"
                      if self.hybrid_allreduce_overlapped and self.hybrid_allreduce_exposure else "")
         software += "; elementwise operators unfused (eager)" if self.unfused_elementwise else ""
+        software += "; tensor-parallel collectives overlapped with their GEMMs" if self.tp_comm_overlap else ""
         software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
                      else "")
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software

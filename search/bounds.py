@@ -148,7 +148,8 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
         for dag in (layer.fwd, layer.bwd):
             if not dag.ops:
                 continue
-            priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows, layer=layer.name)
+            priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows, layer=layer.name,
+                               edges=dag.edges)
             one, all_cores = priced.latencies_s(tc_index.ravel(), vc_index.ravel())
             layer_s += dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
         rows.append(layer_s)
