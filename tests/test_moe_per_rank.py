@@ -239,3 +239,24 @@ def test_sm_share_needs_the_overlap_and_the_deepseek_profile_has_them_all():
     assert deepseek.moe_comm_sm_share == pytest.approx(20 / 132) and not deepseek.plan_rules.uniform_stages
     h800 = get_cluster("dgx-h800", 16)
     assert h800.node_bandwidth_Bps == 200e9 and h800.link_bandwidth_Bps == get_cluster("dgx-h100", 16).link_bandwidth_Bps
+
+
+# ---------------------------------------------------------------- the search's bounds at the per-rank shape
+@pytest.mark.parametrize("e", [1, 2, 8])
+def test_layer_bounds_at_e_bound_the_evaluated_layers_at_e(e):
+    """The search bounds each ``e`` on that degree's own graph (``search.bounds``): every layer's bound is at most the
+    fwd + bwd the evaluation schedules for it at ``e`` (the experts at the per-rank shape), on sampled designs."""
+    from phaze_env.evaluate import evaluate
+    from phaze_env.plan_spec import PlanSpec
+    from search.bounds import layer_time_bounds_s
+    from test_moe_search import ARCH, CLUSTER, TINY_MOE
+
+    graph = model_graph(TINY_MOE, microbatch=1, tensor_width=1, expert_parallel=e)
+    bounds = layer_time_bounds_s(graph, ARCH, CLUSTER)
+    plan = PlanSpec.parse(f"t1p1d{CLUSTER.n_devices}e{e}m1") if e > 1 else PlanSpec.parse(f"t1p1d{CLUSTER.n_devices}m1")
+    for index in range(0, len(ARCH), 9):
+        evaluation = evaluate(TINY_MOE, ARCH[index], CLUSTER, plan=plan, hbm_gb=1024.0)
+        timings = evaluation.layer_timings[f"t1_m1{f'_e{e}' if e > 1 else ''}"]
+        for row, layer in enumerate(graph.layers):
+            scheduled = timings[layer.name]
+            assert bounds[row, index] <= (scheduled["fwd_s"] + scheduled["bwd_s"]) * (1 + 1e-9)
