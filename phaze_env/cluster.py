@@ -389,6 +389,11 @@ class Cluster:
                      if self.hybrid_allreduce_overlapped and self.hybrid_allreduce_exposure else "")
         software += "; elementwise operators unfused (eager)" if self.unfused_elementwise else ""
         software += "; tensor-parallel collectives overlapped with their GEMMs" if self.tp_comm_overlap else ""
+        software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
+        software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""
+        software += ("; expert all-to-all overlapped with compute" + (f" ({self.moe_comm_sm_share:.0%} of the SMs on it)"
+                                                                      if self.moe_comm_sm_share else "")
+                     if self.moe_alltoall_overlap else "")
         software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
                      else "")
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software

@@ -260,3 +260,10 @@ def test_layer_bounds_at_e_bound_the_evaluated_layers_at_e(e):
         for row, layer in enumerate(graph.layers):
             scheduled = timings[layer.name]
             assert bounds[row, index] <= (scheduled["fwd_s"] + scheduled["bwd_s"]) * (1 + 1e-9)
+
+
+def test_the_cluster_line_says_how_expert_tokens_travel():
+    line = STACKS["deepseek-hai-llm"].apply(get_cluster("dgx-h800", 16), "h100").describe()
+    assert "expert tokens sent once per node (hierarchical dispatch), to at most 4 nodes" in line
+    assert "expert all-to-all overlapped with compute (15% of the SMs on it)" in line
+    assert "expert" not in get_cluster("dgx-h100", 16).describe()
