@@ -388,7 +388,8 @@ STACKS["megatron-core-deepep"] = _dispatch_variant(
     sources="Megatron-Core's flex token dispatcher (--moe-token-dispatcher-type flex with the deepep or hybridep "
             "backend; NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py, MoEFlexTokenDispatcher): each "
             "token crosses InfiniBand once per destination node and is fanned out over NVLink (deepseek-ai/DeepEP; "
-            "phaze_env.moe_dispatch)")
+            "phaze_env.moe_dispatch); the all-to-all not overlapped (Megatron-Bridge's Qwen3-30B-A3B H100 V1 recipe: "
+            "moe_a2a_overlap=False)")
 
 
 DEEPSEEK_COMM_SM_SHARE = 20 / 132
