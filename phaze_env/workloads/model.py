@@ -194,7 +194,7 @@ def at_expert_rank(nodes: list[_Node], experts: int, expert_parallel: int) -> li
     (what :class:`~phaze_env.workloads.graph.Layer` sums; the placement shards it by ``e``).
 
     Priced as a batched GEMM of ``E/e`` equal groups, at the rate of the dense kernel: a grouped GEMM over uniform
-    groups runs at cuBLAS batched-GEMM speed (MegaBlocks, Gale et al. 2023, MLSys, §6.2: its block-sparse grouped
+    groups runs at cuBLAS batched-GEMM speed (MegaBlocks, Gale et al. 2023, MLSys, kernel benchmarks: its block-sparse
     kernels reach 98.6 % of cuBLAS batched-matmul throughput on average, 91–104 %; Megatron-Core's
     ``moe_grouped_gemm`` runs CUTLASS grouped GEMMs, NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md).
     Assumption: uniform routing (every local expert gets ``e·C`` tokens); a skewed load's slowest rank is not modelled.
