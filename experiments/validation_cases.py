@@ -355,13 +355,14 @@ def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave:
 
 
 def _bridge_qwen3_30b(release: str, batch: int, microbatch: int, pipeline: int, interleave: int, expert: int,
-                      tokens_s: float, published_format: str = "FP8") -> ValidationCase:
+                      tokens_s: float, published_format: str = "FP8", stack: str = "megatron-lm") -> ValidationCase:
     gpus, seq = 16, 4096
     return ValidationCase(
         name=f"bridge{release.replace('.', '')}-qwen3-30b-a3b-fp8", workload="qwen3-30b-a3b", seq_len=seq,
         accelerator="h100", cluster="dgx-h100", n_devices=gpus, global_batch=batch, tensor=1, pipeline=pipeline,
         data=gpus // pipeline, microbatch=microbatch, interleave=interleave, recompute="selective",
         metric="tokens_s_per_device", published=tokens_s, number_format="fp8", zero=1, expert_parallel=expert,
+        stack=stack,
         source=MEGATRON_BRIDGE_QWEN3_30B.format(release=release, gpus=gpus, fmt=published_format, batch=batch,
                                                 mbs=microbatch, p=pipeline, v=interleave if interleave > 1 else "n/a",
                                                 e=expert, tokens=tokens_s))
@@ -385,9 +386,26 @@ MOE_CASES: tuple[ValidationCase, ...] = (
     # Megatron-Bridge (Megatron-Core) Qwen3-30B-A3B on two DGX-H100 nodes, three releases with three plans. The same
     # plan as 26.02.01's ran at 5113 tokens/s per GPU in 26.02: the releases' software moves these figures.
     #                 release    batch mbs p  vp  ep  tokens/s per GPU
-    _bridge_qwen3_30b("26.04", 1024, 1, 1, 1, 16, 8901),
+    # 26.04's recipe dispatches with HybridEP (Megatron-Bridge scripts/performance/configs/qwen/
+    # qwen3_workload_base_configs.py at 5f3b336f9, 2026-04-28: QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1,
+    # moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False): its EP 16 spans two nodes, so the
+    # node-deduplicated dispatch matters, and its all-to-all is not overlapped (as the profile prices it).
+    _bridge_qwen3_30b("26.04", 1024, 1, 1, 1, 16, 8901, stack="megatron-core-deepep"),
     _bridge_qwen3_30b("26.02.01", 1024, 1, 2, 12, 8, 9058),
     _bridge_qwen3_30b("25.11", 512, 2, 2, 24, 8, 5275, published_format="FP8-CS"),
+    # DeepSeek-V3 pre-training (arXiv:2412.19437): "180K H800 GPU hours" per trillion tokens (§1, Table 1), i.e.
+    # 10^12 / (180,000 × 3,600 s) = 1,543.2 tokens/s per GPU, on 2,048 H800 (§3.1) with 16-way pipeline (DualPipe),
+    # 64-way expert parallelism over 8 nodes and ZeRO-1 data parallelism, no tensor parallelism (§3.2), FP8 GEMMs
+    # (§3.3), sequence 4K and the final batch of 15,360 sequences (§4.2). Its microbatch is not published (1 taken);
+    # it recomputes only RMSNorm and the MLA up-projections (§3.2.3: "none" here, their cost not counted).
+    ValidationCase(
+        name="deepseek-v3-2048-h800", workload="deepseek-v3", seq_len=4096, accelerator="h100", cluster="dgx-h800",
+        n_devices=2048, global_batch=15360, tensor=1, pipeline=16, data=128, microbatch=1, interleave=1,
+        recompute="none", metric="tokens_s_per_device", published=1e12 / (180_000 * 3600), number_format="fp8", zero=1,
+        expert_parallel=64, stack="deepseek-hai-llm",
+        source="DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv:2412.19437): Table 1 / §1 '180K H800 GPU hours' per "
+               "trillion tokens; §3.1 2,048 NVIDIA H800 GPUs; §3.2 PP 16, EP 64 over 8 nodes, ZeRO-1 DP; §3.3 FP8; §4.2 "
+               "sequence 4K, batch 15,360"),
     # Qwen3-235B-A22B (94 layers, 128 experts top-8; not in the workload registry). Recompute as
     # published: "norm, act" = selective recompute of layer norms and the expert activation (written as
     # "selective"); the third row lists none.

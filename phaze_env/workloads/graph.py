@@ -121,6 +121,8 @@ class Layer:
     expert_param_bytes: int = 0  # part of param_bytes that is routed experts (what expert parallelism shards)
     routed_token_bytes: int = 0  # tokens the routed experts take per microbatch (experts × capacity × hidden):
     # one dispatch or combine all-to-all's buffer per rank, of which (e − 1)/e leaves it
+    routed_experts: int = 0  # routed experts of an MoE layer (0: dense), and how many each token picks (top-k):
+    experts_per_token: int = 0  # what a node-deduplicated dispatch sends depends on them (phaze_env.moe_dispatch)
 
     @property
     def num_ops(self) -> int:

@@ -55,6 +55,7 @@ VECTOR_OPS = {
     # Mixture-of-experts routing (phaze_env.workloads.moe): top-k over the router scores, the dispatch gather
     # and the combine's scatter-add.
     "topk": ("reduction", "reduce", 1), "index_select": ("data", "gather", 0), "index_add": ("reduction", "add", 1),
+    "scatter": ("data", "copy", 0),  # DeepSeek-V3's group mask: ones written at the kept groups
 }
 # Operators whose reduction runs over the input, not the output (elements = input numel).
 REDUCING = {"mean", "sum", "amax", "cross_entropy_loss", "nll_loss", "topk", "index_add"}
