@@ -875,7 +875,7 @@ def fsdp_section(predictions: list[Prediction]) -> list[str]:
 # --- mixture-of-experts runs ----------------------------------------------------------------------------------
 MOE_GAPS = {
     "deepseek-v3-2048-h800": (
-        "the published plan does not fit the model's 80 GiB: 248 GiB on the fullest device, nearly all activations "
+        "the published plan does not fit the model's 80 GiB: 159 GiB on the fullest device, nearly all activations "
         "(recompute none, 16 microbatches in flight on the first of 16 stages, the eager attention's 128-head score "
         "matrices kept); DeepSeek-V3 fits it by caching activations in FP8, recomputing RMSNorm and the MLA "
         "up-projections and DualPipe's schedule (arXiv:2412.19437 §3.2-3.3), none of which the memory model has yet. "
@@ -883,9 +883,10 @@ MOE_GAPS = {
         "dispatch overlapped with compute on 112 of 132 SMs; without the SM share +21.8 %, without the overlap "
         "-31 %: the all-to-all is 39 % of the step unless hidden, so the figure rests on the overlap model"),
     "bridge2511-qwen3-30b-a3b-fp8": (
-        "the published plan does not fit the model's 80 GiB: 107 GiB on the fullest device, of which 72 GiB activations "
-        "(microbatch 2, 48 one-layer chunks in flight on the first stage) and 21 GiB optimizer state (the expert-data-"
-        "parallel group is 1, so the experts' state is not sharded); the page does not say how the 25.11 recipe fitted "
+        "the published plan does not fit the model's 80 GiB: 90 GiB on the fullest device (the last stage), of which "
+        "54 GiB activations (microbatch 2, 47 one-layer chunks in flight, and the head's logits) and 21 GiB optimizer "
+        "state (the expert-data-parallel group is 1, so the experts' state is not sharded; python -m "
+        "experiments.memory_check shows how the terms are counted); the page does not say how the 25.11 recipe fitted "
         "it (the later recipes run microbatch 1). With the capacity not binding the plan predicts 8,796 tokens/s per "
         "GPU (+67 %; at the fitted H100 efficiency 0.97), near the 9,058 of 26.02.01: that release line's software moved this model's figure by almost 2× "
         "on one plan (26.02: 5113, 26.02.01: 9058), so 25.11's figure is the slower software, not the hardware"),
