@@ -30,7 +30,7 @@ fp32"). That term is reported, not matched: modelling it would double the data-p
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.validate import case_accelerator, case_cluster, plan_of
@@ -170,18 +170,6 @@ def plan_need(case: ValidationCase) -> tuple[Evaluation, bool]:
     return evaluate_case(case, LIFTED_HBM_GB), False
 
 
-def published_llama3_8192() -> Evaluation:
-    """The Llama 3 paper's 8,192-GPU plan with the sharding the paper describes: its FSDP shards "optimizer states and
-    gradients" but keeps the weights gathered after the forward pass (Dubey et al. 2024 §3.3.2), i.e. ZeRO-2. The
-    validation case writes ZeRO-1, what the megatron-core profile runs; a stack that runs ZeRO-2 under pipelining is
-    allowed here for this one plan (its memory, not its time, is what is checked)."""
-    case = get_case("llama3-405b-paper-8192")
-    cluster = case_cluster(case)
-    cluster = replace(cluster, plan_rules=replace(cluster.plan_rules, zero_stages=(0, 1, 2)))
-    return evaluate(case.workload, case_accelerator(case), cluster, plan=replace(plan_of(case), zero=2),
-                    seq_len=case.seq_len)
-
-
 def _gib(value: float) -> str:
     return f"{value / GB_BYTES:.2f}"
 
@@ -225,9 +213,6 @@ def report() -> str:
               "microbatches in flight |", "|---|---|---|---|---|---|---|---|---|"]
     for name in FRONTIER_CASES:
         lines.append(_frontier_row(name, *plan_need(get_case(name))))
-    evaluation = published_llama3_8192()
-    lines.append(_frontier_row("llama3-405b-paper-8192, gradients sharded as published", evaluation,
-                               evaluation.feasible and evaluation.memory_bytes["total"] <= 80 * GB_BYTES))
     return "\n".join(lines) + "\n"
 
 
