@@ -148,8 +148,8 @@ def case_cluster(case: ValidationCase):
     slices = {"slices": case.slices} if case.slices > 1 else {}
     cluster = stack_cluster(case, get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch,
                                               optimizer=case.optimizer, **slices))
-    if case.embedding_loss_in_split:
-        cluster = replace(cluster, plan_rules=replace(cluster.plan_rules, embedding_loss_in_split=True))
+    if case.rules:  # what the run's stack set otherwise than its profile, as the case's source publishes it
+        cluster = replace(cluster, plan_rules=replace(cluster.plan_rules, **dict(case.rules)))
     return cluster
 
 

@@ -33,6 +33,7 @@ import difflib
 from dataclasses import dataclass, replace
 
 from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, Cluster
+from phaze_env.moe_dispatch import MOE_DISPATCHES
 from phaze_env.plan_spec import PlanRules
 
 MEGATRON_DEEPSPEED_A100_EFFICIENCY = 0.645
@@ -220,10 +221,34 @@ class StackProfile:
     exposure_calibration: str = ""  # the published run hybrid_allreduce_exposure is fitted to ("" = not fitted: 0)
     plan_rules: PlanRules = PlanRules()  # the plans it can run (pipeline split, interleaving, ZeRO stages; Cluster field)
     tp_comm_overlap: bool = False  # tensor-parallel collectives chunked and overlapped with their GEMMs (Cluster field)
+    moe_dispatch: str = "alltoall"  # expert parallelism's token dispatch: flat or node-deduplicated (Cluster field)
+    moe_node_limit: int = 0  # node-limited routing: a token's experts on at most this many nodes (0: no limit)
+    moe_alltoall_overlap: bool = False  # the dispatch/combine hidden under another microbatch's compute (Cluster field)
+    moe_comm_sm_share: float = 0.0  # compute units the overlapped communication kernels hold (Cluster field)
+    variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:
         if not self.fits:
             raise ValueError(f"stack {self.name!r} needs an efficiency fitted on at least one chip")
+        if self.moe_dispatch not in MOE_DISPATCHES:
+            raise ValueError(f"stack {self.name!r}: moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, got "
+                             f"{self.moe_dispatch!r}")
+        if self.moe_node_limit and self.moe_dispatch != "hierarchical":
+            raise ValueError(f"stack {self.name!r}: moe_node_limit={self.moe_node_limit} (node-limited routing) needs "
+                             "moe_dispatch='hierarchical' (a flat all-to-all sends every copy whatever the nodes)")
+
+    def workload_error(self, workload) -> str:
+        """Why this stack's knobs cannot run ``workload`` ("" when they can): node-limited routing and the all-to-all
+        overlap act on a mixture-of-experts model's token dispatch, which a dense model does not have."""
+        if workload.num_experts:
+            return ""
+        if self.moe_node_limit:
+            return (f"stack {self.name!r}: moe_node_limit={self.moe_node_limit} (node-limited routing) needs a "
+                    f"mixture-of-experts model; {workload.name} is dense")
+        if self.moe_alltoall_overlap or self.moe_comm_sm_share:
+            return (f"stack {self.name!r}: moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
+                    f"mixture-of-experts model; {workload.name} is dense")
+        return ""
 
     @property
     def framework_efficiency(self) -> float:
@@ -248,7 +273,9 @@ class StackProfile:
                        hybrid_allreduce_overlapped=self.hybrid_allreduce_overlapped,
                        unfused_elementwise=self.unfused_elementwise,
                        hybrid_allreduce_exposure=self.hybrid_allreduce_exposure, plan_rules=self.plan_rules,
-                       tp_comm_overlap=self.tp_comm_overlap)
+                       tp_comm_overlap=self.tp_comm_overlap, moe_dispatch=self.moe_dispatch,
+                       moe_node_limit=self.moe_node_limit, moe_alltoall_overlap=self.moe_alltoall_overlap,
+                       moe_comm_sm_share=self.moe_comm_sm_share)
 
     def apply(self, cluster: Cluster, chip: str | None = None) -> Cluster:
         """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure, its
@@ -347,6 +374,43 @@ STACKS: dict[str, StackProfile] = {
                     "FLASH_ATTENTION2_A100_EFFICIENCY, FLASH_ATTENTION2_H100_EFFICIENCY"),
     )
 }
+
+
+def _dispatch_variant(parent: StackProfile, name: str, sources: str, **knobs) -> StackProfile:
+    """``parent`` with another expert dispatch (``knobs``: ``moe_dispatch``, ``moe_node_limit``): the same structure
+    otherwise and the same fits — nothing refitted, the calibration stays the parent's run."""
+    return replace(parent, name=name, sources=f"{parent.name}'s structure and fits; {sources}", variant_of=parent.name,
+                   **knobs)
+
+
+STACKS["megatron-core-deepep"] = _dispatch_variant(
+    STACKS["megatron-lm"], "megatron-core-deepep", moe_dispatch="hierarchical",
+    sources="Megatron-Core's flex token dispatcher (--moe-token-dispatcher-type flex with the deepep or hybridep "
+            "backend; NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py, MoEFlexTokenDispatcher): each "
+            "token crosses InfiniBand once per destination node and is fanned out over NVLink (deepseek-ai/DeepEP; "
+            "phaze_env.moe_dispatch); the all-to-all not overlapped (Megatron-Bridge's Qwen3-30B-A3B H100 V1 recipe: "
+            "moe_a2a_overlap=False)")
+
+
+DEEPSEEK_COMM_SM_SHARE = 20 / 132
+"""Share of the H800's 132 SMs that DeepSeek-V3's training holds for the overlapped all-to-all: "only 20 SMs are
+sufficient to fully utilize the bandwidths of IB and NVLink" (arXiv:2412.19437 §3.2.2, "Efficient Implementation of
+Cross-Node All-to-All Communication"); the computation runs on the other 112 meanwhile."""
+DEEPSEEK_PIPELINE_RULES = PlanRules(uniform_stages=False, zero_stages=(0, 1), whole_microbatches=True,
+                                    stack="deepseek-hai-llm")
+"""DeepSeek-V3's HAI-LLM (arXiv:2412.19437 §3.2): 16-way pipeline over 61 layers (so not ``L/p`` per stage), ZeRO-1
+data parallelism, whole microbatches."""
+
+STACKS["deepseek-hai-llm"] = replace(
+    _dispatch_variant(
+        STACKS["megatron-lm"], "deepseek-hai-llm", moe_dispatch="hierarchical", moe_node_limit=4,
+        moe_alltoall_overlap=True, moe_comm_sm_share=DEEPSEEK_COMM_SM_SHARE,
+        sources="DeepSeek-V3's own framework HAI-LLM as arXiv:2412.19437 §3.2 describes it: node-limited routing to at "
+                "most M = 4 nodes (§2.1.2), each token over IB once per node and NVLink inside it (§3.2.2), DualPipe's "
+                "paired forward and backward chunks hiding the all-to-all (§3.2.1) with DEEPSEEK_COMM_SM_SHARE of the SMs "
+                "on communication, stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); efficiency: megatron-lm's "
+                "H100 fit, assumed (HAI-LLM has no other published run to fit to; the H800 is the H100's die)"),
+    plan_rules=DEEPSEEK_PIPELINE_RULES, interleaved_schedule=False)
 
 
 class UnknownStackError(ValueError):

@@ -28,8 +28,9 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
   own functions too (:func:`~phaze_env.placement.inputs.pipeline_time_s`, :func:`~phaze_env.placement.inputs.
   microbatches_per_replica`, :func:`~phaze_env.placement.collectives.pipeline_send_s`): the bound cannot drift from the
   model it bounds (:func:`~phaze_env.placement.bounds.placement_time_bound_s` sits beside them);
-* expert parallelism ``e`` (a searched plan that leaves ``e`` free or pins it): the layers' compute is the same
-  at every ``e`` and the all-to-alls only add, but the sync shrinks — dense bytes are all-reduced over ``d``,
+* expert parallelism ``e`` (a searched plan that leaves ``e`` free or pins it): the layers' compute is bounded on
+  the graph at ``e`` (its experts at the per-rank shape, ``E/e`` experts on ``e·C`` tokens, which the evaluator
+  schedules), the all-to-alls only add, and the sync shrinks — dense bytes are all-reduced over ``d``,
   the ``1/e`` expert shard over the ``d/e`` expert replicas ``t·e`` apart, and only ``d`` that ``e`` divides
   exist. The largest stage's sync is at least the stages' mean, ``dense/p`` over ``d`` plus
   ``experts/(e·p)`` over ``d/e`` (both affine in the bytes), so the bound is taken per ``e`` and the
@@ -205,18 +206,20 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
     core_configs = (space.tc_configs(), space.vc_configs())
     for t in widths:
         for m in microbatch:
-            graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t)
-            layer_s = layer_time_bounds_s(graph, space, cluster, core_configs)
-            repeats = np.array([layer.repeat for layer in graph.layers])
-            gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
-            expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)
-            # what can cross a stage boundary: a layer's output (not the loss) or its input (not the token ids)
-            boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
-                                 [layer.input_bytes for layer in graph.layers[1:]])
-            time_s = np.min([placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
-                                                    expert_parallel=e, expert_gradient_bytes=expert_bytes,
-                                                    device_caps=device_caps)
-                             for e in experts], axis=0)
+            times_s = []
+            for e in experts:  # each degree's own graph: its experts at the per-rank shape are priced differently
+                graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e)
+                layer_s = layer_time_bounds_s(graph, space, cluster, core_configs)
+                repeats = np.array([layer.repeat for layer in graph.layers])
+                gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
+                expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)
+                # what can cross a stage boundary: a layer's output (not the loss) or its input (not the token ids)
+                boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
+                                     [layer.input_bytes for layer in graph.layers[1:]])
+                times_s.append(placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
+                                                      expert_parallel=e, expert_gradient_bytes=expert_bytes,
+                                                      device_caps=device_caps))
+            time_s = np.min(times_s, axis=0)
             bounds[(t, m)] = cluster.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds
 

@@ -31,7 +31,8 @@ PROFILED = [case for case in CASES + FSDP_CASES + TPU_CASES + H100_CASES
             if case.stack in STACKS and not case.requires and case.accelerator in STACKS[case.stack].fits[0].chips]
 
 
-FITS = [(stack, fit) for stack in sorted(STACKS) for fit in STACKS[stack].fits if fit.calibration in case_names()]
+FITS = [(stack, fit) for stack in sorted(STACKS) for fit in STACKS[stack].fits if fit.calibration in case_names()
+        and not STACKS[stack].variant_of]  # a dispatch variant shares its parent's fits (tested as the parent's)
 # (a fit to a chip-ratio row — the llm-foundry profile — is checked in tests/test_validation_h100.py)
 
 

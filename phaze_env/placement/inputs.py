@@ -318,6 +318,19 @@ def pipeline_slots(microbatches: int | np.ndarray, stages: int | np.ndarray, int
     return microbatches + (stages - 1) / interleave
 
 
+def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interleave: int = 1) -> int:
+    """Activation units (``1/v`` of a microbatch's activations of the stage) the stage ``stage_from_end``-th from the end
+    of a ``stages``-deep pipeline holds at its peak. 1F1B: ``min(s, m_r)`` microbatches (PipeDream-Flush, Narayanan et
+    al. 2021 §2.2.1). Interleaved: Megatron-LM's warm-up forwards of that rank plus the one of the steady state,
+    ``2(s−1) + (v−1)p + 1`` chunks (``megatron/core/pipeline_parallel/schedules.py``,
+    ``forward_backward_pipelining_with_interleaving``: ``num_warmup_microbatches = (p − rank − 1)·2 + (v − 1)·p``),
+    at most all ``v·m_r`` — for the first stage ``p + (p−1)/v`` microbatches (Korthikanti et al. 2022 §4.2.3;
+    Megatron-LM's ``theoretical_memory_usage.py``: ``1 + (p−1)/(p·v)`` times ``p``)."""
+    if interleave == 1:
+        return min(stage_from_end, microbatches)
+    return min(2 * (stage_from_end - 1) + (interleave - 1) * stages + 1, interleave * microbatches)
+
+
 def pipeline_time_s(slots, stage_time_s, sync_s):
     """Time per batch of a pipeline: ``slots`` (:func:`pipeline_slots`) × its slowest stage's time per microbatch
     + the once-per-batch sync after the flush (data-parallel collectives and optimizer step); elementwise."""

@@ -94,8 +94,8 @@ import numpy as np
 
 from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
                                              pipeline_send_s)
-from phaze_env.placement.inputs import (GRADIENT_FACTOR, LayerArrays, Settings, microbatches_per_replica, pipeline_slots,
-                                        pipeline_time_s, zero_buffer_factor)
+from phaze_env.placement.inputs import (GRADIENT_FACTOR, LayerArrays, Settings, in_flight_units, microbatches_per_replica,
+                                        pipeline_slots, pipeline_time_s, zero_buffer_factor)
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.rules import RunnableShapes
 from phaze_env.placement.stages import StageTable
@@ -378,11 +378,8 @@ class _Shape:
         return pipeline_slots(self.microbatches, self.stages, self.interleave)
 
     def units(self, s: int) -> int:
-        """Activation units in flight on the stage ``s``-th from the end (1F1B, or Megatron's interleaved warm-up)."""
-        if self.interleave == 1:
-            return min(s, self.microbatches)
-        v, p = self.interleave, self.stages
-        return min(2 * (s - 1) + (v - 1) * p + 1, v * self.microbatches)
+        """Activation units in flight on the stage ``s``-th from the end (:func:`in_flight_units`)."""
+        return in_flight_units(s, self.stages, self.microbatches, self.interleave)
 
 
 class _Best:
@@ -1086,6 +1083,7 @@ class PlacementSearch:
             stage_allreduce_s=tuple(self.allreduce_s(float(t.param_bytes[pair]), d, zero, self._expert_bytes(pair))
                                     for pair in pairs),
             stage_memory_bytes=tuple(item["total"] for item in memory),
+            stage_memory=tuple(memory),
             bubble_fraction=(shape.stages - 1) / shape.interleave / shape.slots,
             memory_bytes=max(memory, key=lambda item: item["total"]),
             time_breakdown_s=breakdown,
