@@ -261,12 +261,16 @@ def published_time_s(case: ValidationCase) -> float:
     return reference_s * metric_value(case, reference_s) / case.published
 
 
-def error_with(case: ValidationCase, **cluster_fields) -> float:
-    """The error ``case`` would have on its cluster with ``cluster_fields`` changed (a sensitivity or an alternative
+def evaluation_with(case: ValidationCase, **cluster_fields) -> Evaluation:
+    """``case``'s pinned plan evaluated on its cluster with ``cluster_fields`` changed (a sensitivity or an alternative
     structure, e.g. ``hybrid_allreduce_overlapped=True``: PyTorch's HYBRID_SHARD instead of the stack's own)."""
     cluster = replace(case_cluster(case), **cluster_fields)
-    accelerator = case_accelerator(case)
-    evaluation = evaluate(case.workload, accelerator, cluster, plan=plan_of(case), seq_len=case.seq_len)
+    return evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case), seq_len=case.seq_len)
+
+
+def error_with(case: ValidationCase, **cluster_fields) -> float:
+    """The error ``case`` would have on its cluster with ``cluster_fields`` changed (:func:`evaluation_with`)."""
+    evaluation = evaluation_with(case, **cluster_fields)
     return metric_value(case, evaluation.plan["time_per_batch_s"]) / case.published - 1
 
 

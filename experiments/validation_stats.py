@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from experiments.validation_cases import ValidationCase
-from experiments.validation_fit import Prediction, predict, published_time_s
+from experiments.validation_fit import (Prediction, compute_efficiency, evaluation_with, metric_value, predict,
+                                        published_time_s)
 from phaze_env.stacks import STACKS, get_stack
 
 TOLERANCE = 0.15  # the issue's target: every case within ±15 % of the published figure
@@ -132,3 +133,32 @@ def fp8_speedups(predictions: list[Prediction]) -> list[tuple[str, float, float]
 
 # --- the same run on two chips ----------------------------------------------------------------------------------
 RATIO_TOLERANCE = 0.10  # the issue's target: every predicted chip-to-chip ratio within ±10 % of the published one
+
+
+@dataclass(frozen=True)
+class EfficiencySensitivity:
+    """The predicted A100 cases of one stack re-evaluated at another framework efficiency (1: the accelerator model
+    alone; or another stack's fitted figure): their errors and how fast their layers' arithmetic then runs."""
+
+    errors: tuple[float, ...]
+    compute_efficiencies: tuple[float, ...]  # as :func:`~experiments.validation_fit.compute_efficiency` counts them
+
+    @property
+    def over(self) -> tuple[float, ...]:
+        """The errors of the over-predicted cases (predicted faster than published)."""
+        return tuple(error for error in self.errors if error > 0)
+
+
+def at_efficiency(predictions: list[Prediction], stack: str, efficiency: float) -> EfficiencySensitivity:
+    """:class:`EfficiencySensitivity` of ``stack``'s predicted A100 cases at ``efficiency`` (each pinned plan evaluated
+    again, :func:`~experiments.validation_fit.evaluation_with`): what a stack's fitted efficiency carries, for the
+    report's prose, generated rather than typed."""
+    errors, efficiencies = [], []
+    for p in predictions:
+        if p.case.stack != stack or p.case.accelerator != "a100" or p.error is None:
+            continue
+        evaluation = evaluation_with(p.case, framework_efficiency=efficiency)
+        errors.append(metric_value(p.case, evaluation.plan["time_per_batch_s"]) / p.case.published - 1)
+        efficiencies.append(compute_efficiency(p.case, evaluation))
+    return EfficiencySensitivity(tuple(errors), tuple(efficiencies))
+
