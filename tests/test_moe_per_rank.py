@@ -119,10 +119,16 @@ def test_node_deduplication_sends_a_top8_token_over_two_nodes_once():
     assert expected_nodes_hit(128, 8, 2) == pytest.approx(2 * (1 - miss), rel=1e-12)
 
 
+def _stub_layer(**fields) -> SimpleNamespace:
+    """A one-block MoE layer as the DP's chain reads it: 16 routed experts, 4 per token, no stash (kernel stash none)."""
+    return SimpleNamespace(**{"name": "block", "is_transformer_layer": True, "repeat": 1, "routed_experts": 16,
+                              "experts_per_token": 4, "activation_stash_bytes": 0, "output_bytes": 1, "input_bytes": 1,
+                              "stash_attention_bytes": 0, "stash_replicated_bytes": 0, "stash_kernel_bytes": 0,
+                              "stash_kernel_attention_bytes": 0, "stash_kernel_replicated_bytes": 0, **fields})
+
+
 def test_layer_chain_prices_the_stacks_dispatch():
-    layer = SimpleNamespace(name="block", is_transformer_layer=True, repeat=1, param_bytes=1000, expert_param_bytes=800,
-                            routed_token_bytes=4096.0, routed_experts=16, experts_per_token=4, activation_stash_bytes=0,
-                            output_bytes=1, input_bytes=1, stash_attention_bytes=0, stash_replicated_bytes=0)
+    layer = _stub_layer(param_bytes=1000, expert_param_bytes=800, routed_token_bytes=4096.0)
     graph = SimpleNamespace(layers=(layer,), tensor_width=1)
     timing = {"block": LayerTiming(1.0, 2.0, 1.0, 2.0, "ilp", "ilp", True, True)}
     flat, = _layer_chain(graph, timing, _cluster("alltoall"), 16)
@@ -191,9 +197,7 @@ def test_overlapped_alltoall_is_what_the_partner_compute_cannot_hide(fwd_s, bwd_
     stream; this layer's four exchanges run back to back from 0 on the communication stream; the step waits for the
     later of the two, so the exchanges add what outlasts the compute. Without overlap they run after it."""
     cluster = _cluster("alltoall", moe_alltoall_overlap=overlapped, node_latency_s=0.0, link_latency_s=0.0)
-    layer = SimpleNamespace(name="block", is_transformer_layer=True, repeat=1, param_bytes=10, expert_param_bytes=8,
-                            routed_token_bytes=1.0, routed_experts=16, experts_per_token=4, activation_stash_bytes=0,
-                            output_bytes=1, input_bytes=1, stash_attention_bytes=0, stash_replicated_bytes=0)
+    layer = _stub_layer(param_bytes=10, expert_param_bytes=8, routed_token_bytes=1.0)
     one = cluster.collective_s("alltoall", 1.0, 8)
     layer.routed_token_bytes = alltoall_s / one  # so that one exchange takes alltoall_s
     timing = {"block": LayerTiming(fwd_s, bwd_s, fwd_s, bwd_s, "ilp", "ilp", True, True)}
@@ -220,9 +224,7 @@ def test_communication_sms_slow_the_overlapped_layer():
     and the exchanges hide under that longer compute."""
     cluster = _cluster("alltoall", moe_alltoall_overlap=True, moe_comm_sm_share=0.25, node_latency_s=0.0,
                        link_latency_s=0.0)
-    layer = SimpleNamespace(name="block", is_transformer_layer=True, repeat=1, param_bytes=10, expert_param_bytes=8,
-                            routed_token_bytes=1.0, routed_experts=16, experts_per_token=4, activation_stash_bytes=0,
-                            output_bytes=1, input_bytes=1, stash_attention_bytes=0, stash_replicated_bytes=0)
+    layer = _stub_layer(param_bytes=10, expert_param_bytes=8, routed_token_bytes=1.0)
     layer.routed_token_bytes = 1.0 / cluster.collective_s("alltoall", 1.0, 8)  # one exchange: 1 s
     timing = {"block": LayerTiming(1.5, 1.5, 1.5, 1.5, "ilp", "ilp", True, True)}
     entry, = _layer_chain(SimpleNamespace(layers=(layer,), tensor_width=1), timing, cluster, 8)
