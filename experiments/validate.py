@@ -41,7 +41,7 @@ from pathlib import Path
 
 from experiments.validation_cases import RATIO_CASES, all_cases, get_case
 from experiments.validation_fit import Prediction, predict, predict_ratio
-from experiments.validation_report import markdown, metric_text, plot
+from experiments.validation_report import gap_line, markdown, metric_text, plot
 from experiments.validation_stats import (TOLERANCE, held_out_errors, interleave_sensitivity, microbatch_sensitivity,
                                           profiled, scaling_series)
 from phaze_env.cli import OneLineParser, progress_display
@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     if errors:
         print(f"mean absolute error {statistics.mean(errors):.1%} over {len(errors)} held-out cases; "
               f"{sum(e <= TOLERANCE for e in errors)} within ±{TOLERANCE:.0%}; wrote {out}")
+        for line in gap_line(profiled(predictions)):
+            print(line)
     return 0 if errors and not any(math.isnan(e) for e in errors) else 1
 
 
