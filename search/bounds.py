@@ -34,7 +34,11 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
   exist. The largest stage's sync is at least the stages' mean, ``dense/p`` over ``d`` plus
   ``experts/(e·p)`` over ``d/e`` (both affine in the bytes), so the bound is taken per ``e`` and the
   minimum time over the plan's ``e`` kept. The bound prices the ZeRO-0/1 all-reduce, so a searched plan
-  must pin ZeRO to 0 or 1 (:func:`search_plan_error`).
+  must pin ZeRO to 0 or 1 (:func:`search_plan_error`);
+* interleaving ``v`` (a training stack's plan that leaves it free, ``+v=auto``): the bubble shrinks to ``(p − 1)/v``
+  stage times but every stage sends ``v`` times per microbatch; the bound takes each ``v`` the DP tries where the
+  stack can run it (the DP's own :func:`~phaze_env.placement.search.interleave_degrees` and
+  :func:`~phaze_env.placement.search.runnable_shapes`) and keeps the least time (:func:`placement_time_bound_s`).
 """
 
 from __future__ import annotations
@@ -52,10 +56,12 @@ from phaze_env.evaluate import Cluster, expert_parallel_degrees, valid_tensor_wi
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.placement.inputs import GRADIENT_FACTOR, microbatches_per_replica, pipeline_slots, pipeline_time_s
-from phaze_env.placement.search import collective_affine, expert_collective_affine, pipeline_send_s
+from phaze_env.placement.search import (collective_affine, expert_collective_affine, interleave_degrees,
+                                       pipeline_send_s, runnable_shapes)
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.pricing import price_ops
 from phaze_env.workloads import OpGraph, Workload, get_workload, model_graph
+from phaze_env.workloads.graph import is_attention_core
 
 CORE_UNITS = {"tc": ("tc", "tc+vc"), "vc": ("vc", "tc+vc")}
 _VARIANT_BOUNDS = DiskCache("search-bounds")
@@ -131,25 +137,39 @@ def dag_lower_bounds_s(dag: OpGraph, one_s: np.ndarray, all_s: np.ndarray, n_tc:
     return bound
 
 
-def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=None) -> np.ndarray:
+def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=None,
+                        recompute_modes: tuple[str, ...] = ("none",)) -> np.ndarray:
     """Lower bound of each layer's fwd+bwd time (rows: the graph's layers) per architecture (columns).
 
     Operators are priced by :func:`phaze_env.pricing.price_ops`, the evaluator's own pricing: the same
     per-op latencies (framework efficiency included, collectives on the cluster's levels) for every
     architecture, so each entry bounds the schedule ``evaluate`` finds for that layer from below.
     ``core_configs``: ``(space.tc_configs(), space.vc_configs())`` when the caller already has them.
+
+    ``recompute_modes`` without ``"none"`` (a stack whose plans always recompute, e.g. fused attention priced as
+    selective recompute): every stage's backward pass repeats at least ``min(A, F)`` of each layer, the least of what
+    selective (``A``: the attention core's operators at their shortest, capped at the forward time, as
+    ``evaluate`` prices it) and full recompute (``F``: the forward pass, at least its DAG bound) add — so it is added
+    (eager attention only; a fused kernel's recompute is left out, which only loosens the bound).
     """
     arrays = space.arrays
     (tc_rows, tc_index), (vc_rows, vc_index) = core_configs or (space.tc_configs(), space.vc_configs())
+    always_recomputes = "none" not in recompute_modes and not cluster.attention_efficiency
     rows = []
     for layer in graph.layers:
         layer_s = np.zeros(len(space))
-        for dag in (layer.fwd, layer.bwd):
+        for direction in ("fwd", "bwd"):
+            dag = getattr(layer, direction)
             if not dag.ops:
                 continue
             priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows, layer=layer.name)
             one, all_cores = priced.latencies_s(tc_index.ravel(), vc_index.ravel())
-            layer_s += dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
+            dag_s = dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
+            layer_s += dag_s
+            if always_recomputes and direction == "fwd":
+                core = np.array([is_attention_core(op) for op in dag.ops])
+                attention_s = np.minimum(one[core], all_cores[core]).sum(axis=0)
+                layer_s += np.minimum(attention_s, dag_s)
         rows.append(layer_s)
     return np.array(rows)
 
@@ -177,7 +197,8 @@ def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.nda
 
 def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
                            tensor_width: int, microbatch: int, cluster: Cluster, expert_parallel: int = 1,
-                           expert_gradient_bytes: float = 0.0, device_caps: np.ndarray | None = None) -> np.ndarray:
+                           expert_gradient_bytes: float = 0.0, device_caps: np.ndarray | None = None,
+                           interleaves: tuple[int, ...] = (1,), total_layers: int = 0) -> np.ndarray:
     """Lower bound on the time per batch over every (p, d) placement, per architecture.
 
     Some stage holds at least its share ``T/p`` of the time, some stage holds at least ``⌈n/p⌉`` of the
@@ -192,8 +213,16 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     cluster with that many devices wherever the cluster prices the collectives of a group that fits the cap as
     it does at ``n_devices`` (:func:`bounding_cluster`'s families; :func:`system_throughput_bounds`). An
     architecture with no placement gets ``inf``.
+
+    ``interleaves``: the interleaved-1F1B degrees ``v`` the plan may use (:func:`~phaze_env.placement.search.
+    interleave_degrees`; PHAZE's ``(1,)``), each where the cluster's stack can run it at ``(p, m_r)``
+    (:func:`~phaze_env.placement.search.runnable_shapes` over ``total_layers`` transformer layers: the DP's own rule).
+    At ``v`` the pipeline takes ``m_r + (p − 1)/v`` slowest-stage times and every stage sends ``v`` times per
+    microbatch, so its time is at least ``(m_r + (p − 1)/v)·(S(p) + v·send) + sync``: the DP's own pipeline time with
+    the cheapest send (its slowest stage ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``); the bound is the least
+    over the ``v``.
     """
-    n, batch = cluster.n_devices, cluster.global_batch
+    n, batch, rules = cluster.n_devices, cluster.global_batch, cluster.plan_rules
     caps = None if device_caps is None else np.asarray(device_caps, dtype=np.int64)
     if caps is not None and (caps.shape != (layer_s.shape[1],) or caps.max(initial=0) > n):
         raise ValueError(f"device_caps must give each of the {layer_s.shape[1]} architectures at most {n} devices")
@@ -229,12 +258,17 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         allreduce = per_byte_s[keep] * (dense_bytes / p) + fixed_s[keep] + expert_s[keep] / p
         crowded_s = crowded_all_s[p - 1]  # the ⌈n/p⌉ fastest layers some stage holds
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
-        if p > 1:
-            stage_s = stage_s + p2p_bound_s(cluster, boundary_bytes, tensor_width)
-        times = pipeline_time_s(pipeline_slots(m_r, p)[:, None], stage_s[None, :], allreduce[:, None])
-        if caps is not None:  # d·p·t within each architecture's devices
-            times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)
-        best = np.minimum(best, times.min(axis=0))
+        send_s = p2p_bound_s(cluster, boundary_bytes, tensor_width) if p > 1 else 0.0
+        for v in interleaves:
+            allowed = runnable_shapes(p, m_r, v, total_layers, rules)
+            if not allowed.any():
+                continue
+            times = pipeline_time_s(pipeline_slots(m_r, p, v)[:, None], (stage_s + v * send_s)[None, :],
+                                    allreduce[:, None])
+            times = np.where(allowed[:, None], times, np.inf)
+            if caps is not None:  # d·p·t within each architecture's devices
+                times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)
+            best = np.minimum(best, times.min(axis=0))
     return best
 
 
@@ -312,11 +346,10 @@ def system_throughput_bounds(workload: Workload, rows: SystemArchSpace, cluster:
 
 
 def search_plan_error(plan: PlanSpec) -> str | None:
-    """Why the search's bounds cannot hold for ``plan`` (None: they hold). They price PHAZE's 1F1B bubble
-    (``v = 1``), the whole sequence on each rank (``c = 1``) and the ZeRO-0/1 all-reduce after the flush;
-    recompute, sequence parallelism and memory only add time or remove plans, and ``e`` is bounded per degree."""
-    if plan.interleave != 1:
-        return "the search's bounds assume no interleaving: pin v1 (drop v<k> and +v=auto)"
+    """Why the search's bounds cannot hold for ``plan`` (None: they hold). They price the 1F1B bubble of each
+    interleaving ``v`` the plan allows, the whole sequence on each rank (``c = 1``) and the ZeRO-0/1 all-reduce after
+    the flush; recompute, sequence parallelism and memory only add time or remove plans, and ``e`` is bounded per
+    degree."""
     if plan.c != 1:
         return "the search's bounds assume no context parallelism: pin c1 (drop c<k> and +c=auto)"
     if plan.zero not in (0, 1):
@@ -360,21 +393,28 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
         microbatch = microbatch if plan.microbatch is None else (plan.microbatch,)
     experts = [1] if plan is None else (expert_parallel_degrees(workload, cluster.n_devices) if plan.e is None
                                         else [plan.e])
+    # the interleavings evaluate's DP tries (PHAZE's space: none; Settings.interleaved's rule for a free v)
+    pinned_v = 1 if plan is None else plan.interleave
+    recompute_modes = ("none",) if plan is None else plan.recompute_modes  # PHAZE's space: none|full
+    interleaved = cluster.interleaved_schedule and cluster.plan_rules.pipeline
     bounds = {}
     core_configs = (space.tc_configs(), space.vc_configs())
     for t in valid_tensor_widths(workload, tensor_widths, cluster.n_devices):
         for m in microbatch:
             graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t)
-            layer_s = layer_time_bounds_s(graph, space, cluster, core_configs)
+            layer_s = layer_time_bounds_s(graph, space, cluster, core_configs, recompute_modes)
             repeats = np.array([layer.repeat for layer in graph.layers])
             gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
             expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)
             # what can cross a stage boundary: a layer's output (not the loss) or its input (not the token ids)
             boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
                                  [layer.input_bytes for layer in graph.layers[1:]])
+            total_layers = sum(layer.repeat for layer in graph.layers if layer.is_transformer_layer)
+            interleaves = tuple(interleave_degrees(total_layers, pinned_v, interleaved))
             time_s = np.min([placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
                                                     expert_parallel=e, expert_gradient_bytes=expert_bytes,
-                                                    device_caps=device_caps)
+                                                    device_caps=device_caps, interleaves=interleaves,
+                                                    total_layers=total_layers)
                              for e in experts], axis=0)
             bounds[(t, m)] = cluster.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds

@@ -98,7 +98,7 @@ from phaze_env.placement.inputs import (GRADIENT_FACTOR, LayerArrays, Settings, 
                                         pipeline_time_s, zero_buffer_factor)
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.stages import StageTable
-from phaze_env.plan_spec import PlanSpec
+from phaze_env.plan_spec import PlanRules, PlanSpec
 
 _LOWER_BOUND_SLACK = 1.0 - 1e-12  # keeps rounding in prefix sums from pruning an exact tie
 
@@ -396,6 +396,33 @@ class _Best:
         if time_s < self.time_s:
             self.time_s, self.shape, self.pairs = time_s, shape, pairs
 
+
+
+def interleave_degrees(total_layers: int, pinned: int | None, interleaved: bool) -> list[int]:
+    """The ``v`` a search tries: the pinned one; 1 on a stack without the interleaved schedule; else 1 and every ``v``
+    that divides the model's ``total_layers`` transformer layers (each stage's layers must split into ``v`` equal
+    chunks, so the layers of all stages, a sum of multiples of ``v``, are one too). The placement DP and the search's
+    bounds (:mod:`search.bounds`) both take their ``v`` from here."""
+    if pinned is not None:
+        return [pinned]
+    if not interleaved:
+        return [1]
+    return [1] + [v for v in range(2, total_layers + 1) if total_layers % v == 0]
+
+
+def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: PlanRules) -> np.ndarray:
+    """Which ``(p, m_r)`` (arrays, or scalars broadcast) a stack with ``rules`` can run at ``v``
+    (:class:`~phaze_env.plan_spec.PlanRules`): interleaving needs ``p ≥ interleave_min_stages``, ``m_r`` a multiple of
+    ``p`` (Megatron-LM) and ``v`` layers or more per stage; uniform stages need ``p`` to divide the layers into stages
+    whose count ``v`` divides. The placement DP and the search's bounds both apply these rules from here."""
+    stages, microbatches = np.broadcast_arrays(np.asarray(stages), np.asarray(microbatches))
+    allowed = np.ones(stages.shape, dtype=bool)
+    if v > 1:
+        allowed = ((stages >= rules.interleave_min_stages) & (microbatches % np.maximum(stages, 1) == 0)
+                   & (stages * v <= total_layers) & (total_layers % v == 0))
+    if rules.uniform_stages:
+        allowed &= (total_layers % stages == 0) & ((total_layers // stages) % v == 0)
+    return allowed
 
 class PlacementSearch:
     """Best plan for one tensor width, microbatch size and HBM capacity (see module docstring)."""
@@ -817,29 +844,13 @@ class PlacementSearch:
             yield _Shape(d_i, p_i, m_i, v_i, z_i), bound_i
 
     def interleaves(self) -> list[int]:
-        """The ``v`` to search: the pinned one; 1 on a stack without the interleaved schedule; else 1 and every ``v``
-        that divides the model's transformer layers (each stage's layers must split into ``v`` equal chunks, so the
-        layers of all stages, a sum of multiples of ``v``, are one too)."""
+        """The ``v`` to search (:func:`interleave_degrees`)."""
         s = self.settings
-        if s.plan.interleave is not None:
-            return [s.plan.interleave]
-        if not s.interleaved:
-            return [1]
-        total = self.total_layers
-        return [1] + [v for v in range(2, total + 1) if total % v == 0]
+        return interleave_degrees(self.total_layers, s.plan.interleave, s.interleaved)
 
     def _runnable(self, stages: np.ndarray, microbatches: np.ndarray, v: int) -> np.ndarray:
-        """Which ``(p, m_r)`` the stack can run at ``v`` (:class:`~phaze_env.plan_spec.PlanRules`): interleaving needs
-        ``p ≥ interleave_min_stages``, ``m_r`` a multiple of ``p`` (Megatron-LM) and ``v`` layers or more per stage;
-        uniform stages need ``p`` to divide the layers into stages whose count ``v`` divides."""
-        total = self.total_layers
-        allowed = np.ones(len(stages), dtype=bool)
-        if v > 1:
-            allowed = ((stages >= self.rules.interleave_min_stages) & (microbatches % np.maximum(stages, 1) == 0)
-                       & (stages * v <= total) & (total % v == 0))
-        if self.rules.uniform_stages:
-            allowed &= (total % stages == 0) & ((total // stages) % v == 0)
-        return allowed
+        """Which ``(p, m_r)`` the stack can run at ``v`` (:func:`runnable_shapes`)."""
+        return runnable_shapes(stages, microbatches, v, self.total_layers, self.rules)
 
     def _broken_rule(self, stages: int, microbatches: int, v: int, data_parallel: int | None = None) -> str:
         """Why the stack cannot run ``(p, m_r, v)`` at ``d`` replicas ("" when it can): :meth:`_runnable`'s rules one by
