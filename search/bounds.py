@@ -389,8 +389,7 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
                                device_caps: np.ndarray | None) -> dict[tuple[int, int], np.ndarray]:
     """:func:`variant_throughput_bounds` computed (no cache)."""
     if plan is not None:  # a pinned degree narrows what evaluate searches, as it does there
-        tensor_widths = tensor_widths if plan.t is None else (plan.t,)
-        microbatch = microbatch if plan.microbatch is None else (plan.microbatch,)
+        tensor_widths, microbatch = plan.narrow(tensor_widths, microbatch)
     experts = [1] if plan is None else (expert_parallel_degrees(workload, cluster.n_devices) if plan.e is None
                                         else [plan.e])
     # the interleavings evaluate's DP tries (PHAZE's space: none; Settings.interleaved's rule for a free v)

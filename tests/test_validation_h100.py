@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from experiments.validate import STACK_GAPS as VALIDATE_STACK_GAPS
 from experiments.validate import (RATIO_TOLERANCE, TOLERANCE, fit_ratio_efficiency, fp8_speedups, plan_of, predict,
                                   predict_ratio, published_time_s)
 from experiments.validation_cases import H100_CASES, RATIO_CASES, get_case
@@ -16,6 +17,8 @@ from phaze_env.stacks import get_stack
 
 FP8_SPEEDUP_TOLERANCE = 0.05
 STACK_GAPS = {"nemo2407-llama2-7b-fp8", "nemo2407-llama2-13b-fp8"}  # docs/validation.md: eager vs fused attention
+# The Llama 3 paper's rows whose FLOP convention decides whether they are within ±15 % (experiments.validate.STACK_GAPS).
+CONVENTION_GAPS = {name for name in VALIDATE_STACK_GAPS if name.startswith("llama3-405b-paper")}
 DGXC = [case for case in H100_CASES if case.name.startswith("dgxc-")]
 
 
@@ -56,7 +59,7 @@ def h100_predictions():
 @pytest.mark.slow
 def test_every_modelled_h100_case_is_within_tolerance(h100_predictions):
     for prediction in h100_predictions:
-        if prediction.case.name not in STACK_GAPS:
+        if prediction.case.name not in STACK_GAPS | CONVENTION_GAPS:
             assert prediction.error is not None and abs(prediction.error) <= TOLERANCE, prediction
     within = [p for p in h100_predictions if p.error is not None and abs(p.error) <= TOLERANCE]
     assert len(within) >= 3 and any(p.case.number_format == "fp8" for p in within)
@@ -145,3 +148,12 @@ def test_fp8_compute_at_is_counted_on_the_bf16_peak_it_names():
     assert compute_efficiency(case, evaluation) == pytest.approx(
         flops / (evaluation.time_breakdown_s["compute"] * accelerator.peak_flops), rel=1e-12)
     assert "of the bf16 peak" in predict(case).note
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CONVENTION_GAPS))
+@pytest.mark.xfail(strict=True, reason="the Llama 3 paper's FLOP convention is not published: the TFLOP/s figure fixes "
+                                      "the throughput only within the causal/full range of the attention FLOPs")
+def test_convention_gap_case_is_within_tolerance(name, h100_predictions):
+    prediction = next(p for p in h100_predictions if p.case.name == name)
+    assert prediction.error is not None and abs(prediction.error) <= TOLERANCE, prediction

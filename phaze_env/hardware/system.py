@@ -32,7 +32,8 @@ from typing import Any
 from phaze_env.hardware import area
 from phaze_env.hardware.accelerator import (A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, Accelerator,
                                             get_preset)
-from phaze_env.hardware.cost import PUBLISHED, SYSTEMS, ChipEstimate, ChipSystem, chip_estimate, periphery_area_mm2
+from phaze_env.hardware.cost import (PUBLISHED, SYSTEMS, ChipEstimate, ChipSystem, chip_estimate, compute_die_area_mm2,
+                                     periphery_area_mm2)
 from phaze_env.hardware.number_format import check_number_format
 
 
@@ -485,6 +486,13 @@ class SystemChoice:
     def compute_budget_mm2(self) -> float:
         """The die area left for the compute block: die − HBM PHYs/controllers − SerDes − IO (may be ≤ 0)."""
         return self.die_area_mm2 - sum(periphery_area_mm2(self.chip_system()).values())
+
+    def window_terms_mm2(self, arch: Accelerator) -> tuple[float, float]:
+        """What the system space's area window compares for ``arch``'s cores and buffer on this die: the compute
+        block (at this choice's node, core style and number format) and its budget, :meth:`compute_budget_mm2`."""
+        chip = self.accelerator(arch)
+        compute = compute_die_area_mm2(chip.area_mm2, chip.buffer_mb, self.chip_system())
+        return float(compute), self.compute_budget_mm2()
 
     def accelerator(self, arch: Accelerator) -> Accelerator:
         """``arch``'s cores and buffer with this choice's HBM, number format and the system space's GEMM
