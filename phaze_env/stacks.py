@@ -365,23 +365,14 @@ def get_stack(name: str) -> StackProfile:
 
 # --- the stack the system space runs on every chip ----------------------------------------------------------------
 
-MEGATRON_CORE_RULES = PlanRules(interleave_min_stages=2, zero_stages=(0, 1), whole_microbatches=True,
-                                stack="megatron-core")
-"""Megatron-Core (NVIDIA/Megatron-LM ``megatron/core``, 2024-25) as the system space runs it: stages of any contiguous
-split of the layers (``pipeline_model_parallel_layout``, and ``decoder_first/last_pipeline_num_layers`` before it, lift
-Megatron-LM 2021-22's "num_layers must be divisible by pipeline_model_parallel_size"), the interleaved schedule from
-``p = 2`` with ``--overlap-p2p-communication`` (as :data:`MEGATRON_LM_RULES`), each stage's layers a multiple of ``v``,
-the optimizer state replicated or sharded by ``--use-distributed-optimizer`` (ZeRO-0/1), whole microbatches (its
-microbatch calculator)."""
-
-
 @dataclass(frozen=True)
 class SystemStack:
     """A training stack as the system space runs it on *every* chip — each searched design and each reference (TPUv4,
     A100, H100) alike, so a verdict compares chips, not software:
 
     * ``structure``: the profile whose structural fields the clusters take (:meth:`StackProfile.structure`), with
-      ``plan_rules`` (which plans it runs);
+      ``plan_rules`` (which plans it runs) — e.g. ``STACKS["megatron-core"]``; only its structure: its own fits (on the
+      validation's presets, with their own GEMM efficiencies) are not this stack's;
     * ``plan``: the plan freedom every evaluation searches, in the plan notation (:class:`PlanSpec`);
     * ``fits``: its framework efficiency per reference chip, *fitted through the system table's own path* — the chip at
       :data:`~phaze_env.hardware.system.SYSTEM_GEMM_EFFICIENCY`, in its family's reference cluster
@@ -484,7 +475,7 @@ SYSTEM_STACKS: dict[str, SystemStack] = {
     stack.name: stack
     for stack in (
         SystemStack(
-            name="megatron-core", structure=replace(STACKS["megatron-lm"], plan_rules=MEGATRON_CORE_RULES),
+            name="megatron-core", structure=STACKS["megatron-core"],
             plan="+v=auto+sp=auto+zero1+rc=selective|full",
             fits=(ChipFit(("tpuv4",), MEGATRON_CORE_SYSTEM_TPUV4_EFFICIENCY, "maxtext-22b-1xv4-128"),
                   ChipFit(("a100",), MEGATRON_CORE_SYSTEM_A100_EFFICIENCY, "korthikanti22-175b-full"),
@@ -522,5 +513,5 @@ def get_system_stack(name: str | None) -> SystemStack | None:
 
 
 
-__all__ = ["DEFAULT_SYSTEM_STACK", "MEGATRON_CORE_RULES", "PHAZE_STACK", "SYSTEM_STACKS", "SystemStack", "get_system_stack", "system_stack_names",
+__all__ = ["DEFAULT_SYSTEM_STACK", "PHAZE_STACK", "SYSTEM_STACKS", "SystemStack", "get_system_stack", "system_stack_names",
            "STACKS", "ChipFit", "StackProfile", "UnfittedChipError", "UnknownStackError", "get_stack", "stack_names"]

@@ -408,7 +408,9 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
             # what can cross a stage boundary: a layer's output (not the loss) or its input (not the token ids)
             boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
                                  [layer.input_bytes for layer in graph.layers[1:]])
-            total_layers = sum(layer.repeat for layer in graph.layers if layer.is_transformer_layer)
+            # the layers a split counts, as evaluate counts them (the embedding and loss too under the stack's rule)
+            ends_count = cluster.plan_rules.embedding_loss_in_split
+            total_layers = sum(layer.repeat for layer in graph.layers if layer.is_transformer_layer or ends_count)
             interleaves = tuple(interleave_degrees(total_layers, pinned_v, interleaved))
             time_s = np.min([placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
                                                     expert_parallel=e, expert_gradient_bytes=expert_bytes,
