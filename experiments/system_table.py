@@ -417,7 +417,10 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
   the H100 trains in bf16 or FP8, whichever is faster (its chip count is the preset's either way: FP8 is a mode of
   the published chip); TPUv4 and A100 have no FP8 (`hardware.system.REFERENCE_NUMBER_FORMATS`).
 * **Same training.** Global batch 4096, SGD state, microbatch 1–8, each system's best plan in the stack's plan space
-  by the same placement DP.
+  by the same placement DP. Megatron-Core's stage rules (uniform stages, `v` dividing each stage's layers), except
+  that a replica count whose `d·m` does not divide the batch pads its last microbatch, the idle slots counted as time
+  (`stacks.SYSTEM_MEGATRON_CORE_RULES`, an assumption: a deployment would pick a batch its replicas divide; requiring
+  it here would idle up to a third of a system's chips whenever its count is not a power of two).
 * **Clusters.** TPUv4: `search.phaze`'s system baseline (4 HBM2 stacks, 32 GiB, {TPUV4_ICI_LINKS} ICI links of
   {TPUV4_ICI_LINK_BPS / 1e9:g} GB/s per direction, as the `tpuv4-pod` preset, in a torus of 4×4×4 cubes of at most one {TORUS_POD_CHIPS:,}-chip pod; more chips are equal pods
   joined by the data-centre network at {TPUV4_DCN_PER_CHIP_BPS / 1e9:.2f} GB/s per chip, PaLM's measured cross-pod rate:

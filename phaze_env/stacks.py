@@ -447,6 +447,16 @@ class SystemStack:
                 "fits": {fit.chips[0]: fit.framework_efficiency for fit in self.fits}}
 
 
+SYSTEM_MEGATRON_CORE_RULES = replace(MEGATRON_CORE_RULES, whole_microbatches=False)
+"""Megatron-Core's plan rules as the system space applies them: Megatron-LM's uniform stages, interleaving and ZeRO-0/1,
+but a data-parallel degree whose ``d·m`` does not divide the global batch is allowed, each replica's last microbatch
+padded and the idle slots counted as time (PHAZE's rule, :func:`~phaze_env.placement.inputs.uneven_batch_note`).
+Megatron's microbatch calculator refuses such a split; a deployment picks a batch its replicas divide instead. The
+system table fixes one global batch (4,096) for systems whose budgets buy any chip count, so with the whole-microbatch
+rule a system of, e.g., 700 chips could use only 512 of them (``d`` a power of two) and the verdict would rank chip counts
+by their powers of two; with padding it uses them all and pays for the uneven split in idle slots. *Assumption* of the
+system table, the same for every design and reference; the rival runs (``experiments.rival_runs``) divide their batch."""
+
 MEGATRON_CORE_SYSTEM_H100_EFFICIENCY = 0.915
 """Megatron-Core's framework efficiency on H100 *through the system table's path* (the h100 chip at
 SYSTEM_GEMM_EFFICIENCY in the dgx-h100 reference cluster), fitted to NVIDIA's DGX Cloud GPT-3 175B bf16 run on 512
@@ -475,7 +485,7 @@ SYSTEM_STACKS: dict[str, SystemStack] = {
     stack.name: stack
     for stack in (
         SystemStack(
-            name="megatron-core", structure=STACKS["megatron-core"],
+            name="megatron-core", structure=replace(STACKS["megatron-core"], plan_rules=SYSTEM_MEGATRON_CORE_RULES),
             plan="+v=auto+sp=auto+zero1+rc=selective|full",
             fits=(ChipFit(("tpuv4",), MEGATRON_CORE_SYSTEM_TPUV4_EFFICIENCY, "maxtext-22b-1xv4-128"),
                   ChipFit(("a100",), MEGATRON_CORE_SYSTEM_A100_EFFICIENCY, "korthikanti22-175b-full"),
@@ -485,7 +495,7 @@ SYSTEM_STACKS: dict[str, SystemStack] = {
                     "optimizer (--use-distributed-optimizer: ZeRO-1), Transformer Engine's fused attention (no s×s "
                     "scores kept, recomputed in its backward: priced as selective recompute, as the H100 validation "
                     "cases do) and optional full recompute (--recompute-granularity full); pipeline sends scattered over "
-                    "the tensor ranks (Narayanan et al. 2021 §4.1); stage splits: MEGATRON_CORE_RULES; efficiency per "
+                    "the tensor ranks (Narayanan et al. 2021 §4.1); plan rules: SYSTEM_MEGATRON_CORE_RULES; efficiency per "
                     "chip: MEGATRON_CORE_SYSTEM_*_EFFICIENCY"),
     )
 }

@@ -116,7 +116,9 @@ def test_the_stack_plan_drops_full_recompute_only_when_the_recompute_knob_is_off
     moe = small_space().stack_plan(workload="mixtral-8x7b")
     assert moe.e is None and small_space().stack_plan(workload=TINY).e == 1
     # the system stack's structure is the megatron-core profile's; its efficiencies are its own (the system basis)
-    assert STACK.structure is STACKS["megatron-core"]
+    core = STACKS["megatron-core"]
+    assert dataclasses.replace(STACK.structure, plan_rules=core.plan_rules) == core
+    assert STACK.structure.plan_rules == dataclasses.replace(core.plan_rules, whole_microbatches=False)
 
 
 def test_search_cli_stack_option():
