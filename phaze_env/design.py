@@ -633,14 +633,19 @@ def _area_tables(space: DesignSpace) -> AreaTables:
     return AreaTables(ok, overshoot)
 
 
-def named_space(name: str, budget_mw: float | None = None, budget_usd: float | None = None) -> DesignSpace:
-    """What a CLI's ``--space NAME [--budget-mw MW | --budget-usd USD]`` means: :meth:`DesignSpace.named`, the
-    system space at a power (MW) or capital (USD) budget (default: its own); a budget for another space raises."""
+def named_space(name: str, budget_mw: float | None = None, budget_usd: float | None = None,
+                stack: str | None = None) -> DesignSpace:
+    """What a CLI's ``--space NAME [--budget-mw MW | --budget-usd USD] [--stack NAME]`` means:
+    :meth:`DesignSpace.named`, the system space at a power (MW) or capital (USD) budget (default: its own) running
+    ``stack`` (default :data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`); a budget or stack for another space raises."""
     if name != "system":
         if budget_mw is not None or budget_usd is not None:
             raise ValueError("--budget-mw and --budget-usd apply to the system space only")
+        if stack is not None:
+            raise ValueError("--stack applies to the system space only")
         return DesignSpace.named(name)
-    return DesignSpace.named("system", budget_w=None if budget_mw is None else budget_mw * 1e6, budget_usd=budget_usd)
+    return DesignSpace.named("system", budget_w=None if budget_mw is None else budget_mw * 1e6, budget_usd=budget_usd,
+                             stack=stack or DEFAULT_SYSTEM_STACK)
 
 
 # evaluate()'s knob arguments that a Design sets itself; the rest of its keywords are free options.

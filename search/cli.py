@@ -26,7 +26,7 @@ from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.hardware.energy import DYNAMIC_ENERGY_LABEL
 from phaze_env.hardware.system import OBJECTIVES, WALL_ENERGY_LABEL
 from phaze_env.placement.inputs import uneven_batch_note
-from phaze_env.stacks import DEFAULT_SYSTEM_STACK, system_stack_names
+from phaze_env.stacks import DEFAULT_SYSTEM_STACK
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
 from search.objectives import (ARCHITECTURE_AREA_LABEL, AREA, DIE_AREA_LABEL, MINIMISED, PARETO_OBJECTIVES, UNITS,
@@ -61,10 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="per-step (inter-node) link latency in µs (default: the cluster preset's; phaze 0)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
     add_system_budget_options(parser)
-    parser.add_argument("--stack", default=None, metavar="NAME",
-                        help=f"system space: the training stack every design and reference runs — its plan freedom, "
-                             f"kernels and efficiency fitted per chip (default {DEFAULT_SYSTEM_STACK}); one of: "
-                             f"{', '.join(system_stack_names())} (phaze: PHAZE's plan space and eager attention)")
     parser.add_argument("--objective", choices=OBJECTIVES, default="throughput",
                         help="system space: what the best design maximises — throughput at the budget (default), "
                              "throughput per W or per $, or minimises energy or carbon (operational + embodied) "

@@ -141,3 +141,19 @@ def test_a_stored_space_without_a_stack_ran_phazes_plan_space():
     assert DesignSpace.from_dict(data).stack == DEFAULT_SYSTEM_STACK
     data.pop("stack")
     assert DesignSpace.from_dict(data).stack == "phaze"
+
+
+def test_every_cli_with_a_system_space_takes_the_stack():
+    """--stack rides with the system budget options (search, Optuna objective, baselines, leaderboard, comparisons):
+    a bad name or a stack for PHAZE's spaces is one line, exit 2."""
+    from phaze_env.design import named_space
+
+    assert named_space("system", 1.0, stack="phaze").stack == "phaze"
+    assert named_space("system", 1.0).stack == DEFAULT_SYSTEM_STACK
+    with pytest.raises(ValueError, match="--stack applies to the system space only"):
+        named_space("full", stack="megatron-core")
+    for argv in (["--space", "system", "--stack", "nope"], ["--space", "full", "--stack", "phaze"]):
+        done = subprocess.run([sys.executable, "-m", "phaze_env.objective", *argv, "--trials", "1"],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "stack" in done.stderr
+
