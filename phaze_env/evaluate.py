@@ -332,8 +332,10 @@ def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_para
         dag = getattr(layer, direction)
         started = time.perf_counter()
         if (layer.name, direction) not in prices:
-            table = price_ops(dag.ops, acc, cluster, layer=layer.name).table
-            prices[layer.name, direction] = (*table.latencies_s(0, 0), float(table.comm_s.sum()))
+            table = price_ops(dag.ops, acc, cluster, layer=layer.name, edges=dag.edges).table
+            one_s, all_s = table.device_latencies_s(0, 0)
+            links_s = table.exposed_comm_s(all_s)  # in full, or what a TP overlap leaves exposed
+            prices[layer.name, direction] = (one_s + links_s, all_s + links_s, float(links_s.sum()))
         one, all_cores, comm_s = prices[layer.name, direction]
         tp_comm_s += comm_s
         attention_s[direction] = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)

@@ -162,7 +162,8 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
             dag = getattr(layer, direction)
             if not dag.ops:
                 continue
-            priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows, layer=layer.name)
+            priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows, layer=layer.name,
+                               edges=dag.edges)
             one, all_cores = priced.latencies_s(tc_index.ravel(), vc_index.ravel())
             dag_s = dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
             layer_s += dag_s
