@@ -76,13 +76,20 @@ def rival_point(case: ValidationCase) -> SystemPoint:
     return dataclasses.replace(point, n_devices=case.n_devices)
 
 
+MEGATRON_STACKS = ("megatron-lm", "megatron-core")
+"""Runs made with Megatron are predicted under the system stack's own structure (its efficiency is fitted and applied
+under it, so the fit absorbs what the 2021-22 code did not overlap); the others under their own stack's (MaxText's FSDP,
+ZeRO-3 without a pipeline, is no plan of Megatron-Core)."""
+
+
 def rival_cluster(case: ValidationCase, stack: SystemStack, *, published_structure: bool = True,
                   framework_efficiency: float | None = None) -> Cluster:
     """The reference cluster of ``case`` (:func:`~phaze_env.cluster.reference_cluster`) at the run's batch and optimizer,
-    running ``stack`` with its efficiency on the run's chip (or ``framework_efficiency``); ``published_structure``: the
-    structure and plan rules of the stack the run was made with (its plan runs there), else ``stack``'s."""
+    running ``stack`` with its efficiency on the run's chip (or ``framework_efficiency``); ``published_structure``: a
+    run not made with Megatron (:data:`MEGATRON_STACKS`) takes the structure and plan rules of its own stack (its plan
+    runs there), else ``stack``'s."""
     base = stack.training(Cluster(global_batch=case.global_batch, optimizer=case.optimizer), case.accelerator)
-    if published_structure:
+    if published_structure and case.stack not in MEGATRON_STACKS:
         own = get_stack(case.stack)
         base = dataclasses.replace(own.structure(base), framework_efficiency=base.framework_efficiency)
     if framework_efficiency is not None:
@@ -142,7 +149,9 @@ def markdown(stack: SystemStack, runs: list[RivalRun]) -> str:
         "optimizer, its published plan pinned; the metric is the authors' own. *calibration*: the run the stack's "
         "efficiency on that chip is fitted to (`--fit`); every other row is held out and must land within "
         f"±{TOLERANCE:.0%}. *free plan*: what the table itself predicts for the run — the stack's plan freedom "
-        f"({stack.plan_spec()}) at the same chips and batch. Wall W/chip: chip + its family's host and network, × PUE.",
+        f"({stack.plan_spec()}) at the same chips and batch, in the same metric (Narayanan et al.'s TFLOP/s count the "
+        "forward pass twice, as their fully recomputed runs do, whatever the plan). Wall W/chip: chip + its family's "
+        "host and network, × PUE.",
         "",
         "| chip | run | metric | published | predicted | error | kind | free plan | free-plan prediction | wall W/chip |",
         "|---|---|---|---|---|---|---|---|---|---|",

@@ -485,7 +485,7 @@ optical circuit switches into a 16×16×16 3D torus (Jouppi et al. 2023)."""
 
 TRAINING_FIELDS = ("global_batch", "optimizer", "framework_efficiency", "interleaved_schedule", "pipeline_scatter_gather",
                    "attention_efficiency", "hybrid_allreduce_overlapped", "hybrid_allreduce_exposure",
-                   "unfused_elementwise", "plan_rules")
+                   "unfused_elementwise", "plan_rules", "tp_comm_overlap")
 """The :class:`Cluster` fields that are the training job and its stack, not the network: what a system point's or a
 reference's cluster takes from the ``base`` it is given (:func:`point_cluster`, :func:`reference_cluster`)."""
 
