@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the plan space every evaluation searches, in the plan notation (default: PHAZE's — "
                              "t, p, d, microbatch and per-stage none|full recompute, e = 1); e.g. "
                              "'+e=auto+rc=none|full' adds expert parallelism, its +rc replacing --no-recompute; "
-                             "v, c and ZeRO-2/3 are refused (the search's bounds assume v1, c1, ZeRO 0/1)")
+                             "c and ZeRO-2/3 are refused (the search's bounds assume c1, ZeRO 0/1); the system "
+                             "space's default is its stack's plan space (--stack)")
     parser.add_argument("--objectives", default=None, metavar="A,B[,C]",
                         help="Pareto mode: the exact front over two or more of "
                              f"{', '.join(PARETO_OBJECTIVES)} (minimised: {', '.join(MINIMISED)}; all but throughput "
