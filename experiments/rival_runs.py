@@ -6,7 +6,7 @@ A reference of ``experiments.system_table`` is its chip at the system space's GE
 system stack (:data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`) with its efficiency on that chip. Here each reference is
 built exactly so, at a published run's chip count, batch and optimizer, with the run's plan pinned (and its own stack's
 structure, e.g. MaxText's FSDP for TPU v4, which is no plan of Megatron-Core), and its prediction is set against the
-published figure with the authors' own metric (:func:`experiments.validate.metric_value`). One run per chip is the
+published figure with the authors' own metric (:func:`experiments.validation_fit.metric_value`). One run per chip is the
 calibration of the system stack's efficiency there (:attr:`~phaze_env.stacks.ChipFit.calibration`, fitted by
 ``--fit``); the others are held out and must land within :data:`TOLERANCE`.
 
@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.validate import _bisect, metric_value, plan_of
+from experiments.validation_fit import _bisect, metric_value, plan_of
 from experiments.validation_cases import ValidationCase, get_case
 from phaze_env.cli import OneLineParser
 from phaze_env.cluster import Cluster, reference_cluster
@@ -111,7 +111,7 @@ def predicted_metric(case: ValidationCase, stack: SystemStack, framework_efficie
 
 def fit_efficiency(case: ValidationCase, stack: SystemStack, *, tolerance: float = 1e-4) -> float:
     """The framework efficiency at which the table's path predicts ``case`` exactly (bisection, as
-    :func:`experiments.validate.fit_efficiency`)."""
+    :func:`experiments.validation_fit.fit_efficiency`)."""
     predicted = lambda efficiency: predicted_metric(case, stack, efficiency)  # noqa: E731
     if predicted(1.0) < case.published:
         raise ValueError(f"case {case.name!r}: even framework efficiency 1 predicts less than the published figure")

@@ -137,8 +137,8 @@ def test_the_search_bound_holds_for_interleaved_plans(case):
     import numpy as np
 
     from phaze_env.placement.inputs import GRADIENT_FACTOR
-    from phaze_env.placement.search import interleave_degrees
-    from search.bounds import placement_time_bound_s
+    from phaze_env.placement.rules import interleave_degrees
+    from phaze_env.placement.bounds import placement_time_bound_s
 
     layers, settings_ = case
     plan = best_plan(layers, settings_)
@@ -161,8 +161,8 @@ def test_a_plain_1f1b_bound_would_not_hold_for_an_interleaved_plan():
     import numpy as np
 
     from phaze_env.placement.inputs import GRADIENT_FACTOR
-    from phaze_env.placement.search import interleave_degrees
-    from search.bounds import placement_time_bound_s
+    from phaze_env.placement.rules import interleave_degrees
+    from phaze_env.placement.bounds import placement_time_bound_s
 
     layers = [{"fwd_s": 0.5, "bwd_s": 1.0, "param_bytes": 10.0, "stash_bytes": 1.0, "output_bytes": 0.0}] * 16
     settings_ = Settings(Cluster(n_devices=8, global_batch=8, link_bandwidth_Bps=1.0), 1, 1, 1e12,
