@@ -36,9 +36,11 @@ def with_host(row: dict[str, Any], host_family: str) -> tuple[int, float]:
     choice = SystemChoice(**{name: row["best"]["system"][name] for name in SYSTEM_FIELDS})
     accelerator = Accelerator.from_dict(row["best"]["accelerator"])
     point = system_point(accelerator, choice.chip_system(), "torus", budget, family)
-    evaluation = evaluate(row["workload"], point.accelerator, point_cluster(point, config.cluster),
+    evaluation = evaluate(row["workload"], point.accelerator,
+                          point_cluster(point, config.space.design_training(config.cluster)),
                           microbatch=config.space.microbatch, recompute=config.space.recompute,
-                          hbm_gb=(accelerator.hbm_gb,), tensor_widths=config.tensor_widths, seq_len=config.seq_len)
+                          hbm_gb=(accelerator.hbm_gb,), tensor_widths=config.tensor_widths, seq_len=config.seq_len,
+                          plan=config.plan)
     return point.n_devices, evaluation.throughput_samples_s
 
 

@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv_list = list(sys.argv[1:] if argv is None else argv)
     try:
         budgets = parse_budgets(args.budgets)
-        space = named_space(args.space, args.budget_mw, args.budget_usd)
+        space = named_space(args.space, args.budget_mw, args.budget_usd, args.stack)
         workloads = list(dict.fromkeys(args.workload or ["gpt2-xl"]))
         for name in workloads:
             resolve_workload(name)

@@ -7,8 +7,9 @@ and the question at iso-cost is "for the money a 1 MW H100 cluster costs, what e
 reference system (:data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`: TPUv4 in a torus as the search's own
 baseline, A100 and H100 in DGX clusters) gets the chip count its budget buys from the same power and cost models
 the designs get (:func:`~phaze_env.design.reference_system`), the same GEMM efficiency
-(:data:`~phaze_env.hardware.system.SYSTEM_GEMM_EFFICIENCY`), the same framework efficiency and its best plan
-under the search's knobs (:func:`search.run.evaluate_reference`).
+(:data:`~phaze_env.hardware.system.SYSTEM_GEMM_EFFICIENCY`), the same training stack (its plan freedom and its
+efficiency fitted on that chip, :class:`~phaze_env.stacks.SystemStack`) and its best plan under the search's knobs
+(:func:`search.run.evaluate_reference`).
 
 "Why it wins" is derived, not written: throughput = MFU × chips used × peak per chip in the chip's number format
 (FP8 for an FP8 system: :func:`~phaze_env.hardware.number_format.format_peak_flops`) / model FLOPs per sample
@@ -40,7 +41,7 @@ from typing import Any, Sequence
 from experiments.cost_table import table
 from phaze_env.cli import OneLineParser, console, positive_float, positive_int
 from phaze_env.cluster import NCCL_EFFICIENCY, TPUV4_DCN_PER_CHIP_BPS, Cluster, point_cluster
-from phaze_env.design import SYSTEM_FIELDS, reference_system
+from phaze_env.design import SYSTEM_FIELDS, SystemDesignSpace, reference_system
 from phaze_env.evaluate import BREAKDOWN_LABELS, evaluate
 from phaze_env.explain import BOUNDS, explain_layer
 from phaze_env.files import write_text_atomic, writable_directory
@@ -54,6 +55,7 @@ from phaze_env.hardware.system import (PUE, REFERENCE_FAMILIES, REFERENCE_NUMBER
                                        REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, TORUS_POD_CHIPS,
                                        TOPOLOGY_FAMILIES, SystemBudget, SystemChoice, choice_point,
                                        system_point)
+from phaze_env.stacks import DEFAULT_SYSTEM_STACK, get_system_stack
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
 from search.config import SearchConfig
@@ -77,8 +79,10 @@ TIME_GROUPS = {"compute": ("compute", "recompute", "optimizer"),
 """The parts of the time per batch (:data:`phaze_env.evaluate.BREAKDOWN_LABELS`) in three groups: the chips
 computing (with recompute and the optimizer step), the network (every collective and pipeline send) and the
 pipeline bubble."""
-TABLE_VERSION = 4
-"""4: each system's wall power per chip from its own family's host and scale-out network (``SystemFamily``; version 3
+TABLE_VERSION = 5
+"""5: every system runs the system stack (:data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`: its plan freedom, fused
+attention and efficiency per chip; version 4 ran PHAZE's plan space, eager attention and efficiency 1 everywhere);
+4: each system's wall power per chip from its own family's host and scale-out network (``SystemFamily``; version 3
 charged every chip DGX H100's host and no network): rows of another version are recomputed, not kept."""
 REFERENCE_LABELS = {"tpuv4": "TPUv4", "a100": "A100", "h100": "H100"}
 
@@ -200,7 +204,7 @@ def best_cluster(config: SearchConfig, best: DesignResult) -> Cluster:
     point = choice_point(answer_choice(best), Accelerator.from_dict(best.accelerator), config.space.budget)
     if point.n_devices != best.system["n_devices"]:
         raise ValueError(f"rebuilt {point.n_devices} chips for the answer, the search had {best.system['n_devices']}")
-    return point_cluster(point, config.cluster)
+    return point_cluster(point, config.space.design_training(config.cluster))
 
 
 SENSITIVITY_NODE = "4N"
@@ -224,7 +228,8 @@ def node_sensitivity(config: SearchConfig, best: DesignResult, node: str = SENSI
     if point.n_devices < 1:
         return {"node": node, "chips": 0, "samples_s": 0.0, "in_window": in_window}
     space = config.space
-    evaluation = evaluate(config.workload(best.workload), accelerator, point_cluster(point, config.cluster),
+    evaluation = evaluate(config.workload(best.workload), accelerator,
+                          point_cluster(point, config.space.design_training(config.cluster)),
                           microbatch=space.microbatch, recompute=space.recompute, hbm_gb=(accelerator.hbm_gb,),
                           tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
                           time_limit_s=config.time_limit_s, plan=config.plan)
@@ -240,7 +245,7 @@ def best_reference(config: SearchConfig, workload: str, name: str,
     :data:`~phaze_env.hardware.system.REFERENCE_NUMBER_FORMATS`), its cluster and its throughput per format."""
     results = {}
     for number_format in REFERENCE_NUMBER_FORMATS[name]:
-        _, cluster = reference_system(name, budget, number_format, config.cluster)
+        _, cluster = reference_system(name, budget, number_format, config.space.reference_training(name, config.cluster))
         results[number_format] = (evaluate_reference(config, workload, name, number_format), cluster)
     by_format = {f: d.throughput_samples_s for f, (d, _) in results.items()}
     design, cluster = results[max(by_format, key=by_format.get)]
@@ -320,6 +325,19 @@ def _families_text() -> str:
         for f in SYSTEM_FAMILIES.values())
 
 
+STACK = get_system_stack(DEFAULT_SYSTEM_STACK)
+"""The stack the table's searches run (the search command line's default)."""
+
+
+def _fits_text() -> str:
+    return "; ".join(f"{fit.chips[0]} {fit.framework_efficiency:g} (`{fit.calibration}`)" for fit in STACK.fits)
+
+
+def _design_fit_text() -> str:
+    fit, chip = STACK.design_fit(SystemDesignSpace().base)
+    return f"{chip}'s, {fit.framework_efficiency:g}"
+
+
 def render(rows: Sequence[dict[str, Any]]) -> str:
     """docs/system_table.md from the rows (every figure from the JSON)."""
     rows = sorted_rows(rows)
@@ -386,13 +404,23 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
   (`SYSTEM_GEMM_EFFICIENCY`, the A100's measured MAMF): the A100's own value; the TPUv4 preset's 1.0 and the H100's
   measured {H100_GEMM_EFFICIENCY:.1%} are replaced by it, so the H100 column is up to
   {SYSTEM_GEMM_EFFICIENCY / H100_GEMM_EFFICIENCY - 1:.0%} optimistic for H100 where GEMMs bind.
-  Every cluster runs at the designs' framework efficiency (1, the kernel model alone; the DGX presets' fitted
-  training-stack efficiencies are not applied) and NCCL's {NCCL_EFFICIENCY:g} of the line rate.
+  Every cluster achieves NCCL's {NCCL_EFFICIENCY:g} of the line rate.
+* **Same training stack.** Every system, designs and references alike, runs `{STACK.name}`
+  (`phaze_env.stacks.SYSTEM_STACKS`) with the same plan freedom, `{STACK.plan_spec()}`: interleaved 1F1B (`v` searched
+  where the stack can run it), sequence parallelism, the distributed optimizer (ZeRO-1), fused attention (no s×s
+  scores kept: priced as selective recompute) and optional full recompute. Its framework efficiency is fitted per
+  chip *through this table's own path* (the chip at the GEMM efficiency above, in its reference cluster) to one
+  published run of that chip — {_fits_text()} — and checked on the chips' other published runs
+  (`python -m experiments.rival_runs`, `docs/rival_runs.md`). A searched chip has no published run: it takes the
+  efficiency fitted on the chip its cores are built from ({_design_fit_text()}), a rule, not a measurement.
 * **Same number formats.** A design may pick FP8 tensor cores (Transformer-Engine recipe, paying 1.25× MAC area);
   the H100 trains in bf16 or FP8, whichever is faster (its chip count is the preset's either way: FP8 is a mode of
   the published chip); TPUv4 and A100 have no FP8 (`hardware.system.REFERENCE_NUMBER_FORMATS`).
-* **Same plan space and training.** Global batch 4096, SGD state, PHAZE's plan space (t, p, d, microbatch 1–8,
-  per-stage none|full recompute), each system's best plan by the same placement DP.
+* **Same training.** Global batch 4096, SGD state, microbatch 1–8, each system's best plan in the stack's plan space
+  by the same placement DP. Megatron-Core's stage rules (uniform stages, `v` dividing each stage's layers), except
+  that a replica count whose `d·m` does not divide the batch pads its last microbatch, the idle slots counted as time
+  (`stacks.SYSTEM_MEGATRON_CORE_RULES`, an assumption: a deployment would pick a batch its replicas divide; requiring
+  it here would idle up to a third of a system's chips whenever its count is not a power of two).
 * **Clusters.** TPUv4: `search.phaze`'s system baseline (4 HBM2 stacks, 32 GiB, {TPUV4_ICI_LINKS} ICI links of
   {TPUV4_ICI_LINK_BPS / 1e9:g} GB/s per direction, as the `tpuv4-pod` preset, in a torus of 4×4×4 cubes of at most one {TORUS_POD_CHIPS:,}-chip pod; more chips are equal pods
   joined by the data-centre network at {TPUV4_DCN_PER_CHIP_BPS / 1e9:.2f} GB/s per chip, PaLM's measured cross-pod rate:

@@ -41,14 +41,19 @@ def add_cluster_size_options(parser: argparse.ArgumentParser, devices: int, batc
 
 
 def add_system_budget_options(parser: argparse.ArgumentParser) -> None:
-    """``--budget-mw MW`` / ``--budget-usd USD``: the system space's cluster budget (for
-    :func:`phaze_env.design.named_space`), in every CLI that takes ``--space``."""
+    """``--budget-mw MW`` / ``--budget-usd USD``: the system space's cluster budget, and ``--stack NAME`` its training
+    stack (for :func:`phaze_env.design.named_space`), in every CLI that takes ``--space``."""
     parser.add_argument("--budget-mw", type=positive_float, default=None, dest="budget_mw", metavar="MW",
                         help="system space: cluster power budget at the wall in MW, which sets each design's chip "
                              "count (default the space's own)")
     parser.add_argument("--budget-usd", type=positive_float, default=None, dest="budget_usd", metavar="USD",
                         help="system space: cluster capital budget in USD instead of power (default none: the "
                              "power budget applies)")
+    parser.add_argument("--stack", default=None, metavar="NAME",
+                        help="system space: the training stack every design and reference runs — its plan freedom, "
+                             "kernels and efficiency fitted per chip (default: phaze_env.stacks.DEFAULT_SYSTEM_STACK, "
+                             "Megatron-Core with interleaving, SP, ZeRO-1 and fused attention); phaze: PHAZE's plan "
+                             "space and eager attention, as before issue 29")
 
 
 PIPED_CONSOLE_WIDTH = 200

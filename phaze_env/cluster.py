@@ -527,15 +527,26 @@ TPUV4_POD_DIMS = torus_dims(TORUS_POD_CHIPS)
 optical circuit switches into a 16×16×16 3D torus (Jouppi et al. 2023)."""
 
 
+TRAINING_FIELDS = ("global_batch", "optimizer", "framework_efficiency", "interleaved_schedule", "pipeline_scatter_gather",
+                   "attention_efficiency", "hybrid_allreduce_overlapped", "hybrid_allreduce_exposure",
+                   "unfused_elementwise", "plan_rules", "tp_comm_overlap")
+"""The :class:`Cluster` fields that are the training job and its stack, not the network: what a system point's or a
+reference's cluster takes from the ``base`` it is given (:func:`point_cluster`, :func:`reference_cluster`)."""
+
+
+def training_fields(base: Cluster) -> dict[str, Any]:
+    return {name: getattr(base, name) for name in TRAINING_FIELDS}
+
+
 def point_cluster(point: SystemPoint, base: Cluster | None = None) -> Cluster:
     """The cluster of a system point (its topology, the chips its budget buys, its chip's links); ``base``
-    supplies the training fields (global batch, optimizer, framework efficiency; default :class:`Cluster`'s)."""
+    supplies the training fields (:data:`TRAINING_FIELDS`: global batch, optimizer and the training stack; default
+    :class:`Cluster`'s)."""
     if point.unbuildable_reason:
         raise ValueError(point.unbuildable_reason)
     base = base or Cluster()
     return system_cluster(point.topology, point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps,
-                          global_batch=base.global_batch, optimizer=base.optimizer,
-                          framework_efficiency=base.framework_efficiency)
+                          **training_fields(base))
 
 
 def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps: float, **fields: Any) -> Cluster:
@@ -555,7 +566,7 @@ def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps
 
     Both achieve :data:`NCCL_EFFICIENCY` of the line rate (measured for NCCL on NVLink; assumed for a torus,
     so neither family wins by an efficiency the other is not given). ``fields``: other :class:`Cluster`
-    fields (global batch, optimizer, framework efficiency).
+    fields (global batch, optimizer, the training stack: :data:`TRAINING_FIELDS`).
     """
     per_direction_Bps = links_per_direction_Bps(links, link_bandwidth_Bps)
     if topology == "torus":
@@ -581,16 +592,16 @@ built as; TPUv4 is built like a system-space torus (:func:`point_cluster`), as `
 def reference_cluster(name: str, point: SystemPoint, base: Cluster | None = None) -> Cluster:
     """The cluster of reference system ``name`` at ``point`` (:func:`~phaze_env.hardware.system.reference_point`):
     ``dgx-a100`` / ``dgx-h100`` with the point's chip count, TPUv4 as :func:`point_cluster`. ``base`` supplies the
-    training fields (global batch, optimizer) *and the framework efficiency*, so a reference runs on the same
-    software basis as the designs it is compared with (the dgx-a100 preset's fitted Megatron-LM efficiency is
-    replaced by ``base``'s)."""
+    training fields (:data:`TRAINING_FIELDS`: global batch, optimizer *and the training stack*, its framework
+    efficiency included — the caller resolves the stack's efficiency on the reference chip,
+    :meth:`phaze_env.stacks.SystemStack.training`), so the dgx-a100 preset's own Megatron-LM efficiency is replaced by
+    ``base``'s."""
     base = base or Cluster()
     if name not in REFERENCE_CLUSTER_PRESETS:
         return point_cluster(point, base)
     if point.unbuildable_reason:
         raise ValueError(f"{name}: {point.unbuildable_reason}")
-    return get_cluster(REFERENCE_CLUSTER_PRESETS[name], point.n_devices, global_batch=base.global_batch,
-                       optimizer=base.optimizer, framework_efficiency=base.framework_efficiency)
+    return get_cluster(REFERENCE_CLUSTER_PRESETS[name], point.n_devices, **training_fields(base))
 
 
 class UnknownClusterError(ValueError):
@@ -612,4 +623,5 @@ def get_cluster(name: str, n_devices: int = 1024, **fields: Any) -> Cluster:
 
 
 __all__ = ["CLUSTER_PRESETS", "Cluster", "Level", "UnknownClusterError", "cluster_names", "get_cluster", "point_cluster",
-           "REFERENCE_CLUSTER_PRESETS", "reference_cluster", "system_cluster", "torus_dims"]
+           "REFERENCE_CLUSTER_PRESETS", "TRAINING_FIELDS", "reference_cluster", "system_cluster",
+           "torus_dims", "training_fields"]

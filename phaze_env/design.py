@@ -18,6 +18,7 @@ for that space. See ``docs/design.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import itertools
@@ -37,7 +38,9 @@ from phaze_env.hardware.space import (AREA_WINDOW_LOWER, ARCH_KNOBS, BUFFER_MB_V
                                       SYSTEM_AREA_KNOBS, SYSTEM_DEFAULT_VALUES, SYSTEM_KNOBS,
                                       TC_DIM_VALUES, area_budget_mm2, area_overshoot, area_slack, in_area_window)
 from phaze_env.hardware.system import SystemBudget, SystemChoice, SystemPoint, reference_point, system_point
-from phaze_env.workloads import Workload
+from phaze_env.plan_spec import PlanSpec
+from phaze_env.stacks import DEFAULT_SYSTEM_STACK, SystemStack, get_system_stack
+from phaze_env.workloads import Workload, get_workload
 
 SPACE_NAMES = ("full", "reduced", "system")
 SYSTEM_FIELDS = ("die_area_mm2", "hbm_stacks", "hbm_generation", "links", "link_GBps", "topology", "number_format")
@@ -213,8 +216,9 @@ class DesignSpace:
         """Inverse of :meth:`to_dict` (of this space or of :class:`SystemDesignSpace`, which its ``"space"`` names)."""
         knobs = {name: tuple(data[name]) for name in data["knobs"]}
         common = {"area_window_lower": data["area_window_lower"], "base": Accelerator.from_dict(data["base"])}
-        if data.get("space") == "system":
-            return SystemDesignSpace(**knobs, budget=SystemBudget(**data["budget"]), **common)
+        if data.get("space") == "system":  # a space stored before it had a stack ran PHAZE's plan space
+            return SystemDesignSpace(**knobs, budget=SystemBudget(**data["budget"]), stack=data.get("stack", "phaze"),
+                                     **common)
         return DesignSpace(**knobs, budget_mm2=data["budget_mm2"], **common)
 
     # --- knobs ---------------------------------------------------------------------------------------
@@ -401,8 +405,10 @@ class SystemDesignSpace(DesignSpace):
     topology: tuple[str, ...] = _system_field(SYSTEM_DEFAULT_VALUES["topology"])
     number_format: tuple[str, ...] = _system_field(SYSTEM_DEFAULT_VALUES["number_format"])
     budget: SystemBudget = field(default_factory=SystemBudget)
+    stack: str = DEFAULT_SYSTEM_STACK  # the training stack every design and reference runs ("phaze": PHAZE's, none)
 
     def __post_init__(self) -> None:
+        get_system_stack(self.stack)  # an unknown name: one line naming the known ones
         super().__post_init__()  # every knob's list (the system fields are knobs): non-empty, no duplicates
         for choice in itertools.product(*(getattr(self, name) for name in SYSTEM_FIELDS)):
             SystemChoice(*choice)  # every combination must be a valid system (torus links, reticle, names)
@@ -420,7 +426,44 @@ class SystemDesignSpace(DesignSpace):
     def to_dict(self) -> dict[str, Any]:
         return {name: list(getattr(self, name)) for name in SYSTEM_KNOBS} | {
             "space": "system", "budget": self.budget.to_dict(), "area_window_lower": self.area_window_lower,
-            "base": self.base.to_dict(), "knobs": list(SYSTEM_KNOBS)}
+            "base": self.base.to_dict(), "knobs": list(SYSTEM_KNOBS), "stack": self.stack}
+
+    # --- the training stack: the same on every chip ---------------------------------------------------------
+    @property
+    def system_stack(self) -> SystemStack | None:
+        """The stack every design and reference of this space runs (None: PHAZE's plan space and the given cluster's
+        efficiency, no stack)."""
+        return get_system_stack(self.stack)
+
+    def stack_plan(self, recompute_allowed: bool | None = None, workload: str | Workload | None = None) -> PlanSpec | None:
+        """The plan freedom every evaluation of this space searches (None: PHAZE's); ``recompute_allowed`` defaults to
+        the space's recompute knob allowing it; a mixture-of-experts ``workload`` also searches its expert-parallel
+        degree (as Megatron-Core's ``--expert-model-parallel-size``)."""
+        stack = self.system_stack
+        if stack is None:
+            return None
+        plan = stack.plan_spec(True in self.recompute if recompute_allowed is None else recompute_allowed)
+        moe = workload is not None and get_workload(workload).num_experts
+        return dataclasses.replace(plan, e=None) if moe else plan
+
+    def design_training(self, cluster: Cluster | None) -> Cluster:
+        """``cluster``'s training fields running this space's stack on a searched chip (its efficiency by
+        :meth:`~phaze_env.stacks.SystemStack.design_fit`); unchanged without a stack."""
+        stack, cluster = self.system_stack, cluster or Cluster()
+        return cluster if stack is None else stack.design_training(cluster, self.base)
+
+    def reference_training(self, name: str, cluster: Cluster | None) -> Cluster:
+        """``cluster``'s training fields running this space's stack on reference chip ``name``."""
+        stack, cluster = self.system_stack, cluster or Cluster()
+        return cluster if stack is None else stack.training(cluster, name)
+
+    def stack_note(self) -> str:
+        """One line on the stack this space runs and the efficiency its searched chips take (the output says so)."""
+        stack = self.system_stack
+        if stack is None:
+            return ("training stack phaze: PHAZE's plan space (t, p, d, microbatch, none|full recompute), eager "
+                    "attention, the cluster's framework efficiency on every chip")
+        return stack.design_note(self.base)
 
     def _design(self, knobs: dict[str, Any]) -> Design:
         choice = SystemChoice(**{name: knobs[name] for name in SYSTEM_FIELDS})
@@ -465,8 +508,12 @@ class SystemDesignSpace(DesignSpace):
 
     def evaluate(self, design: Design, workload: str | Workload, cluster: Cluster | None = None,
                  **kwargs: Any) -> Evaluation:
-        """:func:`evaluate_design` at this space's base and budget."""
-        return evaluate_design(design, workload, cluster, base=self.base, budget=self.budget, **kwargs)
+        """:func:`evaluate_design` at this space's base and budget, running its stack (its plan freedom unless
+        ``plan`` is given: full recompute only where the design's recompute knob allows it)."""
+        if self.system_stack is not None and kwargs.get("plan") is None:
+            kwargs["plan"] = self.stack_plan(bool(design.recompute), workload)
+        return evaluate_design(design, workload, self.design_training(cluster), base=self.base, budget=self.budget,
+                               **kwargs)
 
     def evaluate_baseline(self, workload: str | Workload, cluster: Cluster | None = None,
                           **kwargs: Any) -> Evaluation:
@@ -482,9 +529,11 @@ class SystemDesignSpace(DesignSpace):
         (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the training fields), training in
         ``number_format``, best over the space's microbatch sizes and recompute settings; infeasible (saying so)
         when the budget buys not one whole node or torus cube of the reference chip."""
-        point, built = reference_system(name, self.budget, number_format, cluster)
+        point, built = reference_system(name, self.budget, number_format, self.reference_training(name, cluster))
         if built is None:
             return unbuilt_evaluation(workload, point.accelerator, point.topology, f"{name}: {point.unbuildable_reason}")
+        if self.system_stack is not None and kwargs.get("plan") is None:
+            kwargs["plan"] = self.stack_plan(workload=workload)
         return evaluate(workload, point.accelerator, built, microbatch=self.microbatch,
                         recompute=self.recompute, hbm_gb=(point.accelerator.hbm_gb,), **kwargs)
 
@@ -508,7 +557,8 @@ class SystemArchSpace:
         return self.points[i].accelerator
 
     def cluster(self, i: int, base: Cluster | None = None) -> Cluster:
-        return point_cluster(self.points[i], base)
+        """Row ``i``'s cluster: its point's network with ``base``'s training fields running the space's stack."""
+        return point_cluster(self.points[i], self.space.design_training(base))
 
     def system_summary(self, i: int) -> dict[str, Any]:
         """Row ``i``'s system knobs and figures (what results carry as ``system``)."""
@@ -583,14 +633,19 @@ def _area_tables(space: DesignSpace) -> AreaTables:
     return AreaTables(ok, overshoot)
 
 
-def named_space(name: str, budget_mw: float | None = None, budget_usd: float | None = None) -> DesignSpace:
-    """What a CLI's ``--space NAME [--budget-mw MW | --budget-usd USD]`` means: :meth:`DesignSpace.named`, the
-    system space at a power (MW) or capital (USD) budget (default: its own); a budget for another space raises."""
+def named_space(name: str, budget_mw: float | None = None, budget_usd: float | None = None,
+                stack: str | None = None) -> DesignSpace:
+    """What a CLI's ``--space NAME [--budget-mw MW | --budget-usd USD] [--stack NAME]`` means:
+    :meth:`DesignSpace.named`, the system space at a power (MW) or capital (USD) budget (default: its own) running
+    ``stack`` (default :data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`); a budget or stack for another space raises."""
     if name != "system":
         if budget_mw is not None or budget_usd is not None:
             raise ValueError("--budget-mw and --budget-usd apply to the system space only")
+        if stack is not None:
+            raise ValueError("--stack applies to the system space only")
         return DesignSpace.named(name)
-    return DesignSpace.named("system", budget_w=None if budget_mw is None else budget_mw * 1e6, budget_usd=budget_usd)
+    return DesignSpace.named("system", budget_w=None if budget_mw is None else budget_mw * 1e6, budget_usd=budget_usd,
+                             stack=stack or DEFAULT_SYSTEM_STACK)
 
 
 # evaluate()'s knob arguments that a Design sets itself; the rest of its keywords are free options.

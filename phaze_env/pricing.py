@@ -24,7 +24,7 @@ from phaze_env.hardware.estimator import LatencyTable, TensorTerms, VectorTerms,
 from phaze_env.hardware.number_format import fp8_flags
 from phaze_env.hardware.space import ArchSpace
 from phaze_env.schedule.bounds import dag_lower_bounds_s
-from phaze_env.workloads.graph import Op
+from phaze_env.workloads.graph import Op, is_attention_core
 
 
 @dataclass(frozen=True)
@@ -153,26 +153,39 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, comm_s, overlap), tensor, vector)
 
 
-def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=None) -> np.ndarray:
+def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=None,
+                        recompute_modes: tuple[str, ...] = ("none",)) -> np.ndarray:
     """Lower bound of each layer's fwd+bwd time (rows: the graph's layers) per architecture (columns).
 
     Operators are priced by :func:`price_ops`, the evaluator's own pricing: the same
     per-op latencies (framework efficiency included, collectives on the cluster's levels) for every
     architecture, so each entry bounds the schedule ``evaluate`` finds for that layer from below.
     ``core_configs``: ``(space.tc_configs(), space.vc_configs())`` when the caller already has them.
+
+    ``recompute_modes`` without ``"none"`` (a stack whose plans always recompute, e.g. fused attention priced as
+    selective recompute): every stage's backward pass repeats at least ``min(A, F)`` of each layer, the least of what
+    selective (``A``: the attention core's operators at their shortest, capped at the forward time, as ``evaluate``
+    prices it) and full recompute (``F``: the forward pass, at least its DAG bound) add — so it is added (eager
+    attention only; a fused kernel's recompute is left out, which only loosens the bound).
     """
     arrays = space.arrays
     (tc_rows, tc_index), (vc_rows, vc_index) = core_configs or (space.tc_configs(), space.vc_configs())
+    always_recomputes = "none" not in recompute_modes and not cluster.attention_efficiency
     rows = []
     for layer in graph.layers:
         layer_s = np.zeros(len(space))
-        for dag in (layer.fwd, layer.bwd):
+        for direction in ("fwd", "bwd"):
+            dag = getattr(layer, direction)
             if not dag.ops:
                 continue
             priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows, layer=layer.name,
                                edges=dag.edges)
             one, all_cores = priced.latencies_s(tc_index.ravel(), vc_index.ravel())
-            layer_s += dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
+            dag_s = dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
+            layer_s += dag_s
+            if always_recomputes and direction == "fwd":
+                core = np.array([is_attention_core(op) for op in dag.ops])
+                layer_s += np.minimum(np.minimum(one[core], all_cores[core]).sum(axis=0), dag_s)
         rows.append(layer_s)
     return np.array(rows)
 

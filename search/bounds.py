@@ -53,6 +53,7 @@ from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.placement.bounds import placement_time_bound_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR
+from phaze_env.placement.rules import interleave_degrees
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.pricing import layer_time_bounds_s
 from phaze_env.workloads import Workload, get_workload, model_graph
@@ -154,11 +155,10 @@ def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> lis
 
 
 def search_plan_error(plan: PlanSpec) -> str | None:
-    """Why the search's bounds cannot hold for ``plan`` (None: they hold). They price PHAZE's 1F1B bubble
-    (``v = 1``), the whole sequence on each rank (``c = 1``) and the ZeRO-0/1 all-reduce after the flush;
-    recompute, sequence parallelism and memory only add time or remove plans, and ``e`` is bounded per degree."""
-    if plan.interleave != 1:
-        return "the search's bounds assume no interleaving: pin v1 (drop v<k> and +v=auto)"
+    """Why the search's bounds cannot hold for ``plan`` (None: they hold). They price the 1F1B bubble of each
+    interleaving ``v`` the plan allows, the whole sequence on each rank (``c = 1``) and the ZeRO-0/1 all-reduce after
+    the flush; recompute, sequence parallelism and memory only add time or remove plans, and ``e`` is bounded per
+    degree."""
     if plan.c != 1:
         return "the search's bounds assume no context parallelism: pin c1 (drop c<k> and +c=auto)"
     if plan.zero not in (0, 1):
@@ -202,6 +202,12 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
     experts = [1] if plan is None else (expert_parallel_degrees(workload, cluster.n_devices) if plan.e is None
                                         else [plan.e])
     widths = valid_tensor_widths(workload, tensor_widths, cluster.n_devices)
+    # the interleavings evaluate's DP tries (PHAZE's space: none; Settings.interleaved's rule for a free v) and the
+    # recompute modes its stages may use (PHAZE's space: none|full)
+    pinned_v = 1 if plan is None else plan.interleave
+    interleaved = cluster.interleaved_schedule and cluster.plan_rules.pipeline
+    ends_count = cluster.plan_rules.embedding_loss_in_split
+    recompute_modes = ("none",) if plan is None else plan.recompute_modes
     bounds = {}
     core_configs = (space.tc_configs(), space.vc_configs())
     for t in widths:
@@ -209,16 +215,20 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
             times_s = []
             for e in experts:  # each degree's own graph: its experts at the per-rank shape are priced differently
                 graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e)
-                layer_s = layer_time_bounds_s(graph, space, cluster, core_configs)
+                layer_s = layer_time_bounds_s(graph, space, cluster, core_configs, recompute_modes)
                 repeats = np.array([layer.repeat for layer in graph.layers])
                 gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
                 expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)
                 # what can cross a stage boundary: a layer's output (not the loss) or its input (not the token ids)
                 boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
                                      [layer.input_bytes for layer in graph.layers[1:]])
+                # the layers a split counts, as evaluate counts them (the embedding and loss too under the stack's rule)
+                total_layers = sum(layer.repeat for layer in graph.layers if layer.is_transformer_layer or ends_count)
+                interleaves = tuple(interleave_degrees(total_layers, pinned_v, interleaved))
                 times_s.append(placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
                                                       expert_parallel=e, expert_gradient_bytes=expert_bytes,
-                                                      device_caps=device_caps))
+                                                      device_caps=device_caps, interleaves=interleaves,
+                                                      total_layers=total_layers))
             time_s = np.min(times_s, axis=0)
             bounds[(t, m)] = cluster.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds

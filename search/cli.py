@@ -26,6 +26,7 @@ from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.hardware.energy import DYNAMIC_ENERGY_LABEL
 from phaze_env.hardware.system import OBJECTIVES, WALL_ENERGY_LABEL
 from phaze_env.placement.inputs import uneven_batch_note
+from phaze_env.stacks import DEFAULT_SYSTEM_STACK
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
 from search.objectives import (ARCHITECTURE_AREA_LABEL, AREA, DIE_AREA_LABEL, MINIMISED, PARETO_OBJECTIVES, UNITS,
@@ -85,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the plan space every evaluation searches, in the plan notation (default: PHAZE's — "
                              "t, p, d, microbatch and per-stage none|full recompute, e = 1); e.g. "
                              "'+e=auto+rc=none|full' adds expert parallelism, its +rc replacing --no-recompute; "
-                             "v, c and ZeRO-2/3 are refused (the search's bounds assume v1, c1, ZeRO 0/1)")
+                             "c and ZeRO-2/3 are refused (the search's bounds assume c1, ZeRO 0/1); the system "
+                             "space's default is its stack's plan space (--stack)")
     parser.add_argument("--objectives", default=None, metavar="A,B[,C]",
                         help="Pareto mode: the exact front over two or more of "
                              f"{', '.join(PARETO_OBJECTIVES)} (minimised: {', '.join(MINIMISED)}; all but throughput "
@@ -144,11 +146,14 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
             raise ValueError("--hbm-gb and --area-budget do not apply to the system space (HBM stacks and the die "
                              "area are its knobs)")
         overrides |= {"budget_w": None if args.budget_mw is None else args.budget_mw * 1e6,
-                      "budget_usd": args.budget_usd}
+                      "budget_usd": args.budget_usd, "stack": args.stack or DEFAULT_SYSTEM_STACK}
     elif objective != "throughput":  # from --objective, or --objectives naming one
         raise ValueError(f"the {objective} objective needs --space system (its designs have a power and a cost)")
     elif args.budget_mw is not None or args.budget_usd is not None:
         raise ValueError("--budget-mw and --budget-usd apply to --space system only")
+    elif args.stack is not None:
+        raise ValueError("--stack applies to --space system only (PHAZE's spaces run its plan space on the --cluster "
+                         "preset's stack)")
     for name, value in (("microbatch", args.microbatch), ("hbm_gb", args.hbm_gb), ("budget_mm2", args.area_budget),
                         ("recompute", (False,) if args.no_recompute else None)):
         if value is not None:
@@ -361,6 +366,8 @@ def print_summary(result: SearchResult, out: Path, out_console=None) -> None:
         if design is not None and design.feasible:
             for line in why(design, result.baseline[name], result.cluster.get("global_batch")):
                 out_console.print(line, highlight=False)
+    if result.space.get("space") == "system":  # which stack, and the efficiency the searched chips took and why
+        out_console.print(DesignSpace.from_dict(result.space).stack_note(), highlight=False, markup=False)
     out_console.print(counts_line(result, out), highlight=False)
     for line in result.exactness_lines():
         out_console.print(line, highlight=False, markup=False)

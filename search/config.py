@@ -56,6 +56,8 @@ class SearchConfig:
         if not workloads:
             raise ValueError("a search needs at least one workload")
         object.__setattr__(self, "workloads", tuple(workloads.values()))
+        if self.plan is None and isinstance(self.space, SystemDesignSpace):  # the space's stack: its plan freedom
+            object.__setattr__(self, "plan", self.space.stack_plan(workload=self.workloads[0]))
         if self.plan is not None:
             object.__setattr__(self, "plan", self._checked_plan(self.plan))
         object.__setattr__(self, "tensor_widths", tuple(self.tensor_widths))

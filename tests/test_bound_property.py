@@ -108,3 +108,69 @@ def test_best_over_widths_microbatches_and_hbm_never_gets_faster(layers, slowdow
     fast = best_plan_multi(variants(layers), settings_, hbm_bytes=capacities)
     slow = best_plan_multi(variants(slower(layers, slowdowns)), settings_, hbm_bytes=capacities)
     assert_not_faster(fast, slow)
+
+
+# --------------------------------------------------- the search's placement bound with interleaving (issue 29)
+@st.composite
+def interleaving_case(draw):
+    """A chain of transformer layers on a cluster whose stack interleaves (free or uniform stages), with a plan that
+    leaves ``v`` to the DP and memory that never binds."""
+    from phaze_env.plan_spec import PlanRules
+
+    n_layers = draw(st.sampled_from([4, 6, 8, 12]))
+    layers = [{"fwd_s": draw(st.floats(0.01, 1.0)), "bwd_s": draw(st.floats(0.01, 2.0)),
+               "param_bytes": float(draw(st.integers(0, 50))), "stash_bytes": 1.0,
+               "output_bytes": float(draw(st.integers(0, 30)))} for _ in range(n_layers)]
+    rules = PlanRules(uniform_stages=draw(st.booleans()), whole_microbatches=draw(st.booleans()),
+                      zero_stages=(0, 1))
+    cluster = Cluster(n_devices=draw(st.integers(2, 16)), global_batch=draw(st.integers(1, 32)),
+                      link_bandwidth_Bps=draw(st.sampled_from([math.inf, 10.0, 1000.0])), plan_rules=rules)
+    plan = PlanSpec(recompute="none", interleave=None, zero=draw(st.sampled_from([0, 1])), sequence_parallel=False, e=1)
+    return layers, Settings(cluster, 1, draw(st.integers(1, 2)), 1e12, plan)
+
+
+@settings(max_examples=150, deadline=None)
+@given(interleaving_case())
+def test_the_search_bound_holds_for_interleaved_plans(case):
+    """``search.bounds.placement_time_bound_s`` with the DP's interleavings never exceeds the DP's best time (a
+    bound of the plain 1F1B bubble alone, ``interleaves=(1,)``, does: the example below)."""
+    import numpy as np
+
+    from phaze_env.placement.inputs import GRADIENT_FACTOR
+    from phaze_env.placement.rules import interleave_degrees
+    from phaze_env.placement.bounds import placement_time_bound_s
+
+    layers, settings_ = case
+    plan = best_plan(layers, settings_)
+    if not plan.feasible:
+        return
+    layer_s = np.array([[layer["fwd_s"] + layer["bwd_s"]] for layer in layers])
+    boundary = min(layer["output_bytes"] for layer in layers[:-1]) if len(layers) > 1 else 0.0
+    bound_s = placement_time_bound_s(layer_s, np.ones(len(layers), dtype=np.int64),
+                                     GRADIENT_FACTOR * sum(layer["param_bytes"] for layer in layers), boundary, 1,
+                                     settings_.microbatch, settings_.cluster,
+                                     interleaves=tuple(interleave_degrees(len(layers), None, True)),
+                                     total_layers=len(layers))
+    assert bound_s[0] <= plan.time_per_batch_s * (1 + 1e-9)
+
+
+def test_a_plain_1f1b_bound_would_not_hold_for_an_interleaved_plan():
+    """The failure the interleaved bound fixes: 16 equal layers on 8 devices behind a link so slow that only one
+    replica pays (p = 8, 8 microbatches): ``v = 2`` shrinks the bubble from 7 to 3.5 stage times, below what the plain
+    1F1B bound allows."""
+    import numpy as np
+
+    from phaze_env.placement.inputs import GRADIENT_FACTOR
+    from phaze_env.placement.rules import interleave_degrees
+    from phaze_env.placement.bounds import placement_time_bound_s
+
+    layers = [{"fwd_s": 0.5, "bwd_s": 1.0, "param_bytes": 10.0, "stash_bytes": 1.0, "output_bytes": 0.0}] * 16
+    settings_ = Settings(Cluster(n_devices=8, global_batch=8, link_bandwidth_Bps=1.0), 1, 1, 1e12,
+                         PlanSpec(recompute="none", interleave=None, zero=0, sequence_parallel=False, e=1))
+    plan = best_plan(layers, settings_)
+    assert plan.notation == "t1p8d1m1v2"
+    layer_s, repeats, gradient_bytes = np.full((16, 1), 1.5), np.ones(16, dtype=np.int64), GRADIENT_FACTOR * 160
+    plain = placement_time_bound_s(layer_s, repeats, gradient_bytes, 0.0, 1, 1, settings_.cluster)
+    interleaved = placement_time_bound_s(layer_s, repeats, gradient_bytes, 0.0, 1, 1, settings_.cluster,
+                                         interleaves=tuple(interleave_degrees(16, None, True)), total_layers=16)
+    assert plain[0] > plan.time_per_batch_s and interleaved[0] <= plan.time_per_batch_s * (1 + 1e-9)

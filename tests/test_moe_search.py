@@ -68,12 +68,18 @@ def test_plan_is_part_of_the_signature_and_a_string_is_read():
 
 
 @pytest.mark.parametrize("plan, message", [
-    ("+e=auto+zero=auto", "ZeRO-0/1"), ("+e=auto+zero3", "ZeRO-0/1"), ("v2+e=auto", "interleaving"),
+    ("+e=auto+zero=auto", "ZeRO-0/1"), ("+e=auto+zero3", "ZeRO-0/1"),
     ("+c=auto", "context parallelism"), ("e3", "does not divide tiny-mixtral's 8 experts"),
     ("t1p2d2", "4 devices but the cluster has 16")])
 def test_plans_the_bounds_cannot_take_are_refused(plan, message):
     with pytest.raises(ValueError, match=message):
         config(plan=plan)
+
+
+def test_interleaving_is_bounded_so_a_plan_may_leave_or_pin_it():
+    """Issue 29: the search's bounds take every interleaving the DP may run (search.bounds.placement_time_bound_s)."""
+    assert config(plan="v2+e=auto").plan.interleave == 2
+    assert config(plan="+v=auto+e=auto").plan.interleave is None
 
 
 def test_cli_reads_the_plan_and_refuses_no_recompute_with_it():

@@ -390,9 +390,12 @@ def brute_force(tmp_path_factory):
     space = small_space()
     rows = space.arch_space()
     best: dict[Design, tuple[float, float]] = {}
+    interleaved: list[bool] = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PHAZE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        bounds = throughput_bounds(TINY, rows, TRAINING, microbatch=space.microbatch, tensor_widths=WIDTHS)
+        plan = space.stack_plan(workload=TINY)  # the space's stack: interleaving, SP, ZeRO-1, fused attention
+        assert plan.interleave is None and "none" not in plan.recompute_modes
+        bounds = throughput_bounds(TINY, rows, TRAINING, microbatch=space.microbatch, tensor_widths=WIDTHS, plan=plan)
         # each row's bound is the one on its own chip count (the rows grouped together have different counts)
         counts: dict[Design, set[int]] = {}  # rows that differ only in their tensor-core count share a group
         for design, point in zip(rows.designs, rows.points):
@@ -401,18 +404,20 @@ def brute_force(tmp_path_factory):
         for i, (design, point) in enumerate(zip(rows.designs, rows.points)):
             alone = SystemArchSpace(space, (design,), (point,), {"area_mm2": rows.arrays["area_mm2"][[i]]})
             assert bounds[i] == pytest.approx(throughput_bounds(TINY, alone, TRAINING, microbatch=space.microbatch,
-                                                                tensor_widths=WIDTHS)[0], rel=1e-12)
+                                                                tensor_widths=WIDTHS, plan=plan)[0], rel=1e-12)
         for design in space:
             evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
             head = Design.from_dict(design.to_dict() | {"microbatch": space.microbatch[0], "recompute": space.recompute[0]})
             row = rows.designs.index(head)
             assert evaluation.throughput_samples_s <= bounds[row]
             per_design_bound = throughput_upper_bound(TINY, rows[row], rows.cluster(row, TRAINING), tensor_widths=WIDTHS,
-                                                      microbatch=(design.microbatch,), recompute=(design.recompute,),
-                                                      hbm_gb=(design.hbm_gb,))
+                                                      microbatch=(design.microbatch,), hbm_gb=(design.hbm_gb,),
+                                                      plan=space.stack_plan(design.recompute, TINY))
             assert evaluation.throughput_samples_s <= per_design_bound * (1 + 1e-9)
+            interleaved.append(evaluation.plan.get("interleave", 1) > 1)
             if head not in best or evaluation.throughput_samples_s > best[head][0]:
                 best[head] = (evaluation.throughput_samples_s, evaluation.tokens_s)
+        assert any(interleaved)  # the bounds were checked on interleaved plans, not only on plain 1F1B
         yield space, best
 
 
@@ -451,7 +456,8 @@ def test_multi_pod_torus_bounds_hold_and_the_search_equals_brute_force(tmp_path)
         rows = space.arch_space()
         pods = [point.pods for point in rows.points]
         assert 1 in pods and 2 in pods
-        bounds = throughput_bounds(TINY, rows, TRAINING, microbatch=space.microbatch, tensor_widths=WIDTHS)
+        bounds = throughput_bounds(TINY, rows, TRAINING, microbatch=space.microbatch, tensor_widths=WIDTHS,
+                                   plan=space.stack_plan(workload=TINY))
         best: dict[Design, float] = {}
         multi_pod = 0
         for design in space:
@@ -463,8 +469,8 @@ def test_multi_pod_torus_bounds_hold_and_the_search_equals_brute_force(tmp_path)
                 multi_pod += evaluation.feasible
             assert evaluation.throughput_samples_s <= bounds[row]
             per_design_bound = throughput_upper_bound(TINY, rows[row], rows.cluster(row, TRAINING), tensor_widths=WIDTHS,
-                                                      microbatch=(design.microbatch,), recompute=(design.recompute,),
-                                                      hbm_gb=(design.hbm_gb,))  # PHAZE's second bound, on the pods
+                                                      microbatch=(design.microbatch,), hbm_gb=(design.hbm_gb,),
+                                                      plan=space.stack_plan(design.recompute, TINY))  # on the pods
             assert evaluation.throughput_samples_s <= per_design_bound * (1 + 1e-9)
             best[head] = max(best.get(head, 0.0), evaluation.throughput_samples_s)
         assert multi_pod  # a multi-pod design was evaluated (and bounded), not only built

@@ -137,9 +137,11 @@ def test_the_three_reference_call_sites_build_the_same_system():
     config = SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=(1,))
     for name in REFERENCE_TOPOLOGIES:
         for number_format in REFERENCE_NUMBER_FORMATS[name]:
-            point, cluster = reference_system(name, space.budget, number_format, TRAINING)
+            training = space.reference_training(name, TRAINING)  # the space's stack on this reference's chip
+            assert training.framework_efficiency == space.system_stack.fit_on(name).framework_efficiency
+            point, cluster = reference_system(name, space.budget, number_format, training)
             assert point == reference_point(name, space.budget, number_format)
-            assert cluster == reference_cluster(name, point, TRAINING)
+            assert cluster == reference_cluster(name, point, training)
             evaluation = space.evaluate_reference(name, TINY, TRAINING, number_format, tensor_widths=(1,))
             assert evaluation.cluster == cluster.to_dict()
             assert evaluation.accelerator == point.accelerator.replace(hbm_gb=evaluation.hbm_gb).to_dict()
@@ -148,7 +150,8 @@ def test_the_three_reference_call_sites_build_the_same_system():
             assert design.system["n_devices"] == point.n_devices and design.system["topology"] == point.topology
             assert design.system["cluster_power_w"] == point.cluster_power_w
         design, table_cluster, _ = best_reference(config, TINY.name, name, space.budget)
-        assert table_cluster == reference_system(name, space.budget, design.number_format, TRAINING)[1]
+        assert table_cluster == reference_system(name, space.budget, design.number_format,
+                                                 space.reference_training(name, TRAINING))[1]
     baseline = _baseline(config, TINY.name)
     assert baseline.system == evaluate_reference(config, TINY.name, "tpuv4").system
     assert iso_cost_usd(BUDGET_W) == reference_system("h100", SystemBudget(power_w=BUDGET_W))[0].cluster_cost_usd

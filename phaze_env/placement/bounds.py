@@ -9,11 +9,14 @@ term is a valid bound: :mod:`search.bounds`.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from phaze_env.cluster import Cluster
 from phaze_env.placement.collectives import collective_affine, expert_collective_affine, p2p_bound_s
 from phaze_env.placement.inputs import microbatches_per_replica, pipeline_slots, pipeline_time_s
+from phaze_env.placement.rules import runnable_shapes
 
 
 def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.ndarray:
@@ -33,7 +36,8 @@ def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.nda
 
 def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
                            tensor_width: int, microbatch: int, cluster: Cluster, expert_parallel: int = 1,
-                           expert_gradient_bytes: float = 0.0, device_caps: np.ndarray | None = None) -> np.ndarray:
+                           expert_gradient_bytes: float = 0.0, device_caps: np.ndarray | None = None,
+                           interleaves: tuple[int, ...] = (1,), total_layers: int = 0) -> np.ndarray:
     """Lower bound on the time per batch over every (p, d) placement, per architecture.
 
     Some stage holds at least its share ``T/p`` of the time, some stage holds at least ``⌈n/p⌉`` of the
@@ -48,8 +52,16 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     cluster with that many devices wherever the cluster prices the collectives of a group that fits the cap as
     it does at ``n_devices`` (:func:`search.bounds.bounding_cluster`'s families; :func:`search.bounds.bounding_groups`). An
     architecture with no placement gets ``inf``.
+
+    ``interleaves``: the interleaved-1F1B degrees ``v`` the plan may use (:func:`~phaze_env.placement.rules.
+    interleave_degrees`; PHAZE's ``(1,)``), each where the cluster's stack can run it at ``(p, m_r)``
+    (:func:`~phaze_env.placement.rules.runnable_shapes` over ``total_layers``: the DP's own rule). At ``v`` the pipeline
+    takes ``m_r + (p − 1)/v`` slowest-stage times and every stage sends ``v`` times per microbatch, so its time is at
+    least ``(m_r + (p − 1)/v)·(S(p) + v·send) + sync``: the DP's own pipeline time with the cheapest send (its slowest
+    stage ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``); the bound is the least over the ``v``, with the ``v > 1``
+    relaxed to real values (:func:`_interleavings`).
     """
-    n, batch = cluster.n_devices, cluster.global_batch
+    n, batch, rules = cluster.n_devices, cluster.global_batch, cluster.plan_rules
     caps = None if device_caps is None else np.asarray(device_caps, dtype=np.int64)
     if caps is not None and (caps.shape != (layer_s.shape[1],) or caps.max(initial=0) > n):
         raise ValueError(f"device_caps must give each of the {layer_s.shape[1]} architectures at most {n} devices")
@@ -86,13 +98,47 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         allreduce = per_byte_s[keep] * (dense_bytes / p) + fixed_s[keep] + expert_s[keep] / p
         crowded_s = crowded_all_s[p - 1]  # the ⌈n/p⌉ fastest layers some stage holds
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
-        if p > 1:
-            stage_s = stage_s + send_s
-        times = pipeline_time_s(pipeline_slots(m_r, p)[:, None], stage_s[None, :], allreduce[:, None])
-        if caps is not None:  # d·p·t within each architecture's devices
-            times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)
-        best = np.minimum(best, times.min(axis=0))
+        stage_send_s = send_s if p > 1 else 0.0
+        for v, allowed in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s):
+            times = pipeline_time_s(pipeline_slots(m_r[:, None], p, v), stage_s[None, :] + v * stage_send_s,
+                                    allreduce[:, None])
+            times = np.where(allowed[:, None], times, np.inf)
+            if caps is not None:  # d·p·t within each architecture's devices
+                times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)
+            best = np.minimum(best, times.min(axis=0))
     return best
+
+
+def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_layers: int, rules,
+                   stage_s: np.ndarray, send_s: float):
+    """``(v, runnable)`` pairs whose pipeline times bound every interleaving the DP may run at ``p`` stages: ``v = 1``
+    where the stack runs it, and for ``v > 1`` one relaxed ``v`` per (``m_r``, architecture). The time
+    ``(m_r + (p−1)/v)·(S + v·send)`` is convex in ``v`` (``m_r·send·v + (p−1)·S/v`` plus constants), so over every real
+    ``v`` between the least and the largest runnable ``v > 1`` it is least at ``√((p−1)·S / (m_r·send))`` clamped to
+    that interval: no runnable ``v`` is faster, and one pass replaces one per ``v``. Whether ``v > 1`` is runnable at
+    ``(p, m_r)`` depends on ``v`` only through the layer counts (``runnable_shapes`` at ``m_r = p``), so the shapes
+    one runnable ``v`` allows every runnable ``v`` allows."""
+    if 1 in interleaves:
+        yield 1, runnable_shapes(p, m_r, 1, total_layers, rules)
+    runnable = _runnable_interleaves(p, interleaves, total_layers, rules)
+    if not runnable:
+        return
+    allowed = runnable_shapes(p, m_r, runnable[0], total_layers, rules)
+    if not allowed.any():
+        return
+    low, high = min(runnable), max(runnable)
+    if send_s > 0:
+        with np.errstate(divide="ignore"):
+            best_v = np.sqrt((p - 1) * stage_s[None, :] / (m_r[:, None] * send_s))
+    else:
+        best_v = np.full((len(m_r), len(stage_s)), float(high))
+    yield np.clip(best_v, low, high), allowed
+
+
+@functools.lru_cache(maxsize=65536)
+def _runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: int, rules) -> tuple[int, ...]:
+    """The ``v > 1`` of ``interleaves`` the stack runs at ``p`` stages for some ``m_r`` (its layer-count rules)."""
+    return tuple(v for v in interleaves if v > 1 and runnable_shapes(p, p, v, total_layers, rules))
 
 
 __all__ = ["placement_time_bound_s", "smallest_layers_s"]

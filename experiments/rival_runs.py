@@ -1,0 +1,196 @@
+"""The system table's rivals against their published runs, built by the table's own path (issue 29 item 2).
+
+A reference of ``experiments.system_table`` is its chip at the system space's GEMM efficiency
+(:func:`~phaze_env.hardware.system.reference_point`), in its family's cluster
+(:func:`~phaze_env.cluster.reference_cluster`: DGX A100 / DGX H100, or the torus the table builds for TPU v4), running the
+system stack (:data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`) with its efficiency on that chip. Here each reference is
+built exactly so, at a published run's chip count, batch and optimizer, with the run's plan pinned (and its own stack's
+structure, e.g. MaxText's FSDP for TPU v4, which is no plan of Megatron-Core), and its prediction is set against the
+published figure with the authors' own metric (:func:`experiments.validation_fit.metric_value`). One run per chip is the
+calibration of the system stack's efficiency there (:attr:`~phaze_env.stacks.ChipFit.calibration`, fitted by
+``--fit``); the others are held out and must land within :data:`TOLERANCE`.
+
+The same rows also show what the table itself would predict for that run: the stack's plan freedom at the run's chip
+count and batch (``free plan``), and each reference's wall power per chip from its own family's host and network
+(:attr:`~phaze_env.hardware.system.SystemPoint.wall_power_per_chip_w`).
+
+    python -m experiments.rival_runs            # the table of every rival run (docs/rival_runs.md)
+    python -m experiments.rival_runs --fit      # the system stack's efficiency per chip, fitted to its calibration run
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.validation_fit import _bisect, metric_value, plan_of
+from experiments.validation_cases import ValidationCase, get_case
+from phaze_env.cli import OneLineParser
+from phaze_env.cluster import Cluster, reference_cluster
+from phaze_env.evaluate import Evaluation, evaluate
+from phaze_env.files import write_text_atomic
+from phaze_env.hardware.system import SystemBudget, SystemPoint, reference_point
+from phaze_env.stacks import DEFAULT_SYSTEM_STACK, SystemStack, get_stack, get_system_stack
+
+TOLERANCE = 0.10
+"""Issue 29's target: every held-out rival run within ±10 % of its published figure through the table's path."""
+
+RIVAL_RUNS: dict[str, tuple[str, ...]] = {
+    "h100": ("dgxc-gpt3-175b-bf16-128", "dgxc-gpt3-175b-bf16-256", "dgxc-gpt3-175b-bf16-512",
+             "dgxc-gpt3-175b-bf16-1024", "dgxc-gpt3-175b-bf16-2048", "dgxc-gpt3-175b-fp8-128", "dgxc-gpt3-175b-fp8-256",
+             "dgxc-gpt3-175b-fp8-512", "dgxc-gpt3-175b-fp8-1024", "dgxc-gpt3-175b-fp8-2048"),
+    "a100": ("korthikanti22-175b-full", "korthikanti22-175b-selective-sp", "narayanan21-table2-175b-384",
+             "narayanan21-table2-175b-768", "narayanan21-table2-175b-1536"),
+    "tpuv4": ("maxtext-22b-1xv4-128", "maxtext-52b-1xv4-384"),
+}
+"""Per reference chip, its published GPT-3-class runs the table's path can express (cases of
+:mod:`experiments.validation_cases`, with their sources): NVIDIA's DGX Cloud GPT-3 175B recipe on H100 in bf16 and FP8
+at five scales; Megatron-LM's GPT-3 175B on A100 (Korthikanti et al. 2022 Table 5; Narayanan et al. 2021 Table 2);
+MaxText on TPU v4 (single slices: the table's torus has no data-centre network below 4,096 chips, so the multi-slice
+runs are not its path; PaLM 540B needs 2-D weight sharding, not a plan of this model)."""
+
+
+@dataclass(frozen=True)
+class RivalRun:
+    """One published run predicted by the table's path."""
+
+    case: ValidationCase
+    kind: str  # "calibration" (the run the stack's efficiency on this chip is fitted to) or "held-out"
+    predicted: float  # in the case's metric, its published plan pinned
+    free_predicted: float | None  # in the case's metric, the stack's plan freedom (None: no runnable plan)
+    free_plan: str
+    wall_power_per_chip_w: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.case.published - 1
+
+
+def rival_point(case: ValidationCase) -> SystemPoint:
+    """The reference chip of ``case`` as the table builds it (at the system space's GEMM efficiency, in the run's number
+    format), with the run's chip count instead of a budget's."""
+    point = reference_point(case.accelerator, SystemBudget(power_w=1e6), case.number_format)
+    return dataclasses.replace(point, n_devices=case.n_devices)
+
+
+MEGATRON_STACKS = ("megatron-lm", "megatron-core")
+"""Runs made with Megatron are predicted under the system stack's own structure (its efficiency is fitted and applied
+under it, so the fit absorbs what the 2021-22 code did not overlap); the others under their own stack's (MaxText's FSDP,
+ZeRO-3 without a pipeline, is no plan of Megatron-Core)."""
+
+
+def rival_cluster(case: ValidationCase, stack: SystemStack, *, published_structure: bool = True,
+                  framework_efficiency: float | None = None) -> Cluster:
+    """The reference cluster of ``case`` (:func:`~phaze_env.cluster.reference_cluster`) at the run's batch and optimizer,
+    running ``stack`` with its efficiency on the run's chip (or ``framework_efficiency``); ``published_structure``: a
+    run not made with Megatron (:data:`MEGATRON_STACKS`) takes the structure and plan rules of its own stack (its plan
+    runs there), else ``stack``'s."""
+    base = stack.training(Cluster(global_batch=case.global_batch, optimizer=case.optimizer), case.accelerator)
+    if published_structure and case.stack not in MEGATRON_STACKS:
+        own = get_stack(case.stack)
+        base = dataclasses.replace(own.structure(base), framework_efficiency=base.framework_efficiency)
+    if framework_efficiency is not None:
+        base = dataclasses.replace(base, framework_efficiency=framework_efficiency)
+    return reference_cluster(case.accelerator, rival_point(case), base)
+
+
+def _evaluate(case: ValidationCase, cluster: Cluster, plan) -> Evaluation:
+    return evaluate(case.workload, rival_point(case).accelerator, cluster, plan=plan, seq_len=case.seq_len)
+
+
+def predicted_metric(case: ValidationCase, stack: SystemStack, framework_efficiency: float | None = None) -> float:
+    """``case``'s metric predicted by the table's path with its published plan pinned (ValueError when infeasible)."""
+    evaluation = _evaluate(case, rival_cluster(case, stack, framework_efficiency=framework_efficiency), plan_of(case))
+    if not evaluation.feasible:
+        raise ValueError(f"case {case.name!r} is infeasible through the table's path: {evaluation.reason}")
+    return metric_value(case, evaluation.plan["time_per_batch_s"])
+
+
+def fit_efficiency(case: ValidationCase, stack: SystemStack, *, tolerance: float = 1e-4) -> float:
+    """The framework efficiency at which the table's path predicts ``case`` exactly (bisection, as
+    :func:`experiments.validation_fit.fit_efficiency`)."""
+    predicted = lambda efficiency: predicted_metric(case, stack, efficiency)  # noqa: E731
+    if predicted(1.0) < case.published:
+        raise ValueError(f"case {case.name!r}: even framework efficiency 1 predicts less than the published figure")
+    return _bisect(predicted, case.published, 0.05, 1.0, tolerance)
+
+
+def predict(case: ValidationCase, stack: SystemStack) -> RivalRun:
+    fit = stack.fit_on(case.accelerator)
+    kind = "calibration" if fit is not None and fit.calibration == case.name else "held-out"
+    free = _evaluate(case, rival_cluster(case, stack, published_structure=False),
+                     dataclasses.replace(stack.plan_spec(), t=None))
+    free_value = metric_value(case, free.plan["time_per_batch_s"]) if free.feasible else None
+    return RivalRun(case, kind, predicted_metric(case, stack), free_value,
+                    free.plan.get("notation", "") if free.feasible else f"infeasible: {free.reason}",
+                    rival_point(case).wall_power_per_chip_w)
+
+
+def predict_all(stack: SystemStack) -> list[RivalRun]:
+    return [predict(get_case(name), stack) for names in RIVAL_RUNS.values() for name in names]
+
+
+def _figure(case: ValidationCase, value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1%}" if case.metric.startswith("mfu") else f"{value:,.2f}"
+
+
+def markdown(stack: SystemStack, runs: list[RivalRun]) -> str:
+    lines = [
+        "# The system table's rivals against their published runs",
+        "",
+        "Written by `python -m experiments.rival_runs` (issue 29 item 2). Each reference chip is built by the system "
+        "table's own path — the chip at the system space's GEMM efficiency, in its family's reference cluster, running "
+        f"the `{stack.name}` stack with its efficiency on that chip — at the published run's chip count, batch and "
+        "optimizer, its published plan pinned; the metric is the authors' own. *calibration*: the run the stack's "
+        "efficiency on that chip is fitted to (`--fit`); every other row is held out and must land within "
+        f"±{TOLERANCE:.0%}. *free plan*: what the table itself predicts for the run — the stack's plan freedom "
+        f"({stack.plan_spec()}) at the same chips and batch, in the same metric (Narayanan et al.'s TFLOP/s count the "
+        "forward pass twice, as their fully recomputed runs do, whatever the plan). Wall W/chip: chip + its family's "
+        "host and network, × PUE.",
+        "",
+        "| chip | run | metric | published | predicted | error | kind | free plan | free-plan prediction | wall W/chip |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        c = run.case
+        lines.append(f"| {c.accelerator} | {c.name} | {c.metric} | {_figure(c, c.published)} | "
+                     f"{_figure(c, run.predicted)} | {run.error:+.1%} | {run.kind} | {run.free_plan} | "
+                     f"{_figure(c, run.free_predicted)} | {run.wall_power_per_chip_w:,.0f} |")
+    held_out = [abs(run.error) for run in runs if run.kind == "held-out"]
+    lines += ["", f"Held-out runs: {len(held_out)}, mean |error| {sum(held_out) / len(held_out):.1%}, largest "
+                  f"{max(held_out):.1%}.", "", "Sources: each case's in `experiments/validation_cases.py`; the "
+                  f"efficiencies: `phaze_env.stacks.SYSTEM_STACKS[{stack.name!r}]`.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(prog="python -m experiments.rival_runs", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", default=DEFAULT_SYSTEM_STACK, help=f"system stack (default {DEFAULT_SYSTEM_STACK})")
+    parser.add_argument("--fit", action="store_true",
+                        help="print the stack's efficiency per chip fitted to each calibration run (default: the table)")
+    parser.add_argument("--out", type=Path, default=Path("docs/rival_runs.md"), help="the table (default docs/rival_runs.md)")
+    args = parser.parse_args(argv)
+    try:
+        stack = get_system_stack(args.stack)
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    if stack is None:
+        parser.exit(2, f"{parser.prog}: error: the phaze stack has no fitted efficiencies to check\n")
+    if args.fit:
+        for fit in stack.fits:
+            print(f"{fit.chips[0]}: {fit_efficiency(get_case(fit.calibration), stack):.4f} "
+                  f"(constant {fit.framework_efficiency:g}; calibration {fit.calibration})")
+        return 0
+    text = markdown(stack, predict_all(stack))
+    write_text_atomic(args.out, text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
