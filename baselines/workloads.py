@@ -1,5 +1,5 @@
 """The workloads the strategy studies and trainers accept: every built-in one, plus the benchmark tasks' small
-models (:func:`phaze_env.tasks.tiny_workloads`: ``tiny-gpt2``, ``tiny-llama``, ``tiny-mixtral``, ``tiny-qwen-moe``).
+models (:func:`phaze_env.tasks.tiny_workloads`: ``tiny-gpt2``, ``tiny-llama``, ``tiny-mixtral``, ``tiny-mixtral-e4``).
 
 ``tiny-gpt2`` is a 4-layer GPT-2 (hidden 128, 4 heads, sequence 64) that traces and schedules in well
 under a second: the quick mode of ``experiments.compare_strategies``, smoke runs of ``baselines.train``

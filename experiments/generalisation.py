@@ -41,7 +41,7 @@ from phaze_env.files import write_text_atomic
 from phaze_env.tasks import Task, TaskError, get_task, load_reference
 
 TRAIN_TASKS = ("tiny-gpt2/full-a10/throughput", "tiny-mixtral/full-a10/throughput")
-HELD_OUT_TASKS = ("tiny-llama/full-a10/throughput", "tiny-qwen-moe/full-a10/throughput")
+HELD_OUT_TASKS = ("tiny-llama/full-a10/throughput", "tiny-mixtral-e4/full-a10/throughput")
 """One dense and one mixture-of-experts model on each side of the split; all four share one space."""
 AGENTS = ("confuciux", "ppo")
 MODES = ("zero_shot", "fine_tuned", "scratch")

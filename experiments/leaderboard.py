@@ -10,6 +10,7 @@ curve in ``<out>/runs.json``. An unknown task, a stale stored optimum or a strat
 is refused in one line before anything runs.
 
     python -m experiments.leaderboard --task all --jobs 2
+    python -m experiments.leaderboard --task core --budget 30 --jobs 2   # the published board (8 tasks)
     python -m experiments.leaderboard --task tiny-gpt2/full-a05/throughput --strategy random --seeds 2 --budget 10
 
 **Spaces** (``--space``, one workload's study without a task):
@@ -186,8 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"repeatable; default gpt2-xl; one of tiny-gpt2, {', '.join(workload_names())}")
     parser.add_argument("--strategy", action="append", metavar="NAME",
                         help=f"repeatable; default {', '.join(DEFAULT_STRATEGIES)}; any of {', '.join(STRATEGIES)}")
-    parser.add_argument("--task", metavar="NAME|all", default=None,
-                        help="benchmark task(s): a name, names separated by commas, or all (phaze_env.tasks)")
+    parser.add_argument("--task", metavar="NAME|all|core", default=None,
+                        help="benchmark task(s): a name, names separated by commas, all, or core (phaze_env.tasks)")
     parser.add_argument("--budget", type=positive_int, default=TASK_BUDGET,
                         help=f"tasks: evaluations per run (default {TASK_BUDGET})")
     parser.add_argument("--jobs", type=positive_int, default=1, help="tasks: processes running tasks (default 1)")
@@ -297,12 +298,14 @@ def _plan(args: argparse.Namespace) -> tuple[list[Task], dict[str, Reference], d
     return tasks, references, strategies
 
 
-def _task_runs(name: str, strategies: list[str], seeds: int, budget: int, optima: Path) -> list[dict[str, Any]]:
-    """One task's runs (a worker process's unit)."""
+def _task_runs(name: str, strategies: list[str], seeds: int, budget: int, optima: Path,
+               verbose: bool) -> list[dict[str, Any]]:
+    """One task's runs (a worker process's unit); ``verbose``: a line per finished run on stderr."""
     import torch
 
     torch.set_num_threads(1)  # tiny models; threads only contend with the evaluator
-    return run_task(get_task(name), load_reference(name, optima), strategies, seeds, budget)
+    log = (lambda line: print(line, file=sys.stderr, flush=True)) if verbose else (lambda line: None)
+    return run_task(get_task(name), load_reference(name, optima), strategies, seeds, budget, log)
 
 
 def _reference_summary(reference: Reference) -> dict[str, Any]:
@@ -325,7 +328,8 @@ def task_main(parser: argparse.ArgumentParser, args: argparse.Namespace, argv_li
     runs: list[dict[str, Any]] = []
     try:
         with ProcessPoolExecutor(args.jobs) as pool:
-            futures = {pool.submit(_task_runs, t.name, strategies[t.name], seeds, args.budget, args.optima): t.name for t in tasks}
+            futures = {pool.submit(_task_runs, t.name, strategies[t.name], seeds, args.budget, args.optima,
+                                   not args.quiet): t.name for t in tasks}
             for done, future in enumerate(as_completed(futures), 1):
                 runs.extend(future.result())
                 if not args.quiet:

@@ -84,21 +84,21 @@ def dominates_front(task: Task, reference: Reference, designs: Sequence, through
 
 
 def run_task(task: Task, reference: Reference, strategies: Sequence[str], seeds: int, budget: int,
-             advance: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
+             log: Callable[[str], None] = lambda line: None) -> list[dict[str, Any]]:
     """Every (strategy, seed) of one task: ``{"task", "strategy", "seed", "curve", "wall_s", "evaluations",
-    "beats_reference"}`` per run."""
+    "beats_reference"}`` per run; ``log`` gets one line per finished run."""
     workload, cluster, space = task.workload_spec(), task.cluster(), task.design_space()
     runs = []
     for strategy in strategies:
         for seed in range(seeds):
             started = time.perf_counter()
-            trace = run_strategy(strategy, workload, cluster, space, budget, seed, name=strategy,
-                                 callback=lambda _: advance())
+            trace = run_strategy(strategy, workload, cluster, space, budget, seed, name=strategy)
             curve = normalised_curve(task, reference, trace.designs, trace.throughput)
             beats = (dominates_front(task, reference, trace.designs, trace.throughput) if task.multi_objective
                      else curve[-1] > 1 + TOLERANCE)
             runs.append({"task": task.name, "strategy": strategy, "seed": seed, "curve": curve,
                          "wall_s": time.perf_counter() - started, "evaluations": len(curve), "beats_reference": beats})
+            log(f"{task.name} · {strategy} · seed {seed}: {curve[-1]:.3f} in {runs[-1]['wall_s']:.1f} s")
     return runs
 
 

@@ -241,3 +241,33 @@ def test_leaderboard_smoke_subset_writes_the_board_the_page_and_the_readme_table
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert dom.stdout.count('class="plot-container plotly"') >= 3, "the charts did not render"
     assert "convergence-1" in dom.stdout and "improvement" in dom.stdout
+
+
+def test_readme_guide_and_docs_leaderboard_equal_the_board():
+    """The README's and the results guide's aggregate and docs/leaderboard.md are generated from
+    docs/leaderboard/tasks.json (a re-run of the board that is not re-rendered fails here)."""
+    from experiments import leaderboard_page as page
+
+    board = json.loads((REPO / "docs" / "leaderboard" / "tasks.json").read_text())
+    generalisation = REPO / "docs" / "leaderboard" / "generalisation.json"
+    if generalisation.is_file():
+        board["generalisation"] = json.loads(generalisation.read_text())
+    table = page.readme_table(board)
+    assert f"{page.MARK_START}\n{table}\n{page.MARK_END}" in (REPO / "README.md").read_text()
+    guide = (REPO / "docs" / "guides" / "results.md").read_text()
+    assert f"{page.MARK_START}\n{table.replace('](docs/', '](../')}\n{page.MARK_END}" in guide
+    assert (REPO / "docs" / "leaderboard.md").read_text() == page.markdown(board)
+    assert board["meta"]["tasks"] == list(TASKS) and board["meta"]["seeds"] >= 5
+
+
+@pytest.mark.slow
+def test_generalisation_smoke_writes_the_table(tmp_path):
+    """Train both agents briefly, then zero-shot, fine-tuned and from-scratch runs on the held-out workloads."""
+    from experiments.generalisation import AGENTS, HELD_OUT_TASKS, MODES, main
+
+    assert main(["--train-evaluations", "8", "--budget", "3", "--seeds", "2", "--docs", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "leaderboard" / "generalisation.json").read_text())
+    assert {(r["agent"], r["task"]) for r in result["rows"]} == {(a, t) for a in AGENTS for t in HELD_OUT_TASKS}
+    for row in result["rows"]:
+        for mode in MODES:
+            assert len(row[mode]["scores"]) == 2 and all(0 <= s <= 1 + 1e-9 for s in row[mode]["scores"])
