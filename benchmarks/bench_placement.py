@@ -62,9 +62,7 @@ def traced_gpt3(tensor_width: int, microbatch: int) -> list[dict]:
     from phaze_env.workloads import model_graph
 
     graph = model_graph("gpt3-175b", microbatch=microbatch, tensor_width=tensor_width)
-    counters = {"estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
-    cluster = Cluster(**LINK)
-    timing = _Timing(TPUV4, cluster, "cbc", 10.0, True, counters)
+    timing = _Timing.fresh(TPUV4, Cluster(**LINK), solver="cbc", time_limit_s=10.0, cache=True)
     timings = {layer.name: _time_layer(layer, timing, bound_only=False) for layer in graph.layers}
     return _layer_chain(graph, timings)
 
@@ -150,11 +148,10 @@ def mixtral_main(runs: int = 7) -> None:
 
     accelerator = get_preset("h100")
     cluster = get_cluster("dgx-h100", 1024, global_batch=4096, optimizer="adam")
-    counters = {"estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
+    timing = _Timing.fresh(accelerator, cluster, solver="cbc", time_limit_s=10.0, cache=True)
     chains = {}
     for t, m in itertools.product(MIXTRAL_WIDTHS, MIXTRAL_MICROBATCHES):
         graph = model_graph("mixtral-8x7b", microbatch=m, tensor_width=t)
-        timing = _Timing(accelerator, cluster, "cbc", 10.0, True, counters)
         timings = {layer.name: _time_layer(layer, timing, bound_only=False) for layer in graph.layers}
         for e in MIXTRAL_DEGREES:
             chains[(t, m, e)] = _layer_chain(graph, timings, cluster, e)

@@ -1,4 +1,4 @@
-"""Chip area, power and cost of the tpuv4, a100 and h100 presets against their published figures.
+"""Chip area, power and cost of the presets with system data against their published figures.
 
 Prints ``docs/cost_model.md`` (markdown) from :mod:`phaze_env.hardware.cost`: the validation table (published,
 modelled, error, source), each chip's breakdown by block / term / item, and the sensitivity of the results
@@ -18,6 +18,8 @@ from phaze_env.cli import OneLineParser, print_output
 from phaze_env.files import write_text_atomic
 from phaze_env.hardware import area, cost, energy
 from phaze_env.hardware.accelerator import get_preset
+from phaze_env.hardware.generations import REFERENCE_TECHNOLOGIES
+from phaze_env.hardware.system import HBM_GENERATIONS
 
 COMMAND = "python -m experiments.cost_table --write docs/cost_model.md"
 
@@ -42,12 +44,17 @@ def validation_rows(estimates: dict[str, cost.ChipEstimate]) -> list[list[str]]:
             rows.append([name, "die area (mm²)", f"{published.die_area_mm2:.0f}", f"{estimate.die_area_mm2:.0f}",
                          f"{error_pct(estimate.die_area_mm2, published.die_area_mm2):+.1f} %", published.area_source])
         else:
-            verdict = "within bound" if estimate.die_area_mm2 < published.die_area_bound_mm2 else "OVER the bound"
+            per_die = estimate.area_per_die_mm2
+            verdict = "within bound" if per_die < published.die_area_bound_mm2 else "OVER the bound"
             rows.append([name, "die area (mm²)", f"< {published.die_area_bound_mm2:.0f} (bound)",
-                         f"{estimate.die_area_mm2:.0f}", verdict, published.area_source])
-        rows.append([name, f"power (W, {published.power_kind})", f"{published.power_w:.0f}",
-                     f"{estimate.total_power_w:.0f}", f"{error_pct(estimate.total_power_w, published.power_w):+.1f} %",
-                     published.power_source])
+                         f"{per_die:.0f}", f"{verdict} (no figure to check)", published.area_source])
+        if published.power_w is None:
+            rows.append([name, f"power (W, {published.power_kind})", "not published", f"{estimate.total_power_w:.0f}",
+                         "no figure to check", published.power_source])
+        else:
+            rows.append([name, f"power (W, {published.power_kind})", f"{published.power_w:.0f}",
+                         f"{estimate.total_power_w:.0f}", f"{error_pct(estimate.total_power_w, published.power_w):+.1f} %",
+                         published.power_source])
     return rows
 
 
@@ -81,12 +88,17 @@ def sensitivity_rows(name: str) -> list[list[str]]:
         rows.append([name, f"leakage × {factor} ({energy.LEAKAGE_W_PER_MM2 * factor:.2f} W/mm²)",
                      f"{base.total_power_w:.0f} W", f"{moved_w:.0f} W",
                      f"{error_pct(moved_w, base.total_power_w):+.1f} %"])
+    d2d = base.power_w["die_to_die"]
+    for factor in (0.5, 2.0) if d2d else ():
+        moved_w = base.total_power_w + (factor - 1) * d2d  # die-to-die power is linear in its energy per bit
+        rows.append([name, f"die-to-die × {factor:g} ({energy.D2D_PJ_PER_BIT * factor:g} pJ/bit)",
+                     f"{base.total_power_w:.0f} W", f"{moved_w:.0f} W", f"{error_pct(moved_w, base.total_power_w):+.1f} %"])
     if system.process.logic_density_gain != 1.0:
         chip_level = replace(system.process, logic_density_gain=GH100_OVER_GA100_TRANSISTOR_DENSITY)
         moved = cost.chip_estimate(acc, replace(system, node=chip_level), allow_over_reticle=True)
         over = "" if moved.fits_reticle else " (over the reticle)"
         rows.append([name, f"logic density gain {GH100_OVER_GA100_TRANSISTOR_DENSITY:.2f}× (chip-level) not "
-                     f"{system.process.logic_density_gain}×", f"{base.die_area_mm2:.0f} mm²",
+                     f"{system.process.logic_density_gain:.2f}×", f"{base.die_area_mm2:.0f} mm²",
                      f"{moved.die_area_mm2:.0f} mm²{over}", f"{error_pct(moved.die_area_mm2, base.die_area_mm2):+.1f} %"])
     return rows
 
@@ -96,17 +108,60 @@ GH100_OVER_GA100_TRANSISTOR_DENSITY = (80e9 / 814) / (54.2e9 / 826)
 density gain N7 → 4N that also counts Hopper's design changes; the sensitivity case for TSMC's 1.8× logic."""
 
 
+def generations_section() -> str:
+    """The technology tables: nodes (density, energy, wafer, D0, year), HBM and SerDes generations (first shipping
+    year) and each rival's own node and year (:mod:`phaze_env.hardware.generations`)."""
+    nodes = table(["node", "logic density (× N7)", "SRAM density (× N7)", "energy/event (× N7)", "wafer ($)",
+                   "D0 (/cm²)", "volume from"],
+                  [[n.name, f"{n.logic_density_gain:.2f}", f"{n.sram_density_gain:.2f}", f"{n.energy_factor:.3f}",
+                    f"{n.wafer_cost_usd:,.0f}", f"{n.defect_density_per_cm2:.2f}", n.volume_year]
+                   for n in cost.NODES.values()])
+    hbm = table(["HBM", "GiB/stack", "Gb/s/pin", "GB/s/stack", "first shipped"],
+                [[g.name, f"{g.stack_gb:g}", f"{g.pin_rate_bps / 1e9:g}", f"{g.stack_bandwidth_Bps / 1e9:.0f}",
+                  g.first_year] for g in HBM_GENERATIONS.values()])
+    serdes = table(["SerDes lane", "Gb/s per direction", "mm² per lane pair", "first shipped"],
+                   [[k.name, f"{k.lane_bps / 1e9:g}", f"{k.lane_pair_area_mm2:.3f}", k.first_year]
+                    for k in cost.SERDES.values()])
+    rivals = table(["rival", "technology (node · year: HBM shipping; fastest SerDes)"],
+                   [[name, tech.describe()] for name, tech in REFERENCE_TECHNOLOGIES.items()])
+    return f"""## Generations
+
+"This design at node X, year Y" is `phaze_env.hardware.generations.Technology(node, year)`: the node's figures
+below, the HBM generations shipping by the year and its fastest SerDes; `Technology.chip_system(choice)` builds a
+system-space choice at that node and year, and `python -m phaze_env.hardware --preset NAME --node NODE --year YEAR`
+prices a preset's chip there (a node without data, a year before the node's volume production, or an HBM generation not
+yet shipping is one `ValueError`). Sources and ranges are in the docstrings of `cost.py` (nodes, SerDes) and
+`system.py` (HBM).
+
+{nodes}
+
+{hbm}
+
+{serdes}
+
+Each rival at its own node and year (`generations.REFERENCE_TECHNOLOGIES`):
+
+{rivals}
+"""
+
+
 def report() -> str:
     estimates = {name: cost.preset_estimate(name) for name in cost.SYSTEMS}
     systems = "\n".join(f"* **{name}** — {description}" for name, (_, description) in cost.SYSTEMS.items())
     yields = table(["chip", "die (mm²)", "node", "dies / 300 mm wafer", "yield", "good dies", "wafer ($)",
                     "die cost ($)"],
-                   [[name, f"{e.die_area_mm2:.0f}", cost.preset_system(name).process.name, e.dies_per_wafer,
+                   [[name, f"{e.area_per_die_mm2:.0f}" + (f" × {e.dies}" if e.dies > 1 else ""),
+                     cost.preset_system(name).process.name, e.dies_per_wafer,
                      f"{e.die_yield:.3f}", f"{e.dies_per_wafer * e.die_yield:.1f}",
                      f"{cost.preset_system(name).process.wafer_cost_usd:,.0f}", f"{e.cost_usd['die']:,.0f}"]
                     for name, e in estimates.items()])
     sensitivity = table(["chip", "change", "default", "changed", "change %"],
                         [row for name in estimates for row in sensitivity_rows(name)])
+    b200, gb200, tpuv5p = estimates["b200"], estimates["gb200"], estimates["tpuv5p"]
+    mi300x = cost.chip_estimate(get_preset("mi300x"), cost.MI300X_ONE_NODE_SKETCH, allow_over_reticle=True)
+    chip_level = replace(cost.preset_system("b200").process, logic_density_gain=GH100_OVER_GA100_TRANSISTOR_DENSITY)
+    b200_chip_level = cost.chip_estimate(get_preset("b200"), replace(cost.preset_system("b200"), node=chip_level),
+                                         allow_over_reticle=True)
     return f"""# Chip area, power and cost model
 
 Written by `{COMMAND}` from `phaze_env/hardware/cost.py` (every number below comes from the code; the
@@ -118,10 +173,12 @@ constants and their sources are in the docstrings of `cost.py`, `area.py` and `e
   × a core-style factor: 1 for a systolic TPU-like chip, {cost.SIMT_AREA_FACTOR:.2f} for SIMT GPU cores)
   + HBM PHY ({area.HBM_PHY_AREA_MM2:.2f} mm², does not shrink) and controller ({area.HBM_CONTROLLER_AREA_MM2:.2f} mm² at
   7 nm, shrinks) per HBM interface on the die + SerDes lane pairs per link + {area.IO_MISC_AREA_MM2:.0f} mm² of
-  IO/misc. Checked against the reticle limit ({area.RETICLE_LIMIT_MM2:.0f} mm²).
+  IO/misc per die. A chip of several dies (B200: two) adds a die-to-die interface per die; the reticle limit
+  ({area.RETICLE_LIMIT_MM2:.0f} mm²) and the yield apply per die.
 * **Power** (TDP-like: every unit busy every cycle) = the per-event energies of `energy.py` × peak rates
   (MACs, array↔buffer streams and the HBM stream through the buffer, vector lanes; × the node's energy factor
-  and the core-style factor) + HBM {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit × nominal bandwidth + SerDes
+  and the core-style factor) + HBM {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit × nominal bandwidth + die-to-die
+  {energy.D2D_PJ_PER_BIT} pJ/bit × the traffic between dies + SerDes
   {energy.LINK_PJ_PER_BYTE / 8:.0f} pJ/bit × total link bandwidth + leakage {energy.LEAKAGE_W_PER_MM2} W/mm² × die area.
 * **Cost** = wafer cost / good dies (dies per 300 mm wafer with edge loss, `π(d/2)²/A − πd/√(2A)`; yield
   `(1 + D0·A/α)^−α` with α = {cost.NEGATIVE_BINOMIAL_ALPHA:g}) + HBM ${cost.HBM_USD_PER_GB:g}/GB × capacity
@@ -150,6 +207,41 @@ TPUv4's power figure is the maximum chip power; its mean power in production is 
 no SparseCores, which take ≈ 5 % of TPUv4's die area and power (Jouppi et al. 2023), so the TPUv4 rows
 leave out ≈ 20 mm² and ≈ 10 W.
 
+**The 2024 flagships, as predictions.** Nothing was fitted to B200, GB200 or TPU v5p: their presets take the
+datasheets' rates, their chip systems the published node, HBM stacks and links, and the only constants they add —
+TSMC's N4P density and energy claims, 200G lane area (= 100G's, assumption), a die-to-die interface at UCIe's
+shoreline density and {energy.D2D_PJ_PER_BIT} pJ/bit — come from their own sources, not from these chips' figures.
+B200 is **two** reticle-limited dies: the model splits its compute, HBM interfaces and links over `dies = 2`, gives
+each die its IO/misc block and a 10 TB/s die-to-die interface ({b200.area_mm2["die_to_die"]:.0f} mm², {b200.power_w["die_to_die"]:.0f} W), checks the
+reticle and prices the yield per die ({b200.area_per_die_mm2:.0f} mm² each; as one die it would be {b200.die_area_mm2:.0f} mm², over the
+reticle and at a yield of {cost.die_yield(b200.die_area_mm2, cost.get_node("4NP").defect_density_per_cm2):.2f}). Its published die area is not a mm² figure: NVIDIA says "two
+reticle-limited dies" and TechInsights' teardown "a near doubling of the GPU die area versus Hopper", read here
+as 2 × GH100's 814 mm². The modelled silicon is {-error_pct(b200.die_area_mm2, cost.PUBLISHED["b200"].die_area_mm2):.0f} % under it: B200 has 2.6× GH100's transistors
+(208 B) but the template sees only what its rates need — 2.3× the dense MACs, 2× the buffer — and nothing of
+its FP4/FP6 datapaths or decompression engines. At GH100's measured chip-level density over GA100 (1.50×, the
+"Sensitivity" rows) instead of TSMC's standard-cell claim the same B200 is {b200_chip_level.die_area_mm2:,.0f} mm².
+
+B200's power is predicted at {b200.total_power_w:.0f} W against a 1,000 W TDP ({error_pct(b200.total_power_w, cost.PUBLISHED["b200"].power_w):+.1f} %), **just outside ±20 %**, while
+the same silicon as a GB200 GPU is predicted at {gb200.total_power_w:.0f} W against its 1,200 W ({error_pct(gb200.total_power_w, cost.PUBLISHED["gb200"].power_w):+.1f} %). The pair shows the
+cause: NVIDIA sells the same dies at 2.25 PFLOP/s for 1,000 W and at 2.5 PFLOP/s for 1,200 W — 11 % more rate
+for 20 % more power, the signature of voltage–frequency scaling (dynamic power ∝ f·V²). The model has one energy
+per event per node (no voltage), so it cannot price a part binned down to a lower voltage; it is right for the
+GB200 point and high for the power-capped HGX point. Not tuned: modelling it needs the voltage of each part,
+which NVIDIA does not publish. Over the die-to-die energy's range (0.25–1 pJ/bit, "Sensitivity") the B200 error
+spans {error_pct(b200.total_power_w - b200.power_w["die_to_die"] / 2, cost.PUBLISHED["b200"].power_w):+.1f} % to {error_pct(b200.total_power_w + b200.power_w["die_to_die"], cost.PUBLISHED["b200"].power_w):+.1f} %: the verdict sits on an assumption, and is reported as
+outside. HBM is not the cause: the model's {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit is the 3.9 pJ/bit Samsung
+states for HBM3E (its HBM4E announcement, 2025, as reported by the trade press).
+
+TPU v5p: Google publishes neither its node, its die area nor its power (Cloud TPU v5p documentation gives rates,
+HBM and ICI only), so the {tpuv5p.die_area_mm2:.0f} mm² and {tpuv5p.total_power_w:.0f} W here (node N5 assumed) are predictions with **no published
+figure to check**; the must-show "TPU v5p or Trillium within ±20 %" cannot be shown against a vendor figure,
+and Trillium's are not published either. MI300X is a preset (rates, HBM) but not a chip system: its eight N5
+compute dies sit on four N6 I/O dies that hold the Infinity Cache and HBM PHYs, a split of nodes the
+one-node-per-chip model does not represent. As a sketch only (`cost.MI300X_ONE_NODE_SKETCH`: one N5 chip, SIMT
+cores) it draws {mi300x.total_power_w:.0f} W against AMD's {cost.MI300X_POWER_W:.0f} W ({error_pct(mi300x.total_power_w, cost.MI300X_POWER_W):+.0f} %): the B200 signature again — a data-sheet peak quoted
+at the top clock (2.1 GHz) that the board's power limit does not sustain — plus a GPU core factor measured on
+NVIDIA's GA100, not on AMD's compute units. Not a validation row.
+
 What the model leaves out: power is priced at bf16 (the presets' and PHAZE's format; the template has no
 FP8 rate); clock tree and control power beyond the per-event energies; partial-good dies (see below).
 
@@ -171,6 +263,7 @@ with 132 of 144 enabled, so harvesting makes the real cost per sellable die lowe
 
 {sensitivity}
 
+{generations_section()}
 ## Sources and assumptions
 
 * GA100 block areas from its die photo: Zhang et al., "LLMCompass: Enabling Efficient Hardware Design for
@@ -184,7 +277,17 @@ with 132 of 144 enabled, so harvesting makes the real cost per sellable die lowe
 * A100/H100 die area, TDP, HBM stacks, NVLink lanes: NVIDIA A100 and H100 whitepapers and datasheets.
   TPUv4: Jouppi et al., ISCA 2023 (die bound, 4 HBM stacks, ICI links; 192 W maximum chip power as quoted
   from the paper by G. Lockwood's TPUv4 notes).
-* Assumptions (marked in the docstrings): HBM3 PHY area = HBM2e's; ICI lanes = 50 Gb/s NRZ; IO/misc area
+* Newer nodes: TSMC N4P press release 2021-10-26 (+6 % density, +22 % power efficiency over N5); N3E at TSMC's
+  2022 Technology Symposium (1.6× logic density, −34 % power over N5; SRAM bit cell unchanged at 0.021 µm²,
+  IEDM 2022); N3 wafer ≈ $20,000 (DigiTimes via Tom's Hardware, 2022, analyst estimate). 4NP takes N4P's
+  figures (assumption).
+* Flagships: NVIDIA Blackwell technical brief, HGX B200 / DGX B200 and GB200 NVL72 datasheets (rates, HBM3e,
+  NVLink5 of 18 × 100 GB/s on 200G lanes, 10 TB/s NV-HBI, 1,000 W / 1,200 W); TechInsights' HGX B200 teardown
+  (2025: two reticles of silicon, "a near doubling of the GPU die area versus Hopper"); Cloud TPU v5p
+  documentation (459 TFLOP/s, 95 GB HBM2e at 2,765 GB/s, 1,200 GB/s ICI, 3-D torus); AMD MI300X data sheet.
+  Die-to-die: UCIe 1.0 advanced package (Das Sharma et al., IEEE Trans. CPMT 2022: 1,317 GB/s/mm, 0.5 pJ/bit).
+* Assumptions (marked in the docstrings): HBM3 PHY area = HBM2e's; 200G lane area = 100G's; die-to-die depth
+  1 mm; TPU v5p at N5 with 100G lanes and a 128 MiB buffer; ICI lanes = 50 Gb/s NRZ; IO/misc area
   unscaled across nodes; HBM {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit for HBM2 and HBM3 alike; leakage per mm²;
   HBM $/GB; package cost; SIMT power scales with the SIMT area factor.
 """

@@ -182,7 +182,10 @@ class Cluster:
     stack can run; the DP searches only those); and so is ``unfused_elementwise``: the stack runs every traced elementwise operator as a kernel of its own that reads its
     operands from HBM and writes its result back (eager PyTorch without ``torch.compile``), instead of fused into the
     matmul before it or into one chain (the traced graph's :func:`~phaze_env.workloads.model.fuse`, as a compiler
-    does; ``Op.eager_bytes``, priced in :func:`phaze_env.pricing.price_ops`).
+    does; ``Op.eager_bytes``, priced in :func:`phaze_env.pricing.price_ops`); and so is ``tp_comm_overlap``: each
+    tensor-parallel collective fed by GEMMs is split with them into the ring's ``t`` chunks and pipelined (Transformer
+    Engine's userbuffers, Megatron-Core's ``--tp-comm-overlap``), leaving exposed only what
+    :func:`~phaze_env.hardware.estimator.chunked_exposed_s` gives.
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -209,6 +212,7 @@ class Cluster:
     hybrid_allreduce_exposure: float = 0.0
     unfused_elementwise: bool = False
     plan_rules: PlanRules = PlanRules()
+    tp_comm_overlap: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.plan_rules, dict):
@@ -234,7 +238,7 @@ class Cluster:
         if not 0 <= self.hybrid_allreduce_exposure <= 1:
             raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
         for name in ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
-                     "unfused_elementwise"):
+                     "unfused_elementwise", "tp_comm_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
         if self.optimizer not in OPTIMIZERS:
@@ -322,6 +326,8 @@ class Cluster:
             data.pop("hybrid_allreduce_overlapped")
         if not self.unfused_elementwise:  # and only an eager stack says it runs its elementwise operators unfused
             data.pop("unfused_elementwise")
+        if not self.tp_comm_overlap:  # and only a stack that overlaps its tensor-parallel collectives
+            data.pop("tp_comm_overlap")
         if not self.hybrid_allreduce_exposure:
             data.pop("hybrid_allreduce_exposure")
         if self.plan_rules == PlanRules():  # only a stack with rules of its own says so
@@ -346,6 +352,7 @@ class Cluster:
         software += (f"; {self.hybrid_allreduce_exposure:.0%} of the overlapped hybrid-shard all-reduce exposed"
                      if self.hybrid_allreduce_overlapped and self.hybrid_allreduce_exposure else "")
         software += "; elementwise operators unfused (eager)" if self.unfused_elementwise else ""
+        software += "; tensor-parallel collectives overlapped with their GEMMs" if self.tp_comm_overlap else ""
         software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
                      else "")
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software

@@ -77,11 +77,15 @@ class Design:
             raise ValueError(f"{self} is not a system-space design (its system fields are unset)")
         return SystemChoice(**{name: getattr(self, name) for name in SYSTEM_FIELDS})
 
-    def accelerator(self, base: Accelerator = TPUV4) -> Accelerator:
-        """The chip: ``base`` with the architecture knobs; a system design also takes its HBM (capacity,
-        bandwidth, efficiency) and the system space's GEMM efficiency (:meth:`SystemChoice.accelerator`)."""
-        arch = base.replace(num_tc=self.num_tc, tc_width=self.tc_width, tc_depth=self.tc_depth, num_vc=self.num_vc,
+    def architecture(self, base: Accelerator = TPUV4) -> Accelerator:
+        """``base`` with the architecture knobs (cores, buffer, HBM capacity) and nothing of the system knobs."""
+        return base.replace(num_tc=self.num_tc, tc_width=self.tc_width, tc_depth=self.tc_depth, num_vc=self.num_vc,
                             vc_width=self.tc_width, buffer_mb=self.buffer_mb, hbm_gb=float(self.hbm_gb))
+
+    def accelerator(self, base: Accelerator = TPUV4) -> Accelerator:
+        """The chip: :meth:`architecture`; a system design also takes its HBM (capacity, bandwidth, efficiency) and
+        the system space's GEMM efficiency (:meth:`SystemChoice.accelerator`)."""
+        arch = self.architecture(base)
         return self.system_choice().accelerator(arch) if self.is_system else arch
 
     def __str__(self) -> str:
@@ -423,16 +427,18 @@ class SystemDesignSpace(DesignSpace):
         return Design(**knobs, hbm_gb=choice.hbm_gb)
 
     # --- the window: the compute block against die − periphery ------------------------------------------
-    def area_mm2(self, design: Design) -> float:
-        """The compute block of the design's die (mm²; the window quantity of the system space)."""
-        acc = design.accelerator(self.base)
-        return float(compute_die_area_mm2(acc.area_mm2, acc.buffer_mb, design.system_choice().chip_system()))
+    def _window_terms(self, design: Design) -> tuple[Any, Any, float, float]:
+        """``(num_tc, num_vc, area, budget)``: the compute block of the design's die (mm²; the window quantity of the
+        system space, so :meth:`area_mm2`) and its budget, die − HBM PHYs − SerDes − IO (≤ 0: nothing fits;
+        :meth:`area_budget_for`)."""
+        area, budget = design.system_choice().window_terms_mm2(design.architecture(self.base))
+        return design.num_tc, design.num_vc, area, budget
 
     def _window(self, design: Design, rule) -> float:
-        budget = design.system_choice().compute_budget_mm2()
+        num_tc, num_vc, area, budget = self._window_terms(design)
         if budget <= 0:  # the periphery fills the die: no compute fits
             return {in_area_window: False, area_overshoot: math.inf, area_slack: -math.inf}[rule]
-        return rule(design.num_tc, design.num_vc, self.area_mm2(design), budget, self.area_window_lower)
+        return rule(num_tc, num_vc, area, budget, self.area_window_lower)
 
     def area_ok(self, design: Design) -> bool:
         return bool(self._window(design, in_area_window))
@@ -442,10 +448,6 @@ class SystemDesignSpace(DesignSpace):
 
     def area_slack(self, design: Design) -> float:
         return float(self._window(design, area_slack))
-
-    def area_budget_for(self, design: Design) -> float:
-        """The compute-area budget of the design's die: die − HBM PHYs − SerDes − IO (≤ 0: nothing fits)."""
-        return float(design.system_choice().compute_budget_mm2())
 
     def area_tables(self) -> AreaTables:
         return _system_area_tables(self)

@@ -187,8 +187,8 @@ class _Request:
                 self.plan.to_dict(), self.seq_len, self.context_parallels)
 
 
-def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan,
-             seq_len, context_parallels) -> _Request:
+def _request(workload, accelerator, cluster, *, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len,
+             context_parallels) -> _Request:
     """Check the arguments; a pinned ``plan`` narrows the tensor widths and microbatch sizes searched."""
     workload = get_workload(workload)
     if not isinstance(accelerator, Accelerator):
@@ -205,13 +205,14 @@ def _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tens
                         interleave=1, e=1)
     elif not isinstance(plan, PlanSpec):
         raise TypeError(f"plan must be a PlanSpec (e.g. PlanSpec.parse('t8p8d1m1')), got {type(plan).__name__}")
-    microbatches = tuple(sorted({int(m) for m in microbatch})) if plan.microbatch is None else (plan.microbatch,)
+    widths, microbatches = plan.narrow(tensor_widths, microbatch)
+    microbatches = tuple(sorted({int(m) for m in microbatches}))
     if not microbatches or min(microbatches) <= 0:
         raise ValueError(f"microbatch sizes must be positive integers, got {microbatch!r}")
     capacities = (accelerator.hbm_gb,) if hbm_gb is None else tuple(sorted({float(h) for h in _as_tuple(hbm_gb)}))
     if not capacities or min(capacities) <= 0:
         raise ValueError(f"HBM capacities must be positive, got {hbm_gb!r}")
-    widths = tuple(sorted({int(t) for t in tensor_widths})) if plan.t is None else (plan.t,)
+    widths = tuple(sorted({int(t) for t in widths}))
     if not widths or min(widths) <= 0:
         raise ValueError(f"tensor widths must be positive integers, got {tensor_widths!r}")
     if plan.devices is not None and plan.devices != cluster.n_devices:
@@ -270,6 +271,8 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     tp-cp-ep-dp-pp rank order; not overlapped). ``graph`` is one rank's (at ``c > 1``: its ``s/c`` tokens)."""
     chain = []
     e = expert_parallel
+    # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
+    ends_count = cluster is not None and cluster.plan_rules.embedding_loss_in_split
     stride = graph.tensor_width * context_parallel
     for layer in graph.layers:
         timing = timings[layer.name]
@@ -285,7 +288,7 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                  "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
                  "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
                  "cp_comm_s": timing.cp_comm_s, "ep_comm_s": 4 * alltoall_s,
-                 "transformer_layers": 1.0 if layer.is_transformer_layer else 0.0}
+                 "transformer_layers": 1.0 if layer.is_transformer_layer or ends_count else 0.0}
         chain.extend([entry] * layer.repeat)
     return chain
 
@@ -302,6 +305,13 @@ class _Timing:
     time_limit_s: float
     cache: bool
     counters: dict[str, float]
+
+    @classmethod
+    def fresh(cls, accelerator: Accelerator, cluster: Cluster, *, solver: str, time_limit_s: float,
+              cache: bool) -> _Timing:
+        """The options with every counter at zero (one evaluation's)."""
+        counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
+        return cls(accelerator, cluster, solver, time_limit_s, cache, counters)
 
 
 def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_parallel: int = 1, tensor_width: int = 1,
@@ -322,8 +332,10 @@ def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_para
         dag = getattr(layer, direction)
         started = time.perf_counter()
         if (layer.name, direction) not in prices:
-            table = price_ops(dag.ops, acc, cluster, layer=layer.name).table
-            prices[layer.name, direction] = (*table.latencies_s(0, 0), float(table.comm_s.sum()))
+            table = price_ops(dag.ops, acc, cluster, layer=layer.name, edges=dag.edges).table
+            one_s, all_s = table.device_latencies_s(0, 0)
+            links_s = table.exposed_comm_s(all_s)  # in full, or what a TP overlap leaves exposed
+            prices[layer.name, direction] = (one_s + links_s, all_s + links_s, float(links_s.sum()))
         one, all_cores, comm_s = prices[layer.name, direction]
         tp_comm_s += comm_s
         attention_s[direction] = float(sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores)
@@ -401,13 +413,11 @@ class _Variant:
         return _layer_chain(self.graph, bounds, self.cluster, expert_parallel, self.context_parallel)
 
 
-def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, time_limit_s: float,
-         cache: bool) -> Evaluation:
-    """One evaluation (or, ``bound_only``, its ILP-free bound). ``cache`` reaches the graphs and schedules; the
-    placement DP runs uncached here (the whole evaluation is what ``evaluate`` caches)."""
-    counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
-    workload, cluster = request.workload, request.cluster
-    timing = _Timing(acc, cluster, solver, time_limit_s, cache, counters)
+def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
+    """One evaluation (or, ``bound_only``, its ILP-free bound) of what ``request`` asks, every layer timed with
+    ``timing`` (whose ``cache`` reaches the graphs and schedules; the placement DP runs uncached here: the whole
+    evaluation is what ``evaluate`` caches)."""
+    workload, cluster, acc, counters = request.workload, request.cluster, timing.accelerator, timing.counters
     started = time.perf_counter()
     variants: dict[tuple[int, int, int], _Variant] = {}  # scheduled (with bound_only: bounded) variants
     bounded: dict[tuple[int, int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
@@ -415,14 +425,14 @@ def _run(request: _Request, acc: Accelerator, *, bound_only: bool, solver: str, 
 
     def variant(t: int, m: int, c: int) -> _Variant:
         if (t, m, c) not in variants:
-            variants[(t, m, c)] = _variant(request, timing, t, m, c, bound_only, prices)
+            variants[(t, m, c)] = _variant(request, timing, t, m, c, bound_only=bound_only, prices=prices)
         return variants[(t, m, c)]
 
     def bound_variant(t: int, m: int, c: int) -> _Variant:
         if bound_only:
             return variant(t, m, c)
         if (t, m, c) not in bounded:
-            bounded[(t, m, c)] = _variant(request, timing, t, m, c, True, prices)
+            bounded[(t, m, c)] = _variant(request, timing, t, m, c, bound_only=True, prices=prices)
         return bounded[(t, m, c)]
 
     def lower_bound_chain(t: int, m: int, c: int, e: int) -> list[dict[str, float]]:
@@ -508,7 +518,7 @@ def _variant_label(t: int, m: int, c: int) -> str:
     return f"t{t}_m{m}" + (f"_c{c}" if c > 1 else "")
 
 
-def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, bound_only: bool, prices: dict) -> _Variant:
+def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, *, bound_only: bool, prices: dict) -> _Variant:
     """One rank's graph at ``(t, m, c)`` (traced at ``s/c`` tokens), each layer's schedules and the DP's layer chain."""
     started = time.perf_counter()
     seq_len = request.workload.seq_len if request.seq_len is None else request.seq_len
@@ -558,12 +568,13 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     ``feasible=False`` and the reason (for a pinned plan, the memory it would need); invalid arguments
     raise ``ValueError``/``TypeError``.
     """
-    request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len,
-                       context_parallels)
+    request = _request(workload, accelerator, cluster, microbatch=microbatch, recompute=recompute, hbm_gb=hbm_gb,
+                       tensor_widths=tensor_widths, plan=plan, seq_len=seq_len, context_parallels=context_parallels)
     key = code_key(__name__, "evaluation", accelerator.to_dict(), *request.key_parts(), solver, time_limit_s)
     if cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
-    result = _run(request, accelerator, bound_only=False, solver=solver, time_limit_s=time_limit_s, cache=cache)
+    timing = _Timing.fresh(accelerator, request.cluster, solver=solver, time_limit_s=time_limit_s, cache=cache)
+    result = _run(request, timing, bound_only=False)
     if cache and result.proven:  # an unproven answer is provisional: the next call solves again
         _EVALUATIONS.put(key, result)
     return result
@@ -578,12 +589,13 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
     """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible).
     ``calls``: when given, ``calls["bound_dp_calls"]`` grows by the placement DP runs made (none for a cached
     bound)."""
-    request = _request(workload, accelerator, cluster, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len,
-                       context_parallels)
+    request = _request(workload, accelerator, cluster, microbatch=microbatch, recompute=recompute, hbm_gb=hbm_gb,
+                       tensor_widths=tensor_widths, plan=plan, seq_len=seq_len, context_parallels=context_parallels)
     key = code_key(__name__, "bound", accelerator.to_dict(), *request.key_parts())
     if cache and (hit := _BOUNDS.get(key)) is not None:
         return hit
-    result = _run(request, accelerator, bound_only=True, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S, cache=cache)
+    timing = _Timing.fresh(accelerator, request.cluster, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S, cache=cache)
+    result = _run(request, timing, bound_only=True)
     if calls is not None:
         calls["bound_dp_calls"] = calls.get("bound_dp_calls", 0) + result.bound_dp_calls
     bound = result.throughput_samples_s * (1 + 1e-9) if result.feasible else 0.0
@@ -658,9 +670,8 @@ def _evaluate_with_progress(workload: str, accelerator: Accelerator, cluster: Cl
     err = console(stderr=True)
     if not err.is_terminal:
         return evaluate(workload, accelerator, cluster, plan=plan, **options)
-    widths = valid_tensor_widths(get_workload(workload), TENSOR_WIDTHS if plan.t is None else (plan.t,),
-                                 cluster.n_devices)
-    microbatches = DEFAULT_MICROBATCHES if plan.microbatch is None else (plan.microbatch,)
+    widths, microbatches = plan.narrow(TENSOR_WIDTHS, DEFAULT_MICROBATCHES)
+    widths = valid_tensor_widths(get_workload(workload), widths, cluster.n_devices)
     with progress_display(err) as bar:
         tracing = bar.add_task(f"{workload}: tracing the model", total=len(widths) * len(microbatches))
         prepare_graphs(workload, widths, microbatches, seq_len=options.get("seq_len"),

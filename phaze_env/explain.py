@@ -93,9 +93,10 @@ class LayerExplanation:
 
 
 def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluster, time_limit_s: float, layer: str):
-    priced = price_ops(dag.ops, acc, cluster, layer=layer)  # the evaluation's own pricing: same terms, same framework efficiency
+    priced = price_ops(dag.ops, acc, cluster, layer=layer, edges=dag.edges)  # the evaluation's own pricing: same terms, same framework efficiency
     table, tensor, vector = priced.table, priced.tensor, priced.vector
     one, all_cores = table.latencies_s(0, 0)
+    exposed_links_s = table.exposed_comm_s(table.device_latencies_s(0, 0)[1])
     schedule = schedule_graph(dag, one, all_cores, acc.num_tc, acc.num_vc, time_limit_s=time_limit_s)
     ops, work = [], {"flops": 0.0, "vector_cycles": 0.0, "hbm_bytes": 0.0}
     for i, op in enumerate(dag.ops):
@@ -107,7 +108,7 @@ def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluste
                          + np.broadcast_to(tensor.eager_s, tensor.cast_s.shape)[i, 0]  # so are unfused elementwise ones
                          + (vector.hbm_all_s if parallel else vector.hbm_one_s)[i, 0])
         exposed_s = float(tensor.exposed_s[i, 0])
-        links_s = float(table.comm_s[i])
+        links_s = float(exposed_links_s[i])
         terms = {"compute": max(tensor_s, vector_s), "memory": memory_s, "latency": exposed_s + links_s}
         bound = max(BOUNDS, key=lambda b: terms[b]) if latency > 0 else "latency"
         ops.append(OpExplanation(direction, op.name, op.unit, parallel, float(schedule.start_s[i]), latency, tensor_s,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Sequence
 
 RECOMPUTE_MODES = ("none", "selective", "full")  # by increasing time and decreasing activation memory
 RECOMPUTE_CHOICES = (*RECOMPUTE_MODES, "auto")
@@ -94,6 +94,12 @@ class PlanSpec:
     def devices(self) -> int | None:
         """``t·c·p·d`` when all four are pinned."""
         return None if None in (self.t, self.c, self.p, self.d) else self.t * self.c * self.p * self.d
+
+    def narrow(self, tensor_widths: Sequence[int], microbatches: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The tensor widths and microbatch sizes searched under this plan: a pinned ``t`` or ``m`` replaces its list
+        (the one rule :func:`phaze_env.evaluate.evaluate`, its bounds and the exact search all narrow by)."""
+        return (tuple(tensor_widths) if self.t is None else (self.t,),
+                tuple(microbatches) if self.microbatch is None else (self.microbatch,))
 
     @property
     def recompute_modes(self) -> tuple[str, ...]:
@@ -189,6 +195,13 @@ class PlanRules:
       ``PipelineEngine``: 0 and 1 — ZeRO-2/3 are refused with pipeline parallelism; PyTorch FSDP: ``NO_SHARD``,
       ``SHARD_GRAD_OP``, ``FULL_SHARD`` = 0, 2, 3).
 
+    * ``embedding_loss_in_split``: the embedding and the loss (the head) each count as one layer when the layers are
+      split into stages and chunks: Megatron-Core's ``--account-for-embedding-in-pipeline-split`` and
+      ``--account-for-loss-in-pipeline-split`` (``megatron/core/transformer/transformer_block.py``,
+      ``get_num_layers_to_build``), which NeMo's Llama 3.1 405B recipes set so that 126 layers + 2 split over 8 or 16
+      stages (the Llama 3 paper, Dubey et al. 2024 §3.3.2, likewise gives the first and last stage one layer fewer).
+      Off (Megatron-LM's default), only transformer layers count.
+
     Whatever the stack, an interleaved stage must split into ``v`` equal chunks: every stage's transformer layers are
     a multiple of ``v`` (Megatron-LM: ``num_layers_per_virtual_pipeline_stage`` divides each stage's layers). The
     placement model prices the ``v`` chunks of a stage as carrying the same load, which holds only then, so that
@@ -200,12 +213,13 @@ class PlanRules:
     interleave_min_stages: int = 2
     zero_stages: tuple[int, ...] = ZERO_STAGES
     whole_microbatches: bool = False
+    embedding_loss_in_split: bool = False
     stack: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.stack, str):
             raise ValueError(f"plan rules stack must be a name, got {self.stack!r}")
-        for name in ("pipeline", "uniform_stages", "whole_microbatches"):
+        for name in ("pipeline", "uniform_stages", "whole_microbatches", "embedding_loss_in_split"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"plan rules {name} must be True or False, got {getattr(self, name)!r}")
         stages = self.interleave_min_stages

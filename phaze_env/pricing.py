@@ -88,8 +88,26 @@ def _fused_kernel_terms(ops: Sequence[Op], fused: Sequence[int], tc_configs, ten
     return replace(tensor, **t), replace(vector, **v)
 
 
+def tp_comm_overlaps(ops: Sequence[Op], edges) -> tuple[tuple[int, tuple[int, ...], int], ...]:
+    """The tensor-parallel collectives a TP-overlapping stack hides (``Cluster.tp_comm_overlap``): each collective over
+    ``t > 1`` ranks whose inputs are GEMMs (the row-parallel projection's partial sums forward, the column-parallel
+    projections' input gradients backward), with those GEMMs and the ring's ``t`` steps
+    (:func:`~phaze_env.hardware.estimator.chunked_exposed_s`). A collective fed by no GEMM stays exposed."""
+    producers: dict[int, list[int]] = {}
+    for src, dst in edges:
+        producers.setdefault(dst, []).append(src)
+    overlaps = []
+    for index, op in enumerate(ops):
+        if op.unit != "comm" or op.comm_group < 2 or op.comm_kind not in ("allreduce", "allgather", "reducescatter"):
+            continue
+        gemms = tuple(sorted(src for src in producers.get(index, ()) if ops[src].gemms))
+        if gemms:
+            overlaps.append((index, gemms, op.comm_group))
+    return tuple(overlaps)
+
+
 def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, tc_configs=None,
-              vc_configs=None, layer: str | None = None) -> PricedOps:
+              vc_configs=None, layer: str | None = None, edges=None) -> PricedOps:
     """Price ``ops`` on ``accelerator`` in ``cluster`` — or, with ``tc_configs``/``vc_configs`` (rows as in
     :func:`~phaze_env.hardware.estimator.latency_terms`), on every core configuration of a space that shares
     ``accelerator``'s clock, HBM, efficiencies and element size (its ``shared_parameters``). ``layer`` is the ops'
@@ -100,6 +118,10 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     HBM traffic. A cluster whose stack runs elementwise operators unfused (``Cluster.unfused_elementwise``, eager
     PyTorch) adds, in series, the HBM time of the traffic fusion saved (:func:`eager_extra_bytes`, at the chip's
     achieved HBM bandwidth): each of an operator's merged members reads its operands and writes its result.
+
+    A cluster whose stack overlaps its tensor-parallel collectives with their GEMMs (``Cluster.tp_comm_overlap``)
+    needs the ops' ``edges`` (the DAG's): each collective fed by GEMMs (:func:`tp_comm_overlaps`) costs only what the
+    chunked pipeline leaves exposed, in the evaluation, the explanation and the bounds alike.
 
     Every latency is homogeneous of degree one in the device-time terms (max, sums and the epilogue
     pipeline :func:`~phaze_env.hardware.estimator.pipelined_s`), so dividing the terms by the framework
@@ -119,7 +141,14 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
         tensor = replace(tensor, eager_s=np.repeat(eager_s[:, None], len(tc), axis=1))
     slowdown = 1.0 / cluster.framework_efficiency
     tensor, vector = _slowed(tensor, slowdown), _slowed(vector, slowdown)
-    return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, collectives_s(ops, cluster)), tensor, vector)
+    overlap = ()
+    if cluster.tp_comm_overlap:
+        if edges is None:
+            raise ValueError("a stack that overlaps tensor-parallel communication (tp_comm_overlap) prices a layer's "
+                             "collectives from its DAG: pass the ops' edges")
+        overlap = tp_comm_overlaps(ops, edges)
+    return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, collectives_s(ops, cluster), overlap), tensor,
+                     vector)
 
 
-__all__ = ["PricedOps", "collectives_s", "eager_extra_bytes", "price_ops"]
+__all__ = ["PricedOps", "collectives_s", "eager_extra_bytes", "price_ops", "tp_comm_overlaps"]

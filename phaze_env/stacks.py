@@ -125,6 +125,10 @@ greater than 2 with interleaved schedule", Megatron-Core relaxed it to ``p > 2``
 used and p2p communication overlap is disabled" (``--overlap-p2p-communication``, on in NeMo's and Megatron-Bridge's
 recipes, whose published Qwen3 runs interleave at ``p = 2``); the profile's H100 fit is Megatron-Core, so ``p = 2`` is
 allowed (an A100-era plan with ``v > 1`` at ``p = 2`` would need the newer code)."""
+MEGATRON_CORE_RULES = replace(MEGATRON_LM_RULES, stack="megatron-core")
+"""Megatron-Core's plan rules are Megatron-LM's (the same ``TransformerBlock`` split, distributed optimizer, microbatch
+calculator); its account-for-embedding/loss split (``PlanRules.embedding_loss_in_split``) is a per-run flag, off by
+default as in Megatron-Core."""
 DEEPSPEED_PIPELINE_RULES = PlanRules(zero_stages=(0, 1), whole_microbatches=True, stack="megatron-deepspeed")
 """DeepSpeed's ``PipelineEngine`` (microsoft/DeepSpeed ``deepspeed/runtime/pipe/engine.py``): plain 1F1B over a
 ``PipelineModule`` whose ``partition_method`` places layers freely (uniform, by parameters or by type); with pipeline
@@ -164,6 +168,14 @@ FLASH_ATTENTION2_H100_EFFICIENCY = 0.35
 """The same Ampere-era kernel class on H100: Shah et al. 2024 (FlashAttention-3, arXiv:2407.08608), abstract:
 "FlashAttention-2 achieving only 35% utilization on H100 GPUs" (it uses none of Hopper's wgmma/TMA, which
 FlashAttention-3 needs to reach 75 %)."""
+TE_FUSED_ATTENTION_H100_EFFICIENCY = 0.55
+"""Fraction of the H100's bf16 peak Transformer Engine's fused attention (cuDNN's flash-attention kernels for Hopper,
+``NVTE_FUSED_ATTN``, the default of Megatron-Core's ``TEDotProductAttention``) sustains on the attention FLOPs of a
+causal forward and backward pass. Shah et al. 2024 (FlashAttention-3, arXiv:2407.08608): the Hopper-specific kernel
+class reaches "up to 740 TFLOPs/s (75% utilization)" in the bf16 forward pass, its backward 1.5–1.75× FlashAttention-2's
+(which runs at 35 % on H100, :data:`FLASH_ATTENTION2_H100_EFFICIENCY`), i.e. 0.52–0.61, and the paper's causal runs sit
+below its non-causal ones. Assumption: 0.55, the backward pass's range (it carries 2.5 of the 3.5 FLOP shares of a
+forward + backward pass), range 0.50–0.65; not fitted."""
 LLM_FOUNDRY_A100_EFFICIENCY = 0.86
 """Achieved fraction of the a100 preset's per-operator speed in llm-foundry training (Composer, PyTorch FSDP
 FULL_SHARD, FlashAttention-class attention), *fitted to one published measurement*: MPT-7B at sequence 4096 on
@@ -178,6 +190,18 @@ Lower than on A100: the stack's own table has it at 40–46 % MFU on H100 and 55
 plans, i.e. its H100 kernels run further below the chip's measured best than its A100 kernels do (the a100 and h100
 presets carry the MAMF-measured GEMM rates, 85.9 % and 80.1 % of peak). Which kernels lose it the sources do not
 say; with one factor per chip fitted on one row, the other six rows' H100/A100 ratios are held out."""
+
+MEGATRON_CORE_H100_EFFICIENCY = 0.878
+"""Achieved fraction of the h100 preset's per-operator speed in Megatron-Core training as NeMo 25.x / Megatron-Bridge
+runs it, *fitted to one published measurement*: Llama 3 70B on 64 H100 (DGX-H100), FP8 with current scaling, TP 4, PP 8,
+VP 5, GBS 128, sequence 8192: 1,619 tokens/s per GPU (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md,
+'25.09 NeMo Container'; ``experiments.validation_cases``: ``bridge2509-llama3-70b-fp8-64``; the fit, 0.8785, is
+``experiments.validate.fit_efficiency``), with Transformer Engine's fused attention at
+:data:`TE_FUSED_ATTENTION_H100_EFFICIENCY` (cited, not fitted) and its tensor-parallel collectives overlapped with their
+GEMMs (``tp_comm_overlap``, modelled: :func:`phaze_env.hardware.estimator.chunked_exposed_s`). Held out: the same model
+in two later releases (GBS 128 and 256) and Llama 3.1 405B on 1,024 H100 (TP 8, PP 8, CP 2, VP 8) in three releases.
+History: with the TP collectives priced exposed the same rule fitted 0.983 and the 405B rows came out −2.4 % to +0.9 %
+(with the overlap +3.5 % to +7.0 %); what the factor still stands for is not measured separately."""
 
 
 @dataclass(frozen=True)
@@ -195,6 +219,7 @@ class StackProfile:
     hybrid_allreduce_exposure: float = 0.0  # share of the overlapped hybrid-shard all-reduce not hidden (Cluster field)
     exposure_calibration: str = ""  # the published run hybrid_allreduce_exposure is fitted to ("" = not fitted: 0)
     plan_rules: PlanRules = PlanRules()  # the plans it can run (pipeline split, interleaving, ZeRO stages; Cluster field)
+    tp_comm_overlap: bool = False  # tensor-parallel collectives chunked and overlapped with their GEMMs (Cluster field)
 
     def __post_init__(self) -> None:
         if not self.fits:
@@ -222,7 +247,8 @@ class StackProfile:
                        pipeline_scatter_gather=self.pipeline_scatter_gather,
                        hybrid_allreduce_overlapped=self.hybrid_allreduce_overlapped,
                        unfused_elementwise=self.unfused_elementwise,
-                       hybrid_allreduce_exposure=self.hybrid_allreduce_exposure, plan_rules=self.plan_rules)
+                       hybrid_allreduce_exposure=self.hybrid_allreduce_exposure, plan_rules=self.plan_rules,
+                       tp_comm_overlap=self.tp_comm_overlap)
 
     def apply(self, cluster: Cluster, chip: str | None = None) -> Cluster:
         """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure, its
@@ -251,6 +277,18 @@ STACKS: dict[str, StackProfile] = {
                     "(--overlap-grad-reduce only from Megatron-Core, 2023); efficiency: "
                     "phaze_env.cluster.MEGATRON_A100_EFFICIENCY on A100, MEGATRON_H100_EFFICIENCY on H100 "
                     "(Megatron-Core in NeMo, NVIDIA/dgxc-benchmarking)"),
+        StackProfile(
+            name="megatron-core", interleaved_schedule=True, pipeline_scatter_gather=True,
+            plan_rules=MEGATRON_CORE_RULES, tp_comm_overlap=True,
+            fits=(ChipFit(("h100", "h100-fp8"), MEGATRON_CORE_H100_EFFICIENCY, "bridge2509-llama3-70b-fp8-64",
+                          TE_FUSED_ATTENTION_H100_EFFICIENCY),),
+            sources="NVIDIA/Megatron-LM's Megatron-Core as NeMo 25.x / Megatron-Bridge run it (scripts/performance "
+                    "recipes): interleaved 1F1B with p2p overlap, sequence parallelism, the distributed optimizer, "
+                    "Transformer Engine (FP8, cuDNN fused attention: TE_FUSED_ATTENTION_H100_EFFICIENCY), tensor-parallel "
+                    "communication overlapped with its GEMMs by Transformer Engine's userbuffers (tp_comm_overlap: the "
+                    "Llama 3 70B and 405B performance recipes enable it, NeMo's MegatronCommOverlapCallback / "
+                    "Megatron-Bridge CommOverlapConfig with the userbuffers configs for H100); efficiency: "
+                    "MEGATRON_CORE_H100_EFFICIENCY"),
         StackProfile(
             name="megatron-deepspeed", interleaved_schedule=False, pipeline_scatter_gather=True,
             plan_rules=DEEPSPEED_PIPELINE_RULES,

@@ -147,7 +147,8 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
         for dag in (layer.fwd, layer.bwd):
             if not dag.ops:
                 continue
-            priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows, layer=layer.name)
+            priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows, layer=layer.name,
+                               edges=dag.edges)
             one, all_cores = priced.latencies_s(tc_index.ravel(), vc_index.ravel())
             layer_s += dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
         rows.append(layer_s)
@@ -356,8 +357,7 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
                                device_caps: np.ndarray | None) -> dict[tuple[int, int], np.ndarray]:
     """:func:`variant_throughput_bounds` computed (no cache)."""
     if plan is not None:  # a pinned degree narrows what evaluate searches, as it does there
-        tensor_widths = tensor_widths if plan.t is None else (plan.t,)
-        microbatch = microbatch if plan.microbatch is None else (plan.microbatch,)
+        tensor_widths, microbatch = plan.narrow(tensor_widths, microbatch)
     experts = [1] if plan is None else (expert_parallel_degrees(workload, cluster.n_devices) if plan.e is None
                                         else [plan.e])
     bounds = {}

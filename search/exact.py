@@ -28,6 +28,7 @@ import numpy as np
 
 from phaze_env.design import SystemArchSpace
 from phaze_env.evaluate import valid_tensor_widths
+from phaze_env.plan_spec import PlanSpec
 from search.bounds import best_of_variants, throughput_bounds, variant_throughput_bounds, variants_above
 from search.config import SearchConfig
 from search.objectives import AREA, non_dominated
@@ -93,8 +94,7 @@ class ExactSearch:
         time; the system space one tensor width at a time (each call walks every row group, so fewer, larger parts)."""
         c = self.config
         plan = c.plan
-        widths = c.tensor_widths if plan is None or plan.t is None else (plan.t,)  # as a pinned plan narrows them
-        microbatches = c.space.microbatch if plan is None or plan.microbatch is None else (plan.microbatch,)
+        widths, microbatches = (plan or PlanSpec()).narrow(c.tensor_widths, c.space.microbatch)
         system = isinstance(c.arch, SystemArchSpace)  # rows on their own clusters: one bound per row, no variants
         devices = math.inf if system else c.cluster.n_devices
         for name in c.names:

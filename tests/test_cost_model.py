@@ -108,7 +108,7 @@ def test_a_newer_node_shrinks_logic_but_not_phys():
     assert at_4n["hbm_interfaces"] > phys_only
 
 
-@pytest.mark.parametrize("fields,message", [({"node": "N3"}, "node"), ({"serdes": "10G"}, "serdes"),
+@pytest.mark.parametrize("fields,message", [({"node": "N2"}, "node"), ({"serdes": "10G"}, "serdes"),
                                             ({"core_style": "dataflow"}, "core_style"),
                                             ({"hbm_stacks": 5, "hbm_phys": 4}, "hbm_phys"),
                                             ({"links": -1}, "links"), ({"link_bandwidth_Bps": 0.0}, "link_bandwidth")])
@@ -143,8 +143,11 @@ def test_every_new_constant_has_a_docstring():
     documented.update({name: text for name, text in constant_docstrings(REPO / "phaze_env" / "hardware" / "area.py").items()
                        if name in ("RETICLE_LIMIT_MM2", "HBM_PHY_AREA_MM2", "HBM_CONTROLLER_AREA_MM2", "IO_MISC_AREA_MM2",
                                    "SERDES_50G_NRZ_LANE_AREA_MM2", "SERDES_100G_PAM4_LANE_AREA_MM2",
-                                   "GA100_CORE_BLOCKS_MM2")})
-    documented["LEAKAGE_W_PER_MM2"] = constant_docstrings(REPO / "phaze_env" / "hardware" / "energy.py")["LEAKAGE_W_PER_MM2"]
+                                   "GA100_CORE_BLOCKS_MM2", "SERDES_200G_PAM4_LANE_AREA_MM2",
+                                   "D2D_SHORELINE_BPS_PER_MM", "D2D_DEPTH_MM")})
+    energy_docs = constant_docstrings(REPO / "phaze_env" / "hardware" / "energy.py")
+    documented.update({name: energy_docs[name] for name in ("LEAKAGE_W_PER_MM2", "D2D_PJ_PER_BIT")})
+    documented.update(constant_docstrings(REPO / "phaze_env" / "hardware" / "generations.py"))
     assert len(documented) > 20
     assert not [name for name, text in documented.items() if not text], "constants without a docstring"
 

@@ -408,3 +408,28 @@ def test_validation_shows_its_runs_with_a_total_and_a_time_left(monkeypatch):
             assert "validating · 2 of 2 runs · case-b" in shown and "ETA" in shown and "the sensitivities" in shown
         else:
             assert shown == ""
+
+
+def test_the_test_command_counts_its_install_steps_and_their_time(tmp_path):
+    """``bash scripts/test.sh`` (the README's test command, and what ``.ci/run`` runs in a fresh venv) installed for
+    minutes without a word (``pip -q``): each step now says its number against the total and the time elapsed, and
+    an install's time when it is done. Run here with a stand-in ``python`` that records its arguments."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    log = tmp_path / "calls"
+    fake = tmp_path / "bin" / "python"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\n')
+    fake.chmod(0o755)
+    done = subprocess.run(["bash", "scripts/test.sh", "-q", "-k", "nothing"], cwd=repo, capture_output=True, text=True,
+                          env={"PATH": f"{fake.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == ["-m pip install -q torch==2.13.0",
+                                            "-m pip install -q -e .[test,dist,zigzag,docs]", "-m pytest -q -k nothing"]
+    steps = [line for line in done.stderr.splitlines() if line.startswith("test.sh: [")]
+    assert [line.split("]")[0] for line in steps] == ["test.sh: [1/3"] * 2 + ["test.sh: [2/3"] * 2 + ["test.sh: [3/3"]
+    assert all("(elapsed " in line for line in steps[::2]) and all(" done in " in line for line in steps[1:4:2])
+    assert "finished in" in done.stderr
+    ci = (repo / ".ci" / "run").read_text()
+    assert 'bash scripts/test.sh "$@"' in ci  # CI runs the README's own test command

@@ -308,3 +308,18 @@ def test_graph_sees_function_level_and_relative_imports(tmp_path):
     assert sorted(map(tuple, import_cycles(graph))) == [("pkg.high", "pkg.low", "pkg.high")]
     floors = (("pkg.low",), ("pkg", "pkg.high"))
     assert upward_imports(graph, floors) == ["pkg.low (floor 0) imports pkg.high (floor 1) at line 2 (in a function)"]
+
+
+def test_a_pinned_plan_narrows_the_variants_by_one_rule():
+    """A pinned ``t`` or ``m`` replaces the list searched (``PlanSpec.narrow``), and no module of the project retypes
+    that rule (evaluate, its command line's progress, the search's bounds and the exact search once each had it)."""
+    from phaze_env.plan_spec import PlanSpec
+
+    assert PlanSpec().narrow((1, 2, 4), (1, 2)) == ((1, 2, 4), (1, 2))
+    assert PlanSpec(t=2).narrow((1, 2, 4), (1, 2)) == ((2,), (1, 2))
+    assert PlanSpec(microbatch=4).narrow((1, 2), (1, 2)) == ((1, 2), (4,))
+    retyped = [f"{path.relative_to(REPO)}:{number}" for path in project_modules(REPO).values()
+               if path.name != "plan_spec.py"
+               for number, line in enumerate(path.read_text().splitlines(), 1)
+               if "is None else" in line and ("(plan.t,)" in line or "(plan.microbatch,)" in line)]
+    assert not retyped, f"the pinned-plan narrowing rule is retyped at {retyped}: call PlanSpec.narrow"

@@ -316,7 +316,8 @@ def test_kv_chunk_and_degree_rules():
     assert "2c = 8 equal chunks" in context_parallel.context_parallel_error(100, 4)
 
 
-@pytest.mark.parametrize("name, published", [("llama3-8b", 8_030_261_248), ("llama3-70b", 70_553_706_496)])
+@pytest.mark.parametrize("name, published", [("llama3-8b", 8_030_261_248), ("llama3-70b", 70_553_706_496),
+                                           ("llama3-405b", 405_853_388_800)])
 def test_llama3_parameters_are_exact(name, published):
     """Counted on the HF model built on meta from the registry's config (no download)."""
     import torch

@@ -5,6 +5,8 @@ placement DP on its layers' cheap lower bounds could beat the best plan so far. 
 scheduling every variant (the placement loop without ``lower_bound_layers``).
 """
 
+from dataclasses import replace
+
 import pytest
 
 import phaze_env.evaluate as evaluate_module
@@ -127,18 +129,21 @@ from phaze_env.workloads import model_graph  # noqa: E402
 from search.bounds import layer_time_bounds_s  # noqa: E402
 
 
+@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("tensor_width", [1, 2])
-def test_vectorised_layer_bounds_are_the_schedules_cheap_bounds(tensor_width):
+def test_vectorised_layer_bounds_are_the_schedules_cheap_bounds(tensor_width, overlap):
     """Every architecture's layer bound equals the one the schedule computes (fwd + bwd), so it is valid
-    (and as tight) wherever that one is."""
+    (and as tight) wherever that one is — with the tensor-parallel collectives overlapped too (each architecture's
+    own GEMM latencies hide them)."""
+    cluster = replace(CLUSTER, tp_comm_overlap=overlap)
     graph = model_graph(TINY, microbatch=2, tensor_width=tensor_width)
-    vectorised = layer_time_bounds_s(graph, ARCH, CLUSTER)
+    vectorised = layer_time_bounds_s(graph, ARCH, cluster)
     for index in range(0, len(ARCH), 5):
         accelerator = ARCH[index]
         for row, layer in enumerate(graph.layers):
             scalar = 0.0
             for dag in (layer.fwd, layer.bwd):
-                one, all_cores = price_ops(dag.ops, accelerator, CLUSTER).table.latencies_s(0, 0)
+                one, all_cores = price_ops(dag.ops, accelerator, cluster, edges=dag.edges).table.latencies_s(0, 0)
                 ops = [{"unit": op.unit, "latency_s": float(a), "latency_parallel_s": float(b)}
                        for op, a, b in zip(dag.ops, one, all_cores)]
                 scalar += makespan_lower_bound(ops, dag.edges, accelerator.num_tc, accelerator.num_vc) if ops else 0.0
@@ -151,14 +156,16 @@ def test_vectorised_layer_bounds_are_the_schedules_cheap_bounds(tensor_width):
 from search.bounds import variant_throughput_bounds, variants_above  # noqa: E402
 
 
-def test_each_variants_first_bound_holds_its_evaluation():
+@pytest.mark.parametrize("overlap", [False, True])
+def test_each_variants_first_bound_holds_its_evaluation(overlap):
     knobs = dict(KNOBS, hbm_gb=(32.0,))
-    per_variant = variant_throughput_bounds(TINY, ARCH, CLUSTER, microbatch=knobs["microbatch"],
+    cluster = replace(CLUSTER, tp_comm_overlap=overlap)
+    per_variant = variant_throughput_bounds(TINY, ARCH, cluster, microbatch=knobs["microbatch"],
                                             tensor_widths=knobs["tensor_widths"])
     assert set(per_variant) == {(t, m) for t in (1, 2, 4) for m in (1, 4)}
     for index in (0, 18, 36):
         for (t, m), bound in per_variant.items():
-            ev = evaluate(TINY, ARCH[index], CLUSTER, **dict(knobs, tensor_widths=(t,), microbatch=(m,)))
+            ev = evaluate(TINY, ARCH[index], cluster, **dict(knobs, tensor_widths=(t,), microbatch=(m,)))
             assert ev.throughput_samples_s <= bound[index]
         floor = float(np.median([bound[index] for bound in per_variant.values()]))
         kept, rest = variants_above(per_variant, index, floor)

@@ -16,7 +16,7 @@ import pytest
 from experiments.validate import (SKIPPED, STACK_GAPS, TOLERANCE, TREND_GAPS, TREND_TOLERANCE, Prediction, fit_efficiency,
                                   interleave_sensitivity, is_strong, markdown, microbatch_sensitivity, predict,
                                   scaling_series)
-from experiments.validation_cases import (CASES, FSDP_CASES, MOE_CASES, NEEDS_QWEN3_235B, PENDING_CASES, TPU_CASES,
+from experiments.validation_cases import (CASES, FSDP_CASES, H100_CASES, MOE_CASES, NEEDS_QWEN3_235B, PENDING_CASES, TPU_CASES,
                                          case_names, get_case)
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.evaluate import evaluate, main
@@ -26,7 +26,8 @@ from phaze_env.stacks import STACKS, UnfittedChipError, UnknownStackError, get_s
 from phaze_env.workloads import custom_workload, model_graph
 from tiny import TINY
 
-PROFILED = [case for case in CASES + FSDP_CASES + TPU_CASES if case.stack in STACKS and not case.requires]
+PROFILED = [case for case in CASES + FSDP_CASES + TPU_CASES + H100_CASES
+            if case.stack in STACKS and not case.requires and case.accelerator in STACKS[case.stack].fits[0].chips]
 
 
 FITS = [(stack, fit) for stack in sorted(STACKS) for fit in STACKS[stack].fits if fit.calibration in case_names()]

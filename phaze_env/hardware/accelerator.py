@@ -220,6 +220,26 @@ bf16 (NVIDIA H100 Tensor Core GPU datasheet / Hopper whitepaper: 132 SMs × 4 Te
 1.83 GHz). The 256 vector cores × 32 lanes × 2 sublanes give 30.9e12 elements/s, 7.6 % below the H100's
 16,896 FP32 lanes × 1.98 GHz (66.9 TFLOP/s FP32 FMA) — the nearest power-of-two fit."""
 
+B200_CLOCK_HZ = 2.25e15 / (2 * 512 * 32 * 32)
+"""2.146 GHz: the clock at which 512 arrays of 32×32 MACs reach the B200's datasheet 2.25 PFLOP/s dense bf16 (NVIDIA
+HGX B200 datasheet, 2024: 36 PFLOP/s FP16/BF16 with sparsity for 8 GPUs = 4.5 per GPU, half of it dense; 4.5 PFLOP/s
+dense FP8). Twice the h100 preset's arrays at 1.14× its clock; the real part has 148 SMs enabled over two dies."""
+GB200_CLOCK_HZ = 2.5e15 / (2 * 512 * 32 * 32)
+"""2.384 GHz: the b200 preset's arrays at the GB200 NVL72's 2.5 PFLOP/s dense bf16 per GPU (NVIDIA GB200 NVL72
+datasheet, 2024: 180 PFLOP/s FP16/BF16 with sparsity over 72 GPUs = 5 per GPU, half of it dense) — the same
+Blackwell silicon at a 1,200 W limit instead of 1,000 W."""
+TPUV5P_CLOCK_HZ = 459e12 / (2 * 8 * 128 * 128)
+"""1.751 GHz: the clock at which 8 MXUs of 128×128 (2 TensorCores × 4 MXUs, Cloud TPU v5p documentation: "each
+TensorCore has 4 MXUs, a vector unit and a scalar unit") reach the published 459 TFLOP/s bf16."""
+MI300X_CLOCK_HZ = 1307.4e12 / (2 * 512 * 32 * 32)
+"""1.247 GHz: the clock at which 512 arrays of 32×32 MACs reach the MI300X's published 1,307.4 TFLOP/s dense bf16
+(AMD Instinct MI300X data sheet, 2023: 304 CUs at 2.1 GHz peak; 2,614.9 TFLOP/s dense FP8). The 512 vector cores ×
+32 lanes × 4 sublanes at this clock give 81.7e12 elements/s, the data sheet's 163.4 TFLOP/s FP32 vector (FMA)."""
+FLAGSHIP_GEMM_EFFICIENCY = H100_GEMM_EFFICIENCY
+"""GEMM efficiency of the 2024 flagships (b200, mi300x): the H100's measured 80.1 % (MAMF). Assumption — no
+measurement of them in the same table was used here; range 0.6–0.85 (the system space's references take
+``system.SYSTEM_GEMM_EFFICIENCY`` anyway)."""
+
 PRESETS: dict[str, tuple[Accelerator, str]] = {
     "tpuv4": (
         TPUV4,
@@ -258,6 +278,53 @@ PRESETS: dict[str, tuple[Accelerator, str]] = {
                     gemm_efficiency=H100_GEMM_EFFICIENCY, hbm_efficiency=HBM3_EFFICIENCY, number_format="fp8"),
         "The h100 preset training in FP8 (Transformer-Engine recipe, phaze_env.hardware.number_format): the blocks' "
         "weight GEMMs at the datasheet's 1,979 TFLOP/s dense FP8, everything else in bf16 at 989.4 TFLOP/s.",
+    ),
+    "b200": (
+        Accelerator(num_tc=512, tc_width=32, tc_depth=32, num_vc=256, vc_width=32, vc_sublanes=2, buffer_mb=128,
+                    hbm_gb=180.0, hbm_bandwidth_Bps=8e12, clock_hz=B200_CLOCK_HZ,
+                    gemm_efficiency=FLAGSHIP_GEMM_EFFICIENCY, hbm_efficiency=HBM3_EFFICIENCY),
+        "B200-like approximation (HGX B200, 1,000 W; NVIDIA HGX B200 and DGX B200 datasheets, Blackwell technical "
+        "brief 2024): dense bf16 tensor cores as 512 arrays of 32×32 at 2.146 GHz = the published 2.25 PFLOP/s "
+        "(4.5 dense FP8: the b200-fp8 preset); 256 vector cores × 32 lanes × 2 sublanes = 35.2e12 elements/s, 6 % "
+        "under the datasheet's 75 TFLOP/s FP32 (600 per 8 GPUs); 126 MB L2 + 148 × (228 KB shared memory + 256 KB "
+        "tensor memory) rounded down to a 128 MB buffer, like the h100 preset's; 180 GB HBM3e at 8 TB/s (DGX B200: "
+        "1,440 GB and 64 TB/s over 8 GPUs; 8 stacks of 24 GB, 180 GB exposed), HBM3's 90 % achievable "
+        "(assumption); GEMM efficiency: H100's measured 80.1 % (assumption, FLAGSHIP_GEMM_EFFICIENCY).",
+    ),
+    "b200-fp8": (
+        Accelerator(num_tc=512, tc_width=32, tc_depth=32, num_vc=256, vc_width=32, vc_sublanes=2, buffer_mb=128,
+                    hbm_gb=180.0, hbm_bandwidth_Bps=8e12, clock_hz=B200_CLOCK_HZ,
+                    gemm_efficiency=FLAGSHIP_GEMM_EFFICIENCY, hbm_efficiency=HBM3_EFFICIENCY, number_format="fp8"),
+        "The b200 preset training in FP8 (Transformer-Engine recipe): the blocks' weight GEMMs at the datasheet's "
+        "4.5 PFLOP/s dense FP8, everything else in bf16 at 2.25 PFLOP/s.",
+    ),
+    "gb200": (
+        Accelerator(num_tc=512, tc_width=32, tc_depth=32, num_vc=256, vc_width=32, vc_sublanes=2, buffer_mb=128,
+                    hbm_gb=186.0, hbm_bandwidth_Bps=8e12, clock_hz=GB200_CLOCK_HZ,
+                    gemm_efficiency=FLAGSHIP_GEMM_EFFICIENCY, hbm_efficiency=HBM3_EFFICIENCY),
+        "One Blackwell GPU of a GB200 NVL72 (NVIDIA GB200 NVL72 datasheet, 2024; 1,200 W per GPU): the b200 preset "
+        "at 2.384 GHz = the published 2.5 PFLOP/s dense bf16 (5 dense FP8); 256 vector cores × 32 lanes × 2 "
+        "sublanes = 39.1e12 elements/s, 6 % under the datasheet's 6 PFLOP/s FP32 over 72 GPUs; 186 GB HBM3e at "
+        "8 TB/s (13.4 TB and 576 TB/s over 72 GPUs).",
+    ),
+    "tpuv5p": (
+        Accelerator(num_tc=8, tc_width=128, tc_depth=128, num_vc=2, vc_width=128, buffer_mb=128, hbm_gb=95.0,
+                    hbm_bandwidth_Bps=2.765e12, clock_hz=TPUV5P_CLOCK_HZ),
+        "TPU v5p-like (Cloud TPU v5p documentation, 2023–24): 2 TensorCores × 4 MXUs = 8 tensor cores of 128×128 "
+        "at 1.751 GHz = the published 459 TFLOP/s bf16; 2 vector cores of 128 lanes × 8 sublanes (TPU v4's vector "
+        "unit, assumption); a 128 MiB buffer (TPU v4's CMEM size, assumption: Google publishes no v5p on-chip "
+        "memory size); 95 GB HBM2e at 2,765 GB/s (HBM2's 88 % achievable); GEMM efficiency 1.0 as the tpuv4 preset "
+        "(TPU_GEMM_EFFICIENCY).",
+    ),
+    "mi300x": (
+        Accelerator(num_tc=512, tc_width=32, tc_depth=32, num_vc=512, vc_width=32, vc_sublanes=4, buffer_mb=256,
+                    hbm_gb=192.0, hbm_bandwidth_Bps=5.3e12, clock_hz=MI300X_CLOCK_HZ,
+                    gemm_efficiency=FLAGSHIP_GEMM_EFFICIENCY, hbm_efficiency=HBM3_EFFICIENCY),
+        "MI300X-like approximation (AMD Instinct MI300X data sheet, 2023; 750 W): dense bf16 matrix cores as 512 "
+        "arrays of 32×32 at 1.247 GHz = the published 1,307.4 TFLOP/s (2,614.9 dense FP8); 512 vector cores × 32 "
+        "lanes × 4 sublanes = the 163.4 TFLOP/s FP32 vector rate; 256 MB Infinity Cache (+ 32 MB L2, 304 × 64 KB "
+        "LDS) rounded down to a 256 MB buffer; 192 GB HBM3 (8 stacks of 24 GB) at 5.3 TB/s, HBM3's 90 % "
+        "achievable (assumption); GEMM efficiency: H100's measured 80.1 % (assumption, FLAGSHIP_GEMM_EFFICIENCY).",
     ),
     "phaze-small": (
         Accelerator(num_tc=1, tc_width=64, tc_depth=64, num_vc=1, vc_width=64, buffer_mb=8),

@@ -120,6 +120,28 @@ SERDES_100G_PAM4_LANE_AREA_MM2 = 0.965 / 2
 """0.483 mm² per 100 Gb/s PAM4 lane pair: LLMCompass's cost model gives 0.965 mm² of PHY per NVLink4 link
 (``nvlink4_phy_mm2_per_link_unit``), and an NVLink4 link is two 100 Gb/s pairs per direction (NVIDIA H100
 whitepaper)."""
+SERDES_200G_PAM4_LANE_AREA_MM2 = SERDES_100G_PAM4_LANE_AREA_MM2
+"""0.483 mm² per 200 Gb/s PAM4 lane pair (NVLink5, B200): no die-photo figure is public, so it takes the 100 Gb/s
+PAM4 pair's area (assumption: a 200G lane doubles the symbol rate on a newer node whose analog shrinks little;
+range 0.4–0.8 mm², ±3 mm² over NVLink5's 36 pairs, < 0.3 % of a B200's silicon)."""
+D2D_SHORELINE_BPS_PER_MM = 1317e9
+"""Die-to-die bandwidth per mm of die edge on an advanced (silicon-bridge/interposer) package: 1,317 GB/s/mm, the
+UCIe 1.0 advanced-package figure (Das Sharma et al., "Universal Chiplet Interconnect Express (UCIe): An Open
+Industry Standard for Innovations with Chiplets at Package Level", IEEE Trans. CPMT 2022, Table: bandwidth
+shoreline density at 32 GT/s, 45 µm bump pitch). NVIDIA's NV-HBI (B200) publishes only its 10 TB/s: it is assumed
+to be as dense."""
+D2D_DEPTH_MM = 1.0
+"""Depth of a die-to-die interface's bump field and PHY from the die edge: 1 mm. Assumption (UCIe's advanced-package
+module is ≈ 1 mm deep, same paper's module drawing); range 0.5–2 mm, i.e. ±4–8 mm² per B200 die (< 1 %)."""
+
+
+def d2d_interface_area_mm2(bandwidth_Bps):
+    """Area of a die-to-die interface carrying ``bandwidth_Bps`` (both directions together): the die edge it needs
+    at :data:`D2D_SHORELINE_BPS_PER_MM` (read as both directions together, assumption: if UCIe's figure is per
+    direction the interface is half as large) × :data:`D2D_DEPTH_MM`."""
+    return np.divide(bandwidth_Bps, D2D_SHORELINE_BPS_PER_MM) * D2D_DEPTH_MM
+
+
 IO_MISC_AREA_MM2 = 40.0
 """40 mm² of everything else on a large accelerator die — PCIe host interface, management and security
 processors, clocking, fuses, test: GA100's "other" area on its die photo (LLMCompass, Fig. 6a). Applied to

@@ -41,6 +41,7 @@ class ProcessNode:
     energy_factor: float  # dynamic energy per event, relative to N7 at the same speed
     wafer_cost_usd: float  # one processed 300 mm wafer
     defect_density_per_cm2: float  # D0 of the negative-binomial yield model
+    volume_year: int | None = None  # first year of volume production (None: a variant for a sensitivity study)
 
     def __post_init__(self) -> None:
         for name in ("logic_density_gain", "sram_density_gain", "energy_factor", "wafer_cost_usd"):
@@ -52,23 +53,75 @@ class ProcessNode:
 
 
 N7 = ProcessNode("N7", logic_density_gain=1.0, sram_density_gain=1.0, energy_factor=1.0, wafer_cost_usd=9346.0,
-                 defect_density_per_cm2=0.09)
+                 defect_density_per_cm2=0.09, volume_year=2018)
 """TSMC N7, the reference node of :mod:`.area` and :mod:`.energy`. Wafer cost $9,346 per 300 mm wafer (Khan &
 Mann, "AI Chips: What They Are and Why They Matter", CSET 2020, foundry sale price per wafer); D0 = 0.09
 defects/cm², which TSMC reported for N7 three quarters into volume production (VLSI Symposium 2019, as
-reported by AnandTech, "'Better Yield on 5nm than 7nm': TSMC Update on Defect Rates for N5", 2020-08-25)."""
+reported by AnandTech, "'Better Yield on 5nm than 7nm': TSMC Update on Defect Rates for N5", 2020-08-25). Volume
+production from 2018 (TSMC, "TSMC's 7nm ... volume production", Q2 2018 earnings and press: N7 entered volume
+production in April 2018)."""
 N5 = ProcessNode("N5", logic_density_gain=1.8, sram_density_gain=0.027 / 0.021, energy_factor=0.7,
-                 wafer_cost_usd=16988.0, defect_density_per_cm2=0.10)
+                 wafer_cost_usd=16988.0, defect_density_per_cm2=0.10, volume_year=2020)
 """TSMC N5: "up to 80 % logic density gain" and "30 % power reduction" at the same speed over N7 (TSMC, as
 reported by AnandTech 2020-08-25 and TSMC's N5 announcements); high-density SRAM bit cell 0.021 µm² against
 N7's 0.027 µm² (TSMC, IEDM 2019 and IEDM 2016), a 1.29× gain. Wafer cost $16,988 (Khan & Mann, CSET 2020).
 D0 = 0.10 defects/cm² (TSMC Technology Symposium 2020: 0.10–0.11 and falling, same AnandTech report).
 Sensitivity: a chip-level density gain of 1.5× (GH100's 80 B transistors on 814 mm² against GA100's 54.2 B on
 826 mm², which also counts Hopper's new features) instead of 1.8× for logic grows the modelled H100 die by
-≈ 15 %, past the reticle limit (docs/cost_model.md)."""
-NODES: dict[str, ProcessNode] = {"N7": N7, "N5": N5, "4N": replace(N5, name="4N")}
-"""Nodes by name. NVIDIA's 4N (H100) is a customised TSMC N5-family process with no separate public
-density, energy, cost or D0 figures: it takes N5's (assumption)."""
+≈ 15 %, past the reticle limit (docs/cost_model.md). Volume production from 2020 (TSMC: N5 in volume production
+in Q2 2020, same AnandTech report)."""
+N4P_OVER_N5_DENSITY = 1.06
+"""TSMC N4P over N5: "a 6 % increase in transistor density" (TSMC press release "TSMC Extends Its 5nm Family With
+A New Enhanced-Performance N4P Process", 2021-10-26). Applied to logic; SRAM keeps N5's bit cell (assumption: N4P
+is an optical shrink of the N5 family, whose SRAM did not shrink)."""
+N4P_OVER_N5_ENERGY = 0.78
+"""TSMC N4P over N5: "a 22 % improvement in power efficiency" (same TSMC press release, 2021-10-26), i.e. 0.78×
+N5's energy per event at the same speed."""
+N4P = ProcessNode("N4P", logic_density_gain=N5.logic_density_gain * N4P_OVER_N5_DENSITY,
+                  sram_density_gain=N5.sram_density_gain, energy_factor=N5.energy_factor * N4P_OVER_N5_ENERGY,
+                  wafer_cost_usd=N5.wafer_cost_usd, defect_density_per_cm2=N5.defect_density_per_cm2, volume_year=2022)
+"""TSMC N4P, the N5-family node of 2022 (volume production 2022: same TSMC press release): 1.91× N7's logic
+density, 0.55× its energy per event (N5's figures × :data:`N4P_OVER_N5_DENSITY` and × :data:`N4P_OVER_N5_ENERGY`).
+Wafer cost and D0: N5's (assumption, no separate public figure; N4P reuses N5's tools with fewer masks, so the wafer
+costs the same or less: range $15,000–17,000; D0 of a mature N5-family line, range 0.07–0.10/cm²)."""
+N3E_OVER_N5_DENSITY = 1.6
+"""TSMC N3E over N5: "1.6× logic density" (TSMC 2022 Technology Symposium, as reported by AnandTech, "TSMC Roadmap
+Update: N3E in 2024, N2 in 2026, Major Changes Incoming", 2022-04-22). SRAM does not shrink: N3E's high-density bit
+cell is 0.021 µm², N5's (TSMC, IEDM 2022, as reported by WikiChip Fuse, "TSMC's N3E ... SRAM bit cell", 2022-12)."""
+N3E_OVER_N5_ENERGY = 0.66
+"""TSMC N3E over N5: "34 % power reduction" at the same speed (same TSMC 2022 Technology Symposium figures)."""
+N3_WAFER_COST_USD = 20_000.0
+"""A TSMC N3 wafer: ≈ $20,000, the analyst estimate the trade press reported when N3 ramped (DigiTimes, as reported
+by Tom's Hardware, "TSMC Will Reportedly Charge $20,000 Per 3nm Wafer", 2022-12). Assumption: no foundry price list
+is public; range $18,000–25,000 (a 25 % move of the wafer moves the die cost by 25 %)."""
+N3 = ProcessNode("N3", logic_density_gain=N5.logic_density_gain * N3E_OVER_N5_DENSITY,
+                 sram_density_gain=N5.sram_density_gain, energy_factor=N5.energy_factor * N3E_OVER_N5_ENERGY,
+                 wafer_cost_usd=N3_WAFER_COST_USD, defect_density_per_cm2=N5.defect_density_per_cm2, volume_year=2023)
+"""TSMC N3 (its N3E flavour, the one accelerators use): 2.88× N7's logic density, N5's SRAM density, 0.46× N7's energy
+per event, $20,000 wafers. Volume production: N3E from Q4 2023 (TSMC Q4 2023 earnings; N3B from December 2022).
+D0 = N5's 0.10/cm² (assumption: TSMC stated N3's defect density tracks N5's at the same point of its ramp, 2022
+Technology Symposium; range 0.08–0.20/cm², which moves an 800 mm² die's yield from 0.54 to 0.27)."""
+NODES: dict[str, ProcessNode] = {"N7": N7, "N5": N5, "4N": replace(N5, name="4N", volume_year=2022), "N4P": N4P,
+                                 "4NP": replace(N4P, name="4NP", volume_year=2024), "N3": N3}
+"""Nodes by name. NVIDIA's 4N (H100) and 4NP (B200) are customised TSMC N5-family processes with no separate public
+density, energy, cost or D0 figures: they take N5's and N4P's (assumption), with the year of their first product
+(H100 2022, B200 2024)."""
+
+
+class UnknownNodeError(ValueError):
+    """A process node the cost model has no data for."""
+
+
+def get_node(name: str | ProcessNode) -> ProcessNode:
+    """The node called ``name`` (a :class:`ProcessNode` is returned as is); a node without data raises
+    :class:`UnknownNodeError` naming the nodes that have it."""
+    if isinstance(name, ProcessNode):
+        return name
+    key = str(name).strip().upper()
+    if key not in NODES:
+        raise UnknownNodeError(f"no process data for node {name!r}; nodes with density, energy, wafer cost and D0: "
+                               f"{', '.join(NODES)}")
+    return NODES[key]
 
 
 @dataclass(frozen=True)
@@ -78,14 +131,18 @@ class SerdesKind:
     name: str
     lane_bps: float
     lane_pair_area_mm2: float
+    first_year: int  # the first year an accelerator shipped with these lanes
 
 
 SERDES: dict[str, SerdesKind] = {
-    "50G-NRZ": SerdesKind("50G-NRZ", 50e9, area.SERDES_50G_NRZ_LANE_AREA_MM2),
-    "100G-PAM4": SerdesKind("100G-PAM4", 100e9, area.SERDES_100G_PAM4_LANE_AREA_MM2),
+    "50G-NRZ": SerdesKind("50G-NRZ", 50e9, area.SERDES_50G_NRZ_LANE_AREA_MM2, 2020),
+    "100G-PAM4": SerdesKind("100G-PAM4", 100e9, area.SERDES_100G_PAM4_LANE_AREA_MM2, 2022),
+    "200G-PAM4": SerdesKind("200G-PAM4", 200e9, area.SERDES_200G_PAM4_LANE_AREA_MM2, 2024),
 }
-"""SerDes lanes by name: NVLink3 (A100) uses 50 Gb/s NRZ pairs, NVLink4 (H100) 100 Gb/s PAM4 pairs (NVIDIA
-A100 and H100 whitepapers); areas from :mod:`.area`."""
+"""SerDes lanes by name and the year an accelerator first shipped with them: NVLink3 (A100, 2020) uses 50 Gb/s NRZ
+pairs, NVLink4 (H100, 2022) 100 Gb/s PAM4 pairs (NVIDIA A100 and H100 whitepapers), NVLink5 (B200, 2024) 200 Gb/s
+PAM4 pairs (NVIDIA Blackwell architecture technical brief, 2024: 18 links of 100 GB/s, "two 200 Gb/s lanes per
+direction" per link; :data:`B200_NVLINKS`); areas from :mod:`.area`."""
 
 CORE_STYLES = ("systolic", "simt")
 """How a chip's cores are built: TPU-like systolic arrays (the template of :mod:`.area`) or GPU SIMT cores."""
@@ -135,6 +192,30 @@ A100_NVLINKS = 12
 """NVLink 3 links per A100 SXM4 (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020)."""
 H100_NVLINKS = 18
 """NVLink 4 links per H100 SXM5 (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022)."""
+B200_NVLINKS = 18
+"""NVLink 5 links per B200: 18 links of 100 GB/s (both directions together), 1.8 TB/s per GPU, each link two 200 Gb/s
+PAM4 lane pairs per direction (NVIDIA Blackwell architecture technical brief, 2024; HGX B200 datasheet)."""
+NVLINK5_LINK_BPS = 50e9
+"""One NVLink 5 link's bandwidth in each direction: 50 GB/s (100 GB/s both ways, same brief)."""
+B200_D2D_BPS = 10e12
+"""B200's die-to-die link (NV-HBI) between its two dies: "10 TB/s" (NVIDIA Blackwell technical brief and GTC 2024
+keynote), read as both directions together (assumption; per direction it would be 20 TB/s and the interface's area
+and power twice :data:`phaze_env.hardware.area.D2D_SHORELINE_BPS_PER_MM`'s and :data:`energy.D2D_PJ_PER_BIT`'s
+share: +8 mm², +40 W)."""
+MI300X_IF_LINKS = 7
+"""AMD Infinity Fabric links per MI300X: 7, each 128 GB/s both directions together (896 GB/s peer-to-peer per GPU in
+an 8-GPU platform; AMD Instinct MI300X data sheet, 2023)."""
+MI300X_IF_LINK_BPS = 128e9
+"""One MI300X Infinity Fabric link, both directions together (same data sheet)."""
+MI300X_POWER_W = 750.0
+"""The MI300X's total board power: 750 W (AMD Instinct MI300X data sheet, 2023)."""
+TPUV5P_ICI_LINKS = 6
+"""ICI links per TPU v5p chip: a 3-D torus (Cloud TPU v5p documentation: "3D torus", pods of 8,960 chips), two
+links per dimension as TPU v4."""
+TPUV5P_ICI_CHIP_BPS = 1200e9
+"""A TPU v5p chip's ICI bandwidth, both directions together: 1,200 GB/s ("bidirectional inter-chip interconnect
+bandwidth per chip 1,200 GBps", Cloud TPU v5p documentation; 4,800 Gb/s per direction), i.e. 100 GB/s per link and
+direction over :data:`TPUV5P_ICI_LINKS`."""
 
 
 def links_per_direction_Bps(links: int, link_bandwidth_Bps: float) -> float:
@@ -157,6 +238,11 @@ class ChipSystem:
     both directions together (NVIDIA's convention: NVLink3 50 GB/s per link, 600 GB/s over 12 links; a TPU v4 ICI
     link of 50 GB/s in each direction is 100 GB/s in it); :attr:`per_direction_Bps` is the chip's bandwidth in
     each direction, what a cluster's links carry.
+
+    ``dies`` splits the chip into that many identical dies on one package (B200: two reticle-limited dies): each
+    die carries its share of the compute, HBM interfaces and SerDes, its own IO/misc block and a die-to-die
+    interface of ``d2d_bandwidth_Bps`` (the bandwidth each die exchanges with the others, both directions
+    together; 0 for one die). The reticle limit and the yield apply per die.
     """
 
     node: str | ProcessNode = "N7"
@@ -166,10 +252,20 @@ class ChipSystem:
     link_bandwidth_Bps: float = 50e9
     serdes: str = "50G-NRZ"
     core_style: str = "systolic"
+    dies: int = 1
+    d2d_bandwidth_Bps: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.node, ProcessNode) and self.node not in NODES:
-            raise ValueError(f"ChipSystem.node must be a ProcessNode or one of {', '.join(NODES)}, got {self.node!r}")
+            raise UnknownNodeError(f"ChipSystem.node must be a ProcessNode or one of {', '.join(NODES)} (the nodes "
+                                   f"with density, energy, wafer cost and D0), got {self.node!r}")
+        if isinstance(self.dies, bool) or not isinstance(self.dies, int) or self.dies < 1:
+            raise ValueError(f"ChipSystem.dies must be a positive integer, got {self.dies!r}")
+        d2d = self.d2d_bandwidth_Bps
+        if isinstance(d2d, bool) or not isinstance(d2d, (int, float)) or not 0 <= d2d < math.inf or \
+                (self.dies > 1) != (d2d > 0):
+            raise ValueError(f"ChipSystem.d2d_bandwidth_Bps must be positive for a chip of several dies and 0 for one "
+                             f"die, got {d2d!r} with {self.dies} die(s)")
         if self.serdes not in SERDES:
             raise ValueError(f"ChipSystem.serdes must be one of {', '.join(SERDES)}, got {self.serdes!r}")
         if self.core_style not in CORE_STYLES:
@@ -188,7 +284,7 @@ class ChipSystem:
 
     @property
     def process(self) -> ProcessNode:
-        return self.node if isinstance(self.node, ProcessNode) else NODES[self.node]
+        return get_node(self.node)
 
     @property
     def die_hbm_phys(self) -> int:
@@ -218,7 +314,7 @@ class PublishedChip:
     die_area_mm2: float | None  # None where only a bound is public
     die_area_bound_mm2: float | None  # a published upper bound ("< 600 mm²")
     area_source: str
-    power_w: float
+    power_w: float | None  # None where the vendor publishes none
     power_kind: str  # "TDP", "max chip power"
     power_source: str
 
@@ -244,8 +340,37 @@ SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
         "H100 SXM5 (NVIDIA H100 whitepaper): TSMC 4N, GH100 die with 6 HBM3 interfaces of which 5 are populated, "
         "18 NVLink4 links × 50 GB/s (900 GB/s) of two 100 Gb/s PAM4 pairs per direction.",
     ),
+    "b200": (
+        ChipSystem(node="4NP", hbm_stacks=8, links=B200_NVLINKS, link_bandwidth_Bps=2 * NVLINK5_LINK_BPS,
+                   serdes="200G-PAM4", core_style="simt", dies=2, d2d_bandwidth_Bps=B200_D2D_BPS),
+        "B200 (NVIDIA Blackwell technical brief 2024, HGX B200 datasheet): TSMC 4NP, two reticle-limited dies joined "
+        "by the 10 TB/s NV-HBI, 8 HBM3e stacks (four per die), 18 NVLink5 links × 100 GB/s (1.8 TB/s) of two "
+        "200 Gb/s PAM4 pairs per direction; each die its own IO/misc block.",
+    ),
+    "gb200": (
+        ChipSystem(node="4NP", hbm_stacks=8, links=B200_NVLINKS, link_bandwidth_Bps=2 * NVLINK5_LINK_BPS,
+                   serdes="200G-PAM4", core_style="simt", dies=2, d2d_bandwidth_Bps=B200_D2D_BPS),
+        "A GB200 NVL72's Blackwell GPU (NVIDIA GB200 NVL72 datasheet): the B200's two dies, HBM3e stacks and NVLink5 "
+        "links (1.8 TB/s per GPU into the 72-GPU NVLink domain) at the GB200's higher clock and 1,200 W limit.",
+    ),
+    "tpuv5p": (
+        ChipSystem(node="N5", hbm_stacks=6, links=TPUV5P_ICI_LINKS,
+                   link_bandwidth_Bps=TPUV5P_ICI_CHIP_BPS / TPUV5P_ICI_LINKS, serdes="100G-PAM4", core_style="systolic"),
+        "TPU v5p (Cloud TPU v5p documentation): 95 GB HBM2e at 2,765 GB/s = 6 stacks of 16 GB at 3.6 Gb/s per pin "
+        "(460.8 GB/s each; the stack count is read from the bandwidth), 6 ICI links of 100 GB/s per direction "
+        "(1,200 GB/s per chip). Assumptions: TSMC N5 (Google does not disclose the node; range N7–N4P), 100 Gb/s "
+        "PAM4 lanes (8 pairs per link).",
+    ),
 }
 """System-level fields of the presets that have public system data (keyed like ``accelerator.PRESETS``)."""
+
+MI300X_ONE_NODE_SKETCH = ChipSystem(node="N5", hbm_stacks=8, links=MI300X_IF_LINKS,
+                                    link_bandwidth_Bps=MI300X_IF_LINK_BPS, serdes="50G-NRZ", core_style="simt")
+"""The mi300x preset as if it were one N5 chip: a sketch, not a ``SYSTEMS`` entry. The real part is eight N5 compute
+dies (XCDs) 3-D stacked on four N6 I/O dies that hold the 256 MB Infinity Cache and the HBM3 PHYs (AMD CDNA 3
+white paper, 2023) — a split of nodes this one-node model does not represent, and AMD publishes no die areas in
+mm² in the sources used here — so only its power is set against :data:`MI300X_POWER_W`, and only in the report's
+prose. Its SerDes (Infinity Fabric lanes, 32 Gb/s class) take the 50G NRZ lane's area (assumption)."""
 
 PUBLISHED: dict[str, PublishedChip] = {
     "tpuv4": PublishedChip(
@@ -256,8 +381,24 @@ PUBLISHED: dict[str, PublishedChip] = {
                           power_w=400.0, power_kind="TDP", power_source="NVIDIA A100 SXM4 80 GB datasheet"),
     "h100": PublishedChip(die_area_mm2=814.0, die_area_bound_mm2=None, area_source="NVIDIA H100 whitepaper",
                           power_w=700.0, power_kind="TDP", power_source="NVIDIA H100 SXM5 datasheet"),
+    "b200": PublishedChip(
+        die_area_mm2=2 * 814.0, die_area_bound_mm2=None,
+        area_source="two reticle-limited dies (NVIDIA Blackwell technical brief, 2024), \"a near doubling of the GPU "
+                    "die area versus Hopper\" (TechInsights' HGX B200 teardown, 2025): 2 × GH100's 814 mm²",
+        power_w=1000.0, power_kind="TDP", power_source="NVIDIA HGX B200 datasheet (up to 1,000 W per GPU)"),
+    "gb200": PublishedChip(
+        die_area_mm2=2 * 814.0, die_area_bound_mm2=None,
+        area_source="the B200's dies (same silicon): 2 × GH100's 814 mm², as for b200",
+        power_w=1200.0, power_kind="TDP",
+        power_source="NVIDIA GB200 NVL72 datasheet / Blackwell technical brief (1,200 W per GPU in GB200)"),
+    "tpuv5p": PublishedChip(
+        die_area_mm2=None, die_area_bound_mm2=area.RETICLE_LIMIT_MM2,
+        area_source="not published (Google discloses neither node nor die size); only the reticle limit bounds it",
+        power_w=None, power_kind="chip power",
+        power_source="not published (Cloud TPU v5p documentation gives no power; no Google paper found gives it)"),
 }
-"""Published die area and power of the presets in ``SYSTEMS``."""
+"""Published die area and power of the presets in ``SYSTEMS`` (``None``: not published; the model's figure is then
+a prediction with nothing to check it against, and the report says so)."""
 
 
 # --- wafer, yield, die cost ------------------------------------------------------------------------------
@@ -308,9 +449,15 @@ class ChipEstimate:
     dies_per_wafer: int
     die_yield: float
     fits_reticle: bool
+    dies: int = 1  # dies on the package; dies_per_wafer, die_yield and fits_reticle are one die's
+
+    @property
+    def area_per_die_mm2(self) -> float:
+        return self.die_area_mm2 / self.dies
 
     @property
     def die_area_mm2(self) -> float:
+        """All the chip's silicon (every die together)."""
         return sum(self.area_mm2.values())
 
     @property
@@ -351,7 +498,8 @@ def periphery_area_mm2(system: ChipSystem) -> dict[str, float]:
     return {
         "hbm_interfaces": float(area.hbm_interface_area_mm2(system.die_hbm_phys, node.logic_density_gain)),
         "serdes": float(area.serdes_area_mm2(system.lane_pairs, SERDES[system.serdes].lane_pair_area_mm2)),
-        "io_misc": area.IO_MISC_AREA_MM2,
+        "io_misc": area.IO_MISC_AREA_MM2 * system.dies,
+        "die_to_die": float(area.d2d_interface_area_mm2(system.d2d_bandwidth_Bps)) * system.dies,
     }
 
 
@@ -370,6 +518,7 @@ def chip_power_w(acc: Accelerator, system: ChipSystem, die_area_mm2: float) -> d
         "vector": terms["vector"] * core_scale,
         "hbm": terms["hbm"],
         "links": energy.link_power_w(system.link_total_Bps),
+        "die_to_die": energy.d2d_power_w(system.dies * system.d2d_bandwidth_Bps / 2),
         "leakage": energy.leakage_power_w(die_area_mm2),
     }
 
@@ -381,18 +530,19 @@ def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm
     :class:`ReticleLimitError` unless ``allow_over_reticle`` (then ``fits_reticle`` is False and the cost is
     that of a hypothetical monolithic die). D0 defaults to the node's."""
     areas = chip_area_mm2(acc, system)
-    die_area = sum(areas.values())
+    silicon_mm2 = sum(areas.values())
+    per_die_mm2 = silicon_mm2 / system.dies
     if not allow_over_reticle:
-        check_reticle(die_area)
+        check_reticle(per_die_mm2)
     d0 = system.process.defect_density_per_cm2 if defect_density_per_cm2 is None else defect_density_per_cm2
     cost = {
-        "die": good_die_cost_usd(die_area, system.process, d0, alpha),
+        "die": system.dies * good_die_cost_usd(per_die_mm2, system.process, d0, alpha),
         "hbm": acc.hbm_gb * hbm_usd_per_gb,
         "package": package_usd,
     }
-    return ChipEstimate(area_mm2=areas, power_w=chip_power_w(acc, system, die_area), cost_usd=cost,
-                        dies_per_wafer=dies_per_wafer(die_area), die_yield=die_yield(die_area, d0, alpha),
-                        fits_reticle=die_area <= area.RETICLE_LIMIT_MM2)
+    return ChipEstimate(area_mm2=areas, power_w=chip_power_w(acc, system, silicon_mm2), cost_usd=cost,
+                        dies_per_wafer=dies_per_wafer(per_die_mm2), die_yield=die_yield(per_die_mm2, d0, alpha),
+                        fits_reticle=per_die_mm2 <= area.RETICLE_LIMIT_MM2, dies=system.dies)
 
 
 def preset_system(name: str) -> ChipSystem:

@@ -126,6 +126,17 @@ def full_rate_power_terms_w(acc: Accelerator) -> dict[str, float]:
     }
 
 
+D2D_PJ_PER_BIT = 0.5
+"""Energy of a die-to-die transfer on an advanced package: 0.5 pJ/bit, UCIe 1.0's advanced-package power efficiency
+(Das Sharma et al., IEEE Trans. CPMT 2022). NV-HBI's is not published: assumption, range 0.25–1 pJ/bit (±20–40 W
+on a B200's 10 TB/s)."""
+
+
+def d2d_power_w(traffic_Bps: float) -> float:
+    """Power (W) of die-to-die interfaces carrying ``traffic_Bps`` bytes/s between dies (each byte counted once)."""
+    return PJ * D2D_PJ_PER_BIT * 8 * traffic_Bps
+
+
 def link_power_w(link_Bps: float) -> float:
     """Power (W) of chip-to-chip links carrying ``link_Bps`` bytes/s in total (both directions)."""
     return PJ * LINK_PJ_PER_BYTE * link_Bps

@@ -269,19 +269,51 @@ class LatencyTable:
     vc_one_s: np.ndarray
     vc_all_s: np.ndarray
     comm_s: np.ndarray
+    comm_overlap: tuple[tuple[int, tuple[int, ...], int], ...] = ()
+    """Collectives hidden behind GEMMs by chunking (:func:`chunked_exposed_s`): ``(comm op, the GEMM ops whose output
+    it reduces, the ring's steps)``; their latency is the exposed part only. Empty: every collective adds in full."""
 
     @classmethod
-    def from_terms(cls, tc_configs, vc_configs, tensor: TensorTerms, vector: VectorTerms, comm_s) -> LatencyTable:
+    def from_terms(cls, tc_configs, vc_configs, tensor: TensorTerms, vector: VectorTerms, comm_s,
+                   comm_overlap=()) -> LatencyTable:
         """The table of :func:`tensor_terms` / :func:`vector_terms` and per-op communication seconds."""
         return cls(tc_configs, vc_configs, tensor.one_s, tensor.all_s, tensor.tiles, vector.one_s, vector.all_s,
-                   np.asarray(comm_s, dtype=float))
+                   np.asarray(comm_s, dtype=float), tuple(comm_overlap))
 
     def latencies_s(self, tc_index, vc_index) -> tuple[np.ndarray, np.ndarray]:
         """``(one_core, all_cores)`` latencies per op for configuration indices (ints or index arrays)."""
-        comm_s = self.comm_s if np.ndim(tc_index) == 0 else self.comm_s[:, None]
-        one = pipelined_s(self.tc_one_s[:, tc_index], self.vc_one_s[:, vc_index], self.tc_tiles[:, tc_index]) + comm_s
-        all_cores = pipelined_s(self.tc_all_s[:, tc_index], self.vc_all_s[:, vc_index], self.tc_tiles[:, tc_index]) + comm_s
+        one, all_cores = self.device_latencies_s(tc_index, vc_index)
+        comm_s = self.exposed_comm_s(all_cores)
+        return one + comm_s, all_cores + comm_s
+
+    def device_latencies_s(self, tc_index, vc_index) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`latencies_s` without the communication part."""
+        one = pipelined_s(self.tc_one_s[:, tc_index], self.vc_one_s[:, vc_index], self.tc_tiles[:, tc_index])
+        all_cores = pipelined_s(self.tc_all_s[:, tc_index], self.vc_all_s[:, vc_index], self.tc_tiles[:, tc_index])
         return one, all_cores
+
+    def exposed_comm_s(self, all_cores: np.ndarray) -> np.ndarray:
+        """Per op (rows as ``all_cores``, the ops' device latencies without communication), its communication time
+        as it adds to the op's latency: in full, or for an overlapped collective (``comm_overlap``) the part its
+        GEMMs' chunks (at their all-cores latency) do not hide."""
+        comm_s = np.broadcast_to(self.comm_s if all_cores.ndim == 1 else self.comm_s[:, None], all_cores.shape).copy()
+        for op, gemms, steps in self.comm_overlap:
+            comm_s[op] = chunked_exposed_s(self.comm_s[op], all_cores[list(gemms)].sum(axis=0), steps)
+        return comm_s
+
+
+def chunked_exposed_s(comm_s, gemm_s, steps: int):
+    """Exposed seconds of a collective of ``comm_s`` overlapped with the GEMM of ``gemm_s`` that produces (or consumes)
+    it, both split into ``steps`` chunks and pipelined: chunk ``k``'s transfer runs while chunk ``k+1`` is computed.
+    Transformer Engine's userbuffers overlap (Megatron-Core ``--tp-comm-overlap``; Wang et al. 2022, "Overlap
+    Communication with Dependent Computation via Decomposition in Large Deep Learning Models", ASPLOS '23, §3) splits
+    a tensor-parallel all-gather or reduce-scatter into the ring's ``t`` steps. The pipeline ends one transfer chunk
+    after the last GEMM chunk when transfers are the shorter stage, or one GEMM chunk after the transfers start when
+    they are the longer: ``exposed = c/t + (t−1)/t · max(0, c − g)`` (``c`` when ``t = 1``, nothing to pipeline)."""
+    comm_s, gemm_s = np.asarray(comm_s, dtype=float), np.asarray(gemm_s, dtype=float)
+    if steps < 1:
+        raise ValueError(f"a chunked overlap needs at least one step, got {steps}")
+    return comm_s / steps + (steps - 1) / steps * np.maximum(0.0, comm_s - gemm_s)
 
 
 @dataclass(frozen=True)

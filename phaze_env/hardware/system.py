@@ -32,7 +32,8 @@ from typing import Any
 from phaze_env.hardware import area
 from phaze_env.hardware.accelerator import (A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, Accelerator,
                                             get_preset)
-from phaze_env.hardware.cost import PUBLISHED, SYSTEMS, ChipEstimate, ChipSystem, chip_estimate, periphery_area_mm2
+from phaze_env.hardware.cost import (PUBLISHED, SYSTEMS, ChipEstimate, ChipSystem, chip_estimate, compute_die_area_mm2,
+                                     periphery_area_mm2)
 from phaze_env.hardware.number_format import check_number_format
 
 
@@ -107,6 +108,7 @@ class HbmGeneration:
     pin_rate_bps: float
     efficiency: float
     source: str
+    first_year: int | None = None  # the year the generation first shipped on an accelerator (None: not known)
 
     @property
     def stack_bandwidth_Bps(self) -> float:
@@ -116,15 +118,24 @@ class HbmGeneration:
 HBM_DATA_PINS = 1024
 """Data pins of one HBM stack's interface, every generation up to HBM3e (JEDEC JESD235 / JESD238)."""
 HBM_GENERATIONS: dict[str, HbmGeneration] = {
+    "hbm2": HbmGeneration("hbm2", 8.0, 2.4e9, HBM2_EFFICIENCY,
+                          "JEDEC JESD235A (HBM2, up to 2.4 Gb/s per pin: 307 GB/s per stack); Samsung 'Aquabolt' "
+                          "8 GB 2.4 Gb/s stacks (2018); TPU v4's four stacks (32 GiB, ≈ 1.2 TB/s). First shipped on "
+                          "an accelerator in 2016 (NVIDIA Tesla P100, HBM2; Samsung HBM2 mass production Jan 2016)",
+                          first_year=2016),
     "hbm2e": HbmGeneration("hbm2e", 16.0, 3.2e9, HBM2_EFFICIENCY,
                            "JEDEC JESD235C (HBM2E, 3.2 Gb/s per pin, 409.6 GB/s per stack); Samsung HBM2E "
-                           "'Flashbolt' 16 GB 8-high stacks (2020); the A100 80 GB's five stacks"),
+                           "'Flashbolt' 16 GB 8-high stacks (2020); the A100 80 GB's five stacks. First shipped "
+                           "2020 (Samsung Flashbolt mass production Feb 2020; A100 80 GB Nov 2020)", first_year=2020),
     "hbm3": HbmGeneration("hbm3", 16.0, 6.4e9, HBM3_EFFICIENCY,
                           "JEDEC JESD238 (HBM3, Jan 2022: 6.4 Gb/s per pin, 819 GB/s per stack); SK hynix 16 GB "
-                          "8-high HBM3 as on the H100 SXM (5 × 16 GB = 80 GB)"),
+                          "8-high HBM3 as on the H100 SXM (5 × 16 GB = 80 GB). First shipped 2022 (SK hynix HBM3 mass "
+                          "production June 2022, for the H100)", first_year=2022),
     "hbm3e": HbmGeneration("hbm3e", 24.0, 9.2e9, HBM3_EFFICIENCY,
                            "Micron HBM3E 24 GB 8-high (2024 datasheet/press: > 9.2 Gb/s per pin, > 1.2 TB/s per "
-                           "stack); SK hynix HBM3E 9.2 Gb/s. Efficiency: HBM3's measured 0.90 (assumption)"),
+                           "stack); SK hynix HBM3E 9.2 Gb/s. Efficiency: HBM3's measured 0.90 (assumption). First "
+                           "shipped 2024 (Micron HBM3E volume production Feb 2024, for the H200; B200 2024)",
+                           first_year=2024),
 }
 """HBM generations by name (capacity per stack in GiB: HBM capacities are binary, a 16 GB stack is 16 Gib dies
 × 8). The PHY area per stack is :data:`phaze_env.hardware.area.HBM_PHY_AREA_MM2` for every generation (the
@@ -485,6 +496,13 @@ class SystemChoice:
     def compute_budget_mm2(self) -> float:
         """The die area left for the compute block: die − HBM PHYs/controllers − SerDes − IO (may be ≤ 0)."""
         return self.die_area_mm2 - sum(periphery_area_mm2(self.chip_system()).values())
+
+    def window_terms_mm2(self, arch: Accelerator) -> tuple[float, float]:
+        """What the system space's area window compares for ``arch``'s cores and buffer on this die: the compute
+        block (at this choice's node, core style and number format) and its budget, :meth:`compute_budget_mm2`."""
+        chip = self.accelerator(arch)
+        compute = compute_die_area_mm2(chip.area_mm2, chip.buffer_mb, self.chip_system())
+        return float(compute), self.compute_budget_mm2()
 
     def accelerator(self, arch: Accelerator) -> Accelerator:
         """``arch``'s cores and buffer with this choice's HBM, number format and the system space's GEMM

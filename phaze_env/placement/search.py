@@ -853,11 +853,13 @@ class PlacementSearch:
         if v > 1 and microbatches % stages:
             return (f"the interleaved schedule needs the {microbatches} microbatches per replica to be a multiple of "
                     f"p = {stages} (Megatron-LM)")
+        layers = ("layers (the embedding and the loss counting one each)" if rules.embedding_loss_in_split
+                  else "transformer layers")
         if rules.uniform_stages and total % stages:
-            return (f"the stack runs uniform stages (L/p transformer layers each) and p = {stages} does not divide the "
-                    f"{total} layers")
+            return (f"the stack runs uniform stages (L/p layers each) and p = {stages} does not divide the "
+                    f"{total} {layers}")
         if v > 1 and (total % v or stages * v > total or (rules.uniform_stages and (total // stages) % v)):
-            return (f"the {total} transformer layers cannot give each of the {stages} stages a multiple of v = {v} "
+            return (f"the {total} {layers} cannot give each of the {stages} stages a multiple of v = {v} "
                     "layers (each stage splits into v equal chunks)")
         return ""
 

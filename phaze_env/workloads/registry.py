@@ -261,6 +261,9 @@ BUILTIN: dict[str, Workload] = {
         _llama3("llama3-70b", 8192, 80, 64, 28672, 70_553_706_496,
                 f"{LLAMA3_SOURCE} (70B: 80 layers, d_model 8192, FFN 28672, 64 heads, 8 KV heads); "
                 "HF meta-llama/Llama-3.1-70B config.json; num_parameters()=70,553,706,496"),
+        _llama3("llama3-405b", 16384, 126, 128, 53248, 405_853_388_800,
+                f"{LLAMA3_SOURCE} (405B: 126 layers, d_model 16384, FFN 53248, 128 heads, 8 KV heads); "
+                "HF meta-llama/Llama-3.1-405B config.json; num_parameters()=405,853,388,800"),
         _gpt2("megatron-gpt2-8.3b", 3072, 72, 24, 1024, 8_300_000_000, "Shoeybi et al. 2019 (Megatron-LM), Table 1: 8.3 B"),
         _gpt2("gpt3-175b", 12288, 96, 96, 2048, 175_000_000_000, "Brown et al. 2020, Table 2.1: 175.0 B"),
         # Megatron-LM weak-scaling models (hidden, layers, heads; published size in billions, as printed).
