@@ -99,7 +99,8 @@ def markdown(board: dict[str, Any]) -> str:
              "task the hypervolume of the evaluated designs over the **exact Pareto front**'s. Strategies chase "
              "throughput (NSGA-II: throughput and area), so a two-objective score says how much of the front their "
              "evaluations cover. Intervals: 95 % bootstrap (seeds resampled; over tasks, stratified). Written by "
-             "`python -m experiments.leaderboard --task all`; interactive page with the convergence curves: "
+             "`python -m experiments.leaderboard --task NAME|core|all` (the run below); interactive page with the "
+             "convergence curves: "
              "[leaderboard/board.html](leaderboard/board.html).", "", _meta_sentence(board), "", "## Aggregate", ""]
     lines += _md_table(AGGREGATE_HEADER, aggregate_rows(board))
     lines += ["", "Neighbours in the ranking:", ""] + [f"* {line}" for line in board["separation"]]

@@ -116,12 +116,11 @@ def _interval(samples: np.ndarray) -> list[float]:
     return [float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))]
 
 
-def score_table(runs: Sequence[dict[str, Any]], at: int | None = None) -> dict[str, dict[str, np.ndarray]]:
-    """``{task: {strategy: scores over seeds}}`` after ``at`` evaluations (default: the whole run)."""
+def score_table(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, np.ndarray]]:
+    """``{task: {strategy: final scores over seeds}}`` (seed order)."""
     table: dict[str, dict[str, list[float]]] = {}
     for run in sorted(runs, key=lambda r: r["seed"]):
-        curve = run["curve"]
-        table.setdefault(run["task"], {}).setdefault(run["strategy"], []).append(curve[min(at or len(curve), len(curve)) - 1])
+        table.setdefault(run["task"], {}).setdefault(run["strategy"], []).append(run["curve"][-1])
     return {t: {s: np.asarray(v) for s, v in by.items()} for t, by in table.items()}
 
 

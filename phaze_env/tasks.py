@@ -166,12 +166,11 @@ TASKS: dict[str, Task] = _build_tasks()
 PHAZE's space; throughput vs throughput per $ and throughput per W vs die area in the system space)."""
 
 
-CORE_TASKS = ("tiny-gpt2/full-a05/throughput", "tiny-llama/full-a10/throughput", "tiny-mixtral/full-a10/throughput",
-              "tiny-mixtral-e4/full-a05/throughput", "tiny-gpt2/system-20kW/throughput",
-              "tiny-mixtral/system-150k$/throughput", "tiny-gpt2/full-a10/throughput+area",
-              "tiny-llama/system-20kW/throughput_per_w+area")
-"""``--task core``: one task per (dense or MoE, space, budget kind) and a front in each space — the subset whose
-every-strategy board (5 seeds, GP strategies included) fits an hour on a shared 2-core machine."""
+CORE_TASKS = ("tiny-gpt2/full-a05/throughput", "tiny-mixtral/system-150k$/throughput",
+              "tiny-gpt2/full-a10/throughput+area", "tiny-llama/system-20kW/throughput_per_w+area")
+"""``--task core``: a dense and a MoE model, PHAZE's space and the system space at a power and a money budget, one
+throughput task and one front in each space — the subset whose every-strategy board (5 seeds, the GP strategies
+included: ~60 s per run each on a loaded machine) fits an hour on a shared 2-core machine."""
 
 
 def get_task(name: str | Task) -> Task:

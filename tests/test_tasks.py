@@ -257,7 +257,7 @@ def test_readme_guide_and_docs_leaderboard_equal_the_board():
     guide = (REPO / "docs" / "guides" / "results.md").read_text()
     assert f"{page.MARK_START}\n{table.replace('](docs/', '](../')}\n{page.MARK_END}" in guide
     assert (REPO / "docs" / "leaderboard.md").read_text() == page.markdown(board)
-    assert board["meta"]["tasks"] == list(TASKS) and board["meta"]["seeds"] >= 5
+    assert set(board["meta"]["tasks"]) <= set(TASKS) and board["meta"]["seeds"] >= 5
 
 
 @pytest.mark.slow
