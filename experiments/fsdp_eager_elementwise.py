@@ -17,7 +17,7 @@ block) is not published.
 
 from __future__ import annotations
 
-from experiments.validate import predicted_compile_gain
+from experiments.validation_fit import predicted_compile_gain
 from experiments.validation_cases import COMPILE_BLOG, COMPILE_GAINS
 from phaze_env.cli import OneLineParser
 

@@ -10,7 +10,7 @@ FULL_SHARD row, so the same). A sensitivity: the profile itself is not changed.
 
 from __future__ import annotations
 
-from experiments.validate import error_with, fit_efficiency
+from experiments.validation_fit import error_with, fit_efficiency
 from experiments.validation_cases import FSDP_CASES, get_case
 from phaze_env.cli import OneLineParser
 from phaze_env.stacks import get_stack

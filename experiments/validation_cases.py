@@ -24,7 +24,7 @@ How each metric was computed by its authors (a prediction must use the same conv
   the GPU count.
 * ``mcore_tflops_per_device`` (Megatron-Core's MoE runs) — model teraFLOP/s per GPU as Megatron-LM's
   ``num_floating_point_operations`` counts them (active experts only, no recompute; the MCore v0.8 formula,
-  ``experiments.validate.megatron_core_flops``). Only the MoE cases (:data:`MOE_CASES`) use it.
+  ``experiments.validation_fit.megatron_core_flops``). Only the MoE cases (:data:`MOE_CASES`) use it.
 
 Cases with a ``requires`` note (the Qwen3-235B rows of :data:`MOE_CASES`, :data:`PENDING_CASES`) are published runs
 the model cannot express yet; ``experiments.validate`` lists them with that note instead of predicting them.
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from phaze_env.hardware.number_format import NUMBER_FORMATS
+from phaze_env.plan_spec import PlanRules
 from phaze_env.workloads import Workload, custom_workload, get_workload
 from phaze_env.workloads.registry import KORTHIKANTI_TABLE3, NARAYANAN_TABLE1
 
@@ -92,7 +93,8 @@ class ValidationCase:
     shard_group: int | None = None  # ZeRO-3 shard group of hybrid sharding (FSDP's HSDP; None: the whole d)
     slices: int = 1  # TPU slices joined by the data-centre network (Cloud TPU Multislice); 1: one slice or no TPU
     context: int = 1  # context-parallel degree (Megatron-Core's CP: the sequence split over c ranks, ring attention)
-    embedding_loss_in_split: bool = False  # Megatron-Core's account-for-embedding/loss pipeline split (PlanRules)
+    rules: tuple[tuple[str, object], ...] = ()  # PlanRules fields the run's stack set otherwise than its profile
+    # (published for the run: Megatron-Core's account-for-embedding/loss split, FSDP's sharded gradients), as pairs
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE_MODES:
@@ -108,6 +110,9 @@ class ValidationCase:
                              f"data-parallel degree {self.data}")
         if self.slices < 1 or self.n_devices % self.slices:
             raise ValueError(f"case {self.name!r}: {self.n_devices} devices cannot be split into {self.slices} slices")
+        unknown = [name for name, _ in self.rules if name not in PlanRules.__dataclass_fields__ or name == "stack"]
+        if unknown:
+            raise ValueError(f"case {self.name!r}: rules names no PlanRules field: {', '.join(unknown)}")
         if self.interleave_alternative < 1:
             raise ValueError(f"case {self.name!r}: interleave_alternative must be ≥ 1, got {self.interleave_alternative}")
         if self.context < 1 or self.tensor * self.pipeline * self.data * self.context != self.n_devices:
@@ -355,13 +360,14 @@ def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave:
 
 
 def _bridge_qwen3_30b(release: str, batch: int, microbatch: int, pipeline: int, interleave: int, expert: int,
-                      tokens_s: float, published_format: str = "FP8") -> ValidationCase:
+                      tokens_s: float, published_format: str = "FP8", stack: str = "megatron-lm") -> ValidationCase:
     gpus, seq = 16, 4096
     return ValidationCase(
         name=f"bridge{release.replace('.', '')}-qwen3-30b-a3b-fp8", workload="qwen3-30b-a3b", seq_len=seq,
         accelerator="h100", cluster="dgx-h100", n_devices=gpus, global_batch=batch, tensor=1, pipeline=pipeline,
         data=gpus // pipeline, microbatch=microbatch, interleave=interleave, recompute="selective",
         metric="tokens_s_per_device", published=tokens_s, number_format="fp8", zero=1, expert_parallel=expert,
+        stack=stack,
         source=MEGATRON_BRIDGE_QWEN3_30B.format(release=release, gpus=gpus, fmt=published_format, batch=batch,
                                                 mbs=microbatch, p=pipeline, v=interleave if interleave > 1 else "n/a",
                                                 e=expert, tokens=tokens_s))
@@ -385,9 +391,26 @@ MOE_CASES: tuple[ValidationCase, ...] = (
     # Megatron-Bridge (Megatron-Core) Qwen3-30B-A3B on two DGX-H100 nodes, three releases with three plans. The same
     # plan as 26.02.01's ran at 5113 tokens/s per GPU in 26.02: the releases' software moves these figures.
     #                 release    batch mbs p  vp  ep  tokens/s per GPU
-    _bridge_qwen3_30b("26.04", 1024, 1, 1, 1, 16, 8901),
+    # 26.04's recipe dispatches with HybridEP (Megatron-Bridge scripts/performance/configs/qwen/
+    # qwen3_workload_base_configs.py at 5f3b336f9, 2026-04-28: QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1,
+    # moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False): its EP 16 spans two nodes, so the
+    # node-deduplicated dispatch matters, and its all-to-all is not overlapped (as the profile prices it).
+    _bridge_qwen3_30b("26.04", 1024, 1, 1, 1, 16, 8901, stack="megatron-core-deepep"),
     _bridge_qwen3_30b("26.02.01", 1024, 1, 2, 12, 8, 9058),
     _bridge_qwen3_30b("25.11", 512, 2, 2, 24, 8, 5275, published_format="FP8-CS"),
+    # DeepSeek-V3 pre-training (arXiv:2412.19437): "180K H800 GPU hours" per trillion tokens (§1, Table 1), i.e.
+    # 10^12 / (180,000 × 3,600 s) = 1,543.2 tokens/s per GPU, on 2,048 H800 (§3.1) with 16-way pipeline (DualPipe),
+    # 64-way expert parallelism over 8 nodes and ZeRO-1 data parallelism, no tensor parallelism (§3.2), FP8 GEMMs
+    # (§3.3), sequence 4K and the final batch of 15,360 sequences (§4.2). Its microbatch is not published (1 taken);
+    # it recomputes only RMSNorm and the MLA up-projections (§3.2.3: "none" here, their cost not counted).
+    ValidationCase(
+        name="deepseek-v3-2048-h800", workload="deepseek-v3", seq_len=4096, accelerator="h100", cluster="dgx-h800",
+        n_devices=2048, global_batch=15360, tensor=1, pipeline=16, data=128, microbatch=1, interleave=1,
+        recompute="none", metric="tokens_s_per_device", published=1e12 / (180_000 * 3600), number_format="fp8", zero=1,
+        expert_parallel=64, stack="deepseek-hai-llm",
+        source="DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv:2412.19437): Table 1 / §1 '180K H800 GPU hours' per "
+               "trillion tokens; §3.1 2,048 NVIDIA H800 GPUs; §3.2 PP 16, EP 64 over 8 nodes, ZeRO-1 DP; §3.3 FP8; §4.2 "
+               "sequence 4K, batch 15,360"),
     # Qwen3-235B-A22B (94 layers, 128 experts top-8; not in the workload registry). Recompute as
     # published: "norm, act" = selective recompute of layer norms and the expert activation (written as
     # "selective"); the third row lists none.
@@ -546,7 +569,8 @@ def _bridge_llama3(release: str, model: str, workload: str, gpus: int, batch: in
         accelerator="h100", cluster="dgx-h100", n_devices=gpus, global_batch=batch, tensor=tensor, pipeline=pipeline,
         data=gpus // (tensor * pipeline * context), microbatch=1, interleave=interleave, sequence_parallel=tensor > 1,
         recompute="selective", metric="tokens_s_per_device", published=tokens_s, number_format="fp8", zero=1,
-        context=context, embedding_loss_in_split=workload == "llama3-405b", stack="megatron-core",
+        context=context, rules=(("embedding_loss_in_split", True),) if workload == "llama3-405b" else (),
+        stack="megatron-core",
         source=BRIDGE_PERF.format(page=page, commit=commit, release=release, model=model, gpus=gpus, batch=batch,
                                   t=tensor, p=pipeline, c=context, v=interleave, tokens=tokens_s))
 
@@ -555,8 +579,9 @@ def _bridge_llama3(release: str, model: str, workload: str, gpus: int, batch: in
 # configurations and MFU for each stage of Llama 3 405B pre-training"): 16M tokens per batch on 8,192 and 16,384 H100
 # GPUs (Meta's Grand Teton servers, 8 GPUs on NVLink, 400 Gb/s RoCE per GPU: the dgx-h100 preset's fabric), BF16,
 # TP 8, PP 16 with the interleaved schedule (§3.3.2; the first and last stage one layer fewer: the embedding/loss
-# split), FSDP sharding the optimizer state and gradients (written as ZeRO-1), no activation checkpointing with
-# FlashAttention (selective). The table gives TFLOP/s per GPU (and MFU) without its FLOP convention: the cases count
+# split), FSDP sharding the optimizer state and gradients (§3.3.2: "we shard the model, optimizer, and gradients", not
+# resharding after the forward pass: ZeRO-2, which Megatron-Core does not offer, so the case widens its stack's ZeRO
+# stages), no activation checkpointing with FlashAttention (selective). The table gives TFLOP/s per GPU (and MFU) without its FLOP convention: the cases count
 # Megatron-Core's (full s×s scores); counting causal scores would lower the published figure's tokens by 4 % at 8K.
 # Virtual stages: §3.3.2 reduces "one Transformer layer each from the first and the last stages. This means that the
 # first model chunk on the first stage has only the embedding, and the last model chunk on the last stage has only
@@ -577,7 +602,8 @@ def _llama3_paper(gpus: int, context: int, seq: int, tflops: float, mfu: int) ->
         accelerator="h100", cluster="dgx-h100", n_devices=gpus, global_batch=batch, tensor=tensor, pipeline=pipeline,
         data=data, microbatch=1, interleave=8, sequence_parallel=True,
         microbatch_published=False, recompute="selective", metric="mcore_tflops_per_device", published=tflops,
-        zero=1, context=context, embedding_loss_in_split=True, stack="megatron-core",
+        zero=2, context=context, rules=(("embedding_loss_in_split", True), ("zero_stages", (0, 1, 2))),
+        stack="megatron-core",
         source=LLAMA3_TABLE4.format(gpus=gpus, c=context, d=data, seq=seq, batch_per_dp=batch // data, tflops=tflops,
                                     mfu=mfu))
 

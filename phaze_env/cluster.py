@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from phaze_env import comm
+from phaze_env.moe_dispatch import MOE_DISPATCHES
 from phaze_env.plan_spec import PlanRules
 from phaze_env.hardware.cost import (A100_NVLINKS, H100_NVLINKS, NVLINK_LINK_BPS, TPUV4_ICI_LINK_BPS,
                                      links_per_direction_Bps)
@@ -63,6 +64,11 @@ NVIDIA H100 datasheet, 2022). From the h100 chip's link constants, as :data:`NVL
 HDR_IB_PER_GPU_BPS = 200e9 / 8
 """DGX A100: 8 ConnectX-6 HDR InfiniBand adapters of 200 Gb/s for compute, one per GPU = 25 GB/s per GPU
 (NVIDIA DGX A100 datasheet / user guide)."""
+H800_NVLINK_BPS = 400e9 / 2
+"""H800 SXM5 NVLink: 400 GB/s bidirectional, 200 GB/s per GPU per direction (NVIDIA H800 Tensor Core GPU datasheet:
+"NVLink 400GB/s", against the H100 SXM's 900 GB/s; the China-export part: the same GH100 die, SMs, clocks and 80 GB
+HBM3 as the H100 SXM5, NVLink cut to 8 links). DeepSeek-V3 (arXiv:2412.19437 §3.2.2) measures 160 GB/s of it; the
+preset's NCCL efficiency (0.8 of 200) is the same as the other DGX presets'."""
 NDR_IB_PER_GPU_BPS = 400e9 / 8
 """DGX H100: 8 ConnectX-7 NDR InfiniBand ports of 400 Gb/s, one per GPU = 50 GB/s per GPU (NVIDIA DGX
 H100 datasheet)."""
@@ -185,7 +191,12 @@ class Cluster:
     does; ``Op.eager_bytes``, priced in :func:`phaze_env.pricing.price_ops`); and so is ``tp_comm_overlap``: each
     tensor-parallel collective fed by GEMMs is split with them into the ring's ``t`` chunks and pipelined (Transformer
     Engine's userbuffers, Megatron-Core's ``--tp-comm-overlap``), leaving exposed only what
-    :func:`~phaze_env.hardware.estimator.chunked_exposed_s` gives.
+    :func:`~phaze_env.hardware.estimator.chunked_exposed_s` gives; and so are ``moe_dispatch`` and
+    ``moe_node_limit``: how expert parallelism's tokens travel, a flat all-to-all of every (token, expert) copy or a
+    node-deduplicated hierarchical one, and node-limited routing (:mod:`phaze_env.moe_dispatch`); and so is
+    ``moe_alltoall_overlap``: the dispatch and combine of one microbatch run under another microbatch's compute
+    (:func:`phaze_env.moe_dispatch.exposed_alltoall_s`), with ``moe_comm_sm_share`` of the chip's compute units held by
+    the communication kernels meanwhile.
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -213,6 +224,10 @@ class Cluster:
     unfused_elementwise: bool = False
     plan_rules: PlanRules = PlanRules()
     tp_comm_overlap: bool = False
+    moe_dispatch: str = "alltoall"
+    moe_node_limit: int = 0
+    moe_alltoall_overlap: bool = False
+    moe_comm_sm_share: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.plan_rules, dict):
@@ -238,9 +253,22 @@ class Cluster:
         if not 0 <= self.hybrid_allreduce_exposure <= 1:
             raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
         for name in ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
-                     "unfused_elementwise", "tp_comm_overlap"):
+                     "unfused_elementwise", "tp_comm_overlap", "moe_alltoall_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
+        if self.moe_dispatch not in MOE_DISPATCHES:
+            raise ValueError(f"cluster moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, got {self.moe_dispatch!r}")
+        if not isinstance(self.moe_node_limit, int) or isinstance(self.moe_node_limit, bool) or self.moe_node_limit < 0:
+            raise ValueError(f"cluster moe_node_limit must be a non-negative integer (0: no limit), got "
+                             f"{self.moe_node_limit!r}")
+        if not 0 <= self.moe_comm_sm_share < 1:
+            raise ValueError(f"cluster moe_comm_sm_share must be in [0, 1), got {self.moe_comm_sm_share!r}")
+        if self.moe_comm_sm_share and not self.moe_alltoall_overlap:
+            raise ValueError(f"cluster moe_comm_sm_share={self.moe_comm_sm_share:g} (compute units held by the overlapped "
+                             "expert all-to-all) needs moe_alltoall_overlap")
+        if self.moe_node_limit and self.moe_dispatch != "hierarchical":
+            raise ValueError(f"cluster moe_node_limit={self.moe_node_limit} (node-limited routing) changes only a "
+                             "hierarchical dispatch's traffic; set moe_dispatch='hierarchical' with it")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"cluster optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.n_devices % self.slices:
@@ -330,6 +358,14 @@ class Cluster:
             data.pop("tp_comm_overlap")
         if not self.hybrid_allreduce_exposure:
             data.pop("hybrid_allreduce_exposure")
+        if self.moe_dispatch == "alltoall":  # likewise: only a stack with another expert dispatch says so
+            data.pop("moe_dispatch")
+        if not self.moe_node_limit:
+            data.pop("moe_node_limit")
+        if not self.moe_alltoall_overlap:
+            data.pop("moe_alltoall_overlap")
+        if not self.moe_comm_sm_share:
+            data.pop("moe_comm_sm_share")
         if self.plan_rules == PlanRules():  # only a stack with rules of its own says so
             data.pop("plan_rules")
         else:
@@ -353,6 +389,11 @@ class Cluster:
                      if self.hybrid_allreduce_overlapped and self.hybrid_allreduce_exposure else "")
         software += "; elementwise operators unfused (eager)" if self.unfused_elementwise else ""
         software += "; tensor-parallel collectives overlapped with their GEMMs" if self.tp_comm_overlap else ""
+        software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
+        software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""
+        software += ("; expert all-to-all overlapped with compute" + (f" ({self.moe_comm_sm_share:.0%} of the SMs on it)"
+                                                                      if self.moe_comm_sm_share else "")
+                     if self.moe_alltoall_overlap else "")
         software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
                      else "")
         return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software
@@ -442,6 +483,9 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
     "dgx-h100": (lambda n, **kw: _dgx(n, NVLINK4_BPS, NDR_IB_PER_GPU_BPS, "dgx-h100", **kw),
                  "DGX H100 nodes: 8 GPUs on NVLink 4 (450 GB/s per GPU), 8×400 Gb/s NDR InfiniBand between nodes; "
                  "NCCL efficiency 0.8."),
+    "dgx-h800": (lambda n, **kw: _dgx(n, H800_NVLINK_BPS, NDR_IB_PER_GPU_BPS, "dgx-h800", **kw),
+                 "H800 nodes (DeepSeek-V3's cluster, arXiv:2412.19437 §3.1: 8 GPUs on NVLink and NVSwitch, InfiniBand "
+                 "between nodes): NVLink of the H800 (200 GB/s per GPU), 8×400 Gb/s NDR InfiniBand; NCCL efficiency 0.8."),
     "jean-zay-a100": (lambda n, **kw: _dgx(n, NVLINK3_BPS, OMNIPATH_PER_GPU_BPS, "jean-zay-a100", **kw),
                       "Jean Zay A100 80 GB nodes (BLOOM's cluster): 8 GPUs on NVLink 3 (300 GB/s per GPU, as an HGX "
                       "A100 board), 4×100 Gb/s Omni-Path per node between nodes; NCCL efficiency 0.8."),

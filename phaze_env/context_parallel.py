@@ -75,7 +75,9 @@ def rank_layer(layer: Layer, c: int) -> Layer:
     fwd, bwd = _rank_direction(layer.fwd, c), _rank_direction(layer.bwd, c)
     return replace(layer, fwd=fwd, bwd=bwd, flops_fwd=fwd.flops, flops_bwd=bwd.flops,
                    activation_stash_bytes=layer.activation_stash_bytes + (c - 1) * layer.stash_attention_bytes,
-                   stash_attention_bytes=c * layer.stash_attention_bytes)
+                   stash_attention_bytes=c * layer.stash_attention_bytes,
+                   stash_kernel_bytes=layer.stash_kernel_bytes + (c - 1) * layer.stash_kernel_attention_bytes,
+                   stash_kernel_attention_bytes=c * layer.stash_kernel_attention_bytes)
 
 
 def rank_graph(graph: ModelGraph, c: int) -> ModelGraph:

@@ -34,6 +34,7 @@ from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.number_format import fp8_weight_copy_factor, mfu_basis, mfu_text
 from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
+from phaze_env.moe_dispatch import dispatch_s, exposed_alltoall_s
 from phaze_env.placement import Settings, best_plan_multi
 from phaze_env.placement.inputs import uneven_batch_note
 from phaze_env.pricing import price_ops
@@ -104,7 +105,7 @@ class Evaluation:
     energy_per_sample_j: float
     plan: dict[str, Any]
     memory_bytes: dict[str, float]
-    layer_timings: dict[str, dict[str, dict[str, Any]]]  # "t{t}_m{m}" → layer name → LayerTiming fields (scheduled variants)
+    layer_timings: dict[str, dict[str, dict[str, Any]]]  # "t{t}_m{m}[_c{c}][_e{e}]" → layer name → LayerTiming fields (scheduled variants)
     timings_s: dict[str, float]
     ilp_solves: int
     schedules: int
@@ -226,6 +227,12 @@ def _request(workload, accelerator, cluster, *, microbatch, recompute, hbm_gb, t
     if plan.e is not None and plan.e not in expert_parallel_degrees(workload, plan.e):
         raise ValueError(f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
                          + (f"{workload.num_experts} experts" if workload.num_experts else "experts (a dense model: e=1)"))
+    if cluster.moe_node_limit and not workload.num_experts:
+        raise ValueError(f"cluster moe_node_limit={cluster.moe_node_limit} (node-limited routing) needs a "
+                         f"mixture-of-experts model; {workload.name} is dense")
+    if cluster.moe_alltoall_overlap and not workload.num_experts:
+        raise ValueError(f"cluster moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
+                         f"mixture-of-experts model; {workload.name} is dense")
     if plan.t is not None and not valid_tensor_widths(workload, (plan.t,), cluster.n_devices):
         raise ValueError(f"tensor width {plan.t} does not divide {workload.name}'s {workload.num_heads} attention heads "
                          f"(or is not a power of two ≤ {cluster.n_devices})")
@@ -263,12 +270,26 @@ def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = 
     return ""
 
 
+def layer_stash_bytes(layer: Layer, cluster: Cluster | None) -> tuple[float, float, float]:
+    """(stash, its attention part, its replicated part) of one microbatch of ``layer`` as ``cluster``'s stack keeps it:
+    what eager autograd saves (the traced stash) less, unless the stack runs every elementwise operator unfused
+    (``Cluster.unfused_elementwise``), what its fused kernels rebuild in their backward pass instead
+    (``Layer.stash_kernel_*``, :func:`phaze_env.workloads.model.kernel_recomputed`)."""
+    kept = (float(layer.activation_stash_bytes), float(layer.stash_attention_bytes), float(layer.stash_replicated_bytes))
+    if cluster is not None and cluster.unfused_elementwise:
+        return kept
+    rebuilt = (layer.stash_kernel_bytes, layer.stash_kernel_attention_bytes, layer.stash_kernel_replicated_bytes)
+    return tuple(total - part for total, part in zip(kept, rebuilt))
+
+
 def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None = None,
                  expert_parallel: int = 1, context_parallel: int = 1) -> list[dict[str, float]]:
     """The DP's layers. At expert-parallel degree ``e > 1`` a device holds ``1/e`` of each MoE layer's experts and
-    runs the same routed-token count through them (so the same expert work: the traced schedule); each layer adds
-    its dispatch and combine all-to-alls, forward and backward, over the ``e`` ranks ``t·c`` apart (Megatron-Core's
-    tp-cp-ep-dp-pp rank order; not overlapped). ``graph`` is one rank's (at ``c > 1``: its ``s/c`` tokens)."""
+    runs the same routed-token slots through them (``graph`` is one rank's: its experts at the per-rank shape,
+    :func:`~phaze_env.workloads.model.at_expert_rank`; at ``c > 1`` its ``s/c`` tokens); each layer adds its dispatch
+    and combine, forward and backward, over the ``e`` ranks ``t·c`` apart (Megatron-Core's tp-cp-ep-dp-pp rank order),
+    as the stack sends them (:func:`phaze_env.moe_dispatch.dispatch_s`), half of what is exposed in each direction
+    (all of it, unless the stack overlaps them: :func:`phaze_env.moe_dispatch.exposed_alltoall_s`)."""
     chain = []
     e = expert_parallel
     # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
@@ -276,18 +297,23 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     stride = graph.tensor_width * context_parallel
     for layer in graph.layers:
         timing = timings[layer.name]
-        alltoall_s = cluster.collective_s("alltoall", layer.routed_token_bytes, e, stride=stride) if e > 1 else 0.0
+        stash = layer_stash_bytes(layer, cluster)
+        alltoall_s = dispatch_s(cluster, layer.routed_token_bytes, e, stride, experts=layer.routed_experts,
+                                top_k=layer.experts_per_token) if e > 1 else 0.0
+        fwd_s, bwd_s = timing.fwd_s, timing.bwd_s
+        if alltoall_s and cluster.moe_alltoall_overlap:  # the layer computes on what the communication leaves it
+            fwd_s, bwd_s = (part / (1.0 - cluster.moe_comm_sm_share) for part in (fwd_s, bwd_s))
+        exposed_s = exposed_alltoall_s(alltoall_s, fwd_s + bwd_s, cluster.moe_alltoall_overlap) if e > 1 else 0.0
         expert_bytes = layer.expert_param_bytes / e
-        entry = {"fwd_s": timing.fwd_s + 2 * alltoall_s, "bwd_s": timing.bwd_s + 2 * alltoall_s,
+        entry = {"fwd_s": fwd_s + exposed_s / 2, "bwd_s": bwd_s + exposed_s / 2,
                  "param_bytes": float(layer.param_bytes - layer.expert_param_bytes) + expert_bytes,
                  "expert_param_bytes": expert_bytes,
-                 "stash_bytes": float(layer.activation_stash_bytes), "output_bytes": float(layer.output_bytes),
-                 "input_bytes": float(layer.input_bytes),
-                 "attention_stash_bytes": float(layer.stash_attention_bytes),
-                 "replicated_stash_bytes": float(layer.stash_replicated_bytes),
+                 "stash_bytes": stash[0], "output_bytes": float(layer.output_bytes),
+                 "input_bytes": float(layer.input_bytes), "attention_stash_bytes": stash[1],
+                 "replicated_stash_bytes": stash[2],
                  "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
                  "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
-                 "cp_comm_s": timing.cp_comm_s, "ep_comm_s": 4 * alltoall_s,
+                 "cp_comm_s": timing.cp_comm_s, "ep_comm_s": exposed_s,
                  "transformer_layers": 1.0 if layer.is_transformer_layer or ends_count else 0.0}
         chain.extend([entry] * layer.repeat)
     return chain
@@ -391,26 +417,27 @@ def _model_flops_per_sample(graph, context_parallel: int = 1) -> float:
 
 @dataclass
 class _Variant:
-    """One (tensor width, microbatch, context parallel) of an evaluation: its graph (one rank's), layer timings
-    and the DP's layer chains (one per expert-parallel degree, derived from the same schedules)."""
+    """One (tensor width, microbatch, context parallel, expert parallel) of an evaluation: its graph (one rank's:
+    its ``s/c`` tokens, its ``E/e`` experts on their routed tokens), layer timings and the DP's layer chain."""
 
     graph: Any
     timings: dict[str, LayerTiming]
     cluster: Cluster
     context_parallel: int = 1
-    chains: dict[int, list[dict[str, float]]] = field(default_factory=dict)
+    expert_parallel: int = 1
+    _chain: list[dict[str, float]] | None = None
 
-    def chain(self, expert_parallel: int) -> list[dict[str, float]]:
-        if expert_parallel not in self.chains:
-            self.chains[expert_parallel] = _layer_chain(self.graph, self.timings, self.cluster, expert_parallel,
-                                                        self.context_parallel)
-        return self.chains[expert_parallel]
+    def chain(self) -> list[dict[str, float]]:
+        if self._chain is None:
+            self._chain = _layer_chain(self.graph, self.timings, self.cluster, self.expert_parallel,
+                                       self.context_parallel)
+        return self._chain
 
-    def lower_bound_chain(self, expert_parallel: int) -> list[dict[str, float]]:
+    def lower_bound_chain(self) -> list[dict[str, float]]:
         """The chain with every layer at its schedules' proven lower bounds (a chain no slower than any real one)."""
         bounds = {name: replace(timing, fwd_s=timing.fwd_lower_bound_s, bwd_s=timing.bwd_lower_bound_s)
                   for name, timing in self.timings.items()}
-        return _layer_chain(self.graph, bounds, self.cluster, expert_parallel, self.context_parallel)
+        return _layer_chain(self.graph, bounds, self.cluster, self.expert_parallel, self.context_parallel)
 
 
 def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
@@ -419,27 +446,27 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
     evaluation is what ``evaluate`` caches)."""
     workload, cluster, acc, counters = request.workload, request.cluster, timing.accelerator, timing.counters
     started = time.perf_counter()
-    variants: dict[tuple[int, int, int], _Variant] = {}  # scheduled (with bound_only: bounded) variants
-    bounded: dict[tuple[int, int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
-    prices: dict[tuple[int, int, int], dict] = {}  # operator latencies per variant, shared by both
+    variants: dict[tuple[int, int, int, int], _Variant] = {}  # scheduled (with bound_only: bounded) variants
+    bounded: dict[tuple[int, int, int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
+    prices: dict[tuple[int, int, int, int], dict] = {}  # operator latencies per variant, shared by both
 
-    def variant(t: int, m: int, c: int) -> _Variant:
-        if (t, m, c) not in variants:
-            variants[(t, m, c)] = _variant(request, timing, t, m, c, bound_only=bound_only, prices=prices)
-        return variants[(t, m, c)]
+    def variant(t: int, m: int, c: int, e: int) -> _Variant:
+        if (t, m, c, e) not in variants:
+            variants[(t, m, c, e)] = _variant(request, timing, t, m, c, e, bound_only=bound_only, prices=prices)
+        return variants[(t, m, c, e)]
 
-    def bound_variant(t: int, m: int, c: int) -> _Variant:
+    def bound_variant(t: int, m: int, c: int, e: int) -> _Variant:
         if bound_only:
-            return variant(t, m, c)
-        if (t, m, c) not in bounded:
-            bounded[(t, m, c)] = _variant(request, timing, t, m, c, bound_only=True, prices=prices)
-        return bounded[(t, m, c)]
+            return variant(t, m, c, e)
+        if (t, m, c, e) not in bounded:
+            bounded[(t, m, c, e)] = _variant(request, timing, t, m, c, e, bound_only=True, prices=prices)
+        return bounded[(t, m, c, e)]
 
     def lower_bound_chain(t: int, m: int, c: int, e: int) -> list[dict[str, float]]:
         """The best proven lower bounds known: the schedules' where scheduled, else the cheap ones."""
-        if (t, m, c) in variants:
-            return variants[(t, m, c)].lower_bound_chain(e)
-        return bound_variant(t, m, c).chain(e)
+        if (t, m, c, e) in variants:
+            return variants[(t, m, c, e)].lower_bound_chain()
+        return bound_variant(t, m, c, e).chain()
 
     calls = {"dp_calls": 0, "bound_dp_calls": 0}  # the placement DP runs made (best_plan_multi counts them)
     usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
@@ -455,7 +482,7 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
                             context_parallel=degrees[0], expert_parallel=experts[0])
 
         def settings_of(t: int, m: int, c: int, e: int) -> dict[str, Any]:
-            graph = bound_variant(t, m, c).graph
+            graph = bound_variant(t, m, c, e).graph
             return {"seq_len": graph.seq_len * c, "model_flops_per_sample": _model_flops_per_sample(graph, c),
                     "weight_copy_factor": fp8_weight_copy_factor(graph, acc.number_format)}
 
@@ -466,8 +493,8 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
 
         # A variant's layers are scheduled only when the DP on their cheap lower bounds could beat the best
         # plan so far (layer-level branch and bound): the answer is the one scheduling every variant gives.
-        best = search(lambda t, m, c, e: variant(t, m, c).chain(e),
-                      None if bound_only else lambda t, m, c, e: bound_variant(t, m, c).chain(e), calls)
+        best = search(lambda t, m, c, e: variant(t, m, c, e).chain(),
+                      None if bound_only else lambda t, m, c, e: bound_variant(t, m, c, e).chain(), calls)
         reason = best.reason
     elif not usable:
         best, reason = None, f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads"
@@ -505,7 +532,8 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
     bound = best.throughput_samples_s if bound is None else bound
     chosen = acc.replace(hbm_gb=best.hbm_bytes / GB_BYTES)
     energy = 0.0 if bound_only else _energy_per_sample_j(
-        variants[(best.tensor_width, best.microbatch, best.context_parallel)].graph, acc, best.tensor_width,
+        variants[(best.tensor_width, best.microbatch, best.context_parallel, best.expert_parallel)].graph, acc,
+        best.tensor_width,
         best.context_parallel)
     return Evaluation(accelerator=chosen.to_dict(), feasible=True, reason="",
                       throughput_samples_s=best.throughput_samples_s, tokens_s=best.tokens_s or 0.0,
@@ -514,16 +542,18 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
                       throughput_bound_samples_s=bound, **common)
 
 
-def _variant_label(t: int, m: int, c: int) -> str:
-    return f"t{t}_m{m}" + (f"_c{c}" if c > 1 else "")
+def _variant_label(t: int, m: int, c: int, e: int = 1) -> str:
+    return f"t{t}_m{m}" + (f"_c{c}" if c > 1 else "") + (f"_e{e}" if e > 1 else "")
 
 
-def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, *, bound_only: bool, prices: dict) -> _Variant:
-    """One rank's graph at ``(t, m, c)`` (traced at ``s/c`` tokens), each layer's schedules and the DP's layer chain."""
+def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, e: int, *, bound_only: bool,
+             prices: dict) -> _Variant:
+    """One rank's graph at ``(t, m, c, e)`` (traced at ``s/c`` tokens, its experts at the per-rank shape of ``e``),
+    each layer's schedules and the DP's layer chain."""
     started = time.perf_counter()
     seq_len = request.workload.seq_len if request.seq_len is None else request.seq_len
     graph = rank_graph(model_graph(request.workload, seq_len=seq_len // c, microbatch=m, tensor_width=t,
-                                   cache=timing.cache), c)
+                                   cache=timing.cache, expert_parallel=e), c)
     timing.counters["trace"] += time.perf_counter() - started
     if request.cluster.unfused_elementwise and graph.eager_error:
         raise ValueError(f"the cluster runs elementwise operators unfused (eager), but {graph.eager_error}; "
@@ -532,9 +562,9 @@ def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, *, boun
     hop_bytes = m * graph.seq_len * kv_bytes_per_token(request.workload, t, graph.bytes_per_element) if c > 1 else 0.0
     timings = {layer.name: _time_layer(layer, timing, bound_only=bound_only, context_parallel=c, tensor_width=t,
                                        kv_hop_bytes=hop_bytes if any(map(is_attention_core, layer.fwd.ops)) else 0.0,
-                                       prices=prices.setdefault((t, m, c), {}))
+                                       prices=prices.setdefault((t, m, c, e), {}))
                for layer in graph.layers}
-    return _Variant(graph, timings, request.cluster, c)
+    return _Variant(graph, timings, request.cluster, c, e)
 
 
 def unbuilt_evaluation(workload: str | Workload, accelerator: Accelerator, topology: str, reason: str) -> Evaluation:
@@ -729,6 +759,8 @@ def main(argv: list[str] | None = None) -> int:
         cluster = get_cluster(args.cluster, args.devices, global_batch=args.batch, optimizer=args.optimizer, **slices)
         if args.stack is not None:  # its efficiency fitted on this chip, unless --framework-efficiency says otherwise
             stack = get_stack(args.stack)
+            if error := stack.workload_error(get_workload(args.workload)):
+                raise ValueError(error)
             cluster = stack.structure(cluster) if software else stack.apply(cluster, args.preset)
         cluster = replace(cluster, **software)
         # With --plan, what its string leaves out is off (the notation's rule); without, the DP chooses.

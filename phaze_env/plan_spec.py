@@ -95,7 +95,8 @@ class PlanSpec:
         """``t·c·p·d`` when all four are pinned."""
         return None if None in (self.t, self.c, self.p, self.d) else self.t * self.c * self.p * self.d
 
-    def narrow(self, tensor_widths: Sequence[int], microbatches: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def narrow(self, tensor_widths: Sequence[int],
+               microbatches: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The tensor widths and microbatch sizes searched under this plan: a pinned ``t`` or ``m`` replaces its list
         (the one rule :func:`phaze_env.evaluate.evaluate`, its bounds and the exact search all narrow by)."""
         return (tuple(tensor_widths) if self.t is None else (self.t,),

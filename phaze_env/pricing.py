@@ -22,6 +22,8 @@ from phaze_env.cluster import Cluster
 from phaze_env.hardware.accelerator import Accelerator
 from phaze_env.hardware.estimator import LatencyTable, TensorTerms, VectorTerms, latency_terms, shared_parameters
 from phaze_env.hardware.number_format import fp8_flags
+from phaze_env.hardware.space import ArchSpace
+from phaze_env.schedule.bounds import dag_lower_bounds_s
 from phaze_env.workloads.graph import Op
 
 
@@ -141,14 +143,38 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
         tensor = replace(tensor, eager_s=np.repeat(eager_s[:, None], len(tc), axis=1))
     slowdown = 1.0 / cluster.framework_efficiency
     tensor, vector = _slowed(tensor, slowdown), _slowed(vector, slowdown)
+    comm_s = collectives_s(ops, cluster)
     overlap = ()
     if cluster.tp_comm_overlap:
         if edges is None:
             raise ValueError("a stack that overlaps tensor-parallel communication (tp_comm_overlap) prices a layer's "
                              "collectives from its DAG: pass the ops' edges")
         overlap = tp_comm_overlaps(ops, edges)
-    return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, collectives_s(ops, cluster), overlap), tensor,
-                     vector)
+    return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, comm_s, overlap), tensor, vector)
 
 
-__all__ = ["PricedOps", "collectives_s", "eager_extra_bytes", "price_ops", "tp_comm_overlaps"]
+def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=None) -> np.ndarray:
+    """Lower bound of each layer's fwd+bwd time (rows: the graph's layers) per architecture (columns).
+
+    Operators are priced by :func:`price_ops`, the evaluator's own pricing: the same
+    per-op latencies (framework efficiency included, collectives on the cluster's levels) for every
+    architecture, so each entry bounds the schedule ``evaluate`` finds for that layer from below.
+    ``core_configs``: ``(space.tc_configs(), space.vc_configs())`` when the caller already has them.
+    """
+    arrays = space.arrays
+    (tc_rows, tc_index), (vc_rows, vc_index) = core_configs or (space.tc_configs(), space.vc_configs())
+    rows = []
+    for layer in graph.layers:
+        layer_s = np.zeros(len(space))
+        for dag in (layer.fwd, layer.bwd):
+            if not dag.ops:
+                continue
+            priced = price_ops(dag.ops, space.base, cluster, tc_configs=tc_rows, vc_configs=vc_rows, layer=layer.name,
+                               edges=dag.edges)
+            one, all_cores = priced.latencies_s(tc_index.ravel(), vc_index.ravel())
+            layer_s += dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
+        rows.append(layer_s)
+    return np.array(rows)
+
+
+__all__ = ["PricedOps", "collectives_s", "eager_extra_bytes", "layer_time_bounds_s", "price_ops", "tp_comm_overlaps"]

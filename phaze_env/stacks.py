@@ -33,6 +33,7 @@ import difflib
 from dataclasses import dataclass, replace
 
 from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, Cluster
+from phaze_env.moe_dispatch import MOE_DISPATCHES
 from phaze_env.plan_spec import PlanRules
 
 MEGATRON_DEEPSPEED_A100_EFFICIENCY = 0.645
@@ -52,7 +53,7 @@ PYTORCH_FSDP_A100_EFFICIENCY = 0.857
 training throughput using PyTorch FSDP" (2024-03-13, Table 1, and fms-fsdp README.md at commit 5e522b4): 700
 tokens/s per GPU on 128 A100 80 GB with 400 Gb/s between nodes, FULL_SHARD over all 128 GPUs, batch 2 per GPU, every
 block checkpointed (``experiments.validation_cases``: ``fms-fsdp-mar24-llama2-34b``; the fit, 0.8569, is
-``experiments.validate.fit_efficiency``). A FULL_SHARD run, so no hybrid-shard all-reduce enters the fit, which
+``experiments.validation_fit.fit_efficiency``). A FULL_SHARD run, so no hybrid-shard all-reduce enters the fit, which
 leaves :data:`PYTORCH_FSDP_HSDP_EXPOSURE` to the HSDP 7B row. Held out: the other five rows of fms-fsdp's February and
 March tables (7B, 13B at batch 1, 34B at batch 8, 70B at batches 6 and 2). Its structure is modelled, not folded in:
 ZeRO-3's per-layer all-gathers and reduce-scatter overlapping each layer's compute (FSDP's prefetch), HSDP's shard
@@ -68,8 +69,8 @@ PYTORCH_FSDP_H100_EFFICIENCY = 0.711
 """The same stack's efficiency on the h100 preset, fitted by the same rule to the same row of the blog's Table 1 H100
 column (fms-fsdp README.md at commit 5e522b4, 'H100 96 GPUs with 800 Gbps'): Llama 2 34B, 1,550 tokens/s per GPU on
 96 H100 80 GB, FULL_SHARD, batch 2, every block checkpointed (``fms-fsdp-mar24-llama2-34b-h100``; the fit, 0.7111, is
-``experiments.validate.fit_efficiency``), with FlashAttention-2 at :data:`FLASH_ATTENTION2_H100_EFFICIENCY`, the eager
-elementwise kernels and :data:`PYTORCH_FSDP_HSDP_EXPOSURE` carried over from A100 (not refitted); held out on the
+``experiments.validation_fit.fit_efficiency``), with FlashAttention-2 at :data:`FLASH_ATTENTION2_H100_EFFICIENCY`, the
+eager elementwise kernels and :data:`PYTORCH_FSDP_HSDP_EXPOSURE` carried over from A100 (not refitted); held out on the
 column's 7B (HSDP) and 70B rows. It is lower than the A100's: the blog "hypothesize[s] that the HBM bandwidth of
 H100s is the cause for the reduced HFU/MFU" (312 vs 989 TFLOP/s but 2.0 vs 3.35 TB/s, the blog's figures); the
 eager kernels are the HBM-bound share the model prices (26 % of the 7B step on H100 against 14 % on A100), and what
@@ -79,7 +80,7 @@ PYTORCH_FSDP_HSDP_EXPOSURE = 0.40
 """Fraction of HSDP's cross-node all-reduce (each layer's gradient shard, issued from FSDP's post-backward hook on its
 own stream) that the backward pass does not hide in fms-fsdp's runs, *fitted to one published measurement*: the HSDP
 Llama 2 7B row on A100 (3,700 tokens/s per GPU, ``fms-fsdp-mar24-llama2-7b``; the fit, 0.4026, is
-``experiments.validate.fit_exposure`` at :data:`PYTORCH_FSDP_A100_EFFICIENCY`). Why not 0: the model's per-layer
+``experiments.validation_fit.fit_exposure`` at :data:`PYTORCH_FSDP_A100_EFFICIENCY`). Why not 0: the model's per-layer
 overlap (the all-reduce costs nothing while it is shorter than the layer's backward) predicts the HSDP rows faster than
 the FULL_SHARD rows by more than published; the cause inside the runs (NCCL kernels taking SMs and HBM bandwidth from
 the GEMMs they overlap, the all-reduce queued behind the next layer's reduce-scatter) is not separated. Checked on what
@@ -93,7 +94,7 @@ MEGATRON_H100_EFFICIENCY = 0.97
 """Achieved fraction of the h100 preset's per-operator speed in Megatron-Core training (NeMo), *fitted to one
 published measurement*: NVIDIA's DGX Cloud benchmarking recipe, GPT-3 175B in bf16 on 512 H100 GPUs, 8.42 s per
 step (``experiments.validation_cases``: ``dgxc-gpt3-175b-bf16-512``; the fit, 0.9699, is
-``experiments.validate.fit_efficiency``). Chosen before looking at the others: the middle of the recipe's three
+``experiments.validation_fit.fit_efficiency``). Chosen before looking at the others: the middle of the recipe's three
 bf16 scales, so its 128- and 2,048-GPU runs, the FP8 runs of the same plan, NeMo's Llama-2 FP8 runs and the
 Megatron-Core MoE runs are all held out. It is higher than Megatron-LM's 0.79 on A100; what the difference stands
 for is not measured separately. The candidate the sources support: the 2024 stack overlaps what the 2021-22 one
@@ -180,8 +181,8 @@ LLM_FOUNDRY_A100_EFFICIENCY = 0.86
 """Achieved fraction of the a100 preset's per-operator speed in llm-foundry training (Composer, PyTorch FSDP
 FULL_SHARD, FlashAttention-class attention), *fitted to one published measurement*: MPT-7B at sequence 4096 on
 8 A100 80GB, 3,684 tokens/s per GPU (mosaicml/llm-foundry scripts/train/benchmarking/README.md; the chip-ratio case
-``llm-foundry-mpt-7b-s4096``; the fit is ``experiments.validate.fit_ratio_efficiency``). Chosen before looking at the
-others: the middle model size at the table's most common sequence length."""
+``llm-foundry-mpt-7b-s4096``; the fit is ``experiments.validation_fit.fit_ratio_efficiency``). Chosen before looking at
+the others: the middle model size at the table's most common sequence length."""
 LLM_FOUNDRY_H100_EFFICIENCY = 0.715
 """The same stack on H100, fitted to the same run's H100 figure (8,611 tokens/s per GPU, same README and plan; the fit
 is 0.7153 with the plan as the stack runs it, FULL_SHARD = ZeRO-3 — it was 0.72 when the ratio cases ran ZeRO-1, which
@@ -196,7 +197,7 @@ MEGATRON_CORE_H100_EFFICIENCY = 0.878
 runs it, *fitted to one published measurement*: Llama 3 70B on 64 H100 (DGX-H100), FP8 with current scaling, TP 4, PP 8,
 VP 5, GBS 128, sequence 8192: 1,619 tokens/s per GPU (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md,
 '25.09 NeMo Container'; ``experiments.validation_cases``: ``bridge2509-llama3-70b-fp8-64``; the fit, 0.8785, is
-``experiments.validate.fit_efficiency``), with Transformer Engine's fused attention at
+``experiments.validation_fit.fit_efficiency``), with Transformer Engine's fused attention at
 :data:`TE_FUSED_ATTENTION_H100_EFFICIENCY` (cited, not fitted) and its tensor-parallel collectives overlapped with their
 GEMMs (``tp_comm_overlap``, modelled: :func:`phaze_env.hardware.estimator.chunked_exposed_s`). Held out: the same model
 in two later releases (GBS 128 and 256) and Llama 3.1 405B on 1,024 H100 (TP 8, PP 8, CP 2, VP 8) in three releases.
@@ -220,10 +221,34 @@ class StackProfile:
     exposure_calibration: str = ""  # the published run hybrid_allreduce_exposure is fitted to ("" = not fitted: 0)
     plan_rules: PlanRules = PlanRules()  # the plans it can run (pipeline split, interleaving, ZeRO stages; Cluster field)
     tp_comm_overlap: bool = False  # tensor-parallel collectives chunked and overlapped with their GEMMs (Cluster field)
+    moe_dispatch: str = "alltoall"  # expert parallelism's token dispatch: flat or node-deduplicated (Cluster field)
+    moe_node_limit: int = 0  # node-limited routing: a token's experts on at most this many nodes (0: no limit)
+    moe_alltoall_overlap: bool = False  # the dispatch/combine hidden under another microbatch's compute (Cluster field)
+    moe_comm_sm_share: float = 0.0  # compute units the overlapped communication kernels hold (Cluster field)
+    variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:
         if not self.fits:
             raise ValueError(f"stack {self.name!r} needs an efficiency fitted on at least one chip")
+        if self.moe_dispatch not in MOE_DISPATCHES:
+            raise ValueError(f"stack {self.name!r}: moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, got "
+                             f"{self.moe_dispatch!r}")
+        if self.moe_node_limit and self.moe_dispatch != "hierarchical":
+            raise ValueError(f"stack {self.name!r}: moe_node_limit={self.moe_node_limit} (node-limited routing) needs "
+                             "moe_dispatch='hierarchical' (a flat all-to-all sends every copy whatever the nodes)")
+
+    def workload_error(self, workload) -> str:
+        """Why this stack's knobs cannot run ``workload`` ("" when they can): node-limited routing and the all-to-all
+        overlap act on a mixture-of-experts model's token dispatch, which a dense model does not have."""
+        if workload.num_experts:
+            return ""
+        if self.moe_node_limit:
+            return (f"stack {self.name!r}: moe_node_limit={self.moe_node_limit} (node-limited routing) needs a "
+                    f"mixture-of-experts model; {workload.name} is dense")
+        if self.moe_alltoall_overlap or self.moe_comm_sm_share:
+            return (f"stack {self.name!r}: moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
+                    f"mixture-of-experts model; {workload.name} is dense")
+        return ""
 
     @property
     def framework_efficiency(self) -> float:
@@ -248,7 +273,9 @@ class StackProfile:
                        hybrid_allreduce_overlapped=self.hybrid_allreduce_overlapped,
                        unfused_elementwise=self.unfused_elementwise,
                        hybrid_allreduce_exposure=self.hybrid_allreduce_exposure, plan_rules=self.plan_rules,
-                       tp_comm_overlap=self.tp_comm_overlap)
+                       tp_comm_overlap=self.tp_comm_overlap, moe_dispatch=self.moe_dispatch,
+                       moe_node_limit=self.moe_node_limit, moe_alltoall_overlap=self.moe_alltoall_overlap,
+                       moe_comm_sm_share=self.moe_comm_sm_share)
 
     def apply(self, cluster: Cluster, chip: str | None = None) -> Cluster:
         """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure, its
@@ -347,6 +374,43 @@ STACKS: dict[str, StackProfile] = {
                     "FLASH_ATTENTION2_A100_EFFICIENCY, FLASH_ATTENTION2_H100_EFFICIENCY"),
     )
 }
+
+
+def _dispatch_variant(parent: StackProfile, name: str, sources: str, **knobs) -> StackProfile:
+    """``parent`` with another expert dispatch (``knobs``: ``moe_dispatch``, ``moe_node_limit``): the same structure
+    otherwise and the same fits — nothing refitted, the calibration stays the parent's run."""
+    return replace(parent, name=name, sources=f"{parent.name}'s structure and fits; {sources}", variant_of=parent.name,
+                   **knobs)
+
+
+STACKS["megatron-core-deepep"] = _dispatch_variant(
+    STACKS["megatron-lm"], "megatron-core-deepep", moe_dispatch="hierarchical",
+    sources="Megatron-Core's flex token dispatcher (--moe-token-dispatcher-type flex with the deepep or hybridep "
+            "backend; NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py, MoEFlexTokenDispatcher): each "
+            "token crosses InfiniBand once per destination node and is fanned out over NVLink (deepseek-ai/DeepEP; "
+            "phaze_env.moe_dispatch); the all-to-all not overlapped (Megatron-Bridge's Qwen3-30B-A3B H100 V1 recipe: "
+            "moe_a2a_overlap=False)")
+
+
+DEEPSEEK_COMM_SM_SHARE = 20 / 132
+"""Share of the H800's 132 SMs that DeepSeek-V3's training holds for the overlapped all-to-all: "only 20 SMs are
+sufficient to fully utilize the bandwidths of IB and NVLink" (arXiv:2412.19437 §3.2.2, "Efficient Implementation of
+Cross-Node All-to-All Communication"); the computation runs on the other 112 meanwhile."""
+DEEPSEEK_PIPELINE_RULES = PlanRules(uniform_stages=False, zero_stages=(0, 1), whole_microbatches=True,
+                                    stack="deepseek-hai-llm")
+"""DeepSeek-V3's HAI-LLM (arXiv:2412.19437 §3.2): 16-way pipeline over 61 layers (so not ``L/p`` per stage), ZeRO-1
+data parallelism, whole microbatches."""
+
+STACKS["deepseek-hai-llm"] = replace(
+    _dispatch_variant(
+        STACKS["megatron-lm"], "deepseek-hai-llm", moe_dispatch="hierarchical", moe_node_limit=4,
+        moe_alltoall_overlap=True, moe_comm_sm_share=DEEPSEEK_COMM_SM_SHARE,
+        sources="DeepSeek-V3's own framework HAI-LLM as arXiv:2412.19437 §3.2 describes it: node-limited routing to at "
+                "most M = 4 nodes (§2.1.2), each token over IB once per node and NVLink inside it (§3.2.2), DualPipe's "
+                "paired forward and backward chunks hiding the all-to-all (§3.2.1) with DEEPSEEK_COMM_SM_SHARE of the SMs "
+                "on communication, stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); efficiency: megatron-lm's "
+                "H100 fit, assumed (HAI-LLM has no other published run to fit to; the H800 is the H100's die)"),
+    plan_rules=DEEPSEEK_PIPELINE_RULES, interleaved_schedule=False)
 
 
 class UnknownStackError(ValueError):

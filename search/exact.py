@@ -33,12 +33,8 @@ from search.bounds import best_of_variants, throughput_bounds, variant_throughpu
 from search.config import SearchConfig
 from search.objectives import AREA, non_dominated
 from search.progress import SearchProgress
-from search.store import ResultsStore
+from search.store import DesignRecord, ResultsStore
 from search.tasks import evaluate_design
-
-
-def _final(record: dict[str, Any]) -> bool:
-    return record["status"] != "evaluated" or bool(record["evaluation"].get("proven", False))
 
 
 def unproven_design(workload: str, index: int, evaluation: dict[str, Any], blocks_exact: bool) -> dict[str, Any]:
@@ -49,7 +45,7 @@ def unproven_design(workload: str, index: int, evaluation: dict[str, Any], block
             "worst_gap": evaluation["worst_gap"], "schedules": list(evaluation["unproven"]), "blocks_exact": blocks_exact}
 
 
-def certify(mode: str, best_values: dict[str, float | None], records: dict[tuple, dict[str, Any]],
+def certify(mode: str, best_values: dict[str, float | None], records: dict[tuple, DesignRecord],
             ) -> tuple[bool, list[dict[str, Any]]]:
     """Is the search's answer proven? And every evaluated design that rests on an unproven schedule.
 
@@ -60,8 +56,8 @@ def certify(mode: str, best_values: dict[str, float | None], records: dict[tuple
     """
     rows = []
     for (workload, index, *_), record in records.items():
-        evaluation = record.get("evaluation")
-        if record["status"] != "evaluated" or evaluation["proven"] or not evaluation["feasible"]:
+        evaluation = record.evaluation
+        if not record.feasible or evaluation["proven"]:
             continue
         value = best_values.get(workload) if mode == "best" else None
         blocks = value is None or evaluation["throughput_bound_samples_s"] >= value
@@ -80,7 +76,7 @@ class ExactSearch:
         self.progress = progress or SearchProgress()
         loaded = store.load() if store else {}
         # a row resting on an unproven schedule is provisional: evaluated again, never resumed as final
-        self.records: dict[tuple[str, int], dict[str, Any]] = {key: r for key, r in loaded.items() if _final(r)}
+        self.records: dict[tuple[str, int], DesignRecord] = {key: r for key, r in loaded.items() if r.final}
         self.resumed = len(self.records)
         self.bounds: dict[str, np.ndarray] = {}
         self.variant_bounds: dict[str, dict[tuple[int, int], np.ndarray]] = {}
@@ -126,24 +122,21 @@ class ExactSearch:
                 task["bound_knobs"], task["other_variants_bound"] = kept, rest_bound
         return self.executor.submit(evaluate_design, task)
 
-    def _absorb(self, workload: str, index: int, result: dict[str, Any]) -> dict[str, Any]:
+    def _absorb(self, workload: str, index: int, result: dict[str, Any]) -> DesignRecord:
         area = float(self.config.arch.arrays["area_mm2"][index])
         self.counters["dp_calls"] += result["dp_calls"]
         self.counters["bound_dp_calls"] += result["bound_dp_calls"]
         if result["status"] == "pruned":
-            record = {"status": "pruned", "throughput_samples_s": None, "bound_samples_s": result["bound"],
-                      "area_mm2": area, "evaluation": None}
+            record = DesignRecord.pruned(result["bound"], area)
             self.counters["pruned_by_placement_bound"] += 1
         else:
             ev = result["evaluation"]
-            record = {"status": "evaluated", "throughput_samples_s": ev["throughput_samples_s"], "bound_samples_s": None,
-                      "area_mm2": area, "evaluation": ev}
+            record = DesignRecord.evaluated(ev, area)
             self.counters["evaluations"] += 1
             self.counters["ilp_solves"] += ev["ilp_solves"]
         self.records[(workload, index)] = record
         if self.store:
-            self.store.record(workload, index, record["status"], throughput=record["throughput_samples_s"],
-                              bound=record["bound_samples_s"], area=area, evaluation=record["evaluation"])
+            self.store.record(workload, index, record)
         return record
 
     # --- the best-bound-first loop -----------------------------------------------------------------
@@ -178,9 +171,9 @@ class ExactSearch:
             nonlocal best_index, best_value, done
             done += 1
             recs = {w: self.records[(w, index)] for w in workloads}
-            if any(r["status"] == "pruned" for r in recs.values()):
+            if not all(r.is_evaluated for r in recs.values()):
                 return
-            v = value({w: r["evaluation"] for w, r in recs.items()})
+            v = value({w: r.evaluation for w, r in recs.items()})
             if best_index is None or v > best_value or (v == best_value and areas[index] < areas[best_index]):
                 best_index, best_value = index, v
 
@@ -247,9 +240,9 @@ class ExactSearch:
         evaluated: dict[int, float] = {}  # every feasible evaluated design (resumed ones too): its throughput
         arrays: list[np.ndarray] = []  # their indices and throughputs, rebuilt when one is added
 
-        def absorb(index: int, record: dict[str, Any]) -> None:
-            if record["status"] == "evaluated" and record["evaluation"]["feasible"]:
-                evaluated[index] = record["throughput_samples_s"]
+        def absorb(index: int, record: DesignRecord) -> None:
+            if record.feasible:
+                evaluated[index] = record.throughput_samples_s
                 arrays.clear()
 
         def threshold(index: int) -> float:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -14,6 +13,7 @@ from search.config import SearchConfig
 from search.objectives import ARCHITECTURE_AREA_LABEL, DIE_AREA_LABEL
 from search.report import baseline_label, front_indices, plotted_area, write_report
 from search.result import SearchResult
+from search.store import DesignRecord
 
 CSV_COLUMNS = ("arch_index", "workload", "status", "num_tc", "tc_width", "tc_depth", "num_vc", "vc_width", "buffer_mb",
                "hbm_gb", "area_mm2", "feasible", "throughput_samples_s", "tokens_s", "mfu", "plan", "tensor_width",
@@ -28,7 +28,7 @@ objective, report and plot use), ``die_area_mm2`` the die-size knob it is built 
 TITLE_CHARACTERS = 70  # per line of a 6-inch panel's title at 9 pt (≈ 11 characters per inch)
 
 
-def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
+def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int], DesignRecord],
                   config: SearchConfig) -> None:
     write_text_atomic(out / "results.json", result.to_json())
     write_csv(out / "evaluations.csv", records, config)
@@ -36,20 +36,20 @@ def write_outputs(out: Path, result: SearchResult, records: dict[tuple[str, int]
     write_report(out / "report.html", result, records, config)
 
 
-def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config: SearchConfig) -> None:
+def write_csv(path: Path, records: dict[tuple[str, int], DesignRecord], config: SearchConfig) -> None:
     columns = CSV_COLUMNS + (SYSTEM_CSV_COLUMNS if config.is_system else ())
     with atomic_path(path) as temporary, open(temporary, "w", newline="") as handle:
         writer = csv.DictWriter(handle, columns)
         writer.writeheader()
         for (workload, index), record in sorted(records.items()):
             acc = config.arch[index]
-            row = {"arch_index": index, "workload": workload, "status": record["status"], "num_tc": acc.num_tc,
+            row = {"arch_index": index, "workload": workload, "status": record.status, "num_tc": acc.num_tc,
                    "tc_width": acc.tc_width, "tc_depth": acc.tc_depth, "num_vc": acc.num_vc, "vc_width": acc.vc_width,
-                   "buffer_mb": acc.buffer_mb, "area_mm2": acc.area_mm2, "bound_samples_s": record["bound_samples_s"]}
+                   "buffer_mb": acc.buffer_mb, "area_mm2": acc.area_mm2, "bound_samples_s": record.bound_samples_s}
             if config.is_system:
                 system = config.arch.system_summary(index)
                 row.update({name: system[name] for name in SYSTEM_CSV_COLUMNS})
-            ev = record["evaluation"]
+            ev = record.evaluation
             if ev:
                 plan = ev["plan"] or {}
                 row.update(hbm_gb=ev["accelerator"]["hbm_gb"], feasible=ev["feasible"],
@@ -60,7 +60,7 @@ def write_csv(path: Path, records: dict[tuple[str, int], dict[str, Any]], config
             writer.writerow(row)
 
 
-def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
+def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], DesignRecord],
          config: SearchConfig) -> None:
     """``throughput_vs_area.png``: :func:`front_figure`, written atomically."""
     import matplotlib.pyplot as plt
@@ -71,7 +71,7 @@ def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[s
     plt.close(fig)
 
 
-def front_figure(result: SearchResult, records: dict[tuple[str, int], dict[str, Any]], config: SearchConfig):
+def front_figure(result: SearchResult, records: dict[tuple[str, int], DesignRecord], config: SearchConfig):
     """Per workload: every evaluated feasible design (area, throughput), their front, the baseline as a star; each
     panel's title wrapped to its width (a long system-space title was cut at the figure's edge)."""
     import textwrap
@@ -85,8 +85,7 @@ def front_figure(result: SearchResult, records: dict[tuple[str, int], dict[str, 
     fig, axes = plt.subplots(1, len(config.names), figsize=(6 * len(config.names), 4.8), squeeze=False,
                              layout="constrained")
     for ax, name in zip(axes[0], config.names):
-        points = sorted((r["area_mm2"], r["throughput_samples_s"]) for (w, _), r in records.items()
-                        if w == name and r["status"] == "evaluated" and r["evaluation"]["feasible"])
+        points = sorted((r.area_mm2, r.throughput_samples_s) for (w, _), r in records.items() if w == name and r.feasible)
         if points:
             area, throughput = np.array(points).T
             ax.scatter(area, throughput, s=8, alpha=0.5, label=f"evaluated ({len(points)})")

@@ -36,7 +36,7 @@ from search.config import SearchConfig
 from search.objectives import (AREA, LABELS, MINIMISED, UNITS, area_label, evaluated_figures, label as label_of,
                                non_dominated, objective_value, plotted_area, short_label)
 from search.result import DesignResult, SearchResult, system_line
-from search.store import ResultsStore
+from search.store import DesignRecord, ResultsStore
 
 HOVER = ("%{customdata[0]}<br>plan %{customdata[1]}<br>%{customdata[3]}<br>"
          "schedules %{customdata[2]}<extra>%{fullData.name}</extra>")
@@ -60,14 +60,14 @@ def baseline_label(baseline: DesignResult) -> str:
     return f"baseline ({what}, {acc['hbm_gb']:g} GiB)" if baseline.feasible else f"baseline ({what})"
 
 
-def write_report(path: Path, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
+def write_report(path: Path, result: SearchResult, records: dict[tuple[str, int], DesignRecord],
                  config: SearchConfig) -> None:
     """Write :func:`report_html` to ``path`` atomically."""
     points = config.arch.points if config.is_system else None
     write_text_atomic(path, report_html(result, records, config.cluster, Path(path).parent, points))
 
 
-def report_html(result: SearchResult, records: dict[tuple[str, int], dict[str, Any]], cluster: Cluster,
+def report_html(result: SearchResult, records: dict[tuple[str, int], DesignRecord], cluster: Cluster,
                 out: Path, points: Sequence[SystemPoint] | None = None) -> str:
     """The whole page (for the search whose outputs are in ``out``): header, then per workload the front chart
     (:func:`chart_axes`) and the time-breakdown bars. ``points``: the system space's rows' chips at the budget
@@ -198,7 +198,7 @@ def _figures_text(values: dict[str, float], system: bool = False) -> str:
     return " · ".join(f"{short_label(name, system)} {value:,.4g} {UNITS[name]}" for name, value in values.items())
 
 
-def _front_chart(name: str, result: SearchResult, records: dict[tuple[str, int], dict[str, Any]],
+def _front_chart(name: str, result: SearchResult, records: dict[tuple[str, int], DesignRecord],
                  answer: DesignResult | None, answer_label: str, baseline: DesignResult | None,
                  points: Sequence[SystemPoint] | None):
     """Every evaluated feasible design in the plane of two objectives (:func:`chart_axes`), the front highlighted:
@@ -209,12 +209,11 @@ def _front_chart(name: str, result: SearchResult, records: dict[tuple[str, int],
     shown = result.objectives if result.mode == "pareto" else ("throughput", AREA)
     if points is None and any(n not in ("throughput", AREA) for n in shown):
         raise ValueError(f"the {', '.join(shown)} figures of evaluated designs need the system space's points")
-    feasible = [(i, r) for (w, i), r in sorted(records.items())
-                if w == name and r["status"] == "evaluated" and r["evaluation"]["feasible"]]
-    values = [evaluated_figures(r["throughput_samples_s"], r["evaluation"]["tokens_s"], r["area_mm2"],
+    feasible = [(i, r) for (w, i), r in sorted(records.items()) if w == name and r.feasible]
+    values = [evaluated_figures(r.throughput_samples_s, r.evaluation["tokens_s"], r.area_mm2,
                                 None if points is None else points[i]) for i, r in feasible]
     system = points is not None
-    hover = [_hover(r["evaluation"], None if points is None else points[i]) + [_figures_text({n: v[n] for n in shown},
+    hover = [_hover(r.evaluation, None if points is None else points[i]) + [_figures_text({n: v[n] for n in shown},
                                                                                                system)]
              for (i, r), v in zip(feasible, values)]
     marker = {"size": 6, "opacity": 0.45, "color": "#4c78a8"}

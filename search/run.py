@@ -23,7 +23,7 @@ from search.executors import make_executor
 from search.outputs import write_outputs
 from search.progress import SearchProgress
 from search.result import DesignResult, SearchResult, SharedDesign
-from search.store import ResultsStore
+from search.store import DesignRecord, ResultsStore
 
 
 def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None = None, out: Path | None = None,
@@ -67,7 +67,7 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
         progress.close()
         if store:
             store.close()
-    evaluated = [r for r in [*search.records.values(), *extra.values()] if r["status"] == "evaluated"]
+    evaluated = [r for r in [*search.records.values(), *extra.values()] if r.is_evaluated]
     best_values = {name: design.throughput_samples_s if design is not None and design.proven else None
                    for name, design in best.items()}
     exact, unproven = certify(config.mode, best_values, {**search.records, **extra})
@@ -75,10 +75,10 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
         mode=config.mode, workloads=config.names, exact=exact, unproven=tuple(unproven), architectures=len(config.arch),
         designs=config.space.designs, best=best, shared=shared, pareto=pareto, baseline=baseline,
         evaluations=len(evaluated), evaluations_this_run=search.counters["evaluations"],
-        pruned_by_placement_bound=sum(1 for r in search.records.values() if r["status"] == "pruned"),
-        ilp_solves=sum(r["evaluation"]["ilp_solves"] for r in evaluated),
+        pruned_by_placement_bound=sum(1 for r in search.records.values() if not r.is_evaluated),
+        ilp_solves=sum(r.evaluation["ilp_solves"] for r in evaluated),
         dp_calls_this_run=search.counters["dp_calls"], bound_dp_calls_this_run=search.counters["bound_dp_calls"],
-        pruning_ratio=1 - len({i for (_, i), r in search.records.items() if r["status"] == "evaluated"}) / len(config.arch),
+        pruning_ratio=1 - len({i for (_, i), r in search.records.items() if r.is_evaluated}) / len(config.arch),
         resumed_records=search.resumed, elapsed_s=time.perf_counter() - started, space=config.space.to_dict(),
         cluster=config.cluster.to_dict(), objectives=config.objectives if config.pareto else (),
         objective=config.objective)
@@ -94,14 +94,14 @@ def _objective_value(search: ExactSearch, name: str, divisors: np.ndarray):
 
     def value(evs: dict[str, dict]) -> float:
         evaluation = evs[name]  # the loop hands evaluations, not rows: find the row that holds this one
-        index = next(i for (w, i), r in search.records.items() if w == name and r["evaluation"] is evaluation)
+        index = next(i for (w, i), r in search.records.items() if w == name and r.evaluation is evaluation)
         return evaluation["throughput_samples_s"] / divisors[index]
     return value
 
 
-def _design(record: dict, config: SearchConfig | None = None, index: int | None = None) -> DesignResult:
+def _design(record: DesignRecord, config: SearchConfig | None = None, index: int | None = None) -> DesignResult:
     """The result of a record; a system-space row's also carries its system (knobs, chips, power, cost)."""
-    design = DesignResult.from_evaluation(record["evaluation"])
+    design = DesignResult.from_evaluation(record.evaluation)
     if config is not None and config.is_system:
         system = config.arch.system_summary(index) | config.arch.points[index].figures(design.tokens_s)
         return dataclasses.replace(design, system=system)
@@ -152,7 +152,7 @@ def _search_shared_design(config: SearchConfig, search: ExactSearch, executor, d
     stacked = np.stack([search.bounds[n] for n in config.names])
     combined = np.array([aggregate(column, config.aggregate) for column in stacked.T]) * (1 + 1e-9)
     best: tuple[int, float, ExactSearch, float] | None = None
-    records: dict[tuple[str, int, float], dict] = {}
+    records: dict[tuple[str, int, float], DesignRecord] = {}
     for sub_config in config.per_capacity():
         (capacity,) = sub_config.space.hbm_gb
         store = ResultsStore(db, sub_config.signature, sub_config.arguments()) if db else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,41 @@ CREATE TABLE IF NOT EXISTS searches (
     arguments TEXT NOT NULL
 );
 """
+
+
+@dataclass(frozen=True)
+class DesignRecord:
+    """One design a search visited (a ``designs`` row): ``"evaluated"``, with its evaluation (``Evaluation.to_dict()``)
+    and throughput, or ``"pruned"`` by its placement bound (``bound_samples_s``), never evaluated."""
+
+    status: str
+    throughput_samples_s: float | None
+    bound_samples_s: float | None
+    area_mm2: float | None
+    evaluation: dict[str, Any] | None
+
+    @classmethod
+    def evaluated(cls, evaluation: dict[str, Any], area_mm2: float) -> DesignRecord:
+        return cls("evaluated", evaluation["throughput_samples_s"], None, area_mm2, evaluation)
+
+    @classmethod
+    def pruned(cls, bound_samples_s: float, area_mm2: float) -> DesignRecord:
+        return cls("pruned", None, bound_samples_s, area_mm2, None)
+
+    @property
+    def is_evaluated(self) -> bool:
+        return self.status == "evaluated"
+
+    @property
+    def feasible(self) -> bool:
+        """Evaluated, with a feasible plan."""
+        return self.is_evaluated and bool(self.evaluation["feasible"])
+
+    @property
+    def final(self) -> bool:
+        """Not provisional: pruned, or evaluated on schedules all proven optimal (an unproven row is evaluated again
+        when a search resumes)."""
+        return not self.is_evaluated or bool(self.evaluation.get("proven", False))
 
 
 def damaged(path: Path, problem: Exception | str) -> ValueError:
@@ -53,27 +89,27 @@ class ResultsStore:
         except sqlite3.DatabaseError as exc:
             raise damaged(self.path, exc) from exc
 
-    def load(self) -> dict[tuple[str, int], dict[str, Any]]:
-        """Every recorded row of this search: (workload, index) → row dict (evaluation parsed)."""
+    def load(self) -> dict[tuple[str, int], DesignRecord]:
+        """Every recorded row of this search: (workload, index) → its record (evaluation parsed)."""
         out = {}
         try:
             rows = self._db.execute(
                 "SELECT workload, arch_index, status, throughput_samples_s, bound_samples_s, area_mm2, evaluation "
                 "FROM designs WHERE signature = ?", (self.signature,)).fetchall()
             for workload, index, status, throughput, bound, area, evaluation in rows:
-                out[(workload, index)] = {"status": status, "throughput_samples_s": throughput, "bound_samples_s": bound,
-                                          "area_mm2": area, "evaluation": json.loads(evaluation) if evaluation else None}
+                out[(workload, index)] = DesignRecord(status, throughput, bound, area,
+                                                      json.loads(evaluation) if evaluation else None)
         except (sqlite3.DatabaseError, ValueError) as exc:  # a damaged page, or a row whose JSON is cut
             raise damaged(self.path, exc) from exc
         return out
 
-    def record(self, workload: str, index: int, status: str, *, throughput: float | None = None,
-               bound: float | None = None, area: float | None = None, evaluation: dict[str, Any] | None = None) -> None:
+    def record(self, workload: str, index: int, record: DesignRecord) -> None:
         try:
             self._db.execute(
                 "INSERT OR REPLACE INTO designs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (self.signature, workload, int(index), status, throughput, bound, area,
-                 json.dumps(evaluation) if evaluation is not None else None))
+                (self.signature, workload, int(index), record.status, record.throughput_samples_s,
+                 record.bound_samples_s, record.area_mm2,
+                 json.dumps(record.evaluation) if record.evaluation is not None else None))
             self._db.commit()
         except sqlite3.DatabaseError as exc:
             raise damaged(self.path, exc) from exc

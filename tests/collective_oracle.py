@@ -20,6 +20,8 @@ An empty payload or a group of one sends nothing (0 s). ``B = inf``: free transf
 
 from __future__ import annotations
 
+import itertools
+
 
 def p2p_s(size_bytes: float, bandwidth_Bps: float, latency_s: float = 0.0) -> float:
     """Hockney: ``α + S/B``; nothing is sent for ``S = 0``."""
@@ -68,4 +70,46 @@ def hierarchical_s(levels, kind: str, size_bytes: float, positions: list[int]) -
         if extent > 1:
             total += RINGS[kind](shard, extent, level.bandwidth_Bps, level.latency_s)
             shard /= extent
+    return total
+
+
+def routings(experts: int, top_k: int, nodes: int, node_limit: int = 0):
+    """Every routing a token can take, equally likely, with experts ``0 … E−1`` laid out node by node (``E/N`` each):
+    the ``k``-subsets of all experts, or — node-limited to ``M`` nodes (DeepSeek-V3, arXiv:2412.19437 §2.1.2) — an
+    ``M``-subset of the nodes, then a ``k``-subset of those nodes' experts. Listed by brute force (small ``E`` only)."""
+    per_node = experts // nodes
+    if node_limit <= 0 or node_limit >= nodes:
+        return list(itertools.combinations(range(experts), top_k))
+    chosen = []
+    for node_set in itertools.combinations(range(nodes), node_limit):
+        pool = [x for node in node_set for x in range(node * per_node, (node + 1) * per_node)]
+        chosen.extend(itertools.combinations(pool, top_k))
+    return chosen
+
+
+def remote_nodes_per_token(experts: int, top_k: int, nodes: int, own_node: int, node_limit: int = 0) -> float:
+    """Mean number of nodes other than ``own_node`` holding at least one of a token's experts, over
+    :func:`routings`."""
+    per_node = experts // nodes
+    hit = [len({x // per_node for x in routing} - {own_node}) for routing in routings(experts, top_k, nodes, node_limit)]
+    return sum(hit) / len(hit)
+
+
+def node_deduplicated_dispatch_s(copies_bytes: float, top_k: int, experts: int, ranks_per_node: int, nodes: int,
+                                 node_level: tuple[float, float], fabric: tuple[float, float],
+                                 node_limit: int = 0) -> float:
+    """One rank's node-deduplicated dispatch (DeepEP-style), summed phase by phase: over the fabric it sends each of
+    its tokens (``copies_bytes / k`` in all) once to every other node holding one of the token's experts — one
+    message per other node, ``α`` each, the mean volume of :func:`remote_nodes_per_token` — then, inside the node,
+    the ``k`` copies go out pairwise to the node's other ranks (``ranks − 1`` messages of ``copies/ranks``).
+    ``node_level`` and ``fabric`` are ``(bandwidth_Bps, latency_s)``."""
+    total = 0.0
+    if nodes > 1:
+        tokens_bytes = copies_bytes / top_k
+        bandwidth, latency = fabric
+        volume = tokens_bytes * remote_nodes_per_token(experts, top_k, nodes, 0, node_limit)
+        total += (nodes - 1) * latency + volume / bandwidth
+    if ranks_per_node > 1:
+        bandwidth, latency = node_level
+        total += (ranks_per_node - 1) * (latency + copies_bytes / ranks_per_node / bandwidth)
     return total

@@ -4,7 +4,7 @@ The clusters: a flat ring, DGX-like nodes (two levels), 2-D and 3-D tori, severa
 joined by a data-centre network, with or without Megatron's pipeline scatter/gather; tensor widths above 1 and
 context × expert parallelism above 1. Two families of bounds:
 
-* the system-space search's (:func:`search.bounds.placement_time_bound_s`, also on
+* the system-space search's (:func:`phaze_env.placement.bounds.placement_time_bound_s`, also on
   :func:`search.bounds.bounding_cluster`): never above the placement DP's best time per batch for the plans it
   claims to bound (``v = 1``, ``c = 1``, ZeRO 0/1, any ``e``);
 * the DP's own (:meth:`PlacementSearch._candidates`' bound per shape and :meth:`PlacementSearch._bound_s`): never
@@ -28,7 +28,8 @@ from phaze_env.placement.inputs import GRADIENT_FACTOR, layer_arrays
 from phaze_env.placement.search import PlacementSearch, _Best
 from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanSpec
-from search.bounds import bounding_cluster, placement_time_bound_s
+from phaze_env.placement.bounds import placement_time_bound_s
+from search.bounds import bounding_cluster
 
 REL = 1e-9  # round-off of the same terms summed in another order
 

@@ -230,7 +230,8 @@ def test_search_bounds_are_cached_under_everything_they_depend_on(fresh_cache, m
     assert len(computed) == 4
     # the code a bound runs through is hashed into its key: the bound formulas, the pricing, the collectives, the
     # per-operator estimator and the area model
-    assert {bounds.__name__, bounds.price_ops.__module__, bounds.Cluster.__module__, "phaze_env.comm", bounds.pipeline_send_s.__module__, bounds.pipeline_time_s.__module__,
+    assert {bounds.__name__, "phaze_env.pricing", bounds.Cluster.__module__, "phaze_env.comm", "phaze_env.placement.bounds",
+            "phaze_env.placement.collectives", "phaze_env.placement.inputs", "phaze_env.schedule.bounds",
             estimator.__name__, area.__name__} <= set(code_closure(bounds.__name__))
 
 

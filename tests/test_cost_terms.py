@@ -17,6 +17,7 @@ from phaze_env.hardware import get_preset
 from phaze_env.workloads import model_graph
 from phaze_env.workloads.graph import Layer, ModelGraph, OpGraph
 from search.exact import ExactSearch
+from search.store import DesignRecord
 
 
 def test_expert_alltoall_spans_ranks_t_times_c_apart():
@@ -55,7 +56,7 @@ def test_equal_values_go_to_the_smaller_area():
     config = SimpleNamespace(arch=SimpleNamespace(arrays={"area_mm2": areas}), second_bound=False)
     search = ExactSearch(config, executor=None)
     for index in range(2):
-        search.records[("w", index)] = {"status": "evaluated", "evaluation": {"throughput_samples_s": 5.0}}
+        search.records[("w", index)] = DesignRecord.evaluated({"throughput_samples_s": 5.0}, float(areas[index]))
     best, value, visited = search.maximise(["w"], np.array([10.0, 8.0]), lambda evs: evs["w"]["throughput_samples_s"],
                                            "tie", window=1)
     assert (best, value, visited) == (1, 5.0, 2)

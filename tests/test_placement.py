@@ -725,7 +725,8 @@ def test_a_split_counts_transformer_layers_only():
 @settings(max_examples=40, deadline=None)
 @given(rules_strategy, st.integers(1, 12), st.integers(1, 24))
 def test_the_rule_messages_say_no_exactly_where_the_search_skips(rules, layers_count, microbatches):
-    """The DP's vectorised rule check (_runnable) and the one-by-one reasons (_broken_rule) are the same rules."""
+    """The DP's vectorised rule check (RunnableShapes.runnable) and the one-by-one reasons (broken_rule) are the same
+    rules."""
     from phaze_env.placement.search import PlacementSearch
     from phaze_env.placement.stages import chain_stages
 
@@ -736,6 +737,6 @@ def test_the_rule_messages_say_no_exactly_where_the_search_skips(rules, layers_c
                                                                    zero=None, rules=rules), layers_count)
     stages = np.arange(1, layers_count + 1)
     for v in range(1, layers_count + 1):
-        runnable = search._runnable(stages, np.full(len(stages), microbatches), v)
-        reasons = [search._broken_rule(int(p), microbatches, v) for p in stages]
+        runnable = search.rules.runnable(stages, np.full(len(stages), microbatches), v)
+        reasons = [search.rules.broken_rule(int(p), microbatches, v) for p in stages]
         assert list(runnable) == [not reason for reason in reasons], (v, reasons)

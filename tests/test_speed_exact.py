@@ -123,10 +123,9 @@ def test_a_short_op_beside_a_long_parallel_op_needs_no_ilp(monkeypatch):
 
 import numpy as np  # noqa: E402
 
-from phaze_env.pricing import price_ops  # noqa: E402
+from phaze_env.pricing import layer_time_bounds_s, price_ops  # noqa: E402
 from phaze_env.schedule import makespan_lower_bound  # noqa: E402
 from phaze_env.workloads import model_graph  # noqa: E402
-from search.bounds import layer_time_bounds_s  # noqa: E402
 
 
 @pytest.mark.parametrize("overlap", [False, True])

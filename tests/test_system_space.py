@@ -26,7 +26,8 @@ from phaze_env.hardware.system import (TORUS_POD_CHIPS, torus_pods, HBM_GENERATI
                                        SYSTEM_GEMM_EFFICIENCY, SystemBudget, baseline_point, devices_supported,
                                        reference_point,
                                        topology_family, topology_unit, wall_power_per_chip_w)
-from search.bounds import bounding_cluster, placement_time_bound_s, system_throughput_bounds, throughput_bounds
+from phaze_env.placement.bounds import placement_time_bound_s
+from search.bounds import bounding_cluster, throughput_bounds
 from search.config import SearchConfig
 from search.result import SearchResult
 from search.run import run_search
@@ -399,8 +400,8 @@ def brute_force(tmp_path_factory):
         assert any(len(n) > 1 for n in counts.values())
         for i, (design, point) in enumerate(zip(rows.designs, rows.points)):
             alone = SystemArchSpace(space, (design,), (point,), {"area_mm2": rows.arrays["area_mm2"][[i]]})
-            assert bounds[i] == pytest.approx(system_throughput_bounds(TINY, alone, TRAINING, microbatch=space.microbatch,
-                                                                       tensor_widths=WIDTHS)[0], rel=1e-12)
+            assert bounds[i] == pytest.approx(throughput_bounds(TINY, alone, TRAINING, microbatch=space.microbatch,
+                                                                tensor_widths=WIDTHS)[0], rel=1e-12)
         for design in space:
             evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
             head = Design.from_dict(design.to_dict() | {"microbatch": space.microbatch[0], "recompute": space.recompute[0]})

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.validate import STACK_GAPS as VALIDATE_STACK_GAPS
-from experiments.validate import (RATIO_TOLERANCE, TOLERANCE, fit_ratio_efficiency, fp8_speedups, plan_of, predict,
-                                  predict_ratio, published_time_s)
+from experiments.validation_fit import fit_ratio_efficiency, plan_of, predict, predict_ratio, published_time_s
+from experiments.validation_report import STACK_GAPS as VALIDATE_STACK_GAPS
+from experiments.validation_stats import RATIO_TOLERANCE, TOLERANCE, fp8_speedups
 from experiments.validation_cases import H100_CASES, RATIO_CASES, get_case
 from phaze_env.cluster import get_cluster
 from phaze_env.stacks import get_stack
 
 FP8_SPEEDUP_TOLERANCE = 0.05
 STACK_GAPS = {"nemo2407-llama2-7b-fp8", "nemo2407-llama2-13b-fp8"}  # docs/validation.md: eager vs fused attention
-# The H100 rows outside ±15 % for a cause found and stated in experiments.validate.STACK_GAPS (the Llama 3 paper's
-# unpublished FLOP convention and stack; NeMo 24.03's unpublished attention kernel at 128K–1M tokens).
+# The H100 rows outside ±15 % for a cause found and stated in experiments.validation_report.STACK_GAPS (the Llama 3
+# paper's unpublished FLOP convention and stack; NeMo 24.03's unpublished attention kernel at 128K–1M tokens).
 CONVENTION_GAPS = {case.name for case in H100_CASES if case.name in VALIDATE_STACK_GAPS}
 DGXC = [case for case in H100_CASES if case.name.startswith("dgxc-")]
 
@@ -68,8 +68,8 @@ def test_every_modelled_h100_case_is_within_tolerance(h100_predictions):
 
 GAP_REASONS = {**{name: "under-predicted with eager attention, over-predicted with the fused kernel: costs of these runs "
                         "the model does not price (docs/validation.md, H100)" for name in STACK_GAPS},
-               **{name: "a cause found and stated in experiments.validate.STACK_GAPS (an unpublished FLOP convention or "
-                        "attention kernel)" for name in CONVENTION_GAPS}}
+               **{name: "a cause found and stated in experiments.validation_report.STACK_GAPS (an unpublished FLOP "
+                        "convention or attention kernel)" for name in CONVENTION_GAPS}}
 
 
 @pytest.mark.slow
@@ -143,7 +143,7 @@ def test_ratio_workload_has_the_published_size(name):
 def test_fp8_compute_at_is_counted_on_the_bf16_peak_it_names():
     """Evaluation.peak_flops is an FP8 design's FP8 peak (the basis of its MFU); the validation note's "compute at x %
     of the bf16 peak" divides by the bf16 peak it names, so its figures did not move with the MFU basis."""
-    from experiments.validate import case_accelerator, case_cluster, compute_efficiency
+    from experiments.validation_fit import case_accelerator, case_cluster, compute_efficiency
     from phaze_env.evaluate import evaluate
 
     case = get_case("nemo2407-llama2-7b-fp8")

@@ -13,9 +13,10 @@ from dataclasses import replace
 
 import pytest
 
-from experiments.validate import (SKIPPED, STACK_GAPS, TOLERANCE, TREND_GAPS, TREND_TOLERANCE, Prediction, fit_efficiency,
-                                  interleave_sensitivity, is_strong, markdown, microbatch_sensitivity, predict,
-                                  scaling_series)
+from experiments.validation_fit import SKIPPED, Prediction, fit_efficiency, predict
+from experiments.validation_report import STACK_GAPS, TREND_GAPS, markdown
+from experiments.validation_stats import (TOLERANCE, TREND_TOLERANCE, interleave_sensitivity, is_strong,
+                                          microbatch_sensitivity, scaling_series)
 from experiments.validation_cases import (CASES, FSDP_CASES, H100_CASES, MOE_CASES, NEEDS_QWEN3_235B, PENDING_CASES, TPU_CASES,
                                          case_names, get_case)
 from phaze_env.cluster import Cluster, get_cluster
@@ -30,7 +31,8 @@ PROFILED = [case for case in CASES + FSDP_CASES + TPU_CASES + H100_CASES
             if case.stack in STACKS and not case.requires and case.accelerator in STACKS[case.stack].fits[0].chips]
 
 
-FITS = [(stack, fit) for stack in sorted(STACKS) for fit in STACKS[stack].fits if fit.calibration in case_names()]
+FITS = [(stack, fit) for stack in sorted(STACKS) for fit in STACKS[stack].fits if fit.calibration in case_names()
+        and not STACKS[stack].variant_of]  # a dispatch variant shares its parent's fits (tested as the parent's)
 # (a fit to a chip-ratio row — the llm-foundry profile — is checked in tests/test_validation_h100.py)
 
 
@@ -47,7 +49,8 @@ def test_profile_is_fitted_to_one_published_run_of_its_stack_on_each_chip(stack,
 @pytest.mark.slow
 @pytest.mark.parametrize("stack, fit", FITS, ids=lambda x: x if isinstance(x, str) else x.chips[0])
 def test_each_efficiency_is_the_fit_to_its_calibration_run(stack, fit):
-    """The constant in phaze_env.stacks is experiments.validate.fit_efficiency of its calibration run, to 2 digits."""
+    """The constant in phaze_env.stacks is experiments.validation_fit.fit_efficiency of its calibration run, to 2
+    digits."""
     assert fit.framework_efficiency == pytest.approx(fit_efficiency(get_case(fit.calibration)), abs=0.005)
 
 

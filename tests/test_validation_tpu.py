@@ -13,7 +13,8 @@ import pytest
 
 from dataclasses import replace
 
-from experiments.validate import TOLERANCE, TREND_TOLERANCE, case_cluster, metric_value, plan_of, predict, scaling_series
+from experiments.validation_fit import case_cluster, metric_value, plan_of, predict
+from experiments.validation_stats import TOLERANCE, TREND_TOLERANCE, scaling_series
 from experiments.validation_cases import TPU_CASES, get_case
 from phaze_env.cluster import get_cluster
 from phaze_env.evaluate import evaluate

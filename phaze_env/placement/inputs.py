@@ -239,7 +239,7 @@ class Settings:
     def interleaved(self) -> bool:
         """Whether ``v > 1`` may be searched: the plan pins one, or leaves it free on a stack that has the interleaved
         schedule and pipelines (the DP then tries every ``v`` that splits the model's layers,
-        :meth:`~phaze_env.placement.search.PlacementSearch.interleaves`)."""
+        :meth:`~phaze_env.placement.rules.RunnableShapes.interleaves`)."""
         if self.plan.interleave is not None:
             return self.plan.interleave > 1
         return self.cluster.interleaved_schedule and self.cluster.plan_rules.pipeline
@@ -316,6 +316,19 @@ def pipeline_slots(microbatches: int | np.ndarray, stages: int | np.ndarray, int
     plus the pipeline's fill and drain, which interleaving ``v`` virtual stages per device shortens ``v``-fold
     (1F1B / PipeDream-Flush and its interleaved schedule, Narayanan et al. 2021 §2.2; elementwise for arrays)."""
     return microbatches + (stages - 1) / interleave
+
+
+def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interleave: int = 1) -> int:
+    """Activation units (``1/v`` of a microbatch's activations of the stage) the stage ``stage_from_end``-th from the end
+    of a ``stages``-deep pipeline holds at its peak. 1F1B: ``min(s, m_r)`` microbatches (PipeDream-Flush, Narayanan et
+    al. 2021 §2.2.1). Interleaved: Megatron-LM's warm-up forwards of that rank plus the one of the steady state,
+    ``2(s−1) + (v−1)p + 1`` chunks (``megatron/core/pipeline_parallel/schedules.py``,
+    ``forward_backward_pipelining_with_interleaving``: ``num_warmup_microbatches = (p − rank − 1)·2 + (v − 1)·p``),
+    at most all ``v·m_r`` — for the first stage ``p + (p−1)/v`` microbatches (Korthikanti et al. 2022 §4.2.3;
+    Megatron-LM's ``theoretical_memory_usage.py``: ``1 + (p−1)/(p·v)`` times ``p``)."""
+    if interleave == 1:
+        return min(stage_from_end, microbatches)
+    return min(2 * (stage_from_end - 1) + (interleave - 1) * stages + 1, interleave * microbatches)
 
 
 def pipeline_time_s(slots, stage_time_s, sync_s):

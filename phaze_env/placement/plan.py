@@ -27,7 +27,8 @@ class Plan:
     ``stage_times_s`` are per microbatch (forward + backward + recompute + p2p sends); ``recompute_modes``
     the mode of each stage (``recompute``: whether it recomputes anything); ``memory_bytes`` is the
     breakdown of the stage with the largest footprint (the worst device: weights, gradients, optimizer,
-    ``zero_buffers`` — ZeRO-2/3's unsharded layer gradients and gathered weights — activations, total);
+    ``zero_buffers`` — ZeRO-2/3's unsharded layer gradients and gathered weights — activations, total;
+    ``stage_memory`` the same breakdown for every stage, first to last);
     ``p2p_s`` and ``allreduce_s``
     repeat the breakdown's ``p2p`` and ``dp_allreduce``. ``mfu``: model FLOPs over the peak of the devices
     used (``Settings.peak_flops``; the evaluator's is each design's own peak in its number format,
@@ -63,6 +64,7 @@ class Plan:
     stage_p2p_s: tuple[float, ...] = ()
     stage_allreduce_s: tuple[float, ...] = ()
     stage_memory_bytes: tuple[float, ...] = ()
+    stage_memory: tuple[dict[str, float], ...] = ()  # every stage's breakdown (the keys of memory_bytes)
     bubble_fraction: float = 0.0
     memory_bytes: dict[str, float] = field(default_factory=dict)
     time_breakdown_s: dict[str, float] = field(default_factory=dict)

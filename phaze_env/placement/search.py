@@ -87,16 +87,17 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
 
-from phaze_env import comm
-from phaze_env.cluster import Cluster
-from phaze_env.placement.inputs import (GRADIENT_FACTOR, LayerArrays, Settings, microbatches_per_replica, pipeline_slots,
-                                        pipeline_time_s, zero_buffer_factor)
+from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
+                                             pipeline_send_s)
+from phaze_env.placement.inputs import (GRADIENT_FACTOR, LayerArrays, Settings, in_flight_units, microbatches_per_replica,
+                                        pipeline_slots, pipeline_time_s, zero_buffer_factor)
 from phaze_env.placement.plan import Plan, infeasible
+from phaze_env.placement.rules import RunnableShapes
 from phaze_env.placement.stages import StageTable
 from phaze_env.plan_spec import PlanSpec
 
@@ -377,11 +378,8 @@ class _Shape:
         return pipeline_slots(self.microbatches, self.stages, self.interleave)
 
     def units(self, s: int) -> int:
-        """Activation units in flight on the stage ``s``-th from the end (1F1B, or Megatron's interleaved warm-up)."""
-        if self.interleave == 1:
-            return min(s, self.microbatches)
-        v, p = self.interleave, self.stages
-        return min(2 * (s - 1) + (v - 1) * p + 1, v * self.microbatches)
+        """Activation units in flight on the stage ``s``-th from the end (:func:`in_flight_units`)."""
+        return in_flight_units(s, self.stages, self.microbatches, self.interleave)
 
 
 class _Best:
@@ -405,11 +403,8 @@ class PlacementSearch:
         self.table = table
         self.settings = settings
         s = settings
-        self.rules = s.cluster.plan_rules
-        self.max_stages = max_stages if self.rules.pipeline else 1
-        self.total_layers = int(table.layer_count[table.empty, table.full])  # transformer layers a split counts
-        self._rule_masks: dict[tuple[int, int], np.ndarray | None] = {}  # (v, layers per stage) -> K × K runnable stages
-        self._compact_masks: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, v, layers per stage) -> compact
+        self.rules = RunnableShapes(s, table)
+        self.max_stages = max_stages if self.rules.plan_rules.pipeline else 1
         self._p2p: dict[object, np.ndarray] = {}
         self._least_p2p: dict[object, float] = {}  # level -> the cheapest send of a stage of a p ≥ 2 pipeline
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
@@ -460,9 +455,9 @@ class PlacementSearch:
         s = self.settings
         if not expert:
             return {"group": data_parallel * s.context_parallel, "stride": s.tensor_width}
-        return _expert_group(s.tensor_width, s.context_parallel, s.expert_parallel, data_parallel)
+        return expert_group(s.tensor_width, s.context_parallel, s.expert_parallel, data_parallel)
 
-    def _expert_affine(self, kind: str) -> _AffineTable:
+    def _expert_affine(self, kind: str) -> AffineTable:
         """:func:`expert_collective_affine` at this search's ``t``, ``c``, ``e``."""
         s = self.settings
         return expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, s.expert_parallel)
@@ -767,7 +762,7 @@ class PlacementSearch:
         if plan.d is not None:
             replicas = replicas[replicas == plan.d]
         replicas = replicas[replicas % s.expert_parallel == 0]  # expert-parallel groups are carved from the replicas
-        if self.rules.whole_microbatches:  # the stack runs whole microbatches only: d·m divides the batch
+        if self.rules.plan_rules.whole_microbatches:  # the stack runs whole microbatches only: d·m divides the batch
             replicas = replicas[s.global_batch % (replicas * s.microbatch) == 0]
         if plan.shard_group is not None:  # hybrid shard groups tile the weight replicas
             replicas = replicas[self._weight_replicas(replicas) % plan.shard_group == 0]
@@ -792,8 +787,8 @@ class PlacementSearch:
             keep = p == plan.p
             d, m_r, p, z = d[keep], m_r[keep], p[keep], z[keep]
         shapes = []
-        for v in self.interleaves():
-            allowed = self._runnable(p, m_r, v)
+        for v in self.rules.interleaves():
+            allowed = self.rules.runnable(p, m_r, v)
             shapes.append((d[allowed], p[allowed], m_r[allowed], np.full(int(allowed.sum()), v), z[allowed]))
         d, p, m_r, v, z = (np.concatenate(parts) for parts in zip(*shapes))
         if len(d) == 0:
@@ -815,82 +810,6 @@ class PlacementSearch:
         order = np.lexsort((z, v, p, d, bound_s))
         for d_i, p_i, m_i, v_i, z_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, z, bound_s))):
             yield _Shape(d_i, p_i, m_i, v_i, z_i), bound_i
-
-    def interleaves(self) -> list[int]:
-        """The ``v`` to search: the pinned one; 1 on a stack without the interleaved schedule; else 1 and every ``v``
-        that divides the model's transformer layers (each stage's layers must split into ``v`` equal chunks, so the
-        layers of all stages, a sum of multiples of ``v``, are one too)."""
-        s = self.settings
-        if s.plan.interleave is not None:
-            return [s.plan.interleave]
-        if not s.interleaved:
-            return [1]
-        total = self.total_layers
-        return [1] + [v for v in range(2, total + 1) if total % v == 0]
-
-    def _runnable(self, stages: np.ndarray, microbatches: np.ndarray, v: int) -> np.ndarray:
-        """Which ``(p, m_r)`` the stack can run at ``v`` (:class:`~phaze_env.plan_spec.PlanRules`): interleaving needs
-        ``p ≥ interleave_min_stages``, ``m_r`` a multiple of ``p`` (Megatron-LM) and ``v`` layers or more per stage;
-        uniform stages need ``p`` to divide the layers into stages whose count ``v`` divides."""
-        total = self.total_layers
-        allowed = np.ones(len(stages), dtype=bool)
-        if v > 1:
-            allowed = ((stages >= self.rules.interleave_min_stages) & (microbatches % np.maximum(stages, 1) == 0)
-                       & (stages * v <= total) & (total % v == 0))
-        if self.rules.uniform_stages:
-            allowed &= (total % stages == 0) & ((total // stages) % v == 0)
-        return allowed
-
-    def _broken_rule(self, stages: int, microbatches: int, v: int, data_parallel: int | None = None) -> str:
-        """Why the stack cannot run ``(p, m_r, v)`` at ``d`` replicas ("" when it can): :meth:`_runnable`'s rules one by
-        one, and the whole-microbatch rule :meth:`_candidates` applies to ``d``."""
-        total, rules, s = self.total_layers, self.rules, self.settings
-        if rules.whole_microbatches and data_parallel is not None and s.global_batch % (data_parallel * s.microbatch):
-            return (f"{rules.owner(s.cluster.name)} runs whole microbatches only, and d·m = "
-                    f"{data_parallel * s.microbatch} does not divide the global batch of {s.global_batch}")
-        if v > 1 and stages < rules.interleave_min_stages:
-            return f"the interleaved schedule needs p ≥ {rules.interleave_min_stages} pipeline stages (the stack's rule)"
-        if v > 1 and microbatches % stages:
-            return (f"the interleaved schedule needs the {microbatches} microbatches per replica to be a multiple of "
-                    f"p = {stages} (Megatron-LM)")
-        layers = ("layers (the embedding and the loss counting one each)" if rules.embedding_loss_in_split
-                  else "transformer layers")
-        if rules.uniform_stages and total % stages:
-            return (f"the stack runs uniform stages (L/p layers each) and p = {stages} does not divide the "
-                    f"{total} {layers}")
-        if v > 1 and (total % v or stages * v > total or (rules.uniform_stages and (total // stages) % v)):
-            return (f"the {total} {layers} cannot give each of the {stages} stages a multiple of v = {v} "
-                    "layers (each stage splits into v equal chunks)")
-        return ""
-
-    def _stage_rule(self, shape: _Shape) -> np.ndarray | None:
-        """The stages (K × K) the stack can run in ``shape`` (``None``: every stage): with uniform stages those of
-        ``L/p`` transformer layers, with ``v > 1`` those whose layers split into ``v`` equal chunks."""
-        key = self._rule_key(shape)
-        if key is None:
-            return None
-        v, per_stage = key
-        if key not in self._rule_masks:
-            counts = self.table.layer_count
-            rule = counts == per_stage if self.rules.uniform_stages else (counts % v == 0) & (counts > 0)
-            self._rule_masks[key] = rule & self.table.valid
-        return self._rule_masks[key]
-
-    def _rule_key(self, shape: _Shape) -> tuple[int, int] | None:
-        """What a shape's stage rule depends on: ``(v, L/p under uniform stages else 0)``; ``None``: no rule."""
-        if shape.interleave == 1 and not self.rules.uniform_stages:
-            return None
-        return shape.interleave, self.total_layers // shape.stages if self.rules.uniform_stages else 0
-
-    def _compact_rule(self, shape: _Shape, memory: StageMemory) -> np.ndarray | None:
-        """:meth:`_stage_rule` in ``memory``'s compact layout."""
-        rule = self._stage_rule(shape)
-        if rule is None:
-            return None
-        key = (id(memory.next_index), *self._rule_key(shape))
-        if key not in self._compact_masks:
-            self._compact_masks[key] = memory.compact(np.where(rule, 1.0, np.inf)) == 1.0
-        return self._compact_masks[key]
 
     def _sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray, zero: np.ndarray,
                       expert: bool = False) -> np.ndarray:
@@ -934,7 +853,7 @@ class PlacementSearch:
 
     def _solve_shape(self, shape: _Shape, best: _Best) -> None:
         """Offer ``best`` the optimal partition of one shape, if it can beat it."""
-        rule = self._stage_rule(shape)
+        rule = self.rules.stage_mask(shape.interleave, shape.stages)
         if shape.zero or shape.interleave > 1 or rule is not None:
             # Every shape's memory is at least the loosest one's (most ZeRO shards; an interleaved stage ``s``-th
             # from the end holds ``min(2(s−1)+(v−1)p+1, v·m_r)/v ≥ min(s, m_r)`` microbatches' worth) and its
@@ -955,8 +874,8 @@ class PlacementSearch:
                 return
             pairs = dp.partition(shape.microbatches, shape.stages)
         else:
-            stage_time_s, pairs = dp.constrained(
-                shape.stages, self._stage_values(shape, costs, self._compact_rule(shape, costs.memory)))
+            allowed = self.rules.compact_mask(shape.interleave, shape.stages, costs.memory)
+            stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, allowed))
             if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
                 return
         best.offer(self._time_per_batch_s(shape, pairs), shape, pairs)
@@ -989,7 +908,7 @@ class PlacementSearch:
         else:  # two byte counts: walk down the largest stage sync itself
             floor, key = 0.0, self.sync_compact(shape, costs.memory)
         largest = self._largest_sync_key(shape, pairs)
-        rule = self._compact_rule(shape, costs.memory)
+        rule = self.rules.compact_mask(shape.interleave, shape.stages, costs.memory)
         while largest > floor:
             smaller = key < largest
             stage_time_s, pairs = dp.constrained(
@@ -1042,7 +961,7 @@ class PlacementSearch:
         if plan.p is not None and plan.d is not None:
             m_r = microbatches_per_replica(s.global_batch, plan.d, s.microbatch)
             v = plan.interleave or 1
-            broken = self._broken_rule(plan.p, m_r, v, plan.d)
+            broken = self.rules.broken_rule(plan.p, m_r, v, plan.d)
             if broken:
                 return f"plan {plan}: {broken}"
             zeros = [zero if self._weight_replicas(plan.d) > 1 else 0 for zero in s.zero_stages]
@@ -1059,7 +978,7 @@ class PlacementSearch:
     def _least_memory(self, shape: _Shape) -> float:
         """The smallest worst-device memory of any partition of ``shape`` (its lightest mode per stage)."""
         memory_ = self.memory_for(shape)
-        rule = self._stage_rule(shape)
+        rule = self.rules.stage_mask(shape.interleave, shape.stages)
         valid = self.table.valid if rule is None else rule
         value = {}
 
@@ -1164,6 +1083,7 @@ class PlacementSearch:
             stage_allreduce_s=tuple(self.allreduce_s(float(t.param_bytes[pair]), d, zero, self._expert_bytes(pair))
                                     for pair in pairs),
             stage_memory_bytes=tuple(item["total"] for item in memory),
+            stage_memory=tuple(memory),
             bubble_fraction=(shape.stages - 1) / shape.interleave / shape.slots,
             memory_bytes=max(memory, key=lambda item: item["total"]),
             time_breakdown_s=breakdown,
@@ -1178,68 +1098,10 @@ _BATCH_COLLECTIVE = {0: ("allreduce", GRADIENT_FACTOR), 1: ("allreduce", GRADIEN
 (:meth:`PlacementSearch.allreduce_s`)."""
 
 
-def pipeline_send_s(cluster: Cluster, level, payload_bytes: float, tensor_width: int) -> float:
-    """One pipeline message of ``payload_bytes`` across ``level`` (a :class:`~phaze_env.cluster.Level` of ``cluster``);
-    on a cluster of several levels, Megatron's scatter/gather (Narayanan et al. 2021 §4.1) sends ``1/t`` per tensor
-    rank and all-gathers it inside the group (when the cluster's stack does it: ``Cluster.pipeline_scatter_gather``;
-    else every rank sends it whole)."""
-    t = tensor_width
-    if t == 1 or len(cluster.levels) == 1 or not cluster.pipeline_scatter_gather:
-        return comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
-    return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
-            + cluster.collective_s("allgather", payload_bytes, t))
-
-
 def _stage_sums(table: StageTable, values: np.ndarray) -> np.ndarray:
     """Every stage's sum of a per-layer quantity (0 where no stage)."""
     inside = table.member.astype(float) @ values
     return np.where(table.valid, inside[None, :] - inside[:, None], 0.0)
-
-
-def _expert_group(tensor_width: int, context_parallel: int, expert_parallel: int, data_parallel: int) -> dict:
-    """The ranks holding one expert shard, as :meth:`Cluster.collective_s` arguments (rank order tp-cp-ep-dp-pp):
-    the ``c`` context-parallel ranks ``t`` apart of each of the ``d/e`` data-parallel positions ``t·c·e`` apart."""
-    t, c, e = tensor_width, context_parallel, expert_parallel
-    return {"group": c, "stride": t, "outer": (data_parallel // e, t * c * e)}
-
-
-class _AffineTable:
-    """A collective over the groups ``index = 0 … size−1`` (``group_of(index)``: :meth:`Cluster.collective_s` arguments)
-    as ``fixed[index] + per_byte[index] · S`` (exact for ``S > 0``: every ring term is affine in the bytes). An entry is
-    computed the first time it is taken: a search with ZeRO-0 asks only for the smallest ``d`` of each microbatch
-    count, and on the system space every design brings its own cluster, so a table is rarely needed whole."""
-
-    def __init__(self, cluster: Cluster, kind: str, size: int, group_of: Callable[[int], dict]):
-        self._cluster, self._kind, self._group_of = cluster, kind, group_of
-        self._fixed, self._per_byte = np.full(size, np.nan), np.full(size, np.nan)
-
-    def take(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(fixed[index], per_byte[index])``."""
-        flat = np.asarray(index).ravel()
-        missing = np.unique(flat[np.isnan(self._fixed[flat])])
-        for i in missing.tolist():
-            one, two = (self._cluster.collective_s(self._kind, size, **self._group_of(i)) for size in (1.0, 2.0))
-            self._fixed[i], self._per_byte[i] = one - (two - one), two - one
-        return self._fixed[index], self._per_byte[index]
-
-
-@lru_cache(maxsize=64)
-def expert_collective_affine(cluster: Cluster, kind: str, tensor_width: int, context_parallel: int,
-                              expert_parallel: int) -> _AffineTable:
-    """A collective over the expert replicas (:func:`_expert_group`) for ``d = e, 2e, … ≤ N/(t·c)`` (index ``d/e − 1``),
-    shared by every search on one cluster: one table instead of a cached pair per ``d``, which a search at ``e = 2``
-    over 1,024 devices (512 such ``d`` per collective) would evict from any small cache on every call."""
-    step = tensor_width * context_parallel * expert_parallel
-    return _AffineTable(cluster, kind, max(1, cluster.n_devices // step),
-                        lambda i: _expert_group(tensor_width, context_parallel, expert_parallel, (i + 1) * expert_parallel))
-
-
-@lru_cache(maxsize=64)
-def collective_affine(cluster: Cluster, kind: str, stride: int) -> _AffineTable:
-    """A data-parallel collective over ``d = 1 … N/stride`` replicas ``stride`` apart (index ``d − 1``), shared by every
-    search on one cluster."""
-    size = max(1, cluster.n_devices // stride)
-    return _AffineTable(cluster, kind, size, lambda i: {"group": i + 1, "stride": stride})
 
 
 def _mfu(settings: Settings, throughput_samples_s: float, devices: int) -> float | None:

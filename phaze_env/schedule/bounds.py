@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from phaze_env.schedule.problem import CORE_TYPES, Problem
+from graphlib import TopologicalSorter
+
+import numpy as np
+
+from phaze_env.schedule.problem import CORE_TYPES, Problem, unit_uses
+from phaze_env.workloads.graph import OpGraph
 
 
 def critical_path_s(problem: Problem) -> float:
@@ -95,3 +100,67 @@ def lower_bound_s(problem: Problem) -> float:
     return max(critical_path_s(problem), precedence_work_bound_s(problem, release_tail),
                pair_bound_s(problem, release_tail),
                *(core_work_bound_s(problem, t) for t in CORE_TYPES))
+
+
+def dag_lower_bounds_s(dag: OpGraph, one_s: np.ndarray, all_s: np.ndarray, n_tc: np.ndarray,
+                       n_vc: np.ndarray) -> np.ndarray:
+    """Makespan lower bound of one DAG for every architecture (``one_s``/``all_s``: ops × archs).
+
+    The cheap bounds of this module, vectorised over architectures: critical path, work per core type, release/tail
+    times from ancestors' and descendants' work, and the pair bound (the exact search bounds every architecture of a
+    space at once with it, :func:`phaze_env.pricing.layer_time_bounds_s`).
+    """
+    n = len(dag.ops)
+    if not n:
+        return np.zeros(one_s.shape[1])
+    shortest = np.minimum(one_s, all_s)
+    preds: list[list[int]] = [[] for _ in dag.ops]
+    succs: list[list[int]] = [[] for _ in dag.ops]
+    for a, b in dag.edges:
+        preds[b].append(a)
+        succs[a].append(b)
+    order = list(TopologicalSorter({i: preds[i] for i in range(n)}).static_order())
+    below = np.zeros((n, n), dtype=bool)  # below[i, j]: j is reachable from i
+    for i in reversed(order):
+        for j in succs[i]:
+            below[i, j] = True
+            below[i] |= below[j]
+    uses = {core: np.array([unit_uses(op.unit, core) for op in dag.ops]) for core in CORE_TYPES}
+    cores = {"tc": n_tc, "vc": n_vc}
+    # least core-time of each op on each core type: one core for one_s or every core for all_s
+    work = {core: np.where(uses[core][:, None], np.minimum(one_s, cores[core] * all_s), 0.0) for core in cores}
+
+    def spread_s(members: np.ndarray) -> np.ndarray:  # members: ops × ops mask → ops × archs
+        return np.maximum(*(members.astype(float) @ work[core] / cores[core] for core in cores))
+
+    from_ancestors, from_descendants = spread_s(below.T), spread_s(below)
+    release = np.zeros_like(shortest)
+    for j in order:
+        release[j] = from_ancestors[j]
+        for i in preds[j]:
+            release[j] = np.maximum(release[j], release[i] + shortest[i])
+    tail = np.zeros_like(shortest)
+    for i in reversed(order):
+        tail[i] = from_descendants[i]
+        for j in succs[i]:
+            tail[i] = np.maximum(tail[i], shortest[j] + tail[j])
+    bound = (release + shortest + tail).max(axis=0)  # ≥ the critical path: release ≥ head, tail ≥ its own
+    for core in cores:
+        if uses[core].any():
+            bound = np.maximum(bound, work[core].sum(axis=0) / cores[core])
+    # pair bound: unordered ops sharing a core type overlap (one core each, one_s) or run one after the other
+    one_core_mode = np.ones((n, len(n_tc)), dtype=bool)  # a mode on one core is admissible
+    for i, op in enumerate(dag.ops):
+        if any(unit_uses(op.unit, core) for core in CORE_TYPES):
+            single_core_types = np.all([cores[c] == 1 for c in cores if uses[c][i]], axis=0)
+            one_core_mode[i] = ~((all_s[i] < one_s[i]) & single_core_types)
+    for i in range(n):
+        for j in range(i + 1, n):
+            if below[i, j] or below[j, i] or not any(uses[c][i] and uses[c][j] for c in cores):
+                continue
+            overlap = np.where(one_core_mode[i] & one_core_mode[j],
+                               np.maximum(release[i] + one_s[i] + tail[i], release[j] + one_s[j] + tail[j]), np.inf)
+            i_first = np.maximum(release[i] + shortest[i], release[j]) + shortest[j] + tail[j]
+            j_first = np.maximum(release[j] + shortest[j], release[i]) + shortest[i] + tail[i]
+            bound = np.maximum(bound, np.minimum(overlap, np.minimum(i_first, j_first)))
+    return bound

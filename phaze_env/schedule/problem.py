@@ -19,6 +19,11 @@ CORE_UNITS = ("tc", "vc", "tc+vc")  # units that hold cores; "comm" and "none" a
 CORE_TYPES = ("tc", "vc")
 
 
+def unit_uses(unit: str, core_type: str) -> bool:
+    """Whether an op on ``unit`` holds cores of ``core_type`` ("tc+vc" holds both; "comm" and "none" neither)."""
+    return core_type in unit.split("+")
+
+
 @dataclass(frozen=True)
 class Problem:
     """One layer DAG (forward or backward) on ``n_tc`` tensor and ``n_vc`` vector cores."""
@@ -39,8 +44,8 @@ class Problem:
         return self.n_tc if core_type == "tc" else self.n_vc
 
     def uses(self, i: int, core_type: str) -> bool:
-        """Whether op ``i`` holds cores of ``core_type`` ("tc+vc" holds both)."""
-        return core_type in self.units[i].split("+")
+        """Whether op ``i`` holds cores of ``core_type`` (:func:`unit_uses`)."""
+        return unit_uses(self.units[i], core_type)
 
     def duration_s(self, i: int, parallel: bool) -> float:
         return self.latency_parallel_s[i] if parallel else self.latency_s[i]

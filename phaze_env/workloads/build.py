@@ -8,7 +8,8 @@ from typing import Callable
 from phaze_env.cache import DiskCache, code_key
 from phaze_env.workloads.eager import EAGER_PROBE_SEQ, EagerTraffic, eager_traffic
 from phaze_env.workloads.graph import ModelGraph, is_attention_core
-from phaze_env.workloads.model import build_layer, check_tensor_width, fuse, region_params, signature, split_nodes
+from phaze_env.workloads.model import (at_expert_rank, build_layer, check_tensor_width, fuse, kernel_recomputed,
+                                       region_params, signature, split_nodes)
 from phaze_env.workloads.registry import Workload, get_workload
 from phaze_env.workloads.trace import Trace, TraceError, sharded_ops, trace_workload
 
@@ -85,30 +86,36 @@ def prepare_graphs(workload: str | Workload, tensor_widths, microbatches, *, seq
 
 
 def model_graph(workload: str | Workload, *, seq_len: int | None = None, microbatch: int = 1, tensor_width: int = 1,
-                bytes_per_element: int = 2, cache: bool = True) -> ModelGraph:
+                bytes_per_element: int = 2, cache: bool = True, expert_parallel: int = 1) -> ModelGraph:
     """The model as pre-layers, the repeated layer × L and post-layers, at one tensor-parallel width (with
     leading dense layers, as DeepSeek's: pre, dense × k, the repeated MoE layer × (L − k), post).
 
     Every layer has forward and backward operator DAGs (fused), parameters, FLOPs, stashed-activation and
-    boundary bytes for one microbatch. Results are cached on disk, keyed by the content of the arguments.
+    boundary bytes for one microbatch. At ``expert_parallel`` ``e > 1`` the routed experts' operators are one
+    expert-parallel rank's (:func:`~phaze_env.workloads.model.at_expert_rank`: ``E/e`` experts on ``e·C`` tokens
+    each); the layers' parameter figures stay the whole model's. Results are cached on disk, keyed by the content
+    of the arguments.
     """
     workload = get_workload(workload)
     seq_len = workload.seq_len if seq_len is None else seq_len
     _validate(workload, seq_len, microbatch, tensor_width, bytes_per_element)
+    if expert_parallel != 1 and (not workload.num_experts or workload.num_experts % expert_parallel):
+        raise ValueError(f"expert-parallel degree {expert_parallel} does not divide {workload.name}'s "
+                         + (f"{workload.num_experts} experts" if workload.num_experts else "experts (dense: e=1)"))
     key = code_key(__name__, "model_graph", workload.to_dict(), seq_len, microbatch, tensor_width,
-                      bytes_per_element)
+                      bytes_per_element, *((expert_parallel,) if expert_parallel > 1 else ()))
     graph = _graph_cache.get(key) if cache else None
     if graph is None:
-        graph = _build(workload, seq_len, microbatch, tensor_width, bytes_per_element, cache)
+        graph = _build(workload, seq_len, microbatch, tensor_width, bytes_per_element, cache, expert_parallel)
         if cache:
             _graph_cache.put(key, graph)
     return graph
 
 
-def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, cache: bool) -> ModelGraph:
+def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, cache: bool, e: int = 1) -> ModelGraph:
     trace = get_trace(workload, microbatch, seq_len, cache=cache)
     check_tensor_width(trace, t, workload.num_heads)
-    layers = _layers(workload, trace, seq_len, microbatch, t, bpe)
+    layers = _layers(workload, trace, seq_len, microbatch, t, bpe, e)
     tokens = microbatch * seq_len
     base = layers if t == 1 else _layers(workload, trace, seq_len, microbatch, 1, bpe)
     try:  # only an eager stack reads the count: a model the probe cannot run still builds (and says why)
@@ -117,8 +124,9 @@ def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, 
         return ModelGraph(workload.name, seq_len, microbatch, t, bpe, tuple(layers), eager_error=str(exc))
 
 
-def _layers(workload: Workload, trace: Trace, seq_len: int, microbatch: int, t: int, bpe: int) -> list:
-    """The pre-, (dense,) repeated and post-layers at tensor width ``t``, before the eager traffic is scaled."""
+def _layers(workload: Workload, trace: Trace, seq_len: int, microbatch: int, t: int, bpe: int, e: int = 1) -> list:
+    """The pre-, (dense,) repeated and post-layers at tensor width ``t`` (the experts at expert-parallel degree
+    ``e``'s per-rank shape), before the eager traffic is scaled."""
     sharded = sharded_ops(trace.ops)
     tokens = microbatch * seq_len
     hidden_bytes = trace.boundary_elements["pre"] * bpe
@@ -136,12 +144,15 @@ def _layers(workload: Workload, trace: Trace, seq_len: int, microbatch: int, t: 
         ops = [op for op in trace.ops if op.region == region]
         nodes, edges = split_nodes(ops, sharded, trace, t, bpe, tokens)
         nodes, edges = fuse(nodes, edges)
+        nodes = at_expert_rank(nodes, workload.num_experts, e)
         params, stored = region_params(trace, ops, t, owned[region])
         experts = [op for op in ops if op.moe_role == "expert"]
         layer = build_layer(name, repeat, nodes, edges, tensor_width=t, params=params, param_bytes=stored * bpe,
-                            input_bytes=in_bytes, output_bytes=layer_out)
+                            input_bytes=in_bytes, output_bytes=layer_out, recomputed=kernel_recomputed(nodes, ops))
+        routing = dict(routed_experts=workload.num_experts,
+                       experts_per_token=int(workload.config_dict["num_experts_per_tok"])) if experts else {}
         layers.append(replace(layer, expert_param_bytes=region_params(trace, experts, t, owned[region])[1] * bpe,
-                              routed_token_bytes=_routed_elements(experts) * bpe))
+                              routed_token_bytes=_routed_elements(experts) * bpe, **routing))
     return layers
 
 

@@ -55,8 +55,20 @@ def _expand_kv(self, kv_nope: torch.Tensor, k_rot: torch.Tensor) -> tuple[torch.
 
 @contextlib.contextmanager
 def real_valued_rotary(model: nn.Module) -> Iterator[None]:
-    """While active, ``model``'s DeepSeek-V2 attention runs the real-valued rotary (no-op for other models)."""
+    """While active, ``model``'s DeepSeek-V2 attention runs the real-valued rotary (no-op for other models); a
+    DeepSeek-V3 attention, whose rotary HF already writes in real arithmetic, only joins its key halves with
+    ``torch.cat`` (the same :func:`_expand_kv`)."""
     rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
+    if type(rotary).__name__ == "DeepseekV3RotaryEmbedding":
+        from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf3
+
+        saved = hf3.DeepseekV3Attention.expand_kv
+        hf3.DeepseekV3Attention.expand_kv = _expand_kv
+        try:
+            yield
+        finally:
+            hf3.DeepseekV3Attention.expand_kv = saved
+        return
     if type(rotary).__name__ != "DeepseekV2RotaryEmbedding":
         yield
         return

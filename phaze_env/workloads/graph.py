@@ -113,9 +113,16 @@ class Layer:
     output_bytes: int  # what leaves the layer (crosses a pipeline boundary)
     stash_attention_bytes: int = 0  # part of the stash that is attention scores/probabilities (…, s, s)
     stash_replicated_bytes: int = 0  # part of the stash not split by tensor parallelism
+    # the parts of the stash (all, attention, replicated) that a fused kernel rebuilds in its backward pass instead of
+    # keeping (workloads.model.kernel_recomputed): stashed by an eager stack only (Cluster.unfused_elementwise)
+    stash_kernel_bytes: int = 0
+    stash_kernel_attention_bytes: int = 0
+    stash_kernel_replicated_bytes: int = 0
     expert_param_bytes: int = 0  # part of param_bytes that is routed experts (what expert parallelism shards)
     routed_token_bytes: int = 0  # tokens the routed experts take per microbatch (experts × capacity × hidden):
     # one dispatch or combine all-to-all's buffer per rank, of which (e − 1)/e leaves it
+    routed_experts: int = 0  # routed experts of an MoE layer (0: dense), and how many each token picks (top-k):
+    experts_per_token: int = 0  # what a node-deduplicated dispatch sends depends on them (phaze_env.moe_dispatch)
 
     @property
     def num_ops(self) -> int:

@@ -19,7 +19,7 @@ Steps, each a small function:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from phaze_env.workloads.graph import Gemm, Layer, Op, OpGraph
 from phaze_env.workloads.trace import REDUCED_ROLES, SPLIT_ROLES, RawOp, TensorParallelError, Trace
@@ -185,6 +185,37 @@ def _param_split(fqn: str, elements: int, op: RawOp, t: int) -> int:
     return elements
 
 
+def at_expert_rank(nodes: list[_Node], experts: int, expert_parallel: int) -> list[_Node]:
+    """The routed experts' operators of ``nodes`` at the per-rank shape of expert parallelism ``e``: a device holds
+    ``E/e`` experts and receives, from the ``e`` ranks of its group, ``e·C`` tokens for each (the same token slots,
+    ``E·C``, as the traced ``E`` experts on ``C`` tokens). Each expert GEMM ``(E, C, k, n)`` becomes the grouped GEMM
+    ``(E/e, e·C, k, n)`` and reads only the local experts' weights (``bytes_read`` less ``(1 − 1/e)`` of its
+    parameters); its FLOPs, vector work and written bytes are unchanged. ``param_bytes`` stays the whole layer's
+    (what :class:`~phaze_env.workloads.graph.Layer` sums; the placement shards it by ``e``).
+
+    Priced as a batched GEMM of ``E/e`` equal groups, at the rate of the dense kernel: a grouped GEMM over uniform
+    groups runs at cuBLAS batched-GEMM speed (MegaBlocks, Gale et al. 2023, MLSys, kernel benchmarks: its block-sparse
+    kernels reach 98.6 % of cuBLAS batched-matmul throughput on average, 91–104 %; Megatron-Core's
+    ``moe_grouped_gemm`` runs CUTLASS grouped GEMMs, NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md).
+    Assumption: uniform routing (every local expert gets ``e·C`` tokens); a skewed load's slowest rank is not modelled.
+    """
+    e = expert_parallel
+    if e == 1:
+        return nodes
+    shaped = []
+    for node in nodes:
+        if node.moe_role != "expert" or not node.gemms:
+            shaped.append(node)
+            continue
+        if any(b != experts for b, *_ in node.gemms) or experts % e:
+            raise ValueError(f"expert operator {node.name!r}: GEMMs {node.gemms} are not batched over the {experts} "
+                             f"experts that expert parallelism {e} splits")
+        gemms = [(b // e, m * e, k, n) for b, m, k, n in node.gemms]
+        local_params = node.param_bytes // e
+        shaped.append(replace(node, gemms=gemms, bytes_read=node.bytes_read - node.param_bytes + local_params))
+    return shaped
+
+
 # ---------------------------------------------------------------------------------------------- fusion
 
 def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node], list[tuple[str, str]]]:
@@ -321,8 +352,56 @@ def induced_graph(ops: list[Op | None], edges: list[tuple[int, int]]) -> OpGraph
     return OpGraph(tuple(ops[i] for i in keep), tuple(sorted(new_edges)))
 
 
+def kernel_recomputed(nodes: list[_Node], region_ops: list[RawOp]) -> set[str]:
+    """The saved tensors a fused kernel recomputes in its backward pass instead of stashing them.
+
+    A fused operator (a matmul with its elementwise epilogue, or a chain of vector operators) runs as one kernel; its
+    backward kernel rebuilds the intermediates of its elementwise members from what it keeps. Megatron-LM's fused
+    bias-GeLU and bias-SwiGLU keep only their input (``megatron/core/fusions/fused_bias_gelu.py``,
+    ``fused_bias_swiglu.py``: ``ctx.save_for_backward(input, bias)``, the activation recomputed in the backward
+    function); Transformer Engine's normalisations keep their input and the row statistics (``ln_out`` is kept by the
+    linear that reads it); PyTorch's compiler does the same by choice (AOTAutograd's min-cut partitioner recomputes
+    fusible pointwise operators rather than saving them). A tensor is recomputed when an elementwise or reduction
+    member produces it, only members of the same fused operator save it, and it can be rebuilt from tensors that stay
+    saved (its producer's inputs are kept, or are themselves rebuilt inside the operator); a matmul's output is
+    always kept. Eager PyTorch, which runs every operator as its own kernel, keeps them all
+    (``Cluster.unfused_elementwise``)."""
+    group = {member: node.name for node in nodes for member in node.members}
+    fused = {node.name for node in nodes if len(node.members) > 1}
+    by_name = {op.name: op for op in region_ops}
+    savers: dict[str, set[str]] = {}
+    for node in nodes:
+        for tensor in node.saved_bytes:
+            savers.setdefault(tensor, set()).add(node.name)
+    candidates = {tensor for tensor, nodes_ in savers.items()
+                  if tensor in by_name and not by_name[tensor].gemms and group.get(tensor) in fused
+                  and nodes_ == {group[tensor]}}
+    kept = set(savers) - candidates
+
+    def available(tensor: str, home: str) -> bool:
+        """Whether the backward kernel of fused operator ``home`` has ``tensor``: kept, or rebuilt from what it has."""
+        if tensor in kept:
+            return True
+        op = by_name.get(tensor)
+        if op is None or op.gemms or group.get(tensor) != home:
+            return False
+        return all(available(i, home) for i in op.inputs)
+
+    recomputed = set()
+    position = {op.name: index for index, op in enumerate(region_ops)}
+    for tensor in sorted(candidates, key=position.get):  # inputs first: each decision sees the earlier ones
+        if all(available(i, group[tensor]) for i in by_name[tensor].inputs):
+            recomputed.add(tensor)
+        else:
+            kept.add(tensor)
+    return recomputed
+
+
 def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[str, str]], *, tensor_width: int,
-                params: int, param_bytes: int, input_bytes: int, output_bytes: int) -> Layer:
+                params: int, param_bytes: int, input_bytes: int, output_bytes: int,
+                recomputed: set[str] = frozenset()) -> Layer:
+    """The layer of fused operators ``nodes``; ``recomputed``: the saved tensors its fused kernels rebuild
+    (:func:`kernel_recomputed`), reported as the ``stash_kernel_*`` parts of its stash."""
     position = {n.name: i for i, n in enumerate(nodes)}
     idx_edges = [(position[a], position[b]) for a, b in edges]
     fwd = induced_graph([forward_op(n, tensor_width) for n in nodes], idx_edges)
@@ -337,11 +416,15 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
         saved.update(n.saved_bytes)
         replicated |= n.replicated_saved
         attention |= n.attention_saved
+    recomputed = recomputed & set(saved)
     return Layer(name=name, repeat=repeat, fwd=fwd, bwd=bwd, params=params, param_bytes=param_bytes,
                  flops_fwd=fwd.flops, flops_bwd=bwd.flops, activation_stash_bytes=sum(saved.values()),
                  input_bytes=input_bytes, output_bytes=output_bytes,
                  stash_attention_bytes=sum(saved[k] for k in attention - replicated),
-                 stash_replicated_bytes=sum(saved[k] for k in replicated))
+                 stash_replicated_bytes=sum(saved[k] for k in replicated),
+                 stash_kernel_bytes=sum(saved[k] for k in recomputed),
+                 stash_kernel_attention_bytes=sum(saved[k] for k in (attention - replicated) & recomputed),
+                 stash_kernel_replicated_bytes=sum(saved[k] for k in replicated & recomputed))
 
 
 def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str]) -> tuple[int, int]:

@@ -7,7 +7,8 @@ block for :class:`StaticSparseMoe`, which holds the *same* parameter objects und
 parameter count and names are the HF model's) and does the same work under a known load:
 
 * the router: a linear to the expert logits, softmax, top-k (renormalised when the family does, scaled by
-  DeepSeek's ``routed_scaling_factor`` when it is not 1);
+  DeepSeek's ``routed_scaling_factor`` when it is not 1) — DeepSeek-V3's sigmoid, group-limited router instead
+  (:class:`GroupLimitedSigmoidRouter`);
 * the routed experts as one batched matmul over the experts (batch dimension = experts): every expert
   gathers ``C = expert_capacity(tokens, top_k, experts, factor)`` tokens with a static index, runs its
   gated MLP, scales by the routing weights and scatter-adds back (``index_add``);
@@ -51,6 +52,38 @@ class ExpertRouter(nn.Module):
         if self.scale != 1:
             weights = weights * self.scale
         return weights.to(hidden.dtype)
+
+
+class GroupLimitedSigmoidRouter(nn.Module):
+    """DeepSeek-V3's router (arXiv:2412.19437 §2.1.2, HF ``DeepseekV3TopkRouter``): sigmoid affinities, the bias-corrected
+    scores choose (auxiliary-loss-free balancing), experts grouped ``n_group`` ways with each group scored by its top
+    two, the top ``topk_group`` groups kept (node-limited routing when the groups are nodes), top-k over their experts;
+    the chosen affinities are normalised and scaled by ``routed_scaling_factor`` (2.5). All of it is (tokens, experts)
+    vector work; which experts win does not change the static load the experts are priced at."""
+
+    moe_role = "router"
+
+    def __init__(self, weight: nn.Parameter, bias: torch.Tensor, top_k: int, groups: int, top_groups: int,
+                 normalise: bool, scale: float):
+        super().__init__()
+        self.weight = weight
+        self.register_buffer("bias", bias, persistent=False)
+        self.top_k, self.groups, self.top_groups, self.normalise, self.scale = top_k, groups, top_groups, normalise, scale
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        scores = torch.sigmoid(F.linear(hidden.float(), self.weight.float()))
+        tokens, experts = scores.shape
+        choice = (scores + self.bias).view(tokens, self.groups, experts // self.groups)
+        group_scores = choice.topk(2, dim=-1)[0].sum(dim=-1)
+        kept = torch.topk(group_scores, self.top_groups, dim=-1)[1]
+        # torch.zeros, not zeros_like: a buffer derived from no activation is not traced as work
+        mask = torch.zeros(tokens, self.groups, dtype=choice.dtype, device=hidden.device).scatter(1, kept, 1.0)
+        # the dropped groups' experts pushed out of the top-k (HF fills them with −inf; an offset is the same choice)
+        choice = (choice + (mask.unsqueeze(-1) - 1.0) * 1e9).view(tokens, experts)
+        weights = scores.gather(1, torch.topk(choice, self.top_k, dim=-1)[1])
+        if self.normalise:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        return (weights * self.scale).to(hidden.dtype)
 
 
 class SharedExpertGate(nn.Module):
@@ -139,6 +172,11 @@ def _static(block: nn.Module, config, load_factor: float) -> StaticSparseMoe:
             raise ValueError(f"no static stand-in for DeepSeek-V2 routing {gate.topk_method!r} (only 'greedy')")
         normalise, scale = False, float(gate.routed_scaling_factor)  # HF's DeepseekV2TopkRouter never renormalises
         shared = ("shared_experts", block.shared_experts)
+    elif family == "DeepseekV3MoE":
+        router = GroupLimitedSigmoidRouter(gate.weight, gate.e_score_correction_bias, gate.top_k, gate.num_group,
+                                           gate.topk_group, bool(gate.norm_topk_prob), float(gate.routed_scaling_factor))
+        static_experts = StaticExperts(experts.gate_up_proj, experts.down_proj, experts.act_fn, load_factor)
+        return StaticSparseMoe(router, static_experts, ("shared_experts", block.shared_experts))
     else:
         raise ValueError(f"no static stand-in for the MoE block {family}")
     router = ExpertRouter(gate.weight, gate.top_k, normalise, scale)
@@ -147,7 +185,7 @@ def _static(block: nn.Module, config, load_factor: float) -> StaticSparseMoe:
 
 
 SPARSE_MOE_BLOCKS = ("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "Qwen3MoeSparseMoeBlock", "OlmoeSparseMoeBlock",
-                     "DeepseekV2Moe")
+                     "DeepseekV2Moe", "DeepseekV3MoE")
 
 
 def replace_sparse_moe_blocks(model: nn.Module, load_factor: float) -> None:
@@ -159,7 +197,7 @@ def replace_sparse_moe_blocks(model: nn.Module, load_factor: float) -> None:
 
 
 MOE_ROLES = {f"{cls.__module__}.{cls.__qualname__}": cls.moe_role
-             for cls in (ExpertRouter, SharedExpertGate, StaticExperts)}
+             for cls in (ExpertRouter, GroupLimitedSigmoidRouter, SharedExpertGate, StaticExperts)}
 
 
 def moe_role_of(module_types: list) -> str:

@@ -23,6 +23,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig"),
     "olmoe": ("OlmoeForCausalLM", "OlmoeConfig"),
     "deepseek_v2": ("DeepseekV2ForCausalLM", "DeepseekV2Config"),
+    "deepseek_v3": ("DeepseekV3ForCausalLM", "DeepseekV3Config"),
     "nemotron": ("NemotronForCausalLM", "NemotronConfig"),
 }
 
@@ -344,6 +345,23 @@ BUILTIN: dict[str, Workload] = {
             "card: 15.7 B parameters, 2.4 B activated, 27 layers, hidden 2048, 16 heads of 128, KV compression 512, "
             "first layer dense, then 2 shared + 64 routed experts of 1408, 6 activated; pre-training sequence 4K; "
             "HF deepseek-ai/DeepSeek-V2-Lite config.json (intermediate_size 10944, vocabulary 102,400)"),
+        # MLA with query compression (q_lora_rank 1536), three dense layers, then 58 DeepSeekMoE layers of 1 shared +
+        # 256 routed experts (8 activated) behind the sigmoid, group-limited router (8 groups, 4 kept: node-limited
+        # routing at EP 64 over 8 nodes). The multi-token-prediction module (one more layer and the shared head, 14 B
+        # of the published 685 B) is not part of the HF model, nor of this workload.
+        Workload("deepseek-v3", "deepseek_v3", _freeze(dict(
+            hidden_size=7168, num_hidden_layers=61, num_attention_heads=128, num_key_value_heads=128,
+            intermediate_size=18432, moe_intermediate_size=2048, n_routed_experts=256, n_shared_experts=1,
+            num_experts_per_tok=8, n_group=8, topk_group=4, routed_scaling_factor=2.5, norm_topk_prob=True,
+            first_k_dense_replace=3, kv_lora_rank=512, q_lora_rank=1536, qk_nope_head_dim=128, qk_rope_head_dim=64,
+            v_head_dim=128, vocab_size=129280, max_position_embeddings=163840, rope_interleave=True,
+            tie_word_embeddings=False)),
+            4096, 671_000_000_000, "DeepSeek-AI 2024 (DeepSeek-V3 Technical Report, arXiv:2412.19437) §2.1, §4.2: 61 "
+            "layers, hidden 7168, 128 heads of 128, KV compression 512, query compression 1536, decoupled rotary 64; "
+            "first three layers dense, then 1 shared + 256 routed experts of 2048, 8 activated, each token on at most "
+            "4 nodes; 671 B parameters, 37 B activated; pre-training sequence 4K; HF deepseek-ai/DeepSeek-V3 "
+            "config.json (intermediate_size 18432, n_group 8, topk_group 4, routed_scaling_factor 2.5, vocabulary "
+            "129,280)"),
     )
 }
 

@@ -55,25 +55,47 @@ VECTOR_OPS = {
     # Mixture-of-experts routing (phaze_env.workloads.moe): top-k over the router scores, the dispatch gather
     # and the combine's scatter-add.
     "topk": ("reduction", "reduce", 1), "index_select": ("data", "gather", 0), "index_add": ("reduction", "add", 1),
+    "scatter": ("data", "copy", 0),  # DeepSeek-V3's group mask: ones written at the kept groups
 }
 # Operators whose reduction runs over the input, not the output (elements = input numel).
 REDUCING = {"mean", "sum", "amax", "cross_entropy_loss", "nll_loss", "topk", "index_add"}
 # Which inputs the backward pass needs, per vector cost class: "in", "out", "all" or "none" — what eager
-# PyTorch autograd keeps for the traced (Hugging Face) module, tensor by tensor, deduplicated per layer.
-# Checked against Korthikanti et al. 2022 (eq. 1: s·b·h·(34 + 5·a·s/h) bytes per layer at t = 1; eq. 2:
-# s·b·h·(10 + 24/t + 5·a·s/(h·t)) with tensor width t) for GPT-3 175B (s=2048, b=1, h=12288, a=96):
-# t=1: 3,422.6 MB vs 2,868.9 MB (+19.3 %); t=8: 604.0 MB vs 578.8 MB (+4.3 %). We deliberately count
-# what the eager HF model keeps, which differs from Megatron's fused kernels by (t=1):
-#   +1,006.6 MB  HF's tanh-GELU runs unfused: autograd keeps seven 4h-wide intermediates (pow, add, tanh,
-#                mul, …; 56·sbh bytes) where Megatron counts the GELU input and output (16·sbh);
-#   −402.7 MB    no dropout (the trace is deterministic): we keep the pre-softmax scores (HF divides by a
-#                scale *tensor*, so autograd saves them; 2·as²b) and the softmax output (2·as²b) where
-#                Megatron keeps the softmax output, the dropout mask (as²b) and the dropout output (2·as²b);
+# PyTorch autograd keeps for the traced (Hugging Face) module, tensor by tensor, deduplicated per layer (products:
+# :data:`PRODUCTS`). Checked against Korthikanti et al. 2022 (eq. 1: s·b·h·(34 + 5·a·s/h) bytes per layer at t = 1;
+# eq. 2: s·b·h·(10 + 24/t + 5·a·s/(h·t)) with tensor width t) for GPT-3 175B (s=2048, b=1, h=12288, a=96):
+# t=1: 2,214.6 MB vs 2,868.9 MB; t=8: 453.0 MB vs 578.8 MB (tests/test_workloads_stash.py holds the terms). We
+# deliberately count what the eager HF model keeps, which differs from Megatron's fused kernels by (t=1):
+#   +604.0 MB    HF's tanh-GELU runs unfused: autograd keeps three 4h-wide intermediates besides the GELU input and
+#                output (tanh, 0.5·x, 1 + tanh: 40·sbh bytes in all) where Megatron counts the input and the output
+#                (16·sbh) — a fused kernel rebuilds them (workloads.model.kernel_recomputed: the evaluator
+#                drops them for every stack that fuses, Cluster.unfused_elementwise);
+#   −1,208 MB    no dropout (the trace is deterministic): we keep the softmax output (2·as²b; the scale by a constant
+#                keeps nothing, PRODUCTS) where Megatron keeps it, the dropout mask (as²b) and the dropout output
+#                (2·as²b);
 #   −50.3 MB     the two s·b·h dropout masks (attention output, MLP output).
 SAVED_FOR_BACKWARD = {
     "add": "none", "copy": "none", "gather": "none", "mul": "all", "relu": "out", "gelu": "in", "silu": "in",
     "tanh": "out", "exp": "out", "softmax": "out", "norm": "in", "reduce": "none", "loss": "in",
 }
+
+PRODUCTS = {"mul", "div"}
+"""Operators whose backward needs each operand only for the *other* operand's gradient (``d(a·b)/da = b``,
+``d(a/b)/da = 1/b``): autograd saves an operand only when another one requires a gradient. PyTorch's generated
+autograd code guards each such save with ``should_compute_output`` (``tools/autograd/gen_variable_type.py``,
+``guard_for``); measured with ``torch.autograd.graph.saved_tensors_hooks`` (torch 2.13): ``q * c`` with ``c`` a
+constant saves only ``c``, ``q * w`` with ``w`` a parameter saves both. So rotary embeddings (``q·cos``), a scale by
+a constant (``scores / √d``) and other products with constants stash no activation."""
+
+
+def saved_inputs(aten: str, vector_kind: str, name: str, act_inputs: list[str], param_inputs: list[str]) -> list[str]:
+    """The activations a vector operator keeps for its backward pass (:data:`SAVED_FOR_BACKWARD`; a product keeps an
+    activation operand only when another operand — an activation or a parameter — needs a gradient,
+    :data:`PRODUCTS`)."""
+    if aten in PRODUCTS:
+        return list(act_inputs) if len(act_inputs) + len(param_inputs) > 1 else []
+    rule = SAVED_FOR_BACKWARD.get(vector_kind, "in")
+    return {"out": [name], "in": act_inputs[:1], "all": list(act_inputs)}.get(rule, [])
+
 
 # Megatron tensor-parallel roles whose output is split across the tensor-parallel group.
 SPLIT_ROLES = ("column", "vocab_head")
@@ -301,11 +323,7 @@ def trace_workload(workload: Workload, microbatch: int, seq_len: int) -> Trace:
         elif aten in VECTOR_OPS:
             op.kind, op.vector_kind, op.flops_per_element = VECTOR_OPS[aten]
             op.vector_elements = op.in_elements if aten in REDUCING else op.out_elements
-            rule = SAVED_FOR_BACKWARD.get(op.vector_kind, "in")
-            if rule == "out":
-                op.saved = [node.name]
-            elif rule in ("in", "all"):
-                op.saved = act_inputs[:1] if rule == "in" else list(act_inputs)
+            op.saved = saved_inputs(aten, op.vector_kind, node.name, act_inputs, param_inputs)
             if aten == "embedding" and len(args) > 1 and args[1].name in token_ids:
                 token_embeddings.add(node.name)
         else:

@@ -1,0 +1,98 @@
+"""A lower bound on the placement DP's time per batch for every architecture of a space at once (no DP): what the
+exact search prunes with (:mod:`search.bounds`).
+
+Built from the DP's own formulas — the pipeline time and microbatches per replica (:mod:`phaze_env.placement.inputs`),
+the data-parallel collectives and pipeline sends (:mod:`phaze_env.placement.collectives`) — so the bound cannot drift
+from the model it bounds; it sits beside them so that a change of the model and of its bound is one change. Why each
+term is a valid bound: :mod:`search.bounds`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phaze_env.cluster import Cluster
+from phaze_env.placement.collectives import collective_affine, expert_collective_affine, p2p_bound_s
+from phaze_env.placement.inputs import microbatches_per_replica, pipeline_slots, pipeline_time_s
+
+
+def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.ndarray:
+    """Per architecture, the summed time of the ``count`` fastest layers of the chain (repeats unrolled); ``count``
+    an array of counts gives one row per count (the same sums, term by term, as one call per count)."""
+    order = np.argsort(layer_s, axis=0)
+    times = np.take_along_axis(layer_s, order, axis=0)
+    counts = repeats[order]
+    remaining = np.multiply.outer(np.asarray(count), np.ones(layer_s.shape[1], dtype=np.int64))
+    total = np.zeros(remaining.shape)
+    for row in range(layer_s.shape[0]):
+        take = np.minimum(remaining, counts[row])
+        total += take * times[row]
+        remaining -= take
+    return total
+
+
+def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
+                           tensor_width: int, microbatch: int, cluster: Cluster, expert_parallel: int = 1,
+                           expert_gradient_bytes: float = 0.0, device_caps: np.ndarray | None = None) -> np.ndarray:
+    """Lower bound on the time per batch over every (p, d) placement, per architecture.
+
+    Some stage holds at least its share ``T/p`` of the time, some stage holds at least ``⌈n/p⌉`` of the
+    ``n`` layers (so at least the ``⌈n/p⌉`` fastest ones), and no stage is faster than its slowest layer.
+    With ``p ≥ 2`` every stage also sends at least one boundary tensor (activations forward or input
+    gradients backward) of at least ``boundary_bytes`` per microbatch. At ``expert_parallel`` ``e > 1``
+    only ``d`` that ``e`` divides count, and the ``expert_gradient_bytes`` part of ``gradient_bytes`` (the
+    whole model's, at ``e = 1``) is all-reduced as its ``1/e`` shard over the ``d/e`` expert replicas.
+
+    ``device_caps`` (per architecture, each ≤ ``cluster.n_devices``; default all ``cluster.n_devices``): only
+    placements with ``d·p·t`` ≤ the architecture's cap count, so each column equals this bound on the same
+    cluster with that many devices wherever the cluster prices the collectives of a group that fits the cap as
+    it does at ``n_devices`` (:func:`search.bounds.bounding_cluster`'s families; :func:`search.bounds.bounding_groups`). An
+    architecture with no placement gets ``inf``.
+    """
+    n, batch = cluster.n_devices, cluster.global_batch
+    caps = None if device_caps is None else np.asarray(device_caps, dtype=np.int64)
+    if caps is not None and (caps.shape != (layer_s.shape[1],) or caps.max(initial=0) > n):
+        raise ValueError(f"device_caps must give each of the {layer_s.shape[1]} architectures at most {n} devices")
+    n_layers = int(repeats.sum())
+    total_s = (layer_s * repeats[:, None]).sum(axis=0)
+    slowest_s = layer_s.max(axis=0)
+    best = np.full(total_s.shape, np.inf)
+    e = expert_parallel
+    # the smallest d for each m_r: the same list for every p, cut at p's largest d (a prefix keeps its firsts)
+    d_all = np.arange(e, n // tensor_width + 1, e)
+    if not len(d_all):  # no d that e divides fits beside the tensor groups
+        return best
+    m_r_all = microbatches_per_replica(batch, d_all, microbatch)
+    first = np.r_[True, m_r_all[1:] != m_r_all[:-1]]
+    d_first, m_r_first = d_all[first], m_r_all[first]
+    dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
+    # the DP's all-reduce as fixed + per-byte parts (dense over the d ranks t apart; 0 s for no bytes)
+    fixed_s, per_byte_s = collective_affine(cluster, "allreduce", tensor_width).take(d_first - 1)
+    if not dense_bytes > 0:
+        fixed_s, per_byte_s = np.zeros(len(d_first)), np.zeros(len(d_first))
+    # the expert shard's all-reduce over the d/e expert replicas t·e apart, without its fixed part (a stage may hold
+    # no experts)
+    expert_s = (expert_collective_affine(cluster, "allreduce", tensor_width, 1, e).take(d_first // e - 1)[1]
+                * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first)))
+    send_s = p2p_bound_s(cluster, boundary_bytes, tensor_width)  # every stage of a pipeline sends (p > 1)
+    most = n if caps is None else int(caps.max(initial=0))
+    depths = range(1, min(n_layers, most // tensor_width) + 1)
+    crowded_all_s = smallest_layers_s(layer_s, repeats, [-(-n_layers // p) for p in depths])
+    for p in depths:
+        keep = d_first <= most // (tensor_width * p)
+        if not keep.any():  # no d that e divides fits beside p stages (nor beside more)
+            break
+        m_r = m_r_first[keep]
+        allreduce = per_byte_s[keep] * (dense_bytes / p) + fixed_s[keep] + expert_s[keep] / p
+        crowded_s = crowded_all_s[p - 1]  # the ⌈n/p⌉ fastest layers some stage holds
+        stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
+        if p > 1:
+            stage_s = stage_s + send_s
+        times = pipeline_time_s(pipeline_slots(m_r, p)[:, None], stage_s[None, :], allreduce[:, None])
+        if caps is not None:  # d·p·t within each architecture's devices
+            times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)
+        best = np.minimum(best, times.min(axis=0))
+    return best
+
+
+__all__ = ["placement_time_bound_s", "smallest_layers_s"]

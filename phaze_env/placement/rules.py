@@ -1,0 +1,120 @@
+"""Which shapes and stages a training stack can run: :func:`interleave_degrees` and :func:`runnable_shapes` (the rules
+the placement DP and any bound of it share), and :class:`RunnableShapes`, those rules applied to one placement search.
+
+The stack states its rules (:class:`~phaze_env.plan_spec.PlanRules`); the search (:mod:`phaze_env.placement.search`)
+asks here which interleavings to try, which ``(p, m_r, v)`` it may solve (vectorised), why a pinned one breaks a rule
+(the same rules one by one), and which stages of the ``K × K`` stage matrices a shape may use (a rule is a mask on
+the stage matrices, so the DP over the allowed stages is the same DP and every bound computed without the mask stays
+a bound). Whatever the stack, an interleaved stage splits into ``v`` equal chunks: its transformer layers are a
+multiple of ``v``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phaze_env.placement.inputs import Settings
+from phaze_env.placement.stages import StageTable
+from phaze_env.plan_spec import PlanRules
+
+
+def interleave_degrees(total_layers: int, pinned: int | None, interleaved: bool) -> list[int]:
+    """The ``v`` a search tries: the pinned one; 1 on a stack without the interleaved schedule; else 1 and every ``v``
+    that divides the model's ``total_layers`` transformer layers (each stage's layers must split into ``v`` equal
+    chunks, so the layers of all stages, a sum of multiples of ``v``, are one too)."""
+    if pinned is not None:
+        return [pinned]
+    if not interleaved:
+        return [1]
+    return [1] + [v for v in range(2, total_layers + 1) if total_layers % v == 0]
+
+
+def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: PlanRules) -> np.ndarray:
+    """Which ``(p, m_r)`` (arrays, or scalars broadcast) a stack with ``rules`` can run at ``v``: interleaving needs
+    ``p ≥ interleave_min_stages``, ``m_r`` a multiple of ``p`` (Megatron-LM) and ``v`` layers or more per stage;
+    uniform stages need ``p`` to divide the layers into stages whose count ``v`` divides."""
+    stages, microbatches = np.broadcast_arrays(np.asarray(stages), np.asarray(microbatches))
+    allowed = np.ones(stages.shape, dtype=bool)
+    if v > 1:
+        allowed = ((stages >= rules.interleave_min_stages) & (microbatches % np.maximum(stages, 1) == 0)
+                   & (stages * v <= total_layers) & (total_layers % v == 0))
+    if rules.uniform_stages:
+        allowed &= (total_layers % stages == 0) & ((total_layers // stages) % v == 0)
+    return allowed
+
+
+class RunnableShapes:
+    """The stack's plan rules (``settings.cluster.plan_rules``) applied to one search's layers (``table``)."""
+
+    def __init__(self, settings: Settings, table: StageTable):
+        self.settings = settings
+        self.table = table
+        self.plan_rules = settings.cluster.plan_rules
+        self.total_layers = int(table.layer_count[table.empty, table.full])  # transformer layers a split counts
+        self._masks: dict[tuple[int, int], np.ndarray] = {}  # (v, layers per stage) -> K × K runnable stages
+        self._compact_masks: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, v, layers per stage) -> compact
+
+    def interleaves(self) -> list[int]:
+        """The ``v`` to search (:func:`interleave_degrees`)."""
+        return interleave_degrees(self.total_layers, self.settings.plan.interleave, self.settings.interleaved)
+
+    def runnable(self, stages: np.ndarray, microbatches: np.ndarray, v: int) -> np.ndarray:
+        """Which ``(p, m_r)`` the stack can run at ``v`` (:func:`runnable_shapes`)."""
+        return runnable_shapes(stages, microbatches, v, self.total_layers, self.plan_rules)
+
+    def broken_rule(self, stages: int, microbatches: int, v: int, data_parallel: int | None = None) -> str:
+        """Why the stack cannot run ``(p, m_r, v)`` at ``d`` replicas ("" when it can): :func:`runnable_shapes`'s rules
+        one by one, and the whole-microbatch rule the search applies to ``d``."""
+        total, rules, s = self.total_layers, self.plan_rules, self.settings
+        if rules.whole_microbatches and data_parallel is not None and s.global_batch % (data_parallel * s.microbatch):
+            return (f"{rules.owner(s.cluster.name)} runs whole microbatches only, and d·m = "
+                    f"{data_parallel * s.microbatch} does not divide the global batch of {s.global_batch}")
+        if v > 1 and stages < rules.interleave_min_stages:
+            return (f"the interleaved schedule needs p ≥ {rules.interleave_min_stages} pipeline stages "
+                    "(the stack's rule)")
+        if v > 1 and microbatches % stages:
+            return (f"the interleaved schedule needs the {microbatches} microbatches per replica to be a multiple of "
+                    f"p = {stages} (Megatron-LM)")
+        layers = ("layers (the embedding and the loss counting one each)" if rules.embedding_loss_in_split
+                  else "transformer layers")
+        if rules.uniform_stages and total % stages:
+            return (f"the stack runs uniform stages (L/p layers each) and p = {stages} does not divide the "
+                    f"{total} {layers}")
+        if v > 1 and (total % v or stages * v > total or (rules.uniform_stages and (total // stages) % v)):
+            return (f"the {total} {layers} cannot give each of the {stages} stages a multiple of v = {v} "
+                    "layers (each stage splits into v equal chunks)")
+        return ""
+
+    def stage_mask(self, interleave: int, stages: int) -> np.ndarray | None:
+        """The stages (K × K) the stack can run in a shape of ``stages`` stages at ``interleave`` (``None``: every
+        stage): with uniform stages those of ``L/p`` transformer layers, with ``v > 1`` those whose layers split into
+        ``v`` equal chunks."""
+        key = self._key(interleave, stages)
+        if key is None:
+            return None
+        v, per_stage = key
+        if key not in self._masks:
+            counts = self.table.layer_count
+            rule = counts == per_stage if self.plan_rules.uniform_stages else (counts % v == 0) & (counts > 0)
+            self._masks[key] = rule & self.table.valid
+        return self._masks[key]
+
+    def compact_mask(self, interleave: int, stages: int, memory) -> np.ndarray | None:
+        """:meth:`stage_mask` in the compact layout of ``memory``
+        (a :class:`~phaze_env.placement.search.StageMemory`)."""
+        rule = self.stage_mask(interleave, stages)
+        if rule is None:
+            return None
+        key = (id(memory.next_index), *self._key(interleave, stages))
+        if key not in self._compact_masks:
+            self._compact_masks[key] = memory.compact(np.where(rule, 1.0, np.inf)) == 1.0
+        return self._compact_masks[key]
+
+    def _key(self, interleave: int, stages: int) -> tuple[int, int] | None:
+        """What a shape's stage rule depends on: ``(v, L/p under uniform stages else 0)``; ``None``: no rule."""
+        if interleave == 1 and not self.plan_rules.uniform_stages:
+            return None
+        return interleave, self.total_layers // stages if self.plan_rules.uniform_stages else 0
+
+
+__all__ = ["RunnableShapes", "interleave_degrees", "runnable_shapes"]
