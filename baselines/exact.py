@@ -37,7 +37,7 @@ def exact_optimum(workload: str | Workload, cluster: Cluster | None, space: Desi
         return hit
     result = run_search(config, workers=workers)
     best = result.best[workload.name]
-    design = _design_of(best, space) if best is not None and best.feasible else None
+    design = design_of(best, space) if best is not None and best.feasible else None
     answer = {"throughput_samples_s": float(best.throughput_samples_s) if design else 0.0, "design": design,
               "evaluations": result.evaluations, "elapsed_s": result.elapsed_s, "exact": result.exact,
               "result": result.to_dict()}
@@ -46,7 +46,7 @@ def exact_optimum(workload: str | Workload, cluster: Cluster | None, space: Desi
     return answer
 
 
-def _design_of(best: DesignResult, space: DesignSpace) -> Design:
+def design_of(best: DesignResult, space: DesignSpace) -> Design:
     """The design of ``space`` a search answer is: each knob from the answer's accelerator, its system (system
     space) or its plan (microbatch, recompute); ``ValueError`` if that design is not in the space."""
     plan = best.plan

@@ -53,11 +53,11 @@ class OptunaStrategy:
         self._trial: optuna.trial.Trial | None = None
 
     def ask(self) -> Design:
-        for _ in range(self.max_rejections):
+        for attempt in range(self.max_rejections + 1):
             trial = self.study.ask()
             design = self.objective.suggest(trial)
-            if self.space.area_ok(design):
-                break
+            if self.space.area_ok(design) or attempt == self.max_rejections:
+                break  # after max_rejections the design is proposed as it is: the driver charges it, tell() records it
             self.rejected += 1
             self.study.tell(trial, self.objective(trial))  # free: the objective does not evaluate it
         self._trial = trial

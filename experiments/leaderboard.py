@@ -1,5 +1,20 @@
 """The strategy leaderboard: how close each search strategy gets to the certified optimum, by evaluation budget.
 
+**Tasks** (``--task NAME|all``, the benchmark): every strategy that can run a task (:mod:`phaze_env.tasks`) runs
+``--seeds`` times for ``--budget`` evaluations; each run is scored against the task's *stored* certified optimum or
+exact front (:mod:`experiments.task_board`: normalised scores, hypervolume ratios, bootstrap intervals, the
+aggregate over tasks and the probability of improvement). Outputs: ``<docs>/leaderboard/tasks.json`` (every figure),
+``<docs>/leaderboard.md``, the self-contained page ``<docs>/leaderboard/board.html``, the aggregate between the
+markers of ``README.md`` and ``<docs>/guides/results.md`` (:mod:`experiments.leaderboard_page`), and every run's
+curve in ``<out>/runs.json``. An unknown task, a stale stored optimum or a strategy that cannot run a task's space
+is refused in one line before anything runs.
+
+    python -m experiments.leaderboard --task all --jobs 2
+    python -m experiments.leaderboard --task core --budget 30 --jobs 2   # the published board (8 tasks)
+    python -m experiments.leaderboard --task tiny-gpt2/full-a05/throughput --strategy random --seeds 2 --budget 10
+
+**Spaces** (``--space``, one workload's study without a task):
+
 Every strategy (:data:`baselines.STRATEGIES`) runs ``--seeds`` times for the largest of ``--budgets``
 evaluations through :func:`experiments.compare_strategies.run_study` (the same driver, exact optimum and
 ``results.csv``); its score at each budget *b* is the best throughput it found in its first *b* evaluations
@@ -11,9 +26,9 @@ Per (workload, budget, strategy) the leaderboard reports the mean, standard devi
 seeds, and where strategies **separate**: A beats B at a budget when A's worst seed is above B's best seed
 (non-overlapping ranges over the seeds), so a "beats" count is not a coin flip of one seed.
 
-Outputs: ``<out>/results.csv``, ``<out>/exact.json`` and the study's plots (as ``compare_strategies``);
-``<docs>/leaderboard/<space>.json`` (the scores; written atomically), ``<docs>/leaderboard.md`` (one section per
-space with a JSON there, rebuilt from all of them) and ``<docs>/figures/leaderboard-<space>.png``.
+Outputs, all in ``<out>``: ``results.csv``, ``exact.json`` and the study's plots (as ``compare_strategies``),
+``leaderboard.json`` (the scores; written atomically), ``leaderboard.md`` and ``leaderboard-<space>.png``. The
+documentation's leaderboard is the task board's (above).
 
     # PHAZE's reduced space (cheap: tiny GPT-2 on 16 devices)
     python -m experiments.leaderboard --space reduced --workload tiny-gpt2 --devices 16 --batch 64
@@ -26,20 +41,26 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from baselines import STRATEGIES
+from experiments import leaderboard_page as page
+from experiments.task_board import (aggregate, check_bounded, default_strategies, mean_curves, per_task, run_task,
+                                    separated, strategy_error)
 from baselines.workloads import resolve_workload
 from experiments.compare_strategies import INTERRUPTED, TOLERANCE, plot, run_study, summarise
 from phaze_env.cli import OneLineParser, add_cluster_size_options, add_system_budget_options, console, positive_int
 from phaze_env.design import SPACE_NAMES, named_space
 from phaze_env.evaluate import Cluster
 from phaze_env.files import atomic_path, write_text_atomic
+from phaze_env.tasks import OPTIMA_DIR, Reference, Task, get_task, load_reference, task_names
 from phaze_env.workloads import workload_names
 
 DEFAULT_STRATEGIES = ("random", "optuna_tpe", "optuna_cmaes", "optuna_qmc", "genetic", "confuciux", "ppo")
@@ -47,6 +68,8 @@ DEFAULT_STRATEGIES = ("random", "optuna_tpe", "optuna_cmaes", "optuna_qmc", "gen
 (RL + GA) and an SB3 RL agent. Optuna's GPSampler (``--strategy optuna_gp``) refits its GP every trial: hundreds of
 trials cost far more than the evaluations on a busy machine, so QMC stands in for it by default."""
 DEFAULT_BUDGETS = (50, 200)
+TASK_BUDGET = 50
+TASK_SEEDS = 5
 LEADERBOARD_VERSION = 1
 
 
@@ -164,7 +187,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"repeatable; default gpt2-xl; one of tiny-gpt2, {', '.join(workload_names())}")
     parser.add_argument("--strategy", action="append", metavar="NAME",
                         help=f"repeatable; default {', '.join(DEFAULT_STRATEGIES)}; any of {', '.join(STRATEGIES)}")
-    parser.add_argument("--seeds", type=positive_int, default=3, help="seeds per strategy (default 3)")
+    parser.add_argument("--task", metavar="NAME|all|core", default=None,
+                        help="benchmark task(s): a name, names separated by commas, all, or core (phaze_env.tasks)")
+    parser.add_argument("--budget", type=positive_int, default=TASK_BUDGET,
+                        help=f"tasks: evaluations per run (default {TASK_BUDGET})")
+    parser.add_argument("--jobs", type=positive_int, default=1, help="tasks: processes running tasks (default 1)")
+    parser.add_argument("--optima", type=Path, default=OPTIMA_DIR,
+                        help="tasks: where the stored certified optima are (default phaze_env/task_optima)")
+    parser.add_argument("--seeds", type=positive_int, default=None,
+                        help=f"seeds per strategy (default {TASK_SEEDS} on tasks, 3 on a space)")
     parser.add_argument("--budgets", default=",".join(map(str, DEFAULT_BUDGETS)), metavar="B1,B2",
                         help="evaluation budgets to score at, comma-separated (default 50,200); runs last the largest")
     add_system_budget_options(parser)
@@ -174,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=None,
                         help="study directory (results.csv, exact.json, plots; default out/leaderboard/<space>)")
     parser.add_argument("--docs", type=Path, default=Path("docs"),
-                        help="where leaderboard.md, leaderboard/<space>.json and figures/ go (default docs)")
+                        help="tasks: where leaderboard.md and leaderboard/ go; README.md beside it gets the aggregate "
+                             "(default docs)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (default: shown, on stderr)")
     return parser
 
@@ -193,6 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     argv_list = list(sys.argv[1:] if argv is None else argv)
+    if args.task is not None:
+        return task_main(parser, args, argv_list)
+    args.seeds = args.seeds or 3
     try:
         budgets = parse_budgets(args.budgets)
         space = named_space(args.space, args.budget_mw, args.budget_usd, args.stack)
@@ -208,7 +243,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
         out = args.out or Path("out/leaderboard") / args.space
         out.mkdir(parents=True, exist_ok=True)
-        (args.docs / "leaderboard").mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     import torch
@@ -235,15 +269,114 @@ def main(argv: Sequence[str] | None = None) -> int:
     board = {"version": LEADERBOARD_VERSION, "space": args.space, "budgets": list(budgets),
              "command": "python -m experiments.leaderboard " + " ".join(argv_list), "meta": meta,
              "entries": entries, "separation": separation(entries)}
-    write_text_atomic(args.docs / "leaderboard" / f"{args.space}.json", json.dumps(board, indent=2, default=str))
-    plot_board(board, args.docs / "figures" / f"leaderboard-{args.space}.png")
-    boards = [json.loads(p.read_text()) for p in sorted((args.docs / "leaderboard").glob("*.json"))]
-    write_text_atomic(args.docs / "leaderboard.md", markdown(boards))
+    write_text_atomic(out / "leaderboard.json", json.dumps(board, indent=2, default=str))
+    plot_board(board, out / f"leaderboard-{args.space}.png")
+    write_text_atomic(out / "leaderboard.md", markdown([board]).replace("figures/leaderboard-", "leaderboard-"))
     for line in board["separation"]:
         console().print(line)
-    print(f"leaderboard: {args.docs / 'leaderboard.md'}, {args.docs / 'leaderboard' / (args.space + '.json')}, "
-          f"{args.docs / 'figures' / ('leaderboard-' + args.space + '.png')} · study in {out}/")
+    print(f"leaderboard: {out / 'leaderboard.md'}, {out / 'leaderboard.json'}, {out / f'leaderboard-{args.space}.png'} "
+          f"· study in {out}/")
     return 0
+
+
+# --- the benchmark tasks ----------------------------------------------------------------------------------------
+
+def _plan(args: argparse.Namespace) -> tuple[list[Task], dict[str, Reference], dict[str, list[str]]]:
+    """The tasks, their stored references and each task's strategies; ``ValueError`` (one line) for an unknown
+    task, a missing or stale reference, or a named strategy that cannot run a task."""
+    tasks = [get_task(name) for name in task_names(args.task)]
+    references = {task.name: load_reference(task, args.optima) for task in tasks}
+    strategies = {}
+    for task in tasks:
+        if args.strategy:
+            for name in dict.fromkeys(args.strategy):
+                if error := strategy_error(name, task):
+                    raise ValueError(error)
+            strategies[task.name] = list(dict.fromkeys(args.strategy))
+        else:
+            strategies[task.name] = default_strategies(task)
+    return tasks, references, strategies
+
+
+def _task_runs(name: str, strategies: list[str], seeds: int, budget: int, optima: Path,
+               verbose: bool) -> list[dict[str, Any]]:
+    """One task's runs (a worker process's unit); ``verbose``: a line per finished run on stderr."""
+    import torch
+
+    torch.set_num_threads(1)  # tiny models; threads only contend with the evaluator
+    log = (lambda line: print(line, file=sys.stderr, flush=True)) if verbose else (lambda line: None)
+    return run_task(get_task(name), load_reference(name, optima), strategies, seeds, budget, log)
+
+
+def _reference_summary(reference: Reference) -> dict[str, Any]:
+    task = reference.task
+    return {"description": task.describe(), "objectives": list(task.objectives), "version": reference.version,
+            "optimum": reference.optimum if not task.multi_objective else None, "front_size": len(reference.scores),
+            "exact_elapsed_s": reference.exact_elapsed_s, "exact_evaluations": reference.exact_evaluations}
+
+
+def task_main(parser: argparse.ArgumentParser, args: argparse.Namespace, argv_list: list[str]) -> int:
+    seeds = args.seeds or TASK_SEEDS
+    try:
+        tasks, references, strategies = _plan(args)
+        out = args.out or Path("out/leaderboard/tasks")
+        out.mkdir(parents=True, exist_ok=True)
+        (args.docs / "leaderboard").mkdir(parents=True, exist_ok=True)
+    except (ValueError, OSError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    started = time.perf_counter()
+    runs: list[dict[str, Any]] = []
+    try:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            futures = {pool.submit(_task_runs, t.name, strategies[t.name], seeds, args.budget, args.optima,
+                                   not args.quiet): t.name for t in tasks}
+            for done, future in enumerate(as_completed(futures), 1):
+                runs.extend(future.result())
+                if not args.quiet:
+                    elapsed = time.perf_counter() - started
+                    print(f"[{done}/{len(tasks)}] {futures[future]} · elapsed {elapsed / 60:.1f} min · ETA "
+                          f"{elapsed / done * (len(tasks) - done) / 60:.1f} min", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        print("interrupted · the leaderboard needs every run", file=sys.stderr)
+        return INTERRUPTED
+    elapsed = time.perf_counter() - started
+    write_text_atomic(out / "runs.json", json.dumps(runs))
+    if beaten := check_bounded(runs):
+        for line in beaten:
+            print(f"error: {line}", file=sys.stderr)
+        return 1
+    rng = np.random.default_rng(0)
+    aggregate_ = aggregate(runs, rng)
+    board = {"version": LEADERBOARD_VERSION, "command": "python -m experiments.leaderboard " + " ".join(argv_list),
+             "meta": {"tasks": [t.name for t in tasks], "strategies": sorted({r["strategy"] for r in runs}),
+                      "seeds": seeds, "budget": args.budget, "elapsed_s": elapsed, "jobs": args.jobs,
+                      "cores": os.cpu_count()},
+             "references": {name: _reference_summary(ref) for name, ref in references.items()},
+             "per_task": per_task(runs, rng), "aggregate": aggregate_, "separation": separated(aggregate_),
+             "curves": mean_curves(runs, rng)}
+    write_text_atomic(args.docs / "leaderboard" / "tasks.json", json.dumps(board, indent=1))
+    written = render(args.docs)
+    for line in board["separation"]:
+        console().print(line)
+    print(f"leaderboard: {', '.join(map(str, written))} · runs in {out / 'runs.json'} · {elapsed / 60:.1f} min")
+    return 0
+
+
+def render(docs: Path) -> list[Path]:
+    """Write the Markdown, the page and the README/results-guide aggregate from ``<docs>/leaderboard/tasks.json``
+    (and ``generalisation.json`` when present); the files written."""
+    board = json.loads((docs / "leaderboard" / "tasks.json").read_text())
+    generalisation = docs / "leaderboard" / "generalisation.json"
+    if generalisation.is_file():
+        board["generalisation"] = json.loads(generalisation.read_text())
+    written = [docs / "leaderboard.md", docs / "leaderboard" / "board.html"]
+    write_text_atomic(written[0], page.markdown(board))
+    write_text_atomic(written[1], page.page_html(board))
+    for path, docs_link in ((docs.parent / "README.md", "](docs/"), (docs / "guides" / "results.md", "](../")):
+        if path.is_file() and page.MARK_START in (text := path.read_text()):
+            write_text_atomic(path, page.replace_marked(text, page.readme_table(board).replace("](docs/", docs_link)))
+            written.append(path)
+    return written
 
 
 if __name__ == "__main__":

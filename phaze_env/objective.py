@@ -43,6 +43,7 @@ from phaze_env.cli import (OneLineParser, add_cluster_size_options, add_system_b
                            positive_int)
 from phaze_env.design import SPACE_NAMES, Design, DesignSpace, evaluate_options, named_space
 from phaze_env.evaluate import Cluster, Evaluation
+from phaze_env.tasks import AREA_OBJECTIVE, get_task
 from phaze_env.workloads import Workload, get_workload, workload_names
 
 CONSTRAINT_NAMES = ("area", "placement")
@@ -151,10 +152,21 @@ class PhazeObjective:
         return record.values if self.multi_objective else record.values[0]
 
 
-def make_objective(workload: str | Workload, cluster: Cluster | dict[str, Any] | None = None, *,
+def make_objective(workload: str | Workload | None = None, cluster: Cluster | dict[str, Any] | None = None, *,
                    space: DesignSpace | None = None, multi_objective: bool = False, encoding: str = "categorical",
-                   evaluate_kwargs: dict[str, Any] | None = None) -> PhazeObjective:
-    """An objective maximising throughput (or Pareto over throughput and area) of designs in ``space``."""
+                   evaluate_kwargs: dict[str, Any] | None = None, task: str | None = None) -> PhazeObjective:
+    """An objective maximising throughput (or Pareto over throughput and area) of designs in ``space``.
+
+    ``task``: a benchmark task's name (:data:`phaze_env.tasks.TASKS`) sets the workload, cluster and space (give none
+    of them); a task whose objectives are throughput and area is Pareto over them (``multi_objective``)."""
+    if task is not None:
+        if workload is not None or cluster is not None or space is not None:
+            raise ValueError(f"task={task!r} sets the workload, the cluster and the space: pass none of them")
+        chosen = get_task(task)
+        workload, cluster, space = chosen.workload_spec(), chosen.cluster(), chosen.design_space()
+        multi_objective = multi_objective or chosen.objectives == ("throughput", AREA_OBJECTIVE)
+    elif workload is None:
+        raise ValueError("make_objective needs a workload (or a task)")
     cluster = Cluster.from_dict(cluster) if isinstance(cluster, dict) else (cluster or Cluster())
     return PhazeObjective(get_workload(workload), cluster, space or DesignSpace(), multi_objective, encoding,
                           dict(evaluate_kwargs or {}))

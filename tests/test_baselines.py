@@ -93,6 +93,15 @@ def test_out_of_window_designs_cost_an_evaluation_and_score_zero():
     assert evaluate_in_window(too_big, WORKLOAD, CLUSTER, SPACE) is None
 
 
+def test_optuna_strategy_out_of_rejections_proposes_the_design_and_keeps_going():
+    """An Optuna sampler whose proposals stay outside the area window for ``max_rejections`` asks proposes the last
+    one: it costs an evaluation and scores zero, and the study goes on (it raised UpdateFinishedTrialError before:
+    CMA-ES on the 5 %-area task got stuck outside the window)."""
+    trace = run_strategy("optuna_random", WORKLOAD, CLUSTER, SPACE, 12, seed=0, max_rejections=0)
+    outside = [t for d, t in zip(trace.designs, trace.throughput) if not SPACE.area_ok(d)]
+    assert len(trace.throughput) == 12 and outside and all(t == 0.0 for t in outside)
+
+
 def test_run_strategy_rejects_bad_arguments():
     with pytest.raises(ValueError, match="budget"):
         run_strategy("random", WORKLOAD, CLUSTER, SPACE, 0)

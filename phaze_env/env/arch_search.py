@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium import spaces
 
 from phaze_env.design import Design
-from phaze_env.env.base import ArchSearchBase
+from phaze_env.env.base import DEFAULT_WORKLOAD, ArchSearchBase
 from phaze_env.env.core import Outcome, Scorer, result_space, workload_features, workload_space
 
 
@@ -70,14 +70,17 @@ class ArchSearchEnv(ArchSearchBase):
     ## Arguments
 
     ``gymnasium.make("phaze_env/ArchSearch-v0", workload="gpt2-xl", cluster=None, reward="throughput",
-    infeasible_penalty=1.0, space=None, flatten=False, evaluate_kwargs=None, render_mode=None)``
+    infeasible_penalty=1.0, space=None, flatten=False, evaluate_kwargs=None, render_mode=None, task=None)``
 
     * ``workload``: a built-in name, a :class:`~phaze_env.workloads.Workload`, or a list of them cycled per
       episode (a seeded ``reset`` restarts the cycle; ``reset(options={"workload": name})`` picks one);
     * ``cluster``: a :class:`~phaze_env.evaluate.Cluster` or its dict (default PHAZE's 1024 devices);
     * ``space``: a :class:`~phaze_env.design.DesignSpace` (default PHAZE's full space);
     * ``evaluate_kwargs``: passed to :func:`evaluate` (``solver``, ``time_limit_s``, ``tensor_widths``, …);
-      unknown names, and the knobs each design sets, raise ``ValueError``.
+      unknown names, and the knobs each design sets, raise ``ValueError``;
+    * ``task``: a benchmark task's name (:data:`phaze_env.tasks.TASKS`), which sets the workload, cluster and
+      space (give none of them); ``env.unwrapped.task`` is the :class:`~phaze_env.tasks.Task` (its certified
+      optimum: :func:`phaze_env.tasks.load_reference`).
 
     ``info`` carries the design, the reward ratio, the area, the plan and the full
     :class:`~phaze_env.evaluate.Evaluation` as a dict (without its run-dependent ``timings_s`` and
@@ -88,12 +91,12 @@ class ArchSearchEnv(ArchSearchBase):
 
     ## Version History
 
-    * v0: Initial version.
+    * v0: Initial version; ``task=NAME`` (a benchmark task) added without changing any episode.
     """
 
     env_id = "phaze_env/ArchSearch-v0"
 
-    def __init__(self, workload: Any = "gpt2-xl", cluster=None, **kwargs: Any):
+    def __init__(self, workload: Any = DEFAULT_WORKLOAD, cluster=None, **kwargs: Any):
         super().__init__(workload, cluster, **kwargs)
         self.env_id = "phaze_env/ArchSearchFlat-v0" if self.flatten else "phaze_env/ArchSearch-v0"
         self.action_space = spaces.MultiDiscrete(self.space.nvec)

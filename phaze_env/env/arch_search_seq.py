@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium import spaces
 
 from phaze_env.design import Design
-from phaze_env.env.base import ArchSearchBase
+from phaze_env.env.base import DEFAULT_WORKLOAD, ArchSearchBase
 from phaze_env.env.core import Outcome, Scorer, knob_space, result_space, workload_features, workload_space
 
 
@@ -64,17 +64,17 @@ class ArchSearchSeqEnv(ArchSearchBase):
 
     Same as ``ArchSearch-v0``: ``gymnasium.make("phaze_env/ArchSearchSeq-v0", workload="gpt2-xl",
     cluster=None, reward="throughput", infeasible_penalty=1.0, space=None, flatten=False,
-    evaluate_kwargs=None, render_mode=None)``. ``info`` carries the design, plan and evaluation (as a dict)
+    evaluate_kwargs=None, render_mode=None, task=None)``. ``info`` carries the design, plan and evaluation (as a dict)
     on the final step; ``env.state`` / ``env.validate(state)`` record and replay episodes.
 
     ## Version History
 
-    * v0: Initial version.
+    * v0: Initial version; ``task=NAME`` (a benchmark task) added without changing any episode.
     """
 
     env_id = "phaze_env/ArchSearchSeq-v0"
 
-    def __init__(self, workload: Any = "gpt2-xl", cluster=None, **kwargs: Any):
+    def __init__(self, workload: Any = DEFAULT_WORKLOAD, cluster=None, **kwargs: Any):
         super().__init__(workload, cluster, **kwargs)
         self.env_id = "phaze_env/ArchSearchSeqFlat-v0" if self.flatten else "phaze_env/ArchSearchSeq-v0"
         self._nvec = np.asarray(self.space.nvec, dtype=np.int64)

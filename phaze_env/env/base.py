@@ -11,19 +11,30 @@ from phaze_env.design import Design, DesignSpace
 from phaze_env.env.core import (ArchSearchState, Flattener, Outcome, Scorer, ValidationResult, as_cluster, as_space,
                                 as_workloads, compare_replay, workload_from_ref, workload_ref)
 from phaze_env.evaluate import Cluster
+from phaze_env.tasks import get_task
 from phaze_env.workloads import Workload
+
+
+DEFAULT_WORKLOAD = "gpt2-xl"
 
 
 class ArchSearchBase(gym.Env):
     """Options (``workload``, ``cluster``, ``reward``, ``infeasible_penalty``, ``space``, ``flatten``,
-    ``evaluate_kwargs``), one :class:`Scorer` per workload, and the CompilerGym-style ``state``/``validate``."""
+    ``evaluate_kwargs``, or a benchmark ``task`` that sets the first two and the space), one :class:`Scorer` per workload, and the CompilerGym-style ``state``/``validate``."""
 
     metadata = {"render_modes": ["ansi"]}
     env_id = ""
 
-    def __init__(self, workload: Any = "gpt2-xl", cluster: Cluster | dict[str, Any] | None = None, *,
+    def __init__(self, workload: Any = DEFAULT_WORKLOAD, cluster: Cluster | dict[str, Any] | None = None, *,
                  reward: str = "throughput", infeasible_penalty: float = 1.0, space: DesignSpace | None = None,
-                 flatten: bool = False, evaluate_kwargs: dict[str, Any] | None = None, render_mode: str | None = None):
+                 flatten: bool = False, evaluate_kwargs: dict[str, Any] | None = None, render_mode: str | None = None,
+                 task: str | None = None):
+        self.task = None
+        if task is not None:  # a benchmark task fixes the workload, the cluster and the space (phaze_env.tasks)
+            if cluster is not None or space is not None or workload != DEFAULT_WORKLOAD:
+                raise ValueError(f"task={task!r} sets the workload, the cluster and the space: pass none of them")
+            self.task = get_task(task)
+            workload, cluster, space = self.task.workload_spec(), self.task.cluster(), self.task.design_space()
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.workloads: list[Workload] = as_workloads(workload)

@@ -1,0 +1,273 @@
+"""The benchmark tasks: the registry, the stored certified optima (current, reproducible, never beaten), the faces
+that take ``task=``, the board's statistics, the leaderboard's bad-input lines and a smoke run of it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import phaze_env.cache
+import phaze_env.env  # noqa: F401 - registers the env ids
+from baselines import run_strategy
+from experiments.task_board import (aggregate, check_bounded, dominates_front, normalised_curve,
+                                    probability_of_improvement, separated)
+from phaze_env.cache import code_closure
+from phaze_env.objective import make_objective
+from phaze_env.tasks import (DENSE, MODEL_MODULE, MOE, REGENERATE, TASKS, TaskError, get_task, hypervolume_2d,
+                             load_reference, reference_path, reference_point)
+
+REPO = Path(__file__).resolve().parents[1]
+SINGLE = "tiny-gpt2/full-a05/throughput"
+FRONT = "tiny-gpt2/full-a10/throughput+area"
+
+
+def _cli(*argv: str, cwd: Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *argv], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+# --- the registry --------------------------------------------------------------------------------------------------
+
+def test_registry_covers_workloads_spaces_budgets_and_objectives():
+    tasks = list(TASKS.values())
+    assert len(tasks) >= 24
+    assert {t.workload for t in tasks} == set(DENSE + MOE)
+    assert {t.space for t in tasks} == {"full", "system"}
+    assert sum(t.multi_objective for t in tasks) >= 4
+    assert {o for t in tasks for o in t.objectives} >= {"throughput", "throughput_per_w", "throughput_per_usd", "area"}
+    assert {(t.budget_w is not None, t.budget_usd is not None) for t in tasks if t.is_system} == {(True, False), (False, True)}
+    assert len({t.area_fraction for t in tasks if not t.is_system}) >= 2
+
+
+def test_every_task_has_a_current_stored_reference():
+    """Fails after a model change until ``python -m experiments.task_optima`` has regenerated them."""
+    for name in TASKS:
+        reference = load_reference(name)
+        assert reference.version == get_task(name).version
+        assert all(s[0] > 0 for s in reference.scores) if not get_task(name).multi_objective else len(reference.scores) >= 2
+
+
+def test_version_follows_the_model_code(monkeypatch):
+    """The version hashes the model's code (evaluator, placement, hardware, power and cost): a change there is a new
+    version, and the stored reference is refused as stale in one line naming the command."""
+    closure = code_closure(MODEL_MODULE)
+    assert {"phaze_env.evaluate", "phaze_env.hardware.system", "phaze_env.hardware.area"} <= set(closure)
+    assert any(name.startswith("phaze_env.placement") for name in closure)
+    task = get_task(SINGLE)
+    before = task.version
+    monkeypatch.setattr(phaze_env.cache, "code_version", lambda *modules: "another-model")
+    assert task.version != before
+    with pytest.raises(TaskError, match=rf"stale .*{re.escape(REGENERATE)} --task {re.escape(SINGLE)}$"):
+        load_reference(task)
+
+
+def test_unknown_task_is_one_clear_error():
+    with pytest.raises(TaskError, match="unknown task 'nope'; known: tiny-gpt2/"):
+        get_task("nope")
+
+
+def test_hypervolume_2d_is_exact():
+    assert hypervolume_2d([(2.0, 1.0)], (0.0, 0.0)) == 2.0
+    assert hypervolume_2d([(2.0, 1.0), (1.0, 2.0)], (0.0, 0.0)) == 3.0  # 2·1 + 1·(2−1)
+    assert hypervolume_2d([(2.0, 1.0), (1.0, 0.5)], (0.0, 0.0)) == 2.0  # a dominated point adds nothing
+    assert hypervolume_2d([(-1.0, 5.0)], (0.0, 0.0)) == 0.0  # behind the reference corner
+
+
+def test_the_front_scores_one_and_a_dominating_point_is_caught():
+    reference = load_reference(FRONT)
+    task = reference.task
+    assert reference.normalised(reference.scores) == pytest.approx(1.0)
+    assert reference.normalised(reference.scores[:1]) < 1.0
+    designs = list(reference.designs)
+    throughputs = [s[0] for s in reference.scores]
+    assert normalised_curve(task, reference, designs, throughputs)[-1] == pytest.approx(1.0)
+    assert not dominates_front(task, reference, designs, throughputs)
+    faster = [t * 1.01 for t in throughputs]  # the same designs, 1 % faster: they would dominate the front
+    assert dominates_front(task, reference, designs, faster)
+    corner = reference_point(task, reference.scores)
+    assert corner[0] == 0.0 and corner[1] < min(s[1] for s in reference.scores)
+
+
+# --- no strategy ever exceeds a certified optimum ----------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(TASKS))
+def test_no_design_beats_the_certified_reference(name):
+    """Random search over the task never beats the certified optimum nor dominates the exact front, and the
+    stored answer re-evaluates to what is stored (the cross-check of the exact search, every task)."""
+    from experiments.task_optima import check
+
+    task = get_task(name)
+    reference = load_reference(task)
+    assert check(task, reference_path(task).parent) is None
+    trace = run_strategy("random", task.workload_spec(), task.cluster(), task.design_space(), 4, seed=1)
+    curve = normalised_curve(task, reference, trace.designs, trace.throughput)
+    assert max(curve) <= 1 + 1e-9
+    if task.multi_objective:
+        assert not dominates_front(task, reference, trace.designs, trace.throughput)
+
+
+def test_check_bounded_flags_a_run_above_the_optimum():
+    runs = [{"task": "t", "strategy": "s", "seed": 0, "curve": [0.5, 1.0], "beats_reference": False},
+            {"task": "t", "strategy": "bad", "seed": 1, "curve": [0.5, 1.01], "beats_reference": False}]
+    (line,) = check_bounded(runs)
+    assert line.startswith("bad (seed 1) beat the certified reference of t")
+
+
+# --- the faces ---------------------------------------------------------------------------------------------------
+
+def test_env_and_objective_take_a_task():
+    task = get_task(SINGLE)
+    env = gym.make("phaze_env/ArchSearch-v0", task=SINGLE)
+    assert env.unwrapped.task == task
+    assert env.unwrapped.space == task.design_space() and env.unwrapped.cluster == task.cluster()
+    assert env.unwrapped.workload == task.workload_spec()
+    objective = make_objective(task=FRONT)
+    assert objective.multi_objective and objective.space == get_task(FRONT).design_space()
+    assert not make_objective(task=SINGLE).multi_objective
+    with pytest.raises(ValueError, match="sets the workload, the cluster and the space"):
+        gym.make("phaze_env/ArchSearch-v0", task=SINGLE, space=task.design_space())
+    with pytest.raises(ValueError, match="sets the workload, the cluster and the space"):
+        make_objective("gpt2-xl", task=SINGLE)
+    with pytest.raises(TaskError, match="unknown task"):
+        gym.make("phaze_env/ArchSearchSeq-v0", task="nope")
+
+
+# --- statistics --------------------------------------------------------------------------------------------------
+
+def _runs(scores: dict[str, dict[str, list[float]]]) -> list[dict]:
+    return [{"task": task, "strategy": strategy, "seed": seed, "curve": [value], "wall_s": 1.0}
+            for task, by in scores.items() for strategy, values in by.items() for seed, value in enumerate(values)]
+
+
+def test_probability_of_improvement_and_separation():
+    x = np.array([[1.0, 1.0], [0.9, 0.9]])
+    assert probability_of_improvement(x, x) == pytest.approx(0.5)
+    assert probability_of_improvement(x, x - 0.5) == pytest.approx(1.0)
+    runs = _runs({"a": {"good": [0.99, 1.0, 0.98], "bad": [0.5, 0.6, 0.55], "same": [0.5, 0.6, 0.55]},
+                  "b": {"good": [1.0, 1.0, 0.97], "bad": [0.7, 0.6, 0.65], "same": [0.7, 0.6, 0.65]}})
+    board = aggregate(runs, np.random.default_rng(0))
+    rows = {r["strategy"]: r for r in board["strategies"]}
+    assert [r["strategy"] for r in board["strategies"]][0] == "good"
+    assert rows["good"]["ci"][0] <= rows["good"]["mean"] <= rows["good"]["ci"][1]
+    assert board["probability_of_improvement"]["good>bad"]["p"] == 1.0
+    assert board["probability_of_improvement"]["bad>same"]["p"] == 0.5
+    lines = separated(board)
+    assert lines[0].startswith("good vs ") and lines[0].endswith("— separated")
+    assert lines[1].endswith("— not separated")
+
+
+# --- the command lines -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["--task", "nope"], "error: unknown task 'nope'"),
+    (["--task", SINGLE, "--strategy", "optuna_bruteforce"],
+     "error: strategy 'optuna_bruteforce' cannot run task tiny-gpt2/full-a05/throughput: it enumerates the space"),
+    (["--task", SINGLE, "--strategy", "no_such"], "error: unknown strategy 'no_such'"),
+])
+def test_leaderboard_refuses_bad_input_in_one_line(argv, message, capsys, tmp_path):
+    from experiments.leaderboard import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--docs", str(tmp_path / "docs"), "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_leaderboard_refuses_a_stale_optimum_in_one_line(capsys, tmp_path):
+    from experiments.leaderboard import main
+
+    stale = tmp_path / "optima"
+    stale.mkdir()
+    data = json.loads(reference_path(get_task(SINGLE)).read_text()) | {"version": "0123456789abcdef"}
+    (stale / get_task(SINGLE).file_name()).write_text(json.dumps(data))
+    with pytest.raises(SystemExit) as exit_:
+        main(["--task", SINGLE, "--optima", str(stale), "--docs", str(tmp_path / "docs"), "--out", str(tmp_path / "o")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "stored optimum is stale (version 0123456789abcdef" in err
+    assert err.endswith(f"regenerate it: {REGENERATE} --task {SINGLE}")
+
+
+def test_task_optima_check_refuses_a_stale_reference(tmp_path):
+    from experiments.task_optima import main
+
+    stale = tmp_path / "optima"
+    stale.mkdir()
+    data = json.loads(reference_path(get_task(SINGLE)).read_text()) | {"version": "0123456789abcdef"}
+    (stale / get_task(SINGLE).file_name()).write_text(json.dumps(data))
+    assert main(["--check", "--task", SINGLE, "--dir", str(stale)]) == 1
+
+
+@pytest.mark.slow
+def test_leaderboard_smoke_subset_writes_the_board_the_page_and_the_readme_table(tmp_path):
+    """The CI smoke subset: two tasks (one front), three strategies, two seeds, six evaluations, through the CLI;
+    then the page renders in headless Chromium."""
+    docs = tmp_path / "docs"
+    (docs / "guides").mkdir(parents=True)
+    marked = "intro\n<!-- task-leaderboard:start -->\nold\n<!-- task-leaderboard:end -->\nafter\n"
+    (tmp_path / "README.md").write_text(marked)
+    (docs / "guides" / "results.md").write_text(marked)
+    done = _cli("experiments.leaderboard", "--task", f"{SINGLE},{FRONT}", "--strategy", "random", "--strategy",
+                "genetic", "--strategy", "optuna_tpe", "--seeds", "2", "--budget", "6", "--jobs", "2", "--quiet",
+                "--docs", str(docs), "--out", str(tmp_path / "out"), timeout=110)
+    assert done.returncode == 0, done.stderr[-3000:]
+    board = json.loads((docs / "leaderboard" / "tasks.json").read_text())
+    assert board["meta"]["tasks"] == [SINGLE, FRONT]
+    assert {e["strategy"] for e in board["per_task"]} == {"random", "genetic", "optuna_tpe"}
+    assert all(0 <= e["mean"] <= 1 + 1e-9 for e in board["per_task"])
+    assert len(board["curves"][FRONT]["random"]["mean"]) == 6
+    markdown = (docs / "leaderboard.md").read_text()
+    assert f"### `{FRONT}`" in markdown and "exact front of" in markdown
+    readme = (tmp_path / "README.md").read_text()
+    assert "old" not in readme and "| strategy | mean normalised score [95 % CI]" in readme and readme.endswith("after\n")
+    assert "](../leaderboard.md)" in (docs / "guides" / "results.md").read_text()
+    page = (docs / "leaderboard" / "board.html").read_text()
+    assert not re.search(r"<script[^>]+src=", page) and "Plotly" in page
+    from test_report import _chromium
+
+    chromium = _chromium()
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+                          (docs / "leaderboard" / "board.html").resolve().as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count('class="plot-container plotly"') >= 3, "the charts did not render"
+    assert "convergence-1" in dom.stdout and "improvement" in dom.stdout
+
+
+def test_readme_guide_and_docs_leaderboard_equal_the_board():
+    """The README's and the results guide's aggregate and docs/leaderboard.md are generated from
+    docs/leaderboard/tasks.json (a re-run of the board that is not re-rendered fails here)."""
+    from experiments import leaderboard_page as page
+
+    board = json.loads((REPO / "docs" / "leaderboard" / "tasks.json").read_text())
+    generalisation = REPO / "docs" / "leaderboard" / "generalisation.json"
+    if generalisation.is_file():
+        board["generalisation"] = json.loads(generalisation.read_text())
+    table = page.readme_table(board)
+    assert f"{page.MARK_START}\n{table}\n{page.MARK_END}" in (REPO / "README.md").read_text()
+    guide = (REPO / "docs" / "guides" / "results.md").read_text()
+    assert f"{page.MARK_START}\n{table.replace('](docs/', '](../')}\n{page.MARK_END}" in guide
+    assert (REPO / "docs" / "leaderboard.md").read_text() == page.markdown(board)
+    assert set(board["meta"]["tasks"]) <= set(TASKS) and board["meta"]["seeds"] >= 5
+
+
+@pytest.mark.slow
+def test_generalisation_smoke_writes_the_table(tmp_path):
+    """Train both agents briefly, then zero-shot, fine-tuned and from-scratch runs on the held-out workloads."""
+    from experiments.generalisation import AGENTS, HELD_OUT_TASKS, MODES, main
+
+    assert main(["--train-evaluations", "8", "--budget", "3", "--seeds", "2", "--docs", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "leaderboard" / "generalisation.json").read_text())
+    assert {(r["agent"], r["task"]) for r in result["rows"]} == {(a, t) for a in AGENTS for t in HELD_OUT_TASKS}
+    for row in result["rows"]:
+        for mode in MODES:
+            assert len(row[mode]["scores"]) == 2 and all(0 <= s <= 1 + 1e-9 for s in row[mode]["scores"])
