@@ -181,12 +181,8 @@ class ExactSearch:
             while position < len(order) and len(pending) < window:
                 index = int(order[position])
                 limit = threshold()
-                if limit is not None and bound[index] <= limit and not (
-                        best_index is not None and bound[index] == best_value and areas[index] < areas[best_index]):
-                    # every remaining bound is ≤ this one, and an equal one comes with no smaller area (the order
-                    # sorts equal bounds by area): all pruned. A design that could tie with a smaller area is
-                    # evaluated, so the tie-break (the smaller area) does not depend on the order results arrive in.
-                    position = len(order)
+                if limit is not None and bound[index] <= limit:
+                    position = len(order)  # every remaining bound is ≤ this one: all pruned
                     break
                 position += 1
                 visited += 1
