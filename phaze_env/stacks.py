@@ -458,6 +458,9 @@ class SystemStack:
     plan: str
     fits: tuple[ChipFit, ...]
     sources: str
+    design_efficiency: float | None = None
+    """The searched chips' framework efficiency when set (a sensitivity study's move,
+    :data:`phaze_env.assumptions.ASSUMPTIONS`); ``None``: :meth:`design_fit`'s rule."""
 
     def __post_init__(self) -> None:
         if not self.fits:
@@ -498,8 +501,12 @@ class SystemStack:
         return self.fits[0], self.fits[0].chips[0]
 
     def design_training(self, base: Cluster, template: Accelerator) -> Cluster:
-        """``base`` running this stack on a searched chip built from ``template`` (:meth:`design_fit`)."""
-        return self.training(base, self.design_fit(template)[1])
+        """``base`` running this stack on a searched chip built from ``template`` (:meth:`design_fit`, or
+        :attr:`design_efficiency` when set)."""
+        training = self.training(base, self.design_fit(template)[1])
+        if self.design_efficiency is None:
+            return training
+        return replace(training, framework_efficiency=self.design_efficiency)
 
     def design_note(self, template: Accelerator) -> str:
         """One line for a search's output: the efficiency the searched chips run at and why."""

@@ -27,7 +27,11 @@ class InlineExecutor(Executor):
 
 
 def _init_worker() -> None:
-    """Worker initializer: leave the terminal's process group and die with the parent."""
+    """Worker initializer: leave the terminal's process group, die with the parent, and run the model under the
+    parent's moved assumptions if any (:func:`phaze_env.assumptions.apply_environment`)."""
+    from phaze_env.assumptions import apply_environment
+
+    apply_environment()
     _leave_terminal_group()
     threading.Thread(target=_exit_when_parent_dies, name="parent-death-guard", daemon=True).start()
 

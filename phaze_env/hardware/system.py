@@ -154,6 +154,11 @@ SYSTEM_GEMM_EFFICIENCY = A100_GEMM_EFFICIENCY
 measured 85.9 % of its tensor cores' nominal rate (MAMF). The tpuv4 preset keeps 1.0 (no TPUv4 measurement
 exists; PHAZE's space reproduces with it): in the system space no design wins by an efficiency assumption
 the reference chips do not get."""
+DESIGN_GEMM_EFFICIENCY = SYSTEM_GEMM_EFFICIENCY
+"""The GEMM efficiency of the system space's searched chips: :data:`SYSTEM_GEMM_EFFICIENCY`, the same as the
+references' (a rule: a searched chip has no measurement). A name of its own so that a sensitivity study moves the
+designs' alone (:data:`phaze_env.assumptions.ASSUMPTIONS`: range 0.801, H100's measured, to 1.0): the references
+stay pinned by their framework efficiencies fitted to published runs at :data:`SYSTEM_GEMM_EFFICIENCY`."""
 WALL_ENERGY_LABEL = "wall energy J/token (chips at TDP + host + network, × PUE)"
 """What a system-space design's ``energy_per_token_j`` (:meth:`SystemPoint.figures`) is, wherever it is shown: the
 cluster's power at the wall (every chip at its TDP-like power plus its host's and scale-out network's share, times
@@ -505,11 +510,11 @@ class SystemChoice:
         return float(compute), self.compute_budget_mm2()
 
     def accelerator(self, arch: Accelerator) -> Accelerator:
-        """``arch``'s cores and buffer with this choice's HBM, number format and the system space's GEMM
-        efficiency."""
+        """``arch``'s cores and buffer with this choice's HBM, number format and the searched chips' GEMM
+        efficiency (:data:`DESIGN_GEMM_EFFICIENCY`)."""
         generation = self.generation
         return arch.replace(hbm_gb=self.hbm_gb, hbm_bandwidth_Bps=self.hbm_stacks * generation.stack_bandwidth_Bps,
-                            hbm_efficiency=generation.efficiency, gemm_efficiency=SYSTEM_GEMM_EFFICIENCY,
+                            hbm_efficiency=generation.efficiency, gemm_efficiency=DESIGN_GEMM_EFFICIENCY,
                             number_format=self.number_format)
 
     def to_dict(self) -> dict[str, Any]:
@@ -682,6 +687,6 @@ __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "T
            "TORUS_POD_CHIPS", "torus_pods",
            "devices_supported", "topology_unit", "HBM_GENERATIONS", "PUE", "FatTree", "HostShare", "SystemFamily",
            "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "REFERENCE_FAMILIES", "topology_family",
-           "SYSTEM_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
+           "SYSTEM_GEMM_EFFICIENCY", "DESIGN_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "REFERENCE_HBM_GENERATIONS", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]
