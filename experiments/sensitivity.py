@@ -87,18 +87,16 @@ def verdict(config: SearchConfig, *, workers: int, out: Path, progress=None) -> 
             "budget": config.space.budget.to_dict(), "elapsed_s": time.perf_counter() - started}
 
 
-def row_sensitivity(workload: str, kind: str, power_w: float, *, workers: int, out: Path,
+def row_sensitivity(config_at: Callable[[], SearchConfig], kind: str, *, workers: int, directory: Path,
                     assumptions: Sequence[Assumption] | None = None,
                     say: Callable[[str], None] = print) -> dict[str, Any]:
-    """The row's verdict at nominal and at each end of each assumption's range (module docstring), with the range
-    of every ratio over all of them; written to ``out/<workload>/<kind>/sensitivity.json``."""
+    """The verdict of the search ``config_at()`` builds (called under each move: its budget may follow it, as the
+    iso-cost budget does) at nominal and at each end of each assumption's range (module docstring), with the range of
+    every ratio over all of them; written to ``directory/sensitivity.json`` (the nominal search's outputs go to
+    ``directory``, each case's under ``directory/sensitivity/``)."""
     started = time.perf_counter()
-    directory = out / workload / kind
-
-    def config_now() -> SearchConfig:
-        return search_config(workload, budget_for(kind, power_w))
-
-    nominal_config = config_now()
+    nominal_config = config_at()
+    (workload,) = nominal_config.names
     nominal_inputs = search_inputs(nominal_config)
     nominal = verdict(nominal_config, workers=workers, out=directory)
     say(f"nominal: {_ratios_text(nominal['ratios'])} ({nominal['elapsed_s']:.0f} s)")
@@ -107,7 +105,7 @@ def row_sensitivity(workload: str, kind: str, power_w: float, *, workers: int, o
         for end, value in assumption.ends().items():
             case_started = time.perf_counter()
             with moved(assumption.name, value):
-                config = config_now()
+                config = config_at()
                 if search_inputs(config) == nominal_inputs:
                     figures, status = nominal | {"elapsed_s": 0.0}, "inputs unchanged"
                 else:
@@ -119,8 +117,7 @@ def row_sensitivity(workload: str, kind: str, power_w: float, *, workers: int, o
             cases.append(case)
             say(f"{assumption.describe(value)} ({end}): {_ratios_text(case['ratios'])} [{status}, "
                 f"{case['wall_s']:.0f} s]")
-    data = {"workload": workload, "kind": kind, "power_w": power_w,
-            "budget": budget_for(kind, power_w).describe(),
+    data = {"workload": workload, "kind": kind, "budget": nominal_config.space.budget.describe(),
             "references": {n: REFERENCE_LABELS[n] for n in REFERENCES}, "nominal": nominal, "cases": cases,
             "ranges": ranges(nominal, cases), "exact": all(c["status"] in STATUSES for c in cases) and nominal["exact"],
             "elapsed_s": time.perf_counter() - started}
@@ -238,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             power_w = power_budget_w(workload, args.budget_mw)
             print(f"{workload} ({kind}):", flush=True)
             try:
-                data = row_sensitivity(workload, kind, power_w, workers=args.workers, out=out, assumptions=assumptions,
+                data = row_sensitivity(lambda: search_config(workload, budget_for(kind, power_w)), kind,
+                                       workers=args.workers, directory=out / workload / kind, assumptions=assumptions,
                                        say=lambda text: print(f"  {text}", flush=True))
                 rebuild(out / workload / kind)
             except ValueError as exc:

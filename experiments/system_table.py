@@ -338,6 +338,52 @@ def _design_fit_text() -> str:
     return f"{chip}'s, {fit.framework_efficiency:g}"
 
 
+def _ratio_cell(row: dict[str, Any], name: str) -> str:
+    """The ratio vs reference ``name``, and its range over the assumptions when the row's sensitivity was run
+    (``python -m experiments.sensitivity``)."""
+    ratio = math.prod(row["best"]["factors"][name].values())
+    span = row.get("sensitivity", {}).get("ranges", {}).get(name)
+    return f"{ratio:.2f}×" + (f" ({span['low']:.2f}–{span['high']:.2f})" if span else "")
+
+
+def sensitivity_text(rows: Sequence[dict[str, Any]]) -> str:
+    """The section on the verdicts' sensitivity: each assumption with its range and source
+    (:data:`phaze_env.assumptions.ASSUMPTIONS`), and per row that was run the ratio's range per reference, what moves
+    it most and how each figure was obtained ("" when no row has run)."""
+    from phaze_env.assumptions import ASSUMPTIONS
+
+    done = [r for r in rows if r.get("sensitivity")]
+    if not done:
+        return ""
+    assumptions = [[f"`{a.name}`", a.label, f"{a.nominal:,.4g}", f"{a.low:,.4g}", f"{a.high:,.4g}", a.unit, a.source]
+                   for a in ASSUMPTIONS.values()]
+    body = []
+    for r in done:
+        s = r["sensitivity"]
+        statuses = {}
+        for case in s["cases"]:
+            statuses[case["status"]] = statuses.get(case["status"], 0) + 1
+        body.append([r["workload"], r["budget_label"],
+                     *[f"{s['ranges'][n]['low']:.2f}–{s['ranges'][n]['high']:.2f}× (nominal {s['ranges'][n]['nominal']:.2f}×; "
+                       f"low: {s['ranges'][n]['low_by']}, high: {s['ranges'][n]['high_by']})" if n in s["ranges"] else "—"
+                       for n in REFERENCES],
+                     ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())), f"{s['elapsed_s']:.0f} s"])
+    return f"""## Sensitivity of each verdict
+
+Each row's ratios with every assumption below moved, one at a time, to each end of its range
+(`python -m experiments.sensitivity --workload W --kind power|cost`; `phaze_env.assumptions`): the exact search re-run
+under the move with the references ("exact"), or — where the move leaves every input of the search and of the
+references as at nominal (the budget, every row's chip and cluster, each reference's) — the nominal answer
+("inputs unchanged"). The range is the lowest and highest ratio over the nominal run and every case; the tornado
+charts are in `docs/figures/system_sensitivity.html` (`.png`) and in each search's `report.html`.
+
+{table(["assumption", "what", "nominal", "low", "high", "unit", "range from"], assumptions)}
+
+{table(["workload", "budget", *[f"vs {REFERENCE_LABELS[n]}" for n in REFERENCES], "cases", "wall"], body)}
+
+"""
+
+
 def render(rows: Sequence[dict[str, Any]]) -> str:
     """docs/system_table.md from the rows (every figure from the JSON)."""
     rows = sorted_rows(rows)
@@ -345,8 +391,7 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
     for kind in KINDS:
         body = [[r["workload"], r["budget_label"], _system_label(r["best"]), _chips_label(r["best"]),
                  r["best"]["plan"], f"{r['best']['samples_s']:,.1f}", "proven" if r["exact"] else "NOT PROVEN",
-                 *[f"{r['best']['factors'][n]['chips'] * r['best']['factors'][n]['peak'] * r['best']['factors'][n]['mfu']:.2f}×"
-                   if n in r["best"]["factors"] else "infeasible" for n in REFERENCES]]
+                 *[_ratio_cell(r, n) if n in r["best"]["factors"] else "infeasible" for n in REFERENCES]]
                 for r in rows if r["kind"] == kind]
         if body:
             title = "iso-power" if kind == "power" else "iso-cost"
@@ -465,7 +510,7 @@ collective and pipeline send / pipeline bubble) and the share of the block layer
 
 {table(["workload", "budget", "vs", "why"], whys)}
 
-## Process node: the same answer built at {SENSITIVITY_NODE}
+{sensitivity_text(rows)}## Process node: the same answer built at {SENSITIVITY_NODE}
 
 What the node is worth: each row's answer (architecture and system knobs unchanged) built at {SENSITIVITY_NODE} instead of
 {SYSTEM_NODE} — {NODES[SENSITIVITY_NODE].logic_density_gain:g}× logic density,

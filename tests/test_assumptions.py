@@ -131,3 +131,20 @@ def test_search_workers_run_under_the_parents_move():
         with make_executor(2) as pool:
             there = pool.submit(reference_point, "h100", BUDGET).result().n_devices
     assert there == here != reference_point("h100", BUDGET).n_devices
+
+
+def test_an_evaluation_cached_at_nominal_is_not_returned_under_a_move(tmp_path, monkeypatch):
+    """The same evaluation inputs (chip, cluster) under a moved per-event energy: the energy per sample is the moved
+    model's, as a run with no cache computes it — not the nominal entry the cache holds for those inputs."""
+    from phaze_env.evaluate import evaluate
+    from phaze_env.hardware import get_preset
+    from tests.tiny import CLUSTER, TINY
+
+    monkeypatch.setenv("PHAZE_CACHE_DIR", str(tmp_path))
+    options = dict(tensor_widths=(1,), microbatch=(1,), recompute=(False,))
+    nominal = evaluate(TINY, get_preset("tpuv4"), CLUSTER, **options)
+    with moved("mac_pj", ASSUMPTIONS["mac_pj"].high):
+        cached = evaluate(TINY, get_preset("tpuv4"), CLUSTER, **options)
+        fresh = evaluate(TINY, get_preset("tpuv4"), CLUSTER, cache=False, **options)
+    assert cached.energy_per_sample_j == fresh.energy_per_sample_j > nominal.energy_per_sample_j
+    assert evaluate(TINY, get_preset("tpuv4"), CLUSTER, **options).energy_per_sample_j == nominal.energy_per_sample_j
