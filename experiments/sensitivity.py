@@ -51,7 +51,8 @@ STATUSES = ("exact", "inputs unchanged")
 def search_inputs(config: SearchConfig) -> str:
     """A digest of everything a system-space search's answer and its references' evaluations are functions of, beside
     the search's arguments (which no assumption moves): the budget, each row's accelerator and cluster
-    (:meth:`SystemArchSpace.cluster`), and each reference's accelerator and cluster in each of its number formats. The
+    (:meth:`SystemArchSpace.cluster`) and objective divisor, and each reference's accelerator and cluster in each of its
+    number formats. The
     evaluation is a function of these (the content-addressed cache keys it by them), so equal digests mean equal
     answers."""
     arch, budget = config.arch, config.space.budget
@@ -63,7 +64,8 @@ def search_inputs(config: SearchConfig) -> str:
                                               config.space.reference_training(name, config.cluster))
             references.append([name, number_format, point.accelerator.to_dict(),
                                cluster.to_dict() if cluster is not None else point.unbuildable_reason])
-    text = json.dumps([budget.to_dict(), rows, references], sort_keys=True, default=str)
+    divisors = [float(d).hex() for d in config.objective_divisors()]  # all 1 for throughput; a per-W or per-$ objective's
+    text = json.dumps([budget.to_dict(), rows, references, divisors], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

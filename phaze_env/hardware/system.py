@@ -494,20 +494,21 @@ class SystemChoice:
     def link_bandwidth_Bps(self) -> float:
         return self.link_GBps * 1e9
 
-    def chip_system(self) -> ChipSystem:
-        return ChipSystem(node=SYSTEM_NODE, hbm_stacks=self.hbm_stacks, links=self.links,
+    def chip_system(self, node: str = SYSTEM_NODE) -> ChipSystem:
+        """The chip built at ``node`` (default the system space's, :data:`SYSTEM_NODE`; a name of ``cost.NODES``)."""
+        return ChipSystem(node=node, hbm_stacks=self.hbm_stacks, links=self.links,
                           link_bandwidth_Bps=self.link_bandwidth_Bps, serdes=SYSTEM_SERDES, core_style="systolic")
 
-    def compute_budget_mm2(self) -> float:
+    def compute_budget_mm2(self, node: str = SYSTEM_NODE) -> float:
         """The die area left for the compute block: die − HBM PHYs/controllers − SerDes − IO (may be ≤ 0)."""
-        return self.die_area_mm2 - sum(periphery_area_mm2(self.chip_system()).values())
+        return self.die_area_mm2 - sum(periphery_area_mm2(self.chip_system(node)).values())
 
-    def window_terms_mm2(self, arch: Accelerator) -> tuple[float, float]:
+    def window_terms_mm2(self, arch: Accelerator, node: str = SYSTEM_NODE) -> tuple[float, float]:
         """What the system space's area window compares for ``arch``'s cores and buffer on this die: the compute
-        block (at this choice's node, core style and number format) and its budget, :meth:`compute_budget_mm2`."""
+        block (at ``node``, this choice's core style and number format) and its budget, :meth:`compute_budget_mm2`."""
         chip = self.accelerator(arch)
-        compute = compute_die_area_mm2(chip.area_mm2, chip.buffer_mb, self.chip_system())
-        return float(compute), self.compute_budget_mm2()
+        compute = compute_die_area_mm2(chip.area_mm2, chip.buffer_mb, self.chip_system(node))
+        return float(compute), self.compute_budget_mm2(node)
 
     def accelerator(self, arch: Accelerator) -> Accelerator:
         """``arch``'s cores and buffer with this choice's HBM, number format and the searched chips' GEMM
@@ -633,9 +634,9 @@ def system_point(accelerator: Accelerator, chip_system: ChipSystem, topology: st
                        devices_supported(topology, budget.affordable(estimate, family)), budget, family)
 
 
-def choice_point(choice: SystemChoice, arch: Accelerator, budget: SystemBudget) -> SystemPoint:
-    """The point of a system-space design: ``arch``'s cores and buffer under ``choice``."""
-    return system_point(choice.accelerator(arch), choice.chip_system(), choice.topology, budget)
+def choice_point(choice: SystemChoice, arch: Accelerator, budget: SystemBudget, node: str = SYSTEM_NODE) -> SystemPoint:
+    """The point of a system-space design: ``arch``'s cores and buffer under ``choice``, built at ``node``."""
+    return system_point(choice.accelerator(arch), choice.chip_system(node), choice.topology, budget)
 
 
 REFERENCE_TOPOLOGIES = {"tpuv4": "torus", "a100": "switched", "h100": "switched"}
