@@ -185,7 +185,7 @@ def _write_png(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     panels = [(row, name) for row in rows for name in row["sensitivity"]["ranges"]]
     n_assumptions = max(len({c["assumption"] for c in row["sensitivity"]["cases"]}) for row in rows)
     fig, axes = plt.subplots(len(rows), len(REFERENCES), squeeze=False,
-                             figsize=(5.2 * len(REFERENCES), 0.32 * n_assumptions * len(rows) + 1.2 * len(rows)))
+                             figsize=(8.0 * len(REFERENCES), 0.32 * n_assumptions * len(rows) + 1.2 * len(rows)))
     for ax, (row, name) in zip(axes.flat, panels):
         nominal, bars = row["sensitivity"]["ranges"][name]["nominal"], tornado_bars(_chart_data(row), name)
         labels = [b["label"] for b in bars]

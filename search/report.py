@@ -326,13 +326,18 @@ def tornado_bars(data: dict[str, Any], reference: str) -> list[dict[str, Any]]:
         bar["status"].add(case["status"])
         unit = f" {case['unit']}" if case["unit"] else ""
         bar["label"] = case["label"]
-        bar["range"] = f"{case['nominal_value']:,.4g}{unit}"
+        bar["range"] = f"{_number(case['nominal_value'])}{unit}"
     for bar in bars.values():
-        ends = "–".join(f"{bar['values'][e]:,.4g}" for e in ("low", "high") if e in bar["values"])
+        ends = "–".join(_number(bar["values"][e]) for e in ("low", "high") if e in bar["values"])
         bar["label"] = f"{bar['label']} ({bar['range']}; {ends})"
         bar["status"] = ", ".join(sorted(bar["status"]))
     swing = lambda b: max(abs((b[e] if b[e] is not None else nominal) - nominal) for e in ("low", "high"))  # noqa: E731
     return sorted(bars.values(), key=lambda b: -swing(b))
+
+
+def _number(value: float) -> str:
+    """An assumption's value as a label shows it: thousands separated, four significant figures below 1,000."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def tornado_figures(data: dict[str, Any]) -> list:
