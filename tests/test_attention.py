@@ -102,13 +102,13 @@ def test_without_the_kernel_pricing_is_the_traced_eager_attention(llama_block):
     """attention_efficiency 0 (every preset's default) prices every op with the estimator's own terms, as before."""
     h100 = get_preset("h100")
     cluster = get_cluster("dgx-h100", 8)
-    assert cluster.attention_efficiency == 0 and Cluster().attention_efficiency == 0
+    assert cluster.stack.attention_efficiency == 0 and Cluster().stack.attention_efficiency == 0
     ops = llama_block.bwd.ops
     priced = price_ops(ops, h100, cluster, layer="block")
     _, _, tensor, vector = latency_terms(ops, [h100.tc_config], [h100.vc_config], **shared_parameters(h100),
                                          fp8=fp8_flags(ops, "block", h100.number_format))
     assert np.array_equal(priced.tensor.all_s, tensor.all_s) and np.array_equal(priced.vector.all_s, vector.all_s)
-    fused = price_ops(ops, h100, replace(cluster, attention_efficiency=1.0), layer="block")
+    fused = price_ops(ops, h100, cluster.replace(attention_efficiency=1.0), layer="block")
     assert not np.array_equal(fused.tensor.all_s, tensor.all_s)  # the switch does something
 
 

@@ -240,7 +240,8 @@ def test_sm_share_needs_the_overlap_and_the_deepseek_profile_has_them_all():
     assert (deepseek.moe_dispatch, deepseek.moe_node_limit, deepseek.moe_alltoall_overlap) == ("hierarchical", 4, True)
     assert deepseek.moe_comm_sm_share == pytest.approx(20 / 132) and not deepseek.plan_rules.uniform_stages
     h800 = get_cluster("dgx-h800", 16)
-    assert h800.node_bandwidth_Bps == 200e9 and h800.link_bandwidth_Bps == get_cluster("dgx-h100", 16).link_bandwidth_Bps
+    assert h800.network.node_bandwidth_Bps == 200e9
+    assert h800.network.link_bandwidth_Bps == get_cluster("dgx-h100", 16).network.link_bandwidth_Bps
 
 
 # ---------------------------------------------------------------- the search's bounds at the per-rank shape

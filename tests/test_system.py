@@ -52,19 +52,19 @@ def test_dgx_a100_prices_each_level():
     nvlink, ib = 300e9 * 0.8, 25e9 * 0.8  # nominal × NCCL efficiency (the preset's cited constants)
     a_nv, a_ib = 2e-6, 5e-6
     # A tensor group of 8 consecutive GPUs stays in its node.
-    assert cluster.extents(8, 1) == (8, 1)
+    assert cluster.network.extents(8, 1) == (8, 1)
     assert cluster.collective_s("allreduce", 1e9, 8) == pytest.approx(ring_allreduce(1e9, 8, nvlink, a_nv))
     # A data-parallel group of 8 GPUs 8 apart crosses 8 nodes, one GPU each: a ring over InfiniBand.
-    assert cluster.extents(8, 8) == (1, 8)
+    assert cluster.network.extents(8, 8) == (1, 8)
     assert cluster.collective_s("allreduce", 1e9, 8, stride=8) == pytest.approx(ring_allreduce(1e9, 8, ib, a_ib))
     # 32 GPUs 2 apart: 4 per node × 8 nodes — reduce-scatter in the node, all-reduce of 1/4 across, all-gather.
-    assert cluster.extents(32, 2) == (4, 8)
+    assert cluster.network.extents(32, 2) == (4, 8)
     expected = ring_allreduce(1e9, 4, nvlink, a_nv) + ring_allreduce(1e9 / 4, 8, ib, a_ib)
     assert cluster.collective_s("allreduce", 1e9, 32, stride=2) == pytest.approx(expected)
     # Pipeline neighbours 8 apart are in different nodes; 1 apart (t·d = 1) inside one.
-    assert cluster.p2p_level(8, 7).bandwidth_Bps == pytest.approx(ib)
-    assert cluster.p2p_level(1, 7).bandwidth_Bps == pytest.approx(nvlink)
-    assert cluster.p2p_level(1, 8).bandwidth_Bps == pytest.approx(ib)  # 9 devices: the last send leaves the node
+    assert cluster.network.p2p_level(8, 7).bandwidth_Bps == pytest.approx(ib)
+    assert cluster.network.p2p_level(1, 7).bandwidth_Bps == pytest.approx(nvlink)
+    assert cluster.network.p2p_level(1, 8).bandwidth_Bps == pytest.approx(ib)  # 9 devices: the last send leaves the node
 
 
 def test_hierarchy_never_beats_a_flat_ring_at_its_fastest_level():
@@ -76,8 +76,8 @@ def test_hierarchy_never_beats_a_flat_ring_at_its_fastest_level():
 
 
 def test_tpuv4_pod_slices_are_tori():
-    assert get_cluster("tpuv4-pod", 4096).torus_dims == (16, 16, 16)
-    assert get_cluster("tpuv4-pod", 64).torus_dims == (4, 4, 4)
+    assert get_cluster("tpuv4-pod", 4096).network.torus_dims == (16, 16, 16)
+    assert get_cluster("tpuv4-pod", 64).network.torus_dims == (4, 4, 4)
     pod = get_cluster("tpuv4-pod", 64)
     # A group along one full dimension: a bidirectional ring over 2 links of 50 GB/s.
     assert pod.collective_s("allreduce", 1e9, 4) == pytest.approx(ring_allreduce(1e9, 4, 2 * 50e9, 1e-6))
@@ -165,8 +165,8 @@ def test_framework_efficiency_slows_device_time_only():
         assert half.time_breakdown_s[part] == pytest.approx(2 * full.time_breakdown_s[part], rel=1e-6), part
     for part in ("tp_comm", "dp_allreduce", "optimizer"):
         assert half.time_breakdown_s[part] == pytest.approx(full.time_breakdown_s[part], rel=1e-9), part
-    assert get_cluster("dgx-a100", 16).framework_efficiency == MEGATRON_A100_EFFICIENCY < 1
-    assert get_cluster("dgx-h100", 16).framework_efficiency == get_cluster("phaze", 16).framework_efficiency == 1
+    assert get_cluster("dgx-a100", 16).stack.framework_efficiency == MEGATRON_A100_EFFICIENCY < 1
+    assert get_cluster("dgx-h100", 16).stack.framework_efficiency == get_cluster("phaze", 16).stack.framework_efficiency == 1
     with pytest.raises(ValueError, match="framework_efficiency"):
         Cluster(framework_efficiency=0.0)
 

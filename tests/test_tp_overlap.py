@@ -1,4 +1,4 @@
-"""Tensor-parallel communication overlapped with its GEMMs (``Cluster.tp_comm_overlap``, the megatron-core profile):
+"""Tensor-parallel communication overlapped with its GEMMs (``Stack.tp_comm_overlap``, the megatron-core profile):
 the exposed part of a chunked collective against an event-by-event simulation of the pipeline, the collectives the
 overlap applies to in a traced layer, and the evaluation, explanation and bounds pricing it alike."""
 

@@ -80,7 +80,7 @@ def test_runs_the_model_cannot_express_are_listed_with_the_reason(case):
     prediction = predict(case)
     assert prediction.predicted is None and prediction.kind == "data" and case.requires in prediction.note
     cluster = get_cluster(case.cluster, case.n_devices, slices=case.slices)  # the system itself is expressible
-    assert cluster.slices == case.slices and cluster.slice_devices * case.slices == case.n_devices
+    assert cluster.network.slices == case.slices and cluster.network.slice_devices * case.slices == case.n_devices
 
 
 SLICES_22B = [f"maxtext-22b-{slices}xv4-128" for slices in (1, 2, 4, 8)]

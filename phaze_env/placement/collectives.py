@@ -17,10 +17,10 @@ from phaze_env.cluster import Cluster
 def pipeline_send_s(cluster: Cluster, level, payload_bytes: float, tensor_width: int) -> float:
     """One pipeline message of ``payload_bytes`` across ``level`` (a :class:`~phaze_env.cluster.Level` of ``cluster``);
     on a cluster of several levels, Megatron's scatter/gather (Narayanan et al. 2021 §4.1) sends ``1/t`` per tensor
-    rank and all-gathers it inside the group (when the cluster's stack does it: ``Cluster.pipeline_scatter_gather``;
+    rank and all-gathers it inside the group (when the cluster's stack does it: ``Stack.pipeline_scatter_gather``;
     else every rank sends it whole)."""
     t = tensor_width
-    if t == 1 or len(cluster.levels) == 1 or not cluster.pipeline_scatter_gather:
+    if t == 1 or len(cluster.network.levels) == 1 or not cluster.stack.pipeline_scatter_gather:
         return comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
     return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
             + cluster.collective_s("allgather", payload_bytes, t))
@@ -29,7 +29,7 @@ def pipeline_send_s(cluster: Cluster, level, payload_bytes: float, tensor_width:
 def p2p_bound_s(cluster: Cluster, payload_bytes: float, tensor_width: int) -> float:
     """A pipeline message is never faster than the DP's own send (:func:`pipeline_send_s`, Megatron's scatter/gather
     included) across the cheapest of the cluster's levels: whatever level a pipeline crosses, it is one of them."""
-    return min(pipeline_send_s(cluster, level, payload_bytes, tensor_width) for level in cluster.levels)
+    return min(pipeline_send_s(cluster, level, payload_bytes, tensor_width) for level in cluster.network.levels)
 
 
 def expert_group(tensor_width: int, context_parallel: int, expert_parallel: int, data_parallel: int) -> dict:
