@@ -1,6 +1,12 @@
-"""The system: how many accelerators, how they are wired, and the training batch they run.
+"""The system: how many accelerators, how they are wired, the training job they run and the software that runs it.
 
-A :class:`Cluster` is a hierarchy of *levels* (innermost first). Devices are numbered so that level 0
+A :class:`Cluster` is three separately typed and validated parts: its :class:`Network` (the accelerators and their
+interconnect), its :class:`Setup` (global batch, optimizer) and its :class:`Stack` (the training software's
+efficiency, kernels, schedule, overlaps and runnable plans). Each reader takes the part it needs
+(``cluster.network.levels``, ``cluster.setup.global_batch``, ``cluster.stack.plan_rules``), and a system built from
+another network keeps the whole setup and stack (:func:`point_cluster`).
+
+A :class:`Network` is a hierarchy of *levels* (innermost first). Devices are numbered so that level 0
 varies fastest: on a DGX cluster level 0 is the 8 GPUs of a node (NVLink/NVSwitch) and level 1 the nodes
 (InfiniBand); on a TPUv4 pod the levels are the three dimensions of the 3D torus (ICI). PHAZE's flat
 ring is one level holding every device.
@@ -10,7 +16,7 @@ data parallel, then pipeline): a tensor-parallel group is ``t`` consecutive devi
 group ``d`` devices ``t`` apart, and pipeline neighbours are ``t·d`` apart. So a tensor group of ``t ≤ 8``
 stays inside a DGX node, and traffic is priced on the levels a group actually spans.
 
-Collectives (:meth:`Cluster.collective_s`) are hierarchical: a group spanning extents ``k_0, k_1, …`` of the
+Collectives (:meth:`Network.collective_s`) are hierarchical: a group spanning extents ``k_0, k_1, …`` of the
 levels reduce-scatters inside level 0, then level 1 on the ``1/k_0`` shard, …, and all-gathers back
 (the 2D/hierarchical ring of Jia et al. 2018, "Highly scalable deep learning training system with
 mixed-precision", and NCCL's tree/ring split). Each level is a ring (Thakur et al. 2005)::
@@ -469,23 +475,16 @@ class Cluster:
         """This cluster with the given flat fields (or parts) changed."""
         return Cluster(**({"network": self.network, "setup": self.setup, "stack": self.stack} | fields))
 
-    # --- the network's, for the callers that price traffic on a cluster ---------------------------------
+    # --- what every reader of a cluster names it by ------------------------------------------------------
     @property
     def n_devices(self) -> int:
+        """The network's device count."""
         return self.network.n_devices
 
     @property
     def name(self) -> str:
+        """The network's preset name."""
         return self.network.name
-
-    def collective_s(self, kind: str, payload_bytes: float, group: int, stride: int = 1,
-                     outer: tuple[int, int] = (1, 0)) -> float:
-        """:meth:`Network.collective_s`."""
-        return self.network.collective_s(kind, payload_bytes, group, stride, outer)
-
-    def p2p_s(self, payload_bytes: float, stride: int, hops: int = 1) -> float:
-        """:meth:`Network.p2p_s`."""
-        return self.network.p2p_s(payload_bytes, stride, hops)
 
     # --- serialisation ------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def dispatch_s(cluster, routed_bytes: float, group: int, stride: int, *, experts
     if group <= 1 or routed_bytes == 0:
         return 0.0
     if cluster.stack.moe_dispatch == "alltoall":
-        return cluster.collective_s("alltoall", routed_bytes, group, stride=stride)
+        return cluster.network.collective_s("alltoall", routed_bytes, group, stride=stride)
     if cluster.network.devices_per_node == 1 or cluster.network.torus_dims:
         raise ValueError("a hierarchical (node-deduplicated) expert dispatch needs nodes of several devices "
                          f"(devices_per_node > 1, no torus); cluster {cluster.name!r} has none")

@@ -43,7 +43,7 @@ class PricedOps:
 
 def collectives_s(ops: Sequence[Op], cluster: Cluster) -> np.ndarray:
     """Seconds of each communication op on the cluster's levels (0 for every other op)."""
-    return np.array([cluster.collective_s(op.comm_kind, op.comm_bytes, op.comm_group) if op.unit == "comm" else 0.0
+    return np.array([cluster.network.collective_s(op.comm_kind, op.comm_bytes, op.comm_group) if op.unit == "comm" else 0.0
                      for op in ops], dtype=float)
 
 

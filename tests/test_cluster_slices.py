@@ -41,19 +41,19 @@ def test_slices_add_one_outer_dcn_level():
 def test_a_group_inside_a_slice_is_priced_as_on_one_slice():
     sliced, one = get_cluster("tpuv4-pod", 256, slices=4), get_cluster("tpuv4-pod", 64)
     for kind in ("allreduce", "allgather", "reducescatter"):
-        assert sliced.collective_s(kind, 3e8, 64) == one.collective_s(kind, 3e8, 64)
-        assert sliced.collective_s(kind, 3e8, 16, stride=4) == one.collective_s(kind, 3e8, 16, stride=4)
+        assert sliced.network.collective_s(kind, 3e8, 64) == one.network.collective_s(kind, 3e8, 64)
+        assert sliced.network.collective_s(kind, 3e8, 16, stride=4) == one.network.collective_s(kind, 3e8, 16, stride=4)
 
 
 def test_a_group_across_slices_is_a_ring_over_the_dcn():
     sliced = get_cluster("tpuv4-pod", 512, slices=8)
     payload = 6.9e8
     expected = comm.allreduce_s(payload, 8, TPUV4_DCN_PER_CHIP_BPS, DCN_LATENCY_S)
-    assert sliced.collective_s("allreduce", payload, 8, stride=64) == pytest.approx(expected, rel=1e-12)
+    assert sliced.network.collective_s("allreduce", payload, 8, stride=64) == pytest.approx(expected, rel=1e-12)
     assert expected == pytest.approx(2 * 7 / 8 * payload / TPUV4_DCN_PER_CHIP_BPS, rel=1e-3)
     # every chip of every slice: the slice's ICI rings, then the DCN ring on the 1/64 shard
-    whole = sliced.collective_s("allreduce", payload, 512)
-    inner = get_cluster("tpuv4-pod", 64).collective_s("allreduce", payload, 64)
+    whole = sliced.network.collective_s("allreduce", payload, 512)
+    inner = get_cluster("tpuv4-pod", 64).network.collective_s("allreduce", payload, 64)
     assert whole == pytest.approx(inner + comm.allreduce_s(payload / 64, 8, TPUV4_DCN_PER_CHIP_BPS, DCN_LATENCY_S))
     assert sliced.network.p2p_level(64, 1).bandwidth_Bps == TPUV4_DCN_PER_CHIP_BPS  # pipeline neighbours a slice apart
 

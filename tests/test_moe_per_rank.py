@@ -198,7 +198,7 @@ def test_overlapped_alltoall_is_what_the_partner_compute_cannot_hide(fwd_s, bwd_
     later of the two, so the exchanges add what outlasts the compute. Without overlap they run after it."""
     cluster = _cluster("alltoall", moe_alltoall_overlap=overlapped, node_latency_s=0.0, link_latency_s=0.0)
     layer = _stub_layer(param_bytes=10, expert_param_bytes=8, routed_token_bytes=1.0)
-    one = cluster.collective_s("alltoall", 1.0, 8)
+    one = cluster.network.collective_s("alltoall", 1.0, 8)
     layer.routed_token_bytes = alltoall_s / one  # so that one exchange takes alltoall_s
     timing = {"block": LayerTiming(fwd_s, bwd_s, fwd_s, bwd_s, "ilp", "ilp", True, True)}
     entry, = _layer_chain(SimpleNamespace(layers=(layer,), tensor_width=1), timing, cluster, 8)
@@ -225,7 +225,7 @@ def test_communication_sms_slow_the_overlapped_layer():
     cluster = _cluster("alltoall", moe_alltoall_overlap=True, moe_comm_sm_share=0.25, node_latency_s=0.0,
                        link_latency_s=0.0)
     layer = _stub_layer(param_bytes=10, expert_param_bytes=8, routed_token_bytes=1.0)
-    layer.routed_token_bytes = 1.0 / cluster.collective_s("alltoall", 1.0, 8)  # one exchange: 1 s
+    layer.routed_token_bytes = 1.0 / cluster.network.collective_s("alltoall", 1.0, 8)  # one exchange: 1 s
     timing = {"block": LayerTiming(1.5, 1.5, 1.5, 1.5, "ilp", "ilp", True, True)}
     entry, = _layer_chain(SimpleNamespace(layers=(layer,), tensor_width=1), timing, cluster, 8)
     assert entry["fwd_s"] + entry["bwd_s"] == pytest.approx(max(3.0 / 0.75, 4.0)) and entry["ep_comm_s"] == 0.0

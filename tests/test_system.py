@@ -32,9 +32,9 @@ def ring_allreduce(size, group, bandwidth, latency=0.0):
 def test_flat_cluster_is_the_ring_formula():
     cluster = Cluster(n_devices=64, link_bandwidth_Bps=4e9, link_latency_s=1e-6)
     for group, stride in ((8, 1), (16, 4), (64, 1)):
-        assert cluster.collective_s("allreduce", 1e9, group, stride) == pytest.approx(ring_allreduce(1e9, group, 4e9, 1e-6))
-        assert cluster.collective_s("allgather", 1e9, group, stride) == pytest.approx(ring_allreduce(1e9, group, 4e9, 1e-6) / 2)
-    assert cluster.p2p_s(1e9, stride=8) == pytest.approx(1e9 / 4e9 + 1e-6)
+        assert cluster.network.collective_s("allreduce", 1e9, group, stride) == pytest.approx(ring_allreduce(1e9, group, 4e9, 1e-6))
+        assert cluster.network.collective_s("allgather", 1e9, group, stride) == pytest.approx(ring_allreduce(1e9, group, 4e9, 1e-6) / 2)
+    assert cluster.network.p2p_s(1e9, stride=8) == pytest.approx(1e9 / 4e9 + 1e-6)
 
 
 @settings(max_examples=300, deadline=None)
@@ -53,14 +53,14 @@ def test_dgx_a100_prices_each_level():
     a_nv, a_ib = 2e-6, 5e-6
     # A tensor group of 8 consecutive GPUs stays in its node.
     assert cluster.network.extents(8, 1) == (8, 1)
-    assert cluster.collective_s("allreduce", 1e9, 8) == pytest.approx(ring_allreduce(1e9, 8, nvlink, a_nv))
+    assert cluster.network.collective_s("allreduce", 1e9, 8) == pytest.approx(ring_allreduce(1e9, 8, nvlink, a_nv))
     # A data-parallel group of 8 GPUs 8 apart crosses 8 nodes, one GPU each: a ring over InfiniBand.
     assert cluster.network.extents(8, 8) == (1, 8)
-    assert cluster.collective_s("allreduce", 1e9, 8, stride=8) == pytest.approx(ring_allreduce(1e9, 8, ib, a_ib))
+    assert cluster.network.collective_s("allreduce", 1e9, 8, stride=8) == pytest.approx(ring_allreduce(1e9, 8, ib, a_ib))
     # 32 GPUs 2 apart: 4 per node × 8 nodes — reduce-scatter in the node, all-reduce of 1/4 across, all-gather.
     assert cluster.network.extents(32, 2) == (4, 8)
     expected = ring_allreduce(1e9, 4, nvlink, a_nv) + ring_allreduce(1e9 / 4, 8, ib, a_ib)
-    assert cluster.collective_s("allreduce", 1e9, 32, stride=2) == pytest.approx(expected)
+    assert cluster.network.collective_s("allreduce", 1e9, 32, stride=2) == pytest.approx(expected)
     # Pipeline neighbours 8 apart are in different nodes; 1 apart (t·d = 1) inside one.
     assert cluster.network.p2p_level(8, 7).bandwidth_Bps == pytest.approx(ib)
     assert cluster.network.p2p_level(1, 7).bandwidth_Bps == pytest.approx(nvlink)
@@ -72,7 +72,7 @@ def test_hierarchy_never_beats_a_flat_ring_at_its_fastest_level():
     same = Cluster(n_devices=64, devices_per_node=8, node_bandwidth_Bps=10e9, link_bandwidth_Bps=10e9)
     flat = Cluster(n_devices=64, link_bandwidth_Bps=10e9)
     for group, stride in ((64, 1), (32, 2), (16, 4)):
-        assert same.collective_s("allreduce", 3e9, group, stride) == pytest.approx(flat.collective_s("allreduce", 3e9, group, stride))
+        assert same.network.collective_s("allreduce", 3e9, group, stride) == pytest.approx(flat.network.collective_s("allreduce", 3e9, group, stride))
 
 
 def test_tpuv4_pod_slices_are_tori():
@@ -80,7 +80,7 @@ def test_tpuv4_pod_slices_are_tori():
     assert get_cluster("tpuv4-pod", 64).network.torus_dims == (4, 4, 4)
     pod = get_cluster("tpuv4-pod", 64)
     # A group along one full dimension: a bidirectional ring over 2 links of 50 GB/s.
-    assert pod.collective_s("allreduce", 1e9, 4) == pytest.approx(ring_allreduce(1e9, 4, 2 * 50e9, 1e-6))
+    assert pod.network.collective_s("allreduce", 1e9, 4) == pytest.approx(ring_allreduce(1e9, 4, 2 * 50e9, 1e-6))
     with pytest.raises(ValueError, match="torus_dims"):
         Cluster(n_devices=100, torus_dims=(4, 4, 4))
 

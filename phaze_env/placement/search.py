@@ -449,7 +449,7 @@ class PlacementSearch:
         return data_parallel * self.settings.context_parallel // self.settings.expert_parallel
 
     def _group(self, data_parallel: int, expert: bool) -> dict:
-        """Where the weight replicas sit, as :meth:`Cluster.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
+        """Where the weight replicas sit, as :meth:`Network.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
         dense bytes are replicated on the ``d·c`` ranks ``t`` apart; an expert shard on the ``c`` context-parallel
         ranks (``t`` apart) of each of the ``d/e`` data-parallel positions ``t·c·e`` apart that hold it."""
         s = self.settings
@@ -477,12 +477,12 @@ class PlacementSearch:
         hybrid = self._hybrid_after_flush(data_parallel, zero, expert)
         if hybrid is not None:
             groups, shards = hybrid
-            return self.settings.cluster.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
+            return self.settings.cluster.network.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
                                                       stride=self.settings.tensor_width * shards)
         kind, payload = _BATCH_COLLECTIVE[zero]
         if kind is None:
             return 0.0
-        return self.settings.cluster.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
+        return self.settings.cluster.network.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
 
     def _hybrid_after_flush(self, data_parallel, zero: int, expert: bool = False):
         """(shard groups, shard group size) when a ZeRO-3 hybrid-sharded stage all-reduces its gradient shard across
