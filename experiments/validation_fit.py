@@ -161,7 +161,7 @@ def case_accelerator(case: ValidationCase):
 def _predictor(case: ValidationCase, field: str, **cluster_fields):
     """``value → the case's predicted metric`` with the cluster field ``field`` set to ``value`` (a number or a flag;
     the case's cluster with ``cluster_fields`` changed); an infeasible prediction raises."""
-    cluster = replace(case_cluster(case), **cluster_fields)
+    cluster = case_cluster(case).replace(**cluster_fields)
     accelerator = case_accelerator(case)
 
     def predicted(value) -> float:
@@ -264,7 +264,7 @@ def published_time_s(case: ValidationCase) -> float:
 def evaluation_with(case: ValidationCase, **cluster_fields) -> Evaluation:
     """``case``'s pinned plan evaluated on its cluster with ``cluster_fields`` changed (a sensitivity or an alternative
     structure, e.g. ``hybrid_allreduce_overlapped=True``: PyTorch's HYBRID_SHARD instead of the stack's own)."""
-    cluster = replace(case_cluster(case), **cluster_fields)
+    cluster = case_cluster(case).replace(**cluster_fields)
     return evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case), seq_len=case.seq_len)
 
 

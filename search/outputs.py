@@ -105,8 +105,8 @@ def front_figure(result: SearchResult, records: dict[tuple[str, int], DesignReco
         else:
             ax.axvline(space.budget_mm2, color="0.5", lw=0.8, ls=":", label=f"area budget {space.budget_mm2:.1f} mm²")
             ax.set(xlabel=ARCHITECTURE_AREA_LABEL, ylabel="training throughput (samples/s)")
-            title = (f"{name} · {cluster.n_devices:,} devices ({cluster.name}, {cluster.network.link_bandwidth_Bps / 1e9:g} "
-                     f"GB/s links), global batch {cluster.setup.global_batch:,}")
+            title = (f"{name} · {cluster.n_devices:,} devices ({cluster.name}, "
+                     f"{cluster.network.link_bandwidth_Bps / 1e9:g} GB/s links), global batch {cluster.setup.global_batch:,}")
         ax.set_title("\n".join(textwrap.wrap(title, TITLE_CHARACTERS)), fontsize=9)
         ax.legend(fontsize=8)
     return fig

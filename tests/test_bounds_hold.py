@@ -135,7 +135,8 @@ def test_pipeline_send_bound_on_a_tpuv4_pod_at_t2():
     a bound charging the whole payload per send (``S/B``) would claim more than the DP's time."""
     cluster = get_cluster("tpuv4-pod", 4, global_batch=16)
     assert cluster.stack.pipeline_scatter_gather and len(cluster.network.levels) > 1
-    payload = 0.4 * cluster.network.levels[0].p2p_bandwidth_Bps  # bytes crossing the stage boundary: 0.4 s whole, 0.3 s scattered
+    # bytes crossing the stage boundary: 0.4 s whole, 0.3 s scattered
+    payload = 0.4 * cluster.network.levels[0].p2p_bandwidth_Bps
     layers = [{"fwd_s": 0.5, "bwd_s": 0.5, "param_bytes": 1e12, "expert_param_bytes": 0.0, "stash_bytes": 0.0,
                "output_bytes": payload, "input_bytes": payload} for _ in range(2)]
     found = best_plan(layers, Settings(cluster, 2, 1, 1e15, PlanSpec(interleave=1, c=1, e=1, zero=0)))

@@ -160,7 +160,7 @@ def test_node_limited_routing_on_a_dense_model_is_refused(monkeypatch, capsys):
     from phaze_env.evaluate import evaluate, main
     from phaze_env.hardware import get_preset
 
-    cluster = dataclasses.replace(get_cluster("dgx-h100", 16), moe_dispatch="hierarchical", moe_node_limit=2)
+    cluster = get_cluster("dgx-h100", 16).replace(moe_dispatch="hierarchical", moe_node_limit=2)
     with pytest.raises(ValueError, match="moe_node_limit=2 .*gpt2-xl is dense"):
         evaluate("gpt2-xl", get_preset("h100"), cluster)
     limited = dataclasses.replace(STACKS["megatron-core-deepep"], name="limited", moe_node_limit=2)
@@ -216,7 +216,7 @@ def test_overlap_on_a_dense_model_is_refused():
     overlapped = dataclasses.replace(STACKS["megatron-lm"], name="o", moe_alltoall_overlap=True)
     assert "stack 'o': moe_alltoall_overlap" in overlapped.workload_error(get_workload("gpt2-xl"))
     with pytest.raises(ValueError, match="moe_alltoall_overlap .*gpt2-xl is dense"):
-        evaluate("gpt2-xl", get_preset("h100"), dataclasses.replace(get_cluster("dgx-h100", 16), moe_alltoall_overlap=True))
+        evaluate("gpt2-xl", get_preset("h100"), get_cluster("dgx-h100", 16).replace(moe_alltoall_overlap=True))
 
 
 def test_communication_sms_slow_the_overlapped_layer():

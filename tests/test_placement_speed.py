@@ -104,8 +104,9 @@ def test_the_zero_traffic_table_equals_each_layers_collectives():
                         dense = float(layers.param_bytes[k]) - experts
 
                         def collective(kind: str, size_per_param: float) -> float:
-                            return (s.cluster.network.collective_s(kind, dense * size_per_param, d * c, t)
-                                    + s.cluster.network.collective_s(kind, experts * size_per_param, **expert_group(t, c, e, d)))
+                            network = s.cluster.network
+                            return (network.collective_s(kind, dense * size_per_param, d * c, t)
+                                    + network.collective_s(kind, experts * size_per_param, **expert_group(t, c, e, d)))
 
                         gather, scatter = collective("allgather", 1.0), collective("reducescatter", GRADIENT_FACTOR)
                         fwd, bwd = float(layers.fwd_s[k]), float(layers.bwd_s[k])

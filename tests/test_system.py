@@ -32,8 +32,9 @@ def ring_allreduce(size, group, bandwidth, latency=0.0):
 def test_flat_cluster_is_the_ring_formula():
     cluster = Cluster(n_devices=64, link_bandwidth_Bps=4e9, link_latency_s=1e-6)
     for group, stride in ((8, 1), (16, 4), (64, 1)):
-        assert cluster.network.collective_s("allreduce", 1e9, group, stride) == pytest.approx(ring_allreduce(1e9, group, 4e9, 1e-6))
-        assert cluster.network.collective_s("allgather", 1e9, group, stride) == pytest.approx(ring_allreduce(1e9, group, 4e9, 1e-6) / 2)
+        ring_s = ring_allreduce(1e9, group, 4e9, 1e-6)
+        assert cluster.network.collective_s("allreduce", 1e9, group, stride) == pytest.approx(ring_s)
+        assert cluster.network.collective_s("allgather", 1e9, group, stride) == pytest.approx(ring_s / 2)
     assert cluster.network.p2p_s(1e9, stride=8) == pytest.approx(1e9 / 4e9 + 1e-6)
 
 
@@ -72,7 +73,8 @@ def test_hierarchy_never_beats_a_flat_ring_at_its_fastest_level():
     same = Cluster(n_devices=64, devices_per_node=8, node_bandwidth_Bps=10e9, link_bandwidth_Bps=10e9)
     flat = Cluster(n_devices=64, link_bandwidth_Bps=10e9)
     for group, stride in ((64, 1), (32, 2), (16, 4)):
-        assert same.network.collective_s("allreduce", 3e9, group, stride) == pytest.approx(flat.network.collective_s("allreduce", 3e9, group, stride))
+        assert same.network.collective_s("allreduce", 3e9, group, stride) == \
+            pytest.approx(flat.network.collective_s("allreduce", 3e9, group, stride))
 
 
 def test_tpuv4_pod_slices_are_tori():
@@ -155,12 +157,11 @@ def test_branch_and_bound_across_the_grid_keeps_the_best_plan():
 def test_framework_efficiency_slows_device_time_only():
     """``framework_efficiency`` divides every operator's device time (compute, recompute) and leaves the
     collectives alone; the dgx-a100 preset carries the fitted Megatron-LM figure, the others keep 1."""
-    from dataclasses import replace
 
     from phaze_env.cluster import MEGATRON_A100_EFFICIENCY
 
     spec = PlanSpec.parse("t2p2d2m2+sp+rc=selective")
-    full, half = (evaluate(TINY, TPUV4, replace(CLUSTER8, framework_efficiency=e), plan=spec) for e in (1.0, 0.5))
+    full, half = (evaluate(TINY, TPUV4, CLUSTER8.replace(framework_efficiency=e), plan=spec) for e in (1.0, 0.5))
     for part in ("compute", "recompute"):
         assert half.time_breakdown_s[part] == pytest.approx(2 * full.time_breakdown_s[part], rel=1e-6), part
     for part in ("tp_comm", "dp_allreduce", "optimizer"):

@@ -152,7 +152,8 @@ def test_topology_builders():
         torus_dims(100)
     assert devices_supported("torus", 200) == 192 and devices_supported("switched", 15) == 8
     torus = system_cluster("torus", 128, 6, 50e9)
-    assert torus.network.torus_dims == (4, 4, 8) and torus.network.link_bandwidth_Bps == 25e9  # 1 link of 50 GB/s (both ways) each
+    assert torus.network.torus_dims == (4, 4, 8)
+    assert torus.network.link_bandwidth_Bps == 25e9  # 1 link of 50 GB/s (both ways) each
     nvlink3 = system_cluster("switched", 64, 12, 50e9)  # A100: 12 NVLink3 links × 50 GB/s
     assert nvlink3.network.levels[0].size == SCALE_UP_DOMAIN
     assert nvlink3.network.node_bandwidth_Bps == NVLINK3_BPS
@@ -190,8 +191,8 @@ def test_a_torus_pod_is_a_tpu_v4_pod_and_the_4_5mw_tpuv4_baseline_is_three_pods(
     assert point.n_devices == 11328 and point.pods == 3 and point.summary()["pods"] == 3
     built, preset = point_cluster(point), get_cluster("tpuv4-pod", 11328, slices=3)
     assert built.network.slices == 3 and built.network.torus_dims == preset.network.torus_dims == torus_dims(3776)
-    assert (built.network.dcn_bandwidth_Bps, built.network.dcn_latency_s) == (preset.network.dcn_bandwidth_Bps, preset.network.dcn_latency_s) == \
-        (TPUV4_DCN_PER_CHIP_BPS, DCN_LATENCY_S)
+    for network in (built.network, preset.network):
+        assert (network.dcn_bandwidth_Bps, network.dcn_latency_s) == (TPUV4_DCN_PER_CHIP_BPS, DCN_LATENCY_S)
     assert [(level.size, level.bandwidth_Bps / built.network.link_efficiency) for level in built.network.levels[:-1]] == \
         [(level.size, level.bandwidth_Bps) for level in preset.network.levels[:-1]]
     assert built.network.levels[-1] == preset.network.levels[-1]
@@ -258,7 +259,8 @@ def test_bounding_cluster_is_no_slower_than_any_multi_pod_torus(links, link_GBps
         largest = bounding_cluster(system_cluster("torus", devices_supported("torus", 64 * 24), links, link_GBps * 1e9))
         assert torus.network.slices == torus_pods(n) == -(-n // (64 * cubes_per_pod))
     if group * stride <= torus.n_devices:
-        assert largest.network.collective_s(kind, 1e9, group, stride) <= torus.network.collective_s(kind, 1e9, group, stride) * (1 + 1e-12)
+        assert largest.network.collective_s(kind, 1e9, group, stride) <= \
+            torus.network.collective_s(kind, 1e9, group, stride) * (1 + 1e-12)
         assert largest.network.p2p_s(1e6, stride) <= torus.network.p2p_s(1e6, stride)
         level = torus.network.p2p_level(stride, 1)
         scattered = 1e6 / t / level.p2p_bandwidth_Bps + torus.network.collective_s("allgather", 1e6, t)
@@ -275,7 +277,8 @@ def test_gpu_reference_chips_have_their_cluster_presets_nvlink_bandwidth(name):
     assert point.chip_system == preset_system(name)
     assert point.chip_system.per_direction_Bps == preset.network.node_bandwidth_Bps == {"a100": 300e9, "h100": 450e9}[name]
     built = system_cluster("switched", point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps)
-    assert built.network.node_bandwidth_Bps == preset.network.node_bandwidth_Bps and built.network.levels[0].size == preset.network.levels[0].size
+    assert built.network.node_bandwidth_Bps == preset.network.node_bandwidth_Bps
+    assert built.network.levels[0].size == preset.network.levels[0].size
 
 
 def test_baseline_is_the_tpuv4_chip_at_the_same_budget_and_gemm_efficiency():
@@ -292,7 +295,8 @@ def test_bounding_cluster_is_no_slower_than_any_torus_of_the_family(links, link_
     torus = system_cluster("torus", 64 * cubes, links, link_GBps * 1e9)
     largest = bounding_cluster(system_cluster("torus", 64 * 24, links, link_GBps * 1e9))
     if group * stride <= torus.n_devices:
-        assert largest.network.collective_s(kind, 1e9, group, stride) <= torus.network.collective_s(kind, 1e9, group, stride) * (1 + 1e-12)
+        assert largest.network.collective_s(kind, 1e9, group, stride) <= \
+            torus.network.collective_s(kind, 1e9, group, stride) * (1 + 1e-12)
         assert largest.network.p2p_s(1e6, stride) <= torus.network.p2p_s(1e6, stride)
 
 

@@ -129,7 +129,8 @@ def test_hsdp_moves_less_over_the_nodes_than_full_sharding():
 
 def test_ibm_clusters_have_the_published_node_bandwidths():
     a100, h100 = get_cluster("ibm-a100", 128), get_cluster("ibm-h100", 96)
-    assert [level.size for level in a100.network.levels] == [8, 16] and [level.size for level in h100.network.levels] == [8, 12]
+    assert [level.size for level in a100.network.levels] == [8, 16]
+    assert [level.size for level in h100.network.levels] == [8, 12]
     # 400 and 800 Gb/s per node, shared by its 8 GPUs, at NCCL's 0.8
     assert a100.network.levels[1].bandwidth_Bps == pytest.approx(400e9 / 8 / 8 * 0.8)
     assert h100.network.levels[1].bandwidth_Bps == pytest.approx(800e9 / 8 / 8 * 0.8)
