@@ -117,7 +117,7 @@ class BoundingGroup:
 
 def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> list[BoundingGroup]:
     """The groups a space is bounded in: PHAZE's space is one (every architecture on ``cluster``); the system space's
-    rows (``cluster``: the training fields only) are grouped.
+    rows (``cluster``: only its setup and stack) are grouped.
 
     Rows sharing the HBM (bandwidth, efficiency), number format, topology and links share one group: their
     architectures (an :class:`ArchSpace` of the space's value lists up to the largest of them, on a base with that HBM)
@@ -237,7 +237,7 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
 def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
                       tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None) -> np.ndarray:
     """Upper bound on ``evaluate(..., plan=plan).throughput_samples_s`` for every architecture of ``space`` (every row
-    of a system space, on its own cluster: ``cluster`` gives the training fields), one :func:`variant_throughput_bounds`
+    of a system space, on its own cluster: ``cluster`` gives the setup and the stack), one :func:`variant_throughput_bounds`
     per :func:`bounding_groups` group; ``plan`` as :func:`variant_throughput_bounds`."""
     _check_plan(plan)
     bound = np.zeros(len(space))
