@@ -408,13 +408,15 @@ data parallelism, whole microbatches."""
 
 STACKS["deepseek-hai-llm"] = replace(
     _dispatch_variant(
-        STACKS["megatron-lm"], "deepseek-hai-llm", moe_dispatch="hierarchical", moe_node_limit=4,
+        STACKS["megatron-core"], "deepseek-hai-llm", moe_dispatch="hierarchical", moe_node_limit=4,
         moe_alltoall_overlap=True, moe_comm_sm_share=DEEPSEEK_COMM_SM_SHARE,
         sources="DeepSeek-V3's own framework HAI-LLM as arXiv:2412.19437 §3.2 describes it: node-limited routing to at "
                 "most M = 4 nodes (§2.1.2), each token over IB once per node and NVLink inside it (§3.2.2), DualPipe's "
                 "paired forward and backward chunks hiding the all-to-all (§3.2.1) with DEEPSEEK_COMM_SM_SHARE of the SMs "
-                "on communication, stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); efficiency: megatron-lm's "
-                "H100 fit, assumed (HAI-LLM has no other published run to fit to; the H800 is the H100's die)"),
+                "on communication, stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); kernels and efficiency: "
+                "megatron-core's H100 fit with its fused attention (a 2024 stack training MLA at 4K in FP8 runs a "
+                "flash-class attention kernel; which one is not published), assumed (HAI-LLM has no other published "
+                "run to fit to; the H800 is the H100's die)"),
     plan_rules=DEEPSEEK_PIPELINE_RULES, interleaved_schedule=False)
 
 
