@@ -69,7 +69,7 @@ def test_the_flat_dict_is_the_one_cache_keys_were_built_from():
     data = deepseek.to_dict()
     assert (data["moe_dispatch"], data["moe_node_limit"], data["moe_alltoall_overlap"]) == ("hierarchical", 4, True)
     assert data["plan_rules"] == deepseek.stack.plan_rules.to_dict()
-    assert "tp_comm_overlap" not in data and "slices" not in data
+    assert "unfused_elementwise" not in data and "slices" not in data  # at their defaults: not said
     assert Cluster.from_dict(data) == deepseek
     sliced = get_cluster("tpuv4-pod", 128, slices=2).to_dict()
     assert sliced["slices"] == 2 and math.isfinite(sliced["dcn_bandwidth_Bps"])
