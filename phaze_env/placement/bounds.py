@@ -61,7 +61,7 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     stage ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``); the bound is the least over the ``v``, with the ``v > 1``
     relaxed to real values (:func:`_interleavings`).
     """
-    n, batch, rules = cluster.n_devices, cluster.global_batch, cluster.plan_rules
+    n, batch, rules = cluster.n_devices, cluster.setup.global_batch, cluster.stack.plan_rules
     caps = None if device_caps is None else np.asarray(device_caps, dtype=np.int64)
     if caps is not None and (caps.shape != (layer_s.shape[1],) or caps.max(initial=0) > n):
         raise ValueError(f"device_caps must give each of the {layer_s.shape[1]} architectures at most {n} devices")

@@ -449,7 +449,7 @@ class PlacementSearch:
         return data_parallel * self.settings.context_parallel // self.settings.expert_parallel
 
     def _group(self, data_parallel: int, expert: bool) -> dict:
-        """Where the weight replicas sit, as :meth:`Cluster.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
+        """Where the weight replicas sit, as :meth:`Network.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
         dense bytes are replicated on the ``d·c`` ranks ``t`` apart; an expert shard on the ``c`` context-parallel
         ranks (``t`` apart) of each of the ``d/e`` data-parallel positions ``t·c·e`` apart that hold it."""
         s = self.settings
@@ -469,7 +469,7 @@ class PlacementSearch:
         ZeRO-0/1: the gradient all-reduce (ZeRO-1 runs it as reduce-scatter + all-gather, the same bytes);
         ZeRO-2: the all-gather of the updated weights (its gradients were reduce-scattered per microbatch);
         ZeRO-3: none (the next forward pass gathers the weights it needs), except under hybrid sharding in a stack
-        that does not overlap it (``Cluster.hybrid_allreduce_overlapped`` False): the all-reduce of the ``1/h``
+        that does not overlap it (``Stack.hybrid_allreduce_overlapped`` False): the all-reduce of the ``1/h``
         gradient shard across the ``d·c/h`` shard groups (``t·h`` apart).
         """
         if part_bytes == 0:
@@ -477,18 +477,18 @@ class PlacementSearch:
         hybrid = self._hybrid_after_flush(data_parallel, zero, expert)
         if hybrid is not None:
             groups, shards = hybrid
-            return self.settings.cluster.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
+            return self.settings.cluster.network.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
                                                       stride=self.settings.tensor_width * shards)
         kind, payload = _BATCH_COLLECTIVE[zero]
         if kind is None:
             return 0.0
-        return self.settings.cluster.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
+        return self.settings.cluster.network.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
 
     def _hybrid_after_flush(self, data_parallel, zero: int, expert: bool = False):
         """(shard groups, shard group size) when a ZeRO-3 hybrid-sharded stage all-reduces its gradient shard across
         the groups after the flush (a stack that does not overlap it); ``None`` otherwise."""
         s = self.settings
-        if zero != 3 or expert or s.plan.shard_group is None or s.cluster.hybrid_allreduce_overlapped:
+        if zero != 3 or expert or s.plan.shard_group is None or s.cluster.stack.hybrid_allreduce_overlapped:
             return None
         return self._weight_replicas(data_parallel) // s.plan.shard_group, s.plan.shard_group
 
@@ -529,9 +529,9 @@ class PlacementSearch:
         (``1/h`` of its gradient) is then all-reduced across the ``d·c/h`` groups (``t·h`` apart) in the same
         post-backward step (``torch.distributed.fsdp`` ``_post_backward_hook``: reduce-scatter, then all-reduce in
         the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``; a stack
-        that runs that all-reduce once after the backward pass instead (``Cluster.hybrid_allreduce_overlapped``
+        that runs that all-reduce once after the backward pass instead (``Stack.hybrid_allreduce_overlapped``
         False) pays it whole after the flush (:meth:`part_allreduce_s`); one that overlaps it but does not hide all of
-        it (``Cluster.hybrid_allreduce_exposure`` ``x`` > 0) adds ``x`` × each layer's all-reduce on top.
+        it (``Stack.hybrid_allreduce_exposure`` ``x`` > 0) adds ``x`` × each layer's all-reduce on top.
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
@@ -577,11 +577,11 @@ class PlacementSearch:
                 groups = np.maximum(replicas // shards, 1)[:, None]
                 gather = self._hybrid_s("allgather", layers.param_bytes, shards, 1, 1.0)
                 scatter = self._hybrid_s("reducescatter", layers.param_bytes, shards, 1, GRADIENT_FACTOR)
-                if s.cluster.hybrid_allreduce_overlapped:  # else once per batch after the flush (part_allreduce_s)
+                if s.cluster.stack.hybrid_allreduce_overlapped:  # else once per batch after the flush (part_allreduce_s)
                     allreduce = self._hybrid_s("allreduce", layers.param_bytes / shards, groups, shards,
                                                GRADIENT_FACTOR)
                     scatter = scatter + allreduce
-                    always = s.cluster.hybrid_allreduce_exposure * allreduce  # the share the backward does not hide
+                    always = s.cluster.stack.hybrid_allreduce_exposure * allreduce  # the share the backward does not hide
             if zero == 2:
                 exposed = np.maximum(scatter - layers.bwd_s, 0.0)
             else:
@@ -647,7 +647,7 @@ class PlacementSearch:
         return self._sync_compact[key]
 
     def _level(self, shape: _Shape):
-        return self.settings.cluster.p2p_level(self._replica_devices * shape.data_parallel, max(shape.stages - 1, 1))
+        return self.settings.cluster.network.p2p_level(self._replica_devices * shape.data_parallel, max(shape.stages - 1, 1))
 
     def _send_s(self, level, payload_bytes: float) -> float:
         """One pipeline message across ``level`` (:func:`pipeline_send_s`)."""
@@ -734,7 +734,7 @@ class PlacementSearch:
         worst = int(np.argmax(lightest - s.hbm_bytes))
         if lightest[worst] > s.hbm_bytes:
             return (f"layer {worst} alone needs {lightest[worst] / 2**30:.3g} GiB (weights, gradients, "
-                    f"{s.cluster.optimizer} state and one microbatch of activations) > {s.hbm_bytes / 2**30:.3g} GiB "
+                    f"{s.cluster.setup.optimizer} state and one microbatch of activations) > {s.hbm_bytes / 2**30:.3g} GiB "
                     f"of HBM at tensor width {s.tensor_width}")
         return ""
 
