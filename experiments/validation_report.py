@@ -258,7 +258,8 @@ def plot(predictions: list[Prediction], path: Path) -> None:
 
     order = {name: index for index, name in enumerate(STACKS)}
     shown = sorted((p for p in predictions if p.error is not None), key=lambda p: order.get(p.case.stack, len(order)))
-    colours = dict(zip(STACKS, ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:green", "tab:pink", "tab:olive")))
+    palette = plt.get_cmap("tab10").colors  # one colour per profile (ten before one repeats; eight profiles today)
+    colours = {name: palette[i % len(palette)] for i, name in enumerate(STACKS)}
     fig, ax = plt.subplots(figsize=(12, 5.6), layout="constrained")
     bars = ax.bar(range(len(shown)), [100 * p.error for p in shown], color=[colours[p.case.stack] for p in shown])
     labelled = set()
