@@ -150,6 +150,18 @@ OPTIMIZERS = {
 }
 
 
+DP_OVERLAP_LACKING = {
+    "megatron-lm": "Megatron-LM of 2021-22 all-reduces the gradients after the pipeline flush (--overlap-grad-reduce "
+                   "and --overlap-param-gather came with Megatron-Core, 2023); use the megatron-core stack",
+    "megatron-deepspeed": "DeepSpeed's PipelineEngine reduces the gradients in its ReduceGrads step after the last "
+                          "backward pass (deepspeed/runtime/pipe/engine.py)",
+    "deepseek-hai-llm": "HAI-LLM's data-parallel overlap is not published (arXiv:2412.19437 describes only the "
+                        "DualPipe overlap of the expert all-to-all and pipeline sends)",
+    "jax-xla": "MaxText's pjit step reduces the gradients as XLA schedules them; the overlap is not part of the profile",
+}
+"""The training stacks (``PlanRules.stack``) that cannot run ``Cluster.dp_comm_overlap``, each with why."""
+
+
 @dataclass(frozen=True)
 class Level:
     """One level of the hierarchy: ``size`` units of the level below, and its per-device links."""
@@ -191,7 +203,11 @@ class Cluster:
     does; ``Op.eager_bytes``, priced in :func:`phaze_env.pricing.price_ops`); and so is ``tp_comm_overlap``: each
     tensor-parallel collective fed by GEMMs is split with them into the ring's ``t`` chunks and pipelined (Transformer
     Engine's userbuffers, Megatron-Core's ``--tp-comm-overlap``), leaving exposed only what
-    :func:`~phaze_env.hardware.estimator.chunked_exposed_s` gives; and so are ``moe_dispatch`` and
+    :func:`~phaze_env.hardware.estimator.chunked_exposed_s` gives; and so is ``dp_comm_overlap``: the data-parallel
+    collectives of ZeRO-0/1 run bucket by bucket under the last backward pass (gradients) and the next step's first
+    forward pass (the distributed optimizer's weights), Megatron-Core's ``--overlap-grad-reduce`` /
+    ``--overlap-param-gather``, leaving exposed only what :mod:`phaze_env.placement.dp_overlap` gives (a stack known
+    to run them after the backward pass refuses it: :data:`DP_OVERLAP_LACKING`); and so are ``moe_dispatch`` and
     ``moe_node_limit``: how expert parallelism's tokens travel, a flat all-to-all of every (token, expert) copy or a
     node-deduplicated hierarchical one, and node-limited routing (:mod:`phaze_env.moe_dispatch`); and so is
     ``moe_alltoall_overlap``: the dispatch and combine of one microbatch run under another microbatch's compute
@@ -224,6 +240,7 @@ class Cluster:
     unfused_elementwise: bool = False
     plan_rules: PlanRules = PlanRules()
     tp_comm_overlap: bool = False
+    dp_comm_overlap: bool = False
     moe_dispatch: str = "alltoall"
     moe_node_limit: int = 0
     moe_alltoall_overlap: bool = False
@@ -253,9 +270,12 @@ class Cluster:
         if not 0 <= self.hybrid_allreduce_exposure <= 1:
             raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
         for name in ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
-                     "unfused_elementwise", "tp_comm_overlap", "moe_alltoall_overlap"):
+                     "unfused_elementwise", "tp_comm_overlap", "dp_comm_overlap", "moe_alltoall_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
+        if self.dp_comm_overlap and self.plan_rules.stack in DP_OVERLAP_LACKING:
+            raise ValueError(f"stack {self.plan_rules.stack!r} cannot run dp_comm_overlap: "
+                             f"{DP_OVERLAP_LACKING[self.plan_rules.stack]}")
         if self.moe_dispatch not in MOE_DISPATCHES:
             raise ValueError(f"cluster moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, got {self.moe_dispatch!r}")
         if not isinstance(self.moe_node_limit, int) or isinstance(self.moe_node_limit, bool) or self.moe_node_limit < 0:
@@ -356,6 +376,8 @@ class Cluster:
             data.pop("unfused_elementwise")
         if not self.tp_comm_overlap:  # and only a stack that overlaps its tensor-parallel collectives
             data.pop("tp_comm_overlap")
+        if not self.dp_comm_overlap:  # and its data-parallel ones
+            data.pop("dp_comm_overlap")
         if not self.hybrid_allreduce_exposure:
             data.pop("hybrid_allreduce_exposure")
         if self.moe_dispatch == "alltoall":  # likewise: only a stack with another expert dispatch says so
@@ -389,6 +411,7 @@ class Cluster:
                      if self.hybrid_allreduce_overlapped and self.hybrid_allreduce_exposure else "")
         software += "; elementwise operators unfused (eager)" if self.unfused_elementwise else ""
         software += "; tensor-parallel collectives overlapped with their GEMMs" if self.tp_comm_overlap else ""
+        software += "; data-parallel collectives overlapped with the passes (per bucket)" if self.dp_comm_overlap else ""
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""
         software += ("; expert all-to-all overlapped with compute" + (f" ({self.moe_comm_sm_share:.0%} of the SMs on it)"
@@ -529,7 +552,7 @@ optical circuit switches into a 16×16×16 3D torus (Jouppi et al. 2023)."""
 
 TRAINING_FIELDS = ("global_batch", "optimizer", "framework_efficiency", "interleaved_schedule", "pipeline_scatter_gather",
                    "attention_efficiency", "hybrid_allreduce_overlapped", "hybrid_allreduce_exposure",
-                   "unfused_elementwise", "plan_rules", "tp_comm_overlap")
+                   "unfused_elementwise", "plan_rules", "tp_comm_overlap", "dp_comm_overlap")
 """The :class:`Cluster` fields that are the training job and its stack, not the network: what a system point's or a
 reference's cluster takes from the ``base`` it is given (:func:`point_cluster`, :func:`reference_cluster`)."""
 
@@ -622,6 +645,6 @@ def get_cluster(name: str, n_devices: int = 1024, **fields: Any) -> Cluster:
     return CLUSTER_PRESETS[key][0](n_devices, **fields)
 
 
-__all__ = ["CLUSTER_PRESETS", "Cluster", "Level", "UnknownClusterError", "cluster_names", "get_cluster", "point_cluster",
+__all__ = ["CLUSTER_PRESETS", "Cluster", "DP_OVERLAP_LACKING", "Level", "UnknownClusterError", "cluster_names", "get_cluster", "point_cluster",
            "REFERENCE_CLUSTER_PRESETS", "TRAINING_FIELDS", "reference_cluster", "system_cluster",
            "torus_dims", "training_fields"]

@@ -222,6 +222,7 @@ class StackProfile:
     exposure_calibration: str = ""  # the published run hybrid_allreduce_exposure is fitted to ("" = not fitted: 0)
     plan_rules: PlanRules = PlanRules()  # the plans it can run (pipeline split, interleaving, ZeRO stages; Cluster field)
     tp_comm_overlap: bool = False  # tensor-parallel collectives chunked and overlapped with their GEMMs (Cluster field)
+    dp_comm_overlap: bool = False  # data-parallel collectives per bucket under the backward/forward passes (Cluster field)
     moe_dispatch: str = "alltoall"  # expert parallelism's token dispatch: flat or node-deduplicated (Cluster field)
     moe_node_limit: int = 0  # node-limited routing: a token's experts on at most this many nodes (0: no limit)
     moe_alltoall_overlap: bool = False  # the dispatch/combine hidden under another microbatch's compute (Cluster field)
@@ -274,7 +275,8 @@ class StackProfile:
                        hybrid_allreduce_overlapped=self.hybrid_allreduce_overlapped,
                        unfused_elementwise=self.unfused_elementwise,
                        hybrid_allreduce_exposure=self.hybrid_allreduce_exposure, plan_rules=self.plan_rules,
-                       tp_comm_overlap=self.tp_comm_overlap, moe_dispatch=self.moe_dispatch,
+                       tp_comm_overlap=self.tp_comm_overlap, dp_comm_overlap=self.dp_comm_overlap,
+                       moe_dispatch=self.moe_dispatch,
                        moe_node_limit=self.moe_node_limit, moe_alltoall_overlap=self.moe_alltoall_overlap,
                        moe_comm_sm_share=self.moe_comm_sm_share)
 
@@ -307,7 +309,7 @@ STACKS: dict[str, StackProfile] = {
                     "(Megatron-Core in NeMo, NVIDIA/dgxc-benchmarking)"),
         StackProfile(
             name="megatron-core", interleaved_schedule=True, pipeline_scatter_gather=True,
-            plan_rules=MEGATRON_CORE_RULES, tp_comm_overlap=True,
+            plan_rules=MEGATRON_CORE_RULES, tp_comm_overlap=True, dp_comm_overlap=True,
             fits=(ChipFit(("h100", "h100-fp8"), MEGATRON_CORE_H100_EFFICIENCY, "bridge2509-llama3-70b-fp8-64",
                           TE_FUSED_ATTENTION_H100_EFFICIENCY),),
             sources="NVIDIA/Megatron-LM's Megatron-Core as NeMo 25.x / Megatron-Bridge run it (scripts/performance "
@@ -315,7 +317,9 @@ STACKS: dict[str, StackProfile] = {
                     "Transformer Engine (FP8, cuDNN fused attention: TE_FUSED_ATTENTION_H100_EFFICIENCY), tensor-parallel "
                     "communication overlapped with its GEMMs by Transformer Engine's userbuffers (tp_comm_overlap: the "
                     "Llama 3 70B and 405B performance recipes enable it, NeMo's MegatronCommOverlapCallback / "
-                    "Megatron-Bridge CommOverlapConfig with the userbuffers configs for H100); efficiency: "
+                    "Megatron-Bridge CommOverlapConfig with the userbuffers configs for H100), the data-parallel "
+                    "reduce-scatter and all-gather per bucket under the backward and forward passes (dp_comm_overlap: "
+                    "--overlap-grad-reduce / --overlap-param-gather, on in the same recipes); efficiency: "
                     "MEGATRON_CORE_H100_EFFICIENCY"),
         StackProfile(
             name="megatron-deepspeed", interleaved_schedule=False, pipeline_scatter_gather=True,

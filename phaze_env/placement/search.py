@@ -94,6 +94,7 @@ import numpy as np
 
 from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
                                              pipeline_send_s)
+from phaze_env.placement.dp_overlap import bucket_counts, interleaved_exposed_s, stage_exposed_s
 from phaze_env.placement.inputs import (GRADIENT_FACTOR, LayerArrays, Settings, in_flight_units, microbatches_per_replica,
                                         pipeline_slots, pipeline_time_s, zero_buffer_factor)
 from phaze_env.placement.plan import Plan, infeasible
@@ -412,7 +413,8 @@ class PlacementSearch:
         self._zero_comm: dict[tuple[int, int], np.ndarray] = {}
         self._layer_zero_comm: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ZeRO stage -> per (d, layer), totals
         self._layer_work_s = float(layers.fwd_s.sum() + layers.bwd_s.sum())
-        self._sync_compact: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, d, zero) -> stage syncs (e > 1)
+        self._sync_compact: dict[tuple, np.ndarray] = {}  # (layout, d, zero, p, v) -> stage syncs (e > 1 or overlap)
+        self._overlap_syncs: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # (d, zero, p, v) -> (exposed, sync)
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
         self._largest_layer_params = table.layer_max(layers.param_bytes)
@@ -509,6 +511,62 @@ class PlacementSearch:
         """What a stage adds once per batch: data-parallel collectives + optimizer step (dense and expert parts)."""
         return (self.part_sync_s(param_bytes - expert_bytes, data_parallel, zero)
                 + self.part_sync_s(expert_bytes, data_parallel, zero, expert=True))
+
+    def overlaps(self, zero: int) -> bool:
+        """Whether the stack hides this ZeRO stage's once-per-batch collectives under the passes
+        (``Cluster.dp_comm_overlap``: ZeRO-0's gradient all-reduce, ZeRO-1's reduce-scatter and all-gather;
+        :mod:`phaze_env.placement.dp_overlap`). ZeRO-2/3 overlap theirs per microbatch already (:meth:`zero_comm_s`)."""
+        return self.settings.cluster.dp_comm_overlap and zero <= 1
+
+    def _walks_on_sync(self, zero: int) -> bool:
+        """Whether a stage's once-per-batch sync is its own matrix rather than a function of its parameter bytes
+        alone (two byte counts at ``e > 1``; the overlapped collectives depend on the stage's layers and passes)."""
+        return self.settings.expert_parallel > 1 or self.overlaps(zero)
+
+    def overlap_syncs(self, data_parallel: int, zero: int, stages: int, interleave: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(exposed, sync)``: every stage's exposed data-parallel collectives under ``Cluster.dp_comm_overlap`` and
+        its once-per-batch sync (those + its optimizer step), as ``K × K`` matrices (``inf`` where no stage).
+
+        Each layer's collectives are priced as the search prices them (:func:`collective_affine` over the ``d·c``
+        dense replicas ``t`` apart; its expert bytes over the ``d·c/e`` expert replicas), one fixed part per bucket
+        (:func:`~phaze_env.placement.dp_overlap.bucket_counts`): ZeRO-0's gradient all-reduce under the last
+        backward pass, ZeRO-1's gradient reduce-scatter there and the weights' all-gather under the next step's first
+        forward pass (:func:`~phaze_env.placement.dp_overlap.stage_exposed_s`; interleaved:
+        :func:`~phaze_env.placement.dp_overlap.interleaved_exposed_s`, which depends on ``p``)."""
+        key = (data_parallel, zero, stages if interleave > 1 else 0, interleave)
+        if key not in self._overlap_syncs:
+            layers, s, table = self.layers, self.settings, self.table
+            e = s.expert_parallel
+            experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
+            dense = layers.param_bytes - experts
+            buckets = bucket_counts(dense) + bucket_counts(experts)
+
+            def layer_comm_s(kind: str, per_param: float) -> np.ndarray:
+                group = np.array([self._weight_replicas(data_parallel) - 1])
+                fixed, per_byte = (float(x[0]) for x in collective_affine(s.cluster, kind, s.tensor_width).take(group))
+                times = bucket_counts(dense) * fixed + per_byte * dense * per_param
+                if experts.any():
+                    fixed_e, per_byte_e = (float(x[0]) for x in self._expert_affine(kind).take(np.array([data_parallel // e - 1])))
+                    times = times + bucket_counts(experts) * fixed_e + per_byte_e * experts * per_param
+                return times
+
+            def exposed_under(comm_s: np.ndarray, cover_s: np.ndarray, stage_cover_s: np.ndarray) -> np.ndarray:
+                exposed = stage_exposed_s(table.member, table.valid, comm_s, cover_s, buckets, table.chain)
+                return interleaved_exposed_s(exposed, _stage_sums(table, comm_s), stage_cover_s, stages, interleave)
+
+            if zero == 0:
+                exposed = exposed_under(layer_comm_s("allreduce", GRADIENT_FACTOR), layers.bwd_s, table.bwd_s)
+            else:
+                exposed = (exposed_under(layer_comm_s("reducescatter", GRADIENT_FACTOR), layers.bwd_s, table.bwd_s)
+                           + exposed_under(layer_comm_s("allgather", 1.0), layers.fwd_s, table.fwd_s))
+            stage_experts = table.expert_param_bytes if e > 1 else np.zeros_like(table.param_bytes)
+            step = (s.optimizer_step_s(np.where(table.valid, table.param_bytes - stage_experts, 0.0),
+                                       s.zero_shards(self._weight_replicas(data_parallel)), zero)
+                    + s.optimizer_step_s(np.where(table.valid, stage_experts, 0.0), self._expert_replicas(data_parallel),
+                                         zero))
+            exposed = np.where(table.valid, exposed, np.inf)
+            self._overlap_syncs[key] = exposed, exposed + step
+        return self._overlap_syncs[key]
 
     def zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray:
         """Every stage's exposed ZeRO-2/3 collectives per microbatch (0 for ZeRO-0/1).
@@ -631,7 +689,10 @@ class PlacementSearch:
     def sync_compact(self, shape: _Shape, memory: StageMemory) -> np.ndarray:
         """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted), each
         part evaluated once per distinct byte count."""
-        key = (id(memory.next_index), shape.data_parallel, shape.zero)
+        key = (id(memory.next_index), shape.data_parallel, shape.zero, shape.stages, shape.interleave)
+        if key not in self._sync_compact and self.overlaps(shape.zero):
+            self._sync_compact[key] = memory.compact(self.overlap_syncs(shape.data_parallel, shape.zero, shape.stages,
+                                                                        shape.interleave)[1])
         if key not in self._sync_compact:
             dense = memory.compact(self.table.param_bytes - self.table.expert_param_bytes)
             listed = np.isfinite(dense)
@@ -822,6 +883,8 @@ class PlacementSearch:
             d, size = data_parallel[rows], finite_bytes[rows]
             group = self._expert_replicas(d) if expert else self._weight_replicas(d)
             times[rows] = s.optimizer_step_s(size, group if expert else s.zero_shards(group), stage)
+            if self.overlaps(stage):  # the exposed collectives may be as little as 0: the step alone bounds the sync
+                continue
             hybrid = self._hybrid_after_flush(d, stage, expert)
             if hybrid is not None:  # the gradient shard's all-reduce across the shard groups (part_allreduce_s)
                 groups, shards = hybrid
@@ -887,7 +950,15 @@ class PlacementSearch:
         key = (shape.stages, shape.data_parallel, shape.zero)
         if key not in self._sync_floor:
             d, index = shape.data_parallel, shape.stages - 1
-            if self.settings.expert_parallel == 1:
+            if self.overlaps(shape.zero):  # as _sync_floor_s: the exposed part may be 0, the step is not
+                self._sync_floor[key] = float(self._sync_floor_s(np.array([d]), np.array([self.param_floor[index]]),
+                                                                 np.array([shape.zero]))[0]
+                                              if self.settings.expert_parallel == 1 else
+                                              max(self._sync_floor_s(np.array([d]), np.array([self.dense_floor[index]]),
+                                                                     np.array([shape.zero]))[0],
+                                                  self._sync_floor_s(np.array([d]), np.array([self.expert_floor[index]]),
+                                                                     np.array([shape.zero]), expert=True)[0]))
+            elif self.settings.expert_parallel == 1:
                 self._sync_floor[key] = self.sync_s(self.param_floor[index], d, shape.zero)
             else:  # each part of the largest stage sync is at least that part's smallest largest stage's
                 self._sync_floor[key] = max(self.part_sync_s(self.dense_floor[index], d, shape.zero),
@@ -903,9 +974,9 @@ class PlacementSearch:
         all-reduce cannot beat the incumbent, or when ``P_i`` is the smallest possible.
         """
         costs, dp = self.variant(shape)
-        if self.settings.expert_parallel == 1:  # the sync grows with the largest stage's parameter bytes
+        if not self._walks_on_sync(shape.zero):  # the sync grows with the largest stage's parameter bytes
             floor, key = self.param_floor[shape.stages - 1], costs.param_bytes
-        else:  # two byte counts: walk down the largest stage sync itself
+        else:  # two byte counts, or overlapped collectives: walk down the largest stage sync itself
             floor, key = 0.0, self.sync_compact(shape, costs.memory)
         largest = self._largest_sync_key(shape, pairs)
         rule = self.rules.compact_mask(shape.interleave, shape.stages, costs.memory)
@@ -927,18 +998,20 @@ class PlacementSearch:
         return float(self.table.expert_param_bytes[pair]) if self.settings.expert_parallel > 1 else 0.0
 
     def _stage_sync_s(self, shape: _Shape, pair: tuple[int, int]) -> float:
+        if self.overlaps(shape.zero):
+            return float(self.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[1][pair])
         return self.sync_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero, self._expert_bytes(pair))
 
     def _largest_sync_key(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
         """What the once-per-batch sync grows with: the largest stage's parameter bytes, or at ``e > 1`` the
-        largest stage sync (seconds)."""
-        if self.settings.expert_parallel == 1:
+        largest stage sync (seconds; also under overlapped collectives)."""
+        if not self._walks_on_sync(shape.zero):
             return self._max_params(pairs)
         return max(self._stage_sync_s(shape, pair) for pair in pairs)
 
     def _batch_sync_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
         """The once-per-batch sync of a partition: that of its largest stage."""
-        if self.settings.expert_parallel == 1:
+        if not self._walks_on_sync(shape.zero):
             return self.sync_s(self._max_params(pairs), shape.data_parallel, shape.zero)
         return self._largest_sync_key(shape, pairs)
 
@@ -955,6 +1028,14 @@ class PlacementSearch:
         """``(m_r + (p−1)/v) · max stage time + sync of the largest stage`` of a partition."""
         slowest_s = max(time for _, time in self._stages(shape, pairs))
         return pipeline_time_s(shape.slots, slowest_s, self._batch_sync_s(shape, pairs))
+
+    def _reported_allreduce_s(self, shape: _Shape, pair: tuple[int, int]) -> float:
+        """A stage's data-parallel collectives once per batch as the plan pays them: :meth:`allreduce_s`, or under
+        ``Cluster.dp_comm_overlap`` only their exposed part (:meth:`overlap_syncs`)."""
+        if self.overlaps(shape.zero):
+            return float(self.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[0][pair])
+        return self.allreduce_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
+                                self._expert_bytes(pair))
 
     def _no_fit_reason(self) -> str:
         s, plan = self.settings, self.settings.plan
@@ -1041,7 +1122,7 @@ class PlacementSearch:
             "p2p": steady * shape.interleave * float(costs.p2p_s[a, b]),
             "zero_comm": steady * zero_comm_s,
             "bubble": (shape.stages - 1) / shape.interleave * times[slowest],
-            "dp_allreduce": self.allreduce_s(largest, d, zero, experts),
+            "dp_allreduce": self._reported_allreduce_s(shape, synced),
             "optimizer": (s.optimizer_step_s(largest - experts, s.zero_shards(self._weight_replicas(d)), zero)
                           + s.optimizer_step_s(experts, self._expert_replicas(d), zero)),
         }
@@ -1080,8 +1161,7 @@ class PlacementSearch:
             recompute_modes=modes,
             stage_times_s=tuple(times),
             stage_p2p_s=tuple(shape.interleave * float(costs.p2p_s[a, b]) for a, b in pairs),
-            stage_allreduce_s=tuple(self.allreduce_s(float(t.param_bytes[pair]), d, zero, self._expert_bytes(pair))
-                                    for pair in pairs),
+            stage_allreduce_s=tuple(self._reported_allreduce_s(shape, pair) for pair in pairs),
             stage_memory_bytes=tuple(item["total"] for item in memory),
             stage_memory=tuple(memory),
             bubble_fraction=(shape.stages - 1) / shape.interleave / shape.slots,
