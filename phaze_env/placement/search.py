@@ -39,6 +39,12 @@ microbatches per replica, ``v`` virtual stages per device):
   under ZeRO ≥ 1 (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
   With interleaving a device's layers are modelled as one contiguous stage (its ``v`` chunks carry the
   same load), and Megatron's rule that ``m_r`` be a multiple of ``p`` is enforced.
+* a stack that overlaps its data-parallel collectives with the passes (``Cluster.dp_comm_overlap``:
+  Megatron-Core's ``--overlap-grad-reduce`` / ``--overlap-param-gather``) pays, for ZeRO-0/1, only what each
+  stage's buckets leave exposed after its last backward pass and before its first forward pass
+  (:mod:`phaze_env.placement.dp_overlap`; per chunk when interleaved), so a stage's sync is a matrix of its own
+  layers and passes, not a function of its parameter bytes: the ε-constraint walk below runs on the largest stage
+  sync itself, as at ``e > 1``, and the bounds count the exposed part as 0 (the step is still counted).
 
 Exactness. Recompute modes are ordered by time (none ≤ selective ≤ full) and each only lowers memory,
 so the fastest fitting mode is the stage's one cost for each ``n``, and the gradient bytes never depend
