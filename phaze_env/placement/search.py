@@ -415,12 +415,13 @@ class PlacementSearch:
         self._p2p: dict[object, np.ndarray] = {}
         self._least_p2p: dict[object, float] = {}  # level -> the cheapest send of a stage of a p ≥ 2 pipeline
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
-        self._sync_floor: dict[tuple[int, int, int], float] = {}  # (p, d, zero) -> sync_s of the smallest largest stage
+        self._sync_floor: dict[tuple[int, int, int, int], float] = {}  # (p, d, zero, v) -> sync floor of any partition
         self._zero_comm: dict[tuple[int, int], np.ndarray] = {}
         self._layer_zero_comm: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ZeRO stage -> per (d, layer), totals
         self._layer_work_s = float(layers.fwd_s.sum() + layers.bwd_s.sum())
         self._sync_compact: dict[tuple, np.ndarray] = {}  # (layout, d, zero, p, v) -> stage syncs (e > 1 or overlap)
         self._overlap_syncs: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # (d, zero, p, v) -> (exposed, sync)
+        self._overlap_layers: dict[tuple[int, int], tuple] = {}  # (d, zero) -> each layer's overlapped collectives
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
         self._largest_layer_params = table.layer_max(layers.param_bytes)
@@ -529,42 +530,52 @@ class PlacementSearch:
         alone (two byte counts at ``e > 1``; the overlapped collectives depend on the stage's layers and passes)."""
         return self.settings.expert_parallel > 1 or self.overlaps(zero)
 
-    def overlap_syncs(self, data_parallel: int, zero: int, stages: int, interleave: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(exposed, sync)``: every stage's exposed data-parallel collectives under ``Cluster.dp_comm_overlap`` and
-        its once-per-batch sync (those + its optimizer step), as ``K × K`` matrices (``inf`` where no stage).
-
-        Each layer's collectives are priced as the search prices them (:func:`collective_affine` over the ``d·c``
-        dense replicas ``t`` apart; its expert bytes over the ``d·c/e`` expert replicas), one fixed part per bucket
-        (:func:`~phaze_env.placement.dp_overlap.bucket_counts`): ZeRO-0's gradient all-reduce under the last
-        backward pass, ZeRO-1's gradient reduce-scatter there and the weights' all-gather under the next step's first
-        forward pass (:func:`~phaze_env.placement.dp_overlap.stage_exposed_s`; interleaved:
-        :func:`~phaze_env.placement.dp_overlap.interleaved_exposed_s`, which depends on ``p``)."""
-        key = (data_parallel, zero, stages if interleave > 1 else 0, interleave)
-        if key not in self._overlap_syncs:
-            layers, s, table = self.layers, self.settings, self.table
+    def overlap_collectives_s(self, data_parallel: int, zero: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """Every layer's data-parallel collectives under ``Cluster.dp_comm_overlap``, each with the pass that hides
+        it: ``((collective_s, backward_s),)`` for ZeRO-0's gradient all-reduce, also ``(collective_s, forward_s)`` for
+        ZeRO-1's weight all-gather (its gradients reduce-scattered under the backward). Priced as the search prices
+        them (:func:`collective_affine` over the ``d·c`` dense replicas ``t`` apart; the expert bytes over the
+        ``d·c/e`` expert replicas), one fixed part per bucket (:func:`~phaze_env.placement.dp_overlap.bucket_counts`)."""
+        key = (data_parallel, zero)
+        if key not in self._overlap_layers:
+            layers, s = self.layers, self.settings
             e = s.expert_parallel
             experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
             dense = layers.param_bytes - experts
-            buckets = bucket_counts(dense) + bucket_counts(experts)
 
             def layer_comm_s(kind: str, per_param: float) -> np.ndarray:
                 group = np.array([self._weight_replicas(data_parallel) - 1])
                 fixed, per_byte = (float(x[0]) for x in collective_affine(s.cluster, kind, s.tensor_width).take(group))
                 times = bucket_counts(dense) * fixed + per_byte * dense * per_param
                 if experts.any():
-                    fixed_e, per_byte_e = (float(x[0]) for x in self._expert_affine(kind).take(np.array([data_parallel // e - 1])))
+                    fixed_e, per_byte_e = (float(x[0]) for x in
+                                           self._expert_affine(kind).take(np.array([data_parallel // e - 1])))
                     times = times + bucket_counts(experts) * fixed_e + per_byte_e * experts * per_param
                 return times
 
-            def exposed_under(comm_s: np.ndarray, cover_s: np.ndarray, stage_cover_s: np.ndarray) -> np.ndarray:
-                exposed = stage_exposed_s(table.member, table.valid, comm_s, cover_s, buckets, table.chain)
-                return interleaved_exposed_s(exposed, _stage_sums(table, comm_s), stage_cover_s, stages, interleave)
-
             if zero == 0:
-                exposed = exposed_under(layer_comm_s("allreduce", GRADIENT_FACTOR), layers.bwd_s, table.bwd_s)
+                self._overlap_layers[key] = ((layer_comm_s("allreduce", GRADIENT_FACTOR), layers.bwd_s),)
             else:
-                exposed = (exposed_under(layer_comm_s("reducescatter", GRADIENT_FACTOR), layers.bwd_s, table.bwd_s)
-                           + exposed_under(layer_comm_s("allgather", 1.0), layers.fwd_s, table.fwd_s))
+                self._overlap_layers[key] = ((layer_comm_s("reducescatter", GRADIENT_FACTOR), layers.bwd_s),
+                                             (layer_comm_s("allgather", 1.0), layers.fwd_s))
+        return self._overlap_layers[key]
+
+    def overlap_syncs(self, data_parallel: int, zero: int, stages: int, interleave: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(exposed, sync)``: every stage's exposed data-parallel collectives under ``Cluster.dp_comm_overlap`` and
+        its once-per-batch sync (those + its optimizer step), as ``K × K`` matrices (``inf`` where no stage): each of
+        :meth:`overlap_collectives_s` left exposed by the stage's own pass
+        (:func:`~phaze_env.placement.dp_overlap.stage_exposed_s`; interleaved:
+        :func:`~phaze_env.placement.dp_overlap.interleaved_exposed_s`, which depends on ``p``)."""
+        key = (data_parallel, zero, stages if interleave > 1 else 0, interleave)
+        if key not in self._overlap_syncs:
+            layers, s, table = self.layers, self.settings, self.table
+            e = s.expert_parallel
+            buckets = bucket_counts(layers.param_bytes - layers.expert_param_bytes) + bucket_counts(layers.expert_param_bytes)
+            exposed = np.zeros(table.valid.shape)
+            for comm_s, cover_s in self.overlap_collectives_s(data_parallel, zero):
+                one = stage_exposed_s(table.member, table.valid, comm_s, cover_s, buckets, table.chain)
+                exposed = exposed + interleaved_exposed_s(one, _stage_sums(table, comm_s), _stage_sums(table, cover_s),
+                                                          stages, interleave)
             stage_experts = table.expert_param_bytes if e > 1 else np.zeros_like(table.param_bytes)
             step = (s.optimizer_step_s(np.where(table.valid, table.param_bytes - stage_experts, 0.0),
                                        s.zero_shards(self._weight_replicas(data_parallel)), zero)
@@ -573,6 +584,14 @@ class PlacementSearch:
             exposed = np.where(table.valid, exposed, np.inf)
             self._overlap_syncs[key] = exposed, exposed + step
         return self._overlap_syncs[key]
+
+    def overlap_floor_s(self, data_parallel: int, zero: int, stages: int, interleave: int) -> float:
+        """A lower bound on the largest stage's exposed collectives of any partition (:meth:`overlap_syncs`): a stage
+        leaves at least ``(C − B)/v`` of each collective exposed (all of it less all its pass, the closed form at its
+        last layer; :func:`~phaze_env.placement.dp_overlap.interleaved_exposed_s` keeps ``1/v`` of that), and the
+        stages cover every layer once, so the largest is at least the total's ``1/(p·v)``."""
+        return sum(max(0.0, float(comm_s.sum() - cover_s.sum()))
+                   for comm_s, cover_s in self.overlap_collectives_s(data_parallel, zero)) / (stages * interleave)
 
     def zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray:
         """Every stage's exposed ZeRO-2/3 collectives per microbatch (0 for ZeRO-0/1).
@@ -866,6 +885,10 @@ class PlacementSearch:
         else:  # each part of the largest sync is at least its own smallest largest stage's
             sync_floor_s = np.maximum(self._sync_floor_s(d, self.dense_floor[p - 1], z),
                                       self._sync_floor_s(d, self.expert_floor[p - 1], z, expert=True))
+        if s.cluster.dp_comm_overlap:  # the largest stage's exposed collectives are at least their share of the total
+            for index in np.flatnonzero(z <= 1).tolist():
+                sync_floor_s[index] = max(sync_floor_s[index], self.overlap_floor_s(int(d[index]), int(z[index]),
+                                                                                    int(p[index]), int(v[index])))
         if (v > 1).any():  # interleaved shapes send v times per microbatch: their slowest stage pays v sends or more
             sends = np.zeros(len(p))
             for index in np.flatnonzero(v > 1).tolist():
@@ -953,23 +976,29 @@ class PlacementSearch:
 
     def _bound_s(self, shape: _Shape, stage_time_s: float) -> float:
         """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
-        key = (shape.stages, shape.data_parallel, shape.zero)
+        key = (shape.stages, shape.data_parallel, shape.zero, shape.interleave)
         if key not in self._sync_floor:
             d, index = shape.data_parallel, shape.stages - 1
-            if self.overlaps(shape.zero):  # as _sync_floor_s: the exposed part may be 0, the step is not
-                self._sync_floor[key] = float(self._sync_floor_s(np.array([d]), np.array([self.param_floor[index]]),
-                                                                 np.array([shape.zero]))[0]
-                                              if self.settings.expert_parallel == 1 else
-                                              max(self._sync_floor_s(np.array([d]), np.array([self.dense_floor[index]]),
-                                                                     np.array([shape.zero]))[0],
-                                                  self._sync_floor_s(np.array([d]), np.array([self.expert_floor[index]]),
-                                                                     np.array([shape.zero]), expert=True)[0]))
+            if self.overlaps(shape.zero):
+                self._sync_floor[key] = self._overlapped_sync_floor_s(shape)
             elif self.settings.expert_parallel == 1:
                 self._sync_floor[key] = self.sync_s(self.param_floor[index], d, shape.zero)
             else:  # each part of the largest stage sync is at least that part's smallest largest stage's
                 self._sync_floor[key] = max(self.part_sync_s(self.dense_floor[index], d, shape.zero),
                                             self.part_sync_s(self.expert_floor[index], d, shape.zero, expert=True))
         return pipeline_time_s(shape.slots, stage_time_s, self._sync_floor[key]) * _LOWER_BOUND_SLACK
+
+    def _overlapped_sync_floor_s(self, shape: _Shape) -> float:
+        """The largest stage sync of any partition of ``shape`` under ``Cluster.dp_comm_overlap``: at least the step
+        of the smallest largest stage (each part's, at ``e > 1``) and at least the exposed collectives' floor
+        (:meth:`overlap_floor_s`)."""
+        d, zero, index = np.array([shape.data_parallel]), np.array([shape.zero]), shape.stages - 1
+        if self.settings.expert_parallel == 1:
+            step_s = float(self._sync_floor_s(d, np.array([self.param_floor[index]]), zero)[0])
+        else:
+            step_s = max(float(self._sync_floor_s(d, np.array([self.dense_floor[index]]), zero)[0]),
+                         float(self._sync_floor_s(d, np.array([self.expert_floor[index]]), zero, expert=True)[0]))
+        return max(step_s, self.overlap_floor_s(shape.data_parallel, shape.zero, shape.stages, shape.interleave))
 
     def _pareto_walk(self, shape: _Shape, pairs: list[tuple[int, int]], best: _Best) -> None:
         """Exact ``min M·C + A(P)``: repeatedly the fastest partition with a strictly smaller largest stage.
