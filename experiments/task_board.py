@@ -4,8 +4,10 @@ For one task (:mod:`phaze_env.tasks`) each strategy runs ``seeds`` times for ``b
 :func:`baselines.run_strategy`; after each evaluation the run's **normalised score** is what the designs evaluated
 so far reach of the stored reference (:meth:`phaze_env.tasks.Reference.normalised`): the best throughput over the
 certified optimum, or on a two-objective task the hypervolume of the evaluated designs' scores over the exact
-front's (the same reference corner). Strategies maximise throughput (the protocol's feedback); on a two-objective
-task the score says how much of the exact front their evaluations cover (NSGA-II trades throughput and area).
+front's (the same reference corner). Strategies are told the task's objectives (:func:`baselines.run_strategy`):
+single-objective ones maximise the task's objective (throughput, or per W or per $ of the built system), and on a
+two-objective task its first, so the score says how much of the exact front their evaluations cover; NSGA-II
+trades the front's two.
 
 Statistics (:func:`aggregate`), in the spirit of Agarwal et al. 2021 ("Deep RL at the edge of the statistical
 precipice", rliable): per task the mean over seeds with a 95 % bootstrap interval (seeds resampled); over tasks
@@ -17,14 +19,22 @@ board refuses it (:func:`check_bounded`).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from baselines import STRATEGIES, run_strategy
+from phaze_env.cache import code_version
 from phaze_env.tasks import Reference, Task, design_scores, hypervolume_2d, reference_point
 
+FEEDBACK = "task-objective"
+"""What strategies are told on a board this code runs (``meta.feedback``): the task's objective (a board without it
+was run when every strategy maximised throughput, NSGA-II throughput and area)."""
 TOLERANCE = 1e-9
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
@@ -55,8 +65,9 @@ def normalised_curve(task: Task, reference: Reference, designs: Sequence, throug
     """The run's normalised score after each evaluation (best / optimum, or hypervolume ratio)."""
     if not task.multi_objective:
         best, curve = 0.0, []
-        for throughput in throughputs:
-            best = max(best, throughput)
+        for design, throughput in zip(designs, throughputs):
+            if throughput > 0:
+                best = max(best, design_scores(task, design, throughput)[0])
             curve.append(best / reference.optimum)
         return curve
     corner = reference_point(task, reference.scores)
@@ -83,21 +94,67 @@ def dominates_front(task: Task, reference: Reference, designs: Sequence, through
     return False
 
 
+def run_key(task: Task, strategy: str, seed: int, budget: int) -> str:
+    """What a stored run answers: the task (its version: its definition and the model's code), the strategy, seed and
+    budget, and the code that ran it (this module's closure — the protocol, the task scores — and the strategy's own
+    module, which the registry imports lazily). Any change to one of them is a new key, so a resumed board never
+    mixes runs of another model or strategy code."""
+    module = STRATEGIES[strategy].target.split(":")[0]
+    payload = [code_version(__name__, module), task.name, task.version, strategy, int(seed), int(budget),
+               STRATEGIES[strategy].defaults]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def load_runs(store: Path) -> dict[str, dict[str, Any]]:
+    """The runs stored in ``store`` (one JSON object per line) by :func:`run_key`; a line cut short by an interrupted
+    write is skipped (that run is simply run again)."""
+    runs: dict[str, dict[str, Any]] = {}
+    if store.is_file():
+        for line in store.read_text().splitlines():
+            try:
+                run = json.loads(line)
+                runs[run["key"]] = run
+            except (ValueError, KeyError, TypeError):
+                continue
+    return runs
+
+
+def _append_run(store: Path, run: dict[str, Any]) -> None:
+    """Append one finished run as a line, flushed to disk before the next run starts."""
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with store.open("a") as handle:
+        handle.write(json.dumps(run) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def run_task(task: Task, reference: Reference, strategies: Sequence[str], seeds: int, budget: int,
-             log: Callable[[str], None] = lambda line: None) -> list[dict[str, Any]]:
+             log: Callable[[str], None] = lambda line: None, store: Path | None = None) -> list[dict[str, Any]]:
     """Every (strategy, seed) of one task: ``{"task", "strategy", "seed", "curve", "wall_s", "evaluations",
-    "beats_reference"}`` per run; ``log`` gets one line per finished run."""
+    "beats_reference", "key"}`` per run; ``log`` gets one line per finished run. With ``store`` (a JSON-lines file)
+    each finished run is appended to it and a run already stored under its :func:`run_key` is taken from it instead
+    of run again: an interrupted board resumes where it stopped."""
     workload, cluster, space = task.workload_spec(), task.cluster(), task.design_space()
+    stored = load_runs(store) if store is not None else {}
     runs = []
     for strategy in strategies:
         for seed in range(seeds):
+            key = run_key(task, strategy, seed, budget)
+            if key in stored:
+                runs.append(stored[key])
+                log(f"{task.name} · {strategy} · seed {seed}: {stored[key]['curve'][-1]:.3f} (stored run)")
+                continue
             started = time.perf_counter()
-            trace = run_strategy(strategy, workload, cluster, space, budget, seed, name=strategy)
+            trace = run_strategy(strategy, workload, cluster, space, budget, seed, name=strategy,
+                                 objectives=task.objectives)
             curve = normalised_curve(task, reference, trace.designs, trace.throughput)
             beats = (dominates_front(task, reference, trace.designs, trace.throughput) if task.multi_objective
                      else curve[-1] > 1 + TOLERANCE)
             runs.append({"task": task.name, "strategy": strategy, "seed": seed, "curve": curve,
-                         "wall_s": time.perf_counter() - started, "evaluations": len(curve), "beats_reference": beats})
+                         "wall_s": time.perf_counter() - started, "evaluations": len(curve), "beats_reference": beats,
+                         "key": key})
+            if store is not None:
+                _append_run(store, runs[-1])
             log(f"{task.name} · {strategy} · seed {seed}: {curve[-1]:.3f} in {runs[-1]['wall_s']:.1f} s")
     return runs
 
