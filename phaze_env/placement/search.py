@@ -585,13 +585,30 @@ class PlacementSearch:
             self._overlap_syncs[key] = exposed, exposed + step
         return self._overlap_syncs[key]
 
-    def overlap_floor_s(self, data_parallel: int, zero: int, stages: int, interleave: int) -> float:
-        """A lower bound on the largest stage's exposed collectives of any partition (:meth:`overlap_syncs`): a stage
-        leaves at least ``(C − B)/v`` of each collective exposed (all of it less all its pass, the closed form at its
-        last layer; :func:`~phaze_env.placement.dp_overlap.interleaved_exposed_s` keeps ``1/v`` of that), and the
-        stages cover every layer once, so the largest is at least the total's ``1/(p·v)``."""
-        return sum(max(0.0, float(comm_s.sum() - cover_s.sum()))
-                   for comm_s, cover_s in self.overlap_collectives_s(data_parallel, zero)) / (stages * interleave)
+    def overlap_floor_s(self, data_parallel, zero: int, stages, interleave):
+        """A lower bound on the largest stage's exposed collectives of any partition (:meth:`overlap_syncs`), elementwise
+        over arrays of ``d``, ``p`` and ``v``: a stage leaves at least ``(C − B)/v`` of each collective exposed (all of
+        it less all its pass, the closed form at its last layer; :func:`~phaze_env.placement.dp_overlap.
+        interleaved_exposed_s` keeps ``1/v`` of that), and the stages cover every layer once, so the largest is at
+        least the total's ``1/(p·v)``. The totals are :meth:`overlap_collectives_s` summed over the layers, taken from
+        the affine tables at once (a bucket's fixed part times the buckets, the per-byte part times the bytes)."""
+        layers, s = self.layers, self.settings
+        d = np.atleast_1d(np.asarray(data_parallel))
+        e = s.expert_parallel
+        experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
+        dense = layers.param_bytes - experts
+        parts = ((("allreduce", GRADIENT_FACTOR), layers.bwd_s),) if zero == 0 else \
+            ((("reducescatter", GRADIENT_FACTOR), layers.bwd_s), (("allgather", 1.0), layers.fwd_s))
+        floor = np.zeros(len(d))
+        for (kind, per_param), cover_s in parts:
+            fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(self._weight_replicas(d) - 1)
+            total = bucket_counts(dense).sum() * fixed + per_byte * (dense.sum() * per_param)
+            if experts.any():
+                fixed_e, per_byte_e = self._expert_affine(kind).take(d // e - 1)
+                total = total + bucket_counts(experts).sum() * fixed_e + per_byte_e * (experts.sum() * per_param)
+            floor += np.maximum(0.0, total - float(cover_s.sum()))
+        result = floor / (np.asarray(stages) * np.asarray(interleave))
+        return float(result[0]) if np.ndim(data_parallel) == 0 else result
 
     def zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray:
         """Every stage's exposed ZeRO-2/3 collectives per microbatch (0 for ZeRO-0/1).
@@ -886,9 +903,11 @@ class PlacementSearch:
             sync_floor_s = np.maximum(self._sync_floor_s(d, self.dense_floor[p - 1], z),
                                       self._sync_floor_s(d, self.expert_floor[p - 1], z, expert=True))
         if s.cluster.dp_comm_overlap:  # the largest stage's exposed collectives are at least their share of the total
-            for index in np.flatnonzero(z <= 1).tolist():
-                sync_floor_s[index] = max(sync_floor_s[index], self.overlap_floor_s(int(d[index]), int(z[index]),
-                                                                                    int(p[index]), int(v[index])))
+            for zero in (0, 1):
+                rows = z == zero
+                if rows.any():
+                    sync_floor_s[rows] = np.maximum(sync_floor_s[rows],
+                                                    self.overlap_floor_s(d[rows], zero, p[rows], v[rows]))
         if (v > 1).any():  # interleaved shapes send v times per microbatch: their slowest stage pays v sends or more
             sends = np.zeros(len(p))
             for index in np.flatnonzero(v > 1).tolist():
