@@ -236,10 +236,10 @@ def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
     """How fast the model runs the layers' arithmetic: the model FLOPs one device does per batch over ``compute``
     time × the published peak — the figure that sets most of the error. The model FLOPs are the authors' count where
     the metric is theirs (Korthikanti's formula for a GPT-shaped ``tflops_per_device`` or ``mfu`` case, MaxText's 6·N,
-    Megatron-Core's count for a MoE model); otherwise (``samples_s``, ``tokens_s_per_device``: Llama's SwiGLU and
+    Megatron-Core's count for a MoE case published in its TFLOP/s); otherwise (``samples_s``, ``tokens_s_per_device``: Llama's SwiGLU and
     grouped-query shapes, which the GPT formula miscounts by −6 … +16 %) the traced model's own, as ``Evaluation.mfu``
     counts them."""
-    if is_moe(case):  # only the routed experts' FLOPs are model FLOPs
+    if is_moe(case) and case.metric == "mcore_tflops_per_device":  # Megatron-Core's count: routed experts only
         flops = megatron_core_flops(case) / case.n_devices
     elif case.metric == "mfu_6n":  # the authors' count (its model's attention width is not Korthikanti's h)
         flops = six_n_flops(case) / case.n_devices

@@ -410,13 +410,15 @@ data parallelism, whole microbatches."""
 
 STACKS["deepseek-hai-llm"] = replace(
     _dispatch_variant(
-        STACKS["megatron-lm"], "deepseek-hai-llm", moe_dispatch="hierarchical", moe_node_limit=4,
+        STACKS["megatron-core"], "deepseek-hai-llm", moe_dispatch="hierarchical", moe_node_limit=4,
         moe_alltoall_overlap=True, moe_comm_sm_share=DEEPSEEK_COMM_SM_SHARE,
         sources="DeepSeek-V3's own framework HAI-LLM as arXiv:2412.19437 §3.2 describes it: node-limited routing to at "
                 "most M = 4 nodes (§2.1.2), each token over IB once per node and NVLink inside it (§3.2.2), DualPipe's "
                 "paired forward and backward chunks hiding the all-to-all (§3.2.1) with DEEPSEEK_COMM_SM_SHARE of the SMs "
-                "on communication, stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); efficiency: megatron-lm's "
-                "H100 fit, assumed (HAI-LLM has no other published run to fit to; the H800 is the H100's die)"),
+                "on communication, stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); kernels and efficiency: "
+                "megatron-core's H100 fit with its fused attention (a 2024 stack training MLA at 4K in FP8 runs a "
+                "flash-class attention kernel; which one is not published), assumed (HAI-LLM has no other published "
+                "run to fit to; the H800 is the H100's die)"),
     plan_rules=DEEPSEEK_PIPELINE_RULES, interleaved_schedule=False)
 
 
@@ -464,6 +466,9 @@ class SystemStack:
     plan: str
     fits: tuple[ChipFit, ...]
     sources: str
+    design_efficiency: float | None = None
+    """The searched chips' framework efficiency when set (a sensitivity study's move,
+    :data:`phaze_env.assumptions.ASSUMPTIONS`); ``None``: :meth:`design_fit`'s rule."""
 
     def __post_init__(self) -> None:
         if not self.fits:
@@ -504,8 +509,12 @@ class SystemStack:
         return self.fits[0], self.fits[0].chips[0]
 
     def design_training(self, base: Cluster, template: Accelerator) -> Cluster:
-        """``base`` running this stack on a searched chip built from ``template`` (:meth:`design_fit`)."""
-        return self.training(base, self.design_fit(template)[1])
+        """``base`` running this stack on a searched chip built from ``template`` (:meth:`design_fit`, or
+        :attr:`design_efficiency` when set)."""
+        training = self.training(base, self.design_fit(template)[1])
+        if self.design_efficiency is None:
+            return training
+        return replace(training, framework_efficiency=self.design_efficiency)
 
     def design_note(self, template: Accelerator) -> str:
         """One line for a search's output: the efficiency the searched chips run at and why."""

@@ -26,6 +26,8 @@ from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.hardware.energy import DYNAMIC_ENERGY_LABEL
 from phaze_env.hardware.system import OBJECTIVES, WALL_ENERGY_LABEL
 from phaze_env.placement.inputs import uneven_batch_note
+from phaze_env.hardware.cost import NODES
+from phaze_env.hardware.system import SYSTEM_NODE
 from phaze_env.stacks import DEFAULT_SYSTEM_STACK
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
@@ -61,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="per-step (inter-node) link latency in µs (default: the cluster preset's; phaze 0)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
     add_system_budget_options(parser)
+    parser.add_argument("--node", default=None, metavar="NODE",
+                        help=f"system space: the process node every design is built at, one of {', '.join(NODES)} "
+                             f"(hardware.cost.NODES: logic/SRAM density, energy per event, wafer price and D0; default "
+                             f"{SYSTEM_NODE}, the node of the template the cores come from)")
     parser.add_argument("--objective", choices=OBJECTIVES, default="throughput",
                         help="system space: what the best design maximises — throughput at the budget (default), "
                              "throughput per W or per $, or minimises energy or carbon (operational + embodied) "
@@ -146,11 +152,14 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
             raise ValueError("--hbm-gb and --area-budget do not apply to the system space (HBM stacks and the die "
                              "area are its knobs)")
         overrides |= {"budget_w": None if args.budget_mw is None else args.budget_mw * 1e6,
-                      "budget_usd": args.budget_usd, "stack": args.stack or DEFAULT_SYSTEM_STACK}
+                      "budget_usd": args.budget_usd, "stack": args.stack or DEFAULT_SYSTEM_STACK,
+                      "node": args.node or SYSTEM_NODE}
     elif objective != "throughput":  # from --objective, or --objectives naming one
         raise ValueError(f"the {objective} objective needs --space system (its designs have a power and a cost)")
     elif args.budget_mw is not None or args.budget_usd is not None:
         raise ValueError("--budget-mw and --budget-usd apply to --space system only")
+    elif args.node is not None:
+        raise ValueError("--node applies to --space system only (PHAZE's spaces are the TPUv4 template's, N7)")
     elif args.stack is not None:
         raise ValueError("--stack applies to --space system only (PHAZE's spaces run its plan space on the --cluster "
                          "preset's stack)")

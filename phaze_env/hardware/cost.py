@@ -524,11 +524,15 @@ def chip_power_w(acc: Accelerator, system: ChipSystem, die_area_mm2: float) -> d
 
 
 def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm2: float | None = None,
-                  alpha: float = NEGATIVE_BINOMIAL_ALPHA, hbm_usd_per_gb: float = HBM_USD_PER_GB,
-                  package_usd: float = PACKAGE_USD, allow_over_reticle: bool = False) -> ChipEstimate:
+                  alpha: float = NEGATIVE_BINOMIAL_ALPHA, hbm_usd_per_gb: float | None = None,
+                  package_usd: float | None = None, allow_over_reticle: bool = False) -> ChipEstimate:
     """Area, power and cost of ``acc`` built as ``system``. A die over the reticle limit raises
     :class:`ReticleLimitError` unless ``allow_over_reticle`` (then ``fits_reticle`` is False and the cost is
-    that of a hypothetical monolithic die). D0 defaults to the node's."""
+    that of a hypothetical monolithic die). D0 defaults to the node's; HBM $/GB and the package cost to
+    :data:`HBM_USD_PER_GB` and :data:`PACKAGE_USD` as they are at the call (a sensitivity study moves them:
+    :mod:`phaze_env.assumptions`)."""
+    hbm_usd_per_gb = HBM_USD_PER_GB if hbm_usd_per_gb is None else hbm_usd_per_gb
+    package_usd = PACKAGE_USD if package_usd is None else package_usd
     areas = chip_area_mm2(acc, system)
     silicon_mm2 = sum(areas.values())
     per_die_mm2 = silicon_mm2 / system.dies
