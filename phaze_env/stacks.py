@@ -419,7 +419,9 @@ STACKS["deepseek-hai-llm"] = replace(
                 "megatron-core's H100 fit with its fused attention (a 2024 stack training MLA at 4K in FP8 runs a "
                 "flash-class attention kernel; which one is not published), assumed (HAI-LLM has no other published "
                 "run to fit to; the H800 is the H100's die)"),
-    plan_rules=DEEPSEEK_PIPELINE_RULES, interleaved_schedule=False)
+    plan_rules=DEEPSEEK_PIPELINE_RULES, interleaved_schedule=False,
+    dp_comm_overlap=False)  # HAI-LLM's data-parallel overlap is not published (arXiv:2412.19437 §3.2 describes DualPipe's
+# overlap of the expert all-to-all and pipeline sends only): its gradient collectives stay priced after the flush
 
 
 class UnknownStackError(ValueError):
