@@ -261,7 +261,8 @@ def plot(predictions: list[Prediction], path: Path) -> None:
 
     order = {name: index for index, name in enumerate(STACKS)}
     shown = sorted((p for p in predictions if p.error is not None), key=lambda p: order.get(p.case.stack, len(order)))
-    colours = dict(zip(STACKS, ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:green", "tab:pink", "tab:olive")))
+    palette = plt.get_cmap("tab10").colors  # one colour per profile (ten before one repeats; eight profiles today)
+    colours = {name: palette[i % len(palette)] for i, name in enumerate(STACKS)}
     fig, ax = plt.subplots(figsize=(12, 5.6), layout="constrained")
     bars = ax.bar(range(len(shown)), [100 * p.error for p in shown], color=[colours[p.case.stack] for p in shown])
     labelled = set()
@@ -308,7 +309,7 @@ def tpu_section(predictions: list[Prediction]) -> list[str]:
              "(v4-384: 4×4×12); MaxText shards weights, gradients and optimizer state over each slice's chips (FSDP, ZeRO-3",
              "with each layer's all-gather overlapped, `--xla_enable_async_all_gather`) and replicates them across slices:",
              "hybrid sharding with one shard group per slice (`+shard64`, `+shard192`). Slices are joined by the",
-             "data-centre network, the cluster's outermost level (`Cluster.slices`: 1.65 GB/s per chip, PaLM's published",
+             "data-centre network, the cluster's outermost level (`Network.slices`: 1.65 GB/s per chip, PaLM's published",
              "81 Tbps burst over 6144 chips; latency an assumption), over which the gradient shards are all-reduced once",
              "after the backward pass, not overlapped (the `jax-xla` structure, `hybrid_allreduce_overlapped=False`; PaLM §4",
              "on the same stack: the cross-pod transfer \"does not start until each core finishes computing the",
@@ -326,7 +327,7 @@ def tpu_section(predictions: list[Prediction]) -> list[str]:
                   "| case | " + " | ".join(f"DCN × {factor:g}" for factor in DCN_SENSITIVITY) + " | as modelled |",
                   "|---|" + "---|" * (len(DCN_SENSITIVITY) + 1)]
         for p in sliced:
-            bandwidth = case_cluster(p.case).dcn_bandwidth_Bps
+            bandwidth = case_cluster(p.case).network.dcn_bandwidth_Bps
             lines.append(f"| {p.case.name} | " + " | ".join(
                 f"{error_with(p.case, dcn_bandwidth_Bps=bandwidth * factor):+.1%}" for factor in DCN_SENSITIVITY)
                 + f" | {p.error:+.1%} |")
@@ -463,9 +464,9 @@ def fsdp_section(predictions: list[Prediction]) -> list[str]:
              "fraction of peak). There is no gradient accumulation. Each layer's all-gathers and reduce-scatter overlap",
              "its compute (FSDP's prefetch), and a layer adds only what its compute does not cover, except a share of",
              f"HSDP's cross-node all-reduce, {profile.hybrid_allreduce_exposure:g} of it, that each layer adds on top",
-             "(`Cluster.hybrid_allreduce_exposure`). fms-fsdp ran eager PyTorch (`use_torch_compile` False at both",
+             "(`Stack.hybrid_allreduce_exposure`). fms-fsdp ran eager PyTorch (`use_torch_compile` False at both",
              "benchmark commits), so every elementwise operator is a kernel of its own with the HBM traffic PyTorch's",
-             "dispatcher counts for the model's forward and backward pass (`Cluster.unfused_elementwise`,",
+             "dispatcher counts for the model's forward and backward pass (`Stack.unfused_elementwise`,",
              "`phaze_env/workloads/eager.py`: RMSNorm's fp32 upcasts, rotary embeddings, SwiGLU, residual adds and",
              "their autograd kernels). Two constants are fitted, each to one run: the efficiency",
              f"{profile.framework_efficiency:g} to {profile.calibration} (FULL_SHARD: no hybrid all-reduce in it) and the",

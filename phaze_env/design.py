@@ -451,13 +451,13 @@ class SystemDesignSpace(DesignSpace):
         return dataclasses.replace(plan, e=None) if moe else plan
 
     def design_training(self, cluster: Cluster | None) -> Cluster:
-        """``cluster``'s training fields running this space's stack on a searched chip (its efficiency by
+        """``cluster``'s setup running this space's stack on a searched chip (its efficiency by
         :meth:`~phaze_env.stacks.SystemStack.design_fit`); unchanged without a stack."""
         stack, cluster = self.system_stack, cluster or Cluster()
         return cluster if stack is None else stack.design_training(cluster, self.base)
 
     def reference_training(self, name: str, cluster: Cluster | None) -> Cluster:
-        """``cluster``'s training fields running this space's stack on reference chip ``name``."""
+        """``cluster``'s setup running this space's stack on reference chip ``name``."""
         stack, cluster = self.system_stack, cluster or Cluster()
         return cluster if stack is None else stack.training(cluster, name)
 
@@ -530,7 +530,7 @@ class SystemDesignSpace(DesignSpace):
         """Reference system ``name`` (TPUv4 torus, A100 or H100 DGX:
         :data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`) with the chips this space's budget buys
         (:func:`~phaze_env.hardware.system.reference_point`) on its cluster
-        (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the training fields), training in
+        (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the setup and the stack), training in
         ``number_format``, best over the space's microbatch sizes and recompute settings; infeasible (saying so)
         when the budget buys not one whole node or torus cube of the reference chip."""
         point, built = reference_system(name, self.budget, number_format, self.reference_training(name, cluster))
@@ -561,7 +561,7 @@ class SystemArchSpace:
         return self.points[i].accelerator
 
     def cluster(self, i: int, base: Cluster | None = None) -> Cluster:
-        """Row ``i``'s cluster: its point's network with ``base``'s training fields running the space's stack."""
+        """Row ``i``'s cluster: its point's network with ``base``'s setup running the space's stack."""
         return point_cluster(self.points[i], self.space.design_training(base))
 
     def system_summary(self, i: int) -> dict[str, Any]:
@@ -678,7 +678,7 @@ def reference_system(name: str, budget: SystemBudget, number_format: str = "bf16
                      cluster: Cluster | None = None) -> tuple[SystemPoint, Cluster | None]:
     """Reference system ``name`` (:data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`) at ``budget`` training in
     ``number_format``: its chip and chip count (:func:`~phaze_env.hardware.system.reference_point`) and its cluster
-    (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the training fields), or ``None`` for the
+    (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the setup and the stack), or ``None`` for the
     cluster when the budget buys not one whole node or torus cube (``point.unbuildable_reason`` says why). The one
     build of a reference: :meth:`SystemDesignSpace.evaluate_reference`, ``search.run`` (baseline and references)
     and ``experiments.system_table`` all call it."""
@@ -694,7 +694,7 @@ def evaluate_design(design: Design, workload: str | Workload, cluster: Cluster |
 
     A system-space design runs on its own cluster: its topology with the chips ``budget`` buys (default
     :class:`SystemBudget`'s 10 MW; ``SystemDesignSpace.evaluate`` passes the space's), ``cluster`` supplying
-    only the training fields (global batch, optimizer, framework efficiency). A budget that buys no whole
+    only its setup (global batch, optimizer) and its whole stack. A budget that buys no whole
     topology unit gives an infeasible evaluation saying so (:func:`~phaze_env.evaluate.unbuilt_evaluation`); ``node`` is
     the process node its chip is built at (``SystemDesignSpace.evaluate`` passes the space's)."""
     accelerator = design.accelerator(base)

@@ -32,9 +32,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, replace
 
-from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, Cluster
+from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, Cluster, Stack
 from phaze_env.hardware.accelerator import PRESETS, Accelerator
-from phaze_env.moe_dispatch import MOE_DISPATCHES
 from phaze_env.plan_spec import PlanRules, PlanSpec
 
 MEGATRON_DEEPSPEED_A100_EFFICIENCY = 0.645
@@ -204,8 +203,13 @@ GEMMs (``tp_comm_overlap``, modelled: :func:`phaze_env.hardware.estimator.chunke
 in two later releases (GBS 128 and 256) and Llama 3.1 405B on 1,024 H100 (TP 8, PP 8, CP 2, VP 8) in three releases.
 History: with the TP collectives priced exposed the same rule fitted 0.983 and the 405B rows came out −2.4 % to +0.9 %
 (with the overlap +3.5 % to +7.0 %); with the data-parallel reduce-scatter and all-gather also overlapped
-(``dp_comm_overlap``) the fit moved from 0.8785 to 0.8772 and the 405B rows to +6.1 % to +11.6 %. What the factor still
+(``dp_comm_overlap``) the fit moved from 0.8785 to 0.8772 and the 405B rows to +6.0 % to +11.5 %. What the factor still
 stands for is not measured separately."""
+
+
+FITTED_FIELDS = ("framework_efficiency", "attention_efficiency")
+"""The :class:`~phaze_env.cluster.Stack` fields a profile has per chip (its :class:`ChipFit`); a profile sets each of
+the others itself."""
 
 
 @dataclass(frozen=True)
@@ -219,27 +223,25 @@ class StackProfile:
     fits: tuple[ChipFit, ...]
     sources: str
     hybrid_allreduce_overlapped: bool = True  # hybrid sharding's cross-group all-reduce: in the backward, or after it
-    unfused_elementwise: bool = False  # eager PyTorch: every elementwise operator its own kernel (Cluster field)
-    hybrid_allreduce_exposure: float = 0.0  # share of the overlapped hybrid-shard all-reduce not hidden (Cluster field)
+    unfused_elementwise: bool = False  # eager PyTorch: every elementwise operator its own kernel (a Stack field)
+    hybrid_allreduce_exposure: float = 0.0  # share of the overlapped hybrid-shard all-reduce not hidden (a Stack field)
     exposure_calibration: str = ""  # the published run hybrid_allreduce_exposure is fitted to ("" = not fitted: 0)
-    plan_rules: PlanRules = PlanRules()  # the plans it can run (pipeline split, interleaving, ZeRO stages; Cluster field)
-    tp_comm_overlap: bool = False  # tensor-parallel collectives chunked and overlapped with their GEMMs (Cluster field)
-    dp_comm_overlap: bool = False  # data-parallel collectives per bucket under the backward/forward passes (Cluster field)
-    moe_dispatch: str = "alltoall"  # expert parallelism's token dispatch: flat or node-deduplicated (Cluster field)
+    plan_rules: PlanRules = PlanRules()  # the plans it can run (pipeline split, interleaving, ZeRO stages; a Stack field)
+    tp_comm_overlap: bool = False  # tensor-parallel collectives chunked and overlapped with their GEMMs (a Stack field)
+    dp_comm_overlap: bool = False  # data-parallel collectives per bucket under the backward/forward passes (a Stack field)
+    moe_dispatch: str = "alltoall"  # expert parallelism's token dispatch: flat or node-deduplicated (a Stack field)
     moe_node_limit: int = 0  # node-limited routing: a token's experts on at most this many nodes (0: no limit)
-    moe_alltoall_overlap: bool = False  # the dispatch/combine hidden under another microbatch's compute (Cluster field)
-    moe_comm_sm_share: float = 0.0  # compute units the overlapped communication kernels hold (Cluster field)
+    moe_alltoall_overlap: bool = False  # the dispatch/combine hidden under another microbatch's compute (a Stack field)
+    moe_comm_sm_share: float = 0.0  # compute units the overlapped communication kernels hold (a Stack field)
     variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:
         if not self.fits:
             raise ValueError(f"stack {self.name!r} needs an efficiency fitted on at least one chip")
-        if self.moe_dispatch not in MOE_DISPATCHES:
-            raise ValueError(f"stack {self.name!r}: moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, got "
-                             f"{self.moe_dispatch!r}")
-        if self.moe_node_limit and self.moe_dispatch != "hierarchical":
-            raise ValueError(f"stack {self.name!r}: moe_node_limit={self.moe_node_limit} (node-limited routing) needs "
-                             "moe_dispatch='hierarchical' (a flat all-to-all sends every copy whatever the nodes)")
+        try:  # its structure is a Stack's: validated by Stack, once
+            self.stack(self.fits[0])
+        except ValueError as error:
+            raise ValueError(f"stack {self.name!r}: {str(error).removeprefix('cluster ')}") from None
 
     def workload_error(self, workload) -> str:
         """Why this stack's knobs cannot run ``workload`` ("" when they can): node-limited routing and the all-to-all
@@ -272,15 +274,17 @@ class StackProfile:
 
     def structure(self, cluster: Cluster) -> Cluster:
         """``cluster`` with this stack's structure; its efficiencies (framework, attention kernel) left as they are."""
-        return replace(cluster, interleaved_schedule=self.interleaved_schedule,
-                       pipeline_scatter_gather=self.pipeline_scatter_gather,
-                       hybrid_allreduce_overlapped=self.hybrid_allreduce_overlapped,
-                       unfused_elementwise=self.unfused_elementwise,
-                       hybrid_allreduce_exposure=self.hybrid_allreduce_exposure, plan_rules=self.plan_rules,
-                       tp_comm_overlap=self.tp_comm_overlap, dp_comm_overlap=self.dp_comm_overlap,
-                       moe_dispatch=self.moe_dispatch,
-                       moe_node_limit=self.moe_node_limit, moe_alltoall_overlap=self.moe_alltoall_overlap,
-                       moe_comm_sm_share=self.moe_comm_sm_share)
+        return cluster.replace(stack=replace(cluster.stack, **self._structure()))
+
+    def _structure(self) -> dict:
+        """The :class:`~phaze_env.cluster.Stack` fields this profile sets whatever the chip: every one but the
+        efficiencies fitted per chip (:data:`FITTED_FIELDS`)."""
+        return {name: getattr(self, name) for name in Stack.__dataclass_fields__ if name not in FITTED_FIELDS}
+
+    def stack(self, fit: ChipFit) -> Stack:
+        """The training stack this profile runs with ``fit``'s efficiencies."""
+        return Stack(**self._structure(), framework_efficiency=fit.framework_efficiency,
+                     attention_efficiency=fit.attention_efficiency)
 
     def apply(self, cluster: Cluster, chip: str | None = None) -> Cluster:
         """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure, its
@@ -292,8 +296,7 @@ class StackProfile:
             raise UnfittedChipError(f"training stack {self.name!r} has no efficiency fitted on {chip!r} (fitted on: "
                                     f"{fitted}); give the framework efficiency explicitly (--framework-efficiency F, "
                                     "or the cluster's framework_efficiency)")
-        return replace(self.structure(cluster), framework_efficiency=fit.framework_efficiency,
-                       attention_efficiency=fit.attention_efficiency)
+        return cluster.replace(stack=self.stack(fit))
 
 
 STACKS: dict[str, StackProfile] = {
@@ -498,8 +501,7 @@ class SystemStack:
             fitted = ", ".join(c for f in self.fits for c in f.chips)
             raise UnfittedChipError(f"system stack {self.name!r} has no efficiency fitted on {chip!r} (fitted on: "
                                     f"{fitted})")
-        return replace(self.structure.structure(base), plan_rules=self.structure.plan_rules,
-                       framework_efficiency=fit.framework_efficiency, attention_efficiency=fit.attention_efficiency)
+        return base.replace(stack=self.structure.stack(fit))
 
     def design_fit(self, template: Accelerator) -> tuple[ChipFit, str]:
         """The fit a searched chip built from ``template`` (the system space's base) takes, and the preset whose fit it

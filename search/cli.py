@@ -9,7 +9,6 @@ script can tell "no answer" from an answer.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -144,7 +143,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
     links = {name: value for name, value in (
         ("link_bandwidth_Bps", None if args.link_GBps is None else args.link_GBps * 1e9),
         ("link_latency_s", None if args.link_latency_us is None else args.link_latency_us * 1e-6)) if value is not None}
-    cluster = dataclasses.replace(cluster, **links)
+    cluster = cluster.replace(**links)
     overrides: dict[str, Any] = {"base": base}
     system = args.space == "system"
     if system:

@@ -134,14 +134,14 @@ def _header(result: SearchResult, cluster: Cluster, out: Path) -> str:
         "ILP solves": f"{result.ilp_solves:,}", "elapsed": f"{result.elapsed_s:.1f} s", "outputs": f"{out}/"}
     rows = "".join(f"<tr><th>{_e(key)}</th><td>{_e(value)}</td></tr>" for key, value in counts.items())
     if "budget_mm2" in result.space:
-        system = f"<p><b>cluster</b> {_e(cluster.describe())}; global batch {cluster.global_batch:,}</p>\n"
+        system = f"<p><b>cluster</b> {_e(cluster.describe())}; global batch {cluster.setup.global_batch:,}</p>\n"
         window = f"area budget {result.space['budget_mm2']:.1f} mm²"
     else:  # the system space: each design on the cluster its budget buys
         budget = result.space["budget"]
         spend = (f"{budget['power_w'] / 1e6:g} MW at the wall" if budget["power_w"] is not None
                  else f"${budget['cost_usd']:,.0f}")
         system = (f"<p><b>cluster</b> each design's own, the chips {_e(spend)} buys; global batch "
-                  f"{cluster.global_batch:,}</p>\n")
+                  f"{cluster.setup.global_batch:,}</p>\n")
         window = "area window: the compute block within die − HBM PHYs − SerDes − IO"
     return (f"<h1>phaze exact search ({_e(result.mode)} mode): {_e(', '.join(result.workloads))}</h1>\n"
             f"{system}<p><b>space</b> {_e(knobs)}; {_e(window)}</p>\n"

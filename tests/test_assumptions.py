@@ -77,10 +77,10 @@ def test_cost_assumptions_move_the_chip_cost():
 def test_design_efficiencies_move_the_designs_not_the_references():
     space = SystemDesignSpace()
     design = next(iter(space))
-    nominal_reference = space.reference_training("tpuv4", None).framework_efficiency
+    nominal_reference = space.reference_training("tpuv4", None).stack.framework_efficiency
     with moved(design_framework_efficiency=0.8, design_gemm_efficiency=0.95):
-        assert space.design_training(None).framework_efficiency == 0.8
-        assert space.reference_training("tpuv4", None).framework_efficiency == nominal_reference
+        assert space.design_training(None).stack.framework_efficiency == 0.8
+        assert space.reference_training("tpuv4", None).stack.framework_efficiency == nominal_reference
         assert design.accelerator(space.base).gemm_efficiency == 0.95
         assert reference_point("tpuv4", BUDGET).accelerator.gemm_efficiency == system.SYSTEM_GEMM_EFFICIENCY
 

@@ -1,4 +1,4 @@
-"""Data-parallel collectives overlapped with the passes (``Cluster.dp_comm_overlap``, the megatron-core profile): the
+"""Data-parallel collectives overlapped with the passes (``Stack.dp_comm_overlap``, the megatron-core profile): the
 closed form of :mod:`phaze_env.placement.dp_overlap` against an event simulation of buckets on one link
 (``dp_overlap_oracle``), per stage and for every stage of a table at once; the knob refused where the stack lacks it."""
 
@@ -72,10 +72,10 @@ def test_a_stack_that_lacks_the_overlap_refuses_it_in_one_line():
     for stack in ("megatron-lm", "megatron-deepspeed"):
         with pytest.raises(ValueError, match=f"stack '{stack}' cannot run dp_comm_overlap"):
             Cluster(dp_comm_overlap=True, plan_rules=PlanRules(stack=stack))
-    assert STACKS["megatron-core"].structure(Cluster()).dp_comm_overlap
-    assert not any(STACKS[name].structure(Cluster()).dp_comm_overlap for name in ("megatron-lm", "megatron-deepspeed"))
+    assert STACKS["megatron-core"].structure(Cluster()).stack.dp_comm_overlap
+    assert not any(STACKS[name].structure(Cluster()).stack.dp_comm_overlap for name in ("megatron-lm", "megatron-deepspeed"))
     assert "dp_comm_overlap" not in Cluster().to_dict()
-    assert Cluster.from_dict(Cluster(dp_comm_overlap=True).to_dict()).dp_comm_overlap
+    assert Cluster.from_dict(Cluster(dp_comm_overlap=True).to_dict()).stack.dp_comm_overlap
     with pytest.raises(ValueError, match="dp_comm_overlap must be True or False"):
         Cluster(dp_comm_overlap=1)
     assert math.isfinite(_closed([(1.0, 1.0, 1)]))

@@ -46,9 +46,9 @@ def test_reference_clusters_run_on_the_designs_software_basis():
     for name, preset in (("a100", "dgx-a100"), ("h100", "dgx-h100")):
         point = reference_point(name, budget)
         cluster = reference_cluster(name, point, base)
-        assert cluster.name == preset and cluster.n_devices == point.n_devices and cluster.global_batch == 4096
-        assert cluster.framework_efficiency == base.framework_efficiency == 1.0
-    assert get_cluster("dgx-a100", 8).framework_efficiency < 1  # the preset's fitted stack factor is replaced
+        assert cluster.name == preset and cluster.n_devices == point.n_devices and cluster.setup.global_batch == 4096
+        assert cluster.stack.framework_efficiency == base.stack.framework_efficiency == 1.0
+    assert get_cluster("dgx-a100", 8).stack.framework_efficiency < 1  # the preset's fitted stack factor is replaced
     assert reference_cluster("tpuv4", baseline_point(budget), base).name == "torus"
 
 
@@ -143,7 +143,7 @@ def test_the_three_reference_call_sites_build_the_same_system():
     for name in REFERENCE_TOPOLOGIES:
         for number_format in REFERENCE_NUMBER_FORMATS[name]:
             training = space.reference_training(name, TRAINING)  # the space's stack on this reference's chip
-            assert training.framework_efficiency == space.system_stack.fit_on(name).framework_efficiency
+            assert training.stack.framework_efficiency == space.system_stack.fit_on(name).framework_efficiency
             point, cluster = reference_system(name, space.budget, number_format, training)
             assert point == reference_point(name, space.budget, number_format)
             assert cluster == reference_cluster(name, point, training)

@@ -57,13 +57,14 @@ def test_each_efficiency_is_the_fit_to_its_calibration_run(stack, fit):
 def test_a_profile_is_refused_on_a_chip_it_was_never_fitted_on():
     cluster = get_cluster("dgx-h100", 8)
     megatron, deepspeed = get_stack("megatron-lm"), get_stack("megatron-deepspeed")
-    assert megatron.apply(cluster, "h100").framework_efficiency == megatron.fit_on("h100").framework_efficiency
+    assert megatron.apply(cluster, "h100").stack.framework_efficiency == megatron.fit_on("h100").framework_efficiency
     assert megatron.apply(cluster, "h100-fp8") == megatron.apply(cluster, "h100")  # same silicon, other format
-    assert megatron.apply(cluster, "h100").framework_efficiency != megatron.apply(cluster, "a100").framework_efficiency
+    on_h100, on_a100 = megatron.apply(cluster, "h100").stack, megatron.apply(cluster, "a100").stack
+    assert on_h100.framework_efficiency != on_a100.framework_efficiency
     assert megatron.apply(cluster) == megatron.apply(cluster, "a100")  # the home chip
     with pytest.raises(UnfittedChipError, match="no efficiency fitted on 'h100'"):
         deepspeed.apply(cluster, "h100")
-    assert deepspeed.structure(cluster).framework_efficiency == cluster.framework_efficiency
+    assert deepspeed.structure(cluster).stack.framework_efficiency == cluster.stack.framework_efficiency
 
 
 def test_evaluate_cli_applies_the_stack_efficiency_of_the_preset_chip(capsys):
@@ -99,10 +100,11 @@ def test_the_megatron_lm_profile_is_the_dgx_a100_default():
     already carries its efficiency and structure, and keeps every plan runnable without --stack."""
     cluster = get_cluster("dgx-a100", 64, global_batch=64, optimizer="adam")
     megatron = get_stack("megatron-lm")
-    assert megatron.apply(cluster) == replace(cluster, plan_rules=megatron.plan_rules)
-    assert cluster.plan_rules == PlanRules() and megatron.plan_rules.uniform_stages
+    assert megatron.apply(cluster) == cluster.replace(plan_rules=megatron.plan_rules)
+    assert cluster.stack.plan_rules == PlanRules() and megatron.plan_rules.uniform_stages
     deepspeed = get_stack("megatron-deepspeed").apply(cluster)
-    assert deepspeed.framework_efficiency < cluster.framework_efficiency and not deepspeed.interleaved_schedule
+    assert deepspeed.stack.framework_efficiency < cluster.stack.framework_efficiency
+    assert not deepspeed.stack.interleaved_schedule
 
 
 # --- the scaling series ---------------------------------------------------------------------------------------
@@ -254,7 +256,7 @@ def test_pipeline_sends_are_scattered_over_the_tensor_ranks_only_when_the_stack_
     """16 GPUs on two DGX nodes, t = 2, d = 4, p = 2: pipeline neighbours 8 apart cross InfiniBand. Scatter/gather sends
     half of each message per rank over IB (and all-gathers it on NVLink); without it each rank sends it whole."""
     scattered = get_cluster("dgx-a100", 16, global_batch=64, optimizer="adam")
-    whole = replace(scattered, pipeline_scatter_gather=False)
+    whole = scattered.replace(pipeline_scatter_gather=False)
     plan = PlanSpec(t=2, p=2, d=4, microbatch=4, recompute="full", sequence_parallel=False, zero=0)
 
     def p2p_s(cluster, spec):

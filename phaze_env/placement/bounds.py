@@ -61,11 +61,11 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     stage ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``); the bound is the least over the ``v``, with the ``v > 1``
     relaxed to real values (:func:`_interleavings`).
 
-    A cluster whose stack overlaps its data-parallel collectives with the passes (``Cluster.dp_comm_overlap``) counts
+    A cluster whose stack overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``) counts
     none of them: the part the schedule leaves exposed (:mod:`phaze_env.placement.dp_overlap`) is never negative, and
     nothing smaller than 0 is known for every architecture at once.
     """
-    n, batch, rules = cluster.n_devices, cluster.global_batch, cluster.plan_rules
+    n, batch, rules = cluster.n_devices, cluster.setup.global_batch, cluster.stack.plan_rules
     caps = None if device_caps is None else np.asarray(device_caps, dtype=np.int64)
     if caps is not None and (caps.shape != (layer_s.shape[1],) or caps.max(initial=0) > n):
         raise ValueError(f"device_caps must give each of the {layer_s.shape[1]} architectures at most {n} devices")
@@ -84,7 +84,7 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
     # the DP's all-reduce as fixed + per-byte parts (dense over the d ranks t apart; 0 s for no bytes)
     fixed_s, per_byte_s = collective_affine(cluster, "allreduce", tensor_width).take(d_first - 1)
-    overlapped = cluster.dp_comm_overlap  # the collectives under the passes: what stays exposed may be as little as 0
+    overlapped = cluster.stack.dp_comm_overlap  # the collectives under the passes: what stays exposed may be as little as 0
     if overlapped or not dense_bytes > 0:  # (phaze_env.placement.dp_overlap; the step is not in this bound either)
         fixed_s, per_byte_s = np.zeros(len(d_first)), np.zeros(len(d_first))
     # the expert shard's all-reduce over the d/e expert replicas t·e apart, without its fixed part (a stage may hold

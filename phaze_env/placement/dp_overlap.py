@@ -1,4 +1,4 @@
-"""Data-parallel communication overlapped with the pass that produces or consumes it (``Cluster.dp_comm_overlap``):
+"""Data-parallel communication overlapped with the pass that produces or consumes it (``Stack.dp_comm_overlap``):
 Megatron-Core's ``--overlap-grad-reduce`` / ``--overlap-param-gather`` with the distributed optimizer, PyTorch DDP's
 bucketed all-reduce.
 

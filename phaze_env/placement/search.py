@@ -39,7 +39,7 @@ microbatches per replica, ``v`` virtual stages per device):
   under ZeRO ≥ 1 (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
   With interleaving a device's layers are modelled as one contiguous stage (its ``v`` chunks carry the
   same load), and Megatron's rule that ``m_r`` be a multiple of ``p`` is enforced.
-* a stack that overlaps its data-parallel collectives with the passes (``Cluster.dp_comm_overlap``:
+* a stack that overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``:
   Megatron-Core's ``--overlap-grad-reduce`` / ``--overlap-param-gather``) pays, for ZeRO-0/1, only what each
   stage's buckets leave exposed after its last backward pass and before its first forward pass
   (:mod:`phaze_env.placement.dp_overlap`; per chunk when interleaved), so a stage's sync is a matrix of its own
@@ -458,7 +458,7 @@ class PlacementSearch:
         return data_parallel * self.settings.context_parallel // self.settings.expert_parallel
 
     def _group(self, data_parallel: int, expert: bool) -> dict:
-        """Where the weight replicas sit, as :meth:`Cluster.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
+        """Where the weight replicas sit, as :meth:`Network.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
         dense bytes are replicated on the ``d·c`` ranks ``t`` apart; an expert shard on the ``c`` context-parallel
         ranks (``t`` apart) of each of the ``d/e`` data-parallel positions ``t·c·e`` apart that hold it."""
         s = self.settings
@@ -478,7 +478,7 @@ class PlacementSearch:
         ZeRO-0/1: the gradient all-reduce (ZeRO-1 runs it as reduce-scatter + all-gather, the same bytes);
         ZeRO-2: the all-gather of the updated weights (its gradients were reduce-scattered per microbatch);
         ZeRO-3: none (the next forward pass gathers the weights it needs), except under hybrid sharding in a stack
-        that does not overlap it (``Cluster.hybrid_allreduce_overlapped`` False): the all-reduce of the ``1/h``
+        that does not overlap it (``Stack.hybrid_allreduce_overlapped`` False): the all-reduce of the ``1/h``
         gradient shard across the ``d·c/h`` shard groups (``t·h`` apart).
         """
         if part_bytes == 0:
@@ -486,18 +486,18 @@ class PlacementSearch:
         hybrid = self._hybrid_after_flush(data_parallel, zero, expert)
         if hybrid is not None:
             groups, shards = hybrid
-            return self.settings.cluster.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
+            return self.settings.cluster.network.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
                                                       stride=self.settings.tensor_width * shards)
         kind, payload = _BATCH_COLLECTIVE[zero]
         if kind is None:
             return 0.0
-        return self.settings.cluster.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
+        return self.settings.cluster.network.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
 
     def _hybrid_after_flush(self, data_parallel, zero: int, expert: bool = False):
         """(shard groups, shard group size) when a ZeRO-3 hybrid-sharded stage all-reduces its gradient shard across
         the groups after the flush (a stack that does not overlap it); ``None`` otherwise."""
         s = self.settings
-        if zero != 3 or expert or s.plan.shard_group is None or s.cluster.hybrid_allreduce_overlapped:
+        if zero != 3 or expert or s.plan.shard_group is None or s.cluster.stack.hybrid_allreduce_overlapped:
             return None
         return self._weight_replicas(data_parallel) // s.plan.shard_group, s.plan.shard_group
 
@@ -521,9 +521,9 @@ class PlacementSearch:
 
     def overlaps(self, zero: int) -> bool:
         """Whether the stack hides this ZeRO stage's once-per-batch collectives under the passes
-        (``Cluster.dp_comm_overlap``: ZeRO-0's gradient all-reduce, ZeRO-1's reduce-scatter and all-gather;
+        (``Stack.dp_comm_overlap``: ZeRO-0's gradient all-reduce, ZeRO-1's reduce-scatter and all-gather;
         :mod:`phaze_env.placement.dp_overlap`). ZeRO-2/3 overlap theirs per microbatch already (:meth:`zero_comm_s`)."""
-        return self.settings.cluster.dp_comm_overlap and zero <= 1
+        return self.settings.cluster.stack.dp_comm_overlap and zero <= 1
 
     def _walks_on_sync(self, zero: int) -> bool:
         """Whether a stage's once-per-batch sync is its own matrix rather than a function of its parameter bytes
@@ -531,7 +531,7 @@ class PlacementSearch:
         return self.settings.expert_parallel > 1 or self.overlaps(zero)
 
     def overlap_collectives_s(self, data_parallel: int, zero: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-        """Every layer's data-parallel collectives under ``Cluster.dp_comm_overlap``, each with the pass that hides
+        """Every layer's data-parallel collectives under ``Stack.dp_comm_overlap``, each with the pass that hides
         it: ``((collective_s, backward_s),)`` for ZeRO-0's gradient all-reduce, also ``(collective_s, forward_s)`` for
         ZeRO-1's weight all-gather (its gradients reduce-scattered under the backward). Priced as the search prices
         them (:func:`collective_affine` over the ``d·c`` dense replicas ``t`` apart; the expert bytes over the
@@ -561,7 +561,7 @@ class PlacementSearch:
         return self._overlap_layers[key]
 
     def overlap_syncs(self, data_parallel: int, zero: int, stages: int, interleave: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(exposed, sync)``: every stage's exposed data-parallel collectives under ``Cluster.dp_comm_overlap`` and
+        """``(exposed, sync)``: every stage's exposed data-parallel collectives under ``Stack.dp_comm_overlap`` and
         its once-per-batch sync (those + its optimizer step), as ``K × K`` matrices (``inf`` where no stage): each of
         :meth:`overlap_collectives_s` left exposed by the stage's own pass
         (:func:`~phaze_env.placement.dp_overlap.stage_exposed_s`; interleaved:
@@ -629,9 +629,9 @@ class PlacementSearch:
         (``1/h`` of its gradient) is then all-reduced across the ``d·c/h`` groups (``t·h`` apart) in the same
         post-backward step (``torch.distributed.fsdp`` ``_post_backward_hook``: reduce-scatter, then all-reduce in
         the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``; a stack
-        that runs that all-reduce once after the backward pass instead (``Cluster.hybrid_allreduce_overlapped``
+        that runs that all-reduce once after the backward pass instead (``Stack.hybrid_allreduce_overlapped``
         False) pays it whole after the flush (:meth:`part_allreduce_s`); one that overlaps it but does not hide all of
-        it (``Cluster.hybrid_allreduce_exposure`` ``x`` > 0) adds ``x`` × each layer's all-reduce on top.
+        it (``Stack.hybrid_allreduce_exposure`` ``x`` > 0) adds ``x`` × each layer's all-reduce on top.
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
@@ -677,11 +677,11 @@ class PlacementSearch:
                 groups = np.maximum(replicas // shards, 1)[:, None]
                 gather = self._hybrid_s("allgather", layers.param_bytes, shards, 1, 1.0)
                 scatter = self._hybrid_s("reducescatter", layers.param_bytes, shards, 1, GRADIENT_FACTOR)
-                if s.cluster.hybrid_allreduce_overlapped:  # else once per batch after the flush (part_allreduce_s)
+                if s.cluster.stack.hybrid_allreduce_overlapped:  # else once per batch after the flush (part_allreduce_s)
                     allreduce = self._hybrid_s("allreduce", layers.param_bytes / shards, groups, shards,
                                                GRADIENT_FACTOR)
                     scatter = scatter + allreduce
-                    always = s.cluster.hybrid_allreduce_exposure * allreduce  # the share the backward does not hide
+                    always = s.cluster.stack.hybrid_allreduce_exposure * allreduce  # the share the backward does not hide
             if zero == 2:
                 exposed = np.maximum(scatter - layers.bwd_s, 0.0)
             else:
@@ -750,7 +750,7 @@ class PlacementSearch:
         return self._sync_compact[key]
 
     def _level(self, shape: _Shape):
-        return self.settings.cluster.p2p_level(self._replica_devices * shape.data_parallel, max(shape.stages - 1, 1))
+        return self.settings.cluster.network.p2p_level(self._replica_devices * shape.data_parallel, max(shape.stages - 1, 1))
 
     def _send_s(self, level, payload_bytes: float) -> float:
         """One pipeline message across ``level`` (:func:`pipeline_send_s`)."""
@@ -837,7 +837,7 @@ class PlacementSearch:
         worst = int(np.argmax(lightest - s.hbm_bytes))
         if lightest[worst] > s.hbm_bytes:
             return (f"layer {worst} alone needs {lightest[worst] / 2**30:.3g} GiB (weights, gradients, "
-                    f"{s.cluster.optimizer} state and one microbatch of activations) > {s.hbm_bytes / 2**30:.3g} GiB "
+                    f"{s.cluster.setup.optimizer} state and one microbatch of activations) > {s.hbm_bytes / 2**30:.3g} GiB "
                     f"of HBM at tensor width {s.tensor_width}")
         return ""
 
@@ -902,7 +902,7 @@ class PlacementSearch:
         else:  # each part of the largest sync is at least its own smallest largest stage's
             sync_floor_s = np.maximum(self._sync_floor_s(d, self.dense_floor[p - 1], z),
                                       self._sync_floor_s(d, self.expert_floor[p - 1], z, expert=True))
-        if s.cluster.dp_comm_overlap:  # the largest stage's exposed collectives are at least their share of the total
+        if s.cluster.stack.dp_comm_overlap:  # the largest stage's exposed collectives are at least their share of the total
             for zero in (0, 1):
                 rows = z == zero
                 if rows.any():
@@ -1008,7 +1008,7 @@ class PlacementSearch:
         return pipeline_time_s(shape.slots, stage_time_s, self._sync_floor[key]) * _LOWER_BOUND_SLACK
 
     def _overlapped_sync_floor_s(self, shape: _Shape) -> float:
-        """The largest stage sync of any partition of ``shape`` under ``Cluster.dp_comm_overlap``: at least the step
+        """The largest stage sync of any partition of ``shape`` under ``Stack.dp_comm_overlap``: at least the step
         of the smallest largest stage (each part's, at ``e > 1``) and at least the exposed collectives' floor
         (:meth:`overlap_floor_s`)."""
         d, zero, index = np.array([shape.data_parallel]), np.array([shape.zero]), shape.stages - 1
@@ -1085,7 +1085,7 @@ class PlacementSearch:
 
     def _reported_allreduce_s(self, shape: _Shape, pair: tuple[int, int]) -> float:
         """A stage's data-parallel collectives once per batch as the plan pays them: :meth:`allreduce_s`, or under
-        ``Cluster.dp_comm_overlap`` only their exposed part (:meth:`overlap_syncs`)."""
+        ``Stack.dp_comm_overlap`` only their exposed part (:meth:`overlap_syncs`)."""
         if self.overlaps(shape.zero):
             return float(self.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[0][pair])
         return self.allreduce_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
