@@ -326,6 +326,16 @@ class Setup:
         return asdict(self)
 
 
+DP_OVERLAP_LACKING = {
+    "megatron-lm": "Megatron-LM of 2021-22 all-reduces the gradients after the pipeline flush (--overlap-grad-reduce "
+                   "and --overlap-param-gather came with Megatron-Core, 2023); use the megatron-core stack",
+    "megatron-deepspeed": "DeepSpeed's PipelineEngine reduces the gradients in its ReduceGrads step after the last "
+                          "backward pass (deepspeed/runtime/pipe/engine.py)",
+}
+"""The training stacks (``PlanRules.stack``) that cannot run ``Stack.dp_comm_overlap``, each with why (a stack whose
+overlap is only unpublished is not here: its profile leaves the knob off, :mod:`phaze_env.stacks`)."""
+
+
 @dataclass(frozen=True)
 class Stack:
     """The training software: what it runs and how fast (defaults: PHAZE's setting, the model as it is).
@@ -352,7 +362,11 @@ class Stack:
     :func:`phaze_env.pricing.price_ops`); and so is ``tp_comm_overlap``: each tensor-parallel collective fed by GEMMs
     is split with them into the ring's ``t`` chunks and pipelined (Transformer Engine's userbuffers, Megatron-Core's
     ``--tp-comm-overlap``), leaving exposed only what :func:`~phaze_env.hardware.estimator.chunked_exposed_s` gives;
-    and so are ``moe_dispatch`` and ``moe_node_limit``: how expert parallelism's tokens travel, a flat all-to-all of
+    and so is ``dp_comm_overlap``: the data-parallel collectives of ZeRO-0/1 run bucket by bucket under the last
+    backward pass (gradients) and the next step's first forward pass (the distributed optimizer's weights),
+    Megatron-Core's ``--overlap-grad-reduce`` / ``--overlap-param-gather``, leaving exposed only what
+    :mod:`phaze_env.placement.dp_overlap` gives (a stack known to run them after the backward pass refuses it:
+    :data:`DP_OVERLAP_LACKING`); and so are ``moe_dispatch`` and ``moe_node_limit``: how expert parallelism's tokens travel, a flat all-to-all of
     every (token, expert) copy or a node-deduplicated hierarchical one, and node-limited routing
     (:mod:`phaze_env.moe_dispatch`); and so is ``moe_alltoall_overlap``: the dispatch and combine of one microbatch
     run under another microbatch's compute (:func:`phaze_env.moe_dispatch.exposed_alltoall_s`), with
@@ -369,6 +383,7 @@ class Stack:
     unfused_elementwise: bool = False
     plan_rules: PlanRules = PlanRules()
     tp_comm_overlap: bool = False
+    dp_comm_overlap: bool = False
     moe_dispatch: str = "alltoall"
     moe_node_limit: int = 0
     moe_alltoall_overlap: bool = False
@@ -385,7 +400,10 @@ class Stack:
         if not 0 <= self.hybrid_allreduce_exposure <= 1:
             raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
         _bools(self, ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
-                      "unfused_elementwise", "tp_comm_overlap", "moe_alltoall_overlap"))
+                      "unfused_elementwise", "tp_comm_overlap", "dp_comm_overlap", "moe_alltoall_overlap"))
+        if self.dp_comm_overlap and self.plan_rules.stack in DP_OVERLAP_LACKING:
+            raise ValueError(f"stack {self.plan_rules.stack!r} cannot run dp_comm_overlap: "
+                             f"{DP_OVERLAP_LACKING[self.plan_rules.stack]}")
         if self.moe_dispatch not in MOE_DISPATCHES:
             raise ValueError(f"cluster moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, got {self.moe_dispatch!r}")
         if not isinstance(self.moe_node_limit, int) or isinstance(self.moe_node_limit, bool) or self.moe_node_limit < 0:
@@ -422,6 +440,7 @@ class Stack:
                      if self.hybrid_allreduce_overlapped and self.hybrid_allreduce_exposure else "")
         software += "; elementwise operators unfused (eager)" if self.unfused_elementwise else ""
         software += "; tensor-parallel collectives overlapped with their GEMMs" if self.tp_comm_overlap else ""
+        software += "; data-parallel collectives overlapped with the passes (per bucket)" if self.dp_comm_overlap else ""
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""
         software += ("; expert all-to-all overlapped with compute" + (f" ({self.moe_comm_sm_share:.0%} of the SMs on it)"
@@ -715,5 +734,5 @@ def get_cluster(name: str, n_devices: int = 1024, **fields: Any) -> Cluster:
     return CLUSTER_PRESETS[key][0](n_devices, **fields)
 
 
-__all__ = ["CLUSTER_PRESETS", "Cluster", "Level", "Network", "Setup", "Stack", "UnknownClusterError", "cluster_names",
+__all__ = ["CLUSTER_PRESETS", "Cluster", "DP_OVERLAP_LACKING", "Level", "Network", "Setup", "Stack", "UnknownClusterError", "cluster_names",
            "get_cluster", "point_cluster", "REFERENCE_CLUSTER_PRESETS", "reference_cluster", "system_cluster", "torus_dims"]

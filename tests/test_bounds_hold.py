@@ -41,7 +41,8 @@ def clusters(draw) -> Cluster:
     common = dict(global_batch=draw(st.sampled_from([1, 2, 5, 12, 48])), optimizer=draw(st.sampled_from(["sgd", "adam"])),
                   link_bandwidth_Bps=draw(st.sampled_from([10.0, 100.0, 1000.0])),
                   link_latency_s=draw(st.sampled_from([0.0, 0.01])), link_efficiency=draw(st.sampled_from([1.0, 0.8])),
-                  pipeline_scatter_gather=draw(st.booleans()))
+                  pipeline_scatter_gather=draw(st.booleans()),
+                  dp_comm_overlap=draw(st.booleans()))  # data-parallel collectives hidden under the passes, or not
     dcn = dict(dcn_bandwidth_Bps=draw(st.sampled_from([5.0, 50.0, 5000.0])), dcn_latency_s=draw(st.sampled_from([0.0, 0.02])))
     if kind == "ring":
         return Cluster(n_devices=draw(st.integers(1, 12)), **common)
