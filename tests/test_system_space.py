@@ -126,7 +126,7 @@ def test_chip_count_is_the_budget_over_the_per_chip_share_rounded_to_the_topolog
         assert point.family == family
 
         def share(n):
-            return (point.estimate.total_power_w + family.overhead_w_per_chip(n)) * PUE
+            return (point.estimate.total_power_w + family.overhead_w_per_chip(point.estimate, n)) * PUE
 
         affordable = max(n for n in range(1, 1000) if n * share(n) <= BUDGET_W)  # brute force
         unit = topology_unit(design.topology)
@@ -140,7 +140,7 @@ def test_chip_count_is_the_budget_over_the_per_chip_share_rounded_to_the_topolog
     family = point.family
 
     def cost(n):
-        return point.estimate.total_cost_usd + family.overhead_usd_per_chip(n)
+        return point.estimate.total_cost_usd + family.overhead_usd_per_chip(point.estimate, n)
 
     assert point.n_devices == devices_supported(design.topology, max(n for n in range(1, 1000) if n * cost(n) <= 1e6))
 

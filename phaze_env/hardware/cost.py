@@ -450,6 +450,8 @@ class ChipEstimate:
     die_yield: float
     fits_reticle: bool
     dies: int = 1  # dies on the package; dies_per_wafer, die_yield and fits_reticle are one die's
+    links: int = 0  # the chip's scale-up links and their bandwidth (both directions together): what its
+    link_total_Bps: float = 0.0  # scale-up fabric must switch (system.ScaleUpFabric)
 
     @property
     def area_per_die_mm2(self) -> float:
@@ -542,7 +544,8 @@ def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm
     }
     return ChipEstimate(area_mm2=areas, power_w=chip_power_w(acc, system, silicon_mm2), cost_usd=cost,
                         dies_per_wafer=dies_per_wafer(per_die_mm2), die_yield=die_yield(per_die_mm2, d0, alpha),
-                        fits_reticle=per_die_mm2 <= area.RETICLE_LIMIT_MM2, dies=system.dies)
+                        fits_reticle=per_die_mm2 <= area.RETICLE_LIMIT_MM2, dies=system.dies, links=system.links,
+                        link_total_Bps=system.link_total_Bps)
 
 
 def preset_system(name: str) -> ChipSystem:

@@ -32,7 +32,8 @@ from typing import Any
 from phaze_env.hardware import area
 from phaze_env.hardware.accelerator import (A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, Accelerator,
                                             get_preset)
-from phaze_env.hardware.cost import (PUBLISHED, SYSTEMS, ChipEstimate, ChipSystem, chip_estimate, compute_die_area_mm2,
+from phaze_env.hardware.cost import (A100_NVLINKS, H100_NVLINKS, NVLINK_LINK_BPS, PUBLISHED, SYSTEMS, ChipEstimate,
+                                     ChipSystem, chip_estimate, compute_die_area_mm2,
                                      periphery_area_mm2)
 from phaze_env.hardware.number_format import check_number_format
 
@@ -236,13 +237,6 @@ Google's published training energy accounting (Patterson et al., "The Carbon Foo
 Training Will Plateau, Then Shrink", IEEE Computer 2022; Epoch AI's hardware notes), the figure the project's
 design notes (DESIGN.md, "Reference facts for fair rivals") give; not re-read from the paper in this change.
 Assumption range 280–380 W (its host share 110–210 W)."""
-TPUV4_HOST = HostShare(
-    "tpuv4-host", 4, TPUV4_SYSTEM_W_PER_CHIP - TPUV4_CHIP_MEAN_W, 5_000.0,
-    "TPU v4 host (4 chips per host): power = the measured system power per chip less the chip's mean "
-    "(TPUV4_SYSTEM_W_PER_CHIP − TPUV4_CHIP_MEAN_W = 156 W); cost $5,000 per chip, an assumption (no TPU host bill of "
-    "materials is public; order of a 2-socket server with its DRAM and NIC over 4 chips; range $2,500–10,000)")
-"""The torus family's host: TPU v4's, what a TPU-v4-like system (the tpuv4 reference and every torus design of the
-system space) pays per chip beyond the chip."""
 DGX_A100_MAX_W = 6_500.0
 """A DGX A100's maximum system power, 6.5 kW with its 8 A100 SXM4 GPUs (NVIDIA DGX A100 datasheet; its six
 3 kW supplies, half redundant)."""
@@ -253,20 +247,6 @@ DGX_HOST_USD_PER_CHIP = 5_000.0
 NICs, chassis, supplies): $5,000. Assumption (no public bill of materials); range $2,500–10,000: it dominates a
 modelled chip's manufacturing cost (≈ $1.3–2.6 k), so a money budget buys ≈ 1/3 more chips at $2,500 and
 ≈ 1/3 fewer at $10,000."""
-DGX_A100_HOST = HostShare(
-    "dgx-a100", SCALE_UP_DOMAIN, (DGX_A100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["a100"].power_w) / SCALE_UP_DOMAIN,
-    DGX_HOST_USD_PER_CHIP,
-    "DGX A100: (6.5 kW max − 8 × 400 W A100 TDP) / 8 = 412.5 W per GPU (2 AMD EPYC 7742, 1 TB DRAM, 6 NVSwitches, "
-    "9 ConnectX-6 NICs, fans, supplies; NVIDIA DGX A100 datasheet)")
-"""The A100 reference's host: a DGX A100 node's, per GPU."""
-DGX_H100_HOST = HostShare(
-    "dgx-h100", SCALE_UP_DOMAIN, (DGX_H100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["h100"].power_w) / SCALE_UP_DOMAIN,
-    DGX_HOST_USD_PER_CHIP,
-    "DGX H100: (10.2 kW max − 8 × 700 W H100 TDP) / 8 = 575 W per GPU (2 Xeon 8480C, 2 TB DRAM, 4 NVSwitches, "
-    "8 + 2 ConnectX-7 NICs, fans, supplies; NVIDIA DGX H100 datasheet)")
-"""The H100 reference's host and the switched family's: a DGX H100 node's, per GPU (the system space's switched
-designs are 8-chip switch domains of its generation: 100G-PAM4 SerDes, 400 Gb/s NICs)."""
-
 NDR_FAT_TREE = FatTree(
     "ndr-400g", 400e9, 64, switch_w=750.0, switch_usd=25_000.0, transceiver_w=17.0 / 2, transceiver_usd=500.0,
     source="NVIDIA Quantum-2 QM9700: 64 ports of 400 Gb/s NDR in 32 OSFP cages (QM97xx user manual); its cages take "
@@ -285,18 +265,123 @@ HDR_FAT_TREE = FatTree(
 SuperPOD)."""
 
 
+SCALE_UP_SWITCH_W_PER_BPS = NDR_FAT_TREE.switch_w / (2 * NDR_FAT_TREE.radix * NDR_FAT_TREE.port_bps / 8)
+"""Power of a scale-up (NVSwitch) port per byte/s it switches, both directions together: the NDR switch's, 750 W over
+64 ports × 400 Gb/s × 2 directions = 14.6 pJ/bit (:data:`NDR_FAT_TREE`: a 64-port crossbar of 100G-PAM4 SerDes with
+SHARP engines, as the third-generation NVSwitch is — 64 NVLink4 ports on TSMC 4N, NVIDIA Hot Chips 34, 2022, and
+NVIDIA's "Upgrading Multi-GPU Interconnectivity with the Third-Generation NVSwitch", 2022). Assumption: NVIDIA
+publishes no NVSwitch power; it follows the NDR switch's range (500–1,100 W: 9.8–21.5 pJ/bit), i.e. 70–155 W per
+H100's 900 GB/s (105 W at the value)."""
+SCALE_UP_SWITCH_USD_PER_BPS = 1_500.0 / 900e9
+"""Capital cost of the scale-up switch per byte/s of a GPU's NVLink bandwidth: $1,500 per H100's 900 GB/s — a DGX
+H100's 4 NVSwitch chips on their baseboard at ≈ $3,000 each over 8 GPUs. Assumption (no public price); range
+$750–3,000 per 900 GB/s."""
+TPUV4_OCS_POWER_SHARE = 0.03
+"""TPU v4's optical circuit switches and their optics are "< 3 % of system power" (Jouppi et al., "TPU v4: An
+Optically Reconfigurable Supercomputer ...", ISCA 2023, abstract and §2). Assumption: the bound taken as the value
+(against the torus); range 0–3 %."""
+TPUV4_OCS_COST_SHARE = 0.05
+"""TPU v4's optical circuit switches and their optics are "< 5 % of system cost" (same paper, abstract and §2).
+Assumption: the bound taken as the value (against the torus); range 0–5 %."""
+
+
+@dataclass(frozen=True)
+class ScaleUpFabric:
+    """What a chip's own (scale-up) links plug into, per chip, in proportion to what the links carry: a switch's
+    ports per byte/s (NVSwitch: :attr:`w_per_Bps`, :attr:`usd_per_Bps`) or an optical circuit switch's ports per
+    link (OCS, bandwidth-transparent: :attr:`w_per_link`, :attr:`usd_per_link`). So a design with more link
+    bandwidth pays for more switch, and each reference pays its own fabric's share (:meth:`w_per_chip`)."""
+
+    name: str
+    w_per_Bps: float
+    usd_per_Bps: float
+    w_per_link: float
+    usd_per_link: float
+    source: str
+
+    def __post_init__(self) -> None:
+        for name in ("w_per_Bps", "usd_per_Bps", "w_per_link", "usd_per_link"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"ScaleUpFabric.{name} must be a finite non-negative number, got {value!r}")
+
+    def w_per_chip(self, links: int, link_total_Bps: float) -> float:
+        return self.w_per_Bps * link_total_Bps + self.w_per_link * links
+
+    def usd_per_chip(self, links: int, link_total_Bps: float) -> float:
+        return self.usd_per_Bps * link_total_Bps + self.usd_per_link * links
+
+
+def _nvswitch(name: str, source: str) -> ScaleUpFabric:
+    return ScaleUpFabric(name, SCALE_UP_SWITCH_W_PER_BPS, SCALE_UP_SWITCH_USD_PER_BPS, 0.0, 0.0, source)
+
+
+NVSWITCH_GEN2 = _nvswitch("nvswitch-gen2", "DGX A100: 6 second-generation NVSwitches for 8 GPUs × 600 GB/s (NVIDIA DGX "
+                                           "A100 datasheet); power and cost per byte/s as the third generation's "
+                                           "(SCALE_UP_SWITCH_W_PER_BPS, SCALE_UP_SWITCH_USD_PER_BPS; assumption, "
+                                           "their ranges)")
+"""The A100 reference's scale-up switch (DGX A100's NVSwitches), per byte/s of NVLink bandwidth."""
+NVSWITCH_GEN3 = _nvswitch("nvswitch-gen3", "DGX H100: 4 third-generation NVSwitches (64 NVLink4 ports each) for 8 GPUs "
+                                           "× 900 GB/s (NVIDIA DGX H100 datasheet; Hot Chips 34, 2022)")
+"""The switched family's scale-up switch: a design's NVLink bandwidth × the NVSwitch's power and cost per byte/s."""
+_TPUV4_CHIP_SYSTEM, _ = SYSTEMS["tpuv4"]
+TPUV4_OCS_W_PER_CHIP = TPUV4_OCS_POWER_SHARE * TPUV4_SYSTEM_W_PER_CHIP
+"""≈ 9.8 W: TPU v4's OCS share of its measured system power per chip (:data:`TPUV4_OCS_POWER_SHARE` ×
+:data:`TPUV4_SYSTEM_W_PER_CHIP`, which is taken to include it: a whole-system figure)."""
+TPUV4_HOST_USD_PER_CHIP = 5_000.0
+"""TPU v4 host cost per chip (4 chips per host): $5,000, an assumption (no TPU host bill of materials is public; order
+of a 2-socket server with its DRAM and NIC over 4 chips; range $2,500–10,000)."""
+TPUV4_OCS = ScaleUpFabric(
+    "tpuv4-ocs", 0.0, 0.0, TPUV4_OCS_W_PER_CHIP / _TPUV4_CHIP_SYSTEM.links,
+    TPUV4_OCS_COST_SHARE / (1 - TPUV4_OCS_COST_SHARE) * (
+        chip_estimate(get_preset("tpuv4"), _TPUV4_CHIP_SYSTEM).total_cost_usd + TPUV4_HOST_USD_PER_CHIP)
+    / _TPUV4_CHIP_SYSTEM.links,
+    "TPU v4's 48 optical circuit switches per 4,096-chip pod (Jouppi et al., ISCA 2023): per ICI link (an OCS is "
+    "blind to the rate, its ports follow the fibres), TPU v4's 6 links carrying TPUV4_OCS_POWER_SHARE of its "
+    "measured system power and TPUV4_OCS_COST_SHARE of its system cost (the modelled tpuv4 chip + its host)")
+"""The torus family's scale-up fabric: TPU v4's OCS, per link (a torus of 12 links per chip needs twice the ports)."""
+
+TPUV4_HOST = HostShare(
+    "tpuv4-host", 4, TPUV4_SYSTEM_W_PER_CHIP - TPUV4_CHIP_MEAN_W - TPUV4_OCS_W_PER_CHIP, TPUV4_HOST_USD_PER_CHIP,
+    "TPU v4 host (4 chips per host): power = the measured system power per chip less the chip's mean and its OCS "
+    "share (TPUV4_SYSTEM_W_PER_CHIP − TPUV4_CHIP_MEAN_W − TPUV4_OCS_W_PER_CHIP = 146 W; Patterson et al. 2022, Jouppi et "
+    "al. 2023); cost TPUV4_HOST_USD_PER_CHIP (assumption, range $2,500–10,000)")
+"""The torus family's host: TPU v4's, what a TPU-v4-like system (the tpuv4 reference and every torus design of the
+system space) pays per chip beyond the chip and its OCS share."""
+DGX_A100_HOST = HostShare(
+    "dgx-a100", SCALE_UP_DOMAIN, (DGX_A100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["a100"].power_w) / SCALE_UP_DOMAIN
+    - NVSWITCH_GEN2.w_per_chip(A100_NVLINKS, A100_NVLINKS * 2 * NVLINK_LINK_BPS),
+    DGX_HOST_USD_PER_CHIP - NVSWITCH_GEN2.usd_per_chip(A100_NVLINKS, A100_NVLINKS * 2 * NVLINK_LINK_BPS),
+    "DGX A100: (6.5 kW max − 8 × 400 W A100 TDP) / 8 = 412.5 W per GPU (2 AMD EPYC 7742, 1 TB DRAM, 6 NVSwitches, "
+    "9 ConnectX-6 NICs, fans, supplies; NVIDIA DGX A100 datasheet) less its NVSwitch share (NVSWITCH_GEN2 at "
+    "600 GB/s), which the scale-up fabric charges; cost DGX_HOST_USD_PER_CHIP less the same share")
+"""The A100 reference's host: a DGX A100 node's, per GPU, without its NVSwitches."""
+DGX_H100_HOST = HostShare(
+    "dgx-h100", SCALE_UP_DOMAIN, (DGX_H100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["h100"].power_w) / SCALE_UP_DOMAIN
+    - NVSWITCH_GEN3.w_per_chip(H100_NVLINKS, H100_NVLINKS * 2 * NVLINK_LINK_BPS),
+    DGX_HOST_USD_PER_CHIP - NVSWITCH_GEN3.usd_per_chip(H100_NVLINKS, H100_NVLINKS * 2 * NVLINK_LINK_BPS),
+    "DGX H100: (10.2 kW max − 8 × 700 W H100 TDP) / 8 = 575 W per GPU (2 Xeon 8480C, 2 TB DRAM, 4 NVSwitches, "
+    "8 + 2 ConnectX-7 NICs, fans, supplies; NVIDIA DGX H100 datasheet) less its NVSwitch share (NVSWITCH_GEN3 at "
+    "900 GB/s), which the scale-up fabric charges; cost DGX_HOST_USD_PER_CHIP less the same share")
+"""The H100 reference's host and the switched family's: a DGX H100 node's, per GPU, without its NVSwitches (the
+system space's switched designs are 8-chip switch domains of its generation: 100G-PAM4 SerDes, 400 Gb/s NICs; each
+pays the NVSwitch its own link bandwidth needs)."""
+
+
 @dataclass(frozen=True)
 class SystemFamily:
-    """A system family: its chips' topology, the host each chip shares (:class:`HostShare`) and the scale-out
+    """A system family: its chips' topology, the host each chip shares (:class:`HostShare`), the scale-out
     network (:class:`FatTree`) its chips reach through ``network_ports_per_chip`` NIC ports once the cluster
-    outgrows :attr:`network_above_chips` (one switch domain; one torus pod). Power and cost per chip beyond the
-    chip are :meth:`overhead_w_per_chip` and :meth:`overhead_usd_per_chip`; they never fall as the cluster grows."""
+    outgrows :attr:`network_above_chips` (one switch domain; one torus pod), and the scale-up fabric its chips'
+    own links plug into (:class:`ScaleUpFabric`: NVSwitch, OCS). Power and cost per chip beyond the chip are
+    :meth:`overhead_w_per_chip` and :meth:`overhead_usd_per_chip`; they never fall as the cluster grows."""
 
     name: str
     topology: str
     host: HostShare
     network: FatTree
     network_ports_per_chip: float
+    scale_up: ScaleUpFabric
 
     def __post_init__(self) -> None:
         topology_unit(self.topology)  # an unknown topology raises with the known ones
@@ -322,12 +407,20 @@ class SystemFamily:
         ports = self.network_ports(n_devices)
         return self.network_ports_per_chip * self.network.ports_per_endpoint(ports) * self.network.port_usd() if ports else 0.0
 
-    def overhead_w_per_chip(self, n_devices: int) -> float:
-        """Host share + scale-out network per chip (W, before PUE) in a cluster of ``n_devices``."""
-        return self.host.w_per_chip + self.network_w_per_chip(n_devices)
+    def scale_up_w_per_chip(self, estimate: ChipEstimate) -> float:
+        """The scale-up fabric's share for ``estimate``'s links (:meth:`ScaleUpFabric.w_per_chip`)."""
+        return self.scale_up.w_per_chip(estimate.links, estimate.link_total_Bps)
 
-    def overhead_usd_per_chip(self, n_devices: int) -> float:
-        return self.host.usd_per_chip + self.network_usd_per_chip(n_devices)
+    def scale_up_usd_per_chip(self, estimate: ChipEstimate) -> float:
+        return self.scale_up.usd_per_chip(estimate.links, estimate.link_total_Bps)
+
+    def overhead_w_per_chip(self, estimate: ChipEstimate, n_devices: int) -> float:
+        """Host share + scale-up fabric + scale-out network per chip of ``estimate`` (W, before PUE) in a cluster of
+        ``n_devices``."""
+        return self.host.w_per_chip + self.scale_up_w_per_chip(estimate) + self.network_w_per_chip(n_devices)
+
+    def overhead_usd_per_chip(self, estimate: ChipEstimate, n_devices: int) -> float:
+        return self.host.usd_per_chip + self.scale_up_usd_per_chip(estimate) + self.network_usd_per_chip(n_devices)
 
     def steps(self):
         """The chip counts up to which the overhead per chip is constant, ascending and endless: the largest
@@ -343,13 +436,14 @@ class SystemFamily:
 
 SYSTEM_FAMILIES: dict[str, SystemFamily] = {
     "tpuv4-torus": SystemFamily("tpuv4-torus", "torus", TPUV4_HOST, NDR_FAT_TREE,
-                                network_ports_per_chip=1 / TPUV4_HOST.chips_per_host),
-    "dgx-a100": SystemFamily("dgx-a100", "switched", DGX_A100_HOST, HDR_FAT_TREE, network_ports_per_chip=1.0),
-    "dgx-h100": SystemFamily("dgx-h100", "switched", DGX_H100_HOST, NDR_FAT_TREE, network_ports_per_chip=1.0),
+                                network_ports_per_chip=1 / TPUV4_HOST.chips_per_host, scale_up=TPUV4_OCS),
+    "dgx-a100": SystemFamily("dgx-a100", "switched", DGX_A100_HOST, HDR_FAT_TREE, network_ports_per_chip=1.0,
+                             scale_up=NVSWITCH_GEN2),
+    "dgx-h100": SystemFamily("dgx-h100", "switched", DGX_H100_HOST, NDR_FAT_TREE, network_ports_per_chip=1.0,
+                             scale_up=NVSWITCH_GEN3),
 }
-"""The system families by name. TPU v4 torus: its hosts of 4 chips; its pods' optical circuit switches are not
-charged (< 3 % of system power and < 5 % of its cost, Jouppi et al. 2023 §1: at most that in the torus's favour);
-several pods join over the data-centre network, one port per host (assumption: a 400 Gb/s-class port per host of
+"""The system families by name. TPU v4 torus: its hosts of 4 chips; its pods' optical circuit switches per ICI link
+(:data:`TPUV4_OCS`: the paper's bounds of 3 % of system power, 5 % of cost, Jouppi et al. 2023); several pods join over the data-centre network, one port per host (assumption: a 400 Gb/s-class port per host of
 4 chips, above PaLM's measured 53 Gb/s burst per host, ``cluster.TPUV4_DCN_PER_CHIP_BPS``) on a fat tree of
 :data:`NDR_FAT_TREE`'s switches and optics. DGX A100 / DGX H100: their nodes' hosts, one compute NIC per GPU on
 the HDR / NDR fat tree once the cluster is more than one node (NVIDIA DGX SuperPOD reference architectures)."""
@@ -439,14 +533,14 @@ class SystemBudget:
 
 def wall_power_per_chip_w(estimate: ChipEstimate, family: SystemFamily, n_devices: int) -> float:
     """A chip's share of a power budget at the wall in a ``family`` cluster of ``n_devices``: ``(chip TDP + host share
-    + scale-out network share) × PUE`` (:meth:`SystemFamily.overhead_w_per_chip`)."""
-    return (estimate.total_power_w + family.overhead_w_per_chip(n_devices)) * PUE
+    + scale-up fabric + scale-out network share) × PUE`` (:meth:`SystemFamily.overhead_w_per_chip`)."""
+    return (estimate.total_power_w + family.overhead_w_per_chip(estimate, n_devices)) * PUE
 
 
 def cost_per_chip_usd(estimate: ChipEstimate, family: SystemFamily, n_devices: int) -> float:
-    """A chip's share of a money budget: its cost (die, HBM, package) + its host's and scale-out network's share
-    (:meth:`SystemFamily.overhead_usd_per_chip`)."""
-    return estimate.total_cost_usd + family.overhead_usd_per_chip(n_devices)
+    """A chip's share of a money budget: its cost (die, HBM, package) + its host's, scale-up fabric's and scale-out
+    network's share (:meth:`SystemFamily.overhead_usd_per_chip`)."""
+    return estimate.total_cost_usd + family.overhead_usd_per_chip(estimate, n_devices)
 
 
 @dataclass(frozen=True)
@@ -610,8 +704,10 @@ class SystemPoint:
                 "chip_cost_usd": self.estimate.total_cost_usd,
                 "wall_power_per_chip_w": self.wall_power_per_chip_w, "cost_per_chip_usd": self.cost_per_chip_usd,
                 "family": self.family.name, "host_w_per_chip": self.family.host.w_per_chip,
+                "scale_up_w_per_chip": self.family.scale_up_w_per_chip(self.estimate),
                 "network_w_per_chip": self.family.network_w_per_chip(self.n_devices),
                 "host_usd_per_chip": self.family.host.usd_per_chip,
+                "scale_up_usd_per_chip": self.family.scale_up_usd_per_chip(self.estimate),
                 "network_usd_per_chip": self.family.network_usd_per_chip(self.n_devices),
                 "cluster_power_w": self.cluster_power_w, "cluster_cost_usd": self.cluster_cost_usd,
                 "hbm_gb": self.accelerator.hbm_gb, "hbm_bandwidth_Bps": self.accelerator.hbm_bandwidth_Bps,
@@ -681,7 +777,7 @@ def baseline_point(budget: SystemBudget) -> SystemPoint:
 __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "TORUS_CUBE_SIDE", "TORUS_NEIGHBOURS",
            "TORUS_POD_CHIPS", "torus_pods",
            "devices_supported", "topology_unit", "HBM_GENERATIONS", "PUE", "FatTree", "HostShare", "SystemFamily",
-           "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "REFERENCE_FAMILIES", "topology_family",
+           "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "ScaleUpFabric", "NVSWITCH_GEN2", "NVSWITCH_GEN3", "TPUV4_OCS", "REFERENCE_FAMILIES", "topology_family",
            "SYSTEM_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "REFERENCE_HBM_GENERATIONS", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]
