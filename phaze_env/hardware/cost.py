@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from phaze_env.hardware import area, energy
-from phaze_env.hardware.accelerator import Accelerator, get_preset
+from phaze_env.hardware.accelerator import GB200_CLOCK_HZ, Accelerator, get_preset
 
 
 @dataclass(frozen=True)
@@ -243,6 +243,10 @@ class ChipSystem:
     die carries its share of the compute, HBM interfaces and SerDes, its own IO/misc block and a die-to-die
     interface of ``d2d_bandwidth_Bps`` (the bandwidth each die exchanges with the others, both directions
     together; 0 for one die). The reticle limit and the yield apply per die.
+
+    ``top_clock_hz`` is the clock of the silicon's top bin when the chip is that silicon sold at a lower clock (B200:
+    the GB200's dies at 0.9× its clock): the per-event energies hold at the top bin, and the lower bin runs at a lower
+    voltage (:func:`phaze_env.hardware.energy.dvfs_energy_factor`). ``None``: the chip is its silicon's top bin.
     """
 
     node: str | ProcessNode = "N7"
@@ -254,8 +258,12 @@ class ChipSystem:
     core_style: str = "systolic"
     dies: int = 1
     d2d_bandwidth_Bps: float = 0.0
+    top_clock_hz: float | None = None
 
     def __post_init__(self) -> None:
+        top = self.top_clock_hz
+        if top is not None and (isinstance(top, bool) or not isinstance(top, (int, float)) or not 0 < top < math.inf):
+            raise ValueError(f"ChipSystem.top_clock_hz must be a positive clock (Hz) or None, got {top!r}")
         if not isinstance(self.node, ProcessNode) and self.node not in NODES:
             raise UnknownNodeError(f"ChipSystem.node must be a ProcessNode or one of {', '.join(NODES)} (the nodes "
                                    f"with density, energy, wafer cost and D0), got {self.node!r}")
@@ -342,10 +350,12 @@ SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
     ),
     "b200": (
         ChipSystem(node="4NP", hbm_stacks=8, links=B200_NVLINKS, link_bandwidth_Bps=2 * NVLINK5_LINK_BPS,
-                   serdes="200G-PAM4", core_style="simt", dies=2, d2d_bandwidth_Bps=B200_D2D_BPS),
+                   serdes="200G-PAM4", core_style="simt", dies=2, d2d_bandwidth_Bps=B200_D2D_BPS,
+                   top_clock_hz=GB200_CLOCK_HZ),
         "B200 (NVIDIA Blackwell technical brief 2024, HGX B200 datasheet): TSMC 4NP, two reticle-limited dies joined "
         "by the 10 TB/s NV-HBI, 8 HBM3e stacks (four per die), 18 NVLink5 links × 100 GB/s (1.8 TB/s) of two "
-        "200 Gb/s PAM4 pairs per direction; each die its own IO/misc block.",
+        "200 Gb/s PAM4 pairs per direction; each die its own IO/misc block. The GB200's silicon binned to 0.9× its "
+        "clock (2.25 against 2.5 PFLOP/s dense bf16, the two datasheets), hence at a lower voltage (top_clock_hz).",
     ),
     "gb200": (
         ChipSystem(node="4NP", hbm_stacks=8, links=B200_NVLINKS, link_bandwidth_Bps=2 * NVLINK5_LINK_BPS,
@@ -510,10 +520,24 @@ def chip_area_mm2(acc: Accelerator, system: ChipSystem) -> dict[str, float]:
     return {"compute": float(compute_die_area_mm2(acc.area_mm2, acc.buffer_mb, system)), **periphery_area_mm2(system)}
 
 
+def bin_clock_ratio(acc: Accelerator, system: ChipSystem) -> float:
+    """The chip's clock over its silicon's top bin (1 for a top-bin part, ``top_clock_hz`` unset); a clock above the
+    top bin raises."""
+    if system.top_clock_hz is None:
+        return 1.0
+    ratio = acc.clock_hz / system.top_clock_hz
+    if ratio > 1 + 1e-12:
+        raise ValueError(f"a chip clocked at {acc.clock_hz / 1e9:.3f} GHz is above its silicon's top bin "
+                         f"({system.top_clock_hz / 1e9:.3f} GHz)")
+    return ratio
+
+
 def chip_power_w(acc: Accelerator, system: ChipSystem, die_area_mm2: float) -> dict[str, float]:
-    """TDP-like power by term: core blocks (MACs, SRAM, vector; node- and style-scaled), HBM, links, leakage."""
+    """TDP-like power by term: core blocks (MACs, SRAM, vector; node- and style-scaled, and voltage-scaled for a part
+    binned below its silicon's top clock: :func:`bin_clock_ratio`), HBM, links, leakage."""
     terms = energy.full_rate_power_terms_w(acc)
-    core_scale = system.process.energy_factor * CORE_AREA_FACTORS[system.core_style]
+    ratio = bin_clock_ratio(acc, system)
+    core_scale = system.process.energy_factor * CORE_AREA_FACTORS[system.core_style] * energy.dvfs_energy_factor(ratio)
     return {
         "mac": terms["mac"] * core_scale,
         "sram": terms["sram"] * core_scale,
@@ -521,7 +545,7 @@ def chip_power_w(acc: Accelerator, system: ChipSystem, die_area_mm2: float) -> d
         "hbm": terms["hbm"],
         "links": energy.link_power_w(system.link_total_Bps),
         "die_to_die": energy.d2d_power_w(system.dies * system.d2d_bandwidth_Bps / 2),
-        "leakage": energy.leakage_power_w(die_area_mm2),
+        "leakage": energy.leakage_power_w(die_area_mm2) * energy.dvfs_static_factor(ratio),
     }
 
 
