@@ -2,7 +2,7 @@
 
 Prints ``docs/cost_model.md`` (markdown) from :mod:`phaze_env.hardware.cost`: the validation table (published,
 modelled, error, source), each chip's breakdown by block / term / item, and the sensitivity of the results
-to the weakest constants (D0, HBM $/GB, package cost, leakage, N5 logic density, yield clustering)::
+to the weakest constants (D0, HBM $/GB, package cost, bond yield, leakage, N5 logic density, yield clustering)::
 
     python -m experiments.cost_table                         # print the markdown
     python -m experiments.cost_table --write docs/cost_model.md
@@ -75,8 +75,11 @@ def sensitivity_rows(name: str) -> list[list[str]]:
     for label, options in ((f"D0 × 0.5 ({d0 / 2:.3f}/cm²)", {"defect_density_per_cm2": d0 / 2}),
                            (f"D0 × 2 ({d0 * 2:.2f}/cm²)", {"defect_density_per_cm2": d0 * 2}),
                            ("HBM $7/GB", {"hbm_usd_per_gb": 7.0}), ("HBM $20/GB", {"hbm_usd_per_gb": 20.0}),
-                           (f"package × 0.5 (${cost.PACKAGE_USD * 0.5:.0f})", {"package_usd": cost.PACKAGE_USD * 0.5}),
-                           (f"package × 1.5 (${cost.PACKAGE_USD * 1.5:.0f})", {"package_usd": cost.PACKAGE_USD * 1.5}),
+                           (f"package × 0.5 (${cost.PACKAGE_USD_PER_MM2 * 0.5:.2f}/mm²)",
+                            {"package_usd_per_mm2": cost.PACKAGE_USD_PER_MM2 * 0.5}),
+                           (f"package × 1.5 (${cost.PACKAGE_USD_PER_MM2 * 1.5:.2f}/mm²)",
+                            {"package_usd_per_mm2": cost.PACKAGE_USD_PER_MM2 * 1.5}),
+                           ("bond yield 0.98", {"bond_yield": 0.98}), ("bond yield 0.998", {"bond_yield": 0.998}),
                            ("yield α = 1 (strong clustering)", {"alpha": 1.0}),
                            ("yield α = 1000 (≈ Poisson)", {"alpha": 1000.0})):
         moved = cost.chip_estimate(acc, system, **options)
@@ -183,7 +186,9 @@ constants and their sources are in the docstrings of `cost.py`, `area.py` and `e
   {energy.LINK_PJ_PER_BYTE / 8:.0f} pJ/bit × total link bandwidth + leakage {energy.LEAKAGE_W_PER_MM2} W/mm² × die area.
 * **Cost** = wafer cost / good dies (dies per 300 mm wafer with edge loss, `π(d/2)²/A − πd/√(2A)`; yield
   `(1 + D0·A/α)^−α` with α = {cost.NEGATIVE_BINOMIAL_ALPHA:g}) + HBM ${cost.HBM_USD_PER_GB:g}/GB × capacity
-  + package/assembly/test ${cost.PACKAGE_USD:,.0f}.
+  + package/assembly/test ${cost.PACKAGE_USD_PER_MM2:.2f} per mm² of interposer ((dies + {cost.HBM_STACK_FOOTPRINT_MM2:.0f} mm² per HBM site)
+  × {cost.INTERPOSER_AREA_OVERHEAD:g}: the H100's ${cost.PACKAGE_USD:,.0f} CoWoS-S over its interposer), all over the assembly yield
+  {cost.PACKAGE_BOND_YIELD:g}^(dies + HBM stacks) (`assembly_yield`: the known-good parts a failed bond scraps).
 
 System fields of the presets (`cost.SYSTEMS`):
 
@@ -294,7 +299,8 @@ with 132 of 144 enabled, so harvesting makes the real cost per sellable die lowe
 * Assumptions (marked in the docstrings): HBM3 PHY area = HBM2e's; 200G lane area = 100G's; die-to-die depth
   1 mm; TPU v5p at N5 with 100G lanes and a 128 MiB buffer; ICI lanes = 50 Gb/s NRZ; IO/misc area
   unscaled across nodes; HBM {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit for HBM2 and HBM3 alike; leakage per mm²;
-  HBM $/GB; package cost; SIMT power scales with the SIMT area factor.
+  HBM $/GB; package cost per mm² of interposer, HBM site footprint, interposer overhead and bond yield; SIMT power
+  scales with the SIMT area factor; V ∝ f between bins of one silicon (B200).
 """
 
 

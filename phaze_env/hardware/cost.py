@@ -11,7 +11,8 @@ links and whether the cores are TPU-like systolic cores or GPU SIMT cores. :func
   SRAM streams, vector lanes) scaled to the node and core style + HBM pJ/bit × bandwidth + SerDes pJ/bit ×
   link bandwidth + leakage per mm²;
 * **cost** = wafer cost / good dies per wafer (dies per 300 mm wafer with edge loss, negative-binomial
-  yield) + HBM $/GB × capacity + package and assembly.
+  yield) + HBM $/GB × capacity + package, assembly and test by interposer area (dies + HBM sites), all over the
+  package's assembly yield (a failed bond scraps the known-good dies and stacks).
 
 ``SYSTEMS`` holds the system fields of the tpuv4, a100 and h100 presets and ``PUBLISHED`` the figures they
 are checked against (``docs/cost_model.md``, written by ``python -m experiments.cost_table``). Calibration:
@@ -169,9 +170,38 @@ HBM_USD_PER_GB = 15.0
 of 2023 analyst estimates quote ≈ $15/GB). Weak (assumption): LLMCompass's cost model (ISCA 2024) uses $7/GB,
 and HBM2 in 2020 (A100, TPUv4) may have cost less; docs/cost_model.md gives the chip cost at $7 and $20/GB."""
 PACKAGE_USD = 750.0
-"""2.5D package (CoWoS-S interposer, substrate), assembly and test per chip: $750, analysts' estimate for the
-H100's CoWoS-S (≈ $720–750 in public cost breakdowns, 2023–2024). Assumption, applied to all three chips
-(all use a CoWoS-class interposer with HBM); ±50 % moves a chip's cost by ±$375."""
+"""2.5D package (CoWoS-S interposer, substrate), assembly and test of the H100: $750, analysts' estimate for the
+H100's CoWoS-S (≈ $720–750 in public cost breakdowns, 2023–2024). The anchor of :data:`PACKAGE_USD_PER_MM2`: other
+chips pay by their interposer's area (±50 % moves the H100's cost by ±$375)."""
+HBM_STACK_FOOTPRINT_MM2 = 11.0 * 11.0
+"""Interposer area one HBM stack site takes: 11 × 11 mm, the HBM3 known-good-stack package outline (JEDEC JESD238,
+HBM3, 2022; SK hynix and Micron HBM3/HBM3E 11 × 11 mm packages). HBM2/HBM2E stacks are 7.75 × 11.87 mm (92 mm²,
+JESD235): assumption — every generation takes HBM3's 121 mm² (range 92–121 mm²; the system space's stacks are
+HBM2E–HBM3E and the package is sized for the larger)."""
+INTERPOSER_AREA_OVERHEAD = 1.2
+"""Interposer area over the dies' and stacks' own footprints: die-to-stack spacing, keep-out and the seal ring.
+Assumption, range 1.1–1.4 (GH100's 814 mm² with six 121 mm² HBM3 sites is 1,540 mm² of parts; TSMC's CoWoS-S reached
+≈ 2,500 mm², 3× the reticle, for such packages: TSMC Technology Symposium 2021, as reported by AnandTech)."""
+
+
+def interposer_area_mm2(silicon_mm2: float, hbm_sites: int) -> float:
+    """The interposer a chip of ``silicon_mm2`` (all its dies) and ``hbm_sites`` HBM sites sits on (mm²)."""
+    return (silicon_mm2 + hbm_sites * HBM_STACK_FOOTPRINT_MM2) * INTERPOSER_AREA_OVERHEAD
+
+
+H100_HBM_SITES = 6
+"""The H100 SXM5's HBM sites: six (five HBM3 stacks and one spacer; NVIDIA H100 whitepaper: "five stacks", the package
+photo shows six sites)."""
+PACKAGE_USD_PER_MM2 = PACKAGE_USD / interposer_area_mm2(814.0, H100_HBM_SITES)
+"""2.5D package, assembly and test per mm² of interposer: $0.41, the H100's :data:`PACKAGE_USD` over its interposer
+(GH100's published 814 mm² and six HBM sites, :func:`interposer_area_mm2`). Assumption that the whole package cost
+(interposer, substrate, bonding, molding, test) grows with the interposer's area: range ×0.5–×1.5 (the H100 anchor's
+own uncertainty); a 400 mm² die with four stacks pays ≈ 60 % of the H100's package, a B200 ≈ 150 %."""
+PACKAGE_BOND_YIELD = 0.99
+"""Assembly yield per component bonded to the interposer (each die and each HBM stack): 0.99. A failed bond scraps
+the package with its known-good dies and stacks, so a chip of ``n`` components costs its parts over ``0.99^n``
+(five HBM stacks and a die: +6 %). Assumption (TSMC does not publish CoWoS assembly yield; trade-press figures for a
+mature CoWoS-S line are 98–99+ %): range 0.98–0.998 per component."""
 
 
 TPUV4_ICI_LINKS = 6
@@ -549,9 +579,18 @@ def chip_power_w(acc: Accelerator, system: ChipSystem, die_area_mm2: float) -> d
     }
 
 
+def package_yield(system: ChipSystem, bond_yield: float = PACKAGE_BOND_YIELD) -> float:
+    """The fraction of packages assembled whole: ``bond_yield`` per die and per HBM stack
+    (:data:`PACKAGE_BOND_YIELD`)."""
+    if not 0 < bond_yield <= 1:
+        raise ValueError(f"the bond yield must be in (0, 1], got {bond_yield!r}")
+    return bond_yield ** (system.dies + system.hbm_stacks)
+
+
 def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm2: float | None = None,
                   alpha: float = NEGATIVE_BINOMIAL_ALPHA, hbm_usd_per_gb: float = HBM_USD_PER_GB,
-                  package_usd: float = PACKAGE_USD, allow_over_reticle: bool = False) -> ChipEstimate:
+                  package_usd_per_mm2: float = PACKAGE_USD_PER_MM2, bond_yield: float = PACKAGE_BOND_YIELD,
+                  allow_over_reticle: bool = False) -> ChipEstimate:
     """Area, power and cost of ``acc`` built as ``system``. A die over the reticle limit raises
     :class:`ReticleLimitError` unless ``allow_over_reticle`` (then ``fits_reticle`` is False and the cost is
     that of a hypothetical monolithic die). D0 defaults to the node's."""
@@ -564,8 +603,9 @@ def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm
     cost = {
         "die": system.dies * good_die_cost_usd(per_die_mm2, system.process, d0, alpha),
         "hbm": acc.hbm_gb * hbm_usd_per_gb,
-        "package": package_usd,
+        "package": package_usd_per_mm2 * interposer_area_mm2(silicon_mm2, system.die_hbm_phys),
     }
+    cost["assembly_yield"] = sum(cost.values()) * (package_yield(system, bond_yield) ** -1 - 1)
     return ChipEstimate(area_mm2=areas, power_w=chip_power_w(acc, system, silicon_mm2), cost_usd=cost,
                         dies_per_wafer=dies_per_wafer(per_die_mm2), die_yield=die_yield(per_die_mm2, d0, alpha),
                         fits_reticle=per_die_mm2 <= area.RETICLE_LIMIT_MM2, dies=system.dies, links=system.links,
