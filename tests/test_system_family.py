@@ -33,7 +33,7 @@ def test_each_reference_draws_its_own_familys_wall_power_per_chip(name, budget_w
     assert low <= summary["wall_power_per_chip_w"] <= high
     assert summary["family"] == REFERENCE_FAMILIES[name] and cluster.n_devices == point.n_devices
     parts = (summary["chip_power_w"] + summary["host_w_per_chip"] + summary["scale_up_w_per_chip"]
-             + summary["network_w_per_chip"])
+             + summary["nic_w_per_chip"] + summary["network_w_per_chip"])
     assert summary["wall_power_per_chip_w"] == pytest.approx(parts * PUE, rel=1e-12)
     assert summary["cluster_power_w"] <= budget_w
     assert summary["network_w_per_chip"] > 0 or (name == "tpuv4" and point.pods == 1)  # a pod needs no DCN
@@ -44,8 +44,9 @@ def test_tpuv4_and_h100_pay_different_hosts_and_designs_pay_their_topologys():
     tpuv4, _ = reference_system("tpuv4", budget)
     h100, _ = reference_system("h100", budget)
     a100, _ = reference_system("a100", budget)
-    def beyond_chip_w(point):  # the host and the scale-up fabric (NVSwitch, OCS) its measured figure includes
-        return point.family.host.w_per_chip + point.family.scale_up_w_per_chip(point.estimate)
+    def beyond_chip_w(point):  # the host, scale-up fabric (NVSwitch, OCS) and NICs its measured figure includes
+        family = point.family
+        return family.host.w_per_chip + family.scale_up_w_per_chip(point.estimate) + family.nic_w_per_chip
 
     assert beyond_chip_w(tpuv4) == pytest.approx(326.0 - 170.0)  # measured system − chip mean
     assert beyond_chip_w(h100) == pytest.approx((10_200.0 - 8 * 700.0) / 8)  # DGX H100 − 8 GPUs
@@ -77,9 +78,9 @@ def test_fat_tree_tiers_follow_the_switch_radix():
 
 def test_a_malformed_family_or_network_is_refused_with_its_reason():
     with pytest.raises(ValueError, match="even radix"):
-        FatTree("bad", 400e9, 2, 1.0, 1.0, 1.0, 1.0, "test")
+        FatTree("bad", 400e9, 2, 1.0, 1.0, 1.0, 1.0, "test", 1.0, 1.0)
     with pytest.raises(ValueError, match="switch_w"):
-        FatTree("bad", 400e9, 64, float("nan"), 1.0, 1.0, 1.0, "test")
+        FatTree("bad", 400e9, 64, float("nan"), 1.0, 1.0, 1.0, "test", 1.0, 1.0)
     host = SYSTEM_FAMILIES["dgx-h100"].host
     with pytest.raises(ValueError, match="network ports"):
         SystemFamily("bad", "switched", host, NDR_FAT_TREE, 0.0, NVSWITCH_GEN3)
@@ -94,7 +95,8 @@ def test_the_networks_line_rates_are_the_clusters_nic_rates():
 
 
 SMALL_RADIX = FatTree("test-8", 400e9, 8, switch_w=80.0, switch_usd=8_000.0, transceiver_w=9.0, transceiver_usd=500.0,
-                      source="a radix-8 tree for the brute force: its tiers step at 8, 32, 128, 512 endpoints")
+                      source="a radix-8 tree for the brute force: its tiers step at 8, 32, 128, 512 endpoints",
+                      nic_w=29.0, nic_usd=2_500.0)
 
 
 def _estimate(power_w: float, cost_usd: float) -> ChipEstimate:
@@ -139,7 +141,8 @@ FAMILY_CONSTANTS = ("TPUV4_CHIP_MEAN_W", "TPUV4_SYSTEM_W_PER_CHIP", "TPUV4_HOST"
                     "DGX_HOST_USD_PER_CHIP", "DGX_A100_HOST", "DGX_H100_HOST", "NDR_FAT_TREE", "HDR_FAT_TREE",
                     "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "REFERENCE_FAMILIES", "SCALE_UP_SWITCH_W_PER_BPS",
                     "SCALE_UP_SWITCH_USD_PER_BPS", "TPUV4_OCS_POWER_SHARE", "TPUV4_OCS_COST_SHARE", "TPUV4_OCS_W_PER_CHIP",
-                    "TPUV4_HOST_USD_PER_CHIP", "NVSWITCH_GEN2", "NVSWITCH_GEN3", "TPUV4_OCS")
+                    "TPUV4_HOST_USD_PER_CHIP", "NVSWITCH_GEN2", "NVSWITCH_GEN3", "TPUV4_OCS", "CONNECTX7_W",
+                    "CONNECTX7_USD", "NDR_NIC_MODULE_W", "CONNECTX6_W", "CONNECTX6_USD")
 
 
 def test_every_host_and_network_constant_has_a_docstring_with_its_source():
@@ -154,7 +157,8 @@ def test_every_host_and_network_constant_has_a_docstring_with_its_source():
         assert name in docs, f"{name} has no docstring"
     for name in ("TPUV4_CHIP_MEAN_W", "TPUV4_SYSTEM_W_PER_CHIP", "DGX_A100_MAX_W", "DGX_H100_MAX_W",
                  "DGX_HOST_USD_PER_CHIP", "SCALE_UP_SWITCH_W_PER_BPS", "SCALE_UP_SWITCH_USD_PER_BPS",
-                 "TPUV4_OCS_POWER_SHARE", "TPUV4_OCS_COST_SHARE", "TPUV4_HOST_USD_PER_CHIP"):
+                 "TPUV4_OCS_POWER_SHARE", "TPUV4_OCS_COST_SHARE", "TPUV4_HOST_USD_PER_CHIP", "CONNECTX7_W",
+                 "CONNECTX7_USD", "NDR_NIC_MODULE_W", "CONNECTX6_W", "CONNECTX6_USD"):
         assert any(word in docs[name] for word in SOURCE_WORDS), f"{name}'s docstring cites no source"
     assert "range" in docs["TPUV4_SYSTEM_W_PER_CHIP"] and "range" in docs["DGX_HOST_USD_PER_CHIP"]  # assumptions
     for family in SYSTEM_FAMILIES.values():
@@ -203,3 +207,15 @@ def test_the_scale_up_fabric_grows_with_the_designs_links_and_keeps_each_referen
     assert tpuv4.family.scale_up_usd_per_chip(tpuv4.estimate) / (system_usd + ocs[0]) == pytest.approx(0.05)
     with pytest.raises(ValueError, match="w_per_Bps"):
         system_module.ScaleUpFabric("bad", -1.0, 0.0, 0.0, 0.0, "test")
+
+
+def test_each_chip_pays_its_nic_share_at_any_size_and_the_network_adds_switch_ports_above_one_domain():
+    """The NIC (with its module) is charged per NIC port whatever the cluster's size — the torus a quarter of one per
+    chip, a DGX GPU one; the switches and their optics only once the cluster needs the scale-out network."""
+    h100, torus = SYSTEM_FAMILIES["dgx-h100"], SYSTEM_FAMILIES["tpuv4-torus"]
+    estimate = _estimate(700.0, 3_000.0)
+    assert h100.nic_w_per_chip == pytest.approx(system_module.CONNECTX7_W + system_module.NDR_NIC_MODULE_W)
+    assert torus.nic_usd_per_chip == pytest.approx(NDR_FAT_TREE.nic_usd / 4)
+    one_node = h100.overhead_w_per_chip(estimate, 8)
+    assert one_node == pytest.approx(h100.host.w_per_chip + h100.nic_w_per_chip)  # no links on this estimate
+    assert h100.overhead_w_per_chip(estimate, 2048) == pytest.approx(one_node + 3 * NDR_FAT_TREE.port_w())

@@ -186,7 +186,8 @@ class FatTree:
     join up to ``radix · (radix/2)^(L−1)`` endpoints (Al-Fares et al., "A Scalable, Commodity Data Center Network
     Architecture", SIGCOMM 2008: half of each lower switch's ports go up), so an endpoint uses ``2L − 1`` switch
     ports (a leaf port down, and per tier above an up and a down port). Every switch port carries an optical
-    transceiver; the endpoint's own NIC and its module are the host's (:class:`HostShare`)."""
+    transceiver. Each endpoint is a NIC of ``nic_w`` and ``nic_usd`` (the adapter with its own transceiver), charged
+    per NIC port of a family whatever the cluster's size (:meth:`SystemFamily.nic_w_per_chip`)."""
 
     name: str
     port_bps: float
@@ -196,11 +197,13 @@ class FatTree:
     transceiver_w: float
     transceiver_usd: float
     source: str
+    nic_w: float
+    nic_usd: float
 
     def __post_init__(self) -> None:
         if isinstance(self.radix, bool) or not isinstance(self.radix, int) or self.radix < 4 or self.radix % 2:
             raise ValueError(f"a fat tree's switches need an even radix of at least 4 ports, got {self.radix!r}")
-        for name in ("port_bps", "switch_w", "switch_usd", "transceiver_w", "transceiver_usd"):
+        for name in ("port_bps", "switch_w", "switch_usd", "transceiver_w", "transceiver_usd", "nic_w", "nic_usd"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"FatTree.{name} must be a finite non-negative number, got {value!r}")
@@ -243,24 +246,43 @@ DGX_A100_MAX_W = 6_500.0
 DGX_H100_MAX_W = 10_200.0
 """A DGX H100's maximum system power, ≈ 10.2 kW with its 8 H100 SXM5 GPUs (NVIDIA DGX H100 datasheet)."""
 DGX_HOST_USD_PER_CHIP = 5_000.0
-"""Per-GPU share of a DGX-style node around its GPUs (2 CPUs, 1–2 TB DRAM, NVSwitches, 8 compute + 2 storage
-NICs, chassis, supplies): $5,000. Assumption (no public bill of materials); range $2,500–10,000: it dominates a
-modelled chip's manufacturing cost (≈ $1.3–2.6 k), so a money budget buys ≈ 1/3 more chips at $2,500 and
-≈ 1/3 fewer at $10,000."""
+"""Per-GPU share of a DGX-style node around its GPUs and beyond its NVSwitches and compute NICs (2 CPUs, 1–2 TB DRAM,
+2 storage NICs, NVMe, chassis, supplies): $5,000. Assumption (no public bill of materials); range $2,500–10,000: it
+dominates a modelled chip's manufacturing cost (≈ $1.0–2.7 k), so a money budget buys more chips at $2,500 and fewer
+at $10,000. The NVSwitches (:data:`SCALE_UP_SWITCH_USD_PER_BPS`) and the compute NIC (:class:`FatTree`'s
+``nic_usd``) are charged apart, on top."""
+CONNECTX7_W = 20.0
+"""A single-port 400 Gb/s NDR ConnectX-7 adapter (PCIe Gen5 x16, OSFP), without its optical module: 20 W. Assumption
+(NVIDIA's ConnectX-7 user manual tabulates each card's power; not re-read in this change): range 15–25 W."""
+CONNECTX7_USD = 2_000.0
+"""A single-port 400 Gb/s ConnectX-7 adapter's price: $2,000. Assumption (reseller list prices of
+MCX75310AAS-NEAT-class cards; no NVIDIA price list): range $1,200–3,000."""
+NDR_NIC_MODULE_W = 9.0
+"""The 400G OSFP module at the NIC end: 9 W (NVIDIA MMS4X00-NS400 product specification: "draws 9 Watts maximum or 9
+Watts typical" in 400 Gb/s mode)."""
+CONNECTX6_W = 15.0
+"""A single-port 200 Gb/s HDR ConnectX-6 adapter (PCIe Gen4 x16, QSFP56), without its module: 15 W. Assumption (the
+ConnectX-6 user manual's power class, not re-read here): range 10–20 W."""
+CONNECTX6_USD = 1_200.0
+"""A single-port 200 Gb/s ConnectX-6 adapter's price: $1,200. Assumption (reseller list prices): range $800–1,800."""
 NDR_FAT_TREE = FatTree(
     "ndr-400g", 400e9, 64, switch_w=750.0, switch_usd=25_000.0, transceiver_w=17.0 / 2, transceiver_usd=500.0,
     source="NVIDIA Quantum-2 QM9700: 64 ports of 400 Gb/s NDR in 32 OSFP cages (QM97xx user manual); its cages take "
            "class-8 (17 W) twin-port 2×400G transceivers (same manual; MMS4X00-NS), 8.5 W per 400G port (the NIC "
            "side's MMS4X00-NS400 draws 9 W: its product specification). Assumptions: the switch without optics "
            "750 W (range 500–1,100 W: a 51.2 Tb/s ASIC with fans and supplies); $25,000 per switch (range "
-           "$15–40 k) and $500 per 400G transceiver port (range $300–1,000), no public price list")
+           "$15–40 k) and $500 per 400G transceiver port (range $300–1,000), no public price list. NIC: a ConnectX-7 "
+           "(CONNECTX7_W, CONNECTX7_USD) with its 400G module (NDR_NIC_MODULE_W, the switch side's $500)",
+    nic_w=CONNECTX7_W + NDR_NIC_MODULE_W, nic_usd=CONNECTX7_USD + 500.0)
 """The scale-out network of the switched family and the H100 reference (one 400 Gb/s NIC per GPU, DGX H100
 SuperPOD's compute fabric), and the data-centre network of a multi-pod torus."""
 HDR_FAT_TREE = FatTree(
     "hdr-200g", 200e9, 40, switch_w=250.0, switch_usd=15_000.0, transceiver_w=4.5, transceiver_usd=300.0,
     source="NVIDIA Quantum QM8700: 40 ports of 200 Gb/s HDR (QM87xx user manual). Assumptions: the switch without "
            "optics 250 W (range 200–400 W), a 200G QSFP56 SR4 transceiver 4.5 W (range 4–5 W), $15,000 per switch "
-           "(range $10–25 k) and $300 per transceiver (range $200–600)")
+           "(range $10–25 k) and $300 per transceiver (range $200–600). NIC: a ConnectX-6 (CONNECTX6_W, "
+           "CONNECTX6_USD) with its 200G module (4.5 W, $300 as the switch side's)",
+    nic_w=CONNECTX6_W + 4.5, nic_usd=CONNECTX6_USD + 300.0)
 """The A100 reference's scale-out network: one 200 Gb/s HDR NIC per GPU on QM8700-class switches (DGX A100
 SuperPOD)."""
 
@@ -342,28 +364,33 @@ TPUV4_OCS = ScaleUpFabric(
 """The torus family's scale-up fabric: TPU v4's OCS, per link (a torus of 12 links per chip needs twice the ports)."""
 
 TPUV4_HOST = HostShare(
-    "tpuv4-host", 4, TPUV4_SYSTEM_W_PER_CHIP - TPUV4_CHIP_MEAN_W - TPUV4_OCS_W_PER_CHIP, TPUV4_HOST_USD_PER_CHIP,
-    "TPU v4 host (4 chips per host): power = the measured system power per chip less the chip's mean and its OCS "
-    "share (TPUV4_SYSTEM_W_PER_CHIP − TPUV4_CHIP_MEAN_W − TPUV4_OCS_W_PER_CHIP = 146 W; Patterson et al. 2022, Jouppi et "
-    "al. 2023); cost TPUV4_HOST_USD_PER_CHIP (assumption, range $2,500–10,000)")
+    "tpuv4-host", 4, TPUV4_SYSTEM_W_PER_CHIP - TPUV4_CHIP_MEAN_W - TPUV4_OCS_W_PER_CHIP - NDR_FAT_TREE.nic_w / 4,
+    TPUV4_HOST_USD_PER_CHIP,
+    "TPU v4 host (4 chips per host): power = the measured system power per chip less the chip's mean, its OCS share "
+    "and a quarter of the host's NIC (TPUV4_SYSTEM_W_PER_CHIP − TPUV4_CHIP_MEAN_W − TPUV4_OCS_W_PER_CHIP − NIC/4 = "
+    "139 W; Patterson et al. 2022, Jouppi et al. 2023); cost TPUV4_HOST_USD_PER_CHIP (assumption, range "
+    "$2,500–10,000), its NIC charged apart")
 """The torus family's host: TPU v4's, what a TPU-v4-like system (the tpuv4 reference and every torus design of the
 system space) pays per chip beyond the chip and its OCS share."""
 DGX_A100_HOST = HostShare(
     "dgx-a100", SCALE_UP_DOMAIN, (DGX_A100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["a100"].power_w) / SCALE_UP_DOMAIN
-    - NVSWITCH_GEN2.w_per_chip(A100_NVLINKS, A100_NVLINKS * 2 * NVLINK_LINK_BPS),
-    DGX_HOST_USD_PER_CHIP - NVSWITCH_GEN2.usd_per_chip(A100_NVLINKS, A100_NVLINKS * 2 * NVLINK_LINK_BPS),
+    - NVSWITCH_GEN2.w_per_chip(A100_NVLINKS, A100_NVLINKS * 2 * NVLINK_LINK_BPS) - HDR_FAT_TREE.nic_w,
+    DGX_HOST_USD_PER_CHIP,
     "DGX A100: (6.5 kW max − 8 × 400 W A100 TDP) / 8 = 412.5 W per GPU (2 AMD EPYC 7742, 1 TB DRAM, 6 NVSwitches, "
     "9 ConnectX-6 NICs, fans, supplies; NVIDIA DGX A100 datasheet) less its NVSwitch share (NVSWITCH_GEN2 at "
-    "600 GB/s), which the scale-up fabric charges; cost DGX_HOST_USD_PER_CHIP less the same share")
-"""The A100 reference's host: a DGX A100 node's, per GPU, without its NVSwitches."""
+    "600 GB/s) and its compute NIC (HDR_FAT_TREE.nic_w), which the scale-up fabric and the NIC charge; cost "
+    "DGX_HOST_USD_PER_CHIP (assumption, its range)")
+"""The A100 reference's host: a DGX A100 node's, per GPU, without its NVSwitches and compute NIC."""
 DGX_H100_HOST = HostShare(
     "dgx-h100", SCALE_UP_DOMAIN, (DGX_H100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["h100"].power_w) / SCALE_UP_DOMAIN
-    - NVSWITCH_GEN3.w_per_chip(H100_NVLINKS, H100_NVLINKS * 2 * NVLINK_LINK_BPS),
-    DGX_HOST_USD_PER_CHIP - NVSWITCH_GEN3.usd_per_chip(H100_NVLINKS, H100_NVLINKS * 2 * NVLINK_LINK_BPS),
+    - NVSWITCH_GEN3.w_per_chip(H100_NVLINKS, H100_NVLINKS * 2 * NVLINK_LINK_BPS) - NDR_FAT_TREE.nic_w,
+    DGX_HOST_USD_PER_CHIP,
     "DGX H100: (10.2 kW max − 8 × 700 W H100 TDP) / 8 = 575 W per GPU (2 Xeon 8480C, 2 TB DRAM, 4 NVSwitches, "
     "8 + 2 ConnectX-7 NICs, fans, supplies; NVIDIA DGX H100 datasheet) less its NVSwitch share (NVSWITCH_GEN3 at "
-    "900 GB/s), which the scale-up fabric charges; cost DGX_HOST_USD_PER_CHIP less the same share")
-"""The H100 reference's host and the switched family's: a DGX H100 node's, per GPU, without its NVSwitches (the
+    "900 GB/s) and its compute NIC (NDR_FAT_TREE.nic_w), which the scale-up fabric and the NIC charge; cost "
+    "DGX_HOST_USD_PER_CHIP (assumption, its range)")
+"""The H100 reference's host and the switched family's: a DGX H100 node's, per GPU, without its NVSwitches and
+compute NIC (the
 system space's switched designs are 8-chip switch domains of its generation: 100G-PAM4 SerDes, 400 Gb/s NICs; each
 pays the NVSwitch its own link bandwidth needs)."""
 
@@ -414,13 +441,24 @@ class SystemFamily:
     def scale_up_usd_per_chip(self, estimate: ChipEstimate) -> float:
         return self.scale_up.usd_per_chip(estimate.links, estimate.link_total_Bps)
 
+    @property
+    def nic_w_per_chip(self) -> float:
+        """The chip's share of its NICs (``network_ports_per_chip`` × the network's ``nic_w``), whatever the size."""
+        return self.network_ports_per_chip * self.network.nic_w
+
+    @property
+    def nic_usd_per_chip(self) -> float:
+        return self.network_ports_per_chip * self.network.nic_usd
+
     def overhead_w_per_chip(self, estimate: ChipEstimate, n_devices: int) -> float:
-        """Host share + scale-up fabric + scale-out network per chip of ``estimate`` (W, before PUE) in a cluster of
-        ``n_devices``."""
-        return self.host.w_per_chip + self.scale_up_w_per_chip(estimate) + self.network_w_per_chip(n_devices)
+        """Host share + scale-up fabric + NIC + scale-out network per chip of ``estimate`` (W, before PUE) in a
+        cluster of ``n_devices``."""
+        return (self.host.w_per_chip + self.scale_up_w_per_chip(estimate) + self.nic_w_per_chip
+                + self.network_w_per_chip(n_devices))
 
     def overhead_usd_per_chip(self, estimate: ChipEstimate, n_devices: int) -> float:
-        return self.host.usd_per_chip + self.scale_up_usd_per_chip(estimate) + self.network_usd_per_chip(n_devices)
+        return (self.host.usd_per_chip + self.scale_up_usd_per_chip(estimate) + self.nic_usd_per_chip
+                + self.network_usd_per_chip(n_devices))
 
     def steps(self):
         """The chip counts up to which the overhead per chip is constant, ascending and endless: the largest
@@ -705,6 +743,7 @@ class SystemPoint:
                 "wall_power_per_chip_w": self.wall_power_per_chip_w, "cost_per_chip_usd": self.cost_per_chip_usd,
                 "family": self.family.name, "host_w_per_chip": self.family.host.w_per_chip,
                 "scale_up_w_per_chip": self.family.scale_up_w_per_chip(self.estimate),
+                "nic_w_per_chip": self.family.nic_w_per_chip, "nic_usd_per_chip": self.family.nic_usd_per_chip,
                 "network_w_per_chip": self.family.network_w_per_chip(self.n_devices),
                 "host_usd_per_chip": self.family.host.usd_per_chip,
                 "scale_up_usd_per_chip": self.family.scale_up_usd_per_chip(self.estimate),
