@@ -203,7 +203,7 @@ def test_the_scale_up_fabric_grows_with_the_designs_links_and_keeps_each_referen
     ocs = [p.family.scale_up_usd_per_chip(p.estimate) for p in torus]
     assert ocs[1] == pytest.approx(2 * ocs[0]) and ocs[0] > 0
     tpuv4, _ = reference_system("tpuv4", budget)
-    system_usd = tpuv4.estimate.total_cost_usd + tpuv4.family.host.usd_per_chip
+    system_usd = tpuv4.estimate.total_cost_usd + tpuv4.family.host.usd_per_chip + tpuv4.family.nic_usd_per_chip
     assert tpuv4.family.scale_up_usd_per_chip(tpuv4.estimate) / (system_usd + ocs[0]) == pytest.approx(0.05)
     with pytest.raises(ValueError, match="w_per_Bps"):
         system_module.ScaleUpFabric("bad", -1.0, 0.0, 0.0, 0.0, "test")

@@ -356,11 +356,13 @@ of a 2-socket server with its DRAM and NIC over 4 chips; range $2,500–10,000).
 TPUV4_OCS = ScaleUpFabric(
     "tpuv4-ocs", 0.0, 0.0, TPUV4_OCS_W_PER_CHIP / _TPUV4_CHIP_SYSTEM.links,
     TPUV4_OCS_COST_SHARE / (1 - TPUV4_OCS_COST_SHARE) * (
-        chip_estimate(get_preset("tpuv4"), _TPUV4_CHIP_SYSTEM).total_cost_usd + TPUV4_HOST_USD_PER_CHIP)
+        chip_estimate(get_preset("tpuv4"), _TPUV4_CHIP_SYSTEM).total_cost_usd + TPUV4_HOST_USD_PER_CHIP
+        + NDR_FAT_TREE.nic_usd / 4)
     / _TPUV4_CHIP_SYSTEM.links,
     "TPU v4's 48 optical circuit switches per 4,096-chip pod (Jouppi et al., ISCA 2023): per ICI link (an OCS is "
     "blind to the rate, its ports follow the fibres), TPU v4's 6 links carrying TPUV4_OCS_POWER_SHARE of its "
-    "measured system power and TPUV4_OCS_COST_SHARE of its system cost (the modelled tpuv4 chip + its host)")
+    "measured system power and TPUV4_OCS_COST_SHARE of its system cost (the modelled tpuv4 chip + its host + its "
+    "NIC share)")
 """The torus family's scale-up fabric: TPU v4's OCS, per link (a torus of 12 links per chip needs twice the ports)."""
 
 TPUV4_HOST = HostShare(
