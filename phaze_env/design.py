@@ -579,7 +579,8 @@ def _system_arch_space(space: SystemDesignSpace) -> SystemArchSpace:
             continue  # one row per design head; the row's evaluation covers every microbatch and recompute
         point = space.point(design)
         if point.n_devices > MAX_SYSTEM_CHIPS:
-            raise ValueError(f"a {space.budget.describe()} budget buys {point.n_devices:,} chips of "
+            count = f"{point.n_devices:,}" if point.n_devices < 1e12 else f"{float(point.n_devices):.3g}"
+            raise ValueError(f"a {space.budget.describe()} budget buys {count} chips of "
                              f"{design.system_choice().describe()}, more than any buildable system "
                              f"({MAX_SYSTEM_CHIPS:,} chips at most): give a smaller budget")
         if point.n_devices >= 1:
