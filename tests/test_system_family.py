@@ -219,3 +219,26 @@ def test_each_chip_pays_its_nic_share_at_any_size_and_the_network_adds_switch_po
     one_node = h100.overhead_w_per_chip(estimate, 8)
     assert one_node == pytest.approx(h100.host.w_per_chip + h100.nic_w_per_chip)  # no links on this estimate
     assert h100.overhead_w_per_chip(estimate, 2048) == pytest.approx(one_node + 3 * NDR_FAT_TREE.port_w())
+
+
+def test_the_nre_knob_charges_designs_not_references_and_is_off_by_default():
+    """``nre_chips`` amortises the node's design + mask-set cost (cost.DESIGN_NRE_USD) over that many custom chips: every
+    design pays it, a reference chip (bought off the shelf) does not; off, nothing moves and the budget's dict (the
+    stored results' signatures) keeps its old form."""
+    from phaze_env.hardware import cost as cost_module
+    off, on = SystemBudget(power_w=None, cost_usd=1e8), SystemBudget(power_w=None, cost_usd=1e8, nre_chips=100_000)
+    assert off.to_dict() == {"power_w": None, "cost_usd": 1e8} and SystemBudget(**on.to_dict()) == on
+    arch = SystemDesignSpace().base
+    choice = SystemChoice(600.0, 4, "hbm3", 6, 50.0, "switched")
+    plain, charged = (system_module.choice_point(choice, arch, budget) for budget in (off, on))
+    assert charged.estimate.cost_usd["nre"] == pytest.approx(249e6 / 100_000) and "nre" not in plain.estimate.cost_usd
+    assert charged.cost_per_chip_usd - plain.cost_per_chip_usd == pytest.approx(2_490.0)
+    assert charged.n_devices < plain.n_devices
+    for name in REFERENCE_FAMILIES:
+        assert (system_module.reference_point(name, on).cost_per_chip_usd
+                == pytest.approx(system_module.reference_point(name, off).cost_per_chip_usd))
+    with pytest.raises(ValueError, match="positive whole number of chips"):
+        SystemBudget(power_w=1e6, nre_chips=0)
+    odd = cost_module.ProcessNode("N6", 1.2, 1.1, 0.9, 10_000.0, 0.1)
+    with pytest.raises(cost_module.UnknownNodeError, match="no NRE figure for node 'N6'"):
+        cost_module.nre_usd_per_chip(odd, 1000)

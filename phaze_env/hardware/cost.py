@@ -125,6 +125,29 @@ def get_node(name: str | ProcessNode) -> ProcessNode:
     return NODES[key]
 
 
+DESIGN_NRE_USD: dict[str, float] = {"N7": 249e6, "N5": 476e6, "N3": 590e6}
+"""Non-recurring engineering of a large chip at a node — architecture, IP qualification, verification, physical
+design, software, prototype (mask set and first wafers), validation: IBS (International Business Strategies) 2023
+estimates as reported by the trade press (techovedas, "2nm Chip Design Costs $725 Million", 2023: 7 nm ≈ $249 M, 2 nm
+≈ $725 M; the same IBS chart gives 5 nm ≈ $476 M and 3 nm ≈ $590 M — read from the reports, not the chart). N5-family
+nodes (4N, N4P, 4NP) take N5's. Assumption range ×0.3–×1: the figures are for a complex SoC with its software, and
+"headline numbers appear to be significantly inflated" for accelerators of replicated MAC arrays (Semiconductor
+Engineering, "What Will That Chip Cost?", 2023)."""
+NRE_NODE_FAMILY = {"N7": "N7", "N5": "N5", "4N": "N5", "N4P": "N5", "4NP": "N5", "N3": "N3"}
+"""Which :data:`DESIGN_NRE_USD` figure each node of :data:`NODES` takes."""
+
+
+def nre_usd_per_chip(node: str | ProcessNode, chips: int) -> float:
+    """A custom chip's NRE at ``node`` amortised over ``chips`` chips built (:data:`DESIGN_NRE_USD`); a node without
+    an NRE figure raises :class:`UnknownNodeError`."""
+    if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
+        raise ValueError(f"NRE is amortised over a positive whole number of chips, got {chips!r}")
+    name = get_node(node).name
+    if name not in NRE_NODE_FAMILY:
+        raise UnknownNodeError(f"no NRE figure for node {name!r}; nodes with one: {', '.join(NRE_NODE_FAMILY)}")
+    return DESIGN_NRE_USD[NRE_NODE_FAMILY[name]] / chips
+
+
 @dataclass(frozen=True)
 class SerdesKind:
     """A chip-to-chip SerDes lane: its rate per direction and the die area of one lane pair (TX + RX)."""

@@ -33,7 +33,7 @@ from phaze_env.hardware import area
 from phaze_env.hardware.accelerator import (A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, Accelerator,
                                             get_preset)
 from phaze_env.hardware.cost import (A100_NVLINKS, H100_NVLINKS, NVLINK_LINK_BPS, PUBLISHED, SYSTEMS, ChipEstimate,
-                                     ChipSystem, chip_estimate, compute_die_area_mm2,
+                                     ChipSystem, chip_estimate, compute_die_area_mm2, nre_usd_per_chip,
                                      periphery_area_mm2)
 from phaze_env.hardware.number_format import check_number_format
 
@@ -522,10 +522,18 @@ SECONDS_PER_YEAR = 365.25 * 24 * 3600
 
 @dataclass(frozen=True)
 class SystemBudget:
-    """A cluster budget: power at the wall (W) or capital cost (USD); exactly one is set."""
+    """A cluster budget: power at the wall (W) or capital cost (USD); exactly one is set. ``nre_chips`` (default
+    ``None``: off) charges each custom chip — every design of the system space, not the references — its node's
+    design and mask-set cost amortised over that many chips built (:func:`~phaze_env.hardware.cost.nre_usd_per_chip`).
+
+    Off by default: the NRE figures are for complex SoCs with their software and overstate a replicated-array
+    accelerator's (:data:`~phaze_env.hardware.cost.DESIGN_NRE_USD`'s range), the volume a chip is amortised over is the
+    builder's choice rather than a property of the design, and the references' own NRE is spread over 10⁵–10⁶ chips
+    sold. So the default compares silicon at its manufacturing cost, and ``--nre-chips N`` asks "what if I build N"."""
 
     power_w: float | None = DEFAULT_BUDGET_W
     cost_usd: float | None = None
+    nre_chips: int | None = None
 
     def __post_init__(self) -> None:
         if (self.power_w is None) == (self.cost_usd is None):
@@ -533,15 +541,19 @@ class SystemBudget:
         value = self.power_w if self.power_w is not None else self.cost_usd
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise ValueError(f"the system budget must be a positive finite number, got {value!r}")
+        chips = self.nre_chips
+        if chips is not None and (isinstance(chips, bool) or not isinstance(chips, int) or chips < 1):
+            raise ValueError(f"NRE is amortised over a positive whole number of chips, got {chips!r}")
 
     @classmethod
-    def of(cls, budget_w: float | None = None, budget_usd: float | None = None) -> SystemBudget:
+    def of(cls, budget_w: float | None = None, budget_usd: float | None = None,
+           nre_chips: int | None = None) -> SystemBudget:
         """From the CLI/space options: the money budget when given, else the power budget (default 10 MW)."""
         if budget_usd is not None:
             if budget_w is not None:
                 raise ValueError("give a power budget or a cost budget, not both")
-            return cls(power_w=None, cost_usd=budget_usd)
-        return cls(power_w=DEFAULT_BUDGET_W if budget_w is None else budget_w)
+            return cls(power_w=None, cost_usd=budget_usd, nre_chips=nre_chips)
+        return cls(power_w=DEFAULT_BUDGET_W if budget_w is None else budget_w, nre_chips=nre_chips)
 
     def per_chip(self, estimate: ChipEstimate, family: SystemFamily, n_devices: int) -> float:
         """What one chip of a ``family`` cluster of ``n_devices`` takes of this budget (W at the wall, or USD)."""
@@ -565,10 +577,14 @@ class SystemBudget:
         raise AssertionError("SystemFamily.steps is endless")
 
     def describe(self) -> str:
-        return f"{self.power_w / 1e6:g} MW" if self.power_w is not None else f"${self.cost_usd / 1e6:g} M"
+        budget = f"{self.power_w / 1e6:g} MW" if self.power_w is not None else f"${self.cost_usd / 1e6:g} M"
+        return budget + (f" (custom chips with NRE over {self.nre_chips:,})" if self.nre_chips is not None else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"power_w": self.power_w, "cost_usd": self.cost_usd}
+        """JSON-ready; ``nre_chips`` only when set, so a budget without NRE keeps the form (and the stored results'
+        signatures) it had before the knob."""
+        data: dict[str, Any] = {"power_w": self.power_w, "cost_usd": self.cost_usd}
+        return data | ({"nre_chips": self.nre_chips} if self.nre_chips is not None else {})
 
 
 def wall_power_per_chip_w(estimate: ChipEstimate, family: SystemFamily, n_devices: int) -> float:
@@ -756,11 +772,16 @@ class SystemPoint:
 
 
 def system_point(accelerator: Accelerator, chip_system: ChipSystem, topology: str, budget: SystemBudget,
-                 family: SystemFamily | None = None) -> SystemPoint:
+                 family: SystemFamily | None = None, custom: bool = True) -> SystemPoint:
     """``accelerator`` built as ``chip_system`` into a ``topology`` cluster of ``family`` (default the topology's,
-    :func:`topology_family`) with the chips ``budget`` buys."""
+    :func:`topology_family`) with the chips ``budget`` buys. A ``custom`` chip (every design; not a reference chip
+    bought off the shelf) pays its NRE when the budget amortises it (:attr:`SystemBudget.nre_chips`): an ``nre``
+    term of its cost."""
     family = family or topology_family(topology)
     estimate = chip_estimate(accelerator, chip_system)
+    if custom and budget.nre_chips is not None:
+        nre = nre_usd_per_chip(chip_system.process, budget.nre_chips)
+        estimate = dataclasses.replace(estimate, cost_usd={**estimate.cost_usd, "nre": nre})
     return SystemPoint(accelerator, chip_system, topology, estimate,
                        devices_supported(topology, budget.affordable(estimate, family)), budget, family)
 
@@ -803,7 +824,7 @@ def reference_point(name: str, budget: SystemBudget, number_format: str = "bf16"
                          f"not {number_format!r}")
     chip_system, _ = SYSTEMS[name]
     point = system_point(get_preset(name).replace(gemm_efficiency=SYSTEM_GEMM_EFFICIENCY), chip_system,
-                         REFERENCE_TOPOLOGIES[name], budget, SYSTEM_FAMILIES[REFERENCE_FAMILIES[name]])
+                         REFERENCE_TOPOLOGIES[name], budget, SYSTEM_FAMILIES[REFERENCE_FAMILIES[name]], custom=False)
     if number_format == point.accelerator.number_format:
         return point
     return dataclasses.replace(point, accelerator=point.accelerator.replace(number_format=number_format))
