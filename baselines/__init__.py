@@ -1,8 +1,7 @@
 """Search strategies behind one ask/tell protocol, and the registry the comparison study runs.
 
-``STRATEGIES[name].build(space=..., seed=..., budget=..., workload=..., cluster=..., **overrides)`` makes a
-:class:`~baselines.protocol.Strategy`; :func:`run_strategy` drives one for a budget of
-evaluations. Every entry documents its default hyper-parameters (``defaults``); the exact optimum every
+``STRATEGIES[name].build(space=..., seed=..., budget=..., workload=..., cluster=..., objectives=..., **overrides)``
+makes a :class:`~baselines.protocol.Strategy`; :func:`run_strategy` drives one for a budget of evaluations. Every entry documents its default hyper-parameters (``defaults``); the exact optimum every
 strategy is scored against is :func:`baselines.exact.exact_optimum` (``search.phaze``).
 """
 
@@ -16,7 +15,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from baselines.protocol import Strategy, StrategyFactory, Trace, construct, evaluate_in_window
+from baselines.protocol import (THROUGHPUT, Strategy, StrategyFactory, Trace, check_objectives, construct,
+                                evaluate_in_window)
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Cluster
 from phaze_env.workloads import Workload, get_workload
@@ -79,7 +79,8 @@ STRATEGIES: dict[str, StrategySpec] = {spec.name: spec for spec in (
           defaults=dict(sampler="cmaes"), requires=("cmaes",)),
     _spec("optuna_qmc", "baselines.optuna_samplers:OptunaStrategy", "Optuna QMCSampler (scrambled Sobol, knob "
           "indices)", defaults=dict(sampler="qmc")),
-    _spec("optuna_nsga2", "baselines.optuna_samplers:OptunaStrategy", "Optuna NSGA-II on (throughput, area)",
+    _spec("optuna_nsga2", "baselines.optuna_samplers:OptunaStrategy", "Optuna NSGA-II on a front's two objectives "
+          "(else the objective and area)",
           defaults=dict(sampler="nsga2")),
     _spec("optuna_random", "baselines.optuna_samplers:OptunaStrategy", "Optuna RandomSampler",
           defaults=dict(sampler="random")),
@@ -102,13 +103,17 @@ def make_strategy(strategy: Strategy | StrategyFactory | str, **arguments: Any) 
 
 def run_strategy(strategy: Strategy | StrategyFactory | str, workload: str | Workload, cluster: Cluster | None,
                  space: DesignSpace, budget: int, seed: int = 0, *, name: str | None = None,
-                 callback: Callable[[Trace], None] | None = None, **hyper_parameters: Any) -> Trace:
+                 callback: Callable[[Trace], None] | None = None, objectives: tuple[str, ...] = THROUGHPUT,
+                 **hyper_parameters: Any) -> Trace:
     """Run ``strategy`` for ``budget`` evaluations and return the :class:`Trace`.
 
     ``strategy`` is a registry name (:data:`baselines.STRATEGIES`), a factory called as
     ``factory(space=..., seed=..., budget=..., workload=..., cluster=..., **hyper_parameters)``, or a ready
     :class:`Strategy` instance (then ``seed`` only labels the trace). ``callback(trace)`` runs after every
-    evaluation. Strategies with a ``close()`` method are closed at the end, even on error.
+    evaluation. Strategies with a ``close()`` method are closed at the end, even on error. ``objectives``: what the
+    run is scored by (a benchmark task's :attr:`~phaze_env.tasks.Task.objectives`); single-objective strategies
+    maximise the first (:func:`~baselines.protocol.score_of`), and one that can only maximise throughput is refused
+    any other (``ValueError``, one line).
     """
     if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget <= 0:
         raise ValueError(f"budget must be a positive integer, got {budget!r}")
@@ -116,8 +121,9 @@ def run_strategy(strategy: Strategy | StrategyFactory | str, workload: str | Wor
     cluster = cluster if cluster is not None else Cluster()
     label = name or (strategy if isinstance(strategy, str) else getattr(strategy, "name", type(strategy).__name__))
     started = time.perf_counter()
+    objectives = check_objectives(objectives, space)
     instance = make_strategy(strategy, space=space, seed=seed, budget=int(budget), workload=workload, cluster=cluster,
-                             **hyper_parameters)
+                             objectives=objectives, **hyper_parameters)
     trace = Trace(strategy=str(label), workload=workload.name, seed=int(seed))
     try:
         for _ in range(int(budget)):

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from baselines.genetic import GeneticAlgorithm
-from baselines.protocol import throughput_of
+from baselines.protocol import THROUGHPUT, score_of
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Evaluation
 
@@ -82,8 +82,9 @@ class ConfuciuX:
     def __init__(self, space: DesignSpace, seed: int = 0, budget: int = 100, rl_fraction: float = 0.7,
                  lr: float = 0.02, batch: int = 2, entropy: float = 0.01, baseline_decay: float = 0.8,
                  hidden: int = 32, penalty: float = -1.0, max_redraws: int = 200, ga_population: int = 6,
-                 ga_mutation: float = 0.25):
+                 ga_mutation: float = 0.25, objectives: tuple[str, ...] = THROUGHPUT):
         self.space = space
+        self.objectives = objectives  # the reward: the first (protocol.score_of)
         self.seed = seed
         self.rl_budget = max(1, int(round(rl_fraction * budget)))
         torch.manual_seed(seed)
@@ -142,11 +143,12 @@ class ConfuciuX:
             return self._rl_ask()
         if self.ga is None:
             self.ga = GeneticAlgorithm(self.space, seed=self.seed, population=self.ga_population, elite=1,
-                                       mutation=self.ga_mutation, initial=self.observed)
+                                       mutation=self.ga_mutation, initial=self.observed,
+                                       objectives=self.objectives)
         return self.ga.ask()
 
     def tell(self, design: Design, evaluation: Evaluation | None) -> None:
-        value = throughput_of(evaluation)
+        value = score_of(self.space, design, evaluation, self.objectives)
         self.observed[design] = value
         self.best = max(self.best, value)
         self.told += 1

@@ -12,7 +12,7 @@ from collections import deque
 
 import numpy as np
 
-from baselines.protocol import throughput_of
+from baselines.protocol import THROUGHPUT, score_of
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Evaluation
 
@@ -26,10 +26,12 @@ class GeneticAlgorithm:
 
     def __init__(self, space: DesignSpace, seed: int = 0, population: int = 10, elite: int = 2,
                  mutation: float | None = None, crossover: float = 0.9, tournament: int = 3,
-                 initial: dict[Design, float] | None = None, max_tries: int = 200):
+                 initial: dict[Design, float] | None = None, max_tries: int = 200,
+                 objectives: tuple[str, ...] = THROUGHPUT):
         if population < 2 or not 0 <= elite < population:
             raise ValueError(f"need population ≥ 2 and 0 ≤ elite < population, got {population}, {elite}")
         self.space = space
+        self.objectives = objectives  # fitness: the first (protocol.score_of)
         self.rng = np.random.default_rng(seed)
         self.population_size = population
         self.elite = elite
@@ -53,7 +55,7 @@ class GeneticAlgorithm:
         return self.pending.popleft()
 
     def tell(self, design: Design, evaluation: Evaluation | None) -> None:
-        self.fitness[design] = throughput_of(evaluation)
+        self.fitness[design] = score_of(self.space, design, evaluation, self.objectives)
         if design in self.generation and all(d in self.fitness for d in self.generation) and not self.pending:
             self.population = self._survivors(self.population + self.generation)
             self.generation = []

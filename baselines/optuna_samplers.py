@@ -11,8 +11,8 @@ from it, and another trial is asked — at most ``max_rejections`` times, then t
 anyway and the driver charges it as a zero-throughput evaluation.
 
 Samplers (:func:`phaze_env.objective.make_sampler`): ``tpe`` (multivariate TPE), ``gp`` (GPSampler),
-``cmaes`` (CmaEsSampler; needs the ``cmaes`` package), ``qmc`` (scrambled Sobol quasi-random points), ``nsga2`` (NSGA-II on (throughput, area) — the
-multi-objective form), ``random`` and ``bruteforce`` (BruteForceSampler; small spaces only). GP, CMA-ES and
+``cmaes`` (CmaEsSampler; needs the ``cmaes`` package), ``qmc`` (scrambled Sobol quasi-random points), ``nsga2`` (NSGA-II on the run's two objectives, or
+(its objective, area) — the multi-objective form), ``random`` and ``bruteforce`` (BruteForceSampler; small spaces only). GP, CMA-ES and
 QMC see the ordered knobs as integer indices (:data:`phaze_env.objective.INDEX_ENCODED`), the others as
 categories.
 """
@@ -25,7 +25,9 @@ import optuna
 
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Cluster, Evaluation
+from baselines.protocol import THROUGHPUT
 from phaze_env.objective import INDEX_ENCODED, make_objective, make_sampler
+from phaze_env.tasks import AREA_OBJECTIVE
 from phaze_env.workloads import Workload
 
 BRUTE_FORCE_MAX_DESIGNS = 5000
@@ -35,14 +37,18 @@ class OptunaStrategy:
     """Ask/tell over an Optuna study with the sampler ``sampler`` (a short name, see the module docstring)."""
 
     def __init__(self, space: DesignSpace, seed: int = 0, *, workload: Workload, cluster: Cluster, sampler: str = "tpe",
-                 storage: Any = None, study_name: str | None = None, max_rejections: int = 500):
+                 storage: Any = None, study_name: str | None = None, max_rejections: int = 500,
+                 objectives: tuple[str, ...] = THROUGHPUT):
         if sampler == "bruteforce" and space.combinations > BRUTE_FORCE_MAX_DESIGNS:
             raise ValueError(f"bruteforce needs a small space (≤ {BRUTE_FORCE_MAX_DESIGNS} knob combinations), "
                              f"this one has {space.combinations}")
         self.name = f"optuna_{sampler}"
         self.space = space
         self.multi_objective = sampler == "nsga2"
-        self.objective = make_objective(workload, cluster, space=space, multi_objective=self.multi_objective,
+        # NSGA-II trades the run's objectives (with area when it has one); the others maximise the first
+        studied = (tuple(objectives) if len(objectives) > 1 else (objectives[0], AREA_OBJECTIVE)) \
+            if self.multi_objective else tuple(objectives[:1])
+        self.objective = make_objective(workload, cluster, space=space, objectives=studied,
                                         encoding="index" if sampler in INDEX_ENCODED else "categorical")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(directions=self.objective.directions, storage=storage, study_name=study_name,

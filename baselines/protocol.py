@@ -29,7 +29,13 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Cluster, Evaluation
+from phaze_env.hardware.system import OBJECTIVES
+from phaze_env.tasks import objective_score
 from phaze_env.workloads import Workload
+from search.objectives import MINIMISED
+
+THROUGHPUT = ("throughput",)
+"""The objectives a run maximises unless told otherwise."""
 
 
 @runtime_checkable
@@ -53,8 +59,28 @@ def evaluate_in_window(design: Design, workload: Workload, cluster: Cluster, spa
 
 
 def throughput_of(evaluation: Evaluation | None) -> float:
-    """What a strategy is scored by: the throughput of a feasible evaluation, else 0."""
+    """The throughput of a feasible evaluation, else 0."""
     return float(evaluation.throughput_samples_s) if evaluation is not None and evaluation.feasible else 0.0
+
+
+def score_of(space: DesignSpace, design: Design, evaluation: Evaluation | None,
+             objectives: tuple[str, ...] = THROUGHPUT) -> float:
+    """What a single-objective strategy maximises: the first of ``objectives`` (a rate:
+    :func:`phaze_env.tasks.objective_score` — throughput, or per W or per $ of the built system) of a feasible
+    evaluation, else 0."""
+    value = throughput_of(evaluation)
+    return objective_score(space, design, value, objectives[0]) if value > 0 else 0.0
+
+
+def check_objectives(objectives: tuple[str, ...], space: DesignSpace) -> tuple[str, ...]:
+    """``objectives`` as a tuple whose first (what single-objective strategies maximise) is a rate the space can
+    score; ``ValueError`` (one line) otherwise."""
+    objectives = tuple(objectives)
+    if not objectives or objectives[0] not in OBJECTIVES or objectives[0] in MINIMISED:  # area is minimised too
+        raise ValueError(f"a strategy maximises a rate first: objectives must start with one of "
+                         f"{', '.join(o for o in OBJECTIVES if o not in MINIMISED)}, got {objectives!r}")
+    objective_score(space, space.decode([0] * len(space.knobs)), 1.0, objectives[0])  # the space can score it
+    return objectives
 
 
 @dataclass
@@ -90,7 +116,9 @@ StrategyFactory = Callable[..., Strategy]
 
 
 # What the driver knows about a run; a strategy receives each of these only if its constructor names it.
-RUN_CONTEXT = ("space", "seed", "budget", "workload", "cluster")
+# ``objectives``: what the run is scored by (a benchmark task's, :attr:`phaze_env.tasks.Task.objectives`); a
+# strategy that does not take it maximises throughput and is refused any other objective.
+RUN_CONTEXT = ("space", "seed", "budget", "workload", "cluster", "objectives")
 
 
 def construct(factory: StrategyFactory, name: str, arguments: dict[str, Any]) -> Strategy:
@@ -101,6 +129,9 @@ def construct(factory: StrategyFactory, name: str, arguments: dict[str, Any]) ->
     named = {p for p, spec in parameters.items() if spec.kind in (spec.POSITIONAL_OR_KEYWORD, spec.KEYWORD_ONLY)}
     open_ended = any(spec.kind is spec.VAR_KEYWORD for spec in parameters.values())
     unknown = sorted(k for k in arguments if k not in RUN_CONTEXT and k not in named and not open_ended)
+    if tuple(arguments.get("objectives", THROUGHPUT)) != THROUGHPUT and "objectives" not in named:
+        raise ValueError(f"strategy {name!r} maximises throughput only; it cannot be scored by "
+                         f"{', '.join(arguments['objectives'])}")
     if unknown:
         known = sorted(named - set(RUN_CONTEXT))
         raise ValueError(f"strategy {name!r} has no hyper-parameter {', '.join(map(repr, unknown))}; "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.protocol import throughput_of
+from baselines.protocol import THROUGHPUT, score_of
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Evaluation
 
@@ -15,8 +15,10 @@ class RandomSearch:
 
     name = "random"
 
-    def __init__(self, space: DesignSpace, seed: int = 0, max_tries: int = 1000):
+    def __init__(self, space: DesignSpace, seed: int = 0, max_tries: int = 1000,
+                 objectives: tuple[str, ...] = THROUGHPUT):
         self.space = space
+        self.objectives = objectives  # what its values are (it does not learn from them)
         self.rng = np.random.default_rng(seed)
         self.max_tries = max_tries
         self.seen: dict[Design, float] = {}
@@ -30,4 +32,4 @@ class RandomSearch:
         return design
 
     def tell(self, design: Design, evaluation: Evaluation | None) -> None:
-        self.seen[design] = throughput_of(evaluation)
+        self.seen[design] = score_of(self.space, design, evaluation, self.objectives)

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import gymnasium as gym
 
 import phaze_env.env  # noqa: F401 - registers the env ids
-from baselines.protocol import LoopStrategy
+from baselines.protocol import THROUGHPUT, LoopStrategy
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Cluster
 from phaze_env.workloads import Workload
@@ -84,7 +84,7 @@ class SB3Strategy(LoopStrategy):
     """``algo`` (``ppo``, ``a2c``, ``maskable_ppo``) trained for the evaluation budget, as ask/tell."""
 
     def __init__(self, space: DesignSpace, seed: int = 0, *, workload: Workload, cluster: Cluster, algo: str = "ppo",
-                 budget: int = 100, **overrides: Any):
+                 budget: int = 100, objectives: tuple[str, ...] = THROUGHPUT, **overrides: Any):
         super().__init__()
         if algo not in DEFAULTS:
             raise ValueError(f"unknown SB3 algorithm {algo!r}; choose from {', '.join(DEFAULTS)}")
@@ -93,7 +93,8 @@ class SB3Strategy(LoopStrategy):
         self.budget = budget
         self.seed = seed
         self.overrides = overrides
-        self.env = EvaluationHandshake(make_env(workload, cluster, space), self._evaluate)
+        # the env's reward is the run's first objective (its ratio to the baseline system's)
+        self.env = EvaluationHandshake(make_env(workload, cluster, space, reward=objectives[0]), self._evaluate)
         self.model = make_model(algo, self.env, seed, **overrides)
 
     def run(self, evaluate) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import norm
 
-from baselines.protocol import throughput_of
+from baselines.protocol import THROUGHPUT, score_of
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Evaluation
 
@@ -202,9 +202,10 @@ class Spotlight:
 
     def __init__(self, space: DesignSpace, seed: int = 0, domain_features: bool = True, warmup: int = 5,
                  explore: float = 0.1, pool: int = 300, restarts: int = 3, refit_every: int = 3,
-                 max_observations: int = 400):
+                 max_observations: int = 400, objectives: tuple[str, ...] = THROUGHPUT):
         self.name = "spotlight" if domain_features else "vanilla_bo"
         self.space = space
+        self.objectives = objectives  # the GP's target: the first (protocol.score_of)
         self.rng = np.random.default_rng(seed)
         self.features = FeatureMap(space, domain_features)
         self.gp = GaussianProcess(restarts=restarts, rng=self.rng)
@@ -257,4 +258,4 @@ class Spotlight:
         return candidates[int(np.argmax(ei))]
 
     def tell(self, design: Design, evaluation: Evaluation | None) -> None:
-        self.observed[design] = throughput_of(evaluation)
+        self.observed[design] = score_of(self.space, design, evaluation, self.objectives)

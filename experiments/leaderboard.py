@@ -52,7 +52,7 @@ import numpy as np
 
 from baselines import STRATEGIES
 from experiments import leaderboard_page as page
-from experiments.task_board import (aggregate, check_bounded, default_strategies, mean_curves, per_task, run_task,
+from experiments.task_board import (FEEDBACK, aggregate, check_bounded, default_strategies, mean_curves, per_task, run_task,
                                     separated, strategy_error)
 from baselines.workloads import resolve_workload
 from experiments.compare_strategies import INTERRUPTED, TOLERANCE, plot, run_study, summarise
@@ -350,7 +350,7 @@ def task_main(parser: argparse.ArgumentParser, args: argparse.Namespace, argv_li
     board = {"version": LEADERBOARD_VERSION, "command": "python -m experiments.leaderboard " + " ".join(argv_list),
              "meta": {"tasks": [t.name for t in tasks], "strategies": sorted({r["strategy"] for r in runs}),
                       "seeds": seeds, "budget": args.budget, "elapsed_s": elapsed, "jobs": args.jobs,
-                      "cores": os.cpu_count()},
+                      "cores": os.cpu_count(), "feedback": FEEDBACK},
              "references": {name: _reference_summary(ref) for name, ref in references.items()},
              "per_task": per_task(runs, rng), "aggregate": aggregate_, "separation": separated(aggregate_),
              "curves": mean_curves(runs, rng)}

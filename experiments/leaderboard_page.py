@@ -91,14 +91,24 @@ def replace_marked(text: str, content: str) -> str:
     return pattern.sub(lambda _: f"{MARK_START}\n{content}\n{MARK_END}", text)
 
 
+def _feedback_sentence(board: dict[str, Any]) -> str:
+    """What the strategies maximised on this board's run (``meta.feedback``, :data:`experiments.task_board.FEEDBACK`)."""
+    if board["meta"].get("feedback") == "task-objective":
+        return ("Strategies maximise the task's objective (throughput, or throughput per W or per $ of the built "
+                "system; on a two-objective task its first, NSGA-II both), so a two-objective score says how much of "
+                "the front their evaluations cover.")
+    return ("Strategies chase throughput (NSGA-II: throughput and area), so a two-objective score says how much of "
+            "the front their evaluations cover.")
+
+
 def markdown(board: dict[str, Any]) -> str:
     lines = ["# Strategy leaderboard", "",
              "Every strategy on every benchmark task ([the task registry](envs.md#benchmark-tasks)): the normalised "
              "score is the best throughput found over the task's **certified optimum** (stored in "
              "`phaze_env/task_optima/`, recomputed by `python -m experiments.task_optima`), or on a two-objective "
-             "task the hypervolume of the evaluated designs over the **exact Pareto front**'s. Strategies chase "
-             "throughput (NSGA-II: throughput and area), so a two-objective score says how much of the front their "
-             "evaluations cover. Intervals: 95 % bootstrap (seeds resampled; over tasks, stratified). Written by "
+             "task the hypervolume of the evaluated designs over the **exact Pareto front**'s. "
+             + _feedback_sentence(board) + " Intervals: 95 % bootstrap (seeds resampled; over tasks, stratified). "
+             "Written by "
              "`python -m experiments.leaderboard --task NAME|core|all` (the run below); interactive page with the "
              "convergence curves: "
              "[leaderboard/board.html](leaderboard/board.html).", "", _meta_sentence(board), "", "## Aggregate", ""]

@@ -4,8 +4,10 @@ For one task (:mod:`phaze_env.tasks`) each strategy runs ``seeds`` times for ``b
 :func:`baselines.run_strategy`; after each evaluation the run's **normalised score** is what the designs evaluated
 so far reach of the stored reference (:meth:`phaze_env.tasks.Reference.normalised`): the best throughput over the
 certified optimum, or on a two-objective task the hypervolume of the evaluated designs' scores over the exact
-front's (the same reference corner). Strategies maximise throughput (the protocol's feedback); on a two-objective
-task the score says how much of the exact front their evaluations cover (NSGA-II trades throughput and area).
+front's (the same reference corner). Strategies are told the task's objectives (:func:`baselines.run_strategy`):
+single-objective ones maximise the task's objective (throughput, or per W or per $ of the built system), and on a
+two-objective task its first, so the score says how much of the exact front their evaluations cover; NSGA-II
+trades the front's two.
 
 Statistics (:func:`aggregate`), in the spirit of Agarwal et al. 2021 ("Deep RL at the edge of the statistical
 precipice", rliable): per task the mean over seeds with a 95 % bootstrap interval (seeds resampled); over tasks
@@ -25,6 +27,9 @@ import numpy as np
 from baselines import STRATEGIES, run_strategy
 from phaze_env.tasks import Reference, Task, design_scores, hypervolume_2d, reference_point
 
+FEEDBACK = "task-objective"
+"""What strategies are told on a board this code runs (``meta.feedback``): the task's objective (a board without it
+was run when every strategy maximised throughput, NSGA-II throughput and area)."""
 TOLERANCE = 1e-9
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
@@ -55,8 +60,9 @@ def normalised_curve(task: Task, reference: Reference, designs: Sequence, throug
     """The run's normalised score after each evaluation (best / optimum, or hypervolume ratio)."""
     if not task.multi_objective:
         best, curve = 0.0, []
-        for throughput in throughputs:
-            best = max(best, throughput)
+        for design, throughput in zip(designs, throughputs):
+            if throughput > 0:
+                best = max(best, design_scores(task, design, throughput)[0])
             curve.append(best / reference.optimum)
         return curve
     corner = reference_point(task, reference.scores)
@@ -92,7 +98,8 @@ def run_task(task: Task, reference: Reference, strategies: Sequence[str], seeds:
     for strategy in strategies:
         for seed in range(seeds):
             started = time.perf_counter()
-            trace = run_strategy(strategy, workload, cluster, space, budget, seed, name=strategy)
+            trace = run_strategy(strategy, workload, cluster, space, budget, seed, name=strategy,
+                                 objectives=task.objectives)
             curve = normalised_curve(task, reference, trace.designs, trace.throughput)
             beats = (dominates_front(task, reference, trace.designs, trace.throughput) if task.multi_objective
                      else curve[-1] > 1 + TOLERANCE)

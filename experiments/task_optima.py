@@ -36,7 +36,8 @@ def search_config(task: Task) -> SearchConfig:
     """The exact search that certifies ``task``: best design, or the front over its two objectives."""
     pareto = task.multi_objective
     return SearchConfig(workloads=(task.workload_spec(),), cluster=task.cluster(), space=task.design_space(),
-                        pareto=pareto, objectives=task.objectives if pareto else ("throughput", "area"))
+                        pareto=pareto, objectives=task.objectives if pareto else ("throughput", "area"),
+                        objective="throughput" if pareto else task.objective)
 
 
 def certify(task: Task, *, workers: int = 1) -> dict:

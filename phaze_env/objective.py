@@ -8,7 +8,9 @@ numbers, such as a number format or a topology family, have no order and stay ca
 design with :meth:`DesignSpace.evaluate` (:func:`phaze_env.design.evaluate_design`).
 
 Objective values: single-objective, the training throughput in samples/s (maximise); multi-objective,
-``(throughput, area_mm2)`` (maximise, minimise) for Pareto studies.
+``(throughput, area_mm2)`` (maximise, minimise) for Pareto studies; with ``objectives`` (or a benchmark task's), each
+named one in its unit (:func:`phaze_env.tasks.objective_score`: throughput, per W or per $ of the built system
+maximised, area minimised).
 
 Infeasibility is reported through Optuna's constraint mechanism, not by a magic value alone. Every trial
 gets two constraint values (feasible when ≤ 0), set with ``trial.set_constraint`` (Optuna ≥ 5, read by
@@ -43,7 +45,7 @@ from phaze_env.cli import (OneLineParser, add_cluster_size_options, add_system_b
                            positive_int)
 from phaze_env.design import SPACE_NAMES, Design, DesignSpace, evaluate_options, named_space
 from phaze_env.evaluate import Cluster, Evaluation
-from phaze_env.tasks import AREA_OBJECTIVE, get_task
+from phaze_env.tasks import AREA_OBJECTIVE, get_task, objective_score
 from phaze_env.workloads import Workload, get_workload, workload_names
 
 CONSTRAINT_NAMES = ("area", "placement")
@@ -92,15 +94,31 @@ class PhazeObjective:
     evaluate_kwargs: dict[str, Any] = field(default_factory=dict)
     evaluations: int = 0  # designs sent to the evaluator (inside the area window) ...
     cache_hits: int = 0  # ... of which its cache answered
+    objectives: tuple[str, ...] = ()  # () → ("throughput",), or ("throughput", "area") when multi_objective
 
     def __post_init__(self) -> None:
         self.evaluate_kwargs = evaluate_options(self.evaluate_kwargs)
         if self.encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, got {self.encoding!r}")
+        if not self.objectives:
+            self.objectives = ("throughput", AREA_OBJECTIVE) if self.multi_objective else ("throughput",)
+        self.objectives = tuple(self.objectives)
+        scorable = ("throughput", "throughput_per_w", "throughput_per_usd", AREA_OBJECTIVE)
+        if any(o not in scorable for o in self.objectives) or len(set(self.objectives)) != len(self.objectives):
+            raise ValueError(f"objectives must be distinct names among {', '.join(scorable)}, got {self.objectives!r}")
+        if self.multi_objective and len(self.objectives) < 2:
+            raise ValueError(f"a multi-objective study needs two or more objectives, got {self.objectives!r}")
+        self.multi_objective = len(self.objectives) > 1
 
     @property
     def directions(self) -> list[str]:
-        return ["maximize", "minimize"] if self.multi_objective else ["maximize"]
+        """Optuna's direction per objective: area minimised (mm²), the rates maximised."""
+        return ["minimize" if o == AREA_OBJECTIVE else "maximize" for o in self.objectives]
+
+    def objective_values(self, design: Design, throughput_samples_s: float) -> tuple[float, ...]:
+        """The design's value per objective in its own unit (:func:`phaze_env.tasks.objective_score`; area in mm²)."""
+        return tuple(abs(v) if o == AREA_OBJECTIVE else v for o, v in
+                     ((o, objective_score(self.space, design, throughput_samples_s, o)) for o in self.objectives))
 
     def suggest(self, trial: Any) -> Design:
         """The design this trial proposes (one suggestion per knob of ``space.knobs``)."""
@@ -138,8 +156,7 @@ class PhazeObjective:
                          energy_per_sample_j=evaluation.energy_per_sample_j, plan=evaluation.plan,
                          memory_bytes=evaluation.memory_bytes, proven=evaluation.proven,
                          worst_gap=evaluation.worst_gap)
-        values = (throughput, area) if self.multi_objective else (throughput,)
-        return TrialRecord(tuple(float(v) for v in values), constraints, attrs)
+        return TrialRecord(tuple(float(v) for v in self.objective_values(design, throughput)), constraints, attrs)
 
     def __call__(self, trial: Any) -> float | tuple[float, float]:
         design = self.suggest(trial)
@@ -154,22 +171,25 @@ class PhazeObjective:
 
 def make_objective(workload: str | Workload | None = None, cluster: Cluster | dict[str, Any] | None = None, *,
                    space: DesignSpace | None = None, multi_objective: bool = False, encoding: str = "categorical",
-                   evaluate_kwargs: dict[str, Any] | None = None, task: str | None = None) -> PhazeObjective:
-    """An objective maximising throughput (or Pareto over throughput and area) of designs in ``space``.
+                   evaluate_kwargs: dict[str, Any] | None = None, task: str | None = None,
+                   objectives: Sequence[str] = ()) -> PhazeObjective:
+    """An objective maximising throughput (or Pareto over throughput and area) of designs in ``space``, or over
+    ``objectives`` (throughput, throughput per W or per $ of a built system, area; two or more make it Pareto).
 
-    ``task``: a benchmark task's name (:data:`phaze_env.tasks.TASKS`) sets the workload, cluster and space (give none
-    of them); a task whose objectives are throughput and area is Pareto over them (``multi_objective``)."""
+    ``task``: a benchmark task's name (:data:`phaze_env.tasks.TASKS`) sets the workload, cluster, space and
+    objectives (give none of them): the study optimises the task's objective, or is Pareto over a front's two."""
     if task is not None:
-        if workload is not None or cluster is not None or space is not None:
-            raise ValueError(f"task={task!r} sets the workload, the cluster and the space: pass none of them")
+        if workload is not None or cluster is not None or space is not None or objectives:
+            raise ValueError(f"task={task!r} sets the workload, the cluster, the space and the objectives: pass none "
+                             "of them")
         chosen = get_task(task)
         workload, cluster, space = chosen.workload_spec(), chosen.cluster(), chosen.design_space()
-        multi_objective = multi_objective or chosen.objectives == ("throughput", AREA_OBJECTIVE)
+        objectives = chosen.objectives
     elif workload is None:
         raise ValueError("make_objective needs a workload (or a task)")
     cluster = Cluster.from_dict(cluster) if isinstance(cluster, dict) else (cluster or Cluster())
     return PhazeObjective(get_workload(workload), cluster, space or DesignSpace(), multi_objective, encoding,
-                          dict(evaluate_kwargs or {}))
+                          dict(evaluate_kwargs or {}), objectives=tuple(objectives))
 
 
 def make_sampler(name: str, *, seed: int | None = None, multi_objective: bool = False):

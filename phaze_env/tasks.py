@@ -85,8 +85,8 @@ class TaskError(ValueError):
 class Task:
     """One benchmark task. ``space`` is ``"full"`` (PHAZE's knob lists, area budget ``area_fraction`` × the
     TPUv4-like architecture's) or ``"system"`` (at ``budget_w`` watts or ``budget_usd`` dollars);
-    ``objectives``: ``("throughput",)`` or two of :data:`~phaze_env.hardware.system.OBJECTIVES` and ``"area"``
-    (a front)."""
+    ``objectives``: one of :data:`~phaze_env.hardware.system.OBJECTIVES`' rates (maximised), or two of them and
+    ``"area"`` (a front); :attr:`objective` is what a single-objective strategy maximises."""
 
     name: str
     workload: str
@@ -101,8 +101,19 @@ class Task:
         return len(self.objectives) > 1
 
     @property
+    def objective(self) -> str:
+        """What a single-objective strategy maximises on this task: its objective, or a front's first one (on a
+        two-objective task the board scores the hypervolume of everything it evaluated)."""
+        return self.objectives[0]
+
+    @property
     def is_system(self) -> bool:
         return self.space == "system"
+
+    def __post_init__(self) -> None:
+        system_only = [o for o in self.objectives if o not in ("throughput", AREA_OBJECTIVE)]
+        if system_only and self.space != "system":
+            raise TaskError(f"task {self.name}: objective {system_only[0]!r} needs the system space")
 
     def workload_spec(self) -> Workload:
         return tiny_workloads()[self.workload]
@@ -157,13 +168,22 @@ def _build_tasks() -> dict[str, Task]:
                                  (MOE[1], ("throughput_per_w", AREA_OBJECTIVE))):
         tasks.append(Task(f"{workload}/system-20kW/{'+'.join(objectives)}", workload, "system", objectives,
                           budget_w=20e3))
+    # the rates on their own: per $ at a power budget, per W at a money budget (at a power budget every design
+    # spends about the budget, so per W would rank as throughput does; and likewise per $ at a money budget)
+    for workload, objective, budget in ((DENSE[0], "throughput_per_usd", dict(budget_w=20e3)),
+                                        (MOE[0], "throughput_per_usd", dict(budget_w=20e3)),
+                                        (DENSE[1], "throughput_per_w", dict(budget_usd=150e3)),
+                                        (MOE[1], "throughput_per_w", dict(budget_usd=150e3))):
+        label = "system-20kW" if "budget_w" in budget else "system-150k$"
+        tasks.append(Task(f"{workload}/{label}/{objective}", workload, "system", (objective,), **budget))
     return {task.name: task for task in tasks}
 
 
 TASKS: dict[str, Task] = _build_tasks()
-"""Every task by name: 4 workloads × (PHAZE's full space at 5 % and 10 % of TPUv4's area, the system space at
-20 kW and at $150k) maximising throughput, plus 8 two-objective tasks with exact fronts (throughput vs area in
-PHAZE's space; throughput vs throughput per $ and throughput per W vs die area in the system space)."""
+"""Every task by name (28): 4 workloads × (PHAZE's full space at 5 % and 10 % of TPUv4's area, the system space at
+20 kW and at $150k) maximising throughput; 8 two-objective tasks with exact fronts (throughput vs area in PHAZE's
+space; throughput vs throughput per $ and throughput per W vs die area in the system space); and 4 maximising a
+rate alone in the system space (throughput per $ at 20 kW, throughput per W at $150k)."""
 
 
 CORE_TASKS = ("tiny-gpt2/full-a05/throughput", "tiny-mixtral/system-150k$/throughput",
@@ -193,22 +213,27 @@ def task_names(pattern: str = "all") -> list[str]:
 
 # --- objectives and the reference --------------------------------------------------------------------------------
 
+def objective_score(space: DesignSpace, design: Design, throughput_samples_s: float, objective: str) -> float:
+    """A design's score on one objective, maximised as the exact search maximises it: throughput (samples/s),
+    throughput over the built system's watts or dollars
+    (:meth:`~phaze_env.hardware.system.SystemPoint.objective_divisor`; the system space only) or minus the area the
+    search's front trades (the architecture's in PHAZE's space, the whole built die in the system space). The one
+    definition every strategy, the env, the Optuna objective and the task board score a design by."""
+    system = isinstance(space, SystemDesignSpace)
+    if objective == "throughput":
+        return float(throughput_samples_s)
+    if objective == AREA_OBJECTIVE:
+        return -float(space.point(design).estimate.die_area_mm2 if system else space.area_mm2(design))
+    if not system:
+        raise ValueError(f"objective {objective!r} needs the system space (a built system's watts and dollars); "
+                         "PHAZE's spaces score throughput and area")
+    return float(throughput_samples_s) / space.point(design).objective_divisor(objective)
+
+
 def design_scores(task: Task, design: Design, throughput_samples_s: float) -> tuple[float, ...]:
-    """The design's score per objective of ``task``, every one maximised as the exact search maximises them:
-    throughput (samples/s), throughput over the built system's watts or dollars
-    (:meth:`~phaze_env.hardware.system.SystemPoint.objective_divisor`) and minus the area the search's front trades
-    (the architecture's in PHAZE's space, the whole built die in the system space)."""
+    """The design's score per objective of ``task`` (:func:`objective_score`)."""
     space = task.design_space()
-    scores = []
-    for name in task.objectives:
-        if name == "throughput":
-            scores.append(throughput_samples_s)
-        elif name == AREA_OBJECTIVE:
-            area = space.point(design).estimate.die_area_mm2 if task.is_system else space.area_mm2(design)
-            scores.append(-float(area))
-        else:
-            scores.append(throughput_samples_s / space.point(design).objective_divisor(name))
-    return tuple(float(s) for s in scores)
+    return tuple(objective_score(space, design, throughput_samples_s, name) for name in task.objectives)
 
 
 def reference_point(task: Task, front: Sequence[Sequence[float]]) -> tuple[float, ...]:
@@ -250,7 +275,7 @@ class Reference:
 
     @property
     def optimum(self) -> float:
-        """Single objective: the certified best score (throughput, samples/s)."""
+        """Single objective: the certified best score (:func:`objective_score`: samples/s, or per W or per $)."""
         return self.scores[0][0]
 
     @property

@@ -5,7 +5,8 @@
    schedules + placement DP, :func:`phaze_env.evaluate.evaluate`), optionally after a second, ILP-free
    bound (the placement DP on layer-latency lower bounds) has failed to prune it;
 3. the search stops when the next bound cannot beat the incumbent: every unvisited design is provably no
-   better. Ties keep the smaller-area design.
+   better. Ties keep the smaller-area design, then the earlier one (a total order, so the answer never depends on the
+   order results arrive in).
 
 Pareto mode (:meth:`ExactSearch.pareto`, any two or more of :data:`~search.objectives.PARETO_OBJECTIVES`)
 prunes a design only when its bound vector is dominated by an evaluated design's scores.
@@ -142,13 +143,19 @@ class ExactSearch:
     # --- the best-bound-first loop -----------------------------------------------------------------
     def maximise(self, workloads: list[str], bound: np.ndarray, value: Callable[[dict[str, dict]], float],
                  label: str, window: int, floor: float = 0.0) -> tuple[int | None, float, int]:
-        """Index of the architecture maximising ``value`` (ties: smaller area), its value, designs visited.
+        """Index of the architecture maximising ``value`` (ties: smaller area, then smaller index), its value, designs
+        visited.
 
         Only designs that can beat ``floor`` (a value already reached elsewhere) are considered; when none
         can, the index is None.
         """
         areas = self.config.arch.arrays["area_mm2"]
-        order = np.lexsort((areas, -bound))
+        order = np.lexsort((np.arange(len(bound)), areas, -bound))
+
+        def key(index: int) -> tuple[float, int]:
+            """The tie order among equal values (a total order, so the answer never depends on the order results
+            arrive in): the smaller area, then the smaller index."""
+            return float(areas[index]), index
         descending = bound[order]
         single = len(workloads) == 1 and self.config.second_bound
         best_index, best_value = None, 0.0
@@ -174,15 +181,24 @@ class ExactSearch:
             if not all(r.is_evaluated for r in recs.values()):
                 return
             v = value({w: r.evaluation for w, r in recs.items()})
-            if best_index is None or v > best_value or (v == best_value and areas[index] < areas[best_index]):
+            if best_index is None or v > best_value or (v == best_value and key(index) < key(best_index)):
                 best_index, best_value = index, v
+
+        def beaten(index: int, limit: float) -> bool:
+            """Whether a design whose bound is ``bound[index]`` cannot become the answer: its bound is below the
+            limit, or equal to the best value with a later place in the tie order (so an equal value loses)."""
+            if bound[index] < limit:
+                return True
+            return bound[index] == limit and not (best_index is not None and limit == best_value
+                                                   and key(index) < key(best_index))
 
         while True:
             while position < len(order) and len(pending) < window:
                 index = int(order[position])
                 limit = threshold()
-                if limit is not None and bound[index] <= limit:
-                    position = len(order)  # every remaining bound is ≤ this one: all pruned
+                if limit is not None and beaten(index, limit):
+                    # the order sorts by bound, then by the tie order: every remaining design is beaten too
+                    position = len(order)
                     break
                 position += 1
                 visited += 1
@@ -192,7 +208,11 @@ class ExactSearch:
                     continue
                 waiting[index] = set(missing)
                 for w in missing:
-                    prune_below = best_value if single and best_index is not None else None
+                    prune_below = None
+                    if single and best_index is not None:
+                        # a design earlier in the tie order wins an equal value: prune it only strictly below
+                        prune_below = (best_value if key(index) > key(best_index)
+                                       else float(np.nextafter(best_value, -np.inf)))
                     pending[self._submit(w, index, prune_below)] = (w, index)
             report()
             if not pending:

@@ -3,6 +3,7 @@ energy per sample of a context-parallel group, and the smaller-area tie-break of
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 
 import collective_oracle as oracle
@@ -60,3 +61,75 @@ def test_equal_values_go_to_the_smaller_area():
     best, value, visited = search.maximise(["w"], np.array([10.0, 8.0]), lambda evs: evs["w"]["throughput_samples_s"],
                                            "tie", window=1)
     assert (best, value, visited) == (1, 5.0, 2)
+
+
+def _tie_search(areas: np.ndarray, values: list[float], second_bound: bool = False):
+    """An ExactSearch over made-up designs whose evaluations are futures the test completes in its own order."""
+    from concurrent.futures import Future
+
+    config = SimpleNamespace(arch=SimpleNamespace(arrays={"area_mm2": areas}), second_bound=second_bound,
+                             task=lambda workload, index, prune_below: {"index": index, "prune_below": prune_below})
+    submitted: list[tuple[Future, dict]] = []
+
+    class Executor:
+        def submit(self, fn, task):
+            future = Future()
+            submitted.append((future, task))
+            return future
+
+    def result(index: int) -> dict:
+        return {"status": "evaluated", "bound": None, "dp_calls": 0, "bound_dp_calls": 0,
+                "evaluation": {"throughput_samples_s": values[index], "ilp_solves": 0}}
+
+    return ExactSearch(config, executor=Executor()), submitted, result
+
+
+def test_a_design_that_can_tie_with_a_smaller_area_is_evaluated_not_pruned():
+    """The first design evaluated reaches 8; the next one's bound is exactly 8 and its area is smaller: it can tie
+    and win the tie, so it must be evaluated (a ``bound ≤ best`` test pruned it and returned the larger design);
+    the third, equal in bound and area but later in the tie order, cannot win and is pruned."""
+    import search.exact as exact
+
+    areas = np.array([100.0, 50.0, 50.0])
+    search, submitted, result = _tie_search(areas, [8.0, 8.0, 8.0])
+
+    def wait(futures, return_when=None):
+        for future, task in submitted:
+            if future in futures and not future.done():
+                future.set_result(result(task["index"]))
+                return {future}, set()
+        raise AssertionError("nothing to complete")
+
+    original, exact.wait = exact.wait, wait
+    try:
+        best, value, visited = search.maximise(["w"], np.array([10.0, 8.0, 8.0]),
+                                               lambda evs: evs["w"]["throughput_samples_s"], "tie", window=1)
+    finally:
+        exact.wait = original
+    assert (best, value, visited) == (1, 8.0, 2)
+
+
+@pytest.mark.parametrize("arrival", list(itertools.permutations(range(4))))
+def test_exact_ties_give_the_same_answer_whatever_order_results_arrive_in(arrival):
+    """Equal values on equal areas (e.g. two die windows building the same chip): the answer is the first in the
+    tie order (smaller area, then smaller index) for every order in which the evaluations finish."""
+    import search.exact as exact
+
+    areas = np.array([100.0, 50.0, 50.0, 50.0])
+    search, submitted, result = _tie_search(areas, [5.0, 8.0, 8.0, 8.0])
+
+    def wait(futures, return_when=None):
+        for index in arrival:
+            for future, task in submitted:
+                if task["index"] == index and future in futures and not future.done():
+                    future.set_result(result(index))
+                    return {future}, set()
+        raise AssertionError("nothing to complete")
+
+    original, exact.wait = exact.wait, wait
+    try:
+        best, value, _ = search.maximise(["w"], np.array([10.0, 9.0, 9.0, 9.0]),
+                                         lambda evs: evs["w"]["throughput_samples_s"], "tie", window=4)
+    finally:
+        exact.wait = original
+    assert (best, value) == (1, 8.0)

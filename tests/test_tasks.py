@@ -43,6 +43,8 @@ def test_registry_covers_workloads_spaces_budgets_and_objectives():
     assert {o for t in tasks for o in t.objectives} >= {"throughput", "throughput_per_w", "throughput_per_usd", "area"}
     assert {(t.budget_w is not None, t.budget_usd is not None) for t in tasks if t.is_system} == {(True, False), (False, True)}
     assert len({t.area_fraction for t in tasks if not t.is_system}) >= 2
+    alone = {t.objective for t in tasks if not t.multi_objective}
+    assert alone == {"throughput", "throughput_per_w", "throughput_per_usd"}  # each rate is a task of its own
 
 
 def test_every_task_has_a_current_stored_reference():
@@ -133,7 +135,7 @@ def test_env_and_objective_take_a_task():
     assert not make_objective(task=SINGLE).multi_objective
     with pytest.raises(ValueError, match="sets the workload, the cluster and the space"):
         gym.make("phaze_env/ArchSearch-v0", task=SINGLE, space=task.design_space())
-    with pytest.raises(ValueError, match="sets the workload, the cluster and the space"):
+    with pytest.raises(ValueError, match="sets the workload, the cluster, the space and the objectives"):
         make_objective("gpt2-xl", task=SINGLE)
     with pytest.raises(TaskError, match="unknown task"):
         gym.make("phaze_env/ArchSearchSeq-v0", task="nope")
@@ -271,3 +273,75 @@ def test_generalisation_smoke_writes_the_table(tmp_path):
     for row in result["rows"]:
         for mode in MODES:
             assert len(row[mode]["scores"]) == 2 and all(0 <= s <= 1 + 1e-9 for s in row[mode]["scores"])
+
+
+# --- the task's objective everywhere ------------------------------------------------------------------------------
+
+PER_USD = "tiny-gpt2/system-20kW/throughput_per_usd"
+PER_W_FRONT = "tiny-llama/system-20kW/throughput_per_w+area"
+
+
+def test_a_rate_task_is_scored_and_searched_by_its_rate():
+    """On a throughput-per-$ task every face maximises throughput per $ of the built system: a strategy's feedback,
+    the Optuna objective's value, the env's reward (over the TPUv4 baseline system's), the board's curve."""
+    from baselines import make_strategy
+    from phaze_env.tasks import objective_score
+
+    task = get_task(PER_USD)
+    space, workload, cluster = task.design_space(), task.workload_spec(), task.cluster()
+    trace = run_strategy("random", workload, cluster, space, 3, seed=0, objectives=task.objectives)
+    design, evaluation = trace.best_design, trace.best_evaluation
+    per_usd = evaluation.throughput_samples_s / space.point(design).objective_divisor("throughput_per_usd")
+    assert objective_score(space, design, evaluation.throughput_samples_s, "throughput_per_usd") == pytest.approx(per_usd)
+
+    strategy = make_strategy("spotlight", space=space, seed=0, budget=3, workload=workload, cluster=cluster,
+                             objectives=task.objectives)
+    strategy.tell(design, evaluation)
+    assert strategy.observed[design] == pytest.approx(per_usd)  # the GP's target is the rate, not the throughput
+
+    objective = make_objective(task=PER_USD)
+    assert objective.directions == ["maximize"]
+    assert objective.record(design).values == pytest.approx((per_usd,))
+
+    env = gym.make("phaze_env/ArchSearch-v0", task=PER_USD)
+    scorer = env.unwrapped.scorer
+    assert scorer.reward == "throughput_per_usd"
+    outcome = scorer.score(design)
+    assert outcome.reward == pytest.approx(per_usd / scorer.baseline_rate)
+
+    curve = normalised_curve(task, load_reference(task), trace.designs, trace.throughput)
+    best = max(objective_score(space, d, t, "throughput_per_usd") for d, t in zip(trace.designs, trace.throughput) if t > 0)
+    assert curve[-1] == pytest.approx(best / load_reference(task).optimum) and curve[-1] <= 1 + 1e-9
+
+
+def test_a_front_task_makes_optuna_pareto_over_its_own_objectives():
+    objective = make_objective(task=PER_W_FRONT)
+    assert objective.objectives == ("throughput_per_w", "area") and objective.directions == ["maximize", "minimize"]
+
+
+def test_a_strategy_that_only_maximises_throughput_is_refused_another_objective():
+    from phaze_env.design import DesignSpace
+
+    class ThroughputOnly:
+        def __init__(self, space, seed=0):
+            self.space = space
+
+        def ask(self):
+            return self.space.sample(np.random.default_rng(0))
+
+        def tell(self, design, evaluation):
+            pass
+
+    task = get_task(PER_USD)
+    with pytest.raises(ValueError, match="maximises throughput only"):
+        run_strategy(ThroughputOnly, task.workload_spec(), task.cluster(), task.design_space(), 1,
+                     objectives=task.objectives)
+    with pytest.raises(ValueError, match="needs the system space"):  # PHAZE's space has no watts or dollars
+        run_strategy("random", task.workload_spec(), None, DesignSpace(), 1, objectives=("throughput_per_w",))
+    with pytest.raises(ValueError, match="maximises a rate first"):
+        run_strategy("random", task.workload_spec(), None, DesignSpace(), 1, objectives=("area", "throughput"))
+    with pytest.raises(ValueError, match="needs the system space"):
+        gym.make("phaze_env/ArchSearch-v0", workload="gpt2-xl", reward="throughput_per_usd")
+    with pytest.raises(TaskError, match="needs the system space"):
+        from phaze_env.tasks import Task
+        Task("x", "tiny-gpt2", "full", ("throughput_per_w",), area_fraction=0.1)

@@ -54,9 +54,11 @@ class ArchSearchEnv(ArchSearchBase):
 
     Feasible designs score a positive ratio against the space's baseline
     (:meth:`~phaze_env.design.DesignSpace.evaluate_baseline`; PHAZE's spaces: the TPUv4-like accelerator on the
-    same workload, cluster and knob lists), so the baseline scores 1: ``reward="throughput"`` (default) the throughput ratio;
+    same workload, cluster and knob lists), so the baseline scores 1: ``reward="throughput"`` the throughput ratio;
     ``"perf_per_area"`` the throughput ratio divided by area / the design's area budget; ``"energy"`` baseline energy per
-    sample divided by the design's. Designs inside the area window whose placement is infeasible (nothing
+    sample divided by the design's; ``"throughput_per_w"`` / ``"throughput_per_usd"`` (the system space) the design's
+    throughput per watt or dollar of its built system over the baseline system's (TPUv4 at the space's budget).
+    ``reward=None`` (the default) is a benchmark task's objective, else ``"throughput"``. Designs inside the area window whose placement is infeasible (nothing
     fits in HBM, …) get ``-infeasible_penalty``; designs outside the window are not evaluated and get
     ``-infeasible_penalty · (1 + min(overshoot, 10))`` with ``overshoot`` the relative area violation
     (:meth:`DesignSpace.overshoot`). Rewards are always finite. When the baseline itself has no feasible
@@ -69,7 +71,7 @@ class ArchSearchEnv(ArchSearchBase):
 
     ## Arguments
 
-    ``gymnasium.make("phaze_env/ArchSearch-v0", workload="gpt2-xl", cluster=None, reward="throughput",
+    ``gymnasium.make("phaze_env/ArchSearch-v0", workload="gpt2-xl", cluster=None, reward=None,
     infeasible_penalty=1.0, space=None, flatten=False, evaluate_kwargs=None, render_mode=None, task=None)``
 
     * ``workload``: a built-in name, a :class:`~phaze_env.workloads.Workload`, or a list of them cycled per
@@ -91,7 +93,9 @@ class ArchSearchEnv(ArchSearchBase):
 
     ## Version History
 
-    * v0: Initial version; ``task=NAME`` (a benchmark task) added without changing any episode.
+    * v0: Initial version; ``task=NAME`` (a benchmark task) added without changing any episode; the rewards
+      ``throughput_per_w`` and ``throughput_per_usd`` (system space) added, and a task's episodes reward its
+      objective (``reward=None``, the default: the task's, else throughput).
     """
 
     env_id = "phaze_env/ArchSearch-v0"

@@ -63,13 +63,15 @@ class ArchSearchSeqEnv(ArchSearchBase):
     ## Arguments
 
     Same as ``ArchSearch-v0``: ``gymnasium.make("phaze_env/ArchSearchSeq-v0", workload="gpt2-xl",
-    cluster=None, reward="throughput", infeasible_penalty=1.0, space=None, flatten=False,
+    cluster=None, reward=None, infeasible_penalty=1.0, space=None, flatten=False,
     evaluate_kwargs=None, render_mode=None, task=None)``. ``info`` carries the design, plan and evaluation (as a dict)
     on the final step; ``env.state`` / ``env.validate(state)`` record and replay episodes.
 
     ## Version History
 
-    * v0: Initial version; ``task=NAME`` (a benchmark task) added without changing any episode.
+    * v0: Initial version; ``task=NAME`` (a benchmark task) added without changing any episode; the rewards
+      ``throughput_per_w`` and ``throughput_per_usd`` (system space) added, and a task's episodes reward its
+      objective (``reward=None``, the default: the task's, else throughput).
     """
 
     env_id = "phaze_env/ArchSearchSeq-v0"

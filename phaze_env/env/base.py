@@ -26,7 +26,7 @@ class ArchSearchBase(gym.Env):
     env_id = ""
 
     def __init__(self, workload: Any = DEFAULT_WORKLOAD, cluster: Cluster | dict[str, Any] | None = None, *,
-                 reward: str = "throughput", infeasible_penalty: float = 1.0, space: DesignSpace | None = None,
+                 reward: str | None = None, infeasible_penalty: float = 1.0, space: DesignSpace | None = None,
                  flatten: bool = False, evaluate_kwargs: dict[str, Any] | None = None, render_mode: str | None = None,
                  task: str | None = None):
         self.task = None
@@ -40,7 +40,8 @@ class ArchSearchBase(gym.Env):
         self.workloads: list[Workload] = as_workloads(workload)
         self.cluster = as_cluster(cluster)
         self.space = as_space(space)
-        self.reward_kind = reward
+        # the reward: as asked, else a task's objective (what its certified optimum maximises), else throughput
+        self.reward_kind = reward if reward is not None else (self.task.objective if self.task else "throughput")
         self.infeasible_penalty = float(infeasible_penalty)
         self.evaluate_kwargs = dict(evaluate_kwargs or {})
         self.render_mode = render_mode

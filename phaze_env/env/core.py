@@ -30,11 +30,14 @@ from typing import Any, Sequence
 import numpy as np
 from gymnasium import spaces
 
-from phaze_env.design import Design, DesignSpace, evaluate_options
+from phaze_env.design import Design, DesignSpace, SystemDesignSpace, evaluate_options, reference_system
 from phaze_env.evaluate import Cluster, Evaluation
+from phaze_env.tasks import objective_score
 from phaze_env.workloads import Workload, get_workload
 
-REWARDS = ("throughput", "perf_per_area", "energy")
+REWARDS = ("throughput", "perf_per_area", "energy", "throughput_per_w", "throughput_per_usd")
+SYSTEM_REWARDS = ("throughput_per_w", "throughput_per_usd")
+"""Rewards that need a built system's watts and dollars (the system space's; :func:`phaze_env.tasks.objective_score`)."""
 OVERSHOOT_CAP = 10.0
 OBS_CAP = 1e6  # observation ceiling for ratios (a Box needs finite bounds for most agents)
 # Evaluation fields that depend on the run, not on the design (kept out of ``info`` so it is deterministic).
@@ -177,6 +180,9 @@ class Scorer:
         self.fresh = self.fresh or not self.evaluate_kwargs.pop("cache", True)
         if self.reward not in REWARDS:
             raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
+        if self.reward in SYSTEM_REWARDS and not isinstance(self.space, SystemDesignSpace):
+            raise ValueError(f"reward {self.reward!r} needs the system space (a built system's watts and dollars); "
+                             f"this space scores {', '.join(r for r in REWARDS if r not in SYSTEM_REWARDS)}")
         if not (math.isfinite(self.infeasible_penalty) and self.infeasible_penalty >= 0):
             raise ValueError(f"infeasible_penalty must be a finite non-negative number, got {self.infeasible_penalty!r}")
 
@@ -197,6 +203,17 @@ class Scorer:
         return {"feasible": True, "throughput_samples_s": ev.throughput_samples_s,
                 "energy_per_sample_j": ev.energy_per_sample_j if ev.energy_per_sample_j > 0 else 1.0,
                 "area_mm2": ev.area_mm2}
+
+    @functools.cached_property
+    def baseline_rate(self) -> float:
+        """The baseline system's throughput per watt or dollar for a rate reward (the TPUv4 reference the space's
+        budget buys, :func:`~phaze_env.design.reference_system`); 1 (absolute rates) when the baseline is infeasible,
+        as for the other rewards."""
+        base = self.baseline
+        if not base["feasible"]:
+            return 1.0
+        point, _ = reference_system("tpuv4", self.space.budget)
+        return base["throughput_samples_s"] / point.objective_divisor(self.reward)
 
     def area_penalty(self, overshoot: float) -> float:
         return -self.infeasible_penalty * (1.0 + min(_finite(overshoot, OVERSHOOT_CAP), OVERSHOOT_CAP))
@@ -224,6 +241,8 @@ class Scorer:
             ratio /= max(fraction, 1e-12)
         elif self.reward == "energy":
             ratio = base["energy_per_sample_j"] / ev.energy_per_sample_j if ev.energy_per_sample_j > 0 else 0.0
+        elif self.reward in SYSTEM_REWARDS:  # the design's rate over the baseline system's (TPUv4 at the budget)
+            ratio = objective_score(self.space, design, ev.throughput_samples_s, self.reward) / self.baseline_rate
         ratio = min(_finite(ratio), OBS_CAP)
         return Outcome(ratio, True, "", 0.0, area, fraction, ratio, ev)
 
