@@ -187,3 +187,14 @@ def test_the_package_grows_with_the_interposer_and_its_assembly_yield_with_the_p
     assert cost.chip_estimate(acc, cost.ChipSystem(), bond_yield=1.0).cost_usd["assembly_yield"] == 0.0
     with pytest.raises(ValueError, match="bond yield"):
         cost.chip_estimate(acc, cost.ChipSystem(), bond_yield=0.0)
+
+
+def test_a_sweep_that_sets_the_package_constants_moves_every_estimate(monkeypatch):
+    """The package cost per mm² and the bond yield are read at the call (not frozen as default arguments), so a
+    sensitivity sweep that sets the module's value moves the system space's chips too."""
+    base = cost.preset_estimate("h100")
+    monkeypatch.setattr(cost, "PACKAGE_USD_PER_MM2", cost.PACKAGE_USD_PER_MM2 * 2)
+    monkeypatch.setattr(cost, "PACKAGE_BOND_YIELD", 1.0)
+    moved = cost.preset_estimate("h100")
+    assert moved.cost_usd["package"] == pytest.approx(2 * base.cost_usd["package"])
+    assert moved.cost_usd["assembly_yield"] == 0.0

@@ -602,9 +602,10 @@ def chip_power_w(acc: Accelerator, system: ChipSystem, die_area_mm2: float) -> d
     }
 
 
-def package_yield(system: ChipSystem, bond_yield: float = PACKAGE_BOND_YIELD) -> float:
-    """The fraction of packages assembled whole: ``bond_yield`` per die and per HBM stack
-    (:data:`PACKAGE_BOND_YIELD`)."""
+def package_yield(system: ChipSystem, bond_yield: float | None = None) -> float:
+    """The fraction of packages assembled whole: ``bond_yield`` per die and per HBM stack (default
+    :data:`PACKAGE_BOND_YIELD`, read at the call so a sensitivity sweep can set the module's value)."""
+    bond_yield = PACKAGE_BOND_YIELD if bond_yield is None else bond_yield
     if not 0 < bond_yield <= 1:
         raise ValueError(f"the bond yield must be in (0, 1], got {bond_yield!r}")
     return bond_yield ** (system.dies + system.hbm_stacks)
@@ -612,11 +613,12 @@ def package_yield(system: ChipSystem, bond_yield: float = PACKAGE_BOND_YIELD) ->
 
 def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm2: float | None = None,
                   alpha: float = NEGATIVE_BINOMIAL_ALPHA, hbm_usd_per_gb: float = HBM_USD_PER_GB,
-                  package_usd_per_mm2: float = PACKAGE_USD_PER_MM2, bond_yield: float = PACKAGE_BOND_YIELD,
+                  package_usd_per_mm2: float | None = None, bond_yield: float | None = None,
                   allow_over_reticle: bool = False) -> ChipEstimate:
     """Area, power and cost of ``acc`` built as ``system``. A die over the reticle limit raises
     :class:`ReticleLimitError` unless ``allow_over_reticle`` (then ``fits_reticle`` is False and the cost is
-    that of a hypothetical monolithic die). D0 defaults to the node's."""
+    that of a hypothetical monolithic die). D0 defaults to the node's; the package
+    cost per mm² and the bond yield to :data:`PACKAGE_USD_PER_MM2` and :data:`PACKAGE_BOND_YIELD` as they are at the call."""
     areas = chip_area_mm2(acc, system)
     silicon_mm2 = sum(areas.values())
     per_die_mm2 = silicon_mm2 / system.dies
@@ -626,7 +628,8 @@ def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm
     cost = {
         "die": system.dies * good_die_cost_usd(per_die_mm2, system.process, d0, alpha),
         "hbm": acc.hbm_gb * hbm_usd_per_gb,
-        "package": package_usd_per_mm2 * interposer_area_mm2(silicon_mm2, system.die_hbm_phys),
+        "package": (PACKAGE_USD_PER_MM2 if package_usd_per_mm2 is None else package_usd_per_mm2)
+        * interposer_area_mm2(silicon_mm2, system.die_hbm_phys),
     }
     cost["assembly_yield"] = sum(cost.values()) * (package_yield(system, bond_yield) ** -1 - 1)
     return ChipEstimate(area_mm2=areas, power_w=chip_power_w(acc, system, silicon_mm2), cost_usd=cost,
