@@ -250,7 +250,9 @@ DGX_HOST_USD_PER_CHIP = 5_000.0
 2 storage NICs, NVMe, chassis, supplies): $5,000. Assumption (no public bill of materials); range $2,500–10,000: it
 dominates a modelled chip's manufacturing cost (≈ $1.0–2.7 k), so a money budget buys more chips at $2,500 and fewer
 at $10,000. The NVSwitches (:data:`SCALE_UP_SWITCH_USD_PER_BPS`) and the compute NIC (:class:`FatTree`'s
-``nic_usd``) are charged apart, on top."""
+``nic_usd``) are charged apart, on top. A floor check, not a fit: the node's two Xeon Platinum 8480-class CPUs at
+Intel's $10,710 recommended customer price (8480+, Intel ARK) alone are $2,700 per GPU, so the value sits in the
+lower half of its range."""
 CONNECTX7_W = 20.0
 """A single-port 400 Gb/s NDR ConnectX-7 adapter (PCIe Gen5 x16, OSFP), without its optical module: 20 W. Assumption
 (NVIDIA's ConnectX-7 user manual tabulates each card's power; not re-read in this change): range 15–25 W."""
