@@ -443,6 +443,23 @@ def test_bounds_hold_for_every_row_and_the_search_equals_brute_force(brute_force
 
 
 @pytest.mark.slow
+def test_the_nre_knob_keeps_the_per_dollar_search_exact(brute_force):
+    """With every design paying its NRE over 10,000 chips (``SystemBudget.nre_chips``) the chip counts at a power budget
+    do not move but every cluster's cost does: the exact per-dollar search still finds the brute force's best."""
+    space, evaluated = brute_force
+    priced = dataclasses.replace(space, budget=dataclasses.replace(space.budget, nre_chips=10_000))
+    throughput = {head: samples for head, (samples, _) in evaluated.items()}
+    assert all(priced.point(head).n_devices == space.point(head).n_devices for head in throughput)
+    assert all(priced.point(head).cluster_cost_usd > space.point(head).cluster_cost_usd for head in throughput)
+    result = run_search(SearchConfig(workloads=(TINY,), cluster=TRAINING, space=priced, tensor_widths=WIDTHS,
+                                     objective="throughput_per_usd"))
+    value = {head: t / priced.point(head).objective_divisor("throughput_per_usd") for head, t in throughput.items()}
+    found = result.best[TINY.name]
+    assert result.exact
+    assert value[found_head(found, throughput)] == pytest.approx(max(value.values()), rel=1e-9)
+
+
+@pytest.mark.slow
 def test_multi_pod_torus_bounds_hold_and_the_search_equals_brute_force(tmp_path):
     """A pod of one cube (64 chips): at 50 kW the torus rows buy 128 chips, two pods over the data-centre network
     (whose switches and optics they pay for), or one pod. Every design's evaluation is within its row's bound (the
