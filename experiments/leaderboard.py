@@ -9,7 +9,7 @@ markers of ``README.md`` and ``<docs>/guides/results.md`` (:mod:`experiments.lea
 curve in ``<out>/runs.json``. An unknown task, a stale stored optimum or a strategy that cannot run a task's space
 is refused in one line before anything runs.
 
-    python -m experiments.leaderboard --task all --jobs 2
+    python -m experiments.leaderboard --task all --jobs 2   # resumable: finished runs are kept in <out>/runs
     python -m experiments.leaderboard --task core --budget 30 --jobs 2   # the published board (8 tasks)
     python -m experiments.leaderboard --task tiny-gpt2/full-a05/throughput --strategy random --seeds 2 --budget 10
 
@@ -208,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="tasks: where leaderboard.md and leaderboard/ go; README.md beside it gets the aggregate "
                              "(default docs)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (default: shown, on stderr)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="tasks: run every run again (default: a run stored in <out>/runs under the same task "
+                             "version, strategy, seed, budget and code is reused, so an interrupted board resumes)")
     return parser
 
 
@@ -299,13 +302,19 @@ def _plan(args: argparse.Namespace) -> tuple[list[Task], dict[str, Reference], d
 
 
 def _task_runs(name: str, strategies: list[str], seeds: int, budget: int, optima: Path,
-               verbose: bool) -> list[dict[str, Any]]:
-    """One task's runs (a worker process's unit); ``verbose``: a line per finished run on stderr."""
+               verbose: bool, store: Path | None) -> list[dict[str, Any]]:
+    """One task's runs (a worker process's unit); ``verbose``: a line per finished run on stderr; ``store``: the
+    task's JSON-lines file of finished runs (resumed from, appended to)."""
     import torch
 
     torch.set_num_threads(1)  # tiny models; threads only contend with the evaluator
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if verbose else (lambda line: None)
-    return run_task(get_task(name), load_reference(name, optima), strategies, seeds, budget, log)
+    return run_task(get_task(name), load_reference(name, optima), strategies, seeds, budget, log, store)
+
+
+def run_store(out: Path, task: Task) -> Path:
+    """Where a task's finished runs are kept between invocations (``<out>/runs/<task>.jsonl``)."""
+    return out / "runs" / (Path(task.file_name()).stem + ".jsonl")
 
 
 def _reference_summary(reference: Reference) -> dict[str, Any]:
@@ -329,7 +338,7 @@ def task_main(parser: argparse.ArgumentParser, args: argparse.Namespace, argv_li
     try:
         with ProcessPoolExecutor(args.jobs) as pool:
             futures = {pool.submit(_task_runs, t.name, strategies[t.name], seeds, args.budget, args.optima,
-                                   not args.quiet): t.name for t in tasks}
+                                   not args.quiet, None if args.fresh else run_store(out, t)): t.name for t in tasks}
             for done, future in enumerate(as_completed(futures), 1):
                 runs.extend(future.result())
                 if not args.quiet:
@@ -337,7 +346,8 @@ def task_main(parser: argparse.ArgumentParser, args: argparse.Namespace, argv_li
                     print(f"[{done}/{len(tasks)}] {futures[future]} · elapsed {elapsed / 60:.1f} min · ETA "
                           f"{elapsed / done * (len(tasks) - done) / 60:.1f} min", file=sys.stderr, flush=True)
     except KeyboardInterrupt:
-        print("interrupted · the leaderboard needs every run", file=sys.stderr)
+        print(f"interrupted · the leaderboard needs every run; the finished ones are kept in {out / 'runs'}: the same "
+              "command resumes from them", file=sys.stderr)
         return INTERRUPTED
     elapsed = time.perf_counter() - started
     write_text_atomic(out / "runs.json", json.dumps(runs))

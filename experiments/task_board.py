@@ -19,12 +19,17 @@ board refuses it (:func:`check_bounded`).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from baselines import STRATEGIES, run_strategy
+from phaze_env.cache import code_version
 from phaze_env.tasks import Reference, Task, design_scores, hypervolume_2d, reference_point
 
 FEEDBACK = "task-objective"
@@ -89,14 +94,56 @@ def dominates_front(task: Task, reference: Reference, designs: Sequence, through
     return False
 
 
+def run_key(task: Task, strategy: str, seed: int, budget: int) -> str:
+    """What a stored run answers: the task (its version: its definition and the model's code), the strategy, seed and
+    budget, and the code that ran it (this module's closure — the protocol, the task scores — and the strategy's own
+    module, which the registry imports lazily). Any change to one of them is a new key, so a resumed board never
+    mixes runs of another model or strategy code."""
+    module = STRATEGIES[strategy].target.split(":")[0]
+    payload = [code_version(__name__, module), task.name, task.version, strategy, int(seed), int(budget),
+               STRATEGIES[strategy].defaults]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def load_runs(store: Path) -> dict[str, dict[str, Any]]:
+    """The runs stored in ``store`` (one JSON object per line) by :func:`run_key`; a line cut short by an interrupted
+    write is skipped (that run is simply run again)."""
+    runs: dict[str, dict[str, Any]] = {}
+    if store.is_file():
+        for line in store.read_text().splitlines():
+            try:
+                run = json.loads(line)
+                runs[run["key"]] = run
+            except (ValueError, KeyError, TypeError):
+                continue
+    return runs
+
+
+def _append_run(store: Path, run: dict[str, Any]) -> None:
+    """Append one finished run as a line, flushed to disk before the next run starts."""
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with store.open("a") as handle:
+        handle.write(json.dumps(run) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def run_task(task: Task, reference: Reference, strategies: Sequence[str], seeds: int, budget: int,
-             log: Callable[[str], None] = lambda line: None) -> list[dict[str, Any]]:
+             log: Callable[[str], None] = lambda line: None, store: Path | None = None) -> list[dict[str, Any]]:
     """Every (strategy, seed) of one task: ``{"task", "strategy", "seed", "curve", "wall_s", "evaluations",
-    "beats_reference"}`` per run; ``log`` gets one line per finished run."""
+    "beats_reference", "key"}`` per run; ``log`` gets one line per finished run. With ``store`` (a JSON-lines file)
+    each finished run is appended to it and a run already stored under its :func:`run_key` is taken from it instead
+    of run again: an interrupted board resumes where it stopped."""
     workload, cluster, space = task.workload_spec(), task.cluster(), task.design_space()
+    stored = load_runs(store) if store is not None else {}
     runs = []
     for strategy in strategies:
         for seed in range(seeds):
+            key = run_key(task, strategy, seed, budget)
+            if key in stored:
+                runs.append(stored[key])
+                log(f"{task.name} · {strategy} · seed {seed}: {stored[key]['curve'][-1]:.3f} (stored run)")
+                continue
             started = time.perf_counter()
             trace = run_strategy(strategy, workload, cluster, space, budget, seed, name=strategy,
                                  objectives=task.objectives)
@@ -104,7 +151,10 @@ def run_task(task: Task, reference: Reference, strategies: Sequence[str], seeds:
             beats = (dominates_front(task, reference, trace.designs, trace.throughput) if task.multi_objective
                      else curve[-1] > 1 + TOLERANCE)
             runs.append({"task": task.name, "strategy": strategy, "seed": seed, "curve": curve,
-                         "wall_s": time.perf_counter() - started, "evaluations": len(curve), "beats_reference": beats})
+                         "wall_s": time.perf_counter() - started, "evaluations": len(curve), "beats_reference": beats,
+                         "key": key})
+            if store is not None:
+                _append_run(store, runs[-1])
             log(f"{task.name} · {strategy} · seed {seed}: {curve[-1]:.3f} in {runs[-1]['wall_s']:.1f} s")
     return runs
 

@@ -345,3 +345,23 @@ def test_a_strategy_that_only_maximises_throughput_is_refused_another_objective(
     with pytest.raises(TaskError, match="needs the system space"):
         from phaze_env.tasks import Task
         Task("x", "tiny-gpt2", "full", ("throughput_per_w",), area_fraction=0.1)
+
+
+def test_a_board_resumes_from_its_stored_runs(tmp_path):
+    """Finished runs are appended to the task's store; the same board again reuses them (no run is repeated), a
+    different budget is a new run, and a line cut short by an interrupted write is run again."""
+    from experiments.task_board import load_runs, run_key, run_task
+
+    task, store = get_task(SINGLE), tmp_path / "runs.jsonl"
+    reference = load_reference(task)
+    lines: list[str] = []
+    first = run_task(task, reference, ["random"], 2, 2, lines.append, store)
+    assert len(load_runs(store)) == 2 and not any("stored run" in line for line in lines)
+    lines.clear()
+    again = run_task(task, reference, ["random"], 2, 2, lines.append, store)
+    assert again == first and all("stored run" in line for line in lines)
+    assert run_key(task, "random", 0, 3) != run_key(task, "random", 0, 2) != run_key(task, "genetic", 0, 2)
+    store.write_text(store.read_text().splitlines()[0] + "\n" + store.read_text().splitlines()[1][:40])
+    lines.clear()
+    run_task(task, reference, ["random"], 2, 2, lines.append, store)
+    assert ["stored run" in line for line in lines] == [True, False]
