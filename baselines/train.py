@@ -202,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         workload = resolve_workload(args.workload)
         cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
-        space = named_space(args.space, args.budget_mw, args.budget_usd, args.stack)
+        space = named_space(args.space, args.budget_mw, args.budget_usd, args.stack, nre_chips=args.nre_chips)
         logdir = args.logdir or Path("out/train") / args.algo
         (logdir / "checkpoints").mkdir(parents=True, exist_ok=True)
         last = logdir / "checkpoints" / ("last.pt" if args.algo == "confuciux" else "last.zip")

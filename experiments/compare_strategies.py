@@ -377,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in workloads:
             resolve_workload(name)
         cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
-        space = named_space(args.space, args.budget_mw, args.budget_usd, args.stack)
+        space = named_space(args.space, args.budget_mw, args.budget_usd, args.stack, nre_chips=args.nre_chips)
         strategies = list(dict.fromkeys(args.strategy or default_strategies(space)))
         for name in strategies:
             if name not in STRATEGIES:

@@ -2,7 +2,7 @@
 
 Prints ``docs/cost_model.md`` (markdown) from :mod:`phaze_env.hardware.cost`: the validation table (published,
 modelled, error, source), each chip's breakdown by block / term / item, and the sensitivity of the results
-to the weakest constants (D0, HBM $/GB, package cost, leakage, N5 logic density, yield clustering)::
+to the weakest constants (D0, HBM $/GB, package cost, bond yield, leakage, N5 logic density, yield clustering)::
 
     python -m experiments.cost_table                         # print the markdown
     python -m experiments.cost_table --write docs/cost_model.md
@@ -75,8 +75,11 @@ def sensitivity_rows(name: str) -> list[list[str]]:
     for label, options in ((f"D0 × 0.5 ({d0 / 2:.3f}/cm²)", {"defect_density_per_cm2": d0 / 2}),
                            (f"D0 × 2 ({d0 * 2:.2f}/cm²)", {"defect_density_per_cm2": d0 * 2}),
                            ("HBM $7/GB", {"hbm_usd_per_gb": 7.0}), ("HBM $20/GB", {"hbm_usd_per_gb": 20.0}),
-                           (f"package × 0.5 (${cost.PACKAGE_USD * 0.5:.0f})", {"package_usd": cost.PACKAGE_USD * 0.5}),
-                           (f"package × 1.5 (${cost.PACKAGE_USD * 1.5:.0f})", {"package_usd": cost.PACKAGE_USD * 1.5}),
+                           (f"package × 0.5 (${cost.PACKAGE_USD_PER_MM2 * 0.5:.2f}/mm²)",
+                            {"package_usd_per_mm2": cost.PACKAGE_USD_PER_MM2 * 0.5}),
+                           (f"package × 1.5 (${cost.PACKAGE_USD_PER_MM2 * 1.5:.2f}/mm²)",
+                            {"package_usd_per_mm2": cost.PACKAGE_USD_PER_MM2 * 1.5}),
+                           ("bond yield 0.98", {"bond_yield": 0.98}), ("bond yield 0.998", {"bond_yield": 0.998}),
                            ("yield α = 1 (strong clustering)", {"alpha": 1.0}),
                            ("yield α = 1000 (≈ Poisson)", {"alpha": 1000.0})):
         moved = cost.chip_estimate(acc, system, **options)
@@ -162,6 +165,7 @@ def report() -> str:
     chip_level = replace(cost.preset_system("b200").process, logic_density_gain=GH100_OVER_GA100_TRANSISTOR_DENSITY)
     b200_chip_level = cost.chip_estimate(get_preset("b200"), replace(cost.preset_system("b200"), node=chip_level),
                                          allow_over_reticle=True)
+    b200_one_voltage = cost.chip_estimate(get_preset("b200"), replace(cost.preset_system("b200"), top_clock_hz=None))
     return f"""# Chip area, power and cost model
 
 Written by `{COMMAND}` from `phaze_env/hardware/cost.py` (every number below comes from the code; the
@@ -182,7 +186,9 @@ constants and their sources are in the docstrings of `cost.py`, `area.py` and `e
   {energy.LINK_PJ_PER_BYTE / 8:.0f} pJ/bit × total link bandwidth + leakage {energy.LEAKAGE_W_PER_MM2} W/mm² × die area.
 * **Cost** = wafer cost / good dies (dies per 300 mm wafer with edge loss, `π(d/2)²/A − πd/√(2A)`; yield
   `(1 + D0·A/α)^−α` with α = {cost.NEGATIVE_BINOMIAL_ALPHA:g}) + HBM ${cost.HBM_USD_PER_GB:g}/GB × capacity
-  + package/assembly/test ${cost.PACKAGE_USD:,.0f}.
+  + package/assembly/test ${cost.PACKAGE_USD_PER_MM2:.2f} per mm² of interposer ((dies + {cost.HBM_STACK_FOOTPRINT_MM2:.0f} mm² per HBM site)
+  × {cost.INTERPOSER_AREA_OVERHEAD:g}: the H100's ${cost.PACKAGE_USD:,.0f} CoWoS-S over its interposer), all over the assembly yield
+  {cost.PACKAGE_BOND_YIELD:g}^(dies + HBM stacks) (`assembly_yield`: the known-good parts a failed bond scraps).
 
 System fields of the presets (`cost.SYSTEMS`):
 
@@ -221,15 +227,16 @@ as 2 × GH100's 814 mm². The modelled silicon is {-error_pct(b200.die_area_mm2,
 its FP4/FP6 datapaths or decompression engines. At GH100's measured chip-level density over GA100 (1.50×, the
 "Sensitivity" rows) instead of TSMC's standard-cell claim the same B200 is {b200_chip_level.die_area_mm2:,.0f} mm².
 
-B200's power is predicted at {b200.total_power_w:.0f} W against a 1,000 W TDP ({error_pct(b200.total_power_w, cost.PUBLISHED["b200"].power_w):+.1f} %), **just outside ±20 %**, while
-the same silicon as a GB200 GPU is predicted at {gb200.total_power_w:.0f} W against its 1,200 W ({error_pct(gb200.total_power_w, cost.PUBLISHED["gb200"].power_w):+.1f} %). The pair shows the
-cause: NVIDIA sells the same dies at 2.25 PFLOP/s for 1,000 W and at 2.5 PFLOP/s for 1,200 W — 11 % more rate
-for 20 % more power, the signature of voltage–frequency scaling (dynamic power ∝ f·V²). The model has one energy
-per event per node (no voltage), so it cannot price a part binned down to a lower voltage; it is right for the
-GB200 point and high for the power-capped HGX point. Not tuned: modelling it needs the voltage of each part,
-which NVIDIA does not publish. Over the die-to-die energy's range (0.25–1 pJ/bit, "Sensitivity") the B200 error
-spans {error_pct(b200.total_power_w - b200.power_w["die_to_die"] / 2, cost.PUBLISHED["b200"].power_w):+.1f} % to {error_pct(b200.total_power_w + b200.power_w["die_to_die"], cost.PUBLISHED["b200"].power_w):+.1f} %: the verdict sits on an assumption, and is reported as
-outside. HBM is not the cause: the model's {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit is the 3.9 pJ/bit Samsung
+B200's power is predicted at {b200.total_power_w:.0f} W against a 1,000 W TDP ({error_pct(b200.total_power_w, cost.PUBLISHED["b200"].power_w):+.1f} %), and the same silicon as a GB200 GPU at
+{gb200.total_power_w:.0f} W against its 1,200 W ({error_pct(gb200.total_power_w, cost.PUBLISHED["gb200"].power_w):+.1f} %). NVIDIA sells the same dies at 2.25 PFLOP/s for 1,000 W and at 2.5 PFLOP/s
+for 1,200 W — 11 % more rate for 20 % more power, the signature of voltage–frequency scaling (dynamic power
+∝ f·V²). So the B200's chip system names the GB200's clock as its silicon's top bin (`ChipSystem.top_clock_hz`): the
+per-event energies hold at the top bin, and the B200 at {cost.bin_clock_ratio(get_preset("b200"), cost.preset_system("b200")):.2f}× that clock runs at a voltage ∝ f^k (k =
+`energy.VOLTAGE_FREQUENCY_EXPONENT` = {energy.VOLTAGE_FREQUENCY_EXPONENT:g}, Hennessy & Patterson's first-order DVFS): dynamic energy per event × {energy.dvfs_energy_factor(cost.bin_clock_ratio(get_preset("b200"), cost.preset_system("b200"))):.2f},
+leakage × {energy.dvfs_static_factor(cost.bin_clock_ratio(get_preset("b200"), cost.preset_system("b200"))):.2f}. A prediction, not a fit: the clock ratio is the two datasheets' peak rates, the 1,000 W is not
+used, and no voltage is needed. Without the voltage step (k = 0, one energy per event per node) it was
+{b200_one_voltage.total_power_w:.0f} W ({error_pct(b200_one_voltage.total_power_w, cost.PUBLISHED["b200"].power_w):+.1f} %), outside ±20 %. Over the die-to-die energy's range (0.25–1 pJ/bit, "Sensitivity") the B200 error
+spans {error_pct(b200.total_power_w - b200.power_w["die_to_die"] / 2, cost.PUBLISHED["b200"].power_w):+.1f} % to {error_pct(b200.total_power_w + b200.power_w["die_to_die"], cost.PUBLISHED["b200"].power_w):+.1f} %. HBM is not the cause: the model's {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit is the 3.9 pJ/bit Samsung
 states for HBM3E (its HBM4E announcement, 2025, as reported by the trade press).
 
 TPU v5p: Google publishes neither its node, its die area nor its power (Cloud TPU v5p documentation gives rates,
@@ -242,8 +249,11 @@ cores) it draws {mi300x.total_power_w:.0f} W against AMD's {cost.MI300X_POWER_W:
 at the top clock (2.1 GHz) that the board's power limit does not sustain — plus a GPU core factor measured on
 NVIDIA's GA100, not on AMD's compute units. Not a validation row.
 
-What the model leaves out: power is priced at bf16 (the presets' and PHAZE's format; the template has no
-FP8 rate); clock tree and control power beyond the per-event energies; partial-good dies (see below).
+FP8: the TDP-like power is the same in either format — an FP8 MAC at twice the bf16 rate costs half a bf16 MAC
+(`energy.FP8_MAC_PJ`, the H100's ratio at one 700 W TDP) and its 1-byte operands stream the same bytes per second —
+so an FP8 datapath adds its area (`area.FP8_MAC_AREA_FACTOR`) and that area's leakage and die cost, not dynamic
+power. What the model leaves out: clock tree and control power beyond the per-event energies; partial-good dies
+(see below).
 
 ## Breakdowns
 
@@ -289,7 +299,8 @@ with 132 of 144 enabled, so harvesting makes the real cost per sellable die lowe
 * Assumptions (marked in the docstrings): HBM3 PHY area = HBM2e's; 200G lane area = 100G's; die-to-die depth
   1 mm; TPU v5p at N5 with 100G lanes and a 128 MiB buffer; ICI lanes = 50 Gb/s NRZ; IO/misc area
   unscaled across nodes; HBM {energy.HBM_PJ_PER_BYTE / 8:.2f} pJ/bit for HBM2 and HBM3 alike; leakage per mm²;
-  HBM $/GB; package cost; SIMT power scales with the SIMT area factor.
+  HBM $/GB; package cost per mm² of interposer, HBM site footprint, interposer overhead and bond yield; SIMT power
+  scales with the SIMT area factor; V ∝ f between bins of one silicon (B200).
 """
 
 

@@ -233,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.seeds = args.seeds or 3
     try:
         budgets = parse_budgets(args.budgets)
-        space = named_space(args.space, args.budget_mw, args.budget_usd, args.stack)
+        space = named_space(args.space, args.budget_mw, args.budget_usd, args.stack, nre_chips=args.nre_chips)
         workloads = list(dict.fromkeys(args.workload or ["gpt2-xl"]))
         for name in workloads:
             resolve_workload(name)

@@ -342,18 +342,25 @@ def _chips_label(figures: dict[str, Any]) -> str:
 
 
 def _wall_label(figures: dict[str, Any]) -> str:
-    """A system's wall power per chip and its parts: (chip + host + scale-out network) × PUE, from its summary
-    (:attr:`~phaze_env.hardware.system.SystemPoint.wall_power_per_chip_w`)."""
+    """A system's wall power per chip and its parts: (chip + host + scale-up fabric + NICs and scale-out network) × PUE,
+    from its summary (:attr:`~phaze_env.hardware.system.SystemPoint.wall_power_per_chip_w`; rows written before the
+    scale-up fabric was charged have no such part)."""
     s = figures["system"]
-    return (f"{s['wall_power_per_chip_w']:,.0f} W ({s['chip_power_w']:.0f} + {s['host_w_per_chip']:.0f} + "
-            f"{s['network_w_per_chip']:.0f})")
+    scale_up = f" + {s['scale_up_w_per_chip']:.0f}" if "scale_up_w_per_chip" in s else ""
+    network = s["network_w_per_chip"] + s.get("nic_w_per_chip", 0.0)
+    return (f"{s['wall_power_per_chip_w']:,.0f} W ({s['chip_power_w']:.0f} + {s['host_w_per_chip']:.0f}{scale_up} + "
+            f"{network:.0f})")
 
 
 def _families_text() -> str:
     """The host and scale-out network of every family (:data:`~phaze_env.hardware.system.SYSTEM_FAMILIES`)."""
     return "; ".join(
         f"{f.name} ({f.topology}): host {f.host.w_per_chip:.1f} W / ${f.host.usd_per_chip:,.0f} per chip "
-        f"({f.host.chips_per_host} chips per host), {f.network_ports_per_chip:g} NIC port per chip on the {f.network.name} fat "
+        f"({f.host.chips_per_host} chips per host), scale-up fabric {f.scale_up.name} "
+        f"({f.scale_up.w_per_Bps * 1e9:.3f} W and ${f.scale_up.usd_per_Bps * 1e9:.2f} per GB/s of link bandwidth, "
+        f"{f.scale_up.w_per_link:.2f} W and ${f.scale_up.usd_per_link:,.0f} per link), "
+        f"{f.network_ports_per_chip:g} NIC port per chip ({f.network.nic_w:.0f} W / ${f.network.nic_usd:,.0f} per NIC "
+        f"with its module) on the {f.network.name} fat "
         f"tree of {f.network.radix}-port switches ({f.network.port_w():.1f} W / ${f.network.port_usd():,.0f} per switch "
         f"port with its optics, 2L − 1 ports per NIC port over L tiers) above {f.network_above_chips:,} chips"
         for f in SYSTEM_FAMILIES.values())
@@ -563,7 +570,7 @@ Designs: `Accelerator.notation()` (tensor cores count×(width×depth), vector co
 ## The best systems' figures
 
 {table(["workload", "budget", "MFU", "batch compute / network / bubble", "block memory-bound",
-         "wall W/chip (chip + host + network) × PUE", "chip cost", "evaluated", "pruned by 2nd bound", "ILP solves", "search wall*"], bests)}
+         "wall W/chip (chip + host + scale-up + network) × PUE", "chip cost", "evaluated", "pruned by 2nd bound", "ILP solves", "search wall*"], bests)}
 
 \\* wall time of the run that wrote the row, with whatever the shared cache held then (not a cold-run figure;
 `docs/system_space.md` has cold timings).
@@ -571,7 +578,7 @@ Designs: `Accelerator.notation()` (tensor cores count×(width×depth), vector co
 ## The references
 
 {table(["workload", "budget", "reference", "chips", "format", "plan", "samples/s", "MFU", "batch compute / network / bubble",
-         "block memory-bound", "wall W/chip (chip + host + network) × PUE", "proven"], references)}
+         "block memory-bound", "wall W/chip (chip + host + scale-up + network) × PUE", "proven"], references)}
 
 ## Why each wins or loses
 

@@ -180,9 +180,10 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in (
                "assumption ±25 %: the CSET wafer prices are one estimate; cost.N3_WAFER_COST_USD states a 25 % spread "
                "between analyst estimates",
                "phaze_env.hardware.cost", _wafer_factor),
-    Assumption("package_usd", "package, assembly and test per chip", "$", cost.PACKAGE_USD, cost.PACKAGE_USD * 0.5,
-               cost.PACKAGE_USD * 1.5, "cost.PACKAGE_USD's stated range ±50 %",
-               "phaze_env.hardware.cost", scalar(cost, "PACKAGE_USD")),
+    Assumption("package_usd_per_mm2", "package, assembly and test per mm² of interposer", "$/mm²",
+               cost.PACKAGE_USD_PER_MM2, cost.PACKAGE_USD_PER_MM2 * 0.5, cost.PACKAGE_USD_PER_MM2 * 1.5,
+               "cost.PACKAGE_USD's stated range ±50 % (the per-mm² figure is the H100's package over its interposer)",
+               "phaze_env.hardware.cost", scalar(cost, "PACKAGE_USD_PER_MM2")),
     Assumption("host_usd", "host cost per chip (every family)", "$", system.DGX_HOST_USD_PER_CHIP, 2_500.0, 10_000.0,
                "system.DGX_HOST_USD_PER_CHIP's and the TPU v4 host's stated range $2,500–10,000",
                "phaze_env.hardware.system",

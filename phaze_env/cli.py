@@ -41,14 +41,18 @@ def add_cluster_size_options(parser: argparse.ArgumentParser, devices: int, batc
 
 
 def add_system_budget_options(parser: argparse.ArgumentParser) -> None:
-    """``--budget-mw MW`` / ``--budget-usd USD``: the system space's cluster budget, and ``--stack NAME`` its training
-    stack (for :func:`phaze_env.design.named_space`), in every CLI that takes ``--space``."""
+    """``--budget-mw MW`` / ``--budget-usd USD``: the system space's cluster budget, ``--nre-chips N`` its custom chips'
+    NRE amortisation, and ``--stack NAME`` its training stack (for :func:`phaze_env.design.named_space`), in every CLI that takes ``--space``."""
     parser.add_argument("--budget-mw", type=positive_float, default=None, dest="budget_mw", metavar="MW",
                         help="system space: cluster power budget at the wall in MW, which sets each design's chip "
                              "count (default the space's own)")
     parser.add_argument("--budget-usd", type=positive_float, default=None, dest="budget_usd", metavar="USD",
                         help="system space: cluster capital budget in USD instead of power (default none: the "
                              "power budget applies)")
+    parser.add_argument("--nre-chips", type=positive_int, default=None, dest="nre_chips", metavar="N",
+                        help="system space: charge every design (a custom chip) its node's design and mask-set cost "
+                             "amortised over N chips built (phaze_env.hardware.cost.DESIGN_NRE_USD; default off: "
+                             "silicon at its manufacturing cost, as the references)")
     parser.add_argument("--stack", default=None, metavar="NAME",
                         help="system space: the training stack every design and reference runs — its plan freedom, "
                              "kernels and efficiency fitted per chip (default: phaze_env.stacks.DEFAULT_SYSTEM_STACK, "

@@ -206,7 +206,8 @@ class DesignSpace:
         if name == "reduced":
             return cls.reduced(**overrides)
         if name == "system":
-            budget = SystemBudget.of(overrides.pop("budget_w", None), overrides.pop("budget_usd", None))
+            budget = SystemBudget.of(overrides.pop("budget_w", None), overrides.pop("budget_usd", None),
+                                     overrides.pop("nre_chips", None))
             return SystemDesignSpace(budget=budget, **overrides)
         raise ValueError(f"unknown space {name!r}; choose from {', '.join(SPACE_NAMES)}")
 
@@ -594,7 +595,8 @@ def _system_arch_space(space: SystemDesignSpace) -> SystemArchSpace:
             continue  # one row per design head; the row's evaluation covers every microbatch and recompute
         point = space.point(design)
         if point.n_devices > MAX_SYSTEM_CHIPS:
-            raise ValueError(f"a {space.budget.describe()} budget buys {point.n_devices:,} chips of "
+            count = f"{point.n_devices:,}" if point.n_devices < 1e12 else f"{float(point.n_devices):.3g}"
+            raise ValueError(f"a {space.budget.describe()} budget buys {count} chips of "
                              f"{design.system_choice().describe()}, more than any buildable system "
                              f"({MAX_SYSTEM_CHIPS:,} chips at most): give a smaller budget")
         if point.n_devices >= 1:
@@ -649,18 +651,20 @@ def _area_tables(space: DesignSpace) -> AreaTables:
 
 
 def named_space(name: str, budget_mw: float | None = None, budget_usd: float | None = None,
-                stack: str | None = None) -> DesignSpace:
+                stack: str | None = None, nre_chips: int | None = None) -> DesignSpace:
     """What a CLI's ``--space NAME [--budget-mw MW | --budget-usd USD] [--stack NAME]`` means:
     :meth:`DesignSpace.named`, the system space at a power (MW) or capital (USD) budget (default: its own) running
     ``stack`` (default :data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`); a budget or stack for another space raises."""
     if name != "system":
         if budget_mw is not None or budget_usd is not None:
             raise ValueError("--budget-mw and --budget-usd apply to the system space only")
+        if nre_chips is not None:
+            raise ValueError("--nre-chips applies to the system space only")
         if stack is not None:
             raise ValueError("--stack applies to the system space only")
         return DesignSpace.named(name)
     return DesignSpace.named("system", budget_w=None if budget_mw is None else budget_mw * 1e6, budget_usd=budget_usd,
-                             stack=stack or DEFAULT_SYSTEM_STACK)
+                             stack=stack or DEFAULT_SYSTEM_STACK, nre_chips=nre_chips)
 
 
 # evaluate()'s knob arguments that a Design sets itself; the rest of its keywords are free options.

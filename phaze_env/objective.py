@@ -330,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         workload = get_workload(args.workload)
         cluster = Cluster(n_devices=args.devices, global_batch=args.batch)
-        space = named_space(args.space, args.budget_mw, args.budget_usd, args.stack)
+        space = named_space(args.space, args.budget_mw, args.budget_usd, args.stack, nre_chips=args.nre_chips)
         sampler = make_sampler(args.sampler, seed=args.seed, multi_objective=args.multi_objective)
         if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
             raise ValueError(f"--timeout must be positive, got {args.timeout}")

@@ -151,14 +151,16 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
             raise ValueError("--hbm-gb and --area-budget do not apply to the system space (HBM stacks and the die "
                              "area are its knobs)")
         overrides |= {"budget_w": None if args.budget_mw is None else args.budget_mw * 1e6,
-                      "budget_usd": args.budget_usd, "stack": args.stack or DEFAULT_SYSTEM_STACK,
-                      "node": args.node or SYSTEM_NODE}
+                      "budget_usd": args.budget_usd, "nre_chips": args.nre_chips,
+                      "stack": args.stack or DEFAULT_SYSTEM_STACK, "node": args.node or SYSTEM_NODE}
     elif objective != "throughput":  # from --objective, or --objectives naming one
         raise ValueError(f"the {objective} objective needs --space system (its designs have a power and a cost)")
     elif args.budget_mw is not None or args.budget_usd is not None:
         raise ValueError("--budget-mw and --budget-usd apply to --space system only")
     elif args.node is not None:
         raise ValueError("--node applies to --space system only (PHAZE's spaces are the TPUv4 template's, N7)")
+    elif args.nre_chips is not None:
+        raise ValueError("--nre-chips applies to --space system only")
     elif args.stack is not None:
         raise ValueError("--stack applies to --space system only (PHAZE's spaces run its plan space on the --cluster "
                          "preset's stack)")

@@ -29,6 +29,9 @@ def test_a_budget_beyond_any_buildable_system_is_refused_up_front(tmp_path):
         DesignSpace.named("system", budget_w=1e36).arch_space()
     one_clear_line(run_cli("--space", "system", "--budget-mw", "1e30", "--quiet", "--out", str(tmp_path)), 2,
                    "more than any buildable system")
+    with pytest.raises(ValueError, match=r"buys \d\.\d+e\+\d+ chips of .* more than any buildable system") as refused:
+        DesignSpace.named("system", budget_usd=1e300).arch_space()  # a count of 300 digits is shown as a float
+    assert len(str(refused.value)) < 250
 
 
 def test_tensor_widths_that_split_no_head_count_are_refused(tmp_path):

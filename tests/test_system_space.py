@@ -127,7 +127,7 @@ def test_chip_count_is_the_budget_over_the_per_chip_share_rounded_to_the_topolog
         assert point.family == family
 
         def share(n):
-            return (point.estimate.total_power_w + family.overhead_w_per_chip(n)) * PUE
+            return (point.estimate.total_power_w + family.overhead_w_per_chip(point.estimate, n)) * PUE
 
         affordable = max(n for n in range(1, 1000) if n * share(n) <= BUDGET_W)  # brute force
         unit = topology_unit(design.topology)
@@ -141,7 +141,7 @@ def test_chip_count_is_the_budget_over_the_per_chip_share_rounded_to_the_topolog
     family = point.family
 
     def cost(n):
-        return point.estimate.total_cost_usd + family.overhead_usd_per_chip(n)
+        return point.estimate.total_cost_usd + family.overhead_usd_per_chip(point.estimate, n)
 
     assert point.n_devices == devices_supported(design.topology, max(n for n in range(1, 1000) if n * cost(n) <= 1e6))
 
@@ -303,7 +303,8 @@ def test_bounding_cluster_is_no_slower_than_any_torus_of_the_family(links, link_
 EVERY_KNOB_STACK = Stack(framework_efficiency=0.8, interleaved_schedule=False, pipeline_scatter_gather=False,
                          attention_efficiency=0.5, hybrid_allreduce_overlapped=False, hybrid_allreduce_exposure=0.3,
                          unfused_elementwise=True, plan_rules=STACKS["pytorch-fsdp"].plan_rules, tp_comm_overlap=True,
-                         moe_dispatch="hierarchical", moe_node_limit=4, moe_alltoall_overlap=True, moe_comm_sm_share=0.1)
+                         moe_dispatch="hierarchical", moe_node_limit=4, moe_alltoall_overlap=True, moe_comm_sm_share=0.1,
+                         dp_comm_overlap=True)
 """A stack with every field away from its default, so a cluster built from it that drops or resets any field shows."""
 
 
@@ -471,6 +472,23 @@ def test_bounds_hold_for_every_row_and_the_search_equals_brute_force(brute_force
         found = result.best[TINY.name]
         assert result.exact
         assert value[found_head(found, throughput)] == pytest.approx(max(value.values()), rel=1e-9)
+
+
+@pytest.mark.slow
+def test_the_nre_knob_keeps_the_per_dollar_search_exact(brute_force):
+    """With every design paying its NRE over 10,000 chips (``SystemBudget.nre_chips``) the chip counts at a power budget
+    do not move but every cluster's cost does: the exact per-dollar search still finds the brute force's best."""
+    space, evaluated = brute_force
+    priced = dataclasses.replace(space, budget=dataclasses.replace(space.budget, nre_chips=10_000))
+    throughput = {head: samples for head, (samples, _) in evaluated.items()}
+    assert all(priced.point(head).n_devices == space.point(head).n_devices for head in throughput)
+    assert all(priced.point(head).cluster_cost_usd > space.point(head).cluster_cost_usd for head in throughput)
+    result = run_search(SearchConfig(workloads=(TINY,), cluster=TRAINING, space=priced, tensor_widths=WIDTHS,
+                                     objective="throughput_per_usd"))
+    value = {head: t / priced.point(head).objective_divisor("throughput_per_usd") for head, t in throughput.items()}
+    found = result.best[TINY.name]
+    assert result.exact
+    assert value[found_head(found, throughput)] == pytest.approx(max(value.values()), rel=1e-9)
 
 
 @pytest.mark.slow

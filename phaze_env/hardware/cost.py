@@ -11,7 +11,8 @@ links and whether the cores are TPU-like systolic cores or GPU SIMT cores. :func
   SRAM streams, vector lanes) scaled to the node and core style + HBM pJ/bit × bandwidth + SerDes pJ/bit ×
   link bandwidth + leakage per mm²;
 * **cost** = wafer cost / good dies per wafer (dies per 300 mm wafer with edge loss, negative-binomial
-  yield) + HBM $/GB × capacity + package and assembly.
+  yield) + HBM $/GB × capacity + package, assembly and test by interposer area (dies + HBM sites), all over the
+  package's assembly yield (a failed bond scraps the known-good dies and stacks).
 
 ``SYSTEMS`` holds the system fields of the tpuv4, a100 and h100 presets and ``PUBLISHED`` the figures they
 are checked against (``docs/cost_model.md``, written by ``python -m experiments.cost_table``). Calibration:
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from phaze_env.hardware import area, energy
-from phaze_env.hardware.accelerator import Accelerator, get_preset
+from phaze_env.hardware.accelerator import GB200_CLOCK_HZ, Accelerator, get_preset
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,29 @@ def get_node(name: str | ProcessNode) -> ProcessNode:
     return NODES[key]
 
 
+DESIGN_NRE_USD: dict[str, float] = {"N7": 249e6, "N5": 476e6, "N3": 590e6}
+"""Non-recurring engineering of a large chip at a node — architecture, IP qualification, verification, physical
+design, software, prototype (mask set and first wafers), validation: IBS (International Business Strategies) 2023
+estimates as reported by the trade press (techovedas, "2nm Chip Design Costs $725 Million", 2023: 7 nm ≈ $249 M, 2 nm
+≈ $725 M; the same IBS chart gives 5 nm ≈ $476 M and 3 nm ≈ $590 M — read from the reports, not the chart). N5-family
+nodes (4N, N4P, 4NP) take N5's. Assumption range ×0.3–×1: the figures are for a complex SoC with its software, and
+"headline numbers appear to be significantly inflated" for accelerators of replicated MAC arrays (Semiconductor
+Engineering, "What Will That Chip Cost?", 2023)."""
+NRE_NODE_FAMILY = {"N7": "N7", "N5": "N5", "4N": "N5", "N4P": "N5", "4NP": "N5", "N3": "N3"}
+"""Which :data:`DESIGN_NRE_USD` figure each node of :data:`NODES` takes."""
+
+
+def nre_usd_per_chip(node: str | ProcessNode, chips: int) -> float:
+    """A custom chip's NRE at ``node`` amortised over ``chips`` chips built (:data:`DESIGN_NRE_USD`); a node without
+    an NRE figure raises :class:`UnknownNodeError`."""
+    if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
+        raise ValueError(f"NRE is amortised over a positive whole number of chips, got {chips!r}")
+    name = get_node(node).name
+    if name not in NRE_NODE_FAMILY:
+        raise UnknownNodeError(f"no NRE figure for node {name!r}; nodes with one: {', '.join(NRE_NODE_FAMILY)}")
+    return DESIGN_NRE_USD[NRE_NODE_FAMILY[name]] / chips
+
+
 @dataclass(frozen=True)
 class SerdesKind:
     """A chip-to-chip SerDes lane: its rate per direction and the die area of one lane pair (TX + RX)."""
@@ -169,9 +193,38 @@ HBM_USD_PER_GB = 15.0
 of 2023 analyst estimates quote ≈ $15/GB). Weak (assumption): LLMCompass's cost model (ISCA 2024) uses $7/GB,
 and HBM2 in 2020 (A100, TPUv4) may have cost less; docs/cost_model.md gives the chip cost at $7 and $20/GB."""
 PACKAGE_USD = 750.0
-"""2.5D package (CoWoS-S interposer, substrate), assembly and test per chip: $750, analysts' estimate for the
-H100's CoWoS-S (≈ $720–750 in public cost breakdowns, 2023–2024). Assumption, applied to all three chips
-(all use a CoWoS-class interposer with HBM); ±50 % moves a chip's cost by ±$375."""
+"""2.5D package (CoWoS-S interposer, substrate), assembly and test of the H100: $750, analysts' estimate for the
+H100's CoWoS-S (≈ $720–750 in public cost breakdowns, 2023–2024). The anchor of :data:`PACKAGE_USD_PER_MM2`: other
+chips pay by their interposer's area (±50 % moves the H100's cost by ±$375)."""
+HBM_STACK_FOOTPRINT_MM2 = 11.0 * 11.0
+"""Interposer area one HBM stack site takes: 11 × 11 mm, the HBM3 known-good-stack package outline (JEDEC JESD238,
+HBM3, 2022; SK hynix and Micron HBM3/HBM3E 11 × 11 mm packages). HBM2/HBM2E stacks are 7.75 × 11.87 mm (92 mm²,
+JESD235): assumption — every generation takes HBM3's 121 mm² (range 92–121 mm²; the system space's stacks are
+HBM2E–HBM3E and the package is sized for the larger)."""
+INTERPOSER_AREA_OVERHEAD = 1.2
+"""Interposer area over the dies' and stacks' own footprints: die-to-stack spacing, keep-out and the seal ring.
+Assumption, range 1.1–1.4 (GH100's 814 mm² with six 121 mm² HBM3 sites is 1,540 mm² of parts; TSMC's CoWoS-S reached
+≈ 2,500 mm², 3× the reticle, for such packages: TSMC Technology Symposium 2021, as reported by AnandTech)."""
+
+
+def interposer_area_mm2(silicon_mm2: float, hbm_sites: int) -> float:
+    """The interposer a chip of ``silicon_mm2`` (all its dies) and ``hbm_sites`` HBM sites sits on (mm²)."""
+    return (silicon_mm2 + hbm_sites * HBM_STACK_FOOTPRINT_MM2) * INTERPOSER_AREA_OVERHEAD
+
+
+H100_HBM_SITES = 6
+"""The H100 SXM5's HBM sites: six (five HBM3 stacks and one spacer; NVIDIA H100 whitepaper: "five stacks", the package
+photo shows six sites)."""
+PACKAGE_USD_PER_MM2 = PACKAGE_USD / interposer_area_mm2(814.0, H100_HBM_SITES)
+"""2.5D package, assembly and test per mm² of interposer: $0.41, the H100's :data:`PACKAGE_USD` over its interposer
+(GH100's published 814 mm² and six HBM sites, :func:`interposer_area_mm2`). Assumption that the whole package cost
+(interposer, substrate, bonding, molding, test) grows with the interposer's area: range ×0.5–×1.5 (the H100 anchor's
+own uncertainty); a 400 mm² die with four stacks pays ≈ 60 % of the H100's package, a B200 ≈ 150 %."""
+PACKAGE_BOND_YIELD = 0.99
+"""Assembly yield per component bonded to the interposer (each die and each HBM stack): 0.99. A failed bond scraps
+the package with its known-good dies and stacks, so a chip of ``n`` components costs its parts over ``0.99^n``
+(five HBM stacks and a die: +6 %). Assumption (TSMC does not publish CoWoS assembly yield; trade-press figures for a
+mature CoWoS-S line are 98–99+ %): range 0.98–0.998 per component."""
 
 
 TPUV4_ICI_LINKS = 6
@@ -243,6 +296,10 @@ class ChipSystem:
     die carries its share of the compute, HBM interfaces and SerDes, its own IO/misc block and a die-to-die
     interface of ``d2d_bandwidth_Bps`` (the bandwidth each die exchanges with the others, both directions
     together; 0 for one die). The reticle limit and the yield apply per die.
+
+    ``top_clock_hz`` is the clock of the silicon's top bin when the chip is that silicon sold at a lower clock (B200:
+    the GB200's dies at 0.9× its clock): the per-event energies hold at the top bin, and the lower bin runs at a lower
+    voltage (:func:`phaze_env.hardware.energy.dvfs_energy_factor`). ``None``: the chip is its silicon's top bin.
     """
 
     node: str | ProcessNode = "N7"
@@ -254,8 +311,12 @@ class ChipSystem:
     core_style: str = "systolic"
     dies: int = 1
     d2d_bandwidth_Bps: float = 0.0
+    top_clock_hz: float | None = None
 
     def __post_init__(self) -> None:
+        top = self.top_clock_hz
+        if top is not None and (isinstance(top, bool) or not isinstance(top, (int, float)) or not 0 < top < math.inf):
+            raise ValueError(f"ChipSystem.top_clock_hz must be a positive clock (Hz) or None, got {top!r}")
         if not isinstance(self.node, ProcessNode) and self.node not in NODES:
             raise UnknownNodeError(f"ChipSystem.node must be a ProcessNode or one of {', '.join(NODES)} (the nodes "
                                    f"with density, energy, wafer cost and D0), got {self.node!r}")
@@ -342,10 +403,12 @@ SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
     ),
     "b200": (
         ChipSystem(node="4NP", hbm_stacks=8, links=B200_NVLINKS, link_bandwidth_Bps=2 * NVLINK5_LINK_BPS,
-                   serdes="200G-PAM4", core_style="simt", dies=2, d2d_bandwidth_Bps=B200_D2D_BPS),
+                   serdes="200G-PAM4", core_style="simt", dies=2, d2d_bandwidth_Bps=B200_D2D_BPS,
+                   top_clock_hz=GB200_CLOCK_HZ),
         "B200 (NVIDIA Blackwell technical brief 2024, HGX B200 datasheet): TSMC 4NP, two reticle-limited dies joined "
         "by the 10 TB/s NV-HBI, 8 HBM3e stacks (four per die), 18 NVLink5 links × 100 GB/s (1.8 TB/s) of two "
-        "200 Gb/s PAM4 pairs per direction; each die its own IO/misc block.",
+        "200 Gb/s PAM4 pairs per direction; each die its own IO/misc block. The GB200's silicon binned to 0.9× its "
+        "clock (2.25 against 2.5 PFLOP/s dense bf16, the two datasheets), hence at a lower voltage (top_clock_hz).",
     ),
     "gb200": (
         ChipSystem(node="4NP", hbm_stacks=8, links=B200_NVLINKS, link_bandwidth_Bps=2 * NVLINK5_LINK_BPS,
@@ -450,6 +513,8 @@ class ChipEstimate:
     die_yield: float
     fits_reticle: bool
     dies: int = 1  # dies on the package; dies_per_wafer, die_yield and fits_reticle are one die's
+    links: int = 0  # the chip's scale-up links and their bandwidth (both directions together): what its
+    link_total_Bps: float = 0.0  # scale-up fabric must switch (system.ScaleUpFabric)
 
     @property
     def area_per_die_mm2(self) -> float:
@@ -508,10 +573,24 @@ def chip_area_mm2(acc: Accelerator, system: ChipSystem) -> dict[str, float]:
     return {"compute": float(compute_die_area_mm2(acc.area_mm2, acc.buffer_mb, system)), **periphery_area_mm2(system)}
 
 
+def bin_clock_ratio(acc: Accelerator, system: ChipSystem) -> float:
+    """The chip's clock over its silicon's top bin (1 for a top-bin part, ``top_clock_hz`` unset); a clock above the
+    top bin raises."""
+    if system.top_clock_hz is None:
+        return 1.0
+    ratio = acc.clock_hz / system.top_clock_hz
+    if ratio > 1 + 1e-12:
+        raise ValueError(f"a chip clocked at {acc.clock_hz / 1e9:.3f} GHz is above its silicon's top bin "
+                         f"({system.top_clock_hz / 1e9:.3f} GHz)")
+    return ratio
+
+
 def chip_power_w(acc: Accelerator, system: ChipSystem, die_area_mm2: float) -> dict[str, float]:
-    """TDP-like power by term: core blocks (MACs, SRAM, vector; node- and style-scaled), HBM, links, leakage."""
+    """TDP-like power by term: core blocks (MACs, SRAM, vector; node- and style-scaled, and voltage-scaled for a part
+    binned below its silicon's top clock: :func:`bin_clock_ratio`), HBM, links, leakage."""
     terms = energy.full_rate_power_terms_w(acc)
-    core_scale = system.process.energy_factor * CORE_AREA_FACTORS[system.core_style]
+    ratio = bin_clock_ratio(acc, system)
+    core_scale = system.process.energy_factor * CORE_AREA_FACTORS[system.core_style] * energy.dvfs_energy_factor(ratio)
     return {
         "mac": terms["mac"] * core_scale,
         "sram": terms["sram"] * core_scale,
@@ -519,20 +598,29 @@ def chip_power_w(acc: Accelerator, system: ChipSystem, die_area_mm2: float) -> d
         "hbm": terms["hbm"],
         "links": energy.link_power_w(system.link_total_Bps),
         "die_to_die": energy.d2d_power_w(system.dies * system.d2d_bandwidth_Bps / 2),
-        "leakage": energy.leakage_power_w(die_area_mm2),
+        "leakage": energy.leakage_power_w(die_area_mm2) * energy.dvfs_static_factor(ratio),
     }
+
+
+def package_yield(system: ChipSystem, bond_yield: float | None = None) -> float:
+    """The fraction of packages assembled whole: ``bond_yield`` per die and per HBM stack (default
+    :data:`PACKAGE_BOND_YIELD`, read at the call so a sensitivity sweep can set the module's value)."""
+    bond_yield = PACKAGE_BOND_YIELD if bond_yield is None else bond_yield
+    if not 0 < bond_yield <= 1:
+        raise ValueError(f"the bond yield must be in (0, 1], got {bond_yield!r}")
+    return bond_yield ** (system.dies + system.hbm_stacks)
 
 
 def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm2: float | None = None,
                   alpha: float = NEGATIVE_BINOMIAL_ALPHA, hbm_usd_per_gb: float | None = None,
-                  package_usd: float | None = None, allow_over_reticle: bool = False) -> ChipEstimate:
+                  package_usd_per_mm2: float | None = None, bond_yield: float | None = None,
+                  allow_over_reticle: bool = False) -> ChipEstimate:
     """Area, power and cost of ``acc`` built as ``system``. A die over the reticle limit raises
     :class:`ReticleLimitError` unless ``allow_over_reticle`` (then ``fits_reticle`` is False and the cost is
-    that of a hypothetical monolithic die). D0 defaults to the node's; HBM $/GB and the package cost to
-    :data:`HBM_USD_PER_GB` and :data:`PACKAGE_USD` as they are at the call (a sensitivity study moves them:
-    :mod:`phaze_env.assumptions`)."""
+    that of a hypothetical monolithic die). D0 defaults to the node's; HBM $/GB, the package cost per mm² and the
+    bond yield to :data:`HBM_USD_PER_GB`, :data:`PACKAGE_USD_PER_MM2` and :data:`PACKAGE_BOND_YIELD` as they are at
+    the call (a sensitivity study moves them: :mod:`phaze_env.assumptions`)."""
     hbm_usd_per_gb = HBM_USD_PER_GB if hbm_usd_per_gb is None else hbm_usd_per_gb
-    package_usd = PACKAGE_USD if package_usd is None else package_usd
     areas = chip_area_mm2(acc, system)
     silicon_mm2 = sum(areas.values())
     per_die_mm2 = silicon_mm2 / system.dies
@@ -542,11 +630,14 @@ def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm
     cost = {
         "die": system.dies * good_die_cost_usd(per_die_mm2, system.process, d0, alpha),
         "hbm": acc.hbm_gb * hbm_usd_per_gb,
-        "package": package_usd,
+        "package": (PACKAGE_USD_PER_MM2 if package_usd_per_mm2 is None else package_usd_per_mm2)
+        * interposer_area_mm2(silicon_mm2, system.die_hbm_phys),
     }
+    cost["assembly_yield"] = sum(cost.values()) * (package_yield(system, bond_yield) ** -1 - 1)
     return ChipEstimate(area_mm2=areas, power_w=chip_power_w(acc, system, silicon_mm2), cost_usd=cost,
                         dies_per_wafer=dies_per_wafer(per_die_mm2), die_yield=die_yield(per_die_mm2, d0, alpha),
-                        fits_reticle=per_die_mm2 <= area.RETICLE_LIMIT_MM2, dies=system.dies)
+                        fits_reticle=per_die_mm2 <= area.RETICLE_LIMIT_MM2, dies=system.dies, links=system.links,
+                        link_total_Bps=system.link_total_Bps)
 
 
 def preset_system(name: str) -> ChipSystem:

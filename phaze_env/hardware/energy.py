@@ -126,6 +126,29 @@ def full_rate_power_terms_w(acc: Accelerator) -> dict[str, float]:
     }
 
 
+VOLTAGE_FREQUENCY_EXPONENT = 1.0
+"""How a chip's supply voltage follows its clock between the bins of one silicon: ``V ∝ f^k`` with k = 1, the
+first-order dynamic voltage–frequency scaling of Hennessy & Patterson (*Computer Architecture: A Quantitative
+Approach*, 5th ed., §1.5: dynamic energy ∝ ½·C·V², static power ∝ I_static·V; their worked example lowers voltage
+and frequency by the same 15 % for 0.72× the energy per event and 0.61× the power). The per-event energies above
+hold at the silicon's top bin (:attr:`phaze_env.hardware.cost.ChipSystem.top_clock_hz`); a part sold at a lower
+clock runs at a lower voltage. Assumption: range 0 (the voltage does not follow the clock: energy per event
+unchanged) to 1; B200 (the GB200's silicon at 0.9× its clock) is predicted at +21 % / +13 % / +6 % of its 1,000 W
+for k = 0 / 0.5 / 1 (tests/test_generations.py)."""
+
+
+def dvfs_energy_factor(clock_ratio: float) -> float:
+    """Dynamic energy per event of a part clocked at ``clock_ratio`` (≤ 1) of its silicon's top bin, relative to the
+    top bin: ``V²`` with ``V ∝ f^k`` (:data:`VOLTAGE_FREQUENCY_EXPONENT`)."""
+    return clock_ratio ** (2 * VOLTAGE_FREQUENCY_EXPONENT)
+
+
+def dvfs_static_factor(clock_ratio: float) -> float:
+    """Static (leakage) power of such a part relative to the top bin: ``∝ V`` at the same leakage current (Hennessy &
+    Patterson §1.5; the current's own fall with voltage is left out, so this errs high)."""
+    return clock_ratio ** VOLTAGE_FREQUENCY_EXPONENT
+
+
 D2D_PJ_PER_BIT = 0.5
 """Energy of a die-to-die transfer on an advanced package: 0.5 pJ/bit, UCIe 1.0's advanced-package power efficiency
 (Das Sharma et al., IEEE Trans. CPMT 2022). NV-HBI's is not published: assumption, range 0.25–1 pJ/bit (±20–40 W

@@ -32,7 +32,8 @@ from typing import Any
 from phaze_env.hardware import area
 from phaze_env.hardware.accelerator import (A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, Accelerator,
                                             get_preset)
-from phaze_env.hardware.cost import (PUBLISHED, SYSTEMS, ChipEstimate, ChipSystem, chip_estimate, compute_die_area_mm2,
+from phaze_env.hardware.cost import (A100_NVLINKS, H100_NVLINKS, NVLINK_LINK_BPS, PUBLISHED, SYSTEMS, ChipEstimate,
+                                     ChipSystem, chip_estimate, compute_die_area_mm2, nre_usd_per_chip,
                                      periphery_area_mm2)
 from phaze_env.hardware.number_format import check_number_format
 
@@ -190,7 +191,8 @@ class FatTree:
     join up to ``radix · (radix/2)^(L−1)`` endpoints (Al-Fares et al., "A Scalable, Commodity Data Center Network
     Architecture", SIGCOMM 2008: half of each lower switch's ports go up), so an endpoint uses ``2L − 1`` switch
     ports (a leaf port down, and per tier above an up and a down port). Every switch port carries an optical
-    transceiver; the endpoint's own NIC and its module are the host's (:class:`HostShare`)."""
+    transceiver. Each endpoint is a NIC of ``nic_w`` and ``nic_usd`` (the adapter with its own transceiver), charged
+    per NIC port of a family whatever the cluster's size (:meth:`SystemFamily.nic_w_per_chip`)."""
 
     name: str
     port_bps: float
@@ -200,11 +202,13 @@ class FatTree:
     transceiver_w: float
     transceiver_usd: float
     source: str
+    nic_w: float
+    nic_usd: float
 
     def __post_init__(self) -> None:
         if isinstance(self.radix, bool) or not isinstance(self.radix, int) or self.radix < 4 or self.radix % 2:
             raise ValueError(f"a fat tree's switches need an even radix of at least 4 ports, got {self.radix!r}")
-        for name in ("port_bps", "switch_w", "switch_usd", "transceiver_w", "transceiver_usd"):
+        for name in ("port_bps", "switch_w", "switch_usd", "transceiver_w", "transceiver_usd", "nic_w", "nic_usd"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"FatTree.{name} must be a finite non-negative number, got {value!r}")
@@ -241,67 +245,179 @@ Google's published training energy accounting (Patterson et al., "The Carbon Foo
 Training Will Plateau, Then Shrink", IEEE Computer 2022; Epoch AI's hardware notes), the figure the project's
 design notes (DESIGN.md, "Reference facts for fair rivals") give; not re-read from the paper in this change.
 Assumption range 280–380 W (its host share 110–210 W)."""
-TPUV4_HOST = HostShare(
-    "tpuv4-host", 4, TPUV4_SYSTEM_W_PER_CHIP - TPUV4_CHIP_MEAN_W, 5_000.0,
-    "TPU v4 host (4 chips per host): power = the measured system power per chip less the chip's mean "
-    "(TPUV4_SYSTEM_W_PER_CHIP − TPUV4_CHIP_MEAN_W = 156 W); cost $5,000 per chip, an assumption (no TPU host bill of "
-    "materials is public; order of a 2-socket server with its DRAM and NIC over 4 chips; range $2,500–10,000)")
-"""The torus family's host: TPU v4's, what a TPU-v4-like system (the tpuv4 reference and every torus design of the
-system space) pays per chip beyond the chip."""
 DGX_A100_MAX_W = 6_500.0
 """A DGX A100's maximum system power, 6.5 kW with its 8 A100 SXM4 GPUs (NVIDIA DGX A100 datasheet; its six
 3 kW supplies, half redundant)."""
 DGX_H100_MAX_W = 10_200.0
 """A DGX H100's maximum system power, ≈ 10.2 kW with its 8 H100 SXM5 GPUs (NVIDIA DGX H100 datasheet)."""
 DGX_HOST_USD_PER_CHIP = 5_000.0
-"""Per-GPU share of a DGX-style node around its GPUs (2 CPUs, 1–2 TB DRAM, NVSwitches, 8 compute + 2 storage
-NICs, chassis, supplies): $5,000. Assumption (no public bill of materials); range $2,500–10,000: it dominates a
-modelled chip's manufacturing cost (≈ $1.3–2.6 k), so a money budget buys ≈ 1/3 more chips at $2,500 and
-≈ 1/3 fewer at $10,000."""
-DGX_A100_HOST = HostShare(
-    "dgx-a100", SCALE_UP_DOMAIN, (DGX_A100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["a100"].power_w) / SCALE_UP_DOMAIN,
-    DGX_HOST_USD_PER_CHIP,
-    "DGX A100: (6.5 kW max − 8 × 400 W A100 TDP) / 8 = 412.5 W per GPU (2 AMD EPYC 7742, 1 TB DRAM, 6 NVSwitches, "
-    "9 ConnectX-6 NICs, fans, supplies; NVIDIA DGX A100 datasheet)")
-"""The A100 reference's host: a DGX A100 node's, per GPU."""
-DGX_H100_HOST = HostShare(
-    "dgx-h100", SCALE_UP_DOMAIN, (DGX_H100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["h100"].power_w) / SCALE_UP_DOMAIN,
-    DGX_HOST_USD_PER_CHIP,
-    "DGX H100: (10.2 kW max − 8 × 700 W H100 TDP) / 8 = 575 W per GPU (2 Xeon 8480C, 2 TB DRAM, 4 NVSwitches, "
-    "8 + 2 ConnectX-7 NICs, fans, supplies; NVIDIA DGX H100 datasheet)")
-"""The H100 reference's host and the switched family's: a DGX H100 node's, per GPU (the system space's switched
-designs are 8-chip switch domains of its generation: 100G-PAM4 SerDes, 400 Gb/s NICs)."""
-
+"""Per-GPU share of a DGX-style node around its GPUs and beyond its NVSwitches and compute NICs (2 CPUs, 1–2 TB DRAM,
+2 storage NICs, NVMe, chassis, supplies): $5,000. Assumption (no public bill of materials); range $2,500–10,000: it
+dominates a modelled chip's manufacturing cost (≈ $1.0–2.7 k), so a money budget buys more chips at $2,500 and fewer
+at $10,000. The NVSwitches (:data:`SCALE_UP_SWITCH_USD_PER_BPS`) and the compute NIC (:class:`FatTree`'s
+``nic_usd``) are charged apart, on top. A floor check, not a fit: the node's two Xeon Platinum 8480-class CPUs at
+Intel's $10,710 recommended customer price (8480+, Intel ARK) alone are $2,700 per GPU, so the value sits in the
+lower half of its range."""
+CONNECTX7_W = 20.0
+"""A single-port 400 Gb/s NDR ConnectX-7 adapter (PCIe Gen5 x16, OSFP), without its optical module: 20 W. Assumption
+(NVIDIA's ConnectX-7 user manual tabulates each card's power; not re-read in this change): range 15–25 W."""
+CONNECTX7_USD = 2_000.0
+"""A single-port 400 Gb/s ConnectX-7 adapter's price: $2,000. Assumption (reseller list prices of
+MCX75310AAS-NEAT-class cards; no NVIDIA price list): range $1,200–3,000."""
+NDR_NIC_MODULE_W = 9.0
+"""The 400G OSFP module at the NIC end: 9 W (NVIDIA MMS4X00-NS400 product specification: "draws 9 Watts maximum or 9
+Watts typical" in 400 Gb/s mode)."""
+CONNECTX6_W = 15.0
+"""A single-port 200 Gb/s HDR ConnectX-6 adapter (PCIe Gen4 x16, QSFP56), without its module: 15 W. Assumption (the
+ConnectX-6 user manual's power class, not re-read here): range 10–20 W."""
+CONNECTX6_USD = 1_200.0
+"""A single-port 200 Gb/s ConnectX-6 adapter's price: $1,200. Assumption (reseller list prices): range $800–1,800."""
 NDR_FAT_TREE = FatTree(
     "ndr-400g", 400e9, 64, switch_w=750.0, switch_usd=25_000.0, transceiver_w=17.0 / 2, transceiver_usd=500.0,
     source="NVIDIA Quantum-2 QM9700: 64 ports of 400 Gb/s NDR in 32 OSFP cages (QM97xx user manual); its cages take "
            "class-8 (17 W) twin-port 2×400G transceivers (same manual; MMS4X00-NS), 8.5 W per 400G port (the NIC "
            "side's MMS4X00-NS400 draws 9 W: its product specification). Assumptions: the switch without optics "
            "750 W (range 500–1,100 W: a 51.2 Tb/s ASIC with fans and supplies); $25,000 per switch (range "
-           "$15–40 k) and $500 per 400G transceiver port (range $300–1,000), no public price list")
+           "$15–40 k) and $500 per 400G transceiver port (range $300–1,000), no public price list. NIC: a ConnectX-7 "
+           "(CONNECTX7_W, CONNECTX7_USD) with its 400G module (NDR_NIC_MODULE_W, the switch side's $500)",
+    nic_w=CONNECTX7_W + NDR_NIC_MODULE_W, nic_usd=CONNECTX7_USD + 500.0)
 """The scale-out network of the switched family and the H100 reference (one 400 Gb/s NIC per GPU, DGX H100
 SuperPOD's compute fabric), and the data-centre network of a multi-pod torus."""
 HDR_FAT_TREE = FatTree(
     "hdr-200g", 200e9, 40, switch_w=250.0, switch_usd=15_000.0, transceiver_w=4.5, transceiver_usd=300.0,
     source="NVIDIA Quantum QM8700: 40 ports of 200 Gb/s HDR (QM87xx user manual). Assumptions: the switch without "
            "optics 250 W (range 200–400 W), a 200G QSFP56 SR4 transceiver 4.5 W (range 4–5 W), $15,000 per switch "
-           "(range $10–25 k) and $300 per transceiver (range $200–600)")
+           "(range $10–25 k) and $300 per transceiver (range $200–600). NIC: a ConnectX-6 (CONNECTX6_W, "
+           "CONNECTX6_USD) with its 200G module (4.5 W, $300 as the switch side's)",
+    nic_w=CONNECTX6_W + 4.5, nic_usd=CONNECTX6_USD + 300.0)
 """The A100 reference's scale-out network: one 200 Gb/s HDR NIC per GPU on QM8700-class switches (DGX A100
 SuperPOD)."""
 
 
+SCALE_UP_SWITCH_W_PER_BPS = NDR_FAT_TREE.switch_w / (2 * NDR_FAT_TREE.radix * NDR_FAT_TREE.port_bps / 8)
+"""Power of a scale-up (NVSwitch) port per byte/s it switches, both directions together: the NDR switch's, 750 W over
+64 ports × 400 Gb/s × 2 directions = 14.6 pJ/bit (:data:`NDR_FAT_TREE`: a 64-port crossbar of 100G-PAM4 SerDes with
+SHARP engines, as the third-generation NVSwitch is — 64 NVLink4 ports on TSMC 4N, NVIDIA Hot Chips 34, 2022, and
+NVIDIA's "Upgrading Multi-GPU Interconnectivity with the Third-Generation NVSwitch", 2022). Assumption: NVIDIA
+publishes no NVSwitch power; it follows the NDR switch's range (500–1,100 W: 9.8–21.5 pJ/bit), i.e. 70–155 W per
+H100's 900 GB/s (105 W at the value)."""
+SCALE_UP_SWITCH_USD_PER_BPS = 1_500.0 / 900e9
+"""Capital cost of the scale-up switch per byte/s of a GPU's NVLink bandwidth: $1,500 per H100's 900 GB/s — a DGX
+H100's 4 NVSwitch chips on their baseboard at ≈ $3,000 each over 8 GPUs. Assumption (no public price); range
+$750–3,000 per 900 GB/s."""
+TPUV4_OCS_POWER_SHARE = 0.03
+"""TPU v4's optical circuit switches and their optics are "< 3 % of system power" (Jouppi et al., "TPU v4: An
+Optically Reconfigurable Supercomputer ...", ISCA 2023, abstract and §2). Assumption: the bound taken as the value
+(against the torus); range 0–3 %."""
+TPUV4_OCS_COST_SHARE = 0.05
+"""TPU v4's optical circuit switches and their optics are "< 5 % of system cost" (same paper, abstract and §2).
+Assumption: the bound taken as the value (against the torus); range 0–5 %."""
+
+
+@dataclass(frozen=True)
+class ScaleUpFabric:
+    """What a chip's own (scale-up) links plug into, per chip, in proportion to what the links carry: a switch's
+    ports per byte/s (NVSwitch: :attr:`w_per_Bps`, :attr:`usd_per_Bps`) or an optical circuit switch's ports per
+    link (OCS, bandwidth-transparent: :attr:`w_per_link`, :attr:`usd_per_link`). So a design with more link
+    bandwidth pays for more switch, and each reference pays its own fabric's share (:meth:`w_per_chip`)."""
+
+    name: str
+    w_per_Bps: float
+    usd_per_Bps: float
+    w_per_link: float
+    usd_per_link: float
+    source: str
+
+    def __post_init__(self) -> None:
+        for name in ("w_per_Bps", "usd_per_Bps", "w_per_link", "usd_per_link"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"ScaleUpFabric.{name} must be a finite non-negative number, got {value!r}")
+
+    def w_per_chip(self, links: int, link_total_Bps: float) -> float:
+        return self.w_per_Bps * link_total_Bps + self.w_per_link * links
+
+    def usd_per_chip(self, links: int, link_total_Bps: float) -> float:
+        return self.usd_per_Bps * link_total_Bps + self.usd_per_link * links
+
+
+def _nvswitch(name: str, source: str) -> ScaleUpFabric:
+    return ScaleUpFabric(name, SCALE_UP_SWITCH_W_PER_BPS, SCALE_UP_SWITCH_USD_PER_BPS, 0.0, 0.0, source)
+
+
+NVSWITCH_GEN2 = _nvswitch("nvswitch-gen2", "DGX A100: 6 second-generation NVSwitches for 8 GPUs × 600 GB/s (NVIDIA DGX "
+                                           "A100 datasheet); power and cost per byte/s as the third generation's "
+                                           "(SCALE_UP_SWITCH_W_PER_BPS, SCALE_UP_SWITCH_USD_PER_BPS; assumption, "
+                                           "their ranges)")
+"""The A100 reference's scale-up switch (DGX A100's NVSwitches), per byte/s of NVLink bandwidth."""
+NVSWITCH_GEN3 = _nvswitch("nvswitch-gen3", "DGX H100: 4 third-generation NVSwitches (64 NVLink4 ports each) for 8 GPUs "
+                                           "× 900 GB/s (NVIDIA DGX H100 datasheet; Hot Chips 34, 2022)")
+"""The switched family's scale-up switch: a design's NVLink bandwidth × the NVSwitch's power and cost per byte/s."""
+_TPUV4_CHIP_SYSTEM, _ = SYSTEMS["tpuv4"]
+TPUV4_OCS_W_PER_CHIP = TPUV4_OCS_POWER_SHARE * TPUV4_SYSTEM_W_PER_CHIP
+"""≈ 9.8 W: TPU v4's OCS share of its measured system power per chip (:data:`TPUV4_OCS_POWER_SHARE` ×
+:data:`TPUV4_SYSTEM_W_PER_CHIP`, which is taken to include it: a whole-system figure)."""
+TPUV4_HOST_USD_PER_CHIP = 5_000.0
+"""TPU v4 host cost per chip (4 chips per host): $5,000, an assumption (no TPU host bill of materials is public; order
+of a 2-socket server with its DRAM and NIC over 4 chips; range $2,500–10,000)."""
+TPUV4_OCS = ScaleUpFabric(
+    "tpuv4-ocs", 0.0, 0.0, TPUV4_OCS_W_PER_CHIP / _TPUV4_CHIP_SYSTEM.links,
+    TPUV4_OCS_COST_SHARE / (1 - TPUV4_OCS_COST_SHARE) * (
+        chip_estimate(get_preset("tpuv4"), _TPUV4_CHIP_SYSTEM).total_cost_usd + TPUV4_HOST_USD_PER_CHIP
+        + NDR_FAT_TREE.nic_usd / 4)
+    / _TPUV4_CHIP_SYSTEM.links,
+    "TPU v4's 48 optical circuit switches per 4,096-chip pod (Jouppi et al., ISCA 2023): per ICI link (an OCS is "
+    "blind to the rate, its ports follow the fibres), TPU v4's 6 links carrying TPUV4_OCS_POWER_SHARE of its "
+    "measured system power and TPUV4_OCS_COST_SHARE of its system cost (the modelled tpuv4 chip + its host + its "
+    "NIC share)")
+"""The torus family's scale-up fabric: TPU v4's OCS, per link (a torus of 12 links per chip needs twice the ports)."""
+
+TPUV4_HOST = HostShare(
+    "tpuv4-host", 4, TPUV4_SYSTEM_W_PER_CHIP - TPUV4_CHIP_MEAN_W - TPUV4_OCS_W_PER_CHIP - NDR_FAT_TREE.nic_w / 4,
+    TPUV4_HOST_USD_PER_CHIP,
+    "TPU v4 host (4 chips per host): power = the measured system power per chip less the chip's mean, its OCS share "
+    "and a quarter of the host's NIC (TPUV4_SYSTEM_W_PER_CHIP − TPUV4_CHIP_MEAN_W − TPUV4_OCS_W_PER_CHIP − NIC/4 = "
+    "139 W; Patterson et al. 2022, Jouppi et al. 2023); cost TPUV4_HOST_USD_PER_CHIP (assumption, range "
+    "$2,500–10,000), its NIC charged apart")
+"""The torus family's host: TPU v4's, what a TPU-v4-like system (the tpuv4 reference and every torus design of the
+system space) pays per chip beyond the chip and its OCS share."""
+DGX_A100_HOST = HostShare(
+    "dgx-a100", SCALE_UP_DOMAIN, (DGX_A100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["a100"].power_w) / SCALE_UP_DOMAIN
+    - NVSWITCH_GEN2.w_per_chip(A100_NVLINKS, A100_NVLINKS * 2 * NVLINK_LINK_BPS) - HDR_FAT_TREE.nic_w,
+    DGX_HOST_USD_PER_CHIP,
+    "DGX A100: (6.5 kW max − 8 × 400 W A100 TDP) / 8 = 412.5 W per GPU (2 AMD EPYC 7742, 1 TB DRAM, 6 NVSwitches, "
+    "9 ConnectX-6 NICs, fans, supplies; NVIDIA DGX A100 datasheet) less its NVSwitch share (NVSWITCH_GEN2 at "
+    "600 GB/s) and its compute NIC (HDR_FAT_TREE.nic_w), which the scale-up fabric and the NIC charge; cost "
+    "DGX_HOST_USD_PER_CHIP (assumption, its range)")
+"""The A100 reference's host: a DGX A100 node's, per GPU, without its NVSwitches and compute NIC."""
+DGX_H100_HOST = HostShare(
+    "dgx-h100", SCALE_UP_DOMAIN, (DGX_H100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["h100"].power_w) / SCALE_UP_DOMAIN
+    - NVSWITCH_GEN3.w_per_chip(H100_NVLINKS, H100_NVLINKS * 2 * NVLINK_LINK_BPS) - NDR_FAT_TREE.nic_w,
+    DGX_HOST_USD_PER_CHIP,
+    "DGX H100: (10.2 kW max − 8 × 700 W H100 TDP) / 8 = 575 W per GPU (2 Xeon 8480C, 2 TB DRAM, 4 NVSwitches, "
+    "8 + 2 ConnectX-7 NICs, fans, supplies; NVIDIA DGX H100 datasheet) less its NVSwitch share (NVSWITCH_GEN3 at "
+    "900 GB/s) and its compute NIC (NDR_FAT_TREE.nic_w), which the scale-up fabric and the NIC charge; cost "
+    "DGX_HOST_USD_PER_CHIP (assumption, its range)")
+"""The H100 reference's host and the switched family's: a DGX H100 node's, per GPU, without its NVSwitches and
+compute NIC (the
+system space's switched designs are 8-chip switch domains of its generation: 100G-PAM4 SerDes, 400 Gb/s NICs; each
+pays the NVSwitch its own link bandwidth needs)."""
+
+
 @dataclass(frozen=True)
 class SystemFamily:
-    """A system family: its chips' topology, the host each chip shares (:class:`HostShare`) and the scale-out
+    """A system family: its chips' topology, the host each chip shares (:class:`HostShare`), the scale-out
     network (:class:`FatTree`) its chips reach through ``network_ports_per_chip`` NIC ports once the cluster
-    outgrows :attr:`network_above_chips` (one switch domain; one torus pod). Power and cost per chip beyond the
-    chip are :meth:`overhead_w_per_chip` and :meth:`overhead_usd_per_chip`; they never fall as the cluster grows."""
+    outgrows :attr:`network_above_chips` (one switch domain; one torus pod), and the scale-up fabric its chips'
+    own links plug into (:class:`ScaleUpFabric`: NVSwitch, OCS). Power and cost per chip beyond the chip are
+    :meth:`overhead_w_per_chip` and :meth:`overhead_usd_per_chip`; they never fall as the cluster grows."""
 
     name: str
     topology: str
     host: HostShare
     network: FatTree
     network_ports_per_chip: float
+    scale_up: ScaleUpFabric
 
     def __post_init__(self) -> None:
         topology_unit(self.topology)  # an unknown topology raises with the known ones
@@ -327,12 +443,31 @@ class SystemFamily:
         ports = self.network_ports(n_devices)
         return self.network_ports_per_chip * self.network.ports_per_endpoint(ports) * self.network.port_usd() if ports else 0.0
 
-    def overhead_w_per_chip(self, n_devices: int) -> float:
-        """Host share + scale-out network per chip (W, before PUE) in a cluster of ``n_devices``."""
-        return self.host.w_per_chip + self.network_w_per_chip(n_devices)
+    def scale_up_w_per_chip(self, estimate: ChipEstimate) -> float:
+        """The scale-up fabric's share for ``estimate``'s links (:meth:`ScaleUpFabric.w_per_chip`)."""
+        return self.scale_up.w_per_chip(estimate.links, estimate.link_total_Bps)
 
-    def overhead_usd_per_chip(self, n_devices: int) -> float:
-        return self.host.usd_per_chip + self.network_usd_per_chip(n_devices)
+    def scale_up_usd_per_chip(self, estimate: ChipEstimate) -> float:
+        return self.scale_up.usd_per_chip(estimate.links, estimate.link_total_Bps)
+
+    @property
+    def nic_w_per_chip(self) -> float:
+        """The chip's share of its NICs (``network_ports_per_chip`` × the network's ``nic_w``), whatever the size."""
+        return self.network_ports_per_chip * self.network.nic_w
+
+    @property
+    def nic_usd_per_chip(self) -> float:
+        return self.network_ports_per_chip * self.network.nic_usd
+
+    def overhead_w_per_chip(self, estimate: ChipEstimate, n_devices: int) -> float:
+        """Host share + scale-up fabric + NIC + scale-out network per chip of ``estimate`` (W, before PUE) in a
+        cluster of ``n_devices``."""
+        return (self.host.w_per_chip + self.scale_up_w_per_chip(estimate) + self.nic_w_per_chip
+                + self.network_w_per_chip(n_devices))
+
+    def overhead_usd_per_chip(self, estimate: ChipEstimate, n_devices: int) -> float:
+        return (self.host.usd_per_chip + self.scale_up_usd_per_chip(estimate) + self.nic_usd_per_chip
+                + self.network_usd_per_chip(n_devices))
 
     def steps(self):
         """The chip counts up to which the overhead per chip is constant, ascending and endless: the largest
@@ -348,13 +483,14 @@ class SystemFamily:
 
 SYSTEM_FAMILIES: dict[str, SystemFamily] = {
     "tpuv4-torus": SystemFamily("tpuv4-torus", "torus", TPUV4_HOST, NDR_FAT_TREE,
-                                network_ports_per_chip=1 / TPUV4_HOST.chips_per_host),
-    "dgx-a100": SystemFamily("dgx-a100", "switched", DGX_A100_HOST, HDR_FAT_TREE, network_ports_per_chip=1.0),
-    "dgx-h100": SystemFamily("dgx-h100", "switched", DGX_H100_HOST, NDR_FAT_TREE, network_ports_per_chip=1.0),
+                                network_ports_per_chip=1 / TPUV4_HOST.chips_per_host, scale_up=TPUV4_OCS),
+    "dgx-a100": SystemFamily("dgx-a100", "switched", DGX_A100_HOST, HDR_FAT_TREE, network_ports_per_chip=1.0,
+                             scale_up=NVSWITCH_GEN2),
+    "dgx-h100": SystemFamily("dgx-h100", "switched", DGX_H100_HOST, NDR_FAT_TREE, network_ports_per_chip=1.0,
+                             scale_up=NVSWITCH_GEN3),
 }
-"""The system families by name. TPU v4 torus: its hosts of 4 chips; its pods' optical circuit switches are not
-charged (< 3 % of system power and < 5 % of its cost, Jouppi et al. 2023 §1: at most that in the torus's favour);
-several pods join over the data-centre network, one port per host (assumption: a 400 Gb/s-class port per host of
+"""The system families by name. TPU v4 torus: its hosts of 4 chips; its pods' optical circuit switches per ICI link
+(:data:`TPUV4_OCS`: the paper's bounds of 3 % of system power, 5 % of cost, Jouppi et al. 2023); several pods join over the data-centre network, one port per host (assumption: a 400 Gb/s-class port per host of
 4 chips, above PaLM's measured 53 Gb/s burst per host, ``cluster.TPUV4_DCN_PER_CHIP_BPS``) on a fat tree of
 :data:`NDR_FAT_TREE`'s switches and optics. DGX A100 / DGX H100: their nodes' hosts, one compute NIC per GPU on
 the HDR / NDR fat tree once the cluster is more than one node (NVIDIA DGX SuperPOD reference architectures)."""
@@ -393,10 +529,18 @@ SECONDS_PER_YEAR = 365.25 * 24 * 3600
 
 @dataclass(frozen=True)
 class SystemBudget:
-    """A cluster budget: power at the wall (W) or capital cost (USD); exactly one is set."""
+    """A cluster budget: power at the wall (W) or capital cost (USD); exactly one is set. ``nre_chips`` (default
+    ``None``: off) charges each custom chip — every design of the system space, not the references — its node's
+    design and mask-set cost amortised over that many chips built (:func:`~phaze_env.hardware.cost.nre_usd_per_chip`).
+
+    Off by default: the NRE figures are for complex SoCs with their software and overstate a replicated-array
+    accelerator's (:data:`~phaze_env.hardware.cost.DESIGN_NRE_USD`'s range), the volume a chip is amortised over is the
+    builder's choice rather than a property of the design, and the references' own NRE is spread over 10⁵–10⁶ chips
+    sold. So the default compares silicon at its manufacturing cost, and ``--nre-chips N`` asks "what if I build N"."""
 
     power_w: float | None = DEFAULT_BUDGET_W
     cost_usd: float | None = None
+    nre_chips: int | None = None
 
     def __post_init__(self) -> None:
         if (self.power_w is None) == (self.cost_usd is None):
@@ -404,15 +548,19 @@ class SystemBudget:
         value = self.power_w if self.power_w is not None else self.cost_usd
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise ValueError(f"the system budget must be a positive finite number, got {value!r}")
+        chips = self.nre_chips
+        if chips is not None and (isinstance(chips, bool) or not isinstance(chips, int) or chips < 1):
+            raise ValueError(f"NRE is amortised over a positive whole number of chips, got {chips!r}")
 
     @classmethod
-    def of(cls, budget_w: float | None = None, budget_usd: float | None = None) -> SystemBudget:
+    def of(cls, budget_w: float | None = None, budget_usd: float | None = None,
+           nre_chips: int | None = None) -> SystemBudget:
         """From the CLI/space options: the money budget when given, else the power budget (default 10 MW)."""
         if budget_usd is not None:
             if budget_w is not None:
                 raise ValueError("give a power budget or a cost budget, not both")
-            return cls(power_w=None, cost_usd=budget_usd)
-        return cls(power_w=DEFAULT_BUDGET_W if budget_w is None else budget_w)
+            return cls(power_w=None, cost_usd=budget_usd, nre_chips=nre_chips)
+        return cls(power_w=DEFAULT_BUDGET_W if budget_w is None else budget_w, nre_chips=nre_chips)
 
     def per_chip(self, estimate: ChipEstimate, family: SystemFamily, n_devices: int) -> float:
         """What one chip of a ``family`` cluster of ``n_devices`` takes of this budget (W at the wall, or USD)."""
@@ -436,22 +584,26 @@ class SystemBudget:
         raise AssertionError("SystemFamily.steps is endless")
 
     def describe(self) -> str:
-        return f"{self.power_w / 1e6:g} MW" if self.power_w is not None else f"${self.cost_usd / 1e6:g} M"
+        budget = f"{self.power_w / 1e6:g} MW" if self.power_w is not None else f"${self.cost_usd / 1e6:g} M"
+        return budget + (f" (custom chips with NRE over {self.nre_chips:,})" if self.nre_chips is not None else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"power_w": self.power_w, "cost_usd": self.cost_usd}
+        """JSON-ready; ``nre_chips`` only when set, so a budget without NRE keeps the form (and the stored results'
+        signatures) it had before the knob."""
+        data: dict[str, Any] = {"power_w": self.power_w, "cost_usd": self.cost_usd}
+        return data | ({"nre_chips": self.nre_chips} if self.nre_chips is not None else {})
 
 
 def wall_power_per_chip_w(estimate: ChipEstimate, family: SystemFamily, n_devices: int) -> float:
     """A chip's share of a power budget at the wall in a ``family`` cluster of ``n_devices``: ``(chip TDP + host share
-    + scale-out network share) × PUE`` (:meth:`SystemFamily.overhead_w_per_chip`)."""
-    return (estimate.total_power_w + family.overhead_w_per_chip(n_devices)) * PUE
+    + scale-up fabric + scale-out network share) × PUE`` (:meth:`SystemFamily.overhead_w_per_chip`)."""
+    return (estimate.total_power_w + family.overhead_w_per_chip(estimate, n_devices)) * PUE
 
 
 def cost_per_chip_usd(estimate: ChipEstimate, family: SystemFamily, n_devices: int) -> float:
-    """A chip's share of a money budget: its cost (die, HBM, package) + its host's and scale-out network's share
-    (:meth:`SystemFamily.overhead_usd_per_chip`)."""
-    return estimate.total_cost_usd + family.overhead_usd_per_chip(n_devices)
+    """A chip's share of a money budget: its cost (die, HBM, package) + its host's, scale-up fabric's and scale-out
+    network's share (:meth:`SystemFamily.overhead_usd_per_chip`)."""
+    return estimate.total_cost_usd + family.overhead_usd_per_chip(estimate, n_devices)
 
 
 @dataclass(frozen=True)
@@ -616,8 +768,11 @@ class SystemPoint:
                 "chip_cost_usd": self.estimate.total_cost_usd,
                 "wall_power_per_chip_w": self.wall_power_per_chip_w, "cost_per_chip_usd": self.cost_per_chip_usd,
                 "family": self.family.name, "host_w_per_chip": self.family.host.w_per_chip,
+                "scale_up_w_per_chip": self.family.scale_up_w_per_chip(self.estimate),
+                "nic_w_per_chip": self.family.nic_w_per_chip, "nic_usd_per_chip": self.family.nic_usd_per_chip,
                 "network_w_per_chip": self.family.network_w_per_chip(self.n_devices),
                 "host_usd_per_chip": self.family.host.usd_per_chip,
+                "scale_up_usd_per_chip": self.family.scale_up_usd_per_chip(self.estimate),
                 "network_usd_per_chip": self.family.network_usd_per_chip(self.n_devices),
                 "cluster_power_w": self.cluster_power_w, "cluster_cost_usd": self.cluster_cost_usd,
                 "hbm_gb": self.accelerator.hbm_gb, "hbm_bandwidth_Bps": self.accelerator.hbm_bandwidth_Bps,
@@ -625,11 +780,16 @@ class SystemPoint:
 
 
 def system_point(accelerator: Accelerator, chip_system: ChipSystem, topology: str, budget: SystemBudget,
-                 family: SystemFamily | None = None) -> SystemPoint:
+                 family: SystemFamily | None = None, custom: bool = True) -> SystemPoint:
     """``accelerator`` built as ``chip_system`` into a ``topology`` cluster of ``family`` (default the topology's,
-    :func:`topology_family`) with the chips ``budget`` buys."""
+    :func:`topology_family`) with the chips ``budget`` buys. A ``custom`` chip (every design; not a reference chip
+    bought off the shelf) pays its NRE when the budget amortises it (:attr:`SystemBudget.nre_chips`): an ``nre``
+    term of its cost."""
     family = family or topology_family(topology)
     estimate = chip_estimate(accelerator, chip_system)
+    if custom and budget.nre_chips is not None:
+        nre = nre_usd_per_chip(chip_system.process, budget.nre_chips)
+        estimate = dataclasses.replace(estimate, cost_usd={**estimate.cost_usd, "nre": nre})
     return SystemPoint(accelerator, chip_system, topology, estimate,
                        devices_supported(topology, budget.affordable(estimate, family)), budget, family)
 
@@ -672,7 +832,7 @@ def reference_point(name: str, budget: SystemBudget, number_format: str = "bf16"
                          f"not {number_format!r}")
     chip_system, _ = SYSTEMS[name]
     point = system_point(get_preset(name).replace(gemm_efficiency=SYSTEM_GEMM_EFFICIENCY), chip_system,
-                         REFERENCE_TOPOLOGIES[name], budget, SYSTEM_FAMILIES[REFERENCE_FAMILIES[name]])
+                         REFERENCE_TOPOLOGIES[name], budget, SYSTEM_FAMILIES[REFERENCE_FAMILIES[name]], custom=False)
     if number_format == point.accelerator.number_format:
         return point
     return dataclasses.replace(point, accelerator=point.accelerator.replace(number_format=number_format))
@@ -687,7 +847,8 @@ def baseline_point(budget: SystemBudget) -> SystemPoint:
 __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "TORUS_CUBE_SIDE", "TORUS_NEIGHBOURS",
            "TORUS_POD_CHIPS", "torus_pods",
            "devices_supported", "topology_unit", "HBM_GENERATIONS", "PUE", "FatTree", "HostShare", "SystemFamily",
-           "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "REFERENCE_FAMILIES", "topology_family",
-           "SYSTEM_GEMM_EFFICIENCY", "DESIGN_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
+           "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "ScaleUpFabric", "NVSWITCH_GEN2", "NVSWITCH_GEN3", "TPUV4_OCS",
+           "REFERENCE_FAMILIES", "topology_family", "SYSTEM_GEMM_EFFICIENCY", "DESIGN_GEMM_EFFICIENCY", "SYSTEM_NODE",
+           "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "REFERENCE_HBM_GENERATIONS", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]
