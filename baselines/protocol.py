@@ -30,7 +30,6 @@ from typing import Any, Callable, Protocol, runtime_checkable
 from phaze_env.design import Design, DesignSpace
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.hardware.system import OBJECTIVES
-from phaze_env.tasks import objective_score
 from phaze_env.workloads import Workload
 from search.objectives import MINIMISED
 
@@ -66,10 +65,10 @@ def throughput_of(evaluation: Evaluation | None) -> float:
 def score_of(space: DesignSpace, design: Design, evaluation: Evaluation | None,
              objectives: tuple[str, ...] = THROUGHPUT) -> float:
     """What a single-objective strategy maximises: the first of ``objectives`` (a rate:
-    :func:`phaze_env.tasks.objective_score` — throughput, or per W or per $ of the built system) of a feasible
+    :meth:`phaze_env.design.DesignSpace.objective_score` — throughput, or per W or per $ of the built system) of a feasible
     evaluation, else 0."""
     value = throughput_of(evaluation)
-    return objective_score(space, design, value, objectives[0]) if value > 0 else 0.0
+    return space.objective_score(design, value, objectives[0]) if value > 0 else 0.0
 
 
 def check_objectives(objectives: tuple[str, ...], space: DesignSpace) -> tuple[str, ...]:
@@ -79,7 +78,7 @@ def check_objectives(objectives: tuple[str, ...], space: DesignSpace) -> tuple[s
     if not objectives or objectives[0] not in OBJECTIVES or objectives[0] in MINIMISED:  # area is minimised too
         raise ValueError(f"a strategy maximises a rate first: objectives must start with one of "
                          f"{', '.join(o for o in OBJECTIVES if o not in MINIMISED)}, got {objectives!r}")
-    objective_score(space, space.decode([0] * len(space.knobs)), 1.0, objectives[0])  # the space can score it
+    space.objective_score(space.decode([0] * len(space.knobs)), 1.0, objectives[0])  # the space can score it
     return objectives
 
 

@@ -37,8 +37,8 @@ from phaze_env.hardware.space import (AREA_WINDOW_LOWER, ARCH_KNOBS, BUFFER_MB_V
                                       MICROBATCH_VALUES, NUM_TC_VALUES, NUM_VC_VALUES, RECOMPUTE_VALUES,
                                       SYSTEM_AREA_KNOBS, SYSTEM_DEFAULT_VALUES, SYSTEM_KNOBS,
                                       TC_DIM_VALUES, area_budget_mm2, area_overshoot, area_slack, in_area_window)
-from phaze_env.hardware.system import (SYSTEM_NODE, SystemBudget, SystemChoice, SystemPoint, reference_point,
-                                       system_point)
+from phaze_env.hardware.system import (AREA_OBJECTIVE, SYSTEM_NODE, SystemBudget, SystemChoice, SystemPoint,
+                                       reference_point, system_point)
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.stacks import DEFAULT_SYSTEM_STACK, SystemStack, get_system_stack
 from phaze_env.workloads import Workload, get_workload
@@ -299,6 +299,18 @@ class DesignSpace:
         area, budget = self.area_terms(columns)
         return columns["num_tc"], columns["num_vc"], float(area), float(budget)
 
+    def objective_score(self, design: Design, throughput_samples_s: float, objective: str) -> float:
+        """A design's score on one objective, maximised as the exact search maximises it: throughput (samples/s) or
+        minus the architecture's area (:data:`~phaze_env.hardware.system.AREA_OBJECTIVE`); the rates per W and per $
+        need a built system (:meth:`SystemDesignSpace.objective_score`). The one definition every strategy, the env,
+        the Optuna objective and the benchmark tasks score a design by."""
+        if objective == "throughput":
+            return float(throughput_samples_s)
+        if objective == AREA_OBJECTIVE:
+            return -float(self.area_mm2(design))
+        raise ValueError(f"objective {objective!r} needs the system space (a built system's watts and dollars); "
+                         "PHAZE's spaces score throughput and area")
+
     def area_mm2(self, design: Design) -> float:
         """The design's architecture area on this space's base (whose vector-core depth the area counts)."""
         return self._window_terms(design)[2]
@@ -517,6 +529,15 @@ class SystemDesignSpace(DesignSpace):
         return _system_arch_space(self)
 
     # --- the system at the budget -------------------------------------------------------------------------
+    def objective_score(self, design: Design, throughput_samples_s: float, objective: str) -> float:
+        """:meth:`DesignSpace.objective_score` in the system space: the rates over the built system's watts or dollars
+        (:meth:`~phaze_env.hardware.system.SystemPoint.objective_divisor`), the area the whole built die's."""
+        if objective == "throughput":
+            return float(throughput_samples_s)
+        if objective == AREA_OBJECTIVE:
+            return -float(self.point(design).estimate.die_area_mm2)
+        return float(throughput_samples_s) / self.point(design).objective_divisor(objective)
+
     def point(self, design: Design) -> SystemPoint:
         """The design's chip (at this space's node) and chip count at this space's budget."""
         return system_point(design.accelerator(self.base), design.system_choice().chip_system(self.node),

@@ -9,7 +9,7 @@ design with :meth:`DesignSpace.evaluate` (:func:`phaze_env.design.evaluate_desig
 
 Objective values: single-objective, the training throughput in samples/s (maximise); multi-objective,
 ``(throughput, area_mm2)`` (maximise, minimise) for Pareto studies; with ``objectives`` (or a benchmark task's), each
-named one in its unit (:func:`phaze_env.tasks.objective_score`: throughput, per W or per $ of the built system
+named one in its unit (:meth:`phaze_env.design.DesignSpace.objective_score`: throughput, per W or per $ of the built system
 maximised, area minimised).
 
 Infeasibility is reported through Optuna's constraint mechanism, not by a magic value alone. Every trial
@@ -46,7 +46,7 @@ from phaze_env.cli import (OneLineParser, add_cluster_size_options, add_system_b
 from phaze_env.cluster import Network, Setup
 from phaze_env.design import SPACE_NAMES, Design, DesignSpace, evaluate_options, named_space
 from phaze_env.evaluate import Cluster, Evaluation
-from phaze_env.tasks import AREA_OBJECTIVE, get_task, objective_score
+from phaze_env.tasks import AREA_OBJECTIVE, get_task
 from phaze_env.workloads import Workload, get_workload, workload_names
 
 CONSTRAINT_NAMES = ("area", "placement")
@@ -117,9 +117,9 @@ class PhazeObjective:
         return ["minimize" if o == AREA_OBJECTIVE else "maximize" for o in self.objectives]
 
     def objective_values(self, design: Design, throughput_samples_s: float) -> tuple[float, ...]:
-        """The design's value per objective in its own unit (:func:`phaze_env.tasks.objective_score`; area in mm²)."""
+        """The design's value per objective in its own unit (:meth:`~phaze_env.design.DesignSpace.objective_score`; area in mm²)."""
         return tuple(abs(v) if o == AREA_OBJECTIVE else v for o, v in
-                     ((o, objective_score(self.space, design, throughput_samples_s, o)) for o in self.objectives))
+                     ((o, self.space.objective_score(design, throughput_samples_s, o)) for o in self.objectives))
 
     def suggest(self, trial: Any) -> Design:
         """The design this trial proposes (one suggestion per knob of ``space.knobs``)."""

@@ -30,7 +30,7 @@ from phaze_env.cache import code_key
 from phaze_env.design import Design, DesignSpace, SystemDesignSpace
 from phaze_env.evaluate import Cluster
 from phaze_env.hardware.space import area_budget_mm2
-from phaze_env.hardware.system import SystemBudget
+from phaze_env.hardware.system import AREA_OBJECTIVE, SystemBudget
 from phaze_env.workloads import Workload, custom_workload
 
 OPTIMA_DIR = Path(__file__).with_name("task_optima")
@@ -40,8 +40,6 @@ MODEL_MODULE = "phaze_env.design"
 optimum is a function of: :attr:`Task.version` hashes it."""
 REGENERATE = "python -m experiments.task_optima"
 """The command that recomputes (and with ``--check`` verifies) the stored optima."""
-AREA_OBJECTIVE = "area"
-"""The minimised objective a front may name besides the system space's rates (the search's ``area``)."""
 TASK_DEVICES = 16
 TASK_GLOBAL_BATCH = 64
 """PHAZE's-space tasks run on 16 devices with a global batch of 64 sequences (the test suite's tiny cluster); a
@@ -213,27 +211,10 @@ def task_names(pattern: str = "all") -> list[str]:
 
 # --- objectives and the reference --------------------------------------------------------------------------------
 
-def objective_score(space: DesignSpace, design: Design, throughput_samples_s: float, objective: str) -> float:
-    """A design's score on one objective, maximised as the exact search maximises it: throughput (samples/s),
-    throughput over the built system's watts or dollars
-    (:meth:`~phaze_env.hardware.system.SystemPoint.objective_divisor`; the system space only) or minus the area the
-    search's front trades (the architecture's in PHAZE's space, the whole built die in the system space). The one
-    definition every strategy, the env, the Optuna objective and the task board score a design by."""
-    system = isinstance(space, SystemDesignSpace)
-    if objective == "throughput":
-        return float(throughput_samples_s)
-    if objective == AREA_OBJECTIVE:
-        return -float(space.point(design).estimate.die_area_mm2 if system else space.area_mm2(design))
-    if not system:
-        raise ValueError(f"objective {objective!r} needs the system space (a built system's watts and dollars); "
-                         "PHAZE's spaces score throughput and area")
-    return float(throughput_samples_s) / space.point(design).objective_divisor(objective)
-
-
 def design_scores(task: Task, design: Design, throughput_samples_s: float) -> tuple[float, ...]:
-    """The design's score per objective of ``task`` (:func:`objective_score`)."""
+    """The design's score per objective of ``task`` (:meth:`~phaze_env.design.DesignSpace.objective_score`)."""
     space = task.design_space()
-    return tuple(objective_score(space, design, throughput_samples_s, name) for name in task.objectives)
+    return tuple(space.objective_score(design, throughput_samples_s, name) for name in task.objectives)
 
 
 def reference_point(task: Task, front: Sequence[Sequence[float]]) -> tuple[float, ...]:
@@ -275,7 +256,7 @@ class Reference:
 
     @property
     def optimum(self) -> float:
-        """Single objective: the certified best score (:func:`objective_score`: samples/s, or per W or per $)."""
+        """Single objective: the certified best score (:meth:`~phaze_env.design.DesignSpace.objective_score`: samples/s, or per W or per $)."""
         return self.scores[0][0]
 
     @property

@@ -19,11 +19,11 @@ from typing import Sequence
 
 import numpy as np
 
-from phaze_env.hardware.system import OBJECTIVES
+from phaze_env.hardware.system import AREA_OBJECTIVE, OBJECTIVES
 
 # ``DesignResult`` in annotations is search.result.DesignResult, not imported: search.result imports this module.
 
-AREA = "area"
+AREA = AREA_OBJECTIVE
 PARETO_OBJECTIVES = OBJECTIVES + (AREA,)
 """What ``--objectives A,B[,C]`` may name: any of :data:`~phaze_env.hardware.system.OBJECTIVES` plus area."""
 MINIMISED = ("energy_per_token", "carbon_per_token", AREA)

@@ -285,14 +285,12 @@ def test_a_rate_task_is_scored_and_searched_by_its_rate():
     """On a throughput-per-$ task every face maximises throughput per $ of the built system: a strategy's feedback,
     the Optuna objective's value, the env's reward (over the TPUv4 baseline system's), the board's curve."""
     from baselines import make_strategy
-    from phaze_env.tasks import objective_score
-
     task = get_task(PER_USD)
     space, workload, cluster = task.design_space(), task.workload_spec(), task.cluster()
     trace = run_strategy("random", workload, cluster, space, 3, seed=0, objectives=task.objectives)
     design, evaluation = trace.best_design, trace.best_evaluation
     per_usd = evaluation.throughput_samples_s / space.point(design).objective_divisor("throughput_per_usd")
-    assert objective_score(space, design, evaluation.throughput_samples_s, "throughput_per_usd") == pytest.approx(per_usd)
+    assert space.objective_score(design, evaluation.throughput_samples_s, "throughput_per_usd") == pytest.approx(per_usd)
 
     strategy = make_strategy("spotlight", space=space, seed=0, budget=3, workload=workload, cluster=cluster,
                              objectives=task.objectives)
@@ -310,7 +308,7 @@ def test_a_rate_task_is_scored_and_searched_by_its_rate():
     assert outcome.reward == pytest.approx(per_usd / scorer.baseline_rate)
 
     curve = normalised_curve(task, load_reference(task), trace.designs, trace.throughput)
-    best = max(objective_score(space, d, t, "throughput_per_usd") for d, t in zip(trace.designs, trace.throughput) if t > 0)
+    best = max(space.objective_score(d, t, "throughput_per_usd") for d, t in zip(trace.designs, trace.throughput) if t > 0)
     assert curve[-1] == pytest.approx(best / load_reference(task).optimum) and curve[-1] <= 1 + 1e-9
 
 

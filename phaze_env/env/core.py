@@ -32,12 +32,11 @@ from gymnasium import spaces
 
 from phaze_env.design import Design, DesignSpace, SystemDesignSpace, evaluate_options, reference_system
 from phaze_env.evaluate import Cluster, Evaluation
-from phaze_env.tasks import objective_score
 from phaze_env.workloads import Workload, get_workload
 
 REWARDS = ("throughput", "perf_per_area", "energy", "throughput_per_w", "throughput_per_usd")
 SYSTEM_REWARDS = ("throughput_per_w", "throughput_per_usd")
-"""Rewards that need a built system's watts and dollars (the system space's; :func:`phaze_env.tasks.objective_score`)."""
+"""Rewards that need a built system's watts and dollars (the system space's; :meth:`phaze_env.design.DesignSpace.objective_score`)."""
 OVERSHOOT_CAP = 10.0
 OBS_CAP = 1e6  # observation ceiling for ratios (a Box needs finite bounds for most agents)
 # Evaluation fields that depend on the run, not on the design (kept out of ``info`` so it is deterministic).
@@ -242,7 +241,7 @@ class Scorer:
         elif self.reward == "energy":
             ratio = base["energy_per_sample_j"] / ev.energy_per_sample_j if ev.energy_per_sample_j > 0 else 0.0
         elif self.reward in SYSTEM_REWARDS:  # the design's rate over the baseline system's (TPUv4 at the budget)
-            ratio = objective_score(self.space, design, ev.throughput_samples_s, self.reward) / self.baseline_rate
+            ratio = self.space.objective_score(design, ev.throughput_samples_s, self.reward) / self.baseline_rate
         ratio = min(_finite(ratio), OBS_CAP)
         return Outcome(ratio, True, "", 0.0, area, fraction, ratio, ev)
 

@@ -510,6 +510,9 @@ DEFAULT_BUDGET_W = 10e6
 cooling (≈ 1.4 kW each: :func:`wall_power_per_chip_w`): a large LLM training cluster of today."""
 
 
+AREA_OBJECTIVE = "area"
+"""The minimised objective a front may trade besides the system rates (mm²: the architecture's in PHAZE's spaces, the
+whole built die in the system space); the one definition :mod:`search.objectives` and :mod:`phaze_env.tasks` name."""
 OBJECTIVES = ("throughput", "throughput_per_w", "throughput_per_usd", "energy_per_token", "carbon_per_token")
 """What a system search maximises (the last two: minimises). Each is the throughput over a figure fixed by the
 design and the budget (:func:`objective_divisor`), so the exact search's bounds divide by it too."""
