@@ -12,8 +12,11 @@ values. Here:
   The ablation ("vanilla BO", :func:`index_features`) uses the raw knob indices scaled to [0, 1].
 * **Model**: an exact GP with a Matern-5/2 ARD kernel (numpy, analytic likelihood gradient); targets are throughput / best so far, standardised. Hyper-parameters (log length-scales,
   signal and noise variance, weak log-normal priors) maximise the log marginal likelihood with L-BFGS-B
-  from ``restarts`` starting points (one is the previous optimum), every ``refit_every`` proposals; in
-  between the GP is re-conditioned on the new data with the previous hyper-parameters.
+  from ``restarts`` starting points (one is the previous optimum) every ``refit_every`` proposals, and once the
+  data outgrow ``10 · refit_every`` observations only when they have grown by a tenth since the last fit (a
+  geometric schedule: hundreds of evaluations cost tens of fits, not one per three proposals); in between the GP is
+  re-conditioned on the new data with the previous hyper-parameters. The likelihood's solves use the Cholesky
+  factor (``cho_solve``).
 * **Acquisition**: expected improvement, maximised over a pool of ``pool`` random in-window,
   not-yet-evaluated designs plus one-knob neighbours of the incumbent (local refinement).
 * **Schedule**: ``warmup`` random designs first; afterwards a fraction ``explore`` of proposals are random.
@@ -24,6 +27,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.linalg import cho_solve
 from scipy.optimize import minimize
 from scipy.stats import norm
 
@@ -139,9 +143,9 @@ class GaussianProcess:
             chol = np.linalg.cholesky(k)
         except np.linalg.LinAlgError:
             return 1e10, np.zeros_like(theta)
-        alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, y))
+        alpha = cho_solve((chol, True), y)
         nll = 0.5 * y @ alpha + np.log(np.diag(chol)).sum() + 0.5 * len(x) * math.log(2 * math.pi)
-        k_inv = np.linalg.solve(chol.T, np.linalg.solve(chol, np.eye(len(x))))
+        k_inv = cho_solve((chol, True), np.eye(len(x)))
         inner = k_inv - np.outer(alpha, alpha)  # dNLL/dθ = ½ tr(inner · dK/dθ)
         # Matern-5/2: dk/d(log ℓ_d) = v · e^{-√5 r} · (5/3)(1 + √5 r) · Δ_d² / ℓ_d²
         radial = variance * decay * (5.0 / 3.0) * (1.0 + s)
@@ -167,17 +171,18 @@ class GaussianProcess:
         starts += [np.r_[self.rng.uniform(math.log(0.05), math.log(2.0), dims), self.rng.uniform(-1, 1),
                          self.rng.uniform(math.log(1e-4), math.log(1e-1))] for _ in range(max(self.restarts - len(starts), 0))]
         bounds = [(math.log(0.01), math.log(20.0))] * dims + [(math.log(0.05), math.log(20.0)), (math.log(1e-6), math.log(1.0))]
-        best = None
-        for start in starts if optimise or self.theta is None else [self.theta]:
-            result = minimize(self._neg_log_likelihood, start, args=(x, self.y), jac=True, method="L-BFGS-B",
-                              bounds=bounds, options={"maxiter": 50 if optimise else 0})
-            if best is None or result.fun < best.fun:
-                best = result
-        self.theta = best.x
+        if optimise or self.theta is None:
+            best = None
+            for start in starts:
+                result = minimize(self._neg_log_likelihood, start, args=(x, self.y), jac=True, method="L-BFGS-B",
+                                  bounds=bounds, options={"maxiter": 50})
+                if best is None or result.fun < best.fun:
+                    best = result
+            self.theta = best.x
         lengthscales, variance, noise = self._unpack(self.theta)
         k = matern52(x, x, lengthscales, variance) + noise * np.eye(len(x))
         self._chol = np.linalg.cholesky(k + 1e-9 * np.eye(len(x)))
-        self._alpha = np.linalg.solve(self._chol.T, np.linalg.solve(self._chol, self.y))
+        self._alpha = cho_solve((self._chol, True), self.y)
         return self
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -215,6 +220,7 @@ class Spotlight:
         self.max_observations = max_observations
         self.refit_every = refit_every
         self.fits = 0
+        self.next_optimise = 0  # observations at which the hyper-parameters are next optimised
         self.observed: dict[Design, float] = {}
         self.sampled = 0
 
@@ -246,7 +252,10 @@ class Spotlight:
         designs = list(self.observed)[-self.max_observations:]
         y = np.array([self.observed[d] for d in designs])
         scale = y.max() if y.max() > 0 else 1.0
-        self.gp.fit(self.features(designs), y / scale, optimise=self.fits % self.refit_every == 0)
+        optimise = len(y) >= self.next_optimise
+        self.gp.fit(self.features(designs), y / scale, optimise=optimise)
+        if optimise:
+            self.next_optimise = max(len(y) + self.refit_every, math.ceil(1.1 * len(y)))
         self.fits += 1
         incumbent = max(self.observed, key=self.observed.get)
         pool = {self._random_new(20) for _ in range(self.pool)} | set(self._neighbours(incumbent))

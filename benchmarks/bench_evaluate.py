@@ -55,7 +55,7 @@ def main() -> None:
         block = next(layer for layer in graph.layers if layer.name == "block")
         for direction in ("fwd", "bwd"):
             dag = getattr(block, direction)
-            table = accelerator_table(dag.ops, TPUV4, link_bandwidth_Bps=cluster.link_bandwidth_Bps)
+            table = accelerator_table(dag.ops, TPUV4, link_bandwidth_Bps=cluster.network.link_bandwidth_Bps)
             one, all_cores = table.latencies_s(0, 0)
             results = []
             times = []
@@ -80,7 +80,7 @@ def main() -> None:
             acc = space[int(index)]
             for layer in graph.layers:
                 for dag in (layer.fwd, layer.bwd):
-                    table = accelerator_table(dag.ops, acc, link_bandwidth_Bps=cluster.link_bandwidth_Bps)
+                    table = accelerator_table(dag.ops, acc, link_bandwidth_Bps=cluster.network.link_bandwidth_Bps)
                     one, all_cores = table.latencies_s(0, 0)
                     s = schedule_graph(dag, one, all_cores, acc.num_tc, acc.num_vc, time_limit_s=10.0)
                     fast += s.method == "fast_path"

@@ -3,7 +3,8 @@
 Run: ``python benchmarks/bench_placement.py [--traced] [--knobs paper|modern|modern-zero1|modern-no-zero1|all]`` (``--traced``: the
 real traced gpt3-175b chain with layer latencies scheduled on the TPUv4 preset), or ``--mixtral``: the traced
 mixtral-8x7b chain on 1,024 H100s of the ``dgx-h100`` cluster, every knob free (expert parallelism: see
-:func:`mixtral_main`). Prints the median CPU
+:func:`mixtral_main`); ``--dp-overlap``: the cluster's stack overlaps its data-parallel collectives
+(``Cluster.dp_comm_overlap``: every stage's sync its own matrix, the DP walks it). Prints the median CPU
 time of several runs for one (t, m, HBM) call and for the whole grid t ∈ {1,2,4,8} × m ∈ {1,2,4,8} ×
 HBM ∈ {32, 64, 80} GiB (× recompute allowed or not for ``paper``) (targets: < 20 ms and < 1 s; PHAZE's
 C++ DP takes 3 s for one call). Plan knobs: ``paper`` = PHAZE's (none|full recompute, SGD);
@@ -32,6 +33,7 @@ from phaze_env.plan_spec import PlanSpec  # noqa: E402
 HIDDEN, SEQ_LEN, VOCAB, BLOCKS = 12288, 2048, 50257, 96
 LINK = dict(link_bandwidth_Bps=4e9, link_latency_s=5e-6)
 GB = 2**30
+DP_OVERLAP = "--dp-overlap" in sys.argv
 KNOBS = {  # (optimizer, plans searched per (t, m, HBM))
     "paper": ("sgd", (PlanSpec(recompute="none|full", sequence_parallel=False, zero=0),
                       PlanSpec(recompute="none", sequence_parallel=False, zero=0))),
@@ -86,7 +88,7 @@ def main(runs: int = 5) -> None:
     real = "--traced" in sys.argv  # the traced gpt3-175b with TPUv4 layer schedules instead of invented numbers
     knobs = sys.argv[sys.argv.index("--knobs") + 1] if "--knobs" in sys.argv else "modern"
     optimizer, plans = KNOBS[knobs]
-    cluster = Cluster(n_devices=1024, global_batch=4096, optimizer=optimizer, **LINK)
+    cluster = Cluster(n_devices=1024, global_batch=4096, optimizer=optimizer, dp_comm_overlap=DP_OVERLAP, **LINK)
     grid = list(itertools.product((1, 2, 4, 8), (1, 2, 4, 8), range(len(plans)), (32 * GB, 64 * GB, 80 * GB)))
     build = traced_gpt3 if real else gpt3_like
     variants = {(t, m): build(t, m) for t in (1, 2, 4, 8) for m in (1, 2, 4, 8)}
@@ -147,7 +149,7 @@ def mixtral_main(runs: int = 7) -> None:
     from phaze_env.workloads import model_graph
 
     accelerator = get_preset("h100")
-    cluster = get_cluster("dgx-h100", 1024, global_batch=4096, optimizer="adam")
+    cluster = get_cluster("dgx-h100", 1024, global_batch=4096, optimizer="adam", dp_comm_overlap=DP_OVERLAP)
     timing = _Timing.fresh(accelerator, cluster, solver="cbc", time_limit_s=10.0, cache=True)
     chains = {}
     for t, m in itertools.product(MIXTRAL_WIDTHS, MIXTRAL_MICROBATCHES):

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = Cluster()  # what evaluate() uses when given none
     plot(rows, out / "buffer_sweep.png",
          f"{args.workload} on the {args.preset} preset, buffer swept · {cluster.n_devices:,} devices "
-         f"({cluster.link_bandwidth_Bps / 1e9:g} GB/s links), global batch {cluster.global_batch:,}")
+         f"({cluster.network.link_bandwidth_Bps / 1e9:g} GB/s links), global batch {cluster.setup.global_batch:,}")
     if args.figure:
         shutil.copyfile(out / "buffer_sweep.png", args.figure)
     print_output("\n".join([",".join(COLUMNS)] + [",".join(str(r[c]) for c in COLUMNS) for r in rows]))

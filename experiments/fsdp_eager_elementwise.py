@@ -1,6 +1,6 @@
 """Eager against compiled PyTorch FSDP, predicted and published: ``python -m experiments.fsdp_eager_elementwise``.
 
-The pytorch-fsdp profile runs its elementwise operators unfused (``Cluster.unfused_elementwise``: fms-fsdp's
+The pytorch-fsdp profile runs its elementwise operators unfused (``Stack.unfused_elementwise``: fms-fsdp's
 ``use_torch_compile`` is False at both benchmark commits, and its ``main_training.py`` refuses compile with activation
 checkpointing), each a kernel of its own with the traffic PyTorch's dispatcher counts
 (:mod:`phaze_env.workloads.eager`). IBM then measured the same runs with ``torch.compile``, which fuses those

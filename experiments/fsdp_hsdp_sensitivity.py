@@ -3,7 +3,7 @@
 The profile prices HSDP's cross-node all-reduce of each layer's gradient shard inside that layer's backward pass
 (FSDP's ``HYBRID_SHARD`` issues it from the post-backward hook, overlapped with the next layer's compute), with a fitted
 share of it left exposed (``PYTORCH_FSDP_HSDP_EXPOSURE``). This prints every A100 row's error with the profile as it
-is and with that all-reduce priced after the backward pass instead (``Cluster.hybrid_allreduce_overlapped = False``,
+is and with that all-reduce priced after the backward pass instead (``Stack.hybrid_allreduce_overlapped = False``,
 the other extreme: none of it hidden), the efficiency re-fitted to the profile's calibration row each time (a
 FULL_SHARD row, so the same). A sensitivity: the profile itself is not changed.
 """

@@ -91,9 +91,9 @@ def rival_cluster(case: ValidationCase, stack: SystemStack, *, published_structu
     base = stack.training(Cluster(global_batch=case.global_batch, optimizer=case.optimizer), case.accelerator)
     if published_structure and case.stack not in MEGATRON_STACKS:
         own = get_stack(case.stack)
-        base = dataclasses.replace(own.structure(base), framework_efficiency=base.framework_efficiency)
+        base = own.structure(base).replace(framework_efficiency=base.stack.framework_efficiency)
     if framework_efficiency is not None:
-        base = dataclasses.replace(base, framework_efficiency=framework_efficiency)
+        base = base.replace(framework_efficiency=framework_efficiency)
     return reference_cluster(case.accelerator, rival_point(case), base)
 
 

@@ -41,7 +41,7 @@ def run(plan: PlanSpec) -> Evaluation:
 
 def runnable_reason(evaluation: Evaluation) -> str:
     """Why the evaluation's plan breaks the stack's rules ("" when it does not)."""
-    plan, rules = evaluation.plan, instance()[1].plan_rules
+    plan, rules = evaluation.plan, instance()[1].stack.plan_rules
     blocks = get_workload(WORKLOAD).num_layers  # the chain: pre (0), the transformer layers, post
     layers = [sum(1 for layer in stage if 0 < layer <= blocks) for stage in plan["stage_layers"]]
     v, p = plan["interleave"], plan["pipeline_stages"]

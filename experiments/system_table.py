@@ -47,7 +47,7 @@ from phaze_env.explain import BOUNDS, explain_layer
 from phaze_env.files import write_text_atomic, writable_directory
 from phaze_env.hardware import Accelerator
 from phaze_env.hardware.accelerator import H100_GEMM_EFFICIENCY
-from phaze_env.hardware.cost import (NODES, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS, compute_die_area_mm2,
+from phaze_env.hardware.cost import (NODES, SYSTEMS, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS, compute_die_area_mm2,
                                      periphery_area_mm2)
 from phaze_env.hardware.number_format import FORMAT_NAMES, FP8_MAC_RATE, mfu_text
 from phaze_env.hardware.space import in_area_window
@@ -80,7 +80,8 @@ TIME_GROUPS = {"compute": ("compute", "recompute", "optimizer"),
 computing (with recompute and the optimizer step), the network (every collective and pipeline send) and the
 pipeline bubble."""
 TABLE_VERSION = 5
-"""5: every system runs the system stack (:data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`: its plan freedom, fused
+"""5 (rows may also hold ``same_node``, the space searched at each reference's own node, and ``sensitivity``; both
+optional, so the published rows stay readable): every system runs the system stack (:data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`: its plan freedom, fused
 attention and efficiency per chip; version 4 ran PHAZE's plan space, eager attention and efficiency 1 everywhere);
 4: each system's wall power per chip from its own family's host and scale-out network (``SystemFamily``; version 3
 charged every chip DGX H100's host and no network): rows of another version are recomputed, not kept."""
@@ -109,18 +110,19 @@ def budget_for(kind: str, power_w: float) -> SystemBudget:
     raise ValueError(f"unknown budget kind {kind!r}; choose from {', '.join(KINDS)}")
 
 
-def search_config(workload: str, budget: SystemBudget) -> SearchConfig:
-    """The system-space search ``python -m search.phaze --space system --workload W --budget-...`` runs (the CLI's
-    own defaults: the phaze cluster's training fields, global batch 4096, SGD)."""
+def search_config(workload: str, budget: SystemBudget, node: str | None = None) -> SearchConfig:
+    """The system-space search ``python -m search.phaze --space system --workload W --budget-... [--node NODE]`` runs
+    (the CLI's own defaults: the phaze cluster's training fields, global batch 4096, SGD; node N7)."""
     flag = ["--budget-mw", repr(budget.power_w / 1e6)] if budget.power_w is not None else \
         ["--budget-usd", repr(budget.cost_usd)]
-    argv = ["--space", "system", "--workload", workload, *flag]
+    argv = ["--space", "system", "--workload", workload, *flag, *(["--node", node] if node else [])]
     return search_cli.config_from_args(search_cli.build_parser().parse_args(argv))
 
 
-def command(workload: str, budget: SystemBudget) -> str:
+def command(workload: str, budget: SystemBudget, node: str | None = None) -> str:
     flag = f"--budget-mw {budget.power_w / 1e6:g}" if budget.power_w is not None else f"--budget-usd {budget.cost_usd:.0f}"
-    return f"python -m search.phaze --space system --workload {workload} {flag} --workers 2"
+    return (f"python -m search.phaze --space system --workload {workload} {flag}{f' --node {node}' if node else ''} "
+            "--workers 2")
 
 
 # --- why a system wins ------------------------------------------------------------------------------------
@@ -201,7 +203,8 @@ def answer_choice(best: DesignResult) -> SystemChoice:
 def best_cluster(config: SearchConfig, best: DesignResult) -> Cluster:
     """The cluster the search evaluated its answer on, rebuilt from the answer's system knobs as the space builds
     every row (:func:`~phaze_env.hardware.system.choice_point`, :func:`~phaze_env.cluster.point_cluster`)."""
-    point = choice_point(answer_choice(best), Accelerator.from_dict(best.accelerator), config.space.budget)
+    point = choice_point(answer_choice(best), Accelerator.from_dict(best.accelerator), config.space.budget,
+                         config.space.node)
     if point.n_devices != best.system["n_devices"]:
         raise ValueError(f"rebuilt {point.n_devices} chips for the answer, the search had {best.system['n_devices']}")
     return point_cluster(point, config.space.design_training(config.cluster))
@@ -279,8 +282,39 @@ def table_row(config: SearchConfig, kind: str, power_w: float, *, workers: int, 
         row["best"]["factors"][name] = factors(best, design)
         row["why"][name] = why(row["best"] | {"factors": row["best"]["factors"][name]}, row["references"][name])
     row["node_sensitivity"] = node_sensitivity(config, best)
+    row["same_node"] = same_node(config, kind, row, workers=workers, out=out, progress=progress)
     row["elapsed_s"] = time.perf_counter() - started
     return row
+
+
+SAME_NODE_REFERENCES = {name: SYSTEMS[name][0].process.name for name in REFERENCES}
+"""Each reference's own process node (``cost.SYSTEMS``): TPUv4 and A100 N7, H100 4N."""
+
+
+def same_node(config: SearchConfig, kind: str, row: dict[str, Any], *, workers: int, out: Path,
+              progress=None) -> dict[str, Any]:
+    """Per reference whose node is not the space's (H100: 4N): the exact search of the same space built at that node
+    (``--node``), its answer and its ratio to the reference at the same budget. The references of the space's own node
+    (TPUv4, A100 at N7) are compared at the same node by the row itself."""
+    (workload,) = config.names
+    out_row = {}
+    for name, node in SAME_NODE_REFERENCES.items():
+        reference = row["references"].get(name, {})
+        if node == config.space.node or not reference.get("feasible"):
+            continue
+        at_node = dataclasses.replace(config, space=dataclasses.replace(config.space, node=node))
+        result = run_search(at_node, workers=workers, out=out / workload / kind / f"node-{node}", progress=progress)
+        best = result.best[workload]
+        if best is None or not best.feasible:
+            out_row[name] = {"node": node, "feasible": False}
+            continue
+        out_row[name] = {"node": node, "feasible": True, "samples_s": best.throughput_samples_s,
+                         "chips": best.system["n_devices"], "design": Accelerator.from_dict(best.accelerator).notation(),
+                         "plan": best.plan["notation"], "exact": result.exact, "search_s": result.elapsed_s,
+                         "die_mm2": best.system["chip_area_mm2"], "chip_power_w": best.system["chip_power_w"],
+                         "ratio": best.throughput_samples_s / reference["samples_s"],
+                         "command": command(workload, config.space.budget, node)}
+    return out_row
 
 
 # --- the document -----------------------------------------------------------------------------------------
@@ -345,6 +379,92 @@ def _design_fit_text() -> str:
     return f"{chip}'s, {fit.framework_efficiency:g}"
 
 
+def _ratio_cell(row: dict[str, Any], name: str) -> str:
+    """The ratio vs reference ``name``, and its range over the assumptions when the row's sensitivity was run
+    (``python -m experiments.sensitivity``)."""
+    ratio = math.prod(row["best"]["factors"][name].values())
+    span = row.get("sensitivity", {}).get("ranges", {}).get(name)
+    return f"{ratio:.2f}×" + (f" ({span['low']:.2f}–{span['high']:.2f})" if span else "")
+
+
+def same_node_text(rows: Sequence[dict[str, Any]]) -> str:
+    """The section comparing each reference with the space searched at the reference's own node ("" when no row has
+    it): TPUv4 and A100 against the N7 answer (the main table's), H100 against the 4N search."""
+    done = [r for r in rows if r.get("same_node")]
+    if not done:
+        return ""
+    body = []
+    for r in done:
+        cells = []
+        for name in REFERENCES:
+            at = r["same_node"].get(name)
+            if at is None:
+                cells.append(_ratio_cell(r, name) + f" ({SAME_NODE_REFERENCES[name]})" if name in r["best"]["factors"]
+                             else "—")
+            elif at["feasible"]:
+                cells.append(f"{at['ratio']:.2f}× ({at['node']}: {at['design']}, {at['die_mm2']:.0f} mm², "
+                             f"{at['chip_power_w']:.0f} W, {at['chips']:,} chips, {at['samples_s']:,.1f} samples/s, "
+                             f"{'proven' if at['exact'] else 'NOT PROVEN'})")
+            else:
+                cells.append(f"infeasible at {at['node']}")
+        body.append([r["workload"], r["budget_label"], *cells])
+    commands = "\n".join(sorted({f"    {at['command']}" for r in done for at in r["same_node"].values()
+                                  if at.get("command")}))
+    return f"""## At the same node
+
+Each reference against the space *searched* at the reference's own node (`python -m search.phaze --space system
+--node NODE`): TPUv4 and A100 are N7 chips, so their column is the main table's; H100 is a 4N chip, so its column is
+the exact search of the same space built at 4N (`hardware.cost.NODES["4N"]`: N5's density, energy and wafer price, an
+assumption). Same node is not same year: the space's HBM3E (2024) and 100G-PAM4 SerDes (2022) are newer than TPUv4's
+and A100's HBM2/HBM2e and 50G NRZ lanes. Against the 2024–25 flagships (B200/GB200, TPU v5p, MI300X) there is no
+column yet: their chips have cost-model data (`cost.SYSTEMS`; MI300X only a one-node sketch) but no system family
+(host, scale-out network) and no stack efficiency fitted to a published run, which every reference here has.
+
+{table(["workload", "budget", *[f"vs {REFERENCE_LABELS[n]} ({SAME_NODE_REFERENCES[n]})" for n in REFERENCES]], body)}
+
+{commands}
+
+"""
+
+
+def sensitivity_text(rows: Sequence[dict[str, Any]]) -> str:
+    """The section on the verdicts' sensitivity: each assumption with its range and source
+    (:data:`phaze_env.assumptions.ASSUMPTIONS`), and per row that was run the ratio's range per reference, what moves
+    it most and how each figure was obtained ("" when no row has run)."""
+    from phaze_env.assumptions import ASSUMPTIONS
+
+    done = [r for r in rows if r.get("sensitivity")]
+    if not done:
+        return ""
+    assumptions = [[f"`{a.name}`", a.label, f"{a.nominal:,.4g}", f"{a.low:,.4g}", f"{a.high:,.4g}", a.unit, a.source]
+                   for a in ASSUMPTIONS.values()]
+    body = []
+    for r in done:
+        s = r["sensitivity"]
+        statuses = {}
+        for case in s["cases"]:
+            statuses[case["status"]] = statuses.get(case["status"], 0) + 1
+        body.append([r["workload"], r["budget_label"],
+                     *[f"{s['ranges'][n]['low']:.2f}–{s['ranges'][n]['high']:.2f}× (nominal {s['ranges'][n]['nominal']:.2f}×; "
+                       f"low: {s['ranges'][n]['low_by']}, high: {s['ranges'][n]['high_by']})" if n in s["ranges"] else "—"
+                       for n in REFERENCES],
+                     ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())), f"{s['elapsed_s']:.0f} s"])
+    return f"""## Sensitivity of each verdict
+
+Each row's ratios with every assumption below moved, one at a time, to each end of its range
+(`python -m experiments.sensitivity --workload W --kind power|cost`; `phaze_env.assumptions`): the exact search re-run
+under the move with the references ("exact"), or — where the move leaves every input of the search and of the
+references as at nominal (the budget, every row's chip and cluster, each reference's) — the nominal answer
+("inputs unchanged"). The range is the lowest and highest ratio over the nominal run and every case; the tornado
+charts are in `docs/figures/system_sensitivity.html` (`.png`) and in each search's `report.html`.
+
+{table(["assumption", "what", "nominal", "low", "high", "unit", "range from"], assumptions)}
+
+{table(["workload", "budget", *[f"vs {REFERENCE_LABELS[n]}" for n in REFERENCES], "cases", "wall"], body)}
+
+"""
+
+
 def render(rows: Sequence[dict[str, Any]]) -> str:
     """docs/system_table.md from the rows (every figure from the JSON)."""
     rows = sorted_rows(rows)
@@ -352,8 +472,7 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
     for kind in KINDS:
         body = [[r["workload"], r["budget_label"], _system_label(r["best"]), _chips_label(r["best"]),
                  r["best"]["plan"], f"{r['best']['samples_s']:,.1f}", "proven" if r["exact"] else "NOT PROVEN",
-                 *[f"{r['best']['factors'][n]['chips'] * r['best']['factors'][n]['peak'] * r['best']['factors'][n]['mfu']:.2f}×"
-                   if n in r["best"]["factors"] else "infeasible" for n in REFERENCES]]
+                 *[_ratio_cell(r, n) if n in r["best"]["factors"] else "infeasible" for n in REFERENCES]]
                 for r in rows if r["kind"] == kind]
         if body:
             title = "iso-power" if kind == "power" else "iso-cost"
@@ -472,7 +591,7 @@ collective and pipeline send / pipeline bubble) and the share of the block layer
 
 {table(["workload", "budget", "vs", "why"], whys)}
 
-## Process node: the same answer built at {SENSITIVITY_NODE}
+{same_node_text(rows)}{sensitivity_text(rows)}## Process node: the same answer built at {SENSITIVITY_NODE}
 
 What the node is worth: each row's answer (architecture and system knobs unchanged) built at {SENSITIVITY_NODE} instead of
 {SYSTEM_NODE} — {NODES[SENSITIVITY_NODE].logic_density_gain:g}× logic density,

@@ -149,7 +149,7 @@ def case_cluster(case: ValidationCase):
     cluster = stack_cluster(case, get_cluster(case.cluster, case.n_devices, global_batch=case.global_batch,
                                               optimizer=case.optimizer, **slices))
     if case.rules:  # what the run's stack set otherwise than its profile, as the case's source publishes it
-        cluster = replace(cluster, plan_rules=replace(cluster.plan_rules, **dict(case.rules)))
+        cluster = cluster.replace(plan_rules=replace(cluster.stack.plan_rules, **dict(case.rules)))
     return cluster
 
 
@@ -161,11 +161,11 @@ def case_accelerator(case: ValidationCase):
 def _predictor(case: ValidationCase, field: str, **cluster_fields):
     """``value → the case's predicted metric`` with the cluster field ``field`` set to ``value`` (a number or a flag;
     the case's cluster with ``cluster_fields`` changed); an infeasible prediction raises."""
-    cluster = replace(case_cluster(case), **cluster_fields)
+    cluster = case_cluster(case).replace(**cluster_fields)
     accelerator = case_accelerator(case)
 
     def predicted(value) -> float:
-        evaluation = evaluate(case.workload, accelerator, replace(cluster, **{field: value}), plan=plan_of(case),
+        evaluation = evaluate(case.workload, accelerator, cluster.replace(**{field: value}), plan=plan_of(case),
                               seq_len=case.seq_len)
         if not evaluation.feasible:
             raise ValueError(f"case {case.name!r} is infeasible in the model: {evaluation.reason}")
@@ -195,7 +195,7 @@ def fit_efficiency(case: ValidationCase, *, tolerance: float = 1e-4, **cluster_f
 
 
 def fit_exposure(case: ValidationCase, *, tolerance: float = 1e-4, **cluster_fields) -> float:
-    """The hybrid-shard all-reduce exposure (``Cluster.hybrid_allreduce_exposure``) at which ``case`` is predicted
+    """The hybrid-shard all-reduce exposure (``Stack.hybrid_allreduce_exposure``) at which ``case`` is predicted
     exactly, at its cluster's efficiency (bisection: the predicted throughput falls as the exposure grows): how a stack
     profile's exposure is fitted to its ``exposure_calibration`` run. ``cluster_fields`` as :func:`fit_efficiency`."""
     predicted = _predictor(case, "hybrid_allreduce_exposure", **cluster_fields)
@@ -236,10 +236,10 @@ def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
     """How fast the model runs the layers' arithmetic: the model FLOPs one device does per batch over ``compute``
     time × the published peak — the figure that sets most of the error. The model FLOPs are the authors' count where
     the metric is theirs (Korthikanti's formula for a GPT-shaped ``tflops_per_device`` or ``mfu`` case, MaxText's 6·N,
-    Megatron-Core's count for a MoE model); otherwise (``samples_s``, ``tokens_s_per_device``: Llama's SwiGLU and
+    Megatron-Core's count for a MoE case published in its TFLOP/s); otherwise (``samples_s``, ``tokens_s_per_device``: Llama's SwiGLU and
     grouped-query shapes, which the GPT formula miscounts by −6 … +16 %) the traced model's own, as ``Evaluation.mfu``
     counts them."""
-    if is_moe(case):  # only the routed experts' FLOPs are model FLOPs
+    if is_moe(case) and case.metric == "mcore_tflops_per_device":  # Megatron-Core's count: routed experts only
         flops = megatron_core_flops(case) / case.n_devices
     elif case.metric == "mfu_6n":  # the authors' count (its model's attention width is not Korthikanti's h)
         flops = six_n_flops(case) / case.n_devices
@@ -264,7 +264,7 @@ def published_time_s(case: ValidationCase) -> float:
 def evaluation_with(case: ValidationCase, **cluster_fields) -> Evaluation:
     """``case``'s pinned plan evaluated on its cluster with ``cluster_fields`` changed (a sensitivity or an alternative
     structure, e.g. ``hybrid_allreduce_overlapped=True``: PyTorch's HYBRID_SHARD instead of the stack's own)."""
-    cluster = replace(case_cluster(case), **cluster_fields)
+    cluster = case_cluster(case).replace(**cluster_fields)
     return evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case), seq_len=case.seq_len)
 
 
@@ -320,7 +320,7 @@ def ratio_tokens_s(case: ChipRatioCase, chip: str, cluster_name: str, framework_
     cluster = get_stack(case.stack).apply(get_cluster(cluster_name, case.n_devices, global_batch=case.global_batch,
                                                       optimizer="adam"), chip)
     if framework_efficiency is not None:
-        cluster = replace(cluster, framework_efficiency=framework_efficiency)
+        cluster = cluster.replace(framework_efficiency=framework_efficiency)
     evaluation = evaluate(case.workload, get_preset(chip), cluster, plan=plan, seq_len=case.seq_len,
                           hbm_gb=RATIO_HBM_GB, cache=cache)
     return evaluation.tokens_s / case.n_devices if evaluation.feasible else None

@@ -40,8 +40,11 @@ TREND_GAPS = {
         "modelled 7.4 s bubble, as if each microbatch took up to twice as long, which is what microbatch 2 gives (the "
         "sensitivity below; the run's microbatch is not published). It is not the cluster: Megatron-LM's own "
         "strong-scaling series of the same model, tensor × pipeline split and microbatch on Selene (Narayanan et al. "
-        "2021 Table 2, 560–2,240 GPUs, next in this section) keeps the bubble's trend within 1.6 pt. The sources do "
-        "not say which it is"),
+        "2021 Table 2, 560–2,240 GPUs, next in this section) keeps the bubble's trend within 1.6 pt, and no collective "
+        "grows here (the data-parallel groups span 8–12 ranks: ring or tree latency and bandwidth over ring length "
+        "change the 0.36–0.38 s by milliseconds). The sources do not say which it is; one run outside the series "
+        "points at microbatch 2: with the efficiency re-fitted at 280 nodes for it (0.645 → 0.730), the held-out "
+        "BLOOM 176B row of the same stack, whose plan publishes microbatch 2, moves from −7.7 % to +3.6 %"),
     "dgxc-gpt3-175b-fp8-2048": (
         "the last doubling. Up to 1,024 GPUs the two formats' published steps grow alike (bf16 8.309 → 8.453 s, FP8 "
         "5.626 → 5.82 s) and the FP8 trend holds within 1.4 pt; from 1,024 to 2,048 GPUs the FP8 step grows by 0.14 s "
@@ -258,7 +261,8 @@ def plot(predictions: list[Prediction], path: Path) -> None:
 
     order = {name: index for index, name in enumerate(STACKS)}
     shown = sorted((p for p in predictions if p.error is not None), key=lambda p: order.get(p.case.stack, len(order)))
-    colours = dict(zip(STACKS, ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:green", "tab:pink", "tab:olive")))
+    palette = plt.get_cmap("tab10").colors  # one colour per profile (ten before one repeats; eight profiles today)
+    colours = {name: palette[i % len(palette)] for i, name in enumerate(STACKS)}
     fig, ax = plt.subplots(figsize=(12, 5.6), layout="constrained")
     bars = ax.bar(range(len(shown)), [100 * p.error for p in shown], color=[colours[p.case.stack] for p in shown])
     labelled = set()
@@ -305,7 +309,7 @@ def tpu_section(predictions: list[Prediction]) -> list[str]:
              "(v4-384: 4×4×12); MaxText shards weights, gradients and optimizer state over each slice's chips (FSDP, ZeRO-3",
              "with each layer's all-gather overlapped, `--xla_enable_async_all_gather`) and replicates them across slices:",
              "hybrid sharding with one shard group per slice (`+shard64`, `+shard192`). Slices are joined by the",
-             "data-centre network, the cluster's outermost level (`Cluster.slices`: 1.65 GB/s per chip, PaLM's published",
+             "data-centre network, the cluster's outermost level (`Network.slices`: 1.65 GB/s per chip, PaLM's published",
              "81 Tbps burst over 6144 chips; latency an assumption), over which the gradient shards are all-reduced once",
              "after the backward pass, not overlapped (the `jax-xla` structure, `hybrid_allreduce_overlapped=False`; PaLM §4",
              "on the same stack: the cross-pod transfer \"does not start until each core finishes computing the",
@@ -323,7 +327,7 @@ def tpu_section(predictions: list[Prediction]) -> list[str]:
                   "| case | " + " | ".join(f"DCN × {factor:g}" for factor in DCN_SENSITIVITY) + " | as modelled |",
                   "|---|" + "---|" * (len(DCN_SENSITIVITY) + 1)]
         for p in sliced:
-            bandwidth = case_cluster(p.case).dcn_bandwidth_Bps
+            bandwidth = case_cluster(p.case).network.dcn_bandwidth_Bps
             lines.append(f"| {p.case.name} | " + " | ".join(
                 f"{error_with(p.case, dcn_bandwidth_Bps=bandwidth * factor):+.1%}" for factor in DCN_SENSITIVITY)
                 + f" | {p.error:+.1%} |")
@@ -460,9 +464,9 @@ def fsdp_section(predictions: list[Prediction]) -> list[str]:
              "fraction of peak). There is no gradient accumulation. Each layer's all-gathers and reduce-scatter overlap",
              "its compute (FSDP's prefetch), and a layer adds only what its compute does not cover, except a share of",
              f"HSDP's cross-node all-reduce, {profile.hybrid_allreduce_exposure:g} of it, that each layer adds on top",
-             "(`Cluster.hybrid_allreduce_exposure`). fms-fsdp ran eager PyTorch (`use_torch_compile` False at both",
+             "(`Stack.hybrid_allreduce_exposure`). fms-fsdp ran eager PyTorch (`use_torch_compile` False at both",
              "benchmark commits), so every elementwise operator is a kernel of its own with the HBM traffic PyTorch's",
-             "dispatcher counts for the model's forward and backward pass (`Cluster.unfused_elementwise`,",
+             "dispatcher counts for the model's forward and backward pass (`Stack.unfused_elementwise`,",
              "`phaze_env/workloads/eager.py`: RMSNorm's fp32 upcasts, rotary embeddings, SwiGLU, residual adds and",
              "their autograd kernels). Two constants are fitted, each to one run: the efficiency",
              f"{profile.framework_efficiency:g} to {profile.calibration} (FULL_SHARD: no hybrid all-reduce in it) and the",
@@ -501,13 +505,13 @@ def fsdp_section(predictions: list[Prediction]) -> list[str]:
 # --- mixture-of-experts runs ----------------------------------------------------------------------------------
 MOE_GAPS = {
     "deepseek-v3-2048-h800": (
-        "the published plan does not fit the model's 80 GiB: 159 GiB on the fullest device, nearly all activations "
-        "(recompute none, 16 microbatches in flight on the first of 16 stages, the eager attention's 128-head score "
-        "matrices kept); DeepSeek-V3 fits it by caching activations in FP8, recomputing RMSNorm and the MLA "
-        "up-projections and DualPipe's schedule (arXiv:2412.19437 §3.2-3.3), none of which the memory model has yet. "
-        "With the capacity not binding the plan predicts 1,602 tokens/s per GPU (+3.8 %) — node-limited, deduplicated "
-        "dispatch overlapped with compute on 112 of 132 SMs; without the SM share +21.8 %, without the overlap "
-        "-31 %: the all-to-all is 39 % of the step unless hidden, so the figure rests on the overlap model"),
+        "the published plan fits 80 GiB once the stack's fused attention keeps the 128-head score matrices out of "
+        "the stash (as any 2024 stack training MLA at 4K does), but the step comes out too slow: DeepSeek-V3's DualPipe "
+        "runs forward and backward chunks of two microbatches side by side, so the 1F1B pipeline bubble priced here "
+        "is nearly absent there and each chunk's all-to-all is hidden under the other's compute, while the model "
+        "prices the bubble in full and hides the dispatch only under its own microbatch's; DualPipe as a schedule of "
+        "its own is not modelled yet, nor the FP8 GEMMs' fine-grained scaling overhead, and the efficiency is "
+        "megatron-core's, assumed"),
     "bridge2511-qwen3-30b-a3b-fp8": (
         "the published plan does not fit the model's 80 GiB: 90 GiB on the fullest device (the last stage), of which "
         "54 GiB activations (microbatch 2, 47 one-layer chunks in flight, and the head's logits) and 21 GiB optimizer "

@@ -22,7 +22,7 @@ Transformer Engine's fused attention (the cuDNN / flash backends Megatron-Core a
 
 The fused operators are priced as one kernel (:func:`phaze_env.pricing.price_ops`): their kept GEMM FLOPs at the
 kernel's published fraction of the tensor cores' bf16 peak, its softmax included (no separate vector-core time), and
-HBM traffic only for the operands above. ``Cluster.attention_efficiency`` > 0 switches it on, with that fraction (a
+HBM traffic only for the operands above. ``Stack.attention_efficiency`` > 0 switches it on, with that fraction (a
 stack's kernel on a chip, :class:`phaze_env.stacks.ChipFit`); PHAZE's search and every preset keep the traced eager
 attention (0).
 

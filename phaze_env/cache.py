@@ -97,12 +97,36 @@ def _content_key(*parts: Any) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+MOVED_ASSUMPTIONS_ENV = "PHAZE_MOVED_ASSUMPTIONS"
+"""Set by :func:`phaze_env.assumptions.moved` while model constants are moved in memory: ``[[module, name, value],
+…]``, the moved constants and the modules that define them (inherited by the search's worker processes)."""
+
+
 def code_key(module: str, *parts: Any) -> str:
     """The cache key of an entry that ``module``'s code computes from ``parts``: :func:`_content_key` of ``parts``
     and :func:`code_version` of ``module`` (pass ``__name__``), so an edit of that code is a new key. A module run as
     a program (``python -m phaze_env.evaluate``: ``__name__`` is ``"__main__"``) is keyed by its real name, so the
-    command line and the API share entries."""
-    return _content_key(code_version(_real_name(module)), *parts)
+    command line and the API share entries. A constant moved in memory by :func:`phaze_env.assumptions.moved` is an
+    edit the fingerprint cannot see: each one defined in the module's closure (:func:`moved_constants`) joins the key,
+    so a moved result and a nominal one never share an entry; with nothing moved the key is as before."""
+    name = _real_name(module)
+    return _content_key(code_version(name), *moved_constants(name), *parts)
+
+
+def moved_constants(module: str) -> tuple:
+    """``(("moved", [[module, name, value], …]),)`` for the constants moved now (:data:`MOVED_ASSUMPTIONS_ENV`) that
+    are defined in :func:`code_closure` of ``module``; ``()`` when none is."""
+    raw = os.environ.get(MOVED_ASSUMPTIONS_ENV)
+    if not raw:
+        return ()
+    closure = code_closure(module)
+    inside = [entry for entry in _parse_moved(raw) if entry[0] in closure]
+    return (("moved", inside),) if inside else ()
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_moved(raw: str) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(entry) for entry in json.loads(raw))
 
 
 def _real_name(module: str) -> str:

@@ -1,6 +1,12 @@
-"""The system: how many accelerators, how they are wired, and the training batch they run.
+"""The system: how many accelerators, how they are wired, the training job they run and the software that runs it.
 
-A :class:`Cluster` is a hierarchy of *levels* (innermost first). Devices are numbered so that level 0
+A :class:`Cluster` is three separately typed and validated parts: its :class:`Network` (the accelerators and their
+interconnect), its :class:`Setup` (global batch, optimizer) and its :class:`Stack` (the training software's
+efficiency, kernels, schedule, overlaps and runnable plans). Each reader takes the part it needs
+(``cluster.network.levels``, ``cluster.setup.global_batch``, ``cluster.stack.plan_rules``), and a system built from
+another network keeps the whole setup and stack (:func:`point_cluster`).
+
+A :class:`Network` is a hierarchy of *levels* (innermost first). Devices are numbered so that level 0
 varies fastest: on a DGX cluster level 0 is the 8 GPUs of a node (NVLink/NVSwitch) and level 1 the nodes
 (InfiniBand); on a TPUv4 pod the levels are the three dimensions of the 3D torus (ICI). PHAZE's flat
 ring is one level holding every device.
@@ -10,7 +16,7 @@ data parallel, then pipeline): a tensor-parallel group is ``t`` consecutive devi
 group ``d`` devices ``t`` apart, and pipeline neighbours are ``t·d`` apart. So a tensor group of ``t ≤ 8``
 stays inside a DGX node, and traffic is priced on the levels a group actually spans.
 
-Collectives (:meth:`Cluster.collective_s`) are hierarchical: a group spanning extents ``k_0, k_1, …`` of the
+Collectives (:meth:`Network.collective_s`) are hierarchical: a group spanning extents ``k_0, k_1, …`` of the
 levels reduce-scatters inside level 0, then level 1 on the ``1/k_0`` shard, …, and all-gathers back
 (the 2D/hierarchical ring of Jia et al. 2018, "Highly scalable deep learning training system with
 mixed-precision", and NCCL's tree/ring split). Each level is a ring (Thakur et al. 2005)::
@@ -37,7 +43,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Any
 
@@ -160,51 +166,41 @@ class Level:
     p2p_bandwidth_Bps: float  # achieved bandwidth of one point-to-point send across this level
 
 
+def _positive_ints(owner: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(owner, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"cluster {name} must be a positive integer, got {value!r}")
+
+
+def _bools(owner: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        if not isinstance(getattr(owner, name), bool):
+            raise ValueError(f"cluster {name} must be True or False, got {getattr(owner, name)!r}")
+
+
+def _fractions(owner: object, names: tuple[str, ...]) -> None:
+    """Each of ``names`` an achieved fraction in (0, 1]."""
+    for name in names:
+        if not 0 < getattr(owner, name) <= 1:
+            raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(owner, name)!r}")
+
+
 @dataclass(frozen=True)
-class Cluster:
-    """Accelerators, their interconnect and the training batch (defaults: PHAZE's flat 4 GB/s ring).
+class Network:
+    """The accelerators and their interconnect (defaults: PHAZE's flat 4 GB/s ring).
 
     ``link_bandwidth_Bps`` / ``link_latency_s`` are the per-device *inter-node* (outermost) links;
     ``devices_per_node`` > 1 adds an intra-node level with ``node_bandwidth_Bps`` / ``node_latency_s``.
     ``torus_dims`` (e.g. ``(16, 16, 16)``) instead makes every level a torus dimension whose rings run in
     both directions over ``link_bandwidth_Bps`` links (2 links per device per dimension; a point-to-point
-    send uses one). ``*_efficiency`` is the achieved fraction of the nominal bandwidth. ``optimizer`` is
-    the training optimizer (``"sgd"``: PHAZE's, ``"adam"``: mixed-precision Adam).
-    ``framework_efficiency`` is the fraction of the accelerator model's per-operator speed that the training
-    software achieves end to end (every operator's device time is divided by it; collectives are not):
-    1 reproduces the model (PHAZE's setting), the ``dgx-a100`` preset carries :data:`MEGATRON_A100_EFFICIENCY`.
-    ``interleaved_schedule`` (the stack offers Megatron-LM's interleaved 1F1B, ``v > 1``) and
-    ``pipeline_scatter_gather`` (a pipeline send across a slower level than the tensor group's goes ``1/t``
-    per tensor rank and is all-gathered inside it, Narayanan et al. 2021 §4.1) are the training stack's
-    structure, which the placement DP honours; so is ``attention_efficiency``: above 0 the stack runs the attention
-    core as a fused causal flash kernel that sustains that fraction of the tensor cores' bf16 peak on the FLOPs it
-    keeps (:mod:`phaze_env.attention`); 0 (the default) keeps the traced eager attention; and so is
-    ``hybrid_allreduce_overlapped``: under hybrid sharding (``PlanSpec.shard_group``) whether each layer's gradient
-    shard is all-reduced across the shard groups inside the backward pass, overlapped with it (PyTorch FSDP's
-    ``HYBRID_SHARD``), or once after the backward pass, not overlapped (``False``: the jax-xla profile), and, when it
-    is overlapped, ``hybrid_allreduce_exposure``: the fraction of that all-reduce's time each layer still adds on top
-    of what its backward pass hides (0: all hidden; a stack's fitted figure, :mod:`phaze_env.stacks`); and so is
-    ``plan_rules`` (:class:`~phaze_env.plan_spec.PlanRules`: which pipeline splits, interleavings and ZeRO stages the
-    stack can run; the DP searches only those); and so is ``unfused_elementwise``: the stack runs every traced elementwise operator as a kernel of its own that reads its
-    operands from HBM and writes its result back (eager PyTorch without ``torch.compile``), instead of fused into the
-    matmul before it or into one chain (the traced graph's :func:`~phaze_env.workloads.model.fuse`, as a compiler
-    does; ``Op.eager_bytes``, priced in :func:`phaze_env.pricing.price_ops`); and so is ``tp_comm_overlap``: each
-    tensor-parallel collective fed by GEMMs is split with them into the ring's ``t`` chunks and pipelined (Transformer
-    Engine's userbuffers, Megatron-Core's ``--tp-comm-overlap``), leaving exposed only what
-    :func:`~phaze_env.hardware.estimator.chunked_exposed_s` gives; and so are ``moe_dispatch`` and
-    ``moe_node_limit``: how expert parallelism's tokens travel, a flat all-to-all of every (token, expert) copy or a
-    node-deduplicated hierarchical one, and node-limited routing (:mod:`phaze_env.moe_dispatch`); and so is
-    ``moe_alltoall_overlap``: the dispatch and combine of one microbatch run under another microbatch's compute
-    (:func:`phaze_env.moe_dispatch.exposed_alltoall_s`), with ``moe_comm_sm_share`` of the chip's compute units held by
-    the communication kernels meanwhile.
-    :mod:`phaze_env.stacks` sets them per named stack and chip.
+    send uses one). ``*_efficiency`` is the achieved fraction of the nominal bandwidth. ``slices`` > 1 adds the
+    data-centre network between slices (module docstring). ``name``: the preset it was built as.
     """
 
     n_devices: int = 1024
     link_bandwidth_Bps: float = PHAZE_LINK_BPS
     link_latency_s: float = 0.0
-    global_batch: int = 4096
-    optimizer: str = "sgd"
     devices_per_node: int = 1
     node_bandwidth_Bps: float = math.inf
     node_latency_s: float = 0.0
@@ -212,32 +208,12 @@ class Cluster:
     node_efficiency: float = 1.0
     torus_dims: tuple[int, ...] = ()
     name: str = "custom"
-    framework_efficiency: float = 1.0
-    interleaved_schedule: bool = True
-    pipeline_scatter_gather: bool = True
-    attention_efficiency: float = 0.0
     slices: int = 1
     dcn_bandwidth_Bps: float = math.inf
     dcn_latency_s: float = 0.0
-    hybrid_allreduce_overlapped: bool = True
-    hybrid_allreduce_exposure: float = 0.0
-    unfused_elementwise: bool = False
-    plan_rules: PlanRules = PlanRules()
-    tp_comm_overlap: bool = False
-    moe_dispatch: str = "alltoall"
-    moe_node_limit: int = 0
-    moe_alltoall_overlap: bool = False
-    moe_comm_sm_share: float = 0.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.plan_rules, dict):
-            object.__setattr__(self, "plan_rules", PlanRules.from_dict(self.plan_rules))
-        if not isinstance(self.plan_rules, PlanRules):
-            raise ValueError(f"cluster plan_rules must be a PlanRules, got {type(self.plan_rules).__name__}")
-        for name in ("n_devices", "global_batch", "devices_per_node", "slices"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"cluster {name} must be a positive integer, got {value!r}")
+        _positive_ints(self, ("n_devices", "devices_per_node", "slices"))
         for name in ("link_bandwidth_Bps", "node_bandwidth_Bps", "dcn_bandwidth_Bps"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"cluster {name} must be positive, got {getattr(self, name)!r}")
@@ -245,32 +221,7 @@ class Cluster:
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"cluster {name} must be finite and non-negative, got {value!r}")
-        for name in ("link_efficiency", "node_efficiency", "framework_efficiency"):
-            if not 0 < getattr(self, name) <= 1:
-                raise ValueError(f"cluster {name} must be in (0, 1], got {getattr(self, name)!r}")
-        if not 0 <= self.attention_efficiency <= 1:
-            raise ValueError(f"cluster attention_efficiency must be in [0, 1], got {self.attention_efficiency!r}")
-        if not 0 <= self.hybrid_allreduce_exposure <= 1:
-            raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
-        for name in ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
-                     "unfused_elementwise", "tp_comm_overlap", "moe_alltoall_overlap"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"cluster {name} must be True or False, got {getattr(self, name)!r}")
-        if self.moe_dispatch not in MOE_DISPATCHES:
-            raise ValueError(f"cluster moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, got {self.moe_dispatch!r}")
-        if not isinstance(self.moe_node_limit, int) or isinstance(self.moe_node_limit, bool) or self.moe_node_limit < 0:
-            raise ValueError(f"cluster moe_node_limit must be a non-negative integer (0: no limit), got "
-                             f"{self.moe_node_limit!r}")
-        if not 0 <= self.moe_comm_sm_share < 1:
-            raise ValueError(f"cluster moe_comm_sm_share must be in [0, 1), got {self.moe_comm_sm_share!r}")
-        if self.moe_comm_sm_share and not self.moe_alltoall_overlap:
-            raise ValueError(f"cluster moe_comm_sm_share={self.moe_comm_sm_share:g} (compute units held by the overlapped "
-                             "expert all-to-all) needs moe_alltoall_overlap")
-        if self.moe_node_limit and self.moe_dispatch != "hierarchical":
-            raise ValueError(f"cluster moe_node_limit={self.moe_node_limit} (node-limited routing) changes only a "
-                             "hierarchical dispatch's traffic; set moe_dispatch='hierarchical' with it")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"cluster optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
+        _fractions(self, ("link_efficiency", "node_efficiency"))
         if self.n_devices % self.slices:
             raise ValueError(f"cluster of {self.n_devices} devices cannot be split into {self.slices} equal slices")
         if self.slices > 1 and not math.isfinite(self.dcn_bandwidth_Bps):
@@ -285,7 +236,6 @@ class Cluster:
             raise ValueError(f"each of the {self.slices} slices must fill its levels exactly: "
                              f"{' × '.join(str(level.size) for level in self.levels[:-1])} ≠ {self.slice_devices} devices")
 
-    # --- topology -----------------------------------------------------------------------------------
     @property
     def slice_devices(self) -> int:
         """Devices of one slice (all of them when ``slices`` is 1)."""
@@ -343,44 +293,145 @@ class Cluster:
         level = self.p2p_level(stride, hops)
         return 0.0 if level is None else comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
 
-    # --- serialisation ------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["torus_dims"] = list(self.torus_dims)
         if self.slices == 1:  # the DCN fields only when there are slices: a one-slice cluster's dict (and cache key) is unchanged
             for name in ("slices", "dcn_bandwidth_Bps", "dcn_latency_s"):
                 data.pop(name)
-        if self.hybrid_allreduce_overlapped:  # likewise: only a stack that does not overlap it says so
-            data.pop("hybrid_allreduce_overlapped")
-        if not self.unfused_elementwise:  # and only an eager stack says it runs its elementwise operators unfused
-            data.pop("unfused_elementwise")
-        if not self.tp_comm_overlap:  # and only a stack that overlaps its tensor-parallel collectives
-            data.pop("tp_comm_overlap")
-        if not self.hybrid_allreduce_exposure:
-            data.pop("hybrid_allreduce_exposure")
-        if self.moe_dispatch == "alltoall":  # likewise: only a stack with another expert dispatch says so
-            data.pop("moe_dispatch")
-        if not self.moe_node_limit:
-            data.pop("moe_node_limit")
-        if not self.moe_alltoall_overlap:
-            data.pop("moe_alltoall_overlap")
-        if not self.moe_comm_sm_share:
-            data.pop("moe_comm_sm_share")
-        if self.plan_rules == PlanRules():  # only a stack with rules of its own says so
-            data.pop("plan_rules")
-        else:
-            data["plan_rules"] = self.plan_rules.to_dict()
         return data
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Cluster:
-        return cls(**data)
-
     def describe(self) -> str:
-        """One line: the levels and their achieved bandwidths."""
+        """The levels and their achieved bandwidths."""
         parts = [f"{level.size}× @ {level.bandwidth_Bps / 1e9:g} GB/s" for level in self.levels]
         if self.slices > 1:
             parts[-1] += " (slices, DCN)"
+        return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The training job run on the network: the global batch (samples per step) and the optimizer (``"sgd"``:
+    PHAZE's, ``"adam"``: mixed-precision Adam, :data:`OPTIMIZERS`)."""
+
+    global_batch: int = 4096
+    optimizer: str = "sgd"
+
+    def __post_init__(self) -> None:
+        _positive_ints(self, ("global_batch",))
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"cluster optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+DP_OVERLAP_LACKING = {
+    "megatron-lm": "Megatron-LM of 2021-22 all-reduces the gradients after the pipeline flush (--overlap-grad-reduce "
+                   "and --overlap-param-gather came with Megatron-Core, 2023); use the megatron-core stack",
+    "megatron-deepspeed": "DeepSpeed's PipelineEngine reduces the gradients in its ReduceGrads step after the last "
+                          "backward pass (deepspeed/runtime/pipe/engine.py)",
+}
+"""The training stacks (``PlanRules.stack``) that cannot run ``Stack.dp_comm_overlap``, each with why (a stack whose
+overlap is only unpublished is not here: its profile leaves the knob off, :mod:`phaze_env.stacks`)."""
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The training software: what it runs and how fast (defaults: PHAZE's setting, the model as it is).
+
+    ``framework_efficiency`` is the fraction of the accelerator model's per-operator speed that the training
+    software achieves end to end (every operator's device time is divided by it; collectives are not):
+    1 reproduces the model (PHAZE's setting), the ``dgx-a100`` preset carries :data:`MEGATRON_A100_EFFICIENCY`.
+    ``interleaved_schedule`` (the stack offers Megatron-LM's interleaved 1F1B, ``v > 1``) and
+    ``pipeline_scatter_gather`` (a pipeline send across a slower level than the tensor group's goes ``1/t``
+    per tensor rank and is all-gathered inside it, Narayanan et al. 2021 §4.1) are the training stack's
+    structure, which the placement DP honours; so is ``attention_efficiency``: above 0 the stack runs the attention
+    core as a fused causal flash kernel that sustains that fraction of the tensor cores' bf16 peak on the FLOPs it
+    keeps (:mod:`phaze_env.attention`); 0 (the default) keeps the traced eager attention; and so is
+    ``hybrid_allreduce_overlapped``: under hybrid sharding (``PlanSpec.shard_group``) whether each layer's gradient
+    shard is all-reduced across the shard groups inside the backward pass, overlapped with it (PyTorch FSDP's
+    ``HYBRID_SHARD``), or once after the backward pass, not overlapped (``False``: the jax-xla profile), and, when it
+    is overlapped, ``hybrid_allreduce_exposure``: the fraction of that all-reduce's time each layer still adds on top
+    of what its backward pass hides (0: all hidden; a stack's fitted figure, :mod:`phaze_env.stacks`); and so is
+    ``plan_rules`` (:class:`~phaze_env.plan_spec.PlanRules`: which pipeline splits, interleavings and ZeRO stages the
+    stack can run; the DP searches only those); and so is ``unfused_elementwise``: the stack runs every traced
+    elementwise operator as a kernel of its own that reads its operands from HBM and writes its result back (eager
+    PyTorch without ``torch.compile``), instead of fused into the matmul before it or into one chain (the traced
+    graph's :func:`~phaze_env.workloads.model.fuse`, as a compiler does; ``Op.eager_bytes``, priced in
+    :func:`phaze_env.pricing.price_ops`); and so is ``tp_comm_overlap``: each tensor-parallel collective fed by GEMMs
+    is split with them into the ring's ``t`` chunks and pipelined (Transformer Engine's userbuffers, Megatron-Core's
+    ``--tp-comm-overlap``), leaving exposed only what :func:`~phaze_env.hardware.estimator.chunked_exposed_s` gives;
+    and so is ``dp_comm_overlap``: the data-parallel collectives of ZeRO-0/1 run bucket by bucket under the last
+    backward pass (gradients) and the next step's first forward pass (the distributed optimizer's weights),
+    Megatron-Core's ``--overlap-grad-reduce`` / ``--overlap-param-gather``, leaving exposed only what
+    :mod:`phaze_env.placement.dp_overlap` gives (a stack known to run them after the backward pass refuses it:
+    :data:`DP_OVERLAP_LACKING`); and so are ``moe_dispatch`` and ``moe_node_limit``: how expert parallelism's tokens travel, a flat all-to-all of
+    every (token, expert) copy or a node-deduplicated hierarchical one, and node-limited routing
+    (:mod:`phaze_env.moe_dispatch`); and so is ``moe_alltoall_overlap``: the dispatch and combine of one microbatch
+    run under another microbatch's compute (:func:`phaze_env.moe_dispatch.exposed_alltoall_s`), with
+    ``moe_comm_sm_share`` of the chip's compute units held by the communication kernels meanwhile.
+    :mod:`phaze_env.stacks` sets them per named stack and chip.
+    """
+
+    framework_efficiency: float = 1.0
+    interleaved_schedule: bool = True
+    pipeline_scatter_gather: bool = True
+    attention_efficiency: float = 0.0
+    hybrid_allreduce_overlapped: bool = True
+    hybrid_allreduce_exposure: float = 0.0
+    unfused_elementwise: bool = False
+    plan_rules: PlanRules = PlanRules()
+    tp_comm_overlap: bool = False
+    dp_comm_overlap: bool = False
+    moe_dispatch: str = "alltoall"
+    moe_node_limit: int = 0
+    moe_alltoall_overlap: bool = False
+    moe_comm_sm_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.plan_rules, dict):
+            object.__setattr__(self, "plan_rules", PlanRules.from_dict(self.plan_rules))
+        if not isinstance(self.plan_rules, PlanRules):
+            raise ValueError(f"cluster plan_rules must be a PlanRules, got {type(self.plan_rules).__name__}")
+        _fractions(self, ("framework_efficiency",))
+        if not 0 <= self.attention_efficiency <= 1:
+            raise ValueError(f"cluster attention_efficiency must be in [0, 1], got {self.attention_efficiency!r}")
+        if not 0 <= self.hybrid_allreduce_exposure <= 1:
+            raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
+        _bools(self, ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
+                      "unfused_elementwise", "tp_comm_overlap", "dp_comm_overlap", "moe_alltoall_overlap"))
+        if self.dp_comm_overlap and self.plan_rules.stack in DP_OVERLAP_LACKING:
+            raise ValueError(f"stack {self.plan_rules.stack!r} cannot run dp_comm_overlap: "
+                             f"{DP_OVERLAP_LACKING[self.plan_rules.stack]}")
+        if self.moe_dispatch not in MOE_DISPATCHES:
+            raise ValueError(f"cluster moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, got {self.moe_dispatch!r}")
+        if not isinstance(self.moe_node_limit, int) or isinstance(self.moe_node_limit, bool) or self.moe_node_limit < 0:
+            raise ValueError(f"cluster moe_node_limit must be a non-negative integer (0: no limit), got "
+                             f"{self.moe_node_limit!r}")
+        if not 0 <= self.moe_comm_sm_share < 1:
+            raise ValueError(f"cluster moe_comm_sm_share must be in [0, 1), got {self.moe_comm_sm_share!r}")
+        if self.moe_comm_sm_share and not self.moe_alltoall_overlap:
+            raise ValueError(f"cluster moe_comm_sm_share={self.moe_comm_sm_share:g} (compute units held by the overlapped "
+                             "expert all-to-all) needs moe_alltoall_overlap")
+        if self.moe_node_limit and self.moe_dispatch != "hierarchical":
+            raise ValueError(f"cluster moe_node_limit={self.moe_node_limit} (node-limited routing) changes only a "
+                             "hierarchical dispatch's traffic; set moe_dispatch='hierarchical' with it")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that differ from the default stack's, but ``framework_efficiency`` and ``attention_efficiency``
+        always (so the dict, and every cache key built from it, is the one the flat cluster of before had)."""
+        data = asdict(self)
+        default = Stack()
+        for name in list(data):
+            if name not in _ALWAYS_SAID and getattr(self, name) == getattr(default, name):
+                data.pop(name)
+        if "plan_rules" in data:
+            data["plan_rules"] = self.plan_rules.to_dict()
+        return data
+
+    def describe(self) -> str:
+        """What the stack changes from the model as it is, one ``; ``-led clause each ("" for the default)."""
         software = "" if self.framework_efficiency == 1 else f"; framework efficiency {self.framework_efficiency:g}"
         software += "" if self.interleaved_schedule else "; no interleaved schedule"
         software += "" if self.pipeline_scatter_gather else "; pipeline sends not scattered"
@@ -389,6 +440,7 @@ class Cluster:
                      if self.hybrid_allreduce_overlapped and self.hybrid_allreduce_exposure else "")
         software += "; elementwise operators unfused (eager)" if self.unfused_elementwise else ""
         software += "; tensor-parallel collectives overlapped with their GEMMs" if self.tp_comm_overlap else ""
+        software += "; data-parallel collectives overlapped with the passes (per bucket)" if self.dp_comm_overlap else ""
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""
         software += ("; expert all-to-all overlapped with compute" + (f" ({self.moe_comm_sm_share:.0%} of the SMs on it)"
@@ -396,7 +448,76 @@ class Cluster:
                      if self.moe_alltoall_overlap else "")
         software += (f"; fused causal attention at {self.attention_efficiency:g} of peak" if self.attention_efficiency
                      else "")
-        return f"{self.name}: {self.n_devices} devices, " + " / ".join(parts) + " (achieved, per device)" + software
+        return software
+
+
+_ALWAYS_SAID = ("framework_efficiency", "interleaved_schedule", "pipeline_scatter_gather", "attention_efficiency")
+"""The :class:`Stack` fields a cluster's dict always holds, whatever their value: the ones the flat cluster had before
+the other knobs were added (each added knob is said only when it differs from its default, so an older cache key and
+``results.json`` stay what they were)."""
+
+_PARTS = {"network": Network, "setup": Setup, "stack": Stack}
+_PART_OF = {name: part for part, cls in _PARTS.items() for name in cls.__dataclass_fields__}
+"""Which part of a :class:`Cluster` each flat field name belongs to."""
+
+
+@dataclass(frozen=True, init=False)
+class Cluster:
+    """A training system: the :class:`Network` (accelerators and interconnect), the :class:`Setup` (global batch,
+    optimizer) and the :class:`Stack` (the training software), each validated on its own.
+
+    Built from the parts (``Cluster(network=..., setup=..., stack=...)``) or from flat fields, each routed to its part
+    (``Cluster(n_devices=64, global_batch=512, framework_efficiency=0.8)``: the presets' and the command line's form);
+    flat fields given with a part override that part's (so ``dataclasses.replace(cluster, global_batch=8)`` and
+    :meth:`replace` change one field of one part). Defaults: PHAZE's flat 4 GB/s ring, batch 4096, SGD, the model as it
+    is.
+    """
+
+    network: Network
+    setup: Setup
+    stack: Stack
+
+    def __init__(self, network: Network | None = None, setup: Setup | None = None, stack: Stack | None = None,
+                 **fields: Any) -> None:
+        unknown = sorted(set(fields) - set(_PART_OF))
+        if unknown:
+            raise TypeError(f"Cluster got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
+        given = {"network": network, "setup": setup, "stack": stack}
+        for part, cls in _PARTS.items():
+            value = given[part] if given[part] is not None else cls()
+            if not isinstance(value, cls):
+                raise ValueError(f"cluster {part} must be a {cls.__name__}, got {type(value).__name__}")
+            changes = {name: v for name, v in fields.items() if _PART_OF[name] == part}
+            object.__setattr__(self, part, replace(value, **changes) if changes else value)
+
+    def replace(self, **fields: Any) -> Cluster:
+        """This cluster with the given flat fields (or parts) changed."""
+        return Cluster(**({"network": self.network, "setup": self.setup, "stack": self.stack} | fields))
+
+    # --- what every reader of a cluster names it by ------------------------------------------------------
+    @property
+    def n_devices(self) -> int:
+        """The network's device count."""
+        return self.network.n_devices
+
+    @property
+    def name(self) -> str:
+        """The network's preset name."""
+        return self.network.name
+
+    # --- serialisation ------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The flat fields (the form :meth:`from_dict` and the flat constructor take; cache keys and ``results.json``
+        hold it)."""
+        return self.network.to_dict() | self.setup.to_dict() | self.stack.to_dict()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cluster:
+        return cls(**data)
+
+    def describe(self) -> str:
+        """One line: the levels and their achieved bandwidths, then what the stack changes."""
+        return self.network.describe() + self.stack.describe()
 
 
 @lru_cache(maxsize=4096)
@@ -527,26 +648,16 @@ TPUV4_POD_DIMS = torus_dims(TORUS_POD_CHIPS)
 optical circuit switches into a 16×16×16 3D torus (Jouppi et al. 2023)."""
 
 
-TRAINING_FIELDS = ("global_batch", "optimizer", "framework_efficiency", "interleaved_schedule", "pipeline_scatter_gather",
-                   "attention_efficiency", "hybrid_allreduce_overlapped", "hybrid_allreduce_exposure",
-                   "unfused_elementwise", "plan_rules", "tp_comm_overlap")
-"""The :class:`Cluster` fields that are the training job and its stack, not the network: what a system point's or a
-reference's cluster takes from the ``base`` it is given (:func:`point_cluster`, :func:`reference_cluster`)."""
-
-
-def training_fields(base: Cluster) -> dict[str, Any]:
-    return {name: getattr(base, name) for name in TRAINING_FIELDS}
-
-
 def point_cluster(point: SystemPoint, base: Cluster | None = None) -> Cluster:
     """The cluster of a system point (its topology, the chips its budget buys, its chip's links); ``base``
-    supplies the training fields (:data:`TRAINING_FIELDS`: global batch, optimizer and the training stack; default
+    supplies the training setup and the whole training stack (its :class:`Setup` and :class:`Stack`; default
     :class:`Cluster`'s)."""
     if point.unbuildable_reason:
         raise ValueError(point.unbuildable_reason)
     base = base or Cluster()
-    return system_cluster(point.topology, point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps,
-                          **training_fields(base))
+    network = system_cluster(point.topology, point.n_devices, point.chip_system.links,
+                             point.chip_system.link_bandwidth_Bps).network
+    return Cluster(network=network, setup=base.setup, stack=base.stack)
 
 
 def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps: float, **fields: Any) -> Cluster:
@@ -566,7 +677,7 @@ def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps
 
     Both achieve :data:`NCCL_EFFICIENCY` of the line rate (measured for NCCL on NVLink; assumed for a torus,
     so neither family wins by an efficiency the other is not given). ``fields``: other :class:`Cluster`
-    fields (global batch, optimizer, the training stack: :data:`TRAINING_FIELDS`).
+    fields (flat, or its ``setup`` and ``stack``).
     """
     per_direction_Bps = links_per_direction_Bps(links, link_bandwidth_Bps)
     if topology == "torus":
@@ -592,7 +703,7 @@ built as; TPUv4 is built like a system-space torus (:func:`point_cluster`), as `
 def reference_cluster(name: str, point: SystemPoint, base: Cluster | None = None) -> Cluster:
     """The cluster of reference system ``name`` at ``point`` (:func:`~phaze_env.hardware.system.reference_point`):
     ``dgx-a100`` / ``dgx-h100`` with the point's chip count, TPUv4 as :func:`point_cluster`. ``base`` supplies the
-    training fields (:data:`TRAINING_FIELDS`: global batch, optimizer *and the training stack*, its framework
+    training setup *and the whole training stack* (its :class:`Setup` and :class:`Stack`), its framework
     efficiency included — the caller resolves the stack's efficiency on the reference chip,
     :meth:`phaze_env.stacks.SystemStack.training`), so the dgx-a100 preset's own Megatron-LM efficiency is replaced by
     ``base``'s."""
@@ -601,7 +712,8 @@ def reference_cluster(name: str, point: SystemPoint, base: Cluster | None = None
         return point_cluster(point, base)
     if point.unbuildable_reason:
         raise ValueError(f"{name}: {point.unbuildable_reason}")
-    return get_cluster(REFERENCE_CLUSTER_PRESETS[name], point.n_devices, **training_fields(base))
+    return Cluster(network=get_cluster(REFERENCE_CLUSTER_PRESETS[name], point.n_devices).network, setup=base.setup,
+                   stack=base.stack)
 
 
 class UnknownClusterError(ValueError):
@@ -622,6 +734,5 @@ def get_cluster(name: str, n_devices: int = 1024, **fields: Any) -> Cluster:
     return CLUSTER_PRESETS[key][0](n_devices, **fields)
 
 
-__all__ = ["CLUSTER_PRESETS", "Cluster", "Level", "UnknownClusterError", "cluster_names", "get_cluster", "point_cluster",
-           "REFERENCE_CLUSTER_PRESETS", "TRAINING_FIELDS", "reference_cluster", "system_cluster",
-           "torus_dims", "training_fields"]
+__all__ = ["CLUSTER_PRESETS", "Cluster", "DP_OVERLAP_LACKING", "Level", "Network", "Setup", "Stack", "UnknownClusterError", "cluster_names",
+           "get_cluster", "point_cluster", "REFERENCE_CLUSTER_PRESETS", "reference_cluster", "system_cluster", "torus_dims"]

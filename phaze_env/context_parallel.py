@@ -102,7 +102,7 @@ def ring_exposed_s(attention_s: float, hop_bytes: float, cluster: Cluster, tenso
     on this rank: each hop overlaps one chunk's block (``attention_s / c``) and costs the longer of the two."""
     if c == 1:
         return 0.0
-    send_s = cluster.p2p_s(hop_bytes, stride=tensor_width, hops=c - 1)
+    send_s = cluster.network.p2p_s(hop_bytes, stride=tensor_width, hops=c - 1)
     return (c - 1) * max(0.0, send_s - attention_s / c)
 
 

@@ -32,12 +32,13 @@ from phaze_env.cluster import point_cluster, reference_cluster
 from phaze_env.evaluate import Cluster, Evaluation, evaluate, unbuilt_evaluation
 from phaze_env.hardware import TPUV4, Accelerator, ArchSpace
 from phaze_env.hardware.area import arch_area_mm2
-from phaze_env.hardware.cost import compute_die_area_mm2
+from phaze_env.hardware.cost import compute_die_area_mm2, get_node
 from phaze_env.hardware.space import (AREA_WINDOW_LOWER, ARCH_KNOBS, BUFFER_MB_VALUES, HBM_GB_VALUES, KNOBS,
                                       MICROBATCH_VALUES, NUM_TC_VALUES, NUM_VC_VALUES, RECOMPUTE_VALUES,
                                       SYSTEM_AREA_KNOBS, SYSTEM_DEFAULT_VALUES, SYSTEM_KNOBS,
                                       TC_DIM_VALUES, area_budget_mm2, area_overshoot, area_slack, in_area_window)
-from phaze_env.hardware.system import SystemBudget, SystemChoice, SystemPoint, reference_point, system_point
+from phaze_env.hardware.system import (SYSTEM_NODE, SystemBudget, SystemChoice, SystemPoint, reference_point,
+                                       system_point)
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.stacks import DEFAULT_SYSTEM_STACK, SystemStack, get_system_stack
 from phaze_env.workloads import Workload, get_workload
@@ -122,6 +123,11 @@ class AreaTables:
 
     ok: np.ndarray
     overshoot: np.ndarray
+
+    @functools.cached_property
+    def inside(self) -> np.ndarray:
+        """Flat indices of the in-window combinations (:meth:`DesignSpace.sample` draws among them)."""
+        return np.flatnonzero(self.ok)
 
     def knob_masks(self, space: DesignSpace) -> list[np.ndarray]:
         """Per knob of ``space.knobs``: values with at least one completion inside the window (others: all True)."""
@@ -219,7 +225,7 @@ class DesignSpace:
         common = {"area_window_lower": data["area_window_lower"], "base": Accelerator.from_dict(data["base"])}
         if data.get("space") == "system":  # a space stored before it had a stack ran PHAZE's plan space
             return SystemDesignSpace(**knobs, budget=SystemBudget(**data["budget"]), stack=data.get("stack", "phaze"),
-                                     **common)
+                                     node=data.get("node", SYSTEM_NODE), **common)
         return DesignSpace(**knobs, budget_mm2=data["budget_mm2"], **common)
 
     # --- knobs ---------------------------------------------------------------------------------------
@@ -352,12 +358,18 @@ class DesignSpace:
             for tail in itertools.product(*other_values):
                 yield self._design(head | dict(zip(self.other_knobs, tail)))
 
-    def sample(self, rng: np.random.Generator, *, feasible_area: bool = True, max_tries: int = 10_000) -> Design:
-        for _ in range(max_tries):
-            design = self.decode([int(rng.integers(n)) for n in self.nvec])
-            if not feasible_area or self.area_ok(design):
-                return design
-        raise RuntimeError("could not sample a design inside the area window")
+    def sample(self, rng: np.random.Generator, *, feasible_area: bool = True) -> Design:
+        """A design drawn uniformly from the space, or (``feasible_area``) from the designs inside the area window:
+        the area knobs' indices uniformly among the in-window combinations (:meth:`area_tables`), the other knobs
+        uniformly — the distribution of rejection sampling without its tries (at a 5 % window most draws were
+        rejected, and a strategy's candidate pools spent most of their time there)."""
+        if not feasible_area:
+            return self.decode([int(rng.integers(n)) for n in self.nvec])
+        inside = self.area_tables().inside
+        if inside.size == 0:
+            raise RuntimeError("no design lies inside the area window")
+        prefix = np.unravel_index(int(inside[rng.integers(inside.size)]), self.area_tables().ok.shape)
+        return self.decode([int(i) for i in prefix] + [int(rng.integers(len(self.values(k)))) for k in self.other_knobs])
 
     def arch_space(self) -> ArchSpace:
         """The in-window architectures (same value lists, window and base) that ``search.phaze`` visits."""
@@ -407,9 +419,11 @@ class SystemDesignSpace(DesignSpace):
     number_format: tuple[str, ...] = _system_field(SYSTEM_DEFAULT_VALUES["number_format"])
     budget: SystemBudget = field(default_factory=SystemBudget)
     stack: str = DEFAULT_SYSTEM_STACK  # the training stack every design and reference runs ("phaze": PHAZE's, none)
+    node: str = SYSTEM_NODE  # the process node every design is built at (a name of hardware.cost.NODES)
 
     def __post_init__(self) -> None:
         get_system_stack(self.stack)  # an unknown name: one line naming the known ones
+        object.__setattr__(self, "node", get_node(self.node).name)  # a node without data: one line naming those with
         super().__post_init__()  # every knob's list (the system fields are knobs): non-empty, no duplicates
         for choice in itertools.product(*(getattr(self, name) for name in SYSTEM_FIELDS)):
             SystemChoice(*choice)  # every combination must be a valid system (torus links, reticle, names)
@@ -427,7 +441,8 @@ class SystemDesignSpace(DesignSpace):
     def to_dict(self) -> dict[str, Any]:
         return {name: list(getattr(self, name)) for name in SYSTEM_KNOBS} | {
             "space": "system", "budget": self.budget.to_dict(), "area_window_lower": self.area_window_lower,
-            "base": self.base.to_dict(), "knobs": list(SYSTEM_KNOBS), "stack": self.stack}
+            "base": self.base.to_dict(), "knobs": list(SYSTEM_KNOBS), "stack": self.stack} | (
+            {"node": self.node} if self.node != SYSTEM_NODE else {})  # the default node: stored spaces keep their dict
 
     # --- the training stack: the same on every chip ---------------------------------------------------------
     @property
@@ -448,13 +463,13 @@ class SystemDesignSpace(DesignSpace):
         return dataclasses.replace(plan, e=None) if moe else plan
 
     def design_training(self, cluster: Cluster | None) -> Cluster:
-        """``cluster``'s training fields running this space's stack on a searched chip (its efficiency by
+        """``cluster``'s setup running this space's stack on a searched chip (its efficiency by
         :meth:`~phaze_env.stacks.SystemStack.design_fit`); unchanged without a stack."""
         stack, cluster = self.system_stack, cluster or Cluster()
         return cluster if stack is None else stack.design_training(cluster, self.base)
 
     def reference_training(self, name: str, cluster: Cluster | None) -> Cluster:
-        """``cluster``'s training fields running this space's stack on reference chip ``name``."""
+        """``cluster``'s setup running this space's stack on reference chip ``name``."""
         stack, cluster = self.system_stack, cluster or Cluster()
         return cluster if stack is None else stack.training(cluster, name)
 
@@ -475,7 +490,7 @@ class SystemDesignSpace(DesignSpace):
         """``(num_tc, num_vc, area, budget)``: the compute block of the design's die (mm²; the window quantity of the
         system space, so :meth:`area_mm2`) and its budget, die − HBM PHYs − SerDes − IO (≤ 0: nothing fits;
         :meth:`area_budget_for`)."""
-        area, budget = design.system_choice().window_terms_mm2(design.architecture(self.base))
+        area, budget = design.system_choice().window_terms_mm2(design.architecture(self.base), self.node)
         return design.num_tc, design.num_vc, area, budget
 
     def _window(self, design: Design, rule) -> float:
@@ -503,9 +518,9 @@ class SystemDesignSpace(DesignSpace):
 
     # --- the system at the budget -------------------------------------------------------------------------
     def point(self, design: Design) -> SystemPoint:
-        """The design's chip and chip count at this space's budget."""
-        return system_point(design.accelerator(self.base), design.system_choice().chip_system(), design.topology,
-                            self.budget)
+        """The design's chip (at this space's node) and chip count at this space's budget."""
+        return system_point(design.accelerator(self.base), design.system_choice().chip_system(self.node),
+                            design.topology, self.budget)
 
     def evaluate(self, design: Design, workload: str | Workload, cluster: Cluster | None = None,
                  **kwargs: Any) -> Evaluation:
@@ -514,7 +529,7 @@ class SystemDesignSpace(DesignSpace):
         if self.system_stack is not None and kwargs.get("plan") is None:
             kwargs["plan"] = self.stack_plan(bool(design.recompute), workload)
         return evaluate_design(design, workload, self.design_training(cluster), base=self.base, budget=self.budget,
-                               **kwargs)
+                               node=self.node, **kwargs)
 
     def evaluate_baseline(self, workload: str | Workload, cluster: Cluster | None = None,
                           **kwargs: Any) -> Evaluation:
@@ -527,7 +542,7 @@ class SystemDesignSpace(DesignSpace):
         """Reference system ``name`` (TPUv4 torus, A100 or H100 DGX:
         :data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`) with the chips this space's budget buys
         (:func:`~phaze_env.hardware.system.reference_point`) on its cluster
-        (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the training fields), training in
+        (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the setup and the stack), training in
         ``number_format``, best over the space's microbatch sizes and recompute settings; infeasible (saying so)
         when the budget buys not one whole node or torus cube of the reference chip."""
         point, built = reference_system(name, self.budget, number_format, self.reference_training(name, cluster))
@@ -558,7 +573,7 @@ class SystemArchSpace:
         return self.points[i].accelerator
 
     def cluster(self, i: int, base: Cluster | None = None) -> Cluster:
-        """Row ``i``'s cluster: its point's network with ``base``'s training fields running the space's stack."""
+        """Row ``i``'s cluster: its point's network with ``base``'s setup running the space's stack."""
         return point_cluster(self.points[i], self.space.design_training(base))
 
     def system_summary(self, i: int) -> dict[str, Any]:
@@ -602,12 +617,12 @@ def _system_area_tables(space: SystemDesignSpace) -> AreaTables:
     for combo in itertools.product(*(range(n) for n in system_shape)):
         knobs = {name: space.values(name)[i] for name, i in zip(SYSTEM_AREA_KNOBS, combo)}
         choice = SystemChoice(**knobs, hbm_generation=space.hbm_generation[0], topology=space.topology[0])
-        budget = choice.compute_budget_mm2()
+        budget = choice.compute_budget_mm2(space.node)
         if budget <= 0:
             continue
         arch_area = arch_area_mm2(arch["num_tc"], arch["tc_width"], arch["tc_depth"], arch["num_vc"], arch["tc_width"],
                                   arch["buffer_mb"], space.base.vc_sublanes, choice.number_format)
-        compute = compute_die_area_mm2(arch_area, arch["buffer_mb"], choice.chip_system())
+        compute = compute_die_area_mm2(arch_area, arch["buffer_mb"], choice.chip_system(space.node))
         ok[combo] = in_area_window(arch["num_tc"], arch["num_vc"], compute, budget, space.area_window_lower)
         overshoot[combo] = area_overshoot(arch["num_tc"], arch["num_vc"], compute, budget, space.area_window_lower)
     ok.setflags(write=False)
@@ -678,7 +693,7 @@ def reference_system(name: str, budget: SystemBudget, number_format: str = "bf16
                      cluster: Cluster | None = None) -> tuple[SystemPoint, Cluster | None]:
     """Reference system ``name`` (:data:`~phaze_env.hardware.system.REFERENCE_TOPOLOGIES`) at ``budget`` training in
     ``number_format``: its chip and chip count (:func:`~phaze_env.hardware.system.reference_point`) and its cluster
-    (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the training fields), or ``None`` for the
+    (:func:`~phaze_env.cluster.reference_cluster`; ``cluster`` gives the setup and the stack), or ``None`` for the
     cluster when the budget buys not one whole node or torus cube (``point.unbuildable_reason`` says why). The one
     build of a reference: :meth:`SystemDesignSpace.evaluate_reference`, ``search.run`` (baseline and references)
     and ``experiments.system_table`` all call it."""
@@ -687,17 +702,19 @@ def reference_system(name: str, budget: SystemBudget, number_format: str = "bf16
 
 
 def evaluate_design(design: Design, workload: str | Workload, cluster: Cluster | None = None, *,
-                    base: Accelerator = TPUV4, budget: SystemBudget | None = None, **kwargs: Any) -> Evaluation:
+                    base: Accelerator = TPUV4, budget: SystemBudget | None = None, node: str = SYSTEM_NODE,
+                    **kwargs: Any) -> Evaluation:
     """:func:`evaluate` of one design point (its own microbatch size, recompute setting and HBM capacity) on
     ``base`` with the design's knobs set.
 
     A system-space design runs on its own cluster: its topology with the chips ``budget`` buys (default
     :class:`SystemBudget`'s 10 MW; ``SystemDesignSpace.evaluate`` passes the space's), ``cluster`` supplying
-    only the training fields (global batch, optimizer, framework efficiency). A budget that buys no whole
-    topology unit gives an infeasible evaluation saying so (:func:`~phaze_env.evaluate.unbuilt_evaluation`)."""
+    only its setup (global batch, optimizer) and its whole stack. A budget that buys no whole
+    topology unit gives an infeasible evaluation saying so (:func:`~phaze_env.evaluate.unbuilt_evaluation`); ``node`` is
+    the process node its chip is built at (``SystemDesignSpace.evaluate`` passes the space's)."""
     accelerator = design.accelerator(base)
     if design.is_system:
-        point = system_point(accelerator, design.system_choice().chip_system(), design.topology,
+        point = system_point(accelerator, design.system_choice().chip_system(node), design.topology,
                              budget or SystemBudget())
         if point.unbuildable_reason:
             return unbuilt_evaluation(workload, point.accelerator, point.topology, point.unbuildable_reason)

@@ -227,10 +227,10 @@ def _request(workload, accelerator, cluster, *, microbatch, recompute, hbm_gb, t
     if plan.e is not None and plan.e not in expert_parallel_degrees(workload, plan.e):
         raise ValueError(f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
                          + (f"{workload.num_experts} experts" if workload.num_experts else "experts (a dense model: e=1)"))
-    if cluster.moe_node_limit and not workload.num_experts:
-        raise ValueError(f"cluster moe_node_limit={cluster.moe_node_limit} (node-limited routing) needs a "
+    if cluster.stack.moe_node_limit and not workload.num_experts:
+        raise ValueError(f"cluster moe_node_limit={cluster.stack.moe_node_limit} (node-limited routing) needs a "
                          f"mixture-of-experts model; {workload.name} is dense")
-    if cluster.moe_alltoall_overlap and not workload.num_experts:
+    if cluster.stack.moe_alltoall_overlap and not workload.num_experts:
         raise ValueError(f"cluster moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
                          f"mixture-of-experts model; {workload.name} is dense")
     if plan.t is not None and not valid_tensor_widths(workload, (plan.t,), cluster.n_devices):
@@ -273,10 +273,10 @@ def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = 
 def layer_stash_bytes(layer: Layer, cluster: Cluster | None) -> tuple[float, float, float]:
     """(stash, its attention part, its replicated part) of one microbatch of ``layer`` as ``cluster``'s stack keeps it:
     what eager autograd saves (the traced stash) less, unless the stack runs every elementwise operator unfused
-    (``Cluster.unfused_elementwise``), what its fused kernels rebuild in their backward pass instead
+    (``Stack.unfused_elementwise``), what its fused kernels rebuild in their backward pass instead
     (``Layer.stash_kernel_*``, :func:`phaze_env.workloads.model.kernel_recomputed`)."""
     kept = (float(layer.activation_stash_bytes), float(layer.stash_attention_bytes), float(layer.stash_replicated_bytes))
-    if cluster is not None and cluster.unfused_elementwise:
+    if cluster is not None and cluster.stack.unfused_elementwise:
         return kept
     rebuilt = (layer.stash_kernel_bytes, layer.stash_kernel_attention_bytes, layer.stash_kernel_replicated_bytes)
     return tuple(total - part for total, part in zip(kept, rebuilt))
@@ -293,7 +293,7 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     chain = []
     e = expert_parallel
     # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
-    ends_count = cluster is not None and cluster.plan_rules.embedding_loss_in_split
+    ends_count = cluster is not None and cluster.stack.plan_rules.embedding_loss_in_split
     stride = graph.tensor_width * context_parallel
     for layer in graph.layers:
         timing = timings[layer.name]
@@ -301,9 +301,9 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
         alltoall_s = dispatch_s(cluster, layer.routed_token_bytes, e, stride, experts=layer.routed_experts,
                                 top_k=layer.experts_per_token) if e > 1 else 0.0
         fwd_s, bwd_s = timing.fwd_s, timing.bwd_s
-        if alltoall_s and cluster.moe_alltoall_overlap:  # the layer computes on what the communication leaves it
-            fwd_s, bwd_s = (part / (1.0 - cluster.moe_comm_sm_share) for part in (fwd_s, bwd_s))
-        exposed_s = exposed_alltoall_s(alltoall_s, fwd_s + bwd_s, cluster.moe_alltoall_overlap) if e > 1 else 0.0
+        if alltoall_s and cluster.stack.moe_alltoall_overlap:  # the layer computes on what the communication leaves it
+            fwd_s, bwd_s = (part / (1.0 - cluster.stack.moe_comm_sm_share) for part in (fwd_s, bwd_s))
+        exposed_s = exposed_alltoall_s(alltoall_s, fwd_s + bwd_s, cluster.stack.moe_alltoall_overlap) if e > 1 else 0.0
         expert_bytes = layer.expert_param_bytes / e
         entry = {"fwd_s": fwd_s + exposed_s / 2, "bwd_s": bwd_s + exposed_s / 2,
                  "param_bytes": float(layer.param_bytes - layer.expert_param_bytes) + expert_bytes,
@@ -353,7 +353,7 @@ def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_para
     core_s = {}  # the attention core's own time per direction (eager or fused): what each ring hop overlaps
     tp_comm_s = 0.0
     # what selective recompute repeats: the attention core; with a fused kernel, the scores its backward recomputes
-    attention_part = recomputed_by_backward if cluster.attention_efficiency else is_attention_core
+    attention_part = recomputed_by_backward if cluster.stack.attention_efficiency else is_attention_core
     for direction in ("fwd", "bwd"):
         dag = getattr(layer, direction)
         started = time.perf_counter()
@@ -384,7 +384,7 @@ def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_para
             results[direction] = (0.0, 0.0, "empty", True)
         counters["schedule"] += time.perf_counter() - started
     (f, flb, fm, fo), (b, blb, bm, bo) = results["fwd"], results["bwd"]
-    if cluster.attention_efficiency:
+    if cluster.stack.attention_efficiency:
         # A fused kernel's backward recomputes its scores itself (phaze_env.attention), whatever the recompute mode:
         # that time belongs to the backward pass, and selective recompute (what the stash drops) adds nothing more.
         # With context parallelism each ring hop overlaps one chunk's fused kernel (Transformer Engine's
@@ -555,7 +555,7 @@ def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, e: int,
     graph = rank_graph(model_graph(request.workload, seq_len=seq_len // c, microbatch=m, tensor_width=t,
                                    cache=timing.cache, expert_parallel=e), c)
     timing.counters["trace"] += time.perf_counter() - started
-    if request.cluster.unfused_elementwise and graph.eager_error:
+    if request.cluster.stack.unfused_elementwise and graph.eager_error:
         raise ValueError(f"the cluster runs elementwise operators unfused (eager), but {graph.eager_error}; "
                          "price it fused (unfused_elementwise=False) instead")
     # Each ring hop passes the keys and values of the rank's s/c tokens (layers without attention pass none).
@@ -762,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
             if error := stack.workload_error(get_workload(args.workload)):
                 raise ValueError(error)
             cluster = stack.structure(cluster) if software else stack.apply(cluster, args.preset)
-        cluster = replace(cluster, **software)
+        cluster = cluster.replace(**software)
         # With --plan, what its string leaves out is off (the notation's rule); without, the DP chooses.
         spec = PlanSpec.parse(args.plan) if args.plan else PlanSpec()
         if args.plan and (error := expert_plan_error(spec, get_workload(args.workload), explicit_auto=True)):

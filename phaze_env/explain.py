@@ -129,9 +129,9 @@ def explain_layer(workload: str | Workload, accelerator: Accelerator, cluster: C
     if not isinstance(accelerator, Accelerator):
         raise TypeError(f"accelerator must be an Accelerator, got {type(accelerator).__name__}")
     cluster = cluster if cluster is not None else Cluster()
-    if cluster.attention_efficiency:  # its backward's score recompute and kept FLOPs are not split out here
+    if cluster.stack.attention_efficiency:  # its backward's score recompute and kept FLOPs are not split out here
         raise ValueError("explain does not split a fused attention kernel's time yet (the cluster's stack runs one: "
-                         f"attention_efficiency {cluster.attention_efficiency:g}); explain the cluster without it")
+                         f"attention_efficiency {cluster.stack.attention_efficiency:g}); explain the cluster without it")
     for name, value in (("tensor_width", tensor_width), ("microbatch", microbatch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")

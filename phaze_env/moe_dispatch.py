@@ -2,7 +2,7 @@
 
 At expert-parallel degree ``e`` every rank sends each of its tokens to the ranks holding the token's ``k`` routed
 experts and gets the results back (dispatch, combine; their gradients in the backward pass are the same exchanges
-reversed). Two ways a stack does it (``Cluster.moe_dispatch``, set by a stack profile, :mod:`phaze_env.stacks`):
+reversed). Two ways a stack does it (``Stack.moe_dispatch``, set by a stack profile, :mod:`phaze_env.stacks`):
 
 * ``"alltoall"`` — every (token, expert) copy is its own message (Megatron-Core's ``alltoall`` token dispatcher:
   ``torch.distributed.all_to_all_single`` over the expert-parallel group). The buffer of ``S = E·C·h`` bytes per
@@ -15,7 +15,7 @@ reversed). Two ways a stack does it (``Cluster.moe_dispatch``, set by a stack pr
   IB to the GPU of the same in-node index on each target node, which forwards it over NVLink). Inside the node the copies are exchanged as before; on every level above it the buffer is the tokens,
   ``S/k``, times the expected number of distinct nodes a token's experts sit on (:func:`expected_nodes_hit`).
 
-``Cluster.moe_node_limit`` ``M`` > 0 is node-limited routing (DeepSeek-V3 §2.1.2: each token is sent to at most ``M``
+``Stack.moe_node_limit`` ``M`` > 0 is node-limited routing (DeepSeek-V3 §2.1.2: each token is sent to at most ``M``
 nodes, ``M = 4`` of its 8 groups, config ``topk_group = 4``): the router first picks ``M`` nodes and then the
 ``k`` experts among theirs, so at most ``M`` nodes are hit. It changes what a hierarchical dispatch sends; with a flat
 one it changes nothing, so a profile must pair it with ``"hierarchical"``.
@@ -55,20 +55,20 @@ def expected_nodes_hit(experts: int, top_k: int, nodes: int, node_limit: int = 0
 
 def dispatch_s(cluster, routed_bytes: float, group: int, stride: int, *, experts: int, top_k: int) -> float:
     """One dispatch (or combine) of the expert-parallel group of ``group`` ranks ``stride`` apart: ``routed_bytes``
-    per rank are its (token, expert) copies (``E·C·h`` bytes), priced as ``cluster.moe_dispatch`` runs it (module
+    per rank are its (token, expert) copies (``E·C·h`` bytes), priced as ``cluster.stack.moe_dispatch`` runs it (module
     docstring). Each level spanned is an all-to-all phase (:func:`phaze_env.comm.alltoall_s`, Thakur et al. 2005)."""
     if group <= 1 or routed_bytes == 0:
         return 0.0
-    if cluster.moe_dispatch == "alltoall":
-        return cluster.collective_s("alltoall", routed_bytes, group, stride=stride)
-    if cluster.devices_per_node == 1 or cluster.torus_dims:
+    if cluster.stack.moe_dispatch == "alltoall":
+        return cluster.network.collective_s("alltoall", routed_bytes, group, stride=stride)
+    if cluster.network.devices_per_node == 1 or cluster.network.torus_dims:
         raise ValueError("a hierarchical (node-deduplicated) expert dispatch needs nodes of several devices "
                          f"(devices_per_node > 1, no torus); cluster {cluster.name!r} has none")
-    extents = cluster.extents(group, stride)
+    extents = cluster.network.extents(group, stride)
     nodes = math.prod(extents[1:])
-    token_bytes = routed_bytes / top_k * expected_nodes_hit(experts, top_k, nodes, cluster.moe_node_limit)
+    token_bytes = routed_bytes / top_k * expected_nodes_hit(experts, top_k, nodes, cluster.stack.moe_node_limit)
     total = 0.0
-    for index, (level, extent) in enumerate(zip(cluster.levels, extents)):
+    for index, (level, extent) in enumerate(zip(cluster.network.levels, extents)):
         if extent > 1:
             total += comm.alltoall_s(routed_bytes if index == 0 else token_bytes, extent, level.bandwidth_Bps,
                                      level.latency_s)
@@ -78,7 +78,7 @@ def dispatch_s(cluster, routed_bytes: float, group: int, stride: int, *, experts
 def exposed_alltoall_s(alltoall_s: float, compute_s: float, overlapped: bool) -> float:
     """What a layer's four exchanges (dispatch and combine, forward and backward, ``alltoall_s`` each) add to the step.
 
-    Not overlapped: all of them. Overlapped (``Cluster.moe_alltoall_overlap``): a forward and a backward of two
+    Not overlapped: all of them. Overlapped (``Stack.moe_alltoall_overlap``): a forward and a backward of two
     microbatches run interleaved, each one's exchanges under the other's compute — Megatron-Core's
     ``--overlap-moe-expert-parallel-comm`` (EP all-to-all overlap in the 1F1B steady state, NVIDIA/Megatron-LM
     megatron/core/transformer/moe/README.md; Megatron-Bridge's ``moe_a2a_overlap``) and DeepSeek-V3's DualPipe

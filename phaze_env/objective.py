@@ -43,6 +43,7 @@ from typing import Any, Sequence
 
 from phaze_env.cli import (OneLineParser, add_cluster_size_options, add_system_budget_options, console as make_console,
                            positive_int)
+from phaze_env.cluster import Network, Setup
 from phaze_env.design import SPACE_NAMES, Design, DesignSpace, evaluate_options, named_space
 from phaze_env.evaluate import Cluster, Evaluation
 from phaze_env.tasks import AREA_OBJECTIVE, get_task, objective_score
@@ -252,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="maximise throughput, minimise area (default: throughput only)")
     parser.add_argument("--space", choices=SPACE_NAMES, default="full", help="design space (default PHAZE's full)")
     add_system_budget_options(parser)
-    add_cluster_size_options(parser, devices=Cluster.n_devices, batch=Cluster.global_batch)
+    add_cluster_size_options(parser, devices=Network.n_devices, batch=Setup.global_batch)
     parser.add_argument("--timeout", type=float, default=None,
                         help="stop after this many seconds (default: no limit, --trials decides)")
     parser.add_argument("--quiet", action="store_true",

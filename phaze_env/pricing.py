@@ -43,7 +43,7 @@ class PricedOps:
 
 def collectives_s(ops: Sequence[Op], cluster: Cluster) -> np.ndarray:
     """Seconds of each communication op on the cluster's levels (0 for every other op)."""
-    return np.array([cluster.collective_s(op.comm_kind, op.comm_bytes, op.comm_group) if op.unit == "comm" else 0.0
+    return np.array([cluster.network.collective_s(op.comm_kind, op.comm_bytes, op.comm_group) if op.unit == "comm" else 0.0
                      for op in ops], dtype=float)
 
 
@@ -91,7 +91,7 @@ def _fused_kernel_terms(ops: Sequence[Op], fused: Sequence[int], tc_configs, ten
 
 
 def tp_comm_overlaps(ops: Sequence[Op], edges) -> tuple[tuple[int, tuple[int, ...], int], ...]:
-    """The tensor-parallel collectives a TP-overlapping stack hides (``Cluster.tp_comm_overlap``): each collective over
+    """The tensor-parallel collectives a TP-overlapping stack hides (``Stack.tp_comm_overlap``): each collective over
     ``t > 1`` ranks whose inputs are GEMMs (the row-parallel projection's partial sums forward, the column-parallel
     projections' input gradients backward), with those GEMMs and the ring's ``t`` steps
     (:func:`~phaze_env.hardware.estimator.chunked_exposed_s`). A collective fed by no GEMM stays exposed."""
@@ -115,13 +115,13 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     ``accelerator``'s clock, HBM, efficiencies and element size (its ``shared_parameters``). ``layer`` is the ops'
     layer name, required on an FP8 accelerator (:func:`~phaze_env.hardware.number_format.fp8_flags`).
 
-    A cluster whose stack runs fused attention (``Cluster.attention_efficiency`` > 0) prices the attention core as the
+    A cluster whose stack runs fused attention (``Stack.attention_efficiency`` > 0) prices the attention core as the
     fused causal kernel of :mod:`phaze_env.attention`: its kept FLOPs at that fraction of the bf16 peak, no ``s × s``
-    HBM traffic. A cluster whose stack runs elementwise operators unfused (``Cluster.unfused_elementwise``, eager
+    HBM traffic. A cluster whose stack runs elementwise operators unfused (``Stack.unfused_elementwise``, eager
     PyTorch) adds, in series, the HBM time of the traffic fusion saved (:func:`eager_extra_bytes`, at the chip's
     achieved HBM bandwidth): each of an operator's merged members reads its operands and writes its result.
 
-    A cluster whose stack overlaps its tensor-parallel collectives with their GEMMs (``Cluster.tp_comm_overlap``)
+    A cluster whose stack overlaps its tensor-parallel collectives with their GEMMs (``Stack.tp_comm_overlap``)
     needs the ops' ``edges`` (the DAG's): each collective fed by GEMMs (:func:`tp_comm_overlaps`) costs only what the
     chunked pipeline leaves exposed, in the evaluation, the explanation and the bounds alike.
 
@@ -132,20 +132,20 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     tc = [accelerator.tc_config] if tc_configs is None else tc_configs
     vc = [accelerator.vc_config] if vc_configs is None else vc_configs
     fused: list[int] = []
-    if cluster.attention_efficiency:
+    if cluster.stack.attention_efficiency:
         ops, fused = fused_attention_ops(ops, accelerator.bytes_per_element)
     tc, vc, tensor, vector = latency_terms(ops, tc, vc, **shared_parameters(accelerator),
                                            fp8=fp8_flags(ops, layer, accelerator.number_format))
     if fused:
-        tensor, vector = _fused_kernel_terms(ops, fused, tc, tensor, vector, accelerator, cluster.attention_efficiency)
-    if cluster.unfused_elementwise:  # each merged elementwise operator its own HBM-bound kernel, in series
+        tensor, vector = _fused_kernel_terms(ops, fused, tc, tensor, vector, accelerator, cluster.stack.attention_efficiency)
+    if cluster.stack.unfused_elementwise:  # each merged elementwise operator its own HBM-bound kernel, in series
         eager_s = eager_extra_bytes(ops, fused) / accelerator.effective_hbm_bandwidth_Bps
         tensor = replace(tensor, eager_s=np.repeat(eager_s[:, None], len(tc), axis=1))
-    slowdown = 1.0 / cluster.framework_efficiency
+    slowdown = 1.0 / cluster.stack.framework_efficiency
     tensor, vector = _slowed(tensor, slowdown), _slowed(vector, slowdown)
     comm_s = collectives_s(ops, cluster)
     overlap = ()
-    if cluster.tp_comm_overlap:
+    if cluster.stack.tp_comm_overlap:
         if edges is None:
             raise ValueError("a stack that overlaps tensor-parallel communication (tp_comm_overlap) prices a layer's "
                              "collectives from its DAG: pass the ops' edges")
@@ -170,7 +170,7 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
     """
     arrays = space.arrays
     (tc_rows, tc_index), (vc_rows, vc_index) = core_configs or (space.tc_configs(), space.vc_configs())
-    always_recomputes = "none" not in recompute_modes and not cluster.attention_efficiency
+    always_recomputes = "none" not in recompute_modes and not cluster.stack.attention_efficiency
     rows = []
     for layer in graph.layers:
         layer_s = np.zeros(len(space))

@@ -32,9 +32,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, replace
 
-from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, Cluster
+from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, Cluster, Stack
 from phaze_env.hardware.accelerator import PRESETS, Accelerator
-from phaze_env.moe_dispatch import MOE_DISPATCHES
 from phaze_env.plan_spec import PlanRules, PlanSpec
 
 MEGATRON_DEEPSPEED_A100_EFFICIENCY = 0.645
@@ -193,17 +192,24 @@ plans, i.e. its H100 kernels run further below the chip's measured best than its
 presets carry the MAMF-measured GEMM rates, 85.9 % and 80.1 % of peak). Which kernels lose it the sources do not
 say; with one factor per chip fitted on one row, the other six rows' H100/A100 ratios are held out."""
 
-MEGATRON_CORE_H100_EFFICIENCY = 0.878
+MEGATRON_CORE_H100_EFFICIENCY = 0.877
 """Achieved fraction of the h100 preset's per-operator speed in Megatron-Core training as NeMo 25.x / Megatron-Bridge
 runs it, *fitted to one published measurement*: Llama 3 70B on 64 H100 (DGX-H100), FP8 with current scaling, TP 4, PP 8,
 VP 5, GBS 128, sequence 8192: 1,619 tokens/s per GPU (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md,
-'25.09 NeMo Container'; ``experiments.validation_cases``: ``bridge2509-llama3-70b-fp8-64``; the fit, 0.8785, is
+'25.09 NeMo Container'; ``experiments.validation_cases``: ``bridge2509-llama3-70b-fp8-64``; the fit, 0.8772, is
 ``experiments.validation_fit.fit_efficiency``), with Transformer Engine's fused attention at
 :data:`TE_FUSED_ATTENTION_H100_EFFICIENCY` (cited, not fitted) and its tensor-parallel collectives overlapped with their
 GEMMs (``tp_comm_overlap``, modelled: :func:`phaze_env.hardware.estimator.chunked_exposed_s`). Held out: the same model
 in two later releases (GBS 128 and 256) and Llama 3.1 405B on 1,024 H100 (TP 8, PP 8, CP 2, VP 8) in three releases.
 History: with the TP collectives priced exposed the same rule fitted 0.983 and the 405B rows came out −2.4 % to +0.9 %
-(with the overlap +3.5 % to +7.0 %); what the factor still stands for is not measured separately."""
+(with the overlap +3.5 % to +7.0 %); with the data-parallel reduce-scatter and all-gather also overlapped
+(``dp_comm_overlap``) the fit moved from 0.8785 to 0.8772 and the 405B rows to +6.0 % to +11.5 %. What the factor still
+stands for is not measured separately."""
+
+
+FITTED_FIELDS = ("framework_efficiency", "attention_efficiency")
+"""The :class:`~phaze_env.cluster.Stack` fields a profile has per chip (its :class:`ChipFit`); a profile sets each of
+the others itself."""
 
 
 @dataclass(frozen=True)
@@ -217,26 +223,25 @@ class StackProfile:
     fits: tuple[ChipFit, ...]
     sources: str
     hybrid_allreduce_overlapped: bool = True  # hybrid sharding's cross-group all-reduce: in the backward, or after it
-    unfused_elementwise: bool = False  # eager PyTorch: every elementwise operator its own kernel (Cluster field)
-    hybrid_allreduce_exposure: float = 0.0  # share of the overlapped hybrid-shard all-reduce not hidden (Cluster field)
+    unfused_elementwise: bool = False  # eager PyTorch: every elementwise operator its own kernel (a Stack field)
+    hybrid_allreduce_exposure: float = 0.0  # share of the overlapped hybrid-shard all-reduce not hidden (a Stack field)
     exposure_calibration: str = ""  # the published run hybrid_allreduce_exposure is fitted to ("" = not fitted: 0)
-    plan_rules: PlanRules = PlanRules()  # the plans it can run (pipeline split, interleaving, ZeRO stages; Cluster field)
-    tp_comm_overlap: bool = False  # tensor-parallel collectives chunked and overlapped with their GEMMs (Cluster field)
-    moe_dispatch: str = "alltoall"  # expert parallelism's token dispatch: flat or node-deduplicated (Cluster field)
+    plan_rules: PlanRules = PlanRules()  # the plans it can run (pipeline split, interleaving, ZeRO stages; a Stack field)
+    tp_comm_overlap: bool = False  # tensor-parallel collectives chunked and overlapped with their GEMMs (a Stack field)
+    dp_comm_overlap: bool = False  # data-parallel collectives per bucket under the backward/forward passes (a Stack field)
+    moe_dispatch: str = "alltoall"  # expert parallelism's token dispatch: flat or node-deduplicated (a Stack field)
     moe_node_limit: int = 0  # node-limited routing: a token's experts on at most this many nodes (0: no limit)
-    moe_alltoall_overlap: bool = False  # the dispatch/combine hidden under another microbatch's compute (Cluster field)
-    moe_comm_sm_share: float = 0.0  # compute units the overlapped communication kernels hold (Cluster field)
+    moe_alltoall_overlap: bool = False  # the dispatch/combine hidden under another microbatch's compute (a Stack field)
+    moe_comm_sm_share: float = 0.0  # compute units the overlapped communication kernels hold (a Stack field)
     variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:
         if not self.fits:
             raise ValueError(f"stack {self.name!r} needs an efficiency fitted on at least one chip")
-        if self.moe_dispatch not in MOE_DISPATCHES:
-            raise ValueError(f"stack {self.name!r}: moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, got "
-                             f"{self.moe_dispatch!r}")
-        if self.moe_node_limit and self.moe_dispatch != "hierarchical":
-            raise ValueError(f"stack {self.name!r}: moe_node_limit={self.moe_node_limit} (node-limited routing) needs "
-                             "moe_dispatch='hierarchical' (a flat all-to-all sends every copy whatever the nodes)")
+        try:  # its structure is a Stack's: validated by Stack, once
+            self.stack(self.fits[0])
+        except ValueError as error:
+            raise ValueError(f"stack {self.name!r}: {str(error).removeprefix('cluster ')}") from None
 
     def workload_error(self, workload) -> str:
         """Why this stack's knobs cannot run ``workload`` ("" when they can): node-limited routing and the all-to-all
@@ -269,14 +274,17 @@ class StackProfile:
 
     def structure(self, cluster: Cluster) -> Cluster:
         """``cluster`` with this stack's structure; its efficiencies (framework, attention kernel) left as they are."""
-        return replace(cluster, interleaved_schedule=self.interleaved_schedule,
-                       pipeline_scatter_gather=self.pipeline_scatter_gather,
-                       hybrid_allreduce_overlapped=self.hybrid_allreduce_overlapped,
-                       unfused_elementwise=self.unfused_elementwise,
-                       hybrid_allreduce_exposure=self.hybrid_allreduce_exposure, plan_rules=self.plan_rules,
-                       tp_comm_overlap=self.tp_comm_overlap, moe_dispatch=self.moe_dispatch,
-                       moe_node_limit=self.moe_node_limit, moe_alltoall_overlap=self.moe_alltoall_overlap,
-                       moe_comm_sm_share=self.moe_comm_sm_share)
+        return cluster.replace(stack=replace(cluster.stack, **self._structure()))
+
+    def _structure(self) -> dict:
+        """The :class:`~phaze_env.cluster.Stack` fields this profile sets whatever the chip: every one but the
+        efficiencies fitted per chip (:data:`FITTED_FIELDS`)."""
+        return {name: getattr(self, name) for name in Stack.__dataclass_fields__ if name not in FITTED_FIELDS}
+
+    def stack(self, fit: ChipFit) -> Stack:
+        """The training stack this profile runs with ``fit``'s efficiencies."""
+        return Stack(**self._structure(), framework_efficiency=fit.framework_efficiency,
+                     attention_efficiency=fit.attention_efficiency)
 
     def apply(self, cluster: Cluster, chip: str | None = None) -> Cluster:
         """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure, its
@@ -288,8 +296,7 @@ class StackProfile:
             raise UnfittedChipError(f"training stack {self.name!r} has no efficiency fitted on {chip!r} (fitted on: "
                                     f"{fitted}); give the framework efficiency explicitly (--framework-efficiency F, "
                                     "or the cluster's framework_efficiency)")
-        return replace(self.structure(cluster), framework_efficiency=fit.framework_efficiency,
-                       attention_efficiency=fit.attention_efficiency)
+        return cluster.replace(stack=self.stack(fit))
 
 
 STACKS: dict[str, StackProfile] = {
@@ -307,7 +314,7 @@ STACKS: dict[str, StackProfile] = {
                     "(Megatron-Core in NeMo, NVIDIA/dgxc-benchmarking)"),
         StackProfile(
             name="megatron-core", interleaved_schedule=True, pipeline_scatter_gather=True,
-            plan_rules=MEGATRON_CORE_RULES, tp_comm_overlap=True,
+            plan_rules=MEGATRON_CORE_RULES, tp_comm_overlap=True, dp_comm_overlap=True,
             fits=(ChipFit(("h100", "h100-fp8"), MEGATRON_CORE_H100_EFFICIENCY, "bridge2509-llama3-70b-fp8-64",
                           TE_FUSED_ATTENTION_H100_EFFICIENCY),),
             sources="NVIDIA/Megatron-LM's Megatron-Core as NeMo 25.x / Megatron-Bridge run it (scripts/performance "
@@ -315,7 +322,9 @@ STACKS: dict[str, StackProfile] = {
                     "Transformer Engine (FP8, cuDNN fused attention: TE_FUSED_ATTENTION_H100_EFFICIENCY), tensor-parallel "
                     "communication overlapped with its GEMMs by Transformer Engine's userbuffers (tp_comm_overlap: the "
                     "Llama 3 70B and 405B performance recipes enable it, NeMo's MegatronCommOverlapCallback / "
-                    "Megatron-Bridge CommOverlapConfig with the userbuffers configs for H100); efficiency: "
+                    "Megatron-Bridge CommOverlapConfig with the userbuffers configs for H100), the data-parallel "
+                    "reduce-scatter and all-gather per bucket under the backward and forward passes (dp_comm_overlap: "
+                    "--overlap-grad-reduce / --overlap-param-gather, on in the same recipes); efficiency: "
                     "MEGATRON_CORE_H100_EFFICIENCY"),
         StackProfile(
             name="megatron-deepspeed", interleaved_schedule=False, pipeline_scatter_gather=True,
@@ -404,14 +413,18 @@ data parallelism, whole microbatches."""
 
 STACKS["deepseek-hai-llm"] = replace(
     _dispatch_variant(
-        STACKS["megatron-lm"], "deepseek-hai-llm", moe_dispatch="hierarchical", moe_node_limit=4,
+        STACKS["megatron-core"], "deepseek-hai-llm", moe_dispatch="hierarchical", moe_node_limit=4,
         moe_alltoall_overlap=True, moe_comm_sm_share=DEEPSEEK_COMM_SM_SHARE,
         sources="DeepSeek-V3's own framework HAI-LLM as arXiv:2412.19437 §3.2 describes it: node-limited routing to at "
                 "most M = 4 nodes (§2.1.2), each token over IB once per node and NVLink inside it (§3.2.2), DualPipe's "
                 "paired forward and backward chunks hiding the all-to-all (§3.2.1) with DEEPSEEK_COMM_SM_SHARE of the SMs "
-                "on communication, stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); efficiency: megatron-lm's "
-                "H100 fit, assumed (HAI-LLM has no other published run to fit to; the H800 is the H100's die)"),
-    plan_rules=DEEPSEEK_PIPELINE_RULES, interleaved_schedule=False)
+                "on communication, stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); kernels and efficiency: "
+                "megatron-core's H100 fit with its fused attention (a 2024 stack training MLA at 4K in FP8 runs a "
+                "flash-class attention kernel; which one is not published), assumed (HAI-LLM has no other published "
+                "run to fit to; the H800 is the H100's die)"),
+    plan_rules=DEEPSEEK_PIPELINE_RULES, interleaved_schedule=False,
+    dp_comm_overlap=False)  # HAI-LLM's data-parallel overlap is not published (arXiv:2412.19437 §3.2 describes DualPipe's
+# overlap of the expert all-to-all and pipeline sends only): its gradient collectives stay priced after the flush
 
 
 class UnknownStackError(ValueError):
@@ -458,6 +471,9 @@ class SystemStack:
     plan: str
     fits: tuple[ChipFit, ...]
     sources: str
+    design_efficiency: float | None = None
+    """The searched chips' framework efficiency when set (a sensitivity study's move,
+    :data:`phaze_env.assumptions.ASSUMPTIONS`); ``None``: :meth:`design_fit`'s rule."""
 
     def __post_init__(self) -> None:
         if not self.fits:
@@ -485,8 +501,7 @@ class SystemStack:
             fitted = ", ".join(c for f in self.fits for c in f.chips)
             raise UnfittedChipError(f"system stack {self.name!r} has no efficiency fitted on {chip!r} (fitted on: "
                                     f"{fitted})")
-        return replace(self.structure.structure(base), plan_rules=self.structure.plan_rules,
-                       framework_efficiency=fit.framework_efficiency, attention_efficiency=fit.attention_efficiency)
+        return base.replace(stack=self.structure.stack(fit))
 
     def design_fit(self, template: Accelerator) -> tuple[ChipFit, str]:
         """The fit a searched chip built from ``template`` (the system space's base) takes, and the preset whose fit it
@@ -498,8 +513,12 @@ class SystemStack:
         return self.fits[0], self.fits[0].chips[0]
 
     def design_training(self, base: Cluster, template: Accelerator) -> Cluster:
-        """``base`` running this stack on a searched chip built from ``template`` (:meth:`design_fit`)."""
-        return self.training(base, self.design_fit(template)[1])
+        """``base`` running this stack on a searched chip built from ``template`` (:meth:`design_fit`, or
+        :attr:`design_efficiency` when set)."""
+        training = self.training(base, self.design_fit(template)[1])
+        if self.design_efficiency is None:
+            return training
+        return replace(training, framework_efficiency=self.design_efficiency)
 
     def design_note(self, template: Accelerator) -> str:
         """One line for a search's output: the efficiency the searched chips run at and why."""

@@ -40,13 +40,12 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from phaze_env.cache import DiskCache, code_key
+from phaze_env.cluster import Network
 from phaze_env.design import SystemArchSpace
 from phaze_env.evaluate import Cluster, expert_parallel_degrees, valid_tensor_widths
 from phaze_env.hardware import ArchSpace
@@ -88,18 +87,19 @@ def bounding_cluster(cluster: Cluster) -> Cluster:
       holds it, so the cluster itself bounds every smaller one.
 
     Either way a larger ``n_devices`` only adds placements (``d·p·t ≤ N``)."""
-    if not cluster.torus_dims:
+    network = cluster.network
+    if not network.torus_dims:
         return cluster
     # The fastest level, as nominal per-direction link bandwidth (the flat ring achieves 2·link·efficiency; the DCN
     # level's bandwidth is already achieved).
-    link_Bps = 2 * cluster.link_bandwidth_Bps
-    if cluster.slices > 1:
-        link_Bps = max(link_Bps, cluster.dcn_bandwidth_Bps / cluster.link_efficiency)
-    # Only the network is replaced: the training fields and the stack's (efficiency, schedule, fused attention,
-    # overlap) are the cluster's own, so the bound prices every layer as the evaluation does.
-    return dataclasses.replace(cluster, link_bandwidth_Bps=link_Bps, link_latency_s=0.0, torus_dims=(),
-                   devices_per_node=1, node_bandwidth_Bps=math.inf, node_latency_s=0.0, node_efficiency=1.0,
-                   slices=1, dcn_bandwidth_Bps=math.inf, dcn_latency_s=0.0, name="torus-bound")
+    link_Bps = 2 * network.link_bandwidth_Bps
+    if network.slices > 1:
+        link_Bps = max(link_Bps, network.dcn_bandwidth_Bps / network.link_efficiency)
+    # Only the network is replaced: the setup and the stack (efficiency, schedule, fused attention, overlap) are the
+    # cluster's own, so the bound prices every layer as the evaluation does.
+    ring = Network(n_devices=network.n_devices, link_bandwidth_Bps=link_Bps, link_efficiency=network.link_efficiency,
+                   name="torus-bound")
+    return Cluster(network=ring, setup=cluster.setup, stack=cluster.stack)
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ class BoundingGroup:
 
 def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> list[BoundingGroup]:
     """The groups a space is bounded in: PHAZE's space is one (every architecture on ``cluster``); the system space's
-    rows (``cluster``: the training fields only) are grouped.
+    rows (``cluster``: only its setup and stack) are grouped.
 
     Rows sharing the HBM (bandwidth, efficiency), number format, topology and links share one group: their
     architectures (an :class:`ArchSpace` of the space's value lists up to the largest of them, on a base with that HBM)
@@ -205,8 +205,8 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
     # the interleavings evaluate's DP tries (PHAZE's space: none; Settings.interleaved's rule for a free v) and the
     # recompute modes its stages may use (PHAZE's space: none|full)
     pinned_v = 1 if plan is None else plan.interleave
-    interleaved = cluster.interleaved_schedule and cluster.plan_rules.pipeline
-    ends_count = cluster.plan_rules.embedding_loss_in_split
+    interleaved = cluster.stack.interleaved_schedule and cluster.stack.plan_rules.pipeline
+    ends_count = cluster.stack.plan_rules.embedding_loss_in_split
     recompute_modes = ("none",) if plan is None else plan.recompute_modes
     bounds = {}
     core_configs = (space.tc_configs(), space.vc_configs())
@@ -230,14 +230,14 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
                                                       device_caps=device_caps, interleaves=interleaves,
                                                       total_layers=total_layers))
             time_s = np.min(times_s, axis=0)
-            bounds[(t, m)] = cluster.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
+            bounds[(t, m)] = cluster.setup.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds
 
 
 def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
                       tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None) -> np.ndarray:
     """Upper bound on ``evaluate(..., plan=plan).throughput_samples_s`` for every architecture of ``space`` (every row
-    of a system space, on its own cluster: ``cluster`` gives the training fields), one :func:`variant_throughput_bounds`
+    of a system space, on its own cluster: ``cluster`` gives the setup and the stack), one :func:`variant_throughput_bounds`
     per :func:`bounding_groups` group; ``plan`` as :func:`variant_throughput_bounds`."""
     _check_plan(plan)
     bound = np.zeros(len(space))

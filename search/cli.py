@@ -9,7 +9,6 @@ script can tell "no answer" from an answer.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -26,6 +25,8 @@ from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.hardware.energy import DYNAMIC_ENERGY_LABEL
 from phaze_env.hardware.system import OBJECTIVES, WALL_ENERGY_LABEL
 from phaze_env.placement.inputs import uneven_batch_note
+from phaze_env.hardware.cost import NODES
+from phaze_env.hardware.system import SYSTEM_NODE
 from phaze_env.stacks import DEFAULT_SYSTEM_STACK
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
 from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
@@ -61,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="per-step (inter-node) link latency in µs (default: the cluster preset's; phaze 0)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer state (default sgd)")
     add_system_budget_options(parser)
+    parser.add_argument("--node", default=None, metavar="NODE",
+                        help=f"system space: the process node every design is built at, one of {', '.join(NODES)} "
+                             f"(hardware.cost.NODES: logic/SRAM density, energy per event, wafer price and D0; default "
+                             f"{SYSTEM_NODE}, the node of the template the cores come from)")
     parser.add_argument("--objective", choices=OBJECTIVES, default="throughput",
                         help="system space: what the best design maximises — throughput at the budget (default), "
                              "throughput per W or per $, or minimises energy or carbon (operational + embodied) "
@@ -138,7 +143,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
     links = {name: value for name, value in (
         ("link_bandwidth_Bps", None if args.link_GBps is None else args.link_GBps * 1e9),
         ("link_latency_s", None if args.link_latency_us is None else args.link_latency_us * 1e-6)) if value is not None}
-    cluster = dataclasses.replace(cluster, **links)
+    cluster = cluster.replace(**links)
     overrides: dict[str, Any] = {"base": base}
     system = args.space == "system"
     if system:
@@ -147,13 +152,15 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
                              "area are its knobs)")
         overrides |= {"budget_w": None if args.budget_mw is None else args.budget_mw * 1e6,
                       "budget_usd": args.budget_usd, "nre_chips": args.nre_chips,
-                      "stack": args.stack or DEFAULT_SYSTEM_STACK}
+                      "stack": args.stack or DEFAULT_SYSTEM_STACK, "node": args.node or SYSTEM_NODE}
     elif objective != "throughput":  # from --objective, or --objectives naming one
         raise ValueError(f"the {objective} objective needs --space system (its designs have a power and a cost)")
     elif args.budget_mw is not None or args.budget_usd is not None:
         raise ValueError("--budget-mw and --budget-usd apply to --space system only")
     elif args.nre_chips is not None:
         raise ValueError("--nre-chips applies to --space system only")
+    elif args.node is not None:
+        raise ValueError("--node applies to --space system only (PHAZE's spaces are the TPUv4 template's, N7)")
     elif args.stack is not None:
         raise ValueError("--stack applies to --space system only (PHAZE's spaces run its plan space on the --cluster "
                          "preset's stack)")

@@ -13,6 +13,8 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Iterator
 
+from phaze_env.cache import MOVED_ASSUMPTIONS_ENV
+
 
 class InlineExecutor(Executor):
     """Runs each task at submission, in this process (deterministic; no pickling)."""
@@ -27,7 +29,12 @@ class InlineExecutor(Executor):
 
 
 def _init_worker() -> None:
-    """Worker initializer: leave the terminal's process group and die with the parent."""
+    """Worker initializer: leave the terminal's process group, die with the parent, and run the model under the
+    parent's moved assumptions if any (:func:`phaze_env.assumptions.apply_environment`)."""
+    if os.environ.get(MOVED_ASSUMPTIONS_ENV):  # only then: a worker of a nominal run imports nothing more
+        from phaze_env.assumptions import apply_environment
+
+        apply_environment()
     _leave_terminal_group()
     threading.Thread(target=_exit_when_parent_dies, name="parent-death-guard", daemon=True).start()
 

@@ -101,12 +101,12 @@ def front_figure(result: SearchResult, records: dict[tuple[str, int], DesignReco
         if config.is_system:
             ax.set(xlabel=DIE_AREA_LABEL, ylabel="training throughput (samples/s)")
             title = (f"{name} · system space at {space.budget.describe()} (each design: the chips the budget buys), "
-                     f"global batch {cluster.global_batch:,}")
+                     f"global batch {cluster.setup.global_batch:,}")
         else:
             ax.axvline(space.budget_mm2, color="0.5", lw=0.8, ls=":", label=f"area budget {space.budget_mm2:.1f} mm²")
             ax.set(xlabel=ARCHITECTURE_AREA_LABEL, ylabel="training throughput (samples/s)")
-            title = (f"{name} · {cluster.n_devices:,} devices ({cluster.name}, {cluster.link_bandwidth_Bps / 1e9:g} "
-                     f"GB/s links), global batch {cluster.global_batch:,}")
+            title = (f"{name} · {cluster.n_devices:,} devices ({cluster.name}, "
+                     f"{cluster.network.link_bandwidth_Bps / 1e9:g} GB/s links), global batch {cluster.setup.global_batch:,}")
         ax.set_title("\n".join(textwrap.wrap(title, TITLE_CHARACTERS)), fontsize=9)
         ax.legend(fontsize=8)
     return fig

@@ -8,6 +8,11 @@ each point's hover naming its design, plan, figures and proof; and the time per 
 baseline, part by part. The header says what was searched, on which
 cluster, whether the answer is proven, and the search's counts.
 
+A system-space search whose verdict's sensitivity was computed (``OUT/sensitivity.json``, written by
+``python -m experiments.sensitivity``) also gets a tornado chart per reference system: how the throughput ratio of
+the answer over that reference moves when each assumption is at the low or the high end of its range
+(:func:`sensitivity_section`).
+
 ``python -m search.report OUT`` writes ``OUT/report.html`` again from ``OUT/results.json`` and ``OUT/results.db``.
 """
 
@@ -86,6 +91,7 @@ def report_html(result: SearchResult, records: dict[tuple[str, int], DesignRecor
                            for k, f in enumerate(figures))
         sections.append(f"<section><h2>{_e(name)}</h2>\n{_answer_table(answer, answer_label, baseline)}\n{plots}"
                         "</section>")
+    sections.append(sensitivity_section(out))
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f"<title>phaze search: {_e(', '.join(result.workloads))}</title>\n<style>{STYLE}</style>\n"
             f"<script>{plotly.offline.get_plotlyjs()}</script>\n</head><body>\n{_header(result, cluster, out)}\n"
@@ -128,14 +134,14 @@ def _header(result: SearchResult, cluster: Cluster, out: Path) -> str:
         "ILP solves": f"{result.ilp_solves:,}", "elapsed": f"{result.elapsed_s:.1f} s", "outputs": f"{out}/"}
     rows = "".join(f"<tr><th>{_e(key)}</th><td>{_e(value)}</td></tr>" for key, value in counts.items())
     if "budget_mm2" in result.space:
-        system = f"<p><b>cluster</b> {_e(cluster.describe())}; global batch {cluster.global_batch:,}</p>\n"
+        system = f"<p><b>cluster</b> {_e(cluster.describe())}; global batch {cluster.setup.global_batch:,}</p>\n"
         window = f"area budget {result.space['budget_mm2']:.1f} mm²"
     else:  # the system space: each design on the cluster its budget buys
         budget = result.space["budget"]
         spend = (f"{budget['power_w'] / 1e6:g} MW at the wall" if budget["power_w"] is not None
                  else f"${budget['cost_usd']:,.0f}")
         system = (f"<p><b>cluster</b> each design's own, the chips {_e(spend)} buys; global batch "
-                  f"{cluster.global_batch:,}</p>\n")
+                  f"{cluster.setup.global_batch:,}</p>\n")
         window = "area window: the compute block within die − HBM PHYs − SerDes − IO"
     return (f"<h1>phaze exact search ({_e(result.mode)} mode): {_e(', '.join(result.workloads))}</h1>\n"
             f"{system}<p><b>space</b> {_e(knobs)}; {_e(window)}</p>\n"
@@ -275,6 +281,90 @@ def _time_breakdown(name: str, answer: DesignResult, answer_label: str, baseline
                       template="plotly_white", height=170 + 70 * len(bars), yaxis={"autorange": "reversed"},
                       legend={"orientation": "h", "y": -0.35, "traceorder": "normal"})
     return fig
+
+
+# --------------------------------------------------------------------------------------------- sensitivity
+
+SENSITIVITY_FILE = "sensitivity.json"
+"""The verdict's sensitivity next to a search's outputs: ``{"workload", "budget", "references": {name: label},
+"nominal": {"ratios": {name: ratio}}, "cases": [{"assumption", "label", "unit", "end": "low"|"high", "value",
+"nominal_value", "status", "ratios": {name: ratio}}, …]}`` (``experiments.sensitivity`` writes it)."""
+
+
+def sensitivity_section(out: Path) -> str:
+    """The tornado charts of ``out/sensitivity.json`` with a line on how its figures were obtained ("" when there is
+    none; a file that cannot be read says so on the page instead of failing the report)."""
+    path = Path(out) / SENSITIVITY_FILE
+    if not path.is_file():
+        return ""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        figures = tornado_figures(data)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"<section><h2>Sensitivity</h2><p class=\"unproven\">cannot read {_e(path)}: {_e(exc)}</p></section>"
+    statuses = sorted({c["status"] for c in data["cases"]})
+    note = (f"{len(data['cases'])} cases ({', '.join(statuses)}): each assumption at the low and the high end of its "
+            "range, the search re-run exactly (or, where the move leaves every input of the search and the references "
+            "unchanged, the nominal answer)")
+    plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG, div_id=f"tornado-{k}")
+                      for k, f in enumerate(figures))
+    return (f"<section><h2>Sensitivity of the verdict: {_e(data['workload'])} at {_e(data['budget'])}</h2>\n"
+            f"<p>{_e(note)}</p>\n{plots}</section>")
+
+
+def tornado_bars(data: dict[str, Any], reference: str) -> list[dict[str, Any]]:
+    """Per assumption of ``data`` (:data:`SENSITIVITY_FILE`'s form): its label with its range, and the ratio vs
+    ``reference`` at the low and at the high end of the range (None where that end is the nominal value), the
+    widest swing first."""
+    nominal = data["nominal"]["ratios"][reference]
+    bars: dict[str, dict[str, Any]] = {}
+    for case in data["cases"]:
+        bar = bars.setdefault(case["assumption"], {"assumption": case["assumption"], "low": None, "high": None,
+                                                   "values": {}, "status": set()})
+        bar[case["end"]] = case["ratios"].get(reference)
+        bar["values"][case["end"]] = case["value"]
+        bar["status"].add(case["status"])
+        unit = f" {case['unit']}" if case["unit"] else ""
+        bar["label"] = case["label"]
+        bar["range"] = f"{_number(case['nominal_value'])}{unit}"
+    for bar in bars.values():
+        ends = "–".join(_number(bar["values"][e]) for e in ("low", "high") if e in bar["values"])
+        bar["label"] = f"{bar['label']} ({bar['range']}; {ends})"
+        bar["status"] = ", ".join(sorted(bar["status"]))
+    swing = lambda b: max(abs((b[e] if b[e] is not None else nominal) - nominal) for e in ("low", "high"))  # noqa: E731
+    return sorted(bars.values(), key=lambda b: -swing(b))
+
+
+def _number(value: float) -> str:
+    """An assumption's value as a label shows it: thousands separated, four significant figures below 1,000."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def tornado_figures(data: dict[str, Any]) -> list:
+    """One tornado chart per reference of ``data``: a bar per assumption from the nominal ratio to the ratio at the
+    low (blue) and at the high (red) end of its range, the widest first."""
+    import plotly.graph_objects as go
+
+    figures = []
+    for reference, label in data["references"].items():
+        if reference not in data["nominal"]["ratios"]:
+            continue
+        nominal, bars = data["nominal"]["ratios"][reference], tornado_bars(data, reference)
+        fig = go.Figure()
+        for end, colour in (("low", "#4c78a8"), ("high", "#e45756")):
+            shown = [b for b in bars if b[end] is not None]
+            fig.add_trace(go.Bar(y=[b["label"] for b in shown], x=[b[end] - nominal for b in shown], base=nominal,
+                                 orientation="h", name=f"{end} end of the range", marker={"color": colour},
+                                 customdata=[[b[end], b["status"]] for b in shown],
+                                 hovertemplate="%{y}<br>ratio %{customdata[0]:.3f}× (%{customdata[1]})<extra></extra>"))
+        fig.add_vline(x=nominal, line={"color": "black", "width": 1},
+                      annotation_text=f"nominal {nominal:.2f}×", annotation_position="top")
+        fig.update_layout(title=f"{data['workload']} at {data['budget']}: throughput ratio vs {label}, each assumption "
+                                "over its range", barmode="overlay", template="plotly_white",
+                          xaxis_title=f"best system's throughput / {label}'s", yaxis={"autorange": "reversed"},
+                          height=140 + 28 * len(bars), legend={"orientation": "h", "y": -0.15})
+        figures.append(fig)
+    return figures
 
 
 # --------------------------------------------------------------------------------------------- rebuild

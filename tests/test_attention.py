@@ -4,7 +4,6 @@ PHAZE's search) prices the traced eager attention exactly as before."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -84,7 +83,7 @@ def test_only_the_scores_are_recomputed_by_the_backward_kernel(llama_block):
 
 def test_fused_kernel_runs_at_its_fraction_of_peak(llama_block):
     h100 = get_preset("h100")
-    cluster = replace(get_cluster("dgx-h100", 8), attention_efficiency=0.5)
+    cluster = get_cluster("dgx-h100", 8).replace(attention_efficiency=0.5)
     ops = llama_block.fwd.ops
     fused, indices = fused_attention_ops(ops, 2)
     priced = price_ops(ops, h100, cluster, layer="block")
@@ -102,13 +101,13 @@ def test_without_the_kernel_pricing_is_the_traced_eager_attention(llama_block):
     """attention_efficiency 0 (every preset's default) prices every op with the estimator's own terms, as before."""
     h100 = get_preset("h100")
     cluster = get_cluster("dgx-h100", 8)
-    assert cluster.attention_efficiency == 0 and Cluster().attention_efficiency == 0
+    assert cluster.stack.attention_efficiency == 0 and Cluster().stack.attention_efficiency == 0
     ops = llama_block.bwd.ops
     priced = price_ops(ops, h100, cluster, layer="block")
     _, _, tensor, vector = latency_terms(ops, [h100.tc_config], [h100.vc_config], **shared_parameters(h100),
                                          fp8=fp8_flags(ops, "block", h100.number_format))
     assert np.array_equal(priced.tensor.all_s, tensor.all_s) and np.array_equal(priced.vector.all_s, vector.all_s)
-    fused = price_ops(ops, h100, replace(cluster, attention_efficiency=1.0), layer="block")
+    fused = price_ops(ops, h100, cluster.replace(attention_efficiency=1.0), layer="block")
     assert not np.array_equal(fused.tensor.all_s, tensor.all_s)  # the switch does something
 
 
@@ -116,7 +115,7 @@ def test_without_the_kernel_pricing_is_the_traced_eager_attention(llama_block):
 def test_fused_backward_carries_its_recompute_whatever_the_recompute_mode():
     """With a fused kernel, selective recompute costs nothing more than none (the backward kernel recomputes the
     scores in either case); full recompute reruns the forward."""
-    cluster = replace(get_cluster("dgx-h100", 8, global_batch=16, optimizer="adam"), attention_efficiency=0.5)
+    cluster = get_cluster("dgx-h100", 8, global_batch=16, optimizer="adam").replace(attention_efficiency=0.5)
     times = {mode: evaluate(TINY, get_preset("h100"), cluster, plan=PlanSpec(t=1, p=1, d=8, microbatch=2, recompute=mode),
                             cache=False).plan["time_per_batch_s"] for mode in ("none", "selective", "full")}
     assert times["selective"] == pytest.approx(times["none"], rel=1e-12) and times["full"] > times["none"]
@@ -150,19 +149,19 @@ def test_context_parallelism_runs_with_a_fused_kernel_and_its_ring_overlaps_the_
     """c > 1 with a fused kernel is priced (it used to be refused): each of the c − 1 ring hops adds what its send
     exceeds the kernel's block by (cp_comm), so a slower link exposes more of it."""
     plan = PlanSpec(t=1, c=2, p=1, d=4, microbatch=1, recompute="selective")
-    fused = replace(get_cluster("dgx-h100", 8, global_batch=16, optimizer="adam"), attention_efficiency=0.5)
+    fused = get_cluster("dgx-h100", 8, global_batch=16, optimizer="adam").replace(attention_efficiency=0.5)
     fast = evaluate(LONG, get_preset("h100"), fused, plan=plan, cache=False)
-    slow = evaluate(LONG, get_preset("h100"), replace(fused, node_bandwidth_Bps=1e6), plan=plan, cache=False)
+    slow = evaluate(LONG, get_preset("h100"), fused.replace(node_bandwidth_Bps=1e6), plan=plan, cache=False)
     assert fast.feasible and slow.feasible and fast.plan["context_parallel"] == 2
     assert 0.0 <= fast.plan["time_breakdown_s"]["cp_comm"] < slow.plan["time_breakdown_s"]["cp_comm"]
     assert slow.throughput_samples_s < fast.throughput_samples_s
-    eager = evaluate(LONG, get_preset("h100"), replace(fused, attention_efficiency=0.0), plan=plan, cache=False)
+    eager = evaluate(LONG, get_preset("h100"), fused.replace(attention_efficiency=0.0), plan=plan, cache=False)
     assert fast.throughput_samples_s > eager.throughput_samples_s  # the kernel skips the masked half and the s × s HBM
     with pytest.raises(ValueError, match="attention_efficiency must be in"):
         Cluster(attention_efficiency=1.5)
 
 
 def test_explain_refuses_a_fused_kernel_rather_than_split_it_wrongly():
-    cluster = replace(get_cluster("dgx-h100", 8), attention_efficiency=0.5)
+    cluster = get_cluster("dgx-h100", 8).replace(attention_efficiency=0.5)
     with pytest.raises(ValueError, match="explain does not split a fused attention kernel"):
         explain_layer(TINY, get_preset("h100"), cluster)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -177,6 +179,24 @@ def test_spotlight_gp_gradient_fit_and_expected_improvement():
     np.testing.assert_allclose(expected_improvement(means, stds, best, xi), integrated, rtol=1e-6, atol=1e-12)
     features = FeatureMap(SPACE, domain=True)(list(SPACE)[:50])
     assert features.min() >= -1e-12 and features.max() <= 1 + 1e-12
+
+
+def test_spotlight_optimises_its_hyper_parameters_on_a_geometric_schedule():
+    """Every ``refit_every`` observations while the data are few, then only when they grew by a tenth: 300
+    observations cost tens of likelihood optimisations, not 100 (each is ~150 likelihood solves of O(n³))."""
+    from baselines.spotlight import Spotlight
+    from phaze_env.tasks import get_task
+
+    space = get_task("tiny-gpt2/full-a05/throughput").design_space()  # ~10⁵ designs: no pool runs dry
+    strategy = Spotlight(space, seed=0, warmup=1, explore=0.0, pool=20)
+    sizes: list[int] = []
+    strategy.gp.fit = lambda x, y, optimise=True: sizes.append(len(y)) if optimise else None
+    strategy.gp.predict = lambda x: (np.zeros(len(x)), np.ones(len(x)))
+    for _ in range(300):
+        design = strategy.ask()
+        strategy.tell(design, None)
+    assert sizes[:4] == [1, 4, 7, 10] and 30 <= len(sizes) <= 45
+    assert all(b >= max(a + 3, math.ceil(1.1 * a)) for a, b in zip(sizes, sizes[1:]))
 
 
 @pytest.mark.slow

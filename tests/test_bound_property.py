@@ -124,7 +124,8 @@ def interleaving_case(draw):
     rules = PlanRules(uniform_stages=draw(st.booleans()), whole_microbatches=draw(st.booleans()),
                       zero_stages=(0, 1))
     cluster = Cluster(n_devices=draw(st.integers(2, 16)), global_batch=draw(st.integers(1, 32)),
-                      link_bandwidth_Bps=draw(st.sampled_from([math.inf, 10.0, 1000.0])), plan_rules=rules)
+                      link_bandwidth_Bps=draw(st.sampled_from([math.inf, 10.0, 1000.0])), plan_rules=rules,
+                      dp_comm_overlap=draw(st.booleans()))  # the collectives hidden under the passes: a smaller sync
     plan = PlanSpec(recompute="none", interleave=None, zero=draw(st.sampled_from([0, 1])), sequence_parallel=False, e=1)
     return layers, Settings(cluster, 1, draw(st.integers(1, 2)), 1e12, plan)
 

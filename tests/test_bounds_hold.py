@@ -41,7 +41,8 @@ def clusters(draw) -> Cluster:
     common = dict(global_batch=draw(st.sampled_from([1, 2, 5, 12, 48])), optimizer=draw(st.sampled_from(["sgd", "adam"])),
                   link_bandwidth_Bps=draw(st.sampled_from([10.0, 100.0, 1000.0])),
                   link_latency_s=draw(st.sampled_from([0.0, 0.01])), link_efficiency=draw(st.sampled_from([1.0, 0.8])),
-                  pipeline_scatter_gather=draw(st.booleans()))
+                  pipeline_scatter_gather=draw(st.booleans()),
+                  dp_comm_overlap=draw(st.booleans()))  # data-parallel collectives hidden under the passes, or not
     dcn = dict(dcn_bandwidth_Bps=draw(st.sampled_from([5.0, 50.0, 5000.0])), dcn_latency_s=draw(st.sampled_from([0.0, 0.02])))
     if kind == "ring":
         return Cluster(n_devices=draw(st.integers(1, 12)), **common)
@@ -124,7 +125,7 @@ SLOW_LAYER = {"fwd_s": 0.0, "bwd_s": 1.0, "param_bytes": 0.0, "expert_param_byte
 def test_system_space_bound_never_exceeds_the_dp_time(layers, cluster, t, m, e, zero, hbm_share, step_Bps, bounding):
     """The search's placement bound on the cluster itself, and on its bounding cluster (the system space's: a
     torus or several pods as one flat ring), is at most the DP's best time over the plans it bounds."""
-    bounding = bounding and bool(cluster.torus_dims)  # the system space bounds tori only through bounding_cluster
+    bounding = bounding and bool(cluster.network.torus_dims)  # the system space bounds tori only through bounding_cluster
     assert_system_bound_holds(layers, cluster, t, m, e, zero, hbm_for(layers, hbm_share), step_Bps, bounding)
 
 
@@ -134,8 +135,9 @@ def test_pipeline_send_bound_on_a_tpuv4_pod_at_t2():
     ``1/t`` of each message over one ICI link and all-gathers it on the ring (``S/2B + S/4B``, ¾ of a whole send), so
     a bound charging the whole payload per send (``S/B``) would claim more than the DP's time."""
     cluster = get_cluster("tpuv4-pod", 4, global_batch=16)
-    assert cluster.pipeline_scatter_gather and len(cluster.levels) > 1
-    payload = 0.4 * cluster.levels[0].p2p_bandwidth_Bps  # bytes crossing the stage boundary: 0.4 s whole, 0.3 s scattered
+    assert cluster.stack.pipeline_scatter_gather and len(cluster.network.levels) > 1
+    # bytes crossing the stage boundary: 0.4 s whole, 0.3 s scattered
+    payload = 0.4 * cluster.network.levels[0].p2p_bandwidth_Bps
     layers = [{"fwd_s": 0.5, "bwd_s": 0.5, "param_bytes": 1e12, "expert_param_bytes": 0.0, "stash_bytes": 0.0,
                "output_bytes": payload, "input_bytes": payload} for _ in range(2)]
     found = best_plan(layers, Settings(cluster, 2, 1, 1e15, PlanSpec(interleave=1, c=1, e=1, zero=0)))

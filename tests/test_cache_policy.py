@@ -195,8 +195,6 @@ def test_random_policy_run_keeps_memory_flat(tiny, fresh_cache, monkeypatch):
 
 def test_search_bounds_are_cached_under_everything_they_depend_on(fresh_cache, monkeypatch):
     """A warm search reads its bounds back; another cluster, device cap or code it runs through is a miss."""
-    import dataclasses
-
     import numpy as np
 
     from phaze_env.hardware import area, estimator
@@ -223,7 +221,7 @@ def test_search_bounds_are_cached_under_everything_they_depend_on(fresh_cache, m
     assert all(np.array_equal(again[v], first[v]) for v in first)
     with pytest.raises(ValueError):  # shared through the memory: read-only
         next(iter(again.values()))[0] = 0.0
-    run(dataclasses.replace(TINY_CLUSTER, link_bandwidth_Bps=8e9))
+    run(TINY_CLUSTER.replace(link_bandwidth_Bps=8e9))
     run(device_caps=np.full(len(arch), 8))
     _edit_code(monkeypatch, estimator.__name__)  # the estimator's source edited
     run()

@@ -25,6 +25,7 @@ CLI_PARSERS = {
     "experiments.buffer_sweep": "experiments.buffer_sweep",
     "experiments.cost_table": "experiments.cost_table",
     "experiments.system_table": "experiments.system_table",
+    "experiments.sensitivity": "experiments.sensitivity",
     "search.report": "search.report",
     "baselines.train": "baselines.train",
     "phaze_env.objective": "phaze_env.objective",

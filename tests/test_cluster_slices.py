@@ -1,4 +1,4 @@
-"""TPU slices joined by the data-centre network (``Cluster.slices``, the ``tpuv4-pod`` preset's ``slices=``).
+"""TPU slices joined by the data-centre network (``Network.slices``, the ``tpuv4-pod`` preset's ``slices=``).
 
 The DCN is one more, outermost level: a group inside a slice is priced as on one slice, a group across slices adds
 a ring over the slices at the DCN bandwidth; one-slice clusters keep their serialised form (and cache keys); the
@@ -8,7 +8,6 @@ placement DP stays exact on sliced clusters (the combined brute force of ``test_
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -33,30 +32,30 @@ def test_dcn_per_chip_bandwidth_is_palms_burst_per_chip():
 def test_slices_add_one_outer_dcn_level():
     sliced = get_cluster("tpuv4-pod", 256, slices=4)
     one = get_cluster("tpuv4-pod", 64)
-    assert sliced.slice_devices == 64 and sliced.torus_dims == one.torus_dims == (4, 4, 4)
-    assert sliced.levels[:-1] == one.levels
-    assert (sliced.levels[-1].size, sliced.levels[-1].bandwidth_Bps, sliced.levels[-1].latency_s) == (
-        4, TPUV4_DCN_PER_CHIP_BPS, DCN_LATENCY_S)
+    assert sliced.network.slice_devices == 64 and sliced.network.torus_dims == one.network.torus_dims == (4, 4, 4)
+    assert sliced.network.levels[:-1] == one.network.levels
+    dcn = sliced.network.levels[-1]
+    assert (dcn.size, dcn.bandwidth_Bps, dcn.latency_s) == (4, TPUV4_DCN_PER_CHIP_BPS, DCN_LATENCY_S)
 
 
 def test_a_group_inside_a_slice_is_priced_as_on_one_slice():
     sliced, one = get_cluster("tpuv4-pod", 256, slices=4), get_cluster("tpuv4-pod", 64)
     for kind in ("allreduce", "allgather", "reducescatter"):
-        assert sliced.collective_s(kind, 3e8, 64) == one.collective_s(kind, 3e8, 64)
-        assert sliced.collective_s(kind, 3e8, 16, stride=4) == one.collective_s(kind, 3e8, 16, stride=4)
+        assert sliced.network.collective_s(kind, 3e8, 64) == one.network.collective_s(kind, 3e8, 64)
+        assert sliced.network.collective_s(kind, 3e8, 16, stride=4) == one.network.collective_s(kind, 3e8, 16, stride=4)
 
 
 def test_a_group_across_slices_is_a_ring_over_the_dcn():
     sliced = get_cluster("tpuv4-pod", 512, slices=8)
     payload = 6.9e8
     expected = comm.allreduce_s(payload, 8, TPUV4_DCN_PER_CHIP_BPS, DCN_LATENCY_S)
-    assert sliced.collective_s("allreduce", payload, 8, stride=64) == pytest.approx(expected, rel=1e-12)
+    assert sliced.network.collective_s("allreduce", payload, 8, stride=64) == pytest.approx(expected, rel=1e-12)
     assert expected == pytest.approx(2 * 7 / 8 * payload / TPUV4_DCN_PER_CHIP_BPS, rel=1e-3)
     # every chip of every slice: the slice's ICI rings, then the DCN ring on the 1/64 shard
-    whole = sliced.collective_s("allreduce", payload, 512)
-    inner = get_cluster("tpuv4-pod", 64).collective_s("allreduce", payload, 64)
+    whole = sliced.network.collective_s("allreduce", payload, 512)
+    inner = get_cluster("tpuv4-pod", 64).network.collective_s("allreduce", payload, 64)
     assert whole == pytest.approx(inner + comm.allreduce_s(payload / 64, 8, TPUV4_DCN_PER_CHIP_BPS, DCN_LATENCY_S))
-    assert sliced.p2p_level(64, 1).bandwidth_Bps == TPUV4_DCN_PER_CHIP_BPS  # pipeline neighbours a slice apart
+    assert sliced.network.p2p_level(64, 1).bandwidth_Bps == TPUV4_DCN_PER_CHIP_BPS  # pipeline neighbours a slice apart
 
 
 def test_one_slice_keeps_its_serialised_form_and_round_trips():
@@ -68,9 +67,9 @@ def test_one_slice_keeps_its_serialised_form_and_round_trips():
 
 
 def test_v4_slices_are_whole_cubes_with_the_cloud_topologies():
-    assert get_cluster("tpuv4-pod", 192).torus_dims == (4, 4, 12)  # v4-384
-    assert get_cluster("tpuv4-pod", 4096).torus_dims == (16, 16, 16)
-    assert get_cluster("tpuv4-pod", 6144, slices=2).torus_dims == (12, 16, 16)  # PaLM's 2 × 3072
+    assert get_cluster("tpuv4-pod", 192).network.torus_dims == (4, 4, 12)  # v4-384
+    assert get_cluster("tpuv4-pod", 4096).network.torus_dims == (16, 16, 16)
+    assert get_cluster("tpuv4-pod", 6144, slices=2).network.torus_dims == (12, 16, 16)  # PaLM's 2 × 3072
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -92,9 +91,9 @@ def test_a_sliced_cluster_needs_a_dcn_and_full_slices():
 
 def _sliced(cluster: Cluster, rng: np.random.Generator) -> Cluster | None:
     """``cluster`` split into 2 slices joined by a slower or faster network (None when its nodes do not divide)."""
-    if (cluster.n_devices // 2) % cluster.devices_per_node:
+    if (cluster.n_devices // 2) % cluster.network.devices_per_node:
         return None
-    return replace(cluster, slices=2, dcn_bandwidth_Bps=float(rng.choice([3.0, 300.0])),
+    return cluster.replace(slices=2, dcn_bandwidth_Bps=float(rng.choice([3.0, 300.0])),
                    dcn_latency_s=float(rng.choice([0.0, 0.02])))
 
 
@@ -126,7 +125,7 @@ def test_the_sliced_instances_reach_plans_across_the_dcn():
         plan = placement.best_plan_multi(lambda t, m, c, e: variants[(c, e)], template,
                                          tensor_widths=[options["tensor_width"]], microbatches=[options["microbatch"]],
                                          context_parallels=(1, 2), expert_parallels=(1, 2))
-        across += plan.feasible and PlanSpec.parse(plan.notation).devices > cluster.slice_devices
+        across += plan.feasible and PlanSpec.parse(plan.notation).devices > cluster.network.slice_devices
     assert across >= 10
 
 
@@ -170,9 +169,10 @@ def test_the_jax_xla_structure_reaches_the_cluster_and_its_serialised_form():
     from phaze_env.stacks import get_stack
 
     sliced = get_cluster("tpuv4-pod", 128, slices=2, global_batch=2048, optimizer="adam")
-    assert sliced.hybrid_allreduce_overlapped and "hybrid_allreduce_overlapped" not in sliced.to_dict()
+    assert sliced.stack.hybrid_allreduce_overlapped and "hybrid_allreduce_overlapped" not in sliced.to_dict()
     jax = get_stack("jax-xla").apply(sliced, "tpuv4")
-    assert not jax.hybrid_allreduce_overlapped and jax.framework_efficiency == get_stack("jax-xla").framework_efficiency
+    assert not jax.stack.hybrid_allreduce_overlapped
+    assert jax.stack.framework_efficiency == get_stack("jax-xla").framework_efficiency
     assert jax.to_dict()["hybrid_allreduce_overlapped"] is False and Cluster.from_dict(jax.to_dict()) == jax
     assert "hybrid-shard all-reduce after the backward pass" in jax.describe()
-    assert get_stack("pytorch-fsdp").structure(jax).hybrid_allreduce_overlapped  # FSDP's HYBRID_SHARD overlaps it
+    assert get_stack("pytorch-fsdp").structure(jax).stack.hybrid_allreduce_overlapped  # FSDP's HYBRID_SHARD overlaps it

@@ -1,9 +1,8 @@
-"""Eager PyTorch's unfused elementwise kernels (``Cluster.unfused_elementwise``, ``Op.eager_bytes``,
+"""Eager PyTorch's unfused elementwise kernels (``Stack.unfused_elementwise``, ``Op.eager_bytes``,
 phaze_env.workloads.eager): counted at the dispatcher, scaled into the graph, priced in series, off by default."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -64,7 +63,7 @@ def test_pricing_adds_the_extra_traffic_in_series_and_only_when_asked():
     _, block = _block("llama2-7b")
     for dag in (block.fwd, block.bwd):
         fused = price_ops(dag.ops, accelerator, cluster)
-        eager = price_ops(dag.ops, accelerator, replace(cluster, unfused_elementwise=True))
+        eager = price_ops(dag.ops, accelerator, cluster.replace(unfused_elementwise=True))
         extra_s = eager_extra_bytes(dag.ops) / accelerator.effective_hbm_bandwidth_Bps
         assert extra_s.sum() > 0
         one_fused, all_fused = fused.latencies_s()
@@ -78,10 +77,10 @@ def test_fused_attention_ops_carry_no_eager_extra():
     accelerator = get_preset("a100")
     stack = get_stack("pytorch-fsdp")
     cluster = stack.apply(get_cluster("ibm-a100", n_devices=8, global_batch=8), "a100")
-    assert cluster.unfused_elementwise and cluster.attention_efficiency
+    assert cluster.stack.unfused_elementwise and cluster.stack.attention_efficiency
     _, block = _block("llama2-7b")
     with_kernel = price_ops(block.fwd.ops, accelerator, cluster)
-    without_eager = price_ops(block.fwd.ops, accelerator, replace(cluster, unfused_elementwise=False))
+    without_eager = price_ops(block.fwd.ops, accelerator, cluster.replace(unfused_elementwise=False))
     for i, op in enumerate(block.fwd.ops):
         if is_attention_core(op):
             assert with_kernel.latencies_s()[0][i] == without_eager.latencies_s()[0][i]
@@ -89,12 +88,12 @@ def test_fused_attention_ops_carry_no_eager_extra():
 
 def test_flag_is_off_by_default_and_out_of_default_cache_keys():
     cluster = get_cluster("dgx-a100")
-    assert cluster.unfused_elementwise is False
+    assert cluster.stack.unfused_elementwise is False
     assert "unfused_elementwise" not in cluster.to_dict()
-    eager = replace(cluster, unfused_elementwise=True)
+    eager = cluster.replace(unfused_elementwise=True)
     assert eager.to_dict()["unfused_elementwise"] is True and "unfused (eager)" in eager.describe()
     with pytest.raises(ValueError, match="unfused_elementwise"):
-        replace(cluster, unfused_elementwise="yes")
+        cluster.replace(unfused_elementwise="yes")
 
 
 def test_only_the_eager_pytorch_stack_runs_unfused():
@@ -121,7 +120,7 @@ def test_a_model_the_probe_cannot_run_still_builds_and_an_eager_stack_refuses_it
     fused = evaluate("gpt2-xl", get_preset("a100"), cluster, plan=plan, seq_len=128, cache=False)
     assert fused.feasible
     with pytest.raises(ValueError, match="unfused .eager.*no meta kernel"):
-        evaluate("gpt2-xl", get_preset("a100"), replace(cluster, unfused_elementwise=True), plan=plan, seq_len=128,
+        evaluate("gpt2-xl", get_preset("a100"), cluster.replace(unfused_elementwise=True), plan=plan, seq_len=128,
                  cache=False)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
+from collections import Counter
 
 import gymnasium as gym
 import numpy as np
@@ -349,3 +350,19 @@ def test_maskable_ppo_smoke(env_id, policy, steps, tiny):
             assert reward == pytest.approx(info["throughput_samples_s"] / info["baseline"]["throughput_samples_s"])
         else:
             assert reward < 0
+
+
+def test_sample_is_uniform_over_the_in_window_designs():
+    """DesignSpace.sample draws the area knobs among the in-window combinations: every design it returns is inside
+    the window, every in-window design of a small space is drawn, and each about as often as uniform sampling
+    conditioned on the window (rejection sampling, what it replaced) would draw it."""
+    space = DesignSpace.reduced(num_tc=(1, 4, 16), tc_width=(32, 128), tc_depth=(128,), num_vc=(1, 4), buffer_mb=(64,),
+                                hbm_gb=(32.0,), microbatch=(1, 2), recompute=(False,))
+    inside = [d for d in (space.decode(list(i)) for i in itertools.product(*map(range, space.nvec))) if space.area_ok(d)]
+    assert 1 < len(inside) < space.combinations  # the window excludes some designs
+    rng = np.random.default_rng(0)
+    draws = 400 * len(inside)
+    counts = Counter(space.sample(rng) for _ in range(draws))
+    assert set(counts) == set(inside)
+    for design in inside:  # binomial: mean 400, sd < 20; 5 sd either way
+        assert abs(counts[design] - 400) < 100, (design, counts[design])

@@ -1,6 +1,5 @@
 """The evaluator and the exact search: exactness against brute force, resume, executors, CLI errors."""
 
-import dataclasses
 import json
 import math
 import subprocess
@@ -399,7 +398,7 @@ def test_exact_search_on_a_hierarchical_cluster_equals_brute_force(brute_force, 
             "--hbm-gb", "32", "--tensor-widths", "1", "--workers", "1", "--json", "--out", str(tmp_path)]
     assert main([*args, "--cluster", "dgx-a100", "--link-GBps", "12.5"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["cluster"] == dataclasses.replace(dgx, link_bandwidth_Bps=12.5e9).to_dict()  # (all finite)
+    assert data["cluster"] == dgx.replace(link_bandwidth_Bps=12.5e9).to_dict()  # (all finite)
     assert data["exact"] is True and data["best"][TINY.name]["feasible"]
 
 

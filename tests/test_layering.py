@@ -37,6 +37,7 @@ FLOORS = (
     ("phaze_env.placement",),  # the placement DP
     ("phaze_env.pricing", "phaze_env.explain", "phaze_env.evaluate"),  # the one door and its time split
     ("phaze_env.design",),  # a design point and the design space
+    ("phaze_env.assumptions",),  # the verdict's assumptions and moving one (rebinds the floors below)
     ("phaze_env.tasks",),  # named benchmark tasks (workload, space, budget, objective) and their stored optima
     # The faces; the root package sits here because ``import gymnasium, phaze_env`` registers the env ids.
     ("phaze_env", "phaze_env.env", "phaze_env.objective", "phaze_env.explain_cli"),

@@ -160,7 +160,7 @@ def test_node_limited_routing_on_a_dense_model_is_refused(monkeypatch, capsys):
     from phaze_env.evaluate import evaluate, main
     from phaze_env.hardware import get_preset
 
-    cluster = dataclasses.replace(get_cluster("dgx-h100", 16), moe_dispatch="hierarchical", moe_node_limit=2)
+    cluster = get_cluster("dgx-h100", 16).replace(moe_dispatch="hierarchical", moe_node_limit=2)
     with pytest.raises(ValueError, match="moe_node_limit=2 .*gpt2-xl is dense"):
         evaluate("gpt2-xl", get_preset("h100"), cluster)
     limited = dataclasses.replace(STACKS["megatron-core-deepep"], name="limited", moe_node_limit=2)
@@ -198,7 +198,7 @@ def test_overlapped_alltoall_is_what_the_partner_compute_cannot_hide(fwd_s, bwd_
     later of the two, so the exchanges add what outlasts the compute. Without overlap they run after it."""
     cluster = _cluster("alltoall", moe_alltoall_overlap=overlapped, node_latency_s=0.0, link_latency_s=0.0)
     layer = _stub_layer(param_bytes=10, expert_param_bytes=8, routed_token_bytes=1.0)
-    one = cluster.collective_s("alltoall", 1.0, 8)
+    one = cluster.network.collective_s("alltoall", 1.0, 8)
     layer.routed_token_bytes = alltoall_s / one  # so that one exchange takes alltoall_s
     timing = {"block": LayerTiming(fwd_s, bwd_s, fwd_s, bwd_s, "ilp", "ilp", True, True)}
     entry, = _layer_chain(SimpleNamespace(layers=(layer,), tensor_width=1), timing, cluster, 8)
@@ -216,7 +216,7 @@ def test_overlap_on_a_dense_model_is_refused():
     overlapped = dataclasses.replace(STACKS["megatron-lm"], name="o", moe_alltoall_overlap=True)
     assert "stack 'o': moe_alltoall_overlap" in overlapped.workload_error(get_workload("gpt2-xl"))
     with pytest.raises(ValueError, match="moe_alltoall_overlap .*gpt2-xl is dense"):
-        evaluate("gpt2-xl", get_preset("h100"), dataclasses.replace(get_cluster("dgx-h100", 16), moe_alltoall_overlap=True))
+        evaluate("gpt2-xl", get_preset("h100"), get_cluster("dgx-h100", 16).replace(moe_alltoall_overlap=True))
 
 
 def test_communication_sms_slow_the_overlapped_layer():
@@ -225,7 +225,7 @@ def test_communication_sms_slow_the_overlapped_layer():
     cluster = _cluster("alltoall", moe_alltoall_overlap=True, moe_comm_sm_share=0.25, node_latency_s=0.0,
                        link_latency_s=0.0)
     layer = _stub_layer(param_bytes=10, expert_param_bytes=8, routed_token_bytes=1.0)
-    layer.routed_token_bytes = 1.0 / cluster.collective_s("alltoall", 1.0, 8)  # one exchange: 1 s
+    layer.routed_token_bytes = 1.0 / cluster.network.collective_s("alltoall", 1.0, 8)  # one exchange: 1 s
     timing = {"block": LayerTiming(1.5, 1.5, 1.5, 1.5, "ilp", "ilp", True, True)}
     entry, = _layer_chain(SimpleNamespace(layers=(layer,), tensor_width=1), timing, cluster, 8)
     assert entry["fwd_s"] + entry["bwd_s"] == pytest.approx(max(3.0 / 0.75, 4.0)) and entry["ep_comm_s"] == 0.0
@@ -240,7 +240,8 @@ def test_sm_share_needs_the_overlap_and_the_deepseek_profile_has_them_all():
     assert (deepseek.moe_dispatch, deepseek.moe_node_limit, deepseek.moe_alltoall_overlap) == ("hierarchical", 4, True)
     assert deepseek.moe_comm_sm_share == pytest.approx(20 / 132) and not deepseek.plan_rules.uniform_stages
     h800 = get_cluster("dgx-h800", 16)
-    assert h800.node_bandwidth_Bps == 200e9 and h800.link_bandwidth_Bps == get_cluster("dgx-h100", 16).link_bandwidth_Bps
+    assert h800.network.node_bandwidth_Bps == 200e9
+    assert h800.network.link_bandwidth_Bps == get_cluster("dgx-h100", 16).network.link_bandwidth_Bps
 
 
 # ---------------------------------------------------------------- the search's bounds at the per-rank shape

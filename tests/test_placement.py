@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 from collective_oracle import allgather_s, allreduce_s, p2p_s
+from dp_overlap_oracle import delayed_forward_s, exposed_backward_s
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -31,13 +32,14 @@ PLAN_KEYS = ("recompute", "sequence_parallel", "zero", "interleave")
 def _settings(n_devices, global_batch, tensor_width, microbatch, hbm_bytes, link_bandwidth_Bps, link_latency_s=0.0,
               optimizer="sgd", allow_recompute=True, recompute=None, sequence_parallel=False, zero=0,
               interleave=1, shard_group=None, hybrid_allreduce_overlapped=True, hybrid_allreduce_exposure=0.0,
-              rules=None, **rest):
+              rules=None, dp_comm_overlap=False, **rest):
     """The value objects for the flat keyword options these tests draw (old ``allow_recompute`` = none|full)."""
     modes = recompute if recompute is not None else ("none|full" if allow_recompute else "none")
     cluster = Cluster(n_devices=n_devices, global_batch=global_batch, link_bandwidth_Bps=link_bandwidth_Bps,
                       link_latency_s=link_latency_s, optimizer=optimizer,
                       hybrid_allreduce_overlapped=hybrid_allreduce_overlapped,
-                      hybrid_allreduce_exposure=hybrid_allreduce_exposure, plan_rules=rules or PlanRules())
+                      hybrid_allreduce_exposure=hybrid_allreduce_exposure, plan_rules=rules or PlanRules(),
+                      dp_comm_overlap=dp_comm_overlap)
     plan = PlanSpec(recompute=modes, sequence_parallel=sequence_parallel, zero=zero, interleave=interleave,
                     shard_group=shard_group)
     return Settings(cluster, tensor_width, microbatch, hbm_bytes, plan, **rest)
@@ -139,6 +141,30 @@ def _batch_sync_s(largest, d, zero, opts):
     return sync
 
 
+BUCKET_BYTES = 80e6  # Megatron-Core's 40M-parameter gradient buckets, bf16 weights
+
+
+def _overlapped_sync_s(groups, layers, d, zero, p, v, opts):
+    """Once per batch under ``dp_comm_overlap`` (ZeRO-0/1): the largest over the stages of what its buckets' collectives
+    leave exposed after its last backward pass (ZeRO-0: all-reduce; ZeRO-1: reduce-scatter) and before its first
+    forward pass (ZeRO-1: the weights' all-gather), simulated (``dp_overlap_oracle``), + its optimizer step."""
+    bw, lat = opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0)
+    grad = allreduce_s if zero == 0 else allgather_s  # a ring reduce-scatter takes an all-gather's time
+    worst = 0.0
+    for group in groups:
+        params = [layers[i]["param_bytes"] for i in group]
+        buckets = [math.ceil(size / BUCKET_BYTES) for size in params]
+        exposed = exposed_backward_s([(grad(size, d, bw, lat), layers[i]["bwd_s"], n)
+                                      for size, i, n in zip(params, group, buckets)], p, v)
+        if zero == 1:
+            exposed += delayed_forward_s([(allgather_s(size, d, bw, lat), layers[i]["fwd_s"], n)
+                                          for size, i, n in zip(params, group, buckets)], p, v)
+        step = (sum(params) * STEP_FACTOR[opts.get("optimizer", "sgd")] / (d if zero else 1) / opts["hbm_bandwidth_Bps"]
+                if opts.get("hbm_bandwidth_Bps") else 0.0)
+        worst = max(worst, exposed + step)
+    return worst
+
+
 def _modes(opts):
     if opts.get("recompute") is not None:
         text = opts["recompute"]
@@ -179,7 +205,10 @@ def _brute_force(partitions_for, info, opts):
                         costs = [_stage_cost(groups, k, modes[k], units[k], info, opts, d, v, zero) for k in range(p)]
                         if any(memory > opts["hbm_bytes"] for _, memory, _ in costs):
                             continue
-                        sync = _batch_sync_s(max(params for _, _, params in costs), d, zero, opts)
+                        if opts.get("dp_comm_overlap") and zero <= 1:
+                            sync = _overlapped_sync_s(groups, info["layers"], d, zero, p, v, opts)
+                        else:
+                            sync = _batch_sync_s(max(params for _, _, params in costs), d, zero, opts)
                         best = min(best, (m_r + (p - 1) / v) * max(time for time, _, _ in costs) + sync)
     return best
 
@@ -314,6 +343,19 @@ knob_options = st.fixed_dictionaries(
         "hbm_bandwidth_Bps": st.sampled_from([None, 50.0]),
     }
 )
+
+
+@settings(max_examples=200, deadline=None)
+@given(knob_layers(), knob_options.map(lambda options: {**options, "zero": options["zero"] if options["zero"] in (0, 1)
+                                                                 else None, "dp_comm_overlap": True,
+                                                        "rules": PlanRules(zero_stages=(0, 1))}))
+def test_chain_with_overlapped_data_parallel_collectives_matches_brute_force(layers, options):
+    """``dp_comm_overlap``: every stage's exposed collectives (a matrix of its own, not a function of its bytes) walked
+    exactly by the DP, against the brute force's event simulation of each stage's buckets."""
+    plan = best_plan(layers, **options)
+    _check_against(brute_force_chain(layers, **options), plan)
+    if plan.feasible:
+        assert math.isclose(sum(plan.time_breakdown_s.values()), plan.time_per_batch_s, rel_tol=1e-9)
 
 
 @settings(max_examples=200, deadline=None)

@@ -30,7 +30,7 @@ BUFFERS = {0: 0.0, 1: 0.0, 2: 1.0, 3: 3.0}  # ZeRO-2: a layer's whole gradient; 
 def _group_s(cluster: Cluster, kind: str, payload: float, positions: list[int]) -> float:
     """A hierarchical ring collective over the devices at ``positions`` (one ring per level spanned, inner first;
     the published formulas of :mod:`collective_oracle`, not the code under test)."""
-    return oracle.hierarchical_s(cluster.levels, kind, payload, positions)
+    return oracle.hierarchical_s(cluster.network.levels, kind, payload, positions)
 
 
 def _instance(rng: np.random.Generator):
@@ -77,18 +77,18 @@ def _compositions(n: int, parts: int):
 
 
 def _send_s(cluster: Cluster, t: int, stride: int, p: int, payload: float) -> float:
-    level = cluster.p2p_level(stride, max(p - 1, 1))
-    if t == 1 or len(cluster.levels) == 1:
+    level = cluster.network.p2p_level(stride, max(p - 1, 1))
+    if t == 1 or len(cluster.network.levels) == 1:
         return oracle.p2p_s(payload, level.p2p_bandwidth_Bps, level.latency_s)
     return (oracle.p2p_s(payload / t, level.p2p_bandwidth_Bps, level.latency_s)
-            + oracle.hierarchical_s(cluster.levels, "allgather", payload, list(range(t))))
+            + oracle.hierarchical_s(cluster.network.levels, "allgather", payload, list(range(t))))
 
 
 def brute_force(variants, cluster: Cluster, options) -> float:
     t, m, hbm, bandwidth = options["tensor_width"], options["microbatch"], options["hbm_bytes"], options["hbm_bandwidth_Bps"]
-    optimizer = OPTIMIZERS[cluster.optimizer]
+    optimizer = OPTIMIZERS[cluster.setup.optimizer]
     modes = ("none", "selective", "full") if options["recompute"] == "auto" else tuple(options["recompute"].split("|"))
-    N, B = cluster.n_devices, cluster.global_batch
+    N, B = cluster.n_devices, cluster.setup.global_batch
     best = math.inf
     for (c, e), layers in variants.items():
         inputs = [layers[0]["output_bytes"]] + [layer["output_bytes"] for layer in layers[:-1]]

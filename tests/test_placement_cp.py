@@ -29,14 +29,14 @@ DEGREES = (1, 2, 4)
 # ---------------------------------------------------------------- the network, from first principles
 def _levels_spanned(cluster: Cluster, ranks: list[int]) -> list[int]:
     """(positions inside a node, nodes) the ranks cover."""
-    g = cluster.devices_per_node
+    g = cluster.network.devices_per_node
     return [len({r % g for r in ranks}), len({r // g for r in ranks})]
 
 
 def _level_links(cluster: Cluster):
     """(bandwidth, latency) of the intra-node level and of the inter-node level."""
-    return [(cluster.node_bandwidth_Bps * cluster.node_efficiency, cluster.node_latency_s),
-            (cluster.link_bandwidth_Bps * cluster.link_efficiency, cluster.link_latency_s)]
+    return [(cluster.network.node_bandwidth_Bps * cluster.network.node_efficiency, cluster.network.node_latency_s),
+            (cluster.network.link_bandwidth_Bps * cluster.network.link_efficiency, cluster.network.link_latency_s)]
 
 
 def _ring_s(cluster: Cluster, payload: float, ranks: list[int], reduce: bool) -> float:
@@ -55,10 +55,10 @@ def _send_s(cluster: Cluster, payload: float, stride: int, stages: int, t: int) 
     across nodes with ``t > 1``, Megatron's scatter/gather (1/t per rank, then an all-gather in the group)."""
     if stages == 1 or payload == 0:
         return 0.0
-    g = cluster.devices_per_node
+    g = cluster.network.devices_per_node
     crosses = any((i * stride) // g != ((i + 1) * stride) // g for i in range(stages - 1))
     bandwidth, latency = _level_links(cluster)[1 if crosses else 0]
-    if t == 1 or cluster.devices_per_node == 1:
+    if t == 1 or cluster.network.devices_per_node == 1:
         return latency + payload / bandwidth
     return latency + payload / t / bandwidth + _ring_s(cluster, payload, list(range(t)), reduce=False)
 
@@ -80,7 +80,7 @@ def _stage(layers, group, mode, units, v, t, sp):
 def brute_force(variants, cluster: Cluster, hbm_bytes: float, plan: PlanSpec, hbm_bandwidth_Bps: float | None):
     """Smallest time per batch over every plan of ``variants[(t, c)]`` (microbatch 1), and its (t, c, d, p, v)."""
     best, where = math.inf, None
-    N, B, optimizer = cluster.n_devices, cluster.global_batch, cluster.optimizer
+    N, B, optimizer = cluster.n_devices, cluster.setup.global_batch, cluster.setup.optimizer
     modes = plan.recompute_modes
     for (t, c), layers in sorted(variants.items()):
         last = len(layers) - 1

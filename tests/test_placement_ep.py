@@ -36,18 +36,18 @@ def test_cluster_alltoall_is_one_phase_per_level_spanned():
     """A DGX group of 16 ranks one apart spans 8 GPUs of a node and 2 nodes: an NVLink phase and an InfiniBand phase,
     each exchanging the whole buffer; 8 ranks two apart span 4 GPUs of each of 2 nodes."""
     cluster = get_cluster("dgx-h100", 64)
-    node, fabric = cluster.levels
+    node, fabric = cluster.network.levels
     size = 64e6
     nvlink = lambda k: comm.alltoall_s(size, k, node.bandwidth_Bps, node.latency_s)  # noqa: E731
     infiniband = lambda k: comm.alltoall_s(size, k, fabric.bandwidth_Bps, fabric.latency_s)  # noqa: E731
-    assert cluster.collective_s("alltoall", size, 16) == pytest.approx(nvlink(8) + infiniband(2))
-    assert cluster.collective_s("alltoall", size, 8, stride=2) == pytest.approx(nvlink(4) + infiniband(2))
-    assert cluster.collective_s("alltoall", size, 8) == pytest.approx(nvlink(8))
+    assert cluster.network.collective_s("alltoall", size, 16) == pytest.approx(nvlink(8) + infiniband(2))
+    assert cluster.network.collective_s("alltoall", size, 8, stride=2) == pytest.approx(nvlink(4) + infiniband(2))
+    assert cluster.network.collective_s("alltoall", size, 8) == pytest.approx(nvlink(8))
     flat = Cluster(n_devices=8, link_bandwidth_Bps=100.0, link_latency_s=0.5)
-    assert flat.collective_s("alltoall", 800.0, 4) == comm.alltoall_s(800.0, 4, 100.0, 0.5)
+    assert flat.network.collective_s("alltoall", 800.0, 4) == comm.alltoall_s(800.0, 4, 100.0, 0.5)
     torus = get_cluster("tpuv4-pod", 64)  # 4×4×4: 4 ranks one apart are one ring of the first dimension
-    level = torus.levels[0]
-    assert torus.collective_s("alltoall", size, 4) == pytest.approx(
+    level = torus.network.levels[0]
+    assert torus.network.collective_s("alltoall", size, 4) == pytest.approx(
         comm.alltoall_s(size, 4, level.bandwidth_Bps, level.latency_s, ring=True))
 
 
@@ -112,7 +112,7 @@ def _priced(layers, cluster, t, e):
     """The layers at expert-parallel degree ``e``: 1/e of the expert bytes, dispatch + combine forward and backward."""
     out = []
     for layer in layers:
-        alltoall = cluster.collective_s("alltoall", layer["routed_bytes"], e, stride=t)
+        alltoall = cluster.network.collective_s("alltoall", layer["routed_bytes"], e, stride=t)
         experts = layer["expert_param_bytes"] / e
         priced = {key: value for key, value in layer.items() if key != "routed_bytes"}
         priced.update(fwd_s=layer["fwd_s"] + 2 * alltoall, bwd_s=layer["bwd_s"] + 2 * alltoall,
@@ -133,11 +133,11 @@ def _settings(cluster, options, e_pinned):
 
 def _send_s(cluster, t, d, p, payload):
     """A pipeline message: across a level slower than the node's, Megatron's scatter/gather (1/t + all-gather)."""
-    level = cluster.p2p_level(t * d, max(p - 1, 1))
-    if t == 1 or len(cluster.levels) == 1:
+    level = cluster.network.p2p_level(t * d, max(p - 1, 1))
+    if t == 1 or len(cluster.network.levels) == 1:
         return oracle.p2p_s(payload, level.p2p_bandwidth_Bps, level.latency_s)
     return (oracle.p2p_s(payload / t, level.p2p_bandwidth_Bps, level.latency_s)
-            + oracle.hierarchical_s(cluster.levels, "allgather", payload, list(range(t))))
+            + oracle.hierarchical_s(cluster.network.levels, "allgather", payload, list(range(t))))
 
 
 def brute_force(layers, cluster, options, degrees):
@@ -148,12 +148,12 @@ def brute_force(layers, cluster, options, degrees):
     t, m, hbm = options["tensor_width"], options["microbatch"], options["hbm_bytes"]
     zero1 = options["zero1"] in (None, True)
     sp = t > 1 if options["sequence_parallel"] is None else options["sequence_parallel"]
-    state, step = OPTIMIZER_FACTOR[cluster.optimizer], STEP_FACTOR[cluster.optimizer]
-    N, B = cluster.n_devices, cluster.global_batch
+    state, step = OPTIMIZER_FACTOR[cluster.setup.optimizer], STEP_FACTOR[cluster.setup.optimizer]
+    N, B = cluster.n_devices, cluster.setup.global_batch
     best = math.inf
 
     def allreduce(size, ranks, stride):  # the published ring formulas on each level the ranks span
-        return oracle.hierarchical_s(cluster.levels, "allreduce", size, [i * stride for i in range(ranks)])
+        return oracle.hierarchical_s(cluster.network.levels, "allreduce", size, [i * stride for i in range(ranks)])
 
     for e in degrees:
         priced = _priced(layers, cluster, t, e)
@@ -319,7 +319,7 @@ def test_layer_chain_at_e_holds_a_share_of_the_experts_and_pays_the_alltoalls():
     cluster = get_cluster("dgx-h100", 64)
     same = _layer_chain(graph, {"block": timing}, cluster, 1)
     sharded = _layer_chain(graph, {"block": timing}, cluster, 8)
-    alltoall = cluster.collective_s("alltoall", 64e6, 8, stride=2)
+    alltoall = cluster.network.collective_s("alltoall", 64e6, 8, stride=2)
     assert len(sharded) == 2 and same[0]["param_bytes"] == 1000 and same[0]["ep_comm_s"] == 0
     assert sharded[0]["param_bytes"] == 200 + 100 and sharded[0]["expert_param_bytes"] == 100
     assert sharded[0]["fwd_s"] == pytest.approx(1.0 + 2 * alltoall) and sharded[0]["ep_comm_s"] == pytest.approx(4 * alltoall)

@@ -80,7 +80,7 @@ def test_the_expert_collective_table_equals_the_collective(kind, t, c, e):
         table = expert_collective_affine(cluster, kind, t, c, e)
         fixed, per_byte = (part[::-1] for part in table.take(np.arange(cluster.n_devices // (t * c * e))[::-1]))
         for d in range(e, cluster.n_devices // (t * c) + 1, e):
-            expected = cluster.collective_s(kind, size, **expert_group(t, c, e, d))
+            expected = cluster.network.collective_s(kind, size, **expert_group(t, c, e, d))
             assert math.isclose(fixed[d // e - 1] + per_byte[d // e - 1] * size, expected, rel_tol=1e-9, abs_tol=1e-18)
 
 
@@ -104,8 +104,9 @@ def test_the_zero_traffic_table_equals_each_layers_collectives():
                         dense = float(layers.param_bytes[k]) - experts
 
                         def collective(kind: str, size_per_param: float) -> float:
-                            return (s.cluster.collective_s(kind, dense * size_per_param, d * c, t)
-                                    + s.cluster.collective_s(kind, experts * size_per_param, **expert_group(t, c, e, d)))
+                            network = s.cluster.network
+                            return (network.collective_s(kind, dense * size_per_param, d * c, t)
+                                    + network.collective_s(kind, experts * size_per_param, **expert_group(t, c, e, d)))
 
                         gather, scatter = collective("allgather", 1.0), collective("reducescatter", GRADIENT_FACTOR)
                         fwd, bwd = float(layers.fwd_s[k]), float(layers.bwd_s[k])

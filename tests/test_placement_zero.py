@@ -168,10 +168,10 @@ def test_zero3_traffic_is_priced_on_the_levels_its_group_spans():
     plan = placement.best_plan(layers, placement.Settings(cluster, 2, 1, 1e15, pinned))
     exposed = 0.0
     for layer in layers:
-        gather = hierarchical_s(cluster.levels, "allgather", layer["param_bytes"], list(range(0, 16, 2)))
-        scatter = hierarchical_s(cluster.levels, "reducescatter", layer["param_bytes"], list(range(0, 16, 2)))
+        gather = hierarchical_s(cluster.network.levels, "allgather", layer["param_bytes"], list(range(0, 16, 2)))
+        scatter = hierarchical_s(cluster.network.levels, "reducescatter", layer["param_bytes"], list(range(0, 16, 2)))
         exposed += max(0.0, gather - layer["fwd_s"]) + max(0.0, gather + scatter - layer["bwd_s"])
-    assert cluster.extents(8, 2)[1] == 2  # the group does cross nodes
+    assert cluster.network.extents(8, 2)[1] == 2  # the group does cross nodes
     assert plan.time_breakdown_s["zero_comm"] == pytest.approx(plan.microbatches_per_replica * exposed, rel=1e-9)
 
 
@@ -225,8 +225,8 @@ def test_hybrid_sharding_matches_brute_force_on_random_chains():
 ], ids=["after-backward", "partly-exposed"])
 def test_hybrid_allreduce_structures_match_brute_force_on_random_chains(seed, structure):
     """The same instances in a stack that all-reduces the gradient shards once after the backward pass, not overlapped
-    (``Cluster.hybrid_allreduce_overlapped`` False), or overlaps it but leaves a share exposed
-    (``Cluster.hybrid_allreduce_exposure``, drawn per instance): the DP still equals the brute force."""
+    (``Stack.hybrid_allreduce_overlapped`` False), or overlaps it but leaves a share exposed
+    (``Stack.hybrid_allreduce_exposure``, drawn per instance): the DP still equals the brute force."""
     rng = np.random.default_rng(seed)
     hybrid = 0
     for _ in range(200):

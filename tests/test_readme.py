@@ -164,9 +164,9 @@ def test_validation_and_efficiency_figures_equal_their_sources():
         assert f"{without[1]} % over the {without[2]} that are" in HOME
     assert f"{megatron[2]} %\n  over the {megatron[1]} Megatron-LM A100 runs" in README
     assert f"mean absolute error {overall[1]} % over {overall[2]} held-out published training runs" in HOME
-    assert get_cluster("dgx-a100", 8).framework_efficiency == MEGATRON_A100_EFFICIENCY
+    assert get_cluster("dgx-a100", 8).stack.framework_efficiency == MEGATRON_A100_EFFICIENCY
     assert f"Megatron-LM's fitted efficiency {MEGATRON_A100_EFFICIENCY:g}" in README
     clusters = (REPO / "docs" / "concepts" / "clusters.md").read_text(encoding="utf-8")
     assert f"**{MEGATRON_A100_EFFICIENCY:g}** (Megatron-LM on A100, fitted)" in clusters
     assert f"Megatron-LM is {MEGATRON_A100_EFFICIENCY:g} on A100 and {MEGATRON_H100_EFFICIENCY:g} on H100" in clusters
-    assert get_cluster("dgx-h100", 8).framework_efficiency == 1
+    assert get_cluster("dgx-h100", 8).stack.framework_efficiency == 1

@@ -157,6 +157,41 @@ def test_chromium_renders_the_charts(searched, tmp_path):
     assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 50, "the screenshot is blank"
 
 
+@pytest.mark.slow
+def test_chromium_renders_the_sensitivity_tornado(searched, tmp_path):
+    """A search with a sensitivity.json next to it: report.html gains one tornado per reference, and Chromium draws
+    them (a bar per assumption, both ends of its range)."""
+    import json
+
+    from search.report import SENSITIVITY_FILE, rebuild
+
+    chromium = _chromium()
+    out, _ = searched
+    copy = tmp_path / "out"
+    copy.mkdir()
+    for name in ("results.json", "results.db"):
+        (copy / name).write_bytes((out / name).read_bytes())
+    cases = [{"assumption": name, "label": name, "unit": "", "end": end, "value": value, "nominal_value": 1.0,
+              "status": "exact", "ratios": {"h100": ratio, "a100": ratio * 2}}
+             for name, end, value, ratio in (("pue", "low", 0.9, 1.4), ("pue", "high", 1.4, 1.8),
+                                             ("hbm", "low", 0.5, 1.55))]
+    (copy / SENSITIVITY_FILE).write_text(json.dumps({
+        "workload": "tiny", "budget": "1 MW", "references": {"a100": "A100", "h100": "H100"},
+        "nominal": {"ratios": {"h100": 1.6, "a100": 3.2}}, "cases": cases}))
+    page = rebuild(copy).read_text(encoding="utf-8")
+    assert 'id="tornado-0"' in page and 'id="tornado-1"' in page
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1000", "--virtual-time-budget=5000"]
+    dom = subprocess.run([*flags, "--dump-dom", (copy / "report.html").resolve().as_uri()], capture_output=True,
+                         text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    tornado = dom.stdout[dom.stdout.index('id="tornado-0"'):]
+    assert 'class="main-svg"' in tornado, "Plotly drew no tornado"
+    assert tornado.count('class="main-svg"') >= 2 and "barlayer" in tornado  # one chart per reference, drawn as bars
+    assert re.search(r'class="point"', tornado), "the tornado has no bars"
+
+
 def test_missing_chromium_skips_or_fails_when_required(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.delenv("PHAZE_REQUIRE_CHROMIUM", raising=False)

@@ -46,7 +46,7 @@ def test_megatron_core_counts_the_embedding_and_loss_in_the_split():
     plan = PlanSpec.parse("t1p4d1m1v2+rc=none")
     refused = evaluate(tiny, get_preset("a100"), cluster, plan=plan)
     assert not refused.feasible and "does not divide the 6 transformer layers" in refused.reason
-    counted = replace(cluster, plan_rules=replace(cluster.plan_rules, embedding_loss_in_split=True))
+    counted = cluster.replace(plan_rules=replace(cluster.stack.plan_rules, embedding_loss_in_split=True))
     runs = evaluate(tiny, get_preset("a100"), counted, plan=plan)
     assert runs.feasible, runs.reason
     # layers per stage as the placement lists them: the embedding (pre) and head (post) are layers of the chain

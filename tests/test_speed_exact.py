@@ -5,7 +5,6 @@ placement DP on its layers' cheap lower bounds could beat the best plan so far. 
 scheduling every variant (the placement loop without ``lower_bound_layers``).
 """
 
-from dataclasses import replace
 
 import pytest
 
@@ -134,7 +133,7 @@ def test_vectorised_layer_bounds_are_the_schedules_cheap_bounds(tensor_width, ov
     """Every architecture's layer bound equals the one the schedule computes (fwd + bwd), so it is valid
     (and as tight) wherever that one is — with the tensor-parallel collectives overlapped too (each architecture's
     own GEMM latencies hide them)."""
-    cluster = replace(CLUSTER, tp_comm_overlap=overlap)
+    cluster = CLUSTER.replace(tp_comm_overlap=overlap)
     graph = model_graph(TINY, microbatch=2, tensor_width=tensor_width)
     vectorised = layer_time_bounds_s(graph, ARCH, cluster)
     for index in range(0, len(ARCH), 5):
@@ -158,7 +157,7 @@ from search.bounds import variant_throughput_bounds, variants_above  # noqa: E40
 @pytest.mark.parametrize("overlap", [False, True])
 def test_each_variants_first_bound_holds_its_evaluation(overlap):
     knobs = dict(KNOBS, hbm_gb=(32.0,))
-    cluster = replace(CLUSTER, tp_comm_overlap=overlap)
+    cluster = CLUSTER.replace(tp_comm_overlap=overlap)
     per_variant = variant_throughput_bounds(TINY, ARCH, cluster, microbatch=knobs["microbatch"],
                                             tensor_widths=knobs["tensor_widths"])
     assert set(per_variant) == {(t, m) for t in (1, 2, 4) for m in (1, 4)}

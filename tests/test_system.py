@@ -32,9 +32,10 @@ def ring_allreduce(size, group, bandwidth, latency=0.0):
 def test_flat_cluster_is_the_ring_formula():
     cluster = Cluster(n_devices=64, link_bandwidth_Bps=4e9, link_latency_s=1e-6)
     for group, stride in ((8, 1), (16, 4), (64, 1)):
-        assert cluster.collective_s("allreduce", 1e9, group, stride) == pytest.approx(ring_allreduce(1e9, group, 4e9, 1e-6))
-        assert cluster.collective_s("allgather", 1e9, group, stride) == pytest.approx(ring_allreduce(1e9, group, 4e9, 1e-6) / 2)
-    assert cluster.p2p_s(1e9, stride=8) == pytest.approx(1e9 / 4e9 + 1e-6)
+        ring_s = ring_allreduce(1e9, group, 4e9, 1e-6)
+        assert cluster.network.collective_s("allreduce", 1e9, group, stride) == pytest.approx(ring_s)
+        assert cluster.network.collective_s("allgather", 1e9, group, stride) == pytest.approx(ring_s / 2)
+    assert cluster.network.p2p_s(1e9, stride=8) == pytest.approx(1e9 / 4e9 + 1e-6)
 
 
 @settings(max_examples=300, deadline=None)
@@ -52,19 +53,19 @@ def test_dgx_a100_prices_each_level():
     nvlink, ib = 300e9 * 0.8, 25e9 * 0.8  # nominal × NCCL efficiency (the preset's cited constants)
     a_nv, a_ib = 2e-6, 5e-6
     # A tensor group of 8 consecutive GPUs stays in its node.
-    assert cluster.extents(8, 1) == (8, 1)
-    assert cluster.collective_s("allreduce", 1e9, 8) == pytest.approx(ring_allreduce(1e9, 8, nvlink, a_nv))
+    assert cluster.network.extents(8, 1) == (8, 1)
+    assert cluster.network.collective_s("allreduce", 1e9, 8) == pytest.approx(ring_allreduce(1e9, 8, nvlink, a_nv))
     # A data-parallel group of 8 GPUs 8 apart crosses 8 nodes, one GPU each: a ring over InfiniBand.
-    assert cluster.extents(8, 8) == (1, 8)
-    assert cluster.collective_s("allreduce", 1e9, 8, stride=8) == pytest.approx(ring_allreduce(1e9, 8, ib, a_ib))
+    assert cluster.network.extents(8, 8) == (1, 8)
+    assert cluster.network.collective_s("allreduce", 1e9, 8, stride=8) == pytest.approx(ring_allreduce(1e9, 8, ib, a_ib))
     # 32 GPUs 2 apart: 4 per node × 8 nodes — reduce-scatter in the node, all-reduce of 1/4 across, all-gather.
-    assert cluster.extents(32, 2) == (4, 8)
+    assert cluster.network.extents(32, 2) == (4, 8)
     expected = ring_allreduce(1e9, 4, nvlink, a_nv) + ring_allreduce(1e9 / 4, 8, ib, a_ib)
-    assert cluster.collective_s("allreduce", 1e9, 32, stride=2) == pytest.approx(expected)
+    assert cluster.network.collective_s("allreduce", 1e9, 32, stride=2) == pytest.approx(expected)
     # Pipeline neighbours 8 apart are in different nodes; 1 apart (t·d = 1) inside one.
-    assert cluster.p2p_level(8, 7).bandwidth_Bps == pytest.approx(ib)
-    assert cluster.p2p_level(1, 7).bandwidth_Bps == pytest.approx(nvlink)
-    assert cluster.p2p_level(1, 8).bandwidth_Bps == pytest.approx(ib)  # 9 devices: the last send leaves the node
+    assert cluster.network.p2p_level(8, 7).bandwidth_Bps == pytest.approx(ib)
+    assert cluster.network.p2p_level(1, 7).bandwidth_Bps == pytest.approx(nvlink)
+    assert cluster.network.p2p_level(1, 8).bandwidth_Bps == pytest.approx(ib)  # 9 devices: the last send leaves the node
 
 
 def test_hierarchy_never_beats_a_flat_ring_at_its_fastest_level():
@@ -72,15 +73,16 @@ def test_hierarchy_never_beats_a_flat_ring_at_its_fastest_level():
     same = Cluster(n_devices=64, devices_per_node=8, node_bandwidth_Bps=10e9, link_bandwidth_Bps=10e9)
     flat = Cluster(n_devices=64, link_bandwidth_Bps=10e9)
     for group, stride in ((64, 1), (32, 2), (16, 4)):
-        assert same.collective_s("allreduce", 3e9, group, stride) == pytest.approx(flat.collective_s("allreduce", 3e9, group, stride))
+        assert same.network.collective_s("allreduce", 3e9, group, stride) == \
+            pytest.approx(flat.network.collective_s("allreduce", 3e9, group, stride))
 
 
 def test_tpuv4_pod_slices_are_tori():
-    assert get_cluster("tpuv4-pod", 4096).torus_dims == (16, 16, 16)
-    assert get_cluster("tpuv4-pod", 64).torus_dims == (4, 4, 4)
+    assert get_cluster("tpuv4-pod", 4096).network.torus_dims == (16, 16, 16)
+    assert get_cluster("tpuv4-pod", 64).network.torus_dims == (4, 4, 4)
     pod = get_cluster("tpuv4-pod", 64)
     # A group along one full dimension: a bidirectional ring over 2 links of 50 GB/s.
-    assert pod.collective_s("allreduce", 1e9, 4) == pytest.approx(ring_allreduce(1e9, 4, 2 * 50e9, 1e-6))
+    assert pod.network.collective_s("allreduce", 1e9, 4) == pytest.approx(ring_allreduce(1e9, 4, 2 * 50e9, 1e-6))
     with pytest.raises(ValueError, match="torus_dims"):
         Cluster(n_devices=100, torus_dims=(4, 4, 4))
 
@@ -155,18 +157,17 @@ def test_branch_and_bound_across_the_grid_keeps_the_best_plan():
 def test_framework_efficiency_slows_device_time_only():
     """``framework_efficiency`` divides every operator's device time (compute, recompute) and leaves the
     collectives alone; the dgx-a100 preset carries the fitted Megatron-LM figure, the others keep 1."""
-    from dataclasses import replace
 
     from phaze_env.cluster import MEGATRON_A100_EFFICIENCY
 
     spec = PlanSpec.parse("t2p2d2m2+sp+rc=selective")
-    full, half = (evaluate(TINY, TPUV4, replace(CLUSTER8, framework_efficiency=e), plan=spec) for e in (1.0, 0.5))
+    full, half = (evaluate(TINY, TPUV4, CLUSTER8.replace(framework_efficiency=e), plan=spec) for e in (1.0, 0.5))
     for part in ("compute", "recompute"):
         assert half.time_breakdown_s[part] == pytest.approx(2 * full.time_breakdown_s[part], rel=1e-6), part
     for part in ("tp_comm", "dp_allreduce", "optimizer"):
         assert half.time_breakdown_s[part] == pytest.approx(full.time_breakdown_s[part], rel=1e-9), part
-    assert get_cluster("dgx-a100", 16).framework_efficiency == MEGATRON_A100_EFFICIENCY < 1
-    assert get_cluster("dgx-h100", 16).framework_efficiency == get_cluster("phaze", 16).framework_efficiency == 1
+    assert get_cluster("dgx-a100", 16).stack.framework_efficiency == MEGATRON_A100_EFFICIENCY < 1
+    assert get_cluster("dgx-h100", 16).stack.framework_efficiency == get_cluster("phaze", 16).stack.framework_efficiency == 1
     with pytest.raises(ValueError, match="framework_efficiency"):
         Cluster(framework_efficiency=0.0)
 

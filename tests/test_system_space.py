@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from phaze_env import cluster as cluster_module
 from phaze_env.cluster import (DCN_LATENCY_S, NVLINK3_BPS, REFERENCE_CLUSTER_PRESETS, TPUV4_DCN_PER_CHIP_BPS, Cluster,
-                               get_cluster, point_cluster, reference_cluster, system_cluster, torus_dims)
+                               Stack, get_cluster, point_cluster, reference_cluster, system_cluster, torus_dims)
 from phaze_env.design import SYSTEM_FIELDS, Design, DesignSpace, SystemArchSpace, SystemDesignSpace, evaluate_design
 from phaze_env.evaluate import throughput_upper_bound
 from phaze_env.hardware.cost import TPUV4_ICI_LINK_BPS, chip_area_mm2, preset_system
@@ -24,9 +24,10 @@ from phaze_env.hardware.space import ARCH_KNOBS, SYSTEM_KNOBS
 from phaze_env.hardware import system as system_module
 from phaze_env.hardware.system import (TORUS_POD_CHIPS, torus_pods, HBM_GENERATIONS, PUE, SCALE_UP_DOMAIN,
                                        SYSTEM_GEMM_EFFICIENCY, SystemBudget, baseline_point, devices_supported,
-                                       reference_point,
+                                       REFERENCE_TOPOLOGIES, reference_point,
                                        topology_family, topology_unit, wall_power_per_chip_w)
 from phaze_env.placement.bounds import placement_time_bound_s
+from phaze_env.stacks import STACKS
 from search.bounds import bounding_cluster, throughput_bounds
 from search.config import SearchConfig
 from search.result import SearchResult
@@ -151,10 +152,11 @@ def test_topology_builders():
         torus_dims(100)
     assert devices_supported("torus", 200) == 192 and devices_supported("switched", 15) == 8
     torus = system_cluster("torus", 128, 6, 50e9)
-    assert torus.torus_dims == (4, 4, 8) and torus.link_bandwidth_Bps == 25e9  # 1 link of 50 GB/s (both ways) each
+    assert torus.network.torus_dims == (4, 4, 8)
+    assert torus.network.link_bandwidth_Bps == 25e9  # 1 link of 50 GB/s (both ways) each
     nvlink3 = system_cluster("switched", 64, 12, 50e9)  # A100: 12 NVLink3 links × 50 GB/s
-    assert nvlink3.levels[0].size == SCALE_UP_DOMAIN
-    assert nvlink3.node_bandwidth_Bps == NVLINK3_BPS
+    assert nvlink3.network.levels[0].size == SCALE_UP_DOMAIN
+    assert nvlink3.network.node_bandwidth_Bps == NVLINK3_BPS
     with pytest.raises(ValueError, match="whole nodes"):
         system_cluster("switched", 12, 12, 50e9)
 
@@ -165,12 +167,12 @@ def test_tpuv4_baseline_cluster_has_the_tpuv4_pod_presets_ici_bandwidth(budget_w
     # ICI bandwidth the tpuv4-pod preset gives the same chips (50 GB/s per link and direction, 6 links).
     point = baseline_point(SystemBudget(power_w=budget_w))
     baseline, pod = point_cluster(point), get_cluster("tpuv4-pod", point.n_devices)
-    assert 64 <= point.n_devices <= 4096 and baseline.torus_dims == pod.torus_dims
-    assert baseline.link_bandwidth_Bps == pod.link_bandwidth_Bps == TPUV4_ICI_LINK_BPS == 50e9
+    assert 64 <= point.n_devices <= 4096 and baseline.network.torus_dims == pod.network.torus_dims
+    assert baseline.network.link_bandwidth_Bps == pod.network.link_bandwidth_Bps == TPUV4_ICI_LINK_BPS == 50e9
     assert point.chip_system.per_direction_Bps == 6 * TPUV4_ICI_LINK_BPS  # 2 links per torus dimension
     # The torus levels differ only by the assumed ring efficiency the system space gives every family.
-    assert [level.bandwidth_Bps / baseline.link_efficiency for level in baseline.levels] == \
-        [level.bandwidth_Bps / pod.link_efficiency for level in pod.levels]
+    assert [level.bandwidth_Bps / baseline.network.link_efficiency for level in baseline.network.levels] == \
+        [level.bandwidth_Bps / pod.network.link_efficiency for level in pod.network.levels]
 
 
 # ---------------------------------------------------------------- a torus is at most one pod
@@ -188,13 +190,13 @@ def test_a_torus_pod_is_a_tpu_v4_pod_and_the_4_5mw_tpuv4_baseline_is_three_pods(
     assert point.budget.affordable(point.estimate, point.family) == 11442
     assert point.n_devices == 11328 and point.pods == 3 and point.summary()["pods"] == 3
     built, preset = point_cluster(point), get_cluster("tpuv4-pod", 11328, slices=3)
-    assert built.slices == 3 and built.torus_dims == preset.torus_dims == torus_dims(3776)
-    assert (built.dcn_bandwidth_Bps, built.dcn_latency_s) == (preset.dcn_bandwidth_Bps, preset.dcn_latency_s) == \
-        (TPUV4_DCN_PER_CHIP_BPS, DCN_LATENCY_S)
-    assert [(level.size, level.bandwidth_Bps / built.link_efficiency) for level in built.levels[:-1]] == \
-        [(level.size, level.bandwidth_Bps) for level in preset.levels[:-1]]
-    assert built.levels[-1] == preset.levels[-1]
-    assert system_cluster("switched", 12096, 18, 50e9).slices == 1  # the switched family has no pod cap
+    assert built.network.slices == 3 and built.network.torus_dims == preset.network.torus_dims == torus_dims(3776)
+    for network in (built.network, preset.network):
+        assert (network.dcn_bandwidth_Bps, network.dcn_latency_s) == (TPUV4_DCN_PER_CHIP_BPS, DCN_LATENCY_S)
+    assert [(level.size, level.bandwidth_Bps / built.network.link_efficiency) for level in built.network.levels[:-1]] == \
+        [(level.size, level.bandwidth_Bps) for level in preset.network.levels[:-1]]
+    assert built.network.levels[-1] == preset.network.levels[-1]
+    assert system_cluster("switched", 12096, 18, 50e9).network.slices == 1  # the switched family has no pod cap
     assert devices_supported("switched", 12101) == 12096
 
 
@@ -255,13 +257,14 @@ def test_bounding_cluster_is_no_slower_than_any_multi_pod_torus(links, link_GBps
         n = devices_supported("torus", 64 * cubes)
         torus = system_cluster("torus", n, links, link_GBps * 1e9)
         largest = bounding_cluster(system_cluster("torus", devices_supported("torus", 64 * 24), links, link_GBps * 1e9))
-        assert torus.slices == torus_pods(n) == -(-n // (64 * cubes_per_pod))
+        assert torus.network.slices == torus_pods(n) == -(-n // (64 * cubes_per_pod))
     if group * stride <= torus.n_devices:
-        assert largest.collective_s(kind, 1e9, group, stride) <= torus.collective_s(kind, 1e9, group, stride) * (1 + 1e-12)
-        assert largest.p2p_s(1e6, stride) <= torus.p2p_s(1e6, stride)
-        level = torus.p2p_level(stride, 1)
-        scattered = 1e6 / t / level.p2p_bandwidth_Bps + torus.collective_s("allgather", 1e6, t)
-        assert largest.p2p_s(1e6, stride) <= scattered * (1 + 1e-12)
+        assert largest.network.collective_s(kind, 1e9, group, stride) <= \
+            torus.network.collective_s(kind, 1e9, group, stride) * (1 + 1e-12)
+        assert largest.network.p2p_s(1e6, stride) <= torus.network.p2p_s(1e6, stride)
+        level = torus.network.p2p_level(stride, 1)
+        scattered = 1e6 / t / level.p2p_bandwidth_Bps + torus.network.collective_s("allgather", 1e6, t)
+        assert largest.network.p2p_s(1e6, stride) <= scattered * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCE_CLUSTER_PRESETS))
@@ -272,9 +275,10 @@ def test_gpu_reference_chips_have_their_cluster_presets_nvlink_bandwidth(name):
     preset = reference_cluster(name, point)
     assert preset.name == REFERENCE_CLUSTER_PRESETS[name]
     assert point.chip_system == preset_system(name)
-    assert point.chip_system.per_direction_Bps == preset.node_bandwidth_Bps == {"a100": 300e9, "h100": 450e9}[name]
+    assert point.chip_system.per_direction_Bps == preset.network.node_bandwidth_Bps == {"a100": 300e9, "h100": 450e9}[name]
     built = system_cluster("switched", point.n_devices, point.chip_system.links, point.chip_system.link_bandwidth_Bps)
-    assert built.node_bandwidth_Bps == preset.node_bandwidth_Bps and built.levels[0].size == preset.levels[0].size
+    assert built.network.node_bandwidth_Bps == preset.network.node_bandwidth_Bps
+    assert built.network.levels[0].size == preset.network.levels[0].size
 
 
 def test_baseline_is_the_tpuv4_chip_at_the_same_budget_and_gemm_efficiency():
@@ -291,21 +295,48 @@ def test_bounding_cluster_is_no_slower_than_any_torus_of_the_family(links, link_
     torus = system_cluster("torus", 64 * cubes, links, link_GBps * 1e9)
     largest = bounding_cluster(system_cluster("torus", 64 * 24, links, link_GBps * 1e9))
     if group * stride <= torus.n_devices:
-        assert largest.collective_s(kind, 1e9, group, stride) <= torus.collective_s(kind, 1e9, group, stride) * (1 + 1e-12)
-        assert largest.p2p_s(1e6, stride) <= torus.p2p_s(1e6, stride)
+        assert largest.network.collective_s(kind, 1e9, group, stride) <= \
+            torus.network.collective_s(kind, 1e9, group, stride) * (1 + 1e-12)
+        assert largest.network.p2p_s(1e6, stride) <= torus.network.p2p_s(1e6, stride)
+
+
+EVERY_KNOB_STACK = Stack(framework_efficiency=0.8, interleaved_schedule=False, pipeline_scatter_gather=False,
+                         attention_efficiency=0.5, hybrid_allreduce_overlapped=False, hybrid_allreduce_exposure=0.3,
+                         unfused_elementwise=True, plan_rules=STACKS["pytorch-fsdp"].plan_rules, tp_comm_overlap=True,
+                         moe_dispatch="hierarchical", moe_node_limit=4, moe_alltoall_overlap=True, moe_comm_sm_share=0.1)
+"""A stack with every field away from its default, so a cluster built from it that drops or resets any field shows."""
+
+
+def test_the_every_knob_stack_sets_every_stack_field():
+    default = Stack()
+    assert all(getattr(EVERY_KNOB_STACK, field.name) != getattr(default, field.name)
+               for field in dataclasses.fields(Stack)), "a new Stack field: set it in EVERY_KNOB_STACK"
 
 
 def test_bounding_cluster_keeps_the_stack_and_training_fields():
     """Only the network is replaced: a fused-attention stack's torus bound must not be priced with eager
     attention (slower layers would make the bound too tight)."""
-    torus = system_cluster("torus", 64 * 4, 6, 100e9, global_batch=512, optimizer="adam")
-    torus = dataclasses.replace(torus, framework_efficiency=0.8, attention_efficiency=0.5, interleaved_schedule=False,
-                                pipeline_scatter_gather=False, hybrid_allreduce_overlapped=False)
+    torus = system_cluster("torus", 64 * 4, 6, 100e9, global_batch=512, optimizer="adam", stack=EVERY_KNOB_STACK)
     bound = bounding_cluster(torus)
-    for field in ("n_devices", "global_batch", "optimizer", "framework_efficiency", "attention_efficiency",
-                  "interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped", "link_efficiency"):
-        assert getattr(bound, field) == getattr(torus, field), field
-    assert not bound.torus_dims and bound.link_bandwidth_Bps == 2 * torus.link_bandwidth_Bps and bound.link_latency_s == 0
+    assert bound.setup == torus.setup and bound.stack == torus.stack == EVERY_KNOB_STACK
+    assert bound.n_devices == torus.n_devices and bound.network.link_efficiency == torus.network.link_efficiency
+    assert not bound.network.torus_dims and bound.network.link_latency_s == 0
+    assert bound.network.link_bandwidth_Bps == 2 * torus.network.link_bandwidth_Bps
+
+
+@pytest.mark.parametrize("stack", [EVERY_KNOB_STACK] + [profile.apply(Cluster()).stack for profile in STACKS.values()],
+                         ids=["every-knob"] + list(STACKS))
+def test_system_and_reference_clusters_carry_the_whole_stack_of_the_base(stack):
+    """A system point's cluster and each reference's run the base's setup and its whole stack: every field of a stack
+    profile (its MoE dispatch and overlaps too) survives, none is reset to a default or to the preset's."""
+    base = Cluster(global_batch=512, optimizer="adam", stack=stack)
+    budget = SystemBudget(power_w=1e6)
+    clusters = {"point": point_cluster(baseline_point(budget), base)}
+    clusters |= {name: reference_cluster(name, reference_point(name, budget), base) for name in REFERENCE_TOPOLOGIES}
+    for name, cluster in clusters.items():
+        assert cluster.setup == base.setup, name
+        for field in dataclasses.fields(Stack):
+            assert getattr(cluster.stack, field.name) == getattr(stack, field.name), (name, field.name)
 
 
 @settings(max_examples=80, deadline=None)

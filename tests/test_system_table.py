@@ -46,9 +46,9 @@ def test_reference_clusters_run_on_the_designs_software_basis():
     for name, preset in (("a100", "dgx-a100"), ("h100", "dgx-h100")):
         point = reference_point(name, budget)
         cluster = reference_cluster(name, point, base)
-        assert cluster.name == preset and cluster.n_devices == point.n_devices and cluster.global_batch == 4096
-        assert cluster.framework_efficiency == base.framework_efficiency == 1.0
-    assert get_cluster("dgx-a100", 8).framework_efficiency < 1  # the preset's fitted stack factor is replaced
+        assert cluster.name == preset and cluster.n_devices == point.n_devices and cluster.setup.global_batch == 4096
+        assert cluster.stack.framework_efficiency == base.stack.framework_efficiency == 1.0
+    assert get_cluster("dgx-a100", 8).stack.framework_efficiency < 1  # the preset's fitted stack factor is replaced
     assert reference_cluster("tpuv4", baseline_point(budget), base).name == "torus"
 
 
@@ -88,6 +88,11 @@ def test_factors_multiply_to_the_ratio_and_the_row_renders(tmp_path):
     node = row["node_sensitivity"]  # the answer at 4N: less power per chip, so a power budget buys at least as many
     assert node["node"] == "4N" and node["chip_power_w"] < row["best"]["chip_power_w"]
     assert node["chips"] >= row["best"]["chips"] and node["samples_s"] > 0
+    at_4n = row["same_node"]["h100"]  # the same space searched at H100's node, against the same H100 reference
+    assert set(row["same_node"]) == {"h100"} and at_4n["node"] == "4N" and at_4n["exact"]
+    assert at_4n["ratio"] == pytest.approx(at_4n["samples_s"] / row["references"]["h100"]["samples_s"])
+    if node["in_window"]:  # the N7 answer built at 4N is then a design of the 4N space: the search finds at least it
+        assert at_4n["samples_s"] >= node["samples_s"] * (1 - 1e-9)
     write_docs(tmp_path, [row])
     assert load_rows(tmp_path / "system_table.json") == [row]
     text = (tmp_path / "system_table.md").read_text()
@@ -138,7 +143,7 @@ def test_the_three_reference_call_sites_build_the_same_system():
     for name in REFERENCE_TOPOLOGIES:
         for number_format in REFERENCE_NUMBER_FORMATS[name]:
             training = space.reference_training(name, TRAINING)  # the space's stack on this reference's chip
-            assert training.framework_efficiency == space.system_stack.fit_on(name).framework_efficiency
+            assert training.stack.framework_efficiency == space.system_stack.fit_on(name).framework_efficiency
             point, cluster = reference_system(name, space.budget, number_format, training)
             assert point == reference_point(name, space.budget, number_format)
             assert cluster == reference_cluster(name, point, training)
@@ -167,3 +172,21 @@ def test_a_reference_the_budget_cannot_build_is_infeasible_not_an_error():
     for name in ("a100", "h100"):
         design, cluster, _ = best_reference(config, TINY.name, name, space.budget)
         assert not design.feasible and cluster is None and "not one whole switched unit of 8" in design.reason
+
+
+def test_the_system_space_is_built_at_its_node_and_a_node_without_data_is_one_line(tmp_path):
+    """``--node``: the space's chips at that node's density and energy (a 4N space fits more compute on the same die
+    and its chips draw less); the node is in the space's dict only when not the default, so N7 searches keep their
+    signature; an unknown node is one line, exit 2."""
+    from phaze_env.design import DesignSpace
+
+    n7 = small_space(number_format=("bf16",), hbm_generation=("hbm3e",))
+    at_4n = dataclasses.replace(n7, node="4n")
+    assert at_4n.node == "4N" and "node" not in n7.to_dict() and DesignSpace.from_dict(at_4n.to_dict()) == at_4n
+    design = next(d for d in n7 if n7.area_ok(d))
+    assert at_4n.point(design).estimate.die_area_mm2 < n7.point(design).estimate.die_area_mm2
+    assert at_4n.point(design).estimate.total_power_w < n7.point(design).estimate.total_power_w
+    assert at_4n.point(design).n_devices >= n7.point(design).n_devices
+    done = subprocess.run([sys.executable, "-m", "search.phaze", "--space", "system", "--workload", "gpt2-xl", "--node",
+                           "N2", "--out", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no process data for node 'N2'" in done.stderr

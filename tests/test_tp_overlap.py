@@ -1,10 +1,9 @@
-"""Tensor-parallel communication overlapped with its GEMMs (``Cluster.tp_comm_overlap``, the megatron-core profile):
+"""Tensor-parallel communication overlapped with its GEMMs (``Stack.tp_comm_overlap``, the megatron-core profile):
 the exposed part of a chunked collective against an event-by-event simulation of the pipeline, the collectives the
 overlap applies to in a traced layer, and the evaluation, explanation and bounds pricing it alike."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -65,7 +64,7 @@ def test_the_overlap_pairs_each_tp_collective_with_the_gemms_that_feed_it():
 
 def test_a_stack_that_overlaps_needs_the_dag():
     block = [layer for layer in model_graph(TINY, tensor_width=2).layers if layer.is_transformer_layer][0]
-    cluster = replace(get_cluster("dgx-h100", 8), tp_comm_overlap=True)
+    cluster = get_cluster("dgx-h100", 8).replace(tp_comm_overlap=True)
     with pytest.raises(ValueError, match="pass the ops' edges"):
         price_ops(block.fwd.ops, get_preset("h100"), cluster)
     table = price_ops(block.fwd.ops, get_preset("h100"), cluster, edges=block.fwd.edges).table
@@ -77,7 +76,7 @@ def test_the_evaluation_prices_the_overlap_and_only_its_comm_moves():
     plan = PlanSpec.parse("t8p1d1m1+rc=none")
     plain = get_cluster("dgx-h100", 8, global_batch=1)
     exposed = evaluate(TINY, get_preset("h100"), plain, plan=plan)
-    hidden = evaluate(TINY, get_preset("h100"), replace(plain, tp_comm_overlap=True), plan=plan)
+    hidden = evaluate(TINY, get_preset("h100"), plain.replace(tp_comm_overlap=True), plan=plan)
     before, after = exposed.plan["time_breakdown_s"], hidden.plan["time_breakdown_s"]
     assert after["tp_comm"] < before["tp_comm"] and hidden.plan["time_per_batch_s"] < exposed.plan["time_per_batch_s"]
     assert after["compute"] == pytest.approx(before["compute"])

@@ -107,15 +107,15 @@ def test_explain_adds_up_to_evaluate_at_a_framework_efficiency_below_one(fresh_c
     same slow-down: device terms ×1/0.79 against efficiency 1, link time unchanged."""
     a100 = get_preset("a100")
     cluster = get_cluster("dgx-a100", 16, global_batch=64)
-    assert cluster.framework_efficiency < 1
+    assert cluster.stack.framework_efficiency < 1
     ev = evaluate(TINY, a100, cluster, plan=PlanSpec.parse("t2p1d8m4"))
     assert ev.feasible and ev.proven
     timing = ev.layer_timings["t2_m4"]["block"]
     explained = ev.explain("block", workload=TINY)
     assert explained.time_s == pytest.approx(timing["fwd_s"] + timing["bwd_s"], rel=1e-3)
-    kernel = dataclasses.replace(cluster, framework_efficiency=1.0)
+    kernel = cluster.replace(framework_efficiency=1.0)
     plain = evaluate(TINY, a100, kernel, plan=PlanSpec.parse("t2p1d8m4")).explain("block", workload=TINY)
-    slowdown = 1 / cluster.framework_efficiency
+    slowdown = 1 / cluster.stack.framework_efficiency
     assert explained.busy_s["links"] == pytest.approx(plain.busy_s["links"], rel=1e-12) and plain.busy_s["links"] > 0
     for unit in ("tensor_cores", "vector_cores", "hbm"):
         assert explained.busy_s[unit] == pytest.approx(plain.busy_s[unit] * slowdown, rel=1e-9), unit

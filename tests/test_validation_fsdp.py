@@ -81,7 +81,7 @@ def test_the_runs_use_the_fused_causal_attention_kernel():
     assert PROFILE.fit_on("a100").attention_efficiency == FLASH_ATTENTION2_A100_EFFICIENCY
     assert PROFILE.fit_on("h100").attention_efficiency == FLASH_ATTENTION2_H100_EFFICIENCY
     cluster = get_stack("pytorch-fsdp").apply(get_cluster("ibm-a100", 128), "a100")
-    assert cluster.attention_efficiency == FLASH_ATTENTION2_A100_EFFICIENCY
+    assert cluster.stack.attention_efficiency == FLASH_ATTENTION2_A100_EFFICIENCY
 
 
 def test_tokens_per_gpu_is_batch_times_sequence_over_time_and_gpus():
@@ -113,7 +113,7 @@ def test_hsdp_moves_less_over_the_nodes_than_full_sharding():
     the tables do not test (the February 13B row ran HSDP only)."""
     case = get_case("fms-fsdp-feb24-llama2-13b")
     cluster = get_stack("pytorch-fsdp").apply(get_cluster("ibm-a100", 128, global_batch=128, optimizer="adam"))
-    cluster = replace(cluster, hybrid_allreduce_exposure=0.0)  # the traffic itself, all of it overlappable
+    cluster = cluster.replace(hybrid_allreduce_exposure=0.0)  # the traffic itself, all of it overlappable
 
     def run(shard_group):
         plan = replace(plan_of(case), shard_group=shard_group)
@@ -129,10 +129,11 @@ def test_hsdp_moves_less_over_the_nodes_than_full_sharding():
 
 def test_ibm_clusters_have_the_published_node_bandwidths():
     a100, h100 = get_cluster("ibm-a100", 128), get_cluster("ibm-h100", 96)
-    assert [level.size for level in a100.levels] == [8, 16] and [level.size for level in h100.levels] == [8, 12]
+    assert [level.size for level in a100.network.levels] == [8, 16]
+    assert [level.size for level in h100.network.levels] == [8, 12]
     # 400 and 800 Gb/s per node, shared by its 8 GPUs, at NCCL's 0.8
-    assert a100.levels[1].bandwidth_Bps == pytest.approx(400e9 / 8 / 8 * 0.8)
-    assert h100.levels[1].bandwidth_Bps == pytest.approx(800e9 / 8 / 8 * 0.8)
+    assert a100.network.levels[1].bandwidth_Bps == pytest.approx(400e9 / 8 / 8 * 0.8)
+    assert h100.network.levels[1].bandwidth_Bps == pytest.approx(800e9 / 8 / 8 * 0.8)
 
 
 @pytest.mark.parametrize("name, published", [("llama2-34b", 33_743_970_304), ("llama2-70b", 68_976_648_192)])

@@ -38,7 +38,7 @@ def test_case_is_the_published_plan(case):
 def test_the_h100_efficiency_is_the_stack_s_not_the_cluster_preset_s():
     """The dgx-h100 preset stays at 1 (the system space and README runs are unchanged); the Megatron-LM profile carries
     its H100 fit, whose calibration run is one bf16 DGXC case (so every FP8, Llama-2 and MoE case is held out)."""
-    assert get_cluster("dgx-h100", 8).framework_efficiency == 1.0
+    assert get_cluster("dgx-h100", 8).stack.framework_efficiency == 1.0
     fit = get_stack("megatron-lm").fit_on("h100")
     calibration = get_case(fit.calibration)
     assert calibration in DGXC and calibration.number_format == "bf16" and 0 < fit.framework_efficiency < 1

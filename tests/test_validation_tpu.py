@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 
-from dataclasses import replace
 
 from experiments.validation_fit import case_cluster, metric_value, plan_of, predict
 from experiments.validation_stats import TOLERANCE, TREND_TOLERANCE, scaling_series
@@ -80,7 +79,7 @@ def test_runs_the_model_cannot_express_are_listed_with_the_reason(case):
     prediction = predict(case)
     assert prediction.predicted is None and prediction.kind == "data" and case.requires in prediction.note
     cluster = get_cluster(case.cluster, case.n_devices, slices=case.slices)  # the system itself is expressible
-    assert cluster.slices == case.slices and cluster.slice_devices * case.slices == case.n_devices
+    assert cluster.network.slices == case.slices and cluster.network.slice_devices * case.slices == case.n_devices
 
 
 SLICES_22B = [f"maxtext-22b-{slices}xv4-128" for slices in (1, 2, 4, 8)]
@@ -105,7 +104,7 @@ def test_an_overlapped_dcn_allreduce_would_lose_nothing():
     one, eight = get_case(SLICES_22B[0]), get_case(SLICES_22B[-1])
 
     def per_chip(case, overlapped):
-        cluster = replace(case_cluster(case), hybrid_allreduce_overlapped=overlapped)
+        cluster = case_cluster(case).replace(hybrid_allreduce_overlapped=overlapped)
         evaluation = evaluate(case.workload, get_preset(case.accelerator), cluster, plan=plan_of(case), seq_len=case.seq_len)
         return metric_value(case, evaluation.plan["time_per_batch_s"]), evaluation.time_breakdown_s["dp_allreduce"]
 

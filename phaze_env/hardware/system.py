@@ -155,6 +155,11 @@ SYSTEM_GEMM_EFFICIENCY = A100_GEMM_EFFICIENCY
 measured 85.9 % of its tensor cores' nominal rate (MAMF). The tpuv4 preset keeps 1.0 (no TPUv4 measurement
 exists; PHAZE's space reproduces with it): in the system space no design wins by an efficiency assumption
 the reference chips do not get."""
+DESIGN_GEMM_EFFICIENCY = SYSTEM_GEMM_EFFICIENCY
+"""The GEMM efficiency of the system space's searched chips: :data:`SYSTEM_GEMM_EFFICIENCY`, the same as the
+references' (a rule: a searched chip has no measurement). A name of its own so that a sensitivity study moves the
+designs' alone (:data:`phaze_env.assumptions.ASSUMPTIONS`: range 0.801, H100's measured, to 1.0): the references
+stay pinned by their framework efficiencies fitted to published runs at :data:`SYSTEM_GEMM_EFFICIENCY`."""
 WALL_ENERGY_LABEL = "wall energy J/token (chips at TDP + host + network, × PUE)"
 """What a system-space design's ``energy_per_token_j`` (:meth:`SystemPoint.figures`) is, wherever it is shown: the
 cluster's power at the wall (every chip at its TDP-like power plus its host's and scale-out network's share, times
@@ -641,27 +646,28 @@ class SystemChoice:
     def link_bandwidth_Bps(self) -> float:
         return self.link_GBps * 1e9
 
-    def chip_system(self) -> ChipSystem:
-        return ChipSystem(node=SYSTEM_NODE, hbm_stacks=self.hbm_stacks, links=self.links,
+    def chip_system(self, node: str = SYSTEM_NODE) -> ChipSystem:
+        """The chip built at ``node`` (default the system space's, :data:`SYSTEM_NODE`; a name of ``cost.NODES``)."""
+        return ChipSystem(node=node, hbm_stacks=self.hbm_stacks, links=self.links,
                           link_bandwidth_Bps=self.link_bandwidth_Bps, serdes=SYSTEM_SERDES, core_style="systolic")
 
-    def compute_budget_mm2(self) -> float:
+    def compute_budget_mm2(self, node: str = SYSTEM_NODE) -> float:
         """The die area left for the compute block: die − HBM PHYs/controllers − SerDes − IO (may be ≤ 0)."""
-        return self.die_area_mm2 - sum(periphery_area_mm2(self.chip_system()).values())
+        return self.die_area_mm2 - sum(periphery_area_mm2(self.chip_system(node)).values())
 
-    def window_terms_mm2(self, arch: Accelerator) -> tuple[float, float]:
+    def window_terms_mm2(self, arch: Accelerator, node: str = SYSTEM_NODE) -> tuple[float, float]:
         """What the system space's area window compares for ``arch``'s cores and buffer on this die: the compute
-        block (at this choice's node, core style and number format) and its budget, :meth:`compute_budget_mm2`."""
+        block (at ``node``, this choice's core style and number format) and its budget, :meth:`compute_budget_mm2`."""
         chip = self.accelerator(arch)
-        compute = compute_die_area_mm2(chip.area_mm2, chip.buffer_mb, self.chip_system())
-        return float(compute), self.compute_budget_mm2()
+        compute = compute_die_area_mm2(chip.area_mm2, chip.buffer_mb, self.chip_system(node))
+        return float(compute), self.compute_budget_mm2(node)
 
     def accelerator(self, arch: Accelerator) -> Accelerator:
-        """``arch``'s cores and buffer with this choice's HBM, number format and the system space's GEMM
-        efficiency."""
+        """``arch``'s cores and buffer with this choice's HBM, number format and the searched chips' GEMM
+        efficiency (:data:`DESIGN_GEMM_EFFICIENCY`)."""
         generation = self.generation
         return arch.replace(hbm_gb=self.hbm_gb, hbm_bandwidth_Bps=self.hbm_stacks * generation.stack_bandwidth_Bps,
-                            hbm_efficiency=generation.efficiency, gemm_efficiency=SYSTEM_GEMM_EFFICIENCY,
+                            hbm_efficiency=generation.efficiency, gemm_efficiency=DESIGN_GEMM_EFFICIENCY,
                             number_format=self.number_format)
 
     def to_dict(self) -> dict[str, Any]:
@@ -788,9 +794,9 @@ def system_point(accelerator: Accelerator, chip_system: ChipSystem, topology: st
                        devices_supported(topology, budget.affordable(estimate, family)), budget, family)
 
 
-def choice_point(choice: SystemChoice, arch: Accelerator, budget: SystemBudget) -> SystemPoint:
-    """The point of a system-space design: ``arch``'s cores and buffer under ``choice``."""
-    return system_point(choice.accelerator(arch), choice.chip_system(), choice.topology, budget)
+def choice_point(choice: SystemChoice, arch: Accelerator, budget: SystemBudget, node: str = SYSTEM_NODE) -> SystemPoint:
+    """The point of a system-space design: ``arch``'s cores and buffer under ``choice``, built at ``node``."""
+    return system_point(choice.accelerator(arch), choice.chip_system(node), choice.topology, budget)
 
 
 REFERENCE_TOPOLOGIES = {"tpuv4": "torus", "a100": "switched", "h100": "switched"}
@@ -842,6 +848,6 @@ __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "T
            "TORUS_POD_CHIPS", "torus_pods",
            "devices_supported", "topology_unit", "HBM_GENERATIONS", "PUE", "FatTree", "HostShare", "SystemFamily",
            "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "ScaleUpFabric", "NVSWITCH_GEN2", "NVSWITCH_GEN3", "TPUV4_OCS", "REFERENCE_FAMILIES", "topology_family",
-           "SYSTEM_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
+           "SYSTEM_GEMM_EFFICIENCY", "DESIGN_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "REFERENCE_HBM_GENERATIONS", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]

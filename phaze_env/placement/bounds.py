@@ -60,8 +60,12 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     least ``(m_r + (p − 1)/v)·(S(p) + v·send) + sync``: the DP's own pipeline time with the cheapest send (its slowest
     stage ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``); the bound is the least over the ``v``, with the ``v > 1``
     relaxed to real values (:func:`_interleavings`).
+
+    A cluster whose stack overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``) counts
+    none of them: the part the schedule leaves exposed (:mod:`phaze_env.placement.dp_overlap`) is never negative, and
+    nothing smaller than 0 is known for every architecture at once.
     """
-    n, batch, rules = cluster.n_devices, cluster.global_batch, cluster.plan_rules
+    n, batch, rules = cluster.n_devices, cluster.setup.global_batch, cluster.stack.plan_rules
     caps = None if device_caps is None else np.asarray(device_caps, dtype=np.int64)
     if caps is not None and (caps.shape != (layer_s.shape[1],) or caps.max(initial=0) > n):
         raise ValueError(f"device_caps must give each of the {layer_s.shape[1]} architectures at most {n} devices")
@@ -80,12 +84,13 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
     # the DP's all-reduce as fixed + per-byte parts (dense over the d ranks t apart; 0 s for no bytes)
     fixed_s, per_byte_s = collective_affine(cluster, "allreduce", tensor_width).take(d_first - 1)
-    if not dense_bytes > 0:
+    overlapped = cluster.stack.dp_comm_overlap  # the collectives under the passes: what stays exposed may be as little as 0
+    if overlapped or not dense_bytes > 0:  # (phaze_env.placement.dp_overlap; the step is not in this bound either)
         fixed_s, per_byte_s = np.zeros(len(d_first)), np.zeros(len(d_first))
     # the expert shard's all-reduce over the d/e expert replicas t·e apart, without its fixed part (a stage may hold
     # no experts)
     expert_s = (expert_collective_affine(cluster, "allreduce", tensor_width, 1, e).take(d_first // e - 1)[1]
-                * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first)))
+                * (expert_gradient_bytes / e) if e > 1 and not overlapped else np.zeros(len(d_first)))
     send_s = p2p_bound_s(cluster, boundary_bytes, tensor_width)  # every stage of a pipeline sends (p > 1)
     most = n if caps is None else int(caps.max(initial=0))
     depths = range(1, min(n_layers, most // tensor_width) + 1)

@@ -17,30 +17,30 @@ from phaze_env.cluster import Cluster
 def pipeline_send_s(cluster: Cluster, level, payload_bytes: float, tensor_width: int) -> float:
     """One pipeline message of ``payload_bytes`` across ``level`` (a :class:`~phaze_env.cluster.Level` of ``cluster``);
     on a cluster of several levels, Megatron's scatter/gather (Narayanan et al. 2021 §4.1) sends ``1/t`` per tensor
-    rank and all-gathers it inside the group (when the cluster's stack does it: ``Cluster.pipeline_scatter_gather``;
+    rank and all-gathers it inside the group (when the cluster's stack does it: ``Stack.pipeline_scatter_gather``;
     else every rank sends it whole)."""
     t = tensor_width
-    if t == 1 or len(cluster.levels) == 1 or not cluster.pipeline_scatter_gather:
+    if t == 1 or len(cluster.network.levels) == 1 or not cluster.stack.pipeline_scatter_gather:
         return comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
     return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
-            + cluster.collective_s("allgather", payload_bytes, t))
+            + cluster.network.collective_s("allgather", payload_bytes, t))
 
 
 def p2p_bound_s(cluster: Cluster, payload_bytes: float, tensor_width: int) -> float:
     """A pipeline message is never faster than the DP's own send (:func:`pipeline_send_s`, Megatron's scatter/gather
     included) across the cheapest of the cluster's levels: whatever level a pipeline crosses, it is one of them."""
-    return min(pipeline_send_s(cluster, level, payload_bytes, tensor_width) for level in cluster.levels)
+    return min(pipeline_send_s(cluster, level, payload_bytes, tensor_width) for level in cluster.network.levels)
 
 
 def expert_group(tensor_width: int, context_parallel: int, expert_parallel: int, data_parallel: int) -> dict:
-    """The ranks holding one expert shard, as :meth:`Cluster.collective_s` arguments (rank order tp-cp-ep-dp-pp):
+    """The ranks holding one expert shard, as :meth:`Network.collective_s` arguments (rank order tp-cp-ep-dp-pp):
     the ``c`` context-parallel ranks ``t`` apart of each of the ``d/e`` data-parallel positions ``t·c·e`` apart."""
     t, c, e = tensor_width, context_parallel, expert_parallel
     return {"group": c, "stride": t, "outer": (data_parallel // e, t * c * e)}
 
 
 class AffineTable:
-    """A collective over the groups ``index = 0 … size−1`` (``group_of(index)``: :meth:`Cluster.collective_s` arguments)
+    """A collective over the groups ``index = 0 … size−1`` (``group_of(index)``: :meth:`Network.collective_s` arguments)
     as ``fixed[index] + per_byte[index] · S`` (exact for ``S > 0``: every ring term is affine in the bytes). An entry is
     computed the first time it is taken: a search with ZeRO-0 asks only for the smallest ``d`` of each microbatch
     count, and on the system space every design brings its own cluster, so a table is rarely needed whole."""
@@ -54,7 +54,7 @@ class AffineTable:
         flat = np.asarray(index).ravel()
         missing = np.unique(flat[np.isnan(self._fixed[flat])])
         for i in missing.tolist():
-            one, two = (self._cluster.collective_s(self._kind, size, **self._group_of(i)) for size in (1.0, 2.0))
+            one, two = (self._cluster.network.collective_s(self._kind, size, **self._group_of(i)) for size in (1.0, 2.0))
             self._fixed[i], self._per_byte[i] = one - (two - one), two - one
         return self._fixed[index], self._per_byte[index]
 

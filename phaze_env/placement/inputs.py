@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-# OPTIMIZERS is the cluster's vocabulary (Cluster.optimizer names one)
+# OPTIMIZERS is the cluster's vocabulary (Setup.optimizer names one)
 from phaze_env.cluster import OPTIMIZERS, Cluster, Optimizer
 from phaze_env.plan_spec import PlanSpec
 
@@ -186,10 +186,10 @@ class Settings:
             value = _number(value, name)
             if math.isinf(value) or value < 0 or (low is None and value == 0):
                 raise ValueError(f"{name} must be finite and {'non-negative' if low == 0 else 'positive'}, got {value}")
-        if not self.cluster.interleaved_schedule and (self.plan.interleave or 1) > 1:
+        if not self.cluster.stack.interleaved_schedule and (self.plan.interleave or 1) > 1:
             raise ValueError(f"plan {self.plan} pins v={self.plan.interleave}, but the cluster's training stack has no "
                              "interleaved schedule (e.g. DeepSpeed's PipelineEngine runs plain 1F1B)")
-        rules = self.cluster.plan_rules
+        rules = self.cluster.stack.plan_rules
         if not rules.pipeline and (self.plan.p or 1) > 1:
             raise ValueError(f"plan {self.plan} pins p={self.plan.p}, but "
                              f"{rules.owner(self.cluster.name)} does not pipeline (p = 1 only)")
@@ -218,11 +218,11 @@ class Settings:
 
     @property
     def global_batch(self) -> int:
-        return self.cluster.global_batch
+        return self.cluster.setup.global_batch
 
     @property
     def optimizer(self) -> Optimizer:
-        return OPTIMIZERS[self.cluster.optimizer]
+        return OPTIMIZERS[self.cluster.setup.optimizer]
 
     @property
     def sequence_parallel(self) -> bool:
@@ -232,8 +232,8 @@ class Settings:
     @property
     def zero_stages(self) -> tuple[int, ...]:
         """The ZeRO stages the DP may use: the pinned one, or every stage the cluster's training stack runs
-        (``Cluster.plan_rules.zero_stages``; each weighed by its own costs)."""
-        return self.cluster.plan_rules.zero_stages if self.plan.zero is None else (self.plan.zero,)
+        (``Stack.plan_rules.zero_stages``; each weighed by its own costs)."""
+        return self.cluster.stack.plan_rules.zero_stages if self.plan.zero is None else (self.plan.zero,)
 
     @property
     def interleaved(self) -> bool:
@@ -242,7 +242,7 @@ class Settings:
         :meth:`~phaze_env.placement.rules.RunnableShapes.interleaves`)."""
         if self.plan.interleave is not None:
             return self.plan.interleave > 1
-        return self.cluster.interleaved_schedule and self.cluster.plan_rules.pipeline
+        return self.cluster.stack.interleaved_schedule and self.cluster.stack.plan_rules.pipeline
 
     def zero_shards(self, weight_replicas: int) -> int:
         """How many ways ZeRO shards the state of ``weight_replicas`` replicas: all of them, or the plan's hybrid

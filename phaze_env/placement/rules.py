@@ -44,12 +44,12 @@ def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: Plan
 
 
 class RunnableShapes:
-    """The stack's plan rules (``settings.cluster.plan_rules``) applied to one search's layers (``table``)."""
+    """The stack's plan rules (``settings.cluster.stack.plan_rules``) applied to one search's layers (``table``)."""
 
     def __init__(self, settings: Settings, table: StageTable):
         self.settings = settings
         self.table = table
-        self.plan_rules = settings.cluster.plan_rules
+        self.plan_rules = settings.cluster.stack.plan_rules
         self.total_layers = int(table.layer_count[table.empty, table.full])  # transformer layers a split counts
         self._masks: dict[tuple[int, int], np.ndarray] = {}  # (v, layers per stage) -> K × K runnable stages
         self._compact_masks: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, v, layers per stage) -> compact

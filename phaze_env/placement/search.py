@@ -39,6 +39,12 @@ microbatches per replica, ``v`` virtual stages per device):
   under ZeRO ≥ 1 (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
   With interleaving a device's layers are modelled as one contiguous stage (its ``v`` chunks carry the
   same load), and Megatron's rule that ``m_r`` be a multiple of ``p`` is enforced.
+* a stack that overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``:
+  Megatron-Core's ``--overlap-grad-reduce`` / ``--overlap-param-gather``) pays, for ZeRO-0/1, only what each
+  stage's buckets leave exposed after its last backward pass and before its first forward pass
+  (:mod:`phaze_env.placement.dp_overlap`; per chunk when interleaved), so a stage's sync is a matrix of its own
+  layers and passes, not a function of its parameter bytes: the ε-constraint walk below runs on the largest stage
+  sync itself, as at ``e > 1``, and the bounds count the exposed part as 0 (the step is still counted).
 
 Exactness. Recompute modes are ordered by time (none ≤ selective ≤ full) and each only lowers memory,
 so the fastest fitting mode is the stage's one cost for each ``n``, and the gradient bytes never depend
@@ -94,6 +100,7 @@ import numpy as np
 
 from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
                                              pipeline_send_s)
+from phaze_env.placement.dp_overlap import bucket_counts, interleaved_exposed_s, stage_exposed_s
 from phaze_env.placement.inputs import (GRADIENT_FACTOR, LayerArrays, Settings, in_flight_units, microbatches_per_replica,
                                         pipeline_slots, pipeline_time_s, zero_buffer_factor)
 from phaze_env.placement.plan import Plan, infeasible
@@ -408,11 +415,13 @@ class PlacementSearch:
         self._p2p: dict[object, np.ndarray] = {}
         self._least_p2p: dict[object, float] = {}  # level -> the cheapest send of a stage of a p ≥ 2 pipeline
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
-        self._sync_floor: dict[tuple[int, int, int], float] = {}  # (p, d, zero) -> sync_s of the smallest largest stage
+        self._sync_floor: dict[tuple[int, int, int, int], float] = {}  # (p, d, zero, v) -> sync floor of any partition
         self._zero_comm: dict[tuple[int, int], np.ndarray] = {}
         self._layer_zero_comm: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ZeRO stage -> per (d, layer), totals
         self._layer_work_s = float(layers.fwd_s.sum() + layers.bwd_s.sum())
-        self._sync_compact: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, d, zero) -> stage syncs (e > 1)
+        self._sync_compact: dict[tuple, np.ndarray] = {}  # (layout, d, zero, p, v) -> stage syncs (e > 1 or overlap)
+        self._overlap_syncs: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # (d, zero, p, v) -> (exposed, sync)
+        self._overlap_layers: dict[tuple[int, int], tuple] = {}  # (d, zero) -> each layer's overlapped collectives
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(self._layer_memory("none"))
         self._largest_layer_params = table.layer_max(layers.param_bytes)
@@ -449,7 +458,7 @@ class PlacementSearch:
         return data_parallel * self.settings.context_parallel // self.settings.expert_parallel
 
     def _group(self, data_parallel: int, expert: bool) -> dict:
-        """Where the weight replicas sit, as :meth:`Cluster.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
+        """Where the weight replicas sit, as :meth:`Network.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
         dense bytes are replicated on the ``d·c`` ranks ``t`` apart; an expert shard on the ``c`` context-parallel
         ranks (``t`` apart) of each of the ``d/e`` data-parallel positions ``t·c·e`` apart that hold it."""
         s = self.settings
@@ -469,7 +478,7 @@ class PlacementSearch:
         ZeRO-0/1: the gradient all-reduce (ZeRO-1 runs it as reduce-scatter + all-gather, the same bytes);
         ZeRO-2: the all-gather of the updated weights (its gradients were reduce-scattered per microbatch);
         ZeRO-3: none (the next forward pass gathers the weights it needs), except under hybrid sharding in a stack
-        that does not overlap it (``Cluster.hybrid_allreduce_overlapped`` False): the all-reduce of the ``1/h``
+        that does not overlap it (``Stack.hybrid_allreduce_overlapped`` False): the all-reduce of the ``1/h``
         gradient shard across the ``d·c/h`` shard groups (``t·h`` apart).
         """
         if part_bytes == 0:
@@ -477,18 +486,18 @@ class PlacementSearch:
         hybrid = self._hybrid_after_flush(data_parallel, zero, expert)
         if hybrid is not None:
             groups, shards = hybrid
-            return self.settings.cluster.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
+            return self.settings.cluster.network.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
                                                       stride=self.settings.tensor_width * shards)
         kind, payload = _BATCH_COLLECTIVE[zero]
         if kind is None:
             return 0.0
-        return self.settings.cluster.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
+        return self.settings.cluster.network.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
 
     def _hybrid_after_flush(self, data_parallel, zero: int, expert: bool = False):
         """(shard groups, shard group size) when a ZeRO-3 hybrid-sharded stage all-reduces its gradient shard across
         the groups after the flush (a stack that does not overlap it); ``None`` otherwise."""
         s = self.settings
-        if zero != 3 or expert or s.plan.shard_group is None or s.cluster.hybrid_allreduce_overlapped:
+        if zero != 3 or expert or s.plan.shard_group is None or s.cluster.stack.hybrid_allreduce_overlapped:
             return None
         return self._weight_replicas(data_parallel) // s.plan.shard_group, s.plan.shard_group
 
@@ -510,6 +519,97 @@ class PlacementSearch:
         return (self.part_sync_s(param_bytes - expert_bytes, data_parallel, zero)
                 + self.part_sync_s(expert_bytes, data_parallel, zero, expert=True))
 
+    def overlaps(self, zero: int) -> bool:
+        """Whether the stack hides this ZeRO stage's once-per-batch collectives under the passes
+        (``Stack.dp_comm_overlap``: ZeRO-0's gradient all-reduce, ZeRO-1's reduce-scatter and all-gather;
+        :mod:`phaze_env.placement.dp_overlap`). ZeRO-2/3 overlap theirs per microbatch already (:meth:`zero_comm_s`)."""
+        return self.settings.cluster.stack.dp_comm_overlap and zero <= 1
+
+    def _walks_on_sync(self, zero: int) -> bool:
+        """Whether a stage's once-per-batch sync is its own matrix rather than a function of its parameter bytes
+        alone (two byte counts at ``e > 1``; the overlapped collectives depend on the stage's layers and passes)."""
+        return self.settings.expert_parallel > 1 or self.overlaps(zero)
+
+    def overlap_collectives_s(self, data_parallel: int, zero: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """Every layer's data-parallel collectives under ``Stack.dp_comm_overlap``, each with the pass that hides
+        it: ``((collective_s, backward_s),)`` for ZeRO-0's gradient all-reduce, also ``(collective_s, forward_s)`` for
+        ZeRO-1's weight all-gather (its gradients reduce-scattered under the backward). Priced as the search prices
+        them (:func:`collective_affine` over the ``d·c`` dense replicas ``t`` apart; the expert bytes over the
+        ``d·c/e`` expert replicas), one fixed part per bucket (:func:`~phaze_env.placement.dp_overlap.bucket_counts`)."""
+        key = (data_parallel, zero)
+        if key not in self._overlap_layers:
+            layers, s = self.layers, self.settings
+            e = s.expert_parallel
+            experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
+            dense = layers.param_bytes - experts
+
+            def layer_comm_s(kind: str, per_param: float) -> np.ndarray:
+                group = np.array([self._weight_replicas(data_parallel) - 1])
+                fixed, per_byte = (float(x[0]) for x in collective_affine(s.cluster, kind, s.tensor_width).take(group))
+                times = bucket_counts(dense) * fixed + per_byte * dense * per_param
+                if experts.any():
+                    fixed_e, per_byte_e = (float(x[0]) for x in
+                                           self._expert_affine(kind).take(np.array([data_parallel // e - 1])))
+                    times = times + bucket_counts(experts) * fixed_e + per_byte_e * experts * per_param
+                return times
+
+            if zero == 0:
+                self._overlap_layers[key] = ((layer_comm_s("allreduce", GRADIENT_FACTOR), layers.bwd_s),)
+            else:
+                self._overlap_layers[key] = ((layer_comm_s("reducescatter", GRADIENT_FACTOR), layers.bwd_s),
+                                             (layer_comm_s("allgather", 1.0), layers.fwd_s))
+        return self._overlap_layers[key]
+
+    def overlap_syncs(self, data_parallel: int, zero: int, stages: int, interleave: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(exposed, sync)``: every stage's exposed data-parallel collectives under ``Stack.dp_comm_overlap`` and
+        its once-per-batch sync (those + its optimizer step), as ``K × K`` matrices (``inf`` where no stage): each of
+        :meth:`overlap_collectives_s` left exposed by the stage's own pass
+        (:func:`~phaze_env.placement.dp_overlap.stage_exposed_s`; interleaved:
+        :func:`~phaze_env.placement.dp_overlap.interleaved_exposed_s`, which depends on ``p``)."""
+        key = (data_parallel, zero, stages if interleave > 1 else 0, interleave)
+        if key not in self._overlap_syncs:
+            layers, s, table = self.layers, self.settings, self.table
+            e = s.expert_parallel
+            buckets = bucket_counts(layers.param_bytes - layers.expert_param_bytes) + bucket_counts(layers.expert_param_bytes)
+            exposed = np.zeros(table.valid.shape)
+            for comm_s, cover_s in self.overlap_collectives_s(data_parallel, zero):
+                one = stage_exposed_s(table.member, table.valid, comm_s, cover_s, buckets, table.chain)
+                exposed = exposed + interleaved_exposed_s(one, _stage_sums(table, comm_s), _stage_sums(table, cover_s),
+                                                          stages, interleave)
+            stage_experts = table.expert_param_bytes if e > 1 else np.zeros_like(table.param_bytes)
+            step = (s.optimizer_step_s(np.where(table.valid, table.param_bytes - stage_experts, 0.0),
+                                       s.zero_shards(self._weight_replicas(data_parallel)), zero)
+                    + s.optimizer_step_s(np.where(table.valid, stage_experts, 0.0), self._expert_replicas(data_parallel),
+                                         zero))
+            exposed = np.where(table.valid, exposed, np.inf)
+            self._overlap_syncs[key] = exposed, exposed + step
+        return self._overlap_syncs[key]
+
+    def overlap_floor_s(self, data_parallel, zero: int, stages, interleave):
+        """A lower bound on the largest stage's exposed collectives of any partition (:meth:`overlap_syncs`), elementwise
+        over arrays of ``d``, ``p`` and ``v``: a stage leaves at least ``(C − B)/v`` of each collective exposed (all of
+        it less all its pass, the closed form at its last layer; :func:`~phaze_env.placement.dp_overlap.
+        interleaved_exposed_s` keeps ``1/v`` of that), and the stages cover every layer once, so the largest is at
+        least the total's ``1/(p·v)``. The totals are :meth:`overlap_collectives_s` summed over the layers, taken from
+        the affine tables at once (a bucket's fixed part times the buckets, the per-byte part times the bytes)."""
+        layers, s = self.layers, self.settings
+        d = np.atleast_1d(np.asarray(data_parallel))
+        e = s.expert_parallel
+        experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
+        dense = layers.param_bytes - experts
+        parts = ((("allreduce", GRADIENT_FACTOR), layers.bwd_s),) if zero == 0 else \
+            ((("reducescatter", GRADIENT_FACTOR), layers.bwd_s), (("allgather", 1.0), layers.fwd_s))
+        floor = np.zeros(len(d))
+        for (kind, per_param), cover_s in parts:
+            fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(self._weight_replicas(d) - 1)
+            total = bucket_counts(dense).sum() * fixed + per_byte * (dense.sum() * per_param)
+            if experts.any():
+                fixed_e, per_byte_e = self._expert_affine(kind).take(d // e - 1)
+                total = total + bucket_counts(experts).sum() * fixed_e + per_byte_e * (experts.sum() * per_param)
+            floor += np.maximum(0.0, total - float(cover_s.sum()))
+        result = floor / (np.asarray(stages) * np.asarray(interleave))
+        return float(result[0]) if np.ndim(data_parallel) == 0 else result
+
     def zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray:
         """Every stage's exposed ZeRO-2/3 collectives per microbatch (0 for ZeRO-0/1).
 
@@ -529,9 +629,9 @@ class PlacementSearch:
         (``1/h`` of its gradient) is then all-reduced across the ``d·c/h`` groups (``t·h`` apart) in the same
         post-backward step (``torch.distributed.fsdp`` ``_post_backward_hook``: reduce-scatter, then all-reduce in
         the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``; a stack
-        that runs that all-reduce once after the backward pass instead (``Cluster.hybrid_allreduce_overlapped``
+        that runs that all-reduce once after the backward pass instead (``Stack.hybrid_allreduce_overlapped``
         False) pays it whole after the flush (:meth:`part_allreduce_s`); one that overlaps it but does not hide all of
-        it (``Cluster.hybrid_allreduce_exposure`` ``x`` > 0) adds ``x`` × each layer's all-reduce on top.
+        it (``Stack.hybrid_allreduce_exposure`` ``x`` > 0) adds ``x`` × each layer's all-reduce on top.
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
@@ -577,11 +677,11 @@ class PlacementSearch:
                 groups = np.maximum(replicas // shards, 1)[:, None]
                 gather = self._hybrid_s("allgather", layers.param_bytes, shards, 1, 1.0)
                 scatter = self._hybrid_s("reducescatter", layers.param_bytes, shards, 1, GRADIENT_FACTOR)
-                if s.cluster.hybrid_allreduce_overlapped:  # else once per batch after the flush (part_allreduce_s)
+                if s.cluster.stack.hybrid_allreduce_overlapped:  # else once per batch after the flush (part_allreduce_s)
                     allreduce = self._hybrid_s("allreduce", layers.param_bytes / shards, groups, shards,
                                                GRADIENT_FACTOR)
                     scatter = scatter + allreduce
-                    always = s.cluster.hybrid_allreduce_exposure * allreduce  # the share the backward does not hide
+                    always = s.cluster.stack.hybrid_allreduce_exposure * allreduce  # the share the backward does not hide
             if zero == 2:
                 exposed = np.maximum(scatter - layers.bwd_s, 0.0)
             else:
@@ -631,7 +731,10 @@ class PlacementSearch:
     def sync_compact(self, shape: _Shape, memory: StageMemory) -> np.ndarray:
         """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted), each
         part evaluated once per distinct byte count."""
-        key = (id(memory.next_index), shape.data_parallel, shape.zero)
+        key = (id(memory.next_index), shape.data_parallel, shape.zero, shape.stages, shape.interleave)
+        if key not in self._sync_compact and self.overlaps(shape.zero):
+            self._sync_compact[key] = memory.compact(self.overlap_syncs(shape.data_parallel, shape.zero, shape.stages,
+                                                                        shape.interleave)[1])
         if key not in self._sync_compact:
             dense = memory.compact(self.table.param_bytes - self.table.expert_param_bytes)
             listed = np.isfinite(dense)
@@ -647,7 +750,7 @@ class PlacementSearch:
         return self._sync_compact[key]
 
     def _level(self, shape: _Shape):
-        return self.settings.cluster.p2p_level(self._replica_devices * shape.data_parallel, max(shape.stages - 1, 1))
+        return self.settings.cluster.network.p2p_level(self._replica_devices * shape.data_parallel, max(shape.stages - 1, 1))
 
     def _send_s(self, level, payload_bytes: float) -> float:
         """One pipeline message across ``level`` (:func:`pipeline_send_s`)."""
@@ -734,7 +837,7 @@ class PlacementSearch:
         worst = int(np.argmax(lightest - s.hbm_bytes))
         if lightest[worst] > s.hbm_bytes:
             return (f"layer {worst} alone needs {lightest[worst] / 2**30:.3g} GiB (weights, gradients, "
-                    f"{s.cluster.optimizer} state and one microbatch of activations) > {s.hbm_bytes / 2**30:.3g} GiB "
+                    f"{s.cluster.setup.optimizer} state and one microbatch of activations) > {s.hbm_bytes / 2**30:.3g} GiB "
                     f"of HBM at tensor width {s.tensor_width}")
         return ""
 
@@ -799,6 +902,12 @@ class PlacementSearch:
         else:  # each part of the largest sync is at least its own smallest largest stage's
             sync_floor_s = np.maximum(self._sync_floor_s(d, self.dense_floor[p - 1], z),
                                       self._sync_floor_s(d, self.expert_floor[p - 1], z, expert=True))
+        if s.cluster.stack.dp_comm_overlap:  # the largest stage's exposed collectives are at least their share of the total
+            for zero in (0, 1):
+                rows = z == zero
+                if rows.any():
+                    sync_floor_s[rows] = np.maximum(sync_floor_s[rows],
+                                                    self.overlap_floor_s(d[rows], zero, p[rows], v[rows]))
         if (v > 1).any():  # interleaved shapes send v times per microbatch: their slowest stage pays v sends or more
             sends = np.zeros(len(p))
             for index in np.flatnonzero(v > 1).tolist():
@@ -822,6 +931,8 @@ class PlacementSearch:
             d, size = data_parallel[rows], finite_bytes[rows]
             group = self._expert_replicas(d) if expert else self._weight_replicas(d)
             times[rows] = s.optimizer_step_s(size, group if expert else s.zero_shards(group), stage)
+            if self.overlaps(stage):  # the exposed collectives may be as little as 0: the step alone bounds the sync
+                continue
             hybrid = self._hybrid_after_flush(d, stage, expert)
             if hybrid is not None:  # the gradient shard's all-reduce across the shard groups (part_allreduce_s)
                 groups, shards = hybrid
@@ -884,15 +995,29 @@ class PlacementSearch:
 
     def _bound_s(self, shape: _Shape, stage_time_s: float) -> float:
         """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
-        key = (shape.stages, shape.data_parallel, shape.zero)
+        key = (shape.stages, shape.data_parallel, shape.zero, shape.interleave)
         if key not in self._sync_floor:
             d, index = shape.data_parallel, shape.stages - 1
-            if self.settings.expert_parallel == 1:
+            if self.overlaps(shape.zero):
+                self._sync_floor[key] = self._overlapped_sync_floor_s(shape)
+            elif self.settings.expert_parallel == 1:
                 self._sync_floor[key] = self.sync_s(self.param_floor[index], d, shape.zero)
             else:  # each part of the largest stage sync is at least that part's smallest largest stage's
                 self._sync_floor[key] = max(self.part_sync_s(self.dense_floor[index], d, shape.zero),
                                             self.part_sync_s(self.expert_floor[index], d, shape.zero, expert=True))
         return pipeline_time_s(shape.slots, stage_time_s, self._sync_floor[key]) * _LOWER_BOUND_SLACK
+
+    def _overlapped_sync_floor_s(self, shape: _Shape) -> float:
+        """The largest stage sync of any partition of ``shape`` under ``Stack.dp_comm_overlap``: at least the step
+        of the smallest largest stage (each part's, at ``e > 1``) and at least the exposed collectives' floor
+        (:meth:`overlap_floor_s`)."""
+        d, zero, index = np.array([shape.data_parallel]), np.array([shape.zero]), shape.stages - 1
+        if self.settings.expert_parallel == 1:
+            step_s = float(self._sync_floor_s(d, np.array([self.param_floor[index]]), zero)[0])
+        else:
+            step_s = max(float(self._sync_floor_s(d, np.array([self.dense_floor[index]]), zero)[0]),
+                         float(self._sync_floor_s(d, np.array([self.expert_floor[index]]), zero, expert=True)[0]))
+        return max(step_s, self.overlap_floor_s(shape.data_parallel, shape.zero, shape.stages, shape.interleave))
 
     def _pareto_walk(self, shape: _Shape, pairs: list[tuple[int, int]], best: _Best) -> None:
         """Exact ``min M·C + A(P)``: repeatedly the fastest partition with a strictly smaller largest stage.
@@ -903,9 +1028,9 @@ class PlacementSearch:
         all-reduce cannot beat the incumbent, or when ``P_i`` is the smallest possible.
         """
         costs, dp = self.variant(shape)
-        if self.settings.expert_parallel == 1:  # the sync grows with the largest stage's parameter bytes
+        if not self._walks_on_sync(shape.zero):  # the sync grows with the largest stage's parameter bytes
             floor, key = self.param_floor[shape.stages - 1], costs.param_bytes
-        else:  # two byte counts: walk down the largest stage sync itself
+        else:  # two byte counts, or overlapped collectives: walk down the largest stage sync itself
             floor, key = 0.0, self.sync_compact(shape, costs.memory)
         largest = self._largest_sync_key(shape, pairs)
         rule = self.rules.compact_mask(shape.interleave, shape.stages, costs.memory)
@@ -927,18 +1052,20 @@ class PlacementSearch:
         return float(self.table.expert_param_bytes[pair]) if self.settings.expert_parallel > 1 else 0.0
 
     def _stage_sync_s(self, shape: _Shape, pair: tuple[int, int]) -> float:
+        if self.overlaps(shape.zero):
+            return float(self.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[1][pair])
         return self.sync_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero, self._expert_bytes(pair))
 
     def _largest_sync_key(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
         """What the once-per-batch sync grows with: the largest stage's parameter bytes, or at ``e > 1`` the
-        largest stage sync (seconds)."""
-        if self.settings.expert_parallel == 1:
+        largest stage sync (seconds; also under overlapped collectives)."""
+        if not self._walks_on_sync(shape.zero):
             return self._max_params(pairs)
         return max(self._stage_sync_s(shape, pair) for pair in pairs)
 
     def _batch_sync_s(self, shape: _Shape, pairs: list[tuple[int, int]]) -> float:
         """The once-per-batch sync of a partition: that of its largest stage."""
-        if self.settings.expert_parallel == 1:
+        if not self._walks_on_sync(shape.zero):
             return self.sync_s(self._max_params(pairs), shape.data_parallel, shape.zero)
         return self._largest_sync_key(shape, pairs)
 
@@ -955,6 +1082,14 @@ class PlacementSearch:
         """``(m_r + (p−1)/v) · max stage time + sync of the largest stage`` of a partition."""
         slowest_s = max(time for _, time in self._stages(shape, pairs))
         return pipeline_time_s(shape.slots, slowest_s, self._batch_sync_s(shape, pairs))
+
+    def _reported_allreduce_s(self, shape: _Shape, pair: tuple[int, int]) -> float:
+        """A stage's data-parallel collectives once per batch as the plan pays them: :meth:`allreduce_s`, or under
+        ``Stack.dp_comm_overlap`` only their exposed part (:meth:`overlap_syncs`)."""
+        if self.overlaps(shape.zero):
+            return float(self.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[0][pair])
+        return self.allreduce_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
+                                self._expert_bytes(pair))
 
     def _no_fit_reason(self) -> str:
         s, plan = self.settings, self.settings.plan
@@ -1041,7 +1176,7 @@ class PlacementSearch:
             "p2p": steady * shape.interleave * float(costs.p2p_s[a, b]),
             "zero_comm": steady * zero_comm_s,
             "bubble": (shape.stages - 1) / shape.interleave * times[slowest],
-            "dp_allreduce": self.allreduce_s(largest, d, zero, experts),
+            "dp_allreduce": self._reported_allreduce_s(shape, synced),
             "optimizer": (s.optimizer_step_s(largest - experts, s.zero_shards(self._weight_replicas(d)), zero)
                           + s.optimizer_step_s(experts, self._expert_replicas(d), zero)),
         }
@@ -1080,8 +1215,7 @@ class PlacementSearch:
             recompute_modes=modes,
             stage_times_s=tuple(times),
             stage_p2p_s=tuple(shape.interleave * float(costs.p2p_s[a, b]) for a, b in pairs),
-            stage_allreduce_s=tuple(self.allreduce_s(float(t.param_bytes[pair]), d, zero, self._expert_bytes(pair))
-                                    for pair in pairs),
+            stage_allreduce_s=tuple(self._reported_allreduce_s(shape, pair) for pair in pairs),
             stage_memory_bytes=tuple(item["total"] for item in memory),
             stage_memory=tuple(memory),
             bubble_fraction=(shape.stages - 1) / shape.interleave / shape.slots,

@@ -4,7 +4,7 @@ at PyTorch's dispatcher.
 The traced graph (:mod:`phaze_env.workloads.trace`) is exported on the meta device in the default dtype and prices
 every tensor at the run's element size; its fusion (:func:`phaze_env.workloads.model.fuse`) merges each elementwise
 operator into the matmul before it or into one chain, as a compiler does. A stack that runs the model eagerly
-(``Cluster.unfused_elementwise``: PyTorch without ``torch.compile``) launches each of them as a kernel of its own, in
+(``Stack.unfused_elementwise``: PyTorch without ``torch.compile``) launches each of them as a kernel of its own, in
 the dtype the model's code asks for (Hugging Face's ``LlamaRMSNorm`` upcasts to fp32 and back, the softmax-free parts of
 rotary embeddings copy and concatenate halves), and autograd launches one or more kernels per operator in the backward
 pass. Neither is in the trace's count (``Op.eager_bytes``: each member's own operands at the run's element size, the

@@ -71,7 +71,7 @@ class Op:
     fused: tuple[str, ...] = ()  # names of the traced ops merged into this one
     eager_bytes: int = 0
     """HBM bytes of the elementwise operators merged into this op (the op itself, unless it is a matmul) when each
-    runs as a kernel of its own, as eager PyTorch runs them (``Cluster.unfused_elementwise``): each member's own
+    runs as a kernel of its own, as eager PyTorch runs them (``Stack.unfused_elementwise``): each member's own
     ``bytes_read + bytes_written`` (backward: its gradient kernel's, read ``r + w`` and written ``r``, as
     :func:`~phaze_env.workloads.model.backward_op` prices the fused op), scaled per layer to the dispatcher's count
     (:mod:`phaze_env.workloads.eager`). 0: none (a plain matmul, a collective)."""
@@ -114,7 +114,7 @@ class Layer:
     stash_attention_bytes: int = 0  # part of the stash that is attention scores/probabilities (…, s, s)
     stash_replicated_bytes: int = 0  # part of the stash not split by tensor parallelism
     # the parts of the stash (all, attention, replicated) that a fused kernel rebuilds in its backward pass instead of
-    # keeping (workloads.model.kernel_recomputed): stashed by an eager stack only (Cluster.unfused_elementwise)
+    # keeping (workloads.model.kernel_recomputed): stashed by an eager stack only (Stack.unfused_elementwise)
     stash_kernel_bytes: int = 0
     stash_kernel_attention_bytes: int = 0
     stash_kernel_replicated_bytes: int = 0

@@ -365,7 +365,7 @@ def kernel_recomputed(nodes: list[_Node], region_ops: list[RawOp]) -> set[str]:
     member produces it, only members of the same fused operator save it, and it can be rebuilt from tensors that stay
     saved (its producer's inputs are kept, or are themselves rebuilt inside the operator); a matmul's output is
     always kept. Eager PyTorch, which runs every operator as its own kernel, keeps them all
-    (``Cluster.unfused_elementwise``)."""
+    (``Stack.unfused_elementwise``)."""
     group = {member: node.name for node in nodes for member in node.members}
     fused = {node.name for node in nodes if len(node.members) > 1}
     by_name = {op.name: op for op in region_ops}

@@ -68,7 +68,7 @@ REDUCING = {"mean", "sum", "amax", "cross_entropy_loss", "nll_loss", "topk", "in
 #   +604.0 MB    HF's tanh-GELU runs unfused: autograd keeps three 4h-wide intermediates besides the GELU input and
 #                output (tanh, 0.5·x, 1 + tanh: 40·sbh bytes in all) where Megatron counts the input and the output
 #                (16·sbh) — a fused kernel rebuilds them (workloads.model.kernel_recomputed: the evaluator
-#                drops them for every stack that fuses, Cluster.unfused_elementwise);
+#                drops them for every stack that fuses, Stack.unfused_elementwise);
 #   −1,208 MB    no dropout (the trace is deterministic): we keep the softmax output (2·as²b; the scale by a constant
 #                keeps nothing, PRODUCTS) where Megatron keeps it, the dropout mask (as²b) and the dropout output
 #                (2·as²b);

@@ -1,0 +1,259 @@
+"""How each system-table verdict moves over its assumptions' ranges: ``python -m experiments.sensitivity``.
+
+For one row of ``docs/system_table.json`` (a workload at a budget kind) and every assumption of
+:data:`phaze_env.assumptions.ASSUMPTIONS` at each end of its range (:func:`phaze_env.assumptions.moved`), the row's
+verdict — the exact system-space search's best throughput over each reference system's at the same budget — is
+computed again:
+
+* **exact**: the search is re-run (:func:`search.run.run_search`, proven or saying it is not) and the references
+  re-evaluated, all under the moved assumption (its iso-cost budget too: the H100 cluster's cost moves with a cost
+  assumption);
+* **inputs unchanged**: when the move leaves every input of the search and of the references as they were at
+  nominal — the budget, every row's chip (accelerator) and cluster (chip count, links, training stack and
+  efficiency), each reference's chip and cluster (:func:`search_inputs`) — the answer and the references are the
+  nominal ones, exactly, and nothing is re-run (e.g. a cost assumption at iso-power: chip counts follow power).
+
+Nothing is bounded or estimated: each figure is a proven search's or the nominal one for the reason above, and a
+search that is not proven is marked so. Outputs: ``<out>/<workload>/<kind>/sensitivity.json`` (the format
+:func:`search.report.sensitivity_section` charts) and that search's ``report.html`` rebuilt with the tornado chart;
+the row's ``sensitivity`` summary in ``<docs>/system_table.json`` (``system_table.md`` re-rendered) and the tornado
+charts of every row with one in ``<docs>/figures/system_sensitivity.{html,png}``.
+
+    python -m experiments.sensitivity --workload gpt2-xl --kind power --workers 2
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from experiments.system_table import (KINDS, REFERENCE_LABELS, REFERENCES, best_reference, budget_for, load_rows,
+                                      power_budget_w, row_key, search_config, write_docs)
+from phaze_env.assumptions import ASSUMPTIONS, Assumption, moved
+from phaze_env.cli import OneLineParser, positive_float, positive_int
+from phaze_env.design import reference_system
+from phaze_env.files import write_text_atomic, writable_directory
+from phaze_env.hardware import Accelerator
+from phaze_env.hardware.system import REFERENCE_NUMBER_FORMATS
+from phaze_env.workloads import get_workload
+from search.config import SearchConfig
+from search.report import SENSITIVITY_FILE, rebuild, tornado_bars, tornado_figures
+from search.run import run_search
+
+STATUSES = ("exact", "inputs unchanged")
+"""How a case's figures were obtained (module docstring); anything else is "NOT PROVEN"."""
+
+
+def search_inputs(config: SearchConfig) -> str:
+    """A digest of everything a system-space search's answer and its references' evaluations are functions of, beside
+    the search's arguments (which no assumption moves): the budget, each row's accelerator and cluster
+    (:meth:`SystemArchSpace.cluster`) and objective divisor, and each reference's accelerator and cluster in each of its
+    number formats. The
+    evaluation is a function of these (the content-addressed cache keys it by them), so equal digests mean equal
+    answers."""
+    arch, budget = config.arch, config.space.budget
+    rows = [[arch.points[i].accelerator.to_dict(), arch.cluster(i, config.cluster).to_dict()] for i in range(len(arch))]
+    references = []
+    for name in REFERENCES:
+        for number_format in REFERENCE_NUMBER_FORMATS[name]:
+            point, cluster = reference_system(name, budget, number_format,
+                                              config.space.reference_training(name, config.cluster))
+            references.append([name, number_format, point.accelerator.to_dict(),
+                               cluster.to_dict() if cluster is not None else point.unbuildable_reason])
+    divisors = [float(d).hex() for d in config.objective_divisors()]  # all 1 for throughput; a per-W or per-$ objective's
+    text = json.dumps([budget.to_dict(), rows, references, divisors], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def verdict(config: SearchConfig, *, workers: int, out: Path, progress=None) -> dict[str, Any]:
+    """The row's verdict under the model as it is now: the exact search's answer, each reference's best throughput at
+    the same budget (:func:`experiments.system_table.best_reference`) and the ratios."""
+    (workload,) = config.names
+    started = time.perf_counter()
+    result = run_search(config, workers=workers, out=out, progress=progress)
+    best = result.best[workload]
+    if best is None or not best.feasible:
+        raise ValueError(f"no feasible system for {workload} at {config.space.budget.describe()}")
+    references = {}
+    for name in REFERENCES:
+        design, _, _ = best_reference(config, workload, name, config.space.budget)
+        references[name] = design.throughput_samples_s if design.feasible else None
+    return {"samples_s": best.throughput_samples_s, "chips": best.system["n_devices"],
+            "design": Accelerator.from_dict(best.accelerator).notation(), "plan": best.plan["notation"],
+            "exact": result.exact, "references": references,
+            "ratios": {n: best.throughput_samples_s / s for n, s in references.items() if s},
+            "budget": config.space.budget.to_dict(), "elapsed_s": time.perf_counter() - started}
+
+
+def row_sensitivity(config_at: Callable[[], SearchConfig], kind: str, *, workers: int, directory: Path,
+                    assumptions: Sequence[Assumption] | None = None,
+                    say: Callable[[str], None] = print) -> dict[str, Any]:
+    """The verdict of the search ``config_at()`` builds (called under each move: its budget may follow it, as the
+    iso-cost budget does) at nominal and at each end of each assumption's range (module docstring), with the range of
+    every ratio over all of them; written to ``directory/sensitivity.json`` (the nominal search's outputs go to
+    ``directory``, each case's under ``directory/sensitivity/``)."""
+    started = time.perf_counter()
+    nominal_config = config_at()
+    (workload,) = nominal_config.names
+    nominal_inputs = search_inputs(nominal_config)
+    nominal = verdict(nominal_config, workers=workers, out=directory)
+    say(f"nominal: {_ratios_text(nominal['ratios'])} ({nominal['elapsed_s']:.0f} s)")
+    cases = []
+    for assumption in assumptions or ASSUMPTIONS.values():
+        for end, value in assumption.ends().items():
+            case_started = time.perf_counter()
+            with moved(assumption.name, value):
+                config = config_at()
+                if search_inputs(config) == nominal_inputs:
+                    figures, status = nominal | {"elapsed_s": 0.0}, "inputs unchanged"
+                else:
+                    figures = verdict(config, workers=workers, out=directory / "sensitivity" / f"{assumption.name}-{end}")
+                    status = "exact" if figures["exact"] else "NOT PROVEN"
+            case = {"assumption": assumption.name, "label": assumption.label, "unit": assumption.unit, "end": end,
+                    "value": value, "nominal_value": assumption.nominal, "status": status,
+                    "wall_s": time.perf_counter() - case_started} | figures
+            cases.append(case)
+            say(f"{assumption.describe(value)} ({end}): {_ratios_text(case['ratios'])} [{status}, "
+                f"{case['wall_s']:.0f} s]")
+    data = {"workload": workload, "kind": kind, "budget": nominal_config.space.budget.describe(),
+            "references": {n: REFERENCE_LABELS[n] for n in REFERENCES}, "nominal": nominal, "cases": cases,
+            "ranges": ranges(nominal, cases), "exact": all(c["status"] in STATUSES for c in cases) and nominal["exact"],
+            "elapsed_s": time.perf_counter() - started}
+    write_text_atomic(directory / SENSITIVITY_FILE, json.dumps(data, indent=1, allow_nan=False) + "\n")
+    return data
+
+
+def ranges(nominal: dict[str, Any], cases: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per reference: the ratio's lowest and highest over the nominal run and every case, and the case giving each."""
+    out = {}
+    for name, ratio in nominal["ratios"].items():
+        points = [(ratio, "nominal")] + [(c["ratios"][name], f"{c['assumption']} {c['end']}") for c in cases
+                                         if name in c["ratios"]]
+        low, high = min(points), max(points)
+        out[name] = {"nominal": ratio, "low": low[0], "low_by": low[1], "high": high[0], "high_by": high[1]}
+    return out
+
+
+def _ratios_text(ratios: dict[str, float]) -> str:
+    return ", ".join(f"{r:.2f}× {REFERENCE_LABELS[n]}" for n, r in ratios.items())
+
+
+def row_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """What the table row keeps: the ranges, every case's ratios and status, the wall time."""
+    return {"ranges": data["ranges"], "exact": data["exact"], "elapsed_s": data["elapsed_s"],
+            "cases": [{k: c[k] for k in ("assumption", "label", "unit", "end", "value", "nominal_value", "status",
+                                         "ratios", "wall_s")} for c in data["cases"]]}
+
+
+def write_figures(docs: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """``<docs>/figures/system_sensitivity.html`` (interactive, one tornado per row and reference) and ``.png``."""
+    import plotly.offline
+
+    figures_dir = writable_directory(docs / "figures")
+    charts = [(row, tornado_figures(_chart_data(row))) for row in rows if row.get("sensitivity")]
+    if not charts:
+        return
+    body = "\n".join(f"<h2>{row['workload']} at {row['budget_label']}</h2>\n" + "\n".join(
+        f.to_html(full_html=False, include_plotlyjs=False, div_id=f"tornado-{k}-{j}") for j, f in enumerate(figs))
+        for k, (row, figs) in enumerate(charts))
+    write_text_atomic(figures_dir / "system_sensitivity.html",
+                      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Sensitivity of the "
+                      f"system table's verdicts</title>\n<script>{plotly.offline.get_plotlyjs()}</script></head><body>\n"
+                      f"{body}\n</body></html>\n")
+    _write_png(figures_dir / "system_sensitivity.png", [row for row, _ in charts])
+
+
+def _chart_data(row: dict[str, Any]) -> dict[str, Any]:
+    """A table row's sensitivity in the form the report's tornado reads (:data:`search.report.SENSITIVITY_FILE`)."""
+    s = row["sensitivity"]
+    return {"workload": row["workload"], "budget": row["budget_label"],
+            "references": {n: REFERENCE_LABELS[n] for n in s["ranges"]},
+            "nominal": {"ratios": {n: r["nominal"] for n, r in s["ranges"].items()}}, "cases": s["cases"]}
+
+
+def _write_png(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """The same tornados as a static image (matplotlib): one panel per row and reference."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(row, name) for row in rows for name in row["sensitivity"]["ranges"]]
+    n_assumptions = max(len({c["assumption"] for c in row["sensitivity"]["cases"]}) for row in rows)
+    fig, axes = plt.subplots(len(rows), len(REFERENCES), squeeze=False,
+                             figsize=(8.0 * len(REFERENCES), 0.32 * n_assumptions * len(rows) + 1.2 * len(rows)))
+    for ax, (row, name) in zip(axes.flat, panels):
+        nominal, bars = row["sensitivity"]["ranges"][name]["nominal"], tornado_bars(_chart_data(row), name)
+        labels = [b["label"] for b in bars]
+        for k, b in enumerate(bars):
+            for end, colour in (("low", "#4c78a8"), ("high", "#e45756")):
+                if b[end] is not None:
+                    ax.barh(k, b[end] - nominal, left=nominal, color=colour, height=0.7)
+        ax.axvline(nominal, color="black", linewidth=1)
+        ax.set_yticks(range(len(bars)), labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(f"{row['workload']} {row['budget_label']}: vs {REFERENCE_LABELS[name]}", fontsize=9)
+        ax.set_xlabel("throughput ratio (blue: range low end, red: high end)", fontsize=8)
+    fig.tight_layout()
+    temporary = path.with_suffix(".tmp.png")
+    fig.savefig(temporary, dpi=110)
+    plt.close(fig)
+    temporary.replace(path)
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(prog="python -m experiments.sensitivity", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", action="append", metavar="NAME", required=True, help="workload (repeatable)")
+    parser.add_argument("--kind", action="append", choices=KINDS, default=None,
+                        help="iso-power (power) and/or iso-cost (cost) rows (default both)")
+    parser.add_argument("--budget-mw", type=positive_float, default=None, metavar="MW",
+                        help="power budget (default the table's: 1 MW, gpt3-175b 10 MW)")
+    parser.add_argument("--assumption", action="append", choices=sorted(ASSUMPTIONS), default=None,
+                        help="only these assumptions (repeatable; default every one)")
+    parser.add_argument("--workers", type=positive_int, default=2, metavar="N", help="search worker processes (default 2)")
+    parser.add_argument("--out", type=Path, default=Path("out/system_table"),
+                        help="search outputs, the table's (default out/system_table)")
+    parser.add_argument("--docs", type=Path, default=Path("docs"),
+                        help="where system_table.json/.md and figures/system_sensitivity.* are updated (default docs)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        workloads = [get_workload(w).name for w in args.workload]
+        docs, out = writable_directory(args.docs), writable_directory(args.out)
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    assumptions = [ASSUMPTIONS[name] for name in args.assumption] if args.assumption else None
+    rows = {row_key(r): r for r in load_rows(docs / "system_table.json")}
+    for workload in workloads:
+        for kind in args.kind or KINDS:
+            power_w = power_budget_w(workload, args.budget_mw)
+            print(f"{workload} ({kind}):", flush=True)
+            try:
+                data = row_sensitivity(lambda: search_config(workload, budget_for(kind, power_w)), kind,
+                                       workers=args.workers, directory=out / workload / kind, assumptions=assumptions,
+                                       say=lambda text: print(f"  {text}", flush=True))
+                rebuild(out / workload / kind)
+            except ValueError as exc:
+                parser.exit(1, f"{parser.prog}: error: {workload} ({kind}): {exc}\n")
+            summary = ", ".join(f"{REFERENCE_LABELS[n]} {r['low']:.2f}–{r['high']:.2f}× (nominal {r['nominal']:.2f}×)"
+                                for n, r in data["ranges"].items())
+            print(f"  range over the assumptions: {summary}; {'exact' if data['exact'] else 'NOT PROVEN'}; "
+                  f"{data['elapsed_s']:.0f} s", flush=True)
+            row = rows.get((workload, kind))
+            if row is not None and math.isclose(row["power_w"], power_w):
+                row["sensitivity"] = row_summary(data)
+                write_docs(docs, list(rows.values()))
+    write_figures(docs, list(rows.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,115 @@
+"""Data-parallel communication overlapped with the pass that produces or consumes it (``Stack.dp_comm_overlap``):
+Megatron-Core's ``--overlap-grad-reduce`` / ``--overlap-param-gather`` with the distributed optimizer, PyTorch DDP's
+bucketed all-reduce.
+
+What the schedule does (NVIDIA/Megatron-LM ``megatron/core/distributed/distributed_data_parallel.py`` and
+``param_and_grad_buffer.py``; ``megatron/core/pipeline_parallel/schedules.py``): the gradients sit in contiguous
+buckets of :data:`MEGATRON_BUCKET_PARAMS` parameters, filled in backward order; in a stage's last microbatch (the
+others run under ``no_sync``) a bucket's collective — the reduce-scatter with the distributed optimizer (ZeRO-1 here),
+the all-reduce without it (ZeRO-0) — is launched on a communication stream as soon as its last gradient is ready,
+while the backward pass of the layers before it runs; ``finalize_model_grads`` waits for all of them before the
+optimizer step. The updated weights' all-gather (ZeRO-1) is launched bucket by bucket by the next step's forward
+pre-hooks, each bucket gathered ahead of the layers that use it. Under the interleaved schedule each model chunk's
+gradients are reduced when its own last backward microbatch ends (``is_last_microbatch_for_model_chunk``) and its
+weights gathered before its first forward (``param_sync_func``).
+
+The model (one link, collectives in launch order, each as long as :meth:`~phaze_env.cluster.Cluster.collective_s`
+prices it; a layer's gradients become ready, and its weights are consumed, at an even rate through its backward or
+forward pass; recomputation and pipeline sends are not counted as cover, as for ZeRO's overlap):
+
+* a stage's exposed gradient collective after its last backward is ``max_k (Σ_{l ≤ k} c_l − Σ_{l < k} b_l)`` over its
+  layers ``k`` in forward order (``c``: a layer's collective, ``b``: its backward time for one microbatch; the
+  backward runs from the last layer to the first), with layer ``k``'s own buckets counted at their best
+  (:func:`layer_exposure_s`): never less than its first layer's last bucket, never less than all the collectives less
+  all the backward pass; the weights' all-gather delays the first forward by the same expression in ``(g, f)``;
+* interleaved, ``v`` chunks of ``1/v`` of the stage each (the placement model's equal chunks): chunk ``j`` (``j`` from
+  0, the last backward) has ``j·p`` chunk-backward passes after its own, so the stage exposes one chunk's ``E/v`` plus
+  ``max(0, (v − 1)·(C − p·B)/v)`` (:func:`interleaved_exposed_s`); Calculon's ``data_par_overlap``
+  (calculon-ai/calculon ``calculon/llm/llm.py``: the last block's collective exposed, the others hidden under the
+  chunk's backward of ``pipeline_par`` microbatches) is the same structure with whole blocks;
+* every stage is hidden only by its own passes (a later stage's head start in the pipeline's drain is not counted:
+  conservative), and the batch pays the largest stage's exposed collectives + optimizer step.
+
+The brute-force check (``tests/test_dp_overlap.py``) simulates the buckets and the link event by event.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MEGATRON_BUCKET_PARAMS = 40_000_000
+"""Parameters per gradient bucket: Megatron-Core's default ``bucket_size = max(40000000, 1000000 · dp_size)``
+(``distributed_data_parallel.py``), "large enough to remain bandwidth-bound". Assumption: the 40M floor at every
+data-parallel size (above 40 replicas Megatron-Core's buckets grow ``dp/40``-fold): more, smaller buckets, so more
+per-collective latency exposed; a range of 1–``dp/40``× the bucket count at ``d > 40``. Bucket counts are per layer
+(``ceil(params / 40M)``): a stage's small layers each count a bucket of their own (more latency, again conservative)."""
+
+BUCKET_BYTES = 2 * MEGATRON_BUCKET_PARAMS
+"""A bucket's parameters as weight bytes (bf16 weights, 2 bytes each, as :class:`~phaze_env.placement.inputs.LayerArrays`
+counts ``param_bytes``)."""
+
+
+def bucket_counts(param_bytes: np.ndarray) -> np.ndarray:
+    """Buckets per layer: ``ceil(param_bytes / BUCKET_BYTES)``, at least 1 for a layer with weights (0 without)."""
+    return np.ceil(np.asarray(param_bytes, dtype=float) / BUCKET_BYTES)
+
+
+def layer_exposure_s(comm_s: np.ndarray, cover_s: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+    """Per layer, what its own buckets can leave exposed past the end of its pass: ``n`` equal buckets of ``c/n``
+    ready at ``b/n, 2b/n, … , b`` of its pass (backward order) leave ``c − b·(n−1)/n`` when ``c > b`` (the link falls
+    behind from the first bucket on) and the last bucket's ``c/n`` otherwise; 0 for a layer without weights."""
+    comm_s, cover_s, buckets = (np.asarray(x, dtype=float) for x in (comm_s, cover_s, buckets))
+    n = np.maximum(buckets, 1.0)
+    return np.where(buckets > 0, np.maximum(comm_s - cover_s * (n - 1) / n, comm_s / n), 0.0)
+
+
+def exposed_s(comm_s, cover_s, buckets) -> float:
+    """The closed form for one stage's layers in forward order: ``max(0, max_k (own_k + Σ_{l<k} (c_l − b_l)))``."""
+    comm_s, cover_s = np.asarray(comm_s, dtype=float), np.asarray(cover_s, dtype=float)
+    if not len(comm_s):
+        return 0.0
+    before = np.concatenate(([0.0], np.cumsum(comm_s - cover_s)[:-1]))
+    return float(max(0.0, (layer_exposure_s(comm_s, cover_s, buckets) + before).max()))
+
+
+def stage_exposed_s(member: np.ndarray, valid: np.ndarray, comm_s: np.ndarray, cover_s: np.ndarray,
+                    buckets: np.ndarray, chain: bool) -> np.ndarray:
+    """:func:`exposed_s` of every stage ``(a, b)`` of a :class:`~phaze_env.placement.stages.StageTable` (its
+    ``member``/``valid``/``chain``) at once, its layers taken in index order (0 where no stage).
+
+    With ``P_k(x) = Σ_{l < k, l ∈ x} (c_l − b_l)`` the stage ``b \\ a`` exposes ``max_{k ∈ b∖a} (own_k + P_k(b) −
+    P_k(a))``; on a chain ``P_k(b) = S_k`` for every ``k < b``, so row ``a`` is a running maximum (one pass)."""
+    own = layer_exposure_s(comm_s, cover_s, buckets)
+    slack = np.asarray(comm_s, dtype=float) - np.asarray(cover_s, dtype=float)
+    prefix = np.concatenate(([0.0], np.cumsum(slack)))  # S_k: the layers before k
+    if chain:  # downset x = the first x layers; stage (a, b) = layers a … b−1
+        size = len(member)
+        value = np.where(np.arange(len(own))[None, :] >= np.arange(size)[:, None], (own + prefix[:-1])[None, :], -np.inf)
+        running = np.maximum.accumulate(value, axis=1)  # [a, k]: max over a ≤ l ≤ k
+        result = np.full(valid.shape, -np.inf)
+        result[:, 1:] = running - prefix[:size, None]
+    else:
+        inside_prefix = member.astype(float) @ np.where(np.arange(len(own))[:, None] < np.arange(len(own))[None, :],
+                                                         slack[:, None], 0.0)  # [x, k] = P_k(x)
+        result = np.full(valid.shape, -np.inf)
+        for k in range(len(own)):
+            holds = member[None, :, k] & ~member[:, None, k]
+            result = np.where(holds, np.maximum(result, own[k] + inside_prefix[None, :, k] - inside_prefix[:, None, k]),
+                              result)
+    return np.where(valid, np.maximum(result, 0.0), 0.0)
+
+
+def interleaved_exposed_s(exposed, comm_total_s, cover_total_s, stages: int, interleave: int):
+    """A stage of ``v`` equal chunks (each ``1/v`` of every layer's collective and pass): the last chunk exposes
+    ``E/v`` (one chunk's :func:`exposed_s`: homogeneous of degree one), and chunk ``j`` has ``j·p`` chunk passes after
+    its own to hide under, so the link's backlog adds ``max(0, (v − 1)·(C − p·B)/v)`` (``C``, ``B``: the stage's
+    collectives and pass). ``v = 1``: ``exposed`` itself. Elementwise."""
+    if interleave == 1:
+        return exposed
+    v = interleave
+    return np.asarray(exposed) / v + np.maximum(0.0, (v - 1) * (np.asarray(comm_total_s) - stages
+                                                                 * np.asarray(cover_total_s)) / v)
+
+
+__all__ = ["BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "bucket_counts", "exposed_s", "interleaved_exposed_s",
+           "layer_exposure_s", "stage_exposed_s"]
