@@ -75,10 +75,10 @@ def sensitivity_rows(name: str) -> list[list[str]]:
     for label, options in ((f"D0 × 0.5 ({d0 / 2:.3f}/cm²)", {"defect_density_per_cm2": d0 / 2}),
                            (f"D0 × 2 ({d0 * 2:.2f}/cm²)", {"defect_density_per_cm2": d0 * 2}),
                            ("HBM $7/GB", {"hbm_usd_per_gb": 7.0}), ("HBM $20/GB", {"hbm_usd_per_gb": 20.0}),
-                           (f"package × 0.5 (${cost.package_usd_per_mm2() * 0.5:.2f}/mm²)",
-                            {"package_usd": cost.PACKAGE_USD * 0.5}),
-                           (f"package × 1.5 (${cost.package_usd_per_mm2() * 1.5:.2f}/mm²)",
-                            {"package_usd": cost.PACKAGE_USD * 1.5}),
+                           (f"package × 0.5 (${cost.PACKAGE_USD_PER_MM2 * 0.5:.2f}/mm²)",
+                            {"package_usd_per_mm2": cost.PACKAGE_USD_PER_MM2 * 0.5}),
+                           (f"package × 1.5 (${cost.PACKAGE_USD_PER_MM2 * 1.5:.2f}/mm²)",
+                            {"package_usd_per_mm2": cost.PACKAGE_USD_PER_MM2 * 1.5}),
                            ("bond yield 0.98", {"bond_yield": 0.98}), ("bond yield 0.998", {"bond_yield": 0.998}),
                            ("yield α = 1 (strong clustering)", {"alpha": 1.0}),
                            ("yield α = 1000 (≈ Poisson)", {"alpha": 1000.0})):
@@ -186,7 +186,7 @@ constants and their sources are in the docstrings of `cost.py`, `area.py` and `e
   {energy.LINK_PJ_PER_BYTE / 8:.0f} pJ/bit × total link bandwidth + leakage {energy.LEAKAGE_W_PER_MM2} W/mm² × die area.
 * **Cost** = wafer cost / good dies (dies per 300 mm wafer with edge loss, `π(d/2)²/A − πd/√(2A)`; yield
   `(1 + D0·A/α)^−α` with α = {cost.NEGATIVE_BINOMIAL_ALPHA:g}) + HBM ${cost.HBM_USD_PER_GB:g}/GB × capacity
-  + package/assembly/test ${cost.package_usd_per_mm2():.2f} per mm² of interposer ((dies + {cost.HBM_STACK_FOOTPRINT_MM2:.0f} mm² per HBM site)
+  + package/assembly/test ${cost.PACKAGE_USD_PER_MM2:.2f} per mm² of interposer ((dies + {cost.HBM_STACK_FOOTPRINT_MM2:.0f} mm² per HBM site)
   × {cost.INTERPOSER_AREA_OVERHEAD:g}: the H100's ${cost.PACKAGE_USD:,.0f} CoWoS-S over its interposer), all over the assembly yield
   {cost.PACKAGE_BOND_YIELD:g}^(dies + HBM stacks) (`assembly_yield`: the known-good parts a failed bond scraps).
 

@@ -189,9 +189,10 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in (
                "assumption ±25 %: the CSET wafer prices are one estimate; cost.N3_WAFER_COST_USD states a 25 % spread "
                "between analyst estimates",
                "phaze_env.hardware.cost", _wafer_factor),
-    Assumption("package_usd", "package, assembly and test per chip", "$", cost.PACKAGE_USD, cost.PACKAGE_USD * 0.5,
-               cost.PACKAGE_USD * 1.5, "cost.PACKAGE_USD's stated range ±50 %",
-               "phaze_env.hardware.cost", scalar(cost, "PACKAGE_USD")),
+    Assumption("package_usd_per_mm2", "package, assembly and test per mm² of interposer", "$/mm²",
+               cost.PACKAGE_USD_PER_MM2, cost.PACKAGE_USD_PER_MM2 * 0.5, cost.PACKAGE_USD_PER_MM2 * 1.5,
+               "cost.PACKAGE_USD's stated range ±50 % (the per-mm² figure is the H100's package over its interposer)",
+               "phaze_env.hardware.cost", scalar(cost, "PACKAGE_USD_PER_MM2")),
     Assumption("package_bond_yield", "package assembly yield per die and HBM stack", "", cost.PACKAGE_BOND_YIELD,
                0.98, 0.998, "cost.PACKAGE_BOND_YIELD's stated range (no published CoWoS assembly yield)",
                "phaze_env.hardware.cost", scalar(cost, "PACKAGE_BOND_YIELD")),

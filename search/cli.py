@@ -157,10 +157,10 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         raise ValueError(f"the {objective} objective needs --space system (its designs have a power and a cost)")
     elif args.budget_mw is not None or args.budget_usd is not None:
         raise ValueError("--budget-mw and --budget-usd apply to --space system only")
-    elif args.nre_chips is not None:
-        raise ValueError("--nre-chips applies to --space system only")
     elif args.node is not None:
         raise ValueError("--node applies to --space system only (PHAZE's spaces are the TPUv4 template's, N7)")
+    elif args.nre_chips is not None:
+        raise ValueError("--nre-chips applies to --space system only")
     elif args.stack is not None:
         raise ValueError("--stack applies to --space system only (PHAZE's spaces run its plan space on the --cluster "
                          "preset's stack)")

@@ -172,13 +172,13 @@ def test_the_report_writes_the_committed_doc(tmp_path, capsys):
 def test_the_package_grows_with_the_interposer_and_its_assembly_yield_with_the_parts():
     """Package, assembly and test by interposer area (dies + HBM sites), anchored on the H100's $750 at its published
     814 mm² and six sites; a failed bond scraps the known-good parts (PACKAGE_BOND_YIELD per die and stack)."""
-    assert cost.package_usd_per_mm2() * cost.interposer_area_mm2(814.0, 6) == pytest.approx(cost.PACKAGE_USD)
+    assert cost.PACKAGE_USD_PER_MM2 * cost.interposer_area_mm2(814.0, 6) == pytest.approx(cost.PACKAGE_USD)
     acc = get_preset("tpuv4")
     small = cost.chip_estimate(acc, cost.ChipSystem(hbm_stacks=4))
     more_stacks = cost.chip_estimate(acc.replace(hbm_gb=48.0), cost.ChipSystem(hbm_stacks=6))
     grown_mm2 = 2 * cost.HBM_STACK_FOOTPRINT_MM2 + more_stacks.die_area_mm2 - small.die_area_mm2  # sites + PHYs
     assert more_stacks.cost_usd["package"] - small.cost_usd["package"] == pytest.approx(
-        grown_mm2 * cost.INTERPOSER_AREA_OVERHEAD * cost.package_usd_per_mm2())
+        grown_mm2 * cost.INTERPOSER_AREA_OVERHEAD * cost.PACKAGE_USD_PER_MM2)
     parts = sum(v for k, v in small.cost_usd.items() if k != "assembly_yield")
     assert small.total_cost_usd == pytest.approx(parts / cost.PACKAGE_BOND_YIELD ** 5)  # one die, four stacks
     b200 = cost.preset_estimate("b200")
@@ -193,7 +193,7 @@ def test_a_sweep_that_sets_the_package_constants_moves_every_estimate(monkeypatc
     """The package cost per mm² and the bond yield are read at the call (not frozen as default arguments), so a
     sensitivity sweep that sets the module's value moves the system space's chips too."""
     base = cost.preset_estimate("h100")
-    monkeypatch.setattr(cost, "PACKAGE_USD", cost.PACKAGE_USD * 2)  # the registry's package_usd assumption
+    monkeypatch.setattr(cost, "PACKAGE_USD_PER_MM2", cost.PACKAGE_USD_PER_MM2 * 2)
     monkeypatch.setattr(cost, "PACKAGE_BOND_YIELD", 1.0)
     moved = cost.preset_estimate("h100")
     assert moved.cost_usd["package"] == pytest.approx(2 * base.cost_usd["package"])

@@ -194,8 +194,8 @@ of 2023 analyst estimates quote ≈ $15/GB). Weak (assumption): LLMCompass's cos
 and HBM2 in 2020 (A100, TPUv4) may have cost less; docs/cost_model.md gives the chip cost at $7 and $20/GB."""
 PACKAGE_USD = 750.0
 """2.5D package (CoWoS-S interposer, substrate), assembly and test of the H100: $750, analysts' estimate for the
-H100's CoWoS-S (≈ $720–750 in public cost breakdowns, 2023–2024). The anchor of :func:`package_usd_per_mm2`: other
-chips pay by their interposer's area (:func:`package_usd_per_mm2`; ±50 % moves the H100's cost by ±$375)."""
+H100's CoWoS-S (≈ $720–750 in public cost breakdowns, 2023–2024). The anchor of :data:`PACKAGE_USD_PER_MM2`: other
+chips pay by their interposer's area (±50 % moves the H100's cost by ±$375)."""
 HBM_STACK_FOOTPRINT_MM2 = 11.0 * 11.0
 """Interposer area one HBM stack site takes: 11 × 11 mm, the HBM3 known-good-stack package outline (JEDEC JESD238,
 HBM3, 2022; SK hynix and Micron HBM3/HBM3E 11 × 11 mm packages). HBM2/HBM2E stacks are 7.75 × 11.87 mm (92 mm²,
@@ -215,16 +215,11 @@ def interposer_area_mm2(silicon_mm2: float, hbm_sites: int) -> float:
 H100_HBM_SITES = 6
 """The H100 SXM5's HBM sites: six (five HBM3 stacks and one spacer; NVIDIA H100 whitepaper: "five stacks", the package
 photo shows six sites)."""
-H100_INTERPOSER_MM2 = interposer_area_mm2(814.0, H100_HBM_SITES)
-"""The H100's interposer as :func:`interposer_area_mm2` sizes it: GH100's published 814 mm² and six HBM sites."""
-
-
-def package_usd_per_mm2(package_usd: float | None = None) -> float:
-    """2.5D package, assembly and test per mm² of interposer: $0.41 at the default, the H100's ``package_usd`` (default
-    :data:`PACKAGE_USD`, read at the call) over its interposer (:data:`H100_INTERPOSER_MM2`). Assumption that the whole
-    package cost (interposer, substrate, bonding, molding, test) grows with the interposer's area: range ×0.5–×1.5 (the
-    H100 anchor's own uncertainty); a 400 mm² die with four stacks pays ≈ 60 % of the H100's package, a B200 ≈ 150 %."""
-    return (PACKAGE_USD if package_usd is None else package_usd) / H100_INTERPOSER_MM2
+PACKAGE_USD_PER_MM2 = PACKAGE_USD / interposer_area_mm2(814.0, H100_HBM_SITES)
+"""2.5D package, assembly and test per mm² of interposer: $0.41, the H100's :data:`PACKAGE_USD` over its interposer
+(GH100's published 814 mm² and six HBM sites, :func:`interposer_area_mm2`). Assumption that the whole package cost
+(interposer, substrate, bonding, molding, test) grows with the interposer's area: range ×0.5–×1.5 (the H100 anchor's
+own uncertainty); a 400 mm² die with four stacks pays ≈ 60 % of the H100's package, a B200 ≈ 150 %."""
 PACKAGE_BOND_YIELD = 0.99
 """Assembly yield per component bonded to the interposer (each die and each HBM stack): 0.99. A failed bond scraps
 the package with its known-good dies and stacks, so a chip of ``n`` components costs its parts over ``0.99^n``
@@ -618,14 +613,13 @@ def package_yield(system: ChipSystem, bond_yield: float | None = None) -> float:
 
 def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm2: float | None = None,
                   alpha: float = NEGATIVE_BINOMIAL_ALPHA, hbm_usd_per_gb: float | None = None,
-                  package_usd: float | None = None, bond_yield: float | None = None,
+                  package_usd_per_mm2: float | None = None, bond_yield: float | None = None,
                   allow_over_reticle: bool = False) -> ChipEstimate:
     """Area, power and cost of ``acc`` built as ``system``. A die over the reticle limit raises
     :class:`ReticleLimitError` unless ``allow_over_reticle`` (then ``fits_reticle`` is False and the cost is
-    that of a hypothetical monolithic die). D0 defaults to the node's; HBM $/GB, the H100's package cost (the anchor
-    of the package cost per mm² of interposer, :func:`package_usd_per_mm2`) and the bond yield to
-    :data:`HBM_USD_PER_GB`, :data:`PACKAGE_USD` and :data:`PACKAGE_BOND_YIELD` as they are at the call (a sensitivity
-    study moves them: :mod:`phaze_env.assumptions`)."""
+    that of a hypothetical monolithic die). D0 defaults to the node's; HBM $/GB, the package cost per mm² and the
+    bond yield to :data:`HBM_USD_PER_GB`, :data:`PACKAGE_USD_PER_MM2` and :data:`PACKAGE_BOND_YIELD` as they are at
+    the call (a sensitivity study moves them: :mod:`phaze_env.assumptions`)."""
     hbm_usd_per_gb = HBM_USD_PER_GB if hbm_usd_per_gb is None else hbm_usd_per_gb
     areas = chip_area_mm2(acc, system)
     silicon_mm2 = sum(areas.values())
@@ -636,7 +630,8 @@ def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm
     cost = {
         "die": system.dies * good_die_cost_usd(per_die_mm2, system.process, d0, alpha),
         "hbm": acc.hbm_gb * hbm_usd_per_gb,
-        "package": package_usd_per_mm2(package_usd) * interposer_area_mm2(silicon_mm2, system.die_hbm_phys),
+        "package": (PACKAGE_USD_PER_MM2 if package_usd_per_mm2 is None else package_usd_per_mm2)
+        * interposer_area_mm2(silicon_mm2, system.die_hbm_phys),
     }
     cost["assembly_yield"] = sum(cost.values()) * (package_yield(system, bond_yield) ** -1 - 1)
     return ChipEstimate(area_mm2=areas, power_w=chip_power_w(acc, system, silicon_mm2), cost_usd=cost,

@@ -847,7 +847,8 @@ def baseline_point(budget: SystemBudget) -> SystemPoint:
 __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "TORUS_CUBE_SIDE", "TORUS_NEIGHBOURS",
            "TORUS_POD_CHIPS", "torus_pods",
            "devices_supported", "topology_unit", "HBM_GENERATIONS", "PUE", "FatTree", "HostShare", "SystemFamily",
-           "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "ScaleUpFabric", "NVSWITCH_GEN2", "NVSWITCH_GEN3", "TPUV4_OCS", "REFERENCE_FAMILIES", "topology_family",
-           "SYSTEM_GEMM_EFFICIENCY", "DESIGN_GEMM_EFFICIENCY", "SYSTEM_NODE", "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
+           "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "ScaleUpFabric", "NVSWITCH_GEN2", "NVSWITCH_GEN3", "TPUV4_OCS",
+           "REFERENCE_FAMILIES", "topology_family", "SYSTEM_GEMM_EFFICIENCY", "DESIGN_GEMM_EFFICIENCY", "SYSTEM_NODE",
+           "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "REFERENCE_HBM_GENERATIONS", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]
