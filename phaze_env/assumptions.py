@@ -124,24 +124,33 @@ DGX_H100_MEASURED_MAX_W = 8_400.0
 System", IEEE Access 13, 61740–61747, 2025). The low end of the DGX hosts' power: the node's measured maximum less
 its GPUs at their full TDP."""
 _MEASURED_OVER_RATED = DGX_H100_MEASURED_MAX_W / system.DGX_H100_MAX_W
+# what each family's measured figure holds beyond its host, charged apart (the scale-up fabric and the NICs,
+# system.TPUV4_HOST / DGX_*_HOST): a measured range is a range of the host share once that is taken out too
+_TPUV4_CARVED_W = system.TPUV4_SYSTEM_W_PER_CHIP - system.TPUV4_CHIP_MEAN_W - _TPUV4_HOST_W
+_A100_CARVED_W = (system.DGX_A100_MAX_W - system.SCALE_UP_DOMAIN * cost.PUBLISHED["a100"].power_w) \
+    / system.SCALE_UP_DOMAIN - _A100_HOST_W
+_H100_CARVED_W = (system.DGX_H100_MAX_W - system.SCALE_UP_DOMAIN * cost.PUBLISHED["h100"].power_w) \
+    / system.SCALE_UP_DOMAIN - _H100_HOST_W
 
 ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in (
     Assumption("host_w.tpuv4-torus", "torus host power per chip", "W", _TPUV4_HOST_W,
-               280.0 - system.TPUV4_CHIP_MEAN_W, 380.0 - system.TPUV4_CHIP_MEAN_W,
+               280.0 - system.TPUV4_CHIP_MEAN_W - _TPUV4_CARVED_W, 380.0 - system.TPUV4_CHIP_MEAN_W - _TPUV4_CARVED_W,
                "TPUV4_SYSTEM_W_PER_CHIP's stated range 280–380 W per chip at the system (Patterson et al. 2022; "
-               "DESIGN.md) less the 170 W chip: host share 110–210 W (torus designs and the TPUv4 reference)",
+               "DESIGN.md) less the 170 W chip and the OCS and NIC shares charged apart (17 W): host share 93–193 W "
+               "(torus designs and the TPUv4 reference)",
                "phaze_env.hardware.system", _host("tpuv4-torus", "w_per_chip")),
     Assumption("host_w.dgx-a100", "DGX A100 host power per GPU", "W", _A100_HOST_W,
                (system.DGX_A100_MAX_W * _MEASURED_OVER_RATED - system.SCALE_UP_DOMAIN * cost.PUBLISHED["a100"].power_w)
-               / system.SCALE_UP_DOMAIN, _A100_HOST_W,
+               / system.SCALE_UP_DOMAIN - _A100_CARVED_W, _A100_HOST_W,
                "high: the DGX A100 datasheet's 6.5 kW maximum less 8 × 400 W (the nominal); low: the same node at the "
                "measured/rated ratio Latif et al. 2025 found on DGX H100 (8.4/10.2 kW; assumption: A100 nodes alike)",
                "phaze_env.hardware.system", _host("dgx-a100", "w_per_chip")),
     Assumption("host_w.dgx-h100", "DGX H100 host power per GPU (also switched designs')", "W", _H100_HOST_W,
                (DGX_H100_MEASURED_MAX_W - system.SCALE_UP_DOMAIN * cost.PUBLISHED["h100"].power_w)
-               / system.SCALE_UP_DOMAIN, _H100_HOST_W,
+               / system.SCALE_UP_DOMAIN - _H100_CARVED_W, _H100_HOST_W,
                "high: the DGX H100 datasheet's 10.2 kW maximum less 8 × 700 W (the nominal); low: the 8.4 kW "
-               "maximum measured in training (Latif et al., IEEE Access 2025) less 8 × 700 W",
+               "maximum measured in training (Latif et al., IEEE Access 2025) less 8 × 700 W; both less the NVSwitch "
+               "and NIC shares charged apart",
                "phaze_env.hardware.system", _host("dgx-h100", "w_per_chip")),
     Assumption("pue", "PUE", "", system.PUE, 1.08, 1.58,
                "low: Meta's reported fleet PUE 1.08 (sustainability reports, as system.PUE cites); high: the industry "
@@ -184,6 +193,9 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in (
                cost.PACKAGE_USD_PER_MM2, cost.PACKAGE_USD_PER_MM2 * 0.5, cost.PACKAGE_USD_PER_MM2 * 1.5,
                "cost.PACKAGE_USD's stated range ±50 % (the per-mm² figure is the H100's package over its interposer)",
                "phaze_env.hardware.cost", scalar(cost, "PACKAGE_USD_PER_MM2")),
+    Assumption("package_bond_yield", "package assembly yield per die and HBM stack", "", cost.PACKAGE_BOND_YIELD,
+               0.98, 0.998, "cost.PACKAGE_BOND_YIELD's stated range (no published CoWoS assembly yield)",
+               "phaze_env.hardware.cost", scalar(cost, "PACKAGE_BOND_YIELD")),
     Assumption("host_usd", "host cost per chip (every family)", "$", system.DGX_HOST_USD_PER_CHIP, 2_500.0, 10_000.0,
                "system.DGX_HOST_USD_PER_CHIP's and the TPU v4 host's stated range $2,500–10,000",
                "phaze_env.hardware.system",
