@@ -61,9 +61,13 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     stage ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``); the bound is the least over the ``v``, with the ``v > 1``
     relaxed to real values (:func:`_interleavings`).
 
-    A cluster whose stack overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``) counts
-    none of them: the part the schedule leaves exposed (:mod:`phaze_env.placement.dp_overlap`) is never negative, and
-    nothing smaller than 0 is known for every architecture at once.
+    A cluster whose stack overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``) adds
+    none of them to the pipeline, but its time is at least the largest stage's collectives, which run on the link
+    within the step whatever hides them: the overlap leaves at least ``C_rs − B`` of the gradient collective and
+    ``C_ag − F`` of the weight all-gather exposed (:mod:`phaze_env.placement.dp_overlap`: "never less than all the
+    collectives less all the backward pass"), and the pipeline holds one microbatch's forward ``F`` and backward ``B``
+    of that stage, so the time is at least ``C_rs + C_ag`` ≥ the all-reduce of its ``1/p`` share of the gradients
+    (the expert shards' part is left out). The bound is the larger of that and the pipeline's.
     """
     n, batch, rules = cluster.n_devices, cluster.setup.global_batch, cluster.stack.plan_rules
     caps = None if device_caps is None else np.asarray(device_caps, dtype=np.int64)
@@ -84,8 +88,8 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
     # the DP's all-reduce as fixed + per-byte parts (dense over the d ranks t apart; 0 s for no bytes)
     fixed_s, per_byte_s = collective_affine(cluster, "allreduce", tensor_width).take(d_first - 1)
-    overlapped = cluster.stack.dp_comm_overlap  # the collectives under the passes: what stays exposed may be as little as 0
-    if overlapped or not dense_bytes > 0:  # (phaze_env.placement.dp_overlap; the step is not in this bound either)
+    overlapped = cluster.stack.dp_comm_overlap  # the collectives under the passes (phaze_env.placement.dp_overlap)
+    if not dense_bytes > 0:  # (the optimizer step is not in this bound either)
         fixed_s, per_byte_s = np.zeros(len(d_first)), np.zeros(len(d_first))
     # the expert shard's all-reduce over the d/e expert replicas t·e apart, without its fixed part (a stage may hold
     # no experts)
@@ -105,8 +109,11 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
         stage_send_s = send_s if p > 1 else 0.0
         for v, allowed in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s):
-            times = pipeline_time_s(pipeline_slots(m_r[:, None], p, v), stage_s[None, :] + v * stage_send_s,
-                                    allreduce[:, None])
+            slots = pipeline_slots(m_r[:, None], p, v)
+            if overlapped:  # the pipeline, or the link's collectives, whichever is longer (see the docstring)
+                times = np.maximum(pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, 0.0), allreduce[:, None])
+            else:
+                times = pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, allreduce[:, None])
             times = np.where(allowed[:, None], times, np.inf)
             if caps is not None:  # d·p·t within each architecture's devices
                 times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)
