@@ -40,9 +40,15 @@ TREND_GAPS = {
         "modelled 7.4 s bubble, as if each microbatch took up to twice as long, which is what microbatch 2 gives (the "
         "sensitivity below; the run's microbatch is not published). It is not the cluster: Megatron-LM's own "
         "strong-scaling series of the same model, tensor × pipeline split and microbatch on Selene (Narayanan et al. "
-        "2021 Table 2, 560–2,240 GPUs, next in this section) keeps the bubble's trend within 1.6 pt, and no collective "
-        "grows here (the data-parallel groups span 8–12 ranks: ring or tree latency and bandwidth over ring length "
-        "change the 0.36–0.38 s by milliseconds). The sources do not say which it is; one run outside the series "
+        "2021 Table 2, 560–2,240 GPUs, next in this section) keeps the bubble's trend within 1.6 pt: read off the "
+        "published step times as `T(d) = F + m_r·t_mb`, MT-NLG's part that does not shrink with `d` is 13.0 s, 66 "
+        "microbatch times, against 29 for the Megatron-LM series of the same model and split (the bubble is 34), so "
+        "what is missing is not a loss that grows with scale. Priced from their sources (`python -m "
+        "experiments.scale_loss`): NCCL's own tuning model puts the all-reduce latency over the 8–12-rank "
+        "data-parallel groups at 286–443 µs (ring) or 92 µs (tree) per call; per-rank jitter delays every step, "
+        "the bubble's too, so no spread of a rank's speed closes the series; a job paced by its slowest GPU closes it "
+        "at an 8 % spread (Sinha et al. SC'22 measure 8 % between GPUs of one SKU) but then moves both held-out "
+        "Megatron-LM series to 3.6–3.9 pt. The sources do not say which it is; one run outside the series "
         "points at microbatch 2: with the efficiency re-fitted at 280 nodes for it (0.645 → 0.730), the held-out "
         "BLOOM 176B row of the same stack, whose plan publishes microbatch 2, moves from −7.7 % to +3.6 %"),
     "dgxc-gpt3-175b-fp8-2048": (
