@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
 from experiments.validation_cases import get_case
-from experiments.validation_fit import predict, published_time_s
+from experiments.validation_fit import evaluation_with, predict, published_time_s
 from experiments.validation_stats import TREND_TOLERANCE
 
 NCCL_TUNING = ("NVIDIA/nccl src/graph/tuning.cc at commit 5067397c2676d5aed50042fc39e5c8ee96eb0027 (2026-06-11): "
@@ -194,6 +194,19 @@ def sigma_to_close(scales: list[Scale], times_with, limit: float = 10.0) -> floa
     return None
 
 
+def model_fixed_s_at_microbatch(names: list[str], factor: int) -> float:
+    """The model's fixed part ``F`` of a series with every case's microbatch ``factor`` times larger (the same
+    plans otherwise): where the unpublished microbatch would put the bubble."""
+    scales, times = [], []
+    for name in names:
+        case = get_case(name)
+        case = replace(case, microbatch=factor * case.microbatch)
+        times.append(evaluation_with(case).plan["time_per_batch_s"])
+        scales.append(Scale(name, case.data, case.n_devices, case.global_batch // (case.data * case.microbatch),
+                            case.pipeline, case.tensor * case.pipeline, published_time_s(case), times[-1]))
+    return fixed_and_per_microbatch_s(scales, times)[0]
+
+
 def report() -> list[str]:
     every = {label: series_scales(names) for label, names in SERIES.items()}
     lines = ["Fixed time per batch F and time per microbatch t_mb of T(d) = F + m_r·t_mb, published / model:"]
@@ -204,6 +217,8 @@ def report() -> list[str]:
                      f"{model[0] / model[1]:.1f} microbatch times; p−1 = {scales[0].stages - 1}), t_mb "
                      f"{published[1]:.4f} / {model[1]:.4f} s; worst trend difference "
                      f"{100 * worst_difference(scales, [s.predicted_s for s in scales]):.1f} pp")
+    lines.append(f"  the model's F of {FIT_SERIES} at twice its (unpublished) microbatch: "
+                 f"{model_fixed_s_at_microbatch(SERIES[FIT_SERIES], 2):.2f} s")
     lines.append("NCCL's all-reduce latency over each series' data-parallel group (one rank per node), ring / tree:")
     for label, scales in every.items():
         parts = [f"d={s.data}: {1e6 * nccl_allreduce_latency_s('ring', s.data, s.data):.0f} / "

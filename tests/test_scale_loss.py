@@ -91,6 +91,10 @@ def test_mtnlg_needs_a_fixed_cost_the_megatron_lm_series_of_the_same_model_do_no
     assert 60 < fixed / step < 70
     fixed, step = sl.fixed_and_per_microbatch_s(n530, [s.published_s for s in n530])
     assert 25 < fixed / step < 34
+    # between the model's fixed part at the assumed microbatch and at twice it (7.8 s and 15.2 s measured)
+    published = sl.fixed_and_per_microbatch_s(mtnlg, [s.published_s for s in mtnlg])[0]
+    at_m = sl.fixed_and_per_microbatch_s(mtnlg, [s.predicted_s for s in mtnlg])[0]
+    assert at_m < published < sl.model_fixed_s_at_microbatch(sl.SERIES[sl.FIT_SERIES], 2)
 
 
 def test_nccl_latency_growth_cannot_carry_the_mtnlg_gap(series):
