@@ -20,7 +20,8 @@ source:
   Sinha et al., "Not All GPUs Are Created Equal", SC'22 (arXiv:2208.11035) measure an 8 % average (22 % largest)
   performance variation between GPUs of one SKU in five clusters (:data:`MEASURED_GPU_VARIATION`).
 
-The report says which of them the published series can carry. Nothing here changes the cost model: a term is
+The report also gives the model's ``F`` of the MT-NLG series at twice its unpublished microbatch
+(:func:`model_fixed_s_at_microbatch`), and says which of the terms the published series can carry. Nothing here changes the cost model: a term is
 adopted only if its fit on one series holds on the others (see the report's last lines).
 """
 
