@@ -41,6 +41,7 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -235,17 +236,22 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
 
 
 def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
-                      tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None) -> np.ndarray:
+                      tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
+                      done: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Upper bound on ``evaluate(..., plan=plan).throughput_samples_s`` for every architecture of ``space`` (every row
     of a system space, on its own cluster: ``cluster`` gives the setup and the stack), one :func:`variant_throughput_bounds`
-    per :func:`bounding_groups` group; ``plan`` as :func:`variant_throughput_bounds`."""
+    per :func:`bounding_groups` group; ``plan`` as :func:`variant_throughput_bounds`. ``done(groups done, groups)``
+    after each group, for progress (a system space has about a hundred groups, seconds in all)."""
     _check_plan(plan)
     bound = np.zeros(len(space))
-    for group in bounding_groups(space, cluster):
+    groups = bounding_groups(space, cluster)
+    for finished, group in enumerate(groups, 1):
         per_variant = variant_throughput_bounds(workload, group.space, group.cluster, microbatch=microbatch,
                                                 tensor_widths=tensor_widths, seq_len=seq_len, plan=plan,
                                                 device_caps=group.device_caps)
         bound[group.rows] = best_of_variants(per_variant, len(group.space))[group.columns]
+        if done is not None:
+            done(finished, len(groups))
     return bound
 
 

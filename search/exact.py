@@ -88,7 +88,9 @@ class ExactSearch:
     def compute_bounds(self) -> None:
         """Every architecture's bound per workload, in parts so that progress has a total — a bound is the best over
         the (tensor width, microbatch) variants, each computed on its own either way: PHAZE's spaces one variant at a
-        time; the system space one tensor width at a time (each call walks every row group, so fewer, larger parts)."""
+        time; the system space one tensor width at a time, each reported row group by row group (a width's call walks
+        every group: one part per width would be a single part of seconds, with no time left, for a model whose
+        heads allow one width)."""
         c = self.config
         plan = c.plan
         widths, microbatches = (plan or PlanSpec()).narrow(c.tensor_widths, c.space.microbatch)
@@ -103,10 +105,14 @@ class ExactSearch:
             for done, (part_widths, part_microbatches) in enumerate(parts, 1):
                 options = dict(microbatch=part_microbatches, tensor_widths=part_widths, seq_len=c.seq_len, plan=plan)
                 if system:
-                    bound = np.maximum(bound, throughput_bounds(c.workload(name), c.arch, c.cluster, **options))
+                    def group_done(groups_done: int, groups: int, before: int = done - 1) -> None:
+                        self.progress.bounded(name, before * groups + groups_done, len(parts) * groups)
+
+                    bound = np.maximum(bound, throughput_bounds(c.workload(name), c.arch, c.cluster, **options,
+                                                                done=group_done))
                 else:
                     per_variant |= variant_throughput_bounds(c.workload(name), c.arch, c.cluster, **options)
-                self.progress.bounded(name, done, len(parts))
+                    self.progress.bounded(name, done, len(parts))
             if not system:
                 self.variant_bounds[name] = per_variant
                 bound = best_of_variants(per_variant, len(c.arch))

@@ -1,8 +1,8 @@
 """How a search reports what it is doing: phases, each with a total and a time left.
 
 An exact search has four phases: **tracing** the model's graphs (a total: the (tensor width, microbatch)
-variants), **bounding** (a vectorised throughput upper bound for every architecture, one variant at a time: a
-total), **evaluating candidates** (best bound first, until a feasible incumbent exists) and **proving
+variants), **bounding** (a vectorised throughput upper bound for every architecture, one variant at a time — the
+system space: one tensor width and row group at a time — a total), **evaluating candidates** (best bound first, until a feasible incumbent exists) and **proving
 optimality** (evaluating only the designs whose bound still exceeds the incumbent). How many designs the last
 two need is not known in advance: progress reports the designs checked and *at most* how many are left (those
 in flight and those whose bound still beats the incumbent, a number that falls faster as the incumbent
@@ -30,7 +30,7 @@ class SearchProgress:
 
     def bounded(self, workload: str, done: int, total: int) -> None:
         """``done`` of the ``total`` parts of ``workload``'s bounds are computed (variants: tensor width × microbatch;
-        the system space: tensor widths)."""
+        the system space: tensor width × row group)."""
 
     def searching(self, label: str, done: int, in_flight: int, remaining: int, incumbent: float | None,
                   next_bound: float | None) -> None:

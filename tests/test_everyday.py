@@ -325,6 +325,40 @@ def test_tracing_and_bounding_report_a_total_and_give_the_same_bounds(tiny_regis
     assert (search.bounds[TINY.name] == joint).all()
 
 
+def test_the_system_spaces_bounding_counts_its_row_groups(tiny_registered):
+    """The system space bounded one tensor width per part: gpt2-xl (one width) showed "bounding 18,750
+    architectures" with a spinner and no time left for 9 s, then "part 1 of 1". Its parts are now tensor width × row
+    group, and the bounds are those of one joint call."""
+    from phaze_env.cluster import Cluster
+    from search.bounds import bounding_groups, throughput_bounds
+    from search.config import SearchConfig
+    from search.exact import ExactSearch
+    from search.progress import SearchProgress
+
+    class Recorder(SearchProgress):
+        def __init__(self):
+            self.events = []
+
+        def bounded(self, workload, done, total):
+            self.events.append((done, total))
+
+    space = DesignSpace.named("system", budget_w=1e5, die_area_mm2=(600.0,), hbm_stacks=(4,), links=(6,),
+                              link_GBps=(50.0, 100.0), number_format=("bf16",), hbm_generation=("hbm3e",),
+                              topology=("torus", "switched"), num_tc=(4, 8), tc_width=(128,), tc_depth=(128,),
+                              num_vc=(2,), buffer_mb=(128,), microbatch=(1,), recompute=(False,))
+    config = SearchConfig(workloads=[TINY.name], cluster=Cluster(global_batch=64), space=space, tensor_widths=(1, 2))
+    progress = Recorder()
+    search = ExactSearch(config, executor=None, progress=progress)
+    search.compute_bounds()
+    groups = len(bounding_groups(config.arch, config.cluster))
+    assert groups > 1
+    total = 2 * groups
+    assert progress.events == [(i, total) for i in range(1, total + 1)]
+    joint = throughput_bounds(TINY, config.arch, config.cluster, microbatch=space.microbatch, tensor_widths=(1, 2),
+                              plan=config.plan)
+    assert (search.bounds[TINY.name] == joint).all()
+
+
 def test_the_time_left_is_shown_and_marked_as_an_upper_limit_when_the_total_is_one():
     """No ETA anywhere: every phase now has one; the search's total is an upper limit (designs whose bound still
     beats the incumbent), so its time left reads ``≤``."""
