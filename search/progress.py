@@ -2,12 +2,12 @@
 
 An exact search has four phases: **tracing** the model's graphs (a total: the (tensor width, microbatch)
 variants), **bounding** (a vectorised throughput upper bound for every architecture, one variant at a time — the
-system space: one tensor width and row group at a time — a total), **evaluating candidates** (best bound first, until a feasible incumbent exists) and **proving
-optimality** (evaluating only the designs whose bound still exceeds the incumbent). How many designs the last
-two need is not known in advance: progress reports the designs checked and *at most* how many are left (those
-in flight and those whose bound still beats the incumbent, a number that falls faster as the incumbent
-improves), and the time left as an upper limit (``ETA ≤``) at the rate so far — never a count of the whole space
-the search never reaches.
+system space: one tensor width and row group at a time — a total), **evaluating candidates** (best bound first,
+until a feasible incumbent exists) and **proving optimality** (evaluating only the designs whose bound still
+exceeds the incumbent). How many designs the last two need is not known in advance: progress reports the designs
+checked and *at most* how many are left (those in flight and those whose bound still beats the incumbent, a number
+that falls faster as the incumbent improves), and the time left as an upper limit (``ETA ≤``) at the rate so far —
+never a count of the whole space the search never reaches.
 """
 
 from __future__ import annotations
