@@ -38,8 +38,8 @@ from phaze_env.hardware import Accelerator, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
 from phaze_env.hardware.system import SystemPoint
 from search.config import SearchConfig
-from search.objectives import (AREA, LABELS, MINIMISED, UNITS, area_label, evaluated_figures, label as label_of,
-                               non_dominated, objective_value, plotted_area, short_label)
+from search.objectives import (AREA, LABELS, MINIMISED, UNITS, area_label, evaluated_figures, figure_text,
+                               label as label_of, non_dominated, objective_value, plotted_area, short_label)
 from search.result import DesignResult, SearchResult, system_line
 from search.store import DesignRecord, ResultsStore
 
@@ -89,7 +89,9 @@ def report_html(result: SearchResult, records: dict[tuple[str, int], DesignRecor
         plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG,
                                      div_id=f"chart-{number}-{k}")  # not random: the same search, the same page
                            for k, f in enumerate(figures))
-        sections.append(f"<section><h2>{_e(name)}</h2>\n{_answer_table(answer, answer_label, baseline)}\n{plots}"
+        objective = "throughput" if result.mode == "pareto" else result.objective  # a front has no one objective
+        table = _answer_table(answer, answer_label, baseline, objective)
+        sections.append(f"<section><h2>{_e(name)}</h2>\n{table}\n{plots}"
                         "</section>")
     sections.append(sensitivity_section(out))
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
@@ -143,28 +145,39 @@ def _header(result: SearchResult, cluster: Cluster, out: Path) -> str:
         system = (f"<p><b>cluster</b> each design's own, the chips {_e(spend)} buys; global batch "
                   f"{cluster.setup.global_batch:,}</p>\n")
         window = "area window: the compute block within die − HBM PHYs − SerDes − IO"
+    system_space = "budget_mm2" not in result.space
+    names = result.objectives if result.mode == "pareto" else (result.objective,)
+    goal = "; ".join(label_of(name, system_space) for name in names)
     return (f"<h1>phaze exact search ({_e(result.mode)} mode): {_e(', '.join(result.workloads))}</h1>\n"
+            f"<p><b>objective{'s' if len(names) > 1 else ''}</b> {_e(goal)}</p>\n"
             f"{system}<p><b>space</b> {_e(knobs)}; {_e(window)}</p>\n"
             f"{status}{details}\n{shared}<table>{rows}</table>")
 
 
-def _answer_table(answer: DesignResult | None, answer_label: str, baseline: DesignResult | None) -> str:
+def _answer_table(answer: DesignResult | None, answer_label: str, baseline: DesignResult | None,
+                  objective: str = "throughput") -> str:
+    """The answer against the baseline; an objective other than throughput is the first figure, in its unit (as
+    the console's table and results.json give it)."""
     columns = [(answer_label, answer)] + ([(baseline_label(baseline), baseline)] if baseline is not None else [])
+    own = objective != "throughput"
 
     def cells(d: DesignResult | None) -> list[str]:
+        blank = [""] * (5 + own)
         if d is None:
-            return ["none found", "", "", "", "", ""]
+            return ["none found", *blank]
         design = Accelerator.from_dict(d.accelerator).notation()
         if not d.feasible:
-            return [design, f"infeasible: {d.reason}", "", "", "", ""]
-        return [design, d.plan["notation"], f"{d.throughput_samples_s:,.1f}", d.mfu_text, f"{plotted_area(d):.1f}",
-                "proven" if d.proven else f"NOT PROVEN (worst gap {d.worst_gap:.2%})"]
+            return [design, f"infeasible: {d.reason}", *blank[1:]]
+        figures = [figure_text(objective, objective_value(d, objective))] if own else []
+        return [design, d.plan["notation"], *figures, f"{d.throughput_samples_s:,.1f}", d.mfu_text,
+                f"{plotted_area(d):.1f}", "proven" if d.proven else f"NOT PROVEN (worst gap {d.worst_gap:.2%})"]
 
     rows = "".join(f"<tr><th>{_e(label)}</th>" + "".join(f"<td>{_e(c)}</td>" for c in cells(d)) + "</tr>"
                    for label, d in columns)
     area = area_label(any(d is not None and d.system is not None for _, d in columns))
-    return (f"<table><tr><th></th><th>design</th><th>plan</th><th>samples/s</th><th>MFU</th><th>{_e(area)}</th>"
-            f"<th>schedules</th></tr>{rows}</table>")
+    heading = f"<th>{_e(objective)}</th>" if own else ""
+    return (f"<table><tr><th></th><th>design</th><th>plan</th>{heading}<th>samples/s</th><th>MFU</th>"
+            f"<th>{_e(area)}</th><th>schedules</th></tr>{rows}</table>")
 
 
 def _hover(design: dict[str, Any] | DesignResult, point: SystemPoint | None = None) -> list[str]:

@@ -97,6 +97,24 @@ def test_the_optimum_is_printed_and_written_in_its_objectives_unit(system_run):
     assert "throughput_per_usd (tokens/s per $)" in console.export_text()
 
 
+def test_the_report_names_its_objective_and_gives_the_optimum_in_its_unit(system_run):
+    """report.html of a ``--objective throughput_per_usd`` search named no objective and showed only samples/s: the
+    best design looked chosen for a figure the baseline could beat. It now names the objective with its unit and
+    sense, and gives both designs' figure for it, as the console's table does."""
+    import html
+
+    from search.objectives import figure_text, label
+
+    result, _, out, _ = system_run
+    page = html.unescape((out / "report.html").read_text())
+    best, baseline = result.best[TINY.name], result.baseline[TINY.name]
+    assert f"<b>objective</b> {label('throughput_per_usd', True)}</p>" in page
+    assert "<th>throughput_per_usd</th><th>samples/s</th>" in page
+    for design in (best, baseline):
+        per_usd = design.tokens_s / design.system["cluster_cost_usd"]
+        assert f"<td>{figure_text('throughput_per_usd', per_usd)}</td>" in page
+
+
 def test_each_area_has_one_name_and_one_meaning_in_every_output(system_run):
     """"area mm²" was the cores and buffer in the console and results.json but the whole die in report.html and
     evaluations.csv. Now ``area_mm2`` / "architecture mm² (cores + buffer)" is the former everywhere and
