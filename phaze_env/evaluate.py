@@ -21,8 +21,9 @@ is a valid upper bound on the throughput ``evaluate`` returns — the exact sear
 from __future__ import annotations
 
 import time
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 
 from phaze_env.attention import recomputed_by_backward
@@ -44,6 +45,10 @@ from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, mo
 
 _EVALUATIONS = DiskCache("evaluations")
 _BOUNDS = DiskCache("bounds")
+PLAN_SEARCH_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("plan_search_progress", default=None)
+"""Set by a CLI to hear ``(variants searched, variants)`` as an evaluation's plan search moves from one (HBM
+capacity, t, m, c, e) variant to the next (seconds each on a large cluster); a context variable, so the evaluation
+and its cache key take no callback."""
 
 
 @dataclass(frozen=True)
@@ -481,7 +486,14 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
                             peak_flops=acc.format_peak_flops, hbm_bandwidth_Bps=acc.hbm_bandwidth_Bps,
                             context_parallel=degrees[0], expert_parallel=experts[0])
 
+        variants_total = len(capacities) * len(usable) * len(request.microbatches) * len(degrees) * len(experts)
+        searched = [0]  # the variants the plan loop has reached (it asks each one's fields first)
+        report = PLAN_SEARCH_PROGRESS.get()
+
         def settings_of(t: int, m: int, c: int, e: int) -> dict[str, Any]:
+            if report is not None:  # a second pass (the proven lower bounds) stays at the total
+                searched[0] = min(searched[0] + 1, variants_total)
+                report(searched[0], variants_total)
             graph = bound_variant(t, m, c, e).graph
             return {"seq_len": graph.seq_len * c, "model_flops_per_sample": _model_flops_per_sample(graph, c),
                     "weight_copy_factor": fp8_weight_copy_factor(graph, acc.number_format)}
@@ -693,7 +705,8 @@ def _evaluate_with_progress(workload: str, accelerator: Accelerator, cluster: Cl
                             **options: Any) -> Evaluation:
     """:func:`evaluate` for the CLI, with progress on stderr when it is a terminal (stdout stays the report or the
     JSON): first tracing the model's (tensor width, microbatch) graphs the plan allows — the slow part of a cold
-    run, with a total and a time left — then scheduling the layers and searching the plans."""
+    run — then scheduling the layers and searching the plans variant by variant (:data:`PLAN_SEARCH_PROGRESS`;
+    15 s for GPT-3 175B on 4,096 A100), each with a total and a time left."""
     from phaze_env.cli import console, progress_display
     from phaze_env.workloads import prepare_graphs
 
@@ -707,8 +720,17 @@ def _evaluate_with_progress(workload: str, accelerator: Accelerator, cluster: Cl
         prepare_graphs(workload, widths, microbatches, seq_len=options.get("seq_len"),
                        done=lambda done, total: bar.update(tracing, completed=done, description=(
                            f"{workload}: tracing the model · {done} of {total} (tensor width, microbatch) graphs")))
-        bar.add_task(f"{workload}: scheduling the layers and searching the plans", total=None)
-        return evaluate(workload, accelerator, cluster, plan=plan, **options)
+        searching = bar.add_task(f"{workload}: scheduling the layers and searching the plans", total=None)
+
+        def reached(variant: int, variants: int) -> None:
+            bar.update(searching, completed=variant - 1, total=variants, description=(
+                f"{workload}: scheduling the layers and searching the plans · variant {variant} of {variants}"))
+
+        token = PLAN_SEARCH_PROGRESS.set(reached)
+        try:
+            return evaluate(workload, accelerator, cluster, plan=plan, **options)
+        finally:
+            PLAN_SEARCH_PROGRESS.reset(token)
 
 
 def main(argv: list[str] | None = None) -> int:

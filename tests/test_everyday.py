@@ -418,6 +418,28 @@ def test_the_evaluators_json_stays_clean_while_progress_goes_to_stderr(tiny_regi
     assert "scheduling the layers and searching the plans" in shown
 
 
+def test_the_evaluators_plan_search_shows_a_total_and_a_time_left(tiny_registered, monkeypatch):
+    """The plan search after tracing was a spinner alone: 15 s for GPT-3 175B on 4,096 A100 (``evaluate``, every knob
+    free). It now counts its (HBM capacity, t, m, c, e) variants against their total, with a time left; the hook is
+    unset afterwards."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    import phaze_env.cli
+    import phaze_env.evaluate
+    from phaze_env.evaluate import main
+
+    stderr = io.StringIO()
+    monkeypatch.setattr(phaze_env.cli, "console", lambda **kwargs: Console(file=stderr, force_terminal=True, width=250))
+    assert main(["--workload", TINY.name, "--preset", "tpuv4", "--cluster", "phaze", "--devices", "4", "--batch", "24",
+                 "--json"]) == 0
+    counts = [(int(a), int(b)) for a, b in re.findall(r"searching the plans · variant (\d+) of (\d+)", stderr.getvalue())]
+    assert counts and counts[-1][0] == counts[-1][1] > 1 and len({total for _, total in counts}) == 1  # every one
+    assert phaze_env.evaluate.PLAN_SEARCH_PROGRESS.get() is None
+
+
 def test_the_docs_sample_outputs_use_the_current_labels():
     """docs/moe.md's sample output said "DP all-reduce" after the part was renamed "DP sync": every time-breakdown
     line of a documented ``phaze_env.evaluate`` output must name a part as the code does now."""
