@@ -22,7 +22,11 @@ one it changes nothing, so a profile must pair it with ``"hierarchical"``.
 
 Assumption (range noted where used): uniform routing — a token's ``k`` experts are a uniformly random ``k``-subset of
 the experts (of its ``M`` nodes' experts when node-limited), which the load-balancing loss aims at; a skewed router
-hits fewer nodes (less traffic) and loads some ranks more (not modelled).
+hits fewer nodes (less traffic) and loads some ranks more (not modelled). Exact for the published Megatron-Bridge
+benchmark runs, which force it (``moe_router_force_load_balancing = True``, "required for token dropless", in
+scripts/performance's ``set_qwen3_common_configs``, NVIDIA-NeMo/Megatron-Bridge v0.2.0–v0.4.0); what a learned router
+costs instead, measured: Qwen3-235B-A22B on 256 H100 at 16K tokens, 295 TFLOP/s per GPU forced-balanced against 237
+dropless (−20 %; yanring/Megatron-MoE-ModelZoo best_practice/qwen3/readme.md, "Long Context" table).
 """
 
 from __future__ import annotations
