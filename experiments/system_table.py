@@ -51,11 +51,12 @@ from phaze_env.hardware.cost import (NODES, SYSTEMS, TPUV4_ICI_LINK_BPS, TPUV4_I
                                      periphery_area_mm2)
 from phaze_env.hardware.number_format import FORMAT_NAMES, FP8_MAC_RATE, mfu_text
 from phaze_env.hardware.space import in_area_window
-from phaze_env.hardware.system import (PUE, REFERENCE_FAMILIES, REFERENCE_NUMBER_FORMATS, SYSTEM_FAMILIES,
+from phaze_env.hardware.system import (FLAGSHIP_CHIP_SYSTEMS, FLAGSHIP_FAMILIES, FLAGSHIP_TOPOLOGIES, PUE,
+                                       REFERENCE_FAMILIES, RIVAL_NUMBER_FORMATS, SYSTEM_FAMILIES,
                                        REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, TORUS_POD_CHIPS,
                                        TOPOLOGY_FAMILIES, SystemBudget, SystemChoice, choice_point,
                                        system_point)
-from phaze_env.stacks import DEFAULT_SYSTEM_STACK, get_system_stack
+from phaze_env.stacks import CARRIED_FITS, DEFAULT_SYSTEM_STACK, get_system_stack
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
 from search.config import SearchConfig
@@ -80,8 +81,8 @@ TIME_GROUPS = {"compute": ("compute", "recompute", "optimizer"),
 computing (with recompute and the optimizer step), the network (every collective and pipeline send) and the
 pipeline bubble."""
 TABLE_VERSION = 5
-"""5 (rows may also hold ``same_node``, the space searched at each reference's own node, and ``sensitivity``; both
-optional, so the published rows stay readable): every system runs the system stack (:data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`: its plan freedom, fused
+"""5 (rows may also hold ``same_node``, the space searched at each reference's own node, ``flagships``, the 2024–25
+flagships at the row's budget, and ``sensitivity``; all optional, so the published rows stay readable): every system runs the system stack (:data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`: its plan freedom, fused
 attention and efficiency per chip; version 4 ran PHAZE's plan space, eager attention and efficiency 1 everywhere);
 4: each system's wall power per chip from its own family's host and scale-out network (``SystemFamily``; version 3
 charged every chip DGX H100's host and no network): rows of another version are recomputed, not kept."""
@@ -137,12 +138,24 @@ def factors(a: DesignResult, b: DesignResult) -> dict[str, float]:
     per peak FLOP/s (``mfu``: the rest of the ratio, so the product is the ratio). That last factor is the MFU ratio when
     both count model FLOPs alike; MFU counts per-device FLOPs × tensor width, which differs by < 0.1 % between
     tensor widths, so it is checked against the MFU ratio to 1 % (a changed MFU definition raises)."""
-    ratio = a.throughput_samples_s / b.throughput_samples_s
-    out = {"chips": a.plan["devices_used"] / b.plan["devices_used"], "peak": peak_flops(a) / peak_flops(b)}
+    return _factors((a.throughput_samples_s, a.plan["devices_used"], peak_flops(a), a.mfu),
+                    (b.throughput_samples_s, b.plan["devices_used"], peak_flops(b), b.mfu))
+
+
+def figure_factors(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
+    """:func:`factors` of two systems from their stored figures (:func:`system_figures`: a row's ``best`` and a
+    rival's), for a row kept from an earlier run whose search answer is not rebuilt."""
+    return _factors(*((f["samples_s"], f["chips_used"], f["peak_tflops"], f["mfu"]) for f in (a, b)))
+
+
+def _factors(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> dict[str, float]:
+    """The three factors of ``(samples/s, chips used, peak, MFU)`` a over b (:func:`factors`' definition and check)."""
+    ratio = a[0] / b[0]
+    out = {"chips": a[1] / b[1], "peak": a[2] / b[2]}
     out["mfu"] = ratio / (out["chips"] * out["peak"])
-    if not math.isclose(out["mfu"], a.mfu / b.mfu, rel_tol=1e-2):
+    if not math.isclose(out["mfu"], a[3] / b[3], rel_tol=1e-2):
         raise ValueError(f"throughput ratio {ratio:.6g} is not chips × peak × MFU "
-                         f"{out['chips'] * out['peak'] * a.mfu / b.mfu:.6g}")
+                         f"{out['chips'] * out['peak'] * a[3] / b[3]:.6g}")
     return out
 
 
@@ -245,9 +258,9 @@ def node_sensitivity(config: SearchConfig, best: DesignResult, node: str = SENSI
 def best_reference(config: SearchConfig, workload: str, name: str,
                    budget: SystemBudget) -> tuple[DesignResult, Cluster, dict[str, float]]:
     """Reference ``name`` at ``budget`` in the number format it trains fastest in (of
-    :data:`~phaze_env.hardware.system.REFERENCE_NUMBER_FORMATS`), its cluster and its throughput per format."""
+    :data:`~phaze_env.hardware.system.RIVAL_NUMBER_FORMATS`), its cluster and its throughput per format."""
     results = {}
-    for number_format in REFERENCE_NUMBER_FORMATS[name]:
+    for number_format in RIVAL_NUMBER_FORMATS[name]:
         _, cluster = reference_system(name, budget, number_format, config.space.reference_training(name, config.cluster))
         results[number_format] = (evaluate_reference(config, workload, name, number_format), cluster)
     by_format = {f: d.throughput_samples_s for f, (d, _) in results.items()}
@@ -281,10 +294,39 @@ def table_row(config: SearchConfig, kind: str, power_w: float, *, workers: int, 
                                                                                "samples_s_by_format": by_format}
         row["best"]["factors"][name] = factors(best, design)
         row["why"][name] = why(row["best"] | {"factors": row["best"]["factors"][name]}, row["references"][name])
+    row["flagships"] = flagship_rivals(config, row["best"])
     row["node_sensitivity"] = node_sensitivity(config, best)
     row["same_node"] = same_node(config, kind, row, workers=workers, out=out, progress=progress)
     row["elapsed_s"] = time.perf_counter() - started
     return row
+
+
+FLAGSHIPS = tuple(FLAGSHIP_TOPOLOGIES)
+"""The 2024–25 flagships each row's answer is also set against — "against the best you can buy" (issue 29 item 4):
+each built as its own system (:data:`~phaze_env.hardware.system.FLAGSHIP_FAMILIES`) at its own node, with the chips
+the row's budget buys, running the same stack at the efficiency carried to it (:data:`~phaze_env.stacks.CARRIED_FITS`)."""
+FLAGSHIP_LABELS = {"b200": "B200 (DGX)", "gb200": "GB200 NVL72", "tpuv5p": "TPU v5p", "mi300x": "MI300X"}
+
+
+def flagship_rivals(config: SearchConfig, best: dict[str, Any]) -> dict[str, Any]:
+    """Each flagship of :data:`FLAGSHIPS` at the row's budget in its fastest number format (:func:`best_reference`),
+    its figures and the row's answer (``best``: :func:`system_figures`) over it — the ratio, its three factors
+    (:func:`figure_factors`) and why — plus the chip whose stack efficiency it runs at (``fit_from``)."""
+    (workload,) = config.names
+    stack = config.space.system_stack
+    out: dict[str, Any] = {}
+    for name in FLAGSHIPS:
+        design, cluster, by_format = best_reference(config, workload, name, config.space.budget)
+        if not design.feasible:
+            out[name] = {"feasible": False, "reason": design.reason, "chips": design.devices_available}
+            continue
+        rival = system_figures(config.workload(workload), design, cluster) | {
+            "feasible": True, "samples_s_by_format": by_format,
+            "fit_from": stack.rival_fit(name)[1] if stack is not None else None}
+        found = figure_factors(best, rival)
+        out[name] = rival | {"factors": found, "ratio": best["samples_s"] / rival["samples_s"],
+                             "why": why(best | {"factors": found}, rival)}
+    return out
 
 
 SAME_NODE_REFERENCES = {name: SYSTEMS[name][0].process.name for name in REFERENCES}
@@ -416,13 +458,60 @@ Each reference against the space *searched* at the reference's own node (`python
 --node NODE`): TPUv4 and A100 are N7 chips, so their column is the main table's; H100 is a 4N chip, so its column is
 the exact search of the same space built at 4N (`hardware.cost.NODES["4N"]`: N5's density, energy and wafer price, an
 assumption). Same node is not same year: the space's HBM3E (2024) and 100G-PAM4 SerDes (2022) are newer than TPUv4's
-and A100's HBM2/HBM2e and 50G NRZ lanes. Against the 2024–25 flagships (B200/GB200, TPU v5p, MI300X) there is no
-column yet: their chips have cost-model data (`cost.SYSTEMS`; MI300X only a one-node sketch) but no system family
-(host, scale-out network) and no stack efficiency fitted to a published run, which every reference here has.
+and A100's HBM2/HBM2e and 50G NRZ lanes. Against the 2024–25 flagships: the next section.
 
 {table(["workload", "budget", *[f"vs {REFERENCE_LABELS[n]} ({SAME_NODE_REFERENCES[n]})" for n in REFERENCES]], body)}
 
 {commands}
+
+"""
+
+
+def _flagship_cell(rival: dict[str, Any] | None) -> str:
+    if rival is None:
+        return "—"
+    if not rival["feasible"]:
+        return f"not built ({rival['reason']})"
+    return (f"{rival['ratio']:.2f}× ({_chips_label(rival)} chips, {FORMAT_NAMES[rival['number_format']]}, "
+            f"{rival['samples_s']:,.1f} samples/s, {mfu_text(rival['mfu'], rival['number_format'])}, "
+            f"{_wall_label(rival)})")
+
+
+def flagships_text(rows: Sequence[dict[str, Any]]) -> str:
+    """The section "against the best you can buy": each row's answer over each 2024–25 flagship at the same budget
+    ("" when no row has them)."""
+    done = [r for r in rows if r.get("flagships")]
+    if not done:
+        return ""
+    body = [[r["workload"], r["budget_label"], f"{r['best']['samples_s']:,.1f}",
+             *[_flagship_cell(r["flagships"].get(name)) for name in FLAGSHIPS]] for r in done]
+    whys = [[r["workload"], r["budget_label"], FLAGSHIP_LABELS[n], f["why"]]
+            for r in done for n, f in r["flagships"].items() if f.get("feasible")]
+    chips = []
+    for name in FLAGSHIPS:
+        family = SYSTEM_FAMILIES[FLAGSHIP_FAMILIES[name]]
+        chip = FLAGSHIP_CHIP_SYSTEMS[name]
+        chips.append(f"{FLAGSHIP_LABELS[name]}: {chip.process.name}, `{family.name}` (host {family.host.w_per_chip:.0f} W "
+                     f"per chip, {family.network_above_chips:,}-chip scale-up domain, fabric {family.scale_up.name}), "
+                     f"stack efficiency carried from {CARRIED_FITS.get(name, name)}")
+    return f"""## Against the best you can buy: the 2024–25 flagships
+
+Each row's answer (the {SYSTEM_NODE} search above: a {SYSTEM_NODE} chip with 2024's HBM3E) against the flagships one can
+buy in 2024–25, each as its own system at its own node, with the chips the row's budget buys from the same power and
+cost models (`hardware.system.reference_point`; the *modelled* chip power and cost, as every system here), the same
+stack and plan freedom, in its fastest number format. Ratio > 1: the searched system is faster. Wall power per chip:
+(chip + host + scale-up + network) × PUE.
+{chr(10).join(f"* {c}." for c in chips)}
+* Assumptions (each cited with its range in `hardware.system` and `stacks.CARRIED_FITS`): no flagship has a published
+  run fitted through this table's path, so each runs at the efficiency fitted on the chip its stack descends from;
+  the GB200 rack's power (120 kW, range 120–132 kW), TPU v5p's host (TPU v4's; Google publishes no v5p power) and the
+  MI300X platform's host (DGX H100's) are assumptions; the MI300X chip is a one-node sketch split into four quadrants
+  whose modelled power is above AMD's 750 W (`docs/cost_model.md`), so a power budget buys fewer of them than the
+  data sheet's figure would. Not the same node: the flagships' 4NP / N5 silicon against the space's {SYSTEM_NODE}.
+
+{table(["workload", "budget", "answer samples/s", *[f"vs {FLAGSHIP_LABELS[n]}" for n in FLAGSHIPS]], body)}
+
+{table(["workload", "budget", "vs", "why"], whys)}
 
 """
 
@@ -591,7 +680,7 @@ collective and pipeline send / pipeline bubble) and the share of the block layer
 
 {table(["workload", "budget", "vs", "why"], whys)}
 
-{same_node_text(rows)}{sensitivity_text(rows)}## Process node: the same answer built at {SENSITIVITY_NODE}
+{same_node_text(rows)}{flagships_text(rows)}{sensitivity_text(rows)}## Process node: the same answer built at {SENSITIVITY_NODE}
 
 What the node is worth: each row's answer (architecture and system knobs unchanged) built at {SENSITIVITY_NODE} instead of
 {SYSTEM_NODE} — {NODES[SENSITIVITY_NODE].logic_density_gain:g}× logic density,
@@ -673,7 +762,12 @@ def main(argv: list[str] | None = None) -> int:
         kept = rows.get((workload, kind))
         config = search_config(workload, budget)
         if kept is not None and kept["signature"] == config.signature and kept["power_w"] == power_w:
-            out_console.print(f"{label}: kept from {docs / 'system_table.json'}", highlight=False)
+            added = ""
+            if "flagships" not in kept:  # a row of a run before the flagships: only they are evaluated
+                kept["flagships"] = flagship_rivals(config, kept["best"])
+                write_docs(docs, list(rows.values()))
+                added = ", the 2024–25 flagships added"
+            out_console.print(f"{label}: kept from {docs / 'system_table.json'}{added}", highlight=False)
             continue
         out_console.print(f"{label}: searching … ({time.perf_counter() - started:.0f} s so far)", highlight=False)
         progress = SearchProgress() if args.quiet else ConsoleProgress(out_console)
