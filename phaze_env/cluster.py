@@ -686,7 +686,7 @@ def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps
     if topology == "torus":
         if links < TORUS_NEIGHBOURS or links % TORUS_NEIGHBOURS:
             raise ValueError(f"a 3-D torus needs links in multiples of {TORUS_NEIGHBOURS} per chip, got {links}")
-        pods = torus_pods(n_devices, domain_chips or TORUS_POD_CHIPS)
+        pods = torus_pods(n_devices, domain_chips)
         dcn = dict(slices=pods, dcn_bandwidth_Bps=TPUV4_DCN_PER_CHIP_BPS, dcn_latency_s=DCN_LATENCY_S) if pods > 1 else {}
         return Cluster(n_devices=n_devices, torus_dims=torus_dims(n_devices // pods),
                        link_bandwidth_Bps=per_direction_Bps / TORUS_NEIGHBOURS, link_latency_s=ICI_LATENCY_S,

@@ -25,6 +25,7 @@ Every constant cites its source or says "assumption" with its sensitivity (``doc
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -69,12 +70,13 @@ def topology_unit(topology: str) -> int:
     raise ValueError(f"unknown topology {topology!r}; choose from {', '.join(TOPOLOGIES)}")
 
 
-def torus_pods(n_devices: int, pod_chips: int = TORUS_POD_CHIPS) -> int:
+def torus_pods(n_devices: int, pod_chips: int | None = None) -> int:
     """The pods (slices) a system-space torus of ``n_devices`` chips is built as: ``⌈n / pod_chips⌉`` equal
-    pods of whole cubes, joined by the data-centre network (one pod up to ``pod_chips``, default
+    pods of whole cubes, joined by the data-centre network (one pod up to ``pod_chips``, ``None``:
     :data:`TORUS_POD_CHIPS`; a family's own pod: :attr:`SystemFamily.domain_chips`). Raises if ``n_devices`` does not
     split so (:func:`devices_supported` only returns counts that do)."""
     unit = topology_unit("torus")
+    pod_chips = pod_chips or TORUS_POD_CHIPS
     pods = max(1, -(-int(n_devices) // pod_chips))
     if n_devices < unit or n_devices % (pods * unit):
         raise ValueError(f"a torus of {n_devices} chips is {pods} pod(s) of at most {pod_chips}, which must be "
@@ -961,6 +963,14 @@ class UnknownRivalError(ValueError):
     """A rival system name :func:`reference_point` cannot build (one line naming the known ones)."""
 
 
+def check_rival(name: str) -> None:
+    """Raise :class:`UnknownRivalError` unless ``name`` is a rival :func:`reference_point` builds."""
+    if name not in RIVAL_TOPOLOGIES:
+        close = difflib.get_close_matches(str(name), RIVAL_TOPOLOGIES, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise UnknownRivalError(f"unknown rival system {name!r}.{hint} Choose from {', '.join(RIVAL_TOPOLOGIES)}")
+
+
 def reference_point(name: str, budget: SystemBudget, number_format: str = "bf16") -> SystemPoint:
     """Reference chip ``name`` (a key of :data:`RIVAL_TOPOLOGIES`: the table's references and the 2024–25
     flagships) in its topology and family at ``budget``: the chip
@@ -970,8 +980,7 @@ def reference_point(name: str, budget: SystemBudget, number_format: str = "bf16"
     their own). ``number_format`` (one of :data:`REFERENCE_NUMBER_FORMATS`) is the format it trains in; the chip
     estimate, hence the chip count, is the preset's whatever the format (FP8 is a mode of the same published
     chip, whose die already holds it)."""
-    if name not in RIVAL_TOPOLOGIES:
-        raise UnknownRivalError(f"unknown rival system {name!r}; choose from {', '.join(RIVAL_TOPOLOGIES)}")
+    check_rival(name)
     if number_format not in RIVAL_NUMBER_FORMATS[name]:
         raise ValueError(f"the {name} reference trains in {' or '.join(RIVAL_NUMBER_FORMATS[name])}, "
                          f"not {number_format!r}")
@@ -997,5 +1006,5 @@ __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "T
            "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "REFERENCE_HBM_GENERATIONS", "FLAGSHIP_CHIP_SYSTEMS", "FLAGSHIP_FAMILIES",
            "FLAGSHIP_HBM_GENERATIONS", "FLAGSHIP_NUMBER_FORMATS", "FLAGSHIP_TOPOLOGIES", "RIVAL_FAMILIES",
-           "RIVAL_HBM_GENERATIONS", "RIVAL_NUMBER_FORMATS", "RIVAL_TOPOLOGIES", "UnknownRivalError", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
+           "RIVAL_HBM_GENERATIONS", "RIVAL_NUMBER_FORMATS", "RIVAL_TOPOLOGIES", "UnknownRivalError", "check_rival", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]
