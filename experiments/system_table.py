@@ -458,7 +458,7 @@ Each reference against the space *searched* at the reference's own node (`python
 --node NODE`): TPUv4 and A100 are N7 chips, so their column is the main table's; H100 is a 4N chip, so its column is
 the exact search of the same space built at 4N (`hardware.cost.NODES["4N"]`: N5's density, energy and wafer price, an
 assumption). Same node is not same year: the space's HBM3E (2024) and 100G-PAM4 SerDes (2022) are newer than TPUv4's
-and A100's HBM2/HBM2e and 50G NRZ lanes. Against the 2024–25 flagships: the next section.
+and A100's HBM2/HBM2e and 50G NRZ lanes. Against the 2024–25 flagships: "Against the best you can buy" below.
 
 {table(["workload", "budget", *[f"vs {REFERENCE_LABELS[n]} ({SAME_NODE_REFERENCES[n]})" for n in REFERENCES]], body)}
 
