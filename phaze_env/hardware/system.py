@@ -389,9 +389,17 @@ TPUV4_HOST = HostShare(
     "$2,500–10,000), its NIC charged apart")
 """The torus family's host: TPU v4's, what a TPU-v4-like system (the tpuv4 reference and every torus design of the
 system space) pays per chip beyond the chip and its OCS share."""
+def dgx_host_w_per_chip(node_max_w: float, gpu_tdp_w: float, switch: ScaleUpFabric, nvlinks: int,
+                        fat_tree: FatTree) -> float:
+    """One GPU's share of a DGX-style node's power beyond the GPU, its NVSwitch share and its compute NIC (which the
+    scale-up fabric and the NIC charge apart): ``(node max − 8 × GPU TDP) / 8 − NVSwitch share − NIC``."""
+    return ((node_max_w - SCALE_UP_DOMAIN * gpu_tdp_w) / SCALE_UP_DOMAIN
+            - switch.w_per_chip(nvlinks, nvlinks * 2 * NVLINK_LINK_BPS) - fat_tree.nic_w)
+
+
 DGX_A100_HOST = HostShare(
-    "dgx-a100", SCALE_UP_DOMAIN, (DGX_A100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["a100"].power_w) / SCALE_UP_DOMAIN
-    - NVSWITCH_GEN2.w_per_chip(A100_NVLINKS, A100_NVLINKS * 2 * NVLINK_LINK_BPS) - HDR_FAT_TREE.nic_w,
+    "dgx-a100", SCALE_UP_DOMAIN,
+    dgx_host_w_per_chip(DGX_A100_MAX_W, PUBLISHED["a100"].power_w, NVSWITCH_GEN2, A100_NVLINKS, HDR_FAT_TREE),
     DGX_HOST_USD_PER_CHIP,
     "DGX A100: (6.5 kW max − 8 × 400 W A100 TDP) / 8 = 412.5 W per GPU (2 AMD EPYC 7742, 1 TB DRAM, 6 NVSwitches, "
     "9 ConnectX-6 NICs, fans, supplies; NVIDIA DGX A100 datasheet) less its NVSwitch share (NVSWITCH_GEN2 at "
@@ -399,8 +407,8 @@ DGX_A100_HOST = HostShare(
     "DGX_HOST_USD_PER_CHIP (assumption, its range)")
 """The A100 reference's host: a DGX A100 node's, per GPU, without its NVSwitches and compute NIC."""
 DGX_H100_HOST = HostShare(
-    "dgx-h100", SCALE_UP_DOMAIN, (DGX_H100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["h100"].power_w) / SCALE_UP_DOMAIN
-    - NVSWITCH_GEN3.w_per_chip(H100_NVLINKS, H100_NVLINKS * 2 * NVLINK_LINK_BPS) - NDR_FAT_TREE.nic_w,
+    "dgx-h100", SCALE_UP_DOMAIN,
+    dgx_host_w_per_chip(DGX_H100_MAX_W, PUBLISHED["h100"].power_w, NVSWITCH_GEN3, H100_NVLINKS, NDR_FAT_TREE),
     DGX_HOST_USD_PER_CHIP,
     "DGX H100: (10.2 kW max − 8 × 700 W H100 TDP) / 8 = 575 W per GPU (2 Xeon 8480C, 2 TB DRAM, 4 NVSwitches, "
     "8 + 2 ConnectX-7 NICs, fans, supplies; NVIDIA DGX H100 datasheet) less its NVSwitch share (NVSWITCH_GEN3 at "
