@@ -390,11 +390,13 @@ TPUV4_HOST = HostShare(
 """The torus family's host: TPU v4's, what a TPU-v4-like system (the tpuv4 reference and every torus design of the
 system space) pays per chip beyond the chip and its OCS share."""
 def dgx_host_w_per_chip(node_max_w: float, gpu_tdp_w: float, switch: ScaleUpFabric, nvlinks: int,
-                        fat_tree: FatTree) -> float:
+                        fat_tree: FatTree, link_Bps: float = NVLINK_LINK_BPS, gpus: int = SCALE_UP_DOMAIN) -> float:
     """One GPU's share of a DGX-style node's power beyond the GPU, its NVSwitch share and its compute NIC (which the
-    scale-up fabric and the NIC charge apart): ``(node max − 8 × GPU TDP) / 8 − NVSwitch share − NIC``."""
-    return ((node_max_w - SCALE_UP_DOMAIN * gpu_tdp_w) / SCALE_UP_DOMAIN
-            - switch.w_per_chip(nvlinks, nvlinks * 2 * NVLINK_LINK_BPS) - fat_tree.nic_w)
+    scale-up fabric and the NIC charge apart): ``(node max − gpus × GPU TDP) / gpus − NVSwitch share − NIC``, for
+    ``nvlinks`` links of ``link_Bps`` per direction (NVLink 3/4 by default; NVLink 5's for Blackwell) and ``gpus`` per
+    node (a DGX's 8; a GB200 NVL72 rack's 72)."""
+    return ((node_max_w - gpus * gpu_tdp_w) / gpus
+            - switch.w_per_chip(nvlinks, nvlinks * 2 * link_Bps) - fat_tree.nic_w)
 
 
 DGX_A100_HOST = HostShare(
@@ -433,8 +435,9 @@ NVSWITCH_GEN4 = _nvswitch("nvswitch-gen4", "DGX B200: 2 fifth-generation NVLink 
 """The Blackwell systems' scale-up switch (NVLink 5 switches), per byte/s of NVLink bandwidth. The split between it
 and the host does not move a Blackwell system's power per chip: the host is the datasheet's system power less it."""
 DGX_B200_HOST = HostShare(
-    "dgx-b200", SCALE_UP_DOMAIN, (DGX_B200_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["b200"].power_w) / SCALE_UP_DOMAIN
-    - NVSWITCH_GEN4.w_per_chip(B200_NVLINKS, B200_NVLINKS * 2 * NVLINK5_LINK_BPS) - NDR_FAT_TREE.nic_w,
+    "dgx-b200", SCALE_UP_DOMAIN,
+    dgx_host_w_per_chip(DGX_B200_MAX_W, PUBLISHED["b200"].power_w, NVSWITCH_GEN4, B200_NVLINKS, NDR_FAT_TREE,
+                        NVLINK5_LINK_BPS),
     DGX_HOST_USD_PER_CHIP,
     "DGX B200: (14.3 kW max − 8 × 1,000 W B200 TDP) / 8 = 787.5 W per GPU (NVIDIA DGX B200 user guide) less its NVLink "
     "switch share (NVSWITCH_GEN4 at 1.8 TB/s) and its compute NIC (NDR_FAT_TREE.nic_w: 8 ConnectX-7 400G per node); "
@@ -449,9 +452,9 @@ GB200_NVL72_RACK_W = 120_000.0
 quote up to ≈ 132 kW: range 120–132 kW, i.e. 467–633 W per GPU beyond its 1,200 W. Consistency check: a GB200
 superchip (1 Grace + 2 GPUs) is rated 2,700 W, so Grace with its LPDDR5X takes ≈ 150 W per GPU of that."""
 GB200_NVL72_HOST = HostShare(
-    "gb200-nvl72", GB200_NVL72_CHIPS // 18, (GB200_NVL72_RACK_W - GB200_NVL72_CHIPS * PUBLISHED["gb200"].power_w)
-    / GB200_NVL72_CHIPS - NVSWITCH_GEN4.w_per_chip(B200_NVLINKS, B200_NVLINKS * 2 * NVLINK5_LINK_BPS)
-    - NDR_FAT_TREE.nic_w,
+    "gb200-nvl72", GB200_NVL72_CHIPS // 18,
+    dgx_host_w_per_chip(GB200_NVL72_RACK_W, PUBLISHED["gb200"].power_w, NVSWITCH_GEN4, B200_NVLINKS, NDR_FAT_TREE,
+                        NVLINK5_LINK_BPS, GB200_NVL72_CHIPS),
     DGX_HOST_USD_PER_CHIP,
     "GB200 NVL72: (GB200_NVL72_RACK_W − 72 × 1,200 W) / 72 = 467 W per GPU (assumption, range 467–633 W: 120–132 kW "
     "racks) less its NVLink switch share (NVSWITCH_GEN4 at 1.8 TB/s) and its compute NIC (NDR_FAT_TREE.nic_w: 4 "
