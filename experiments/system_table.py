@@ -1,4 +1,4 @@
-"""Best system per model vs TPUv4, A100 and H100 systems at the same power and at the same cost.
+"""Best system per model vs TPUv4, A100 and H100 systems (and the 2024–25 flagships) at the same power and cost.
 
 For each workload the exact system-space search (:func:`search.run.run_search`, ``--space system``) runs at a
 power budget (1 MW; gpt3-175b 10 MW) and at the **iso-cost** budget of that power: the capital cost of the H100
@@ -17,6 +17,11 @@ efficiency fitted on that chip, :class:`~phaze_env.stacks.SystemStack`) and its 
 product of three factors (:func:`factors`), and the MFU factor is read off the time per batch split into
 compute, network and pipeline bubble (:data:`TIME_GROUPS`) and the block layer's operators split into compute-,
 memory- and latency-bound (:func:`phaze_env.explain.explain_layer`).
+
+"Against the best you can buy": each row's answer is also set against the 2024–25 flagships (:data:`FLAGSHIPS`:
+B200 in DGX B200 nodes, GB200 NVL72 racks, TPU v5p pods, MI300X platforms), each as its own system at its own node
+with the chips the row's budget buys (:func:`flagship_rivals`); a row kept from an earlier run gets them without its
+search being re-run.
 
 Outputs: ``<docs>/system_table.json`` (every row, rewritten atomically after each) and ``<docs>/system_table.md``
 (rebuilt from the JSON); each search's ``results.json``/``results.db`` under ``<out>/<workload>/<power|cost>``.
@@ -47,7 +52,7 @@ from phaze_env.explain import BOUNDS, explain_layer
 from phaze_env.files import write_text_atomic, writable_directory
 from phaze_env.hardware import Accelerator
 from phaze_env.hardware.accelerator import H100_GEMM_EFFICIENCY
-from phaze_env.hardware.cost import (NODES, SYSTEMS, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS, compute_die_area_mm2,
+from phaze_env.hardware.cost import (MI300X_POWER_W, NODES, PUBLISHED, SYSTEMS, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS, compute_die_area_mm2,
                                      periphery_area_mm2)
 from phaze_env.hardware.number_format import FORMAT_NAMES, FP8_MAC_RATE, mfu_text
 from phaze_env.hardware.space import in_area_window
@@ -55,7 +60,7 @@ from phaze_env.hardware.system import (FLAGSHIP_CHIP_SYSTEMS, FLAGSHIP_FAMILIES,
                                        REFERENCE_FAMILIES, RIVAL_NUMBER_FORMATS, SYSTEM_FAMILIES,
                                        REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, TORUS_POD_CHIPS,
                                        TOPOLOGY_FAMILIES, SystemBudget, SystemChoice, choice_point,
-                                       system_point)
+                                       reference_point, system_point)
 from phaze_env.stacks import CARRIED_FITS, DEFAULT_SYSTEM_STACK, get_system_stack
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
@@ -306,6 +311,9 @@ FLAGSHIPS = tuple(FLAGSHIP_TOPOLOGIES)
 each built as its own system (:data:`~phaze_env.hardware.system.FLAGSHIP_FAMILIES`) at its own node, with the chips
 the row's budget buys, running the same stack at the efficiency carried to it (:data:`~phaze_env.stacks.CARRIED_FITS`)."""
 FLAGSHIP_LABELS = {"b200": "B200 (DGX)", "gb200": "GB200 NVL72", "tpuv5p": "TPU v5p", "mi300x": "MI300X"}
+FLAGSHIP_PUBLISHED_W = {name: PUBLISHED[name].power_w for name in ("b200", "gb200", "tpuv5p")} | {"mi300x": MI300X_POWER_W}
+"""Each flagship's published chip power (``cost.PUBLISHED``; AMD's 750 W for the MI300X, ``cost.MI300X_POWER_W``; None:
+not published), set beside its modelled power in the table: the chip count at a power budget follows the model's."""
 
 
 def flagship_rivals(config: SearchConfig, best: dict[str, Any]) -> dict[str, Any]:
@@ -491,12 +499,16 @@ def flagships_text(rows: Sequence[dict[str, Any]]) -> str:
     for name in FLAGSHIPS:
         family = SYSTEM_FAMILIES[FLAGSHIP_FAMILIES[name]]
         chip = FLAGSHIP_CHIP_SYSTEMS[name]
-        chips.append(f"{FLAGSHIP_LABELS[name]}: {chip.process.name}, `{family.name}` (host {family.host.w_per_chip:.0f} W "
-                     f"per chip, {family.network_above_chips:,}-chip scale-up domain, fabric {family.scale_up.name}), "
-                     f"stack efficiency carried from {CARRIED_FITS.get(name, name)}")
+        modelled_w = reference_point(name, SystemBudget()).estimate.total_power_w
+        published_w = FLAGSHIP_PUBLISHED_W[name]
+        power = (f"chip {modelled_w:,.0f} W modelled, {published_w:,.0f} W published ({modelled_w / published_w - 1:+.0%})"
+                 if published_w else f"chip {modelled_w:,.0f} W modelled, no published power")
+        chips.append(f"{FLAGSHIP_LABELS[name]}: {chip.process.name}, {power}; `{family.name}` (host "
+                     f"{family.host.w_per_chip:.0f} W per chip, {family.network_above_chips:,}-chip scale-up domain, "
+                     f"fabric {family.scale_up.name}), stack efficiency carried from {CARRIED_FITS.get(name, name)}")
     return f"""## Against the best you can buy: the 2024–25 flagships
 
-Each row's answer (the {SYSTEM_NODE} search above: a {SYSTEM_NODE} chip with 2024's HBM3E) against the flagships one can
+Each row's answer (the search above: the space's {SYSTEM_NODE} chip with 2024's HBM3E) against the flagships one can
 buy in 2024–25, each as its own system at its own node, with the chips the row's budget buys from the same power and
 cost models (`hardware.system.reference_point`; the *modelled* chip power and cost, as every system here), the same
 stack and plan freedom, in its fastest number format. Ratio > 1: the searched system is faster. Wall power per chip:
@@ -506,8 +518,9 @@ stack and plan freedom, in its fastest number format. Ratio > 1: the searched sy
   run fitted through this table's path, so each runs at the efficiency fitted on the chip its stack descends from;
   the GB200 rack's power (120 kW, range 120–132 kW), TPU v5p's host (TPU v4's; Google publishes no v5p power) and the
   MI300X platform's host (DGX H100's) are assumptions; the MI300X chip is a one-node sketch split into four quadrants
-  whose modelled power is above AMD's 750 W (`docs/cost_model.md`), so a power budget buys fewer of them than the
-  data sheet's figure would. Not the same node: the flagships' 4NP / N5 silicon against the space's {SYSTEM_NODE}.
+  (`hardware.system.MI300X_RIVAL_SYSTEM`, `docs/cost_model.md`): where its modelled power is above AMD's, a power
+  budget buys fewer of them than the data sheet's figure would. Not the same node: the flagships' 4NP / N5 silicon
+  against the space's {SYSTEM_NODE}.
 
 {table(["workload", "budget", "answer samples/s", *[f"vs {FLAGSHIP_LABELS[n]}" for n in FLAGSHIPS]], body)}
 
@@ -593,7 +606,7 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
     commands = "\n".join(sorted({f"    {r['command']}" for r in rows}))
     budgets = sorted({(r["power_w"], iso_cost_usd(r["power_w"])) for r in rows})
     iso = "; ".join(f"{w / 1e6:g} MW → ${usd / 1e6:.2f} M" for w, usd in budgets)
-    return f"""# Best systems vs TPUv4, A100 and H100 at iso-power and iso-cost
+    return f"""# Best systems vs TPUv4, A100 and H100 (and the 2024–25 flagships) at iso-power and iso-cost
 
 Written by `python -m experiments.system_table` (issue 18 item 6) from `docs/system_table.json`; every figure
 below is from that run on this 2-core machine. Each row is one exact system-space search (its command below;

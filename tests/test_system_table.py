@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from phaze_env.cluster import Cluster, get_cluster, reference_cluster
-from phaze_env.hardware.system import (REFERENCE_NUMBER_FORMATS, REFERENCE_TOPOLOGIES, RIVAL_NUMBER_FORMATS,
+from phaze_env.hardware.system import (FLAGSHIP_TOPOLOGIES, REFERENCE_NUMBER_FORMATS, REFERENCE_TOPOLOGIES, RIVAL_NUMBER_FORMATS,
                                        RIVAL_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SystemBudget, UnknownRivalError,
                                        baseline_point, reference_point)
 from search.config import SearchConfig
@@ -102,6 +102,10 @@ def test_factors_multiply_to_the_ratio_and_the_row_renders(tmp_path):
     assert load_rows(tmp_path / "system_table.json") == [row]
     text = (tmp_path / "system_table.md").read_text()
     assert f"{row['best']['samples_s']:,.1f}" in text and row["best"]["plan"] in text and row["why"]["h100"] in text
+    assert set(row["flagships"]) == set(FLAGSHIP_TOPOLOGIES) and "## Against the best you can buy" in text
+    for name, rival in row["flagships"].items():  # built at the row's budget, or saying why not
+        assert rival["chips"] == reference_point(name, space.budget).n_devices
+        assert (rival["why"] in text) if rival["feasible"] else (rival["reason"] in text)
     assert render([row]) == text
 
 
