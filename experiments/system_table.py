@@ -59,7 +59,7 @@ from phaze_env.hardware.space import in_area_window
 from phaze_env.hardware.system import (FLAGSHIP_CHIP_SYSTEMS, FLAGSHIP_FAMILIES, FLAGSHIP_TOPOLOGIES, PUE,
                                        REFERENCE_FAMILIES, RIVAL_NUMBER_FORMATS, SYSTEM_FAMILIES,
                                        REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, TORUS_POD_CHIPS,
-                                       TOPOLOGY_FAMILIES, SystemBudget, SystemChoice, choice_point,
+                                       TOPOLOGY_FAMILIES, SystemBudget, SystemChoice, check_rival, choice_point,
                                        reference_point, system_point)
 from phaze_env.stacks import CARRIED_FITS, DEFAULT_SYSTEM_STACK, get_system_stack
 from phaze_env.workloads import Workload, get_workload
@@ -274,9 +274,10 @@ def best_reference(config: SearchConfig, workload: str, name: str,
 
 
 def table_row(config: SearchConfig, kind: str, power_w: float, *, workers: int, out: Path,
-              progress=None) -> dict[str, Any]:
+              progress=None, flagships: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the system-space search ``config`` (one workload, at the ``kind`` budget of ``power_w``:
-    :func:`search_config`), evaluate the references at its budget and explain the ratios: one table row."""
+    :func:`search_config`), evaluate the references and the ``flagships`` (default all) at its budget and explain the
+    ratios: one table row."""
     (workload,) = config.names
     budget = config.space.budget
     started = time.perf_counter()
@@ -299,7 +300,7 @@ def table_row(config: SearchConfig, kind: str, power_w: float, *, workers: int, 
                                                                                "samples_s_by_format": by_format}
         row["best"]["factors"][name] = factors(best, design)
         row["why"][name] = why(row["best"] | {"factors": row["best"]["factors"][name]}, row["references"][name])
-    row["flagships"] = flagship_rivals(config, row["best"])
+    row["flagships"] = flagship_rivals(config, row["best"], flagship_names(flagships))
     row["node_sensitivity"] = node_sensitivity(config, best)
     row["same_node"] = same_node(config, kind, row, workers=workers, out=out, progress=progress)
     row["elapsed_s"] = time.perf_counter() - started
@@ -316,14 +317,28 @@ FLAGSHIP_PUBLISHED_W = {name: PUBLISHED[name].power_w for name in ("b200", "gb20
 not published), set beside its modelled power in the table: the chip count at a power budget follows the model's."""
 
 
-def flagship_rivals(config: SearchConfig, best: dict[str, Any]) -> dict[str, Any]:
-    """Each flagship of :data:`FLAGSHIPS` at the row's budget in its fastest number format (:func:`best_reference`),
-    its figures and the row's answer (``best``: :func:`system_figures`) over it — the ratio, its three factors
-    (:func:`figure_factors`) and why — plus the chip whose stack efficiency it runs at (``fit_from``)."""
+def flagship_names(names: Sequence[str] | None) -> tuple[str, ...]:
+    """The flagships a run sets the rows against (default :data:`FLAGSHIPS`); an unknown rival, or a same-node
+    reference named as one, is a one-line ``ValueError``."""
+    if not names:
+        return FLAGSHIPS
+    for name in names:
+        check_rival(name)  # an unknown rival: UnknownRivalError naming the known ones
+        if name not in FLAGSHIPS:
+            raise ValueError(f"{name!r} is a same-node reference of every row, not a 2024–25 flagship; flagships: "
+                             f"{', '.join(FLAGSHIPS)}")
+    return tuple(dict.fromkeys(names))
+
+
+def flagship_rivals(config: SearchConfig, best: dict[str, Any], names: Sequence[str] = FLAGSHIPS) -> dict[str, Any]:
+    """Each flagship of ``names`` (default :data:`FLAGSHIPS`) at the row's budget in its fastest number format
+    (:func:`best_reference`), its figures and the row's answer (``best``: :func:`system_figures`) over it — the ratio,
+    its three factors (:func:`figure_factors`) and why — plus the chip whose stack efficiency it runs at
+    (``fit_from``)."""
     (workload,) = config.names
     stack = config.space.system_stack
     out: dict[str, Any] = {}
-    for name in FLAGSHIPS:
+    for name in flagship_names(names):
         design, cluster, by_format = best_reference(config, workload, name, config.space.budget)
         if not design.feasible:
             out[name] = {"feasible": False, "reason": design.reason, "chips": design.devices_available}
@@ -740,6 +755,8 @@ def build_parser() -> argparse.ArgumentParser:
                              + ", ".join(f"{w} {mw:g} MW" for w, mw in POWER_MW.items()) + ")")
     parser.add_argument("--kind", action="append", choices=KINDS, default=None,
                         help="iso-power (power) and/or iso-cost (cost) rows (default both)")
+    parser.add_argument("--flagship", action="append", default=None, metavar="NAME",
+                        help=f"2024–25 flagship each row is also set against (repeatable; default {', '.join(FLAGSHIPS)})")
     parser.add_argument("--workers", type=positive_int, default=2, metavar="N", help="search worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=Path("out/system_table"),
                         help="search outputs, one directory per row (default out/system_table)")
@@ -756,6 +773,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         workloads = [get_workload(w).name for w in (args.workload or DEFAULT_WORKLOADS)]
+        flagships = flagship_names(args.flagship)
         docs, out = writable_directory(args.docs), writable_directory(args.out)
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
@@ -776,17 +794,18 @@ def main(argv: list[str] | None = None) -> int:
         config = search_config(workload, budget)
         if kept is not None and kept["signature"] == config.signature and kept["power_w"] == power_w:
             added = ""
-            if "flagships" not in kept:  # a row of a run before the flagships: only they are evaluated
-                kept["flagships"] = flagship_rivals(config, kept["best"])
+            missing = [name for name in flagships if name not in kept.get("flagships", {})]
+            if missing:  # a row of a run before the flagships (or without these): only they are evaluated
+                kept["flagships"] = kept.get("flagships", {}) | flagship_rivals(config, kept["best"], missing)
                 write_docs(docs, list(rows.values()))
-                added = ", the 2024–25 flagships added"
+                added = f", {', '.join(FLAGSHIP_LABELS[name] for name in missing)} added"
             out_console.print(f"{label}: kept from {docs / 'system_table.json'}{added}", highlight=False)
             continue
         out_console.print(f"{label}: searching … ({time.perf_counter() - started:.0f} s so far)", highlight=False)
         progress = SearchProgress() if args.quiet else ConsoleProgress(out_console)
         try:
             row = table_row(config, kind, power_w, workers=args.workers, out=out,
-                            progress=progress)
+                            progress=progress, flagships=flagships)
         except ValueError as exc:
             parser.exit(1, f"{parser.prog}: error: {workload} ({kind}): {exc}\n")
         except KeyboardInterrupt:

@@ -132,3 +132,23 @@ def test_the_tables_flagship_part_on_a_tiny_instance():
         assert f"{rival['ratio']:.2f}×" in text and FLAGSHIP_LABELS[name] in text
     assert flagships_text([{**row, "flagships": {}}]) == ""
     assert callable(render)
+
+
+@pytest.mark.parametrize("name,message", [("b300", "unknown rival system 'b300'. Did you mean 'b200'?"),
+                                          ("h100", "'h100' is a same-node reference of every row, not a 2024–25 "
+                                                   "flagship")])
+def test_the_table_cli_refuses_an_unknown_flagship_in_one_line(tmp_path, name, message):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "experiments.system_table", "--flagship", name, "--docs",
+                           str(tmp_path / "docs"), "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr
+    assert not (tmp_path / "docs").exists()
+
+
+def test_a_run_names_its_flagships_once_each_in_order():
+    from experiments.system_table import FLAGSHIPS as TABLE_FLAGSHIPS, flagship_names
+
+    assert flagship_names(None) == TABLE_FLAGSHIPS == FLAGSHIPS
+    assert flagship_names(["mi300x", "b200", "mi300x"]) == ("mi300x", "b200")
