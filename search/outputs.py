@@ -10,7 +10,7 @@ import numpy as np
 
 from phaze_env.files import atomic_path, write_text_atomic
 from search.config import SearchConfig
-from search.objectives import ARCHITECTURE_AREA_LABEL, DIE_AREA_LABEL
+from search.objectives import ARCHITECTURE_AREA_LABEL, DIE_AREA_LABEL, figure_text, objective_value
 from search.report import baseline_label, front_indices, plotted_area, write_report
 from search.result import SearchResult
 from search.store import DesignRecord
@@ -72,8 +72,9 @@ def plot(path: Path, result: SearchResult, records: dict[tuple[str, int], Design
 
 
 def front_figure(result: SearchResult, records: dict[tuple[str, int], DesignRecord], config: SearchConfig):
-    """Per workload: every evaluated feasible design (area, throughput), their front, the baseline as a star; each
-    panel's title wrapped to its width (a long system-space title was cut at the figure's edge)."""
+    """Per workload: every evaluated feasible design (area, throughput), their front, the best design (its figure for
+    the objective in the legend: a design chosen per $ or per W is not the front's top) and the baseline as a star;
+    each panel's title wrapped to its width (a long system-space title was cut at the figure's edge)."""
     import textwrap
 
     import matplotlib
@@ -94,6 +95,11 @@ def front_figure(result: SearchResult, records: dict[tuple[str, int], DesignReco
             exact = config.pareto and set(config.objectives) == {"throughput", "area"}  # else another front's
             label = "Pareto front (exact)" if exact else "throughput–area front of the evaluated designs"
             ax.step(front_a, front_t, where="post", color="C3", label=label)
+        best = result.best.get(name)
+        if best is not None and best.feasible:
+            figure = figure_text(result.objective, objective_value(best, result.objective))
+            ax.scatter([plotted_area(best)], [best.throughput_samples_s], marker="D", s=50, color="C1", zorder=3,
+                       label=f"best design: {figure}")
         base = result.baseline.get(name)
         if base and base.feasible:
             ax.scatter([plotted_area(base)], [base.throughput_samples_s], marker="*", s=200, color="k",

@@ -258,7 +258,8 @@ def test_a_batch_that_does_not_split_over_the_replicas_is_reported(tiny_register
 
 
 def test_the_front_plots_title_fits_its_figure(system_run):
-    """The system-space PNG's title ran past the figure's edge and was cut."""
+    """The system-space PNG's title ran past the figure's edge and was cut; the best design of a per-$ search was
+    one dot among the others."""
     import matplotlib.pyplot as plt
 
     from search.outputs import front_figure
@@ -278,6 +279,12 @@ def test_the_front_plots_title_fits_its_figure(system_run):
             box = ax.title.get_window_extent()
             assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1, ax.title.get_text()
             assert "system space" in ax.title.get_text()
+        # the answer of a per-$ search is not the front's top: it is marked, with its figure in the objective's unit
+        best = result.best[TINY.name]
+        per_usd = best.tokens_s / best.system["cluster_cost_usd"]
+        marked = [c for c in fig.axes[0].collections if c.get_label() == f"best design: {per_usd:.3g} tokens/s per $"]
+        assert len(marked) == 1
+        assert marked[0].get_offsets().tolist() == [[best.system["chip_area_mm2"], best.throughput_samples_s]]
     finally:
         plt.close(fig)
 
