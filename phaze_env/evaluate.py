@@ -738,9 +738,12 @@ def _evaluate_with_progress(workload: str, accelerator: Accelerator, cluster: Cl
 
         token = PLAN_SEARCH_PROGRESS.set(reached)
         try:
-            return evaluate(workload, accelerator, cluster, plan=plan, **options)
+            evaluation = evaluate(workload, accelerator, cluster, plan=plan, **options)
         finally:
             PLAN_SEARCH_PROGRESS.reset(token)
+        variants = bar.tasks[searching].total or 1  # a variant with t·c above the devices is skipped, never reached
+        bar.update(searching, completed=variants, total=variants)
+        return evaluation
 
 
 def main(argv: list[str] | None = None) -> int:
