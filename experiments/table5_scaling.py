@@ -1,6 +1,6 @@
 """Why Korthikanti et al. 2022 Table 5 is over-predicted at 530B and 1T: each term of our model, measured per row.
 
-``python -m experiments.table5_scaling`` evaluates every ``korthikanti22-*`` case on its own cluster (the case's,
+``python -m experiments.table5_scaling [--write docs/table5_scaling.md]`` evaluates every ``korthikanti22-*`` case on its own cluster (the case's,
 as ``experiments.validate`` does) and prints, per row:
 
 * **slowest / middle device** — the pipeline's per-microbatch time on the slowest device and on a middle one
@@ -23,7 +23,9 @@ as ``experiments.validate`` does) and prints, per row:
   ``quantisation(175B) / quantisation(row)`` (the framework efficiency refitted on 175B keeps 175B unchanged) and
   re-forms the slowest device's time: a first-order estimate, not a re-evaluation.
 
-Nothing here changes a prediction; the figures are the analysis behind docs/validation.md's Table 5 section.
+Nothing here changes a prediction; the report (docs/table5_scaling.md) is the analysis behind docs/validation.md's
+Table 5 section, and also lists the same terms for Megatron-LM's 2021 runs of the same models (Narayanan et al. 2021
+Table 2), the held-out rows a change to these terms would move most.
 """
 
 from __future__ import annotations
@@ -35,15 +37,19 @@ import sys
 from experiments.calculon_reference import TABLE5, case_name
 from experiments.validation_cases import get_case
 from experiments.validation_fit import case_accelerator, case_cluster, evaluation_with, published_time_s
+from phaze_env.cli import OneLineParser, print_output
 from phaze_env.explain import explain_layer
+from phaze_env.files import write_text_atomic
 from phaze_env.workloads import get_workload, model_graph
 
 A100_SMS = 108
-"""Streaming multiprocessors of an A100 SXM (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020, Table 3)."""
+"""Streaming multiprocessors of the A100 product (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020: 108 of the
+GA100 die's 128 SMs enabled)."""
 CUBLAS_TILE = (256, 128)
-"""Output tile of cuBLAS's large bf16 GEMM kernels on A100 (the kernel name ``ampere_bf16_s16816gemm_bf16_256x128_
-ldg8_f2f_stages_64x3`` in Nsight profiles of Megatron-LM GEMMs): an *assumption* for every GEMM here; cuBLAS's
-heuristic picks 128×128 or 128×256 for some shapes, which changes each quantisation figure by a few points."""
+"""Output tile of each thread block of a large bf16 GEMM on A100: the largest tile of cuBLAS's Ampere tensor-core
+kernels (named ``ampere_bf16_s16816gemm_bf16_256x128_…``; CUTLASS's default Ampere bf16 tile is 128×256 × 64). An
+*assumption* for every GEMM here, range 128×128 to 256×128: which kernel runs for a shape is cuBLAS's unpublished
+heuristic. With 128×128 the 175B/1T quantisation ratio is 1.042 instead of 1.060."""
 CALIBRATION_SIZE = "175b"
 """The model whose full-recompute row the megatron-lm A100 efficiency is fitted to."""
 
@@ -59,8 +65,9 @@ def _is_gemm(op) -> bool:
     return op.unit in ("tc", "tc+vc") and op.bound == "compute"
 
 
-def layer_terms(case) -> dict[str, float]:
-    """A transformer layer of ``case`` on its cluster: time (recompute included), GEMM time, FLOPs, quantisation."""
+def layer_terms(case, evaluation) -> dict[str, float]:
+    """A transformer layer of ``case`` on its cluster: time (recompute included), GEMM time, FLOPs, quantisation
+    (``evaluation``: the case's, for the attention forward that selective recompute repeats)."""
     accelerator, cluster = case_accelerator(case), case_cluster(case)
     explained = explain_layer(case.workload, accelerator, cluster, layer="block", tensor_width=case.tensor,
                               microbatch=case.microbatch, seq_len=case.seq_len)
@@ -70,7 +77,7 @@ def layer_terms(case) -> dict[str, float]:
     gemm_ops = {("fwd", op.name): op for op in block.fwd.ops} | {("bwd", op.name): op for op in block.bwd.ops}
     fwd_gemm_s = sum(o.latency_s for o in explained.ops if o.direction == "fwd" and _is_gemm(o))
     bwd_gemm_s = sum(o.latency_s for o in explained.ops if o.direction == "bwd" and _is_gemm(o))
-    attention_fwd_s = sum(o.latency_s for o in explained.ops if o.direction == "fwd" and o.name in ("matmul", "softmax", "matmul_1"))
+    attention_fwd_s = float(evaluation.layer_timings[f"t{case.tensor}_m{case.microbatch}"]["block"]["attention_fwd_s"])
     full = case.recompute == "full"
     repeat_s = explained.fwd_s if full else attention_fwd_s
     fwd_flops = sum(op.gemm_flops for op in block.fwd.ops)
@@ -99,7 +106,7 @@ def row(name: str) -> dict[str, float]:
     plan = evaluation.plan
     times = [float(t) for t in plan["stage_times_s"]]
     slowest, middle = max(times), statistics.median(times)
-    layers = layer_terms(case)
+    layers = layer_terms(case, evaluation)
     layers_on_slowest = case_layers(case) // case.pipeline
     overhead_s = slowest - layers_on_slowest * layers["time_s"]  # LM head (+ its recompute), p2p sends
     steady = plan["microbatches_per_replica"] + (case.pipeline - 1) / case.interleave
@@ -200,33 +207,95 @@ HEADER = ("| case | published s | ours | LM-head stage share | LM-head recompute
           + "|---" * (11 + len(WHAT_IFS)) + "|")
 
 
-def main() -> int:
+def _mae(errors: list[list[float]], labels: tuple[str, ...]) -> str:
+    return ", ".join(f"{label} {statistics.mean(e[i] for e in errors):.1%}" for i, label in enumerate(labels))
+
+
+def report() -> str:
+    """The markdown report: both tables, their mean errors and what they say (every figure computed here)."""
     rows = {(size, mode): row(case_name(size, mode)) for size, modes in TABLE5.items() for mode in modes}
     reference = rows[(CALIBRATION_SIZE, "full")]
-    print(HEADER)
-    errors = []
+    table5, errors = [], []
     for (size, mode), t in rows.items():
         line, row_errors = _line(f"{size} {mode}", t, reference, TABLE5[size][mode][1])
-        print(line)
+        table5.append(line)
         errors.append(row_errors)
-    print()
-    print("Table 5 MAE: " + ", ".join(f"{k} {statistics.mean(e[i] for e in errors):.1%}"
-                                       for i, k in enumerate(("ours", *WHAT_IFS, "Calculon"))))
-    print()
-    print(HEADER)
-    cross = []
+    cross, cross_errors = [], []
     for name in CROSS_CHECK:
         line, row_errors = _line(name, row(name), reference, None)
-        print(line)
-        cross.append(row_errors)
-    print()
-    print("Cross-check MAE: " + ", ".join(f"{k} {statistics.mean(e[i] for e in cross):.1%}"
-                                          for i, k in enumerate(("ours", *WHAT_IFS))))
-    print()
-    overhead_s, efficiency = fixed_overhead(reference, rows[("1t", "full")])
-    print(f"Fixed per-layer overhead that would make 175B and 1T (full recompute) consistent: {overhead_s * 1e3:.2f} ms "
-          f"per layer ({overhead_s / reference['passes'] * 1e3:.2f} ms per pass), with the device-time efficiency "
-          f"{efficiency:.3f} (now {case_cluster(get_case(case_name(CALIBRATION_SIZE, 'full'))).stack.framework_efficiency:g})")
+        cross.append(line)
+        cross_errors.append(row_errors)
+    big, small = rows[("1t", "full")], reference
+    overhead_s, efficiency = fixed_overhead(small, big)
+    now = case_cluster(get_case(case_name(CALIBRATION_SIZE, "full"))).stack.framework_efficiency
+    labels = ("ours", *WHAT_IFS)
+    return "\n".join([
+        "# Korthikanti et al. 2022 Table 5: why 530B and 1T are over-predicted",
+        "",
+        "Generated by `python -m experiments.table5_scaling --write docs/table5_scaling.md` (the terms are defined in "
+        "that module's docstring; nothing here changes a prediction). Batch times in seconds; the what-ifs are "
+        "first-order (the model's own layer and stage times re-formed, normalised at the 175B full-recompute "
+        "calibration), not re-evaluations.",
+        "",
+        f"The published runs get more efficient per layer as the model grows: {small['published_layer_eff']:.1%} of "
+        f"the A100's peak per transformer layer at 175B, {big['published_layer_eff']:.1%} at 1T (full recompute, the "
+        f"same non-layer terms removed as ours); ours goes from {small['layer_eff']:.1%} to {big['layer_eff']:.1%}, "
+        "only because the tensor-parallel all-reduces and memory-bound kernels shrink against the GEMMs "
+        f"(GEMM share {small['gemm_share']:.0%} → {big['gemm_share']:.0%}): every GEMM runs at one fraction of peak "
+        "(the measured MAMF × the framework efficiency fitted on 175B). The LM head on the last stage, which "
+        f"paces the pipeline, adds {big['head_share']:.1%} of the 1T batch time and {small['head_share']:.1%} of 175B's "
+        "— Megatron-LM's layout, so the runs paid it too; Calculon prices no embedding or LM head at all "
+        "(its `_blocks_per_proc × block time`), which is part of why it comes out low at 530B and 1T.",
+        "",
+        HEADER, *table5, "",
+        f"Table 5 mean absolute error: {_mae(errors, (*labels, 'Calculon'))}.",
+        "",
+        "Three terms, each grounded in the runs' physics, explain most of the gap: *waves* — GEMM wave quantisation "
+        "on 108 SMs (the 175B shapes waste more of their last wave than 530B's and 1T's; the efficiency fitted on "
+        "175B absorbs 175B's loss and charges it to every model); *dropout* — Megatron-LM's attention dropout on "
+        "the `a·s²` scores (Korthikanti et al. count its mask and output), a memory-bound cost the traced graph "
+        "lacks and the efficiency fitted on 175B absorbs, larger against the GEMMs at small `h` and at 22B's "
+        "microbatch 4; *head not recomputed* — Megatron-LM's full recompute repeats the transformer layers only, "
+        "the model repeats the LM head's forward too. The fixed-overhead alternative (part of the efficiency a "
+        f"per-layer constant) needs {overhead_s * 1e3:.2f} ms per layer ({overhead_s / small['passes'] * 1e3:.2f} ms "
+        f"per pass, with the rest of the efficiency at {efficiency:.3f} instead of {now:g}) to reconcile 175B and 1T: "
+        "tens of µs for each of a layer's ≈ 30 kernels per pass, an order of magnitude above a kernel launch, so "
+        "it is not launch or dispatch overhead.",
+        "",
+        "The same stack, chip and models a year earlier (Narayanan et al. 2021 Table 2, held out):",
+        "",
+        HEADER, *cross, "",
+        f"Cross-check mean absolute error: {_mae(cross_errors, labels)}.",
+        "",
+        "Wave quantisation makes the 2021 530B rows worse: those runs were slower per layer than the 2022 ones at "
+        "both sizes, and the model's flat GEMM efficiency now hides that at 530B. So no change that brings Table 5 "
+        "under 4 % keeps every held-out row: none is made to the model. The dropout and the LM head's recompute "
+        "lower both tables' mean errors (not every row's) and are the grounded next steps; wave quantisation needs a per-release Megatron-LM "
+        "efficiency (or the 2021 runs' own calibration) before it can go in.",
+        "",
+    ])
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(prog="python -m experiments.table5_scaling", description=__doc__.split("\n")[0])
+    parser.add_argument("--write", metavar="PATH",
+                        help="write the markdown to PATH atomically (default: print it on stdout)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    text = report()
+    if args.write:
+        try:
+            write_text_atomic(args.write, text)
+        except OSError as exc:
+            print(f"{parser.prog}: error: cannot write {args.write}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"wrote {args.write}")
+    else:
+        print_output(text)
     return 0
 
 
