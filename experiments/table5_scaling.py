@@ -50,6 +50,10 @@ CUBLAS_TILE = (256, 128)
 kernels (named ``ampere_bf16_s16816gemm_bf16_256x128_…``; CUTLASS's default Ampere bf16 tile is 128×256 × 64). An
 *assumption* for every GEMM here, range 128×128 to 256×128: which kernel runs for a shape is cuBLAS's unpublished
 heuristic. With 128×128 the 175B/1T quantisation ratio is 1.042 instead of 1.060."""
+CALCULON_A100_MATRIX_EFFICIENCY = ((128e9, 0.95), (16e9, 0.9), (1e9, 0.6), (0.0, 0.1))
+"""Calculon's A100 matrix efficiency, a step function of an operation's FLOPs (the first row whose threshold the FLOPs
+reach): calculon-ai/calculon ``systems/a100_80g.json`` ``matrix.float16.gflops_efficiency`` at
+:data:`experiments.calculon_reference.CALCULON_COMMIT`, read by its ``Processor.efficiency``."""
 CALIBRATION_SIZE = "175b"
 """The model whose full-recompute row the megatron-lm A100 efficiency is fitted to."""
 
@@ -59,6 +63,11 @@ def wave_quantisation(m: int, n: int, sms: int = A100_SMS, tile: tuple[int, int]
     big, small = max(m, n), min(m, n)
     tiles = math.ceil(big / tile[0]) * math.ceil(small / tile[1])
     return tiles / (sms * math.ceil(tiles / sms))
+
+
+def calculon_matrix_efficiency(flops: float) -> float:
+    """Calculon's A100 efficiency for one matrix operation of ``flops`` (:data:`CALCULON_A100_MATRIX_EFFICIENCY`)."""
+    return next(efficiency for threshold, efficiency in CALCULON_A100_MATRIX_EFFICIENCY if flops >= threshold)
 
 
 def _is_gemm(op) -> bool:
@@ -82,13 +91,14 @@ def layer_terms(case, evaluation) -> dict[str, float]:
     repeat_s = explained.fwd_s if full else attention_fwd_s
     fwd_flops = sum(op.gemm_flops for op in block.fwd.ops)
     bwd_flops = sum(op.gemm_flops for op in block.bwd.ops)
-    weighted, total = 0.0, 0.0
+    weighted, calculon, total = 0.0, 0.0, 0.0
     for (direction, name), op in gemm_ops.items():
         scheduled = next((o for o in explained.ops if o.direction == direction and o.name == name), None)
         if scheduled is None or not _is_gemm(scheduled):
             continue
         for gemm in op.gemms:
             weighted += gemm.flops * wave_quantisation(gemm.m, gemm.n)
+            calculon += gemm.flops * calculon_matrix_efficiency(gemm.flops)
             total += gemm.flops
     comm_fwd_s = sum(o.latency_s for o in explained.ops if o.direction == "fwd" and o.unit == "comm")
     comm_bwd_s = sum(o.latency_s for o in explained.ops if o.direction == "bwd" and o.unit == "comm")
@@ -96,7 +106,8 @@ def layer_terms(case, evaluation) -> dict[str, float]:
             "passes": 3 if full else 2,
             "gemm_s": bwd_gemm_s + fwd_gemm_s * (2 if full else 1),
             "flops": bwd_flops + fwd_flops * (2 if full else 1),
-            "quantisation": weighted / total}
+            "quantisation": weighted / total, "calculon_gemm_eff": calculon / total,
+            "gemm_eff": total / (accelerator.peak_flops * (fwd_gemm_s + bwd_gemm_s))}
 
 
 def row(name: str) -> dict[str, float]:
@@ -125,7 +136,8 @@ def row(name: str) -> dict[str, float]:
             "published_layer_eff": layers["flops"] / (peak * published_layer_s),
             "gemm_share": layers["gemm_s"] / layers["time_s"], "quantisation": layers["quantisation"],
             "layers_on_slowest": layers_on_slowest, "layer_s": layers["time_s"], "gemm_s": layers["gemm_s"],
-            "comm_s": layers["comm_s"], "dropout_s": dropout_s, "published_layer_s": published_layer_s, "passes": layers["passes"]}
+            "comm_s": layers["comm_s"], "dropout_s": dropout_s, "gemm_eff": layers["gemm_eff"],
+            "calculon_gemm_eff": layers["calculon_gemm_eff"], "published_layer_s": published_layer_s, "passes": layers["passes"]}
 
 
 def case_layers(case) -> int:
@@ -261,6 +273,16 @@ def report() -> str:
         f"per pass, with the rest of the efficiency at {efficiency:.3f} instead of {now:g}) to reconcile 175B and 1T: "
         "tens of µs for each of a layer's ≈ 30 kernels per pass, an order of magnitude above a kernel launch, so "
         "it is not launch or dispatch overhead.",
+        "",
+        "The GEMMs of a layer (its four weight GEMMs, forward and backward, per GPU), FLOP-weighted: ours at the "
+        "framework efficiency fitted on 175B, Calculon's A100 matrix efficiency (a step in each operation's FLOPs, "
+        "its systems/a100_80g.json), and the wave quantisation on 108 SMs. Calculon's is nearly flat too "
+        f"({big['calculon_gemm_eff'] / small['calculon_gemm_eff'] - 1:+.1%} from 175B to 1T at its thresholds): its 530B and 1T come out close, and low, partly because it "
+        "prices no LM head, not because its GEMMs speed up with size.",
+        "",
+        "| model | ours | Calculon | wave quantisation |", "|---|---|---|---|",
+        *(f"| {size} | {t['gemm_eff']:.1%} | {t['calculon_gemm_eff']:.1%} | {t['quantisation']:.3f} |"
+          for (size, mode), t in rows.items() if mode == "full"),
         "",
         "The same stack, chip and models a year earlier (Narayanan et al. 2021 Table 2, held out):",
         "",
