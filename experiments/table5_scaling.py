@@ -1,14 +1,15 @@
 """Why Korthikanti et al. 2022 Table 5 is over-predicted at 530B and 1T: each term of our model, measured per row.
 
-``python -m experiments.table5_scaling [--write docs/table5_scaling.md]`` evaluates every ``korthikanti22-*`` case on its own cluster (the case's,
-as ``experiments.validate`` does) and prints, per row:
+``python -m experiments.table5_scaling [--write docs/table5_scaling.md]`` evaluates every ``korthikanti22-*`` case on
+its own cluster (the case's, as ``experiments.validate`` does) and prints, per row:
 
-* **slowest / middle device** — the pipeline's per-microbatch time on the slowest device and on a middle one
+* **LM-head stage share** — from the pipeline's per-microbatch time on the slowest device and on a middle one
   (``Evaluation.plan["stage_times_s"]``). Megatron-LM (2022) puts the embedding on the first and the LM head +
   loss on the last stage and splits the transformer layers evenly, as the model does; the batch time is
   ``(m_r + (p−1)/v) · max c``, so ``1 − middle/slowest`` is the share of the batch time the LM head's stage adds;
 * **LM-head recompute** — the LM head's forward, which the model repeats under full recompute; Megatron-LM's
-  checkpointing wraps the transformer layers only (``ParallelTransformer._checkpointed_forward``), so this is a
+  checkpointing wraps the transformer layers only (NVIDIA/Megatron-LM ``megatron/model/transformer.py``,
+  ``ParallelTransformer._checkpointed_forward`` loops over ``self.layers``; the LM head is outside it), so this is a
   share of the batch time the model adds that the run did not spend;
 * **per-layer efficiency, ours and published** — a transformer layer's model FLOPs (forward, backward and what the
   recompute mode repeats) over its time at the A100's 312 TFLOP/s; the published one removes from the published
@@ -21,7 +22,15 @@ as ``experiments.validate`` does) and prints, per row:
   wave's SMs that do work. The model does not price it (its A100 is 128 arrays of 32×32; the framework efficiency,
   fitted on 175B, absorbs the 175B shapes' loss). ``if waves`` rescales the model's GEMM times by
   ``quantisation(175B) / quantisation(row)`` (the framework efficiency refitted on 175B keeps 175B unchanged) and
-  re-forms the slowest device's time: a first-order estimate, not a re-evaluation.
+  re-forms the slowest device's time: a first-order estimate, not a re-evaluation;
+* **attention dropout** — Megatron-LM's dropout on the attention scores (:func:`attention_dropout_bytes`), a
+  memory-bound cost the traced graph does not have; ``if dropout`` adds it to every layer at the achievable HBM
+  bandwidth and the framework efficiency;
+* **Calculon's GEMM efficiency** — its A100 matrix-efficiency steps (:data:`CALCULON_A100_MATRIX_EFFICIENCY`) at the
+  same GEMMs, beside ours.
+
+Every what-if is divided by its own ratio at the 175B full-recompute row: the efficiency refitted there, to first
+order (it scales nearly all of a batch's time).
 
 Nothing here changes a prediction; the report (docs/table5_scaling.md) is the analysis behind docs/validation.md's
 Table 5 section, and also lists the same terms for Megatron-LM's 2021 runs of the same models (Narayanan et al. 2021
@@ -137,7 +146,8 @@ def row(name: str) -> dict[str, float]:
             "gemm_share": layers["gemm_s"] / layers["time_s"], "quantisation": layers["quantisation"],
             "layers_on_slowest": layers_on_slowest, "layer_s": layers["time_s"], "gemm_s": layers["gemm_s"],
             "comm_s": layers["comm_s"], "dropout_s": dropout_s, "gemm_eff": layers["gemm_eff"],
-            "calculon_gemm_eff": layers["calculon_gemm_eff"], "published_layer_s": published_layer_s, "passes": layers["passes"]}
+            "calculon_gemm_eff": layers["calculon_gemm_eff"], "published_layer_s": published_layer_s,
+            "passes": layers["passes"]}
 
 
 def case_layers(case) -> int:
@@ -277,7 +287,8 @@ def report() -> str:
         "The GEMMs of a layer (its four weight GEMMs, forward and backward, per GPU), FLOP-weighted: ours at the "
         "framework efficiency fitted on 175B, Calculon's A100 matrix efficiency (a step in each operation's FLOPs, "
         "its systems/a100_80g.json), and the wave quantisation on 108 SMs. Calculon's is nearly flat too "
-        f"({big['calculon_gemm_eff'] / small['calculon_gemm_eff'] - 1:+.1%} from 175B to 1T at its thresholds): its 530B and 1T come out close, and low, partly because it "
+        f"({big['calculon_gemm_eff'] / small['calculon_gemm_eff'] - 1:+.1%} from 175B to 1T at its thresholds): its "
+        "530B and 1T come out close, and low, partly because it "
         "prices no LM head, not because its GEMMs speed up with size.",
         "",
         "| model | ours | Calculon | wave quantisation |", "|---|---|---|---|",
@@ -292,7 +303,8 @@ def report() -> str:
         "Wave quantisation makes the 2021 530B rows worse: those runs were slower per layer than the 2022 ones at "
         "both sizes, and the model's flat GEMM efficiency now hides that at 530B. So no change that brings Table 5 "
         "under 4 % keeps every held-out row: none is made to the model. The dropout and the LM head's recompute "
-        "lower both tables' mean errors (not every row's) and are the grounded next steps; wave quantisation needs a per-release Megatron-LM "
+        "lower both tables' mean errors (not every row's) and are the grounded next steps; wave quantisation needs a "
+        "per-release Megatron-LM "
         "efficiency (or the 2021 runs' own calibration) before it can go in.",
         "",
     ])
