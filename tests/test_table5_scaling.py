@@ -30,4 +30,5 @@ def test_the_calibration_row_has_the_published_per_layer_efficiency_and_every_wh
     assert terms["published_layer_eff"] == pytest.approx(terms["layer_eff"], rel=0.01)  # fitted there
     assert 0.0 < terms["head_share"] < 0.05 and terms["head_recompute_s"] > 0
     line, errors = t5._line("175b full", terms, terms, 18.03)
+    assert line.startswith("| 175b full | 18.13 | 18.17 (+0.2%) |") and line.endswith("| 18.03 (-0.6%) |")
     assert all(error < 0.005 for error in errors[:1 + len(t5.WHAT_IFS)])  # normalised at the calibration
