@@ -32,3 +32,26 @@ def test_the_calibration_row_has_the_published_per_layer_efficiency_and_every_wh
     line, errors = t5._line("175b full", terms, terms, 18.03)
     assert line.startswith("| 175b full | 18.13 | 18.17 (+0.2%) |") and line.endswith("| 18.03 (-0.6%) |")
     assert all(error < 0.005 for error in errors[:1 + len(t5.WHAT_IFS)])  # normalised at the calibration
+
+
+def test_the_wave_quantised_pricing_divides_gemm_compute_and_is_undone_on_exit():
+    import phaze_env.pricing as pricing
+    from experiments.validation_fit import case_accelerator, case_cluster
+    from phaze_env.workloads import model_graph
+
+    case = get_case(case_name("175b", "full"))
+    block = next(layer for layer in model_graph(case.workload, seq_len=2048, tensor_width=8).layers
+                 if layer.name == "block")
+    ops = block.fwd.ops
+    qkv = next(i for i, op in enumerate(ops) if op.gemms and op.gemms[0].n == 3 * 12288 // 8)
+
+    def compute_s():
+        priced = pricing.price_ops(ops, case_accelerator(case), case_cluster(case), layer="block")
+        return float(priced.tensor.compute_all_s[qkv, 0])
+
+    original = pricing.latency_terms
+    plain = compute_s()
+    with pytest.raises(RuntimeError), t5.gemms_wave_quantised():
+        assert compute_s() == pytest.approx(plain / t5.wave_quantisation(2048, 3 * 12288 // 8))
+        raise RuntimeError
+    assert pricing.latency_terms is original and compute_s() == plain
