@@ -383,8 +383,8 @@ def report() -> str:
         "",
         "Re-evaluated, wave quantisation makes these rows worse by more than a point: " + "; ".join(worse) + ". "
         "The 2021 runs were slower per layer than the 2022 ones at both sizes, and the model's flat GEMM efficiency "
-        "now hides that at 530B. So no change that brings Table 5 "
-        "under 4 % keeps every held-out row: none is made to the model. The dropout and the LM head's recompute "
+        "now hides that at 530B. So none of these changes both brings "
+        "Table 5 under 4 % and keeps every held-out row: none is made to the model. The dropout and the LM head's recompute "
         "lower both tables' mean errors (not every row's) and are the grounded next steps; wave quantisation needs a "
         "per-release Megatron-LM "
         "efficiency (or the 2021 runs' own calibration) before it can go in.",
