@@ -92,6 +92,8 @@ attention and efficiency per chip; version 4 ran PHAZE's plan space, eager atten
 4: each system's wall power per chip from its own family's host and scale-out network (``SystemFamily``; version 3
 charged every chip DGX H100's host and no network): rows of another version are recomputed, not kept."""
 REFERENCE_LABELS = {"tpuv4": "TPUv4", "a100": "A100", "h100": "H100"}
+REFERENCE_SUFFIXES = {"tpuv4": "torus", "a100": "DGX", "h100": "DGX (4N, bf16/FP8)"}
+"""What the README's headline table says of each reference beside its name."""
 
 if sorted(part for parts in TIME_GROUPS.values() for part in parts) != sorted(BREAKDOWN_LABELS):
     raise ImportError("experiments.system_table.TIME_GROUPS must assign every part of BREAKDOWN_LABELS once")
@@ -728,6 +730,31 @@ space's optimum; the clock (1.05 GHz) is kept, an assumption on the conservative
 (each also through `python -m experiments.system_table --workers 2`, which runs them, evaluates the references and
 writes this page; `--workload gpt3-175b` adds gpt3-175b at 10 MW.)
 """
+
+
+def readme_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The README's (and the documentation home page's) headline table from the rows: one line per model, its
+    iso-power answer and ratios, then its iso-cost ratios (``docs/system_table.md`` has every figure behind them;
+    tests/test_readme.py holds both pages to this text)."""
+    rows = sorted_rows(rows)
+    by_key = {row_key(r): r for r in rows}
+
+    def ratios(row: dict[str, Any] | None) -> list[str]:
+        return [f"{math.prod(row['best']['factors'][n].values()):.2f}×" if row and n in row["best"]["factors"]
+                else "—" for n in REFERENCES]
+
+    body = []
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        power, cost = by_key.get((workload, "power")), by_key.get((workload, "cost"))
+        if power is None:
+            continue
+        body.append([f"{workload} ({power['power_w'] / 1e6:g} MW)", f"{power['best']['samples_s']:,.1f}",
+                     *ratios(power), " / ".join(ratios(cost))])
+    header = ["model (power)", "best system, samples/s",
+              *[f"vs {REFERENCE_LABELS[n]}{' ' + REFERENCE_SUFFIXES[n] if n in REFERENCE_SUFFIXES else ''}"
+                for n in REFERENCES],
+              "iso-cost: vs " + " / ".join(REFERENCE_LABELS[n] for n in REFERENCES)]
+    return table(header, body)
 
 
 def load_rows(path: Path) -> list[dict[str, Any]]:
