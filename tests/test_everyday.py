@@ -145,8 +145,6 @@ def test_each_area_has_one_name_and_one_meaning_in_every_output(system_run):
 
 def test_the_report_hover_tells_system_designs_apart(system_run):
     """Two system designs with the same cores (here: 50 or 100 GB/s links, torus or switched) had the same hover."""
-    from phaze_env.hardware import Accelerator
-
     result, _, out, _ = system_run
     page = (out / "report.html").read_text().replace("\\u002f", "/")  # plotly's JSON escapes the slash
     best = result.best[TINY.name]
@@ -442,7 +440,8 @@ def test_the_evaluators_plan_search_shows_a_total_and_a_time_left(tiny_registere
     monkeypatch.setattr(phaze_env.cli, "console", lambda **kwargs: Console(file=stderr, force_terminal=True, width=250))
     assert main(["--workload", TINY.name, "--preset", "tpuv4", "--cluster", "phaze", "--devices", "4", "--batch", "24",
                  "--json"]) == 0
-    counts = [(int(a), int(b)) for a, b in re.findall(r"searching the plans · variant (\d+) of (\d+)", stderr.getvalue())]
+    shown = re.findall(r"searching the plans · variant (\d+) of (\d+)", stderr.getvalue())
+    counts = [(int(a), int(b)) for a, b in shown]
     assert counts and counts[-1][0] == counts[-1][1] > 1 and len({total for _, total in counts}) == 1  # every one
     assert phaze_env.evaluate.PLAN_SEARCH_PROGRESS.get() is None
 
