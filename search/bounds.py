@@ -228,7 +228,10 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
                 times_s.append(placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
                                                       expert_parallel=e, expert_gradient_bytes=expert_bytes,
                                                       device_caps=device_caps, interleaves=interleaves,
-                                                      total_layers=total_layers))
+                                                      total_layers=total_layers,
+                                                      layer_param_bytes=[layer.param_bytes for layer in graph.layers],
+                                                      layer_expert_param_bytes=[layer.expert_param_bytes
+                                                                                for layer in graph.layers]))
             time_s = np.min(times_s, axis=0)
             bounds[(t, m)] = cluster.setup.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds

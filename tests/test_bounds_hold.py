@@ -99,7 +99,9 @@ def system_bound_s(layers: list[dict], cluster: Cluster, t: int, m: int, e: int,
     boundary = min([layer["output_bytes"] for layer in layers[:-1]] + [layer["input_bytes"] for layer in layers[1:]])
     return float(placement_time_bound_s(layer_s, np.ones(len(layers), dtype=np.int64), gradient, boundary, t, m, cluster,
                                         expert_parallel=e, expert_gradient_bytes=expert_gradient,
-                                        interleaves=interleaves, total_layers=len(layers))[0])
+                                        interleaves=interleaves, total_layers=len(layers),
+                                        layer_param_bytes=[layer["param_bytes"] for layer in layers],
+                                        layer_expert_param_bytes=[layer["expert_param_bytes"] for layer in layers])[0])
 
 
 def hbm_for(layers: list[dict], share: float) -> float:

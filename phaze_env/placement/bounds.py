@@ -38,7 +38,9 @@ def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.nda
 def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
                            tensor_width: int, microbatch: int, cluster: Cluster, expert_parallel: int = 1,
                            expert_gradient_bytes: float = 0.0, device_caps: np.ndarray | None = None,
-                           interleaves: tuple[int, ...] = (1,), total_layers: int = 0) -> np.ndarray:
+                           interleaves: tuple[int, ...] = (1,), total_layers: int = 0,
+                           layer_param_bytes: np.ndarray | None = None,
+                           layer_expert_param_bytes: np.ndarray | None = None) -> np.ndarray:
     """Lower bound on the time per batch over every (p, d) placement, per architecture.
 
     Some stage holds at least its share ``T/p`` of the time, some stage holds at least ``⌈n/p⌉`` of the
@@ -74,9 +76,10 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     microbatch's passes cannot hide, ``(m_r + p − 2)·X + C_j`` at ``v = 1`` where the collectives exceed a stage
     time. ``C_j`` is at least ``C_low``, the larger of (i) the stage holding the most dense bytes — at least ``1/p``
     of them, so at least one bucket — at one fixed part plus its per-byte part, and (ii) the stages' mean, every
-    bucket's fixed part (at least ``⌈bytes / BUCKET_BYTES⌉`` buckets, :func:`~phaze_env.placement.dp_overlap.
-    bucket_counts` of the total: ``Σ⌈x_l⌉ ≥ ⌈Σx_l⌉``) plus the per-byte parts, the expert shard's over the
-    ``d/e`` expert replicas included, over ``p``; the collectives are :data:`~phaze_env.placement.dp_overlap.
+    bucket's fixed part (each layer's buckets, :func:`~phaze_env.placement.dp_overlap.bucket_counts` of its
+    ``layer_param_bytes`` — dense, and at ``e > 1`` its ``layer_expert_param_bytes``' ``1/e`` shard on their own — the
+    DP's count; without them ``⌈bytes / BUCKET_BYTES⌉``, as ``Σ⌈x_l⌉ ≥ ⌈Σx_l⌉``) plus the per-byte parts, the expert
+    shard's over the ``d/e`` expert replicas included, over ``p``; the collectives are :data:`~phaze_env.placement.dp_overlap.
     OVERLAPPED_COLLECTIVES` on the DP's own affine tables, the lesser of ZeRO-0's and ZeRO-1's. The relaxed
     interleavings (:func:`_interleavings`, ``v`` real in ``[low, high]``) take the pipeline at its least over ``v``
     plus the floor at ``v = high`` (``max(0, C − S − v·send)/v`` falls as ``v`` grows): the sum of the two least
@@ -101,8 +104,10 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
     overlapped = cluster.stack.dp_comm_overlap  # the collectives under the passes (phaze_env.placement.dp_overlap)
     if overlapped:
-        overlap_low_s = _overlapped_collectives_floor(cluster, tensor_width, e, d_first, dense_bytes,
-                                                      expert_gradient_bytes if e > 1 else 0.0)
+        overlap_low_s = _overlapped_collectives_floor(
+            cluster, tensor_width, e, d_first, dense_bytes, expert_gradient_bytes if e > 1 else 0.0,
+            _bucket_totals(repeats, e, dense_bytes, expert_gradient_bytes, layer_param_bytes, layer_expert_param_bytes))
+        last_bucket_s = _last_bucket_floor(cluster, tensor_width, e, d_first, layer_param_bytes, layer_expert_param_bytes)
     # the DP's all-reduce as fixed + per-byte parts (dense over the d ranks t apart; 0 s for no bytes)
     fixed_s, per_byte_s = collective_affine(cluster, "allreduce", tensor_width).take(d_first - 1)
     if not dense_bytes > 0:  # (the optimizer step is not in this bound either)
@@ -127,8 +132,9 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         for v, allowed, most_v in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s):
             slots = pipeline_slots(m_r[:, None], p, v)
             if overlapped:  # the pipeline + what one microbatch's passes cannot hide (see the docstring)
-                unhidden_s = exposed_floor_s(_stage_share(overlap_low_s, p)[keep][:, None],
-                                             stage_s[None, :] + most_v * stage_send_s, most_v)
+                unhidden_s = np.maximum(exposed_floor_s(_stage_share(overlap_low_s, p)[keep][:, None],
+                                                        stage_s[None, :] + most_v * stage_send_s, most_v),
+                                        last_bucket_s[keep][:, None] / most_v)
                 times = pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, unhidden_s)
             else:
                 times = pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, allreduce[:, None])
@@ -166,18 +172,36 @@ def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_
     yield np.clip(best_v, low, high), allowed, high
 
 
+def _bucket_totals(repeats: np.ndarray, expert_parallel: int, dense_gradient_bytes: float, expert_gradient_bytes: float,
+                   layer_param_bytes: np.ndarray | None, layer_expert_param_bytes: np.ndarray | None) -> tuple[float, float]:
+    """The buckets of every layer of the model, dense and (``e > 1``) expert ones, as the DP counts them
+    (:func:`~phaze_env.placement.dp_overlap.bucket_counts` per layer: its dense bytes, its ``1/e`` expert shard, each
+    repeat a layer of its own); without the per-layer bytes, ``⌈total / BUCKET_BYTES⌉`` (``Σ⌈x_l⌉ ≥ ⌈Σx_l⌉``)."""
+    e = expert_parallel
+    if layer_param_bytes is None:
+        experts = expert_gradient_bytes / GRADIENT_FACTOR / e if e > 1 else 0.0
+        return float(bucket_counts(dense_gradient_bytes / GRADIENT_FACTOR)), float(bucket_counts(experts))
+    params = np.asarray(layer_param_bytes, dtype=float)
+    experts = (np.asarray(layer_expert_param_bytes, dtype=float) if e > 1 and layer_expert_param_bytes is not None
+               else np.zeros_like(params))
+    return (float((bucket_counts(params - experts) * repeats).sum()),
+            float((bucket_counts(experts / e) * repeats).sum()))
+
+
 def _overlapped_collectives_floor(cluster: Cluster, tensor_width: int, expert_parallel: int, data_parallel: np.ndarray,
-                                  dense_gradient_bytes: float, expert_gradient_bytes: float) -> tuple[np.ndarray, ...]:
+                                  dense_gradient_bytes: float, expert_gradient_bytes: float,
+                                  buckets: tuple[float, float]) -> tuple[np.ndarray, ...]:
     """Per data-parallel degree, ``(one, fixed, spread)`` such that the largest stage's overlapped collectives
     (:data:`~phaze_env.placement.dp_overlap.OVERLAPPED_COLLECTIVES`, of ZeRO-0 or ZeRO-1: the lesser) of any
     ``p``-stage plan are at least ``max(one + fixed_per_byte/p, spread/p)`` (:func:`_stage_share`): ``one`` a bucket's
     fixed part, the dense per-byte part kept aside in ``fixed`` (the stage with the most dense bytes holds ``1/p``
     of them), ``spread`` every bucket's fixed part and every byte's part, experts included (the stages' mean).
     Priced on the DP's own affine tables (dense over the ``d`` replicas ``t`` apart, the expert shard over the
-    ``d/e`` expert replicas ``t·e`` apart), the bytes as weights (``gradient / GRADIENT_FACTOR``)."""
+    ``d/e`` expert replicas ``t·e`` apart), the bytes as weights (``gradient / GRADIENT_FACTOR``); ``buckets``: the
+    model's dense and expert buckets (:func:`_bucket_totals`)."""
     e = expert_parallel
     dense_weights, expert_weights = dense_gradient_bytes / GRADIENT_FACTOR, expert_gradient_bytes / GRADIENT_FACTOR / e
-    dense_buckets, expert_buckets = float(bucket_counts(dense_weights)), float(bucket_counts(expert_weights))
+    dense_buckets, expert_buckets = buckets
     per_zero = []
     for parts in OVERLAPPED_COLLECTIVES.values():
         one, dense, spread = (np.zeros(len(data_parallel)) for _ in range(3))
@@ -192,6 +216,40 @@ def _overlapped_collectives_floor(cluster: Cluster, tensor_width: int, expert_pa
             one = np.zeros(len(data_parallel))
         per_zero.append((one, dense, spread))
     return tuple(np.minimum.reduce(parts) for parts in zip(*per_zero))
+
+
+def _last_bucket_floor(cluster: Cluster, tensor_width: int, expert_parallel: int, data_parallel: np.ndarray,
+                       layer_param_bytes, layer_expert_param_bytes) -> np.ndarray:
+    """Per data-parallel degree, what every stage leaves exposed whatever its passes when every layer has weights:
+    its first layer's last bucket of each overlapped collective (:func:`~phaze_env.placement.dp_overlap.
+    layer_exposure_s`: ``max(c − b·(n−1)/n, c/n) ≥ c/n`` with nothing before it in the stage; the weights' all-gather
+    likewise before the first forward), so at least the least ``c_l/n_l`` over the layers, summed over the
+    collectives, the lesser of ZeRO-0's and ZeRO-1's (``1/v`` of it interleaved: one chunk's first layer). 0 without
+    the per-layer bytes or when some layer has none (a weightless first layer's pass could hide the next one's)."""
+    if layer_param_bytes is None:
+        return np.zeros(len(data_parallel))
+    e = expert_parallel
+    params = np.asarray(layer_param_bytes, dtype=float)
+    whole_experts = (np.zeros_like(params) if layer_expert_param_bytes is None
+                     else np.asarray(layer_expert_param_bytes, dtype=float))
+    if not (params > 0).all():
+        return np.zeros(len(data_parallel))
+    # the DP's count (PlacementSearch.overlap_syncs): dense and expert-shard buckets apart, at every e
+    buckets = bucket_counts(params - whole_experts) + bucket_counts(whole_experts / e)
+    # its collectives (overlap_collectives_s): at e = 1 every byte over the d replicas
+    experts = whole_experts / e if e > 1 else np.zeros_like(params)
+    dense = params - whole_experts if e > 1 else params
+    per_zero = []
+    for parts in OVERLAPPED_COLLECTIVES.values():
+        comm_s = np.zeros((len(data_parallel), len(params)))
+        for kind, per_param, _ in parts:
+            fixed_s, per_byte_s = collective_affine(cluster, kind, tensor_width).take(data_parallel - 1)
+            comm_s = comm_s + (bucket_counts(dense) * fixed_s[:, None] + per_byte_s[:, None] * dense * per_param)
+            if e > 1 and experts.any():
+                fixed_e, per_byte_e = expert_collective_affine(cluster, kind, tensor_width, 1, e).take(data_parallel // e - 1)
+                comm_s = comm_s + (bucket_counts(experts) * fixed_e[:, None] + per_byte_e[:, None] * experts * per_param)
+        per_zero.append((comm_s / buckets).min(axis=1))
+    return np.minimum.reduce(per_zero)
 
 
 def _stage_share(floor: tuple[np.ndarray, ...], stages: int) -> np.ndarray:
