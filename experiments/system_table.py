@@ -1,4 +1,4 @@
-"""Best system per model vs TPUv4, A100 and H100 systems at the same power and at the same cost.
+"""Best system per model vs TPUv4, A100 and H100 systems (and the 2024–25 flagships) at the same power and cost.
 
 For each workload the exact system-space search (:func:`search.run.run_search`, ``--space system``) runs at a
 power budget (1 MW; gpt3-175b 10 MW) and at the **iso-cost** budget of that power: the capital cost of the H100
@@ -17,6 +17,11 @@ efficiency fitted on that chip, :class:`~phaze_env.stacks.SystemStack`) and its 
 product of three factors (:func:`factors`), and the MFU factor is read off the time per batch split into
 compute, network and pipeline bubble (:data:`TIME_GROUPS`) and the block layer's operators split into compute-,
 memory- and latency-bound (:func:`phaze_env.explain.explain_layer`).
+
+"Against the best you can buy": each row's answer is also set against the 2024–25 flagships (:data:`FLAGSHIPS`:
+B200 in DGX B200 nodes, GB200 NVL72 racks, TPU v5p pods, MI300X platforms), each as its own system at its own node
+with the chips the row's budget buys (:func:`flagship_rivals`); a row kept from an earlier run gets them without its
+search being re-run.
 
 Outputs: ``<docs>/system_table.json`` (every row, rewritten atomically after each) and ``<docs>/system_table.md``
 (rebuilt from the JSON); each search's ``results.json``/``results.db`` under ``<out>/<workload>/<power|cost>``.
@@ -47,15 +52,16 @@ from phaze_env.explain import BOUNDS, explain_layer
 from phaze_env.files import write_text_atomic, writable_directory
 from phaze_env.hardware import Accelerator
 from phaze_env.hardware.accelerator import H100_GEMM_EFFICIENCY
-from phaze_env.hardware.cost import (NODES, SYSTEMS, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS, compute_die_area_mm2,
+from phaze_env.hardware.cost import (MI300X_POWER_W, NODES, PUBLISHED, SYSTEMS, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS, compute_die_area_mm2,
                                      periphery_area_mm2)
 from phaze_env.hardware.number_format import FORMAT_NAMES, FP8_MAC_RATE, mfu_text
 from phaze_env.hardware.space import in_area_window
-from phaze_env.hardware.system import (PUE, REFERENCE_FAMILIES, REFERENCE_NUMBER_FORMATS, SYSTEM_FAMILIES,
+from phaze_env.hardware.system import (FLAGSHIP_CHIP_SYSTEMS, FLAGSHIP_FAMILIES, FLAGSHIP_TOPOLOGIES, PUE,
+                                       REFERENCE_FAMILIES, RIVAL_NUMBER_FORMATS, SYSTEM_FAMILIES,
                                        REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, TORUS_POD_CHIPS,
-                                       TOPOLOGY_FAMILIES, SystemBudget, SystemChoice, choice_point,
-                                       system_point)
-from phaze_env.stacks import DEFAULT_SYSTEM_STACK, get_system_stack
+                                       TOPOLOGY_FAMILIES, SystemBudget, SystemChoice, check_rival, choice_point,
+                                       reference_point, system_point)
+from phaze_env.stacks import CARRIED_FITS, DEFAULT_SYSTEM_STACK, get_system_stack
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
 from search.config import SearchConfig
@@ -80,12 +86,14 @@ TIME_GROUPS = {"compute": ("compute", "recompute", "optimizer"),
 computing (with recompute and the optimizer step), the network (every collective and pipeline send) and the
 pipeline bubble."""
 TABLE_VERSION = 5
-"""5 (rows may also hold ``same_node``, the space searched at each reference's own node, and ``sensitivity``; both
-optional, so the published rows stay readable): every system runs the system stack (:data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`: its plan freedom, fused
+"""5 (rows may also hold ``same_node``, the space searched at each reference's own node, ``flagships``, the 2024–25
+flagships at the row's budget, and ``sensitivity``; all optional, so the published rows stay readable): every system runs the system stack (:data:`~phaze_env.stacks.DEFAULT_SYSTEM_STACK`: its plan freedom, fused
 attention and efficiency per chip; version 4 ran PHAZE's plan space, eager attention and efficiency 1 everywhere);
 4: each system's wall power per chip from its own family's host and scale-out network (``SystemFamily``; version 3
 charged every chip DGX H100's host and no network): rows of another version are recomputed, not kept."""
 REFERENCE_LABELS = {"tpuv4": "TPUv4", "a100": "A100", "h100": "H100"}
+REFERENCE_SUFFIXES = {"tpuv4": "torus", "a100": "DGX", "h100": "DGX (4N, bf16/FP8)"}
+"""What the README's headline table says of each reference beside its name."""
 
 if sorted(part for parts in TIME_GROUPS.values() for part in parts) != sorted(BREAKDOWN_LABELS):
     raise ImportError("experiments.system_table.TIME_GROUPS must assign every part of BREAKDOWN_LABELS once")
@@ -137,12 +145,24 @@ def factors(a: DesignResult, b: DesignResult) -> dict[str, float]:
     per peak FLOP/s (``mfu``: the rest of the ratio, so the product is the ratio). That last factor is the MFU ratio when
     both count model FLOPs alike; MFU counts per-device FLOPs × tensor width, which differs by < 0.1 % between
     tensor widths, so it is checked against the MFU ratio to 1 % (a changed MFU definition raises)."""
-    ratio = a.throughput_samples_s / b.throughput_samples_s
-    out = {"chips": a.plan["devices_used"] / b.plan["devices_used"], "peak": peak_flops(a) / peak_flops(b)}
+    return _factors((a.throughput_samples_s, a.plan["devices_used"], peak_flops(a), a.mfu),
+                    (b.throughput_samples_s, b.plan["devices_used"], peak_flops(b), b.mfu))
+
+
+def figure_factors(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
+    """:func:`factors` of two systems from their stored figures (:func:`system_figures`: a row's ``best`` and a
+    rival's), for a row kept from an earlier run whose search answer is not rebuilt."""
+    return _factors(*((f["samples_s"], f["chips_used"], f["peak_tflops"], f["mfu"]) for f in (a, b)))
+
+
+def _factors(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> dict[str, float]:
+    """The three factors of ``(samples/s, chips used, peak, MFU)`` a over b (:func:`factors`' definition and check)."""
+    ratio = a[0] / b[0]
+    out = {"chips": a[1] / b[1], "peak": a[2] / b[2]}
     out["mfu"] = ratio / (out["chips"] * out["peak"])
-    if not math.isclose(out["mfu"], a.mfu / b.mfu, rel_tol=1e-2):
+    if not math.isclose(out["mfu"], a[3] / b[3], rel_tol=1e-2):
         raise ValueError(f"throughput ratio {ratio:.6g} is not chips × peak × MFU "
-                         f"{out['chips'] * out['peak'] * a.mfu / b.mfu:.6g}")
+                         f"{out['chips'] * out['peak'] * a[3] / b[3]:.6g}")
     return out
 
 
@@ -245,9 +265,9 @@ def node_sensitivity(config: SearchConfig, best: DesignResult, node: str = SENSI
 def best_reference(config: SearchConfig, workload: str, name: str,
                    budget: SystemBudget) -> tuple[DesignResult, Cluster, dict[str, float]]:
     """Reference ``name`` at ``budget`` in the number format it trains fastest in (of
-    :data:`~phaze_env.hardware.system.REFERENCE_NUMBER_FORMATS`), its cluster and its throughput per format."""
+    :data:`~phaze_env.hardware.system.RIVAL_NUMBER_FORMATS`), its cluster and its throughput per format."""
     results = {}
-    for number_format in REFERENCE_NUMBER_FORMATS[name]:
+    for number_format in RIVAL_NUMBER_FORMATS[name]:
         _, cluster = reference_system(name, budget, number_format, config.space.reference_training(name, config.cluster))
         results[number_format] = (evaluate_reference(config, workload, name, number_format), cluster)
     by_format = {f: d.throughput_samples_s for f, (d, _) in results.items()}
@@ -256,9 +276,10 @@ def best_reference(config: SearchConfig, workload: str, name: str,
 
 
 def table_row(config: SearchConfig, kind: str, power_w: float, *, workers: int, out: Path,
-              progress=None) -> dict[str, Any]:
+              progress=None, flagships: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the system-space search ``config`` (one workload, at the ``kind`` budget of ``power_w``:
-    :func:`search_config`), evaluate the references at its budget and explain the ratios: one table row."""
+    :func:`search_config`), evaluate the references and the ``flagships`` (default all) at its budget and explain the
+    ratios: one table row."""
     (workload,) = config.names
     budget = config.space.budget
     started = time.perf_counter()
@@ -281,10 +302,56 @@ def table_row(config: SearchConfig, kind: str, power_w: float, *, workers: int, 
                                                                                "samples_s_by_format": by_format}
         row["best"]["factors"][name] = factors(best, design)
         row["why"][name] = why(row["best"] | {"factors": row["best"]["factors"][name]}, row["references"][name])
+    row["flagships"] = flagship_rivals(config, row["best"], flagship_names(flagships))
     row["node_sensitivity"] = node_sensitivity(config, best)
     row["same_node"] = same_node(config, kind, row, workers=workers, out=out, progress=progress)
     row["elapsed_s"] = time.perf_counter() - started
     return row
+
+
+FLAGSHIPS = tuple(FLAGSHIP_TOPOLOGIES)
+"""The 2024–25 flagships each row's answer is also set against — "against the best you can buy" (issue 29 item 4):
+each built as its own system (:data:`~phaze_env.hardware.system.FLAGSHIP_FAMILIES`) at its own node, with the chips
+the row's budget buys, running the same stack at the efficiency carried to it (:data:`~phaze_env.stacks.CARRIED_FITS`)."""
+FLAGSHIP_LABELS = {"b200": "B200 (DGX)", "gb200": "GB200 NVL72", "tpuv5p": "TPU v5p", "mi300x": "MI300X"}
+FLAGSHIP_PUBLISHED_W = {name: PUBLISHED[name].power_w for name in ("b200", "gb200", "tpuv5p")} | {"mi300x": MI300X_POWER_W}
+"""Each flagship's published chip power (``cost.PUBLISHED``; AMD's 750 W for the MI300X, ``cost.MI300X_POWER_W``; None:
+not published), set beside its modelled power in the table: the chip count at a power budget follows the model's."""
+
+
+def flagship_names(names: Sequence[str] | None) -> tuple[str, ...]:
+    """The flagships a run sets the rows against (default :data:`FLAGSHIPS`); an unknown rival, or a same-node
+    reference named as one, is a one-line ``ValueError``."""
+    if not names:
+        return FLAGSHIPS
+    for name in names:
+        check_rival(name)  # an unknown rival: UnknownRivalError naming the known ones
+        if name not in FLAGSHIPS:
+            raise ValueError(f"{name!r} is a same-node reference of every row, not a 2024–25 flagship; flagships: "
+                             f"{', '.join(FLAGSHIPS)}")
+    return tuple(dict.fromkeys(names))
+
+
+def flagship_rivals(config: SearchConfig, best: dict[str, Any], names: Sequence[str] = FLAGSHIPS) -> dict[str, Any]:
+    """Each flagship of ``names`` (default :data:`FLAGSHIPS`) at the row's budget in its fastest number format
+    (:func:`best_reference`), its figures and the row's answer (``best``: :func:`system_figures`) over it — the ratio,
+    its three factors (:func:`figure_factors`) and why — plus the chip whose stack efficiency it runs at
+    (``fit_from``)."""
+    (workload,) = config.names
+    stack = config.space.system_stack
+    out: dict[str, Any] = {}
+    for name in flagship_names(names):
+        design, cluster, by_format = best_reference(config, workload, name, config.space.budget)
+        if not design.feasible:
+            out[name] = {"feasible": False, "reason": design.reason, "chips": design.devices_available}
+            continue
+        rival = system_figures(config.workload(workload), design, cluster) | {
+            "feasible": True, "samples_s_by_format": by_format,
+            "fit_from": stack.rival_fit(name)[1] if stack is not None else None}
+        found = figure_factors(best, rival)
+        out[name] = rival | {"factors": found, "ratio": best["samples_s"] / rival["samples_s"],
+                             "why": why(best | {"factors": found}, rival)}
+    return out
 
 
 SAME_NODE_REFERENCES = {name: SYSTEMS[name][0].process.name for name in REFERENCES}
@@ -416,13 +483,65 @@ Each reference against the space *searched* at the reference's own node (`python
 --node NODE`): TPUv4 and A100 are N7 chips, so their column is the main table's; H100 is a 4N chip, so its column is
 the exact search of the same space built at 4N (`hardware.cost.NODES["4N"]`: N5's density, energy and wafer price, an
 assumption). Same node is not same year: the space's HBM3E (2024) and 100G-PAM4 SerDes (2022) are newer than TPUv4's
-and A100's HBM2/HBM2e and 50G NRZ lanes. Against the 2024–25 flagships (B200/GB200, TPU v5p, MI300X) there is no
-column yet: their chips have cost-model data (`cost.SYSTEMS`; MI300X only a one-node sketch) but no system family
-(host, scale-out network) and no stack efficiency fitted to a published run, which every reference here has.
+and A100's HBM2/HBM2e and 50G NRZ lanes. Against the 2024–25 flagships: "Against the best you can buy" below.
 
 {table(["workload", "budget", *[f"vs {REFERENCE_LABELS[n]} ({SAME_NODE_REFERENCES[n]})" for n in REFERENCES]], body)}
 
 {commands}
+
+"""
+
+
+def _flagship_cell(rival: dict[str, Any] | None) -> str:
+    if rival is None:
+        return "—"
+    if not rival["feasible"]:
+        return f"not built ({rival['reason']})"
+    return (f"{rival['ratio']:.2f}× ({_chips_label(rival)} chips, {FORMAT_NAMES[rival['number_format']]}, "
+            f"{rival['samples_s']:,.1f} samples/s, {mfu_text(rival['mfu'], rival['number_format'])}, "
+            f"{_wall_label(rival)})")
+
+
+def flagships_text(rows: Sequence[dict[str, Any]]) -> str:
+    """The section "against the best you can buy": each row's answer over each 2024–25 flagship at the same budget
+    ("" when no row has them)."""
+    done = [r for r in rows if r.get("flagships")]
+    if not done:
+        return ""
+    body = [[r["workload"], r["budget_label"], f"{r['best']['samples_s']:,.1f}",
+             *[_flagship_cell(r["flagships"].get(name)) for name in FLAGSHIPS]] for r in done]
+    whys = [[r["workload"], r["budget_label"], FLAGSHIP_LABELS[n], f["why"]]
+            for r in done for n, f in r["flagships"].items() if f.get("feasible")]
+    chips = []
+    for name in FLAGSHIPS:
+        family = SYSTEM_FAMILIES[FLAGSHIP_FAMILIES[name]]
+        chip = FLAGSHIP_CHIP_SYSTEMS[name]
+        modelled_w = reference_point(name, SystemBudget()).estimate.total_power_w
+        published_w = FLAGSHIP_PUBLISHED_W[name]
+        power = (f"chip {modelled_w:,.0f} W modelled, {published_w:,.0f} W published ({modelled_w / published_w - 1:+.0%})"
+                 if published_w else f"chip {modelled_w:,.0f} W modelled, no published power")
+        chips.append(f"{FLAGSHIP_LABELS[name]}: {chip.process.name}, {power}; `{family.name}` (host "
+                     f"{family.host.w_per_chip:.0f} W per chip, {family.network_above_chips:,}-chip scale-up domain, "
+                     f"fabric {family.scale_up.name}), stack efficiency carried from {CARRIED_FITS.get(name, name)}")
+    return f"""## Against the best you can buy: the 2024–25 flagships
+
+Each row's answer (the search above: the space's {SYSTEM_NODE} chip with 2024's HBM3E) against the flagships one can
+buy in 2024–25, each as its own system at its own node, with the chips the row's budget buys from the same power and
+cost models (`hardware.system.reference_point`; the *modelled* chip power and cost, as every system here), the same
+stack and plan freedom, in its fastest number format. Ratio > 1: the searched system is faster. Wall power per chip:
+(chip + host + scale-up + network) × PUE.
+{chr(10).join(f"* {c}." for c in chips)}
+* Assumptions (each cited with its range in `hardware.system` and `stacks.CARRIED_FITS`): no flagship has a published
+  run fitted through this table's path, so each runs at the efficiency fitted on the chip its stack descends from;
+  the GB200 rack's power (120 kW, range 120–132 kW), TPU v5p's host (TPU v4's; Google publishes no v5p power) and the
+  MI300X platform's host (DGX H100's) are assumptions; the MI300X chip is a one-node sketch split into four quadrants
+  (`hardware.system.MI300X_RIVAL_SYSTEM`, `docs/cost_model.md`): where its modelled power is above AMD's, a power
+  budget buys fewer of them than the data sheet's figure would. Not the same node: the flagships' 4NP / N5 silicon
+  against the space's {SYSTEM_NODE}.
+
+{table(["workload", "budget", "answer samples/s", *[f"vs {FLAGSHIP_LABELS[n]}" for n in FLAGSHIPS]], body)}
+
+{table(["workload", "budget", "vs", "why"], whys)}
 
 """
 
@@ -504,7 +623,7 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
     commands = "\n".join(sorted({f"    {r['command']}" for r in rows}))
     budgets = sorted({(r["power_w"], iso_cost_usd(r["power_w"])) for r in rows})
     iso = "; ".join(f"{w / 1e6:g} MW → ${usd / 1e6:.2f} M" for w, usd in budgets)
-    return f"""# Best systems vs TPUv4, A100 and H100 at iso-power and iso-cost
+    return f"""# Best systems vs TPUv4, A100 and H100 (and the 2024–25 flagships) at iso-power and iso-cost
 
 Written by `python -m experiments.system_table` (issue 18 item 6) from `docs/system_table.json`; every figure
 below is from that run on this 2-core machine. Each row is one exact system-space search (its command below;
@@ -591,7 +710,7 @@ collective and pipeline send / pipeline bubble) and the share of the block layer
 
 {table(["workload", "budget", "vs", "why"], whys)}
 
-{same_node_text(rows)}{sensitivity_text(rows)}## Process node: the same answer built at {SENSITIVITY_NODE}
+{same_node_text(rows)}{flagships_text(rows)}{sensitivity_text(rows)}## Process node: the same answer built at {SENSITIVITY_NODE}
 
 What the node is worth: each row's answer (architecture and system knobs unchanged) built at {SENSITIVITY_NODE} instead of
 {SYSTEM_NODE} — {NODES[SENSITIVITY_NODE].logic_density_gain:g}× logic density,
@@ -611,6 +730,31 @@ space's optimum; the clock (1.05 GHz) is kept, an assumption on the conservative
 (each also through `python -m experiments.system_table --workers 2`, which runs them, evaluates the references and
 writes this page; `--workload gpt3-175b` adds gpt3-175b at 10 MW.)
 """
+
+
+def readme_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The README's (and the documentation home page's) headline table from the rows: one line per model, its
+    iso-power answer and ratios, then its iso-cost ratios (``docs/system_table.md`` has every figure behind them;
+    tests/test_readme.py holds both pages to this text)."""
+    rows = sorted_rows(rows)
+    by_key = {row_key(r): r for r in rows}
+
+    def ratios(row: dict[str, Any] | None) -> list[str]:
+        return [f"{math.prod(row['best']['factors'][n].values()):.2f}×" if row and n in row["best"]["factors"]
+                else "—" for n in REFERENCES]
+
+    body = []
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        power, cost = by_key.get((workload, "power")), by_key.get((workload, "cost"))
+        if power is None:
+            continue
+        body.append([f"{workload} ({power['power_w'] / 1e6:g} MW)", f"{power['best']['samples_s']:,.1f}",
+                     *ratios(power), " / ".join(ratios(cost))])
+    header = ["model (power)", "best system, samples/s",
+              *[f"vs {REFERENCE_LABELS[n]}{' ' + REFERENCE_SUFFIXES[n] if n in REFERENCE_SUFFIXES else ''}"
+                for n in REFERENCES],
+              "iso-cost: vs " + " / ".join(REFERENCE_LABELS[n] for n in REFERENCES)]
+    return table(header, body)
 
 
 def load_rows(path: Path) -> list[dict[str, Any]]:
@@ -638,6 +782,8 @@ def build_parser() -> argparse.ArgumentParser:
                              + ", ".join(f"{w} {mw:g} MW" for w, mw in POWER_MW.items()) + ")")
     parser.add_argument("--kind", action="append", choices=KINDS, default=None,
                         help="iso-power (power) and/or iso-cost (cost) rows (default both)")
+    parser.add_argument("--flagship", action="append", default=None, metavar="NAME",
+                        help=f"2024–25 flagship each row is also set against (repeatable; default {', '.join(FLAGSHIPS)})")
     parser.add_argument("--workers", type=positive_int, default=2, metavar="N", help="search worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=Path("out/system_table"),
                         help="search outputs, one directory per row (default out/system_table)")
@@ -654,6 +800,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         workloads = [get_workload(w).name for w in (args.workload or DEFAULT_WORKLOADS)]
+        flagships = flagship_names(args.flagship)
         docs, out = writable_directory(args.docs), writable_directory(args.out)
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
@@ -673,13 +820,19 @@ def main(argv: list[str] | None = None) -> int:
         kept = rows.get((workload, kind))
         config = search_config(workload, budget)
         if kept is not None and kept["signature"] == config.signature and kept["power_w"] == power_w:
-            out_console.print(f"{label}: kept from {docs / 'system_table.json'}", highlight=False)
+            added = ""
+            missing = [name for name in flagships if name not in kept.get("flagships", {})]
+            if missing:  # a row of a run before the flagships (or without these): only they are evaluated
+                kept["flagships"] = kept.get("flagships", {}) | flagship_rivals(config, kept["best"], missing)
+                write_docs(docs, list(rows.values()))
+                added = f", {', '.join(FLAGSHIP_LABELS[name] for name in missing)} added"
+            out_console.print(f"{label}: kept from {docs / 'system_table.json'}{added}", highlight=False)
             continue
         out_console.print(f"{label}: searching … ({time.perf_counter() - started:.0f} s so far)", highlight=False)
         progress = SearchProgress() if args.quiet else ConsoleProgress(out_console)
         try:
             row = table_row(config, kind, power_w, workers=args.workers, out=out,
-                            progress=progress)
+                            progress=progress, flagships=flagships)
         except ValueError as exc:
             parser.exit(1, f"{parser.prog}: error: {workload} ({kind}): {exc}\n")
         except KeyboardInterrupt:

@@ -565,7 +565,7 @@ def _counted_extents(sizes: tuple[int, ...], group: int, stride: int, outer: tup
 
 # --- presets -----------------------------------------------------------------------------------------
 def _dgx(n_devices: int, node_Bps: float, link_Bps: float, name: str, **kw: Any) -> Cluster:
-    return Cluster(n_devices=n_devices, devices_per_node=8, node_bandwidth_Bps=node_Bps, node_latency_s=NVSWITCH_LATENCY_S,
+    return Cluster(n_devices=n_devices, devices_per_node=kw.pop("devices_per_node", 8), node_bandwidth_Bps=node_Bps, node_latency_s=NVSWITCH_LATENCY_S,
                    node_efficiency=NCCL_EFFICIENCY, link_bandwidth_Bps=link_Bps, link_latency_s=IB_LATENCY_S,
                    link_efficiency=NCCL_EFFICIENCY, name=name, **kw)
 
@@ -656,13 +656,16 @@ def point_cluster(point: SystemPoint, base: Cluster | None = None) -> Cluster:
         raise ValueError(point.unbuildable_reason)
     base = base or Cluster()
     network = system_cluster(point.topology, point.n_devices, point.chip_system.links,
-                             point.chip_system.link_bandwidth_Bps).network
+                             point.chip_system.link_bandwidth_Bps, domain_chips=point.family.domain_chips).network
     return Cluster(network=network, setup=base.setup, stack=base.stack)
 
 
-def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps: float, **fields: Any) -> Cluster:
+def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps: float,
+                   domain_chips: int | None = None, **fields: Any) -> Cluster:
     """A cluster of the ``topology`` family built from each chip's ``links`` of ``link_bandwidth_Bps`` (both
-    directions together, :class:`phaze_env.hardware.cost.ChipSystem`'s convention).
+    directions together, :class:`phaze_env.hardware.cost.ChipSystem`'s convention). ``domain_chips``: the system
+    family's scale-up domain (:attr:`~phaze_env.hardware.system.SystemFamily.domain_chips`; ``None``: the default
+    below) — a torus's pod, a switched cluster's node.
 
     * ``"torus"``: :func:`~phaze_env.hardware.system.torus_pods` equal pods (one up to
       :data:`~phaze_env.hardware.system.TORUS_POD_CHIPS` chips), each the most cube-like 3-D torus
@@ -683,15 +686,17 @@ def system_cluster(topology: str, n_devices: int, links: int, link_bandwidth_Bps
     if topology == "torus":
         if links < TORUS_NEIGHBOURS or links % TORUS_NEIGHBOURS:
             raise ValueError(f"a 3-D torus needs links in multiples of {TORUS_NEIGHBOURS} per chip, got {links}")
-        pods = torus_pods(n_devices)
+        pods = torus_pods(n_devices, domain_chips)
         dcn = dict(slices=pods, dcn_bandwidth_Bps=TPUV4_DCN_PER_CHIP_BPS, dcn_latency_s=DCN_LATENCY_S) if pods > 1 else {}
         return Cluster(n_devices=n_devices, torus_dims=torus_dims(n_devices // pods),
                        link_bandwidth_Bps=per_direction_Bps / TORUS_NEIGHBOURS, link_latency_s=ICI_LATENCY_S,
                        link_efficiency=NCCL_EFFICIENCY, name="torus", **(dcn | fields))
     if topology == "switched":
-        if n_devices % SCALE_UP_DOMAIN:
-            raise ValueError(f"a switched cluster holds whole nodes of {SCALE_UP_DOMAIN} chips, not {n_devices}")
-        return _dgx(n_devices, per_direction_Bps, SCALE_OUT_NIC_BPS, "switched", **fields)
+        node = domain_chips or SCALE_UP_DOMAIN
+        if n_devices % node:
+            raise ValueError(f"a switched cluster holds whole nodes of {node} chips, not {n_devices}")
+        return _dgx(n_devices, per_direction_Bps, SCALE_OUT_NIC_BPS, "switched",
+                    **({"devices_per_node": node} | fields))
     raise ValueError(f"unknown topology {topology!r}; choose from {', '.join(TOPOLOGIES)}")
 
 

@@ -38,7 +38,7 @@ from phaze_env.hardware.space import (AREA_WINDOW_LOWER, ARCH_KNOBS, BUFFER_MB_V
                                       SYSTEM_AREA_KNOBS, SYSTEM_DEFAULT_VALUES, SYSTEM_KNOBS,
                                       TC_DIM_VALUES, area_budget_mm2, area_overshoot, area_slack, in_area_window)
 from phaze_env.hardware.system import (AREA_OBJECTIVE, SYSTEM_NODE, SystemBudget, SystemChoice, SystemPoint,
-                                       reference_point, system_point)
+                                       check_rival, reference_point, system_point)
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.stacks import DEFAULT_SYSTEM_STACK, SystemStack, get_system_stack
 from phaze_env.workloads import Workload, get_workload
@@ -481,7 +481,9 @@ class SystemDesignSpace(DesignSpace):
         return cluster if stack is None else stack.design_training(cluster, self.base)
 
     def reference_training(self, name: str, cluster: Cluster | None) -> Cluster:
-        """``cluster``'s setup running this space's stack on reference chip ``name``."""
+        """``cluster``'s setup running this space's stack on reference chip ``name`` (an unknown rival: one
+        :class:`~phaze_env.hardware.system.UnknownRivalError` line)."""
+        check_rival(name)
         stack, cluster = self.system_stack, cluster or Cluster()
         return cluster if stack is None else stack.training(cluster, name)
 

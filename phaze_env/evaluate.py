@@ -20,6 +20,7 @@ is a valid upper bound on the throughput ``evaluate`` returns — the exact sear
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Iterable
@@ -34,7 +35,7 @@ from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.number_format import fp8_weight_copy_factor, mfu_basis, mfu_text
 from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
-from phaze_env.moe_dispatch import dispatch_s, exposed_alltoall_s
+from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_alltoall_s
 from phaze_env.placement import Settings, best_plan_multi
 from phaze_env.placement.inputs import uneven_batch_note
 from phaze_env.pricing import price_ops
@@ -283,13 +284,17 @@ def layer_stash_bytes(layer: Layer, cluster: Cluster | None) -> tuple[float, flo
 
 
 def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None = None,
-                 expert_parallel: int = 1, context_parallel: int = 1) -> list[dict[str, float]]:
+                 expert_parallel: int = 1, context_parallel: int = 1,
+                 streaming_Bps: float = math.inf) -> list[dict[str, float]]:
     """The DP's layers. At expert-parallel degree ``e > 1`` a device holds ``1/e`` of each MoE layer's experts and
     runs the same routed-token slots through them (``graph`` is one rank's: its experts at the per-rank shape,
     :func:`~phaze_env.workloads.model.at_expert_rank`; at ``c > 1`` its ``s/c`` tokens); each layer adds its dispatch
     and combine, forward and backward, over the ``e`` ranks ``t·c`` apart (Megatron-Core's tp-cp-ep-dp-pp rank order),
     as the stack sends them (:func:`phaze_env.moe_dispatch.dispatch_s`), half of what is exposed in each direction
-    (all of it, unless the stack overlaps them: :func:`phaze_env.moe_dispatch.exposed_alltoall_s`)."""
+    (all of it, unless the stack overlaps them: :func:`phaze_env.moe_dispatch.exposed_alltoall_s`). An MoE layer's
+    memory-bound expert kernels the traced graph does not have (:func:`phaze_env.moe_dispatch.expert_kernel_bytes`)
+    add their bytes at ``streaming_Bps`` (the chip's achieved HBM bandwidth times the stack's framework efficiency,
+    as every operator is slowed) to each direction."""
     chain = []
     e = expert_parallel
     # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
@@ -300,7 +305,9 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
         stash = layer_stash_bytes(layer, cluster)
         alltoall_s = dispatch_s(cluster, layer.routed_token_bytes, e, stride, experts=layer.routed_experts,
                                 top_k=layer.experts_per_token) if e > 1 else 0.0
-        fwd_s, bwd_s = timing.fwd_s, timing.bwd_s
+        kernel_fwd_s, kernel_bwd_s = (part / streaming_Bps for part in expert_kernel_bytes(
+            layer.routed_token_bytes, layer.routed_activation_bytes, layer.routed_experts, e))
+        fwd_s, bwd_s = timing.fwd_s + kernel_fwd_s, timing.bwd_s + kernel_bwd_s
         if alltoall_s and cluster.stack.moe_alltoall_overlap:  # the layer computes on what the communication leaves it
             fwd_s, bwd_s = (part / (1.0 - cluster.stack.moe_comm_sm_share) for part in (fwd_s, bwd_s))
         exposed_s = exposed_alltoall_s(alltoall_s, fwd_s + bwd_s, cluster.stack.moe_alltoall_overlap) if e > 1 else 0.0
@@ -425,19 +432,21 @@ class _Variant:
     cluster: Cluster
     context_parallel: int = 1
     expert_parallel: int = 1
+    streaming_Bps: float = math.inf  # what the MoE layers' memory-bound expert kernels stream at (_layer_chain)
     _chain: list[dict[str, float]] | None = None
 
     def chain(self) -> list[dict[str, float]]:
         if self._chain is None:
             self._chain = _layer_chain(self.graph, self.timings, self.cluster, self.expert_parallel,
-                                       self.context_parallel)
+                                       self.context_parallel, self.streaming_Bps)
         return self._chain
 
     def lower_bound_chain(self) -> list[dict[str, float]]:
         """The chain with every layer at its schedules' proven lower bounds (a chain no slower than any real one)."""
         bounds = {name: replace(timing, fwd_s=timing.fwd_lower_bound_s, bwd_s=timing.bwd_lower_bound_s)
                   for name, timing in self.timings.items()}
-        return _layer_chain(self.graph, bounds, self.cluster, self.expert_parallel, self.context_parallel)
+        return _layer_chain(self.graph, bounds, self.cluster, self.expert_parallel, self.context_parallel,
+                            self.streaming_Bps)
 
 
 def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
@@ -564,7 +573,8 @@ def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, e: int,
                                        kv_hop_bytes=hop_bytes if any(map(is_attention_core, layer.fwd.ops)) else 0.0,
                                        prices=prices.setdefault((t, m, c, e), {}))
                for layer in graph.layers}
-    return _Variant(graph, timings, request.cluster, c, e)
+    streaming_Bps = timing.accelerator.effective_hbm_bandwidth_Bps * request.cluster.stack.framework_efficiency
+    return _Variant(graph, timings, request.cluster, c, e, streaming_Bps)
 
 
 def unbuilt_evaluation(workload: str | Workload, accelerator: Accelerator, topology: str, reason: str) -> Evaluation:

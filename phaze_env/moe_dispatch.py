@@ -22,7 +22,11 @@ one it changes nothing, so a profile must pair it with ``"hierarchical"``.
 
 Assumption (range noted where used): uniform routing — a token's ``k`` experts are a uniformly random ``k``-subset of
 the experts (of its ``M`` nodes' experts when node-limited), which the load-balancing loss aims at; a skewed router
-hits fewer nodes (less traffic) and loads some ranks more (not modelled).
+hits fewer nodes (less traffic) and loads some ranks more (not modelled). Exact for the published Megatron-Bridge
+benchmark runs, which force it (``moe_router_force_load_balancing = True``, "required for token dropless", in
+scripts/performance's ``set_qwen3_common_configs``, NVIDIA-NeMo/Megatron-Bridge v0.2.0–v0.4.0); what a learned router
+costs instead, measured: Qwen3-235B-A22B on 256 H100 at 16K tokens, 295 TFLOP/s per GPU forced-balanced against 237
+dropless (−20 %; yanring/Megatron-MoE-ModelZoo best_practice/qwen3/readme.md, "Long Context" table).
 """
 
 from __future__ import annotations
@@ -91,4 +95,31 @@ def exposed_alltoall_s(alltoall_s: float, compute_s: float, overlapped: bool) ->
     return max(0.0, total_s - compute_s) if overlapped else total_s
 
 
-__all__ = ["MOE_DISPATCHES", "dispatch_s", "expected_nodes_hit", "exposed_alltoall_s"]
+def expert_kernel_bytes(routed_bytes: float, activation_bytes: float, experts: int,
+                        expert_parallel: int) -> tuple[float, float]:
+    """HBM bytes (forward, backward) of one MoE layer's memory-bound expert kernels per microbatch that the traced
+    graph does not price (it runs the routed experts as one batched GEMM over static token slots with the activation as
+    a free epilogue), as Megatron-Core runs them (NVIDIA/Megatron-LM megatron/core/transformer/moe/, read at commit
+    d98e8a64dd):
+
+    * **the local sort and unsort** (``token_dispatcher.py``, ``MoEAlltoAllTokenDispatcher.dispatch_postprocess``:
+      "Permutation 2: Sort tokens by local expert", and ``combine_preprocess``: "Unpermutation 2") — the all-to-all
+      delivers a rank's tokens grouped by *source* rank, the grouped GEMM needs them grouped by *local expert*, so with
+      ``E/e > 1`` local experts at ``e > 1`` each of the two is a gather of the routed tokens (``sort_chunks_by_idxs``,
+      Transformer Engine's fused ``moe_sort_chunks_by_index``): it reads and writes ``routed_bytes``; the backward pass
+      runs each one's inverse. The flex dispatcher (DeepEP / HybridEP backends) permutes the received tokens to their
+      local experts after its dispatch and back before its combine (``MoEFlexTokenDispatcher``'s ``permute`` /
+      ``unpermute``): the same traffic. ``e = 1`` has no all-to-all and the first permutation already sorts by expert;
+      one local expert needs no sort.
+    * **the expert activation as its own kernel** (``experts.py``, ``TEGroupedMLP.forward``: ``weighted_bias_swiglu_impl``
+      between ``linear_fc1`` and ``linear_fc2``; a grouped GEMM has no SwiGLU epilogue): the forward pass reads the fc1
+      output (``activation_bytes``: gate and up halves) and writes half of it; the backward pass reads the incoming
+      gradient (half) and the saved fc1 output and writes its gradient (``0.5 + 1 + 1``).
+
+    Assumptions: bf16 tokens (the FP8 recipes dispatch and sort bf16 tokens unless blockwise-scaled, Megatron-Core MoE
+    README "FP8 Training"); uniform routing (every rank receives ``routed_bytes``)."""
+    sort = 2 * 2 * routed_bytes if expert_parallel > 1 and experts // expert_parallel > 1 else 0.0
+    return sort + 1.5 * activation_bytes, sort + 2.5 * activation_bytes
+
+
+__all__ = ["MOE_DISPATCHES", "dispatch_s", "expected_nodes_hit", "expert_kernel_bytes", "exposed_alltoall_s"]

@@ -493,10 +493,20 @@ class SystemStack:
         chip = chip.strip().lower()
         return next((fit for fit in self.fits if chip in fit.chips), None)
 
+    def rival_fit(self, chip: str) -> tuple[ChipFit | None, str]:
+        """The fit rival chip ``chip`` runs at and the chip it was fitted on: its own, else the one
+        :data:`CARRIED_FITS` carries to it (a 2024–25 flagship with no published run through this path)."""
+        key = chip.strip().lower()
+        own = self.fit_on(key)
+        if own is not None or key not in CARRIED_FITS:
+            return own, key
+        return self.fit_on(CARRIED_FITS[key]), CARRIED_FITS[key]
+
     def training(self, base: Cluster, chip: str) -> Cluster:
         """``base`` (its global batch and optimizer) running this stack on reference chip ``chip``: the structure, the
-        plan rules and the efficiency fitted on that chip (a chip with none is refused: :class:`UnfittedChipError`)."""
-        fit = self.fit_on(chip)
+        plan rules and the efficiency fitted on that chip, or carried to it (:meth:`rival_fit`; a chip with neither is
+        refused: :class:`UnfittedChipError`)."""
+        fit, _ = self.rival_fit(chip)
         if fit is None:
             fitted = ", ".join(c for f in self.fits for c in f.chips)
             raise UnfittedChipError(f"system stack {self.name!r} has no efficiency fitted on {chip!r} (fitted on: "
@@ -534,6 +544,14 @@ class SystemStack:
         return {"name": self.name, "plan": self.plan,
                 "fits": {fit.chips[0]: fit.framework_efficiency for fit in self.fits}}
 
+
+CARRIED_FITS = {"b200": "h100", "b200-fp8": "h100", "gb200": "h100", "mi300x": "h100", "tpuv5p": "tpuv4"}
+"""The 2024–25 flagships (rivals "against the best you can buy", ``hardware.system.FLAGSHIP_TOPOLOGIES``) have no
+published run fitted through the system table's path, so each runs at the fit of the chip its software stack and
+silicon descend from. *Assumption*, stated with the table: Blackwell and MI300X at the H100's Megatron-Core fit (the
+same stack; MI300X through ROCm's Megatron port), TPU v5p at TPU v4's MaxText fit (the same JAX/XLA stack and MXU
+design). Range ±15 % of the carried value (assumption: no published run of these chips is checked here; a younger
+software stack, as ROCm's or Blackwell's first year, sits at the low end)."""
 
 SYSTEM_MEGATRON_CORE_RULES = replace(MEGATRON_CORE_RULES, whole_microbatches=False)
 """Megatron-Core's plan rules as the system space applies them: Megatron-LM's uniform stages, interleaving and ZeRO-0/1,
@@ -640,5 +658,5 @@ def get_system_stack(name: str | None) -> SystemStack | None:
 
 
 
-__all__ = ["DEFAULT_SYSTEM_STACK", "PHAZE_STACK", "SYSTEM_STACKS", "SystemStack", "get_system_stack", "system_stack_names",
+__all__ = ["CARRIED_FITS", "DEFAULT_SYSTEM_STACK", "PHAZE_STACK", "SYSTEM_STACKS", "SystemStack", "get_system_stack", "system_stack_names",
            "STACKS", "ChipFit", "StackProfile", "UnfittedChipError", "UnknownStackError", "get_stack", "stack_names"]

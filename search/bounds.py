@@ -35,7 +35,9 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
   exist. The largest stage's sync is at least the stages' mean, ``dense/p`` over ``d`` plus
   ``experts/(e·p)`` over ``d/e`` (both affine in the bytes), so the bound is taken per ``e`` and the
   minimum time over the plan's ``e`` kept. The bound prices the ZeRO-0/1 all-reduce, so a searched plan
-  must pin ZeRO to 0 or 1 (:func:`search_plan_error`).
+  must pin ZeRO to 0 or 1 (:func:`search_plan_error`). An MoE layer's memory-bound expert kernels outside its
+  graph (the local sort/unsort and the activation, :func:`phaze_env.moe_dispatch.expert_kernel_bytes`, added by the
+  evaluator's layer chain) only add time, so they are left out too.
 """
 
 from __future__ import annotations

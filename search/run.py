@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from phaze_env.design import reference_system
-from phaze_env.hardware.system import REFERENCE_HBM_GENERATIONS, SystemPoint
+from phaze_env.hardware.system import RIVAL_HBM_GENERATIONS, SystemPoint
 from phaze_env.workloads import prepare_graphs
 from search.config import SearchConfig, aggregate
 from search.exact import ExactSearch, certify
@@ -136,7 +136,7 @@ def evaluate_reference(config: SearchConfig, workload: str, reference: str, numb
 def _with_system(design: DesignResult, reference: str, point: SystemPoint) -> DesignResult:
     """``design`` of reference chip ``reference`` at ``point`` with its system figures (as a design row's)."""
     system = {"die_area_mm2": None, "hbm_stacks": point.chip_system.hbm_stacks,
-              "hbm_generation": REFERENCE_HBM_GENERATIONS[reference], "links": point.chip_system.links,
+              "hbm_generation": RIVAL_HBM_GENERATIONS[reference], "links": point.chip_system.links,
               "link_GBps": point.chip_system.link_bandwidth_Bps / 1e9, "topology": point.topology}
     return dataclasses.replace(design, system=system | point.summary() | point.figures(design.tokens_s))
 

@@ -10,9 +10,6 @@ from experiments.system_table import load_rows
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the published table (docs/system_table.json) predates each family's scale-up "
-                   "fabric, NIC and packaging costs (README: 'Not yet re-run on the current model'): the row's design now "
-                   "buys 1,344 chips, not 1,408; python -m experiments.system_table re-runs it and this passes again")
 def test_the_torus_host_reproduces_the_row_and_a_dgx_host_buys_fewer_chips():
     row = next(r for r in load_rows(TABLE) if r["workload"] == "gpt2-xl" and r["kind"] == "power")
     assert row["best"]["system"]["topology"] == "torus"

@@ -124,7 +124,8 @@ def _stub_layer(**fields) -> SimpleNamespace:
     return SimpleNamespace(**{"name": "block", "is_transformer_layer": True, "repeat": 1, "routed_experts": 16,
                               "experts_per_token": 4, "activation_stash_bytes": 0, "output_bytes": 1, "input_bytes": 1,
                               "stash_attention_bytes": 0, "stash_replicated_bytes": 0, "stash_kernel_bytes": 0,
-                              "stash_kernel_attention_bytes": 0, "stash_kernel_replicated_bytes": 0, **fields})
+                              "stash_kernel_attention_bytes": 0, "stash_kernel_replicated_bytes": 0,
+                              "routed_activation_bytes": 0, **fields})
 
 
 def test_layer_chain_prices_the_stacks_dispatch():
@@ -137,6 +138,44 @@ def test_layer_chain_prices_the_stacks_dispatch():
     one = oracle.node_deduplicated_dispatch_s(4096.0, 4, 16, 4, 4, (400.0, 0.01), (10.0, 0.1), 2)
     assert limited["ep_comm_s"] == pytest.approx(4 * one) and limited["fwd_s"] == pytest.approx(1.0 + 2 * one)
     assert limited["ep_comm_s"] < deduplicated["ep_comm_s"] < flat["ep_comm_s"]
+
+
+# ---------------------------------------------------------------- the expert kernels the traced graph lacks
+@pytest.mark.parametrize("e, sorts", [(1, 0), (4, 1), (16, 0)])
+def test_layer_chain_adds_the_expert_kernels_traffic(e, sorts):
+    """16 routed experts, routed tokens R = 4096 B, fc1 output A = 3072 B, streaming at 1000 B/s: the local sort and
+    unsort each read and write R in each direction when a rank holds several experts (e = 4: 4 local; none at e = 1,
+    no all-to-all, nor at e = 16, one local expert), and the activation kernel moves 1.5·A forward (read A, write A/2)
+    and 2.5·A backward (read A/2 and A, write A) — written out by hand, not from the function."""
+    layer = _stub_layer(param_bytes=1000, expert_param_bytes=800, routed_token_bytes=4096.0,
+                        routed_activation_bytes=3072.0)
+    graph = SimpleNamespace(layers=(layer,), tensor_width=1)
+    timing = {"block": LayerTiming(1.0, 2.0, 1.0, 2.0, "ilp", "ilp", True, True)}
+    free, = _layer_chain(graph, timing, _cluster("alltoall"), e)  # streaming_Bps defaults to infinite: no kernel time
+    priced, = _layer_chain(graph, timing, _cluster("alltoall"), e, streaming_Bps=1000.0)
+    sort_bytes = sorts * 2 * (4096 + 4096)
+    assert priced["fwd_s"] - free["fwd_s"] == pytest.approx((sort_bytes + 3072 + 1536) / 1000)
+    assert priced["bwd_s"] - free["bwd_s"] == pytest.approx((sort_bytes + 1536 + 3072 + 3072) / 1000)
+    assert priced["ep_comm_s"] == pytest.approx(free["ep_comm_s"])
+
+
+def test_a_dense_layer_has_no_expert_kernels():
+    dense = _stub_layer(param_bytes=1000, expert_param_bytes=0, routed_token_bytes=0, routed_experts=0,
+                        experts_per_token=0)
+    timing = {"block": LayerTiming(1.0, 2.0, 1.0, 2.0, "ilp", "ilp", True, True)}
+    entry, = _layer_chain(SimpleNamespace(layers=(dense,), tensor_width=1), timing, _cluster("alltoall"), 1,
+                          streaming_Bps=1.0)
+    assert (entry["fwd_s"], entry["bwd_s"]) == (1.0, 2.0)
+
+
+def test_the_graph_carries_the_routed_activation_bytes():
+    """Small Mixtral (8 experts top-2, FFN 96, 32 tokens: C = 8): the gate/up output is 8·8·(2·96) elements, 2 B each,
+    at every expert-parallel degree; a dense layer has none."""
+    for e in (1, 4):
+        block = next(layer for layer in model_graph(small("mixtral"), microbatch=1, tensor_width=1, expert_parallel=e).layers
+                     if layer.routed_experts)
+        assert block.routed_activation_bytes == 8 * 8 * 2 * 96 * 2
+    assert all(layer.routed_activation_bytes == 0 for layer in model_graph("gpt2-xl").layers)
 
 
 # ---------------------------------------------------------------- bad input: one clear line

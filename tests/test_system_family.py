@@ -136,13 +136,18 @@ def test_affordable_chips_are_the_brute_force_most_and_grow_with_the_budget(fami
         assert built <= n and built * spend.per_chip(estimate, fam, max(built, 1)) <= total * (1 + 1e-12)
 
 
-SOURCE_WORDS = ("datasheet", "et al.", "manual", "specification", "assumption", "Assumption", "DESIGN.md")
+SOURCE_WORDS = ("datasheet", "data sheet", "user guide", "documentation", "white paper", "et al.", "manual", "specification",
+                "assumption", "Assumption", "DESIGN.md")
 FAMILY_CONSTANTS = ("TPUV4_CHIP_MEAN_W", "TPUV4_SYSTEM_W_PER_CHIP", "TPUV4_HOST", "DGX_A100_MAX_W", "DGX_H100_MAX_W",
                     "DGX_HOST_USD_PER_CHIP", "DGX_A100_HOST", "DGX_H100_HOST", "NDR_FAT_TREE", "HDR_FAT_TREE",
                     "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "REFERENCE_FAMILIES", "SCALE_UP_SWITCH_W_PER_BPS",
                     "SCALE_UP_SWITCH_USD_PER_BPS", "TPUV4_OCS_POWER_SHARE", "TPUV4_OCS_COST_SHARE", "TPUV4_OCS_W_PER_CHIP",
                     "TPUV4_HOST_USD_PER_CHIP", "NVSWITCH_GEN2", "NVSWITCH_GEN3", "TPUV4_OCS", "CONNECTX7_W",
-                    "CONNECTX7_USD", "NDR_NIC_MODULE_W", "CONNECTX6_W", "CONNECTX6_USD")
+                    "CONNECTX7_USD", "NDR_NIC_MODULE_W", "CONNECTX6_W", "CONNECTX6_USD", "DGX_B200_MAX_W", "NVSWITCH_GEN4",
+                    "DGX_B200_HOST", "GB200_NVL72_CHIPS", "GB200_NVL72_RACK_W", "GB200_NVL72_HOST", "TPUV5P_POD_CHIPS",
+                    "TPUV5P_HOST", "MI300X_PLATFORM_CHIPS", "MI300X_MESH", "MI300X_HOST", "MI300X_RIVAL_SYSTEM",
+                    "FLAGSHIP_CHIP_SYSTEMS", "FLAGSHIP_TOPOLOGIES", "FLAGSHIP_FAMILIES", "FLAGSHIP_HBM_GENERATIONS",
+                    "FLAGSHIP_NUMBER_FORMATS", "RIVAL_TOPOLOGIES")
 
 
 def test_every_host_and_network_constant_has_a_docstring_with_its_source():
@@ -158,9 +163,12 @@ def test_every_host_and_network_constant_has_a_docstring_with_its_source():
     for name in ("TPUV4_CHIP_MEAN_W", "TPUV4_SYSTEM_W_PER_CHIP", "DGX_A100_MAX_W", "DGX_H100_MAX_W",
                  "DGX_HOST_USD_PER_CHIP", "SCALE_UP_SWITCH_W_PER_BPS", "SCALE_UP_SWITCH_USD_PER_BPS",
                  "TPUV4_OCS_POWER_SHARE", "TPUV4_OCS_COST_SHARE", "TPUV4_HOST_USD_PER_CHIP", "CONNECTX7_W",
-                 "CONNECTX7_USD", "NDR_NIC_MODULE_W", "CONNECTX6_W", "CONNECTX6_USD"):
+                 "CONNECTX7_USD", "NDR_NIC_MODULE_W", "CONNECTX6_W", "CONNECTX6_USD", "DGX_B200_MAX_W",
+                 "GB200_NVL72_CHIPS", "GB200_NVL72_RACK_W", "TPUV5P_POD_CHIPS", "MI300X_PLATFORM_CHIPS",
+                 "MI300X_RIVAL_SYSTEM"):
         assert any(word in docs[name] for word in SOURCE_WORDS), f"{name}'s docstring cites no source"
     assert "range" in docs["TPUV4_SYSTEM_W_PER_CHIP"] and "range" in docs["DGX_HOST_USD_PER_CHIP"]  # assumptions
+    assert "range" in docs["GB200_NVL72_RACK_W"] and "range" in docs["MI300X_RIVAL_SYSTEM"]
     for family in SYSTEM_FAMILIES.values():
         for part in (family.host, family.network, family.scale_up):
             assert any(word in part.source for word in SOURCE_WORDS), f"{part.name} cites no source"

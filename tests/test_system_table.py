@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from phaze_env.cluster import Cluster, get_cluster, reference_cluster
-from phaze_env.hardware.system import (REFERENCE_NUMBER_FORMATS, REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY,
-                                       SystemBudget, baseline_point, reference_point, topology_unit)
+from phaze_env.hardware.system import (FLAGSHIP_TOPOLOGIES, REFERENCE_NUMBER_FORMATS, REFERENCE_TOPOLOGIES, RIVAL_NUMBER_FORMATS,
+                                       RIVAL_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SystemBudget, UnknownRivalError,
+                                       baseline_point, reference_point)
 from search.config import SearchConfig
 from search.run import evaluate_reference
 from tests.test_system_space import BUDGET_W, TRAINING, WIDTHS, small_space
@@ -23,21 +24,25 @@ from tests.tiny import TINY
 @pytest.mark.parametrize("budget", [SystemBudget(power_w=1e6), SystemBudget(power_w=None, cost_usd=5e6)])
 def test_reference_points_buy_what_the_budget_pays_for_at_the_system_basis(budget):
     assert reference_point("tpuv4", budget) == baseline_point(budget)  # the search's baseline is one of them
-    for name, topology in REFERENCE_TOPOLOGIES.items():
+    for name, topology in RIVAL_TOPOLOGIES.items():  # the table's references and the 2024–25 flagships
         point = reference_point(name, budget)
-        more = point.n_devices + topology_unit(topology)
+        more = point.n_devices + point.family.unit
         total = budget.power_w if budget.power_w is not None else budget.cost_usd
-        assert point.n_devices % topology_unit(topology) == 0 and point.n_devices > 0
+        assert point.n_devices % point.family.unit == 0 and point.n_devices > 0
         assert point.n_devices * budget.per_chip(point.estimate, point.family, point.n_devices) <= total
         assert total < more * budget.per_chip(point.estimate, point.family, more)
         assert point.accelerator.gemm_efficiency == SYSTEM_GEMM_EFFICIENCY and point.topology == topology
-        for number_format in REFERENCE_NUMBER_FORMATS[name]:  # FP8 is a mode of the same chip: same count
+        for number_format in RIVAL_NUMBER_FORMATS[name]:  # FP8 is a mode of the same chip: same count
             other = reference_point(name, budget, number_format)
             assert other.accelerator.number_format == number_format and other.n_devices == point.n_devices
     with pytest.raises(ValueError, match="bf16"):
         reference_point("a100", budget, "fp8")
-    with pytest.raises(ValueError, match="unknown reference"):
+    with pytest.raises(ValueError, match="bf16"):
+        reference_point("tpuv5p", budget, "fp8")
+    with pytest.raises(UnknownRivalError, match="unknown rival system 'v100'[.].* Choose from .*b200, gb200, tpuv5p, "
+                                                "mi300x") as error:
         reference_point("v100", budget)
+    assert "\n" not in str(error.value)
 
 
 def test_reference_clusters_run_on_the_designs_software_basis():
@@ -97,6 +102,10 @@ def test_factors_multiply_to_the_ratio_and_the_row_renders(tmp_path):
     assert load_rows(tmp_path / "system_table.json") == [row]
     text = (tmp_path / "system_table.md").read_text()
     assert f"{row['best']['samples_s']:,.1f}" in text and row["best"]["plan"] in text and row["why"]["h100"] in text
+    assert set(row["flagships"]) == set(FLAGSHIP_TOPOLOGIES) and "## Against the best you can buy" in text
+    for name, rival in row["flagships"].items():  # built at the row's budget, or saying why not
+        assert rival["chips"] == reference_point(name, space.budget).n_devices
+        assert (rival["why"] in text) if rival["feasible"] else (rival["reason"] in text)
     assert render([row]) == text
 
 

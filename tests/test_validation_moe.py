@@ -81,3 +81,17 @@ def test_deepseek_v3_published_plan_fits_its_80_gib(moe_predictions):
     prediction = moe_predictions["deepseek-v3-2048-h800"]
     assert prediction.predicted is not None, prediction
     assert 0 < prediction.compute_efficiency < 1
+
+
+@pytest.mark.slow
+def test_moe_stack_gap_adds_up_to_the_published_step():
+    """experiments.moe_stack_gap: each Bridge row's prediction on the megatron-core profile plus the unpriced time per
+    layer and microbatch, times the layer-microbatches a device runs (m_r · L/p), is the published step."""
+    from experiments.moe_stack_gap import RECIPES, row
+
+    for name in RECIPES:
+        case, r = get_case(name), row(name)
+        tokens = case.global_batch * case.seq_len / case.n_devices  # per GPU and step
+        layer_microbatches = case.microbatches_per_replica * get_workload(case.workload).num_layers / case.pipeline
+        assert tokens / r["on_stack"] + r["gap_ms"] / 1e3 * layer_microbatches == pytest.approx(tokens / case.published)
+        assert r["on_stack_error"] == pytest.approx(r["on_stack"] / case.published - 1)

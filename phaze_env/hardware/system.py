@@ -25,6 +25,7 @@ Every constant cites its source or says "assumption" with its sensitivity (``doc
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,8 @@ from typing import Any
 from phaze_env.hardware import area
 from phaze_env.hardware.accelerator import (A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, Accelerator,
                                             get_preset)
-from phaze_env.hardware.cost import (A100_NVLINKS, H100_NVLINKS, NVLINK_LINK_BPS, PUBLISHED, SYSTEMS, ChipEstimate,
+from phaze_env.hardware.cost import (A100_NVLINKS, B200_NVLINKS, H100_NVLINKS, MI300X_ONE_NODE_SKETCH, NVLINK5_LINK_BPS,
+                                     NVLINK_LINK_BPS, PUBLISHED, SYSTEMS, ChipEstimate,
                                      ChipSystem, chip_estimate, compute_die_area_mm2, nre_usd_per_chip,
                                      periphery_area_mm2)
 from phaze_env.hardware.number_format import check_number_format
@@ -68,19 +70,21 @@ def topology_unit(topology: str) -> int:
     raise ValueError(f"unknown topology {topology!r}; choose from {', '.join(TOPOLOGIES)}")
 
 
-def torus_pods(n_devices: int) -> int:
-    """The pods (slices) a system-space torus of ``n_devices`` chips is built as: ``⌈n / TORUS_POD_CHIPS⌉`` equal
-    pods of whole cubes, joined by the data-centre network (one pod up to :data:`TORUS_POD_CHIPS`). Raises if
-    ``n_devices`` does not split so (:func:`devices_supported` only returns counts that do)."""
+def torus_pods(n_devices: int, pod_chips: int | None = None) -> int:
+    """The pods (slices) a system-space torus of ``n_devices`` chips is built as: ``⌈n / pod_chips⌉`` equal
+    pods of whole cubes, joined by the data-centre network (one pod up to ``pod_chips``, ``None``:
+    :data:`TORUS_POD_CHIPS`; a family's own pod: :attr:`SystemFamily.domain_chips`). Raises if ``n_devices`` does not
+    split so (:func:`devices_supported` only returns counts that do)."""
     unit = topology_unit("torus")
-    pods = max(1, -(-int(n_devices) // TORUS_POD_CHIPS))
+    pod_chips = pod_chips or TORUS_POD_CHIPS
+    pods = max(1, -(-int(n_devices) // pod_chips))
     if n_devices < unit or n_devices % (pods * unit):
-        raise ValueError(f"a torus of {n_devices} chips is {pods} pod(s) of at most {TORUS_POD_CHIPS}, which must be "
+        raise ValueError(f"a torus of {n_devices} chips is {pods} pod(s) of at most {pod_chips}, which must be "
                          f"equal and hold whole 4×4×4 cubes of {unit}: {n_devices} chips do not split so")
     return pods
 
 
-def devices_supported(topology: str, affordable: int) -> int:
+def devices_supported(topology: str, affordable: int, domain_chips: int | None = None) -> int:
     """The most chips ≤ ``affordable`` the family builds (0 if not one unit): whole units (switch domains, torus
     cubes); a torus of more than :data:`TORUS_POD_CHIPS` chips is :func:`torus_pods` equal pods, so its count is
     the largest one that splits into ``⌈n / pod⌉`` equal pods of whole cubes.
@@ -89,11 +93,15 @@ def devices_supported(topology: str, affordable: int) -> int:
     that still needs ``p`` pods (``p·⌊u/p⌋ > c·(p−1)``), else ``p − 1`` full pods — the larger of the two, which is
     the most any pod count allows (more pods than ``p`` do not fit ``u``; fewer hold at most ``c·(p−1)``). It loses
     fewer than ``p`` cubes to the equal split, never grows when the budget shrinks, and the budget pays for every
-    chip counted (the cluster's power and cost are this count's, :attr:`SystemPoint.cluster_power_w`)."""
-    unit = topology_unit(topology)
+    chip counted (the cluster's power and cost are this count's, :attr:`SystemPoint.cluster_power_w`).
+
+    ``domain_chips`` is the family's scale-up domain (:attr:`SystemFamily.domain_chips`; ``None``: the topology's
+    default): a switched family's unit (8 for a DGX, 72 for a GB200 NVL72), a torus family's pod (4,096 for TPU v4,
+    8,960 for TPU v5p)."""
+    unit = topology_unit(topology) if topology == "torus" or domain_chips is None else domain_chips
     units = max(0, int(affordable)) // unit
     if topology == "torus" and units:
-        per_pod = TORUS_POD_CHIPS // unit
+        per_pod = (domain_chips or TORUS_POD_CHIPS) // unit
         pods = -(-units // per_pod)
         units = max(pods * (units // pods), per_pod * (pods - 1))
     return units * unit
@@ -381,9 +389,19 @@ TPUV4_HOST = HostShare(
     "$2,500–10,000), its NIC charged apart")
 """The torus family's host: TPU v4's, what a TPU-v4-like system (the tpuv4 reference and every torus design of the
 system space) pays per chip beyond the chip and its OCS share."""
+def dgx_host_w_per_chip(node_max_w: float, gpu_tdp_w: float, switch: ScaleUpFabric, nvlinks: int,
+                        fat_tree: FatTree, link_Bps: float = NVLINK_LINK_BPS, gpus: int = SCALE_UP_DOMAIN) -> float:
+    """One GPU's share of a DGX-style node's power beyond the GPU, its NVSwitch share and its compute NIC (which the
+    scale-up fabric and the NIC charge apart): ``(node max − gpus × GPU TDP) / gpus − NVSwitch share − NIC``, for
+    ``nvlinks`` links of ``link_Bps`` per direction (NVLink 3/4 by default; NVLink 5's for Blackwell) and ``gpus`` per
+    node (a DGX's 8; a GB200 NVL72 rack's 72)."""
+    return ((node_max_w - gpus * gpu_tdp_w) / gpus
+            - switch.w_per_chip(nvlinks, nvlinks * 2 * link_Bps) - fat_tree.nic_w)
+
+
 DGX_A100_HOST = HostShare(
-    "dgx-a100", SCALE_UP_DOMAIN, (DGX_A100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["a100"].power_w) / SCALE_UP_DOMAIN
-    - NVSWITCH_GEN2.w_per_chip(A100_NVLINKS, A100_NVLINKS * 2 * NVLINK_LINK_BPS) - HDR_FAT_TREE.nic_w,
+    "dgx-a100", SCALE_UP_DOMAIN,
+    dgx_host_w_per_chip(DGX_A100_MAX_W, PUBLISHED["a100"].power_w, NVSWITCH_GEN2, A100_NVLINKS, HDR_FAT_TREE),
     DGX_HOST_USD_PER_CHIP,
     "DGX A100: (6.5 kW max − 8 × 400 W A100 TDP) / 8 = 412.5 W per GPU (2 AMD EPYC 7742, 1 TB DRAM, 6 NVSwitches, "
     "9 ConnectX-6 NICs, fans, supplies; NVIDIA DGX A100 datasheet) less its NVSwitch share (NVSWITCH_GEN2 at "
@@ -391,8 +409,8 @@ DGX_A100_HOST = HostShare(
     "DGX_HOST_USD_PER_CHIP (assumption, its range)")
 """The A100 reference's host: a DGX A100 node's, per GPU, without its NVSwitches and compute NIC."""
 DGX_H100_HOST = HostShare(
-    "dgx-h100", SCALE_UP_DOMAIN, (DGX_H100_MAX_W - SCALE_UP_DOMAIN * PUBLISHED["h100"].power_w) / SCALE_UP_DOMAIN
-    - NVSWITCH_GEN3.w_per_chip(H100_NVLINKS, H100_NVLINKS * 2 * NVLINK_LINK_BPS) - NDR_FAT_TREE.nic_w,
+    "dgx-h100", SCALE_UP_DOMAIN,
+    dgx_host_w_per_chip(DGX_H100_MAX_W, PUBLISHED["h100"].power_w, NVSWITCH_GEN3, H100_NVLINKS, NDR_FAT_TREE),
     DGX_HOST_USD_PER_CHIP,
     "DGX H100: (10.2 kW max − 8 × 700 W H100 TDP) / 8 = 575 W per GPU (2 Xeon 8480C, 2 TB DRAM, 4 NVSwitches, "
     "8 + 2 ConnectX-7 NICs, fans, supplies; NVIDIA DGX H100 datasheet) less its NVSwitch share (NVSWITCH_GEN3 at "
@@ -404,13 +422,83 @@ system space's switched designs are 8-chip switch domains of its generation: 100
 pays the NVSwitch its own link bandwidth needs)."""
 
 
+# --- the 2024–25 flagships' own systems (rivals "against the best you can buy") ------------------------------------
+DGX_B200_MAX_W = 14_300.0
+"""A DGX B200's maximum system power, 14.3 kW with its 8 B200 GPUs at 1,000 W (NVIDIA DGX B200 user guide,
+"Introduction to NVIDIA DGX B200 Systems", power specifications: "14.3 kW max.", six 3.3 kW supplies in 5+1; 2 Xeon
+8570, 2 TB DRAM, 2 fifth-generation NVLink switches, 8 single-port ConnectX-7 400 Gb/s cards, 2 BlueField-3)."""
+NVSWITCH_GEN4 = _nvswitch("nvswitch-gen4", "DGX B200: 2 fifth-generation NVLink switch chips (14.4 TB/s aggregate) for 8 "
+                                           "GPUs × 1.8 TB/s (NVIDIA DGX B200 user guide); GB200 NVL72: 9 NVLink switch "
+                                           "trays of 2 chips for 72 GPUs × 1.8 TB/s (NVIDIA DGX GB200 user guide). Power "
+                                           "and cost per byte/s as the third generation's (assumption, "
+                                           "SCALE_UP_SWITCH_W_PER_BPS and SCALE_UP_SWITCH_USD_PER_BPS's ranges)")
+"""The Blackwell systems' scale-up switch (NVLink 5 switches), per byte/s of NVLink bandwidth. The split between it
+and the host does not move a Blackwell system's power per chip: the host is the datasheet's system power less it."""
+DGX_B200_HOST = HostShare(
+    "dgx-b200", SCALE_UP_DOMAIN,
+    dgx_host_w_per_chip(DGX_B200_MAX_W, PUBLISHED["b200"].power_w, NVSWITCH_GEN4, B200_NVLINKS, NDR_FAT_TREE,
+                        NVLINK5_LINK_BPS),
+    DGX_HOST_USD_PER_CHIP,
+    "DGX B200: (14.3 kW max − 8 × 1,000 W B200 TDP) / 8 = 787.5 W per GPU (NVIDIA DGX B200 user guide) less its NVLink "
+    "switch share (NVSWITCH_GEN4 at 1.8 TB/s) and its compute NIC (NDR_FAT_TREE.nic_w: 8 ConnectX-7 400G per node); "
+    "cost DGX_HOST_USD_PER_CHIP (assumption, its range)")
+"""The B200 rival's host: a DGX B200 node's, per GPU, without its NVLink switches and compute NIC."""
+GB200_NVL72_CHIPS = 72
+"""GPUs in one GB200 NVL72 rack, one NVLink domain: 18 compute trays of 2 Grace CPUs and 4 Blackwell GPUs, joined by
+9 NVLink switch trays (NVIDIA DGX GB200 user guide, "Hardware": "72-GPU NVL domains")."""
+GB200_NVL72_RACK_W = 120_000.0
+"""A GB200 NVL72 rack's power: ≈ 120 kW (NVIDIA at GTC 2024, as reported by ServeTheHome and Tom's Hardware:
+"consumes 120 kW"). Assumption on its exact value — NVIDIA's GB200 NVL72 datasheet gives no rack power; OEM racks
+quote up to ≈ 132 kW: range 120–132 kW, i.e. 467–633 W per GPU beyond its 1,200 W. Consistency check: a GB200
+superchip (1 Grace + 2 GPUs) is rated 2,700 W, so Grace with its LPDDR5X takes ≈ 150 W per GPU of that."""
+GB200_NVL72_HOST = HostShare(
+    "gb200-nvl72", GB200_NVL72_CHIPS // 18,
+    dgx_host_w_per_chip(GB200_NVL72_RACK_W, PUBLISHED["gb200"].power_w, NVSWITCH_GEN4, B200_NVLINKS, NDR_FAT_TREE,
+                        NVLINK5_LINK_BPS, GB200_NVL72_CHIPS),
+    DGX_HOST_USD_PER_CHIP,
+    "GB200 NVL72: (GB200_NVL72_RACK_W − 72 × 1,200 W) / 72 = 467 W per GPU (assumption, range 467–633 W: 120–132 kW "
+    "racks) less its NVLink switch share (NVSWITCH_GEN4 at 1.8 TB/s) and its compute NIC (NDR_FAT_TREE.nic_w: 4 "
+    "ConnectX-7 400G per compute tray of 4 GPUs, NVIDIA DGX GB200 user guide); the rest is half a Grace CPU with its "
+    "LPDDR5X, the trays' BlueField-3, fans, pumps and power shelves; cost DGX_HOST_USD_PER_CHIP (assumption, its range)")
+"""The GB200 rival's host: its compute tray's and rack's share per GPU (4 GPUs per tray), without the NVLink switch
+trays and compute NICs."""
+TPUV5P_POD_CHIPS = 8960
+"""Chips in one TPU v5p pod: 8,960 in a 3-D torus (Cloud TPU v5p documentation: "8,960 chips per pod"; its largest
+slice 16×20×28, i.e. 140 cubes of 4×4×4 — :func:`phaze_env.cluster.torus_dims` of 8,960 gives those sides)."""
+TPUV5P_HOST = HostShare(
+    "tpuv5p-host", 4, TPUV4_HOST.w_per_chip, TPUV4_HOST_USD_PER_CHIP,
+    "TPU v5p host: 4 chips per host (Cloud TPU v5p documentation: a v5p host/VM holds 4 chips). Assumption: TPU v4's "
+    "host power and cost per chip (TPUV4_HOST) — Google publishes no v5p system power; range 110–250 W per chip (a "
+    "2-socket host with its DRAM and fans over 4 chips, up to twice TPU v4's for chips of ≈ 1.5× the power) and "
+    "$2,500–10,000")
+"""The TPU v5p rival's host: TPU v4's carried over (assumption, its range)."""
+MI300X_PLATFORM_CHIPS = 8
+"""GPUs in one AMD Instinct MI300X platform: 8 OAM modules on a universal baseboard, each GPU joined to the 7 others
+by one Infinity Fabric link of 128 GB/s (AMD Instinct MI300X data sheet / platform brief, 2023: 896 GB/s per GPU)."""
+MI300X_MESH = ScaleUpFabric(
+    "infinity-fabric-mesh", 0.0, 0.0, 0.0, 0.0,
+    "AMD Instinct MI300X platform: a full mesh of Infinity Fabric links between the 8 GPUs (AMD MI300X data sheet), no "
+    "switch chip: the links' SerDes are the GPUs' own (in their chip power and area); the baseboard's traces are in "
+    "the host's cost (assumption, range $0–500 per GPU)")
+"""The MI300X rival's scale-up fabric: a switchless full mesh, nothing beyond the chips' own SerDes."""
+MI300X_HOST = HostShare(
+    "mi300x-platform", MI300X_PLATFORM_CHIPS, DGX_H100_HOST.w_per_chip, DGX_HOST_USD_PER_CHIP,
+    "MI300X platform (8 × 750 W MI300X on one baseboard, 2 x86 CPUs, 8 × 400G NICs as OEM servers ship it: Dell "
+    "PowerEdge XE9680, Supermicro AS-8125GS-TNMR2). Assumption: DGX H100's host share per GPU (DGX_H100_HOST: the same "
+    "class of 8-GPU x86 server around 700–750 W GPUs) — AMD publishes no platform power in the sources used here; "
+    "range 300–600 W per GPU; cost DGX_HOST_USD_PER_CHIP (assumption, its range)")
+"""The MI300X rival's host: DGX H100's per-GPU host carried over (assumption, its range)."""
+
+
 @dataclass(frozen=True)
 class SystemFamily:
     """A system family: its chips' topology, the host each chip shares (:class:`HostShare`), the scale-out
     network (:class:`FatTree`) its chips reach through ``network_ports_per_chip`` NIC ports once the cluster
     outgrows :attr:`network_above_chips` (one switch domain; one torus pod), and the scale-up fabric its chips'
     own links plug into (:class:`ScaleUpFabric`: NVSwitch, OCS). Power and cost per chip beyond the chip are
-    :meth:`overhead_w_per_chip` and :meth:`overhead_usd_per_chip`; they never fall as the cluster grows."""
+    :meth:`overhead_w_per_chip` and :meth:`overhead_usd_per_chip`; they never fall as the cluster grows.
+    ``domain_chips``: the chips of one scale-up domain — a switched family's node (``None``: :data:`SCALE_UP_DOMAIN`,
+    a DGX's 8; a GB200 NVL72's 72), a torus family's pod (``None``: :data:`TORUS_POD_CHIPS`; TPU v5p's 8,960)."""
 
     name: str
     topology: str
@@ -418,18 +506,31 @@ class SystemFamily:
     network: FatTree
     network_ports_per_chip: float
     scale_up: ScaleUpFabric
+    domain_chips: int | None = None
 
     def __post_init__(self) -> None:
-        topology_unit(self.topology)  # an unknown topology raises with the known ones
+        unit = topology_unit(self.topology)  # an unknown topology raises with the known ones
         ports = self.network_ports_per_chip
         if isinstance(ports, bool) or not isinstance(ports, (int, float)) or not 0 < ports < math.inf:
             raise ValueError(f"a system family's chips need a positive number of network ports each, got {ports!r}")
+        domain = self.domain_chips
+        if domain is not None and (isinstance(domain, bool) or not isinstance(domain, int) or domain < 1
+                                   or (self.topology == "torus" and domain % unit)):
+            raise ValueError(f"a {self.topology} family's scale-up domain is a positive whole number of chips"
+                             f"{f' in whole cubes of {unit}' if self.topology == 'torus' else ''}, got {domain!r}")
 
     @property
     def network_above_chips(self) -> int:
-        """The largest cluster the family builds without its scale-out network: one torus pod
-        (:data:`TORUS_POD_CHIPS`), one switch domain (:data:`SCALE_UP_DOMAIN`)."""
+        """The largest cluster the family builds without its scale-out network: one torus pod or one switch domain
+        (:attr:`domain_chips`; by default :data:`TORUS_POD_CHIPS`, :data:`SCALE_UP_DOMAIN`)."""
+        if self.domain_chips is not None:
+            return self.domain_chips
         return TORUS_POD_CHIPS if self.topology == "torus" else SCALE_UP_DOMAIN
+
+    @property
+    def unit(self) -> int:
+        """The chip count of this family's clusters is a multiple of this: whole torus cubes, whole switch domains."""
+        return topology_unit(self.topology) if self.topology == "torus" else self.network_above_chips
 
     def network_ports(self, n_devices: int) -> float:
         """NIC ports on the scale-out network (0 while the cluster fits one switch domain or torus pod)."""
@@ -488,12 +589,24 @@ SYSTEM_FAMILIES: dict[str, SystemFamily] = {
                              scale_up=NVSWITCH_GEN2),
     "dgx-h100": SystemFamily("dgx-h100", "switched", DGX_H100_HOST, NDR_FAT_TREE, network_ports_per_chip=1.0,
                              scale_up=NVSWITCH_GEN3),
+    "dgx-b200": SystemFamily("dgx-b200", "switched", DGX_B200_HOST, NDR_FAT_TREE, network_ports_per_chip=1.0,
+                             scale_up=NVSWITCH_GEN4),
+    "gb200-nvl72": SystemFamily("gb200-nvl72", "switched", GB200_NVL72_HOST, NDR_FAT_TREE, network_ports_per_chip=1.0,
+                                scale_up=NVSWITCH_GEN4, domain_chips=GB200_NVL72_CHIPS),
+    "tpuv5p-torus": SystemFamily("tpuv5p-torus", "torus", TPUV5P_HOST, NDR_FAT_TREE,
+                                 network_ports_per_chip=1 / TPUV5P_HOST.chips_per_host, scale_up=TPUV4_OCS,
+                                 domain_chips=TPUV5P_POD_CHIPS),
+    "mi300x-platform": SystemFamily("mi300x-platform", "switched", MI300X_HOST, NDR_FAT_TREE,
+                                    network_ports_per_chip=1.0, scale_up=MI300X_MESH, domain_chips=MI300X_PLATFORM_CHIPS),
 }
 """The system families by name. TPU v4 torus: its hosts of 4 chips; its pods' optical circuit switches per ICI link
 (:data:`TPUV4_OCS`: the paper's bounds of 3 % of system power, 5 % of cost, Jouppi et al. 2023); several pods join over the data-centre network, one port per host (assumption: a 400 Gb/s-class port per host of
 4 chips, above PaLM's measured 53 Gb/s burst per host, ``cluster.TPUV4_DCN_PER_CHIP_BPS``) on a fat tree of
 :data:`NDR_FAT_TREE`'s switches and optics. DGX A100 / DGX H100: their nodes' hosts, one compute NIC per GPU on
-the HDR / NDR fat tree once the cluster is more than one node (NVIDIA DGX SuperPOD reference architectures)."""
+the HDR / NDR fat tree once the cluster is more than one node (NVIDIA DGX SuperPOD reference architectures). The
+2024–25 flagships' (rivals only, :data:`FLAGSHIP_FAMILIES`): DGX B200 and GB200 NVL72 (72-GPU NVLink domains) on the
+NDR fat tree, TPU v5p in pods of 8,960 with TPU v4's OCS per link (assumption: the same optical switching, range
+0–3 % of power as TPU v4's), the MI300X platform's switchless mesh of 8."""
 TOPOLOGY_FAMILIES = {"torus": "tpuv4-torus", "switched": "dgx-h100"}
 """The family a system-space design of each topology is built as: a torus with TPU v4's hosts and data-centre
 network; a switched system as DGX H100 nodes on NDR InfiniBand (its generation: 100G-PAM4 SerDes, HBM3/3E)."""
@@ -712,13 +825,16 @@ class SystemPoint:
         share = self.budget.per_chip(self.estimate, self.family, max(1, affordable))
         return (f"a {self.budget.describe()} budget buys {affordable:,} of these chips "
                 f"({share:,.0f} {unit} each), not one whole {self.topology} unit of "
-                f"{topology_unit(self.topology)}: no cluster to train on")
+                f"{self.family.unit}: no cluster to train on")
 
     @property
     def pods(self) -> int:
-        """The pods (slices over the data-centre network) the cluster is built as: :func:`torus_pods` for a torus,
-        1 for the switched family (its nodes are already joined by its scale-out network) and for no chips."""
-        return torus_pods(self.n_devices) if self.topology == "torus" and self.n_devices else 1
+        """The pods (slices over the data-centre network) the cluster is built as: :func:`torus_pods` (of the
+        family's pod) for a torus, 1 for a switched family (its nodes are already joined by its scale-out network) and
+        for no chips."""
+        if self.topology == "torus" and self.n_devices:
+            return torus_pods(self.n_devices, self.family.network_above_chips)
+        return 1
 
     @property
     def wall_power_per_chip_w(self) -> float:
@@ -794,7 +910,8 @@ def system_point(accelerator: Accelerator, chip_system: ChipSystem, topology: st
         nre = nre_usd_per_chip(chip_system.process, budget.nre_chips)
         estimate = dataclasses.replace(estimate, cost_usd={**estimate.cost_usd, "nre": nre})
     return SystemPoint(accelerator, chip_system, topology, estimate,
-                       devices_supported(topology, budget.affordable(estimate, family)), budget, family)
+                       devices_supported(topology, budget.affordable(estimate, family), family.domain_chips), budget,
+                       family)
 
 
 def choice_point(choice: SystemChoice, arch: Accelerator, budget: SystemBudget, node: str = SYSTEM_NODE) -> SystemPoint:
@@ -820,22 +937,67 @@ bf16 MXUs (Jouppi et al. 2023) have no FP8. A design of the system space may pic
 reference its best format too."""
 
 
+MI300X_RIVAL_SYSTEM = dataclasses.replace(MI300X_ONE_NODE_SKETCH, dies=4,
+                                          d2d_bandwidth_Bps=get_preset("mi300x").hbm_bandwidth_Bps)
+"""The MI300X as the rival is built: ``cost.MI300X_ONE_NODE_SKETCH`` (one N5 node, SIMT cores) split into its four
+quadrants — each an I/O die with its two compute dies (AMD CDNA 3 white paper, 2023: four IODs joined by Infinity
+Fabric AP), so each fits the reticle where the one-die sketch does not. Assumptions: the die-to-die traffic between
+quadrants is the chip's HBM bandwidth (5.3 TB/s; every XCD's memory interleaves over all 8 stacks, so ¾ of its
+accesses cross a quadrant; range 2.6–10.6 TB/s); one node for compute and I/O dies (the real I/O dies are N6). Its
+modelled power is above AMD's 750 W (the sketch's GPU core factor is GA100's, its peak the 2.1 GHz top clock:
+``docs/cost_model.md``), so a power budget buys fewer MI300X than a 750 W figure would: stated with the table."""
+FLAGSHIP_CHIP_SYSTEMS = {"b200": SYSTEMS["b200"][0], "gb200": SYSTEMS["gb200"][0], "tpuv5p": SYSTEMS["tpuv5p"][0],
+                         "mi300x": MI300X_RIVAL_SYSTEM}
+"""The 2024–25 flagships' chips as the cost model builds them (``cost.SYSTEMS``' published system fields; the MI300X
+:data:`MI300X_RIVAL_SYSTEM`)."""
+FLAGSHIP_TOPOLOGIES = {"b200": "switched", "gb200": "switched", "tpuv5p": "torus", "mi300x": "switched"}
+"""How each 2024–25 flagship is deployed: B200 in DGX B200 nodes, GB200 in NVL72 racks (a 72-GPU switch domain), TPU
+v5p in its pods' 3-D torus (Cloud TPU v5p documentation), MI300X in 8-GPU platforms (a full mesh, modelled as a switch
+domain of 8 with each GPU's 7 links: 448 GB/s per direction, what an all-to-all over the mesh moves; assumption)."""
+FLAGSHIP_FAMILIES = {"b200": "dgx-b200", "gb200": "gb200-nvl72", "tpuv5p": "tpuv5p-torus", "mi300x": "mi300x-platform"}
+"""The system family each flagship is deployed as (:data:`SYSTEM_FAMILIES`): its own hosts and network."""
+FLAGSHIP_HBM_GENERATIONS = {"b200": "hbm3e", "gb200": "hbm3e", "tpuv5p": "hbm2e", "mi300x": "hbm3"}
+"""The flagships' HBM generations, for labels (NVIDIA Blackwell brief: HBM3e; Cloud TPU v5p documentation: HBM2e;
+AMD MI300X data sheet: HBM3)."""
+FLAGSHIP_NUMBER_FORMATS = {"b200": ("bf16", "fp8"), "gb200": ("bf16", "fp8"), "tpuv5p": ("bf16",),
+                           "mi300x": ("bf16", "fp8")}
+"""The tensor-core formats each flagship trains in: Blackwell's and the MI300X's FP8 (their data sheets: 4.5 / 5 and
+2.6 PFLOP/s dense FP8); TPU v5p lists bf16 and int8, no FP8 (Cloud TPU v5p documentation)."""
+RIVAL_TOPOLOGIES = REFERENCE_TOPOLOGIES | FLAGSHIP_TOPOLOGIES
+"""Every rival :func:`reference_point` builds: the table's references (same node) and the 2024–25 flagships."""
+RIVAL_FAMILIES = REFERENCE_FAMILIES | FLAGSHIP_FAMILIES
+RIVAL_HBM_GENERATIONS = REFERENCE_HBM_GENERATIONS | FLAGSHIP_HBM_GENERATIONS
+RIVAL_NUMBER_FORMATS = REFERENCE_NUMBER_FORMATS | FLAGSHIP_NUMBER_FORMATS
+
+
+class UnknownRivalError(ValueError):
+    """A rival system name :func:`reference_point` cannot build (one line naming the known ones)."""
+
+
+def check_rival(name: str) -> None:
+    """Raise :class:`UnknownRivalError` unless ``name`` is a rival :func:`reference_point` builds."""
+    if name not in RIVAL_TOPOLOGIES:
+        close = difflib.get_close_matches(str(name), RIVAL_TOPOLOGIES, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise UnknownRivalError(f"unknown rival system {name!r}.{hint} Choose from {', '.join(RIVAL_TOPOLOGIES)}")
+
+
 def reference_point(name: str, budget: SystemBudget, number_format: str = "bf16") -> SystemPoint:
-    """Reference chip ``name`` (a key of :data:`REFERENCE_TOPOLOGIES`) in its topology at ``budget``: the chip
+    """Reference chip ``name`` (a key of :data:`RIVAL_TOPOLOGIES`: the table's references and the 2024–25
+    flagships) in its topology and family at ``budget``: the chip
     count from the same power and cost models the system space's designs get (:func:`system_point`, i.e. the
     *modelled* chip power and cost, not the datasheet's), at :data:`SYSTEM_GEMM_EFFICIENCY` like every design
     (the a100 preset's own measured value; for tpuv4 (1.0) and h100 (0.801 measured) it is the same basis, not
     their own). ``number_format`` (one of :data:`REFERENCE_NUMBER_FORMATS`) is the format it trains in; the chip
     estimate, hence the chip count, is the preset's whatever the format (FP8 is a mode of the same published
     chip, whose die already holds it)."""
-    if name not in REFERENCE_TOPOLOGIES:
-        raise ValueError(f"unknown reference system {name!r}; choose from {', '.join(REFERENCE_TOPOLOGIES)}")
-    if number_format not in REFERENCE_NUMBER_FORMATS[name]:
-        raise ValueError(f"the {name} reference trains in {' or '.join(REFERENCE_NUMBER_FORMATS[name])}, "
+    check_rival(name)
+    if number_format not in RIVAL_NUMBER_FORMATS[name]:
+        raise ValueError(f"the {name} reference trains in {' or '.join(RIVAL_NUMBER_FORMATS[name])}, "
                          f"not {number_format!r}")
-    chip_system, _ = SYSTEMS[name]
+    chip_system = FLAGSHIP_CHIP_SYSTEMS[name] if name in FLAGSHIP_CHIP_SYSTEMS else SYSTEMS[name][0]
     point = system_point(get_preset(name).replace(gemm_efficiency=SYSTEM_GEMM_EFFICIENCY), chip_system,
-                         REFERENCE_TOPOLOGIES[name], budget, SYSTEM_FAMILIES[REFERENCE_FAMILIES[name]], custom=False)
+                         RIVAL_TOPOLOGIES[name], budget, SYSTEM_FAMILIES[RIVAL_FAMILIES[name]], custom=False)
     if number_format == point.accelerator.number_format:
         return point
     return dataclasses.replace(point, accelerator=point.accelerator.replace(number_format=number_format))
@@ -853,5 +1015,7 @@ __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "T
            "SYSTEM_FAMILIES", "TOPOLOGY_FAMILIES", "ScaleUpFabric", "NVSWITCH_GEN2", "NVSWITCH_GEN3", "TPUV4_OCS",
            "REFERENCE_FAMILIES", "topology_family", "SYSTEM_GEMM_EFFICIENCY", "DESIGN_GEMM_EFFICIENCY", "SYSTEM_NODE",
            "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
-           "SystemPoint", "REFERENCE_HBM_GENERATIONS", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
+           "SystemPoint", "REFERENCE_HBM_GENERATIONS", "FLAGSHIP_CHIP_SYSTEMS", "FLAGSHIP_FAMILIES",
+           "FLAGSHIP_HBM_GENERATIONS", "FLAGSHIP_NUMBER_FORMATS", "FLAGSHIP_TOPOLOGIES", "RIVAL_FAMILIES",
+           "RIVAL_HBM_GENERATIONS", "RIVAL_NUMBER_FORMATS", "RIVAL_TOPOLOGIES", "UnknownRivalError", "check_rival", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]

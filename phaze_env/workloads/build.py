@@ -152,7 +152,8 @@ def _layers(workload: Workload, trace: Trace, seq_len: int, microbatch: int, t: 
         routing = dict(routed_experts=workload.num_experts,
                        experts_per_token=int(workload.config_dict["num_experts_per_tok"])) if experts else {}
         layers.append(replace(layer, expert_param_bytes=region_params(trace, experts, t, owned[region])[1] * bpe,
-                              routed_token_bytes=_routed_elements(experts) * bpe, **routing))
+                              routed_token_bytes=_routed_elements(experts) * bpe,
+                              routed_activation_bytes=_routed_activation_elements(nodes) * bpe, **routing))
     return layers
 
 
@@ -192,6 +193,15 @@ def _routed_elements(expert_ops: list) -> int:
     first batched matmul (:class:`~phaze_env.workloads.moe.StaticExperts`; 0 for a dense layer)."""
     batch, rows, inner, _ = next((op.gemms[0] for op in expert_ops if op.gemms), (0, 0, 0, 0))
     return batch * rows * inner
+
+
+def _routed_activation_elements(nodes: list) -> int:
+    """Elements of the routed experts' first GEMM output at this tensor width (``experts × capacity × 2·ffn/t``: the
+    gate and up projections its activation kernel reads; the product is the same at every expert-parallel shape);
+    0 for a dense layer."""
+    batch, rows, _, cols = next((node.gemms[0] for node in nodes if node.moe_role == "expert" and node.gemms),
+                                (0, 0, 0, 0))
+    return batch * rows * cols
 
 
 def _owned_params(trace: Trace) -> dict[str, set[str]]:

@@ -123,6 +123,8 @@ class Layer:
     # one dispatch or combine all-to-all's buffer per rank, of which (e − 1)/e leaves it
     routed_experts: int = 0  # routed experts of an MoE layer (0: dense), and how many each token picks (top-k):
     experts_per_token: int = 0  # what a node-deduplicated dispatch sends depends on them (phaze_env.moe_dispatch)
+    routed_activation_bytes: int = 0  # the routed experts' first GEMM output per microbatch (experts × capacity × 2·ffn,
+    # SwiGLU's gate and up halves): what their activation kernel reads (phaze_env.moe_dispatch.expert_kernel_bytes)
 
     @property
     def num_ops(self) -> int:
