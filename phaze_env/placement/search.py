@@ -44,7 +44,8 @@ microbatches per replica, ``v`` virtual stages per device):
   stage's buckets leave exposed after its last backward pass and before its first forward pass
   (:mod:`phaze_env.placement.dp_overlap`; per chunk when interleaved), so a stage's sync is a matrix of its own
   layers and passes, not a function of its parameter bytes: the ε-constraint walk below runs on the largest stage
-  sync itself, as at ``e > 1``, and the bounds count the exposed part as 0 (the step is still counted).
+  sync itself, as at ``e > 1``, and the shape bounds count the exposed part at its floor, the stages' share of the
+  collectives less the passes (:meth:`PlacementSearch.overlap_floor_s`; the step is still counted).
 
 Exactness. Recompute modes are ordered by time (none ≤ selective ≤ full) and each only lowers memory,
 so the fastest fitting mode is the stage's one cost for each ``n``, and the gradient bytes never depend
