@@ -58,7 +58,10 @@ def section(errors: dict[str, float]) -> list[str]:
             f"calculon-ai/calculon `{CALCULON_COMMIT[:9]}` (`experiments/calculon_reference.py`). Batch time in "
             f"seconds. Mean absolute error: ours {statistics.mean(ours):.1%}, Calculon's {statistics.mean(theirs):.1%} "
             f"over {len(rows)} runs.", "",
-            "| model | recompute | published | ours | Calculon |", "|---|---|---|---|---|", *rows, ""]
+            "| model | recompute | published | ours | Calculon |", "|---|---|---|---|---|", *rows, "",
+            "Why ours is high at 530B and 1T, term by term (the LM head's stage, GEMM wave quantisation, the attention "
+            "dropout the trace lacks, the LM head's recompute), with the same terms for Megatron-LM's 2021 runs of "
+            "these models: [table5_scaling.md](table5_scaling.md) (`python -m experiments.table5_scaling`).", ""]
 
 
 __all__ = ["CALCULON_COMMIT", "TABLE5", "case_name", "our_batch_time_s", "section"]

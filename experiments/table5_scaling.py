@@ -1,0 +1,419 @@
+"""Why Korthikanti et al. 2022 Table 5 is over-predicted at 530B and 1T: each term of our model, measured per row.
+
+``python -m experiments.table5_scaling [--write docs/table5_scaling.md]`` evaluates every ``korthikanti22-*`` case on
+its own cluster (the case's, as ``experiments.validate`` does) and prints, per row:
+
+* **LM-head stage share** — from the pipeline's per-microbatch time on the slowest device and on a middle one
+  (``Evaluation.plan["stage_times_s"]``). Megatron-LM (2022) puts the embedding on the first and the LM head +
+  loss on the last stage and splits the transformer layers evenly, as the model does; the batch time is
+  ``(m_r + (p−1)/v) · max c``, so ``1 − middle/slowest`` is the share of the batch time the LM head's stage adds;
+* **LM-head recompute** — the LM head's forward, which the model repeats under full recompute; Megatron-LM's
+  checkpointing wraps the transformer layers only (NVIDIA/Megatron-LM ``megatron/model/transformer.py``,
+  ``ParallelTransformer._checkpointed_forward`` loops over ``self.layers``; the LM head is outside it), so this is a
+  share of the batch time the model adds that the run did not spend;
+* **per-layer efficiency, ours and published** — a transformer layer's model FLOPs (forward, backward and what the
+  recompute mode repeats) over its time at the A100's 312 TFLOP/s; the published one removes from the published
+  per-device time the same non-layer terms as ours (LM head, embedding, p2p sends) and divides the rest by the
+  layers of the slowest device;
+* **GEMM share** — the layer's compute-bound tensor-core operators (the four weight GEMMs and their gradients) in
+  its time; the rest is tensor-parallel all-reduces, the memory-bound attention matmuls and elementwise kernels;
+* **wave quantisation** — a FLOP-weighted ``tiles / (SMs · ⌈tiles / SMs⌉)`` of those GEMMs with cuBLAS's
+  256×128 output tiles on the A100's 108 SMs (:data:`A100_SMS`, :data:`CUBLAS_TILE`): the fraction of the last
+  wave's SMs that do work. The model does not price it (its A100 is 128 arrays of 32×32; the framework efficiency,
+  fitted on 175B, absorbs the 175B shapes' loss). ``if waves`` rescales the model's GEMM times by
+  ``quantisation(175B) / quantisation(row)`` (the framework efficiency refitted on 175B keeps 175B unchanged) and
+  re-forms the slowest device's time: a first-order estimate, not a re-evaluation;
+* **attention dropout** — Megatron-LM's dropout on the attention scores (:func:`attention_dropout_bytes`), a
+  memory-bound cost the traced graph does not have; ``if dropout`` adds it to every layer at the achievable HBM
+  bandwidth and the framework efficiency;
+* **Calculon's GEMM efficiency** — its A100 matrix-efficiency steps (:data:`CALCULON_A100_MATRIX_EFFICIENCY`) at the
+  same GEMMs, beside ours.
+
+Every what-if is divided by its own ratio at the 175B full-recompute row: the efficiency refitted there, to first
+order (it scales nearly all of a batch's time).
+
+Nothing here changes a prediction; the report (docs/table5_scaling.md) is the analysis behind docs/validation.md's
+Table 5 section, and also lists the same terms for Megatron-LM's 2021 runs of the same models (Narayanan et al. 2021
+Table 2), the held-out rows a change to these terms would move most.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import statistics
+import sys
+from dataclasses import replace
+
+import numpy as np
+
+from experiments.calculon_reference import TABLE5, case_name
+from experiments.validation_cases import get_case
+import phaze_env.pricing
+from experiments.validation_fit import (_bisect, case_accelerator, case_cluster, evaluation_with, metric_value, plan_of,
+                                        published_time_s)
+from phaze_env.evaluate import evaluate
+from phaze_env.cli import OneLineParser, print_output
+from phaze_env.explain import explain_layer
+from phaze_env.files import write_text_atomic
+from phaze_env.workloads import get_workload, model_graph
+
+A100_SMS = 108
+"""Streaming multiprocessors of the A100 product (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020: 108 of the
+GA100 die's 128 SMs enabled)."""
+CUBLAS_TILE = (256, 128)
+"""Output tile of each thread block of a large bf16 GEMM on A100: the largest tile of cuBLAS's Ampere tensor-core
+kernels (named ``ampere_bf16_s16816gemm_bf16_256x128_…``; CUTLASS's default Ampere bf16 tile is 128×256 × 64). An
+*assumption* for every GEMM here, range 128×128 to 256×128: which kernel runs for a shape is cuBLAS's unpublished
+heuristic. With 128×128 the 175B/1T quantisation ratio is 1.042 instead of 1.060."""
+CALCULON_A100_MATRIX_EFFICIENCY = ((128e9, 0.95), (16e9, 0.9), (1e9, 0.6), (0.0, 0.1))
+"""Calculon's A100 matrix efficiency, a step function of an operation's FLOPs (the first row whose threshold the FLOPs
+reach): calculon-ai/calculon ``systems/a100_80g.json`` ``matrix.float16.gflops_efficiency`` at
+:data:`experiments.calculon_reference.CALCULON_COMMIT`, read by its ``Processor.efficiency``."""
+CALIBRATION_SIZE = "175b"
+"""The model whose full-recompute row the megatron-lm A100 efficiency is fitted to."""
+
+
+def wave_quantisation(m: int, n: int, sms: int = A100_SMS, tile: tuple[int, int] = CUBLAS_TILE, batch: int = 1) -> float:
+    """Fraction of the SM-waves of ``batch`` ``m × n`` outputs that do work: ``tiles / (sms · ⌈tiles / sms⌉)``."""
+    big, small = max(m, n), min(m, n)
+    tiles = batch * math.ceil(big / tile[0]) * math.ceil(small / tile[1])
+    return tiles / (sms * math.ceil(tiles / sms))
+
+
+def calculon_matrix_efficiency(flops: float) -> float:
+    """Calculon's A100 efficiency for one matrix operation of ``flops`` (:data:`CALCULON_A100_MATRIX_EFFICIENCY`)."""
+    return next(efficiency for threshold, efficiency in CALCULON_A100_MATRIX_EFFICIENCY if flops >= threshold)
+
+
+def _is_gemm(op) -> bool:
+    return op.unit in ("tc", "tc+vc") and op.bound == "compute"
+
+
+def layer_terms(case, evaluation) -> dict[str, float]:
+    """A transformer layer of ``case`` on its cluster: time (recompute included), GEMM time, FLOPs, quantisation
+    (``evaluation``: the case's, for the attention forward that selective recompute repeats)."""
+    accelerator, cluster = case_accelerator(case), case_cluster(case)
+    explained = explain_layer(case.workload, accelerator, cluster, layer="block", tensor_width=case.tensor,
+                              microbatch=case.microbatch, seq_len=case.seq_len)
+    graph = model_graph(get_workload(case.workload), seq_len=case.seq_len, microbatch=case.microbatch,
+                        tensor_width=case.tensor)
+    block = next(item for item in graph.layers if item.name == "block")
+    gemm_ops = {("fwd", op.name): op for op in block.fwd.ops} | {("bwd", op.name): op for op in block.bwd.ops}
+    fwd_gemm_s = sum(o.latency_s for o in explained.ops if o.direction == "fwd" and _is_gemm(o))
+    bwd_gemm_s = sum(o.latency_s for o in explained.ops if o.direction == "bwd" and _is_gemm(o))
+    attention_fwd_s = float(evaluation.layer_timings[f"t{case.tensor}_m{case.microbatch}"]["block"]["attention_fwd_s"])
+    full = case.recompute == "full"
+    repeat_s = explained.fwd_s if full else attention_fwd_s
+    fwd_flops = sum(op.gemm_flops for op in block.fwd.ops)
+    bwd_flops = sum(op.gemm_flops for op in block.bwd.ops)
+    weighted, calculon, total = 0.0, 0.0, 0.0
+    for (direction, name), op in gemm_ops.items():
+        scheduled = next((o for o in explained.ops if o.direction == direction and o.name == name), None)
+        if scheduled is None or not _is_gemm(scheduled):
+            continue
+        for gemm in op.gemms:
+            weighted += gemm.flops * wave_quantisation(gemm.m, gemm.n, batch=gemm.batch)
+            calculon += gemm.flops * calculon_matrix_efficiency(gemm.flops)
+            total += gemm.flops
+    comm_fwd_s = sum(o.latency_s for o in explained.ops if o.direction == "fwd" and o.unit == "comm")
+    comm_bwd_s = sum(o.latency_s for o in explained.ops if o.direction == "bwd" and o.unit == "comm")
+    return {"time_s": explained.time_s + repeat_s, "comm_s": comm_bwd_s + comm_fwd_s * (2 if full else 1),
+            "passes": 3 if full else 2,
+            "gemm_s": bwd_gemm_s + fwd_gemm_s * (2 if full else 1),
+            "flops": bwd_flops + fwd_flops * (2 if full else 1),
+            "quantisation": weighted / total, "calculon_gemm_eff": calculon / total,
+            "gemm_eff": total / (accelerator.peak_flops * (fwd_gemm_s + bwd_gemm_s))}
+
+
+def row(name: str) -> dict[str, float]:
+    """Every term of one validation case of the megatron-lm stack (see the module docstring)."""
+    case = get_case(name)
+    evaluation = evaluation_with(case)
+    plan = evaluation.plan
+    times = [float(t) for t in plan["stage_times_s"]]
+    slowest, middle = max(times), statistics.median(times)
+    layers = layer_terms(case, evaluation)
+    layers_on_slowest = case_layers(case) // case.pipeline
+    overhead_s = slowest - layers_on_slowest * layers["time_s"]  # LM head (+ its recompute), p2p sends
+    steady = plan["microbatches_per_replica"] + (case.pipeline - 1) / case.interleave
+    published_c = published_time_s(case) / steady
+    published_layer_s = (published_c - overhead_s) / layers_on_slowest
+    peak = case_accelerator(case).peak_flops
+    dropout_s = attention_dropout_bytes(case) / (case_accelerator(case).effective_hbm_bandwidth_Bps
+                                                  * case_cluster(case).stack.framework_efficiency)
+    head = evaluation.layer_timings[f"t{case.tensor}_m{case.microbatch}"]["post"]
+    head_recompute_s = float(head["fwd_s"]) if case.recompute == "full" and case.pipeline > 1 else 0.0
+    return {"ours_s": plan["time_per_batch_s"], "published_s": published_time_s(case), "steady": steady,
+            "slowest_s": slowest, "middle_s": middle, "overhead_s": overhead_s,
+            "head_share": 1 - middle / slowest if case.pipeline > 1 else 0.0,
+            "head_recompute_s": head_recompute_s, "head_recompute_share": head_recompute_s / slowest,
+            "layer_eff": layers["flops"] / (peak * layers["time_s"]),
+            "published_layer_eff": layers["flops"] / (peak * published_layer_s),
+            "gemm_share": layers["gemm_s"] / layers["time_s"], "quantisation": layers["quantisation"],
+            "layers_on_slowest": layers_on_slowest, "layer_s": layers["time_s"], "gemm_s": layers["gemm_s"],
+            "comm_s": layers["comm_s"], "dropout_s": dropout_s, "gemm_eff": layers["gemm_eff"],
+            "calculon_gemm_eff": layers["calculon_gemm_eff"], "published_layer_s": published_layer_s,
+            "passes": layers["passes"]}
+
+
+def case_layers(case) -> int:
+    """Transformer layers of the case's model (its registry config)."""
+    from experiments.validation_fit import _dims
+    return _dims(case)[0]
+
+
+def attention_dropout_bytes(case) -> float:
+    """HBM bytes per layer and microbatch of Megatron-LM's attention dropout (``--attention-dropout`` 0.1, its default
+    and the paper's: Korthikanti et al. 2022 §4.1 count its mask, ``a·s²·b`` bytes, and its output, ``2·a·s²·b``),
+    which the traced graph lacks: on the ``E = b·(a/t)·s²`` scores of a device, the forward reads 2E and writes 2E + E
+    (mask), the backward reads 2E + E and writes 2E; full and selective recompute repeat the forward (the attention
+    core is what selective recompute repeats), no recompute does not."""
+    heads = get_workload(case.workload).config_dict["n_head"]
+    scores = case.microbatch * heads // case.tensor * case.seq_len ** 2
+    forwards = 1 if case.recompute == "none" else 2
+    return (5 * forwards + 5) * scores
+
+
+def what_if_s(terms: dict[str, float], reference: float | None, head_recompute: bool = True,
+              dropout: bool = False) -> float:
+    """The batch time if GEMMs were priced with their wave quantisation (``reference``: the calibration row's, the
+    efficiency refitted there: GEMM times scaled by ``reference / quantisation``; None: not), without the LM head's
+    recompute when ``head_recompute`` is False, and with the attention dropout when ``dropout``: the slowest device's
+    time re-formed, the steady state ``(m_r + (p−1)/v)`` times it replaced."""
+    scale = 1.0 if reference is None else reference / terms["quantisation"]
+    layer_s = terms["layer_s"] - terms["gemm_s"] * (1 - scale) + (terms["dropout_s"] if dropout else 0.0)
+    slowest = terms["layers_on_slowest"] * layer_s + terms["overhead_s"]
+    if not head_recompute:
+        slowest -= terms["head_recompute_s"]
+    return terms["ours_s"] - terms["steady"] * (terms["slowest_s"] - slowest)
+
+
+def fixed_overhead(small: dict[str, float], large: dict[str, float]) -> tuple[float, float]:
+    """(overhead s per layer, efficiency) solving ``published layer = device / e + comm + overhead`` at two rows: the
+    alternative in which part of the framework efficiency is a fixed per-layer cost (launches, dispatch)."""
+    efficiency = case_cluster(get_case(case_name(CALIBRATION_SIZE, "full"))).stack.framework_efficiency
+    device = [(t["layer_s"] - t["comm_s"]) * efficiency for t in (small, large)]  # at efficiency 1
+    target = [t["published_layer_s"] - t["comm_s"] for t in (small, large)]
+    new_efficiency = (device[1] - device[0]) / (target[1] - target[0])
+    return target[0] - device[0] / new_efficiency, new_efficiency
+
+
+@contextlib.contextmanager
+def gemms_wave_quantised():
+    """Within it, the evaluator prices every tensor-core operator's compute at its GEMMs' FLOP-weighted wave
+    quantisation (compute time divided by it; batched GEMMs count ``batch ×`` the tiles): a sensitivity of the model,
+    not a change to it. Evaluate uncached inside it (``cache=False``): the cache keys do not see the patch."""
+    original = phaze_env.pricing.latency_terms
+
+    def quantised(ops, *args, **kwargs):
+        tc, vc, tensor, vector = original(ops, *args, **kwargs)
+        factor = np.ones(len(ops))
+        for i, op in enumerate(ops):
+            if op.gemm_flops:
+                factor[i] = sum(g.flops * wave_quantisation(g.m, g.n, batch=g.batch) for g in op.gemms) / op.gemm_flops
+        return tc, vc, replace(tensor, compute_one_s=tensor.compute_one_s / factor[:, None],
+                               compute_all_s=tensor.compute_all_s / factor[:, None]), vector
+
+    phaze_env.pricing.latency_terms = quantised
+    try:
+        yield
+    finally:
+        phaze_env.pricing.latency_terms = original
+
+
+def _uncached_metric(case, efficiency: float) -> float:
+    cluster = case_cluster(case).replace(framework_efficiency=efficiency)
+    evaluation = evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case), seq_len=case.seq_len,
+                          cache=False)
+    return metric_value(case, evaluation.plan["time_per_batch_s"])
+
+
+def reevaluated_with_waves(names: tuple[str, ...], tolerance: float = 1e-4) -> tuple[float, dict[str, float]]:
+    """(efficiency, case → predicted / published batch time − 1) with every GEMM wave-quantised
+    (:func:`gemms_wave_quantised`), the efficiency refitted on the 175B full-recompute row by the fit's own
+    bisection: the first-order ``if waves`` checked by a full re-evaluation."""
+    calibration = get_case(case_name(CALIBRATION_SIZE, "full"))
+    with gemms_wave_quantised():
+        efficiency = _bisect(lambda e: _uncached_metric(calibration, e), calibration.published, 0.05, 1.0, tolerance)
+        errors = {}
+        for name in names:
+            case = get_case(name)
+            errors[name] = case.published / _uncached_metric(case, efficiency) - 1  # a rate's inverse is the time's
+    return efficiency, errors
+
+
+CROSS_CHECK = ("narayanan21-table2-175b-384", "narayanan21-table2-175b-768", "narayanan21-table2-175b-1536",
+               "narayanan21-table2-530b-560", "narayanan21-table2-530b-1120", "narayanan21-table2-530b-2240")
+"""The same stack, chip, models and tensor × pipeline splits a year earlier (Narayanan et al. 2021 Table 2): the held-out
+rows a shape-dependent GEMM efficiency would move most."""
+
+
+def normalised_what_if_s(t: dict[str, float], reference: dict[str, float], label: str) -> float:
+    """The what-if ``label`` (:data:`WHAT_IFS`) of row ``t``, divided by its ratio at the calibration row."""
+    kwargs = dict(WHAT_IFS[label])
+    kwargs["reference"] = reference["quantisation"] if kwargs.get("reference") else None
+    return what_if_s(t, **kwargs) * reference["ours_s"] / what_if_s(reference, **kwargs)
+
+
+def _line(label: str, t: dict[str, float], reference: dict[str, float], calculon_s: float | None) -> tuple[str, list[float]]:
+    """One table row; each what-if is divided by its own ratio at the calibration row (the efficiency refitted there,
+    to first order: it scales nearly the whole time)."""
+    published = t["published_s"]
+    cells, errors = [], [abs(t["ours_s"] / published - 1)]
+    for what_if in WHAT_IFS:
+        time_s = normalised_what_if_s(t, reference, what_if)
+        cells.append(f"{time_s:.2f} ({time_s / published - 1:+.1%})")
+        errors.append(abs(time_s / published - 1))
+    calculon = f"{calculon_s:g} ({calculon_s / published - 1:+.1%})" if calculon_s else "–"
+    if calculon_s:
+        errors.append(abs(calculon_s / published - 1))
+    return (f"| {label} | {published:.2f} | {t['ours_s']:.2f} ({t['ours_s'] / published - 1:+.1%}) | "
+            f"{t['head_share']:.1%} | {t['head_recompute_share']:.1%} | {t['dropout_s'] / t['layer_s']:.1%} | "
+            f"{t['layer_eff']:.1%} | {t['published_layer_eff']:.1%} | {t['gemm_share']:.0%} | {t['quantisation']:.3f} | "
+            + " | ".join(cells) + f" | {calculon} |", errors)
+
+
+WHAT_IFS = {"if waves": {"reference": True}, "if dropout": {"dropout": True},
+            "if head not recomputed": {"head_recompute": False},
+            "if dropout, head not recomputed": {"dropout": True, "head_recompute": False},
+            "if all three": {"reference": True, "dropout": True, "head_recompute": False}}
+"""The first-order what-ifs, each normalised at the calibration row (the efficiency refitted there)."""
+HEADER = ("| case | published s | ours | LM-head stage share | LM-head recompute | dropout / layer | layer eff ours | "
+          "layer eff published | GEMM share | wave quantisation | " + " | ".join(WHAT_IFS) + " | Calculon |\n"
+          + "|---" * (11 + len(WHAT_IFS)) + "|")
+
+
+def _mae(errors: list[list[float]], labels: tuple[str, ...]) -> str:
+    return ", ".join(f"{label} {statistics.mean(e[i] for e in errors):.1%}" for i, label in enumerate(labels))
+
+
+def report() -> str:
+    """The markdown report: both tables, their mean errors and what they say (every figure computed here)."""
+    rows = {(size, mode): row(case_name(size, mode)) for size, modes in TABLE5.items() for mode in modes}
+    reference = rows[(CALIBRATION_SIZE, "full")]
+    table5, errors = [], []
+    for (size, mode), t in rows.items():
+        line, row_errors = _line(f"{size} {mode}", t, reference, TABLE5[size][mode][1])
+        table5.append(line)
+        errors.append(row_errors)
+    cross_rows = {name: row(name) for name in CROSS_CHECK}
+    cross, cross_errors = [], []
+    for name, t in cross_rows.items():
+        line, row_errors = _line(name, t, reference, None)
+        cross.append(line)
+        cross_errors.append(row_errors)
+    big, small = rows[("1t", "full")], reference
+    table5_names = tuple(case_name(size, mode) for size, mode in rows)
+    waved_efficiency, waved = reevaluated_with_waves(table5_names + CROSS_CHECK)
+    by_name = {case_name(size, mode): t for (size, mode), t in rows.items()} | cross_rows
+    first_order = {name: normalised_what_if_s(t, reference, "if waves") / t["published_s"] - 1
+                   for name, t in by_name.items()}
+    now_errors = {name: t["ours_s"] / t["published_s"] - 1 for name, t in by_name.items()}
+    worse = [f"{name} ({now_errors[name]:+.1%} → {waved[name]:+.1%})" for name in waved
+             if abs(waved[name]) > abs(now_errors[name]) + 0.01]
+    overhead_s, efficiency = fixed_overhead(small, big)
+    now = case_cluster(get_case(case_name(CALIBRATION_SIZE, "full"))).stack.framework_efficiency
+    labels = ("ours", *WHAT_IFS)
+    return "\n".join([
+        "# Korthikanti et al. 2022 Table 5: why 530B and 1T are over-predicted",
+        "",
+        "Generated by `python -m experiments.table5_scaling --write docs/table5_scaling.md` (the terms are defined in "
+        "that module's docstring; nothing here changes a prediction). Batch times in seconds; the what-ifs are "
+        "first-order (the model's own layer and stage times re-formed, normalised at the 175B full-recompute "
+        "calibration), not re-evaluations.",
+        "",
+        f"The published runs get more efficient per layer as the model grows: {small['published_layer_eff']:.1%} of "
+        f"the A100's peak per transformer layer at 175B, {big['published_layer_eff']:.1%} at 1T (full recompute, the "
+        f"same non-layer terms removed as ours); ours goes from {small['layer_eff']:.1%} to {big['layer_eff']:.1%}, "
+        "only because the tensor-parallel all-reduces and memory-bound kernels shrink against the GEMMs "
+        f"(GEMM share {small['gemm_share']:.0%} → {big['gemm_share']:.0%}): every GEMM runs at one fraction of peak "
+        "(the measured MAMF × the framework efficiency fitted on 175B). The LM head on the last stage, which "
+        f"paces the pipeline, adds {big['head_share']:.1%} of the 1T batch time and {small['head_share']:.1%} of 175B's "
+        "— Megatron-LM's layout, so the runs paid it too; Calculon prices no embedding or LM head at all "
+        "(its `_blocks_per_proc × block time`), which is part of why it comes out low at 530B and 1T.",
+        "",
+        HEADER, *table5, "",
+        f"Table 5 mean absolute error: {_mae(errors, (*labels, 'Calculon'))}.",
+        "",
+        "Three terms, each grounded in the runs' physics, take the 530B rows to "
+        + " and ".join(f"{normalised_what_if_s(rows[('530b', m)], small, 'if all three') / rows[('530b', m)]['published_s'] - 1:+.1%}"
+                       for m in TABLE5["530b"])
+        + " and the 1T rows to "
+        + " and ".join(f"{normalised_what_if_s(rows[('1t', m)], small, 'if all three') / rows[('1t', m)]['published_s'] - 1:+.1%}"
+                       for m in TABLE5["1t"])
+        + " (the rest of 1T's gap has no modelled cause): *waves* — GEMM wave quantisation "
+        "on 108 SMs (the 175B shapes waste more of their last wave than 530B's and 1T's; the efficiency fitted on "
+        "175B absorbs 175B's loss and charges it to every model); *dropout* — Megatron-LM's attention dropout on "
+        "the `a·s²` scores (Korthikanti et al. count its mask and output), a memory-bound cost the traced graph "
+        "lacks and the efficiency fitted on 175B absorbs, larger against the GEMMs at small `h` and at 22B's "
+        "microbatch 4; *head not recomputed* — Megatron-LM's full recompute repeats the transformer layers only, "
+        "the model repeats the LM head's forward too. The fixed-overhead alternative (part of the efficiency a "
+        f"per-layer constant) needs {overhead_s * 1e3:.2f} ms per layer ({overhead_s / small['passes'] * 1e3:.2f} ms "
+        f"per pass, with the rest of the efficiency at {efficiency:.3f} instead of {now:g}) to reconcile 175B and 1T: "
+        "tens of µs for each of a layer's ≈ 30 kernels per pass, an order of magnitude above a kernel launch, so "
+        "it is not launch or dispatch overhead.",
+        "",
+        "The GEMMs of a layer (its four weight GEMMs, forward and backward, per GPU), FLOP-weighted: ours at the "
+        "framework efficiency fitted on 175B, Calculon's A100 matrix efficiency (a step in each operation's FLOPs, "
+        "its systems/a100_80g.json), and the wave quantisation on 108 SMs. Calculon's is nearly flat too "
+        f"({big['calculon_gemm_eff'] / small['calculon_gemm_eff'] - 1:+.1%} from 175B to 1T at its thresholds): its "
+        "530B and 1T come out close, and low, partly because it "
+        "prices no LM head, not because its GEMMs speed up with size.",
+        "",
+        "| model | ours | Calculon | wave quantisation |", "|---|---|---|---|",
+        *(f"| {size} | {t['gemm_eff']:.1%} | {t['calculon_gemm_eff']:.1%} | {t['quantisation']:.3f} |"
+          for (size, mode), t in rows.items() if mode == "full"),
+        "",
+        "The same stack, chip and models a year earlier (Narayanan et al. 2021 Table 2, held out):",
+        "",
+        HEADER, *cross, "",
+        f"Cross-check mean absolute error: {_mae(cross_errors, labels)}.",
+        "",
+        "Checked by a full re-evaluation (`gemms_wave_quantised`: every tensor-core operator's compute divided by "
+        "its GEMMs' quantisation, the attention's batched matmuls and the LM head included, the efficiency refitted "
+        f"on 175B by the fit's bisection: {now:g} → {waved_efficiency:.3f}), batch time predicted / published − 1:",
+        "",
+        "| case | first-order if waves | re-evaluated |", "|---|---|---|",
+        *(f"| {name} | {first_order[name]:+.1%} | {waved[name]:+.1%} |" for name in waved),
+        "",
+        f"Re-evaluated mean absolute error: Table 5 {statistics.mean(abs(waved[n]) for n in table5_names):.1%}, "
+        f"cross-check {statistics.mean(abs(waved[n]) for n in CROSS_CHECK):.1%} (now "
+        f"{statistics.mean(e[0] for e in errors):.1%} and {statistics.mean(e[0] for e in cross_errors):.1%}).",
+        "",
+        "Re-evaluated, wave quantisation makes these rows worse by more than a point: " + "; ".join(worse) + ". "
+        "The 2021 runs were slower per layer than the 2022 ones at both sizes, and the model's flat GEMM efficiency "
+        "now hides that at 530B. So none of these changes both brings "
+        "Table 5 under 4 % and keeps every held-out row: none is made to the model. The dropout and the LM head's recompute "
+        "lower both tables' mean errors (not every row's) and are the grounded next steps; wave quantisation needs a "
+        "per-release Megatron-LM "
+        "efficiency (or the 2021 runs' own calibration) before it can go in.",
+        "",
+    ])
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(prog="python -m experiments.table5_scaling", description=__doc__.split("\n")[0])
+    parser.add_argument("--write", metavar="PATH",
+                        help="write the markdown to PATH atomically (default: print it on stdout)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    text = report()
+    if args.write:
+        try:
+            write_text_atomic(args.write, text)
+        except OSError as exc:
+            print(f"{parser.prog}: error: cannot write {args.write}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"wrote {args.write}")
+    else:
+        print_output(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

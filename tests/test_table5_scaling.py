@@ -1,0 +1,57 @@
+"""The Table 5 analysis (experiments.table5_scaling): its two hand-checkable terms, and its decomposition reproducing
+the calibration row (where the published and our per-layer efficiency must agree)."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments import table5_scaling as t5
+from experiments.calculon_reference import case_name
+from experiments.validation_cases import get_case
+
+
+def test_wave_quantisation_counts_the_idle_sms_of_the_last_wave():
+    # 2048 × 4608 (175B's QKV GEMM per GPU at t = 8): 8 × 36 = 288 tiles of 256 × 128 on 108 SMs = 3 waves
+    assert t5.wave_quantisation(2048, 4608) == pytest.approx(288 / 324)
+    assert t5.wave_quantisation(4608, 2048) == t5.wave_quantisation(2048, 4608)  # the long side takes the 256
+    assert t5.wave_quantisation(256 * 108, 128) == 1.0  # exactly one full wave
+    assert t5.wave_quantisation(256, 128) == pytest.approx(1 / 108)
+
+
+def test_attention_dropout_bytes_are_korthikantis_mask_and_output_per_pass():
+    # 175B at t = 8: 12 heads per GPU × 2048² scores; forward 5 bytes per score, again in the recompute, backward 5
+    assert t5.attention_dropout_bytes(get_case(case_name("175b", "full"))) == 15 * 12 * 2048 ** 2
+    assert t5.attention_dropout_bytes(get_case(case_name("22b", "full"))) == 15 * 4 * 8 * 2048 ** 2  # microbatch 4
+
+
+@pytest.mark.slow
+def test_the_calibration_row_has_the_published_per_layer_efficiency_and_every_what_if_keeps_it():
+    terms = t5.row(case_name("175b", "full"))
+    assert terms["published_layer_eff"] == pytest.approx(terms["layer_eff"], rel=0.01)  # fitted there
+    assert 0.0 < terms["head_share"] < 0.05 and terms["head_recompute_s"] > 0
+    line, errors = t5._line("175b full", terms, terms, 18.03)
+    assert line.startswith("| 175b full | 18.13 | 18.17 (+0.2%) |") and line.endswith("| 18.03 (-0.6%) |")
+    assert all(error < 0.005 for error in errors[:1 + len(t5.WHAT_IFS)])  # normalised at the calibration
+
+
+def test_the_wave_quantised_pricing_divides_gemm_compute_and_is_undone_on_exit():
+    import phaze_env.pricing as pricing
+    from experiments.validation_fit import case_accelerator, case_cluster
+    from phaze_env.workloads import model_graph
+
+    case = get_case(case_name("175b", "full"))
+    block = next(layer for layer in model_graph(case.workload, seq_len=2048, tensor_width=8).layers
+                 if layer.name == "block")
+    ops = block.fwd.ops
+    qkv = next(i for i, op in enumerate(ops) if op.gemms and op.gemms[0].n == 3 * 12288 // 8)
+
+    def compute_s():
+        priced = pricing.price_ops(ops, case_accelerator(case), case_cluster(case), layer="block")
+        return float(priced.tensor.compute_all_s[qkv, 0])
+
+    original = pricing.latency_terms
+    plain = compute_s()
+    with pytest.raises(RuntimeError), t5.gemms_wave_quantised():
+        assert compute_s() == pytest.approx(plain / t5.wave_quantisation(2048, 3 * 12288 // 8))
+        raise RuntimeError
+    assert pricing.latency_terms is original and compute_s() == plain
