@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from phaze_env.cluster import Cluster
-from phaze_env.placement.dp_overlap import exposed_s, interleaved_exposed_s, stage_exposed_s
+from phaze_env.placement.dp_overlap import exposed_floor_s, exposed_s, interleaved_exposed_s, stage_exposed_s
 from phaze_env.plan_spec import PlanRules
 from phaze_env.stacks import STACKS
 
@@ -79,3 +79,23 @@ def test_a_stack_that_lacks_the_overlap_refuses_it_in_one_line():
     with pytest.raises(ValueError, match="dp_comm_overlap must be True or False"):
         Cluster(dp_comm_overlap=1)
     assert math.isfinite(_closed([(1.0, 1.0, 1)]))
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(stage_layers, st.integers(1, 6), st.integers(1, 4))
+def test_the_floor_from_the_totals_never_exceeds_the_event_simulation(layers, stages, interleave):
+    """:func:`exposed_floor_s` (what the search's bounds charge, from a stage's totals alone) is at most what the
+    simulated buckets leave exposed, for every split over layers, bucket count, depth and interleave."""
+    comm, cover = (sum(x) for x in list(zip(*layers))[:2])
+    floor = float(exposed_floor_s(comm, cover, interleave))
+    assert floor <= exposed_backward_s(layers, stages, interleave) + 1e-9
+    assert floor <= delayed_forward_s(layers, stages, interleave) + 1e-9
+
+
+def test_the_floor_is_what_many_buckets_leave():
+    """A collective 4× its pass in 40 buckets leaves all of it less the pass, but the last bucket's share of the pass
+    (3.025 s of 4 s under 1 s); the floor charges 3 s, at ``v = 2`` half of it; a pass longer than the collective: 0."""
+    assert exposed_backward_s([(4.0, 1.0, 40)]) == pytest.approx(3.025)
+    assert float(exposed_floor_s(4.0, 1.0)) == 3.0 and float(exposed_floor_s(4.0, 1.0, 2)) == 1.5
+    assert float(exposed_floor_s(1.0, 4.0)) == 0.0
