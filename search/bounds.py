@@ -47,6 +47,7 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Callable
 
@@ -128,7 +129,8 @@ def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> lis
     rows (``cluster``: only its setup and stack) are grouped.
 
     Rows sharing the HBM (bandwidth, efficiency), number format, topology and links share one group: their
-    architectures (an :class:`ArchSpace` of the space's value lists up to the largest of them, on a base with that HBM)
+    architectures (an :class:`ArchSpace` of the space's value lists up to the largest die of any row with that HBM and
+    format, so that the groups on different networks share their layer bounds; on a base with that HBM)
     on :func:`bounding_cluster` of the largest chip count on the group's network, each architecture's placements capped
     at its own row's chip count (``device_caps``; the most chips of the group's rows with that architecture). The
     bounding cluster prices a group that fits a smaller count as that count's own (bounding) cluster does, so each
@@ -139,11 +141,13 @@ def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> lis
     rows = space
     members_of: dict[tuple, list[int]] = {}
     largest: dict[tuple, int] = {}  # per network: its row with the most chips
+    widest_mm2: dict[tuple, float] = {}  # per chip pricing (HBM, efficiency, format): its largest die
     for i, point in enumerate(rows.points):
         acc, system = point.accelerator, point.chip_system
         network = (point.topology, system.links, system.link_bandwidth_Bps)
-        members_of.setdefault((acc.hbm_bandwidth_Bps, acc.hbm_efficiency, acc.gemm_efficiency, acc.number_format,
-                               *network), []).append(i)
+        pricing = (acc.hbm_bandwidth_Bps, acc.hbm_efficiency, acc.gemm_efficiency, acc.number_format)
+        members_of.setdefault((*pricing, *network), []).append(i)
+        widest_mm2[pricing] = max(widest_mm2.get(pricing, 0.0), acc.area_mm2)
         if network not in largest or point.n_devices > rows.points[largest[network]].n_devices:
             largest[network] = i
     values = rows.space
@@ -152,9 +156,11 @@ def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> lis
         # one cluster per network (the device caps bound each row), so the groups on it share collective prices
         group_cluster = bounding_cluster(rows.cluster(largest[key[4:]], cluster))
         archs = [rows[i] for i in members]
+        # every network's group of one chip pricing on the same architectures (up to that pricing's largest die), so
+        # that they share their layer bounds (_layer_bounds_s); a column of no member has no placement either way
         arch_space = ArchSpace(num_tc=values.num_tc, tc_width=values.tc_width, tc_depth=values.tc_depth,
                                num_vc=values.num_vc, buffer_mb=values.buffer_mb,
-                               budget_mm2=max(acc.area_mm2 for acc in archs), area_window_lower=0.0, base=archs[0])
+                               budget_mm2=widest_mm2[key[:4]], area_window_lower=0.0, base=archs[0])
         columns = np.array([arch_space.index(acc) for acc in archs])
         caps = np.zeros(len(arch_space), dtype=np.int64)  # architectures of no member: no placement, bound 0
         np.maximum.at(caps, columns, [rows.points[i].n_devices for i in members])
@@ -181,12 +187,14 @@ def _check_plan(plan: PlanSpec | None) -> None:
 
 def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
                               seq_len: int | None = None, plan: PlanSpec | None = None,
-                              device_caps: np.ndarray | None = None) -> dict[tuple[int, int], np.ndarray]:
+                              device_caps: np.ndarray | None = None,
+                              layer_memo: dict | None = None) -> dict[tuple[int, int], np.ndarray]:
     """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` with
     the placement restricted to that variant (:func:`throughput_bounds` is their maximum). ``plan`` None is PHAZE's
     plan space (``e = 1``), otherwise :func:`search_plan_error` must accept it; the bound is the best over the
     expert-parallel degrees it allows. ``device_caps``: per architecture, the devices its placements may use
-    (:func:`placement_time_bound_s`; 0 throughput where none fits)."""
+    (:func:`placement_time_bound_s`; 0 throughput where none fits). ``layer_memo``: layer bounds shared with the other
+    calls on the same workload and knobs (:func:`_layer_bounds_s`; None: none shared)."""
     _check_plan(plan)
     key = code_key(__name__, "search-bounds", get_workload(workload).to_dict(), _space_key(space), cluster.to_dict(),
                    list(microbatch), list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
@@ -194,7 +202,7 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
     if (cached := _VARIANT_BOUNDS.get(key)) is not None:
         return cached
     bounds = _variant_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,
-                                        seq_len=seq_len, plan=plan, device_caps=device_caps)
+                                        seq_len=seq_len, plan=plan, device_caps=device_caps, layer_memo=layer_memo)
     for array in bounds.values():  # shared through the cache's memory: nobody may change them in place
         array.setflags(write=False)
     _VARIANT_BOUNDS.put(key, bounds)
@@ -203,7 +211,8 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
 
 def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
                                seq_len: int | None, plan: PlanSpec | None,
-                               device_caps: np.ndarray | None) -> dict[tuple[int, int], np.ndarray]:
+                               device_caps: np.ndarray | None,
+                               layer_memo: dict | None = None) -> dict[tuple[int, int], np.ndarray]:
     """:func:`variant_throughput_bounds` computed (no cache)."""
     if plan is not None:  # a pinned degree narrows what evaluate searches, as it does there
         tensor_widths, microbatch = plan.narrow(tensor_widths, microbatch)
@@ -223,7 +232,7 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
             times_s = []
             for e in experts:  # each degree's own graph: its experts at the per-rank shape are priced differently
                 graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e)
-                layer_s = layer_time_bounds_s(graph, space, cluster, core_configs, recompute_modes)
+                layer_s = _layer_bounds_s(graph, (t, m, e), space, cluster, core_configs, recompute_modes, layer_memo)
                 repeats = np.array([layer.repeat for layer in graph.layers])
                 gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
                 expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)
@@ -245,6 +254,24 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
     return bounds
 
 
+def _layer_bounds_s(graph, variant: tuple[int, int, int], space: ArchSpace, cluster: Cluster, core_configs,
+                    recompute_modes: tuple[str, ...], memo: dict | None) -> np.ndarray:
+    """:func:`~phaze_env.pricing.layer_time_bounds_s` of ``graph`` (the workload's at ``variant``: tensor width,
+    microbatch, expert-parallel degree), computed once per ``memo`` for every call that prices it alike — the system
+    space's groups on different networks share their architectures and base, and most graphs price no collective (the
+    network enters the layer bounds only through the graph's communication operators, :func:`~phaze_env.pricing.
+    collectives_s`; the stack through the pricing). The key holds everything the pricing reads, so a shared entry is
+    the array the call would compute. ``memo`` None: computed, not kept. One ``memo`` serves one workload and seq_len."""
+    if memo is None:
+        return layer_time_bounds_s(graph, space, cluster, core_configs, recompute_modes)
+    collectives = any(op.unit == "comm" for layer in graph.layers for dag in (layer.fwd, layer.bwd) for op in dag.ops)
+    key = (variant, json.dumps(_space_key(space), sort_keys=True), cluster.stack,
+           cluster.network if collectives else None, tuple(recompute_modes))
+    if (hit := memo.get(key)) is None:
+        hit = memo[key] = layer_time_bounds_s(graph, space, cluster, core_configs, recompute_modes)
+    return hit
+
+
 def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
                       tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
                       done: Callable[[int, int], None] | None = None) -> np.ndarray:
@@ -255,10 +282,11 @@ def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cl
     _check_plan(plan)
     bound = np.zeros(len(space))
     groups = bounding_groups(space, cluster)
+    layer_memo: dict = {}  # the groups' shared layer bounds (_layer_bounds_s)
     for finished, group in enumerate(groups, 1):
         per_variant = variant_throughput_bounds(workload, group.space, group.cluster, microbatch=microbatch,
                                                 tensor_widths=tensor_widths, seq_len=seq_len, plan=plan,
-                                                device_caps=group.device_caps)
+                                                device_caps=group.device_caps, layer_memo=layer_memo)
         bound[group.rows] = best_of_variants(per_variant, len(group.space))[group.columns]
         if done is not None:
             done(finished, len(groups))
