@@ -276,21 +276,35 @@ def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cl
                       tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
                       done: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Upper bound on ``evaluate(..., plan=plan).throughput_samples_s`` for every architecture of ``space`` (every row
-    of a system space, on its own cluster: ``cluster`` gives the setup and the stack), one :func:`variant_throughput_bounds`
-    per :func:`bounding_groups` group; ``plan`` as :func:`variant_throughput_bounds`. ``done(groups done, groups)``
-    after each group, for progress (a system space has about a hundred groups, seconds in all)."""
+    of a system space, on its own cluster: ``cluster`` gives the setup and the stack): the best over the variants of
+    :func:`row_variant_bounds` (same arguments)."""
+    return best_of_variants(row_variant_bounds(workload, space, cluster, microbatch=microbatch,
+                                               tensor_widths=tensor_widths, seq_len=seq_len, plan=plan, done=done),
+                            len(space))
+
+
+def row_variant_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
+                       tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
+                       done: Callable[[int, int], None] | None = None) -> dict[tuple[int, int], np.ndarray]:
+    """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` (every row
+    of a system space, on its own cluster) with the placement restricted to that variant (0 for a row whose group has no
+    such variant), one :func:`variant_throughput_bounds` per :func:`bounding_groups` group; ``plan`` as there. So a
+    system-space search narrows a design's second bound to the variants that can win (:func:`variants_above`), as
+    PHAZE's spaces do. ``done(groups done, groups)`` after each group, for progress (a system space has about a hundred
+    groups, seconds in all)."""
     _check_plan(plan)
-    bound = np.zeros(len(space))
+    per_row: dict[tuple[int, int], np.ndarray] = {}
     groups = bounding_groups(space, cluster)
     layer_memo: dict = {}  # the groups' shared layer bounds (_layer_bounds_s)
     for finished, group in enumerate(groups, 1):
         per_variant = variant_throughput_bounds(workload, group.space, group.cluster, microbatch=microbatch,
                                                 tensor_widths=tensor_widths, seq_len=seq_len, plan=plan,
                                                 device_caps=group.device_caps, layer_memo=layer_memo)
-        bound[group.rows] = best_of_variants(per_variant, len(group.space))[group.columns]
+        for variant, bound in per_variant.items():
+            per_row.setdefault(variant, np.zeros(len(space)))[group.rows] = bound[group.columns]
         if done is not None:
             done(finished, len(groups))
-    return bound
+    return per_row
 
 
 def best_of_variants(per_variant: dict[tuple[int, int], np.ndarray], size: int) -> np.ndarray:

@@ -30,7 +30,7 @@ import numpy as np
 from phaze_env.design import SystemArchSpace
 from phaze_env.evaluate import valid_tensor_widths
 from phaze_env.plan_spec import PlanSpec
-from search.bounds import best_of_variants, throughput_bounds, variant_throughput_bounds, variants_above
+from search.bounds import best_of_variants, row_variant_bounds, variant_throughput_bounds, variants_above
 from search.config import SearchConfig
 from search.objectives import AREA, non_dominated
 from search.progress import SearchProgress
@@ -94,29 +94,26 @@ class ExactSearch:
         c = self.config
         plan = c.plan
         widths, microbatches = (plan or PlanSpec()).narrow(c.tensor_widths, c.space.microbatch)
-        system = isinstance(c.arch, SystemArchSpace)  # rows on their own clusters: one bound per row, no variants
+        system = isinstance(c.arch, SystemArchSpace)  # rows on their own clusters, bounded in groups
         devices = math.inf if system else c.cluster.n_devices
         for name in c.names:
             self.progress.bounding(name, len(c.arch))
             usable = valid_tensor_widths(c.workload(name), widths, devices)  # the others have no bound (none valid)
             parts = [((t,), microbatches) for t in usable] if system else [((t,), (m,)) for t in usable
                                                                           for m in microbatches]
-            bound, per_variant = np.zeros(len(c.arch)), {}
+            per_variant = {}
             for done, (part_widths, part_microbatches) in enumerate(parts, 1):
                 options = dict(microbatch=part_microbatches, tensor_widths=part_widths, seq_len=c.seq_len, plan=plan)
                 if system:
                     def group_done(groups_done: int, groups: int, before: int = done - 1) -> None:
                         self.progress.bounded(name, before * groups + groups_done, len(parts) * groups)
 
-                    bound = np.maximum(bound, throughput_bounds(c.workload(name), c.arch, c.cluster, **options,
-                                                                done=group_done))
+                    per_variant |= row_variant_bounds(c.workload(name), c.arch, c.cluster, **options, done=group_done)
                 else:
                     per_variant |= variant_throughput_bounds(c.workload(name), c.arch, c.cluster, **options)
                     self.progress.bounded(name, done, len(parts))
-            if not system:
-                self.variant_bounds[name] = per_variant
-                bound = best_of_variants(per_variant, len(c.arch))
-            self.bounds[name] = bound
+            self.variant_bounds[name] = per_variant
+            self.bounds[name] = best_of_variants(per_variant, len(c.arch))
 
     # --- one (workload, architecture) --------------------------------------------------------------
     def _submit(self, workload: str, index: int, prune_below: float | None):
