@@ -28,7 +28,8 @@ from phaze_env.hardware.system import (TORUS_POD_CHIPS, torus_pods, HBM_GENERATI
                                        topology_family, topology_unit, wall_power_per_chip_w)
 from phaze_env.placement.bounds import placement_time_bound_s
 from phaze_env.stacks import STACKS
-from search.bounds import bounding_cluster, throughput_bounds
+from search.bounds import (_variant_throughput_bounds, bounding_cluster, bounding_groups, row_variant_bounds,
+                           throughput_bounds)
 from search.config import SearchConfig
 from search.result import SearchResult
 from search.run import run_search
@@ -606,3 +607,29 @@ def test_a_search_never_resumes_rows_of_another_power_or_cost_model(monkeypatch)
     real = cache.code_version
     monkeypatch.setattr(cache, "code_version", lambda *modules: real(*modules) + "-edited")
     assert config.signature != signature
+
+
+def test_row_variant_bounds_share_layer_bounds_across_groups_and_equal_each_groups_own():
+    """The system space's per-variant row bounds (what a design's second bound narrows to) are each group's own
+    :func:`variant_throughput_bounds`, computed without sharing: sharing the layer bounds between the groups on different
+    networks (a collective-free graph's are the same; a ``t = 2`` graph prices Megatron's collectives on each network)
+    changes no figure, and their best is :func:`throughput_bounds`."""
+    space = small_space()
+    rows = space.arch_space()
+    plan = space.stack_plan(workload=TINY)
+    options = dict(microbatch=space.microbatch, tensor_widths=WIDTHS, seq_len=None, plan=plan)
+    per_variant = row_variant_bounds(TINY, rows, TRAINING, **options)
+    assert set(per_variant) == {(t, m) for t in WIDTHS for m in space.microbatch}
+    groups = bounding_groups(rows, TRAINING)
+    assert len({group.cluster.network for group in groups}) > 1
+    memo: dict = {}
+    for group in groups:
+        own = _variant_throughput_bounds(TINY, group.space, group.cluster, device_caps=group.device_caps, **options)
+        shared = _variant_throughput_bounds(TINY, group.space, group.cluster, device_caps=group.device_caps,
+                                            layer_memo=memo, **options)
+        for variant, bound in own.items():
+            assert np.array_equal(shared[variant], bound)
+            assert np.array_equal(per_variant[variant][group.rows], bound[group.columns])
+    assert len(memo) < len(groups) * len(per_variant)  # the groups did share
+    best = throughput_bounds(TINY, rows, TRAINING, **options)
+    assert np.array_equal(best, np.max(list(per_variant.values()), axis=0))
