@@ -324,6 +324,7 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                  "input_bytes": float(layer.input_bytes), "attention_stash_bytes": stash[1],
                  "replicated_stash_bytes": stash[2],
                  "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
+                 "recompute_fwd_s": fwd_s + exposed_s / 2 if layer.is_transformer_layer else 0.0,
                  "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
                  "cp_comm_s": timing.cp_comm_s, "ep_comm_s": exposed_s,
                  "transformer_layers": 1.0 if layer.is_transformer_layer or ends_count else 0.0}
