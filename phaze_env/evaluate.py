@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Iterable
 
 
-from phaze_env.attention import recomputed_by_backward
+from phaze_env.attention import attention_dropout_bytes, attention_dropout_probability, recomputed_by_backward
 from phaze_env.cache import DiskCache, code_key
 from phaze_env.cluster import Cluster
 from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core,
@@ -288,9 +288,23 @@ def layer_stash_bytes(layer: Layer, cluster: Cluster | None) -> tuple[float, flo
     return tuple(total - part for total, part in zip(kept, rebuilt))
 
 
+def attention_dropout_s(workload: Workload, cluster: Cluster, graph, seq_len: int,
+                        streaming_Bps: float) -> tuple[float, float]:
+    """(forward, backward) time one attention layer of ``graph`` (one rank's: ``graph.seq_len`` queries of the
+    ``seq_len`` keys, ``1/t`` of the heads) adds for its attention dropout, when ``cluster``'s stack runs it as a
+    kernel of its own and ``workload`` trains with it (else 0): its bytes
+    (:func:`phaze_env.attention.attention_dropout_bytes`) on the ``b·(a/t)·(s/c)·s`` scores at ``streaming_Bps``."""
+    if not cluster.stack.attention_dropout_kernel or not attention_dropout_probability(workload):
+        return 0.0, 0.0
+    scores = graph.microbatch * max(1, workload.num_heads // graph.tensor_width) * graph.seq_len * seq_len
+    fwd_bytes, bwd_bytes = attention_dropout_bytes(scores, graph.bytes_per_element)
+    return fwd_bytes / streaming_Bps, bwd_bytes / streaming_Bps
+
+
 def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None = None,
                  expert_parallel: int = 1, context_parallel: int = 1,
-                 streaming_Bps: float = math.inf) -> list[dict[str, float]]:
+                 streaming_Bps: float = math.inf,
+                 dropout_s: tuple[float, float] = (0.0, 0.0)) -> list[dict[str, float]]:
     """The DP's layers. At expert-parallel degree ``e > 1`` a device holds ``1/e`` of each MoE layer's experts and
     runs the same routed-token slots through them (``graph`` is one rank's: its experts at the per-rank shape,
     :func:`~phaze_env.workloads.model.at_expert_rank`; at ``c > 1`` its ``s/c`` tokens); each layer adds its dispatch
@@ -299,7 +313,11 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     (all of it, unless the stack overlaps them: :func:`phaze_env.moe_dispatch.exposed_alltoall_s`). An MoE layer's
     memory-bound expert kernels the traced graph does not have (:func:`phaze_env.moe_dispatch.expert_kernel_bytes`)
     add their bytes at ``streaming_Bps`` (the chip's achieved HBM bandwidth times the stack's framework efficiency,
-    as every operator is slowed) to each direction."""
+    as every operator is slowed) to each direction. Each layer with an attention core adds ``dropout_s`` (forward,
+    backward: :func:`attention_dropout_s`), its forward part inside the attention core selective recompute repeats.
+    Full recompute reruns the transformer layers' forward only (``recompute_fwd_s``): Megatron-LM's checkpointing
+    wraps ``ParallelTransformer``'s layers (Megatron-Core's ``TransformerBlock``'s), not the embedding or the LM head
+    and loss."""
     chain = []
     e = expert_parallel
     # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
@@ -312,7 +330,10 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                                 top_k=layer.experts_per_token) if e > 1 else 0.0
         kernel_fwd_s, kernel_bwd_s = (part / streaming_Bps for part in expert_kernel_bytes(
             layer.routed_token_bytes, layer.routed_activation_bytes, layer.routed_experts, e))
-        fwd_s, bwd_s = timing.fwd_s + kernel_fwd_s, timing.bwd_s + kernel_bwd_s
+        attends = any(dropout_s) and any(map(is_attention_core, layer.fwd.ops))
+        dropout_fwd_s, dropout_bwd_s = dropout_s if attends else (0.0, 0.0)
+        fwd_s = timing.fwd_s + kernel_fwd_s + dropout_fwd_s
+        bwd_s = timing.bwd_s + kernel_bwd_s + dropout_bwd_s
         if alltoall_s and cluster.stack.moe_alltoall_overlap:  # the layer computes on what the communication leaves it
             fwd_s, bwd_s = (part / (1.0 - cluster.stack.moe_comm_sm_share) for part in (fwd_s, bwd_s))
         exposed_s = exposed_alltoall_s(alltoall_s, fwd_s + bwd_s, cluster.stack.moe_alltoall_overlap) if e > 1 else 0.0
@@ -323,7 +344,7 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                  "stash_bytes": stash[0], "output_bytes": float(layer.output_bytes),
                  "input_bytes": float(layer.input_bytes), "attention_stash_bytes": stash[1],
                  "replicated_stash_bytes": stash[2],
-                 "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
+                 "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s) + dropout_fwd_s,
                  "recompute_fwd_s": fwd_s + exposed_s / 2 if layer.is_transformer_layer else 0.0,
                  "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
                  "cp_comm_s": timing.cp_comm_s, "ep_comm_s": exposed_s,
@@ -439,12 +460,13 @@ class _Variant:
     context_parallel: int = 1
     expert_parallel: int = 1
     streaming_Bps: float = math.inf  # what the MoE layers' memory-bound expert kernels stream at (_layer_chain)
+    dropout_s: tuple[float, float] = (0.0, 0.0)  # an attention layer's dropout kernel, fwd and bwd (_layer_chain)
     _chain: list[dict[str, float]] | None = None
 
     def chain(self) -> list[dict[str, float]]:
         if self._chain is None:
             self._chain = _layer_chain(self.graph, self.timings, self.cluster, self.expert_parallel,
-                                       self.context_parallel, self.streaming_Bps)
+                                       self.context_parallel, self.streaming_Bps, self.dropout_s)
         return self._chain
 
     def lower_bound_chain(self) -> list[dict[str, float]]:
@@ -452,7 +474,7 @@ class _Variant:
         bounds = {name: replace(timing, fwd_s=timing.fwd_lower_bound_s, bwd_s=timing.bwd_lower_bound_s)
                   for name, timing in self.timings.items()}
         return _layer_chain(self.graph, bounds, self.cluster, self.expert_parallel, self.context_parallel,
-                            self.streaming_Bps)
+                            self.streaming_Bps, self.dropout_s)
 
 
 def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
@@ -587,7 +609,8 @@ def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, e: int,
                                        prices=prices.setdefault((t, m, c, e), {}))
                for layer in graph.layers}
     streaming_Bps = timing.accelerator.effective_hbm_bandwidth_Bps * request.cluster.stack.framework_efficiency
-    return _Variant(graph, timings, request.cluster, c, e, streaming_Bps)
+    dropout_s = attention_dropout_s(request.workload, request.cluster, graph, seq_len, streaming_Bps)
+    return _Variant(graph, timings, request.cluster, c, e, streaming_Bps, dropout_s)
 
 
 def unbuilt_evaluation(workload: str | Workload, accelerator: Accelerator, topology: str, reason: str) -> Evaluation:
@@ -783,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hbm-gb", type=float_list, default=None, help="HBM capacity in GiB (default: the preset's)")
     parser.add_argument("--framework-efficiency", type=float, default=None, metavar="F",
                         help="fraction of the accelerator model's speed the software reaches, in (0, 1] "
-                             "(default: the cluster preset's; dgx-a100 0.79, fitted to Megatron-LM, others 1)")
+                             "(default: the cluster preset's; dgx-a100 0.807, fitted to Megatron-LM, others 1)")
     parser.add_argument("--stack", default=None, help=f"training-stack profile: {', '.join(stack_names())} (its fitted "
                         "efficiency on the --preset chip and its pipeline structure; default: the cluster preset's own settings)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (default: a text report)")
