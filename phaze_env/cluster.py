@@ -346,7 +346,8 @@ class Stack:
 
     ``framework_efficiency`` is the fraction of the accelerator model's per-operator speed that the training
     software achieves end to end (every operator's device time is divided by it; collectives are not):
-    1 reproduces the model (PHAZE's setting), the ``dgx-a100`` preset carries :data:`MEGATRON_A100_EFFICIENCY`.
+    1 reproduces the model (PHAZE's setting), the ``dgx-a100`` preset carries :data:`MEGATRON_A100_EFFICIENCY` (and
+    the attention dropout kernel it was fitted with, ``attention_dropout_kernel``).
     ``interleaved_schedule`` (the stack offers Megatron-LM's interleaved 1F1B, ``v > 1``) and
     ``pipeline_scatter_gather`` (a pipeline send across a slower level than the tensor group's goes ``1/t``
     per tensor rank and is all-gathered inside it, Narayanan et al. 2021 §4.1) are the training stack's
@@ -375,10 +376,11 @@ class Stack:
     (:mod:`phaze_env.moe_dispatch`); and so is ``moe_alltoall_overlap``: the dispatch and combine of one microbatch
     run under another microbatch's compute (:func:`phaze_env.moe_dispatch.exposed_alltoall_s`), with
     ``moe_comm_sm_share`` of the chip's compute units held by the communication kernels meanwhile; and so is
-    ``attention_dropout_kernel``: the stack runs the dropout on the attention probabilities as a memory-bound kernel
-    of its own over the ``s × s`` scores (unfused attention, Megatron-LM 2021–22), paid per attention layer when the
-    workload trains with attention dropout (:func:`phaze_env.attention.attention_dropout_bytes`; a fused attention
-    kernel, ``attention_efficiency`` > 0, applies dropout on chip and cannot have it).
+    ``attention_dropout_kernel``: where it runs the attention unfused (``attention_efficiency`` 0), the stack runs the
+    dropout on the attention probabilities as a memory-bound kernel of its own over the ``s × s`` scores (Megatron-LM
+    2021–22), paid per attention layer when the workload trains with attention dropout
+    (:func:`phaze_env.attention.attention_dropout_bytes`); a fused attention kernel applies dropout on chip and pays
+    none of it, whatever this field says.
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -411,10 +413,6 @@ class Stack:
         _bools(self, ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
                       "unfused_elementwise", "tp_comm_overlap", "dp_comm_overlap", "moe_alltoall_overlap",
                       "attention_dropout_kernel"))
-        if self.attention_dropout_kernel and self.attention_efficiency:
-            raise ValueError("cluster attention_dropout_kernel (attention dropout as a kernel of its own, unfused "
-                             f"attention) contradicts attention_efficiency={self.attention_efficiency:g} (a fused "
-                             "attention kernel, which applies dropout on chip)")
         if self.dp_comm_overlap and self.plan_rules.stack in DP_OVERLAP_LACKING:
             raise ValueError(f"stack {self.plan_rules.stack!r} cannot run dp_comm_overlap: "
                              f"{DP_OVERLAP_LACKING[self.plan_rules.stack]}")
@@ -612,9 +610,10 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
     "phaze": (lambda n, **kw: Cluster(n_devices=n, name="phaze", **kw),
               "PHAZE's paper setting: one flat ring at 4 GB/s per device, no latency (reproduces the paper)."),
     "dgx-a100": (lambda n, **kw: _dgx(n, NVLINK3_BPS, HDR_IB_PER_GPU_BPS, "dgx-a100",
-                                      **({"framework_efficiency": MEGATRON_A100_EFFICIENCY} | kw)),
+                                      **({"framework_efficiency": MEGATRON_A100_EFFICIENCY,
+                                          "attention_dropout_kernel": True} | kw)),
                  "DGX A100 nodes: 8 GPUs on NVLink 3 (300 GB/s per GPU), 8×200 Gb/s HDR InfiniBand between nodes; "
-                 "NCCL efficiency 0.8."),
+                 "NCCL efficiency 0.8; Megatron-LM's A100 efficiency and its unfused attention dropout."),
     "dgx-h100": (lambda n, **kw: _dgx(n, NVLINK4_BPS, NDR_IB_PER_GPU_BPS, "dgx-h100", **kw),
                  "DGX H100 nodes: 8 GPUs on NVLink 4 (450 GB/s per GPU), 8×400 Gb/s NDR InfiniBand between nodes; "
                  "NCCL efficiency 0.8."),

@@ -292,9 +292,11 @@ def attention_dropout_s(workload: Workload, cluster: Cluster, graph, seq_len: in
                         streaming_Bps: float) -> tuple[float, float]:
     """(forward, backward) time one attention layer of ``graph`` (one rank's: ``graph.seq_len`` queries of the
     ``seq_len`` keys, ``1/t`` of the heads) adds for its attention dropout, when ``cluster``'s stack runs it as a
-    kernel of its own and ``workload`` trains with it (else 0): its bytes
+    kernel of its own (unfused attention: a fused kernel drops on chip) and ``workload`` trains with it (else 0): its
+    bytes
     (:func:`phaze_env.attention.attention_dropout_bytes`) on the ``b·(a/t)·(s/c)·s`` scores at ``streaming_Bps``."""
-    if not cluster.stack.attention_dropout_kernel or not attention_dropout_probability(workload):
+    stack = cluster.stack
+    if not stack.attention_dropout_kernel or stack.attention_efficiency or not attention_dropout_probability(workload):
         return 0.0, 0.0
     scores = graph.microbatch * max(1, workload.num_heads // graph.tensor_width) * graph.seq_len * seq_len
     fwd_bytes, bwd_bytes = attention_dropout_bytes(scores, graph.bytes_per_element)

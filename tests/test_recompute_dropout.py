@@ -8,7 +8,7 @@ import pytest
 from tiny import TINY
 
 from phaze_env.attention import attention_dropout_bytes, attention_dropout_probability
-from phaze_env.cluster import Cluster
+from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.evaluate import LayerTiming, _layer_chain, attention_dropout_s, evaluate
 from phaze_env.hardware import get_preset
 from phaze_env.plan_spec import PlanSpec
@@ -93,9 +93,14 @@ def test_dropout_is_paid_only_by_an_unfused_stack_on_a_workload_that_trains_with
     assert (dropout[0] > 0 and dropout[1] > 0) if paid else dropout == (0.0, 0.0)
 
 
-def test_a_fused_attention_kernel_cannot_run_dropout_as_its_own_kernel():
-    with pytest.raises(ValueError, match="attention_dropout_kernel.*fused"):
-        Cluster(n_devices=1, attention_efficiency=0.5, attention_dropout_kernel=True)
+def test_a_fused_attention_kernel_drops_on_chip_and_pays_no_dropout_kernel():
+    """The dgx-a100 preset carries Megatron-LM's unfused dropout; switched to a fused attention kernel it pays none."""
+    graph = model_graph(TINY, seq_len=64, microbatch=1, tensor_width=1)
+    cluster = get_cluster("dgx-a100", 8)
+    assert cluster.stack.attention_dropout_kernel
+    assert attention_dropout_s(TINY, cluster, graph, 64, STREAMING_BPS)[0] > 0
+    fused = cluster.replace(attention_efficiency=0.5)
+    assert attention_dropout_s(TINY, fused, graph, 64, STREAMING_BPS) == (0.0, 0.0)
 
 
 def test_only_megatron_lm_on_a100_runs_the_unfused_dropout():
