@@ -142,8 +142,11 @@ ZERO_FIGURE_GB = {0: 120.0, 1: 31.4, 2: 16.6, 3: 1.9}
 (0: the baseline, 1: P_os, 2: P_os+g, 3: P_os+g+p)."""
 
 FRONTIER_CASES = ("llama3-405b-paper-8192", "llama3-405b-paper-16384", "llama3-405b-paper-16384-cp16",
-                  "bridge2509-llama3-405b-fp8-1024", "bridge2602-llama3-405b-fp8-1024", "dgxc-gpt3-175b-fp8-128")
-"""Published frontier plans on 80 GB H100s (validation cases) that must fit the 80 GiB they ran on."""
+                  "bridge2509-llama3-405b-fp8-1024", "bridge2602-llama3-405b-fp8-1024", "dgxc-gpt3-175b-fp8-128",
+                  "bridge2511-qwen3-30b-a3b-fp8", "bridge260201-qwen3-30b-a3b-fp8", "bridge2604-qwen3-30b-a3b-fp8")
+"""Published frontier plans on 80 GB H100s (validation cases) that must fit the 80 GiB they ran on: dense 405B and
+175B, and the Qwen3-30B-A3B MoE runs (expert parallel 8–16, whose expert-data-parallel group of 1–2 ranks leaves the
+experts' optimizer state nearly unsharded)."""
 
 
 def zero_model_states_bytes(zero: int, parameters: float = 7.5e9, data_parallel: int = 64) -> float:
