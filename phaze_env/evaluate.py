@@ -518,9 +518,12 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
                                    expert_parallels=experts, lower_bound_layers=lower_bound_of)
 
         # A variant's layers are scheduled only when the DP on their cheap lower bounds could beat the best
-        # plan so far (layer-level branch and bound): the answer is the one scheduling every variant gives.
+        # plan so far (layer-level branch and bound): the answer is the one scheduling every variant gives. Not
+        # under data-parallel overlap: there a slower layer can hide more of its stage's collectives, so the DP on
+        # lower-bound layer times is no proven bound (tests/test_bound_property.py) and every variant is scheduled.
+        prune = not bound_only and not cluster.stack.dp_comm_overlap
         best = search(lambda t, m, c, e: variant(t, m, c, e).chain(),
-                      None if bound_only else lambda t, m, c, e: bound_variant(t, m, c, e).chain(), calls)
+                      (lambda t, m, c, e: bound_variant(t, m, c, e).chain()) if prune else None, calls)
         reason = best.reason
     elif not usable:
         best, reason = None, f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads"
@@ -533,7 +536,8 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
         (f"{_variant_label(*key)} {name} {direction}", method, gap) for key, v in variants.items()
         for name, timing in v.timings.items() for direction, method, gap in timing.unproven()]
     bound = None
-    if unproven and best is not None and best.feasible:  # the same DP on the proven lower bounds: no real
+    if unproven and best is not None and best.feasible and not cluster.stack.dp_comm_overlap:  # the same DP on the
+        # proven lower bounds (not a bound under data-parallel overlap, see above): no real
         lower = {"dp_calls": 0, "bound_dp_calls": 0}  # schedule can do better
         bound = max(best.throughput_samples_s, search(lower_bound_chain, calls=lower).throughput_samples_s)
         calls["bound_dp_calls"] += lower["dp_calls"] + lower["bound_dp_calls"]

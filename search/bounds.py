@@ -35,7 +35,12 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
   exist. The largest stage's sync is at least the stages' mean, ``dense/p`` over ``d`` plus
   ``experts/(e·p)`` over ``d/e`` (both affine in the bytes), so the bound is taken per ``e`` and the
   minimum time over the plan's ``e`` kept. The bound prices the ZeRO-0/1 all-reduce, so a searched plan
-  must pin ZeRO to 0 or 1 (:func:`search_plan_error`). An MoE layer's memory-bound expert kernels outside its
+  must pin ZeRO to 0 or 1 (:func:`search_plan_error`);
+* a stack that overlaps the data-parallel collectives with the passes (``Stack.dp_comm_overlap``): the pipeline plus
+  what one microbatch's passes cannot hide, from each layer's buckets (the search passes every layer's dense and
+  expert bytes; :func:`~phaze_env.placement.bounds.placement_time_bound_s` has the proof). On a torus family the
+  bounding cluster has no latency (:func:`bounding_cluster`), so there the buckets' fixed parts count 0: the overlap's
+  latency-bound collectives of small layers are not priced on tori (valid, loose). An MoE layer's memory-bound expert kernels outside its
   graph (the local sort/unsort and the activation, :func:`phaze_env.moe_dispatch.expert_kernel_bytes`, added by the
   evaluator's layer chain) only add time, so they are left out too.
 """
@@ -231,7 +236,10 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
                 times_s.append(placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
                                                       expert_parallel=e, expert_gradient_bytes=expert_bytes,
                                                       device_caps=device_caps, interleaves=interleaves,
-                                                      total_layers=total_layers))
+                                                      total_layers=total_layers,
+                                                      layer_param_bytes=[layer.param_bytes for layer in graph.layers],
+                                                      layer_expert_param_bytes=[layer.expert_param_bytes
+                                                                                for layer in graph.layers]))
             time_s = np.min(times_s, axis=0)
             bounds[(t, m)] = cluster.setup.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds

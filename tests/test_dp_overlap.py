@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from phaze_env.cluster import Cluster
-from phaze_env.placement.dp_overlap import exposed_s, interleaved_exposed_s, stage_exposed_s
+from phaze_env.placement.dp_overlap import exposed_floor_s, exposed_s, interleaved_exposed_s, stage_exposed_s
 from phaze_env.plan_spec import PlanRules
 from phaze_env.stacks import STACKS
 
@@ -79,3 +79,53 @@ def test_a_stack_that_lacks_the_overlap_refuses_it_in_one_line():
     with pytest.raises(ValueError, match="dp_comm_overlap must be True or False"):
         Cluster(dp_comm_overlap=1)
     assert math.isfinite(_closed([(1.0, 1.0, 1)]))
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(stage_layers, st.integers(1, 6), st.integers(1, 4))
+def test_the_floor_from_the_totals_never_exceeds_the_event_simulation(layers, stages, interleave):
+    """:func:`exposed_floor_s` (what the search's bounds charge, from a stage's totals alone) is at most what the
+    simulated buckets leave exposed, for every split over layers, bucket count, depth and interleave."""
+    comm, cover = (sum(x) for x in list(zip(*layers))[:2])
+    floor = float(exposed_floor_s(comm, cover, interleave))
+    assert floor <= exposed_backward_s(layers, stages, interleave) + 1e-9
+    assert floor <= delayed_forward_s(layers, stages, interleave) + 1e-9
+
+
+def test_the_floor_is_what_many_buckets_leave():
+    """A collective 4× its pass in 40 buckets leaves all of it less the pass, but the last bucket's share of the pass
+    (3.025 s of 4 s under 1 s); the floor charges 3 s, at ``v = 2`` half of it; a pass longer than the collective: 0."""
+    assert exposed_backward_s([(4.0, 1.0, 40)]) == pytest.approx(3.025)
+    assert float(exposed_floor_s(4.0, 1.0)) == 3.0 and float(exposed_floor_s(4.0, 1.0, 2)) == 1.5
+    assert float(exposed_floor_s(1.0, 4.0)) == 0.0
+
+
+def test_an_exact_search_refuses_the_overlap_it_cannot_prove_bounds_for():
+    """Under data-parallel overlap the DP is not monotone in its layer times (test_bound_property's strict xfail), so
+    the search's bounds on lower-bound layer times are not proven: the search refuses it in one line, never claiming
+    an unproven optimum."""
+    from search.config import DP_OVERLAP_UNPROVEN, SearchConfig
+
+    with pytest.raises(ValueError, match="cannot prove its bounds under data-parallel overlap") as caught:
+        SearchConfig(workloads=("gpt2-xl",), cluster=Cluster(dp_comm_overlap=True))
+    assert str(caught.value) == DP_OVERLAP_UNPROVEN and "\n" not in DP_OVERLAP_UNPROVEN
+    SearchConfig(workloads=("gpt2-xl",), cluster=Cluster(dp_comm_overlap=False))  # without it: a search
+
+
+def test_evaluate_under_the_overlap_prunes_no_variant_on_lower_bounds():
+    """evaluate's layer-level branch and bound prunes a variant when the DP on its lower-bound layers cannot win;
+    under the overlap that DP is no bound, so every variant is scheduled and the DP never runs on lower bounds."""
+    from phaze_env.evaluate import evaluate
+    from phaze_env.hardware.accelerator import get_preset
+
+    acc = get_preset("a100")
+    kwargs = dict(microbatch=(1, 2), tensor_widths=(1, 2), cache=False)
+    from phaze_env.tasks import tiny_workloads
+
+    tiny = tiny_workloads()["tiny-gpt2"]
+    plain = evaluate(tiny, acc, Cluster(n_devices=8, global_batch=16), **kwargs)
+    overlapped = evaluate(tiny, acc, Cluster(n_devices=8, global_batch=16, dp_comm_overlap=True), **kwargs)
+    assert plain.feasible and overlapped.feasible
+    assert overlapped.bound_dp_calls == 0
+    assert plain.bound_dp_calls > 0  # the same instance does prune without the overlap: the test can fail

@@ -15,7 +15,8 @@ import numpy as np
 
 from phaze_env.cluster import Cluster
 from phaze_env.placement.collectives import collective_affine, expert_collective_affine, p2p_bound_s
-from phaze_env.placement.inputs import microbatches_per_replica, pipeline_slots, pipeline_time_s
+from phaze_env.placement.dp_overlap import OVERLAPPED_COLLECTIVES, bucket_counts, exposed_floor_s
+from phaze_env.placement.inputs import GRADIENT_FACTOR, microbatches_per_replica, pipeline_slots, pipeline_time_s
 from phaze_env.placement.rules import runnable_shapes
 
 
@@ -37,7 +38,9 @@ def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.nda
 def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
                            tensor_width: int, microbatch: int, cluster: Cluster, expert_parallel: int = 1,
                            expert_gradient_bytes: float = 0.0, device_caps: np.ndarray | None = None,
-                           interleaves: tuple[int, ...] = (1,), total_layers: int = 0) -> np.ndarray:
+                           interleaves: tuple[int, ...] = (1,), total_layers: int = 0,
+                           layer_param_bytes: np.ndarray | None = None,
+                           layer_expert_param_bytes: np.ndarray | None = None) -> np.ndarray:
     """Lower bound on the time per batch over every (p, d) placement, per architecture.
 
     Some stage holds at least its share ``T/p`` of the time, some stage holds at least ``⌈n/p⌉`` of the
@@ -61,13 +64,26 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     stage ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``); the bound is the least over the ``v``, with the ``v > 1``
     relaxed to real values (:func:`_interleavings`).
 
-    A cluster whose stack overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``) adds
-    none of them to the pipeline, but its time is at least the largest stage's collectives, which run on the link
-    within the step whatever hides them: the overlap leaves at least ``C_rs − B`` of the gradient collective and
-    ``C_ag − F`` of the weight all-gather exposed (:mod:`phaze_env.placement.dp_overlap`: "never less than all the
-    collectives less all the backward pass"), and the pipeline holds one microbatch's forward ``F`` and backward ``B``
-    of that stage, so the time is at least ``C_rs + C_ag`` ≥ the all-reduce of its ``1/p`` share of the gradients
-    (the expert shards' part is left out). The bound is the larger of that and the pipeline's.
+    A cluster whose stack overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``) pays
+    only what they leave exposed (:mod:`phaze_env.placement.dp_overlap`), and the bound is the pipeline plus a floor
+    of that. Proof, for any plan of ``p`` stages at interleave ``v`` (ZeRO-0 or 1, the stages the overlap covers):
+    its time is ``T = slots·X + max_j sync_j`` with ``X`` its slowest stage time (≥ ``S(p) + v·send`` above) and
+    ``sync_j`` ≥ stage ``j``'s exposed collectives ≥ ``max(0, C_j − (F_j + B_j))/v``
+    (:func:`~phaze_env.placement.dp_overlap.exposed_floor_s`: ``C_j`` its collectives of one microbatch's pass,
+    ``F_j + B_j`` its forward and backward, which its stage time holds: ``F_j + B_j ≤ X``). So for the stage ``j``
+    with the most collectives ``T ≥ g(X) = slots·X + max(0, C_j − X)/v``, nondecreasing in ``X`` (its slope is
+    ``slots`` or ``slots − 1/v ≥ 0``: ``slots ≥ m_r ≥ 1``), hence ``≥ g(S(p) + v·send)``: the pipeline plus what one
+    microbatch's passes cannot hide, ``(m_r + p − 2)·X + C_j`` at ``v = 1`` where the collectives exceed a stage
+    time. ``C_j`` is at least ``C_low``, the larger of (i) the stage holding the most dense bytes — at least ``1/p``
+    of them, so at least one bucket — at one fixed part plus its per-byte part, and (ii) the stages' mean, every
+    bucket's fixed part (each layer's buckets, :func:`~phaze_env.placement.dp_overlap.bucket_counts` of its
+    ``layer_param_bytes`` — dense, and at ``e > 1`` its ``layer_expert_param_bytes``' ``1/e`` shard on their own — the
+    DP's count; without them ``⌈bytes / BUCKET_BYTES⌉``, as ``Σ⌈x_l⌉ ≥ ⌈Σx_l⌉``) plus the per-byte parts, the expert
+    shard's over the ``d/e`` expert replicas included, over ``p``; the collectives are :data:`~phaze_env.placement.dp_overlap.
+    OVERLAPPED_COLLECTIVES` on the DP's own affine tables, the lesser of ZeRO-0's and ZeRO-1's. The relaxed
+    interleavings (:func:`_interleavings`, ``v`` real in ``[low, high]``) take the pipeline at its least over ``v``
+    plus the floor at ``v = high`` (``max(0, C − S − v·send)/v`` falls as ``v`` grows): the sum of the two least
+    terms is at most the least sum.
     """
     n, batch, rules = cluster.n_devices, cluster.setup.global_batch, cluster.stack.plan_rules
     caps = None if device_caps is None else np.asarray(device_caps, dtype=np.int64)
@@ -86,15 +102,20 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     first = np.r_[True, m_r_all[1:] != m_r_all[:-1]]
     d_first, m_r_first = d_all[first], m_r_all[first]
     dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
+    overlapped = cluster.stack.dp_comm_overlap  # the collectives under the passes (phaze_env.placement.dp_overlap)
+    if overlapped:
+        overlap_low_s = _overlapped_collectives_floor(
+            cluster, tensor_width, e, d_first, dense_bytes, expert_gradient_bytes if e > 1 else 0.0,
+            _bucket_totals(repeats, e, dense_bytes, expert_gradient_bytes, layer_param_bytes, layer_expert_param_bytes))
+        last_bucket_s = _last_bucket_floor(cluster, tensor_width, e, d_first, layer_param_bytes, layer_expert_param_bytes)
     # the DP's all-reduce as fixed + per-byte parts (dense over the d ranks t apart; 0 s for no bytes)
     fixed_s, per_byte_s = collective_affine(cluster, "allreduce", tensor_width).take(d_first - 1)
-    overlapped = cluster.stack.dp_comm_overlap  # the collectives under the passes (phaze_env.placement.dp_overlap)
     if not dense_bytes > 0:  # (the optimizer step is not in this bound either)
         fixed_s, per_byte_s = np.zeros(len(d_first)), np.zeros(len(d_first))
     # the expert shard's all-reduce over the d/e expert replicas t·e apart, without its fixed part (a stage may hold
     # no experts)
     expert_s = (expert_collective_affine(cluster, "allreduce", tensor_width, 1, e).take(d_first // e - 1)[1]
-                * (expert_gradient_bytes / e) if e > 1 and not overlapped else np.zeros(len(d_first)))
+                * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first)))
     send_s = p2p_bound_s(cluster, boundary_bytes, tensor_width)  # every stage of a pipeline sends (p > 1)
     most = n if caps is None else int(caps.max(initial=0))
     depths = range(1, min(n_layers, most // tensor_width) + 1)
@@ -108,10 +129,13 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         crowded_s = crowded_all_s[p - 1]  # the ⌈n/p⌉ fastest layers some stage holds
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
         stage_send_s = send_s if p > 1 else 0.0
-        for v, allowed in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s):
+        for v, allowed, most_v in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s):
             slots = pipeline_slots(m_r[:, None], p, v)
-            if overlapped:  # the pipeline, or the link's collectives, whichever is longer (see the docstring)
-                times = np.maximum(pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, 0.0), allreduce[:, None])
+            if overlapped:  # the pipeline + what one microbatch's passes cannot hide (see the docstring)
+                unhidden_s = np.maximum(exposed_floor_s(_stage_share(overlap_low_s, p)[keep][:, None],
+                                                        stage_s[None, :] + most_v * stage_send_s, most_v),
+                                        last_bucket_s[keep][:, None] / most_v)
+                times = pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, unhidden_s)
             else:
                 times = pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, allreduce[:, None])
             times = np.where(allowed[:, None], times, np.inf)
@@ -123,15 +147,16 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
 
 def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_layers: int, rules,
                    stage_s: np.ndarray, send_s: float):
-    """``(v, runnable)`` pairs whose pipeline times bound every interleaving the DP may run at ``p`` stages: ``v = 1``
-    where the stack runs it, and for ``v > 1`` one relaxed ``v`` per (``m_r``, architecture). The time
+    """``(v, runnable, most)`` triples whose pipeline times bound every interleaving the DP may run at ``p`` stages:
+    ``v = 1`` where the stack runs it, and for ``v > 1`` one relaxed ``v`` per (``m_r``, architecture); ``most``: the
+    largest ``v`` the triple stands for (1, or the largest runnable ``v``). The time
     ``(m_r + (p−1)/v)·(S + v·send)`` is convex in ``v`` (``m_r·send·v + (p−1)·S/v`` plus constants), so over every real
     ``v`` between the least and the largest runnable ``v > 1`` it is least at ``√((p−1)·S / (m_r·send))`` clamped to
     that interval: no runnable ``v`` is faster, and one pass replaces one per ``v``. Whether ``v > 1`` is runnable at
     ``(p, m_r)`` depends on ``v`` only through the layer counts (``runnable_shapes`` at ``m_r = p``), so the shapes
     one runnable ``v`` allows every runnable ``v`` allows."""
     if 1 in interleaves:
-        yield 1, runnable_shapes(p, m_r, 1, total_layers, rules)
+        yield 1, runnable_shapes(p, m_r, 1, total_layers, rules), 1
     runnable = _runnable_interleaves(p, interleaves, total_layers, rules)
     if not runnable:
         return
@@ -144,7 +169,93 @@ def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_
             best_v = np.sqrt((p - 1) * stage_s[None, :] / (m_r[:, None] * send_s))
     else:
         best_v = np.full((len(m_r), len(stage_s)), float(high))
-    yield np.clip(best_v, low, high), allowed
+    yield np.clip(best_v, low, high), allowed, high
+
+
+def _bucket_totals(repeats: np.ndarray, expert_parallel: int, dense_gradient_bytes: float, expert_gradient_bytes: float,
+                   layer_param_bytes: np.ndarray | None, layer_expert_param_bytes: np.ndarray | None) -> tuple[float, float]:
+    """The buckets of every layer of the model, dense and (``e > 1``) expert ones, as the DP counts them
+    (:func:`~phaze_env.placement.dp_overlap.bucket_counts` per layer: its dense bytes, its ``1/e`` expert shard, each
+    repeat a layer of its own); without the per-layer bytes, ``⌈total / BUCKET_BYTES⌉`` (``Σ⌈x_l⌉ ≥ ⌈Σx_l⌉``)."""
+    e = expert_parallel
+    if layer_param_bytes is None:
+        experts = expert_gradient_bytes / GRADIENT_FACTOR / e if e > 1 else 0.0
+        return float(bucket_counts(dense_gradient_bytes / GRADIENT_FACTOR)), float(bucket_counts(experts))
+    params = np.asarray(layer_param_bytes, dtype=float)
+    experts = (np.asarray(layer_expert_param_bytes, dtype=float) if e > 1 and layer_expert_param_bytes is not None
+               else np.zeros_like(params))
+    return (float((bucket_counts(params - experts) * repeats).sum()),
+            float((bucket_counts(experts / e) * repeats).sum()))
+
+
+def _overlapped_collectives_floor(cluster: Cluster, tensor_width: int, expert_parallel: int, data_parallel: np.ndarray,
+                                  dense_gradient_bytes: float, expert_gradient_bytes: float,
+                                  buckets: tuple[float, float]) -> tuple[np.ndarray, ...]:
+    """Per data-parallel degree, ``(one, fixed, spread)`` such that the largest stage's overlapped collectives
+    (:data:`~phaze_env.placement.dp_overlap.OVERLAPPED_COLLECTIVES`, of ZeRO-0 or ZeRO-1: the lesser) of any
+    ``p``-stage plan are at least ``max(one + fixed_per_byte/p, spread/p)`` (:func:`_stage_share`): ``one`` a bucket's
+    fixed part, the dense per-byte part kept aside in ``fixed`` (the stage with the most dense bytes holds ``1/p``
+    of them), ``spread`` every bucket's fixed part and every byte's part, experts included (the stages' mean).
+    Priced on the DP's own affine tables (dense over the ``d`` replicas ``t`` apart, the expert shard over the
+    ``d/e`` expert replicas ``t·e`` apart), the bytes as weights (``gradient / GRADIENT_FACTOR``); ``buckets``: the
+    model's dense and expert buckets (:func:`_bucket_totals`)."""
+    e = expert_parallel
+    dense_weights, expert_weights = dense_gradient_bytes / GRADIENT_FACTOR, expert_gradient_bytes / GRADIENT_FACTOR / e
+    dense_buckets, expert_buckets = buckets
+    per_zero = []
+    for parts in OVERLAPPED_COLLECTIVES.values():
+        one, dense, spread = (np.zeros(len(data_parallel)) for _ in range(3))
+        for kind, per_param, _ in parts:
+            fixed_s, per_byte_s = collective_affine(cluster, kind, tensor_width).take(data_parallel - 1)
+            one, dense = one + fixed_s, dense + per_byte_s * dense_weights * per_param
+            spread = spread + dense_buckets * fixed_s + per_byte_s * dense_weights * per_param
+            if e > 1 and expert_weights > 0:
+                fixed_e, per_byte_e = expert_collective_affine(cluster, kind, tensor_width, 1, e).take(data_parallel // e - 1)
+                spread = spread + expert_buckets * fixed_e + per_byte_e * expert_weights * per_param
+        if not dense_weights > 0:  # no stage holds a dense bucket
+            one = np.zeros(len(data_parallel))
+        per_zero.append((one, dense, spread))
+    return tuple(np.minimum.reduce(parts) for parts in zip(*per_zero))
+
+
+def _last_bucket_floor(cluster: Cluster, tensor_width: int, expert_parallel: int, data_parallel: np.ndarray,
+                       layer_param_bytes, layer_expert_param_bytes) -> np.ndarray:
+    """Per data-parallel degree, what every stage leaves exposed whatever its passes when every layer has weights:
+    its first layer's last bucket of each overlapped collective (:func:`~phaze_env.placement.dp_overlap.
+    layer_exposure_s`: ``max(c − b·(n−1)/n, c/n) ≥ c/n`` with nothing before it in the stage; the weights' all-gather
+    likewise before the first forward), so at least the least ``c_l/n_l`` over the layers, summed over the
+    collectives, the lesser of ZeRO-0's and ZeRO-1's (``1/v`` of it interleaved: one chunk's first layer). 0 without
+    the per-layer bytes or when some layer has none (a weightless first layer's pass could hide the next one's)."""
+    if layer_param_bytes is None:
+        return np.zeros(len(data_parallel))
+    e = expert_parallel
+    params = np.asarray(layer_param_bytes, dtype=float)
+    whole_experts = (np.zeros_like(params) if layer_expert_param_bytes is None
+                     else np.asarray(layer_expert_param_bytes, dtype=float))
+    if not (params > 0).all():
+        return np.zeros(len(data_parallel))
+    # the DP's count (PlacementSearch.overlap_syncs): dense and expert-shard buckets apart, at every e
+    buckets = bucket_counts(params - whole_experts) + bucket_counts(whole_experts / e)
+    # its collectives (overlap_collectives_s): at e = 1 every byte over the d replicas
+    experts = whole_experts / e if e > 1 else np.zeros_like(params)
+    dense = params - whole_experts if e > 1 else params
+    per_zero = []
+    for parts in OVERLAPPED_COLLECTIVES.values():
+        comm_s = np.zeros((len(data_parallel), len(params)))
+        for kind, per_param, _ in parts:
+            fixed_s, per_byte_s = collective_affine(cluster, kind, tensor_width).take(data_parallel - 1)
+            comm_s = comm_s + (bucket_counts(dense) * fixed_s[:, None] + per_byte_s[:, None] * dense * per_param)
+            if e > 1 and experts.any():
+                fixed_e, per_byte_e = expert_collective_affine(cluster, kind, tensor_width, 1, e).take(data_parallel // e - 1)
+                comm_s = comm_s + (bucket_counts(experts) * fixed_e[:, None] + per_byte_e[:, None] * experts * per_param)
+        per_zero.append((comm_s / buckets).min(axis=1))
+    return np.minimum.reduce(per_zero)
+
+
+def _stage_share(floor: tuple[np.ndarray, ...], stages: int) -> np.ndarray:
+    """The largest stage's overlapped collectives at ``p`` stages, at least (:func:`_overlapped_collectives_floor`)."""
+    one, dense, spread = floor
+    return np.maximum(one + dense / stages, spread / stages)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from phaze_env.placement.inputs import GRADIENT_FACTOR
+
 MEGATRON_BUCKET_PARAMS = 40_000_000
 """Parameters per gradient bucket: Megatron-Core's default ``bucket_size = max(40000000, 1000000 · dp_size)``
 (``distributed_data_parallel.py``), "large enough to remain bandwidth-bound". Assumption: the 40M floor at every
@@ -47,6 +49,15 @@ per-collective latency exposed; a range of 1–``dp/40``× the bucket count at `
 BUCKET_BYTES = 2 * MEGATRON_BUCKET_PARAMS
 """A bucket's parameters as weight bytes (bf16 weights, 2 bytes each, as :class:`~phaze_env.placement.inputs.LayerArrays`
 counts ``param_bytes``)."""
+
+
+OVERLAPPED_COLLECTIVES = {0: (("allreduce", GRADIENT_FACTOR, "bwd_s"),),
+                          1: (("reducescatter", GRADIENT_FACTOR, "bwd_s"), ("allgather", 1.0, "fwd_s"))}
+"""Per ZeRO stage the stack overlaps (0 and 1), its once-per-batch collectives as ``(kind, payload per weight byte,
+the pass that hides it)``: ZeRO-0's gradient all-reduce under the backward; ZeRO-1's gradient reduce-scatter under the
+backward and its updated weights' all-gather under the next forward. The placement DP
+(:meth:`~phaze_env.placement.search.PlacementSearch.overlap_collectives_s`) and the search's bound
+(:func:`~phaze_env.placement.bounds.placement_time_bound_s`) both price these."""
 
 
 def bucket_counts(param_bytes: np.ndarray) -> np.ndarray:
@@ -99,6 +110,25 @@ def stage_exposed_s(member: np.ndarray, valid: np.ndarray, comm_s: np.ndarray, c
     return np.where(valid, np.maximum(result, 0.0), 0.0)
 
 
+def exposed_floor_s(comm_total_s, cover_total_s, interleave=1):
+    """A lower bound on what a stage leaves exposed, from its totals alone: ``max(0, C − B)/v`` (``C``: the stage's
+    collectives of one kind, ``B``: one microbatch's pass that hides them, ``v``: the interleave), elementwise.
+
+    Valid for every split of ``C`` and ``B`` over the stage's layers, every bucket count and every depth ``p``:
+
+    * :func:`exposed_s` ``≥ C − B``: take ``k`` its last layer with weights; that layer's own term
+      (:func:`layer_exposure_s`) is at least ``c_k − b_k`` (``n`` buckets: ``c_k − b_k·(n−1)/n ≥ c_k − b_k``), so the
+      maximum is at least ``Σ_{l ≤ k} (c_l − b_l)``, and the layers after ``k`` carry no collective, only pass
+      (``− b_l ≤ 0``): ``≥ C − B``. It is also ``≥ 0``;
+    * :func:`interleaved_exposed_s` is ``E/v`` plus a term ``≥ 0``, and ``E ≥ max(0, C − B)``.
+
+    A stage with several kinds (ZeRO-1: the reduce-scatter under ``B``, the all-gather under ``F``) exposes at least
+    the sum of the floors, and ``max(0, x) + max(0, y) ≥ max(0, x + y)``: at least the floor of the summed
+    collectives under ``F + B``."""
+    comm_total_s, cover_total_s = np.asarray(comm_total_s, dtype=float), np.asarray(cover_total_s, dtype=float)
+    return np.maximum(0.0, comm_total_s - cover_total_s) / np.asarray(interleave)
+
+
 def interleaved_exposed_s(exposed, comm_total_s, cover_total_s, stages: int, interleave: int):
     """A stage of ``v`` equal chunks (each ``1/v`` of every layer's collective and pass): the last chunk exposes
     ``E/v`` (one chunk's :func:`exposed_s`: homogeneous of degree one), and chunk ``j`` has ``j·p`` chunk passes after
@@ -111,5 +141,5 @@ def interleaved_exposed_s(exposed, comm_total_s, cover_total_s, stages: int, int
                                                                  * np.asarray(cover_total_s)) / v)
 
 
-__all__ = ["BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "bucket_counts", "exposed_s", "interleaved_exposed_s",
-           "layer_exposure_s", "stage_exposed_s"]
+__all__ = ["BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "OVERLAPPED_COLLECTIVES", "bucket_counts", "exposed_floor_s",
+           "exposed_s", "interleaved_exposed_s", "layer_exposure_s", "stage_exposed_s"]

@@ -44,7 +44,8 @@ microbatches per replica, ``v`` virtual stages per device):
   stage's buckets leave exposed after its last backward pass and before its first forward pass
   (:mod:`phaze_env.placement.dp_overlap`; per chunk when interleaved), so a stage's sync is a matrix of its own
   layers and passes, not a function of its parameter bytes: the ε-constraint walk below runs on the largest stage
-  sync itself, as at ``e > 1``, and the bounds count the exposed part as 0 (the step is still counted).
+  sync itself, as at ``e > 1``, and the shape bounds count the exposed part at its floor, the stages' share of the
+  collectives less the passes (:meth:`PlacementSearch.overlap_floor_s`; the step is still counted).
 
 Exactness. Recompute modes are ordered by time (none ≤ selective ≤ full) and each only lowers memory,
 so the fastest fitting mode is the stage's one cost for each ``n``, and the gradient bytes never depend
@@ -100,7 +101,8 @@ import numpy as np
 
 from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
                                              pipeline_send_s)
-from phaze_env.placement.dp_overlap import bucket_counts, interleaved_exposed_s, stage_exposed_s
+from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_counts, exposed_floor_s, interleaved_exposed_s,
+                                            stage_exposed_s)
 from phaze_env.placement.inputs import (GRADIENT_FACTOR, LayerArrays, Settings, in_flight_units, microbatches_per_replica,
                                         pipeline_slots, pipeline_time_s, zero_buffer_factor)
 from phaze_env.placement.plan import Plan, infeasible
@@ -553,11 +555,8 @@ class PlacementSearch:
                     times = times + bucket_counts(experts) * fixed_e + per_byte_e * experts * per_param
                 return times
 
-            if zero == 0:
-                self._overlap_layers[key] = ((layer_comm_s("allreduce", GRADIENT_FACTOR), layers.bwd_s),)
-            else:
-                self._overlap_layers[key] = ((layer_comm_s("reducescatter", GRADIENT_FACTOR), layers.bwd_s),
-                                             (layer_comm_s("allgather", 1.0), layers.fwd_s))
+            self._overlap_layers[key] = tuple((layer_comm_s(kind, per_param), getattr(layers, cover))
+                                              for kind, per_param, cover in OVERLAPPED_COLLECTIVES[zero])
         return self._overlap_layers[key]
 
     def overlap_syncs(self, data_parallel: int, zero: int, stages: int, interleave: int) -> tuple[np.ndarray, np.ndarray]:
@@ -587,27 +586,25 @@ class PlacementSearch:
 
     def overlap_floor_s(self, data_parallel, zero: int, stages, interleave):
         """A lower bound on the largest stage's exposed collectives of any partition (:meth:`overlap_syncs`), elementwise
-        over arrays of ``d``, ``p`` and ``v``: a stage leaves at least ``(C − B)/v`` of each collective exposed (all of
-        it less all its pass, the closed form at its last layer; :func:`~phaze_env.placement.dp_overlap.
-        interleaved_exposed_s` keeps ``1/v`` of that), and the stages cover every layer once, so the largest is at
-        least the total's ``1/(p·v)``. The totals are :meth:`overlap_collectives_s` summed over the layers, taken from
+        over arrays of ``d``, ``p`` and ``v``: a stage leaves at least ``max(0, C − B)/v`` of each collective exposed
+        (:func:`~phaze_env.placement.dp_overlap.exposed_floor_s`), and the stages cover every layer once, so the
+        largest is at least their mean, which is at least the floor of the totals over ``p`` (``Σ_j max(0, x_j) ≥
+        max(0, Σ_j x_j)``). The totals are :meth:`overlap_collectives_s` summed over the layers, taken from
         the affine tables at once (a bucket's fixed part times the buckets, the per-byte part times the bytes)."""
         layers, s = self.layers, self.settings
         d = np.atleast_1d(np.asarray(data_parallel))
         e = s.expert_parallel
         experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
         dense = layers.param_bytes - experts
-        parts = ((("allreduce", GRADIENT_FACTOR), layers.bwd_s),) if zero == 0 else \
-            ((("reducescatter", GRADIENT_FACTOR), layers.bwd_s), (("allgather", 1.0), layers.fwd_s))
         floor = np.zeros(len(d))
-        for (kind, per_param), cover_s in parts:
+        for kind, per_param, cover in OVERLAPPED_COLLECTIVES[zero]:
             fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(self._weight_replicas(d) - 1)
             total = bucket_counts(dense).sum() * fixed + per_byte * (dense.sum() * per_param)
             if experts.any():
                 fixed_e, per_byte_e = self._expert_affine(kind).take(d // e - 1)
                 total = total + bucket_counts(experts).sum() * fixed_e + per_byte_e * (experts.sum() * per_param)
-            floor += np.maximum(0.0, total - float(cover_s.sum()))
-        result = floor / (np.asarray(stages) * np.asarray(interleave))
+            floor += exposed_floor_s(total, float(getattr(layers, cover).sum()), interleave)
+        result = floor / np.asarray(stages)
         return float(result[0]) if np.ndim(data_parallel) == 0 else result
 
     def zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray:
