@@ -22,6 +22,13 @@ Not counted, here or in Megatron-LM's report: the caching allocator's slack (fra
 the allocated peak), the communication libraries' buffers (NCCL's channels, Transformer Engine's userbuffers) and the
 CUDA context: a plan within a few GiB of its GPU's memory in this accounting runs close to the edge in practice.
 
+FP8 plans keep their FP8 Linears' inputs in FP8 (Transformer Engine, :func:`phaze_env.hardware.number_format.
+fp8_stash_saving_bytes`). Still counted on the side of too much memory for Megatron-Core FP8 recipes: the bf16 weight
+copy that ``fp8_param_gather`` drops (2 bytes per FP8 weight: 4.8 GiB on bridge2511-qwen3-30b-a3b-fp8's last stage),
+and an MoE layer's expert outputs, which the traced (eager) combine keeps to weight them by the router's
+probabilities where Megatron-Core applies the probabilities inside the experts' activation
+(``megatron/core/transformer/moe/experts.py``, ``permuted_probs``).
+
 Our gradients are bf16 (2 bytes per parameter, ``GRADIENT_FACTOR``); Megatron keeps fp32 main gradients for bf16
 training (``megatron/training/arguments.py``: "bfloat16 requires gradient accumulation and all-reduce to be done in
 fp32"). That term is reported, not matched: modelling it would double the data-parallel collectives' payload as well.
