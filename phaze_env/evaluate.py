@@ -309,9 +309,11 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
     ends_count = cluster is not None and cluster.stack.plan_rules.embedding_loss_in_split
     stride = graph.tensor_width * context_parallel
+    # the traced stash's bytes per element: what an FP8 layer narrows (bf16 keeps the stash as traced)
+    stash_element_bytes = graph.bytes_per_element if number_format != "bf16" else 2
     for layer in graph.layers:
         timing = timings[layer.name]
-        stash = layer_stash_bytes(layer, cluster, number_format, graph.bytes_per_element)
+        stash = layer_stash_bytes(layer, cluster, number_format, stash_element_bytes)
         alltoall_s = dispatch_s(cluster, layer.routed_token_bytes, e, stride, experts=layer.routed_experts,
                                 top_k=layer.experts_per_token) if e > 1 else 0.0
         kernel_fwd_s, kernel_bwd_s = (part / streaming_Bps for part in expert_kernel_bytes(
