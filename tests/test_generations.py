@@ -112,7 +112,7 @@ def test_die_fields_are_validated(fields):
 @pytest.mark.parametrize("node", ["N2", "N3P", "7nm", ""])
 def test_a_node_without_data_is_one_clear_error(node):
     for build in (lambda: cost.ChipSystem(node=node), lambda: Technology(node, 2025), lambda: cost.get_node(node)):
-        with pytest.raises(cost.UnknownNodeError, match="N7, N5, 4N, N4P, 4NP, N3"):
+        with pytest.raises(cost.UnknownNodeError, match="N7, N6, N5, 4N, N4P, 4NP, N3"):
             build()
 
 
