@@ -163,7 +163,8 @@ def test_technology_round_trips_and_rivals_sit_at_their_own_node():
     with pytest.raises(ValueError, match="unknown Technology field"):
         Technology.from_dict({"node": "N7", "year": 2020, "fab": "TSMC"})
     assert {name: t.node for name, t in REFERENCE_TECHNOLOGIES.items()} == {
-        "tpuv4": "N7", "a100": "N7", "h100": "4N", "b200": "4NP", "gb200": "4NP", "tpuv5p": "N5"}
+        "tpuv4": "N7", "a100": "N7", "h100": "4N", "b200": "4NP", "gb200": "4NP", "tpuv5p": "N5",
+        "mi300x": "N5"}
     assert set(REFERENCE_TECHNOLOGIES) == set(cost.SYSTEMS)
 
 
