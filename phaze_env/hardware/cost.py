@@ -285,8 +285,8 @@ MI300X_IODS = 4
 """I/O dies (IODs) per MI300X: 4 on TSMC N6, each with two HBM3 stacks' controllers and PHYs and 64 MB of the 256 MB
 Infinity Cache, joined by Infinity Fabric AP (AMD CDNA 3 architecture white paper, 2023; Smith et al., ISSCC 2024)."""
 MI300X_XCD_AREA_MM2 = 115.0
-"""One MI300X XCD: ≈ 115 mm² (SemiAnalysis, "AMD MI300 – Taming The Hype", 2023, and the die-shot measurements the
-trade press reported after Hot Chips 2023; AMD publishes transistor counts, not mm²). Approximate: range 110–120 mm²."""
+"""One MI300X XCD: ≈ 115 mm² (SemiAnalysis, "AMD MI300 – Taming The Hype", 2023; AMD publishes transistor counts,
+not mm²). Approximate: range 110–120 mm²."""
 MI300X_IOD_AREA_MM2 = 370.0
 """One MI300X IOD: ≈ 370 mm² (same SemiAnalysis estimate from the package shots; AMD gives no mm² figure).
 Approximate: range 350–390 mm²."""
@@ -664,14 +664,17 @@ def chip_area_mm2(acc: Accelerator, system: ChipSystem) -> dict[str, float]:
     On a 3-D stack (``base_dies``) ``compute`` is the compute dies' logic and the base dies carry ``cache`` (the
     buffer at the base node, a plain SRAM array: no core-style factor), ``stack_landing`` (what a base die needs
     beyond its cache to carry the compute dies above it: each base die is at least their footprint, assumption
-    that they tile it with no gap, range +0–10 %) and the periphery beside the stack."""
+    that they tile it with no gap, range +0–10 %) and the periphery beside the stack. The hybrid-bond interface between
+    a compute die and its base die is priced in neither area nor energy (assumption: its bond pads sit inside the
+    footprint, and its pJ/bit is unquantified here — a part of the modelled power this leaves out)."""
+    sram_mm2 = area.buffer_area_mm2(acc.buffer_mb)
+    arch_mm2 = acc.area_mm2 if system.silicon_clock_hz is None else \
+        sram_mm2 + (acc.area_mm2 - sram_mm2) * silicon_array_scale(acc, system)  # the preset's arrays as silicon
     if system.base_dies == 0:
-        compute = compute_die_area_mm2(acc.area_mm2 - (1 - silicon_array_scale(acc, system)) *
-                                       (acc.area_mm2 - area.buffer_area_mm2(acc.buffer_mb)), acc.buffer_mb, system)
-        return {"compute": float(compute), **periphery_area_mm2(system)}
-    parts = node_compute_parts_mm2(acc.area_mm2, acc.buffer_mb, system.process)
-    compute = float(parts["logic"]) * silicon_array_scale(acc, system) * CORE_AREA_FACTORS[system.core_style]
-    cache = float(area.buffer_area_mm2(acc.buffer_mb)) / system.io_process.sram_density_gain
+        return {"compute": float(compute_die_area_mm2(arch_mm2, acc.buffer_mb, system)), **periphery_area_mm2(system)}
+    logic = node_compute_parts_mm2(arch_mm2, acc.buffer_mb, system.process)["logic"]
+    compute = float(logic) * CORE_AREA_FACTORS[system.core_style]
+    cache = float(sram_mm2) / system.io_process.sram_density_gain
     return {"compute": compute, "cache": cache, "stack_landing": max(0.0, compute - cache),
             **periphery_area_mm2(system)}
 
