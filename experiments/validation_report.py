@@ -521,13 +521,16 @@ MOE_GAPS = {
         "its own is not modelled yet, nor the FP8 GEMMs' fine-grained scaling overhead, and the efficiency is "
         "megatron-core's, assumed"),
     "bridge2511-qwen3-30b-a3b-fp8": (
-        "the published plan does not fit the model's 80 GiB: 90 GiB on the fullest device (the last stage), of which "
-        "54 GiB activations (microbatch 2, 47 one-layer chunks in flight, and the head's logits) and 21 GiB optimizer "
-        "state (the expert-data-parallel group is 1, so the experts' state is not sharded; python -m "
-        "experiments.memory_check shows how the terms are counted); the page does not say how the 25.11 recipe fitted "
-        "it (the later recipes run microbatch 1). With the capacity not binding the plan predicts 8,360 tokens/s per "
-        "GPU (+58 %; at the fitted H100 efficiency 0.97, HBM set to 1,024 GB), near the 9,058 of 26.02.01: that release line's software moved this model's figure by almost 2× "
-        "on one plan (26.02: 5113, 26.02.01: 9058), so 25.11's figure is the slower software, not the hardware"),
+        "the published plan fits 80 GiB, at 79.8 GiB on the fullest device (the last stage: 47 one-layer chunks of "
+        "microbatch 2 in flight, 21 GiB of optimizer state as the expert-data-parallel group of 1 leaves the experts' "
+        "state unsharded; python -m experiments.memory_check), once Transformer Engine's FP8 Linears keep their inputs "
+        "in FP8. The recipe of this plan (NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen3/"
+        "qwen3_30b_a3b_llm_pretrain.yaml at 2f5cd4845, h100 fp8_cs: microbatch 2, VP 24) recomputes nothing and runs "
+        "bf16_with_fp8_current_scaling_mixed, whose fp8_param_gather also drops the bf16 weight copy (not modelled: "
+        "4.8 GiB more headroom). It predicts 8,360 "
+        "tokens/s per GPU (+58 %), near the 9,058 of 26.02.01: that release line's software moved this model's figure "
+        "by almost 2× on one plan (26.02: 5113, 26.02.01: 9058), so 25.11's figure is the slower software, not the "
+        "hardware"),
 }
 """MoE cases outside ±15 % and the physical reason found (tests/test_validation_moe.py holds them as strict xfails)."""
 

@@ -34,7 +34,7 @@ from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_erro
                                         kv_bytes_per_token, rank_graph, ring_exposed_s, valid_context_parallels)
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
-from phaze_env.hardware.number_format import fp8_weight_copy_factor, mfu_basis, mfu_text
+from phaze_env.hardware.number_format import fp8_stash_saving_bytes, fp8_weight_copy_factor, mfu_basis, mfu_text
 from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_alltoall_s
 from phaze_env.placement import Settings, best_plan_multi
@@ -276,12 +276,16 @@ def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = 
     return ""
 
 
-def layer_stash_bytes(layer: Layer, cluster: Cluster | None) -> tuple[float, float, float]:
+def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str = "bf16",
+                      bytes_per_element: int = 2) -> tuple[float, float, float]:
     """(stash, its attention part, its replicated part) of one microbatch of ``layer`` as ``cluster``'s stack keeps it:
     what eager autograd saves (the traced stash) less, unless the stack runs every elementwise operator unfused
     (``Stack.unfused_elementwise``), what its fused kernels rebuild in their backward pass instead
-    (``Layer.stash_kernel_*``, :func:`phaze_env.workloads.model.kernel_recomputed`)."""
-    kept = (float(layer.activation_stash_bytes), float(layer.stash_attention_bytes), float(layer.stash_replicated_bytes))
+    (``Layer.stash_kernel_*``, :func:`phaze_env.workloads.model.kernel_recomputed`), and, in ``number_format`` FP8,
+    what its FP8 Linears keep narrower than ``bytes_per_element`` (:func:`fp8_stash_saving_bytes`)."""
+    fp8_saving, fp8_replicated_saving = fp8_stash_saving_bytes(layer, number_format, bytes_per_element)
+    kept = (float(layer.activation_stash_bytes) - fp8_saving, float(layer.stash_attention_bytes),
+            float(layer.stash_replicated_bytes) - fp8_replicated_saving)
     if cluster is not None and cluster.stack.unfused_elementwise:
         return kept
     rebuilt = (layer.stash_kernel_bytes, layer.stash_kernel_attention_bytes, layer.stash_kernel_replicated_bytes)
@@ -305,7 +309,7 @@ def attention_dropout_s(workload: Workload, cluster: Cluster, graph, seq_len: in
 
 def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None = None,
                  expert_parallel: int = 1, context_parallel: int = 1,
-                 streaming_Bps: float = math.inf,
+                 streaming_Bps: float = math.inf, number_format: str = "bf16",
                  dropout_s: tuple[float, float] = (0.0, 0.0)) -> list[dict[str, float]]:
     """The DP's layers. At expert-parallel degree ``e > 1`` a device holds ``1/e`` of each MoE layer's experts and
     runs the same routed-token slots through them (``graph`` is one rank's: its experts at the per-rank shape,
@@ -325,9 +329,11 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
     ends_count = cluster is not None and cluster.stack.plan_rules.embedding_loss_in_split
     stride = graph.tensor_width * context_parallel
+    # the traced stash's bytes per element: what an FP8 layer narrows (bf16 keeps the stash as traced)
+    stash_element_bytes = graph.bytes_per_element if number_format != "bf16" else 2
     for layer in graph.layers:
         timing = timings[layer.name]
-        stash = layer_stash_bytes(layer, cluster)
+        stash = layer_stash_bytes(layer, cluster, number_format, stash_element_bytes)
         alltoall_s = dispatch_s(cluster, layer.routed_token_bytes, e, stride, experts=layer.routed_experts,
                                 top_k=layer.experts_per_token) if e > 1 else 0.0
         kernel_fwd_s, kernel_bwd_s = (part / streaming_Bps for part in expert_kernel_bytes(
@@ -462,13 +468,15 @@ class _Variant:
     context_parallel: int = 1
     expert_parallel: int = 1
     streaming_Bps: float = math.inf  # what the MoE layers' memory-bound expert kernels stream at (_layer_chain)
+    number_format: str = "bf16"  # the accelerator's: an FP8 layer keeps its Linears' inputs in FP8 (_layer_chain)
     dropout_s: tuple[float, float] = (0.0, 0.0)  # an attention layer's dropout kernel, fwd and bwd (_layer_chain)
     _chain: list[dict[str, float]] | None = None
 
     def chain(self) -> list[dict[str, float]]:
         if self._chain is None:
             self._chain = _layer_chain(self.graph, self.timings, self.cluster, self.expert_parallel,
-                                       self.context_parallel, self.streaming_Bps, self.dropout_s)
+                                       self.context_parallel, self.streaming_Bps, self.number_format,
+                                       self.dropout_s)
         return self._chain
 
     def lower_bound_chain(self) -> list[dict[str, float]]:
@@ -476,7 +484,7 @@ class _Variant:
         bounds = {name: replace(timing, fwd_s=timing.fwd_lower_bound_s, bwd_s=timing.bwd_lower_bound_s)
                   for name, timing in self.timings.items()}
         return _layer_chain(self.graph, bounds, self.cluster, self.expert_parallel, self.context_parallel,
-                            self.streaming_Bps, self.dropout_s)
+                            self.streaming_Bps, self.number_format, self.dropout_s)
 
 
 def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
@@ -616,7 +624,7 @@ def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, e: int,
                for layer in graph.layers}
     streaming_Bps = timing.accelerator.effective_hbm_bandwidth_Bps * request.cluster.stack.framework_efficiency
     dropout_s = attention_dropout_s(request.workload, request.cluster, graph, seq_len, streaming_Bps)
-    return _Variant(graph, timings, request.cluster, c, e, streaming_Bps, dropout_s)
+    return _Variant(graph, timings, request.cluster, c, e, streaming_Bps, timing.accelerator.number_format, dropout_s)
 
 
 def unbuilt_evaluation(workload: str | Workload, accelerator: Accelerator, topology: str, reason: str) -> Evaluation:
