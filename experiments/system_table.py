@@ -534,9 +534,10 @@ stack and plan freedom, in its fastest number format. Ratio > 1: the searched sy
 * Assumptions (each cited with its range in `hardware.system` and `stacks.CARRIED_FITS`): no flagship has a published
   run fitted through this table's path, so each runs at the efficiency fitted on the chip its stack descends from;
   the GB200 rack's power (120 kW, range 120–132 kW), TPU v5p's host (TPU v4's; Google publishes no v5p power) and the
-  MI300X platform's host (DGX H100's) are assumptions; the MI300X chip is a one-node sketch split into four quadrants
-  (`hardware.system.MI300X_RIVAL_SYSTEM`, `docs/cost_model.md`): where its modelled power is above AMD's, a power
-  budget buys fewer of them than the data sheet's figure would. Not the same node: the flagships' 4NP / N5 silicon
+  MI300X platform's host (DGX H100's) are assumptions; the MI300X chip is built as AMD builds it (8 N5 XCDs on 4 N6 IODs,
+  `hardware.system.MI300X_RIVAL_SYSTEM`; its die areas within ±20 % of the published, `docs/cost_model.md`), but its
+  modelled power prices the data sheet's 2.1 GHz peak, above AMD's 750 W: a power budget buys fewer of them than the
+  data sheet's figure would. Not the same node: the flagships' 4NP / N5 silicon
   against the space's {SYSTEM_NODE}.
 
 {table(["workload", "budget", "answer samples/s", *[f"vs {FLAGSHIP_LABELS[n]}" for n in FLAGSHIPS]], body)}

@@ -7,10 +7,6 @@ its own cluster (the case's, as ``experiments.validate`` does) and prints, per r
   (``Evaluation.plan["stage_times_s"]``). Megatron-LM (2022) puts the embedding on the first and the LM head +
   loss on the last stage and splits the transformer layers evenly, as the model does; the batch time is
   ``(m_r + (p−1)/v) · max c``, so ``1 − middle/slowest`` is the share of the batch time the LM head's stage adds;
-* **LM-head recompute** — the LM head's forward, which the model repeats under full recompute; Megatron-LM's
-  checkpointing wraps the transformer layers only (NVIDIA/Megatron-LM ``megatron/model/transformer.py``,
-  ``ParallelTransformer._checkpointed_forward`` loops over ``self.layers``; the LM head is outside it), so this is a
-  share of the batch time the model adds that the run did not spend;
 * **per-layer efficiency, ours and published** — a transformer layer's model FLOPs (forward, backward and what the
   recompute mode repeats) over its time at the A100's 312 TFLOP/s; the published one removes from the published
   per-device time the same non-layer terms as ours (LM head, embedding, p2p sends) and divides the rest by the
@@ -23,14 +19,16 @@ its own cluster (the case's, as ``experiments.validate`` does) and prints, per r
   fitted on 175B, absorbs the 175B shapes' loss). ``if waves`` rescales the model's GEMM times by
   ``quantisation(175B) / quantisation(row)`` (the framework efficiency refitted on 175B keeps 175B unchanged) and
   re-forms the slowest device's time: a first-order estimate, not a re-evaluation;
-* **attention dropout** — Megatron-LM's dropout on the attention scores (:func:`attention_dropout_bytes`), a
-  memory-bound cost the traced graph does not have; ``if dropout`` adds it to every layer at the achievable HBM
-  bandwidth and the framework efficiency;
+* **attention dropout** — Megatron-LM's dropout on the attention scores, a memory-bound kernel the traced graph does
+  not have and the model adds for this stack (:func:`phaze_env.evaluate.attention_dropout_s`): its share of a
+  layer's time (forward, backward and what the recompute mode repeats);
 * **Calculon's GEMM efficiency** — its A100 matrix-efficiency steps (:data:`CALCULON_A100_MATRIX_EFFICIENCY`) at the
   same GEMMs, beside ours.
 
-Every what-if is divided by its own ratio at the 175B full-recompute row: the efficiency refitted there, to first
-order (it scales nearly all of a batch's time).
+The model's full recompute reruns the transformer layers only, as Megatron-LM's checkpointing does
+(``ParallelTransformer._checkpointed_forward`` loops over ``self.layers``; the LM head is outside it), so the LM head's
+stage holds no recompute of it. The what-if is divided by its own ratio at the 175B full-recompute row: the
+efficiency refitted there, to first order (it scales nearly all of a batch's time).
 
 Nothing here changes a prediction; the report (docs/table5_scaling.md) is the analysis behind docs/validation.md's
 Table 5 section, and also lists the same terms for Megatron-LM's 2021 runs of the same models (Narayanan et al. 2021
@@ -52,7 +50,7 @@ from experiments.validation_cases import get_case
 import phaze_env.pricing
 from experiments.validation_fit import (_bisect, case_accelerator, case_cluster, evaluation_with, metric_value, plan_of,
                                         published_time_s)
-from phaze_env.evaluate import evaluate
+from phaze_env.evaluate import attention_dropout_s, evaluate
 from phaze_env.cli import OneLineParser, print_output
 from phaze_env.explain import explain_layer
 from phaze_env.files import write_text_atomic
@@ -100,11 +98,15 @@ def layer_terms(case, evaluation) -> dict[str, float]:
                         tensor_width=case.tensor)
     block = next(item for item in graph.layers if item.name == "block")
     gemm_ops = {("fwd", op.name): op for op in block.fwd.ops} | {("bwd", op.name): op for op in block.bwd.ops}
+    dropout_fwd_s, dropout_bwd_s = model_dropout_s(case, graph)
     fwd_gemm_s = sum(o.latency_s for o in explained.ops if o.direction == "fwd" and _is_gemm(o))
     bwd_gemm_s = sum(o.latency_s for o in explained.ops if o.direction == "bwd" and _is_gemm(o))
     attention_fwd_s = float(evaluation.layer_timings[f"t{case.tensor}_m{case.microbatch}"]["block"]["attention_fwd_s"])
     full = case.recompute == "full"
-    repeat_s = explained.fwd_s if full else attention_fwd_s
+    # what the recompute mode (full or selective: Table 5's) repeats: the layer's forward or its attention core, each
+    # with the dropout kernel the model adds to the core (the layer timings are the traced operators' only)
+    repeat_s = (explained.fwd_s if full else attention_fwd_s) + dropout_fwd_s
+    dropout_s = 2 * dropout_fwd_s + dropout_bwd_s
     fwd_flops = sum(op.gemm_flops for op in block.fwd.ops)
     bwd_flops = sum(op.gemm_flops for op in block.bwd.ops)
     weighted, calculon, total = 0.0, 0.0, 0.0
@@ -118,7 +120,7 @@ def layer_terms(case, evaluation) -> dict[str, float]:
             total += gemm.flops
     comm_fwd_s = sum(o.latency_s for o in explained.ops if o.direction == "fwd" and o.unit == "comm")
     comm_bwd_s = sum(o.latency_s for o in explained.ops if o.direction == "bwd" and o.unit == "comm")
-    return {"time_s": explained.time_s + repeat_s, "comm_s": comm_bwd_s + comm_fwd_s * (2 if full else 1),
+    return {"time_s": explained.time_s + dropout_fwd_s + dropout_bwd_s + repeat_s, "dropout_s": dropout_s, "comm_s": comm_bwd_s + comm_fwd_s * (2 if full else 1),
             "passes": 3 if full else 2,
             "gemm_s": bwd_gemm_s + fwd_gemm_s * (2 if full else 1),
             "flops": bwd_flops + fwd_flops * (2 if full else 1),
@@ -135,24 +137,19 @@ def row(name: str) -> dict[str, float]:
     slowest, middle = max(times), statistics.median(times)
     layers = layer_terms(case, evaluation)
     layers_on_slowest = case_layers(case) // case.pipeline
-    overhead_s = slowest - layers_on_slowest * layers["time_s"]  # LM head (+ its recompute), p2p sends
+    overhead_s = slowest - layers_on_slowest * layers["time_s"]  # LM head, p2p sends
     steady = plan["microbatches_per_replica"] + (case.pipeline - 1) / case.interleave
     published_c = published_time_s(case) / steady
     published_layer_s = (published_c - overhead_s) / layers_on_slowest
     peak = case_accelerator(case).peak_flops
-    dropout_s = attention_dropout_bytes(case) / (case_accelerator(case).effective_hbm_bandwidth_Bps
-                                                  * case_cluster(case).stack.framework_efficiency)
-    head = evaluation.layer_timings[f"t{case.tensor}_m{case.microbatch}"]["post"]
-    head_recompute_s = float(head["fwd_s"]) if case.recompute == "full" and case.pipeline > 1 else 0.0
     return {"ours_s": plan["time_per_batch_s"], "published_s": published_time_s(case), "steady": steady,
             "slowest_s": slowest, "middle_s": middle, "overhead_s": overhead_s,
             "head_share": 1 - middle / slowest if case.pipeline > 1 else 0.0,
-            "head_recompute_s": head_recompute_s, "head_recompute_share": head_recompute_s / slowest,
             "layer_eff": layers["flops"] / (peak * layers["time_s"]),
             "published_layer_eff": layers["flops"] / (peak * published_layer_s),
             "gemm_share": layers["gemm_s"] / layers["time_s"], "quantisation": layers["quantisation"],
             "layers_on_slowest": layers_on_slowest, "layer_s": layers["time_s"], "gemm_s": layers["gemm_s"],
-            "comm_s": layers["comm_s"], "dropout_s": dropout_s, "gemm_eff": layers["gemm_eff"],
+            "comm_s": layers["comm_s"], "dropout_s": layers["dropout_s"], "gemm_eff": layers["gemm_eff"],
             "calculon_gemm_eff": layers["calculon_gemm_eff"], "published_layer_s": published_layer_s,
             "passes": layers["passes"]}
 
@@ -163,29 +160,21 @@ def case_layers(case) -> int:
     return _dims(case)[0]
 
 
-def attention_dropout_bytes(case) -> float:
-    """HBM bytes per layer and microbatch of Megatron-LM's attention dropout (``--attention-dropout`` 0.1, its default
-    and the paper's: Korthikanti et al. 2022 §4.1 count its mask, ``a·s²·b`` bytes, and its output, ``2·a·s²·b``),
-    which the traced graph lacks: on the ``E = b·(a/t)·s²`` scores of a device, the forward reads 2E and writes 2E + E
-    (mask), the backward reads 2E + E and writes 2E; full and selective recompute repeat the forward (the attention
-    core is what selective recompute repeats), no recompute does not."""
-    heads = get_workload(case.workload).config_dict["n_head"]
-    scores = case.microbatch * heads // case.tensor * case.seq_len ** 2
-    forwards = 1 if case.recompute == "none" else 2
-    return (5 * forwards + 5) * scores
+def model_dropout_s(case, graph) -> tuple[float, float]:
+    """(forward, backward) time of one layer's attention dropout as the evaluator adds it for the case's stack
+    (:func:`phaze_env.evaluate.attention_dropout_s`, at the chip's achieved HBM bandwidth × the framework
+    efficiency; 0 for a stack that does not run it as a kernel of its own)."""
+    streaming_Bps = case_accelerator(case).effective_hbm_bandwidth_Bps * case_cluster(case).stack.framework_efficiency
+    return attention_dropout_s(get_workload(case.workload), case_cluster(case), graph, case.seq_len, streaming_Bps)
 
 
-def what_if_s(terms: dict[str, float], reference: float | None, head_recompute: bool = True,
-              dropout: bool = False) -> float:
+def what_if_s(terms: dict[str, float], reference: float | None) -> float:
     """The batch time if GEMMs were priced with their wave quantisation (``reference``: the calibration row's, the
-    efficiency refitted there: GEMM times scaled by ``reference / quantisation``; None: not), without the LM head's
-    recompute when ``head_recompute`` is False, and with the attention dropout when ``dropout``: the slowest device's
+    efficiency refitted there: GEMM times scaled by ``reference / quantisation``; None: not): the slowest device's
     time re-formed, the steady state ``(m_r + (p−1)/v)`` times it replaced."""
     scale = 1.0 if reference is None else reference / terms["quantisation"]
-    layer_s = terms["layer_s"] - terms["gemm_s"] * (1 - scale) + (terms["dropout_s"] if dropout else 0.0)
+    layer_s = terms["layer_s"] - terms["gemm_s"] * (1 - scale)
     slowest = terms["layers_on_slowest"] * layer_s + terms["overhead_s"]
-    if not head_recompute:
-        slowest -= terms["head_recompute_s"]
     return terms["ours_s"] - terms["steady"] * (terms["slowest_s"] - slowest)
 
 
@@ -269,19 +258,16 @@ def _line(label: str, t: dict[str, float], reference: dict[str, float], calculon
     if calculon_s:
         errors.append(abs(calculon_s / published - 1))
     return (f"| {label} | {published:.2f} | {t['ours_s']:.2f} ({t['ours_s'] / published - 1:+.1%}) | "
-            f"{t['head_share']:.1%} | {t['head_recompute_share']:.1%} | {t['dropout_s'] / t['layer_s']:.1%} | "
+            f"{t['head_share']:.1%} | {t['dropout_s'] / t['layer_s']:.1%} | "
             f"{t['layer_eff']:.1%} | {t['published_layer_eff']:.1%} | {t['gemm_share']:.0%} | {t['quantisation']:.3f} | "
             + " | ".join(cells) + f" | {calculon} |", errors)
 
 
-WHAT_IFS = {"if waves": {"reference": True}, "if dropout": {"dropout": True},
-            "if head not recomputed": {"head_recompute": False},
-            "if dropout, head not recomputed": {"dropout": True, "head_recompute": False},
-            "if all three": {"reference": True, "dropout": True, "head_recompute": False}}
-"""The first-order what-ifs, each normalised at the calibration row (the efficiency refitted there)."""
-HEADER = ("| case | published s | ours | LM-head stage share | LM-head recompute | dropout / layer | layer eff ours | "
+WHAT_IFS = {"if waves": {"reference": True}}
+"""The first-order what-if, normalised at the calibration row (the efficiency refitted there)."""
+HEADER = ("| case | published s | ours | LM-head stage share | dropout / layer | layer eff ours | "
           "layer eff published | GEMM share | wave quantisation | " + " | ".join(WHAT_IFS) + " | Calculon |\n"
-          + "|---" * (11 + len(WHAT_IFS)) + "|")
+          + "|---" * (10 + len(WHAT_IFS)) + "|")
 
 
 def _mae(errors: list[list[float]], labels: tuple[str, ...]) -> str:
@@ -336,19 +322,20 @@ def report() -> str:
         HEADER, *table5, "",
         f"Table 5 mean absolute error: {_mae(errors, (*labels, 'Calculon'))}.",
         "",
-        "Three terms, each grounded in the runs' physics, take the 530B rows to "
-        + " and ".join(f"{normalised_what_if_s(rows[('530b', m)], small, 'if all three') / rows[('530b', m)]['published_s'] - 1:+.1%}"
+        "Two terms grounded in the runs' physics are in the model: *dropout* — Megatron-LM's attention dropout on "
+        "the `a·s²` scores (Korthikanti et al. count its mask and output), a memory-bound kernel the traced graph "
+        "lacks (`Stack.attention_dropout_kernel`, the megatron-lm A100 profile), larger against the GEMMs at small "
+        "`h` and at 22B's microbatch 4; *head not recomputed* — Megatron-LM's full recompute repeats the transformer "
+        "layers only (`recompute_fwd_s`). With them the efficiency fitted on 175B is "
+        f"{now:g}. *Waves* — GEMM wave quantisation on 108 SMs (the 175B shapes waste more of their last wave than "
+        "530B's and 1T's; the efficiency fitted on 175B absorbs 175B's loss and charges it to every model) — is not: "
+        "to first order it takes the 530B rows to "
+        + " and ".join(f"{normalised_what_if_s(rows[('530b', m)], small, 'if waves') / rows[('530b', m)]['published_s'] - 1:+.1%}"
                        for m in TABLE5["530b"])
         + " and the 1T rows to "
-        + " and ".join(f"{normalised_what_if_s(rows[('1t', m)], small, 'if all three') / rows[('1t', m)]['published_s'] - 1:+.1%}"
+        + " and ".join(f"{normalised_what_if_s(rows[('1t', m)], small, 'if waves') / rows[('1t', m)]['published_s'] - 1:+.1%}"
                        for m in TABLE5["1t"])
-        + " (the rest of 1T's gap has no modelled cause): *waves* — GEMM wave quantisation "
-        "on 108 SMs (the 175B shapes waste more of their last wave than 530B's and 1T's; the efficiency fitted on "
-        "175B absorbs 175B's loss and charges it to every model); *dropout* — Megatron-LM's attention dropout on "
-        "the `a·s²` scores (Korthikanti et al. count its mask and output), a memory-bound cost the traced graph "
-        "lacks and the efficiency fitted on 175B absorbs, larger against the GEMMs at small `h` and at 22B's "
-        "microbatch 4; *head not recomputed* — Megatron-LM's full recompute repeats the transformer layers only, "
-        "the model repeats the LM head's forward too. The fixed-overhead alternative (part of the efficiency a "
+        + " (the rest of 1T's gap has no modelled cause). The fixed-overhead alternative (part of the efficiency a "
         f"per-layer constant) needs {overhead_s * 1e3:.2f} ms per layer ({overhead_s / small['passes'] * 1e3:.2f} ms "
         f"per pass, with the rest of the efficiency at {efficiency:.3f} instead of {now:g}) to reconcile 175B and 1T: "
         "tens of µs for each of a layer's ≈ 30 kernels per pass, an order of magnitude above a kernel launch, so "
@@ -381,13 +368,11 @@ def report() -> str:
         f"cross-check {statistics.mean(abs(waved[n]) for n in CROSS_CHECK):.1%} (now "
         f"{statistics.mean(e[0] for e in errors):.1%} and {statistics.mean(e[0] for e in cross_errors):.1%}).",
         "",
-        "Re-evaluated, wave quantisation makes these rows worse by more than a point: " + "; ".join(worse) + ". "
+        "Re-evaluated, wave quantisation makes these rows worse by more than a point: "
+        + ("; ".join(worse) if worse else "none") + ". "
         "The 2021 runs were slower per layer than the 2022 ones at both sizes, and the model's flat GEMM efficiency "
-        "now hides that at 530B. So none of these changes both brings "
-        "Table 5 under 4 % and keeps every held-out row: none is made to the model. The dropout and the LM head's recompute "
-        "lower both tables' mean errors (not every row's) and are the grounded next steps; wave quantisation needs a "
-        "per-release Megatron-LM "
-        "efficiency (or the 2021 runs' own calibration) before it can go in.",
+        "hides that at 530B: wave quantisation needs a per-release Megatron-LM efficiency (or the 2021 runs' own "
+        "calibration) before it can go in.",
         "",
     ])
 

@@ -51,8 +51,8 @@ TREND_GAPS = {
         "at an 8 % spread (Sinha et al. SC'22 measure 8 % between GPUs of one SKU) but then moves both held-out "
         "Megatron-LM series to 3.6–3.9 pt. The published 13.0 s lies between the model's fixed part at microbatch 1 "
         "(7.8 s) and at microbatch 2 (15.2 s). The sources do not say which it is; one run outside the series "
-        "points at microbatch 2: with the efficiency re-fitted at 280 nodes for it (0.645 → 0.730), the held-out "
-        "BLOOM 176B row of the same stack, whose plan publishes microbatch 2, moves from −7.7 % to +3.6 %"),
+        "points at microbatch 2: with the efficiency re-fitted at 280 nodes for it (0.634 → 0.718), the held-out "
+        "BLOOM 176B row of the same stack, whose plan publishes microbatch 2, moves from −8.8 % to +2.5 %"),
     "dgxc-gpt3-175b-fp8-2048": (
         "the last doubling. Up to 1,024 GPUs the two formats' published steps grow alike (bf16 8.309 → 8.453 s, FP8 "
         "5.626 → 5.82 s) and the FP8 trend holds within 1.4 pt; from 1,024 to 2,048 GPUs the FP8 step grows by 0.14 s "
@@ -521,13 +521,16 @@ MOE_GAPS = {
         "its own is not modelled yet, nor the FP8 GEMMs' fine-grained scaling overhead, and the efficiency is "
         "megatron-core's, assumed"),
     "bridge2511-qwen3-30b-a3b-fp8": (
-        "the published plan does not fit the model's 80 GiB: 90 GiB on the fullest device (the last stage), of which "
-        "54 GiB activations (microbatch 2, 47 one-layer chunks in flight, and the head's logits) and 21 GiB optimizer "
-        "state (the expert-data-parallel group is 1, so the experts' state is not sharded; python -m "
-        "experiments.memory_check shows how the terms are counted); the page does not say how the 25.11 recipe fitted "
-        "it (the later recipes run microbatch 1). With the capacity not binding the plan predicts 8,360 tokens/s per "
-        "GPU (+58 %; at the fitted H100 efficiency 0.97, HBM set to 1,024 GB), near the 9,058 of 26.02.01: that release line's software moved this model's figure by almost 2× "
-        "on one plan (26.02: 5113, 26.02.01: 9058), so 25.11's figure is the slower software, not the hardware"),
+        "the published plan fits 80 GiB, at 79.8 GiB on the fullest device (the last stage: 47 one-layer chunks of "
+        "microbatch 2 in flight, 21 GiB of optimizer state as the expert-data-parallel group of 1 leaves the experts' "
+        "state unsharded; python -m experiments.memory_check), once Transformer Engine's FP8 Linears keep their inputs "
+        "in FP8. The recipe of this plan (NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen3/"
+        "qwen3_30b_a3b_llm_pretrain.yaml at 2f5cd4845, h100 fp8_cs: microbatch 2, VP 24) recomputes nothing and runs "
+        "bf16_with_fp8_current_scaling_mixed, whose fp8_param_gather also drops the bf16 weight copy (not modelled: "
+        "4.8 GiB more headroom). It predicts 8,360 "
+        "tokens/s per GPU (+58 %), near the 9,058 of 26.02.01: that release line's software moved this model's figure "
+        "by almost 2× on one plan (26.02: 5113, 26.02.01: 9058), so 25.11's figure is the slower software, not the "
+        "hardware"),
 }
 """MoE cases outside ±15 % and the physical reason found (tests/test_validation_moe.py holds them as strict xfails)."""
 

@@ -31,16 +31,21 @@ rank's attention core is ``c`` blocks of ``(s/c)²`` scores, its two load-balanc
 chunk of the ring (Transformer Engine's ``AttnFuncWithCPAndKVP2P`` under Megatron-Core); each block is cut causally on
 its own block grid, so the rank does ``1/c`` of the unsplit causal work up to the diagonal blocks' granularity
 (``kept_fraction(s/c) / kept_fraction(s)``: 0.8 % more at s/c = 8,192), and each ring hop overlaps one block's kernel
-(the evaluator's ``ring_exposed_s``). Not modelled: dropout inside the kernel (the traced graphs have none).
+(the evaluator's ``ring_exposed_s``). Dropout on the attention probabilities (the traced graphs have none: they are
+traced in eval mode) costs a fused kernel nothing more (it draws the mask on chip); an unfused stack that runs it as
+a kernel of its own (``Stack.attention_dropout_kernel``) pays :func:`attention_dropout_bytes` per layer whenever the
+workload trains with it (:func:`attention_dropout_probability`).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Sequence
 
 from phaze_env.context_parallel import is_attention_core
 from phaze_env.workloads.graph import Gemm, Op
+from phaze_env.workloads.registry import Workload
 
 FLASH_BLOCK = 128
 """Query and key block of the fused kernel (rows × columns of one on-chip score tile). Assumption: FlashAttention-2
@@ -145,3 +150,34 @@ def recomputed_by_backward(op: Op) -> bool:
 
 __all__ = ["FLASH_BLOCK", "blocks", "causal_gemms", "fused_attention_ops", "fused_op", "fused_traffic_bytes",
            "kept_fraction", "recomputed_by_backward"]
+
+
+ATTENTION_DROPOUT_KEYS = ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob")
+"""The HF config fields that hold the dropout probability on the attention probabilities (GPT-2's ``attn_pdrop``,
+the Llama/OPT/MoE families' ``attention_dropout``, BERT's ``attention_probs_dropout_prob``)."""
+DROPOUT_MASK_BYTES_PER_ELEMENT = 1
+"""Bytes per element of a dropout mask: PyTorch's ``native_dropout`` keeps a ``torch.bool`` mask, the ``a·s²·b``
+bytes Korthikanti et al. 2022 (arXiv:2205.05198) §4.1 count for the attention dropout's mask."""
+
+
+@functools.lru_cache(maxsize=None)
+def attention_dropout_probability(workload: Workload) -> float:
+    """The dropout probability on ``workload``'s attention probabilities in training: its HF config's
+    (:data:`ATTENTION_DROPOUT_KEYS`; the config class's default where the workload does not set it, e.g. GPT-2's
+    0.1, Llama's 0.0). The traced graphs have no dropout (they are traced in eval mode: ``trace.py`` bridges it)."""
+    import transformers
+
+    config = getattr(transformers, workload.config_class)(**workload.config_dict)
+    return float(next((getattr(config, key) for key in ATTENTION_DROPOUT_KEYS if getattr(config, key, None)
+                       is not None), 0.0))
+
+
+def attention_dropout_bytes(score_elements: float, bytes_per_element: int) -> tuple[float, float]:
+    """(forward, backward) HBM bytes of the dropout on ``score_elements`` attention probabilities run as a kernel of
+    its own (unfused attention: Megatron-LM 2021–22's ``CoreAttention``, ``attention_dropout`` between the fused
+    scale-mask-softmax and the ·V batched matmul): the forward reads the probabilities and writes the dropped ones
+    and the mask; the backward reads the incoming gradient and the mask and writes the gradient. A fused flash kernel
+    draws the mask on chip and pays none of it."""
+    activations = 2 * bytes_per_element * score_elements
+    mask = DROPOUT_MASK_BYTES_PER_ELEMENT * score_elements
+    return activations + mask, activations + mask

@@ -110,15 +110,19 @@ small-message latencies are a few µs to ~10 µs)."""
 
 ICI_LATENCY_S = 1e-6
 """Per-hop ICI latency, order of a microsecond (Jouppi et al. 2023 describe µs-scale link latency)."""
-MEGATRON_A100_EFFICIENCY = 0.79
+MEGATRON_A100_EFFICIENCY = 0.807
 """Achieved fraction of the a100 preset's per-operator speed in Megatron-LM training on DGX A100, *fitted to
 one published measurement*: Korthikanti et al. 2022 (arXiv:2205.05198) Table 5, GPT 175B with full recompute
-on 64 A100s, 18.13 s per batch of 64 (the exact fit is 0.7919; ``experiments/validate.py`` marks that case as
-the calibration and leaves it out of the mean error). The a100 preset reproduces isolated kernels (an 8192³
-GEMM at Bekman's measured 85.9 % of peak); what this factor absorbs is what an end-to-end step adds to them
-and the kernel model does not price: dropout kernels (the trace has no dropout), launches and
-synchronisation between the ≈ 30 kernels of a layer, wave quantisation over 108 SMs, NCCL kernels sharing
-the SMs. Only measured for A100 + Megatron-LM: the other presets keep 1."""
+on 64 A100s, 18.13 s per batch of 64 (the exact fit is 0.8074, ``experiments.validation_fit.fit_efficiency``;
+``experiments/validate.py`` marks that case as the calibration and leaves it out of the mean error), with the
+stack's attention dropout priced as the memory-bound kernel it is in that code (``Stack.attention_dropout_kernel``,
+:func:`phaze_env.attention.attention_dropout_bytes`) and full recompute rerunning the transformer layers only, not
+the LM head (``recompute_fwd_s``, :func:`phaze_env.evaluate._layer_chain`). The a100 preset reproduces isolated
+kernels (an 8192³ GEMM at Bekman's measured 85.9 % of peak); what this factor absorbs is what an end-to-end step
+adds to them and the kernel model does not price: launches and synchronisation between the ≈ 30 kernels of a
+layer, wave quantisation over 108 SMs, NCCL kernels sharing the SMs. History: 0.7919 with neither the dropout
+nor the LM head's non-recompute (the factor then also absorbed the dropout, and paid for a head recompute the run
+did not do); 0.7866 with the recompute rule alone. Only measured for A100 + Megatron-LM: the other presets keep 1."""
 TPUV4_DCN_PER_CHIP_BPS = 81e12 / 8 / 6144
 """Achieved data-centre-network bandwidth per TPU v4 chip, 1.65 GB/s: PaLM's cross-pod gradient exchange "amounts
 to an aggregate burst of 81 Tbps across all hosts" of its 6144 chips (Chowdhery et al. 2022, arXiv:2204.02311, §4,
@@ -342,7 +346,8 @@ class Stack:
 
     ``framework_efficiency`` is the fraction of the accelerator model's per-operator speed that the training
     software achieves end to end (every operator's device time is divided by it; collectives are not):
-    1 reproduces the model (PHAZE's setting), the ``dgx-a100`` preset carries :data:`MEGATRON_A100_EFFICIENCY`.
+    1 reproduces the model (PHAZE's setting), the ``dgx-a100`` preset carries :data:`MEGATRON_A100_EFFICIENCY` (and
+    the attention dropout kernel it was fitted with, ``attention_dropout_kernel``).
     ``interleaved_schedule`` (the stack offers Megatron-LM's interleaved 1F1B, ``v > 1``) and
     ``pipeline_scatter_gather`` (a pipeline send across a slower level than the tensor group's goes ``1/t``
     per tensor rank and is all-gathered inside it, Narayanan et al. 2021 §4.1) are the training stack's
@@ -370,7 +375,12 @@ class Stack:
     every (token, expert) copy or a node-deduplicated hierarchical one, and node-limited routing
     (:mod:`phaze_env.moe_dispatch`); and so is ``moe_alltoall_overlap``: the dispatch and combine of one microbatch
     run under another microbatch's compute (:func:`phaze_env.moe_dispatch.exposed_alltoall_s`), with
-    ``moe_comm_sm_share`` of the chip's compute units held by the communication kernels meanwhile.
+    ``moe_comm_sm_share`` of the chip's compute units held by the communication kernels meanwhile; and so is
+    ``attention_dropout_kernel``: where it runs the attention unfused (``attention_efficiency`` 0), the stack runs the
+    dropout on the attention probabilities as a memory-bound kernel of its own over the ``s × s`` scores (Megatron-LM
+    2021–22), paid per attention layer when the workload trains with attention dropout
+    (:func:`phaze_env.attention.attention_dropout_bytes`); a fused attention kernel applies dropout on chip and pays
+    none of it, whatever this field says.
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -388,6 +398,7 @@ class Stack:
     moe_node_limit: int = 0
     moe_alltoall_overlap: bool = False
     moe_comm_sm_share: float = 0.0
+    attention_dropout_kernel: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.plan_rules, dict):
@@ -400,7 +411,8 @@ class Stack:
         if not 0 <= self.hybrid_allreduce_exposure <= 1:
             raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
         _bools(self, ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
-                      "unfused_elementwise", "tp_comm_overlap", "dp_comm_overlap", "moe_alltoall_overlap"))
+                      "unfused_elementwise", "tp_comm_overlap", "dp_comm_overlap", "moe_alltoall_overlap",
+                      "attention_dropout_kernel"))
         if self.dp_comm_overlap and self.plan_rules.stack in DP_OVERLAP_LACKING:
             raise ValueError(f"stack {self.plan_rules.stack!r} cannot run dp_comm_overlap: "
                              f"{DP_OVERLAP_LACKING[self.plan_rules.stack]}")
@@ -598,9 +610,10 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
     "phaze": (lambda n, **kw: Cluster(n_devices=n, name="phaze", **kw),
               "PHAZE's paper setting: one flat ring at 4 GB/s per device, no latency (reproduces the paper)."),
     "dgx-a100": (lambda n, **kw: _dgx(n, NVLINK3_BPS, HDR_IB_PER_GPU_BPS, "dgx-a100",
-                                      **({"framework_efficiency": MEGATRON_A100_EFFICIENCY} | kw)),
+                                      **({"framework_efficiency": MEGATRON_A100_EFFICIENCY,
+                                          "attention_dropout_kernel": True} | kw)),
                  "DGX A100 nodes: 8 GPUs on NVLink 3 (300 GB/s per GPU), 8×200 Gb/s HDR InfiniBand between nodes; "
-                 "NCCL efficiency 0.8."),
+                 "NCCL efficiency 0.8; Megatron-LM's A100 efficiency and its unfused attention dropout."),
     "dgx-h100": (lambda n, **kw: _dgx(n, NVLINK4_BPS, NDR_IB_PER_GPU_BPS, "dgx-h100", **kw),
                  "DGX H100 nodes: 8 GPUs on NVLink 4 (450 GB/s per GPU), 8×400 Gb/s NDR InfiniBand between nodes; "
                  "NCCL efficiency 0.8."),

@@ -504,7 +504,8 @@ class SystemDesignSpace(DesignSpace):
         """``(num_tc, num_vc, area, budget)``: the compute block of the design's die (mm²; the window quantity of the
         system space, so :meth:`area_mm2`) and its budget, die − HBM PHYs − SerDes − IO (≤ 0: nothing fits;
         :meth:`area_budget_for`)."""
-        area, budget = design.system_choice().window_terms_mm2(design.architecture(self.base), self.node)
+        arch, choice = design.architecture(self.base), design.system_choice()
+        area, budget = choice.window_terms_mm2(arch, self.node)
         return design.num_tc, design.num_vc, area, budget
 
     def _window(self, design: Design, rule) -> float:
@@ -536,14 +537,16 @@ class SystemDesignSpace(DesignSpace):
         (:meth:`~phaze_env.hardware.system.SystemPoint.objective_divisor`), the area the whole built die's."""
         if objective == "throughput":
             return float(throughput_samples_s)
+        point = self.point(design)
         if objective == AREA_OBJECTIVE:
-            return -float(self.point(design).estimate.die_area_mm2)
-        return float(throughput_samples_s) / self.point(design).objective_divisor(objective)
+            return -float(point.estimate.die_area_mm2)
+        return float(throughput_samples_s) / point.objective_divisor(objective)
 
     def point(self, design: Design) -> SystemPoint:
         """The design's chip (at this space's node) and chip count at this space's budget."""
-        return system_point(design.accelerator(self.base), design.system_choice().chip_system(self.node),
-                            design.topology, self.budget)
+        chip, chip_system, topology = design.accelerator(self.base), design.system_choice().chip_system(self.node), \
+            design.topology
+        return system_point(chip, chip_system, topology, self.budget)
 
     def evaluate(self, design: Design, workload: str | Workload, cluster: Cluster | None = None,
                  **kwargs: Any) -> Evaluation:

@@ -27,14 +27,14 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Iterable
 
 
-from phaze_env.attention import recomputed_by_backward
+from phaze_env.attention import attention_dropout_bytes, attention_dropout_probability, recomputed_by_backward
 from phaze_env.cache import DiskCache, code_key
 from phaze_env.cluster import Cluster
 from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core,
                                         kv_bytes_per_token, rank_graph, ring_exposed_s, valid_context_parallels)
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
-from phaze_env.hardware.number_format import fp8_weight_copy_factor, mfu_basis, mfu_text
+from phaze_env.hardware.number_format import fp8_stash_saving_bytes, fp8_weight_copy_factor, mfu_basis, mfu_text
 from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_alltoall_s
 from phaze_env.placement import Settings, best_plan_multi
@@ -276,21 +276,41 @@ def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = 
     return ""
 
 
-def layer_stash_bytes(layer: Layer, cluster: Cluster | None) -> tuple[float, float, float]:
+def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str = "bf16",
+                      bytes_per_element: int = 2) -> tuple[float, float, float]:
     """(stash, its attention part, its replicated part) of one microbatch of ``layer`` as ``cluster``'s stack keeps it:
     what eager autograd saves (the traced stash) less, unless the stack runs every elementwise operator unfused
     (``Stack.unfused_elementwise``), what its fused kernels rebuild in their backward pass instead
-    (``Layer.stash_kernel_*``, :func:`phaze_env.workloads.model.kernel_recomputed`)."""
-    kept = (float(layer.activation_stash_bytes), float(layer.stash_attention_bytes), float(layer.stash_replicated_bytes))
+    (``Layer.stash_kernel_*``, :func:`phaze_env.workloads.model.kernel_recomputed`), and, in ``number_format`` FP8,
+    what its FP8 Linears keep narrower than ``bytes_per_element`` (:func:`fp8_stash_saving_bytes`)."""
+    fp8_saving, fp8_replicated_saving = fp8_stash_saving_bytes(layer, number_format, bytes_per_element)
+    kept = (float(layer.activation_stash_bytes) - fp8_saving, float(layer.stash_attention_bytes),
+            float(layer.stash_replicated_bytes) - fp8_replicated_saving)
     if cluster is not None and cluster.stack.unfused_elementwise:
         return kept
     rebuilt = (layer.stash_kernel_bytes, layer.stash_kernel_attention_bytes, layer.stash_kernel_replicated_bytes)
     return tuple(total - part for total, part in zip(kept, rebuilt))
 
 
+def attention_dropout_s(workload: Workload, cluster: Cluster, graph, seq_len: int,
+                        streaming_Bps: float) -> tuple[float, float]:
+    """(forward, backward) time one attention layer of ``graph`` (one rank's: ``graph.seq_len`` queries of the
+    ``seq_len`` keys, ``1/t`` of the heads) adds for its attention dropout, when ``cluster``'s stack runs it as a
+    kernel of its own (unfused attention: a fused kernel drops on chip) and ``workload`` trains with it (else 0): its
+    bytes
+    (:func:`phaze_env.attention.attention_dropout_bytes`) on the ``b·(a/t)·(s/c)·s`` scores at ``streaming_Bps``."""
+    stack = cluster.stack
+    if not stack.attention_dropout_kernel or stack.attention_efficiency or not attention_dropout_probability(workload):
+        return 0.0, 0.0
+    scores = graph.microbatch * max(1, workload.num_heads // graph.tensor_width) * graph.seq_len * seq_len
+    fwd_bytes, bwd_bytes = attention_dropout_bytes(scores, graph.bytes_per_element)
+    return fwd_bytes / streaming_Bps, bwd_bytes / streaming_Bps
+
+
 def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None = None,
                  expert_parallel: int = 1, context_parallel: int = 1,
-                 streaming_Bps: float = math.inf) -> list[dict[str, float]]:
+                 streaming_Bps: float = math.inf, number_format: str = "bf16",
+                 dropout_s: tuple[float, float] = (0.0, 0.0)) -> list[dict[str, float]]:
     """The DP's layers. At expert-parallel degree ``e > 1`` a device holds ``1/e`` of each MoE layer's experts and
     runs the same routed-token slots through them (``graph`` is one rank's: its experts at the per-rank shape,
     :func:`~phaze_env.workloads.model.at_expert_rank`; at ``c > 1`` its ``s/c`` tokens); each layer adds its dispatch
@@ -299,20 +319,29 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     (all of it, unless the stack overlaps them: :func:`phaze_env.moe_dispatch.exposed_alltoall_s`). An MoE layer's
     memory-bound expert kernels the traced graph does not have (:func:`phaze_env.moe_dispatch.expert_kernel_bytes`)
     add their bytes at ``streaming_Bps`` (the chip's achieved HBM bandwidth times the stack's framework efficiency,
-    as every operator is slowed) to each direction."""
+    as every operator is slowed) to each direction. Each layer with an attention core adds ``dropout_s`` (forward,
+    backward: :func:`attention_dropout_s`), its forward part inside the attention core selective recompute repeats.
+    Full recompute reruns the transformer layers' forward only (``recompute_fwd_s``): Megatron-LM's checkpointing
+    wraps ``ParallelTransformer``'s layers (Megatron-Core's ``TransformerBlock``'s), not the embedding or the LM head
+    and loss."""
     chain = []
     e = expert_parallel
     # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
     ends_count = cluster is not None and cluster.stack.plan_rules.embedding_loss_in_split
     stride = graph.tensor_width * context_parallel
+    # the traced stash's bytes per element: what an FP8 layer narrows (bf16 keeps the stash as traced)
+    stash_element_bytes = graph.bytes_per_element if number_format != "bf16" else 2
     for layer in graph.layers:
         timing = timings[layer.name]
-        stash = layer_stash_bytes(layer, cluster)
+        stash = layer_stash_bytes(layer, cluster, number_format, stash_element_bytes)
         alltoall_s = dispatch_s(cluster, layer.routed_token_bytes, e, stride, experts=layer.routed_experts,
                                 top_k=layer.experts_per_token) if e > 1 else 0.0
         kernel_fwd_s, kernel_bwd_s = (part / streaming_Bps for part in expert_kernel_bytes(
             layer.routed_token_bytes, layer.routed_activation_bytes, layer.routed_experts, e))
-        fwd_s, bwd_s = timing.fwd_s + kernel_fwd_s, timing.bwd_s + kernel_bwd_s
+        attends = any(dropout_s) and any(map(is_attention_core, layer.fwd.ops))
+        dropout_fwd_s, dropout_bwd_s = dropout_s if attends else (0.0, 0.0)
+        fwd_s = timing.fwd_s + kernel_fwd_s + dropout_fwd_s
+        bwd_s = timing.bwd_s + kernel_bwd_s + dropout_bwd_s
         if alltoall_s and cluster.stack.moe_alltoall_overlap:  # the layer computes on what the communication leaves it
             fwd_s, bwd_s = (part / (1.0 - cluster.stack.moe_comm_sm_share) for part in (fwd_s, bwd_s))
         exposed_s = exposed_alltoall_s(alltoall_s, fwd_s + bwd_s, cluster.stack.moe_alltoall_overlap) if e > 1 else 0.0
@@ -323,7 +352,8 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                  "stash_bytes": stash[0], "output_bytes": float(layer.output_bytes),
                  "input_bytes": float(layer.input_bytes), "attention_stash_bytes": stash[1],
                  "replicated_stash_bytes": stash[2],
-                 "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s),
+                 "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s) + dropout_fwd_s,
+                 "recompute_fwd_s": fwd_s + exposed_s / 2 if layer.is_transformer_layer else 0.0,
                  "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
                  "cp_comm_s": timing.cp_comm_s, "ep_comm_s": exposed_s,
                  "transformer_layers": 1.0 if layer.is_transformer_layer or ends_count else 0.0}
@@ -438,12 +468,15 @@ class _Variant:
     context_parallel: int = 1
     expert_parallel: int = 1
     streaming_Bps: float = math.inf  # what the MoE layers' memory-bound expert kernels stream at (_layer_chain)
+    number_format: str = "bf16"  # the accelerator's: an FP8 layer keeps its Linears' inputs in FP8 (_layer_chain)
+    dropout_s: tuple[float, float] = (0.0, 0.0)  # an attention layer's dropout kernel, fwd and bwd (_layer_chain)
     _chain: list[dict[str, float]] | None = None
 
     def chain(self) -> list[dict[str, float]]:
         if self._chain is None:
             self._chain = _layer_chain(self.graph, self.timings, self.cluster, self.expert_parallel,
-                                       self.context_parallel, self.streaming_Bps)
+                                       self.context_parallel, self.streaming_Bps, self.number_format,
+                                       self.dropout_s)
         return self._chain
 
     def lower_bound_chain(self) -> list[dict[str, float]]:
@@ -451,7 +484,7 @@ class _Variant:
         bounds = {name: replace(timing, fwd_s=timing.fwd_lower_bound_s, bwd_s=timing.bwd_lower_bound_s)
                   for name, timing in self.timings.items()}
         return _layer_chain(self.graph, bounds, self.cluster, self.expert_parallel, self.context_parallel,
-                            self.streaming_Bps)
+                            self.streaming_Bps, self.number_format, self.dropout_s)
 
 
 def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
@@ -590,7 +623,8 @@ def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, e: int,
                                        prices=prices.setdefault((t, m, c, e), {}))
                for layer in graph.layers}
     streaming_Bps = timing.accelerator.effective_hbm_bandwidth_Bps * request.cluster.stack.framework_efficiency
-    return _Variant(graph, timings, request.cluster, c, e, streaming_Bps)
+    dropout_s = attention_dropout_s(request.workload, request.cluster, graph, seq_len, streaming_Bps)
+    return _Variant(graph, timings, request.cluster, c, e, streaming_Bps, timing.accelerator.number_format, dropout_s)
 
 
 def unbuilt_evaluation(workload: str | Workload, accelerator: Accelerator, topology: str, reason: str) -> Evaluation:
@@ -786,7 +820,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hbm-gb", type=float_list, default=None, help="HBM capacity in GiB (default: the preset's)")
     parser.add_argument("--framework-efficiency", type=float, default=None, metavar="F",
                         help="fraction of the accelerator model's speed the software reaches, in (0, 1] "
-                             "(default: the cluster preset's; dgx-a100 0.79, fitted to Megatron-LM, others 1)")
+                             "(default: the cluster preset's; dgx-a100 0.807, fitted to Megatron-LM, others 1)")
     parser.add_argument("--stack", default=None, help=f"training-stack profile: {', '.join(stack_names())} (its fitted "
                         "efficiency on the --preset chip and its pipeline structure; default: the cluster preset's own settings)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (default: a text report)")

@@ -36,24 +36,28 @@ from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, Cluster, Stack
 from phaze_env.hardware.accelerator import PRESETS, Accelerator
 from phaze_env.plan_spec import PlanRules, PlanSpec
 
-MEGATRON_DEEPSPEED_A100_EFFICIENCY = 0.645
+MEGATRON_DEEPSPEED_A100_EFFICIENCY = 0.634
 """Achieved fraction of the a100 preset's per-operator speed in Megatron-DeepSpeed training (Megatron-LM's
 tensor-parallel layers in DeepSpeed's ``PipelineEngine``), *fitted to one published measurement*: Smith et
 al. 2022 (MT-NLG, arXiv:2201.11990) §2.4, the 530B model with batch 1920 on 280 DGX A100 nodes, 60.1 s per
-iteration (``experiments.validation_cases``: ``smith22-mtnlg-530b-280nodes``); held out on 350 and 420 nodes and
-on BLOOM 176B. It is lower than Megatron-LM's 0.79 on the same A100s; what the difference stands for is not
+iteration (``experiments.validation_cases``: ``smith22-mtnlg-530b-280nodes``; the fit, 0.6341, is
+``experiments.validation_fit.fit_efficiency``, with full recompute rerunning the transformer layers only —
+DeepSpeed's pipeline checkpoints Megatron-DeepSpeed's ``checkpointable_layers``, its transformer layers — where the
+LM head's recompute fitted 0.6444); held out on 350 and 420 nodes and
+on BLOOM 176B. It is lower than Megatron-LM's 0.807 on the same A100s; what the difference stands for is not
 measured separately. Candidates the model does not price: ``PipelineEngine``'s point-to-point transfers are
 blocking (``deepspeed/runtime/pipe/p2p.py``: ``async_op`` must be False; ``dist.broadcast`` in two-rank groups on
 PyTorch < 1.8), issued as instructions between the compute instructions rather than overlapped with them, and
 each instruction is scheduled from Python."""
 
-PYTORCH_FSDP_A100_EFFICIENCY = 0.857
+PYTORCH_FSDP_A100_EFFICIENCY = 0.854
 """Achieved fraction of the a100 preset's per-operator speed in PyTorch FSDP training (IBM's fms-fsdp, eager PyTorch
 2.2-era nightlies), *fitted to one published measurement*: the Llama 2 34B run of the PyTorch blog "Maximizing
 training throughput using PyTorch FSDP" (2024-03-13, Table 1, and fms-fsdp README.md at commit 5e522b4): 700
 tokens/s per GPU on 128 A100 80 GB with 400 Gb/s between nodes, FULL_SHARD over all 128 GPUs, batch 2 per GPU, every
-block checkpointed (``experiments.validation_cases``: ``fms-fsdp-mar24-llama2-34b``; the fit, 0.8569, is
-``experiments.validation_fit.fit_efficiency``). A FULL_SHARD run, so no hybrid-shard all-reduce enters the fit, which
+block checkpointed (``experiments.validation_cases``: ``fms-fsdp-mar24-llama2-34b``; the fit, 0.8544, is
+``experiments.validation_fit.fit_efficiency``, with the checkpoint rerunning the blocks only — fms-fsdp's
+``apply_fsdp_checkpointing`` wraps the decoder layers, not the LM head; 0.8569 with the head rerun). A FULL_SHARD run, so no hybrid-shard all-reduce enters the fit, which
 leaves :data:`PYTORCH_FSDP_HSDP_EXPOSURE` to the HSDP 7B row. Held out: the other five rows of fms-fsdp's February and
 March tables (7B, 13B at batch 1, 34B at batch 8, 70B at batches 6 and 2). Its structure is modelled, not folded in:
 ZeRO-3's per-layer all-gathers and reduce-scatter overlapping each layer's compute (FSDP's prefetch), HSDP's shard
@@ -65,21 +69,22 @@ dispatcher, :mod:`phaze_env.workloads.eager`), the checkpointing as published (e
 400 Gb/s per node (``ibm-a100``). History: fitted to the 7B row with neither the eager kernels nor the exposure, the
 same rule gave 0.66 and the FULL_SHARD rows came out 15–23 % slow."""
 
-PYTORCH_FSDP_H100_EFFICIENCY = 0.711
+PYTORCH_FSDP_H100_EFFICIENCY = 0.709
 """The same stack's efficiency on the h100 preset, fitted by the same rule to the same row of the blog's Table 1 H100
 column (fms-fsdp README.md at commit 5e522b4, 'H100 96 GPUs with 800 Gbps'): Llama 2 34B, 1,550 tokens/s per GPU on
-96 H100 80 GB, FULL_SHARD, batch 2, every block checkpointed (``fms-fsdp-mar24-llama2-34b-h100``; the fit, 0.7111, is
-``experiments.validation_fit.fit_efficiency``), with FlashAttention-2 at :data:`FLASH_ATTENTION2_H100_EFFICIENCY`, the
+96 H100 80 GB, FULL_SHARD, batch 2, every block checkpointed (``fms-fsdp-mar24-llama2-34b-h100``; the fit, 0.7086, is
+``experiments.validation_fit.fit_efficiency``, the blocks rerun and not the LM head; 0.7111 with the head rerun), with FlashAttention-2 at :data:`FLASH_ATTENTION2_H100_EFFICIENCY`, the
 eager elementwise kernels and :data:`PYTORCH_FSDP_HSDP_EXPOSURE` carried over from A100 (not refitted); held out on the
 column's 7B (HSDP) and 70B rows. It is lower than the A100's: the blog "hypothesize[s] that the HBM bandwidth of
 H100s is the cause for the reduced HFU/MFU" (312 vs 989 TFLOP/s but 2.0 vs 3.35 TB/s, the blog's figures); the
 eager kernels are the HBM-bound share the model prices (26 % of the 7B step on H100 against 14 % on A100), and what
 the lower factor still stands for is not measured separately here."""
 
-PYTORCH_FSDP_HSDP_EXPOSURE = 0.40
+PYTORCH_FSDP_HSDP_EXPOSURE = 0.39
 """Fraction of HSDP's cross-node all-reduce (each layer's gradient shard, issued from FSDP's post-backward hook on its
 own stream) that the backward pass does not hide in fms-fsdp's runs, *fitted to one published measurement*: the HSDP
-Llama 2 7B row on A100 (3,700 tokens/s per GPU, ``fms-fsdp-mar24-llama2-7b``; the fit, 0.4026, is
+Llama 2 7B row on A100 (3,700 tokens/s per GPU, ``fms-fsdp-mar24-llama2-7b``; the fit, 0.3922 — 0.4026 before the
+efficiency's refit for the checkpoint not rerunning the LM head — is
 ``experiments.validation_fit.fit_exposure`` at :data:`PYTORCH_FSDP_A100_EFFICIENCY`). Why not 0: the model's per-layer
 overlap (the all-reduce costs nothing while it is shorter than the layer's backward) predicts the HSDP rows faster than
 the FULL_SHARD rows by more than published; the cause inside the runs (NCCL kernels taking SMs and HBM bandwidth from
@@ -96,7 +101,7 @@ published measurement*: NVIDIA's DGX Cloud benchmarking recipe, GPT-3 175B in bf
 step (``experiments.validation_cases``: ``dgxc-gpt3-175b-bf16-512``; the fit, 0.9699, is
 ``experiments.validation_fit.fit_efficiency``). Chosen before looking at the others: the middle of the recipe's three
 bf16 scales, so its 128- and 2,048-GPU runs, the FP8 runs of the same plan, NeMo's Llama-2 FP8 runs and the
-Megatron-Core MoE runs are all held out. It is higher than Megatron-LM's 0.79 on A100; what the difference stands
+Megatron-Core MoE runs are all held out. It is higher than Megatron-LM's 0.807 on A100; what the difference stands
 for is not measured separately. The candidate the sources support: the 2024 stack overlaps what the 2021-22 one
 exposed — TE's userbuffers overlap the tensor-parallel all-gathers/reduce-scatters with the GEMMs
 (``tp_comm_overlap``), Megatron-Core overlaps the interleaved schedule's pipeline sends (``overlap_p2p_comm``) and
@@ -104,11 +109,12 @@ the data-parallel reduce-scatter (``overlap_grad_reduce``) — while the model a
 16 % of the predicted step of the calibration run), so the factor stands for the compute the run loses *net of*
 the communication it hides."""
 
-JAX_XLA_TPUV4_EFFICIENCY = 0.82
+JAX_XLA_TPUV4_EFFICIENCY = 0.818
 """Achieved fraction of the tpuv4 preset's per-operator speed in JAX/XLA training with MaxText, *fitted to one
 published measurement*: the 22B model on one v4-128 slice (64 chips), 156 TFLOP/s per chip = 56.7 % MFU
 (AI-Hypercomputer/maxtext README at commit d3f68fe2c; ``experiments.validation_cases``: ``maxtext-22b-1xv4-128``;
-the exact fit is 0.8203); held out on the 52B model on one v4-384 slice and on the multi-slice runs (22B on 2, 4
+the exact fit is 0.8184, ``experiments.validation_fit.fit_efficiency``, with full rematerialisation rerunning the
+decoder layers only, not the LM head — MaxText remats its decoder layer; 0.8203 with the head rerun); held out on the 52B model on one v4-384 slice and on the multi-slice runs (22B on 2, 4
 and 8 v4-128 slices, 52B on 2 v4-384 slices). The tpuv4 preset's MXUs run at their
 nominal rate (``gemm_efficiency`` 1: no public TPU v4 GEMM microbenchmark), so this factor also carries what the
 MXUs lose on these shapes, besides what an end-to-end XLA step adds (the layer's fusions as XLA forms them, the
@@ -152,12 +158,14 @@ class ChipFit:
     """A stack's efficiency on one chip, fitted to one published run of the stack on that chip, and the attention
     kernel the stack runs there (``attention_efficiency``: 0 = the traced eager attention; above 0 a fused causal
     kernel sustaining that fraction of the chip's bf16 peak, :mod:`phaze_env.attention`, from the kernel's published
-    figures — not fitted)."""
+    figures — not fitted), and whether the stack runs attention dropout as a kernel of its own there
+    (``attention_dropout_kernel``: unfused attention with dropout, ``Stack.attention_dropout_kernel``)."""
 
     chips: tuple[str, ...]  # accelerator presets of that chip (the same silicon in another number format counts)
     framework_efficiency: float
     calibration: str  # the published run (a validation or chip-ratio case name) the efficiency is fitted to
     attention_efficiency: float = 0.0
+    attention_dropout_kernel: bool = False
 
 
 FLASH_ATTENTION2_A100_EFFICIENCY = 0.50
@@ -177,16 +185,17 @@ class reaches "up to 740 TFLOPs/s (75% utilization)" in the bf16 forward pass, i
 (which runs at 35 % on H100, :data:`FLASH_ATTENTION2_H100_EFFICIENCY`), i.e. 0.52–0.61, and the paper's causal runs sit
 below its non-causal ones. Assumption: 0.55, the backward pass's range (it carries 2.5 of the 3.5 FLOP shares of a
 forward + backward pass), range 0.50–0.65; not fitted."""
-LLM_FOUNDRY_A100_EFFICIENCY = 0.86
+LLM_FOUNDRY_A100_EFFICIENCY = 0.853
 """Achieved fraction of the a100 preset's per-operator speed in llm-foundry training (Composer, PyTorch FSDP
 FULL_SHARD, FlashAttention-class attention), *fitted to one published measurement*: MPT-7B at sequence 4096 on
 8 A100 80GB, 3,684 tokens/s per GPU (mosaicml/llm-foundry scripts/train/benchmarking/README.md; the chip-ratio case
-``llm-foundry-mpt-7b-s4096``; the fit is ``experiments.validation_fit.fit_ratio_efficiency``). Chosen before looking at
+``llm-foundry-mpt-7b-s4096``; the fit, 0.8527, is ``experiments.validation_fit.fit_ratio_efficiency``, with activation
+checkpointing rerunning the blocks only, not the LM head; 0.8587 with the head rerun). Chosen before looking at
 the others: the middle model size at the table's most common sequence length."""
-LLM_FOUNDRY_H100_EFFICIENCY = 0.715
+LLM_FOUNDRY_H100_EFFICIENCY = 0.710
 """The same stack on H100, fitted to the same run's H100 figure (8,611 tokens/s per GPU, same README and plan; the fit
-is 0.7153 with the plan as the stack runs it, FULL_SHARD = ZeRO-3 — it was 0.72 when the ratio cases ran ZeRO-1, which
-FSDP does not have; the A100 fit moved from 0.860 to 0.859).
+is 0.7104 with the plan as the stack runs it, FULL_SHARD = ZeRO-3, and the checkpoint rerunning the blocks only —
+0.7153 with the LM head rerun, 0.72 when the ratio cases ran ZeRO-1, which FSDP does not have).
 Lower than on A100: the stack's own table has it at 40–46 % MFU on H100 and 55–64 % on A100 for the same models and
 plans, i.e. its H100 kernels run further below the chip's measured best than its A100 kernels do (the a100 and h100
 presets carry the MAMF-measured GEMM rates, 85.9 % and 80.1 % of peak). Which kernels lose it the sources do not
@@ -207,9 +216,9 @@ History: with the TP collectives priced exposed the same rule fitted 0.983 and t
 stands for is not measured separately."""
 
 
-FITTED_FIELDS = ("framework_efficiency", "attention_efficiency")
-"""The :class:`~phaze_env.cluster.Stack` fields a profile has per chip (its :class:`ChipFit`); a profile sets each of
-the others itself."""
+FITTED_FIELDS = ("framework_efficiency", "attention_efficiency", "attention_dropout_kernel")
+"""The :class:`~phaze_env.cluster.Stack` fields a profile has per chip (its :class:`ChipFit`: the efficiency fitted
+there, the attention kernel it runs there); a profile sets each of the others itself."""
 
 
 @dataclass(frozen=True)
@@ -283,8 +292,7 @@ class StackProfile:
 
     def stack(self, fit: ChipFit) -> Stack:
         """The training stack this profile runs with ``fit``'s efficiencies."""
-        return Stack(**self._structure(), framework_efficiency=fit.framework_efficiency,
-                     attention_efficiency=fit.attention_efficiency)
+        return Stack(**self._structure(), **{name: getattr(fit, name) for name in FITTED_FIELDS})
 
     def apply(self, cluster: Cluster, chip: str | None = None) -> Cluster:
         """``cluster`` running this stack on accelerator preset ``chip`` (default: the home chip): its structure, its
@@ -305,7 +313,8 @@ STACKS: dict[str, StackProfile] = {
         StackProfile(
             name="megatron-lm", interleaved_schedule=True, pipeline_scatter_gather=True,
             plan_rules=MEGATRON_LM_RULES,
-            fits=(ChipFit(("a100",), MEGATRON_A100_EFFICIENCY, "korthikanti22-175b-full"),
+            fits=(ChipFit(("a100",), MEGATRON_A100_EFFICIENCY, "korthikanti22-175b-full",
+                          attention_dropout_kernel=True),
                   ChipFit(("h100", "h100-fp8"), MEGATRON_H100_EFFICIENCY, "dgxc-gpt3-175b-bf16-512")),
             sources="NVIDIA/Megatron-LM (2021-22): interleaved 1F1B and scatter/gather, Narayanan et al. 2021 "
                     "(arXiv:2104.04473) §2.2.2 and §4.1; gradient all-reduce after the pipeline flush "
@@ -572,21 +581,23 @@ five FP8 runs (``experiments.rival_runs``). Below the validation's :data:`MEGATR
 without the overlap on the h100 preset) for two reasons: the table's H100 runs its GEMMs at SYSTEM_GEMM_EFFICIENCY
 (0.859), not its own measured 0.801, and the overlap hides TP time the validation's profile charges in full — the same
 run, on a faster chip model with less exposed communication, needs a lower factor."""
-MEGATRON_CORE_SYSTEM_A100_EFFICIENCY = 0.717
+MEGATRON_CORE_SYSTEM_A100_EFFICIENCY = 0.712
 """Megatron-LM's efficiency on A100 through the system table's path (dgx-a100 reference cluster), fitted to
 Korthikanti et al. 2022 Table 5, GPT 175B with full recompute on 64 A100 (``korthikanti22-175b-full``); held out: its
 selective-recompute row and Narayanan et al. 2021 Table 2's 175B rows on 384, 768 and 1,536 A100 (153, 149 and 141
-TFLOP/s per GPU, i.e. 45–49 % of the bf16 peak). The fit, 0.7172, is below the validation's
-:data:`~phaze_env.cluster.MEGATRON_A100_EFFICIENCY` (0.79; the same chip model and cluster) because this stack overlaps
+TFLOP/s per GPU, i.e. 45–49 % of the bf16 peak). The fit (``python -m experiments.rival_runs --fit``), 0.7124 — 0.7172
+before full recompute stopped rerunning the LM head, which Megatron-Core's checkpoint does not wrap — is below the validation's
+:data:`~phaze_env.cluster.MEGATRON_A100_EFFICIENCY` (0.807; the same chip model and cluster) because this stack overlaps
 its TP communication with the GEMMs, which the 2022 code did not: the factor absorbs it (it is this stack's figure on
 the A100, calibrated so the published run is reproduced, not a claim that the 2022 code overlapped)."""
-MEGATRON_CORE_SYSTEM_TPUV4_EFFICIENCY = 0.948
+MEGATRON_CORE_SYSTEM_TPUV4_EFFICIENCY = 0.946
 """The efficiency of TPU v4's production stack (JAX/XLA, MaxText) through the system table's path (the tpuv4 chip at
 SYSTEM_GEMM_EFFICIENCY instead of the preset's 1, in the torus the table builds: ICI at NCCL_EFFICIENCY), fitted to
 MaxText's 22B run on one v4-128 slice (``maxtext-22b-1xv4-128``, its published FSDP plan under the jax-xla structure);
-held out: the 52B run on one v4-384 slice. The fit, 0.9484, is above the validation's :data:`JAX_XLA_TPUV4_EFFICIENCY`
-(0.82) because the table's TPU v4 runs its MXUs at 0.859 of their nominal rate, where the validation's preset runs them
-at 1 (0.82 / 0.859 ≈ 0.95: the product, what the run reaches, is the same). *Assumption*: no Megatron-style stack has published TPU v4 runs, so the
+held out: the 52B run on one v4-384 slice. The fit (``python -m experiments.rival_runs --fit``), 0.9462 (0.9484 with
+the LM head rematerialised too), is above the validation's :data:`JAX_XLA_TPUV4_EFFICIENCY`
+(0.818) because the table's TPU v4 runs its MXUs at 0.859 of their nominal rate, where the validation's preset runs them
+at 1 (0.818 / 0.859 ≈ 0.95: the product, what the run reaches, is the same). *Assumption*: no Megatron-style stack has published TPU v4 runs, so the
 efficiency of the stack that does is carried to the system stack's plan freedom on that chip (the same silicon, its
 kernels compiled by XLA either way); PaLM 540B (46.2 % MFU) cannot be checked: its 2-D weight sharding is not a plan of
 this model (``experiments.validation_cases.NEEDS_2D_SHARDING``)."""

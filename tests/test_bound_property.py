@@ -27,10 +27,14 @@ def layer(draw) -> dict:
     """A layer with the shares selective recompute and sequence parallelism act on (parts of its stash)."""
     fwd_s, stash = draw(st.floats(0.0, 2.0)), draw(st.integers(0, 40))
     attention = draw(st.integers(0, stash))
+    attention_fwd_s = fwd_s * draw(st.floats(0.0, 1.0))
+    # what full recompute reruns: all of the forward, or a part (an embedding or LM head: none of it)
+    recompute_fwd_s = draw(st.one_of(st.just(fwd_s), st.just(attention_fwd_s),
+                                     st.floats(0.0, 1.0).map(lambda x: attention_fwd_s + (fwd_s - attention_fwd_s) * x)))
     return {"fwd_s": fwd_s, "bwd_s": draw(st.floats(0.01, 4.0)),  # the DP refuses layers taking no time
             "param_bytes": float(draw(st.integers(0, 50))), "stash_bytes": float(stash),
             "output_bytes": float(draw(st.integers(0, 30))), "attention_stash_bytes": float(attention),
-            "attention_fwd_s": fwd_s * draw(st.floats(0.0, 1.0)),
+            "attention_fwd_s": attention_fwd_s, "recompute_fwd_s": min(recompute_fwd_s, fwd_s),
             "replicated_stash_bytes": float(draw(st.integers(0, stash - attention)))}
 
 
@@ -59,7 +63,8 @@ def slower(layers: list[dict], slowdowns: list[tuple[float, float, float, float]
     for i, base in enumerate(layers):
         fwd_scale, fwd_add, bwd_scale, bwd_add = slowdowns[i] if i < len(slowdowns) else (1.0, 0.0, 1.0, 0.0)
         out.append(base | {"fwd_s": base["fwd_s"] * fwd_scale + fwd_add, "bwd_s": base["bwd_s"] * bwd_scale + bwd_add,
-                           "attention_fwd_s": base["attention_fwd_s"] * fwd_scale})  # a part of fwd_s
+                           "attention_fwd_s": base["attention_fwd_s"] * fwd_scale,  # parts of fwd_s
+                           "recompute_fwd_s": base["recompute_fwd_s"] * fwd_scale})
     return out
 
 
@@ -101,6 +106,7 @@ def test_best_over_widths_microbatches_and_hbm_never_gets_faster(layers, slowdow
         def scaled(x: dict, t: int, m: int) -> dict:
             time, stash = m / t, m / t
             return x | {"fwd_s": x["fwd_s"] * time, "bwd_s": x["bwd_s"] * time, "attention_fwd_s": x["attention_fwd_s"] * time,
+                        "recompute_fwd_s": x["recompute_fwd_s"] * time,
                         "param_bytes": x["param_bytes"] / t, "stash_bytes": x["stash_bytes"] * stash,
                         "attention_stash_bytes": x["attention_stash_bytes"] * stash,
                         "replicated_stash_bytes": x["replicated_stash_bytes"] * stash}

@@ -112,7 +112,7 @@ def test_die_fields_are_validated(fields):
 @pytest.mark.parametrize("node", ["N2", "N3P", "7nm", ""])
 def test_a_node_without_data_is_one_clear_error(node):
     for build in (lambda: cost.ChipSystem(node=node), lambda: Technology(node, 2025), lambda: cost.get_node(node)):
-        with pytest.raises(cost.UnknownNodeError, match="N7, N5, 4N, N4P, 4NP, N3"):
+        with pytest.raises(cost.UnknownNodeError, match="N7, N6, N5, 4N, N4P, 4NP, N3"):
             build()
 
 
@@ -163,7 +163,8 @@ def test_technology_round_trips_and_rivals_sit_at_their_own_node():
     with pytest.raises(ValueError, match="unknown Technology field"):
         Technology.from_dict({"node": "N7", "year": 2020, "fab": "TSMC"})
     assert {name: t.node for name, t in REFERENCE_TECHNOLOGIES.items()} == {
-        "tpuv4": "N7", "a100": "N7", "h100": "4N", "b200": "4NP", "gb200": "4NP", "tpuv5p": "N5"}
+        "tpuv4": "N7", "a100": "N7", "h100": "4N", "b200": "4NP", "gb200": "4NP", "tpuv5p": "N5",
+        "mi300x": "N5"}
     assert set(REFERENCE_TECHNOLOGIES) == set(cost.SYSTEMS)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.memory_check import (FRONTIER_CASES, MEGATRON_CASES, TOLERANCE, ZERO_FIGURE_GB, main,
+from experiments.memory_check import (FRONTIER_CASES, MEGATRON_CASES, TOLERANCE, ZERO_FIGURE_GB, main, summary_line,
                                       megatron_theoretical_bytes, plan_need, stage_terms, zero_model_states_bytes)
 from experiments.validation_cases import get_case
 from phaze_env import placement
@@ -100,6 +100,11 @@ def test_published_frontier_plan_fits_80_gib(name):
     evaluation, fits = plan_need(get_case(name))
     assert fits, evaluation.reason
     assert max(stage.total for stage in stage_terms(evaluation)) <= 80 * GB_BYTES
+
+
+def test_summary_counts_the_configurations_within_tolerance():
+    line = summary_line({"a": 0.05, "b": -0.12, "c": 0.10})
+    assert line == "2 of 3 configurations match their published total within ±10%; outside: b -12.0%."
 
 
 @pytest.mark.slow

@@ -99,7 +99,8 @@ def _stage_cost(groups, k, mode, units, info, opts, d, v, zero=0):
     layer_stash = [layers[i]["stash_bytes"] - (layers[i].get("replicated_stash_bytes", 0.0) * (1 - 1 / t) if sp else 0.0)
                    for i in stage]
     bw, lat = opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0)
-    extra = {"none": 0.0, "selective": total("attention_fwd_s"), "full": fwd}[mode]
+    rerun = sum(layers[i].get("recompute_fwd_s", layers[i]["fwd_s"]) for i in stage)  # full: what it reruns
+    extra = {"none": 0.0, "selective": total("attention_fwd_s"), "full": rerun}[mode]
     time = fwd + bwd + extra + v * (p2p_s(sent_forward, bw, lat) + p2p_s(sent_backward, bw, lat))
     h = opts.get("shard_group") or d
     for i in stage if zero >= 2 else ():
@@ -317,12 +318,15 @@ def knob_layers(draw, max_size=5):
         stash = float(draw(st.integers(0, 40)))
         attention = float(draw(st.integers(0, int(stash))))
         fwd = draw(st.floats(0.0, 2.0))
-        layers.append({"fwd_s": fwd, "bwd_s": draw(st.floats(0.01, 4.0)),
-                       "param_bytes": float(draw(st.integers(0, 50))), "stash_bytes": stash,
-                       "attention_stash_bytes": attention,
-                       "replicated_stash_bytes": float(draw(st.integers(0, int(stash - attention)))),
-                       "attention_fwd_s": fwd * draw(st.floats(0.0, 1.0)),
-                       "output_bytes": float(draw(st.integers(0, 30)))})
+        attention_fwd = fwd * draw(st.floats(0.0, 1.0))
+        layer = {"fwd_s": fwd, "bwd_s": draw(st.floats(0.01, 4.0)),
+                 "param_bytes": float(draw(st.integers(0, 50))), "stash_bytes": stash,
+                 "attention_stash_bytes": attention,
+                 "replicated_stash_bytes": float(draw(st.integers(0, int(stash - attention)))),
+                 "attention_fwd_s": attention_fwd, "output_bytes": float(draw(st.integers(0, 30)))}
+        if draw(st.booleans()):  # full recompute reruns only part of it (an embedding or LM head: none)
+            layer["recompute_fwd_s"] = attention_fwd + (fwd - attention_fwd) * draw(st.floats(0.0, 1.0))
+        layers.append(layer)
     return layers
 
 

@@ -313,7 +313,8 @@ def test_layer_chain_at_e_holds_a_share_of_the_experts_and_pays_the_alltoalls():
     layer = SimpleNamespace(name="block", is_transformer_layer=True, repeat=2, param_bytes=1000, expert_param_bytes=800, routed_token_bytes=64e6,
                             routed_experts=8, experts_per_token=2, activation_stash_bytes=10, output_bytes=5, input_bytes=5, stash_attention_bytes=0,
                             stash_replicated_bytes=0, stash_kernel_bytes=0, stash_kernel_attention_bytes=0,
-                            stash_kernel_replicated_bytes=0)
+                            stash_kernel_replicated_bytes=0, routed_activation_bytes=0.0, stash_gemm_input_bytes=0,
+                            stash_gemm_input_replicated_bytes=0)
     graph = SimpleNamespace(layers=(layer,), tensor_width=2)
     timing = LayerTiming(1.0, 2.0, 1.0, 2.0, "ilp", "ilp", True, True)
     cluster = get_cluster("dgx-h100", 64)

@@ -247,6 +247,6 @@ def test_the_nre_knob_charges_designs_not_references_and_is_off_by_default():
                 == pytest.approx(system_module.reference_point(name, off).cost_per_chip_usd))
     with pytest.raises(ValueError, match="positive whole number of chips"):
         SystemBudget(power_w=1e6, nre_chips=0)
-    odd = cost_module.ProcessNode("N6", 1.2, 1.1, 0.9, 10_000.0, 0.1)
-    with pytest.raises(cost_module.UnknownNodeError, match="no NRE figure for node 'N6'"):
+    odd = cost_module.ProcessNode("N6X", 1.2, 1.1, 0.9, 10_000.0, 0.1)  # a variant with no NRE figure
+    with pytest.raises(cost_module.UnknownNodeError, match="no NRE figure for node 'N6X'"):
         cost_module.nre_usd_per_chip(odd, 1000)

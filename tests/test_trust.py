@@ -103,8 +103,8 @@ def test_unproven_design_rows_round_trip_through_json(fresh_cache, every_ilp_tim
 
 
 def test_explain_adds_up_to_evaluate_at_a_framework_efficiency_below_one(fresh_cache):
-    """On dgx-a100 (framework efficiency 0.79) explain's layer time is evaluate's, and its unit terms carry the
-    same slow-down: device terms ×1/0.79 against efficiency 1, link time unchanged."""
+    """On dgx-a100 (framework efficiency 0.807) explain's layer time is evaluate's, and its unit terms carry the
+    same slow-down: device terms ×1/0.807 against efficiency 1, link time unchanged."""
     a100 = get_preset("a100")
     cluster = get_cluster("dgx-a100", 16, global_batch=64)
     assert cluster.stack.framework_efficiency < 1

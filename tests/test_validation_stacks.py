@@ -135,8 +135,8 @@ def test_scaling_trend_within_three_points(mtnlg_trend, name):
 
 def test_the_microbatch_the_series_points_at_also_brings_bloom_closer():
     """Evidence for the unpublished MT-NLG microbatch from a run outside the series: the Megatron-DeepSpeed efficiency
-    fitted at 280 nodes with microbatch 2 (0.730 instead of 0.645) moves the held-out BLOOM 176B row, whose plan
-    publishes microbatch 2, from -7.7 % to +3.6 %. Collective terms cannot be the series' loss instead: its
+    fitted at 280 nodes with microbatch 2 (0.718 instead of 0.634) moves the held-out BLOOM 176B row, whose plan
+    publishes microbatch 2, from -8.8 % to +2.5 %. Collective terms cannot be the series' loss instead: its
     data-parallel groups span 8-12 ranks (0.36-0.38 s per iteration), and nothing else in the plan grows with ``d``."""
     from experiments.validation_fit import error_with
 
@@ -144,7 +144,7 @@ def test_the_microbatch_the_series_points_at_also_brings_bloom_closer():
     fitted = {m: fit_efficiency(replace(get_case(MTNLG[0]), microbatch=m)) for m in (1, 2)}
     errors = {m: error_with(bloom, framework_efficiency=eff) for m, eff in fitted.items()}
     assert fitted[1] == pytest.approx(get_stack("megatron-deepspeed").framework_efficiency, abs=1e-3)
-    assert errors[1] == pytest.approx(-0.077, abs=0.005) and errors[2] == pytest.approx(0.036, abs=0.005)
+    assert errors[1] == pytest.approx(-0.088, abs=0.005) and errors[2] == pytest.approx(0.025, abs=0.005)
     assert abs(errors[2]) < abs(errors[1])
 
 

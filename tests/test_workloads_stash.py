@@ -49,6 +49,39 @@ def test_a_fusing_stack_keeps_megatrons_stash_less_dropout(t):
     assert eager == (block(t).activation_stash_bytes, block(t).stash_attention_bytes, block(t).stash_replicated_bytes)
 
 
+LINEAR_INPUTS = 4 * SBH  # the QKV and fc1 inputs (the LayerNorms' outputs), 2·sbh each, replicated without SP
+
+
+@pytest.mark.parametrize("t", [1, 8])
+def test_the_gemm_input_part_of_the_stash_is_the_linears_inputs(t):
+    """Korthikanti's Linear inputs: QKV and fc1 (2sbh each, replicated), the projection's (2sbh/t) and fc2's (8sbh/t)."""
+    layer = block(t)
+    assert layer.stash_gemm_input_bytes == pytest.approx(LINEAR_INPUTS + 10 * SBH / t)
+    assert layer.stash_gemm_input_replicated_bytes == pytest.approx(LINEAR_INPUTS)
+
+
+@pytest.mark.parametrize("t", [1, 8])
+def test_an_fp8_layer_keeps_its_linear_inputs_in_one_byte(t):
+    """TE keeps an FP8 Linear's input for its weight gradient in FP8: half the bf16 bytes of those tensors; the
+    attention part and the bf16 layers (embedding, head) stay as they are."""
+    bf16 = layer_stash_bytes(block(t), Cluster())
+    fp8 = layer_stash_bytes(block(t), Cluster(), "fp8", 2)
+    assert bf16[0] - fp8[0] == pytest.approx((LINEAR_INPUTS + 10 * SBH / t) / 2)
+    assert (bf16[1], bf16[2] - fp8[2]) == (fp8[1], pytest.approx(LINEAR_INPUTS / 2))
+    head = next(layer for layer in model_graph("gpt3-175b", microbatch=B, tensor_width=t).layers if layer.name == "post")
+    assert layer_stash_bytes(head, Cluster(), "fp8", 2) == layer_stash_bytes(head, Cluster())
+
+
+def test_an_moe_blocks_gemm_inputs_are_its_experts_and_not_the_routers():
+    """Qwen3-30B-A3B (hidden 2048, 32 × 128 query width, top-8 of 128 experts of width 768) at EP 8: the QKV and
+    projection inputs, then each routed token's input to FC1 and to FC2; the router's input stays in bf16 (Megatron-
+    Core's router is not an FP8 Linear) and is not counted."""
+    tokens, hidden, query, top_k, expert_ffn = 256, 2048, 32 * 128, 8, 768
+    graph = model_graph("qwen3-30b-a3b", seq_len=tokens, microbatch=1, expert_parallel=8)
+    layer = next(layer for layer in graph.layers if layer.repeat > 1)
+    assert layer.stash_gemm_input_bytes == 2 * tokens * (hidden + query + top_k * (hidden + expert_ffn))
+
+
 def _autograd_saved_bytes(model, ids, blocks) -> int:
     """Bytes (2 per element) of the distinct non-parameter storages autograd saves inside the second block."""
     import torch

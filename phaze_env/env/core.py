@@ -225,8 +225,8 @@ class Scorer:
         """Reward and result of ``design``."""
         area = _finite(self.space.area_mm2(design))
         fraction = _finite(self.space.area_fraction(design), OBS_CAP)
-        if not self.space.area_ok(design):
-            overshoot = _finite(self.space.overshoot(design), OVERSHOOT_CAP)
+        overshoot = _finite(self.space.overshoot(design), OVERSHOOT_CAP)
+        if overshoot > 0:  # outside the area window (the overshoot is 0 exactly inside it: hardware.space)
             return Outcome(self.area_penalty(overshoot), False,
                            f"outside the area window (overshoot {overshoot:.3g}); not evaluated", overshoot, area,
                            fraction, 0.0, None)

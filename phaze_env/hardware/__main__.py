@@ -25,7 +25,7 @@ from phaze_env.cli import OneLineParser, console, print_output
 from phaze_env.hardware.accelerator import PRESETS, Accelerator, UnknownPresetError, get_preset, preset_description
 from dataclasses import replace
 
-from phaze_env.hardware.cost import chip_estimate, get_node, preset_estimate, preset_system
+from phaze_env.hardware.cost import NODES, chip_estimate, get_node, preset_estimate, preset_system
 from phaze_env.hardware.generations import Technology
 from phaze_env.hardware.space import ArchSpace, area_budget_mm2, knob_settings
 
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.run([sys.executable, "-m", EXPLAIN_MODULE, *argv[1:]]).returncode
     parser = OneLineParser(prog="python -m phaze_env.hardware", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tpuv4", help=f"one of: {', '.join(PRESETS)} (default tpuv4)")
-    parser.add_argument("--node", help="price the preset's chip at this process node (N7, N5, 4N, N4P, 4NP, N3)")
+    parser.add_argument("--node", help=f"price the preset's chip at this process node ({', '.join(NODES)})")
     parser.add_argument("--year", type=int, help="the year of --node's chip (default: the node's first volume year)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)

@@ -71,6 +71,18 @@ Sensitivity: a chip-level density gain of 1.5× (GH100's 80 B transistors on 814
 826 mm², which also counts Hopper's new features) instead of 1.8× for logic grows the modelled H100 die by
 ≈ 15 %, past the reticle limit (docs/cost_model.md). Volume production from 2020 (TSMC: N5 in volume production
 in Q2 2020, same AnandTech report)."""
+N6_OVER_N7_LOGIC_DENSITY = 1.18
+"""TSMC N6 over N7: "18 % higher logic density" (TSMC press release "TSMC Announces 6-nanometer Process", 2019-04-16),
+design rules compatible with N7. SRAM keeps N7's bit cell (assumption: the press release claims logic density only;
+range 1.0–1.1×)."""
+N6 = ProcessNode("N6", logic_density_gain=N6_OVER_N7_LOGIC_DENSITY, sram_density_gain=N7.sram_density_gain,
+                 energy_factor=N7.energy_factor, wafer_cost_usd=N7.wafer_cost_usd,
+                 defect_density_per_cm2=N7.defect_density_per_cm2, volume_year=2020)
+"""TSMC N6, the N7-family node of AMD's I/O dies (MI300X's four IODs: AMD CDNA 3 white paper, 2023): N7's SRAM,
+1.18× its logic density (:data:`N6_OVER_N7_LOGIC_DENSITY`). Volume production 2020 (same press release: "volume
+production in 2020"). Energy, wafer cost and D0: N7's (assumption — TSMC claims no power gain for N6, whose EUV layers
+replace multi-patterning at a similar wafer price; ranges: energy 0.9–1.0× N7, wafer $9,000–10,500, D0 0.07–0.09/cm²,
+TSMC reporting N6's defect density at N7's level)."""
 N4P_OVER_N5_DENSITY = 1.06
 """TSMC N4P over N5: "a 6 % increase in transistor density" (TSMC press release "TSMC Extends Its 5nm Family With
 A New Enhanced-Performance N4P Process", 2021-10-26). Applied to logic; SRAM keeps N5's bit cell (assumption: N4P
@@ -102,7 +114,7 @@ N3 = ProcessNode("N3", logic_density_gain=N5.logic_density_gain * N3E_OVER_N5_DE
 per event, $20,000 wafers. Volume production: N3E from Q4 2023 (TSMC Q4 2023 earnings; N3B from December 2022).
 D0 = N5's 0.10/cm² (assumption: TSMC stated N3's defect density tracks N5's at the same point of its ramp, 2022
 Technology Symposium; range 0.08–0.20/cm², which moves an 800 mm² die's yield from 0.54 to 0.27)."""
-NODES: dict[str, ProcessNode] = {"N7": N7, "N5": N5, "4N": replace(N5, name="4N", volume_year=2022), "N4P": N4P,
+NODES: dict[str, ProcessNode] = {"N7": N7, "N6": N6, "N5": N5, "4N": replace(N5, name="4N", volume_year=2022), "N4P": N4P,
                                  "4NP": replace(N4P, name="4NP", volume_year=2024), "N3": N3}
 """Nodes by name. NVIDIA's 4N (H100) and 4NP (B200) are customised TSMC N5-family processes with no separate public
 density, energy, cost or D0 figures: they take N5's and N4P's (assumption), with the year of their first product
@@ -133,7 +145,7 @@ estimates as reported by the trade press (techovedas, "2nm Chip Design Costs $72
 nodes (4N, N4P, 4NP) take N5's. Assumption range ×0.3–×1: the figures are for a complex SoC with its software, and
 "headline numbers appear to be significantly inflated" for accelerators of replicated MAC arrays (Semiconductor
 Engineering, "What Will That Chip Cost?", 2023)."""
-NRE_NODE_FAMILY = {"N7": "N7", "N5": "N5", "4N": "N5", "N4P": "N5", "4NP": "N5", "N3": "N3"}
+NRE_NODE_FAMILY = {"N7": "N7", "N6": "N7", "N5": "N5", "4N": "N5", "N4P": "N5", "4NP": "N5", "N3": "N3"}
 """Which :data:`DESIGN_NRE_USD` figure each node of :data:`NODES` takes."""
 
 
@@ -262,6 +274,27 @@ MI300X_IF_LINK_BPS = 128e9
 """One MI300X Infinity Fabric link, both directions together (same data sheet)."""
 MI300X_POWER_W = 750.0
 """The MI300X's total board power: 750 W (AMD Instinct MI300X data sheet, 2023)."""
+MI300X_ENGINE_CLOCK_HZ = 2.1e9
+"""The MI300X's peak engine clock, at which its 304 CUs reach the published 1,307.4 TFLOP/s dense bf16 (AMD Instinct
+MI300X data sheet, 2023: "Peak Engine Clock 2100 MHz")."""
+MI300X_XCDS = 8
+"""Compute dies (XCDs) per MI300X: 8 on TSMC N5, 38 of each XCD's 40 CUs enabled (304 CUs), 3-D hybrid-bonded two to
+an I/O die (AMD CDNA 3 architecture white paper, 2023; Smith et al., "AMD Instinct MI300 Series Modular Chiplet
+Package – HPC and AI Accelerator for Exa-Class Systems", ISSCC 2024, paper 2.1)."""
+MI300X_IODS = 4
+"""I/O dies (IODs) per MI300X: 4 on TSMC N6, each with two HBM3 stacks' controllers and PHYs and 64 MB of the 256 MB
+Infinity Cache, joined by Infinity Fabric AP (AMD CDNA 3 architecture white paper, 2023; Smith et al., ISSCC 2024)."""
+MI300X_XCD_AREA_MM2 = 115.0
+"""One MI300X XCD: ≈ 115 mm² (SemiAnalysis, "AMD MI300 – Taming The Hype", 2023; AMD publishes transistor counts,
+not mm²). Approximate: range 110–120 mm²."""
+MI300X_IOD_AREA_MM2 = 370.0
+"""One MI300X IOD: ≈ 370 mm² (same SemiAnalysis estimate from the package shots; AMD gives no mm² figure).
+Approximate: range 350–390 mm²."""
+MI300X_IOD_D2D_BPS = 5.3e12
+"""Die-to-die traffic each MI300X IOD exchanges with the other three (both directions together): the chip's HBM
+bandwidth, 5.3 TB/s. Assumption — every XCD's memory interleaves over all 8 stacks, so ¾ of its accesses cross to
+another IOD; range 2.6–10.6 TB/s (AMD quotes the Infinity Fabric AP only as "up to 17 TB/s" of peak bandwidth,
+CDNA 3 white paper)."""
 TPUV5P_ICI_LINKS = 6
 """ICI links per TPU v5p chip: a 3-D torus (Cloud TPU v5p documentation: "3D torus", pods of 8,960 chips), two
 links per dimension as TPU v4."""
@@ -300,6 +333,17 @@ class ChipSystem:
     ``top_clock_hz`` is the clock of the silicon's top bin when the chip is that silicon sold at a lower clock (B200:
     the GB200's dies at 0.9× its clock): the per-event energies hold at the top bin, and the lower bin runs at a lower
     voltage (:func:`phaze_env.hardware.energy.dvfs_energy_factor`). ``None``: the chip is its silicon's top bin.
+
+    ``silicon_clock_hz`` is the clock the vendor's compute silicon runs at when the preset's arrays are an equivalent
+    count at another clock (the mi300x preset: 512 arrays at 1.247 GHz for 304 CUs at 2.1 GHz): the compute logic's
+    area scales by the preset's clock over it (the same rate from fewer, faster arrays); the energy per operation and
+    the buffer do not move. ``None``: the preset's arrays are the silicon's.
+
+    ``base_dies`` > 0 builds a 3-D stack: the ``dies`` compute dies (``node``) carry the compute logic only and sit
+    on ``base_dies`` base dies built at ``base_node`` (MI300X: 8 N5 XCDs on 4 N6 IODs), which carry the buffer (the
+    last-level cache), the HBM interfaces, the SerDes, an IO/misc block each and the die-to-die interfaces between
+    them (``d2d_bandwidth_Bps`` is then each base die's). A base die is at least as large as the compute dies it
+    carries (:func:`chip_area_mm2`); the interposer carries the base dies and the HBM stacks.
     """
 
     node: str | ProcessNode = "N7"
@@ -312,11 +356,24 @@ class ChipSystem:
     dies: int = 1
     d2d_bandwidth_Bps: float = 0.0
     top_clock_hz: float | None = None
+    silicon_clock_hz: float | None = None
+    base_node: str | ProcessNode | None = None
+    base_dies: int = 0
 
     def __post_init__(self) -> None:
-        top = self.top_clock_hz
-        if top is not None and (isinstance(top, bool) or not isinstance(top, (int, float)) or not 0 < top < math.inf):
-            raise ValueError(f"ChipSystem.top_clock_hz must be a positive clock (Hz) or None, got {top!r}")
+        for name in ("top_clock_hz", "silicon_clock_hz"):
+            clock = getattr(self, name)
+            if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float))
+                                      or not 0 < clock < math.inf):
+                raise ValueError(f"ChipSystem.{name} must be a positive clock (Hz) or None, got {clock!r}")
+        if isinstance(self.base_dies, bool) or not isinstance(self.base_dies, int) or self.base_dies < 0:
+            raise ValueError(f"ChipSystem.base_dies must be a non-negative integer, got {self.base_dies!r}")
+        if (self.base_node is None) != (self.base_dies == 0):
+            raise ValueError(f"ChipSystem.base_node and base_dies go together (base dies at a node), got "
+                             f"base_node={self.base_node!r}, base_dies={self.base_dies!r}")
+        if self.base_node is not None and not isinstance(self.base_node, ProcessNode) and self.base_node not in NODES:
+            raise UnknownNodeError(f"ChipSystem.base_node must be a ProcessNode or one of {', '.join(NODES)}, "
+                                   f"got {self.base_node!r}")
         if not isinstance(self.node, ProcessNode) and self.node not in NODES:
             raise UnknownNodeError(f"ChipSystem.node must be a ProcessNode or one of {', '.join(NODES)} (the nodes "
                                    f"with density, energy, wafer cost and D0), got {self.node!r}")
@@ -324,9 +381,9 @@ class ChipSystem:
             raise ValueError(f"ChipSystem.dies must be a positive integer, got {self.dies!r}")
         d2d = self.d2d_bandwidth_Bps
         if isinstance(d2d, bool) or not isinstance(d2d, (int, float)) or not 0 <= d2d < math.inf or \
-                (self.dies > 1) != (d2d > 0):
-            raise ValueError(f"ChipSystem.d2d_bandwidth_Bps must be positive for a chip of several dies and 0 for one "
-                             f"die, got {d2d!r} with {self.dies} die(s)")
+                (self.io_dies > 1) != (d2d > 0):
+            raise ValueError(f"ChipSystem.d2d_bandwidth_Bps must be positive for a chip of several dies (base dies on "
+                             f"a 3-D stack) and 0 for one, got {d2d!r} with {self.io_dies} die(s)")
         if self.serdes not in SERDES:
             raise ValueError(f"ChipSystem.serdes must be one of {', '.join(SERDES)}, got {self.serdes!r}")
         if self.core_style not in CORE_STYLES:
@@ -346,6 +403,16 @@ class ChipSystem:
     @property
     def process(self) -> ProcessNode:
         return get_node(self.node)
+
+    @property
+    def io_process(self) -> ProcessNode:
+        """The node of the dies that carry the buffer, HBM interfaces and SerDes: the base dies' on a 3-D stack."""
+        return self.process if self.base_node is None else get_node(self.base_node)
+
+    @property
+    def io_dies(self) -> int:
+        """The dies that carry an IO/misc block and the die-to-die interfaces: the base dies on a 3-D stack."""
+        return self.base_dies or self.dies
 
     @property
     def die_hbm_phys(self) -> int:
@@ -416,6 +483,17 @@ SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
         "A GB200 NVL72's Blackwell GPU (NVIDIA GB200 NVL72 datasheet): the B200's two dies, HBM3e stacks and NVLink5 "
         "links (1.8 TB/s per GPU into the 72-GPU NVLink domain) at the GB200's higher clock and 1,200 W limit.",
     ),
+    "mi300x": (
+        ChipSystem(node="N5", hbm_stacks=8, links=MI300X_IF_LINKS, link_bandwidth_Bps=MI300X_IF_LINK_BPS,
+                   serdes="50G-NRZ", core_style="simt", dies=MI300X_XCDS, d2d_bandwidth_Bps=MI300X_IOD_D2D_BPS,
+                   silicon_clock_hz=MI300X_ENGINE_CLOCK_HZ, base_node="N6", base_dies=MI300X_IODS),
+        "MI300X (AMD Instinct MI300X data sheet and CDNA 3 white paper, 2023; Smith et al., ISSCC 2024): 8 XCDs on "
+        "TSMC N5 (304 CUs at 2.1 GHz, the preset's 512 arrays at 1.247 GHz as silicon) 3-D stacked on 4 IODs on N6 "
+        "that hold the 256 MB Infinity Cache, the 8 HBM3 interfaces (192 GB, 5.3 TB/s), the 7 Infinity Fabric links "
+        "of 128 GB/s and 5.3 TB/s of IOD-to-IOD traffic each (assumption, MI300X_IOD_D2D_BPS); CoWoS-S-class "
+        "interposer under the IODs and stacks. Assumptions: GA100's SIMT core factor; Infinity Fabric lanes (32 "
+        "Gb/s class) take the 50G NRZ lane's area.",
+    ),
     "tpuv5p": (
         ChipSystem(node="N5", hbm_stacks=6, links=TPUV5P_ICI_LINKS,
                    link_bandwidth_Bps=TPUV5P_ICI_CHIP_BPS / TPUV5P_ICI_LINKS, serdes="100G-PAM4", core_style="systolic"),
@@ -426,14 +504,6 @@ SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
     ),
 }
 """System-level fields of the presets that have public system data (keyed like ``accelerator.PRESETS``)."""
-
-MI300X_ONE_NODE_SKETCH = ChipSystem(node="N5", hbm_stacks=8, links=MI300X_IF_LINKS,
-                                    link_bandwidth_Bps=MI300X_IF_LINK_BPS, serdes="50G-NRZ", core_style="simt")
-"""The mi300x preset as if it were one N5 chip: a sketch, not a ``SYSTEMS`` entry. The real part is eight N5 compute
-dies (XCDs) 3-D stacked on four N6 I/O dies that hold the 256 MB Infinity Cache and the HBM3 PHYs (AMD CDNA 3
-white paper, 2023) — a split of nodes this one-node model does not represent, and AMD publishes no die areas in
-mm² in the sources used here — so only its power is set against :data:`MI300X_POWER_W`, and only in the report's
-prose. Its SerDes (Infinity Fabric lanes, 32 Gb/s class) take the 50G NRZ lane's area (assumption)."""
 
 PUBLISHED: dict[str, PublishedChip] = {
     "tpuv4": PublishedChip(
@@ -454,6 +524,11 @@ PUBLISHED: dict[str, PublishedChip] = {
         area_source="the B200's dies (same silicon): 2 × GH100's 814 mm², as for b200",
         power_w=1200.0, power_kind="TDP",
         power_source="NVIDIA GB200 NVL72 datasheet / Blackwell technical brief (1,200 W per GPU in GB200)"),
+    "mi300x": PublishedChip(
+        die_area_mm2=MI300X_XCDS * MI300X_XCD_AREA_MM2 + MI300X_IODS * MI300X_IOD_AREA_MM2, die_area_bound_mm2=None,
+        area_source="8 XCDs of ≈ 115 mm² + 4 IODs of ≈ 370 mm² (SemiAnalysis 2023; MI300X_XCD_AREA_MM2, "
+                    "MI300X_IOD_AREA_MM2)",
+        power_w=MI300X_POWER_W, power_kind="TBP", power_source="AMD Instinct MI300X data sheet (750 W)"),
     "tpuv5p": PublishedChip(
         die_area_mm2=None, die_area_bound_mm2=area.RETICLE_LIMIT_MM2,
         area_source="not published (Google discloses neither node nor die size); only the reticle limit bounds it",
@@ -515,10 +590,18 @@ class ChipEstimate:
     dies: int = 1  # dies on the package; dies_per_wafer, die_yield and fits_reticle are one die's
     links: int = 0  # the chip's scale-up links and their bandwidth (both directions together): what its
     link_total_Bps: float = 0.0  # scale-up fabric must switch (system.ScaleUpFabric)
+    base_dies: int = 0  # a 3-D stack's base dies and their area together (ChipSystem.base_dies); dies_per_wafer,
+    base_area_mm2: float = 0.0  # die_yield and area_per_die_mm2 are then a compute die's
 
     @property
     def area_per_die_mm2(self) -> float:
-        return self.die_area_mm2 / self.dies
+        """One compute die's area (every die's on a chip of identical dies)."""
+        return (self.die_area_mm2 - self.base_area_mm2) / self.dies
+
+    @property
+    def area_per_base_die_mm2(self) -> float:
+        """One base die's area on a 3-D stack (0 without base dies)."""
+        return self.base_area_mm2 / self.base_dies if self.base_dies else 0.0
 
     @property
     def die_area_mm2(self) -> float:
@@ -558,19 +641,42 @@ def compute_die_area_mm2(arch_area_mm2, buffer_mb, system: ChipSystem):
 
 def periphery_area_mm2(system: ChipSystem) -> dict[str, float]:
     """The die's blocks outside the compute: HBM PHYs + controllers, SerDes, IO/misc (they follow the system
-    fields only, so ``die − their sum`` is the compute-area budget of the system space)."""
-    node = system.process
+    fields only, so ``die − their sum`` is the compute-area budget of the system space; on a 3-D stack, the base
+    dies' blocks at the base node)."""
+    node = system.io_process
     return {
         "hbm_interfaces": float(area.hbm_interface_area_mm2(system.die_hbm_phys, node.logic_density_gain)),
         "serdes": float(area.serdes_area_mm2(system.lane_pairs, SERDES[system.serdes].lane_pair_area_mm2)),
-        "io_misc": area.IO_MISC_AREA_MM2 * system.dies,
-        "die_to_die": float(area.d2d_interface_area_mm2(system.d2d_bandwidth_Bps)) * system.dies,
+        "io_misc": area.IO_MISC_AREA_MM2 * system.io_dies,
+        "die_to_die": float(area.d2d_interface_area_mm2(system.d2d_bandwidth_Bps)) * system.io_dies,
     }
 
 
+def silicon_array_scale(acc: Accelerator, system: ChipSystem) -> float:
+    """The compute logic's area on the silicon over the preset's: ``acc.clock_hz / silicon_clock_hz`` (1 without a
+    silicon clock; :class:`ChipSystem`)."""
+    return 1.0 if system.silicon_clock_hz is None else acc.clock_hz / system.silicon_clock_hz
+
+
 def chip_area_mm2(acc: Accelerator, system: ChipSystem) -> dict[str, float]:
-    """Die area by block: compute (× the core style's factor), HBM PHYs + controllers, SerDes, IO/misc."""
-    return {"compute": float(compute_die_area_mm2(acc.area_mm2, acc.buffer_mb, system)), **periphery_area_mm2(system)}
+    """Die area by block: compute (× the core style's factor), HBM PHYs + controllers, SerDes, IO/misc.
+
+    On a 3-D stack (``base_dies``) ``compute`` is the compute dies' logic and the base dies carry ``cache`` (the
+    buffer at the base node, a plain SRAM array: no core-style factor), ``stack_landing`` (what a base die needs
+    beyond its cache to carry the compute dies above it: each base die is at least their footprint, assumption
+    that they tile it with no gap, range +0–10 %) and the periphery beside the stack. The hybrid-bond interface between
+    a compute die and its base die is priced in neither area nor energy (assumption: its bond pads sit inside the
+    footprint, and its pJ/bit is unquantified here — a part of the modelled power this leaves out)."""
+    sram_mm2 = area.buffer_area_mm2(acc.buffer_mb)
+    arch_mm2 = acc.area_mm2 if system.silicon_clock_hz is None else \
+        sram_mm2 + (acc.area_mm2 - sram_mm2) * silicon_array_scale(acc, system)  # the preset's arrays as silicon
+    if system.base_dies == 0:
+        return {"compute": float(compute_die_area_mm2(arch_mm2, acc.buffer_mb, system)), **periphery_area_mm2(system)}
+    logic = node_compute_parts_mm2(arch_mm2, acc.buffer_mb, system.process)["logic"]
+    compute = float(logic) * CORE_AREA_FACTORS[system.core_style]
+    cache = float(sram_mm2) / system.io_process.sram_density_gain
+    return {"compute": compute, "cache": cache, "stack_landing": max(0.0, compute - cache),
+            **periphery_area_mm2(system)}
 
 
 def bin_clock_ratio(acc: Accelerator, system: ChipSystem) -> float:
@@ -597,18 +703,19 @@ def chip_power_w(acc: Accelerator, system: ChipSystem, die_area_mm2: float) -> d
         "vector": terms["vector"] * core_scale,
         "hbm": terms["hbm"],
         "links": energy.link_power_w(system.link_total_Bps),
-        "die_to_die": energy.d2d_power_w(system.dies * system.d2d_bandwidth_Bps / 2),
+        "die_to_die": energy.d2d_power_w(system.io_dies * system.d2d_bandwidth_Bps / 2),
         "leakage": energy.leakage_power_w(die_area_mm2) * energy.dvfs_static_factor(ratio),
     }
 
 
 def package_yield(system: ChipSystem, bond_yield: float | None = None) -> float:
     """The fraction of packages assembled whole: ``bond_yield`` per die and per HBM stack (default
-    :data:`PACKAGE_BOND_YIELD`, read at the call so a sensitivity sweep can set the module's value)."""
+    :data:`PACKAGE_BOND_YIELD`, read at the call so a sensitivity sweep can set the module's value; a 3-D stack's
+    compute dies each count one bond onto their base die, assumption: a hybrid bond as likely to fail as a 2.5-D one)."""
     bond_yield = PACKAGE_BOND_YIELD if bond_yield is None else bond_yield
     if not 0 < bond_yield <= 1:
         raise ValueError(f"the bond yield must be in (0, 1], got {bond_yield!r}")
-    return bond_yield ** (system.dies + system.hbm_stacks)
+    return bond_yield ** (system.dies + system.base_dies + system.hbm_stacks)
 
 
 def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm2: float | None = None,
@@ -623,21 +730,28 @@ def chip_estimate(acc: Accelerator, system: ChipSystem, *, defect_density_per_cm
     hbm_usd_per_gb = HBM_USD_PER_GB if hbm_usd_per_gb is None else hbm_usd_per_gb
     areas = chip_area_mm2(acc, system)
     silicon_mm2 = sum(areas.values())
-    per_die_mm2 = silicon_mm2 / system.dies
+    base_mm2 = silicon_mm2 - areas["compute"] if system.base_dies else 0.0
+    per_die_mm2 = (silicon_mm2 - base_mm2) / system.dies
+    per_base_die_mm2 = base_mm2 / system.base_dies if system.base_dies else 0.0
     if not allow_over_reticle:
-        check_reticle(per_die_mm2)
+        check_reticle(max(per_die_mm2, per_base_die_mm2))
     d0 = system.process.defect_density_per_cm2 if defect_density_per_cm2 is None else defect_density_per_cm2
+    base_d0 = system.io_process.defect_density_per_cm2 if defect_density_per_cm2 is None else defect_density_per_cm2
     cost = {
         "die": system.dies * good_die_cost_usd(per_die_mm2, system.process, d0, alpha),
         "hbm": acc.hbm_gb * hbm_usd_per_gb,
+        # the interposer carries the base dies of a 3-D stack (the compute dies sit on them), else every die
         "package": (PACKAGE_USD_PER_MM2 if package_usd_per_mm2 is None else package_usd_per_mm2)
-        * interposer_area_mm2(silicon_mm2, system.die_hbm_phys),
+        * interposer_area_mm2(base_mm2 or silicon_mm2, system.die_hbm_phys),
     }
+    if system.base_dies:
+        cost["base_dies"] = system.base_dies * good_die_cost_usd(per_base_die_mm2, system.io_process, base_d0, alpha)
     cost["assembly_yield"] = sum(cost.values()) * (package_yield(system, bond_yield) ** -1 - 1)
     return ChipEstimate(area_mm2=areas, power_w=chip_power_w(acc, system, silicon_mm2), cost_usd=cost,
                         dies_per_wafer=dies_per_wafer(per_die_mm2), die_yield=die_yield(per_die_mm2, d0, alpha),
-                        fits_reticle=per_die_mm2 <= area.RETICLE_LIMIT_MM2, dies=system.dies, links=system.links,
-                        link_total_Bps=system.link_total_Bps)
+                        fits_reticle=max(per_die_mm2, per_base_die_mm2) <= area.RETICLE_LIMIT_MM2, dies=system.dies,
+                        links=system.links, link_total_Bps=system.link_total_Bps, base_dies=system.base_dies,
+                        base_area_mm2=base_mm2)
 
 
 def preset_system(name: str) -> ChipSystem:

@@ -98,11 +98,13 @@ class Technology:
         return cls(**data)
 
 
-REFERENCE_YEARS = {"tpuv4": 2021, "a100": 2020, "h100": 2022, "b200": 2024, "gb200": 2024, "tpuv5p": 2023}
+REFERENCE_YEARS = {"tpuv4": 2021, "a100": 2020, "h100": 2022, "b200": 2024, "gb200": 2024, "tpuv5p": 2023,
+                   "mi300x": 2023}
 """The year each rival with system data shipped: TPU v4 deployed 2020, announced and in Cloud 2021 (Jouppi et al.,
 ISCA 2023; 2021 taken: its pods' first public use); A100 May 2020 (NVIDIA GTC 2020); H100 2022 (shipping from Q3
 2022, NVIDIA); B200 and GB200 2024 (Blackwell shipping from NVIDIA's Q4 of fiscal 2025, Nov 2024–Jan 2025); TPU v5p December 2023 (Google Cloud announcement,
-2023-12-06)."""
+2023-12-06); MI300X December 2023 (AMD "Advancing AI" launch, 2023-12-06, shipping to cloud and OEM customers from
+then; its node is its compute dies' N5)."""
 REFERENCE_TECHNOLOGIES: dict[str, Technology] = {
     name: Technology(SYSTEMS[name][0].process.name, year) for name, year in REFERENCE_YEARS.items()}
 """Each rival's own node and year (its ``cost.SYSTEMS`` node): the "same node and year" a design is compared at."""

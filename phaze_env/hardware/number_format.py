@@ -19,9 +19,9 @@ memory, the system design space's ``number_format`` knob and the H100 FP8 valida
   (Megatron-Core passes ``is_first_microbatch`` to TE, which caches the FP8 weights across microbatches), so
   their cast is not charged per microbatch. The amax-history / scale update is a few scalars per tensor.
 * **Memory**: the FP8 weight and its FP8 transpose (Hopper's FP8 GEMMs take only the TN layout) are kept next to
-  the bf16 weights and the fp32 master weights: :data:`FP8_WEIGHT_COPY_BYTES_PER_PARAM` per FP8 weight. Not
-  modelled, both on the side of too much memory: TE stashes a Linear's input in FP8 for its wgrad (the layers'
-  stash stays in bf16 here: the traced layer keeps only the sum of its saved tensors), and Megatron's
+  the bf16 weights and the fp32 master weights: :data:`FP8_WEIGHT_COPY_BYTES_PER_PARAM` per FP8 weight. TE keeps
+  a Linear's input for its weight gradient in FP8, the column-wise (transposed) copy only
+  (:func:`fp8_stash_saving_bytes`). Not modelled, on the side of too much memory: Megatron's
   ``--fp8-param-gather`` / NeMo's ``fp8_params`` keep FP8 primary weights without the bf16 copy.
 """
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from phaze_env.workloads.graph import ModelGraph, Op
+from phaze_env.workloads.graph import Layer, ModelGraph, Op
 
 NUMBER_FORMATS: tuple[str, ...] = ("bf16", "fp8")
 FP8_LAYERS: tuple[str, ...] = ("block", "dense")
@@ -98,6 +98,22 @@ def cast_elements(op: Op) -> int:
     GEMM — ``X`` of the forward GEMM, ``dY`` of the backward op's dgrad GEMM (the tracer lists dgrad first)."""
     first = op.gemms[0]
     return first.batch * first.m * first.k
+
+
+def fp8_stash_saving_bytes(layer: Layer, number_format: str, bytes_per_element: int) -> tuple[float, float]:
+    """(stash bytes, of them replicated bytes) one microbatch of ``layer`` does not keep on an FP8 accelerator: TE's
+    FP8 Linear keeps its input for the weight gradient as the FP8 tensor it cast for the forward GEMM, column-wise
+    data only, :data:`FP8_BYTES` per element in place of ``bytes_per_element`` (NVIDIA/TransformerEngine
+    ``transformer_engine/pytorch/module/linear.py``, ``_Linear.forward``: "Discard row-wise data since it is not
+    needed in backward pass", ``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``, then
+    ``saved_inputmat = inputmat``; ``grouped_linear.py``, the MoE experts' ``GroupedLinear``, the same for each
+    expert's input; ``layernorm_linear.py`` keeps ``ln_out`` so too). Only the tensors that the layer keeps as weight
+    GEMMs' inputs and nothing else (``Layer.stash_gemm_input_bytes``), and only in the layers whose GEMMs run in FP8
+    (:data:`FP8_LAYERS`). (0, 0) for bf16."""
+    if check_number_format(number_format) == "bf16" or layer.name not in FP8_LAYERS:
+        return 0.0, 0.0
+    narrowed = 1.0 - FP8_BYTES / bytes_per_element
+    return layer.stash_gemm_input_bytes * narrowed, layer.stash_gemm_input_replicated_bytes * narrowed
 
 
 def fp8_weight_copy_factor(graph: ModelGraph, number_format: str) -> float:

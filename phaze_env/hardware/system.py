@@ -33,7 +33,7 @@ from typing import Any
 from phaze_env.hardware import area
 from phaze_env.hardware.accelerator import (A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, Accelerator,
                                             get_preset)
-from phaze_env.hardware.cost import (A100_NVLINKS, B200_NVLINKS, H100_NVLINKS, MI300X_ONE_NODE_SKETCH, NVLINK5_LINK_BPS,
+from phaze_env.hardware.cost import (A100_NVLINKS, B200_NVLINKS, H100_NVLINKS, NVLINK5_LINK_BPS,
                                      NVLINK_LINK_BPS, PUBLISHED, SYSTEMS, ChipEstimate,
                                      ChipSystem, chip_estimate, compute_die_area_mm2, nre_usd_per_chip,
                                      periphery_area_mm2)
@@ -937,15 +937,12 @@ bf16 MXUs (Jouppi et al. 2023) have no FP8. A design of the system space may pic
 reference its best format too."""
 
 
-MI300X_RIVAL_SYSTEM = dataclasses.replace(MI300X_ONE_NODE_SKETCH, dies=4,
-                                          d2d_bandwidth_Bps=get_preset("mi300x").hbm_bandwidth_Bps)
-"""The MI300X as the rival is built: ``cost.MI300X_ONE_NODE_SKETCH`` (one N5 node, SIMT cores) split into its four
-quadrants — each an I/O die with its two compute dies (AMD CDNA 3 white paper, 2023: four IODs joined by Infinity
-Fabric AP), so each fits the reticle where the one-die sketch does not. Assumptions: the die-to-die traffic between
-quadrants is the chip's HBM bandwidth (5.3 TB/s; every XCD's memory interleaves over all 8 stacks, so ¾ of its
-accesses cross a quadrant; range 2.6–10.6 TB/s); one node for compute and I/O dies (the real I/O dies are N6). Its
-modelled power is above AMD's 750 W (the sketch's GPU core factor is GA100's, its peak the 2.1 GHz top clock:
-``docs/cost_model.md``), so a power budget buys fewer MI300X than a 750 W figure would: stated with the table."""
+MI300X_RIVAL_SYSTEM = SYSTEMS["mi300x"][0]
+"""The MI300X as the rival is built: ``cost.SYSTEMS["mi300x"]``, as AMD builds it — 8 N5 XCDs at 2.1 GHz 3-D stacked
+on 4 N6 IODs holding the Infinity Cache, HBM3 interfaces and Infinity Fabric (its die areas and power set against
+the published ones in ``docs/cost_model.md``). Its modelled power is above AMD's 750 W (the TDP-like model prices
+every unit busy at the data sheet's 2.1 GHz peak, with GA100's GPU core factor; a range from 750 W to the model's),
+so a power budget buys fewer MI300X than a 750 W figure would: stated with the table."""
 FLAGSHIP_CHIP_SYSTEMS = {"b200": SYSTEMS["b200"][0], "gb200": SYSTEMS["gb200"][0], "tpuv5p": SYSTEMS["tpuv5p"][0],
                          "mi300x": MI300X_RIVAL_SYSTEM}
 """The 2024–25 flagships' chips as the cost model builds them (``cost.SYSTEMS``' published system fields; the MI300X

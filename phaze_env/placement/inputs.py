@@ -19,7 +19,7 @@ from phaze_env.plan_spec import PlanSpec
 
 REQUIRED_LAYER_KEYS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
 OPTIONAL_LAYER_KEYS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s", "cp_comm_s",
-                       "expert_param_bytes", "ep_comm_s")
+                       "expert_param_bytes", "ep_comm_s", "recompute_fwd_s")
 OPTIMIZER_STATE_FACTORS = {name: optimizer.state_factor for name, optimizer in OPTIMIZERS.items()}
 GRADIENT_FACTOR = 1.0  # bf16 gradients, 2 bytes/param (ZeRO's accounting; Megatron's fp32 main_grad would be 2.0)
 
@@ -38,7 +38,11 @@ class LayerArrays:
     ``expert_param_bytes`` the part of ``param_bytes`` that is routed experts (already the ``1/e`` a device
     holds at expert-parallel degree ``e``: their gradients are all-reduced, and ZeRO shards them, over the
     ``d·c/e`` expert-data-parallel ranks); ``ep_comm_s`` the expert-parallel all-to-alls inside
-    ``fwd_s + bwd_s`` (reported). All default to 0, but ``transformer_layers``: how many transformer layers the layer
+    ``fwd_s + bwd_s`` (reported); ``recompute_fwd_s`` the forward time full recompute repeats (Megatron-LM
+    checkpoints the transformer layers only — ``ParallelTransformer._checkpointed_forward`` loops over
+    ``self.layers``, Megatron-Core's ``TransformerBlock._checkpointed_forward`` likewise — so the embedding and
+    the LM head + loss are not rerun: 0 for them). All default to 0, but ``recompute_fwd_s`` (default ``fwd_s``:
+    everything rerun) and ``transformer_layers``: how many transformer layers the layer
     counts for in a pipeline split (:class:`~phaze_env.plan_spec.PlanRules`; 0 for the embedding and the head, whose
     stages' layer counts they do not change), default 1.
     """
@@ -56,6 +60,7 @@ class LayerArrays:
     cp_comm_s: np.ndarray
     expert_param_bytes: np.ndarray
     ep_comm_s: np.ndarray
+    recompute_fwd_s: np.ndarray
     transformer_layers: np.ndarray
 
     def __len__(self) -> int:
@@ -117,6 +122,7 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> 
     default_input = (np.concatenate((output[:1], output[:-1])) if chain else output).tolist()
     zeros = [0.0] * len(layers)
     optional = {key: _column(layers, key, zeros) for key in OPTIONAL_LAYER_KEYS}
+    optional["recompute_fwd_s"] = _column(layers, "recompute_fwd_s", columns["fwd_s"].tolist())
     counts = _column(layers, "transformer_layers", [1.0] * len(layers))
     if np.any(counts != np.round(counts)):
         raise ValueError("transformer_layers must be whole numbers (how many transformer layers a layer counts for)")
@@ -124,6 +130,11 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> 
         raise ValueError("attention_stash_bytes + replicated_stash_bytes must not exceed a layer's stash_bytes")
     if np.any(optional["attention_fwd_s"] > columns["fwd_s"] * (1 + 1e-12)):
         raise ValueError("attention_fwd_s must not exceed a layer's fwd_s")
+    if np.any(optional["recompute_fwd_s"] > columns["fwd_s"] * (1 + 1e-12)):
+        raise ValueError("recompute_fwd_s must not exceed a layer's fwd_s")
+    if np.any(optional["attention_fwd_s"] > optional["recompute_fwd_s"] * (1 + 1e-12)):
+        raise ValueError("attention_fwd_s must not exceed a layer's recompute_fwd_s (full recompute repeats at least "
+                         "what selective recompute does)")
     if np.any(optional["expert_param_bytes"] > columns["param_bytes"]):
         raise ValueError("expert_param_bytes must not exceed a layer's param_bytes")
     communication = optional["tp_comm_s"] + optional["cp_comm_s"] + optional["ep_comm_s"]

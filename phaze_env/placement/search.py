@@ -5,8 +5,9 @@ Model (1F1B / PipeDream-Flush, Narayanan et al. 2021; ``p`` stages, ``d`` replic
 microbatches per replica, ``v`` virtual stages per device):
 
 * stage time per microbatch ``c = Σfwd + Σbwd + recompute + v · p2p sends + ZeRO traffic``, where recompute
-  is 0 (``none``), the attention cores' forward (``selective``, Korthikanti et al. 2022 §5) or the whole
-  forward (``full``); each stage uses the fastest allowed mode that fits its memory. ZeRO traffic
+  is 0 (``none``), the attention cores' forward (``selective``, Korthikanti et al. 2022 §5) or the transformer
+  layers' forward (``full``: ``recompute_fwd_s``, Megatron-LM reruns neither the embedding nor the LM head);
+  each stage uses the fastest allowed mode that fits its memory. ZeRO traffic
   (:meth:`PlacementSearch.zero_comm_s`): ZeRO-2 reduce-scatters each microbatch's gradients, ZeRO-3 also
   all-gathers each layer's weights in the forward and again in the backward pass; a layer's collectives
   overlap its own compute (prefetch), so a layer adds only ``max(0, comm − compute)``; a pinned hybrid shard
@@ -222,7 +223,7 @@ class StageCosts:
         self.param_bytes = memory.param_bytes
         plain = table.fwd_s + table.bwd_s + v * p2p_s + zero_comm_s
         self.p2p_s, self.zero_comm_s = p2p_s, zero_comm_s
-        self.full_time = {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.fwd_s}
+        self.full_time = {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.recompute_fwd_s}
         self._times = [memory.compact(self.full_time[mode]) for mode in self.modes]
         self._limits = memory.limits
         self._breakpoints = memory.breakpoints

@@ -32,6 +32,7 @@ class StageTable:
     fwd_s: np.ndarray  # sum of the stage's forward latencies
     bwd_s: np.ndarray  # sum of the stage's backward latencies
     attention_fwd_s: np.ndarray  # forward time of its attention cores (what selective recompute repeats)
+    recompute_fwd_s: np.ndarray  # forward time full recompute repeats (its transformer layers')
     tp_comm_s: np.ndarray  # tensor-parallel collectives inside fwd_s + bwd_s
     cp_comm_s: np.ndarray  # exposed context-parallel ring exchange inside fwd_s + bwd_s
     ep_comm_s: np.ndarray  # expert-parallel all-to-alls inside fwd_s + bwd_s
@@ -104,6 +105,7 @@ def chain_stages(layers: LayerArrays) -> StageTable:
         fwd_s=sums(layers.fwd_s),
         bwd_s=sums(layers.bwd_s),
         attention_fwd_s=sums(layers.attention_fwd_s),
+        recompute_fwd_s=sums(layers.recompute_fwd_s),
         tp_comm_s=sums(layers.tp_comm_s),
         cp_comm_s=sums(layers.cp_comm_s),
         ep_comm_s=sums(layers.ep_comm_s),
@@ -193,6 +195,7 @@ def dag_stages(layers: LayerArrays, edges: Iterable[tuple[int, int]], max_downse
         fwd_s=sums(layers.fwd_s),
         bwd_s=sums(layers.bwd_s),
         attention_fwd_s=sums(layers.attention_fwd_s),
+        recompute_fwd_s=sums(layers.recompute_fwd_s),
         tp_comm_s=sums(layers.tp_comm_s),
         cp_comm_s=sums(layers.cp_comm_s),
         ep_comm_s=sums(layers.ep_comm_s),

@@ -118,6 +118,11 @@ class Layer:
     stash_kernel_bytes: int = 0
     stash_kernel_attention_bytes: int = 0
     stash_kernel_replicated_bytes: int = 0
+    # the part of the stash (and of its replicated part) kept only as weight GEMMs' activation inputs (Linear inputs,
+    # for their weight gradients), none of it rebuilt by a fused kernel: what an FP8 recipe keeps in FP8
+    # (phaze_env.hardware.number_format.fp8_stash_saving_bytes)
+    stash_gemm_input_bytes: int = 0
+    stash_gemm_input_replicated_bytes: int = 0
     expert_param_bytes: int = 0  # part of param_bytes that is routed experts (what expert parallelism shards)
     routed_token_bytes: int = 0  # tokens the routed experts take per microbatch (experts × capacity × hidden):
     # one dispatch or combine all-to-all's buffer per rank, of which (e − 1)/e leaves it

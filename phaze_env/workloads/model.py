@@ -41,6 +41,8 @@ class _Node:
     saved_bytes: dict[str, int] = field(default_factory=dict)
     replicated_saved: set[str] = field(default_factory=set)  # saved tensors not split by tensor parallelism
     attention_saved: set[str] = field(default_factory=set)  # saved attention scores/probabilities (…, s, s)
+    gemm_input_saved: set[str] = field(default_factory=set)  # saved by a weight GEMM as its activation input
+    other_saved: set[str] = field(default_factory=set)  # saved by any other operator (or by the router's GEMM)
     param_bytes: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
@@ -157,11 +159,21 @@ def _node_at_width(op: RawOp, all_sharded: set[str], trace: Trace, t: int, bpe: 
         node.saved_bytes[tensor] = _ceil_div(elements, t if tensor in all_sharded else 1) * bpe
         if tensor not in all_sharded:
             node.replicated_saved.add(tensor)
+        (node.gemm_input_saved if _weight_gemm_input(op, tensor) else node.other_saved).add(tensor)
         shape = shapes.get(tensor, ())
         # what selective recompute drops (Korthikanti et al. 2022); an expert's (experts, tokens, features) is not it
         if len(shape) >= 3 and shape[-1] == shape[-2] and not op.moe_role:
             node.attention_saved.add(tensor)
     return node
+
+
+def _weight_gemm_input(op: RawOp, tensor: str) -> bool:
+    """Whether ``op`` keeps ``tensor`` for its backward pass as the activation operand of a weight GEMM (a Linear's
+    input, for its weight gradient), the tensor Transformer Engine keeps in FP8 in an FP8 layer
+    (:func:`phaze_env.hardware.number_format.fp8_stash_saving_bytes`). Not the MoE router's GEMM: Megatron-Core's
+    router is a plain ``torch`` linear in the compute precision (``megatron/core/transformer/moe/router.py``)."""
+    return (bool(op.gemms) and bool(op.params) and op.moe_role != "router"
+            and (tensor in op.inputs or tensor.removeprefix("in:") in op.inputs))
 
 
 def _split_gemm(gemm: tuple[int, int, int, int], op: RawOp, t: int, sharded: bool) -> tuple[int, int, int, int]:
@@ -262,6 +274,8 @@ def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node],
             host.saved_bytes.update(node.saved_bytes)
             host.replicated_saved |= node.replicated_saved
             host.attention_saved |= node.attention_saved
+            host.gemm_input_saved |= node.gemm_input_saved
+            host.other_saved |= node.other_saved
             host.param_bytes += node.param_bytes
             host.bytes_read += max(0, node.bytes_read - host.bytes_written)  # the host's output stays on chip
             host.eager_read += node.eager_read  # run eagerly, each member reads and writes its own tensors
@@ -412,11 +426,17 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
     # once, as replicated: it is an input of the attention core, kept (not recomputed) by selective recompute.
     replicated: set[str] = set()
     attention: set[str] = set()
+    gemm_inputs: set[str] = set()
+    others: set[str] = set()
     for n in nodes:
         saved.update(n.saved_bytes)
         replicated |= n.replicated_saved
         attention |= n.attention_saved
+        gemm_inputs |= n.gemm_input_saved
+        others |= n.other_saved
     recomputed = recomputed & set(saved)
+    # kept only as weight GEMMs' inputs: what an FP8 recipe stores in FP8 (no other operator keeps the wide copy)
+    gemm_only = gemm_inputs - others - recomputed
     return Layer(name=name, repeat=repeat, fwd=fwd, bwd=bwd, params=params, param_bytes=param_bytes,
                  flops_fwd=fwd.flops, flops_bwd=bwd.flops, activation_stash_bytes=sum(saved.values()),
                  input_bytes=input_bytes, output_bytes=output_bytes,
@@ -424,7 +444,9 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
                  stash_replicated_bytes=sum(saved[k] for k in replicated),
                  stash_kernel_bytes=sum(saved[k] for k in recomputed),
                  stash_kernel_attention_bytes=sum(saved[k] for k in (attention - replicated) & recomputed),
-                 stash_kernel_replicated_bytes=sum(saved[k] for k in replicated & recomputed))
+                 stash_kernel_replicated_bytes=sum(saved[k] for k in replicated & recomputed),
+                 stash_gemm_input_bytes=sum(saved[k] for k in gemm_only),
+                 stash_gemm_input_replicated_bytes=sum(saved[k] for k in gemm_only & replicated))
 
 
 def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str]) -> tuple[int, int]:
