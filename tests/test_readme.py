@@ -176,3 +176,13 @@ def test_validation_and_efficiency_figures_equal_their_sources():
     assert f"**{MEGATRON_A100_EFFICIENCY:g}** (Megatron-LM on A100, fitted)" in clusters
     assert f"Megatron-LM is {MEGATRON_A100_EFFICIENCY:g} on A100 and {MEGATRON_H100_EFFICIENCY:g} on H100" in clusters
     assert get_cluster("dgx-h100", 8).stack.framework_efficiency == 1
+
+
+def test_the_stack_efficiencies_quoted_are_the_fitted_constants():
+    """The prose beside the headline table quotes each chip's fitted system-stack efficiency: the constants, not a copy
+    that goes stale when a refit moves them."""
+    from phaze_env.stacks import (MEGATRON_CORE_SYSTEM_A100_EFFICIENCY, MEGATRON_CORE_SYSTEM_H100_EFFICIENCY,
+                                  MEGATRON_CORE_SYSTEM_TPUV4_EFFICIENCY)
+    quoted = (f"TPUv4 {MEGATRON_CORE_SYSTEM_TPUV4_EFFICIENCY:.3f}, A100 {MEGATRON_CORE_SYSTEM_A100_EFFICIENCY:.3f}, "
+              f"H100 {MEGATRON_CORE_SYSTEM_H100_EFFICIENCY:.3f}")
+    assert quoted in " ".join(README.split())
