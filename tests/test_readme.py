@@ -186,3 +186,12 @@ def test_the_stack_efficiencies_quoted_are_the_fitted_constants():
     quoted = (f"TPUv4 {MEGATRON_CORE_SYSTEM_TPUV4_EFFICIENCY:.3f}, A100 {MEGATRON_CORE_SYSTEM_A100_EFFICIENCY:.3f}, "
               f"H100 {MEGATRON_CORE_SYSTEM_H100_EFFICIENCY:.3f}")
     assert quoted in " ".join(README.split())
+
+
+def test_the_flagship_ranges_quoted_are_the_tables():
+    """The README's "against the best you can buy" ranges are the iso-power rows' ratios to each flagship."""
+    power = [r for r in ROWS if r["kind"] == "power" and r["power_w"] == 1e6]
+    text = " ".join(README.split())
+    for name, label in (("b200", "B200"), ("gb200", "GB200"), ("tpuv5p", "TPU v5p"), ("mi300x", "MI300X")):
+        ratios = [r["flagships"][name]["ratio"] for r in power]
+        assert f"{min(ratios):.2f}–{max(ratios):.2f}× {label}" in text, label
