@@ -46,6 +46,7 @@ from phaze_env.cli import (OneLineParser, add_cluster_size_options, add_system_b
 from phaze_env.cluster import Network, Setup
 from phaze_env.design import SPACE_NAMES, Design, DesignSpace, evaluate_options, named_space
 from phaze_env.evaluate import Cluster, Evaluation
+from phaze_env.hardware.cost import ReticleLimitError
 from phaze_env.tasks import AREA_OBJECTIVE, get_task
 from phaze_env.workloads import Workload, get_workload, workload_names
 
@@ -117,9 +118,16 @@ class PhazeObjective:
         return ["minimize" if o == AREA_OBJECTIVE else "maximize" for o in self.objectives]
 
     def objective_values(self, design: Design, throughput_samples_s: float) -> tuple[float, ...]:
-        """The design's value per objective in its own unit (:meth:`~phaze_env.design.DesignSpace.objective_score`; area in mm²)."""
-        return tuple(abs(v) if o == AREA_OBJECTIVE else v for o, v in
-                     ((o, self.space.objective_score(design, throughput_samples_s, o)) for o in self.objectives))
+        """The design's value per objective in its own unit (:meth:`~phaze_env.design.DesignSpace.objective_score`; area in mm²).
+        A system design outside the area window may need a die no reticle can expose: nothing is built, so it trains
+        nothing (every rate 0) and its area is its architecture's (:meth:`~phaze_env.design.DesignSpace.area_mm2`);
+        its constraints already mark it infeasible."""
+        try:
+            scores = [self.space.objective_score(design, throughput_samples_s, o) for o in self.objectives]
+        except ReticleLimitError:
+            scores = [-self.space.area_mm2(design) if o == AREA_OBJECTIVE else INFEASIBLE_THROUGHPUT
+                      for o in self.objectives]
+        return tuple(abs(v) if o == AREA_OBJECTIVE else v for o, v in zip(self.objectives, scores))
 
     def suggest(self, trial: Any) -> Design:
         """The design this trial proposes (one suggestion per knob of ``space.knobs``)."""

@@ -168,3 +168,19 @@ def test_cli_runs_a_study(tiny, capsys, tmp_path, monkeypatch):
                  "memory", "--n-devices", "16", "--global-batch", "64"]) == 0
     out = capsys.readouterr().out
     assert "best design" in out and "5 trials" in out and "phaze-tiny-gpt2-random" in out
+
+
+def test_a_system_design_no_reticle_can_expose_is_scored_infeasible_not_raised():
+    """The whole-task leaderboard crashed on an Optuna trial whose out-of-window system design needs a 3,154 mm² die
+    (ReticleLimitError from the cost model while scoring its objectives): it is now an infeasible record — no rate,
+    its architecture's area — and the study goes on."""
+    from phaze_env.hardware.cost import ReticleLimitError
+
+    objective = make_objective(task="tiny-llama/system-20kW/throughput_per_w+area")
+    space = objective.space
+    design = space.decode([0 if name == "die_area_mm2" else len(space.values(name)) - 1 for name in space.knobs])
+    with pytest.raises(ReticleLimitError):  # the design the test needs: no die can be built for it
+        space.objective_score(design, 0.0, "area")
+    record = objective.record(design)
+    assert record.attrs["feasible"] is False and not record.attrs["evaluated"]
+    assert record.values == (0.0, pytest.approx(space.area_mm2(design)))
