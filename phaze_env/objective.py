@@ -121,13 +121,18 @@ class PhazeObjective:
         """The design's value per objective in its own unit (:meth:`~phaze_env.design.DesignSpace.objective_score`; area in mm²).
         A system design outside the area window may need a die no reticle can expose: nothing is built, so it trains
         nothing (every rate 0) and its area is its architecture's (:meth:`~phaze_env.design.DesignSpace.area_mm2`);
-        its constraints already mark it infeasible."""
+        its constraints already mark it infeasible. An infeasible design's rates are 0 without building its system
+        (a budget that buys no chip has no watts or dollars to divide by)."""
+        return tuple(abs(self._area_score(design)) if o == AREA_OBJECTIVE
+                     else INFEASIBLE_THROUGHPUT if throughput_samples_s <= INFEASIBLE_THROUGHPUT  # nothing trained: no
+                     else self.space.objective_score(design, throughput_samples_s, o)  # rate (a budget may buy 0 chips)
+                     for o in self.objectives)
+
+    def _area_score(self, design: Design) -> float:
         try:
-            scores = [self.space.objective_score(design, throughput_samples_s, o) for o in self.objectives]
-        except ReticleLimitError:
-            scores = [-self.space.area_mm2(design) if o == AREA_OBJECTIVE else INFEASIBLE_THROUGHPUT
-                      for o in self.objectives]
-        return tuple(abs(v) if o == AREA_OBJECTIVE else v for o, v in zip(self.objectives, scores))
+            return self.space.objective_score(design, 0.0, AREA_OBJECTIVE)
+        except ReticleLimitError:  # no die can be built: the architecture's area
+            return -self.space.area_mm2(design)
 
     def suggest(self, trial: Any) -> Design:
         """The design this trial proposes (one suggestion per knob of ``space.knobs``)."""

@@ -184,3 +184,19 @@ def test_a_system_design_no_reticle_can_expose_is_scored_infeasible_not_raised()
     record = objective.record(design)
     assert record.attrs["feasible"] is False and not record.attrs["evaluated"]
     assert record.values == (0.0, pytest.approx(space.area_mm2(design)))
+
+
+def test_an_infeasible_design_has_no_rate_without_building_its_system(monkeypatch):
+    """The core leaderboard crashed dividing by a system's watts where the budget bought no chip (ZeroDivisionError in
+    objective_score): an infeasible design (nothing trained) scores 0 on every rate without its system being priced."""
+    objective = make_objective(task="tiny-gpt2/system-20kW/throughput+throughput_per_usd")
+    space = objective.space
+
+    def no_system(design, throughput, name):  # what a budget that buys no chip did: a division by zero watts
+        if name != "area":
+            raise ZeroDivisionError("float division by zero")
+        return -1.0
+
+    monkeypatch.setattr(type(space), "objective_score", lambda self, *args: no_system(*args))
+    design = space.decode([0 for _ in space.knobs])
+    assert objective.objective_values(design, 0.0) == (0.0, 0.0)
