@@ -194,7 +194,7 @@ def test_a_fully_exposed_hsdp_allreduce_misses_the_hsdp_rows():
     assert all(after[name] < -0.10 for name in hsdp)
     assert all(after[name] == pytest.approx(profile[name], abs=1e-9) for name in after if name not in hsdp)
     assert all(abs(error) < 0.10 for error in profile.values())
-    assert STACKS["pytorch-fsdp"].hybrid_allreduce_overlapped and PROFILE.framework_efficiency == 0.857
+    assert STACKS["pytorch-fsdp"].hybrid_allreduce_overlapped and PROFILE.framework_efficiency == 0.854
 
 
 def test_the_h100_exposed_share_is_near_the_blogs_trace():
