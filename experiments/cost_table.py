@@ -327,17 +327,19 @@ with 132 of 144 enabled, so harvesting makes the real cost per sellable die lowe
 """
 
 
-def build_parser() -> OneLineParser:
-    parser = OneLineParser(prog="python -m experiments.cost_table", description=__doc__.split("\n")[0])
+def report_parser(prog: str, doc: str) -> OneLineParser:
+    """The parser of a Markdown report script: ``--write PATH`` or stdout."""
+    parser = OneLineParser(prog=prog, description=doc.split("\n")[0])
     parser.add_argument("--write", metavar="PATH",
                         help="write the markdown to PATH atomically (default: print it on stdout)")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def report_main(parser: OneLineParser, make_report, argv: list[str] | None = None) -> int:
+    """Run a Markdown report script: the report written atomically to ``--write`` (an unwritable path: one line,
+    exit 2) or printed."""
     args = parser.parse_args(argv)
-    text = report()
+    text = make_report()
     if args.write:
         try:
             write_text_atomic(args.write, text)
@@ -348,6 +350,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print_output(text)
     return 0
+
+
+def build_parser() -> OneLineParser:
+    return report_parser("python -m experiments.cost_table", __doc__)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return report_main(build_parser(), report, argv)
 
 
 if __name__ == "__main__":

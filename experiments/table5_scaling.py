@@ -46,14 +46,14 @@ from dataclasses import replace
 import numpy as np
 
 from experiments.calculon_reference import TABLE5, case_name
+from experiments.cost_table import report_main, report_parser
 from experiments.validation_cases import get_case
 import phaze_env.pricing
 from experiments.validation_fit import (_bisect, case_accelerator, case_cluster, evaluation_with, metric_value, plan_of,
                                         published_time_s)
 from phaze_env.evaluate import attention_dropout_s, evaluate
-from phaze_env.cli import OneLineParser, print_output
+from phaze_env.cli import OneLineParser
 from phaze_env.explain import explain_layer
-from phaze_env.files import write_text_atomic
 from phaze_env.workloads import get_workload, model_graph
 
 A100_SMS = 108
@@ -378,26 +378,11 @@ def report() -> str:
 
 
 def build_parser() -> OneLineParser:
-    parser = OneLineParser(prog="python -m experiments.table5_scaling", description=__doc__.split("\n")[0])
-    parser.add_argument("--write", metavar="PATH",
-                        help="write the markdown to PATH atomically (default: print it on stdout)")
-    return parser
+    return report_parser("python -m experiments.table5_scaling", __doc__)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    text = report()
-    if args.write:
-        try:
-            write_text_atomic(args.write, text)
-        except OSError as exc:
-            print(f"{parser.prog}: error: cannot write {args.write}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
-        print(f"wrote {args.write}")
-    else:
-        print_output(text)
-    return 0
+    return report_main(build_parser(), report, argv)
 
 
 if __name__ == "__main__":
