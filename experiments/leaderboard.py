@@ -209,8 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default docs)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (default: shown, on stderr)")
     parser.add_argument("--fresh", action="store_true",
-                        help="tasks: run every run again (default: a run stored in <out>/runs under the same task "
-                             "version, strategy, seed, budget and code is reused, so an interrupted board resumes)")
+                        help="tasks: run every run again, replacing the stored ones (default: a run stored in "
+                             "<out>/runs under the same task version, strategy, seed, budget and code is reused, so "
+                             "an interrupted board resumes; a fresh board stores its runs too)")
     return parser
 
 
@@ -331,6 +332,9 @@ def task_main(parser: argparse.ArgumentParser, args: argparse.Namespace, argv_li
         out = args.out or Path("out/leaderboard/tasks")
         out.mkdir(parents=True, exist_ok=True)
         (args.docs / "leaderboard").mkdir(parents=True, exist_ok=True)
+        if args.fresh:  # forget the stored runs, but keep storing this board's: an interrupted fresh board resumes
+            for task in tasks:
+                run_store(out, task).unlink(missing_ok=True)
     except (ValueError, OSError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     started = time.perf_counter()
@@ -338,7 +342,7 @@ def task_main(parser: argparse.ArgumentParser, args: argparse.Namespace, argv_li
     try:
         with ProcessPoolExecutor(args.jobs) as pool:
             futures = {pool.submit(_task_runs, t.name, strategies[t.name], seeds, args.budget, args.optima,
-                                   not args.quiet, None if args.fresh else run_store(out, t)): t.name for t in tasks}
+                                   not args.quiet, run_store(out, t)): t.name for t in tasks}
             for done, future in enumerate(as_completed(futures), 1):
                 runs.extend(future.result())
                 if not args.quiet:

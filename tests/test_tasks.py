@@ -217,10 +217,19 @@ def test_leaderboard_smoke_subset_writes_the_board_the_page_and_the_readme_table
     marked = "intro\n<!-- task-leaderboard:start -->\nold\n<!-- task-leaderboard:end -->\nafter\n"
     (tmp_path / "README.md").write_text(marked)
     (docs / "guides" / "results.md").write_text(marked)
+    from experiments.leaderboard import run_store
+
+    old_store = run_store(tmp_path / "out", get_task(SINGLE))
+    old_store.parent.mkdir(parents=True)
+    old_store.write_text('{"key": "from an earlier board"}\n')
     done = _cli("experiments.leaderboard", "--task", f"{SINGLE},{FRONT}", "--strategy", "random", "--strategy",
                 "genetic", "--strategy", "optuna_tpe", "--seeds", "2", "--budget", "6", "--jobs", "2", "--quiet",
-                "--docs", str(docs), "--out", str(tmp_path / "out"), timeout=110)
+                "--fresh", "--docs", str(docs), "--out", str(tmp_path / "out"), timeout=110)
     assert done.returncode == 0, done.stderr[-3000:]
+    # --fresh forgets the earlier board's runs but stores its own, so an interrupted fresh board resumes
+    for task in (SINGLE, FRONT):
+        lines = run_store(tmp_path / "out", get_task(task)).read_text().splitlines()
+        assert len(lines) == 3 * 2 and "from an earlier board" not in "".join(lines)
     board = json.loads((docs / "leaderboard" / "tasks.json").read_text())
     assert board["meta"]["tasks"] == [SINGLE, FRONT]
     assert {e["strategy"] for e in board["per_task"]} == {"random", "genetic", "optuna_tpe"}
