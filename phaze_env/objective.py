@@ -207,7 +207,11 @@ def make_objective(workload: str | Workload | None = None, cluster: Cluster | di
 
 
 def make_sampler(name: str, *, seed: int | None = None, multi_objective: bool = False):
-    """An Optuna sampler by short name (``tpe``, ``random``, ``gp``, ``cmaes``, ``qmc``, ``nsga2``, ``bruteforce``)."""
+    """An Optuna sampler by short name (``tpe``, ``random``, ``gp``, ``cmaes``, ``qmc``, ``nsga2``, ``bruteforce``).
+
+    CMA-ES and QMC sample only the numeric knobs and draw the categorical ones (number format, HBM generation,
+    topology, …) at random, by design: every space here has categorical knobs, so Optuna's per-trial warning about
+    that fallback (three log lines per trial, thousands in a leaderboard run) is switched off."""
     import optuna
 
     if name == "tpe":
@@ -223,9 +227,9 @@ def make_sampler(name: str, *, seed: int | None = None, multi_objective: bool = 
             import cmaes  # noqa: F401 - CmaEsSampler's own dependency
         except ImportError:
             raise ValueError("the cmaes sampler needs the 'cmaes' package (pip install cmaes)") from None
-        return optuna.samplers.CmaEsSampler(seed=seed)
+        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
     if name == "qmc":
-        return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed)
+        return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed, warn_independent_sampling=False)
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed)
     if name == "bruteforce":

@@ -200,3 +200,19 @@ def test_an_infeasible_design_has_no_rate_without_building_its_system(monkeypatc
     monkeypatch.setattr(type(space), "objective_score", lambda self, *args: no_system(*args))
     design = space.decode([0 for _ in space.knobs])
     assert objective.objective_values(design, 0.0) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("sampler", ["cmaes", "qmc"])
+def test_cmaes_and_qmc_do_not_warn_on_every_trial(tiny, sampler, caplog):
+    """CMA-ES and QMC draw the categorical knobs at random by design; Optuna's warning about it came three times per
+    trial (thousands of lines in a leaderboard run)."""
+    objective = make_objective(tiny, CLUSTER, space=SPACE)
+    study = create_study(objective, sampler=make_sampler(sampler, seed=0))
+    optuna.logging.enable_propagation()
+    try:
+        with caplog.at_level("WARNING", logger="optuna"):
+            study.optimize(objective, n_trials=4)
+    finally:
+        optuna.logging.disable_propagation()
+    assert len(study.trials) == 4
+    assert not [r for r in caplog.records if "sampled independently" in r.getMessage()]
