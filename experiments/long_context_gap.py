@@ -43,10 +43,11 @@ NEMO_TABLE: tuple[tuple[int, int, int, int, int, int, float], ...] = (
     (512, 8, 8, 1, 4, 16, 549),
     (1024, 4, 8, 1, 4, 32, 536),
 )
-"""NVIDIA/NeMo docs/source/performance/performance_long_sequence.md at commit 19fadb67b09ba94c55094d34df119d6f9c565068
-(2025-05-08; its H100 TFLOP/s and plans are those of 0aa26711, the validation cases' source; the 'Batch Size' column
-came with 14d427f575, 2025-04-28), LLAMA2-7B (FP8) - H100, NeMo 24.03.01 on DGX-H100, #GPUs = K: sequence length in K tokens, global batch, and the with-CP TP, PP, DP, CP
-and TFLOP/s per GPU. The 128K–1M rows are the validation's cases."""
+"""NVIDIA/NeMo docs/source/performance/performance_long_sequence.md at commit
+19fadb67b09ba94c55094d34df119d6f9c565068 (2025-05-08; its H100 TFLOP/s and plans are those of 0aa26711, the
+validation cases' source; the 'Batch Size' column came with 14d427f575, 2025-04-28), "LLAMA2-7B (FP8) - H100", NeMo
+24.03.01 on DGX-H100, #GPUs = K: the sequence in K tokens, the global batch, and the with-CP TP, PP, DP, CP and
+TFLOP/s per GPU. The 128K–1M rows are the validation's cases."""
 
 NEMO_FLOP_FORMULA = ("NVIDIA/NeMo nemo/collections/common/metrics/perf_metrics.py (added 2024-08-04, d8995496ac, the "
                      "release line of the table's 2024-10 write-up), FLOPsMeasurementCallback._llama2: gbs·s·L·h²·(12 + "
