@@ -237,6 +237,8 @@ def test_leaderboard_smoke_subset_writes_the_board_the_page_and_the_readme_table
     assert len(board["curves"][FRONT]["random"]["mean"]) == 6
     markdown = (docs / "leaderboard.md").read_text()
     assert f"### `{FRONT}`" in markdown and "exact front of" in markdown
+    assert "No run exceeds its task's certified optimum or exact front: the highest normalised score of the 12 " \
+        "runs is" in markdown
     readme = (tmp_path / "README.md").read_text()
     assert "old" not in readme and "| strategy | mean normalised score [95 % CI]" in readme and readme.endswith("after\n")
     assert "](../leaderboard.md)" in (docs / "guides" / "results.md").read_text()
