@@ -195,3 +195,11 @@ def test_the_flagship_ranges_quoted_are_the_tables():
     for name, label in (("b200", "B200"), ("gb200", "GB200"), ("tpuv5p", "TPU v5p"), ("mi300x", "MI300X")):
         ratios = [r["flagships"][name]["ratio"] for r in power]
         assert f"{min(ratios):.2f}–{max(ratios):.2f}× {label}" in text, label
+
+
+def test_the_sensitivity_ranges_quoted_are_the_tables():
+    """The README's "how far each verdict moves" sentence is generated from the rows' sensitivity runs
+    (:func:`experiments.sensitivity.readme_ranges`); a re-run of a row that is not re-quoted fails here."""
+    from experiments.sensitivity import readme_ranges
+
+    assert readme_ranges(ROWS) in " ".join(README.split())
