@@ -153,7 +153,7 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
     """The README's sentence of how far each verdict moves: per table row with a sensitivity run, each ratio's range
     over every assumption's ends and the case that sets the H100 ratio's low end; then the rows not yet run. Generated
     from ``docs/system_table.json`` (``tests/test_readme.py`` holds the README to it)."""
-    parts, missing = [], []
+    parts, missing, lows = [], [], []
     for row in rows:
         label = f"{row['workload']} at {row['budget_label'] if row['kind'] == 'power' else 'iso-cost'}"
         summary = row.get("sensitivity")
@@ -161,6 +161,7 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
             missing.append(label)
             continue
         ranges = summary["ranges"]
+        lows += [(r["low"], REFERENCE_LABELS[n], row["workload"]) for n, r in ranges.items()]
         text = ", ".join(f"{r['low']:.2f}–{r['high']:.2f}× {REFERENCE_LABELS[n]}" for n, r in ranges.items())
         low_by = ranges["h100"]["low_by"] if "h100" in ranges else None
         if low_by and low_by != "nominal":
@@ -171,8 +172,6 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
                      f"{' ' + assumption.unit if assumption.unit else ''})")
         parts.append(f"{label} {text}" + ("" if summary["exact"] else " (NOT PROVEN)"))
     sentence = "; ".join(parts) + "." if parts else "no row has a sensitivity run yet."
-    lows = [(r["low"], REFERENCE_LABELS[n], row["workload"]) for row in rows if row.get("sensitivity")
-            for n, r in row["sensitivity"]["ranges"].items()]
     if lows:
         low, reference, workload = min(lows)
         sentence += (f" Over these ranges {'no' if low > 1 else 'a'} verdict turns: the lowest ratio is {low:.2f}× "
