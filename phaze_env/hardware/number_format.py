@@ -93,11 +93,24 @@ def fp8_flags(ops: Sequence[Op], layer: str | None, number_format: str) -> tuple
     return tuple(runs_in_fp8(op, layer) for op in ops)
 
 
-def cast_elements(op: Op) -> int:
+def cast_elements(op: Op, sequence_parallel: bool = False) -> int:
     """Elements cast to FP8 before ``op``'s GEMMs: the activation operand ``A`` (``batch × m × k``) of its first
-    GEMM — ``X`` of the forward GEMM, ``dY`` of the backward op's dgrad GEMM (the tracer lists dgrad first)."""
+    GEMM — ``X`` of the forward GEMM, ``dY`` of the backward op's dgrad GEMM (the tracer lists dgrad first).
+
+    None when another GEMM of the pass already cast the same tensor (``Op.cast_shared``: TE's ``LayerNormLinear``
+    runs q, k and v as one GEMM on one FP8 input, Megatron-Core's ``linear_fc1`` the gate and up projections).
+    Under sequence parallelism (``sequence_parallel``: the stack runs it, ``Stack.sequence_parallel_kernels``) a
+    replicated operand is cast on the rank's ``1/t`` of the tokens before the all-gather (``Op.cast_shards``):
+    forward, TE's norm writes its local ``s/t`` rows and ``gather_along_first_dim`` gathers them
+    (``transformer_engine/pytorch/module/layernorm_linear.py``, v1.4, 0fbc76af: "parallel_mode == 'column' and
+    sequence_parallel"); backward, ``grad_output_preprocess`` casts a row-parallel layer's output gradient before
+    gathering it (``module/base.py``, v1.4: "FP8 case with gather: unfused bgrad, cast, transpose for efficient
+    gather")."""
+    if op.cast_shared:
+        return 0
     first = op.gemms[0]
-    return first.batch * first.m * first.k
+    elements = first.batch * first.m * first.k
+    return -(-elements // op.cast_shards) if sequence_parallel else elements
 
 
 def fp8_stash_saving_bytes(layer: Layer, number_format: str, bytes_per_element: int) -> tuple[float, float]:
