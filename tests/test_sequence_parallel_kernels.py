@@ -11,6 +11,8 @@ import pytest
 from experiments.validation_cases import get_case
 from experiments.validation_fit import case_cluster
 from phaze_env.cluster import Stack, get_cluster
+from phaze_env.evaluate import evaluate
+from phaze_env.plan_spec import PlanSpec
 from phaze_env.hardware import get_preset
 from phaze_env.hardware.number_format import cast_elements, fp8_flags
 from phaze_env.pricing import price_ops, sequence_split
@@ -86,3 +88,10 @@ def test_the_megatron_core_profile_runs_it_and_the_system_stack_does_not_yet():
     assert not STACKS["megatron-lm"].sequence_parallel_kernels
     with pytest.raises(ValueError, match="sequence_parallel_kernels"):
         replace(Stack(), sequence_parallel_kernels="yes")
+
+
+def test_a_plan_without_sequence_parallelism_is_refused_where_the_stack_always_runs_it():
+    cluster = STACKS["megatron-core"].apply(get_cluster("dgx-h100", 8, global_batch=8))
+    with pytest.raises(ValueError, match="turns sequence parallelism off at t=2.*sequence_parallel_kernels"):
+        evaluate(TINY_LLAMA, H100_FP8, cluster, plan=PlanSpec(t=2, p=1, d=4, sequence_parallel=False))
+    assert evaluate(TINY_LLAMA, H100_FP8, cluster, plan=PlanSpec(t=2, p=1, d=4, sequence_parallel=True)).feasible

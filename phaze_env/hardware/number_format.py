@@ -97,7 +97,7 @@ def cast_elements(op: Op, sequence_parallel: bool = False) -> int:
     """Elements cast to FP8 before ``op``'s GEMMs: the activation operand ``A`` (``batch × m × k``) of its first
     GEMM — ``X`` of the forward GEMM, ``dY`` of the backward op's dgrad GEMM (the tracer lists dgrad first).
 
-    None when another GEMM of the pass already cast the same tensor (``Op.cast_shared``: TE's ``LayerNormLinear``
+    0 when another GEMM of the pass already cast the same tensor (``Op.cast_shared``: TE's ``LayerNormLinear``
     runs q, k and v as one GEMM on one FP8 input, Megatron-Core's ``linear_fc1`` the gate and up projections).
     Under sequence parallelism (``sequence_parallel``: the stack runs it, ``Stack.sequence_parallel_kernels``) a
     replicated operand is cast on the rank's ``1/t`` of the tokens before the all-gather (``Op.cast_shards``):
