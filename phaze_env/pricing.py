@@ -137,7 +137,8 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
 
     A cluster whose stack runs sequence parallelism's kernels (``Stack.sequence_parallel_kernels``) prices each
     vector operator replicated over the tensor group on ``1/t`` of its tokens (:func:`sequence_split`) and casts a
-    replicated FP8 GEMM operand on ``1/t`` of them (:func:`~phaze_env.hardware.number_format.cast_elements`).
+    replicated FP8 GEMM operand on ``1/t`` of them before the FP8 all-gather and transposes the gathered tensor
+    (:func:`~phaze_env.hardware.number_format.fp8_cast_bytes`).
 
     A cluster whose stack overlaps its tensor-parallel collectives with their GEMMs (``Stack.tp_comm_overlap``)
     needs the ops' ``edges`` (the DAG's): each collective fed by GEMMs (:func:`tp_comm_overlaps`) costs only what the

@@ -1,8 +1,11 @@
 """Sequence parallelism's per-token kernels and Transformer Engine's FP8 casts, counted by hand from the sources
 (issue 28, docs/fidelity.md "Per-token kernels at hidden 4096"): a Llama block at tensor width t casts, forward, the
-norm output once for q, k and v (one QKV GEMM) on its s/t tokens, the attention output (s × h/t), the second norm's
-output once for gate and up (one fc1 GEMM) on s/t tokens and the SwiGLU output (s × f/t); backward, each GEMM's output
-gradient, a row-parallel one on s/t tokens before the all-gather; the norms and residual adds run on s/t tokens."""
+norm output once for q, k and v (one QKV GEMM) and the second norm's output once for gate and up (one fc1 GEMM), each on
+its s/t tokens before the FP8 all-gather (3 B per element: bf16 read, FP8 written) and transposed once gathered (2 B
+per element on all s tokens), and with TE's fused cast-transpose (4 B per element) the attention output (s × h/t) and
+the SwiGLU output (s × f/t); backward, each GEMM's output gradient, a row-parallel one (proj, fc2) cast before the
+gather and transposed after it; at t = 1 every cast is the fused 4 B one; the norms and residual adds run on s/t
+tokens."""
 
 from dataclasses import replace
 
@@ -14,7 +17,7 @@ from phaze_env.cluster import Stack, get_cluster
 from phaze_env.evaluate import evaluate
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.hardware import get_preset
-from phaze_env.hardware.number_format import cast_elements, fp8_flags
+from phaze_env.hardware.number_format import fp8_cast_bytes, fp8_flags
 from phaze_env.pricing import price_ops, sequence_split
 from phaze_env.stacks import STACKS, SYSTEM_STACKS
 from phaze_env.workloads import custom_workload, model_graph
@@ -32,26 +35,32 @@ def _block(t: int):
     return next(layer for layer in graph.layers if layer.name == "block")
 
 
-def _cast_total(ops, sequence_parallel: bool) -> int:
-    return sum(cast_elements(op, sequence_parallel) for op, fp8 in zip(ops, fp8_flags(ops, "block", "fp8")) if fp8)
+def _cast_bytes(ops, sequence_parallel: bool) -> int:
+    return sum(fp8_cast_bytes(op, sequence_parallel) for op, fp8 in zip(ops, fp8_flags(ops, "block", "fp8")) if fp8)
+
+
+def _gathered(t: int, elements: int) -> int:
+    """One replicated operand of ``elements`` under sequence parallelism: cast on s/t tokens, transposed on all."""
+    return 4 * elements if t == 1 else 3 * elements // t + 2 * elements
 
 
 @pytest.mark.parametrize("t", [1, 2, 4])
 def test_forward_casts_are_one_per_te_module_input(t):
-    # QKV input (s/t × h) + attention output (s × h/t) + fc1 input (s/t × h) + SwiGLU output (s × f/t)
-    assert _cast_total(_block(t).fwd.ops, True) == SEQ * (3 * HIDDEN + FFN) // t
+    # QKV input and fc1 input (s × h each, replicated) + attention output (s × h/t) + SwiGLU output (s × f/t)
+    assert _cast_bytes(_block(t).fwd.ops, True) == 2 * _gathered(t, SEQ * HIDDEN) + 4 * SEQ * (HIDDEN + FFN) // t
 
 
 @pytest.mark.parametrize("t", [1, 2, 4])
-def test_backward_casts_are_each_output_gradient_row_parallel_ones_before_the_gather(t):
-    # dY of QKV (s × (h + 2·kv)/t), proj (s/t × h), fc1 (s × 2f/t), fc2 (s/t × h)
-    assert _cast_total(_block(t).bwd.ops, True) == SEQ * (HIDDEN + 2 * KV + 2 * FFN + 2 * HIDDEN) // t
+def test_backward_casts_are_each_output_gradient_row_parallel_ones_gathered(t):
+    # dY of proj and fc2 (s × h each, replicated) + dY of QKV (s × (h + 2·kv)/t) and fc1 (s × 2f/t)
+    assert _cast_bytes(_block(t).bwd.ops, True) == (2 * _gathered(t, SEQ * HIDDEN)
+                                                    + 4 * SEQ * (HIDDEN + 2 * KV + 2 * FFN) // t)
 
 
 def test_without_sequence_parallelism_replicated_operands_are_cast_on_every_token():
     fwd, bwd = _block(4).fwd.ops, _block(4).bwd.ops
-    assert _cast_total(fwd, False) == SEQ * (2 * HIDDEN + HIDDEN // 4 + FFN // 4)
-    assert _cast_total(bwd, False) == SEQ * ((HIDDEN + 2 * KV + 2 * FFN) // 4 + 2 * HIDDEN)
+    assert _cast_bytes(fwd, False) == 4 * SEQ * (2 * HIDDEN + HIDDEN // 4 + FFN // 4)
+    assert _cast_bytes(bwd, False) == 4 * SEQ * ((HIDDEN + 2 * KV + 2 * FFN) // 4 + 2 * HIDDEN)
 
 
 def test_norms_and_residual_adds_run_on_s_over_t_tokens():

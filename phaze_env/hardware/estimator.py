@@ -57,7 +57,7 @@ import numpy as np
 
 from phaze_env import comm
 from phaze_env.hardware.accelerator import DEFAULT_CLOCK_HZ, MB_BYTES, TPUV4, Accelerator
-from phaze_env.hardware.number_format import (FP8_BYTES, FP8_CAST_HBM_BYTES_PER_ELEMENT, FP8_MAC_RATE, cast_elements,
+from phaze_env.hardware.number_format import (FP8_BYTES, FP8_MAC_RATE, fp8_cast_bytes,
                                               fp8_flags)
 from phaze_env.workloads.graph import Op, OpGraph
 
@@ -165,8 +165,8 @@ def gemm_op_traffic_floor_bytes(op: Op, bytes_per_element: int, fp8: bool = Fals
 
 def fp8_cast_s(op: Op, hbm_Bps: float, sequence_parallel: bool = False) -> float:
     """Seconds of the HBM-bound cast (with amax) of ``op``'s activation operand to FP8 before its GEMMs
-    (:func:`~phaze_env.hardware.number_format.cast_elements`)."""
-    return cast_elements(op, sequence_parallel) * FP8_CAST_HBM_BYTES_PER_ELEMENT / hbm_Bps
+    (:func:`~phaze_env.hardware.number_format.fp8_cast_bytes`)."""
+    return fp8_cast_bytes(op, sequence_parallel) / hbm_Bps
 
 
 def _block_sizes(extent: int) -> list[int]:
@@ -364,7 +364,7 @@ def tensor_terms(ops, tc_configs, hbm_Bps: float, clock_hz: float, gemm_efficien
     """Tensor-core terms ``(ops, T)``: compute on unique (cores, width, depth), memory on unique buffers.
 
     ``hbm_Bps`` is the achievable (efficiency-scaled) bandwidth; ``fp8[i]``: op ``i`` runs in FP8;
-    ``sequence_parallel``: replicated FP8 cast operands are cast on ``1/t`` of the tokens (:func:`fp8_cast_s`).
+    ``sequence_parallel``: replicated FP8 cast operands are cast on ``1/t`` of the tokens and gathered (:func:`fp8_cast_s`).
     """
     fp8 = (False,) * len(ops) if fp8 is None else tuple(fp8)
     cores_dims, dims_index = np.unique(tc_configs[:, :3], axis=0, return_inverse=True)

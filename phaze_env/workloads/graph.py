@@ -84,8 +84,8 @@ class Op:
     cast_shards: int = 1
     """The same split for the FP8 cast of this weight GEMM's activation operand (its first GEMM's ``A``): ``t`` when
     that operand is replicated over the tensor group — a column-parallel GEMM's input forward, a row-parallel GEMM's
-    output gradient backward — which Transformer Engine casts on the rank's ``s/t`` tokens before the all-gather
-    (:func:`~phaze_env.hardware.number_format.cast_elements`); 1 otherwise."""
+    output gradient backward — which Transformer Engine casts on the rank's ``s/t`` tokens before the all-gather and
+    transposes once gathered (:func:`~phaze_env.hardware.number_format.fp8_cast_bytes`); 1 otherwise."""
     cast_shared: bool = False
     """Whether this weight GEMM reads an activation another FP8 GEMM of the same pass already cast (q, k and v of one
     input; a gated MLP's gate and up): Transformer Engine casts a module's input once (one QKV GEMM, one fc1 GEMM), so
