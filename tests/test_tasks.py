@@ -372,3 +372,18 @@ def test_a_board_resumes_from_its_stored_runs(tmp_path):
     lines.clear()
     run_task(task, reference, ["random"], 2, 2, lines.append, store)
     assert ["stored run" in line for line in lines] == [True, False]
+
+
+def test_a_rate_task_whose_first_design_buys_no_chip_still_runs():
+    """Every strategy probes that the space scores the task's rate on the space's first design; on
+    tiny-llama/system-150k$/throughput_per_w that design buys no chip at the budget, and the probe divided by its
+    zero watts (the full leaderboard crashed there after 40 min)."""
+    from baselines.protocol import check_objectives
+
+    task = get_task("tiny-llama/system-150k$/throughput_per_w")
+    space = task.design_space()
+    first = space.decode([0] * len(space.knobs))
+    assert space.point(first).objective_divisor("throughput_per_w") == 0  # the case this test is about
+    assert check_objectives(task.objectives, space) == task.objectives
+    with pytest.raises(ValueError, match="needs the system space"):
+        check_objectives(("throughput_per_usd",), get_task(SINGLE).design_space())
