@@ -305,10 +305,10 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     memory-bound expert kernels the traced graph does not have (:func:`phaze_env.moe_dispatch.expert_kernel_bytes`)
     add their bytes at ``streaming_Bps`` (the chip's achieved HBM bandwidth times the stack's framework efficiency,
     as every operator is slowed) to each direction. Each layer with an attention core adds ``dropout_s`` (forward,
-    backward: :func:`~phaze_env.attention.attention_dropout_s`), its forward part inside the attention core selective recompute repeats.
-    Full recompute reruns the transformer layers' forward only (``recompute_fwd_s``): Megatron-LM's checkpointing
-    wraps ``ParallelTransformer``'s layers (Megatron-Core's ``TransformerBlock``'s), not the embedding or the LM head
-    and loss."""
+    backward: :func:`~phaze_env.attention.attention_dropout_s`), its forward part inside the attention core selective
+    recompute repeats. Full recompute reruns the transformer layers' forward only (``recompute_fwd_s``): Megatron-LM's
+    checkpointing wraps ``ParallelTransformer``'s layers (Megatron-Core's ``TransformerBlock``'s), not the embedding or
+    the LM head and loss."""
     chain = []
     e = expert_parallel
     # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
@@ -488,6 +488,7 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
     variants: dict[tuple[int, int, int, int], _Variant] = {}  # scheduled (with bound_only: bounded) variants
     bounded: dict[tuple[int, int, int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
     prices: dict[tuple[int, int, int, int], dict] = {}  # operator latencies per variant, shared by both
+    # what the request searches (the context-parallel degrees below, beside the plan loop that takes them)
     usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
     experts = expert_parallel_degrees(workload, cluster.n_devices) if request.plan.e is None else [request.plan.e]
     capacities = [capacity * GB_BYTES for capacity in request.capacities_gb]

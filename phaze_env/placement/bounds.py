@@ -202,8 +202,8 @@ def _overlapped_collectives_floor(prices: DataParallelPrices, expert_parallel: i
     fixed part, the dense per-byte part kept aside in ``fixed`` (the stage with the most dense bytes holds ``1/p``
     of them), ``spread`` every bucket's fixed part and every byte's part, experts included (the stages' mean).
     Priced on the DP's own affine tables at ``data_parallel`` (``prices``: dense over the ``d`` replicas ``t`` apart,
-    the expert shard over the ``d/e`` expert replicas ``t·e`` apart), the bytes as weights (``gradient / GRADIENT_FACTOR``); ``buckets``: the
-    model's dense and expert buckets (:func:`_bucket_totals`)."""
+    the expert shard over the ``d/e`` expert replicas ``t·e`` apart), the bytes as weights
+    (``gradient / GRADIENT_FACTOR``); ``buckets``: the model's dense and expert buckets (:func:`_bucket_totals`)."""
     e = expert_parallel
     dense_weights, expert_weights = dense_gradient_bytes / GRADIENT_FACTOR, expert_gradient_bytes / GRADIENT_FACTOR / e
     dense_buckets, expert_buckets = buckets
@@ -225,12 +225,13 @@ def _overlapped_collectives_floor(prices: DataParallelPrices, expert_parallel: i
 
 def _last_bucket_floor(prices: DataParallelPrices, expert_parallel: int, data_parallel: np.ndarray,
                        layer_param_bytes, layer_expert_param_bytes) -> np.ndarray:
-    """Per data-parallel degree of ``data_parallel`` (``prices`` at them), what every stage leaves exposed whatever its passes when every layer has weights:
-    its first layer's last bucket of each overlapped collective (:func:`~phaze_env.placement.dp_overlap.
-    layer_exposure_s`: ``max(c − b·(n−1)/n, c/n) ≥ c/n`` with nothing before it in the stage; the weights' all-gather
-    likewise before the first forward), so at least the least ``c_l/n_l`` over the layers, summed over the
-    collectives, the lesser of ZeRO-0's and ZeRO-1's (``1/v`` of it interleaved: one chunk's first layer). 0 without
-    the per-layer bytes or when some layer has none (a weightless first layer's pass could hide the next one's)."""
+    """Per data-parallel degree of ``data_parallel`` (``prices`` at them), what every stage leaves exposed whatever its
+    passes when every layer has weights: its first layer's last bucket of each overlapped collective
+    (:func:`~phaze_env.placement.dp_overlap.layer_exposure_s`: ``max(c − b·(n−1)/n, c/n) ≥ c/n`` with nothing before it
+    in the stage; the weights' all-gather likewise before the first forward), so at least the least ``c_l/n_l`` over
+    the layers, summed over the collectives, the lesser of ZeRO-0's and ZeRO-1's (``1/v`` of it interleaved: one chunk's
+    first layer). 0 without the per-layer bytes or when some layer has none (a weightless first layer's pass could hide
+    the next one's)."""
     if layer_param_bytes is None:
         return np.zeros(len(data_parallel))
     e = expert_parallel
