@@ -213,5 +213,22 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
     return np.array(rows)
 
 
+def shared_layer_time_bounds_s(graph, graph_key, space: ArchSpace, cluster: Cluster, core_configs=None,
+                               recompute_modes: tuple[str, ...] = ("none",), memo: dict | None = None) -> np.ndarray:
+    """:func:`layer_time_bounds_s` of ``graph``, computed once per ``memo`` for every call that prices it alike — the
+    system space's bounding groups on different networks share their architectures and base, and most graphs price no
+    collective (the network enters the layer bounds only through the graph's communication operators,
+    :func:`collectives_s`; the stack through the pricing). ``graph_key`` tells the graph apart among the memo's (one
+    ``memo`` serves one workload and sequence length: the search keys it by tensor width, microbatch and
+    expert-parallel degree); the rest of the key is everything the pricing reads, so a shared entry is the array the
+    call would compute. ``memo`` None: computed, not kept."""
+    collectives = any(op.unit == "comm" for layer in graph.layers for dag in (layer.fwd, layer.bwd) for op in dag.ops)
+    key = (graph_key, space, cluster.stack, cluster.network if collectives else None, tuple(recompute_modes))
+    memo = {} if memo is None else memo
+    if (hit := memo.get(key)) is None:
+        hit = memo[key] = layer_time_bounds_s(graph, space, cluster, core_configs, recompute_modes)
+    return hit
+
+
 __all__ = ["PricedOps", "collectives_s", "eager_extra_bytes", "layer_time_bounds_s", "price_ops", "sequence_split",
-           "tp_comm_overlaps"]
+           "shared_layer_time_bounds_s", "tp_comm_overlaps"]
