@@ -20,7 +20,7 @@ its own cluster (the case's, as ``experiments.validate`` does) and prints, per r
   ``quantisation(175B) / quantisation(row)`` (the framework efficiency refitted on 175B keeps 175B unchanged) and
   re-forms the slowest device's time: a first-order estimate, not a re-evaluation;
 * **attention dropout** — Megatron-LM's dropout on the attention scores, a memory-bound kernel the traced graph does
-  not have and the model adds for this stack (:func:`phaze_env.evaluate.attention_dropout_s`): its share of a
+  not have and the model adds for this stack (:func:`phaze_env.attention.attention_dropout_s`): its share of a
   layer's time (forward, backward and what the recompute mode repeats);
 * **Calculon's GEMM efficiency** — its A100 matrix-efficiency steps (:data:`CALCULON_A100_MATRIX_EFFICIENCY`) at the
   same GEMMs, beside ours.
@@ -51,7 +51,8 @@ from experiments.validation_cases import get_case
 import phaze_env.pricing
 from experiments.validation_fit import (_bisect, case_accelerator, case_cluster, evaluation_with, metric_value, plan_of,
                                         published_time_s)
-from phaze_env.evaluate import attention_dropout_s, evaluate
+from phaze_env.attention import attention_dropout_s
+from phaze_env.evaluate import evaluate
 from phaze_env.cli import OneLineParser
 from phaze_env.explain import explain_layer
 from phaze_env.workloads import get_workload, model_graph
@@ -162,7 +163,7 @@ def case_layers(case) -> int:
 
 def model_dropout_s(case, graph) -> tuple[float, float]:
     """(forward, backward) time of one layer's attention dropout as the evaluator adds it for the case's stack
-    (:func:`phaze_env.evaluate.attention_dropout_s`, at the chip's achieved HBM bandwidth × the framework
+    (:func:`phaze_env.attention.attention_dropout_s`, at the chip's achieved HBM bandwidth × the framework
     efficiency; 0 for a stack that does not run it as a kernel of its own)."""
     streaming_Bps = case_accelerator(case).effective_hbm_bandwidth_Bps * case_cluster(case).stack.framework_efficiency
     return attention_dropout_s(get_workload(case.workload), case_cluster(case), graph, case.seq_len, streaming_Bps)

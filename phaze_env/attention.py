@@ -43,8 +43,8 @@ import functools
 from dataclasses import replace
 from typing import Sequence
 
-from phaze_env.context_parallel import is_attention_core
-from phaze_env.workloads.graph import Gemm, Op
+from phaze_env.cluster import Cluster
+from phaze_env.workloads.graph import Gemm, ModelGraph, Op, is_attention_core
 from phaze_env.workloads.registry import Workload
 
 FLASH_BLOCK = 128
@@ -148,8 +148,9 @@ def recomputed_by_backward(op: Op) -> bool:
     return is_attention_core(op) and _square_elements(op.out_shape)
 
 
-__all__ = ["FLASH_BLOCK", "blocks", "causal_gemms", "fused_attention_ops", "fused_op", "fused_traffic_bytes",
-           "kept_fraction", "recomputed_by_backward"]
+__all__ = ["FLASH_BLOCK", "attention_dropout_bytes", "attention_dropout_probability", "attention_dropout_s", "blocks",
+           "causal_gemms", "fused_attention_ops", "fused_op", "fused_traffic_bytes", "kept_fraction",
+           "recomputed_by_backward"]
 
 
 ATTENTION_DROPOUT_KEYS = ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob")
@@ -181,3 +182,17 @@ def attention_dropout_bytes(score_elements: float, bytes_per_element: int) -> tu
     activations = 2 * bytes_per_element * score_elements
     mask = DROPOUT_MASK_BYTES_PER_ELEMENT * score_elements
     return activations + mask, activations + mask
+
+
+def attention_dropout_s(workload: Workload, cluster: Cluster, graph: ModelGraph, seq_len: int,
+                        streaming_Bps: float) -> tuple[float, float]:
+    """(forward, backward) time one attention layer of ``graph`` (one rank's: ``graph.seq_len`` queries of the
+    ``seq_len`` keys, ``1/t`` of the heads) adds for its attention dropout, when ``cluster``'s stack runs it as a
+    kernel of its own (unfused attention: a fused kernel drops on chip) and ``workload`` trains with it (else 0): its
+    bytes (:func:`attention_dropout_bytes`) on the ``b·(a/t)·(s/c)·s`` scores at ``streaming_Bps``."""
+    stack = cluster.stack
+    if not stack.attention_dropout_kernel or stack.attention_efficiency or not attention_dropout_probability(workload):
+        return 0.0, 0.0
+    scores = graph.microbatch * max(1, workload.num_heads // graph.tensor_width) * graph.seq_len * seq_len
+    fwd_bytes, bwd_bytes = attention_dropout_bytes(scores, graph.bytes_per_element)
+    return fwd_bytes / streaming_Bps, bwd_bytes / streaming_Bps

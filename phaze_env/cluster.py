@@ -380,7 +380,11 @@ class Stack:
     dropout on the attention probabilities as a memory-bound kernel of its own over the ``s × s`` scores (Megatron-LM
     2021–22), paid per attention layer when the workload trains with attention dropout
     (:func:`phaze_env.attention.attention_dropout_bytes`); a fused attention kernel applies dropout on chip and pays
-    none of it, whatever this field says.
+    none of it, whatever this field says; and so is ``sequence_parallel_kernels``: at tensor width ``t > 1`` the
+    stack runs the operators outside the tensor-parallel region (norms, residual adds) on its ``s/t`` tokens and casts
+    the replicated FP8 GEMM operands before the all-gather (Megatron-Core with Transformer Engine, where TP
+    communication overlap requires sequence parallelism; :func:`phaze_env.pricing.sequence_split`); off, they are
+    priced on all ``s`` tokens on every rank (sequence parallelism then saves memory only).
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -399,6 +403,7 @@ class Stack:
     moe_alltoall_overlap: bool = False
     moe_comm_sm_share: float = 0.0
     attention_dropout_kernel: bool = False
+    sequence_parallel_kernels: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.plan_rules, dict):
@@ -412,7 +417,7 @@ class Stack:
             raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
         _bools(self, ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
                       "unfused_elementwise", "tp_comm_overlap", "dp_comm_overlap", "moe_alltoall_overlap",
-                      "attention_dropout_kernel"))
+                      "attention_dropout_kernel", "sequence_parallel_kernels"))
         if self.dp_comm_overlap and self.plan_rules.stack in DP_OVERLAP_LACKING:
             raise ValueError(f"stack {self.plan_rules.stack!r} cannot run dp_comm_overlap: "
                              f"{DP_OVERLAP_LACKING[self.plan_rules.stack]}")
@@ -453,6 +458,7 @@ class Stack:
         software += "; elementwise operators unfused (eager)" if self.unfused_elementwise else ""
         software += "; tensor-parallel collectives overlapped with their GEMMs" if self.tp_comm_overlap else ""
         software += "; data-parallel collectives overlapped with the passes (per bucket)" if self.dp_comm_overlap else ""
+        software += "; norms, residual adds and FP8 casts on s/t tokens (sequence parallelism)" if self.sequence_parallel_kernels else ""
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""
         software += ("; expert all-to-all overlapped with compute" + (f" ({self.moe_comm_sm_share:.0%} of the SMs on it)"

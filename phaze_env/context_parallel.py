@@ -32,7 +32,7 @@ counted with the replicated stash as at ``c = 1``).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from phaze_env.cluster import Cluster
@@ -97,6 +97,23 @@ def kv_bytes_per_token(workload: Workload, tensor_width: int, bytes_per_element:
     return KV_TENSORS * max(1, kv_heads // tensor_width) * head_dim * bytes_per_element
 
 
+@dataclass(frozen=True)
+class RankShare:
+    """One context-parallel rank's part of a variant: its model (:func:`rank_graph`) and the bytes each forward ring hop
+    of an attention layer passes (the keys and values of its ``s/c`` tokens; 0 at ``c = 1``: no ring)."""
+
+    graph: ModelGraph
+    kv_hop_bytes: float
+
+
+def rank_share(graph: ModelGraph, workload: Workload, c: int) -> RankShare:
+    """The share of one rank of ``c`` of ``graph`` (``workload`` traced at ``s/c`` tokens): what the evaluator takes
+    from context parallelism for one variant, in one call."""
+    hop_bytes = (graph.microbatch * graph.seq_len * kv_bytes_per_token(workload, graph.tensor_width,
+                                                                        graph.bytes_per_element) if c > 1 else 0.0)
+    return RankShare(rank_graph(graph, c), hop_bytes)
+
+
 def ring_exposed_s(attention_s: float, hop_bytes: float, cluster: Cluster, tensor_width: int, c: int) -> float:
     """What ``c − 1`` ring hops of ``hop_bytes`` add to a direction whose attention core takes ``attention_s``
     on this rank: each hop overlaps one chunk's block (``attention_s / c``) and costs the longer of the two."""
@@ -106,5 +123,5 @@ def ring_exposed_s(attention_s: float, hop_bytes: float, cluster: Cluster, tenso
     return (c - 1) * max(0.0, send_s - attention_s / c)
 
 
-__all__ = ["ATTENTION_CORE_KINDS", "CONTEXT_PARALLELS", "context_parallel_error", "is_attention_core",
-           "kv_bytes_per_token", "rank_graph", "rank_layer", "ring_exposed_s", "valid_context_parallels"]
+__all__ = ["ATTENTION_CORE_KINDS", "CONTEXT_PARALLELS", "RankShare", "context_parallel_error", "is_attention_core",
+           "kv_bytes_per_token", "rank_graph", "rank_layer", "rank_share", "ring_exposed_s", "valid_context_parallels"]

@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Iterable
 
 
-from phaze_env.attention import attention_dropout_bytes, attention_dropout_probability, recomputed_by_backward
+from phaze_env.attention import attention_dropout_s, recomputed_by_backward
 from phaze_env.cache import DiskCache, code_key
 from phaze_env.cluster import Cluster
-from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core,
-                                        kv_bytes_per_token, rank_graph, ring_exposed_s, valid_context_parallels)
+from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core, rank_share,
+                                        ring_exposed_s, valid_context_parallels)
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.number_format import fp8_stash_saving_bytes, fp8_weight_copy_factor, mfu_basis, mfu_text
@@ -292,21 +292,6 @@ def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str 
     return tuple(total - part for total, part in zip(kept, rebuilt))
 
 
-def attention_dropout_s(workload: Workload, cluster: Cluster, graph, seq_len: int,
-                        streaming_Bps: float) -> tuple[float, float]:
-    """(forward, backward) time one attention layer of ``graph`` (one rank's: ``graph.seq_len`` queries of the
-    ``seq_len`` keys, ``1/t`` of the heads) adds for its attention dropout, when ``cluster``'s stack runs it as a
-    kernel of its own (unfused attention: a fused kernel drops on chip) and ``workload`` trains with it (else 0): its
-    bytes
-    (:func:`phaze_env.attention.attention_dropout_bytes`) on the ``b·(a/t)·(s/c)·s`` scores at ``streaming_Bps``."""
-    stack = cluster.stack
-    if not stack.attention_dropout_kernel or stack.attention_efficiency or not attention_dropout_probability(workload):
-        return 0.0, 0.0
-    scores = graph.microbatch * max(1, workload.num_heads // graph.tensor_width) * graph.seq_len * seq_len
-    fwd_bytes, bwd_bytes = attention_dropout_bytes(scores, graph.bytes_per_element)
-    return fwd_bytes / streaming_Bps, bwd_bytes / streaming_Bps
-
-
 def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None = None,
                  expert_parallel: int = 1, context_parallel: int = 1,
                  streaming_Bps: float = math.inf, number_format: str = "bf16",
@@ -320,10 +305,10 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     memory-bound expert kernels the traced graph does not have (:func:`phaze_env.moe_dispatch.expert_kernel_bytes`)
     add their bytes at ``streaming_Bps`` (the chip's achieved HBM bandwidth times the stack's framework efficiency,
     as every operator is slowed) to each direction. Each layer with an attention core adds ``dropout_s`` (forward,
-    backward: :func:`attention_dropout_s`), its forward part inside the attention core selective recompute repeats.
-    Full recompute reruns the transformer layers' forward only (``recompute_fwd_s``): Megatron-LM's checkpointing
-    wraps ``ParallelTransformer``'s layers (Megatron-Core's ``TransformerBlock``'s), not the embedding or the LM head
-    and loss."""
+    backward: :func:`~phaze_env.attention.attention_dropout_s`), its forward part inside the attention core selective
+    recompute repeats. Full recompute reruns the transformer layers' forward only (``recompute_fwd_s``): Megatron-LM's
+    checkpointing wraps ``ParallelTransformer``'s layers (Megatron-Core's ``TransformerBlock``'s), not the embedding or
+    the LM head and loss."""
     chain = []
     e = expert_parallel
     # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
@@ -486,6 +471,13 @@ class _Variant:
         return _layer_chain(self.graph, bounds, self.cluster, self.expert_parallel, self.context_parallel,
                             self.streaming_Bps, self.number_format, self.dropout_s)
 
+    def plan_fields(self) -> dict[str, Any]:
+        """What the plan search reads of this variant besides its layers (:class:`~phaze_env.placement.Settings`
+        fields): the whole sequence, the model FLOPs per sample (for the MFU) and the FP8 weight copies."""
+        c = self.context_parallel
+        return {"seq_len": self.graph.seq_len * c, "model_flops_per_sample": _model_flops_per_sample(self.graph, c),
+                "weight_copy_factor": fp8_weight_copy_factor(self.graph, self.number_format)}
+
 
 def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
     """One evaluation (or, ``bound_only``, its ILP-free bound) of what ``request`` asks, every layer timed with
@@ -496,18 +488,22 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
     variants: dict[tuple[int, int, int, int], _Variant] = {}  # scheduled (with bound_only: bounded) variants
     bounded: dict[tuple[int, int, int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
     prices: dict[tuple[int, int, int, int], dict] = {}  # operator latencies per variant, shared by both
+    # what the request searches (the context-parallel degrees below, beside the plan loop that takes them)
+    usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
+    experts = expert_parallel_degrees(workload, cluster.n_devices) if request.plan.e is None else [request.plan.e]
+    capacities = [capacity * GB_BYTES for capacity in request.capacities_gb]
+
+    def kept(store: dict, t: int, m: int, c: int, e: int, bound: bool) -> _Variant:
+        """The variant at ``(t, m, c, e)`` in ``store``, made on first use (``bound``: its layers at their bounds)."""
+        if (t, m, c, e) not in store:
+            store[(t, m, c, e)] = _variant(request, timing, t, m, c, e, bound_only=bound, prices=prices)
+        return store[(t, m, c, e)]
 
     def variant(t: int, m: int, c: int, e: int) -> _Variant:
-        if (t, m, c, e) not in variants:
-            variants[(t, m, c, e)] = _variant(request, timing, t, m, c, e, bound_only=bound_only, prices=prices)
-        return variants[(t, m, c, e)]
+        return kept(variants, t, m, c, e, bound_only)
 
     def bound_variant(t: int, m: int, c: int, e: int) -> _Variant:
-        if bound_only:
-            return variant(t, m, c, e)
-        if (t, m, c, e) not in bounded:
-            bounded[(t, m, c, e)] = _variant(request, timing, t, m, c, e, bound_only=True, prices=prices)
-        return bounded[(t, m, c, e)]
+        return variant(t, m, c, e) if bound_only else kept(bounded, t, m, c, e, True)
 
     def lower_bound_chain(t: int, m: int, c: int, e: int) -> list[dict[str, float]]:
         """The best proven lower bounds known: the schedules' where scheduled, else the cheap ones."""
@@ -516,11 +512,8 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
         return bound_variant(t, m, c, e).chain()
 
     calls = {"dp_calls": 0, "bound_dp_calls": 0}  # the placement DP runs made (best_plan_multi counts them)
-    usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
     seq_len = workload.seq_len if request.seq_len is None else request.seq_len
     degrees = [c for c in valid_context_parallels(seq_len, request.context_parallels) if c <= cluster.n_devices]
-    experts = expert_parallel_degrees(workload, cluster.n_devices) if request.plan.e is None else [request.plan.e]
-    capacities = [capacity * GB_BYTES for capacity in request.capacities_gb]
     if usable and degrees:
         # The one plan loop (placement.best_plan_multi): capacities smallest first, then t, then m, then c, then e,
         # branch and bound across them; ties keep the first (the smaller HBM).
@@ -536,9 +529,7 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
             if report is not None:  # a second pass (the proven lower bounds) stays at the total
                 searched[0] = min(searched[0] + 1, variants_total)
                 report(searched[0], variants_total)
-            graph = bound_variant(t, m, c, e).graph
-            return {"seq_len": graph.seq_len * c, "model_flops_per_sample": _model_flops_per_sample(graph, c),
-                    "weight_copy_factor": fp8_weight_copy_factor(graph, acc.number_format)}
+            return bound_variant(t, m, c, e).plan_fields()
 
         def search(chain_of, lower_bound_of=None, calls=None) -> Any:
             return best_plan_multi(chain_of, template, tensor_widths=usable, microbatches=request.microbatches, calls=calls,
@@ -610,21 +601,22 @@ def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, e: int,
     each layer's schedules and the DP's layer chain."""
     started = time.perf_counter()
     seq_len = request.workload.seq_len if request.seq_len is None else request.seq_len
-    graph = rank_graph(model_graph(request.workload, seq_len=seq_len // c, microbatch=m, tensor_width=t,
-                                   cache=timing.cache, expert_parallel=e), c)
+    traced = model_graph(request.workload, seq_len=seq_len // c, microbatch=m, tensor_width=t, cache=timing.cache,
+                         expert_parallel=e)
     timing.counters["trace"] += time.perf_counter() - started
-    if request.cluster.stack.unfused_elementwise and graph.eager_error:
-        raise ValueError(f"the cluster runs elementwise operators unfused (eager), but {graph.eager_error}; "
+    if request.cluster.stack.unfused_elementwise and traced.eager_error:
+        raise ValueError(f"the cluster runs elementwise operators unfused (eager), but {traced.eager_error}; "
                          "price it fused (unfused_elementwise=False) instead")
-    # Each ring hop passes the keys and values of the rank's s/c tokens (layers without attention pass none).
-    hop_bytes = m * graph.seq_len * kv_bytes_per_token(request.workload, t, graph.bytes_per_element) if c > 1 else 0.0
-    timings = {layer.name: _time_layer(layer, timing, bound_only=bound_only, context_parallel=c, tensor_width=t,
-                                       kv_hop_bytes=hop_bytes if any(map(is_attention_core, layer.fwd.ops)) else 0.0,
-                                       prices=prices.setdefault((t, m, c, e), {}))
-               for layer in graph.layers}
     streaming_Bps = timing.accelerator.effective_hbm_bandwidth_Bps * request.cluster.stack.framework_efficiency
-    dropout_s = attention_dropout_s(request.workload, request.cluster, graph, seq_len, streaming_Bps)
-    return _Variant(graph, timings, request.cluster, c, e, streaming_Bps, timing.accelerator.number_format, dropout_s)
+    # an attention layer's dropout kernel: the rank's s/c queries against all s keys (the share keeps these shapes)
+    dropout_s = attention_dropout_s(request.workload, request.cluster, traced, seq_len, streaming_Bps)
+    share = rank_share(traced, request.workload, c)  # layers without attention pass nothing round the ring
+    timings = {layer.name: _time_layer(layer, timing, bound_only=bound_only, context_parallel=c, tensor_width=t,
+                                       kv_hop_bytes=share.kv_hop_bytes if any(map(is_attention_core, layer.fwd.ops))
+                                       else 0.0, prices=prices.setdefault((t, m, c, e), {}))
+               for layer in share.graph.layers}
+    return _Variant(share.graph, timings, request.cluster, c, e, streaming_Bps, timing.accelerator.number_format,
+                    dropout_s)
 
 
 def unbuilt_evaluation(workload: str | Workload, accelerator: Accelerator, topology: str, reason: str) -> Evaluation:

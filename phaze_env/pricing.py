@@ -54,6 +54,20 @@ def _slowed(terms, slowdown: float):
     return replace(terms, **{f.name: getattr(terms, f.name) * slowdown for f in fields(terms) if f.name.endswith("_s")})
 
 
+def sequence_split(op: Op) -> Op:
+    """``op`` as one rank runs it under sequence parallelism: a vector operator replicated over the tensor group
+    (``Op.sequence_shards`` ``t > 1``: a norm, a residual add) on ``1/t`` of its tokens — its elements, traffic and
+    eager traffic divided by ``t`` (Korthikanti et al. 2022, arXiv:2205.05198, §4.2.2: the layer-norm and dropout regions,
+    independent along the sequence, are split along it over the tensor-parallel ranks); every other operator as it is."""
+    shards = op.sequence_shards
+    if shards == 1 or op.unit != "vc":
+        return op
+    return replace(op, vector_elements=-(-op.vector_elements // shards),
+                   vector_parts=tuple((kind, -(-n // shards)) for kind, n in op.vector_parts),
+                   flops=-(-op.flops // shards), bytes_read=-(-op.bytes_read // shards),
+                   bytes_written=-(-op.bytes_written // shards), eager_bytes=-(-op.eager_bytes // shards))
+
+
 def eager_extra_bytes(ops: Sequence[Op], skip: Sequence[int] = ()) -> np.ndarray:
     """Per op, the HBM bytes its elementwise operators add when each runs as a kernel of its own: ``Op.eager_bytes``
     less what the fused op already moves for them (a vector chain's own traffic; none for a matmul's epilogue). 0 for
@@ -121,6 +135,11 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     PyTorch) adds, in series, the HBM time of the traffic fusion saved (:func:`eager_extra_bytes`, at the chip's
     achieved HBM bandwidth): each of an operator's merged members reads its operands and writes its result.
 
+    A cluster whose stack runs sequence parallelism's kernels (``Stack.sequence_parallel_kernels``) prices each
+    vector operator replicated over the tensor group on ``1/t`` of its tokens (:func:`sequence_split`) and casts a
+    replicated FP8 GEMM operand on ``1/t`` of them before the FP8 all-gather and transposes the gathered tensor
+    (:func:`~phaze_env.hardware.number_format.fp8_cast_bytes`).
+
     A cluster whose stack overlaps its tensor-parallel collectives with their GEMMs (``Stack.tp_comm_overlap``)
     needs the ops' ``edges`` (the DAG's): each collective fed by GEMMs (:func:`tp_comm_overlaps`) costs only what the
     chunked pipeline leaves exposed, in the evaluation, the explanation and the bounds alike.
@@ -134,8 +153,12 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     fused: list[int] = []
     if cluster.stack.attention_efficiency:
         ops, fused = fused_attention_ops(ops, accelerator.bytes_per_element)
+    sequence_parallel = cluster.stack.sequence_parallel_kernels
+    if sequence_parallel:
+        ops = [sequence_split(op) for op in ops]
     tc, vc, tensor, vector = latency_terms(ops, tc, vc, **shared_parameters(accelerator),
-                                           fp8=fp8_flags(ops, layer, accelerator.number_format))
+                                           fp8=fp8_flags(ops, layer, accelerator.number_format),
+                                           sequence_parallel=sequence_parallel)
     if fused:
         tensor, vector = _fused_kernel_terms(ops, fused, tc, tensor, vector, accelerator, cluster.stack.attention_efficiency)
     if cluster.stack.unfused_elementwise:  # each merged elementwise operator its own HBM-bound kernel, in series
@@ -190,4 +213,22 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
     return np.array(rows)
 
 
-__all__ = ["PricedOps", "collectives_s", "eager_extra_bytes", "layer_time_bounds_s", "price_ops", "tp_comm_overlaps"]
+def shared_layer_time_bounds_s(graph, graph_key, space: ArchSpace, cluster: Cluster, core_configs=None,
+                               recompute_modes: tuple[str, ...] = ("none",), memo: dict | None = None) -> np.ndarray:
+    """:func:`layer_time_bounds_s` of ``graph``, computed once per ``memo`` for every call that prices it alike — the
+    system space's bounding groups on different networks share their architectures and base, and most graphs price no
+    collective (the network enters the layer bounds only through the graph's communication operators,
+    :func:`collectives_s`; the stack through the pricing). ``graph_key`` tells the graph apart among the memo's (one
+    ``memo`` serves one workload and sequence length: the search keys it by tensor width, microbatch and
+    expert-parallel degree); the rest of the key is everything the pricing reads, so a shared entry is the array the
+    call would compute. ``memo`` None: computed, not kept."""
+    collectives = any(op.unit == "comm" for layer in graph.layers for dag in (layer.fwd, layer.bwd) for op in dag.ops)
+    key = (graph_key, space, cluster.stack, cluster.network if collectives else None, tuple(recompute_modes))
+    memo = {} if memo is None else memo
+    if (hit := memo.get(key)) is None:
+        hit = memo[key] = layer_time_bounds_s(graph, space, cluster, core_configs, recompute_modes)
+    return hit
+
+
+__all__ = ["PricedOps", "collectives_s", "eager_extra_bytes", "layer_time_bounds_s", "price_ops", "sequence_split",
+           "shared_layer_time_bounds_s", "tp_comm_overlaps"]

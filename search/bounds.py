@@ -47,7 +47,6 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Callable
 
@@ -63,7 +62,7 @@ from phaze_env.placement.bounds import placement_time_bound_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR
 from phaze_env.placement.rules import interleave_degrees
 from phaze_env.plan_spec import PlanSpec
-from phaze_env.pricing import layer_time_bounds_s
+from phaze_env.pricing import shared_layer_time_bounds_s
 from phaze_env.workloads import Workload, get_workload, model_graph
 
 _VARIANT_BOUNDS = DiskCache("search-bounds")
@@ -157,7 +156,8 @@ def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> lis
         group_cluster = bounding_cluster(rows.cluster(largest[key[4:]], cluster))
         archs = [rows[i] for i in members]
         # every network's group of one chip pricing on the same architectures (up to that pricing's largest die), so
-        # that they share their layer bounds (_layer_bounds_s); a column of no member has no placement either way
+        # that they share their layer bounds (pricing.shared_layer_time_bounds_s); a column of no member has no
+        # placement either way
         arch_space = ArchSpace(num_tc=values.num_tc, tc_width=values.tc_width, tc_depth=values.tc_depth,
                                num_vc=values.num_vc, buffer_mb=values.buffer_mb,
                                budget_mm2=widest_mm2[key[:4]], area_window_lower=0.0, base=archs[0])
@@ -194,7 +194,7 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
     plan space (``e = 1``), otherwise :func:`search_plan_error` must accept it; the bound is the best over the
     expert-parallel degrees it allows. ``device_caps``: per architecture, the devices its placements may use
     (:func:`placement_time_bound_s`; 0 throughput where none fits). ``layer_memo``: layer bounds shared with the other
-    calls on the same workload and knobs (:func:`_layer_bounds_s`; None: none shared)."""
+    calls on the same workload and knobs (:func:`~phaze_env.pricing.shared_layer_time_bounds_s`; None: none shared)."""
     _check_plan(plan)
     key = code_key(__name__, "search-bounds", get_workload(workload).to_dict(), _space_key(space), cluster.to_dict(),
                    list(microbatch), list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
@@ -232,7 +232,8 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
             times_s = []
             for e in experts:  # each degree's own graph: its experts at the per-rank shape are priced differently
                 graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e)
-                layer_s = _layer_bounds_s(graph, (t, m, e), space, cluster, core_configs, recompute_modes, layer_memo)
+                layer_s = shared_layer_time_bounds_s(graph, (t, m, e), space, cluster, core_configs, recompute_modes,
+                                                     layer_memo)
                 repeats = np.array([layer.repeat for layer in graph.layers])
                 gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
                 expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)
@@ -252,24 +253,6 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
             time_s = np.min(times_s, axis=0)
             bounds[(t, m)] = cluster.setup.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds
-
-
-def _layer_bounds_s(graph, variant: tuple[int, int, int], space: ArchSpace, cluster: Cluster, core_configs,
-                    recompute_modes: tuple[str, ...], memo: dict | None) -> np.ndarray:
-    """:func:`~phaze_env.pricing.layer_time_bounds_s` of ``graph`` (the workload's at ``variant``: tensor width,
-    microbatch, expert-parallel degree), computed once per ``memo`` for every call that prices it alike — the system
-    space's groups on different networks share their architectures and base, and most graphs price no collective (the
-    network enters the layer bounds only through the graph's communication operators, :func:`~phaze_env.pricing.
-    collectives_s`; the stack through the pricing). The key holds everything the pricing reads, so a shared entry is
-    the array the call would compute. ``memo`` None: computed, not kept. One ``memo`` serves one workload and seq_len."""
-    if memo is None:
-        return layer_time_bounds_s(graph, space, cluster, core_configs, recompute_modes)
-    collectives = any(op.unit == "comm" for layer in graph.layers for dag in (layer.fwd, layer.bwd) for op in dag.ops)
-    key = (variant, json.dumps(_space_key(space), sort_keys=True), cluster.stack,
-           cluster.network if collectives else None, tuple(recompute_modes))
-    if (hit := memo.get(key)) is None:
-        hit = memo[key] = layer_time_bounds_s(graph, space, cluster, core_configs, recompute_modes)
-    return hit
 
 
 def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
@@ -295,7 +278,7 @@ def row_variant_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, c
     _check_plan(plan)
     per_row: dict[tuple[int, int], np.ndarray] = {}
     groups = bounding_groups(space, cluster)
-    layer_memo: dict = {}  # the groups' shared layer bounds (_layer_bounds_s)
+    layer_memo: dict = {}  # the groups' shared layer bounds (pricing.shared_layer_time_bounds_s)
     for finished, group in enumerate(groups, 1):
         per_variant = variant_throughput_bounds(workload, group.space, group.cluster, microbatch=microbatch,
                                                 tensor_widths=tensor_widths, seq_len=seq_len, plan=plan,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from tiny import TINY
 
-from phaze_env.attention import attention_dropout_bytes, attention_dropout_probability
+from phaze_env.attention import attention_dropout_bytes, attention_dropout_probability, attention_dropout_s
 from phaze_env.cluster import Cluster, get_cluster
-from phaze_env.evaluate import LayerTiming, _layer_chain, attention_dropout_s, evaluate
+from phaze_env.evaluate import LayerTiming, _layer_chain, evaluate
 from phaze_env.hardware import get_preset
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.stacks import STACKS

@@ -41,7 +41,7 @@ from phaze_env.hardware.estimator import (
     spilled_bytes,
     vector_cycles_per_element,
 )
-from phaze_env.hardware.number_format import FP8_CAST_HBM_BYTES_PER_ELEMENT, FP8_MAC_RATE, cast_elements, fp8_flags
+from phaze_env.hardware.number_format import FP8_MAC_RATE, fp8_cast_bytes, fp8_flags
 from phaze_env.workloads.graph import Gemm, Op
 
 MAC_PJ = 0.5
@@ -102,7 +102,7 @@ def op_energy_j(op: Op, acc: Accelerator, *, layer: str | None = None) -> float:
         (fp8,) = fp8_flags([op], layer, acc.number_format)
         energy += sum(gemm_energy_j(g, acc, fp8) for g in op.gemms)
         if fp8:
-            energy += PJ * cast_elements(op) * FP8_CAST_HBM_BYTES_PER_ELEMENT * (HBM_PJ_PER_BYTE + SRAM_PJ_PER_BYTE)
+            energy += PJ * fp8_cast_bytes(op) * (HBM_PJ_PER_BYTE + SRAM_PJ_PER_BYTE)
     if op.unit in ("vc", "tc+vc"):
         energy += PJ * op.vector_elements * vector_cycles_per_element(op) * VECTOR_LANE_CYCLE_PJ
     if op.unit == "vc":

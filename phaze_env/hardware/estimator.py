@@ -57,7 +57,7 @@ import numpy as np
 
 from phaze_env import comm
 from phaze_env.hardware.accelerator import DEFAULT_CLOCK_HZ, MB_BYTES, TPUV4, Accelerator
-from phaze_env.hardware.number_format import (FP8_BYTES, FP8_CAST_HBM_BYTES_PER_ELEMENT, FP8_MAC_RATE, cast_elements,
+from phaze_env.hardware.number_format import (FP8_BYTES, FP8_MAC_RATE, fp8_cast_bytes,
                                               fp8_flags)
 from phaze_env.workloads.graph import Op, OpGraph
 
@@ -163,9 +163,10 @@ def gemm_op_traffic_floor_bytes(op: Op, bytes_per_element: int, fp8: bool = Fals
     return op.bytes_read * FP8_BYTES / bytes_per_element + op.bytes_written
 
 
-def fp8_cast_s(op: Op, hbm_Bps: float) -> float:
-    """Seconds of the HBM-bound cast (with amax) of ``op``'s activation operand to FP8 before its GEMMs."""
-    return cast_elements(op) * FP8_CAST_HBM_BYTES_PER_ELEMENT / hbm_Bps
+def fp8_cast_s(op: Op, hbm_Bps: float, sequence_parallel: bool = False) -> float:
+    """Seconds of the HBM-bound cast (with amax) of ``op``'s activation operand to FP8 before its GEMMs
+    (:func:`~phaze_env.hardware.number_format.fp8_cast_bytes`)."""
+    return fp8_cast_bytes(op, sequence_parallel) / hbm_Bps
 
 
 def _block_sizes(extent: int) -> list[int]:
@@ -359,10 +360,11 @@ class VectorTerms:
 
 
 def tensor_terms(ops, tc_configs, hbm_Bps: float, clock_hz: float, gemm_efficiency: float, e: int,
-                 fp8: Sequence[bool] | None = None) -> TensorTerms:
+                 fp8: Sequence[bool] | None = None, sequence_parallel: bool = False) -> TensorTerms:
     """Tensor-core terms ``(ops, T)``: compute on unique (cores, width, depth), memory on unique buffers.
 
-    ``hbm_Bps`` is the achievable (efficiency-scaled) bandwidth; ``fp8[i]``: op ``i`` runs in FP8.
+    ``hbm_Bps`` is the achievable (efficiency-scaled) bandwidth; ``fp8[i]``: op ``i`` runs in FP8;
+    ``sequence_parallel``: replicated FP8 cast operands are cast on ``1/t`` of the tokens and gathered (:func:`fp8_cast_s`).
     """
     fp8 = (False,) * len(ops) if fp8 is None else tuple(fp8)
     cores_dims, dims_index = np.unique(tc_configs[:, :3], axis=0, return_inverse=True)
@@ -407,7 +409,7 @@ def tensor_terms(ops, tc_configs, hbm_Bps: float, clock_hz: float, gemm_efficien
         terms["memory_s"][i] = terms["traffic_bytes"][i] / hbm_Bps
         terms["exposed_s"][i] = (exposed / hbm_Bps)[dims_index]
         terms["tiles"][i] = tiles[dims_index]
-        terms["cast_s"][i] = fp8_cast_s(op, hbm_Bps) if in_fp8 else 0.0
+        terms["cast_s"][i] = fp8_cast_s(op, hbm_Bps, sequence_parallel) if in_fp8 else 0.0
     return TensorTerms(**terms)
 
 
@@ -456,6 +458,7 @@ def latency_terms(
     gemm_efficiency: float = TPUV4.gemm_efficiency,
     hbm_efficiency: float = TPUV4.hbm_efficiency,
     fp8: Sequence[bool] | None = None,
+    sequence_parallel: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, TensorTerms, VectorTerms]:
     """The checked configuration arrays and the tensor- and vector-core terms of every op on every configuration.
 
@@ -463,7 +466,8 @@ def latency_terms(
     rows ``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)`` (e.g. from :meth:`ArchSpace.tc_configs` /
     ``vc_configs``). HBM bandwidth and its efficiency, clock, GEMM efficiency and element size are common
     to all configurations (:func:`shared_parameters` of an :class:`Accelerator`); ``fp8`` flags the ops that run
-    in FP8 (:func:`~phaze_env.hardware.number_format.fp8_flags`; default none). Compute terms are
+    in FP8 (:func:`~phaze_env.hardware.number_format.fp8_flags`; default none) and ``sequence_parallel`` casts their
+    replicated operands on ``1/t`` of the tokens (:func:`tensor_terms`). Compute terms are
     evaluated once per unique ``(num_tc, width, depth)`` and traffic once per unique buffer size, then
     broadcast.
     """
@@ -477,7 +481,7 @@ def latency_terms(
     hbm_Bps = hbm_bandwidth_Bps * hbm_efficiency
     if fp8 is not None and len(fp8) != len(ops):
         raise ValueError(f"fp8 has {len(fp8)} flags for {len(ops)} ops")
-    tensor = tensor_terms(ops, tc, hbm_Bps, clock_hz, gemm_efficiency, bytes_per_element, fp8)
+    tensor = tensor_terms(ops, tc, hbm_Bps, clock_hz, gemm_efficiency, bytes_per_element, fp8, sequence_parallel)
     vector = vector_terms(ops, vc, hbm_Bps, clock_hz, bytes_per_element)
     return tc, vc, tensor, vector
 

@@ -15,7 +15,9 @@ memory, the system design space's ``number_format`` knob and the H100 FP8 valida
   forward pass, the output gradient ``dY`` in the backward pass — is cast to FP8 with TE's fused
   cast-transpose kernel, which also takes the tensor's amax for delayed scaling (``cast_transpose`` in TE's
   ``transformer_engine/common/transpose``): it reads bf16 and writes the FP8 tensor and its FP8 transpose,
-  :data:`FP8_CAST_HBM_BYTES_PER_ELEMENT` bytes per element. Weights are cast once per optimizer step
+  :data:`FP8_CAST_HBM_BYTES_PER_ELEMENT` bytes per element, once per module input (q, k and v share one; gate and up
+  share one), and under sequence parallelism on the rank's tokens before an FP8 all-gather, the gathered tensor then
+  transposed (:func:`fp8_cast_bytes`). Weights are cast once per optimizer step
   (Megatron-Core passes ``is_first_microbatch`` to TE, which caches the FP8 weights across microbatches), so
   their cast is not charged per microbatch. The amax-history / scale update is a few scalars per tensor.
 * **Memory**: the FP8 weight and its FP8 transpose (Hopper's FP8 GEMMs take only the TN layout) are kept next to
@@ -45,6 +47,11 @@ FP8_BYTES = 1
 """Bytes per FP8 element (E4M3 forward, E5M2 gradients: 8 bits each)."""
 FP8_CAST_HBM_BYTES_PER_ELEMENT = 4
 """TE's fused cast-transpose reads a bf16 element (2 B) and writes it twice in FP8 (row-major and transposed)."""
+FP8_GATHER_CAST_HBM_BYTES_PER_ELEMENT = 3
+"""A cast before an FP8 all-gather reads a bf16 element (2 B) and writes it once in FP8, row-major only (the transposed
+copy cannot be gathered: :func:`fp8_cast_bytes`)."""
+FP8_TRANSPOSE_HBM_BYTES_PER_ELEMENT = 2
+"""TE's FP8 transpose of a gathered tensor reads an FP8 element (1 B) and writes it transposed (1 B)."""
 FP8_WEIGHT_COPY_BYTES_PER_PARAM = 2
 """The cached FP8 weight and its FP8 transpose: 2 × 1 byte per parameter of an FP8 Linear layer."""
 
@@ -95,9 +102,33 @@ def fp8_flags(ops: Sequence[Op], layer: str | None, number_format: str) -> tuple
 
 def cast_elements(op: Op) -> int:
     """Elements cast to FP8 before ``op``'s GEMMs: the activation operand ``A`` (``batch × m × k``) of its first
-    GEMM — ``X`` of the forward GEMM, ``dY`` of the backward op's dgrad GEMM (the tracer lists dgrad first)."""
+    GEMM — ``X`` of the forward GEMM, ``dY`` of the backward op's dgrad GEMM (the tracer lists dgrad first). 0 when
+    another GEMM of the pass already cast the same tensor (``Op.cast_shared``: TE's ``LayerNormLinear`` runs q, k and
+    v as one GEMM on one FP8 input, Megatron-Core's ``linear_fc1`` the gate and up projections)."""
+    if op.cast_shared:
+        return 0
     first = op.gemms[0]
     return first.batch * first.m * first.k
+
+
+def fp8_cast_bytes(op: Op, sequence_parallel: bool = False) -> int:
+    """HBM bytes of the cast of ``op``'s activation operand to FP8 (:func:`cast_elements`): TE's fused cast-transpose,
+    :data:`FP8_CAST_HBM_BYTES_PER_ELEMENT` per element.
+
+    Under sequence parallelism (``sequence_parallel``: the stack runs it, ``Stack.sequence_parallel_kernels``) an
+    operand replicated over the ``t`` tensor ranks (``Op.cast_shards`` ``t > 1``) is cast on the rank's ``1/t`` of
+    the tokens without its transpose (:data:`FP8_GATHER_CAST_HBM_BYTES_PER_ELEMENT`), all-gathered in FP8, and the
+    gathered tensor transposed (:data:`FP8_TRANSPOSE_HBM_BYTES_PER_ELEMENT` on every token): TE's
+    ``_all_gather_fp8`` (``transformer_engine/pytorch/distributed.py``, v2.7, fedd9ddc: "We cannot directly
+    all-gather the transposed FP8 tensor", then ``out._create_transpose()`` when the GEMM needs the column-wise copy
+    and ``is_non_tn_fp8_gemm_supported()`` is false, as on Hopper). Forward that is a column-parallel layer's input
+    (the norm's ``s/t`` rows, ``gather_along_first_dim``), backward a row-parallel layer's output gradient (v1.4's
+    ``grad_output_preprocess``: "FP8 case with gather: unfused bgrad, cast, transpose for efficient gather")."""
+    elements = cast_elements(op)
+    if not sequence_parallel or op.cast_shards == 1:
+        return elements * FP8_CAST_HBM_BYTES_PER_ELEMENT
+    local = -(-elements // op.cast_shards)
+    return local * FP8_GATHER_CAST_HBM_BYTES_PER_ELEMENT + elements * FP8_TRANSPOSE_HBM_BYTES_PER_ELEMENT
 
 
 def fp8_stash_saving_bytes(layer: Layer, number_format: str, bytes_per_element: int) -> tuple[float, float]:

@@ -14,7 +14,7 @@ import functools
 import numpy as np
 
 from phaze_env.cluster import Cluster
-from phaze_env.placement.collectives import collective_affine, expert_collective_affine, p2p_bound_s
+from phaze_env.placement.collectives import DataParallelPrices, data_parallel_prices, p2p_bound_s
 from phaze_env.placement.dp_overlap import OVERLAPPED_COLLECTIVES, bucket_counts, exposed_floor_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR, microbatches_per_replica, pipeline_slots, pipeline_time_s
 from phaze_env.placement.rules import runnable_shapes
@@ -103,20 +103,24 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     d_first, m_r_first = d_all[first], m_r_all[first]
     dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
     overlapped = cluster.stack.dp_comm_overlap  # the collectives under the passes (phaze_env.placement.dp_overlap)
+    # the network's prices, taken at once: the DP's all-reduce (and the overlapped collectives) at each d, and the
+    # cheapest pipeline send, which every stage of a pipeline (p > 1) pays
+    kinds = {"allreduce"} | ({kind for parts in OVERLAPPED_COLLECTIVES.values() for kind, _, _ in parts}
+                             if overlapped else set())
+    prices = data_parallel_prices(cluster, sorted(kinds), tensor_width, e, d_first)
+    send_s = p2p_bound_s(cluster, boundary_bytes, tensor_width)
     if overlapped:
         overlap_low_s = _overlapped_collectives_floor(
-            cluster, tensor_width, e, d_first, dense_bytes, expert_gradient_bytes if e > 1 else 0.0,
+            prices, e, d_first, dense_bytes, expert_gradient_bytes if e > 1 else 0.0,
             _bucket_totals(repeats, e, dense_bytes, expert_gradient_bytes, layer_param_bytes, layer_expert_param_bytes))
-        last_bucket_s = _last_bucket_floor(cluster, tensor_width, e, d_first, layer_param_bytes, layer_expert_param_bytes)
+        last_bucket_s = _last_bucket_floor(prices, e, d_first, layer_param_bytes, layer_expert_param_bytes)
     # the DP's all-reduce as fixed + per-byte parts (dense over the d ranks t apart; 0 s for no bytes)
-    fixed_s, per_byte_s = collective_affine(cluster, "allreduce", tensor_width).take(d_first - 1)
+    fixed_s, per_byte_s = prices.dense["allreduce"]
     if not dense_bytes > 0:  # (the optimizer step is not in this bound either)
         fixed_s, per_byte_s = np.zeros(len(d_first)), np.zeros(len(d_first))
     # the expert shard's all-reduce over the d/e expert replicas t·e apart, without its fixed part (a stage may hold
     # no experts)
-    expert_s = (expert_collective_affine(cluster, "allreduce", tensor_width, 1, e).take(d_first // e - 1)[1]
-                * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first)))
-    send_s = p2p_bound_s(cluster, boundary_bytes, tensor_width)  # every stage of a pipeline sends (p > 1)
+    expert_s = prices.expert["allreduce"][1] * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first))
     most = n if caps is None else int(caps.max(initial=0))
     depths = range(1, min(n_layers, most // tensor_width) + 1)
     crowded_all_s = smallest_layers_s(layer_s, repeats, [-(-n_layers // p) for p in depths])
@@ -132,8 +136,9 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         for v, allowed, most_v in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s):
             slots = pipeline_slots(m_r[:, None], p, v)
             if overlapped:  # the pipeline + what one microbatch's passes cannot hide (see the docstring)
-                unhidden_s = np.maximum(exposed_floor_s(_stage_share(overlap_low_s, p)[keep][:, None],
-                                                        stage_s[None, :] + most_v * stage_send_s, most_v),
+                largest_stage_s = _stage_share(overlap_low_s, p)[keep][:, None]
+                unhidden_s = np.maximum(exposed_floor_s(largest_stage_s, stage_s[None, :] + most_v * stage_send_s,
+                                                        most_v),
                                         last_bucket_s[keep][:, None] / most_v)
                 times = pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, unhidden_s)
             else:
@@ -188,7 +193,7 @@ def _bucket_totals(repeats: np.ndarray, expert_parallel: int, dense_gradient_byt
             float((bucket_counts(experts / e) * repeats).sum()))
 
 
-def _overlapped_collectives_floor(cluster: Cluster, tensor_width: int, expert_parallel: int, data_parallel: np.ndarray,
+def _overlapped_collectives_floor(prices: DataParallelPrices, expert_parallel: int, data_parallel: np.ndarray,
                                   dense_gradient_bytes: float, expert_gradient_bytes: float,
                                   buckets: tuple[float, float]) -> tuple[np.ndarray, ...]:
     """Per data-parallel degree, ``(one, fixed, spread)`` such that the largest stage's overlapped collectives
@@ -196,9 +201,9 @@ def _overlapped_collectives_floor(cluster: Cluster, tensor_width: int, expert_pa
     ``p``-stage plan are at least ``max(one + fixed_per_byte/p, spread/p)`` (:func:`_stage_share`): ``one`` a bucket's
     fixed part, the dense per-byte part kept aside in ``fixed`` (the stage with the most dense bytes holds ``1/p``
     of them), ``spread`` every bucket's fixed part and every byte's part, experts included (the stages' mean).
-    Priced on the DP's own affine tables (dense over the ``d`` replicas ``t`` apart, the expert shard over the
-    ``d/e`` expert replicas ``t·e`` apart), the bytes as weights (``gradient / GRADIENT_FACTOR``); ``buckets``: the
-    model's dense and expert buckets (:func:`_bucket_totals`)."""
+    Priced on the DP's own affine tables at ``data_parallel`` (``prices``: dense over the ``d`` replicas ``t`` apart,
+    the expert shard over the ``d/e`` expert replicas ``t·e`` apart), the bytes as weights
+    (``gradient / GRADIENT_FACTOR``); ``buckets``: the model's dense and expert buckets (:func:`_bucket_totals`)."""
     e = expert_parallel
     dense_weights, expert_weights = dense_gradient_bytes / GRADIENT_FACTOR, expert_gradient_bytes / GRADIENT_FACTOR / e
     dense_buckets, expert_buckets = buckets
@@ -206,11 +211,11 @@ def _overlapped_collectives_floor(cluster: Cluster, tensor_width: int, expert_pa
     for parts in OVERLAPPED_COLLECTIVES.values():
         one, dense, spread = (np.zeros(len(data_parallel)) for _ in range(3))
         for kind, per_param, _ in parts:
-            fixed_s, per_byte_s = collective_affine(cluster, kind, tensor_width).take(data_parallel - 1)
+            fixed_s, per_byte_s = prices.dense[kind]
             one, dense = one + fixed_s, dense + per_byte_s * dense_weights * per_param
             spread = spread + dense_buckets * fixed_s + per_byte_s * dense_weights * per_param
             if e > 1 and expert_weights > 0:
-                fixed_e, per_byte_e = expert_collective_affine(cluster, kind, tensor_width, 1, e).take(data_parallel // e - 1)
+                fixed_e, per_byte_e = prices.expert[kind]
                 spread = spread + expert_buckets * fixed_e + per_byte_e * expert_weights * per_param
         if not dense_weights > 0:  # no stage holds a dense bucket
             one = np.zeros(len(data_parallel))
@@ -218,14 +223,15 @@ def _overlapped_collectives_floor(cluster: Cluster, tensor_width: int, expert_pa
     return tuple(np.minimum.reduce(parts) for parts in zip(*per_zero))
 
 
-def _last_bucket_floor(cluster: Cluster, tensor_width: int, expert_parallel: int, data_parallel: np.ndarray,
+def _last_bucket_floor(prices: DataParallelPrices, expert_parallel: int, data_parallel: np.ndarray,
                        layer_param_bytes, layer_expert_param_bytes) -> np.ndarray:
-    """Per data-parallel degree, what every stage leaves exposed whatever its passes when every layer has weights:
-    its first layer's last bucket of each overlapped collective (:func:`~phaze_env.placement.dp_overlap.
-    layer_exposure_s`: ``max(c − b·(n−1)/n, c/n) ≥ c/n`` with nothing before it in the stage; the weights' all-gather
-    likewise before the first forward), so at least the least ``c_l/n_l`` over the layers, summed over the
-    collectives, the lesser of ZeRO-0's and ZeRO-1's (``1/v`` of it interleaved: one chunk's first layer). 0 without
-    the per-layer bytes or when some layer has none (a weightless first layer's pass could hide the next one's)."""
+    """Per data-parallel degree of ``data_parallel`` (``prices`` at them), what every stage leaves exposed whatever its
+    passes when every layer has weights: its first layer's last bucket of each overlapped collective
+    (:func:`~phaze_env.placement.dp_overlap.layer_exposure_s`: ``max(c − b·(n−1)/n, c/n) ≥ c/n`` with nothing before it
+    in the stage; the weights' all-gather likewise before the first forward), so at least the least ``c_l/n_l`` over
+    the layers, summed over the collectives, the lesser of ZeRO-0's and ZeRO-1's (``1/v`` of it interleaved: one chunk's
+    first layer). 0 without the per-layer bytes or when some layer has none (a weightless first layer's pass could hide
+    the next one's)."""
     if layer_param_bytes is None:
         return np.zeros(len(data_parallel))
     e = expert_parallel
@@ -243,10 +249,10 @@ def _last_bucket_floor(cluster: Cluster, tensor_width: int, expert_parallel: int
     for parts in OVERLAPPED_COLLECTIVES.values():
         comm_s = np.zeros((len(data_parallel), len(params)))
         for kind, per_param, _ in parts:
-            fixed_s, per_byte_s = collective_affine(cluster, kind, tensor_width).take(data_parallel - 1)
+            fixed_s, per_byte_s = prices.dense[kind]
             comm_s = comm_s + (bucket_counts(dense) * fixed_s[:, None] + per_byte_s[:, None] * dense * per_param)
             if e > 1 and experts.any():
-                fixed_e, per_byte_e = expert_collective_affine(cluster, kind, tensor_width, 1, e).take(data_parallel // e - 1)
+                fixed_e, per_byte_e = prices.expert[kind]
                 comm_s = comm_s + (bucket_counts(experts) * fixed_e[:, None] + per_byte_e[:, None] * experts * per_param)
         per_zero.append((comm_s / buckets).min(axis=1))
     return np.minimum.reduce(per_zero)

@@ -5,8 +5,9 @@ every search on it). The DP (:mod:`phaze_env.placement.search`) and the search's
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -78,4 +79,28 @@ def collective_affine(cluster: Cluster, kind: str, stride: int) -> AffineTable:
     return AffineTable(cluster, kind, size, lambda i: {"group": i + 1, "stride": stride})
 
 
-__all__ = ["AffineTable", "collective_affine", "expert_collective_affine", "expert_group", "p2p_bound_s", "pipeline_send_s"]
+@dataclass(frozen=True)
+class DataParallelPrices:
+    """Data-parallel collectives at given data-parallel degrees ``d``, each kind as ``(fixed_s, per_byte_s)`` arrays
+    (one entry per ``d``, the collective costing ``fixed + per_byte · S``): ``dense`` over the ``d`` replicas ``t``
+    apart (:func:`collective_affine`), ``expert`` over the ``d/e`` expert replicas ``t·e`` apart
+    (:func:`expert_collective_affine`; empty at ``e = 1``)."""
+
+    dense: dict[str, tuple[np.ndarray, np.ndarray]]
+    expert: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def data_parallel_prices(cluster: Cluster, kinds: Iterable[str], tensor_width: int, expert_parallel: int,
+                         data_parallel: np.ndarray) -> DataParallelPrices:
+    """The ``kinds`` of collective at each data-parallel degree of ``data_parallel`` (each a multiple of
+    ``expert_parallel``), from the DP's own affine tables: what the search's bound of the DP
+    (:func:`~phaze_env.placement.bounds.placement_time_bound_s`) prices, taken in one call."""
+    e = expert_parallel
+    dense = {kind: collective_affine(cluster, kind, tensor_width).take(data_parallel - 1) for kind in kinds}
+    expert = ({kind: expert_collective_affine(cluster, kind, tensor_width, 1, e).take(data_parallel // e - 1)
+               for kind in kinds} if e > 1 else {})
+    return DataParallelPrices(dense, expert)
+
+
+__all__ = ["AffineTable", "DataParallelPrices", "collective_affine", "data_parallel_prices", "expert_collective_affine",
+           "expert_group", "p2p_bound_s", "pipeline_send_s"]

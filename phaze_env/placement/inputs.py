@@ -214,6 +214,10 @@ class Settings:
             raise ValueError(f"plan {self.plan} pins v={self.plan.interleave} with p={self.plan.p}, but "
                              f"{rules.owner(self.cluster.name)} interleaves only with p ≥ "
                              f"{rules.interleave_min_stages} pipeline stages")
+        if self.cluster.stack.sequence_parallel_kernels and self.plan.sequence_parallel is False and self.tensor_width > 1:
+            raise ValueError(f"plan {self.plan} turns sequence parallelism off at t={self.tensor_width}, but the "
+                             "cluster's training stack always runs it with t > 1 (sequence_parallel_kernels: "
+                             "Megatron-Core's TP communication overlap requires it)")
         if self.plan.shard_group is not None and self.expert_parallel > 1:
             raise ValueError(f"plan {self.plan}: hybrid sharding (+shard) is not modelled with expert parallelism "
                              f"(e = {self.expert_parallel})")
@@ -237,7 +241,8 @@ class Settings:
 
     @property
     def sequence_parallel(self) -> bool:
-        """Pinned, or on whenever ``t > 1`` (it only removes memory; its collectives cost what TP's did)."""
+        """Pinned, or on whenever ``t > 1`` (it removes memory, its collectives cost what TP's did, and under a stack
+        with ``sequence_parallel_kernels`` its norms, residual adds and FP8 casts run on ``s/t`` tokens)."""
         return self.plan.sequence_parallel if self.plan.sequence_parallel is not None else self.tensor_width > 1
 
     @property

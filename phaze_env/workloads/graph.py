@@ -75,6 +75,21 @@ class Op:
     ``bytes_read + bytes_written`` (backward: its gradient kernel's, read ``r + w`` and written ``r``, as
     :func:`~phaze_env.workloads.model.backward_op` prices the fused op), scaled per layer to the dispatcher's count
     (:mod:`phaze_env.workloads.eager`). 0: none (a plain matmul, a collective)."""
+    sequence_shards: int = 1
+    """Tensor-parallel ranks that split this vector operator's tokens under sequence parallelism: the width ``t`` for an
+    operator outside the tensor-parallel region whose every member is replicated over the ``t`` ranks (the norms and
+    residual adds of a transformer block), 1 otherwise. Sequence parallelism runs it on ``s/t`` tokens per rank
+    (Korthikanti et al. 2022, arXiv:2205.05198, §4.2.2); priced so where the stack runs it
+    (``Stack.sequence_parallel_kernels``, :func:`phaze_env.pricing.price_ops`)."""
+    cast_shards: int = 1
+    """The same split for the FP8 cast of this weight GEMM's activation operand (its first GEMM's ``A``): ``t`` when
+    that operand is replicated over the tensor group — a column-parallel GEMM's input forward, a row-parallel GEMM's
+    output gradient backward — which Transformer Engine casts on the rank's ``s/t`` tokens before the all-gather and
+    transposes once gathered (:func:`~phaze_env.hardware.number_format.fp8_cast_bytes`); 1 otherwise."""
+    cast_shared: bool = False
+    """Whether this weight GEMM reads an activation another FP8 GEMM of the same pass already cast (q, k and v of one
+    input; a gated MLP's gate and up): Transformer Engine casts a module's input once (one QKV GEMM, one fc1 GEMM), so
+    its cast is counted once, on the first (:func:`~phaze_env.hardware.number_format.cast_elements`)."""
 
     @property
     def gemm_flops(self) -> int:

@@ -52,6 +52,11 @@ class _Node:
     eager_read: int = 0  # bytes its traced operators read as kernels of their own (see Op.eager_bytes)
     eager_written: int = 0
     moe_role: str = ""  # see RawOp.moe_role; fusion keeps router, expert and dense work in separate operators
+    sequence_shards: int = 1  # see Op.sequence_shards (vector work replicated over the t ranks: t)
+    cast_source: str = ""  # a weight GEMM's activation operand: the op that produces it (forward)
+    cast_shards_fwd: int = 1  # see Op.cast_shards: t when that operand is replicated over the t ranks
+    cast_shards_bwd: int = 1  # t when the GEMM's output (its gradient: the backward cast) is replicated
+    cast_shared: bool = False  # see Op.cast_shared
 
     @property
     def is_comm(self) -> bool:
@@ -146,6 +151,12 @@ def _node_at_width(op: RawOp, all_sharded: set[str], trace: Trace, t: int, bpe: 
     if op.vector_elements:
         split = 1 if op.role == "row" or op.name not in all_sharded else t
         node.vector.append((op.vector_kind, _ceil_div(op.vector_elements, split), op.flops_per_element))
+        if not op.gemms and split == 1 and op.vector_kind != "gather":  # an embedding's lookup is on all tokens
+            node.sequence_shards = t
+    if op.gemms and op.params and op.inputs:  # a weight GEMM: its activation operand, replicated or split
+        node.cast_source = op.inputs[0]
+        node.cast_shards_fwd = 1 if op.inputs[0] in all_sharded else t
+        node.cast_shards_bwd = 1 if op.name in all_sharded else t
     node.embedding = op.vector_kind == "gather"
     node.param_bytes = sum(_param_split(fqn, n, op, t) for fqn, n in op.params.items()) * bpe
     node.bytes_written = _ceil_div(op.out_elements, t if op.name in all_sharded else 1) * bpe
@@ -271,6 +282,7 @@ def fuse(nodes: list[_Node], edges: list[tuple[str, str]]) -> tuple[list[_Node],
             # contract: node joins the host's group
             host.vector.extend(node.vector)
             host.members.extend(node.members)
+            host.sequence_shards = min(host.sequence_shards, node.sequence_shards)  # a GEMM host's stays 1
             host.saved_bytes.update(node.saved_bytes)
             host.replicated_saved |= node.replicated_saved
             host.attention_saved |= node.attention_saved
@@ -317,7 +329,8 @@ def forward_op(node: _Node, tensor_width: int) -> Op | None:
               eager_bytes=node.eager_read + node.eager_written,
               param_bytes=node.param_bytes, stash_bytes=sum(node.saved_bytes.values()),
               in_shapes=tuple(tuple(s) for s in node.in_shapes), out_shape=tuple(node.out_shape),
-              fused=tuple(node.members))
+              fused=tuple(node.members), sequence_shards=node.sequence_shards, cast_shards=node.cast_shards_fwd,
+              cast_shared=node.cast_shared)
 
 
 def backward_op(node: _Node, tensor_width: int) -> Op | None:
@@ -339,7 +352,8 @@ def backward_op(node: _Node, tensor_width: int) -> Op | None:
     unit = ("tc+vc" if parts else "tc") if gemms else "vc"
     return Op(f"grad_{node.name}", node.kind, unit, gemms=tuple(gemms), vector_elements=elements, vector_kind=vkind,
               vector_parts=vparts, flops=flops, bytes_read=node.bytes_read + node.bytes_written,
-              bytes_written=node.bytes_read, fused=tuple(node.members),
+              bytes_written=node.bytes_read, fused=tuple(node.members), sequence_shards=node.sequence_shards,
+              cast_shards=node.cast_shards_bwd,
               eager_bytes=2 * node.eager_read + node.eager_written)  # each member's backward, as bytes_read/_written
 
 
@@ -418,6 +432,10 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
     (:func:`kernel_recomputed`), reported as the ``stash_kernel_*`` parts of its stash."""
     position = {n.name: i for i, n in enumerate(nodes)}
     idx_edges = [(position[a], position[b]) for a, b in edges]
+    cast: set[str] = set()
+    for n in nodes:  # each activation cast to FP8 once, by the first weight GEMM that reads it (Op.cast_shared)
+        n.cast_shared = bool(n.cast_source) and n.cast_source in cast
+        cast.add(n.cast_source)
     fwd = induced_graph([forward_op(n, tensor_width) for n in nodes], idx_edges)
     bwd_ops = [backward_op(n, tensor_width) for n in nodes]
     bwd = induced_graph(bwd_ops, [(b, a) for a, b in idx_edges])
