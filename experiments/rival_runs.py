@@ -87,11 +87,15 @@ def rival_cluster(case: ValidationCase, stack: SystemStack, *, published_structu
     """The reference cluster of ``case`` (:func:`~phaze_env.cluster.reference_cluster`) at the run's batch and optimizer,
     running ``stack`` with its efficiency on the run's chip (or ``framework_efficiency``); ``published_structure``: a
     run not made with Megatron (:data:`MEGATRON_STACKS`) takes the structure and plan rules of its own stack (its plan
-    runs there), else ``stack``'s."""
+    runs there), else ``stack``'s. A published plan that turned sequence parallelism off at ``t > 1`` (Megatron-LM
+    2021–22, before or without ``--sequence-parallel``) is priced as it ran, its norms and residual adds on all ``s``
+    tokens (``sequence_parallel_kernels`` off for that run), instead of being refused by a stack that always runs it."""
     base = stack.training(Cluster(global_batch=case.global_batch, optimizer=case.optimizer), case.accelerator)
     if published_structure and case.stack not in MEGATRON_STACKS:
         own = get_stack(case.stack)
         base = own.structure(base).replace(framework_efficiency=base.stack.framework_efficiency)
+    if published_structure and plan_of(case).sequence_parallel is False and base.stack.sequence_parallel_kernels:
+        base = base.replace(sequence_parallel_kernels=False)
     if framework_efficiency is not None:
         base = base.replace(framework_efficiency=framework_efficiency)
     return reference_cluster(case.accelerator, rival_point(case), base)

@@ -90,10 +90,10 @@ def test_pricing_applies_it_only_where_the_stack_runs_it():
     assert all(one_sp[i] == one_plain[i] for i in range(len(ops)) if i not in replicated)
 
 
-def test_the_megatron_core_profile_runs_it_and_the_system_stack_does_not_yet():
+def test_the_megatron_core_profile_and_the_system_stack_run_it():
     assert STACKS["megatron-core"].sequence_parallel_kernels
     assert case_cluster(get_case("bridge2509-llama3-70b-fp8-64")).stack.sequence_parallel_kernels
-    assert not SYSTEM_STACKS["megatron-core"].structure.sequence_parallel_kernels  # until its fits are redone
+    assert SYSTEM_STACKS["megatron-core"].structure.sequence_parallel_kernels  # its fits redone with it (rival_runs --fit)
     assert not STACKS["megatron-lm"].sequence_parallel_kernels
     with pytest.raises(ValueError, match="sequence_parallel_kernels"):
         replace(Stack(), sequence_parallel_kernels="yes")
@@ -104,3 +104,15 @@ def test_a_plan_without_sequence_parallelism_is_refused_where_the_stack_always_r
     with pytest.raises(ValueError, match="turns sequence parallelism off at t=2.*sequence_parallel_kernels"):
         evaluate(TINY_LLAMA, H100_FP8, cluster, plan=PlanSpec(t=2, p=1, d=4, sequence_parallel=False))
     assert evaluate(TINY_LLAMA, H100_FP8, cluster, plan=PlanSpec(t=2, p=1, d=4, sequence_parallel=True)).feasible
+
+
+def test_a_rival_run_made_without_sequence_parallelism_is_priced_as_it_ran():
+    """Korthikanti et al.'s full-recompute row (t 8, no sequence parallelism), the system stack's A100 calibration:
+    priced with its norms on all tokens instead of refused by a stack that always runs sequence parallelism."""
+    from experiments.rival_runs import predicted_metric, rival_cluster
+
+    stack = SYSTEM_STACKS["megatron-core"]
+    case = get_case("korthikanti22-175b-full")
+    assert not rival_cluster(case, stack).stack.sequence_parallel_kernels
+    assert rival_cluster(get_case("dgxc-gpt3-175b-bf16-512"), stack).stack.sequence_parallel_kernels
+    assert predicted_metric(case, stack) > 0
