@@ -534,13 +534,15 @@ class SystemDesignSpace(DesignSpace):
     # --- the system at the budget -------------------------------------------------------------------------
     def objective_score(self, design: Design, throughput_samples_s: float, objective: str) -> float:
         """:meth:`DesignSpace.objective_score` in the system space: the rates over the built system's watts or dollars
-        (:meth:`~phaze_env.hardware.system.SystemPoint.objective_divisor`), the area the whole built die's."""
+        (:meth:`~phaze_env.hardware.system.SystemPoint.objective_divisor`), the area the whole built die's. A design
+        whose budget buys no chip trains nothing and spends nothing: its rate scores 0 (the worst), not 0 / 0."""
         if objective == "throughput":
             return float(throughput_samples_s)
         point = self.point(design)
         if objective == AREA_OBJECTIVE:
             return -float(point.estimate.die_area_mm2)
-        return float(throughput_samples_s) / point.objective_divisor(objective)
+        divisor = point.objective_divisor(objective)
+        return float(throughput_samples_s) / divisor if divisor > 0 else 0.0
 
     def point(self, design: Design) -> SystemPoint:
         """The design's chip (at this space's node) and chip count at this space's budget."""

@@ -386,6 +386,7 @@ def test_a_rate_task_whose_first_design_buys_no_chip_still_runs():
     space = task.design_space()
     first = space.decode([0] * len(space.knobs))
     assert space.point(first).objective_divisor("throughput_per_w") == 0  # the case this test is about
+    assert space.objective_score(first, 1.0, "throughput_per_w") == 0.0  # no chip, no rate: the worst score, not 0 / 0
     assert check_objectives(task.objectives, space) == task.objectives
     with pytest.raises(ValueError, match="needs the system space"):
         check_objectives(("throughput_per_usd",), get_task(SINGLE).design_space())
