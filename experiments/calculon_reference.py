@@ -91,7 +91,8 @@ def section(errors: dict[str, float]) -> list[str]:
             f"seconds. Mean absolute error: ours {statistics.mean(ours):.1%}, Calculon's {statistics.mean(theirs):.1%} "
             f"over {len(rows)} runs.", "",
             "| model | recompute | published | ours | Calculon |", "|---|---|---|---|---|", *rows, "",
-            "Why ours is high at 530B and 1T, term by term (the LM head's stage, GEMM wave quantisation, and the "
+            "Why ours is high at 530B and 1T, term by term (ours beside Calculon's own terms: the gap is in the "
+            "GEMMs, not in communication or the bubble; the LM head's stage, GEMM wave quantisation, and the "
             "two terms the model now prices: the attention dropout kernel the trace lacks, and full recompute "
             "rerunning the transformer layers only, not the LM head), with the same terms for Megatron-LM's 2021 runs "
             "of these models: [table5_scaling.md](table5_scaling.md) (`python -m experiments.table5_scaling`).", ""]
