@@ -81,3 +81,11 @@ def test_the_gemm_rest_split_solves_both_rows_and_the_implied_speedup_is_relativ
     row = {"gemm_s": 8.0, "layer_s": 10.0, "published_layer_s": 6.0}
     assert t5.implied_gemm_speedup(row, reference) == pytest.approx(2.0)
     assert t5.implied_gemm_speedup(reference, reference) == pytest.approx(1.0)
+
+
+def test_the_implied_speedup_without_the_head_adds_the_heads_time_per_layer_back():
+    reference = {"gemm_s": 2.0, "layer_s": 3.0, "published_layer_s": 3.0, "head_s": 0.0, "layers_on_slowest": 1}
+    # published per layer 4.5 once the head's 1.0 s over 2 layers is added back: (4.5 − 2) / 8 against (3 − 1) / 2
+    row = {"gemm_s": 8.0, "layer_s": 10.0, "published_layer_s": 4.0, "head_s": 1.0, "layers_on_slowest": 2}
+    assert t5.implied_gemm_speedup(row, reference, head_paces=False) == pytest.approx(1.0 / (2.5 / 8))
+    assert t5.implied_gemm_speedup(row, reference) == pytest.approx(1.0 / (2.0 / 8))
