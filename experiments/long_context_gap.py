@@ -1,7 +1,8 @@
 """Why the long-context runs with context parallelism come out fast: ``python -m experiments.long_context_gap``.
 
-The validation's NeMo 24.03 rows (Llama 2 7B in FP8 at 128K–1M tokens, CP 4–32) are predicted 30–33 % above the
-published TFLOP/s per GPU (43–49 % before issue 28 priced sequence parallelism's kernels on s/t tokens: docs/fidelity.md). The same NeMo table also publishes the same model, container and system at 4K–64K tokens
+The validation's NeMo 24.03 rows (Llama 2 7B in FP8 at 128K–1M tokens, CP 4–32) are predicted above the published
+TFLOP/s per GPU (by how much: their rows of docs/validation.md and this command's table; 43–49 % on 2026-12-05, before
+issue 28 priced sequence parallelism's kernels on s/t tokens: docs/fidelity.md). The same NeMo table also publishes the same model, container and system at 4K–64K tokens
 (CP 1–2), where the attention scores are 14–67 % of the FLOP count instead of 84–97 %, and its 2025 revision gives each
 row's global batch (:data:`NEMO_TABLE`). This predicts every row of that table on the validation's profile and
 measures what each candidate cause moves:
