@@ -1,6 +1,7 @@
 """The validation report, ``docs/validation.md`` and its figure: the tables and sections written from the predictions
 (:mod:`experiments.validation_fit`) and their statistics (:mod:`experiments.validation_stats`), with the causes found
-for the cases outside the tolerance (``TREND_GAPS``, ``STACK_GAPS``, ``MOE_GAPS``)."""
+for the cases outside the tolerance (``TREND_GAPS``, ``STACK_GAPS``, ``MOE_GAPS``: prose templates whose figures of the
+current model are computed when the report is written, :mod:`experiments.gap_figures`)."""
 
 from __future__ import annotations
 
