@@ -17,8 +17,7 @@ from dataclasses import replace
 
 from experiments import long_context_gap, memory_check, scale_loss
 from experiments.validation_cases import get_case
-from experiments.validation_fit import (Prediction, error_with, evaluation_with, fit_efficiency, megatron_core_flops,
-                                        predict)
+from experiments.validation_fit import Prediction, error_with, evaluation_with, fit_efficiency, predict
 from experiments.validation_stats import scaling_series
 from phaze_env.stacks import get_stack
 
@@ -26,6 +25,11 @@ GIB = 2**30
 
 
 # --- how the prose writes a figure ----------------------------------------------------------------------------------
+def percent(value: float, digits: int = 0) -> str:
+    """``14 %``: a share as the prose writes it."""
+    return f"{value:.{digits}%}".replace("%", " %")
+
+
 def signed_percent(value: float, digits: int = 0) -> str:
     """``+18 %`` / ``−31 %`` (a true minus sign, a space before the per cent, as the prose writes them)."""
     return f"{value:+.{digits}%}".replace("-", "−").replace("%", " %")
@@ -83,6 +87,11 @@ class GapFigures(dict):
             raise ValueError(f"the gap prose quotes case {name!r}, which is not predicted: {self.prediction(name).note}")
         return error
 
+    def time_s(self, name: str) -> float:
+        """The case's predicted time per batch."""
+        self.error(name)  # predicted, or why not
+        return self.prediction(name).time_per_batch_s
+
     def __missing__(self, key: str) -> str:
         """The figure, or — when the current model no longer gives it (a quoted case not predicted, a fit or a
         threshold out of reach) — a visible mark in its place saying why, so the prose never quotes a stale value."""
@@ -124,7 +133,8 @@ def _mtnlg_fixed_s(figures: GapFigures) -> str:
 def _slowest_device_sigma(figures: GapFigures) -> float:
     """The spread of a GPU's speed at which a job paced by its slowest GPU closes MT-NLG's trend
     (:func:`experiments.scale_loss.sigma_to_close`)."""
-    sigma = scale_loss.sigma_to_close(_scales(figures, MTNLG), scale_loss.with_slowest_device)
+    sigma = figures.memo("slowest_device_sigma",
+                         lambda: scale_loss.sigma_to_close(_scales(figures, MTNLG), scale_loss.with_slowest_device))
     if sigma is None:
         raise ValueError("no spread of a GPU's speed up to 1000 % closes MT-NLG's trend")
     return sigma
@@ -160,8 +170,7 @@ def _dgxc_fp8_trend_pt_before_2048(figures: GapFigures) -> str:
 def _dgxc_added_s(figures: GapFigures) -> str:
     """What the model adds to the step from the smallest to the largest scale (the same plan per replica, so only
     the data-parallel terms differ), in each format: one figure when the two agree."""
-    added = {fmt: figures.prediction(names[-1]).time_per_batch_s - figures.prediction(names[0]).time_per_batch_s
-             for fmt, names in DGXC.items()}
+    added = {fmt: figures.time_s(names[-1]) - figures.time_s(names[0]) for fmt, names in DGXC.items()}
     texts = {fmt: f"{value:+.2f} s" for fmt, value in added.items()}
     return texts["fp8"] if len(set(texts.values())) == 1 else ", ".join(f"{fmt} {t}" for fmt, t in texts.items())
 
@@ -171,30 +180,25 @@ LLAMA3_PAPER_8K = ("llama3-405b-paper-8192", "llama3-405b-paper-16384")
 LLAMA3_PAPER_CP = "llama3-405b-paper-16384-cp16"
 
 
-def score_share(name: str) -> float:
-    """The full ``s × s`` scores' share of the case's Megatron-Core FLOP count (:func:`long_context_gap.score_flops`)."""
-    case = get_case(name)
-    return long_context_gap.score_flops(case) / megatron_core_flops(case)
-
-
-def causal_count_error(error: float, share: float) -> float:
-    """The error of the same predicted time if the count had the causal half of the scores (the metric is count /
-    time: the same time, ``1 − share/2`` of the count), as :func:`long_context_gap.row`."""
-    return (1 + error) * (1 - share / 2) - 1
+def _convention_factor() -> float:
+    """How much counting the 131K row's scores in full rather than causal moves its figure (count / time)."""
+    return 1 / (1 - long_context_gap.score_share(get_case(LLAMA3_PAPER_CP)) / 2)
 
 
 def _llama3_paper_8k_least(figures: GapFigures) -> str:
     """The smallest of the 8K rows' errors, with the scores counted in full (the table) or causal."""
     errors = [figures.error(n) for n in LLAMA3_PAPER_8K]
-    errors += [causal_count_error(figures.error(n), score_share(n)) for n in LLAMA3_PAPER_8K]
+    errors += [long_context_gap.causal_count_error(figures.error(n), long_context_gap.score_share(get_case(n)))
+               for n in LLAMA3_PAPER_8K]
     return f"{math.floor(100 * min(errors))} %"  # "more than": rounded down
 
 
 def _llama3_paper_drop_pt(figures: GapFigures) -> str:
     """|predicted − published| relative drop of per-GPU throughput from 8,192 to 16,384 GPUs (percentage points)."""
-    small, large = (figures.prediction(n) for n in LLAMA3_PAPER_8K)
-    published = large.case.published / small.case.published
-    return f"{100 * abs(large.predicted / small.predicted - published):.1f}"
+    small, large = (get_case(n) for n in LLAMA3_PAPER_8K)
+    published = large.published / small.published
+    predicted = published * (1 + figures.error(large.name)) / (1 + figures.error(small.name))
+    return f"{100 * abs(predicted - published):.1f}"
 
 
 # --- NeMo 24.03's long-context rows (Llama 2 7B FP8, context parallelism) ------------------------------------------
@@ -251,7 +255,7 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
         [1e6 * scale_loss.nccl_allreduce_latency_s("ring", s.data, s.data) for s in _scales(f, MTNLG)], ".0f"),
     "mtnlg_nccl_tree_us": lambda f: number_range(
         [1e6 * scale_loss.nccl_allreduce_latency_s("tree", s.data, s.data) for s in _scales(f, MTNLG)], ".0f"),
-    "slowest_device_sigma": lambda f: f"{_slowest_device_sigma(f):.0%}".replace("%", " %"),
+    "slowest_device_sigma": lambda f: percent(_slowest_device_sigma(f)),
     "slowest_device_held_out_pt": _slowest_device_held_out_pt,
     "mtnlg_fixed_mb1_s": _mtnlg_fixed_s,
     "mtnlg_fixed_mb2_s": lambda f: f"{scale_loss.model_fixed_s_at_microbatch(MTNLG, 2):.1f}",
@@ -265,12 +269,12 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "dgxc_added_s": _dgxc_added_s,
     # Llama 3 405B paper rows
     "llama3_paper_8k_least": _llama3_paper_8k_least,
-    "llama3_paper_cp_share": lambda f: f"{score_share(LLAMA3_PAPER_CP):.0%}".replace("%", " %"),
-    "llama3_paper_cp_convention": lambda f: f"{1 / (1 - score_share(LLAMA3_PAPER_CP) / 2) - 1:.0%}".replace("%", " %"),
+    "llama3_paper_cp_share": lambda f: percent(long_context_gap.score_share(get_case(LLAMA3_PAPER_CP))),
+    "llama3_paper_cp_convention": lambda f: percent(_convention_factor() - 1),
     "llama3_paper_drop_pt": _llama3_paper_drop_pt,
     # NeMo 24.03 long context
     "nemo_4k_error": lambda f: signed_percent(_nemo_table(f)[0].error),
-    "nemo_4k_share": lambda f: f"{_nemo_table(f)[0].score_share:.0%}".replace("%", " %"),
+    "nemo_4k_share": lambda f: percent(_nemo_table(f)[0].score_share),
     "nemo_fitted_efficiencies": lambda f: number_range([r.fitted_efficiency for r in _nemo_table(f)], ".2f"),
     "nemo_causal_tilt": lambda f: (f"{signed_percent(_nemo_table(f)[0].causal_count_error)} to "
                                    f"{signed_percent(min(r.causal_count_error for r in _nemo_table(f)))}"),

@@ -100,10 +100,21 @@ def send_over_block(case: ValidationCase, attention_efficiency: float) -> float:
     return send_s / (block_flops / rate)
 
 
+def score_share(case: ValidationCase) -> float:
+    """The full ``s × s`` scores' share of the case's Megatron-Core FLOP count."""
+    return score_flops(case) / megatron_core_flops(case)
+
+
+def causal_count_error(error: float, share: float) -> float:
+    """The error of the same predicted time if the count had the causal half of the scores, ``share`` of the count in
+    full (the metric is count / time: the same time, ``1 − share/2`` of the count)."""
+    return (1 + error) * (1 - share / 2) - 1
+
+
 def row(case: ValidationCase, *, fit: bool = True) -> Row:
     error = predict(case).error
-    share = score_flops(case) / megatron_core_flops(case)
-    causal = (1 + error) * (1 - share / 2) - 1  # the metric is count / time: the same time, half the scores
+    share = score_share(case)
+    causal = causal_count_error(error, share)
     fitted = fit_efficiency(case, tolerance=1e-3) if fit else None
     return Row(case, share, error, causal, error_with(case, attention_efficiency=FLASH_ATTENTION2_H100_EFFICIENCY),
                send_over_block(case, case_cluster(case).stack.attention_efficiency), fitted)
