@@ -134,3 +134,12 @@ def test_a_case_the_report_did_not_predict_is_predicted_for_the_prose(monkeypatc
     figures = GapFigures([fabricated("bigscience22-bloom-176b", -0.1)])
     assert figures.prediction("bigscience22-bloom-176b").error == pytest.approx(-0.1) and not calls
     assert figures.error("llama3-405b-paper-8192") == pytest.approx(0.5) and calls == ["llama3-405b-paper-8192"]
+
+
+@pytest.mark.slow
+def test_every_figure_is_computable_with_the_current_model():
+    """The figures that re-evaluate or fit (the other tests stub them) give a figure, not the unavailable mark."""
+    figures = GapFigures([])
+    values = {name: figures[name] for name in FIGURES}
+    assert not [name for name, value in values.items() if value.startswith("[not computable")], values
+    assert all(re.fullmatch(r"[−+~×\d.,%– tofpbs ]+", value) for value in values.values()), values
