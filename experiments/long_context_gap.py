@@ -1,7 +1,8 @@
 """Why the long-context runs with context parallelism come out fast: ``python -m experiments.long_context_gap``.
 
-The validation's NeMo 24.03 rows (Llama 2 7B in FP8 at 128K–1M tokens, CP 4–32) are predicted 30–33 % above the
-published TFLOP/s per GPU (43–49 % before issue 28 priced sequence parallelism's kernels on s/t tokens: docs/fidelity.md). The same NeMo table also publishes the same model, container and system at 4K–64K tokens
+The validation's NeMo 24.03 rows (Llama 2 7B in FP8 at 128K–1M tokens, CP 4–32) are predicted above the published
+TFLOP/s per GPU (by how much: their rows of docs/validation.md and this command's table; 43–49 % on 2026-12-05, before
+issue 28 priced sequence parallelism's kernels on s/t tokens: docs/fidelity.md). The same NeMo table also publishes the same model, container and system at 4K–64K tokens
 (CP 1–2), where the attention scores are 14–67 % of the FLOP count instead of 84–97 %, and its 2025 revision gives each
 row's global batch (:data:`NEMO_TABLE`). This predicts every row of that table on the validation's profile and
 measures what each candidate cause moves:
@@ -99,10 +100,21 @@ def send_over_block(case: ValidationCase, attention_efficiency: float) -> float:
     return send_s / (block_flops / rate)
 
 
+def score_share(case: ValidationCase) -> float:
+    """The full ``s × s`` scores' share of the case's Megatron-Core FLOP count."""
+    return score_flops(case) / megatron_core_flops(case)
+
+
+def causal_count_error(error: float, share: float) -> float:
+    """The error of the same predicted time if the count had the causal half of the scores, ``share`` of the count in
+    full (the metric is count / time: the same time, ``1 − share/2`` of the count)."""
+    return (1 + error) * (1 - share / 2) - 1
+
+
 def row(case: ValidationCase, *, fit: bool = True) -> Row:
     error = predict(case).error
-    share = score_flops(case) / megatron_core_flops(case)
-    causal = (1 + error) * (1 - share / 2) - 1  # the metric is count / time: the same time, half the scores
+    share = score_share(case)
+    causal = causal_count_error(error, share)
     fitted = fit_efficiency(case, tolerance=1e-3) if fit else None
     return Row(case, share, error, causal, error_with(case, attention_efficiency=FLASH_ATTENTION2_H100_EFFICIENCY),
                send_over_block(case, case_cluster(case).stack.attention_efficiency), fitted)

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
 from experiments.validation_cases import get_case
-from experiments.validation_fit import evaluation_with, predict, published_time_s
+from experiments.validation_fit import Prediction, evaluation_with, predict, published_time_s
 from experiments.validation_stats import TREND_TOLERANCE
 
 NCCL_TUNING = ("NVIDIA/nccl src/graph/tuning.cc at commit 5067397c2676d5aed50042fc39e5c8ee96eb0027 (2026-06-11): "
@@ -144,11 +145,13 @@ class Scale:
     predicted_s: float
 
 
-def series_scales(names: list[str]) -> list[Scale]:
+def series_scales(names: list[str], prediction_of: Callable[[str], Prediction] = lambda name: predict(get_case(name))
+                  ) -> list[Scale]:
+    """The series' scales; ``prediction_of``: a case's prediction by name (a report passes the ones it has)."""
     scales = []
     for name in names:
         case = get_case(name)
-        prediction = predict(case)
+        prediction = prediction_of(name)
         scales.append(Scale(name, case.data, case.n_devices, case.global_batch // (case.data * case.microbatch),
                             case.pipeline, case.tensor * case.pipeline, published_time_s(case),
                             prediction.time_per_batch_s))

@@ -1,6 +1,7 @@
 """The validation report, ``docs/validation.md`` and its figure: the tables and sections written from the predictions
 (:mod:`experiments.validation_fit`) and their statistics (:mod:`experiments.validation_stats`), with the causes found
-for the cases outside the tolerance (``TREND_GAPS``, ``STACK_GAPS``, ``MOE_GAPS``)."""
+for the cases outside the tolerance (``TREND_GAPS``, ``STACK_GAPS``, ``MOE_GAPS``: prose templates whose figures of the
+current model are computed when the report is written, :mod:`experiments.gap_figures`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from experiments import calculon_reference
 from experiments import moe_stack_gap
+from experiments.gap_figures import GapFigures, number_range, render
 from experiments.validation_cases import COMPILE_BLOG, COMPILE_GAINS, FSDP_H100_CASES, H100_CASES, MOE_CASES, TPU_CASES
 from experiments.validation_fit import (Prediction, RATIO_CHIPS, RatioPrediction, case_cluster, error_with,
                                         h100_exposed_share, predicted_compile_gain)
@@ -34,38 +36,42 @@ UNITS = {"tflops_per_device": "TFLOP/s per GPU", "mfu": "MFU", "mfu_6n": "MFU (6
 TREND_GAPS = {
     "smith22-mtnlg-530b-420nodes": (
         "the model's loss at scale is the 1F1B bubble: with the batch fixed each replica runs `m_r = B/(d·m)` "
-        "microbatches and the bubble `(p−1)/m_r` grows with `d`, while the data-parallel all-reduce (0.36–0.38 s, "
-        "priced after the flush) and the optimizer step (0.03 s) stay nearly constant. What this series loses beyond "
-        "that is a per-iteration cost that does not shrink with `d`: with 4–6 s added to every iteration and the "
-        "efficiency re-fitted at 280 nodes, 350 and 420 nodes come within 1.2 pt. That is half to four fifths of the "
-        "modelled 7.4 s bubble, as if each microbatch took up to twice as long, which is what microbatch 2 gives (the "
+        "microbatches and the bubble `(p−1)/m_r` grows with `d`, while the data-parallel all-reduce ({mtnlg_allreduce_s} s, "
+        "priced after the flush) and the optimizer step ({mtnlg_optimizer_s} s) stay nearly constant. What this series "
+        "loses beyond that is a per-iteration cost that does not shrink with `d`: on 2026-12-04 (the model of then, a "
+        "scratch measurement), with 4–6 s added to every iteration and the efficiency re-fitted at 280 nodes, 350 and "
+        "420 nodes came within 1.2 pt. That was half to four fifths of the 7.4 s bubble modelled then, as if each "
+        "microbatch took up to twice as long, which is what microbatch 2 gives (the "
         "sensitivity below; the run's microbatch is not published). It is not the cluster: Megatron-LM's own "
         "strong-scaling series of the same model, tensor × pipeline split and microbatch on Selene (Narayanan et al. "
-        "2021 Table 2, 560–2,240 GPUs, next in this section) keeps the bubble's trend within 1.6 pt: read off the "
+        "2021 Table 2, 560–2,240 GPUs, next in this section) keeps the bubble's trend within {narayanan_530b_trend_pt} pt: read off the "
         "published step times as `T(d) = F + m_r·t_mb`, MT-NLG's part that does not shrink with `d` is 13.0 s, 66 "
         "microbatch times, against 29 for the Megatron-LM series of the same model and split (the bubble is 34), so "
         "what is missing is not a loss that grows with scale. Priced from their sources (`python -m "
         "experiments.scale_loss`): NCCL's own tuning model puts the all-reduce latency over the 8–12-rank "
-        "data-parallel groups at 286–443 µs (ring) or 92 µs (tree) per call; per-rank jitter delays every step, "
+        "data-parallel groups at {mtnlg_nccl_ring_us} µs (ring) or {mtnlg_nccl_tree_us} µs (tree) per call; per-rank jitter delays every step, "
         "the bubble's too, so no spread of a rank's speed closes the series; a job paced by its slowest GPU closes it "
-        "at an 8 % spread (Sinha et al. SC'22 measure 8 % between GPUs of one SKU) but then moves both held-out "
-        "Megatron-LM series to 3.6–3.9 pt. The published 13.0 s lies between the model's fixed part at microbatch 1 "
-        "(7.8 s) and at microbatch 2 (15.2 s). The sources do not say which it is; one run outside the series "
-        "points at microbatch 2: with the efficiency re-fitted at 280 nodes for it (0.634 → 0.718), the held-out "
-        "BLOOM 176B row of the same stack, whose plan publishes microbatch 2, moves from −8.8 % to +2.5 %"),
+        "at a spread of {slowest_device_sigma} (Sinha et al. SC'22 measure 8 % between GPUs of one SKU) but then moves both held-out "
+        "Megatron-LM series to {slowest_device_held_out_pt} pt. The published 13.0 s lies between the model's fixed part at microbatch 1 "
+        "({mtnlg_fixed_mb1_s} s) and at microbatch 2 ({mtnlg_fixed_mb2_s} s). The sources do not say which it is; one run outside the series "
+        "points at microbatch 2: with the efficiency re-fitted at 280 nodes for it ({mtnlg_efficiency} → {mtnlg_efficiency_mb2}), the "
+        "held-out BLOOM 176B row of the same stack, whose plan publishes microbatch 2, moves from {bloom_error} to "
+        "{bloom_error_mb2}"),
     "dgxc-gpt3-175b-fp8-2048": (
         "the last doubling. Up to 1,024 GPUs the two formats' published steps grow alike (bf16 8.309 → 8.453 s, FP8 "
-        "5.626 → 5.82 s) and the FP8 trend holds within 1.4 pt; from 1,024 to 2,048 GPUs the FP8 step grows by 0.14 s "
+        "5.626 → 5.82 s) and the FP8 trend holds within {dgxc_fp8_trend_pt} pt; from 1,024 to 2,048 GPUs the FP8 step grows by 0.14 s "
         "and the bf16 one by 0.037 s, with the same plan, batch per replica and gradient bytes (the recipe reduces "
         "gradients in bf16 in both; its FP8 parameters, `fp8_params`, make FP8's parameter all-gather the smaller one). "
-        "The model adds the same data-parallel time to both formats (+0.12 s from 128 to 2,048 GPUs). One FP8-only "
+        "The model adds the same data-parallel time to both formats ({dgxc_added_s} from 128 to 2,048 GPUs). One FP8-only "
         "global cost is ruled out by the recipe: TE's amax reduction is kept inside the tensor-parallel group "
         "(NVIDIA/dgxc-benchmarking nemo_megatron/configure.sh at 0b71cfda: NVTE_DP_AMAX_REDUCE_INTERVAL=0, "
         "NVTE_ASYNC_AMAX_REDUCTION=1), so it does not grow with the data-parallel degree. What the FP8 run loses at "
         "2,048 GPUs is not found in the sources"),
 }
 """Scaling series whose predicted trend misses the issue's 3 points at some scale (keyed by that scale's case) and
-the cause found (tests/test_validation_stacks.py holds them as strict xfails)."""
+the cause found (tests/test_validation_stacks.py holds them as strict xfails): a template whose ``{fields}`` are the
+current model's figures, filled when the report is written (:mod:`experiments.gap_figures`); a figure of the past stays
+text, dated."""
 
 
 def trend_section(predictions: list[Prediction], microbatch: list[list[TrendPoint]] = (),
@@ -74,6 +80,7 @@ def trend_section(predictions: list[Prediction], microbatch: list[list[TrendPoin
     every = scaling_series(predictions)
     if not every:
         return []
+    figures = GapFigures(predictions)
     lines = ["## Scaling trends", "",
              "One run at three or more data-parallel degrees: per-device (GPU or TPU chip) throughput relative to the smallest scale, published",
              "and predicted (the issue's target: within 3 percentage points at every scale). Strong scaling keeps the",
@@ -97,7 +104,7 @@ def trend_section(predictions: list[Prediction], microbatch: list[list[TrendPoin
                          f"{point.predicted:.1%} | {100 * point.difference:+.1f} | {point.error:+.1%} |")
         gaps = [point for point in points if point.case.name in TREND_GAPS]
         lines += [""] + [f"Where it misses ({point.case.n_devices} devices, {100 * point.difference:+.1f} pp): "
-                         f"{TREND_GAPS[point.case.name]}." for point in gaps] + ([""] if gaps else [])
+                         f"{render(TREND_GAPS[point.case.name], figures)}." for point in gaps] + ([""] if gaps else [])
         for sensitivity in microbatch:
             if sensitivity[0].case.name == first.name:
                 lines += [f"The microbatch of this series is not published (the case's source says where {first.microbatch} "
@@ -244,7 +251,8 @@ def markdown(predictions: list[Prediction], sensitivity: list[list[TrendPoint]] 
     lines += ["", "The Megatron workloads trace PyTorch's one-kernel tanh-GeLU, which like Megatron-LM's fused bias-GeLU",
               "keeps only its input (`phaze_env/workloads/registry.py`, `_megatron_gpt`). Traced as HF GPT-2's",
               "eight-operator `gelu_new`, the 1T model stashed 1,174 instead of 912 MB per layer at t = 8, memory forced",
-              "1–3 layers per stage, and korthikanti22-1t-selective-sp came out at −36.5 % (measured before the change).", ""]
+              "1–3 layers per stage, and korthikanti22-1t-selective-sp came out at −36.5 % (measured on 2026-12-03, before",
+              "the change).", ""]
     squeezed = [p for p in predictions
                 if p.layers_per_stage and min(p.layers_per_stage) < math.floor(statistics.mean(p.layers_per_stage))]
     if squeezed:
@@ -385,9 +393,10 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
         lines += [f"| {name} | {published:.3f}× | {predicted:.3f}× | {predicted / published - 1:+.1%} |"
                   for name, published, predicted in speedups]
     gaps = [p for p in h100 if p.case.name in STACK_GAPS and p.error is not None]
+    figures = GapFigures(predictions)
     for reason in dict.fromkeys(STACK_GAPS[p.case.name] for p in gaps):
         named = ", ".join(f"{p.case.name} ({p.error:+.1%})" for p in gaps if STACK_GAPS[p.case.name] == reason)
-        lines += ["", f"Known gap, {named}: {reason}."]
+        lines += ["", f"Known gap, {named}: {render(reason, figures)}."]
     outside = [p for p in h100 if p.error is not None and abs(p.error) > TOLERANCE and p.case.name not in STACK_GAPS]
     if outside:
         lines += ["", "Outside ±15 %: " + ", ".join(f"{p.case.name} ({p.error:+.1%})" for p in outside) + ". At 4,096 tokens",
@@ -396,8 +405,9 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
                   "Transformer Engine's fused causal kernel, which the model can price (`phaze_env/attention.py`: kept",
                   "blocks only, no `s × s` HBM traffic, at a stated fraction of peak; the cross-chip ratio stack uses it).",
                   "It is not switched on for the Megatron-LM H100 profile, because it does not close these gaps for the",
-                  "right reason. Measured with Hopper's fused kernel at FlashAttention-3's 75 % of peak (Shah et al. 2024,",
-                  "abstract) and the H100 efficiency re-fitted on the same GPT-3 run (0.86): these two cases come out at",
+                  "right reason. Measured on 2026-12-04 (the model of then) with Hopper's fused kernel at FlashAttention-3's",
+                  "75 % of peak (Shah et al. 2024, abstract) and the H100 efficiency re-fitted on the same GPT-3 run (0.86):",
+                  "these two cases came out at",
                   "+39.3 % and +19.4 %, the Mixtral runs at +27.9 % and +19.7 %, Qwen3-30B 26.02.01 at +80.9 %, and the",
                   "GPT-3 FP8-over-bf16 speed-ups 6–9 % above the published ones. At 4,096 tokens the eager attention's",
                   "`s × s` traffic has been standing in for costs of these H100 runs the model does not price. Two signs",
@@ -415,7 +425,7 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
               ] + ([] if unfitting else [
               "(`nemo-gpt3-175b`), which keeps only its input; traced with HF GPT-2's eight-operator `gelu_new`",
               "(`gpt3-175b`), the 128-GPU (4-way ZeRO-1) plans stashed 45 instead of 21 GB of activations, the FP8 one did",
-              "not fit, and the bf16 one moved a layer and came out 7.2 % slow (measured before the change)."]) + [
+              "not fit, and the bf16 one moved a layer and came out 7.2 % slow (measured on 2026-12-05 with that trace)."]) + [
               "The per-GEMM FP8 speed-up is 2× (the datasheet's MAC rate) for compute-bound shapes and less for",
               "memory-bound ones (`tests/test_fp8.py`); torchao's float8 README (H100) states the GEMM speed-up",
               "\"approaching 2x as M, K, N increase\" — its per-Linear figures (0.80× at 1024×2048×1024, 1.39× at",
@@ -428,33 +438,35 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
 STACK_GAPS: dict[str, str] = {
     **{name: ("Meta's own stack (not published) is run as the megatron-core profile (its 2025 efficiency, fitted on "
               "NeMo's FP8 Llama 3 70B run), and Table 4 gives TFLOP/s per GPU without its FLOP convention: the 8K rows "
-              "come out more than 15 % fast whether the scores are counted in full (Chowdhery et al.'s MFU, which the "
+              "come out more than {llama3_paper_8k_least} fast whether the scores are counted in full (Chowdhery et al.'s MFU, which the "
               "paper cites) or causal (half), so Meta's 2024 stack reached less than that profile; at 128K the scores "
-              "are 57 % of the count and the convention alone moves the figure by 40 %. The 8,192 → 16,384-GPU drop "
-              "of per-GPU throughput is predicted within a point")
+              "are {llama3_paper_cp_share} of the count and the convention alone moves the figure by "
+              "{llama3_paper_cp_convention}. The 8,192 → 16,384-GPU drop of per-GPU throughput is predicted within "
+              "{llama3_paper_drop_pt} pt")
        for name in ("llama3-405b-paper-8192", "llama3-405b-paper-16384", "llama3-405b-paper-16384-cp16")},
     **{f"nemo2403-llama2-7b-fp8-{k}k-cp{c}": (
         "not the context parallelism nor the long attention (python -m experiments.long_context_gap): the profile "
-        "over-predicts the same NeMo table's 4K row, without CP and with the scores 14 % of the FLOP count, by nearly "
-        "as much (+27 %), and the framework efficiency fitted to each row of the table alone stays 0.58–0.63 from 4K to "
-        "1M tokens; NeMo's own formula counts the full s×s scores as the metric does (a causal count would tilt the "
-        "table's errors from +18 % to −31 %), and the ring hops hide behind their attention blocks (send / block "
-        "0.65). Sequence parallelism's kernels priced on s/t tokens (issue 28) took these rows from +43–49 % to "
-        "+31–35 % and Megatron-Bridge's Llama 3 8B rows (hidden 4096, the profile's own releases) to +8–11 %; NeMo "
-        "24.03's release stays ~×1.15 slower than that: docs/fidelity.md, 'Long context with context parallelism' and "
+        "over-predicts the same NeMo table's 4K row, without CP and with the scores {nemo_4k_share} of the FLOP count, "
+        "by nearly as much ({nemo_4k_error}), and the framework efficiency fitted to each row of the table alone stays "
+        "{nemo_fitted_efficiencies} from 4K to 1M tokens; NeMo's own formula counts the full s×s scores as the metric does (a causal count would tilt the "
+        "table's errors from {nemo_causal_tilt}), and the ring hops hide behind their attention blocks (send / block "
+        "{nemo_send_over_block}). Sequence parallelism's kernels priced on s/t tokens (issue 28) took these rows from "
+        "+43–49 % (on 2026-12-05, before that change) to {nemo_cp_errors} and Megatron-Bridge's Llama 3 8B rows "
+        "(hidden 4096, the profile's own releases) to {bridge_llama3_8b_errors}; NeMo 24.03's release stays "
+        "~×{nemo_over_bridge} slower than that: docs/fidelity.md, 'Long context with context parallelism' and "
         "'Per-token kernels at hidden 4096'") for k, c in ((128, 4), (256, 8), (512, 16), (1024, 32))},
     "bridge2511-llama3-405b-fp8-1024": (
         "Llama 3.1 405B, TP 8 and CP 2 (the CP ring across nodes): with sequence parallelism's norms, residual adds and "
         "FP8 casts priced on s/t tokens (issue 28) the profile, exact on its TP-4 70B calibration, runs this plan's "
-        "three releases +12.5 % to +18.3 % fast (+6.0 % to +11.5 % before, when those kernels were over-priced 8× here "
+        "three releases {bridge_405b_errors} fast (+6.0 % to +11.5 % on 2026-12-05 before that change, when those kernels were over-priced 8× here "
         "against 4× in the calibration, which hid it); this release, the slowest of the three, is past ±15 %. What "
         "the plan loses beyond the model is not isolated; priced with its TP collectives exposed (and the 70B refitted "
-        "so) the three come out +4–10 %, so Transformer Engine's userbuffers overlap at TP 8 hiding less than modelled "
-        "is one candidate, the CP path's per-step softmax corrections another: docs/fidelity.md, 'Per-token kernels "
+        "so) the three come out {bridge_405b_tp_exposed}, so Transformer Engine's userbuffers overlap at TP 8 hiding "
+        "less than modelled is one candidate, the CP path's per-step softmax corrections another: docs/fidelity.md, 'Per-token kernels "
         "at hidden 4096'"),
 }
 """Held-out cases of a stack profile outside ±15 % and the reason found (tests/test_validation_fsdp.py holds them as
-strict xfails)."""
+strict xfails): templates, as :data:`TREND_GAPS`."""
 
 
 def compile_gain_lines() -> list[str]:
@@ -513,12 +525,13 @@ def fsdp_section(predictions: list[Prediction]) -> list[str]:
         lines.append("")
     gaps = [p for p in fsdp if p.case.name in STACK_GAPS]
     if gaps:
+        figures = GapFigures(predictions)
         lines += ["Outside ±15 % (kept as known gaps): " + ", ".join(f"{p.case.name} ({p.error:+.1%})" for p in gaps)
                   + ".", ""]
-        lines += [f"Why: {cause}." for cause in dict.fromkeys(STACK_GAPS[p.case.name] for p in gaps)]
-        lines += ["", "Priced with the traced eager attention instead (measured before the profile had the fused kernel),",
-                  "the same rule fitted 0.802 on A100 and 0.702 on H100, and 5 of the 6 A100 rows were within ±15 % (mean",
-                  "9.4 %) and both H100 rows at −4.9 %: the eager attention's `s × s` HBM traffic, a larger share of the",
+        lines += [f"Why: {render(cause, figures)}." for cause in dict.fromkeys(STACK_GAPS[p.case.name] for p in gaps)]
+        lines += ["", "Priced with the traced eager attention instead (measured on 2026-12-04, before the profile had the fused",
+                  "kernel), the same rule fitted 0.802 on A100 and 0.702 on H100, and 5 of the 6 A100 rows were within",
+                  "±15 % (mean 9.4 %) and both H100 rows at −4.9 %: the eager attention's `s × s` HBM traffic, a larger share of the",
                   "7B's step than of the wider models', stood in for part of the missing width-dependent cost."]
     return lines
 
@@ -534,18 +547,19 @@ MOE_GAPS = {
         "its own is not modelled yet, nor the FP8 GEMMs' fine-grained scaling overhead, and the efficiency is "
         "megatron-core's, assumed"),
     "bridge2511-qwen3-30b-a3b-fp8": (
-        "the published plan fits 80 GiB, at 79.8 GiB on the fullest device (the last stage: 47 one-layer chunks of "
-        "microbatch 2 in flight, 21 GiB of optimizer state as the expert-data-parallel group of 1 leaves the experts' "
+        "the published plan fits 80 GiB, at {qwen3_fullest_gib} GiB on the fullest device (the last stage: {qwen3_chunks} "
+        "one-layer chunks of microbatch 2 in flight, {qwen3_optimizer_gib} GiB of optimizer state as the expert-data-parallel group of 1 leaves the experts' "
         "state unsharded; python -m experiments.memory_check), once Transformer Engine's FP8 Linears keep their inputs "
         "in FP8. The recipe of this plan (NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen3/"
         "qwen3_30b_a3b_llm_pretrain.yaml at 2f5cd4845, h100 fp8_cs: microbatch 2, VP 24) recomputes nothing and runs "
         "bf16_with_fp8_current_scaling_mixed, whose fp8_param_gather also drops the bf16 weight copy (not modelled: "
-        "4.8 GiB more headroom). It predicts 8,360 "
-        "tokens/s per GPU (+58 %), near the 9,058 of 26.02.01: that release line's software moved this model's figure "
+        "4.8 GiB more headroom). It predicts {qwen3_predicted} "
+        "tokens/s per GPU ({qwen3_error}), near the 9,058 of 26.02.01: that release line's software moved this model's figure "
         "by almost 2× on one plan (26.02: 5113, 26.02.01: 9058), so 25.11's figure is the slower software, not the "
         "hardware"),
 }
-"""MoE cases outside ±15 % and the physical reason found (tests/test_validation_moe.py holds them as strict xfails)."""
+"""MoE cases outside ±15 % and the physical reason found (tests/test_validation_moe.py holds them as strict xfails):
+templates, as :data:`TREND_GAPS`."""
 
 
 def moe_section(predictions: list[Prediction]) -> list[str]:
@@ -576,8 +590,9 @@ def moe_section(predictions: list[Prediction]) -> list[str]:
     gaps = [p for p in moe if p.case.name in MOE_GAPS]
     if gaps:
         lines += ["", "Outside ±15 % (kept as known gaps):", ""]
-        lines += [f"* {p.case.name} ({'—' if p.error is None else f'{p.error:+.1%}'}): {MOE_GAPS[p.case.name]}."
-                  for p in gaps]
+        figures = GapFigures(predictions)
+        lines += [f"* {p.case.name} ({'—' if p.error is None else f'{p.error:+.1%}'}): "
+                  f"{render(MOE_GAPS[p.case.name], figures)}." for p in gaps]
     return lines + moe_stack_lines()
 
 
@@ -599,6 +614,12 @@ def moe_stack_lines() -> list[str]:
             "in the FP8 H100 recipe). The same plan ran at 5,113 tokens/s per GPU on 26.02 and 9,058 on 26.02.01: software",
             "alone moves these rows by 1.8×. Until the host is modelled the rows stay on the `megatron-lm` profile, whose",
             "eager attention happens to absorb the difference; that match is not evidence for either cost."]
+
+
+def _per_chip_errors(ratios: list[RatioPrediction], recompute: str) -> list[float]:
+    """Each chip's error (in per cent) of the ratio rows run with ``recompute``: what the section's note column shows."""
+    return [100 * (r.tokens_s[chip] / r.case.published[chip] - 1) for r in ratios if r.case.recompute == recompute
+            for chip, _ in RATIO_CHIPS if r.tokens_s[chip] is not None]
 
 
 def ratio_section(ratios: list[RatioPrediction]) -> list[str]:
@@ -637,7 +658,8 @@ def ratio_section(ratios: list[RatioPrediction]) -> list[str]:
     lines += ["", "The MPT models are traced as GPT-2-architecture models of the same shape (`ChipRatioCase.workload`);",
               "their runs shard weights and gradients (FSDP FULL_SHARD), which the plans write as ZeRO-1 with HBM",
               "capacity not binding (`RATIO_HBM_GB`).", "",
-              "What moved the ratios (measured on these rows before each change): with both chips at efficiency 1 and",
+              "What moved the ratios (measured on these rows before each change, on 2026-12-04): with both chips at",
+              "efficiency 1 and",
               "the traced eager attention, 5 of 7 were within ±10 %, the two GEMM-bound sequence-1024 rows at +13.0 % and",
               "+16.2 %, while the 4,096-token rows came out right largely because the eager attention's `s × s` HBM traffic",
               "(at the chips' 1.68× bandwidth ratio) stood in for the attention kernel's slowness on H100. With the fused",
@@ -648,7 +670,8 @@ def ratio_section(ratios: list[RatioPrediction]) -> list[str]:
               "below the A100's (its own table: 40–46 % MFU on H100, 55–64 % on A100), which the per-chip efficiency",
               f"carries; the held-out rows' errors then span {100 * (max(held) - min(held)):.1f} percentage points.", "",
               "Per chip (the note column), the rows run without activation checkpointing (MPT-1B and 3B, `selective`)",
-              "are over-predicted by 18–27 % on both chips and the checkpointed ones (7B, 13B) are within ±7 %; the",
+              f"are over-predicted by {number_range(_per_chip_errors(ratios, 'selective'), '.0f')} % on both chips and "
+              f"the checkpointed ones (7B, 13B) are within ±{max(map(abs, _per_chip_errors(ratios, 'full'))):.0f} %; the",
               "data cannot tell the two candidates apart (every non-checkpointed row is also a small model, whose",
               "unfused elementwise kernels — eager PyTorch layer norm, GELU, residual adds, which the model fuses into",
               "GEMM epilogues — are a larger share of the step), and the ratio is unaffected because both chips miss alike."]

@@ -1,0 +1,295 @@
+"""The figures the validation report's known-gap prose quotes, computed when the report is written (issue 27).
+
+The causes of the known gaps (``TREND_GAPS``, ``STACK_GAPS``, ``MOE_GAPS`` of :mod:`experiments.validation_report`)
+are prose templates: every figure in them that the current model predicts (an error, a fitted efficiency, a time of
+the predicted step, a memory) is a ``{name}`` field, filled by :data:`FIGURES` ``[name]`` — a small named function of
+the report's own predictions (:class:`GapFigures`), or of a re-evaluation the function names — so the prose cannot
+disagree with the report's tables. Figures of the past (what an earlier model gave, what a scratch patch measured)
+stay text in the templates, dated.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from experiments import long_context_gap, memory_check, scale_loss
+from experiments.validation_cases import get_case
+from experiments.validation_fit import Prediction, error_with, evaluation_with, fit_efficiency, predict
+from experiments.validation_stats import scaling_series
+from phaze_env.stacks import get_stack
+
+GIB = 2**30
+
+
+# --- how the prose writes a figure ----------------------------------------------------------------------------------
+def percent(value: float, digits: int = 0) -> str:
+    """``14 %``: a share as the prose writes it."""
+    return f"{value:.{digits}%}".replace("%", " %")
+
+
+def signed_percent(value: float, digits: int = 0) -> str:
+    """``+18 %`` / ``−31 %`` (a true minus sign, a space before the per cent, as the prose writes them)."""
+    return f"{value:+.{digits}%}".replace("-", "−").replace("%", " %")
+
+
+def percent_range(values: Iterable[float], digits: int = 0) -> str:
+    """The span of ``values`` as the prose writes it: ``+31–35 %`` when both ends round alike in sign, one figure when
+    they round equal, else ``−3 % to +4 %``."""
+    values = sorted(values)
+    low, high = signed_percent(values[0], digits), signed_percent(values[-1], digits)
+    if low == high:
+        return low
+    if low[0] == high[0] and low[0] == "+":
+        return f"{low[:-2]}–{high[1:]}"
+    return f"{low} to {high}"
+
+
+def percent_span(values: Iterable[float], digits: int = 1) -> str:
+    """``+12.5 % to +18.3 %``: the lowest and the highest of ``values``."""
+    values = sorted(values)
+    return f"{signed_percent(values[0], digits)} to {signed_percent(values[-1], digits)}"
+
+
+def number_range(values: Iterable[float], form: str) -> str:
+    """``0.36–0.38`` (``form`` a format spec such as ``.2f``): one figure when both ends print alike."""
+    values = sorted(values)
+    low, high = format(values[0], form), format(values[-1], form)
+    return low if low == high else f"{low}–{high}"
+
+
+# --- the predictions a template reads ---------------------------------------------------------------------------------
+class GapFigures(dict):
+    """``template.format_map(GapFigures(predictions))``: each ``{name}`` is :data:`FIGURES` ``[name]`` of the report's
+    predictions, computed on first use. A case the report did not predict (a ``--cases`` subset) is predicted here."""
+
+    def __init__(self, predictions: Iterable[Prediction]):
+        super().__init__()
+        self._predictions = {p.case.name: p for p in predictions}
+        self._memo: dict[str, object] = {}
+
+    def memo(self, key: str, compute: Callable[[], object]):
+        """``compute()`` once per report (a fit or a table that several figures quote)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def prediction(self, name: str) -> Prediction:
+        if name not in self._predictions:
+            self._predictions[name] = predict(get_case(name))
+        return self._predictions[name]
+
+    def error(self, name: str) -> float:
+        error = self.prediction(name).error
+        if error is None:
+            raise ValueError(f"the gap prose quotes case {name!r}, which is not predicted: {self.prediction(name).note}")
+        return error
+
+    def time_s(self, name: str) -> float:
+        """The case's predicted time per batch."""
+        self.error(name)  # predicted, or why not
+        return self.prediction(name).time_per_batch_s
+
+    def __missing__(self, key: str) -> str:
+        """The figure, or — when the current model no longer gives it (a quoted case not predicted, a fit or a
+        threshold out of reach) — a visible mark in its place saying why, so the prose never quotes a stale value."""
+        figure = FIGURES[key]  # KeyError: a template names a figure nobody defined
+        try:
+            value = figure(self)
+        except ValueError as exc:
+            value = f"[not computable with the current model: {exc}]"
+        self[key] = value
+        return value
+
+
+def render(template: str, figures: GapFigures) -> str:
+    """A gap's prose with its figures filled in."""
+    return template.format_map(figures)
+
+
+# --- MT-NLG's strong-scaling series (Smith et al. 2022) -----------------------------------------------------------
+MTNLG = scale_loss.SERIES[scale_loss.FIT_SERIES]
+NARAYANAN_530B, NARAYANAN_175B = (names for label, names in scale_loss.SERIES.items() if label != scale_loss.FIT_SERIES)
+BLOOM = "bigscience22-bloom-176b"
+
+
+def _scales(figures: GapFigures, names: list[str]) -> list[scale_loss.Scale]:
+    return scale_loss.series_scales(names, figures.prediction)
+
+
+def _breakdown_s(name: str, term: str) -> float:
+    """One term of the predicted step of case ``name`` (its pinned plan re-evaluated: the report keeps no breakdown)."""
+    return evaluation_with(get_case(name)).plan["time_breakdown_s"][term]
+
+
+def _mtnlg_fixed_s(figures: GapFigures) -> str:
+    """The model's part of MT-NLG's step that does not shrink with ``d`` (:func:`scale_loss.fixed_and_per_microbatch_s`)."""
+    scales = _scales(figures, MTNLG)
+    return f"{scale_loss.fixed_and_per_microbatch_s(scales, [s.predicted_s for s in scales])[0]:.1f}"
+
+
+def _slowest_device_sigma(figures: GapFigures) -> float:
+    """The spread of a GPU's speed at which a job paced by its slowest GPU closes MT-NLG's trend
+    (:func:`experiments.scale_loss.sigma_to_close`)."""
+    sigma = figures.memo("slowest_device_sigma",
+                         lambda: scale_loss.sigma_to_close(_scales(figures, MTNLG), scale_loss.with_slowest_device))
+    if sigma is None:
+        raise ValueError("no spread of a GPU's speed up to 1000 % closes MT-NLG's trend")
+    return sigma
+
+
+def _slowest_device_held_out_pt(figures: GapFigures) -> str:
+    """The Megatron-LM series' worst trend difference at that spread (held out: nothing is fitted to them)."""
+    sigma = _slowest_device_sigma(figures)
+    worst = [scale_loss.worst_difference(scales, scale_loss.with_slowest_device(scales, sigma))
+             for scales in (_scales(figures, NARAYANAN_530B), _scales(figures, NARAYANAN_175B))]
+    return number_range([100 * w for w in worst], ".1f")
+
+
+def _mtnlg_efficiency_at_microbatch_2(figures: GapFigures) -> float:
+    """The Megatron-DeepSpeed efficiency fitted at 280 nodes if the series' unpublished microbatch were 2."""
+    return figures.memo("mtnlg_mb2", lambda: fit_efficiency(replace(get_case(MTNLG[0]), microbatch=2)))
+
+
+# --- NVIDIA's GPT-3 175B weak-scaling series (DGX Cloud, bf16 and FP8) ---------------------------------------------
+DGXC = {fmt: [f"dgxc-gpt3-175b-{fmt}-{n}" for n in (128, 256, 512, 1024, 2048)] for fmt in ("bf16", "fp8")}
+
+
+def _trend(figures: GapFigures, names: list[str]):
+    (points,) = scaling_series([figures.prediction(name) for name in names])
+    return points
+
+
+def _dgxc_fp8_trend_pt_before_2048(figures: GapFigures) -> str:
+    """The FP8 series' worst trend difference up to 1,024 GPUs (percentage points)."""
+    return f"{100 * max(abs(p.difference) for p in _trend(figures, DGXC['fp8']) if p.case.n_devices < 2048):.1f}"
+
+
+def _dgxc_added_s(figures: GapFigures) -> str:
+    """What the model adds to the step from the smallest to the largest scale (the same plan per replica, so only
+    the data-parallel terms differ), in each format: one figure when the two agree."""
+    added = {fmt: figures.time_s(names[-1]) - figures.time_s(names[0]) for fmt, names in DGXC.items()}
+    texts = {fmt: f"{value:+.2f} s" for fmt, value in added.items()}
+    return texts["fp8"] if len(set(texts.values())) == 1 else ", ".join(f"{fmt} {t}" for fmt, t in texts.items())
+
+
+# --- Llama 3 405B (Dubey et al. 2024 Table 4) ---------------------------------------------------------------------------
+LLAMA3_PAPER_8K = ("llama3-405b-paper-8192", "llama3-405b-paper-16384")
+LLAMA3_PAPER_CP = "llama3-405b-paper-16384-cp16"
+
+
+def _convention_factor() -> float:
+    """How much counting the 131K row's scores in full rather than causal moves its figure (count / time)."""
+    return 1 / (1 - long_context_gap.score_share(get_case(LLAMA3_PAPER_CP)) / 2)
+
+
+def _llama3_paper_8k_least(figures: GapFigures) -> str:
+    """The smallest of the 8K rows' errors, with the scores counted in full (the table) or causal."""
+    errors = [figures.error(n) for n in LLAMA3_PAPER_8K]
+    errors += [long_context_gap.causal_count_error(figures.error(n), long_context_gap.score_share(get_case(n)))
+               for n in LLAMA3_PAPER_8K]
+    return f"{math.floor(100 * min(errors))} %"  # "more than": rounded down
+
+
+def _llama3_paper_drop_pt(figures: GapFigures) -> str:
+    """|predicted − published| relative drop of per-GPU throughput from 8,192 to 16,384 GPUs (percentage points)."""
+    small, large = (get_case(n) for n in LLAMA3_PAPER_8K)
+    published = large.published / small.published
+    predicted = published * (1 + figures.error(large.name)) / (1 + figures.error(small.name))
+    return f"{100 * abs(predicted - published):.1f}"
+
+
+# --- NeMo 24.03's long-context rows (Llama 2 7B FP8, context parallelism) ------------------------------------------
+NEMO_CP = [f"nemo2403-llama2-7b-fp8-{k}k-cp{c}" for k, c in ((128, 4), (256, 8), (512, 16), (1024, 32))]
+
+
+def _nemo_table(figures: GapFigures) -> list[long_context_gap.Row]:
+    """Every row of the NeMo long-context table on the validation's profile, each fitted alone (cached per report)."""
+    return figures.memo("nemo_table", lambda: long_context_gap.rows(fit=True))
+
+
+def _bridge_llama3_8b_errors(figures: GapFigures) -> list[float]:
+    """Megatron-Bridge's Llama 3 8B rows (hidden 4096, the profile's own releases) on the profile."""
+    return figures.memo("bridge_8b", lambda: [predict(long_context_gap.bridge_llama3_8b(*spec)).error
+                                              for spec in long_context_gap.BRIDGE_LLAMA3_8B])
+
+
+def _nemo_over_bridge(figures: GapFigures) -> str:
+    """How much slower NeMo 24.03 ran than the profile's own releases on a model of the same width: the table's 4K row
+    (no CP) over the mean of Megatron-Bridge's Llama 3 8B rows, as predicted / published."""
+    four_k = _nemo_table(figures)[0].error
+    return f"{(1 + four_k) / (1 + statistics.mean(_bridge_llama3_8b_errors(figures))):.2f}"
+
+
+# --- Megatron-Bridge's Llama 3.1 405B rows and the Qwen3-30B-A3B MoE row ----------------------------------------------
+BRIDGE_405B = [f"bridge{r}-llama3-405b-fp8-1024" for r in ("2509", "2511", "2602")]
+BRIDGE_70B_CALIBRATION = "bridge2509-llama3-70b-fp8-64"
+QWEN3_2511 = "bridge2511-qwen3-30b-a3b-fp8"
+
+
+def _bridge_405b_tp_exposed() -> list[float]:
+    """The 405B rows priced with their tensor-parallel collectives exposed, the efficiency refitted so on the 70B
+    calibration run."""
+    efficiency = fit_efficiency(get_case(BRIDGE_70B_CALIBRATION), tp_comm_overlap=False)
+    return [error_with(get_case(name), tp_comm_overlap=False, framework_efficiency=efficiency) for name in BRIDGE_405B]
+
+
+def _qwen3_fullest_device() -> memory_check.StageTerms:
+    """The fullest device of the Qwen3 row's published plan, term by term (:func:`memory_check.stage_terms`)."""
+    return max(memory_check.stage_terms(evaluation_with(get_case(QWEN3_2511))), key=lambda stage: stage.total)
+
+
+def _qwen3_chunks_in_flight() -> str:
+    evaluation = evaluation_with(get_case(QWEN3_2511))
+    return f"{_qwen3_fullest_device().in_flight_microbatches * evaluation.plan['interleave']:.0f}"
+
+
+FIGURES: dict[str, Callable[[GapFigures], str]] = {
+    # MT-NLG
+    "mtnlg_allreduce_s": lambda f: number_range([_breakdown_s(n, "dp_allreduce") for n in MTNLG], ".2f"),
+    "mtnlg_optimizer_s": lambda f: f"{_breakdown_s(MTNLG[-1], 'optimizer'):.2f}",
+    "narayanan_530b_trend_pt": lambda f: f"{100 * max(abs(p.difference) for p in _trend(f, NARAYANAN_530B)):.1f}",
+    "mtnlg_nccl_ring_us": lambda f: number_range(
+        [1e6 * scale_loss.nccl_allreduce_latency_s("ring", s.data, s.data) for s in _scales(f, MTNLG)], ".0f"),
+    "mtnlg_nccl_tree_us": lambda f: number_range(
+        [1e6 * scale_loss.nccl_allreduce_latency_s("tree", s.data, s.data) for s in _scales(f, MTNLG)], ".0f"),
+    "slowest_device_sigma": lambda f: percent(_slowest_device_sigma(f)),
+    "slowest_device_held_out_pt": _slowest_device_held_out_pt,
+    "mtnlg_fixed_mb1_s": _mtnlg_fixed_s,
+    "mtnlg_fixed_mb2_s": lambda f: f"{scale_loss.model_fixed_s_at_microbatch(MTNLG, 2):.1f}",
+    "mtnlg_efficiency": lambda f: f"{get_stack('megatron-deepspeed').fit_on('a100').framework_efficiency:.3f}",
+    "mtnlg_efficiency_mb2": lambda f: f"{_mtnlg_efficiency_at_microbatch_2(f):.3f}",
+    "bloom_error": lambda f: signed_percent(f.error(BLOOM), 1),
+    "bloom_error_mb2": lambda f: signed_percent(
+        error_with(get_case(BLOOM), framework_efficiency=_mtnlg_efficiency_at_microbatch_2(f)), 1),
+    # DGX Cloud GPT-3 175B
+    "dgxc_fp8_trend_pt": _dgxc_fp8_trend_pt_before_2048,
+    "dgxc_added_s": _dgxc_added_s,
+    # Llama 3 405B paper rows
+    "llama3_paper_8k_least": _llama3_paper_8k_least,
+    "llama3_paper_cp_share": lambda f: percent(long_context_gap.score_share(get_case(LLAMA3_PAPER_CP))),
+    "llama3_paper_cp_convention": lambda f: percent(_convention_factor() - 1),
+    "llama3_paper_drop_pt": _llama3_paper_drop_pt,
+    # NeMo 24.03 long context
+    "nemo_4k_error": lambda f: signed_percent(_nemo_table(f)[0].error),
+    "nemo_4k_share": lambda f: percent(_nemo_table(f)[0].score_share),
+    "nemo_fitted_efficiencies": lambda f: number_range([r.fitted_efficiency for r in _nemo_table(f)], ".2f"),
+    "nemo_causal_tilt": lambda f: (f"{signed_percent(_nemo_table(f)[0].causal_count_error)} to "
+                                   f"{signed_percent(min(r.causal_count_error for r in _nemo_table(f)))}"),
+    "nemo_send_over_block": lambda f: f"{max(r.send_over_block for r in _nemo_table(f)):.2f}",
+    "nemo_cp_errors": lambda f: percent_range(f.error(n) for n in NEMO_CP),
+    "bridge_llama3_8b_errors": lambda f: percent_range(_bridge_llama3_8b_errors(f)),
+    "nemo_over_bridge": _nemo_over_bridge,
+    # Megatron-Bridge Llama 3.1 405B
+    "bridge_405b_errors": lambda f: percent_span(f.error(n) for n in BRIDGE_405B),
+    "bridge_405b_tp_exposed": lambda f: percent_range(_bridge_405b_tp_exposed()),
+    # Megatron-Bridge Qwen3-30B-A3B 25.11
+    "qwen3_fullest_gib": lambda f: f"{_qwen3_fullest_device().total / GIB:.1f}",
+    "qwen3_chunks": lambda f: _qwen3_chunks_in_flight(),
+    "qwen3_optimizer_gib": lambda f: f"{_qwen3_fullest_device().optimizer / GIB:.0f}",
+    "qwen3_predicted": lambda f: f"{f.prediction(QWEN3_2511).predicted:,.0f}",
+    "qwen3_error": lambda f: signed_percent(f.error(QWEN3_2511)),
+}
+"""Every figure the gap prose may quote, by the name its templates use."""
