@@ -95,7 +95,7 @@ def test_the_zero_traffic_table_equals_each_layers_collectives():
             t, c, e = s.tensor_width, s.context_parallel, s.expert_parallel
             for d in range(e, s.n_devices // (t * c) + 1, e):
                 for zero in (2, 3):
-                    exposed = search.prices.layer_zero_comm_s(d, zero)
+                    exposed = search.zero_traffic.layer_zero_comm_s(d, zero)
                     if d * c == 1:
                         assert exposed is None
                         continue

@@ -1,5 +1,5 @@
 """The costing of one candidate plan: the stage costs of its variant (:meth:`CandidateCosts.variant`: the memory of
-its ZeRO stage, interleave and replicas, the sends of its network level, its ZeRO traffic, with the suffix DP shared
+its ZeRO stage, interleave and replicas, the sends of its network level, its ZeRO-2/3 traffic, with the suffix DP shared
 by every shape of that variant) and, for one partition into stages, each stage's recompute mode and time, the
 once-per-batch sync and the time per batch (:meth:`CandidateCosts.time_per_batch_s`), the numbers the search
 compares and the plan record (:mod:`phaze_env.placement.record`) reports."""
@@ -16,15 +16,18 @@ from phaze_env.placement.prices import Prices
 from phaze_env.placement.stage_costs import StageCosts, StageMemory, layer_stash_bytes
 from phaze_env.placement.stages import StageTable
 from phaze_env.placement.suffix_dp import SuffixDP
+from phaze_env.placement.zero_traffic import ZeroTraffic
 
 
 class CandidateCosts:
     """Stage costs per variant and the time of a partition, for one placement search (each variant built once)."""
 
-    def __init__(self, layers: LayerArrays, table: StageTable, settings: Settings, prices: Prices):
+    def __init__(self, layers: LayerArrays, table: StageTable, settings: Settings, prices: Prices,
+                 zero_traffic: ZeroTraffic):
         self.table = table
         self.settings = settings
         self.prices = prices
+        self.zero_traffic = zero_traffic
         s = settings
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._memory: dict[tuple[float, int, int], StageMemory] = {}
@@ -59,9 +62,9 @@ class CandidateCosts:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""
         level = self.prices.level(shape)
         memory = self.memory_for(shape)
-        zero_comm = self.prices.zero_comm_s(shape.data_parallel, shape.zero)
+        zero_comm = self.zero_traffic.zero_comm_s(shape.data_parallel, shape.zero)
         # data-parallel degrees with equal limits (and no ZeRO-2/3 traffic) share one DP; the traffic arrays live
-        # in the prices (:meth:`Prices.zero_comm_s`) for the whole search, so their identity names them
+        # in ``self.zero_traffic`` for the whole search, so their identity names them
         key = (level, shape.interleave, memory.signature, id(zero_comm))
         if key not in self._variants:
             costs = StageCosts(self.table, self.prices.p2p_s(level), zero_comm, memory)

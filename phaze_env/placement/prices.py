@@ -1,7 +1,8 @@
-"""What a candidate plan pays beyond its layers' passes, on the cluster's network and HBM (:class:`Prices`): the
-data-parallel collectives and the optimizer step once per batch (a stage's sync), the ZeRO-2/3 collectives per
-microbatch, the collectives a stack overlaps with the passes (:mod:`phaze_env.placement.dp_overlap`) and the pipeline
-sends, each exactly as the search adds them and, elementwise over candidates, their floors for its bounds. The
+"""What a candidate plan pays beyond its layers' passes once per batch and per message, on the cluster's network and
+HBM (:class:`Prices`): the data-parallel collectives and the optimizer step after the flush (a stage's sync), or under
+a stack that overlaps them with the passes only what they leave exposed (:mod:`phaze_env.placement.dp_overlap`), and
+the pipeline sends, each exactly as the search adds them and, elementwise over candidates, their floors for its
+bounds. The per-microbatch ZeRO-2/3 collectives are :class:`~phaze_env.placement.zero_traffic.ZeroTraffic`'s. The
 collectives are priced through :mod:`phaze_env.placement.collectives`; the model is stated in
 :mod:`phaze_env.placement.search`'s docstring."""
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from phaze_env.placement.candidates import Shape
 from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
-                                             pipeline_send_s)
+                                             hybrid_collective_s, pipeline_send_s)
 from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_counts, exposed_floor_s, interleaved_exposed_s,
                                             stage_exposed_s)
 from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
@@ -34,12 +35,9 @@ class Prices:
         self.settings = settings
         self._p2p: dict[object, np.ndarray] = {}
         self._least_p2p: dict[object, float] = {}  # level -> the cheapest send of a stage of a p ≥ 2 pipeline
-        self._zero_comm: dict[tuple[int, int], np.ndarray] = {}
-        self._layer_zero_comm: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ZeRO stage -> per (d, layer), totals
         self._sync_compact: dict[tuple, np.ndarray] = {}  # (layout, d, zero, p, v) -> stage syncs (e > 1 or overlap)
         self._overlap_syncs: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # (d, zero, p, v) -> (exposed, sync)
         self._overlap_layers: dict[tuple[int, int], tuple] = {}  # (d, zero) -> each layer's overlapped collectives
-        self.no_time = np.zeros_like(table.fwd_s)  # every stage: 0 s (no traffic, or no sends)
 
     def _group(self, data_parallel: int, expert: bool) -> dict:
         """Where the weight replicas sit, as :meth:`Network.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
@@ -106,7 +104,8 @@ class Prices:
     def overlaps(self, zero: int) -> bool:
         """Whether the stack hides this ZeRO stage's once-per-batch collectives under the passes
         (``Stack.dp_comm_overlap``: ZeRO-0's gradient all-reduce, ZeRO-1's reduce-scatter and all-gather;
-        :mod:`phaze_env.placement.dp_overlap`). ZeRO-2/3 overlap theirs per microbatch already (:meth:`zero_comm_s`)."""
+        :mod:`phaze_env.placement.dp_overlap`). ZeRO-2/3 overlap theirs per microbatch already
+        (:meth:`~phaze_env.placement.zero_traffic.ZeroTraffic.zero_comm_s`)."""
         return self.settings.cluster.stack.dp_comm_overlap and zero <= 1
 
     def walks_on_sync(self, zero: int) -> bool:
@@ -155,7 +154,7 @@ class Prices:
             exposed = np.zeros(table.valid.shape)
             for comm_s, cover_s in self.overlap_collectives_s(data_parallel, zero):
                 one = stage_exposed_s(table.member, table.valid, comm_s, cover_s, buckets, table.chain)
-                exposed = exposed + interleaved_exposed_s(one, _stage_sums(table, comm_s), _stage_sums(table, cover_s),
+                exposed = exposed + interleaved_exposed_s(one, table.layer_sum(comm_s), table.layer_sum(cover_s),
                                                           stages, interleave)
             stage_experts = table.expert_param_bytes if e > 1 else np.zeros_like(table.param_bytes)
             step = (s.optimizer_step_s(np.where(table.valid, table.param_bytes - stage_experts, 0.0),
@@ -189,87 +188,6 @@ class Prices:
         result = floor / np.asarray(stages)
         return float(result[0]) if np.ndim(data_parallel) == 0 else result
 
-    def zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray:
-        """Every stage's exposed ZeRO-2/3 collectives per microbatch (0 for ZeRO-0/1).
-
-        Each microbatch's gradients are reduce-scattered as its backward pass produces them (sharded
-        gradients cannot accumulate whole ones: DeepSpeed's ZeRO-2 reduces every micro-step, FSDP without
-        ``no_sync``); ZeRO-3 also all-gathers each layer's weights in the forward and again in the backward
-        pass (FSDP's ``reshard_after_forward=True``). Assumed overlap (FSDP's forward/backward prefetch and
-        DeepSpeed's ``overlap_comm``, on their own stream): a layer's collectives run while the layer
-        computes, so each layer adds ``max(0, all-gather − fwd) + max(0, all-gather + reduce-scatter − bwd)``
-        (ZeRO-2: ``max(0, reduce-scatter − bwd)``); recomputation is not counted as cover. The collective after
-        the flush (:meth:`allreduce_s`) is not overlapped, for any stage: ZeRO-0/1 pay their whole all-reduce there.
-        At ``e > 1`` a layer's expert bytes have their own collectives over the ``d·c/e`` expert replicas (one
-        after the other with the dense ones).
-
-        Hybrid sharding (``PlanSpec.shard_group`` ``h``, FSDP's ``HYBRID_SHARD``): the all-gathers and the
-        reduce-scatter span the ``h`` ranks of a shard group (``t`` apart), and each layer's gradient shard
-        (``1/h`` of its gradient) is then all-reduced across the ``d·c/h`` groups (``t·h`` apart) in the same
-        post-backward step (``torch.distributed.fsdp`` ``_post_backward_hook``: reduce-scatter, then all-reduce in
-        the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``; a stack
-        that runs that all-reduce once after the backward pass instead (``Stack.hybrid_allreduce_overlapped``
-        False) pays it whole after the flush (:meth:`part_allreduce_s`); one that overlaps it but does not hide all of
-        it (``Stack.hybrid_allreduce_exposure`` ``x`` > 0) adds ``x`` × each layer's all-reduce on top.
-        """
-        key = (data_parallel, zero)
-        if key not in self._zero_comm:
-            exposed = self.layer_zero_comm_s(data_parallel, zero)
-            self._zero_comm[key] = self.no_time if exposed is None else _stage_sums(self.table, exposed)
-        return self._zero_comm[key]
-
-    def layer_zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray | None:
-        """Each layer's exposed ZeRO-2/3 collectives per microbatch (:meth:`zero_comm_s` sums them per stage);
-        ``None`` when there are none (ZeRO-0/1, or one weight replica)."""
-        if zero < 2 or self.settings.weight_replicas(data_parallel) == 1:
-            return None
-        return self.layer_zero_comm_table(zero)[0][data_parallel // self.settings.expert_parallel - 1]
-
-    def layer_zero_comm_table(self, zero: int) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`layer_zero_comm_s` of ZeRO-2 or 3 for every ``d = e, 2e, … ≤ N/(t·c)`` at once (row ``d/e − 1``),
-        and each row's total: one array expression per search instead of one per ``d``."""
-        if zero not in self._layer_zero_comm:
-            layers, s = self.layers, self.settings
-            e = s.expert_parallel
-            data_parallel = e * np.arange(1, max(1, s.n_devices // (s.replica_devices * e)) + 1)
-            replicas = s.weight_replicas(data_parallel)
-            experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
-
-            def collective_s(kind: str, per_param: float) -> np.ndarray:
-                dense_table = collective_affine(s.cluster, kind, s.tensor_width)
-                fixed, per_byte = (part[:, None] for part in dense_table.take(replicas - 1))
-                dense = (layers.param_bytes - experts) * per_param
-                times = np.where(dense > 0, fixed + per_byte * dense, 0.0)
-                if experts.any():
-                    expert_table = self._expert_affine(kind)
-                    fixed_e, per_byte_e = (part[:, None] for part in expert_table.take(data_parallel // e - 1))
-                    times = times + np.where(experts > 0, fixed_e + per_byte_e * experts * per_param, 0.0)
-                return times
-
-            shards = s.plan.shard_group
-            always = 0.0
-            if shards is None:
-                gather = collective_s("allgather", 1.0)
-                scatter = collective_s("reducescatter", GRADIENT_FACTOR)
-            else:  # hybrid: the shard group's collectives, then the shard's all-reduce across the groups (rows of a
-                # d the group does not divide are never read: the DP only visits d with h | d·c)
-                groups = np.maximum(replicas // shards, 1)[:, None]
-                gather = self._hybrid_s("allgather", layers.param_bytes, shards, 1, 1.0)
-                scatter = self._hybrid_s("reducescatter", layers.param_bytes, shards, 1, GRADIENT_FACTOR)
-                if s.cluster.stack.hybrid_allreduce_overlapped:  # else once per batch after the flush (part_allreduce_s)
-                    allreduce = self._hybrid_s("allreduce", layers.param_bytes / shards, groups, shards,
-                                               GRADIENT_FACTOR)
-                    scatter = scatter + allreduce
-                    always = s.cluster.stack.hybrid_allreduce_exposure * allreduce  # the share the backward does not hide
-            if zero == 2:
-                exposed = np.maximum(scatter - layers.bwd_s, 0.0)
-            else:
-                exposed = np.maximum(gather - layers.fwd_s, 0.0) + np.maximum(gather + scatter - layers.bwd_s, 0.0)
-            exposed = exposed + always
-            exposed = np.broadcast_to(exposed, (len(replicas), len(layers)))
-            self._layer_zero_comm[zero] = exposed, exposed.sum(axis=1)
-        return self._layer_zero_comm[zero]
-
     def least_p2p_s(self, shape: Shape) -> float:
         """The cheapest per-microbatch send time of any stage of a ``p ≥ 2`` pipeline of ``shape`` (0 when ``p = 1``):
         every stage but the whole model's, on the network level the shape's pipeline crosses."""
@@ -287,15 +205,6 @@ class Prices:
         if level not in self._p2p:
             self._p2p[level] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
         return self._p2p[level]
-
-    def _hybrid_s(self, kind: str, param_bytes: np.ndarray, group: int | np.ndarray, spacing: int,
-                  per_param: float) -> np.ndarray:
-        """A ``kind`` collective of every layer's ``param_bytes · per_param`` over ``group`` weight replicas
-        ``spacing`` replicas apart (``t·spacing`` devices apart), 0 for a layer without weights (``group`` an array
-        of shape ``(rows, 1)``: one row per group size)."""
-        table = collective_affine(self.settings.cluster, kind, self.settings.tensor_width * spacing)
-        fixed, per_byte = table.take(np.asarray(group) - 1)
-        return np.where(param_bytes > 0, fixed + per_byte * param_bytes * per_param, 0.0)
 
     def sync_compact(self, shape: Shape, memory: StageMemory) -> np.ndarray:
         """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted), each
@@ -343,7 +252,8 @@ class Prices:
             hybrid = self._hybrid_after_flush(d, stage, expert)
             if hybrid is not None:  # the gradient shard's all-reduce across the shard groups (part_allreduce_s)
                 groups, shards = hybrid
-                times[rows] += self._hybrid_s("allreduce", size / shards, np.maximum(groups, 1), shards, GRADIENT_FACTOR)
+                times[rows] += hybrid_collective_s(s.cluster, "allreduce", s.tensor_width, size / shards,
+                                                   np.maximum(groups, 1), shards, GRADIENT_FACTOR)
                 continue
             kind, payload = _BATCH_COLLECTIVE[stage]
             if kind is None:
@@ -354,9 +264,3 @@ class Prices:
                 fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(group - 1)
             times[rows] += np.where(size > 0, fixed + per_byte * size * payload, 0.0)
         return np.where(param_bytes > 0, times, 0.0)
-
-
-def _stage_sums(table: StageTable, values: np.ndarray) -> np.ndarray:
-    """Every stage's sum of a per-layer quantity (0 where no stage)."""
-    inside = table.member.astype(float) @ values
-    return np.where(table.valid, inside[None, :] - inside[:, None], 0.0)

@@ -8,9 +8,9 @@ microbatches per replica, ``v`` virtual stages per device):
   is 0 (``none``), the attention cores' forward (``selective``, Korthikanti et al. 2022 §5) or the transformer
   layers' forward (``full``: ``recompute_fwd_s``, Megatron-LM reruns neither the embedding nor the LM head);
   each stage uses the fastest allowed mode that fits its memory. ZeRO traffic
-  (:meth:`~phaze_env.placement.prices.Prices.zero_comm_s`): ZeRO-2 reduce-scatters each microbatch's gradients,
-  ZeRO-3 also all-gathers each layer's weights in the forward and again in the backward pass; a layer's collectives
-  overlap its own compute (prefetch), so a layer adds only ``max(0, comm − compute)``; a pinned hybrid shard
+  (:meth:`~phaze_env.placement.zero_traffic.ZeroTraffic.zero_comm_s`): ZeRO-2 reduce-scatters each microbatch's
+  gradients, ZeRO-3 also all-gathers each layer's weights in the forward and again in the backward pass; a layer's
+  collectives overlap its own compute (prefetch), so a layer adds only ``max(0, comm − compute)``; a pinned hybrid shard
   group ``h`` (``+shard<h>``, FSDP's HSDP) gathers and scatters over ``h`` ranks and all-reduces each gradient
   shard across the ``d·c/h`` groups;
 * memory of a stage: ``weights + gradients + optimizer state``, of which ZeRO-``z`` divides the first
@@ -106,6 +106,7 @@ from phaze_env.placement.rules import RunnableShapes
 from phaze_env.placement.stage_costs import StageCosts
 from phaze_env.placement.stages import StageTable
 from phaze_env.placement.suffix_dp import SuffixDP
+from phaze_env.placement.zero_traffic import ZeroTraffic
 
 _LOWER_BOUND_SLACK = 1.0 - 1e-12  # keeps rounding in prefix sums from pruning an exact tie
 
@@ -127,8 +128,9 @@ class PlacementSearch:
     """Best plan for one tensor width, microbatch size and HBM capacity (see module docstring): which shapes
     (:mod:`~phaze_env.placement.candidates`) are solved, in the order of their lower bounds, and the argmin over
     their partitions. What a shape costs is :class:`~phaze_env.placement.candidate_costs.CandidateCosts`' (with the
-    network and optimizer terms of :class:`~phaze_env.placement.prices.Prices`); the plan found, or why none was, is
-    written by :mod:`phaze_env.placement.record`."""
+    network and optimizer terms of :class:`~phaze_env.placement.prices.Prices` and the ZeRO-2/3 traffic of
+    :class:`~phaze_env.placement.zero_traffic.ZeroTraffic`); the plan found, or why none was, is written by
+    :mod:`phaze_env.placement.record`."""
 
     def __init__(self, layers: LayerArrays, table: StageTable, settings: Settings, max_stages: int):
         self.layers = layers
@@ -138,12 +140,13 @@ class PlacementSearch:
         self.rules = RunnableShapes(s, table)
         self.max_stages = max_stages if self.rules.plan_rules.pipeline else 1
         self.prices = Prices(layers, table, settings)
-        self.costing = CandidateCosts(layers, table, settings, self.prices)
+        self.zero_traffic = ZeroTraffic(layers, table, settings)
+        self.costing = CandidateCosts(layers, table, settings, self.prices, self.zero_traffic)
         self._sync_floor: dict[tuple[int, int, int, int], float] = {}  # (p, d, zero, v) -> sync floor of any partition
         self._layer_work_s = float(layers.fwd_s.sum() + layers.bwd_s.sum())
         # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no buffers, no p2p.
-        no_time = self.prices.no_time
-        loosest = StageCosts(table, no_time, no_time, self.costing.memory(self.costing.loosest_state, 1, 0))
+        none = self.zero_traffic.none
+        loosest = StageCosts(table, none, none, self.costing.memory(self.costing.loosest_state, 1, 0))
         self.loosest_dp = SuffixDP(table, loosest)
         deepest = min(self.max_stages, self.costing.most_replicas)
         self.loosest_s = [self.loosest_dp.min_stage_time(1, stages) for stages in range(1, deepest + 1)]
@@ -309,7 +312,7 @@ class PlacementSearch:
         ZeRO-2/3 traffic (recompute and p2p only add), so the slowest is at least the average, that total over ``p``."""
         total = self._layer_work_s
         if shape.zero >= 2 and self.settings.weight_replicas(shape.data_parallel) > 1:
-            totals = self.prices.layer_zero_comm_table(shape.zero)[1]
+            totals = self.zero_traffic.layer_zero_comm_table(shape.zero)[1]
             total += float(totals[shape.data_parallel // self.settings.expert_parallel - 1])
         return total / shape.stages
 
