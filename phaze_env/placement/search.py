@@ -144,7 +144,8 @@ class PlacementSearch:
         self.costing = CandidateCosts(layers, table, settings, self.prices, self.zero_traffic)
         self._sync_floor: dict[tuple[int, int, int, int], float] = {}  # (p, d, zero, v) -> sync floor of any partition
         self._layer_work_s = float(layers.fwd_s.sum() + layers.bwd_s.sum())
-        # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no buffers, no p2p.
+        # The loosest DP, bounding every variant's: the loosest memory (CandidateCosts.loosest_state), no ZeRO
+        # traffic, no p2p.
         none = self.zero_traffic.none
         loosest = StageCosts(table, none, none, self.costing.memory(self.costing.loosest_state, 1, 0))
         self.loosest_dp = SuffixDP(table, loosest)

@@ -149,7 +149,6 @@ class StageCosts:
         return result
 
 
-
 def _most_in_flight(fixed_bytes: np.ndarray, per_microbatch_bytes: np.ndarray, hbm_bytes: float) -> np.ndarray:
     """Largest ``n`` with ``fixed + n·per_microbatch ≤ hbm`` (``inf`` if unbounded, ``-1`` if none).
 
@@ -188,7 +187,8 @@ def layer_stash_bytes(settings: Settings, layers: LayerArrays, mode: str) -> np.
         return stash
     if mode == "selective":
         return stash - layers.attention_stash_bytes
-    # full: the rebuilt layer's stash. Its checkpointed input is left out of this lower bound: in a DAG
-    # only sources checkpoint their own ``input_bytes`` (a non-source's is what its predecessors output)
+    # full: the rebuilt layer's stash. Its checkpointed input is left out (the footprint a layer alone needs is then
+    # a lower bound): in a DAG only sources checkpoint their own ``input_bytes`` (a non-source's is what its
+    # predecessors output)
     return stash
 

@@ -34,8 +34,8 @@ class ZeroTraffic:
         DeepSpeed's ``overlap_comm``, on their own stream): a layer's collectives run while the layer
         computes, so each layer adds ``max(0, all-gather − fwd) + max(0, all-gather + reduce-scatter − bwd)``
         (ZeRO-2: ``max(0, reduce-scatter − bwd)``); recomputation is not counted as cover. The collective after
-        the flush (:meth:`Prices.allreduce_s <phaze_env.placement.prices.Prices.allreduce_s>`) is not overlapped, for any stage: ZeRO-0/1 pay their whole all-reduce there.
-        At ``e > 1`` a layer's expert bytes have their own collectives over the ``d·c/e`` expert replicas (one
+        the flush (:meth:`~phaze_env.placement.prices.Prices.allreduce_s`) is not overlapped, for any stage: ZeRO-0/1
+        pay their whole all-reduce there. At ``e > 1`` a layer's expert bytes have their own collectives over the ``d·c/e`` expert replicas (one
         after the other with the dense ones).
 
         Hybrid sharding (``PlanSpec.shard_group`` ``h``, FSDP's ``HYBRID_SHARD``): the all-gathers and the
@@ -44,8 +44,9 @@ class ZeroTraffic:
         post-backward step (``torch.distributed.fsdp`` ``_post_backward_hook``: reduce-scatter, then all-reduce in
         the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``; a stack
         that runs that all-reduce once after the backward pass instead (``Stack.hybrid_allreduce_overlapped``
-        False) pays it whole after the flush (:meth:`~phaze_env.placement.prices.Prices.part_allreduce_s`); one that overlaps it but does not hide all of
-        it (``Stack.hybrid_allreduce_exposure`` ``x`` > 0) adds ``x`` × each layer's all-reduce on top.
+        False) pays it whole after the flush (:meth:`~phaze_env.placement.prices.Prices.part_allreduce_s`); one that
+        overlaps it but does not hide all of it (``Stack.hybrid_allreduce_exposure`` ``x`` > 0) adds ``x`` × each
+        layer's all-reduce on top.
         """
         key = (data_parallel, zero)
         if key not in self._zero_comm:
@@ -89,11 +90,12 @@ class ZeroTraffic:
             else:  # hybrid: the shard group's collectives, then the shard's all-reduce across the groups (rows of a
                 # d the group does not divide are never read: the DP only visits d with h | d·c)
                 groups = np.maximum(replicas // shards, 1)[:, None]
-                gather = hybrid_collective_s(s.cluster, "allgather", s.tensor_width, layers.param_bytes, shards, 1,
-                                             1.0)
-                scatter = hybrid_collective_s(s.cluster, "reducescatter", s.tensor_width, layers.param_bytes, shards, 1,
+                weights = layers.param_bytes
+                gather = hybrid_collective_s(s.cluster, "allgather", s.tensor_width, weights, shards, 1, 1.0)
+                scatter = hybrid_collective_s(s.cluster, "reducescatter", s.tensor_width, weights, shards, 1,
                                               GRADIENT_FACTOR)
-                if s.cluster.stack.hybrid_allreduce_overlapped:  # else once per batch after the flush (Prices.part_allreduce_s)
+                # else once per batch after the flush (Prices.part_allreduce_s)
+                if s.cluster.stack.hybrid_allreduce_overlapped:
                     allreduce = hybrid_collective_s(s.cluster, "allreduce", s.tensor_width,
                                                     layers.param_bytes / shards, groups, shards, GRADIENT_FACTOR)
                     scatter = scatter + allreduce
