@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.placement import Settings, best_plan
 from phaze_env.placement.inputs import GRADIENT_FACTOR, layer_arrays
+from phaze_env.placement.record import obviously_infeasible
 from phaze_env.placement.search import PlacementSearch, _Best
 from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanRules, PlanSpec
@@ -236,7 +237,7 @@ def test_dp_bounds_never_exceed_a_shapes_optimum(layers, cluster, t, ce, m, zero
                          hbm_bandwidth_Bps=step_Bps)
     arrays = layer_arrays(at_expert_parallel(layers, e))
     search = PlacementSearch(arrays, chain_stages(arrays), settings_, max_stages=len(layers))
-    if search._obviously_infeasible():
+    if obviously_infeasible(settings_, arrays, search.max_stages, search.costing.loosest_state):
         return
     best_s = solve_every_shape(search)
     found = search.run()

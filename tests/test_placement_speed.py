@@ -36,7 +36,7 @@ def _searches(seed: int):
 
 def _slowest_stage_s(search: PlacementSearch, shape) -> float:
     """The shape's own min-max stage time (its DP with its memory, p2p and ZeRO traffic)."""
-    costs, dp = search.variant(shape)
+    costs, dp = search.costing.variant(shape)
     if shape.interleave == 1:
         return dp.min_stage_time(shape.microbatches, shape.stages)
     return dp.constrained(shape.stages, search._stage_values(shape, costs))[0]
@@ -95,7 +95,7 @@ def test_the_zero_traffic_table_equals_each_layers_collectives():
             t, c, e = s.tensor_width, s.context_parallel, s.expert_parallel
             for d in range(e, s.n_devices // (t * c) + 1, e):
                 for zero in (2, 3):
-                    exposed = search.layer_zero_comm_s(d, zero)
+                    exposed = search.zero_traffic.layer_zero_comm_s(d, zero)
                     if d * c == 1:
                         assert exposed is None
                         continue

@@ -240,7 +240,7 @@ def _last_bucket_floor(prices: DataParallelPrices, expert_parallel: int, data_pa
                      else np.asarray(layer_expert_param_bytes, dtype=float))
     if not (params > 0).all():
         return np.zeros(len(data_parallel))
-    # the DP's count (PlacementSearch.overlap_syncs): dense and expert-shard buckets apart, at every e
+    # the DP's count (Prices.overlap_syncs): dense and expert-shard buckets apart, at every e
     buckets = bucket_counts(params - whole_experts) + bucket_counts(whole_experts / e)
     # its collectives (overlap_collectives_s): at e = 1 every byte over the d replicas
     experts = whole_experts / e if e > 1 else np.zeros_like(params)

@@ -79,6 +79,16 @@ def collective_affine(cluster: Cluster, kind: str, stride: int) -> AffineTable:
     return AffineTable(cluster, kind, size, lambda i: {"group": i + 1, "stride": stride})
 
 
+def hybrid_collective_s(cluster: Cluster, kind: str, tensor_width: int, param_bytes: np.ndarray,
+                        group: int | np.ndarray, spacing: int, per_param: float) -> np.ndarray:
+    """A ``kind`` collective of every layer's ``param_bytes · per_param`` over ``group`` weight replicas ``spacing``
+    replicas apart (``t·spacing`` devices apart), 0 for a layer without weights (``group`` an array of shape
+    ``(rows, 1)``: one row per group size): a hybrid-sharded (``PlanSpec.shard_group``) ZeRO-3 stage's collectives."""
+    table = collective_affine(cluster, kind, tensor_width * spacing)
+    fixed, per_byte = table.take(np.asarray(group) - 1)
+    return np.where(param_bytes > 0, fixed + per_byte * param_bytes * per_param, 0.0)
+
+
 @dataclass(frozen=True)
 class DataParallelPrices:
     """Data-parallel collectives at given data-parallel degrees ``d``, each kind as ``(fixed_s, per_byte_s)`` arrays
@@ -103,4 +113,4 @@ def data_parallel_prices(cluster: Cluster, kinds: Iterable[str], tensor_width: i
 
 
 __all__ = ["AffineTable", "DataParallelPrices", "collective_affine", "data_parallel_prices", "expert_collective_affine",
-           "expert_group", "p2p_bound_s", "pipeline_send_s"]
+           "expert_group", "hybrid_collective_s", "p2p_bound_s", "pipeline_send_s"]

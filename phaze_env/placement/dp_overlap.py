@@ -56,7 +56,7 @@ OVERLAPPED_COLLECTIVES = {0: (("allreduce", GRADIENT_FACTOR, "bwd_s"),),
 """Per ZeRO stage the stack overlaps (0 and 1), its once-per-batch collectives as ``(kind, payload per weight byte,
 the pass that hides it)``: ZeRO-0's gradient all-reduce under the backward; ZeRO-1's gradient reduce-scatter under the
 backward and its updated weights' all-gather under the next forward. The placement DP
-(:meth:`~phaze_env.placement.search.PlacementSearch.overlap_collectives_s`) and the search's bound
+(:meth:`~phaze_env.placement.prices.Prices.overlap_collectives_s`) and the search's bound
 (:func:`~phaze_env.placement.bounds.placement_time_bound_s`) both price these."""
 
 

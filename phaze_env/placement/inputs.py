@@ -260,6 +260,20 @@ class Settings:
             return self.plan.interleave > 1
         return self.cluster.stack.interleaved_schedule and self.cluster.stack.plan_rules.pipeline
 
+    @property
+    def replica_devices(self) -> int:
+        """Devices of one pipeline stage of one replica: the tensor group times the context-parallel ranks."""
+        return self.tensor_width * self.context_parallel
+
+    def weight_replicas(self, data_parallel: int | np.ndarray) -> int | np.ndarray:
+        """Ranks holding the same weights: ``d·c`` (context-parallel ranks differ only in their tokens); the
+        data-parallel collectives and ZeRO's shards span them."""
+        return data_parallel * self.context_parallel
+
+    def expert_replicas(self, data_parallel: int | np.ndarray) -> int | np.ndarray:
+        """Ranks holding the same expert shard: ``d·c/e`` (Megatron-Core's expert data parallelism, DP·CP/EP)."""
+        return data_parallel * self.context_parallel // self.expert_parallel
+
     def zero_shards(self, weight_replicas: int) -> int:
         """How many ways ZeRO shards the state of ``weight_replicas`` replicas: all of them, or the plan's hybrid
         shard group (``PlanSpec.shard_group``: FSDP's HYBRID_SHARD shards within the group, replicates across)."""

@@ -101,7 +101,7 @@ class RunnableShapes:
 
     def compact_mask(self, interleave: int, stages: int, memory) -> np.ndarray | None:
         """:meth:`stage_mask` in the compact layout of ``memory``
-        (a :class:`~phaze_env.placement.search.StageMemory`)."""
+        (a :class:`~phaze_env.placement.stage_costs.StageMemory`)."""
         rule = self.stage_mask(interleave, stages)
         if rule is None:
             return None

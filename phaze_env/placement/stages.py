@@ -69,6 +69,11 @@ class StageTable:
             np.maximum(result, np.where(inside, value, 0.0), out=result)
         return np.where(self.valid, result, 0.0)
 
+    def layer_sum(self, values: np.ndarray) -> np.ndarray:
+        """Every stage's sum of a per-layer value (0 where no stage)."""
+        inside = self.member.astype(float) @ values
+        return np.where(self.valid, inside[None, :] - inside[:, None], 0.0)
+
     def p2p_s(self, send_s: Callable[[float], float]) -> np.ndarray:
         """Per-microbatch send time of every stage, ``send_s(payload)`` per message (0 for no message)."""
         return np.where(self.valid, _elementwise(self.send_forward_bytes, send_s)

@@ -1,0 +1,123 @@
+"""The costing of one candidate plan: the stage costs of its variant (:meth:`CandidateCosts.variant`: the memory of
+its ZeRO stage, interleave and replicas, the sends of its network level, its ZeRO-2/3 traffic, with the suffix DP shared
+by every shape of that variant) and, for one partition into stages, each stage's recompute mode and time, the
+once-per-batch sync and the time per batch (:meth:`CandidateCosts.time_per_batch_s`), the numbers the search
+compares and the plan record (:mod:`phaze_env.placement.record`) reports."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from phaze_env.placement.candidates import Shape
+from phaze_env.placement.inputs import LayerArrays, Settings, pipeline_time_s, zero_buffer_factor
+from phaze_env.placement.prices import Prices
+from phaze_env.placement.stage_costs import StageCosts, StageMemory, layer_stash_bytes
+from phaze_env.placement.stages import StageTable
+from phaze_env.placement.suffix_dp import SuffixDP
+from phaze_env.placement.zero_traffic import ZeroTraffic
+
+
+class CandidateCosts:
+    """Stage costs per variant and the time of a partition, for one placement search (each variant built once)."""
+
+    def __init__(self, layers: LayerArrays, table: StageTable, settings: Settings, prices: Prices,
+                 zero_traffic: ZeroTraffic):
+        self.table = table
+        self.settings = settings
+        self.prices = prices
+        self.zero_traffic = zero_traffic
+        s = settings
+        self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
+        self._memory: dict[tuple[float, int, int], StageMemory] = {}
+        # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
+        self.transient_bytes = table.layer_max(layer_stash_bytes(settings, layers, "none"))
+        self._largest_layer_params = table.layer_max(layers.param_bytes)
+        # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no buffers, no p2p.
+        self.most_replicas = max(1, s.n_devices // s.replica_devices)
+        self.loosest_state = min(s.state_factor(s.zero_shards(s.weight_replicas(self.most_replicas)), zero)
+                                 for zero in s.zero_stages)
+
+    def memory(self, state_factor: float, interleave: int, zero: int, expert_extra: float = 0.0) -> StageMemory:
+        """The memory side of a state factor, interleave, ZeRO stage (its buffers) and expert state extra."""
+        key = (state_factor, interleave, zero_buffer_factor(zero), expert_extra)
+        if key not in self._memory:
+            loosest = (self.loosest_state, interleave, 0.0, 0.0)
+            layout = None if key == loosest else self.memory(self.loosest_state, interleave, 0)
+            buffer_bytes = self._largest_layer_params * key[2]
+            self._memory[key] = StageMemory(self.table, self.settings, state_factor, interleave, self.transient_bytes,
+                                            buffer_bytes, layout, expert_extra)
+        return self._memory[key]
+
+    def memory_for(self, shape: Shape) -> StageMemory:
+        """The memory side of one shape (ZeRO shards dense bytes over the ``d·c`` weight replicas, expert bytes
+        over the ``d·c/e`` expert replicas)."""
+        s = self.settings
+        replicas = s.weight_replicas(shape.data_parallel)
+        return self.memory(s.state_factor(s.zero_shards(replicas), shape.zero), shape.interleave, shape.zero,
+                           s.expert_state_extra(replicas, shape.zero))
+
+    def variant(self, shape: Shape) -> tuple[StageCosts, SuffixDP]:
+        """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""
+        level = self.prices.level(shape)
+        memory = self.memory_for(shape)
+        zero_comm = self.zero_traffic.zero_comm_s(shape.data_parallel, shape.zero)
+        # data-parallel degrees with equal limits (and no ZeRO-2/3 traffic) share one DP; the traffic arrays live
+        # in ``self.zero_traffic`` for the whole search, so their identity names them
+        key = (level, shape.interleave, memory.signature, id(zero_comm))
+        if key not in self._variants:
+            costs = StageCosts(self.table, self.prices.p2p_s(level), zero_comm, memory)
+            self._variants[key] = (costs, SuffixDP(self.table, costs))
+        return self._variants[key]
+
+    def _max_params(self, pairs: list[tuple[int, int]]) -> float:
+        first, after = np.array(pairs).T
+        return float(self.table.param_bytes[first, after].max())
+
+    def expert_bytes(self, pair: tuple[int, int]) -> float:
+        """A stage's routed-expert bytes as the sync sees them: 0 at ``e = 1`` (one collective for all its bytes)."""
+        return float(self.table.expert_param_bytes[pair]) if self.settings.expert_parallel > 1 else 0.0
+
+    def _stage_sync_s(self, shape: Shape, pair: tuple[int, int]) -> float:
+        prices = self.prices
+        if prices.overlaps(shape.zero):
+            return float(prices.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[1][pair])
+        return prices.sync_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero, self.expert_bytes(pair))
+
+    def largest_sync_key(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
+        """What the once-per-batch sync grows with: the largest stage's parameter bytes, or at ``e > 1`` the
+        largest stage sync (seconds; also under overlapped collectives)."""
+        if not self.prices.walks_on_sync(shape.zero):
+            return self._max_params(pairs)
+        return max(self._stage_sync_s(shape, pair) for pair in pairs)
+
+    def batch_sync_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
+        """The once-per-batch sync of a partition: that of its largest stage."""
+        if not self.prices.walks_on_sync(shape.zero):
+            return self.prices.sync_s(self._max_params(pairs), shape.data_parallel, shape.zero)
+        return self.largest_sync_key(shape, pairs)
+
+    def stages(self, shape: Shape, pairs: list[tuple[int, int]]) -> list[tuple[str | None, float]]:
+        """(recompute mode, time per microbatch) of every stage of a partition."""
+        costs, _ = self.variant(shape)
+        stages = []
+        for k, (a, b) in enumerate(pairs):
+            mode = self.memory_for(shape).mode(a, b, shape.units(shape.stages - k))
+            stages.append((mode, math.inf if mode is None else float(costs.full_time[mode][a, b])))
+        return stages
+
+    def time_per_batch_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
+        """``(m_r + (p−1)/v) · max stage time + sync of the largest stage`` of a partition."""
+        slowest_s = max(time for _, time in self.stages(shape, pairs))
+        return pipeline_time_s(shape.slots, slowest_s, self.batch_sync_s(shape, pairs))
+
+    def reported_allreduce_s(self, shape: Shape, pair: tuple[int, int]) -> float:
+        """A stage's data-parallel collectives once per batch as the plan pays them: :meth:`Prices.allreduce_s`, or
+        under ``Stack.dp_comm_overlap`` only their exposed part (:meth:`Prices.overlap_syncs`)."""
+        prices = self.prices
+        if prices.overlaps(shape.zero):
+            return float(prices.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[0][pair])
+        return prices.allreduce_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
+                                  self.expert_bytes(pair))
+

@@ -1,0 +1,266 @@
+"""What a candidate plan pays beyond its layers' passes once per batch and per message, on the cluster's network and
+HBM (:class:`Prices`): the data-parallel collectives and the optimizer step after the flush (a stage's sync), or under
+a stack that overlaps them with the passes only what they leave exposed (:mod:`phaze_env.placement.dp_overlap`), and
+the pipeline sends, each exactly as the search adds them and, elementwise over candidates, their floors for its
+bounds. The per-microbatch ZeRO-2/3 collectives are :class:`~phaze_env.placement.zero_traffic.ZeroTraffic`'s. The
+collectives are priced through :mod:`phaze_env.placement.collectives`; the model is stated in
+:mod:`phaze_env.placement.search`'s docstring."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phaze_env.placement.candidates import Shape
+from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
+                                             hybrid_collective_s, pipeline_send_s)
+from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_counts, exposed_floor_s, interleaved_exposed_s,
+                                            stage_exposed_s)
+from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
+from phaze_env.placement.stage_costs import StageMemory
+from phaze_env.placement.stages import StageTable
+
+_BATCH_COLLECTIVE = {0: ("allreduce", GRADIENT_FACTOR), 1: ("allreduce", GRADIENT_FACTOR), 2: ("allgather", 1.0),
+                     3: (None, 0.0)}
+"""Per ZeRO stage: the data-parallel collective after the flush and its payload per weight byte
+(:meth:`Prices.allreduce_s`)."""
+
+
+class Prices:
+    """The network and optimizer terms of one placement search (its layers, stages and settings), each computed
+    once and kept for the whole search."""
+
+    def __init__(self, layers: LayerArrays, table: StageTable, settings: Settings):
+        self.layers = layers
+        self.table = table
+        self.settings = settings
+        self._p2p: dict[object, np.ndarray] = {}
+        self._least_p2p: dict[object, float] = {}  # level -> the cheapest send of a stage of a p ≥ 2 pipeline
+        self._sync_compact: dict[tuple, np.ndarray] = {}  # (layout, d, zero, p, v) -> stage syncs (e > 1 or overlap)
+        self._overlap_syncs: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # (d, zero, p, v) -> (exposed, sync)
+        self._overlap_layers: dict[tuple[int, int], tuple] = {}  # (d, zero) -> each layer's overlapped collectives
+
+    def _group(self, data_parallel: int, expert: bool) -> dict:
+        """Where the weight replicas sit, as :meth:`Network.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
+        dense bytes are replicated on the ``d·c`` ranks ``t`` apart; an expert shard on the ``c`` context-parallel
+        ranks (``t`` apart) of each of the ``d/e`` data-parallel positions ``t·c·e`` apart that hold it."""
+        s = self.settings
+        if not expert:
+            return {"group": data_parallel * s.context_parallel, "stride": s.tensor_width}
+        return expert_group(s.tensor_width, s.context_parallel, s.expert_parallel, data_parallel)
+
+    def _expert_affine(self, kind: str) -> AffineTable:
+        """:func:`expert_collective_affine` at this search's ``t``, ``c``, ``e``."""
+        s = self.settings
+        return expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, s.expert_parallel)
+
+    def part_allreduce_s(self, part_bytes: float, data_parallel: int, zero: int, expert: bool = False) -> float:
+        """The data-parallel collective once per batch, after the pipeline flush, of weights replicated on the
+        dense (``d·c``) or expert (``d·c/e``) replicas.
+
+        ZeRO-0/1: the gradient all-reduce (ZeRO-1 runs it as reduce-scatter + all-gather, the same bytes);
+        ZeRO-2: the all-gather of the updated weights (its gradients were reduce-scattered per microbatch);
+        ZeRO-3: none (the next forward pass gathers the weights it needs), except under hybrid sharding in a stack
+        that does not overlap it (``Stack.hybrid_allreduce_overlapped`` False): the all-reduce of the ``1/h``
+        gradient shard across the ``d·c/h`` shard groups (``t·h`` apart).
+        """
+        if part_bytes == 0:
+            return 0.0
+        hybrid = self._hybrid_after_flush(data_parallel, zero, expert)
+        if hybrid is not None:
+            groups, shards = hybrid
+            return self.settings.cluster.network.collective_s("allreduce", part_bytes / shards * GRADIENT_FACTOR, groups,
+                                                      stride=self.settings.tensor_width * shards)
+        kind, payload = _BATCH_COLLECTIVE[zero]
+        if kind is None:
+            return 0.0
+        return self.settings.cluster.network.collective_s(kind, part_bytes * payload, **self._group(data_parallel, expert))
+
+    def _hybrid_after_flush(self, data_parallel, zero: int, expert: bool = False):
+        """(shard groups, shard group size) when a ZeRO-3 hybrid-sharded stage all-reduces its gradient shard across
+        the groups after the flush (a stack that does not overlap it); ``None`` otherwise."""
+        s = self.settings
+        if zero != 3 or expert or s.plan.shard_group is None or s.cluster.stack.hybrid_allreduce_overlapped:
+            return None
+        return s.weight_replicas(data_parallel) // s.plan.shard_group, s.plan.shard_group
+
+    def part_sync_s(self, part_bytes: float, data_parallel: int, zero: int, expert: bool = False) -> float:
+        """:meth:`part_allreduce_s` + the optimizer step of those bytes (ZeRO shards it over the same replicas)."""
+        replicas = (self.settings.expert_replicas(data_parallel) if expert
+                    else self.settings.zero_shards(self.settings.weight_replicas(data_parallel)))
+        return (self.part_allreduce_s(part_bytes, data_parallel, zero, expert)
+                + self.settings.optimizer_step_s(part_bytes, replicas, zero))
+
+    def allreduce_s(self, param_bytes: float, data_parallel: int, zero: int, expert_bytes: float = 0.0) -> float:
+        """The collectives after the flush of a stage with ``param_bytes`` weights, ``expert_bytes`` of them routed
+        experts (two collectives at ``e > 1``: dense over ``d·c``, experts over ``d·c/e``)."""
+        return (self.part_allreduce_s(param_bytes - expert_bytes, data_parallel, zero)
+                + self.part_allreduce_s(expert_bytes, data_parallel, zero, expert=True))
+
+    def sync_s(self, param_bytes: float, data_parallel: int, zero: int, expert_bytes: float = 0.0) -> float:
+        """What a stage adds once per batch: data-parallel collectives + optimizer step (dense and expert parts)."""
+        return (self.part_sync_s(param_bytes - expert_bytes, data_parallel, zero)
+                + self.part_sync_s(expert_bytes, data_parallel, zero, expert=True))
+
+    def overlaps(self, zero: int) -> bool:
+        """Whether the stack hides this ZeRO stage's once-per-batch collectives under the passes
+        (``Stack.dp_comm_overlap``: ZeRO-0's gradient all-reduce, ZeRO-1's reduce-scatter and all-gather;
+        :mod:`phaze_env.placement.dp_overlap`). ZeRO-2/3 overlap theirs per microbatch already
+        (:meth:`~phaze_env.placement.zero_traffic.ZeroTraffic.zero_comm_s`)."""
+        return self.settings.cluster.stack.dp_comm_overlap and zero <= 1
+
+    def walks_on_sync(self, zero: int) -> bool:
+        """Whether a stage's once-per-batch sync is its own matrix rather than a function of its parameter bytes
+        alone (two byte counts at ``e > 1``; the overlapped collectives depend on the stage's layers and passes)."""
+        return self.settings.expert_parallel > 1 or self.overlaps(zero)
+
+    def overlap_collectives_s(self, data_parallel: int, zero: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """Every layer's data-parallel collectives under ``Stack.dp_comm_overlap``, each with the pass that hides
+        it: ``((collective_s, backward_s),)`` for ZeRO-0's gradient all-reduce, also ``(collective_s, forward_s)`` for
+        ZeRO-1's weight all-gather (its gradients reduce-scattered under the backward). Priced as the search prices
+        them (:func:`collective_affine` over the ``d·c`` dense replicas ``t`` apart; the expert bytes over the
+        ``d·c/e`` expert replicas), one fixed part per bucket (:func:`~phaze_env.placement.dp_overlap.bucket_counts`)."""
+        key = (data_parallel, zero)
+        if key not in self._overlap_layers:
+            layers, s = self.layers, self.settings
+            e = s.expert_parallel
+            experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
+            dense = layers.param_bytes - experts
+
+            def layer_comm_s(kind: str, per_param: float) -> np.ndarray:
+                group = np.array([s.weight_replicas(data_parallel) - 1])
+                fixed, per_byte = (float(x[0]) for x in collective_affine(s.cluster, kind, s.tensor_width).take(group))
+                times = bucket_counts(dense) * fixed + per_byte * dense * per_param
+                if experts.any():
+                    fixed_e, per_byte_e = (float(x[0]) for x in
+                                           self._expert_affine(kind).take(np.array([data_parallel // e - 1])))
+                    times = times + bucket_counts(experts) * fixed_e + per_byte_e * experts * per_param
+                return times
+
+            self._overlap_layers[key] = tuple((layer_comm_s(kind, per_param), getattr(layers, cover))
+                                              for kind, per_param, cover in OVERLAPPED_COLLECTIVES[zero])
+        return self._overlap_layers[key]
+
+    def overlap_syncs(self, data_parallel: int, zero: int, stages: int, interleave: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(exposed, sync)``: every stage's exposed data-parallel collectives under ``Stack.dp_comm_overlap`` and
+        its once-per-batch sync (those + its optimizer step), as ``K × K`` matrices (``inf`` where no stage): each of
+        :meth:`overlap_collectives_s` left exposed by the stage's own pass
+        (:func:`~phaze_env.placement.dp_overlap.stage_exposed_s`; interleaved:
+        :func:`~phaze_env.placement.dp_overlap.interleaved_exposed_s`, which depends on ``p``)."""
+        key = (data_parallel, zero, stages if interleave > 1 else 0, interleave)
+        if key not in self._overlap_syncs:
+            layers, s, table = self.layers, self.settings, self.table
+            e = s.expert_parallel
+            buckets = bucket_counts(layers.param_bytes - layers.expert_param_bytes) + bucket_counts(layers.expert_param_bytes)
+            exposed = np.zeros(table.valid.shape)
+            for comm_s, cover_s in self.overlap_collectives_s(data_parallel, zero):
+                one = stage_exposed_s(table.member, table.valid, comm_s, cover_s, buckets, table.chain)
+                exposed = exposed + interleaved_exposed_s(one, table.layer_sum(comm_s), table.layer_sum(cover_s),
+                                                          stages, interleave)
+            stage_experts = table.expert_param_bytes if e > 1 else np.zeros_like(table.param_bytes)
+            step = (s.optimizer_step_s(np.where(table.valid, table.param_bytes - stage_experts, 0.0),
+                                       s.zero_shards(s.weight_replicas(data_parallel)), zero)
+                    + s.optimizer_step_s(np.where(table.valid, stage_experts, 0.0), s.expert_replicas(data_parallel),
+                                         zero))
+            exposed = np.where(table.valid, exposed, np.inf)
+            self._overlap_syncs[key] = exposed, exposed + step
+        return self._overlap_syncs[key]
+
+    def overlap_floor_s(self, data_parallel, zero: int, stages, interleave):
+        """A lower bound on the largest stage's exposed collectives of any partition (:meth:`overlap_syncs`), elementwise
+        over arrays of ``d``, ``p`` and ``v``: a stage leaves at least ``max(0, C − B)/v`` of each collective exposed
+        (:func:`~phaze_env.placement.dp_overlap.exposed_floor_s`), and the stages cover every layer once, so the
+        largest is at least their mean, which is at least the floor of the totals over ``p`` (``Σ_j max(0, x_j) ≥
+        max(0, Σ_j x_j)``). The totals are :meth:`overlap_collectives_s` summed over the layers, taken from
+        the affine tables at once (a bucket's fixed part times the buckets, the per-byte part times the bytes)."""
+        layers, s = self.layers, self.settings
+        d = np.atleast_1d(np.asarray(data_parallel))
+        e = s.expert_parallel
+        experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
+        dense = layers.param_bytes - experts
+        floor = np.zeros(len(d))
+        for kind, per_param, cover in OVERLAPPED_COLLECTIVES[zero]:
+            fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(s.weight_replicas(d) - 1)
+            total = bucket_counts(dense).sum() * fixed + per_byte * (dense.sum() * per_param)
+            if experts.any():
+                fixed_e, per_byte_e = self._expert_affine(kind).take(d // e - 1)
+                total = total + bucket_counts(experts).sum() * fixed_e + per_byte_e * (experts.sum() * per_param)
+            floor += exposed_floor_s(total, float(getattr(layers, cover).sum()), interleave)
+        result = floor / np.asarray(stages)
+        return float(result[0]) if np.ndim(data_parallel) == 0 else result
+
+    def least_p2p_s(self, shape: Shape) -> float:
+        """The cheapest per-microbatch send time of any stage of a ``p ≥ 2`` pipeline of ``shape`` (0 when ``p = 1``):
+        every stage but the whole model's, on the network level the shape's pipeline crosses."""
+        if shape.stages == 1:
+            return 0.0
+        level = self.level(shape)
+        if level not in self._least_p2p:
+            stages = self.table.valid.copy()
+            stages[self.table.empty, self.table.full] = False
+            self._least_p2p[level] = float(self.p2p_s(level)[stages].min()) if stages.any() else 0.0
+        return self._least_p2p[level]
+
+    def p2p_s(self, level) -> np.ndarray:
+        """Every stage's per-microbatch send time across ``level`` (computed once per level)."""
+        if level not in self._p2p:
+            self._p2p[level] = self.table.p2p_s(lambda payload: self._send_s(level, payload))
+        return self._p2p[level]
+
+    def sync_compact(self, shape: Shape, memory: StageMemory) -> np.ndarray:
+        """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted), each
+        part evaluated once per distinct byte count."""
+        key = (id(memory.next_index), shape.data_parallel, shape.zero, shape.stages, shape.interleave)
+        if key not in self._sync_compact and self.overlaps(shape.zero):
+            self._sync_compact[key] = memory.compact(self.overlap_syncs(shape.data_parallel, shape.zero, shape.stages,
+                                                                        shape.interleave)[1])
+        if key not in self._sync_compact:
+            dense = memory.compact(self.table.param_bytes - self.table.expert_param_bytes)
+            listed = np.isfinite(dense)
+
+            def per_stage(values: np.ndarray, expert: bool) -> np.ndarray:
+                distinct, inverse = np.unique(values[listed], return_inverse=True)
+                return np.array([self.part_sync_s(size, shape.data_parallel, shape.zero, expert)
+                                 for size in distinct.tolist()])[inverse.ravel()]
+
+            matrix = np.full(dense.shape, np.inf)
+            matrix[listed] = per_stage(dense, False) + per_stage(memory.expert_param_bytes, True)
+            self._sync_compact[key] = matrix
+        return self._sync_compact[key]
+
+    def level(self, shape: Shape):
+        """The network level the pipeline of ``shape`` crosses (neighbours ``t·c·d`` devices apart)."""
+        return self.settings.cluster.network.p2p_level(self.settings.replica_devices * shape.data_parallel,
+                                                       max(shape.stages - 1, 1))
+
+    def _send_s(self, level, payload_bytes: float) -> float:
+        """One pipeline message across ``level`` (:func:`pipeline_send_s`)."""
+        return pipeline_send_s(self.settings.cluster, level, payload_bytes, self.settings.tensor_width)
+
+    def sync_floor_s(self, data_parallel: np.ndarray, param_bytes: np.ndarray, zero: np.ndarray,
+                     expert: bool = False) -> np.ndarray:
+        """``part_sync_s`` elementwise, for bounds (it is affine in the bytes for a fixed group, and 0 for no bytes)."""
+        s = self.settings
+        finite_bytes = np.where(np.isfinite(param_bytes), param_bytes, 0.0)
+        times = np.zeros(len(finite_bytes))
+        for stage in np.unique(zero).tolist():
+            rows = zero == stage
+            d, size = data_parallel[rows], finite_bytes[rows]
+            group = s.expert_replicas(d) if expert else s.weight_replicas(d)
+            times[rows] = s.optimizer_step_s(size, group if expert else s.zero_shards(group), stage)
+            if self.overlaps(stage):  # the exposed collectives may be as little as 0: the step alone bounds the sync
+                continue
+            hybrid = self._hybrid_after_flush(d, stage, expert)
+            if hybrid is not None:  # the gradient shard's all-reduce across the shard groups (part_allreduce_s)
+                groups, shards = hybrid
+                times[rows] += hybrid_collective_s(s.cluster, "allreduce", s.tensor_width, size / shards,
+                                                   np.maximum(groups, 1), shards, GRADIENT_FACTOR)
+                continue
+            kind, payload = _BATCH_COLLECTIVE[stage]
+            if kind is None:
+                continue
+            if expert:  # a two-dimensional group, indexed by the d/e expert-data-parallel positions
+                fixed, per_byte = self._expert_affine(kind).take(d // s.expert_parallel - 1)
+            else:
+                fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(group - 1)
+            times[rows] += np.where(size > 0, fixed + per_byte * size * payload, 0.0)
+        return np.where(param_bytes > 0, times, 0.0)

@@ -1,0 +1,194 @@
+"""The stage costs of one variant of a placement search: per recompute mode, every candidate stage's memory
+(:class:`StageMemory`: fixed bytes, bytes per activation unit, how many units fit) and its time per microbatch for
+each number of units in flight (:class:`StageCosts`), the matrices the DP (:mod:`phaze_env.placement.suffix_dp`)
+compares and the plan record (:mod:`phaze_env.placement.record`) reports. The model they price is stated in
+:mod:`phaze_env.placement.search`'s docstring."""
+
+from __future__ import annotations
+
+import bisect
+from functools import cached_property
+
+import numpy as np
+
+from phaze_env.placement.inputs import LayerArrays, Settings
+from phaze_env.placement.stages import StageTable
+
+
+class StageMemory:
+    """The memory side of :class:`StageCosts` (it does not depend on the network): per recompute mode each
+    stage's fixed bytes and bytes per activation unit, which stages fit with one unit, and how many
+    units each stage holds per mode (``limits``)."""
+
+    def __init__(self, table: StageTable, settings: Settings, state_factor: float, interleave: int,
+                 transient_bytes: np.ndarray, buffer_bytes: np.ndarray, layout: StageMemory | None = None,
+                 expert_extra: float = 0.0):
+        self.settings = settings
+        self.interleave = interleave
+        self.modes = settings.plan.recompute_modes
+        self._table, self._state_factor, self._transient_full = table, state_factor, transient_bytes
+        self.buffer_bytes = buffer_bytes  # ZeRO-2/3's unsharded gradients and gathered weights, in every mode
+        self._expert_extra = expert_extra  # an expert byte's state factor minus a dense one's (ZeRO over d·c/e)
+        if layout is None:
+            fits_once = np.zeros_like(table.valid)
+            for mode in self.modes:
+                fits_once |= self.full_fixed[mode] + self.full_per_unit[mode] <= settings.hbm_bytes
+            fits_once &= table.valid
+            width = max(1, int(fits_once.sum(axis=1).max()))
+            self._order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
+            self._listed = np.take_along_axis(fits_once, self._order, axis=1)
+            self._flat_order = self._order + np.arange(len(self._order))[:, None] * table.size  # into a raveled K × K
+            self.next_index = np.where(self._listed, self._order, table.size)
+            self.param_bytes = self.compact(table.param_bytes)
+            self.expert_param_bytes = self.compact(table.expert_param_bytes)
+            # What does not depend on the state factor, compacted once per layout (same interleave).
+            self._transient = self.compact(transient_bytes)
+            self._per_unit = np.stack([self.compact(self.full_per_unit[mode]) for mode in self.modes])
+        else:  # a looser memory's layout lists a superset of the stages; the others get limit -1 (inf)
+            self._order, self._listed, self._flat_order = layout._order, layout._listed, layout._flat_order
+            self.next_index, self.param_bytes = layout.next_index, layout.param_bytes
+            self.expert_param_bytes = layout.expert_param_bytes
+            self._transient, self._per_unit = layout._transient, layout._per_unit
+        # compact(P·f) = compact(P)·f and compact(P·f + X) = compact(P)·f + compact(X), entry by entry
+        state_compact = self.param_bytes * state_factor
+        if expert_extra:  # (never 0·inf on the unlisted entries)
+            state_compact = state_compact + self.expert_param_bytes * expert_extra
+        if buffer_bytes.any():
+            state_compact = state_compact + self.compact(buffer_bytes)
+        fixed = {"none": state_compact, "selective": state_compact, "full": state_compact + self._transient}
+        # every mode in one elementwise call (``limits[i]``: mode ``modes[i]``)
+        limits = _most_in_flight(np.stack([fixed[mode] for mode in self.modes]), self._per_unit, settings.hbm_bytes)
+        self.limits = list(limits)
+        # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
+        # breakpoints it is the same matrix, so it is computed (and keyed) once per interval.
+        finite = limits[np.isfinite(limits) & (limits >= 1)]
+        self.breakpoints = np.unique(finite + 1).tolist()  # the n > 1 at which some entry of c_n changes
+        # Two memories with one layout and equal limits give identical stage costs c_n for every n.
+        self.signature = (id(self._order), limits.tobytes())
+
+    @cached_property
+    def full_fixed(self) -> dict[str, np.ndarray]:
+        """Every stage's fixed bytes per recompute mode: weights, gradients, optimizer state, ZeRO buffers (+ the
+        rebuilt layer's stash for full recompute)."""
+        state = self.state_bytes + self.buffer_bytes
+        return {"none": state, "selective": state, "full": state + self._transient_full}
+
+    @cached_property
+    def state_bytes(self) -> np.ndarray:
+        """Every stage's weights + gradients + optimizer state (dense bytes sharded over ``d·c``, experts over
+        ``d·c/e``)."""
+        return self._table.param_bytes * self._state_factor + self._table.expert_param_bytes * self._expert_extra
+
+    @cached_property
+    def full_per_unit(self) -> dict[str, np.ndarray]:
+        """Every stage's bytes per activation unit (``1/v`` of a microbatch) per recompute mode."""
+        table, settings, v = self._table, self.settings, self.interleave
+        t = settings.tensor_width
+        split = (1.0 - 1.0 / t) if settings.sequence_parallel else 0.0
+        stash = table.stash_bytes - table.replicated_stash_bytes * split
+        layer_inputs = table.input_bytes / t if settings.sequence_parallel else table.input_bytes
+        return {"none": stash / v, "selective": (stash - table.attention_stash_bytes) / v, "full": layer_inputs / v}
+
+    def mode(self, a: int, b: int, units: float) -> str | None:
+        """The recompute mode of stage ``(a, b)`` with ``units`` in flight (the same comparison as the DP)."""
+        for mode in self.modes:
+            if self.full_fixed[mode][a, b] + units * self.full_per_unit[mode][a, b] <= self.settings.hbm_bytes:
+                return mode
+        return None
+
+    def compact(self, matrix: np.ndarray) -> np.ndarray:
+        """``matrix`` in the compact layout (row ``a``: the stages that fit with one unit, then ``inf``)."""
+        return np.where(self._listed, matrix.take(self._flat_order), np.inf)
+
+
+class StageCosts:
+    """Stage time matrices ``c_n`` per number ``n`` of activation units in flight (``inf`` = does not fit).
+
+    One instance per variant: the p2p time matrix (the network level the pipeline crosses), the exposed
+    ZeRO-2/3 collectives per microbatch (``zero_comm_s``) and a :class:`StageMemory` (the state factor —
+    weights + gradients + optimizer state, ZeRO shards — and the interleave ``v``: a unit is ``1/v`` of a
+    microbatch). ``full_*`` hold every stage's time, fixed and per-unit memory per recompute mode, so the
+    plan report uses the very numbers the DP compared.
+
+    Stored compactly: row ``a`` lists only the stages ``(a, b)`` that fit with one unit in flight (the
+    loosest rule), as ``next_index[a, w] = b`` padded with the sentinel ``K`` whose suffix value is always
+    ``inf``. For a chain that is a band of stage lengths.
+    """
+
+    def __init__(self, table: StageTable, p2p_s: np.ndarray, zero_comm_s: np.ndarray, memory: StageMemory):
+        self.memory = memory
+        self.settings = memory.settings
+        self.interleave = v = memory.interleave
+        self.modes = memory.modes
+        self.next_index = memory.next_index
+        self.param_bytes = memory.param_bytes
+        plain = table.fwd_s + table.bwd_s + v * p2p_s + zero_comm_s
+        self.p2p_s, self.zero_comm_s = p2p_s, zero_comm_s
+        self.full_time = {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.recompute_fwd_s}
+        self._times = [memory.compact(self.full_time[mode]) for mode in self.modes]
+        self._limits = memory.limits
+        self._breakpoints = memory.breakpoints
+        self._cache: dict[int, np.ndarray] = {}
+
+    def canonical(self, n: int) -> int:
+        """The smallest ``n' ≤ n`` with ``c_{n'} = c_n`` (exactly, entry by entry)."""
+        interval = bisect.bisect_right(self._breakpoints, n)
+        return int(self._breakpoints[interval - 1]) if interval else 1
+
+    def time(self, n: int) -> np.ndarray:
+        result = self._cache.get(n)
+        if result is None:
+            canonical = self.canonical(n)
+            result = self._cache.get(canonical)
+            if result is None:
+                result = np.full(self.next_index.shape, np.inf)
+                for times, limit in zip(self._times[::-1], self._limits[::-1]):  # the fastest fitting mode wins
+                    result = np.where(canonical <= limit, times, result)
+                self._cache[canonical] = result
+            self._cache[n] = result
+        return result
+
+
+def _most_in_flight(fixed_bytes: np.ndarray, per_microbatch_bytes: np.ndarray, hbm_bytes: float) -> np.ndarray:
+    """Largest ``n`` with ``fixed + n·per_microbatch ≤ hbm`` (``inf`` if unbounded, ``-1`` if none).
+
+    The division is only a guess; it is corrected with the same comparison the plan report uses, so the
+    DP and the report never disagree on a boundary case.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        guess = np.floor((hbm_bytes - fixed_bytes) / per_microbatch_bytes)
+    guess = np.where(per_microbatch_bytes > 0, guess, np.where(fixed_bytes <= hbm_bytes, np.inf, -1.0))
+    guess = np.where(np.isfinite(guess), np.maximum(guess, -1.0), guess)
+    finite = np.isfinite(guess) & (guess >= 0)
+    with np.errstate(invalid="ignore"):  # inf·0 where unbounded: masked out by ``finite``
+        wrong = finite & ((fixed_bytes + guess * per_microbatch_bytes > hbm_bytes)
+                          | (fixed_bytes + (guess + 1) * per_microbatch_bytes <= hbm_bytes))
+    index = np.flatnonzero(wrong)  # usually none: fix the few the division got wrong, until none is
+    if index.size:
+        guess = guess.copy()
+        fixed, per = np.broadcast_to(fixed_bytes, guess.shape).ravel()[index], per_microbatch_bytes.ravel()[index]
+        flat = guess.reshape(-1)
+        while index.size:  # f + n·u is monotone in n (u > 0), so each entry settles after a step or two
+            n = flat[index]
+            n = np.where(fixed + n * per > hbm_bytes, n - 1, np.where(fixed + (n + 1) * per <= hbm_bytes, n + 1, n))
+            flat[index] = n
+            still = (fixed + n * per > hbm_bytes) | (fixed + (n + 1) * per <= hbm_bytes)
+            index, fixed, per = index[still], fixed[still], per[still]
+    return np.where(np.isnan(guess), -1.0, guess)
+
+
+def layer_stash_bytes(settings: Settings, layers: LayerArrays, mode: str) -> np.ndarray:
+    """Each layer's activation bytes per microbatch kept under recompute ``mode`` (sequence parallelism divides the
+    part that is not tensor-parallel by ``t``)."""
+    s = settings
+    split = (1.0 - 1.0 / s.tensor_width) if s.sequence_parallel else 0.0
+    stash = layers.stash_bytes - layers.replicated_stash_bytes * split
+    if mode == "none":
+        return stash
+    if mode == "selective":
+        return stash - layers.attention_stash_bytes
+    # full: the rebuilt layer's stash. Its checkpointed input is left out (the footprint a layer alone needs is then
+    # a lower bound): in a DAG only sources checkpoint their own ``input_bytes`` (a non-source's is what its
+    # predecessors output)
+    return stash
+

@@ -1,0 +1,111 @@
+"""The ZeRO-2/3 collectives of every stage per microbatch (:class:`ZeroTraffic`): the gradients' reduce-scatter
+(ZeRO-2), also the weights' all-gathers (ZeRO-3), a hybrid shard group's all-reduce, each layer's left exposed by
+its own compute, priced on the cluster's collectives (:mod:`phaze_env.placement.collectives`). A stage time
+(:class:`~phaze_env.placement.stage_costs.StageCosts`) adds them; the once-per-batch collectives are
+:class:`~phaze_env.placement.prices.Prices`'."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phaze_env.placement.collectives import collective_affine, expert_collective_affine, hybrid_collective_s
+from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
+from phaze_env.placement.stages import StageTable
+
+
+class ZeroTraffic:
+    """The ZeRO-2/3 traffic of one placement search (its layers, stages and settings), per ``(d, zero)`` computed once."""
+
+    def __init__(self, layers: LayerArrays, table: StageTable, settings: Settings):
+        self.layers = layers
+        self.table = table
+        self.settings = settings
+        self._zero_comm: dict[tuple[int, int], np.ndarray] = {}
+        self._layer_zero_comm: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ZeRO stage -> per (d, layer), totals
+        self.none = np.zeros_like(table.fwd_s)  # every stage: no traffic
+
+    def zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray:
+        """Every stage's exposed ZeRO-2/3 collectives per microbatch (0 for ZeRO-0/1).
+
+        Each microbatch's gradients are reduce-scattered as its backward pass produces them (sharded
+        gradients cannot accumulate whole ones: DeepSpeed's ZeRO-2 reduces every micro-step, FSDP without
+        ``no_sync``); ZeRO-3 also all-gathers each layer's weights in the forward and again in the backward
+        pass (FSDP's ``reshard_after_forward=True``). Assumed overlap (FSDP's forward/backward prefetch and
+        DeepSpeed's ``overlap_comm``, on their own stream): a layer's collectives run while the layer
+        computes, so each layer adds ``max(0, all-gather − fwd) + max(0, all-gather + reduce-scatter − bwd)``
+        (ZeRO-2: ``max(0, reduce-scatter − bwd)``); recomputation is not counted as cover. The collective after
+        the flush (:meth:`~phaze_env.placement.prices.Prices.allreduce_s`) is not overlapped, for any stage: ZeRO-0/1
+        pay their whole all-reduce there. At ``e > 1`` a layer's expert bytes have their own collectives over the ``d·c/e`` expert replicas (one
+        after the other with the dense ones).
+
+        Hybrid sharding (``PlanSpec.shard_group`` ``h``, FSDP's ``HYBRID_SHARD``): the all-gathers and the
+        reduce-scatter span the ``h`` ranks of a shard group (``t`` apart), and each layer's gradient shard
+        (``1/h`` of its gradient) is then all-reduced across the ``d·c/h`` groups (``t·h`` apart) in the same
+        post-backward step (``torch.distributed.fsdp`` ``_post_backward_hook``: reduce-scatter, then all-reduce in
+        the replicate process group), so the backward covers ``all-gather + reduce-scatter + all-reduce``; a stack
+        that runs that all-reduce once after the backward pass instead (``Stack.hybrid_allreduce_overlapped``
+        False) pays it whole after the flush (:meth:`~phaze_env.placement.prices.Prices.part_allreduce_s`); one that
+        overlaps it but does not hide all of it (``Stack.hybrid_allreduce_exposure`` ``x`` > 0) adds ``x`` × each
+        layer's all-reduce on top.
+        """
+        key = (data_parallel, zero)
+        if key not in self._zero_comm:
+            exposed = self.layer_zero_comm_s(data_parallel, zero)
+            self._zero_comm[key] = self.none if exposed is None else self.table.layer_sum(exposed)
+        return self._zero_comm[key]
+
+    def layer_zero_comm_s(self, data_parallel: int, zero: int) -> np.ndarray | None:
+        """Each layer's exposed ZeRO-2/3 collectives per microbatch (:meth:`zero_comm_s` sums them per stage);
+        ``None`` when there are none (ZeRO-0/1, or one weight replica)."""
+        if zero < 2 or self.settings.weight_replicas(data_parallel) == 1:
+            return None
+        return self.layer_zero_comm_table(zero)[0][data_parallel // self.settings.expert_parallel - 1]
+
+    def layer_zero_comm_table(self, zero: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`layer_zero_comm_s` of ZeRO-2 or 3 for every ``d = e, 2e, … ≤ N/(t·c)`` at once (row ``d/e − 1``),
+        and each row's total: one array expression per search instead of one per ``d``."""
+        if zero not in self._layer_zero_comm:
+            layers, s = self.layers, self.settings
+            e = s.expert_parallel
+            data_parallel = e * np.arange(1, max(1, s.n_devices // (s.replica_devices * e)) + 1)
+            replicas = s.weight_replicas(data_parallel)
+            experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
+
+            def collective_s(kind: str, per_param: float) -> np.ndarray:
+                dense_table = collective_affine(s.cluster, kind, s.tensor_width)
+                fixed, per_byte = (part[:, None] for part in dense_table.take(replicas - 1))
+                dense = (layers.param_bytes - experts) * per_param
+                times = np.where(dense > 0, fixed + per_byte * dense, 0.0)
+                if experts.any():
+                    expert_table = expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, e)
+                    fixed_e, per_byte_e = (part[:, None] for part in expert_table.take(data_parallel // e - 1))
+                    times = times + np.where(experts > 0, fixed_e + per_byte_e * experts * per_param, 0.0)
+                return times
+
+            shards = s.plan.shard_group
+            always = 0.0
+            if shards is None:
+                gather = collective_s("allgather", 1.0)
+                scatter = collective_s("reducescatter", GRADIENT_FACTOR)
+            else:  # hybrid: the shard group's collectives, then the shard's all-reduce across the groups (rows of a
+                # d the group does not divide are never read: the DP only visits d with h | d·c)
+                groups = np.maximum(replicas // shards, 1)[:, None]
+                weights = layers.param_bytes
+                gather = hybrid_collective_s(s.cluster, "allgather", s.tensor_width, weights, shards, 1, 1.0)
+                scatter = hybrid_collective_s(s.cluster, "reducescatter", s.tensor_width, weights, shards, 1,
+                                              GRADIENT_FACTOR)
+                # else once per batch after the flush (Prices.part_allreduce_s)
+                if s.cluster.stack.hybrid_allreduce_overlapped:
+                    allreduce = hybrid_collective_s(s.cluster, "allreduce", s.tensor_width,
+                                                    layers.param_bytes / shards, groups, shards, GRADIENT_FACTOR)
+                    scatter = scatter + allreduce
+                    always = s.cluster.stack.hybrid_allreduce_exposure * allreduce  # the share the backward does not hide
+            if zero == 2:
+                exposed = np.maximum(scatter - layers.bwd_s, 0.0)
+            else:
+                exposed = np.maximum(gather - layers.fwd_s, 0.0) + np.maximum(gather + scatter - layers.bwd_s, 0.0)
+            exposed = exposed + always
+            exposed = np.broadcast_to(exposed, (len(replicas), len(layers)))
+            self._layer_zero_comm[zero] = exposed, exposed.sum(axis=1)
+        return self._layer_zero_comm[zero]
+
