@@ -221,7 +221,7 @@ gate and up GEMM (before issue 28's audit), the same rule fitted 0.8772: those k
 of this run's step, far more than in a TP-1 run, so the factor was too high for every narrower-hidden run
 (docs/fidelity.md, "Per-token kernels at hidden 4096"). What the factor still stands for is not measured separately."""
 
-MEGATRON_CORE_HOST_OP_S = 72.8e-6
+MEGATRON_CORE_HOST_OP_S = 72.85e-6
 """Host seconds per traced operator of Megatron-Core as Megatron-Bridge runs it on DGX H100 without CUDA graphs
 (``Stack.host_op_s``, :mod:`phaze_env.host`: a transformer layer's pass takes at least its traced operators times
 this, and each device-to-host sync of the expert dispatch stalls the device), *fitted to one published run*:
@@ -229,16 +229,19 @@ Qwen3-30B-A3B on 16 H100, FP8, EP 16 (``bridge2604-qwen3-30b-a3b-fp8`` on this p
 dispatch and no all-to-all overlap, ``experiments.moe_stack_gap.RECIPES``; the fit, 72.85 µs, is
 ``experiments.validation_fit.fit_host_op_s``, at this profile's efficiency, which the host term leaves unchanged: its
 calibration run's layers are device-bound). Held out: the same model's 26.02.01 row (EP 8, PP 2, VP 12, all-to-all
-overlap) and every other run of the profile. The recipe runs without CUDA graphs (Megatron-Bridge's H100 FP8 Qwen3
-recipe sets no ``cuda_graph_impl``; the Megatron-Core MoE README's remedy for the "CPU Overhead Bottleneck" is
-``--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router moe_preprocess``).
+overlap) and every other run of the profile. The recipe runs without CUDA graphs: NVIDIA-NeMo/Megatron-Bridge
+``scripts/performance/configs/qwen/qwen3_workload_base_configs.py`` (at 01b2977e5) sets no ``cuda_graph_impl`` in
+``QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1``, where its H100 BF16 twin and every Blackwell preset set
+``cuda_graph_impl="transformer_engine"`` with ``cuda_graph_scope=["moe_router", "moe_preprocess"]`` — the Megatron-Core
+MoE README's remedy for the "CPU Overhead Bottleneck" (``--cuda-graph-impl transformer_engine --cuda-graph-modules attn
+moe_router moe_preprocess``).
 
 What it stands for: the host work Megatron-Core issues per operator of the traced (Hugging Face) layer, which is
 more than one eager kernel launch: a PyTorch operator costs about 5–25 µs of host time before its kernel is queued
 (Python, autograd, the ATen dispatcher, the driver's launch: J. Huang, "From PyTorch op to kernel launch",
 jiahuanglin.xyz, lesson 18), and Transformer Engine's FP8 modules issue several kernels per traced GEMM (the
 current-scaling amax and cast of each operand, the transposes), plus router and dispatcher bookkeeping the trace does
-not have (its auxiliary loss, the token counts). 72.8 µs is 3–15 such launches per traced operator; the count of
+not have (its auxiliary loss, the token counts). 72.85 µs is 3–15 such launches per traced operator; the count of
 kernels Megatron-Core actually issues per layer is not measured here (no GPU), so the figure is a fit, not a
 derivation. Dense layers of the profile's runs are unaffected (their kernels are long: device time above the issue
 time in both passes; ``tests/test_host_bound.py``)."""
