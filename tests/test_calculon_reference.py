@@ -25,3 +25,13 @@ def test_the_section_reports_both_errors_from_our_rate_errors():
     assert "| 1t | full | 94.42 | 118.02 (+25.0%) | 90.08 (-4.6%) |" in text
     assert "ours 12.5%, Calculon's 2.6% over 2 runs" in text
     assert ref.section({}) == []
+
+
+def test_calculons_terms_sum_to_its_batch_time_in_every_cell():
+    """The term split was read from Calculon's stats at the same commit as its batch times: they must agree."""
+    assert set(ref.CALCULON_TERMS) == set(ref.TABLE5)
+    for size, modes in ref.TABLE5.items():
+        for mode, (_, calculon_s) in modes.items():
+            terms = ref.CALCULON_TERMS[size][mode]
+            assert tuple(terms) == ref.TERMS
+            assert sum(terms.values()) == pytest.approx(calculon_s, abs=0.006)

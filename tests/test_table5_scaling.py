@@ -63,3 +63,29 @@ def test_the_wave_quantised_pricing_divides_gemm_compute_and_is_undone_on_exit()
         assert compute_s() == pytest.approx(plain / t5.wave_quantisation(2048, 3 * 12288 // 8))
         raise RuntimeError
     assert pricing.latency_terms is original and compute_s() == plain
+
+
+def test_the_term_line_pairs_each_term_and_merges_the_sync_columns():
+    ours = dict.fromkeys(t5.TERMS, 1.0)
+    theirs = dict.fromkeys(t5.TERMS, 0.5)
+    assert t5.term_line("x", ours, theirs) == ("| x | 1.00 / 0.50 | 1.00 / 0.50 | 1.00 / 0.50 | 1.00 / 0.50 | "
+                                              "1.00 / 0.50 | 2.00 / 1.00 | 7.00 / 3.50 |")
+
+
+def test_the_gemm_rest_split_solves_both_rows_and_the_implied_speedup_is_relative():
+    small = {"gemm_s": 2.0, "layer_s": 3.0, "published_layer_s": 2 * 0.5 + 1 * 2.0}
+    large = {"gemm_s": 8.0, "layer_s": 10.0, "published_layer_s": 8 * 0.5 + 2 * 2.0}
+    assert t5.gemm_rest_scales(small, large) == pytest.approx((0.5, 2.0))
+    # GEMMs twice as fast as ours at the large row, as fast as ours at the reference: a speed-up of 2
+    reference = {"gemm_s": 2.0, "layer_s": 3.0, "published_layer_s": 3.0}
+    row = {"gemm_s": 8.0, "layer_s": 10.0, "published_layer_s": 6.0}
+    assert t5.implied_gemm_speedup(row, reference) == pytest.approx(2.0)
+    assert t5.implied_gemm_speedup(reference, reference) == pytest.approx(1.0)
+
+
+def test_the_implied_speedup_without_the_head_adds_the_heads_time_per_layer_back():
+    reference = {"gemm_s": 2.0, "layer_s": 3.0, "published_layer_s": 3.0, "head_s": 0.0, "layers_on_slowest": 1}
+    # published per layer 4.5 once the head's 1.0 s over 2 layers is added back: (4.5 − 2) / 8 against (3 − 1) / 2
+    row = {"gemm_s": 8.0, "layer_s": 10.0, "published_layer_s": 4.0, "head_s": 1.0, "layers_on_slowest": 2}
+    assert t5.implied_gemm_speedup(row, reference, head_paces=False) == pytest.approx(1.0 / (2.5 / 8))
+    assert t5.implied_gemm_speedup(row, reference) == pytest.approx(1.0 / (2.0 / 8))
