@@ -6,8 +6,10 @@ Megatron-Bridge runs it — the ``megatron-core`` profile: Transformer Engine's 
 data-parallel overlaps, its H100 efficiency fitted to a dense Llama 3 70B FP8 run — with the expert dispatch and
 all-to-all overlap of their recipe (:data:`RECIPES`). This prints each row's error on both, and on the megatron-core
 profile the time per layer and microbatch (forward + backward) the published step leaves beyond the prediction: what
-that profile does not price for these runs, per transformer layer a device runs. A diagnostic: neither profile, nor
-any case, is changed.
+that profile does not price for these runs, per transformer layer a device runs. The profile issues its kernels from
+the host (``Stack.host_op_s``, :mod:`phaze_env.host`, fitted to the first row): each row is also shown with the host
+never limiting (``host_op_s`` 0), and the host's share of the step. A diagnostic: neither profile, nor any case, is
+changed.
 """
 
 from __future__ import annotations
@@ -33,21 +35,31 @@ RECIPES = {
 """Each Bridge row's expert dispatch and all-to-all overlap as its recipe set them (the Cluster fields), and where."""
 
 
+def _on_stack_s(case, **fields) -> float:
+    """The case's step on the megatron-core profile with ``fields`` (the recipe's dispatch, and any override)."""
+    evaluation = evaluation_with(replace(case, stack="megatron-core"), **fields)
+    if not evaluation.feasible:
+        raise ValueError(f"{case.name} on megatron-core: {evaluation.reason}")
+    return evaluation.plan["time_per_batch_s"]
+
+
 def row(name: str) -> dict:
     """One row: published, the validation's prediction and error, the megatron-core profile's with the recipe's
-    dispatch, and the unpriced time per layer and microbatch on the latter (``gap_ms``)."""
+    dispatch, and the unpriced time per layer and microbatch on the latter (``gap_ms``); the same with the host never
+    limiting (``device_only_*``), and the host's share of the profile's step (``host_share``)."""
     case = get_case(name)
     fields, _ = RECIPES[name]
-    on_stack = replace(case, stack="megatron-core")
-    evaluation = evaluation_with(on_stack, **fields)
-    if not evaluation.feasible:
-        raise ValueError(f"{name} on megatron-core: {evaluation.reason}")
-    predicted_s = evaluation.plan["time_per_batch_s"]
+    predicted_s = _on_stack_s(case, **fields)
+    device_s = _on_stack_s(case, **fields, host_op_s=0.0)
     layer_microbatches = case.microbatches_per_replica * get_workload(case.workload).num_layers / case.pipeline
     return {"case": name, "published": case.published, "validation_error": predict(case).error,
             "validation_stack": case.stack, "on_stack": metric_value(case, predicted_s),
             "on_stack_error": metric_value(case, predicted_s) / case.published - 1,
-            "gap_ms": (published_time_s(case) - predicted_s) / layer_microbatches * 1e3}
+            "gap_ms": (published_time_s(case) - predicted_s) / layer_microbatches * 1e3,
+            "device_only_error": metric_value(case, device_s) / case.published - 1,
+            "device_only_gap_ms": (published_time_s(case) - device_s) / layer_microbatches * 1e3,
+            "device_only_ms": device_s / layer_microbatches * 1e3,
+            "host_share": 1 - device_s / predicted_s}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         r = row(name)
         print(f"{name}: published {r['published']:,.0f} tokens/s per GPU; {r['validation_stack']} "
               f"{r['validation_error']:+.1%}; megatron-core with {fields} {r['on_stack']:,.0f} ({r['on_stack_error']:+.1%}), "
-              f"{r['gap_ms']:.2f} ms per layer and microbatch (fwd + bwd) not priced; recipe: {source}")
+              f"{r['gap_ms']:.2f} ms per layer and microbatch (fwd + bwd) not priced; the host {r['host_share']:.0%} of "
+              f"the step (without it {r['device_only_error']:+.1%}, {r['device_only_gap_ms']:.2f} ms not priced); "
+              f"recipe: {source}")
     return 0
 
 

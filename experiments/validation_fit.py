@@ -208,6 +208,17 @@ def fit_exposure(case: ValidationCase, *, tolerance: float = 1e-4, **cluster_fie
     return _bisect(predicted, case.published, 0.0, 1.0, tolerance)
 
 
+def fit_host_op_s(case: ValidationCase, *, tolerance: float = 1e-7, **cluster_fields) -> float:
+    """The host issue time per traced operator (``Stack.host_op_s``, :mod:`phaze_env.host`) at which ``case`` is
+    predicted exactly, at its cluster's efficiency (bisection in [0, 1 ms]: the predicted throughput falls as the host
+    slows): how a stack profile's host cost is fitted to one run. ``cluster_fields`` as :func:`fit_efficiency`."""
+    predicted = _predictor(case, "host_op_s", **cluster_fields)
+    if predicted(0.0) < case.published:
+        raise ValueError(f"case {case.name!r}: even with the host never limiting the model predicts less than the "
+                         "published figure")
+    return _bisect(predicted, case.published, 0.0, 1e-3, tolerance)
+
+
 def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
     plan = plan_of(case)
     if case.requires:

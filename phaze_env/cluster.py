@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from phaze_env import comm
+from phaze_env.host import check_host_op_s
 from phaze_env.moe_dispatch import MOE_DISPATCHES
 from phaze_env.plan_spec import PlanRules
 from phaze_env.hardware.cost import (A100_NVLINKS, H100_NVLINKS, NVLINK_LINK_BPS, TPUV4_ICI_LINK_BPS,
@@ -384,7 +385,10 @@ class Stack:
     stack runs the operators outside the tensor-parallel region (norms, residual adds) on its ``s/t`` tokens and casts
     the replicated FP8 GEMM operands before the all-gather (Megatron-Core with Transformer Engine, where TP
     communication overlap requires sequence parallelism; :func:`phaze_env.pricing.sequence_split`); off, they are
-    priced on all ``s`` tokens on every rank (sequence parallelism then saves memory only).
+    priced on all ``s`` tokens on every rank (sequence parallelism then saves memory only); and so is ``host_op_s``:
+    above 0 the stack issues its kernels eagerly from the host at that many seconds per traced operator, so a
+    transformer layer's pass takes at least its kernels' issue time and each device-to-host sync of its expert dispatch
+    stalls the device (:mod:`phaze_env.host`); 0 (the default): the host never limits (CUDA graphs, or not modelled).
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -404,8 +408,10 @@ class Stack:
     moe_comm_sm_share: float = 0.0
     attention_dropout_kernel: bool = False
     sequence_parallel_kernels: bool = False
+    host_op_s: float = 0.0
 
     def __post_init__(self) -> None:
+        check_host_op_s(self.host_op_s)
         if isinstance(self.plan_rules, dict):
             object.__setattr__(self, "plan_rules", PlanRules.from_dict(self.plan_rules))
         if not isinstance(self.plan_rules, PlanRules):
@@ -459,6 +465,7 @@ class Stack:
         software += "; tensor-parallel collectives overlapped with their GEMMs" if self.tp_comm_overlap else ""
         software += "; data-parallel collectives overlapped with the passes (per bucket)" if self.dp_comm_overlap else ""
         software += "; norms, residual adds and FP8 casts on s/t tokens (sequence parallelism)" if self.sequence_parallel_kernels else ""
+        software += f"; host-bound layers ({self.host_op_s * 1e6:g} µs per issued operator)" if self.host_op_s else ""
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""
         software += ("; expert all-to-all overlapped with compute" + (f" ({self.moe_comm_sm_share:.0%} of the SMs on it)"

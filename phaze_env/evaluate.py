@@ -36,6 +36,7 @@ from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.number_format import fp8_stash_saving_bytes, fp8_weight_copy_factor, mfu_basis, mfu_text
 from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
+from phaze_env.host import forward_syncs, host_bound_s, kernels_issued
 from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_alltoall_s
 from phaze_env.placement import Settings, best_plan_multi
 from phaze_env.placement.inputs import uneven_batch_note
@@ -330,6 +331,9 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
         if alltoall_s and cluster.stack.moe_alltoall_overlap:  # the layer computes on what the communication leaves it
             fwd_s, bwd_s = (part / (1.0 - cluster.stack.moe_comm_sm_share) for part in (fwd_s, bwd_s))
         exposed_s = exposed_alltoall_s(alltoall_s, fwd_s + bwd_s, cluster.stack.moe_alltoall_overlap) if e > 1 else 0.0
+        if cluster is not None and cluster.stack.host_op_s and layer.is_transformer_layer:  # the host as a stage
+            fwd_s, bwd_s = _host_bound(layer, fwd_s + exposed_s / 2, bwd_s + exposed_s / 2, cluster.stack)
+            fwd_s, bwd_s = fwd_s - exposed_s / 2, bwd_s - exposed_s / 2
         expert_bytes = layer.expert_param_bytes / e
         entry = {"fwd_s": fwd_s + exposed_s / 2, "bwd_s": bwd_s + exposed_s / 2,
                  "param_bytes": float(layer.param_bytes - layer.expert_param_bytes) + expert_bytes,
@@ -344,6 +348,15 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                  "transformer_layers": 1.0 if layer.is_transformer_layer or ends_count else 0.0}
         chain.extend([entry] * layer.repeat)
     return chain
+
+
+def _host_bound(layer: Layer, fwd_s: float, bwd_s: float, stack) -> tuple[float, float]:
+    """A transformer layer's forward and backward time (exposed all-to-all included) with the host as a stage of the
+    pipeline (:func:`phaze_env.host.host_bound_s`): its traced operators' issue time at ``stack.host_op_s`` each, and
+    the forward pass's device-to-host syncs of its expert dispatch (:func:`phaze_env.host.forward_syncs`)."""
+    forward, backward = kernels_issued(layer)
+    return (host_bound_s(fwd_s, forward, forward_syncs(layer, stack.moe_dispatch), stack.host_op_s),
+            host_bound_s(bwd_s, backward, 0, stack.host_op_s))
 
 
 @dataclass(frozen=True)

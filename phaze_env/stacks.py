@@ -221,6 +221,31 @@ gate and up GEMM (before issue 28's audit), the same rule fitted 0.8772: those k
 of this run's step, far more than in a TP-1 run, so the factor was too high for every narrower-hidden run
 (docs/fidelity.md, "Per-token kernels at hidden 4096"). What the factor still stands for is not measured separately."""
 
+MEGATRON_CORE_HOST_OP_S = 72.85e-6
+"""Host seconds per traced operator of Megatron-Core as Megatron-Bridge runs it on DGX H100 without CUDA graphs
+(``Stack.host_op_s``, :mod:`phaze_env.host`: a transformer layer's pass takes at least its traced operators times
+this, and each device-to-host sync of the expert dispatch stalls the device), *fitted to one published run*:
+Qwen3-30B-A3B on 16 H100, FP8, EP 16 (``bridge2604-qwen3-30b-a3b-fp8`` on this profile with its recipe's HybridEP
+dispatch and no all-to-all overlap, ``experiments.moe_stack_gap.RECIPES``; the fit, 72.85 µs, is
+``experiments.validation_fit.fit_host_op_s``, at this profile's efficiency, which the host term leaves unchanged: its
+calibration run's layers are device-bound). Held out: the same model's 26.02.01 row (EP 8, PP 2, VP 12, all-to-all
+overlap) and every other run of the profile. The recipe runs without CUDA graphs: NVIDIA-NeMo/Megatron-Bridge
+``scripts/performance/configs/qwen/qwen3_workload_base_configs.py`` (at 01b2977e5) sets no ``cuda_graph_impl`` in
+``QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1``, where its H100 BF16 twin and every Blackwell preset set
+``cuda_graph_impl="transformer_engine"`` with ``cuda_graph_scope=["moe_router", "moe_preprocess"]`` — the Megatron-Core
+MoE README's remedy for the "CPU Overhead Bottleneck" (``--cuda-graph-impl transformer_engine --cuda-graph-modules attn
+moe_router moe_preprocess``).
+
+What it stands for: the host work Megatron-Core issues per operator of the traced (Hugging Face) layer, which is
+more than one eager kernel launch: a PyTorch operator costs about 5–25 µs of host time before its kernel is queued
+(Python, autograd, the ATen dispatcher, the driver's launch: J. Huang, "From PyTorch op to kernel launch",
+jiahuanglin.xyz, lesson 18), and Transformer Engine's FP8 modules issue several kernels per traced GEMM (the
+current-scaling amax and cast of each operand, the transposes), plus router and dispatcher bookkeeping the trace does
+not have (its auxiliary loss, the token counts). 72.85 µs is 3–15 such launches per traced operator; the count of
+kernels Megatron-Core actually issues per layer is not measured here (no GPU), so the figure is a fit, not a
+derivation. Dense layers of the profile's runs are unaffected (their kernels are long: device time above the issue
+time in both passes; ``tests/test_host_bound.py``)."""
+
 
 FITTED_FIELDS = ("framework_efficiency", "attention_efficiency", "attention_dropout_kernel")
 """The :class:`~phaze_env.cluster.Stack` fields a profile has per chip (its :class:`ChipFit`: the efficiency fitted
@@ -249,6 +274,7 @@ class StackProfile:
     moe_alltoall_overlap: bool = False  # the dispatch/combine hidden under another microbatch's compute (a Stack field)
     moe_comm_sm_share: float = 0.0  # compute units the overlapped communication kernels hold (a Stack field)
     sequence_parallel_kernels: bool = False  # norms, residuals and FP8 casts on s/t tokens at t > 1 (a Stack field)
+    host_op_s: float = 0.0  # host issue time per traced operator, eager kernels (0: CUDA graphs / not modelled; a Stack field)
     variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:
@@ -331,6 +357,7 @@ STACKS: dict[str, StackProfile] = {
         StackProfile(
             name="megatron-core", interleaved_schedule=True, pipeline_scatter_gather=True,
             plan_rules=MEGATRON_CORE_RULES, tp_comm_overlap=True, dp_comm_overlap=True, sequence_parallel_kernels=True,
+            host_op_s=MEGATRON_CORE_HOST_OP_S,
             fits=(ChipFit(("h100", "h100-fp8"), MEGATRON_CORE_H100_EFFICIENCY, "bridge2509-llama3-70b-fp8-64",
                           TE_FUSED_ATTENTION_H100_EFFICIENCY),),
             sources="NVIDIA/Megatron-LM's Megatron-Core as NeMo 25.x / Megatron-Bridge run it (scripts/performance "
@@ -343,7 +370,8 @@ STACKS: dict[str, StackProfile] = {
                     "--overlap-grad-reduce / --overlap-param-gather, on in the same recipes), sequence parallelism's "
                     "norms, residual adds and FP8 casts on s/t tokens (sequence_parallel_kernels: Megatron-LM "
                     "megatron/training/arguments.py asserts 'Tensor parallel communication/GEMM overlap can happen only "
-                    "when sequence parallelism is enabled'); efficiency: MEGATRON_CORE_H100_EFFICIENCY"),
+                    "when sequence parallelism is enabled'); kernels issued eagerly from the host, no CUDA graphs "
+                    "(host_op_s: MEGATRON_CORE_HOST_OP_S); efficiency: MEGATRON_CORE_H100_EFFICIENCY"),
         StackProfile(
             name="megatron-deepspeed", interleaved_schedule=False, pipeline_scatter_gather=True,
             plan_rules=DEEPSPEED_PIPELINE_RULES,
@@ -441,7 +469,9 @@ STACKS["deepseek-hai-llm"] = replace(
                 "flash-class attention kernel; which one is not published), assumed (HAI-LLM has no other published "
                 "run to fit to; the H800 is the H100's die)"),
     plan_rules=DEEPSEEK_PIPELINE_RULES, interleaved_schedule=False,
-    dp_comm_overlap=False)  # HAI-LLM's data-parallel overlap is not published (arXiv:2412.19437 §3.2 describes DualPipe's
+    dp_comm_overlap=False,
+    host_op_s=0.0)  # HAI-LLM's host path (CUDA graphs or not) is not published; megatron-core's host fit is not carried
+# to it  # HAI-LLM's data-parallel overlap is not published (arXiv:2412.19437 §3.2 describes DualPipe's
 # overlap of the expert all-to-all and pipeline sends only): its gradient collectives stay priced after the flush
 
 
@@ -644,13 +674,20 @@ parallelism). The system fits were refitted with it (``python -m experiments.riv
 Korthikanti et al.'s full-recompute row ran without sequence parallelism and is priced as it ran, MaxText's run has no
 tensor parallelism)."""
 
+SYSTEM_HOST_OP_S = 0.0
+"""The system space's megatron-core stack prices no host issue time (``Stack.host_op_s`` 0, where the validation
+profile ``STACKS["megatron-core"]`` has :data:`MEGATRON_CORE_HOST_OP_S`): its fits (``python -m experiments.rival_runs
+--fit``) were made without it, on dense runs whose layers are device-bound, and a searched chip's host is not a
+knob of the space. A known limitation, the same for every design and reference: a fast searched chip running a
+fine-grained MoE model would be held back by the host, which the table does not charge."""
+
 SYSTEM_STACKS: dict[str, SystemStack] = {
     stack.name: stack
     for stack in (
         SystemStack(
             name="megatron-core",
             structure=replace(STACKS["megatron-core"], plan_rules=SYSTEM_MEGATRON_CORE_RULES,
-                              dp_comm_overlap=SYSTEM_DP_COMM_OVERLAP,
+                              dp_comm_overlap=SYSTEM_DP_COMM_OVERLAP, host_op_s=SYSTEM_HOST_OP_S,
                               sequence_parallel_kernels=SYSTEM_SEQUENCE_PARALLEL_KERNELS),
             plan="+v=auto+sp=auto+zero1+rc=selective|full",
             fits=(ChipFit(("tpuv4",), MEGATRON_CORE_SYSTEM_TPUV4_EFFICIENCY, "maxtext-22b-1xv4-128"),
