@@ -201,9 +201,11 @@ class PlacementSearch:
                     sync_floor_s[rows] = np.maximum(sync_floor_s[rows],
                                                     self.prices.overlap_floor_s(d[rows], zero, p[rows], v[rows]))
         if (v > 1).any():  # interleaved shapes send v times per microbatch: their slowest stage pays v sends or more
+            interleaved = np.flatnonzero(v > 1)
+            pairs, inverse = np.unique(np.stack((d[interleaved], p[interleaved])), axis=1, return_inverse=True)
+            least_s = np.array([self.prices.least_send_s(d_i, p_i) for d_i, p_i in pairs.T.tolist()])
             sends = np.zeros(len(p))
-            for index in np.flatnonzero(v > 1).tolist():
-                sends[index] = v[index] * self.prices.least_p2p_s(Shape(int(d[index]), int(p[index]), int(m_r[index])))
+            sends[interleaved] = v[interleaved] * least_s[inverse.ravel()]
             loosest = loosest + sends
         bound_s = pipeline_time_s(pipeline_slots(m_r, p, v), loosest, sync_floor_s)
         keep = np.flatnonzero(np.isfinite(bound_s))
