@@ -31,6 +31,7 @@ class CandidateCosts:
         s = settings
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._memory: dict[tuple[float, int, int], StageMemory] = {}
+        self._buffers: dict[float, np.ndarray] = {}  # ZeRO buffer factor -> every stage's buffer bytes
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(layer_stash_bytes(settings, layers, "none"))
         self._largest_layer_params = table.layer_max(layers.param_bytes)
@@ -45,7 +46,9 @@ class CandidateCosts:
         if key not in self._memory:
             loosest = (self.loosest_state, interleave, 0.0, 0.0)
             layout = None if key == loosest else self.memory(self.loosest_state, interleave, 0)
-            buffer_bytes = self._largest_layer_params * key[2]
+            if key[2] not in self._buffers:  # one array per ZeRO buffer factor (the memories take it at their layout)
+                self._buffers[key[2]] = self._largest_layer_params * key[2]
+            buffer_bytes = self._buffers[key[2]]
             self._memory[key] = StageMemory(self.table, self.settings, state_factor, interleave, self.transient_bytes,
                                             buffer_bytes, layout, expert_extra)
         return self._memory[key]

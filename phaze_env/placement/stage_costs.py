@@ -41,30 +41,49 @@ class StageMemory:
             self.next_index = np.where(self._listed, self._order, table.size)
             self.param_bytes = self.compact(table.param_bytes)
             self.expert_param_bytes = self.compact(table.expert_param_bytes)
-            # What does not depend on the state factor, compacted once per layout (same interleave).
-            self._transient = self.compact(transient_bytes)
-            self._per_unit = np.stack([self.compact(self.full_per_unit[mode]) for mode in self.modes])
+            # What does not depend on the state factor, once per layout (same interleave), at the listed entries only
+            # (the others get limit -1: they do not fit at any state factor)
+            self._listed_at = np.flatnonzero(self._listed)  # into a raveled compact layout
+            at = self._flat_order.ravel()[self._listed_at]  # the same entries in a raveled K × K
+            self._param_listed = table.param_bytes.ravel()[at]
+            self._expert_listed = table.expert_param_bytes.ravel()[at]
+            self._transient_listed = transient_bytes.ravel()[at]
+            self._per_unit_listed = np.stack([self.full_per_unit[mode].ravel()[at] for mode in self.modes])
+            self._buffers_listed: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id -> (buffer, at the listed)
         else:  # a looser memory's layout lists a superset of the stages; the others get limit -1 (inf)
             self._order, self._listed, self._flat_order = layout._order, layout._listed, layout._flat_order
             self.next_index, self.param_bytes = layout.next_index, layout.param_bytes
             self.expert_param_bytes = layout.expert_param_bytes
-            self._transient, self._per_unit = layout._transient, layout._per_unit
-        # compact(P·f) = compact(P)·f and compact(P·f + X) = compact(P)·f + compact(X), entry by entry
-        state_compact = self.param_bytes * state_factor
-        if expert_extra:  # (never 0·inf on the unlisted entries)
-            state_compact = state_compact + self.expert_param_bytes * expert_extra
+            self._listed_at, self._param_listed = layout._listed_at, layout._param_listed
+            self._expert_listed, self._transient_listed = layout._expert_listed, layout._transient_listed
+            self._per_unit_listed, self._buffers_listed = layout._per_unit_listed, layout._buffers_listed
+        # the fixed bytes of every listed stage, as compact(P·f + X) = compact(P)·f + compact(X) entry by entry
+        state = self._param_listed * state_factor
+        if expert_extra:
+            state = state + self._expert_listed * expert_extra
         if buffer_bytes.any():
-            state_compact = state_compact + self.compact(buffer_bytes)
-        fixed = {"none": state_compact, "selective": state_compact, "full": state_compact + self._transient}
+            state = state + self._buffer_listed(buffer_bytes)
+        fixed = {"none": state, "selective": state, "full": state + self._transient_listed}
         # every mode in one elementwise call (``limits[i]``: mode ``modes[i]``)
-        limits = _most_in_flight(np.stack([fixed[mode] for mode in self.modes]), self._per_unit, settings.hbm_bytes)
+        listed_limits = _most_in_flight(np.stack([fixed[mode] for mode in self.modes]), self._per_unit_listed,
+                                        settings.hbm_bytes)
+        limits = np.full((len(self.modes), *self._listed.shape), -1.0)
+        limits.reshape(len(self.modes), -1)[:, self._listed_at] = listed_limits
         self.limits = list(limits)
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
         # breakpoints it is the same matrix, so it is computed (and keyed) once per interval.
-        finite = limits[np.isfinite(limits) & (limits >= 1)]
-        self.breakpoints = np.unique(finite + 1).tolist()  # the n > 1 at which some entry of c_n changes
+        self.breakpoints = _breakpoints(listed_limits)  # the n > 1 at which some entry of c_n changes
         # Two memories with one layout and equal limits give identical stage costs c_n for every n.
         self.signature = (id(self._order), limits.tobytes())
+
+    def _buffer_listed(self, buffer_bytes: np.ndarray) -> np.ndarray:
+        """``buffer_bytes`` (K × K) at the layout's listed entries, taken once per array (the caller keeps one per
+        ZeRO stage)."""
+        key = id(buffer_bytes)
+        if key not in self._buffers_listed:  # the array is kept with its entries, so its id is never reused
+            at = self._flat_order.ravel()[self._listed_at]
+            self._buffers_listed[key] = buffer_bytes, buffer_bytes.ravel()[at]
+        return self._buffers_listed[key][1]
 
     @cached_property
     def full_fixed(self) -> dict[str, np.ndarray]:
@@ -147,6 +166,18 @@ class StageCosts:
                 self._cache[canonical] = result
             self._cache[n] = result
         return result
+
+
+_BINCOUNT_MOST = 1 << 16  # breakpoints up to this are counted (one pass), larger ones sorted
+
+
+def _breakpoints(limits: np.ndarray) -> list[int]:
+    """The sorted distinct ``limit + 1`` of the finite limits ≥ 1: the ``n`` at which some stage changes mode or stops
+    fitting (limits are whole numbers, so a count of each is a sort when they are small)."""
+    finite = limits[np.isfinite(limits) & (limits >= 1)]
+    small = finite < _BINCOUNT_MOST
+    counted = np.flatnonzero(np.bincount(finite[small].astype(np.int64) + 1)).tolist()
+    return counted + [int(n) for n in np.unique(finite[~small] + 1).tolist()]
 
 
 def _most_in_flight(fixed_bytes: np.ndarray, per_microbatch_bytes: np.ndarray, hbm_bytes: float) -> np.ndarray:
