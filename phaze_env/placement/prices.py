@@ -213,7 +213,7 @@ class Prices:
         return self._p2p[level]
 
     def sync_compact(self, shape: Shape, memory: StageMemory) -> np.ndarray:
-        """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted), each
+        """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``, or overlapped collectives), each
         part evaluated once per distinct byte count."""
         key = (id(memory.next_index), shape.data_parallel, shape.zero, shape.stages, shape.interleave)
         if key not in self._sync_compact and self.overlaps(shape.zero):
@@ -221,16 +221,13 @@ class Prices:
                                                                         shape.interleave)[1])
         if key not in self._sync_compact:
             dense = memory.compact(self.table.param_bytes - self.table.expert_param_bytes)
-            listed = np.isfinite(dense)
 
             def per_stage(values: np.ndarray, expert: bool) -> np.ndarray:
-                distinct, inverse = np.unique(values[listed], return_inverse=True)
+                distinct, inverse = np.unique(values, return_inverse=True)
                 return np.array([self.part_sync_s(size, shape.data_parallel, shape.zero, expert)
                                  for size in distinct.tolist()])[inverse.ravel()]
 
-            matrix = np.full(dense.shape, np.inf)
-            matrix[listed] = per_stage(dense, False) + per_stage(memory.expert_param_bytes, True)
-            self._sync_compact[key] = matrix
+            self._sync_compact[key] = per_stage(dense, False) + per_stage(memory.expert_param_bytes, True)
         return self._sync_compact[key]
 
     def level(self, shape: Shape):

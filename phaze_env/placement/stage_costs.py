@@ -15,13 +15,40 @@ from phaze_env.placement.inputs import LayerArrays, Settings
 from phaze_env.placement.stages import StageTable
 
 
+class Layout:
+    """The stages a search's DP looks at, stored compactly: those that fit with one unit in flight under the loosest
+    memory rule, row by row (row ``a``: the stages ``(a, b)`` by increasing ``b``, ``next_index`` their ``b``), one
+    flat array for all rows; a per-stage quantity in this layout is a vector of the listed entries (for a chain, a
+    band of stage lengths without padding)."""
+
+    def __init__(self, listed: np.ndarray):
+        self.size = len(listed)
+        counts = listed.sum(axis=1)
+        self.row_start = np.concatenate(([0], np.cumsum(counts)))  # row a: entries row_start[a] … row_start[a+1]−1
+        rows, self.next_index = np.nonzero(listed)  # row-major: by row, then by b
+        self._flat = rows * self.size + self.next_index  # into a raveled K × K
+        self._nonempty = np.flatnonzero(counts)
+
+    def compact(self, matrix: np.ndarray) -> np.ndarray:
+        """``matrix`` (K × K) at the listed stages."""
+        return matrix.take(self._flat)
+
+    def row(self, a: int) -> slice:
+        """Row ``a``'s entries."""
+        return slice(int(self.row_start[a]), int(self.row_start[a + 1]))
+
+    def nonempty_rows(self, rows: int) -> np.ndarray:
+        """The rows among the first ``rows`` that list a stage."""
+        return self._nonempty[:int(np.searchsorted(self._nonempty, rows))]
+
+
 class StageMemory:
     """The memory side of :class:`StageCosts` (it does not depend on the network): per recompute mode each
     stage's fixed bytes and bytes per activation unit, which stages fit with one unit, and how many
     units each stage holds per mode (``limits``)."""
 
     def __init__(self, table: StageTable, settings: Settings, state_factor: float, interleave: int,
-                 transient_bytes: np.ndarray, buffer_bytes: np.ndarray, layout: StageMemory | None = None,
+                 transient_bytes: np.ndarray, buffer_bytes: np.ndarray, looser: StageMemory | None = None,
                  expert_extra: float = 0.0):
         self.settings = settings
         self.interleave = interleave
@@ -29,61 +56,44 @@ class StageMemory:
         self._table, self._state_factor, self._transient_full = table, state_factor, transient_bytes
         self.buffer_bytes = buffer_bytes  # ZeRO-2/3's unsharded gradients and gathered weights, in every mode
         self._expert_extra = expert_extra  # an expert byte's state factor minus a dense one's (ZeRO over d·c/e)
-        if layout is None:
+        if looser is None:
             fits_once = np.zeros_like(table.valid)
             for mode in self.modes:
                 fits_once |= self.full_fixed[mode] + self.full_per_unit[mode] <= settings.hbm_bytes
-            fits_once &= table.valid
-            width = max(1, int(fits_once.sum(axis=1).max()))
-            self._order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
-            self._listed = np.take_along_axis(fits_once, self._order, axis=1)
-            self._flat_order = self._order + np.arange(len(self._order))[:, None] * table.size  # into a raveled K × K
-            self.next_index = np.where(self._listed, self._order, table.size)
+            self.layout = Layout(fits_once & table.valid)
             self.param_bytes = self.compact(table.param_bytes)
             self.expert_param_bytes = self.compact(table.expert_param_bytes)
-            # What does not depend on the state factor, once per layout (same interleave), at the listed entries only
-            # (the others get limit -1: they do not fit at any state factor)
-            self._listed_at = np.flatnonzero(self._listed)  # into a raveled compact layout
-            at = self._flat_order.ravel()[self._listed_at]  # the same entries in a raveled K × K
-            self._param_listed = table.param_bytes.ravel()[at]
-            self._expert_listed = table.expert_param_bytes.ravel()[at]
-            self._transient_listed = transient_bytes.ravel()[at]
-            self._per_unit_listed = np.stack([self.full_per_unit[mode].ravel()[at] for mode in self.modes])
-            self._buffers_listed: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id -> (buffer, at the listed)
-        else:  # a looser memory's layout lists a superset of the stages; the others get limit -1 (inf)
-            self._order, self._listed, self._flat_order = layout._order, layout._listed, layout._flat_order
-            self.next_index, self.param_bytes = layout.next_index, layout.param_bytes
-            self.expert_param_bytes = layout.expert_param_bytes
-            self._listed_at, self._param_listed = layout._listed_at, layout._param_listed
-            self._expert_listed, self._transient_listed = layout._expert_listed, layout._transient_listed
-            self._per_unit_listed, self._buffers_listed = layout._per_unit_listed, layout._buffers_listed
-        # the fixed bytes of every listed stage, as compact(P·f + X) = compact(P)·f + compact(X) entry by entry
-        state = self._param_listed * state_factor
+            # What does not depend on the state factor, compacted once per layout (same interleave).
+            self._transient = self.compact(transient_bytes)
+            self._per_unit = np.stack([self.compact(self.full_per_unit[mode]) for mode in self.modes])
+            self._buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id -> (buffer bytes, compacted)
+        else:  # a looser memory's layout lists a superset of the stages (those that do not fit get limit -1)
+            self.layout, self.param_bytes = looser.layout, looser.param_bytes
+            self.expert_param_bytes = looser.expert_param_bytes
+            self._transient, self._per_unit, self._buffers = looser._transient, looser._per_unit, looser._buffers
+        self.next_index = self.layout.next_index
+        # compact(P·f + X) = compact(P)·f + compact(X), entry by entry
+        state = self.param_bytes * state_factor
         if expert_extra:
-            state = state + self._expert_listed * expert_extra
+            state = state + self.expert_param_bytes * expert_extra
         if buffer_bytes.any():
-            state = state + self._buffer_listed(buffer_bytes)
-        fixed = {"none": state, "selective": state, "full": state + self._transient_listed}
+            state = state + self._compact_buffer(buffer_bytes)
+        fixed = {"none": state, "selective": state, "full": state + self._transient}
         # every mode in one elementwise call (``limits[i]``: mode ``modes[i]``)
-        listed_limits = _most_in_flight(np.stack([fixed[mode] for mode in self.modes]), self._per_unit_listed,
-                                        settings.hbm_bytes)
-        limits = np.full((len(self.modes), *self._listed.shape), -1.0)
-        limits.reshape(len(self.modes), -1)[:, self._listed_at] = listed_limits
+        limits = _most_in_flight(np.stack([fixed[mode] for mode in self.modes]), self._per_unit, settings.hbm_bytes)
         self.limits = list(limits)
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
         # breakpoints it is the same matrix, so it is computed (and keyed) once per interval.
-        self.breakpoints = _breakpoints(listed_limits)  # the n > 1 at which some entry of c_n changes
+        self.breakpoints = _breakpoints(limits)  # the n > 1 at which some entry of c_n changes
         # Two memories with one layout and equal limits give identical stage costs c_n for every n.
-        self.signature = (id(self._order), limits.tobytes())
+        self.signature = (id(self.layout), limits.tobytes())
 
-    def _buffer_listed(self, buffer_bytes: np.ndarray) -> np.ndarray:
-        """``buffer_bytes`` (K × K) at the layout's listed entries, taken once per array (the caller keeps one per
-        ZeRO stage)."""
+    def _compact_buffer(self, buffer_bytes: np.ndarray) -> np.ndarray:
+        """``buffer_bytes`` (K × K) compacted once per array (the caller keeps one per ZeRO stage)."""
         key = id(buffer_bytes)
-        if key not in self._buffers_listed:  # the array is kept with its entries, so its id is never reused
-            at = self._flat_order.ravel()[self._listed_at]
-            self._buffers_listed[key] = buffer_bytes, buffer_bytes.ravel()[at]
-        return self._buffers_listed[key][1]
+        if key not in self._buffers:  # the array is kept with its entries, so its id is never reused
+            self._buffers[key] = buffer_bytes, self.compact(buffer_bytes)
+        return self._buffers[key][1]
 
     @cached_property
     def full_fixed(self) -> dict[str, np.ndarray]:
@@ -116,8 +126,8 @@ class StageMemory:
         return None
 
     def compact(self, matrix: np.ndarray) -> np.ndarray:
-        """``matrix`` in the compact layout (row ``a``: the stages that fit with one unit, then ``inf``)."""
-        return np.where(self._listed, matrix.take(self._flat_order), np.inf)
+        """``matrix`` (K × K) in the compact layout: its entries at the listed stages (:class:`Layout`)."""
+        return self.layout.compact(matrix)
 
 
 class StageCosts:
@@ -129,9 +139,8 @@ class StageCosts:
     microbatch). ``full_*`` hold every stage's time, fixed and per-unit memory per recompute mode, so the
     plan report uses the very numbers the DP compared.
 
-    Stored compactly: row ``a`` lists only the stages ``(a, b)`` that fit with one unit in flight (the
-    loosest rule), as ``next_index[a, w] = b`` padded with the sentinel ``K`` whose suffix value is always
-    ``inf``. For a chain that is a band of stage lengths.
+    Stored compactly (:class:`Layout`): only the stages ``(a, b)`` that fit with one unit in flight (the loosest
+    rule), row by row.
     """
 
     def __init__(self, table: StageTable, p2p_s: np.ndarray, zero_comm_s: np.ndarray, memory: StageMemory):
@@ -139,7 +148,7 @@ class StageCosts:
         self.settings = memory.settings
         self.interleave = v = memory.interleave
         self.modes = memory.modes
-        self.next_index = memory.next_index
+        self.layout, self.next_index = memory.layout, memory.next_index
         self.param_bytes = memory.param_bytes
         plain = table.fwd_s + table.bwd_s + v * p2p_s + zero_comm_s
         self.p2p_s, self.zero_comm_s = p2p_s, zero_comm_s
