@@ -10,11 +10,6 @@ from phaze_env.hardware import cost, energy
 from phaze_env.hardware.accelerator import get_preset
 from phaze_env.hardware.system import RIVAL_TOPOLOGIES, SystemBudget, reference_point, rival_chip
 
-MI300X_MEDIAN_CLOCKS_HZ = {"fp16": 1115e6, "bf16": 1207e6, "fp8": 1230e6}
-"""The MI300X's measured median engine clock under a dense GEMM with normally distributed data, within its 750 W: AMD
-ROCm blog, "Measuring Max-Achievable FLOPs – Part 2" (Sander et al., 2025-02-28), Table 1
-(https://rocm.blogs.amd.com/software-tools-optimization/measuring-max-achievable-flops-part2/README.html). The model
-was not fitted to them."""
 MI300X_CLOCK_BAND = (1.0, 1.5)
 """The stated band of the capped clock at the default V–f exponent (k = 1, the upper end of its 0–1 range) over the
 measured BF16 median: the TDP-like model errs high, in the rival's favour (every unit at the top bin's energy per
@@ -34,7 +29,7 @@ def test_the_mi300x_rival_draws_its_750_w_tbp_at_a_lower_clock_near_the_measured
     assert nominal > cost.MI300X_POWER_W  # the model at 2.1 GHz: over the TBP, what the cap corrects
     assert capped.total_power_w <= cost.MI300X_POWER_W + 1e-6
     assert capped.total_power_w == pytest.approx(cost.MI300X_POWER_W, rel=1e-9)
-    ratio = capped_mi300x_clock_hz() / MI300X_MEDIAN_CLOCKS_HZ["bf16"]
+    ratio = capped_mi300x_clock_hz() / cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ["bf16"]
     assert MI300X_CLOCK_BAND[0] < ratio < MI300X_CLOCK_BAND[1], ratio
     # the same silicon: die area and cost unmoved; the peak rates fall with the clock
     assert capped.die_area_mm2 == pytest.approx(cost.preset_estimate("mi300x").die_area_mm2, rel=1e-12)
@@ -50,7 +45,7 @@ def test_the_measured_mi300x_clocks_lie_within_the_models_voltage_frequency_rang
     for exponent in (0.0, 1.0):
         monkeypatch.setattr(energy, "VOLTAGE_FREQUENCY_EXPONENT", exponent)
         clocks[exponent] = capped_mi300x_clock_hz()
-    assert clocks[0.0] < min(MI300X_MEDIAN_CLOCKS_HZ.values()) < max(MI300X_MEDIAN_CLOCKS_HZ.values()) < clocks[1.0]
+    assert clocks[0.0] < min(cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ.values()) < max(cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ.values()) < clocks[1.0]
 
 
 @pytest.mark.parametrize("name", ["a100", "h100", "tpuv4", "tpuv5p"])

@@ -277,6 +277,12 @@ MI300X_POWER_W = 750.0
 MI300X_ENGINE_CLOCK_HZ = 2.1e9
 """The MI300X's peak engine clock, at which its 304 CUs reach the published 1,307.4 TFLOP/s dense bf16 (AMD Instinct
 MI300X data sheet, 2023: "Peak Engine Clock 2100 MHz")."""
+MI300X_GEMM_MEDIAN_CLOCKS_HZ = {"fp16": 1115e6, "bf16": 1207e6, "fp8": 1230e6}
+"""The MI300X's measured median engine clock (lowest XCD) under a dense GEMM of normally distributed data, within its
+750 W, by format: AMD ROCm blog, "Measuring Max-Achievable FLOPs – Part 2" (Sander, Masters, Poursartip, Ho,
+2025-02-28), Table 1 (https://rocm.blogs.amd.com/software-tools-optimization/measuring-max-achievable-flops-part2/
+README.html; 708 TFLOP/s BF16 at 1,207 MHz, 94 % of that clock's peak). A check of :func:`power_capped`'s clock, which
+is not fitted to it."""
 MI300X_XCDS = 8
 """Compute dies (XCDs) per MI300X: 8 on TSMC N5, 38 of each XCD's 40 CUs enabled (304 CUs), 3-D hybrid-bonded two to
 an I/O die (AMD CDNA 3 architecture white paper, 2023; Smith et al., "AMD Instinct MI300 Series Modular Chiplet

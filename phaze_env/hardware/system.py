@@ -943,7 +943,9 @@ on 4 N6 IODs holding the Infinity Cache, HBM3 interfaces and Infinity Fabric (it
 the published ones in ``docs/cost_model.md``). Its modelled power at the data sheet's 2.1 GHz peak is above AMD's
 750 W TBP (the TDP-like model prices every unit busy, with GA100's GPU core factor), so the rival runs as the real
 chip does, at the clock that holds it within 750 W (:func:`rival_chip`, ``cost.power_capped``): its throughput falls
-with the clock instead of its power rising above its TBP."""
+with the clock instead of its power rising above its TBP. Assumption: the V–f exponent (``energy.
+VOLTAGE_FREQUENCY_EXPONENT``, k = 1, range 0–1), whose range brackets the median clocks AMD measures under dense GEMMs
+(``cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ``); k = 1 gives the highest clock of the range, in the rival's favour."""
 FLAGSHIP_CHIP_SYSTEMS = {"b200": SYSTEMS["b200"][0], "gb200": SYSTEMS["gb200"][0], "tpuv5p": SYSTEMS["tpuv5p"][0],
                          "mi300x": MI300X_RIVAL_SYSTEM}
 """The 2024–25 flagships' chips as the cost model builds them (``cost.SYSTEMS``' published system fields; the MI300X
