@@ -461,8 +461,10 @@ class PublishedChip:
 
 POWER_LIMIT_KINDS = ("TDP", "TBP")
 """Published power figures that are limits the chip holds itself within, by lowering its clock and voltage (DVFS):
-NVIDIA's TDP is the GPU's default power limit (``nvidia-smi -q -d POWER``: "Default Power Limit"), AMD's total board
-power (TBP) the MI300X's (AMD, "Measuring Max-Achievable FLOPs – Part 2", ROCm blog, 2025: "the power management
+NVIDIA's TDP is the SXM GPU's default power limit, which its power management enforces (NVIDIA DGX B200 user guide,
+"Managing Power Capping": the VBIOS "defines the maximum possible TGP", the GPU's PMU "selects the most conservative
+policy to cap" its power; its example GPU reads "DefaultSetPoint": 700 W, the H100's TDP), AMD's total board power
+(TBP) the MI300X's (AMD, "Measuring Max-Achievable FLOPs – Part 2", ROCm blog, 2025: "the power management
 system reduces the clock speed when running dense tensor-core logic"; its measurements are "on the AMD Instinct MI300X
 (750W)"). TPU v4's "max chip power" is a measured maximum, not a limit."""
 
