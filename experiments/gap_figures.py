@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from experiments import long_context_gap, memory_check, scale_loss
+from experiments import long_context_gap, memory_check, moe_stack_gap, scale_loss
 from experiments.validation_cases import get_case
 from experiments.validation_fit import Prediction, error_with, evaluation_with, fit_efficiency, predict
 from experiments.validation_stats import scaling_series
@@ -210,6 +210,11 @@ def _nemo_table(figures: GapFigures) -> list[long_context_gap.Row]:
     return figures.memo("nemo_table", lambda: long_context_gap.rows(fit=True))
 
 
+def _nemo_device_table(figures: GapFigures) -> list[long_context_gap.Row]:
+    """The same rows with the host never limiting (``host_op_s`` 0): the device side alone."""
+    return figures.memo("nemo_device_table", lambda: long_context_gap.rows(fit=True, host_op_s=0.0))
+
+
 def _bridge_llama3_8b_errors(figures: GapFigures) -> list[float]:
     """Megatron-Bridge's Llama 3 8B rows (hidden 4096, the profile's own releases) on the profile."""
     return figures.memo("bridge_8b", lambda: [predict(long_context_gap.bridge_llama3_8b(*spec)).error
@@ -276,6 +281,9 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "nemo_4k_error": lambda f: signed_percent(_nemo_table(f)[0].error),
     "nemo_4k_share": lambda f: percent(_nemo_table(f)[0].score_share),
     "nemo_fitted_efficiencies": lambda f: number_range([r.fitted_efficiency for r in _nemo_table(f)], ".2f"),
+    "nemo_4k_device_error": lambda f: signed_percent(_nemo_device_table(f)[0].error),
+    "nemo_device_fitted_efficiencies": lambda f: number_range([r.fitted_efficiency for r in _nemo_device_table(f)],
+                                                              ".2f"),
     "nemo_causal_tilt": lambda f: (f"{signed_percent(_nemo_table(f)[0].causal_count_error)} to "
                                    f"{signed_percent(min(r.causal_count_error for r in _nemo_table(f)))}"),
     "nemo_send_over_block": lambda f: f"{max(r.send_over_block for r in _nemo_table(f)):.2f}",
@@ -291,5 +299,8 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "qwen3_optimizer_gib": lambda f: f"{_qwen3_fullest_device().optimizer / GIB:.0f}",
     "qwen3_predicted": lambda f: f"{f.prediction(QWEN3_2511).predicted:,.0f}",
     "qwen3_error": lambda f: signed_percent(f.error(QWEN3_2511)),
+    "qwen3_host_share": lambda f: percent(moe_stack_gap.row(QWEN3_2511)["host_share"]),
+    "qwen3_2026_device_only": lambda f: percent_range(moe_stack_gap.row(name)["device_only_error"]
+                                                      for name in moe_stack_gap.ROWS),
 }
 """Every figure the gap prose may quote, by the name its templates use."""

@@ -360,7 +360,7 @@ def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave:
 
 
 def _bridge_qwen3_30b(release: str, batch: int, microbatch: int, pipeline: int, interleave: int, expert: int,
-                      tokens_s: float, published_format: str = "FP8", stack: str = "megatron-lm") -> ValidationCase:
+                      tokens_s: float, published_format: str = "FP8", stack: str = "megatron-core") -> ValidationCase:
     gpus, seq = 16, 4096
     return ValidationCase(
         name=f"bridge{release.replace('.', '')}-qwen3-30b-a3b-fp8", workload="qwen3-30b-a3b", seq_len=seq,
@@ -390,13 +390,19 @@ MOE_CASES: tuple[ValidationCase, ...] = (
         source=MCORE_V09_README),
     # Megatron-Bridge (Megatron-Core) Qwen3-30B-A3B on two DGX-H100 nodes, three releases with three plans. The same
     # plan as 26.02.01's ran at 5113 tokens/s per GPU in 26.02: the releases' software moves these figures.
+    # Each row runs the megatron-core profile (the stack they ran, its kernels issued from the host: no CUDA graphs in
+    # these H100 FP8 recipes) with its recipe's expert dispatch and all-to-all overlap; the 26.04 row is the run the
+    # profile's host cost per operator is fitted to (StackProfile.host_calibration), the other two are held out.
     #                 release    batch mbs p  vp  ep  tokens/s per GPU
     # 26.04's recipe dispatches with HybridEP (Megatron-Bridge scripts/performance/configs/qwen/
     # qwen3_workload_base_configs.py at 5f3b336f9, 2026-04-28: QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1,
     # moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False): its EP 16 spans two nodes, so the
-    # node-deduplicated dispatch matters, and its all-to-all is not overlapped (as the profile prices it).
+    # node-deduplicated dispatch matters, and its all-to-all is not overlapped.
     _bridge_qwen3_30b("26.04", 1024, 1, 1, 1, 16, 8901, stack="megatron-core-deepep"),
-    _bridge_qwen3_30b("26.02.01", 1024, 1, 2, 12, 8, 9058),
+    # 26.02.01's (tag v0.3.0): DeepEP's flex dispatch with the all-to-all under another microbatch's compute.
+    _bridge_qwen3_30b("26.02.01", 1024, 1, 2, 12, 8, 9058, stack="megatron-core-deepep-a2a-overlap"),
+    # 25.11's (scripts/performance/configs/qwen3/qwen3_30b_a3b_llm_pretrain.py of that release line, e.g. at
+    # 4054233ae): no flex dispatcher and moe_a2a off, so Megatron-Core's default alltoall dispatcher, not overlapped.
     _bridge_qwen3_30b("25.11", 512, 2, 2, 24, 8, 5275, published_format="FP8-CS"),
     # DeepSeek-V3 pre-training (arXiv:2412.19437): "180K H800 GPU hours" per trillion tokens (§1, Table 1), i.e.
     # 10^12 / (180,000 × 3,600 s) = 1,543.2 tokens/s per GPU, on 2,048 H800 (§3.1) with 16-way pipeline (DualPipe),

@@ -21,9 +21,11 @@ from phaze_env.stacks import STACKS, get_stack
 from phaze_env.workloads import get_workload, model_graph
 CALIBRATION_CASES = {**{fit.calibration: profile.name for profile in STACKS.values() for fit in profile.fits},
                      **{profile.exposure_calibration: profile.name for profile in STACKS.values()
-                        if profile.exposure_calibration}}
-"""Case → the stack profile whose efficiency (on that case's chip) is fitted to it; reported, but left out of every
-mean error."""
+                        if profile.exposure_calibration},
+                     **{profile.host_calibration: profile.name for profile in STACKS.values()
+                        if profile.host_calibration and not profile.variant_of}}
+"""Case → the stack profile whose efficiency (on that case's chip), hybrid all-reduce exposure or host cost per operator
+is fitted to it; reported, but left out of every mean error."""
 CALIBRATION_CASE = STACKS["megatron-lm"].calibration
 """The case ``phaze_env.cluster.MEGATRON_A100_EFFICIENCY`` (the dgx-a100 preset's own efficiency) is fitted to."""
 SKIPPED = "skipped: needs "  # the note of a case with a ``requires`` (listed as data, not predicted)

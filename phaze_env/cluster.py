@@ -441,6 +441,13 @@ class Stack:
             raise ValueError(f"cluster moe_node_limit={self.moe_node_limit} (node-limited routing) changes only a "
                              "hierarchical dispatch's traffic; set moe_dispatch='hierarchical' with it")
 
+    @property
+    def searches_interleave(self) -> bool:
+        """Whether a plan that leaves ``v`` free is searched over ``v > 1`` too: the stack has the interleaved schedule
+        and pipelines at all. The one rule the placement DP (:attr:`~phaze_env.placement.inputs.Settings.interleaved`)
+        and the search's bounds (:mod:`search.bounds`) both apply."""
+        return self.interleaved_schedule and self.plan_rules.pipeline
+
     def to_dict(self) -> dict[str, Any]:
         """The fields that differ from the default stack's, but ``framework_efficiency`` and ``attention_efficiency``
         always (so the dict, and every cache key built from it, is the one the flat cluster of before had)."""

@@ -41,7 +41,7 @@ from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_allt
 from phaze_env.placement import Settings, best_plan_multi
 from phaze_env.placement.inputs import uneven_batch_note
 from phaze_env.pricing import price_ops
-from phaze_env.plan_spec import PlanSpec
+from phaze_env.plan_spec import PlanRules, PlanSpec, phaze_plan
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
@@ -205,12 +205,10 @@ def _request(workload, accelerator, cluster, *, microbatch, recompute, hbm_gb, t
     if not isinstance(cluster, Cluster):
         raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
     if plan is None:
-        # PHAZE's plan space: each stage stashes or recomputes fully; no SP, ZeRO or interleaving.
         allowed = sorted({bool(r) for r in recompute})
         if not allowed:
             raise ValueError("recompute must list at least one of False, True")
-        plan = PlanSpec(recompute="none|full" if True in allowed else "none", sequence_parallel=False, zero=0,
-                        interleave=1, e=1)
+        plan = phaze_plan(recompute=True in allowed)
     elif not isinstance(plan, PlanSpec):
         raise TypeError(f"plan must be a PlanSpec (e.g. PlanSpec.parse('t8p8d1m1')), got {type(plan).__name__}")
     widths, microbatches = plan.narrow(tensor_widths, microbatch)
@@ -312,8 +310,8 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     the LM head and loss."""
     chain = []
     e = expert_parallel
-    # Megatron-Core's account-for-embedding/loss split: the embedding and the loss count as a layer each.
-    ends_count = cluster is not None and cluster.stack.plan_rules.embedding_loss_in_split
+    # the layers a pipeline split counts (the stack's rule; no cluster: the default rules)
+    split_rules = cluster.stack.plan_rules if cluster is not None else PlanRules()
     stride = graph.tensor_width * context_parallel
     # the traced stash's bytes per element: what an FP8 layer narrows (bf16 keeps the stash as traced)
     stash_element_bytes = graph.bytes_per_element if number_format != "bf16" else 2
@@ -345,7 +343,7 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                  "recompute_fwd_s": fwd_s + exposed_s / 2 if layer.is_transformer_layer else 0.0,
                  "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
                  "cp_comm_s": timing.cp_comm_s, "ep_comm_s": exposed_s,
-                 "transformer_layers": 1.0 if layer.is_transformer_layer or ends_count else 0.0}
+                 "transformer_layers": float(split_rules.split_layers(layer))}
         chain.extend([entry] * layer.repeat)
     return chain
 
@@ -655,9 +653,9 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     is 1 unless set; ``c=None`` searches ``context_parallels``, those that split the sequence into ``2c``
     equal chunks) — ``PlanSpec.parse("t8p8d1m1+sp+rc=selective")``
     evaluates exactly that plan (stage boundaries chosen by the DP); fields left ``None`` are searched.
-    Without a plan the search is PHAZE's: every tensor width in ``tensor_widths``, microbatch size in
-    ``microbatch``, pipeline/data degrees and per-stage full recompute if ``recompute`` allows it;
-    no sequence parallelism, ZeRO-1, interleaving or expert parallelism (``PlanSpec()`` searches the expert-parallel
+    Without a plan the search is PHAZE's (:func:`~phaze_env.plan_spec.phaze_plan`): every tensor width in
+    ``tensor_widths``, microbatch size in ``microbatch``, pipeline/data degrees and per-stage full recompute if
+    ``recompute`` allows it; no sequence parallelism, ZeRO-1, interleaving or expert parallelism (``PlanSpec()`` searches the expert-parallel
     degree ``e`` of a mixture-of-experts model over the divisors of its expert count). ``hbm_gb`` (GiB, 2**30 bytes, as ``Accelerator.hbm_gb``)
     lists HBM capacities to try; ``None`` = the accelerator's own. Infeasible designs come back with
     ``feasible=False`` and the reason (for a pinned plan, the memory it would need); invalid arguments

@@ -119,13 +119,15 @@ class PhazeObjective:
 
     def objective_values(self, design: Design, throughput_samples_s: float) -> tuple[float, ...]:
         """The design's value per objective in its own unit (:meth:`~phaze_env.design.DesignSpace.objective_score`; area in mm²).
-        A system design outside the area window may need a die no reticle can expose: nothing is built, so it trains
-        nothing (every rate 0) and its area is its architecture's (:meth:`~phaze_env.design.DesignSpace.area_mm2`);
-        its constraints already mark it infeasible. An infeasible design's rates are 0 without building its system
-        (a budget that buys no chip has no watts or dollars to divide by)."""
+        A design that trains nothing (infeasible: outside the area window, or no placement fits) scores 0 on every rate
+        without its system being built: a system design outside the window may need a die no reticle can expose, whose
+        pricing raises :class:`~phaze_env.hardware.cost.ReticleLimitError` (its constraints already mark it
+        infeasible); its area is the built die's, or its architecture's when no die can be built
+        (:meth:`~phaze_env.design.DesignSpace.area_mm2`). A budget that buys no chip needs no guard here:
+        :meth:`~phaze_env.design.SystemDesignSpace.objective_score` scores its rates 0 itself."""
         return tuple(abs(self._area_score(design)) if o == AREA_OBJECTIVE
-                     else INFEASIBLE_THROUGHPUT if throughput_samples_s <= INFEASIBLE_THROUGHPUT  # nothing trained: no
-                     else self.space.objective_score(design, throughput_samples_s, o)  # rate (a budget may buy 0 chips)
+                     else INFEASIBLE_THROUGHPUT if throughput_samples_s <= INFEASIBLE_THROUGHPUT  # nothing trained: its
+                     else self.space.objective_score(design, throughput_samples_s, o)  # system may not be buildable
                      for o in self.objectives)
 
     def _area_score(self, design: Design) -> float:

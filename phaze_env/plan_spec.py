@@ -176,6 +176,14 @@ class PlanSpec:
         return asdict(self)
 
 
+def phaze_plan(recompute: bool = True) -> PlanSpec:
+    """PHAZE's own plan space, the one an evaluation or a search given no plan searches: each stage stashes its
+    activations or, when ``recompute``, recomputes them fully (whichever is faster and fits); no sequence parallelism,
+    ZeRO, interleaving (``v = 1``) or expert parallelism (``e = 1``); ``t``, ``p``, ``d`` and ``m`` free. The one
+    definition :func:`phaze_env.evaluate.evaluate` and the search's bounds (:mod:`search.bounds`) both take."""
+    return PlanSpec(recompute="none|full" if recompute else "none", sequence_parallel=False, zero=0, interleave=1, e=1)
+
+
 @dataclass(frozen=True)
 class PlanRules:
     """Which plans a training stack can run: the placement DP searches these and only these.
@@ -236,6 +244,14 @@ class PlanRules:
         data["zero_stages"] = list(self.zero_stages)
         return data
 
+    def split_layers(self, layer) -> int:
+        """How many layers one occurrence of ``layer`` (a :class:`~phaze_env.workloads.graph.Layer`) counts for when the
+        model's layers are split into pipeline stages and interleaved chunks: 1 for a transformer layer, 1 for the
+        embedding and for the loss under ``embedding_loss_in_split``, else 0. The one rule the evaluator's layer chain
+        (its ``transformer_layers``, which the placement DP's stage rules count) and the search's bounds (the ``v``
+        they try) both apply."""
+        return 1 if layer.is_transformer_layer or self.embedding_loss_in_split else 0
+
     def owner(self, cluster_name: str) -> str:
         """Who sets these rules, for a message: the stack's name, or the cluster's."""
         return f"the training stack {self.stack!r}" if self.stack else f"the training stack of cluster {cluster_name!r}"
@@ -249,4 +265,5 @@ def _valid_recompute(text: str) -> bool:
     return text == "auto" or (bool(text) and all(mode in RECOMPUTE_MODES for mode in text.split("|")))
 
 
-__all__ = ["RECOMPUTE_CHOICES", "RECOMPUTE_MODES", "ZERO_STAGES", "PlanRules", "PlanSpec", "PlanSyntaxError"]
+__all__ = ["RECOMPUTE_CHOICES", "RECOMPUTE_MODES", "ZERO_STAGES", "PlanRules", "PlanSpec", "PlanSyntaxError",
+           "phaze_plan"]

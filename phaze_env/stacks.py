@@ -226,7 +226,7 @@ MEGATRON_CORE_HOST_OP_S = 72.85e-6
 (``Stack.host_op_s``, :mod:`phaze_env.host`: a transformer layer's pass takes at least its traced operators times
 this, and each device-to-host sync of the expert dispatch stalls the device), *fitted to one published run*:
 Qwen3-30B-A3B on 16 H100, FP8, EP 16 (``bridge2604-qwen3-30b-a3b-fp8`` on this profile with its recipe's HybridEP
-dispatch and no all-to-all overlap, ``experiments.moe_stack_gap.RECIPES``; the fit, 72.85 µs, is
+dispatch and no all-to-all overlap, the ``megatron-core-deepep`` variant; the fit, 72.85 µs, is
 ``experiments.validation_fit.fit_host_op_s``, at this profile's efficiency, which the host term leaves unchanged: its
 calibration run's layers are device-bound). Held out: the same model's 26.02.01 row (EP 8, PP 2, VP 12, all-to-all
 overlap) and every other run of the profile. The recipe runs without CUDA graphs: NVIDIA-NeMo/Megatron-Bridge
@@ -275,6 +275,7 @@ class StackProfile:
     moe_comm_sm_share: float = 0.0  # compute units the overlapped communication kernels hold (a Stack field)
     sequence_parallel_kernels: bool = False  # norms, residuals and FP8 casts on s/t tokens at t > 1 (a Stack field)
     host_op_s: float = 0.0  # host issue time per traced operator, eager kernels (0: CUDA graphs / not modelled; a Stack field)
+    host_calibration: str = ""  # the published run host_op_s is fitted to ("" = not fitted)
     variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:
@@ -357,7 +358,7 @@ STACKS: dict[str, StackProfile] = {
         StackProfile(
             name="megatron-core", interleaved_schedule=True, pipeline_scatter_gather=True,
             plan_rules=MEGATRON_CORE_RULES, tp_comm_overlap=True, dp_comm_overlap=True, sequence_parallel_kernels=True,
-            host_op_s=MEGATRON_CORE_HOST_OP_S,
+            host_op_s=MEGATRON_CORE_HOST_OP_S, host_calibration="bridge2604-qwen3-30b-a3b-fp8",
             fits=(ChipFit(("h100", "h100-fp8"), MEGATRON_CORE_H100_EFFICIENCY, "bridge2509-llama3-70b-fp8-64",
                           TE_FUSED_ATTENTION_H100_EFFICIENCY),),
             sources="NVIDIA/Megatron-LM's Megatron-Core as NeMo 25.x / Megatron-Bridge run it (scripts/performance "
@@ -440,12 +441,20 @@ def _dispatch_variant(parent: StackProfile, name: str, sources: str, **knobs) ->
 
 
 STACKS["megatron-core-deepep"] = _dispatch_variant(
-    STACKS["megatron-lm"], "megatron-core-deepep", moe_dispatch="hierarchical",
+    STACKS["megatron-core"], "megatron-core-deepep", moe_dispatch="hierarchical",
     sources="Megatron-Core's flex token dispatcher (--moe-token-dispatcher-type flex with the deepep or hybridep "
             "backend; NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py, MoEFlexTokenDispatcher): each "
             "token crosses InfiniBand once per destination node and is fanned out over NVLink (deepseek-ai/DeepEP; "
-            "phaze_env.moe_dispatch); the all-to-all not overlapped (Megatron-Bridge's Qwen3-30B-A3B H100 V1 recipe: "
-            "moe_a2a_overlap=False)")
+            "phaze_env.moe_dispatch); the all-to-all not overlapped (Megatron-Bridge's Qwen3-30B-A3B H100 FP8 V1 recipe, "
+            "scripts/performance/configs/qwen/qwen3_workload_base_configs.py at 5f3b336f9: "
+            "moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False)")
+STACKS["megatron-core-deepep-a2a-overlap"] = _dispatch_variant(
+    STACKS["megatron-core"], "megatron-core-deepep-a2a-overlap", moe_dispatch="hierarchical",
+    moe_alltoall_overlap=True,
+    sources="the flex dispatcher as megatron-core-deepep, with the dispatch and combine of one microbatch under another's "
+            "compute (Megatron-Core's --overlap-moe-expert-parallel-comm with --delay-wgrad-compute; Megatron-Bridge "
+            "at tag v0.3.0, the 26.02 release's Qwen3-30B-A3B H100 FP8 plan: moe_a2a_overlap=True, "
+            "moe_flex_dispatcher_backend='deepep', scripts/performance/utils/overrides.py)")
 
 
 DEEPSEEK_COMM_SM_SHARE = 20 / 132
@@ -470,7 +479,7 @@ STACKS["deepseek-hai-llm"] = replace(
                 "run to fit to; the H800 is the H100's die)"),
     plan_rules=DEEPSEEK_PIPELINE_RULES, interleaved_schedule=False,
     dp_comm_overlap=False,
-    host_op_s=0.0)  # HAI-LLM's host path (CUDA graphs or not) is not published; megatron-core's host fit is not carried
+    host_op_s=0.0, host_calibration="")  # HAI-LLM's host path (CUDA graphs or not) is not published; megatron-core's host fit is not carried
 # to it  # HAI-LLM's data-parallel overlap is not published (arXiv:2412.19437 §3.2 describes DualPipe's
 # overlap of the expert all-to-all and pipeline sends only): its gradient collectives stay priced after the flush
 

@@ -61,7 +61,7 @@ from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.placement.bounds import placement_time_bound_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR
 from phaze_env.placement.rules import interleave_degrees
-from phaze_env.plan_spec import PlanSpec
+from phaze_env.plan_spec import PlanSpec, phaze_plan
 from phaze_env.pricing import shared_layer_time_bounds_s
 from phaze_env.workloads import Workload, get_workload, model_graph
 
@@ -191,10 +191,11 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
                               layer_memo: dict | None = None) -> dict[tuple[int, int], np.ndarray]:
     """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` with
     the placement restricted to that variant (:func:`throughput_bounds` is their maximum). ``plan`` None is PHAZE's
-    plan space (``e = 1``), otherwise :func:`search_plan_error` must accept it; the bound is the best over the
-    expert-parallel degrees it allows. ``device_caps``: per architecture, the devices its placements may use
-    (:func:`placement_time_bound_s`; 0 throughput where none fits). ``layer_memo``: layer bounds shared with the other
-    calls on the same workload and knobs (:func:`~phaze_env.pricing.shared_layer_time_bounds_s`; None: none shared)."""
+    plan space (:func:`~phaze_env.plan_spec.phaze_plan`: ``e = v = 1``), otherwise :func:`search_plan_error` must
+    accept it; the bound is the best over the expert-parallel degrees it allows. ``device_caps``: per architecture,
+    the devices its placements may use (:func:`placement_time_bound_s`; 0 throughput where none fits). ``layer_memo``:
+    layer bounds shared with the other calls on the same workload and knobs
+    (:func:`~phaze_env.pricing.shared_layer_time_bounds_s`; None: none shared)."""
     _check_plan(plan)
     key = code_key(__name__, "search-bounds", get_workload(workload).to_dict(), _space_key(space), cluster.to_dict(),
                    list(microbatch), list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
@@ -214,17 +215,11 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
                                device_caps: np.ndarray | None,
                                layer_memo: dict | None = None) -> dict[tuple[int, int], np.ndarray]:
     """:func:`variant_throughput_bounds` computed (no cache)."""
-    if plan is not None:  # a pinned degree narrows what evaluate searches, as it does there
-        tensor_widths, microbatch = plan.narrow(tensor_widths, microbatch)
-    experts = [1] if plan is None else (expert_parallel_degrees(workload, cluster.n_devices) if plan.e is None
-                                        else [plan.e])
+    # without a plan, evaluate's (its recompute allowed: a superset of the plans evaluate may be asked for, so a bound)
+    plan = phaze_plan() if plan is None else plan
+    tensor_widths, microbatch = plan.narrow(tensor_widths, microbatch)  # a pinned degree narrows, as in evaluate
+    experts = expert_parallel_degrees(workload, cluster.n_devices) if plan.e is None else [plan.e]
     widths = valid_tensor_widths(workload, tensor_widths, cluster.n_devices)
-    # the interleavings evaluate's DP tries (PHAZE's space: none; Settings.interleaved's rule for a free v) and the
-    # recompute modes its stages may use (PHAZE's space: none|full)
-    pinned_v = 1 if plan is None else plan.interleave
-    interleaved = cluster.stack.interleaved_schedule and cluster.stack.plan_rules.pipeline
-    ends_count = cluster.stack.plan_rules.embedding_loss_in_split
-    recompute_modes = ("none",) if plan is None else plan.recompute_modes
     bounds = {}
     core_configs = (space.tc_configs(), space.vc_configs())
     for t in widths:
@@ -232,17 +227,15 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
             times_s = []
             for e in experts:  # each degree's own graph: its experts at the per-rank shape are priced differently
                 graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e)
-                layer_s = shared_layer_time_bounds_s(graph, (t, m, e), space, cluster, core_configs, recompute_modes,
-                                                     layer_memo)
+                layer_s = shared_layer_time_bounds_s(graph, (t, m, e), space, cluster, core_configs,
+                                                     plan.recompute_modes, layer_memo)
                 repeats = np.array([layer.repeat for layer in graph.layers])
                 gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
                 expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)
                 # what can cross a stage boundary: a layer's output (not the loss) or its input (not the token ids)
                 boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
                                      [layer.input_bytes for layer in graph.layers[1:]])
-                # the layers a split counts, as evaluate counts them (the embedding and loss too under the stack's rule)
-                total_layers = sum(layer.repeat for layer in graph.layers if layer.is_transformer_layer or ends_count)
-                interleaves = tuple(interleave_degrees(total_layers, pinned_v, interleaved))
+                total_layers, interleaves = pipeline_split(graph, cluster, plan)
                 times_s.append(placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
                                                       expert_parallel=e, expert_gradient_bytes=expert_bytes,
                                                       device_caps=device_caps, interleaves=interleaves,
@@ -253,6 +246,15 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
             time_s = np.min(times_s, axis=0)
             bounds[(t, m)] = cluster.setup.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds
+
+
+def pipeline_split(graph, cluster: Cluster, plan: PlanSpec) -> tuple[int, tuple[int, ...]]:
+    """The layers a pipeline split of ``graph`` counts and the interleavings ``v`` the placement DP tries under
+    ``plan`` on ``cluster``'s stack — by the placement's own rules (:meth:`~phaze_env.plan_spec.PlanRules.split_layers`,
+    which the evaluator's layer chain counts with, :attr:`~phaze_env.cluster.Stack.searches_interleave` and
+    :func:`~phaze_env.placement.rules.interleave_degrees`), so the bounds try every ``v`` the DP may run."""
+    total_layers = sum(layer.repeat * cluster.stack.plan_rules.split_layers(layer) for layer in graph.layers)
+    return total_layers, tuple(interleave_degrees(total_layers, plan.interleave, cluster.stack.searches_interleave))
 
 
 def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,

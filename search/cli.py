@@ -29,7 +29,7 @@ from phaze_env.hardware.cost import NODES
 from phaze_env.hardware.system import SYSTEM_NODE
 from phaze_env.stacks import DEFAULT_SYSTEM_STACK
 from phaze_env.workloads import TENSOR_WIDTHS, get_workload, workload_names
-from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig
+from search.config import AGGREGATES, DEFAULT_WORKLOAD, SearchConfig, splittable_widths
 from search.objectives import (ARCHITECTURE_AREA_LABEL, AREA, DIE_AREA_LABEL, MINIMISED, PARETO_OBJECTIVES, UNITS,
                                area_label, objective_value, parse_objectives)
 from search.outputs import baseline_label
@@ -83,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--microbatches", type=int_list, dest="microbatch", action=HiddenAlias, new="--microbatch")
     parser.add_argument("--hbm-gb", type=float_list, default=None, metavar="GIB",
                         help="HBM capacities in GiB, 2**30 bytes (default: the space's; full space 32,64,80)")
-    parser.add_argument("--tensor-widths", type=int_list, default=TENSOR_WIDTHS, metavar="WIDTHS",
-                        help=f"tensor-parallel widths (default {','.join(map(str, TENSOR_WIDTHS))})")
+    parser.add_argument("--tensor-widths", type=int_list, default=None, metavar="WIDTHS",
+                        help=f"tensor-parallel widths (default {','.join(map(str, TENSOR_WIDTHS))}, or 1 alone for a "
+                             "model whose traced matmuls cannot all be split)")
     parser.add_argument("--no-recompute", action="store_true",
                         help="forbid activation recomputation (default: the space's, recompute allowed)")
     parser.add_argument("--plan", default=None, metavar="SPEC",
@@ -178,7 +179,12 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
     if not len(space.arch_space()):
         raise ValueError(f"no architecture of the {args.space} space fits the area window "
                          f"({space.area_window_lower:g}·{space.budget_mm2:.1f} mm² … {space.budget_mm2:.1f} mm²)")
-    return SearchConfig(workloads=tuple(workloads), cluster=cluster, space=space, tensor_widths=args.tensor_widths,
+    tensor_widths = args.tensor_widths
+    if tensor_widths is None:  # the default widths, narrowed (and said so) for a model that cannot be split
+        tensor_widths, notes = splittable_widths(workloads, TENSOR_WIDTHS, args.seq)
+        for note in notes:
+            print(note, file=sys.stderr)
+    return SearchConfig(workloads=tuple(workloads), cluster=cluster, space=space, tensor_widths=tensor_widths,
                         seq_len=args.seq, aggregate=args.aggregate, pareto=bool(objectives), solver=args.solver,
                         time_limit_s=args.time_limit, objective=objective, plan=plan,
                         **({"objectives": objectives} if objectives else {}))

@@ -17,7 +17,8 @@ from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, expert_plan_error,
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.system import OBJECTIVES
 from phaze_env.plan_spec import PlanSpec
-from phaze_env.workloads import TENSOR_WIDTHS, Workload, get_workload
+from phaze_env.workloads import TENSOR_WIDTHS, Workload, get_workload, model_graph
+from phaze_env.workloads.trace import TensorParallelError
 from search.bounds import search_plan_error
 from search.objectives import AREA, check_pareto_objectives, figure_text, score_figure
 
@@ -34,6 +35,29 @@ DP_OVERLAP_UNPROVEN = (
     "on lower-bound layer times are not proven (tests/test_bound_property.py, the strict xfail); search with the overlap "
     "off, or evaluate a design with it (phaze_env.evaluate.evaluate)")
 """Why an exact search refuses a stack that overlaps its data-parallel collectives (one line)."""
+
+
+def splittable_widths(workloads: Iterable[str | Workload], widths: Iterable[int],
+                      seq_len: int | None = None) -> tuple[tuple[int, ...], list[str]]:
+    """The ``widths`` at which every workload's traced operators can be split, and one line per workload that narrows
+    them. A model with a matmul that has no Megatron role (OLMoE's q_norm over the whole hidden size, say) runs at
+    tensor-parallel width 1 only (:func:`~phaze_env.workloads.model.check_tensor_width`): a search over the default
+    widths would stop at its first ``t > 1`` instead. What makes a model unsplittable does not depend on the width,
+    so one graph at the smallest ``t > 1`` decides (cached on disk: the search reuses it)."""
+    widths = tuple(widths)
+    wider = [t for t in widths if t > 1]
+    if not wider:
+        return widths, []
+    notes = []
+    for workload in map(get_workload, workloads):
+        if not (splits := [t for t in valid_tensor_widths(workload, wider, math.inf) if t > 1]):
+            continue  # no width above 1 divides its heads: the search's own check speaks for it
+        try:
+            model_graph(workload, seq_len=seq_len, tensor_width=min(splits))
+        except TensorParallelError as exc:
+            notes.append(f"note: {workload.name} is searched at tensor-parallel width 1 only ({exc}; "
+                         "--tensor-widths chooses the widths)")
+    return ((1,) if 1 in widths else ()) if notes else widths, notes
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import numpy as np
 
 from phaze_env.design import SystemArchSpace
 from phaze_env.evaluate import valid_tensor_widths
-from phaze_env.plan_spec import PlanSpec
+from phaze_env.plan_spec import phaze_plan
 from search.bounds import best_of_variants, row_variant_bounds, variant_throughput_bounds, variants_above
 from search.config import SearchConfig
 from search.objectives import AREA, non_dominated
@@ -93,7 +93,7 @@ class ExactSearch:
         heads allow one width)."""
         c = self.config
         plan = c.plan
-        widths, microbatches = (plan or PlanSpec()).narrow(c.tensor_widths, c.space.microbatch)
+        widths, microbatches = (plan or phaze_plan()).narrow(c.tensor_widths, c.space.microbatch)
         system = isinstance(c.arch, SystemArchSpace)  # rows on their own clusters, bounded in groups
         devices = math.inf if system else c.cluster.n_devices
         for name in c.names:

@@ -5,13 +5,11 @@ holds on the row it was not fitted to."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 
-from experiments.moe_stack_gap import RECIPES
 from experiments.validation_cases import get_case
-from experiments.validation_fit import error_with
+from experiments.validation_fit import CALIBRATION_CASES, error_with, fit_host_op_s
 from phaze_env.cluster import Cluster, Stack
 from phaze_env.evaluate import evaluate, throughput_upper_bound
 from phaze_env.hardware.accelerator import get_preset
@@ -90,8 +88,20 @@ def test_the_profiles_that_run_without_cuda_graphs_carry_the_host():
 
 
 def _on_stack_error(name: str, **fields) -> float:
-    recipe, _ = RECIPES[name]
-    return error_with(replace(get_case(name), stack="megatron-core"), **{**recipe, **fields})
+    return error_with(get_case(name), **fields)
+
+
+def test_the_qwen3_rows_run_the_stack_they_ran_and_the_host_fit_is_their_calibration():
+    """The Bridge rows run megatron-core (the stack of their recipes, kernels issued from the host) with each recipe's
+    dispatch; the 26.04 row is the host's calibration (left out of the mean), the constant its fit."""
+    assert {get_case(name).stack for name in ("bridge2604-qwen3-30b-a3b-fp8", "bridge260201-qwen3-30b-a3b-fp8",
+                                              "bridge2511-qwen3-30b-a3b-fp8")} == {
+        "megatron-core-deepep", "megatron-core-deepep-a2a-overlap", "megatron-core"}
+    for name in ("megatron-core-deepep", "megatron-core-deepep-a2a-overlap"):
+        assert STACKS[name].variant_of == "megatron-core" and STACKS[name].host_op_s == MEGATRON_CORE_HOST_OP_S
+    assert STACKS["megatron-core-deepep-a2a-overlap"].moe_alltoall_overlap
+    assert CALIBRATION_CASES["bridge2604-qwen3-30b-a3b-fp8"] == "megatron-core"
+    assert fit_host_op_s(get_case("bridge2604-qwen3-30b-a3b-fp8")) == pytest.approx(MEGATRON_CORE_HOST_OP_S, rel=1e-3)
 
 
 def test_the_qwen3_rows_on_the_stack_they_ran():

@@ -31,9 +31,9 @@ FLOORS = (
     ("phaze_env.hardware",),  # accelerator, search space, area, per-op estimator
     ("phaze_env.schedule",),  # the operator ILP of one layer
     ("phaze_env.cluster", "phaze_env.plan_spec", "phaze_env.context_parallel", "phaze_env.attention", "phaze_env.stacks",
-     "phaze_env.moe_dispatch"),
+     "phaze_env.moe_dispatch", "phaze_env.host"),
     # the system, the plan notation, context-parallel ranks, fused attention kernels, training-stack profiles, MoE
-    # token dispatch over the cluster's levels
+    # token dispatch over the cluster's levels, the host's issue time
     ("phaze_env.placement",),  # the placement DP
     ("phaze_env.pricing", "phaze_env.explain", "phaze_env.evaluate"),  # the one door and its time split
     ("phaze_env.design",),  # a design point and the design space

@@ -221,11 +221,14 @@ def test_profiles_keep_their_dicts_unless_they_dispatch_otherwise():
     assert isinstance(STACKS["megatron-core-deepep"], StackProfile)
 
 
-def test_the_deepep_profile_is_megatron_lm_but_for_its_dispatch():
-    parent, variant = STACKS["megatron-lm"], STACKS["megatron-core-deepep"]
-    assert variant.variant_of == "megatron-lm" and variant.fits == parent.fits
-    assert dataclasses.replace(variant, name=parent.name, sources=parent.sources, variant_of="",
-                               moe_dispatch="alltoall") == parent
+def test_the_deepep_profiles_are_megatron_core_but_for_their_dispatch():
+    parent = STACKS["megatron-core"]
+    for name, overlap in (("megatron-core-deepep", False), ("megatron-core-deepep-a2a-overlap", True)):
+        variant = STACKS[name]
+        assert variant.variant_of == "megatron-core" and variant.fits == parent.fits
+        assert dataclasses.replace(variant, name=parent.name, sources=parent.sources, variant_of="",
+                                   moe_dispatch="alltoall", moe_alltoall_overlap=False) == parent
+        assert variant.moe_alltoall_overlap is overlap
 
 
 # ---------------------------------------------------------------- the all-to-all overlapped with compute

@@ -5,7 +5,7 @@ import pytest
 
 from phaze_env.evaluate import evaluate, throughput_upper_bound
 from phaze_env.plan_spec import PlanSpec
-from phaze_env.workloads import custom_workload
+from phaze_env.workloads import TENSOR_WIDTHS, custom_workload
 from search.bounds import throughput_bounds
 from search.cli import build_parser, config_from_args
 from search.phaze import SearchConfig, run_search
@@ -89,3 +89,18 @@ def test_cli_reads_the_plan_and_refuses_no_recompute_with_it():
     args = parser.parse_args(["--workload", "olmoe-1b-7b", "--space", "reduced", "--plan", "+e=auto", "--no-recompute"])
     with pytest.raises(ValueError, match="--no-recompute does not apply with --plan"):
         config_from_args(args)
+
+
+def test_default_widths_narrow_to_one_for_a_model_that_cannot_be_split(capsys):
+    """OLMoE's q_norm normalises over the whole split q_proj output, so no width above 1 can run it: the default widths
+    narrow to 1 with one line saying why (a search over 1,2,4,8 stopped at its first t = 2 instead); widths the user
+    gives are kept, and a splittable model keeps the default widths without a note."""
+    parser = build_parser()
+    config = config_from_args(parser.parse_args(["--workload", "olmoe-1b-7b", "--space", "reduced"]))
+    assert config.tensor_widths == (1,)
+    assert "olmoe-1b-7b is searched at tensor-parallel width 1 only" in capsys.readouterr().err
+    config = config_from_args(parser.parse_args(["--workload", "olmoe-1b-7b", "--space", "reduced",
+                                                 "--tensor-widths", "1,2"]))
+    assert config.tensor_widths == (1, 2)
+    config = config_from_args(parser.parse_args(["--workload", "bert-large", "--space", "reduced"]))
+    assert config.tensor_widths == TENSOR_WIDTHS and not capsys.readouterr().err

@@ -305,7 +305,8 @@ EVERY_KNOB_STACK = Stack(framework_efficiency=0.8, interleaved_schedule=False, p
                          attention_efficiency=0.5, hybrid_allreduce_overlapped=False, hybrid_allreduce_exposure=0.3,
                          unfused_elementwise=True, plan_rules=STACKS["pytorch-fsdp"].plan_rules, tp_comm_overlap=True,
                          moe_dispatch="hierarchical", moe_node_limit=4, moe_alltoall_overlap=True, moe_comm_sm_share=0.1,
-                         dp_comm_overlap=True, attention_dropout_kernel=True, sequence_parallel_kernels=True)
+                         dp_comm_overlap=True, attention_dropout_kernel=True, sequence_parallel_kernels=True,
+                         host_op_s=50e-6)
 """A stack with every field away from its default, so a cluster built from it that drops or resets any field shows."""
 
 

@@ -107,7 +107,7 @@ def test_the_moe_gap_quotes_the_tables_prediction(from_predictions_only, monkeyp
     monkeypatch.setattr(validation_report, "moe_stack_lines", lambda: [])  # re-evaluates on another profile
     text = "\n".join(moe_section([fabricated("bridge2511-qwen3-30b-a3b-fp8", 0.2)]))
     assert "| 5,275 tokens/s per GPU | 6,330 | +20.0% |" in text
-    assert "It predicts 6,330 tokens/s per GPU (+20 %)" in text
+    assert "it predicts 6,330 tokens/s per GPU (+20 %)" in text
 
 
 def test_the_ratio_sections_per_chip_ranges_are_the_note_columns():

@@ -24,7 +24,8 @@ def test_at_least_three_moe_runs_are_predicted_and_every_gap_is_one():
 @pytest.mark.parametrize("case", PREDICTED, ids=lambda c: c.name)
 def test_case_is_the_published_plan(case):
     assert case.accelerator == "h100" and case.cluster in ("dgx-h100", "dgx-h800")  # the H800: the H100's die
-    assert case.stack in ("megatron-lm", "megatron-core-deepep", "deepseek-hai-llm")  # each as its run dispatched
+    assert case.stack in ("megatron-lm", "megatron-core", "megatron-core-deepep", "megatron-core-deepep-a2a-overlap",
+                          "deepseek-hai-llm")  # each on the stack it ran, as its run dispatched
     assert case.tensor * case.pipeline * case.data == case.n_devices
     assert case.microbatches_per_replica * case.data * case.microbatch == case.global_batch
     if get_stack(case.stack).plan_rules.uniform_stages:  # DeepSeek-V3 splits its 61 layers over 16 stages
@@ -87,9 +88,9 @@ def test_deepseek_v3_published_plan_fits_its_80_gib(moe_predictions):
 def test_moe_stack_gap_adds_up_to_the_published_step():
     """experiments.moe_stack_gap: each Bridge row's prediction on the megatron-core profile plus the unpriced time per
     layer and microbatch, times the layer-microbatches a device runs (m_r · L/p), is the published step."""
-    from experiments.moe_stack_gap import RECIPES, row
+    from experiments.moe_stack_gap import ROWS, row
 
-    for name in RECIPES:
+    for name in ROWS:
         case, r = get_case(name), row(name)
         tokens = case.global_batch * case.seq_len / case.n_devices  # per GPU and step
         layer_microbatches = case.microbatches_per_replica * get_workload(case.workload).num_layers / case.pipeline

@@ -277,6 +277,12 @@ MI300X_POWER_W = 750.0
 MI300X_ENGINE_CLOCK_HZ = 2.1e9
 """The MI300X's peak engine clock, at which its 304 CUs reach the published 1,307.4 TFLOP/s dense bf16 (AMD Instinct
 MI300X data sheet, 2023: "Peak Engine Clock 2100 MHz")."""
+MI300X_GEMM_MEDIAN_CLOCKS_HZ = {"fp16": 1115e6, "bf16": 1207e6, "fp8": 1230e6}
+"""The MI300X's measured median engine clock (lowest XCD) under a dense GEMM of normally distributed data, within its
+750 W, by format: AMD ROCm blog, "Measuring Max-Achievable FLOPs – Part 2" (Sander, Masters, Poursartip, Ho,
+2025-02-28), Table 1 (https://rocm.blogs.amd.com/software-tools-optimization/measuring-max-achievable-flops-part2/
+README.html; 708 TFLOP/s BF16 at 1,207 MHz, 94 % of that clock's peak). A check of :func:`power_capped`'s clock, which
+is not fitted to it."""
 MI300X_XCDS = 8
 """Compute dies (XCDs) per MI300X: 8 on TSMC N5, 38 of each XCD's 40 CUs enabled (304 CUs), 3-D hybrid-bonded two to
 an I/O die (AMD CDNA 3 architecture white paper, 2023; Smith et al., "AMD Instinct MI300 Series Modular Chiplet
@@ -445,6 +451,22 @@ class PublishedChip:
     power_w: float | None  # None where the vendor publishes none
     power_kind: str  # "TDP", "max chip power"
     power_source: str
+
+    @property
+    def power_limit_w(self) -> float | None:
+        """The published power when it is a limit the chip's power management enforces (:data:`POWER_LIMIT_KINDS`),
+        else ``None`` (a measured maximum, or nothing published)."""
+        return self.power_w if self.power_kind in POWER_LIMIT_KINDS else None
+
+
+POWER_LIMIT_KINDS = ("TDP", "TBP")
+"""Published power figures that are limits the chip holds itself within, by lowering its clock and voltage (DVFS):
+NVIDIA's TDP is the SXM GPU's default power limit, which its power management enforces (NVIDIA DGX B200 user guide,
+"Managing Power Capping": the VBIOS "defines the maximum possible TGP", the GPU's PMU "selects the most conservative
+policy to cap" its power; its example GPU reads "DefaultSetPoint": 700 W, the H100's TDP), AMD's total board power
+(TBP) the MI300X's (AMD, "Measuring Max-Achievable FLOPs – Part 2", ROCm blog, 2025: "the power management
+system reduces the clock speed when running dense tensor-core logic"; its measurements are "on the AMD Instinct MI300X
+(750W)"). TPU v4's "max chip power" is a measured maximum, not a limit."""
 
 
 SYSTEMS: dict[str, tuple[ChipSystem, str]] = {
@@ -766,3 +788,75 @@ def preset_system(name: str) -> ChipSystem:
 def preset_estimate(name: str, **options) -> ChipEstimate:
     """:func:`chip_estimate` of preset ``name`` with its ``SYSTEMS`` fields (``options`` as there)."""
     return chip_estimate(get_preset(name), preset_system(name), **options)
+
+
+# --- power limit: the clock a chip runs at within its published power ----------------------------------------------
+
+LOWEST_CLOCK_RATIO = 300e6 / MI300X_ENGINE_CLOCK_HZ
+"""The lowest clock a power-limited chip can drop to, over its top clock: 1/7, an AMD Instinct GPU's idle clock of
+300 MHz ("a low idle frequency (300 MHz on AMD Instinct GPUs)", AMD ROCm blog "Measuring Max-Achievable FLOPs – Part
+2", 2025) over the MI300X's 2,100 MHz peak engine clock. Assumption for other chips (the same fraction of their top
+clock); it only bounds where :func:`power_capped` searches — a limit below the chip's power there is refused."""
+
+
+class PowerLimitError(ValueError):
+    """A power limit no clock of the chip meets: below its power at :data:`LOWEST_CLOCK_RATIO` of its clock (the
+    HBM, links and die-to-die interfaces do not follow the core clock)."""
+
+
+def capped_chip(acc: Accelerator, system: ChipSystem, clock_ratio: float) -> tuple[Accelerator, ChipSystem]:
+    """``acc`` built as ``system`` run at ``clock_ratio`` (in (0, 1]) of its clock on the same silicon: the core clock
+    (hence every peak rate) × ``clock_ratio`` at the voltage that clock needs — the silicon's top bin stays where it
+    was (``top_clock_hz``, the nominal clock for a top-bin part), so :func:`bin_clock_ratio` and the DVFS factors of
+    :mod:`.energy` price it — and the silicon itself unchanged (a ``silicon_clock_hz`` follows the clock, so the die
+    area does not move). HBM and link bandwidth do not follow the core clock."""
+    if not 0 < clock_ratio <= 1:
+        raise ValueError(f"a clock ratio must be in (0, 1], got {clock_ratio!r}")
+    if clock_ratio == 1:
+        return acc, system
+    silicon = None if system.silicon_clock_hz is None else system.silicon_clock_hz * clock_ratio
+    return (acc.replace(clock_hz=acc.clock_hz * clock_ratio),
+            replace(system, top_clock_hz=system.top_clock_hz or acc.clock_hz, silicon_clock_hz=silicon))
+
+
+def capped_power_w(acc: Accelerator, system: ChipSystem, clock_ratio: float) -> float:
+    """The TDP-like chip power (:func:`chip_power_w`) of ``acc`` as ``system`` run at ``clock_ratio`` of its clock
+    (:func:`capped_chip`)."""
+    capped_acc, capped_system = capped_chip(acc, system, clock_ratio)
+    return sum(chip_power_w(capped_acc, capped_system, sum(chip_area_mm2(acc, system).values())).values())
+
+
+def power_capped(acc: Accelerator, system: ChipSystem,
+                 power_limit_w: float | None) -> tuple[Accelerator, ChipSystem]:
+    """The chip as it runs under a published power limit (:attr:`PublishedChip.power_limit_w`; ``None``: no limit):
+    unchanged when its TDP-like power at its clock is within the limit, else at the clock whose power meets it (its
+    throughput falls with the clock; :func:`capped_chip`). The chip's power management does this (DVFS; AMD's
+    MI300X runs dense GEMMs at a median 1,115–1,230 MHz of its 2,100 MHz peak within its 750 W, ROCm blog
+    "Measuring Max-Achievable FLOPs – Part 2", 2025).
+
+    Physics (stated, :mod:`.energy`): a block's dynamic power is its events per second (∝ f) × energy per event
+    (∝ V²), static power ∝ V, with ``V ∝ f^k`` (:data:`~phaze_env.hardware.energy.VOLTAGE_FREQUENCY_EXPONENT`,
+    k = 1, range 0–1: dynamic power ∝ f³ to ∝ f, static power falling as f or fixed); HBM, link and die-to-die power
+    follow their bandwidths, not the core clock. The power rises monotonically with the clock, so bisection finds
+    the clock to within 1e-12 of it. A limit below the chip's power at :data:`LOWEST_CLOCK_RATIO` of its clock
+    raises :class:`PowerLimitError`."""
+    if power_limit_w is None:
+        return acc, system
+    if isinstance(power_limit_w, bool) or not isinstance(power_limit_w, (int, float)) or \
+            not 0 < power_limit_w < math.inf:
+        raise ValueError(f"a power limit must be a positive power (W) or None, got {power_limit_w!r}")
+    if capped_power_w(acc, system, 1.0) <= power_limit_w:
+        return acc, system
+    floor_w = capped_power_w(acc, system, LOWEST_CLOCK_RATIO)
+    if floor_w > power_limit_w:
+        fixed = chip_power_w(acc, system, sum(chip_area_mm2(acc, system).values()))
+        clockless_w = fixed["hbm"] + fixed["links"] + fixed["die_to_die"]
+        raise PowerLimitError(
+            f"a power limit of {power_limit_w:,.0f} W is below what the chip draws at its lowest clock "
+            f"({floor_w:,.0f} W at {LOWEST_CLOCK_RATIO:.3f} of its clock; its HBM, links and die-to-die interfaces "
+            f"alone draw {clockless_w:,.0f} W, whatever the clock): no clock meets it")
+    low, high = LOWEST_CLOCK_RATIO, 1.0
+    while high - low > 1e-12:
+        middle = (low + high) / 2
+        low, high = (middle, high) if capped_power_w(acc, system, middle) <= power_limit_w else (low, middle)
+    return capped_chip(acc, system, low)

@@ -36,7 +36,7 @@ from phaze_env.hardware.accelerator import (A100_GEMM_EFFICIENCY, HBM2_EFFICIENC
 from phaze_env.hardware.cost import (A100_NVLINKS, B200_NVLINKS, H100_NVLINKS, NVLINK5_LINK_BPS,
                                      NVLINK_LINK_BPS, PUBLISHED, SYSTEMS, ChipEstimate,
                                      ChipSystem, chip_estimate, compute_die_area_mm2, nre_usd_per_chip,
-                                     periphery_area_mm2)
+                                     periphery_area_mm2, power_capped)
 from phaze_env.hardware.number_format import check_number_format
 
 
@@ -940,9 +940,12 @@ reference its best format too."""
 MI300X_RIVAL_SYSTEM = SYSTEMS["mi300x"][0]
 """The MI300X as the rival is built: ``cost.SYSTEMS["mi300x"]``, as AMD builds it — 8 N5 XCDs at 2.1 GHz 3-D stacked
 on 4 N6 IODs holding the Infinity Cache, HBM3 interfaces and Infinity Fabric (its die areas and power set against
-the published ones in ``docs/cost_model.md``). Its modelled power is above AMD's 750 W (the TDP-like model prices
-every unit busy at the data sheet's 2.1 GHz peak, with GA100's GPU core factor; a range from 750 W to the model's),
-so a power budget buys fewer MI300X than a 750 W figure would: stated with the table."""
+the published ones in ``docs/cost_model.md``). Its modelled power at the data sheet's 2.1 GHz peak is above AMD's
+750 W TBP (the TDP-like model prices every unit busy, with GA100's GPU core factor), so the rival runs as the real
+chip does, at the clock that holds it within 750 W (:func:`rival_chip`, ``cost.power_capped``): its throughput falls
+with the clock instead of its power rising above its TBP. Assumption: the V–f exponent (``energy.
+VOLTAGE_FREQUENCY_EXPONENT``, k = 1, range 0–1), whose range brackets the median clocks AMD measures under dense GEMMs
+(``cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ``); k = 1 gives the highest clock of the range, in the rival's favour."""
 FLAGSHIP_CHIP_SYSTEMS = {"b200": SYSTEMS["b200"][0], "gb200": SYSTEMS["gb200"][0], "tpuv5p": SYSTEMS["tpuv5p"][0],
                          "mi300x": MI300X_RIVAL_SYSTEM}
 """The 2024–25 flagships' chips as the cost model builds them (``cost.SYSTEMS``' published system fields; the MI300X
@@ -979,11 +982,24 @@ def check_rival(name: str) -> None:
         raise UnknownRivalError(f"unknown rival system {name!r}.{hint} Choose from {', '.join(RIVAL_TOPOLOGIES)}")
 
 
+def rival_chip(name: str) -> tuple[Accelerator, ChipSystem]:
+    """Rival ``name``'s chip as it runs: its preset built as its chip system (:data:`FLAGSHIP_CHIP_SYSTEMS`, else
+    ``cost.SYSTEMS``) within its published power limit (``cost.PUBLISHED[name].power_limit_w``: a TDP or TBP its
+    power management enforces), i.e. at the clock whose modelled power meets the limit when the model's power at
+    its nominal clock exceeds it (:func:`~phaze_env.hardware.cost.power_capped`: MI300X, B200 and GB200 today; A100
+    and H100 are under theirs, TPU v4's published power is a measured maximum and TPU v5p has none)."""
+    check_rival(name)
+    chip_system = FLAGSHIP_CHIP_SYSTEMS[name] if name in FLAGSHIP_CHIP_SYSTEMS else SYSTEMS[name][0]
+    published = PUBLISHED.get(name)
+    return power_capped(get_preset(name), chip_system, published.power_limit_w if published else None)
+
+
 def reference_point(name: str, budget: SystemBudget, number_format: str = "bf16") -> SystemPoint:
     """Reference chip ``name`` (a key of :data:`RIVAL_TOPOLOGIES`: the table's references and the 2024–25
     flagships) in its topology and family at ``budget``: the chip
     count from the same power and cost models the system space's designs get (:func:`system_point`, i.e. the
-    *modelled* chip power and cost, not the datasheet's), at :data:`SYSTEM_GEMM_EFFICIENCY` like every design
+    *modelled* chip power and cost, not the datasheet's; a chip whose modelled power exceeds its published limit
+    runs at the clock that meets it, :func:`rival_chip`), at :data:`SYSTEM_GEMM_EFFICIENCY` like every design
     (the a100 preset's own measured value; for tpuv4 (1.0) and h100 (0.801 measured) it is the same basis, not
     their own). ``number_format`` (one of :data:`REFERENCE_NUMBER_FORMATS`) is the format it trains in; the chip
     estimate, hence the chip count, is the preset's whatever the format (FP8 is a mode of the same published
@@ -992,8 +1008,8 @@ def reference_point(name: str, budget: SystemBudget, number_format: str = "bf16"
     if number_format not in RIVAL_NUMBER_FORMATS[name]:
         raise ValueError(f"the {name} reference trains in {' or '.join(RIVAL_NUMBER_FORMATS[name])}, "
                          f"not {number_format!r}")
-    chip_system = FLAGSHIP_CHIP_SYSTEMS[name] if name in FLAGSHIP_CHIP_SYSTEMS else SYSTEMS[name][0]
-    point = system_point(get_preset(name).replace(gemm_efficiency=SYSTEM_GEMM_EFFICIENCY), chip_system,
+    accelerator, chip_system = rival_chip(name)
+    point = system_point(accelerator.replace(gemm_efficiency=SYSTEM_GEMM_EFFICIENCY), chip_system,
                          RIVAL_TOPOLOGIES[name], budget, SYSTEM_FAMILIES[RIVAL_FAMILIES[name]], custom=False)
     if number_format == point.accelerator.number_format:
         return point
@@ -1014,5 +1030,5 @@ __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "T
            "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "REFERENCE_HBM_GENERATIONS", "FLAGSHIP_CHIP_SYSTEMS", "FLAGSHIP_FAMILIES",
            "FLAGSHIP_HBM_GENERATIONS", "FLAGSHIP_NUMBER_FORMATS", "FLAGSHIP_TOPOLOGIES", "RIVAL_FAMILIES",
-           "RIVAL_HBM_GENERATIONS", "RIVAL_NUMBER_FORMATS", "RIVAL_TOPOLOGIES", "UnknownRivalError", "check_rival", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
+           "RIVAL_HBM_GENERATIONS", "RIVAL_NUMBER_FORMATS", "RIVAL_TOPOLOGIES", "UnknownRivalError", "check_rival", "rival_chip", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]

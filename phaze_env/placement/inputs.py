@@ -253,12 +253,12 @@ class Settings:
 
     @property
     def interleaved(self) -> bool:
-        """Whether ``v > 1`` may be searched: the plan pins one, or leaves it free on a stack that has the interleaved
-        schedule and pipelines (the DP then tries every ``v`` that splits the model's layers,
-        :meth:`~phaze_env.placement.rules.RunnableShapes.interleaves`)."""
+        """Whether ``v > 1`` may be searched: the plan pins one, or leaves it free on a stack that searches it
+        (:attr:`~phaze_env.cluster.Stack.searches_interleave`: the DP then tries every ``v`` that splits the model's
+        layers, :meth:`~phaze_env.placement.rules.RunnableShapes.interleaves`)."""
         if self.plan.interleave is not None:
             return self.plan.interleave > 1
-        return self.cluster.stack.interleaved_schedule and self.cluster.stack.plan_rules.pipeline
+        return self.cluster.stack.searches_interleave
 
     @property
     def replica_devices(self) -> int:
