@@ -32,6 +32,7 @@ class CandidateCosts:
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._memory: dict[tuple[float, int, int], StageMemory] = {}
         self._buffers: dict[float, np.ndarray] = {}  # ZeRO buffer factor -> every stage's buffer bytes
+        self._memory_of: dict[tuple[int, int, int], StageMemory] = {}  # (d, zero, v) -> memory_for
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(layer_stash_bytes(settings, layers, "none"))
         self._largest_layer_params = table.layer_max(layers.param_bytes)
@@ -56,10 +57,15 @@ class CandidateCosts:
     def memory_for(self, shape: Shape) -> StageMemory:
         """The memory side of one shape (ZeRO shards dense bytes over the ``d·c`` weight replicas, expert bytes
         over the ``d·c/e`` expert replicas)."""
-        s = self.settings
-        replicas = s.weight_replicas(shape.data_parallel)
-        return self.memory(s.state_factor(s.zero_shards(replicas), shape.zero), shape.interleave, shape.zero,
-                           s.expert_state_extra(replicas, shape.zero))
+        key = (shape.data_parallel, shape.zero, shape.interleave)
+        memory = self._memory_of.get(key)
+        if memory is None:
+            s = self.settings
+            replicas = s.weight_replicas(shape.data_parallel)
+            memory = self._memory_of[key] = self.memory(s.state_factor(s.zero_shards(replicas), shape.zero),
+                                                        shape.interleave, shape.zero,
+                                                        s.expert_state_extra(replicas, shape.zero))
+        return memory
 
     def variant(self, shape: Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""

@@ -28,6 +28,7 @@ class Layout:
         rows, self.next_index = np.nonzero(listed)  # row-major: by row, then by b
         self._flat = rows * self.size + self.next_index  # into a raveled K × K
         self._nonempty = np.flatnonzero(counts)
+        self._nonempty_below: dict[int, tuple[np.ndarray, int]] = {}  # rows -> (nonempty_rows, their entries' end)
 
     def compact(self, matrix: np.ndarray) -> np.ndarray:
         """``matrix`` (K × K) at the listed stages."""
@@ -37,9 +38,13 @@ class Layout:
         """Row ``a``'s entries."""
         return slice(int(self.row_start[a]), int(self.row_start[a + 1]))
 
-    def nonempty_rows(self, rows: int) -> np.ndarray:
-        """The rows among the first ``rows`` that list a stage."""
-        return self._nonempty[:int(np.searchsorted(self._nonempty, rows))]
+    def nonempty_rows(self, rows: int) -> tuple[np.ndarray, int]:
+        """The rows among the first ``rows`` that list a stage, and where their entries end (once per ``rows``)."""
+        found = self._nonempty_below.get(rows)
+        if found is None:
+            found = self._nonempty_below[rows] = (self._nonempty[:int(np.searchsorted(self._nonempty, rows))],
+                                                  int(self.row_start[rows]))
+        return found
 
 
 class StageMemory:
@@ -169,9 +174,10 @@ class StageCosts:
             canonical = self.canonical(n)
             result = self._cache.get(canonical)
             if result is None:
-                result = np.full(self.next_index.shape, np.inf)
-                for times, limit in zip(self._times[::-1], self._limits[::-1]):  # the fastest fitting mode wins
-                    result = np.where(canonical <= limit, times, result)
+                # the fastest fitting mode wins: the slowest mode's, overwritten by each faster one where it fits
+                result = np.where(canonical <= self._limits[-1], self._times[-1], np.inf)
+                for times, limit in zip(self._times[-2::-1], self._limits[-2::-1]):
+                    np.copyto(result, times, where=canonical <= limit)
                 self._cache[canonical] = result
             self._cache[n] = result
         return result

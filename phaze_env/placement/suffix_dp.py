@@ -21,9 +21,8 @@ def _add_stage(value: np.ndarray, layout: Layout, after: np.ndarray, rows: int) 
     the others, and those that list no stage, are ``inf`` without looking.
     """
     best = np.full(len(after), np.inf)
-    nonempty = layout.nonempty_rows(rows)
+    nonempty, end = layout.nonempty_rows(rows)
     if len(nonempty):
-        end = int(layout.row_start[rows])
         # the rows' entries are consecutive, so each row's minimum is one segment's (the rows without entries between
         # two listed ones add no entry to a segment)
         best[nonempty] = np.minimum.reduceat(np.maximum(value[:end], after[layout.next_index[:end]]),
