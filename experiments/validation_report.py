@@ -544,12 +544,15 @@ def fsdp_section(predictions: list[Prediction]) -> list[str]:
 MOE_GAPS = {
     "deepseek-v3-2048-h800": (
         "the published plan fits 80 GiB once the stack's fused attention keeps the 128-head score matrices out of "
-        "the stash (as any 2024 stack training MLA at 4K does), but the step comes out too slow: DeepSeek-V3's DualPipe "
-        "runs forward and backward chunks of two microbatches side by side, so the 1F1B pipeline bubble priced here "
-        "is nearly absent there and each chunk's all-to-all is hidden under the other's compute, while the model "
-        "prices the bubble in full and hides the dispatch only under its own microbatch's; DualPipe as a schedule of "
-        "its own is not modelled yet, nor the FP8 GEMMs' fine-grained scaling overhead, and the efficiency is "
-        "megatron-core's, assumed"),
+        "the stash (as any 2024 stack training MLA at 4K does), but only by a squeeze: to fit, the placement gives its "
+        "16 stages {deepseek_stage_layers} layers each, and the slowest sets the pace. The same plan with memory not "
+        "binding (1 TiB of HBM: balanced stages) comes out {deepseek_unbounded_error}, so this row's error is a memory "
+        "squeeze cancelling a compute that is too fast, not a model that is slow. The memory model lacks DeepSeek's "
+        "own savings (Linear inputs cached in FP8, §3.3.3; RMSNorm and the MLA up-projections recomputed, §3.2.3; AdamW "
+        "moments in BF16, §3.3.3); the time model lacks DualPipe (Table 2's bubble (p/2 − 1)(F&B + B − 3W) instead of "
+        "1F1B's (p − 1)(F + B)), the FP8 GEMMs' fine-grained scaling, and runs megatron-core's efficiency, assumed. "
+        "DualPipe priced with its own memory (two weight copies, p + 1 microbatches in flight) does not fit 80 GiB in "
+        "this model for the same reason (measured on a branch, not merged)"),
     "bridge2511-qwen3-30b-a3b-fp8": (
         "the published plan fits 80 GiB, at {qwen3_fullest_gib} GiB on the fullest device (the last stage: {qwen3_chunks} "
         "one-layer chunks of microbatch 2 in flight, {qwen3_optimizer_gib} GiB of optimizer state as the expert-data-parallel group of 1 leaves the experts' "
