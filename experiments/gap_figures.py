@@ -17,9 +17,7 @@ from dataclasses import replace
 
 from experiments import long_context_gap, memory_check, moe_stack_gap, scale_loss
 from experiments.validation_cases import get_case
-from experiments.validation_fit import (Prediction, case_accelerator, case_cluster, error_with, evaluation_with,
-                                        fit_efficiency, metric_value, plan_of, predict)
-from phaze_env.evaluate import Evaluation, evaluate
+from experiments.validation_fit import Prediction, error_with, evaluation_with, fit_efficiency, predict
 from experiments.validation_stats import scaling_series
 from phaze_env.stacks import get_stack
 
@@ -258,21 +256,9 @@ UNBOUNDED_HBM_GB = 1024.0
 """HBM at which DeepSeek-V3's plan is evaluated to see its time with memory not binding (far above its need)."""
 
 
-def _deepseek(hbm_gb: float | None = None) -> Evaluation:
-    """DeepSeek-V3's published plan on its stack, at its chip's HBM or at ``hbm_gb``."""
-    case = get_case(DEEPSEEK_V3)
-    return evaluate(case.workload, case_accelerator(case), case_cluster(case), plan=plan_of(case),
-                    seq_len=case.seq_len, hbm_gb=hbm_gb)
-
-
-def _deepseek_unbounded_error() -> float:
-    case = get_case(DEEPSEEK_V3)
-    return metric_value(case, _deepseek(UNBOUNDED_HBM_GB).plan["time_per_batch_s"]) / case.published - 1
-
-
 def _deepseek_stage_layers() -> str:
     """The fewest and most layers a stage of the 80-GiB placement holds (the balanced split: 61/16 ≈ 4)."""
-    counts = [len(layers) for layers in _deepseek().plan["stage_layers"]]
+    counts = [len(layers) for layers in evaluation_with(get_case(DEEPSEEK_V3)).plan["stage_layers"]]
     return f"{min(counts)}–{max(counts)}"
 
 
@@ -327,7 +313,7 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "qwen3_host_share": lambda f: percent(moe_stack_gap.row(QWEN3_2511)["host_share"]),
     # DeepSeek-V3
     "deepseek_stage_layers": lambda f: _deepseek_stage_layers(),
-    "deepseek_unbounded_error": lambda f: signed_percent(_deepseek_unbounded_error()),
+    "deepseek_unbounded_error": lambda f: signed_percent(error_with(get_case(DEEPSEEK_V3), hbm_gb=UNBOUNDED_HBM_GB)),
     "qwen3_2026_device_only": lambda f: percent_range(moe_stack_gap.row(name)["device_only_error"]
                                                       for name in moe_stack_gap.ROWS),
 }
