@@ -52,7 +52,7 @@ from phaze_env.explain import BOUNDS, explain_layer
 from phaze_env.files import write_text_atomic, writable_directory
 from phaze_env.hardware import Accelerator, energy
 from phaze_env.hardware.accelerator import H100_GEMM_EFFICIENCY, get_preset
-from phaze_env.hardware.cost import (MI300X_ENGINE_CLOCK_HZ, MI300X_GEMM_MEDIAN_CLOCKS_HZ, MI300X_POWER_W, NODES,
+from phaze_env.hardware.cost import (MI300X_GEMM_MEDIAN_CLOCKS_HZ, MI300X_POWER_W, NODES,
                                      PUBLISHED, SYSTEMS, TPUV4_ICI_LINK_BPS, TPUV4_ICI_LINKS, chip_estimate,
                                      compute_die_area_mm2, periphery_area_mm2)
 from phaze_env.hardware.number_format import FORMAT_NAMES, FP8_MAC_RATE, mfu_text
@@ -61,7 +61,7 @@ from phaze_env.hardware.system import (FLAGSHIP_CHIP_SYSTEMS, FLAGSHIP_FAMILIES,
                                        REFERENCE_FAMILIES, RIVAL_NUMBER_FORMATS, SYSTEM_FAMILIES,
                                        REFERENCE_TOPOLOGIES, SYSTEM_GEMM_EFFICIENCY, SYSTEM_NODE, TORUS_POD_CHIPS,
                                        TOPOLOGY_FAMILIES, SystemBudget, SystemChoice, check_rival, choice_point,
-                                       reference_point, rival_chip, system_point)
+                                       mi300x_engine_clock_hz, reference_point, system_point)
 from phaze_env.stacks import CARRIED_FITS, DEFAULT_SYSTEM_STACK, get_system_stack
 from phaze_env.workloads import Workload, get_workload
 from search import cli as search_cli
@@ -108,6 +108,9 @@ def iso_cost_usd(power_w: float) -> float:
     """The iso-cost budget of a power budget: what the :data:`ISO_COST_REFERENCE` cluster the power buys costs
     (chips × (modelled chip cost + host and network share), :attr:`SystemPoint.cluster_cost_usd`)."""
     point, _ = reference_system(ISO_COST_REFERENCE, SystemBudget(power_w=power_w))
+    if point.n_devices < 1:  # no cluster, so no cost to match: a one-line ValueError, not a zero budget
+        raise ValueError(f"no iso-cost budget at {power_w / 1e6:g} MW: the {REFERENCE_LABELS[ISO_COST_REFERENCE]} "
+                         f"cluster it sets has no chips ({point.unbuildable_reason})")
     return point.cluster_cost_usd
 
 
@@ -531,7 +534,7 @@ def flagships_text(rows: Sequence[dict[str, Any]]) -> str:
         chips.append(f"{FLAGSHIP_LABELS[name]}: {chip.process.name}, {power}; `{family.name}` (host "
                      f"{family.host.w_per_chip:.0f} W per chip, {family.network_above_chips:,}-chip scale-up domain, "
                      f"fabric {family.scale_up.name}), stack efficiency carried from {CARRIED_FITS.get(name, name)}")
-    mi300x_mhz = MI300X_ENGINE_CLOCK_HZ / 1e6 * rival_chip("mi300x")[0].clock_hz / get_preset("mi300x").clock_hz
+    mi300x_mhz = mi300x_engine_clock_hz() / 1e6
     measured_mhz = "–".join(f"{min_max(MI300X_GEMM_MEDIAN_CLOCKS_HZ.values()) / 1e6:,.0f}" for min_max in (min, max))
     return f"""## Against the best you can buy: the 2024–25 flagships
 
@@ -826,13 +829,17 @@ def main(argv: list[str] | None = None) -> int:
 
     out_console = console()
     cells = [(w, k) for w in workloads for k in (args.kind or KINDS)]
+    try:  # every cell's budget and space up front: a budget that buys nothing or too much is refused before any search
+        configs = {(w, k): search_config(w, budget_for(k, power_budget_w(w, args.budget_mw))) for w, k in cells}
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     started = time.perf_counter()
     for done, (workload, kind) in enumerate(cells):
         power_w = power_budget_w(workload, args.budget_mw)
-        budget = budget_for(kind, power_w)
+        config = configs[(workload, kind)]
+        budget = config.space.budget
         label = f"[{done + 1}/{len(cells)}] {workload} at {budget.describe()} ({'iso-power' if kind == 'power' else 'iso-cost'})"
         kept = rows.get((workload, kind))
-        config = search_config(workload, budget)
         if kept is not None and kept["signature"] == config.signature and kept["power_w"] == power_w:
             added = ""
             missing = [name for name in flagships if name not in kept.get("flagships", {})]
