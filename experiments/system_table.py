@@ -30,6 +30,7 @@ A finished row whose search signature is unchanged is kept; an interrupted searc
 
     python -m experiments.system_table --workers 2                       # the four README models at 1 MW
     python -m experiments.system_table --workload gpt3-175b --workers 2  # adds gpt3-175b at 10 MW
+    python -m experiments.system_table --rescore-flagships               # only the stored rows' flagship columns
 """
 
 from __future__ import annotations
@@ -356,6 +357,57 @@ def flagship_rivals(config: SearchConfig, best: dict[str, Any], names: Sequence[
         out[name] = rival | {"factors": found, "ratio": best["samples_s"] / rival["samples_s"],
                              "why": why(best | {"factors": found}, rival)}
     return out
+
+
+def stored_row_config(row: dict[str, Any]) -> SearchConfig:
+    """The search config of a stored row at the budget it was run at (its ``budget``, not one recomputed: an iso-cost
+    budget follows the H100 model, and the row's answer was found at the stored one)."""
+    return search_config(row["workload"], SystemBudget(**row["budget"]))
+
+
+def select_rows(rows: Sequence[dict[str, Any]], workloads: Sequence[str] | None,
+                kinds: Sequence[str] | None) -> list[dict[str, Any]]:
+    """The stored rows of ``workloads`` × ``kinds`` (None: every stored one of them); a named pair (a workload with no
+    stored row at all, or a workload and a kind both named) with no stored row is a one-line ``ValueError`` naming the
+    stored ones."""
+    if not rows:
+        raise ValueError("no stored table to rescore: run the table first (python -m experiments.system_table)")
+    by_key = {row_key(r): r for r in rows}
+    chosen, missing = [], []
+    for workload in workloads or dict.fromkeys(r["workload"] for r in rows):
+        keys = [(workload, k) for k in (kinds or KINDS) if (workloads and kinds) or (workload, k) in by_key]
+        if workloads and not keys:  # a named workload with no stored row of any kind
+            keys = [(workload, "/".join(KINDS))]
+        missing += [f"{w} ({k})" for w, k in keys if (w, k) not in by_key]
+        chosen += [by_key[key] for key in keys if key in by_key]
+    if missing:
+        raise ValueError(f"no stored row {', '.join(missing)}; stored: {', '.join(f'{w} ({k})' for w, k in by_key)}")
+    return chosen
+
+
+def rescore_flagships(rows: Sequence[dict[str, Any]], names: Sequence[str] = FLAGSHIPS, *,
+                      config_for=stored_row_config, say=print) -> list[dict[str, Any]]:
+    """``rows`` with the flagship columns ``names`` re-evaluated with the model as it is now (power caps, stacks) against
+    each row's stored answer at its stored budget (:func:`flagship_rivals`); the answer, its references and the other
+    columns are kept as stored (not re-searched: a row whose search signature differs from today's says so). New row
+    dicts; nothing is written."""
+    names = flagship_names(names)
+    out = []
+    for row in rows:
+        config = config_for(row)
+        fresh = flagship_rivals(config, row["best"], names)
+        old = row.get("flagships", {})
+        changes = ", ".join(f"{FLAGSHIP_LABELS[n]} {_ratio_text(old.get(n))} -> {_ratio_text(fresh[n])}" for n in names)
+        kept = "" if row.get("signature") == config.signature else " (its answer from an earlier model: re-search to renew it)"
+        say(f"{row['workload']} ({row['kind']}, {row['budget_label']}): {changes}{kept}")
+        out.append(row | {"flagships": old | fresh})
+    return out
+
+
+def _ratio_text(rival: dict[str, Any] | None) -> str:
+    if rival is None:
+        return "none"
+    return f"{rival['ratio']:.3f}×" if rival.get("feasible") else "not built"
 
 
 SAME_NODE_REFERENCES = {name: SYSTEMS[name][0].process.name for name in REFERENCES}
@@ -808,6 +860,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where system_table.md and .json are written (default docs)")
     parser.add_argument("--render", action="store_true",
                         help="only rebuild system_table.md from the JSON (default: search, evaluate and write)")
+    parser.add_argument("--rescore-flagships", action="store_true",
+                        help="only re-evaluate the stored rows' flagship columns (--workload/--kind/--flagship select; "
+                             "default every stored row and flagship) with today's model against each row's stored "
+                             "answer and budget, and rewrite the table (no search)")
     parser.add_argument("--quiet", action="store_true", help="no search progress display (default: shown)")
     return parser
 
@@ -825,6 +881,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         write_docs(docs, list(rows.values()))
         return 0
+    if args.rescore_flagships:
+        return _rescore_main(parser, args, rows, docs)
     from search.progress import ConsoleProgress, SearchProgress
 
     out_console = console()
@@ -867,6 +925,30 @@ def main(argv: list[str] | None = None) -> int:
                           f"{'exact' if row['exact'] else 'NOT PROVEN'}; {ratios} ({row['elapsed_s']:.0f} s)",
                           highlight=False)
     write_docs(docs, list(rows.values()))
+    return 0
+
+
+def _rescore_main(parser: argparse.ArgumentParser, args: argparse.Namespace, rows: dict[tuple[str, str], Any],
+                  docs: Path) -> int:
+    """``--rescore-flagships``: the selected stored rows' flagship columns renewed (:func:`rescore_flagships`), the
+    table rewritten once at the end (an error leaves it as it was)."""
+    if args.budget_mw is not None:
+        parser.exit(2, f"{parser.prog}: error: --rescore-flagships re-evaluates each stored row at its own budget; "
+                       "--budget-mw does not apply\n")
+    started = time.perf_counter()
+    try:
+        workloads = [get_workload(w).name for w in args.workload] if args.workload else None
+        chosen = select_rows(list(rows.values()), workloads, args.kind)
+        names = flagship_names(args.flagship)
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    try:
+        fresh = rescore_flagships(chosen, names, say=lambda text: print(text, flush=True))
+    except ValueError as exc:
+        parser.exit(1, f"{parser.prog}: error: {exc}\n")
+    write_docs(docs, list((rows | {row_key(r): r for r in fresh}).values()))
+    print(f"rescored {len(fresh)} row(s) in {time.perf_counter() - started:.0f} s; wrote {docs / 'system_table.json'} "
+          f"and .md")
     return 0
 
 
