@@ -548,12 +548,15 @@ and A100's HBM2/HBM2e and 50G NRZ lanes. Against the 2024–25 flagships: "Again
 """
 
 
-def _flagship_cell(rival: dict[str, Any] | None) -> str:
+def _flagship_cell(rival: dict[str, Any] | None, span: dict[str, Any] | None = None) -> str:
+    """A flagship's ratio with its system's figures, and the ratio's range over the assumptions run for it
+    (``span``, the row's sensitivity range; "Sensitivity of each verdict" says which)."""
     if rival is None:
         return "—"
     if not rival["feasible"]:
         return f"not built ({rival['reason']})"
-    return (f"{rival['ratio']:.2f}× ({_chips_label(rival)} chips, {FORMAT_NAMES[rival['number_format']]}, "
+    spread = f" (range {span['low']:.2f}–{span['high']:.2f})" if span else ""
+    return (f"{rival['ratio']:.2f}×{spread} ({_chips_label(rival)} chips, {FORMAT_NAMES[rival['number_format']]}, "
             f"{rival['samples_s']:,.1f} samples/s, {mfu_text(rival['mfu'], rival['number_format'])}, "
             f"{_wall_label(rival)})")
 
@@ -565,7 +568,8 @@ def flagships_text(rows: Sequence[dict[str, Any]]) -> str:
     if not done:
         return ""
     body = [[r["workload"], r["budget_label"], f"{r['best']['samples_s']:,.1f}",
-             *[_flagship_cell(r["flagships"].get(name)) for name in FLAGSHIPS]] for r in done]
+             *[_flagship_cell(r["flagships"].get(name), r.get("sensitivity", {}).get("ranges", {}).get(name))
+               for name in FLAGSHIPS]] for r in done]
     whys = [[r["workload"], r["budget_label"], FLAGSHIP_LABELS[n], f["why"]]
             for r in done for n, f in r["flagships"].items() if f.get("feasible")]
     chips = []
@@ -619,6 +623,7 @@ def sensitivity_text(rows: Sequence[dict[str, Any]]) -> str:
     """The section on the verdicts' sensitivity: each assumption with its range and source
     (:data:`phaze_env.assumptions.ASSUMPTIONS`), and per row that was run the ratio's range per reference, what moves
     it most and how each figure was obtained ("" when no row has run)."""
+    from experiments.sensitivity import uncovered
     from phaze_env.assumptions import ASSUMPTIONS
 
     done = [r for r in rows if r.get("sensitivity")]
@@ -626,31 +631,54 @@ def sensitivity_text(rows: Sequence[dict[str, Any]]) -> str:
         return ""
     assumptions = [[f"`{a.name}`", a.label, f"{a.nominal:,.4g}", f"{a.low:,.4g}", f"{a.high:,.4g}", a.unit, a.source]
                    for a in ASSUMPTIONS.values()]
-    body = []
+
+    def span(s: dict[str, Any], name: str) -> str:
+        if name not in s["ranges"]:
+            return "—"
+        r = s["ranges"][name]
+        return (f"{r['low']:.2f}–{r['high']:.2f}× (nominal {r['nominal']:.2f}×; low: {r['low_by']}, "
+                f"high: {r['high_by']})")
+
+    body, flagship_body = [], []
     for r in done:
-        s = r["sensitivity"]
+        s, missing = r["sensitivity"], uncovered(r["sensitivity"])
         statuses = {}
         for case in s["cases"]:
             statuses[case["status"]] = statuses.get(case["status"], 0) + 1
-        body.append([r["workload"], r["budget_label"],
-                     *[f"{s['ranges'][n]['low']:.2f}–{s['ranges'][n]['high']:.2f}× (nominal {s['ranges'][n]['nominal']:.2f}×; "
-                       f"low: {s['ranges'][n]['low_by']}, high: {s['ranges'][n]['high_by']})" if n in s["ranges"] else "—"
-                       for n in REFERENCES],
-                     ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())), f"{s['elapsed_s']:.0f} s"])
+        body.append([r["workload"], r["budget_label"], *[span(s, n) for n in REFERENCES],
+                     ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())), f"{s['elapsed_s']:.0f} s",
+                     ", ".join(f"`{n}`" for n in missing.get("", [])) or "none"])
+        run = list(dict.fromkeys(c["assumption"] for c in s["cases"]))
+        over = {name: [a for a in run if a not in missing.get(name, [])] for name in FLAGSHIPS if name in s["ranges"]}
+        if over:
+            covered = sorted({", ".join(f"`{a}`" for a in assumptions_run) for assumptions_run in over.values()})
+            flagship_body.append([r["workload"], r["budget_label"], *[span(s, n) for n in FLAGSHIPS],
+                                  "every one run" if all(len(a) == len(run) for a in over.values())
+                                  else "; ".join(covered)])
+    not_run = [f"{r['workload']} at {r['budget_label']}" for r in rows if not r.get("sensitivity")]
+    flagships = "" if not flagship_body else f"""Against the 2024–25 flagships (the cases that have them: a case of a
+run before the flagships were set against holds no flagship ratio, and the last column names the assumptions each
+flagship range is over):
+
+{table(["workload", "budget", *[f"vs {FLAGSHIP_LABELS[n]}" for n in FLAGSHIPS], "over"], flagship_body)}
+
+"""
     return f"""## Sensitivity of each verdict
 
 Each row's ratios with every assumption below moved, one at a time, to each end of its range
 (`python -m experiments.sensitivity --workload W --kind power|cost`; `phaze_env.assumptions`): the exact search re-run
-under the move with the references ("exact"), or — where the move leaves every input of the search and of the
-references as at nominal (the budget, every row's chip and cluster, each reference's) — the nominal answer
-("inputs unchanged"). The range is the lowest and highest ratio over the nominal run and every case; the tornado
-charts are in `docs/figures/system_sensitivity.html` (`.png`) and in each search's `report.html`.
+under the move with every rival ("exact"); where the move leaves every input of the search as at nominal (the budget,
+every row's chip and cluster) the nominal answer, exactly, against the rivals whose own chip or cluster the move
+changes evaluated again ("answer unchanged": e.g. the V–f exponent, which moves only the power-capped flagships) or,
+when it changes none, the nominal verdict ("inputs unchanged"). `--from-table` adds cases to a stored row with its
+stored answer as the nominal. The range is the lowest and highest ratio over the nominal run and every case; the
+tornado charts are in `docs/figures/system_sensitivity.html` (`.png`) and in each search's `report.html`.
 
 {table(["assumption", "what", "nominal", "low", "high", "unit", "range from"], assumptions)}
 
-{table(["workload", "budget", *[f"vs {REFERENCE_LABELS[n]}" for n in REFERENCES], "cases", "wall"], body)}
+{table(["workload", "budget", *[f"vs {REFERENCE_LABELS[n]}" for n in REFERENCES], "cases", "wall", "not run"], body)}
 
-"""
+{flagships}{f"No sensitivity run yet: {', '.join(not_run)}." + chr(10) + chr(10) if not_run else ""}"""
 
 
 def render(rows: Sequence[dict[str, Any]]) -> str:

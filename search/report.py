@@ -326,12 +326,14 @@ def sensitivity_section(out: Path) -> str:
 
 
 def tornado_bars(data: dict[str, Any], reference: str) -> list[dict[str, Any]]:
-    """Per assumption of ``data`` (:data:`SENSITIVITY_FILE`'s form): its label with its range, and the ratio vs
-    ``reference`` at the low and at the high end of the range (None where that end is the nominal value), the
-    widest swing first."""
+    """Per assumption of ``data`` (:data:`SENSITIVITY_FILE`'s form) with a case that has a ratio vs ``reference`` (a
+    case run before that rival was set against has none: no bar, rather than one saying it did not move): its label
+    with its range, and the ratio vs ``reference`` at the low and at the high end of the range (None where that end is
+    the nominal value), the widest swing first."""
     nominal = data["nominal"]["ratios"][reference]
     bars: dict[str, dict[str, Any]] = {}
-    for case in data["cases"]:
+    covered = {case["assumption"] for case in data["cases"] if reference in case["ratios"]}
+    for case in (case for case in data["cases"] if case["assumption"] in covered):
         bar = bars.setdefault(case["assumption"], {"assumption": case["assumption"], "low": None, "high": None,
                                                    "values": {}, "status": set()})
         bar[case["end"]] = case["ratios"].get(reference)
