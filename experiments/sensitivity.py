@@ -298,7 +298,7 @@ def _write_png(path: Path, rows: Sequence[dict[str, Any]]) -> None:
                     ax.barh(k, b[end] - nominal, left=nominal, color=colour, height=0.7)
         ax.axvline(nominal, color="black", linewidth=1)
         ax.set_yticks(range(len(bars)), labels, fontsize=7)
-        ax.invert_yaxis()
+        ax.set_ylim(n_assumptions - 0.5, -0.5)  # top down, one slot per assumption in every panel (bars as thick)
         ax.set_title(f"{row['workload']} {row['budget_label']}: vs {RIVAL_LABELS[name]}", fontsize=9)
         ax.set_xlabel("throughput ratio (blue: range low end, red: high end)", fontsize=8)
     fig.tight_layout()
@@ -321,7 +321,8 @@ def build_parser() -> OneLineParser:
                         help="take each row's nominal verdict (answer, references, flagships) from the stored table "
                              "at its stored budget instead of re-running its search, and add these cases to the row's "
                              "stored sensitivity (its other cases kept); cheap for an assumption that leaves the "
-                             "search's inputs as they are (e.g. voltage_frequency_exponent)")
+                             "search's inputs as they are (e.g. voltage_frequency_exponent); default: run each row's "
+                             "search at nominal")
     parser.add_argument("--workers", type=positive_int, default=2, metavar="N", help="search worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=Path("out/system_table"),
                         help="search outputs, the table's (default out/system_table)")
@@ -345,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.budget_mw is not None:
                 raise ValueError("--from-table runs each stored row at its own budget; --budget-mw does not apply")
             chosen = select_rows(list(rows.values()), workloads, args.kind)
+            bare = [f"{r['workload']} ({r['kind']})" for r in chosen if not r.get("sensitivity")]
+            if bare:  # a sensitivity of only the added assumptions would read as the verdict's whole range
+                raise ValueError(f"no stored sensitivity to add to for {', '.join(bare)}: run it in full (without "
+                                 "--from-table)")
         except ValueError as exc:
             parser.exit(2, f"{parser.prog}: error: {exc}\n")
         cells = [(row["workload"], row["kind"], row["power_w"], row) for row in chosen]
@@ -364,14 +369,15 @@ def main(argv: list[str] | None = None) -> int:
                 rebuild(directory)
         except ValueError as exc:
             parser.exit(1, f"{parser.prog}: error: {workload} ({kind}): {exc}\n")
-        summary = ", ".join(f"{RIVAL_LABELS[n]} {r['low']:.2f}–{r['high']:.2f}× (nominal {r['nominal']:.2f}×)"
-                            for n, r in data["ranges"].items())
-        print(f"  range over the assumptions: {summary}; {'exact' if data['exact'] else 'NOT PROVEN'}; "
-              f"{data['elapsed_s']:.0f} s", flush=True)
         row = rows.get((workload, kind))
-        if row is not None and math.isclose(row["power_w"], power_w):
-            row["sensitivity"] = merged_summary(row.get("sensitivity"), data) if stored is not None \
-                else row_summary(data)
+        kept = row is not None and math.isclose(row["power_w"], power_w)
+        summary = merged_summary(row.get("sensitivity"), data) if stored is not None else row_summary(data)
+        spans = ", ".join(f"{RIVAL_LABELS[n]} {r['low']:.2f}–{r['high']:.2f}× (nominal {r['nominal']:.2f}×)"
+                          for n, r in summary["ranges"].items())
+        print(f"  range over the {'row' if stored is not None else 'run'}'s assumptions: {spans}; "
+              f"{'exact' if data['exact'] else 'NOT PROVEN'}; {data['elapsed_s']:.0f} s", flush=True)
+        if kept:
+            row["sensitivity"] = summary
             write_docs(docs, list(rows.values()))
     write_figures(docs, list(rows.values()))
     return 0

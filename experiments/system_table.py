@@ -590,6 +590,8 @@ def flagships_text(rows: Sequence[dict[str, Any]]) -> str:
         chips.append(f"{FLAGSHIP_LABELS[name]}: {chip.process.name}, {power}; `{family.name}` (host "
                      f"{family.host.w_per_chip:.0f} W per chip, {family.network_above_chips:,}-chip scale-up domain, "
                      f"fabric {family.scale_up.name}), stack efficiency carried from {CARRIED_FITS.get(name, name)}")
+    from phaze_env.assumptions import MEASURED_EXPONENT
+
     mi300x_mhz = mi300x_engine_clock_hz() / 1e6
     measured_mhz = "–".join(f"{min_max(MI300X_GEMM_MEDIAN_CLOCKS_HZ.values()) / 1e6:,.0f}" for min_max in (min, max))
     return f"""## Against the best you can buy: the 2024–25 flagships
@@ -609,8 +611,10 @@ stack and plan freedom, in its fastest number format. Ratio > 1: the searched sy
   management makes it, at the clock whose modelled power meets that limit (`hardware.system.rival_chip`; dynamic
   power ∝ f·V², V ∝ f^k, k = {energy.VOLTAGE_FREQUENCY_EXPONENT:g} in a range 0–1): the MI300X at
   {mi300x_mhz:,.0f} MHz of its 2,100 MHz peak, against the {measured_mhz} MHz medians AMD measures under dense GEMMs
-  within its 750 W (ROCm blog "Measuring Max-Achievable FLOPs – Part 2", 2025; `cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ`). Not the
-  same node: the flagships' 4NP / N5 silicon against the space's {SYSTEM_NODE}.
+  within its 750 W (ROCm blog "Measuring Max-Achievable FLOPs – Part 2", 2025; `cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ`).
+  k = 1 is the top of its range, in the rivals' favour; the sensitivity below moves it to k = {MEASURED_EXPONENT:.3f},
+  at which the capped MI300X runs at the measured bf16 median (`assumptions.MEASURED_EXPONENT`; the "range" in each
+  cell, where a row has that case). Not the same node: the flagships' 4NP / N5 silicon against the space's {SYSTEM_NODE}.
 
 {table(["workload", "budget", "answer samples/s", *[f"vs {FLAGSHIP_LABELS[n]}" for n in FLAGSHIPS]], body)}
 

@@ -317,8 +317,8 @@ def sensitivity_section(out: Path) -> str:
         return f"<section><h2>Sensitivity</h2><p class=\"unproven\">cannot read {_e(path)}: {_e(exc)}</p></section>"
     statuses = sorted({c["status"] for c in data["cases"]})
     note = (f"{len(data['cases'])} cases ({', '.join(statuses)}): each assumption at the low and the high end of its "
-            "range, the search re-run exactly (or, where the move leaves every input of the search and the references "
-            "unchanged, the nominal answer)")
+            "range, the search re-run exactly (or, where the move leaves every input of the search unchanged, the "
+            "nominal answer, against the rivals the move changes evaluated again)")
     plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG, div_id=f"tornado-{k}")
                       for k, f in enumerate(figures))
     return (f"<section><h2>Sensitivity of the verdict: {_e(data['workload'])} at {_e(data['budget'])}</h2>\n"

@@ -144,3 +144,28 @@ def test_a_range_end_no_case_moves_is_the_nominals():
     found = ranges({"ratios": {"x": 2.0, "y": 1.0}}, cases)
     assert found["x"] == {"nominal": 2.0, "low": 2.0, "low_by": "nominal", "high": 2.5, "high_by": "b high"}
     assert found["y"] == {"nominal": 1.0, "low": 1.0, "low_by": "nominal", "high": 1.5, "high_by": "a low"}
+
+
+@pytest.mark.parametrize("stored,args,message", [
+    (False, ("--workload", "gpt2-xl"), "no stored table to rescore"),
+    (True, ("--workload", "gpt2-xl", "--budget-mw", "2"), "--budget-mw does not apply"),
+    (True, ("--workload", "opt-1.3b"), "no stored row opt-1.3b (power/cost); stored: gpt2-xl (power)"),
+    (True, ("--workload", "gpt2-xl", "--kind", "cost"), "no stored row gpt2-xl (cost)"),
+    (True, ("--workload", "gpt2-xl"), "no stored sensitivity to add to for gpt2-xl (power)")])
+def test_from_table_refuses_what_it_cannot_add_to_in_one_line(tmp_path, stored, args, message):
+    """``--from-table`` adds cases to a stored row's sensitivity: no table, a row not stored, a budget of its own or a
+    row with no sensitivity to add to is one line, exit 2, and nothing is written."""
+    import subprocess
+    import sys
+
+    from experiments.system_table import TABLE_VERSION
+
+    if stored:
+        row = {"workload": "gpt2-xl", "kind": "power", "power_w": 1e6}
+        (tmp_path / "system_table.json").write_text(json.dumps({"version": TABLE_VERSION, "rows": [row]}))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = subprocess.run([sys.executable, "-m", "experiments.sensitivity", "--from-table", *args, "--assumption",
+                           "voltage_frequency_exponent", "--docs", str(tmp_path), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "out") == before
