@@ -355,6 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         cells = [(row["workload"], row["kind"], row["power_w"], row) for row in chosen]
     else:
         cells = [(w, k, power_budget_w(w, args.budget_mw), None) for w in workloads for k in args.kind or KINDS]
+        try:  # every row's budget and space up front: one that buys nothing or too much is refused before any search
+            for workload, kind, power_w, _ in cells:
+                search_config(workload, budget_for(kind, power_w))
+        except ValueError as exc:
+            parser.exit(2, f"{parser.prog}: error: {exc}\n")
     for workload, kind, power_w, stored in cells:
         print(f"{workload} ({kind}):", flush=True)
         config_at = (lambda: search_config(workload, budget_for(kind, power_w))) if stored is None else \

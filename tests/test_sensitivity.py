@@ -169,3 +169,16 @@ def test_from_table_refuses_what_it_cannot_add_to_in_one_line(tmp_path, stored, 
                           capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "out") == before
+
+
+@pytest.mark.parametrize("kind,budget_mw,message", [
+    ("cost", "0.0001", "no iso-cost budget at 0.0001 MW"), ("power", "1e12", "more than any buildable system")])
+def test_a_budget_that_buys_no_unit_or_too_many_is_refused_before_any_search(tmp_path, kind, budget_mw, message):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "experiments.sensitivity", "--workload", "gpt2-xl", "--kind", kind,
+                           "--budget-mw", budget_mw, "--docs", str(tmp_path / "docs"), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert done.stdout == ""  # refused before the first row starts
