@@ -2,16 +2,18 @@
 
 For one row of ``docs/system_table.json`` (a workload at a budget kind) and every assumption of
 :data:`phaze_env.assumptions.ASSUMPTIONS` at each end of its range (:func:`phaze_env.assumptions.moved`), the row's
-verdict — the exact system-space search's best throughput over each reference system's at the same budget — is
-computed again:
+verdict — the exact system-space search's best throughput over each rival's at the same budget (:data:`RIVALS`: the
+references TPUv4, A100, H100 and the 2024–25 flagships) — is computed again:
 
-* **exact**: the search is re-run (:func:`search.run.run_search`, proven or saying it is not) and the references
+* **exact**: the search is re-run (:func:`search.run.run_search`, proven or saying it is not) and the rivals
   re-evaluated, all under the moved assumption (its iso-cost budget too: the H100 cluster's cost moves with a cost
   assumption);
-* **inputs unchanged**: when the move leaves every input of the search and of the references as they were at
-  nominal — the budget, every row's chip (accelerator) and cluster (chip count, links, training stack and
-  efficiency), each reference's chip and cluster (:func:`search_inputs`) — the answer and the references are the
-  nominal ones, exactly, and nothing is re-run (e.g. a cost assumption at iso-power: chip counts follow power).
+* **answer unchanged**: when the move leaves every input of the search as it was at nominal — the budget, every row's
+  chip (accelerator) and cluster (chip count, links, training stack and efficiency) and objective divisor
+  (:func:`search_inputs`) — the answer is the nominal one, exactly, and only the rivals whose own chip or cluster the
+  move changes are evaluated again (e.g. the V–f exponent: only the power-capped flagships);
+* **inputs unchanged**: when it changes no rival either, the nominal verdict, and nothing is re-run (e.g. a cost
+  assumption at iso-power: chip counts follow power).
 
 Nothing is bounded or estimated: each figure is a proven search's or the nominal one for the reason above, and a
 search that is not proven is marked so. Outputs: ``<out>/<workload>/<kind>/sensitivity.json`` (the format
@@ -19,7 +21,13 @@ search that is not proven is marked so. Outputs: ``<out>/<workload>/<kind>/sensi
 the row's ``sensitivity`` summary in ``<docs>/system_table.json`` (``system_table.md`` re-rendered) and the tornado
 charts of every row with one in ``<docs>/figures/system_sensitivity.{html,png}``.
 
+``--from-table`` adds cases to a stored row's sensitivity without re-running its nominal search: the row's stored
+answer, references and flagship columns are the nominal (:func:`stored_verdict`), the cases' searches run only where
+the move changes the search's inputs, and the row keeps its other cases (:func:`merged_summary`; the table names the
+assumptions a row, or a rival's range, lacks: :func:`uncovered`).
+
     python -m experiments.sensitivity --workload gpt2-xl --kind power --workers 2
+    python -m experiments.sensitivity --from-table --workload gpt2-xl --assumption voltage_frequency_exponent --workers 1
 """
 
 from __future__ import annotations
