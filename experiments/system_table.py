@@ -399,9 +399,22 @@ def rescore_flagships(rows: Sequence[dict[str, Any]], names: Sequence[str] = FLA
         old = row.get("flagships", {})
         changes = ", ".join(f"{FLAGSHIP_LABELS[n]} {_ratio_text(old.get(n))} -> {_ratio_text(fresh[n])}" for n in names)
         kept = "" if row.get("signature") == config.signature else " (its answer from an earlier model: re-search to renew it)"
+        renewed = row | {"flagships": old | fresh}
+        stale = [n for n in names if n in row.get("sensitivity", {}).get("ranges", {})
+                 and row["sensitivity"]["ranges"][n]["nominal"] != fresh[n].get("ratio")]
+        if stale:  # a range around another nominal would be a silent wrong answer: dropped, and the table says so
+            renewed["sensitivity"] = _without_rivals(row["sensitivity"], stale)
+            kept += (f"; its sensitivity's {', '.join(FLAGSHIP_LABELS[n] for n in stale)} range dropped (around the old "
+                     "ratio: python -m experiments.sensitivity --from-table adds it again)")
         say(f"{row['workload']} ({row['kind']}, {row['budget_label']}): {changes}{kept}")
-        out.append(row | {"flagships": old | fresh})
+        out.append(renewed)
     return out
+
+
+def _without_rivals(summary: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """A sensitivity summary with rivals ``names``' ranges and case ratios removed."""
+    cases = [c | {"ratios": {n: r for n, r in c["ratios"].items() if n not in names}} for c in summary["cases"]]
+    return summary | {"ranges": {n: r for n, r in summary["ranges"].items() if n not in names}, "cases": cases}
 
 
 def _ratio_text(rival: dict[str, Any] | None) -> str:

@@ -184,6 +184,15 @@ def test_rescoring_renews_only_the_named_flagship_columns_against_the_stored_ans
     assert {k: v for k, v in fresh.items() if k != "flagships"} == {k: v for k, v in row.items() if k != "flagships"}
     assert row["flagships"]["mi300x"]["ratio"] == 123.0  # the input rows are not modified
     assert "MI300X 123.000× -> " in said[0] and "its answer from an earlier model" in said[0]
+    # a stored sensitivity range around the old ratio is dropped (the table then names it as not run), not kept stale
+    case = {"assumption": "voltage_frequency_exponent", "end": "low", "ratios": {"h100": 1.0, "mi300x": 150.0}}
+    span = {"nominal": 123.0, "low": 123.0, "low_by": "nominal", "high": 150.0, "high_by": "voltage_frequency_exponent low"}
+    row["sensitivity"] = {"ranges": {"h100": {"nominal": 1.0}, "mi300x": span}, "cases": [case], "exact": True,
+                          "elapsed_s": 1.0}
+    (fresh,) = rescore_flagships([row], ["mi300x"], config_for=lambda r: config, say=said.append)
+    assert set(fresh["sensitivity"]["ranges"]) == {"h100"}
+    assert fresh["sensitivity"]["cases"][0]["ratios"] == {"h100": 1.0}
+    assert "MI300X range dropped" in said[-1] and row["sensitivity"]["ranges"]["mi300x"] == span
 
 
 def test_rescore_selects_stored_rows_and_names_a_missing_one():
