@@ -201,16 +201,17 @@ def uncovered(summary: dict[str, Any]) -> dict[str, list[str]]:
 
 def merged_summary(stored: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any]:
     """A row's stored sensitivity summary with ``data``'s cases added (a stored case of the same assumption and end
-    replaced), the ranges over all of them around ``data``'s nominal."""
+    replaced, its wall time taken out of the row's), the ranges over all of them around ``data``'s nominal."""
     if not stored:
         return row_summary(data)
     fresh = row_summary(data)
     ran = {(c["assumption"], c["end"]) for c in fresh["cases"]}
+    replaced_s = sum(c["wall_s"] for c in stored["cases"] if (c["assumption"], c["end"]) in ran)
     cases = [c for c in stored["cases"] if (c["assumption"], c["end"]) not in ran] + fresh["cases"]
     order = list(ASSUMPTIONS)
     cases.sort(key=lambda c: (order.index(c["assumption"]) if c["assumption"] in order else len(order), c["end"]))
     return {"ranges": ranges(data["nominal"], cases), "exact": stored["exact"] and fresh["exact"],
-            "elapsed_s": stored["elapsed_s"] + fresh["elapsed_s"], "cases": cases}
+            "elapsed_s": stored["elapsed_s"] - replaced_s + fresh["elapsed_s"], "cases": cases}
 
 
 def _ratios_text(ratios: dict[str, float]) -> str:
@@ -369,7 +370,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             parser.exit(2, f"{parser.prog}: error: {exc}\n")
     for workload, kind, power_w, stored in cells:
-        print(f"{workload} ({kind}):", flush=True)
+        earlier = stored is not None and stored.get("signature") != stored_row_config(stored).signature
+        print(f"{workload} ({kind}):" + (" its stored answer is an earlier model's (its search signature differs); "
+                                         "its flagship columns should be today's (--rescore-flagships)" if earlier
+                                         else ""), flush=True)
         config_at = (lambda: search_config(workload, budget_for(kind, power_w))) if stored is None else \
             (lambda: stored_row_config(stored))
         # a run from the table writes its own file beside the row's search outputs (a full run's report is kept)
