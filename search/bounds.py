@@ -60,7 +60,7 @@ from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.placement.bounds import placement_time_bound_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR
-from phaze_env.placement.rules import interleave_degrees
+from phaze_env.placement.rules import pipeline_split
 from phaze_env.plan_spec import PlanSpec, phaze_plan
 from phaze_env.pricing import shared_layer_time_bounds_s
 from phaze_env.workloads import Workload, get_workload, model_graph
@@ -246,15 +246,6 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
             time_s = np.min(times_s, axis=0)
             bounds[(t, m)] = cluster.setup.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds
-
-
-def pipeline_split(graph, cluster: Cluster, plan: PlanSpec) -> tuple[int, tuple[int, ...]]:
-    """The layers a pipeline split of ``graph`` counts and the interleavings ``v`` the placement DP tries under
-    ``plan`` on ``cluster``'s stack — by the placement's own rules (:meth:`~phaze_env.plan_spec.PlanRules.split_layers`,
-    which the evaluator's layer chain counts with, :attr:`~phaze_env.cluster.Stack.searches_interleave` and
-    :func:`~phaze_env.placement.rules.interleave_degrees`), so the bounds try every ``v`` the DP may run."""
-    total_layers = sum(layer.repeat * cluster.stack.plan_rules.split_layers(layer) for layer in graph.layers)
-    return total_layers, tuple(interleave_degrees(total_layers, plan.interleave, cluster.stack.searches_interleave))
 
 
 def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
