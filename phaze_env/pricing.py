@@ -176,14 +176,14 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, comm_s, overlap), tensor, vector)
 
 
-def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=None,
+def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster,
                         recompute_modes: tuple[str, ...] = ("none",)) -> np.ndarray:
     """Lower bound of each layer's fwd+bwd time (rows: the graph's layers) per architecture (columns).
 
     Operators are priced by :func:`price_ops`, the evaluator's own pricing: the same
     per-op latencies (framework efficiency included, collectives on the cluster's levels) for every
-    architecture, so each entry bounds the schedule ``evaluate`` finds for that layer from below.
-    ``core_configs``: ``(space.tc_configs(), space.vc_configs())`` when the caller already has them.
+    architecture (on the space's unique core configurations, :attr:`~phaze_env.hardware.space.ArchSpace.tc_configs`
+    and ``vc_configs``), so each entry bounds the schedule ``evaluate`` finds for that layer from below.
 
     ``recompute_modes`` without ``"none"`` (a stack whose plans always recompute, e.g. fused attention priced as
     selective recompute): every stage's backward pass repeats at least ``min(A, F)`` of each layer, the least of what
@@ -192,7 +192,7 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
     attention only; a fused kernel's recompute is left out, which only loosens the bound).
     """
     arrays = space.arrays
-    (tc_rows, tc_index), (vc_rows, vc_index) = core_configs or (space.tc_configs(), space.vc_configs())
+    (tc_rows, tc_index), (vc_rows, vc_index) = space.tc_configs, space.vc_configs
     always_recomputes = "none" not in recompute_modes and not cluster.stack.attention_efficiency
     rows = []
     for layer in graph.layers:
@@ -213,7 +213,7 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
     return np.array(rows)
 
 
-def shared_layer_time_bounds_s(graph, graph_key, space: ArchSpace, cluster: Cluster, core_configs=None,
+def shared_layer_time_bounds_s(graph, graph_key, space: ArchSpace, cluster: Cluster,
                                recompute_modes: tuple[str, ...] = ("none",), memo: dict | None = None) -> np.ndarray:
     """:func:`layer_time_bounds_s` of ``graph``, computed once per ``memo`` for every call that prices it alike — the
     system space's bounding groups on different networks share their architectures and base, and most graphs price no
@@ -226,7 +226,7 @@ def shared_layer_time_bounds_s(graph, graph_key, space: ArchSpace, cluster: Clus
     key = (graph_key, space, cluster.stack, cluster.network if collectives else None, tuple(recompute_modes))
     memo = {} if memo is None else memo
     if (hit := memo.get(key)) is None:
-        hit = memo[key] = layer_time_bounds_s(graph, space, cluster, core_configs, recompute_modes)
+        hit = memo[key] = layer_time_bounds_s(graph, space, cluster, recompute_modes)
     return hit
 
 

@@ -221,14 +221,13 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
     experts = expert_parallel_degrees(workload, cluster.n_devices) if plan.e is None else [plan.e]
     widths = valid_tensor_widths(workload, tensor_widths, cluster.n_devices)
     bounds = {}
-    core_configs = (space.tc_configs(), space.vc_configs())
     for t in widths:
         for m in microbatch:
             times_s = []
             for e in experts:  # each degree's own graph: its experts at the per-rank shape are priced differently
                 graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e)
-                layer_s = shared_layer_time_bounds_s(graph, (t, m, e), space, cluster, core_configs,
-                                                     plan.recompute_modes, layer_memo)
+                layer_s = shared_layer_time_bounds_s(graph, (t, m, e), space, cluster, plan.recompute_modes,
+                                                     layer_memo)
                 repeats = np.array([layer.repeat for layer in graph.layers])
                 gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
                 expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)

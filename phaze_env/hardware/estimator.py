@@ -463,7 +463,7 @@ def latency_terms(
     """The checked configuration arrays and the tensor- and vector-core terms of every op on every configuration.
 
     ``tc_configs``: ``(T, 4)`` rows ``(num_tc, tc_width, tc_depth, buffer_mb)``; ``vc_configs``: ``(V, 5)``
-    rows ``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)`` (e.g. from :meth:`ArchSpace.tc_configs` /
+    rows ``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)`` (e.g. from :attr:`ArchSpace.tc_configs` /
     ``vc_configs``). HBM bandwidth and its efficiency, clock, GEMM efficiency and element size are common
     to all configurations (:func:`shared_parameters` of an :class:`Accelerator`); ``fp8`` flags the ops that run
     in FP8 (:func:`~phaze_env.hardware.number_format.fp8_flags`; default none) and ``sequence_parallel`` casts their
