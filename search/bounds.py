@@ -185,8 +185,8 @@ def _check_plan(plan: PlanSpec | None) -> None:
         raise ValueError(f"plan {plan}: {error}")
 
 
-def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
-                              seq_len: int | None = None, plan: PlanSpec | None = None,
+def variant_throughput_bounds(workload: str | Workload, space: ArchSpace, cluster: Cluster, *, microbatch,
+                              tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
                               device_caps: np.ndarray | None = None,
                               layer_memo: dict | None = None) -> dict[tuple[int, int], np.ndarray]:
     """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` with
@@ -197,7 +197,8 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
     layer bounds shared with the other calls on the same workload and knobs
     (:func:`~phaze_env.pricing.shared_layer_time_bounds_s`; None: none shared)."""
     _check_plan(plan)
-    key = code_key(__name__, "search-bounds", get_workload(workload).to_dict(), _space_key(space), cluster.to_dict(),
+    workload = get_workload(workload)
+    key = code_key(__name__, "search-bounds", workload.to_dict(), _space_key(space), cluster.to_dict(),
                    list(microbatch), list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
                    None if device_caps is None else np.asarray(device_caps, dtype=np.int64).tolist())
     if (cached := _VARIANT_BOUNDS.get(key)) is not None:
@@ -247,7 +248,7 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
     return bounds
 
 
-def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
+def throughput_bounds(workload: str | Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
                       tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
                       done: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Upper bound on ``evaluate(..., plan=plan).throughput_samples_s`` for every architecture of ``space`` (every row
@@ -258,7 +259,7 @@ def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cl
                             len(space))
 
 
-def row_variant_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
+def row_variant_bounds(workload: str | Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
                        tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
                        done: Callable[[int, int], None] | None = None) -> dict[tuple[int, int], np.ndarray]:
     """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` (every row
@@ -266,8 +267,10 @@ def row_variant_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, c
     such variant), one :func:`variant_throughput_bounds` per :func:`bounding_groups` group; ``plan`` as there. So a
     system-space search narrows a design's second bound to the variants that can win (:func:`variants_above`), as
     PHAZE's spaces do. ``done(groups done, groups)`` after each group, for progress (a system space has about a hundred
-    groups, seconds in all)."""
+    groups, seconds in all). ``workload``: a :class:`~phaze_env.workloads.Workload` or a built-in one's name
+    (:func:`~phaze_env.workloads.get_workload`; anything else is a ``TypeError``)."""
     _check_plan(plan)
+    workload = get_workload(workload)
     per_row: dict[tuple[int, int], np.ndarray] = {}
     groups = bounding_groups(space, cluster)
     layer_memo: dict = {}  # the groups' shared layer bounds (pricing.shared_layer_time_bounds_s)
