@@ -488,9 +488,9 @@ def latency_terms(
 
 def _fused_kernel_terms(ops: Sequence[Op], fused: Sequence[int], tc_configs, tensor: TensorTerms,
                         vector: VectorTerms, accelerator: Accelerator, efficiency: float) -> tuple[TensorTerms, VectorTerms]:
-    """The terms of a fused attention kernel's operators (:mod:`phaze_env.attention` gives their fused form): their kept GEMM FLOPs at
-    ``efficiency`` of each configuration's bf16 peak (the kernel's sustained rate, its softmax included: the vector
-    part is 0), on one core and on all; HBM traffic only for what is not an ``s × s`` score (``bytes_read`` of the fused
+    """The terms of a fused attention kernel's operators (:mod:`phaze_env.attention` gives their fused form): their
+    kept GEMM FLOPs at ``efficiency`` of each configuration's bf16 peak (the kernel's sustained rate, its softmax
+    included: the vector part is 0), on one core and on all; HBM traffic only for what is not an ``s × s`` score (``bytes_read`` of the fused
     op), instead of the blocked-GEMM traffic that would write its score tiles. Every other operator is left as it is."""
     rows = np.asarray(fused)
     tc = np.asarray(tc_configs, dtype=np.float64)
@@ -511,13 +511,11 @@ def _fused_kernel_terms(ops: Sequence[Op], fused: Sequence[int], tc_configs, ten
     return replace(tensor, **t), replace(vector, **v)
 
 
-
 def _slowed(terms, slowdown: float):
     """``terms`` with every time field (``*_s``) multiplied by ``slowdown`` (byte and tile counts unchanged)."""
     if slowdown == 1.0:
         return terms
     return replace(terms, **{f.name: getattr(terms, f.name) * slowdown for f in fields(terms) if f.name.endswith("_s")})
-
 
 
 def priced_table(ops: Sequence[Op], accelerator: Accelerator, tc_configs, vc_configs, comm_s, *,
