@@ -202,13 +202,17 @@ def ranges(nominal: dict[str, Any], cases: Sequence[dict[str, Any]]) -> dict[str
 
 def uncovered(summary: dict[str, Any]) -> dict[str, list[str]]:
     """What a row's sensitivity lacks, so the table can say it: under ``""`` the assumptions of
-    :data:`~phaze_env.assumptions.ASSUMPTIONS` with no case at all, under each rival of its ranges the assumptions whose
-    cases have no ratio for it (run before that rival was set against); only non-empty entries."""
+    :data:`~phaze_env.assumptions.ASSUMPTIONS` with no case at all; under each rival of its ranges each assumption none
+    of whose cases has a ratio for it (run before that rival was set against), or ``"<assumption> <end>"`` for a case
+    of an assumption whose other end has one (:func:`rivals_from_cases` refused it); only non-empty entries."""
     run = dict.fromkeys(c["assumption"] for c in summary["cases"])
     out = {"": [name for name in ASSUMPTIONS if name not in run]}
     for rival in summary["ranges"]:
-        out[rival] = [name for name in run if not any(rival in c["ratios"] for c in summary["cases"]
-                                                       if c["assumption"] == name)]
+        out[rival] = []
+        for name in run:
+            lacking = [c["end"] for c in summary["cases"] if c["assumption"] == name and rival not in c["ratios"]]
+            ends = sum(c["assumption"] == name for c in summary["cases"])
+            out[rival] += [name] if len(lacking) == ends else [f"{name} {end}" for end in lacking]
     return {key: names for key, names in out.items() if names}
 
 
@@ -354,6 +358,31 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
         sentence += (f" Over these ranges {'no' if low > 1 else 'a'} verdict turns: the lowest ratio is {low:.2f}× "
                      f"({reference}, {workload}).")
     return sentence + (f" Not yet run: {', '.join(missing)}." if parts and missing else "")
+
+
+def readme_flagship_ranges(rows: Sequence[dict[str, Any]]) -> str:
+    """The README's sentence of how far each flagship verdict moves: per table row with a sensitivity, each flagship
+    ratio's range over its cases (the cases a range lacks named: :func:`uncovered`), then the verdicts that turn over
+    their range (one end below 1×, the other above). Generated from ``docs/system_table.json`` (``tests/test_readme.py``
+    holds the README to it)."""
+    parts, turns = [], []
+    for row in rows:
+        summary = row.get("sensitivity")
+        spans = {n: r for n, r in (summary or {}).get("ranges", {}).items() if n in FLAGSHIPS}
+        if not spans:
+            continue
+        label = f"{row['workload']} at {row['budget_label'] if row['kind'] == 'power' else 'iso-cost'}"
+        lacking = sorted({m for n, missing in uncovered(summary).items() if n in spans for m in missing})
+        parts.append(f"{label} " + ", ".join(f"{r['low']:.2f}–{r['high']:.2f}× {FLAGSHIP_LABELS[n]}"
+                                              for n, r in spans.items())
+                     + (f" (not over {', '.join(lacking)})" if lacking else ""))
+        turns += [f"{FLAGSHIP_LABELS[n]} at {label} ({r['low_by']} {r['low']:.2f}×, {r['high_by']} {r['high']:.2f}×)"
+                  for n, r in spans.items() if r["low"] < 1 < r["high"]]
+    if not parts:
+        return "no row has a flagship sensitivity yet."
+    return ("; ".join(parts) + ". " + (f"Over these ranges {len(turns)} flagship verdict{'s turn' if len(turns) > 1 else ' turns'}: "
+                                       f"{'; '.join(turns)}."
+                                       if turns else "Over these ranges no flagship verdict turns."))
 
 
 def write_figures(docs: Path, rows: Sequence[dict[str, Any]]) -> None:

@@ -276,3 +276,24 @@ def test_rivals_only_fills_the_flagship_ranges_from_the_stored_answers_and_runs_
     refused = row["sensitivity"]["cases"][k]
     assert summary["cases"][k] == refused and any("implies different answers" in text for text in said)
     assert all(refused["assumption"] in uncovered(summary)[n] for n in FLAGSHIPS if n in summary["ranges"])
+
+
+def test_a_flagship_range_lacking_one_end_of_an_assumption_says_which():
+    """A case :func:`rivals_from_cases` refused leaves that end out of the flagships' ranges: the table and the README
+    name the assumption and the end, not the assumption as covered."""
+    from experiments.sensitivity import readme_flagship_ranges, uncovered
+    from experiments.system_table import _lacking_text
+
+    cases = [{"assumption": "pue", "end": "low", "ratios": {"h100": 2.0, "b200": 0.9}},
+             {"assumption": "pue", "end": "high", "ratios": {"h100": 1.5}},
+             {"assumption": "mac_pj", "end": "low", "ratios": {"h100": 1.9}}]
+    summary = {"ranges": {"h100": {}, "b200": {"nominal": 1.1, "low": 0.9, "low_by": "pue low", "high": 1.1,
+                                                "high_by": "nominal"}}, "cases": cases}
+    missing = uncovered(summary)
+    assert missing["b200"] == ["pue high", "mac_pj"] and "h100" not in missing
+    assert _lacking_text({"b200": missing["b200"]}) == "every case but `pue` high, `mac_pj`"
+    assert _lacking_text({"b200": [], "mi300x": []}) == "every case"
+    row = {"workload": "w", "kind": "power", "budget_label": "1 MW", "sensitivity": summary}
+    assert readme_flagship_ranges([row]) == ("w at 1 MW 0.90–1.10× B200 (DGX) (not over mac_pj, pue high). "
+                                             "Over these ranges 1 flagship verdict turns: B200 (DGX) at w at 1 MW "
+                                             "(pue low 0.90×, nominal 1.10×).")
