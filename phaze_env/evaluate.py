@@ -38,7 +38,7 @@ from phaze_env.hardware.number_format import fp8_stash_saving_bytes, fp8_weight_
 from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.host import forward_syncs, host_bound_s, kernels_issued
 from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_alltoall_s
-from phaze_env.placement import LayerCost, Settings, best_plan_multi
+from phaze_env.placement import LayerCost, Plan, Settings, best_plan_multi
 from phaze_env.placement.inputs import uneven_batch_note
 from phaze_env.pricing import price_ops
 from phaze_env.plan_spec import PlanRules, PlanSpec, phaze_plan
@@ -88,8 +88,9 @@ class Evaluation:
     peak for an FP8 design, so no MFU exceeds 1; :attr:`mfu_basis` names it next to the figure). Two designs'
     MFUs are not comparable throughput figures; the model FLOPs are the whole model's (per-device FLOPs ×
     tensor width). ``time_breakdown_s`` splits the
-    time per batch (see :class:`~phaze_env.placement.Plan`); ``plan["notation"]`` is the plan in the one
-    notation (``t8p8d1m1+sp+rc=selective``).
+    time per batch (see :class:`~phaze_env.placement.Plan`); ``plan`` is the placement DP's chosen
+    :class:`~phaze_env.placement.Plan` (``None`` when infeasible), ``plan.notation`` the plan in the one notation
+    (``t8p8d1m1+sp+rc=selective``); :meth:`to_dict` holds it as :meth:`Plan.to_dict` plain data.
 
     ``proven`` is True when every layer schedule behind the answer (every tensor width and microbatch
     scheduled; the others are excluded by their lower bounds) is proven optimal, so ``throughput_samples_s`` is this design's exact optimum. Otherwise an
@@ -110,7 +111,7 @@ class Evaluation:
     area_mm2: float
     peak_flops: float
     energy_per_sample_j: float
-    plan: dict[str, Any]
+    plan: Plan | None
     memory_bytes: dict[str, float]
     layer_timings: dict[str, dict[str, dict[str, Any]]]  # "t{t}_m{m}[_c{c}][_e{e}]" → layer name → LayerTiming fields (scheduled variants)
     timings_s: dict[str, float]
@@ -141,12 +142,19 @@ class Evaluation:
     @property
     def hbm_gb(self) -> float:
         """HBM capacity of the chosen plan in GiB (2**30 bytes, as ``Accelerator.hbm_gb``)."""
-        return float(self.plan.get("hbm_bytes", 0.0)) / GB_BYTES
+        return (float(self.plan.hbm_bytes) if self.plan is not None else 0.0) / GB_BYTES
 
     def to_dict(self) -> dict[str, Any]:
-        """A deep copy as plain data (equal to ``dataclasses.asdict``, which is several times slower here: the
-        fields hold only plain dicts, lists, tuples and scalars, so no dataclass checks are needed)."""
-        return {f.name: _plain_copy(getattr(self, f.name)) for f in fields(self)}
+        """A deep copy as plain data: the plan as :meth:`plan_dict`, every other field copied as it is (faster than
+        ``dataclasses.asdict``: they hold only plain dicts, lists, tuples and scalars, so no dataclass checks are
+        needed)."""
+        return {f.name: self.plan_dict() if f.name == "plan" else _plain_copy(getattr(self, f.name))
+                for f in fields(self)}
+
+    def plan_dict(self) -> dict[str, Any]:
+        """The plan as JSON-ready plain data (:meth:`Plan.to_dict <phaze_env.placement.Plan.to_dict>`; ``{}``
+        when there is none): what results, records and caches of evaluations hold."""
+        return self.plan.to_dict() if self.plan is not None else {}
 
     def explain(self, layer: str = "block", workload: Workload | None = None):
         """Time split of ``layer`` by unit at this evaluation's plan (:func:`phaze_env.explain.explain_layer`);
@@ -156,14 +164,14 @@ class Evaluation:
         if not self.feasible:
             raise ValueError(f"no plan to explain: {self.reason}")
         return explain_layer(workload or self.workload, Accelerator.from_dict(self.accelerator),
-                             Cluster.from_dict(self.cluster), layer=layer, tensor_width=self.plan["tensor_width"],
-                             microbatch=self.plan["microbatch"])
+                             Cluster.from_dict(self.cluster), layer=layer, tensor_width=self.plan.tensor_width,
+                             microbatch=self.plan.microbatch)
 
     def summary(self) -> str:
         if not self.feasible:
             return f"{self.workload}: infeasible ({self.reason})"
         return (f"{self.workload}: {self.throughput_samples_s:,.1f} samples/s ({self.tokens_s:,.0f} tokens/s, "
-                f"MFU {mfu_text(self.mfu, self.number_format)}), plan {self.plan['notation']}, area {self.area_mm2:.1f} mm²")
+                f"MFU {mfu_text(self.mfu, self.number_format)}), plan {self.plan.notation}, area {self.area_mm2:.1f} mm²")
 
 
 def _plain_copy(value: Any) -> Any:
@@ -656,7 +664,7 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
                   unproven=tuple(f"{where} ({method}, gap {gap:.3%})" for where, method, gap in unproven))
     if best is None or not best.feasible:
         return Evaluation(accelerator=acc.to_dict(), feasible=False, reason=reason or "no feasible plan",
-                          throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, energy_per_sample_j=0.0, plan={},
+                          throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, energy_per_sample_j=0.0, plan=None,
                           memory_bytes={}, **common)
     bound = best.throughput_samples_s if bound is None else bound
     chosen = acc.replace(hbm_gb=best.hbm_bytes / GB_BYTES)
@@ -666,7 +674,7 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
         best.context_parallel)
     return Evaluation(accelerator=chosen.to_dict(), feasible=True, reason="",
                       throughput_samples_s=best.throughput_samples_s, tokens_s=best.tokens_s or 0.0,
-                      mfu=best.mfu or 0.0, energy_per_sample_j=energy, plan=best.to_dict(),
+                      mfu=best.mfu or 0.0, energy_per_sample_j=energy, plan=best,
                       memory_bytes=dict(best.memory_bytes), time_breakdown_s=dict(best.time_breakdown_s),
                       throughput_bound_samples_s=bound, **common)
 
@@ -706,7 +714,7 @@ def unbuilt_evaluation(workload: str | Workload, accelerator: Accelerator, topol
     return Evaluation(workload=get_workload(workload).name, accelerator=accelerator.to_dict(),
                       cluster={"n_devices": 0, "name": topology}, feasible=False, reason=reason,
                       throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, area_mm2=accelerator.area_mm2,
-                      peak_flops=accelerator.format_peak_flops, energy_per_sample_j=0.0, plan={}, memory_bytes={},
+                      peak_flops=accelerator.format_peak_flops, energy_per_sample_j=0.0, plan=None, memory_bytes={},
                       layer_timings={}, timings_s={}, ilp_solves=0, schedules=0)
 
 
@@ -780,14 +788,14 @@ def report(evaluation: Evaluation, preset: str) -> dict[str, Any]:
               "worst_gap": evaluation.worst_gap, "unproven": list(evaluation.unproven),
               "throughput_bound_samples_s": evaluation.throughput_bound_samples_s}
     if evaluation.feasible:
-        result.update(plan=plan["notation"], stage_layers=[len(group) for group in plan["stage_layers"]],
+        result.update(plan=plan.notation, stage_layers=[len(group) for group in plan.stage_layers],
                       throughput_samples_s=evaluation.throughput_samples_s, tokens_s=evaluation.tokens_s,
                       mfu=evaluation.mfu, mfu_basis=evaluation.mfu_basis, mfu_peak_flops_per_device=evaluation.peak_flops,
-                      devices_used=plan["devices_used"], time_per_batch_s=plan["time_per_batch_s"],
+                      devices_used=plan.devices_used, time_per_batch_s=plan.time_per_batch_s,
                       time_breakdown_s=evaluation.time_breakdown_s, memory_bytes=evaluation.memory_bytes,
-                      hbm_bytes=plan["hbm_bytes"],
-                      batch_split=uneven_batch_note(evaluation.cluster["global_batch"], plan["data_parallel"],
-                                                    plan["microbatch"]))
+                      hbm_bytes=plan.hbm_bytes,
+                      batch_split=uneven_batch_note(evaluation.cluster["global_batch"], plan.data_parallel,
+                                                    plan.microbatch))
     return result
 
 

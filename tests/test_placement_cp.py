@@ -341,7 +341,7 @@ def test_evaluate_prices_context_parallel_plans(fresh_cache):
         results[c] = evaluate(TINY_LLAMA, get_preset("h100"), cluster, plan=plan, seq_len=256)
     for c, evaluation in results.items():
         assert evaluation.feasible, evaluation.reason
-        assert evaluation.plan["devices_used"] == 4 and evaluation.plan["context_parallel"] == c
+        assert evaluation.plan.devices_used == 4 and evaluation.plan.context_parallel == c
         assert evaluation.tokens_s == pytest.approx(evaluation.throughput_samples_s * 256)
         assert "cp_comm" in evaluation.time_breakdown_s
     model_flops = {c: e.mfu * e.peak_flops * 4 / e.throughput_samples_s for c, e in results.items()}

@@ -374,4 +374,4 @@ def test_evaluate_with_e_free_is_the_best_pinned_e():
     # every e (1, 2, 4, 8) searched: a lower-bound DP run each, a scheduled run only where that bound could win
     assert free.feasible and free.bound_dp_calls == 4 and 1 <= free.dp_calls <= 4
     assert free.throughput_samples_s == max(evaluation.throughput_samples_s for evaluation in pinned)
-    assert free.plan["expert_parallel"] == PlanSpec.parse(free.plan["notation"]).e
+    assert free.plan.expert_parallel == PlanSpec.parse(free.plan.notation).e

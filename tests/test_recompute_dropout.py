@@ -51,7 +51,7 @@ def test_a_full_recompute_plan_pays_the_blocks_forward_once_more_not_the_head():
     head = full.layer_timings["t1_m1"]["post"]
     assert float(head["fwd_s"]) > 0
     repeats = TINY.num_layers
-    per_microbatch = full.plan["time_per_batch_s"] / 4 - none.plan["time_per_batch_s"] / 4
+    per_microbatch = full.plan.time_per_batch_s / 4 - none.plan.time_per_batch_s / 4
     assert per_microbatch == pytest.approx(repeats * float(blocks["fwd_s"]), rel=1e-9)
 
 
