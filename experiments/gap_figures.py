@@ -121,7 +121,7 @@ def _scales(figures: GapFigures, names: list[str]) -> list[scale_loss.Scale]:
 
 def _breakdown_s(name: str, term: str) -> float:
     """One term of the predicted step of case ``name`` (its pinned plan re-evaluated: the report keeps no breakdown)."""
-    return evaluation_with(get_case(name)).plan["time_breakdown_s"][term]
+    return evaluation_with(get_case(name)).plan.time_breakdown_s[term]
 
 
 def _mtnlg_fixed_s(figures: GapFigures) -> str:
@@ -248,7 +248,7 @@ def _qwen3_fullest_device() -> memory_check.StageTerms:
 
 def _qwen3_chunks_in_flight() -> str:
     evaluation = evaluation_with(get_case(QWEN3_2511))
-    return f"{_qwen3_fullest_device().in_flight_microbatches * evaluation.plan['interleave']:.0f}"
+    return f"{_qwen3_fullest_device().in_flight_microbatches * evaluation.plan.interleave:.0f}"
 
 
 DEEPSEEK_V3 = "deepseek-v3-2048-h800"
@@ -258,7 +258,7 @@ UNBOUNDED_HBM_GB = 1024.0
 
 def _deepseek_stage_layers() -> str:
     """The fewest and most layers a stage of the 80-GiB placement holds (the balanced split: 61/16 ≈ 4)."""
-    counts = [len(layers) for layers in evaluation_with(get_case(DEEPSEEK_V3)).plan["stage_layers"]]
+    counts = [len(layers) for layers in evaluation_with(get_case(DEEPSEEK_V3)).plan.stage_layers]
     return f"{min(counts)}–{max(counts)}"
 
 

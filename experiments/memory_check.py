@@ -84,9 +84,9 @@ def stage_terms(evaluation: Evaluation) -> list[StageTerms]:
     """Every pipeline stage's memory of a feasible evaluation, first stage first (the DP's own numbers:
     ``Plan.stage_memory``), with its peak microbatches in flight (:func:`in_flight_units` over ``v``)."""
     plan = evaluation.plan
-    stages, v, microbatches = plan["pipeline_stages"], plan["interleave"], plan["microbatches_per_replica"]
+    stages, v, microbatches = plan.pipeline_stages, plan.interleave, plan.microbatches_per_replica
     terms = []
-    for k, memory in enumerate(plan["stage_memory"]):
+    for k, memory in enumerate(plan.stage_memory):
         units = in_flight_units(stages - k, stages, microbatches, v)
         terms.append(StageTerms(memory["weights"], memory["gradients"], memory["optimizer"], memory["zero_buffers"],
                                 memory["activations"], units / v))
@@ -190,7 +190,7 @@ def megatron_rows(name: str) -> list[str]:
     evaluation, fits = plan_need(case)
     first = stage_terms(evaluation)[0]
     published = megatron_theoretical_bytes(case)
-    label = f"{name} `{evaluation.plan['notation']}`, {first.in_flight_microbatches:g} microbatches in flight"
+    label = f"{name} `{evaluation.plan.notation}`, {first.in_flight_microbatches:g} microbatches in flight"
     label += "" if fits else " (does NOT fit the GPUs it ran on)"
     return [f"| {label if term == 'weights' else ''} | {term} | {_gib(first.term(term))} | {_gib(published[term])} | "
             f"{first.term(term) / published[term] - 1:+.1%} |" for term in TERMS]
@@ -218,7 +218,7 @@ def summary_line(errors: dict[str, float]) -> str:
 
 def _frontier_row(name: str, evaluation: Evaluation, fits: bool) -> str:
     fullest = max(stage_terms(evaluation), key=lambda terms: terms.total)
-    return (f"| {name} | `{evaluation.plan['notation']}` | {_gib(fullest.total)} | {'yes' if fits else '**no**'} | "
+    return (f"| {name} | `{evaluation.plan.notation}` | {_gib(fullest.total)} | {'yes' if fits else '**no**'} | "
             f"{_gib(fullest.weights)} | {_gib(fullest.gradients)} | {_gib(fullest.optimizer + fullest.zero_buffers)} | "
             f"{_gib(fullest.activations)} | {fullest.in_flight_microbatches:g} |")
 

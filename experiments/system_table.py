@@ -262,7 +262,7 @@ def node_sensitivity(config: SearchConfig, best: DesignResult, node: str = SENSI
                           tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
                           time_limit_s=config.time_limit_s, plan=config.plan)
     return {"node": node, "chips": point.n_devices, "samples_s": evaluation.throughput_samples_s,
-            "plan": evaluation.plan.get("notation", ""), "proven": evaluation.proven, "in_window": in_window,
+            "plan": evaluation.plan.notation if evaluation.plan else "", "proven": evaluation.proven, "in_window": in_window,
             "die_mm2": point.estimate.die_area_mm2, "chip_power_w": point.estimate.total_power_w,
             "chip_cost_usd": point.estimate.total_cost_usd}
 

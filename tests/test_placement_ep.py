@@ -15,7 +15,7 @@ from phaze_env import comm, placement
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.placement import Settings
 from phaze_env.plan_spec import PlanSpec, PlanSyntaxError
-from test_placement import OPTIMIZER_FACTOR, STEP_FACTOR, _compositions, _inputs
+from test_placement import OPTIMIZER_FACTOR, STEP_FACTOR, _compositions, _inputs, records
 
 EXPERTS = 4  # routed experts of the random instances: e ∈ {1, 2, 4}
 DEGREES = (1, 2, 4)
@@ -204,7 +204,7 @@ def brute_force(layers, cluster, options, degrees):
 def _dp(layers, cluster, options, degrees, e_pinned=None):
     settings = _settings(cluster, options, e_pinned)
     t, m = options["tensor_width"], options["microbatch"]
-    return placement.best_plan_multi(lambda t_, m_, e: _priced(layers, cluster, t, e), settings, tensor_widths=[t],
+    return placement.best_plan_multi(lambda t_, m_, e: records(_priced(layers, cluster, t, e)), settings, tensor_widths=[t],
                                      microbatches=[m], expert_parallels=degrees)
 
 
@@ -242,7 +242,7 @@ def test_dag_path_on_a_chain_equals_chain_path_with_e(seed):
     rng = np.random.default_rng(seed)
     layers, cluster, options = _instance(rng)
     e = int(rng.choice(DEGREES[1:]))
-    priced, settings = _priced(layers, cluster, options["tensor_width"], e), _settings(cluster, options, e)
+    priced, settings = records(_priced(layers, cluster, options["tensor_width"], e)), _settings(cluster, options, e)
     chain, dag = placement.best_plan(priced, settings), placement.best_plan_dag(
         priced, [(i, i + 1) for i in range(len(priced) - 1)], settings)
     assert chain.feasible == dag.feasible
@@ -268,8 +268,8 @@ def test_expert_parallelism_shards_expert_memory_and_adds_the_alltoalls():
 
 # ---------------------------------------------------------------- infeasible e: clear reasons
 def test_dp_reasons_for_an_e_that_cannot_be_placed():
-    layer = {"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 8.0, "expert_param_bytes": 4.0, "stash_bytes": 0.0,
-             "output_bytes": 0.0}
+    layer = placement.LayerCost(fwd_s=1.0, bwd_s=1.0, param_bytes=8.0, expert_param_bytes=4.0, stash_bytes=0.0,
+                                output_bytes=0.0)
     cluster = Cluster(n_devices=4, global_batch=8)
     pinned_d = Settings(cluster, 1, 1, 1e9, PlanSpec(d=2, recompute="none"), expert_parallel=4)
     assert "does not divide the data-parallel degree d=2" in placement.best_plan([layer], pinned_d).reason
@@ -321,9 +321,9 @@ def test_layer_chain_at_e_holds_a_share_of_the_experts_and_pays_the_alltoalls():
     same = _layer_chain(graph, {"block": timing}, cluster, 1)
     sharded = _layer_chain(graph, {"block": timing}, cluster, 8)
     alltoall = cluster.network.collective_s("alltoall", 64e6, 8, stride=2)
-    assert len(sharded) == 2 and same[0]["param_bytes"] == 1000 and same[0]["ep_comm_s"] == 0
-    assert sharded[0]["param_bytes"] == 200 + 100 and sharded[0]["expert_param_bytes"] == 100
-    assert sharded[0]["fwd_s"] == pytest.approx(1.0 + 2 * alltoall) and sharded[0]["ep_comm_s"] == pytest.approx(4 * alltoall)
+    assert len(sharded) == 2 and same[0].param_bytes == 1000 and same[0].ep_comm_s == 0
+    assert sharded[0].param_bytes == 200 + 100 and sharded[0].expert_param_bytes == 100
+    assert sharded[0].fwd_s == pytest.approx(1.0 + 2 * alltoall) and sharded[0].ep_comm_s == pytest.approx(4 * alltoall)
 
 
 # ---------------------------------------------------------------- the what-if CLI (docs/moe.md)
@@ -374,4 +374,4 @@ def test_evaluate_with_e_free_is_the_best_pinned_e():
     # every e (1, 2, 4, 8) searched: a lower-bound DP run each, a scheduled run only where that bound could win
     assert free.feasible and free.bound_dp_calls == 4 and 1 <= free.dp_calls <= 4
     assert free.throughput_samples_s == max(evaluation.throughput_samples_s for evaluation in pinned)
-    assert free.plan["expert_parallel"] == PlanSpec.parse(free.plan["notation"]).e
+    assert free.plan.expert_parallel == PlanSpec.parse(free.plan.notation).e

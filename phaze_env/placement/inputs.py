@@ -8,7 +8,7 @@ parameter); the optimizer factors (:data:`phaze_env.cluster.OPTIMIZERS`) are mul
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -17,9 +17,6 @@ import numpy as np
 from phaze_env.cluster import OPTIMIZERS, Cluster, Optimizer
 from phaze_env.plan_spec import PlanSpec
 
-REQUIRED_LAYER_KEYS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
-OPTIONAL_LAYER_KEYS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s", "cp_comm_s",
-                       "expert_param_bytes", "ep_comm_s", "recompute_fwd_s")
 OPTIMIZER_STATE_FACTORS = {name: optimizer.state_factor for name, optimizer in OPTIMIZERS.items()}
 GRADIENT_FACTOR = 1.0  # bf16 gradients, 2 bytes/param (ZeRO's accounting; Megatron's fp32 main_grad would be 2.0)
 
@@ -67,6 +64,49 @@ class LayerArrays:
         return len(self.fwd_s)
 
 
+@dataclass(frozen=True, slots=True)
+class LayerCost:
+    """One layer of a placement search (a chain's or a DAG's), measured on one device at the search's tensor width
+    and microbatch: what :class:`LayerArrays` holds for it (the meaning of each field is documented there; seconds
+    and bytes). ``input_bytes`` ``None``: in a chain the previous layer's ``output_bytes`` (layer 0: its own), in a
+    DAG its own; ``recompute_fwd_s`` ``None``: ``fwd_s`` (full recompute reruns all of it). Checked when a search
+    reads the layers (:func:`layer_arrays`), where a bad value can name its layer."""
+
+    fwd_s: float
+    bwd_s: float
+    param_bytes: float
+    stash_bytes: float
+    output_bytes: float
+    input_bytes: float | None = None
+    attention_stash_bytes: float = 0.0
+    attention_fwd_s: float = 0.0
+    replicated_stash_bytes: float = 0.0
+    tp_comm_s: float = 0.0
+    cp_comm_s: float = 0.0
+    expert_param_bytes: float = 0.0
+    ep_comm_s: float = 0.0
+    recompute_fwd_s: float | None = None
+    transformer_layers: float = 1.0
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> LayerCost:
+        """The record of a dict with these fields as keys (a missing required one or an unknown one raises
+        ``ValueError``)."""
+        known = [f.name for f in fields(cls)]
+        unknown = [key for key in values if key not in known]
+        if unknown:
+            raise ValueError(f"unknown layer field {unknown[0]!r}; known: {', '.join(known)}")
+        missing = [key for key in _REQUIRED_FIELDS if key not in values]
+        if missing:
+            raise ValueError(f"layer is missing {', '.join(missing)}")
+        return cls(**values)
+
+
+_REQUIRED_FIELDS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
+_SHARE_FIELDS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s", "cp_comm_s",
+                 "expert_param_bytes", "ep_comm_s")  # default 0
+
+
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{what} must be a number, got {value!r}")
@@ -85,9 +125,12 @@ def _positive_int(value: Any, what: str) -> int:
 _plain_number_types = {int, float, np.float64, np.float32, np.int64, np.int32}
 
 
-def _column(layers: Sequence[Mapping[str, Any]], key: str, default: list[float] | None = None) -> np.ndarray:
-    """One per-layer quantity as floats; non-numbers, NaN, infinities and negatives raise ``ValueError``."""
-    values = [layer.get(key, default[i] if default is not None else None) for i, layer in enumerate(layers)]
+def _column(layers: Sequence[LayerCost], key: str, default: list[float] | None = None) -> np.ndarray:
+    """One per-layer quantity as floats (``default[i]`` where layer ``i``'s is ``None``); non-numbers, NaN,
+    infinities and negatives raise ``ValueError``."""
+    values = [getattr(layer, key) for layer in layers]
+    if default is not None:
+        values = [default[i] if value is None else value for i, value in enumerate(values)]
     if not all(type(value) in _plain_number_types for value in values):  # the fast path covers plain numbers only
         for index, value in enumerate(values):
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -101,8 +144,8 @@ def _column(layers: Sequence[Mapping[str, Any]], key: str, default: list[float] 
     return column
 
 
-def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> LayerArrays:
-    """Check ``layers`` (a list of dicts) and return them as arrays.
+def layer_arrays(layers: Sequence[LayerCost], *, chain: bool = True) -> LayerArrays:
+    """Check ``layers`` (:class:`LayerCost` records) and return them as arrays.
 
     ``input_bytes`` defaults, for a chain, to the previous layer's ``output_bytes`` (layer 0: its own
     output). For a DAG (``chain=False``) list order says nothing about which layer feeds which, so the
@@ -110,20 +153,17 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> 
     stages use ``input_bytes`` only for graph sources, so the answer does not depend on the numbering.
     """
     if isinstance(layers, Mapping) or not isinstance(layers, Sequence) or len(layers) == 0:
-        raise ValueError("layers must be a non-empty list of dicts")
+        raise ValueError("layers must be a non-empty list of LayerCost records")
     for index, layer in enumerate(layers):
-        if not isinstance(layer, Mapping):
-            raise ValueError(f"layer {index} must be a dict, got {type(layer).__name__}")
-        missing = [key for key in REQUIRED_LAYER_KEYS if key not in layer]
-        if missing:
-            raise ValueError(f"layer {index} is missing {', '.join(missing)}")
-    columns = {key: _column(layers, key) for key in REQUIRED_LAYER_KEYS}
+        if not isinstance(layer, LayerCost):
+            hint = " (LayerCost.from_dict makes one of a dict)" if isinstance(layer, Mapping) else ""
+            raise TypeError(f"layer {index} must be a LayerCost, got {type(layer).__name__}{hint}")
+    columns = {key: _column(layers, key) for key in _REQUIRED_FIELDS}
     output = columns["output_bytes"]
     default_input = (np.concatenate((output[:1], output[:-1])) if chain else output).tolist()
-    zeros = [0.0] * len(layers)
-    optional = {key: _column(layers, key, zeros) for key in OPTIONAL_LAYER_KEYS}
+    optional = {key: _column(layers, key) for key in _SHARE_FIELDS}
     optional["recompute_fwd_s"] = _column(layers, "recompute_fwd_s", columns["fwd_s"].tolist())
-    counts = _column(layers, "transformer_layers", [1.0] * len(layers))
+    counts = _column(layers, "transformer_layers")
     if np.any(counts != np.round(counts)):
         raise ValueError("transformer_layers must be whole numbers (how many transformer layers a layer counts for)")
     if np.any(optional["attention_stash_bytes"] + optional["replicated_stash_bytes"] > columns["stash_bytes"] * (1 + 1e-12)):
