@@ -636,11 +636,24 @@ stack and plan freedom, in its fastest number format. Ratio > 1: the searched sy
 """
 
 
+def uncovered(summary: dict[str, Any]) -> dict[str, list[str]]:
+    """What a row's sensitivity lacks, so the table can say it: under ``""`` the assumptions of
+    :data:`~phaze_env.assumptions.ASSUMPTIONS` with no case at all, under each rival of its ranges the assumptions whose
+    cases have no ratio for it (run before that rival was set against); only non-empty entries."""
+    from phaze_env.assumptions import ASSUMPTIONS
+
+    run = dict.fromkeys(c["assumption"] for c in summary["cases"])
+    out = {"": [name for name in ASSUMPTIONS if name not in run]}
+    for rival in summary["ranges"]:
+        out[rival] = [name for name in run if not any(rival in c["ratios"] for c in summary["cases"]
+                                                       if c["assumption"] == name)]
+    return {key: names for key, names in out.items() if names}
+
+
 def sensitivity_text(rows: Sequence[dict[str, Any]]) -> str:
     """The section on the verdicts' sensitivity: each assumption with its range and source
     (:data:`phaze_env.assumptions.ASSUMPTIONS`), and per row that was run the ratio's range per reference, what moves
     it most and how each figure was obtained ("" when no row has run)."""
-    from experiments.sensitivity import uncovered
     from phaze_env.assumptions import ASSUMPTIONS
 
     done = [r for r in rows if r.get("sensitivity")]

@@ -102,8 +102,8 @@ def _stored_like(config: SearchConfig) -> dict:
 
 
 def test_a_case_that_moves_only_rivals_keeps_the_answer_and_evaluates_them_again(tmp_path, monkeypatch):
-    from experiments.sensitivity import merged_summary, uncovered
-    from experiments.system_table import sensitivity_text
+    from experiments.sensitivity import merged_summary
+    from experiments.system_table import sensitivity_text, uncovered
 
     monkeypatch.setenv("PHAZE_CACHE_DIR", str(tmp_path / "cache"))
     exponent = ASSUMPTIONS["voltage_frequency_exponent"]
