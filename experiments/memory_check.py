@@ -82,12 +82,14 @@ class StageTerms:
 
 def stage_terms(evaluation: Evaluation) -> list[StageTerms]:
     """Every pipeline stage's memory of a feasible evaluation, first stage first (the DP's own numbers:
-    ``Plan.stage_memory``), with its peak microbatches in flight (:func:`in_flight_units` over ``v``)."""
+    ``Plan.stage_memory``), with its peak microbatches in flight (:func:`in_flight_units` over ``v``, under the cluster's
+    pipeline schedule)."""
     plan = evaluation.plan
     stages, v, microbatches = plan["pipeline_stages"], plan["interleave"], plan["microbatches_per_replica"]
+    schedule = evaluation.cluster.get("pipeline_schedule", "1f1b")  # the cluster's flat dict says it when not 1F1B
     terms = []
     for k, memory in enumerate(plan["stage_memory"]):
-        units = in_flight_units(stages - k, stages, microbatches, v)
+        units = in_flight_units(stages - k, stages, microbatches, v, schedule)
         terms.append(StageTerms(memory["weights"], memory["gradients"], memory["optimizer"], memory["zero_buffers"],
                                 memory["activations"], units / v))
     return terms

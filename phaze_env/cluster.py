@@ -341,6 +341,11 @@ DP_OVERLAP_LACKING = {
 overlap is only unpublished is not here: its profile leaves the knob off, :mod:`phaze_env.stacks`)."""
 
 
+PIPELINE_SCHEDULES = ("1f1b", "dualpipe")
+"""The pipeline schedules a :class:`Stack` may run (``Stack.pipeline_schedule``; priced by
+:class:`phaze_env.placement.inputs.PipelineSchedule`)."""
+
+
 @dataclass(frozen=True)
 class Stack:
     """The training software: what it runs and how fast (defaults: PHAZE's setting, the model as it is).
@@ -389,6 +394,10 @@ class Stack:
     above 0 the stack issues its kernels eagerly from the host at that many seconds per traced operator, so a
     transformer layer's pass takes at least its kernels' issue time and each device-to-host sync of its expert dispatch
     stalls the device (:mod:`phaze_env.host`); 0 (the default): the host never limits (CUDA graphs, or not modelled).
+    And so is ``pipeline_schedule``: ``"1f1b"`` (PipeDream-Flush and, with ``interleaved_schedule``, its interleaved
+    variant) or ``"dualpipe"`` (DeepSeek-V3's bidirectional schedule, arXiv:2412.19437 §3.2.1: a shorter bubble, two
+    copies of the weights and ``p + 1`` microbatches in flight per device, ``p`` even, ``m_r ≥ 2p`` and even, no
+    interleaving; :class:`~phaze_env.placement.inputs.PipelineSchedule`).
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -409,6 +418,7 @@ class Stack:
     attention_dropout_kernel: bool = False
     sequence_parallel_kernels: bool = False
     host_op_s: float = 0.0
+    pipeline_schedule: str = "1f1b"
 
     def __post_init__(self) -> None:
         check_host_op_s(self.host_op_s)
@@ -416,6 +426,15 @@ class Stack:
             object.__setattr__(self, "plan_rules", PlanRules.from_dict(self.plan_rules))
         if not isinstance(self.plan_rules, PlanRules):
             raise ValueError(f"cluster plan_rules must be a PlanRules, got {type(self.plan_rules).__name__}")
+        if self.pipeline_schedule not in PIPELINE_SCHEDULES:
+            raise ValueError(f"cluster pipeline_schedule must be one of {', '.join(PIPELINE_SCHEDULES)}, got "
+                             f"{self.pipeline_schedule!r}")
+        if self.pipeline_schedule == "dualpipe" and self.interleaved_schedule:
+            raise ValueError("cluster pipeline_schedule='dualpipe' runs no interleaved stages (each device holds its "
+                             "stage and the mirror one, arXiv:2412.19437 §3.2.1): set interleaved_schedule=False")
+        if self.pipeline_schedule == "dualpipe" and not self.plan_rules.pipeline:
+            raise ValueError(f"cluster pipeline_schedule='dualpipe' needs a stack that pipelines; "
+                             f"{self.plan_rules.stack or 'this stack'} runs p = 1 only (plan_rules.pipeline)")
         _fractions(self, ("framework_efficiency",))
         if not 0 <= self.attention_efficiency <= 1:
             raise ValueError(f"cluster attention_efficiency must be in [0, 1], got {self.attention_efficiency!r}")
@@ -472,6 +491,7 @@ class Stack:
         software += "; tensor-parallel collectives overlapped with their GEMMs" if self.tp_comm_overlap else ""
         software += "; data-parallel collectives overlapped with the passes (per bucket)" if self.dp_comm_overlap else ""
         software += "; norms, residual adds and FP8 casts on s/t tokens (sequence parallelism)" if self.sequence_parallel_kernels else ""
+        software += "; DualPipe bidirectional pipeline schedule" if self.pipeline_schedule == "dualpipe" else ""
         software += f"; host-bound layers ({self.host_op_s * 1e6:g} µs per issued operator)" if self.host_op_s else ""
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""

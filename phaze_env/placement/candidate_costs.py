@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from phaze_env.placement.candidates import Shape
-from phaze_env.placement.inputs import LayerArrays, Settings, pipeline_time_s, zero_buffer_factor
+from phaze_env.placement.inputs import LayerArrays, Settings, parameter_copies, pipeline_time_s, zero_buffer_factor
 from phaze_env.placement.prices import Prices
 from phaze_env.placement.stage_costs import StageCosts, StageMemory, layer_stash_bytes
 from phaze_env.placement.stages import StageTable
@@ -52,11 +52,13 @@ class CandidateCosts:
 
     def memory_for(self, shape: Shape) -> StageMemory:
         """The memory side of one shape (ZeRO shards dense bytes over the ``d·c`` weight replicas, expert bytes
-        over the ``d·c/e`` expert replicas)."""
+        over the ``d·c/e`` expert replicas; a DualPipe device holds its stage's state twice,
+        :func:`~phaze_env.placement.inputs.parameter_copies`)."""
         s = self.settings
         replicas = s.weight_replicas(shape.data_parallel)
-        return self.memory(s.state_factor(s.zero_shards(replicas), shape.zero), shape.interleave, shape.zero,
-                           s.expert_state_extra(replicas, shape.zero))
+        copies = parameter_copies(shape.schedule, shape.stages)
+        return self.memory(copies * s.state_factor(s.zero_shards(replicas), shape.zero), shape.interleave, shape.zero,
+                           copies * s.expert_state_extra(replicas, shape.zero))
 
     def variant(self, shape: Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""
@@ -108,7 +110,8 @@ class CandidateCosts:
         return stages
 
     def time_per_batch_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
-        """``(m_r + (p−1)/v) · max stage time + sync of the largest stage`` of a partition."""
+        """``slots · max stage time + sync of the largest stage`` of a partition (``slots``: ``m_r + (p−1)/v`` under
+        1F1B, :func:`~phaze_env.placement.inputs.pipeline_slots`)."""
         slowest_s = max(time for _, time in self.stages(shape, pairs))
         return pipeline_time_s(shape.slots, slowest_s, self.batch_sync_s(shape, pairs))
 

@@ -341,21 +341,69 @@ def uneven_batch_note(global_batch: int, data_parallel: int, microbatch: int) ->
             "sample slots are idle (their time is counted)")
 
 
-def pipeline_slots(microbatches: int | np.ndarray, stages: int | np.ndarray, interleave: int | np.ndarray = 1):
-    """A batch's length in slowest-stage times: ``m_r + (p − 1)/v`` — the ``m_r`` microbatches of the steady state
-    plus the pipeline's fill and drain, which interleaving ``v`` virtual stages per device shortens ``v``-fold
-    (1F1B / PipeDream-Flush and its interleaved schedule, Narayanan et al. 2021 §2.2; elementwise for arrays)."""
-    return microbatches + (stages - 1) / interleave
+BACKWARD_FORWARD_RATIO = 2.0
+"""Assumption: a layer's backward pass ``B`` takes twice its forward ``F``. Every forward GEMM has two backward GEMMs of
+its shape, one for the input gradient and one for the weight gradient (training costs ``6N`` FLOPs per token, ``2N`` of
+them forward: Kaplan et al. 2020 §2.1; Narayanan et al. 2021 §5.1); measured ratios run ≈ 1.5–2.5 (attention's
+backward and recompute raise it, memory-bound operators lower it). Taken as a constant rather than the layers' own
+ratio so that a slower layer never gives a faster plan (the placement DP's monotonicity, which the layer-level bound
+of ``phaze_env.evaluate`` needs: with the layers' ratio, a slower backward on a stage that is not the slowest would
+shrink DualPipe's bubble)."""
+
+ZERO_BUBBLE_WEIGHT_SHARE = 0.5
+"""Assumption: the share ``W/B`` of a backward pass that computes the weight gradients (the rest, ``B − W``, the input
+gradients the previous stage waits for). Zero Bubble pipeline parallelism (Qi et al. 2023, arXiv:2401.10241 §2) splits
+``B`` into these two passes, each one GEMM per weight matrix of the forward's shape, and takes them as about equal in
+cost (``T_F ≈ T_B ≈ T_W`` in its analysis); range ≈ 0.4–0.6 (attention's score GEMMs have no weights and fall on the
+input side). The placement model has no separate ``W``, so DualPipe's bubble term ``B − 3W`` takes ``W = B/2``."""
+
+DUALPIPE_BUBBLE_SHARE = (1.0 + (1.0 - ZERO_BUBBLE_WEIGHT_SHARE) * BACKWARD_FORWARD_RATIO) / (1.0 + BACKWARD_FORWARD_RATIO)
+"""DualPipe's idle time per pair of pipeline stages, in stage times ``F + B``: arXiv:2412.19437 Table 2's
+``F&B + B − 3W`` with ``F&B ≈ F + B`` (the two paired chunks' compute; their all-to-all hidden as
+``Stack.moe_alltoall_overlap`` prices it), ``W = B/2`` (:data:`ZERO_BUBBLE_WEIGHT_SHARE`) and ``B = 2F``
+(:data:`BACKWARD_FORWARD_RATIO`): ``(F + B/2)/(F + B) = 2/3`` (1/2–5/6 over the two assumptions' ranges)."""
+
+def parameter_copies(schedule: str, stages: int) -> int:
+    """Copies of a stage's weights (with their gradients and optimizer state) a device holds: 2 under a DualPipe
+    pipeline (``p > 1``) — stage
+    ``k`` and its mirror ``p−1−k`` (arXiv:2412.19437 Table 2, "Parameter 2×"), priced per stage as its own state twice
+    (exact for a mirror of equal load); 1 under 1F1B. The once-per-batch data-parallel sync stays priced on one copy
+    (the exchange between the two copies is not modelled)."""
+    return 2 if schedule == "dualpipe" and stages > 1 else 1
 
 
-def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interleave: int = 1) -> int:
+def pipeline_bubble_slots(stages: int | np.ndarray, interleave: int | np.ndarray = 1, schedule: str = "1f1b"):
+    """A batch's idle time in slowest-stage times under ``schedule`` (``Stack.pipeline_schedule``): 1F1B's fill and
+    drain ``(p − 1)/v``, which interleaving ``v`` virtual stages per device shortens ``v``-fold (Narayanan et al. 2021
+    §2.2); DualPipe's ``(p/2 − 1)·κ`` (:data:`DUALPIPE_BUBBLE_SHARE`; 0 at ``p ≤ 2``, and no pipeline at ``p = 1``).
+    Elementwise for arrays."""
+    if schedule == "dualpipe":
+        return np.maximum(stages / 2 - 1, 0) * DUALPIPE_BUBBLE_SHARE
+    return (stages - 1) / interleave
+
+
+def pipeline_slots(microbatches: int | np.ndarray, stages: int | np.ndarray, interleave: int | np.ndarray = 1,
+                   schedule: str = "1f1b"):
+    """A batch's length in slowest-stage times: the ``m_r`` microbatches of the steady state plus the schedule's bubble
+    (:func:`pipeline_bubble_slots`): ``m_r + (p − 1)/v`` under 1F1B; elementwise for arrays."""
+    return microbatches + pipeline_bubble_slots(stages, interleave, schedule)
+
+
+def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interleave: int = 1,
+                    schedule: str = "1f1b") -> int:
     """Activation units (``1/v`` of a microbatch's activations of the stage) the stage ``stage_from_end``-th from the end
     of a ``stages``-deep pipeline holds at its peak. 1F1B: ``min(s, m_r)`` microbatches (PipeDream-Flush, Narayanan et
     al. 2021 §2.2.1). Interleaved: Megatron-LM's warm-up forwards of that rank plus the one of the steady state,
     ``2(s−1) + (v−1)p + 1`` chunks (``megatron/core/pipeline_parallel/schedules.py``,
     ``forward_backward_pipelining_with_interleaving``: ``num_warmup_microbatches = (p − rank − 1)·2 + (v − 1)·p``),
     at most all ``v·m_r`` — for the first stage ``p + (p−1)/v`` microbatches (Korthikanti et al. 2022 §4.2.3;
-    Megatron-LM's ``theoretical_memory_usage.py``: ``1 + (p−1)/(p·v)`` times ``p``)."""
+    Megatron-LM's ``theoretical_memory_usage.py``: ``1 + (p−1)/(p·v)`` times ``p``). DualPipe (``p > 1``): ``p + 1``
+    on every device (arXiv:2412.19437 Table 2; deepseek-ai/DualPipe ``dualpipe.py``: a rank ``h`` from its nearer end
+    runs ``p − h − 1`` forwards of one direction and ``h + 1`` of the other before its first backward, and the
+    main step's forward starts before its paired backward frees one; priced per stage as ``p + 1`` of its own, exact
+    for a mirror of equal load), at most ``m_r``."""
+    if schedule == "dualpipe" and stages > 1:
+        return min(stages + 1, microbatches)
     if interleave == 1:
         return min(stage_from_end, microbatches)
     return min(2 * (stage_from_end - 1) + (interleave - 1) * stages + 1, interleave * microbatches)

@@ -8,7 +8,8 @@ import numpy as np
 
 from phaze_env.placement.candidate_costs import CandidateCosts
 from phaze_env.placement.candidates import Shape
-from phaze_env.placement.inputs import LayerArrays, Settings, microbatches_per_replica, pipeline_time_s
+from phaze_env.placement.inputs import (LayerArrays, Settings, microbatches_per_replica, parameter_copies,
+                                        pipeline_time_s)
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.rules import RunnableShapes
 from phaze_env.placement.stage_costs import layer_stash_bytes
@@ -67,7 +68,8 @@ def no_fit_reason(costing: CandidateCosts, rules: RunnableShapes, max_stages: in
         if broken:
             return f"plan {plan}: {broken}"
         zeros = [zero if s.weight_replicas(plan.d) > 1 else 0 for zero in s.zero_stages]
-        need = min(least_memory(costing, rules, Shape(plan.d, plan.p, m_r, v, zero)) for zero in zeros)
+        need = min(least_memory(costing, rules, Shape(plan.d, plan.p, m_r, v, zero, s.cluster.stack.pipeline_schedule))
+                   for zero in zeros)
         return (f"plan {plan} does not fit: its best partition needs {need / 2**30:.3g} GiB on the fullest device "
                 f"> {s.hbm_bytes / 2**30:.3g} GiB of HBM (recompute {'/'.join(s.plan.recompute_modes)}, "
                 f"sequence parallel {'on' if s.sequence_parallel else 'off'}, "
@@ -108,8 +110,9 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
     times = [time for _, time in stages]
     memory = []
     d, zero, e = shape.data_parallel, shape.zero, s.expert_parallel
-    dense_parts = s.state_parts(s.zero_shards(s.weight_replicas(d)), zero)  # the groups ZeRO shards over
-    expert_parts = s.state_parts(s.expert_replicas(d), zero)
+    copies = parameter_copies(shape.schedule, shape.stages)  # DualPipe: the stage's state twice (its mirror's)
+    dense_parts = [copies * x for x in s.state_parts(s.zero_shards(s.weight_replicas(d)), zero)]  # ZeRO's groups
+    expert_parts = [copies * x for x in s.state_parts(s.expert_replicas(d), zero)]
     for k, ((a, b), mode) in enumerate(zip(pairs, modes)):
         experts = float(t.expert_param_bytes[a, b])
         dense = float(t.param_bytes[a, b]) - experts
@@ -144,7 +147,7 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
         "ep_comm": steady * float(t.ep_comm_s[a, b]),
         "p2p": steady * shape.interleave * float(stage_costs.p2p_s[a, b]),
         "zero_comm": steady * zero_comm_s,
-        "bubble": (shape.stages - 1) / shape.interleave * times[slowest],
+        "bubble": float(shape.bubble_slots) * times[slowest],
         "dp_allreduce": costing.reported_allreduce_s(shape, synced),
         "optimizer": (s.optimizer_step_s(largest - experts, s.zero_shards(s.weight_replicas(d)), zero)
                       + s.optimizer_step_s(experts, s.expert_replicas(d), zero)),
@@ -187,7 +190,7 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
         stage_allreduce_s=tuple(costing.reported_allreduce_s(shape, pair) for pair in pairs),
         stage_memory_bytes=tuple(item["total"] for item in memory),
         stage_memory=tuple(memory),
-        bubble_fraction=(shape.stages - 1) / shape.interleave / shape.slots,
+        bubble_fraction=float(shape.bubble_slots / shape.slots),
         memory_bytes=max(memory, key=lambda item: item["total"]),
         time_breakdown_s=breakdown,
         allreduce_s=breakdown["dp_allreduce"],

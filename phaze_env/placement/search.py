@@ -40,6 +40,14 @@ microbatches per replica, ``v`` virtual stages per device):
   under ZeRO ≥ 1 (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
   With interleaving a device's layers are modelled as one contiguous stage (its ``v`` chunks carry the
   same load), and Megatron's rule that ``m_r`` be a multiple of ``p`` is enforced.
+* a stack running DualPipe (``Stack.pipeline_schedule``, arXiv:2412.19437 §3.2.1) replaces 1F1B's ``(p−1)/v`` by
+  ``(p/2 − 1)·κ`` (:func:`~phaze_env.placement.inputs.pipeline_slots`; ``κ = 2/3``,
+  :data:`~phaze_env.placement.inputs.DUALPIPE_BUBBLE_SHARE`, a constant: the DP stays monotone in the layer times),
+  holds every stage's weights, gradients and optimizer state twice (:func:`~phaze_env.placement.inputs.parameter_copies`)
+  and ``p + 1`` microbatches in flight on every stage (:func:`~phaze_env.placement.inputs.in_flight_units`); only
+  ``p`` even with ``m_r ≥ 2p`` even and ``v = 1`` are searched. The units no longer depend on ``s`` but on ``p``, so each
+  DualPipe shape runs its own DP over the constant ``c_{p+1}`` (still the min-max DP: every bound below holds, as a
+  DualPipe stage's memory is at least the loosest one's with ``min(s, m_r) ≤ p + 1`` units);
 * a stack that overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``:
   Megatron-Core's ``--overlap-grad-reduce`` / ``--overlap-param-gather``) pays, for ZeRO-0/1, only what each
   stage's buckets leave exposed after its last backward pass and before its first forward pass
@@ -205,12 +213,12 @@ class PlacementSearch:
             for index in np.flatnonzero(v > 1).tolist():
                 sends[index] = v[index] * self.prices.least_p2p_s(Shape(int(d[index]), int(p[index]), int(m_r[index])))
             loosest = loosest + sends
-        bound_s = pipeline_time_s(pipeline_slots(m_r, p, v), loosest, sync_floor_s)
+        bound_s = pipeline_time_s(pipeline_slots(m_r, p, v, s.cluster.stack.pipeline_schedule), loosest, sync_floor_s)
         keep = np.flatnonzero(np.isfinite(bound_s))
         d, p, m_r, v, z, bound_s = d[keep], p[keep], m_r[keep], v[keep], z[keep], bound_s[keep] * _LOWER_BOUND_SLACK
         order = np.lexsort((z, v, p, d, bound_s))
         for d_i, p_i, m_i, v_i, z_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, z, bound_s))):
-            yield Shape(d_i, p_i, m_i, v_i, z_i), bound_i
+            yield Shape(d_i, p_i, m_i, v_i, z_i, s.cluster.stack.pipeline_schedule), bound_i
 
     def _stage_values(self, shape: Shape, costs: StageCosts, mask: np.ndarray | None = None):
         """``value_at(s)``: the stage-time matrix of the stage ``s``-th from the end (optionally masked; each masked
@@ -229,10 +237,13 @@ class PlacementSearch:
     def _solve_shape(self, shape: Shape, best: _Best) -> None:
         """Offer ``best`` the optimal partition of one shape, if it can beat it."""
         rule = self.rules.stage_mask(shape.interleave, shape.stages)
-        if shape.zero or shape.interleave > 1 or rule is not None:
+        # 1F1B's in-flight units min(s, m_r) are the shared suffix DP's; DualPipe's p + 1 on every stage are not
+        own_units = shape.schedule == "dualpipe" and shape.stages > 1
+        if shape.zero or shape.interleave > 1 or rule is not None or own_units:
             # Every shape's memory is at least the loosest one's (most ZeRO shards; an interleaved stage ``s``-th
             # from the end holds ``min(2(s−1)+(v−1)p+1, v·m_r)/v ≥ min(s, m_r)`` microbatches' worth) and its
-            # p2p ≥ 0, and fewer microbatches per replica never put more in flight, so the loosest DP at the
+            # p2p ≥ 0 (a DualPipe stage holds its state twice and p + 1 ≥ min(s, m_r) microbatches), and fewer
+            # microbatches per replica never put more in flight, so the loosest DP at the
             # largest power of two ≤ m_r bounds the stage time from below. That DP is shared by all shapes (a
             # few capped suffixes), which spares a per-d memory side or a one-off interleaved DP for most.
             m_lo = 1 << (shape.microbatches.bit_length() - 1)
@@ -243,7 +254,7 @@ class PlacementSearch:
             if math.isinf(loose_s) or self._bound_s(shape, slowest_s) >= best.time_s:
                 return
         costs, dp = self.costing.variant(shape)
-        if rule is None:
+        if rule is None and not own_units:
             stage_time_s = dp.min_stage_time(shape.microbatches, shape.stages)
             if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
                 return

@@ -1,0 +1,233 @@
+"""DualPipe as a stack structure (issue 28): the placement DP under ``Stack.pipeline_schedule = "dualpipe"`` against an
+independent brute force written from DeepSeek-V3's Table 2 (arXiv:2412.19437 §3.2.1), its plan rules, its record, and
+the search's bound under it."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_bound_property import assert_not_faster, layer, slowdown, slower
+from test_placement import (OPTIMIZER_FACTOR, _batch_sync_s, _check_against, _compositions, _inputs, _modes,
+                            _stage_cost)
+
+from phaze_env.cluster import Cluster, Stack
+from phaze_env.placement import Settings, best_plan
+from phaze_env.placement.bounds import placement_time_bound_s
+from phaze_env.placement.inputs import GRADIENT_FACTOR, in_flight_units, pipeline_bubble_slots, pipeline_slots
+from phaze_env.plan_spec import PlanRules, PlanSpec
+from phaze_env.stacks import STACKS
+
+# Written from the paper, not imported: Table 2's bubbles, with F&B = F + B, W = B/2 (Zero Bubble's halves of the
+# backward pass) and B = 2F (two backward GEMMs per forward GEMM).
+F, B = 1.0, 2.0
+W, F_AND_B = B / 2, F + B
+
+
+def table_2_bubble(stages: int) -> float:
+    """DualPipe's bubble in stage times F + B: (PP/2 − 1)(F&B + B − 3W)."""
+    return (stages / 2 - 1) * (F_AND_B + B - 3 * W) / (F + B)
+
+
+def test_the_bubble_is_table_2s_and_shorter_than_1f1bs():
+    for p in range(2, 65, 2):
+        assert pipeline_bubble_slots(p, 1, "dualpipe") == pytest.approx(table_2_bubble(p))
+        assert pipeline_bubble_slots(p, 1, "1f1b") == p - 1  # (PP − 1)(F + B)
+        assert pipeline_slots(120, p, 1, "dualpipe") == pytest.approx(120 + table_2_bubble(p))
+    assert pipeline_bubble_slots(16, 1, "dualpipe") == pytest.approx(14 / 3)  # DeepSeek-V3's PP 16: 7 × 2/3
+    assert pipeline_bubble_slots(1, 1, "dualpipe") == 0  # one stage: no pipeline
+    stages = np.array([1, 2, 4, 16])
+    assert np.allclose(pipeline_slots(8, stages, 1, "dualpipe"), [8 + table_2_bubble(max(p, 2)) for p in stages])
+
+
+def test_every_device_holds_p_plus_one_microbatches():
+    """Table 2's activation column: PP + 1 per device (1F1B's first stage holds PP)."""
+    assert [in_flight_units(s, 8, 16, 1, "dualpipe") for s in range(1, 9)] == [9] * 8
+    assert [in_flight_units(s, 8, 16) for s in range(1, 9)] == list(range(1, 9))
+    assert in_flight_units(1, 1, 4, 1, "dualpipe") == 1
+
+
+def test_the_stack_field_is_checked_and_said():
+    with pytest.raises(ValueError, match="pipeline_schedule must be one of 1f1b, dualpipe"):
+        Stack(pipeline_schedule="zb-v")
+    with pytest.raises(ValueError, match="runs no interleaved stages"):
+        Stack(pipeline_schedule="dualpipe")  # the default stack interleaves
+    with pytest.raises(ValueError, match="needs a stack that pipelines"):
+        Stack(pipeline_schedule="dualpipe", interleaved_schedule=False, plan_rules=PlanRules(pipeline=False))
+    dualpipe = Stack(pipeline_schedule="dualpipe", interleaved_schedule=False)
+    assert "DualPipe" in dualpipe.describe() and dualpipe.to_dict()["pipeline_schedule"] == "dualpipe"
+    assert "pipeline_schedule" not in Stack().to_dict()  # 1F1B's cache keys stay what they were
+    deepseek = STACKS["deepseek-hai-llm"]
+    assert deepseek.pipeline_schedule == "dualpipe" and deepseek.stack(deepseek.fits[0]).pipeline_schedule == "dualpipe"
+    assert all(profile.pipeline_schedule == "1f1b" for name, profile in STACKS.items() if name != "deepseek-hai-llm")
+
+
+def dualpipe_cluster(**fields) -> Cluster:
+    return Cluster(pipeline_schedule="dualpipe", interleaved_schedule=False, **fields)
+
+
+def _settings(opts, **plan) -> Settings:
+    cluster = dualpipe_cluster(n_devices=opts["n_devices"], global_batch=opts["global_batch"],
+                               link_bandwidth_Bps=opts["link_bandwidth_Bps"], link_latency_s=opts["link_latency_s"],
+                               optimizer=opts["optimizer"])
+    spec = PlanSpec(recompute="none|full" if opts["allow_recompute"] else "none", sequence_parallel=False, zero=0,
+                    p=opts.get("stages"), **plan)
+    return Settings(cluster, opts["tensor_width"], opts["microbatch"], opts["hbm_bytes"], spec)
+
+
+def brute_force_dualpipe(layers, opts) -> float:
+    """Smallest time per batch over every (d, p, partition, recompute modes) DualPipe runs: p = 1, or p even with an
+    even m_r ≥ 2p (deepseek-ai/DualPipe's assertions); every stage holds its weights, gradients and optimizer state
+    twice (its mirror's) and p + 1 microbatches of activations; the batch takes m_r stage times plus Table 2's bubble
+    (ZeRO-0: the state is 2 + 2 + K bytes per bf16 parameter, once more for the mirror)."""
+    n, t, batch, m = opts["n_devices"], opts["tensor_width"], opts["global_batch"], opts["microbatch"]
+    inputs, last = _inputs(layers), len(layers) - 1
+
+    def boundary(groups, k):
+        first, final = groups[k][0], groups[k][-1]
+        return (layers[final]["output_bytes"] if final < last else 0.0, inputs[first] if first > 0 else 0.0,
+                sum(inputs[i] for i in groups[k]))
+
+    info, best = {"layers": layers, "boundary": boundary}, math.inf
+    for d in range(1, n // t + 1):
+        m_r = -(-batch // (d * m))
+        for p in range(1, min(len(layers), n // (d * t)) + 1):
+            if opts.get("stages") not in (None, p) or (p > 1 and (p % 2 or m_r % 2 or m_r < 2 * p)):
+                continue
+            units = p + 1 if p > 1 else 1
+            for groups in _compositions(len(layers), p):
+                for modes in itertools.product(_modes(opts), repeat=p):
+                    costs = [_stage_cost(groups, k, modes[k], units, info, opts, d, 1) for k in range(p)]
+                    mirror = [params * (1 + GRADIENT_FACTOR + OPTIMIZER_FACTOR[opts["optimizer"]]) if p > 1 else 0.0
+                              for _, _, params in costs]
+                    if any(memory + extra > opts["hbm_bytes"] for (_, memory, _), extra in zip(costs, mirror)):
+                        continue
+                    slowest = max(time for time, _, _ in costs)
+                    bubble = table_2_bubble(p) * slowest if p > 1 else 0.0
+                    sync = _batch_sync_s(max(params for _, _, params in costs), d, 0, opts)
+                    best = min(best, m_r * slowest + bubble + sync)
+    return best
+
+
+# Layers, batches, links and HBM where pipelines of 2–6 stages run (slow links make replicas pay, m_r ≥ 2p needs
+# batches) and memory binds (the mirror's state, p + 1 microbatches)
+dualpipe_layer = st.fixed_dictionaries(
+    {"fwd_s": st.floats(0.0, 2.0), "bwd_s": st.floats(0.01, 4.0), "param_bytes": st.integers(0, 20).map(float),
+     "stash_bytes": st.integers(0, 20).map(float), "output_bytes": st.integers(0, 10).map(float)},
+    optional={"input_bytes": st.integers(0, 10).map(float)})
+dualpipe_options = st.fixed_dictionaries({
+    "n_devices": st.integers(2, 16),
+    "tensor_width": st.sampled_from([1, 2]),
+    "global_batch": st.integers(4, 64),
+    "microbatch": st.integers(1, 2),
+    "hbm_bytes": st.integers(60, 600).map(float),
+    "link_bandwidth_Bps": st.sampled_from([math.inf, 1.0, 10.0, 100.0]),
+    "link_latency_s": st.sampled_from([0.0, 0.01]),
+    "allow_recompute": st.booleans(),
+    "optimizer": st.sampled_from(["sgd", "adam"]),
+    "stages": st.sampled_from([None, None, 2, 4, 6]),  # pinned p (None: the DP's choice), so pipelines are searched
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(dualpipe_layer, min_size=2, max_size=6), dualpipe_options)
+def test_dualpipe_matches_brute_force(layers, options):
+    _check_against(brute_force_dualpipe(layers, options), best_plan(layers, _settings(options)))
+
+
+def test_a_pipeline_dualpipe_wins_on_and_1f1b_pays_more_for():
+    """Eight equal layers, eight devices behind a link so slow that one replica pays: DualPipe runs p = 8 with
+    16 microbatches, its bubble 3 × 2/3 = 2 stage times against 1F1B's 7 (the brute force above agrees)."""
+    layers = [{"fwd_s": 0.5, "bwd_s": 1.0, "param_bytes": 10.0, "stash_bytes": 1.0, "output_bytes": 0.0}] * 8
+    options = {"n_devices": 8, "tensor_width": 1, "global_batch": 16, "microbatch": 1, "hbm_bytes": 1e12,
+               "link_bandwidth_Bps": 1.0, "link_latency_s": 0.0, "allow_recompute": False, "optimizer": "sgd",
+               "stages": None}
+    plan = best_plan(layers, _settings(options))
+    assert plan.notation.startswith("t1p8d1m1") and plan.time_per_batch_s == pytest.approx((16 + 2) * 1.5)
+    assert plan.time_per_batch_s == pytest.approx(brute_force_dualpipe(layers, options))
+    assert plan.bubble_fraction == pytest.approx(2 / 18)
+    assert plan.time_breakdown_s["bubble"] == pytest.approx(2 * 1.5)
+    one_f_one_b = best_plan(layers, Settings(Cluster(n_devices=8, global_batch=16, link_bandwidth_Bps=1.0,
+                                                     interleaved_schedule=False), 1, 1, 1e12, _settings(options).plan))
+    assert one_f_one_b.time_per_batch_s == pytest.approx((16 + 7) * 1.5)
+
+
+def test_the_record_holds_two_copies_of_the_state_and_p_plus_one_microbatches():
+    layers = [{"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 10.0, "stash_bytes": 3.0, "output_bytes": 0.0}] * 4
+    settings_ = Settings(dualpipe_cluster(n_devices=4, global_batch=8, link_bandwidth_Bps=math.inf, optimizer="adam"),
+                         1, 1, 1e12, PlanSpec(p=4, d=1, recompute="none", zero=0, sequence_parallel=False))
+    plan = best_plan(layers, settings_)
+    for memory in plan.stage_memory:  # one layer per stage: 10 bytes of weights, held twice
+        assert (memory["weights"], memory["gradients"], memory["optimizer"]) == pytest.approx((20.0, 20.0, 120.0))
+        assert memory["activations"] == pytest.approx(5 * 3.0)  # p + 1 = 5 microbatches on every stage
+    assert plan.time_per_batch_s == pytest.approx((8 + 2 / 3) * 3.0)
+
+
+@pytest.mark.parametrize("plan, rule", [
+    (dict(p=3, d=1), "even number of pipeline stages"),
+    (dict(p=4, d=2), "even number of pipeline stages"),  # m_r = 4 < 2p
+])
+def test_a_plan_dualpipe_cannot_run_is_refused_with_its_rule(plan, rule):
+    layers = [{"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 1.0, "stash_bytes": 1.0, "output_bytes": 1.0}] * 6
+    settings_ = Settings(dualpipe_cluster(n_devices=plan["p"] * plan["d"], global_batch=8), 1, 1, 1e12,
+                         PlanSpec(recompute="none", zero=0, **plan))
+    result = best_plan(layers, settings_)
+    assert not result.feasible and rule in result.reason and "DualPipe" in result.reason
+
+
+def test_a_pinned_interleaving_is_refused_on_dualpipe():
+    with pytest.raises(ValueError, match="no interleaved schedule"):
+        Settings(dualpipe_cluster(n_devices=4, global_batch=8), 1, 1, 1e12, PlanSpec(p=4, interleave=2))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(layer(), min_size=1, max_size=8), st.lists(slowdown, max_size=8), st.integers(1, 16),
+       st.integers(1, 32), st.integers(20, 400))
+def test_dualpipe_dp_never_gets_faster_when_layers_get_slower(layers, slowdowns, devices, batch, hbm):
+    """The monotonicity evaluate's layer-level bound needs holds under DualPipe (its bubble share is a constant, not
+    the layers' own backward/forward ratio)."""
+    settings_ = Settings(dualpipe_cluster(n_devices=devices, global_batch=batch, link_bandwidth_Bps=100.0), 1, 1,
+                         float(hbm), PlanSpec(recompute="auto"))
+    assert_not_faster(best_plan(layers, settings_), best_plan(slower(layers, slowdowns), settings_))
+
+
+def _bound_s(layers, settings_) -> float:
+    layer_s = np.array([[layer["fwd_s"] + layer["bwd_s"]] for layer in layers])
+    boundary = min(layer["output_bytes"] for layer in layers[:-1]) if len(layers) > 1 else 0.0
+    return float(placement_time_bound_s(layer_s, np.ones(len(layers), dtype=np.int64),
+                                        GRADIENT_FACTOR * sum(layer["param_bytes"] for layer in layers), boundary, 1,
+                                        settings_.microbatch, settings_.cluster, total_layers=len(layers))[0])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from([2, 4, 6, 8]), st.data())
+def test_the_search_bound_holds_for_dualpipe_plans(n_layers, data):
+    """``placement_time_bound_s`` on a DualPipe stack never exceeds the DP's best time (the search's throughput bound
+    stays an upper bound, so the exact search never prunes the optimum)."""
+    layers = [{"fwd_s": data.draw(st.floats(0.01, 1.0)), "bwd_s": data.draw(st.floats(0.01, 2.0)),
+               "param_bytes": float(data.draw(st.integers(0, 50))), "stash_bytes": 1.0,
+               "output_bytes": float(data.draw(st.integers(0, 30)))} for _ in range(n_layers)]
+    cluster = dualpipe_cluster(n_devices=data.draw(st.integers(1, 16)), global_batch=data.draw(st.integers(1, 64)),
+                               link_bandwidth_Bps=data.draw(st.sampled_from([math.inf, 10.0, 1000.0])),
+                               plan_rules=PlanRules(zero_stages=(0, 1), whole_microbatches=data.draw(st.booleans())))
+    settings_ = Settings(cluster, 1, data.draw(st.integers(1, 2)), 1e12,
+                         PlanSpec(recompute="none", zero=data.draw(st.sampled_from([0, 1])), sequence_parallel=False))
+    plan = best_plan(layers, settings_)
+    if plan.feasible:
+        assert _bound_s(layers, settings_) <= plan.time_per_batch_s * (1 + 1e-9)
+
+
+def test_a_1f1b_bound_would_not_hold_for_a_dualpipe_plan():
+    """The failure the schedule-aware bound prevents: the eight-stage plan above takes 18 stage times under DualPipe,
+    below the 23 that 1F1B's bubble allows."""
+    layers = [{"fwd_s": 0.5, "bwd_s": 1.0, "param_bytes": 10.0, "stash_bytes": 1.0, "output_bytes": 0.0}] * 8
+    settings_ = Settings(dualpipe_cluster(n_devices=8, global_batch=16, link_bandwidth_Bps=1.0), 1, 1, 1e12,
+                         PlanSpec(recompute="none", zero=0, sequence_parallel=False))
+    plan = best_plan(layers, settings_)
+    one_f_one_b = Settings(Cluster(n_devices=8, global_batch=16, link_bandwidth_Bps=1.0, interleaved_schedule=False),
+                           1, 1, 1e12, settings_.plan)
+    assert _bound_s(layers, one_f_one_b) > plan.time_per_batch_s >= _bound_s(layers, settings_) * (1 - 1e-12)
