@@ -17,8 +17,10 @@ from dataclasses import replace
 
 from experiments import long_context_gap, memory_check, moe_stack_gap, scale_loss
 from experiments.validation_cases import get_case
-from experiments.validation_fit import Prediction, error_with, evaluation_with, fit_efficiency, predict
+from experiments.validation_fit import (Prediction, case_accelerator, case_cluster, error_with, evaluation_with,
+                                        fit_efficiency, metric_value, plan_of, predict)
 from experiments.validation_stats import scaling_series
+from phaze_env.evaluate import Evaluation, evaluate
 from phaze_env.stacks import get_stack
 
 GIB = 2**30
@@ -251,6 +253,29 @@ def _qwen3_chunks_in_flight() -> str:
     return f"{_qwen3_fullest_device().in_flight_microbatches * evaluation.plan['interleave']:.0f}"
 
 
+DEEPSEEK_V3 = "deepseek-v3-2048-h800"
+UNBOUNDED_HBM_GB = 1024.0
+"""HBM at which the DeepSeek-V3 plan is evaluated to see its time with memory not binding (far above its need)."""
+
+
+def _deepseek(schedule: str, hbm_gb: float | None = None) -> Evaluation:
+    """DeepSeek-V3's published plan on its stack under pipeline ``schedule``, at its chip's HBM or ``hbm_gb``."""
+    case = get_case(DEEPSEEK_V3)
+    cluster = case_cluster(case).replace(pipeline_schedule=schedule)
+    return evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case), seq_len=case.seq_len,
+                    hbm_gb=hbm_gb)
+
+
+def _deepseek_error(schedule: str, hbm_gb: float | None = None) -> float:
+    return metric_value(get_case(DEEPSEEK_V3), _deepseek(schedule, hbm_gb).plan["time_per_batch_s"]) / get_case(
+        DEEPSEEK_V3).published - 1
+
+
+def _deepseek_fullest_device() -> memory_check.StageTerms:
+    """The fullest device of DeepSeek-V3's plan under DualPipe on its time-optimal partition, memory not binding."""
+    return max(memory_check.stage_terms(_deepseek("dualpipe", UNBOUNDED_HBM_GB)), key=lambda stage: stage.total)
+
+
 FIGURES: dict[str, Callable[[GapFigures], str]] = {
     # MT-NLG
     "mtnlg_allreduce_s": lambda f: number_range([_breakdown_s(n, "dp_allreduce") for n in MTNLG], ".2f"),
@@ -302,5 +327,15 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "qwen3_host_share": lambda f: percent(moe_stack_gap.row(QWEN3_2511)["host_share"]),
     "qwen3_2026_device_only": lambda f: percent_range(moe_stack_gap.row(name)["device_only_error"]
                                                       for name in moe_stack_gap.ROWS),
+    # DeepSeek-V3 on DualPipe
+    "deepseek_fullest_gib": lambda f: f"{_deepseek_fullest_device().total / GIB:.0f}",
+    "deepseek_activation_gib": lambda f: f"{_deepseek_fullest_device().activations / GIB:.0f}",
+    "deepseek_in_flight": lambda f: f"{_deepseek_fullest_device().in_flight_microbatches:.0f}",
+    "deepseek_dualpipe_bubble": lambda f: percent(
+        _deepseek("dualpipe", UNBOUNDED_HBM_GB).plan["bubble_fraction"], 1),
+    "deepseek_1f1b_bubble": lambda f: percent(_deepseek("1f1b", UNBOUNDED_HBM_GB).plan["bubble_fraction"], 1),
+    "deepseek_1f1b_error": lambda f: signed_percent(_deepseek_error("1f1b"), 1),
+    "deepseek_1f1b_unbounded_error": lambda f: signed_percent(_deepseek_error("1f1b", UNBOUNDED_HBM_GB)),
+    "deepseek_unbounded_error": lambda f: signed_percent(_deepseek_error("dualpipe", UNBOUNDED_HBM_GB)),
 }
 """Every figure the gap prose may quote, by the name its templates use."""
