@@ -6,7 +6,8 @@ A :class:`StackProfile` holds the two kinds of thing a stack decides:
   whether the stack has Megatron-LM's interleaved 1F1B schedule (``interleaved_schedule``; DeepSpeed's
   ``PipelineEngine`` runs plain 1F1B only) and whether it splits a pipeline send over the tensor-parallel
   ranks' NICs and all-gathers it inside the node (``pipeline_scatter_gather``: Megatron-LM's scatter/gather,
-  Narayanan et al. 2021 §4.1; DeepSpeed's ``pipe_partitioned``, on by default);
+  Narayanan et al. 2021 §4.1; DeepSpeed's ``pipe_partitioned``, on by default), and which pipeline schedule it runs
+  (``pipeline_schedule``: 1F1B, or DeepSeek-V3's bidirectional DualPipe, ``deepseek-hai-llm``);
 * **one efficiency per chip**, ``framework_efficiency`` (see :class:`phaze_env.cluster.Cluster`): what an
   end-to-end step of that stack loses against the operator model, *fitted to one published run* of the stack on
   that chip (``calibration``, a case of ``experiments.validation_cases``) and checked on its other published runs

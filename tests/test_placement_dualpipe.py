@@ -231,3 +231,21 @@ def test_a_1f1b_bound_would_not_hold_for_a_dualpipe_plan():
     one_f_one_b = Settings(Cluster(n_devices=8, global_batch=16, link_bandwidth_Bps=1.0, interleaved_schedule=False),
                            1, 1, 1e12, settings_.plan)
     assert _bound_s(layers, one_f_one_b) > plan.time_per_batch_s >= _bound_s(layers, settings_) * (1 - 1e-12)
+
+
+def test_the_search_bounds_hold_on_a_dualpipe_stack():
+    """``search.bounds.throughput_bounds`` ≥ the evaluated throughput on the tiny space under DualPipe, where the
+    evaluator's plans pipeline (a link slow enough that replicas pay)."""
+    from phaze_env.evaluate import evaluate
+    from search.bounds import throughput_bounds
+    from test_bounds_rules import TINY_LLAMA_6
+    from tiny import SPACE
+
+    cluster = dualpipe_cluster(n_devices=16, global_batch=64, link_bandwidth_Bps=1e9)
+    plan, knobs, arch = PlanSpec.parse("+rc=none|full"), dict(microbatch=(1, 4), tensor_widths=(1, 2)), SPACE.arch_space()
+    bounds = throughput_bounds(TINY_LLAMA_6, arch, cluster, plan=plan, **knobs)
+    evaluations = {index: evaluate(TINY_LLAMA_6, arch[index], cluster, plan=plan, hbm_gb=(32.0,), **knobs)
+                   for index in range(0, len(arch), 12)}
+    assert any(evaluation.plan["pipeline_stages"] > 1 for evaluation in evaluations.values())  # DualPipe is exercised
+    for index, evaluation in evaluations.items():
+        assert 0 < evaluation.throughput_samples_s <= bounds[index]
