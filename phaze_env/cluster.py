@@ -432,6 +432,9 @@ class Stack:
         if self.pipeline_schedule == "dualpipe" and self.interleaved_schedule:
             raise ValueError("cluster pipeline_schedule='dualpipe' runs no interleaved stages (each device holds its "
                              "stage and the mirror one, arXiv:2412.19437 §3.2.1): set interleaved_schedule=False")
+        if self.pipeline_schedule == "dualpipe" and self.dp_comm_overlap:
+            raise ValueError("cluster dp_comm_overlap is modelled on 1F1B's drain (Megatron-Core's last backward "
+                             "microbatch, phaze_env.placement.dp_overlap), not with pipeline_schedule='dualpipe'")
         if self.pipeline_schedule == "dualpipe" and not self.plan_rules.pipeline:
             raise ValueError(f"cluster pipeline_schedule='dualpipe' needs a stack that pipelines; "
                              f"{self.plan_rules.stack or 'this stack'} runs p = 1 only (plan_rules.pipeline)")

@@ -56,6 +56,8 @@ def test_the_stack_field_is_checked_and_said():
         Stack(pipeline_schedule="zb-v")
     with pytest.raises(ValueError, match="runs no interleaved stages"):
         Stack(pipeline_schedule="dualpipe")  # the default stack interleaves
+    with pytest.raises(ValueError, match="dp_comm_overlap is modelled on 1F1B's drain"):
+        Stack(pipeline_schedule="dualpipe", interleaved_schedule=False, dp_comm_overlap=True)
     with pytest.raises(ValueError, match="needs a stack that pipelines"):
         Stack(pipeline_schedule="dualpipe", interleaved_schedule=False, plan_rules=PlanRules(pipeline=False))
     dualpipe = Stack(pipeline_schedule="dualpipe", interleaved_schedule=False)
