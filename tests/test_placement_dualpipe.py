@@ -78,14 +78,16 @@ def _settings(opts, **plan) -> Settings:
                                optimizer=opts["optimizer"])
     spec = PlanSpec(recompute="none|full" if opts["allow_recompute"] else "none", sequence_parallel=False, zero=0,
                     p=opts.get("stages"), **plan)
-    return Settings(cluster, opts["tensor_width"], opts["microbatch"], opts["hbm_bytes"], spec)
+    return Settings(cluster, opts["tensor_width"], opts["microbatch"], opts["hbm_bytes"], spec,
+                    hbm_bandwidth_Bps=opts.get("hbm_bandwidth_Bps"))
 
 
 def brute_force_dualpipe(layers, opts) -> float:
     """Smallest time per batch over every (d, p, partition, recompute modes) DualPipe runs: p = 1, or p even with an
     even m_r ≥ 2p (deepseek-ai/DualPipe's assertions); every stage holds its weights, gradients and optimizer state
     twice (its mirror's) and p + 1 microbatches of activations; the batch takes m_r stage times plus Table 2's bubble
-    (ZeRO-0: the state is 2 + 2 + K bytes per bf16 parameter, once more for the mirror)."""
+    (ZeRO-0: the state is 2 + 2 + K bytes per bf16 parameter, once more for the mirror), and once per batch the
+    replicas all-reduce both copies' gradients."""
     n, t, batch, m = opts["n_devices"], opts["tensor_width"], opts["global_batch"], opts["microbatch"]
     inputs, last = _inputs(layers), len(layers) - 1
 
@@ -110,7 +112,8 @@ def brute_force_dualpipe(layers, opts) -> float:
                         continue
                     slowest = max(time for time, _, _ in costs)
                     bubble = table_2_bubble(p) * slowest if p > 1 else 0.0
-                    sync = _batch_sync_s(max(params for _, _, params in costs), d, 0, opts)
+                    copies = 2 if p > 1 else 1  # both copies' gradients reduced (and stepped) over the replicas
+                    sync = _batch_sync_s(copies * max(params for _, _, params in costs), d, 0, opts)
                     best = min(best, m_r * slowest + bubble + sync)
     return best
 
@@ -132,6 +135,7 @@ dualpipe_options = st.fixed_dictionaries({
     "allow_recompute": st.booleans(),
     "optimizer": st.sampled_from(["sgd", "adam"]),
     "stages": st.sampled_from([None, None, 2, 4, 6]),  # pinned p (None: the DP's choice), so pipelines are searched
+    "hbm_bandwidth_Bps": st.sampled_from([None, 1000.0]),  # the optimizer step timed, or not
 })
 
 

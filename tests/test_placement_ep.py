@@ -126,7 +126,8 @@ def _settings(cluster, options, e_pinned):
     """ZeRO pinned at stage 1 (``zero1`` None or True) or 0: this brute force has no ZeRO-2/3 traffic, which
     tests/test_placement_zero.py and tests/test_placement_combined.py cover."""
     plan = PlanSpec(recompute=options["recompute"], sequence_parallel=options["sequence_parallel"],
-                    zero=0 if options["zero1"] is False else 1, interleave=options["interleave"], e=e_pinned)
+                    zero=0 if options["zero1"] is False else 1, interleave=options["interleave"], e=e_pinned,
+                    p=options.get("stages"))
     return Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], plan,
                     hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"], expert_parallel=e_pinned or 1)
 
@@ -144,7 +145,11 @@ def brute_force(layers, cluster, options, degrees):
     """Smallest time per batch over every (e, d with e | d, p, v, partition, recompute mode of each stage),
     written from the issue: expert bytes ÷ e per device, their gradients all-reduced over the d/e ranks t·e apart
     and their ZeRO-1 optimizer state sharded over them; dense bytes over d ranks t apart (at e = 1 all of a
-    stage's bytes are one all-reduce)."""
+    stage's bytes are one all-reduce). On a DualPipe stack (arXiv:2412.19437 Table 2): p = 1, or p even with an even
+    m_r ≥ 2p; every stage's weights, gradients, optimizer state, sync and step twice (its mirror copy), p + 1
+    microbatches in flight on every stage, and a bubble of (p/2 − 1)(F&B + B − 3W) = (p/2 − 1)·2/3 stage times
+    (F&B = F + B, W = B/2, B = 2F)."""
+    dualpipe = cluster.stack.pipeline_schedule == "dualpipe"
     t, m, hbm = options["tensor_width"], options["microbatch"], options["hbm_bytes"]
     zero1 = options["zero1"] in (None, True)
     sp = t > 1 if options["sequence_parallel"] is None else options["sequence_parallel"]
@@ -161,11 +166,16 @@ def brute_force(layers, cluster, options, degrees):
         for d in range(e, N // t + 1, e):
             m_r = -(-B // (d * m))
             for p in range(1, min(len(priced), N // (d * t)) + 1):
+                if options.get("stages") not in (None, p) or (dualpipe and p > 1 and (p % 2 or m_r % 2 or m_r < 2 * p)):
+                    continue
+                copies = 2 if dualpipe and p > 1 else 1
                 for v in (range(1, len(priced) + 1) if options["interleave"] is None else (options["interleave"],)):
                     if v > 1 and (p == 1 or m_r % p):
                         continue
                     units = [min(p - k, m_r) if v == 1 else min(2 * (p - k - 1) + (v - 1) * p + 1, v * m_r)
                              for k in range(p)]
+                    if copies == 2:
+                        units = [p + 1] * p
                     for groups in _compositions(len(priced), p):
                         if any(len(group) % v for group in groups):
                             continue  # each stage's layers split into v equal chunks
@@ -177,7 +187,8 @@ def brute_force(layers, cluster, options, degrees):
                             send = (_send_s(cluster, t, d, p, priced[group[-1]]["output_bytes"]) if group[-1] < len(priced) - 1 else 0.0) \
                                 + (_send_s(cluster, t, d, p, inputs[group[0]]) if group[0] > 0 else 0.0)
                             kept = sum(inputs[i] for i in group) / (t if sp else 1)
-                            experts, dense = total("expert_param_bytes"), total("param_bytes") - total("expert_param_bytes")
+                            experts = copies * total("expert_param_bytes")
+                            dense = copies * (total("param_bytes") - total("expert_param_bytes"))
                             fixed = 2 * (dense + experts) + state * (dense / (d if zero1 else 1) + experts / (d // e if zero1 else 1))
                             fits = {"none": fixed + units[k] * sum(stash) / v <= hbm,
                                     "selective": fixed + units[k] * (sum(stash) - total("attention_stash_bytes")) / v <= hbm,
@@ -197,7 +208,8 @@ def brute_force(layers, cluster, options, degrees):
                             stages.append((min(allowed), sync))
                         else:
                             slowest = max(time for time, _ in stages)
-                            best = min(best, (m_r + (p - 1) / v) * slowest + max(sync for _, sync in stages))
+                            bubble = (p / 2 - 1) * 2 / 3 if copies == 2 else (p - 1) / v
+                            best = min(best, (m_r + bubble) * slowest + max(sync for _, sync in stages))
     return best
 
 
@@ -223,6 +235,17 @@ def _check(expected, plan):
 def test_dp_with_e_free_equals_brute_force(seed):
     """Every knob free, e among the divisors of the experts: the DP's best time is the brute force's."""
     layers, cluster, options = _instance(np.random.default_rng(seed))
+    _check(brute_force(layers, cluster, options, DEGREES), _dp(layers, cluster, options, DEGREES))
+
+
+@pytest.mark.parametrize("seed", range(90, 130))
+def test_dualpipe_dp_with_e_equals_brute_force(seed):
+    """DualPipe (issue 28) with expert parallelism: the sync walked on two byte counts, both copies synced."""
+    layers, cluster, options = _instance(np.random.default_rng(seed))
+    cluster = cluster.replace(pipeline_schedule="dualpipe", interleaved_schedule=False,
+                              global_batch=4 * cluster.setup.global_batch)  # batches that fill pipelines (m_r ≥ 2p)
+    options["interleave"] = 1
+    options["stages"] = 2 if len(layers) > 1 and seed % 3 else None  # a pipeline pinned, or left to the DP
     _check(brute_force(layers, cluster, options, DEGREES), _dp(layers, cluster, options, DEGREES))
 
 

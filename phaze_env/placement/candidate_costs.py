@@ -85,7 +85,9 @@ class CandidateCosts:
         prices = self.prices
         if prices.overlaps(shape.zero):
             return float(prices.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[1][pair])
-        return prices.sync_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero, self.expert_bytes(pair))
+        copies = parameter_copies(shape.schedule, shape.stages)  # a DualPipe device syncs and steps both copies
+        return prices.sync_s(copies * float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
+                             copies * self.expert_bytes(pair))
 
     def largest_sync_key(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
         """What the once-per-batch sync grows with: the largest stage's parameter bytes, or at ``e > 1`` the
@@ -97,7 +99,8 @@ class CandidateCosts:
     def batch_sync_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
         """The once-per-batch sync of a partition: that of its largest stage."""
         if not self.prices.walks_on_sync(shape.zero):
-            return self.prices.sync_s(self._max_params(pairs), shape.data_parallel, shape.zero)
+            copies = parameter_copies(shape.schedule, shape.stages)
+            return self.prices.sync_s(copies * self._max_params(pairs), shape.data_parallel, shape.zero)
         return self.largest_sync_key(shape, pairs)
 
     def stages(self, shape: Shape, pairs: list[tuple[int, int]]) -> list[tuple[str | None, float]]:
@@ -121,6 +124,7 @@ class CandidateCosts:
         prices = self.prices
         if prices.overlaps(shape.zero):
             return float(prices.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[0][pair])
-        return prices.allreduce_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
-                                  self.expert_bytes(pair))
+        copies = parameter_copies(shape.schedule, shape.stages)
+        return prices.allreduce_s(copies * float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
+                                  copies * self.expert_bytes(pair))
 

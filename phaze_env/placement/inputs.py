@@ -365,10 +365,11 @@ DUALPIPE_BUBBLE_SHARE = (1.0 + (1.0 - ZERO_BUBBLE_WEIGHT_SHARE) * BACKWARD_FORWA
 
 def parameter_copies(schedule: str, stages: int) -> int:
     """Copies of a stage's weights (with their gradients and optimizer state) a device holds: 2 under a DualPipe
-    pipeline (``p > 1``) — stage
-    ``k`` and its mirror ``p−1−k`` (arXiv:2412.19437 Table 2, "Parameter 2×"), priced per stage as its own state twice
-    (exact for a mirror of equal load); 1 under 1F1B. The once-per-batch data-parallel sync stays priced on one copy
-    (the exchange between the two copies is not modelled)."""
+    pipeline (``p > 1``) — stage ``k`` and its mirror ``p−1−k`` (arXiv:2412.19437 Table 2, "Parameter 2×"), priced per
+    stage as its own state twice (exact for a mirror of equal load); 1 under 1F1B. The once-per-batch sync covers both
+    copies: the data-parallel collectives and the optimizer step of twice the stage's bytes (the two copies' gradients
+    are summed as well — deepseek-ai/DualPipe ``examples/example_dualpipe.py`` adds rank ``p−1−k``'s to rank ``k``'s —
+    which is priced inside that collective, not as an exchange of its own)."""
     return 2 if schedule == "dualpipe" and stages > 1 else 1
 
 

@@ -149,8 +149,8 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
         "zero_comm": steady * zero_comm_s,
         "bubble": float(shape.bubble_slots) * times[slowest],
         "dp_allreduce": costing.reported_allreduce_s(shape, synced),
-        "optimizer": (s.optimizer_step_s(largest - experts, s.zero_shards(s.weight_replicas(d)), zero)
-                      + s.optimizer_step_s(experts, s.expert_replicas(d), zero)),
+        "optimizer": (s.optimizer_step_s(copies * (largest - experts), s.zero_shards(s.weight_replicas(d)), zero)
+                      + s.optimizer_step_s(copies * experts, s.expert_replicas(d), zero)),
     }
     time_per_batch_s = pipeline_time_s(shape.slots, times[slowest], costing.batch_sync_s(shape, pairs))
     throughput = s.global_batch / time_per_batch_s

@@ -43,7 +43,9 @@ microbatches per replica, ``v`` virtual stages per device):
 * a stack running DualPipe (``Stack.pipeline_schedule``, arXiv:2412.19437 §3.2.1) replaces 1F1B's ``(p−1)/v`` by
   ``(p/2 − 1)·κ`` (:func:`~phaze_env.placement.inputs.pipeline_slots`; ``κ = 2/3``,
   :data:`~phaze_env.placement.inputs.DUALPIPE_BUBBLE_SHARE`, a constant: the DP stays monotone in the layer times),
-  holds every stage's weights, gradients and optimizer state twice (:func:`~phaze_env.placement.inputs.parameter_copies`)
+  holds every stage's weights, gradients and optimizer state twice and syncs and steps both copies once per batch
+  (:func:`~phaze_env.placement.inputs.parameter_copies`: the sync ``A(2P)`` stays increasing and affine in ``P``, so the
+  walk below stays exact, and every sync floor of one copy's bytes stays a floor)
   and ``p + 1`` microbatches in flight on every stage (:func:`~phaze_env.placement.inputs.in_flight_units`); only
   ``p`` even with ``m_r ≥ 2p`` even and ``v = 1`` are searched. The units no longer depend on ``s`` but on ``p``, so each
   DualPipe shape runs its own DP over the constant ``c_{p+1}`` (still the min-max DP: every bound below holds, as a
