@@ -31,6 +31,8 @@ class CandidateCosts:
         s = settings
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._memory: dict[tuple[float, int, int], StageMemory] = {}
+        self._buffers: dict[float, np.ndarray] = {}  # ZeRO buffer factor -> every stage's buffer bytes
+        self._memory_of: dict[tuple[int, int, int, int], StageMemory] = {}  # (d, zero, v, copies) -> memory_for
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(layer_stash_bytes(settings, layers, "none"))
         self._largest_layer_params = table.layer_max(layers.param_bytes)
@@ -45,7 +47,9 @@ class CandidateCosts:
         if key not in self._memory:
             loosest = (self.loosest_state, interleave, 0.0, 0.0)
             layout = None if key == loosest else self.memory(self.loosest_state, interleave, 0)
-            buffer_bytes = self._largest_layer_params * key[2]
+            if key[2] not in self._buffers:  # one array per ZeRO buffer factor (the memories take it at their layout)
+                self._buffers[key[2]] = self._largest_layer_params * key[2]
+            buffer_bytes = self._buffers[key[2]]
             self._memory[key] = StageMemory(self.table, self.settings, state_factor, interleave, self.transient_bytes,
                                             buffer_bytes, layout, expert_extra)
         return self._memory[key]
@@ -54,11 +58,16 @@ class CandidateCosts:
         """The memory side of one shape (ZeRO shards dense bytes over the ``d·c`` weight replicas, expert bytes
         over the ``d·c/e`` expert replicas; a DualPipe device holds its stage's state twice,
         :func:`~phaze_env.placement.inputs.parameter_copies`)."""
-        s = self.settings
-        replicas = s.weight_replicas(shape.data_parallel)
         copies = parameter_copies(shape.schedule, shape.stages)
-        return self.memory(copies * s.state_factor(s.zero_shards(replicas), shape.zero), shape.interleave, shape.zero,
-                           copies * s.expert_state_extra(replicas, shape.zero))
+        key = (shape.data_parallel, shape.zero, shape.interleave, copies)
+        memory = self._memory_of.get(key)
+        if memory is None:
+            s = self.settings
+            replicas = s.weight_replicas(shape.data_parallel)
+            memory = self._memory_of[key] = self.memory(copies * s.state_factor(s.zero_shards(replicas), shape.zero),
+                                                        shape.interleave, shape.zero,
+                                                        copies * s.expert_state_extra(replicas, shape.zero))
+        return memory
 
     def variant(self, shape: Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""

@@ -35,6 +35,7 @@ class Prices:
         self.settings = settings
         self._p2p: dict[object, np.ndarray] = {}
         self._least_p2p: dict[object, float] = {}  # level -> the cheapest send of a stage of a p ≥ 2 pipeline
+        self._levels: dict[tuple[int, int], object] = {}  # (d, p − 1 or 1) -> the level the pipeline crosses
         self._sync_compact: dict[tuple, np.ndarray] = {}  # (layout, d, zero, p, v) -> stage syncs (e > 1 or overlap)
         self._overlap_syncs: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # (d, zero, p, v) -> (exposed, sync)
         self._overlap_layers: dict[tuple[int, int], tuple] = {}  # (d, zero) -> each layer's overlapped collectives
@@ -191,9 +192,14 @@ class Prices:
     def least_p2p_s(self, shape: Shape) -> float:
         """The cheapest per-microbatch send time of any stage of a ``p ≥ 2`` pipeline of ``shape`` (0 when ``p = 1``):
         every stage but the whole model's, on the network level the shape's pipeline crosses."""
-        if shape.stages == 1:
+        return self.least_send_s(shape.data_parallel, shape.stages)
+
+    def least_send_s(self, data_parallel: int, stages: int) -> float:
+        """:meth:`least_p2p_s` of the shapes with ``d`` replicas and ``p`` stages (the send depends on no other
+        degree)."""
+        if stages == 1:
             return 0.0
-        level = self.level(shape)
+        level = self._level(data_parallel, stages)
         if level not in self._least_p2p:
             stages = self.table.valid.copy()
             stages[self.table.empty, self.table.full] = False
@@ -207,7 +213,7 @@ class Prices:
         return self._p2p[level]
 
     def sync_compact(self, shape: Shape, memory: StageMemory) -> np.ndarray:
-        """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``; ``inf`` where unlisted), each
+        """:meth:`sync_s` of every stage in ``memory``'s compact layout (``e > 1``, or overlapped collectives), each
         part evaluated once per distinct byte count."""
         key = (id(memory.next_index), shape.data_parallel, shape.zero, shape.stages, shape.interleave)
         if key not in self._sync_compact and self.overlaps(shape.zero):
@@ -215,23 +221,28 @@ class Prices:
                                                                         shape.interleave)[1])
         if key not in self._sync_compact:
             dense = memory.compact(self.table.param_bytes - self.table.expert_param_bytes)
-            listed = np.isfinite(dense)
             copies = parameter_copies(shape.schedule, shape.stages)  # a DualPipe device syncs both copies
 
             def per_stage(values: np.ndarray, expert: bool) -> np.ndarray:
-                distinct, inverse = np.unique(values[listed], return_inverse=True)
+                distinct, inverse = np.unique(values, return_inverse=True)
                 return np.array([self.part_sync_s(copies * size, shape.data_parallel, shape.zero, expert)
                                  for size in distinct.tolist()])[inverse.ravel()]
 
-            matrix = np.full(dense.shape, np.inf)
-            matrix[listed] = per_stage(dense, False) + per_stage(memory.expert_param_bytes, True)
-            self._sync_compact[key] = matrix
+            self._sync_compact[key] = per_stage(dense, False) + per_stage(memory.expert_param_bytes, True)
         return self._sync_compact[key]
 
     def level(self, shape: Shape):
         """The network level the pipeline of ``shape`` crosses (neighbours ``t·c·d`` devices apart)."""
-        return self.settings.cluster.network.p2p_level(self.settings.replica_devices * shape.data_parallel,
-                                                       max(shape.stages - 1, 1))
+        return self._level(shape.data_parallel, shape.stages)
+
+    def _level(self, data_parallel: int, stages: int):
+        """:meth:`level` of ``d`` replicas and ``p`` stages, looked up once per ``(d, max(p − 1, 1))``."""
+        key = (data_parallel, max(stages - 1, 1))
+        level = self._levels.get(key)
+        if level is None:
+            level = self._levels[key] = self.settings.cluster.network.p2p_level(
+                self.settings.replica_devices * data_parallel, key[1])
+        return level
 
     def _send_s(self, level, payload_bytes: float) -> float:
         """One pipeline message across ``level`` (:func:`pipeline_send_s`)."""

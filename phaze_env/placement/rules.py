@@ -126,7 +126,7 @@ class RunnableShapes:
             return None
         key = (id(memory.next_index), *self._key(interleave, stages))
         if key not in self._compact_masks:
-            self._compact_masks[key] = memory.compact(np.where(rule, 1.0, np.inf)) == 1.0
+            self._compact_masks[key] = memory.compact(rule)
         return self._compact_masks[key]
 
     def _key(self, interleave: int, stages: int) -> tuple[int, int] | None:

@@ -211,9 +211,11 @@ class PlacementSearch:
                     sync_floor_s[rows] = np.maximum(sync_floor_s[rows],
                                                     self.prices.overlap_floor_s(d[rows], zero, p[rows], v[rows]))
         if (v > 1).any():  # interleaved shapes send v times per microbatch: their slowest stage pays v sends or more
+            interleaved = np.flatnonzero(v > 1)
+            pairs, inverse = np.unique(np.stack((d[interleaved], p[interleaved])), axis=1, return_inverse=True)
+            least_s = np.array([self.prices.least_send_s(d_i, p_i) for d_i, p_i in pairs.T.tolist()])
             sends = np.zeros(len(p))
-            for index in np.flatnonzero(v > 1).tolist():
-                sends[index] = v[index] * self.prices.least_p2p_s(Shape(int(d[index]), int(p[index]), int(m_r[index])))
+            sends[interleaved] = v[interleaved] * least_s[inverse.ravel()]
             loosest = loosest + sends
         bound_s = pipeline_time_s(pipeline_slots(m_r, p, v, s.cluster.stack.pipeline_schedule), loosest, sync_floor_s)
         keep = np.flatnonzero(np.isfinite(bound_s))
@@ -253,22 +255,30 @@ class PlacementSearch:
             # and every stage of a pipeline sends: the slowest stage also pays at least v times the cheapest send
             # (max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k)
             slowest_s = max(loose_s, self._average_stage_s(shape)) + shape.interleave * self.prices.least_p2p_s(shape)
-            if math.isinf(loose_s) or self._bound_s(shape, slowest_s) >= best.time_s:
+            if math.isinf(loose_s) or self._prunes(shape, slowest_s, best):
                 return
         costs, dp = self.costing.variant(shape)
         if rule is None and not own_units:
             stage_time_s = dp.min_stage_time(shape.microbatches, shape.stages)
-            if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
+            if math.isinf(stage_time_s) or self._prunes(shape, stage_time_s, best):
                 return
             pairs = dp.partition(shape.microbatches, shape.stages)
         else:
             allowed = self.rules.compact_mask(shape.interleave, shape.stages, costs.memory)
             stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, allowed))
-            if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
+            if math.isinf(stage_time_s) or self._prunes(shape, stage_time_s, best):
                 return
         best.offer(self.costing.time_per_batch_s(shape, pairs), shape, pairs)
         if self._bound_s(shape, 0.0) > 0.0:  # a stage's parameters cost time once per batch: trade them off
             self._pareto_walk(shape, pairs, best)
+
+    def _prunes(self, shape: Shape, stage_time_s: float, best: _Best) -> bool:
+        """Whether no partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more can beat ``best``
+        (:meth:`_bound_s` ≥ its time). The sync floor only adds (``slots·C + S ≥ slots·C`` for ``S ≥ 0``, also in
+        floating point), so the pipeline alone decides first, without pricing the shape's sync floor."""
+        if pipeline_time_s(shape.slots, stage_time_s, 0.0) * _LOWER_BOUND_SLACK >= best.time_s:
+            return True
+        return self._bound_s(shape, stage_time_s) >= best.time_s
 
     def _bound_s(self, shape: Shape, stage_time_s: float) -> float:
         """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
@@ -315,7 +325,7 @@ class PlacementSearch:
             smaller = key < largest
             stage_time_s, pairs = dp.constrained(
                 shape.stages, self._stage_values(shape, costs, smaller if rule is None else smaller & rule))
-            if math.isinf(stage_time_s) or self._bound_s(shape, stage_time_s) >= best.time_s:
+            if math.isinf(stage_time_s) or self._prunes(shape, stage_time_s, best):
                 return
             best.offer(self.costing.time_per_batch_s(shape, pairs), shape, pairs)
             largest = self.costing.largest_sync_key(shape, pairs)

@@ -15,13 +15,45 @@ from phaze_env.placement.inputs import LayerArrays, Settings
 from phaze_env.placement.stages import StageTable
 
 
+class Layout:
+    """The stages a search's DP looks at, stored compactly: those that fit with one unit in flight under the loosest
+    memory rule, row by row (row ``a``: the stages ``(a, b)`` by increasing ``b``, ``next_index`` their ``b``), one
+    flat array for all rows; a per-stage quantity in this layout is a vector of the listed entries (for a chain, a
+    band of stage lengths without padding)."""
+
+    def __init__(self, listed: np.ndarray):
+        self.size = len(listed)
+        counts = listed.sum(axis=1)
+        self.row_start = np.concatenate(([0], np.cumsum(counts)))  # row a: entries row_start[a] … row_start[a+1]−1
+        rows, self.next_index = np.nonzero(listed)  # row-major: by row, then by b
+        self._flat = rows * self.size + self.next_index  # into a raveled K × K
+        self._nonempty = np.flatnonzero(counts)
+        self._nonempty_below: dict[int, tuple[np.ndarray, int]] = {}  # rows -> (nonempty_rows, their entries' end)
+
+    def compact(self, matrix: np.ndarray) -> np.ndarray:
+        """``matrix`` (K × K) at the listed stages."""
+        return matrix.take(self._flat)
+
+    def row(self, a: int) -> slice:
+        """Row ``a``'s entries."""
+        return slice(int(self.row_start[a]), int(self.row_start[a + 1]))
+
+    def nonempty_rows(self, rows: int) -> tuple[np.ndarray, int]:
+        """The rows among the first ``rows`` that list a stage, and where their entries end (once per ``rows``)."""
+        found = self._nonempty_below.get(rows)
+        if found is None:
+            found = self._nonempty_below[rows] = (self._nonempty[:int(np.searchsorted(self._nonempty, rows))],
+                                                  int(self.row_start[rows]))
+        return found
+
+
 class StageMemory:
     """The memory side of :class:`StageCosts` (it does not depend on the network): per recompute mode each
     stage's fixed bytes and bytes per activation unit, which stages fit with one unit, and how many
     units each stage holds per mode (``limits``)."""
 
     def __init__(self, table: StageTable, settings: Settings, state_factor: float, interleave: int,
-                 transient_bytes: np.ndarray, buffer_bytes: np.ndarray, layout: StageMemory | None = None,
+                 transient_bytes: np.ndarray, buffer_bytes: np.ndarray, looser: StageMemory | None = None,
                  expert_extra: float = 0.0):
         self.settings = settings
         self.interleave = interleave
@@ -29,42 +61,44 @@ class StageMemory:
         self._table, self._state_factor, self._transient_full = table, state_factor, transient_bytes
         self.buffer_bytes = buffer_bytes  # ZeRO-2/3's unsharded gradients and gathered weights, in every mode
         self._expert_extra = expert_extra  # an expert byte's state factor minus a dense one's (ZeRO over d·c/e)
-        if layout is None:
+        if looser is None:
             fits_once = np.zeros_like(table.valid)
             for mode in self.modes:
                 fits_once |= self.full_fixed[mode] + self.full_per_unit[mode] <= settings.hbm_bytes
-            fits_once &= table.valid
-            width = max(1, int(fits_once.sum(axis=1).max()))
-            self._order = np.argsort(~fits_once, axis=1, kind="stable")[:, :width]
-            self._listed = np.take_along_axis(fits_once, self._order, axis=1)
-            self._flat_order = self._order + np.arange(len(self._order))[:, None] * table.size  # into a raveled K × K
-            self.next_index = np.where(self._listed, self._order, table.size)
+            self.layout = Layout(fits_once & table.valid)
             self.param_bytes = self.compact(table.param_bytes)
             self.expert_param_bytes = self.compact(table.expert_param_bytes)
             # What does not depend on the state factor, compacted once per layout (same interleave).
             self._transient = self.compact(transient_bytes)
             self._per_unit = np.stack([self.compact(self.full_per_unit[mode]) for mode in self.modes])
-        else:  # a looser memory's layout lists a superset of the stages; the others get limit -1 (inf)
-            self._order, self._listed, self._flat_order = layout._order, layout._listed, layout._flat_order
-            self.next_index, self.param_bytes = layout.next_index, layout.param_bytes
-            self.expert_param_bytes = layout.expert_param_bytes
-            self._transient, self._per_unit = layout._transient, layout._per_unit
-        # compact(P·f) = compact(P)·f and compact(P·f + X) = compact(P)·f + compact(X), entry by entry
-        state_compact = self.param_bytes * state_factor
-        if expert_extra:  # (never 0·inf on the unlisted entries)
-            state_compact = state_compact + self.expert_param_bytes * expert_extra
+            self._buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id -> (buffer bytes, compacted)
+        else:  # a looser memory's layout lists a superset of the stages (those that do not fit get limit -1)
+            self.layout, self.param_bytes = looser.layout, looser.param_bytes
+            self.expert_param_bytes = looser.expert_param_bytes
+            self._transient, self._per_unit, self._buffers = looser._transient, looser._per_unit, looser._buffers
+        self.next_index = self.layout.next_index
+        # compact(P·f + X) = compact(P)·f + compact(X), entry by entry
+        state = self.param_bytes * state_factor
+        if expert_extra:
+            state = state + self.expert_param_bytes * expert_extra
         if buffer_bytes.any():
-            state_compact = state_compact + self.compact(buffer_bytes)
-        fixed = {"none": state_compact, "selective": state_compact, "full": state_compact + self._transient}
+            state = state + self._compact_buffer(buffer_bytes)
+        fixed = {"none": state, "selective": state, "full": state + self._transient}
         # every mode in one elementwise call (``limits[i]``: mode ``modes[i]``)
         limits = _most_in_flight(np.stack([fixed[mode] for mode in self.modes]), self._per_unit, settings.hbm_bytes)
         self.limits = list(limits)
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
         # breakpoints it is the same matrix, so it is computed (and keyed) once per interval.
-        finite = limits[np.isfinite(limits) & (limits >= 1)]
-        self.breakpoints = np.unique(finite + 1).tolist()  # the n > 1 at which some entry of c_n changes
+        self.breakpoints = _breakpoints(limits)  # the n > 1 at which some entry of c_n changes
         # Two memories with one layout and equal limits give identical stage costs c_n for every n.
-        self.signature = (id(self._order), limits.tobytes())
+        self.signature = (id(self.layout), limits.tobytes())
+
+    def _compact_buffer(self, buffer_bytes: np.ndarray) -> np.ndarray:
+        """``buffer_bytes`` (K × K) compacted once per array (the caller keeps one per ZeRO stage)."""
+        key = id(buffer_bytes)
+        if key not in self._buffers:  # the array is kept with its entries, so its id is never reused
+            self._buffers[key] = buffer_bytes, self.compact(buffer_bytes)
+        return self._buffers[key][1]
 
     @cached_property
     def full_fixed(self) -> dict[str, np.ndarray]:
@@ -97,8 +131,8 @@ class StageMemory:
         return None
 
     def compact(self, matrix: np.ndarray) -> np.ndarray:
-        """``matrix`` in the compact layout (row ``a``: the stages that fit with one unit, then ``inf``)."""
-        return np.where(self._listed, matrix.take(self._flat_order), np.inf)
+        """``matrix`` (K × K) in the compact layout: its entries at the listed stages (:class:`Layout`)."""
+        return self.layout.compact(matrix)
 
 
 class StageCosts:
@@ -110,9 +144,8 @@ class StageCosts:
     microbatch). ``full_*`` hold every stage's time, fixed and per-unit memory per recompute mode, so the
     plan report uses the very numbers the DP compared.
 
-    Stored compactly: row ``a`` lists only the stages ``(a, b)`` that fit with one unit in flight (the
-    loosest rule), as ``next_index[a, w] = b`` padded with the sentinel ``K`` whose suffix value is always
-    ``inf``. For a chain that is a band of stage lengths.
+    Stored compactly (:class:`Layout`): only the stages ``(a, b)`` that fit with one unit in flight (the loosest
+    rule), row by row.
     """
 
     def __init__(self, table: StageTable, p2p_s: np.ndarray, zero_comm_s: np.ndarray, memory: StageMemory):
@@ -120,7 +153,7 @@ class StageCosts:
         self.settings = memory.settings
         self.interleave = v = memory.interleave
         self.modes = memory.modes
-        self.next_index = memory.next_index
+        self.layout, self.next_index = memory.layout, memory.next_index
         self.param_bytes = memory.param_bytes
         plain = table.fwd_s + table.bwd_s + v * p2p_s + zero_comm_s
         self.p2p_s, self.zero_comm_s = p2p_s, zero_comm_s
@@ -141,12 +174,25 @@ class StageCosts:
             canonical = self.canonical(n)
             result = self._cache.get(canonical)
             if result is None:
-                result = np.full(self.next_index.shape, np.inf)
-                for times, limit in zip(self._times[::-1], self._limits[::-1]):  # the fastest fitting mode wins
-                    result = np.where(canonical <= limit, times, result)
+                # the fastest fitting mode wins: the slowest mode's, overwritten by each faster one where it fits
+                result = np.where(canonical <= self._limits[-1], self._times[-1], np.inf)
+                for times, limit in zip(self._times[-2::-1], self._limits[-2::-1]):
+                    np.copyto(result, times, where=canonical <= limit)
                 self._cache[canonical] = result
             self._cache[n] = result
         return result
+
+
+_BINCOUNT_MOST = 1 << 16  # breakpoints up to this are counted (one pass), larger ones sorted
+
+
+def _breakpoints(limits: np.ndarray) -> list[int]:
+    """The sorted distinct ``limit + 1`` of the finite limits ≥ 1: the ``n`` at which some stage changes mode or stops
+    fitting (limits are whole numbers, so a count of each is a sort when they are small)."""
+    finite = limits[np.isfinite(limits) & (limits >= 1)]
+    small = finite < _BINCOUNT_MOST
+    counted = np.flatnonzero(np.bincount(finite[small].astype(np.int64) + 1)).tolist()
+    return counted + [int(n) for n in np.unique(finite[~small] + 1).tolist()]
 
 
 def _most_in_flight(fixed_bytes: np.ndarray, per_microbatch_bytes: np.ndarray, hbm_bytes: float) -> np.ndarray:

@@ -10,19 +10,23 @@ from typing import Callable
 
 import numpy as np
 
-from phaze_env.placement.stage_costs import StageCosts
+from phaze_env.placement.stage_costs import Layout, StageCosts
 from phaze_env.placement.stages import StageTable
 
 
-def _add_stage(value: np.ndarray, next_index: np.ndarray, after: np.ndarray, rows: int) -> np.ndarray:
-    """One DP step: best min-max over a stage ``(a, b)`` followed by the suffix from ``b`` (+ sentinel).
+def _add_stage(value: np.ndarray, layout: Layout, after: np.ndarray, rows: int) -> np.ndarray:
+    """One DP step: best min-max over a stage ``(a, b)`` followed by the suffix from ``b``.
 
     Only the first ``rows`` downsets can still be split into the stages left (see ``SuffixDP.rows``);
-    the others are ``inf`` without looking.
+    the others, and those that list no stage, are ``inf`` without looking.
     """
-    best = np.empty(len(after))
-    best[rows:] = np.inf
-    np.minimum.reduce(np.maximum(value[:rows], after[next_index[:rows]]), axis=1, out=best[:rows])
+    best = np.full(len(after), np.inf)
+    nonempty, end = layout.nonempty_rows(rows)
+    if len(nonempty):
+        # the rows' entries are consecutive, so each row's minimum is one segment's (the rows without entries between
+        # two listed ones add no entry to a segment)
+        best[nonempty] = np.minimum.reduceat(np.maximum(value[:end], after[layout.next_index[:end]]),
+                                             layout.row_start[nonempty])
     return best
 
 
@@ -33,12 +37,13 @@ def finish(table: StageTable) -> np.ndarray:
     return done
 
 
-def _trace(start: int, stages: int, next_index: np.ndarray, value_at, suffix) -> list[tuple[int, int]]:
+def _trace(start: int, stages: int, layout: Layout, value_at, suffix) -> list[tuple[int, int]]:
     """Recover the stage pairs of a DP optimum (``value_at(s)``: matrix of the stage ``s`` from the end)."""
     pairs, a = [], start
     for s in range(stages, 0, -1):
-        w = int(np.argmin(np.maximum(value_at(s)[a], suffix(s - 1)[next_index[a]])))
-        pairs.append((a, int(next_index[a, w])))
+        row = layout.row(a)
+        w = int(np.argmin(np.maximum(value_at(s)[row], suffix(s - 1)[layout.next_index[row]])))
+        pairs.append((a, int(layout.next_index[row.start + w])))
         a = pairs[-1][1]
     return pairs
 
@@ -67,7 +72,7 @@ class SuffixDP:
         return self._rows[min(s, len(self._rows) - 1)]
 
     def suffix(self, m_r: int, s: int) -> np.ndarray:
-        step = self.costs.next_index
+        step = self.costs.layout
         if s <= m_r:
             while len(self._shared) <= s:
                 s_new = len(self._shared)
@@ -84,7 +89,7 @@ class SuffixDP:
         return float(self.suffix(m_r, p)[self.table.empty])
 
     def partition(self, m_r: int, p: int) -> list[tuple[int, int]]:
-        return _trace(self.table.empty, p, self.costs.next_index, lambda s: self.costs.time(min(s, m_r)),
+        return _trace(self.table.empty, p, self.costs.layout, lambda s: self.costs.time(min(s, m_r)),
                       lambda s: self.suffix(m_r, s))
 
     def param_floor(self, deepest: int, param_bytes: np.ndarray | None = None) -> np.ndarray:
@@ -94,7 +99,7 @@ class SuffixDP:
         value = np.where(np.isfinite(self.costs.time(1)), param_bytes, np.inf)
         suffixes, optima = finish(self.table), []
         for s in range(1, deepest + 1):
-            suffixes = _add_stage(value, self.costs.next_index, suffixes, self.rows(s))
+            suffixes = _add_stage(value, self.costs.layout, suffixes, self.rows(s))
             optima.append(suffixes[self.table.empty])
         return np.array(optima)
 
@@ -102,9 +107,9 @@ class SuffixDP:
         """A one-off suffix DP with other value matrices (``value_at(s)``); returns (optimum, pairs)."""
         suffixes = [finish(self.table)]
         for s in range(1, p + 1):
-            suffixes.append(_add_stage(value_at(s), self.costs.next_index, suffixes[-1], self.rows(s)))
+            suffixes.append(_add_stage(value_at(s), self.costs.layout, suffixes[-1], self.rows(s)))
         optimum = float(suffixes[p][self.table.empty])
         if math.isinf(optimum):
             return optimum, []
-        return optimum, _trace(self.table.empty, p, self.costs.next_index, value_at, lambda s: suffixes[s])
+        return optimum, _trace(self.table.empty, p, self.costs.layout, value_at, lambda s: suffixes[s])
 
