@@ -67,7 +67,9 @@ class GeneticAlgorithm:
         self.pending.extend(unique)
 
     def _survivors(self, designs: list[Design]) -> list[Design]:
-        ranked = sorted(set(designs), key=lambda d: self.fitness.get(d, 0.0), reverse=True)
+        # first-seen order before the stable sort: a set's order follows string hashing, which differs per process
+        # (PYTHONHASHSEED), so ties in fitness (every infeasible design scores 0) would pick other survivors each run
+        ranked = sorted(dict.fromkeys(designs), key=lambda d: self.fitness.get(d, 0.0), reverse=True)
         return ranked[:self.population_size]
 
     def _fresh(self) -> Design:

@@ -258,7 +258,8 @@ class Spotlight:
             self.next_optimise = max(len(y) + self.refit_every, math.ceil(1.1 * len(y)))
         self.fits += 1
         incumbent = max(self.observed, key=self.observed.get)
-        pool = {self._random_new(20) for _ in range(self.pool)} | set(self._neighbours(incumbent))
+        # in first-drawn order (a set's order follows per-process string hashing: EI ties would break differently)
+        pool = dict.fromkeys([self._random_new(20) for _ in range(self.pool)] + list(self._neighbours(incumbent)))
         candidates = [d for d in pool if d not in self.observed]
         if not candidates:
             return self._random_new()
