@@ -17,10 +17,9 @@ from dataclasses import replace
 
 from experiments import long_context_gap, memory_check, moe_stack_gap, scale_loss
 from experiments.validation_cases import get_case
-from experiments.validation_fit import (Prediction, case_accelerator, case_cluster, error_with, evaluation_with,
-                                        fit_efficiency, metric_value, plan_of, predict)
+from experiments.validation_fit import Prediction, error_with, evaluation_with, fit_efficiency, predict
 from experiments.validation_stats import scaling_series
-from phaze_env.evaluate import Evaluation, evaluate
+from phaze_env.evaluate import Evaluation
 from phaze_env.stacks import get_stack
 
 GIB = 2**30
@@ -255,20 +254,16 @@ def _qwen3_chunks_in_flight() -> str:
 
 DEEPSEEK_V3 = "deepseek-v3-2048-h800"
 UNBOUNDED_HBM_GB = 1024.0
-"""HBM at which the DeepSeek-V3 plan is evaluated to see its time with memory not binding (far above its need)."""
+"""HBM at which DeepSeek-V3's plan is evaluated to see its time with memory not binding (far above its need)."""
 
 
 def _deepseek(schedule: str, hbm_gb: float | None = None) -> Evaluation:
     """DeepSeek-V3's published plan on its stack under pipeline ``schedule``, at its chip's HBM or ``hbm_gb``."""
-    case = get_case(DEEPSEEK_V3)
-    cluster = case_cluster(case).replace(pipeline_schedule=schedule)
-    return evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case), seq_len=case.seq_len,
-                    hbm_gb=hbm_gb)
+    return evaluation_with(get_case(DEEPSEEK_V3), hbm_gb=hbm_gb, pipeline_schedule=schedule)
 
 
 def _deepseek_error(schedule: str, hbm_gb: float | None = None) -> float:
-    return metric_value(get_case(DEEPSEEK_V3), _deepseek(schedule, hbm_gb).plan["time_per_batch_s"]) / get_case(
-        DEEPSEEK_V3).published - 1
+    return error_with(get_case(DEEPSEEK_V3), hbm_gb=hbm_gb, pipeline_schedule=schedule)
 
 
 def _deepseek_fullest_device() -> memory_check.StageTerms:

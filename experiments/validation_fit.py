@@ -274,16 +274,18 @@ def published_time_s(case: ValidationCase) -> float:
     return reference_s * metric_value(case, reference_s) / case.published
 
 
-def evaluation_with(case: ValidationCase, **cluster_fields) -> Evaluation:
+def evaluation_with(case: ValidationCase, *, hbm_gb: float | None = None, **cluster_fields) -> Evaluation:
     """``case``'s pinned plan evaluated on its cluster with ``cluster_fields`` changed (a sensitivity or an alternative
-    structure, e.g. ``hybrid_allreduce_overlapped=True``: PyTorch's HYBRID_SHARD instead of the stack's own)."""
+    structure, e.g. ``hybrid_allreduce_overlapped=True``: PyTorch's HYBRID_SHARD instead of the stack's own), at its
+    chip's HBM or at ``hbm_gb`` GiB (e.g. far above its need: the plan's time with memory not binding)."""
     cluster = case_cluster(case).replace(**cluster_fields)
-    return evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case), seq_len=case.seq_len)
+    return evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case), seq_len=case.seq_len,
+                    hbm_gb=hbm_gb)
 
 
-def error_with(case: ValidationCase, **cluster_fields) -> float:
+def error_with(case: ValidationCase, *, hbm_gb: float | None = None, **cluster_fields) -> float:
     """The error ``case`` would have on its cluster with ``cluster_fields`` changed (:func:`evaluation_with`)."""
-    evaluation = evaluation_with(case, **cluster_fields)
+    evaluation = evaluation_with(case, hbm_gb=hbm_gb, **cluster_fields)
     return metric_value(case, evaluation.plan["time_per_batch_s"]) / case.published - 1
 
 
