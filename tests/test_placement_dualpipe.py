@@ -44,11 +44,50 @@ def test_the_bubble_is_table_2s_and_shorter_than_1f1bs():
     assert np.allclose(pipeline_slots(8, stages, 1, "dualpipe"), [8 + table_2_bubble(max(p, 2)) for p in stages])
 
 
-def test_every_device_holds_p_plus_one_microbatches():
-    """Table 2's activation column: PP + 1 per device (1F1B's first stage holds PP)."""
-    assert [in_flight_units(s, 8, 16, 1, "dualpipe") for s in range(1, 9)] == [9] * 8
-    assert [in_flight_units(s, 8, 16) for s in range(1, 9)] == list(range(1, 9))
-    assert in_flight_units(1, 1, 4, 1, "dualpipe") == 1
+def dualpipe_peaks(stages: int, chunks: int, half_rank: int) -> tuple[int, int]:
+    """Replay of deepseek-ai/DualPipe ``dualpipe.py`` ``DualPipe.step``'s eight steps on a rank ``half_rank`` from its
+    nearer end (written from that file, not imported): the microbatches of its phase-0 chunk (pipeline position
+    ``half_rank``) and its phase-1 chunk (position ``p − 1 − half_rank``) held between a forward and its backward, at
+    the device's peak (a fused forward-and-backward counts its forward first). Asserts one state peaks both."""
+    n, h = stages // 2, half_rank
+    held, seen = [0, 0], []
+
+    def forward(phase):
+        held[phase] += 1
+        seen.append(tuple(held))
+
+    def backward(phase):
+        held[phase] -= 1
+
+    for _ in range((n - h - 1) * 2):  # step 1: nF0
+        forward(0)
+    for _ in range(h + 1):  # step 2: nF0F1
+        forward(0), forward(1)
+    for _ in range(n - h - 1):  # step 3: nB1W1F1
+        backward(1), forward(1)
+    for _ in range(chunks // 2 - stages + h + 1):  # step 4: nF0B1F1B0
+        forward(0), backward(1), forward(1), backward(0)
+    for _ in range(n - h - 1):  # step 5: nB1F1B0
+        backward(1), forward(1), backward(0)
+    for _ in range(h + 1):  # step 6: nB1B0
+        backward(1), backward(0)
+    for _ in range(n - h - 1):  # step 7: nWB0
+        backward(0)
+    assert held == [0, 0]
+    peak = max(seen, key=sum)
+    assert peak == (max(x for x, _ in seen), max(y for _, y in seen))  # one state holds both chunks' peaks
+    return peak
+
+
+@pytest.mark.parametrize("stages", [2, 4, 6, 8, 16])
+def test_each_chunk_holds_its_own_s_microbatches_and_each_device_p_plus_one(stages):
+    """Table 2's activation column, PP + 1 per device, as DualPipe's schedule holds it: the chunk ``s``-th from the end
+    holds ``s`` microbatches (1F1B's count), and device ``h`` holds the chunks ``s = p − h`` and ``s = h + 1``."""
+    for chunks in (2 * stages, 2 * stages + 2, 4 * stages):
+        for h in range(stages // 2):
+            early, late = dualpipe_peaks(stages, chunks, h)
+            assert (early, late) == (in_flight_units(stages - h, stages, chunks), in_flight_units(h + 1, stages, chunks))
+            assert early + late == stages + 1
 
 
 def test_the_stack_field_is_checked_and_said():
@@ -84,10 +123,10 @@ def _settings(opts, **plan) -> Settings:
 
 def brute_force_dualpipe(layers, opts) -> float:
     """Smallest time per batch over every (d, p, partition, recompute modes) DualPipe runs: p = 1, or p even with an
-    even m_r ≥ 2p (deepseek-ai/DualPipe's assertions); every stage holds its weights, gradients and optimizer state
-    twice (its mirror's) and p + 1 microbatches of activations; the batch takes m_r stage times plus Table 2's bubble
-    (ZeRO-0: the state is 2 + 2 + K bytes per bf16 parameter, once more for the mirror), and once per batch the
-    replicas all-reduce both copies' gradients."""
+    even m_r ≥ 2p (deepseek-ai/DualPipe's assertions); device k holds stage k and stage p − 1 − k (its weights,
+    gradients and optimizer state, once each) and each stage's activations for the s microbatches it holds s-th from
+    the end, which must fit together; the batch takes m_r stage times plus Table 2's bubble (ZeRO-0), and once per batch
+    the replicas all-reduce (and step) two copies of the largest stage's gradients."""
     n, t, batch, m = opts["n_devices"], opts["tensor_width"], opts["global_batch"], opts["microbatch"]
     inputs, last = _inputs(layers), len(layers) - 1
 
@@ -102,17 +141,15 @@ def brute_force_dualpipe(layers, opts) -> float:
         for p in range(1, min(len(layers), n // (d * t)) + 1):
             if opts.get("stages") not in (None, p) or (p > 1 and (p % 2 or m_r % 2 or m_r < 2 * p)):
                 continue
-            units = p + 1 if p > 1 else 1
             for groups in _compositions(len(layers), p):
                 for modes in itertools.product(_modes(opts), repeat=p):
-                    costs = [_stage_cost(groups, k, modes[k], units, info, opts, d, 1) for k in range(p)]
-                    mirror = [params * (1 + GRADIENT_FACTOR + OPTIMIZER_FACTOR[opts["optimizer"]]) if p > 1 else 0.0
-                              for _, _, params in costs]
-                    if any(memory + extra > opts["hbm_bytes"] for (_, memory, _), extra in zip(costs, mirror)):
+                    costs = [_stage_cost(groups, k, modes[k], p - k, info, opts, d, 1) for k in range(p)]
+                    device = [costs[k][1] + (costs[p - 1 - k][1] if p > 1 else 0.0) for k in range(p)]
+                    if max(device) > opts["hbm_bytes"]:
                         continue
                     slowest = max(time for time, _, _ in costs)
                     bubble = table_2_bubble(p) * slowest if p > 1 else 0.0
-                    copies = 2 if p > 1 else 1  # both copies' gradients reduced (and stepped) over the replicas
+                    copies = 2 if p > 1 else 1  # both stages' gradients reduced (and stepped) over the replicas
                     sync = _batch_sync_s(copies * max(params for _, _, params in costs), d, 0, opts)
                     best = min(best, m_r * slowest + bubble + sync)
     return best
@@ -162,15 +199,36 @@ def test_a_pipeline_dualpipe_wins_on_and_1f1b_pays_more_for():
     assert one_f_one_b.time_per_batch_s == pytest.approx((16 + 7) * 1.5)
 
 
-def test_the_record_holds_two_copies_of_the_state_and_p_plus_one_microbatches():
+def test_the_record_holds_a_stage_and_its_mirror_on_each_device():
     layers = [{"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 10.0, "stash_bytes": 3.0, "output_bytes": 0.0}] * 4
     settings_ = Settings(dualpipe_cluster(n_devices=4, global_batch=8, link_bandwidth_Bps=math.inf, optimizer="adam"),
                          1, 1, 1e12, PlanSpec(p=4, d=1, recompute="none", zero=0, sequence_parallel=False))
     plan = best_plan(layers, settings_)
-    for memory in plan.stage_memory:  # one layer per stage: 10 bytes of weights, held twice
-        assert (memory["weights"], memory["gradients"], memory["optimizer"]) == pytest.approx((20.0, 20.0, 120.0))
-        assert memory["activations"] == pytest.approx(5 * 3.0)  # p + 1 = 5 microbatches on every stage
+    for k, memory in enumerate(plan.stage_memory):  # one layer per stage: 10 bytes of weights, its own state once
+        assert (memory["weights"], memory["gradients"], memory["optimizer"]) == pytest.approx((10.0, 10.0, 60.0))
+        assert memory["activations"] == pytest.approx((4 - k) * 3.0)  # s = p − k microbatches, 1F1B's count
+    # every device: two stages' state and p + 1 = 5 microbatches of activations
+    assert plan.memory_bytes["total"] == pytest.approx(2 * 80.0 + 5 * 3.0)
+    assert plan.memory_bytes["activations"] == pytest.approx(5 * 3.0)
     assert plan.time_per_batch_s == pytest.approx((8 + 2 / 3) * 3.0)
+
+
+def test_a_heavy_first_stage_fits_beside_a_light_mirror():
+    """Pair-aware memory: a device's limit is its two stages' sum, so stage 0 (p microbatches in flight) may hold more
+    activations than a per-stage limit of half the device would let it, when its mirror (one microbatch) holds less.
+    Four layers, p = 2: stage 0 holds 2 microbatches, stage 1 one; both stages sit on both devices."""
+    layers = [{"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 0.0, "stash_bytes": 10.0, "output_bytes": 0.0}] * 4
+    # split 2 + 2 needs 2·20 + 1·20 = 60 on each device; 1 + 3 needs 2·10 + 30 = 50; 3 + 1 needs 60 + 10 = 70
+    for hbm, slowest_layers in ((60.0, 2), (55.0, 3)):
+        settings_ = Settings(dualpipe_cluster(n_devices=2, global_batch=4, link_bandwidth_Bps=math.inf), 1, 1, hbm,
+                             PlanSpec(p=2, d=1, recompute="none", zero=0, sequence_parallel=False))
+        plan = best_plan(layers, settings_)
+        assert plan.feasible and max(len(stage) for stage in plan.stage_layers) == slowest_layers
+        assert plan.memory_bytes["total"] <= hbm
+    settings_ = Settings(dualpipe_cluster(n_devices=2, global_batch=4, link_bandwidth_Bps=math.inf), 1, 1, 49.0,
+                         PlanSpec(p=2, d=1, recompute="none", zero=0, sequence_parallel=False))
+    plan = best_plan(layers, settings_)
+    assert not plan.feasible and "needs 4.66e-08 GiB" in plan.reason  # 50 bytes: the 1 + 3 split
 
 
 @pytest.mark.parametrize("plan, rule", [

@@ -146,8 +146,8 @@ def brute_force(layers, cluster, options, degrees):
     written from the issue: expert bytes ÷ e per device, their gradients all-reduced over the d/e ranks t·e apart
     and their ZeRO-1 optimizer state sharded over them; dense bytes over d ranks t apart (at e = 1 all of a
     stage's bytes are one all-reduce). On a DualPipe stack (arXiv:2412.19437 Table 2): p = 1, or p even with an even
-    m_r ≥ 2p; every stage's weights, gradients, optimizer state, sync and step twice (its mirror copy), p + 1
-    microbatches in flight on every stage, and a bubble of (p/2 − 1)(F&B + B − 3W) = (p/2 − 1)·2/3 stage times
+    m_r ≥ 2p; device k holds stage k and stage p − 1 − k, their state once each and each one's s microbatches
+    in flight (s-th from the end), which must fit together; the sync and step of two copies of a stage; and a bubble of (p/2 − 1)(F&B + B − 3W) = (p/2 − 1)·2/3 stage times
     (F&B = F + B, W = B/2, B = 2F)."""
     dualpipe = cluster.stack.pipeline_schedule == "dualpipe"
     t, m, hbm = options["tensor_width"], options["microbatch"], options["hbm_bytes"]
@@ -174,8 +174,6 @@ def brute_force(layers, cluster, options, degrees):
                         continue
                     units = [min(p - k, m_r) if v == 1 else min(2 * (p - k - 1) + (v - 1) * p + 1, v * m_r)
                              for k in range(p)]
-                    if copies == 2:
-                        units = [p + 1] * p
                     for groups in _compositions(len(priced), p):
                         if any(len(group) % v for group in groups):
                             continue  # each stage's layers split into v equal chunks
@@ -187,30 +185,39 @@ def brute_force(layers, cluster, options, degrees):
                             send = (_send_s(cluster, t, d, p, priced[group[-1]]["output_bytes"]) if group[-1] < len(priced) - 1 else 0.0) \
                                 + (_send_s(cluster, t, d, p, inputs[group[0]]) if group[0] > 0 else 0.0)
                             kept = sum(inputs[i] for i in group) / (t if sp else 1)
-                            experts = copies * total("expert_param_bytes")
-                            dense = copies * (total("param_bytes") - total("expert_param_bytes"))
+                            experts = total("expert_param_bytes")
+                            dense = total("param_bytes") - total("expert_param_bytes")
                             fixed = 2 * (dense + experts) + state * (dense / (d if zero1 else 1) + experts / (d // e if zero1 else 1))
-                            fits = {"none": fixed + units[k] * sum(stash) / v <= hbm,
-                                    "selective": fixed + units[k] * (sum(stash) - total("attention_stash_bytes")) / v <= hbm,
-                                    "full": fixed + max(stash) + units[k] * kept / v <= hbm}
+                            need = {"none": fixed + units[k] * sum(stash) / v,
+                                    "selective": fixed + units[k] * (sum(stash) - total("attention_stash_bytes")) / v,
+                                    "full": fixed + max(stash) + units[k] * kept / v}
                             plain = total("fwd_s") + total("bwd_s") + v * send
                             times = {"none": plain, "selective": plain + total("attention_fwd_s"), "full": plain + total("fwd_s")}
-                            allowed = [times[mode] for mode in options["recompute"].split("|") if fits[mode]]
-                            if not allowed:
-                                break
                             steps = lambda size, shards: 0.0 if not options["hbm_bandwidth_Bps"] else \
                                 size * step / (shards if zero1 else 1) / options["hbm_bandwidth_Bps"]  # noqa: E731
+                            dense, experts = copies * dense, copies * experts  # DualPipe: both stages synced
                             if e == 1:
                                 sync = allreduce(dense + experts, d, t) + steps(dense + experts, d)
                             else:
                                 sync = (allreduce(dense, d, t) + steps(dense, d)
                                         + allreduce(experts, d // e, t * e) + steps(experts, d // e))
-                            stages.append((min(allowed), sync))
-                        else:
-                            slowest = max(time for time, _ in stages)
+                            stages.append(([(times[mode], need[mode]) for mode in options["recompute"].split("|")], sync))
+                        slowest = _slowest([modes for modes, _ in stages], hbm, copies == 2)
+                        if math.isfinite(slowest):
                             bubble = (p / 2 - 1) * 2 / 3 if copies == 2 else (p - 1) / v
                             best = min(best, (m_r + bubble) * slowest + max(sync for _, sync in stages))
     return best
+
+
+def _slowest(stages, hbm, paired):
+    """The least slowest-stage time of a partition whose stages offer ``(time, memory)`` per recompute mode: each
+    stage's fastest mode that fits alone, or on DualPipe (``paired``) each device's two stages k and p − 1 − k in the
+    modes whose sum fits with the least slower time (inf: some stage or device does not fit)."""
+    p = len(stages)
+    if not paired:
+        return max((min((time for time, need in modes if need <= hbm), default=math.inf) for modes in stages))
+    return max(min((max(a[0], b[0]) for a in stages[k] for b in stages[p - 1 - k] if a[1] + b[1] <= hbm),
+                   default=math.inf) for k in range(p))
 
 
 def _dp(layers, cluster, options, degrees, e_pinned=None):

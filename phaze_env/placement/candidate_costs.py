@@ -12,6 +12,7 @@ import numpy as np
 
 from phaze_env.placement.candidates import Shape
 from phaze_env.placement.inputs import LayerArrays, Settings, parameter_copies, pipeline_time_s, zero_buffer_factor
+from phaze_env.placement.pair_dp import PairDP
 from phaze_env.placement.prices import Prices
 from phaze_env.placement.stage_costs import StageCosts, StageMemory, layer_stash_bytes
 from phaze_env.placement.stages import StageTable
@@ -32,7 +33,8 @@ class CandidateCosts:
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
         self._memory: dict[tuple[float, int, int], StageMemory] = {}
         self._buffers: dict[float, np.ndarray] = {}  # ZeRO buffer factor -> every stage's buffer bytes
-        self._memory_of: dict[tuple[int, int, int, int], StageMemory] = {}  # (d, zero, v, copies) -> memory_for
+        self._memory_of: dict[tuple[int, int, int], StageMemory] = {}  # (d, zero, v) -> memory_for
+        self._pair_dps: dict[tuple[int, int, int], PairDP] = {}  # (variant, p, min(m_r, p)) -> a DualPipe shape's DP
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(layer_stash_bytes(settings, layers, "none"))
         self._largest_layer_params = table.layer_max(layers.param_bytes)
@@ -56,17 +58,16 @@ class CandidateCosts:
 
     def memory_for(self, shape: Shape) -> StageMemory:
         """The memory side of one shape (ZeRO shards dense bytes over the ``d·c`` weight replicas, expert bytes
-        over the ``d·c/e`` expert replicas; a DualPipe device holds its stage's state twice,
-        :func:`~phaze_env.placement.inputs.parameter_copies`)."""
-        copies = parameter_copies(shape.schedule, shape.stages)
-        key = (shape.data_parallel, shape.zero, shape.interleave, copies)
+        over the ``d·c/e`` expert replicas): one stage's own bytes (a DualPipe device holds two stages, summed by
+        :mod:`~phaze_env.placement.pair_dp`)."""
+        key = (shape.data_parallel, shape.zero, shape.interleave)
         memory = self._memory_of.get(key)
         if memory is None:
             s = self.settings
             replicas = s.weight_replicas(shape.data_parallel)
-            memory = self._memory_of[key] = self.memory(copies * s.state_factor(s.zero_shards(replicas), shape.zero),
+            memory = self._memory_of[key] = self.memory(s.state_factor(s.zero_shards(replicas), shape.zero),
                                                         shape.interleave, shape.zero,
-                                                        copies * s.expert_state_extra(replicas, shape.zero))
+                                                        s.expert_state_extra(replicas, shape.zero))
         return memory
 
     def variant(self, shape: Shape) -> tuple[StageCosts, SuffixDP]:
@@ -81,6 +82,17 @@ class CandidateCosts:
             costs = StageCosts(self.table, self.prices.p2p_s(level), zero_comm, memory)
             self._variants[key] = (costs, SuffixDP(self.table, costs))
         return self._variants[key]
+
+    def paired(self, shape: Shape) -> PairDP | None:
+        """The pair DP of a DualPipe shape that pipelines (a device holds two stages: :mod:`~phaze_env.placement.pair_dp`),
+        ``None`` for any other shape (its devices hold one stage each)."""
+        if parameter_copies(shape.schedule, shape.stages) == 1:
+            return None
+        costs, _ = self.variant(shape)
+        key = (id(costs), shape.stages, min(shape.microbatches, shape.stages))  # the variant is kept: its id stays
+        if key not in self._pair_dps:
+            self._pair_dps[key] = PairDP(self.table, costs, shape)
+        return self._pair_dps[key]
 
     def _max_params(self, pairs: list[tuple[int, int]]) -> float:
         first, after = np.array(pairs).T
@@ -113,7 +125,11 @@ class CandidateCosts:
         return self.largest_sync_key(shape, pairs)
 
     def stages(self, shape: Shape, pairs: list[tuple[int, int]]) -> list[tuple[str | None, float]]:
-        """(recompute mode, time per microbatch) of every stage of a partition."""
+        """(recompute mode, time per microbatch) of every stage of a partition (under DualPipe, per device pair:
+        :meth:`PairDP.stage_modes`)."""
+        paired = self.paired(shape)
+        if paired is not None:
+            return paired.stage_modes(pairs)
         costs, _ = self.variant(shape)
         stages = []
         for k, (a, b) in enumerate(pairs):

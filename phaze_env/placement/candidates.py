@@ -39,7 +39,7 @@ class Shape:
 
     def units(self, s: int) -> int:
         """Activation units in flight on the stage ``s``-th from the end (:func:`in_flight_units`)."""
-        return in_flight_units(s, self.stages, self.microbatches, self.interleave, self.schedule)
+        return in_flight_units(s, self.stages, self.microbatches, self.interleave)
 
 
 def candidate_degrees(settings: Settings, rules: RunnableShapes, deepest: int

@@ -364,13 +364,21 @@ DUALPIPE_BUBBLE_SHARE = (1.0 + (1.0 - ZERO_BUBBLE_WEIGHT_SHARE) * BACKWARD_FORWA
 (:data:`BACKWARD_FORWARD_RATIO`): ``(F + B/2)/(F + B) = 2/3`` (1/2–5/6 over the two assumptions' ranges)."""
 
 def parameter_copies(schedule: str, stages: int) -> int:
-    """Copies of a stage's weights (with their gradients and optimizer state) a device holds: 2 under a DualPipe
-    pipeline (``p > 1``) — stage ``k`` and its mirror ``p−1−k`` (arXiv:2412.19437 Table 2, "Parameter 2×"), priced per
-    stage as its own state twice (exact for a mirror of equal load); 1 under 1F1B. The once-per-batch sync covers both
-    copies: the data-parallel collectives and the optimizer step of twice the stage's bytes (the two copies' gradients
-    are summed as well — deepseek-ai/DualPipe ``examples/example_dualpipe.py`` adds rank ``p−1−k``'s to rank ``k``'s —
-    which is priced inside that collective, not as an exchange of its own)."""
+    """Copies of each stage's weights a DualPipe pipeline holds (2, ``p > 1``; 1 under 1F1B): device ``k`` holds stage
+    ``k`` and its mirror ``p−1−k`` (deepseek-ai/DualPipe ``examples/example_dualpipe.py``: rank ``k`` loads
+    ``full_modules[k]`` and ``full_modules[pp_size − 1 − k]``; arXiv:2412.19437 Table 2, "Parameter 2×"), so every stage
+    sits on two devices. A device's memory is its two stages' (:func:`dualpipe_mirror`, priced pair by pair:
+    :mod:`phaze_env.placement.pair_dp`); its once-per-batch sync is priced as ``copies`` times the largest stage's bytes
+    — the data-parallel collectives and optimizer step of both stages, exact for a mirror of equal bytes and an upper
+    bound otherwise (a device syncs ``P_k + P_{p−1−k} ≤ 2·max P``). The two copies' gradients are also summed
+    (``example_dualpipe.py`` adds rank ``p−1−k``'s to rank ``k``'s), which is priced inside that collective, not as an
+    exchange of its own."""
     return 2 if schedule == "dualpipe" and stages > 1 else 1
+
+
+def dualpipe_mirror(stage: int, stages: int) -> int:
+    """The other stage on stage ``stage``'s devices under DualPipe (:func:`parameter_copies`): ``p − 1 − k``."""
+    return stages - 1 - stage
 
 
 def pipeline_bubble_slots(stages: int | np.ndarray, interleave: int | np.ndarray = 1, schedule: str = "1f1b"):
@@ -390,21 +398,23 @@ def pipeline_slots(microbatches: int | np.ndarray, stages: int | np.ndarray, int
     return microbatches + pipeline_bubble_slots(stages, interleave, schedule)
 
 
-def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interleave: int = 1,
-                    schedule: str = "1f1b") -> int:
+def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interleave: int = 1) -> int:
     """Activation units (``1/v`` of a microbatch's activations of the stage) the stage ``stage_from_end``-th from the end
     of a ``stages``-deep pipeline holds at its peak. 1F1B: ``min(s, m_r)`` microbatches (PipeDream-Flush, Narayanan et
     al. 2021 §2.2.1). Interleaved: Megatron-LM's warm-up forwards of that rank plus the one of the steady state,
     ``2(s−1) + (v−1)p + 1`` chunks (``megatron/core/pipeline_parallel/schedules.py``,
     ``forward_backward_pipelining_with_interleaving``: ``num_warmup_microbatches = (p − rank − 1)·2 + (v − 1)·p``),
     at most all ``v·m_r`` — for the first stage ``p + (p−1)/v`` microbatches (Korthikanti et al. 2022 §4.2.3;
-    Megatron-LM's ``theoretical_memory_usage.py``: ``1 + (p−1)/(p·v)`` times ``p``). DualPipe (``p > 1``): ``p + 1``
-    on every device (arXiv:2412.19437 Table 2; deepseek-ai/DualPipe ``dualpipe.py``: a rank ``h`` from its nearer end
-    runs ``p − h − 1`` forwards of one direction and ``h + 1`` of the other before its first backward, and the
-    main step's forward starts before its paired backward frees one; priced per stage as ``p + 1`` of its own, exact
-    for a mirror of equal load), at most ``m_r``."""
-    if schedule == "dualpipe" and stages > 1:
-        return min(stages + 1, microbatches)
+    Megatron-LM's ``theoretical_memory_usage.py``: ``1 + (p−1)/(p·v)`` times ``p``). DualPipe (no interleaving):
+    also ``min(s, m_r)`` of the stage's own, on each of its two devices. deepseek-ai/DualPipe
+    ``dualpipe.py`` (``DualPipe.step``): a rank ``h`` ranks from its nearer end runs ``2(p/2 − h − 1)`` forwards of
+    the chunk it holds at pipeline position ``h`` (step 1), then ``h + 1`` forwards of each chunk (step 2), then one
+    backward and one forward of the chunk at position ``p − 1 − h`` per step (step 3), and the main step's forward
+    before its paired backward frees one: at its peak it holds ``p − h`` microbatches of the first chunk (``s = p − h``
+    from the end) and ``h + 1`` of the second (``s = h + 1``) at once — ``s`` of each chunk, and ``p + 1`` in all,
+    arXiv:2412.19437 Table 2's "PP + 1" (a replay of the schedule's counts:
+    ``tests/test_placement_dualpipe.py``). The weight-gradient passes Zero Bubble defers (steps 3, 7, 8) keep part of a
+    backward's inputs a little longer; like Table 2, not counted."""
     if interleave == 1:
         return min(stage_from_end, microbatches)
     return min(2 * (stage_from_end - 1) + (interleave - 1) * stages + 1, interleave * microbatches)

@@ -8,8 +8,8 @@ import numpy as np
 
 from phaze_env.placement.candidate_costs import CandidateCosts
 from phaze_env.placement.candidates import Shape
-from phaze_env.placement.inputs import (LayerArrays, Settings, microbatches_per_replica, parameter_copies,
-                                        pipeline_time_s)
+from phaze_env.placement.inputs import (LayerArrays, Settings, dualpipe_mirror, microbatches_per_replica,
+                                        parameter_copies, pipeline_time_s)
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.rules import RunnableShapes
 from phaze_env.placement.stage_costs import layer_stash_bytes
@@ -81,10 +81,14 @@ def no_fit_reason(costing: CandidateCosts, rules: RunnableShapes, max_stages: in
 
 
 def least_memory(costing: CandidateCosts, rules: RunnableShapes, shape: Shape) -> float:
-    """The smallest worst-device memory of any partition of ``shape`` (its lightest mode per stage)."""
+    """The smallest worst-device memory of any partition of ``shape`` (its lightest mode per stage; under DualPipe a
+    device's two stages: :meth:`~phaze_env.placement.pair_dp.PairDP.least_memory`)."""
     memory_ = costing.memory_for(shape)
     rule = rules.stage_mask(shape.interleave, shape.stages)
     valid = costing.table.valid if rule is None else rule
+    paired = costing.paired(shape)
+    if paired is not None:
+        return paired.least_memory(valid)
     value = {}
 
     def memory(s: int) -> np.ndarray:
@@ -110,9 +114,9 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
     times = [time for _, time in stages]
     memory = []
     d, zero, e = shape.data_parallel, shape.zero, s.expert_parallel
-    copies = parameter_copies(shape.schedule, shape.stages)  # DualPipe: the stage's state twice (its mirror's)
-    dense_parts = [copies * x for x in s.state_parts(s.zero_shards(s.weight_replicas(d)), zero)]  # ZeRO's groups
-    expert_parts = [copies * x for x in s.state_parts(s.expert_replicas(d), zero)]
+    copies = parameter_copies(shape.schedule, shape.stages)  # DualPipe: a device syncs and steps two stages
+    dense_parts = s.state_parts(s.zero_shards(s.weight_replicas(d)), zero)  # the groups ZeRO shards over
+    expert_parts = s.state_parts(s.expert_replicas(d), zero)
     for k, ((a, b), mode) in enumerate(zip(pairs, modes)):
         experts = float(t.expert_param_bytes[a, b])
         dense = float(t.param_bytes[a, b]) - experts
@@ -129,6 +133,9 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
         })
     for item in memory:
         item["total"] = sum(item.values())
+    device_memory = memory if copies == 1 else [  # DualPipe: device k holds stage k and its mirror
+        {term: value + memory[dualpipe_mirror(k, shape.stages)][term] for term, value in item.items()}
+        for k, item in enumerate(memory)]
     slowest = int(np.argmax(times))
     a, b = pairs[slowest]
     # the stage whose sync sets the batch's: the most parameter bytes, or at e > 1 the largest sync
@@ -191,7 +198,7 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
         stage_memory_bytes=tuple(item["total"] for item in memory),
         stage_memory=tuple(memory),
         bubble_fraction=float(shape.bubble_slots / shape.slots),
-        memory_bytes=max(memory, key=lambda item: item["total"]),
+        memory_bytes=max(device_memory, key=lambda item: item["total"]),
         time_breakdown_s=breakdown,
         allreduce_s=breakdown["dp_allreduce"],
         p2p_s=breakdown["p2p"],

@@ -42,14 +42,14 @@ microbatches per replica, ``v`` virtual stages per device):
   same load), and Megatron's rule that ``m_r`` be a multiple of ``p`` is enforced.
 * a stack running DualPipe (``Stack.pipeline_schedule``, arXiv:2412.19437 §3.2.1) replaces 1F1B's ``(p−1)/v`` by
   ``(p/2 − 1)·κ`` (:func:`~phaze_env.placement.inputs.pipeline_slots`; ``κ = 2/3``,
-  :data:`~phaze_env.placement.inputs.DUALPIPE_BUBBLE_SHARE`, a constant: the DP stays monotone in the layer times),
-  holds every stage's weights, gradients and optimizer state twice and syncs and steps both copies once per batch
-  (:func:`~phaze_env.placement.inputs.parameter_copies`: the sync ``A(2P)`` stays increasing and affine in ``P``, so the
-  walk below stays exact, and every sync floor of one copy's bytes stays a floor)
-  and ``p + 1`` microbatches in flight on every stage (:func:`~phaze_env.placement.inputs.in_flight_units`); only
-  ``p`` even with ``m_r ≥ 2p`` even and ``v = 1`` are searched. The units no longer depend on ``s`` but on ``p``, so each
-  DualPipe shape runs its own DP over the constant ``c_{p+1}`` (still the min-max DP: every bound below holds, as a
-  DualPipe stage's memory is at least the loosest one's with ``min(s, m_r) ≤ p + 1`` units);
+  :data:`~phaze_env.placement.inputs.DUALPIPE_BUBBLE_SHARE`, a constant: the DP stays monotone in the layer times);
+  device ``k`` holds stage ``k`` and its mirror ``p − 1 − k`` (:func:`~phaze_env.placement.inputs.parameter_copies`),
+  each stage with its own ``min(s, m_r)`` microbatches in flight (:func:`~phaze_env.placement.inputs.in_flight_units`,
+  from deepseek-ai/DualPipe's schedule), so a device's memory is the pair's sum and such a shape runs the pair DP
+  (:mod:`~phaze_env.placement.pair_dp`: exact min-max over pairs from both ends); a device syncs and steps both
+  stages once per batch, priced as two copies of the largest stage (the sync ``A(2P)`` stays increasing and affine in
+  ``P``, so the walk below stays exact, and every sync floor of one copy's bytes stays a floor); only ``p`` even with
+  ``m_r ≥ 2p`` even and ``v = 1`` are searched. Every bound below holds: a device's memory is at least its stage's own;
 * a stack that overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``:
   Megatron-Core's ``--overlap-grad-reduce`` / ``--overlap-param-gather``) pays, for ZeRO-0/1, only what each
   stage's buckets leave exposed after its last backward pass and before its first forward pass
@@ -241,13 +241,12 @@ class PlacementSearch:
     def _solve_shape(self, shape: Shape, best: _Best) -> None:
         """Offer ``best`` the optimal partition of one shape, if it can beat it."""
         rule = self.rules.stage_mask(shape.interleave, shape.stages)
-        # 1F1B's in-flight units min(s, m_r) are the shared suffix DP's; DualPipe's p + 1 on every stage are not
-        own_units = shape.schedule == "dualpipe" and shape.stages > 1
-        if shape.zero or shape.interleave > 1 or rule is not None or own_units:
+        paired = self.costing.paired(shape)  # DualPipe: a device's memory is two stages' (its own DP)
+        if shape.zero or shape.interleave > 1 or rule is not None or paired is not None:
             # Every shape's memory is at least the loosest one's (most ZeRO shards; an interleaved stage ``s``-th
             # from the end holds ``min(2(s−1)+(v−1)p+1, v·m_r)/v ≥ min(s, m_r)`` microbatches' worth) and its
-            # p2p ≥ 0 (a DualPipe stage holds its state twice and p + 1 ≥ min(s, m_r) microbatches), and fewer
-            # microbatches per replica never put more in flight, so the loosest DP at the
+            # p2p ≥ 0 (a DualPipe device holds its stage's state and min(s, m_r) microbatches, and its mirror's
+            # besides), and fewer microbatches per replica never put more in flight, so the loosest DP at the
             # largest power of two ≤ m_r bounds the stage time from below. That DP is shared by all shapes (a
             # few capped suffixes), which spares a per-d memory side or a one-off interleaved DP for most.
             m_lo = 1 << (shape.microbatches.bit_length() - 1)
@@ -258,7 +257,11 @@ class PlacementSearch:
             if math.isinf(loose_s) or self._prunes(shape, slowest_s, best):
                 return
         costs, dp = self.costing.variant(shape)
-        if rule is None and not own_units:
+        if paired is not None:
+            stage_time_s, pairs = paired.solve(rule)
+            if math.isinf(stage_time_s) or self._prunes(shape, stage_time_s, best):
+                return
+        elif rule is None:
             stage_time_s = dp.min_stage_time(shape.microbatches, shape.stages)
             if math.isinf(stage_time_s) or self._prunes(shape, stage_time_s, best):
                 return
@@ -321,10 +324,14 @@ class PlacementSearch:
             floor, key = 0.0, self.prices.sync_compact(shape, costs.memory)
         largest = self.costing.largest_sync_key(shape, pairs)
         rule = self.rules.compact_mask(shape.interleave, shape.stages, costs.memory)
+        paired = self.costing.paired(shape)
         while largest > floor:
             smaller = key < largest
-            stage_time_s, pairs = dp.constrained(
-                shape.stages, self._stage_values(shape, costs, smaller if rule is None else smaller & rule))
+            allowed = smaller if rule is None else smaller & rule
+            if paired is not None:
+                stage_time_s, pairs = paired.solve(costs.layout.dense(allowed, False))
+            else:
+                stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, allowed))
             if math.isinf(stage_time_s) or self._prunes(shape, stage_time_s, best):
                 return
             best.offer(self.costing.time_per_batch_s(shape, pairs), shape, pairs)
