@@ -141,12 +141,16 @@ PHAZE_LINK_BPS = 4e9
 class Optimizer:
     """Per-parameter bytes of one optimizer, as multiples of the bf16 weight bytes (2 bytes/param).
 
-    ``state_factor``: optimizer state kept per device (gradients are counted separately, 1x the weights);
-    ``step_factor``: bytes read + written by the update step (HBM-bound elementwise kernel).
+    ``state_factor``: optimizer state kept per device (gradients are counted separately);
+    ``step_factor``: bytes read + written by the update step (HBM-bound elementwise kernel);
+    ``gradient_factor``: the gradient buffer the optimizer accumulates into, 1x the weights (bf16, ZeRO's accounting,
+    ``phaze_env.placement.inputs.GRADIENT_FACTOR``) unless it keeps them wider. The data-parallel collectives carry
+    bf16 gradients either way (``GRADIENT_FACTOR``).
     """
 
     state_factor: float
     step_factor: float
+    gradient_factor: float = 1.0
 
 
 OPTIMIZERS = {
@@ -158,6 +162,13 @@ OPTIMIZERS = {
     # Step: read fp32 master, m, v (12 B) and the bf16 gradient (2 B), write master, m, v (12 B) and the
     # bf16 weights (2 B) = 28 bytes/param = 14x the bf16 weight bytes.
     "adam": Optimizer(state_factor=6.0, step_factor=14.0),
+    # DeepSeek-V3's AdamW (arXiv:2412.19437 §3.3.3, "Low-Precision Optimizer States": "We adopt the BF16 data format
+    # instead of FP32 to track the first and second moments in the AdamW optimizer ... However, the master weights
+    # (stored by the optimizer) and gradients (used for batch size accumulation) are still retained in FP32"): fp32
+    # master weights (4 B) + two bf16 moments (4 B) = 8 bytes/param = 4x the bf16 weights; fp32 gradients = 2x.
+    # Step: read master, m, v (8 B) and the fp32 gradient (4 B), write master, m, v (8 B) and the bf16 weights (2 B) =
+    # 22 bytes/param = 11x.
+    "adamw-bf16-moments": Optimizer(state_factor=4.0, step_factor=11.0, gradient_factor=2.0),
 }
 
 

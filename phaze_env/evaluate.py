@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 from phaze_env.attention import attention_dropout_s, recomputed_by_backward
 from phaze_env.cache import DiskCache, code_key
-from phaze_env.cluster import Cluster
+from phaze_env.cluster import OPTIMIZERS, Cluster
 from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core, rank_share,
                                         ring_exposed_s, valid_context_parallels)
 from phaze_env.hardware import Accelerator, op_energy_j
@@ -808,7 +808,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slices", type=positive_int, default=1, help="TPU slices joined by the data-centre network "
                         "(tpuv4-pod: Cloud TPU Multislice; default 1)")
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's)")
-    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="default adam (mixed precision)")
+    parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam", help="default adam (mixed precision)")
     parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1, t8p8d1m1v3+sp+rc=selective or, for a "
                         "mixture of experts, t2p4d8e8m1 (e: expert parallel; absent = 1), or t1p1d128m2+zero3+shard8 (hybrid sharding, "
                         "FSDP's HSDP: ZeRO-3 within groups of 8 replicas) (absent degrees are searched; "

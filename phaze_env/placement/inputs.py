@@ -285,11 +285,12 @@ class Settings:
 
         Rajbhandari et al. 2020 §5 (Figure 1), per parameter with ``K`` bytes of optimizer state and ``N_d = d``:
         ``2 + 2 + K`` unsharded; ZeRO-1 ("P_os") ``2 + 2 + K/N_d``; ZeRO-2 ("P_os+g") ``2 + (2 + K)/N_d``;
-        ZeRO-3 ("P_os+g+p", FSDP's full sharding) ``(2 + 2 + K)/N_d``.
+        ZeRO-3 ("P_os+g+p", FSDP's full sharding) ``(2 + 2 + K)/N_d`` — the gradients' 2 bytes being the optimizer's
+        ``gradient_factor`` times 2 (4 for fp32 gradients, :data:`~phaze_env.cluster.OPTIMIZERS`).
         """
         shards = [data_parallel if zero >= stage else 1 for stage in (3, 2, 1)]
         weights = (1.0 + self.weight_copy_factor) / shards[0]  # ZeRO-3 shards the FP8 copies with their weights
-        return weights, GRADIENT_FACTOR / shards[1], self.optimizer.state_factor / shards[2]
+        return weights, self.optimizer.gradient_factor / shards[1], self.optimizer.state_factor / shards[2]
 
     def state_factor(self, data_parallel: int, zero: int) -> float:
         """Weights + gradients + optimizer state per device, as a multiple of the stage's weight bytes."""
