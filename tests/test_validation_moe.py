@@ -75,9 +75,10 @@ def test_moe_gap_case_is_within_tolerance(name, moe_predictions):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="known memory gap (experiments.validation_report.MOE_GAPS): under DualPipe's two "
-                   "weight copies and PP + 1 microbatches in flight (arXiv:2412.19437 Table 2) the model's activation "
-                   "accounting (no FP8 activation caching, §3.3.3) needs more than 80 GiB for the published plan")
+@pytest.mark.xfail(strict=True, reason="known memory gap (experiments.validation_report.MOE_GAPS): under DualPipe each "
+                   "device holds a stage and its mirror, PP + 1 microbatches of activations in all (arXiv:2412.19437 "
+                   "Table 2), and without DeepSeek's RMSNorm and MLA up-projection recompute (§3.2.3) the model's "
+                   "activations need more than 80 GiB for the published plan")
 def test_deepseek_v3_published_plan_fits_its_80_gib(moe_predictions):
     """DeepSeek-V3's plan on 2,048 H800 (80 GB) fits once the stack's fused attention keeps the score matrices out of
     the stash; its prediction has a compute efficiency (a shared-expert model is counted by the traced FLOPs, not by
