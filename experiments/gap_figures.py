@@ -266,6 +266,12 @@ def _deepseek_error(schedule: str, hbm_gb: float | None = None) -> float:
     return error_with(get_case(DEEPSEEK_V3), hbm_gb=hbm_gb, pipeline_schedule=schedule)
 
 
+def _deepseek_stage_layers() -> str:
+    """The fewest and most layers a stage of the 80-GiB DualPipe placement holds (the balanced split: 61/16 ≈ 4)."""
+    counts = [len(layers) for layers in _deepseek("dualpipe").plan["stage_layers"]]
+    return f"{min(counts)}–{max(counts)}"
+
+
 def _deepseek_fullest_device() -> memory_check.StageTerms:
     """The fullest device of DeepSeek-V3's plan under DualPipe on its time-optimal partition, memory not binding."""
     return max(memory_check.stage_terms(_deepseek("dualpipe", UNBOUNDED_HBM_GB)), key=lambda stage: stage.total)
@@ -323,6 +329,7 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "qwen3_2026_device_only": lambda f: percent_range(moe_stack_gap.row(name)["device_only_error"]
                                                       for name in moe_stack_gap.ROWS),
     # DeepSeek-V3 on DualPipe
+    "deepseek_stage_layers": lambda f: _deepseek_stage_layers(),
     "deepseek_fullest_gib": lambda f: f"{_deepseek_fullest_device().total / GIB:.0f}",
     "deepseek_activation_gib": lambda f: f"{_deepseek_fullest_device().activations / GIB:.0f}",
     "deepseek_in_flight": lambda f: f"{_deepseek_fullest_device().in_flight_microbatches:.0f}",

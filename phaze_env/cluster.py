@@ -408,7 +408,13 @@ class Stack:
     And so is ``pipeline_schedule``: ``"1f1b"`` (PipeDream-Flush and, with ``interleaved_schedule``, its interleaved
     variant) or ``"dualpipe"`` (DeepSeek-V3's bidirectional schedule, arXiv:2412.19437 §3.2.1: a shorter bubble, two
     copies of the weights and ``p + 1`` microbatches in flight per device, ``p`` even, ``m_r ≥ 2p`` and even, no
-    interleaving; :class:`~phaze_env.placement.inputs.PipelineSchedule`).
+    interleaving; :class:`~phaze_env.placement.inputs.PipelineSchedule`). And so is
+    ``recompute_norms_up_projections``: the stack reruns every RMSNorm and the MLA up-projections in the backward pass
+    instead of keeping their outputs (DeepSeek-V3's HAI-LLM, arXiv:2412.19437 §3.2.3: "We recompute all RMSNorm
+    operations and MLA up-projections during back-propagation, thereby eliminating the need to persistently store their
+    output activations"): the stash loses those outputs and what the attention's q and k are built from them, and the
+    backward pass pays their fused operators' forward time (:mod:`phaze_env.workloads.model`,
+    ``norm_up_projection_recompute``). A model without RMSNorm or MLA keeps its stash.
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -430,6 +436,7 @@ class Stack:
     sequence_parallel_kernels: bool = False
     host_op_s: float = 0.0
     pipeline_schedule: str = "1f1b"
+    recompute_norms_up_projections: bool = False
 
     def __post_init__(self) -> None:
         check_host_op_s(self.host_op_s)
@@ -506,6 +513,8 @@ class Stack:
         software += "; data-parallel collectives overlapped with the passes (per bucket)" if self.dp_comm_overlap else ""
         software += "; norms, residual adds and FP8 casts on s/t tokens (sequence parallelism)" if self.sequence_parallel_kernels else ""
         software += "; DualPipe bidirectional pipeline schedule" if self.pipeline_schedule == "dualpipe" else ""
+        software += ("; RMSNorm and MLA up-projections recomputed in the backward pass"
+                     if self.recompute_norms_up_projections else "")
         software += f"; host-bound layers ({self.host_op_s * 1e6:g} µs per issued operator)" if self.host_op_s else ""
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""

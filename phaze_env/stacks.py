@@ -278,6 +278,7 @@ class StackProfile:
     host_op_s: float = 0.0  # host issue time per traced operator, eager kernels (0: CUDA graphs / not modelled; a Stack field)
     host_calibration: str = ""  # the published run host_op_s is fitted to ("" = not fitted)
     pipeline_schedule: str = "1f1b"  # "1f1b" or DeepSeek-V3's bidirectional "dualpipe" (a Stack field)
+    recompute_norms_up_projections: bool = False  # RMSNorm and MLA up-projections rerun in the backward (a Stack field)
     variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:
@@ -476,7 +477,8 @@ STACKS["deepseek-hai-llm"] = replace(
                 "most M = 4 nodes (§2.1.2), each token over IB once per node and NVLink inside it (§3.2.2), DualPipe's "
                 "paired forward and backward chunks hiding the all-to-all (§3.2.1) with DEEPSEEK_COMM_SM_SHARE of the SMs "
                 "on communication, DualPipe's bidirectional pipeline with its bubble, weights and in-flight activations as "
-                "Table 2 gives them (pipeline_schedule), stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); kernels and efficiency: "
+                "Table 2 gives them (pipeline_schedule), RMSNorm and the MLA up-projections recomputed in the backward pass "
+                "(§3.2.3, recompute_norms_up_projections), stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); kernels and efficiency: "
                 "megatron-core's H100 fit with its fused attention (a 2024 stack training MLA at 4K in FP8 runs a "
                 "flash-class attention kernel; which one is not published), assumed (HAI-LLM has no other published "
                 "run to fit to; the H800 is the H100's die)"),
@@ -484,6 +486,8 @@ STACKS["deepseek-hai-llm"] = replace(
     # DualPipe (arXiv:2412.19437 §3.2.1, Table 2): bubble (PP/2 − 1)(F&B + B − 3W) against 1F1B's (PP − 1)(F + B),
     # parameters 2× and PP + 1 microbatches of activations per device, no interleaving
     pipeline_schedule="dualpipe",
+    # §3.2.3: "We recompute all RMSNorm operations and MLA up-projections during back-propagation"
+    recompute_norms_up_projections=True,
     dp_comm_overlap=False,
     host_op_s=0.0, host_calibration="")  # HAI-LLM's host path (CUDA graphs or not) is not published; megatron-core's host fit is not carried
 # to it  # HAI-LLM's data-parallel overlap is not published (arXiv:2412.19437 §3.2 describes DualPipe's
