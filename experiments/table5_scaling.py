@@ -48,7 +48,7 @@ import numpy as np
 from experiments.calculon_reference import CALCULON_TERMS, TABLE5, TERMS, case_name
 from experiments.cost_table import report_main, report_parser
 from experiments.validation_cases import get_case
-import phaze_env.pricing
+import phaze_env.hardware.estimator
 from experiments.validation_fit import (_bisect, case_accelerator, case_cluster, evaluation_with, metric_value, plan_of,
                                         published_time_s)
 from phaze_env.attention import attention_dropout_s
@@ -231,7 +231,7 @@ def gemms_wave_quantised():
     """Within it, the evaluator prices every tensor-core operator's compute at its GEMMs' FLOP-weighted wave
     quantisation (compute time divided by it; batched GEMMs count ``batch ×`` the tiles): a sensitivity of the model,
     not a change to it. Evaluate uncached inside it (``cache=False``): the cache keys do not see the patch."""
-    original = phaze_env.pricing.latency_terms
+    original = phaze_env.hardware.estimator.latency_terms
 
     def quantised(ops, *args, **kwargs):
         tc, vc, tensor, vector = original(ops, *args, **kwargs)
@@ -242,11 +242,11 @@ def gemms_wave_quantised():
         return tc, vc, replace(tensor, compute_one_s=tensor.compute_one_s / factor[:, None],
                                compute_all_s=tensor.compute_all_s / factor[:, None]), vector
 
-    phaze_env.pricing.latency_terms = quantised
+    phaze_env.hardware.estimator.latency_terms = quantised
     try:
         yield
     finally:
-        phaze_env.pricing.latency_terms = original
+        phaze_env.hardware.estimator.latency_terms = original
 
 
 def _uncached_metric(case, efficiency: float) -> float:

@@ -12,11 +12,11 @@ from phaze_env.cluster import Cluster
 from phaze_env.evaluate import LayerTiming, _layer_chain, evaluate
 from phaze_env.placement import Settings
 from phaze_env.placement.inputs import layer_arrays
-from phaze_env.placement.rules import RunnableShapes
+from phaze_env.placement.rules import RunnableShapes, pipeline_split
 from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanRules, PlanSpec, phaze_plan
 from phaze_env.workloads import custom_workload, model_graph
-from search.bounds import pipeline_split, throughput_bounds
+from search.bounds import throughput_bounds
 from tiny import SPACE
 
 TINY_LLAMA_6 = custom_workload("tiny-llama-6", "LlamaConfig", "LlamaForCausalLM", 64, hidden_size=128,

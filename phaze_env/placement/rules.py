@@ -1,5 +1,5 @@
-"""Which shapes and stages a training stack can run: :func:`interleave_degrees` and :func:`runnable_shapes` (the rules
-the placement DP and any bound of it share), and :class:`RunnableShapes`, those rules applied to one placement search.
+"""Which shapes and stages a training stack can run: :func:`pipeline_split`, :func:`interleave_degrees` and
+:func:`runnable_shapes` (the rules the placement DP and any bound of it share), and :class:`RunnableShapes`, those rules applied to one placement search.
 
 The stack states its rules (:class:`~phaze_env.plan_spec.PlanRules`); the search (:mod:`phaze_env.placement.search`)
 asks here which interleavings to try, which ``(p, m_r, v)`` it may solve (vectorised), why a pinned one breaks a rule
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from phaze_env.cluster import Cluster
 from phaze_env.placement.inputs import Settings
 from phaze_env.placement.stages import StageTable
-from phaze_env.plan_spec import PlanRules
+from phaze_env.plan_spec import PlanRules, PlanSpec
 
 
 def interleave_degrees(total_layers: int, pinned: int | None, interleaved: bool) -> list[int]:
@@ -27,6 +28,15 @@ def interleave_degrees(total_layers: int, pinned: int | None, interleaved: bool)
     if not interleaved:
         return [1]
     return [1] + [v for v in range(2, total_layers + 1) if total_layers % v == 0]
+
+
+def pipeline_split(graph, cluster: Cluster, plan: PlanSpec) -> tuple[int, tuple[int, ...]]:
+    """The layers a pipeline split of ``graph`` counts and the interleavings ``v`` the placement DP tries under
+    ``plan`` on ``cluster``'s stack — by the placement's own rules (:meth:`~phaze_env.plan_spec.PlanRules.split_layers`,
+    which the evaluator's layer chain counts with, :attr:`~phaze_env.cluster.Stack.searches_interleave` and
+    :func:`interleave_degrees`), so a bound of the DP (:mod:`search.bounds`) tries every ``v`` the DP may run."""
+    total_layers = sum(layer.repeat * cluster.stack.plan_rules.split_layers(layer) for layer in graph.layers)
+    return total_layers, tuple(interleave_degrees(total_layers, plan.interleave, cluster.stack.searches_interleave))
 
 
 def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: PlanRules,
@@ -136,4 +146,4 @@ class RunnableShapes:
         return interleave, self.total_layers // stages if self.plan_rules.uniform_stages else 0
 
 
-__all__ = ["DUALPIPE_RULE", "RunnableShapes", "interleave_degrees", "runnable_shapes"]
+__all__ = ["DUALPIPE_RULE", "RunnableShapes", "interleave_degrees", "pipeline_split", "runnable_shapes"]
