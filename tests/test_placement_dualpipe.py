@@ -125,7 +125,8 @@ def brute_force_dualpipe(layers, opts) -> float:
     """Smallest time per batch over every (d, p, partition, recompute modes) DualPipe runs: p = 1, or p even with an
     even m_r ≥ 2p (deepseek-ai/DualPipe's assertions); device k holds stage k and stage p − 1 − k (its weights,
     gradients and optimizer state, once each) and each stage's activations for the s microbatches it holds s-th from
-    the end, which must fit together; the batch takes m_r stage times plus Table 2's bubble (ZeRO-0), and once per batch
+    the end, which must fit together; a device runs half the microbatches through each of its two stages, so the batch
+    takes m_r + Table 2's bubble times the slowest device's mean of its two stage times (ZeRO-0), and once per batch
     the replicas all-reduce (and step) two copies of the largest stage's gradients."""
     n, t, batch, m = opts["n_devices"], opts["tensor_width"], opts["global_batch"], opts["microbatch"]
     inputs, last = _inputs(layers), len(layers) - 1
@@ -147,7 +148,8 @@ def brute_force_dualpipe(layers, opts) -> float:
                     device = [costs[k][1] + (costs[p - 1 - k][1] if p > 1 else 0.0) for k in range(p)]
                     if max(device) > opts["hbm_bytes"]:
                         continue
-                    slowest = max(time for time, _, _ in costs)
+                    # each device runs half the microbatches through each of its stages: its pace is their mean
+                    slowest = max((costs[k][0] + costs[p - 1 - k][0]) / 2 for k in range(p))
                     bubble = table_2_bubble(p) * slowest if p > 1 else 0.0
                     copies = 2 if p > 1 else 1  # both stages' gradients reduced (and stepped) over the replicas
                     sync = _batch_sync_s(copies * max(params for _, _, params in costs), d, 0, opts)
@@ -216,19 +218,34 @@ def test_the_record_holds_a_stage_and_its_mirror_on_each_device():
 def test_a_heavy_first_stage_fits_beside_a_light_mirror():
     """Pair-aware memory: a device's limit is its two stages' sum, so stage 0 (p microbatches in flight) may hold more
     activations than a per-stage limit of half the device would let it, when its mirror (one microbatch) holds less.
-    Four layers, p = 2: stage 0 holds 2 microbatches, stage 1 one; both stages sit on both devices."""
+    Four layers, p = 2: stage 0 holds 2 microbatches, stage 1 one; both stages sit on both devices, which run half
+    the microbatches through each (any split takes the same time)."""
     layers = [{"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 0.0, "stash_bytes": 10.0, "output_bytes": 0.0}] * 4
     # split 2 + 2 needs 2·20 + 1·20 = 60 on each device; 1 + 3 needs 2·10 + 30 = 50; 3 + 1 needs 60 + 10 = 70
-    for hbm, slowest_layers in ((60.0, 2), (55.0, 3)):
+    for hbm in (60.0, 55.0, 50.0):
         settings_ = Settings(dualpipe_cluster(n_devices=2, global_batch=4, link_bandwidth_Bps=math.inf), 1, 1, hbm,
                              PlanSpec(p=2, d=1, recompute="none", zero=0, sequence_parallel=False))
         plan = best_plan(layers, settings_)
-        assert plan.feasible and max(len(stage) for stage in plan.stage_layers) == slowest_layers
-        assert plan.memory_bytes["total"] <= hbm
+        assert plan.feasible and plan.memory_bytes["total"] <= hbm
+        assert plan.time_per_batch_s == pytest.approx(4 * 4 * 3.0 / 2)  # m_r = 4 slots of half the 4 layers
     settings_ = Settings(dualpipe_cluster(n_devices=2, global_batch=4, link_bandwidth_Bps=math.inf), 1, 1, 49.0,
                          PlanSpec(p=2, d=1, recompute="none", zero=0, sequence_parallel=False))
     plan = best_plan(layers, settings_)
     assert not plan.feasible and "needs 4.66e-08 GiB" in plan.reason  # 50 bytes: the 1 + 3 split
+
+
+def test_a_device_runs_at_the_mean_of_its_stage_and_its_mirror():
+    """deepseek-ai/DualPipe: each device runs half the microbatches through each of its two stages. Layers of 1, 1, 1
+    and 5 stage times on four stages: the device holding stages 0 and 3 runs at (1 + 5)/2 = 3 per slot, not the slowest
+    stage's 5; 8 microbatches and Table 2's bubble of (4/2 − 1)·2/3 slots, and the record's breakdown sums to it."""
+    layers = [{"fwd_s": t / 3, "bwd_s": 2 * t / 3, "param_bytes": 0.0, "stash_bytes": 0.0, "output_bytes": 0.0}
+              for t in (1.0, 1.0, 1.0, 5.0)]
+    settings_ = Settings(dualpipe_cluster(n_devices=4, global_batch=8, link_bandwidth_Bps=math.inf), 1, 1, 1e12,
+                         PlanSpec(p=4, d=1, recompute="none", zero=0, sequence_parallel=False))
+    plan = best_plan(layers, settings_)
+    assert plan.time_per_batch_s == pytest.approx((8 + 2 / 3) * 3.0)
+    assert sum(plan.time_breakdown_s.values()) == pytest.approx(plan.time_per_batch_s)
+    assert plan.time_breakdown_s["bubble"] == pytest.approx(2 / 3 * 3.0)
 
 
 @pytest.mark.parametrize("plan, rule", [

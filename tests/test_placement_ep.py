@@ -147,7 +147,8 @@ def brute_force(layers, cluster, options, degrees):
     and their ZeRO-1 optimizer state sharded over them; dense bytes over d ranks t apart (at e = 1 all of a
     stage's bytes are one all-reduce). On a DualPipe stack (arXiv:2412.19437 Table 2): p = 1, or p even with an even
     m_r ≥ 2p; device k holds stage k and stage p − 1 − k, their state once each and each one's s microbatches
-    in flight (s-th from the end), which must fit together; the sync and step of two copies of a stage; and a bubble of (p/2 − 1)(F&B + B − 3W) = (p/2 − 1)·2/3 stage times
+    in flight (s-th from the end), which must fit together, and runs half the microbatches through each (its pace
+    their mean); the sync and step of two copies of a stage; and a bubble of (p/2 − 1)(F&B + B − 3W) = (p/2 − 1)·2/3 stage times
     (F&B = F + B, W = B/2, B = 2F)."""
     dualpipe = cluster.stack.pipeline_schedule == "dualpipe"
     t, m, hbm = options["tensor_width"], options["microbatch"], options["hbm_bytes"]
@@ -210,13 +211,14 @@ def brute_force(layers, cluster, options, degrees):
 
 
 def _slowest(stages, hbm, paired):
-    """The least slowest-stage time of a partition whose stages offer ``(time, memory)`` per recompute mode: each
-    stage's fastest mode that fits alone, or on DualPipe (``paired``) each device's two stages k and p − 1 − k in the
-    modes whose sum fits with the least slower time (inf: some stage or device does not fit)."""
+    """The least pace of a partition whose stages offer ``(time, memory)`` per recompute mode: each stage's fastest
+    mode that fits alone and the slowest stage, or on DualPipe (``paired``) each device's two stages k and p − 1 − k in
+    the modes whose sum fits with the least mean time (the device runs half the microbatches through each) and the
+    slowest device (inf: some stage or device does not fit)."""
     p = len(stages)
     if not paired:
         return max((min((time for time, need in modes if need <= hbm), default=math.inf) for modes in stages))
-    return max(min((max(a[0], b[0]) for a in stages[k] for b in stages[p - 1 - k] if a[1] + b[1] <= hbm),
+    return max(min(((a[0] + b[0]) / 2 for a in stages[k] for b in stages[p - 1 - k] if a[1] + b[1] <= hbm),
                    default=math.inf) for k in range(p))
 
 

@@ -138,10 +138,15 @@ class CandidateCosts:
         return stages
 
     def time_per_batch_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
-        """``slots · max stage time + sync of the largest stage`` of a partition (``slots``: ``m_r + (p−1)/v`` under
-        1F1B, :func:`~phaze_env.placement.inputs.pipeline_slots`)."""
-        slowest_s = max(time for _, time in self.stages(shape, pairs))
-        return pipeline_time_s(shape.slots, slowest_s, self.batch_sync_s(shape, pairs))
+        """``slots · slowest device time + sync of the largest stage`` of a partition (``slots``: ``m_r + (p−1)/v`` under
+        1F1B, :func:`~phaze_env.placement.inputs.pipeline_slots`; the device time: :meth:`pace_s`)."""
+        return pipeline_time_s(shape.slots, self.pace_s(shape, pairs), self.batch_sync_s(shape, pairs))
+
+    def pace_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
+        """The slowest device's time per microbatch slot: the slowest stage's, or under DualPipe the slowest mean of a
+        stage and its mirror (:meth:`PairDP.device_time_s`)."""
+        times = [time for _, time in self.stages(shape, pairs)]
+        return max(times) if self.paired(shape) is None else PairDP.device_time_s(times)
 
     def reported_allreduce_s(self, shape: Shape, pair: tuple[int, int]) -> float:
         """A stage's data-parallel collectives once per batch as the plan pays them: :meth:`Prices.allreduce_s`, or

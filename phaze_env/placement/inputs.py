@@ -383,7 +383,8 @@ def dualpipe_mirror(stage: int, stages: int) -> int:
 
 
 def pipeline_bubble_slots(stages: int | np.ndarray, interleave: int | np.ndarray = 1, schedule: str = "1f1b"):
-    """A batch's idle time in slowest-stage times under ``schedule`` (``Stack.pipeline_schedule``): 1F1B's fill and
+    """A batch's idle time in slowest-stage times (under DualPipe the slowest device's, the mean of its two stages',
+    :mod:`~phaze_env.placement.pair_dp`) under ``schedule`` (``Stack.pipeline_schedule``): 1F1B's fill and
     drain ``(p − 1)/v``, which interleaving ``v`` virtual stages per device shortens ``v``-fold (Narayanan et al. 2021
     §2.2); DualPipe's ``(p/2 − 1)·κ`` (:data:`DUALPIPE_BUBBLE_SHARE`; 0 at ``p ≤ 2``, and no pipeline at ``p = 1``).
     Elementwise for arrays."""

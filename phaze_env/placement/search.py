@@ -45,11 +45,13 @@ microbatches per replica, ``v`` virtual stages per device):
   :data:`~phaze_env.placement.inputs.DUALPIPE_BUBBLE_SHARE`, a constant: the DP stays monotone in the layer times);
   device ``k`` holds stage ``k`` and its mirror ``p − 1 − k`` (:func:`~phaze_env.placement.inputs.parameter_copies`),
   each stage with its own ``min(s, m_r)`` microbatches in flight (:func:`~phaze_env.placement.inputs.in_flight_units`,
-  from deepseek-ai/DualPipe's schedule), so a device's memory is the pair's sum and such a shape runs the pair DP
+  from deepseek-ai/DualPipe's schedule), so a device's memory is the pair's sum, and it runs half the microbatches
+  through each stage, so its pace is the pair's mean time: such a shape runs the pair DP
   (:mod:`~phaze_env.placement.pair_dp`: exact min-max over pairs from both ends); a device syncs and steps both
   stages once per batch, priced as two copies of the largest stage (the sync ``A(2P)`` stays increasing and affine in
   ``P``, so the walk below stays exact, and every sync floor of one copy's bytes stays a floor); only ``p`` even with
-  ``m_r ≥ 2p`` even and ``v = 1`` are searched. Every bound below holds: a device's memory is at least its stage's own;
+  ``m_r ≥ 2p`` even and ``v = 1`` are searched. The bounds below hold with the average stage (the layers' work over
+  ``p``) in place of the loosest DP's slowest stage, which does not bound a pair's mean;
 * a stack that overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``:
   Megatron-Core's ``--overlap-grad-reduce`` / ``--overlap-param-gather``) pays, for ZeRO-0/1, only what each
   stage's buckets leave exposed after its last backward pass and before its first forward pass
@@ -192,13 +194,16 @@ class PlacementSearch:
 
         Stage-time bound: the DP with one unit in flight everywhere, the smallest optimizer state and no
         p2p (``self.loosest_s``); all-reduce bound: the smallest largest-stage parameter bytes of any
-        ``p``-stage partition (``self.param_floor``).
+        ``p``-stage partition (``self.param_floor``). Under DualPipe a device's pace is the mean of two stages', which
+        the slowest stage does not bound: its stage-time bound is the average, the layers' work over ``p``.
         """
         s = self.settings
         d, p, m_r, v, z = candidate_degrees(s, self.rules, len(self.loosest_s))
         if len(d) == 0:
             return
         loosest = np.array(self.loosest_s)[p - 1]
+        if s.cluster.stack.pipeline_schedule == "dualpipe":  # a device's pace is a pair's mean: at least the average
+            loosest = np.where((p > 1) & np.isfinite(loosest), self._layer_work_s / p, loosest)
         if s.expert_parallel == 1:
             sync_floor_s = self.prices.sync_floor_s(d, self.param_floor[p - 1], z)
         else:  # each part of the largest sync is at least its own smallest largest stage's
@@ -250,7 +255,8 @@ class PlacementSearch:
             # largest power of two ≤ m_r bounds the stage time from below. That DP is shared by all shapes (a
             # few capped suffixes), which spares a per-d memory side or a one-off interleaved DP for most.
             m_lo = 1 << (shape.microbatches.bit_length() - 1)
-            loose_s = self.loosest_dp.min_stage_time(m_lo, shape.stages)
+            # (a DualPipe device's time is a mean of two stages', which no slowest stage bounds: the average does)
+            loose_s = self.loosest_dp.min_stage_time(m_lo, shape.stages) if paired is None else 0.0
             # and every stage of a pipeline sends: the slowest stage also pays at least v times the cheapest send
             # (max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k)
             slowest_s = max(loose_s, self._average_stage_s(shape)) + shape.interleave * self.prices.least_p2p_s(shape)
