@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_bound_property import assert_not_faster, layer, slowdown, slower
-from test_placement import (OPTIMIZER_FACTOR, _batch_sync_s, _check_against, _compositions, _inputs, _modes,
-                            _stage_cost)
+from test_placement import _batch_sync_s, _check_against, _compositions, _inputs, _modes, _stage_cost
 
 from phaze_env.cluster import Cluster, Stack
 from phaze_env.placement import Settings, best_plan
