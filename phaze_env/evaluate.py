@@ -29,12 +29,13 @@ from typing import Any, Callable, Iterable
 
 from phaze_env.attention import attention_dropout_s, recomputed_by_backward
 from phaze_env.cache import DiskCache, code_key
-from phaze_env.cluster import Cluster
+from phaze_env.cluster import OPTIMIZERS, Cluster
 from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core, rank_share,
                                         ring_exposed_s, valid_context_parallels)
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
-from phaze_env.hardware.number_format import fp8_stash_saving_bytes, fp8_weight_copy_factor, mfu_basis, mfu_text
+from phaze_env.hardware.number_format import (fp8_narrowed_share, fp8_stash_saving_bytes, fp8_weight_copy_factor,
+                                              mfu_basis, mfu_text)
 from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.host import forward_syncs, host_bound_s, kernels_issued
 from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_alltoall_s
@@ -358,10 +359,18 @@ def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str 
     what eager autograd saves (the traced stash) less, unless the stack runs every elementwise operator unfused
     (``Stack.unfused_elementwise``), what its fused kernels rebuild in their backward pass instead
     (``Layer.stash_kernel_*``, :func:`phaze_env.workloads.model.kernel_recomputed`), and, in ``number_format`` FP8,
-    what its FP8 Linears keep narrower than ``bytes_per_element`` (:func:`fp8_stash_saving_bytes`)."""
+    what its FP8 Linears keep narrower than ``bytes_per_element`` (:func:`fp8_stash_saving_bytes`), and, when the stack
+    reruns RMSNorm and the MLA up-projections in the backward pass (``Stack.recompute_norms_up_projections``), their
+    outputs as that stash would have kept them (``Layer.stash_norm_up_*``)."""
     fp8_saving, fp8_replicated_saving = fp8_stash_saving_bytes(layer, number_format, bytes_per_element)
     kept = (float(layer.activation_stash_bytes) - fp8_saving, float(layer.stash_attention_bytes),
             float(layer.stash_replicated_bytes) - fp8_replicated_saving)
+    if cluster is not None and cluster.stack.recompute_norms_up_projections:
+        narrowed = fp8_narrowed_share(layer, number_format, bytes_per_element)
+        dropped = layer.stash_norm_up_bytes - narrowed * layer.stash_norm_up_gemm_input_bytes
+        dropped_replicated = (layer.stash_norm_up_replicated_bytes
+                              - narrowed * layer.stash_norm_up_gemm_input_replicated_bytes)
+        kept = (kept[0] - dropped, kept[1], kept[2] - dropped_replicated)
     if cluster is not None and cluster.stack.unfused_elementwise:
         return kept
     rebuilt = (layer.stash_kernel_bytes, layer.stash_kernel_attention_bytes, layer.stash_kernel_replicated_bytes)
@@ -460,7 +469,9 @@ def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_para
     """The layer's forward and backward schedules; at ``context_parallel > 1`` plus the ring exchange each
     direction leaves exposed (``kv_hop_bytes`` per forward hop; backward passes keys, values and their gradients).
     ``prices``: this variant's operator latencies by (layer, direction), filled on first use (a variant is
-    timed on its lower bounds first and scheduled later only if it can win)."""
+    timed on its lower bounds first and scheduled later only if it can win). A stack that reruns RMSNorm and the MLA
+    up-projections (``Stack.recompute_norms_up_projections``) adds their fused forward operators' latencies
+    (``Layer.norm_up_rerun``, summed as selective recompute's attention core is) to the backward pass."""
     acc, cluster, counters = timing.accelerator, timing.cluster, timing.counters
     prices = {} if prices is None else prices
     results = {}
@@ -499,6 +510,10 @@ def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_para
             results[direction] = (0.0, 0.0, "empty", True)
         counters["schedule"] += time.perf_counter() - started
     (f, flb, fm, fo), (b, blb, bm, bo) = results["fwd"], results["bwd"]
+    if cluster.stack.recompute_norms_up_projections:  # their fused forward operators rerun before the backward pass
+        one, all_cores, _ = prices[layer.name, "fwd"]
+        rerun_s = float(sum(min(a, c) for op, a, c in zip(layer.fwd.ops, one, all_cores) if op.name in layer.norm_up_rerun))
+        b, blb = b + rerun_s, blb + rerun_s
     if cluster.stack.attention_efficiency:
         # A fused kernel's backward recomputes its scores itself (phaze_env.attention), whatever the recompute mode:
         # that time belongs to the backward pass, and selective recompute (what the stash drops) adds nothing more.
@@ -886,7 +901,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slices", type=positive_int, default=1, help="TPU slices joined by the data-centre network "
                         "(tpuv4-pod: Cloud TPU Multislice; default 1)")
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's)")
-    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="default adam (mixed precision)")
+    parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam", help="default adam (mixed precision)")
     parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1, t8p8d1m1v3+sp+rc=selective or, for a "
                         "mixture of experts, t2p4d8e8m1 (e: expert parallel; absent = 1), or t1p1d128m2+zero3+shard8 (hybrid sharding, "
                         "FSDP's HSDP: ZeRO-3 within groups of 8 replicas) (absent degrees are searched; "

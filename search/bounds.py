@@ -169,8 +169,8 @@ def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> lis
 
 
 def search_plan_error(plan: PlanSpec) -> str | None:
-    """Why the search's bounds cannot hold for ``plan`` (None: they hold). They price the 1F1B bubble of each
-    interleaving ``v`` the plan allows, the whole sequence on each rank (``c = 1``) and the ZeRO-0/1 all-reduce after
+    """Why the search's bounds cannot hold for ``plan`` (None: they hold). They price the bubble of the cluster's
+    pipeline schedule (1F1B's at each interleaving ``v`` the plan allows, or DualPipe's), the whole sequence on each rank (``c = 1``) and the ZeRO-0/1 all-reduce after
     the flush; recompute, sequence parallelism and memory only add time or remove plans, and ``e`` is bounded per
     degree."""
     if plan.c != 1:

@@ -126,7 +126,8 @@ def _settings(cluster, options, e_pinned):
     """ZeRO pinned at stage 1 (``zero1`` None or True) or 0: this brute force has no ZeRO-2/3 traffic, which
     tests/test_placement_zero.py and tests/test_placement_combined.py cover."""
     plan = PlanSpec(recompute=options["recompute"], sequence_parallel=options["sequence_parallel"],
-                    zero=0 if options["zero1"] is False else 1, interleave=options["interleave"], e=e_pinned)
+                    zero=0 if options["zero1"] is False else 1, interleave=options["interleave"], e=e_pinned,
+                    p=options.get("stages"))
     return Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], plan,
                     hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"], expert_parallel=e_pinned or 1)
 
@@ -144,7 +145,12 @@ def brute_force(layers, cluster, options, degrees):
     """Smallest time per batch over every (e, d with e | d, p, v, partition, recompute mode of each stage),
     written from the issue: expert bytes ÷ e per device, their gradients all-reduced over the d/e ranks t·e apart
     and their ZeRO-1 optimizer state sharded over them; dense bytes over d ranks t apart (at e = 1 all of a
-    stage's bytes are one all-reduce)."""
+    stage's bytes are one all-reduce). On a DualPipe stack (arXiv:2412.19437 Table 2): p = 1, or p even with an even
+    m_r ≥ 2p; device k holds stage k and stage p − 1 − k, their state once each and each one's s microbatches
+    in flight (s-th from the end), which must fit together, and runs half the microbatches through each (its pace
+    their mean); the sync and step of two copies of a stage; and a bubble of (p/2 − 1)(F&B + B − 3W) = (p/2 − 1)·2/3 stage times
+    (F&B = F + B, W = B/2, B = 2F)."""
+    dualpipe = cluster.stack.pipeline_schedule == "dualpipe"
     t, m, hbm = options["tensor_width"], options["microbatch"], options["hbm_bytes"]
     zero1 = options["zero1"] in (None, True)
     sp = t > 1 if options["sequence_parallel"] is None else options["sequence_parallel"]
@@ -161,6 +167,9 @@ def brute_force(layers, cluster, options, degrees):
         for d in range(e, N // t + 1, e):
             m_r = -(-B // (d * m))
             for p in range(1, min(len(priced), N // (d * t)) + 1):
+                if options.get("stages") not in (None, p) or (dualpipe and p > 1 and (p % 2 or m_r % 2 or m_r < 2 * p)):
+                    continue
+                copies = 2 if dualpipe and p > 1 else 1
                 for v in (range(1, len(priced) + 1) if options["interleave"] is None else (options["interleave"],)):
                     if v > 1 and (p == 1 or m_r % p):
                         continue
@@ -177,28 +186,40 @@ def brute_force(layers, cluster, options, degrees):
                             send = (_send_s(cluster, t, d, p, priced[group[-1]]["output_bytes"]) if group[-1] < len(priced) - 1 else 0.0) \
                                 + (_send_s(cluster, t, d, p, inputs[group[0]]) if group[0] > 0 else 0.0)
                             kept = sum(inputs[i] for i in group) / (t if sp else 1)
-                            experts, dense = total("expert_param_bytes"), total("param_bytes") - total("expert_param_bytes")
+                            experts = total("expert_param_bytes")
+                            dense = total("param_bytes") - total("expert_param_bytes")
                             fixed = 2 * (dense + experts) + state * (dense / (d if zero1 else 1) + experts / (d // e if zero1 else 1))
-                            fits = {"none": fixed + units[k] * sum(stash) / v <= hbm,
-                                    "selective": fixed + units[k] * (sum(stash) - total("attention_stash_bytes")) / v <= hbm,
-                                    "full": fixed + max(stash) + units[k] * kept / v <= hbm}
+                            need = {"none": fixed + units[k] * sum(stash) / v,
+                                    "selective": fixed + units[k] * (sum(stash) - total("attention_stash_bytes")) / v,
+                                    "full": fixed + max(stash) + units[k] * kept / v}
                             plain = total("fwd_s") + total("bwd_s") + v * send
                             times = {"none": plain, "selective": plain + total("attention_fwd_s"), "full": plain + total("fwd_s")}
-                            allowed = [times[mode] for mode in options["recompute"].split("|") if fits[mode]]
-                            if not allowed:
-                                break
                             steps = lambda size, shards: 0.0 if not options["hbm_bandwidth_Bps"] else \
                                 size * step / (shards if zero1 else 1) / options["hbm_bandwidth_Bps"]  # noqa: E731
+                            dense, experts = copies * dense, copies * experts  # DualPipe: both stages synced
                             if e == 1:
                                 sync = allreduce(dense + experts, d, t) + steps(dense + experts, d)
                             else:
                                 sync = (allreduce(dense, d, t) + steps(dense, d)
                                         + allreduce(experts, d // e, t * e) + steps(experts, d // e))
-                            stages.append((min(allowed), sync))
-                        else:
-                            slowest = max(time for time, _ in stages)
-                            best = min(best, (m_r + (p - 1) / v) * slowest + max(sync for _, sync in stages))
+                            stages.append(([(times[mode], need[mode]) for mode in options["recompute"].split("|")], sync))
+                        slowest = _slowest([modes for modes, _ in stages], hbm, copies == 2)
+                        if math.isfinite(slowest):
+                            bubble = (p / 2 - 1) * 2 / 3 if copies == 2 else (p - 1) / v
+                            best = min(best, (m_r + bubble) * slowest + max(sync for _, sync in stages))
     return best
+
+
+def _slowest(stages, hbm, paired):
+    """The least pace of a partition whose stages offer ``(time, memory)`` per recompute mode: each stage's fastest
+    mode that fits alone and the slowest stage, or on DualPipe (``paired``) each device's two stages k and p − 1 − k in
+    the modes whose sum fits with the least mean time (the device runs half the microbatches through each) and the
+    slowest device (inf: some stage or device does not fit)."""
+    p = len(stages)
+    if not paired:
+        return max((min((time for time, need in modes if need <= hbm), default=math.inf) for modes in stages))
+    return max(min(((a[0] + b[0]) / 2 for a in stages[k] for b in stages[p - 1 - k] if a[1] + b[1] <= hbm),
+                   default=math.inf) for k in range(p))
 
 
 def _dp(layers, cluster, options, degrees, e_pinned=None):
@@ -223,6 +244,17 @@ def _check(expected, plan):
 def test_dp_with_e_free_equals_brute_force(seed):
     """Every knob free, e among the divisors of the experts: the DP's best time is the brute force's."""
     layers, cluster, options = _instance(np.random.default_rng(seed))
+    _check(brute_force(layers, cluster, options, DEGREES), _dp(layers, cluster, options, DEGREES))
+
+
+@pytest.mark.parametrize("seed", range(90, 130))
+def test_dualpipe_dp_with_e_equals_brute_force(seed):
+    """DualPipe (issue 28) with expert parallelism: the sync walked on two byte counts, both copies synced."""
+    layers, cluster, options = _instance(np.random.default_rng(seed))
+    cluster = cluster.replace(pipeline_schedule="dualpipe", interleaved_schedule=False,
+                              global_batch=4 * cluster.setup.global_batch)  # batches that fill pipelines (m_r ≥ 2p)
+    options["interleave"] = 1
+    options["stages"] = 2 if len(layers) > 1 and seed % 3 else None  # a pipeline pinned, or left to the DP
     _check(brute_force(layers, cluster, options, DEGREES), _dp(layers, cluster, options, DEGREES))
 
 

@@ -64,7 +64,11 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     takes ``m_r + (p − 1)/v`` slowest-stage times and every stage sends ``v`` times per microbatch, so its time is at
     least ``(m_r + (p − 1)/v)·(S(p) + v·send) + sync``: the DP's own pipeline time with the cheapest send (its slowest
     stage ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``); the bound is the least over the ``v``, with the ``v > 1``
-    relaxed to real values (:func:`_interleavings`).
+    relaxed to real values (:func:`_interleavings`). A stack running DualPipe (``Stack.pipeline_schedule``) takes the
+    DP's own ``m_r + (p/2 − 1)·κ`` slots (:func:`~phaze_env.placement.inputs.pipeline_slots`) at the ``(p, m_r)`` it
+    runs (:func:`~phaze_env.placement.rules.runnable_shapes`), never 1F1B's larger bubble, on a pace of at least the
+    average stage and half the slowest layer (a device's pace is the mean of its stage and its mirror's,
+    :mod:`~phaze_env.placement.pair_dp`).
 
     A cluster whose stack overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``) pays
     only what they leave exposed (:mod:`phaze_env.placement.dp_overlap`), and the bound is the pipeline plus a floor
@@ -88,6 +92,7 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     terms is at most the least sum.
     """
     n, batch, rules = cluster.n_devices, cluster.setup.global_batch, cluster.stack.plan_rules
+    schedule = cluster.stack.pipeline_schedule
     caps = None if device_caps is None else np.asarray(device_caps, dtype=np.int64)
     if caps is not None and (caps.shape != (layer_s.shape[1],) or caps.max(initial=0) > n):
         raise ValueError(f"device_caps must give each of the {layer_s.shape[1]} architectures at most {n} devices")
@@ -134,9 +139,12 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         allreduce = per_byte_s[keep] * (dense_bytes / p) + fixed_s[keep] + expert_s[keep] / p
         crowded_s = crowded_all_s[p - 1]  # the ⌈n/p⌉ fastest layers some stage holds
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
+        if schedule == "dualpipe" and p > 1:  # a device's pace is a stage's mean with its mirror's: half a layer's
+            stage_s = np.maximum(total_s / p, slowest_s / 2)
         stage_send_s = send_s if p > 1 else 0.0
-        for v, allowed, most_v in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s):
-            slots = pipeline_slots(m_r[:, None], p, v)
+        for v, allowed, most_v in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s,
+                                                 schedule):
+            slots = pipeline_slots(m_r[:, None], p, v, schedule)
             if overlapped:  # the pipeline + what one microbatch's passes cannot hide (see the docstring)
                 largest_stage_s = stage_share(overlap_low_s, p)[keep][:, None]
                 unhidden_s = np.maximum(exposed_floor_s(largest_stage_s, stage_s[None, :] + most_v * stage_send_s,
@@ -153,7 +161,7 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
 
 
 def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_layers: int, rules,
-                   stage_s: np.ndarray, send_s: float):
+                   stage_s: np.ndarray, send_s: float, schedule: str = "1f1b"):
     """``(v, runnable, most)`` triples whose pipeline times bound every interleaving the DP may run at ``p`` stages:
     ``v = 1`` where the stack runs it, and for ``v > 1`` one relaxed ``v`` per (``m_r``, architecture); ``most``: the
     largest ``v`` the triple stands for (1, or the largest runnable ``v``). The time
@@ -163,11 +171,11 @@ def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_
     ``(p, m_r)`` depends on ``v`` only through the layer counts (``runnable_shapes`` at ``m_r = p``), so the shapes
     one runnable ``v`` allows every runnable ``v`` allows."""
     if 1 in interleaves:
-        yield 1, runnable_shapes(p, m_r, 1, total_layers, rules), 1
-    runnable = _runnable_interleaves(p, interleaves, total_layers, rules)
+        yield 1, runnable_shapes(p, m_r, 1, total_layers, rules, schedule), 1
+    runnable = _runnable_interleaves(p, interleaves, total_layers, rules, schedule)
     if not runnable:
         return
-    allowed = runnable_shapes(p, m_r, runnable[0], total_layers, rules)
+    allowed = runnable_shapes(p, m_r, runnable[0], total_layers, rules, schedule)
     if not allowed.any():
         return
     low, high = min(runnable), max(runnable)
@@ -180,9 +188,11 @@ def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_
 
 
 @functools.lru_cache(maxsize=65536)
-def _runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: int, rules) -> tuple[int, ...]:
-    """The ``v > 1`` of ``interleaves`` the stack runs at ``p`` stages for some ``m_r`` (its layer-count rules)."""
-    return tuple(v for v in interleaves if v > 1 and runnable_shapes(p, p, v, total_layers, rules))
+def _runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: int, rules,
+                          schedule: str = "1f1b") -> tuple[int, ...]:
+    """The ``v > 1`` of ``interleaves`` the stack runs at ``p`` stages for some ``m_r`` (its layer-count rules; none
+    under DualPipe)."""
+    return tuple(v for v in interleaves if v > 1 and runnable_shapes(p, p, v, total_layers, rules, schedule))
 
 
 __all__ = ["placement_time_bound_s", "smallest_layers_s"]

@@ -34,6 +34,17 @@ class Layout:
         """``matrix`` (K × K) at the listed stages."""
         return matrix.take(self._flat)
 
+    @property
+    def entries(self) -> int:
+        """How many stages are listed."""
+        return len(self._flat)
+
+    def dense(self, values: np.ndarray, fill) -> np.ndarray:
+        """The K × K matrix of compact ``values`` at the listed stages, ``fill`` elsewhere (:meth:`compact`'s inverse)."""
+        matrix = np.full(self.size * self.size, fill, dtype=np.asarray(values).dtype)
+        matrix[self._flat] = values
+        return matrix.reshape(self.size, self.size)
+
     def row(self, a: int) -> slice:
         """Row ``a``'s entries."""
         return slice(int(self.row_start[a]), int(self.row_start[a + 1]))
