@@ -41,6 +41,7 @@ from phaze_env.host import forward_syncs, host_bound_s, kernels_issued
 from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_alltoall_s
 from phaze_env.placement import LayerCost, Plan, Settings, best_plan_multi
 from phaze_env.placement.inputs import uneven_batch_note
+from phaze_env.placement.rules import expert_parallel_degrees, searched_degrees, valid_tensor_widths
 from phaze_env.pricing import price_ops
 from phaze_env.plan_spec import PlanRules, PlanSpec, phaze_plan
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
@@ -285,6 +286,8 @@ class _Request:
     plan: PlanSpec
     seq_len: int | None
     context_parallels: tuple[int, ...]
+    usable_widths: tuple[int, ...]  # of ``widths``, those that split the workload and fit the cluster
+    experts: tuple[int, ...]  # the expert-parallel degrees searched
 
     def key_parts(self) -> tuple:
         return (self.workload.to_dict(), self.cluster.to_dict(), self.microbatches, self.capacities_gb, self.widths,
@@ -306,35 +309,25 @@ def _request(workload, accelerator, cluster, options: EvaluationOptions) -> _Req
     tokens = workload.seq_len if options.seq_len is None else options.seq_len
     if plan.c is not None and context_parallel_error(tokens, plan.c):
         raise ValueError(f"plan {plan}: {context_parallel_error(tokens, plan.c)}")
-    if plan.e is not None and plan.e not in expert_parallel_degrees(workload, plan.e):
-        raise ValueError(f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
-                         + (f"{workload.num_experts} experts" if workload.num_experts else "experts (a dense model: e=1)"))
     if cluster.stack.moe_node_limit and not workload.num_experts:
         raise ValueError(f"cluster moe_node_limit={cluster.stack.moe_node_limit} (node-limited routing) needs a "
                          f"mixture-of-experts model; {workload.name} is dense")
     if cluster.stack.moe_alltoall_overlap and not workload.num_experts:
         raise ValueError(f"cluster moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
                          f"mixture-of-experts model; {workload.name} is dense")
-    if plan.t is not None and not valid_tensor_widths(workload, (plan.t,), cluster.n_devices):
+    if plan.e is not None and plan.e not in expert_parallel_degrees(workload, plan.e):
+        raise ValueError(f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
+                         + (f"{workload.num_experts} experts" if workload.num_experts else "experts (a dense model: e=1)"))
+    usable, _, experts = searched_degrees(workload, plan, options.widths, options.microbatches, cluster.n_devices)
+    if plan.t is not None and not usable:
         raise ValueError(f"tensor width {plan.t} does not divide {workload.name}'s {workload.num_heads} attention heads "
                          f"(or is not a power of two ≤ {cluster.n_devices})")
     return _Request(workload, cluster, options.microbatches, capacities, options.widths, plan, options.seq_len,
-                    options.degrees)
+                    options.degrees, tuple(usable), tuple(experts))
 
 
 def _as_tuple(value) -> tuple:
     return tuple(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) else (value,)
-
-
-def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: int) -> list[int]:
-    """Widths at which the workload can be split (heads and hidden sizes divide) and that fit the cluster."""
-    heads = workload.num_heads or 1
-    return [t for t in widths if t <= n_devices and t & (t - 1) == 0 and heads % t == 0]
-
-
-def expert_parallel_degrees(workload: Workload, most: int) -> list[int]:
-    """Expert-parallel degrees ``e ≤ most`` that divide the workload's experts (``[1]`` for a dense model)."""
-    return [e for e in range(1, most + 1) if workload.num_experts % e == 0] if workload.num_experts else [1]
 
 
 def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = False) -> str:
@@ -592,8 +585,7 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
     bounded: dict[tuple[int, int, int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
     prices: dict[tuple[int, int, int, int], dict] = {}  # operator latencies per variant, shared by both
     # what the request searches (the context-parallel degrees below, beside the plan loop that takes them)
-    usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
-    experts = expert_parallel_degrees(workload, cluster.n_devices) if request.plan.e is None else [request.plan.e]
+    usable, experts = request.usable_widths, request.experts
     capacities = [capacity * GB_BYTES for capacity in request.capacities_gb]
 
     def kept(store: dict, t: int, m: int, c: int, e: int, bound: bool) -> _Variant:
@@ -857,8 +849,8 @@ def _evaluate_with_progress(workload: str, accelerator: Accelerator, cluster: Cl
     err = console(stderr=True)
     if not err.is_terminal:
         return evaluate(workload, accelerator, cluster, plan=plan, **options)
-    widths, microbatches = plan.narrow(TENSOR_WIDTHS, DEFAULT_MICROBATCHES)
-    widths = valid_tensor_widths(get_workload(workload), widths, cluster.n_devices)
+    widths, microbatches, _ = searched_degrees(get_workload(workload), plan, TENSOR_WIDTHS, DEFAULT_MICROBATCHES,
+                                               cluster.n_devices)
     with progress_display(err) as bar:
         tracing = bar.add_task(f"{workload}: tracing the model", total=len(widths) * len(microbatches))
         prepare_graphs(workload, widths, microbatches, seq_len=options.get("seq_len"),

@@ -1,5 +1,7 @@
-"""Which shapes and stages a training stack can run: :func:`pipeline_split`, :func:`interleave_degrees` and
-:func:`runnable_shapes` (the rules the placement DP and any bound of it share), and :class:`RunnableShapes`, those rules applied to one placement search.
+"""Which shapes and stages a training stack can run: :func:`searched_degrees` (the tensor widths, microbatch sizes and
+expert-parallel degrees a search tries), :func:`pipeline_split`, :func:`interleave_degrees` and :func:`runnable_shapes`
+(the rules the evaluation, the placement DP and any bound of them share), and :class:`RunnableShapes`, those rules
+applied to one placement search.
 
 The stack states its rules (:class:`~phaze_env.plan_spec.PlanRules`); the search (:mod:`phaze_env.placement.search`)
 asks here which interleavings to try, which ``(p, m_r, v)`` it may solve (vectorised), why a pinned one breaks a rule
@@ -11,12 +13,39 @@ multiple of ``v``.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 
 from phaze_env.cluster import Cluster
 from phaze_env.placement.inputs import Settings
 from phaze_env.placement.stages import StageTable
 from phaze_env.plan_spec import PlanRules, PlanSpec
+from phaze_env.workloads import Workload
+
+
+def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: int) -> list[int]:
+    """Widths at which the workload can be split (heads and hidden sizes divide) and that fit the cluster."""
+    heads = workload.num_heads or 1
+    return [t for t in widths if t <= n_devices and t & (t - 1) == 0 and heads % t == 0]
+
+
+def expert_parallel_degrees(workload: Workload, most: int) -> list[int]:
+    """Expert-parallel degrees ``e ≤ most`` that divide the workload's experts (``[1]`` for a dense model)."""
+    return [e for e in range(1, most + 1) if workload.num_experts % e == 0] if workload.num_experts else [1]
+
+
+def searched_degrees(workload: Workload, plan: PlanSpec, tensor_widths: Iterable[int], microbatches: Iterable[int],
+                     n_devices: int) -> tuple[list[int], tuple[int, ...], list[int]]:
+    """The tensor widths, microbatch sizes and expert-parallel degrees a search of ``plan`` tries for ``workload`` on
+    ``n_devices`` devices, in the order given: of ``tensor_widths`` and ``microbatches`` (a pinned ``t`` or ``m``
+    replaces its list, :meth:`~phaze_env.plan_spec.PlanSpec.narrow`) the widths that split the workload and fit
+    (:func:`valid_tensor_widths`); every degree dividing its experts up to ``n_devices``
+    (:func:`expert_parallel_degrees`) unless the plan pins ``e``. The one rule the evaluation searches by
+    (:func:`phaze_env.evaluate.evaluate`) and the search's bounds try (:mod:`search.bounds`)."""
+    widths, microbatches = plan.narrow(tensor_widths, microbatches)
+    experts = expert_parallel_degrees(workload, n_devices) if plan.e is None else [plan.e]
+    return valid_tensor_widths(workload, widths, n_devices), microbatches, experts
 
 
 def interleave_degrees(total_layers: int, pinned: int | None, interleaved: bool) -> list[int]:
@@ -146,4 +175,5 @@ class RunnableShapes:
         return interleave, self.total_layers // stages if self.plan_rules.uniform_stages else 0
 
 
-__all__ = ["DUALPIPE_RULE", "RunnableShapes", "interleave_degrees", "pipeline_split", "runnable_shapes"]
+__all__ = ["DUALPIPE_RULE", "RunnableShapes", "expert_parallel_degrees", "interleave_degrees", "pipeline_split",
+           "runnable_shapes", "searched_degrees", "valid_tensor_widths"]
