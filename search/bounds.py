@@ -218,7 +218,8 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
     """:func:`variant_throughput_bounds` computed (no cache)."""
     # without a plan, evaluate's (its recompute allowed: a superset of the plans evaluate may be asked for, so a bound)
     plan = phaze_plan() if plan is None else plan
-    widths, microbatch, experts = searched_degrees(workload, plan, tensor_widths, microbatch, cluster.n_devices)
+    tensor_widths, microbatch = plan.narrow(tensor_widths, microbatch)  # a pinned degree narrows, as in evaluate
+    widths, experts = searched_degrees(workload, tensor_widths, cluster.n_devices, plan.e)
     bounds = {}
     for t in widths:
         for m in microbatch:

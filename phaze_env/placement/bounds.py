@@ -10,8 +10,6 @@ term is a valid bound: :mod:`search.bounds`.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from phaze_env.cluster import Cluster
@@ -19,7 +17,7 @@ from phaze_env.placement.collectives import data_parallel_prices, p2p_bound_s
 from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_totals, exposed_floor_s, last_bucket_floor,
                                             overlapped_collectives_floor, stage_share)
 from phaze_env.placement.inputs import microbatches_per_replica, pipeline_slots, pipeline_time_s
-from phaze_env.placement.rules import runnable_shapes
+from phaze_env.placement.rules import runnable_interleaves, runnable_shapes
 
 
 def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.ndarray:
@@ -144,15 +142,14 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         stage_send_s = send_s if p > 1 else 0.0
         for v, allowed, most_v in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s,
                                                  schedule):
-            slots = pipeline_slots(m_r[:, None], p, v, schedule)
             if overlapped:  # the pipeline + what one microbatch's passes cannot hide (see the docstring)
                 largest_stage_s = stage_share(overlap_low_s, p)[keep][:, None]
-                unhidden_s = np.maximum(exposed_floor_s(largest_stage_s, stage_s[None, :] + most_v * stage_send_s,
-                                                        most_v),
-                                        last_bucket_s[keep][:, None] / most_v)
-                times = pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, unhidden_s)
+                sync_s = np.maximum(exposed_floor_s(largest_stage_s, stage_s[None, :] + most_v * stage_send_s, most_v),
+                                    last_bucket_s[keep][:, None] / most_v)
             else:
-                times = pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, allreduce[:, None])
+                sync_s = allreduce[:, None]
+            times = pipeline_time_s(pipeline_slots(m_r[:, None], p, v, schedule), stage_s[None, :] + v * stage_send_s,
+                                    sync_s)
             times = np.where(allowed[:, None], times, np.inf)
             if caps is not None:  # d·p·t within each architecture's devices
                 times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)
@@ -172,7 +169,7 @@ def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_
     one runnable ``v`` allows every runnable ``v`` allows."""
     if 1 in interleaves:
         yield 1, runnable_shapes(p, m_r, 1, total_layers, rules, schedule), 1
-    runnable = _runnable_interleaves(p, interleaves, total_layers, rules, schedule)
+    runnable = runnable_interleaves(p, interleaves, total_layers, rules, schedule)
     if not runnable:
         return
     allowed = runnable_shapes(p, m_r, runnable[0], total_layers, rules, schedule)
@@ -185,14 +182,6 @@ def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_
     else:
         best_v = np.full((len(m_r), len(stage_s)), float(high))
     yield np.clip(best_v, low, high), allowed, high
-
-
-@functools.lru_cache(maxsize=65536)
-def _runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: int, rules,
-                          schedule: str = "1f1b") -> tuple[int, ...]:
-    """The ``v > 1`` of ``interleaves`` the stack runs at ``p`` stages for some ``m_r`` (its layer-count rules; none
-    under DualPipe)."""
-    return tuple(v for v in interleaves if v > 1 and runnable_shapes(p, p, v, total_layers, rules, schedule))
 
 
 __all__ = ["placement_time_bound_s", "smallest_layers_s"]

@@ -1,5 +1,5 @@
-"""Which shapes and stages a training stack can run: :func:`searched_degrees` (the tensor widths, microbatch sizes and
-expert-parallel degrees a search tries), :func:`pipeline_split`, :func:`interleave_degrees` and :func:`runnable_shapes`
+"""Which shapes and stages a training stack can run: :func:`searched_degrees` (the tensor widths and expert-parallel
+degrees a search tries), :func:`pipeline_split`, :func:`interleave_degrees` and :func:`runnable_shapes`
 (the rules the evaluation, the placement DP and any bound of them share), and :class:`RunnableShapes`, those rules
 applied to one placement search.
 
@@ -13,6 +13,7 @@ multiple of ``v``.
 
 from __future__ import annotations
 
+import functools
 from typing import Iterable
 
 import numpy as np
@@ -35,17 +36,41 @@ def expert_parallel_degrees(workload: Workload, most: int) -> list[int]:
     return [e for e in range(1, most + 1) if workload.num_experts % e == 0] if workload.num_experts else [1]
 
 
-def searched_degrees(workload: Workload, plan: PlanSpec, tensor_widths: Iterable[int], microbatches: Iterable[int],
-                     n_devices: int) -> tuple[list[int], tuple[int, ...], list[int]]:
-    """The tensor widths, microbatch sizes and expert-parallel degrees a search of ``plan`` tries for ``workload`` on
-    ``n_devices`` devices, in the order given: of ``tensor_widths`` and ``microbatches`` (a pinned ``t`` or ``m``
-    replaces its list, :meth:`~phaze_env.plan_spec.PlanSpec.narrow`) the widths that split the workload and fit
-    (:func:`valid_tensor_widths`); every degree dividing its experts up to ``n_devices``
-    (:func:`expert_parallel_degrees`) unless the plan pins ``e``. The one rule the evaluation searches by
-    (:func:`phaze_env.evaluate.evaluate`) and the search's bounds try (:mod:`search.bounds`)."""
-    widths, microbatches = plan.narrow(tensor_widths, microbatches)
-    experts = expert_parallel_degrees(workload, n_devices) if plan.e is None else [plan.e]
-    return valid_tensor_widths(workload, widths, n_devices), microbatches, experts
+def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = False) -> str:
+    """Why ``plan``'s expert-parallel degree cannot apply to ``workload`` ("" when it can): a pinned ``e`` must divide
+    its experts (a dense model has none: only e = 1), and a plan that says ``+e=auto`` (``explicit_auto``: parsed
+    text, where ``e`` is None only then) asks for expert parallelism a dense model does not have — refused alike,
+    rather than silently searched as e = 1."""
+    if plan.e is None:
+        if explicit_auto and not workload.num_experts:
+            return (f"{workload.name} is dense (no experts): +e=auto searches expert parallelism, which it does not "
+                    "have; leave +e=auto out (e = 1)")
+        return ""
+    if plan.e not in expert_parallel_degrees(workload, plan.e):
+        return (f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
+                + (f"{workload.num_experts} experts" if workload.num_experts else "experts (dense: e=1)"))
+    return ""
+
+
+def tensor_width_error(workload: Workload, tensor_width: int, n_devices: int) -> str:
+    """Why a pinned ``tensor_width`` cannot split ``workload`` on ``n_devices`` devices ("" when it can:
+    :func:`valid_tensor_widths`)."""
+    if valid_tensor_widths(workload, (tensor_width,), n_devices):
+        return ""
+    return (f"tensor width {tensor_width} does not divide {workload.name}'s {workload.num_heads} attention heads "
+            f"(or is not a power of two ≤ {n_devices})")
+
+
+def searched_degrees(workload: Workload, tensor_widths: Iterable[int], n_devices: int,
+                     pinned_expert_parallel: int | None) -> tuple[list[int], list[int]]:
+    """The tensor widths and expert-parallel degrees a search tries for ``workload`` on ``n_devices`` devices: of
+    ``tensor_widths`` (in their order; already narrowed to a plan's pinned ``t``,
+    :meth:`~phaze_env.plan_spec.PlanSpec.narrow`) those that split the workload and fit (:func:`valid_tensor_widths`),
+    and the pinned ``e`` or else every degree dividing its experts up to ``n_devices``
+    (:func:`expert_parallel_degrees`). The one rule the evaluation searches by (:func:`phaze_env.evaluate.evaluate`)
+    and the search's bounds try (:mod:`search.bounds`), as :func:`interleave_degrees` is for ``v``."""
+    experts = expert_parallel_degrees(workload, n_devices) if pinned_expert_parallel is None else [pinned_expert_parallel]
+    return valid_tensor_widths(workload, tensor_widths, n_devices), experts
 
 
 def interleave_degrees(total_layers: int, pinned: int | None, interleaved: bool) -> list[int]:
@@ -86,6 +111,14 @@ def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: Plan
         allowed &= (v == 1) & ((stages == 1) | ((stages % 2 == 0) & (microbatches % 2 == 0)
                                                  & (microbatches >= 2 * stages)))
     return allowed
+
+
+@functools.lru_cache(maxsize=65536)
+def runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: int, rules: PlanRules,
+                         schedule: str = "1f1b") -> tuple[int, ...]:
+    """The ``v > 1`` of ``interleaves`` the stack runs at ``p`` stages for some ``m_r`` (its layer-count rules; none
+    under DualPipe)."""
+    return tuple(v for v in interleaves if v > 1 and runnable_shapes(p, p, v, total_layers, rules, schedule))
 
 
 DUALPIPE_RULE = ("DualPipe runs an even number of pipeline stages and an even number of microbatches per replica, "
@@ -175,5 +208,6 @@ class RunnableShapes:
         return interleave, self.total_layers // stages if self.plan_rules.uniform_stages else 0
 
 
-__all__ = ["DUALPIPE_RULE", "RunnableShapes", "expert_parallel_degrees", "interleave_degrees", "pipeline_split",
-           "runnable_shapes", "searched_degrees", "valid_tensor_widths"]
+__all__ = ["DUALPIPE_RULE", "RunnableShapes", "expert_parallel_degrees", "expert_plan_error", "interleave_degrees",
+           "pipeline_split", "runnable_interleaves", "runnable_shapes", "searched_degrees", "tensor_width_error",
+           "valid_tensor_widths"]
