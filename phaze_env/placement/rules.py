@@ -114,11 +114,29 @@ def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: Plan
 
 
 @functools.lru_cache(maxsize=65536)
-def runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: int, rules: PlanRules,
-                         schedule: str = "1f1b") -> tuple[int, ...]:
+def _runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: int, rules: PlanRules,
+                          schedule: str = "1f1b") -> tuple[int, ...]:
     """The ``v > 1`` of ``interleaves`` the stack runs at ``p`` stages for some ``m_r`` (its layer-count rules; none
     under DualPipe)."""
     return tuple(v for v in interleaves if v > 1 and runnable_shapes(p, p, v, total_layers, rules, schedule))
+
+
+def runnable_interleavings(stages: int, microbatches: np.ndarray, interleaves: tuple[int, ...], total_layers: int,
+                           rules: PlanRules, schedule: str = "1f1b") -> list[tuple[int, int, np.ndarray]]:
+    """The interleavings of ``interleaves`` a stack runs at ``stages`` stages, as ``(low, high, runnable)``, ``runnable``
+    the mask over ``microbatches`` (``m_r``): ``(1, 1, …)`` for ``v = 1`` where it is searched, and one
+    ``(least, largest, …)`` for all the ``v > 1`` it runs at some ``m_r`` (none under DualPipe) — whether a ``v > 1``
+    runs at ``(p, m_r)`` depends on ``v`` only through the layer counts (:func:`runnable_shapes` at ``m_r = p``), so the shapes
+    one runnable ``v`` allows every runnable ``v`` allows (that one is left out where no ``m_r`` runs)."""
+    found = []
+    if 1 in interleaves:
+        found.append((1, 1, runnable_shapes(stages, microbatches, 1, total_layers, rules, schedule)))
+    runnable = _runnable_interleaves(stages, interleaves, total_layers, rules, schedule)
+    if runnable:
+        allowed = runnable_shapes(stages, microbatches, runnable[0], total_layers, rules, schedule)
+        if allowed.any():
+            found.append((min(runnable), max(runnable), allowed))
+    return found
 
 
 DUALPIPE_RULE = ("DualPipe runs an even number of pipeline stages and an even number of microbatches per replica, "
@@ -209,5 +227,5 @@ class RunnableShapes:
 
 
 __all__ = ["DUALPIPE_RULE", "RunnableShapes", "expert_parallel_degrees", "expert_plan_error", "interleave_degrees",
-           "pipeline_split", "runnable_interleaves", "runnable_shapes", "searched_degrees", "tensor_width_error",
-           "valid_tensor_widths"]
+           "pipeline_split", "runnable_interleavings", "runnable_shapes", "searched_degrees",
+           "tensor_width_error", "valid_tensor_widths"]
