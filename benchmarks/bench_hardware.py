@@ -37,8 +37,8 @@ def main() -> None:
     args = parser.parse_args()
 
     enumerate_s, space = _median_s(ArchSpace, args.repeats)
-    tc, tc_index = space.tc_configs()
-    vc, vc_index = space.vc_configs()
+    tc, tc_index = space.tc_configs
+    vc, vc_index = space.vc_configs
     fwd, bwd = gpt_layer_ops(tensor_width=2)
     ops = fwd + bwd
     table_s, table = _median_s(lambda: latency_table(ops, tc, vc, link_bandwidth_Bps=50e9), args.repeats)

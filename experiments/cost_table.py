@@ -19,7 +19,7 @@ from phaze_env.files import write_text_atomic
 from phaze_env.hardware import area, cost, energy
 from phaze_env.hardware.accelerator import get_preset
 from phaze_env.hardware.generations import REFERENCE_TECHNOLOGIES
-from phaze_env.hardware.system import HBM_GENERATIONS, rival_chip
+from phaze_env.hardware.system import HBM_GENERATIONS, mi300x_engine_clock_hz, rival_chip
 
 COMMAND = "python -m experiments.cost_table --write docs/cost_model.md"
 
@@ -179,7 +179,7 @@ def report() -> str:
     b200, gb200, tpuv5p = estimates["b200"], estimates["gb200"], estimates["tpuv5p"]
     mi300x = estimates["mi300x"]
     mi300x_cap_ratio = rival_chip("mi300x")[0].clock_hz / get_preset("mi300x").clock_hz  # as the table's rival runs
-    mi300x_cap_mhz = mi300x_cap_ratio * cost.MI300X_ENGINE_CLOCK_HZ / 1e6
+    mi300x_cap_mhz = mi300x_engine_clock_hz() / 1e6
     chip_level = replace(cost.preset_system("b200").process, logic_density_gain=GH100_OVER_GA100_TRANSISTOR_DENSITY)
     b200_chip_level = cost.chip_estimate(get_preset("b200"), replace(cost.preset_system("b200"), node=chip_level),
                                          allow_over_reticle=True)

@@ -2,16 +2,18 @@
 
 For one row of ``docs/system_table.json`` (a workload at a budget kind) and every assumption of
 :data:`phaze_env.assumptions.ASSUMPTIONS` at each end of its range (:func:`phaze_env.assumptions.moved`), the row's
-verdict — the exact system-space search's best throughput over each reference system's at the same budget — is
-computed again:
+verdict — the exact system-space search's best throughput over each rival's at the same budget (:data:`RIVALS`: the
+references TPUv4, A100, H100 and the 2024–25 flagships) — is computed again:
 
-* **exact**: the search is re-run (:func:`search.run.run_search`, proven or saying it is not) and the references
+* **exact**: the search is re-run (:func:`search.run.run_search`, proven or saying it is not) and the rivals
   re-evaluated, all under the moved assumption (its iso-cost budget too: the H100 cluster's cost moves with a cost
   assumption);
-* **inputs unchanged**: when the move leaves every input of the search and of the references as they were at
-  nominal — the budget, every row's chip (accelerator) and cluster (chip count, links, training stack and
-  efficiency), each reference's chip and cluster (:func:`search_inputs`) — the answer and the references are the
-  nominal ones, exactly, and nothing is re-run (e.g. a cost assumption at iso-power: chip counts follow power).
+* **answer unchanged**: when the move leaves every input of the search as it was at nominal — the budget, every row's
+  chip (accelerator) and cluster (chip count, links, training stack and efficiency) and objective divisor
+  (:func:`search_inputs`) — the answer is the nominal one, exactly, and only the rivals whose own chip or cluster the
+  move changes are evaluated again (e.g. the V–f exponent: only the power-capped flagships);
+* **inputs unchanged**: when it changes no rival either, the nominal verdict, and nothing is re-run (e.g. a cost
+  assumption at iso-power: chip counts follow power).
 
 Nothing is bounded or estimated: each figure is a proven search's or the nominal one for the reason above, and a
 search that is not proven is marked so. Outputs: ``<out>/<workload>/<kind>/sensitivity.json`` (the format
@@ -19,7 +21,13 @@ search that is not proven is marked so. Outputs: ``<out>/<workload>/<kind>/sensi
 the row's ``sensitivity`` summary in ``<docs>/system_table.json`` (``system_table.md`` re-rendered) and the tornado
 charts of every row with one in ``<docs>/figures/system_sensitivity.{html,png}``.
 
+``--from-table`` adds cases to a stored row's sensitivity without re-running its nominal search: the row's stored
+answer, references and flagship columns are the nominal (:func:`stored_verdict`), the cases' searches run only where
+the move changes the search's inputs, and the row keeps its other cases (:func:`merged_summary`; the table names the
+assumptions a row, or a rival's range, lacks: :func:`uncovered`).
+
     python -m experiments.sensitivity --workload gpt2-xl --kind power --workers 2
+    python -m experiments.sensitivity --from-table --workload gpt2-xl --assumption voltage_frequency_exponent --workers 1
 """
 
 from __future__ import annotations
@@ -31,76 +39,109 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from experiments.system_table import (KINDS, REFERENCE_LABELS, REFERENCES, best_reference, budget_for, load_rows,
-                                      power_budget_w, row_key, search_config, write_docs)
+from experiments.system_table import (FLAGSHIP_LABELS, FLAGSHIPS, KINDS, REFERENCE_LABELS, REFERENCES, best_reference,
+                                      budget_for, load_rows, power_budget_w, row_key, search_config, select_rows,
+                                      stored_row_config, uncovered, write_docs)
 from phaze_env.assumptions import ASSUMPTIONS, Assumption, moved
 from phaze_env.cli import OneLineParser, positive_float, positive_int
 from phaze_env.design import reference_system
 from phaze_env.files import write_text_atomic, writable_directory
 from phaze_env.hardware import Accelerator
-from phaze_env.hardware.system import REFERENCE_NUMBER_FORMATS
+from phaze_env.hardware.system import RIVAL_NUMBER_FORMATS
 from phaze_env.workloads import get_workload
 from search.config import SearchConfig
 from search.report import SENSITIVITY_FILE, rebuild, tornado_bars, tornado_figures
 from search.run import run_search
 
-STATUSES = ("exact", "inputs unchanged")
+STATUSES = ("exact", "answer unchanged", "inputs unchanged")
 """How a case's figures were obtained (module docstring); anything else is "NOT PROVEN"."""
+RIVALS = REFERENCES + FLAGSHIPS
+"""Every system a verdict sets the answer against: the table's same-node references and the 2024–25 flagships."""
+RIVAL_LABELS = REFERENCE_LABELS | FLAGSHIP_LABELS
 
 
-def search_inputs(config: SearchConfig) -> str:
-    """A digest of everything a system-space search's answer and its references' evaluations are functions of, beside
-    the search's arguments (which no assumption moves): the budget, each row's accelerator and cluster
-    (:meth:`SystemArchSpace.cluster`) and objective divisor, and each reference's accelerator and cluster in each of its
-    number formats. The
-    evaluation is a function of these (the content-addressed cache keys it by them), so equal digests mean equal
-    answers."""
+def _digest(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def search_inputs(config: SearchConfig) -> dict[str, str]:
+    """Digests of everything a system-space search's answer and each rival's evaluation are functions of, beside the
+    search's arguments (which no assumption moves): ``answer``, the budget, each row's accelerator and cluster
+    (:meth:`SystemArchSpace.cluster`) and objective divisor; per rival of :data:`RIVALS`, its accelerator and cluster
+    in each of its number formats at that budget. Each evaluation is a function of these (the content-addressed cache
+    keys it by them), so an equal digest means an equal answer, or an equal rival's throughput."""
     arch, budget = config.arch, config.space.budget
     rows = [[arch.points[i].accelerator.to_dict(), arch.cluster(i, config.cluster).to_dict()] for i in range(len(arch))]
-    references = []
-    for name in REFERENCES:
-        for number_format in REFERENCE_NUMBER_FORMATS[name]:
+    divisors = [float(d).hex() for d in config.objective_divisors()]  # all 1 for throughput; a per-W or per-$ objective's
+    digests = {"answer": _digest([budget.to_dict(), rows, divisors])}
+    for name in RIVALS:
+        systems = []
+        for number_format in RIVAL_NUMBER_FORMATS[name]:
             point, cluster = reference_system(name, budget, number_format,
                                               config.space.reference_training(name, config.cluster))
-            references.append([name, number_format, point.accelerator.to_dict(),
-                               cluster.to_dict() if cluster is not None else point.unbuildable_reason])
-    divisors = [float(d).hex() for d in config.objective_divisors()]  # all 1 for throughput; a per-W or per-$ objective's
-    text = json.dumps([budget.to_dict(), rows, references, divisors], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+            systems.append([number_format, point.accelerator.to_dict(),
+                            cluster.to_dict() if cluster is not None else point.unbuildable_reason])
+        digests[name] = _digest([budget.to_dict(), systems])
+    return digests
+
+
+def rival_samples(config: SearchConfig, names: Sequence[str]) -> dict[str, float | None]:
+    """Each rival's best throughput at the config's budget (:func:`experiments.system_table.best_reference`; None: not
+    built)."""
+    (workload,) = config.names
+    out = {}
+    for name in names:
+        design, _, _ = best_reference(config, workload, name, config.space.budget)
+        out[name] = design.throughput_samples_s if design.feasible else None
+    return out
+
+
+def _with_rivals(figures: dict[str, Any], references: dict[str, float | None]) -> dict[str, Any]:
+    """``figures`` (an answer's) with its rivals' throughputs and the ratios over them."""
+    return figures | {"references": references,
+                      "ratios": {n: figures["samples_s"] / s for n, s in references.items() if s}}
 
 
 def verdict(config: SearchConfig, *, workers: int, out: Path, progress=None) -> dict[str, Any]:
-    """The row's verdict under the model as it is now: the exact search's answer, each reference's best throughput at
-    the same budget (:func:`experiments.system_table.best_reference`) and the ratios."""
+    """The row's verdict under the model as it is now: the exact search's answer, each rival's best throughput at
+    the same budget (:data:`RIVALS`) and the ratios."""
     (workload,) = config.names
     started = time.perf_counter()
     result = run_search(config, workers=workers, out=out, progress=progress)
     best = result.best[workload]
     if best is None or not best.feasible:
         raise ValueError(f"no feasible system for {workload} at {config.space.budget.describe()}")
-    references = {}
-    for name in REFERENCES:
-        design, _, _ = best_reference(config, workload, name, config.space.budget)
-        references[name] = design.throughput_samples_s if design.feasible else None
-    return {"samples_s": best.throughput_samples_s, "chips": best.system["n_devices"],
-            "design": Accelerator.from_dict(best.accelerator).notation(), "plan": best.plan["notation"],
-            "exact": result.exact, "references": references,
-            "ratios": {n: best.throughput_samples_s / s for n, s in references.items() if s},
-            "budget": config.space.budget.to_dict(), "elapsed_s": time.perf_counter() - started}
+    figures = {"samples_s": best.throughput_samples_s, "chips": best.system["n_devices"],
+               "design": Accelerator.from_dict(best.accelerator).notation(), "plan": best.plan["notation"],
+               "exact": result.exact, "budget": config.space.budget.to_dict()}
+    return _with_rivals(figures, rival_samples(config, RIVALS)) | {"elapsed_s": time.perf_counter() - started}
+
+
+def stored_verdict(row: dict[str, Any]) -> dict[str, Any]:
+    """The verdict a stored table row holds (its answer, references and flagship columns), as :func:`verdict` gives
+    it: the nominal of a sensitivity run that does not re-run the row's search (``--from-table``)."""
+    best = row["best"]
+    references = {n: (r["samples_s"] if r.get("feasible") else None) for n, r in row["references"].items()}
+    references |= {n: (r["samples_s"] if r.get("feasible") else None) for n, r in row.get("flagships", {}).items()}
+    figures = {"samples_s": best["samples_s"], "chips": best["chips"], "design": best["design"], "plan": best["plan"],
+               "exact": row["exact"], "budget": row["budget"]}
+    return _with_rivals(figures, references) | {"elapsed_s": 0.0}
 
 
 def row_sensitivity(config_at: Callable[[], SearchConfig], kind: str, *, workers: int, directory: Path,
                     assumptions: Sequence[Assumption] | None = None,
-                    say: Callable[[str], None] = print) -> dict[str, Any]:
+                    say: Callable[[str], None] = print, nominal: dict[str, Any] | None = None) -> dict[str, Any]:
     """The verdict of the search ``config_at()`` builds (called under each move: its budget may follow it, as the
     iso-cost budget does) at nominal and at each end of each assumption's range (module docstring), with the range of
     every ratio over all of them; written to ``directory/sensitivity.json`` (the nominal search's outputs go to
-    ``directory``, each case's under ``directory/sensitivity/``)."""
+    ``directory``, each case's under ``directory/sensitivity/``). ``nominal``: the nominal verdict when it is already
+    known (:func:`stored_verdict`), so the nominal search is not re-run."""
     started = time.perf_counter()
     nominal_config = config_at()
     (workload,) = nominal_config.names
     nominal_inputs = search_inputs(nominal_config)
-    nominal = verdict(nominal_config, workers=workers, out=directory)
+    if nominal is None:
+        nominal = verdict(nominal_config, workers=workers, out=directory)
     say(f"nominal: {_ratios_text(nominal['ratios'])} ({nominal['elapsed_s']:.0f} s)")
     cases = []
     for assumption in assumptions or ASSUMPTIONS.values():
@@ -108,11 +149,17 @@ def row_sensitivity(config_at: Callable[[], SearchConfig], kind: str, *, workers
             case_started = time.perf_counter()
             with moved(assumption.name, value):
                 config = config_at()
-                if search_inputs(config) == nominal_inputs:
-                    figures, status = nominal | {"elapsed_s": 0.0}, "inputs unchanged"
-                else:
+                inputs = search_inputs(config)
+                moved_rivals = [n for n in RIVALS if inputs[n] != nominal_inputs[n]]
+                if inputs["answer"] != nominal_inputs["answer"]:
                     figures = verdict(config, workers=workers, out=directory / "sensitivity" / f"{assumption.name}-{end}")
                     status = "exact" if figures["exact"] else "NOT PROVEN"
+                elif moved_rivals:  # the answer is the nominal one, exactly; only the moved rivals are evaluated again
+                    references = nominal["references"] | rival_samples(config, moved_rivals)
+                    figures = _with_rivals(nominal, references) | {"elapsed_s": time.perf_counter() - case_started}
+                    status = "answer unchanged"
+                else:
+                    figures, status = nominal | {"elapsed_s": 0.0}, "inputs unchanged"
             case = {"assumption": assumption.name, "label": assumption.label, "unit": assumption.unit, "end": end,
                     "value": value, "nominal_value": assumption.nominal, "status": status,
                     "wall_s": time.perf_counter() - case_started} | figures
@@ -120,26 +167,43 @@ def row_sensitivity(config_at: Callable[[], SearchConfig], kind: str, *, workers
             say(f"{assumption.describe(value)} ({end}): {_ratios_text(case['ratios'])} [{status}, "
                 f"{case['wall_s']:.0f} s]")
     data = {"workload": workload, "kind": kind, "budget": nominal_config.space.budget.describe(),
-            "references": {n: REFERENCE_LABELS[n] for n in REFERENCES}, "nominal": nominal, "cases": cases,
+            "references": {n: RIVAL_LABELS[n] for n in RIVALS}, "nominal": nominal, "cases": cases,
             "ranges": ranges(nominal, cases), "exact": all(c["status"] in STATUSES for c in cases) and nominal["exact"],
             "elapsed_s": time.perf_counter() - started}
-    write_text_atomic(directory / SENSITIVITY_FILE, json.dumps(data, indent=1, allow_nan=False) + "\n")
+    write_text_atomic(writable_directory(directory) / SENSITIVITY_FILE, json.dumps(data, indent=1, allow_nan=False) + "\n")
     return data
 
 
 def ranges(nominal: dict[str, Any], cases: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per reference: the ratio's lowest and highest over the nominal run and every case, and the case giving each."""
+    """Per rival: the ratio's lowest and highest over the nominal run and every case that has it (a case of a run
+    before the flagships were set against has no flagship ratio: :func:`uncovered` names them), and the case giving
+    each ("nominal" when no case moves it that way)."""
     out = {}
     for name, ratio in nominal["ratios"].items():
         points = [(ratio, "nominal")] + [(c["ratios"][name], f"{c['assumption']} {c['end']}") for c in cases
                                          if name in c["ratios"]]
-        low, high = min(points), max(points)
+        low, high = (end if end[0] != ratio else (ratio, "nominal") for end in (min(points), max(points)))
         out[name] = {"nominal": ratio, "low": low[0], "low_by": low[1], "high": high[0], "high_by": high[1]}
     return out
 
 
+def merged_summary(stored: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any]:
+    """A row's stored sensitivity summary with ``data``'s cases added (a stored case of the same assumption and end
+    replaced, its wall time taken out of the row's), the ranges over all of them around ``data``'s nominal."""
+    if not stored:
+        return row_summary(data)
+    fresh = row_summary(data)
+    ran = {(c["assumption"], c["end"]) for c in fresh["cases"]}
+    replaced_s = sum(c["wall_s"] for c in stored["cases"] if (c["assumption"], c["end"]) in ran)
+    cases = [c for c in stored["cases"] if (c["assumption"], c["end"]) not in ran] + fresh["cases"]
+    order = list(ASSUMPTIONS)
+    cases.sort(key=lambda c: (order.index(c["assumption"]) if c["assumption"] in order else len(order), c["end"]))
+    return {"ranges": ranges(data["nominal"], cases), "exact": stored["exact"] and fresh["exact"],
+            "elapsed_s": stored["elapsed_s"] - replaced_s + fresh["elapsed_s"], "cases": cases}
+
+
 def _ratios_text(ratios: dict[str, float]) -> str:
-    return ", ".join(f"{r:.2f}× {REFERENCE_LABELS[n]}" for n, r in ratios.items())
+    return ", ".join(f"{r:.2f}× {RIVAL_LABELS[n]}" for n, r in ratios.items())
 
 
 def row_summary(data: dict[str, Any]) -> dict[str, Any]:
@@ -160,7 +224,7 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
         if not summary:
             missing.append(label)
             continue
-        ranges = summary["ranges"]
+        ranges = {n: r for n, r in summary["ranges"].items() if n in REFERENCES}  # the headline's columns
         lows += [(r["low"], REFERENCE_LABELS[n], row["workload"]) for n, r in ranges.items()]
         text = ", ".join(f"{r['low']:.2f}–{r['high']:.2f}× {REFERENCE_LABELS[n]}" for n, r in ranges.items())
         low_by = ranges["h100"]["low_by"] if "h100" in ranges else None
@@ -201,7 +265,7 @@ def _chart_data(row: dict[str, Any]) -> dict[str, Any]:
     """A table row's sensitivity in the form the report's tornado reads (:data:`search.report.SENSITIVITY_FILE`)."""
     s = row["sensitivity"]
     return {"workload": row["workload"], "budget": row["budget_label"],
-            "references": {n: REFERENCE_LABELS[n] for n in s["ranges"]},
+            "references": {n: RIVAL_LABELS[n] for n in s["ranges"]},
             "nominal": {"ratios": {n: r["nominal"] for n, r in s["ranges"].items()}}, "cases": s["cases"]}
 
 
@@ -212,11 +276,17 @@ def _write_png(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(row, name) for row in rows for name in row["sensitivity"]["ranges"]]
+    columns = max(len(row["sensitivity"]["ranges"]) for row in rows)
     n_assumptions = max(len({c["assumption"] for c in row["sensitivity"]["cases"]}) for row in rows)
-    fig, axes = plt.subplots(len(rows), len(REFERENCES), squeeze=False,
-                             figsize=(8.0 * len(REFERENCES), 0.32 * n_assumptions * len(rows) + 1.2 * len(rows)))
-    for ax, (row, name) in zip(axes.flat, panels):
+    fig, axes = plt.subplots(len(rows), columns, squeeze=False,
+                             figsize=(8.0 * columns, 0.32 * n_assumptions * len(rows) + 1.2 * len(rows)))
+    panels = [(axes[i, j], row, name) for i, row in enumerate(rows)
+              for j, name in enumerate(row["sensitivity"]["ranges"])]
+    used = {ax for ax, _, _ in panels}
+    for ax in axes.flat:
+        if ax not in used:
+            ax.axis("off")  # a row with fewer rivals than the widest
+    for ax, row, name in panels:
         nominal, bars = row["sensitivity"]["ranges"][name]["nominal"], tornado_bars(_chart_data(row), name)
         labels = [b["label"] for b in bars]
         for k, b in enumerate(bars):
@@ -225,8 +295,8 @@ def _write_png(path: Path, rows: Sequence[dict[str, Any]]) -> None:
                     ax.barh(k, b[end] - nominal, left=nominal, color=colour, height=0.7)
         ax.axvline(nominal, color="black", linewidth=1)
         ax.set_yticks(range(len(bars)), labels, fontsize=7)
-        ax.invert_yaxis()
-        ax.set_title(f"{row['workload']} {row['budget_label']}: vs {REFERENCE_LABELS[name]}", fontsize=9)
+        ax.set_ylim(n_assumptions - 0.5, -0.5)  # top down, one slot per assumption in every panel (bars as thick)
+        ax.set_title(f"{row['workload']} {row['budget_label']}: vs {RIVAL_LABELS[name]}", fontsize=9)
         ax.set_xlabel("throughput ratio (blue: range low end, red: high end)", fontsize=8)
     fig.tight_layout()
     temporary = path.with_suffix(".tmp.png")
@@ -244,6 +314,12 @@ def build_parser() -> OneLineParser:
                         help="power budget (default the table's: 1 MW, gpt3-175b 10 MW)")
     parser.add_argument("--assumption", action="append", choices=sorted(ASSUMPTIONS), default=None,
                         help="only these assumptions (repeatable; default every one)")
+    parser.add_argument("--from-table", action="store_true",
+                        help="take each row's nominal verdict (answer, references, flagships) from the stored table "
+                             "at its stored budget instead of re-running its search, and add these cases to the row's "
+                             "stored sensitivity (its other cases kept); cheap for an assumption that leaves the "
+                             "search's inputs as they are (e.g. voltage_frequency_exponent); default: run each row's "
+                             "search at nominal")
     parser.add_argument("--workers", type=positive_int, default=2, metavar="N", help="search worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=Path("out/system_table"),
                         help="search outputs, the table's (default out/system_table)")
@@ -262,25 +338,52 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     assumptions = [ASSUMPTIONS[name] for name in args.assumption] if args.assumption else None
     rows = {row_key(r): r for r in load_rows(docs / "system_table.json")}
-    for workload in workloads:
-        for kind in args.kind or KINDS:
-            power_w = power_budget_w(workload, args.budget_mw)
-            print(f"{workload} ({kind}):", flush=True)
-            try:
-                data = row_sensitivity(lambda: search_config(workload, budget_for(kind, power_w)), kind,
-                                       workers=args.workers, directory=out / workload / kind, assumptions=assumptions,
-                                       say=lambda text: print(f"  {text}", flush=True))
-                rebuild(out / workload / kind)
-            except ValueError as exc:
-                parser.exit(1, f"{parser.prog}: error: {workload} ({kind}): {exc}\n")
-            summary = ", ".join(f"{REFERENCE_LABELS[n]} {r['low']:.2f}–{r['high']:.2f}× (nominal {r['nominal']:.2f}×)"
-                                for n, r in data["ranges"].items())
-            print(f"  range over the assumptions: {summary}; {'exact' if data['exact'] else 'NOT PROVEN'}; "
-                  f"{data['elapsed_s']:.0f} s", flush=True)
-            row = rows.get((workload, kind))
-            if row is not None and math.isclose(row["power_w"], power_w):
-                row["sensitivity"] = row_summary(data)
-                write_docs(docs, list(rows.values()))
+    if args.from_table:
+        try:
+            if args.budget_mw is not None:
+                raise ValueError("--from-table runs each stored row at its own budget; --budget-mw does not apply")
+            chosen = select_rows(list(rows.values()), workloads, args.kind)
+            bare = [f"{r['workload']} ({r['kind']})" for r in chosen if not r.get("sensitivity")]
+            if bare:  # a sensitivity of only the added assumptions would read as the verdict's whole range
+                raise ValueError(f"no stored sensitivity to add to for {', '.join(bare)}: run it in full (without "
+                                 "--from-table)")
+        except ValueError as exc:
+            parser.exit(2, f"{parser.prog}: error: {exc}\n")
+        cells = [(row["workload"], row["kind"], row["power_w"], row) for row in chosen]
+    else:
+        cells = [(w, k, power_budget_w(w, args.budget_mw), None) for w in workloads for k in args.kind or KINDS]
+        try:  # every row's budget and space up front: one that buys nothing or too much is refused before any search
+            for workload, kind, power_w, _ in cells:
+                search_config(workload, budget_for(kind, power_w))
+        except ValueError as exc:
+            parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    for workload, kind, power_w, stored in cells:
+        earlier = stored is not None and stored.get("signature") != stored_row_config(stored).signature
+        print(f"{workload} ({kind}):" + (" its stored answer is an earlier model's (its search signature differs); "
+                                         "its flagship columns should be today's (--rescore-flagships)" if earlier
+                                         else ""), flush=True)
+        config_at = (lambda: search_config(workload, budget_for(kind, power_w))) if stored is None else \
+            (lambda: stored_row_config(stored))
+        # a run from the table writes its own file beside the row's search outputs (a full run's report is kept)
+        directory = out / workload / kind / ("from-table" if stored is not None else "")
+        try:
+            data = row_sensitivity(config_at, kind, workers=args.workers, directory=directory,
+                                   assumptions=assumptions, say=lambda text: print(f"  {text}", flush=True),
+                                   nominal=None if stored is None else stored_verdict(stored))
+            if stored is None:
+                rebuild(directory)
+        except ValueError as exc:
+            parser.exit(1, f"{parser.prog}: error: {workload} ({kind}): {exc}\n")
+        row = rows.get((workload, kind))
+        kept = row is not None and math.isclose(row["power_w"], power_w)
+        summary = merged_summary(row.get("sensitivity"), data) if stored is not None else row_summary(data)
+        spans = ", ".join(f"{RIVAL_LABELS[n]} {r['low']:.2f}–{r['high']:.2f}× (nominal {r['nominal']:.2f}×)"
+                          for n, r in summary["ranges"].items())
+        print(f"  range over the {'row' if stored is not None else 'run'}'s assumptions: {spans}; "
+              f"{'exact' if data['exact'] else 'NOT PROVEN'}; {data['elapsed_s']:.0f} s", flush=True)
+        if kept:
+            row["sensitivity"] = summary
+            write_docs(docs, list(rows.values()))
     write_figures(docs, list(rows.values()))
     return 0
 

@@ -132,6 +132,35 @@ _A100_CARVED_W = (system.DGX_A100_MAX_W - system.SCALE_UP_DOMAIN * cost.PUBLISHE
 _H100_CARVED_W = (system.DGX_H100_MAX_W - system.SCALE_UP_DOMAIN * cost.PUBLISHED["h100"].power_w) \
     / system.SCALE_UP_DOMAIN - _H100_HOST_W
 
+def exponent_at_mi300x_clock(clock_hz: float, tolerance: float = 1e-6) -> float:
+    """The V–f exponent k (:data:`energy.VOLTAGE_FREQUENCY_EXPONENT`) at which the MI300X rival, capped at its 750 W TBP
+    (:func:`~phaze_env.hardware.system.rival_chip`), runs at ``clock_hz``: the exponent a measured clock implies.
+    Its capped clock rises with k (a smaller k saves less power per step down, so the cap needs a lower clock), so
+    bisection over k's stated range 0–1 finds it; a clock outside what that range gives raises."""
+    def clock_at(exponent: float) -> float:
+        saved = energy.VOLTAGE_FREQUENCY_EXPONENT
+        energy.VOLTAGE_FREQUENCY_EXPONENT = exponent
+        try:
+            return system.mi300x_engine_clock_hz()
+        finally:
+            energy.VOLTAGE_FREQUENCY_EXPONENT = saved
+
+    low, high = 0.0, 1.0
+    if not clock_at(low) <= clock_hz <= clock_at(high):
+        raise ValueError(f"an MI300X clock of {clock_hz / 1e6:,.0f} MHz is outside what V ∝ f^k gives for k in 0–1 "
+                         f"({clock_at(low) / 1e6:,.0f}–{clock_at(high) / 1e6:,.0f} MHz)")
+    while high - low > tolerance:
+        middle = (low + high) / 2
+        low, high = (middle, high) if clock_at(middle) <= clock_hz else (low, middle)
+    return (low + high) / 2
+
+
+MEASURED_EXPONENT = exponent_at_mi300x_clock(cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ["bf16"])
+"""The V–f exponent the MI300X's measured median bf16 GEMM clock implies: the k at which the model's capped MI300X runs
+at AMD's 1,207 MHz (ROCm blog "Measuring Max-Achievable FLOPs – Part 2", 2025, Table 1;
+``cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ``). A fit of k to one measurement, the low end of its range: the measured clock
+also holds what the model leaves out (data-toggle power, boost voltage), so it bounds k from below, not exactly."""
+
 ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in (
     Assumption("host_w.tpuv4-torus", "torus host power per chip", "W", _TPUV4_HOST_W,
                280.0 - system.TPUV4_CHIP_MEAN_W - _TPUV4_CARVED_W, 380.0 - system.TPUV4_CHIP_MEAN_W - _TPUV4_CARVED_W,
@@ -182,6 +211,15 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in (
     Assumption("leakage_w_per_mm2", "leakage", "W/mm²", energy.LEAKAGE_W_PER_MM2, energy.LEAKAGE_W_PER_MM2 * 0.5,
                energy.LEAKAGE_W_PER_MM2 * 1.5, "energy.LEAKAGE_W_PER_MM2's stated range ±50 % (assumption)",
                "phaze_env.hardware.energy", scalar(energy, "LEAKAGE_W_PER_MM2")),
+    Assumption("voltage_frequency_exponent", "V–f exponent k (V ∝ f^k) of capped and binned rivals", "",
+               energy.VOLTAGE_FREQUENCY_EXPONENT, MEASURED_EXPONENT, energy.VOLTAGE_FREQUENCY_EXPONENT,
+               f"high: Hennessy & Patterson's first-order DVFS, V ∝ f (energy.VOLTAGE_FREQUENCY_EXPONENT, the nominal; "
+               f"the highest capped clock, in the rivals' favour); low: k = {MEASURED_EXPONENT:.3f}, at which the "
+               f"capped MI300X runs at AMD's measured median bf16 GEMM clock, "
+               f"{cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ['bf16'] / 1e6:,.0f} MHz (ROCm blog \"Measuring Max-Achievable "
+               "FLOPs – Part 2\", 2025; MEASURED_EXPONENT). Moves only the rivals run below their silicon's top clock "
+               "(the power-capped B200, GB200 and MI300X; B200's bin): no design, TPUv4, A100 or H100 is",
+               "phaze_env.hardware.energy", scalar(energy, "VOLTAGE_FREQUENCY_EXPONENT")),
     Assumption("hbm_usd_per_gb", "HBM price", "$/GB", cost.HBM_USD_PER_GB, 7.0, 20.0,
                "cost.HBM_USD_PER_GB's stated range: LLMCompass's $7/GB (ISCA 2024) to $20/GB (docs/cost_model.md)",
                "phaze_env.hardware.cost", scalar(cost, "HBM_USD_PER_GB")),
@@ -280,5 +318,5 @@ def apply_environment() -> None:
         memo.cache_clear()
 
 
-__all__ = ["ASSUMPTIONS", "Assumption", "DGX_H100_MEASURED_MAX_W", "apply_environment", "encode", "get_assumption",
-           "moved", "scalar"]
+__all__ = ["ASSUMPTIONS", "Assumption", "DGX_H100_MEASURED_MAX_W", "MEASURED_EXPONENT", "apply_environment", "encode",
+           "exponent_at_mi300x_clock", "get_assumption", "moved", "scalar"]

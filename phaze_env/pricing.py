@@ -12,7 +12,7 @@ three can never disagree on what an operator costs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -20,7 +20,7 @@ import numpy as np
 from phaze_env.attention import fused_attention_ops
 from phaze_env.cluster import Cluster
 from phaze_env.hardware.accelerator import Accelerator
-from phaze_env.hardware.estimator import LatencyTable, TensorTerms, VectorTerms, latency_terms, shared_parameters
+from phaze_env.hardware.estimator import LatencyTable, TensorTerms, VectorTerms, priced_table
 from phaze_env.hardware.number_format import fp8_flags
 from phaze_env.hardware.space import ArchSpace
 from phaze_env.schedule.bounds import dag_lower_bounds_s
@@ -47,13 +47,6 @@ def collectives_s(ops: Sequence[Op], cluster: Cluster) -> np.ndarray:
                      for op in ops], dtype=float)
 
 
-def _slowed(terms, slowdown: float):
-    """``terms`` with every time field (``*_s``) multiplied by ``slowdown`` (byte and tile counts unchanged)."""
-    if slowdown == 1.0:
-        return terms
-    return replace(terms, **{f.name: getattr(terms, f.name) * slowdown for f in fields(terms) if f.name.endswith("_s")})
-
-
 def sequence_split(op: Op) -> Op:
     """``op`` as one rank runs it under sequence parallelism: a vector operator replicated over the tensor group
     (``Op.sequence_shards`` ``t > 1``: a norm, a residual add) on ``1/t`` of its tokens — its elements, traffic and
@@ -77,31 +70,6 @@ def eager_extra_bytes(ops: Sequence[Op], skip: Sequence[int] = ()) -> np.ndarray
     if len(skip):
         extra[np.asarray(skip)] = 0.0
     return extra
-
-
-def _fused_kernel_terms(ops: Sequence[Op], fused: Sequence[int], tc_configs, tensor: TensorTerms,
-                        vector: VectorTerms, accelerator: Accelerator, efficiency: float) -> tuple[TensorTerms, VectorTerms]:
-    """The terms of a fused attention kernel's operators (:mod:`phaze_env.attention`): their kept GEMM FLOPs at
-    ``efficiency`` of each configuration's bf16 peak (the kernel's sustained rate, its softmax included: the vector
-    part is 0), on one core and on all; HBM traffic only for what is not an ``s × s`` score (``bytes_read`` of the fused
-    op), instead of the blocked-GEMM traffic that would write its score tiles. Every other operator is left as it is."""
-    rows = np.asarray(fused)
-    tc = np.asarray(tc_configs, dtype=np.float64)
-    core_flops_per_s = 2.0 * tc[:, 1] * tc[:, 2] * accelerator.clock_hz * efficiency  # one core, (T,)
-    gemm_flops = np.array([float(ops[i].gemm_flops) for i in fused])[:, None]
-    traffic = np.array([float(ops[i].bytes_read) for i in fused])[:, None]
-    t = {name: np.array(getattr(tensor, name)) for name in ("compute_one_s", "compute_all_s", "traffic_bytes",
-                                                              "memory_s", "exposed_s")}
-    t["compute_one_s"][rows] = gemm_flops / core_flops_per_s
-    t["compute_all_s"][rows] = gemm_flops / (core_flops_per_s * tc[:, 0])
-    t["traffic_bytes"][rows] = np.where(gemm_flops > 0, traffic, 0.0)
-    t["memory_s"][rows] = t["traffic_bytes"][rows] / accelerator.effective_hbm_bandwidth_Bps
-    t["exposed_s"][rows] = 0.0
-    v = {name: np.array(getattr(vector, name)) for name in ("compute_one_s", "compute_all_s", "hbm_one_s", "hbm_all_s",
-                                                              "spill_one_bytes", "spill_all_bytes")}
-    for array in v.values():
-        array[rows] = 0.0
-    return replace(tensor, **t), replace(vector, **v)
 
 
 def tp_comm_overlaps(ops: Sequence[Op], edges) -> tuple[tuple[int, tuple[int, ...], int], ...]:
@@ -150,40 +118,35 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     """
     tc = [accelerator.tc_config] if tc_configs is None else tc_configs
     vc = [accelerator.vc_config] if vc_configs is None else vc_configs
+    stack = cluster.stack
+    comm_s = collectives_s(ops, cluster)  # the fused and sequence-split forms below leave every collective as it is
     fused: list[int] = []
-    if cluster.stack.attention_efficiency:
+    if stack.attention_efficiency:
         ops, fused = fused_attention_ops(ops, accelerator.bytes_per_element)
-    sequence_parallel = cluster.stack.sequence_parallel_kernels
-    if sequence_parallel:
+    if stack.sequence_parallel_kernels:
         ops = [sequence_split(op) for op in ops]
-    tc, vc, tensor, vector = latency_terms(ops, tc, vc, **shared_parameters(accelerator),
-                                           fp8=fp8_flags(ops, layer, accelerator.number_format),
-                                           sequence_parallel=sequence_parallel)
-    if fused:
-        tensor, vector = _fused_kernel_terms(ops, fused, tc, tensor, vector, accelerator, cluster.stack.attention_efficiency)
-    if cluster.stack.unfused_elementwise:  # each merged elementwise operator its own HBM-bound kernel, in series
-        eager_s = eager_extra_bytes(ops, fused) / accelerator.effective_hbm_bandwidth_Bps
-        tensor = replace(tensor, eager_s=np.repeat(eager_s[:, None], len(tc), axis=1))
-    slowdown = 1.0 / cluster.stack.framework_efficiency
-    tensor, vector = _slowed(tensor, slowdown), _slowed(vector, slowdown)
-    comm_s = collectives_s(ops, cluster)
     overlap = ()
-    if cluster.stack.tp_comm_overlap:
+    if stack.tp_comm_overlap:
         if edges is None:
             raise ValueError("a stack that overlaps tensor-parallel communication (tp_comm_overlap) prices a layer's "
                              "collectives from its DAG: pass the ops' edges")
         overlap = tp_comm_overlaps(ops, edges)
-    return PricedOps(LatencyTable.from_terms(tc, vc, tensor, vector, comm_s, overlap), tensor, vector)
+    # each merged elementwise operator its own HBM-bound kernel, in series (eager PyTorch)
+    eager_bytes = eager_extra_bytes(ops, fused) if stack.unfused_elementwise else None
+    return PricedOps(*priced_table(ops, accelerator, tc, vc, comm_s, fp8=fp8_flags(ops, layer, accelerator.number_format),
+                                   sequence_parallel=stack.sequence_parallel_kernels, comm_overlap=overlap, fused=fused,
+                                   fused_efficiency=stack.attention_efficiency, eager_bytes=eager_bytes,
+                                   slowdown=1.0 / stack.framework_efficiency))
 
 
-def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=None,
+def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster,
                         recompute_modes: tuple[str, ...] = ("none",)) -> np.ndarray:
     """Lower bound of each layer's fwd+bwd time (rows: the graph's layers) per architecture (columns).
 
     Operators are priced by :func:`price_ops`, the evaluator's own pricing: the same
     per-op latencies (framework efficiency included, collectives on the cluster's levels) for every
-    architecture, so each entry bounds the schedule ``evaluate`` finds for that layer from below.
-    ``core_configs``: ``(space.tc_configs(), space.vc_configs())`` when the caller already has them.
+    architecture (on the space's unique core configurations, :attr:`~phaze_env.hardware.space.ArchSpace.tc_configs`
+    and ``vc_configs``), so each entry bounds the schedule ``evaluate`` finds for that layer from below.
 
     ``recompute_modes`` without ``"none"`` (a stack whose plans always recompute, e.g. fused attention priced as
     selective recompute): every stage's backward pass repeats at least ``min(A, F)`` of each layer, the least of what
@@ -192,7 +155,7 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
     attention only; a fused kernel's recompute is left out, which only loosens the bound).
     """
     arrays = space.arrays
-    (tc_rows, tc_index), (vc_rows, vc_index) = core_configs or (space.tc_configs(), space.vc_configs())
+    (tc_rows, tc_index), (vc_rows, vc_index) = space.tc_configs, space.vc_configs
     always_recomputes = "none" not in recompute_modes and not cluster.stack.attention_efficiency
     rows = []
     for layer in graph.layers:
@@ -213,7 +176,7 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster, core_configs=
     return np.array(rows)
 
 
-def shared_layer_time_bounds_s(graph, graph_key, space: ArchSpace, cluster: Cluster, core_configs=None,
+def shared_layer_time_bounds_s(graph, graph_key, space: ArchSpace, cluster: Cluster,
                                recompute_modes: tuple[str, ...] = ("none",), memo: dict | None = None) -> np.ndarray:
     """:func:`layer_time_bounds_s` of ``graph``, computed once per ``memo`` for every call that prices it alike — the
     system space's bounding groups on different networks share their architectures and base, and most graphs price no
@@ -226,7 +189,7 @@ def shared_layer_time_bounds_s(graph, graph_key, space: ArchSpace, cluster: Clus
     key = (graph_key, space, cluster.stack, cluster.network if collectives else None, tuple(recompute_modes))
     memo = {} if memo is None else memo
     if (hit := memo.get(key)) is None:
-        hit = memo[key] = layer_time_bounds_s(graph, space, cluster, core_configs, recompute_modes)
+        hit = memo[key] = layer_time_bounds_s(graph, space, cluster, recompute_modes)
     return hit
 
 

@@ -60,7 +60,7 @@ from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.placement.bounds import placement_time_bound_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR
-from phaze_env.placement.rules import interleave_degrees
+from phaze_env.placement.rules import pipeline_split
 from phaze_env.plan_spec import PlanSpec, phaze_plan
 from phaze_env.pricing import shared_layer_time_bounds_s
 from phaze_env.workloads import Workload, get_workload, model_graph
@@ -169,8 +169,8 @@ def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> lis
 
 
 def search_plan_error(plan: PlanSpec) -> str | None:
-    """Why the search's bounds cannot hold for ``plan`` (None: they hold). They price the 1F1B bubble of each
-    interleaving ``v`` the plan allows, the whole sequence on each rank (``c = 1``) and the ZeRO-0/1 all-reduce after
+    """Why the search's bounds cannot hold for ``plan`` (None: they hold). They price the bubble of the cluster's
+    pipeline schedule (1F1B's at each interleaving ``v`` the plan allows, or DualPipe's), the whole sequence on each rank (``c = 1``) and the ZeRO-0/1 all-reduce after
     the flush; recompute, sequence parallelism and memory only add time or remove plans, and ``e`` is bounded per
     degree."""
     if plan.c != 1:
@@ -185,8 +185,8 @@ def _check_plan(plan: PlanSpec | None) -> None:
         raise ValueError(f"plan {plan}: {error}")
 
 
-def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
-                              seq_len: int | None = None, plan: PlanSpec | None = None,
+def variant_throughput_bounds(workload: str | Workload, space: ArchSpace, cluster: Cluster, *, microbatch,
+                              tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
                               device_caps: np.ndarray | None = None,
                               layer_memo: dict | None = None) -> dict[tuple[int, int], np.ndarray]:
     """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` with
@@ -197,7 +197,8 @@ def variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Clu
     layer bounds shared with the other calls on the same workload and knobs
     (:func:`~phaze_env.pricing.shared_layer_time_bounds_s`; None: none shared)."""
     _check_plan(plan)
-    key = code_key(__name__, "search-bounds", get_workload(workload).to_dict(), _space_key(space), cluster.to_dict(),
+    workload = get_workload(workload)
+    key = code_key(__name__, "search-bounds", workload.to_dict(), _space_key(space), cluster.to_dict(),
                    list(microbatch), list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
                    None if device_caps is None else np.asarray(device_caps, dtype=np.int64).tolist())
     if (cached := _VARIANT_BOUNDS.get(key)) is not None:
@@ -221,14 +222,13 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
     experts = expert_parallel_degrees(workload, cluster.n_devices) if plan.e is None else [plan.e]
     widths = valid_tensor_widths(workload, tensor_widths, cluster.n_devices)
     bounds = {}
-    core_configs = (space.tc_configs(), space.vc_configs())
     for t in widths:
         for m in microbatch:
             times_s = []
             for e in experts:  # each degree's own graph: its experts at the per-rank shape are priced differently
                 graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e)
-                layer_s = shared_layer_time_bounds_s(graph, (t, m, e), space, cluster, core_configs,
-                                                     plan.recompute_modes, layer_memo)
+                layer_s = shared_layer_time_bounds_s(graph, (t, m, e), space, cluster, plan.recompute_modes,
+                                                     layer_memo)
                 repeats = np.array([layer.repeat for layer in graph.layers])
                 gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
                 expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)
@@ -248,16 +248,7 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
     return bounds
 
 
-def pipeline_split(graph, cluster: Cluster, plan: PlanSpec) -> tuple[int, tuple[int, ...]]:
-    """The layers a pipeline split of ``graph`` counts and the interleavings ``v`` the placement DP tries under
-    ``plan`` on ``cluster``'s stack — by the placement's own rules (:meth:`~phaze_env.plan_spec.PlanRules.split_layers`,
-    which the evaluator's layer chain counts with, :attr:`~phaze_env.cluster.Stack.searches_interleave` and
-    :func:`~phaze_env.placement.rules.interleave_degrees`), so the bounds try every ``v`` the DP may run."""
-    total_layers = sum(layer.repeat * cluster.stack.plan_rules.split_layers(layer) for layer in graph.layers)
-    return total_layers, tuple(interleave_degrees(total_layers, plan.interleave, cluster.stack.searches_interleave))
-
-
-def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
+def throughput_bounds(workload: str | Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
                       tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
                       done: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Upper bound on ``evaluate(..., plan=plan).throughput_samples_s`` for every architecture of ``space`` (every row
@@ -268,7 +259,7 @@ def throughput_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cl
                             len(space))
 
 
-def row_variant_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
+def row_variant_bounds(workload: str | Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,
                        tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
                        done: Callable[[int, int], None] | None = None) -> dict[tuple[int, int], np.ndarray]:
     """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` (every row
@@ -276,8 +267,10 @@ def row_variant_bounds(workload: Workload, space: ArchSpace | SystemArchSpace, c
     such variant), one :func:`variant_throughput_bounds` per :func:`bounding_groups` group; ``plan`` as there. So a
     system-space search narrows a design's second bound to the variants that can win (:func:`variants_above`), as
     PHAZE's spaces do. ``done(groups done, groups)`` after each group, for progress (a system space has about a hundred
-    groups, seconds in all)."""
+    groups, seconds in all). ``workload``: a :class:`~phaze_env.workloads.Workload` or a built-in one's name
+    (:func:`~phaze_env.workloads.get_workload`; anything else is a ``TypeError``)."""
     _check_plan(plan)
+    workload = get_workload(workload)
     per_row: dict[tuple[int, int], np.ndarray] = {}
     groups = bounding_groups(space, cluster)
     layer_memo: dict = {}  # the groups' shared layer bounds (pricing.shared_layer_time_bounds_s)

@@ -317,8 +317,8 @@ def sensitivity_section(out: Path) -> str:
         return f"<section><h2>Sensitivity</h2><p class=\"unproven\">cannot read {_e(path)}: {_e(exc)}</p></section>"
     statuses = sorted({c["status"] for c in data["cases"]})
     note = (f"{len(data['cases'])} cases ({', '.join(statuses)}): each assumption at the low and the high end of its "
-            "range, the search re-run exactly (or, where the move leaves every input of the search and the references "
-            "unchanged, the nominal answer)")
+            "range, the search re-run exactly (or, where the move leaves every input of the search unchanged, the "
+            "nominal answer, against the rivals the move changes evaluated again)")
     plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG, div_id=f"tornado-{k}")
                       for k, f in enumerate(figures))
     return (f"<section><h2>Sensitivity of the verdict: {_e(data['workload'])} at {_e(data['budget'])}</h2>\n"
@@ -326,12 +326,14 @@ def sensitivity_section(out: Path) -> str:
 
 
 def tornado_bars(data: dict[str, Any], reference: str) -> list[dict[str, Any]]:
-    """Per assumption of ``data`` (:data:`SENSITIVITY_FILE`'s form): its label with its range, and the ratio vs
-    ``reference`` at the low and at the high end of the range (None where that end is the nominal value), the
-    widest swing first."""
+    """Per assumption of ``data`` (:data:`SENSITIVITY_FILE`'s form) with a case that has a ratio vs ``reference`` (a
+    case run before that rival was set against has none: no bar, rather than one saying it did not move): its label
+    with its range, and the ratio vs ``reference`` at the low and at the high end of the range (None where that end is
+    the nominal value), the widest swing first."""
     nominal = data["nominal"]["ratios"][reference]
     bars: dict[str, dict[str, Any]] = {}
-    for case in data["cases"]:
+    covered = {case["assumption"] for case in data["cases"] if reference in case["ratios"]}
+    for case in (case for case in data["cases"] if case["assumption"] in covered):
         bar = bars.setdefault(case["assumption"], {"assumption": case["assumption"], "low": None, "high": None,
                                                    "values": {}, "status": set()})
         bar[case["end"]] = case["ratios"].get(reference)

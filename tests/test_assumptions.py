@@ -85,6 +85,23 @@ def test_design_efficiencies_move_the_designs_not_the_references():
         assert reference_point("tpuv4", BUDGET).accelerator.gemm_efficiency == system.SYSTEM_GEMM_EFFICIENCY
 
 
+def test_the_voltage_frequency_exponents_low_end_is_the_measured_mi300x_clock_and_moves_only_capped_rivals():
+    """k's low end is the exponent at which the capped MI300X runs at AMD's measured median bf16 GEMM clock; moving it
+    there lowers the capped flagships' clocks (MI300X, B200, GB200) and nothing else: no design runs below its silicon's
+    top clock (tests/test_sensitivity.py: the search's inputs do not move) and TPUv4, A100 and H100 are under their
+    limits whatever k."""
+    assumption = ASSUMPTIONS["voltage_frequency_exponent"]
+    assert assumption.nominal == assumption.high == energy.VOLTAGE_FREQUENCY_EXPONENT
+    assert 0 < assumption.low < assumption.nominal
+    nominal_clocks = {name: system.rival_chip(name)[0].clock_hz for name in system.RIVAL_TOPOLOGIES}
+    with moved("voltage_frequency_exponent", assumption.low):
+        assert system.mi300x_engine_clock_hz() == pytest.approx(cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ["bf16"], rel=1e-5)
+        moved_clocks = {name: system.rival_chip(name)[0].clock_hz for name in system.RIVAL_TOPOLOGIES}
+    lower = {name for name in moved_clocks if moved_clocks[name] < nominal_clocks[name]}
+    assert lower == {"mi300x", "b200", "gb200"}
+    assert all(moved_clocks[n] == nominal_clocks[n] for n in system.RIVAL_TOPOLOGIES if n not in lower)
+
+
 def test_nesting_and_bad_moves_are_refused():
     with moved(design_framework_efficiency=0.8):
         with pytest.raises(RuntimeError, match="do not nest"):

@@ -34,6 +34,12 @@ def test_a_budget_beyond_any_buildable_system_is_refused_up_front(tmp_path):
     assert len(str(refused.value)) < 250
 
 
+def test_a_budget_that_buys_no_whole_unit_is_one_line(tmp_path):
+    """Issue 29: a budget that buys no whole topology unit of any design of the system space is refused in one line."""
+    one_clear_line(run_cli("--space", "system", "--budget-mw", "0.0001", "--quiet", "--out", str(tmp_path)), 2,
+                   "no design of the system space fits its area window and buys a whole topology unit at 0.0001 MW")
+
+
 def test_tensor_widths_that_split_no_head_count_are_refused(tmp_path):
     """gpt2-xl has 25 heads: ``--tensor-widths 2`` made every design infeasible and exited 0 without a word why."""
     one_clear_line(run_cli("--tensor-widths", "2", "--quiet", "--out", str(tmp_path)), 2, "25 attention heads")

@@ -152,3 +152,115 @@ def test_a_run_names_its_flagships_once_each_in_order():
 
     assert flagship_names(None) == TABLE_FLAGSHIPS == FLAGSHIPS
     assert flagship_names(["mi300x", "b200", "mi300x"]) == ("mi300x", "b200")
+
+
+def _tiny_table_row():
+    """A stored-row stand-in on the tiny instance: an H100 cluster's figures as the answer, flagship columns marked
+    stale (what a row of an earlier model holds), and the config it was run at."""
+    from experiments.system_table import system_figures
+    from phaze_env.design import reference_system
+    from search.run import evaluate_reference
+
+    budget = SystemBudget(power_w=3e5)
+    space = dataclasses.replace(small_space(), budget=budget)
+    config = SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=WIDTHS)
+    answer = evaluate_reference(config, TINY.name, "h100")
+    _, cluster = reference_system("h100", budget, "bf16", space.reference_training("h100", TRAINING))
+    stale = {"feasible": True, "ratio": 123.0}
+    row = {"workload": TINY.name, "kind": "power", "budget": budget.to_dict(), "budget_label": budget.describe(),
+           "power_w": 3e5, "signature": "an earlier model", "best": system_figures(TINY, answer, cluster),
+           "references": {"h100": "kept"}, "flagships": {"b200": stale, "mi300x": stale}}
+    return row, config
+
+
+def test_rescoring_renews_only_the_named_flagship_columns_against_the_stored_answer():
+    from experiments.system_table import flagship_rivals, rescore_flagships
+
+    row, config = _tiny_table_row()
+    said = []
+    (fresh,) = rescore_flagships([row], ["mi300x"], config_for=lambda r: config, say=said.append)
+    assert fresh["flagships"]["mi300x"] == flagship_rivals(config, row["best"], ["mi300x"])["mi300x"]
+    assert fresh["flagships"]["b200"] == row["flagships"]["b200"]  # not named: kept as stored
+    assert {k: v for k, v in fresh.items() if k != "flagships"} == {k: v for k, v in row.items() if k != "flagships"}
+    assert row["flagships"]["mi300x"]["ratio"] == 123.0  # the input rows are not modified
+    assert "MI300X 123.000× -> " in said[0] and "its answer from an earlier model" in said[0]
+    # a stored sensitivity range around the old ratio is dropped (the table then names it as not run), not kept stale
+    case = {"assumption": "voltage_frequency_exponent", "end": "low", "ratios": {"h100": 1.0, "mi300x": 150.0}}
+    span = {"nominal": 123.0, "low": 123.0, "low_by": "nominal", "high": 150.0, "high_by": "voltage_frequency_exponent low"}
+    row["sensitivity"] = {"ranges": {"h100": {"nominal": 1.0}, "mi300x": span}, "cases": [case], "exact": True,
+                          "elapsed_s": 1.0}
+    (fresh,) = rescore_flagships([row], ["mi300x"], config_for=lambda r: config, say=said.append)
+    assert set(fresh["sensitivity"]["ranges"]) == {"h100"}
+    assert fresh["sensitivity"]["cases"][0]["ratios"] == {"h100": 1.0}
+    assert "MI300X range dropped" in said[-1] and row["sensitivity"]["ranges"]["mi300x"] == span
+
+
+def test_rescore_selects_stored_rows_and_names_a_missing_one():
+    from experiments.system_table import select_rows
+
+    rows = [{"workload": "gpt2-xl", "kind": "power"}, {"workload": "gpt2-xl", "kind": "cost"},
+            {"workload": "opt-1.3b", "kind": "power"}]
+    assert select_rows(rows, None, None) == rows
+    assert select_rows(rows, ["opt-1.3b"], None) == rows[2:]
+    assert select_rows(rows, None, ["cost"]) == rows[1:2]
+    with pytest.raises(ValueError, match=r"^no stored row opt-1.3b \(cost\); stored: gpt2-xl \(power\), "):
+        select_rows(rows, ["opt-1.3b"], ["cost"])
+    with pytest.raises(ValueError, match=r"^no stored row llama2-7b \(power/cost\)"):
+        select_rows(rows, ["llama2-7b"], None)
+    with pytest.raises(ValueError, match="no stored table to rescore"):
+        select_rows([], None, None)
+
+
+def _table_cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "experiments.system_table", "--rescore-flagships", *args],
+                          capture_output=True, text=True)
+
+
+def _stored_table(tmp_path, workload: str = "gpt2-xl", kind: str = "power"):
+    """A one-row stored table in ``tmp_path``: the published table's row, as the rescore reads it."""
+    import json
+    from pathlib import Path
+
+    from experiments.system_table import TABLE_VERSION, load_rows
+
+    rows = [r for r in load_rows(Path(__file__).resolve().parents[1] / "docs" / "system_table.json")
+            if (r["workload"], r["kind"]) == (workload, kind)]
+    (tmp_path / "system_table.json").write_text(json.dumps({"version": TABLE_VERSION, "rows": rows}))
+    return rows
+
+
+@pytest.mark.parametrize("args,message", [
+    ((), "no stored table to rescore"),
+    (("--workload", "opt-1.3b"), "no stored row opt-1.3b (power/cost); stored: gpt2-xl (power)"),
+    (("--budget-mw", "2"), "--budget-mw does not apply"),
+    (("--flagship", "b300"), "unknown rival system 'b300'")])
+def test_the_rescore_cli_refuses_bad_input_in_one_line(tmp_path, args, message):
+    if args:
+        _stored_table(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = _table_cli("--docs", str(tmp_path), *args)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
+@pytest.mark.slow
+def test_the_rescore_cli_rewrites_a_stored_tables_flagship_columns(tmp_path):
+    """One stored row of the published table, in tmp: its MI300X column is evaluated again with today's model
+    (here stale on purpose), everything else kept, and the JSON and the page rewritten."""
+    import json
+
+    from experiments.system_table import load_rows, render
+
+    (row,) = _stored_table(tmp_path)
+    stale = json.loads((tmp_path / "system_table.json").read_text())
+    stale["rows"][0]["flagships"]["mi300x"]["ratio"] = 123.0
+    (tmp_path / "system_table.json").write_text(json.dumps(stale))
+    done = _table_cli("--docs", str(tmp_path), "--flagship", "mi300x")
+    assert done.returncode == 0, done.stderr
+    (fresh,) = load_rows(tmp_path / "system_table.json")
+    assert fresh == row  # the published row is today's model's: the stale column is renewed to it, nothing else moves
+    assert "MI300X 123.000× -> " in done.stdout
+    assert (tmp_path / "system_table.md").read_text(encoding="utf-8") == render([fresh])

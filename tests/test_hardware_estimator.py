@@ -124,8 +124,8 @@ def test_gemm_time_non_increasing_in_cores(M, K, N, cores):
 
 def test_table_equals_the_per_accelerator_path():
     space = ArchSpace()
-    tc, tc_index = space.tc_configs()
-    vc, vc_index = space.vc_configs()
+    tc, tc_index = space.tc_configs
+    vc, vc_index = space.vc_configs
     table = latency_table(LAYER_OPS, tc, vc, link_bandwidth_Bps=50e9)
     one, all_cores = table.latencies_s(tc_index, vc_index)
     assert one.shape == all_cores.shape == (len(LAYER_OPS), len(space))

@@ -81,8 +81,8 @@ def test_reduced_space_iterates_and_counts():
 
 def test_unique_core_configurations_reconstruct_every_architecture():
     space = ArchSpace()
-    tc, tc_index = space.tc_configs()
-    vc, vc_index = space.vc_configs()
+    tc, tc_index = space.tc_configs
+    vc, vc_index = space.vc_configs
     a = space.arrays
     assert (tc[tc_index, 0] == a["num_tc"]).all() and (tc[tc_index, 3] == a["buffer_mb"]).all()
     assert (vc[vc_index, 0] == a["num_vc"]).all() and (vc[vc_index, 1] == a["vc_width"]).all()

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from test_placement import records
 from test_placement_combined import _instance
 
 from phaze_env.cluster import Cluster
@@ -30,7 +31,7 @@ def _searches(seed: int):
                         interleave=options["interleave"])
         settings = Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], plan,
                             hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"], context_parallel=c, expert_parallel=e)
-        arrays = layer_arrays(layers)
+        arrays = layer_arrays(records(layers))
         yield PlacementSearch(arrays, chain_stages(arrays), settings, max_stages=len(arrays))
 
 

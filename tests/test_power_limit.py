@@ -8,7 +8,8 @@ import pytest
 
 from phaze_env.hardware import cost, energy
 from phaze_env.hardware.accelerator import get_preset
-from phaze_env.hardware.system import RIVAL_TOPOLOGIES, SystemBudget, reference_point, rival_chip
+from phaze_env.hardware.system import (RIVAL_TOPOLOGIES, SystemBudget, mi300x_engine_clock_hz, reference_point,
+                                       rival_chip)
 
 MI300X_CLOCK_BAND = (1.0, 1.5)
 """The stated band of the capped clock at the default V–f exponent (k = 1, the upper end of its 0–1 range) over the
@@ -16,10 +17,7 @@ measured BF16 median: the TDP-like model errs high, in the rival's favour (every
 event, no data-toggle or boost-voltage term), by under 50 %."""
 
 
-def capped_mi300x_clock_hz() -> float:
-    """The MI300X rival's engine clock within its TBP: the data sheet's 2.1 GHz × the capped clock ratio."""
-    accelerator, _ = rival_chip("mi300x")
-    return cost.MI300X_ENGINE_CLOCK_HZ * accelerator.clock_hz / get_preset("mi300x").clock_hz
+capped_mi300x_clock_hz = mi300x_engine_clock_hz
 
 
 def test_the_mi300x_rival_draws_its_750_w_tbp_at_a_lower_clock_near_the_measured_one():

@@ -398,7 +398,7 @@ def test_a_budget_that_buys_no_topology_unit_is_infeasible_on_every_face():
         point = space.point(design)
         assert point.n_devices == 0 and 1 <= space.budget.affordable(point.estimate, point.family) < unit
         evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
-        assert not evaluation.feasible and evaluation.throughput_samples_s == 0 and evaluation.plan == {}
+        assert not evaluation.feasible and evaluation.throughput_samples_s == 0 and evaluation.plan is None
         assert evaluation.reason == point.unbuildable_reason
         assert f"not one whole {topology} unit of {unit}" in evaluation.reason and "0.003 MW budget" in evaluation.reason
         with pytest.raises(ValueError, match="not one whole"):  # a cluster of no chips is still never built
@@ -448,7 +448,7 @@ def brute_force(tmp_path_factory):
                                                       microbatch=(design.microbatch,), hbm_gb=(design.hbm_gb,),
                                                       plan=space.stack_plan(design.recompute, TINY))
             assert evaluation.throughput_samples_s <= per_design_bound * (1 + 1e-9)
-            interleaved.append(evaluation.plan.get("interleave", 1) > 1)
+            interleaved.append(evaluation.feasible and evaluation.plan.interleave > 1)
             if head not in best or evaluation.throughput_samples_s > best[head][0]:
                 best[head] = (evaluation.throughput_samples_s, evaluation.tokens_s)
         assert any(interleaved)  # the bounds were checked on interleaved plans, not only on plain 1F1B

@@ -116,6 +116,23 @@ def test_cli_bad_workload_is_one_line_exit_2(tmp_path):
     assert not (tmp_path / "docs" / "system_table.json").exists()
 
 
+@pytest.mark.parametrize("kind,budget_mw,message", [
+    ("power", "0.0001", "no design of the system space fits its area window and buys a whole topology unit"),
+    ("cost", "0.0001", "no iso-cost budget at 0.0001 MW: the H100 cluster it sets has no chips"),
+    ("cost", "1e12", "more than any buildable system"),
+    ("power", "1e308", "the system budget must be a positive finite number of W, got inf")])
+def test_cli_a_budget_that_buys_no_unit_or_too_many_is_one_line_before_any_search(tmp_path, kind, budget_mw, message):
+    """Issue 29's bad input through the table's command line: a budget buying no whole unit (of any design, or of the
+    H100 cluster that sets the iso-cost budget) and one whose chip count overflows are refused up front, exit 2, one
+    line; nothing is written."""
+    done = subprocess.run([sys.executable, "-m", "experiments.system_table", "--workload", "gpt2-xl", "--kind", kind,
+                           "--budget-mw", budget_mw, "--quiet", "--docs", str(tmp_path / "docs"), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert not (tmp_path / "docs" / "system_table.json").exists()
+
+
 def test_rows_of_another_table_version_are_recomputed_not_kept(tmp_path):
     """A row of version 3 (every chip charged DGX H100's host, no network) has other chip counts: not kept."""
     import json

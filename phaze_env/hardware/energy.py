@@ -134,7 +134,8 @@ and frequency by the same 15 % for 0.72× the energy per event and 0.61× the po
 hold at the silicon's top bin (:attr:`phaze_env.hardware.cost.ChipSystem.top_clock_hz`); a part sold at a lower
 clock runs at a lower voltage. Assumption: range 0 (the voltage does not follow the clock: energy per event
 unchanged) to 1; B200 (the GB200's silicon at 0.9× its clock) is predicted at +21 % / +13 % / +6 % of its 1,000 W
-for k = 0 / 0.5 / 1 (tests/test_generations.py)."""
+for k = 0 / 0.5 / 1 (tests/test_generations.py). The MI300X's measured GEMM clock under its power limit implies a k
+near the low end (``phaze_env.assumptions.MEASURED_EXPONENT``, the low end of the sensitivity study's range)."""
 
 
 def dvfs_energy_factor(clock_ratio: float) -> float:

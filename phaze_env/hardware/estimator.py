@@ -51,7 +51,7 @@ and every unique tensor-core ``(num_tc, tc_width, tc_depth, buffer_mb)`` and vec
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -463,7 +463,7 @@ def latency_terms(
     """The checked configuration arrays and the tensor- and vector-core terms of every op on every configuration.
 
     ``tc_configs``: ``(T, 4)`` rows ``(num_tc, tc_width, tc_depth, buffer_mb)``; ``vc_configs``: ``(V, 5)``
-    rows ``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)`` (e.g. from :meth:`ArchSpace.tc_configs` /
+    rows ``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)`` (e.g. from :attr:`ArchSpace.tc_configs` /
     ``vc_configs``). HBM bandwidth and its efficiency, clock, GEMM efficiency and element size are common
     to all configurations (:func:`shared_parameters` of an :class:`Accelerator`); ``fp8`` flags the ops that run
     in FP8 (:func:`~phaze_env.hardware.number_format.fp8_flags`; default none) and ``sequence_parallel`` casts their
@@ -484,6 +484,61 @@ def latency_terms(
     tensor = tensor_terms(ops, tc, hbm_Bps, clock_hz, gemm_efficiency, bytes_per_element, fp8, sequence_parallel)
     vector = vector_terms(ops, vc, hbm_Bps, clock_hz, bytes_per_element)
     return tc, vc, tensor, vector
+
+
+def _fused_kernel_terms(ops: Sequence[Op], fused: Sequence[int], tc_configs, tensor: TensorTerms,
+                        vector: VectorTerms, accelerator: Accelerator, efficiency: float) -> tuple[TensorTerms, VectorTerms]:
+    """The terms of a fused attention kernel's operators (:mod:`phaze_env.attention` gives their fused form): their
+    kept GEMM FLOPs at ``efficiency`` of each configuration's bf16 peak (the kernel's sustained rate, its softmax
+    included: the vector part is 0), on one core and on all; HBM traffic only for what is not an ``s × s`` score (``bytes_read`` of the fused
+    op), instead of the blocked-GEMM traffic that would write its score tiles. Every other operator is left as it is."""
+    rows = np.asarray(fused)
+    tc = np.asarray(tc_configs, dtype=np.float64)
+    core_flops_per_s = 2.0 * tc[:, 1] * tc[:, 2] * accelerator.clock_hz * efficiency  # one core, (T,)
+    gemm_flops = np.array([float(ops[i].gemm_flops) for i in fused])[:, None]
+    traffic = np.array([float(ops[i].bytes_read) for i in fused])[:, None]
+    t = {name: np.array(getattr(tensor, name)) for name in ("compute_one_s", "compute_all_s", "traffic_bytes",
+                                                              "memory_s", "exposed_s")}
+    t["compute_one_s"][rows] = gemm_flops / core_flops_per_s
+    t["compute_all_s"][rows] = gemm_flops / (core_flops_per_s * tc[:, 0])
+    t["traffic_bytes"][rows] = np.where(gemm_flops > 0, traffic, 0.0)
+    t["memory_s"][rows] = t["traffic_bytes"][rows] / accelerator.effective_hbm_bandwidth_Bps
+    t["exposed_s"][rows] = 0.0
+    v = {name: np.array(getattr(vector, name)) for name in ("compute_one_s", "compute_all_s", "hbm_one_s", "hbm_all_s",
+                                                              "spill_one_bytes", "spill_all_bytes")}
+    for array in v.values():
+        array[rows] = 0.0
+    return replace(tensor, **t), replace(vector, **v)
+
+
+def _slowed(terms, slowdown: float):
+    """``terms`` with every time field (``*_s``) multiplied by ``slowdown`` (byte and tile counts unchanged)."""
+    if slowdown == 1.0:
+        return terms
+    return replace(terms, **{f.name: getattr(terms, f.name) * slowdown for f in fields(terms) if f.name.endswith("_s")})
+
+
+def priced_table(ops: Sequence[Op], accelerator: Accelerator, tc_configs, vc_configs, comm_s, *,
+                 fp8: Sequence[bool] | None = None, sequence_parallel: bool = False, comm_overlap=(),
+                 fused: Sequence[int] = (), fused_efficiency: float = 0.0, eager_bytes: np.ndarray | None = None,
+                 slowdown: float = 1.0) -> tuple[LatencyTable, TensorTerms, VectorTerms]:
+    """The latency table of ``ops`` on every configuration of ``tc_configs``/``vc_configs`` (rows as in
+    :func:`latency_terms`) sharing ``accelerator``'s clock, HBM, efficiencies and element size, and the terms it is made
+    of, as a training stack runs them (:func:`phaze_env.pricing.price_ops` says which stack field sets which argument):
+    the ops of ``fused`` as one fused attention kernel at ``fused_efficiency`` of the bf16 peak
+    (:func:`_fused_kernel_terms`); ``eager_bytes`` (per op, or None) the HBM traffic its unfused elementwise kernels add
+    in series, at the achieved HBM bandwidth; every time term (``*_s``) multiplied by ``slowdown`` (the stack's
+    ``1 / framework_efficiency``); ``comm_s`` each op's communication seconds and ``comm_overlap`` the collectives
+    hidden behind their GEMMs (:class:`LatencyTable`). ``fp8`` and ``sequence_parallel`` as in :func:`latency_terms`."""
+    tc, vc, tensor, vector = latency_terms(ops, tc_configs, vc_configs, **shared_parameters(accelerator), fp8=fp8,
+                                           sequence_parallel=sequence_parallel)
+    if len(fused):
+        tensor, vector = _fused_kernel_terms(ops, fused, tc, tensor, vector, accelerator, fused_efficiency)
+    if eager_bytes is not None:
+        eager_s = eager_bytes / accelerator.effective_hbm_bandwidth_Bps
+        tensor = replace(tensor, eager_s=np.repeat(eager_s[:, None], len(tc), axis=1))
+    tensor, vector = _slowed(tensor, slowdown), _slowed(vector, slowdown)
+    return LatencyTable.from_terms(tc, vc, tensor, vector, comm_s, comm_overlap), tensor, vector
 
 
 def latency_table(

@@ -29,6 +29,7 @@ lists here.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -226,7 +227,8 @@ class ArchSpace:
             return False
         return True
 
-    # --- unique core configurations (latency-table axes) --------------------------------------------
+    # --- unique core configurations (latency-table axes), found once per space -------------------------
+    @functools.cached_property
     def tc_configs(self) -> tuple[np.ndarray, np.ndarray]:
         """Unique ``(num_tc, tc_width, tc_depth, buffer_mb)`` rows (``(T, 4)`` int array) and, per
         architecture, the row it uses."""
@@ -234,6 +236,7 @@ class ArchSpace:
         rows = np.stack([a["num_tc"], a["tc_width"], a["tc_depth"], a["buffer_mb"]], axis=1)
         return np.unique(rows, axis=0, return_inverse=True)
 
+    @functools.cached_property
     def vc_configs(self) -> tuple[np.ndarray, np.ndarray]:
         """Unique ``(num_vc, vc_width, vc_sublanes, buffer_mb, num_tc)`` rows (``(V, 5)`` int array) and, per
         architecture, the row it uses (the buffer and tensor-core count set the vector cores' buffer share)."""

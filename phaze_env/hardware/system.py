@@ -34,7 +34,7 @@ from phaze_env.hardware import area
 from phaze_env.hardware.accelerator import (A100_GEMM_EFFICIENCY, HBM2_EFFICIENCY, HBM3_EFFICIENCY, Accelerator,
                                             get_preset)
 from phaze_env.hardware.cost import (A100_NVLINKS, B200_NVLINKS, H100_NVLINKS, NVLINK5_LINK_BPS,
-                                     NVLINK_LINK_BPS, PUBLISHED, SYSTEMS, ChipEstimate,
+                                     MI300X_ENGINE_CLOCK_HZ, NVLINK_LINK_BPS, PUBLISHED, SYSTEMS, ChipEstimate,
                                      ChipSystem, chip_estimate, compute_die_area_mm2, nre_usd_per_chip,
                                      periphery_area_mm2, power_capped)
 from phaze_env.hardware.number_format import check_number_format
@@ -663,7 +663,8 @@ class SystemBudget:
             raise ValueError("a system budget is either power (W) or cost (USD), exactly one of them")
         value = self.power_w if self.power_w is not None else self.cost_usd
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"the system budget must be a positive finite number, got {value!r}")
+            raise ValueError(f"the system budget must be a positive finite number of "
+                             f"{'W' if self.power_w is not None else 'USD'}, got {value!r}")
         chips = self.nre_chips
         if chips is not None and (isinstance(chips, bool) or not isinstance(chips, int) or chips < 1):
             raise ValueError(f"NRE is amortised over a positive whole number of chips, got {chips!r}")
@@ -994,6 +995,15 @@ def rival_chip(name: str) -> tuple[Accelerator, ChipSystem]:
     return power_capped(get_preset(name), chip_system, published.power_limit_w if published else None)
 
 
+def mi300x_engine_clock_hz() -> float:
+    """The MI300X rival's engine clock as it runs within its TBP (:func:`rival_chip`): the data sheet's peak engine
+    clock (``cost.MI300X_ENGINE_CLOCK_HZ``) × the capped clock over the preset's (the preset's arrays are an equivalent
+    count at another clock, so only the ratio carries over) — the figure set against AMD's measured medians
+    (``cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ``)."""
+    accelerator, _ = rival_chip("mi300x")
+    return MI300X_ENGINE_CLOCK_HZ * accelerator.clock_hz / get_preset("mi300x").clock_hz
+
+
 def reference_point(name: str, budget: SystemBudget, number_format: str = "bf16") -> SystemPoint:
     """Reference chip ``name`` (a key of :data:`RIVAL_TOPOLOGIES`: the table's references and the 2024–25
     flagships) in its topology and family at ``budget``: the chip
@@ -1030,5 +1040,5 @@ __all__ = ["DEFAULT_BUDGET_W", "OBJECTIVES", "SCALE_UP_DOMAIN", "TOPOLOGIES", "T
            "SYSTEM_SERDES", "HbmGeneration", "SystemBudget", "SystemChoice",
            "SystemPoint", "REFERENCE_HBM_GENERATIONS", "FLAGSHIP_CHIP_SYSTEMS", "FLAGSHIP_FAMILIES",
            "FLAGSHIP_HBM_GENERATIONS", "FLAGSHIP_NUMBER_FORMATS", "FLAGSHIP_TOPOLOGIES", "RIVAL_FAMILIES",
-           "RIVAL_HBM_GENERATIONS", "RIVAL_NUMBER_FORMATS", "RIVAL_TOPOLOGIES", "UnknownRivalError", "check_rival", "rival_chip", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
+           "RIVAL_HBM_GENERATIONS", "RIVAL_NUMBER_FORMATS", "RIVAL_TOPOLOGIES", "UnknownRivalError", "check_rival", "mi300x_engine_clock_hz", "rival_chip", "REFERENCE_NUMBER_FORMATS", "REFERENCE_TOPOLOGIES", "baseline_point", "reference_point", "choice_point", "cost_per_chip_usd", "system_point",
            "wall_power_per_chip_w"]

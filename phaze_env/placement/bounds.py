@@ -2,7 +2,8 @@
 exact search prunes with (:mod:`search.bounds`).
 
 Built from the DP's own formulas — the pipeline time and microbatches per replica (:mod:`phaze_env.placement.inputs`),
-the data-parallel collectives and pipeline sends (:mod:`phaze_env.placement.collectives`) — so the bound cannot drift
+the data-parallel collectives and pipeline sends (:mod:`phaze_env.placement.collectives`), the floors of the overlapped
+data-parallel collectives (:mod:`phaze_env.placement.dp_overlap`, beside the overlap model) — so the bound cannot drift
 from the model it bounds; it sits beside them so that a change of the model and of its bound is one change. Why each
 term is a valid bound: :mod:`search.bounds`.
 """
@@ -14,9 +15,10 @@ import functools
 import numpy as np
 
 from phaze_env.cluster import Cluster
-from phaze_env.placement.collectives import DataParallelPrices, data_parallel_prices, p2p_bound_s
-from phaze_env.placement.dp_overlap import OVERLAPPED_COLLECTIVES, bucket_counts, exposed_floor_s
-from phaze_env.placement.inputs import GRADIENT_FACTOR, microbatches_per_replica, pipeline_slots, pipeline_time_s
+from phaze_env.placement.collectives import data_parallel_prices, p2p_bound_s
+from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_totals, exposed_floor_s, last_bucket_floor,
+                                            overlapped_collectives_floor, stage_share)
+from phaze_env.placement.inputs import microbatches_per_replica, pipeline_slots, pipeline_time_s
 from phaze_env.placement.rules import runnable_shapes
 
 
@@ -62,7 +64,11 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     takes ``m_r + (p − 1)/v`` slowest-stage times and every stage sends ``v`` times per microbatch, so its time is at
     least ``(m_r + (p − 1)/v)·(S(p) + v·send) + sync``: the DP's own pipeline time with the cheapest send (its slowest
     stage ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``); the bound is the least over the ``v``, with the ``v > 1``
-    relaxed to real values (:func:`_interleavings`).
+    relaxed to real values (:func:`_interleavings`). A stack running DualPipe (``Stack.pipeline_schedule``) takes the
+    DP's own ``m_r + (p/2 − 1)·κ`` slots (:func:`~phaze_env.placement.inputs.pipeline_slots`) at the ``(p, m_r)`` it
+    runs (:func:`~phaze_env.placement.rules.runnable_shapes`), never 1F1B's larger bubble, on a pace of at least the
+    average stage and half the slowest layer (a device's pace is the mean of its stage and its mirror's,
+    :mod:`~phaze_env.placement.pair_dp`).
 
     A cluster whose stack overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``) pays
     only what they leave exposed (:mod:`phaze_env.placement.dp_overlap`), and the bound is the pipeline plus a floor
@@ -86,6 +92,7 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     terms is at most the least sum.
     """
     n, batch, rules = cluster.n_devices, cluster.setup.global_batch, cluster.stack.plan_rules
+    schedule = cluster.stack.pipeline_schedule
     caps = None if device_caps is None else np.asarray(device_caps, dtype=np.int64)
     if caps is not None and (caps.shape != (layer_s.shape[1],) or caps.max(initial=0) > n):
         raise ValueError(f"device_caps must give each of the {layer_s.shape[1]} architectures at most {n} devices")
@@ -110,10 +117,10 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     prices = data_parallel_prices(cluster, sorted(kinds), tensor_width, e, d_first)
     send_s = p2p_bound_s(cluster, boundary_bytes, tensor_width)
     if overlapped:
-        overlap_low_s = _overlapped_collectives_floor(
+        overlap_low_s = overlapped_collectives_floor(
             prices, e, d_first, dense_bytes, expert_gradient_bytes if e > 1 else 0.0,
-            _bucket_totals(repeats, e, dense_bytes, expert_gradient_bytes, layer_param_bytes, layer_expert_param_bytes))
-        last_bucket_s = _last_bucket_floor(prices, e, d_first, layer_param_bytes, layer_expert_param_bytes)
+            bucket_totals(repeats, e, dense_bytes, expert_gradient_bytes, layer_param_bytes, layer_expert_param_bytes))
+        last_bucket_s = last_bucket_floor(prices, e, d_first, layer_param_bytes, layer_expert_param_bytes)
     # the DP's all-reduce as fixed + per-byte parts (dense over the d ranks t apart; 0 s for no bytes)
     fixed_s, per_byte_s = prices.dense["allreduce"]
     if not dense_bytes > 0:  # (the optimizer step is not in this bound either)
@@ -132,11 +139,14 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         allreduce = per_byte_s[keep] * (dense_bytes / p) + fixed_s[keep] + expert_s[keep] / p
         crowded_s = crowded_all_s[p - 1]  # the ⌈n/p⌉ fastest layers some stage holds
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
+        if schedule == "dualpipe" and p > 1:  # a device's pace is a stage's mean with its mirror's: half a layer's
+            stage_s = np.maximum(total_s / p, slowest_s / 2)
         stage_send_s = send_s if p > 1 else 0.0
-        for v, allowed, most_v in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s):
-            slots = pipeline_slots(m_r[:, None], p, v)
+        for v, allowed, most_v in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s,
+                                                 schedule):
+            slots = pipeline_slots(m_r[:, None], p, v, schedule)
             if overlapped:  # the pipeline + what one microbatch's passes cannot hide (see the docstring)
-                largest_stage_s = _stage_share(overlap_low_s, p)[keep][:, None]
+                largest_stage_s = stage_share(overlap_low_s, p)[keep][:, None]
                 unhidden_s = np.maximum(exposed_floor_s(largest_stage_s, stage_s[None, :] + most_v * stage_send_s,
                                                         most_v),
                                         last_bucket_s[keep][:, None] / most_v)
@@ -151,7 +161,7 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
 
 
 def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_layers: int, rules,
-                   stage_s: np.ndarray, send_s: float):
+                   stage_s: np.ndarray, send_s: float, schedule: str = "1f1b"):
     """``(v, runnable, most)`` triples whose pipeline times bound every interleaving the DP may run at ``p`` stages:
     ``v = 1`` where the stack runs it, and for ``v > 1`` one relaxed ``v`` per (``m_r``, architecture); ``most``: the
     largest ``v`` the triple stands for (1, or the largest runnable ``v``). The time
@@ -161,11 +171,11 @@ def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_
     ``(p, m_r)`` depends on ``v`` only through the layer counts (``runnable_shapes`` at ``m_r = p``), so the shapes
     one runnable ``v`` allows every runnable ``v`` allows."""
     if 1 in interleaves:
-        yield 1, runnable_shapes(p, m_r, 1, total_layers, rules), 1
-    runnable = _runnable_interleaves(p, interleaves, total_layers, rules)
+        yield 1, runnable_shapes(p, m_r, 1, total_layers, rules, schedule), 1
+    runnable = _runnable_interleaves(p, interleaves, total_layers, rules, schedule)
     if not runnable:
         return
-    allowed = runnable_shapes(p, m_r, runnable[0], total_layers, rules)
+    allowed = runnable_shapes(p, m_r, runnable[0], total_layers, rules, schedule)
     if not allowed.any():
         return
     low, high = min(runnable), max(runnable)
@@ -177,97 +187,12 @@ def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_
     yield np.clip(best_v, low, high), allowed, high
 
 
-def _bucket_totals(repeats: np.ndarray, expert_parallel: int, dense_gradient_bytes: float, expert_gradient_bytes: float,
-                   layer_param_bytes: np.ndarray | None, layer_expert_param_bytes: np.ndarray | None) -> tuple[float, float]:
-    """The buckets of every layer of the model, dense and (``e > 1``) expert ones, as the DP counts them
-    (:func:`~phaze_env.placement.dp_overlap.bucket_counts` per layer: its dense bytes, its ``1/e`` expert shard, each
-    repeat a layer of its own); without the per-layer bytes, ``⌈total / BUCKET_BYTES⌉`` (``Σ⌈x_l⌉ ≥ ⌈Σx_l⌉``)."""
-    e = expert_parallel
-    if layer_param_bytes is None:
-        experts = expert_gradient_bytes / GRADIENT_FACTOR / e if e > 1 else 0.0
-        return float(bucket_counts(dense_gradient_bytes / GRADIENT_FACTOR)), float(bucket_counts(experts))
-    params = np.asarray(layer_param_bytes, dtype=float)
-    experts = (np.asarray(layer_expert_param_bytes, dtype=float) if e > 1 and layer_expert_param_bytes is not None
-               else np.zeros_like(params))
-    return (float((bucket_counts(params - experts) * repeats).sum()),
-            float((bucket_counts(experts / e) * repeats).sum()))
-
-
-def _overlapped_collectives_floor(prices: DataParallelPrices, expert_parallel: int, data_parallel: np.ndarray,
-                                  dense_gradient_bytes: float, expert_gradient_bytes: float,
-                                  buckets: tuple[float, float]) -> tuple[np.ndarray, ...]:
-    """Per data-parallel degree, ``(one, fixed, spread)`` such that the largest stage's overlapped collectives
-    (:data:`~phaze_env.placement.dp_overlap.OVERLAPPED_COLLECTIVES`, of ZeRO-0 or ZeRO-1: the lesser) of any
-    ``p``-stage plan are at least ``max(one + fixed_per_byte/p, spread/p)`` (:func:`_stage_share`): ``one`` a bucket's
-    fixed part, the dense per-byte part kept aside in ``fixed`` (the stage with the most dense bytes holds ``1/p``
-    of them), ``spread`` every bucket's fixed part and every byte's part, experts included (the stages' mean).
-    Priced on the DP's own affine tables at ``data_parallel`` (``prices``: dense over the ``d`` replicas ``t`` apart,
-    the expert shard over the ``d/e`` expert replicas ``t·e`` apart), the bytes as weights
-    (``gradient / GRADIENT_FACTOR``); ``buckets``: the model's dense and expert buckets (:func:`_bucket_totals`)."""
-    e = expert_parallel
-    dense_weights, expert_weights = dense_gradient_bytes / GRADIENT_FACTOR, expert_gradient_bytes / GRADIENT_FACTOR / e
-    dense_buckets, expert_buckets = buckets
-    per_zero = []
-    for parts in OVERLAPPED_COLLECTIVES.values():
-        one, dense, spread = (np.zeros(len(data_parallel)) for _ in range(3))
-        for kind, per_param, _ in parts:
-            fixed_s, per_byte_s = prices.dense[kind]
-            one, dense = one + fixed_s, dense + per_byte_s * dense_weights * per_param
-            spread = spread + dense_buckets * fixed_s + per_byte_s * dense_weights * per_param
-            if e > 1 and expert_weights > 0:
-                fixed_e, per_byte_e = prices.expert[kind]
-                spread = spread + expert_buckets * fixed_e + per_byte_e * expert_weights * per_param
-        if not dense_weights > 0:  # no stage holds a dense bucket
-            one = np.zeros(len(data_parallel))
-        per_zero.append((one, dense, spread))
-    return tuple(np.minimum.reduce(parts) for parts in zip(*per_zero))
-
-
-def _last_bucket_floor(prices: DataParallelPrices, expert_parallel: int, data_parallel: np.ndarray,
-                       layer_param_bytes, layer_expert_param_bytes) -> np.ndarray:
-    """Per data-parallel degree of ``data_parallel`` (``prices`` at them), what every stage leaves exposed whatever its
-    passes when every layer has weights: its first layer's last bucket of each overlapped collective
-    (:func:`~phaze_env.placement.dp_overlap.layer_exposure_s`: ``max(c − b·(n−1)/n, c/n) ≥ c/n`` with nothing before it
-    in the stage; the weights' all-gather likewise before the first forward), so at least the least ``c_l/n_l`` over
-    the layers, summed over the collectives, the lesser of ZeRO-0's and ZeRO-1's (``1/v`` of it interleaved: one chunk's
-    first layer). 0 without the per-layer bytes or when some layer has none (a weightless first layer's pass could hide
-    the next one's)."""
-    if layer_param_bytes is None:
-        return np.zeros(len(data_parallel))
-    e = expert_parallel
-    params = np.asarray(layer_param_bytes, dtype=float)
-    whole_experts = (np.zeros_like(params) if layer_expert_param_bytes is None
-                     else np.asarray(layer_expert_param_bytes, dtype=float))
-    if not (params > 0).all():
-        return np.zeros(len(data_parallel))
-    # the DP's count (Prices.overlap_syncs): dense and expert-shard buckets apart, at every e
-    buckets = bucket_counts(params - whole_experts) + bucket_counts(whole_experts / e)
-    # its collectives (overlap_collectives_s): at e = 1 every byte over the d replicas
-    experts = whole_experts / e if e > 1 else np.zeros_like(params)
-    dense = params - whole_experts if e > 1 else params
-    per_zero = []
-    for parts in OVERLAPPED_COLLECTIVES.values():
-        comm_s = np.zeros((len(data_parallel), len(params)))
-        for kind, per_param, _ in parts:
-            fixed_s, per_byte_s = prices.dense[kind]
-            comm_s = comm_s + (bucket_counts(dense) * fixed_s[:, None] + per_byte_s[:, None] * dense * per_param)
-            if e > 1 and experts.any():
-                fixed_e, per_byte_e = prices.expert[kind]
-                comm_s = comm_s + (bucket_counts(experts) * fixed_e[:, None] + per_byte_e[:, None] * experts * per_param)
-        per_zero.append((comm_s / buckets).min(axis=1))
-    return np.minimum.reduce(per_zero)
-
-
-def _stage_share(floor: tuple[np.ndarray, ...], stages: int) -> np.ndarray:
-    """The largest stage's overlapped collectives at ``p`` stages, at least (:func:`_overlapped_collectives_floor`)."""
-    one, dense, spread = floor
-    return np.maximum(one + dense / stages, spread / stages)
-
-
 @functools.lru_cache(maxsize=65536)
-def _runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: int, rules) -> tuple[int, ...]:
-    """The ``v > 1`` of ``interleaves`` the stack runs at ``p`` stages for some ``m_r`` (its layer-count rules)."""
-    return tuple(v for v in interleaves if v > 1 and runnable_shapes(p, p, v, total_layers, rules))
+def _runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: int, rules,
+                          schedule: str = "1f1b") -> tuple[int, ...]:
+    """The ``v > 1`` of ``interleaves`` the stack runs at ``p`` stages for some ``m_r`` (its layer-count rules; none
+    under DualPipe)."""
+    return tuple(v for v in interleaves if v > 1 and runnable_shapes(p, p, v, total_layers, rules, schedule))
 
 
 __all__ = ["placement_time_bound_s", "smallest_layers_s"]

@@ -30,13 +30,17 @@ forward pass; recomputation and pipeline sends are not counted as cover, as for 
 * every stage is hidden only by its own passes (a later stage's head start in the pipeline's drain is not counted:
   conservative), and the batch pays the largest stage's exposed collectives + optimizer step.
 
-The brute-force check (``tests/test_dp_overlap.py``) simulates the buckets and the link event by event.
+The brute-force check (``tests/test_dp_overlap.py``) simulates the buckets and the link event by event. The floors of
+this model that the search's bound of the DP takes (:func:`exposed_floor_s`, :func:`overlapped_collectives_floor`,
+:func:`last_bucket_floor`; :func:`~phaze_env.placement.bounds.placement_time_bound_s` has the proof) sit here, beside
+what they bound, so that a change of the overlap and of its floor is one change.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from phaze_env.placement.collectives import DataParallelPrices
 from phaze_env.placement.inputs import GRADIENT_FACTOR
 
 MEGATRON_BUCKET_PARAMS = 40_000_000
@@ -141,5 +145,93 @@ def interleaved_exposed_s(exposed, comm_total_s, cover_total_s, stages: int, int
                                                                  * np.asarray(cover_total_s)) / v)
 
 
-__all__ = ["BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "OVERLAPPED_COLLECTIVES", "bucket_counts", "exposed_floor_s",
-           "exposed_s", "interleaved_exposed_s", "layer_exposure_s", "stage_exposed_s"]
+def bucket_totals(repeats: np.ndarray, expert_parallel: int, dense_gradient_bytes: float, expert_gradient_bytes: float,
+                  layer_param_bytes: np.ndarray | None, layer_expert_param_bytes: np.ndarray | None) -> tuple[float, float]:
+    """The buckets of every layer of the model, dense and (``e > 1``) expert ones, as the DP counts them
+    (:func:`bucket_counts` per layer: its dense bytes, its ``1/e`` expert shard, each
+    repeat a layer of its own); without the per-layer bytes, ``⌈total / BUCKET_BYTES⌉`` (``Σ⌈x_l⌉ ≥ ⌈Σx_l⌉``)."""
+    e = expert_parallel
+    if layer_param_bytes is None:
+        experts = expert_gradient_bytes / GRADIENT_FACTOR / e if e > 1 else 0.0
+        return float(bucket_counts(dense_gradient_bytes / GRADIENT_FACTOR)), float(bucket_counts(experts))
+    params = np.asarray(layer_param_bytes, dtype=float)
+    experts = (np.asarray(layer_expert_param_bytes, dtype=float) if e > 1 and layer_expert_param_bytes is not None
+               else np.zeros_like(params))
+    return (float((bucket_counts(params - experts) * repeats).sum()),
+            float((bucket_counts(experts / e) * repeats).sum()))
+
+
+def overlapped_collectives_floor(prices: DataParallelPrices, expert_parallel: int, data_parallel: np.ndarray,
+                                 dense_gradient_bytes: float, expert_gradient_bytes: float,
+                                 buckets: tuple[float, float]) -> tuple[np.ndarray, ...]:
+    """Per data-parallel degree, ``(one, fixed, spread)`` such that the largest stage's overlapped collectives
+    (:data:`OVERLAPPED_COLLECTIVES`, of ZeRO-0 or ZeRO-1: the lesser) of any
+    ``p``-stage plan are at least ``max(one + fixed_per_byte/p, spread/p)`` (:func:`stage_share`): ``one`` a bucket's
+    fixed part, the dense per-byte part kept aside in ``fixed`` (the stage with the most dense bytes holds ``1/p``
+    of them), ``spread`` every bucket's fixed part and every byte's part, experts included (the stages' mean).
+    Priced on the DP's own affine tables at ``data_parallel`` (``prices``: dense over the ``d`` replicas ``t`` apart,
+    the expert shard over the ``d/e`` expert replicas ``t·e`` apart), the bytes as weights
+    (``gradient / GRADIENT_FACTOR``); ``buckets``: the model's dense and expert buckets (:func:`bucket_totals`)."""
+    e = expert_parallel
+    dense_weights, expert_weights = dense_gradient_bytes / GRADIENT_FACTOR, expert_gradient_bytes / GRADIENT_FACTOR / e
+    dense_buckets, expert_buckets = buckets
+    per_zero = []
+    for parts in OVERLAPPED_COLLECTIVES.values():
+        one, dense, spread = (np.zeros(len(data_parallel)) for _ in range(3))
+        for kind, per_param, _ in parts:
+            fixed_s, per_byte_s = prices.dense[kind]
+            one, dense = one + fixed_s, dense + per_byte_s * dense_weights * per_param
+            spread = spread + dense_buckets * fixed_s + per_byte_s * dense_weights * per_param
+            if e > 1 and expert_weights > 0:
+                fixed_e, per_byte_e = prices.expert[kind]
+                spread = spread + expert_buckets * fixed_e + per_byte_e * expert_weights * per_param
+        if not dense_weights > 0:  # no stage holds a dense bucket
+            one = np.zeros(len(data_parallel))
+        per_zero.append((one, dense, spread))
+    return tuple(np.minimum.reduce(parts) for parts in zip(*per_zero))
+
+
+def last_bucket_floor(prices: DataParallelPrices, expert_parallel: int, data_parallel: np.ndarray,
+                      layer_param_bytes, layer_expert_param_bytes) -> np.ndarray:
+    """Per data-parallel degree of ``data_parallel`` (``prices`` at them), what every stage leaves exposed whatever its
+    passes when every layer has weights: its first layer's last bucket of each overlapped collective
+    (:func:`layer_exposure_s`: ``max(c − b·(n−1)/n, c/n) ≥ c/n`` with nothing before it
+    in the stage; the weights' all-gather likewise before the first forward), so at least the least ``c_l/n_l`` over
+    the layers, summed over the collectives, the lesser of ZeRO-0's and ZeRO-1's (``1/v`` of it interleaved: one chunk's
+    first layer). 0 without the per-layer bytes or when some layer has none (a weightless first layer's pass could hide
+    the next one's)."""
+    if layer_param_bytes is None:
+        return np.zeros(len(data_parallel))
+    e = expert_parallel
+    params = np.asarray(layer_param_bytes, dtype=float)
+    whole_experts = (np.zeros_like(params) if layer_expert_param_bytes is None
+                     else np.asarray(layer_expert_param_bytes, dtype=float))
+    if not (params > 0).all():
+        return np.zeros(len(data_parallel))
+    # the DP's count (Prices.overlap_syncs): dense and expert-shard buckets apart, at every e
+    buckets = bucket_counts(params - whole_experts) + bucket_counts(whole_experts / e)
+    # its collectives (overlap_collectives_s): at e = 1 every byte over the d replicas
+    experts = whole_experts / e if e > 1 else np.zeros_like(params)
+    dense = params - whole_experts if e > 1 else params
+    per_zero = []
+    for parts in OVERLAPPED_COLLECTIVES.values():
+        comm_s = np.zeros((len(data_parallel), len(params)))
+        for kind, per_param, _ in parts:
+            fixed_s, per_byte_s = prices.dense[kind]
+            comm_s = comm_s + (bucket_counts(dense) * fixed_s[:, None] + per_byte_s[:, None] * dense * per_param)
+            if e > 1 and experts.any():
+                fixed_e, per_byte_e = prices.expert[kind]
+                comm_s = comm_s + (bucket_counts(experts) * fixed_e[:, None] + per_byte_e[:, None] * experts * per_param)
+        per_zero.append((comm_s / buckets).min(axis=1))
+    return np.minimum.reduce(per_zero)
+
+
+def stage_share(floor: tuple[np.ndarray, ...], stages: int) -> np.ndarray:
+    """The largest stage's overlapped collectives at ``p`` stages, at least (:func:`overlapped_collectives_floor`)."""
+    one, dense, spread = floor
+    return np.maximum(one + dense / stages, spread / stages)
+
+
+__all__ = ["BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "OVERLAPPED_COLLECTIVES", "bucket_counts", "bucket_totals",
+           "exposed_floor_s", "exposed_s", "interleaved_exposed_s", "last_bucket_floor", "layer_exposure_s",
+           "overlapped_collectives_floor", "stage_exposed_s", "stage_share"]

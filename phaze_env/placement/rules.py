@@ -1,5 +1,5 @@
-"""Which shapes and stages a training stack can run: :func:`interleave_degrees` and :func:`runnable_shapes` (the rules
-the placement DP and any bound of it share), and :class:`RunnableShapes`, those rules applied to one placement search.
+"""Which shapes and stages a training stack can run: :func:`pipeline_split`, :func:`interleave_degrees` and
+:func:`runnable_shapes` (the rules the placement DP and any bound of it share), and :class:`RunnableShapes`, those rules applied to one placement search.
 
 The stack states its rules (:class:`~phaze_env.plan_spec.PlanRules`); the search (:mod:`phaze_env.placement.search`)
 asks here which interleavings to try, which ``(p, m_r, v)`` it may solve (vectorised), why a pinned one breaks a rule
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from phaze_env.cluster import Cluster
 from phaze_env.placement.inputs import Settings
 from phaze_env.placement.stages import StageTable
-from phaze_env.plan_spec import PlanRules
+from phaze_env.plan_spec import PlanRules, PlanSpec
 
 
 def interleave_degrees(total_layers: int, pinned: int | None, interleaved: bool) -> list[int]:
@@ -29,10 +30,22 @@ def interleave_degrees(total_layers: int, pinned: int | None, interleaved: bool)
     return [1] + [v for v in range(2, total_layers + 1) if total_layers % v == 0]
 
 
-def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: PlanRules) -> np.ndarray:
+def pipeline_split(graph, cluster: Cluster, plan: PlanSpec) -> tuple[int, tuple[int, ...]]:
+    """The layers a pipeline split of ``graph`` counts and the interleavings ``v`` the placement DP tries under
+    ``plan`` on ``cluster``'s stack — by the placement's own rules (:meth:`~phaze_env.plan_spec.PlanRules.split_layers`,
+    which the evaluator's layer chain counts with, :attr:`~phaze_env.cluster.Stack.searches_interleave` and
+    :func:`interleave_degrees`), so a bound of the DP (:mod:`search.bounds`) tries every ``v`` the DP may run."""
+    total_layers = sum(layer.repeat * cluster.stack.plan_rules.split_layers(layer) for layer in graph.layers)
+    return total_layers, tuple(interleave_degrees(total_layers, plan.interleave, cluster.stack.searches_interleave))
+
+
+def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: PlanRules,
+                    schedule: str = "1f1b") -> np.ndarray:
     """Which ``(p, m_r)`` (arrays, or scalars broadcast) a stack with ``rules`` can run at ``v``: interleaving needs
     ``p ≥ interleave_min_stages``, ``m_r`` a multiple of ``p`` (Megatron-LM) and ``v`` layers or more per stage;
-    uniform stages need ``p`` to divide the layers into stages whose count ``v`` divides."""
+    uniform stages need ``p`` to divide the layers into stages whose count ``v`` divides; the ``"dualpipe"``
+    ``schedule`` (``Stack.pipeline_schedule``) needs, once it pipelines (``p > 1``), ``p`` even and ``m_r`` even and
+    at least ``2p`` (:data:`DUALPIPE_RULE`), and runs no interleaving."""
     stages, microbatches = np.broadcast_arrays(np.asarray(stages), np.asarray(microbatches))
     allowed = np.ones(stages.shape, dtype=bool)
     if v > 1:
@@ -40,7 +53,18 @@ def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: Plan
                    & (stages * v <= total_layers) & (total_layers % v == 0))
     if rules.uniform_stages:
         allowed &= (total_layers % stages == 0) & ((total_layers // stages) % v == 0)
+    if schedule == "dualpipe":
+        allowed &= (v == 1) & ((stages == 1) | ((stages % 2 == 0) & (microbatches % 2 == 0)
+                                                 & (microbatches >= 2 * stages)))
     return allowed
+
+
+DUALPIPE_RULE = ("DualPipe runs an even number of pipeline stages and an even number of microbatches per replica, "
+                 "at least twice the stages (deepseek-ai/DualPipe dualpipe.py, DualPipe.step: assert num_ranks % 2 == 0; "
+                 "assert num_chunks % 2 == 0 and num_chunks >= num_ranks * 2 — each direction's half of the "
+                 "microbatches fills its own pipeline; arXiv:2412.19437 §3.2.1: \"pipeline stages and micro-batches "
+                 "be divisible by 2\")")
+"""Why a DualPipe shape is refused (:func:`runnable_shapes`, :meth:`RunnableShapes.broken_rule`)."""
 
 
 class RunnableShapes:
@@ -50,6 +74,7 @@ class RunnableShapes:
         self.settings = settings
         self.table = table
         self.plan_rules = settings.cluster.stack.plan_rules
+        self.schedule = settings.cluster.stack.pipeline_schedule
         self.total_layers = int(table.layer_count[table.empty, table.full])  # transformer layers a split counts
         self._masks: dict[tuple[int, int], np.ndarray] = {}  # (v, layers per stage) -> K × K runnable stages
         self._compact_masks: dict[tuple[int, int, int], np.ndarray] = {}  # (layout, v, layers per stage) -> compact
@@ -60,7 +85,7 @@ class RunnableShapes:
 
     def runnable(self, stages: np.ndarray, microbatches: np.ndarray, v: int) -> np.ndarray:
         """Which ``(p, m_r)`` the stack can run at ``v`` (:func:`runnable_shapes`)."""
-        return runnable_shapes(stages, microbatches, v, self.total_layers, self.plan_rules)
+        return runnable_shapes(stages, microbatches, v, self.total_layers, self.plan_rules, self.schedule)
 
     def broken_rule(self, stages: int, microbatches: int, v: int, data_parallel: int | None = None) -> str:
         """Why the stack cannot run ``(p, m_r, v)`` at ``d`` replicas ("" when it can): :func:`runnable_shapes`'s rules
@@ -69,6 +94,10 @@ class RunnableShapes:
         if rules.whole_microbatches and data_parallel is not None and s.global_batch % (data_parallel * s.microbatch):
             return (f"{rules.owner(s.cluster.name)} runs whole microbatches only, and d·m = "
                     f"{data_parallel * s.microbatch} does not divide the global batch of {s.global_batch}")
+        if self.schedule == "dualpipe" and v > 1:
+            return f"the DualPipe schedule runs no interleaving (v = {v}): {DUALPIPE_RULE}"
+        if self.schedule == "dualpipe" and stages > 1 and (stages % 2 or microbatches % 2 or microbatches < 2 * stages):
+            return f"p = {stages} with {microbatches} microbatches per replica: {DUALPIPE_RULE}"
         if v > 1 and stages < rules.interleave_min_stages:
             return (f"the interleaved schedule needs p ≥ {rules.interleave_min_stages} pipeline stages "
                     "(the stack's rule)")
@@ -117,4 +146,4 @@ class RunnableShapes:
         return interleave, self.total_layers // stages if self.plan_rules.uniform_stages else 0
 
 
-__all__ = ["RunnableShapes", "interleave_degrees", "runnable_shapes"]
+__all__ = ["DUALPIPE_RULE", "RunnableShapes", "interleave_degrees", "pipeline_split", "runnable_shapes"]

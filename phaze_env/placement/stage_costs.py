@@ -43,6 +43,17 @@ class Layout:
             found = self._compacted[id(matrix)] = matrix, self.compact(matrix)
         return found[1]
 
+    @property
+    def entries(self) -> int:
+        """How many stages are listed."""
+        return len(self._flat)
+
+    def dense(self, values: np.ndarray, fill) -> np.ndarray:
+        """The K × K matrix of compact ``values`` at the listed stages, ``fill`` elsewhere (:meth:`compact`'s inverse)."""
+        matrix = np.full(self.size * self.size, fill, dtype=np.asarray(values).dtype)
+        matrix[self._flat] = values
+        return matrix.reshape(self.size, self.size)
+
     def row(self, a: int) -> slice:
         """Row ``a``'s entries."""
         return slice(int(self.row_start[a]), int(self.row_start[a + 1]))
