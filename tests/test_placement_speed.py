@@ -13,7 +13,7 @@ from test_placement import records
 from test_placement_combined import _instance
 
 from phaze_env.cluster import Cluster
-from phaze_env.placement import Settings
+from phaze_env.placement import LayerCost, Settings
 from phaze_env.placement.inputs import GRADIENT_FACTOR, layer_arrays
 from phaze_env.placement.collectives import expert_collective_affine, expert_group
 from phaze_env.placement.search import PlacementSearch
@@ -123,7 +123,8 @@ def _repeated_blocks_search(pattern: list[dict], repeats: int, hbm_bytes: float)
     ZeRO stage and recompute mode free, on 64 devices."""
     embedding = {"fwd_s": 0.1, "bwd_s": 0.2, "param_bytes": 7.0, "stash_bytes": 1.0, "output_bytes": 2.0}
     head = {"fwd_s": 0.3, "bwd_s": 0.5, "param_bytes": 9.0, "stash_bytes": 5.0, "output_bytes": 1.0}
-    layers = [embedding] + [dict(block) for _ in range(repeats) for block in pattern] + [head]
+    blocks = [block for _ in range(repeats) for block in pattern]
+    layers = [LayerCost.from_dict(layer) for layer in [embedding, *blocks, head]]
     cluster = Cluster(n_devices=64, global_batch=64, link_bandwidth_Bps=100.0, optimizer="adam")
     settings = Settings(cluster, 1, 1, hbm_bytes, PlanSpec(recompute="auto", sequence_parallel=False, zero=None))
     arrays = layer_arrays(layers)
