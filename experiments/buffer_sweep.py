@@ -48,7 +48,7 @@ def sweep(preset: str, workload: str) -> list[dict]:
     for buffer_mb in BUFFER_MB_VALUES:
         acc = get_preset(preset).replace(buffer_mb=buffer_mb)
         evaluation = evaluate(workload, acc)
-        t, m = evaluation.plan["tensor_width"], evaluation.plan["microbatch"]
+        t, m = evaluation.plan.tensor_width, evaluation.plan.microbatch
         at_plan = evaluation.explain()
         unsharded = explain_layer(workload, acc, tensor_width=1, microbatch=1)
         rows.append({

@@ -28,7 +28,7 @@ TABLE5: dict[str, dict[str, tuple[float, float]]] = {
 
 
 TERMS = ("compute", "recompute", "tp_comm", "bubble", "p2p", "dp_allreduce", "optimizer")
-"""The batch-time terms both tools report, in our ``Evaluation.plan["time_breakdown_s"]`` names."""
+"""The batch-time terms both tools report, in our ``Evaluation.plan.time_breakdown_s`` names."""
 
 CALCULON_TERMS: dict[str, dict[str, dict[str, float]]] = {
     "22b": {"full": {"compute": 0.802, "recompute": 0.374, "tp_comm": 0.197, "bubble": 0.0, "p2p": 0.0,

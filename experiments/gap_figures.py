@@ -19,6 +19,7 @@ from experiments import long_context_gap, memory_check, moe_stack_gap, scale_los
 from experiments.validation_cases import get_case
 from experiments.validation_fit import Prediction, error_with, evaluation_with, fit_efficiency, predict
 from experiments.validation_stats import scaling_series
+from phaze_env.evaluate import Evaluation
 from phaze_env.stacks import get_stack
 
 GIB = 2**30
@@ -121,7 +122,7 @@ def _scales(figures: GapFigures, names: list[str]) -> list[scale_loss.Scale]:
 
 def _breakdown_s(name: str, term: str) -> float:
     """One term of the predicted step of case ``name`` (its pinned plan re-evaluated: the report keeps no breakdown)."""
-    return evaluation_with(get_case(name)).plan["time_breakdown_s"][term]
+    return evaluation_with(get_case(name)).plan.time_breakdown_s[term]
 
 
 def _mtnlg_fixed_s(figures: GapFigures) -> str:
@@ -248,7 +249,7 @@ def _qwen3_fullest_device() -> memory_check.StageTerms:
 
 def _qwen3_chunks_in_flight() -> str:
     evaluation = evaluation_with(get_case(QWEN3_2511))
-    return f"{_qwen3_fullest_device().in_flight_microbatches * evaluation.plan['interleave']:.0f}"
+    return f"{_qwen3_fullest_device().in_flight_microbatches * evaluation.plan.interleave:.0f}"
 
 
 DEEPSEEK_V3 = "deepseek-v3-2048-h800"
@@ -256,10 +257,24 @@ UNBOUNDED_HBM_GB = 1024.0
 """HBM at which DeepSeek-V3's plan is evaluated to see its time with memory not binding (far above its need)."""
 
 
+def _deepseek(schedule: str, hbm_gb: float | None = None) -> Evaluation:
+    """DeepSeek-V3's published plan on its stack under pipeline ``schedule``, at its chip's HBM or ``hbm_gb``."""
+    return evaluation_with(get_case(DEEPSEEK_V3), hbm_gb=hbm_gb, pipeline_schedule=schedule)
+
+
+def _deepseek_error(schedule: str, hbm_gb: float | None = None) -> float:
+    return error_with(get_case(DEEPSEEK_V3), hbm_gb=hbm_gb, pipeline_schedule=schedule)
+
+
 def _deepseek_stage_layers() -> str:
-    """The fewest and most layers a stage of the 80-GiB placement holds (the balanced split: 61/16 ≈ 4)."""
-    counts = [len(layers) for layers in evaluation_with(get_case(DEEPSEEK_V3)).plan["stage_layers"]]
+    """The fewest and most layers a stage of the 80-GiB DualPipe placement holds (the balanced split: 61/16 ≈ 4)."""
+    counts = [len(layers) for layers in _deepseek("dualpipe").plan.stage_layers]
     return f"{min(counts)}–{max(counts)}"
+
+
+def _deepseek_fullest_device() -> memory_check.StageTerms:
+    """The fullest device of DeepSeek-V3's plan under DualPipe on its time-optimal partition, memory not binding."""
+    return max(memory_check.stage_terms(_deepseek("dualpipe", UNBOUNDED_HBM_GB)), key=lambda stage: stage.total)
 
 
 FIGURES: dict[str, Callable[[GapFigures], str]] = {
@@ -311,10 +326,18 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "qwen3_predicted": lambda f: f"{f.prediction(QWEN3_2511).predicted:,.0f}",
     "qwen3_error": lambda f: signed_percent(f.error(QWEN3_2511)),
     "qwen3_host_share": lambda f: percent(moe_stack_gap.row(QWEN3_2511)["host_share"]),
-    # DeepSeek-V3
-    "deepseek_stage_layers": lambda f: _deepseek_stage_layers(),
-    "deepseek_unbounded_error": lambda f: signed_percent(error_with(get_case(DEEPSEEK_V3), hbm_gb=UNBOUNDED_HBM_GB)),
     "qwen3_2026_device_only": lambda f: percent_range(moe_stack_gap.row(name)["device_only_error"]
                                                       for name in moe_stack_gap.ROWS),
+    # DeepSeek-V3 on DualPipe
+    "deepseek_stage_layers": lambda f: _deepseek_stage_layers(),
+    "deepseek_fullest_gib": lambda f: f"{_deepseek_fullest_device().total / GIB:.0f}",
+    "deepseek_activation_gib": lambda f: f"{_deepseek_fullest_device().activations / GIB:.0f}",
+    "deepseek_in_flight": lambda f: f"{_deepseek_fullest_device().in_flight_microbatches:.0f}",
+    "deepseek_dualpipe_bubble": lambda f: percent(
+        _deepseek("dualpipe", UNBOUNDED_HBM_GB).plan.bubble_fraction, 1),
+    "deepseek_1f1b_bubble": lambda f: percent(_deepseek("1f1b", UNBOUNDED_HBM_GB).plan.bubble_fraction, 1),
+    "deepseek_1f1b_error": lambda f: signed_percent(_deepseek_error("1f1b"), 1),
+    "deepseek_1f1b_unbounded_error": lambda f: signed_percent(_deepseek_error("1f1b", UNBOUNDED_HBM_GB)),
+    "deepseek_unbounded_error": lambda f: signed_percent(_deepseek_error("dualpipe", UNBOUNDED_HBM_GB)),
 }
 """Every figure the gap prose may quote, by the name its templates use."""

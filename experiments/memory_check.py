@@ -37,7 +37,7 @@ fp32"). That term is reported, not matched: modelling it would double the data-p
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from experiments.validation_fit import case_accelerator, case_cluster, plan_of
@@ -47,7 +47,7 @@ from phaze_env.cluster import OPTIMIZERS
 from phaze_env.evaluate import Evaluation, evaluate
 from phaze_env.files import write_text_atomic, writable_directory
 from phaze_env.hardware.accelerator import GB_BYTES
-from phaze_env.placement.inputs import GRADIENT_FACTOR, in_flight_units
+from phaze_env.placement.inputs import GRADIENT_FACTOR, dualpipe_mirror, in_flight_units, parameter_copies
 from phaze_env.workloads import get_workload
 
 MEGATRON_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
@@ -81,16 +81,19 @@ class StageTerms:
 
 
 def stage_terms(evaluation: Evaluation) -> list[StageTerms]:
-    """Every pipeline stage's memory of a feasible evaluation, first stage first (the DP's own numbers:
-    ``Plan.stage_memory``), with its peak microbatches in flight (:func:`in_flight_units` over ``v``)."""
+    """Every pipeline device's memory of a feasible evaluation, first stage's device first (the DP's own numbers:
+    ``Plan.stage_memory``), with its peak microbatches in flight (:func:`in_flight_units` over ``v``). Under DualPipe
+    (``Stack.pipeline_schedule``) device ``k`` holds stage ``k`` and its mirror (:func:`dualpipe_mirror`), so its terms
+    are the two stages' sums."""
     plan = evaluation.plan
-    stages, v, microbatches = plan["pipeline_stages"], plan["interleave"], plan["microbatches_per_replica"]
-    terms = []
-    for k, memory in enumerate(plan["stage_memory"]):
-        units = in_flight_units(stages - k, stages, microbatches, v)
-        terms.append(StageTerms(memory["weights"], memory["gradients"], memory["optimizer"], memory["zero_buffers"],
-                                memory["activations"], units / v))
-    return terms
+    stages, v, microbatches = plan.pipeline_stages, plan.interleave, plan.microbatches_per_replica
+    own = [StageTerms(memory["weights"], memory["gradients"], memory["optimizer"], memory["zero_buffers"],
+                      memory["activations"], in_flight_units(stages - k, stages, microbatches, v) / v)
+           for k, memory in enumerate(plan.stage_memory)]
+    if parameter_copies(evaluation.cluster.get("pipeline_schedule", "1f1b"), stages) == 1:
+        return own
+    return [StageTerms(*(a + b for a, b in zip(astuple(stage), astuple(own[dualpipe_mirror(k, stages)]))))
+            for k, stage in enumerate(own)]
 
 
 def _config(case: ValidationCase) -> dict:
@@ -190,7 +193,7 @@ def megatron_rows(name: str) -> list[str]:
     evaluation, fits = plan_need(case)
     first = stage_terms(evaluation)[0]
     published = megatron_theoretical_bytes(case)
-    label = f"{name} `{evaluation.plan['notation']}`, {first.in_flight_microbatches:g} microbatches in flight"
+    label = f"{name} `{evaluation.plan.notation}`, {first.in_flight_microbatches:g} microbatches in flight"
     label += "" if fits else " (does NOT fit the GPUs it ran on)"
     return [f"| {label if term == 'weights' else ''} | {term} | {_gib(first.term(term))} | {_gib(published[term])} | "
             f"{first.term(term) / published[term] - 1:+.1%} |" for term in TERMS]
@@ -218,7 +221,7 @@ def summary_line(errors: dict[str, float]) -> str:
 
 def _frontier_row(name: str, evaluation: Evaluation, fits: bool) -> str:
     fullest = max(stage_terms(evaluation), key=lambda terms: terms.total)
-    return (f"| {name} | `{evaluation.plan['notation']}` | {_gib(fullest.total)} | {'yes' if fits else '**no**'} | "
+    return (f"| {name} | `{evaluation.plan.notation}` | {_gib(fullest.total)} | {'yes' if fits else '**no**'} | "
             f"{_gib(fullest.weights)} | {_gib(fullest.gradients)} | {_gib(fullest.optimizer + fullest.zero_buffers)} | "
             f"{_gib(fullest.activations)} | {fullest.in_flight_microbatches:g} |")
 

@@ -27,7 +27,7 @@ def _step_s(case, **fields) -> float:
     evaluation = evaluation_with(case, **fields)
     if not evaluation.feasible:
         raise ValueError(f"{case.name} on {case.stack}: {evaluation.reason}")
-    return evaluation.plan["time_per_batch_s"]
+    return evaluation.plan.time_per_batch_s
 
 
 def row(name: str) -> dict:

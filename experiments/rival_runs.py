@@ -110,7 +110,7 @@ def predicted_metric(case: ValidationCase, stack: SystemStack, framework_efficie
     evaluation = _evaluate(case, rival_cluster(case, stack, framework_efficiency=framework_efficiency), plan_of(case))
     if not evaluation.feasible:
         raise ValueError(f"case {case.name!r} is infeasible through the table's path: {evaluation.reason}")
-    return metric_value(case, evaluation.plan["time_per_batch_s"])
+    return metric_value(case, evaluation.plan.time_per_batch_s)
 
 
 def fit_efficiency(case: ValidationCase, stack: SystemStack, *, tolerance: float = 1e-4) -> float:
@@ -127,9 +127,9 @@ def predict(case: ValidationCase, stack: SystemStack) -> RivalRun:
     kind = "calibration" if fit is not None and fit.calibration == case.name else "held-out"
     free = _evaluate(case, rival_cluster(case, stack, published_structure=False),
                      dataclasses.replace(stack.plan_spec(), t=None))
-    free_value = metric_value(case, free.plan["time_per_batch_s"]) if free.feasible else None
+    free_value = metric_value(case, free.plan.time_per_batch_s) if free.feasible else None
     return RivalRun(case, kind, predicted_metric(case, stack), free_value,
-                    free.plan.get("notation", "") if free.feasible else f"infeasible: {free.reason}",
+                    free.plan.notation if free.feasible else f"infeasible: {free.reason}",
                     rival_point(case).wall_power_per_chip_w)
 
 

@@ -43,16 +43,16 @@ def runnable_reason(evaluation: Evaluation) -> str:
     """Why the evaluation's plan breaks the stack's rules ("" when it does not)."""
     plan, rules = evaluation.plan, instance()[1].stack.plan_rules
     blocks = get_workload(WORKLOAD).num_layers  # the chain: pre (0), the transformer layers, post
-    layers = [sum(1 for layer in stage if 0 < layer <= blocks) for stage in plan["stage_layers"]]
-    v, p = plan["interleave"], plan["pipeline_stages"]
+    layers = [sum(1 for layer in stage if 0 < layer <= blocks) for stage in plan.stage_layers]
+    v, p = plan.interleave, plan.pipeline_stages
     if rules.uniform_stages and len(set(layers)) > 1:
         return f"stages hold {layers} layers, not L/p each"
     if any(count % v for count in layers):
         return f"stages of {layers} layers do not split into v = {v} chunks"
     if v > 1 and p < rules.interleave_min_stages:
         return f"v = {v} with p = {p} < {rules.interleave_min_stages}"
-    if plan["zero"] not in rules.zero_stages:
-        return f"ZeRO-{plan['zero']} is not one of the stack's {rules.zero_stages}"
+    if plan.zero not in rules.zero_stages:
+        return f"ZeRO-{plan.zero} is not one of the stack's {rules.zero_stages}"
     return ""
 
 
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     free = run(FREE)
     batch_s = GLOBAL_BATCH / free.throughput_samples_s
     reason = runnable_reason(free)
-    print(f"{WORKLOAD} on {DEVICES} A100 (megatron-lm), batch {GLOBAL_BATCH}: free optimum {free.plan['notation']} "
+    print(f"{WORKLOAD} on {DEVICES} A100 (megatron-lm), batch {GLOBAL_BATCH}: free optimum {free.plan.notation} "
           f"{batch_s:.3f} s per batch ({'runnable' if not reason else 'NOT RUNNABLE: ' + reason}; "
           f"exact: {'proven' if free.proven else 'NOT proven'}; {time.perf_counter() - started:.0f} s)")
     worst = 0
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         pinned_s = GLOBAL_BATCH / pinned.throughput_samples_s
         beats = pinned_s < batch_s * (1 - 1e-9)
         worst = max(worst, int(beats))
-        print(f"  {knob} = {value} pinned: {pinned.plan['notation']} {pinned_s:.3f} s per batch "
+        print(f"  {knob} = {value} pinned: {pinned.plan.notation} {pinned_s:.3f} s per batch "
               f"({pinned_s / batch_s - 1:+.2%} vs free){'  <-- BEATS THE FREE SEARCH' if beats else ''}")
     return 1 if reason or worst else 0
 

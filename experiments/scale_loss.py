@@ -205,7 +205,7 @@ def model_fixed_s_at_microbatch(names: list[str], factor: int) -> float:
     for name in names:
         case = get_case(name)
         case = replace(case, microbatch=factor * case.microbatch)
-        times.append(evaluation_with(case).plan["time_per_batch_s"])
+        times.append(evaluation_with(case).plan.time_per_batch_s)
         scales.append(Scale(name, case.data, case.n_devices, case.global_batch // (case.data * case.microbatch),
                             case.pipeline, case.tensor * case.pipeline, published_time_s(case), times[-1]))
     return fixed_and_per_microbatch_s(scales, times)[0]

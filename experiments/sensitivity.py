@@ -47,7 +47,7 @@ from typing import Any, Callable, Sequence
 
 from experiments.system_table import (FLAGSHIP_LABELS, FLAGSHIPS, KINDS, REFERENCE_LABELS, REFERENCES, best_reference,
                                       budget_for, load_rows, power_budget_w, row_key, search_config, select_rows,
-                                      stored_row_config, write_docs)
+                                      stored_row_config, uncovered, write_docs)
 from phaze_env.assumptions import ASSUMPTIONS, Assumption, moved
 from phaze_env.cli import OneLineParser, positive_float, positive_int
 from phaze_env.design import reference_system
@@ -198,22 +198,6 @@ def ranges(nominal: dict[str, Any], cases: Sequence[dict[str, Any]]) -> dict[str
         low, high = (end if end[0] != ratio else (ratio, "nominal") for end in (min(points), max(points)))
         out[name] = {"nominal": ratio, "low": low[0], "low_by": low[1], "high": high[0], "high_by": high[1]}
     return out
-
-
-def uncovered(summary: dict[str, Any]) -> dict[str, list[str]]:
-    """What a row's sensitivity lacks, so the table can say it: under ``""`` the assumptions of
-    :data:`~phaze_env.assumptions.ASSUMPTIONS` with no case at all; under each rival of its ranges each assumption none
-    of whose cases has a ratio for it (run before that rival was set against), or ``"<assumption> <end>"`` for a case
-    of an assumption whose other end has one (:func:`rivals_from_cases` refused it); only non-empty entries."""
-    run = dict.fromkeys(c["assumption"] for c in summary["cases"])
-    out = {"": [name for name in ASSUMPTIONS if name not in run]}
-    for rival in summary["ranges"]:
-        out[rival] = []
-        for name in run:
-            lacking = [c["end"] for c in summary["cases"] if c["assumption"] == name and rival not in c["ratios"]]
-            ends = sum(c["assumption"] == name for c in summary["cases"])
-            out[rival] += [name] if len(lacking) == ends else [f"{name} {end}" for end in lacking]
-    return {key: names for key, names in out.items() if names}
 
 
 def merged_summary(stored: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any]:

@@ -262,7 +262,7 @@ def node_sensitivity(config: SearchConfig, best: DesignResult, node: str = SENSI
                           tensor_widths=config.tensor_widths, seq_len=config.seq_len, solver=config.solver,
                           time_limit_s=config.time_limit_s, plan=config.plan)
     return {"node": node, "chips": point.n_devices, "samples_s": evaluation.throughput_samples_s,
-            "plan": evaluation.plan.get("notation", ""), "proven": evaluation.proven, "in_window": in_window,
+            "plan": evaluation.plan.notation if evaluation.plan else "", "proven": evaluation.proven, "in_window": in_window,
             "die_mm2": point.estimate.die_area_mm2, "chip_power_w": point.estimate.total_power_w,
             "chip_cost_usd": point.estimate.total_cost_usd}
 
@@ -636,8 +636,27 @@ stack and plan freedom, in its fastest number format. Ratio > 1: the searched sy
 """
 
 
+def uncovered(summary: dict[str, Any]) -> dict[str, list[str]]:
+    """What a row's sensitivity lacks, so the table can say it: under ``""`` the assumptions of
+    :data:`~phaze_env.assumptions.ASSUMPTIONS` with no case at all; under each rival of its ranges each assumption none
+    of whose cases has a ratio for it (run before that rival was set against), or ``"<assumption> <end>"`` for a case
+    of an assumption whose other end has one (``experiments.sensitivity.rivals_from_cases`` refused it); only non-empty
+    entries."""
+    from phaze_env.assumptions import ASSUMPTIONS
+
+    run = dict.fromkeys(c["assumption"] for c in summary["cases"])
+    out = {"": [name for name in ASSUMPTIONS if name not in run]}
+    for rival in summary["ranges"]:
+        out[rival] = []
+        for name in run:
+            lacking = [c["end"] for c in summary["cases"] if c["assumption"] == name and rival not in c["ratios"]]
+            ends = sum(c["assumption"] == name for c in summary["cases"])
+            out[rival] += [name] if len(lacking) == ends else [f"{name} {end}" for end in lacking]
+    return {key: names for key, names in out.items() if names}
+
+
 def _lacking_text(lacking: dict[str, list[str]]) -> str:
-    """The cases each flagship's range is not over (:func:`experiments.sensitivity.uncovered`), as a table cell."""
+    """The cases each flagship's range is not over (:func:`uncovered`), as a table cell."""
     def names(missing: list[str]) -> str:
         return ", ".join(f"`{m.split()[0]}`{' ' + m.split()[1] if ' ' in m else ''}" for m in missing)
 
@@ -653,7 +672,6 @@ def sensitivity_text(rows: Sequence[dict[str, Any]]) -> str:
     """The section on the verdicts' sensitivity: each assumption with its range and source
     (:data:`phaze_env.assumptions.ASSUMPTIONS`), and per row that was run the ratio's range per reference, what moves
     it most and how each figure was obtained ("" when no row has run)."""
-    from experiments.sensitivity import uncovered
     from phaze_env.assumptions import ASSUMPTIONS
 
     done = [r for r in rows if r.get("sensitivity")]

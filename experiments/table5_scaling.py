@@ -4,7 +4,7 @@
 its own cluster (the case's, as ``experiments.validate`` does) and prints, per row:
 
 * **LM-head stage share** — from the pipeline's per-microbatch time on the slowest device and on a middle one
-  (``Evaluation.plan["stage_times_s"]``). Megatron-LM (2022) puts the embedding on the first and the LM head +
+  (``Evaluation.plan.stage_times_s``). Megatron-LM (2022) puts the embedding on the first and the LM head +
   loss on the last stage and splits the transformer layers evenly, as the model does; the batch time is
   ``(m_r + (p−1)/v) · max c``, so ``1 − middle/slowest`` is the share of the batch time the LM head's stage adds;
 * **per-layer efficiency, ours and published** — a transformer layer's model FLOPs (forward, backward and what the
@@ -134,16 +134,16 @@ def row(name: str) -> dict[str, float]:
     case = get_case(name)
     evaluation = evaluation_with(case)
     plan = evaluation.plan
-    times = [float(t) for t in plan["stage_times_s"]]
+    times = [float(t) for t in plan.stage_times_s]
     slowest, middle = max(times), statistics.median(times)
     layers = layer_terms(case, evaluation)
     layers_on_slowest = case_layers(case) // case.pipeline
     overhead_s = slowest - layers_on_slowest * layers["time_s"]  # LM head, p2p sends
-    steady = plan["microbatches_per_replica"] + (case.pipeline - 1) / case.interleave
+    steady = plan.microbatches_per_replica + (case.pipeline - 1) / case.interleave
     published_c = published_time_s(case) / steady
     published_layer_s = (published_c - overhead_s) / layers_on_slowest
     peak = case_accelerator(case).peak_flops
-    return {"ours_s": plan["time_per_batch_s"], "published_s": published_time_s(case), "steady": steady,
+    return {"ours_s": plan.time_per_batch_s, "published_s": published_time_s(case), "steady": steady,
             "slowest_s": slowest, "middle_s": middle, "overhead_s": overhead_s,
             "head_share": 1 - middle / slowest if case.pipeline > 1 else 0.0,
             "layer_eff": layers["flops"] / (peak * layers["time_s"]),
@@ -152,7 +152,7 @@ def row(name: str) -> dict[str, float]:
             "layers_on_slowest": layers_on_slowest, "layer_s": layers["time_s"], "gemm_s": layers["gemm_s"],
             "comm_s": layers["comm_s"], "dropout_s": layers["dropout_s"], "gemm_eff": layers["gemm_eff"],
             "calculon_gemm_eff": layers["calculon_gemm_eff"], "published_layer_s": published_layer_s,
-            "passes": layers["passes"], "head_s": slowest - middle if case.pipeline > 1 else 0.0, "breakdown": {term: float(plan["time_breakdown_s"].get(term, 0.0))
+            "passes": layers["passes"], "head_s": slowest - middle if case.pipeline > 1 else 0.0, "breakdown": {term: float(plan.time_breakdown_s.get(term, 0.0))
                                                       for term in TERMS}}
 
 
@@ -253,7 +253,7 @@ def _uncached_metric(case, efficiency: float) -> float:
     cluster = case_cluster(case).replace(framework_efficiency=efficiency)
     evaluation = evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case), seq_len=case.seq_len,
                           cache=False)
-    return metric_value(case, evaluation.plan["time_per_batch_s"])
+    return metric_value(case, evaluation.plan.time_per_batch_s)
 
 
 def reevaluated_with_waves(names: tuple[str, ...], tolerance: float = 1e-4) -> tuple[float, dict[str, float]]:

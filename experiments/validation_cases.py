@@ -409,12 +409,13 @@ MOE_CASES: tuple[ValidationCase, ...] = (
     # 64-way expert parallelism over 8 nodes and ZeRO-1 data parallelism, no tensor parallelism (§3.2), FP8 GEMMs
     # (§3.3), sequence 4K and the final batch of 15,360 sequences (§4.2). Its microbatch is not published (1 taken);
     # it recomputes only RMSNorm and the MLA up-projections (§3.2.3; their cost not counted) and runs a fused attention
-    # kernel (the stack's), whose s×s scores are never stashed: written "selective", as the H100 cases.
+    # kernel (the stack's), whose s×s scores are never stashed: written "selective", as the H100 cases. Its AdamW keeps
+    # the moments in BF16 and the master weights and gradients in FP32 (§3.3.3: the adamw-bf16-moments optimizer).
     ValidationCase(
         name="deepseek-v3-2048-h800", workload="deepseek-v3", seq_len=4096, accelerator="h100", cluster="dgx-h800",
         n_devices=2048, global_batch=15360, tensor=1, pipeline=16, data=128, microbatch=1, interleave=1,
         recompute="selective", metric="tokens_s_per_device", published=1e12 / (180_000 * 3600), number_format="fp8", zero=1,
-        expert_parallel=64, stack="deepseek-hai-llm",
+        expert_parallel=64, stack="deepseek-hai-llm", optimizer="adamw-bf16-moments",
         source="DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv:2412.19437): Table 1 / §1 '180K H800 GPU hours' per "
                "trillion tokens; §3.1 2,048 NVIDIA H800 GPUs; §3.2 PP 16, EP 64 over 8 nodes, ZeRO-1 DP; §3.3 FP8; §4.2 "
                "sequence 4K, batch 15,360"),

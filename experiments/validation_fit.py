@@ -171,7 +171,7 @@ def _predictor(case: ValidationCase, field: str, **cluster_fields):
                               seq_len=case.seq_len)
         if not evaluation.feasible:
             raise ValueError(f"case {case.name!r} is infeasible in the model: {evaluation.reason}")
-        return metric_value(case, evaluation.plan["time_per_batch_s"])
+        return metric_value(case, evaluation.plan.time_per_batch_s)
 
     return predicted
 
@@ -235,14 +235,14 @@ def predict(case: ValidationCase, *, cache: bool = True) -> Prediction:
         return Prediction(case, str(plan), None, None, f"not modelled: {exc}")
     if not evaluation.feasible:
         return Prediction(case, str(plan), None, None, f"infeasible in the model: {evaluation.reason}")
-    time_s = evaluation.plan["time_per_batch_s"]
+    time_s = evaluation.plan.time_per_batch_s
     parts = evaluation.time_breakdown_s
     largest = sorted(parts, key=parts.get, reverse=True)[:3]
     note = ", ".join(f"{key} {parts[key] / time_s:.0%}" for key in largest)
     efficiency = compute_efficiency(case, evaluation)
     note += f"; compute at {efficiency:.0%} of {'the bf16 ' if case.number_format == 'fp8' else ''}peak"
-    layers = tuple(len(group) for group in evaluation.plan["stage_layers"])
-    return Prediction(case, evaluation.plan["notation"], metric_value(case, time_s), time_s, note, efficiency, layers)
+    layers = tuple(len(group) for group in evaluation.plan.stage_layers)
+    return Prediction(case, evaluation.plan.notation, metric_value(case, time_s), time_s, note, efficiency, layers)
 
 
 def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
@@ -261,7 +261,7 @@ def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
         flops = 72 * case.global_batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (12 * layers * hidden))
         flops /= case.n_devices
     else:  # Evaluation.mfu: model FLOPs per second over the peak of the design's format, per device used
-        flops = evaluation.mfu * evaluation.peak_flops * evaluation.plan["time_per_batch_s"]
+        flops = evaluation.mfu * evaluation.peak_flops * evaluation.plan.time_per_batch_s
     # The bf16 peak for every case, FP8 ones too (the note says "of the bf16 peak" for them): the authors' peaks
     # are bf16 figures, and Evaluation.peak_flops is the FP8 peak for an FP8 design.
     peak = PUBLISHED_PEAK_FLOPS.get(case.accelerator, Accelerator.from_dict(evaluation.accelerator).peak_flops)
@@ -286,7 +286,7 @@ def evaluation_with(case: ValidationCase, *, hbm_gb: float | None = None, **clus
 def error_with(case: ValidationCase, *, hbm_gb: float | None = None, **cluster_fields) -> float:
     """The error ``case`` would have on its cluster with ``cluster_fields`` changed (:func:`evaluation_with`)."""
     evaluation = evaluation_with(case, hbm_gb=hbm_gb, **cluster_fields)
-    return metric_value(case, evaluation.plan["time_per_batch_s"]) / case.published - 1
+    return metric_value(case, evaluation.plan.time_per_batch_s) / case.published - 1
 
 
 def predicted_compile_gain(case_name: str) -> float:

@@ -158,7 +158,7 @@ def at_efficiency(predictions: list[Prediction], stack: str, efficiency: float) 
         if p.case.stack != stack or p.case.accelerator != "a100" or p.error is None:
             continue
         evaluation = evaluation_with(p.case, framework_efficiency=efficiency)
-        errors.append(metric_value(p.case, evaluation.plan["time_per_batch_s"]) / p.case.published - 1)
+        errors.append(metric_value(p.case, evaluation.plan.time_per_batch_s) / p.case.published - 1)
         efficiencies.append(compute_efficiency(p.case, evaluation))
     return EfficiencySensitivity(tuple(errors), tuple(efficiencies))
 

@@ -141,12 +141,16 @@ PHAZE_LINK_BPS = 4e9
 class Optimizer:
     """Per-parameter bytes of one optimizer, as multiples of the bf16 weight bytes (2 bytes/param).
 
-    ``state_factor``: optimizer state kept per device (gradients are counted separately, 1x the weights);
-    ``step_factor``: bytes read + written by the update step (HBM-bound elementwise kernel).
+    ``state_factor``: optimizer state kept per device (gradients are counted separately);
+    ``step_factor``: bytes read + written by the update step (HBM-bound elementwise kernel);
+    ``gradient_factor``: the gradient buffer the optimizer accumulates into, 1x the weights (bf16, ZeRO's accounting,
+    ``phaze_env.placement.inputs.GRADIENT_FACTOR``) unless it keeps them wider. The data-parallel collectives carry
+    bf16 gradients either way (``GRADIENT_FACTOR``).
     """
 
     state_factor: float
     step_factor: float
+    gradient_factor: float = 1.0
 
 
 OPTIMIZERS = {
@@ -158,6 +162,13 @@ OPTIMIZERS = {
     # Step: read fp32 master, m, v (12 B) and the bf16 gradient (2 B), write master, m, v (12 B) and the
     # bf16 weights (2 B) = 28 bytes/param = 14x the bf16 weight bytes.
     "adam": Optimizer(state_factor=6.0, step_factor=14.0),
+    # DeepSeek-V3's AdamW (arXiv:2412.19437 §3.3.3, "Low-Precision Optimizer States": "We adopt the BF16 data format
+    # instead of FP32 to track the first and second moments in the AdamW optimizer ... However, the master weights
+    # (stored by the optimizer) and gradients (used for batch size accumulation) are still retained in FP32"): fp32
+    # master weights (4 B) + two bf16 moments (4 B) = 8 bytes/param = 4x the bf16 weights; fp32 gradients = 2x.
+    # Step: read master, m, v (8 B) and the fp32 gradient (4 B), write master, m, v (8 B) and the bf16 weights (2 B) =
+    # 22 bytes/param = 11x.
+    "adamw-bf16-moments": Optimizer(state_factor=4.0, step_factor=11.0, gradient_factor=2.0),
 }
 
 
@@ -341,6 +352,11 @@ DP_OVERLAP_LACKING = {
 overlap is only unpublished is not here: its profile leaves the knob off, :mod:`phaze_env.stacks`)."""
 
 
+PIPELINE_SCHEDULES = ("1f1b", "dualpipe")
+"""The pipeline schedules a :class:`Stack` may run (``Stack.pipeline_schedule``; priced by
+:class:`phaze_env.placement.inputs.PipelineSchedule`)."""
+
+
 @dataclass(frozen=True)
 class Stack:
     """The training software: what it runs and how fast (defaults: PHAZE's setting, the model as it is).
@@ -389,6 +405,16 @@ class Stack:
     above 0 the stack issues its kernels eagerly from the host at that many seconds per traced operator, so a
     transformer layer's pass takes at least its kernels' issue time and each device-to-host sync of its expert dispatch
     stalls the device (:mod:`phaze_env.host`); 0 (the default): the host never limits (CUDA graphs, or not modelled).
+    And so is ``pipeline_schedule``: ``"1f1b"`` (PipeDream-Flush and, with ``interleaved_schedule``, its interleaved
+    variant) or ``"dualpipe"`` (DeepSeek-V3's bidirectional schedule, arXiv:2412.19437 §3.2.1: a shorter bubble, two
+    copies of the weights and ``p + 1`` microbatches in flight per device, ``p`` even, ``m_r ≥ 2p`` and even, no
+    interleaving; :class:`~phaze_env.placement.inputs.PipelineSchedule`). And so is
+    ``recompute_norms_up_projections``: the stack reruns every RMSNorm and the MLA up-projections in the backward pass
+    instead of keeping their outputs (DeepSeek-V3's HAI-LLM, arXiv:2412.19437 §3.2.3: "We recompute all RMSNorm
+    operations and MLA up-projections during back-propagation, thereby eliminating the need to persistently store their
+    output activations"): the stash loses those outputs and what the attention's q and k are built from them, and the
+    backward pass pays their fused operators' forward time (:mod:`phaze_env.workloads.model`,
+    ``norm_up_projection_recompute``). A model without RMSNorm or MLA keeps its stash.
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -409,6 +435,8 @@ class Stack:
     attention_dropout_kernel: bool = False
     sequence_parallel_kernels: bool = False
     host_op_s: float = 0.0
+    pipeline_schedule: str = "1f1b"
+    recompute_norms_up_projections: bool = False
 
     def __post_init__(self) -> None:
         check_host_op_s(self.host_op_s)
@@ -416,6 +444,18 @@ class Stack:
             object.__setattr__(self, "plan_rules", PlanRules.from_dict(self.plan_rules))
         if not isinstance(self.plan_rules, PlanRules):
             raise ValueError(f"cluster plan_rules must be a PlanRules, got {type(self.plan_rules).__name__}")
+        if self.pipeline_schedule not in PIPELINE_SCHEDULES:
+            raise ValueError(f"cluster pipeline_schedule must be one of {', '.join(PIPELINE_SCHEDULES)}, got "
+                             f"{self.pipeline_schedule!r}")
+        if self.pipeline_schedule == "dualpipe" and self.interleaved_schedule:
+            raise ValueError("cluster pipeline_schedule='dualpipe' runs no interleaved stages (each device holds its "
+                             "stage and the mirror one, arXiv:2412.19437 §3.2.1): set interleaved_schedule=False")
+        if self.pipeline_schedule == "dualpipe" and self.dp_comm_overlap:
+            raise ValueError("cluster dp_comm_overlap is modelled on 1F1B's drain (Megatron-Core's last backward "
+                             "microbatch, phaze_env.placement.dp_overlap), not with pipeline_schedule='dualpipe'")
+        if self.pipeline_schedule == "dualpipe" and not self.plan_rules.pipeline:
+            raise ValueError(f"cluster pipeline_schedule='dualpipe' needs a stack that pipelines; "
+                             f"{self.plan_rules.stack or 'this stack'} runs p = 1 only (plan_rules.pipeline)")
         _fractions(self, ("framework_efficiency",))
         if not 0 <= self.attention_efficiency <= 1:
             raise ValueError(f"cluster attention_efficiency must be in [0, 1], got {self.attention_efficiency!r}")
@@ -472,6 +512,9 @@ class Stack:
         software += "; tensor-parallel collectives overlapped with their GEMMs" if self.tp_comm_overlap else ""
         software += "; data-parallel collectives overlapped with the passes (per bucket)" if self.dp_comm_overlap else ""
         software += "; norms, residual adds and FP8 casts on s/t tokens (sequence parallelism)" if self.sequence_parallel_kernels else ""
+        software += "; DualPipe bidirectional pipeline schedule" if self.pipeline_schedule == "dualpipe" else ""
+        software += ("; RMSNorm and MLA up-projections recomputed in the backward pass"
+                     if self.recompute_norms_up_projections else "")
         software += f"; host-bound layers ({self.host_op_s * 1e6:g} µs per issued operator)" if self.host_op_s else ""
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""

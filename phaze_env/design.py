@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import itertools
 import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
@@ -29,7 +28,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from phaze_env.cluster import point_cluster, reference_cluster
-from phaze_env.evaluate import Cluster, Evaluation, evaluate, unbuilt_evaluation
+from phaze_env.evaluate import Cluster, Evaluation, EvaluationOptions, evaluate, unbuilt_evaluation
 from phaze_env.hardware import TPUV4, Accelerator, ArchSpace
 from phaze_env.hardware.area import arch_area_mm2
 from phaze_env.hardware.cost import compute_die_area_mm2, get_node
@@ -697,8 +696,7 @@ def named_space(name: str, budget_mw: float | None = None, budget_usd: float | N
 
 # evaluate()'s knob arguments that a Design sets itself; the rest of its keywords are free options.
 _DESIGN_SET = ("microbatch", "recompute", "hbm_gb")
-_EVALUATE_OPTIONS = tuple(name for name, p in inspect.signature(evaluate).parameters.items()
-                          if p.kind is p.KEYWORD_ONLY and name not in _DESIGN_SET)
+_EVALUATE_OPTIONS = tuple(f.name for f in fields(EvaluationOptions) if f.name not in _DESIGN_SET)
 
 
 def evaluate_options(options: dict[str, Any] | None) -> dict[str, Any]:

@@ -29,17 +29,19 @@ from typing import Any, Callable, Iterable
 
 from phaze_env.attention import attention_dropout_s, recomputed_by_backward
 from phaze_env.cache import DiskCache, code_key
-from phaze_env.cluster import Cluster
+from phaze_env.cluster import OPTIMIZERS, Cluster
 from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core, rank_share,
                                         ring_exposed_s, valid_context_parallels)
 from phaze_env.hardware import Accelerator, op_energy_j
 from phaze_env.hardware.accelerator import GB_BYTES
-from phaze_env.hardware.number_format import fp8_stash_saving_bytes, fp8_weight_copy_factor, mfu_basis, mfu_text
+from phaze_env.hardware.number_format import (fp8_narrowed_share, fp8_stash_saving_bytes, fp8_weight_copy_factor,
+                                              mfu_basis, mfu_text)
 from phaze_env.hardware.space import MICROBATCH_VALUES as DEFAULT_MICROBATCHES
 from phaze_env.host import forward_syncs, host_bound_s, kernels_issued
 from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_alltoall_s
-from phaze_env.placement import Settings, best_plan_multi
+from phaze_env.placement import LayerCost, Plan, Settings, best_plan_multi
 from phaze_env.placement.inputs import uneven_batch_note
+from phaze_env.placement.rules import expert_plan_error, searched_degrees, tensor_width_error, valid_tensor_widths
 from phaze_env.pricing import price_ops
 from phaze_env.plan_spec import PlanRules, PlanSpec, phaze_plan
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
@@ -88,8 +90,9 @@ class Evaluation:
     peak for an FP8 design, so no MFU exceeds 1; :attr:`mfu_basis` names it next to the figure). Two designs'
     MFUs are not comparable throughput figures; the model FLOPs are the whole model's (per-device FLOPs ×
     tensor width). ``time_breakdown_s`` splits the
-    time per batch (see :class:`~phaze_env.placement.Plan`); ``plan["notation"]`` is the plan in the one
-    notation (``t8p8d1m1+sp+rc=selective``).
+    time per batch (see :class:`~phaze_env.placement.Plan`); ``plan`` is the placement DP's chosen
+    :class:`~phaze_env.placement.Plan` (``None`` when infeasible), ``plan.notation`` the plan in the one notation
+    (``t8p8d1m1+sp+rc=selective``); :meth:`to_dict` holds it as :meth:`Plan.to_dict` plain data.
 
     ``proven`` is True when every layer schedule behind the answer (every tensor width and microbatch
     scheduled; the others are excluded by their lower bounds) is proven optimal, so ``throughput_samples_s`` is this design's exact optimum. Otherwise an
@@ -110,7 +113,7 @@ class Evaluation:
     area_mm2: float
     peak_flops: float
     energy_per_sample_j: float
-    plan: dict[str, Any]
+    plan: Plan | None
     memory_bytes: dict[str, float]
     layer_timings: dict[str, dict[str, dict[str, Any]]]  # "t{t}_m{m}[_c{c}][_e{e}]" → layer name → LayerTiming fields (scheduled variants)
     timings_s: dict[str, float]
@@ -141,12 +144,19 @@ class Evaluation:
     @property
     def hbm_gb(self) -> float:
         """HBM capacity of the chosen plan in GiB (2**30 bytes, as ``Accelerator.hbm_gb``)."""
-        return float(self.plan.get("hbm_bytes", 0.0)) / GB_BYTES
+        return (float(self.plan.hbm_bytes) if self.plan is not None else 0.0) / GB_BYTES
 
     def to_dict(self) -> dict[str, Any]:
-        """A deep copy as plain data (equal to ``dataclasses.asdict``, which is several times slower here: the
-        fields hold only plain dicts, lists, tuples and scalars, so no dataclass checks are needed)."""
-        return {f.name: _plain_copy(getattr(self, f.name)) for f in fields(self)}
+        """A deep copy as plain data: the plan as :meth:`plan_dict`, every other field copied as it is (faster than
+        ``dataclasses.asdict``: they hold only plain dicts, lists, tuples and scalars, so no dataclass checks are
+        needed)."""
+        return {f.name: self.plan_dict() if f.name == "plan" else _plain_copy(getattr(self, f.name))
+                for f in fields(self)}
+
+    def plan_dict(self) -> dict[str, Any]:
+        """The plan as JSON-ready plain data (:meth:`Plan.to_dict <phaze_env.placement.Plan.to_dict>`; ``{}``
+        when there is none): what results, records and caches of evaluations hold."""
+        return self.plan.to_dict() if self.plan is not None else {}
 
     def explain(self, layer: str = "block", workload: Workload | None = None):
         """Time split of ``layer`` by unit at this evaluation's plan (:func:`phaze_env.explain.explain_layer`);
@@ -156,14 +166,14 @@ class Evaluation:
         if not self.feasible:
             raise ValueError(f"no plan to explain: {self.reason}")
         return explain_layer(workload or self.workload, Accelerator.from_dict(self.accelerator),
-                             Cluster.from_dict(self.cluster), layer=layer, tensor_width=self.plan["tensor_width"],
-                             microbatch=self.plan["microbatch"])
+                             Cluster.from_dict(self.cluster), layer=layer, tensor_width=self.plan.tensor_width,
+                             microbatch=self.plan.microbatch)
 
     def summary(self) -> str:
         if not self.feasible:
             return f"{self.workload}: infeasible ({self.reason})"
         return (f"{self.workload}: {self.throughput_samples_s:,.1f} samples/s ({self.tokens_s:,.0f} tokens/s, "
-                f"MFU {mfu_text(self.mfu, self.number_format)}), plan {self.plan['notation']}, area {self.area_mm2:.1f} mm²")
+                f"MFU {mfu_text(self.mfu, self.number_format)}), plan {self.plan.notation}, area {self.area_mm2:.1f} mm²")
 
 
 def _plain_copy(value: Any) -> Any:
@@ -175,6 +185,93 @@ def _plain_copy(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(_plain_copy(item) for item in value)
     return value
+
+
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """What one evaluation searches and how: every option of :func:`evaluate` and :func:`throughput_upper_bound`
+    besides the workload, the accelerator and the cluster, validated here once (what the workload, the accelerator
+    and the cluster add is checked when a request is made of them).
+
+    ``plan`` (a :class:`~phaze_env.plan_spec.PlanSpec`) pins what it sets, and a pinned ``t``, ``microbatch`` or
+    ``c`` replaces its list (:meth:`~phaze_env.plan_spec.PlanSpec.narrow`); ``None`` is PHAZE's search
+    (:func:`~phaze_env.plan_spec.phaze_plan`), with per-stage full recompute if ``recompute`` allows it. ``hbm_gb``
+    (GiB, 2**30 bytes) lists HBM capacities to try, ``None`` the accelerator's own. ``solver`` and ``time_limit_s``
+    are the layer schedules' ILP's (a bound schedules nothing: they do not apply to it); ``cache`` reads and writes
+    the on-disk caches. Iterables are kept as tuples (the options are hashable); the properties give what is
+    searched: sorted, without repeats, narrowed by the plan."""
+
+    plan: PlanSpec | None = None
+    microbatch: Iterable[int] = DEFAULT_MICROBATCHES
+    recompute: Iterable[bool] = (False, True)
+    hbm_gb: float | Iterable[float] | None = None
+    tensor_widths: Iterable[int] = TENSOR_WIDTHS
+    seq_len: int | None = None
+    solver: str = "cbc"
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    context_parallels: Iterable[int] = CONTEXT_PARALLELS
+    cache: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("microbatch", "recompute", "hbm_gb", "tensor_widths", "context_parallels"):
+            value = getattr(self, name)
+            if isinstance(value, Iterable) and not isinstance(value, (str, bytes, tuple)):
+                object.__setattr__(self, name, tuple(value))
+        if self.plan is not None and not isinstance(self.plan, PlanSpec):
+            raise TypeError(f"plan must be a PlanSpec (e.g. PlanSpec.parse('t8p8d1m1')), got {type(self.plan).__name__}")
+        if not self.microbatches or min(self.microbatches) <= 0:
+            raise ValueError(f"microbatch sizes must be positive integers, got {self.microbatch!r}")
+        if self.capacities_gb is not None and (not self.capacities_gb or min(self.capacities_gb) <= 0):
+            raise ValueError(f"HBM capacities must be positive, got {self.hbm_gb!r}")
+        if not self.widths or min(self.widths) <= 0:
+            raise ValueError(f"tensor widths must be positive integers, got {self.tensor_widths!r}")
+        if not self.degrees or min(self.degrees) <= 0:
+            raise ValueError(f"context-parallel degrees must be positive integers, got {self.context_parallels!r}")
+
+    @property
+    def search_plan(self) -> PlanSpec:
+        """The plan searched: ``plan``, or PHAZE's with full recompute if ``recompute`` allows it."""
+        if self.plan is not None:
+            return self.plan
+        allowed = sorted({bool(r) for r in self.recompute})
+        if not allowed:
+            raise ValueError("recompute must list at least one of False, True")
+        return phaze_plan(recompute=True in allowed)
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """The tensor widths searched (the plan's ``t`` if it pins one)."""
+        return tuple(sorted({int(t) for t in self.search_plan.narrow(self.tensor_widths, ())[0]}))
+
+    @property
+    def microbatches(self) -> tuple[int, ...]:
+        """The microbatch sizes searched (the plan's if it pins one)."""
+        return tuple(sorted({int(m) for m in self.search_plan.narrow((), self.microbatch)[1]}))
+
+    @property
+    def capacities_gb(self) -> tuple[float, ...] | None:
+        """The HBM capacities searched in GiB; ``None``: the accelerator's own."""
+        return None if self.hbm_gb is None else tuple(sorted({float(h) for h in _as_tuple(self.hbm_gb)}))
+
+    @property
+    def degrees(self) -> tuple[int, ...]:
+        """The context-parallel degrees searched (the plan's ``c`` if it pins one)."""
+        plan = self.search_plan
+        return tuple(sorted({int(c) for c in self.context_parallels})) if plan.c is None else (plan.c,)
+
+
+def _options(options: EvaluationOptions | None, keywords: dict[str, Any]) -> EvaluationOptions:
+    """``options`` with ``keywords`` (:class:`EvaluationOptions` fields, as :func:`evaluate` takes them) replacing
+    its fields; no ``options``: the defaults with ``keywords``."""
+    if options is not None and not isinstance(options, EvaluationOptions):
+        raise TypeError(f"options must be EvaluationOptions, got {type(options).__name__}")
+    known = [f.name for f in fields(EvaluationOptions)]
+    unknown = [name for name in keywords if name not in known]
+    if unknown:
+        raise TypeError(f"unknown evaluation option {unknown[0]!r}; known: {', '.join(known)}")
+    if options is None:
+        return EvaluationOptions(**keywords)
+    return replace(options, **keywords) if keywords else options
 
 
 @dataclass(frozen=True)
@@ -195,84 +292,37 @@ class _Request:
                 self.plan.to_dict(), self.seq_len, self.context_parallels)
 
 
-def _request(workload, accelerator, cluster, *, microbatch, recompute, hbm_gb, tensor_widths, plan, seq_len,
-             context_parallels) -> _Request:
-    """Check the arguments; a pinned ``plan`` narrows the tensor widths and microbatch sizes searched."""
+def _request(workload, accelerator, cluster, options: EvaluationOptions) -> _Request:
+    """Check what ``options`` asks of this workload, accelerator and cluster (the options checked themselves)."""
     workload = get_workload(workload)
     if not isinstance(accelerator, Accelerator):
         raise TypeError(f"accelerator must be an Accelerator, got {type(accelerator).__name__}")
     cluster = cluster if cluster is not None else Cluster()
     if not isinstance(cluster, Cluster):
         raise TypeError(f"cluster must be a Cluster, got {type(cluster).__name__}")
-    if plan is None:
-        allowed = sorted({bool(r) for r in recompute})
-        if not allowed:
-            raise ValueError("recompute must list at least one of False, True")
-        plan = phaze_plan(recompute=True in allowed)
-    elif not isinstance(plan, PlanSpec):
-        raise TypeError(f"plan must be a PlanSpec (e.g. PlanSpec.parse('t8p8d1m1')), got {type(plan).__name__}")
-    widths, microbatches = plan.narrow(tensor_widths, microbatch)
-    microbatches = tuple(sorted({int(m) for m in microbatches}))
-    if not microbatches or min(microbatches) <= 0:
-        raise ValueError(f"microbatch sizes must be positive integers, got {microbatch!r}")
-    capacities = (accelerator.hbm_gb,) if hbm_gb is None else tuple(sorted({float(h) for h in _as_tuple(hbm_gb)}))
-    if not capacities or min(capacities) <= 0:
-        raise ValueError(f"HBM capacities must be positive, got {hbm_gb!r}")
-    widths = tuple(sorted({int(t) for t in widths}))
-    if not widths or min(widths) <= 0:
-        raise ValueError(f"tensor widths must be positive integers, got {tensor_widths!r}")
+    plan = options.search_plan
+    capacities = (accelerator.hbm_gb,) if options.capacities_gb is None else options.capacities_gb
     if plan.devices is not None and plan.devices != cluster.n_devices:
         raise ValueError(f"plan {plan} uses t·c·p·d = {plan.devices} devices but the cluster has {cluster.n_devices}")
-    degrees = tuple(sorted({int(c) for c in context_parallels})) if plan.c is None else (plan.c,)
-    if not degrees or min(degrees) <= 0:
-        raise ValueError(f"context-parallel degrees must be positive integers, got {context_parallels!r}")
-    tokens = workload.seq_len if seq_len is None else seq_len
+    tokens = workload.seq_len if options.seq_len is None else options.seq_len
     if plan.c is not None and context_parallel_error(tokens, plan.c):
         raise ValueError(f"plan {plan}: {context_parallel_error(tokens, plan.c)}")
-    if plan.e is not None and plan.e not in expert_parallel_degrees(workload, plan.e):
-        raise ValueError(f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
-                         + (f"{workload.num_experts} experts" if workload.num_experts else "experts (a dense model: e=1)"))
     if cluster.stack.moe_node_limit and not workload.num_experts:
         raise ValueError(f"cluster moe_node_limit={cluster.stack.moe_node_limit} (node-limited routing) needs a "
                          f"mixture-of-experts model; {workload.name} is dense")
     if cluster.stack.moe_alltoall_overlap and not workload.num_experts:
         raise ValueError(f"cluster moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
                          f"mixture-of-experts model; {workload.name} is dense")
-    if plan.t is not None and not valid_tensor_widths(workload, (plan.t,), cluster.n_devices):
-        raise ValueError(f"tensor width {plan.t} does not divide {workload.name}'s {workload.num_heads} attention heads "
-                         f"(or is not a power of two ≤ {cluster.n_devices})")
-    return _Request(workload, cluster, microbatches, capacities, widths, plan, seq_len, degrees)
+    if error := expert_plan_error(plan, workload):
+        raise ValueError(error)
+    if plan.t is not None and (error := tensor_width_error(workload, plan.t, cluster.n_devices)):
+        raise ValueError(error)
+    return _Request(workload, cluster, options.microbatches, capacities, options.widths, plan, options.seq_len,
+                    options.degrees)
 
 
 def _as_tuple(value) -> tuple:
     return tuple(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) else (value,)
-
-
-def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: int) -> list[int]:
-    """Widths at which the workload can be split (heads and hidden sizes divide) and that fit the cluster."""
-    heads = workload.num_heads or 1
-    return [t for t in widths if t <= n_devices and t & (t - 1) == 0 and heads % t == 0]
-
-
-def expert_parallel_degrees(workload: Workload, most: int) -> list[int]:
-    """Expert-parallel degrees ``e ≤ most`` that divide the workload's experts (``[1]`` for a dense model)."""
-    return [e for e in range(1, most + 1) if workload.num_experts % e == 0] if workload.num_experts else [1]
-
-
-def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = False) -> str:
-    """Why ``plan``'s expert-parallel degree cannot apply to ``workload`` ("" when it can): a pinned ``e`` must divide
-    its experts (a dense model has none: only e = 1), and a plan that says ``+e=auto`` (``explicit_auto``: parsed
-    text, where ``e`` is None only then) asks for expert parallelism a dense model does not have — refused alike,
-    rather than silently searched as e = 1."""
-    if plan.e is None:
-        if explicit_auto and not workload.num_experts:
-            return (f"{workload.name} is dense (no experts): +e=auto searches expert parallelism, which it does not "
-                    "have; leave +e=auto out (e = 1)")
-        return ""
-    if plan.e not in expert_parallel_degrees(workload, plan.e):
-        return (f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
-                + (f"{workload.num_experts} experts" if workload.num_experts else "experts (dense: e=1)"))
-    return ""
 
 
 def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str = "bf16",
@@ -281,10 +331,18 @@ def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str 
     what eager autograd saves (the traced stash) less, unless the stack runs every elementwise operator unfused
     (``Stack.unfused_elementwise``), what its fused kernels rebuild in their backward pass instead
     (``Layer.stash_kernel_*``, :func:`phaze_env.workloads.model.kernel_recomputed`), and, in ``number_format`` FP8,
-    what its FP8 Linears keep narrower than ``bytes_per_element`` (:func:`fp8_stash_saving_bytes`)."""
+    what its FP8 Linears keep narrower than ``bytes_per_element`` (:func:`fp8_stash_saving_bytes`), and, when the stack
+    reruns RMSNorm and the MLA up-projections in the backward pass (``Stack.recompute_norms_up_projections``), their
+    outputs as that stash would have kept them (``Layer.stash_norm_up_*``)."""
     fp8_saving, fp8_replicated_saving = fp8_stash_saving_bytes(layer, number_format, bytes_per_element)
     kept = (float(layer.activation_stash_bytes) - fp8_saving, float(layer.stash_attention_bytes),
             float(layer.stash_replicated_bytes) - fp8_replicated_saving)
+    if cluster is not None and cluster.stack.recompute_norms_up_projections:
+        narrowed = fp8_narrowed_share(layer, number_format, bytes_per_element)
+        dropped = layer.stash_norm_up_bytes - narrowed * layer.stash_norm_up_gemm_input_bytes
+        dropped_replicated = (layer.stash_norm_up_replicated_bytes
+                              - narrowed * layer.stash_norm_up_gemm_input_replicated_bytes)
+        kept = (kept[0] - dropped, kept[1], kept[2] - dropped_replicated)
     if cluster is not None and cluster.stack.unfused_elementwise:
         return kept
     rebuilt = (layer.stash_kernel_bytes, layer.stash_kernel_attention_bytes, layer.stash_kernel_replicated_bytes)
@@ -294,7 +352,7 @@ def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str 
 def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None = None,
                  expert_parallel: int = 1, context_parallel: int = 1,
                  streaming_Bps: float = math.inf, number_format: str = "bf16",
-                 dropout_s: tuple[float, float] = (0.0, 0.0)) -> list[dict[str, float]]:
+                 dropout_s: tuple[float, float] = (0.0, 0.0)) -> list[LayerCost]:
     """The DP's layers. At expert-parallel degree ``e > 1`` a device holds ``1/e`` of each MoE layer's experts and
     runs the same routed-token slots through them (``graph`` is one rank's: its experts at the per-rank shape,
     :func:`~phaze_env.workloads.model.at_expert_rank`; at ``c > 1`` its ``s/c`` tokens); each layer adds its dispatch
@@ -333,17 +391,17 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
             fwd_s, bwd_s = _host_bound(layer, fwd_s + exposed_s / 2, bwd_s + exposed_s / 2, cluster.stack)
             fwd_s, bwd_s = fwd_s - exposed_s / 2, bwd_s - exposed_s / 2
         expert_bytes = layer.expert_param_bytes / e
-        entry = {"fwd_s": fwd_s + exposed_s / 2, "bwd_s": bwd_s + exposed_s / 2,
-                 "param_bytes": float(layer.param_bytes - layer.expert_param_bytes) + expert_bytes,
-                 "expert_param_bytes": expert_bytes,
-                 "stash_bytes": stash[0], "output_bytes": float(layer.output_bytes),
-                 "input_bytes": float(layer.input_bytes), "attention_stash_bytes": stash[1],
-                 "replicated_stash_bytes": stash[2],
-                 "attention_fwd_s": min(timing.attention_fwd_s, timing.fwd_s) + dropout_fwd_s,
-                 "recompute_fwd_s": fwd_s + exposed_s / 2 if layer.is_transformer_layer else 0.0,
-                 "tp_comm_s": min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
-                 "cp_comm_s": timing.cp_comm_s, "ep_comm_s": exposed_s,
-                 "transformer_layers": float(split_rules.split_layers(layer))}
+        entry = LayerCost(fwd_s=fwd_s + exposed_s / 2, bwd_s=bwd_s + exposed_s / 2,
+                          param_bytes=float(layer.param_bytes - layer.expert_param_bytes) + expert_bytes,
+                          expert_param_bytes=expert_bytes,
+                          stash_bytes=stash[0], output_bytes=float(layer.output_bytes),
+                          input_bytes=float(layer.input_bytes), attention_stash_bytes=stash[1],
+                          replicated_stash_bytes=stash[2],
+                          attention_fwd_s=min(timing.attention_fwd_s, timing.fwd_s) + dropout_fwd_s,
+                          recompute_fwd_s=fwd_s + exposed_s / 2 if layer.is_transformer_layer else 0.0,
+                          tp_comm_s=min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
+                          cp_comm_s=timing.cp_comm_s, ep_comm_s=exposed_s,
+                          transformer_layers=float(split_rules.split_layers(layer)))
         chain.extend([entry] * layer.repeat)
     return chain
 
@@ -383,7 +441,9 @@ def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_para
     """The layer's forward and backward schedules; at ``context_parallel > 1`` plus the ring exchange each
     direction leaves exposed (``kv_hop_bytes`` per forward hop; backward passes keys, values and their gradients).
     ``prices``: this variant's operator latencies by (layer, direction), filled on first use (a variant is
-    timed on its lower bounds first and scheduled later only if it can win)."""
+    timed on its lower bounds first and scheduled later only if it can win). A stack that reruns RMSNorm and the MLA
+    up-projections (``Stack.recompute_norms_up_projections``) adds their fused forward operators' latencies
+    (``Layer.norm_up_rerun``, summed as selective recompute's attention core is) to the backward pass."""
     acc, cluster, counters = timing.accelerator, timing.cluster, timing.counters
     prices = {} if prices is None else prices
     results = {}
@@ -422,6 +482,10 @@ def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_para
             results[direction] = (0.0, 0.0, "empty", True)
         counters["schedule"] += time.perf_counter() - started
     (f, flb, fm, fo), (b, blb, bm, bo) = results["fwd"], results["bwd"]
+    if cluster.stack.recompute_norms_up_projections:  # their fused forward operators rerun before the backward pass
+        one, all_cores, _ = prices[layer.name, "fwd"]
+        rerun_s = float(sum(min(a, c) for op, a, c in zip(layer.fwd.ops, one, all_cores) if op.name in layer.norm_up_rerun))
+        b, blb = b + rerun_s, blb + rerun_s
     if cluster.stack.attention_efficiency:
         # A fused kernel's backward recomputes its scores itself (phaze_env.attention), whatever the recompute mode:
         # that time belongs to the backward pass, and selective recompute (what the stash drops) adds nothing more.
@@ -466,16 +530,16 @@ class _Variant:
     streaming_Bps: float = math.inf  # what the MoE layers' memory-bound expert kernels stream at (_layer_chain)
     number_format: str = "bf16"  # the accelerator's: an FP8 layer keeps its Linears' inputs in FP8 (_layer_chain)
     dropout_s: tuple[float, float] = (0.0, 0.0)  # an attention layer's dropout kernel, fwd and bwd (_layer_chain)
-    _chain: list[dict[str, float]] | None = None
+    _chain: list[LayerCost] | None = None
 
-    def chain(self) -> list[dict[str, float]]:
+    def chain(self) -> list[LayerCost]:
         if self._chain is None:
             self._chain = _layer_chain(self.graph, self.timings, self.cluster, self.expert_parallel,
                                        self.context_parallel, self.streaming_Bps, self.number_format,
                                        self.dropout_s)
         return self._chain
 
-    def lower_bound_chain(self) -> list[dict[str, float]]:
+    def lower_bound_chain(self) -> list[LayerCost]:
         """The chain with every layer at its schedules' proven lower bounds (a chain no slower than any real one)."""
         bounds = {name: replace(timing, fwd_s=timing.fwd_lower_bound_s, bwd_s=timing.bwd_lower_bound_s)
                   for name, timing in self.timings.items()}
@@ -499,9 +563,6 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
     variants: dict[tuple[int, int, int, int], _Variant] = {}  # scheduled (with bound_only: bounded) variants
     bounded: dict[tuple[int, int, int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
     prices: dict[tuple[int, int, int, int], dict] = {}  # operator latencies per variant, shared by both
-    # what the request searches (the context-parallel degrees below, beside the plan loop that takes them)
-    usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
-    experts = expert_parallel_degrees(workload, cluster.n_devices) if request.plan.e is None else [request.plan.e]
     capacities = [capacity * GB_BYTES for capacity in request.capacities_gb]
 
     def kept(store: dict, t: int, m: int, c: int, e: int, bound: bool) -> _Variant:
@@ -516,7 +577,7 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
     def bound_variant(t: int, m: int, c: int, e: int) -> _Variant:
         return variant(t, m, c, e) if bound_only else kept(bounded, t, m, c, e, True)
 
-    def lower_bound_chain(t: int, m: int, c: int, e: int) -> list[dict[str, float]]:
+    def lower_bound_chain(t: int, m: int, c: int, e: int) -> list[LayerCost]:
         """The best proven lower bounds known: the schedules' where scheduled, else the cheap ones."""
         if (t, m, c, e) in variants:
             return variants[(t, m, c, e)].lower_bound_chain()
@@ -524,7 +585,9 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
 
     calls = {"dp_calls": 0, "bound_dp_calls": 0}  # the placement DP runs made (best_plan_multi counts them)
     seq_len = workload.seq_len if request.seq_len is None else request.seq_len
+    # what the request searches, beside the plan loop that takes it
     degrees = [c for c in valid_context_parallels(seq_len, request.context_parallels) if c <= cluster.n_devices]
+    usable, experts = searched_degrees(workload, request.widths, cluster.n_devices, request.plan.e)
     if usable and degrees:
         # The one plan loop (placement.best_plan_multi): capacities smallest first, then t, then m, then c, then e,
         # branch and bound across them; ties keep the first (the smaller HBM).
@@ -587,7 +650,7 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
                   unproven=tuple(f"{where} ({method}, gap {gap:.3%})" for where, method, gap in unproven))
     if best is None or not best.feasible:
         return Evaluation(accelerator=acc.to_dict(), feasible=False, reason=reason or "no feasible plan",
-                          throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, energy_per_sample_j=0.0, plan={},
+                          throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, energy_per_sample_j=0.0, plan=None,
                           memory_bytes={}, **common)
     bound = best.throughput_samples_s if bound is None else bound
     chosen = acc.replace(hbm_gb=best.hbm_bytes / GB_BYTES)
@@ -597,7 +660,7 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
         best.context_parallel)
     return Evaluation(accelerator=chosen.to_dict(), feasible=True, reason="",
                       throughput_samples_s=best.throughput_samples_s, tokens_s=best.tokens_s or 0.0,
-                      mfu=best.mfu or 0.0, energy_per_sample_j=energy, plan=best.to_dict(),
+                      mfu=best.mfu or 0.0, energy_per_sample_j=energy, plan=best,
                       memory_bytes=dict(best.memory_bytes), time_breakdown_s=dict(best.time_breakdown_s),
                       throughput_bound_samples_s=bound, **common)
 
@@ -637,17 +700,17 @@ def unbuilt_evaluation(workload: str | Workload, accelerator: Accelerator, topol
     return Evaluation(workload=get_workload(workload).name, accelerator=accelerator.to_dict(),
                       cluster={"n_devices": 0, "name": topology}, feasible=False, reason=reason,
                       throughput_samples_s=0.0, tokens_s=0.0, mfu=0.0, area_mm2=accelerator.area_mm2,
-                      peak_flops=accelerator.format_peak_flops, energy_per_sample_j=0.0, plan={}, memory_bytes={},
+                      peak_flops=accelerator.format_peak_flops, energy_per_sample_j=0.0, plan=None, memory_bytes={},
                       layer_timings={}, timings_s={}, ilp_solves=0, schedules=0)
 
 
 def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
-             plan: PlanSpec | None = None, microbatch: Iterable[int] = DEFAULT_MICROBATCHES,
-             recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
-             tensor_widths: Iterable[int] = TENSOR_WIDTHS, seq_len: int | None = None, solver: str = "cbc",
-             time_limit_s: float = DEFAULT_TIME_LIMIT_S, context_parallels: Iterable[int] = CONTEXT_PARALLELS,
-             cache: bool = True) -> Evaluation:
+             options: EvaluationOptions | None = None, **keywords: Any) -> Evaluation:
     """Best training throughput of ``workload`` on ``cluster`` accelerators of this architecture.
+
+    What is searched is ``options`` (:class:`EvaluationOptions`; default: its defaults), its fields also taken as
+    keywords (``evaluate(w, acc, cluster, plan=..., hbm_gb=80)``), which replace those of ``options`` when both
+    are given.
 
     ``plan`` (a :class:`~phaze_env.plan_spec.PlanSpec`) pins what it sets (its context-parallel degree ``c``
     is 1 unless set; ``c=None`` searches ``context_parallels``, those that split the sequence into ``2c``
@@ -661,38 +724,39 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     ``feasible=False`` and the reason (for a pinned plan, the memory it would need); invalid arguments
     raise ``ValueError``/``TypeError``.
     """
-    request = _request(workload, accelerator, cluster, microbatch=microbatch, recompute=recompute, hbm_gb=hbm_gb,
-                       tensor_widths=tensor_widths, plan=plan, seq_len=seq_len, context_parallels=context_parallels)
-    key = code_key(__name__, "evaluation", accelerator.to_dict(), *request.key_parts(), solver, time_limit_s)
-    if cache and (hit := _EVALUATIONS.get(key)) is not None:
+    options = _options(options, keywords)
+    request = _request(workload, accelerator, cluster, options)
+    key = code_key(__name__, "evaluation", accelerator.to_dict(), *request.key_parts(), options.solver,
+                   options.time_limit_s)
+    if options.cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
-    timing = _Timing.fresh(accelerator, request.cluster, solver=solver, time_limit_s=time_limit_s, cache=cache)
+    timing = _Timing.fresh(accelerator, request.cluster, solver=options.solver, time_limit_s=options.time_limit_s,
+                           cache=options.cache)
     result = _run(request, timing, bound_only=False)
-    if cache and result.proven:  # an unproven answer is provisional: the next call solves again
+    if options.cache and result.proven:  # an unproven answer is provisional: the next call solves again
         _EVALUATIONS.put(key, result)
     return result
 
 
 def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
-                           plan: PlanSpec | None = None, microbatch: Iterable[int] = DEFAULT_MICROBATCHES,
-                           recompute: Iterable[bool] = (False, True), hbm_gb: float | Iterable[float] | None = None,
-                           tensor_widths: Iterable[int] = TENSOR_WIDTHS, seq_len: int | None = None,
-                           context_parallels: Iterable[int] = CONTEXT_PARALLELS, cache: bool = True,
-                           calls: dict[str, int] | None = None) -> float:
-    """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible).
+                           options: EvaluationOptions | None = None, calls: dict[str, int] | None = None,
+                           **keywords: Any) -> float:
+    """An upper bound on ``evaluate(...).throughput_samples_s`` without any ILP (0 when surely infeasible), for the
+    same ``options`` and ``keywords`` as :func:`evaluate` (whose ``solver`` and ``time_limit_s`` it does not use).
     ``calls``: when given, ``calls["bound_dp_calls"]`` grows by the placement DP runs made (none for a cached
     bound)."""
-    request = _request(workload, accelerator, cluster, microbatch=microbatch, recompute=recompute, hbm_gb=hbm_gb,
-                       tensor_widths=tensor_widths, plan=plan, seq_len=seq_len, context_parallels=context_parallels)
+    options = _options(options, keywords)
+    request = _request(workload, accelerator, cluster, options)
     key = code_key(__name__, "bound", accelerator.to_dict(), *request.key_parts())
-    if cache and (hit := _BOUNDS.get(key)) is not None:
+    if options.cache and (hit := _BOUNDS.get(key)) is not None:
         return hit
-    timing = _Timing.fresh(accelerator, request.cluster, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S, cache=cache)
+    timing = _Timing.fresh(accelerator, request.cluster, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S,
+                           cache=options.cache)
     result = _run(request, timing, bound_only=True)
     if calls is not None:
         calls["bound_dp_calls"] = calls.get("bound_dp_calls", 0) + result.bound_dp_calls
     bound = result.throughput_samples_s * (1 + 1e-9) if result.feasible else 0.0
-    if cache:
+    if options.cache:
         _BOUNDS.put(key, bound)
     return bound
 
@@ -710,14 +774,14 @@ def report(evaluation: Evaluation, preset: str) -> dict[str, Any]:
               "worst_gap": evaluation.worst_gap, "unproven": list(evaluation.unproven),
               "throughput_bound_samples_s": evaluation.throughput_bound_samples_s}
     if evaluation.feasible:
-        result.update(plan=plan["notation"], stage_layers=[len(group) for group in plan["stage_layers"]],
+        result.update(plan=plan.notation, stage_layers=[len(group) for group in plan.stage_layers],
                       throughput_samples_s=evaluation.throughput_samples_s, tokens_s=evaluation.tokens_s,
                       mfu=evaluation.mfu, mfu_basis=evaluation.mfu_basis, mfu_peak_flops_per_device=evaluation.peak_flops,
-                      devices_used=plan["devices_used"], time_per_batch_s=plan["time_per_batch_s"],
+                      devices_used=plan.devices_used, time_per_batch_s=plan.time_per_batch_s,
                       time_breakdown_s=evaluation.time_breakdown_s, memory_bytes=evaluation.memory_bytes,
-                      hbm_bytes=plan["hbm_bytes"],
-                      batch_split=uneven_batch_note(evaluation.cluster["global_batch"], plan["data_parallel"],
-                                                    plan["microbatch"]))
+                      hbm_bytes=plan.hbm_bytes,
+                      batch_split=uneven_batch_note(evaluation.cluster["global_batch"], plan.data_parallel,
+                                                    plan.microbatch))
     return result
 
 
@@ -765,7 +829,7 @@ def _evaluate_with_progress(workload: str, accelerator: Accelerator, cluster: Cl
     if not err.is_terminal:
         return evaluate(workload, accelerator, cluster, plan=plan, **options)
     widths, microbatches = plan.narrow(TENSOR_WIDTHS, DEFAULT_MICROBATCHES)
-    widths = valid_tensor_widths(get_workload(workload), widths, cluster.n_devices)
+    widths, _ = searched_degrees(get_workload(workload), widths, cluster.n_devices, plan.e)
     with progress_display(err) as bar:
         tracing = bar.add_task(f"{workload}: tracing the model", total=len(widths) * len(microbatches))
         prepare_graphs(workload, widths, microbatches, seq_len=options.get("seq_len"),
@@ -808,7 +872,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slices", type=positive_int, default=1, help="TPU slices joined by the data-centre network "
                         "(tpuv4-pod: Cloud TPU Multislice; default 1)")
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the workload's)")
-    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="default adam (mixed precision)")
+    parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam", help="default adam (mixed precision)")
     parser.add_argument("--plan", default="", help="pinned plan, e.g. t8p8d1m1, t8p8d1m1v3+sp+rc=selective or, for a "
                         "mixture of experts, t2p4d8e8m1 (e: expert parallel; absent = 1), or t1p1d128m2+zero3+shard8 (hybrid sharding, "
                         "FSDP's HSDP: ZeRO-3 within groups of 8 replicas) (absent degrees are searched; "
@@ -856,8 +920,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if evaluation.feasible else 1
 
 
-__all__ = ["Cluster", "Evaluation", "LayerTiming", "PlanSpec", "evaluate", "throughput_upper_bound", "unbuilt_evaluation",
-           "valid_tensor_widths"]
+__all__ = ["Cluster", "Evaluation", "EvaluationOptions", "LayerTiming", "PlanSpec", "evaluate", "expert_plan_error",
+           "throughput_upper_bound", "unbuilt_evaluation", "valid_tensor_widths"]
 
 
 if __name__ == "__main__":

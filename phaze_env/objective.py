@@ -169,7 +169,7 @@ class PhazeObjective:
                      throughput_samples_s=throughput, constraints=list(constraints))
         if evaluation is not None:
             attrs.update(tokens_s=evaluation.tokens_s, mfu=evaluation.mfu, mfu_basis=evaluation.mfu_basis,
-                         energy_per_sample_j=evaluation.energy_per_sample_j, plan=evaluation.plan,
+                         energy_per_sample_j=evaluation.energy_per_sample_j, plan=evaluation.plan_dict(),
                          memory_bytes=evaluation.memory_bytes, proven=evaluation.proven,
                          worst_gap=evaluation.worst_gap)
         return TrialRecord(tuple(float(v) for v in self.objective_values(design, throughput)), constraints, attrs)

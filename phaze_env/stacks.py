@@ -6,7 +6,8 @@ A :class:`StackProfile` holds the two kinds of thing a stack decides:
   whether the stack has Megatron-LM's interleaved 1F1B schedule (``interleaved_schedule``; DeepSpeed's
   ``PipelineEngine`` runs plain 1F1B only) and whether it splits a pipeline send over the tensor-parallel
   ranks' NICs and all-gathers it inside the node (``pipeline_scatter_gather``: Megatron-LM's scatter/gather,
-  Narayanan et al. 2021 §4.1; DeepSpeed's ``pipe_partitioned``, on by default);
+  Narayanan et al. 2021 §4.1; DeepSpeed's ``pipe_partitioned``, on by default), and which pipeline schedule it runs
+  (``pipeline_schedule``: 1F1B, or DeepSeek-V3's bidirectional DualPipe, ``deepseek-hai-llm``);
 * **one efficiency per chip**, ``framework_efficiency`` (see :class:`phaze_env.cluster.Cluster`): what an
   end-to-end step of that stack loses against the operator model, *fitted to one published run* of the stack on
   that chip (``calibration``, a case of ``experiments.validation_cases``) and checked on its other published runs
@@ -276,6 +277,8 @@ class StackProfile:
     sequence_parallel_kernels: bool = False  # norms, residuals and FP8 casts on s/t tokens at t > 1 (a Stack field)
     host_op_s: float = 0.0  # host issue time per traced operator, eager kernels (0: CUDA graphs / not modelled; a Stack field)
     host_calibration: str = ""  # the published run host_op_s is fitted to ("" = not fitted)
+    pipeline_schedule: str = "1f1b"  # "1f1b" or DeepSeek-V3's bidirectional "dualpipe" (a Stack field)
+    recompute_norms_up_projections: bool = False  # RMSNorm and MLA up-projections rerun in the backward (a Stack field)
     variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:
@@ -473,11 +476,18 @@ STACKS["deepseek-hai-llm"] = replace(
         sources="DeepSeek-V3's own framework HAI-LLM as arXiv:2412.19437 §3.2 describes it: node-limited routing to at "
                 "most M = 4 nodes (§2.1.2), each token over IB once per node and NVLink inside it (§3.2.2), DualPipe's "
                 "paired forward and backward chunks hiding the all-to-all (§3.2.1) with DEEPSEEK_COMM_SM_SHARE of the SMs "
-                "on communication, stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); kernels and efficiency: "
+                "on communication, DualPipe's bidirectional pipeline with its bubble, weights and in-flight activations as "
+                "Table 2 gives them (pipeline_schedule), RMSNorm and the MLA up-projections recomputed in the backward pass "
+                "(§3.2.3, recompute_norms_up_projections), stages of uneven layer counts (DEEPSEEK_PIPELINE_RULES); kernels and efficiency: "
                 "megatron-core's H100 fit with its fused attention (a 2024 stack training MLA at 4K in FP8 runs a "
                 "flash-class attention kernel; which one is not published), assumed (HAI-LLM has no other published "
                 "run to fit to; the H800 is the H100's die)"),
     plan_rules=DEEPSEEK_PIPELINE_RULES, interleaved_schedule=False,
+    # DualPipe (arXiv:2412.19437 §3.2.1, Table 2): bubble (PP/2 − 1)(F&B + B − 3W) against 1F1B's (PP − 1)(F + B),
+    # parameters 2× and PP + 1 microbatches of activations per device, no interleaving
+    pipeline_schedule="dualpipe",
+    # §3.2.3: "We recompute all RMSNorm operations and MLA up-projections during back-propagation"
+    recompute_norms_up_projections=True,
     dp_comm_overlap=False,
     host_op_s=0.0, host_calibration="")  # HAI-LLM's host path (CUDA graphs or not) is not published; megatron-core's host fit is not carried
 # to it  # HAI-LLM's data-parallel overlap is not published (arXiv:2412.19437 §3.2 describes DualPipe's

@@ -117,7 +117,7 @@ def test_fused_backward_carries_its_recompute_whatever_the_recompute_mode():
     scores in either case); full recompute reruns the forward."""
     cluster = get_cluster("dgx-h100", 8, global_batch=16, optimizer="adam").replace(attention_efficiency=0.5)
     times = {mode: evaluate(TINY, get_preset("h100"), cluster, plan=PlanSpec(t=1, p=1, d=8, microbatch=2, recompute=mode),
-                            cache=False).plan["time_per_batch_s"] for mode in ("none", "selective", "full")}
+                            cache=False).plan.time_per_batch_s for mode in ("none", "selective", "full")}
     assert times["selective"] == pytest.approx(times["none"], rel=1e-12) and times["full"] > times["none"]
 
 
@@ -152,8 +152,8 @@ def test_context_parallelism_runs_with_a_fused_kernel_and_its_ring_overlaps_the_
     fused = get_cluster("dgx-h100", 8, global_batch=16, optimizer="adam").replace(attention_efficiency=0.5)
     fast = evaluate(LONG, get_preset("h100"), fused, plan=plan, cache=False)
     slow = evaluate(LONG, get_preset("h100"), fused.replace(node_bandwidth_Bps=1e6), plan=plan, cache=False)
-    assert fast.feasible and slow.feasible and fast.plan["context_parallel"] == 2
-    assert 0.0 <= fast.plan["time_breakdown_s"]["cp_comm"] < slow.plan["time_breakdown_s"]["cp_comm"]
+    assert fast.feasible and slow.feasible and fast.plan.context_parallel == 2
+    assert 0.0 <= fast.plan.time_breakdown_s["cp_comm"] < slow.plan.time_breakdown_s["cp_comm"]
     assert slow.throughput_samples_s < fast.throughput_samples_s
     eager = evaluate(LONG, get_preset("h100"), fused.replace(attention_efficiency=0.0), plan=plan, cache=False)
     assert fast.throughput_samples_s > eager.throughput_samples_s  # the kernel skips the masked half and the s × s HBM

@@ -10,20 +10,21 @@ so slowing layers down never changes whether a plan exists.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from phaze_env.cluster import Cluster
-from phaze_env.placement import Settings, best_plan, best_plan_dag, best_plan_multi
+from phaze_env.placement import LayerCost, Settings, best_plan, best_plan_dag, best_plan_multi
 from phaze_env.plan_spec import PlanSpec
 
 REL = 1e-12  # float round-off of sums of the same terms in another order
 
 
 @st.composite
-def layer(draw) -> dict:
+def layer(draw) -> LayerCost:
     """A layer with the shares selective recompute and sequence parallelism act on (parts of its stash)."""
     fwd_s, stash = draw(st.floats(0.0, 2.0)), draw(st.integers(0, 40))
     attention = draw(st.integers(0, stash))
@@ -31,11 +32,11 @@ def layer(draw) -> dict:
     # what full recompute reruns: all of the forward, or a part (an embedding or LM head: none of it)
     recompute_fwd_s = draw(st.one_of(st.just(fwd_s), st.just(attention_fwd_s),
                                      st.floats(0.0, 1.0).map(lambda x: attention_fwd_s + (fwd_s - attention_fwd_s) * x)))
-    return {"fwd_s": fwd_s, "bwd_s": draw(st.floats(0.01, 4.0)),  # the DP refuses layers taking no time
-            "param_bytes": float(draw(st.integers(0, 50))), "stash_bytes": float(stash),
-            "output_bytes": float(draw(st.integers(0, 30))), "attention_stash_bytes": float(attention),
-            "attention_fwd_s": attention_fwd_s, "recompute_fwd_s": min(recompute_fwd_s, fwd_s),
-            "replicated_stash_bytes": float(draw(st.integers(0, stash - attention)))}
+    return LayerCost(fwd_s=fwd_s, bwd_s=draw(st.floats(0.01, 4.0)),  # the DP refuses layers taking no time
+                     param_bytes=float(draw(st.integers(0, 50))), stash_bytes=float(stash),
+                     output_bytes=float(draw(st.integers(0, 30))), attention_stash_bytes=float(attention),
+                     attention_fwd_s=attention_fwd_s, recompute_fwd_s=min(recompute_fwd_s, fwd_s),
+                     replicated_stash_bytes=float(draw(st.integers(0, stash - attention))))
 
 
 # A slow-down of one layer: scale its forward and backward times and add to them (so a zero time can grow).
@@ -57,14 +58,14 @@ def template(draw) -> Settings:
                     float(draw(st.integers(20, 400))), plan, hbm_bandwidth_Bps=draw(st.sampled_from([None, 1000.0])))
 
 
-def slower(layers: list[dict], slowdowns: list[tuple[float, float, float, float]]) -> list[dict]:
+def slower(layers: list[LayerCost], slowdowns: list[tuple[float, float, float, float]]) -> list[LayerCost]:
     """``layers`` with each one slowed down by its entry of ``slowdowns`` (missing entries: unchanged)."""
     out = []
     for i, base in enumerate(layers):
         fwd_scale, fwd_add, bwd_scale, bwd_add = slowdowns[i] if i < len(slowdowns) else (1.0, 0.0, 1.0, 0.0)
-        out.append(base | {"fwd_s": base["fwd_s"] * fwd_scale + fwd_add, "bwd_s": base["bwd_s"] * bwd_scale + bwd_add,
-                           "attention_fwd_s": base["attention_fwd_s"] * fwd_scale,  # parts of fwd_s
-                           "recompute_fwd_s": base["recompute_fwd_s"] * fwd_scale})
+        out.append(replace(base, fwd_s=base.fwd_s * fwd_scale + fwd_add, bwd_s=base.bwd_s * bwd_scale + bwd_add,
+                           attention_fwd_s=base.attention_fwd_s * fwd_scale,  # parts of fwd_s
+                           recompute_fwd_s=base.recompute_fwd_s * fwd_scale))
     return out
 
 
@@ -101,15 +102,15 @@ def test_dag_dp_never_gets_faster_when_layers_get_slower(dag, layers, slowdowns,
 def test_best_over_widths_microbatches_and_hbm_never_gets_faster(layers, slowdowns, settings_, capacities):
     """The bound's own entry point: the best plan over (tensor width, microbatch) variants and HBM sizes."""
 
-    def variants(chain: list[dict]) -> dict:
+    def variants(chain: list[LayerCost]) -> dict:
         # a width-t, microbatch-m variant: t-way split work and state, m-times the activations
-        def scaled(x: dict, t: int, m: int) -> dict:
+        def scaled(x: LayerCost, t: int, m: int) -> LayerCost:
             time, stash = m / t, m / t
-            return x | {"fwd_s": x["fwd_s"] * time, "bwd_s": x["bwd_s"] * time, "attention_fwd_s": x["attention_fwd_s"] * time,
-                        "recompute_fwd_s": x["recompute_fwd_s"] * time,
-                        "param_bytes": x["param_bytes"] / t, "stash_bytes": x["stash_bytes"] * stash,
-                        "attention_stash_bytes": x["attention_stash_bytes"] * stash,
-                        "replicated_stash_bytes": x["replicated_stash_bytes"] * stash}
+            return replace(x, fwd_s=x.fwd_s * time, bwd_s=x.bwd_s * time, attention_fwd_s=x.attention_fwd_s * time,
+                           recompute_fwd_s=x.recompute_fwd_s * time,
+                           param_bytes=x.param_bytes / t, stash_bytes=x.stash_bytes * stash,
+                           attention_stash_bytes=x.attention_stash_bytes * stash,
+                           replicated_stash_bytes=x.replicated_stash_bytes * stash)
         return {(t, m): [scaled(x, t, m) for x in chain] for t in (1, 2) for m in (1, 2)}
 
     fast = best_plan_multi(variants(layers), settings_, hbm_bytes=capacities)
@@ -125,9 +126,9 @@ def interleaving_case(draw):
     from phaze_env.plan_spec import PlanRules
 
     n_layers = draw(st.sampled_from([4, 6, 8, 12]))
-    layers = [{"fwd_s": draw(st.floats(0.01, 1.0)), "bwd_s": draw(st.floats(0.01, 2.0)),
-               "param_bytes": float(draw(st.integers(0, 50))), "stash_bytes": 1.0,
-               "output_bytes": float(draw(st.integers(0, 30)))} for _ in range(n_layers)]
+    layers = [LayerCost(fwd_s=draw(st.floats(0.01, 1.0)), bwd_s=draw(st.floats(0.01, 2.0)),
+                        param_bytes=float(draw(st.integers(0, 50))), stash_bytes=1.0,
+                        output_bytes=float(draw(st.integers(0, 30)))) for _ in range(n_layers)]
     rules = PlanRules(uniform_stages=draw(st.booleans()), whole_microbatches=draw(st.booleans()),
                       zero_stages=(0, 1))
     cluster = Cluster(n_devices=draw(st.integers(2, 16)), global_batch=draw(st.integers(1, 32)),
@@ -152,10 +153,10 @@ def test_the_search_bound_holds_for_interleaved_plans(case):
     plan = best_plan(layers, settings_)
     if not plan.feasible:
         return
-    layer_s = np.array([[layer["fwd_s"] + layer["bwd_s"]] for layer in layers])
-    boundary = min(layer["output_bytes"] for layer in layers[:-1]) if len(layers) > 1 else 0.0
+    layer_s = np.array([[layer.fwd_s + layer.bwd_s] for layer in layers])
+    boundary = min(layer.output_bytes for layer in layers[:-1]) if len(layers) > 1 else 0.0
     bound_s = placement_time_bound_s(layer_s, np.ones(len(layers), dtype=np.int64),
-                                     GRADIENT_FACTOR * sum(layer["param_bytes"] for layer in layers), boundary, 1,
+                                     GRADIENT_FACTOR * sum(layer.param_bytes for layer in layers), boundary, 1,
                                      settings_.microbatch, settings_.cluster,
                                      interleaves=tuple(interleave_degrees(len(layers), None, True)),
                                      total_layers=len(layers))
@@ -172,7 +173,7 @@ def test_a_plain_1f1b_bound_would_not_hold_for_an_interleaved_plan():
     from phaze_env.placement.rules import interleave_degrees
     from phaze_env.placement.bounds import placement_time_bound_s
 
-    layers = [{"fwd_s": 0.5, "bwd_s": 1.0, "param_bytes": 10.0, "stash_bytes": 1.0, "output_bytes": 0.0}] * 16
+    layers = [LayerCost(fwd_s=0.5, bwd_s=1.0, param_bytes=10.0, stash_bytes=1.0, output_bytes=0.0)] * 16
     settings_ = Settings(Cluster(n_devices=8, global_batch=8, link_bandwidth_Bps=1.0), 1, 1, 1e12,
                          PlanSpec(recompute="none", interleave=None, zero=0, sequence_parallel=False, e=1))
     plan = best_plan(layers, settings_)
@@ -193,8 +194,8 @@ def test_overlapped_dp_never_gets_faster_when_a_layer_gets_slower():
     stage; slowing the first stage's backward (0.1 s → 2 s, still below the second's 3 s) hides more of its gradient
     reduce-scatter, and the batch gets faster (7.91 s → 6.2 s)."""
     def time_s(bwd_s: float) -> float:
-        layers = [{"fwd_s": 0.1, "bwd_s": bwd_s, "param_bytes": 8e8, "stash_bytes": 1.0, "output_bytes": 0.0},
-                  {"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 0.0, "stash_bytes": 1.0, "output_bytes": 0.0}]
+        layers = [LayerCost(fwd_s=0.1, bwd_s=bwd_s, param_bytes=8e8, stash_bytes=1.0, output_bytes=0.0),
+                  LayerCost(fwd_s=1.0, bwd_s=2.0, param_bytes=0.0, stash_bytes=1.0, output_bytes=0.0)]
         cluster = Cluster(n_devices=4, global_batch=2, link_bandwidth_Bps=4e8, dp_comm_overlap=True)
         plan = PlanSpec(recompute="none", interleave=1, zero=0, p=2, d=2, sequence_parallel=False, e=1)
         return best_plan(layers, Settings(cluster, 1, 1, 1e12, plan)).time_per_batch_s

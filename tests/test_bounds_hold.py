@@ -24,7 +24,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from phaze_env.cluster import Cluster, get_cluster
-from phaze_env.placement import Settings, best_plan
+from phaze_env.placement import LayerCost, Settings, best_plan
 from phaze_env.placement.inputs import GRADIENT_FACTOR, layer_arrays
 from phaze_env.placement.record import obviously_infeasible
 from phaze_env.placement.search import PlacementSearch, _Best
@@ -83,10 +83,11 @@ def chains(draw, experts: bool, most: int = 5) -> list[dict]:
     return layers
 
 
-def at_expert_parallel(layers: list[dict], e: int) -> list[dict]:
-    """A device's share at expert-parallel degree ``e``: ``1/e`` of each layer's routed experts."""
-    return [layer | {"param_bytes": layer["param_bytes"] - layer["expert_param_bytes"] * (1 - 1 / e),
-                     "expert_param_bytes": layer["expert_param_bytes"] / e} for layer in layers]
+def at_expert_parallel(layers: list[dict], e: int) -> list[LayerCost]:
+    """A device's share at expert-parallel degree ``e``: ``1/e`` of each layer's routed experts (the placement's
+    records of these dicts)."""
+    return [LayerCost.from_dict(layer | {"param_bytes": layer["param_bytes"] - layer["expert_param_bytes"] * (1 - 1 / e),
+                                         "expert_param_bytes": layer["expert_param_bytes"] / e}) for layer in layers]
 
 
 def system_bound_s(layers: list[dict], cluster: Cluster, t: int, m: int, e: int, interleaves: tuple[int, ...] = (1,)
@@ -169,7 +170,7 @@ def test_overlapped_bound_counts_what_the_passes_cannot_hide():
     layers = [layer] * 4
     cluster = Cluster(n_devices=8, global_batch=32, link_bandwidth_Bps=3e8, dp_comm_overlap=True,
                       plan_rules=PlanRules(zero_stages=(0, 1)))
-    found = best_plan(layers, Settings(cluster, 1, 1, 1e15, PlanSpec(interleave=1, c=1, e=1, zero=1)))
+    found = best_plan(at_expert_parallel(layers, 1), Settings(cluster, 1, 1, 1e15, PlanSpec(interleave=1, c=1, e=1, zero=1)))
     assert (found.pipeline_stages, found.data_parallel, found.microbatches_per_replica) == (1, 8, 4)
     bound_s = system_bound_s(layers, cluster, 1, 1, 1)
     work_s, collectives_s = 4 * 0.75, 2 * 7 / 8 * 4 * 4.5e8 / 3e8  # a microbatch's passes; reduce-scatter + all-gather
@@ -190,7 +191,7 @@ def test_pipeline_send_bound_on_a_tpuv4_pod_at_t2():
     payload = 0.4 * cluster.network.levels[0].p2p_bandwidth_Bps
     layers = [{"fwd_s": 0.5, "bwd_s": 0.5, "param_bytes": 1e12, "expert_param_bytes": 0.0, "stash_bytes": 0.0,
                "output_bytes": payload, "input_bytes": payload} for _ in range(2)]
-    found = best_plan(layers, Settings(cluster, 2, 1, 1e15, PlanSpec(interleave=1, c=1, e=1, zero=0)))
+    found = best_plan(at_expert_parallel(layers, 1), Settings(cluster, 2, 1, 1e15, PlanSpec(interleave=1, c=1, e=1, zero=0)))
     assert (found.pipeline_stages, found.data_parallel) == (2, 1)
     assert system_bound_s(layers, cluster, 2, 1, 1) <= found.time_per_batch_s * (1 + REL)
 

@@ -74,3 +74,17 @@ def test_the_flat_dict_is_the_one_cache_keys_were_built_from():
     assert Cluster.from_dict(data) == deepseek
     sliced = get_cluster("tpuv4-pod", 128, slices=2).to_dict()
     assert sliced["slices"] == 2 and math.isfinite(sliced["dcn_bandwidth_Bps"])
+
+
+def test_deepseeks_adamw_keeps_bf16_moments_and_fp32_master_weights_and_gradients():
+    """arXiv:2412.19437 §3.3.3: per parameter 4 B fp32 master + 2 × 2 B bf16 moments of state and 4 B fp32 gradients,
+    against mixed-precision Adam's 12 B and 2 B; ZeRO-1 shards the state, not the gradients."""
+    from phaze_env.placement import Settings
+    from phaze_env.plan_spec import PlanSpec
+
+    def parts(optimizer: str, zero: int) -> tuple[float, float, float]:
+        cluster = Cluster(n_devices=8, global_batch=8, optimizer=optimizer)
+        return Settings(cluster, 1, 1, 1e12, PlanSpec()).state_parts(8, zero)
+
+    assert parts("adamw-bf16-moments", 0) == (1.0, 2.0, 4.0) and parts("adam", 0) == (1.0, 1.0, 6.0)
+    assert parts("adamw-bf16-moments", 1) == (1.0, 2.0, 0.5) and parts("adam", 1) == (1.0, 1.0, 0.75)

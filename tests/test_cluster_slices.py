@@ -21,6 +21,7 @@ from phaze_env.placement import Settings
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.placement import best_plan
 from test_bound_property import assert_not_faster, layer, slowdown, slower
+from test_placement import records
 from test_placement_combined import _instance, assert_dp_equals_brute_force
 
 
@@ -122,7 +123,7 @@ def test_the_sliced_instances_reach_plans_across_the_dcn():
                         interleave=options["interleave"])
         template = Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], spec,
                             hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"])
-        plan = placement.best_plan_multi(lambda t, m, c, e: variants[(c, e)], template,
+        plan = placement.best_plan_multi(lambda t, m, c, e: records(variants[(c, e)]), template,
                                          tensor_widths=[options["tensor_width"]], microbatches=[options["microbatch"]],
                                          context_parallels=(1, 2), expert_parallels=(1, 2))
         across += plan.feasible and PlanSpec.parse(plan.notation).devices > cluster.network.slice_devices

@@ -33,8 +33,8 @@ def test_expert_alltoall_spans_ranks_t_times_c_apart():
     timings = {"block": LayerTiming(1.0, 2.0, 1.0, 2.0, "ilp", "ilp", True, True)}
     (entry,) = _layer_chain(graph, timings, cluster, expert_parallel=2, context_parallel=2)
     between_nodes = oracle.alltoall_s(800.0, 2, 10.0)  # (2−1)/2 · 800 B / 10 B/s = 40 s, on the inter-node links
-    assert entry["ep_comm_s"] == pytest.approx(4 * between_nodes)  # dispatch + combine, forward and backward
-    assert entry["fwd_s"] == pytest.approx(1.0 + 2 * between_nodes)
+    assert entry.ep_comm_s == pytest.approx(4 * between_nodes)  # dispatch + combine, forward and backward
+    assert entry.fwd_s == pytest.approx(1.0 + 2 * between_nodes)
 
 
 def test_a_context_parallel_group_uses_at_least_one_ranks_energy_per_sample():

@@ -64,7 +64,7 @@ def test_evaluation_is_sane_and_cached(brute_force):
     assert 0 < evaluation.mfu <= 1
     assert evaluation.area_mm2 == pytest.approx(TPUV4.area_mm2)
     plan = evaluation.plan
-    assert plan["data_parallel"] * plan["pipeline_stages"] * plan["tensor_width"] <= CLUSTER.n_devices
+    assert plan.data_parallel * plan.pipeline_stages * plan.tensor_width <= CLUSTER.n_devices
     assert evaluation.energy_per_sample_j > 0
     assert set(evaluation.timings_s) == {"trace", "estimate", "schedule", "placement"}
     again = evaluate(TINY, TPUV4, CLUSTER, **KNOBS)
@@ -310,14 +310,14 @@ def test_time_shares_add_up_and_match_the_pipeline_formula(brute_force):
     """The 'why' breakdown: shares summing to 1; bubble : per-microbatch work = (p − 1)/v : m_r (1F1B)."""
     from search.result import DesignResult
 
-    evaluations = [ev for ev in brute_force[TINY.name] if ev.feasible and ev.plan["pipeline_stages"] > 1]
+    evaluations = [ev for ev in brute_force[TINY.name] if ev.feasible and ev.plan.pipeline_stages > 1]
     assert evaluations
     for ev in evaluations[:10]:
         shares, plan = DesignResult.from_evaluation(ev.to_dict()).time_shares, ev.plan
         assert sum(shares.values()) == pytest.approx(1.0)
-        assert shares["dp_allreduce"] == pytest.approx(plan["allreduce_s"] / plan["time_per_batch_s"])
+        assert shares["dp_allreduce"] == pytest.approx(plan.allreduce_s / plan.time_per_batch_s)
         work = shares["compute"] + shares["recompute"] + shares["tp_comm"] + shares["p2p"]
-        p, v, m = plan["pipeline_stages"], plan["interleave"], plan["microbatches_per_replica"]
+        p, v, m = plan.pipeline_stages, plan.interleave, plan.microbatches_per_replica
         assert shares["bubble"] / work == pytest.approx((p - 1) / (v * m))
 
 

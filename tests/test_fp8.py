@@ -139,7 +139,7 @@ def test_no_fp8_design_reports_mfu_above_100_percent():
         evaluation = evaluate(TINY, acc, Cluster(n_devices=1, global_batch=8))
         plan = evaluation.plan
         flops_s = evaluation.throughput_samples_s * _model_flops_per_sample(
-            model_graph(TINY, microbatch=plan["microbatch"], tensor_width=plan["tensor_width"]))
+            model_graph(TINY, microbatch=plan.microbatch, tensor_width=plan.tensor_width))
         assert evaluation.peak_flops == acc.format_peak_flops == format_peak_flops(acc.peak_flops, number_format)
         assert evaluation.mfu == pytest.approx(flops_s / acc.format_peak_flops, rel=1e-9)
         assert 0 < evaluation.mfu <= 1

@@ -53,7 +53,7 @@ def _time_s(host_op_s: float) -> float:
     cluster = Cluster(n_devices=1, global_batch=4, host_op_s=host_op_s)
     evaluation = evaluate(TINY, get_preset("a100"), cluster, plan=PLAN, cache=False)
     assert evaluation.feasible
-    return evaluation.plan["time_per_batch_s"]
+    return evaluation.plan.time_per_batch_s
 
 
 def test_a_host_bound_step_grows_by_the_hand_count_of_its_kernels():

@@ -40,10 +40,10 @@ def test_stage_memory_is_each_stage_term_by_term():
     stash, the second 1; weights, bf16 gradients and Adam's 12 bytes per parameter (6× the bf16 weights) per stage;
     the worst stage is memory_bytes."""
     gib = float(GB_BYTES)
-    layer = {"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": gib, "stash_bytes": 3 * gib, "output_bytes": 1e3}
+    layer = placement.LayerCost(fwd_s=1.0, bwd_s=2.0, param_bytes=gib, stash_bytes=3 * gib, output_bytes=1e3)
     cluster = Cluster(n_devices=2, global_batch=4, optimizer="adam", link_bandwidth_Bps=1e12)
     settings = Settings(cluster, 1, 1, 100 * gib, PlanSpec(p=2, d=1, recompute="none"))
-    plan = placement.best_plan([dict(layer) for _ in range(4)], settings)
+    plan = placement.best_plan([layer] * 4, settings)
     assert plan.feasible and [len(group) for group in plan.stage_layers] == [2, 2]
     first, second = plan.stage_memory
     for stage, in_flight in ((first, 2), (second, 1)):
@@ -59,10 +59,10 @@ def test_interleaved_stage_memory_holds_megatrons_warmup_chunks():
     """The same four layers interleaved (v = 2, one layer per chunk): the first stage holds 2·1 + 1·2 + 1 = 5 chunks
     of 3 GiB, the second 3 — Megatron's warm-up count, not whole microbatches."""
     gib = float(GB_BYTES)
-    layer = {"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": gib, "stash_bytes": 3 * gib, "output_bytes": 1e3}
+    layer = placement.LayerCost(fwd_s=1.0, bwd_s=2.0, param_bytes=gib, stash_bytes=3 * gib, output_bytes=1e3)
     cluster = Cluster(n_devices=2, global_batch=4, optimizer="adam", link_bandwidth_Bps=1e12)
     settings = Settings(cluster, 1, 1, 100 * gib, PlanSpec(p=2, d=1, recompute="none", interleave=2))
-    plan = placement.best_plan([dict(layer) for _ in range(4)], settings)
+    plan = placement.best_plan([layer] * 4, settings)
     assert plan.feasible and plan.interleave == 2
     assert [stage["activations"] for stage in plan.stage_memory] == pytest.approx([5 * 3 * gib, 3 * 3 * gib])
 

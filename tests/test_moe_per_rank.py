@@ -136,8 +136,8 @@ def test_layer_chain_prices_the_stacks_dispatch():
     deduplicated, = _layer_chain(graph, timing, _cluster("hierarchical"), 16)
     limited, = _layer_chain(graph, timing, _cluster("hierarchical", 2), 16)
     one = oracle.node_deduplicated_dispatch_s(4096.0, 4, 16, 4, 4, (400.0, 0.01), (10.0, 0.1), 2)
-    assert limited["ep_comm_s"] == pytest.approx(4 * one) and limited["fwd_s"] == pytest.approx(1.0 + 2 * one)
-    assert limited["ep_comm_s"] < deduplicated["ep_comm_s"] < flat["ep_comm_s"]
+    assert limited.ep_comm_s == pytest.approx(4 * one) and limited.fwd_s == pytest.approx(1.0 + 2 * one)
+    assert limited.ep_comm_s < deduplicated.ep_comm_s < flat.ep_comm_s
 
 
 # ---------------------------------------------------------------- the expert kernels the traced graph lacks
@@ -154,9 +154,9 @@ def test_layer_chain_adds_the_expert_kernels_traffic(e, sorts):
     free, = _layer_chain(graph, timing, _cluster("alltoall"), e)  # streaming_Bps defaults to infinite: no kernel time
     priced, = _layer_chain(graph, timing, _cluster("alltoall"), e, streaming_Bps=1000.0)
     sort_bytes = sorts * 2 * (4096 + 4096)
-    assert priced["fwd_s"] - free["fwd_s"] == pytest.approx((sort_bytes + 3072 + 1536) / 1000)
-    assert priced["bwd_s"] - free["bwd_s"] == pytest.approx((sort_bytes + 1536 + 3072 + 3072) / 1000)
-    assert priced["ep_comm_s"] == pytest.approx(free["ep_comm_s"])
+    assert priced.fwd_s - free.fwd_s == pytest.approx((sort_bytes + 3072 + 1536) / 1000)
+    assert priced.bwd_s - free.bwd_s == pytest.approx((sort_bytes + 1536 + 3072 + 3072) / 1000)
+    assert priced.ep_comm_s == pytest.approx(free.ep_comm_s)
 
 
 def test_a_dense_layer_has_no_expert_kernels():
@@ -165,7 +165,7 @@ def test_a_dense_layer_has_no_expert_kernels():
     timing = {"block": LayerTiming(1.0, 2.0, 1.0, 2.0, "ilp", "ilp", True, True)}
     entry, = _layer_chain(SimpleNamespace(layers=(dense,), tensor_width=1), timing, _cluster("alltoall"), 1,
                           streaming_Bps=1.0)
-    assert (entry["fwd_s"], entry["bwd_s"]) == (1.0, 2.0)
+    assert (entry.fwd_s, entry.bwd_s) == (1.0, 2.0)
 
 
 def test_the_graph_carries_the_routed_activation_bytes():
@@ -246,9 +246,9 @@ def test_overlapped_alltoall_is_what_the_partner_compute_cannot_hide(fwd_s, bwd_
     entry, = _layer_chain(SimpleNamespace(layers=(layer,), tensor_width=1), timing, cluster, 8)
     compute_end, comm_end = fwd_s + bwd_s, 4 * alltoall_s
     waited = max(compute_end, comm_end) if overlapped else compute_end + comm_end
-    assert entry["fwd_s"] + entry["bwd_s"] == pytest.approx(waited, abs=1e-9)
-    assert entry["ep_comm_s"] == pytest.approx(waited - compute_end, abs=1e-9)
-    assert entry["fwd_s"] - fwd_s == pytest.approx(entry["bwd_s"] - bwd_s, abs=1e-9)
+    assert entry.fwd_s + entry.bwd_s == pytest.approx(waited, abs=1e-9)
+    assert entry.ep_comm_s == pytest.approx(waited - compute_end, abs=1e-9)
+    assert entry.fwd_s - fwd_s == pytest.approx(entry.bwd_s - bwd_s, abs=1e-9)
 
 
 def test_overlap_on_a_dense_model_is_refused():
@@ -270,9 +270,9 @@ def test_communication_sms_slow_the_overlapped_layer():
     layer.routed_token_bytes = 1.0 / cluster.network.collective_s("alltoall", 1.0, 8)  # one exchange: 1 s
     timing = {"block": LayerTiming(1.5, 1.5, 1.5, 1.5, "ilp", "ilp", True, True)}
     entry, = _layer_chain(SimpleNamespace(layers=(layer,), tensor_width=1), timing, cluster, 8)
-    assert entry["fwd_s"] + entry["bwd_s"] == pytest.approx(max(3.0 / 0.75, 4.0)) and entry["ep_comm_s"] == 0.0
+    assert entry.fwd_s + entry.bwd_s == pytest.approx(max(3.0 / 0.75, 4.0)) and entry.ep_comm_s == 0.0
     dense, = _layer_chain(SimpleNamespace(layers=(layer,), tensor_width=1), timing, cluster, 1)
-    assert dense["fwd_s"] == 1.5  # no exchange at e = 1: nothing held
+    assert dense.fwd_s == 1.5  # no exchange at e = 1: nothing held
 
 
 def test_sm_share_needs_the_overlap_and_the_deepseek_profile_has_them_all():

@@ -37,7 +37,7 @@ def test_expert_parallelism_is_chosen_and_pays(brute_force):
     """The mechanism is live on this model: some design picks e > 1 and beats its PHAZE-space (e = 1) evaluation."""
     pairs = list(zip(brute_force[None], brute_force[EXPERT_PLAN]))
     assert all(ep.throughput_samples_s >= phaze.throughput_samples_s * (1 - 1e-12) for phaze, ep in pairs)
-    assert any(ep.plan.get("expert_parallel", 1) > 1 and ep.throughput_samples_s > phaze.throughput_samples_s
+    assert any(ep.feasible and ep.plan.expert_parallel > 1 and ep.throughput_samples_s > phaze.throughput_samples_s
                for phaze, ep in pairs)
 
 

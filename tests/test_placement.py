@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from phaze_env import placement
 from phaze_env.cluster import Cluster
-from phaze_env.placement import Plan, Settings, TooManyDownsetsError, microbatches_per_replica
+from phaze_env.placement import LayerCost, Plan, Settings, TooManyDownsetsError, microbatches_per_replica
 from phaze_env.plan_spec import PlanRules, PlanSpec
 
 # Written from the docstrings' sources, not imported: ZeRO's 2 + 2 + 12 bytes/param for Adam (state = 6x
@@ -45,18 +45,25 @@ def _settings(n_devices, global_batch, tensor_width, microbatch, hbm_bytes, link
     return Settings(cluster, tensor_width, microbatch, hbm_bytes, plan, **rest)
 
 
+def records(layers):
+    """The placement's layer records of these tests' layer dicts (the brute forces below read the dicts)."""
+    return [LayerCost.from_dict(layer) for layer in layers]
+
+
 def best_plan(layers, cache=False, **options):
-    return placement.best_plan(layers, _settings(**options), cache=cache)
+    return placement.best_plan(records(layers), _settings(**options), cache=cache)
 
 
 def best_plan_dag(layers, edges, max_downsets=2048, **options):
-    return placement.best_plan_dag(layers, edges, _settings(**options), max_downsets=max_downsets)
+    return placement.best_plan_dag(records(layers), edges, _settings(**options), max_downsets=max_downsets)
 
 
 def best_plan_multi(layers, tensor_widths=None, microbatches=None, hbm_bytes=(), **options):
     hbm = [hbm_bytes] if isinstance(hbm_bytes, float) else list(hbm_bytes)
     template = _settings(tensor_width=1, microbatch=1, hbm_bytes=hbm[0] if hbm else 1.0, **options)
-    return placement.best_plan_multi(layers, template, tensor_widths=tensor_widths, microbatches=microbatches,
+    variants = ((lambda *key: records(layers(*key))) if callable(layers)
+                else {key: records(chain) for key, chain in layers.items()})
+    return placement.best_plan_multi(variants, template, tensor_widths=tensor_widths, microbatches=microbatches,
                                      hbm_bytes=hbm or None)
 
 
@@ -397,7 +404,7 @@ def test_must_beat_returns_the_optimum_exactly_when_it_is_better(layers, options
     if not own.feasible:
         return
     incumbent = dataclasses.replace(own, throughput_samples_s=own.throughput_samples_s / ratio)
-    pruned = placement.best_plan(layers, _settings(**options), must_beat=incumbent)
+    pruned = placement.best_plan(records(layers), _settings(**options), must_beat=incumbent)
     if placement.better(own, incumbent):
         assert pruned is not None and pruned.throughput_samples_s == own.throughput_samples_s
         assert pruned.notation == own.notation
@@ -622,6 +629,15 @@ def test_invalid_inputs_raise_value_error(layers, overrides, message):
         best_plan(layers, **{**GOOD, **overrides})
 
 
+def test_a_layer_must_be_a_record():
+    """The placement reads LayerCost records: a dict (the old string-keyed layer) is a TypeError that names the
+    record and how to make one, and from_dict refuses an unknown field (a misspelt key is not silently 0)."""
+    with pytest.raises(TypeError, match=r"layer 1 must be a LayerCost, got dict \(LayerCost.from_dict"):
+        placement.best_plan([LayerCost.from_dict(GOOD_LAYER), dict(GOOD_LAYER)], _settings(**GOOD))
+    with pytest.raises(ValueError, match="unknown layer field 'fwd'"):
+        LayerCost.from_dict({**GOOD_LAYER, "fwd": 1.0})
+
+
 def test_too_many_downsets_is_a_clear_error():
     layers = [dict(GOOD_LAYER) for _ in range(20)]  # 20 independent layers: 2**20 downsets
     with pytest.raises(TooManyDownsetsError, match="downsets"):
@@ -756,14 +772,14 @@ def test_a_split_counts_transformer_layers_only():
 
     def pinned(p, v=None):
         settings = _settings(**{**options, "n_devices": p})
-        return placement.best_plan(layers, dataclasses.replace(settings, plan=PlanSpec(p=p, d=1, interleave=v,
-                                                                                      recompute="none", zero=0)))
+        plan = PlanSpec(p=p, d=1, interleave=v, recompute="none", zero=0)
+        return placement.best_plan(records(layers), dataclasses.replace(settings, plan=plan))
 
     plan = pinned(2)
     assert plan.stage_layers == ((0, 1, 2), (3, 4, 5)) and plan.interleave == 2  # v = 2 beats v = 1 (less bubble)
     assert pinned(2, 4).reason and not pinned(2, 4).feasible  # 2 layers per stage cannot make 4 chunks
     assert not pinned(3).feasible and "uniform" in pinned(3).reason  # 4 layers do not split into 3 equal stages
-    free = placement.best_plan(layers, dataclasses.replace(_settings(**options), plan=PlanSpec(
+    free = placement.best_plan(records(layers), dataclasses.replace(_settings(**options), plan=PlanSpec(
         d=1, interleave=None, recompute="none", zero=0)))
     assert free.stage_layers == plan.stage_layers and free.interleave == 2
 
@@ -777,7 +793,7 @@ def test_the_rule_messages_say_no_exactly_where_the_search_skips(rules, layers_c
     from phaze_env.placement.stages import chain_stages
 
     layer = {"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 1.0, "stash_bytes": 1.0, "output_bytes": 1.0}
-    arrays = placement.inputs.layer_arrays([layer] * layers_count)
+    arrays = placement.inputs.layer_arrays(records([layer] * layers_count))
     search = PlacementSearch(arrays, chain_stages(arrays), _settings(n_devices=16, global_batch=16, tensor_width=1,
                                                                    microbatch=1, hbm_bytes=1e9, link_bandwidth_Bps=1.0,
                                                                    zero=None, rules=rules), layers_count)

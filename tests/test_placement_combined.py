@@ -23,6 +23,7 @@ from phaze_env import placement
 from phaze_env.cluster import OPTIMIZERS, Cluster
 from phaze_env.placement import Settings
 from phaze_env.plan_spec import PlanSpec
+from test_placement import records
 
 BUFFERS = {0: 0.0, 1: 0.0, 2: 1.0, 3: 3.0}  # ZeRO-2: a layer's whole gradient; ZeRO-3: + two layers' gathered weights
 
@@ -168,7 +169,7 @@ def assert_dp_equals_brute_force(variants, cluster, options):
                          interleave=options["interleave"])
     settings = Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], plan_spec,
                         hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"])
-    plan = placement.best_plan_multi(lambda t, m, c, e: variants[(c, e)], settings, tensor_widths=[options["tensor_width"]],
+    plan = placement.best_plan_multi(lambda t, m, c, e: records(variants[(c, e)]), settings, tensor_widths=[options["tensor_width"]],
                                      microbatches=[options["microbatch"]], context_parallels=(1, 2), expert_parallels=(1, 2))
     expected = brute_force(variants, cluster, options)
     if math.isinf(expected):
@@ -199,7 +200,7 @@ def test_the_instances_exercise_c_e_and_zero_together():
         settings = Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"],
                             PlanSpec(recompute=options["recompute"], sequence_parallel=False, zero=None, c=None, e=None,
                                      interleave=options["interleave"]), hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"])
-        plan = placement.best_plan_multi(lambda t, m, c, e: variants[(c, e)], settings,
+        plan = placement.best_plan_multi(lambda t, m, c, e: records(variants[(c, e)]), settings,
                                          tensor_widths=[options["tensor_width"]], microbatches=[options["microbatch"]],
                                          context_parallels=(1, 2), expert_parallels=(1, 2))
         if plan.feasible:
@@ -216,8 +217,8 @@ def test_expert_gradients_sync_over_context_ranks_and_data_ranks_t_c_e_apart():
                       link_bandwidth_Bps=10.0, optimizer="sgd")
     layer = {"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 60.0, "expert_param_bytes": 40.0, "stash_bytes": 0.0,
              "output_bytes": 0.0}
-    plan = placement.best_plan([layer], Settings(cluster, 1, 1, 1e9, PlanSpec.parse("t1c2p1d2e2m1"), context_parallel=2,
-                                                 expert_parallel=2))
+    plan = placement.best_plan(records([layer]), Settings(cluster, 1, 1, 1e9, PlanSpec.parse("t1c2p1d2e2m1"),
+                                                          context_parallel=2, expert_parallel=2))
     assert plan.notation == "t1c2p1d2e2m1"
     dense = oracle.allreduce_s(20.0, 2, 1000.0) + oracle.allreduce_s(10.0, 2, 10.0)  # 2 in a node, then 2 nodes
     experts = oracle.allreduce_s(40.0, 2, 1000.0)  # inside one node

@@ -8,6 +8,7 @@ Megatron-Core's rank order (tensor innermost, then context, data, pipeline).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -16,8 +17,9 @@ import pytest
 
 from phaze_env import placement
 from phaze_env.cluster import Cluster
-from phaze_env.placement import Settings
+from phaze_env.placement import LayerCost, Settings
 from phaze_env.plan_spec import PlanSpec, PlanSyntaxError
+from test_placement import records
 
 # From the sources the placement docstrings cite: ZeRO's optimizer state as a multiple of the bf16 weights
 # (SGD one bf16 momentum, Adam 12 bytes/param = 6x) and the update traffic (5x and 14x); bf16 gradients (1x).
@@ -167,7 +169,7 @@ def _instance(rng: np.random.Generator):
 
 def _search(variants, cluster, plan, hbm_bytes, hbm_bandwidth, degrees=DEGREES):
     template = Settings(cluster, 1, 1, hbm_bytes, plan, hbm_bandwidth_Bps=hbm_bandwidth, context_parallel=degrees[0])
-    return placement.best_plan_multi(lambda t, m, c: variants[(t, c)], template, tensor_widths=(1, 2),
+    return placement.best_plan_multi(lambda t, m, c: records(variants[(t, c)]), template, tensor_widths=(1, 2),
                                      microbatches=(1,), context_parallels=degrees)
 
 
@@ -218,7 +220,7 @@ def test_pinned_context_parallel_matches_brute_force_at_that_degree(seed):
 def test_context_ranks_all_reduce_gradients_and_share_zero1_shards():
     """One layer, c = 2 on 2 devices: the gradient all-reduce runs over the 2 context ranks (same weights)
     and ZeRO-1 halves the optimizer state, exactly as two data-parallel replicas would."""
-    layer = {"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 8.0, "stash_bytes": 0.0, "output_bytes": 0.0}
+    layer = LayerCost(fwd_s=1.0, bwd_s=2.0, param_bytes=8.0, stash_bytes=0.0, output_bytes=0.0)
     cluster = Cluster(n_devices=2, global_batch=1, link_bandwidth_Bps=4.0, optimizer="adam")
     settings = Settings(cluster, 1, 1, 1e9, PlanSpec(t=1, c=2, p=1, d=1, microbatch=1, zero=1), context_parallel=2)
     plan = placement.best_plan([layer], settings)
@@ -228,7 +230,7 @@ def test_context_ranks_all_reduce_gradients_and_share_zero1_shards():
 
 
 def test_cp_comm_is_reported_inside_the_time_per_batch():
-    layer = {"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 0.0, "stash_bytes": 0.0, "output_bytes": 0.0, "cp_comm_s": 0.5}
+    layer = LayerCost(fwd_s=1.0, bwd_s=2.0, param_bytes=0.0, stash_bytes=0.0, output_bytes=0.0, cp_comm_s=0.5)
     settings = Settings(Cluster(n_devices=2, global_batch=3), 1, 1, 1e9, PlanSpec(c=2), context_parallel=2)
     plan = placement.best_plan([layer], settings)
     assert plan.time_breakdown_s["cp_comm"] == pytest.approx(3 * 0.5)
@@ -246,13 +248,13 @@ def test_clear_errors():
         PlanSpec(c=0)
     with pytest.raises(PlanSyntaxError, match="positive"):
         PlanSpec.parse("t1c0p1d1m1")
-    layer = {"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 0.0, "stash_bytes": 0.0, "output_bytes": 0.0}
+    layer = LayerCost(fwd_s=1.0, bwd_s=1.0, param_bytes=0.0, stash_bytes=0.0, output_bytes=0.0)
     too_wide = placement.best_plan([layer], Settings(cluster, 2, 1, 1e9, PlanSpec(c=None), context_parallel=4))
     assert not too_wide.feasible and "context parallel 4 exceeds the 4 devices" in too_wide.reason
     wrong_count = placement.best_plan([layer], Settings(cluster, 1, 1, 1e9, PlanSpec(t=1, c=2, p=1, d=1), context_parallel=2))
     assert not wrong_count.feasible and "t·c·p·d = 2 devices" in wrong_count.reason
     with pytest.raises(ValueError, match="tp_comm_s \\+ cp_comm_s \\+ ep_comm_s must not exceed"):
-        placement.best_plan([{**layer, "cp_comm_s": 3.0}], Settings(cluster, 1, 1, 1e9))
+        placement.best_plan([dataclasses.replace(layer, cp_comm_s=3.0)], Settings(cluster, 1, 1, 1e9))
 
 
 @pytest.mark.parametrize("text", ["t8c8p1d1m1+rc=selective", "t2c4p2d1m1v2+sp+zero1", "t8p8d1m1", "c2", "t4+c=auto"])
@@ -339,7 +341,7 @@ def test_evaluate_prices_context_parallel_plans(fresh_cache):
         results[c] = evaluate(TINY_LLAMA, get_preset("h100"), cluster, plan=plan, seq_len=256)
     for c, evaluation in results.items():
         assert evaluation.feasible, evaluation.reason
-        assert evaluation.plan["devices_used"] == 4 and evaluation.plan["context_parallel"] == c
+        assert evaluation.plan.devices_used == 4 and evaluation.plan.context_parallel == c
         assert evaluation.tokens_s == pytest.approx(evaluation.throughput_samples_s * 256)
         assert "cp_comm" in evaluation.time_breakdown_s
     model_flops = {c: e.mfu * e.peak_flops * 4 / e.throughput_samples_s for c, e in results.items()}

@@ -15,7 +15,7 @@ from phaze_env import comm, placement
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.placement import Settings
 from phaze_env.plan_spec import PlanSpec, PlanSyntaxError
-from test_placement import OPTIMIZER_FACTOR, STEP_FACTOR, _compositions, _inputs
+from test_placement import OPTIMIZER_FACTOR, STEP_FACTOR, _compositions, _inputs, records
 
 EXPERTS = 4  # routed experts of the random instances: e ∈ {1, 2, 4}
 DEGREES = (1, 2, 4)
@@ -126,7 +126,8 @@ def _settings(cluster, options, e_pinned):
     """ZeRO pinned at stage 1 (``zero1`` None or True) or 0: this brute force has no ZeRO-2/3 traffic, which
     tests/test_placement_zero.py and tests/test_placement_combined.py cover."""
     plan = PlanSpec(recompute=options["recompute"], sequence_parallel=options["sequence_parallel"],
-                    zero=0 if options["zero1"] is False else 1, interleave=options["interleave"], e=e_pinned)
+                    zero=0 if options["zero1"] is False else 1, interleave=options["interleave"], e=e_pinned,
+                    p=options.get("stages"))
     return Settings(cluster, options["tensor_width"], options["microbatch"], options["hbm_bytes"], plan,
                     hbm_bandwidth_Bps=options["hbm_bandwidth_Bps"], expert_parallel=e_pinned or 1)
 
@@ -144,7 +145,12 @@ def brute_force(layers, cluster, options, degrees):
     """Smallest time per batch over every (e, d with e | d, p, v, partition, recompute mode of each stage),
     written from the issue: expert bytes ÷ e per device, their gradients all-reduced over the d/e ranks t·e apart
     and their ZeRO-1 optimizer state sharded over them; dense bytes over d ranks t apart (at e = 1 all of a
-    stage's bytes are one all-reduce)."""
+    stage's bytes are one all-reduce). On a DualPipe stack (arXiv:2412.19437 Table 2): p = 1, or p even with an even
+    m_r ≥ 2p; device k holds stage k and stage p − 1 − k, their state once each and each one's s microbatches
+    in flight (s-th from the end), which must fit together, and runs half the microbatches through each (its pace
+    their mean); the sync and step of two copies of a stage; and a bubble of (p/2 − 1)(F&B + B − 3W) = (p/2 − 1)·2/3 stage times
+    (F&B = F + B, W = B/2, B = 2F)."""
+    dualpipe = cluster.stack.pipeline_schedule == "dualpipe"
     t, m, hbm = options["tensor_width"], options["microbatch"], options["hbm_bytes"]
     zero1 = options["zero1"] in (None, True)
     sp = t > 1 if options["sequence_parallel"] is None else options["sequence_parallel"]
@@ -161,6 +167,9 @@ def brute_force(layers, cluster, options, degrees):
         for d in range(e, N // t + 1, e):
             m_r = -(-B // (d * m))
             for p in range(1, min(len(priced), N // (d * t)) + 1):
+                if options.get("stages") not in (None, p) or (dualpipe and p > 1 and (p % 2 or m_r % 2 or m_r < 2 * p)):
+                    continue
+                copies = 2 if dualpipe and p > 1 else 1
                 for v in (range(1, len(priced) + 1) if options["interleave"] is None else (options["interleave"],)):
                     if v > 1 and (p == 1 or m_r % p):
                         continue
@@ -177,34 +186,46 @@ def brute_force(layers, cluster, options, degrees):
                             send = (_send_s(cluster, t, d, p, priced[group[-1]]["output_bytes"]) if group[-1] < len(priced) - 1 else 0.0) \
                                 + (_send_s(cluster, t, d, p, inputs[group[0]]) if group[0] > 0 else 0.0)
                             kept = sum(inputs[i] for i in group) / (t if sp else 1)
-                            experts, dense = total("expert_param_bytes"), total("param_bytes") - total("expert_param_bytes")
+                            experts = total("expert_param_bytes")
+                            dense = total("param_bytes") - total("expert_param_bytes")
                             fixed = 2 * (dense + experts) + state * (dense / (d if zero1 else 1) + experts / (d // e if zero1 else 1))
-                            fits = {"none": fixed + units[k] * sum(stash) / v <= hbm,
-                                    "selective": fixed + units[k] * (sum(stash) - total("attention_stash_bytes")) / v <= hbm,
-                                    "full": fixed + max(stash) + units[k] * kept / v <= hbm}
+                            need = {"none": fixed + units[k] * sum(stash) / v,
+                                    "selective": fixed + units[k] * (sum(stash) - total("attention_stash_bytes")) / v,
+                                    "full": fixed + max(stash) + units[k] * kept / v}
                             plain = total("fwd_s") + total("bwd_s") + v * send
                             times = {"none": plain, "selective": plain + total("attention_fwd_s"), "full": plain + total("fwd_s")}
-                            allowed = [times[mode] for mode in options["recompute"].split("|") if fits[mode]]
-                            if not allowed:
-                                break
                             steps = lambda size, shards: 0.0 if not options["hbm_bandwidth_Bps"] else \
                                 size * step / (shards if zero1 else 1) / options["hbm_bandwidth_Bps"]  # noqa: E731
+                            dense, experts = copies * dense, copies * experts  # DualPipe: both stages synced
                             if e == 1:
                                 sync = allreduce(dense + experts, d, t) + steps(dense + experts, d)
                             else:
                                 sync = (allreduce(dense, d, t) + steps(dense, d)
                                         + allreduce(experts, d // e, t * e) + steps(experts, d // e))
-                            stages.append((min(allowed), sync))
-                        else:
-                            slowest = max(time for time, _ in stages)
-                            best = min(best, (m_r + (p - 1) / v) * slowest + max(sync for _, sync in stages))
+                            stages.append(([(times[mode], need[mode]) for mode in options["recompute"].split("|")], sync))
+                        slowest = _slowest([modes for modes, _ in stages], hbm, copies == 2)
+                        if math.isfinite(slowest):
+                            bubble = (p / 2 - 1) * 2 / 3 if copies == 2 else (p - 1) / v
+                            best = min(best, (m_r + bubble) * slowest + max(sync for _, sync in stages))
     return best
+
+
+def _slowest(stages, hbm, paired):
+    """The least pace of a partition whose stages offer ``(time, memory)`` per recompute mode: each stage's fastest
+    mode that fits alone and the slowest stage, or on DualPipe (``paired``) each device's two stages k and p − 1 − k in
+    the modes whose sum fits with the least mean time (the device runs half the microbatches through each) and the
+    slowest device (inf: some stage or device does not fit)."""
+    p = len(stages)
+    if not paired:
+        return max((min((time for time, need in modes if need <= hbm), default=math.inf) for modes in stages))
+    return max(min(((a[0] + b[0]) / 2 for a in stages[k] for b in stages[p - 1 - k] if a[1] + b[1] <= hbm),
+                   default=math.inf) for k in range(p))
 
 
 def _dp(layers, cluster, options, degrees, e_pinned=None):
     settings = _settings(cluster, options, e_pinned)
     t, m = options["tensor_width"], options["microbatch"]
-    return placement.best_plan_multi(lambda t_, m_, e: _priced(layers, cluster, t, e), settings, tensor_widths=[t],
+    return placement.best_plan_multi(lambda t_, m_, e: records(_priced(layers, cluster, t, e)), settings, tensor_widths=[t],
                                      microbatches=[m], expert_parallels=degrees)
 
 
@@ -226,6 +247,17 @@ def test_dp_with_e_free_equals_brute_force(seed):
     _check(brute_force(layers, cluster, options, DEGREES), _dp(layers, cluster, options, DEGREES))
 
 
+@pytest.mark.parametrize("seed", range(90, 130))
+def test_dualpipe_dp_with_e_equals_brute_force(seed):
+    """DualPipe (issue 28) with expert parallelism: the sync walked on two byte counts, both copies synced."""
+    layers, cluster, options = _instance(np.random.default_rng(seed))
+    cluster = cluster.replace(pipeline_schedule="dualpipe", interleaved_schedule=False,
+                              global_batch=4 * cluster.setup.global_batch)  # batches that fill pipelines (m_r ≥ 2p)
+    options["interleave"] = 1
+    options["stages"] = 2 if len(layers) > 1 and seed % 3 else None  # a pipeline pinned, or left to the DP
+    _check(brute_force(layers, cluster, options, DEGREES), _dp(layers, cluster, options, DEGREES))
+
+
 @pytest.mark.parametrize("seed", range(60, 90))
 def test_dp_with_e_pinned_equals_brute_force(seed):
     rng = np.random.default_rng(seed)
@@ -242,7 +274,7 @@ def test_dag_path_on_a_chain_equals_chain_path_with_e(seed):
     rng = np.random.default_rng(seed)
     layers, cluster, options = _instance(rng)
     e = int(rng.choice(DEGREES[1:]))
-    priced, settings = _priced(layers, cluster, options["tensor_width"], e), _settings(cluster, options, e)
+    priced, settings = records(_priced(layers, cluster, options["tensor_width"], e)), _settings(cluster, options, e)
     chain, dag = placement.best_plan(priced, settings), placement.best_plan_dag(
         priced, [(i, i + 1) for i in range(len(priced) - 1)], settings)
     assert chain.feasible == dag.feasible
@@ -268,8 +300,8 @@ def test_expert_parallelism_shards_expert_memory_and_adds_the_alltoalls():
 
 # ---------------------------------------------------------------- infeasible e: clear reasons
 def test_dp_reasons_for_an_e_that_cannot_be_placed():
-    layer = {"fwd_s": 1.0, "bwd_s": 1.0, "param_bytes": 8.0, "expert_param_bytes": 4.0, "stash_bytes": 0.0,
-             "output_bytes": 0.0}
+    layer = placement.LayerCost(fwd_s=1.0, bwd_s=1.0, param_bytes=8.0, expert_param_bytes=4.0, stash_bytes=0.0,
+                                output_bytes=0.0)
     cluster = Cluster(n_devices=4, global_batch=8)
     pinned_d = Settings(cluster, 1, 1, 1e9, PlanSpec(d=2, recompute="none"), expert_parallel=4)
     assert "does not divide the data-parallel degree d=2" in placement.best_plan([layer], pinned_d).reason
@@ -321,9 +353,9 @@ def test_layer_chain_at_e_holds_a_share_of_the_experts_and_pays_the_alltoalls():
     same = _layer_chain(graph, {"block": timing}, cluster, 1)
     sharded = _layer_chain(graph, {"block": timing}, cluster, 8)
     alltoall = cluster.network.collective_s("alltoall", 64e6, 8, stride=2)
-    assert len(sharded) == 2 and same[0]["param_bytes"] == 1000 and same[0]["ep_comm_s"] == 0
-    assert sharded[0]["param_bytes"] == 200 + 100 and sharded[0]["expert_param_bytes"] == 100
-    assert sharded[0]["fwd_s"] == pytest.approx(1.0 + 2 * alltoall) and sharded[0]["ep_comm_s"] == pytest.approx(4 * alltoall)
+    assert len(sharded) == 2 and same[0].param_bytes == 1000 and same[0].ep_comm_s == 0
+    assert sharded[0].param_bytes == 200 + 100 and sharded[0].expert_param_bytes == 100
+    assert sharded[0].fwd_s == pytest.approx(1.0 + 2 * alltoall) and sharded[0].ep_comm_s == pytest.approx(4 * alltoall)
 
 
 # ---------------------------------------------------------------- the what-if CLI (docs/moe.md)
@@ -374,4 +406,4 @@ def test_evaluate_with_e_free_is_the_best_pinned_e():
     # every e (1, 2, 4, 8) searched: a lower-bound DP run each, a scheduled run only where that bound could win
     assert free.feasible and free.bound_dp_calls == 4 and 1 <= free.dp_calls <= 4
     assert free.throughput_samples_s == max(evaluation.throughput_samples_s for evaluation in pinned)
-    assert free.plan["expert_parallel"] == PlanSpec.parse(free.plan["notation"]).e
+    assert free.plan.expert_parallel == PlanSpec.parse(free.plan.notation).e

@@ -11,7 +11,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from collective_oracle import allgather_s, allreduce_s, hierarchical_s
-from test_placement import _check_against, _settings, best_plan, best_plan_dag, brute_force_chain, brute_force_dag
+from test_placement import (_check_against, _settings, best_plan, best_plan_dag, brute_force_chain, brute_force_dag,
+                            records)
 from tiny import TINY
 
 from phaze_env import placement
@@ -70,7 +71,7 @@ def test_every_zero_stage_matches_brute_force_on_random_chains():
 def _pinned(layers, zero, d, **options):
     """The best plan with ``p = 1``, ``d`` and the ZeRO stage pinned (no recompute, no SP)."""
     pinned = PlanSpec(p=1, d=d, recompute="none", sequence_parallel=False, zero=zero)
-    return placement.best_plan(layers, replace(_settings(**options), plan=pinned))
+    return placement.best_plan(records(layers), replace(_settings(**options), plan=pinned))
 
 
 def test_auto_is_the_best_pinned_stage():
@@ -165,7 +166,7 @@ def test_zero3_traffic_is_priced_on_the_levels_its_group_spans():
     layers = [{"fwd_s": 1e-4, "bwd_s": 2e-4, "param_bytes": 4e8 * (1 + i), "stash_bytes": 1e6, "output_bytes": 1e6}
               for i in range(3)]
     pinned = PlanSpec(t=2, p=1, d=8, microbatch=1, recompute="none", sequence_parallel=False, zero=3)
-    plan = placement.best_plan(layers, placement.Settings(cluster, 2, 1, 1e15, pinned))
+    plan = placement.best_plan(records(layers), placement.Settings(cluster, 2, 1, 1e15, pinned))
     exposed = 0.0
     for layer in layers:
         gather = hierarchical_s(cluster.network.levels, "allgather", layer["param_bytes"], list(range(0, 16, 2)))
@@ -249,12 +250,13 @@ def test_the_exposed_share_adds_on_top_of_the_overlap():
     options = dict(n_devices=8, tensor_width=1, global_batch=8, microbatch=1, hbm_bytes=1e6, link_bandwidth_Bps=10.0,
                    optimizer="adam")
     spec = PlanSpec(p=1, d=8, recompute="none", sequence_parallel=False, zero=3, shard_group=4)
-    hidden = placement.best_plan(layers, replace(_settings(**options), plan=spec))
-    half = placement.best_plan(layers, replace(_settings(**options, hybrid_allreduce_exposure=0.5), plan=spec))
+    hidden = placement.best_plan(records(layers), replace(_settings(**options), plan=spec))
+    half = placement.best_plan(records(layers), replace(_settings(**options, hybrid_allreduce_exposure=0.5), plan=spec))
     assert hidden.time_breakdown_s["zero_comm"] == 0.0  # a 100 s layer hides every collective
     assert half.time_breakdown_s["zero_comm"] == pytest.approx(0.5 * allreduce_s(20.0, 2, 10.0, 0.0))
     no_groups = replace(spec, d=4)  # d = h: one shard group, nothing to all-reduce across groups
-    assert placement.best_plan(layers, replace(_settings(**options, hybrid_allreduce_exposure=0.5), plan=no_groups)
+    assert placement.best_plan(records(layers), replace(_settings(**options, hybrid_allreduce_exposure=0.5),
+                                                        plan=no_groups)
                                ).time_breakdown_s["zero_comm"] == 0.0
 
 
@@ -265,7 +267,7 @@ def test_hybrid_allreduce_after_the_backward_is_paid_once_per_batch():
     options = dict(n_devices=8, tensor_width=1, global_batch=16, microbatch=1, hbm_bytes=1e6, link_bandwidth_Bps=10.0,
                    optimizer="adam", hybrid_allreduce_overlapped=False)
     spec = PlanSpec(p=1, d=8, recompute="none", sequence_parallel=False, zero=3, shard_group=4)
-    plan = placement.best_plan(layers, replace(_settings(**options), plan=spec))
+    plan = placement.best_plan(records(layers), replace(_settings(**options), plan=spec))
     gather = allgather_s(80.0, 4, 10.0, 0.0)
     assert plan.time_breakdown_s["zero_comm"] == pytest.approx(2 * ((gather - 1.0) + (2 * gather - 1.0)))  # 2 microbatches
     assert plan.time_breakdown_s["dp_allreduce"] == pytest.approx(allreduce_s(20.0, 2, 10.0, 0.0))
@@ -278,7 +280,7 @@ def test_hybrid_sharding_prices_the_groups():
     options = dict(n_devices=8, tensor_width=1, global_batch=8, microbatch=1, hbm_bytes=1e6, link_bandwidth_Bps=10.0,
                    optimizer="adam")
     spec = PlanSpec(p=1, d=8, recompute="none", sequence_parallel=False, zero=3, shard_group=4)
-    plan = placement.best_plan(layers, replace(_settings(**options), plan=spec))
+    plan = placement.best_plan(records(layers), replace(_settings(**options), plan=spec))
     gather = allgather_s(80.0, 4, 10.0, 0.0)  # 3/4 · 80 / 10 = 6 s
     exposed = (gather - 1.0) + (gather + gather + allreduce_s(20.0, 2, 10.0, 0.0) - 1.0)
     assert plan.time_breakdown_s["zero_comm"] == pytest.approx(exposed)

@@ -36,7 +36,7 @@ def test_full_recompute_reruns_the_transformer_layers_only():
     names = [layer.name for layer in graph.layers for _ in range(layer.repeat)]
     assert names[0] == "pre" and names[-1] == "post"
     for name, entry in zip(names, chain):
-        assert entry["recompute_fwd_s"] == (entry["fwd_s"] if name not in ("pre", "post") else 0.0)
+        assert entry.recompute_fwd_s == (entry.fwd_s if name not in ("pre", "post") else 0.0)
 
 
 def test_a_full_recompute_plan_pays_the_blocks_forward_once_more_not_the_head():
@@ -51,7 +51,7 @@ def test_a_full_recompute_plan_pays_the_blocks_forward_once_more_not_the_head():
     head = full.layer_timings["t1_m1"]["post"]
     assert float(head["fwd_s"]) > 0
     repeats = TINY.num_layers
-    per_microbatch = full.plan["time_per_batch_s"] / 4 - none.plan["time_per_batch_s"] / 4
+    per_microbatch = full.plan.time_per_batch_s / 4 - none.plan.time_per_batch_s / 4
     assert per_microbatch == pytest.approx(repeats * float(blocks["fwd_s"]), rel=1e-9)
 
 
@@ -78,10 +78,10 @@ def test_the_dropout_kernel_is_paid_per_attention_layer_in_both_directions():
     paid = _layer_chain(graph, _timings(graph), cluster, streaming_Bps=STREAMING_BPS, dropout_s=dropout)
     for layer, before, after in zip([x for x in graph.layers for _ in range(x.repeat)], plain, paid):
         extra = dropout if layer.is_transformer_layer else (0.0, 0.0)
-        assert after["fwd_s"] - before["fwd_s"] == pytest.approx(extra[0])
-        assert after["bwd_s"] - before["bwd_s"] == pytest.approx(extra[1])
-        assert after["attention_fwd_s"] - before["attention_fwd_s"] == pytest.approx(extra[0])
-        assert after["recompute_fwd_s"] - before["recompute_fwd_s"] == pytest.approx(extra[0])
+        assert after.fwd_s - before.fwd_s == pytest.approx(extra[0])
+        assert after.bwd_s - before.bwd_s == pytest.approx(extra[1])
+        assert after.attention_fwd_s - before.attention_fwd_s == pytest.approx(extra[0])
+        assert after.recompute_fwd_s - before.recompute_fwd_s == pytest.approx(extra[0])
 
 
 @pytest.mark.parametrize("workload, stack_runs_it, paid", [(TINY, True, True), (TINY, False, False),

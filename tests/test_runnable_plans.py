@@ -50,4 +50,4 @@ def test_megatron_core_counts_the_embedding_and_loss_in_the_split():
     runs = evaluate(tiny, get_preset("a100"), counted, plan=plan)
     assert runs.feasible, runs.reason
     # layers per stage as the placement lists them: the embedding (pre) and head (post) are layers of the chain
-    assert [len(stage) for stage in runs.plan["stage_layers"]] == [2, 2, 2, 2]
+    assert [len(stage) for stage in runs.plan.stage_layers] == [2, 2, 2, 2]

@@ -103,8 +103,8 @@ def _stored_like(config: SearchConfig) -> dict:
 
 
 def test_a_case_that_moves_only_rivals_keeps_the_answer_and_evaluates_them_again(tmp_path, monkeypatch):
-    from experiments.sensitivity import merged_summary, uncovered
-    from experiments.system_table import sensitivity_text
+    from experiments.sensitivity import merged_summary
+    from experiments.system_table import sensitivity_text, uncovered
 
     monkeypatch.setenv("PHAZE_CACHE_DIR", str(tmp_path / "cache"))
     exponent = ASSUMPTIONS["voltage_frequency_exponent"]
@@ -213,8 +213,8 @@ def test_rivals_only_fills_the_flagship_ranges_from_the_stored_answers_and_runs_
     move — the same a full run gives — from the case's stored answer, evaluating only the rivals the move changes and
     never a search; a case whose ratios imply two answers is refused."""
     import experiments.sensitivity as sensitivity
-    from experiments.sensitivity import RIVALS, REFERENCES, case_answer, rivals_from_cases, row_summary, uncovered
-    from experiments.system_table import FLAGSHIPS, _without_rivals
+    from experiments.sensitivity import RIVALS, REFERENCES, case_answer, rivals_from_cases, row_summary
+    from experiments.system_table import FLAGSHIPS, _without_rivals, uncovered
 
     monkeypatch.setenv("PHAZE_CACHE_DIR", str(tmp_path / "cache"))
     nominal = _stored_like(_config())
@@ -281,8 +281,8 @@ def test_rivals_only_fills_the_flagship_ranges_from_the_stored_answers_and_runs_
 def test_a_flagship_range_lacking_one_end_of_an_assumption_says_which():
     """A case :func:`rivals_from_cases` refused leaves that end out of the flagships' ranges: the table and the README
     name the assumption and the end, not the assumption as covered."""
-    from experiments.sensitivity import readme_flagship_ranges, uncovered
-    from experiments.system_table import _lacking_text
+    from experiments.sensitivity import readme_flagship_ranges
+    from experiments.system_table import _lacking_text, uncovered
 
     cases = [{"assumption": "pue", "end": "low", "ratios": {"h100": 2.0, "b200": 0.9}},
              {"assumption": "pue", "end": "high", "ratios": {"h100": 1.5}},

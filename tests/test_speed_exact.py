@@ -50,7 +50,7 @@ def test_the_shortcut_skips_variants_and_keeps_the_winner_scheduled(monkeypatch)
     eager = eager_evaluate(monkeypatch, TINY, TPUV4, CLUSTER, **KNOBS)
     assert lazy.feasible and lazy.proven
     assert lazy.schedules < eager.schedules and len(lazy.layer_timings) < len(eager.layer_timings)
-    assert f"t{lazy.plan['tensor_width']}_m{lazy.plan['microbatch']}" in lazy.layer_timings
+    assert f"t{lazy.plan.tensor_width}_m{lazy.plan.microbatch}" in lazy.layer_timings
 
 
 def test_an_infeasible_design_keeps_its_reason(monkeypatch):

@@ -129,17 +129,17 @@ def test_pinned_plan_is_the_plan_evaluated_and_its_breakdown_adds_up():
     spec = PlanSpec.parse("t2p2d2m2+sp+rc=selective")
     evaluation = evaluate(TINY, TPUV4, CLUSTER8, plan=spec)
     assert evaluation.feasible, evaluation.reason
-    assert evaluation.plan["notation"] == "t2p2d2m2+sp+rc=selective"
-    total = evaluation.plan["time_per_batch_s"]
+    assert evaluation.plan.notation == "t2p2d2m2+sp+rc=selective"
+    total = evaluation.plan.time_per_batch_s
     assert math.isclose(sum(evaluation.time_breakdown_s.values()), total, rel_tol=1e-9)
     assert evaluation.time_breakdown_s["dp_allreduce"] > 0 and evaluation.time_breakdown_s["optimizer"] > 0
     assert evaluation.time_breakdown_s["tp_comm"] > 0
     # Every pinned degree is the one evaluated; 16 samples over d = 2 replicas of 2-sample microbatches: m_r = 4,
     # and the 1F1B bubble of p = 2 stages is (p − 1) / (m_r + p − 1) = 1/5.
     plan = evaluation.plan
-    assert (plan["tensor_width"], plan["pipeline_stages"], plan["data_parallel"], plan["microbatch"]) == (2, 2, 2, 2)
-    assert plan["sequence_parallel"] and plan["recompute_modes"] == ["selective", "selective"] and plan["zero"] == 0
-    assert plan["microbatches_per_replica"] == 4 and plan["bubble_fraction"] == pytest.approx(1 / 5)
+    assert (plan.tensor_width, plan.pipeline_stages, plan.data_parallel, plan.microbatch) == (2, 2, 2, 2)
+    assert plan.sequence_parallel and plan.recompute_modes == ("selective", "selective") and plan.zero == 0
+    assert plan.microbatches_per_replica == 4 and plan.bubble_fraction == pytest.approx(1 / 5)
 
 
 def test_branch_and_bound_across_the_grid_keeps_the_best_plan():
@@ -151,7 +151,7 @@ def test_branch_and_bound_across_the_grid_keeps_the_best_plan():
                       hbm_gb=h) for h in hbm for t in widths for m in sizes]  # evaluate's order: ties keep the first
     best = max((e for e in alone if e.feasible), key=lambda e: e.throughput_samples_s)
     assert searched.throughput_samples_s == pytest.approx(best.throughput_samples_s, rel=1e-12)
-    assert searched.plan["notation"] == best.plan["notation"]
+    assert searched.plan.notation == best.plan.notation
 
 
 def test_framework_efficiency_slows_device_time_only():
@@ -184,7 +184,7 @@ def test_pinned_plan_that_does_not_fit_says_how_much_memory_it_needs():
     needs_gib = float(re.search(r"needs ([0-9.]+) GiB", evaluation.reason).group(1))
     # the figure is what the same plan holds on its fullest device when the HBM is large enough
     fits = evaluate(TINY, TPUV4, CLUSTER8, plan=PlanSpec.parse("t1p1d8m8"), hbm_gb=1.0)
-    memory = fits.plan["memory_bytes"]
+    memory = fits.plan.memory_bytes
     assert fits.feasible and needs_gib == pytest.approx(memory["total"] / GiB, rel=5e-3) and needs_gib > 0.01
     assert memory["optimizer"] == 6 * memory["weights"]  # Adam under ZeRO's accounting: 12 bytes/param vs 2
 
@@ -199,16 +199,16 @@ def test_hbm_is_gib_and_defaults_to_the_accelerators_own():
     """``hbm_gb`` is GiB (2**30 bytes) everywhere; without ``hbm_gb`` the preset's own capacity is used."""
     small = get_preset("tpuv4i")  # 8 GiB
     evaluation = evaluate(TINY, small, Cluster(n_devices=4, global_batch=8))
-    assert evaluation.feasible and evaluation.plan["hbm_bytes"] == 8 * GiB == small.hbm_bytes
+    assert evaluation.feasible and evaluation.plan.hbm_bytes == 8 * GiB == small.hbm_bytes
     assert evaluation.hbm_gb == 8.0
-    assert evaluate(TINY, small, Cluster(n_devices=4, global_batch=8), hbm_gb=32.0).plan["hbm_bytes"] == 32 * GiB
+    assert evaluate(TINY, small, Cluster(n_devices=4, global_batch=8), hbm_gb=32.0).plan.hbm_bytes == 32 * GiB
 
 
 def test_default_evaluation_keeps_phazes_plan_space():
     evaluation = evaluate(TINY, TPUV4, Cluster(n_devices=16, global_batch=64), tensor_widths=(1, 2))
     plan = evaluation.plan
-    assert not plan["sequence_parallel"] and plan["zero"] == 0 and plan["interleave"] == 1
-    assert set(plan["recompute_modes"]) <= {"none", "full"}
+    assert not plan.sequence_parallel and plan.zero == 0 and plan.interleave == 1
+    assert set(plan.recompute_modes) <= {"none", "full"}
     assert evaluation.time_breakdown_s["optimizer"] > 0  # the SGD step is timed (HBM-bound)
 
 

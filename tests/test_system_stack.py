@@ -80,20 +80,20 @@ def test_every_design_and_reference_runs_the_stack_with_its_chips_efficiency():
     assert space.stack == DEFAULT_SYSTEM_STACK
     design = next(iter(space))
     evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
-    assert evaluation.feasible and "+zero1" in evaluation.plan["notation"]
+    assert evaluation.feasible and "+zero1" in evaluation.plan.notation
     assert evaluation.cluster["framework_efficiency"] == STACK.fit_on("tpuv4").framework_efficiency
     assert evaluation.cluster["plan_rules"]["stack"] == "megatron-core"
     for name in ("tpuv4", "a100", "h100"):
         reference = space.evaluate_reference(name, TINY, TRAINING, tensor_widths=WIDTHS)
         assert reference.cluster["framework_efficiency"] == STACK.fit_on(name).framework_efficiency
-        assert reference.plan["notation"].endswith("+rc=selective") or "+rc=" in reference.plan["notation"]
+        assert reference.plan.notation.endswith("+rc=selective") or "+rc=" in reference.plan.notation
     # the Optuna objective and the env go through the same space
     record = make_objective(TINY, TRAINING, space=space).record(design)
-    assert record.attrs["plan"]["notation"] == evaluation.plan["notation"]
+    assert record.attrs["plan"]["notation"] == evaluation.plan.notation
     # no stack: PHAZE's plan space, the given cluster's efficiency
     phaze = dataclasses.replace(space, stack="phaze")
     plain = phaze.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
-    assert plain.cluster["framework_efficiency"] == 1.0 and "+zero1" not in plain.plan["notation"]
+    assert plain.cluster["framework_efficiency"] == 1.0 and "+zero1" not in plain.plan.notation
     assert phaze.stack_plan() is None
 
 

@@ -77,7 +77,7 @@ def test_the_evaluation_prices_the_overlap_and_only_its_comm_moves():
     plain = get_cluster("dgx-h100", 8, global_batch=1)
     exposed = evaluate(TINY, get_preset("h100"), plain, plan=plan)
     hidden = evaluate(TINY, get_preset("h100"), plain.replace(tp_comm_overlap=True), plan=plan)
-    before, after = exposed.plan["time_breakdown_s"], hidden.plan["time_breakdown_s"]
-    assert after["tp_comm"] < before["tp_comm"] and hidden.plan["time_per_batch_s"] < exposed.plan["time_per_batch_s"]
+    before, after = exposed.plan.time_breakdown_s, hidden.plan.time_breakdown_s
+    assert after["tp_comm"] < before["tp_comm"] and hidden.plan.time_per_batch_s < exposed.plan.time_per_batch_s
     assert after["compute"] == pytest.approx(before["compute"])
-    assert hidden.plan["time_per_batch_s"] >= before["compute"]  # the overlap hides communication, never compute
+    assert hidden.plan.time_per_batch_s >= before["compute"]  # the overlap hides communication, never compute

@@ -146,12 +146,13 @@ def test_search_bounds_hold_on_torus_and_hierarchical_clusters(fresh_cache, clus
 
 
 def test_evaluation_to_dict_is_a_deep_plain_copy(fresh_cache):
-    """Evaluation.to_dict equals dataclasses.asdict and shares no container with the (cached) evaluation."""
+    """Evaluation.to_dict equals dataclasses.asdict, the plan as its JSON-ready Plan.to_dict, and shares no
+    container with the (cached) evaluation."""
     ev = evaluate(TINY, TPUV4, CLUSTER, microbatch=(1,), tensor_widths=(1, 2))
     data = ev.to_dict()
-    assert data == dataclasses.asdict(ev)
+    assert data == dataclasses.asdict(ev) | {"plan": ev.plan.to_dict()}
     data["layer_timings"]["t1_m1"]["block"]["fwd_s"] = -1.0
     data["plan"]["stage_layers"].append("mutated")
     again = evaluate(TINY, TPUV4, CLUSTER, microbatch=(1,), tensor_widths=(1, 2))
-    assert again.from_cache and again.to_dict() == dataclasses.asdict(ev) | {"from_cache": True}
-    assert again.layer_timings["t1_m1"]["block"]["fwd_s"] > 0 and "mutated" not in again.plan["stage_layers"]
+    assert again.from_cache and again.to_dict() == dataclasses.asdict(ev) | {"from_cache": True, "plan": ev.plan.to_dict()}
+    assert again.layer_timings["t1_m1"]["block"]["fwd_s"] > 0 and "mutated" not in again.plan.stage_layers

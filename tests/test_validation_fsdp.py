@@ -121,7 +121,7 @@ def test_hsdp_moves_less_over_the_nodes_than_full_sharding():
 
     hybrid, full = run(8), run(None)
     assert 0 < hybrid.time_breakdown_s["zero_comm"] < full.time_breakdown_s["zero_comm"]
-    assert hybrid.plan["time_per_batch_s"] < full.plan["time_per_batch_s"]
+    assert hybrid.plan.time_per_batch_s < full.plan.time_per_batch_s
     # HSDP keeps 8-way shards of the state: 16 bytes per parameter (bf16 weights and gradients, fp32 Adam) / 8
     memory = hybrid.memory_bytes
     assert memory["weights"] + memory["gradients"] + memory["optimizer"] == pytest.approx(16 * 13_015_864_320 / 8, rel=0.01)

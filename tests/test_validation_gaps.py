@@ -15,9 +15,10 @@ from experiments import gap_figures, validation_report
 from experiments.gap_figures import FIGURES, GapFigures, percent_range, percent_span, render, signed_percent
 from experiments.validation_cases import RATIO_CASES, get_case
 from experiments.validation_fit import Prediction, RATIO_CHIPS, RatioPrediction, published_time_s
-from experiments.validation_report import MOE_GAPS, STACK_GAPS, TREND_GAPS, h100_section, moe_section, ratio_section
+from experiments.validation_report import (MOE_GAPS, MOE_NOTES, STACK_GAPS, TREND_GAPS, h100_section, moe_section,
+                                          ratio_section)
 
-TEMPLATES = [*TREND_GAPS.values(), *STACK_GAPS.values(), *MOE_GAPS.values()]
+TEMPLATES = [*TREND_GAPS.values(), *STACK_GAPS.values(), *MOE_GAPS.values(), *MOE_NOTES.values()]
 
 
 def fields(template: str) -> set[str]:

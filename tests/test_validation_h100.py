@@ -152,7 +152,7 @@ def test_fp8_compute_at_is_counted_on_the_bf16_peak_it_names():
     accelerator = case_accelerator(case)
     evaluation = evaluate(case.workload, accelerator, case_cluster(case), plan=plan_of(case), seq_len=case.seq_len)
     assert accelerator.number_format == "fp8" and evaluation.peak_flops == 2 * accelerator.peak_flops
-    flops = evaluation.mfu * evaluation.peak_flops * evaluation.plan["time_per_batch_s"]
+    flops = evaluation.mfu * evaluation.peak_flops * evaluation.plan.time_per_batch_s
     assert compute_efficiency(case, evaluation) == pytest.approx(
         flops / (evaluation.time_breakdown_s["compute"] * accelerator.peak_flops), rel=1e-12)
     assert "of the bf16 peak" in predict(case).note

@@ -239,9 +239,9 @@ def test_a_stack_without_the_interleaved_schedule_runs_plain_1f1b():
     megatron = get_cluster("dgx-a100", 16, global_batch=64, optimizer="adam")
     deepspeed = get_stack("megatron-deepspeed").apply(megatron)
     free = PlanSpec(t=1, p=2, d=8, microbatch=1, interleave=None, recompute="none", sequence_parallel=False, zero=0)
-    assert _tiny(deepspeed, free).plan["interleave"] == 1
+    assert _tiny(deepspeed, free).plan.interleave == 1
     pinned = replace(free, interleave=2)
-    assert _tiny(megatron, pinned).plan["interleave"] == 2
+    assert _tiny(megatron, pinned).plan.interleave == 2
     with pytest.raises(ValueError, match="no interleaved schedule"):
         _tiny(deepspeed, pinned)
 
@@ -260,7 +260,7 @@ def test_pipeline_sends_are_scattered_over_the_tensor_ranks_only_when_the_stack_
     plan = PlanSpec(t=2, p=2, d=4, microbatch=4, recompute="full", sequence_parallel=False, zero=0)
 
     def p2p_s(cluster, spec):
-        return evaluate(WIDE, get_preset("a100"), cluster, plan=spec).plan["p2p_s"]
+        return evaluate(WIDE, get_preset("a100"), cluster, plan=spec).plan.p2p_s
 
     with_sg, without = p2p_s(scattered, plan), p2p_s(whole, plan)
     assert 1.5 * with_sg < without < 2.0 * with_sg  # IB time halves; the NVLink all-gather is much cheaper

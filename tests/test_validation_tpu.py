@@ -106,7 +106,7 @@ def test_an_overlapped_dcn_allreduce_would_lose_nothing():
     def per_chip(case, overlapped):
         cluster = case_cluster(case).replace(hybrid_allreduce_overlapped=overlapped)
         evaluation = evaluate(case.workload, get_preset(case.accelerator), cluster, plan=plan_of(case), seq_len=case.seq_len)
-        return metric_value(case, evaluation.plan["time_per_batch_s"]), evaluation.time_breakdown_s["dp_allreduce"]
+        return metric_value(case, evaluation.plan.time_per_batch_s), evaluation.time_breakdown_s["dp_allreduce"]
 
     (base, _), (overlapped, _), (after, allreduce_s) = per_chip(one, False), per_chip(eight, True), per_chip(eight, False)
     assert overlapped / base > 0.995 and eight.published / one.published < 0.94

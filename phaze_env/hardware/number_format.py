@@ -141,10 +141,18 @@ def fp8_stash_saving_bytes(layer: Layer, number_format: str, bytes_per_element: 
     expert's input; ``layernorm_linear.py`` keeps ``ln_out`` so too). Only the tensors that the layer keeps as weight
     GEMMs' inputs and nothing else (``Layer.stash_gemm_input_bytes``), and only in the layers whose GEMMs run in FP8
     (:data:`FP8_LAYERS`). (0, 0) for bf16."""
-    if check_number_format(number_format) == "bf16" or layer.name not in FP8_LAYERS:
+    narrowed = fp8_narrowed_share(layer, number_format, bytes_per_element)
+    if not narrowed:
         return 0.0, 0.0
-    narrowed = 1.0 - FP8_BYTES / bytes_per_element
     return layer.stash_gemm_input_bytes * narrowed, layer.stash_gemm_input_replicated_bytes * narrowed
+
+
+def fp8_narrowed_share(layer: Layer, number_format: str, bytes_per_element: int) -> float:
+    """The share of a Linear input's stash bytes ``layer`` does not keep in ``number_format``
+    (:func:`fp8_stash_saving_bytes`): ``1 − FP8_BYTES/bytes_per_element`` in an FP8 layer, 0 otherwise."""
+    if check_number_format(number_format) == "bf16" or layer.name not in FP8_LAYERS:
+        return 0.0
+    return 1.0 - FP8_BYTES / bytes_per_element
 
 
 def fp8_weight_copy_factor(graph: ModelGraph, number_format: str) -> float:

@@ -12,13 +12,13 @@ from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from phaze_env.cache import DiskCache, code_key
-from phaze_env.placement.inputs import Settings, layer_arrays
+from phaze_env.placement.inputs import LayerCost, Settings, layer_arrays
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.search import PlacementSearch
 from phaze_env.placement.stages import chain_stages, dag_stages
 
 _TIE_TOLERANCE = 1e-12  # relative: a later candidate must be this much faster to replace the incumbent
-LayerList = Sequence[Mapping[str, Any]]
+LayerList = Sequence[LayerCost]
 _PLACEMENTS = DiskCache("placement")
 
 
@@ -43,13 +43,13 @@ def _check(settings: Settings) -> None:
 def best_plan(layers: LayerList, settings: Settings, *, cache: bool = False, must_beat: Plan | None = None) -> Plan | None:
     """Highest-throughput plan for a chain of layers at the settings' tensor width and microbatch size.
 
-    ``layers``: list, in execution order, of dicts ``{"fwd_s", "bwd_s", "param_bytes", "stash_bytes",
-    "output_bytes"}`` (optionally ``"input_bytes"`` — default: the previous layer's ``output_bytes``, or
-    layer 0's own output — and the shares of :class:`~phaze_env.placement.inputs.LayerArrays`), measured
-    on one device at ``settings.tensor_width`` with ``settings.microbatch`` samples. Searches every
+    ``layers``: list, in execution order, of :class:`~phaze_env.placement.inputs.LayerCost` records (forward and
+    backward time, weight, stash and output bytes, optionally the input bytes — default: the previous layer's
+    ``output_bytes``, or layer 0's own output — and the shares of :class:`~phaze_env.placement.inputs.LayerArrays`),
+    measured on one device at ``settings.tensor_width`` with ``settings.microbatch`` samples. Searches every
     data-parallel degree ``d`` and pipeline depth ``p ≤ len(layers)`` with ``d·p·t ≤ n_devices`` that the
     plan does not pin, every contiguous partition, per-stage recompute mode and interleave, exactly.
-    Invalid inputs raise ``ValueError``; when nothing fits, the plan has ``feasible=False`` and a
+    Invalid inputs raise ``ValueError`` (a layer that is not a ``LayerCost``: ``TypeError``); when nothing fits, the plan has ``feasible=False`` and a
     ``reason`` (with the memory a pinned plan would need). ``cache=True`` memoises on disk.
 
     ``must_beat``: a feasible incumbent (e.g. the best of other tensor widths). The search then only looks

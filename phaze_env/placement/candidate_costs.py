@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from phaze_env.placement.candidates import Shape
-from phaze_env.placement.inputs import LayerArrays, Settings, pipeline_time_s, zero_buffer_factor
+from phaze_env.placement.inputs import LayerArrays, Settings, parameter_copies, pipeline_time_s, zero_buffer_factor
+from phaze_env.placement.pair_dp import PairDP
 from phaze_env.placement.prices import Prices
 from phaze_env.placement.stage_costs import StageCosts, StageMemory, layer_stash_bytes
 from phaze_env.placement.stages import StageTable
@@ -33,6 +34,7 @@ class CandidateCosts:
         self._memory: dict[tuple[float, int, int], StageMemory] = {}
         self._buffers: dict[float, np.ndarray] = {}  # ZeRO buffer factor -> every stage's buffer bytes
         self._memory_of: dict[tuple[int, int, int], StageMemory] = {}  # (d, zero, v) -> memory_for
+        self._pair_dps: dict[tuple[int, int, int], PairDP] = {}  # (variant, p, min(m_r, p)) -> a DualPipe shape's DP
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(layer_stash_bytes(settings, layers, "none"))
         self._largest_layer_params = table.layer_max(layers.param_bytes)
@@ -56,7 +58,8 @@ class CandidateCosts:
 
     def memory_for(self, shape: Shape) -> StageMemory:
         """The memory side of one shape (ZeRO shards dense bytes over the ``d·c`` weight replicas, expert bytes
-        over the ``d·c/e`` expert replicas)."""
+        over the ``d·c/e`` expert replicas): one stage's own bytes (a DualPipe device holds two stages, summed by
+        :mod:`~phaze_env.placement.pair_dp`)."""
         key = (shape.data_parallel, shape.zero, shape.interleave)
         memory = self._memory_of.get(key)
         if memory is None:
@@ -80,6 +83,17 @@ class CandidateCosts:
             self._variants[key] = (costs, SuffixDP(self.table, costs))
         return self._variants[key]
 
+    def paired(self, shape: Shape) -> PairDP | None:
+        """The pair DP of a DualPipe shape that pipelines (a device holds two stages: :mod:`~phaze_env.placement.pair_dp`),
+        ``None`` for any other shape (its devices hold one stage each)."""
+        if parameter_copies(shape.schedule, shape.stages) == 1:
+            return None
+        costs, _ = self.variant(shape)
+        key = (id(costs), shape.stages, min(shape.microbatches, shape.stages))  # the variant is kept: its id stays
+        if key not in self._pair_dps:
+            self._pair_dps[key] = PairDP(self.table, costs, shape)
+        return self._pair_dps[key]
+
     def _max_params(self, pairs: list[tuple[int, int]]) -> float:
         first, after = np.array(pairs).T
         return float(self.table.param_bytes[first, after].max())
@@ -92,7 +106,9 @@ class CandidateCosts:
         prices = self.prices
         if prices.overlaps(shape.zero):
             return float(prices.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[1][pair])
-        return prices.sync_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero, self.expert_bytes(pair))
+        copies = parameter_copies(shape.schedule, shape.stages)  # a DualPipe device syncs and steps both copies
+        return prices.sync_s(copies * float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
+                             copies * self.expert_bytes(pair))
 
     def largest_sync_key(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
         """What the once-per-batch sync grows with: the largest stage's parameter bytes, or at ``e > 1`` the
@@ -104,11 +120,16 @@ class CandidateCosts:
     def batch_sync_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
         """The once-per-batch sync of a partition: that of its largest stage."""
         if not self.prices.walks_on_sync(shape.zero):
-            return self.prices.sync_s(self._max_params(pairs), shape.data_parallel, shape.zero)
+            copies = parameter_copies(shape.schedule, shape.stages)
+            return self.prices.sync_s(copies * self._max_params(pairs), shape.data_parallel, shape.zero)
         return self.largest_sync_key(shape, pairs)
 
     def stages(self, shape: Shape, pairs: list[tuple[int, int]]) -> list[tuple[str | None, float]]:
-        """(recompute mode, time per microbatch) of every stage of a partition."""
+        """(recompute mode, time per microbatch) of every stage of a partition (under DualPipe, per device pair:
+        :meth:`PairDP.stage_modes`)."""
+        paired = self.paired(shape)
+        if paired is not None:
+            return paired.stage_modes(pairs)
         costs, _ = self.variant(shape)
         stages = []
         for k, (a, b) in enumerate(pairs):
@@ -117,9 +138,15 @@ class CandidateCosts:
         return stages
 
     def time_per_batch_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
-        """``(m_r + (p−1)/v) · max stage time + sync of the largest stage`` of a partition."""
-        slowest_s = max(time for _, time in self.stages(shape, pairs))
-        return pipeline_time_s(shape.slots, slowest_s, self.batch_sync_s(shape, pairs))
+        """``slots · slowest device time + sync of the largest stage`` of a partition (``slots``: ``m_r + (p−1)/v`` under
+        1F1B, :func:`~phaze_env.placement.inputs.pipeline_slots`; the device time: :meth:`pace_s`)."""
+        return pipeline_time_s(shape.slots, self.pace_s(shape, pairs), self.batch_sync_s(shape, pairs))
+
+    def pace_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
+        """The slowest device's time per microbatch slot: the slowest stage's, or under DualPipe the slowest mean of a
+        stage and its mirror (:meth:`PairDP.device_time_s`)."""
+        times = [time for _, time in self.stages(shape, pairs)]
+        return max(times) if self.paired(shape) is None else PairDP.device_time_s(times)
 
     def reported_allreduce_s(self, shape: Shape, pair: tuple[int, int]) -> float:
         """A stage's data-parallel collectives once per batch as the plan pays them: :meth:`Prices.allreduce_s`, or
@@ -127,6 +154,7 @@ class CandidateCosts:
         prices = self.prices
         if prices.overlaps(shape.zero):
             return float(prices.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[0][pair])
-        return prices.allreduce_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
-                                  self.expert_bytes(pair))
+        copies = parameter_copies(shape.schedule, shape.stages)
+        return prices.allreduce_s(copies * float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
+                                  copies * self.expert_bytes(pair))
 

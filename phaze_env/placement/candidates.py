@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from phaze_env.placement.inputs import Settings, in_flight_units, microbatches_per_replica, pipeline_slots
+from phaze_env.placement.inputs import (Settings, in_flight_units, microbatches_per_replica, pipeline_bubble_slots,
+                                        pipeline_slots)
 from phaze_env.placement.rules import RunnableShapes
 
 
@@ -23,11 +24,18 @@ class Shape:
     microbatches: int  # per replica
     interleave: int = 1
     zero: int = 0  # ZeRO stage (0 whenever d = 1: there is nothing to shard over)
+    schedule: str = "1f1b"  # the search's pipeline schedule (Stack.pipeline_schedule)
 
     @property
     def slots(self) -> float:
-        """Steady-state microbatches plus the bubble, in stage times: ``m_r + (p − 1)/v``."""
-        return pipeline_slots(self.microbatches, self.stages, self.interleave)
+        """Steady-state microbatches plus the bubble, in stage times (:func:`pipeline_slots`: ``m_r + (p − 1)/v``
+        under 1F1B)."""
+        return pipeline_slots(self.microbatches, self.stages, self.interleave, self.schedule)
+
+    @property
+    def bubble_slots(self) -> float:
+        """The bubble alone, in stage times (:func:`pipeline_bubble_slots`)."""
+        return pipeline_bubble_slots(self.stages, self.interleave, self.schedule)
 
     def units(self, s: int) -> int:
         """Activation units in flight on the stage ``s``-th from the end (:func:`in_flight_units`)."""

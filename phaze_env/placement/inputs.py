@@ -8,7 +8,7 @@ parameter); the optimizer factors (:data:`phaze_env.cluster.OPTIMIZERS`) are mul
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -17,9 +17,6 @@ import numpy as np
 from phaze_env.cluster import OPTIMIZERS, Cluster, Optimizer
 from phaze_env.plan_spec import PlanSpec
 
-REQUIRED_LAYER_KEYS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
-OPTIONAL_LAYER_KEYS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s", "cp_comm_s",
-                       "expert_param_bytes", "ep_comm_s", "recompute_fwd_s")
 OPTIMIZER_STATE_FACTORS = {name: optimizer.state_factor for name, optimizer in OPTIMIZERS.items()}
 GRADIENT_FACTOR = 1.0  # bf16 gradients, 2 bytes/param (ZeRO's accounting; Megatron's fp32 main_grad would be 2.0)
 
@@ -67,6 +64,49 @@ class LayerArrays:
         return len(self.fwd_s)
 
 
+@dataclass(frozen=True, slots=True)
+class LayerCost:
+    """One layer of a placement search (a chain's or a DAG's), measured on one device at the search's tensor width
+    and microbatch: what :class:`LayerArrays` holds for it (the meaning of each field is documented there; seconds
+    and bytes). ``input_bytes`` ``None``: in a chain the previous layer's ``output_bytes`` (layer 0: its own), in a
+    DAG its own; ``recompute_fwd_s`` ``None``: ``fwd_s`` (full recompute reruns all of it). Checked when a search
+    reads the layers (:func:`layer_arrays`), where a bad value can name its layer."""
+
+    fwd_s: float
+    bwd_s: float
+    param_bytes: float
+    stash_bytes: float
+    output_bytes: float
+    input_bytes: float | None = None
+    attention_stash_bytes: float = 0.0
+    attention_fwd_s: float = 0.0
+    replicated_stash_bytes: float = 0.0
+    tp_comm_s: float = 0.0
+    cp_comm_s: float = 0.0
+    expert_param_bytes: float = 0.0
+    ep_comm_s: float = 0.0
+    recompute_fwd_s: float | None = None
+    transformer_layers: float = 1.0
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> LayerCost:
+        """The record of a dict with these fields as keys (a missing required one or an unknown one raises
+        ``ValueError``)."""
+        known = [f.name for f in fields(cls)]
+        unknown = [key for key in values if key not in known]
+        if unknown:
+            raise ValueError(f"unknown layer field {unknown[0]!r}; known: {', '.join(known)}")
+        missing = [key for key in _REQUIRED_FIELDS if key not in values]
+        if missing:
+            raise ValueError(f"layer is missing {', '.join(missing)}")
+        return cls(**values)
+
+
+_REQUIRED_FIELDS = ("fwd_s", "bwd_s", "param_bytes", "stash_bytes", "output_bytes")
+_SHARE_FIELDS = ("attention_stash_bytes", "attention_fwd_s", "replicated_stash_bytes", "tp_comm_s", "cp_comm_s",
+                 "expert_param_bytes", "ep_comm_s")  # default 0
+
+
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{what} must be a number, got {value!r}")
@@ -85,9 +125,12 @@ def _positive_int(value: Any, what: str) -> int:
 _plain_number_types = {int, float, np.float64, np.float32, np.int64, np.int32}
 
 
-def _column(layers: Sequence[Mapping[str, Any]], key: str, default: list[float] | None = None) -> np.ndarray:
-    """One per-layer quantity as floats; non-numbers, NaN, infinities and negatives raise ``ValueError``."""
-    values = [layer.get(key, default[i] if default is not None else None) for i, layer in enumerate(layers)]
+def _column(layers: Sequence[LayerCost], key: str, default: list[float] | None = None) -> np.ndarray:
+    """One per-layer quantity as floats (``default[i]`` where layer ``i``'s is ``None``); non-numbers, NaN,
+    infinities and negatives raise ``ValueError``."""
+    values = [getattr(layer, key) for layer in layers]
+    if default is not None:
+        values = [default[i] if value is None else value for i, value in enumerate(values)]
     if not all(type(value) in _plain_number_types for value in values):  # the fast path covers plain numbers only
         for index, value in enumerate(values):
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -101,8 +144,8 @@ def _column(layers: Sequence[Mapping[str, Any]], key: str, default: list[float] 
     return column
 
 
-def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> LayerArrays:
-    """Check ``layers`` (a list of dicts) and return them as arrays.
+def layer_arrays(layers: Sequence[LayerCost], *, chain: bool = True) -> LayerArrays:
+    """Check ``layers`` (:class:`LayerCost` records) and return them as arrays.
 
     ``input_bytes`` defaults, for a chain, to the previous layer's ``output_bytes`` (layer 0: its own
     output). For a DAG (``chain=False``) list order says nothing about which layer feeds which, so the
@@ -110,20 +153,17 @@ def layer_arrays(layers: Sequence[Mapping[str, Any]], *, chain: bool = True) -> 
     stages use ``input_bytes`` only for graph sources, so the answer does not depend on the numbering.
     """
     if isinstance(layers, Mapping) or not isinstance(layers, Sequence) or len(layers) == 0:
-        raise ValueError("layers must be a non-empty list of dicts")
+        raise ValueError("layers must be a non-empty list of LayerCost records")
     for index, layer in enumerate(layers):
-        if not isinstance(layer, Mapping):
-            raise ValueError(f"layer {index} must be a dict, got {type(layer).__name__}")
-        missing = [key for key in REQUIRED_LAYER_KEYS if key not in layer]
-        if missing:
-            raise ValueError(f"layer {index} is missing {', '.join(missing)}")
-    columns = {key: _column(layers, key) for key in REQUIRED_LAYER_KEYS}
+        if not isinstance(layer, LayerCost):
+            hint = " (LayerCost.from_dict makes one of a dict)" if isinstance(layer, Mapping) else ""
+            raise TypeError(f"layer {index} must be a LayerCost, got {type(layer).__name__}{hint}")
+    columns = {key: _column(layers, key) for key in _REQUIRED_FIELDS}
     output = columns["output_bytes"]
     default_input = (np.concatenate((output[:1], output[:-1])) if chain else output).tolist()
-    zeros = [0.0] * len(layers)
-    optional = {key: _column(layers, key, zeros) for key in OPTIONAL_LAYER_KEYS}
+    optional = {key: _column(layers, key) for key in _SHARE_FIELDS}
     optional["recompute_fwd_s"] = _column(layers, "recompute_fwd_s", columns["fwd_s"].tolist())
-    counts = _column(layers, "transformer_layers", [1.0] * len(layers))
+    counts = _column(layers, "transformer_layers")
     if np.any(counts != np.round(counts)):
         raise ValueError("transformer_layers must be whole numbers (how many transformer layers a layer counts for)")
     if np.any(optional["attention_stash_bytes"] + optional["replicated_stash_bytes"] > columns["stash_bytes"] * (1 + 1e-12)):
@@ -285,11 +325,12 @@ class Settings:
 
         Rajbhandari et al. 2020 §5 (Figure 1), per parameter with ``K`` bytes of optimizer state and ``N_d = d``:
         ``2 + 2 + K`` unsharded; ZeRO-1 ("P_os") ``2 + 2 + K/N_d``; ZeRO-2 ("P_os+g") ``2 + (2 + K)/N_d``;
-        ZeRO-3 ("P_os+g+p", FSDP's full sharding) ``(2 + 2 + K)/N_d``.
+        ZeRO-3 ("P_os+g+p", FSDP's full sharding) ``(2 + 2 + K)/N_d`` — the gradients' 2 bytes being the optimizer's
+        ``gradient_factor`` times 2 (4 for fp32 gradients, :data:`~phaze_env.cluster.OPTIMIZERS`).
         """
         shards = [data_parallel if zero >= stage else 1 for stage in (3, 2, 1)]
         weights = (1.0 + self.weight_copy_factor) / shards[0]  # ZeRO-3 shards the FP8 copies with their weights
-        return weights, GRADIENT_FACTOR / shards[1], self.optimizer.state_factor / shards[2]
+        return weights, self.optimizer.gradient_factor / shards[1], self.optimizer.state_factor / shards[2]
 
     def state_factor(self, data_parallel: int, zero: int) -> float:
         """Weights + gradients + optimizer state per device, as a multiple of the stage's weight bytes."""
@@ -341,11 +382,62 @@ def uneven_batch_note(global_batch: int, data_parallel: int, microbatch: int) ->
             "sample slots are idle (their time is counted)")
 
 
-def pipeline_slots(microbatches: int | np.ndarray, stages: int | np.ndarray, interleave: int | np.ndarray = 1):
-    """A batch's length in slowest-stage times: ``m_r + (p − 1)/v`` — the ``m_r`` microbatches of the steady state
-    plus the pipeline's fill and drain, which interleaving ``v`` virtual stages per device shortens ``v``-fold
-    (1F1B / PipeDream-Flush and its interleaved schedule, Narayanan et al. 2021 §2.2; elementwise for arrays)."""
-    return microbatches + (stages - 1) / interleave
+BACKWARD_FORWARD_RATIO = 2.0
+"""Assumption: a layer's backward pass ``B`` takes twice its forward ``F``. Every forward GEMM has two backward GEMMs of
+its shape, one for the input gradient and one for the weight gradient (training costs ``6N`` FLOPs per token, ``2N`` of
+them forward: Kaplan et al. 2020 §2.1; Narayanan et al. 2021 §5.1); measured ratios run ≈ 1.5–2.5 (attention's
+backward and recompute raise it, memory-bound operators lower it). Taken as a constant rather than the layers' own
+ratio so that a slower layer never gives a faster plan (the placement DP's monotonicity, which the layer-level bound
+of ``phaze_env.evaluate`` needs: with the layers' ratio, a slower backward on a stage that is not the slowest would
+shrink DualPipe's bubble)."""
+
+ZERO_BUBBLE_WEIGHT_SHARE = 0.5
+"""Assumption: the share ``W/B`` of a backward pass that computes the weight gradients (the rest, ``B − W``, the input
+gradients the previous stage waits for). Zero Bubble pipeline parallelism (Qi et al. 2023, arXiv:2401.10241 §2) splits
+``B`` into these two passes, each one GEMM per weight matrix of the forward's shape, and takes them as about equal in
+cost (``T_F ≈ T_B ≈ T_W`` in its analysis); range ≈ 0.4–0.6 (attention's score GEMMs have no weights and fall on the
+input side). The placement model has no separate ``W``, so DualPipe's bubble term ``B − 3W`` takes ``W = B/2``."""
+
+DUALPIPE_BUBBLE_SHARE = (1.0 + (1.0 - ZERO_BUBBLE_WEIGHT_SHARE) * BACKWARD_FORWARD_RATIO) / (1.0 + BACKWARD_FORWARD_RATIO)
+"""DualPipe's idle time per pair of pipeline stages, in stage times ``F + B``: arXiv:2412.19437 Table 2's
+``F&B + B − 3W`` with ``F&B ≈ F + B`` (the two paired chunks' compute; their all-to-all hidden as
+``Stack.moe_alltoall_overlap`` prices it), ``W = B/2`` (:data:`ZERO_BUBBLE_WEIGHT_SHARE`) and ``B = 2F``
+(:data:`BACKWARD_FORWARD_RATIO`): ``(F + B/2)/(F + B) = 2/3`` (1/2–5/6 over the two assumptions' ranges)."""
+
+def parameter_copies(schedule: str, stages: int) -> int:
+    """Copies of each stage's weights a DualPipe pipeline holds (2, ``p > 1``; 1 under 1F1B): device ``k`` holds stage
+    ``k`` and its mirror ``p−1−k`` (deepseek-ai/DualPipe ``examples/example_dualpipe.py``: rank ``k`` loads
+    ``full_modules[k]`` and ``full_modules[pp_size − 1 − k]``; arXiv:2412.19437 Table 2, "Parameter 2×"), so every stage
+    sits on two devices. A device's memory is its two stages' (:func:`dualpipe_mirror`, priced pair by pair:
+    :mod:`phaze_env.placement.pair_dp`); its once-per-batch sync is priced as ``copies`` times the largest stage's bytes
+    — the data-parallel collectives and optimizer step of both stages, exact for a mirror of equal bytes and an upper
+    bound otherwise (a device syncs ``P_k + P_{p−1−k} ≤ 2·max P``). The two copies' gradients are also summed
+    (``example_dualpipe.py`` adds rank ``p−1−k``'s to rank ``k``'s), which is priced inside that collective, not as an
+    exchange of its own."""
+    return 2 if schedule == "dualpipe" and stages > 1 else 1
+
+
+def dualpipe_mirror(stage: int, stages: int) -> int:
+    """The other stage on stage ``stage``'s devices under DualPipe (:func:`parameter_copies`): ``p − 1 − k``."""
+    return stages - 1 - stage
+
+
+def pipeline_bubble_slots(stages: int | np.ndarray, interleave: int | np.ndarray = 1, schedule: str = "1f1b"):
+    """A batch's idle time in slowest-stage times (under DualPipe the slowest device's, the mean of its two stages',
+    :mod:`~phaze_env.placement.pair_dp`) under ``schedule`` (``Stack.pipeline_schedule``): 1F1B's fill and
+    drain ``(p − 1)/v``, which interleaving ``v`` virtual stages per device shortens ``v``-fold (Narayanan et al. 2021
+    §2.2); DualPipe's ``(p/2 − 1)·κ`` (:data:`DUALPIPE_BUBBLE_SHARE`; 0 at ``p ≤ 2``, and no pipeline at ``p = 1``).
+    Elementwise for arrays."""
+    if schedule == "dualpipe":
+        return np.maximum(stages / 2 - 1, 0) * DUALPIPE_BUBBLE_SHARE
+    return (stages - 1) / interleave
+
+
+def pipeline_slots(microbatches: int | np.ndarray, stages: int | np.ndarray, interleave: int | np.ndarray = 1,
+                   schedule: str = "1f1b"):
+    """A batch's length in slowest-stage times: the ``m_r`` microbatches of the steady state plus the schedule's bubble
+    (:func:`pipeline_bubble_slots`): ``m_r + (p − 1)/v`` under 1F1B; elementwise for arrays."""
+    return microbatches + pipeline_bubble_slots(stages, interleave, schedule)
 
 
 def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interleave: int = 1) -> int:
@@ -355,10 +447,31 @@ def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interle
     ``2(s−1) + (v−1)p + 1`` chunks (``megatron/core/pipeline_parallel/schedules.py``,
     ``forward_backward_pipelining_with_interleaving``: ``num_warmup_microbatches = (p − rank − 1)·2 + (v − 1)·p``),
     at most all ``v·m_r`` — for the first stage ``p + (p−1)/v`` microbatches (Korthikanti et al. 2022 §4.2.3;
-    Megatron-LM's ``theoretical_memory_usage.py``: ``1 + (p−1)/(p·v)`` times ``p``)."""
+    Megatron-LM's ``theoretical_memory_usage.py``: ``1 + (p−1)/(p·v)`` times ``p``). DualPipe (no interleaving):
+    also ``min(s, m_r)`` of the stage's own, on each of its two devices. deepseek-ai/DualPipe
+    ``dualpipe.py`` (``DualPipe.step``): a rank ``h`` ranks from its nearer end runs ``2(p/2 − h − 1)`` forwards of
+    the chunk it holds at pipeline position ``h`` (step 1), then ``h + 1`` forwards of each chunk (step 2), then one
+    backward and one forward of the chunk at position ``p − 1 − h`` per step (step 3), and the main step's forward
+    before its paired backward frees one: at its peak it holds ``p − h`` microbatches of the first chunk (``s = p − h``
+    from the end) and ``h + 1`` of the second (``s = h + 1``) at once — ``s`` of each chunk, and ``p + 1`` in all,
+    arXiv:2412.19437 Table 2's "PP + 1" (a replay of the schedule's counts:
+    ``tests/test_placement_dualpipe.py``). The weight-gradient passes Zero Bubble defers (steps 3, 7, 8) keep part of a
+    backward's inputs a little longer; like Table 2, not counted."""
     if interleave == 1:
         return min(stage_from_end, microbatches)
     return min(2 * (stage_from_end - 1) + (interleave - 1) * stages + 1, interleave * microbatches)
+
+
+def fastest_interleave(microbatches, stages: int, stage_time_s, send_s: float, low: int, high: int) -> np.ndarray:
+    """The real interleave ``v`` in ``[low, high]`` at which the interleaved 1F1B pipeline of ``stages`` stages,
+    ``(m_r + (p−1)/v)·(S + v·send)`` (:func:`pipeline_slots` times a stage that sends ``v`` times), is fastest: the time
+    is convex in ``v`` (``m_r·send·v + (p−1)·S/v`` plus constants), least at ``√((p−1)·S / (m_r·send))`` clamped to
+    the interval, so no ``v`` of it is faster (``high`` when nothing is sent). A bound's relaxation
+    (:func:`~phaze_env.placement.bounds.placement_time_bound_s`): one pass replaces one per ``v``."""
+    if send_s > 0:
+        with np.errstate(divide="ignore"):
+            return np.clip(np.sqrt((stages - 1) * stage_time_s / (microbatches * send_s)), low, high)
+    return np.full(np.broadcast(microbatches, stage_time_s).shape, float(high))
 
 
 def pipeline_time_s(slots, stage_time_s, sync_s):

@@ -28,7 +28,8 @@ class Plan:
     the mode of each stage (``recompute``: whether it recomputes anything); ``memory_bytes`` is the
     breakdown of the stage with the largest footprint (the worst device: weights, gradients, optimizer,
     ``zero_buffers`` — ZeRO-2/3's unsharded layer gradients and gathered weights — activations, total;
-    ``stage_memory`` the same breakdown for every stage, first to last);
+    ``stage_memory`` the same breakdown for every stage, first to last; under DualPipe a device holds a stage and its
+    mirror, and ``memory_bytes`` is the fullest device's, the two stages' sum);
     ``p2p_s`` and ``allreduce_s``
     repeat the breakdown's ``p2p`` and ``dp_allreduce``. ``mfu``: model FLOPs over the peak of the devices
     used (``Settings.peak_flops``; the evaluator's is each design's own peak in its number format,

@@ -8,7 +8,9 @@ import numpy as np
 
 from phaze_env.placement.candidate_costs import CandidateCosts
 from phaze_env.placement.candidates import Shape
-from phaze_env.placement.inputs import LayerArrays, Settings, microbatches_per_replica, pipeline_time_s
+from phaze_env.placement.inputs import (LayerArrays, Settings, dualpipe_mirror, microbatches_per_replica,
+                                        parameter_copies, pipeline_time_s)
+from phaze_env.placement.pair_dp import PairDP
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.rules import RunnableShapes
 from phaze_env.placement.stage_costs import layer_stash_bytes
@@ -67,7 +69,8 @@ def no_fit_reason(costing: CandidateCosts, rules: RunnableShapes, max_stages: in
         if broken:
             return f"plan {plan}: {broken}"
         zeros = [zero if s.weight_replicas(plan.d) > 1 else 0 for zero in s.zero_stages]
-        need = min(least_memory(costing, rules, Shape(plan.d, plan.p, m_r, v, zero)) for zero in zeros)
+        need = min(least_memory(costing, rules, Shape(plan.d, plan.p, m_r, v, zero, s.cluster.stack.pipeline_schedule))
+                   for zero in zeros)
         return (f"plan {plan} does not fit: its best partition needs {need / 2**30:.3g} GiB on the fullest device "
                 f"> {s.hbm_bytes / 2**30:.3g} GiB of HBM (recompute {'/'.join(s.plan.recompute_modes)}, "
                 f"sequence parallel {'on' if s.sequence_parallel else 'off'}, "
@@ -79,10 +82,14 @@ def no_fit_reason(costing: CandidateCosts, rules: RunnableShapes, max_stages: in
 
 
 def least_memory(costing: CandidateCosts, rules: RunnableShapes, shape: Shape) -> float:
-    """The smallest worst-device memory of any partition of ``shape`` (its lightest mode per stage)."""
+    """The smallest worst-device memory of any partition of ``shape`` (its lightest mode per stage; under DualPipe a
+    device's two stages: :meth:`~phaze_env.placement.pair_dp.PairDP.least_memory`)."""
     memory_ = costing.memory_for(shape)
     rule = rules.stage_mask(shape.interleave, shape.stages)
     valid = costing.table.valid if rule is None else rule
+    paired = costing.paired(shape)
+    if paired is not None:
+        return paired.least_memory(valid)
     value = {}
 
     def memory(s: int) -> np.ndarray:
@@ -108,6 +115,7 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
     times = [time for _, time in stages]
     memory = []
     d, zero, e = shape.data_parallel, shape.zero, s.expert_parallel
+    copies = parameter_copies(shape.schedule, shape.stages)  # DualPipe: a device syncs and steps two stages
     dense_parts = s.state_parts(s.zero_shards(s.weight_replicas(d)), zero)  # the groups ZeRO shards over
     expert_parts = s.state_parts(s.expert_replicas(d), zero)
     for k, ((a, b), mode) in enumerate(zip(pairs, modes)):
@@ -126,30 +134,45 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
         })
     for item in memory:
         item["total"] = sum(item.values())
-    slowest = int(np.argmax(times))
-    a, b = pairs[slowest]
+    device_memory = memory if copies == 1 else [  # DualPipe: device k holds stage k and its mirror
+        {term: value + memory[dualpipe_mirror(k, shape.stages)][term] for term, value in item.items()}
+        for k, item in enumerate(memory)]
     # the stage whose sync sets the batch's: the most parameter bytes, or at e > 1 the largest sync
     synced = pairs[int(np.argmax([costing.largest_sync_key(shape, [pair]) for pair in pairs]))]
     largest, experts = float(t.param_bytes[synced]), costing.expert_bytes(synced)
     steady = shape.microbatches
-    zero_comm_s = float(stage_costs.zero_comm_s[a, b])
-    recompute_s = times[slowest] - float(t.fwd_s[a, b] + t.bwd_s[a, b] + shape.interleave * stage_costs.p2p_s[a, b]
-                                         + zero_comm_s)
-    breakdown = {
-        "compute": steady * float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b] - t.cp_comm_s[a, b]
-                                  - t.ep_comm_s[a, b]),
-        "recompute": steady * recompute_s,
-        "tp_comm": steady * float(t.tp_comm_s[a, b]),
-        "cp_comm": steady * float(t.cp_comm_s[a, b]),
-        "ep_comm": steady * float(t.ep_comm_s[a, b]),
-        "p2p": steady * shape.interleave * float(stage_costs.p2p_s[a, b]),
-        "zero_comm": steady * zero_comm_s,
-        "bubble": (shape.stages - 1) / shape.interleave * times[slowest],
+
+    def stage_terms(k: int) -> dict[str, float]:
+        """Stage ``k``'s time per microbatch, term by term (``p2p``: per send)."""
+        a, b = pairs[k]
+        zero_comm_s = float(stage_costs.zero_comm_s[a, b])
+        return {
+            "compute": float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b] - t.cp_comm_s[a, b] - t.ep_comm_s[a, b]),
+            "recompute": times[k] - float(t.fwd_s[a, b] + t.bwd_s[a, b] + shape.interleave * stage_costs.p2p_s[a, b]
+                                          + zero_comm_s),
+            "tp_comm": float(t.tp_comm_s[a, b]),
+            "cp_comm": float(t.cp_comm_s[a, b]),
+            "ep_comm": float(t.ep_comm_s[a, b]),
+            "p2p": float(stage_costs.p2p_s[a, b]),  # per send: a stage sends v times per microbatch
+            "zero_comm": zero_comm_s,
+        }
+
+    slowest = int(np.argmax(times))
+    if copies == 1:  # the slowest stage sets the pace
+        pace_s, pace = times[slowest], stage_terms(slowest)
+    else:  # DualPipe: the slowest device, the mean of a stage and its mirror (PairDP.device_time_s)
+        device = int(np.argmax([(time + times[dualpipe_mirror(k, shape.stages)]) / 2 for k, time in enumerate(times)]))
+        pace_s = PairDP.device_time_s(times)
+        one, other = stage_terms(device), stage_terms(dualpipe_mirror(device, shape.stages))
+        pace = {term: (one[term] + other[term]) / 2 for term in one}
+    breakdown = {term: steady * shape.interleave * value if term == "p2p" else steady * value
+                 for term, value in pace.items()} | {
+        "bubble": float(shape.bubble_slots) * pace_s,
         "dp_allreduce": costing.reported_allreduce_s(shape, synced),
-        "optimizer": (s.optimizer_step_s(largest - experts, s.zero_shards(s.weight_replicas(d)), zero)
-                      + s.optimizer_step_s(experts, s.expert_replicas(d), zero)),
+        "optimizer": (s.optimizer_step_s(copies * (largest - experts), s.zero_shards(s.weight_replicas(d)), zero)
+                      + s.optimizer_step_s(copies * experts, s.expert_replicas(d), zero)),
     }
-    time_per_batch_s = pipeline_time_s(shape.slots, times[slowest], costing.batch_sync_s(shape, pairs))
+    time_per_batch_s = pipeline_time_s(shape.slots, pace_s, costing.batch_sync_s(shape, pairs))
     throughput = s.global_batch / time_per_batch_s
     devices = shape.data_parallel * shape.stages * s.replica_devices
     layers = tuple(t.layers_of(a, b) for a, b in pairs)
@@ -187,8 +210,8 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
         stage_allreduce_s=tuple(costing.reported_allreduce_s(shape, pair) for pair in pairs),
         stage_memory_bytes=tuple(item["total"] for item in memory),
         stage_memory=tuple(memory),
-        bubble_fraction=(shape.stages - 1) / shape.interleave / shape.slots,
-        memory_bytes=max(memory, key=lambda item: item["total"]),
+        bubble_fraction=float(shape.bubble_slots / shape.slots),
+        memory_bytes=max(device_memory, key=lambda item: item["total"]),
         time_breakdown_s=breakdown,
         allreduce_s=breakdown["dp_allreduce"],
         p2p_s=breakdown["p2p"],

@@ -40,6 +40,18 @@ microbatches per replica, ``v`` virtual stages per device):
   under ZeRO ≥ 1 (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
   With interleaving a device's layers are modelled as one contiguous stage (its ``v`` chunks carry the
   same load), and Megatron's rule that ``m_r`` be a multiple of ``p`` is enforced.
+* a stack running DualPipe (``Stack.pipeline_schedule``, arXiv:2412.19437 §3.2.1) replaces 1F1B's ``(p−1)/v`` by
+  ``(p/2 − 1)·κ`` (:func:`~phaze_env.placement.inputs.pipeline_slots`; ``κ = 2/3``,
+  :data:`~phaze_env.placement.inputs.DUALPIPE_BUBBLE_SHARE`, a constant: the DP stays monotone in the layer times);
+  device ``k`` holds stage ``k`` and its mirror ``p − 1 − k`` (:func:`~phaze_env.placement.inputs.parameter_copies`),
+  each stage with its own ``min(s, m_r)`` microbatches in flight (:func:`~phaze_env.placement.inputs.in_flight_units`,
+  from deepseek-ai/DualPipe's schedule), so a device's memory is the pair's sum, and it runs half the microbatches
+  through each stage, so its pace is the pair's mean time: such a shape runs the pair DP
+  (:mod:`~phaze_env.placement.pair_dp`: exact min-max over pairs from both ends); a device syncs and steps both
+  stages once per batch, priced as two copies of the largest stage (the sync ``A(2P)`` stays increasing and affine in
+  ``P``, so the walk below stays exact, and every sync floor of one copy's bytes stays a floor); only ``p`` even with
+  ``m_r ≥ 2p`` even and ``v = 1`` are searched. The bounds below hold with the average stage (the layers' work over
+  ``p``) in place of the loosest DP's slowest stage, which does not bound a pair's mean;
 * a stack that overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``:
   Megatron-Core's ``--overlap-grad-reduce`` / ``--overlap-param-gather``) pays, for ZeRO-0/1, only what each
   stage's buckets leave exposed after its last backward pass and before its first forward pass
@@ -182,13 +194,16 @@ class PlacementSearch:
 
         Stage-time bound: the DP with one unit in flight everywhere, the smallest optimizer state and no
         p2p (``self.loosest_s``); all-reduce bound: the smallest largest-stage parameter bytes of any
-        ``p``-stage partition (``self.param_floor``).
+        ``p``-stage partition (``self.param_floor``). Under DualPipe a device's pace is the mean of two stages', which
+        the slowest stage does not bound: its stage-time bound is the average, the layers' work over ``p``.
         """
         s = self.settings
         d, p, m_r, v, z = candidate_degrees(s, self.rules, len(self.loosest_s))
         if len(d) == 0:
             return
         loosest = np.array(self.loosest_s)[p - 1]
+        if s.cluster.stack.pipeline_schedule == "dualpipe":  # a device's pace is a pair's mean: at least the average
+            loosest = np.where((p > 1) & np.isfinite(loosest), self._layer_work_s / p, loosest)
         if s.expert_parallel == 1:
             sync_floor_s = self.prices.sync_floor_s(d, self.param_floor[p - 1], z)
         else:  # each part of the largest sync is at least its own smallest largest stage's
@@ -207,12 +222,12 @@ class PlacementSearch:
             sends = np.zeros(len(p))
             sends[interleaved] = v[interleaved] * least_s[inverse.ravel()]
             loosest = loosest + sends
-        bound_s = pipeline_time_s(pipeline_slots(m_r, p, v), loosest, sync_floor_s)
+        bound_s = pipeline_time_s(pipeline_slots(m_r, p, v, s.cluster.stack.pipeline_schedule), loosest, sync_floor_s)
         keep = np.flatnonzero(np.isfinite(bound_s))
         d, p, m_r, v, z, bound_s = d[keep], p[keep], m_r[keep], v[keep], z[keep], bound_s[keep] * _LOWER_BOUND_SLACK
         order = np.lexsort((z, v, p, d, bound_s))
         for d_i, p_i, m_i, v_i, z_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, z, bound_s))):
-            yield Shape(d_i, p_i, m_i, v_i, z_i), bound_i
+            yield Shape(d_i, p_i, m_i, v_i, z_i, s.cluster.stack.pipeline_schedule), bound_i
 
     def _stage_values(self, shape: Shape, costs: StageCosts, mask: np.ndarray | None = None):
         """``value_at(s)``: the stage-time matrix of the stage ``s``-th from the end (optionally masked; each masked
@@ -231,21 +246,28 @@ class PlacementSearch:
     def _solve_shape(self, shape: Shape, best: _Best) -> None:
         """Offer ``best`` the optimal partition of one shape, if it can beat it."""
         rule = self.rules.stage_mask(shape.interleave, shape.stages)
-        if shape.zero or shape.interleave > 1 or rule is not None:
+        paired = self.costing.paired(shape)  # DualPipe: a device's memory is two stages' (its own DP)
+        if shape.zero or shape.interleave > 1 or rule is not None or paired is not None:
             # Every shape's memory is at least the loosest one's (most ZeRO shards; an interleaved stage ``s``-th
             # from the end holds ``min(2(s−1)+(v−1)p+1, v·m_r)/v ≥ min(s, m_r)`` microbatches' worth) and its
-            # p2p ≥ 0, and fewer microbatches per replica never put more in flight, so the loosest DP at the
+            # p2p ≥ 0 (a DualPipe device holds its stage's state and min(s, m_r) microbatches, and its mirror's
+            # besides), and fewer microbatches per replica never put more in flight, so the loosest DP at the
             # largest power of two ≤ m_r bounds the stage time from below. That DP is shared by all shapes (a
             # few capped suffixes), which spares a per-d memory side or a one-off interleaved DP for most.
             m_lo = 1 << (shape.microbatches.bit_length() - 1)
-            loose_s = self.loosest_dp.min_stage_time(m_lo, shape.stages)
+            # (a DualPipe device's time is a mean of two stages', which no slowest stage bounds: the average does)
+            loose_s = self.loosest_dp.min_stage_time(m_lo, shape.stages) if paired is None else 0.0
             # and every stage of a pipeline sends: the slowest stage also pays at least v times the cheapest send
             # (max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k)
             slowest_s = max(loose_s, self._average_stage_s(shape)) + shape.interleave * self.prices.least_p2p_s(shape)
             if math.isinf(loose_s) or self._prunes(shape, slowest_s, best):
                 return
         costs, dp = self.costing.variant(shape)
-        if rule is None:
+        if paired is not None:
+            stage_time_s, pairs = paired.solve(rule)
+            if math.isinf(stage_time_s) or self._prunes(shape, stage_time_s, best):
+                return
+        elif rule is None:
             stage_time_s = dp.min_stage_time(shape.microbatches, shape.stages)
             if math.isinf(stage_time_s) or self._prunes(shape, stage_time_s, best):
                 return
@@ -308,10 +330,14 @@ class PlacementSearch:
             floor, key = 0.0, self.prices.sync_compact(shape, costs.memory)
         largest = self.costing.largest_sync_key(shape, pairs)
         rule = self.rules.compact_mask(shape.interleave, shape.stages, costs.memory)
+        paired = self.costing.paired(shape)
         while largest > floor:
             smaller = key < largest
-            stage_time_s, pairs = dp.constrained(
-                shape.stages, self._stage_values(shape, costs, smaller if rule is None else smaller & rule))
+            allowed = smaller if rule is None else smaller & rule
+            if paired is not None:
+                stage_time_s, pairs = paired.solve(costs.layout.dense(allowed, False))
+            else:
+                stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, allowed))
             if math.isinf(stage_time_s) or self._prunes(shape, stage_time_s, best):
                 return
             best.offer(self.costing.time_per_batch_s(shape, pairs), shape, pairs)

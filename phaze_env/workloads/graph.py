@@ -138,6 +138,14 @@ class Layer:
     # (phaze_env.hardware.number_format.fp8_stash_saving_bytes)
     stash_gemm_input_bytes: int = 0
     stash_gemm_input_replicated_bytes: int = 0
+    # the part of the stash a stack that reruns RMSNorm and the MLA up-projections in the backward pass does not keep
+    # (Stack.recompute_norms_up_projections; workloads.model.norm_up_projection_recompute), with its replicated part and
+    # the parts of both kept only as weight GEMMs' inputs (what FP8 had narrowed), and the fused forward operators rerun
+    stash_norm_up_bytes: int = 0
+    stash_norm_up_replicated_bytes: int = 0
+    stash_norm_up_gemm_input_bytes: int = 0
+    stash_norm_up_gemm_input_replicated_bytes: int = 0
+    norm_up_rerun: tuple[str, ...] = ()
     expert_param_bytes: int = 0  # part of param_bytes that is routed experts (what expert parallelism shards)
     routed_token_bytes: int = 0  # tokens the routed experts take per microbatch (experts × capacity × hidden):
     # one dispatch or combine all-to-all's buffer per rank, of which (e − 1)/e leaves it

@@ -425,11 +425,42 @@ def kernel_recomputed(nodes: list[_Node], region_ops: list[RawOp]) -> set[str]:
     return recomputed
 
 
+UP_PROJECTION_MODULES = ("q_b_proj", "kv_b_proj")
+"""The MLA up-projections (DeepSeek-V2/V3, Hugging Face ``modeling_deepseek_v2``/``_v3``: ``q_b_proj`` lifts the query
+latent to the heads' queries, ``kv_b_proj`` the key-value latent to the heads' keys and values)."""
+
+
+def norm_up_projection_recompute(nodes: list[_Node], region_ops: list[RawOp]) -> tuple[set[str], tuple[str, ...]]:
+    """(the tensors, fused forward operators) a stack that reruns every RMSNorm and the MLA up-projections in the
+    backward pass rebuilds instead of keeping (DeepSeek-V3, arXiv:2412.19437 §3.2.3; ``Stack.
+    recompute_norms_up_projections``): the outputs of the normalisation modules (a module named ``…norm``) and of the
+    up-projections (:data:`UP_PROJECTION_MODULES`), and what the attention's queries and keys are built from them up to
+    the attention core (the rotary embedding and the concatenation: elementwise and data operators fed by an
+    up-projection's output). A fused operator is rerun when it computes one of them and every weight GEMM in it is
+    one of them (a norm's first step fused into the GEMM before it is not counted; nor is the shared key's rotary
+    embedding, a few elementwise operators on the key-value latent's kept output)."""
+    norms: set[str] = set()
+    lifted: set[str] = set()  # the up-projections' outputs and what q and k are built from them
+    for op in region_ops:  # traced order: producers first
+        module = op.module.rsplit(".", 1)[-1]
+        if module.endswith("norm"):
+            norms.add(op.name)
+        elif module in UP_PROJECTION_MODULES or (op.kind in ("elementwise", "data") and lifted.intersection(op.inputs)):
+            lifted.add(op.name)
+    rebuilt = norms | lifted
+    by_name = {op.name: op for op in region_ops}
+    rerun = tuple(node.name for node in nodes if rebuilt.intersection(node.members)
+                  and all(member in rebuilt for member in node.members if by_name[member].gemms))
+    return rebuilt, rerun
+
+
 def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[str, str]], *, tensor_width: int,
                 params: int, param_bytes: int, input_bytes: int, output_bytes: int,
-                recomputed: set[str] = frozenset()) -> Layer:
+                recomputed: set[str] = frozenset(),
+                norm_up: tuple[set[str], tuple[str, ...]] = (frozenset(), ())) -> Layer:
     """The layer of fused operators ``nodes``; ``recomputed``: the saved tensors its fused kernels rebuild
-    (:func:`kernel_recomputed`), reported as the ``stash_kernel_*`` parts of its stash."""
+    (:func:`kernel_recomputed`), reported as the ``stash_kernel_*`` parts of its stash; ``norm_up``: what rerunning
+    the norms and up-projections rebuilds (:func:`norm_up_projection_recompute`), the ``stash_norm_up_*`` parts."""
     position = {n.name: i for i, n in enumerate(nodes)}
     idx_edges = [(position[a], position[b]) for a, b in edges]
     cast: set[str] = set()
@@ -455,6 +486,7 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
     recomputed = recomputed & set(saved)
     # kept only as weight GEMMs' inputs: what an FP8 recipe stores in FP8 (no other operator keeps the wide copy)
     gemm_only = gemm_inputs - others - recomputed
+    dropped = (set(norm_up[0]) & set(saved)) - recomputed - attention  # the scores are selective recompute's
     return Layer(name=name, repeat=repeat, fwd=fwd, bwd=bwd, params=params, param_bytes=param_bytes,
                  flops_fwd=fwd.flops, flops_bwd=bwd.flops, activation_stash_bytes=sum(saved.values()),
                  input_bytes=input_bytes, output_bytes=output_bytes,
@@ -464,7 +496,12 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
                  stash_kernel_attention_bytes=sum(saved[k] for k in (attention - replicated) & recomputed),
                  stash_kernel_replicated_bytes=sum(saved[k] for k in replicated & recomputed),
                  stash_gemm_input_bytes=sum(saved[k] for k in gemm_only),
-                 stash_gemm_input_replicated_bytes=sum(saved[k] for k in gemm_only & replicated))
+                 stash_gemm_input_replicated_bytes=sum(saved[k] for k in gemm_only & replicated),
+                 stash_norm_up_bytes=sum(saved[k] for k in dropped),
+                 stash_norm_up_replicated_bytes=sum(saved[k] for k in dropped & replicated),
+                 stash_norm_up_gemm_input_bytes=sum(saved[k] for k in dropped & gemm_only),
+                 stash_norm_up_gemm_input_replicated_bytes=sum(saved[k] for k in dropped & gemm_only & replicated),
+                 norm_up_rerun=norm_up[1])
 
 
 def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str]) -> tuple[int, int]:
