@@ -347,9 +347,9 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
 def readme_flagship_ranges(rows: Sequence[dict[str, Any]]) -> str:
     """The README's sentence of how far each flagship verdict moves: per table row with a sensitivity, each flagship
     ratio's range over its cases (the cases a range lacks named: :func:`uncovered`), then the verdicts that turn over
-    their range (one end below 1×, the other above). Generated from ``docs/system_table.json`` (``tests/test_readme.py``
-    holds the README to it)."""
-    parts, turns = [], []
+    their range (one end below 1×, the other above) and the cases that set their low ends. Generated from
+    ``docs/system_table.json`` (``tests/test_readme.py`` holds the README to it)."""
+    parts, turns, low_ends, verdicts = [], {}, {}, 0
     for row in rows:
         summary = row.get("sensitivity")
         spans = {n: r for n, r in (summary or {}).get("ranges", {}).items() if n in FLAGSHIPS}
@@ -360,13 +360,20 @@ def readme_flagship_ranges(rows: Sequence[dict[str, Any]]) -> str:
         parts.append(f"{label} " + ", ".join(f"{r['low']:.2f}–{r['high']:.2f}× {FLAGSHIP_LABELS[n]}"
                                               for n, r in spans.items())
                      + (f" (not over {', '.join(lacking)})" if lacking else ""))
-        turns += [f"{FLAGSHIP_LABELS[n]} at {label} ({r['low_by']} {r['low']:.2f}×, {r['high_by']} {r['high']:.2f}×)"
-                  for n, r in spans.items() if r["low"] < 1 < r["high"]]
+        verdicts += len(spans)
+        for name, span in spans.items():
+            if span["low"] < 1 < span["high"]:
+                turns.setdefault(label, []).append(FLAGSHIP_LABELS[name])
+                low_ends[span["low_by"]] = low_ends.get(span["low_by"], 0) + 1
     if not parts:
         return "no row has a flagship sensitivity yet."
-    return ("; ".join(parts) + ". " + (f"Over these ranges {len(turns)} flagship verdict{'s turn' if len(turns) > 1 else ' turns'}: "
-                                       f"{'; '.join(turns)}."
-                                       if turns else "Over these ranges no flagship verdict turns."))
+    if not turns:
+        return "; ".join(parts) + ". Over these ranges no flagship verdict turns."
+    count = sum(len(names) for names in turns.values())
+    turned = "; ".join(f"{label} vs {', '.join(names)}" for label, names in turns.items())
+    lows = ", ".join(f"{by} ({n})" for by, n in sorted(low_ends.items(), key=lambda item: -item[1]))
+    return ("; ".join(parts) + f". Over these ranges {count} of {verdicts} flagship verdicts turn (one end below 1×, "
+            f"the other above): {turned}; their low ends: {lows}.")
 
 
 def write_figures(docs: Path, rows: Sequence[dict[str, Any]]) -> None:

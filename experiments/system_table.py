@@ -706,7 +706,8 @@ run before the flagships were set against had their flagship ratios added from e
 re-run (`python -m experiments.sensitivity --from-table --rivals-only`: a flagship evaluated again under the move where
 the move changes its chip or cluster, its nominal figure where not), except a case whose ratios over the three
 references no longer imply one answer with today's model of them (the power cap of a reference the move drives above
-its published limit, which the case predates); the last column names what each flagship's range lacks:
+its published limit, which the case predates: its own ratios over that reference are the uncapped model's, to re-run);
+the last column names what each flagship's range lacks:
 
 {table(["workload", "budget", *[f"vs {FLAGSHIP_LABELS[n]}" for n in FLAGSHIPS], "cases in the range"], flagship_body)}
 

@@ -295,5 +295,5 @@ def test_a_flagship_range_lacking_one_end_of_an_assumption_says_which():
     assert _lacking_text({"b200": [], "mi300x": []}) == "every case"
     row = {"workload": "w", "kind": "power", "budget_label": "1 MW", "sensitivity": summary}
     assert readme_flagship_ranges([row]) == ("w at 1 MW 0.90–1.10× B200 (DGX) (not over mac_pj, pue high). "
-                                             "Over these ranges 1 flagship verdict turns: B200 (DGX) at w at 1 MW "
-                                             "(pue low 0.90×, nominal 1.10×).")
+                                             "Over these ranges 1 of 1 flagship verdicts turn (one end below 1×, "
+                                             "the other above): w at 1 MW vs B200 (DGX); their low ends: pue low (1).")
