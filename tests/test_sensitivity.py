@@ -152,7 +152,8 @@ def test_a_range_end_no_case_moves_is_the_nominals():
     (True, ("--workload", "gpt2-xl", "--budget-mw", "2"), "--budget-mw does not apply"),
     (True, ("--workload", "opt-1.3b"), "no stored row opt-1.3b (power/cost); stored: gpt2-xl (power)"),
     (True, ("--workload", "gpt2-xl", "--kind", "cost"), "no stored row gpt2-xl (cost)"),
-    (True, ("--workload", "gpt2-xl"), "no stored sensitivity to add to for gpt2-xl (power)")])
+    (True, ("--workload", "gpt2-xl"), "no stored sensitivity to add to for gpt2-xl (power)"),
+    ("budget", ("--workload", "gpt2-xl"), "its stored budget (0.5 MW) is not the one the model gives today (1 MW)")])
 def test_from_table_refuses_what_it_cannot_add_to_in_one_line(tmp_path, stored, args, message):
     """``--from-table`` adds cases to a stored row's sensitivity: no table, a row not stored, a budget of its own or a
     row with no sensitivity to add to is one line, exit 2, and nothing is written."""
@@ -163,6 +164,8 @@ def test_from_table_refuses_what_it_cannot_add_to_in_one_line(tmp_path, stored, 
 
     if stored:
         row = {"workload": "gpt2-xl", "kind": "power", "power_w": 1e6}
+        if stored == "budget":  # a stored row whose cases' budgets cannot be rebuilt (the model's budget moved)
+            row |= {"budget": {"power_w": 5e5, "cost_usd": None}, "sensitivity": {"cases": []}}
         (tmp_path / "system_table.json").write_text(json.dumps({"version": TABLE_VERSION, "rows": [row]}))
     before = sorted(p.name for p in tmp_path.iterdir())
     done = subprocess.run([sys.executable, "-m", "experiments.sensitivity", "--from-table", *args, "--assumption",
@@ -297,3 +300,12 @@ def test_a_flagship_range_lacking_one_end_of_an_assumption_says_which():
     assert readme_flagship_ranges([row]) == ("w at 1 MW 0.90–1.10× B200 (DGX) (not over mac_pj, pue high). "
                                              "Over these ranges 1 of 1 flagship verdicts turn (one end below 1×, "
                                              "the other above): w at 1 MW vs B200 (DGX); their low ends: pue low (1).")
+
+
+def test_rivals_only_needs_from_table(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "experiments.sensitivity", "--rivals-only", "--workload", "gpt2-xl",
+                           "--docs", str(tmp_path), "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "it needs --from-table" in done.stderr
