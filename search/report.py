@@ -169,7 +169,7 @@ def _answer_table(answer: DesignResult | None, answer_label: str, baseline: Desi
         if not d.feasible:
             return [design, f"infeasible: {d.reason}", *blank[1:]]
         figures = [figure_text(objective, objective_value(d, objective))] if own else []
-        return [design, d.plan["notation"], *figures, f"{d.throughput_samples_s:,.1f}", d.mfu_text,
+        return [design, d.plan.notation, *figures, f"{d.throughput_samples_s:,.1f}", d.mfu_text,
                 f"{plotted_area(d):.1f}", "proven" if d.proven else f"NOT PROVEN (worst gap {d.worst_gap:.2%})"]
 
     rows = "".join(f"<tr><th>{_e(label)}</th>" + "".join(f"<td>{_e(c)}</td>" for c in cells(d)) + "</tr>"
@@ -185,12 +185,12 @@ def _hover(design: dict[str, Any] | DesignResult, point: SystemPoint | None = No
     topology and chips: :func:`~search.result.system_line`), plan and proof (of a recorded evaluation with its row's
     ``point``, or a result's design)."""
     if isinstance(design, DesignResult):
-        accelerator, plan, proven, system = design.accelerator, design.plan, design.proven, design.system
+        accelerator, notation, proven, system = design.accelerator, design.plan.notation, design.proven, design.system
     else:
-        accelerator, plan, proven = design["accelerator"], design["plan"], design["proven"]
+        accelerator, notation, proven = design["accelerator"], design["plan"]["notation"], design["proven"]
         system = None if point is None else point.summary()
     text = Accelerator.from_dict(accelerator).notation() + ("" if system is None else f"<br>{system_line(system)}")
-    return [text, plan["notation"], "proven" if proven else "NOT PROVEN"]
+    return [text, notation, "proven" if proven else "NOT PROVEN"]
 
 
 def front_indices(points: list[tuple[float, float]]) -> list[int]:
@@ -286,7 +286,7 @@ def _time_breakdown(name: str, answer: DesignResult, answer_label: str, baseline
                                        if baseline is not None and baseline.feasible else [])
     fig = go.Figure()
     for part, label in BREAKDOWN_LABELS.items():
-        seconds = [d.plan["time_breakdown_s"][part] for _, d in bars]
+        seconds = [d.plan.time_breakdown_s[part] for _, d in bars]
         fig.add_trace(go.Bar(y=[b for b, _ in bars], x=seconds, name=label, orientation="h",
                              customdata=[d.time_shares[part] for _, d in bars],
                              hovertemplate=f"{label}: %{{x:.4g}} s (%{{customdata:.1%}} of the batch)<extra></extra>"))

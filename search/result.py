@@ -16,17 +16,17 @@ from typing import Any
 
 from phaze_env.hardware import Accelerator
 from phaze_env.hardware.number_format import mfu_basis, mfu_text
+from phaze_env.placement import Plan
 from search.objectives import objective_value
 
 MODES = ("best", "shared", "pareto")
 
 
-def time_shares(plan: dict[str, Any]) -> dict[str, float]:
+def time_shares(plan: Plan) -> dict[str, float]:
     """Each part of the time per batch (:attr:`phaze_env.placement.Plan.time_breakdown_s`: compute, recompute,
     tensor-parallel collectives, pipeline p2p and bubble, data-parallel all-reduce, optimizer step) as a
     share of it; the parts add up to the whole."""
-    total = plan["time_per_batch_s"]
-    return {part: seconds / total for part, seconds in plan["time_breakdown_s"].items()}
+    return {part: seconds / plan.time_per_batch_s for part, seconds in plan.time_breakdown_s.items()}
 
 
 def system_line(summary: dict[str, Any]) -> str:
@@ -39,9 +39,20 @@ def system_line(summary: dict[str, Any]) -> str:
             f"{summary['n_devices']:,} chips" + (f" ({pods} pods)" if pods > 1 else ""))
 
 
+def plan_of(data: dict[str, Any]) -> Plan | None:
+    """A recorded plan (``Evaluation.to_dict()["plan"]``, a design's in ``results.json``) as its :class:`Plan`;
+    ``{}`` (no plan: infeasible) as ``None``."""
+    return Plan.from_dict(data) if data else None
+
+
 @dataclass(frozen=True)
 class DesignResult:
-    """One design on one workload: its accelerator (dict), plan (dict) and figures (SI units, area in mm²)."""
+    """One design on one workload: its accelerator (dict), plan and figures (SI units, area in mm²).
+
+    ``plan`` is the placement's :class:`~phaze_env.placement.Plan` (``None`` when infeasible), held in
+    ``results.json`` as :meth:`Plan.to_dict <phaze_env.placement.Plan.to_dict>` (``{}`` when there is none, as
+    ``Evaluation.to_dict`` holds it) and read back through :meth:`Plan.from_dict <phaze_env.placement.Plan.from_dict>`.
+    """
 
     workload: str
     feasible: bool
@@ -53,10 +64,15 @@ class DesignResult:
     energy_per_sample_j: float
     devices_available: int
     accelerator: dict[str, Any]
-    plan: dict[str, Any]
+    plan: Plan | None
     proven: bool = True  # every layer schedule behind the figures is proven optimal (Evaluation.proven)
     worst_gap: float = 0.0
     system: dict[str, Any] | None = None  # system space: knobs, chips at the budget, power, cost (SystemPoint.summary)
+
+    def __post_init__(self) -> None:
+        if self.plan is not None and not isinstance(self.plan, Plan):
+            hint = " (Plan.from_dict reads one from its dict)" if isinstance(self.plan, dict) else ""
+            raise TypeError(f"DesignResult.plan must be a Plan or None, got {type(self.plan).__name__}{hint}")
 
     @classmethod
     def from_evaluation(cls, evaluation: dict[str, Any]) -> DesignResult:
@@ -66,7 +82,7 @@ class DesignResult:
                    mfu=evaluation["mfu"], area_mm2=evaluation["area_mm2"],
                    energy_per_sample_j=evaluation["energy_per_sample_j"],
                    devices_available=evaluation["cluster"]["n_devices"], accelerator=evaluation["accelerator"],
-                   plan=evaluation["plan"], proven=evaluation["proven"], worst_gap=evaluation["worst_gap"])
+                   plan=plan_of(evaluation["plan"]), proven=evaluation["proven"], worst_gap=evaluation["worst_gap"])
 
     @property
     def time_shares(self) -> dict[str, float]:
@@ -86,12 +102,15 @@ class DesignResult:
         """Every field (``system`` only for a system-space design, so PHAZE-space results are as before), and for a
         feasible design its time shares and what its ``mfu`` counts against (``mfu_basis``)."""
         data = {k: v for k, v in asdict(self).items() if not (k == "system" and v is None)}
+        data["plan"] = self.plan.to_dict() if self.plan is not None else {}  # in place: the keys keep their order
         return data | ({"time_shares": self.time_shares,
                         "mfu_basis": mfu_basis(self.number_format)} if self.feasible else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DesignResult:
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        """Inverse of :meth:`to_dict` (what it adds besides the fields is derived, and ignored here)."""
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        return cls(**values | {"plan": plan_of(data["plan"])})
 
 
 @dataclass(frozen=True)
