@@ -16,7 +16,9 @@ from typing import Any
 
 from phaze_env.hardware import Accelerator
 from phaze_env.hardware.number_format import mfu_basis, mfu_text
+from phaze_env.evaluate import Evaluation
 from phaze_env.placement import Plan
+from phaze_env.placement.plan import plan_or_none
 from search.objectives import objective_value
 
 MODES = ("best", "shared", "pareto")
@@ -37,12 +39,6 @@ def system_line(summary: dict[str, Any]) -> str:
     return (f"die {summary['chip_area_mm2']:.0f} mm² · HBM {summary['hbm_gb']:g} GiB at "
             f"{summary['hbm_bandwidth_Bps'] / 1e12:.2f} TB/s · {links} · {summary['topology']} · "
             f"{summary['n_devices']:,} chips" + (f" ({pods} pods)" if pods > 1 else ""))
-
-
-def plan_of(data: dict[str, Any]) -> Plan | None:
-    """A recorded plan (``Evaluation.to_dict()["plan"]``, a design's in ``results.json``) as its :class:`Plan`;
-    ``{}`` (no plan: infeasible) as ``None``."""
-    return Plan.from_dict(data) if data else None
 
 
 @dataclass(frozen=True)
@@ -75,14 +71,13 @@ class DesignResult:
             raise TypeError(f"DesignResult.plan must be a Plan or None, got {type(self.plan).__name__}{hint}")
 
     @classmethod
-    def from_evaluation(cls, evaluation: dict[str, Any]) -> DesignResult:
-        """From ``Evaluation.to_dict()`` (what the search records and stores)."""
-        return cls(workload=evaluation["workload"], feasible=evaluation["feasible"], reason=evaluation["reason"],
-                   throughput_samples_s=evaluation["throughput_samples_s"], tokens_s=evaluation["tokens_s"],
-                   mfu=evaluation["mfu"], area_mm2=evaluation["area_mm2"],
-                   energy_per_sample_j=evaluation["energy_per_sample_j"],
-                   devices_available=evaluation["cluster"]["n_devices"], accelerator=evaluation["accelerator"],
-                   plan=plan_of(evaluation["plan"]), proven=evaluation["proven"], worst_gap=evaluation["worst_gap"])
+    def from_evaluation(cls, evaluation: Evaluation) -> DesignResult:
+        """From an :class:`~phaze_env.evaluate.Evaluation` (what the search records and stores)."""
+        return cls(workload=evaluation.workload, feasible=evaluation.feasible, reason=evaluation.reason,
+                   throughput_samples_s=evaluation.throughput_samples_s, tokens_s=evaluation.tokens_s,
+                   mfu=evaluation.mfu, area_mm2=evaluation.area_mm2, energy_per_sample_j=evaluation.energy_per_sample_j,
+                   devices_available=evaluation.cluster["n_devices"], accelerator=evaluation.accelerator,
+                   plan=evaluation.plan, proven=evaluation.proven, worst_gap=evaluation.worst_gap)
 
     @property
     def time_shares(self) -> dict[str, float]:
@@ -110,7 +105,7 @@ class DesignResult:
     def from_dict(cls, data: dict[str, Any]) -> DesignResult:
         """Inverse of :meth:`to_dict` (what it adds besides the fields is derived, and ignored here)."""
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-        return cls(**values | {"plan": plan_of(data["plan"])})
+        return cls(**values | {"plan": plan_or_none(data["plan"])})
 
 
 @dataclass(frozen=True)

@@ -314,7 +314,7 @@ def test_time_shares_add_up_and_match_the_pipeline_formula(brute_force):
     evaluations = [ev for ev in brute_force[TINY.name] if ev.feasible and ev.plan.pipeline_stages > 1]
     assert evaluations
     for ev in evaluations[:10]:
-        shares, plan = DesignResult.from_evaluation(ev.to_dict()).time_shares, ev.plan
+        shares, plan = DesignResult.from_evaluation(ev).time_shares, ev.plan
         assert sum(shares.values()) == pytest.approx(1.0)
         assert shares["dp_allreduce"] == pytest.approx(plan.allreduce_s / plan.time_per_batch_s)
         work = shares["compute"] + shares["recompute"] + shares["tp_comm"] + shares["p2p"]
@@ -326,6 +326,7 @@ def test_search_records_hold_the_placement_plan_and_write_it_back_byte_for_byte(
     """A design's plan, read back from its record (``Evaluation.to_dict()`` through JSON, as results.db and
     results.json hold it), is the evaluation's own :class:`Plan` (``None`` when infeasible), and writes the same JSON
     bytes again: resumed and re-rendered results stay identical."""
+    from phaze_env.evaluate import Evaluation
     from phaze_env.placement import Plan
     from search.result import DesignResult
 
@@ -333,7 +334,9 @@ def test_search_records_hold_the_placement_plan_and_write_it_back_byte_for_byte(
     infeasible = dataclasses.replace(evaluations[0], feasible=False, reason="does not fit", plan=None)
     for ev in [*evaluations, infeasible]:
         record = json.dumps(ev.to_dict())
-        design = DesignResult.from_evaluation(json.loads(record))
+        stored = Evaluation.from_dict(json.loads(record))
+        assert json.dumps(stored.to_dict()) == record  # a results.db row reads back and writes the same bytes
+        design = DesignResult.from_evaluation(stored)
         assert design.plan == ev.plan and (design.plan is None or isinstance(design.plan, Plan))
         again = DesignResult.from_dict(json.loads(json.dumps(design.to_dict())))
         assert json.dumps(again.to_dict()) == json.dumps(design.to_dict())

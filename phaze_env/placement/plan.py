@@ -99,6 +99,12 @@ def json_ready(value: Any) -> Any:
     return value
 
 
+def plan_or_none(data: Mapping[str, Any]) -> Plan | None:
+    """A recorded plan (``Evaluation.plan_dict()``: a search record's, a design's in ``results.json``) as its
+    :class:`Plan`; ``{}`` (no plan: infeasible) as ``None``."""
+    return Plan.from_dict(data) if data else None
+
+
 def _tuples(value: Any) -> Any:
     """:func:`json_ready` undone: every list (at any depth, also inside dicts) a tuple again."""
     if isinstance(value, dict):
