@@ -142,6 +142,8 @@ def fp8_stash_saving_bytes(layer: Layer, number_format: str, bytes_per_element: 
     GEMMs' inputs and nothing else (``Layer.stash_gemm_input_bytes``), and only in the layers whose GEMMs run in FP8
     (:data:`FP8_LAYERS`). (0, 0) for bf16."""
     narrowed = fp8_narrowed_share(layer, number_format, bytes_per_element)
+    if not narrowed:
+        return 0.0, 0.0
     return layer.stash_gemm_input_bytes * narrowed, layer.stash_gemm_input_replicated_bytes * narrowed
 
 
