@@ -34,20 +34,13 @@ from search.bounds import best_of_variants, row_variant_bounds, variant_throughp
 from search.config import SearchConfig
 from search.objectives import AREA, non_dominated
 from search.progress import SearchProgress
+from search.result import UnprovenDesign
 from search.store import DesignRecord, ResultsStore
 from search.tasks import evaluate_design
 
 
-def unproven_design(workload: str, index: int, evaluation: Evaluation, blocks_exact: bool) -> dict[str, Any]:
-    """One row of ``SearchResult.unproven``: a design whose figures rest on schedules not proven optimal."""
-    return {"workload": workload, "index": int(index), "accelerator": evaluation.accelerator,
-            "throughput_samples_s": evaluation.throughput_samples_s,
-            "throughput_bound_samples_s": evaluation.throughput_bound_samples_s,
-            "worst_gap": evaluation.worst_gap, "schedules": list(evaluation.unproven), "blocks_exact": blocks_exact}
-
-
 def certify(mode: str, best_values: dict[str, float | None], records: dict[tuple, DesignRecord],
-            ) -> tuple[bool, list[dict[str, Any]]]:
+            ) -> tuple[bool, list[UnprovenDesign]]:
     """Is the search's answer proven? And every evaluated design that rests on an unproven schedule.
 
     ``best_values``: each workload's reported best throughput (best mode; ``None`` when nothing was found).
@@ -62,8 +55,8 @@ def certify(mode: str, best_values: dict[str, float | None], records: dict[tuple
             continue
         value = best_values.get(workload) if mode == "best" else None
         blocks = value is None or evaluation.throughput_bound_samples_s >= value
-        rows.append(unproven_design(workload, index, evaluation, blocks))
-    return not any(row["blocks_exact"] for row in rows), rows
+        rows.append(UnprovenDesign.of(workload, index, evaluation, blocks))
+    return not any(row.blocks_exact for row in rows), rows
 
 
 class ExactSearch:

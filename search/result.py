@@ -109,6 +109,37 @@ class DesignResult:
 
 
 @dataclass(frozen=True)
+class UnprovenDesign:
+    """A design whose figures rest on schedules not proven optimal (a row of :attr:`SearchResult.unproven`): the
+    throughput its schedules achieve, its proven upper bound, the worst schedule gap, the unproven schedules
+    (``Evaluation.unproven``), and whether it costs the answer its exactness (``blocks_exact``: it is the answer, or
+    its bound reaches the answer's throughput)."""
+
+    workload: str
+    index: int  # the architecture's index in the search's space
+    accelerator: dict[str, Any]
+    throughput_samples_s: float
+    throughput_bound_samples_s: float
+    worst_gap: float
+    schedules: tuple[str, ...]
+    blocks_exact: bool
+
+    @classmethod
+    def of(cls, workload: str, index: int, evaluation: Evaluation, blocks_exact: bool) -> UnprovenDesign:
+        return cls(workload=workload, index=int(index), accelerator=evaluation.accelerator,
+                   throughput_samples_s=evaluation.throughput_samples_s,
+                   throughput_bound_samples_s=evaluation.throughput_bound_samples_s, worst_gap=evaluation.worst_gap,
+                   schedules=tuple(evaluation.unproven), blocks_exact=blocks_exact)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"schedules": list(self.schedules)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> UnprovenDesign:
+        return cls(**data | {"schedules": tuple(data["schedules"])})
+
+
+@dataclass(frozen=True)
 class SharedDesign:
     """Multi-workload mode: one design (architecture and HBM capacity) for every workload, best ``how``-aggregate
     throughput; ``per_workload`` holds each workload's result on it (its own microbatch and recompute)."""
@@ -165,7 +196,7 @@ class SearchResult:
     elapsed_s: float
     space: dict[str, Any] = field(default_factory=dict)  # DesignSpace.to_dict(): what was searched
     cluster: dict[str, Any] = field(default_factory=dict)  # Cluster.to_dict(): on which system
-    unproven: tuple[dict[str, Any], ...] = ()  # search.exact.unproven_design rows
+    unproven: tuple[UnprovenDesign, ...] = ()  # search.exact.certify's rows
     objectives: tuple[str, ...] = ()  # Pareto mode: the front's objectives (search.objectives); else empty
     objective: str = "throughput"  # best and shared modes: what the best design maximises (search.objectives)
     bound_dp_calls_this_run: int = 0  # placement DP runs on lower-bound latencies (dp_calls_this_run: on scheduled ones)
@@ -185,7 +216,7 @@ class SearchResult:
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["workloads"] = list(self.workloads)
-        data["unproven"] = list(self.unproven)
+        data["unproven"] = [row.to_dict() for row in self.unproven]
         data["best"] = {w: d.to_dict() | self._objective_figure(d) if d else None for w, d in self.best.items()}
         data["shared"] = self.shared.to_dict() if self.shared else None
         data["objectives"] = list(self.objectives)
@@ -208,6 +239,7 @@ class SearchResult:
         values["shared"] = SharedDesign.from_dict(data["shared"]) if data["shared"] else None
         values["pareto"] = {w: tuple(DesignResult.from_dict(d) for d in front) for w, front in data["pareto"].items()}
         values["baseline"] = {w: DesignResult.from_dict(d) for w, d in data["baseline"].items()}
+        values["unproven"] = tuple(UnprovenDesign.from_dict(row) for row in data.get("unproven", ()))
         return cls(**values)
 
     def objective_values(self, design: DesignResult) -> dict[str, float]:
@@ -221,17 +253,17 @@ class SearchResult:
                     "its throughput is achieved, not proven optimal" for name, d in self.baseline.items() if not d.proven]
         if not self.unproven:
             return baseline
-        blocking = [row for row in self.unproven if row["blocks_exact"]]
+        blocking = [row for row in self.unproven if row.blocks_exact]
         head = (f"NOT PROVEN: {len(blocking)} of the designs below may beat the answer or are the answer, and rest on "
                 "ILP schedules not proven optimal (time limit, stall or solver failure)" if not self.exact else
                 f"exact: proven, though {len(self.unproven)} evaluated design(s) rest on unproven schedules; their proven "
                 "upper bounds cannot beat the answer")
         lines = [head]
         for row in self.unproven:
-            design = Accelerator.from_dict(row["accelerator"]).notation()
-            lines.append(f"  {row['workload']} design #{row['index']} ({design}): {row['throughput_samples_s']:,.1f} "
-                         f"samples/s achieved, ≤ {row['throughput_bound_samples_s']:,.1f} proven, worst schedule gap "
-                         f"{row['worst_gap']:.2%}{'' if row['blocks_exact'] else ' (cannot beat the answer)'}")
+            design = Accelerator.from_dict(row.accelerator).notation()
+            lines.append(f"  {row.workload} design #{row.index} ({design}): {row.throughput_samples_s:,.1f} "
+                         f"samples/s achieved, ≤ {row.throughput_bound_samples_s:,.1f} proven, worst schedule gap "
+                         f"{row.worst_gap:.2%}{'' if row.blocks_exact else ' (cannot beat the answer)'}")
         if not self.exact:
             lines.append("  run again when the machine is idle or with a larger --time-limit: unproven results are never "
                          "cached or resumed as final, so the rerun solves them again")

@@ -22,7 +22,7 @@ from phaze_env.hardware import Accelerator
 from search.outputs import baseline_label
 from search.phaze import SearchConfig, run_search
 from search.report import front_indices, main, report_html
-from search.result import SharedDesign
+from search.result import SharedDesign, UnprovenDesign
 from search.store import ResultsStore
 from tiny import CLUSTER, SPACE, TINY
 
@@ -84,9 +84,9 @@ def test_every_mode_reports_its_answer_and_an_unproven_answer_says_so(searched):
         per_workload={TINY.name: slower}))
     page = report_html(shared, records, CLUSTER, out)
     assert "shared design" in page and "one design for every workload" in page and "t9p9d9m9" in page
-    unproven_row = {"workload": TINY.name, "index": 0, "accelerator": best.accelerator, "schedules": [],
-                    "throughput_samples_s": best.throughput_samples_s, "worst_gap": 0.03, "blocks_exact": True,
-                    "throughput_bound_samples_s": best.throughput_samples_s * 1.1}
+    unproven_row = UnprovenDesign(workload=TINY.name, index=0, accelerator=best.accelerator, schedules=(),
+                                  throughput_samples_s=best.throughput_samples_s, worst_gap=0.03, blocks_exact=True,
+                                  throughput_bound_samples_s=best.throughput_samples_s * 1.1)
     unproven = dataclasses.replace(result, exact=False, unproven=(unproven_row,),
                                    best={TINY.name: dataclasses.replace(best, proven=False, worst_gap=0.03)})
     page = report_html(unproven, records, CLUSTER, out)
