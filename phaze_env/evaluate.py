@@ -42,6 +42,7 @@ from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_allt
 from phaze_env.placement import LayerCost, Plan, Settings, best_plan_multi
 from phaze_env.placement.inputs import uneven_batch_note
 from phaze_env.placement.plan import plan_or_none
+from phaze_env.placement.rules import expert_plan_error, searched_degrees, tensor_width_error, valid_tensor_widths
 from phaze_env.pricing import price_ops
 from phaze_env.plan_spec import PlanRules, PlanSpec, phaze_plan
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
@@ -314,51 +315,22 @@ def _request(workload, accelerator, cluster, options: EvaluationOptions) -> _Req
     tokens = workload.seq_len if options.seq_len is None else options.seq_len
     if plan.c is not None and context_parallel_error(tokens, plan.c):
         raise ValueError(f"plan {plan}: {context_parallel_error(tokens, plan.c)}")
-    if plan.e is not None and plan.e not in expert_parallel_degrees(workload, plan.e):
-        raise ValueError(f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
-                         + (f"{workload.num_experts} experts" if workload.num_experts else "experts (a dense model: e=1)"))
     if cluster.stack.moe_node_limit and not workload.num_experts:
         raise ValueError(f"cluster moe_node_limit={cluster.stack.moe_node_limit} (node-limited routing) needs a "
                          f"mixture-of-experts model; {workload.name} is dense")
     if cluster.stack.moe_alltoall_overlap and not workload.num_experts:
         raise ValueError(f"cluster moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
                          f"mixture-of-experts model; {workload.name} is dense")
-    if plan.t is not None and not valid_tensor_widths(workload, (plan.t,), cluster.n_devices):
-        raise ValueError(f"tensor width {plan.t} does not divide {workload.name}'s {workload.num_heads} attention heads "
-                         f"(or is not a power of two ≤ {cluster.n_devices})")
+    if error := expert_plan_error(plan, workload):
+        raise ValueError(error)
+    if plan.t is not None and (error := tensor_width_error(workload, plan.t, cluster.n_devices)):
+        raise ValueError(error)
     return _Request(workload, cluster, options.microbatches, capacities, options.widths, plan, options.seq_len,
                     options.degrees)
 
 
 def _as_tuple(value) -> tuple:
     return tuple(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) else (value,)
-
-
-def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: int) -> list[int]:
-    """Widths at which the workload can be split (heads and hidden sizes divide) and that fit the cluster."""
-    heads = workload.num_heads or 1
-    return [t for t in widths if t <= n_devices and t & (t - 1) == 0 and heads % t == 0]
-
-
-def expert_parallel_degrees(workload: Workload, most: int) -> list[int]:
-    """Expert-parallel degrees ``e ≤ most`` that divide the workload's experts (``[1]`` for a dense model)."""
-    return [e for e in range(1, most + 1) if workload.num_experts % e == 0] if workload.num_experts else [1]
-
-
-def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = False) -> str:
-    """Why ``plan``'s expert-parallel degree cannot apply to ``workload`` ("" when it can): a pinned ``e`` must divide
-    its experts (a dense model has none: only e = 1), and a plan that says ``+e=auto`` (``explicit_auto``: parsed
-    text, where ``e`` is None only then) asks for expert parallelism a dense model does not have — refused alike,
-    rather than silently searched as e = 1."""
-    if plan.e is None:
-        if explicit_auto and not workload.num_experts:
-            return (f"{workload.name} is dense (no experts): +e=auto searches expert parallelism, which it does not "
-                    "have; leave +e=auto out (e = 1)")
-        return ""
-    if plan.e not in expert_parallel_degrees(workload, plan.e):
-        return (f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
-                + (f"{workload.num_experts} experts" if workload.num_experts else "experts (dense: e=1)"))
-    return ""
 
 
 def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str = "bf16",
@@ -599,9 +571,6 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
     variants: dict[tuple[int, int, int, int], _Variant] = {}  # scheduled (with bound_only: bounded) variants
     bounded: dict[tuple[int, int, int, int], _Variant] = {}  # every layer at its cheap lower bound, no ILP
     prices: dict[tuple[int, int, int, int], dict] = {}  # operator latencies per variant, shared by both
-    # what the request searches (the context-parallel degrees below, beside the plan loop that takes them)
-    usable = valid_tensor_widths(workload, request.widths, cluster.n_devices)
-    experts = expert_parallel_degrees(workload, cluster.n_devices) if request.plan.e is None else [request.plan.e]
     capacities = [capacity * GB_BYTES for capacity in request.capacities_gb]
 
     def kept(store: dict, t: int, m: int, c: int, e: int, bound: bool) -> _Variant:
@@ -624,7 +593,9 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
 
     calls = {"dp_calls": 0, "bound_dp_calls": 0}  # the placement DP runs made (best_plan_multi counts them)
     seq_len = workload.seq_len if request.seq_len is None else request.seq_len
+    # what the request searches, beside the plan loop that takes it
     degrees = [c for c in valid_context_parallels(seq_len, request.context_parallels) if c <= cluster.n_devices]
+    usable, experts = searched_degrees(workload, request.widths, cluster.n_devices, request.plan.e)
     if usable and degrees:
         # The one plan loop (placement.best_plan_multi): capacities smallest first, then t, then m, then c, then e,
         # branch and bound across them; ties keep the first (the smaller HBM).
@@ -866,7 +837,7 @@ def _evaluate_with_progress(workload: str, accelerator: Accelerator, cluster: Cl
     if not err.is_terminal:
         return evaluate(workload, accelerator, cluster, plan=plan, **options)
     widths, microbatches = plan.narrow(TENSOR_WIDTHS, DEFAULT_MICROBATCHES)
-    widths = valid_tensor_widths(get_workload(workload), widths, cluster.n_devices)
+    widths, _ = searched_degrees(get_workload(workload), widths, cluster.n_devices, plan.e)
     with progress_display(err) as bar:
         tracing = bar.add_task(f"{workload}: tracing the model", total=len(widths) * len(microbatches))
         prepare_graphs(workload, widths, microbatches, seq_len=options.get("seq_len"),
@@ -957,8 +928,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if evaluation.feasible else 1
 
 
-__all__ = ["Cluster", "Evaluation", "EvaluationOptions", "LayerTiming", "PlanSpec", "evaluate", "throughput_upper_bound", "unbuilt_evaluation",
-           "valid_tensor_widths"]
+__all__ = ["Cluster", "Evaluation", "EvaluationOptions", "LayerTiming", "PlanSpec", "evaluate", "expert_plan_error",
+           "throughput_upper_bound", "unbuilt_evaluation", "valid_tensor_widths"]
 
 
 if __name__ == "__main__":

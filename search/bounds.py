@@ -55,12 +55,12 @@ import numpy as np
 from phaze_env.cache import DiskCache, code_key
 from phaze_env.cluster import Network
 from phaze_env.design import SystemArchSpace
-from phaze_env.evaluate import Cluster, expert_parallel_degrees, valid_tensor_widths
+from phaze_env.evaluate import Cluster
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.placement.bounds import placement_time_bound_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR
-from phaze_env.placement.rules import pipeline_split
+from phaze_env.placement.rules import pipeline_split, searched_degrees
 from phaze_env.plan_spec import PlanSpec, phaze_plan
 from phaze_env.pricing import shared_layer_time_bounds_s
 from phaze_env.workloads import Workload, get_workload, model_graph
@@ -219,14 +219,14 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
     # without a plan, evaluate's (its recompute allowed: a superset of the plans evaluate may be asked for, so a bound)
     plan = phaze_plan() if plan is None else plan
     tensor_widths, microbatch = plan.narrow(tensor_widths, microbatch)  # a pinned degree narrows, as in evaluate
-    experts = expert_parallel_degrees(workload, cluster.n_devices) if plan.e is None else [plan.e]
-    widths = valid_tensor_widths(workload, tensor_widths, cluster.n_devices)
+    widths, experts = searched_degrees(workload, tensor_widths, cluster.n_devices, plan.e)
     bounds = {}
     for t in widths:
         for m in microbatch:
             times_s = []
             for e in experts:  # each degree's own graph: its experts at the per-rank shape are priced differently
                 graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e)
+                total_layers, interleaves = pipeline_split(graph, cluster, plan)
                 layer_s = shared_layer_time_bounds_s(graph, (t, m, e), space, cluster, plan.recompute_modes,
                                                      layer_memo)
                 repeats = np.array([layer.repeat for layer in graph.layers])
@@ -235,7 +235,6 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
                 # what can cross a stage boundary: a layer's output (not the loss) or its input (not the token ids)
                 boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
                                      [layer.input_bytes for layer in graph.layers[1:]])
-                total_layers, interleaves = pipeline_split(graph, cluster, plan)
                 times_s.append(placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
                                                       expert_parallel=e, expert_gradient_bytes=expert_bytes,
                                                       device_caps=device_caps, interleaves=interleaves,

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from phaze_env.cluster import Cluster
-from phaze_env.evaluate import LayerTiming, _layer_chain, evaluate
+from phaze_env.evaluate import PLAN_SEARCH_PROGRESS, LayerTiming, _layer_chain, evaluate, throughput_upper_bound
 from phaze_env.placement import Settings
 from phaze_env.placement.inputs import layer_arrays
 from phaze_env.placement.rules import RunnableShapes, pipeline_split
 from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanRules, PlanSpec, phaze_plan
 from phaze_env.workloads import custom_workload, model_graph
-from search.bounds import throughput_bounds
+from search.bounds import row_variant_bounds, throughput_bounds
 from tiny import SPACE
 
 TINY_LLAMA_6 = custom_workload("tiny-llama-6", "LlamaConfig", "LlamaForCausalLM", 64, hidden_size=128,
@@ -97,3 +97,28 @@ def test_without_a_plan_the_bounds_and_the_evaluator_take_phazes_plan():
         pinned = evaluate(TINY_MOE, accelerator, cluster, plan=phaze_plan(), hbm_gb=(32.0,), **knobs)
         assert unpinned.throughput_samples_s == pinned.throughput_samples_s
         assert unpinned.plan == pinned.plan
+
+
+def test_the_bounds_and_the_evaluator_search_the_same_degrees():
+    """Which tensor widths and expert-parallel degrees a search tries is one rule
+    (:func:`~phaze_env.placement.rules.searched_degrees`): on 4 devices, of the widths 1, 2, 3, 4, 8 only those that
+    split the 4 heads and fit (1, 2, 4) have a bound, and the evaluation reaches one variant per such width,
+    microbatch and ``e`` dividing the 8 experts up to the 4 devices (1, 2, 4); a pinned width the rule refuses is
+    refused with its reason."""
+    cluster = Cluster(n_devices=4, global_batch=16, link_bandwidth_Bps=4e9)
+    knobs = dict(microbatch=(1, 2), tensor_widths=(1, 2, 3, 4, 8))
+    plan = PlanSpec.parse("+e=auto+rc=none|full")
+    arch = SPACE.arch_space()
+    assert set(row_variant_bounds(TINY_MOE, arch, cluster, plan=plan, **knobs)) == {
+        (t, m) for t in (1, 2, 4) for m in (1, 2)}
+    totals = []
+    token = PLAN_SEARCH_PROGRESS.set(lambda reached, total: totals.append(total))
+    try:
+        throughput_upper_bound(TINY_MOE, arch[0], cluster, plan=plan, hbm_gb=(32.0,), cache=False, **knobs)
+    finally:
+        PLAN_SEARCH_PROGRESS.reset(token)
+    assert set(totals) == {3 * 2 * 3}  # t ∈ {1, 2, 4} × m ∈ {1, 2} × e ∈ {1, 2, 4}
+    with pytest.raises(ValueError, match=r"tensor width 8 does not divide tiny-mixtral's 4 "
+                                         r"attention heads \(or is not a power of two ≤ 4\)"):
+        throughput_upper_bound(TINY_MOE, arch[0], cluster, plan=PlanSpec.parse("t8+e=auto"), hbm_gb=(32.0,),
+                               cache=False, **knobs)

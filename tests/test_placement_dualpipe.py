@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_bound_property import assert_not_faster, layer, slowdown, slower
-from test_placement import _batch_sync_s, _check_against, _compositions, _inputs, _modes, _stage_cost, records
+from test_placement import _batch_sync_s, _check_against as check_against, _compositions, _inputs, _modes, _stage_cost, records
 
 from phaze_env import placement
 from phaze_env.cluster import Cluster, Stack
@@ -188,7 +188,7 @@ dualpipe_options = st.fixed_dictionaries({
 @settings(max_examples=300, deadline=None)
 @given(st.lists(dualpipe_layer, min_size=2, max_size=6), dualpipe_options)
 def test_dualpipe_matches_brute_force(layers, options):
-    _check_against(brute_force_dualpipe(layers, options), best_plan(layers, _settings(options)))
+    check_against(brute_force_dualpipe(layers, options), best_plan(layers, _settings(options)))
 
 
 def test_a_pipeline_dualpipe_wins_on_and_1f1b_pays_more_for():

@@ -13,7 +13,7 @@ from test_placement import records
 from test_placement_combined import _instance
 
 from phaze_env.cluster import Cluster
-from phaze_env.placement import Settings
+from phaze_env.placement import LayerCost, Settings
 from phaze_env.placement.inputs import GRADIENT_FACTOR, layer_arrays
 from phaze_env.placement.collectives import expert_collective_affine, expert_group
 from phaze_env.placement.search import PlacementSearch
@@ -116,3 +116,53 @@ def test_the_zero_traffic_table_equals_each_layers_collectives():
                         assert math.isclose(exposed[k], expected, rel_tol=1e-9, abs_tol=1e-12), (seed, d, zero, k)
                         checked += expected > 0
     assert checked > 100, checked
+
+
+def _repeated_blocks_search(pattern: list[dict], repeats: int, hbm_bytes: float) -> PlacementSearch:
+    """A search on an embedding, ``repeats`` copies of ``pattern`` and a head (stages of equal size repeat), every
+    ZeRO stage and recompute mode free, on 64 devices."""
+    embedding = {"fwd_s": 0.1, "bwd_s": 0.2, "param_bytes": 7.0, "stash_bytes": 1.0, "output_bytes": 2.0}
+    head = {"fwd_s": 0.3, "bwd_s": 0.5, "param_bytes": 9.0, "stash_bytes": 5.0, "output_bytes": 1.0}
+    blocks = [block for _ in range(repeats) for block in pattern]
+    layers = [LayerCost.from_dict(layer) for layer in [embedding, *blocks, head]]
+    cluster = Cluster(n_devices=64, global_batch=64, link_bandwidth_Bps=100.0, optimizer="adam")
+    settings = Settings(cluster, 1, 1, hbm_bytes, PlanSpec(recompute="auto", sequence_parallel=False, zero=None))
+    arrays = layer_arrays(layers)
+    return PlacementSearch(arrays, chain_stages(arrays), settings, max_stages=len(arrays))
+
+
+@pytest.mark.parametrize("pattern", [
+    [{"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 4.0, "stash_bytes": 3.0, "attention_stash_bytes": 1.0,
+      "attention_fwd_s": 0.25, "output_bytes": 2.0}],
+    [{"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 4.0, "stash_bytes": 3.0, "attention_stash_bytes": 1.0,
+      "attention_fwd_s": 0.25, "output_bytes": 2.0},
+     {"fwd_s": 0.5, "bwd_s": 1.0, "param_bytes": 6.0, "stash_bytes": 2.0, "attention_stash_bytes": 0.0,
+      "attention_fwd_s": 0.0, "output_bytes": 2.0}],
+    # stages of C+D and E+E differ only in their largest layer (the ZeRO-2/3 buffers)
+    [{"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": params, "stash_bytes": 3.0, "output_bytes": 2.0}
+     for params in (2.0, 8.0, 5.0, 5.0)],
+])
+@pytest.mark.parametrize("hbm_bytes", [60.0, 140.0, 400.0])
+def test_grouped_memory_limits_equal_the_stage_by_stage_ones(pattern, hbm_bytes, monkeypatch):
+    """A memory that prices each distinct combination of its stages' inputs once (a chain of repeated blocks has few)
+    gives every stage, bit for bit, the limits, breakpoints and signature of one priced stage by stage; and the
+    compact stage times equal the full matrices' entries."""
+    from phaze_env.placement import stage_costs
+    from phaze_env.placement.candidates import Shape
+
+    memories = {}
+    for group_after in (0, 10**9):  # grouped from the first memory on, or never
+        monkeypatch.setattr(stage_costs, "_GROUP_AFTER", group_after)
+        search = _repeated_blocks_search(pattern, 24 // len(pattern), hbm_bytes)
+        memories[group_after] = [search.costing.memory_for(Shape(d, 2, 4, 1, zero))
+                                 for zero, d in itertools.product((1, 2, 3), (2, 3, 8, 32))]
+        if group_after == 0:  # the grouped side did group (fewer combinations than stages) for every buffer array
+            groups = memories[0][0]._groups.values()
+            assert len(groups) == 3 and all(inputs[-1] is not None for _, inputs in groups)
+            costs, _ = search.costing.variant(Shape(8, 3, 4, 1, 2))
+            for mode, times in zip(costs.modes, costs._times):
+                assert np.array_equal(times, costs.memory.compact(costs.full_time[mode]))
+    for grouped, plain in zip(memories[0], memories[10**9]):
+        assert np.array_equal(np.array(grouped.limits).view(np.int64), np.array(plain.limits).view(np.int64))
+        assert grouped.breakpoints == plain.breakpoints
+        assert grouped.signature[1] == plain.signature[1]

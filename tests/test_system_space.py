@@ -307,12 +307,19 @@ EVERY_KNOB_STACK = Stack(framework_efficiency=0.8, interleaved_schedule=False, p
                          moe_dispatch="hierarchical", moe_node_limit=4, moe_alltoall_overlap=True, moe_comm_sm_share=0.1,
                          dp_comm_overlap=True, attention_dropout_kernel=True, sequence_parallel_kernels=True,
                          host_op_s=50e-6)
-"""A stack with every field away from its default, so a cluster built from it that drops or resets any field shows."""
+"""A stack with every field away from its default, so a cluster built from it that drops or resets any field shows
+(but the DualPipe fields, which exclude its interleaving and data-parallel overlap: :data:`DUALPIPE_KNOB_STACK`)."""
+
+DUALPIPE_KNOB_STACK = Stack(interleaved_schedule=False, plan_rules=STACKS["megatron-core"].plan_rules,
+                            pipeline_schedule="dualpipe", recompute_norms_up_projections=True)
+"""The fields :data:`EVERY_KNOB_STACK` cannot move with its own (DualPipe runs no interleaving and no overlapped
+data-parallel collectives), away from their defaults."""
 
 
-def test_the_every_knob_stack_sets_every_stack_field():
+def test_the_every_knob_stacks_set_every_stack_field():
     default = Stack()
-    assert all(getattr(EVERY_KNOB_STACK, field.name) != getattr(default, field.name)
+    assert all(any(getattr(stack, field.name) != getattr(default, field.name)
+                   for stack in (EVERY_KNOB_STACK, DUALPIPE_KNOB_STACK))
                for field in dataclasses.fields(Stack)), "a new Stack field: set it in EVERY_KNOB_STACK"
 
 
@@ -327,8 +334,9 @@ def test_bounding_cluster_keeps_the_stack_and_training_fields():
     assert bound.network.link_bandwidth_Bps == 2 * torus.network.link_bandwidth_Bps
 
 
-@pytest.mark.parametrize("stack", [EVERY_KNOB_STACK] + [profile.apply(Cluster()).stack for profile in STACKS.values()],
-                         ids=["every-knob"] + list(STACKS))
+@pytest.mark.parametrize("stack", [EVERY_KNOB_STACK, DUALPIPE_KNOB_STACK]
+                         + [profile.apply(Cluster()).stack for profile in STACKS.values()],
+                         ids=["every-knob", "dualpipe-knobs"] + list(STACKS))
 def test_system_and_reference_clusters_carry_the_whole_stack_of_the_base(stack):
     """A system point's cluster and each reference's run the base's setup and its whole stack: every field of a stack
     profile (its MoE dispatch and overlaps too) survives, none is reset to a default or to the preset's."""

@@ -10,16 +10,15 @@ term is a valid bound: :mod:`search.bounds`.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from phaze_env.cluster import Cluster
 from phaze_env.placement.collectives import data_parallel_prices, p2p_bound_s
 from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_totals, exposed_floor_s, last_bucket_floor,
                                             overlapped_collectives_floor, stage_share)
-from phaze_env.placement.inputs import microbatches_per_replica, pipeline_slots, pipeline_time_s
-from phaze_env.placement.rules import runnable_shapes
+from phaze_env.placement.inputs import (fastest_interleave, microbatches_per_replica, pipeline_slots,
+                                       pipeline_time_s)
+from phaze_env.placement.rules import runnable_interleavings
 
 
 def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.ndarray:
@@ -64,7 +63,9 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     takes ``m_r + (p − 1)/v`` slowest-stage times and every stage sends ``v`` times per microbatch, so its time is at
     least ``(m_r + (p − 1)/v)·(S(p) + v·send) + sync``: the DP's own pipeline time with the cheapest send (its slowest
     stage ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``); the bound is the least over the ``v``, with the ``v > 1``
-    relaxed to real values (:func:`_interleavings`). A stack running DualPipe (``Stack.pipeline_schedule``) takes the
+    relaxed to real values: one ``v`` per (``m_r``, architecture) in ``[low, high]``, the least and largest ``v > 1``
+    the stack runs at ``p`` (:func:`~phaze_env.placement.rules.runnable_interleavings`), where that time is least
+    (:func:`~phaze_env.placement.inputs.fastest_interleave`). A stack running DualPipe (``Stack.pipeline_schedule``) takes the
     DP's own ``m_r + (p/2 − 1)·κ`` slots (:func:`~phaze_env.placement.inputs.pipeline_slots`) at the ``(p, m_r)`` it
     runs (:func:`~phaze_env.placement.rules.runnable_shapes`), never 1F1B's larger bubble, on a pace of at least the
     average stage and half the slowest layer (a device's pace is the mean of its stage and its mirror's,
@@ -87,7 +88,7 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     DP's count; without them ``⌈bytes / BUCKET_BYTES⌉``, as ``Σ⌈x_l⌉ ≥ ⌈Σx_l⌉``) plus the per-byte parts, the expert
     shard's over the ``d/e`` expert replicas included, over ``p``; the collectives are :data:`~phaze_env.placement.dp_overlap.
     OVERLAPPED_COLLECTIVES` on the DP's own affine tables, the lesser of ZeRO-0's and ZeRO-1's. The relaxed
-    interleavings (:func:`_interleavings`, ``v`` real in ``[low, high]``) take the pipeline at its least over ``v``
+    interleavings (``v`` real in ``[low, high]``) take the pipeline at its least over ``v``
     plus the floor at ``v = high`` (``max(0, C − S − v·send)/v`` falls as ``v`` grows): the sum of the two least
     terms is at most the least sum.
     """
@@ -108,6 +109,10 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     m_r_all = microbatches_per_replica(batch, d_all, microbatch)
     first = np.r_[True, m_r_all[1:] != m_r_all[:-1]]
     d_first, m_r_first = d_all[first], m_r_all[first]
+    most = n if caps is None else int(caps.max(initial=0))
+    # the depths p beside which the smallest d fits (d·p·t ≤ most), and the interleavings the stack runs at each
+    depths = range(1, min(n_layers, most // (tensor_width * d_first[0])) + 1)
+    shapes = [runnable_interleavings(p, m_r_first, interleaves, total_layers, rules, schedule) for p in depths]
     dense_bytes = gradient_bytes - (expert_gradient_bytes if e > 1 else 0.0)
     overlapped = cluster.stack.dp_comm_overlap  # the collectives under the passes (phaze_env.placement.dp_overlap)
     # the network's prices, taken at once: the DP's all-reduce (and the overlapped collectives) at each d, and the
@@ -128,13 +133,9 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     # the expert shard's all-reduce over the d/e expert replicas t·e apart, without its fixed part (a stage may hold
     # no experts)
     expert_s = prices.expert["allreduce"][1] * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first))
-    most = n if caps is None else int(caps.max(initial=0))
-    depths = range(1, min(n_layers, most // tensor_width) + 1)
     crowded_all_s = smallest_layers_s(layer_s, repeats, [-(-n_layers // p) for p in depths])
-    for p in depths:
+    for p, interleavings in zip(depths, shapes):
         keep = d_first <= most // (tensor_width * p)
-        if not keep.any():  # no d that e divides fits beside p stages (nor beside more)
-            break
         m_r = m_r_first[keep]
         allreduce = per_byte_s[keep] * (dense_bytes / p) + fixed_s[keep] + expert_s[keep] / p
         crowded_s = crowded_all_s[p - 1]  # the ⌈n/p⌉ fastest layers some stage holds
@@ -142,57 +143,23 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         if schedule == "dualpipe" and p > 1:  # a device's pace is a stage's mean with its mirror's: half a layer's
             stage_s = np.maximum(total_s / p, slowest_s / 2)
         stage_send_s = send_s if p > 1 else 0.0
-        for v, allowed, most_v in _interleavings(p, m_r, interleaves, total_layers, rules, stage_s, stage_send_s,
-                                                 schedule):
-            slots = pipeline_slots(m_r[:, None], p, v, schedule)
+        for low, high, allowed in interleavings:
             if overlapped:  # the pipeline + what one microbatch's passes cannot hide (see the docstring)
                 largest_stage_s = stage_share(overlap_low_s, p)[keep][:, None]
-                unhidden_s = np.maximum(exposed_floor_s(largest_stage_s, stage_s[None, :] + most_v * stage_send_s,
-                                                        most_v),
-                                        last_bucket_s[keep][:, None] / most_v)
-                times = pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, unhidden_s)
+                sync_s = np.maximum(exposed_floor_s(largest_stage_s, stage_s[None, :] + high * stage_send_s, high),
+                                    last_bucket_s[keep][:, None] / high)
             else:
-                times = pipeline_time_s(slots, stage_s[None, :] + v * stage_send_s, allreduce[:, None])
-            times = np.where(allowed[:, None], times, np.inf)
+                sync_s = allreduce[:, None]
+            # v = 1, or the v > 1 relaxed to reals: the one in [low, high] whose pipeline is fastest (no runnable v is
+            # faster; one pass replaces one per v)
+            v = 1 if high == 1 else fastest_interleave(m_r[:, None], p, stage_s[None, :], stage_send_s, low, high)
+            times = pipeline_time_s(pipeline_slots(m_r[:, None], p, v, schedule), stage_s[None, :] + v * stage_send_s,
+                                    sync_s)
+            times = np.where(allowed[keep][:, None], times, np.inf)
             if caps is not None:  # d·p·t within each architecture's devices
                 times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)
             best = np.minimum(best, times.min(axis=0))
     return best
-
-
-def _interleavings(p: int, m_r: np.ndarray, interleaves: tuple[int, ...], total_layers: int, rules,
-                   stage_s: np.ndarray, send_s: float, schedule: str = "1f1b"):
-    """``(v, runnable, most)`` triples whose pipeline times bound every interleaving the DP may run at ``p`` stages:
-    ``v = 1`` where the stack runs it, and for ``v > 1`` one relaxed ``v`` per (``m_r``, architecture); ``most``: the
-    largest ``v`` the triple stands for (1, or the largest runnable ``v``). The time
-    ``(m_r + (p−1)/v)·(S + v·send)`` is convex in ``v`` (``m_r·send·v + (p−1)·S/v`` plus constants), so over every real
-    ``v`` between the least and the largest runnable ``v > 1`` it is least at ``√((p−1)·S / (m_r·send))`` clamped to
-    that interval: no runnable ``v`` is faster, and one pass replaces one per ``v``. Whether ``v > 1`` is runnable at
-    ``(p, m_r)`` depends on ``v`` only through the layer counts (``runnable_shapes`` at ``m_r = p``), so the shapes
-    one runnable ``v`` allows every runnable ``v`` allows."""
-    if 1 in interleaves:
-        yield 1, runnable_shapes(p, m_r, 1, total_layers, rules, schedule), 1
-    runnable = _runnable_interleaves(p, interleaves, total_layers, rules, schedule)
-    if not runnable:
-        return
-    allowed = runnable_shapes(p, m_r, runnable[0], total_layers, rules, schedule)
-    if not allowed.any():
-        return
-    low, high = min(runnable), max(runnable)
-    if send_s > 0:
-        with np.errstate(divide="ignore"):
-            best_v = np.sqrt((p - 1) * stage_s[None, :] / (m_r[:, None] * send_s))
-    else:
-        best_v = np.full((len(m_r), len(stage_s)), float(high))
-    yield np.clip(best_v, low, high), allowed, high
-
-
-@functools.lru_cache(maxsize=65536)
-def _runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: int, rules,
-                          schedule: str = "1f1b") -> tuple[int, ...]:
-    """The ``v > 1`` of ``interleaves`` the stack runs at ``p`` stages for some ``m_r`` (its layer-count rules; none
-    under DualPipe)."""
-    return tuple(v for v in interleaves if v > 1 and runnable_shapes(p, p, v, total_layers, rules, schedule))
 
 
 __all__ = ["placement_time_bound_s", "smallest_layers_s"]

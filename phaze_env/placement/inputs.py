@@ -462,6 +462,18 @@ def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interle
     return min(2 * (stage_from_end - 1) + (interleave - 1) * stages + 1, interleave * microbatches)
 
 
+def fastest_interleave(microbatches, stages: int, stage_time_s, send_s: float, low: int, high: int) -> np.ndarray:
+    """The real interleave ``v`` in ``[low, high]`` at which the interleaved 1F1B pipeline of ``stages`` stages,
+    ``(m_r + (p−1)/v)·(S + v·send)`` (:func:`pipeline_slots` times a stage that sends ``v`` times), is fastest: the time
+    is convex in ``v`` (``m_r·send·v + (p−1)·S/v`` plus constants), least at ``√((p−1)·S / (m_r·send))`` clamped to
+    the interval, so no ``v`` of it is faster (``high`` when nothing is sent). A bound's relaxation
+    (:func:`~phaze_env.placement.bounds.placement_time_bound_s`): one pass replaces one per ``v``."""
+    if send_s > 0:
+        with np.errstate(divide="ignore"):
+            return np.clip(np.sqrt((stages - 1) * stage_time_s / (microbatches * send_s)), low, high)
+    return np.full(np.broadcast(microbatches, stage_time_s).shape, float(high))
+
+
 def pipeline_time_s(slots, stage_time_s, sync_s):
     """Time per batch of a pipeline: ``slots`` (:func:`pipeline_slots`) × its slowest stage's time per microbatch
     + the once-per-batch sync after the flush (data-parallel collectives and optimizer step); elementwise."""

@@ -1,5 +1,7 @@
-"""Which shapes and stages a training stack can run: :func:`pipeline_split`, :func:`interleave_degrees` and
-:func:`runnable_shapes` (the rules the placement DP and any bound of it share), and :class:`RunnableShapes`, those rules applied to one placement search.
+"""Which shapes and stages a training stack can run: :func:`searched_degrees` (the tensor widths and expert-parallel
+degrees a search tries), :func:`pipeline_split`, :func:`interleave_degrees` and :func:`runnable_shapes`
+(the rules the evaluation, the placement DP and any bound of them share), and :class:`RunnableShapes`, those rules
+applied to one placement search.
 
 The stack states its rules (:class:`~phaze_env.plan_spec.PlanRules`); the search (:mod:`phaze_env.placement.search`)
 asks here which interleavings to try, which ``(p, m_r, v)`` it may solve (vectorised), why a pinned one breaks a rule
@@ -11,12 +13,64 @@ multiple of ``v``.
 
 from __future__ import annotations
 
+import functools
+from typing import Iterable
+
 import numpy as np
 
 from phaze_env.cluster import Cluster
 from phaze_env.placement.inputs import Settings
 from phaze_env.placement.stages import StageTable
 from phaze_env.plan_spec import PlanRules, PlanSpec
+from phaze_env.workloads import Workload
+
+
+def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: int) -> list[int]:
+    """Widths at which the workload can be split (heads and hidden sizes divide) and that fit the cluster."""
+    heads = workload.num_heads or 1
+    return [t for t in widths if t <= n_devices and t & (t - 1) == 0 and heads % t == 0]
+
+
+def expert_parallel_degrees(workload: Workload, most: int) -> list[int]:
+    """Expert-parallel degrees ``e ≤ most`` that divide the workload's experts (``[1]`` for a dense model)."""
+    return [e for e in range(1, most + 1) if workload.num_experts % e == 0] if workload.num_experts else [1]
+
+
+def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = False) -> str:
+    """Why ``plan``'s expert-parallel degree cannot apply to ``workload`` ("" when it can): a pinned ``e`` must divide
+    its experts (a dense model has none: only e = 1), and a plan that says ``+e=auto`` (``explicit_auto``: parsed
+    text, where ``e`` is None only then) asks for expert parallelism a dense model does not have — refused alike,
+    rather than silently searched as e = 1."""
+    if plan.e is None:
+        if explicit_auto and not workload.num_experts:
+            return (f"{workload.name} is dense (no experts): +e=auto searches expert parallelism, which it does not "
+                    "have; leave +e=auto out (e = 1)")
+        return ""
+    if plan.e not in expert_parallel_degrees(workload, plan.e):
+        return (f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
+                + (f"{workload.num_experts} experts" if workload.num_experts else "experts (dense: e=1)"))
+    return ""
+
+
+def tensor_width_error(workload: Workload, tensor_width: int, n_devices: int) -> str:
+    """Why a pinned ``tensor_width`` cannot split ``workload`` on ``n_devices`` devices ("" when it can:
+    :func:`valid_tensor_widths`)."""
+    if valid_tensor_widths(workload, (tensor_width,), n_devices):
+        return ""
+    return (f"tensor width {tensor_width} does not divide {workload.name}'s {workload.num_heads} attention heads "
+            f"(or is not a power of two ≤ {n_devices})")
+
+
+def searched_degrees(workload: Workload, tensor_widths: Iterable[int], n_devices: int,
+                     pinned_expert_parallel: int | None) -> tuple[list[int], list[int]]:
+    """The tensor widths and expert-parallel degrees a search tries for ``workload`` on ``n_devices`` devices: of
+    ``tensor_widths`` (in their order; already narrowed to a plan's pinned ``t``,
+    :meth:`~phaze_env.plan_spec.PlanSpec.narrow`) those that split the workload and fit (:func:`valid_tensor_widths`),
+    and the pinned ``e`` or else every degree dividing its experts up to ``n_devices``
+    (:func:`expert_parallel_degrees`). The one rule the evaluation searches by (:func:`phaze_env.evaluate.evaluate`)
+    and the search's bounds try (:mod:`search.bounds`), as :func:`interleave_degrees` is for ``v``."""
+    experts = expert_parallel_degrees(workload, n_devices) if pinned_expert_parallel is None else [pinned_expert_parallel]
+    return valid_tensor_widths(workload, tensor_widths, n_devices), experts
 
 
 def interleave_degrees(total_layers: int, pinned: int | None, interleaved: bool) -> list[int]:
@@ -57,6 +111,32 @@ def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: Plan
         allowed &= (v == 1) & ((stages == 1) | ((stages % 2 == 0) & (microbatches % 2 == 0)
                                                  & (microbatches >= 2 * stages)))
     return allowed
+
+
+@functools.lru_cache(maxsize=65536)
+def _runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: int, rules: PlanRules,
+                          schedule: str = "1f1b") -> tuple[int, ...]:
+    """The ``v > 1`` of ``interleaves`` the stack runs at ``p`` stages for some ``m_r`` (its layer-count rules; none
+    under DualPipe)."""
+    return tuple(v for v in interleaves if v > 1 and runnable_shapes(p, p, v, total_layers, rules, schedule))
+
+
+def runnable_interleavings(stages: int, microbatches: np.ndarray, interleaves: tuple[int, ...], total_layers: int,
+                           rules: PlanRules, schedule: str = "1f1b") -> list[tuple[int, int, np.ndarray]]:
+    """The interleavings of ``interleaves`` a stack runs at ``stages`` stages, as ``(low, high, runnable)``, ``runnable``
+    the mask over ``microbatches`` (``m_r``): ``(1, 1, …)`` for ``v = 1`` where it is searched, and one
+    ``(least, largest, …)`` for all the ``v > 1`` it runs at some ``m_r`` (none under DualPipe) — whether a ``v > 1``
+    runs at ``(p, m_r)`` depends on ``v`` only through the layer counts (:func:`runnable_shapes` at ``m_r = p``), so the shapes
+    one runnable ``v`` allows every runnable ``v`` allows (that one is left out where no ``m_r`` runs)."""
+    found = []
+    if 1 in interleaves:
+        found.append((1, 1, runnable_shapes(stages, microbatches, 1, total_layers, rules, schedule)))
+    runnable = _runnable_interleaves(stages, interleaves, total_layers, rules, schedule)
+    if runnable:
+        allowed = runnable_shapes(stages, microbatches, runnable[0], total_layers, rules, schedule)
+        if allowed.any():
+            found.append((min(runnable), max(runnable), allowed))
+    return found
 
 
 DUALPIPE_RULE = ("DualPipe runs an even number of pipeline stages and an even number of microbatches per replica, "
@@ -146,4 +226,6 @@ class RunnableShapes:
         return interleave, self.total_layers // stages if self.plan_rules.uniform_stages else 0
 
 
-__all__ = ["DUALPIPE_RULE", "RunnableShapes", "interleave_degrees", "pipeline_split", "runnable_shapes"]
+__all__ = ["DUALPIPE_RULE", "RunnableShapes", "expert_parallel_degrees", "expert_plan_error", "interleave_degrees",
+           "pipeline_split", "runnable_interleavings", "runnable_shapes", "searched_degrees",
+           "tensor_width_error", "valid_tensor_widths"]

@@ -29,10 +29,19 @@ class Layout:
         self._flat = rows * self.size + self.next_index  # into a raveled K × K
         self._nonempty = np.flatnonzero(counts)
         self._nonempty_below: dict[int, tuple[np.ndarray, int]] = {}  # rows -> (nonempty_rows, their entries' end)
+        self._compacted: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id -> (matrix, compacted): compact_once
 
     def compact(self, matrix: np.ndarray) -> np.ndarray:
         """``matrix`` (K × K) at the listed stages."""
         return matrix.take(self._flat)
+
+    def compact_once(self, matrix: np.ndarray) -> np.ndarray:
+        """:meth:`compact` of a matrix that does not change, computed once per array (kept with it, so its id is
+        never reused)."""
+        found = self._compacted.get(id(matrix))
+        if found is None:
+            found = self._compacted[id(matrix)] = matrix, self.compact(matrix)
+        return found[1]
 
     @property
     def entries(self) -> int:
@@ -83,26 +92,62 @@ class StageMemory:
             self._transient = self.compact(transient_bytes)
             self._per_unit = np.stack([self.compact(self.full_per_unit[mode]) for mode in self.modes])
             self._buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id -> (buffer bytes, compacted)
+            self._groups: dict[int | None, tuple] = {}  # id(buffer bytes) -> (buffer bytes, _inputs')
+            self._ungrouped: dict[int | None, int] = {}  # id(buffer bytes) -> memories priced without grouping
         else:  # a looser memory's layout lists a superset of the stages (those that do not fit get limit -1)
             self.layout, self.param_bytes = looser.layout, looser.param_bytes
             self.expert_param_bytes = looser.expert_param_bytes
             self._transient, self._per_unit, self._buffers = looser._transient, looser._per_unit, looser._buffers
+            self._groups, self._ungrouped = looser._groups, looser._ungrouped
         self.next_index = self.layout.next_index
+        buffers = self._compact_buffer(buffer_bytes) if buffer_bytes.any() else None
+        # every entry's memory inputs, or one entry per distinct combination of them (each limit below is an
+        # elementwise function of those inputs, so an entry's limit is its group's, bit for bit)
+        params, experts, transient, per_unit, buffers, inverse = self._inputs(buffer_bytes, buffers)
         # compact(P·f + X) = compact(P)·f + compact(X), entry by entry
-        state = self.param_bytes * state_factor
+        state = params * state_factor
         if expert_extra:
-            state = state + self.expert_param_bytes * expert_extra
-        if buffer_bytes.any():
-            state = state + self._compact_buffer(buffer_bytes)
-        fixed = {"none": state, "selective": state, "full": state + self._transient}
+            state = state + experts * expert_extra
+        if buffers is not None:
+            state = state + buffers
+        fixed = {"none": state, "selective": state, "full": state + transient}
         # every mode in one elementwise call (``limits[i]``: mode ``modes[i]``)
-        limits = _most_in_flight(np.stack([fixed[mode] for mode in self.modes]), self._per_unit, settings.hbm_bytes)
-        self.limits = list(limits)
+        limits = _most_in_flight(np.stack([fixed[mode] for mode in self.modes]), per_unit, settings.hbm_bytes)
         # ``c_n`` changes with ``n`` only where ``n`` passes some ``limit + 1``: between two such
         # breakpoints it is the same matrix, so it is computed (and keyed) once per interval.
         self.breakpoints = _breakpoints(limits)  # the n > 1 at which some entry of c_n changes
+        if inverse is not None:
+            limits = limits.take(inverse, axis=1)
+        self.limits = list(limits)
         # Two memories with one layout and equal limits give identical stage costs c_n for every n.
         self.signature = (id(self.layout), limits.tobytes())
+
+    def _inputs(self, buffer_bytes: np.ndarray, buffers: np.ndarray | None) -> tuple:
+        """``(params, experts, transient, per_unit, buffers, inverse)``: the compact memory inputs, or — when the
+        stages repeat few distinct combinations of them (a chain of identical blocks has few distinct stage sizes) —
+        one entry per distinct combination (equal bit patterns) and ``inverse``, each listed stage's combination
+        (``None`` without grouping). Once per layout and buffer array, after a few memories priced without it."""
+        key = None if buffers is None else id(buffer_bytes)  # the array is kept with its groups: its id is never reused
+        found = self._groups.get(key)
+        if found is None and self._ungrouped.get(key, 0) < _GROUP_AFTER:  # grouping pays off for many memories only
+            self._ungrouped[key] = self._ungrouped.get(key, 0) + 1
+            return self.param_bytes, self.expert_param_bytes, self._transient, self._per_unit, buffers, None
+        if found is None:
+            columns = [self.param_bytes, self.expert_param_bytes, self._transient, *self._per_unit]
+            if buffers is not None:
+                columns.append(buffers)
+            bits = np.stack(columns).view(np.int64)
+            code = bits[0].copy()  # a hash of each entry's bit patterns (wrapping), checked against them below
+            for column in bits[1:]:
+                code *= _HASH_MULTIPLIER
+                code ^= column
+            _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+            inverse = inverse.ravel()
+            inputs = (self.param_bytes, self.expert_param_bytes, self._transient, self._per_unit, buffers, None)
+            if 2 * len(first) <= bits.shape[1] and np.array_equal(bits[:, first].take(inverse, axis=1), bits):
+                inputs = tuple(None if part is None else part[..., first] for part in inputs[:-1]) + (inverse,)
+            found = self._groups[key] = buffer_bytes, inputs
+        return found[1]
 
     def _compact_buffer(self, buffer_bytes: np.ndarray) -> np.ndarray:
         """``buffer_bytes`` (K × K) compacted once per array (the caller keeps one per ZeRO stage)."""
@@ -166,13 +211,24 @@ class StageCosts:
         self.modes = memory.modes
         self.layout, self.next_index = memory.layout, memory.next_index
         self.param_bytes = memory.param_bytes
-        plain = table.fwd_s + table.bwd_s + v * p2p_s + zero_comm_s
+        self._table = table
         self.p2p_s, self.zero_comm_s = p2p_s, zero_comm_s
-        self.full_time = {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.recompute_fwd_s}
-        self._times = [memory.compact(self.full_time[mode]) for mode in self.modes]
+        # full_time's entries at the listed stages, from the inputs' compacted once per layout (the same sums, entry
+        # by entry, in the same order)
+        compact = self.layout.compact_once
+        plain = compact(table.fwd_s) + compact(table.bwd_s) + v * compact(p2p_s) + compact(zero_comm_s)
+        extra = {"none": None, "selective": table.attention_fwd_s, "full": table.recompute_fwd_s}
+        self._times = [plain if extra[mode] is None else plain + compact(extra[mode]) for mode in self.modes]
         self._limits = memory.limits
         self._breakpoints = memory.breakpoints
         self._cache: dict[int, np.ndarray] = {}
+
+    @cached_property
+    def full_time(self) -> dict[str, np.ndarray]:
+        """Every stage's time per microbatch per recompute mode (K × K; what the plan report reads)."""
+        table = self._table
+        plain = table.fwd_s + table.bwd_s + self.interleave * self.p2p_s + self.zero_comm_s
+        return {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.recompute_fwd_s}
 
     def canonical(self, n: int) -> int:
         """The smallest ``n' ≤ n`` with ``c_{n'} = c_n`` (exactly, entry by entry)."""
@@ -194,6 +250,8 @@ class StageCosts:
         return result
 
 
+_GROUP_AFTER = 3  # memories of a layout and buffer array priced entry by entry before their inputs are grouped
+_HASH_MULTIPLIER = np.int64(0x100000001B3)  # FNV-1a's 64-bit prime: mixes each column into the entry's hash
 _BINCOUNT_MOST = 1 << 16  # breakpoints up to this are counted (one pass), larger ones sorted
 
 
@@ -203,6 +261,8 @@ def _breakpoints(limits: np.ndarray) -> list[int]:
     finite = limits[np.isfinite(limits) & (limits >= 1)]
     small = finite < _BINCOUNT_MOST
     counted = np.flatnonzero(np.bincount(finite[small].astype(np.int64) + 1)).tolist()
+    if small.all():
+        return counted
     return counted + [int(n) for n in np.unique(finite[~small] + 1).tolist()]
 
 
