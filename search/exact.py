@@ -48,8 +48,8 @@ def certify(mode: str, best_values: dict[str, float | None], records: dict[tuple
     exactness only if it is the answer or its proven upper bound reaches the answer's throughput (it might
     be better); in the Pareto and multi-workload modes any unproven design does.
     """
-    rows = []
-    for (workload, index, *_), record in records.items():
+    rows = []  # in (workload, index) order, not the order parallel workers happened to finish in
+    for (workload, index, *_), record in sorted(records.items(), key=lambda item: item[0][:2]):
         evaluation = record.evaluation
         if not record.feasible or evaluation.proven:
             continue

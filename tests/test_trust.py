@@ -95,6 +95,21 @@ def test_unproven_schedules_and_evaluations_are_not_cached(fresh_cache, every_il
     assert not second.from_cache and len(every_ilp_times_out) == 2 * solves  # every schedule solved again
 
 
+def test_unproven_designs_are_listed_in_space_order_whatever_order_they_finished_in(fresh_cache, every_ilp_times_out):
+    """results.json is the same file on every run: the unproven rows follow (workload, index), not the order the
+    parallel workers' answers arrived in (the records' insertion order)."""
+    from types import SimpleNamespace
+
+    from search.exact import certify
+
+    unproven = evaluate(TINY, SPACE.arch_space()[0], CLUSTER, microbatch=(1,), tensor_widths=(1,))
+    assert not unproven.proven
+    record = SimpleNamespace(evaluation=unproven, feasible=True)
+    arrived = [("b", 2), ("a", 5), ("a", 1)]
+    _, rows = certify("pareto", {}, {key: record for key in arrived})
+    assert [(row.workload, row.index) for row in rows] == sorted(arrived)
+
+
 def test_unproven_design_rows_round_trip_through_json(fresh_cache, every_ilp_times_out):
     result = run_search(_config())
     text = result.to_json()
