@@ -50,12 +50,7 @@ def design_of(best: DesignResult, space: DesignSpace) -> Design:
     """The design of ``space`` a search answer is: each knob from the answer's accelerator, its system (system
     space) or its plan (microbatch, recompute); ``ValueError`` if that design is not in the space."""
     plan = best.plan
-    found = best.accelerator | (best.system or {}) | {
-        "microbatch": int(plan["microbatch"]), "recompute": any(_as_list(plan.get("recompute", False)))}
+    found = best.accelerator | (best.system or {}) | {"microbatch": plan.microbatch, "recompute": any(plan.recompute)}
     design = Design(**{name: found[name] for name in space.knobs} | {"hbm_gb": float(best.accelerator["hbm_gb"])})
     space.encode(design)
     return design
-
-
-def _as_list(value: Any) -> list:
-    return list(value) if isinstance(value, (list, tuple)) else [value]

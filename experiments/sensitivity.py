@@ -125,7 +125,7 @@ def verdict(config: SearchConfig, *, workers: int, out: Path, progress=None) -> 
     if best is None or not best.feasible:
         raise ValueError(f"no feasible system for {workload} at {config.space.budget.describe()}")
     figures = {"samples_s": best.throughput_samples_s, "chips": best.system["n_devices"],
-               "design": Accelerator.from_dict(best.accelerator).notation(), "plan": best.plan["notation"],
+               "design": Accelerator.from_dict(best.accelerator).notation(), "plan": best.plan.notation,
                "exact": result.exact, "budget": config.space.budget.to_dict()}
     return _with_rivals(figures, rival_samples(config, RIVALS)) | {"elapsed_s": time.perf_counter() - started}
 

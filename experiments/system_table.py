@@ -150,8 +150,8 @@ def factors(a: DesignResult, b: DesignResult) -> dict[str, float]:
     per peak FLOP/s (``mfu``: the rest of the ratio, so the product is the ratio). That last factor is the MFU ratio when
     both count model FLOPs alike; MFU counts per-device FLOPs × tensor width, which differs by < 0.1 % between
     tensor widths, so it is checked against the MFU ratio to 1 % (a changed MFU definition raises)."""
-    return _factors((a.throughput_samples_s, a.plan["devices_used"], peak_flops(a), a.mfu),
-                    (b.throughput_samples_s, b.plan["devices_used"], peak_flops(b), b.mfu))
+    return _factors((a.throughput_samples_s, a.plan.devices_used, peak_flops(a), a.mfu),
+                    (b.throughput_samples_s, b.plan.devices_used, peak_flops(b), b.mfu))
 
 
 def figure_factors(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
@@ -181,7 +181,7 @@ def block_bound(workload: Workload, design: DesignResult, cluster: Cluster) -> d
     """Shares of the block layer's operator time that are compute-, memory- (HBM) and latency-bound, at the
     design's plan (tensor width, microbatch) on its cluster: :func:`phaze_env.explain.explain_layer`."""
     explanation = explain_layer(workload, Accelerator.from_dict(design.accelerator), cluster, layer="block",
-                                tensor_width=design.plan["tensor_width"], microbatch=design.plan["microbatch"])
+                                tensor_width=design.plan.tensor_width, microbatch=design.plan.microbatch)
     total = sum(explanation.bound_s.values()) or 1.0
     return {bound: explanation.bound_s[bound] / total for bound in BOUNDS}
 
@@ -210,14 +210,14 @@ def system_figures(workload: Workload, design: DesignResult, cluster: Cluster) -
     """What the table shows of one system (search answer or reference), from its :class:`DesignResult`."""
     acc = Accelerator.from_dict(design.accelerator)
     s = design.system
-    return {"samples_s": design.throughput_samples_s, "chips": s["n_devices"], "chips_used": design.plan["devices_used"],
+    return {"samples_s": design.throughput_samples_s, "chips": s["n_devices"], "chips_used": design.plan.devices_used,
             "peak_tflops": acc.format_peak_flops / 1e12, "mfu": design.mfu, "number_format": acc.number_format,
-            "design": acc.notation(), "accelerator": design.accelerator, "plan": design.plan["notation"],
+            "design": acc.notation(), "accelerator": design.accelerator, "plan": design.plan.notation,
             "proven": design.proven,
             "chip_power_w": s["chip_power_w"], "chip_cost_usd": s["chip_cost_usd"],
             "cluster_power_w": s["cluster_power_w"], "cluster_cost_usd": s["cluster_cost_usd"],
             "system": s, "time_groups": time_groups(design), "block_bound": block_bound(workload, design, cluster),
-            "time_per_batch_s": design.plan["time_per_batch_s"]}
+            "time_per_batch_s": design.plan.time_per_batch_s}
 
 
 def answer_choice(best: DesignResult) -> SystemChoice:
@@ -446,7 +446,7 @@ def same_node(config: SearchConfig, kind: str, row: dict[str, Any], *, workers: 
             continue
         out_row[name] = {"node": node, "feasible": True, "samples_s": best.throughput_samples_s,
                          "chips": best.system["n_devices"], "design": Accelerator.from_dict(best.accelerator).notation(),
-                         "plan": best.plan["notation"], "exact": result.exact, "search_s": result.elapsed_s,
+                         "plan": best.plan.notation, "exact": result.exact, "search_s": result.elapsed_s,
                          "die_mm2": best.system["chip_area_mm2"], "chip_power_w": best.system["chip_power_w"],
                          "ratio": best.throughput_samples_s / reference["samples_s"],
                          "command": command(workload, config.space.budget, node)}

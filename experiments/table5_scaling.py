@@ -329,7 +329,7 @@ def gap_section(rows: dict[tuple[str, str], dict[str, float]]) -> list[str]:
     return [
         "### Term by term beside Calculon",
         "",
-        "Our batch time (`Evaluation.plan['time_breakdown_s']`) and Calculon's own (run at its pinned commit, "
+        "Our batch time (`Evaluation.plan.time_breakdown_s`) and Calculon's own (run at its pinned commit, "
         "`experiments.calculon_reference.CALCULON_TERMS`), seconds per batch, ours / Calculon's:",
         "",
         TERM_HEADER,

@@ -41,6 +41,7 @@ from phaze_env.host import forward_syncs, host_bound_s, kernels_issued
 from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_alltoall_s
 from phaze_env.placement import LayerCost, Plan, Settings, best_plan_multi
 from phaze_env.placement.inputs import uneven_batch_note
+from phaze_env.placement.plan import plan_or_none
 from phaze_env.placement.rules import expert_plan_error, searched_degrees, tensor_width_error, valid_tensor_widths
 from phaze_env.pricing import price_ops
 from phaze_env.plan_spec import PlanRules, PlanSpec, phaze_plan
@@ -157,6 +158,13 @@ class Evaluation:
         """The plan as JSON-ready plain data (:meth:`Plan.to_dict <phaze_env.placement.Plan.to_dict>`; ``{}``
         when there is none): what results, records and caches of evaluations hold."""
         return self.plan.to_dict() if self.plan is not None else {}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        """Inverse of :meth:`to_dict`, also through JSON (the plan a :class:`Plan` again, ``unproven`` a tuple, every
+        other value kept as it is, so a record read back writes the same JSON): how a search reads its ``results.db``
+        rows and its workers' answers."""
+        return cls(**data | {"plan": plan_or_none(data["plan"]), "unproven": tuple(data["unproven"])})
 
     def explain(self, layer: str = "block", workload: Workload | None = None):
         """Time split of ``layer`` by unit at this evaluation's plan (:func:`phaze_env.explain.explain_layer`);

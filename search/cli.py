@@ -277,8 +277,8 @@ def comparison_table(title: str, best: DesignResult | None, baseline: DesignResu
         p = d.plan
         figures = {
             "samples/s": f"{d.throughput_samples_s:,.1f}", "tokens/s": f"{d.tokens_s:,.0f}", "MFU": d.mfu_text,
-            ARCHITECTURE_AREA_LABEL: f"{d.area_mm2:.1f}", "plan": p["notation"],
-            "recompute stages": f"{sum(p['recompute'])} of {p['pipeline_stages']}",
+            ARCHITECTURE_AREA_LABEL: f"{d.area_mm2:.1f}", "plan": p.notation,
+            "recompute stages": f"{sum(p.recompute)} of {p.pipeline_stages}",
         }
         if key == objective_key:
             return figure(objective_value(d, objective))
@@ -323,12 +323,12 @@ def why(best: DesignResult, baseline: DesignResult, global_batch: int | None = N
     global batch that does not split evenly over the data-parallel replicas (:func:`uneven_batch_note`)."""
     parts = " · ".join(f"{BREAKDOWN_LABELS[part]} {share:.0%}" for part, share in best.time_shares.items()
                        if share >= 0.005)
-    lines = [f"why: {best.plan['time_per_batch_s']:.3g} s/batch = {parts}",
-             f"     {best.plan['devices_used']:,} of {best.devices_available:,} devices ({best.plan['notation']})"]
+    lines = [f"why: {best.plan.time_per_batch_s:.3g} s/batch = {parts}",
+             f"     {best.plan.devices_used:,} of {best.devices_available:,} devices ({best.plan.notation})"]
     if baseline.feasible and baseline.energy_per_sample_j > 0:
         lines[-1] += (f" · {DYNAMIC_ENERGY_LABEL} {best.energy_per_sample_j / baseline.energy_per_sample_j:.2f}× "
                       f"the baseline's (higher = worse)")
-    if global_batch and (note := uneven_batch_note(global_batch, best.plan["data_parallel"], best.plan["microbatch"])):
+    if global_batch and (note := uneven_batch_note(global_batch, best.plan.data_parallel, best.plan.microbatch)):
         lines.append(f"     {note}")
     return lines
 
@@ -366,7 +366,7 @@ def print_summary(result: SearchResult, out: Path, out_console=None) -> None:
             parts = Accelerator.from_dict(d.accelerator).notation_parts() | system_cells(d)
             table.add_row(*(figure(objective_value(d, objective)) for objective in objectives),
                           *(parts[key] for key in ("tensor cores", "vector cores", "buffer", "HBM", *system)),
-                          d.plan["notation"])
+                          d.plan.notation)
         out_console.print(table)
     if result.shared is not None:
         shared = result.shared

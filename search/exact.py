@@ -28,26 +28,19 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from phaze_env.design import SystemArchSpace
-from phaze_env.evaluate import valid_tensor_widths
+from phaze_env.evaluate import Evaluation, valid_tensor_widths
 from phaze_env.plan_spec import phaze_plan
 from search.bounds import best_of_variants, row_variant_bounds, variant_throughput_bounds, variants_above
 from search.config import SearchConfig
 from search.objectives import AREA, non_dominated
 from search.progress import SearchProgress
+from search.result import UnprovenDesign
 from search.store import DesignRecord, ResultsStore
 from search.tasks import evaluate_design
 
 
-def unproven_design(workload: str, index: int, evaluation: dict[str, Any], blocks_exact: bool) -> dict[str, Any]:
-    """One row of ``SearchResult.unproven``: a design whose figures rest on schedules not proven optimal."""
-    return {"workload": workload, "index": int(index), "accelerator": evaluation["accelerator"],
-            "throughput_samples_s": evaluation["throughput_samples_s"],
-            "throughput_bound_samples_s": evaluation["throughput_bound_samples_s"],
-            "worst_gap": evaluation["worst_gap"], "schedules": list(evaluation["unproven"]), "blocks_exact": blocks_exact}
-
-
 def certify(mode: str, best_values: dict[str, float | None], records: dict[tuple, DesignRecord],
-            ) -> tuple[bool, list[dict[str, Any]]]:
+            ) -> tuple[bool, list[UnprovenDesign]]:
     """Is the search's answer proven? And every evaluated design that rests on an unproven schedule.
 
     ``best_values``: each workload's reported best throughput (best mode; ``None`` when nothing was found).
@@ -55,15 +48,15 @@ def certify(mode: str, best_values: dict[str, float | None], records: dict[tuple
     exactness only if it is the answer or its proven upper bound reaches the answer's throughput (it might
     be better); in the Pareto and multi-workload modes any unproven design does.
     """
-    rows = []
-    for (workload, index, *_), record in records.items():
+    rows = []  # in (workload, index) order, not the order parallel workers happened to finish in
+    for (workload, index, *_), record in sorted(records.items(), key=lambda item: item[0][:2]):
         evaluation = record.evaluation
-        if not record.feasible or evaluation["proven"]:
+        if not record.feasible or evaluation.proven:
             continue
         value = best_values.get(workload) if mode == "best" else None
-        blocks = value is None or evaluation["throughput_bound_samples_s"] >= value
-        rows.append(unproven_design(workload, index, evaluation, blocks))
-    return not any(row["blocks_exact"] for row in rows), rows
+        blocks = value is None or evaluation.throughput_bound_samples_s >= value
+        rows.append(UnprovenDesign.of(workload, index, evaluation, blocks))
+    return not any(row.blocks_exact for row in rows), rows
 
 
 class ExactSearch:
@@ -134,17 +127,17 @@ class ExactSearch:
             record = DesignRecord.pruned(result["bound"], area)
             self.counters["pruned_by_placement_bound"] += 1
         else:
-            ev = result["evaluation"]
+            ev = Evaluation.from_dict(result["evaluation"])  # a worker's answer, as plain data
             record = DesignRecord.evaluated(ev, area)
             self.counters["evaluations"] += 1
-            self.counters["ilp_solves"] += ev["ilp_solves"]
+            self.counters["ilp_solves"] += ev.ilp_solves
         self.records[(workload, index)] = record
         if self.store:
             self.store.record(workload, index, record)
         return record
 
     # --- the best-bound-first loop -----------------------------------------------------------------
-    def maximise(self, workloads: list[str], bound: np.ndarray, value: Callable[[dict[str, dict]], float],
+    def maximise(self, workloads: list[str], bound: np.ndarray, value: Callable[[dict[str, Evaluation]], float],
                  label: str, window: int, floor: float = 0.0) -> tuple[int | None, float, int]:
         """Index of the architecture maximising ``value`` (ties: smaller area, then smaller index), its value, designs
         visited.

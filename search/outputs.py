@@ -51,12 +51,12 @@ def write_csv(path: Path, records: dict[tuple[str, int], DesignRecord], config: 
                 row.update({name: system[name] for name in SYSTEM_CSV_COLUMNS})
             ev = record.evaluation
             if ev:
-                plan = ev["plan"] or {}
-                row.update(hbm_gb=ev["accelerator"]["hbm_gb"], feasible=ev["feasible"],
-                           throughput_samples_s=ev["throughput_samples_s"], tokens_s=ev["tokens_s"], mfu=ev["mfu"],
-                           plan=plan.get("notation"), tensor_width=plan.get("tensor_width"), pipeline_stages=plan.get("pipeline_stages"),
-                           data_parallel=plan.get("data_parallel"), microbatch=plan.get("microbatch"),
-                           energy_per_sample_j=ev["energy_per_sample_j"])
+                row.update(hbm_gb=ev.accelerator["hbm_gb"], feasible=ev.feasible,
+                           throughput_samples_s=ev.throughput_samples_s, tokens_s=ev.tokens_s, mfu=ev.mfu,
+                           energy_per_sample_j=ev.energy_per_sample_j)
+                if (plan := ev.plan) is not None:  # none: infeasible, its plan cells empty
+                    row.update(plan=plan.notation, tensor_width=plan.tensor_width, pipeline_stages=plan.pipeline_stages,
+                               data_parallel=plan.data_parallel, microbatch=plan.microbatch)
             writer.writerow(row)
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from phaze_env.cli import OneLineParser
 from phaze_env.cluster import Cluster
 from phaze_env.design import DesignSpace, SystemDesignSpace
-from phaze_env.evaluate import BREAKDOWN_LABELS
+from phaze_env.evaluate import BREAKDOWN_LABELS, Evaluation
 from phaze_env.files import write_text_atomic
 from phaze_env.hardware import Accelerator, get_preset, preset_names
 from phaze_env.hardware.accelerator import NOTATION_LEGEND
@@ -169,7 +169,7 @@ def _answer_table(answer: DesignResult | None, answer_label: str, baseline: Desi
         if not d.feasible:
             return [design, f"infeasible: {d.reason}", *blank[1:]]
         figures = [figure_text(objective, objective_value(d, objective))] if own else []
-        return [design, d.plan["notation"], *figures, f"{d.throughput_samples_s:,.1f}", d.mfu_text,
+        return [design, d.plan.notation, *figures, f"{d.throughput_samples_s:,.1f}", d.mfu_text,
                 f"{plotted_area(d):.1f}", "proven" if d.proven else f"NOT PROVEN (worst gap {d.worst_gap:.2%})"]
 
     rows = "".join(f"<tr><th>{_e(label)}</th>" + "".join(f"<td>{_e(c)}</td>" for c in cells(d)) + "</tr>"
@@ -180,17 +180,13 @@ def _answer_table(answer: DesignResult | None, answer_label: str, baseline: Desi
             f"<th>{_e(area)}</th><th>schedules</th></tr>{rows}</table>")
 
 
-def _hover(design: dict[str, Any] | DesignResult, point: SystemPoint | None = None) -> list[str]:
+def _hover(design: Evaluation | DesignResult, point: SystemPoint | None = None) -> list[str]:
     """What a point's hover shows beyond its coordinates: design (with a system-space design's die, HBM, links,
     topology and chips: :func:`~search.result.system_line`), plan and proof (of a recorded evaluation with its row's
     ``point``, or a result's design)."""
-    if isinstance(design, DesignResult):
-        accelerator, plan, proven, system = design.accelerator, design.plan, design.proven, design.system
-    else:
-        accelerator, plan, proven = design["accelerator"], design["plan"], design["proven"]
-        system = None if point is None else point.summary()
-    text = Accelerator.from_dict(accelerator).notation() + ("" if system is None else f"<br>{system_line(system)}")
-    return [text, plan["notation"], "proven" if proven else "NOT PROVEN"]
+    system = design.system if isinstance(design, DesignResult) else None if point is None else point.summary()
+    text = Accelerator.from_dict(design.accelerator).notation() + ("" if system is None else f"<br>{system_line(system)}")
+    return [text, design.plan.notation, "proven" if design.proven else "NOT PROVEN"]
 
 
 def front_indices(points: list[tuple[float, float]]) -> list[int]:
@@ -229,7 +225,7 @@ def _front_chart(name: str, result: SearchResult, records: dict[tuple[str, int],
     if points is None and any(n not in ("throughput", AREA) for n in shown):
         raise ValueError(f"the {', '.join(shown)} figures of evaluated designs need the system space's points")
     feasible = [(i, r) for (w, i), r in sorted(records.items()) if w == name and r.feasible]
-    values = [evaluated_figures(r.throughput_samples_s, r.evaluation["tokens_s"], r.area_mm2,
+    values = [evaluated_figures(r.throughput_samples_s, r.evaluation.tokens_s, r.area_mm2,
                                 None if points is None else points[i]) for i, r in feasible]
     system = points is not None
     hover = [_hover(r.evaluation, None if points is None else points[i]) + [_figures_text({n: v[n] for n in shown},
@@ -286,7 +282,7 @@ def _time_breakdown(name: str, answer: DesignResult, answer_label: str, baseline
                                        if baseline is not None and baseline.feasible else [])
     fig = go.Figure()
     for part, label in BREAKDOWN_LABELS.items():
-        seconds = [d.plan["time_breakdown_s"][part] for _, d in bars]
+        seconds = [d.plan.time_breakdown_s[part] for _, d in bars]
         fig.add_trace(go.Bar(y=[b for b, _ in bars], x=seconds, name=label, orientation="h",
                              customdata=[d.time_shares[part] for _, d in bars],
                              hovertemplate=f"{label}: %{{x:.4g}} s (%{{customdata:.1%}} of the batch)<extra></extra>"))

@@ -16,17 +16,19 @@ from typing import Any
 
 from phaze_env.hardware import Accelerator
 from phaze_env.hardware.number_format import mfu_basis, mfu_text
+from phaze_env.evaluate import Evaluation
+from phaze_env.placement import Plan
+from phaze_env.placement.plan import plan_or_none
 from search.objectives import objective_value
 
 MODES = ("best", "shared", "pareto")
 
 
-def time_shares(plan: dict[str, Any]) -> dict[str, float]:
+def time_shares(plan: Plan) -> dict[str, float]:
     """Each part of the time per batch (:attr:`phaze_env.placement.Plan.time_breakdown_s`: compute, recompute,
     tensor-parallel collectives, pipeline p2p and bubble, data-parallel all-reduce, optimizer step) as a
     share of it; the parts add up to the whole."""
-    total = plan["time_per_batch_s"]
-    return {part: seconds / total for part, seconds in plan["time_breakdown_s"].items()}
+    return {part: seconds / plan.time_per_batch_s for part, seconds in plan.time_breakdown_s.items()}
 
 
 def system_line(summary: dict[str, Any]) -> str:
@@ -41,7 +43,12 @@ def system_line(summary: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class DesignResult:
-    """One design on one workload: its accelerator (dict), plan (dict) and figures (SI units, area in mm²)."""
+    """One design on one workload: its accelerator (dict), plan and figures (SI units, area in mm²).
+
+    ``plan`` is the placement's :class:`~phaze_env.placement.Plan` (``None`` when infeasible), held in
+    ``results.json`` as :meth:`Plan.to_dict <phaze_env.placement.Plan.to_dict>` (``{}`` when there is none, as
+    ``Evaluation.to_dict`` holds it) and read back through :meth:`Plan.from_dict <phaze_env.placement.Plan.from_dict>`.
+    """
 
     workload: str
     feasible: bool
@@ -53,20 +60,24 @@ class DesignResult:
     energy_per_sample_j: float
     devices_available: int
     accelerator: dict[str, Any]
-    plan: dict[str, Any]
+    plan: Plan | None
     proven: bool = True  # every layer schedule behind the figures is proven optimal (Evaluation.proven)
     worst_gap: float = 0.0
     system: dict[str, Any] | None = None  # system space: knobs, chips at the budget, power, cost (SystemPoint.summary)
 
+    def __post_init__(self) -> None:
+        if self.plan is not None and not isinstance(self.plan, Plan):
+            hint = " (Plan.from_dict reads one from its dict)" if isinstance(self.plan, dict) else ""
+            raise TypeError(f"DesignResult.plan must be a Plan or None, got {type(self.plan).__name__}{hint}")
+
     @classmethod
-    def from_evaluation(cls, evaluation: dict[str, Any]) -> DesignResult:
-        """From ``Evaluation.to_dict()`` (what the search records and stores)."""
-        return cls(workload=evaluation["workload"], feasible=evaluation["feasible"], reason=evaluation["reason"],
-                   throughput_samples_s=evaluation["throughput_samples_s"], tokens_s=evaluation["tokens_s"],
-                   mfu=evaluation["mfu"], area_mm2=evaluation["area_mm2"],
-                   energy_per_sample_j=evaluation["energy_per_sample_j"],
-                   devices_available=evaluation["cluster"]["n_devices"], accelerator=evaluation["accelerator"],
-                   plan=evaluation["plan"], proven=evaluation["proven"], worst_gap=evaluation["worst_gap"])
+    def from_evaluation(cls, evaluation: Evaluation) -> DesignResult:
+        """From an :class:`~phaze_env.evaluate.Evaluation` (what the search records and stores)."""
+        return cls(workload=evaluation.workload, feasible=evaluation.feasible, reason=evaluation.reason,
+                   throughput_samples_s=evaluation.throughput_samples_s, tokens_s=evaluation.tokens_s,
+                   mfu=evaluation.mfu, area_mm2=evaluation.area_mm2, energy_per_sample_j=evaluation.energy_per_sample_j,
+                   devices_available=evaluation.cluster["n_devices"], accelerator=evaluation.accelerator,
+                   plan=evaluation.plan, proven=evaluation.proven, worst_gap=evaluation.worst_gap)
 
     @property
     def time_shares(self) -> dict[str, float]:
@@ -86,12 +97,46 @@ class DesignResult:
         """Every field (``system`` only for a system-space design, so PHAZE-space results are as before), and for a
         feasible design its time shares and what its ``mfu`` counts against (``mfu_basis``)."""
         data = {k: v for k, v in asdict(self).items() if not (k == "system" and v is None)}
+        data["plan"] = self.plan.to_dict() if self.plan is not None else {}  # in place: the keys keep their order
         return data | ({"time_shares": self.time_shares,
                         "mfu_basis": mfu_basis(self.number_format)} if self.feasible else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DesignResult:
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        """Inverse of :meth:`to_dict` (what it adds besides the fields is derived, and ignored here)."""
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        return cls(**values | {"plan": plan_or_none(data["plan"])})
+
+
+@dataclass(frozen=True)
+class UnprovenDesign:
+    """A design whose figures rest on schedules not proven optimal (a row of :attr:`SearchResult.unproven`): the
+    throughput its schedules achieve, its proven upper bound, the worst schedule gap, the unproven schedules
+    (``Evaluation.unproven``), and whether it costs the answer its exactness (``blocks_exact``: it is the answer, or
+    its bound reaches the answer's throughput)."""
+
+    workload: str
+    index: int  # the architecture's index in the search's space
+    accelerator: dict[str, Any]
+    throughput_samples_s: float
+    throughput_bound_samples_s: float
+    worst_gap: float
+    schedules: tuple[str, ...]
+    blocks_exact: bool
+
+    @classmethod
+    def of(cls, workload: str, index: int, evaluation: Evaluation, blocks_exact: bool) -> UnprovenDesign:
+        return cls(workload=workload, index=int(index), accelerator=evaluation.accelerator,
+                   throughput_samples_s=evaluation.throughput_samples_s,
+                   throughput_bound_samples_s=evaluation.throughput_bound_samples_s, worst_gap=evaluation.worst_gap,
+                   schedules=tuple(evaluation.unproven), blocks_exact=blocks_exact)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"schedules": list(self.schedules)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> UnprovenDesign:
+        return cls(**data | {"schedules": tuple(data["schedules"])})
 
 
 @dataclass(frozen=True)
@@ -151,7 +196,7 @@ class SearchResult:
     elapsed_s: float
     space: dict[str, Any] = field(default_factory=dict)  # DesignSpace.to_dict(): what was searched
     cluster: dict[str, Any] = field(default_factory=dict)  # Cluster.to_dict(): on which system
-    unproven: tuple[dict[str, Any], ...] = ()  # search.exact.unproven_design rows
+    unproven: tuple[UnprovenDesign, ...] = ()  # search.exact.certify's rows
     objectives: tuple[str, ...] = ()  # Pareto mode: the front's objectives (search.objectives); else empty
     objective: str = "throughput"  # best and shared modes: what the best design maximises (search.objectives)
     bound_dp_calls_this_run: int = 0  # placement DP runs on lower-bound latencies (dp_calls_this_run: on scheduled ones)
@@ -171,7 +216,7 @@ class SearchResult:
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["workloads"] = list(self.workloads)
-        data["unproven"] = list(self.unproven)
+        data["unproven"] = [row.to_dict() for row in self.unproven]
         data["best"] = {w: d.to_dict() | self._objective_figure(d) if d else None for w, d in self.best.items()}
         data["shared"] = self.shared.to_dict() if self.shared else None
         data["objectives"] = list(self.objectives)
@@ -194,6 +239,7 @@ class SearchResult:
         values["shared"] = SharedDesign.from_dict(data["shared"]) if data["shared"] else None
         values["pareto"] = {w: tuple(DesignResult.from_dict(d) for d in front) for w, front in data["pareto"].items()}
         values["baseline"] = {w: DesignResult.from_dict(d) for w, d in data["baseline"].items()}
+        values["unproven"] = tuple(UnprovenDesign.from_dict(row) for row in data.get("unproven", ()))
         return cls(**values)
 
     def objective_values(self, design: DesignResult) -> dict[str, float]:
@@ -207,17 +253,17 @@ class SearchResult:
                     "its throughput is achieved, not proven optimal" for name, d in self.baseline.items() if not d.proven]
         if not self.unproven:
             return baseline
-        blocking = [row for row in self.unproven if row["blocks_exact"]]
+        blocking = [row for row in self.unproven if row.blocks_exact]
         head = (f"NOT PROVEN: {len(blocking)} of the designs below may beat the answer or are the answer, and rest on "
                 "ILP schedules not proven optimal (time limit, stall or solver failure)" if not self.exact else
                 f"exact: proven, though {len(self.unproven)} evaluated design(s) rest on unproven schedules; their proven "
                 "upper bounds cannot beat the answer")
         lines = [head]
         for row in self.unproven:
-            design = Accelerator.from_dict(row["accelerator"]).notation()
-            lines.append(f"  {row['workload']} design #{row['index']} ({design}): {row['throughput_samples_s']:,.1f} "
-                         f"samples/s achieved, ≤ {row['throughput_bound_samples_s']:,.1f} proven, worst schedule gap "
-                         f"{row['worst_gap']:.2%}{'' if row['blocks_exact'] else ' (cannot beat the answer)'}")
+            design = Accelerator.from_dict(row.accelerator).notation()
+            lines.append(f"  {row.workload} design #{row.index} ({design}): {row.throughput_samples_s:,.1f} "
+                         f"samples/s achieved, ≤ {row.throughput_bound_samples_s:,.1f} proven, worst schedule gap "
+                         f"{row.worst_gap:.2%}{'' if row.blocks_exact else ' (cannot beat the answer)'}")
         if not self.exact:
             lines.append("  run again when the machine is idle or with a larger --time-limit: unproven results are never "
                          "cached or resumed as final, so the rerun solves them again")

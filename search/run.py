@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from phaze_env.design import reference_system
+from phaze_env.evaluate import Evaluation
 from phaze_env.hardware.system import RIVAL_HBM_GENERATIONS, SystemPoint
 from phaze_env.workloads import prepare_graphs
 from search.config import SearchConfig, aggregate
@@ -76,7 +77,7 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
         designs=config.space.designs, best=best, shared=shared, pareto=pareto, baseline=baseline,
         evaluations=len(evaluated), evaluations_this_run=search.counters["evaluations"],
         pruned_by_placement_bound=sum(1 for r in search.records.values() if not r.is_evaluated),
-        ilp_solves=sum(r.evaluation["ilp_solves"] for r in evaluated),
+        ilp_solves=sum(r.evaluation.ilp_solves for r in evaluated),
         dp_calls_this_run=search.counters["dp_calls"], bound_dp_calls_this_run=search.counters["bound_dp_calls"],
         pruning_ratio=1 - len({i for (_, i), r in search.records.items() if r.is_evaluated}) / len(config.arch),
         resumed_records=search.resumed, elapsed_s=time.perf_counter() - started, space=config.space.to_dict(),
@@ -90,12 +91,12 @@ def run_search(config: SearchConfig, *, workers: int = 1, scheduler: str | None 
 def _objective_value(search: ExactSearch, name: str, divisors: np.ndarray):
     """The value the best-design loop maximises: throughput over the row's objective divisor (1: throughput)."""
     if np.all(divisors == 1):
-        return lambda evs: evs[name]["throughput_samples_s"]
+        return lambda evs: evs[name].throughput_samples_s
 
-    def value(evs: dict[str, dict]) -> float:
+    def value(evs: dict[str, Evaluation]) -> float:
         evaluation = evs[name]  # the loop hands evaluations, not rows: find the row that holds this one
         index = next(i for (w, i), r in search.records.items() if w == name and r.evaluation is evaluation)
-        return evaluation["throughput_samples_s"] / divisors[index]
+        return evaluation.throughput_samples_s / divisors[index]
     return value
 
 
@@ -115,7 +116,7 @@ def _baseline(config: SearchConfig, name: str) -> DesignResult:
     evaluation = config.space.evaluate_baseline(config.workload(name), config.cluster, tensor_widths=config.tensor_widths,
                                                 seq_len=config.seq_len, solver=config.solver,
                                                 time_limit_s=config.time_limit_s, plan=config.plan)  # the same plan space
-    design = DesignResult.from_evaluation(evaluation.to_dict())
+    design = DesignResult.from_evaluation(evaluation)
     if not config.is_system:
         return design
     point, _ = reference_system("tpuv4", config.space.budget, cluster=config.cluster)
@@ -130,7 +131,7 @@ def evaluate_reference(config: SearchConfig, workload: str, reference: str, numb
                                                  tensor_widths=config.tensor_widths, seq_len=config.seq_len,
                                                  solver=config.solver, time_limit_s=config.time_limit_s, plan=config.plan)
     point, _ = reference_system(reference, config.space.budget, number_format, config.cluster)
-    return _with_system(DesignResult.from_evaluation(evaluation.to_dict()), reference, point)
+    return _with_system(DesignResult.from_evaluation(evaluation), reference, point)
 
 
 def _with_system(design: DesignResult, reference: str, point: SystemPoint) -> DesignResult:
@@ -161,7 +162,7 @@ def _search_shared_design(config: SearchConfig, search: ExactSearch, executor, d
             sub.bounds = search.bounds
             index, value, _ = sub.maximise(
                 list(config.names), combined,
-                lambda evs: aggregate((evs[n]["throughput_samples_s"] for n in config.names), config.aggregate),
+                lambda evs: aggregate((evs[n].throughput_samples_s for n in config.names), config.aggregate),
                 f"{config.aggregate} of {len(config.names)} at {capacity:g} GiB HBM", window,
                 floor=best[1] if best else 0.0)
         finally:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from phaze_env.evaluate import Evaluation
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS designs (
     signature TEXT NOT NULL,
@@ -35,18 +37,19 @@ CREATE TABLE IF NOT EXISTS searches (
 
 @dataclass(frozen=True)
 class DesignRecord:
-    """One design a search visited (a ``designs`` row): ``"evaluated"``, with its evaluation (``Evaluation.to_dict()``)
-    and throughput, or ``"pruned"`` by its placement bound (``bound_samples_s``), never evaluated."""
+    """One design a search visited (a ``designs`` row): ``"evaluated"``, with its :class:`Evaluation` (stored as
+    ``Evaluation.to_dict()`` JSON, read back through ``Evaluation.from_dict``) and throughput, or ``"pruned"`` by its
+    placement bound (``bound_samples_s``), never evaluated."""
 
     status: str
     throughput_samples_s: float | None
     bound_samples_s: float | None
     area_mm2: float | None
-    evaluation: dict[str, Any] | None
+    evaluation: Evaluation | None
 
     @classmethod
-    def evaluated(cls, evaluation: dict[str, Any], area_mm2: float) -> DesignRecord:
-        return cls("evaluated", evaluation["throughput_samples_s"], None, area_mm2, evaluation)
+    def evaluated(cls, evaluation: Evaluation, area_mm2: float) -> DesignRecord:
+        return cls("evaluated", evaluation.throughput_samples_s, None, area_mm2, evaluation)
 
     @classmethod
     def pruned(cls, bound_samples_s: float, area_mm2: float) -> DesignRecord:
@@ -59,13 +62,13 @@ class DesignRecord:
     @property
     def feasible(self) -> bool:
         """Evaluated, with a feasible plan."""
-        return self.is_evaluated and bool(self.evaluation["feasible"])
+        return self.is_evaluated and bool(self.evaluation.feasible)
 
     @property
     def final(self) -> bool:
         """Not provisional: pruned, or evaluated on schedules all proven optimal (an unproven row is evaluated again
         when a search resumes)."""
-        return not self.is_evaluated or bool(self.evaluation.get("proven", False))
+        return not self.is_evaluated or bool(self.evaluation.proven)
 
 
 def damaged(path: Path, problem: Exception | str) -> ValueError:
@@ -98,8 +101,9 @@ class ResultsStore:
                 "FROM designs WHERE signature = ?", (self.signature,)).fetchall()
             for workload, index, status, throughput, bound, area, evaluation in rows:
                 out[(workload, index)] = DesignRecord(status, throughput, bound, area,
-                                                      json.loads(evaluation) if evaluation else None)
-        except (sqlite3.DatabaseError, ValueError) as exc:  # a damaged page, or a row whose JSON is cut
+                                                      Evaluation.from_dict(json.loads(evaluation)) if evaluation else None)
+        except (sqlite3.DatabaseError, ValueError, TypeError, KeyError) as exc:  # a damaged page, a row whose JSON is cut
+            # or is no evaluation
             raise damaged(self.path, exc) from exc
         return out
 
@@ -109,7 +113,7 @@ class ResultsStore:
                 "INSERT OR REPLACE INTO designs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (self.signature, workload, int(index), record.status, record.throughput_samples_s,
                  record.bound_samples_s, record.area_mm2,
-                 json.dumps(record.evaluation) if record.evaluation is not None else None))
+                 json.dumps(record.evaluation.to_dict()) if record.evaluation is not None else None))
             self._db.commit()
         except sqlite3.DatabaseError as exc:
             raise damaged(self.path, exc) from exc

@@ -107,12 +107,13 @@ def test_search_study_paper_table_and_env_print_the_same_notation():
     from phaze_env.hardware import TPUV4
     from phaze_env.workloads import custom_workload
     from search.cli import comparison_table
+    from phaze_env.placement import Plan
     from search.result import DesignResult
 
     parts = DESIGN.accelerator().notation_parts()
     feasible = dict(workload="w", feasible=True, reason="", throughput_samples_s=1.0, tokens_s=1.0, mfu=0.5,
                     area_mm2=1.0, energy_per_sample_j=1.0, devices_available=16,
-                    plan={"notation": "t1p1d16m1", "recompute": [False], "pipeline_stages": 1})
+                    plan=Plan(feasible=True, notation="t1p1d16m1", recompute=(False,), pipeline_stages=1))
     best = DesignResult(accelerator=DESIGN.accelerator().to_dict(), **feasible)
     baseline = DesignResult(accelerator=TPUV4.replace(hbm_gb=64.0).to_dict(), **feasible)
     console = Console(record=True, width=200, file=io.StringIO())
@@ -211,9 +212,10 @@ def test_console_names_each_energy_measure():
     from search.result import DesignResult
     from phaze_env.hardware import TPUV4
     from phaze_env.hardware.system import WALL_ENERGY_LABEL
+    from phaze_env.placement import Plan
 
-    plan = {"notation": "t1p1d16m1", "recompute": [False], "pipeline_stages": 1, "devices_used": 16,
-            "time_per_batch_s": 1.0, "time_breakdown_s": {"compute": 1.0}}
+    plan = Plan(feasible=True, notation="t1p1d16m1", recompute=(False,), pipeline_stages=1, devices_used=16,
+                time_per_batch_s=1.0, time_breakdown_s={"compute": 1.0})
     fields = dict(workload="w", feasible=True, reason="", throughput_samples_s=1.0, tokens_s=1.0, mfu=0.5,
                   area_mm2=1.0, devices_available=16, accelerator=TPUV4.to_dict(), plan=plan)
     best, baseline = DesignResult(energy_per_sample_j=2.0, **fields), DesignResult(energy_per_sample_j=1.0, **fields)

@@ -13,7 +13,7 @@ from tiny import TINY
 
 from phaze_env.cluster import Cluster
 from phaze_env.context_parallel import rank_graph
-from phaze_env.evaluate import LayerTiming, _energy_per_sample_j, _layer_chain, _model_flops_per_sample
+from phaze_env.evaluate import Evaluation, LayerTiming, _energy_per_sample_j, _layer_chain, _model_flops_per_sample
 from phaze_env.hardware import get_preset
 from phaze_env.workloads import model_graph
 from phaze_env.workloads.graph import Layer, ModelGraph, OpGraph
@@ -50,6 +50,14 @@ def test_a_context_parallel_group_uses_at_least_one_ranks_energy_per_sample():
     assert single_j <= group_j < 2 * single_j
 
 
+def _made_up(throughput_samples_s: float) -> Evaluation:
+    """A made-up feasible evaluation: only its throughput matters to the search loop."""
+    return Evaluation(workload="w", accelerator={}, cluster={}, feasible=True, reason="",
+                      throughput_samples_s=throughput_samples_s, tokens_s=0.0, mfu=0.0, area_mm2=0.0, peak_flops=0.0,
+                      energy_per_sample_j=0.0, plan=None, memory_bytes={}, layer_timings={}, timings_s={}, ilp_solves=0,
+                      schedules=0)
+
+
 def test_equal_values_go_to_the_smaller_area():
     """Two designs of the same throughput: the one with the larger area has the higher bound, so it is evaluated
     first; the smaller one, visited next, must take its place (search.exact: "Ties keep the smaller-area design")."""
@@ -57,8 +65,8 @@ def test_equal_values_go_to_the_smaller_area():
     config = SimpleNamespace(arch=SimpleNamespace(arrays={"area_mm2": areas}), second_bound=False)
     search = ExactSearch(config, executor=None)
     for index in range(2):
-        search.records[("w", index)] = DesignRecord.evaluated({"throughput_samples_s": 5.0}, float(areas[index]))
-    best, value, visited = search.maximise(["w"], np.array([10.0, 8.0]), lambda evs: evs["w"]["throughput_samples_s"],
+        search.records[("w", index)] = DesignRecord.evaluated(_made_up(5.0), float(areas[index]))
+    best, value, visited = search.maximise(["w"], np.array([10.0, 8.0]), lambda evs: evs["w"].throughput_samples_s,
                                            "tie", window=1)
     assert (best, value, visited) == (1, 5.0, 2)
 
@@ -79,7 +87,7 @@ def _tie_search(areas: np.ndarray, values: list[float], second_bound: bool = Fal
 
     def result(index: int) -> dict:
         return {"status": "evaluated", "bound": None, "dp_calls": 0, "bound_dp_calls": 0,
-                "evaluation": {"throughput_samples_s": values[index], "ilp_solves": 0}}
+                "evaluation": _made_up(values[index]).to_dict()}  # a worker's answer is plain data
 
     return ExactSearch(config, executor=Executor()), submitted, result
 
@@ -103,7 +111,7 @@ def test_a_design_that_can_tie_with_a_smaller_area_is_evaluated_not_pruned():
     original, exact.wait = exact.wait, wait
     try:
         best, value, visited = search.maximise(["w"], np.array([10.0, 8.0, 8.0]),
-                                               lambda evs: evs["w"]["throughput_samples_s"], "tie", window=1)
+                                               lambda evs: evs["w"].throughput_samples_s, "tie", window=1)
     finally:
         exact.wait = original
     assert (best, value, visited) == (1, 8.0, 2)
@@ -129,7 +137,7 @@ def test_exact_ties_give_the_same_answer_whatever_order_results_arrive_in(arriva
     original, exact.wait = exact.wait, wait
     try:
         best, value, _ = search.maximise(["w"], np.array([10.0, 9.0, 9.0, 9.0]),
-                                         lambda evs: evs["w"]["throughput_samples_s"], "tie", window=4)
+                                         lambda evs: evs["w"].throughput_samples_s, "tie", window=4)
     finally:
         exact.wait = original
     assert (best, value) == (1, 8.0)

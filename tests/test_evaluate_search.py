@@ -1,5 +1,6 @@
 """The evaluator and the exact search: exactness against brute force, resume, executors, CLI errors."""
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -131,7 +132,7 @@ def test_pareto_front_equals_brute_force(brute_force, objectives, tmp_path_facto
     table = printed.getvalue()  # the console's front table: its objectives' columns, a row per front design
     assert f"Pareto front ({', '.join(objectives)}) for {TINY.name}" in table
     assert all((area_label(False) if objective == "area" else f"{objective} (") in table for objective in objectives)
-    assert all(d.plan["notation"] in table and figure(d.throughput_samples_s) in table
+    assert all(d.plan.notation in table and figure(d.throughput_samples_s) in table
                for d in result.pareto[TINY.name])
 
 
@@ -313,12 +314,37 @@ def test_time_shares_add_up_and_match_the_pipeline_formula(brute_force):
     evaluations = [ev for ev in brute_force[TINY.name] if ev.feasible and ev.plan.pipeline_stages > 1]
     assert evaluations
     for ev in evaluations[:10]:
-        shares, plan = DesignResult.from_evaluation(ev.to_dict()).time_shares, ev.plan
+        shares, plan = DesignResult.from_evaluation(ev).time_shares, ev.plan
         assert sum(shares.values()) == pytest.approx(1.0)
         assert shares["dp_allreduce"] == pytest.approx(plan.allreduce_s / plan.time_per_batch_s)
         work = shares["compute"] + shares["recompute"] + shares["tp_comm"] + shares["p2p"]
         p, v, m = plan.pipeline_stages, plan.interleave, plan.microbatches_per_replica
         assert shares["bubble"] / work == pytest.approx((p - 1) / (v * m))
+
+
+def test_search_records_hold_the_placement_plan_and_write_it_back_byte_for_byte(brute_force):
+    """A design's plan, read back from its record (``Evaluation.to_dict()`` through JSON, as results.db and
+    results.json hold it), is the evaluation's own :class:`Plan` (``None`` when infeasible), and writes the same JSON
+    bytes again: resumed and re-rendered results stay identical."""
+    from phaze_env.evaluate import Evaluation
+    from phaze_env.placement import Plan
+    from search.result import DesignResult
+
+    evaluations = [ev for name in brute_force for ev in brute_force[name]]
+    infeasible = dataclasses.replace(evaluations[0], feasible=False, reason="does not fit", plan=None)
+    for ev in [*evaluations, infeasible]:
+        record = json.dumps(ev.to_dict())
+        stored = Evaluation.from_dict(json.loads(record))
+        assert json.dumps(stored.to_dict()) == record  # a results.db row reads back and writes the same bytes
+        design = DesignResult.from_evaluation(stored)
+        assert design.plan == ev.plan and (design.plan is None or isinstance(design.plan, Plan))
+        again = DesignResult.from_dict(json.loads(json.dumps(design.to_dict())))
+        assert json.dumps(again.to_dict()) == json.dumps(design.to_dict())
+        assert json.dumps(again.to_dict()["plan"]) == json.dumps(json.loads(record)["plan"])
+    with pytest.raises(ValueError, match="unknown key"):
+        Plan.from_dict({"feasible": True, "notaton": "t1p1d1m1"})
+    with pytest.raises(TypeError, match="Plan.from_dict"):  # a plan as a dict is refused, not read by key later
+        dataclasses.replace(design, plan={"notation": "t1p1d1m1"})
 
 
 def test_cli_units_preset_and_area_budget(brute_force, tmp_path, capsys):

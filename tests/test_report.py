@@ -22,7 +22,7 @@ from phaze_env.hardware import Accelerator
 from search.outputs import baseline_label
 from search.phaze import SearchConfig, run_search
 from search.report import front_indices, main, report_html
-from search.result import SharedDesign
+from search.result import SharedDesign, UnprovenDesign
 from search.store import ResultsStore
 from tiny import CLUSTER, SPACE, TINY
 
@@ -62,7 +62,7 @@ def test_report_is_self_contained_and_names_the_answer(searched):
     assert "Plotly" in page and len(page) > 3_000_000, "plotly.js must be embedded"
     best = result.best[TINY.name]
     assert best is not None and best.feasible
-    for text in (Accelerator.from_dict(best.accelerator).notation(), best.plan["notation"],
+    for text in (Accelerator.from_dict(best.accelerator).notation(), best.plan.notation,
                  baseline_label(result.baseline[TINY.name]), *BREAKDOWN_LABELS.values()):
         assert text in page, text
     assert ("exact: proven" if result.exact else "exact: NOT PROVEN") in page
@@ -75,7 +75,7 @@ def test_every_mode_reports_its_answer_and_an_unproven_answer_says_so(searched):
     records = _records(out, config)
     best = result.best[TINY.name]
     slower = dataclasses.replace(best, throughput_samples_s=best.throughput_samples_s / 2, area_mm2=best.area_mm2 / 2,
-                                 plan={**best.plan, "notation": "t9p9d9m9"})
+                                 plan=dataclasses.replace(best.plan, notation="t9p9d9m9"))
     pareto = dataclasses.replace(result, mode="pareto", best={}, pareto={TINY.name: (slower, best)})
     page = report_html(pareto, records, CLUSTER, out)
     assert "fastest on the front" in page and "Pareto front, exact (2)" in page and "t9p9d9m9" in page
@@ -84,9 +84,9 @@ def test_every_mode_reports_its_answer_and_an_unproven_answer_says_so(searched):
         per_workload={TINY.name: slower}))
     page = report_html(shared, records, CLUSTER, out)
     assert "shared design" in page and "one design for every workload" in page and "t9p9d9m9" in page
-    unproven_row = {"workload": TINY.name, "index": 0, "accelerator": best.accelerator, "schedules": [],
-                    "throughput_samples_s": best.throughput_samples_s, "worst_gap": 0.03, "blocks_exact": True,
-                    "throughput_bound_samples_s": best.throughput_samples_s * 1.1}
+    unproven_row = UnprovenDesign(workload=TINY.name, index=0, accelerator=best.accelerator, schedules=(),
+                                  throughput_samples_s=best.throughput_samples_s, worst_gap=0.03, blocks_exact=True,
+                                  throughput_bound_samples_s=best.throughput_samples_s * 1.1)
     unproven = dataclasses.replace(result, exact=False, unproven=(unproven_row,),
                                    best={TINY.name: dataclasses.replace(best, proven=False, worst_gap=0.03)})
     page = report_html(unproven, records, CLUSTER, out)
@@ -224,7 +224,7 @@ def test_a_system_front_over_three_objectives_is_charted_and_rebuilt(tmp_path, m
 
     assert charted("training throughput vs die area") and charted("carbon per token (operational + embodied) (g CO2e/token")
     for design in front:
-        assert charted(design.plan["notation"])
+        assert charted(design.plan.notation)
         assert charted(f"carbon per token (operational + embodied) {design.system['carbon_per_token_g']:,.4g} g CO2e/token")
     written = page
     (out / "report.html").unlink()

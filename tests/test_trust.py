@@ -55,10 +55,10 @@ def test_injected_timeout_is_not_exact_names_the_designs_and_a_rerun_proves_them
     assert result.unproven, "designs resting on timed-out schedules must be named"
     best = result.best[TINY.name]
     for row in result.unproven:
-        assert row["workload"] == TINY.name and row["schedules"] and row["worst_gap"] > 0
-        assert row["throughput_bound_samples_s"] >= row["throughput_samples_s"]
+        assert row.workload == TINY.name and row.schedules and row.worst_gap > 0
+        assert row.throughput_bound_samples_s >= row.throughput_samples_s
         # an unproven design costs exactness exactly when its proven bound reaches the answer (or it is the answer)
-        assert row["blocks_exact"] == (not best.proven or row["throughput_bound_samples_s"] >= best.throughput_samples_s)
+        assert row.blocks_exact == (not best.proven or row.throughput_bound_samples_s >= best.throughput_samples_s)
     assert result.exact is False  # the best design itself rests on the ILP here
     assert not best.proven and best.worst_gap > 0
     stored = json.loads((out / "results.json").read_text())
@@ -69,12 +69,12 @@ def test_injected_timeout_is_not_exact_names_the_designs_and_a_rerun_proves_them
     monkeypatch.setattr(schedule_module, "solve_ilp", REAL_SOLVE_ILP)  # the fault ends (fresh_cache stays)
     monkeypatch.setattr(schedule_module, "lower_bound_s", REAL_LOWER_BOUND)
     row = result.unproven[0]
-    design = _config().arch[row["index"]]
+    design = _config().arch[row.index]
     fresh = evaluate(TINY, design, CLUSTER, microbatch=SPACE.microbatch, recompute=SPACE.recompute, hbm_gb=SPACE.hbm_gb,
                      tensor_widths=(1, 2))
     assert fresh.proven and not fresh.from_cache
-    assert row["throughput_samples_s"] <= fresh.throughput_samples_s * (1 + 1e-9)
-    assert fresh.throughput_samples_s <= row["throughput_bound_samples_s"] * (1 + 1e-9)
+    assert row.throughput_samples_s <= fresh.throughput_samples_s * (1 + 1e-9)
+    assert fresh.throughput_samples_s <= row.throughput_bound_samples_s * (1 + 1e-9)
 
     # the rerun (same command, same results.db) re-evaluates the provisional rows and proves the answer
     again = run_search(_config(), out=out)
@@ -95,10 +95,27 @@ def test_unproven_schedules_and_evaluations_are_not_cached(fresh_cache, every_il
     assert not second.from_cache and len(every_ilp_times_out) == 2 * solves  # every schedule solved again
 
 
+def test_unproven_designs_are_listed_in_space_order_whatever_order_they_finished_in(fresh_cache, every_ilp_times_out):
+    """results.json is the same file on every run: the unproven rows follow (workload, index), not the order the
+    parallel workers' answers arrived in (the records' insertion order)."""
+    from types import SimpleNamespace
+
+    from search.exact import certify
+
+    unproven = evaluate(TINY, SPACE.arch_space()[0], CLUSTER, microbatch=(1,), tensor_widths=(1,))
+    assert not unproven.proven
+    record = SimpleNamespace(evaluation=unproven, feasible=True)
+    arrived = [("b", 2), ("a", 5), ("a", 1)]
+    _, rows = certify("pareto", {}, {key: record for key in arrived})
+    assert [(row.workload, row.index) for row in rows] == sorted(arrived)
+
+
 def test_unproven_design_rows_round_trip_through_json(fresh_cache, every_ilp_times_out):
     result = run_search(_config())
-    again = SearchResult.from_json(result.to_json())
+    text = result.to_json()
+    again = SearchResult.from_json(text)
     assert again.unproven == result.unproven and again.exact == result.exact
+    assert again.to_json() == text  # the rows read back as UnprovenDesign and write the same bytes
     assert again.best[TINY.name].proven == result.best[TINY.name].proven
 
 

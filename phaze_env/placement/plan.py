@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True)
@@ -76,12 +76,41 @@ class Plan:
         """Plain JSON-able dict (tuples become lists)."""
         return json_ready(dataclasses.asdict(self))
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+        """Inverse of :meth:`to_dict` (lists become tuples again, values kept as they are, so
+        ``Plan.from_dict(plan.to_dict()).to_dict() == plan.to_dict()``, and its JSON the same bytes): how search
+        records (``results.json``, ``results.db``) read their plans back. A key that is no field raises a
+        ``ValueError`` naming it; a field a record lacks keeps its default."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        if unknown := sorted(set(data) - names):
+            raise ValueError(f"not a plan record: unknown key(s) {', '.join(map(repr, unknown))} "
+                             f"(a Plan has {', '.join(sorted(names))})")
+        if "feasible" not in data:
+            raise ValueError("not a plan record: no 'feasible' key")
+        return cls(**{key: _tuples(value) for key, value in data.items()})
+
 
 def json_ready(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: json_ready(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_ready(item) for item in value]
+    return value
+
+
+def plan_or_none(data: Mapping[str, Any]) -> Plan | None:
+    """A recorded plan (``Evaluation.plan_dict()``: a search record's, a design's in ``results.json``) as its
+    :class:`Plan`; ``{}`` (no plan: infeasible) as ``None``."""
+    return Plan.from_dict(data) if data else None
+
+
+def _tuples(value: Any) -> Any:
+    """:func:`json_ready` undone: every list (at any depth, also inside dicts) a tuple again."""
+    if isinstance(value, dict):
+        return {key: _tuples(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return tuple(_tuples(item) for item in value)
     return value
 
 
