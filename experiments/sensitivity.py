@@ -26,8 +26,14 @@ answer, references and flagship columns are the nominal (:func:`stored_verdict`)
 the move changes the search's inputs, and the row keeps its other cases (:func:`merged_summary`; the table names the
 assumptions a row, or a rival's range, lacks: :func:`uncovered`).
 
+``--rivals-only`` (with ``--from-table``) adds the flagships' ratios to a stored row's cases of a run before they were
+set against, without running any search: each case's stored answer against each flagship under the case's move, the
+flagship's nominal figure where the move leaves its inputs as at nominal and evaluated again where not
+(:func:`rivals_from_cases`).
+
     python -m experiments.sensitivity --workload gpt2-xl --kind power --workers 2
     python -m experiments.sensitivity --from-table --workload gpt2-xl --assumption voltage_frequency_exponent --workers 1
+    python -m experiments.sensitivity --from-table --rivals-only --workload gpt2-xl --workers 1
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from phaze_env.cli import OneLineParser, positive_float, positive_int
 from phaze_env.design import reference_system
 from phaze_env.files import write_text_atomic, writable_directory
 from phaze_env.hardware import Accelerator
-from phaze_env.hardware.system import RIVAL_NUMBER_FORMATS
+from phaze_env.hardware.system import RIVAL_NUMBER_FORMATS, SystemBudget
 from phaze_env.workloads import get_workload
 from search.config import SearchConfig
 from search.report import SENSITIVITY_FILE, rebuild, tornado_bars, tornado_figures
@@ -73,8 +79,15 @@ def search_inputs(config: SearchConfig) -> dict[str, str]:
     arch, budget = config.arch, config.space.budget
     rows = [[arch.points[i].accelerator.to_dict(), arch.cluster(i, config.cluster).to_dict()] for i in range(len(arch))]
     divisors = [float(d).hex() for d in config.objective_divisors()]  # all 1 for throughput; a per-W or per-$ objective's
-    digests = {"answer": _digest([budget.to_dict(), rows, divisors])}
-    for name in RIVALS:
+    return {"answer": _digest([budget.to_dict(), rows, divisors])} | rival_inputs(config, RIVALS)
+
+
+def rival_inputs(config: SearchConfig, names: Sequence[str]) -> dict[str, str]:
+    """:func:`search_inputs`' digests of rivals ``names`` alone (without the answer's, which builds every row of the
+    space)."""
+    budget = config.space.budget
+    digests = {}
+    for name in names:
         systems = []
         for number_format in RIVAL_NUMBER_FORMATS[name]:
             point, cluster = reference_system(name, budget, number_format,
@@ -202,6 +215,94 @@ def merged_summary(stored: dict[str, Any] | None, data: dict[str, Any]) -> dict[
             "elapsed_s": stored["elapsed_s"] - replaced_s + fresh["elapsed_s"], "cases": cases}
 
 
+def stored_config_at(row: dict[str, Any]) -> Callable[[], SearchConfig]:
+    """The search config of a stored row as a case's move builds it (``config_at`` of :func:`row_sensitivity`): at the
+    row's kind's budget of its stored power, so an iso-cost budget follows the move as the case's search had it (the
+    H100 cluster's cost moves with a cost or power assumption). At nominal it must be the stored budget the row's answer
+    was found at, else a one-line ``ValueError``."""
+    def config_at() -> SearchConfig:
+        return search_config(row["workload"], budget_for(row["kind"], row["power_w"]))
+
+    budget = config_at().space.budget
+    if budget.to_dict() != row["budget"]:
+        raise ValueError(f"its stored budget ({SystemBudget(**row['budget']).describe()}) is not the one the model gives "
+                         f"today ({budget.describe()}): its cases' budgets cannot be rebuilt; run it in full")
+    return config_at
+
+
+ANSWER_AGREEMENT = 1e-9
+"""How closely the answers a stored case's ratios imply over each reference must agree (the rounding of a ratio and a
+product): further apart, the references' throughputs today are not the ones the case was computed with."""
+
+
+def case_answer(case: dict[str, Any], references: dict[str, float | None]) -> float:
+    """The answer (the searched best samples/s) of a stored case: its ``samples_s`` where the case holds it, and its
+    ratio over each reference of ``references`` (each one's throughput under the case's move) times that throughput;
+    every one must give the same answer, else a ``ValueError`` (the case is another model's)."""
+    implied = {n: case["ratios"][n] * s for n, s in references.items() if s and n in case["ratios"]}
+    implied |= {"stored": case["samples_s"]} if "samples_s" in case else {}
+    name = f"{case['assumption']} {case['end']}"
+    if not implied:
+        raise ValueError(f"its case {name} holds no answer and no ratio over a reference: run it in full")
+    if max(implied.values()) - min(implied.values()) > ANSWER_AGREEMENT * max(implied.values()):
+        found = ", ".join(f"{n} {a:,.6g}" for n, a in implied.items())
+        raise ValueError(f"its case {name} implies different answers (samples/s) over its references ({found}): "
+                         "computed with another model of them; run it in full")
+    return implied.get("stored", next(iter(implied.values())))
+
+
+def rivals_from_cases(row: dict[str, Any], config_at: Callable[[], SearchConfig],
+                      names: Sequence[str] = FLAGSHIPS, *, assumptions: Sequence[Assumption] | None = None,
+                      say: Callable[[str], None] = print) -> dict[str, Any]:
+    """A stored row's sensitivity summary with rivals ``names``' ratios added to each stored case (of ``assumptions``;
+    default all) that lacks them, without running any search (``--rivals-only``): the case's answer is the one it
+    stores (:func:`case_answer`); each rival under the case's move is the row's nominal figure when the move leaves its
+    inputs as at nominal (:func:`rival_inputs`) and is evaluated again otherwise (:func:`rival_samples`), at
+    ``config_at()``'s budget (:func:`stored_config_at`). Every reference the move changes is evaluated again too, so
+    :func:`case_answer` checks the case against today's model of them: a case it refuses is kept as it is, and said (the
+    table names the assumptions a flagship's range lacks: :func:`uncovered`). The ranges are taken again over every
+    case."""
+    started = time.perf_counter()
+    nominal = stored_verdict(row)
+    nominal_inputs = rival_inputs(config_at(), RIVALS)
+    chosen = {a.name for a in assumptions} if assumptions else None
+    cases = []
+    for case in row["sensitivity"]["cases"]:
+        wanted = [n for n in names if n in nominal["ratios"] and n not in case["ratios"]]  # a range is around a nominal
+        if not wanted or (chosen is not None and case["assumption"] not in chosen):
+            cases.append(case)
+            continue
+        case_started = time.perf_counter()
+        with moved(case["assumption"], case["value"]):
+            config = config_at()
+            inputs = rival_inputs(config, RIVALS)
+            moved_rivals = {n for n in RIVALS if inputs[n] != nominal_inputs[n]}
+            evaluated = [n for n in REFERENCES if n in moved_rivals and n in case["ratios"]] + \
+                [n for n in wanted if n in moved_rivals]
+            samples = {n: nominal["references"][n] for n in REFERENCES + tuple(wanted)}
+            samples |= rival_samples(config, evaluated) if evaluated else {}
+        stored = {"samples_s": nominal["samples_s"]} if case["status"] in STATUSES[1:] else {}  # the nominal's, exactly
+        try:
+            answer = case_answer(stored | case, {n: samples[n] for n in REFERENCES})
+        except ValueError as exc:  # kept as it is: the table names the flagships' ranges it is not in (uncovered)
+            say(f"{ASSUMPTIONS[case['assumption']].describe(case['value'])} ({case['end']}): no flagship added: {exc}")
+            cases.append(case)
+            continue
+        added = {n: answer / samples[n] for n in wanted if samples[n]}
+        wall_s = time.perf_counter() - case_started
+        cases.append(case | {"samples_s": answer, "ratios": case["ratios"] | added, "wall_s": case["wall_s"] + wall_s})
+        say(f"{ASSUMPTIONS[case['assumption']].describe(case['value'])} ({case['end']}): {_ratios_text(added)} "
+            f"[evaluated: {', '.join(RIVAL_LABELS[n] for n in evaluated) or 'none'}; {wall_s:.0f} s]")
+    summary = row["sensitivity"]
+    return {"ranges": ranges(nominal, cases), "exact": summary["exact"],
+            "elapsed_s": summary["elapsed_s"] + time.perf_counter() - started, "cases": cases}
+
+
+def _spans_text(summary: dict[str, Any]) -> str:
+    return ", ".join(f"{RIVAL_LABELS[n]} {r['low']:.2f}–{r['high']:.2f}× (nominal {r['nominal']:.2f}×)"
+                     for n, r in summary["ranges"].items())
+
+
 def _ratios_text(ratios: dict[str, float]) -> str:
     return ", ".join(f"{r:.2f}× {RIVAL_LABELS[n]}" for n, r in ratios.items())
 
@@ -210,7 +311,7 @@ def row_summary(data: dict[str, Any]) -> dict[str, Any]:
     """What the table row keeps: the ranges, every case's ratios and status, the wall time."""
     return {"ranges": data["ranges"], "exact": data["exact"], "elapsed_s": data["elapsed_s"],
             "cases": [{k: c[k] for k in ("assumption", "label", "unit", "end", "value", "nominal_value", "status",
-                                         "ratios", "wall_s")} for c in data["cases"]]}
+                                         "samples_s", "ratios", "wall_s")} for c in data["cases"]]}
 
 
 def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
@@ -241,6 +342,38 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
         sentence += (f" Over these ranges {'no' if low > 1 else 'a'} verdict turns: the lowest ratio is {low:.2f}× "
                      f"({reference}, {workload}).")
     return sentence + (f" Not yet run: {', '.join(missing)}." if parts and missing else "")
+
+
+def readme_flagship_ranges(rows: Sequence[dict[str, Any]]) -> str:
+    """The README's sentence of how far each flagship verdict moves: per table row with a sensitivity, each flagship
+    ratio's range over its cases (the cases a range lacks named: :func:`uncovered`), then the verdicts that turn over
+    their range (one end below 1×, the other above) and the cases that set their low ends. Generated from
+    ``docs/system_table.json`` (``tests/test_readme.py`` holds the README to it)."""
+    parts, turns, low_ends, verdicts = [], {}, {}, 0
+    for row in rows:
+        summary = row.get("sensitivity")
+        spans = {n: r for n, r in (summary or {}).get("ranges", {}).items() if n in FLAGSHIPS}
+        if not spans:
+            continue
+        label = f"{row['workload']} at {row['budget_label'] if row['kind'] == 'power' else 'iso-cost'}"
+        lacking = sorted({m for n, missing in uncovered(summary).items() if n in spans for m in missing})
+        parts.append(f"{label} " + ", ".join(f"{r['low']:.2f}–{r['high']:.2f}× {FLAGSHIP_LABELS[n]}"
+                                              for n, r in spans.items())
+                     + (f" (not over {', '.join(lacking)})" if lacking else ""))
+        verdicts += len(spans)
+        for name, span in spans.items():
+            if span["low"] < 1 < span["high"]:
+                turns.setdefault(label, []).append(FLAGSHIP_LABELS[name])
+                low_ends[span["low_by"]] = low_ends.get(span["low_by"], 0) + 1
+    if not parts:
+        return "no row has a flagship sensitivity yet."
+    if not turns:
+        return "; ".join(parts) + ". Over these ranges no flagship verdict turns."
+    count = sum(len(names) for names in turns.values())
+    turned = "; ".join(f"{label} vs {', '.join(names)}" for label, names in turns.items())
+    lows = ", ".join(f"{by} ({n})" for by, n in sorted(low_ends.items(), key=lambda item: -item[1]))
+    return ("; ".join(parts) + f". Over these ranges {count} of {verdicts} flagship verdicts turn (one end below 1×, "
+            f"the other above): {turned}; their low ends: {lows}.")
 
 
 def write_figures(docs: Path, rows: Sequence[dict[str, Any]]) -> None:
@@ -320,6 +453,11 @@ def build_parser() -> OneLineParser:
                              "stored sensitivity (its other cases kept); cheap for an assumption that leaves the "
                              "search's inputs as they are (e.g. voltage_frequency_exponent); default: run each row's "
                              "search at nominal")
+    parser.add_argument("--rivals-only", action="store_true",
+                        help="with --from-table: add the 2024–25 flagships' ratios to each stored case that lacks "
+                             "them without running any search (the case's stored answer against each flagship under "
+                             "its move: the nominal where the move leaves the flagship's inputs as they are, else "
+                             "evaluated again); the stored cases are kept")
     parser.add_argument("--workers", type=positive_int, default=2, metavar="N", help="search worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=Path("out/system_table"),
                         help="search outputs, the table's (default out/system_table)")
@@ -338,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     assumptions = [ASSUMPTIONS[name] for name in args.assumption] if args.assumption else None
     rows = {row_key(r): r for r in load_rows(docs / "system_table.json")}
+    if args.rivals_only and not args.from_table:
+        parser.exit(2, f"{parser.prog}: error: --rivals-only adds to a stored row's cases: it needs --from-table\n")
     if args.from_table:
         try:
             if args.budget_mw is not None:
@@ -347,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
             if bare:  # a sensitivity of only the added assumptions would read as the verdict's whole range
                 raise ValueError(f"no stored sensitivity to add to for {', '.join(bare)}: run it in full (without "
                                  "--from-table)")
+            configs = {row_key(row): stored_config_at(row) for row in chosen}
         except ValueError as exc:
             parser.exit(2, f"{parser.prog}: error: {exc}\n")
         cells = [(row["workload"], row["kind"], row["power_w"], row) for row in chosen]
@@ -363,7 +504,18 @@ def main(argv: list[str] | None = None) -> int:
                                          "its flagship columns should be today's (--rescore-flagships)" if earlier
                                          else ""), flush=True)
         config_at = (lambda: search_config(workload, budget_for(kind, power_w))) if stored is None else \
-            (lambda: stored_row_config(stored))
+            configs[(workload, kind)]
+        if args.rivals_only:
+            try:
+                summary = rivals_from_cases(stored, config_at, assumptions=assumptions,
+                                            say=lambda text: print(f"  {text}", flush=True))
+            except ValueError as exc:
+                parser.exit(1, f"{parser.prog}: error: {workload} ({kind}): {exc}\n")
+            print(f"  range over the row's assumptions: {_spans_text(summary)}; "
+                  f"{'exact' if summary['exact'] else 'NOT PROVEN'}", flush=True)
+            rows[(workload, kind)]["sensitivity"] = summary
+            write_docs(docs, list(rows.values()))
+            continue
         # a run from the table writes its own file beside the row's search outputs (a full run's report is kept)
         directory = out / workload / kind / ("from-table" if stored is not None else "")
         try:
@@ -377,9 +529,7 @@ def main(argv: list[str] | None = None) -> int:
         row = rows.get((workload, kind))
         kept = row is not None and math.isclose(row["power_w"], power_w)
         summary = merged_summary(row.get("sensitivity"), data) if stored is not None else row_summary(data)
-        spans = ", ".join(f"{RIVAL_LABELS[n]} {r['low']:.2f}–{r['high']:.2f}× (nominal {r['nominal']:.2f}×)"
-                          for n, r in summary["ranges"].items())
-        print(f"  range over the {'row' if stored is not None else 'run'}'s assumptions: {spans}; "
+        print(f"  range over the {'row' if stored is not None else 'run'}'s assumptions: {_spans_text(summary)}; "
               f"{'exact' if data['exact'] else 'NOT PROVEN'}; {data['elapsed_s']:.0f} s", flush=True)
         if kept:
             row["sensitivity"] = summary

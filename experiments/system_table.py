@@ -626,8 +626,8 @@ stack and plan freedom, in its fastest number format. Ratio > 1: the searched sy
   {mi300x_mhz:,.0f} MHz of its 2,100 MHz peak, against the {measured_mhz} MHz medians AMD measures under dense GEMMs
   within its 750 W (ROCm blog "Measuring Max-Achievable FLOPs – Part 2", 2025; `cost.MI300X_GEMM_MEDIAN_CLOCKS_HZ`).
   k = 1 is the top of its range, in the rivals' favour; the sensitivity below moves it to k = {MEASURED_EXPONENT:.3f},
-  at which the capped MI300X runs at the measured bf16 median (`assumptions.MEASURED_EXPONENT`; the "range" in each
-  cell, where a row has that case). Not the same node: the flagships' 4NP / N5 silicon against the space's {SYSTEM_NODE}.
+  at which the capped MI300X runs at the measured bf16 median (`assumptions.MEASURED_EXPONENT`). The "range" in a
+  cell is the ratio's over the row's sensitivity cases ("Sensitivity of each verdict" names any it lacks). Not the same node: the flagships' 4NP / N5 silicon against the space's {SYSTEM_NODE}.
 
 {table(["workload", "budget", "answer samples/s", *[f"vs {FLAGSHIP_LABELS[n]}" for n in FLAGSHIPS]], body)}
 
@@ -638,16 +638,34 @@ stack and plan freedom, in its fastest number format. Ratio > 1: the searched sy
 
 def uncovered(summary: dict[str, Any]) -> dict[str, list[str]]:
     """What a row's sensitivity lacks, so the table can say it: under ``""`` the assumptions of
-    :data:`~phaze_env.assumptions.ASSUMPTIONS` with no case at all, under each rival of its ranges the assumptions whose
-    cases have no ratio for it (run before that rival was set against); only non-empty entries."""
+    :data:`~phaze_env.assumptions.ASSUMPTIONS` with no case at all; under each rival of its ranges each assumption none
+    of whose cases has a ratio for it (run before that rival was set against), or ``"<assumption> <end>"`` for a case
+    of an assumption whose other end has one (``experiments.sensitivity.rivals_from_cases`` refused it); only non-empty
+    entries."""
     from phaze_env.assumptions import ASSUMPTIONS
 
     run = dict.fromkeys(c["assumption"] for c in summary["cases"])
     out = {"": [name for name in ASSUMPTIONS if name not in run]}
     for rival in summary["ranges"]:
-        out[rival] = [name for name in run if not any(rival in c["ratios"] for c in summary["cases"]
-                                                       if c["assumption"] == name)]
+        out[rival] = []
+        for name in run:
+            lacking = [c["end"] for c in summary["cases"] if c["assumption"] == name and rival not in c["ratios"]]
+            ends = sum(c["assumption"] == name for c in summary["cases"])
+            out[rival] += [name] if len(lacking) == ends else [f"{name} {end}" for end in lacking]
     return {key: names for key, names in out.items() if names}
+
+
+def _lacking_text(lacking: dict[str, list[str]]) -> str:
+    """The cases each flagship's range is not over (:func:`uncovered`), as a table cell."""
+    def names(missing: list[str]) -> str:
+        return ", ".join(f"`{m.split()[0]}`{' ' + m.split()[1] if ' ' in m else ''}" for m in missing)
+
+    if not any(lacking.values()):
+        return "every case"
+    if len({tuple(m) for m in lacking.values()}) == 1:
+        return f"every case but {names(next(iter(lacking.values())))}"
+    return "; ".join(f"{FLAGSHIP_LABELS[n]}: every case but {names(m)}" if m else f"{FLAGSHIP_LABELS[n]}: every case"
+                     for n, m in lacking.items())
 
 
 def sensitivity_text(rows: Sequence[dict[str, Any]]) -> str:
@@ -678,19 +696,20 @@ def sensitivity_text(rows: Sequence[dict[str, Any]]) -> str:
         body.append([r["workload"], r["budget_label"], *[span(s, n) for n in REFERENCES],
                      ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())), f"{s['elapsed_s']:.0f} s",
                      ", ".join(f"`{n}`" for n in missing.get("", [])) or "none"])
-        run = list(dict.fromkeys(c["assumption"] for c in s["cases"]))
-        over = {name: [a for a in run if a not in missing.get(name, [])] for name in FLAGSHIPS if name in s["ranges"]}
-        if over:
-            covered = sorted({", ".join(f"`{a}`" for a in assumptions_run) for assumptions_run in over.values()})
+        lacking = {name: missing.get(name, []) for name in FLAGSHIPS if name in s["ranges"]}
+        if lacking:
             flagship_body.append([r["workload"], r["budget_label"], *[span(s, n) for n in FLAGSHIPS],
-                                  "every one run" if all(len(a) == len(run) for a in over.values())
-                                  else "; ".join(covered)])
+                                  _lacking_text(lacking)])
     not_run = [f"{r['workload']} at {r['budget_label']}" for r in rows if not r.get("sensitivity")]
-    flagships = "" if not flagship_body else f"""Against the 2024–25 flagships (the cases that have them: a case of a
-run before the flagships were set against holds no flagship ratio, and the last column names the assumptions each
-flagship range is over):
+    flagships = "" if not flagship_body else f"""Against the 2024–25 flagships, over the cases that have them: the cases
+run before the flagships were set against had their flagship ratios added from each case's stored answer, no search
+re-run (`python -m experiments.sensitivity --from-table --rivals-only`: a flagship evaluated again under the move where
+the move changes its chip or cluster, its nominal figure where not), except a case whose ratios over the three
+references no longer imply one answer with today's model of them (the power cap of a reference the move drives above
+its published limit, which the case predates: its own ratios over that reference are the uncapped model's, to re-run);
+the last column names what each flagship's range lacks:
 
-{table(["workload", "budget", *[f"vs {FLAGSHIP_LABELS[n]}" for n in FLAGSHIPS], "over"], flagship_body)}
+{table(["workload", "budget", *[f"vs {FLAGSHIP_LABELS[n]}" for n in FLAGSHIPS], "cases in the range"], flagship_body)}
 
 """
     return f"""## Sensitivity of each verdict

@@ -205,6 +205,14 @@ def test_the_sensitivity_ranges_quoted_are_the_tables():
     assert readme_ranges(ROWS) in " ".join(README.split())
 
 
+def test_the_flagship_sensitivity_quoted_is_the_tables():
+    """The README's sentence of how far each flagship verdict moves over the assumptions' ranges is generated from the
+    rows' sensitivity (:func:`experiments.sensitivity.readme_flagship_ranges`)."""
+    from experiments.sensitivity import readme_flagship_ranges
+
+    assert readme_flagship_ranges(ROWS) in " ".join(README.split())
+
+
 def test_the_rival_runs_error_quoted_is_the_reports():
     """The headline's claim that the table's path reproduces its rivals' published runs "within X %" quotes
     docs/rival_runs.md's largest held-out error (it said 5.6 % after a refit had moved it to 7.2 %)."""

@@ -5,6 +5,7 @@ table and the report show the ranges."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -151,7 +152,8 @@ def test_a_range_end_no_case_moves_is_the_nominals():
     (True, ("--workload", "gpt2-xl", "--budget-mw", "2"), "--budget-mw does not apply"),
     (True, ("--workload", "opt-1.3b"), "no stored row opt-1.3b (power/cost); stored: gpt2-xl (power)"),
     (True, ("--workload", "gpt2-xl", "--kind", "cost"), "no stored row gpt2-xl (cost)"),
-    (True, ("--workload", "gpt2-xl"), "no stored sensitivity to add to for gpt2-xl (power)")])
+    (True, ("--workload", "gpt2-xl"), "no stored sensitivity to add to for gpt2-xl (power)"),
+    ("budget", ("--workload", "gpt2-xl"), "its stored budget (0.5 MW) is not the one the model gives today (1 MW)")])
 def test_from_table_refuses_what_it_cannot_add_to_in_one_line(tmp_path, stored, args, message):
     """``--from-table`` adds cases to a stored row's sensitivity: no table, a row not stored, a budget of its own or a
     row with no sensitivity to add to is one line, exit 2, and nothing is written."""
@@ -162,6 +164,8 @@ def test_from_table_refuses_what_it_cannot_add_to_in_one_line(tmp_path, stored, 
 
     if stored:
         row = {"workload": "gpt2-xl", "kind": "power", "power_w": 1e6}
+        if stored == "budget":  # a stored row whose cases' budgets cannot be rebuilt (the model's budget moved)
+            row |= {"budget": {"power_w": 5e5, "cost_usd": None}, "sensitivity": {"cases": []}}
         (tmp_path / "system_table.json").write_text(json.dumps({"version": TABLE_VERSION, "rows": [row]}))
     before = sorted(p.name for p in tmp_path.iterdir())
     done = subprocess.run([sys.executable, "-m", "experiments.sensitivity", "--from-table", *args, "--assumption",
@@ -182,3 +186,126 @@ def test_a_budget_that_buys_no_unit_or_too_many_is_refused_before_any_search(tmp
                           capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert done.stdout == ""  # refused before the first row starts
+
+
+def _fake_verdict(answer_s: float):
+    """A stand-in for :func:`verdict` that runs no search: the answer ``answer_s`` against every rival under the move."""
+    from experiments.sensitivity import RIVALS, _with_rivals, rival_samples
+
+    def fake(config, **_):
+        figures = {"samples_s": answer_s, "chips": 1, "design": "d", "plan": "p", "exact": True,
+                   "budget": config.space.budget.to_dict()}
+        return _with_rivals(figures, rival_samples(config, RIVALS)) | {"elapsed_s": 0.0}
+    return fake
+
+
+def _stored_row(config: SearchConfig, nominal: dict, summary: dict) -> dict:
+    """A stored table row (the fields :func:`stored_verdict` reads) with its sensitivity ``summary``."""
+    from experiments.sensitivity import RIVALS
+    from experiments.system_table import FLAGSHIPS
+
+    columns = {n: {"feasible": s is not None, "samples_s": s} for n, s in nominal["references"].items()}
+    return {"workload": "tiny", "kind": "power", "budget": config.space.budget.to_dict(), "exact": True,
+            "best": {k: nominal[k] for k in ("samples_s", "chips", "design", "plan")},
+            "references": {n: columns[n] for n in RIVALS if n not in FLAGSHIPS},
+            "flagships": {n: columns[n] for n in FLAGSHIPS}, "sensitivity": summary}
+
+
+def test_rivals_only_fills_the_flagship_ranges_from_the_stored_answers_and_runs_no_search(tmp_path, monkeypatch):
+    """``--rivals-only``: a stored row whose cases predate the flagships gets each flagship's ratio under each case's
+    move — the same a full run gives — from the case's stored answer, evaluating only the rivals the move changes and
+    never a search; a case whose ratios imply two answers is refused."""
+    import experiments.sensitivity as sensitivity
+    from experiments.sensitivity import RIVALS, REFERENCES, case_answer, rivals_from_cases, row_summary
+    from experiments.system_table import FLAGSHIPS, _without_rivals, uncovered
+
+    monkeypatch.setenv("PHAZE_CACHE_DIR", str(tmp_path / "cache"))
+    nominal = _stored_like(_config())
+    chosen = [ASSUMPTIONS[n] for n in ("pue", "hbm_usd_per_gb", "host_w.dgx-h100", "voltage_frequency_exponent")]
+    with monkeypatch.context() as patch:  # the full run, every case's answer 1.2× the nominal's (no search)
+        patch.setattr(sensitivity, "verdict", _fake_verdict(1.2 * nominal["samples_s"]))
+        full = row_sensitivity(_config, "power", workers=1, directory=tmp_path / "full", assumptions=chosen,
+                               say=lambda text: None, nominal=nominal)
+    truth = {(c["assumption"], c["end"]): c for c in full["cases"]}
+    assert {c["status"] for c in truth.values()} == {"exact", "inputs unchanged", "answer unchanged"}
+    # stored as a run before the flagships: no flagship ratio, no answer, except the V–f exponent's case (kept)
+    older = _without_rivals(row_summary(full), FLAGSHIPS)
+    older["cases"] = [{k: v for k, v in c.items() if k != "samples_s"} | (
+        {"ratios": truth[(c["assumption"], c["end"])]["ratios"]} if c["assumption"] == "voltage_frequency_exponent"
+        else {}) for c in older["cases"]]
+    row = _stored_row(_config(), nominal, older)
+    nominal_inputs = search_inputs(_config())
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("--rivals-only ran a search")
+
+    evaluated = []
+    rival_samples = sensitivity.rival_samples
+    monkeypatch.setattr(sensitivity, "run_search", no_search)
+    monkeypatch.setattr(sensitivity, "verdict", no_search)
+    monkeypatch.setattr(sensitivity, "rival_samples", lambda config, names: evaluated.append(
+        (os.environ.get("PHAZE_MOVED_ASSUMPTIONS"), list(names))) or rival_samples(config, names))
+    summary = rivals_from_cases(row, _config, say=lambda text: None)
+    for case in summary["cases"]:
+        expected = truth[(case["assumption"], case["end"])]
+        assert case["ratios"].keys() == expected["ratios"].keys()
+        for name, ratio in expected["ratios"].items():
+            assert case["ratios"][name] == pytest.approx(ratio, rel=1e-12), (case["assumption"], case["end"], name)
+    assert summary["ranges"].keys() == full["ranges"].keys()
+    for name in full["ranges"]:
+        for end in ("nominal", "low", "high"):
+            assert summary["ranges"][name][end] == pytest.approx(full["ranges"][name][end], rel=1e-12)
+    assert not {k: v for k, v in uncovered(summary).items() if k in FLAGSHIPS}
+    # only the rivals a move changes are evaluated: none at a cost move at iso-power, H100 (and the platforms on its
+    # host) at the DGX H100 host's, and the V–f case (it has the flagships) is not touched
+    moves = [env for env, _ in evaluated]  # one evaluation per case that moves a rival
+    assert len(moves) == len(set(moves)) and not any('"hbm_usd_per_gb"' in env or '"voltage_frequency_exponent"' in env
+                                                     for env in moves)
+    host = [names for env, names in evaluated if '"host_w.dgx-h100"' in env]
+    assert "h100" in host[0] and not {"tpuv4", "a100"} & set(host[0])
+    for end in ("low", "high"):
+        with moved("pue", ASSUMPTIONS["pue"].ends()[end]):
+            changed = search_inputs(_config())
+        (names,) = [names for env, names in evaluated if ASSUMPTIONS["pue"].ends()[end].hex() in env]
+        assert set(names) == {n for n in RIVALS if changed[n] != nominal_inputs[n] and n in nominal["ratios"]}
+    # a stored case whose ratios over two references imply different answers is another model's: refused
+    # (kept as it is, said, and the table names it as not covered for the flagships)
+    (k,) = [k for k, c in enumerate(row["sensitivity"]["cases"]) if c["assumption"] == "host_w.dgx-h100"]  # one end
+    row["sensitivity"]["cases"][k]["ratios"]["tpuv4"] *= 1.01
+    with pytest.raises(ValueError, match="implies different answers"):
+        case_answer(row["sensitivity"]["cases"][k], {n: nominal["references"][n] for n in REFERENCES})
+    said = []
+    summary = rivals_from_cases(row, _config, say=said.append)
+    refused = row["sensitivity"]["cases"][k]
+    assert summary["cases"][k] == refused and any("implies different answers" in text for text in said)
+    assert all(refused["assumption"] in uncovered(summary)[n] for n in FLAGSHIPS if n in summary["ranges"])
+
+
+def test_a_flagship_range_lacking_one_end_of_an_assumption_says_which():
+    """A case :func:`rivals_from_cases` refused leaves that end out of the flagships' ranges: the table and the README
+    name the assumption and the end, not the assumption as covered."""
+    from experiments.sensitivity import readme_flagship_ranges
+    from experiments.system_table import _lacking_text, uncovered
+
+    cases = [{"assumption": "pue", "end": "low", "ratios": {"h100": 2.0, "b200": 0.9}},
+             {"assumption": "pue", "end": "high", "ratios": {"h100": 1.5}},
+             {"assumption": "mac_pj", "end": "low", "ratios": {"h100": 1.9}}]
+    summary = {"ranges": {"h100": {}, "b200": {"nominal": 1.1, "low": 0.9, "low_by": "pue low", "high": 1.1,
+                                                "high_by": "nominal"}}, "cases": cases}
+    missing = uncovered(summary)
+    assert missing["b200"] == ["pue high", "mac_pj"] and "h100" not in missing
+    assert _lacking_text({"b200": missing["b200"]}) == "every case but `pue` high, `mac_pj`"
+    assert _lacking_text({"b200": [], "mi300x": []}) == "every case"
+    row = {"workload": "w", "kind": "power", "budget_label": "1 MW", "sensitivity": summary}
+    assert readme_flagship_ranges([row]) == ("w at 1 MW 0.90–1.10× B200 (DGX) (not over mac_pj, pue high). "
+                                             "Over these ranges 1 of 1 flagship verdicts turn (one end below 1×, "
+                                             "the other above): w at 1 MW vs B200 (DGX); their low ends: pue low (1).")
+
+
+def test_rivals_only_needs_from_table(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "experiments.sensitivity", "--rivals-only", "--workload", "gpt2-xl",
+                           "--docs", str(tmp_path), "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "it needs --from-table" in done.stderr
