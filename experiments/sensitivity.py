@@ -457,7 +457,7 @@ def build_parser() -> OneLineParser:
                         help="with --from-table: add the 2024–25 flagships' ratios to each stored case that lacks "
                              "them without running any search (the case's stored answer against each flagship under "
                              "its move: the nominal where the move leaves the flagship's inputs as they are, else "
-                             "evaluated again); the stored cases are kept")
+                             "evaluated again); the stored cases are kept; default: run the assumptions' cases")
     parser.add_argument("--workers", type=positive_int, default=2, metavar="N", help="search worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=Path("out/system_table"),
                         help="search outputs, the table's (default out/system_table)")
