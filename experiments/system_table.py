@@ -102,7 +102,7 @@ if sorted(part for parts in TIME_GROUPS.values() for part in parts) != sorted(BR
 
 
 def power_budget_w(workload: str, override_mw: float | None = None) -> float:
-    return (override_mw if override_mw is not None else POWER_MW.get(workload, DEFAULT_POWER_MW)) * 1e6
+    return search_cli.megawatts_w(override_mw if override_mw is not None else POWER_MW.get(workload, DEFAULT_POWER_MW))
 
 
 def iso_cost_usd(power_w: float) -> float:

@@ -9,6 +9,7 @@ script can tell "no answer" from an answer.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -41,6 +42,15 @@ DEFAULT_OUT_ROOT = Path("out/phaze")  # each search writes to a directory of its
 INTERRUPTED = 130  # the shell's status for a program ended by SIGINT
 NO_FEASIBLE_DESIGN = 1  # the search ran to the end but some workload has no design that can train (reason on stderr)
 
+
+
+def megawatts_w(mw: float) -> float:
+    """``mw`` megawatts in W (``--budget-mw``): a finite value whose watts overflow a float is refused by name, instead
+    of becoming an infinite budget."""
+    watts = mw * 1e6
+    if math.isinf(watts) and math.isfinite(mw):
+        raise ValueError(f"a budget of {mw:g} MW overflows a float in W (at most {sys.float_info.max / 1e6:.3g} MW)")
+    return watts
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
@@ -151,7 +161,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         if args.hbm_gb is not None or args.area_budget is not None:
             raise ValueError("--hbm-gb and --area-budget do not apply to the system space (HBM stacks and the die "
                              "area are its knobs)")
-        overrides |= {"budget_w": None if args.budget_mw is None else args.budget_mw * 1e6,
+        overrides |= {"budget_w": None if args.budget_mw is None else megawatts_w(args.budget_mw),
                       "budget_usd": args.budget_usd, "nre_chips": args.nre_chips,
                       "stack": args.stack or DEFAULT_SYSTEM_STACK, "node": args.node or SYSTEM_NODE}
     elif objective != "throughput":  # from --objective, or --objectives naming one

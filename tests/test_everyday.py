@@ -34,6 +34,12 @@ def test_a_budget_beyond_any_buildable_system_is_refused_up_front(tmp_path):
     assert len(str(refused.value)) < 250
 
 
+def test_a_budget_whose_watts_overflow_a_float_says_so(tmp_path):
+    """``--budget-mw 1e308`` became an infinite budget in W, refused as "got inf" without saying why."""
+    one_clear_line(run_cli("--space", "system", "--budget-mw", "1e308", "--quiet", "--out", str(tmp_path)), 2,
+                   "a budget of 1e+308 MW overflows a float in W (at most 1.8e+302 MW)")
+
+
 def test_a_budget_that_buys_no_whole_unit_is_one_line(tmp_path):
     """Issue 29: a budget that buys no whole topology unit of any design of the system space is refused in one line."""
     one_clear_line(run_cli("--space", "system", "--budget-mw", "0.0001", "--quiet", "--out", str(tmp_path)), 2,
