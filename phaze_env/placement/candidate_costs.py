@@ -6,8 +6,6 @@ compares and the plan record (:mod:`phaze_env.placement.record`) reports."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from phaze_env.placement.candidates import Shape
@@ -131,11 +129,8 @@ class CandidateCosts:
         if paired is not None:
             return paired.stage_modes(pairs)
         costs, _ = self.variant(shape)
-        stages = []
-        for k, (a, b) in enumerate(pairs):
-            mode = self.memory_for(shape).mode(a, b, shape.units(shape.stages - k))
-            stages.append((mode, math.inf if mode is None else float(costs.full_time[mode][a, b])))
-        return stages
+        modes = self.memory_for(shape).stage_modes(pairs, [shape.units(shape.stages - k) for k in range(len(pairs))])
+        return list(zip(modes, costs.stage_times(pairs, modes)))
 
     def time_per_batch_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
         """``slots · slowest device time + sync of the largest stage`` of a partition (``slots``: ``m_r + (p−1)/v`` under

@@ -7,6 +7,7 @@ compares and the plan record (:mod:`phaze_env.placement.record`) reports. The mo
 from __future__ import annotations
 
 import bisect
+import math
 from functools import cached_property
 
 import numpy as np
@@ -160,31 +161,45 @@ class StageMemory:
     def full_fixed(self) -> dict[str, np.ndarray]:
         """Every stage's fixed bytes per recompute mode: weights, gradients, optimizer state, ZeRO buffers (+ the
         rebuilt layer's stash for full recompute)."""
-        state = self.state_bytes + self.buffer_bytes
-        return {"none": state, "selective": state, "full": state + self._transient_full}
+        return self._fixed_at(_whole)
 
     @cached_property
     def state_bytes(self) -> np.ndarray:
         """Every stage's weights + gradients + optimizer state (dense bytes sharded over ``d·c``, experts over
         ``d·c/e``)."""
-        return self._table.param_bytes * self._state_factor + self._table.expert_param_bytes * self._expert_extra
+        return self._state_at(_whole)
 
     @cached_property
     def full_per_unit(self) -> dict[str, np.ndarray]:
         """Every stage's bytes per activation unit (``1/v`` of a microbatch) per recompute mode."""
+        return self._per_unit_at(_whole)
+
+    def _state_at(self, pick) -> np.ndarray:
+        """:attr:`state_bytes` at the stages ``pick`` (a K × K matrix -> its entries wanted) selects."""
+        return pick(self._table.param_bytes) * self._state_factor + pick(self._table.expert_param_bytes) * self._expert_extra
+
+    def _fixed_at(self, pick) -> dict[str, np.ndarray]:
+        """:attr:`full_fixed` at the stages ``pick`` selects (elementwise, so entry by entry the same numbers)."""
+        state = self._state_at(pick) + pick(self.buffer_bytes)
+        return {"none": state, "selective": state, "full": state + pick(self._transient_full)}
+
+    def _per_unit_at(self, pick) -> dict[str, np.ndarray]:
+        """:attr:`full_per_unit` at the stages ``pick`` selects."""
         table, settings, v = self._table, self.settings, self.interleave
         t = settings.tensor_width
         split = (1.0 - 1.0 / t) if settings.sequence_parallel else 0.0
-        stash = table.stash_bytes - table.replicated_stash_bytes * split
-        layer_inputs = table.input_bytes / t if settings.sequence_parallel else table.input_bytes
-        return {"none": stash / v, "selective": (stash - table.attention_stash_bytes) / v, "full": layer_inputs / v}
+        stash = pick(table.stash_bytes) - pick(table.replicated_stash_bytes) * split
+        layer_inputs = pick(table.input_bytes) / t if settings.sequence_parallel else pick(table.input_bytes)
+        return {"none": stash / v, "selective": (stash - pick(table.attention_stash_bytes)) / v, "full": layer_inputs / v}
 
-    def mode(self, a: int, b: int, units: float) -> str | None:
-        """The recompute mode of stage ``(a, b)`` with ``units`` in flight (the same comparison as the DP)."""
-        for mode in self.modes:
-            if self.full_fixed[mode][a, b] + units * self.full_per_unit[mode][a, b] <= self.settings.hbm_bytes:
-                return mode
-        return None
+    def stage_modes(self, pairs: list[tuple[int, int]], units: list[int]) -> list[str | None]:
+        """The recompute mode of each stage ``pairs[k]`` with ``units[k]`` in flight (the fastest that fits: the same
+        comparison as the DP, on the same numbers), ``None`` where none fits."""
+        first, after = np.array(pairs).T
+        pick = lambda matrix: matrix[first, after]  # noqa: E731
+        fixed, per_unit, in_flight = self._fixed_at(pick), self._per_unit_at(pick), np.array(units)
+        fits = [(fixed[mode] + in_flight * per_unit[mode] <= self.settings.hbm_bytes).tolist() for mode in self.modes]
+        return [next((mode for mode, fit in zip(self.modes, column) if fit), None) for column in zip(*fits)]
 
     def compact(self, matrix: np.ndarray) -> np.ndarray:
         """``matrix`` (K × K) in the compact layout: its entries at the listed stages (:class:`Layout`)."""
@@ -207,7 +222,7 @@ class StageCosts:
     def __init__(self, table: StageTable, p2p_s: np.ndarray, zero_comm_s: np.ndarray, memory: StageMemory):
         self.memory = memory
         self.settings = memory.settings
-        self.interleave = v = memory.interleave
+        self.interleave = memory.interleave
         self.modes = memory.modes
         self.layout, self.next_index = memory.layout, memory.next_index
         self.param_bytes = memory.param_bytes
@@ -215,10 +230,8 @@ class StageCosts:
         self.p2p_s, self.zero_comm_s = p2p_s, zero_comm_s
         # full_time's entries at the listed stages, from the inputs' compacted once per layout (the same sums, entry
         # by entry, in the same order)
-        compact = self.layout.compact_once
-        plain = compact(table.fwd_s) + compact(table.bwd_s) + v * compact(p2p_s) + compact(zero_comm_s)
-        extra = {"none": None, "selective": table.attention_fwd_s, "full": table.recompute_fwd_s}
-        self._times = [plain if extra[mode] is None else plain + compact(extra[mode]) for mode in self.modes]
+        times = self._times_at(self.layout.compact_once, self.modes)
+        self._times = [times[mode] for mode in self.modes]
         self._limits = memory.limits
         self._breakpoints = memory.breakpoints
         self._cache: dict[int, np.ndarray] = {}
@@ -226,9 +239,21 @@ class StageCosts:
     @cached_property
     def full_time(self) -> dict[str, np.ndarray]:
         """Every stage's time per microbatch per recompute mode (K × K; what the plan report reads)."""
+        return self._times_at(_whole, ("none", "selective", "full"))
+
+    def _times_at(self, pick, modes) -> dict[str, np.ndarray]:
+        """:attr:`full_time` of ``modes`` at the stages ``pick`` (a K × K matrix -> its entries wanted) selects (the
+        same sums, entry by entry, in the same order)."""
         table = self._table
-        plain = table.fwd_s + table.bwd_s + self.interleave * self.p2p_s + self.zero_comm_s
-        return {"none": plain, "selective": plain + table.attention_fwd_s, "full": plain + table.recompute_fwd_s}
+        plain = pick(table.fwd_s) + pick(table.bwd_s) + self.interleave * pick(self.p2p_s) + pick(self.zero_comm_s)
+        extra = {"none": None, "selective": table.attention_fwd_s, "full": table.recompute_fwd_s}
+        return {mode: plain if extra[mode] is None else plain + pick(extra[mode]) for mode in modes}
+
+    def stage_times(self, pairs: list[tuple[int, int]], modes: list[str | None]) -> list[float]:
+        """The time per microbatch of each stage ``pairs[k]`` in recompute mode ``modes[k]`` (``inf`` for ``None``)."""
+        first, after = np.array(pairs).T
+        times = self._times_at(lambda matrix: matrix[first, after], self.modes)  # noqa: E731
+        return [math.inf if mode is None else float(times[mode][k]) for k, mode in enumerate(modes)]
 
     def canonical(self, n: int) -> int:
         """The smallest ``n' ≤ n`` with ``c_{n'} = c_n`` (exactly, entry by entry)."""
@@ -248,6 +273,11 @@ class StageCosts:
                 self._cache[canonical] = result
             self._cache[n] = result
         return result
+
+
+def _whole(matrix: np.ndarray) -> np.ndarray:
+    """Every stage of a K × K matrix (the ``pick`` of :class:`StageMemory`'s full matrices)."""
+    return matrix
 
 
 _GROUP_AFTER = 3  # memories of a layout and buffer array priced entry by entry before their inputs are grouped
