@@ -207,7 +207,7 @@ def solve_every_shape(search: PlacementSearch) -> float:
     """Each candidate shape's exact optimum (no incumbent to prune against) is at least the bounds the search
     prunes it with; returns the best of them."""
     best_s = math.inf
-    for shape, bound_s in search._candidates():
+    for shape, bound_s, _ in search._candidates():
         exact = _Best()
         search._solve_shape(shape, exact)
         assert bound_s <= exact.time_s * (1 + REL), (shape, bound_s, exact.time_s)

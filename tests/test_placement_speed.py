@@ -16,7 +16,7 @@ from phaze_env.cluster import Cluster
 from phaze_env.placement import LayerCost, Settings
 from phaze_env.placement.inputs import GRADIENT_FACTOR, layer_arrays
 from phaze_env.placement.collectives import expert_collective_affine, expert_group
-from phaze_env.placement.search import PlacementSearch
+from phaze_env.placement.search import PlacementSearch, _Best
 from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanSpec
 
@@ -49,7 +49,7 @@ def test_the_average_stage_bound_never_exceeds_a_shapes_slowest_stage():
     checked = 0
     for seed in range(40):
         for search in _searches(seed):
-            for shape, _ in search._candidates():
+            for shape, *_ in search._candidates():
                 slowest_s = _slowest_stage_s(search, shape)
                 if math.isfinite(slowest_s):
                     assert search._average_stage_s(shape) <= slowest_s * (1 + 1e-12), (seed, shape, slowest_s)
@@ -62,11 +62,87 @@ def test_the_average_stage_bound_is_reached_by_some_zero3_shape():
     tighter = 0
     for seed in range(40):
         for search in _searches(seed):
-            for shape, _ in search._candidates():
+            for shape, *_ in search._candidates():
                 if shape.zero >= 2:
                     m_lo = 1 << (shape.microbatches.bit_length() - 1)
                     tighter += search._average_stage_s(shape) > search.loosest_dp.min_stage_time(m_lo, shape.stages)
     assert tighter
+
+
+def test_the_zero_stage_loosest_dp_never_exceeds_a_shapes_slowest_stage():
+    """Every ZeRO-1/2/3 shape (not DualPipe-paired) of 40 random instances: the loosest DP of its own ZeRO stage at
+    ``m_lo`` (what prunes a shape before it gets a memory side of its own, ``_zero_prunes``) is at most the slowest
+    stage of its best partition."""
+    checked = 0
+    for seed in range(40):
+        for search in _searches(seed):
+            for shape, *_ in search._candidates():
+                if shape.zero == 0 or search.costing.paired(shape) is not None:
+                    continue
+                slowest_s = _slowest_stage_s(search, shape)
+                if math.isfinite(slowest_s):
+                    m_lo = 1 << (shape.microbatches.bit_length() - 1)
+                    bound_s = search._zero_loosest_dp(shape.zero).min_stage_time(m_lo, shape.stages)
+                    assert bound_s <= slowest_s * (1 + 1e-12), (seed, shape, bound_s, slowest_s)
+                    checked += 1
+    assert checked > 100, checked
+
+
+def test_the_zero_stage_loosest_dp_is_tighter_than_the_shared_one_somewhere():
+    """Not vacuous: on some instance the ZeRO stage's own loosest DP exceeds the shared loosest DP (it prunes)."""
+    tighter = 0
+    for seed in range(40):
+        for search in _searches(seed):
+            for shape, *_ in search._candidates():
+                if shape.zero and search.costing.paired(shape) is None:
+                    m_lo = 1 << (shape.microbatches.bit_length() - 1)
+                    tighter += (search._zero_loosest_dp(shape.zero).min_stage_time(m_lo, shape.stages)
+                                > search.loosest_dp.min_stage_time(m_lo, shape.stages))
+    assert tighter
+
+
+def _tying_instance(seed: int) -> PlacementSearch:
+    """A search whose candidate plans tie often: identical layers on a flat cluster, every knob free."""
+    rng = np.random.default_rng(seed)
+    layer = LayerCost(fwd_s=1.0, bwd_s=2.0, param_bytes=float(rng.integers(1, 20)), stash_bytes=float(rng.integers(1, 9)),
+                      output_bytes=float(rng.integers(0, 9)))
+    cluster = Cluster(n_devices=int(rng.choice([4, 8])), global_batch=int(rng.choice([4, 8, 16])),
+                      link_bandwidth_Bps=float(rng.choice([50.0, 1e6])), optimizer="adam")
+    settings = Settings(cluster, 1, 1, float(rng.choice([60.0, 150.0, 1e4])), PlanSpec(interleave=None))
+    arrays = layer_arrays([layer] * int(rng.integers(2, 7)))
+    return PlacementSearch(arrays, chain_stages(arrays), settings, max_stages=len(arrays))
+
+
+def test_equal_plans_are_broken_by_the_canonical_order_whatever_order_shapes_are_solved_in():
+    """The search visits shapes by a tighter bound than the canonical order that breaks ties (``_Best``): solving every
+    shape in a shuffled order keeps the plan the canonical order keeps (and so does the search), also among the ties
+    these repeated-layer instances are full of."""
+    tied = 0
+    for seed in range(30):
+        search = _tying_instance(seed)
+        shapes = sorted((rank, shape) for shape, _, rank in search._candidates())
+        optima = []
+        for rank, shape in shapes:  # each shape alone: its own optimum
+            alone = _Best()
+            search._solve_shape(shape, alone)
+            optima.append(alone.time_s)
+        canonical, shuffled = _Best(), _Best()
+        for rank, shape in shapes:  # the canonical order, no incumbent to prune: ties keep the first
+            canonical.visiting = rank
+            search._solve_shape(shape, canonical)
+        for index in np.random.default_rng(seed).permutation(len(shapes)):
+            shuffled.visiting, shape = shapes[index]
+            search._solve_shape(shape, shuffled)
+        assert (shuffled.time_s, shuffled.shape, shuffled.pairs) == (canonical.time_s, canonical.shape, canonical.pairs)
+        found = _tying_instance(seed).run()
+        if canonical.shape is None:
+            assert not found.feasible
+            continue
+        assert (found.time_per_batch_s, found.data_parallel, found.pipeline_stages, found.zero, found.interleave) == (
+            canonical.time_s, canonical.shape.data_parallel, canonical.shape.stages, canonical.shape.zero,
+            canonical.shape.interleave)
+        tied += optima.count(canonical.time_s) > 1
+    assert tied >= 3, tied  # several instances have more than one shape reaching the optimum
 
 
 @pytest.mark.parametrize("kind", ["allreduce", "allgather", "reducescatter"])

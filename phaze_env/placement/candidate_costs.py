@@ -68,6 +68,10 @@ class CandidateCosts:
                                                         s.expert_state_extra(replicas, shape.zero))
         return memory
 
+    def has_memory(self, shape: Shape) -> bool:
+        """Whether :meth:`memory_for` of ``shape`` is built already (a new one is the costly part of a new variant)."""
+        return (shape.data_parallel, shape.zero, shape.interleave) in self._memory_of
+
     def variant(self, shape: Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""
         level = self.prices.level(shape)

@@ -124,16 +124,23 @@ _LOWER_BOUND_SLACK = 1.0 - 1e-12  # keeps rounding in prefix sums from pruning a
 
 
 class _Best:
-    """The incumbent: smallest time per batch seen, with its shape and partition."""
+    """The incumbent: smallest time per batch seen, with its shape and partition.
 
-    def __init__(self):
-        self.time_s = math.inf
+    Among plans of equal time the one whose shape comes first in the candidates' canonical order (``rank``: by the
+    loosest bound, then ``d``, ``p``, ``v``, ``z``), and within a shape the first offered, is kept, whatever order the
+    shapes are solved in: every bound the search prunes with lies strictly below the time of any plan it bounds, so a
+    plan tying the incumbent is always offered."""
+
+    def __init__(self, cutoff_s: float = math.inf):
+        self.time_s = cutoff_s
+        self.rank = -1  # a plan tying the cutoff does not beat it
+        self.visiting = 0  # rank of the shape being solved
         self.shape: Shape | None = None
         self.pairs: list[tuple[int, int]] = []
 
     def offer(self, time_s: float, shape: Shape, pairs: list[tuple[int, int]]) -> None:
-        if time_s < self.time_s:
-            self.time_s, self.shape, self.pairs = time_s, shape, pairs
+        if time_s < self.time_s or (time_s == self.time_s and self.visiting < self.rank):
+            self.time_s, self.shape, self.pairs, self.rank = time_s, shape, pairs, self.visiting
 
 
 class PlacementSearch:
@@ -155,6 +162,7 @@ class PlacementSearch:
         self.zero_traffic = ZeroTraffic(layers, table, settings)
         self.costing = CandidateCosts(layers, table, settings, self.prices, self.zero_traffic)
         self._sync_floor: dict[tuple[int, int, int, int], float] = {}  # (p, d, zero, v) -> sync floor of any partition
+        self._zero_loosest: dict[int, SuffixDP] = {}  # ZeRO stage -> _zero_loosest_dp
         self._layer_work_s = float(layers.fwd_s.sum() + layers.bwd_s.sum())
         # The loosest DP, bounding every variant's: the loosest memory (CandidateCosts.loosest_state), no ZeRO
         # traffic, no p2p.
@@ -177,11 +185,11 @@ class PlacementSearch:
         reason = obviously_infeasible(self.settings, self.layers, self.max_stages, self.costing.loosest_state)
         if reason:
             return infeasible_plan(self.settings, reason)
-        best = _Best()
-        best.time_s = cutoff_s
-        for shape, bound_s in self._candidates():
+        best = _Best(cutoff_s)
+        for shape, bound_s, rank in self._candidates():
             if bound_s >= best.time_s:
                 break
+            best.visiting = rank
             self._solve_shape(shape, best)
         if best.shape is None:
             if math.isfinite(cutoff_s):
@@ -190,12 +198,16 @@ class PlacementSearch:
         return plan_record(self.costing, best.shape, best.pairs)
 
     def _candidates(self):
-        """``(shape, lower bound on T)`` for every candidate shape (:func:`candidate_degrees`), by increasing bound.
+        """``(shape, lower bound on T, rank)`` for every candidate shape (:func:`candidate_degrees`), by increasing
+        bound; ``rank``: the shape's place in the canonical order that breaks ties between equal plans (:class:`_Best`).
 
         Stage-time bound: the DP with one unit in flight everywhere, the smallest optimizer state and no
         p2p (``self.loosest_s``); all-reduce bound: the smallest largest-stage parameter bytes of any
         ``p``-stage partition (``self.param_floor``). Under DualPipe a device's pace is the mean of two stages', which
-        the slowest stage does not bound: its stage-time bound is the average, the layers' work over ``p``.
+        the slowest stage does not bound: its stage-time bound is the average, the layers' work over ``p``. The
+        canonical order is by that bound; the shapes are visited by a tighter one, which also counts every stage's
+        share of the layers' work and ZeRO-2/3 traffic (:meth:`_average_stage_s`), so that shapes whose traffic
+        dwarfs their compute come after the ones that can win and are pruned.
         """
         s = self.settings
         d, p, m_r, v, z = candidate_degrees(s, self.rules, len(self.loosest_s))
@@ -215,19 +227,25 @@ class PlacementSearch:
                 if rows.any():
                     sync_floor_s[rows] = np.maximum(sync_floor_s[rows],
                                                     self.prices.overlap_floor_s(d[rows], zero, p[rows], v[rows]))
+        sends = np.zeros(len(p))
         if (v > 1).any():  # interleaved shapes send v times per microbatch: their slowest stage pays v sends or more
             interleaved = np.flatnonzero(v > 1)
             pairs, inverse = np.unique(np.stack((d[interleaved], p[interleaved])), axis=1, return_inverse=True)
             least_s = np.array([self.prices.least_send_s(d_i, p_i) for d_i, p_i in pairs.T.tolist()])
-            sends = np.zeros(len(p))
             sends[interleaved] = v[interleaved] * least_s[inverse.ravel()]
             loosest = loosest + sends
-        bound_s = pipeline_time_s(pipeline_slots(m_r, p, v, s.cluster.stack.pipeline_schedule), loosest, sync_floor_s)
+        slots = pipeline_slots(m_r, p, v, s.cluster.stack.pipeline_schedule)
+        bound_s = pipeline_time_s(slots, loosest, sync_floor_s)
         keep = np.flatnonzero(np.isfinite(bound_s))
         d, p, m_r, v, z, bound_s = d[keep], p[keep], m_r[keep], v[keep], z[keep], bound_s[keep] * _LOWER_BOUND_SLACK
-        order = np.lexsort((z, v, p, d, bound_s))
-        for d_i, p_i, m_i, v_i, z_i, bound_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, z, bound_s))):
-            yield Shape(d_i, p_i, m_i, v_i, z_i, s.cluster.stack.pipeline_schedule), bound_i
+        rank = np.empty(len(d), dtype=np.int64)
+        rank[np.lexsort((z, v, p, d, bound_s))] = np.arange(len(d))
+        slowest_s = np.maximum(loosest[keep], self._average_stages_s(d, p, z) + sends[keep])
+        tight_s = pipeline_time_s(slots[keep], slowest_s, sync_floor_s[keep]) * _LOWER_BOUND_SLACK
+        order = np.lexsort((rank, tight_s))
+        for d_i, p_i, m_i, v_i, z_i, bound_i, rank_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, z, tight_s,
+                                                                                           rank))):
+            yield Shape(d_i, p_i, m_i, v_i, z_i, s.cluster.stack.pipeline_schedule), bound_i, rank_i
 
     def _stage_values(self, shape: Shape, costs: StageCosts, mask: np.ndarray | None = None):
         """``value_at(s)``: the stage-time matrix of the stage ``s``-th from the end (optionally masked; each masked
@@ -259,8 +277,11 @@ class PlacementSearch:
             loose_s = self.loosest_dp.min_stage_time(m_lo, shape.stages) if paired is None else 0.0
             # and every stage of a pipeline sends: the slowest stage also pays at least v times the cheapest send
             # (max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k)
-            slowest_s = max(loose_s, self._average_stage_s(shape)) + shape.interleave * self.prices.least_p2p_s(shape)
+            average_s = self._average_stage_s(shape)
+            slowest_s = max(loose_s, average_s) + shape.interleave * self.prices.least_p2p_s(shape)
             if math.isinf(loose_s) or self._prunes(shape, slowest_s, best):
+                return
+            if self._zero_prunes(shape, m_lo, average_s, best):
                 return
         costs, dp = self.costing.variant(shape)
         if paired is not None:
@@ -280,6 +301,30 @@ class PlacementSearch:
         best.offer(self.costing.time_per_batch_s(shape, pairs), shape, pairs)
         if self._bound_s(shape, 0.0) > 0.0:  # a stage's parameters cost time once per batch: trade them off
             self._pareto_walk(shape, pairs, best)
+
+    def _zero_prunes(self, shape: Shape, m_lo: int, average_s: float, best: _Best) -> bool:
+        """Whether the loosest DP of the shape's own ZeRO stage prunes it, checked before a ZeRO shape gets a memory
+        side of its own (the costly part of a new variant). That DP (:meth:`_zero_loosest_dp`) bounds every shape of
+        the stage as the shared loosest DP bounds every shape, more tightly: its state is the stage's own at the most
+        replicas (ZeRO-1 and -2 keep far more state than ZeRO-3), with the stage's buffers."""
+        if (not shape.zero or not math.isfinite(best.time_s) or self.costing.paired(shape) is not None
+                or self.costing.has_memory(shape)):
+            return False
+        zero_s = self._zero_loosest_dp(shape.zero).min_stage_time(m_lo, shape.stages)
+        slowest_s = max(zero_s, average_s) + shape.interleave * self.prices.least_p2p_s(shape)
+        return math.isinf(zero_s) or self._prunes(shape, slowest_s, best)
+
+    def _zero_loosest_dp(self, zero: int) -> SuffixDP:
+        """The DP of ZeRO stage ``zero``'s loosest memory (its state at the most replicas, its buffers, ``v = 1``,
+        no expert extra), without p2p or ZeRO traffic: a lower bound on the stage time of every shape at that stage
+        (the argument of :meth:`_solve_shape` for the shared loosest DP, whose state is the smallest of any stage)."""
+        if zero not in self._zero_loosest:
+            s = self.settings
+            state = s.state_factor(s.zero_shards(s.weight_replicas(self.costing.most_replicas)), zero)
+            none = self.zero_traffic.none
+            self._zero_loosest[zero] = SuffixDP(self.table, StageCosts(self.table, none, none,
+                                                                      self.costing.memory(state, 1, zero)))
+        return self._zero_loosest[zero]
 
     def _prunes(self, shape: Shape, stage_time_s: float, best: _Best) -> bool:
         """Whether no partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more can beat ``best``
@@ -342,6 +387,16 @@ class PlacementSearch:
                 return
             best.offer(self.costing.time_per_batch_s(shape, pairs), shape, pairs)
             largest = self.costing.largest_sync_key(shape, pairs)
+
+    def _average_stages_s(self, d: np.ndarray, p: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """:meth:`_average_stage_s` of the shapes ``(d, p, z)``, elementwise."""
+        total = np.full(len(d), self._layer_work_s)
+        for zero in (2, 3):
+            rows = np.flatnonzero((z == zero) & (self.settings.weight_replicas(d) > 1))
+            if len(rows):
+                totals = self.zero_traffic.layer_zero_comm_table(zero)[1]
+                total[rows] += totals[d[rows] // self.settings.expert_parallel - 1]
+        return total / p
 
     def _average_stage_s(self, shape: Shape) -> float:
         """A lower bound on the slowest stage of any partition of ``shape`` that the shared loosest DP does not see:
