@@ -16,9 +16,17 @@ slowest device time of any way there, ``V_h(a, b)``; pair ``h`` adds an early st
 microbatches in flight) and a late stage ``(b', b)`` (``h + 1``), whose device time ``C`` is the least pair mean over
 their recompute modes whose memories fit together: ``V_{h+1}(a', b') = min_{a, b} max(V_h(a, b), C(a, a', b', b))``,
 and the optimum is ``min_x V_{p/2}(x, x)`` (the last pair meets). The objective is a maximum over pairs of a term of
-its own pair only, so the principle of optimality holds; ``O(K⁴)`` per pair and mode pair for ``K`` downsets. The
-once-per-batch sync is the largest stage's (both copies, :func:`~phaze_env.placement.inputs.parameter_copies`), so
-the search's ε-constraint walk on it is unchanged: it masks stages, and a mask is a restriction of the same DP.
+its own pair only, so the principle of optimality holds; ``O(K⁴)`` per pair and mode pair for ``K`` downsets.
+
+The once-per-batch sync is a device's too (:class:`PairSync`): device ``k`` reduces and steps the gradients of the two
+stages it holds, ``P_k + P_{p−1−k}`` bytes, and the batch waits for the device that syncs longest, so
+``T = slots · max_h C_h + max_h S(P_h + P_{p−1−h})``. Assumption: the sync is exposed after the flush, as under 1F1B —
+deepseek-ai/DualPipe's ``DualPipe.step`` returns only after its last weight-gradient chunk (step 8) and holds no
+data-parallel collective, so the reduction runs after it (``examples/example_dualpipe.py`` sums the two copies'
+gradients after ``step`` returns); the stack's overlap of these collectives is refused with DualPipe
+(``Stack.dp_comm_overlap``). The search minimises ``slots · C + S`` by an ε-constraint walk down ``S``
+(:meth:`~phaze_env.placement.search.PlacementSearch._pareto_walk`): :meth:`PairDP.solve` given a cap keeps only the
+pairs whose sync is below it, a restriction of each pair's own term, so the DP above stays exact under it.
 
 Not modelled: a device's two stages each count full recompute's rebuilt layer (one is live at a time; at most one
 layer's stash over).
@@ -28,6 +36,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -35,6 +45,59 @@ from phaze_env.placement.candidates import Shape
 from phaze_env.placement.inputs import dualpipe_mirror
 from phaze_env.placement.stage_costs import StageCosts
 from phaze_env.placement.stages import StageTable
+
+
+@dataclass(frozen=True)
+class PairSync:
+    """The once-per-batch sync of a DualPipe device as a function of the two stages it holds: for each part of the
+    weights synced as one (all of them at ``e = 1``; the dense ones over the ``d·c`` replicas and the routed experts
+    over the ``d·c/e`` expert replicas at ``e > 1``), the collective and optimizer step of the two stages' bytes of
+    that part together, ``fixed + per_byte · (x_k + x_{p−1−k})`` (0 s for no bytes). Both are affine in the bytes
+    for a fixed group (ring collectives: :class:`~phaze_env.placement.collectives.AffineTable`; the step: bytes over
+    HBM bandwidth), which :meth:`affine` checks, so one evaluation prices a whole ``[a, b', b]`` block of the DP, and
+    the search reports what the DP capped (the same numbers, :meth:`largest`). The two copies of a stage are summed
+    inside that collective (``examples/example_dualpipe.py`` adds rank ``p−1−k``'s gradients to rank ``k``'s), as
+    :func:`~phaze_env.placement.inputs.parameter_copies` states."""
+
+    parts: tuple[tuple[np.ndarray, float, float], ...]  # (every stage's bytes of the part, fixed_s, per_byte_s)
+
+    @classmethod
+    def affine(cls, parts: Iterable[tuple[np.ndarray, Callable[[float], float]]]) -> PairSync:
+        """From each part's stage bytes (``K × K``, 0 where no stage) and its sync of ``x`` bytes: the line through
+        the sync of the largest stage's bytes and twice them (so the fixed part costs the slope no precision), checked
+        at three times them; a part no stage holds bytes of is left out. ``ValueError`` if a sync is not affine."""
+        kept = []
+        for stage_bytes, sync_s in parts:
+            scale = float(stage_bytes.max(initial=0.0))
+            if not scale > 0:
+                continue
+            one, two = sync_s(scale), sync_s(2 * scale)
+            per_byte, fixed = (two - one) / scale, 2 * one - two
+            if not math.isclose(sync_s(3 * scale), fixed + 3 * scale * per_byte, rel_tol=1e-9, abs_tol=1e-15):
+                raise ValueError("DualPipe's pair DP prices a device's sync as affine in its bytes (ring collectives "
+                                 "and the optimizer step), but this cluster's sync is not: extend PairSync")
+            kept.append((stage_bytes, fixed, per_byte))
+        return cls(tuple(kept))
+
+    def bytes_at(self, index) -> tuple[np.ndarray, ...]:
+        """Each part's stage bytes at ``index`` (a numpy index into the ``K × K`` stages)."""
+        return tuple(stage_bytes[index] for stage_bytes, _, _ in self.parts)
+
+    def seconds(self, early: tuple[np.ndarray, ...], late: tuple[np.ndarray, ...]) -> np.ndarray:
+        """The sync of devices holding stages of ``early`` and ``late`` bytes (:meth:`bytes_at`; broadcast together)."""
+        total = np.zeros(np.broadcast_shapes(*(np.shape(x) for x in early + late)))
+        for x_early, x_late, (_, fixed, per_byte) in zip(early, late, self.parts):
+            both = x_early + x_late
+            total = total + np.where(both > 0, fixed + per_byte * both, 0.0)
+        return total
+
+    def largest(self, stages: list[tuple[int, int]]) -> tuple[float, int]:
+        """(the longest device sync of a partition, the pair ``h`` whose device pays it: stages ``h`` and
+        ``p − 1 − h``)."""
+        syncs = [float(self.seconds(self.bytes_at(stages[h]), self.bytes_at(stages[dualpipe_mirror(h, len(stages))])))
+                 for h in range(len(stages) // 2)]
+        h = int(np.argmax(syncs))
+        return syncs[h], h
 
 
 class PairDP:
@@ -58,18 +121,24 @@ class PairDP:
         return [(np.where(allowed, times, np.inf), np.where(allowed, fixed + units * per_unit, np.inf))
                 for times, fixed, per_unit in zip(self._times, self._fixed, self._per_unit)]
 
-    def _pair_time(self, early, late, a: np.ndarray, a_next: int) -> np.ndarray:
+    def _pair_time(self, early, late, a: np.ndarray, a_next: int, cap: tuple[PairSync, float] | None) -> np.ndarray:
         """``C[a, b', b]``: the device time of early stage ``(a, a_next)`` (each ``a`` of ``a``) beside late stage
-        ``(b', b)``, the least over their modes whose memories fit together (``inf``: none)."""
+        ``(b', b)``, the least over their modes whose memories fit together (``inf``: none, or the pair's sync is not
+        below the ``cap``)."""
         best = np.full((len(a),) + late[0][0].shape, np.inf)
+        below = True
+        if cap is not None:
+            sync, limit_s = cap
+            early_bytes = tuple(x[:, None, None] for x in sync.bytes_at((a, a_next)))
+            below = sync.seconds(early_bytes, tuple(x[None, :, :] for x in sync.bytes_at(...))) < limit_s
         for time_e, memory_e in early:
             t_e, m_e = time_e[a, a_next][:, None, None], memory_e[a, a_next][:, None, None]
             for time_l, memory_l in late:
-                fits = m_e + memory_l[None, :, :] <= self.hbm_bytes
+                fits = (m_e + memory_l[None, :, :] <= self.hbm_bytes) & below
                 np.minimum(best, np.where(fits, (t_e + time_l[None, :, :]) / 2, np.inf), out=best)
         return best
 
-    def _levels(self, allowed: np.ndarray) -> list[np.ndarray]:
+    def _levels(self, allowed: np.ndarray, cap: tuple[PairSync, float] | None) -> list[np.ndarray]:
         """``V_h(a, b)``: the least slowest device time of the outer ``h`` pairs reaching ``(a, b)``, for each ``h``."""
         value = np.full(allowed.shape, np.inf)
         value[self.table.empty, self.table.full] = 0.0
@@ -81,24 +150,27 @@ class PairDP:
             for a_next in range(allowed.shape[0]):
                 if not any(np.isfinite(time_e[rows, a_next]).any() for time_e, _ in early):
                     continue
-                cost = self._pair_time(early, late, rows, a_next)  # [a, b', b]
+                cost = self._pair_time(early, late, rows, a_next, cap)  # [a, b', b]
                 new[a_next] = np.maximum(value[rows][:, None, :], cost).min(axis=(0, 2))
             value = new
             levels.append(value)
         return levels
 
-    def solve(self, allowed: np.ndarray | None = None) -> tuple[float, list[tuple[int, int]]]:
-        """(least slowest device time, its stages first to last) over the ``allowed`` stages (K × K; None: all);
-        ``(inf, [])`` when no partition fits."""
+    def solve(self, allowed: np.ndarray | None = None,
+              cap: tuple[PairSync, float] | None = None) -> tuple[float, list[tuple[int, int]]]:
+        """(least slowest device time, its stages first to last) over the ``allowed`` stages (K × K; None: all) and,
+        given a ``cap`` ``(sync, limit_s)``, the device pairs whose :class:`PairSync` is below ``limit_s`` (the
+        search's walk down the sync); ``(inf, [])`` when no partition fits."""
         allowed = self.table.valid if allowed is None else allowed & self.table.valid
-        levels = self._levels(allowed)
+        levels = self._levels(allowed, cap)
         closing = levels[-1].diagonal()
         optimum = float(closing.min())
         if math.isinf(optimum):
             return optimum, []
-        return optimum, self._trace(allowed, levels, int(np.argmin(closing)))
+        return optimum, self._trace(allowed, cap, levels, int(np.argmin(closing)))
 
-    def _trace(self, allowed: np.ndarray, levels: list[np.ndarray], meet: int) -> list[tuple[int, int]]:
+    def _trace(self, allowed: np.ndarray, cap: tuple[PairSync, float] | None, levels: list[np.ndarray],
+               meet: int) -> list[tuple[int, int]]:
         """The stages of one optimal partition whose pairs close at downset ``meet``, first to last (each step
         recomputes the DP's own values, so the equality holds exactly)."""
         stages: list[tuple[int, int] | None] = [None] * self.stages
@@ -108,7 +180,7 @@ class PairDP:
             early, late = self._options(early_units, allowed), self._options(late_units, allowed)
             a_next, b_next = inner
             rows = np.arange(allowed.shape[0])
-            cost = self._pair_time(early, late, rows, a_next)[:, b_next, :]  # [a, b]
+            cost = self._pair_time(early, late, rows, a_next, cap)[:, b_next, :]  # [a, b]
             value = np.maximum(levels[h], cost)
             a, b = (int(i) for i in np.argwhere(value == levels[h + 1][a_next, b_next])[0])
             stages[h], stages[dualpipe_mirror(h, self.stages)] = (a, a_next), (b_next, b)
@@ -165,4 +237,4 @@ class PairDP:
         return float(value.diagonal().min())
 
 
-__all__ = ["PairDP"]
+__all__ = ["PairDP", "PairSync"]
