@@ -19,6 +19,7 @@ from phaze_env.cluster import Cluster, Stack
 from phaze_env.placement import LayerCost, Settings
 from phaze_env.placement.bounds import placement_time_bound_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR, in_flight_units, pipeline_bubble_slots, pipeline_slots
+from phaze_env.placement.pair_dp import PairSync
 from phaze_env.plan_spec import PlanRules, PlanSpec
 from phaze_env.stacks import STACKS
 
@@ -274,6 +275,23 @@ def test_a_device_syncs_its_two_stages_bytes_not_twice_the_largest_stage():
     assert plan.time_per_batch_s == pytest.approx(brute_force_dualpipe(layers, options))
     assert plan.time_breakdown_s["optimizer"] == pytest.approx(7.0)
     assert sum(plan.time_breakdown_s.values()) == pytest.approx(plan.time_per_batch_s)
+
+
+def test_a_pair_sync_is_each_parts_line_at_the_two_stages_bytes_together():
+    """``PairSync``: per part, ``fixed + per_byte · (x_k + x_{p−1−k})`` (0 s for a part neither stage holds), the same in
+    the DP's blocks as for one partition; a sync that is not affine in the bytes is refused, not priced wrong."""
+    dense = np.array([[0.0, 4.0, 9.0], [0.0, 0.0, 5.0], [0.0, 0.0, 0.0]])  # stages (0, 1), (0, 2), (1, 2)
+    experts = np.array([[0.0, 0.0, 3.0], [0.0, 0.0, 3.0], [0.0, 0.0, 0.0]])
+    sync = PairSync.affine([(dense, lambda x: 0.5 + 2.0 * x if x else 0.0),
+                            (experts, lambda x: 0.25 + 1.0 * x if x else 0.0)])
+    early, late = (0, 1), (1, 2)  # 4 dense bytes beside 5 dense and 3 expert bytes
+    assert sync.largest([early, late]) == (pytest.approx(0.5 + 2.0 * 9 + 0.25 + 1.0 * 3), 0)
+    assert sync.largest([early, early]) == (pytest.approx(0.5 + 2.0 * 8), 0)  # no experts: no expert collective
+    limit = sync.largest([early, late])[0]
+    blocks = sync.below((np.array([0]), 1), limit)[0]  # early stage (0, 1) beside every late stage
+    assert not blocks[late] and not blocks[0, 2] and blocks[early]  # (0, 2): 13 dense bytes, 3 expert bytes
+    with pytest.raises(ValueError, match="not affine"):
+        PairSync.affine([(dense, lambda x: math.sqrt(x))])
 
 
 @pytest.mark.parametrize("plan, rule", [

@@ -37,7 +37,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 
@@ -54,48 +54,61 @@ class PairSync:
     over the ``d·c/e`` expert replicas at ``e > 1``), the collective and optimizer step of the two stages' bytes of
     that part together, ``fixed + per_byte · (x_k + x_{p−1−k})`` (0 s for no bytes). Both are affine in the bytes
     for a fixed group (ring collectives: :class:`~phaze_env.placement.collectives.AffineTable`; the step: bytes over
-    HBM bandwidth), which :meth:`affine` checks, so one evaluation prices a whole ``[a, b', b]`` block of the DP, and
-    the search reports what the DP capped (the same numbers, :meth:`largest`). The two copies of a stage are summed
-    inside that collective (``examples/example_dualpipe.py`` adds rank ``p−1−k``'s gradients to rank ``k``'s), as
-    :func:`~phaze_env.placement.inputs.parameter_copies` states."""
+    HBM bandwidth), which :meth:`affine` checks. The two copies of a stage are summed inside that collective
+    (``examples/example_dualpipe.py`` adds rank ``p−1−k``'s gradients to rank ``k``'s), as
+    :func:`~phaze_env.placement.inputs.parameter_copies` states.
 
-    parts: tuple[tuple[np.ndarray, float, float], ...]  # (every stage's bytes of the part, fixed_s, per_byte_s)
+    Kept as the early stage's per-byte parts, ``linear``, plus the late stage's side, ``late[pattern]``: its per-byte
+    parts and the fixed part of every part either stage holds bytes of (``pattern``: the parts the early stage holds,
+    bit ``i`` for part ``i``). A pair's sync is ``linear[early] + late[pattern[early]][late]``, one addition, the same
+    in the DP's blocks (:meth:`below`) as for one partition (:meth:`largest`), so the cap the search walks down is
+    compared with exactly the numbers it reports."""
+
+    linear: np.ndarray  # K × K: every stage's per-byte parts
+    pattern: np.ndarray  # K × K: the parts a stage holds bytes of, as bits
+    late: np.ndarray  # patterns × K × K: a late stage's side of the sync beside an early stage of each pattern
 
     @classmethod
-    def affine(cls, parts: Iterable[tuple[np.ndarray, Callable[[float], float]]]) -> PairSync:
-        """From each part's stage bytes (``K × K``, 0 where no stage) and its sync of ``x`` bytes: the line through
-        the sync of the largest stage's bytes and twice them (so the fixed part costs the slope no precision), checked
-        at three times them; a part no stage holds bytes of is left out. ``ValueError`` if a sync is not affine."""
-        kept = []
-        for stage_bytes, sync_s in parts:
+    def affine(cls, parts: list[tuple[np.ndarray, Callable[[float], float]]]) -> PairSync:
+        """From each part's stage bytes (``K × K``, ``≥ 0``, 0 where no stage) and its sync of ``x`` bytes: the line
+        through the sync of the largest stage's bytes and twice them (so the fixed part costs the slope no precision),
+        checked at three times them. ``ValueError`` if a sync is not affine."""
+        shape = parts[0][0].shape
+        linear, pattern, fixed_s = np.zeros(shape), np.zeros(shape, dtype=np.int64), []
+        for bit, (stage_bytes, sync_s) in enumerate(parts):
             scale = float(stage_bytes.max(initial=0.0))
-            if not scale > 0:
-                continue
-            one, two = sync_s(scale), sync_s(2 * scale)
-            per_byte, fixed = (two - one) / scale, 2 * one - two
-            if not math.isclose(sync_s(3 * scale), fixed + 3 * scale * per_byte, rel_tol=1e-9, abs_tol=1e-15):
-                raise ValueError("DualPipe's pair DP prices a device's sync as affine in its bytes (ring collectives "
-                                 "and the optimizer step), but this cluster's sync is not: extend PairSync")
-            kept.append((stage_bytes, fixed, per_byte))
-        return cls(tuple(kept))
+            one, two = (sync_s(scale), sync_s(2 * scale)) if scale > 0 else (0.0, 0.0)
+            # (no latency is negative: a fixed part rounded below 0 is 0, which keeps the sync growing with the bytes)
+            per_byte, fixed = ((two - one) / scale, max(2 * one - two, 0.0)) if scale > 0 else (0.0, 0.0)
+            if scale > 0 and not math.isclose(three := sync_s(3 * scale), line := fixed + 3 * scale * per_byte,
+                                              rel_tol=1e-9, abs_tol=1e-15):
+                raise ValueError(f"DualPipe's pair DP prices a device's sync as affine in its bytes (ring collectives "
+                                 f"and the optimizer step), but this sync is not affine: {three:g} s for "
+                                 f"{3 * scale:g} bytes, {line:g} s on the line through {scale:g} and {2 * scale:g}")
+            linear = linear + per_byte * stage_bytes
+            pattern |= np.where(stage_bytes > 0, 1 << bit, 0)
+            fixed_s.append(fixed)
+        late = np.empty((1 << len(parts),) + shape)
+        for early_pattern in range(len(late)):
+            late[early_pattern] = linear + sum(np.where((early_pattern | pattern) >> bit & 1, fixed, 0.0)
+                                               for bit, fixed in enumerate(fixed_s))
+        return cls(linear, pattern, late)
 
-    def bytes_at(self, index) -> tuple[np.ndarray, ...]:
-        """Each part's stage bytes at ``index`` (a numpy index into the ``K × K`` stages)."""
-        return tuple(stage_bytes[index] for stage_bytes, _, _ in self.parts)
+    def alone_below(self, limit_s: float) -> np.ndarray:
+        """``K × K``: the stages whose own sync (beside an empty stage) is below ``limit_s``. No other stage is in a
+        pair below it: the pair's sync is that plus the other stage's bytes' parts, each ``≥ 0``."""
+        return self.late[0] < limit_s
 
-    def seconds(self, early: tuple[np.ndarray, ...], late: tuple[np.ndarray, ...]) -> np.ndarray:
-        """The sync of devices holding stages of ``early`` and ``late`` bytes (:meth:`bytes_at`; broadcast together)."""
-        total = np.zeros(np.broadcast_shapes(*(np.shape(x) for x in early + late)))
-        for x_early, x_late, (_, fixed, per_byte) in zip(early, late, self.parts):
-            both = x_early + x_late
-            total = total + np.where(both > 0, fixed + per_byte * both, 0.0)
-        return total
+    def below(self, early_index, limit_s: float) -> np.ndarray:
+        """``[i, b', b]``: whether the device holding early stage ``early_index[i]`` (numpy indices into the ``K × K``
+        stages) and late stage ``(b', b)`` syncs in less than ``limit_s``."""
+        return self.linear[early_index][:, None, None] + self.late[self.pattern[early_index]] < limit_s
 
     def largest(self, stages: list[tuple[int, int]]) -> tuple[float, int]:
         """(the longest device sync of a partition, the pair ``h`` whose device pays it: stages ``h`` and
         ``p − 1 − h``)."""
-        syncs = [float(self.seconds(self.bytes_at(stages[h]), self.bytes_at(stages[dualpipe_mirror(h, len(stages))])))
-                 for h in range(len(stages) // 2)]
+        pairs = [(stages[h], stages[dualpipe_mirror(h, len(stages))]) for h in range(len(stages) // 2)]
+        syncs = [float(self.linear[early] + self.late[self.pattern[early]][late]) for early, late in pairs]
         h = int(np.argmax(syncs))
         return syncs[h], h
 
@@ -126,16 +139,14 @@ class PairDP:
         ``(b', b)``, the least over their modes whose memories fit together (``inf``: none, or the pair's sync is not
         below the ``cap``)."""
         best = np.full((len(a),) + late[0][0].shape, np.inf)
-        below = True
-        if cap is not None:
-            sync, limit_s = cap
-            early_bytes = tuple(x[:, None, None] for x in sync.bytes_at((a, a_next)))
-            below = sync.seconds(early_bytes, tuple(x[None, :, :] for x in sync.bytes_at(...))) < limit_s
         for time_e, memory_e in early:
             t_e, m_e = time_e[a, a_next][:, None, None], memory_e[a, a_next][:, None, None]
             for time_l, memory_l in late:
-                fits = (m_e + memory_l[None, :, :] <= self.hbm_bytes) & below
+                fits = m_e + memory_l[None, :, :] <= self.hbm_bytes
                 np.minimum(best, np.where(fits, (t_e + time_l[None, :, :]) / 2, np.inf), out=best)
+        if cap is not None:
+            sync, limit_s = cap
+            best[~sync.below((a, a_next), limit_s)] = np.inf
         return best
 
     def _levels(self, allowed: np.ndarray, cap: tuple[PairSync, float] | None) -> list[np.ndarray]:
@@ -162,6 +173,8 @@ class PairDP:
         given a ``cap`` ``(sync, limit_s)``, the device pairs whose :class:`PairSync` is below ``limit_s`` (the
         search's walk down the sync); ``(inf, [])`` when no partition fits."""
         allowed = self.table.valid if allowed is None else allowed & self.table.valid
+        if cap is not None:  # (prunes the DP's rows; the pairs are capped in _pair_time)
+            allowed = allowed & cap[0].alone_below(cap[1])
         levels = self._levels(allowed, cap)
         closing = levels[-1].diagonal()
         optimum = float(closing.min())
