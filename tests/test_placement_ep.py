@@ -413,3 +413,19 @@ def test_evaluate_with_e_free_is_the_best_pinned_e():
     assert free.feasible and free.bound_dp_calls == 4 and 1 <= free.dp_calls <= 4
     assert free.throughput_samples_s == max(evaluation.throughput_samples_s for evaluation in pinned)
     assert free.plan.expert_parallel == PlanSpec.parse(free.plan.notation).e
+
+
+@pytest.mark.parametrize("workload", ["mixtral-8x7b", "gpt2-xl"])
+def test_the_graph_builder_and_the_plan_rules_refuse_an_e_alike(workload):
+    """One rule (``Workload.expert_parallel_error``) for the layer chain's builder and the plan rules: the same
+    message from both, and a degree below 1 is a clear error, not a ZeroDivisionError from the modulo."""
+    from phaze_env.placement.rules import expert_plan_error
+    from phaze_env.workloads import get_workload, model_graph
+
+    model = get_workload(workload)
+    for e in (3, 0):
+        with pytest.raises(ValueError) as raised:
+            model_graph(model, seq_len=128, expert_parallel=e)
+        assert str(raised.value) == model.expert_parallel_error(e) != ""
+    assert expert_plan_error(PlanSpec.parse("t1e3"), model) == model.expert_parallel_error(3)
+    assert model.expert_parallel_error(1) == ""
