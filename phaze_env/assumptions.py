@@ -132,6 +132,19 @@ _A100_CARVED_W = (system.DGX_A100_MAX_W - system.SCALE_UP_DOMAIN * cost.PUBLISHE
 _H100_CARVED_W = (system.DGX_H100_MAX_W - system.SCALE_UP_DOMAIN * cost.PUBLISHED["h100"].power_w) \
     / system.SCALE_UP_DOMAIN - _H100_HOST_W
 
+_B200_HOST_W = system.SYSTEM_FAMILIES["dgx-b200"].host.w_per_chip
+_GB200_HOST_W = system.SYSTEM_FAMILIES["gb200-nvl72"].host.w_per_chip
+_TPUV5P_HOST_W = system.SYSTEM_FAMILIES["tpuv5p-torus"].host.w_per_chip
+_MI300X_HOST_W = system.SYSTEM_FAMILIES["mi300x-platform"].host.w_per_chip
+
+
+def _blackwell_host_w(system_w: float, chip: str, gpus: int) -> float:
+    """A Blackwell system's host share per GPU at ``system_w`` of system power (DGX B200's node, GB200 NVL72's rack of
+    ``gpus``): the model's own rule, :func:`~phaze_env.hardware.system.dgx_host_w_per_chip`."""
+    return system.dgx_host_w_per_chip(system_w, cost.PUBLISHED[chip].power_w, system.NVSWITCH_GEN4,
+                                      cost.B200_NVLINKS, system.NDR_FAT_TREE, cost.NVLINK5_LINK_BPS, gpus)
+
+
 def exponent_at_mi300x_clock(clock_hz: float, tolerance: float = 1e-6) -> float:
     """The V–f exponent k (:data:`energy.VOLTAGE_FREQUENCY_EXPONENT`) at which the MI300X rival, capped at its 750 W TBP
     (:func:`~phaze_env.hardware.system.rival_chip`), runs at ``clock_hz``: the exponent a measured clock implies.
@@ -181,6 +194,29 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in (
                "maximum measured in training (Latif et al., IEEE Access 2025) less 8 × 700 W; both less the NVSwitch "
                "and NIC shares charged apart",
                "phaze_env.hardware.system", _host("dgx-h100", "w_per_chip")),
+    Assumption("host_w.dgx-b200", "DGX B200 host power per GPU (B200 rival)", "W", _B200_HOST_W,
+               _blackwell_host_w(system.DGX_B200_MAX_W * _MEASURED_OVER_RATED, "b200", system.SCALE_UP_DOMAIN),
+               _B200_HOST_W,
+               "high: the DGX B200 user guide's 14.3 kW maximum less 8 × 1,000 W (the nominal, system.DGX_B200_HOST); "
+               "low: the same node at the measured/rated ratio Latif et al. 2025 found on DGX H100 (8.4/10.2 kW; "
+               "assumption: Blackwell nodes alike); both less the NVLink-switch and NIC shares charged apart",
+               "phaze_env.hardware.system", _host("dgx-b200", "w_per_chip")),
+    Assumption("host_w.gb200-nvl72", "GB200 NVL72 host power per GPU (GB200 rival)", "W", _GB200_HOST_W,
+               _GB200_HOST_W,
+               _blackwell_host_w(132_000.0, "gb200", system.GB200_NVL72_CHIPS),
+               "system.GB200_NVL72_RACK_W's stated range: 120 kW (NVIDIA at GTC 2024, the nominal) to 132 kW (OEM "
+               "racks) per 72 GPUs, less 72 × 1,200 W and the NVLink-switch and NIC shares charged apart",
+               "phaze_env.hardware.system", _host("gb200-nvl72", "w_per_chip")),
+    Assumption("host_w.tpuv5p-torus", "TPU v5p host power per chip (TPU v5p rival)", "W", _TPUV5P_HOST_W,
+               110.0, 250.0,
+               "system.TPUV5P_HOST's stated range 110–250 W per chip (Google publishes no v5p system power; the "
+               "nominal carries TPU v4's host share over)",
+               "phaze_env.hardware.system", _host("tpuv5p-torus", "w_per_chip")),
+    Assumption("host_w.mi300x-platform", "MI300X platform host power per GPU (MI300X rival)", "W", _MI300X_HOST_W,
+               300.0, 600.0,
+               "system.MI300X_HOST's stated range 300–600 W per GPU (AMD publishes no platform power in the model's "
+               "sources; the nominal carries DGX H100's host share over)",
+               "phaze_env.hardware.system", _host("mi300x-platform", "w_per_chip")),
     Assumption("pue", "PUE", "", system.PUE, 1.08, 1.58,
                "low: Meta's reported fleet PUE 1.08 (sustainability reports, as system.PUE cites); high: the industry "
                "average 1.58 (Uptime Institute Global Data Center Survey 2023)",

@@ -13,9 +13,10 @@ from typing import Any, Iterable
 
 from phaze_env.cache import code_key
 from phaze_env.design import DesignSpace, SystemArchSpace, SystemDesignSpace
-from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster, expert_plan_error, valid_tensor_widths
+from phaze_env.evaluate import DEFAULT_TIME_LIMIT_S, Cluster
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.system import OBJECTIVES
+from phaze_env.placement.rules import expert_plan_error, valid_tensor_widths
 from phaze_env.plan_spec import PlanSpec
 from phaze_env.workloads import TENSOR_WIDTHS, Workload, get_workload, model_graph
 from phaze_env.workloads.trace import TensorParallelError

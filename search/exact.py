@@ -28,7 +28,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from phaze_env.design import SystemArchSpace
-from phaze_env.evaluate import Evaluation, valid_tensor_widths
+from phaze_env.evaluate import Evaluation
+from phaze_env.placement.rules import valid_tensor_widths
 from phaze_env.plan_spec import phaze_plan
 from search.bounds import best_of_variants, row_variant_bounds, variant_throughput_bounds, variants_above
 from search.config import SearchConfig

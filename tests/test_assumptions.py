@@ -62,6 +62,25 @@ def test_a_power_assumption_moves_the_chip_counts_and_back():
     assert _chips() == nominal
 
 
+@pytest.mark.parametrize("name", ["host_w.dgx-b200", "host_w.gb200-nvl72", "host_w.tpuv5p-torus",
+                                  "host_w.mi300x-platform"])
+def test_a_flagships_own_host_power_moves_only_that_flagship(name):
+    """The 2024–25 flagships' hosts are their own assumptions, each over its stated range: moving one changes that
+    rival's chip count at iso-power and no other rival's (TPU v5p's host is TPU v4's value, MI300X's DGX H100's, but
+    not their assumptions)."""
+    family = name.removeprefix("host_w.")
+    own = {rival for rival, rival_family in system.RIVAL_FAMILIES.items() if rival_family == family}
+    assert own, f"{family} is no rival's family"
+    def chips():
+        return {rival: reference_point(rival, BUDGET).n_devices for rival in system.RIVAL_TOPOLOGIES}
+    nominal, assumption = chips(), ASSUMPTIONS[name]
+    for end in assumption.ends().values():
+        with moved(name, end):
+            at_end = chips()
+        assert {rival for rival in nominal if at_end[rival] != nominal[rival]} == own, (name, end)
+        assert all((at_end[rival] > nominal[rival]) == (end < assumption.nominal) for rival in own)
+
+
 def test_cost_assumptions_move_the_chip_cost():
     estimate = cost.preset_estimate("h100")
     with moved("hbm_usd_per_gb", 20.0):

@@ -32,8 +32,9 @@ def valid_tensor_widths(workload: Workload, widths: Iterable[int], n_devices: in
 
 
 def expert_parallel_degrees(workload: Workload, most: int) -> list[int]:
-    """Expert-parallel degrees ``e ≤ most`` that divide the workload's experts (``[1]`` for a dense model)."""
-    return [e for e in range(1, most + 1) if workload.num_experts % e == 0] if workload.num_experts else [1]
+    """Expert-parallel degrees ``e ≤ most`` that divide the workload's experts (``[1]`` for a dense model:
+    :meth:`~phaze_env.workloads.Workload.expert_parallel_error`)."""
+    return [e for e in range(1, most + 1) if not workload.expert_parallel_error(e)]
 
 
 def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = False) -> str:
@@ -46,10 +47,7 @@ def expert_plan_error(plan: PlanSpec, workload: Workload, explicit_auto: bool = 
             return (f"{workload.name} is dense (no experts): +e=auto searches expert parallelism, which it does not "
                     "have; leave +e=auto out (e = 1)")
         return ""
-    if plan.e not in expert_parallel_degrees(workload, plan.e):
-        return (f"expert-parallel degree e={plan.e} does not divide {workload.name}'s "
-                + (f"{workload.num_experts} experts" if workload.num_experts else "experts (dense: e=1)"))
-    return ""
+    return workload.expert_parallel_error(plan.e)
 
 
 def tensor_width_error(workload: Workload, tensor_width: int, n_devices: int) -> str:

@@ -99,9 +99,8 @@ def model_graph(workload: str | Workload, *, seq_len: int | None = None, microba
     workload = get_workload(workload)
     seq_len = workload.seq_len if seq_len is None else seq_len
     _validate(workload, seq_len, microbatch, tensor_width, bytes_per_element)
-    if expert_parallel != 1 and (not workload.num_experts or workload.num_experts % expert_parallel):
-        raise ValueError(f"expert-parallel degree {expert_parallel} does not divide {workload.name}'s "
-                         + (f"{workload.num_experts} experts" if workload.num_experts else "experts (dense: e=1)"))
+    if reason := workload.expert_parallel_error(expert_parallel):
+        raise ValueError(reason)
     key = code_key(__name__, "model_graph", workload.to_dict(), seq_len, microbatch, tensor_width,
                       bytes_per_element, *((expert_parallel,) if expert_parallel > 1 else ()))
     graph = _graph_cache.get(key) if cache else None

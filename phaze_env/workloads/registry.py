@@ -109,6 +109,17 @@ class Workload:
         keys = ("num_local_experts", "num_experts", "n_routed_experts")
         return int(next((cfg[key] for key in keys if cfg.get(key)), 0))
 
+    def expert_parallel_error(self, expert_parallel: int) -> str:
+        """Why ``expert_parallel`` ranks cannot split this model's routed experts ("" when they can: ``e`` divides
+        them; a dense model runs only ``e = 1``) — the one rule the layer chain's builder
+        (:func:`~phaze_env.workloads.build.model_graph`) and the plan rules (:mod:`phaze_env.placement.rules`) apply."""
+        if isinstance(expert_parallel, bool) or not isinstance(expert_parallel, int) or expert_parallel < 1:
+            return f"an expert-parallel degree is a positive integer, got {expert_parallel!r}"
+        if expert_parallel == 1 or (self.num_experts and self.num_experts % expert_parallel == 0):
+            return ""
+        return (f"expert-parallel degree e={expert_parallel} does not divide {self.name}'s "
+                + (f"{self.num_experts} experts" if self.num_experts else "experts (dense: e=1)"))
+
     @property
     def leading_dense_layers(self) -> int:
         """Dense layers before the repeated MoE layers (DeepSeek's ``first_k_dense_replace``); 0 for most models."""
