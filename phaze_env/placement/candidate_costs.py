@@ -30,6 +30,7 @@ class CandidateCosts:
         self.zero_traffic = zero_traffic
         s = settings
         self._variants: dict[tuple, tuple[StageCosts, SuffixDP]] = {}
+        self._variant_of: dict[tuple, tuple[StageCosts, SuffixDP]] = {}  # (level, d, zero, v) -> variant
         self._memory: dict[tuple[float, int, int], StageMemory] = {}
         self._buffers: dict[float, np.ndarray] = {}  # ZeRO buffer factor -> every stage's buffer bytes
         self._memory_of: dict[tuple[int, int, int], StageMemory] = {}  # (d, zero, v) -> memory_for
@@ -70,22 +71,26 @@ class CandidateCosts:
                                                         s.expert_state_extra(replicas, shape.zero))
         return memory
 
-    def has_memory(self, shape: Shape) -> bool:
-        """Whether :meth:`memory_for` of ``shape`` is built already (a new one is the costly part of a new variant)."""
-        return (shape.data_parallel, shape.zero, shape.interleave) in self._memory_of
+    def has_variant(self, shape: Shape) -> bool:
+        """Whether :meth:`variant` of ``shape`` is built already (a new one costs a memory side, stage costs and a DP)."""
+        return (self.prices.level(shape), shape.data_parallel, shape.zero, shape.interleave) in self._variant_of
 
     def variant(self, shape: Shape) -> tuple[StageCosts, SuffixDP]:
         """Stage costs (and the shared suffix DP) of the network level, ZeRO stage and interleave of ``shape``."""
         level = self.prices.level(shape)
-        memory = self.memory_for(shape)
-        zero_comm = self.zero_traffic.zero_comm_s(shape.data_parallel, shape.zero)
-        # data-parallel degrees with equal limits (and no ZeRO-2/3 traffic) share one DP; the traffic arrays live
-        # in ``self.zero_traffic`` for the whole search, so their identity names them
-        key = (level, shape.interleave, memory.signature, id(zero_comm))
-        if key not in self._variants:
-            costs = StageCosts(self.table, self.prices.p2p_s(level), zero_comm, memory)
-            self._variants[key] = (costs, SuffixDP(self.table, costs))
-        return self._variants[key]
+        degrees = (level, shape.data_parallel, shape.zero, shape.interleave)
+        found = self._variant_of.get(degrees)
+        if found is None:
+            memory = self.memory_for(shape)
+            zero_comm = self.zero_traffic.zero_comm_s(shape.data_parallel, shape.zero)
+            # data-parallel degrees with equal limits (and no ZeRO-2/3 traffic) share one DP; the traffic arrays live
+            # in ``self.zero_traffic`` for the whole search, so their identity names them
+            key = (level, shape.interleave, memory.signature, id(zero_comm))
+            if key not in self._variants:
+                costs = StageCosts(self.table, self.prices.p2p_s(level), zero_comm, memory)
+                self._variants[key] = (costs, SuffixDP(self.table, costs))
+            found = self._variant_of[degrees] = self._variants[key]
+        return found
 
     def paired(self, shape: Shape) -> PairDP | None:
         """The pair DP of a DualPipe shape that pipelines (a device holds two stages: :mod:`~phaze_env.placement.pair_dp`),

@@ -122,6 +122,7 @@ from phaze_env.placement.suffix_dp import SuffixDP
 from phaze_env.placement.zero_traffic import ZeroTraffic
 
 _LOWER_BOUND_SLACK = 1.0 - 1e-12  # keeps rounding in prefix sums from pruning an exact tie
+_CANDIDATE_CHUNK = 64  # candidate shapes turned into Python values at a time
 
 
 class _Best:
@@ -134,8 +135,8 @@ class _Best:
 
     def __init__(self, cutoff_s: float = math.inf):
         self.time_s = cutoff_s
-        self.rank = -1  # a plan tying the cutoff does not beat it
-        self.visiting = 0  # rank of the shape being solved
+        self.rank: tuple = ()  # before every shape's: a plan tying the cutoff does not beat it
+        self.visiting: tuple = ()  # rank of the shape being solved
         self.shape: Shape | None = None
         self.pairs: list[tuple[int, int]] = []
 
@@ -200,15 +201,15 @@ class PlacementSearch:
 
     def _candidates(self):
         """``(shape, lower bound on T, rank)`` for every candidate shape (:func:`candidate_degrees`), by increasing
-        bound; ``rank``: the shape's place in the canonical order that breaks ties between equal plans (:class:`_Best`).
+        bound; ``rank``: the shape's key in the canonical order that breaks ties between equal plans (:class:`_Best`).
 
         Stage-time bound: the DP with one unit in flight everywhere, the smallest optimizer state and no
         p2p (``self.loosest_s``); all-reduce bound: the smallest largest-stage parameter bytes of any
         ``p``-stage partition (``self.param_floor``). Under DualPipe a device's pace is the mean of two stages', which
         the slowest stage does not bound: its stage-time bound is the average, the layers' work over ``p``. The
-        canonical order is by that bound; the shapes are visited by a tighter one, which also counts every stage's
-        share of the layers' work and ZeRO-2/3 traffic (:meth:`_average_stage_s`), so that shapes whose traffic
-        dwarfs their compute come after the ones that can win and are pruned.
+        canonical order is by that bound, then ``d``, ``p``, ``v``, ``z``; the shapes are visited by a tighter bound,
+        which also counts every stage's share of the layers' work and ZeRO-2/3 traffic (:meth:`_average_stage_s`), so
+        that shapes whose traffic dwarfs their compute come after the ones that can win and are pruned.
         """
         s = self.settings
         d, p, m_r, v, z = candidate_degrees(s, self.rules, len(self.loosest_s))
@@ -239,14 +240,15 @@ class PlacementSearch:
         bound_s = pipeline_time_s(slots, loosest, sync_floor_s)
         keep = np.flatnonzero(np.isfinite(bound_s))
         d, p, m_r, v, z, bound_s = d[keep], p[keep], m_r[keep], v[keep], z[keep], bound_s[keep] * _LOWER_BOUND_SLACK
-        rank = np.empty(len(d), dtype=np.int64)
-        rank[np.lexsort((z, v, p, d, bound_s))] = np.arange(len(d))
         slowest_s = np.maximum(loosest[keep], self._average_stages_s(d, p, z) + sends[keep])
         tight_s = pipeline_time_s(slots[keep], slowest_s, sync_floor_s[keep]) * _LOWER_BOUND_SLACK
-        order = np.lexsort((rank, tight_s))
-        for d_i, p_i, m_i, v_i, z_i, bound_i, rank_i in zip(*(x[order].tolist() for x in (d, p, m_r, v, z, tight_s,
-                                                                                           rank))):
-            yield Shape(d_i, p_i, m_i, v_i, z_i, s.cluster.stack.pipeline_schedule), bound_i, rank_i
+        order = np.argsort(tight_s, kind="stable")
+        columns = (d, p, m_r, v, z, tight_s, bound_s)
+        for start in range(0, len(order), _CANDIDATE_CHUNK):  # most searches stop after a few chunks
+            chunk = order[start:start + _CANDIDATE_CHUNK]
+            for d_i, p_i, m_i, v_i, z_i, tight_i, bound_i in zip(*(x[chunk].tolist() for x in columns)):
+                yield (Shape(d_i, p_i, m_i, v_i, z_i, s.cluster.stack.pipeline_schedule), tight_i,
+                       (bound_i, d_i, p_i, v_i, z_i))
 
     def _stage_values(self, shape: Shape, costs: StageCosts, mask: np.ndarray | None = None):
         """``value_at(s)``: the stage-time matrix of the stage ``s``-th from the end (optionally masked; each masked
@@ -304,12 +306,12 @@ class PlacementSearch:
             self._pareto_walk(shape, pairs, best)
 
     def _zero_prunes(self, shape: Shape, m_lo: int, average_s: float, best: _Best) -> bool:
-        """Whether the loosest DP of the shape's own ZeRO stage prunes it, checked before a ZeRO shape gets a memory
-        side of its own (the costly part of a new variant). That DP (:meth:`_zero_loosest_dp`) bounds every shape of
+        """Whether the loosest DP of the shape's own ZeRO stage prunes it, checked before a ZeRO shape gets a variant of
+        its own (a memory side, stage costs and a DP). That DP (:meth:`_zero_loosest_dp`) bounds every shape of
         the stage as the shared loosest DP bounds every shape, more tightly: its state is the stage's own at the most
         replicas (ZeRO-1 and -2 keep far more state than ZeRO-3), with the stage's buffers."""
         if (not shape.zero or not math.isfinite(best.time_s) or self.costing.paired(shape) is not None
-                or self.costing.has_memory(shape)):
+                or self.costing.has_variant(shape)):
             return False
         zero_s = self._zero_loosest_dp(shape.zero).min_stage_time(m_lo, shape.stages)
         slowest_s = max(zero_s, average_s) + shape.interleave * self.prices.least_p2p_s(shape)
