@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from phaze_env.cluster import Cluster, get_cluster  # noqa: E402
-from phaze_env.placement import Settings, best_plan, best_plan_multi, better  # noqa: E402
+from phaze_env.placement import LayerCost, Settings, best_plan, best_plan_multi, better  # noqa: E402
 from phaze_env.plan_spec import PlanSpec  # noqa: E402
 
 HIDDEN, SEQ_LEN, VOCAB, BLOCKS = 12288, 2048, 50257, 96
@@ -44,7 +44,7 @@ KNOBS = {  # (optimizer, plans searched per (t, m, HBM))
 }
 
 
-def gpt3_like(tensor_width: int, microbatch: int) -> list[dict]:
+def gpt3_like(tensor_width: int, microbatch: int) -> list[LayerCost]:
     """Pre (embedding), 96 identical blocks, post (LM head + loss) for one (t, m)."""
     boundary_bytes = microbatch * SEQ_LEN * HIDDEN * 2
     scale = microbatch / tensor_width
@@ -54,7 +54,7 @@ def gpt3_like(tensor_width: int, microbatch: int) -> list[dict]:
                  "stash_bytes": 0.1 * GB * scale, "output_bytes": boundary_bytes, "input_bytes": microbatch * SEQ_LEN * 4}
     head = {"fwd_s": 0.012 * scale, "bwd_s": 0.024 * scale, "param_bytes": VOCAB * HIDDEN * 2 / tensor_width,
             "stash_bytes": 2.0 * GB * scale, "output_bytes": microbatch * 4}
-    return [embedding] + [dict(block) for _ in range(BLOCKS)] + [head]
+    return [LayerCost.from_dict(layer) for layer in [embedding] + [block] * BLOCKS + [head]]
 
 
 def traced_gpt3(tensor_width: int, microbatch: int) -> list[dict]:
