@@ -798,7 +798,8 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
   Every cluster achieves NCCL's {NCCL_EFFICIENCY:g} of the line rate.
 * **Same training stack.** Every system, designs and references alike, runs `{STACK.name}`
   (`phaze_env.stacks.SYSTEM_STACKS`) with the same plan freedom, `{STACK.plan_spec()}`: interleaved 1F1B (`v` searched
-  where the stack can run it), sequence parallelism, the distributed optimizer (ZeRO-1), fused attention (no s×s
+  where the stack can run it: at any `m_r ≥ p` microbatches per replica, Megatron-Core's microbatch groups,
+  `PlanRules.microbatch_groups`), sequence parallelism, the distributed optimizer (ZeRO-1), fused attention (no s×s
   scores kept: priced as selective recompute) and optional full recompute. Its framework efficiency is fitted per
   chip *through this table's own path* (the chip at the GEMM efficiency above, in its reference cluster) to one
   published run of that chip — {_fits_text()} — and checked on the chips' other published runs

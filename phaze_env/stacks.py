@@ -715,7 +715,8 @@ SYSTEM_STACKS: dict[str, SystemStack] = {
                   ChipFit(("a100",), MEGATRON_CORE_SYSTEM_A100_EFFICIENCY, "korthikanti22-175b-full"),
                   ChipFit(("h100", "h100-fp8"), MEGATRON_CORE_SYSTEM_H100_EFFICIENCY, "dgxc-gpt3-175b-bf16-512")),
             sources="NVIDIA/Megatron-LM megatron/core (2024-25): interleaved 1F1B (--num-layers-per-virtual-pipeline-"
-                    "stage, v searched), sequence parallelism (--sequence-parallel, on with t > 1), the distributed "
+                    "stage, v searched; at any m_r >= p microbatches per replica, --microbatch-group-size-per-virtual-"
+                    "pipeline-stage: PlanRules.microbatch_groups), sequence parallelism (--sequence-parallel, on with t > 1), the distributed "
                     "optimizer (--use-distributed-optimizer: ZeRO-1), Transformer Engine's fused attention (no s×s "
                     "scores kept, recomputed in its backward: priced as selective recompute, as the H100 validation "
                     "cases do) and optional full recompute (--recompute-granularity full); pipeline sends scattered over "
