@@ -19,6 +19,7 @@ from phaze_env.cluster import Cluster, Stack
 from phaze_env.placement import LayerCost, Settings
 from phaze_env.placement.bounds import placement_time_bound_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR, in_flight_units, pipeline_bubble_slots, pipeline_slots
+from phaze_env.placement.pair_dp import PairSync
 from phaze_env.plan_spec import PlanRules, PlanSpec
 from phaze_env.stacks import STACKS
 
@@ -134,7 +135,8 @@ def brute_force_dualpipe(layers, opts) -> float:
     gradients and optimizer state, once each) and each stage's activations for the s microbatches it holds s-th from
     the end, which must fit together; a device runs half the microbatches through each of its two stages, so the batch
     takes m_r + Table 2's bubble times the slowest device's mean of its two stage times (ZeRO-0), and once per batch
-    the replicas all-reduce (and step) two copies of the largest stage's gradients."""
+    each device's replicas all-reduce (and step) the gradients of the two stages it holds, the batch waiting for the
+    device that takes longest."""
     n, t, batch, m = opts["n_devices"], opts["tensor_width"], opts["global_batch"], opts["microbatch"]
     inputs, last = _inputs(layers), len(layers) - 1
 
@@ -158,8 +160,9 @@ def brute_force_dualpipe(layers, opts) -> float:
                     # each device runs half the microbatches through each of its stages: its pace is their mean
                     slowest = max((costs[k][0] + costs[p - 1 - k][0]) / 2 for k in range(p))
                     bubble = table_2_bubble(p) * slowest if p > 1 else 0.0
-                    copies = 2 if p > 1 else 1  # both stages' gradients reduced (and stepped) over the replicas
-                    sync = _batch_sync_s(copies * max(params for _, _, params in costs), d, 0, opts)
+                    # each device reduces (and steps) both its stages' gradients over the replicas
+                    held = [costs[k][2] + (costs[p - 1 - k][2] if p > 1 else 0.0) for k in range(p)]
+                    sync = max(_batch_sync_s(params, d, 0, opts) for params in held)
                     best = min(best, m_r * slowest + bubble + sync)
     return best
 
@@ -253,6 +256,42 @@ def test_a_device_runs_at_the_mean_of_its_stage_and_its_mirror():
     assert plan.time_per_batch_s == pytest.approx((8 + 2 / 3) * 3.0)
     assert sum(plan.time_breakdown_s.values()) == pytest.approx(plan.time_per_batch_s)
     assert plan.time_breakdown_s["bubble"] == pytest.approx(2 / 3 * 3.0)
+
+
+def test_a_device_syncs_its_two_stages_bytes_not_twice_the_largest_stage():
+    """A device reduces and steps the bytes of the two stages it holds, ``P_k + P_{p−1−k}``, not ``2·max P``, and the
+    search walks down that pair sync. Five layers of 3, 1, 1, 1, 4 stage times and 0, 6, 6, 0, 1 bytes on four stages,
+    one replica (the sync is the optimizer step, 1 s per byte): the fastest pace, 3.5, pairs the two 6-byte layers on
+    one device (a sync of 12; 2·max P = 12 or 24); splitting 2 | 1 | 1 | 1 paces 4.0 but syncs max(0 + 6 + 1, 6 + 0) = 7,
+    and wins: (8 + 2/3)·4 + 7, against (8 + 2/3)·3.5 + 12 (the best when the sync was 2·max P: its 12 for 7)."""
+    layers = [{"fwd_s": t / 3, "bwd_s": 2 * t / 3, "param_bytes": size, "stash_bytes": 0.0, "output_bytes": 0.0}
+              for t, size in ((3.0, 0.0), (1.0, 6.0), (1.0, 6.0), (1.0, 0.0), (4.0, 1.0))]
+    options = {"n_devices": 4, "tensor_width": 1, "global_batch": 8, "microbatch": 1, "hbm_bytes": 1e12,
+               "link_bandwidth_Bps": math.inf, "link_latency_s": 0.0, "allow_recompute": False, "optimizer": "sgd",
+               "stages": 4, "hbm_bandwidth_Bps": 5.0}  # SGD's step touches 5 bytes per weight byte: 1 s per byte
+    plan = best_plan(layers, _settings(options))
+    assert [len(stage) for stage in plan.stage_layers] == [2, 1, 1, 1]
+    assert plan.time_per_batch_s == pytest.approx((8 + 2 / 3) * 4.0 + 7.0)
+    assert plan.time_per_batch_s == pytest.approx(brute_force_dualpipe(layers, options))
+    assert plan.time_breakdown_s["optimizer"] == pytest.approx(7.0)
+    assert sum(plan.time_breakdown_s.values()) == pytest.approx(plan.time_per_batch_s)
+
+
+def test_a_pair_sync_is_each_parts_line_at_the_two_stages_bytes_together():
+    """``PairSync``: per part, ``fixed + per_byte · (x_k + x_{p−1−k})`` (0 s for a part neither stage holds), the same in
+    the DP's blocks as for one partition; a sync that is not affine in the bytes is refused, not priced wrong."""
+    dense = np.array([[0.0, 4.0, 9.0], [0.0, 0.0, 5.0], [0.0, 0.0, 0.0]])  # stages (0, 1), (0, 2), (1, 2)
+    experts = np.array([[0.0, 0.0, 3.0], [0.0, 0.0, 3.0], [0.0, 0.0, 0.0]])
+    sync = PairSync.affine([(dense, lambda x: 0.5 + 2.0 * x if x else 0.0),
+                            (experts, lambda x: 0.25 + 1.0 * x if x else 0.0)])
+    early, late = (0, 1), (1, 2)  # 4 dense bytes beside 5 dense and 3 expert bytes
+    assert sync.largest([early, late]) == (pytest.approx(0.5 + 2.0 * 9 + 0.25 + 1.0 * 3), 0)
+    assert sync.largest([early, early]) == (pytest.approx(0.5 + 2.0 * 8), 0)  # no experts: no expert collective
+    limit = sync.largest([early, late])[0]
+    blocks = sync.below((np.array([0]), 1), limit)[0]  # early stage (0, 1) beside every late stage
+    assert not blocks[late] and not blocks[0, 2] and blocks[early]  # (0, 2): 13 dense bytes, 3 expert bytes
+    with pytest.raises(ValueError, match="not affine"):
+        PairSync.affine([(dense, lambda x: math.sqrt(x))])
 
 
 @pytest.mark.parametrize("plan, rule", [

@@ -148,7 +148,8 @@ def brute_force(layers, cluster, options, degrees):
     stage's bytes are one all-reduce). On a DualPipe stack (arXiv:2412.19437 Table 2): p = 1, or p even with an even
     m_r ≥ 2p; device k holds stage k and stage p − 1 − k, their state once each and each one's s microbatches
     in flight (s-th from the end), which must fit together, and runs half the microbatches through each (its pace
-    their mean); the sync and step of two copies of a stage; and a bubble of (p/2 − 1)(F&B + B − 3W) = (p/2 − 1)·2/3 stage times
+    their mean); each device's sync and step of its two stages' bytes together, the batch waiting for the longest;
+    and a bubble of (p/2 − 1)(F&B + B − 3W) = (p/2 − 1)·2/3 stage times
     (F&B = F + B, W = B/2, B = 2F)."""
     dualpipe = cluster.stack.pipeline_schedule == "dualpipe"
     t, m, hbm = options["tensor_width"], options["microbatch"], options["hbm_bytes"]
@@ -196,17 +197,22 @@ def brute_force(layers, cluster, options, degrees):
                             times = {"none": plain, "selective": plain + total("attention_fwd_s"), "full": plain + total("fwd_s")}
                             steps = lambda size, shards: 0.0 if not options["hbm_bandwidth_Bps"] else \
                                 size * step / (shards if zero1 else 1) / options["hbm_bandwidth_Bps"]  # noqa: E731
-                            dense, experts = copies * dense, copies * experts  # DualPipe: both stages synced
+                            stages.append(([(times[mode], need[mode]) for mode in options["recompute"].split("|")],
+                                           (dense, experts)))
+
+                        def sync(dense, experts):  # a device's collectives and step, after the flush
                             if e == 1:
-                                sync = allreduce(dense + experts, d, t) + steps(dense + experts, d)
-                            else:
-                                sync = (allreduce(dense, d, t) + steps(dense, d)
-                                        + allreduce(experts, d // e, t * e) + steps(experts, d // e))
-                            stages.append(([(times[mode], need[mode]) for mode in options["recompute"].split("|")], sync))
+                                return allreduce(dense + experts, d, t) + steps(dense + experts, d)
+                            return (allreduce(dense, d, t) + steps(dense, d)
+                                    + allreduce(experts, d // e, t * e) + steps(experts, d // e))
+
+                        # DualPipe: device k syncs stage k's bytes and its mirror's together
+                        held = [[stages[k][1]] + ([stages[p - 1 - k][1]] if copies == 2 else []) for k in range(p)]
+                        syncs = [sync(*np.sum(device, axis=0)) for device in held]
                         slowest = _slowest([modes for modes, _ in stages], hbm, copies == 2)
                         if math.isfinite(slowest):
                             bubble = (p / 2 - 1) * 2 / 3 if copies == 2 else (p - 1) / v
-                            best = min(best, (m_r + bubble) * slowest + max(sync for _, sync in stages))
+                            best = min(best, (m_r + bubble) * slowest + max(syncs))
     return best
 
 

@@ -69,7 +69,8 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     DP's own ``m_r + (p/2 − 1)·κ`` slots (:func:`~phaze_env.placement.inputs.pipeline_slots`) at the ``(p, m_r)`` it
     runs (:func:`~phaze_env.placement.rules.runnable_shapes`), never 1F1B's larger bubble, on a pace of at least the
     average stage and half the slowest layer (a device's pace is the mean of its stage and its mirror's,
-    :mod:`~phaze_env.placement.pair_dp`).
+    :mod:`~phaze_env.placement.pair_dp`), and the same sync floor: a device syncs its two stages' bytes together
+    (:class:`~phaze_env.placement.pair_dp.PairSync`), at least those of the stage holding the most, ``≥ P/p``.
 
     A cluster whose stack overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``) pays
     only what they leave exposed (:mod:`phaze_env.placement.dp_overlap`), and the bound is the pipeline plus a floor

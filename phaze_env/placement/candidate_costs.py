@@ -11,8 +11,9 @@ import math
 import numpy as np
 
 from phaze_env.placement.candidates import Shape
-from phaze_env.placement.inputs import LayerArrays, Settings, parameter_copies, pipeline_time_s, zero_buffer_factor
-from phaze_env.placement.pair_dp import PairDP
+from phaze_env.placement.inputs import (LayerArrays, Settings, dualpipe_mirror, parameter_copies, pipeline_time_s,
+                                       zero_buffer_factor)
+from phaze_env.placement.pair_dp import PairDP, PairSync
 from phaze_env.placement.prices import Prices
 from phaze_env.placement.stage_costs import StageCosts, StageMemory, layer_stash_bytes
 from phaze_env.placement.stages import StageTable
@@ -35,6 +36,7 @@ class CandidateCosts:
         self._buffers: dict[float, np.ndarray] = {}  # ZeRO buffer factor -> every stage's buffer bytes
         self._memory_of: dict[tuple[int, int, int], StageMemory] = {}  # (d, zero, v) -> memory_for
         self._pair_dps: dict[tuple[int, int, int], PairDP] = {}  # (variant, p, min(m_r, p)) -> a DualPipe shape's DP
+        self._pair_syncs: dict[tuple[int, int], PairSync] = {}  # (d, zero) -> a DualPipe device's sync
         # Full recompute rebuilds one layer at a time: its largest layer stash is live transiently.
         self.transient_bytes = table.layer_max(layer_stash_bytes(settings, layers, "none"))
         self._largest_layer_params = table.layer_max(layers.param_bytes)
@@ -94,6 +96,24 @@ class CandidateCosts:
             self._pair_dps[key] = PairDP(self.table, costs, shape)
         return self._pair_dps[key]
 
+    def pair_sync(self, shape: Shape) -> PairSync:
+        """A DualPipe device's once-per-batch sync at the shape's ``d`` and ZeRO stage, from the two stages it holds
+        (:class:`PairSync`: the dense bytes' :meth:`Prices.part_sync_s` and, at ``e > 1``, the routed experts')."""
+        key = (shape.data_parallel, shape.zero)
+        if key not in self._pair_syncs:
+            t, d, zero = self.table, shape.data_parallel, shape.zero
+            experts = np.where(t.valid, t.expert_param_bytes if self.settings.expert_parallel > 1 else 0.0, 0.0)
+            self._pair_syncs[key] = PairSync.affine([
+                (np.where(t.valid, t.param_bytes, 0.0) - experts, lambda size: self.prices.part_sync_s(size, d, zero)),
+                (experts, lambda size: self.prices.part_sync_s(size, d, zero, expert=True))])
+        return self._pair_syncs[key]
+
+    def held(self, shape: Shape, pairs: list[tuple[int, int]], k: int) -> list[tuple[int, int]]:
+        """The stages device ``k`` holds: stage ``k``, and under DualPipe its mirror (:func:`parameter_copies`)."""
+        if parameter_copies(shape.schedule, shape.stages) == 1:
+            return [pairs[k]]
+        return [pairs[k], pairs[dualpipe_mirror(k, shape.stages)]]
+
     def _max_params(self, pairs: list[tuple[int, int]]) -> float:
         first, after = np.array(pairs).T
         return float(self.table.param_bytes[first, after].max())
@@ -106,22 +126,23 @@ class CandidateCosts:
         prices = self.prices
         if prices.overlaps(shape.zero):
             return float(prices.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[1][pair])
-        copies = parameter_copies(shape.schedule, shape.stages)  # a DualPipe device syncs and steps both copies
-        return prices.sync_s(copies * float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
-                             copies * self.expert_bytes(pair))
+        return prices.sync_s(float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
+                             self.expert_bytes(pair))
 
     def largest_sync_key(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
         """What the once-per-batch sync grows with: the largest stage's parameter bytes, or at ``e > 1`` the
-        largest stage sync (seconds; also under overlapped collectives)."""
+        largest stage sync (seconds; also under overlapped collectives); under DualPipe the longest device sync
+        (seconds, :meth:`PairSync.largest`: a device syncs its two stages)."""
+        if self.paired(shape) is not None:
+            return self.pair_sync(shape).largest(pairs)[0]
         if not self.prices.walks_on_sync(shape.zero):
             return self._max_params(pairs)
         return max(self._stage_sync_s(shape, pair) for pair in pairs)
 
     def batch_sync_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
-        """The once-per-batch sync of a partition: that of its largest stage."""
-        if not self.prices.walks_on_sync(shape.zero):
-            copies = parameter_copies(shape.schedule, shape.stages)
-            return self.prices.sync_s(copies * self._max_params(pairs), shape.data_parallel, shape.zero)
+        """The once-per-batch sync of a partition: that of its largest stage (under DualPipe, its longest device's)."""
+        if self.paired(shape) is None and not self.prices.walks_on_sync(shape.zero):
+            return self.prices.sync_s(self._max_params(pairs), shape.data_parallel, shape.zero)
         return self.largest_sync_key(shape, pairs)
 
     def stages(self, shape: Shape, pairs: list[tuple[int, int]]) -> list[tuple[str | None, float]]:
@@ -148,13 +169,14 @@ class CandidateCosts:
         times = [time for _, time in self.stages(shape, pairs)]
         return max(times) if self.paired(shape) is None else PairDP.device_time_s(times)
 
-    def reported_allreduce_s(self, shape: Shape, pair: tuple[int, int]) -> float:
-        """A stage's data-parallel collectives once per batch as the plan pays them: :meth:`Prices.allreduce_s`, or
-        under ``Stack.dp_comm_overlap`` only their exposed part (:meth:`Prices.overlap_syncs`)."""
+    def reported_allreduce_s(self, shape: Shape, stages: list[tuple[int, int]]) -> float:
+        """A device's data-parallel collectives once per batch as the plan pays them, for the ``stages`` it holds
+        (:meth:`held`: their bytes together): :meth:`Prices.allreduce_s`, or under ``Stack.dp_comm_overlap`` (one
+        stage per device) only their exposed part (:meth:`Prices.overlap_syncs`)."""
         prices = self.prices
         if prices.overlaps(shape.zero):
+            (pair,) = stages
             return float(prices.overlap_syncs(shape.data_parallel, shape.zero, shape.stages, shape.interleave)[0][pair])
-        copies = parameter_copies(shape.schedule, shape.stages)
-        return prices.allreduce_s(copies * float(self.table.param_bytes[pair]), shape.data_parallel, shape.zero,
-                                  copies * self.expert_bytes(pair))
+        return prices.allreduce_s(sum(float(self.table.param_bytes[pair]) for pair in stages), shape.data_parallel,
+                                  shape.zero, sum(self.expert_bytes(pair) for pair in stages))
 

@@ -410,9 +410,9 @@ def parameter_copies(schedule: str, stages: int) -> int:
     ``k`` and its mirror ``p−1−k`` (deepseek-ai/DualPipe ``examples/example_dualpipe.py``: rank ``k`` loads
     ``full_modules[k]`` and ``full_modules[pp_size − 1 − k]``; arXiv:2412.19437 Table 2, "Parameter 2×"), so every stage
     sits on two devices. A device's memory is its two stages' (:func:`dualpipe_mirror`, priced pair by pair:
-    :mod:`phaze_env.placement.pair_dp`); its once-per-batch sync is priced as ``copies`` times the largest stage's bytes
-    — the data-parallel collectives and optimizer step of both stages, exact for a mirror of equal bytes and an upper
-    bound otherwise (a device syncs ``P_k + P_{p−1−k} ≤ 2·max P``). The two copies' gradients are also summed
+    :mod:`phaze_env.placement.pair_dp`), and so is its once-per-batch sync: the data-parallel collectives and optimizer
+    step of its two stages' ``P_k + P_{p−1−k}`` bytes (:class:`~phaze_env.placement.pair_dp.PairSync`), the batch
+    waiting for the longest. The two copies' gradients are also summed
     (``example_dualpipe.py`` adds rank ``p−1−k``'s to rank ``k``'s), which is priced inside that collective, not as an
     exchange of its own."""
     return 2 if schedule == "dualpipe" and stages > 1 else 1

@@ -15,7 +15,7 @@ from phaze_env.placement.collectives import (AffineTable, collective_affine, exp
                                              hybrid_collective_s, pipeline_send_s)
 from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_counts, exposed_floor_s, interleaved_exposed_s,
                                             stage_exposed_s)
-from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings, parameter_copies
+from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
 from phaze_env.placement.stage_costs import StageMemory
 from phaze_env.placement.stages import StageTable
 
@@ -221,11 +221,10 @@ class Prices:
                                                                         shape.interleave)[1])
         if key not in self._sync_compact:
             dense = memory.compact(self.table.param_bytes - self.table.expert_param_bytes)
-            copies = parameter_copies(shape.schedule, shape.stages)  # a DualPipe device syncs both copies
 
             def per_stage(values: np.ndarray, expert: bool) -> np.ndarray:
                 distinct, inverse = np.unique(values, return_inverse=True)
-                return np.array([self.part_sync_s(copies * size, shape.data_parallel, shape.zero, expert)
+                return np.array([self.part_sync_s(size, shape.data_parallel, shape.zero, expert)
                                  for size in distinct.tolist()])[inverse.ravel()]
 
             self._sync_compact[key] = per_stage(dense, False) + per_stage(memory.expert_param_bytes, True)

@@ -115,7 +115,7 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
     times = [time for _, time in stages]
     memory = []
     d, zero, e = shape.data_parallel, shape.zero, s.expert_parallel
-    copies = parameter_copies(shape.schedule, shape.stages)  # DualPipe: a device syncs and steps two stages
+    copies = parameter_copies(shape.schedule, shape.stages)  # DualPipe: a device holds two stages
     dense_parts = s.state_parts(s.zero_shards(s.weight_replicas(d)), zero)  # the groups ZeRO shards over
     expert_parts = s.state_parts(s.expert_replicas(d), zero)
     for k, ((a, b), mode) in enumerate(zip(pairs, modes)):
@@ -137,9 +137,14 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
     device_memory = memory if copies == 1 else [  # DualPipe: device k holds stage k and its mirror
         {term: value + memory[dualpipe_mirror(k, shape.stages)][term] for term, value in item.items()}
         for k, item in enumerate(memory)]
-    # the stage whose sync sets the batch's: the most parameter bytes, or at e > 1 the largest sync
-    synced = pairs[int(np.argmax([costing.largest_sync_key(shape, [pair]) for pair in pairs]))]
-    largest, experts = float(t.param_bytes[synced]), costing.expert_bytes(synced)
+    # the device whose sync sets the batch's: the stage with the most parameter bytes, or at e > 1 the largest sync;
+    # under DualPipe the device pair whose two stages sync longest (PairSync.largest)
+    if copies == 1:
+        synced = [pairs[int(np.argmax([costing.largest_sync_key(shape, [pair]) for pair in pairs]))]]
+    else:
+        synced = costing.held(shape, pairs, costing.pair_sync(shape).largest(pairs)[1])
+    largest = sum(float(t.param_bytes[pair]) for pair in synced)
+    experts = sum(costing.expert_bytes(pair) for pair in synced)
     steady = shape.microbatches
 
     def stage_terms(k: int) -> dict[str, float]:
@@ -169,8 +174,8 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
                  for term, value in pace.items()} | {
         "bubble": float(shape.bubble_slots) * pace_s,
         "dp_allreduce": costing.reported_allreduce_s(shape, synced),
-        "optimizer": (s.optimizer_step_s(copies * (largest - experts), s.zero_shards(s.weight_replicas(d)), zero)
-                      + s.optimizer_step_s(copies * experts, s.expert_replicas(d), zero)),
+        "optimizer": (s.optimizer_step_s(largest - experts, s.zero_shards(s.weight_replicas(d)), zero)
+                      + s.optimizer_step_s(experts, s.expert_replicas(d), zero)),
     }
     time_per_batch_s = pipeline_time_s(shape.slots, pace_s, costing.batch_sync_s(shape, pairs))
     throughput = s.global_batch / time_per_batch_s
@@ -207,7 +212,8 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
         recompute_modes=modes,
         stage_times_s=tuple(times),
         stage_p2p_s=tuple(shape.interleave * float(stage_costs.p2p_s[a, b]) for a, b in pairs),
-        stage_allreduce_s=tuple(costing.reported_allreduce_s(shape, pair) for pair in pairs),
+        stage_allreduce_s=tuple(costing.reported_allreduce_s(shape, costing.held(shape, pairs, k))
+                                for k in range(shape.stages)),
         stage_memory_bytes=tuple(item["total"] for item in memory),
         stage_memory=tuple(memory),
         bubble_fraction=float(shape.bubble_slots / shape.slots),

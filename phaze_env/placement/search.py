@@ -49,9 +49,10 @@ microbatches per replica, ``v`` virtual stages per device):
   each stage with its own ``min(s, m_r)`` microbatches in flight (:func:`~phaze_env.placement.inputs.in_flight_units`,
   from deepseek-ai/DualPipe's schedule), so a device's memory is the pair's sum, and it runs half the microbatches
   through each stage, so its pace is the pair's mean time: such a shape runs the pair DP
-  (:mod:`~phaze_env.placement.pair_dp`: exact min-max over pairs from both ends); a device syncs and steps both
-  stages once per batch, priced as two copies of the largest stage (the sync ``A(2P)`` stays increasing and affine in
-  ``P``, so the walk below stays exact, and every sync floor of one copy's bytes stays a floor); only ``p`` even with
+  (:mod:`~phaze_env.placement.pair_dp`: exact min-max over pairs from both ends); a device syncs and steps its two
+  stages' bytes together once per batch (:class:`~phaze_env.placement.pair_dp.PairSync`) and the batch waits for the
+  longest, so the walk below runs on that sync itself, the pair DP keeping only the pairs below the cap, and every
+  sync floor of one stage's bytes stays a floor (the device holding a stage syncs its bytes and more); only ``p`` even with
   ``m_r ≥ 2p`` even and ``v = 1`` are searched. The bounds below hold with the average stage (the layers' work over
   ``p``) in place of the loosest DP's slowest stage, which does not bound a pair's mean;
 * a stack that overlaps its data-parallel collectives with the passes (``Stack.dp_comm_overlap``:
@@ -323,22 +324,27 @@ class PlacementSearch:
         The parameter bytes ``P_i`` of the partitions found strictly decrease and their stage times
         ``C_i`` do not; while ``P_i`` exceeds the optimum's ``P*``, ``C_{i+1} ≤ C*``, so some partition
         with ``C ≤ C*`` and ``P ≤ P*`` is reached. Stop when ``M·C_i`` + the smallest possible
-        all-reduce cannot beat the incumbent, or when ``P_i`` is the smallest possible.
+        all-reduce cannot beat the incumbent, or when ``P_i`` is the smallest possible. The same argument holds with
+        ``P`` the largest stage sync (``e > 1``, overlapped collectives) or, under DualPipe, the longest device sync
+        (:class:`~phaze_env.placement.pair_dp.PairSync`, which the pair DP caps pair by pair).
         """
         costs, dp = self.costing.variant(shape)
-        if not self.prices.walks_on_sync(shape.zero):  # the sync grows with the largest stage's parameter bytes
+        paired = self.costing.paired(shape)
+        if paired is not None:  # DualPipe: walk down the longest device sync, a pair's (the pair DP caps it)
+            floor, key = 0.0, None
+        elif not self.prices.walks_on_sync(shape.zero):  # the sync grows with the largest stage's parameter bytes
             floor, key = self.param_floor[shape.stages - 1], costs.param_bytes
         else:  # two byte counts, or overlapped collectives: walk down the largest stage sync itself
             floor, key = 0.0, self.prices.sync_compact(shape, costs.memory)
         largest = self.costing.largest_sync_key(shape, pairs)
         rule = self.rules.compact_mask(shape.interleave, shape.stages, costs.memory)
-        paired = self.costing.paired(shape)
         while largest > floor:
-            smaller = key < largest
-            allowed = smaller if rule is None else smaller & rule
             if paired is not None:
-                stage_time_s, pairs = paired.solve(costs.layout.dense(allowed, False))
+                stage_time_s, pairs = paired.solve(None if rule is None else costs.layout.dense(rule, False),
+                                                   (self.costing.pair_sync(shape), largest))
             else:
+                smaller = key < largest
+                allowed = smaller if rule is None else smaller & rule
                 stage_time_s, pairs = dp.constrained(shape.stages, self._stage_values(shape, costs, allowed))
             if math.isinf(stage_time_s) or self._prunes(shape, stage_time_s, best):
                 return
