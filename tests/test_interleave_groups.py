@@ -19,7 +19,7 @@ from phaze_env import placement
 from phaze_env.placement.inputs import LayerCost, in_flight_units, microbatch_group_size, pipeline_slots
 from phaze_env.plan_spec import PlanRules, PlanSpec
 from phaze_env.stacks import MEGATRON_CORE_RULES, MEGATRON_LM_RULES, SYSTEM_STACKS
-from tests.test_placement import _settings
+from tests.test_placement import _check_against, _settings, best_plan, brute_force_chain
 
 
 def _schedule_table(microbatches: int, chunks: int, group: int) -> list[tuple[int, int]]:
@@ -128,3 +128,26 @@ def test_the_rules_dict_says_the_groups_only_when_on():
     """Rules without groups keep the dict (and so the cache keys) they had before the field."""
     assert "microbatch_groups" not in PlanRules().to_dict()
     assert PlanRules.from_dict(MEGATRON_CORE_RULES.to_dict()) == MEGATRON_CORE_RULES
+
+
+
+def test_the_grouped_rule_matches_brute_force_where_memory_binds():
+    """Under microbatch groups the DP's optimum is the brute force's (``tests/test_placement.py``'s oracle, which takes
+    Megatron-Core's checks and the group's chunks in flight as written there) on 2 and 3 devices whose HBM holds the
+    model only split (so the pipeline is needed), at odd batches (``p ∤ m_r``) and HBM from too little to plenty: the
+    group's extra chunks in flight decide where ``v > 1`` fits. Some of these plans interleave where Megatron-LM
+    could not."""
+    block = {"fwd_s": 1.0, "bwd_s": 2.0, "param_bytes": 10.0, "stash_bytes": 4.0, "output_bytes": 1.0}
+    grouped = 0
+    for devices, layers_count in ((2, 4), (3, 6)):
+        for batch in (3, 5, 7, 8):
+            for hbm in range(40, 400, 8):
+                options = dict(n_devices=devices, tensor_width=1, global_batch=batch, microbatch=1,
+                               hbm_bytes=float(hbm), link_bandwidth_Bps=math.inf, recompute="none", zero=0,
+                               interleave=None, rules=PlanRules(microbatch_groups=True))
+                layers = [block] * layers_count
+                plan = best_plan(layers, **options)
+                _check_against(brute_force_chain(layers, **options), plan)
+                microbatches = -(-batch // (plan.data_parallel * plan.microbatch)) if plan.feasible else 0
+                grouped += plan.feasible and plan.interleave > 1 and microbatches % plan.pipeline_stages != 0
+    assert grouped
