@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from experiments.cost_table import table
+from experiments.validation_cases import get_case
 from phaze_env.cli import OneLineParser, console, positive_float, positive_int
 from phaze_env.cluster import NCCL_EFFICIENCY, TPUV4_DCN_PER_CHIP_BPS, Cluster, point_cluster
 from phaze_env.design import SYSTEM_FIELDS, SystemDesignSpace, reference_system
@@ -798,7 +799,8 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
   Every cluster achieves NCCL's {NCCL_EFFICIENCY:g} of the line rate.
 * **Same training stack.** Every system, designs and references alike, runs `{STACK.name}`
   (`phaze_env.stacks.SYSTEM_STACKS`) with the same plan freedom, `{STACK.plan_spec()}`: interleaved 1F1B (`v` searched
-  where the stack can run it), sequence parallelism, the distributed optimizer (ZeRO-1), fused attention (no s×s
+  where the stack can run it: at any `m_r ≥ p` microbatches per replica, Megatron-Core's microbatch groups,
+  `PlanRules.microbatch_groups`), sequence parallelism, the distributed optimizer (ZeRO-1), fused attention (no s×s
   scores kept: priced as selective recompute) and optional full recompute. Its framework efficiency is fitted per
   chip *through this table's own path* (the chip at the GEMM efficiency above, in its reference cluster) to one
   published run of that chip — {_fits_text()} — and checked on the chips' other published runs
@@ -845,7 +847,7 @@ Designs: `Accelerator.notation()` (tensor cores count×(width×depth), vector co
 {table(["workload", "budget", "reference", "chips", "format", "plan", "samples/s", "MFU", "batch compute / network / bubble",
          "block memory-bound", "wall W/chip (chip + host + scale-up + network) × PUE", "proven"], references)}
 
-## Why each wins or loses
+{published_mfu_text(rows)}## Why each wins or loses
 
 Throughput is MFU × chips used × peak per chip / model FLOPs per sample, with the peak and the MFU both in the
 chip's number format (an FP8 chip's FP8 peak, {FP8_MAC_RATE:g}× its bf16 peak: `hardware.number_format.format_peak_flops`),
@@ -876,6 +878,38 @@ space's optimum; the clock (1.05 GHz) is kept, an assumption on the conservative
 (each also through `python -m experiments.system_table --workers 2`, which runs them, evaluates the references and
 writes this page; `--workload gpt3-175b` adds gpt3-175b at 10 MW.)
 """
+
+
+PALM_CASE = "chowdhery22-palm-540b"
+"""The published end-to-end MFU the TPUv4 reference is held to (issue 29): PaLM 540B on 6,144 TPU v4 chips
+(``experiments.validation_cases``, its source there)."""
+MFU_CHECK_WORKLOAD = "gpt3-175b"
+"""The rows whose TPUv4 reference is held to PaLM's MFU: the table's largest model, the only one near PaLM's scale
+(the small models at 1 MW run less than a sequence per chip, where no published run sits)."""
+
+
+def published_mfu_text(rows: Sequence[dict[str, Any]]) -> str:
+    """The TPUv4 reference of each row against PaLM's published end-to-end MFU, from the stored rows, with what the
+    reference runs: the stack's interleaving at any ``m_r ≥ p`` (Megatron-Core's microbatch groups,
+    :attr:`~phaze_env.plan_spec.PlanRules.microbatch_groups`); under Megatron-LM's rule (``m_r`` a multiple of
+    ``p``) the gpt3-175b reference at 10 MW could not interleave its 8 microbatches over 6 stages and was
+    bubble-bound."""
+    palm = get_case(PALM_CASE)
+    cells = []
+    for row in rows:
+        reference = row.get("references", {}).get("tpuv4")
+        if row["workload"] != MFU_CHECK_WORKLOAD or not reference or not reference.get("mfu"):
+            continue
+        label = f"{row['workload']} at {row['budget_label'] if row['kind'] == 'power' else 'iso-cost'}"
+        cells.append(f"{label} {reference['mfu']:.1%} ({reference['mfu'] / palm.published - 1:+.0%}, "
+                     f"`{reference['plan']}` on {reference['chips_used']:,} chips)")
+    if not cells:
+        return ""
+    return (f"The {MFU_CHECK_WORKLOAD} rows' TPUv4 reference against PaLM's published {palm.published:.1%} MFU on TPU v4 (`{PALM_CASE}`, "
+            f"`experiments/validation_cases.py`): " + "; ".join(cells) + ". It interleaves at any number of "
+            "microbatches per replica at least the pipeline depth, as Megatron-Core's microbatch groups allow "
+            "(`PlanRules.microbatch_groups`, Megatron-Core v0.10); under Megatron-LM's older rule (a multiple of the "
+            "depth) the gpt3-175b reference at 10 MW could not interleave and was bubble-bound.\n\n")
 
 
 def readme_table(rows: Sequence[dict[str, Any]]) -> str:

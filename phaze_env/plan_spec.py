@@ -204,6 +204,14 @@ class PlanRules:
       ``PipelineEngine``: 0 and 1 — ZeRO-2/3 are refused with pipeline parallelism; PyTorch FSDP: ``NO_SHARD``,
       ``SHARD_GRAD_OP``, ``FULL_SHARD`` = 0, 2, 3).
 
+    * ``microbatch_groups``: the interleaved schedule runs any ``m_r ≥ p`` microbatches per replica, in groups of
+      ``N`` per virtual stage (:func:`~phaze_env.placement.inputs.microbatch_group_size`). Megatron-Core from v0.10
+      (NVIDIA/Megatron-LM MR !2117, commit 4295be1a6c, 2024-11-01; in ``core_r0.10.0``):
+      ``--microbatch-group-size-per-virtual-pipeline-stage`` ``N`` (default ``p``) must lie in ``[p, m_r]`` and leave
+      ``m_r mod N`` 0 or at least ``p`` (``schedules.py``, ``forward_backward_pipelining_with_interleaving``), so
+      ``N = m_r`` runs any ``m_r ≥ p``. Off (Megatron-LM of 2021-22 and the rule before v0.10), ``m_r`` must be a
+      multiple of ``p``: "number of microbatches ... is not divisible by pipeline-model-parallel-size ... when using
+      interleaved schedule";
     * ``embedding_loss_in_split``: the embedding and the loss (the head) each count as one layer when the layers are
       split into stages and chunks: Megatron-Core's ``--account-for-embedding-in-pipeline-split`` and
       ``--account-for-loss-in-pipeline-split`` (``megatron/core/transformer/transformer_block.py``,
@@ -224,11 +232,12 @@ class PlanRules:
     whole_microbatches: bool = False
     embedding_loss_in_split: bool = False
     stack: str = ""
+    microbatch_groups: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.stack, str):
             raise ValueError(f"plan rules stack must be a name, got {self.stack!r}")
-        for name in ("pipeline", "uniform_stages", "whole_microbatches", "embedding_loss_in_split"):
+        for name in ("pipeline", "uniform_stages", "whole_microbatches", "embedding_loss_in_split", "microbatch_groups"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"plan rules {name} must be True or False, got {getattr(self, name)!r}")
         stages = self.interleave_min_stages
@@ -240,8 +249,12 @@ class PlanRules:
         object.__setattr__(self, "zero_stages", tuple(sorted(zero)))
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields; ``microbatch_groups`` only when on (so the rules of before it, and every cache key built from
+        them, keep their dict)."""
         data = asdict(self)
         data["zero_stages"] = list(self.zero_stages)
+        if not self.microbatch_groups:
+            data.pop("microbatch_groups")
         return data
 
     def split_layers(self, layer) -> int:

@@ -133,10 +133,12 @@ greater than 2 with interleaved schedule", Megatron-Core relaxed it to ``p > 2``
 used and p2p communication overlap is disabled" (``--overlap-p2p-communication``, on in NeMo's and Megatron-Bridge's
 recipes, whose published Qwen3 runs interleave at ``p = 2``); the profile's H100 fit is Megatron-Core, so ``p = 2`` is
 allowed (an A100-era plan with ``v > 1`` at ``p = 2`` would need the newer code)."""
-MEGATRON_CORE_RULES = replace(MEGATRON_LM_RULES, stack="megatron-core")
+MEGATRON_CORE_RULES = replace(MEGATRON_LM_RULES, stack="megatron-core", microbatch_groups=True)
 """Megatron-Core's plan rules are Megatron-LM's (the same ``TransformerBlock`` split, distributed optimizer, microbatch
-calculator); its account-for-embedding/loss split (``PlanRules.embedding_loss_in_split``) is a per-run flag, off by
-default as in Megatron-Core."""
+calculator) but for the interleaved schedule's microbatch groups (``PlanRules.microbatch_groups``: from Megatron-Core
+v0.10, NVIDIA/Megatron-LM MR !2117, any ``m_r ≥ p`` interleaves, where Megatron-LM needs ``m_r`` a multiple of ``p``);
+its account-for-embedding/loss split (``PlanRules.embedding_loss_in_split``) is a per-run flag, off by default as in
+Megatron-Core."""
 DEEPSPEED_PIPELINE_RULES = PlanRules(zero_stages=(0, 1), whole_microbatches=True, stack="megatron-deepspeed")
 """DeepSpeed's ``PipelineEngine`` (microsoft/DeepSpeed ``deepspeed/runtime/pipe/engine.py``): plain 1F1B over a
 ``PipelineModule`` whose ``partition_method`` places layers freely (uniform, by parameters or by type); with pipeline
@@ -713,7 +715,8 @@ SYSTEM_STACKS: dict[str, SystemStack] = {
                   ChipFit(("a100",), MEGATRON_CORE_SYSTEM_A100_EFFICIENCY, "korthikanti22-175b-full"),
                   ChipFit(("h100", "h100-fp8"), MEGATRON_CORE_SYSTEM_H100_EFFICIENCY, "dgxc-gpt3-175b-bf16-512")),
             sources="NVIDIA/Megatron-LM megatron/core (2024-25): interleaved 1F1B (--num-layers-per-virtual-pipeline-"
-                    "stage, v searched), sequence parallelism (--sequence-parallel, on with t > 1), the distributed "
+                    "stage, v searched; at any m_r >= p microbatches per replica, --microbatch-group-size-per-virtual-"
+                    "pipeline-stage: PlanRules.microbatch_groups), sequence parallelism (--sequence-parallel, on with t > 1), the distributed "
                     "optimizer (--use-distributed-optimizer: ZeRO-1), Transformer Engine's fused attention (no s×s "
                     "scores kept, recomputed in its backward: priced as selective recompute, as the H100 validation "
                     "cases do) and optional full recompute (--recompute-granularity full); pipeline sends scattered over "

@@ -200,9 +200,14 @@ def _brute_force(partitions_for, info, opts):
             if p not in partitions:
                 partitions[p] = list(partitions_for(p))
             for v in (range(1, len(info["layers"]) + 1) if interleave is None else (interleave,)):
-                if v > 1 and (p < rules.interleave_min_stages or m_r % p):
-                    continue  # Megatron's interleaved schedule: m_r a multiple of p, and enough stages
-                units = [min(p - k, m_r) if v == 1 else min(2 * (p - k - 1) + (v - 1) * p + 1, v * m_r)
+                # Megatron's interleaved schedule: enough stages, and a microbatch group N that Megatron-Core's
+                # schedules.py accepts (N in [p, m_r], m_r mod N 0 or >= p; the least: each extra one is one more
+                # chunk in flight); Megatron-LM (no groups): N = p, m_r a multiple of p
+                groups_n = [n for n in range(p, m_r + 1) if m_r % n == 0 or m_r % n >= p]
+                group = (groups_n[0] if groups_n else None) if rules.microbatch_groups else (None if m_r % p else p)
+                if v > 1 and (p < rules.interleave_min_stages or group is None):
+                    continue
+                units = [min(p - k, m_r) if v == 1 else min(2 * (p - k - 1) + (v - 1) * group + 1, v * m_r)
                          for k in range(p)]
                 for groups, zero in itertools.product(partitions[p], _zero_stages(opts, d)):
                     if any(len(group) % v for group in groups):
@@ -721,7 +726,7 @@ def test_cached_result_equals_fresh_result(fresh_cache, monkeypatch):
 rules_strategy = st.builds(PlanRules, pipeline=st.booleans(), uniform_stages=st.booleans(),
                            interleave_min_stages=st.integers(2, 3),
                            zero_stages=st.sampled_from([(0, 1, 2, 3), (0, 1), (0, 2, 3), (0, 3), (1,)]),
-                           whole_microbatches=st.booleans())
+                           whole_microbatches=st.booleans(), microbatch_groups=st.booleans())
 
 
 @settings(max_examples=150, deadline=None)

@@ -216,3 +216,18 @@ def test_the_system_space_is_built_at_its_node_and_a_node_without_data_is_one_li
     done = subprocess.run([sys.executable, "-m", "search.phaze", "--space", "system", "--workload", "gpt2-xl", "--node",
                            "N2", "--out", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no process data for node 'N2'" in done.stderr
+
+
+def test_the_gpt3_rows_tpuv4_reference_is_set_against_palms_published_mfu():
+    """Issue 29's check, generated from the stored rows: only gpt3-175b's rows, the ratio to PaLM's 46.2 % taken from
+    the validation case (not retyped)."""
+    from experiments.system_table import PALM_CASE, published_mfu_text
+    from experiments.validation_cases import get_case
+
+    def row(workload, mfu):
+        return {"workload": workload, "kind": "power", "budget_label": "10 MW",
+                "references": {"tpuv4": {"mfu": mfu, "plan": "t8p6d522m1v4", "chips_used": 25056}}}
+    text = published_mfu_text([row("gpt2-xl", 0.29), row("gpt3-175b", 0.459)])
+    assert "gpt2-xl" not in text and "gpt3-175b at 10 MW 45.9% (-1%" in text
+    assert f"{get_case(PALM_CASE).published:.1%}" in text
+    assert published_mfu_text([row("gpt2-xl", 0.29)]) == ""

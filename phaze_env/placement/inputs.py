@@ -7,6 +7,7 @@ parameter); the optimizer factors (:data:`phaze_env.cluster.OPTIMIZERS`) are mul
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
@@ -440,13 +441,26 @@ def pipeline_slots(microbatches: int | np.ndarray, stages: int | np.ndarray, int
     return microbatches + pipeline_bubble_slots(stages, interleave, schedule)
 
 
+@functools.lru_cache(maxsize=4096)
+def microbatch_group_size(stages: int, microbatches: int) -> int:
+    """The microbatches ``N`` an interleaved schedule runs per virtual stage before moving to the next
+    (Megatron-Core's ``microbatch_group_size_per_vp_stage``): the least ``N`` in ``[p, m_r]`` that leaves
+    ``m_r mod N`` 0 or at least ``p`` (``schedules.py``'s two checks, ``PlanRules.microbatch_groups``), ``p`` itself
+    when ``p`` divides ``m_r`` (the only group of the rule before Megatron-Core v0.10) or ``m_r < p`` (no group runs).
+    The least, because each extra microbatch of a group is one more chunk in flight (:func:`in_flight_units`) and the
+    bubble does not depend on ``N`` (a replay of the schedule: ``tests/test_interleave_groups.py``)."""
+    return next((n for n in range(stages, microbatches + 1) if microbatches % n == 0 or microbatches % n >= stages),
+                stages)
+
+
 def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interleave: int = 1) -> int:
     """Activation units (``1/v`` of a microbatch's activations of the stage) the stage ``stage_from_end``-th from the end
     of a ``stages``-deep pipeline holds at its peak. 1F1B: ``min(s, m_r)`` microbatches (PipeDream-Flush, Narayanan et
     al. 2021 §2.2.1). Interleaved: Megatron-LM's warm-up forwards of that rank plus the one of the steady state,
-    ``2(s−1) + (v−1)p + 1`` chunks (``megatron/core/pipeline_parallel/schedules.py``,
-    ``forward_backward_pipelining_with_interleaving``: ``num_warmup_microbatches = (p − rank − 1)·2 + (v − 1)·p``),
-    at most all ``v·m_r`` — for the first stage ``p + (p−1)/v`` microbatches (Korthikanti et al. 2022 §4.2.3;
+    ``2(s−1) + (v−1)N + 1`` chunks (``megatron/core/pipeline_parallel/schedules.py``,
+    ``forward_backward_pipelining_with_interleaving``: ``num_warmup_microbatches = (p − rank − 1)·2 + (v − 1)·N``,
+    ``N`` the microbatch group, :func:`microbatch_group_size`: ``p`` whenever ``p`` divides ``m_r``),
+    at most all ``v·m_r`` — for the first stage at ``N = p``, ``p + (p−1)/v`` microbatches (Korthikanti et al. 2022 §4.2.3;
     Megatron-LM's ``theoretical_memory_usage.py``: ``1 + (p−1)/(p·v)`` times ``p``). DualPipe (no interleaving):
     also ``min(s, m_r)`` of the stage's own, on each of its two devices. deepseek-ai/DualPipe
     ``dualpipe.py`` (``DualPipe.step``): a rank ``h`` ranks from its nearer end runs ``2(p/2 − h − 1)`` forwards of
@@ -459,7 +473,8 @@ def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interle
     backward's inputs a little longer; like Table 2, not counted."""
     if interleave == 1:
         return min(stage_from_end, microbatches)
-    return min(2 * (stage_from_end - 1) + (interleave - 1) * stages + 1, interleave * microbatches)
+    group = microbatch_group_size(stages, microbatches)
+    return min(2 * (stage_from_end - 1) + (interleave - 1) * group + 1, interleave * microbatches)
 
 
 def fastest_interleave(microbatches, stages: int, stage_time_s, send_s: float, low: int, high: int) -> np.ndarray:

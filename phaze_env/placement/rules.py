@@ -94,14 +94,16 @@ def pipeline_split(graph, cluster: Cluster, plan: PlanSpec) -> tuple[int, tuple[
 def runnable_shapes(stages, microbatches, v: int, total_layers: int, rules: PlanRules,
                     schedule: str = "1f1b") -> np.ndarray:
     """Which ``(p, m_r)`` (arrays, or scalars broadcast) a stack with ``rules`` can run at ``v``: interleaving needs
-    ``p ≥ interleave_min_stages``, ``m_r`` a multiple of ``p`` (Megatron-LM) and ``v`` layers or more per stage;
+    ``p ≥ interleave_min_stages``, ``m_r`` a multiple of ``p`` (Megatron-LM; ``m_r ≥ p`` where the stack runs
+    microbatch groups, ``PlanRules.microbatch_groups``: Megatron-Core from v0.10) and ``v`` layers or more per stage;
     uniform stages need ``p`` to divide the layers into stages whose count ``v`` divides; the ``"dualpipe"``
     ``schedule`` (``Stack.pipeline_schedule``) needs, once it pipelines (``p > 1``), ``p`` even and ``m_r`` even and
     at least ``2p`` (:data:`DUALPIPE_RULE`), and runs no interleaving."""
     stages, microbatches = np.broadcast_arrays(np.asarray(stages), np.asarray(microbatches))
     allowed = np.ones(stages.shape, dtype=bool)
     if v > 1:
-        allowed = ((stages >= rules.interleave_min_stages) & (microbatches % np.maximum(stages, 1) == 0)
+        grouped = microbatches >= stages if rules.microbatch_groups else microbatches % np.maximum(stages, 1) == 0
+        allowed = ((stages >= rules.interleave_min_stages) & grouped
                    & (stages * v <= total_layers) & (total_layers % v == 0))
     if rules.uniform_stages:
         allowed &= (total_layers % stages == 0) & ((total_layers // stages) % v == 0)
@@ -179,9 +181,12 @@ class RunnableShapes:
         if v > 1 and stages < rules.interleave_min_stages:
             return (f"the interleaved schedule needs p ≥ {rules.interleave_min_stages} pipeline stages "
                     "(the stack's rule)")
-        if v > 1 and microbatches % stages:
+        if v > 1 and rules.microbatch_groups and microbatches < stages:
+            return (f"the interleaved schedule needs at least p = {stages} microbatches per replica, got {microbatches} "
+                    "(Megatron-Core: the microbatch group per virtual stage lies in [p, m_r])")
+        if v > 1 and not rules.microbatch_groups and microbatches % stages:
             return (f"the interleaved schedule needs the {microbatches} microbatches per replica to be a multiple of "
-                    f"p = {stages} (Megatron-LM)")
+                    f"p = {stages} (Megatron-LM; Megatron-Core's microbatch groups, from v0.10, lift it)")
         layers = ("layers (the embedding and the loss counting one each)" if rules.embedding_loss_in_split
                   else "transformer layers")
         if rules.uniform_stages and total % stages:

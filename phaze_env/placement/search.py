@@ -39,7 +39,9 @@ microbatches per replica, ``v`` virtual stages per device):
   (ZeRO-0/1), the updated weights' all-gather (ZeRO-2), none (ZeRO-3); the step updates a ``1/d`` shard
   under ZeRO ≥ 1 (the bubble is ``(p−1)/(v·m_r)`` of the steady state, Narayanan et al. 2021 §2.2.2).
   With interleaving a device's layers are modelled as one contiguous stage (its ``v`` chunks carry the
-  same load), and Megatron's rule that ``m_r`` be a multiple of ``p`` is enforced.
+  same load), and Megatron-LM's rule that ``m_r`` be a multiple of ``p`` is enforced (``m_r ≥ p`` under
+  Megatron-Core's microbatch groups, ``PlanRules.microbatch_groups``, whose group ``N ≥ p`` puts
+  ``2(s−1) + (v−1)N + 1`` chunks in flight: :func:`~phaze_env.placement.inputs.in_flight_units`).
 * a stack running DualPipe (``Stack.pipeline_schedule``, arXiv:2412.19437 §3.2.1) replaces 1F1B's ``(p−1)/v`` by
   ``(p/2 − 1)·κ`` (:func:`~phaze_env.placement.inputs.pipeline_slots`; ``κ = 2/3``,
   :data:`~phaze_env.placement.inputs.DUALPIPE_BUBBLE_SHARE`, a constant: the DP stays monotone in the layer times);
@@ -270,7 +272,7 @@ class PlacementSearch:
         paired = self.costing.paired(shape)  # DualPipe: a device's memory is two stages' (its own DP)
         if shape.zero or shape.interleave > 1 or rule is not None or paired is not None:
             # Every shape's memory is at least the loosest one's (most ZeRO shards; an interleaved stage ``s``-th
-            # from the end holds ``min(2(s−1)+(v−1)p+1, v·m_r)/v ≥ min(s, m_r)`` microbatches' worth) and its
+            # from the end holds ``min(2(s−1)+(v−1)N+1, v·m_r)/v ≥ min(s, m_r)`` microbatches' worth, N ≥ p) and its
             # p2p ≥ 0 (a DualPipe device holds its stage's state and min(s, m_r) microbatches, and its mirror's
             # besides), and fewer microbatches per replica never put more in flight, so the loosest DP at the
             # largest power of two ≤ m_r bounds the stage time from below. That DP is shared by all shapes (a
