@@ -676,10 +676,18 @@ def sensitivity_text(rows: Sequence[dict[str, Any]]) -> str:
     from phaze_env.assumptions import ASSUMPTIONS
 
     done = [r for r in rows if r.get("sensitivity")]
-    if not done:
-        return ""
     assumptions = [[f"`{a.name}`", a.label, f"{a.nominal:,.4g}", f"{a.low:,.4g}", f"{a.high:,.4g}", a.unit, a.source]
                    for a in ASSUMPTIONS.values()]
+    if not done:  # a re-run row drops the cases of the model before it: say so, and keep the assumptions' ranges
+        return f"""## Sensitivity of each verdict
+
+No row's sensitivity is run on this table's model yet: a row the table runs again drops the cases it had, which were
+the model's before it. `python -m experiments.sensitivity --workload W --kind power|cost` moves each assumption below,
+one at a time, to each end of its range and re-runs the exact search (`phaze_env.assumptions`).
+
+{table(["assumption", "what", "nominal", "low", "high", "unit", "range from"], assumptions)}
+
+"""
 
     def span(s: dict[str, Any], name: str) -> str:
         if name not in s["ranges"]:
