@@ -676,8 +676,9 @@ def sensitivity_text(rows: Sequence[dict[str, Any]]) -> str:
     from phaze_env.assumptions import ASSUMPTIONS
 
     done = [r for r in rows if r.get("sensitivity")]
-    assumptions = [[f"`{a.name}`", a.label, f"{a.nominal:,.4g}", f"{a.low:,.4g}", f"{a.high:,.4g}", a.unit, a.source]
-                   for a in ASSUMPTIONS.values()]
+    assumptions = table(["assumption", "what", "nominal", "low", "high", "unit", "range from"],
+                        [[f"`{a.name}`", a.label, f"{a.nominal:,.4g}", f"{a.low:,.4g}", f"{a.high:,.4g}", a.unit, a.source]
+                         for a in ASSUMPTIONS.values()])
     if not done:  # a re-run row drops the cases of the model before it: say so, and keep the assumptions' ranges
         return f"""## Sensitivity of each verdict
 
@@ -685,7 +686,7 @@ No row's sensitivity is run on this table's model yet: a row the table runs agai
 the model's before it. `python -m experiments.sensitivity --workload W --kind power|cost` moves each assumption below,
 one at a time, to each end of its range and re-runs the exact search (`phaze_env.assumptions`).
 
-{table(["assumption", "what", "nominal", "low", "high", "unit", "range from"], assumptions)}
+{assumptions}
 
 """
 
@@ -732,7 +733,7 @@ when it changes none, the nominal verdict ("inputs unchanged"). `--from-table` a
 stored answer as the nominal. The range is the lowest and highest ratio over the nominal run and every case; the
 tornado charts are in `docs/figures/system_sensitivity.html` (`.png`) and in each search's `report.html`.
 
-{table(["assumption", "what", "nominal", "low", "high", "unit", "range from"], assumptions)}
+{assumptions}
 
 {table(["workload", "budget", *[f"vs {REFERENCE_LABELS[n]}" for n in REFERENCES], "cases", "wall", "not run"], body)}
 
