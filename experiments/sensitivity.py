@@ -14,9 +14,13 @@ references TPUv4, A100, H100 and the 2024–25 flagships) — is computed again:
   move changes are evaluated again (e.g. the V–f exponent: only the power-capped flagships);
 * **inputs unchanged**: when it changes no rival either, the nominal verdict, and nothing is re-run (e.g. a cost
   assumption at iso-power: chip counts follow power).
+* **lower bound** (``--reevaluate``, for a row whose search takes too long to run once per case): where the move
+  changes the search's inputs, the nominal answer's design is evaluated again under it (its chip and chip count at the
+  moved budget, through the search's own path) instead of searching; it is a row of the moved space, so the moved
+  search's answer is at least as high, and each ratio a lower bound on the moved verdict's.
 
-Nothing is bounded or estimated: each figure is a proven search's or the nominal one for the reason above, and a
-search that is not proven is marked so. Outputs: ``<out>/<workload>/<kind>/sensitivity.json`` (the format
+Without ``--reevaluate`` nothing is bounded or estimated: each figure is a proven search's or the nominal one for the
+reason above, and a search that is not proven is marked so. Outputs: ``<out>/<workload>/<kind>/sensitivity.json`` (the format
 :func:`search.report.sensitivity_section` charts) and that search's ``report.html`` rebuilt with the tornado chart;
 the row's ``sensitivity`` summary in ``<docs>/system_table.json`` (``system_table.md`` re-rendered) and the tornado
 charts of every row with one in ``<docs>/figures/system_sensitivity.{html,png}``.
@@ -34,6 +38,7 @@ flagship's nominal figure where the move leaves its inputs as at nominal and eva
     python -m experiments.sensitivity --workload gpt2-xl --kind power --workers 2
     python -m experiments.sensitivity --from-table --workload gpt2-xl --assumption voltage_frequency_exponent --workers 1
     python -m experiments.sensitivity --from-table --rivals-only --workload gpt2-xl --workers 1
+    python -m experiments.sensitivity --from-table --reevaluate --workload gpt3-175b --workers 2
 """
 
 from __future__ import annotations
@@ -50,7 +55,8 @@ from experiments.system_table import (FLAGSHIP_LABELS, FLAGSHIPS, KINDS, REFEREN
                                       stored_row_config, uncovered, write_docs)
 from phaze_env.assumptions import ASSUMPTIONS, Assumption, moved
 from phaze_env.cli import OneLineParser, positive_float, positive_int
-from phaze_env.design import reference_system
+from phaze_env.design import SYSTEM_FIELDS, reference_system
+from phaze_env.evaluate import Evaluation
 from phaze_env.files import write_text_atomic, writable_directory
 from phaze_env.hardware import Accelerator
 from phaze_env.hardware.system import RIVAL_NUMBER_FORMATS, SystemBudget
@@ -58,9 +64,16 @@ from phaze_env.workloads import get_workload
 from search.config import SearchConfig
 from search.report import SENSITIVITY_FILE, rebuild, tornado_bars, tornado_figures
 from search.run import run_search
+from search.tasks import evaluate_design
 
 STATUSES = ("exact", "answer unchanged", "inputs unchanged")
-"""How a case's figures were obtained (module docstring); anything else is "NOT PROVEN"."""
+"""How a case's figures were obtained (module docstring) when they are exact; :data:`LOWER_BOUND` is not exact but
+says what it is, anything else is "NOT PROVEN"."""
+LOWER_BOUND = "lower bound"
+"""The status of a case whose answer is the nominal answer's design evaluated again under the move, not searched again
+(``--reevaluate``, :func:`reevaluated_verdict`): the design is in the moved space, so its throughput is a lower bound
+on the moved search's answer, and every ratio over a rival (each rival evaluated as in an exact case) a lower bound on
+the moved verdict's."""
 RIVALS = REFERENCES + FLAGSHIPS
 """Every system a verdict sets the answer against: the table's same-node references and the 2024–25 flagships."""
 RIVAL_LABELS = REFERENCE_LABELS | FLAGSHIP_LABELS
@@ -126,7 +139,53 @@ def verdict(config: SearchConfig, *, workers: int, out: Path, progress=None) -> 
         raise ValueError(f"no feasible system for {workload} at {config.space.budget.describe()}")
     figures = {"samples_s": best.throughput_samples_s, "chips": best.system["n_devices"],
                "design": Accelerator.from_dict(best.accelerator).notation(), "plan": best.plan.notation,
-               "exact": result.exact, "budget": config.space.budget.to_dict()}
+               "exact": result.exact, "budget": config.space.budget.to_dict(), "knobs": design_knobs(best.accelerator,
+                                                                                                    best.system)}
+    return _with_rivals(figures, rival_samples(config, RIVALS)) | {"elapsed_s": time.perf_counter() - started}
+
+
+DESIGN_KNOBS = ("num_tc", "tc_width", "tc_depth", "num_vc", "buffer_mb")
+"""The accelerator knobs that, with the system fields (:data:`~phaze_env.design.SYSTEM_FIELDS`), name a row of the
+system space whatever an assumption does to its chip (clock, efficiency, power) or its chip count."""
+
+
+def design_knobs(accelerator: dict[str, Any], system: dict[str, Any]) -> dict[str, Any]:
+    """The knobs naming an answer's design in the system space (:data:`DESIGN_KNOBS` and the system fields)."""
+    return {k: accelerator[k] for k in DESIGN_KNOBS} | {k: system[k] for k in SYSTEM_FIELDS}
+
+
+def design_index(config: SearchConfig, knobs: dict[str, Any]) -> int | None:
+    """The row of ``config``'s system space whose design has ``knobs`` (None: the space has no such row, e.g. the
+    budget buys none of its units under a move)."""
+    for i, design in enumerate(config.arch.designs):
+        if all(getattr(design, k) == v for k, v in knobs.items()):
+            return i
+    return None
+
+
+def reevaluated_verdict(config: SearchConfig, nominal: dict[str, Any]) -> dict[str, Any]:
+    """The nominal answer's design evaluated again in ``config``'s space (a moved assumption's), through the search's
+    own path (:func:`search.tasks.evaluate_design`: its chip and chip count at the budget, the space's stack and
+    knobs), with every rival at that budget: figures as :func:`verdict`'s, the answer a lower bound on the moved
+    search's (:data:`LOWER_BOUND`). A ``ValueError`` when the nominal holds no design knobs (a stored row of an older
+    table) or the moved space has no such row, or it is infeasible there."""
+    (workload,) = config.names
+    started = time.perf_counter()
+    if "knobs" not in nominal:
+        raise ValueError("the nominal answer names no design (a table row stored before its accelerator and system "
+                         "were): run it without --reevaluate")
+    index = design_index(config, nominal["knobs"])
+    if index is None:
+        raise ValueError(f"the nominal design {nominal['design']} is not in the moved space (its budget buys none of "
+                         "its units): run it without --reevaluate")
+    evaluation = Evaluation.from_dict(evaluate_design(config.task(workload, index, None))["evaluation"])
+    if not evaluation.feasible:
+        raise ValueError(f"the nominal design {nominal['design']} cannot train under the move ({evaluation.reason}): "
+                         "run it without --reevaluate")
+    point = config.arch.points[index]
+    figures = {"samples_s": evaluation.throughput_samples_s, "chips": point.n_devices, "design": nominal["design"],
+               "plan": evaluation.plan.notation, "exact": False, "budget": config.space.budget.to_dict(),
+               "knobs": nominal["knobs"]}
     return _with_rivals(figures, rival_samples(config, RIVALS)) | {"elapsed_s": time.perf_counter() - started}
 
 
@@ -138,17 +197,22 @@ def stored_verdict(row: dict[str, Any]) -> dict[str, Any]:
     references |= {n: (r["samples_s"] if r.get("feasible") else None) for n, r in row.get("flagships", {}).items()}
     figures = {"samples_s": best["samples_s"], "chips": best["chips"], "design": best["design"], "plan": best["plan"],
                "exact": row["exact"], "budget": row["budget"]}
+    if "accelerator" in best and "system" in best:
+        figures["knobs"] = design_knobs(best["accelerator"], best["system"])
     return _with_rivals(figures, references) | {"elapsed_s": 0.0}
 
 
 def row_sensitivity(config_at: Callable[[], SearchConfig], kind: str, *, workers: int, directory: Path,
                     assumptions: Sequence[Assumption] | None = None,
-                    say: Callable[[str], None] = print, nominal: dict[str, Any] | None = None) -> dict[str, Any]:
+                    say: Callable[[str], None] = print, nominal: dict[str, Any] | None = None,
+                    reevaluate: bool = False) -> dict[str, Any]:
     """The verdict of the search ``config_at()`` builds (called under each move: its budget may follow it, as the
     iso-cost budget does) at nominal and at each end of each assumption's range (module docstring), with the range of
     every ratio over all of them; written to ``directory/sensitivity.json`` (the nominal search's outputs go to
     ``directory``, each case's under ``directory/sensitivity/``). ``nominal``: the nominal verdict when it is already
-    known (:func:`stored_verdict`), so the nominal search is not re-run."""
+    known (:func:`stored_verdict`), so the nominal search is not re-run. ``reevaluate``: a case whose move changes the
+    search's inputs evaluates the nominal answer's design again instead of searching (:func:`reevaluated_verdict`,
+    status :data:`LOWER_BOUND`): for a row whose search takes too long to run once per case."""
     started = time.perf_counter()
     nominal_config = config_at()
     (workload,) = nominal_config.names
@@ -164,7 +228,9 @@ def row_sensitivity(config_at: Callable[[], SearchConfig], kind: str, *, workers
                 config = config_at()
                 inputs = search_inputs(config)
                 moved_rivals = [n for n in RIVALS if inputs[n] != nominal_inputs[n]]
-                if inputs["answer"] != nominal_inputs["answer"]:
+                if inputs["answer"] != nominal_inputs["answer"] and reevaluate:
+                    figures, status = reevaluated_verdict(config, nominal), LOWER_BOUND
+                elif inputs["answer"] != nominal_inputs["answer"]:
                     figures = verdict(config, workers=workers, out=directory / "sensitivity" / f"{assumption.name}-{end}")
                     status = "exact" if figures["exact"] else "NOT PROVEN"
                 elif moved_rivals:  # the answer is the nominal one, exactly; only the moved rivals are evaluated again
@@ -182,6 +248,8 @@ def row_sensitivity(config_at: Callable[[], SearchConfig], kind: str, *, workers
     data = {"workload": workload, "kind": kind, "budget": nominal_config.space.budget.describe(),
             "references": {n: RIVAL_LABELS[n] for n in RIVALS}, "nominal": nominal, "cases": cases,
             "ranges": ranges(nominal, cases), "exact": all(c["status"] in STATUSES for c in cases) and nominal["exact"],
+            "lower_bounds": sum(c["status"] == LOWER_BOUND for c in cases),
+            "proven": nominal["exact"] and all(c["status"] in STATUSES + (LOWER_BOUND,) for c in cases),
             "elapsed_s": time.perf_counter() - started}
     write_text_atomic(writable_directory(directory) / SENSITIVITY_FILE, json.dumps(data, indent=1, allow_nan=False) + "\n")
     return data
@@ -212,6 +280,8 @@ def merged_summary(stored: dict[str, Any] | None, data: dict[str, Any]) -> dict[
     order = list(ASSUMPTIONS)
     cases.sort(key=lambda c: (order.index(c["assumption"]) if c["assumption"] in order else len(order), c["end"]))
     return {"ranges": ranges(data["nominal"], cases), "exact": stored["exact"] and fresh["exact"],
+            "lower_bounds": sum(c["status"] == LOWER_BOUND for c in cases),
+            "proven": stored.get("proven", stored["exact"]) and fresh["proven"],
             "elapsed_s": stored["elapsed_s"] - replaced_s + fresh["elapsed_s"], "cases": cases}
 
 
@@ -295,7 +365,20 @@ def rivals_from_cases(row: dict[str, Any], config_at: Callable[[], SearchConfig]
             f"[evaluated: {', '.join(RIVAL_LABELS[n] for n in evaluated) or 'none'}; {wall_s:.0f} s]")
     summary = row["sensitivity"]
     return {"ranges": ranges(nominal, cases), "exact": summary["exact"],
+            "lower_bounds": summary.get("lower_bounds", 0), "proven": summary.get("proven", summary["exact"]),
             "elapsed_s": summary["elapsed_s"] + time.perf_counter() - started, "cases": cases}
+
+
+def exactness_text(summary: dict[str, Any]) -> str:
+    """How a row's sensitivity was obtained, in words: "exact", "exact but N lower bounds" (cases whose answer is the
+    nominal design evaluated again: :data:`LOWER_BOUND`) or "NOT PROVEN" (a case's search or the nominal's is not)."""
+    bounds = summary.get("lower_bounds", 0)
+    if summary["exact"]:
+        return "exact"
+    if bounds and summary.get("proven", False):
+        return (f"{bounds} of {len(summary['cases'])} cases lower bounds (the nominal design evaluated again under the "
+                "move, not searched)")
+    return "NOT PROVEN"
 
 
 def _spans_text(summary: dict[str, Any]) -> str:
@@ -309,7 +392,8 @@ def _ratios_text(ratios: dict[str, float]) -> str:
 
 def row_summary(data: dict[str, Any]) -> dict[str, Any]:
     """What the table row keeps: the ranges, every case's ratios and status, the wall time."""
-    return {"ranges": data["ranges"], "exact": data["exact"], "elapsed_s": data["elapsed_s"],
+    return {"ranges": data["ranges"], "exact": data["exact"], "lower_bounds": data.get("lower_bounds", 0),
+            "proven": data.get("proven", data["exact"]), "elapsed_s": data["elapsed_s"],
             "cases": [{k: c[k] for k in ("assumption", "label", "unit", "end", "value", "nominal_value", "status",
                                          "samples_s", "ratios", "wall_s")} for c in data["cases"]]}
 
@@ -326,7 +410,8 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
             missing.append(label)
             continue
         ranges = {n: r for n, r in summary["ranges"].items() if n in REFERENCES}  # the headline's columns
-        lows += [(r["low"], REFERENCE_LABELS[n], row["workload"]) for n, r in ranges.items()]
+        bounded = {f"{c['assumption']} {c['end']}" for c in summary["cases"] if c["status"] == LOWER_BOUND}
+        lows += [(r["low"], REFERENCE_LABELS[n], row["workload"], r["low_by"] in bounded) for n, r in ranges.items()]
         text = ", ".join(f"{r['low']:.2f}–{r['high']:.2f}× {REFERENCE_LABELS[n]}" for n, r in ranges.items())
         low_by = ranges["h100"]["low_by"] if "h100" in ranges else None
         if low_by and low_by != "nominal":
@@ -335,11 +420,15 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
             assumption = ASSUMPTIONS[name]
             text += (f" (H100's low end: {assumption.label} {case['value']:,.6g}"
                      f"{' ' + assumption.unit if assumption.unit else ''})")
-        parts.append(f"{label} {text}" + ("" if summary["exact"] else " (NOT PROVEN)"))
+        bounds = summary.get("lower_bounds", 0)
+        parts.append(f"{label} {text}" + ("" if summary["exact"] else
+                                          f" ({bounds} of {len(summary['cases'])} cases lower bounds)"
+                                          if bounds and summary.get("proven") else " (NOT PROVEN)"))
     sentence = "; ".join(parts) + "." if parts else "no row has a sensitivity run yet."
     if lows:
-        low, reference, workload = min(lows)
-        sentence += (f" Over these ranges {'no' if low > 1 else 'a'} verdict turns: the lowest ratio is {low:.2f}× "
+        low, reference, workload, bound = min(lows)
+        turns = "no verdict turns" if low > 1 else "a verdict may turn" if bound else "a verdict turns"
+        sentence += (f" Over these ranges {turns}: the lowest ratio is {low:.2f}×{' at least' if bound else ''} "
                      f"({reference}, {workload}).")
     return sentence + (f" Not yet run: {', '.join(missing)}." if parts and missing else "")
 
@@ -458,6 +547,11 @@ def build_parser() -> OneLineParser:
                              "them without running any search (the case's stored answer against each flagship under "
                              "its move: the nominal where the move leaves the flagship's inputs as they are, else "
                              "evaluated again); the stored cases are kept; default: run the assumptions' cases")
+    parser.add_argument("--reevaluate", action="store_true",
+                        help="where a move changes the search's inputs, evaluate the nominal answer's design again "
+                             "under it instead of searching again (status 'lower bound': the design is in the moved "
+                             "space, so each ratio is a lower bound on the moved verdict's); for a row whose search "
+                             "takes too long to run once per case (gpt3-175b: ~30 min cold); default: search again")
     parser.add_argument("--workers", type=positive_int, default=2, metavar="N", help="search worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=Path("out/system_table"),
                         help="search outputs, the table's (default out/system_table)")
@@ -484,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError("--from-table runs each stored row at its own budget; --budget-mw does not apply")
             chosen = select_rows(list(rows.values()), workloads, args.kind)
             bare = [f"{r['workload']} ({r['kind']})" for r in chosen if not r.get("sensitivity")]
-            if bare:  # a sensitivity of only the added assumptions would read as the verdict's whole range
+            if bare and (assumptions or args.rivals_only):  # only some assumptions' cases would read as the whole range
                 raise ValueError(f"no stored sensitivity to add to for {', '.join(bare)}: run it in full (without "
                                  "--from-table)")
             configs = {row_key(row): stored_config_at(row) for row in chosen}
@@ -511,8 +605,7 @@ def main(argv: list[str] | None = None) -> int:
                                             say=lambda text: print(f"  {text}", flush=True))
             except ValueError as exc:
                 parser.exit(1, f"{parser.prog}: error: {workload} ({kind}): {exc}\n")
-            print(f"  range over the row's assumptions: {_spans_text(summary)}; "
-                  f"{'exact' if summary['exact'] else 'NOT PROVEN'}", flush=True)
+            print(f"  range over the row's assumptions: {_spans_text(summary)}; {exactness_text(summary)}", flush=True)
             rows[(workload, kind)]["sensitivity"] = summary
             write_docs(docs, list(rows.values()))
             continue
@@ -521,7 +614,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             data = row_sensitivity(config_at, kind, workers=args.workers, directory=directory,
                                    assumptions=assumptions, say=lambda text: print(f"  {text}", flush=True),
-                                   nominal=None if stored is None else stored_verdict(stored))
+                                   nominal=None if stored is None else stored_verdict(stored),
+                                   reevaluate=args.reevaluate)
             if stored is None:
                 rebuild(directory)
         except ValueError as exc:
@@ -530,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
         kept = row is not None and math.isclose(row["power_w"], power_w)
         summary = merged_summary(row.get("sensitivity"), data) if stored is not None else row_summary(data)
         print(f"  range over the {'row' if stored is not None else 'run'}'s assumptions: {_spans_text(summary)}; "
-              f"{'exact' if data['exact'] else 'NOT PROVEN'}; {data['elapsed_s']:.0f} s", flush=True)
+              f"{exactness_text(summary)}; {data['elapsed_s']:.0f} s", flush=True)
         if kept:
             row["sensitivity"] = summary
             write_docs(docs, list(rows.values()))

@@ -730,7 +730,10 @@ under the move with every rival ("exact"); where the move leaves every input of 
 every row's chip and cluster) the nominal answer, exactly, against the rivals whose own chip or cluster the move
 changes evaluated again ("answer unchanged": e.g. the V–f exponent, which moves only the power-capped flagships) or,
 when it changes none, the nominal verdict ("inputs unchanged"). `--from-table` adds cases to a stored row with its
-stored answer as the nominal. The range is the lowest and highest ratio over the nominal run and every case; the
+stored answer as the nominal. `--reevaluate`, for a row whose search is too long to run once per case, evaluates the
+nominal answer's design again under a move that changes the search's inputs instead of searching ("lower bound": the
+design is in the moved space, so the search's answer there is at least as high, and each ratio and each range end is a
+lower bound on the moved verdict's). The range is the lowest and highest ratio over the nominal run and every case; the
 tornado charts are in `docs/figures/system_sensitivity.html` (`.png`) and in each search's `report.html`.
 
 {assumptions}

@@ -309,3 +309,50 @@ def test_rivals_only_needs_from_table(tmp_path):
     done = subprocess.run([sys.executable, "-m", "experiments.sensitivity", "--rivals-only", "--workload", "gpt2-xl",
                            "--docs", str(tmp_path), "--out", str(tmp_path / "out")], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "it needs --from-table" in done.stderr
+
+
+def test_reevaluate_is_a_lower_bound_on_each_moved_search_and_says_so(tmp_path, monkeypatch):
+    """``--reevaluate``: a case whose move changes the search's inputs evaluates the nominal answer's design again
+    instead of searching; the moved exact search can only do better, the rivals are the same, and the row says its
+    cases are lower bounds (not "exact", not "NOT PROVEN")."""
+    from experiments.sensitivity import (LOWER_BOUND, design_index, exactness_text, readme_ranges,
+                                         reevaluated_verdict, stored_verdict)
+
+    monkeypatch.setenv("PHAZE_CACHE_DIR", str(tmp_path / "cache"))
+    nominal = verdict(_config(), workers=1, out=tmp_path / "nominal")
+    assert design_index(_config(), nominal["knobs"]) is not None
+    chosen = [ASSUMPTIONS[n] for n in ("pue", "design_framework_efficiency", "hbm_usd_per_gb")]
+    common = dict(workers=1, assumptions=chosen, say=lambda text: None, nominal=nominal)
+    bound = row_sensitivity(_config, "power", directory=tmp_path / "bound", reevaluate=True, **common)
+    exact = row_sensitivity(_config, "power", directory=tmp_path / "exact", **common)
+    searched = 0
+    for b, e in zip(bound["cases"], exact["cases"]):
+        assert (b["assumption"], b["end"]) == (e["assumption"], e["end"])
+        if e["status"] == "exact":
+            searched += 1
+            assert b["status"] == LOWER_BOUND and b["references"] == e["references"]
+            assert b["samples_s"] <= e["samples_s"] * (1 + 1e-12)
+            assert all(b["ratios"][n] <= e["ratios"][n] * (1 + 1e-12) for n in e["ratios"])
+        else:  # a move the search does not see is not re-evaluated either
+            assert b["status"] == e["status"] and b["samples_s"] == e["samples_s"]
+    assert searched == 2 and bound["lower_bounds"] == 2  # PUE high and the efficiency's low end (its only one)
+    slower = next(c for c in bound["cases"] if c["assumption"] == "design_framework_efficiency" and c["end"] == "low")
+    assert slower["samples_s"] < nominal["samples_s"]  # the same design, evaluated under the move, is slower
+    summary = row_summary(bound)
+    assert not summary["exact"] and summary["proven"] and exactness_text(summary).startswith("2 of 5 cases lower")
+    row = {"workload": "tiny", "kind": "power", "budget_label": "0.1 MW", "sensitivity": summary}
+    assert "(2 of 5 cases lower bounds)" in readme_ranges([row])
+    assert exactness_text(row_summary(exact)) == "exact"
+    # a nominal that names no design (an older table's row), or a design the moved space lacks: one clear error
+    with pytest.raises(ValueError, match="names no design"):
+        reevaluated_verdict(_config(), {k: v for k, v in nominal.items() if k != "knobs"})
+    with pytest.raises(ValueError, match="not in the moved space"):
+        reevaluated_verdict(_config(), nominal | {"knobs": nominal["knobs"] | {"num_tc": 10**6}})
+    stored = stored_verdict({"best": {"samples_s": 1.0, "chips": 1, "design": "d", "plan": "p",
+                                      "accelerator": {k: 1 for k in ("num_tc", "tc_width", "tc_depth", "num_vc",
+                                                                     "buffer_mb")},
+                                      "system": {k: 1 for k in nominal["knobs"] if k not in ("num_tc", "tc_width",
+                                                                                            "tc_depth", "num_vc",
+                                                                                            "buffer_mb")}},
+                             "references": {}, "exact": True, "budget": {}})
+    assert set(stored["knobs"]) == set(nominal["knobs"])
