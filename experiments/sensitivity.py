@@ -163,11 +163,13 @@ def design_index(config: SearchConfig, knobs: dict[str, Any]) -> int | None:
     return None
 
 
-def reevaluated_verdict(config: SearchConfig, nominal: dict[str, Any]) -> dict[str, Any]:
+def reevaluated_verdict(config: SearchConfig, nominal: dict[str, Any],
+                        moved_rivals: Sequence[str] | None = None) -> dict[str, Any]:
     """The nominal answer's design evaluated again in ``config``'s space (a moved assumption's), through the search's
     own path (:func:`search.tasks.evaluate_design`: its chip and chip count at the budget, the space's stack and
     knobs), with every rival at that budget: figures as :func:`verdict`'s, the answer a lower bound on the moved
-    search's (:data:`LOWER_BOUND`). A ``ValueError`` when the nominal holds no design knobs (a stored row of an older
+    search's (:data:`LOWER_BOUND`). ``moved_rivals``: the rivals whose inputs the move changes (:func:`search_inputs`),
+    evaluated again, the others' figures the nominal's (default: every rival evaluated). A ``ValueError`` when the nominal holds no design knobs (a stored row of an older
     table) or the moved space has no such row, or it is infeasible there."""
     (workload,) = config.names
     started = time.perf_counter()
@@ -186,7 +188,9 @@ def reevaluated_verdict(config: SearchConfig, nominal: dict[str, Any]) -> dict[s
     figures = {"samples_s": evaluation.throughput_samples_s, "chips": point.n_devices, "design": nominal["design"],
                "plan": evaluation.plan.notation, "exact": False, "budget": config.space.budget.to_dict(),
                "knobs": nominal["knobs"]}
-    return _with_rivals(figures, rival_samples(config, RIVALS)) | {"elapsed_s": time.perf_counter() - started}
+    references = rival_samples(config, RIVALS) if moved_rivals is None else \
+        nominal["references"] | rival_samples(config, moved_rivals)
+    return _with_rivals(figures, references) | {"elapsed_s": time.perf_counter() - started}
 
 
 def stored_verdict(row: dict[str, Any]) -> dict[str, Any]:
@@ -229,7 +233,7 @@ def row_sensitivity(config_at: Callable[[], SearchConfig], kind: str, *, workers
                 inputs = search_inputs(config)
                 moved_rivals = [n for n in RIVALS if inputs[n] != nominal_inputs[n]]
                 if inputs["answer"] != nominal_inputs["answer"] and reevaluate:
-                    figures, status = reevaluated_verdict(config, nominal), LOWER_BOUND
+                    figures, status = reevaluated_verdict(config, nominal, moved_rivals), LOWER_BOUND
                 elif inputs["answer"] != nominal_inputs["answer"]:
                     figures = verdict(config, workers=workers, out=directory / "sensitivity" / f"{assumption.name}-{end}")
                     status = "exact" if figures["exact"] else "NOT PROVEN"
