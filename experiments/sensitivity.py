@@ -254,7 +254,7 @@ def row_sensitivity(config_at: Callable[[], SearchConfig], kind: str, *, workers
             "ranges": ranges(nominal, cases), "exact": all(c["status"] in STATUSES for c in cases) and nominal["exact"],
             "lower_bounds": sum(c["status"] == LOWER_BOUND for c in cases),
             "proven": nominal["exact"] and all(c["status"] in STATUSES + (LOWER_BOUND,) for c in cases),
-            "elapsed_s": time.perf_counter() - started}
+            "signature": nominal_config.signature, "elapsed_s": time.perf_counter() - started}
     write_text_atomic(writable_directory(directory) / SENSITIVITY_FILE, json.dumps(data, indent=1, allow_nan=False) + "\n")
     return data
 
@@ -286,6 +286,7 @@ def merged_summary(stored: dict[str, Any] | None, data: dict[str, Any]) -> dict[
     return {"ranges": ranges(data["nominal"], cases), "exact": stored["exact"] and fresh["exact"],
             "lower_bounds": sum(c["status"] == LOWER_BOUND for c in cases),
             "proven": stored.get("proven", stored["exact"]) and fresh["proven"],
+            "signature": fresh["signature"] if stored.get("signature") == fresh["signature"] else None,
             "elapsed_s": stored["elapsed_s"] - replaced_s + fresh["elapsed_s"], "cases": cases}
 
 
@@ -370,6 +371,7 @@ def rivals_from_cases(row: dict[str, Any], config_at: Callable[[], SearchConfig]
     summary = row["sensitivity"]
     return {"ranges": ranges(nominal, cases), "exact": summary["exact"],
             "lower_bounds": summary.get("lower_bounds", 0), "proven": summary.get("proven", summary["exact"]),
+            "signature": summary.get("signature"),
             "elapsed_s": summary["elapsed_s"] + time.perf_counter() - started, "cases": cases}
 
 
@@ -397,7 +399,8 @@ def _ratios_text(ratios: dict[str, float]) -> str:
 def row_summary(data: dict[str, Any]) -> dict[str, Any]:
     """What the table row keeps: the ranges, every case's ratios and status, the wall time."""
     return {"ranges": data["ranges"], "exact": data["exact"], "lower_bounds": data.get("lower_bounds", 0),
-            "proven": data.get("proven", data["exact"]), "elapsed_s": data["elapsed_s"],
+            "proven": data.get("proven", data["exact"]), "signature": data.get("signature"),
+            "elapsed_s": data["elapsed_s"],
             "cases": [{k: c[k] for k in ("assumption", "label", "unit", "end", "value", "nominal_value", "status",
                                          "samples_s", "ratios", "wall_s")} for c in data["cases"]]}
 

@@ -412,6 +412,25 @@ def rescore_flagships(rows: Sequence[dict[str, Any]], names: Sequence[str] = FLA
     return out
 
 
+def row_ratios(row: dict[str, Any]) -> dict[str, float]:
+    """A row's answer over each rival it has a feasible figure for (references and flagships), as a sensitivity's
+    nominal ratios are."""
+    rivals = row["references"] | row.get("flagships", {})
+    return {n: row["best"]["samples_s"] / r["samples_s"] for n, r in rivals.items() if r.get("feasible") and r["samples_s"]}
+
+
+def sensitivity_kept(stored: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored row's sensitivity when the row searched again keeps it: its cases were computed by the code that
+    computed ``row`` (the summary's search signature, :func:`experiments.sensitivity.row_sensitivity`, is the row's)
+    around the same nominal (every range's nominal ratio is the row's, to 1e-9); else None (dropped)."""
+    summary = (stored or {}).get("sensitivity")
+    if not summary or summary.get("signature") != row["signature"]:
+        return None
+    ratios = row_ratios(row)
+    same = all(n in ratios and math.isclose(r["nominal"], ratios[n], rel_tol=1e-9) for n, r in summary["ranges"].items())
+    return summary if same else None
+
+
 def _without_rivals(summary: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
     """A sensitivity summary with rivals ``names``' ranges and case ratios removed."""
     cases = [c | {"ratios": {n: r for n, r in c["ratios"].items() if n not in names}} for c in summary["cases"]]
@@ -1041,6 +1060,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"interrupted — finished rows are in {docs / 'system_table.json'}; the search resumes from "
                   f"{out / workload / kind / 'results.db'}", file=sys.stderr)
             return 130
+        kept_sensitivity = sensitivity_kept(kept, row)
+        if kept_sensitivity:
+            row["sensitivity"] = kept_sensitivity
+        elif kept is not None and kept.get("sensitivity"):
+            out_console.print(f"{label}: its sensitivity dropped (another model's: python -m experiments.sensitivity "
+                              f"--workload {workload} --kind {kind} runs it again)", highlight=False)
         rows[(workload, kind)] = row
         write_docs(docs, list(rows.values()))
         ratios = ", ".join(f"{math.prod(f.values()):.2f}× {REFERENCE_LABELS[n]}" for n, f in row["best"]["factors"].items())

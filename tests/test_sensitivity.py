@@ -339,6 +339,7 @@ def test_reevaluate_is_a_lower_bound_on_each_moved_search_and_says_so(tmp_path, 
     slower = next(c for c in bound["cases"] if c["assumption"] == "design_framework_efficiency" and c["end"] == "low")
     assert slower["samples_s"] < nominal["samples_s"]  # the same design, evaluated under the move, is slower
     summary = row_summary(bound)
+    assert summary["signature"] == _config().signature  # the code that computed the cases, for the table to keep them
     assert not summary["exact"] and summary["proven"] and exactness_text(summary).startswith("2 of 5 cases lower")
     row = {"workload": "tiny", "kind": "power", "budget_label": "0.1 MW", "sensitivity": summary}
     assert "(2 of 5 cases lower bounds)" in readme_ranges([row])
@@ -356,3 +357,21 @@ def test_reevaluate_is_a_lower_bound_on_each_moved_search_and_says_so(tmp_path, 
                                                                                             "buffer_mb")}},
                              "references": {}, "exact": True, "budget": {}})
     assert set(stored["knobs"]) == set(nominal["knobs"])
+
+
+def test_a_row_searched_again_keeps_its_sensitivity_only_from_the_same_code_around_the_same_nominal():
+    """``python -m experiments.system_table`` replaces a row whose signature is not today's; the sensitivity it held is
+    kept only when it was computed by today's code (its summary's signature) around the new row's own ratios."""
+    from experiments.system_table import row_ratios, sensitivity_kept
+
+    row = {"signature": "new", "best": {"samples_s": 300.0},
+           "references": {"h100": {"feasible": True, "samples_s": 100.0}, "a100": {"feasible": False, "samples_s": 0}},
+           "flagships": {"b200": {"feasible": True, "samples_s": 200.0}}}
+    assert row_ratios(row) == {"h100": 3.0, "b200": 1.5}
+    summary = {"signature": "new", "ranges": {"h100": {"nominal": 3.0}, "b200": {"nominal": 1.5}}, "cases": []}
+    assert sensitivity_kept({"sensitivity": summary}, row) is summary
+    assert sensitivity_kept({"sensitivity": summary | {"signature": "old"}}, row) is None  # another code's cases
+    assert sensitivity_kept({"sensitivity": summary | {"signature": None}}, row) is None  # merged from two codes
+    moved = summary | {"ranges": {"h100": {"nominal": 3.1}, "b200": {"nominal": 1.5}}}
+    assert sensitivity_kept({"sensitivity": moved}, row) is None  # around another nominal
+    assert sensitivity_kept(None, row) is None and sensitivity_kept({}, row) is None
