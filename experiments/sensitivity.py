@@ -518,15 +518,19 @@ def _write_png(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     for ax, row, name in panels:
         nominal, bars = row["sensitivity"]["ranges"][name]["nominal"], tornado_bars(_chart_data(row), name)
         labels = [b["label"] for b in bars]
+        bounded = any(LOWER_BOUND in b["status"] for b in bars)
         for k, b in enumerate(bars):
+            hatch = "///" if LOWER_BOUND in b["status"] else None  # the nominal design re-evaluated, not searched
             for end, colour in (("low", "#4c78a8"), ("high", "#e45756")):
                 if b[end] is not None:
-                    ax.barh(k, b[end] - nominal, left=nominal, color=colour, height=0.7)
+                    ax.barh(k, b[end] - nominal, left=nominal, color=colour, height=0.7, hatch=hatch,
+                            edgecolor="white" if hatch else colour)
         ax.axvline(nominal, color="black", linewidth=1)
         ax.set_yticks(range(len(bars)), labels, fontsize=7)
         ax.set_ylim(n_assumptions - 0.5, -0.5)  # top down, one slot per assumption in every panel (bars as thick)
         ax.set_title(f"{row['workload']} {row['budget_label']}: vs {RIVAL_LABELS[name]}", fontsize=9)
-        ax.set_xlabel("throughput ratio (blue: range low end, red: high end)", fontsize=8)
+        ax.set_xlabel("throughput ratio (blue: range low end, red: high end"
+                      + ("; hatched: a lower bound, the design re-evaluated)" if bounded else ")"), fontsize=8)
     fig.tight_layout()
     temporary = path.with_suffix(".tmp.png")
     fig.savefig(temporary, dpi=110)
