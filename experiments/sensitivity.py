@@ -453,9 +453,11 @@ def readme_flagship_ranges(rows: Sequence[dict[str, Any]]) -> str:
             continue
         label = f"{row['workload']} at {row['budget_label'] if row['kind'] == 'power' else 'iso-cost'}"
         lacking = sorted({m for n, missing in uncovered(summary).items() if n in spans for m in missing})
+        bounds = summary.get("lower_bounds", 0)
         parts.append(f"{label} " + ", ".join(f"{r['low']:.2f}–{r['high']:.2f}× {FLAGSHIP_LABELS[n]}"
                                               for n, r in spans.items())
-                     + (f" (not over {', '.join(lacking)})" if lacking else ""))
+                     + (f" (not over {', '.join(lacking)})" if lacking else "")
+                     + (f" ({bounds} of {len(summary['cases'])} cases lower bounds)" if bounds else ""))
         verdicts += len(spans)
         for name, span in spans.items():
             if span["low"] < 1 < span["high"]:

@@ -315,8 +315,8 @@ def test_reevaluate_is_a_lower_bound_on_each_moved_search_and_says_so(tmp_path, 
     """``--reevaluate``: a case whose move changes the search's inputs evaluates the nominal answer's design again
     instead of searching; the moved exact search can only do better, the rivals are the same, and the row says its
     cases are lower bounds (not "exact", not "NOT PROVEN")."""
-    from experiments.sensitivity import (LOWER_BOUND, design_index, exactness_text, readme_ranges,
-                                         reevaluated_verdict, stored_verdict)
+    from experiments.sensitivity import (LOWER_BOUND, design_index, exactness_text, readme_flagship_ranges,
+                                         readme_ranges, reevaluated_verdict, stored_verdict)
 
     monkeypatch.setenv("PHAZE_CACHE_DIR", str(tmp_path / "cache"))
     nominal = verdict(_config(), workers=1, out=tmp_path / "nominal")
@@ -343,6 +343,7 @@ def test_reevaluate_is_a_lower_bound_on_each_moved_search_and_says_so(tmp_path, 
     assert not summary["exact"] and summary["proven"] and exactness_text(summary).startswith("2 of 5 cases lower")
     row = {"workload": "tiny", "kind": "power", "budget_label": "0.1 MW", "sensitivity": summary}
     assert "(2 of 5 cases lower bounds)" in readme_ranges([row])
+    assert "(2 of 5 cases lower bounds)" in readme_flagship_ranges([row])
     assert exactness_text(row_summary(exact)) == "exact"
     # a nominal that names no design (an older table's row), or a design the moved space lacks: one clear error
     with pytest.raises(ValueError, match="names no design"):
