@@ -730,13 +730,11 @@ one at a time, to each end of its range and re-runs the exact search (`phaze_env
             flagship_body.append([r["workload"], r["budget_label"], *[span(s, n) for n in FLAGSHIPS],
                                   _lacking_text(lacking)])
     not_run = [f"{r['workload']} at {r['budget_label']}" for r in rows if not r.get("sensitivity")]
-    flagships = "" if not flagship_body else f"""Against the 2024–25 flagships, over the cases that have them: the cases
-run before the flagships were set against had their flagship ratios added from each case's stored answer, no search
-re-run (`python -m experiments.sensitivity --from-table --rivals-only`: a flagship evaluated again under the move where
-the move changes its chip or cluster, its nominal figure where not), except a case whose ratios over the three
-references no longer imply one answer with today's model of them (the power cap of a reference the move drives above
-its published limit, which the case predates: its own ratios over that reference are the uncapped model's, to re-run);
-the last column names what each flagship's range lacks:
+    flagships = "" if not flagship_body else f"""Against the 2024–25 flagships, over the cases that have them (every
+case run since the flagships were set against; a case stored before them gets their ratios from its stored answer with
+no search re-run, `python -m experiments.sensitivity --from-table --rivals-only`, unless its ratios over the three
+references no longer imply one answer with today's model of them); the last column names what each flagship's range
+lacks:
 
 {table(["workload", "budget", *[f"vs {FLAGSHIP_LABELS[n]}" for n in FLAGSHIPS], "cases in the range"], flagship_body)}
 
