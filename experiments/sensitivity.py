@@ -585,6 +585,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = {row_key(r): r for r in load_rows(docs / "system_table.json")}
     if args.rivals_only and not args.from_table:
         parser.exit(2, f"{parser.prog}: error: --rivals-only adds to a stored row's cases: it needs --from-table\n")
+    if args.rivals_only and args.reevaluate:
+        parser.exit(2, f"{parser.prog}: error: --rivals-only runs no case's search to replace: --reevaluate does not "
+                       "apply\n")
     if args.from_table:
         try:
             if args.budget_mw is not None:

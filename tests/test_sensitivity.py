@@ -376,3 +376,13 @@ def test_a_row_searched_again_keeps_its_sensitivity_only_from_the_same_code_arou
     moved = summary | {"ranges": {"h100": {"nominal": 3.1}, "b200": {"nominal": 1.5}}}
     assert sensitivity_kept({"sensitivity": moved}, row) is None  # around another nominal
     assert sensitivity_kept(None, row) is None and sensitivity_kept({}, row) is None
+
+
+def test_reevaluate_with_rivals_only_is_refused_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "experiments.sensitivity", "--from-table", "--rivals-only",
+                           "--reevaluate", "--workload", "gpt2-xl", "--docs", str(tmp_path), "--out", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--reevaluate does not apply" in done.stderr
