@@ -409,7 +409,7 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
     """The README's sentence of how far each verdict moves: per table row with a sensitivity run, each ratio's range
     over every assumption's ends and the case that sets the H100 ratio's low end; then the rows not yet run. Generated
     from ``docs/system_table.json`` (``tests/test_readme.py`` holds the README to it)."""
-    parts, missing, lows = [], [], []
+    parts, missing, lows, turned, may = [], [], [], [], []
     for row in rows:
         label = f"{row['workload']} at {row['budget_label'] if row['kind'] == 'power' else 'iso-cost'}"
         summary = row.get("sensitivity")
@@ -419,6 +419,10 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
         ranges = {n: r for n, r in summary["ranges"].items() if n in REFERENCES}  # the headline's columns
         bounded = {f"{c['assumption']} {c['end']}" for c in summary["cases"] if c["status"] == LOWER_BOUND}
         lows += [(r["low"], REFERENCE_LABELS[n], row["workload"], r["low_by"] in bounded) for n, r in ranges.items()]
+        for n in ranges:
+            found = turn(summary, n)
+            if found:
+                (turned if found == "turns" else may).append(f"{label} vs {REFERENCE_LABELS[n]}")
         text = ", ".join(f"{r['low']:.2f}–{r['high']:.2f}× {REFERENCE_LABELS[n]}" for n, r in ranges.items())
         low_by = ranges["h100"]["low_by"] if "h100" in ranges else None
         if low_by and low_by != "nominal":
@@ -434,9 +438,11 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
     sentence = "; ".join(parts) + "." if parts else "no row has a sensitivity run yet."
     if lows:
         low, reference, workload, bound = min(lows)
-        turns = "no verdict turns" if low > 1 else "a verdict may turn" if bound else "a verdict turns"
-        sentence += (f" Over these ranges {turns}: the lowest ratio is {low:.2f}×{' at least' if bound else ''} "
-                     f"({reference}, {workload}).")
+        found = ([f"{len(turned)} {'verdict turns' if len(turned) == 1 else 'verdicts turn'} ({', '.join(turned)})"]
+                 if turned else []) + ([f"{len(may)} may turn, a lower bound below 1× not ruling it out "
+                                        f"({', '.join(may)})"] if may else [])
+        sentence += (f" Over these ranges {'; '.join(found) or 'no verdict turns'}: the lowest ratio is {low:.2f}×"
+                     f"{' at least' if bound else ''} ({reference}, {workload}).")
     return sentence + (f" Not yet run: {', '.join(missing)}." if parts and missing else "")
 
 
@@ -445,7 +451,7 @@ def readme_flagship_ranges(rows: Sequence[dict[str, Any]]) -> str:
     ratio's range over its cases (the cases a range lacks named: :func:`uncovered`), then the verdicts that turn over
     their range (one end below 1×, the other above) and the cases that set their low ends. Generated from
     ``docs/system_table.json`` (``tests/test_readme.py`` holds the README to it)."""
-    parts, turns, low_ends, verdicts = [], {}, {}, 0
+    parts, turns, may, low_ends, verdicts = [], {}, {}, {}, 0
     for row in rows:
         summary = row.get("sensitivity")
         spans = {n: r for n, r in (summary or {}).get("ranges", {}).items() if n in FLAGSHIPS}
@@ -460,18 +466,37 @@ def readme_flagship_ranges(rows: Sequence[dict[str, Any]]) -> str:
                      + (f" ({bounds} of {len(summary['cases'])} cases lower bounds)" if bounds else ""))
         verdicts += len(spans)
         for name, span in spans.items():
-            if span["low"] < 1 < span["high"]:
+            found = turn(summary, name)
+            if found == "turns":
                 turns.setdefault(label, []).append(FLAGSHIP_LABELS[name])
                 low_ends[span["low_by"]] = low_ends.get(span["low_by"], 0) + 1
+            elif found == "may turn":
+                may.setdefault(label, []).append(FLAGSHIP_LABELS[name])
     if not parts:
         return "no row has a flagship sensitivity yet."
+    maybe = "; ".join(f"{label} vs {', '.join(names)}" for label, names in may.items())
+    more = (f" {sum(map(len, may.values()))} more may turn, a lower bound below 1× not ruling it out: {maybe}."
+            if may else "")
     if not turns:
-        return "; ".join(parts) + ". Over these ranges no flagship verdict turns."
+        return "; ".join(parts) + ". Over these ranges no flagship verdict turns." + more
     count = sum(len(names) for names in turns.values())
     turned = "; ".join(f"{label} vs {', '.join(names)}" for label, names in turns.items())
     lows = ", ".join(f"{by} ({n})" for by, n in sorted(low_ends.items(), key=lambda item: -item[1]))
     return ("; ".join(parts) + f". Over these ranges {count} of {verdicts} flagship verdicts turn (one end below 1×, "
-            f"the other above): {turned}; their low ends: {lows}.")
+            f"the other above): {turned}; their low ends: {lows}." + more)
+
+
+def turn(summary: dict[str, Any], name: str) -> str | None:
+    """Whether the verdict against rival ``name`` turns over a row's sensitivity: ``"turns"`` when a ratio that is
+    exact (the nominal's or a case's not :data:`LOWER_BOUND`) is below 1× and another ratio is above (a lower bound
+    above 1× is above); ``"may turn"`` when not, but a lower bound is below 1× (the moved search's answer may be
+    higher: it neither shows nor rules out a turn); else None."""
+    exact = [summary["ranges"][name]["nominal"]] + [c["ratios"][name] for c in summary["cases"]
+                                                      if name in c["ratios"] and c.get("status") != LOWER_BOUND]
+    bounds = [c["ratios"][name] for c in summary["cases"] if name in c["ratios"] and c.get("status") == LOWER_BOUND]
+    if any(r < 1 for r in exact) and any(r > 1 for r in exact + bounds):
+        return "turns"
+    return "may turn" if any(r < 1 for r in bounds) else None
 
 
 def write_figures(docs: Path, rows: Sequence[dict[str, Any]]) -> None:

@@ -386,3 +386,19 @@ def test_reevaluate_with_rivals_only_is_refused_in_one_line(tmp_path):
                            "--reevaluate", "--workload", "gpt2-xl", "--docs", str(tmp_path), "--out", str(tmp_path)],
                           capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--reevaluate does not apply" in done.stderr
+
+
+@pytest.mark.parametrize("ratios,expected", [
+    ({"exact": [0.9, 1.2], "bound": []}, "turns"),
+    ({"exact": [1.2, 1.3], "bound": [0.9]}, "may turn"),  # the moved search may do better than the bound
+    ({"exact": [0.8, 0.9], "bound": [0.95]}, "may turn"),  # ... and may win
+    ({"exact": [0.9], "bound": [1.05]}, "turns"),  # a lower bound above 1× is above
+    ({"exact": [1.2, 1.3], "bound": [1.1]}, None),
+    ({"exact": [0.8, 0.9], "bound": []}, None)])
+def test_a_verdict_turns_only_on_exact_ratios_below_one_and_may_turn_on_a_bound(ratios, expected):
+    from experiments.sensitivity import LOWER_BOUND, turn
+
+    nominal, *others = ratios["exact"]
+    cases = [{"assumption": "a", "end": "low", "status": "exact", "ratios": {"b200": r}} for r in others] + \
+        [{"assumption": "b", "end": "high", "status": LOWER_BOUND, "ratios": {"b200": r}} for r in ratios["bound"]]
+    assert turn({"ranges": {"b200": {"nominal": nominal}}, "cases": cases}, "b200") == expected
