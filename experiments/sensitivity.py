@@ -283,9 +283,12 @@ def merged_summary(stored: dict[str, Any] | None, data: dict[str, Any]) -> dict[
     cases = [c for c in stored["cases"] if (c["assumption"], c["end"]) not in ran] + fresh["cases"]
     order = list(ASSUMPTIONS)
     cases.sort(key=lambda c: (order.index(c["assumption"]) if c["assumption"] in order else len(order), c["end"]))
-    return {"ranges": ranges(data["nominal"], cases), "exact": stored["exact"] and fresh["exact"],
+    # exactness from the merged cases themselves (a stored case replaced takes its status with it) and the nominal's
+    return {"ranges": ranges(data["nominal"], cases),
+            "exact": fresh["exact"] and all(c["status"] in STATUSES for c in cases),
             "lower_bounds": sum(c["status"] == LOWER_BOUND for c in cases),
-            "proven": stored.get("proven", stored["exact"]) and fresh["proven"],
+            "proven": fresh.get("proven", fresh["exact"]) and all(c["status"] in STATUSES + (LOWER_BOUND,)
+                                                                   for c in cases),
             "signature": fresh["signature"] if stored.get("signature") == fresh["signature"] else None,
             "elapsed_s": stored["elapsed_s"] - replaced_s + fresh["elapsed_s"], "cases": cases}
 

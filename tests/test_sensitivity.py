@@ -402,3 +402,22 @@ def test_a_verdict_turns_only_on_exact_ratios_below_one_and_may_turn_on_a_bound(
     cases = [{"assumption": "a", "end": "low", "status": "exact", "ratios": {"b200": r}} for r in others] + \
         [{"assumption": "b", "end": "high", "status": LOWER_BOUND, "ratios": {"b200": r}} for r in ratios["bound"]]
     assert turn({"ranges": {"b200": {"nominal": nominal}}, "cases": cases}, "b200") == expected
+
+
+def test_exact_cases_replacing_every_lower_bound_make_the_row_exact_again():
+    """``--from-table`` re-running every case of a row that had lower bounds: the merged summary is exact (its
+    exactness follows the merged cases, not the stored summary's flag)."""
+    from experiments.sensitivity import LOWER_BOUND, exactness_text, merged_summary
+
+    case = {"assumption": "pue", "label": "PUE", "unit": "", "value": 1.08, "nominal_value": 1.1, "samples_s": 2.0,
+            "ratios": {"h100": 2.0}, "wall_s": 1.0}
+    stored = {"ranges": {}, "exact": False, "proven": True, "lower_bounds": 2, "elapsed_s": 2.0, "signature": "s",
+              "cases": [case | {"end": "low", "status": LOWER_BOUND}, case | {"end": "high", "status": LOWER_BOUND}]}
+    fresh = {"nominal": {"ratios": {"h100": 1.5}}, "ranges": {}, "exact": True, "proven": True, "lower_bounds": 0,
+             "signature": "s", "elapsed_s": 3.0,
+             "cases": [case | {"end": "low", "status": "exact"}, case | {"end": "high", "status": "exact"}]}
+    merged = merged_summary(stored, fresh)
+    assert merged["exact"] and merged["lower_bounds"] == 0 and exactness_text(merged) == "exact"
+    partly = merged_summary(stored, fresh | {"cases": fresh["cases"][:1]})  # one bound left
+    assert not partly["exact"] and partly["proven"] and partly["lower_bounds"] == 1
+    assert exactness_text(partly).startswith("1 of 2 cases lower bounds")
