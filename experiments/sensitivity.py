@@ -378,15 +378,16 @@ def rivals_from_cases(row: dict[str, Any], config_at: Callable[[], SearchConfig]
             "elapsed_s": summary["elapsed_s"] + time.perf_counter() - started, "cases": cases}
 
 
-def exactness_text(summary: dict[str, Any]) -> str:
-    """How a row's sensitivity was obtained, in words: "exact", "exact but N lower bounds" (cases whose answer is the
-    nominal design evaluated again: :data:`LOWER_BOUND`) or "NOT PROVEN" (a case's search or the nominal's is not)."""
+def exactness_text(summary: dict[str, Any], *, short: bool = False) -> str:
+    """How a row's sensitivity was obtained, in words: "exact", "N of M cases lower bounds (…)" (cases whose answer is
+    the nominal design evaluated again: :data:`LOWER_BOUND`) or "NOT PROVEN" (a case's search or the nominal's is not).
+    ``short``: the README's form, "" for exact and the lower bounds without their explanation."""
     bounds = summary.get("lower_bounds", 0)
     if summary["exact"]:
-        return "exact"
+        return "" if short else "exact"
     if bounds and summary.get("proven", False):
-        return (f"{bounds} of {len(summary['cases'])} cases lower bounds (the nominal design evaluated again under the "
-                "move, not searched)")
+        return f"{bounds} of {len(summary['cases'])} cases lower bounds" + (
+            "" if short else " (the nominal design evaluated again under the move, not searched)")
     return "NOT PROVEN"
 
 
@@ -434,10 +435,8 @@ def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:
             assumption = ASSUMPTIONS[name]
             text += (f" (H100's low end: {assumption.label} {case['value']:,.6g}"
                      f"{' ' + assumption.unit if assumption.unit else ''})")
-        bounds = summary.get("lower_bounds", 0)
-        parts.append(f"{label} {text}" + ("" if summary["exact"] else
-                                          f" ({bounds} of {len(summary['cases'])} cases lower bounds)"
-                                          if bounds and summary.get("proven") else " (NOT PROVEN)"))
+        exactness = exactness_text(summary, short=True)
+        parts.append(f"{label} {text}" + (f" ({exactness})" if exactness else ""))
     sentence = "; ".join(parts) + "." if parts else "no row has a sensitivity run yet."
     if lows:
         low, reference, workload, bound = min(lows)
