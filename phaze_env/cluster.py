@@ -272,7 +272,12 @@ class Network:
     def extents(self, group: int, stride: int, outer: tuple[int, int] = (1, 0)) -> tuple[int, ...]:
         """How many distinct positions of each level the devices ``i·stride + j·outer_stride`` span
         (``i < group``, ``j < outer_count``, ``outer = (outer_count, outer_stride)``)."""
-        return _extents(tuple(level.size for level in self.levels), group, stride, outer)
+        return _extents(self.level_sizes, group, stride, outer)
+
+    @cached_property
+    def level_sizes(self) -> tuple[int, ...]:
+        """Each level's size, innermost first (what :meth:`extents` counts positions over)."""
+        return tuple(level.size for level in self.levels)
 
     def collective_s(self, kind: str, payload_bytes: float, group: int, stride: int = 1,
                      outer: tuple[int, int] = (1, 0)) -> float:

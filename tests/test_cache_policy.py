@@ -32,8 +32,8 @@ SPACE = DesignSpace.reduced(num_tc=(1, 4, 16), tc_width=(32, 128), tc_depth=(128
                             hbm_gb=(32.0, 80.0), microbatch=(1,), recompute=(False, True))
 DESIGN = Design(4, 32, 128, 1, 64, 32.0, 1, True)  # inside the area window
 # evaluate runs the placement DP uncached (it caches the whole evaluation); a bound schedules nothing
-LAYERS = {evaluate: {"trace", "eager-traffic", "graphs", "schedule", "evaluations"},
-          throughput_upper_bound: {"trace", "eager-traffic", "graphs", "bounds"}}
+LAYERS = {evaluate: {"trace", "eager-traffic", "graphs", "schedule", "evaluations", "bound-timings"},
+          throughput_upper_bound: {"trace", "eager-traffic", "graphs", "bounds", "bound-timings"}}
 
 
 @pytest.fixture(scope="module")
