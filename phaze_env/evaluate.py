@@ -700,7 +700,7 @@ def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, e: int,
     share = rank_share(traced, request.workload, c)  # layers without attention pass nothing round the ring
     key = timings = None
     if bound_only and timing.cache:  # uncached evaluations (a patched model) neither read nor fill it
-        talks = c > 1 or any(op.unit == "comm" for layer in share.graph.layers for op in (*layer.fwd.ops, *layer.bwd.ops))
+        talks = c > 1 or any(op.unit == "comm" for part in share.graph.layers for op in (*part.fwd.ops, *part.bwd.ops))
         key = code_key(__name__, "bound-timings", request.workload.to_dict(), seq_len, t, m, c, e,
                        timing.accelerator.to_dict(), request.cluster.stack.to_dict(),
                        request.cluster.network.to_dict() if talks else None)

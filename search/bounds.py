@@ -161,7 +161,9 @@ def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> lis
         arch_space = ArchSpace(num_tc=values.num_tc, tc_width=values.tc_width, tc_depth=values.tc_depth,
                                num_vc=values.num_vc, buffer_mb=values.buffer_mb,
                                budget_mm2=widest_mm2[key[:4]], area_window_lower=0.0, base=archs[0])
-        columns = np.array([arch_space.index(acc) for acc in archs])
+        knobs = arch_space.arrays  # each member's column: its architecture's knobs among the space's
+        column_of = {key: k for k, key in enumerate(zip(*(knobs[name].tolist() for name in ARCH_KNOBS)))}
+        columns = np.array([column_of[tuple(getattr(acc, name) for name in ARCH_KNOBS)] for acc in archs])
         caps = np.zeros(len(arch_space), dtype=np.int64)  # architectures of no member: no placement, bound 0
         np.maximum.at(caps, columns, [rows.points[i].n_devices for i in members])
         groups.append(BoundingGroup(arch_space, group_cluster, caps, np.array(members), columns))

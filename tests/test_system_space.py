@@ -631,6 +631,8 @@ def test_row_variant_bounds_share_layer_bounds_across_groups_and_equal_each_grou
     assert set(per_variant) == {(t, m) for t in WIDTHS for m in space.microbatch}
     groups = bounding_groups(rows, TRAINING)
     assert len({group.cluster.network for group in groups}) > 1
+    for group in groups:  # each row's column is its architecture's place in the group's space
+        assert [group.space.index(rows[r]) for r in group.rows.tolist()] == group.columns.tolist()
     memo: dict = {}
     for group in groups:
         own = _variant_throughput_bounds(TINY, group.space, group.cluster, device_caps=group.device_caps, **options)
