@@ -50,7 +50,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from experiments.system_table import (FLAGSHIP_LABELS, FLAGSHIPS, KINDS, REFERENCE_LABELS, REFERENCES, best_reference,
+from experiments.system_table import (FLAGSHIP_LABELS, FLAGSHIPS, KINDS, REFERENCE_LABELS, REFERENCES, RIVAL_LABELS,
+                                      best_reference,
                                       budget_for, load_rows, power_budget_w, row_key, search_config, select_rows,
                                       stored_row_config, uncovered, write_docs)
 from phaze_env.assumptions import ASSUMPTIONS, Assumption, moved
@@ -76,7 +77,6 @@ on the moved search's answer, and every ratio over a rival (each rival evaluated
 the moved verdict's."""
 RIVALS = REFERENCES + FLAGSHIPS
 """Every system a verdict sets the answer against: the table's same-node references and the 2024–25 flagships."""
-RIVAL_LABELS = REFERENCE_LABELS | FLAGSHIP_LABELS
 
 
 def _digest(data: Any) -> str:
@@ -280,7 +280,8 @@ def merged_summary(stored: dict[str, Any] | None, data: dict[str, Any]) -> dict[
     fresh = row_summary(data)
     ran = {(c["assumption"], c["end"]) for c in fresh["cases"]}
     replaced_s = sum(c["wall_s"] for c in stored["cases"] if (c["assumption"], c["end"]) in ran)
-    cases = [c for c in stored["cases"] if (c["assumption"], c["end"]) not in ran] + fresh["cases"]
+    cases = [c | {"signature": case_signature(c, stored)} for c in stored["cases"]
+             if (c["assumption"], c["end"]) not in ran] + fresh["cases"]
     order = list(ASSUMPTIONS)
     cases.sort(key=lambda c: (order.index(c["assumption"]) if c["assumption"] in order else len(order), c["end"]))
     # exactness from the merged cases themselves (a stored case replaced takes its status with it) and the nominal's
@@ -289,7 +290,7 @@ def merged_summary(stored: dict[str, Any] | None, data: dict[str, Any]) -> dict[
             "lower_bounds": sum(c["status"] == LOWER_BOUND for c in cases),
             "proven": fresh.get("proven", fresh["exact"]) and all(c["status"] in STATUSES + (LOWER_BOUND,)
                                                                    for c in cases),
-            "signature": fresh["signature"] if stored.get("signature") == fresh["signature"] else None,
+            "signature": fresh["signature"] if all(c["signature"] == fresh["signature"] for c in cases) else None,
             "elapsed_s": stored["elapsed_s"] - replaced_s + fresh["elapsed_s"], "cases": cases}
 
 
@@ -401,12 +402,21 @@ def _ratios_text(ratios: dict[str, float]) -> str:
 
 
 def row_summary(data: dict[str, Any]) -> dict[str, Any]:
-    """What the table row keeps: the ranges, every case's ratios and status, the wall time."""
+    """What the table row keeps: the ranges, every case's ratios and status, the wall time, and the search signature
+    of the code each case was computed by (its ``signature``: the run's, :func:`case_signature`)."""
     return {"ranges": data["ranges"], "exact": data["exact"], "lower_bounds": data.get("lower_bounds", 0),
             "proven": data.get("proven", data["exact"]), "signature": data.get("signature"),
             "elapsed_s": data["elapsed_s"],
             "cases": [{k: c[k] for k in ("assumption", "label", "unit", "end", "value", "nominal_value", "status",
-                                         "samples_s", "ratios", "wall_s")} for c in data["cases"]]}
+                                         "samples_s", "ratios", "wall_s")} | {"signature": case_signature(c, data)}
+                      for c in data["cases"]]}
+
+
+def case_signature(case: dict[str, Any], summary: dict[str, Any]) -> str | None:
+    """The search signature of the code that computed ``case`` (the nominal search config's at its run,
+    ``SearchConfig.signature``): its own, else its summary's (a summary from before cases carried theirs: None when
+    that summary's cases came from more than one code)."""
+    return case.get("signature", summary.get("signature"))
 
 
 def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:

@@ -320,6 +320,8 @@ FLAGSHIPS = tuple(FLAGSHIP_TOPOLOGIES)
 each built as its own system (:data:`~phaze_env.hardware.system.FLAGSHIP_FAMILIES`) at its own node, with the chips
 the row's budget buys, running the same stack at the efficiency carried to it (:data:`~phaze_env.stacks.CARRIED_FITS`)."""
 FLAGSHIP_LABELS = {"b200": "B200 (DGX)", "gb200": "GB200 NVL72", "tpuv5p": "TPU v5p", "mi300x": "MI300X"}
+RIVAL_LABELS = REFERENCE_LABELS | FLAGSHIP_LABELS
+"""Every rival's label: the same-node references' and the 2024–25 flagships'."""
 FLAGSHIP_PUBLISHED_W = {name: PUBLISHED[name].power_w for name in ("b200", "gb200", "tpuv5p")} | {"mi300x": MI300X_POWER_W}
 """Each flagship's published chip power (``cost.PUBLISHED``; AMD's 750 W for the MI300X, ``cost.MI300X_POWER_W``; None:
 not published), set beside its modelled power in the table: the chip count at a power budget follows the model's."""
@@ -420,15 +422,30 @@ def row_ratios(row: dict[str, Any]) -> dict[str, float]:
 
 
 def sensitivity_kept(stored: dict[str, Any] | None, row: dict[str, Any]) -> dict[str, Any] | None:
-    """The stored row's sensitivity when the row searched again keeps it: its cases were computed by the code that
-    computed ``row`` (the summary's search signature, :func:`experiments.sensitivity.row_sensitivity`, is the row's)
-    around the same nominal (every range's nominal ratio is the row's, to 1e-9); else None (dropped)."""
+    """The stored row's sensitivity when the row searched again keeps it: when it is around the same nominal (every
+    range's nominal ratio is the freshly computed ``row``'s, to 1e-9: the answer and each rival reproduce), else None
+    (dropped: its ranges would be around another verdict). Its cases stay as they were computed, each with the search
+    signature of its code (:func:`experiments.sensitivity.case_signature`): a case of an earlier code is kept, and the
+    table counts the cases computed by the row's own code (:func:`cases_on_code`), so a reader sees which ranges rest
+    on an earlier code's cases."""
     summary = (stored or {}).get("sensitivity")
-    if not summary or summary.get("signature") != row["signature"]:
-        return None
+    return summary if summary and not moved_nominals(summary, row) else None
+
+
+def moved_nominals(summary: dict[str, Any], row: dict[str, Any]) -> list[str]:
+    """Each rival of a sensitivity's ranges whose nominal ratio is not ``row``'s (to 1e-9), as "H100 1.04× -> 1.05×"
+    (or "-> none" when the row has no feasible figure for it)."""
     ratios = row_ratios(row)
-    same = all(n in ratios and math.isclose(r["nominal"], ratios[n], rel_tol=1e-9) for n, r in summary["ranges"].items())
-    return summary if same else None
+    return [f"{RIVAL_LABELS.get(n, n)} {r['nominal']:.4g}× -> " + (f"{ratios[n]:.4g}×" if n in ratios else "none")
+            for n, r in summary["ranges"].items()
+            if n not in ratios or not math.isclose(r["nominal"], ratios[n], rel_tol=1e-9)]
+
+
+def cases_on_code(summary: dict[str, Any], signature: str | None) -> int:
+    """How many of a sensitivity's cases were computed by the code of search signature ``signature`` (a row's)."""
+    from experiments.sensitivity import case_signature
+
+    return sum(case_signature(case, summary) == signature for case in summary["cases"])
 
 
 def _without_rivals(summary: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
@@ -723,7 +740,8 @@ one at a time, to each end of its range and re-runs the exact search (`phaze_env
         for case in s["cases"]:
             statuses[case["status"]] = statuses.get(case["status"], 0) + 1
         body.append([r["workload"], r["budget_label"], *[span(s, n) for n in REFERENCES],
-                     ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())), f"{s['elapsed_s']:.0f} s",
+                     ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())),
+                     f"{cases_on_code(s, r.get('signature'))} of {len(s['cases'])}", f"{s['elapsed_s']:.0f} s",
                      ", ".join(f"`{n}`" for n in missing.get("", [])) or "none"])
         lacking = {name: missing.get(name, []) for name in FLAGSHIPS if name in s["ranges"]}
         if lacking:
@@ -751,11 +769,16 @@ stored answer as the nominal. `--reevaluate`, for a row whose search is too long
 nominal answer's design again under a move that changes the search's inputs instead of searching ("lower bound": the
 design is in the moved space, so the search's answer there is at least as high, and each ratio and each range end is a
 lower bound on the moved verdict's). The range is the lowest and highest ratio over the nominal run and every case; the
-tornado charts are in `docs/figures/system_sensitivity.html` (`.png`) and in each search's `report.html`.
+tornado charts are in `docs/figures/system_sensitivity.html` (`.png`) and in each search's `report.html`. A row searched
+again (`python -m experiments.system_table`) keeps its cases only when its answer and every rival's figure reproduce the
+nominal the cases were run around; "on the row's code" counts the cases computed by the code that computed the row (its
+search signature), the others an earlier code's (`python -m experiments.sensitivity --workload W --kind K` renews
+them).
 
 {assumptions}
 
-{table(["workload", "budget", *[f"vs {REFERENCE_LABELS[n]}" for n in REFERENCES], "cases", "wall", "not run"], body)}
+{table(["workload", "budget", *[f"vs {REFERENCE_LABELS[n]}" for n in REFERENCES], "cases", "on the row's code",
+        "wall", "not run"], body)}
 
 {flagships}{f"No sensitivity run yet: {', '.join(not_run)}." + chr(10) + chr(10) if not_run else ""}"""
 
@@ -1061,9 +1084,14 @@ def main(argv: list[str] | None = None) -> int:
         kept_sensitivity = sensitivity_kept(kept, row)
         if kept_sensitivity:
             row["sensitivity"] = kept_sensitivity
+            out_console.print(f"{label}: its sensitivity kept (its nominal reproduced; "
+                              f"{cases_on_code(kept_sensitivity, row['signature'])} of "
+                              f"{len(kept_sensitivity['cases'])} cases computed by this code)", highlight=False)
         elif kept is not None and kept.get("sensitivity"):
-            out_console.print(f"{label}: its sensitivity dropped (another model's: python -m experiments.sensitivity "
-                              f"--workload {workload} --kind {kind} runs it again)", highlight=False)
+            moved = moved_nominals(kept["sensitivity"], row)
+            out_console.print(f"{label}: its sensitivity dropped (its nominal moved: {', '.join(moved)}; python -m "
+                              f"experiments.sensitivity --workload {workload} --kind {kind} runs it again)",
+                              highlight=False)
         rows[(workload, kind)] = row
         write_docs(docs, list(rows.values()))
         ratios = ", ".join(f"{math.prod(f.values()):.2f}× {REFERENCE_LABELS[n]}" for n, f in row["best"]["factors"].items())

@@ -360,10 +360,11 @@ def test_reevaluate_is_a_lower_bound_on_each_moved_search_and_says_so(tmp_path, 
     assert set(stored["knobs"]) == set(nominal["knobs"])
 
 
-def test_a_row_searched_again_keeps_its_sensitivity_only_from_the_same_code_around_the_same_nominal():
+def test_a_row_searched_again_keeps_its_sensitivity_only_around_the_same_nominal():
     """``python -m experiments.system_table`` replaces a row whose signature is not today's; the sensitivity it held is
-    kept only when it was computed by today's code (its summary's signature) around the new row's own ratios."""
-    from experiments.system_table import row_ratios, sensitivity_kept
+    kept only around the new row's own ratios (its answer and every rival reproduced), whatever code computed its cases:
+    the table then counts the cases computed by the row's code."""
+    from experiments.system_table import moved_nominals, row_ratios, sensitivity_kept
 
     row = {"signature": "new", "best": {"samples_s": 300.0},
            "references": {"h100": {"feasible": True, "samples_s": 100.0}, "a100": {"feasible": False, "samples_s": 0}},
@@ -371,11 +372,41 @@ def test_a_row_searched_again_keeps_its_sensitivity_only_from_the_same_code_arou
     assert row_ratios(row) == {"h100": 3.0, "b200": 1.5}
     summary = {"signature": "new", "ranges": {"h100": {"nominal": 3.0}, "b200": {"nominal": 1.5}}, "cases": []}
     assert sensitivity_kept({"sensitivity": summary}, row) is summary
-    assert sensitivity_kept({"sensitivity": summary | {"signature": "old"}}, row) is None  # another code's cases
-    assert sensitivity_kept({"sensitivity": summary | {"signature": None}}, row) is None  # merged from two codes
+    older = summary | {"signature": "old"}
+    assert sensitivity_kept({"sensitivity": older}, row) is older  # another code's cases around the same nominal
+    assert sensitivity_kept({"sensitivity": summary | {"signature": None}}, row) is not None  # merged from two codes
     moved = summary | {"ranges": {"h100": {"nominal": 3.1}, "b200": {"nominal": 1.5}}}
     assert sensitivity_kept({"sensitivity": moved}, row) is None  # around another nominal
+    assert moved_nominals(moved, row) == ["H100 3.1× -> 3×"]
+    gone = summary | {"ranges": {"h100": {"nominal": 3.0}, "a100": {"nominal": 2.0}}}  # a rival now infeasible
+    assert sensitivity_kept({"sensitivity": gone}, row) is None and moved_nominals(gone, row) == ["A100 2× -> none"]
     assert sensitivity_kept(None, row) is None and sensitivity_kept({}, row) is None
+
+
+def test_each_case_carries_the_code_that_computed_it_and_the_table_counts_the_rows_own():
+    """A sensitivity's cases each keep the search signature of the run that computed them (a stored case of a summary
+    from before takes its summary's), the merged summary has one signature only when every case has it, and the
+    table's "on the row's code" column counts a row's cases computed by its own code."""
+    from experiments.sensitivity import case_signature, merged_summary, row_summary
+    from experiments.system_table import cases_on_code, sensitivity_text
+
+    case = {"assumption": "pue", "label": "PUE", "unit": "", "value": 1.08, "nominal_value": 1.1, "samples_s": 2.0,
+            "ratios": {"h100": 2.0}, "wall_s": 1.0, "status": "exact"}
+    fresh = {"nominal": {"ratios": {"h100": 1.5}}, "ranges": {"h100": {"nominal": 1.5, "low": 1.5, "high": 2.0,
+                                                                      "low_by": "nominal", "high_by": "pue low"}},
+             "exact": True, "signature": "today", "elapsed_s": 3.0, "cases": [case | {"end": "low"}]}
+    summary = row_summary(fresh)
+    assert [c["signature"] for c in summary["cases"]] == ["today"]
+    stored = {"ranges": {}, "exact": True, "elapsed_s": 2.0, "signature": "before",  # cases without their own
+              "cases": [case | {"end": "low"}, case | {"end": "high"}]}
+    assert case_signature(stored["cases"][1], stored) == "before"
+    merged = merged_summary(stored, fresh)  # the low end replaced by today's, the high end kept from before
+    assert {c["end"]: c["signature"] for c in merged["cases"]} == {"low": "today", "high": "before"}
+    assert merged["signature"] is None and cases_on_code(merged, "today") == 1 and cases_on_code(merged, "x") == 0
+    renewed = merged_summary(merged, fresh | {"cases": [case | {"end": "low"}, case | {"end": "high"}]})
+    assert renewed["signature"] == "today" and cases_on_code(renewed, "today") == 2
+    text = sensitivity_text([{"workload": "tiny", "budget_label": "0.1 MW", "signature": "today", "sensitivity": merged}])
+    assert "on the row's code" in text and "| 1 of 2 |" in text
 
 
 def test_reevaluate_with_rivals_only_is_refused_in_one_line(tmp_path):
