@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from experiments.system_table import (FLAGSHIP_LABELS, FLAGSHIPS, KINDS, REFERENCE_LABELS, REFERENCES, RIVAL_LABELS,
-                                      best_reference,
+                                      best_reference, case_signature,
                                       budget_for, load_rows, power_budget_w, row_key, search_config, select_rows,
                                       stored_row_config, uncovered, write_docs)
 from phaze_env.assumptions import ASSUMPTIONS, Assumption, moved
@@ -403,20 +403,13 @@ def _ratios_text(ratios: dict[str, float]) -> str:
 
 def row_summary(data: dict[str, Any]) -> dict[str, Any]:
     """What the table row keeps: the ranges, every case's ratios and status, the wall time, and the search signature
-    of the code each case was computed by (its ``signature``: the run's, :func:`case_signature`)."""
+    of the code each case was computed by (its ``signature``: the run's, :func:`~experiments.system_table.case_signature`)."""
     return {"ranges": data["ranges"], "exact": data["exact"], "lower_bounds": data.get("lower_bounds", 0),
             "proven": data.get("proven", data["exact"]), "signature": data.get("signature"),
             "elapsed_s": data["elapsed_s"],
             "cases": [{k: c[k] for k in ("assumption", "label", "unit", "end", "value", "nominal_value", "status",
                                          "samples_s", "ratios", "wall_s")} | {"signature": case_signature(c, data)}
                       for c in data["cases"]]}
-
-
-def case_signature(case: dict[str, Any], summary: dict[str, Any]) -> str | None:
-    """The search signature of the code that computed ``case`` (the nominal search config's at its run,
-    ``SearchConfig.signature``): its own, else its summary's (a summary from before cases carried theirs: None when
-    that summary's cases came from more than one code)."""
-    return case.get("signature", summary.get("signature"))
 
 
 def readme_ranges(rows: Sequence[dict[str, Any]]) -> str:

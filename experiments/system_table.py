@@ -425,7 +425,7 @@ def sensitivity_kept(stored: dict[str, Any] | None, row: dict[str, Any]) -> dict
     """The stored row's sensitivity when the row searched again keeps it: when it is around the same nominal (every
     range's nominal ratio is the freshly computed ``row``'s, to 1e-9: the answer and each rival reproduce), else None
     (dropped: its ranges would be around another verdict). Its cases stay as they were computed, each with the search
-    signature of its code (:func:`experiments.sensitivity.case_signature`): a case of an earlier code is kept, and the
+    signature of its code (:func:`case_signature`): a case of an earlier code is kept, and the
     table counts the cases computed by the row's own code (:func:`cases_on_code`), so a reader sees which ranges rest
     on an earlier code's cases."""
     summary = (stored or {}).get("sensitivity")
@@ -441,10 +441,15 @@ def moved_nominals(summary: dict[str, Any], row: dict[str, Any]) -> list[str]:
             if n not in ratios or not math.isclose(r["nominal"], ratios[n], rel_tol=1e-9)]
 
 
+def case_signature(case: dict[str, Any], summary: dict[str, Any]) -> str | None:
+    """The search signature of the code that computed a sensitivity ``case`` (the nominal search config's at its run,
+    ``SearchConfig.signature``): its own, else its summary's (a summary from before cases carried theirs: None when
+    that summary's cases came from more than one code)."""
+    return case.get("signature", summary.get("signature"))
+
+
 def cases_on_code(summary: dict[str, Any], signature: str | None) -> int:
     """How many of a sensitivity's cases were computed by the code of search signature ``signature`` (a row's)."""
-    from experiments.sensitivity import case_signature
-
     return sum(case_signature(case, summary) == signature for case in summary["cases"])
 
 

@@ -387,8 +387,8 @@ def test_each_case_carries_the_code_that_computed_it_and_the_table_counts_the_ro
     """A sensitivity's cases each keep the search signature of the run that computed them (a stored case of a summary
     from before takes its summary's), the merged summary has one signature only when every case has it, and the
     table's "on the row's code" column counts a row's cases computed by its own code."""
-    from experiments.sensitivity import case_signature, merged_summary, row_summary
-    from experiments.system_table import cases_on_code, sensitivity_text
+    from experiments.sensitivity import merged_summary, row_summary
+    from experiments.system_table import case_signature, cases_on_code, sensitivity_text
 
     case = {"assumption": "pue", "label": "PUE", "unit": "", "value": 1.08, "nominal_value": 1.1, "samples_s": 2.0,
             "ratios": {"h100": 2.0}, "wall_s": 1.0, "status": "exact"}
