@@ -26,7 +26,8 @@ search being re-run.
 Outputs: ``<docs>/system_table.json`` (every row, rewritten atomically after each) and ``<docs>/system_table.md``
 (rebuilt from the JSON); each search's ``results.json``/``results.db`` under ``<out>/<workload>/<power|cost>``.
 A finished row whose search signature is unchanged is kept; an interrupted search resumes from its
-``results.db``.
+``results.db``. A row searched again keeps its sensitivity when its answer and every rival reproduce the nominal the
+cases were run around (:func:`sensitivity_kept`; the table counts the cases computed by the row's own code).
 
     python -m experiments.system_table --workers 2                       # the four README models at 1 MW
     python -m experiments.system_table --workload gpt3-175b --workers 2  # adds gpt3-175b at 10 MW
@@ -720,12 +721,12 @@ def sensitivity_text(rows: Sequence[dict[str, Any]]) -> str:
     assumptions = table(["assumption", "what", "nominal", "low", "high", "unit", "range from"],
                         [[f"`{a.name}`", a.label, f"{a.nominal:,.4g}", f"{a.low:,.4g}", f"{a.high:,.4g}", a.unit, a.source]
                          for a in ASSUMPTIONS.values()])
-    if not done:  # a re-run row drops the cases of the model before it: say so, and keep the assumptions' ranges
+    if not done:  # no row has cases (a re-run row whose nominal moved drops them): say so, keep the assumptions' ranges
         return f"""## Sensitivity of each verdict
 
-No row's sensitivity is run on this table's model yet: a row the table runs again drops the cases it had, which were
-the model's before it. `python -m experiments.sensitivity --workload W --kind power|cost` moves each assumption below,
-one at a time, to each end of its range and re-runs the exact search (`phaze_env.assumptions`).
+No row's sensitivity is run on this table's model yet: a row the table runs again keeps the cases it had only when its
+answer and every rival reproduce their nominal. `python -m experiments.sensitivity --workload W --kind power|cost` moves
+each assumption below, one at a time, to each end of its range and re-runs the exact search (`phaze_env.assumptions`).
 
 {assumptions}
 
