@@ -133,6 +133,7 @@ def _narayanan(size: str, workload: str, row: int, tensor: int, pipeline: int, g
                microbatch: int, interleave: int, tflops: float) -> ValidationCase:
     return ValidationCase(
         name=f"narayanan21-{size}", workload=workload, seq_len=2048, accelerator="a100", cluster="dgx-a100",
+        stack="megatron-lm-2021",
         n_devices=gpus, global_batch=batch, tensor=tensor, pipeline=pipeline, data=gpus // (tensor * pipeline),
         microbatch=microbatch, interleave=interleave, recompute="full", metric="tflops_per_device",
         published=tflops,
@@ -193,6 +194,7 @@ def _narayanan_table2(size: str, workload: str, pipeline: int, batch: int, gpus:
     layers_per_chunk = f"{per_chunk} layer{'s' if per_chunk > 1 else ''} per virtual stage"
     return ValidationCase(
         name=f"narayanan21-table2-{size}-{gpus}", workload=workload, seq_len=2048, accelerator="a100", cluster="dgx-a100",
+        stack="megatron-lm-2021",
         n_devices=gpus, global_batch=batch, tensor=tensor, pipeline=pipeline, data=gpus // (tensor * pipeline),
         microbatch=1, interleave=1, interleave_published=False, interleave_alternative=interleave_alternative,
         recompute="full", metric="tflops_per_device", published=tflops,

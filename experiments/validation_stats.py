@@ -149,15 +149,18 @@ class EfficiencySensitivity:
         return tuple(error for error in self.errors if error > 0)
 
 
-def at_efficiency(predictions: list[Prediction], stack: str, efficiency: float) -> EfficiencySensitivity:
-    """:class:`EfficiencySensitivity` of ``stack``'s predicted A100 cases at ``efficiency`` (each pinned plan evaluated
-    again, :func:`~experiments.validation_fit.evaluation_with`): what a stack's fitted efficiency carries, for the
-    report's prose, generated rather than typed."""
+def at_efficiency(predictions: list[Prediction], stack: str | tuple[str, ...], efficiency: float,
+                  **stack_fields) -> EfficiencySensitivity:
+    """:class:`EfficiencySensitivity` of the predicted A100 cases of ``stack`` (a profile name or several) at
+    ``efficiency`` (and ``stack_fields``, e.g. another fit's ``gemm_wave_sms``; each pinned plan evaluated again,
+    :func:`~experiments.validation_fit.evaluation_with`): what a stack's fitted efficiency carries, for the report's
+    prose, generated rather than typed."""
+    stacks = (stack,) if isinstance(stack, str) else tuple(stack)
     errors, efficiencies = [], []
     for p in predictions:
-        if p.case.stack != stack or p.case.accelerator != "a100" or p.error is None:
+        if p.case.stack not in stacks or p.case.accelerator != "a100" or p.error is None:
             continue
-        evaluation = evaluation_with(p.case, framework_efficiency=efficiency)
+        evaluation = evaluation_with(p.case, framework_efficiency=efficiency, **stack_fields)
         errors.append(metric_value(p.case, evaluation.plan.time_per_batch_s) / p.case.published - 1)
         efficiencies.append(compute_efficiency(p.case, evaluation))
     return EfficiencySensitivity(tuple(errors), tuple(efficiencies))

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from phaze_env import comm
+from phaze_env.hardware.accelerator import A100_SMS
 from phaze_env.host import check_host_op_s
 from phaze_env.moe_dispatch import MOE_DISPATCHES
 from phaze_env.plan_spec import PlanRules
@@ -111,19 +112,23 @@ small-message latencies are a few µs to ~10 µs)."""
 
 ICI_LATENCY_S = 1e-6
 """Per-hop ICI latency, order of a microsecond (Jouppi et al. 2023 describe µs-scale link latency)."""
-MEGATRON_A100_EFFICIENCY = 0.807
-"""Achieved fraction of the a100 preset's per-operator speed in Megatron-LM training on DGX A100, *fitted to
-one published measurement*: Korthikanti et al. 2022 (arXiv:2205.05198) Table 5, GPT 175B with full recompute
-on 64 A100s, 18.13 s per batch of 64 (the exact fit is 0.8074, ``experiments.validation_fit.fit_efficiency``;
-``experiments/validate.py`` marks that case as the calibration and leaves it out of the mean error), with the
-stack's attention dropout priced as the memory-bound kernel it is in that code (``Stack.attention_dropout_kernel``,
+MEGATRON_A100_EFFICIENCY = 0.878
+"""Achieved fraction of the a100 preset's per-operator speed in Megatron-LM training on DGX A100 (the 2022 release of
+Korthikanti et al.), *fitted to one published measurement*: Korthikanti et al. 2022 (arXiv:2205.05198) Table 5, GPT
+175B with full recompute on 64 A100s, 18.13 s per batch of 64 (the exact fit is 0.8783,
+``experiments.validation_fit.fit_efficiency``; ``experiments/validate.py`` marks that case as the calibration and
+leaves it out of the mean error), with each GEMM's wave quantisation over the A100's 108 SMs priced
+(``Stack.gemm_wave_sms``, :func:`phaze_env.hardware.estimator.wave_quantisation`), the stack's attention dropout priced
+as the memory-bound kernel it is in that code (``Stack.attention_dropout_kernel``,
 :func:`phaze_env.attention.attention_dropout_bytes`) and full recompute rerunning the transformer layers only, not
 the LM head (``recompute_fwd_s``, :func:`phaze_env.evaluate._layer_chain`). The a100 preset reproduces isolated
-kernels (an 8192³ GEMM at Bekman's measured 85.9 % of peak); what this factor absorbs is what an end-to-end step
-adds to them and the kernel model does not price: launches and synchronisation between the ≈ 30 kernels of a
-layer, wave quantisation over 108 SMs, NCCL kernels sharing the SMs. History: 0.7919 with neither the dropout
-nor the LM head's non-recompute (the factor then also absorbed the dropout, and paid for a head recompute the run
-did not do); 0.7866 with the recompute rule alone. Only measured for A100 + Megatron-LM: the other presets keep 1."""
+kernels at their best shapes (an 8192³ GEMM at Bekman's measured 85.9 % of peak, MAMF); what this factor absorbs is
+what an end-to-end step adds to them and the kernel model does not price: launches and synchronisation between the
+≈ 30 kernels of a layer, NCCL kernels sharing the SMs. History: 0.807 without the wave quantisation (the factor then
+absorbed the 175B shapes' waves, 0.916 of full, and charged them to every model: 530B and 1T, whose shapes fill
+0.97 of their waves, came out 5–13 % slow, ``experiments.table5_scaling``); 0.7919 with neither the dropout nor the
+LM head's non-recompute; 0.7866 with the recompute rule alone. Only measured for A100 + Megatron-LM (2022); the 2021
+release's runs have their own fit (``phaze_env.stacks.MEGATRON_LM_2021_A100_EFFICIENCY``)."""
 TPUV4_DCN_PER_CHIP_BPS = 81e12 / 8 / 6144
 """Achieved data-centre-network bandwidth per TPU v4 chip, 1.65 GB/s: PaLM's cross-pod gradient exchange "amounts
 to an aggregate burst of 81 Tbps across all hosts" of its 6144 chips (Chowdhery et al. 2022, arXiv:2204.02311, §4,
@@ -419,7 +424,12 @@ class Stack:
     operations and MLA up-projections during back-propagation, thereby eliminating the need to persistently store their
     output activations"): the stash loses those outputs and what the attention's q and k are built from them, and the
     backward pass pays their fused operators' forward time (:mod:`phaze_env.workloads.model`,
-    ``norm_up_projection_recompute``). A model without RMSNorm or MLA keeps its stash.
+    ``norm_up_projection_recompute``). A model without RMSNorm or MLA keeps its stash. And so is ``gemm_wave_sms``:
+    above 0, the GEMM library runs each GEMM as one thread block per :data:`~phaze_env.hardware.estimator.CUBLAS_TILE`
+    output tile in waves over that many SMs, and each tensor-core operator's compute is divided by its GEMMs' wave
+    quantisation (:func:`~phaze_env.hardware.estimator.wave_quantisation`; the chip's measured GEMM rate is the best
+    shapes', MAMF, whose waves are nearly full); 0 (the default): not priced, the framework efficiency absorbs it.
+    Set per chip with the efficiency it was fitted with (``ChipFit.gemm_wave_sms``).
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -442,9 +452,13 @@ class Stack:
     host_op_s: float = 0.0
     pipeline_schedule: str = "1f1b"
     recompute_norms_up_projections: bool = False
+    gemm_wave_sms: int = 0
 
     def __post_init__(self) -> None:
         check_host_op_s(self.host_op_s)
+        if not isinstance(self.gemm_wave_sms, int) or isinstance(self.gemm_wave_sms, bool) or self.gemm_wave_sms < 0:
+            raise ValueError(f"cluster gemm_wave_sms must be a non-negative integer (0: wave quantisation not priced), "
+                             f"got {self.gemm_wave_sms!r}")
         if isinstance(self.plan_rules, dict):
             object.__setattr__(self, "plan_rules", PlanRules.from_dict(self.plan_rules))
         if not isinstance(self.plan_rules, PlanRules):
@@ -679,9 +693,10 @@ CLUSTER_PRESETS: dict[str, tuple[Any, str]] = {
               "PHAZE's paper setting: one flat ring at 4 GB/s per device, no latency (reproduces the paper)."),
     "dgx-a100": (lambda n, **kw: _dgx(n, NVLINK3_BPS, HDR_IB_PER_GPU_BPS, "dgx-a100",
                                       **({"framework_efficiency": MEGATRON_A100_EFFICIENCY,
-                                          "attention_dropout_kernel": True} | kw)),
+                                          "attention_dropout_kernel": True, "gemm_wave_sms": A100_SMS} | kw)),
                  "DGX A100 nodes: 8 GPUs on NVLink 3 (300 GB/s per GPU), 8×200 Gb/s HDR InfiniBand between nodes; "
-                 "NCCL efficiency 0.8; Megatron-LM's A100 efficiency and its unfused attention dropout."),
+                 "NCCL efficiency 0.8; Megatron-LM's A100 efficiency, fitted with its GEMMs' wave quantisation on 108 "
+                 "SMs, and its unfused attention dropout."),
     "dgx-h100": (lambda n, **kw: _dgx(n, NVLINK4_BPS, NDR_IB_PER_GPU_BPS, "dgx-h100", **kw),
                  "DGX H100 nodes: 8 GPUs on NVLink 4 (450 GB/s per GPU), 8×400 Gb/s NDR InfiniBand between nodes; "
                  "NCCL efficiency 0.8."),

@@ -910,7 +910,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hbm-gb", type=float_list, default=None, help="HBM capacity in GiB (default: the preset's)")
     parser.add_argument("--framework-efficiency", type=float, default=None, metavar="F",
                         help="fraction of the accelerator model's speed the software reaches, in (0, 1] "
-                             "(default: the cluster preset's; dgx-a100 0.807, fitted to Megatron-LM, others 1)")
+                             "(default: the cluster preset's; dgx-a100 0.878, fitted to Megatron-LM, others 1)")
     parser.add_argument("--stack", default=None, help=f"training-stack profile: {', '.join(stack_names())} (its fitted "
                         "efficiency on the --preset chip and its pipeline structure; default: the cluster preset's own settings)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (default: a text report)")

@@ -112,6 +112,9 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     needs the ops' ``edges`` (the DAG's): each collective fed by GEMMs (:func:`tp_comm_overlaps`) costs only what the
     chunked pipeline leaves exposed, in the evaluation, the explanation and the bounds alike.
 
+    A cluster whose stack prices its GEMMs' wave quantisation (``Stack.gemm_wave_sms`` > 0) divides each tensor-core
+    operator's compute by it (:func:`~phaze_env.hardware.estimator.gemm_wave_factors`).
+
     Every latency is homogeneous of degree one in the device-time terms (max, sums and the epilogue
     pipeline :func:`~phaze_env.hardware.estimator.pipelined_s`), so dividing the terms by the framework
     efficiency divides each operator's device latency by it exactly.
@@ -136,7 +139,7 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     return PricedOps(*priced_table(ops, accelerator, tc, vc, comm_s, fp8=fp8_flags(ops, layer, accelerator.number_format),
                                    sequence_parallel=stack.sequence_parallel_kernels, comm_overlap=overlap, fused=fused,
                                    fused_efficiency=stack.attention_efficiency, eager_bytes=eager_bytes,
-                                   slowdown=1.0 / stack.framework_efficiency))
+                                   slowdown=1.0 / stack.framework_efficiency, wave_sms=stack.gemm_wave_sms))
 
 
 def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster,

@@ -23,7 +23,11 @@ def test_the_section_reports_both_errors_from_our_rate_errors():
     errors = {ref.case_name("175b", "full"): 0.0, ref.case_name("1t", "full"): -0.2}  # 20 % slow: 1/0.8 × the time
     text = "\n".join(ref.section(errors))
     assert "| 1t | full | 94.42 | 118.02 (+25.0%) | 90.08 (-4.6%) |" in text
-    assert "ours 12.5%, Calculon's 2.6% over 2 runs" in text
+    assert "ours 12.5%, Calculon's 2.6% over 2 runs." in text  # both of 175B–1T: no second figure
+    eight = {ref.case_name(size, mode): 0.0 for size, modes in ref.TABLE5.items() for mode in modes}
+    eight[ref.case_name("22b", "full")] = -0.5  # 2× the time: in the eight-run error, not in the six of 175B–1T
+    text = "\n".join(ref.section(eight))
+    assert "ours 12.5%, Calculon's 3.7% over 8 runs; over the 6 runs of 175B–1T: ours 0.0%, Calculon's 4.0%" in text
     assert ref.section({}) == []
 
 

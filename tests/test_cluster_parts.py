@@ -63,9 +63,9 @@ def test_the_flat_dict_is_the_one_cache_keys_were_built_from():
     assert get_cluster("dgx-a100", 64, global_batch=128).to_dict() == {
         "n_devices": 64, "link_bandwidth_Bps": 25e9, "link_latency_s": 5e-6, "global_batch": 128, "optimizer": "sgd",
         "devices_per_node": 8, "node_bandwidth_Bps": 300e9, "node_latency_s": 2e-6, "link_efficiency": 0.8,
-        "node_efficiency": 0.8, "torus_dims": [], "name": "dgx-a100", "framework_efficiency": 0.807,
+        "node_efficiency": 0.8, "torus_dims": [], "name": "dgx-a100", "framework_efficiency": 0.878,
         "interleaved_schedule": True, "pipeline_scatter_gather": True, "attention_efficiency": 0.0,
-        "attention_dropout_kernel": True}
+        "attention_dropout_kernel": True, "gemm_wave_sms": 108}
     deepseek = STACKS["deepseek-hai-llm"].apply(get_cluster("dgx-h800", 64))
     data = deepseek.to_dict()
     assert (data["moe_dispatch"], data["moe_node_limit"], data["moe_alltoall_overlap"]) == ("hierarchical", 4, True)

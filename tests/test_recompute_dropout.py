@@ -104,10 +104,11 @@ def test_a_fused_attention_kernel_drops_on_chip_and_pays_no_dropout_kernel():
 
 
 def test_only_megatron_lm_on_a100_runs_the_unfused_dropout():
-    """Megatron-LM of 2021-22 (the A100 fit's runs) ran unfused attention with attention dropout 0.1; every other
-    profile's fit is a fused kernel (which drops on chip) or a stack whose runs are not known to pay it."""
+    """Megatron-LM of 2021-22 (the A100 fits' runs, both releases) ran unfused attention with attention dropout 0.1;
+    every other profile's fit is a fused kernel (which drops on chip) or a stack whose runs are not known to pay it."""
     runs_it = {(name, chip) for name, profile in STACKS.items() for fit in profile.fits for chip in fit.chips
                if fit.attention_dropout_kernel}
-    assert ("megatron-lm", "a100") in runs_it
-    assert all(name in ("megatron-lm",) or STACKS[name].variant_of == "megatron-lm" for name, _ in runs_it)
+    assert {("megatron-lm", "a100"), ("megatron-lm-2021", "a100")} <= runs_it
+    assert all(name in ("megatron-lm", "megatron-lm-2021") or STACKS[name].variant_of == "megatron-lm"
+               for name, _ in runs_it)
     assert all(chip == "a100" for _, chip in runs_it)

@@ -11,11 +11,14 @@ from experiments.validation_cases import get_case
 
 
 def test_wave_quantisation_counts_the_idle_sms_of_the_last_wave():
+    from phaze_env.hardware.estimator import wave_quantisation
+
     # 2048 × 4608 (175B's QKV GEMM per GPU at t = 8): 8 × 36 = 288 tiles of 256 × 128 on 108 SMs = 3 waves
-    assert t5.wave_quantisation(2048, 4608) == pytest.approx(288 / 324)
-    assert t5.wave_quantisation(4608, 2048) == t5.wave_quantisation(2048, 4608)  # the long side takes the 256
-    assert t5.wave_quantisation(256 * 108, 128) == 1.0  # exactly one full wave
-    assert t5.wave_quantisation(256, 128) == pytest.approx(1 / 108)
+    assert wave_quantisation(2048, 4608, 108) == pytest.approx(288 / 324)
+    assert wave_quantisation(4608, 2048, 108) == wave_quantisation(2048, 4608, 108)  # the long side takes the 256
+    assert wave_quantisation(256 * 108, 128, 108) == 1.0  # exactly one full wave
+    assert wave_quantisation(256, 128, 108) == pytest.approx(1 / 108)
+    assert wave_quantisation(256, 128, 108, batch=216) == 1.0  # a batched GEMM's tiles fill two waves
 
 
 @pytest.mark.parametrize("size, scores", [("175b", 12 * 2048 ** 2), ("22b", 4 * 8 * 2048 ** 2)])
@@ -33,17 +36,23 @@ def test_the_models_attention_dropout_is_korthikantis_mask_and_output_per_pass(s
 
 
 @pytest.mark.slow
-def test_the_calibration_row_has_the_published_per_layer_efficiency_and_every_what_if_keeps_it():
+def test_the_calibration_row_has_the_published_per_layer_efficiency_and_without_waves_keeps_it():
     terms = t5.row(case_name("175b", "full"))
     assert terms["published_layer_eff"] == pytest.approx(terms["layer_eff"], rel=0.01)  # fitted there
     assert 0.0 < terms["head_share"] < 0.05 and terms["dropout_s"] > 0
-    line, errors = t5._line("175b full", terms, terms, 18.03)
-    assert line.startswith("| 175b full | 18.13 | 18.14 (+0.0%) |") and line.endswith("| 18.03 (-0.6%) |")
-    assert all(error < 0.005 for error in errors[:1 + len(t5.WHAT_IFS)])  # normalised at the calibration
+    errors, efficiencies = t5.without_waves((case_name("175b", "full"), case_name("1t", "full")))
+    assert errors[case_name("175b", "full")] == pytest.approx(0.0, abs=0.002)  # refitted on it
+    # the model before the waves: its efficiency on 175B was 0.807 and 1T came out 10.5 % slow
+    assert efficiencies["megatron-lm"] == pytest.approx(0.807, abs=0.002)
+    assert errors[case_name("1t", "full")] == pytest.approx(0.105, abs=0.005)
+    line, row_errors = t5._line("175b full", terms, errors[case_name("175b", "full")], 18.03)
+    assert line.startswith("| 175b full | 18.13 | 18.14 (+0.0%) | 18.13 (+0.0%) |") and line.endswith("| 18.03 (-0.6%) |")
+    assert row_errors[0] < 0.005
 
 
-def test_the_wave_quantised_pricing_divides_gemm_compute_and_is_undone_on_exit():
-    import phaze_env.hardware.estimator as estimator
+def test_the_stack_prices_each_gemms_waves_and_a_stack_without_them_does_not():
+    import dataclasses
+
     import phaze_env.pricing as pricing
     from experiments.validation_fit import case_accelerator, case_cluster
     from phaze_env.workloads import model_graph
@@ -53,17 +62,18 @@ def test_the_wave_quantised_pricing_divides_gemm_compute_and_is_undone_on_exit()
                  if layer.name == "block")
     ops = block.fwd.ops
     qkv = next(i for i, op in enumerate(ops) if op.gemms and op.gemms[0].n == 3 * 12288 // 8)
+    cluster = case_cluster(case)
+    assert cluster.stack.gemm_wave_sms == 108  # the megatron-lm profile's A100 fit
 
-    def compute_s():
-        priced = pricing.price_ops(ops, case_accelerator(case), case_cluster(case), layer="block")
+    def compute_s(sms):
+        stack = dataclasses.replace(cluster.stack, gemm_wave_sms=sms)
+        priced = pricing.price_ops(ops, case_accelerator(case), cluster.replace(stack=stack), layer="block")
         return float(priced.tensor.compute_all_s[qkv, 0])
 
-    original = estimator.latency_terms
-    plain = compute_s()
-    with pytest.raises(RuntimeError), t5.gemms_wave_quantised():
-        assert compute_s() == pytest.approx(plain / t5.wave_quantisation(2048, 3 * 12288 // 8))
-        raise RuntimeError
-    assert estimator.latency_terms is original and compute_s() == plain
+    from phaze_env.hardware.estimator import wave_quantisation
+    assert compute_s(108) == pytest.approx(compute_s(0) / wave_quantisation(2048, 3 * 12288 // 8, 108))
+    with pytest.raises(ValueError, match="gemm_wave_sms"):
+        dataclasses.replace(cluster.stack, gemm_wave_sms=-1)
 
 
 def test_the_term_line_pairs_each_term_and_merges_the_sync_columns():

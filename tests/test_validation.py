@@ -69,10 +69,10 @@ def test_the_why_the_gap_figures_are_computed_each_run(monkeypatch):
     from experiments.validation_stats import EfficiencySensitivity
 
     monkeypatch.setattr(validation_report, "at_efficiency",
-                        lambda predictions, stack, efficiency: EfficiencySensitivity((0.2, 0.4, -0.1), (0.7, 0.8, 0.9)))
+                        lambda predictions, stack, efficiency, **fields: EfficiencySensitivity((0.2, 0.4, -0.1), (0.7, 0.8, 0.9)))
     unfitted = validation_report._unfitted_text([])
     assert "median 80% of peak" in unfitted and "2 of the 3 Megatron-LM A100 cases" in unfitted
     assert "+20.0% to +40.0%" in unfitted and "mean absolute error 23.3%" in unfitted
     assert "at -10.0% to +40.0%" in validation_report._borrowed_factor_text([])
-    monkeypatch.setattr(validation_report, "at_efficiency", lambda *args: EfficiencySensitivity((), ()))
+    monkeypatch.setattr(validation_report, "at_efficiency", lambda *args, **fields: EfficiencySensitivity((), ()))
     assert validation_report._unfitted_text([]) == validation_report._borrowed_factor_text([]) == ""  # a subset run

@@ -49,6 +49,10 @@ A100_GEMM_EFFICIENCY = 0.859
 """Measured maximum achievable bf16 matmul throughput on an A100 SXM: 267.9 of 312 TFLOP/s = 85.9 %
 (S. Bekman, *Machine Learning Engineering*, "Maximum Achievable Matmul FLOPS comparison table",
 mamf-finder.py, CUDA 12.1)."""
+A100_SMS = 108
+"""Streaming multiprocessors of the A100 product (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020: 108 of the
+GA100 die's 128 SMs enabled): the SMs a GEMM's thread blocks are scheduled over in waves
+(:func:`phaze_env.hardware.estimator.wave_quantisation`, ``Stack.gemm_wave_sms``)."""
 H100_GEMM_EFFICIENCY = 0.801
 """Measured maximum achievable bf16 matmul throughput on an H100 SXM: 792.1 of 989 TFLOP/s = 80.1 %
 (same MAMF table, CUDA 12.1)."""

@@ -486,6 +486,35 @@ def latency_terms(
     return tc, vc, tensor, vector
 
 
+CUBLAS_TILE = (256, 128)
+"""Output tile of each thread block of a large bf16 GEMM on A100: the largest tile of cuBLAS's Ampere tensor-core
+kernels (named ``ampere_bf16_s16816gemm_bf16_256x128_…``; CUTLASS's default Ampere bf16 tile is 128×256 × 64). An
+*assumption* for every GEMM :func:`wave_quantisation` prices, range 128×128 to 256×128: which kernel runs for a shape
+is cuBLAS's unpublished heuristic. With 128×128 the GPT 175B/1T quantisation ratio is 1.042 instead of 1.060
+(``experiments.table5_scaling``)."""
+
+
+def wave_quantisation(m: int, n: int, sms: int, tile: tuple[int, int] = CUBLAS_TILE, batch: int = 1) -> float:
+    """Fraction of the SM-waves of ``batch`` ``m × n`` GEMM outputs that do work, ``tiles / (sms · ⌈tiles / sms⌉)``:
+    a GPU runs a GEMM as one thread block per output tile, ``sms`` blocks at a time, so the last wave leaves
+    ``sms·⌈tiles/sms⌉ − tiles`` SMs idle (NVIDIA, "Matrix Multiplication Background User's Guide", Deep Learning
+    Performance documentation, §"Wave quantization"). The tile's long side goes along the output's long side."""
+    big, small = max(m, n), min(m, n)
+    tiles = batch * -(-big // tile[0]) * -(-small // tile[1])
+    return tiles / (sms * -(-tiles // sms))
+
+
+def gemm_wave_factors(ops: Sequence[Op], sms: int) -> np.ndarray:
+    """Per op, the FLOP-weighted :func:`wave_quantisation` of its GEMMs on ``sms`` SMs (1 for an op without GEMMs):
+    what its tensor-core compute time is divided by on a GPU whose GEMM library tiles outputs in :data:`CUBLAS_TILE`
+    blocks (``Stack.gemm_wave_sms``)."""
+    factors = np.ones(len(ops))
+    for i, op in enumerate(ops):
+        if op.gemm_flops:
+            factors[i] = sum(g.flops * wave_quantisation(g.m, g.n, sms, batch=g.batch) for g in op.gemms) / op.gemm_flops
+    return factors
+
+
 def _fused_kernel_terms(ops: Sequence[Op], fused: Sequence[int], tc_configs, tensor: TensorTerms,
                         vector: VectorTerms, accelerator: Accelerator, efficiency: float) -> tuple[TensorTerms, VectorTerms]:
     """The terms of a fused attention kernel's operators (:mod:`phaze_env.attention` gives their fused form): their
@@ -521,17 +550,23 @@ def _slowed(terms, slowdown: float):
 def priced_table(ops: Sequence[Op], accelerator: Accelerator, tc_configs, vc_configs, comm_s, *,
                  fp8: Sequence[bool] | None = None, sequence_parallel: bool = False, comm_overlap=(),
                  fused: Sequence[int] = (), fused_efficiency: float = 0.0, eager_bytes: np.ndarray | None = None,
-                 slowdown: float = 1.0) -> tuple[LatencyTable, TensorTerms, VectorTerms]:
+                 slowdown: float = 1.0, wave_sms: int = 0) -> tuple[LatencyTable, TensorTerms, VectorTerms]:
     """The latency table of ``ops`` on every configuration of ``tc_configs``/``vc_configs`` (rows as in
     :func:`latency_terms`) sharing ``accelerator``'s clock, HBM, efficiencies and element size, and the terms it is made
     of, as a training stack runs them (:func:`phaze_env.pricing.price_ops` says which stack field sets which argument):
     the ops of ``fused`` as one fused attention kernel at ``fused_efficiency`` of the bf16 peak
     (:func:`_fused_kernel_terms`); ``eager_bytes`` (per op, or None) the HBM traffic its unfused elementwise kernels add
-    in series, at the achieved HBM bandwidth; every time term (``*_s``) multiplied by ``slowdown`` (the stack's
+    in series, at the achieved HBM bandwidth; ``wave_sms`` above 0: every tensor-core operator's compute divided by its
+    GEMMs' wave quantisation on that many SMs (:func:`gemm_wave_factors`; a fused attention kernel's rate is its own);
+    every time term (``*_s``) multiplied by ``slowdown`` (the stack's
     ``1 / framework_efficiency``); ``comm_s`` each op's communication seconds and ``comm_overlap`` the collectives
     hidden behind their GEMMs (:class:`LatencyTable`). ``fp8`` and ``sequence_parallel`` as in :func:`latency_terms`."""
     tc, vc, tensor, vector = latency_terms(ops, tc_configs, vc_configs, **shared_parameters(accelerator), fp8=fp8,
                                            sequence_parallel=sequence_parallel)
+    if wave_sms:
+        factors = gemm_wave_factors(ops, wave_sms)[:, None]
+        tensor = replace(tensor, compute_one_s=tensor.compute_one_s / factors,
+                         compute_all_s=tensor.compute_all_s / factors)
     if len(fused):
         tensor, vector = _fused_kernel_terms(ops, fused, tc, tensor, vector, accelerator, fused_efficiency)
     if eager_bytes is not None:
