@@ -101,18 +101,6 @@ def test_the_floor_is_what_many_buckets_leave():
     assert float(exposed_floor_s(1.0, 4.0)) == 0.0
 
 
-def test_an_exact_search_refuses_the_overlap_it_cannot_prove_bounds_for():
-    """Under data-parallel overlap the DP is not monotone in its layer times (test_bound_property's strict xfail), so
-    the search's bounds on lower-bound layer times are not proven: the search refuses it in one line, never claiming
-    an unproven optimum."""
-    from search.config import DP_OVERLAP_UNPROVEN, SearchConfig
-
-    with pytest.raises(ValueError, match="cannot prove its bounds under data-parallel overlap") as caught:
-        SearchConfig(workloads=("gpt2-xl",), cluster=Cluster(dp_comm_overlap=True))
-    assert str(caught.value) == DP_OVERLAP_UNPROVEN and "\n" not in DP_OVERLAP_UNPROVEN
-    SearchConfig(workloads=("gpt2-xl",), cluster=Cluster(dp_comm_overlap=False))  # without it: a search
-
-
 def test_evaluate_under_the_overlap_prunes_on_lower_bounds_and_finds_the_brute_force_answer():
     """evaluate's layer-level branch and bound prunes a variant when the DP on its lower-bound layers cannot win;
     under the overlap that DP prices the exposure at its floor (Settings.unbounded_overlap_cover), so it bounds, and
