@@ -618,18 +618,23 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
                 report(searched[0], variants_total)
             return bound_variant(t, m, c, e).plan_fields()
 
-        def search(chain_of, lower_bound_of=None, calls=None) -> Any:
-            return best_plan_multi(chain_of, template, tensor_widths=usable, microbatches=request.microbatches, calls=calls,
+        def search(chain_of, lower_bound_of=None, calls=None, *, bound: bool = False) -> Any:
+            # ``bound``: chain_of gives lower-bound layers; under the data-parallel overlap the exposure is then
+            # priced at its floor (Settings.unbounded_overlap_cover), so the DP on them stays a lower bound
+            settings = replace(template, unbounded_overlap_cover=True) if bound and cluster.stack.dp_comm_overlap \
+                else template
+            return best_plan_multi(chain_of, settings, tensor_widths=usable, microbatches=request.microbatches, calls=calls,
                                    hbm_bytes=capacities, variant_fields=settings_of, context_parallels=degrees,
                                    expert_parallels=experts, lower_bound_layers=lower_bound_of)
 
         # A variant's layers are scheduled only when the DP on their cheap lower bounds could beat the best
-        # plan so far (layer-level branch and bound): the answer is the one scheduling every variant gives. Not
-        # under data-parallel overlap: there a slower layer can hide more of its stage's collectives, so the DP on
-        # lower-bound layer times is no proven bound (tests/test_bound_property.py) and every variant is scheduled.
-        prune = not bound_only and not cluster.stack.dp_comm_overlap
+        # plan so far (layer-level branch and bound): the answer is the one scheduling every variant gives. Under
+        # data-parallel overlap a slower layer can hide more of its stage's collectives, so the DP on lower-bound
+        # layer times prices the exposure at its floor (best_plan_multi; tests/test_bound_property.py).
+        prune = not bound_only
         best = search(lambda t, m, c, e: variant(t, m, c, e).chain(),
-                      (lambda t, m, c, e: bound_variant(t, m, c, e).chain()) if prune else None, calls)
+                      (lambda t, m, c, e: bound_variant(t, m, c, e).chain()) if prune else None, calls,
+                      bound=bound_only)
         reason = best.reason
     elif not usable:
         best, reason = None, f"no tensor width in {list(request.widths)} divides {workload.name}'s attention heads"
@@ -642,10 +647,10 @@ def _run(request: _Request, timing: _Timing, *, bound_only: bool) -> Evaluation:
         (f"{_variant_label(*key)} {name} {direction}", method, gap) for key, v in variants.items()
         for name, timing in v.timings.items() for direction, method, gap in timing.unproven()]
     bound = None
-    if unproven and best is not None and best.feasible and not cluster.stack.dp_comm_overlap:  # the same DP on the
-        # proven lower bounds (not a bound under data-parallel overlap, see above): no real
-        lower = {"dp_calls": 0, "bound_dp_calls": 0}  # schedule can do better
-        bound = max(best.throughput_samples_s, search(lower_bound_chain, calls=lower).throughput_samples_s)
+    if unproven and best is not None and best.feasible:  # the same DP on the proven lower bounds (the overlap's
+        # exposure at its floor): no real schedule can do better
+        lower = {"dp_calls": 0, "bound_dp_calls": 0}
+        bound = max(best.throughput_samples_s, search(lower_bound_chain, calls=lower, bound=True).throughput_samples_s)
         calls["bound_dp_calls"] += lower["dp_calls"] + lower["bound_dp_calls"]
     if bound_only:  # every layer latency was a lower bound
         calls = {"dp_calls": 0, "bound_dp_calls": calls["dp_calls"] + calls["bound_dp_calls"]}

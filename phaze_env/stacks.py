@@ -708,13 +708,15 @@ each with its own PHAZE_CACHE_DIR):
   tiny layers' collectives are latency-bound, the embedding's pass hides none of its next layer's buckets, and 705
   rows' bounds stay above the optimum (548,694.4 samples/s on, 669,273.2 off: a bucket per small layer costs more
   latency than one all-reduce per stage), each then bounded by the ILP-free bound;
-* exactness: with the overlap a non-critical stage's slower backward hides more of its collectives, so the DP's time
-  is not monotone in the layer latencies and the ILP-free bound (the DP on lower-bound latencies) is not a proven
-  bound under it (``tests/test_bound_property.py``, the strict xfail) — harmless where the lower bounds are the
-  scheduled times (no ILP solves), not in general.
+* exactness (settled): with the overlap a non-critical stage's slower backward hides more of its collectives, so the
+  DP's time is not monotone in the layer latencies (``tests/test_bound_property.py``, the strict xfail); the DP on
+  lower-bound latencies therefore prices the exposure at its floor (``Settings.unbounded_overlap_cover``: every stage
+  leaves its first layer's last bucket), which no latency moves, and stays a proven bound (property-tested there
+  against the DP on slower layers).
 
-It goes on once both are settled; the verdict's figures carry the exposed sync in full until then (conservative for
-every system alike)."""
+It goes on once the speed is measured again with that bound (the layer-level branch and bound now prunes under the
+overlap too) and the table, its fits and its sensitivity are re-run with it; the verdict's figures carry the exposed
+sync in full until then (conservative for every system alike)."""
 
 SYSTEM_SEQUENCE_PARALLEL_KERNELS = True
 """Whether the system space's megatron-core stack prices sequence parallelism's norms, residual adds and FP8 casts on

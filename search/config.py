@@ -30,14 +30,6 @@ SEARCH_MODULE = "search.run"
 search's signature."""
 
 
-DP_OVERLAP_UNPROVEN = (
-    "the exact search cannot prove its bounds under data-parallel overlap (Stack.dp_comm_overlap): a stage's slower "
-    "backward hides more of its collectives, so the placement's time can fall when a layer gets slower and the bounds "
-    "on lower-bound layer times are not proven (tests/test_bound_property.py, the strict xfail); search with the overlap "
-    "off, or evaluate a design with it (phaze_env.evaluate.evaluate)")
-"""Why an exact search refuses a stack that overlaps its data-parallel collectives (one line)."""
-
-
 def splittable_widths(workloads: Iterable[str | Workload], widths: Iterable[int],
                       seq_len: int | None = None) -> tuple[tuple[int, ...], list[str]]:
     """The ``widths`` at which every workload's traced operators can be split, and one line per workload that narrows
@@ -89,9 +81,6 @@ class SearchConfig:
         if not workloads:
             raise ValueError("a search needs at least one workload")
         object.__setattr__(self, "workloads", tuple(workloads.values()))
-        stack = self.space.system_stack if isinstance(self.space, SystemDesignSpace) else None
-        if self.cluster.stack.dp_comm_overlap or (stack is not None and stack.structure.dp_comm_overlap):
-            raise ValueError(DP_OVERLAP_UNPROVEN)
         if self.plan is None and isinstance(self.space, SystemDesignSpace):  # the space's stack: its plan freedom
             object.__setattr__(self, "plan", self.space.stack_plan(workload=self.workloads[0]))
         if self.plan is not None:

@@ -201,3 +201,73 @@ def test_overlapped_dp_never_gets_faster_when_a_layer_gets_slower():
         return best_plan(layers, Settings(cluster, 1, 1, 1e12, plan)).time_per_batch_s
 
     assert time_s(2.0) >= time_s(0.1)
+
+
+# --------------------------------------------------- the bound under data-parallel overlap (issue 29)
+@st.composite
+def overlapped_template(draw) -> Settings:
+    """A cluster whose stack overlaps its data-parallel collectives (ZeRO 0 or 1, interleaving allowed), with slow
+    enough links that the collectives matter."""
+    from phaze_env.plan_spec import PlanRules
+
+    rules = PlanRules(uniform_stages=draw(st.booleans()), zero_stages=(0, 1))
+    cluster = Cluster(n_devices=draw(st.integers(2, 16)), global_batch=draw(st.integers(1, 16)),
+                      link_bandwidth_Bps=draw(st.sampled_from([10.0, 100.0, 1000.0])),
+                      link_latency_s=draw(st.sampled_from([0.0, 0.01])), plan_rules=rules, dp_comm_overlap=True)
+    plan = PlanSpec(recompute=draw(st.sampled_from(["none", "auto"])), interleave=draw(st.sampled_from([1, None])))
+    return Settings(cluster, 1, draw(st.integers(1, 2)), float(draw(st.integers(50, 400))), plan)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(layer(), min_size=1, max_size=8), st.lists(slowdown, max_size=8), overlapped_template())
+def test_overlapped_dp_at_the_unbounded_cover_bounds_the_dp_on_slower_layers(layers, slowdowns, settings_):
+    """What ``evaluate``'s branch and bound and ILP-free bound take under ``Stack.dp_comm_overlap``: the DP on the
+    faster (lower-bound) layers with the exposure at its floor (``Settings.unbounded_overlap_cover``) never exceeds
+    the DP's time on the slower (real) layers with the overlap priced under their own passes, and it is itself
+    monotone in the layer times."""
+    floor = replace(settings_, unbounded_overlap_cover=True)
+    bound = best_plan(layers, floor)
+    real = best_plan(slower(layers, slowdowns), settings_)
+    assert bound.feasible == real.feasible, (bound.reason, real.reason)
+    if bound.feasible:
+        assert bound.time_per_batch_s <= real.time_per_batch_s * (1 + REL)
+        assert best_plan(layers, settings_).time_per_batch_s >= bound.time_per_batch_s * (1 - REL)
+    assert_not_faster(bound, best_plan(slower(layers, slowdowns), floor))
+
+
+def test_the_unbounded_cover_bounds_the_non_monotone_example():
+    """The strict-xfail example above (a slower first stage hides more of its reduce-scatter, 7.91 s → 6.2 s): the
+    DP at the unbounded cover on the faster chain is below both."""
+    def chain(bwd_s: float) -> list[LayerCost]:
+        return [LayerCost(fwd_s=0.1, bwd_s=bwd_s, param_bytes=8e8, stash_bytes=1.0, output_bytes=0.0),
+                LayerCost(fwd_s=1.0, bwd_s=2.0, param_bytes=0.0, stash_bytes=1.0, output_bytes=0.0)]
+
+    cluster = Cluster(n_devices=4, global_batch=2, link_bandwidth_Bps=4e8, dp_comm_overlap=True)
+    plan = PlanSpec(recompute="none", interleave=1, zero=0, p=2, d=2, sequence_parallel=False, e=1)
+    real = Settings(cluster, 1, 1, 1e12, plan)
+    slow, fast = (best_plan(chain(b), real).time_per_batch_s for b in (2.0, 0.1))
+    assert slow < fast  # the non-monotone case itself
+    bound = best_plan(chain(0.1), replace(real, unbounded_overlap_cover=True)).time_per_batch_s
+    assert bound <= slow * (1 + REL) and bound <= fast * (1 + REL)
+
+
+@pytest.mark.parametrize("chain", [True, False])
+def test_stage_exposure_at_the_unbounded_cover_is_the_limit_of_longer_passes(chain):
+    """``stage_exposed_s`` with every pass infinite equals its value with passes far longer than every collective
+    (each stage leaves its first layer's last bucket), on a chain's stage table and on a DAG's."""
+    import numpy as np
+
+    from phaze_env.placement.dp_overlap import stage_exposed_s
+    from phaze_env.placement.inputs import layer_arrays
+    from phaze_env.placement.stages import chain_stages, dag_stages
+
+    rng = np.random.default_rng(7)
+    n = 5
+    layers = [LayerCost(fwd_s=1.0, bwd_s=1.0, param_bytes=float(rng.integers(0, 3)), stash_bytes=1.0, output_bytes=1.0)
+              for _ in range(n)]
+    arrays = layer_arrays(layers, chain=chain)
+    table = chain_stages(arrays) if chain else dag_stages(arrays, [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)], 100)
+    comm_s, buckets = rng.uniform(0.5, 2.0, n), rng.integers(0, 4, n).astype(float)
+    long = stage_exposed_s(table.member, table.valid, comm_s, np.full(n, 1e9), buckets, table.chain)
+    unbounded = stage_exposed_s(table.member, table.valid, comm_s, np.full(n, np.inf), buckets, table.chain)
+    assert np.allclose(unbounded, long, rtol=0, atol=1e-6) and np.isfinite(unbounded).all()

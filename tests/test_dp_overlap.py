@@ -101,31 +101,19 @@ def test_the_floor_is_what_many_buckets_leave():
     assert float(exposed_floor_s(1.0, 4.0)) == 0.0
 
 
-def test_an_exact_search_refuses_the_overlap_it_cannot_prove_bounds_for():
-    """Under data-parallel overlap the DP is not monotone in its layer times (test_bound_property's strict xfail), so
-    the search's bounds on lower-bound layer times are not proven: the search refuses it in one line, never claiming
-    an unproven optimum."""
-    from search.config import DP_OVERLAP_UNPROVEN, SearchConfig
-
-    with pytest.raises(ValueError, match="cannot prove its bounds under data-parallel overlap") as caught:
-        SearchConfig(workloads=("gpt2-xl",), cluster=Cluster(dp_comm_overlap=True))
-    assert str(caught.value) == DP_OVERLAP_UNPROVEN and "\n" not in DP_OVERLAP_UNPROVEN
-    SearchConfig(workloads=("gpt2-xl",), cluster=Cluster(dp_comm_overlap=False))  # without it: a search
-
-
-def test_evaluate_under_the_overlap_prunes_no_variant_on_lower_bounds():
+def test_evaluate_under_the_overlap_prunes_on_lower_bounds_and_finds_the_brute_force_answer():
     """evaluate's layer-level branch and bound prunes a variant when the DP on its lower-bound layers cannot win;
-    under the overlap that DP is no bound, so every variant is scheduled and the DP never runs on lower bounds."""
+    under the overlap that DP prices the exposure at its floor (Settings.unbounded_overlap_cover), so it bounds, and
+    the answer is the best of every variant evaluated alone (nothing to prune against)."""
     from phaze_env.evaluate import evaluate
     from phaze_env.hardware.accelerator import get_preset
-
-    acc = get_preset("a100")
-    kwargs = dict(microbatch=(1, 2), tensor_widths=(1, 2), cache=False)
     from phaze_env.tasks import tiny_workloads
 
+    acc = get_preset("a100")
     tiny = tiny_workloads()["tiny-gpt2"]
-    plain = evaluate(tiny, acc, Cluster(n_devices=8, global_batch=16), **kwargs)
-    overlapped = evaluate(tiny, acc, Cluster(n_devices=8, global_batch=16, dp_comm_overlap=True), **kwargs)
-    assert plain.feasible and overlapped.feasible
-    assert overlapped.bound_dp_calls == 0
-    assert plain.bound_dp_calls > 0  # the same instance does prune without the overlap: the test can fail
+    cluster = Cluster(n_devices=8, global_batch=16, link_bandwidth_Bps=2e9, dp_comm_overlap=True)
+    overlapped = evaluate(tiny, acc, cluster, microbatch=(1, 2), tensor_widths=(1, 2), cache=False)
+    assert overlapped.feasible and overlapped.bound_dp_calls > 0
+    alone = [evaluate(tiny, acc, cluster, microbatch=(m,), tensor_widths=(t,), cache=False)
+             for m in (1, 2) for t in (1, 2)]
+    assert overlapped.throughput_samples_s == max(e.throughput_samples_s for e in alone)

@@ -485,6 +485,37 @@ def test_bounds_hold_for_every_row_and_the_search_equals_brute_force(brute_force
 
 
 @pytest.mark.slow
+def test_the_search_under_data_parallel_overlap_equals_brute_force(tmp_path, monkeypatch):
+    """With the system stack overlapping its data-parallel collectives (``Stack.dp_comm_overlap``, where a slower pass
+    hides more and the DP is not monotone in its layer times) the bounds still hold on every design and the exact
+    search finds the brute force's best: the ILP-free bounds price the exposure at its floor
+    (``Settings.unbounded_overlap_cover``)."""
+    from phaze_env import stacks
+
+    core = stacks.SYSTEM_STACKS["megatron-core"]
+    monkeypatch.setitem(stacks.SYSTEM_STACKS, "megatron-core",
+                        dataclasses.replace(core, structure=dataclasses.replace(core.structure, dp_comm_overlap=True)))
+    monkeypatch.setenv("PHAZE_CACHE_DIR", str(tmp_path / "cache"))
+    space = small_space(link_GBps=(50.0,), number_format=("bf16",), topology=("torus",))
+    assert space.system_stack.structure.dp_comm_overlap
+    rows, plan = space.arch_space(), space.stack_plan(workload=TINY)
+    bounds = throughput_bounds(TINY, rows, TRAINING, microbatch=space.microbatch, tensor_widths=WIDTHS, plan=plan)
+    best: dict[Design, float] = {}
+    for design in space:
+        evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS)
+        head = Design.from_dict(design.to_dict() | {"microbatch": space.microbatch[0], "recompute": space.recompute[0]})
+        row = rows.designs.index(head)
+        assert evaluation.throughput_samples_s <= bounds[row] * (1 + 1e-9)
+        assert evaluation.throughput_samples_s <= throughput_upper_bound(
+            TINY, rows[row], rows.cluster(row, TRAINING), tensor_widths=WIDTHS, microbatch=(design.microbatch,),
+            hbm_gb=(design.hbm_gb,), plan=space.stack_plan(design.recompute, TINY)) * (1 + 1e-9)
+        best[head] = max(best.get(head, 0.0), evaluation.throughput_samples_s)
+    result = run_search(SearchConfig(workloads=(TINY,), cluster=TRAINING, space=space, tensor_widths=WIDTHS))
+    assert result.exact
+    assert result.best[TINY.name].throughput_samples_s == pytest.approx(max(best.values()), rel=1e-9)
+
+
+@pytest.mark.slow
 def test_the_nre_knob_keeps_the_per_dollar_search_exact(brute_force):
     """With every design paying its NRE over 10,000 chips (``SystemBudget.nre_chips``) the chip counts at a power budget
     do not move but every cluster's cost does: the exact per-dollar search still finds the brute force's best."""

@@ -141,7 +141,9 @@ def best_plan_multi(
     bound of ``layers``' (e.g. before the layers are scheduled). A variant is then first searched on them, and
     ``layers`` is asked for only when that search finds a plan that could beat the incumbent: the DP's time
     never decreases when a layer gets slower, so a variant that cannot beat it on its lower bounds cannot on
-    its layers either, and an infeasible one is infeasible either way (memory, not time, decides it). The
+    its layers either, and an infeasible one is infeasible either way (memory, not time, decides it). Under
+    ``Stack.dp_comm_overlap`` (where a slower pass hides more of a stage's collectives) the lower-bound search
+    prices the exposure at its floor (``Settings.unbounded_overlap_cover``), which no layer time moves. The
     answer is the same as without them.
 
     ``calls``: when given, ``calls["dp_calls"]`` grows by one per :func:`best_plan` run on ``layers`` and
@@ -184,8 +186,10 @@ def best_plan_multi(
             variant = replace(settings, tensor_width=t, microbatch=m, context_parallel=c, expert_parallel=e,
                               hbm_bytes=capacity, **extra)
             plan = None
-            if lower_bound_layers is not None:
-                plan = best_plan(lower_bound_layers(*key), variant, cache=cache, must_beat=best)
+            if lower_bound_layers is not None:  # under the data-parallel overlap, its exposure at the floor
+                bounding = (replace(variant, unbounded_overlap_cover=True) if variant.cluster.stack.dp_comm_overlap
+                            else variant)
+                plan = best_plan(lower_bound_layers(*key), bounding, cache=cache, must_beat=best)
                 calls["bound_dp_calls"] += 1
             if lower_bound_layers is None or (plan is not None and plan.feasible):
                 plan = best_plan(layers_for(*key), variant, cache=cache, must_beat=best)

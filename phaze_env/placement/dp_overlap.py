@@ -75,7 +75,8 @@ def layer_exposure_s(comm_s: np.ndarray, cover_s: np.ndarray, buckets: np.ndarra
     behind from the first bucket on) and the last bucket's ``c/n`` otherwise; 0 for a layer without weights."""
     comm_s, cover_s, buckets = (np.asarray(x, dtype=float) for x in (comm_s, cover_s, buckets))
     n = np.maximum(buckets, 1.0)
-    return np.where(buckets > 0, np.maximum(comm_s - cover_s * (n - 1) / n, comm_s / n), 0.0)
+    hidden = np.where(n > 1, cover_s, 0.0) * (n - 1) / n  # an unbounded pass (inf) hides all but the last bucket
+    return np.where(buckets > 0, np.maximum(comm_s - hidden, comm_s / n), 0.0)
 
 
 def exposed_s(comm_s, cover_s, buckets) -> float:
@@ -95,6 +96,15 @@ def stage_exposed_s(member: np.ndarray, valid: np.ndarray, comm_s: np.ndarray, c
     With ``P_k(x) = Σ_{l < k, l ∈ x} (c_l − b_l)`` the stage ``b \\ a`` exposes ``max_{k ∈ b∖a} (own_k + P_k(b) −
     P_k(a))``; on a chain ``P_k(b) = S_k`` for every ``k < b``, so row ``a`` is a running maximum (one pass)."""
     own = layer_exposure_s(comm_s, cover_s, buckets)
+    if len(own) and np.isposinf(cover_s).all():  # unbounded passes (Settings.unbounded_overlap_cover): every term
+        # but the stage's first layer's has an infinite pass before it, so only that layer's last bucket is exposed
+        if chain:
+            first = np.concatenate((own, [0.0]))[:len(member)]
+            return np.where(valid, first[:, None], 0.0)
+        result = np.zeros(valid.shape)
+        for k in reversed(range(len(own))):  # the smallest index of each stage written last
+            result = np.where(member[None, :, k] & ~member[:, None, k], own[k], result)
+        return np.where(valid, result, 0.0)
     slack = np.asarray(comm_s, dtype=float) - np.asarray(cover_s, dtype=float)
     prefix = np.concatenate(([0.0], np.cumsum(slack)))  # S_k: the layers before k
     if chain:  # downset x = the first x layers; stage (a, b) = layers a … b−1

@@ -200,6 +200,14 @@ class Settings:
     routed experts sharded ``e`` ways, carved from the data-parallel ranks: the search only considers ``d``
     that ``e`` divides); each expert shard is replicated on ``d·c/e`` ranks, over which its gradients are
     all-reduced and ZeRO shards it (Megatron-Core's expert data parallelism, ``DP·CP/EP``).
+
+    ``unbounded_overlap_cover``: under ``Stack.dp_comm_overlap``, price every stage's data-parallel collectives as if
+    its passes were unboundedly long (each stage leaves only its first layer's last bucket exposed,
+    :func:`~phaze_env.placement.dp_overlap.stage_exposed_s`) instead of hiding them under the layers' own
+    ``fwd_s``/``bwd_s``. What a search on lower-bound layer times takes (``evaluate``'s layer-level branch and bound and
+    its ILP-free bound): the exposure falls as a pass grows, so the DP on lower-bound passes could over-price it;
+    at its floor it depends on no layer time, and the DP on lower-bound layers stays a lower bound on the DP's time
+    (``tests/test_bound_property.py``). No effect without the overlap.
     """
 
     cluster: Cluster
@@ -214,6 +222,7 @@ class Settings:
     context_parallel: int = 1
     expert_parallel: int = 1
     weight_copy_factor: float = 0.0  # extra per-weight copies (FP8 weights), as a multiple of the weight bytes
+    unbounded_overlap_cover: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.cluster, Cluster):

@@ -8,6 +8,8 @@ collectives are priced through :mod:`phaze_env.placement.collectives`; the model
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from phaze_env.placement.candidates import Shape
@@ -137,7 +139,10 @@ class Prices:
                     times = times + bucket_counts(experts) * fixed_e + per_byte_e * experts * per_param
                 return times
 
-            self._overlap_layers[key] = tuple((layer_comm_s(kind, per_param), getattr(layers, cover))
+            def cover_s(name: str) -> np.ndarray:  # Settings.unbounded_overlap_cover: every pass unboundedly long
+                return np.full(len(layers), np.inf) if s.unbounded_overlap_cover else getattr(layers, name)
+
+            self._overlap_layers[key] = tuple((layer_comm_s(kind, per_param), cover_s(cover))
                                               for kind, per_param, cover in OVERLAPPED_COLLECTIVES[zero])
         return self._overlap_layers[key]
 
@@ -155,8 +160,9 @@ class Prices:
             exposed = np.zeros(table.valid.shape)
             for comm_s, cover_s in self.overlap_collectives_s(data_parallel, zero):
                 one = stage_exposed_s(table.member, table.valid, comm_s, cover_s, buckets, table.chain)
-                exposed = exposed + interleaved_exposed_s(one, table.layer_sum(comm_s), table.layer_sum(cover_s),
-                                                          stages, interleave)
+                covers = (np.full(table.valid.shape, np.inf) if np.isposinf(cover_s).all()  # (inf · 0 is nan)
+                          else table.layer_sum(cover_s))
+                exposed = exposed + interleaved_exposed_s(one, table.layer_sum(comm_s), covers, stages, interleave)
             stage_experts = table.expert_param_bytes if e > 1 else np.zeros_like(table.param_bytes)
             step = (s.optimizer_step_s(np.where(table.valid, table.param_bytes - stage_experts, 0.0),
                                        s.zero_shards(s.weight_replicas(data_parallel)), zero)
@@ -185,7 +191,8 @@ class Prices:
             if experts.any():
                 fixed_e, per_byte_e = self._expert_affine(kind).take(d // e - 1)
                 total = total + bucket_counts(experts).sum() * fixed_e + per_byte_e * (experts.sum() * per_param)
-            floor += exposed_floor_s(total, float(getattr(layers, cover).sum()), interleave)
+            floor += exposed_floor_s(total, math.inf if s.unbounded_overlap_cover else float(getattr(layers, cover).sum()),
+                                     interleave)
         result = floor / np.asarray(stages)
         return float(result[0]) if np.ndim(data_parallel) == 0 else result
 
