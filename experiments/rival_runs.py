@@ -76,7 +76,7 @@ def rival_point(case: ValidationCase) -> SystemPoint:
     return dataclasses.replace(point, n_devices=case.n_devices)
 
 
-MEGATRON_STACKS = ("megatron-lm", "megatron-core")
+MEGATRON_STACKS = ("megatron-lm", "megatron-lm-2021", "megatron-core")
 """Runs made with Megatron are predicted under the system stack's own structure (its efficiency is fitted and applied
 under it, so the fit absorbs what the 2021-22 code did not overlap); the others under their own stack's (MaxText's FSDP,
 ZeRO-3 without a pipeline, is no plan of Megatron-Core)."""

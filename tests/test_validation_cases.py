@@ -38,7 +38,7 @@ def test_case_is_self_consistent(case):
     # Every virtual stage holds whole layers (Megatron-LM; DeepSpeed's PipelineModule partitions the layers and
     # embeddings by its own rule: BLOOM's 70 layers on 12 stages); Megatron's interleaved schedule also needs the
     # microbatch count to be a multiple of the pipeline depth.
-    if case.stack == "megatron-lm":
+    if case.stack in ("megatron-lm", "megatron-lm-2021"):
         assert workload.num_layers % (case.pipeline * case.interleave) == 0
     if case.interleave > 1:
         assert case.pipeline > 1 and case.microbatches_per_replica % case.pipeline == 0
