@@ -404,8 +404,9 @@ def rescore_flagships(rows: Sequence[dict[str, Any]], names: Sequence[str] = FLA
         changes = ", ".join(f"{FLAGSHIP_LABELS[n]} {_ratio_text(old.get(n))} -> {_ratio_text(fresh[n])}" for n in names)
         kept = "" if row.get("signature") == config.signature else " (its answer from an earlier model: re-search to renew it)"
         renewed = row | {"flagships": old | fresh}
-        stale = [n for n in names if n in row.get("sensitivity", {}).get("ranges", {})
-                 and row["sensitivity"]["ranges"][n]["nominal"] != fresh[n].get("ratio")]
+        ranges = row.get("sensitivity", {}).get("ranges", {})
+        stale = moved_rivals({"ranges": {n: r for n, r in ranges.items() if n in names}},
+                             {"best": row["best"], "references": {}, "flagships": fresh})
         if stale:  # a range around another nominal would be a silent wrong answer: dropped, and the table says so
             renewed["sensitivity"] = _without_rivals(row["sensitivity"], stale)
             kept += (f"; its sensitivity's {', '.join(FLAGSHIP_LABELS[n] for n in stale)} range dropped (around the old "
@@ -433,13 +434,20 @@ def sensitivity_kept(stored: dict[str, Any] | None, row: dict[str, Any]) -> dict
     return summary if summary and not moved_nominals(summary, row) else None
 
 
-def moved_nominals(summary: dict[str, Any], row: dict[str, Any]) -> list[str]:
-    """Each rival of a sensitivity's ranges whose nominal ratio is not ``row``'s (to 1e-9), as "H100 1.04× -> 1.05×"
-    (or "-> none" when the row has no feasible figure for it)."""
+def moved_rivals(summary: dict[str, Any], row: dict[str, Any]) -> list[str]:
+    """The rivals of a sensitivity's ranges whose nominal ratio is not ``row``'s (to 1e-9), or that ``row`` has no
+    feasible figure for: the one rule by which a stored range is around another verdict (a re-searched row's kept
+    sensitivity, :func:`sensitivity_kept`, and a re-scored flagship's, :func:`rescore_flagships`)."""
     ratios = row_ratios(row)
-    return [f"{RIVAL_LABELS.get(n, n)} {r['nominal']:.4g}× -> " + (f"{ratios[n]:.4g}×" if n in ratios else "none")
-            for n, r in summary["ranges"].items()
+    return [n for n, r in summary["ranges"].items()
             if n not in ratios or not math.isclose(r["nominal"], ratios[n], rel_tol=1e-9)]
+
+
+def moved_nominals(summary: dict[str, Any], row: dict[str, Any]) -> list[str]:
+    """Each of :func:`moved_rivals` as "H100 1.04× -> 1.05×" (or "-> none" when the row has no feasible figure for it)."""
+    ratios = row_ratios(row)
+    return [f"{RIVAL_LABELS.get(n, n)} {summary['ranges'][n]['nominal']:.4g}× -> "
+            + (f"{ratios[n]:.4g}×" if n in ratios else "none") for n in moved_rivals(summary, row)]
 
 
 def case_signature(case: dict[str, Any], summary: dict[str, Any]) -> str | None:
