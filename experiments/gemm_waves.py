@@ -16,18 +16,9 @@ import statistics
 import sys
 
 from experiments.validation_cases import all_cases, get_case
-from experiments.validation_fit import _bisect, case_accelerator, case_cluster, metric_value, plan_of
+from experiments.validation_fit import _bisect, metric_with
 from phaze_env.cli import OneLineParser
-from phaze_env.evaluate import evaluate
 from phaze_env.stacks import get_stack
-
-
-def rate(case, **stack_fields) -> float:
-    """The case's metric at its published plan on its cluster with ``stack_fields`` changed."""
-    cluster = case_cluster(case)
-    cluster = cluster.replace(stack=dataclasses.replace(cluster.stack, **stack_fields))
-    evaluation = evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case), seq_len=case.seq_len)
-    return metric_value(case, evaluation.plan.time_per_batch_s)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,16 +54,16 @@ def waves_what_if(stack: str, chip: str, sms: int, *, names: tuple[str, ...] | N
     if fit is None:
         raise ValueError(f"stack {stack!r} has no fit on {chip!r}")
     calibration = get_case(fit.calibration)
-    refitted = _bisect(lambda e: rate(calibration, framework_efficiency=e, gemm_wave_sms=sms), calibration.published,
+    refitted = _bisect(lambda e: metric_with(calibration, framework_efficiency=e, gemm_wave_sms=sms), calibration.published,
                        0.05, 1.0, tolerance)
     errors = {}
     for case in all_cases():
         if (case.stack != stack or case.accelerator not in fit.chips or case.requires or case.name == calibration.name
                 or (names is not None and case.name not in names)):
             continue
-        errors[case.name] = (rate(case) / case.published - 1,
-                             rate(case, framework_efficiency=refitted, gemm_wave_sms=sms) / case.published - 1)
-    calibration_error = rate(calibration, framework_efficiency=refitted, gemm_wave_sms=sms) / calibration.published - 1
+        errors[case.name] = (metric_with(case) / case.published - 1,
+                             metric_with(case, framework_efficiency=refitted, gemm_wave_sms=sms) / case.published - 1)
+    calibration_error = metric_with(calibration, framework_efficiency=refitted, gemm_wave_sms=sms) / calibration.published - 1
     return WavesWhatIf(stack, chip, sms, fit.framework_efficiency, refitted, calibration.name, calibration_error, errors)
 
 

@@ -40,17 +40,15 @@ from __future__ import annotations
 
 import statistics
 import sys
-from dataclasses import replace
 
 import numpy as np
 
 from experiments.calculon_reference import CALCULON_TERMS, TABLE5, TERMS, case_name
 from experiments.cost_table import report_main, report_parser
 from experiments.validation_cases import get_case
-from experiments.validation_fit import (_bisect, case_accelerator, case_cluster, evaluation_with, metric_value, plan_of,
+from experiments.validation_fit import (_bisect, case_accelerator, case_cluster, evaluation_with, metric_with,
                                         published_time_s)
 from phaze_env.attention import attention_dropout_s
-from phaze_env.evaluate import evaluate
 from phaze_env.cli import OneLineParser
 from phaze_env.explain import explain_layer
 from phaze_env.hardware.accelerator import A100_SMS
@@ -210,13 +208,6 @@ def implied_gemm_speedup(t: dict[str, float], reference: dict[str, float], head_
     return ratio(reference) / ratio(t)
 
 
-def _rate(case, **stack_fields) -> float:
-    """The case's metric evaluated at its published plan on its cluster with ``stack_fields`` changed."""
-    cluster = case_cluster(case).replace(stack=replace(case_cluster(case).stack, **stack_fields))
-    evaluation = evaluate(case.workload, case_accelerator(case), cluster, plan=plan_of(case), seq_len=case.seq_len)
-    return metric_value(case, evaluation.plan.time_per_batch_s)
-
-
 def without_waves(names: tuple[str, ...], tolerance: float = 1e-4) -> tuple[dict[str, float], dict[str, float]]:
     """(case → predicted / published batch time − 1, stack → efficiency) with GEMM wave quantisation not priced
     (``Stack.gemm_wave_sms`` 0: the model before it), each case's stack's efficiency refitted without it on that
@@ -227,9 +218,9 @@ def without_waves(names: tuple[str, ...], tolerance: float = 1e-4) -> tuple[dict
         case = get_case(name)
         if case.stack not in efficiencies:
             calibration = get_case(get_stack(case.stack).fit_on(case.accelerator).calibration)
-            efficiencies[case.stack] = _bisect(lambda e: _rate(calibration, framework_efficiency=e, gemm_wave_sms=0),
+            efficiencies[case.stack] = _bisect(lambda e: metric_with(calibration, framework_efficiency=e, gemm_wave_sms=0),
                                                calibration.published, 0.05, 1.0, tolerance)
-        rate = _rate(case, framework_efficiency=efficiencies[case.stack], gemm_wave_sms=0)
+        rate = metric_with(case, framework_efficiency=efficiencies[case.stack], gemm_wave_sms=0)
         errors[name] = case.published / rate - 1  # a rate's inverse is the time's
     return errors, efficiencies
 

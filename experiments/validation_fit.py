@@ -283,10 +283,14 @@ def evaluation_with(case: ValidationCase, *, hbm_gb: float | None = None, **clus
                     hbm_gb=hbm_gb)
 
 
+def metric_with(case: ValidationCase, *, hbm_gb: float | None = None, **cluster_fields) -> float:
+    """``case``'s metric predicted on its cluster with ``cluster_fields`` changed (:func:`evaluation_with`)."""
+    return metric_value(case, evaluation_with(case, hbm_gb=hbm_gb, **cluster_fields).plan.time_per_batch_s)
+
+
 def error_with(case: ValidationCase, *, hbm_gb: float | None = None, **cluster_fields) -> float:
     """The error ``case`` would have on its cluster with ``cluster_fields`` changed (:func:`evaluation_with`)."""
-    evaluation = evaluation_with(case, hbm_gb=hbm_gb, **cluster_fields)
-    return metric_value(case, evaluation.plan.time_per_batch_s) / case.published - 1
+    return metric_with(case, hbm_gb=hbm_gb, **cluster_fields) / case.published - 1
 
 
 def predicted_compile_gain(case_name: str) -> float:
