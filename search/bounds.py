@@ -37,7 +37,7 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
   minimum time over the plan's ``e`` kept. The bound prices the ZeRO-0/1 all-reduce, so a searched plan
   must pin ZeRO to 0 or 1 (:func:`search_plan_error`);
 * a stack that overlaps the data-parallel collectives with the passes (``Stack.dp_comm_overlap``): the pipeline plus
-  what one microbatch's passes cannot hide, from each layer's buckets (the search passes every layer's dense and
+  what one microbatch's passes cannot hide, from the buckets every partition holds at least (the search passes every layer's dense and
   expert bytes; :func:`~phaze_env.placement.bounds.placement_time_bound_s` has the proof). On a torus family the
   bounding cluster has no latency (:func:`bounding_cluster`), so there the buckets' fixed parts count 0: the overlap's
   latency-bound collectives of small layers are not priced on tori (valid, loose). An MoE layer's memory-bound expert kernels outside its

@@ -254,7 +254,8 @@ def test_the_unbounded_cover_bounds_the_non_monotone_example():
 @pytest.mark.parametrize("chain", [True, False])
 def test_stage_exposure_at_the_unbounded_cover_is_the_limit_of_longer_passes(chain):
     """``stage_exposed_s`` with every pass infinite equals its value with passes far longer than every collective
-    (each stage leaves its first layer's last bucket), on a chain's stage table and on a DAG's."""
+    (each stage leaves the last bucket of each buffer its first layer holds), on a chain's stage table and on a DAG's,
+    one buffer and two."""
     import numpy as np
 
     from phaze_env.placement.dp_overlap import stage_exposed_s
@@ -267,7 +268,7 @@ def test_stage_exposure_at_the_unbounded_cover_is_the_limit_of_longer_passes(cha
               for _ in range(n)]
     arrays = layer_arrays(layers, chain=chain)
     table = chain_stages(arrays) if chain else dag_stages(arrays, [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)], 100)
-    comm_s, buckets = rng.uniform(0.5, 2.0, n), rng.integers(0, 4, n).astype(float)
-    long = stage_exposed_s(table.member, table.valid, comm_s, np.full(n, 1e9), buckets, table.chain)
-    unbounded = stage_exposed_s(table.member, table.valid, comm_s, np.full(n, np.inf), buckets, table.chain)
-    assert np.allclose(unbounded, long, rtol=0, atol=1e-6) and np.isfinite(unbounded).all()
+    for streams in ([(arrays.param_bytes, 0.7, 0.4)], [(arrays.param_bytes, 0.7, 0.4), (rng.integers(0, 3, n) * 1.0, 0.2, 1.1)]):
+        long = stage_exposed_s(table, streams, np.full(n, 1e9), 2.0)
+        unbounded = stage_exposed_s(table, streams, np.full(n, np.inf), 2.0)
+        assert np.allclose(unbounded, long, rtol=0, atol=1e-6) and np.isfinite(unbounded).all()

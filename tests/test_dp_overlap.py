@@ -5,6 +5,7 @@ closed form of :mod:`phaze_env.placement.dp_overlap` against an event simulation
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,59 +14,88 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from phaze_env.cluster import Cluster
-from phaze_env.placement.dp_overlap import exposed_floor_s, exposed_s, interleaved_exposed_s, stage_exposed_s
+from phaze_env.placement.dp_overlap import (bucket_counts, exposed_floor_s, exposed_s, interleaved_exposed_s,
+                                            stage_collectives_s, stage_exposed_s)
+from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanRules
 from phaze_env.stacks import STACKS
 
-layer = st.tuples(st.floats(0.0, 5.0), st.floats(0.0, 5.0), st.integers(0, 4)).map(
-    lambda x: (x[0] if x[2] else 0.0, x[1], x[2]))  # a layer without weights has no bucket and no collective
+BUCKET = 4.0  # bytes per bucket in these small cases: a layer's 0-10 bytes span up to three buckets
+layer = st.tuples(st.floats(0.0, 5.0), st.integers(0, 10), st.integers(0, 10))  # (pass, dense bytes, expert bytes)
 stage_layers = st.lists(layer, min_size=1, max_size=6)
+prices = st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0))  # a bucket's (fixed, per byte)
 
 
-def _closed(layers, stages=1, interleave=1):
-    comm, cover, buckets = (np.array(x, dtype=float) for x in zip(*layers))
-    one = exposed_s(comm, cover, buckets)
-    return float(interleaved_exposed_s(one, comm.sum(), cover.sum(), stages, interleave))
+def _streams(layers, dense, expert):
+    """The closed form's buffers and the oracle's layers and costs: one buffer (the dense one, every byte) when
+    ``expert`` is None, else the dense and the expert buffers apart."""
+    passes = np.array([p for p, _, _ in layers], dtype=float)
+    if expert is None:
+        sizes = [(float(x + y),) for _, x, y in layers]
+        streams = [(np.array([s[0] for s in sizes]), *dense)]
+    else:
+        sizes = [(float(x), float(y)) for _, x, y in layers]
+        streams = [(np.array([s[0] for s in sizes]), *dense), (np.array([s[1] for s in sizes]), *expert)]
+    costs = [lambda size, f=f, b=b: f + b * size for _, f, b in streams]
+    return passes, streams, [(p, s) for p, s in zip(passes, sizes)], costs
+
+
+def _closed(streams, passes, stages=1, interleave=1, bucket=BUCKET):
+    """Prices.overlap_syncs's composition for one stage: a chunk at v-fold buckets and fixed parts, the backlog."""
+    v = interleave
+    chunked = [(x, v * f, b) for x, f, b in streams]
+    one = exposed_s(chunked, passes, v * bucket)
+    total = sum(float(bucket_counts(x.sum(), v * bucket)) * v * f + b * x.sum() for x, f, b in streams)
+    return float(interleaved_exposed_s(one, total, passes.sum(), stages, v))
 
 
 @settings(max_examples=300, deadline=None)
-@given(stage_layers)
-def test_closed_form_matches_the_event_simulation_backward_and_forward(layers):
-    assert _closed(layers) == pytest.approx(exposed_backward_s(layers), abs=1e-9)
-    assert _closed(layers) == pytest.approx(delayed_forward_s(layers), abs=1e-9)
-
-
-@settings(max_examples=300, deadline=None)
-@given(stage_layers, st.integers(1, 6), st.integers(2, 4))
-def test_interleaved_closed_form_matches_the_event_simulation(layers, stages, interleave):
-    assert _closed(layers, stages, interleave) == pytest.approx(exposed_backward_s(layers, stages, interleave), abs=1e-9)
-    assert _closed(layers, stages, interleave) == pytest.approx(delayed_forward_s(layers, stages, interleave), abs=1e-9)
+@given(stage_layers, prices, st.none() | prices, st.integers(1, 6), st.integers(1, 4))
+def test_closed_form_matches_the_event_simulation_backward_and_forward(layers, dense, expert, stages, interleave):
+    """Buckets across layers, one buffer or the dense and expert buffers on one link, plain and interleaved."""
+    passes, streams, sim, costs = _streams(layers, dense, expert)
+    closed = _closed(streams, passes, stages, interleave)
+    assert closed == pytest.approx(exposed_backward_s(sim, costs, BUCKET, stages, interleave), abs=1e-9)
+    assert closed == pytest.approx(delayed_forward_s(sim, costs, BUCKET, stages, interleave), abs=1e-9)
 
 
 def test_what_the_schedule_cannot_hide_is_exposed():
     """The last bucket's collective at least; all of it less the whole backward pass at least; nothing hides it
-    without a pass to hide under."""
-    layers = [(1.0, 3.0, 2), (1.0, 3.0, 2)]
-    assert exposed_backward_s(layers) == pytest.approx(0.5)  # the first layer's last bucket
-    assert _closed(layers) == pytest.approx(0.5)
-    heavy = [(4.0, 1.0, 1), (4.0, 1.0, 1)]
-    assert _closed(heavy) == pytest.approx(8.0 - 1.0)
-    assert _closed([(2.0, 0.0, 3)]) == pytest.approx(2.0)
-    assert _closed([(0.0, 2.0, 0)]) == 0.0
+    without a pass to hide under; small layers share a bucket (one fixed part, not one per layer)."""
+    one = [(1.0, 0.0)]  # a bucket costs 1 s + 0 s per byte
+    sim = [(3.0, (4.0,)), (3.0, (4.0,))]  # two layers of one bucket each, 3 s of backward each
+    assert exposed_backward_s(sim, [lambda x: 1.0], BUCKET) == pytest.approx(1.0)  # the first layer's bucket
+    passes, streams = np.array([3.0, 3.0]), [(np.array([4.0, 4.0]), *one[0])]
+    assert _closed(streams, passes) == pytest.approx(1.0)
+    heavy = [(np.array([4.0, 4.0]), 4.0, 0.0)]
+    assert _closed(heavy, np.array([1.0, 1.0])) == pytest.approx(8.0 - 1.0)  # the second bucket waits for the first
+    assert _closed([(np.array([12.0]), 0.0, 1 / 6)], np.array([0.0])) == pytest.approx(2.0)
+    assert _closed([(np.array([0.0]), 1.0, 1.0)], np.array([2.0])) == 0.0
+    tiny = [(np.full(8, 0.5), 1.0, 0.0)]  # eight half-byte layers fill one bucket: one fixed part, exposed at the end
+    assert _closed(tiny, np.full(8, 1.0)) == pytest.approx(1.0)
+    assert float(stage_collectives_s(chain_stages(_arrays(8)), tiny)[0, 8]) == pytest.approx(1.0)
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.lists(layer, min_size=1, max_size=6))
-def test_every_stage_of_a_chain_at_once(layers):
-    comm, cover, buckets = (np.array(x, dtype=float) for x in zip(*layers))
+def _arrays(count):
+    from phaze_env.placement.inputs import LayerCost, layer_arrays
+
+    return layer_arrays([LayerCost(fwd_s=1.0, bwd_s=1.0, param_bytes=1.0, stash_bytes=1.0, output_bytes=1.0)
+                         for _ in range(count)], chain=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(layer, min_size=1, max_size=6), prices, st.none() | prices)
+def test_every_stage_of_a_chain_at_once(layers, dense, expert):
+    """The chain's running maximum (one buffer) and the stage-by-stage path (two buffers, a DAG's downsets) against
+    the event simulation of every stage."""
+    passes, streams, sim, costs = _streams(layers, dense, expert)
+    table = chain_stages(_arrays(len(layers)))
     size = len(layers) + 1
-    member = np.tril(np.ones((size, len(layers)), dtype=bool), -1)  # downset x = the first x layers
-    valid = np.triu(np.ones((size, size), dtype=bool), 1)
-    for chain in (True, False):  # the chain's running maximum and the general downset path
-        matrix = stage_exposed_s(member, valid, comm, cover, buckets, chain)
+    for chain in (True, False):
+        matrix = stage_exposed_s(replace(table, chain=chain), streams, passes, BUCKET)
         for a in range(size):
             for b in range(a + 1, size):
-                assert matrix[a, b] == pytest.approx(exposed_backward_s(layers[a:b]), abs=1e-9), (a, b, chain)
+                assert matrix[a, b] == pytest.approx(exposed_backward_s(sim[a:b], costs, BUCKET), abs=1e-9), (a, b, chain)
 
 
 def test_a_stack_that_lacks_the_overlap_refuses_it_in_one_line():
@@ -78,25 +108,27 @@ def test_a_stack_that_lacks_the_overlap_refuses_it_in_one_line():
     assert Cluster.from_dict(Cluster(dp_comm_overlap=True).to_dict()).stack.dp_comm_overlap
     with pytest.raises(ValueError, match="dp_comm_overlap must be True or False"):
         Cluster(dp_comm_overlap=1)
-    assert math.isfinite(_closed([(1.0, 1.0, 1)]))
+    assert math.isfinite(_closed([(np.array([1.0]), 1.0, 1.0)], np.array([1.0])))
 
 
 
 @settings(max_examples=300, deadline=None)
-@given(stage_layers, st.integers(1, 6), st.integers(1, 4))
-def test_the_floor_from_the_totals_never_exceeds_the_event_simulation(layers, stages, interleave):
-    """:func:`exposed_floor_s` (what the search's bounds charge, from a stage's totals alone) is at most what the
-    simulated buckets leave exposed, for every split over layers, bucket count, depth and interleave."""
-    comm, cover = (sum(x) for x in list(zip(*layers))[:2])
-    floor = float(exposed_floor_s(comm, cover, interleave))
-    assert floor <= exposed_backward_s(layers, stages, interleave) + 1e-9
-    assert floor <= delayed_forward_s(layers, stages, interleave) + 1e-9
+@given(stage_layers, prices, st.none() | prices, st.integers(1, 6), st.integers(1, 4))
+def test_the_floor_from_the_totals_never_exceeds_the_event_simulation(layers, dense, expert, stages, interleave):
+    """:func:`exposed_floor_s` (what the search's bounds charge, from a stage's totals alone: ``⌈bytes/bucket⌉`` fixed
+    parts per buffer and the bytes' part) is at most what the simulated buckets leave exposed, for every split over
+    layers, buffers, depth and interleave."""
+    passes, streams, sim, costs = _streams(layers, dense, expert)
+    comm = sum(float(bucket_counts(x.sum(), BUCKET)) * f + b * x.sum() for x, f, b in streams)
+    floor = float(exposed_floor_s(comm, passes.sum(), interleave))
+    assert floor <= exposed_backward_s(sim, costs, BUCKET, stages, interleave) + 1e-9
+    assert floor <= delayed_forward_s(sim, costs, BUCKET, stages, interleave) + 1e-9
 
 
 def test_the_floor_is_what_many_buckets_leave():
     """A collective 4× its pass in 40 buckets leaves all of it less the pass, but the last bucket's share of the pass
     (3.025 s of 4 s under 1 s); the floor charges 3 s, at ``v = 2`` half of it; a pass longer than the collective: 0."""
-    assert exposed_backward_s([(4.0, 1.0, 40)]) == pytest.approx(3.025)
+    assert exposed_backward_s([(1.0, (160.0,))], [lambda x: x / 40], BUCKET) == pytest.approx(3.025)
     assert float(exposed_floor_s(4.0, 1.0)) == 3.0 and float(exposed_floor_s(4.0, 1.0, 2)) == 1.5
     assert float(exposed_floor_s(1.0, 4.0)) == 0.0
 

@@ -155,18 +155,18 @@ BUCKET_BYTES = 80e6  # Megatron-Core's 40M-parameter gradient buckets, bf16 weig
 def _overlapped_sync_s(groups, layers, d, zero, p, v, opts):
     """Once per batch under ``dp_comm_overlap`` (ZeRO-0/1): the largest over the stages of what its buckets' collectives
     leave exposed after its last backward pass (ZeRO-0: all-reduce; ZeRO-1: reduce-scatter) and before its first
-    forward pass (ZeRO-1: the weights' all-gather), simulated (``dp_overlap_oracle``), + its optimizer step."""
+    forward pass (ZeRO-1: the weights' all-gather), its buckets cut across its layers, simulated
+    (``dp_overlap_oracle``), + its optimizer step."""
     bw, lat = opts["link_bandwidth_Bps"], opts.get("link_latency_s", 0.0)
     grad = allreduce_s if zero == 0 else allgather_s  # a ring reduce-scatter takes an all-gather's time
     worst = 0.0
     for group in groups:
         params = [layers[i]["param_bytes"] for i in group]
-        buckets = [math.ceil(size / BUCKET_BYTES) for size in params]
-        exposed = exposed_backward_s([(grad(size, d, bw, lat), layers[i]["bwd_s"], n)
-                                      for size, i, n in zip(params, group, buckets)], p, v)
+        exposed = exposed_backward_s([(layers[i]["bwd_s"], (size,)) for size, i in zip(params, group)],
+                                     [lambda size: grad(size, d, bw, lat)], BUCKET_BYTES, p, v)
         if zero == 1:
-            exposed += delayed_forward_s([(allgather_s(size, d, bw, lat), layers[i]["fwd_s"], n)
-                                          for size, i, n in zip(params, group, buckets)], p, v)
+            exposed += delayed_forward_s([(layers[i]["fwd_s"], (size,)) for size, i in zip(params, group)],
+                                         [lambda size: allgather_s(size, d, bw, lat)], BUCKET_BYTES, p, v)
         step = (sum(params) * STEP_FACTOR[opts.get("optimizer", "sgd")] / (d if zero else 1) / opts["hbm_bandwidth_Bps"]
                 if opts.get("hbm_bandwidth_Bps") else 0.0)
         worst = max(worst, exposed + step)

@@ -84,9 +84,9 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     microbatch's passes cannot hide, ``(m_r + p − 2)·X + C_j`` at ``v = 1`` where the collectives exceed a stage
     time. ``C_j`` is at least ``C_low``, the larger of (i) the stage holding the most dense bytes — at least ``1/p``
     of them, so at least one bucket — at one fixed part plus its per-byte part, and (ii) the stages' mean, every
-    bucket's fixed part (each layer's buckets, :func:`~phaze_env.placement.dp_overlap.bucket_counts` of its
-    ``layer_param_bytes`` — dense, and at ``e > 1`` its ``layer_expert_param_bytes``' ``1/e`` shard on their own — the
-    DP's count; without them ``⌈bytes / BUCKET_BYTES⌉``, as ``Σ⌈x_l⌉ ≥ ⌈Σx_l⌉``) plus the per-byte parts, the expert
+    bucket's fixed part (the stages' buffers hold at least ``⌈bytes / BUCKET_BYTES⌉`` buckets in all, as
+    ``Σ⌈x_s⌉ ≥ ⌈Σx_s⌉``: :func:`~phaze_env.placement.dp_overlap.bucket_totals` of the dense bytes and, at ``e > 1``,
+    of the ``1/e`` expert shard apart) plus the per-byte parts, the expert
     shard's over the ``d/e`` expert replicas included, over ``p``; the collectives are :data:`~phaze_env.placement.dp_overlap.
     OVERLAPPED_COLLECTIVES` on the DP's own affine tables, the lesser of ZeRO-0's and ZeRO-1's. The relaxed
     interleavings (``v`` real in ``[low, high]``) take the pipeline at its least over ``v``

@@ -13,24 +13,32 @@ pre-hooks, each bucket gathered ahead of the layers that use it. Under the inter
 gradients are reduced when its own last backward microbatch ends (``is_last_microbatch_for_model_chunk``) and its
 weights gathered before its first forward (``param_sync_func``).
 
-The model (one link, collectives in launch order, each as long as :meth:`~phaze_env.cluster.Cluster.collective_s`
-prices it; a layer's gradients become ready, and its weights are consumed, at an even rate through its backward or
-forward pass; recomputation and pipeline sends are not counted as cover, as for ZeRO's overlap):
+The model (one link; a layer's gradients become ready, and its weights are consumed, at an even rate through its
+backward or forward pass; recomputation and pipeline sends are not counted as cover, as for ZeRO's overlap):
 
-* a stage's exposed gradient collective after its last backward is ``max_k (Σ_{l ≤ k} c_l − Σ_{l < k} b_l)`` over its
-  layers ``k`` in forward order (``c``: a layer's collective, ``b``: its backward time for one microbatch; the
-  backward runs from the last layer to the first), with layer ``k``'s own buckets counted at their best
-  (:func:`layer_exposure_s`): never less than its first layer's last bucket, never less than all the collectives less
-  all the backward pass; the weights' all-gather delays the first forward by the same expression in ``(g, f)``;
-* interleaved, ``v`` chunks of ``1/v`` of the stage each (the placement model's equal chunks): chunk ``j`` (``j`` from
-  0, the last backward) has ``j·p`` chunk-backward passes after its own, so the stage exposes one chunk's ``E/v`` plus
-  ``max(0, (v − 1)·(C − p·B)/v)`` (:func:`interleaved_exposed_s`); Calculon's ``data_par_overlap``
-  (calculon-ai/calculon ``calculon/llm/llm.py``: the last block's collective exposed, the others hidden under the
-  chunk's backward of ``pipeline_par`` microbatches) is the same structure with whole blocks;
+* a stage's gradients sit in buffers of their own — the dense weights', and at ``e > 1`` the expert shard's apart
+  (:data:`Stream`) — cut into buckets of :data:`BUCKET_BYTES` across its layers in backward order, the last bucket of
+  each buffer partial (``param_and_grad_buffer.py`` fills a bucket until it holds ``bucket_size`` parameters, whatever
+  layers they come from); bucket ``k`` is ready at ``τ_k``, when its last byte's gradient is, and the link serves the
+  ready collectives back to back, so the stage's exposed collectives after its last backward are
+  ``max(0, max_k (Σ_{τ_i ≥ τ_k} cost_i − (T − τ_k)))`` (:func:`exposed_s`; ``T`` its backward pass): never less than
+  its last bucket, ready when the backward ends, never less than all the collectives less all the backward pass. The
+  weights' all-gather delays the first forward by the same expression in the forward pass;
+* every stage ``(a, b)`` of a chain at once (:func:`stage_exposed_s`): a bucket's position counted from the stage's
+  end depends on ``b`` alone, so its term splits into a part of the stage and a part of ``b`` and the bucket, linear
+  in the bucket within a layer; a running maximum over the layers gives every ``a`` (``O(L²)``);
+* interleaved, ``v`` chunks of ``1/v`` of the stage each (the placement model's equal chunks), each with its own
+  buffers (Megatron-Core keeps one per model chunk): ``v`` times a chunk's exposure is the stage's with ``v``-fold
+  buckets and fixed parts; chunk ``j`` (``j`` from 0, the last backward) has ``j·p`` chunk-backward passes after its
+  own, so the stage exposes one chunk's ``E/v`` plus ``max(0, (v − 1)·(C − p·B)/v)``
+  (:func:`interleaved_exposed_s`); Calculon's ``data_par_overlap`` (calculon-ai/calculon ``calculon/llm/llm.py``: the
+  last block's collective exposed, the others hidden under the chunk's backward of ``pipeline_par`` microbatches) is
+  the same structure with whole blocks;
 * every stage is hidden only by its own passes (a later stage's head start in the pipeline's drain is not counted:
   conservative), and the batch pays the largest stage's exposed collectives + optimizer step.
 
-The brute-force check (``tests/test_dp_overlap.py``) simulates the buckets and the link event by event. The floors of
+The brute-force check (``tests/test_dp_overlap.py``, ``tests/dp_overlap_oracle.py``) simulates the buffers, their
+buckets across layers and the link event by event, one buffer and two, plain and interleaved. The floors of
 this model that the search's bound of the DP takes (:func:`exposed_floor_s`, :func:`overlapped_collectives_floor`,
 :func:`last_bucket_floor`; :func:`~phaze_env.placement.bounds.placement_time_bound_s` has the proof) sit here, beside
 what they bound, so that a change of the overlap and of its floor is one change.
@@ -47,8 +55,10 @@ MEGATRON_BUCKET_PARAMS = 40_000_000
 """Parameters per gradient bucket: Megatron-Core's default ``bucket_size = max(40000000, 1000000 · dp_size)``
 (``distributed_data_parallel.py``), "large enough to remain bandwidth-bound". Assumption: the 40M floor at every
 data-parallel size (above 40 replicas Megatron-Core's buckets grow ``dp/40``-fold): more, smaller buckets, so more
-per-collective latency exposed; a range of 1–``dp/40``× the bucket count at ``d > 40``. Bucket counts are per layer
-(``ceil(params / 40M)``): a stage's small layers each count a bucket of their own (more latency, again conservative)."""
+per-collective latency exposed; a range of 1–``dp/40``× the bucket count at ``d > 40``. A bucket is cut at exactly
+``bucket_size`` parameters here, where Megatron-Core closes it at the first parameter that fills it (a bucket holds
+whole tensors, so up to one tensor more) and gives a shared embedding a bucket of its own: the difference is at most a
+tensor's bytes per bucket."""
 
 BUCKET_BYTES = 2 * MEGATRON_BUCKET_PARAMS
 """A bucket's parameters as weight bytes (bf16 weights, 2 bytes each, as :class:`~phaze_env.placement.inputs.LayerArrays`
@@ -64,64 +74,150 @@ backward and its updated weights' all-gather under the next forward. The placeme
 (:func:`~phaze_env.placement.bounds.placement_time_bound_s`) both price these."""
 
 
-def bucket_counts(param_bytes: np.ndarray) -> np.ndarray:
-    """Buckets per layer: ``ceil(param_bytes / BUCKET_BYTES)``, at least 1 for a layer with weights (0 without)."""
-    return np.ceil(np.asarray(param_bytes, dtype=float) / BUCKET_BYTES)
+def bucket_counts(param_bytes, bucket_bytes=BUCKET_BYTES) -> np.ndarray:
+    """Buckets of a gradient buffer of ``param_bytes`` weight bytes: ``ceil(param_bytes / bucket_bytes)`` (0 without
+    weights), elementwise. A stage's (a model chunk's) buffer is cut into buckets across its layers."""
+    return np.ceil(np.asarray(param_bytes, dtype=float) / bucket_bytes)
 
 
-def layer_exposure_s(comm_s: np.ndarray, cover_s: np.ndarray, buckets: np.ndarray) -> np.ndarray:
-    """Per layer, what its own buckets can leave exposed past the end of its pass: ``n`` equal buckets of ``c/n``
-    ready at ``b/n, 2b/n, … , b`` of its pass (backward order) leave ``c − b·(n−1)/n`` when ``c > b`` (the link falls
-    behind from the first bucket on) and the last bucket's ``c/n`` otherwise; 0 for a layer without weights."""
-    comm_s, cover_s, buckets = (np.asarray(x, dtype=float) for x in (comm_s, cover_s, buckets))
-    n = np.maximum(buckets, 1.0)
-    hidden = np.where(n > 1, cover_s, 0.0) * (n - 1) / n  # an unbounded pass (inf) hides all but the last bucket
-    return np.where(buckets > 0, np.maximum(comm_s - hidden, comm_s / n), 0.0)
+Stream = tuple[np.ndarray, float, float]
+"""One gradient buffer's layers as the overlap prices them: ``(bytes, fixed_s, per_byte_s)``, ``bytes`` the weight
+bytes of each layer (forward order) in this buffer, a bucket of ``x`` bytes costing ``fixed_s + per_byte_s·x`` on
+the link (the collective's per-byte part times its payload per weight byte). Megatron-Core keeps the dense and the
+expert-parallel weights in buffers of their own (``expert_parallel_buffers``), each with its buckets and its
+data-parallel group."""
 
 
-def exposed_s(comm_s, cover_s, buckets) -> float:
-    """The closed form for one stage's layers in forward order: ``max(0, max_k (own_k + Σ_{l<k} (c_l − b_l)))``."""
-    comm_s, cover_s = np.asarray(comm_s, dtype=float), np.asarray(cover_s, dtype=float)
-    if not len(comm_s):
+def _events(streams, cover_s: np.ndarray, bucket_bytes: float):
+    """Every bucket of one stage's buffers: its ready time (from the start of the stage's backward pass, its layers
+    run last to first; a bucket is ready when its last byte's gradient is, a layer's gradients ready at an even rate
+    through its backward) and its collective's time. ``cover_s`` finite."""
+    cover = np.asarray(cover_s, dtype=float)[::-1]
+    elapsed = np.concatenate(([0.0], np.cumsum(cover)))
+    times, costs = [], []
+    for layer_bytes, fixed_s, per_byte_s in streams:
+        x = np.asarray(layer_bytes, dtype=float)[::-1]
+        total = float(x.sum())
+        if not total > 0:
+            continue
+        ends = np.minimum(np.arange(1, int(bucket_counts(total, bucket_bytes)) + 1) * bucket_bytes, total)
+        filled = np.concatenate(([0.0], np.cumsum(x)))
+        at = np.clip(np.searchsorted(filled, ends, side="left") - 1, 0, len(x) - 1)  # filled[at] < end <= filled[at+1]
+        times.append(elapsed[at] + (ends - filled[at]) / x[at] * cover[at])
+        costs.append(fixed_s + per_byte_s * np.diff(np.concatenate(([0.0], ends))))
+    return (np.concatenate(times), np.concatenate(costs)) if times else (np.zeros(0), np.zeros(0))
+
+
+def exposed_s(streams, cover_s, bucket_bytes: float = BUCKET_BYTES) -> float:
+    """What one stage's bucketed collectives leave exposed past the end of its last backward pass (its layers in
+    forward order, ``streams`` as :data:`Stream`, ``cover_s`` each layer's pass).
+
+    The buckets of ``bucket_bytes`` run across the layers in backward order, the last one of each buffer partial; each
+    is launched when ready, the link serving them back to back (work-conserving: the buffers' collectives share it),
+    so it ends at ``max_k (τ_k + Σ_{τ_i ≥ τ_k} cost_i)`` and the exposure is
+    ``max(0, max_k (Σ_{τ_i ≥ τ_k} cost_i − (T − τ_k)))`` (``T`` the whole pass). The weights' all-gather before the
+    first forward is the mirror image: the same expression in the forward pass (the buckets gathered in the order the
+    forward needs them). Every pass unbounded (``inf``, ``Settings.unbounded_overlap_cover``): only the buckets ready
+    at the very end stay exposed, the last one of each buffer with bytes in the stage's first layer."""
+    cover = np.asarray(cover_s, dtype=float)
+    if len(cover) and np.isposinf(cover).all():
+        return float(sum(_last_bucket_s(np.asarray(x, dtype=float).sum(), f, b, bucket_bytes)
+                         for x, f, b in streams if np.asarray(x, dtype=float)[0] > 0))
+    times, costs = _events(streams, cover, bucket_bytes)
+    if not len(times):
         return 0.0
-    before = np.concatenate(([0.0], np.cumsum(comm_s - cover_s)[:-1]))
-    return float(max(0.0, (layer_exposure_s(comm_s, cover_s, buckets) + before).max()))
+    order = np.argsort(times, kind="stable")
+    later = np.cumsum(costs[order][::-1])[::-1]  # the buckets ready at or after each one
+    return float(max(0.0, (later - (cover.sum() - times[order])).max()))
 
 
-def stage_exposed_s(member: np.ndarray, valid: np.ndarray, comm_s: np.ndarray, cover_s: np.ndarray,
-                    buckets: np.ndarray, chain: bool) -> np.ndarray:
-    """:func:`exposed_s` of every stage ``(a, b)`` of a :class:`~phaze_env.placement.stages.StageTable` (its
-    ``member``/``valid``/``chain``) at once, its layers taken in index order (0 where no stage).
+def _last_bucket_s(total, fixed_s, per_byte_s, bucket_bytes):
+    """The collective of a buffer's last (partial) bucket, elementwise (0 for an empty buffer)."""
+    total = np.asarray(total, dtype=float)
+    return np.where(total > 0, fixed_s + per_byte_s * (total - (bucket_counts(total, bucket_bytes) - 1) * bucket_bytes),
+                    0.0)
 
-    With ``P_k(x) = Σ_{l < k, l ∈ x} (c_l − b_l)`` the stage ``b \\ a`` exposes ``max_{k ∈ b∖a} (own_k + P_k(b) −
-    P_k(a))``; on a chain ``P_k(b) = S_k`` for every ``k < b``, so row ``a`` is a running maximum (one pass)."""
-    own = layer_exposure_s(comm_s, cover_s, buckets)
-    if len(own) and np.isposinf(cover_s).all():  # unbounded passes (Settings.unbounded_overlap_cover): every term
-        # but the stage's first layer's has an infinite pass before it, so only that layer's last bucket is exposed
-        if chain:
-            first = np.concatenate((own, [0.0]))[:len(member)]
-            return np.where(valid, first[:, None], 0.0)
+
+def stage_collectives_s(table, streams, bucket_bytes: float = BUCKET_BYTES) -> np.ndarray:
+    """Every stage's bucketed collectives of a :class:`~phaze_env.placement.stages.StageTable`: per buffer
+    ``⌈P/bucket⌉`` fixed parts and the bytes' part (0 where no stage)."""
+    total = np.zeros(table.valid.shape)
+    for layer_bytes, fixed_s, per_byte_s in streams:
+        size = table.layer_sum(np.asarray(layer_bytes, dtype=float))
+        total = total + bucket_counts(size, bucket_bytes) * fixed_s + per_byte_s * size
+    return np.where(table.valid, total, 0.0)
+
+
+def _chain_exposed_s(layer_bytes, fixed_s, per_byte_s, cover_s, bucket_bytes) -> np.ndarray:
+    """:func:`exposed_s` of every stage ``(a, b)`` (layers ``a … b−1``) of a chain, one buffer, as a ``(L+1)²`` matrix
+    (``-inf`` where ``a ≥ b``). With bucket ``j`` of a stage ending at ``b`` ready at ``τ_j`` (positions counted from
+    ``b`` backward: they depend on ``b`` only) the term of an interior bucket is
+    ``(n−j+1)·f + β·(P − (j−1)·B) − (T − τ_j) = [(n+1)·f + β·(P+B) − T] + [τ_j − j·(f + β·B)]``: a part of the stage
+    and a part ``g_b(j)`` of ``b`` and ``j`` alone, linear in ``j`` within a layer (so its maximum over a layer's
+    buckets is at the first or last of them) and maximised over the stage's layers by a running maximum. The bucket
+    at ``j = n`` (where ``P`` is a multiple of ``B``) gives the last bucket's own term, which is added apart: the last
+    bucket, ready at the end of the stage's first layer with bytes, less the passes of the weightless layers before it."""
+    x = np.asarray(layer_bytes, dtype=float)
+    c = np.asarray(cover_s, dtype=float)
+    count = len(x)
+    filled = np.concatenate(([0.0], np.cumsum(x)))  # S: bytes of the layers before each index
+    elapsed = np.concatenate(([0.0], np.cumsum(c)))  # the same for the passes
+    B, step = bucket_bytes, fixed_s + per_byte_s * bucket_bytes
+    ends = np.arange(count + 1)[:, None]  # b
+    layer = np.arange(count)[None, :]  # l
+    inside = layer < ends
+    low = filled[ends] - filled[layer + 1]  # layer l's positions from b: (low, high]
+    high = filled[ends] - filled[layer]
+    started = elapsed[ends] - elapsed[layer + 1]  # its backward starts
+    has = inside & (x[None, :] > 0)
+    safe = np.where(x > 0, x, 1.0)[None, :]
+    best = np.full((count + 1, count), -np.inf)
+    for j in (np.floor(low / B) + 1, np.floor(high / B)):
+        tau = started + (j * B - low) / safe * c[None, :]
+        ok = has & (j * B > low) & (j * B <= high)
+        best = np.maximum(best, np.where(ok, tau - j * step, -np.inf))
+    running = np.maximum.accumulate(best[:, ::-1], axis=1)[:, ::-1]  # [b, a]: max over a <= l < b
+    size = filled[None, :] - filled[:, None]  # [a, b]: P
+    passes = elapsed[None, :] - elapsed[:, None]  # T
+    n = bucket_counts(size, B)
+    interior = (n + 1) * fixed_s + per_byte_s * (size + B) - passes + np.concatenate(
+        (running.T, np.full((1, count + 1), -np.inf)), axis=0)
+    # the last bucket: ready at the end of the stage's first layer with bytes (nxt[a]), the passes before it after
+    nxt = np.full(count + 1, count)
+    for k in reversed(range(count)):
+        nxt[k] = k if x[k] > 0 else nxt[k + 1]
+    waits = elapsed[nxt][:, None] - elapsed[:, None]  # [a]: the weightless layers' passes from a to nxt[a]
+    last = np.where(size > 0, fixed_s + per_byte_s * (size - (n - 1) * B) - waits, -np.inf)
+    result = np.maximum(interior, last)
+    return np.where(np.arange(count + 1)[:, None] < np.arange(count + 1)[None, :], result, -np.inf)
+
+
+def stage_exposed_s(table, streams, cover_s, bucket_bytes: float = BUCKET_BYTES) -> np.ndarray:
+    """:func:`exposed_s` of every stage ``(a, b)`` of a :class:`~phaze_env.placement.stages.StageTable` at once, its
+    layers taken in index order (0 where no stage). A chain with one buffer holding bytes: a running maximum
+    (:func:`_chain_exposed_s`, ``O(L²)``); every pass unbounded: each stage's first layer's last buckets; otherwise
+    (two buffers, a DAG's downsets) stage by stage."""
+    cover = np.asarray(cover_s, dtype=float)
+    streams = [(np.asarray(x, dtype=float), f, b) for x, f, b in streams if np.asarray(x, dtype=float).sum() > 0]
+    valid = table.valid
+    if not streams:
+        return np.zeros(valid.shape)
+    if len(cover) and np.isposinf(cover).all():
         result = np.zeros(valid.shape)
-        for k in reversed(range(len(own))):  # the smallest index of each stage written last
-            result = np.where(member[None, :, k] & ~member[:, None, k], own[k], result)
+        first = np.zeros(valid.shape, dtype=int)  # [a, b]: the stage's first layer (the smallest index written last)
+        for k in reversed(range(len(cover))):
+            first = np.where(table.member[None, :, k] & ~table.member[:, None, k], k, first)
+        for x, f, b in streams:
+            result = result + np.where(x[first] > 0, _last_bucket_s(table.layer_sum(x), f, b, bucket_bytes), 0.0)
         return np.where(valid, result, 0.0)
-    slack = np.asarray(comm_s, dtype=float) - np.asarray(cover_s, dtype=float)
-    prefix = np.concatenate(([0.0], np.cumsum(slack)))  # S_k: the layers before k
-    if chain:  # downset x = the first x layers; stage (a, b) = layers a … b−1
-        size = len(member)
-        value = np.where(np.arange(len(own))[None, :] >= np.arange(size)[:, None], (own + prefix[:-1])[None, :], -np.inf)
-        running = np.maximum.accumulate(value, axis=1)  # [a, k]: max over a ≤ l ≤ k
-        result = np.full(valid.shape, -np.inf)
-        result[:, 1:] = running - prefix[:size, None]
-    else:
-        inside_prefix = member.astype(float) @ np.where(np.arange(len(own))[:, None] < np.arange(len(own))[None, :],
-                                                         slack[:, None], 0.0)  # [x, k] = P_k(x)
-        result = np.full(valid.shape, -np.inf)
-        for k in range(len(own)):
-            holds = member[None, :, k] & ~member[:, None, k]
-            result = np.where(holds, np.maximum(result, own[k] + inside_prefix[None, :, k] - inside_prefix[:, None, k]),
-                              result)
-    return np.where(valid, np.maximum(result, 0.0), 0.0)
+    if table.chain and len(streams) == 1:
+        x, f, b = streams[0]
+        return np.where(valid, np.maximum(_chain_exposed_s(x, f, b, cover, bucket_bytes), 0.0), 0.0)
+    result = np.zeros(valid.shape)
+    for a, b in zip(*np.nonzero(valid)):
+        layers = np.flatnonzero(table.member[b] & ~table.member[a])
+        result[a, b] = exposed_s([(x[layers], f, per) for x, f, per in streams], cover[layers], bucket_bytes)
+    return result
 
 
 def exposed_floor_s(comm_total_s, cover_total_s, interleave=1):
@@ -130,10 +226,8 @@ def exposed_floor_s(comm_total_s, cover_total_s, interleave=1):
 
     Valid for every split of ``C`` and ``B`` over the stage's layers, every bucket count and every depth ``p``:
 
-    * :func:`exposed_s` ``≥ C − B``: take ``k`` its last layer with weights; that layer's own term
-      (:func:`layer_exposure_s`) is at least ``c_k − b_k`` (``n`` buckets: ``c_k − b_k·(n−1)/n ≥ c_k − b_k``), so the
-      maximum is at least ``Σ_{l ≤ k} (c_l − b_l)``, and the layers after ``k`` carry no collective, only pass
-      (``− b_l ≤ 0``): ``≥ C − B``. It is also ``≥ 0``;
+    * :func:`exposed_s` ``≥ C − B``: the term of the first bucket ready counts every bucket (all are ready at or
+      after it) less the pass left after it, at most ``B``. It is also ``≥ 0``;
     * :func:`interleaved_exposed_s` is ``E/v`` plus a term ``≥ 0``, and ``E ≥ max(0, C − B)``.
 
     A stage with several kinds (ZeRO-1: the reduce-scatter under ``B``, the all-gather under ``F``) exposes at least
@@ -157,9 +251,10 @@ def interleaved_exposed_s(exposed, comm_total_s, cover_total_s, stages: int, int
 
 def bucket_totals(repeats: np.ndarray, expert_parallel: int, dense_gradient_bytes: float, expert_gradient_bytes: float,
                   layer_param_bytes: np.ndarray | None, layer_expert_param_bytes: np.ndarray | None) -> tuple[float, float]:
-    """The buckets of every layer of the model, dense and (``e > 1``) expert ones, as the DP counts them
-    (:func:`bucket_counts` per layer: its dense bytes, its ``1/e`` expert shard, each
-    repeat a layer of its own); without the per-layer bytes, ``⌈total / BUCKET_BYTES⌉`` (``Σ⌈x_l⌉ ≥ ⌈Σx_l⌉``)."""
+    """At least the buckets of any partition of the model into stages (chunks), dense and (``e > 1``) expert ones:
+    each stage's buffer holds ``⌈P_s / BUCKET_BYTES⌉`` (:func:`stage_collectives_s`), and ``Σ_s ⌈P_s/B⌉ ≥ ⌈Σ_s P_s/B⌉``
+    (an interleaved stage's ``v`` chunks likewise), so ``⌈total / BUCKET_BYTES⌉`` of the dense bytes and of the
+    ``1/e`` expert shard; with the per-layer bytes (``repeats`` of each) their totals."""
     e = expert_parallel
     if layer_param_bytes is None:
         experts = expert_gradient_bytes / GRADIENT_FACTOR / e if e > 1 else 0.0
@@ -167,8 +262,8 @@ def bucket_totals(repeats: np.ndarray, expert_parallel: int, dense_gradient_byte
     params = np.asarray(layer_param_bytes, dtype=float)
     experts = (np.asarray(layer_expert_param_bytes, dtype=float) if e > 1 and layer_expert_param_bytes is not None
                else np.zeros_like(params))
-    return (float((bucket_counts(params - experts) * repeats).sum()),
-            float((bucket_counts(experts / e) * repeats).sum()))
+    return (float(bucket_counts(((params - experts) * repeats).sum())),
+            float(bucket_counts((experts / e * repeats).sum())))
 
 
 def overlapped_collectives_floor(prices: DataParallelPrices, expert_parallel: int, data_parallel: np.ndarray,
@@ -204,36 +299,21 @@ def overlapped_collectives_floor(prices: DataParallelPrices, expert_parallel: in
 def last_bucket_floor(prices: DataParallelPrices, expert_parallel: int, data_parallel: np.ndarray,
                       layer_param_bytes, layer_expert_param_bytes) -> np.ndarray:
     """Per data-parallel degree of ``data_parallel`` (``prices`` at them), what every stage leaves exposed whatever its
-    passes when every layer has weights: its first layer's last bucket of each overlapped collective
-    (:func:`layer_exposure_s`: ``max(c − b·(n−1)/n, c/n) ≥ c/n`` with nothing before it
-    in the stage; the weights' all-gather likewise before the first forward), so at least the least ``c_l/n_l`` over
-    the layers, summed over the collectives, the lesser of ZeRO-0's and ZeRO-1's (``1/v`` of it interleaved: one chunk's
-    first layer). 0 without the per-layer bytes or when some layer has none (a weightless first layer's pass could hide
-    the next one's)."""
+    passes when every layer has dense weights: its dense buffer's last bucket, ready at the end of its first layer's
+    backward with no pass after it (:func:`exposed_s`), costs at least one fixed part of each overlapped collective
+    (the weights' all-gather likewise before the first forward), the lesser of ZeRO-0's and ZeRO-1's sums; an
+    interleaved chunk's likewise (``(v·f + β·x)/v ≥ f``: :func:`interleaved_exposed_s`). 0 without the per-layer bytes
+    or when some layer has no dense bytes (a first layer without them leaves its pass to hide the others)."""
     if layer_param_bytes is None:
         return np.zeros(len(data_parallel))
     e = expert_parallel
     params = np.asarray(layer_param_bytes, dtype=float)
-    whole_experts = (np.zeros_like(params) if layer_expert_param_bytes is None
-                     else np.asarray(layer_expert_param_bytes, dtype=float))
-    if not (params > 0).all():
+    experts = (np.asarray(layer_expert_param_bytes, dtype=float) if e > 1 and layer_expert_param_bytes is not None
+               else np.zeros_like(params))
+    if not (params - experts > 0).all():
         return np.zeros(len(data_parallel))
-    # the DP's count (Prices.overlap_syncs): dense and expert-shard buckets apart, at every e
-    buckets = bucket_counts(params - whole_experts) + bucket_counts(whole_experts / e)
-    # its collectives (overlap_collectives_s): at e = 1 every byte over the d replicas
-    experts = whole_experts / e if e > 1 else np.zeros_like(params)
-    dense = params - whole_experts if e > 1 else params
-    per_zero = []
-    for parts in OVERLAPPED_COLLECTIVES.values():
-        comm_s = np.zeros((len(data_parallel), len(params)))
-        for kind, per_param, _ in parts:
-            fixed_s, per_byte_s = prices.dense[kind]
-            comm_s = comm_s + (bucket_counts(dense) * fixed_s[:, None] + per_byte_s[:, None] * dense * per_param)
-            if e > 1 and experts.any():
-                fixed_e, per_byte_e = prices.expert[kind]
-                comm_s = comm_s + (bucket_counts(experts) * fixed_e[:, None] + per_byte_e[:, None] * experts * per_param)
-        per_zero.append((comm_s / buckets).min(axis=1))
-    return np.minimum.reduce(per_zero)
+    return np.minimum.reduce([sum(prices.dense[kind][0] for kind, _, _ in parts)
+                              for parts in OVERLAPPED_COLLECTIVES.values()])
 
 
 def stage_share(floor: tuple[np.ndarray, ...], stages: int) -> np.ndarray:
@@ -243,5 +323,5 @@ def stage_share(floor: tuple[np.ndarray, ...], stages: int) -> np.ndarray:
 
 
 __all__ = ["BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "OVERLAPPED_COLLECTIVES", "bucket_counts", "bucket_totals",
-           "exposed_floor_s", "exposed_s", "interleaved_exposed_s", "last_bucket_floor", "layer_exposure_s",
-           "overlapped_collectives_floor", "stage_exposed_s", "stage_share"]
+           "exposed_floor_s", "exposed_s", "interleaved_exposed_s", "last_bucket_floor", "stage_collectives_s",
+           "stage_exposed_s", "stage_share", "overlapped_collectives_floor", "Stream"]

@@ -15,8 +15,8 @@ import numpy as np
 from phaze_env.placement.candidates import Shape
 from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
                                              hybrid_collective_s, pipeline_send_s)
-from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_counts, exposed_floor_s, interleaved_exposed_s,
-                                            stage_exposed_s)
+from phaze_env.placement.dp_overlap import (BUCKET_BYTES, OVERLAPPED_COLLECTIVES, bucket_counts, exposed_floor_s,
+                                            interleaved_exposed_s, stage_collectives_s, stage_exposed_s)
 from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
 from phaze_env.placement.stage_costs import StageMemory
 from phaze_env.placement.stages import StageTable
@@ -116,12 +116,14 @@ class Prices:
         alone (two byte counts at ``e > 1``; the overlapped collectives depend on the stage's layers and passes)."""
         return self.settings.expert_parallel > 1 or self.overlaps(zero)
 
-    def overlap_collectives_s(self, data_parallel: int, zero: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-        """Every layer's data-parallel collectives under ``Stack.dp_comm_overlap``, each with the pass that hides
-        it: ``((collective_s, backward_s),)`` for ZeRO-0's gradient all-reduce, also ``(collective_s, forward_s)`` for
-        ZeRO-1's weight all-gather (its gradients reduce-scattered under the backward). Priced as the search prices
-        them (:func:`collective_affine` over the ``d·c`` dense replicas ``t`` apart; the expert bytes over the
-        ``d·c/e`` expert replicas), one fixed part per bucket (:func:`~phaze_env.placement.dp_overlap.bucket_counts`)."""
+    def overlap_collectives_s(self, data_parallel: int, zero: int) -> tuple[tuple[tuple, np.ndarray], ...]:
+        """The data-parallel collectives under ``Stack.dp_comm_overlap``, each with the pass that hides it:
+        ``((streams, backward_s),)`` for ZeRO-0's gradient all-reduce, also ``(streams, forward_s)`` for ZeRO-1's
+        weight all-gather (its gradients reduce-scattered under the backward). ``streams``: the gradient buffers as
+        :data:`~phaze_env.placement.dp_overlap.Stream` — every layer's weight bytes over the ``d·c`` replicas ``t``
+        apart at ``e = 1``; at ``e > 1`` the dense bytes so and the expert shard over the ``d·c/e`` expert replicas, a
+        buffer of its own — priced as the search prices them (:func:`collective_affine`: a bucket's fixed part and
+        its bytes' part)."""
         key = (data_parallel, zero)
         if key not in self._overlap_layers:
             layers, s = self.layers, self.settings
@@ -129,40 +131,43 @@ class Prices:
             experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
             dense = layers.param_bytes - experts
 
-            def layer_comm_s(kind: str, per_param: float) -> np.ndarray:
+            def streams(kind: str, per_param: float) -> tuple:
                 group = np.array([s.weight_replicas(data_parallel) - 1])
                 fixed, per_byte = (float(x[0]) for x in collective_affine(s.cluster, kind, s.tensor_width).take(group))
-                times = bucket_counts(dense) * fixed + per_byte * dense * per_param
+                result = [(dense, fixed, per_byte * per_param)]
                 if experts.any():
                     fixed_e, per_byte_e = (float(x[0]) for x in
                                            self._expert_affine(kind).take(np.array([data_parallel // e - 1])))
-                    times = times + bucket_counts(experts) * fixed_e + per_byte_e * experts * per_param
-                return times
+                    result.append((experts, fixed_e, per_byte_e * per_param))
+                return tuple(result)
 
             def cover_s(name: str) -> np.ndarray:  # Settings.unbounded_overlap_cover: every pass unboundedly long
                 return np.full(len(layers), np.inf) if s.unbounded_overlap_cover else getattr(layers, name)
 
-            self._overlap_layers[key] = tuple((layer_comm_s(kind, per_param), cover_s(cover))
+            self._overlap_layers[key] = tuple((streams(kind, per_param), cover_s(cover))
                                               for kind, per_param, cover in OVERLAPPED_COLLECTIVES[zero])
         return self._overlap_layers[key]
 
     def overlap_syncs(self, data_parallel: int, zero: int, stages: int, interleave: int) -> tuple[np.ndarray, np.ndarray]:
         """``(exposed, sync)``: every stage's exposed data-parallel collectives under ``Stack.dp_comm_overlap`` and
         its once-per-batch sync (those + its optimizer step), as ``K × K`` matrices (``inf`` where no stage): each of
-        :meth:`overlap_collectives_s` left exposed by the stage's own pass
-        (:func:`~phaze_env.placement.dp_overlap.stage_exposed_s`; interleaved:
-        :func:`~phaze_env.placement.dp_overlap.interleaved_exposed_s`, which depends on ``p``)."""
+        :meth:`overlap_collectives_s` left exposed by the stage's own pass, its buffers cut into buckets across its
+        layers (:func:`~phaze_env.placement.dp_overlap.stage_exposed_s`); interleaved, each of the ``v`` equal chunks
+        a buffer of its own (one chunk is the stage at ``1/v`` of every byte and pass, so ``v`` times its exposure is
+        the stage's at ``v``-fold buckets and fixed parts) and the chunks' backlog
+        (:func:`~phaze_env.placement.dp_overlap.interleaved_exposed_s`, which depends on ``p``)."""
         key = (data_parallel, zero, stages if interleave > 1 else 0, interleave)
         if key not in self._overlap_syncs:
             layers, s, table = self.layers, self.settings, self.table
-            e = s.expert_parallel
-            buckets = bucket_counts(layers.param_bytes - layers.expert_param_bytes) + bucket_counts(layers.expert_param_bytes)
+            e, v = s.expert_parallel, interleave
             exposed = np.zeros(table.valid.shape)
-            for comm_s, cover_s in self.overlap_collectives_s(data_parallel, zero):
-                one = stage_exposed_s(table.member, table.valid, comm_s, cover_s, buckets, table.chain)
+            for streams, cover_s in self.overlap_collectives_s(data_parallel, zero):
+                chunked = [(x, v * fixed, per_byte) for x, fixed, per_byte in streams]
+                one = stage_exposed_s(table, chunked, cover_s, v * BUCKET_BYTES)
                 covers = (np.full(table.valid.shape, np.inf) if np.isposinf(cover_s).all()  # (inf · 0 is nan)
                           else table.layer_sum(cover_s))
-                exposed = exposed + interleaved_exposed_s(one, table.layer_sum(comm_s), covers, stages, interleave)
+                exposed = exposed + interleaved_exposed_s(one, stage_collectives_s(table, chunked, v * BUCKET_BYTES),
+                                                          covers, stages, interleave)
             stage_experts = table.expert_param_bytes if e > 1 else np.zeros_like(table.param_bytes)
             step = (s.optimizer_step_s(np.where(table.valid, table.param_bytes - stage_experts, 0.0),
                                        s.zero_shards(s.weight_replicas(data_parallel)), zero)
@@ -177,8 +182,9 @@ class Prices:
         over arrays of ``d``, ``p`` and ``v``: a stage leaves at least ``max(0, C − B)/v`` of each collective exposed
         (:func:`~phaze_env.placement.dp_overlap.exposed_floor_s`), and the stages cover every layer once, so the
         largest is at least their mean, which is at least the floor of the totals over ``p`` (``Σ_j max(0, x_j) ≥
-        max(0, Σ_j x_j)``). The totals are :meth:`overlap_collectives_s` summed over the layers, taken from
-        the affine tables at once (a bucket's fixed part times the buckets, the per-byte part times the bytes)."""
+        max(0, Σ_j x_j)``). The totals, from the affine tables at once: a bucket's fixed part times
+        ``⌈bytes / BUCKET_BYTES⌉`` of each buffer (the stages' and chunks' buckets are at least that many:
+        ``Σ⌈x_j⌉ ≥ ⌈Σx_j⌉``) plus the per-byte part times the bytes."""
         layers, s = self.layers, self.settings
         d = np.atleast_1d(np.asarray(data_parallel))
         e = s.expert_parallel
@@ -187,10 +193,10 @@ class Prices:
         floor = np.zeros(len(d))
         for kind, per_param, cover in OVERLAPPED_COLLECTIVES[zero]:
             fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(s.weight_replicas(d) - 1)
-            total = bucket_counts(dense).sum() * fixed + per_byte * (dense.sum() * per_param)
+            total = bucket_counts(dense.sum()) * fixed + per_byte * (dense.sum() * per_param)
             if experts.any():
                 fixed_e, per_byte_e = self._expert_affine(kind).take(d // e - 1)
-                total = total + bucket_counts(experts).sum() * fixed_e + per_byte_e * (experts.sum() * per_param)
+                total = total + bucket_counts(experts.sum()) * fixed_e + per_byte_e * (experts.sum() * per_param)
             floor += exposed_floor_s(total, math.inf if s.unbounded_overlap_cover else float(getattr(layers, cover).sum()),
                                      interleave)
         result = floor / np.asarray(stages)

@@ -304,7 +304,10 @@ class PlacementSearch:
             if math.isinf(stage_time_s) or self._prunes(shape, stage_time_s, best):
                 return
         best.offer(self.costing.time_per_batch_s(shape, pairs), shape, pairs)
-        if self._bound_s(shape, 0.0) > 0.0:  # a stage's parameters cost time once per batch: trade them off
+        # a stage's sync costs time once per batch: trade it off against the stage time, unless the fastest partition
+        # pays none (then it is optimal: every sync is >= 0). Not on the sync's floor: under Stack.dp_comm_overlap
+        # that floor can be 0 where the partition's exposed collectives are not
+        if self.costing.batch_sync_s(shape, pairs) > 0.0:
             self._pareto_walk(shape, pairs, best)
 
     def _zero_prunes(self, shape: Shape, m_lo: int, average_s: float, best: _Best) -> bool:
