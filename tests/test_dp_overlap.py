@@ -149,3 +149,23 @@ def test_evaluate_under_the_overlap_prunes_on_lower_bounds_and_finds_the_brute_f
     alone = [evaluate(tiny, acc, cluster, microbatch=(m,), tensor_widths=(t,), cache=False)
              for m in (1, 2) for t in (1, 2)]
     assert overlapped.throughput_samples_s == max(e.throughput_samples_s for e in alone)
+
+
+def test_the_search_trades_an_exposed_sync_off_even_when_its_floor_is_zero():
+    """The fastest partition of p = 2 (stage times 2.9375 s / 3 s) leaves 0.4 s exposed; a slightly slower one
+    (2.875 / 3.0625 s) leaves 0.2 s, for 6.325 s in all against 6.4 s. The exposure's floor is 0 here (every pass is
+    unbounded, Settings.unbounded_overlap_cover), which once made the search skip the walk down the sync and report
+    6.4 s."""
+    from phaze_env.placement.api import best_plan
+    from phaze_env.placement.inputs import LayerCost, Settings
+    from phaze_env.plan_spec import PlanSpec
+
+    layers = [LayerCost(fwd_s=0.0, bwd_s=b, param_bytes=p, stash_bytes=0.0, output_bytes=0.0)
+              for b, p in [(0.875, 2), (1, 0), (1, 0), (0.0625, 2), (1, 0), (1, 0), (1, 0)]]
+    cluster = Cluster(n_devices=4, global_batch=2, link_bandwidth_Bps=10.0, dp_comm_overlap=True,
+                      plan_rules=PlanRules(uniform_stages=False, zero_stages=(0, 1)))
+    for unbounded in (False, True):
+        settings_ = Settings(cluster, 1, 1, 50.0, PlanSpec(recompute="none", interleave=1, p=2, d=2, zero=1),
+                             unbounded_overlap_cover=unbounded)
+        plan = best_plan(layers, settings_)
+        assert plan.time_per_batch_s == pytest.approx(6.325) and plan.stage_layers == ((0, 1, 2), (3, 4, 5, 6))
