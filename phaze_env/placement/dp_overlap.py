@@ -192,11 +192,72 @@ def _chain_exposed_s(layer_bytes, fixed_s, per_byte_s, cover_s, bucket_bytes) ->
     return np.where(np.arange(count + 1)[:, None] < np.arange(count + 1)[None, :], result, -np.inf)
 
 
+def _chain_exposed_buffers_s(streams, cover_s, bucket_bytes) -> np.ndarray:
+    """:func:`exposed_s` of every stage ``(a, b)`` of a chain with several buffers on one link, as a ``(L+1)²`` matrix
+    (``-inf`` where ``a ≥ b``): per stage end ``b``, every bucket of the longest stage ending there (its positions and
+    ready times counted from ``b``: the same for every ``a``) and each stage's last buckets, the term of each for every
+    ``a`` at once (``O(L·J)`` per ``b``, ``J`` the buckets). A bucket's own buffer counts its index; another buffer
+    counts its buckets ready at or after it: those from the first one ready then, or only its last (partial) bucket
+    when that is the stage's last and is ready no earlier, or none."""
+    cover = np.asarray(cover_s, dtype=float)
+    count, B = len(cover), bucket_bytes
+    data = []
+    for x, fixed_s, per_byte_s in streams:
+        x = np.asarray(x, dtype=float)
+        nxt = np.full(count + 1, count)  # the first layer at or after each index with bytes of this buffer
+        for k in reversed(range(count)):
+            nxt[k] = k if x[k] > 0 else nxt[k + 1]
+        data.append((x, np.concatenate(([0.0], np.cumsum(x))), nxt, fixed_s, per_byte_s))
+    result = np.full((count + 1, count + 1), -np.inf)
+    for b in range(1, count + 1):
+        starts = np.arange(b)
+        back = np.concatenate(([0.0], np.cumsum(cover[b - 1::-1])))  # [k]: the backward of the last k layers before b
+        passes = back[b - starts]
+        sizes, counts, lasts, events = [], [], [], []
+        for x, filled, nxt, fixed_s, per_byte_s in data:
+            size = filled[b] - filled[starts]
+            sizes.append(size)
+            counts.append(bucket_counts(size, B))
+            first = np.minimum(nxt[starts], b - 1)  # the stage's first layer with bytes: its last bucket is ready then
+            lasts.append(np.where(nxt[starts] < b, back[b - first], -np.inf))
+            index = np.arange(1, int(np.floor(size[0] / B)) + 1, dtype=float)  # the longest stage's full buckets
+            y = filled[b] - index * B  # where each one's last byte sits, as a forward prefix
+            layer = np.clip(np.searchsorted(filled, y, side="right") - 1, 0, b - 1)
+            ready = back[b - layer - 1] + (filled[layer + 1] - y) / np.where(x[layer] > 0, x[layer], 1.0) * cover[layer]
+            events.append((index, ready))
+
+        def later_s(s, ready, own=None):  # [a, e]: buffer s's collectives ready at or after `ready` ([a, e] or [e])
+            _, _, _, fixed_s, per_byte_s = data[s]
+            n, size, last = counts[s][:, None], sizes[s][:, None], lasts[s][:, None]
+            if own is None:
+                first = np.searchsorted(events[s][1], ready, side="left") + 1.0
+                k = np.minimum(first, n)
+                counted = (size > 0) & (ready <= last)
+            else:
+                k, counted = own, size > 0
+            return np.where(counted, (n - k + 1) * fixed_s + per_byte_s * (size - (k - 1) * B), 0.0)
+
+        best = np.full(b, -np.inf)
+        for s, (index, ready) in enumerate(events):
+            if len(index):  # the full buckets, each where the stage holds it
+                total = sum(later_s(r, ready[None, :], index[None, :] if r == s else None) for r in range(len(data)))
+                value = np.where(index[None, :] * B <= sizes[s][:, None], total - (passes[:, None] - ready[None, :]),
+                                 -np.inf)
+                best = np.maximum(best, value.max(axis=1))
+            ready_last = lasts[s][:, None]  # each stage's last bucket of this buffer
+            own = counts[s][:, None]
+            total = sum(later_s(r, ready_last if r != s else ready_last, own if r == s else None)
+                        for r in range(len(data)))
+            best = np.maximum(best, np.where(sizes[s] > 0, total[:, 0] - (passes - lasts[s]), -np.inf))
+        result[:b, b] = best
+    return result
+
+
 def stage_exposed_s(table, streams, cover_s, bucket_bytes: float = BUCKET_BYTES) -> np.ndarray:
     """:func:`exposed_s` of every stage ``(a, b)`` of a :class:`~phaze_env.placement.stages.StageTable` at once, its
     layers taken in index order (0 where no stage). A chain with one buffer holding bytes: a running maximum
-    (:func:`_chain_exposed_s`, ``O(L²)``); every pass unbounded: each stage's first layer's last buckets; otherwise
-    (two buffers, a DAG's downsets) stage by stage."""
+    (:func:`_chain_exposed_s`, ``O(L²)``); with several, per stage end (:func:`_chain_exposed_buffers_s`); every pass
+    unbounded: each stage's first layer's last buckets; a DAG's downsets: stage by stage."""
     cover = np.asarray(cover_s, dtype=float)
     streams = [(np.asarray(x, dtype=float), f, b) for x, f, b in streams if np.asarray(x, dtype=float).sum() > 0]
     valid = table.valid
@@ -213,6 +274,8 @@ def stage_exposed_s(table, streams, cover_s, bucket_bytes: float = BUCKET_BYTES)
     if table.chain and len(streams) == 1:
         x, f, b = streams[0]
         return np.where(valid, np.maximum(_chain_exposed_s(x, f, b, cover, bucket_bytes), 0.0), 0.0)
+    if table.chain:
+        return np.where(valid, np.maximum(_chain_exposed_buffers_s(streams, cover, bucket_bytes), 0.0), 0.0)
     result = np.zeros(valid.shape)
     for a, b in zip(*np.nonzero(valid)):
         layers = np.flatnonzero(table.member[b] & ~table.member[a])

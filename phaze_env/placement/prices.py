@@ -41,6 +41,7 @@ class Prices:
         self._sync_compact: dict[tuple, np.ndarray] = {}  # (layout, d, zero, p, v) -> stage syncs (e > 1 or overlap)
         self._overlap_syncs: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # (d, zero, p, v) -> (exposed, sync)
         self._overlap_layers: dict[tuple[int, int], tuple] = {}  # (d, zero) -> each layer's overlapped collectives
+        self._overlap_chunks: dict[tuple[int, int, int], list] = {}  # (d, zero, v) -> _overlap_tables
 
     def _group(self, data_parallel: int, expert: bool) -> dict:
         """Where the weight replicas sit, as :meth:`Network.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
@@ -158,16 +159,11 @@ class Prices:
         (:func:`~phaze_env.placement.dp_overlap.interleaved_exposed_s`, which depends on ``p``)."""
         key = (data_parallel, zero, stages if interleave > 1 else 0, interleave)
         if key not in self._overlap_syncs:
-            layers, s, table = self.layers, self.settings, self.table
-            e, v = s.expert_parallel, interleave
+            s, table = self.settings, self.table
+            e = s.expert_parallel
             exposed = np.zeros(table.valid.shape)
-            for streams, cover_s in self.overlap_collectives_s(data_parallel, zero):
-                chunked = [(x, v * fixed, per_byte) for x, fixed, per_byte in streams]
-                one = stage_exposed_s(table, chunked, cover_s, v * BUCKET_BYTES)
-                covers = (np.full(table.valid.shape, np.inf) if np.isposinf(cover_s).all()  # (inf · 0 is nan)
-                          else table.layer_sum(cover_s))
-                exposed = exposed + interleaved_exposed_s(one, stage_collectives_s(table, chunked, v * BUCKET_BYTES),
-                                                          covers, stages, interleave)
+            for one, collectives, covers in self._overlap_tables(data_parallel, zero, interleave):
+                exposed = exposed + interleaved_exposed_s(one, collectives, covers, stages, interleave)
             stage_experts = table.expert_param_bytes if e > 1 else np.zeros_like(table.param_bytes)
             step = (s.optimizer_step_s(np.where(table.valid, table.param_bytes - stage_experts, 0.0),
                                        s.zero_shards(s.weight_replicas(data_parallel)), zero)
@@ -176,6 +172,22 @@ class Prices:
             exposed = np.where(table.valid, exposed, np.inf)
             self._overlap_syncs[key] = exposed, exposed + step
         return self._overlap_syncs[key]
+
+    def _overlap_tables(self, data_parallel: int, zero: int, interleave: int) -> list[tuple[np.ndarray, ...]]:
+        """Per overlapped collective, ``(v·a chunk's exposure, the stage's collectives, its pass)`` of every stage at
+        interleave ``v`` (none of them depends on ``p``: computed once for every depth)."""
+        key = (data_parallel, zero, interleave)
+        if key not in self._overlap_chunks:
+            table, v = self.table, interleave
+            tables = []
+            for streams, cover_s in self.overlap_collectives_s(data_parallel, zero):
+                chunked = [(x, v * fixed, per_byte) for x, fixed, per_byte in streams]
+                covers = (np.full(table.valid.shape, np.inf) if np.isposinf(cover_s).all()  # (inf · 0 is nan)
+                          else table.layer_sum(cover_s))
+                tables.append((stage_exposed_s(table, chunked, cover_s, v * BUCKET_BYTES),
+                               stage_collectives_s(table, chunked, v * BUCKET_BYTES), covers))
+            self._overlap_chunks[key] = tables
+        return self._overlap_chunks[key]
 
     def overlap_floor_s(self, data_parallel, zero: int, stages, interleave):
         """A lower bound on the largest stage's exposed collectives of any partition (:meth:`overlap_syncs`), elementwise
