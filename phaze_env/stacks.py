@@ -697,26 +697,27 @@ this model (``experiments.validation_cases.NEEDS_2D_SHARDING``)."""
 SYSTEM_DP_COMM_OVERLAP = False
 """Whether the system space's megatron-core stack overlaps its data-parallel collectives with the passes
 (``Stack.dp_comm_overlap``, on in the validation profile ``STACKS["megatron-core"]``). Off for now, a known limitation
-that every system design and every reference share, for two reasons (measured 2026-12-05 on 2 shared cores, cold,
-each with its own PHAZE_CACHE_DIR):
+that every system design and every reference share: the verdict's figures carry the exposed sync in full
+(conservative for every system alike, but not equally: see below).
 
-* speed: the search's placement bound now prices the overlap (the pipeline plus what one microbatch's passes cannot
-  hide, each layer's buckets, :func:`~phaze_env.placement.bounds.placement_time_bound_s`), which brings
-  ``python -m search.phaze --space system --workload gpt2-xl --budget-mw 1`` to 102.0 s with it on against 107.0 s off
-  (4 evaluations; the answer moves to plain data parallelism, 49,192.7 against 37,682.5 samples/s), but the task
-  ``tiny-llama/system-20kW/throughput`` still takes 152.7 s against 11.5 s off (687.8 s with the bound before): its
-  tiny layers' collectives are latency-bound, the embedding's pass hides none of its next layer's buckets, and 705
-  rows' bounds stay above the optimum (548,694.4 samples/s on, 669,273.2 off: a bucket per small layer costs more
-  latency than one all-reduce per stage), each then bounded by the ILP-free bound;
-* exactness (settled): with the overlap a non-critical stage's slower backward hides more of its collectives, so the
-  DP's time is not monotone in the layer latencies (``tests/test_bound_property.py``, the strict xfail); the DP on
-  lower-bound latencies therefore prices the exposure at its floor (``Settings.unbounded_overlap_cover``: every stage
-  leaves its first layer's last bucket), which no latency moves, and stays a proven bound (property-tested there
-  against the DP on slower layers).
+Neither speed nor exactness holds it back any more (measured 2026-12-06 on 2 shared cores, cold, each run with its own
+PHAZE_CACHE_DIR, the on and off runs side by side):
 
-It goes on once the speed is measured again with that bound (the layer-level branch and bound now prunes under the
-overlap too) and the table, its fits and its sensitivity are re-run with it; the verdict's figures carry the exposed
-sync in full until then (conservative for every system alike)."""
+* speed: with the gradient buckets cut across a stage's layers, as Megatron-Core cuts them
+  (:mod:`phaze_env.placement.dp_overlap`; per-layer buckets made a small layer's collective latency-bound and kept the
+  bounds above the optimum), the task ``tiny-llama/system-20kW/throughput`` takes 16.8 s with the overlap on against
+  11.1 s off (``python -m experiments.task_optima --task …``; 152.7 s on with per-layer buckets), the same design and
+  optimum (669,244.25 samples/s, +3e-5 on); ``python -m search.phaze --space system --workload gpt2-xl --budget-mw 1``
+  99.9 s on (48 evaluations) against 58.5 s off (4), exact either way;
+* exactness: the DP on lower-bound latencies prices the exposure at its floor (``Settings.unbounded_overlap_cover``:
+  every stage leaves its dense buffer's last bucket), which no latency moves, and stays a proven bound
+  (``tests/test_bound_property.py``, against the DP on slower layers).
+
+What holds it back is the re-run it asks for: every row of the table moves (its H100 fit too: 0.823 -> 0.7945 on its
+calibration run with the overlap on, ``python -m experiments.rival_runs --fit``; A100 and TPU v4 unchanged), so each
+row's 34 sensitivity cases must be searched again (about 2 h for the eight README-model rows and 4 h for gpt3-175b's
+two on 2 cores, from their recorded times). With it on, searched again (``python -m experiments.system_table`` on
+a worktree with the overlap on and the H100 refit): WHATIF_PLACEHOLDER"""
 
 SYSTEM_SEQUENCE_PARALLEL_KERNELS = True
 """Whether the system space's megatron-core stack prices sequence parallelism's norms, residual adds and FP8 casts on

@@ -169,3 +169,16 @@ def test_the_search_trades_an_exposed_sync_off_even_when_its_floor_is_zero():
                              unbounded_overlap_cover=unbounded)
         plan = best_plan(layers, settings_)
         assert plan.time_per_batch_s == pytest.approx(6.325) and plan.stage_layers == ((0, 1, 2), (3, 4, 5, 6))
+
+
+def test_megatron_core_buckets_grow_past_forty_replicas():
+    """max(40M, 1M·dp) parameters per bucket (Megatron-Core's default), as bf16 bytes: 80 MB up to 40 replicas, 2.048 GB
+    at 1,024; a 1.5B-parameter stage at 1,024 replicas has two buckets, the second ready only at the end of its
+    backward, so the overlap hides at most the first."""
+    from phaze_env.placement.dp_overlap import bucket_bytes
+
+    assert float(bucket_bytes(8)) == 80e6 and float(bucket_bytes(40)) == 80e6 and float(bucket_bytes(1024)) == 2.048e9
+    assert float(bucket_counts(3e9, bucket_bytes(1024))) == 2 and float(bucket_counts(3e9, bucket_bytes(8))) == 38
+    one_layer = [(np.array([3e9]), 0.0, 1e-9)]  # 3 s of collectives in all, under a 10 s backward
+    assert exposed_s(one_layer, np.array([10.0]), float(bucket_bytes(1024))) == pytest.approx(0.952)  # 0.952e9 bytes
+    assert exposed_s(one_layer, np.array([10.0]), float(bucket_bytes(8))) == pytest.approx(0.04)  # the last 40M

@@ -149,7 +149,9 @@ def _batch_sync_s(largest, d, zero, opts):
     return sync
 
 
-BUCKET_BYTES = 80e6  # Megatron-Core's 40M-parameter gradient buckets, bf16 weights
+def bucket_bytes(d: int) -> float:
+    """Megatron-Core's default gradient bucket, max(40M, 1M·dp_size) parameters, as bf16 weight bytes."""
+    return 2 * max(40e6, 1e6 * d)
 
 
 def _overlapped_sync_s(groups, layers, d, zero, p, v, opts):
@@ -163,10 +165,10 @@ def _overlapped_sync_s(groups, layers, d, zero, p, v, opts):
     for group in groups:
         params = [layers[i]["param_bytes"] for i in group]
         exposed = exposed_backward_s([(layers[i]["bwd_s"], (size,)) for size, i in zip(params, group)],
-                                     [lambda size: grad(size, d, bw, lat)], BUCKET_BYTES, p, v)
+                                     [lambda size: grad(size, d, bw, lat)], bucket_bytes(d), p, v)
         if zero == 1:
             exposed += delayed_forward_s([(layers[i]["fwd_s"], (size,)) for size, i in zip(params, group)],
-                                         [lambda size: allgather_s(size, d, bw, lat)], BUCKET_BYTES, p, v)
+                                         [lambda size: allgather_s(size, d, bw, lat)], bucket_bytes(d), p, v)
         step = (sum(params) * STEP_FACTOR[opts.get("optimizer", "sgd")] / (d if zero else 1) / opts["hbm_bandwidth_Bps"]
                 if opts.get("hbm_bandwidth_Bps") else 0.0)
         worst = max(worst, exposed + step)

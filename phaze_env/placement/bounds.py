@@ -14,8 +14,8 @@ import numpy as np
 
 from phaze_env.cluster import Cluster
 from phaze_env.placement.collectives import data_parallel_prices, p2p_bound_s
-from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_totals, exposed_floor_s, last_bucket_floor,
-                                            overlapped_collectives_floor, stage_share)
+from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_bytes, bucket_totals, exposed_floor_s,
+                                            last_bucket_floor, overlapped_collectives_floor, stage_share)
 from phaze_env.placement.inputs import (fastest_interleave, microbatches_per_replica, pipeline_slots,
                                        pipeline_time_s)
 from phaze_env.placement.rules import runnable_interleavings
@@ -84,7 +84,8 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     microbatch's passes cannot hide, ``(m_r + p − 2)·X + C_j`` at ``v = 1`` where the collectives exceed a stage
     time. ``C_j`` is at least ``C_low``, the larger of (i) the stage holding the most dense bytes — at least ``1/p``
     of them, so at least one bucket — at one fixed part plus its per-byte part, and (ii) the stages' mean, every
-    bucket's fixed part (the stages' buffers hold at least ``⌈bytes / BUCKET_BYTES⌉`` buckets in all, as
+    bucket's fixed part (the stages' buffers hold at least ``⌈bytes / bucket⌉`` buckets in all at the bucket size of
+    ``d`` replicas, :func:`~phaze_env.placement.dp_overlap.bucket_bytes`, as
     ``Σ⌈x_s⌉ ≥ ⌈Σx_s⌉``: :func:`~phaze_env.placement.dp_overlap.bucket_totals` of the dense bytes and, at ``e > 1``,
     of the ``1/e`` expert shard apart) plus the per-byte parts, the expert
     shard's over the ``d/e`` expert replicas included, over ``p``; the collectives are :data:`~phaze_env.placement.dp_overlap.
@@ -125,7 +126,8 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     if overlapped:
         overlap_low_s = overlapped_collectives_floor(
             prices, e, d_first, dense_bytes, expert_gradient_bytes if e > 1 else 0.0,
-            bucket_totals(repeats, e, dense_bytes, expert_gradient_bytes, layer_param_bytes, layer_expert_param_bytes))
+            bucket_totals(repeats, e, dense_bytes, expert_gradient_bytes, layer_param_bytes, layer_expert_param_bytes,
+                          bucket_bytes(d_first)))  # (the search's plans have c = 1: d replicas)
         last_bucket_s = last_bucket_floor(prices, e, d_first, layer_param_bytes, layer_expert_param_bytes)
     # the DP's all-reduce as fixed + per-byte parts (dense over the d ranks t apart; 0 s for no bytes)
     fixed_s, per_byte_s = prices.dense["allreduce"]

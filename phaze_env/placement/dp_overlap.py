@@ -17,7 +17,7 @@ The model (one link; a layer's gradients become ready, and its weights are consu
 backward or forward pass; recomputation and pipeline sends are not counted as cover, as for ZeRO's overlap):
 
 * a stage's gradients sit in buffers of their own — the dense weights', and at ``e > 1`` the expert shard's apart
-  (:data:`Stream`) — cut into buckets of :data:`BUCKET_BYTES` across its layers in backward order, the last bucket of
+  (:data:`Stream`) — cut into buckets of :func:`bucket_bytes` (40M parameters, more above 40 replicas) across its layers in backward order, the last bucket of
   each buffer partial (``param_and_grad_buffer.py`` fills a bucket until it holds ``bucket_size`` parameters, whatever
   layers they come from); bucket ``k`` is ready at ``τ_k``, when its last byte's gradient is, and the link serves the
   ready collectives back to back, so the stage's exposed collectives after its last backward are
@@ -52,17 +52,29 @@ from phaze_env.placement.collectives import DataParallelPrices
 from phaze_env.placement.inputs import GRADIENT_FACTOR
 
 MEGATRON_BUCKET_PARAMS = 40_000_000
-"""Parameters per gradient bucket: Megatron-Core's default ``bucket_size = max(40000000, 1000000 · dp_size)``
-(``distributed_data_parallel.py``), "large enough to remain bandwidth-bound". Assumption: the 40M floor at every
-data-parallel size (above 40 replicas Megatron-Core's buckets grow ``dp/40``-fold): more, smaller buckets, so more
-per-collective latency exposed; a range of 1–``dp/40``× the bucket count at ``d > 40``. A bucket is cut at exactly
-``bucket_size`` parameters here, where Megatron-Core closes it at the first parameter that fills it (a bucket holds
-whole tensors, so up to one tensor more) and gives a shared embedding a bucket of its own: the difference is at most a
-tensor's bytes per bucket."""
+"""Parameters per gradient bucket, at least: Megatron-Core's default ``bucket_size = max(40000000, 1000000 · dp_size)``
+(NVIDIA/Megatron-LM ``megatron/core/distributed/distributed_data_parallel_config.py``, ``bucket_size``: "If
+unspecified, MCore uses a default value of max(40000000, 1000000 * dp_size) parameters (larger DP sizes need larger
+buckets to ensure collectives do not become latency-bound)"; ``dp_size`` the data-parallel group, context-parallel
+ranks included), used by :func:`bucket_bytes`. A bucket is cut at exactly that many parameters here, where
+Megatron-Core closes it at the first parameter that fills it (a bucket holds whole tensors, so up to one tensor more)
+and gives a shared embedding a bucket of its own: the difference is at most a tensor's bytes per bucket. The expert
+buffer's buckets take the same size (one ``bucket_size`` per model)."""
+
+MEGATRON_BUCKET_PARAMS_PER_REPLICA = 1_000_000
+"""Parameters per bucket per data-parallel replica, Megatron-Core's default above 40 replicas
+(:data:`MEGATRON_BUCKET_PARAMS` has the source): at 1,024 replicas a bucket holds 1.024 billion parameters, so a
+1.5-billion-parameter model has two and the overlap hides little."""
 
 BUCKET_BYTES = 2 * MEGATRON_BUCKET_PARAMS
-"""A bucket's parameters as weight bytes (bf16 weights, 2 bytes each, as :class:`~phaze_env.placement.inputs.LayerArrays`
-counts ``param_bytes``)."""
+"""The smallest bucket as weight bytes (bf16 weights, 2 bytes each, as :class:`~phaze_env.placement.inputs.LayerArrays`
+counts ``param_bytes``): :func:`bucket_bytes` up to 40 replicas."""
+
+
+def bucket_bytes(replicas):
+    """A gradient bucket's weight bytes at ``replicas`` data-parallel ranks holding the same weights (``d·c``),
+    elementwise: ``2 · max(40M, 1M · replicas)`` (:data:`MEGATRON_BUCKET_PARAMS`)."""
+    return 2.0 * np.maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_REPLICA * np.asarray(replicas, dtype=float))
 
 
 OVERLAPPED_COLLECTIVES = {0: (("allreduce", GRADIENT_FACTOR, "bwd_s"),),
@@ -313,25 +325,27 @@ def interleaved_exposed_s(exposed, comm_total_s, cover_total_s, stages: int, int
 
 
 def bucket_totals(repeats: np.ndarray, expert_parallel: int, dense_gradient_bytes: float, expert_gradient_bytes: float,
-                  layer_param_bytes: np.ndarray | None, layer_expert_param_bytes: np.ndarray | None) -> tuple[float, float]:
-    """At least the buckets of any partition of the model into stages (chunks), dense and (``e > 1``) expert ones:
-    each stage's buffer holds ``⌈P_s / BUCKET_BYTES⌉`` (:func:`stage_collectives_s`), and ``Σ_s ⌈P_s/B⌉ ≥ ⌈Σ_s P_s/B⌉``
-    (an interleaved stage's ``v`` chunks likewise), so ``⌈total / BUCKET_BYTES⌉`` of the dense bytes and of the
-    ``1/e`` expert shard; with the per-layer bytes (``repeats`` of each) their totals."""
+                  layer_param_bytes: np.ndarray | None, layer_expert_param_bytes: np.ndarray | None,
+                  bucket: np.ndarray | float = BUCKET_BYTES) -> tuple[np.ndarray, np.ndarray]:
+    """At least the buckets of any partition of the model into stages (chunks), dense and (``e > 1``) expert ones, at
+    each bucket size of ``bucket`` (:func:`bucket_bytes` per data-parallel degree): each stage's buffer holds
+    ``⌈P_s / bucket⌉`` (:func:`stage_collectives_s`), and ``Σ_s ⌈P_s/B⌉ ≥ ⌈Σ_s P_s/B⌉`` (an interleaved stage's ``v``
+    chunks likewise), so ``⌈total / bucket⌉`` of the dense bytes and of the ``1/e`` expert shard; with the per-layer
+    bytes (``repeats`` of each) their totals."""
     e = expert_parallel
     if layer_param_bytes is None:
-        experts = expert_gradient_bytes / GRADIENT_FACTOR / e if e > 1 else 0.0
-        return float(bucket_counts(dense_gradient_bytes / GRADIENT_FACTOR)), float(bucket_counts(experts))
-    params = np.asarray(layer_param_bytes, dtype=float)
-    experts = (np.asarray(layer_expert_param_bytes, dtype=float) if e > 1 and layer_expert_param_bytes is not None
-               else np.zeros_like(params))
-    return (float(bucket_counts(((params - experts) * repeats).sum())),
-            float(bucket_counts((experts / e * repeats).sum())))
+        dense, experts = dense_gradient_bytes / GRADIENT_FACTOR, expert_gradient_bytes / GRADIENT_FACTOR / e if e > 1 else 0.0
+    else:
+        params = np.asarray(layer_param_bytes, dtype=float)
+        layer_experts = (np.asarray(layer_expert_param_bytes, dtype=float) if e > 1 and layer_expert_param_bytes is not None
+                         else np.zeros_like(params))
+        dense, experts = ((params - layer_experts) * repeats).sum(), (layer_experts / e * repeats).sum()
+    return bucket_counts(dense, bucket), bucket_counts(experts, bucket)
 
 
 def overlapped_collectives_floor(prices: DataParallelPrices, expert_parallel: int, data_parallel: np.ndarray,
                                  dense_gradient_bytes: float, expert_gradient_bytes: float,
-                                 buckets: tuple[float, float]) -> tuple[np.ndarray, ...]:
+                                 buckets: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
     """Per data-parallel degree, ``(one, fixed, spread)`` such that the largest stage's overlapped collectives
     (:data:`OVERLAPPED_COLLECTIVES`, of ZeRO-0 or ZeRO-1: the lesser) of any
     ``p``-stage plan are at least ``max(one + fixed_per_byte/p, spread/p)`` (:func:`stage_share`): ``one`` a bucket's
@@ -385,6 +399,7 @@ def stage_share(floor: tuple[np.ndarray, ...], stages: int) -> np.ndarray:
     return np.maximum(one + dense / stages, spread / stages)
 
 
-__all__ = ["BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "OVERLAPPED_COLLECTIVES", "bucket_counts", "bucket_totals",
+__all__ = ["BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "MEGATRON_BUCKET_PARAMS_PER_REPLICA", "OVERLAPPED_COLLECTIVES",
+           "bucket_bytes", "bucket_counts", "bucket_totals",
            "exposed_floor_s", "exposed_s", "interleaved_exposed_s", "last_bucket_floor", "stage_collectives_s",
            "stage_exposed_s", "stage_share", "overlapped_collectives_floor", "Stream"]

@@ -15,7 +15,7 @@ import numpy as np
 from phaze_env.placement.candidates import Shape
 from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
                                              hybrid_collective_s, pipeline_send_s)
-from phaze_env.placement.dp_overlap import (BUCKET_BYTES, OVERLAPPED_COLLECTIVES, bucket_counts, exposed_floor_s,
+from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_bytes, bucket_counts, exposed_floor_s,
                                             interleaved_exposed_s, stage_collectives_s, stage_exposed_s)
 from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
 from phaze_env.placement.stage_costs import StageMemory
@@ -184,8 +184,9 @@ class Prices:
                 chunked = [(x, v * fixed, per_byte) for x, fixed, per_byte in streams]
                 covers = (np.full(table.valid.shape, np.inf) if np.isposinf(cover_s).all()  # (inf · 0 is nan)
                           else table.layer_sum(cover_s))
-                tables.append((stage_exposed_s(table, chunked, cover_s, v * BUCKET_BYTES),
-                               stage_collectives_s(table, chunked, v * BUCKET_BYTES), covers))
+                bucket = v * float(bucket_bytes(self.settings.weight_replicas(data_parallel)))
+                tables.append((stage_exposed_s(table, chunked, cover_s, bucket), stage_collectives_s(table, chunked, bucket),
+                               covers))
             self._overlap_chunks[key] = tables
         return self._overlap_chunks[key]
 
@@ -195,7 +196,8 @@ class Prices:
         (:func:`~phaze_env.placement.dp_overlap.exposed_floor_s`), and the stages cover every layer once, so the
         largest is at least their mean, which is at least the floor of the totals over ``p`` (``Σ_j max(0, x_j) ≥
         max(0, Σ_j x_j)``). The totals, from the affine tables at once: a bucket's fixed part times
-        ``⌈bytes / BUCKET_BYTES⌉`` of each buffer (the stages' and chunks' buckets are at least that many:
+        ``⌈bytes / bucket⌉`` of each buffer (:func:`~phaze_env.placement.dp_overlap.bucket_bytes` at the ``d·c``
+        replicas; the stages' and chunks' buckets are at least that many:
         ``Σ⌈x_j⌉ ≥ ⌈Σx_j⌉``) plus the per-byte part times the bytes."""
         layers, s = self.layers, self.settings
         d = np.atleast_1d(np.asarray(data_parallel))
@@ -205,10 +207,11 @@ class Prices:
         floor = np.zeros(len(d))
         for kind, per_param, cover in OVERLAPPED_COLLECTIVES[zero]:
             fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(s.weight_replicas(d) - 1)
-            total = bucket_counts(dense.sum()) * fixed + per_byte * (dense.sum() * per_param)
+            bucket = bucket_bytes(s.weight_replicas(d))
+            total = bucket_counts(dense.sum(), bucket) * fixed + per_byte * (dense.sum() * per_param)
             if experts.any():
                 fixed_e, per_byte_e = self._expert_affine(kind).take(d // e - 1)
-                total = total + bucket_counts(experts.sum()) * fixed_e + per_byte_e * (experts.sum() * per_param)
+                total = total + bucket_counts(experts.sum(), bucket) * fixed_e + per_byte_e * (experts.sum() * per_param)
             floor += exposed_floor_s(total, math.inf if s.unbounded_overlap_cover else float(getattr(layers, cover).sum()),
                                      interleave)
         result = floor / np.asarray(stages)
