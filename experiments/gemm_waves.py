@@ -17,7 +17,7 @@ import sys
 
 from experiments.validation_cases import all_cases, get_case
 from experiments.validation_fit import _bisect, metric_with
-from phaze_env.cli import OneLineParser
+from phaze_env.cli import OneLineParser, print_output
 from phaze_env.stacks import get_stack
 
 
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         result = waves_what_if(args.stack, args.chip, args.sms)
     except ValueError as error:
         parser.error(str(error))
-    print("\n".join(result.lines()))
+    print_output("\n".join(result.lines()))  # (| head ends it quietly)
     return 0
 
 
