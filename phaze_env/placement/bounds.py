@@ -15,7 +15,8 @@ import numpy as np
 from phaze_env.cluster import Cluster
 from phaze_env.placement.collectives import data_parallel_prices, p2p_bound_s
 from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_bytes, bucket_totals, exposed_floor_s,
-                                            last_bucket_floor, overlapped_collectives_floor, stage_share)
+                                            last_bucket_floor, overlapped_collectives_floor, single_bucket,
+                                            stage_share)
 from phaze_env.placement.inputs import (fastest_interleave, microbatches_per_replica, pipeline_slots,
                                        pipeline_time_s)
 from phaze_env.placement.rules import runnable_interleavings
@@ -92,7 +93,10 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     OVERLAPPED_COLLECTIVES` on the DP's own affine tables, the lesser of ZeRO-0's and ZeRO-1's. The relaxed
     interleavings (``v`` real in ``[low, high]``) take the pipeline at its least over ``v``
     plus the floor at ``v = high`` (``max(0, C − S − v·send)/v`` falls as ``v`` grows): the sum of the two least
-    terms is at most the least sum.
+    terms is at most the least sum. Where every layer has dense weights and one bucket holds the whole model's
+    (:func:`~phaze_env.placement.dp_overlap.single_bucket`: a small model at many replicas, whose buckets grow with
+    them), every stage's collectives are exposed in full: the sync is then at least one fixed part and ``1/(p·v)`` of
+    the dense bytes' part (the largest stage's last chunk), at ``v = high`` likewise.
     """
     n, batch, rules = cluster.n_devices, cluster.setup.global_batch, cluster.stack.plan_rules
     schedule = cluster.stack.pipeline_schedule
@@ -129,6 +133,8 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
             bucket_totals(repeats, e, dense_bytes, expert_gradient_bytes, layer_param_bytes, layer_expert_param_bytes,
                           bucket_bytes(d_first)))  # (the search's plans have c = 1: d replicas)
         last_bucket_s = last_bucket_floor(prices, e, d_first, layer_param_bytes, layer_expert_param_bytes)
+        # where one bucket holds the whole model's dense weights, every stage's are exposed in full
+        whole = single_bucket(repeats, e, layer_param_bytes, layer_expert_param_bytes, bucket_bytes(d_first))
     # the DP's all-reduce as fixed + per-byte parts (dense over the d ranks t apart; 0 s for no bytes)
     fixed_s, per_byte_s = prices.dense["allreduce"]
     if not dense_bytes > 0:  # (the optimizer step is not in this bound either)
@@ -151,6 +157,8 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
                 largest_stage_s = stage_share(overlap_low_s, p)[keep][:, None]
                 sync_s = np.maximum(exposed_floor_s(largest_stage_s, stage_s[None, :] + high * stage_send_s, high),
                                     last_bucket_s[keep][:, None] / high)
+                one, dense, _ = (part[keep] for part in overlap_low_s)
+                sync_s = np.maximum(sync_s, np.where(whole[keep], one + dense / (p * high), 0.0)[:, None])
             else:
                 sync_s = allreduce[:, None]
             # v = 1, or the v > 1 relaxed to reals: the one in [low, high] whose pipeline is fastest (no runnable v is

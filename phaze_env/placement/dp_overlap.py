@@ -393,6 +393,23 @@ def last_bucket_floor(prices: DataParallelPrices, expert_parallel: int, data_par
                               for parts in OVERLAPPED_COLLECTIVES.values()])
 
 
+def single_bucket(repeats, expert_parallel: int, layer_param_bytes, layer_expert_param_bytes,
+                  bucket: np.ndarray) -> np.ndarray:
+    """Per bucket size of ``bucket`` (:func:`bucket_bytes` per data-parallel degree), whether every stage of every
+    partition holds its dense weights in one bucket and leaves all of them exposed: every layer has dense weights (so
+    a stage's first layer does, and its one bucket is ready only when its backward ends, needed when its forward
+    begins) and the whole model's dense weights fit one bucket. There the largest stage's overlapped collectives are
+    exposed in full, at least one fixed part and ``1/p`` of the dense bytes' part (``1/v`` of that and one fixed part
+    interleaved: the last chunk's one bucket, :func:`interleaved_exposed_s`). False without the per-layer bytes."""
+    if layer_param_bytes is None:
+        return np.zeros(np.shape(bucket), dtype=bool)
+    params = np.asarray(layer_param_bytes, dtype=float)
+    experts = (np.asarray(layer_expert_param_bytes, dtype=float) if expert_parallel > 1
+               and layer_expert_param_bytes is not None else np.zeros_like(params))
+    dense = params - experts
+    return (dense > 0).all() & (float((dense * np.asarray(repeats)).sum()) <= np.asarray(bucket, dtype=float))
+
+
 def stage_share(floor: tuple[np.ndarray, ...], stages: int) -> np.ndarray:
     """The largest stage's overlapped collectives at ``p`` stages, at least (:func:`overlapped_collectives_floor`)."""
     one, dense, spread = floor
@@ -402,4 +419,4 @@ def stage_share(floor: tuple[np.ndarray, ...], stages: int) -> np.ndarray:
 __all__ = ["BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "MEGATRON_BUCKET_PARAMS_PER_REPLICA", "OVERLAPPED_COLLECTIVES",
            "bucket_bytes", "bucket_counts", "bucket_totals",
            "exposed_floor_s", "exposed_s", "interleaved_exposed_s", "last_bucket_floor", "stage_collectives_s",
-           "stage_exposed_s", "stage_share", "overlapped_collectives_floor", "Stream"]
+           "stage_exposed_s", "stage_share", "overlapped_collectives_floor", "single_bucket", "Stream"]
