@@ -16,7 +16,7 @@ from phaze_env.placement.candidates import Shape
 from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
                                              hybrid_collective_s, pipeline_send_s)
 from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_bytes, bucket_counts, exposed_floor_s,
-                                            interleaved_exposed_s, stage_collectives_s, stage_exposed_s)
+                                            interleaved_exposed_s, single_bucket, stage_collectives_s, stage_exposed_s)
 from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
 from phaze_env.placement.stage_costs import StageMemory
 from phaze_env.placement.stages import StageTable
@@ -198,23 +198,29 @@ class Prices:
         max(0, Σ_j x_j)``). The totals, from the affine tables at once: a bucket's fixed part times
         ``⌈bytes / bucket⌉`` of each buffer (:func:`~phaze_env.placement.dp_overlap.bucket_bytes` at the ``d·c``
         replicas; the stages' and chunks' buckets are at least that many:
-        ``Σ⌈x_j⌉ ≥ ⌈Σx_j⌉``) plus the per-byte part times the bytes."""
+        ``Σ⌈x_j⌉ ≥ ⌈Σx_j⌉``) plus the per-byte part times the bytes. Where one bucket holds the whole model's dense
+        weights and every layer has some (:func:`~phaze_env.placement.dp_overlap.single_bucket`), at least one fixed part
+        and ``1/(p·v)`` of the dense bytes' part of each collective, exposed in full."""
         layers, s = self.layers, self.settings
         d = np.atleast_1d(np.asarray(data_parallel))
         e = s.expert_parallel
         experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
         dense = layers.param_bytes - experts
-        floor = np.zeros(len(d))
+        floor, whole = np.zeros(len(d)), np.zeros(len(d))
+        bucket = bucket_bytes(s.weight_replicas(d))
         for kind, per_param, cover in OVERLAPPED_COLLECTIVES[zero]:
             fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(s.weight_replicas(d) - 1)
-            bucket = bucket_bytes(s.weight_replicas(d))
             total = bucket_counts(dense.sum(), bucket) * fixed + per_byte * (dense.sum() * per_param)
+            whole = whole + fixed + per_byte * (dense.sum() * per_param) / (np.asarray(stages) * np.asarray(interleave))
             if experts.any():
                 fixed_e, per_byte_e = self._expert_affine(kind).take(d // e - 1)
                 total = total + bucket_counts(experts.sum(), bucket) * fixed_e + per_byte_e * (experts.sum() * per_param)
             floor += exposed_floor_s(total, math.inf if s.unbounded_overlap_cover else float(getattr(layers, cover).sum()),
                                      interleave)
-        result = floor / np.asarray(stages)
+        # one bucket holds every stage's dense weights, and every layer has some: all of them exposed
+        # (phaze_env.placement.dp_overlap.single_bucket; at least the largest stage's last chunk's)
+        single = single_bucket(np.ones(len(dense)), e, layers.param_bytes, layers.expert_param_bytes, bucket)
+        result = np.maximum(floor / np.asarray(stages), np.where(single, whole, 0.0))
         return float(result[0]) if np.ndim(data_parallel) == 0 else result
 
     def least_p2p_s(self, shape: Shape) -> float:
