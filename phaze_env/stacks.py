@@ -700,15 +700,13 @@ SYSTEM_DP_COMM_OVERLAP = False
 that every system design and every reference share: the verdict's figures carry the exposed sync in full
 (conservative for every system alike, but not equally: see below).
 
-Neither speed nor exactness holds it back any more (measured 2026-12-06 on 2 shared cores, cold, each run with its own
-PHAZE_CACHE_DIR, the on and off runs side by side):
+Neither speed nor exactness holds it back any more:
 
-* speed: with the gradient buckets cut across a stage's layers, as Megatron-Core cuts them
+* speed: with the gradient buckets cut across a stage's layers and grown with the replicas, as Megatron-Core cuts them
   (:mod:`phaze_env.placement.dp_overlap`; per-layer buckets made a small layer's collective latency-bound and kept the
-  bounds above the optimum), the task ``tiny-llama/system-20kW/throughput`` takes 16.8 s with the overlap on against
-  11.1 s off (``python -m experiments.task_optima --task …``; 152.7 s on with per-layer buckets), the same design and
-  optimum (669,244.25 samples/s, +3e-5 on); ``python -m search.phaze --space system --workload gpt2-xl --budget-mw 1``
-  99.9 s on (48 evaluations) against 58.5 s off (4), exact either way;
+  bounds above the optimum: the task ``tiny-llama/system-20kW/throughput`` took 152.7 s on against 11.5 s off), and the
+  bound taking every stage's collectives in full where one bucket holds the model's dense weights, the system searches
+  run within minutes with it on (measured on and off side by side in docs/changelog.md, session 45);
 * exactness: the DP on lower-bound latencies prices the exposure at its floor (``Settings.unbounded_overlap_cover``:
   every stage leaves its dense buffer's last bucket), which no latency moves, and stays a proven bound
   (``tests/test_bound_property.py``, against the DP on slower layers).
@@ -716,8 +714,8 @@ PHAZE_CACHE_DIR, the on and off runs side by side):
 What holds it back is the re-run it asks for: every row of the table moves (its H100 fit too: 0.823 -> 0.7945 on its
 calibration run with the overlap on, ``python -m experiments.rival_runs --fit``; A100 and TPU v4 unchanged), so each
 row's 34 sensitivity cases must be searched again (about 2 h for the eight README-model rows and 4 h for gpt3-175b's
-two on 2 cores, from their recorded times). With it on, searched again (``python -m experiments.system_table`` on
-a worktree with the overlap on and the H100 refit): WHATIF_PLACEHOLDER"""
+two on 2 cores, from their recorded times). What the overlap moves, searched with it on and the H100 refit, is in
+docs/changelog.md (session 45), row by row with its cause."""
 
 SYSTEM_SEQUENCE_PARALLEL_KERNELS = True
 """Whether the system space's megatron-core stack prices sequence parallelism's norms, residual adds and FP8 casts on
