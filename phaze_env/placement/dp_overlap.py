@@ -160,6 +160,13 @@ def stage_collectives_s(table, streams, bucket_bytes: float = BUCKET_BYTES) -> n
     return np.where(table.valid, total, 0.0)
 
 
+def _first_with_bytes(layer_bytes: np.ndarray) -> np.ndarray:
+    """Per index ``k`` of ``0 … L``, the first layer at or after ``k`` with bytes (``L`` where none)."""
+    count = len(layer_bytes)
+    index = np.where(np.asarray(layer_bytes) > 0, np.arange(count), count)
+    return np.minimum.accumulate(np.append(index, count)[::-1])[::-1]
+
+
 def _chain_exposed_s(layer_bytes, fixed_s, per_byte_s, cover_s, bucket_bytes) -> np.ndarray:
     """:func:`exposed_s` of every stage ``(a, b)`` (layers ``a … b−1``) of a chain, one buffer, as a ``(L+1)²`` matrix
     (``-inf`` where ``a ≥ b``). With bucket ``j`` of a stage ending at ``b`` ready at ``τ_j`` (positions counted from
@@ -195,9 +202,7 @@ def _chain_exposed_s(layer_bytes, fixed_s, per_byte_s, cover_s, bucket_bytes) ->
     interior = (n + 1) * fixed_s + per_byte_s * (size + B) - passes + np.concatenate(
         (running.T, np.full((1, count + 1), -np.inf)), axis=0)
     # the last bucket: ready at the end of the stage's first layer with bytes (nxt[a]), the passes before it after
-    nxt = np.full(count + 1, count)
-    for k in reversed(range(count)):
-        nxt[k] = k if x[k] > 0 else nxt[k + 1]
+    nxt = _first_with_bytes(x)
     waits = elapsed[nxt][:, None] - elapsed[:, None]  # [a]: the weightless layers' passes from a to nxt[a]
     last = np.where(size > 0, fixed_s + per_byte_s * (size - (n - 1) * B) - waits, -np.inf)
     result = np.maximum(interior, last)
@@ -216,9 +221,7 @@ def _chain_exposed_buffers_s(streams, cover_s, bucket_bytes) -> np.ndarray:
     data = []
     for x, fixed_s, per_byte_s in streams:
         x = np.asarray(x, dtype=float)
-        nxt = np.full(count + 1, count)  # the first layer at or after each index with bytes of this buffer
-        for k in reversed(range(count)):
-            nxt[k] = k if x[k] > 0 else nxt[k + 1]
+        nxt = _first_with_bytes(x)
         data.append((x, np.concatenate(([0.0], np.cumsum(x))), nxt, fixed_s, per_byte_s))
     result = np.full((count + 1, count + 1), -np.inf)
     for b in range(1, count + 1):
@@ -258,7 +261,7 @@ def _chain_exposed_buffers_s(streams, cover_s, bucket_bytes) -> np.ndarray:
                 best = np.maximum(best, value.max(axis=1))
             ready_last = lasts[s][:, None]  # each stage's last bucket of this buffer
             own = counts[s][:, None]
-            total = sum(later_s(r, ready_last if r != s else ready_last, own if r == s else None)
+            total = sum(later_s(r, ready_last, own if r == s else None)
                         for r in range(len(data)))
             best = np.maximum(best, np.where(sizes[s] > 0, total[:, 0] - (passes - lasts[s]), -np.inf))
         result[:b, b] = best
@@ -324,6 +327,15 @@ def interleaved_exposed_s(exposed, comm_total_s, cover_total_s, stages: int, int
                                                                  * np.asarray(cover_total_s)) / v)
 
 
+def _dense_bytes(expert_parallel: int, layer_param_bytes, layer_expert_param_bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Each layer's ``(dense, expert)`` weight bytes as the overlap's buffers hold them: the expert ones apart only at
+    ``e > 1`` (at ``e = 1`` every byte is in the dense buffer)."""
+    params = np.asarray(layer_param_bytes, dtype=float)
+    experts = (np.asarray(layer_expert_param_bytes, dtype=float) if expert_parallel > 1
+               and layer_expert_param_bytes is not None else np.zeros_like(params))
+    return params - experts, experts
+
+
 def bucket_totals(repeats: np.ndarray, expert_parallel: int, dense_gradient_bytes: float, expert_gradient_bytes: float,
                   layer_param_bytes: np.ndarray | None, layer_expert_param_bytes: np.ndarray | None,
                   bucket: np.ndarray | float = BUCKET_BYTES) -> tuple[np.ndarray, np.ndarray]:
@@ -336,10 +348,8 @@ def bucket_totals(repeats: np.ndarray, expert_parallel: int, dense_gradient_byte
     if layer_param_bytes is None:
         dense, experts = dense_gradient_bytes / GRADIENT_FACTOR, expert_gradient_bytes / GRADIENT_FACTOR / e if e > 1 else 0.0
     else:
-        params = np.asarray(layer_param_bytes, dtype=float)
-        layer_experts = (np.asarray(layer_expert_param_bytes, dtype=float) if e > 1 and layer_expert_param_bytes is not None
-                         else np.zeros_like(params))
-        dense, experts = ((params - layer_experts) * repeats).sum(), (layer_experts / e * repeats).sum()
+        layer_dense, layer_experts = _dense_bytes(e, layer_param_bytes, layer_expert_param_bytes)
+        dense, experts = (layer_dense * repeats).sum(), (layer_experts / e * repeats).sum()
     return bucket_counts(dense, bucket), bucket_counts(experts, bucket)
 
 
@@ -383,11 +393,7 @@ def last_bucket_floor(prices: DataParallelPrices, expert_parallel: int, data_par
     or when some layer has no dense bytes (a first layer without them leaves its pass to hide the others)."""
     if layer_param_bytes is None:
         return np.zeros(len(data_parallel))
-    e = expert_parallel
-    params = np.asarray(layer_param_bytes, dtype=float)
-    experts = (np.asarray(layer_expert_param_bytes, dtype=float) if e > 1 and layer_expert_param_bytes is not None
-               else np.zeros_like(params))
-    if not (params - experts > 0).all():
+    if not (_dense_bytes(expert_parallel, layer_param_bytes, layer_expert_param_bytes)[0] > 0).all():
         return np.zeros(len(data_parallel))
     return np.minimum.reduce([sum(prices.dense[kind][0] for kind, _, _ in parts)
                               for parts in OVERLAPPED_COLLECTIVES.values()])
@@ -403,10 +409,7 @@ def single_bucket(repeats, expert_parallel: int, layer_param_bytes, layer_expert
     interleaved: the last chunk's one bucket, :func:`interleaved_exposed_s`). False without the per-layer bytes."""
     if layer_param_bytes is None:
         return np.zeros(np.shape(bucket), dtype=bool)
-    params = np.asarray(layer_param_bytes, dtype=float)
-    experts = (np.asarray(layer_expert_param_bytes, dtype=float) if expert_parallel > 1
-               and layer_expert_param_bytes is not None else np.zeros_like(params))
-    dense = params - experts
+    dense, _ = _dense_bytes(expert_parallel, layer_param_bytes, layer_expert_param_bytes)
     return (dense > 0).all() & (float((dense * np.asarray(repeats)).sum()) <= np.asarray(bucket, dtype=float))
 
 
