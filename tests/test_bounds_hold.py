@@ -207,7 +207,7 @@ def solve_every_shape(search: PlacementSearch) -> float:
     """Each candidate shape's exact optimum (no incumbent to prune against) is at least the bounds the search
     prunes it with; returns the best of them."""
     best_s = math.inf
-    for shape, bound_s, _ in search._candidates():
+    for shape, bound_s, _, _ in search._candidates():
         exact = _Best()
         search._solve_shape(shape, exact)
         assert bound_s <= exact.time_s * (1 + REL), (shape, bound_s, exact.time_s)
@@ -241,6 +241,38 @@ def test_dp_bounds_never_exceed_a_shapes_optimum(layers, cluster, t, ce, m, zero
     if obviously_infeasible(settings_, arrays, search.max_stages, search.costing.loosest_state):
         return
     best_s = solve_every_shape(search)
+    found = search.run()
+    if math.isinf(best_s):
+        assert not found.feasible
+    else:
+        assert math.isclose(found.time_per_batch_s, best_s, rel_tol=REL), (found.notation, best_s)
+
+
+@settings(max_examples=300, deadline=None)
+@given(chains(experts=False), st.integers(2, 16), st.integers(1, 16), st.sampled_from([10.0, 100.0, 1000.0]),
+       st.sampled_from([0.0, 0.01]), st.integers(1, 2), st.sampled_from([None, 0, 1]), st.sampled_from([1, None]),
+       st.sampled_from([0.4, 1.0, 4.0, 20.0]), st.sampled_from(["none", "auto"]))
+def test_dp_bounds_hold_on_lower_bound_layers_under_the_overlap(layers, devices, batch, link_Bps, latency_s, m, zero,
+                                                                 interleave, hbm_share, recompute):
+    """Under ``Stack.dp_comm_overlap`` at the unbounded cover (the DP on lower-bound layer times: the exposure's floor
+    and the pace's, :meth:`Prices.overlap_pace_floor_s`): every shape's sorted bound, its own floor and
+    ``_bound_s`` are at most its exact optimum, and the pruned search returns the best of them."""
+    cluster = Cluster(n_devices=devices, global_batch=batch, link_bandwidth_Bps=link_Bps, link_latency_s=latency_s,
+                      dp_comm_overlap=True, plan_rules=PlanRules(zero_stages=(0, 1)))
+    plan = PlanSpec(interleave=interleave, zero=zero, recompute=recompute)
+    settings_ = Settings(cluster, 1, m, hbm_for(layers, hbm_share), plan, unbounded_overlap_cover=True)
+    arrays = layer_arrays([LayerCost.from_dict(layer) for layer in layers])
+    search = PlacementSearch(arrays, chain_stages(arrays), settings_, max_stages=len(layers))
+    if obviously_infeasible(settings_, arrays, search.max_stages, search.costing.loosest_state):
+        return
+    best_s = math.inf
+    for shape, bound_s, floor_s, _ in search._candidates():
+        exact = _Best()
+        search._solve_shape(shape, exact)
+        assert bound_s <= floor_s, shape
+        assert floor_s <= exact.time_s * (1 + REL), (shape, floor_s, exact.time_s)
+        assert search._bound_s(shape, 0.0) <= exact.time_s * (1 + REL), shape
+        best_s = min(best_s, exact.time_s)
     found = search.run()
     if math.isinf(best_s):
         assert not found.feasible

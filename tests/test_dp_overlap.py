@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from phaze_env.cluster import Cluster
 from phaze_env.placement.dp_overlap import (bucket_counts, exposed_floor_s, exposed_s, interleaved_exposed_s,
-                                            stage_collectives_s, stage_exposed_s)
+                                            interleaved_floor_s, pace_floor_curve, pace_floor_s, stage_collectives_s,
+                                            stage_exposed_s)
 from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanRules
 from phaze_env.stacks import STACKS
@@ -115,14 +116,79 @@ def test_a_stack_that_lacks_the_overlap_refuses_it_in_one_line():
 @settings(max_examples=300, deadline=None)
 @given(stage_layers, prices, st.none() | prices, st.integers(1, 6), st.integers(1, 4))
 def test_the_floor_from_the_totals_never_exceeds_the_event_simulation(layers, dense, expert, stages, interleave):
-    """:func:`exposed_floor_s` (what the search's bounds charge, from a stage's totals alone: ``⌈bytes/bucket⌉`` fixed
-    parts per buffer and the bytes' part) is at most what the simulated buckets leave exposed, for every split over
-    layers, buffers, depth and interleave."""
+    """:func:`exposed_floor_s` and :func:`interleaved_floor_s` (what the search's bounds charge, from a stage's totals
+    alone: its chunks' ``v·⌈bytes/(v·bucket)⌉`` fixed parts per buffer and the bytes' part; the latter with the
+    interleaved chunks' backlog) are at most what the simulated buckets leave exposed, for every split over layers,
+    buffers, depth and interleave."""
     passes, streams, sim, costs = _streams(layers, dense, expert)
-    comm = sum(float(bucket_counts(x.sum(), BUCKET)) * f + b * x.sum() for x, f, b in streams)
-    floor = float(exposed_floor_s(comm, passes.sum(), interleave))
-    assert floor <= exposed_backward_s(sim, costs, BUCKET, stages, interleave) + 1e-9
-    assert floor <= delayed_forward_s(sim, costs, BUCKET, stages, interleave) + 1e-9
+    v = interleave
+    comm = sum(v * float(bucket_counts(x.sum(), v * BUCKET)) * f + b * x.sum() for x, f, b in streams)
+    backward = exposed_backward_s(sim, costs, BUCKET, stages, interleave)
+    forward = delayed_forward_s(sim, costs, BUCKET, stages, interleave)
+    for floor in (float(exposed_floor_s(comm, passes.sum(), interleave)),
+                  float(interleaved_floor_s(comm, passes.sum(), stages, interleave))):
+        assert floor <= backward + 1e-9 and floor <= forward + 1e-9
+
+
+def _stage_floor(comm_b, comm_f, backward_s, forward_s, stages, interleave):
+    """A stage's exposure floor from its totals: each collective under its own pass (:func:`interleaved_floor_s`)."""
+    return (sum(float(interleaved_floor_s(c, backward_s, stages, interleave)) for c in comm_b)
+            + sum(float(interleaved_floor_s(c, forward_s, stages, interleave)) for c in comm_f))
+
+
+stage_totals = st.tuples(st.floats(0.05, 3.0), st.floats(0.05, 3.0), st.floats(0.0, 8.0), st.floats(0.0, 8.0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(stage_totals, min_size=1, max_size=5), st.floats(0.0, 1.0), st.floats(0.25, 8.0), st.integers(1, 4),
+       st.booleans(), st.floats(0.0, 2.0), st.floats(0.0, 0.5))
+def test_the_pace_floor_bounds_every_plan_whose_slowest_stage_is_slower(stages, shrink, slots, interleave, zero1,
+                                                                         extra, send):
+    """:func:`pace_floor_s` (the bound of the DP on lower-bound layer times under the overlap) against plans built
+    stage by stage: each stage's real forward and backward, its collectives under each (ZeRO-1: the reduce-scatter
+    under the backward and the all-gather under the forward; ZeRO-0: one under the backward), its exposure the floor
+    of its own totals, the slowest stage holding its passes and ``v`` sends (and some slack more); the floor takes
+    only the stages' means and passes shrunk to lower bounds, and a pace no slower than the plan's."""
+    p, v = len(stages), interleave
+    forward = np.array([f for f, _, _, _ in stages])
+    backward = np.array([b for _, b, _, _ in stages])
+    under_b = np.array([c for _, _, c, _ in stages])
+    under_f = np.array([c for _, _, _, c in stages]) if zero1 else np.zeros(p)
+    slowest = float((forward + backward).max()) + v * send + extra
+    sync = max(_stage_floor([cb], [cf] if zero1 else [], b, f, p, v)
+               for f, b, cb, cf in zip(forward, backward, under_b, under_f))
+    real = slots * slowest + sync
+    pace = float((shrink * (forward + backward)).max()) + v * send
+    curve = pace_floor_curve(v * send, [under_b.mean()], [under_f.mean()] if zero1 else [], shrink * backward.mean(),
+                             shrink * forward.mean(), p, v)
+    floor = float(pace_floor_s(slots, pace, curve)[0])
+    assert floor <= real * (1 + 1e-12) + 1e-12
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.0, 8.0), st.floats(0.0, 8.0), st.floats(0.05, 2.0), st.floats(0.05, 2.0), st.floats(0.0, 6.0),
+       st.floats(0.25, 8.0), st.integers(1, 6), st.integers(1, 4), st.booleans(), st.floats(0.0, 0.5))
+def test_the_pace_floor_is_the_least_over_every_slowest_stage_and_split(comm_b, comm_f, backward_s, forward_s, pace,
+                                                                        slots, stages, interleave, zero1, send):
+    """:func:`pace_floor_s` is exactly its minimum, ``min_X slots·X + min_b Σ f(C, b) + Σ f(C, X − sends − b)``,
+    against a fine grid of ``X`` and ``b``: never above the grid's least (it is a least, at a kink of a convex piecewise
+    linear function) and within the grid's resolution of it."""
+    parts_f = [comm_f] if zero1 else []
+    curve = pace_floor_curve(send, [comm_b], parts_f, backward_s, forward_s, stages, interleave)
+    floor = float(pace_floor_s(slots, pace, curve)[0])
+    start = max(pace, backward_s + forward_s + send)
+    xs = np.linspace(start, start + 2 * (comm_b + comm_f + backward_s + forward_s) + 1.0, 801)
+    best = math.inf
+    for x in xs:
+        budget = x - send
+        bs = np.linspace(backward_s, budget - forward_s, 801)
+        values = interleaved_floor_s(comm_b, bs, stages, interleave) + sum(
+            interleaved_floor_s(c, budget - bs, stages, interleave) for c in parts_f)
+        best = min(best, slots * x + float(values.min()))
+    step = xs[1] - xs[0]
+    slope = slots + 2 * stages + 2  # h's and the inner sum's slopes are at most this
+    assert floor <= best + 1e-9
+    assert best - floor <= slope * 2 * step + 1e-9
 
 
 def test_the_floor_is_what_many_buckets_leave():

@@ -120,7 +120,7 @@ def test_equal_plans_are_broken_by_the_canonical_order_whatever_order_shapes_are
     tied = 0
     for seed in range(30):
         search = _tying_instance(seed)
-        shapes = sorted((rank, shape) for shape, _, rank in search._candidates())
+        shapes = sorted((rank, shape) for shape, _, _, rank in search._candidates())
         optima = []
         for rank, shape in shapes:  # each shape alone: its own optimum
             alone = _Best()

@@ -165,7 +165,18 @@ class CandidateCosts:
     def time_per_batch_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
         """``slots · slowest device time + sync of the largest stage`` of a partition (``slots``: ``m_r + (p−1)/v`` under
         1F1B, :func:`~phaze_env.placement.inputs.pipeline_slots`; the device time: :meth:`pace_s`)."""
-        return pipeline_time_s(shape.slots, self.pace_s(shape, pairs), self.batch_sync_s(shape, pairs))
+        return self.batch_time_s(shape, self.pace_s(shape, pairs), self.batch_sync_s(shape, pairs))
+
+    def batch_time_s(self, shape: Shape, pace_s: float, sync_s: float) -> float:
+        """``slots · pace + sync``; on lower-bound layer times with the exposure at its floor
+        (``Settings.unbounded_overlap_cover``) at least :meth:`Prices.overlap_pace_floor_s` at that pace (a stage hides
+        no more than its own passes, which the slowest stage's time bounds; not under DualPipe, whose pace is a mean of
+        two stages'). The floor is nondecreasing in the pace, so the partitions' Pareto walk stays exact."""
+        time_s = pipeline_time_s(shape.slots, pace_s, sync_s)
+        if self.settings.unbounded_overlap_cover and self.prices.overlaps(shape.zero) and self.paired(shape) is None:
+            time_s = max(time_s, self.prices.overlap_pace_floor_s(shape.data_parallel, shape.zero, shape.stages,
+                                                                  shape.interleave, shape.slots, pace_s))
+        return time_s
 
     def pace_s(self, shape: Shape, pairs: list[tuple[int, int]]) -> float:
         """The slowest device's time per microbatch slot: the slowest stage's, or under DualPipe the slowest mean of a

@@ -315,6 +315,96 @@ def exposed_floor_s(comm_total_s, cover_total_s, interleave=1):
     return np.maximum(0.0, comm_total_s - cover_total_s) / np.asarray(interleave)
 
 
+def backlog_floor_s(comm_total_s, cover_total_s, stages, interleave):
+    """The interleaved chunks' backlog of :func:`interleaved_exposed_s`, ``max(0, (v − 1)·(C − p·B)/v)`` (``C``, ``B``:
+    the stage's collectives and the pass that hides them; 0 at ``v = 1``), elementwise: it depends on the totals
+    alone, so it is its own floor."""
+    v = np.asarray(interleave, dtype=float)
+    with np.errstate(invalid="ignore"):  # an unbounded pass at v = 1 (0 · inf): masked out
+        backlog = np.maximum(0.0, (v - 1) * (np.asarray(comm_total_s, dtype=float)
+                                             - np.asarray(stages) * np.asarray(cover_total_s, dtype=float)) / v)
+    return np.where(v > 1, backlog, 0.0)
+
+
+def interleaved_floor_s(comm_total_s, cover_total_s, stages, interleave):
+    """A lower bound on :func:`interleaved_exposed_s` from a stage's totals alone: :func:`exposed_floor_s` (``E/v ≥
+    max(0, C − B)/v``) plus the chunks' backlog (:func:`backlog_floor_s`), elementwise. A maximum of affine functions
+    of ``(C, B)``, so jointly convex (the stages' mean of it is at least its value at their mean ``C`` and ``B``:
+    Jensen) and nonincreasing in ``B``, with its breakpoints in ``B`` at ``C`` and ``C/p``."""
+    return (exposed_floor_s(comm_total_s, cover_total_s, interleave)
+            + backlog_floor_s(comm_total_s, cover_total_s, stages, interleave))
+
+
+def pace_floor_curve(sends_s, backward, forward, backward_s, forward_s, stages, interleave):
+    """The exposure floor of :func:`pace_floor_s` as a function of the slowest stage's time ``X``, for each row of the
+    arrays: ``(xs, values)``, each ``rows × K``, ``xs`` ascending from the least ``X`` a plan can take,
+    ``B + F + sends``, and ``values`` the floor ``ψ(X − sends)`` there,
+
+    ``ψ(Y) = min {Σ_{C ∈ backward} f(C, b) + Σ_{C ∈ forward} f(C, y) : b ≥ B, y ≥ F, b + y ≤ Y}``,
+
+    ``f`` :func:`interleaved_floor_s`; ``backward`` / ``forward``: the stages' mean collectives (at least) hidden by the
+    backward / the forward pass; ``B``, ``F``: the stages' mean backward and forward passes (at most what they really
+    take: lower-bound layer times); ``sends``: what every stage's time holds besides (``v`` times the cheapest send).
+    ``ψ`` is the infimal convolution of the two passes' convex piecewise linear floors (with ``b ≥ B``, ``y ≥ F``),
+    so it is convex and piecewise linear with its kinks among the sums of theirs — ``B`` or a collective's ``C`` or
+    ``C/p`` under the backward, plus ``F`` or one's under the forward —, which ``xs`` holds; ``ψ`` is 0 past the last
+    (both passes then hide every collective), and at each kink the least over ``b`` is at an end of its interval or at a
+    kink of either sum."""
+    sends = np.atleast_1d(np.asarray(sends_s, dtype=float))
+    rows = sends.shape
+    lo_b, lo_f = (np.broadcast_to(np.asarray(x, dtype=float), rows) for x in (backward_s, forward_s))
+    p = np.broadcast_to(np.asarray(stages, dtype=float), rows)
+    v = np.broadcast_to(np.asarray(interleave, dtype=float), rows)
+    backward = [np.broadcast_to(np.asarray(c, dtype=float), rows) for c in backward]
+    forward = [np.broadcast_to(np.asarray(c, dtype=float), rows) for c in forward]
+
+    def kinks(parts, low):
+        return [low] + [c / q for c in parts for q in (1.0, p)]
+
+    def floor(parts, passes, p, v):
+        return sum((interleaved_floor_s(c[:, None], passes, p, v) for c in parts), np.zeros(passes.shape))
+
+    ys = np.stack([kb + kf for kb in kinks(backward, lo_b) for kf in kinks(forward, lo_f)], axis=1)
+    ys = np.sort(np.maximum(ys, (lo_b + lo_f)[:, None]), axis=1)  # Y = b + y >= B + F: none below
+    top = np.maximum(ys - lo_f[:, None], lo_b[:, None])  # b in [B, Y − F]
+    # b at a kink of the backward's floor, at the interval's upper end, or where y = Y − b is at one of the forward's
+    candidates = ([np.broadcast_to(k[:, None], ys.shape) for k in kinks(backward, lo_b)] + [top]
+                  + [ys - k[:, None] for k in kinks(forward, lo_f)[1:]])
+    values = np.full(ys.shape, np.inf)
+    for b in candidates:
+        b = np.clip(b, lo_b[:, None], top)
+        values = np.minimum(values, floor(backward, b, p[:, None], v[:, None])
+                            + floor(forward, ys - b, p[:, None], v[:, None]))
+    return ys + sends[:, None], values
+
+
+def pace_floor_s(slots, pace_s, curve):
+    """A lower bound on the time per batch of any ``p``-stage plan at interleave ``v`` whose slowest stage takes at
+    least ``pace_s`` per microbatch, whatever its layers' passes: ``min_{X ≥ max(pace, xs_0)} slots·X + ψ`` at ``X``
+    (``curve``: :func:`pace_floor_curve`, ``xs_0`` the least ``X`` a plan can take), elementwise over its rows.
+
+    Proof: the plan takes ``slots·X + max_j sync_j``, ``X`` its slowest stage, at least ``pace`` and at least every stage's
+    ``F_j + B_j + sends`` (so their mean). Stage ``j`` exposes at least ``Σ f(C_j, B_j) + Σ f(C_j, F_j)``
+    (:func:`interleaved_floor_s`, per collective under its pass) with ``B_j + F_j ≤ X − sends`` and its passes at least
+    their lower bounds: at least ``ψ_j(X − sends)``, the same minimum at its own ``C_j``, ``B_j``, ``F_j`` (``f`` is
+    nondecreasing in ``C``). A partial minimum of a jointly convex function over a polyhedron, ``ψ_j`` is convex in
+    ``(C_j, B_j, F_j)``: the largest stage's is at least the stages' mean, which is at least ``ψ`` at the means (Jensen).
+    So the time is at least ``h(X) = slots·X + ψ(X − sends)`` at some ``X`` from ``max(pace, xs_0)`` on; ``h`` is convex
+    and piecewise linear with the kinks of ``ψ``, so its least there is at that start or at a kink beyond it. ``ψ`` at
+    the start: the largest of its segments' lines (a convex function is the maximum of them) and 0. Nondecreasing in
+    ``pace`` (a least over a shrinking set)."""
+    xs, values = curve
+    slots = np.broadcast_to(np.asarray(slots, dtype=float), xs.shape[:1])
+    start = np.maximum(np.broadcast_to(np.asarray(pace_s, dtype=float), xs.shape[:1]), xs[:, 0])
+    width = np.diff(xs, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = np.where(width > 0, np.diff(values, axis=1) / np.where(width > 0, width, 1.0), 0.0)
+    lines = np.where(width > 0, values[:, :-1] + slope * (start[:, None] - xs[:, :-1]), -np.inf)
+    at_start = np.maximum(lines.max(axis=1, initial=-np.inf), values[:, -1])
+    beyond = np.where(xs >= start[:, None], slots[:, None] * xs + values, np.inf).min(axis=1)
+    return np.minimum(slots * start + at_start, beyond)
+
+
 def interleaved_exposed_s(exposed, comm_total_s, cover_total_s, stages: int, interleave: int):
     """A stage of ``v`` equal chunks (each ``1/v`` of every layer's collective and pass): the last chunk exposes
     ``E/v`` (one chunk's :func:`exposed_s`: homogeneous of degree one), and chunk ``j`` has ``j·p`` chunk passes after
@@ -322,9 +412,7 @@ def interleaved_exposed_s(exposed, comm_total_s, cover_total_s, stages: int, int
     collectives and pass). ``v = 1``: ``exposed`` itself. Elementwise."""
     if interleave == 1:
         return exposed
-    v = interleave
-    return np.asarray(exposed) / v + np.maximum(0.0, (v - 1) * (np.asarray(comm_total_s) - stages
-                                                                 * np.asarray(cover_total_s)) / v)
+    return np.asarray(exposed) / interleave + backlog_floor_s(comm_total_s, cover_total_s, stages, interleave)
 
 
 def _dense_bytes(expert_parallel: int, layer_param_bytes, layer_expert_param_bytes) -> tuple[np.ndarray, np.ndarray]:
@@ -420,6 +508,6 @@ def stage_share(floor: tuple[np.ndarray, ...], stages: int) -> np.ndarray:
 
 
 __all__ = ["BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "MEGATRON_BUCKET_PARAMS_PER_REPLICA", "OVERLAPPED_COLLECTIVES",
-           "bucket_bytes", "bucket_counts", "bucket_totals",
+           "backlog_floor_s", "bucket_bytes", "bucket_counts", "bucket_totals", "interleaved_floor_s", "pace_floor_curve", "pace_floor_s",
            "exposed_floor_s", "exposed_s", "interleaved_exposed_s", "last_bucket_floor", "stage_collectives_s",
            "stage_exposed_s", "stage_share", "overlapped_collectives_floor", "single_bucket", "Stream"]

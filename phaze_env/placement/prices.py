@@ -15,9 +15,10 @@ import numpy as np
 from phaze_env.placement.candidates import Shape
 from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
                                              hybrid_collective_s, pipeline_send_s)
-from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_bytes, bucket_counts, exposed_floor_s,
-                                            interleaved_exposed_s, single_bucket, stage_collectives_s, stage_exposed_s)
-from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
+from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_bytes, bucket_counts,
+                                            interleaved_exposed_s, interleaved_floor_s, pace_floor_curve, pace_floor_s,
+                                            single_bucket, stage_collectives_s, stage_exposed_s)
+from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings, pipeline_time_s
 from phaze_env.placement.stage_costs import StageMemory
 from phaze_env.placement.stages import StageTable
 
@@ -42,6 +43,7 @@ class Prices:
         self._overlap_syncs: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # (d, zero, p, v) -> (exposed, sync)
         self._overlap_layers: dict[tuple[int, int], tuple] = {}  # (d, zero) -> each layer's overlapped collectives
         self._overlap_chunks: dict[tuple[int, int, int], list] = {}  # (d, zero, v) -> _overlap_tables
+        self._pace_curves: dict[tuple[int, int, int, int], tuple] = {}  # (zero, d, p, v) -> (xs, values, row)
 
     def _group(self, data_parallel: int, expert: bool) -> dict:
         """Where the weight replicas sit, as :meth:`Network.collective_s` arguments. Rank order tp-cp-ep-dp-pp:
@@ -190,38 +192,99 @@ class Prices:
             self._overlap_chunks[key] = tables
         return self._overlap_chunks[key]
 
-    def overlap_floor_s(self, data_parallel, zero: int, stages, interleave):
-        """A lower bound on the largest stage's exposed collectives of any partition (:meth:`overlap_syncs`), elementwise
-        over arrays of ``d``, ``p`` and ``v``: a stage leaves at least ``max(0, C − B)/v`` of each collective exposed
-        (:func:`~phaze_env.placement.dp_overlap.exposed_floor_s`), and the stages cover every layer once, so the
-        largest is at least their mean, which is at least the floor of the totals over ``p`` (``Σ_j max(0, x_j) ≥
-        max(0, Σ_j x_j)``). The totals, from the affine tables at once: a bucket's fixed part times
-        ``⌈bytes / bucket⌉`` of each buffer (:func:`~phaze_env.placement.dp_overlap.bucket_bytes` at the ``d·c``
-        replicas; the stages' and chunks' buckets are at least that many:
-        ``Σ⌈x_j⌉ ≥ ⌈Σx_j⌉``) plus the per-byte part times the bytes. Where one bucket holds the whole model's dense
-        weights and every layer has some (:func:`~phaze_env.placement.dp_overlap.single_bucket`), at least one fixed part
-        and ``1/(p·v)`` of the dense bytes' part of each collective, exposed in full."""
+    def _overlap_totals(self, d: np.ndarray, zero: int, stages, interleave) -> tuple[
+            list[tuple[np.ndarray, str, np.ndarray, np.ndarray]], np.ndarray]:
+        """Per overlapped collective at each ``(d, p, v)`` of the arrays, ``(C, cover, one, dense)``: at least the
+        stages' collectives of that kind in all — a bucket's fixed part times the buckets of each buffer, plus the
+        per-byte part times the bytes, from the affine tables at once —, the pass that hides it, one fixed part and the
+        dense bytes' part; and whether one bucket holds the whole model's dense weights and every layer has some
+        (:func:`~phaze_env.placement.dp_overlap.single_bucket`). The buckets: a stage's ``v`` chunks hold
+        ``v·⌈x_s/(v·B)⌉`` of ``B`` (:func:`~phaze_env.placement.dp_overlap.bucket_bytes` at the ``d·c`` replicas) for its
+        ``x_s > 0`` bytes (:meth:`_overlap_tables`), so in all at least ``v·⌈X/(v·B)⌉`` (``Σ⌈x_s⌉ ≥ ⌈Σx_s⌉``) and at
+        least ``v`` per stage holding dense bytes, of which there are at least ``p`` less the weightless layers (a
+        stage without any holds only weightless layers, one or more) and one; the expert shard's at least
+        ``⌈X_e/B⌉``."""
         layers, s = self.layers, self.settings
-        d = np.atleast_1d(np.asarray(data_parallel))
         e = s.expert_parallel
         experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
         dense = layers.param_bytes - experts
-        floor, whole = np.zeros(len(d)), np.zeros(len(d))
         bucket = bucket_bytes(s.weight_replicas(d))
+        p, v = np.asarray(stages), np.asarray(interleave)
+        holding = np.maximum(p - int((dense <= 0).sum()), 1) if dense.sum() > 0 else 0  # stages with dense bytes
+        dense_buckets = v * np.maximum(bucket_counts(dense.sum(), v * bucket), holding)
+        totals = []
         for kind, per_param, cover in OVERLAPPED_COLLECTIVES[zero]:
             fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(s.weight_replicas(d) - 1)
-            total = bucket_counts(dense.sum(), bucket) * fixed + per_byte * (dense.sum() * per_param)
-            whole = whole + fixed + per_byte * (dense.sum() * per_param) / (np.asarray(stages) * np.asarray(interleave))
+            dense_part = per_byte * (dense.sum() * per_param)
+            total = dense_buckets * fixed + dense_part
             if experts.any():
                 fixed_e, per_byte_e = self._expert_affine(kind).take(d // e - 1)
                 total = total + bucket_counts(experts.sum(), bucket) * fixed_e + per_byte_e * (experts.sum() * per_param)
-            floor += exposed_floor_s(total, math.inf if s.unbounded_overlap_cover else float(getattr(layers, cover).sum()),
-                                     interleave)
+            totals.append((total, cover, fixed, dense_part))
+        single = single_bucket(np.ones(len(dense)), e, layers.param_bytes, layers.expert_param_bytes, bucket)
+        return totals, single
+
+    def overlap_floor_s(self, data_parallel, zero: int, stages, interleave):
+        """A lower bound on the largest stage's exposed collectives of any partition (:meth:`overlap_syncs`), elementwise
+        over arrays of ``d``, ``p`` and ``v``: a stage leaves at least
+        :func:`~phaze_env.placement.dp_overlap.interleaved_floor_s` of each collective exposed (``max(0, C − B)/v`` and
+        the interleaved chunks' backlog ``max(0, (v − 1)·(C − p·B)/v)``), jointly convex in the stage's totals ``C`` and
+        ``B``, and the stages cover every layer once, so the largest is at least their mean, which is at least its value
+        at the mean totals ``C/p`` and ``B/p`` (Jensen; ``C`` from :meth:`_overlap_totals`; under
+        ``Settings.unbounded_overlap_cover`` ``B`` is unbounded: :meth:`overlap_pace_floor_s` bounds it by the slowest
+        stage). Where one bucket holds the whole model's dense weights and every layer has some
+        (:func:`~phaze_env.placement.dp_overlap.single_bucket`), at least one fixed part and ``1/(p·v)`` of the dense
+        bytes' part of each collective, exposed in full."""
+        layers, s = self.layers, self.settings
+        d = np.atleast_1d(np.asarray(data_parallel))
+        p, v = np.asarray(stages), np.asarray(interleave)
+        totals, single = self._overlap_totals(d, zero, p, v)
+        floor, whole = np.zeros(len(d)), np.zeros(len(d))
+        for total, cover, fixed, dense_part in totals:
+            passes = math.inf if s.unbounded_overlap_cover else float(getattr(layers, cover).sum())
+            floor += interleaved_floor_s(total / p, passes / p, p, v)
+            whole = whole + fixed + dense_part / (p * v)
         # one bucket holds every stage's dense weights, and every layer has some: all of them exposed
         # (phaze_env.placement.dp_overlap.single_bucket; at least the largest stage's last chunk's)
-        single = single_bucket(np.ones(len(dense)), e, layers.param_bytes, layers.expert_param_bytes, bucket)
-        result = np.maximum(floor / np.asarray(stages), np.where(single, whole, 0.0))
+        result = np.maximum(floor, np.where(single, whole, 0.0))
         return float(result[0]) if np.ndim(data_parallel) == 0 else result
+
+    def overlap_pace_floor_s(self, data_parallel, zero: int, stages, interleave, slots, pace_s):
+        """Under ``Settings.unbounded_overlap_cover`` (the DP on lower-bound layer times), a lower bound on the time per
+        batch of any partition of the shapes ``(d, zero, p, v)`` whose slowest stage takes at least ``pace_s`` per
+        microbatch on those layer times (so at least that on the real ones), elementwise:
+        :func:`~phaze_env.placement.dp_overlap.pace_floor_s` with each collective's stages' mean ``C/p``
+        (:meth:`_overlap_totals`), the stages' mean forward and backward passes on the lower-bound layer times, and
+        ``v`` times the cheapest send of a ``p ≥ 2`` pipeline (:meth:`least_send_s`) that every stage's time holds
+        besides. This is what the floor of the exposed collectives at the unbounded cover misses: a stage hides them
+        under no more than its own passes, which the slowest stage's time bounds, and the interleaved chunks' backlog
+        grows as they shrink. Without the unbounded cover: the pipeline and :meth:`overlap_floor_s`."""
+        layers, s = self.layers, self.settings
+        d = np.atleast_1d(np.asarray(data_parallel))
+        p, v = np.broadcast_to(stages, d.shape), np.broadcast_to(interleave, d.shape)
+        if not s.unbounded_overlap_cover:
+            result = pipeline_time_s(slots, pace_s, self.overlap_floor_s(d, zero, p, v))
+            return float(np.ravel(result)[0]) if np.ndim(data_parallel) == 0 else result
+        result = pace_floor_s(slots, pace_s, self._pace_curves_of(d, zero, p, v))
+        return float(result[0]) if np.ndim(data_parallel) == 0 else result
+
+    def _pace_curves_of(self, d: np.ndarray, zero: int, p: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`~phaze_env.placement.dp_overlap.pace_floor_curve` of the shapes (:meth:`overlap_pace_floor_s`): many
+        at once, kept by shape (a shape is bounded at many paces: a single one is then looked up)."""
+        if len(d) == 1 and (zero, int(d[0]), int(p[0]), int(v[0])) in self._pace_curves:
+            xs, values, row = self._pace_curves[(zero, int(d[0]), int(p[0]), int(v[0]))]
+            return xs[row:row + 1], values[row:row + 1]
+        totals, _ = self._overlap_totals(d, zero, p, v)
+        under = {"bwd_s": [], "fwd_s": []}
+        for total, cover, _, _ in totals:
+            under[cover].append(total / p)
+        pairs, inverse = np.unique(np.stack((d, p)), axis=1, return_inverse=True)
+        least = np.array([self.least_send_s(d_i, p_i) for d_i, p_i in pairs.T.tolist()])
+        xs, values = pace_floor_curve(v * least[inverse.ravel()], under["bwd_s"], under["fwd_s"],
+                                      float(self.layers.bwd_s.sum()) / p, float(self.layers.fwd_s.sum()) / p, p, v)
+        for row, key in enumerate(zip(d.tolist(), p.tolist(), v.tolist())):
+            self._pace_curves.setdefault((zero, *key), (xs, values, row))
+        return xs, values
 
     def least_p2p_s(self, shape: Shape) -> float:
         """The cheapest per-microbatch send time of any stage of a ``p ≥ 2`` pipeline of ``shape`` (0 when ``p = 1``):

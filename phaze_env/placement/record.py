@@ -9,7 +9,7 @@ import numpy as np
 from phaze_env.placement.candidate_costs import CandidateCosts
 from phaze_env.placement.candidates import Shape
 from phaze_env.placement.inputs import (LayerArrays, Settings, dualpipe_mirror, microbatches_per_replica,
-                                        parameter_copies, pipeline_time_s)
+                                        parameter_copies)
 from phaze_env.placement.pair_dp import PairDP
 from phaze_env.placement.plan import Plan, infeasible
 from phaze_env.placement.rules import RunnableShapes
@@ -177,7 +177,7 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
         "optimizer": (s.optimizer_step_s(largest - experts, s.zero_shards(s.weight_replicas(d)), zero)
                       + s.optimizer_step_s(experts, s.expert_replicas(d), zero)),
     }
-    time_per_batch_s = pipeline_time_s(shape.slots, pace_s, costing.batch_sync_s(shape, pairs))
+    time_per_batch_s = costing.batch_time_s(shape, pace_s, costing.batch_sync_s(shape, pairs))
     throughput = s.global_batch / time_per_batch_s
     devices = shape.data_parallel * shape.stages * s.replica_devices
     layers = tuple(t.layers_of(a, b) for a, b in pairs)

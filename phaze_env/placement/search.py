@@ -190,9 +190,11 @@ class PlacementSearch:
         if reason:
             return infeasible_plan(self.settings, reason)
         best = _Best(cutoff_s)
-        for shape, bound_s, rank in self._candidates():
+        for shape, bound_s, floor_s, rank in self._candidates():
             if bound_s >= best.time_s:
                 break
+            if floor_s >= best.time_s:  # this shape's own floor (the bounds are sorted, the floors are not)
+                continue
             best.visiting = rank
             self._solve_shape(shape, best)
         if best.shape is None:
@@ -202,8 +204,10 @@ class PlacementSearch:
         return plan_record(self.costing, best.shape, best.pairs)
 
     def _candidates(self):
-        """``(shape, lower bound on T, rank)`` for every candidate shape (:func:`candidate_degrees`), by increasing
-        bound; ``rank``: the shape's key in the canonical order that breaks ties between equal plans (:class:`_Best`).
+        """``(shape, lower bound on T, floor, rank)`` for every candidate shape (:func:`candidate_degrees`), by
+        increasing bound; ``floor``: at least that bound, the shape's own (not sorted: under
+        ``Settings.unbounded_overlap_cover`` it adds the pace's floor, :meth:`Prices.overlap_pace_floor_s`); ``rank``: the
+        shape's key in the canonical order that breaks ties between equal plans (:class:`_Best`).
 
         Stage-time bound: the DP with one unit in flight everywhere, the smallest optimizer state and no
         p2p (``self.loosest_s``); all-reduce bound: the smallest largest-stage parameter bytes of any
@@ -243,13 +247,25 @@ class PlacementSearch:
         keep = np.flatnonzero(np.isfinite(bound_s))
         d, p, m_r, v, z, bound_s = d[keep], p[keep], m_r[keep], v[keep], z[keep], bound_s[keep] * _LOWER_BOUND_SLACK
         slowest_s = np.maximum(loosest[keep], self._average_stages_s(d, p, z) + sends[keep])
-        tight_s = pipeline_time_s(slots[keep], slowest_s, sync_floor_s[keep]) * _LOWER_BOUND_SLACK
+        slots = slots[keep]
+        tight_s = pipeline_time_s(slots, slowest_s, sync_floor_s[keep]) * _LOWER_BOUND_SLACK
+        # on lower-bound layer times under the overlap, the pace's floor too (CandidateCosts.batch_time_s), priced
+        # only for the shapes visited, a chunk at a time
+        paced = s.unbounded_overlap_cover and s.cluster.stack.dp_comm_overlap \
+            and s.cluster.stack.pipeline_schedule != "dualpipe"
         order = np.argsort(tight_s, kind="stable")
         columns = (d, p, m_r, v, z, tight_s, bound_s)
         for start in range(0, len(order), _CANDIDATE_CHUNK):  # most searches stop after a few chunks
             chunk = order[start:start + _CANDIDATE_CHUNK]
-            for d_i, p_i, m_i, v_i, z_i, tight_i, bound_i in zip(*(x[chunk].tolist() for x in columns)):
-                yield (Shape(d_i, p_i, m_i, v_i, z_i, s.cluster.stack.pipeline_schedule), tight_i,
+            floor_s = tight_s[chunk].copy()
+            for zero in (0, 1) if paced else ():
+                rows = chunk[z[chunk] == zero]
+                if len(rows):
+                    floor_s[z[chunk] == zero] = np.maximum(floor_s[z[chunk] == zero], self.prices.overlap_pace_floor_s(
+                        d[rows], zero, p[rows], v[rows], slots[rows], slowest_s[rows]) * _LOWER_BOUND_SLACK)
+            for (d_i, p_i, m_i, v_i, z_i, tight_i, bound_i), floor_i in zip(
+                    zip(*(x[chunk].tolist() for x in columns)), floor_s.tolist()):
+                yield (Shape(d_i, p_i, m_i, v_i, z_i, s.cluster.stack.pipeline_schedule), tight_i, floor_i,
                        (bound_i, d_i, p_i, v_i, z_i))
 
     def _stage_values(self, shape: Shape, costs: StageCosts, mask: np.ndarray | None = None):
@@ -340,10 +356,11 @@ class PlacementSearch:
         floating point), so the pipeline alone decides first, without pricing the shape's sync floor."""
         if pipeline_time_s(shape.slots, stage_time_s, 0.0) * _LOWER_BOUND_SLACK >= best.time_s:
             return True
-        return self._bound_s(shape, stage_time_s) >= best.time_s
+        return self._bound_s(shape, stage_time_s, best.time_s) >= best.time_s
 
-    def _bound_s(self, shape: Shape, stage_time_s: float) -> float:
-        """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more."""
+    def _bound_s(self, shape: Shape, stage_time_s: float, enough_s: float = math.inf) -> float:
+        """Lower bound on ``T`` of any partition of ``shape`` whose slowest stage takes ``stage_time_s`` or more (the
+        pace's floor left out when the rest reaches ``enough_s`` already)."""
         key = (shape.stages, shape.data_parallel, shape.zero, shape.interleave)
         if key not in self._sync_floor:
             d, index = shape.data_parallel, shape.stages - 1
@@ -354,7 +371,12 @@ class PlacementSearch:
             else:  # each part of the largest stage sync is at least that part's smallest largest stage's
                 self._sync_floor[key] = max(self.prices.part_sync_s(self.dense_floor[index], d, shape.zero),
                                             self.prices.part_sync_s(self.expert_floor[index], d, shape.zero, expert=True))
-        return pipeline_time_s(shape.slots, stage_time_s, self._sync_floor[key]) * _LOWER_BOUND_SLACK
+        bound_s = pipeline_time_s(shape.slots, stage_time_s, self._sync_floor[key])
+        if self.settings.unbounded_overlap_cover and self.prices.overlaps(shape.zero) \
+                and bound_s * _LOWER_BOUND_SLACK < enough_s and self.costing.paired(shape) is None:  # CandidateCosts.batch_time_s's floor, at least
+            bound_s = max(bound_s, self.prices.overlap_pace_floor_s(shape.data_parallel, shape.zero, shape.stages,
+                                                                    shape.interleave, shape.slots, stage_time_s))
+        return bound_s * _LOWER_BOUND_SLACK
 
     def _overlapped_sync_floor_s(self, shape: Shape) -> float:
         """The largest stage sync of any partition of ``shape`` under ``Stack.dp_comm_overlap``: at least the step
