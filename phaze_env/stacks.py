@@ -662,17 +662,19 @@ rule a system of, e.g., 700 chips could use only 512 of them (``d`` a power of t
 by their powers of two; with padding it uses them all and pays for the uneven split in idle slots. *Assumption* of the
 system table, the same for every design and reference; the rival runs (``experiments.rival_runs``) divide their batch."""
 
-MEGATRON_CORE_SYSTEM_H100_EFFICIENCY = 0.823
+MEGATRON_CORE_SYSTEM_H100_EFFICIENCY = 0.7945
 """Megatron-Core's framework efficiency on H100 *through the system table's path* (the h100 chip at
 SYSTEM_GEMM_EFFICIENCY in the dgx-h100 reference cluster), fitted to NVIDIA's DGX Cloud GPT-3 175B bf16 run on 512
 H100 (``dgxc-gpt3-175b-bf16-512``, its plan pinned, under this stack's structure: TP communication overlapped with its
-GEMMs, sequence parallelism's norms and residual adds on ``s/t`` tokens): ``python -m experiments.rival_runs --fit``
-gives 0.8230 (0.8505 before the stack ran those kernels on ``s/t`` tokens, :data:`SYSTEM_SEQUENCE_PARALLEL_KERNELS`: the
-same run priced with less per-token work needs a lower factor). Held out: the recipe's other four bf16 scales and its
-five FP8 runs (``experiments.rival_runs``). Below the validation's :data:`MEGATRON_H100_EFFICIENCY` (0.97, fitted
-without the overlap on the h100 preset) for two reasons: the table's H100 runs its GEMMs at SYSTEM_GEMM_EFFICIENCY
-(0.859), not its own measured 0.801, and the overlap hides TP time the validation's profile charges in full — the same
-run, on a faster chip model with less exposed communication, needs a lower factor."""
+GEMMs, sequence parallelism's norms and residual adds on ``s/t`` tokens, the data-parallel collectives overlapped with
+the passes, :data:`SYSTEM_DP_COMM_OVERLAP`): ``python -m experiments.rival_runs --fit`` gives 0.7945 (0.8230 before
+the data-parallel overlap hid part of that run's gradient reduce-scatter and weight all-gather; 0.8505 before the stack
+ran SP's kernels on ``s/t`` tokens, :data:`SYSTEM_SEQUENCE_PARALLEL_KERNELS`: the same run priced with less exposed
+work needs a lower factor). Held out: the recipe's other four bf16 scales and its five FP8 runs
+(``experiments.rival_runs``, docs/rival_runs.md). Below the validation's :data:`MEGATRON_H100_EFFICIENCY` (0.97, fitted
+without the overlaps on the h100 preset) for two reasons: the table's H100 runs its GEMMs at SYSTEM_GEMM_EFFICIENCY
+(0.859), not its own measured 0.801, and the overlaps hide TP and DP time the validation's profile charges in full — the
+same run, on a faster chip model with less exposed communication, needs a lower factor."""
 MEGATRON_CORE_SYSTEM_A100_EFFICIENCY = 0.712
 """Megatron-LM's efficiency on A100 through the system table's path (dgx-a100 reference cluster), fitted to
 Korthikanti et al. 2022 Table 5, GPT 175B with full recompute on 64 A100 (``korthikanti22-175b-full``); held out: its
@@ -694,28 +696,25 @@ efficiency of the stack that does is carried to the system stack's plan freedom 
 kernels compiled by XLA either way); PaLM 540B (46.2 % MFU) cannot be checked: its 2-D weight sharding is not a plan of
 this model (``experiments.validation_cases.NEEDS_2D_SHARDING``)."""
 
-SYSTEM_DP_COMM_OVERLAP = False
+SYSTEM_DP_COMM_OVERLAP = True
 """Whether the system space's megatron-core stack overlaps its data-parallel collectives with the passes
-(``Stack.dp_comm_overlap``, on in the validation profile ``STACKS["megatron-core"]``). Off for now, a known limitation
-that every system design and every reference share: the verdict's figures carry the exposed sync in full
-(conservative for every system alike, but not equally: see below).
+(``Stack.dp_comm_overlap``, as the validation profile ``STACKS["megatron-core"]`` does): on, as Megatron-Core runs with
+``--overlap-grad-reduce`` and ``--overlap-param-gather`` (the gradient reduce-scatter under the backward, bucket by bucket
+as it fills, the updated weights' all-gather under the next forward; per model chunk when interleaved,
+:mod:`phaze_env.placement.dp_overlap`), for every system design and every reference alike. The H100 fit was redone
+with it (:data:`MEGATRON_CORE_SYSTEM_H100_EFFICIENCY`, 0.823 -> 0.7945: its calibration run hides part of its sync);
+A100's and TPU v4's calibration runs are unchanged by it (0.7124, 0.9462).
 
-Neither speed nor exactness holds it back any more:
-
-* speed: with the gradient buckets cut across a stage's layers and grown with the replicas, as Megatron-Core cuts them
-  (:mod:`phaze_env.placement.dp_overlap`; per-layer buckets made a small layer's collective latency-bound and kept the
-  bounds above the optimum: the task ``tiny-llama/system-20kW/throughput`` took 152.7 s on against 11.5 s off), and the
-  bound taking every stage's collectives in full where one bucket holds the model's dense weights, the system searches
-  run within minutes with it on (measured on and off side by side in docs/changelog.md, session 45);
 * exactness: the DP on lower-bound latencies prices the exposure at its floor (``Settings.unbounded_overlap_cover``:
-  every stage leaves its dense buffer's last bucket), which no latency moves, and stays a proven bound
-  (``tests/test_bound_property.py``, against the DP on slower layers).
+  every stage leaves its dense buffer's last bucket) and, at least, the floor a pace gives (a stage hides its
+  collectives under no more than the slowest stage's time, and the interleaved chunks' backlog grows as the passes
+  shrink: :meth:`~phaze_env.placement.prices.Prices.overlap_pace_floor_s`), and stays a proven bound
+  (``tests/test_bound_property.py`` against the DP on slower layers, ``tests/test_bounds_hold.py``);
+* speed: the system searches run within minutes with it on (bert-large at 1 MW 109.4 s cold on one worker, 18
+  evaluations; docs/changelog.md, session 46).
 
-What holds it back is the re-run it asks for: every row of the table moves (its H100 fit too: 0.823 -> 0.7945 on its
-calibration run with the overlap on, ``python -m experiments.rival_runs --fit``; A100 and TPU v4 unchanged), so each
-row's 34 sensitivity cases must be searched again (about 2 h for the eight README-model rows and 4 h for gpt3-175b's
-two on 2 cores, from their recorded times). What the overlap moves, searched with it on and the H100 refit, is in
-docs/changelog.md (session 45), row by row with its cause."""
+Turned on at session 46: the table's rows were searched again with it, each row's sensitivity cases from before say so
+(``experiments.system_table``: the cases computed by an earlier code are counted as such) until renewed."""
 
 SYSTEM_SEQUENCE_PARALLEL_KERNELS = True
 """Whether the system space's megatron-core stack prices sequence parallelism's norms, residual adds and FP8 casts on
@@ -752,8 +751,8 @@ SYSTEM_STACKS: dict[str, SystemStack] = {
                     "scores kept, recomputed in its backward: priced as selective recompute, as the H100 validation "
                     "cases do) and optional full recompute (--recompute-granularity full); pipeline sends scattered over "
                     "the tensor ranks (Narayanan et al. 2021 §4.1); plan rules: SYSTEM_MEGATRON_CORE_RULES; efficiency per "
-                    "chip: MEGATRON_CORE_SYSTEM_*_EFFICIENCY; data-parallel collectives NOT overlapped in the system "
-                    "space yet (SYSTEM_DP_COMM_OVERLAP)"),
+                    "chip: MEGATRON_CORE_SYSTEM_*_EFFICIENCY; data-parallel collectives overlapped with the passes "
+                    "(--overlap-grad-reduce, --overlap-param-gather: SYSTEM_DP_COMM_OVERLAP)"),
     )
 }
 DEFAULT_SYSTEM_STACK = "megatron-core"

@@ -116,11 +116,11 @@ def test_the_stack_plan_drops_full_recompute_only_when_the_recompute_knob_is_off
     assert STACK.plan_spec().interleave is None and STACK.plan_spec().zero == 1
     moe = small_space().stack_plan(workload="mixtral-8x7b")
     assert moe.e is None and small_space().stack_plan(workload=TINY).e == 1
-    # the system stack's structure is the megatron-core profile's but for its plan rules and the data-parallel overlap
-    # (SYSTEM_DP_COMM_OVERLAP, off until the table and its sensitivity are searched with it) and the host's issue time
-    # (SYSTEM_HOST_OP_S, fitted on the validation profile only); its efficiencies are its own (the system basis)
+    # the system stack's structure is the megatron-core profile's but for its plan rules and the host's issue time
+    # (SYSTEM_HOST_OP_S, fitted on the validation profile only); the data-parallel overlap on, as the profile's
+    # (SYSTEM_DP_COMM_OVERLAP); its efficiencies are its own (the system basis)
     core = STACKS["megatron-core"]
-    assert STACK.structure.dp_comm_overlap == SYSTEM_DP_COMM_OVERLAP
+    assert STACK.structure.dp_comm_overlap == SYSTEM_DP_COMM_OVERLAP == core.dp_comm_overlap
     assert STACK.structure.sequence_parallel_kernels == SYSTEM_SEQUENCE_PARALLEL_KERNELS
     assert STACK.structure.host_op_s == SYSTEM_HOST_OP_S == 0
     assert dataclasses.replace(STACK.structure, plan_rules=core.plan_rules, dp_comm_overlap=core.dp_comm_overlap,
