@@ -797,13 +797,25 @@ them).
 {flagships}{f"No sensitivity run yet: {', '.join(not_run)}." + chr(10) + chr(10) if not_run else ""}"""
 
 
+def earlier_model(row: dict[str, Any]) -> bool:
+    """Whether a stored row's answer was searched by an earlier model than today's (its search signature is not
+    today's config's at its budget: e.g. a row kept when a re-run of the table was stopped); False for a row that names
+    no signature or no budget."""
+    if "signature" not in row or "budget" not in row:
+        return False
+    return row["signature"] != stored_row_config(row).signature
+
+
 def render(rows: Sequence[dict[str, Any]]) -> str:
-    """docs/system_table.md from the rows (every figure from the JSON)."""
+    """docs/system_table.md from the rows (every figure from the JSON); a row searched by an earlier model says so in
+    its ``exact`` cell (:func:`earlier_model`)."""
     rows = sorted_rows(rows)
     sections = []
     for kind in KINDS:
         body = [[r["workload"], r["budget_label"], _system_label(r["best"]), _chips_label(r["best"]),
-                 r["best"]["plan"], f"{r['best']['samples_s']:,.1f}", "proven" if r["exact"] else "NOT PROVEN",
+                 r["best"]["plan"], f"{r['best']['samples_s']:,.1f}",
+                 ("proven" if r["exact"] else "NOT PROVEN")
+                 + (" on an earlier model (re-search to renew it)" if earlier_model(r) else ""),
                  *[_ratio_cell(r, n) if n in r["best"]["factors"] else "infeasible" for n in REFERENCES]]
                 for r in rows if r["kind"] == kind]
         if body:
