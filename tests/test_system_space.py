@@ -459,6 +459,15 @@ def brute_force(tmp_path_factory):
             interleaved.append(evaluation.feasible and evaluation.plan.interleave > 1)
             if head not in best or evaluation.throughput_samples_s > best[head][0]:
                 best[head] = (evaluation.throughput_samples_s, evaluation.tokens_s)
+            if evaluation.feasible and not interleaved[-1]:  # the stack's best plan is plain 1F1B (its data-parallel
+                # overlap hides what interleaving would): an interleaved plan of the same space is bounded too
+                pinned = dataclasses.replace(space.stack_plan(design.recompute, TINY), p=2, interleave=2)
+                forced = space.evaluate(design, TINY, TRAINING, tensor_widths=WIDTHS, plan=pinned)
+                if forced.feasible:
+                    assert forced.plan.interleave == 2
+                    assert forced.throughput_samples_s <= min(bounds[row], per_design_bound * (1 + 1e-9))
+                    assert forced.throughput_samples_s <= evaluation.throughput_samples_s * (1 + 1e-9)
+                    interleaved.append(True)
         assert any(interleaved)  # the bounds were checked on interleaved plans, not only on plain 1F1B
         yield space, best
 
