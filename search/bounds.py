@@ -47,18 +47,19 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
 
 from phaze_env.cache import DiskCache, code_key
-from phaze_env.cluster import Network
+from phaze_env.cluster import Level, Network
 from phaze_env.design import SystemArchSpace
 from phaze_env.evaluate import Cluster
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.placement.bounds import placement_time_bound_s
+from phaze_env.placement.collectives import level_send_bound_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR
 from phaze_env.placement.rules import pipeline_split, searched_degrees
 from phaze_env.plan_spec import PlanSpec, phaze_plan
@@ -114,13 +115,16 @@ def bounding_cluster(cluster: Cluster) -> Cluster:
 class BoundingGroup:
     """Rows of a searched space bounded by one vectorised call (:func:`variant_throughput_bounds`): the architectures
     of ``space`` on ``cluster``, each placed on at most its ``device_caps`` devices (None: the cluster's); row
-    ``rows[k]`` of the searched space is architecture ``columns[k]`` of ``space``."""
+    ``rows[k]`` of the searched space is architecture ``columns[k]`` of ``space``. ``far_levels``: what the bounding
+    cluster no longer shows of its rows' networks, as ``(span, levels)``: on every row, a pipeline whose span
+    ``(p − 1)·t·d`` reaches ``span`` crosses one of ``levels`` (:func:`pod_levels`, :func:`far_sends`)."""
 
     space: ArchSpace
     cluster: Cluster
     device_caps: np.ndarray | None
     rows: np.ndarray
     columns: np.ndarray
+    far_levels: tuple[tuple[int, tuple[Level, ...]], ...] = ()
 
 
 def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> list[BoundingGroup]:
@@ -166,8 +170,36 @@ def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> lis
         columns = np.array([column_of[tuple(getattr(acc, name) for name in ARCH_KNOBS)] for acc in archs])
         caps = np.zeros(len(arch_space), dtype=np.int64)  # architectures of no member: no placement, bound 0
         np.maximum.at(caps, columns, [rows.points[i].n_devices for i in members])
-        groups.append(BoundingGroup(arch_space, group_cluster, caps, np.array(members), columns))
+        groups.append(BoundingGroup(arch_space, group_cluster, caps, np.array(members), columns,
+                                    pod_levels(rows, members, cluster)))
     return groups
+
+
+def pod_levels(rows: SystemArchSpace, members: list[int], cluster: Cluster) -> tuple[tuple[int, tuple[Level, ...]], ...]:
+    """The data-centre level of the several-pod tori among ``members`` (rows of one network, bounded on the flat ring
+    of :func:`bounding_cluster`, which drops it), as ``((span, levels),)``: ``span`` the most devices any member holds
+    in one pod (a one-pod row: all of them), ``levels`` the members' distinct data-centre levels. A pipeline of span
+    ``(p − 1)·t·d ≥ span`` cannot run on a one-pod member (its ``d·p·t`` devices would exceed the member's) and on a
+    several-pod member leaves the first pod, so it crosses the data-centre level, the outermost
+    (:func:`phaze_env.placement.collectives.far_send_bounds` has the proof). Empty when no member has several pods."""
+    points = [rows.points[i] for i in members]
+    if not any(point.topology == "torus" and point.pods > 1 for point in points):
+        return ()
+    span = max(point.n_devices // point.pods for point in points)
+    first_of: dict[int, int] = {}  # one row per several-pod chip count: its cluster shows the data-centre level
+    for i, point in zip(members, points):
+        if point.pods > 1:
+            first_of.setdefault(point.n_devices, i)
+    levels = {rows.cluster(i, cluster).network.levels[-1] for i in first_of.values()}
+    return ((span, tuple(sorted(levels, key=lambda level: (level.p2p_bandwidth_Bps, level.latency_s)))),)
+
+
+def far_sends(far_levels, cluster: Cluster, payload_bytes: float, tensor_width: int) -> list[tuple[int, float]]:
+    """``(span, send_s)`` of :func:`~phaze_env.placement.bounds.placement_time_bound_s` from a group's ``far_levels``:
+    the cheapest pipeline message across any of the levels (:func:`~phaze_env.placement.collectives.
+    level_send_bound_s` on the bounding ``cluster``)."""
+    return [(span, min(level_send_bound_s(cluster, level, payload_bytes, tensor_width) for level in levels))
+            for span, levels in far_levels]
 
 
 def search_plan_error(plan: PlanSpec) -> str | None:
@@ -189,24 +221,27 @@ def _check_plan(plan: PlanSpec | None) -> None:
 
 def variant_throughput_bounds(workload: str | Workload, space: ArchSpace, cluster: Cluster, *, microbatch,
                               tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
-                              device_caps: np.ndarray | None = None,
-                              layer_memo: dict | None = None) -> dict[tuple[int, int], np.ndarray]:
+                              device_caps: np.ndarray | None = None, layer_memo: dict | None = None,
+                              far_levels: tuple = ()) -> dict[tuple[int, int], np.ndarray]:
     """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` with
     the placement restricted to that variant (:func:`throughput_bounds` is their maximum). ``plan`` None is PHAZE's
     plan space (:func:`~phaze_env.plan_spec.phaze_plan`: ``e = v = 1``), otherwise :func:`search_plan_error` must
     accept it; the bound is the best over the expert-parallel degrees it allows. ``device_caps``: per architecture,
     the devices its placements may use (:func:`placement_time_bound_s`; 0 throughput where none fits). ``layer_memo``:
     layer bounds shared with the other calls on the same workload and knobs
-    (:func:`~phaze_env.pricing.shared_layer_time_bounds_s`; None: none shared)."""
+    (:func:`~phaze_env.pricing.shared_layer_time_bounds_s`; None: none shared). ``far_levels``: a bounding group's
+    (:class:`BoundingGroup`)."""
     _check_plan(plan)
     workload = get_workload(workload)
     key = code_key(__name__, "search-bounds", workload.to_dict(), _space_key(space), cluster.to_dict(),
                    list(microbatch), list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
-                   None if device_caps is None else np.asarray(device_caps, dtype=np.int64).tolist())
+                   None if device_caps is None else np.asarray(device_caps, dtype=np.int64).tolist(),
+                   *([[[span, [asdict(level) for level in levels]] for span, levels in far_levels]] if far_levels else []))
     if (cached := _VARIANT_BOUNDS.get(key)) is not None:
         return cached
     bounds = _variant_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,
-                                        seq_len=seq_len, plan=plan, device_caps=device_caps, layer_memo=layer_memo)
+                                        seq_len=seq_len, plan=plan, device_caps=device_caps, layer_memo=layer_memo,
+                                        far_levels=far_levels)
     for array in bounds.values():  # shared through the cache's memory: nobody may change them in place
         array.setflags(write=False)
     _VARIANT_BOUNDS.put(key, bounds)
@@ -215,8 +250,8 @@ def variant_throughput_bounds(workload: str | Workload, space: ArchSpace, cluste
 
 def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
                                seq_len: int | None, plan: PlanSpec | None,
-                               device_caps: np.ndarray | None,
-                               layer_memo: dict | None = None) -> dict[tuple[int, int], np.ndarray]:
+                               device_caps: np.ndarray | None, layer_memo: dict | None = None,
+                               far_levels: tuple = ()) -> dict[tuple[int, int], np.ndarray]:
     """:func:`variant_throughput_bounds` computed (no cache)."""
     # without a plan, evaluate's (its recompute allowed: a superset of the plans evaluate may be asked for, so a bound)
     plan = phaze_plan() if plan is None else plan
@@ -243,7 +278,8 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
                                                       total_layers=total_layers,
                                                       layer_param_bytes=[layer.param_bytes for layer in graph.layers],
                                                       layer_expert_param_bytes=[layer.expert_param_bytes
-                                                                                for layer in graph.layers]))
+                                                                                for layer in graph.layers],
+                                                      far_sends=far_sends(far_levels, cluster, boundary_bytes, t)))
             time_s = np.min(times_s, axis=0)
             bounds[(t, m)] = cluster.setup.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds
@@ -278,7 +314,8 @@ def row_variant_bounds(workload: str | Workload, space: ArchSpace | SystemArchSp
     for finished, group in enumerate(groups, 1):
         per_variant = variant_throughput_bounds(workload, group.space, group.cluster, microbatch=microbatch,
                                                 tensor_widths=tensor_widths, seq_len=seq_len, plan=plan,
-                                                device_caps=group.device_caps, layer_memo=layer_memo)
+                                                device_caps=group.device_caps, layer_memo=layer_memo,
+                                                far_levels=group.far_levels)
         for variant, bound in per_variant.items():
             per_row.setdefault(variant, np.zeros(len(space)))[group.rows] = bound[group.columns]
         if done is not None:

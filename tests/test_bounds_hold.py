@@ -31,8 +31,9 @@ from phaze_env.placement.search import PlacementSearch, _Best
 from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanRules, PlanSpec
 from phaze_env.placement.bounds import placement_time_bound_s
+from phaze_env.placement.collectives import far_send_bounds, pipeline_send_s
 from phaze_env.placement.rules import interleave_degrees
-from search.bounds import bounding_cluster
+from search.bounds import bounding_cluster, far_sends
 
 REL = 1e-9  # round-off of the same terms summed in another order
 
@@ -90,20 +91,30 @@ def at_expert_parallel(layers: list[dict], e: int) -> list[LayerCost]:
                                          "expert_param_bytes": layer["expert_param_bytes"] / e}) for layer in layers]
 
 
-def system_bound_s(layers: list[dict], cluster: Cluster, t: int, m: int, e: int, interleaves: tuple[int, ...] = (1,)
-                   ) -> float:
+def boundary_bytes(layers: list[dict]) -> float:
+    """The smallest tensor that can cross a stage boundary (as :mod:`search.bounds` takes it)."""
+    return min([layer["output_bytes"] for layer in layers[:-1]] + [layer["input_bytes"] for layer in layers[1:]])
+
+
+def system_bound_s(layers: list[dict], cluster: Cluster, t: int, m: int, e: int, interleaves: tuple[int, ...] = (1,),
+                   of: Cluster | None = None) -> float:
     """:func:`placement_time_bound_s` of ``layers`` (whole-model expert bytes) as the search calls it: each layer's
     forward + backward, the gradients, the smallest boundary tensor (``interleaves``: the ``v`` the plan may use, each
-    layer a transformer layer)."""
+    layer a transformer layer). ``of``: the cluster that ``cluster`` (its :func:`bounding_cluster`) stands for, whose
+    pods' data-centre level the search passes as a bounding group's (:func:`search.bounds.pod_levels`)."""
     layer_s = np.array([[layer["fwd_s"] + layer["bwd_s"]] for layer in layers])
     gradient = GRADIENT_FACTOR * sum(layer["param_bytes"] for layer in layers)
     expert_gradient = GRADIENT_FACTOR * sum(layer["expert_param_bytes"] for layer in layers)
-    boundary = min([layer["output_bytes"] for layer in layers[:-1]] + [layer["input_bytes"] for layer in layers[1:]])
+    boundary = boundary_bytes(layers)
+    network = None if of is None else of.network
+    pods = ((network.slice_devices, (network.levels[-1],)),) if network and network.torus_dims and network.slices > 1 \
+        else ()
     return float(placement_time_bound_s(layer_s, np.ones(len(layers), dtype=np.int64), gradient, boundary, t, m, cluster,
                                         expert_parallel=e, expert_gradient_bytes=expert_gradient,
                                         interleaves=interleaves, total_layers=len(layers),
                                         layer_param_bytes=[layer["param_bytes"] for layer in layers],
-                                        layer_expert_param_bytes=[layer["expert_param_bytes"] for layer in layers])[0])
+                                        layer_expert_param_bytes=[layer["expert_param_bytes"] for layer in layers],
+                                        far_sends=far_sends(pods, cluster, boundary, t))[0])
 
 
 def hbm_for(layers: list[dict], share: float) -> float:
@@ -116,7 +127,8 @@ def assert_system_bound_holds(layers, cluster, t, m, e, zero, hbm_bytes, step_Bp
     plan = PlanSpec(interleave=1, c=1, e=e, zero=zero)
     found = best_plan(at_expert_parallel(layers, e), Settings(cluster, t, m, hbm_bytes, plan, expert_parallel=e,
                                                               hbm_bandwidth_Bps=step_Bps))
-    bound_s = system_bound_s(layers, bounding_cluster(cluster) if bounding else cluster, t, m, e)
+    bound_s = system_bound_s(layers, bounding_cluster(cluster) if bounding else cluster, t, m, e,
+                             of=cluster if bounding else None)
     if found.feasible:
         assert bound_s <= found.time_per_batch_s * (1 + REL), (found.notation, bound_s, found.time_per_batch_s)
 
@@ -155,7 +167,8 @@ def test_overlapped_bound_never_exceeds_the_dp_time(data, cluster, t, m, e, zero
     found = best_plan(at_expert_parallel(layers, e), Settings(cluster, t, m, hbm_for(layers, hbm_share), plan,
                                                               expert_parallel=e, hbm_bandwidth_Bps=step_Bps))
     interleaves = tuple(interleave_degrees(len(layers), interleave, True))
-    bound_s = system_bound_s(layers, bounding_cluster(cluster) if bounding else cluster, t, m, e, interleaves)
+    bound_s = system_bound_s(layers, bounding_cluster(cluster) if bounding else cluster, t, m, e, interleaves,
+                             of=cluster if bounding else None)
     if found.feasible:
         assert bound_s <= found.time_per_batch_s * (1 + REL), (found.notation, bound_s, found.time_per_batch_s)
 
@@ -278,3 +291,34 @@ def test_dp_bounds_hold_on_lower_bound_layers_under_the_overlap(layers, devices,
         assert not found.feasible
     else:
         assert math.isclose(found.time_per_batch_s, best_s, rel_tol=REL), (found.notation, best_s)
+
+
+def test_a_pipeline_inside_a_node_is_bounded_at_the_node_send():
+    """Two heavy layers on two 4-chip nodes (fast inside a node, 1,000× slower between them), 2 samples: the DP's best
+    pipelines the two layers over 2 stages × 2 replicas, whose sends stay inside a node (span ``(p − 1)·t·d = 2 < 4``).
+    The bound prices those sends at the node's rate and equals the DP's time; one that took them across the nodes
+    (its span rule off by a factor of 2) would exceed it."""
+    layer = {"fwd_s": 0.5, "bwd_s": 0.5, "param_bytes": 1e4, "expert_param_bytes": 0.0, "stash_bytes": 0.0,
+             "output_bytes": 1000.0, "input_bytes": 1000.0}
+    cluster = Cluster(n_devices=8, devices_per_node=4, node_bandwidth_Bps=1e4, link_bandwidth_Bps=10.0, global_batch=2)
+    found = best_plan(at_expert_parallel([layer] * 2, 1),
+                      Settings(cluster, 1, 1, 1e9, PlanSpec(interleave=1, c=1, e=1, zero=0)))
+    assert (found.pipeline_stages, found.data_parallel) == (2, 2)
+    assert system_bound_s([layer] * 2, cluster, 1, 1, 1) == pytest.approx(found.time_per_batch_s, rel=1e-9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters(), st.integers(1, 40), st.integers(1, 12), st.sampled_from([1, 2, 4]), st.sampled_from([1.0, 1e3, 1e6]))
+def test_far_send_bounds_hold_at_the_dp_level(cluster, stride, hops, t, payload):
+    """:func:`far_send_bounds` against the DP's own level (:meth:`Network.p2p_level`, the outermost the sends cross):
+    a pipeline whose span ``hops·stride`` reaches a pair's span sends at least the pair's time; one whose span stays
+    inside the innermost level crosses only it (so the first pair's span is the least that may cross further)."""
+    network = cluster.network
+    if hops * stride >= network.n_devices:
+        return  # no such pipeline on this cluster
+    sent_s = pipeline_send_s(cluster, network.p2p_level(stride, hops), payload, t)
+    for span, send_s in far_send_bounds(cluster, payload, t):
+        if hops * stride >= span:
+            assert sent_s >= send_s * (1 - REL), (span, stride, hops)
+    if len(network.levels) > 1 and hops * stride < network.levels[0].size:
+        assert network.p2p_level(stride, hops) == network.levels[0]

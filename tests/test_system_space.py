@@ -684,3 +684,29 @@ def test_row_variant_bounds_share_layer_bounds_across_groups_and_equal_each_grou
     assert len(memo) < len(groups) * len(per_variant)  # the groups did share
     best = throughput_bounds(TINY, rows, TRAINING, **options)
     assert np.array_equal(best, np.max(list(per_variant.values()), axis=0))
+
+
+def test_pod_levels_give_the_bound_the_data_centre_level_its_flat_ring_drops(tmp_path):
+    """Pods of one cube (64 chips), 50 kW: torus rows of one pod and of two. Each bounding group holding a several-pod
+    row carries the data-centre level with the most devices any member holds in a pod (:func:`search.bounds.
+    pod_levels`), and on each several-pod member a pipeline reaching that span crosses that level (the DP's own
+    :meth:`~phaze_env.cluster.Network.p2p_level`); groups of one-pod rows carry nothing."""
+    space = dataclasses.replace(small_space(topology=("torus",), number_format=("bf16",)),
+                                budget=SystemBudget(power_w=5e4))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PHAZE_CACHE_DIR", str(tmp_path))
+        patch.setattr(system_module, "TORUS_POD_CHIPS", 64)
+        rows = space.arch_space()
+        several = 0
+        for group in bounding_groups(rows, TRAINING):
+            points = [rows.points[i] for i in group.rows]
+            if all(point.pods == 1 for point in points):
+                assert group.far_levels == ()
+                continue
+            (span, levels), = group.far_levels
+            assert span == max(point.n_devices // point.pods for point in points) == 64
+            for i, point in zip(group.rows.tolist(), points):
+                network = rows.cluster(i, TRAINING).network
+                assert point.n_devices <= span or network.p2p_level(1, span) in levels
+                several += point.pods > 1
+        assert several

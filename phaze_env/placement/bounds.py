@@ -10,10 +10,12 @@ term is a valid bound: :mod:`search.bounds`.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from phaze_env.cluster import Cluster
-from phaze_env.placement.collectives import data_parallel_prices, p2p_bound_s
+from phaze_env.placement.collectives import data_parallel_prices, far_send_bounds, p2p_bound_s
 from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_bytes, bucket_totals, exposed_floor_s,
                                             last_bucket_floor, overlapped_collectives_floor, single_bucket,
                                             stage_share)
@@ -42,13 +44,19 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
                            expert_gradient_bytes: float = 0.0, device_caps: np.ndarray | None = None,
                            interleaves: tuple[int, ...] = (1,), total_layers: int = 0,
                            layer_param_bytes: np.ndarray | None = None,
-                           layer_expert_param_bytes: np.ndarray | None = None) -> np.ndarray:
+                           layer_expert_param_bytes: np.ndarray | None = None,
+                           far_sends: Sequence[tuple[int, float]] = ()) -> np.ndarray:
     """Lower bound on the time per batch over every (p, d) placement, per architecture.
 
     Some stage holds at least its share ``T/p`` of the time, some stage holds at least ``⌈n/p⌉`` of the
     ``n`` layers (so at least the ``⌈n/p⌉`` fastest ones), and no stage is faster than its slowest layer.
     With ``p ≥ 2`` every stage also sends at least one boundary tensor (activations forward or input
-    gradients backward) of at least ``boundary_bytes`` per microbatch. At ``expert_parallel`` ``e > 1``
+    gradients backward) of at least ``boundary_bytes`` per microbatch, across the cheapest level of the cluster, or
+    — where the pipeline's span ``(p − 1)·t·d`` reaches a level's inner devices — the cheapest level from that one out
+    (:func:`~phaze_env.placement.collectives.far_send_bounds`: the DP's own level rule; ``far_sends``: more such
+    ``(span, send_s)`` pairs the caller knows, e.g. the pods of the rows a bounding cluster stands for,
+    :func:`search.bounds.bounding_groups`). The span grows with ``d``, so the send taken at the smallest ``d`` of a
+    group of equal ``m_r`` is at most every other one's. At ``expert_parallel`` ``e > 1``
     only ``d`` that ``e`` divides count, and the ``expert_gradient_bytes`` part of ``gradient_bytes`` (the
     whole model's, at ``e = 1``) is all-reduced as its ``1/e`` shard over the ``d/e`` expert replicas.
 
@@ -127,6 +135,7 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
                              if overlapped else set())
     prices = data_parallel_prices(cluster, sorted(kinds), tensor_width, e, d_first)
     send_s = p2p_bound_s(cluster, boundary_bytes, tensor_width)
+    far = [*far_send_bounds(cluster, boundary_bytes, tensor_width), *far_sends]
     if overlapped:
         overlap_low_s = overlapped_collectives_floor(
             prices, e, d_first, dense_bytes, expert_gradient_bytes if e > 1 else 0.0,
@@ -151,7 +160,12 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
         stage_s = np.maximum(np.maximum(total_s / p, slowest_s), crowded_s)
         if schedule == "dualpipe" and p > 1:  # a device's pace is a stage's mean with its mirror's: half a layer's
             stage_s = np.maximum(total_s / p, slowest_s / 2)
-        stage_send_s = send_s if p > 1 else 0.0
+        # every stage's cheapest send per d (column): farther levels once the pipeline's span reaches them
+        stage_send_s = np.full((int(keep.sum()), 1), send_s if p > 1 else 0.0)
+        if p > 1:
+            span = ((p - 1) * tensor_width * d_first[keep])[:, None]
+            for reach, far_s in far:
+                stage_send_s = np.where(span >= reach, np.maximum(stage_send_s, far_s), stage_send_s)
         for low, high, allowed in interleavings:
             if overlapped:  # the pipeline + what one microbatch's passes cannot hide (see the docstring)
                 largest_stage_s = stage_share(overlap_low_s, p)[keep][:, None]

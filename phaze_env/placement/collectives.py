@@ -12,7 +12,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from phaze_env import comm
-from phaze_env.cluster import Cluster
+from phaze_env.cluster import Cluster, Level
 
 
 def pipeline_send_s(cluster: Cluster, level, payload_bytes: float, tensor_width: int) -> float:
@@ -31,6 +31,34 @@ def p2p_bound_s(cluster: Cluster, payload_bytes: float, tensor_width: int) -> fl
     """A pipeline message is never faster than the DP's own send (:func:`pipeline_send_s`, Megatron's scatter/gather
     included) across the cheapest of the cluster's levels: whatever level a pipeline crosses, it is one of them."""
     return min(pipeline_send_s(cluster, level, payload_bytes, tensor_width) for level in cluster.network.levels)
+
+
+def far_send_bounds(cluster: Cluster, payload_bytes: float, tensor_width: int) -> list[tuple[int, float]]:
+    """``(span, send_s)`` per level ``k ≥ 1`` of the cluster: a pipeline whose sends ``i·stride → (i+1)·stride``
+    (``i < hops``) reach ``hops·stride ≥ span``, the devices of the levels inside ``k``, sends every message at least
+    ``send_s``, the cheapest send (:func:`pipeline_send_s`) across level ``k`` or one outside it. The DP prices a
+    pipeline's sends at the outermost level its span crosses (:meth:`~phaze_env.cluster.Network.p2p_level`): device
+    ``x``'s coordinates at the levels from ``k`` on are the mixed-radix digits of ``⌊x / span⌋``, which for
+    ``x = hops·stride`` (``≥ span``, below the cluster's devices) is at least 1, so some level from ``k`` on is
+    crossed. Nondecreasing in the span, as the bounds that take it at the smallest ``d`` of a group need."""
+    levels = cluster.network.levels
+    bounds, span = [], 1
+    for k in range(1, len(levels)):
+        span *= levels[k - 1].size
+        bounds.append((span, min(pipeline_send_s(cluster, level, payload_bytes, tensor_width) for level in levels[k:])))
+    return bounds
+
+
+def level_send_bound_s(bounding: Cluster, level: Level, payload_bytes: float, tensor_width: int) -> float:
+    """At most :func:`pipeline_send_s` across ``level`` on every cluster of several levels that ``bounding`` bounds
+    (:func:`search.bounds.bounding_cluster`: its collectives are no slower) and that runs ``bounding``'s stack: the
+    message across the level (``1/t`` of it under Megatron's scatter/gather) plus, under it, the all-gather inside the
+    tensor group priced on ``bounding``."""
+    t = tensor_width
+    if t == 1 or not bounding.stack.pipeline_scatter_gather:
+        return comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
+    return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
+            + bounding.network.collective_s("allgather", payload_bytes, t))
 
 
 def expert_group(tensor_width: int, context_parallel: int, expert_parallel: int, data_parallel: int) -> dict:
@@ -113,4 +141,6 @@ def data_parallel_prices(cluster: Cluster, kinds: Iterable[str], tensor_width: i
 
 
 __all__ = ["AffineTable", "DataParallelPrices", "collective_affine", "data_parallel_prices", "expert_collective_affine",
-           "expert_group", "hybrid_collective_s", "p2p_bound_s", "pipeline_send_s"]
+           "expert_group", "far_send_bounds", "hybrid_collective_s", "level_send_bound_s",
+           "p2p_bound_s",
+           "pipeline_send_s"]
