@@ -173,7 +173,7 @@ class CandidateCosts:
         no more than its own passes, which the slowest stage's time bounds; not under DualPipe, whose pace is a mean of
         two stages'). The floor is nondecreasing in the pace, so the partitions' Pareto walk stays exact."""
         time_s = pipeline_time_s(shape.slots, pace_s, sync_s)
-        if self.settings.unbounded_overlap_cover and self.prices.overlaps(shape.zero) and self.paired(shape) is None:
+        if self.prices.paces_overlap(shape.zero, shape.stages):
             time_s = max(time_s, self.prices.overlap_pace_floor_s(shape.data_parallel, shape.zero, shape.stages,
                                                                   shape.interleave, shape.slots, pace_s))
         return time_s

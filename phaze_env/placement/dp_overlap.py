@@ -415,9 +415,11 @@ def interleaved_exposed_s(exposed, comm_total_s, cover_total_s, stages: int, int
     return np.asarray(exposed) / interleave + backlog_floor_s(comm_total_s, cover_total_s, stages, interleave)
 
 
-def _dense_bytes(expert_parallel: int, layer_param_bytes, layer_expert_param_bytes) -> tuple[np.ndarray, np.ndarray]:
+def dense_and_expert_bytes(expert_parallel: int, layer_param_bytes, layer_expert_param_bytes
+                           ) -> tuple[np.ndarray, np.ndarray]:
     """Each layer's ``(dense, expert)`` weight bytes as the overlap's buffers hold them: the expert ones apart only at
-    ``e > 1`` (at ``e = 1`` every byte is in the dense buffer)."""
+    ``e > 1`` (at ``e = 1`` every byte is in the dense buffer). The one split of both the DP's overlap
+    (:meth:`~phaze_env.placement.prices.Prices.overlap_collectives_s`) and its bounds."""
     params = np.asarray(layer_param_bytes, dtype=float)
     experts = (np.asarray(layer_expert_param_bytes, dtype=float) if expert_parallel > 1
                and layer_expert_param_bytes is not None else np.zeros_like(params))
@@ -436,7 +438,7 @@ def bucket_totals(repeats: np.ndarray, expert_parallel: int, dense_gradient_byte
     if layer_param_bytes is None:
         dense, experts = dense_gradient_bytes / GRADIENT_FACTOR, expert_gradient_bytes / GRADIENT_FACTOR / e if e > 1 else 0.0
     else:
-        layer_dense, layer_experts = _dense_bytes(e, layer_param_bytes, layer_expert_param_bytes)
+        layer_dense, layer_experts = dense_and_expert_bytes(e, layer_param_bytes, layer_expert_param_bytes)
         dense, experts = (layer_dense * repeats).sum(), (layer_experts / e * repeats).sum()
     return bucket_counts(dense, bucket), bucket_counts(experts, bucket)
 
@@ -481,7 +483,7 @@ def last_bucket_floor(prices: DataParallelPrices, expert_parallel: int, data_par
     or when some layer has no dense bytes (a first layer without them leaves its pass to hide the others)."""
     if layer_param_bytes is None:
         return np.zeros(len(data_parallel))
-    if not (_dense_bytes(expert_parallel, layer_param_bytes, layer_expert_param_bytes)[0] > 0).all():
+    if not (dense_and_expert_bytes(expert_parallel, layer_param_bytes, layer_expert_param_bytes)[0] > 0).all():
         return np.zeros(len(data_parallel))
     return np.minimum.reduce([sum(prices.dense[kind][0] for kind, _, _ in parts)
                               for parts in OVERLAPPED_COLLECTIVES.values()])
@@ -497,7 +499,7 @@ def single_bucket(repeats, expert_parallel: int, layer_param_bytes, layer_expert
     interleaved: the last chunk's one bucket, :func:`interleaved_exposed_s`). False without the per-layer bytes."""
     if layer_param_bytes is None:
         return np.zeros(np.shape(bucket), dtype=bool)
-    dense, _ = _dense_bytes(expert_parallel, layer_param_bytes, layer_expert_param_bytes)
+    dense, _ = dense_and_expert_bytes(expert_parallel, layer_param_bytes, layer_expert_param_bytes)
     return (dense > 0).all() & (float((dense * np.asarray(repeats)).sum()) <= np.asarray(bucket, dtype=float))
 
 
@@ -508,6 +510,6 @@ def stage_share(floor: tuple[np.ndarray, ...], stages: int) -> np.ndarray:
 
 
 __all__ = ["BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "MEGATRON_BUCKET_PARAMS_PER_REPLICA", "OVERLAPPED_COLLECTIVES",
-           "backlog_floor_s", "bucket_bytes", "bucket_counts", "bucket_totals", "interleaved_floor_s", "pace_floor_curve", "pace_floor_s",
+           "backlog_floor_s", "bucket_bytes", "bucket_counts", "bucket_totals", "dense_and_expert_bytes", "interleaved_floor_s", "pace_floor_curve", "pace_floor_s",
            "exposed_floor_s", "exposed_s", "interleaved_exposed_s", "last_bucket_floor", "stage_collectives_s",
            "stage_exposed_s", "stage_share", "overlapped_collectives_floor", "single_bucket", "Stream"]

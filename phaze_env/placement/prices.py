@@ -15,10 +15,10 @@ import numpy as np
 from phaze_env.placement.candidates import Shape
 from phaze_env.placement.collectives import (AffineTable, collective_affine, expert_collective_affine, expert_group,
                                              hybrid_collective_s, pipeline_send_s)
-from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_bytes, bucket_counts,
+from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_bytes, bucket_counts, dense_and_expert_bytes,
                                             interleaved_exposed_s, interleaved_floor_s, pace_floor_curve, pace_floor_s,
                                             single_bucket, stage_collectives_s, stage_exposed_s)
-from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings, pipeline_time_s
+from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
 from phaze_env.placement.stage_costs import StageMemory
 from phaze_env.placement.stages import StageTable
 
@@ -114,6 +114,18 @@ class Prices:
         (:meth:`~phaze_env.placement.zero_traffic.ZeroTraffic.zero_comm_s`)."""
         return self.settings.cluster.stack.dp_comm_overlap and zero <= 1
 
+    def paces_overlap(self, zero: int, stages):
+        """Whether a shape of this ZeRO stage and ``stages`` (elementwise over an array of them) takes
+        :meth:`overlap_pace_floor_s` beside its pipeline: the DP on lower-bound layer times
+        (``Settings.unbounded_overlap_cover``) where the stack overlaps the stage's collectives (:meth:`overlaps`), not
+        on a DualPipe device holding two stages (its pace is their mean, :mod:`~phaze_env.placement.pair_dp`). The one
+        rule of the plan record's time (:meth:`CandidateCosts.batch_time_s`) and of the search's bounds on it."""
+        s = self.settings
+        on = s.unbounded_overlap_cover and self.overlaps(zero)
+        single = np.asarray(stages) == 1 if s.cluster.stack.pipeline_schedule == "dualpipe" \
+            else np.ones(np.shape(stages), dtype=bool)  # parameter_copies(schedule, p) == 1
+        return bool(on and single) if np.ndim(stages) == 0 else single & on
+
     def walks_on_sync(self, zero: int) -> bool:
         """Whether a stage's once-per-batch sync is its own matrix rather than a function of its parameter bytes
         alone (two byte counts at ``e > 1``; the overlapped collectives depend on the stage's layers and passes)."""
@@ -131,8 +143,7 @@ class Prices:
         if key not in self._overlap_layers:
             layers, s = self.layers, self.settings
             e = s.expert_parallel
-            experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
-            dense = layers.param_bytes - experts
+            dense, experts = dense_and_expert_bytes(e, layers.param_bytes, layers.expert_param_bytes)
 
             def streams(kind: str, per_param: float) -> tuple:
                 group = np.array([s.weight_replicas(data_parallel) - 1])
@@ -182,11 +193,11 @@ class Prices:
         if key not in self._overlap_chunks:
             table, v = self.table, interleave
             tables = []
+            bucket = v * float(bucket_bytes(self.settings.weight_replicas(data_parallel)))  # a chunk's, v times
             for streams, cover_s in self.overlap_collectives_s(data_parallel, zero):
                 chunked = [(x, v * fixed, per_byte) for x, fixed, per_byte in streams]
                 covers = (np.full(table.valid.shape, np.inf) if np.isposinf(cover_s).all()  # (inf · 0 is nan)
                           else table.layer_sum(cover_s))
-                bucket = v * float(bucket_bytes(self.settings.weight_replicas(data_parallel)))
                 tables.append((stage_exposed_s(table, chunked, cover_s, bucket), stage_collectives_s(table, chunked, bucket),
                                covers))
             self._overlap_chunks[key] = tables
@@ -206,8 +217,7 @@ class Prices:
         ``⌈X_e/B⌉``."""
         layers, s = self.layers, self.settings
         e = s.expert_parallel
-        experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
-        dense = layers.param_bytes - experts
+        dense, experts = dense_and_expert_bytes(e, layers.param_bytes, layers.expert_param_bytes)
         bucket = bucket_bytes(s.weight_replicas(d))
         p, v = np.asarray(stages), np.asarray(interleave)
         holding = np.maximum(p - int((dense <= 0).sum()), 1) if dense.sum() > 0 else 0  # stages with dense bytes
@@ -258,13 +268,11 @@ class Prices:
         ``v`` times the cheapest send of a ``p ≥ 2`` pipeline (:meth:`least_send_s`) that every stage's time holds
         besides. This is what the floor of the exposed collectives at the unbounded cover misses: a stage hides them
         under no more than its own passes, which the slowest stage's time bounds, and the interleaved chunks' backlog
-        grows as they shrink. Without the unbounded cover: the pipeline and :meth:`overlap_floor_s`."""
-        layers, s = self.layers, self.settings
+        grows as they shrink. Only where :meth:`paces_overlap` (on real layer times the DP prices the exposure itself)."""
+        if not self.settings.unbounded_overlap_cover:
+            raise ValueError("the pace's floor bounds the DP on lower-bound layer times (Settings.unbounded_overlap_cover)")
         d = np.atleast_1d(np.asarray(data_parallel))
         p, v = np.broadcast_to(stages, d.shape), np.broadcast_to(interleave, d.shape)
-        if not s.unbounded_overlap_cover:
-            result = pipeline_time_s(slots, pace_s, self.overlap_floor_s(d, zero, p, v))
-            return float(np.ravel(result)[0]) if np.ndim(data_parallel) == 0 else result
         result = pace_floor_s(slots, pace_s, self._pace_curves_of(d, zero, p, v))
         return float(result[0]) if np.ndim(data_parallel) == 0 else result
 

@@ -251,17 +251,16 @@ class PlacementSearch:
         tight_s = pipeline_time_s(slots, slowest_s, sync_floor_s[keep]) * _LOWER_BOUND_SLACK
         # on lower-bound layer times under the overlap, the pace's floor too (CandidateCosts.batch_time_s), priced
         # only for the shapes visited, a chunk at a time
-        paced = s.unbounded_overlap_cover and s.cluster.stack.dp_comm_overlap \
-            and s.cluster.stack.pipeline_schedule != "dualpipe"
         order = np.argsort(tight_s, kind="stable")
         columns = (d, p, m_r, v, z, tight_s, bound_s)
         for start in range(0, len(order), _CANDIDATE_CHUNK):  # most searches stop after a few chunks
             chunk = order[start:start + _CANDIDATE_CHUNK]
             floor_s = tight_s[chunk].copy()
-            for zero in (0, 1) if paced else ():
-                rows = chunk[z[chunk] == zero]
-                if len(rows):
-                    floor_s[z[chunk] == zero] = np.maximum(floor_s[z[chunk] == zero], self.prices.overlap_pace_floor_s(
+            for zero in np.unique(z[chunk]).tolist():
+                paced = (z[chunk] == zero) & self.prices.paces_overlap(zero, p[chunk])
+                if paced.any():
+                    rows = chunk[paced]
+                    floor_s[paced] = np.maximum(floor_s[paced], self.prices.overlap_pace_floor_s(
                         d[rows], zero, p[rows], v[rows], slots[rows], slowest_s[rows]) * _LOWER_BOUND_SLACK)
             for (d_i, p_i, m_i, v_i, z_i, tight_i, bound_i), floor_i in zip(
                     zip(*(x[chunk].tolist() for x in columns)), floor_s.tolist()):
@@ -372,8 +371,8 @@ class PlacementSearch:
                 self._sync_floor[key] = max(self.prices.part_sync_s(self.dense_floor[index], d, shape.zero),
                                             self.prices.part_sync_s(self.expert_floor[index], d, shape.zero, expert=True))
         bound_s = pipeline_time_s(shape.slots, stage_time_s, self._sync_floor[key])
-        if self.settings.unbounded_overlap_cover and self.prices.overlaps(shape.zero) \
-                and bound_s * _LOWER_BOUND_SLACK < enough_s and self.costing.paired(shape) is None:  # CandidateCosts.batch_time_s's floor, at least
+        if bound_s * _LOWER_BOUND_SLACK < enough_s and self.prices.paces_overlap(shape.zero, shape.stages):
+            # CandidateCosts.batch_time_s's floor, at least
             bound_s = max(bound_s, self.prices.overlap_pace_floor_s(shape.data_parallel, shape.zero, shape.stages,
                                                                     shape.interleave, shape.slots, stage_time_s))
         return bound_s * _LOWER_BOUND_SLACK
