@@ -30,7 +30,8 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
   model it bounds (:func:`~phaze_env.placement.bounds.placement_time_bound_s` sits beside them);
 * expert parallelism ``e`` (a searched plan that leaves ``e`` free or pins it): the layers' compute is bounded on
   the graph at ``e`` (its experts at the per-rank shape, ``E/e`` experts on ``e·C`` tokens, which the evaluator
-  schedules), the all-to-alls only add, and the sync shrinks — dense bytes are all-reduced over ``d``,
+  schedules), each MoE layer's all-to-alls are added at what they leave exposed beside its bound
+  (:func:`with_alltoalls_s`), and the sync shrinks — dense bytes are all-reduced over ``d``,
   the ``1/e`` expert shard over the ``d/e`` expert replicas ``t·e`` apart, and only ``d`` that ``e`` divides
   exist. The largest stage's sync is at least the stages' mean, ``dense/p`` over ``d`` plus
   ``experts/(e·p)`` over ``d/e`` (both affine in the bytes), so the bound is taken per ``e`` and the
@@ -58,6 +59,7 @@ from phaze_env.design import SystemArchSpace
 from phaze_env.evaluate import Cluster
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
+from phaze_env.moe_dispatch import dispatch_s, exposed_alltoall_s
 from phaze_env.placement.bounds import placement_time_bound_s
 from phaze_env.placement.collectives import level_send_bound_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR
@@ -264,8 +266,9 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
             for e in experts:  # each degree's own graph: its experts at the per-rank shape are priced differently
                 graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e)
                 total_layers, interleaves = pipeline_split(graph, cluster, plan)
-                layer_s = shared_layer_time_bounds_s(graph, (t, m, e), space, cluster, plan.recompute_modes,
-                                                     layer_memo)
+                layer_s = with_alltoalls_s(graph, shared_layer_time_bounds_s(graph, (t, m, e), space, cluster,
+                                                                             plan.recompute_modes, layer_memo),
+                                           cluster, e)
                 repeats = np.array([layer.repeat for layer in graph.layers])
                 gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
                 expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)
@@ -283,6 +286,30 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
             time_s = np.min(times_s, axis=0)
             bounds[(t, m)] = cluster.setup.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds
+
+
+def with_alltoalls_s(graph, layer_s: np.ndarray, cluster: Cluster, expert_parallel: int) -> np.ndarray:
+    """``layer_s`` (each layer's time bound per architecture) with, at ``e > 1``, each MoE layer's expert all-to-alls:
+    the evaluator's layer adds to its passes ``c`` what its four exchanges leave exposed
+    (:func:`~phaze_env.moe_dispatch.exposed_alltoall_s` of one dispatch, :func:`~phaze_env.moe_dispatch.dispatch_s` over
+    the ``e`` ranks ``t`` apart, :func:`phaze_env.evaluate._layer_chain`), and ``c + exposed(c)`` is nondecreasing in
+    ``c`` (``c + 4a``, or ``max(c, 4a)`` when the stack overlaps them; a recompute ``R`` beside it only adds:
+    ``max(c, 4a) + R ≥ max(c + R, 4a)``), so it is at least its value at the bound. The dispatch is priced on the
+    bounding cluster, no slower than any row's (:func:`bounding_cluster`: a torus's all-to-all phases telescope too).
+    A new array where a layer has exchanges (the input may be shared: :func:`~phaze_env.pricing.
+    shared_layer_time_bounds_s`)."""
+    if expert_parallel <= 1:
+        return layer_s
+    overlapped = cluster.stack.moe_alltoall_overlap
+    rows = []
+    for layer, row in zip(graph.layers, layer_s):
+        one_s = dispatch_s(cluster, layer.routed_token_bytes, expert_parallel, graph.tensor_width,
+                           experts=layer.routed_experts, top_k=layer.experts_per_token)
+        if one_s:  # the exposure once per distinct bound (architectures share many)
+            values, inverse = np.unique(row, return_inverse=True)
+            row = row + np.array([exposed_alltoall_s(one_s, c, overlapped) for c in values.tolist()])[inverse.ravel()]
+        rows.append(row)
+    return np.array(rows)
 
 
 def throughput_bounds(workload: str | Workload, space: ArchSpace | SystemArchSpace, cluster: Cluster, *, microbatch,

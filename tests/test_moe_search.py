@@ -104,3 +104,34 @@ def test_default_widths_narrow_to_one_for_a_model_that_cannot_be_split(capsys):
     assert config.tensor_widths == (1, 2)
     config = config_from_args(parser.parse_args(["--workload", "bert-large", "--space", "reduced"]))
     assert config.tensor_widths == TENSOR_WIDTHS and not capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fields", [
+    dict(devices_per_node=4, node_bandwidth_Bps=50e9, moe_dispatch="alltoall"),
+    dict(devices_per_node=4, node_bandwidth_Bps=50e9, moe_dispatch="hierarchical", moe_alltoall_overlap=True,
+         moe_comm_sm_share=0.2),
+    dict(moe_alltoall_overlap=True),
+], ids=["nodes", "nodes-hierarchical-overlapped", "ring-overlapped"])
+def test_bounds_with_the_alltoalls_hold_and_bite(fields):
+    """The vectorised bound prices each MoE layer's all-to-alls at ``e > 1`` (:func:`search.bounds.with_alltoalls_s`):
+    on DGX-like nodes (flat and node-deduplicated dispatch) and the ring, exchanges exposed or overlapped, every
+    design's evaluation with ``e`` free stays within it, and on the slow ring some design's bound is lower than the
+    same bound without them — the term bites (so a bound without it, or with it inflated, is told apart)."""
+    from phaze_env.workloads.registry import BUILTIN
+    from search import bounds as bounds_module
+
+    BUILTIN.setdefault(TINY_MOE.name, TINY_MOE)
+    cluster = CLUSTER.replace(**fields)
+    knobs = dict(microbatch=(1, 4), tensor_widths=(1, 2), plan=EXPERT_PLAN)
+    bounds = throughput_bounds(TINY_MOE, ARCH, cluster, **knobs)
+    evaluations = [evaluate(TINY_MOE, acc, cluster, plan=EXPERT_PLAN, **KNOBS) for acc in ARCH]
+    assert any(ev.feasible and ev.plan.expert_parallel > 1 for ev in evaluations)
+    for bound, ev in zip(bounds, evaluations):
+        assert ev.throughput_samples_s <= bound
+    with pytest.MonkeyPatch.context() as patch:  # the same bound without the exchanges (computed, not cached)
+        patch.setattr(bounds_module, "with_alltoalls_s", lambda graph, layer_s, cluster, e: layer_s)
+        patch.setattr(bounds_module, "_VARIANT_BOUNDS", bounds_module.DiskCache("search-bounds-without-alltoalls"))
+        without = throughput_bounds(TINY_MOE, ARCH, cluster, **knobs)
+    assert (bounds <= without * (1 + 1e-12)).all()
+    if "devices_per_node" not in fields:  # the 4 GB/s ring: the exchanges are a large part of a layer
+        assert (bounds < without * (1 - 1e-3)).any()
