@@ -3,6 +3,7 @@ search against brute force on a small system space."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import math
@@ -541,18 +542,25 @@ def test_the_nre_knob_keeps_the_per_dollar_search_exact(brute_force):
     assert value[found_head(found, throughput)] == pytest.approx(max(value.values()), rel=1e-9)
 
 
+@contextlib.contextmanager
+def one_cube_pods(tmp_path):
+    """The small torus space at 50 kW with pods of one cube (64 chips), so that its rows are one pod or two:
+    ``(space, its rows)``, the pod size patched (and the cache in ``tmp_path``) while the block runs."""
+    space = dataclasses.replace(small_space(topology=("torus",), number_format=("bf16",)),
+                                budget=SystemBudget(power_w=5e4))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PHAZE_CACHE_DIR", str(tmp_path))
+        patch.setattr(system_module, "TORUS_POD_CHIPS", 64)
+        yield space, space.arch_space()
+
+
 @pytest.mark.slow
 def test_multi_pod_torus_bounds_hold_and_the_search_equals_brute_force(tmp_path):
     """A pod of one cube (64 chips): at 50 kW the torus rows buy 128 chips, two pods over the data-centre network
     (whose switches and optics they pay for), or one pod. Every design's evaluation is within its row's bound (the
     bound ≥ the evaluated throughput of the multi-pod designs too), and the exact search finds the brute force's
     best."""
-    space = dataclasses.replace(small_space(topology=("torus",), number_format=("bf16",)),
-                                budget=SystemBudget(power_w=5e4))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PHAZE_CACHE_DIR", str(tmp_path))
-        patch.setattr(system_module, "TORUS_POD_CHIPS", 64)
-        rows = space.arch_space()
+    with one_cube_pods(tmp_path) as (space, rows):
         pods = [point.pods for point in rows.points]
         assert 1 in pods and 2 in pods
         bounds = throughput_bounds(TINY, rows, TRAINING, microbatch=space.microbatch, tensor_widths=WIDTHS,
@@ -691,12 +699,7 @@ def test_pod_levels_give_the_bound_the_data_centre_level_its_flat_ring_drops(tmp
     row carries the data-centre level with the most devices any member holds in a pod (:func:`search.bounds.
     pod_levels`), and on each several-pod member a pipeline reaching that span crosses that level (the DP's own
     :meth:`~phaze_env.cluster.Network.p2p_level`); groups of one-pod rows carry nothing."""
-    space = dataclasses.replace(small_space(topology=("torus",), number_format=("bf16",)),
-                                budget=SystemBudget(power_w=5e4))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PHAZE_CACHE_DIR", str(tmp_path))
-        patch.setattr(system_module, "TORUS_POD_CHIPS", 64)
-        rows = space.arch_space()
+    with one_cube_pods(tmp_path) as (_, rows):
         several = 0
         for group in bounding_groups(rows, TRAINING):
             points = [rows.points[i] for i in group.rows]
