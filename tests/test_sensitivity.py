@@ -36,7 +36,12 @@ def test_a_cost_move_leaves_an_iso_power_search_unchanged_and_a_power_move_does_
 
 @pytest.mark.slow
 def test_row_sensitivity_is_exact_and_a_moved_search_is_the_fresh_models(tmp_path, monkeypatch):
+    from phaze_env.workloads import registry
+
     monkeypatch.setenv("PHAZE_CACHE_DIR", str(tmp_path / "cache"))
+    # the table's render resolves each row's workload by name (experiments.system_table.earlier_model): the tiny model
+    # as a built-in, not left there by an earlier test
+    monkeypatch.setitem(registry.BUILTIN, TINY.name, TINY)
     chosen = [ASSUMPTIONS[n] for n in ("pue", "hbm_usd_per_gb", "design_framework_efficiency")]
     data = row_sensitivity(_config, "power", workers=1, directory=tmp_path / "out", assumptions=chosen,
                            say=lambda text: None)
