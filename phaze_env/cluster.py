@@ -310,9 +310,7 @@ class Network:
         """The outermost level crossed by the sends ``i·stride → (i+1)·stride`` for ``i < hops`` (None: no send)."""
         if hops < 1:
             return None
-        spans = self.extents(hops + 1, stride)
-        crossed = [level for level, extent in zip(self.levels, spans) if extent > 1]
-        return crossed[-1] if crossed else self.levels[0]
+        return self.levels[_p2p_level_index(self.level_sizes, stride, hops)]
 
     def p2p_s(self, payload_bytes: float, stride: int, hops: int = 1) -> float:
         """Slowest point-to-point send between devices ``stride`` apart (pipeline neighbours)."""
@@ -626,6 +624,31 @@ def _extents(sizes: tuple[int, ...], group: int, stride: int, outer: tuple[int, 
             unit *= size
         return tuple(extents)
     return _counted_extents(sizes, group, stride, outer)
+
+
+@lru_cache(maxsize=4096)
+def _p2p_level_index(sizes: tuple[int, ...], stride: int, hops: int) -> int:
+    """Index of the outermost level of ``sizes`` (innermost first) crossed by the sends ``i·stride → (i+1)·stride``,
+    ``i < hops ≥ 1`` (0 when none is: every level of size 1).
+
+    Closed form while the last device ``x = hops·stride`` is inside the levels (``x < Π sizes``): a device's position
+    at level ``k`` is the digit ``⌊x / u_k⌋ mod s_k`` (``u_k = Π_{j<k} s_j``). The positions run from 0 to ``x``; let
+    ``K`` be the outermost level of size > 1 with ``u_K ≤ x``. Every level above ``K`` of size > 1 has ``u > x``, so
+    ``x < u_{K+1}`` and all positions have digit 0 there; and ``1 ≤ ⌊x / u_K⌋ < s_K``, so device ``x``'s digit at
+    ``K`` is not device 0's: ``K`` is crossed and is the outermost crossed. Past the levels (the progression wraps)
+    the positions are counted (:func:`_counted_extents`, the definition; the closed form is tested against it)."""
+    last = hops * stride
+    if last < math.prod(sizes):
+        index, unit = 0, 1
+        for k, size in enumerate(sizes):
+            if unit > last:
+                break
+            if size > 1:
+                index = k
+            unit *= size
+        return index
+    crossed = [k for k, extent in enumerate(_counted_extents(sizes, hops + 1, stride, (1, 0))) if extent > 1]
+    return crossed[-1] if crossed else 0
 
 
 def _progression_extent(group: int, stride: int, unit: int, size: int) -> int | None:

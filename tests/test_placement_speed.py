@@ -21,9 +21,11 @@ from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanSpec
 
 
-def _searches(seed: int):
-    """The placement searches of one random instance of the combined test (c, e ∈ {1, 2}, every ZeRO stage free)."""
+def _searches(seed: int, **stack):
+    """The placement searches of one random instance of the combined test (c, e ∈ {1, 2}, every ZeRO stage free), on
+    its cluster with the ``stack`` fields changed."""
     variants, cluster, options = _instance(np.random.default_rng(seed))
+    cluster = Cluster.from_dict(cluster.to_dict() | stack)
     for (c, e), layers in variants.items():
         if options["tensor_width"] * c > cluster.n_devices:
             continue
@@ -55,6 +57,21 @@ def test_the_average_stage_bound_never_exceeds_a_shapes_slowest_stage():
                     assert search._average_stage_s(shape) <= slowest_s * (1 + 1e-12), (seed, shape, slowest_s)
                     checked += shape.zero >= 2
     assert checked > 100, checked  # the instances reach many feasible ZeRO-2/3 shapes
+
+
+def test_the_overlapped_sync_floors_kept_from_the_candidates_are_the_shape_by_shape_ones():
+    """Under ``dp_comm_overlap`` the candidates' vectorised sync floors are kept for ``_bound_s``: each equals what it
+    prices shape by shape (``_overlapped_sync_floor_s``), on 30 random instances."""
+    checked = 0
+    for seed in range(30):
+        for search in _searches(seed, dp_comm_overlap=True):
+            shapes = [shape for shape, *_ in search._candidates()]
+            for shape in shapes:
+                if search.prices.overlaps(shape.zero):
+                    key = (shape.stages, shape.data_parallel, shape.zero, shape.interleave)
+                    assert search._sync_floor[key] == pytest.approx(search._overlapped_sync_floor_s(shape), rel=1e-12, abs=0)
+                    checked += 1
+    assert checked > 100, checked
 
 
 def test_the_average_stage_bound_is_reached_by_some_zero3_shape():

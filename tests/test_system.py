@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from phaze_env.cluster import CLUSTER_PRESETS, Cluster, UnknownClusterError, _counted_extents, _extents, get_cluster
+from phaze_env.cluster import (CLUSTER_PRESETS, Cluster, UnknownClusterError, _counted_extents, _extents, _p2p_level_index,
+                               get_cluster)
 from phaze_env.evaluate import evaluate
 from phaze_env.hardware import TPUV4, get_preset
 from phaze_env.plan_spec import PlanSpec, PlanSyntaxError
@@ -46,6 +47,15 @@ def test_extents_in_closed_form_equal_the_listed_positions(sizes, group, stride,
     """The closed forms (an arithmetic progression's quotients by each level's unit, modulo its size) count exactly
     what listing the devices' positions counts, on any level sizes, strides and groups."""
     assert _extents.__wrapped__(tuple(sizes), group, stride, outer) == _counted_extents(tuple(sizes), group, stride, outer)
+
+
+@settings(max_examples=400, deadline=None)
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=4), stride=st.integers(1, 400), hops=st.integers(1, 300))
+def test_p2p_level_in_closed_form_is_the_outermost_level_the_listed_positions_cross(sizes, stride, hops):
+    """The pipeline sends' level (the outermost level whose digit of ``hops·stride`` is nonzero while the sends stay
+    inside the levels) is the outermost level on which the listed positions ``0, stride, …, hops·stride`` differ."""
+    crossed = [k for k, extent in enumerate(_counted_extents(tuple(sizes), hops + 1, stride, (1, 0))) if extent > 1]
+    assert _p2p_level_index.__wrapped__(tuple(sizes), stride, hops) == (crossed[-1] if crossed else 0)
 
 
 def test_dgx_a100_prices_each_level():

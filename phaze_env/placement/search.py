@@ -235,6 +235,10 @@ class PlacementSearch:
                 if rows.any():
                     sync_floor_s[rows] = np.maximum(sync_floor_s[rows],
                                                     self.prices.overlap_floor_s(d[rows], zero, p[rows], v[rows]))
+                    # what _bound_s would price shape by shape (_overlapped_sync_floor_s), kept from here at once
+                    for key, floor in zip(zip(p[rows].tolist(), d[rows].tolist(), z[rows].tolist(), v[rows].tolist()),
+                                          sync_floor_s[rows].tolist()):
+                        self._sync_floor.setdefault(key, floor)
         sends = np.zeros(len(p))
         if (v > 1).any():  # interleaved shapes send v times per microbatch: their slowest stage pays v sends or more
             interleaved = np.flatnonzero(v > 1)
