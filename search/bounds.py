@@ -21,7 +21,10 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
   and the DAG bounds hold for them as for any latencies;
 * the optimizer step (``Settings.optimizer_step_s``), recompute, the tensor-parallel collectives' share of
   the stage time, p2p beyond one boundary tensor and the memory limit are left out: each only adds time to
-  a plan or removes plans, never the reverse, so leaving them out keeps ``time`` a lower bound;
+  a plan or removes plans, never the reverse, so leaving them out keeps ``time`` a lower bound — but for the fewest
+  stages the memory allows (a system space's groups, which know each row's HBM: ``p`` stages must hold the model's least
+  weights, gradients and optimizer state, :func:`~phaze_env.placement.bounds.least_state_bytes`; what removes the
+  shallow pipelines a large model cannot fit, whose bound would otherwise stand far above what any plan reaches);
 * the all-reduce is the DP's own (:func:`~phaze_env.placement.collectives.collective_affine`, the cluster's collective
   as ``fixed + per_byte · S``) at the smallest gradient share ``P/p`` any stage can hold (the collective's time grows
   with its payload), on the stride ``t`` the DP uses; the pipeline time, ``m_r`` and a pipeline send are the DP's
@@ -60,9 +63,10 @@ from phaze_env.evaluate import Cluster
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.moe_dispatch import dispatch_s, exposed_alltoall_s
-from phaze_env.placement.bounds import placement_time_bound_s
+from phaze_env.hardware.accelerator import GB_BYTES
+from phaze_env.placement.bounds import least_state_bytes, placement_time_bound_s
 from phaze_env.placement.collectives import level_send_bound_s
-from phaze_env.placement.inputs import GRADIENT_FACTOR
+from phaze_env.placement.inputs import GRADIENT_FACTOR, Settings
 from phaze_env.placement.rules import pipeline_split, searched_degrees
 from phaze_env.plan_spec import PlanSpec, phaze_plan
 from phaze_env.pricing import shared_layer_time_bounds_s
@@ -119,7 +123,8 @@ class BoundingGroup:
     of ``space`` on ``cluster``, each placed on at most its ``device_caps`` devices (None: the cluster's); row
     ``rows[k]`` of the searched space is architecture ``columns[k]`` of ``space``. ``far_levels``: what the bounding
     cluster no longer shows of its rows' networks, as ``(span, levels)``: on every row, a pipeline whose span
-    ``(p − 1)·t·d`` reaches ``span`` crosses one of ``levels`` (:func:`pod_levels`, :func:`far_sends`)."""
+    ``(p − 1)·t·d`` reaches ``span`` crosses one of ``levels`` (:func:`pod_levels`, :func:`far_sends`).
+    ``device_memory``: per architecture, the most HBM bytes of the group's rows with it (None: not limited)."""
 
     space: ArchSpace
     cluster: Cluster
@@ -127,6 +132,7 @@ class BoundingGroup:
     rows: np.ndarray
     columns: np.ndarray
     far_levels: tuple[tuple[int, tuple[Level, ...]], ...] = ()
+    device_memory: np.ndarray | None = None
 
 
 def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> list[BoundingGroup]:
@@ -172,8 +178,10 @@ def bounding_groups(space: ArchSpace | SystemArchSpace, cluster: Cluster) -> lis
         columns = np.array([column_of[tuple(getattr(acc, name) for name in ARCH_KNOBS)] for acc in archs])
         caps = np.zeros(len(arch_space), dtype=np.int64)  # architectures of no member: no placement, bound 0
         np.maximum.at(caps, columns, [rows.points[i].n_devices for i in members])
+        memory = np.zeros(len(arch_space))  # each column's most HBM among its rows (a column of none: no placement)
+        np.maximum.at(memory, columns, [rows.points[i].accelerator.hbm_gb * GB_BYTES for i in members])
         groups.append(BoundingGroup(arch_space, group_cluster, caps, np.array(members), columns,
-                                    pod_levels(rows, members, cluster)))
+                                    pod_levels(rows, members, cluster), memory))
     return groups
 
 
@@ -224,26 +232,29 @@ def _check_plan(plan: PlanSpec | None) -> None:
 def variant_throughput_bounds(workload: str | Workload, space: ArchSpace, cluster: Cluster, *, microbatch,
                               tensor_widths, seq_len: int | None = None, plan: PlanSpec | None = None,
                               device_caps: np.ndarray | None = None, layer_memo: dict | None = None,
-                              far_levels: tuple = ()) -> dict[tuple[int, int], np.ndarray]:
+                              far_levels: tuple = (), device_memory: np.ndarray | None = None
+                              ) -> dict[tuple[int, int], np.ndarray]:
     """Per (tensor width, microbatch): an upper bound on the throughput of every architecture of ``space`` with
     the placement restricted to that variant (:func:`throughput_bounds` is their maximum). ``plan`` None is PHAZE's
     plan space (:func:`~phaze_env.plan_spec.phaze_plan`: ``e = v = 1``), otherwise :func:`search_plan_error` must
     accept it; the bound is the best over the expert-parallel degrees it allows. ``device_caps``: per architecture,
     the devices its placements may use (:func:`placement_time_bound_s`; 0 throughput where none fits). ``layer_memo``:
     layer bounds shared with the other calls on the same workload and knobs
-    (:func:`~phaze_env.pricing.shared_layer_time_bounds_s`; None: none shared). ``far_levels``: a bounding group's
-    (:class:`BoundingGroup`)."""
+    (:func:`~phaze_env.pricing.shared_layer_time_bounds_s`; None: none shared). ``far_levels`` and ``device_memory``
+    (per architecture, its HBM bytes: the fewest stages that hold the model's state; None: not limited): a bounding
+    group's (:class:`BoundingGroup`)."""
     _check_plan(plan)
     workload = get_workload(workload)
     key = code_key(__name__, "search-bounds", workload.to_dict(), _space_key(space), cluster.to_dict(),
                    list(microbatch), list(tensor_widths), seq_len, None if plan is None else plan.to_dict(),
                    None if device_caps is None else np.asarray(device_caps, dtype=np.int64).tolist(),
-                   *([[[span, [asdict(level) for level in levels]] for span, levels in far_levels]] if far_levels else []))
+                   *([[[span, [asdict(level) for level in levels]] for span, levels in far_levels]] if far_levels else []),
+                   *([["memory", np.asarray(device_memory, dtype=float).tolist()]] if device_memory is not None else []))
     if (cached := _VARIANT_BOUNDS.get(key)) is not None:
         return cached
     bounds = _variant_throughput_bounds(workload, space, cluster, microbatch=microbatch, tensor_widths=tensor_widths,
                                         seq_len=seq_len, plan=plan, device_caps=device_caps, layer_memo=layer_memo,
-                                        far_levels=far_levels)
+                                        far_levels=far_levels, device_memory=device_memory)
     for array in bounds.values():  # shared through the cache's memory: nobody may change them in place
         array.setflags(write=False)
     _VARIANT_BOUNDS.put(key, bounds)
@@ -253,7 +264,8 @@ def variant_throughput_bounds(workload: str | Workload, space: ArchSpace, cluste
 def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cluster, *, microbatch, tensor_widths,
                                seq_len: int | None, plan: PlanSpec | None,
                                device_caps: np.ndarray | None, layer_memo: dict | None = None,
-                               far_levels: tuple = ()) -> dict[tuple[int, int], np.ndarray]:
+                               far_levels: tuple = (), device_memory: np.ndarray | None = None
+                               ) -> dict[tuple[int, int], np.ndarray]:
     """:func:`variant_throughput_bounds` computed (no cache)."""
     # without a plan, evaluate's (its recompute allowed: a superset of the plans evaluate may be asked for, so a bound)
     plan = phaze_plan() if plan is None else plan
@@ -275,14 +287,19 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
                 # what can cross a stage boundary: a layer's output (not the loss) or its input (not the token ids)
                 boundary_bytes = min([layer.output_bytes for layer in graph.layers[:-1]] +
                                      [layer.input_bytes for layer in graph.layers[1:]])
+                layer_params = [layer.param_bytes for layer in graph.layers]
+                layer_experts = [layer.expert_param_bytes for layer in graph.layers]
+                state_bytes = 0.0 if device_memory is None else least_state_bytes(
+                    Settings(cluster, t, m, 1.0, plan, context_parallel=plan.c or 1, expert_parallel=e), repeats,
+                    layer_params, layer_experts)  # (a plan the DP refuses at t raises there too, before any search)
                 times_s.append(placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
                                                       expert_parallel=e, expert_gradient_bytes=expert_bytes,
                                                       device_caps=device_caps, interleaves=interleaves,
                                                       total_layers=total_layers,
-                                                      layer_param_bytes=[layer.param_bytes for layer in graph.layers],
-                                                      layer_expert_param_bytes=[layer.expert_param_bytes
-                                                                                for layer in graph.layers],
-                                                      far_sends=far_sends(far_levels, cluster, boundary_bytes, t)))
+                                                      layer_param_bytes=layer_params,
+                                                      layer_expert_param_bytes=layer_experts,
+                                                      far_sends=far_sends(far_levels, cluster, boundary_bytes, t),
+                                                      state_bytes=state_bytes, device_memory=device_memory))
             time_s = np.min(times_s, axis=0)
             bounds[(t, m)] = cluster.setup.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds
@@ -342,7 +359,7 @@ def row_variant_bounds(workload: str | Workload, space: ArchSpace | SystemArchSp
         per_variant = variant_throughput_bounds(workload, group.space, group.cluster, microbatch=microbatch,
                                                 tensor_widths=tensor_widths, seq_len=seq_len, plan=plan,
                                                 device_caps=group.device_caps, layer_memo=layer_memo,
-                                                far_levels=group.far_levels)
+                                                far_levels=group.far_levels, device_memory=group.device_memory)
         for variant, bound in per_variant.items():
             per_row.setdefault(variant, np.zeros(len(space)))[group.rows] = bound[group.columns]
         if done is not None:

@@ -30,7 +30,7 @@ from phaze_env.placement.record import obviously_infeasible
 from phaze_env.placement.search import PlacementSearch, _Best
 from phaze_env.placement.stages import chain_stages
 from phaze_env.plan_spec import PlanRules, PlanSpec
-from phaze_env.placement.bounds import placement_time_bound_s
+from phaze_env.placement.bounds import least_state_bytes, placement_time_bound_s
 from phaze_env.placement.collectives import far_send_bounds, pipeline_send_s
 from phaze_env.placement.rules import interleave_degrees
 from search.bounds import bounding_cluster, far_sends
@@ -97,11 +97,13 @@ def boundary_bytes(layers: list[dict]) -> float:
 
 
 def system_bound_s(layers: list[dict], cluster: Cluster, t: int, m: int, e: int, interleaves: tuple[int, ...] = (1,),
-                   of: Cluster | None = None) -> float:
+                   of: Cluster | None = None, hbm_bytes: float | None = None, plan: PlanSpec | None = None) -> float:
     """:func:`placement_time_bound_s` of ``layers`` (whole-model expert bytes) as the search calls it: each layer's
     forward + backward, the gradients, the smallest boundary tensor (``interleaves``: the ``v`` the plan may use, each
     layer a transformer layer). ``of``: the cluster that ``cluster`` (its :func:`bounding_cluster`) stands for, whose
-    pods' data-centre level the search passes as a bounding group's (:func:`search.bounds.pod_levels`)."""
+    pods' data-centre level the search passes as a bounding group's (:func:`search.bounds.pod_levels`). ``hbm_bytes``
+    (with the DP's ``plan``): the device memory, whose fewest stages the search's groups pass
+    (:func:`least_state_bytes`)."""
     layer_s = np.array([[layer["fwd_s"] + layer["bwd_s"]] for layer in layers])
     gradient = GRADIENT_FACTOR * sum(layer["param_bytes"] for layer in layers)
     expert_gradient = GRADIENT_FACTOR * sum(layer["expert_param_bytes"] for layer in layers)
@@ -114,7 +116,20 @@ def system_bound_s(layers: list[dict], cluster: Cluster, t: int, m: int, e: int,
                                         interleaves=interleaves, total_layers=len(layers),
                                         layer_param_bytes=[layer["param_bytes"] for layer in layers],
                                         layer_expert_param_bytes=[layer["expert_param_bytes"] for layer in layers],
-                                        far_sends=far_sends(pods, cluster, boundary, t))[0])
+                                        far_sends=far_sends(pods, cluster, boundary, t),
+                                        **memory_floor(layers, cluster, t, m, e, hbm_bytes, plan))[0])
+
+
+def memory_floor(layers: list[dict], cluster: Cluster, t: int, m: int, e: int, hbm_bytes: float | None,
+                 plan: PlanSpec | None) -> dict:
+    """:func:`placement_time_bound_s`'s memory arguments as :func:`search.bounds.variant_throughput_bounds` builds
+    them (none without ``hbm_bytes``)."""
+    if hbm_bytes is None:
+        return {}
+    settings = Settings(cluster, t, m, 1.0, plan or PlanSpec(), expert_parallel=e)
+    return {"state_bytes": least_state_bytes(settings, np.ones(len(layers)), [layer["param_bytes"] for layer in layers],
+                                             [layer["expert_param_bytes"] for layer in layers]),
+            "device_memory": np.array([hbm_bytes])}
 
 
 def hbm_for(layers: list[dict], share: float) -> float:
@@ -128,7 +143,7 @@ def assert_system_bound_holds(layers, cluster, t, m, e, zero, hbm_bytes, step_Bp
     found = best_plan(at_expert_parallel(layers, e), Settings(cluster, t, m, hbm_bytes, plan, expert_parallel=e,
                                                               hbm_bandwidth_Bps=step_Bps))
     bound_s = system_bound_s(layers, bounding_cluster(cluster) if bounding else cluster, t, m, e,
-                             of=cluster if bounding else None)
+                             of=cluster if bounding else None, hbm_bytes=hbm_bytes, plan=plan)
     if found.feasible:
         assert bound_s <= found.time_per_batch_s * (1 + REL), (found.notation, bound_s, found.time_per_batch_s)
 
@@ -168,7 +183,7 @@ def test_overlapped_bound_never_exceeds_the_dp_time(data, cluster, t, m, e, zero
                                                               expert_parallel=e, hbm_bandwidth_Bps=step_Bps))
     interleaves = tuple(interleave_degrees(len(layers), interleave, True))
     bound_s = system_bound_s(layers, bounding_cluster(cluster) if bounding else cluster, t, m, e, interleaves,
-                             of=cluster if bounding else None)
+                             of=cluster if bounding else None, hbm_bytes=hbm_for(layers, hbm_share), plan=plan)
     if found.feasible:
         assert bound_s <= found.time_per_batch_s * (1 + REL), (found.notation, bound_s, found.time_per_batch_s)
 
@@ -191,6 +206,27 @@ def test_overlapped_bound_counts_what_the_passes_cannot_hide():
     assert bound_s == pytest.approx(4 * work_s + collectives_s - work_s)
     assert found.time_per_batch_s * 0.95 <= bound_s <= found.time_per_batch_s
     assert max(4 * work_s, collectives_s) < 0.62 * found.time_per_batch_s
+
+
+def test_the_memory_floor_removes_the_depths_the_model_does_not_fit():
+    """Four equal layers whose weights and gradients fill 2.5 devices' memory on 8 devices: no plan of fewer than 3
+    stages fits, so the bound with the memory floor (:func:`least_state_bytes`, what a system space's groups pass) takes
+    the 4-stage pipeline's bubble — above the bound without it (an unpipelined 8-way replica), and still at most the
+    DP's time."""
+    layer = {"fwd_s": 0.5, "bwd_s": 1.0, "param_bytes": 1e9, "expert_param_bytes": 0.0, "stash_bytes": 0.0,
+             "attention_stash_bytes": 0.0, "attention_fwd_s": 0.0, "output_bytes": 1e3, "input_bytes": 1e3}
+    layers = [layer] * 4
+    cluster = Cluster(n_devices=8, global_batch=8, link_bandwidth_Bps=1e12)
+    plan = PlanSpec(interleave=1, c=1, e=1, zero=0)
+    settings = Settings(cluster, 1, 1, 1.0, plan)
+    state = least_state_bytes(settings, np.ones(4), [1e9] * 4, [0.0] * 4)
+    assert state == pytest.approx(4e9 * settings.state_factor(8, 0))
+    hbm_bytes = state / 2.5
+    found = best_plan(at_expert_parallel(layers, 1), Settings(cluster, 1, 1, hbm_bytes, plan))
+    assert found.feasible and found.pipeline_stages >= 3
+    loose_s = system_bound_s(layers, cluster, 1, 1, 1)
+    floor_s = system_bound_s(layers, cluster, 1, 1, 1, hbm_bytes=hbm_bytes, plan=plan)
+    assert loose_s < 0.8 * floor_s and floor_s <= found.time_per_batch_s * (1 + REL)
 
 
 def test_pipeline_send_bound_on_a_tpuv4_pod_at_t2():

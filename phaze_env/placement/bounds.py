@@ -19,7 +19,7 @@ from phaze_env.placement.collectives import data_parallel_prices, far_send_bound
 from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_bytes, bucket_totals, exposed_floor_s,
                                             last_bucket_floor, overlapped_collectives_floor, single_bucket,
                                             stage_share)
-from phaze_env.placement.inputs import (fastest_interleave, microbatches_per_replica, pipeline_slots,
+from phaze_env.placement.inputs import (Settings, fastest_interleave, microbatches_per_replica, pipeline_slots,
                                        pipeline_time_s)
 from phaze_env.placement.rules import runnable_interleavings
 
@@ -39,13 +39,27 @@ def smallest_layers_s(layer_s: np.ndarray, repeats: np.ndarray, count) -> np.nda
     return total
 
 
+def least_state_bytes(settings: Settings, repeats: np.ndarray, layer_param_bytes, layer_expert_param_bytes) -> float:
+    """The least weights, gradients and optimizer state that the devices of one tensor group hold for the whole model's
+    layers (whole-model expert bytes: a device holds ``1/e`` of them) under ``settings`` (its tensor width, expert degree,
+    plan and stack), at any placement on its cluster: the layers' bytes times
+    :meth:`~phaze_env.placement.inputs.Settings.least_state_factor` at the most weight replicas the cluster holds
+    (``n/t``; no FP8 weight copies, no expert extra, no ZeRO buffers: each only adds). The ``p`` stages of any placement
+    split these bytes among them, and the DP fits a stage only when its state (and more) is within its device's memory
+    (:class:`~phaze_env.placement.stage_costs.StageMemory`), so ``p·memory ≥`` this for every placement it finds."""
+    param, expert = np.asarray(layer_param_bytes, dtype=float), np.asarray(layer_expert_param_bytes, dtype=float)
+    per_device = float(((param - expert + expert / settings.expert_parallel) * np.asarray(repeats)).sum())
+    return per_device * settings.least_state_factor(max(1, settings.cluster.n_devices // settings.tensor_width))
+
+
 def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_bytes: float, boundary_bytes: float,
                            tensor_width: int, microbatch: int, cluster: Cluster, expert_parallel: int = 1,
                            expert_gradient_bytes: float = 0.0, device_caps: np.ndarray | None = None,
                            interleaves: tuple[int, ...] = (1,), total_layers: int = 0,
                            layer_param_bytes: np.ndarray | None = None,
                            layer_expert_param_bytes: np.ndarray | None = None,
-                           far_sends: Sequence[tuple[int, float]] = ()) -> np.ndarray:
+                           far_sends: Sequence[tuple[int, float]] = (), state_bytes: float = 0.0,
+                           device_memory: np.ndarray | None = None) -> np.ndarray:
     """Lower bound on the time per batch over every (p, d) placement, per architecture.
 
     Some stage holds at least its share ``T/p`` of the time, some stage holds at least ``⌈n/p⌉`` of the
@@ -64,7 +78,9 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     placements with ``d·p·t`` ≤ the architecture's cap count, so each column equals this bound on the same
     cluster with that many devices wherever the cluster prices the collectives of a group that fits the cap as
     it does at ``n_devices`` (:func:`search.bounds.bounding_cluster`'s families; :func:`search.bounds.bounding_groups`). An
-    architecture with no placement gets ``inf``.
+    architecture with no placement gets ``inf``. ``device_memory`` (per architecture, bytes; default no limit): only
+    depths ``p`` whose ``p·memory`` holds ``state_bytes`` (:func:`least_state_bytes`, at this cluster's devices: the
+    most replicas of any architecture's placements) count — the DP fits no fewer stages.
 
     ``interleaves``: the interleaved-1F1B degrees ``v`` the plan may use (:func:`~phaze_env.placement.rules.
     interleave_degrees`; PHAZE's ``(1,)``), each where the cluster's stack can run it at ``(p, m_r)``
@@ -152,7 +168,13 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     # no experts)
     expert_s = prices.expert["allreduce"][1] * (expert_gradient_bytes / e) if e > 1 else np.zeros(len(d_first))
     crowded_all_s = smallest_layers_s(layer_s, repeats, [-(-n_layers // p) for p in depths])
+    memory = None if device_memory is None else np.asarray(device_memory, dtype=float)
+    if memory is not None and memory.shape != (layer_s.shape[1],):
+        raise ValueError(f"device_memory must give each of the {layer_s.shape[1]} architectures its bytes")
     for p, interleavings in zip(depths, shapes):
+        roomy = None if memory is None else p * memory >= state_bytes * (1 - 1e-12)  # (round-off never excludes a fit)
+        if roomy is not None and not roomy.any():
+            continue
         keep = d_first <= most // (tensor_width * p)
         m_r = m_r_first[keep]
         allreduce = per_byte_s[keep] * (dense_bytes / p) + fixed_s[keep] + expert_s[keep] / p
@@ -183,8 +205,10 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
             times = np.where(allowed[keep][:, None], times, np.inf)
             if caps is not None:  # d·p·t within each architecture's devices
                 times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)
+            if roomy is not None:  # p stages hold the model's least state within each architecture's memory
+                times = np.where(roomy[None, :], times, np.inf)
             best = np.minimum(best, times.min(axis=0))
     return best
 
 
-__all__ = ["placement_time_bound_s", "smallest_layers_s"]
+__all__ = ["least_state_bytes", "placement_time_bound_s", "smallest_layers_s"]

@@ -41,8 +41,7 @@ class CandidateCosts:
         self._largest_layer_params = table.layer_max(layers.param_bytes)
         # The loosest memory rule over every variant: the smallest state (most ZeRO shards), no buffers, no p2p.
         self.most_replicas = max(1, s.n_devices // s.replica_devices)
-        self.loosest_state = min(s.state_factor(s.zero_shards(s.weight_replicas(self.most_replicas)), zero)
-                                 for zero in s.zero_stages)
+        self.loosest_state = s.least_state_factor(s.weight_replicas(self.most_replicas))
 
     def memory(self, state_factor: float, interleave: int, zero: int, expert_extra: float = 0.0) -> StageMemory:
         """The memory side of a state factor, interleave, ZeRO stage (its buffers) and expert state extra."""

@@ -346,6 +346,11 @@ class Settings:
         """Weights + gradients + optimizer state per device, as a multiple of the stage's weight bytes."""
         return sum(self.state_parts(data_parallel, zero))
 
+    def least_state_factor(self, weight_replicas: int) -> float:
+        """The smallest :meth:`state_factor` of any ZeRO stage the DP may use at ``weight_replicas`` replicas (ZeRO's
+        shards only shrink the state as the replicas grow: at the most replicas, a floor on every shape's)."""
+        return min(self.state_factor(self.zero_shards(weight_replicas), zero) for zero in self.zero_stages)
+
     def expert_state_extra(self, weight_replicas: int, zero: int) -> float:
         """What an expert byte adds to :meth:`state_factor` over a dense one: dense bytes are sharded by ZeRO over
         their ``weight_replicas = d·c`` ranks, expert bytes over the ``d·c/e`` expert-data-parallel ranks only
