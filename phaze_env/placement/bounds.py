@@ -19,8 +19,7 @@ from phaze_env.placement.collectives import data_parallel_prices, far_send_bound
 from phaze_env.placement.dp_overlap import (OVERLAPPED_COLLECTIVES, bucket_bytes, bucket_totals, exposed_floor_s,
                                             last_bucket_floor, overlapped_collectives_floor, single_bucket,
                                             stage_share)
-from phaze_env.placement.inputs import (Settings, fastest_interleave, microbatches_per_replica, pipeline_slots,
-                                       pipeline_time_s)
+from phaze_env.placement.inputs import Settings, microbatches_per_replica, pipeline_slots, pipeline_time_s
 from phaze_env.placement.rules import runnable_interleavings
 
 
@@ -86,11 +85,15 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     interleave_degrees`; PHAZE's ``(1,)``), each where the cluster's stack can run it at ``(p, m_r)``
     (:func:`~phaze_env.placement.rules.runnable_shapes` over ``total_layers``: the DP's own rule). At ``v`` the pipeline
     takes ``m_r + (p − 1)/v`` slowest-stage times and every stage sends ``v`` times per microbatch, so its time is at
-    least ``(m_r + (p − 1)/v)·(S(p) + v·send) + sync``: the DP's own pipeline time with the cheapest send (its slowest
-    stage ``max_k(x_k + v·y_k) ≥ max_k x_k + v·min_k y_k``); the bound is the least over the ``v``, with the ``v > 1``
-    relaxed to real values: one ``v`` per (``m_r``, architecture) in ``[low, high]``, the least and largest ``v > 1``
-    the stack runs at ``p`` (:func:`~phaze_env.placement.rules.runnable_interleavings`), where that time is least
-    (:func:`~phaze_env.placement.inputs.fastest_interleave`). A stack running DualPipe (``Stack.pipeline_schedule``) takes the
+    least ``(m_r + (p − 1)/v)·Z + sync``: the DP's own pipeline time with its slowest stage
+    ``Z = max_k(x_k + v·y_k)`` (``x_k`` stage ``k``'s passes, ``y_k`` its sends per chunk) at least
+    ``max_k x_k + v·min_k y_k ≥ S(p) + v·send`` and at least the stages' mean: the passes sum to at least ``T`` and the
+    ``p − 1`` boundaries are crossed by one message each way (the first and last stage send one way, every other stage
+    both, :meth:`~phaze_env.placement.stages.StageTable.p2p_s`), each at least the cheapest send, so
+    ``Z ≥ T/p + v·send·2(p − 1)/p`` (1F1B; under DualPipe a device runs two stages, and only the first form is taken).
+    The bound is the least over the ``v`` the stack runs at ``p`` (:func:`~phaze_env.placement.rules.
+    runnable_interleavings`), each priced on its own — the pipeline and the sync floor below at the same ``v``. A stack
+    running DualPipe (``Stack.pipeline_schedule``) takes the
     DP's own ``m_r + (p/2 − 1)·κ`` slots (:func:`~phaze_env.placement.inputs.pipeline_slots`) at the ``(p, m_r)`` it
     runs (:func:`~phaze_env.placement.rules.runnable_shapes`), never 1F1B's larger bubble, on a pace of at least the
     average stage and half the slowest layer (a device's pace is the mean of its stage and its mirror's,
@@ -114,13 +117,12 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     ``Σ⌈x_s⌉ ≥ ⌈Σx_s⌉``: :func:`~phaze_env.placement.dp_overlap.bucket_totals` of the dense bytes and, at ``e > 1``,
     of the ``1/e`` expert shard apart) plus the per-byte parts, the expert
     shard's over the ``d/e`` expert replicas included, over ``p``; the collectives are :data:`~phaze_env.placement.dp_overlap.
-    OVERLAPPED_COLLECTIVES` on the DP's own affine tables, the lesser of ZeRO-0's and ZeRO-1's. The relaxed
-    interleavings (``v`` real in ``[low, high]``) take the pipeline at its least over ``v``
-    plus the floor at ``v = high`` (``max(0, C − S − v·send)/v`` falls as ``v`` grows): the sum of the two least
-    terms is at most the least sum. Where every layer has dense weights and one bucket holds the whole model's
+    OVERLAPPED_COLLECTIVES` on the DP's own affine tables, the lesser of ZeRO-0's and ZeRO-1's (the floor takes the
+    stage time ``S(p) + v·send``, at most ``Z``: ``max(0, C − X)/v`` falls as ``X`` grows, so the smaller ``X`` keeps it a
+    floor). Where every layer has dense weights and one bucket holds the whole model's
     (:func:`~phaze_env.placement.dp_overlap.single_bucket`: a small model at many replicas, whose buckets grow with
     them), every stage's collectives are exposed in full: the sync is then at least one fixed part and ``1/(p·v)`` of
-    the dense bytes' part (the largest stage's last chunk), at ``v = high`` likewise.
+    the dense bytes' part (the largest stage's last chunk).
     """
     n, batch, rules = cluster.n_devices, cluster.setup.global_batch, cluster.stack.plan_rules
     schedule = cluster.stack.pipeline_schedule
@@ -188,20 +190,20 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
             span = ((p - 1) * tensor_width * d_first[keep])[:, None]
             for reach, far_s in far:
                 stage_send_s = np.where(span >= reach, np.maximum(stage_send_s, far_s), stage_send_s)
-        for low, high, allowed in interleavings:
+        for v, allowed in interleavings:
+            slowest_stage_s = stage_s[None, :] + v * stage_send_s
             if overlapped:  # the pipeline + what one microbatch's passes cannot hide (see the docstring)
                 largest_stage_s = stage_share(overlap_low_s, p)[keep][:, None]
-                sync_s = np.maximum(exposed_floor_s(largest_stage_s, stage_s[None, :] + high * stage_send_s, high),
-                                    last_bucket_s[keep][:, None] / high)
+                sync_s = np.maximum(exposed_floor_s(largest_stage_s, slowest_stage_s, v),
+                                    last_bucket_s[keep][:, None] / v)
                 one, dense, _ = (part[keep] for part in overlap_low_s)
-                sync_s = np.maximum(sync_s, np.where(whole[keep], one + dense / (p * high), 0.0)[:, None])
+                sync_s = np.maximum(sync_s, np.where(whole[keep], one + dense / (p * v), 0.0)[:, None])
             else:
                 sync_s = allreduce[:, None]
-            # v = 1, or the v > 1 relaxed to reals: the one in [low, high] whose pipeline is fastest (no runnable v is
-            # faster; one pass replaces one per v)
-            v = 1 if high == 1 else fastest_interleave(m_r[:, None], p, stage_s[None, :], stage_send_s, low, high)
-            times = pipeline_time_s(pipeline_slots(m_r[:, None], p, v, schedule), stage_s[None, :] + v * stage_send_s,
-                                    sync_s)
+            if p > 1 and schedule != "dualpipe":  # the stages' mean: the passes and both ways of every boundary
+                slowest_stage_s = np.maximum(slowest_stage_s,
+                                             (total_s / p)[None, :] + v * stage_send_s * (2 * (p - 1) / p))
+            times = pipeline_time_s(pipeline_slots(m_r[:, None], p, v, schedule), slowest_stage_s, sync_s)
             times = np.where(allowed[keep][:, None], times, np.inf)
             if caps is not None:  # d·p·t within each architecture's devices
                 times = np.where(d_first[keep][:, None] <= (caps // (tensor_width * p))[None, :], times, np.inf)

@@ -491,19 +491,6 @@ def in_flight_units(stage_from_end: int, stages: int, microbatches: int, interle
     return min(2 * (stage_from_end - 1) + (interleave - 1) * group + 1, interleave * microbatches)
 
 
-def fastest_interleave(microbatches, stages: int, stage_time_s, send_s, low: int, high: int) -> np.ndarray:
-    """The real interleave ``v`` in ``[low, high]`` at which the interleaved 1F1B pipeline of ``stages`` stages,
-    ``(m_r + (p−1)/v)·(S + v·send)`` (:func:`pipeline_slots` times a stage that sends ``v`` times), is fastest: the time
-    is convex in ``v`` (``m_r·send·v + (p−1)·S/v`` plus constants), least at ``√((p−1)·S / (m_r·send))`` clamped to
-    the interval, so no ``v`` of it is faster (``high`` when nothing is sent). A bound's relaxation
-    (:func:`~phaze_env.placement.bounds.placement_time_bound_s`): one pass replaces one per ``v``."""
-    send_s = np.asarray(send_s, dtype=float)  # one send, or one per row (elementwise, as the other arguments)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fastest = np.clip(np.sqrt((stages - 1) * stage_time_s / (microbatches * send_s)), low, high)
-    shape = np.broadcast(np.asarray(microbatches), np.asarray(stage_time_s), send_s).shape
-    return np.broadcast_to(np.where(send_s > 0, fastest, float(high)), shape).astype(float)
-
-
 def pipeline_time_s(slots, stage_time_s, sync_s):
     """Time per batch of a pipeline: ``slots`` (:func:`pipeline_slots`) × its slowest stage's time per microbatch
     + the once-per-batch sync after the flush (data-parallel collectives and optimizer step); elementwise."""

@@ -122,20 +122,20 @@ def _runnable_interleaves(p: int, interleaves: tuple[int, ...], total_layers: in
 
 
 def runnable_interleavings(stages: int, microbatches: np.ndarray, interleaves: tuple[int, ...], total_layers: int,
-                           rules: PlanRules, schedule: str = "1f1b") -> list[tuple[int, int, np.ndarray]]:
-    """The interleavings of ``interleaves`` a stack runs at ``stages`` stages, as ``(low, high, runnable)``, ``runnable``
-    the mask over ``microbatches`` (``m_r``): ``(1, 1, …)`` for ``v = 1`` where it is searched, and one
-    ``(least, largest, …)`` for all the ``v > 1`` it runs at some ``m_r`` (none under DualPipe) — whether a ``v > 1``
-    runs at ``(p, m_r)`` depends on ``v`` only through the layer counts (:func:`runnable_shapes` at ``m_r = p``), so the shapes
-    one runnable ``v`` allows every runnable ``v`` allows (that one is left out where no ``m_r`` runs)."""
+                           rules: PlanRules, schedule: str = "1f1b") -> list[tuple[int, np.ndarray]]:
+    """The interleavings of ``interleaves`` a stack runs at ``stages`` stages, as ``(v, runnable)``, ``runnable`` the
+    mask over ``microbatches`` (``m_r``): ``v = 1`` where it is searched, and every ``v > 1`` it runs at some ``m_r``
+    (none under DualPipe) — whether a ``v > 1`` runs at ``(p, m_r)`` depends on ``v`` only through the layer counts
+    (:func:`runnable_shapes` at ``m_r = p``), so the shapes one runnable ``v`` allows every runnable ``v`` allows (they
+    are left out where no ``m_r`` runs)."""
     found = []
     if 1 in interleaves:
-        found.append((1, 1, runnable_shapes(stages, microbatches, 1, total_layers, rules, schedule)))
+        found.append((1, runnable_shapes(stages, microbatches, 1, total_layers, rules, schedule)))
     runnable = _runnable_interleaves(stages, interleaves, total_layers, rules, schedule)
     if runnable:
         allowed = runnable_shapes(stages, microbatches, runnable[0], total_layers, rules, schedule)
         if allowed.any():
-            found.append((min(runnable), max(runnable), allowed))
+            found.extend((v, allowed) for v in runnable)
     return found
 
 
