@@ -64,6 +64,7 @@ from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
 from phaze_env.moe_dispatch import dispatch_s, exposed_alltoall_s
 from phaze_env.hardware.accelerator import GB_BYTES
+from phaze_env.hardware.number_format import fp8_weight_copy_factor
 from phaze_env.placement.bounds import least_state_bytes, placement_time_bound_s
 from phaze_env.placement.collectives import level_send_bound_s
 from phaze_env.placement.inputs import GRADIENT_FACTOR, Settings
@@ -289,9 +290,9 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
                                      [layer.input_bytes for layer in graph.layers[1:]])
                 layer_params = [layer.param_bytes for layer in graph.layers]
                 layer_experts = [layer.expert_param_bytes for layer in graph.layers]
-                state_bytes = 0.0 if device_memory is None else least_state_bytes(
-                    Settings(cluster, t, m, 1.0, plan, context_parallel=plan.c or 1, expert_parallel=e), repeats,
-                    layer_params, layer_experts)  # (a plan the DP refuses at t raises there too, before any search)
+                # the space's one number format (a system space's group's)
+                state_bytes = 0.0 if device_memory is None else least_state_of(graph, cluster, plan, e,
+                                                                                space.base.number_format)
                 times_s.append(placement_time_bound_s(layer_s, repeats, gradient_bytes, boundary_bytes, t, m, cluster,
                                                       expert_parallel=e, expert_gradient_bytes=expert_bytes,
                                                       device_caps=device_caps, interleaves=interleaves,
@@ -303,6 +304,19 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
             time_s = np.min(times_s, axis=0)
             bounds[(t, m)] = cluster.setup.global_batch / time_s * (1 + 1e-9)  # round-off must never prune an exact tie
     return bounds
+
+
+def least_state_of(graph, cluster: Cluster, plan: PlanSpec, expert_parallel: int, number_format: str) -> float:
+    """:func:`~phaze_env.placement.bounds.least_state_bytes` of ``graph`` (one variant's layers) on ``cluster`` under
+    ``plan``, with the FP8 weight copies the evaluator's DP counts for chips of ``number_format``
+    (:func:`~phaze_env.hardware.number_format.fp8_weight_copy_factor`). A plan the DP refuses at the graph's tensor width
+    raises here too, before any search."""
+    settings = Settings(cluster, graph.tensor_width, graph.microbatch, 1.0, plan, context_parallel=plan.c or 1,
+                        expert_parallel=expert_parallel,
+                        weight_copy_factor=fp8_weight_copy_factor(graph, number_format))
+    return least_state_bytes(settings, np.array([layer.repeat for layer in graph.layers]),
+                             [layer.param_bytes for layer in graph.layers],
+                             [layer.expert_param_bytes for layer in graph.layers])
 
 
 def with_alltoalls_s(graph, layer_s: np.ndarray, cluster: Cluster, expert_parallel: int) -> np.ndarray:

@@ -29,8 +29,9 @@ from phaze_env.hardware.system import (TORUS_POD_CHIPS, torus_pods, HBM_GENERATI
                                        topology_family, topology_unit, wall_power_per_chip_w)
 from phaze_env.placement.bounds import placement_time_bound_s
 from phaze_env.stacks import STACKS
-from search.bounds import (_variant_throughput_bounds, bounding_cluster, bounding_groups, row_variant_bounds,
-                           throughput_bounds)
+from phaze_env.workloads import model_graph
+from search.bounds import (_variant_throughput_bounds, bounding_cluster, bounding_groups, least_state_of,
+                           row_variant_bounds, throughput_bounds)
 from search.config import SearchConfig
 from search.result import SearchResult
 from search.run import run_search
@@ -424,6 +425,33 @@ def test_a_budget_that_buys_no_topology_unit_is_infeasible_on_every_face():
     assert terminated and reward < 0 and not info["feasible"] and "not one whole switched unit" in info["reason"]
     record = make_objective(TINY, TRAINING, space=space).record(design)
     assert not record.attrs["feasible"] and record.attrs["reason"] == point.unbuildable_reason
+
+
+def test_the_memory_floor_is_at_most_the_state_every_plan_holds(tmp_path, monkeypatch):
+    """The fewest stages a system-space group's bound allows rest on :func:`least_state_of`: the whole model's weights,
+    gradients and optimizer state on one tensor group's devices at the most replicas, FP8 weight copies counted as the
+    DP counts them. On an FP8 and a bf16 row of the small space at two tensor widths (the stack's ZeRO-1), the state
+    the evaluated plan's stages hold (summed over them) is at least the floor and within 2 % of it (the optimizer's
+    shards at the plan's replicas, not the most), and the FP8 row's copies raise it."""
+    monkeypatch.setenv("PHAZE_CACHE_DIR", str(tmp_path))
+    space = small_space(topology=("switched",), link_GBps=(100.0,), hbm_generation=("hbm3e",), num_tc=(8,),
+                        microbatch=(1,))
+    rows = space.arch_space()
+    floors = {}
+    for design, point in zip(rows.designs, rows.points):
+        cluster = rows.cluster(rows.designs.index(design), TRAINING)
+        for t in WIDTHS:
+            plan = dataclasses.replace(space.stack_plan(design.recompute, TINY), t=t, microbatch=1)
+            evaluation = space.evaluate(design, TINY, TRAINING, tensor_widths=(t,), plan=plan)
+            assert evaluation.feasible, evaluation.reason
+            held = sum(stage["weights"] + stage["gradients"] + stage["optimizer"]
+                       for stage in evaluation.plan.stage_memory)
+            floor = least_state_of(model_graph(TINY, microbatch=1, tensor_width=t), cluster, plan, 1,
+                                   design.number_format)
+            assert floor <= held * (1 + 1e-9), (design.number_format, t, floor, held)
+            assert floor >= 0.98 * held, (design.number_format, t, floor, held)  # only ZeRO-1's shards differ
+            floors[(design.number_format, t)] = floor
+    assert all(floors[("fp8", t)] > 1.2 * floors[("bf16", t)] for t in WIDTHS)
 
 
 @pytest.fixture(scope="module")

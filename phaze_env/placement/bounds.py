@@ -43,7 +43,7 @@ def least_state_bytes(settings: Settings, repeats: np.ndarray, layer_param_bytes
     layers (whole-model expert bytes: a device holds ``1/e`` of them) under ``settings`` (its tensor width, expert degree,
     plan and stack), at any placement on its cluster: the layers' bytes times
     :meth:`~phaze_env.placement.inputs.Settings.least_state_factor` at the most weight replicas the cluster holds
-    (``n/t``; no FP8 weight copies, no expert extra, no ZeRO buffers: each only adds). The ``p`` stages of any placement
+    (``n/t``; with the FP8 weight copies ``settings`` counts, no expert extra, no ZeRO buffers: each only adds). The ``p`` stages of any placement
     split these bytes among them, and the DP fits a stage only when its state (and more) is within its device's memory
     (:class:`~phaze_env.placement.stage_costs.StageMemory`), so ``p·memory ≥`` this for every placement it finds."""
     param, expert = np.asarray(layer_param_bytes, dtype=float), np.asarray(layer_expert_param_bytes, dtype=float)

@@ -20,11 +20,9 @@ def pipeline_send_s(cluster: Cluster, level, payload_bytes: float, tensor_width:
     on a cluster of several levels, Megatron's scatter/gather (Narayanan et al. 2021 §4.1) sends ``1/t`` per tensor
     rank and all-gathers it inside the group (when the cluster's stack does it: ``Stack.pipeline_scatter_gather``;
     else every rank sends it whole)."""
-    t = tensor_width
-    if t == 1 or len(cluster.network.levels) == 1 or not cluster.stack.pipeline_scatter_gather:
+    if len(cluster.network.levels) == 1:  # one level: nothing faster to gather over
         return comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
-    return (comm.p2p_s(payload_bytes / t, level.p2p_bandwidth_Bps, level.latency_s)
-            + cluster.network.collective_s("allgather", payload_bytes, t))
+    return level_send_bound_s(cluster, level, payload_bytes, tensor_width)
 
 
 def p2p_bound_s(cluster: Cluster, payload_bytes: float, tensor_width: int) -> float:
@@ -50,10 +48,10 @@ def far_send_bounds(cluster: Cluster, payload_bytes: float, tensor_width: int) -
 
 
 def level_send_bound_s(bounding: Cluster, level: Level, payload_bytes: float, tensor_width: int) -> float:
-    """At most :func:`pipeline_send_s` across ``level`` on every cluster of several levels that ``bounding`` bounds
-    (:func:`search.bounds.bounding_cluster`: its collectives are no slower) and that runs ``bounding``'s stack: the
-    message across the level (``1/t`` of it under Megatron's scatter/gather) plus, under it, the all-gather inside the
-    tensor group priced on ``bounding``."""
+    """The message across ``level`` (``1/t`` of it under Megatron's scatter/gather) plus, under it, the all-gather
+    inside the tensor group priced on ``bounding``: :func:`pipeline_send_s` itself on a cluster of several levels, and
+    at most it on every cluster of several levels that ``bounding`` bounds (:func:`search.bounds.bounding_cluster`: its
+    collectives are no slower) and that runs ``bounding``'s stack."""
     t = tensor_width
     if t == 1 or not bounding.stack.pipeline_scatter_gather:
         return comm.p2p_s(payload_bytes, level.p2p_bandwidth_Bps, level.latency_s)
