@@ -979,7 +979,7 @@ def published_mfu_text(rows: Sequence[dict[str, Any]]) -> str:
         if row["workload"] != MFU_CHECK_WORKLOAD or not reference or not reference.get("mfu"):
             continue
         label = f"{row['workload']} at {row['budget_label'] if row['kind'] == 'power' else 'iso-cost'}"
-        cells.append(f"{label} {reference['mfu']:.1%} ({reference['mfu'] / palm.published - 1:+.0%}, "
+        cells.append(f"{label} {reference['mfu']:.1%} ({reference['mfu'] / palm.published - 1:+.1%}, "
                      f"`{reference['plan']}` on {reference['chips_used']:,} chips)")
     if not cells:
         return ""
