@@ -1,0 +1,123 @@
+"""One modern stack on H100? Every H100 run on its profile and on Megatron-Core's: ``python -m experiments.h100_profiles``.
+
+Issue 28 item 6 asks for *one* modern stack profile on H100, fitted to one published run and held out on the others.
+The validation runs NVIDIA's 2024 NeMo runs (DGX Cloud's GPT-3 175B in bf16 and FP8, NeMo 24.07's Llama 2 FP8 rows) on
+the ``megatron-lm`` profile, whose H100 efficiency (:data:`~phaze_env.stacks.MEGATRON_H100_EFFICIENCY`, fitted to
+``dgxc-gpt3-175b-bf16-512``) stands for the compute net of the communication the stack hides, with eager attention; and
+the 2025–26 Megatron-Bridge runs on ``megatron-core`` (its overlaps, sequence parallelism's per-token kernels, the
+fused attention and the host, efficiency fitted to ``bridge2509-llama3-70b-fp8-64``). Both are Megatron-Core in NeMo.
+
+This predicts every H100 dense case with its published plan on both profiles (each at its own fitted efficiency) and
+the FP8-over-bf16 speed-up of the GPT-3 pairs on each, then, for the GPT-3 FP8 rows on ``megatron-core``, what each of
+the profile's structures moves when switched off alone (the candidates for its FP8 speed-up). A diagnostic: no
+profile and no case is changed (``tests/test_h100_profiles.py``; what it found: docs/fidelity.md, 'One H100 profile').
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+
+from experiments.validation_cases import H100_CASES, ValidationCase, get_case
+from experiments.validation_fit import error_with, predict
+from phaze_env.cli import OneLineParser
+
+MODERN = "megatron-core"
+"""The profile issue 28 item 6 asks every modern H100 run to share."""
+
+STRUCTURES: tuple[tuple[str, dict], ...] = (
+    ("TP comm exposed", {"tp_comm_overlap": False}),
+    ("DP comm exposed", {"dp_comm_overlap": False}),
+    ("SP kernels on all tokens", {"sequence_parallel_kernels": False}),
+    ("no host cost", {"host_op_s": 0.0}),
+)
+"""``megatron-core``'s structures that ``megatron-lm`` lacks, each switched off alone (a cluster field and its value)."""
+
+TOLERANCE = 0.15
+
+
+@dataclass(frozen=True)
+class Row:
+    case: ValidationCase
+    own_error: float | None  # on the case's validation profile
+    modern_error: float | None  # on megatron-core, at its fitted H100 efficiency
+
+
+def on_profile(case: ValidationCase, stack: str) -> ValidationCase:
+    """``case`` on training stack ``stack`` (sequence parallelism kept as published: every TP > 1 case runs it)."""
+    return replace(case, stack=stack)
+
+
+def rows(cases: tuple[ValidationCase, ...] = H100_CASES) -> list[Row]:
+    """Each predictable case's error on its own profile and on :data:`MODERN`."""
+    out = []
+    for case in cases:
+        if case.requires:
+            continue
+        own = predict(case).error
+        modern = own if case.stack == MODERN else predict(on_profile(case, MODERN)).error
+        out.append(Row(case, own, modern))
+    return out
+
+
+def fp8_speedups(found: list[Row]) -> list[tuple[str, float, float | None, float | None]]:
+    """Each GPT-3 FP8 row with its bf16 twin (same GPUs): the published FP8-over-bf16 speed-up and the one predicted
+    on each profile (the published metric is sequences/s: the ratio of the two predictions' rates)."""
+    by_name = {row.case.name: row for row in found}
+    pairs = []
+    for row in found:
+        if row.case.number_format != "fp8" or not row.case.name.startswith("dgxc-"):
+            continue
+        twin = by_name.get(row.case.name.replace("-fp8-", "-bf16-"))
+        if twin is None:
+            continue
+        published = row.case.published / twin.case.published
+
+        def predicted(fp8_error, bf16_error):
+            return None if fp8_error is None or bf16_error is None else published * (1 + fp8_error) / (1 + bf16_error)
+        pairs.append((row.case.name, published, predicted(row.own_error, twin.own_error),
+                      predicted(row.modern_error, twin.modern_error)))
+    return pairs
+
+
+def structure_errors(case: ValidationCase) -> dict[str, float]:
+    """``case`` on :data:`MODERN` with each of :data:`STRUCTURES` switched off alone (the efficiency kept)."""
+    moved = on_profile(case, MODERN)
+    return {label: error_with(moved, **fields) for label, fields in STRUCTURES}
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.1%}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(prog="python -m experiments.h100_profiles", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--structures", default="dgxc-gpt3-175b-fp8-512,dgxc-gpt3-175b-bf16-512", metavar="A,B",
+                        help="cases whose megatron-core structures are switched off one at a time (default the GPT-3 "
+                             "pair at 512 GPUs)")
+    args = parser.parse_args(argv)
+    try:
+        structure_cases = [get_case(name) for name in args.structures.split(",") if name]
+    except ValueError as exc:
+        parser.error(str(exc).split(";")[0] + " (the cases: experiments/validation_cases.py)")
+    found = rows()
+    print(f"| case | format | own profile | error | on {MODERN} |\n|---|---|---|---|---|")
+    for row in found:
+        print(f"| {row.case.name} | {row.case.number_format} | {row.case.stack} | {_pct(row.own_error)} | "
+              f"{_pct(row.modern_error)} |")
+    for label, pick in (("own profiles", lambda r: r.own_error), (MODERN, lambda r: r.modern_error)):
+        errors = [pick(r) for r in found if pick(r) is not None]
+        within = sum(abs(e) <= TOLERANCE for e in errors)
+        print(f"\n{label}: mean absolute error {statistics.fmean(abs(e) for e in errors):.1%} over {len(errors)} "
+              f"cases, {within} within ±{TOLERANCE:.0%} (calibration rows included)")
+    print("\n| FP8 case | published FP8/bf16 | own profile | on megatron-core |\n|---|---|---|---|")
+    for name, published, own, modern in fp8_speedups(found):
+        print(f"| {name} | {published:.3f}× | {own:.3f}× | {modern:.3f}× |")
+    for case in structure_cases:
+        print(f"\n{case.name} on {MODERN}: {_pct(predict(on_profile(case, MODERN)).error)}; with one structure off: "
+              + "; ".join(f"{label} {_pct(error)}" for label, error in structure_errors(case).items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

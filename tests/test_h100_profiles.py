@@ -1,0 +1,45 @@
+"""experiments.h100_profiles: every H100 run on its validation profile and on megatron-core (a diagnostic)."""
+
+from dataclasses import replace
+
+import pytest
+
+from experiments.h100_profiles import MODERN, Row, fp8_speedups, main, on_profile, rows, structure_errors
+from experiments.validation_cases import get_case
+from experiments.validation_fit import predict
+
+
+def test_a_case_on_the_modern_profile_keeps_its_published_plan_and_changes_only_the_stack():
+    case = get_case("nemo2407-llama2-7b-fp8")
+    moved = on_profile(case, MODERN)
+    assert moved.stack == MODERN and replace(moved, stack=case.stack) == case
+    (row,) = rows((case,))
+    assert row.own_error == pytest.approx(predict(case).error)
+    assert row.modern_error == pytest.approx(predict(moved).error) and row.modern_error != row.own_error
+
+
+def test_a_structure_the_plan_does_not_use_moves_nothing():
+    """At TP 1 there is no tensor-parallel collective to expose and no sequence parallelism: switching those
+    structures off leaves the prediction as it was; a structure the plan does use (the DP overlap) may move it."""
+    case = get_case("nemo2407-llama2-7b-fp8")
+    modern = predict(on_profile(case, MODERN)).error
+    moved = structure_errors(case)
+    assert moved["TP comm exposed"] == pytest.approx(modern, abs=1e-12)
+    assert moved["SP kernels on all tokens"] == pytest.approx(modern, abs=1e-12)
+    assert moved["DP comm exposed"] <= modern + 1e-12  # exposing communication never speeds a step up
+
+
+def test_the_fp8_speed_up_is_the_published_one_moved_by_both_errors():
+    bf16, fp8 = get_case("dgxc-gpt3-175b-bf16-128"), get_case("dgxc-gpt3-175b-fp8-128")
+    (name, published, own, modern), = fp8_speedups([Row(bf16, 0.0, 0.10), Row(fp8, 0.0, 0.21)])
+    assert name == fp8.name and published == pytest.approx(fp8.published / bf16.published)
+    assert own == pytest.approx(published) and modern == pytest.approx(published * 1.21 / 1.10)
+    assert fp8_speedups([Row(fp8, 0.0, 0.2)]) == []  # no bf16 twin: no pair
+
+
+def test_an_unknown_case_is_one_clear_line(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--structures", "no-such-case"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no-such-case" in err
