@@ -19,8 +19,9 @@ import statistics
 from dataclasses import dataclass, replace
 
 from experiments.validation_cases import H100_CASES, ValidationCase, get_case
-from experiments.validation_fit import error_with, predict
+from experiments.validation_fit import error_with, metric_with, predict
 from phaze_env.cli import OneLineParser
+from phaze_env.stacks import MEGATRON_CORE_HOST_OP_S, STACKS, TE_FUSED_ATTENTION_H100_EFFICIENCY
 
 MODERN = "megatron-core"
 """The profile issue 28 item 6 asks every modern H100 run to share."""
@@ -32,6 +33,18 @@ STRUCTURES: tuple[tuple[str, dict], ...] = (
     ("no host cost", {"host_op_s": 0.0}),
 )
 """``megatron-core``'s structures that ``megatron-lm`` lacks, each switched off alone (a cluster field and its value)."""
+
+LADDER: tuple[tuple[str, dict], ...] = (
+    ("megatron-lm", {}),
+    ("+ fused attention", {"attention_efficiency": TE_FUSED_ATTENTION_H100_EFFICIENCY}),
+    ("+ SP kernels on s/t tokens", {"sequence_parallel_kernels": True}),
+    ("+ megatron-core's plan rules", {"plan_rules": STACKS[MODERN].plan_rules}),
+    ("+ TP comm overlap", {"tp_comm_overlap": True}),
+    ("+ DP comm overlap", {"dp_comm_overlap": True}),
+    ("+ host cost", {"host_op_s": MEGATRON_CORE_HOST_OP_S}),
+)
+"""From ``megatron-lm`` to ``megatron-core``'s structure one field at a time, cumulatively, at ``megatron-lm``'s
+fitted efficiency (the last step then differs from ``megatron-core`` by the efficiency alone)."""
 
 TOLERANCE = 0.15
 
@@ -86,6 +99,18 @@ def structure_errors(case: ValidationCase) -> dict[str, float]:
     return {label: error_with(moved, **fields) for label, fields in STRUCTURES}
 
 
+def ladder(bf16: ValidationCase, fp8: ValidationCase) -> list[tuple[str, float, float, float]]:
+    """The bf16/FP8 pair on ``megatron-lm`` with :data:`LADDER`'s structures added one by one: each step's label, the
+    two errors and the predicted FP8-over-bf16 speed-up."""
+    fields: dict = {}
+    steps = []
+    for label, more in LADDER:
+        fields.update(more)
+        bf16_rate, fp8_rate = metric_with(bf16, **fields), metric_with(fp8, **fields)
+        steps.append((label, bf16_rate / bf16.published - 1, fp8_rate / fp8.published - 1, fp8_rate / bf16_rate))
+    return steps
+
+
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:+.1%}"
 
@@ -113,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| FP8 case | published FP8/bf16 | own profile | on megatron-core |\n|---|---|---|---|")
     for name, published, own, modern in fp8_speedups(found):
         print(f"| {name} | {published:.3f}× | {own:.3f}× | {modern:.3f}× |")
+    pair = {case.number_format: case for case in structure_cases}
+    if set(pair) == {"bf16", "fp8"} and all(case.stack == "megatron-lm" for case in pair.values()):
+        published = pair["fp8"].published / pair["bf16"].published
+        print(f"\n{pair['fp8'].name} over {pair['bf16'].name}, from megatron-lm to megatron-core's structure "
+              f"(published speed-up {published:.3f}×):\n\n| step | bf16 | FP8 | FP8/bf16 |\n|---|---|---|---|")
+        for label, bf16_error, fp8_error, speedup in ladder(pair["bf16"], pair["fp8"]):
+            print(f"| {label} | {_pct(bf16_error)} | {_pct(fp8_error)} | {speedup:.3f}× |")
     for case in structure_cases:
         print(f"\n{case.name} on {MODERN}: {_pct(predict(on_profile(case, MODERN)).error)}; with one structure off: "
               + "; ".join(f"{label} {_pct(error)}" for label, error in structure_errors(case).items()))
