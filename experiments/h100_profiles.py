@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from experiments.validation_cases import H100_CASES, ValidationCase, get_case
 from experiments.validation_fit import error_with, metric_with, predict
+from experiments.validation_stats import TOLERANCE
 from phaze_env.cli import OneLineParser
 from phaze_env.stacks import MEGATRON_CORE_HOST_OP_S, STACKS, TE_FUSED_ATTENTION_H100_EFFICIENCY
 
@@ -46,7 +47,6 @@ LADDER: tuple[tuple[str, dict], ...] = (
 """From ``megatron-lm`` to ``megatron-core``'s structure one field at a time, cumulatively, at ``megatron-lm``'s
 fitted efficiency (the last step then differs from ``megatron-core`` by the efficiency alone)."""
 
-TOLERANCE = 0.15
 
 
 @dataclass(frozen=True)
@@ -73,23 +73,24 @@ def rows(cases: tuple[ValidationCase, ...] = H100_CASES) -> list[Row]:
     return out
 
 
+def _speedup(published: float, fp8_error: float | None, bf16_error: float | None) -> float | None:
+    """The FP8-over-bf16 speed-up two predictions give, from the published one and their errors (None if either
+    is missing)."""
+    return None if fp8_error is None or bf16_error is None else published * (1 + fp8_error) / (1 + bf16_error)
+
+
 def fp8_speedups(found: list[Row]) -> list[tuple[str, float, float | None, float | None]]:
     """Each GPT-3 FP8 row with its bf16 twin (same GPUs): the published FP8-over-bf16 speed-up and the one predicted
     on each profile (the published metric is sequences/s: the ratio of the two predictions' rates)."""
     by_name = {row.case.name: row for row in found}
     pairs = []
     for row in found:
-        if row.case.number_format != "fp8" or not row.case.name.startswith("dgxc-"):
-            continue
         twin = by_name.get(row.case.name.replace("-fp8-", "-bf16-"))
-        if twin is None:
+        if row.case.number_format != "fp8" or not row.case.name.startswith("dgxc-") or twin is None:
             continue
         published = row.case.published / twin.case.published
-
-        def predicted(fp8_error, bf16_error):
-            return None if fp8_error is None or bf16_error is None else published * (1 + fp8_error) / (1 + bf16_error)
-        pairs.append((row.case.name, published, predicted(row.own_error, twin.own_error),
-                      predicted(row.modern_error, twin.modern_error)))
+        pairs.append((row.case.name, published, _speedup(published, row.own_error, twin.own_error),
+                      _speedup(published, row.modern_error, twin.modern_error)))
     return pairs
 
 
@@ -145,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
               f"(published speed-up {published:.3f}×):\n\n| step | bf16 | FP8 | FP8/bf16 |\n|---|---|---|---|")
         for label, bf16_error, fp8_error, speedup in ladder(pair["bf16"], pair["fp8"]):
             print(f"| {label} | {_pct(bf16_error)} | {_pct(fp8_error)} | {speedup:.3f}× |")
+    modern = {row.case.name: row.modern_error for row in found}
     for case in structure_cases:
-        print(f"\n{case.name} on {MODERN}: {_pct(predict(on_profile(case, MODERN)).error)}; with one structure off: "
+        error = modern[case.name] if case.name in modern else predict(on_profile(case, MODERN)).error
+        print(f"\n{case.name} on {MODERN}: {_pct(error)}; with one structure off: "
               + "; ".join(f"{label} {_pct(error)}" for label, error in structure_errors(case).items()))
     return 0
 

@@ -47,6 +47,7 @@ from typing import Any, Sequence
 
 from experiments.cost_table import table
 from experiments.validation_cases import get_case
+from experiments.validation_stats import TOLERANCE
 from phaze_env.cli import OneLineParser, console, positive_float, positive_int
 from phaze_env.cluster import NCCL_EFFICIENCY, TPUV4_DCN_PER_CHIP_BPS, Cluster, point_cluster
 from phaze_env.design import SYSTEM_FIELDS, SystemDesignSpace, reference_system
@@ -967,8 +968,9 @@ arXiv:2204.02311, Table 3: MFU 46.2 %, HFU 57.8 %): what the chips ran, against 
 MFU_CHECK_WORKLOAD = "gpt3-175b"
 """The rows whose TPUv4 reference is held to PaLM's MFU: the table's largest model, the only one near PaLM's scale
 (the small models at 1 MW run less than a sequence per chip, where no published run sits)."""
-MFU_CHECK_TOLERANCE = 0.15
-"""Issue 29's bound on a reference's distance from a published end-to-end MFU of its chip (±15 %)."""
+MFU_CHECK_TOLERANCE = TOLERANCE
+"""Issue 29's bound on a reference's distance from a published end-to-end MFU of its chip: the validation's ±15 %
+(:data:`experiments.validation_stats.TOLERANCE`)."""
 
 
 def tpuv4_published_mfus() -> list[Any]:
