@@ -119,9 +119,10 @@ class ValidationCase:
             if self.context > 1:
                 raise ValueError(f"case {self.name!r}: t·p·d·c = {self.tensor}·{self.pipeline}·{self.data}·"
                                  f"{self.context} must be the {self.n_devices} devices")
-        if self.expert_parallel < 1 or (self.tensor * self.data) % self.expert_parallel:
-            raise ValueError(f"case {self.name!r}: expert_parallel {self.expert_parallel} must divide tensor × data = "
-                             f"{self.tensor * self.data} (Megatron-Core folds those ranks into the expert grid)")
+        if self.expert_parallel < 1 or (self.tensor * self.context * self.data) % self.expert_parallel:
+            raise ValueError(f"case {self.name!r}: expert_parallel {self.expert_parallel} must divide tensor × context × "
+                             f"data = {self.tensor * self.context * self.data} (Megatron-Core folds those ranks into the "
+                             f"expert grid)")
 
     @property
     def microbatches_per_replica(self) -> int:
@@ -330,7 +331,9 @@ TPU_CASES: tuple[ValidationCase, ...] = (
 )
 
 
-NEEDS_QWEN3_235B = "a qwen3-235b-a22b workload (94 layers, 128 experts top-8; not a built-in)"
+NEEDS_FOLDED_EXPERTS = ("Megatron-Core's folded expert grid (MoE parallel folding, expert tensor parallelism 1: the "
+                        "experts whole on each rank, expert parallelism over the t·c·d ranks of a stage); the model carves "
+                        "e from the d data-parallel ranks and splits every expert by t")
 MCORE_MOE_README = ("NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md at commit 0b981f9c53 (2024-08-02): "
                     "'Mixtral 8X7B bf16 training to achieve 438 TFLOPS as of MCore v0.8', with the 'reference parallel "
                     "mappings of MCore v0.8' table (Mixtral 8x7B dropless, all-to-all dispatcher, BF16, 64 GPUs, "
@@ -343,6 +346,11 @@ MCORE_V09_README = ("NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md 
                     "64 GPUs, seq 4096, TP 1, EP 8, PP 4, VP 8, MBS 1, GBS 256, 8×H100 80GB nodes, 8×400 Gb/s IB")
 MOE_MODEL_ZOO_QWEN3 = ("yanring/Megatron-MoE-ModelZoo best_practice/qwen3/readme.md (Megatron-Core, commit 020b813), "
                        "H100 table: Qwen3-235B-A22B, BF16, 256 H100 GPUs, NVLink 4, InfiniBand 8×50 GB/s, seq 4096")
+MOE_MODEL_ZOO_QWEN3_LONG = ("yanring/Megatron-MoE-ModelZoo best_practice/qwen3/readme.md (Megatron-Core, commit 020b813), "
+                            "H100 'Long Context' table: Qwen3-235B-A22B, DeepEP, BF16, 32 nodes of 8 H100, NVLink 4, "
+                            "InfiniBand 8×50 GB/s; its command: PP 8, VPP 4, EP 8, A2A_OVERLAP=0, --recompute-granularity "
+                            "selective --recompute-modules layernorm moe; the 'forced balance' figure "
+                            "(--moe-router-force-load-balancing: uniform routing, as the model prices it)")
 MEGATRON_BRIDGE_QWEN3_30B = (
     "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md (commit 4ab94dfad36641cabdeb96452b21bf676aac4772), "
     "'{release} NeMo Container', Pre-Training, Qwen3_30B_a3B on DGX-H100: {gpus} GPUs, {fmt}, GBS {batch}, MBS {mbs}, "
@@ -350,15 +358,20 @@ MEGATRON_BRIDGE_QWEN3_30B = (
     "are not on the page: the cases take fused attention (selective, as the H100 cases) and the distributed optimizer")
 
 
-def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave: int, step_s: float, tflops: float,
-                recompute: Recompute) -> ValidationCase:
+def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave: int, step_s: float | None, tflops: float,
+                recompute: Recompute, *, seq: int = 4096, context: int = 1, batch: int = 2048, microbatch: int = 1,
+                zero: int = 1, row: str = "") -> ValidationCase:
+    data = 256 // (tensor * pipeline * context)
+    figure = f"{step_s:g} s per step, {tflops:g} TFLOP/s per GPU" if step_s else f"{tflops:g} TFLOP/s per GPU"
     return ValidationCase(
-        name=f"mcore-qwen3-235b-{label}", workload="qwen3-235b-a22b", seq_len=4096, accelerator="h100",
-        cluster="dgx-h100", n_devices=256, global_batch=2048, tensor=tensor, pipeline=pipeline,
-        data=256 // (tensor * pipeline), microbatch=1, interleave=interleave, sequence_parallel=tensor > 1,
+        name=f"mcore-qwen3-235b-{label}", workload="qwen3-235b-a22b", seq_len=seq, accelerator="h100",
+        cluster="dgx-h100", n_devices=256, global_batch=batch, tensor=tensor, pipeline=pipeline,
+        data=data, microbatch=microbatch, interleave=interleave, sequence_parallel=tensor > 1,
         recompute=recompute, metric="mcore_tflops_per_device", published=tflops, expert_parallel=expert,
-        requires=NEEDS_QWEN3_235B, source=f"{MOE_MODEL_ZOO_QWEN3}; row TP {tensor}, EP {expert}, PP {pipeline}, VPP {interleave}, MBS 1, "
-               f"GBS 2048: {step_s:g} s per step, {tflops:g} TFLOP/s per GPU")
+        context=context, rules=(("embedding_loss_in_split", True),) if pipeline > 1 else (), zero=zero,
+        requires=NEEDS_FOLDED_EXPERTS,
+        source=f"{MOE_MODEL_ZOO_QWEN3 if seq == 4096 else MOE_MODEL_ZOO_QWEN3_LONG}; row {row}TP {tensor}, CP {context}, "
+               f"EP {expert}, PP {pipeline}, VPP {interleave}, MBS {microbatch}, GBS {batch}, sequence {seq}: {figure}")
 
 
 def _bridge_qwen3_30b(release: str, batch: int, microbatch: int, pipeline: int, interleave: int, expert: int,
@@ -421,13 +434,26 @@ MOE_CASES: tuple[ValidationCase, ...] = (
         source="DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv:2412.19437): Table 1 / §1 '180K H800 GPU hours' per "
                "trillion tokens; §3.1 2,048 NVIDIA H800 GPUs; §3.2 PP 16, EP 64 over 8 nodes, ZeRO-1 DP; §3.3 FP8; §4.2 "
                "sequence 4K, batch 15,360"),
-    # Qwen3-235B-A22B (94 layers, 128 experts top-8; not in the workload registry). Recompute as
+    # Qwen3-235B-A22B (94 layers, 128 experts top-8). The ModelZoo's config (model_configs/benchmarking/
+    # Qwen3-235B-A22B.yaml at 1ed4179f7) runs --expert-tensor-parallel-size 1, the distributed optimizer and
+    # --account-for-embedding/loss-in-pipeline-split (94 + 2 layers over 8 × 4 or 32 × 3 chunks). Recompute as
     # published: "norm, act" = selective recompute of layer norms and the expert activation (written as
     # "selective"); the third row lists none.
     #           label                     t  ep  p  vpp  s/step TFLOP/s recompute
-    _qwen3_235b("tp2-ep32-pp8-deepep", 2, 32, 8, 4, 19.7, 245, "selective"),
-    _qwen3_235b("tp2-ep8-pp32-a2a", 2, 8, 32, 3, 24.2, 200, "selective"),
-    _qwen3_235b("tp4-ep8-pp8-deepep", 4, 8, 8, 4, 29.0, 167, "none"),
+    _qwen3_235b("tp2-ep32-pp8-deepep", 2, 32, 8, 4, 19.7, 245, "selective", row="'Cross-node EP strategy', "),
+    # The same plan with the all-to-all under the other microbatch's compute ('+1f1b overlap': A2A_OVERLAP=1,
+    # best_practice/qwen3/run_h100_235b.sh at bff12290).
+    _qwen3_235b("tp2-ep32-pp8-deepep-a2a-overlap", 2, 32, 8, 4, 17.6, 276, "selective",
+                row="'Cross-node EP strategy', '+1f1b overlap', "),
+    # Megatron-FSDP (ZeRO-3 over the 128 data-parallel ranks), microbatch 4, full recompute.
+    _qwen3_235b("tp2-ep8-fsdp-deepep", 2, 8, 1, 1, 17.6, 276, "full", microbatch=4, zero=3,
+                row="'Intra-node EP strategy', FSDP On, EDP 32, "),
+    _qwen3_235b("tp2-ep8-pp32-a2a", 2, 8, 32, 3, 24.2, 200, "selective", row="'Intra-node EP strategy', "),
+    _qwen3_235b("tp4-ep8-pp8-deepep", 4, 8, 8, 4, 29.0, 167, "none", row="'Intra-node EP strategy', "),
+    # Long context on 256 H100 (the table's 32 nodes): TP 4, PP 8 × VPP 4, EP 8, CP growing with the sequence, GBS 256.
+    *(_qwen3_235b(f"{seq // 1024}k-cp{cp}", 4, 8, 8, 4, None, tflops, "selective", seq=seq, context=cp, batch=256,
+                  row="'Long Context', ")
+      for seq, cp, tflops in ((16384, 1, 295), (32768, 2, 335), (65536, 4, 368), (131072, 8, 389))),
 )
 
 

@@ -33,9 +33,10 @@ SMALL = {
               dict(SMALL_BASE, intermediate_size=48, num_experts=8, num_experts_per_tok=2)),
 }
 MOE_BUILTINS = {"mixtral-8x7b": "mixtral", "qwen1.5-moe-a2.7b": "qwen2_moe", "qwen3-30b-a3b": "qwen3_moe",
-                "olmoe-1b-7b": "olmoe"}
+                "olmoe-1b-7b": "olmoe", "qwen3-235b-a22b": "qwen3_moe"}
 # Published active parameters per token (embedding table included, as the sources count them).
-PUBLISHED_ACTIVE = {"mixtral-8x7b": 12_900_000_000, "qwen1.5-moe-a2.7b": 2_700_000_000, "olmoe-1b-7b": 1_300_000_000}
+PUBLISHED_ACTIVE = {"mixtral-8x7b": 12_900_000_000, "qwen1.5-moe-a2.7b": 2_700_000_000, "olmoe-1b-7b": 1_300_000_000,
+                    "qwen3-235b-a22b": 22_000_000_000}
 # Qwen3-30B-A3B's "3.3 B activated" is left out: the config gives 3.35 B with the embedding table, 3.04 B without.
 DATA_DEPENDENT_ATEN = {"nonzero", "_local_scalar_dense", "masked_select", "unique", "item", "one_hot"}
 

@@ -344,6 +344,17 @@ BUILTIN: dict[str, Workload] = {
             norm_topk_prob=True, vocab_size=151936, max_position_embeddings=40960, tie_word_embeddings=False)),
             4096, 30_500_000_000, "Qwen team 2025, Qwen3-30B-A3B model card: 30.5 B parameters, 3.3 B activated, "
             "128 experts top-8, 48 layers, 32 query / 4 key-value heads; HF Qwen/Qwen3-30B-A3B config.json"),
+        # Qwen3-30B-A3B's family at 7.7x the size: every one of the 94 layers a mixture of 128 experts (8 activated),
+        # 64 query / 4 key-value heads of 128 (head_dim given: 64 x 128 != hidden 4096); intermediate_size (12288) is
+        # in the published config but unused, as no layer is dense (mlp_only_layers empty).
+        Workload("qwen3-235b-a22b", "qwen3_moe", _freeze(dict(
+            hidden_size=4096, num_hidden_layers=94, num_attention_heads=64, num_key_value_heads=4, head_dim=128,
+            intermediate_size=12288, moe_intermediate_size=1536, num_experts=128, num_experts_per_tok=8,
+            norm_topk_prob=True, vocab_size=151936, max_position_embeddings=40960, tie_word_embeddings=False)),
+            4096, 235_000_000_000, "Qwen team 2025 (Qwen3 Technical Report, arXiv:2505.09388, Table 2) and the "
+            "Qwen3-235B-A22B model card: 235 B parameters, 22 B activated, 94 layers, 64 query / 4 key-value heads, "
+            "128 experts top-8; HF Qwen/Qwen3-235B-A22B config.json (hidden 4096, moe_intermediate_size 1536, "
+            "vocabulary 151,936)"),
         # Multi-head latent attention (no query compression: q_lora_rank None) and a dense first layer
         # (first_k_dense_replace 1) before 26 DeepSeekMoE layers; its yarn rope_scaling changes no shape or FLOP.
         Workload("deepseek-v2-lite", "deepseek_v2", _freeze(dict(
