@@ -252,6 +252,22 @@ def _qwen3_chunks_in_flight() -> str:
     return f"{_qwen3_fullest_device().in_flight_microbatches * evaluation.plan.interleave:.0f}"
 
 
+QWEN3_235B_PLAIN = "mcore-qwen3-235b-tp2-ep32-pp8-deepep"
+QWEN3_235B_OVERLAP = "mcore-qwen3-235b-tp2-ep32-pp8-deepep-a2a-overlap"
+QWEN3_235B_PP32 = "mcore-qwen3-235b-tp2-ep8-pp32-a2a"
+
+
+def _qwen3_235b_exchange_s(f: GapFigures) -> float:
+    """The expert all-to-alls of the plain cross-node row's predicted step (seconds: what the overlap could hide)."""
+    return f.memo("q235_exchange", lambda: evaluation_with(get_case(QWEN3_235B_PLAIN)).time_breakdown_s["ep_comm"])
+
+
+def _qwen3_235b_pp32_fullest() -> memory_check.StageTerms:
+    """The fullest device of the 32-stage row's published plan with memory not binding (it does not fit 80 GiB)."""
+    return max(memory_check.stage_terms(evaluation_with(get_case(QWEN3_235B_PP32), hbm_gb=memory_check.LIFTED_HBM_GB)),
+               key=lambda stage: stage.total)
+
+
 DEEPSEEK_V3 = "deepseek-v3-2048-h800"
 UNBOUNDED_HBM_GB = 1024.0
 """HBM at which DeepSeek-V3's plan is evaluated to see its time with memory not binding (far above its need)."""
@@ -328,6 +344,16 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "qwen3_host_share": lambda f: percent(moe_stack_gap.row(QWEN3_2511)["host_share"]),
     "qwen3_2026_device_only": lambda f: percent_range(moe_stack_gap.row(name)["device_only_error"]
                                                       for name in moe_stack_gap.ROWS),
+    # Megatron-MoE-ModelZoo Qwen3-235B-A22B rows
+    "q235_plain_error": lambda f: signed_percent(f.error(QWEN3_235B_PLAIN), 1),
+    "q235_exchange_share": lambda f: percent(_qwen3_235b_exchange_s(f) / f.time_s(QWEN3_235B_PLAIN)),
+    "q235_exchange_s": lambda f: f"{_qwen3_235b_exchange_s(f):.1f}",
+    "q235_model_speedup": lambda f: f"{f.time_s(QWEN3_235B_PLAIN) / f.time_s(QWEN3_235B_OVERLAP):.2f}",
+    "q235_published_speedup": lambda f: f"{get_case(QWEN3_235B_OVERLAP).published / get_case(QWEN3_235B_PLAIN).published:.2f}",
+    "q235_hidden_s": lambda f: f"{f.time_s(QWEN3_235B_PLAIN) * (1 - get_case(QWEN3_235B_PLAIN).published / get_case(QWEN3_235B_OVERLAP).published):.1f}",
+    "q235_pp32_fullest_gib": lambda f: f"{_qwen3_235b_pp32_fullest().total / GIB:.1f}",
+    "q235_pp32_activation_gib": lambda f: f"{_qwen3_235b_pp32_fullest().activations / GIB:.0f}",
+    "q235_pp32_in_flight": lambda f: f"{_qwen3_235b_pp32_fullest().in_flight_microbatches:.1f}",
     # DeepSeek-V3 on DualPipe
     "deepseek_stage_layers": lambda f: _deepseek_stage_layers(),
     "deepseek_fullest_gib": lambda f: f"{_deepseek_fullest_device().total / GIB:.0f}",

@@ -38,8 +38,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from phaze_env.cluster import Stack
 from phaze_env.hardware.number_format import NUMBER_FORMATS
 from phaze_env.plan_spec import PlanRules
+from phaze_env.stacks import FITTED_FIELDS
 from phaze_env.workloads import Workload, custom_workload, get_workload
 from phaze_env.workloads.registry import KORTHIKANTI_TABLE3, NARAYANAN_TABLE1
 
@@ -95,6 +97,8 @@ class ValidationCase:
     context: int = 1  # context-parallel degree (Megatron-Core's CP: the sequence split over c ranks, ring attention)
     rules: tuple[tuple[str, object], ...] = ()  # PlanRules fields the run's stack set otherwise than its profile
     # (published for the run: Megatron-Core's account-for-embedding/loss split, FSDP's sharded gradients), as pairs
+    stack_knobs: tuple[tuple[str, object], ...] = ()  # structural Stack fields the run set otherwise than its profile
+    # (published for the run: Megatron-Core's --recompute-modules layernorm), as pairs; never a fitted field
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE_MODES:
@@ -113,6 +117,10 @@ class ValidationCase:
         unknown = [name for name, _ in self.rules if name not in PlanRules.__dataclass_fields__ or name == "stack"]
         if unknown:
             raise ValueError(f"case {self.name!r}: rules names no PlanRules field: {', '.join(unknown)}")
+        knobs = [name for name, _ in self.stack_knobs if name not in Stack.__dataclass_fields__
+                 or name in FITTED_FIELDS or name in ("plan_rules", "host_op_s", "hybrid_allreduce_exposure")]
+        if knobs:
+            raise ValueError(f"case {self.name!r}: stack_knobs names no structural Stack field: {', '.join(knobs)}")
         if self.interleave_alternative < 1:
             raise ValueError(f"case {self.name!r}: interleave_alternative must be ≥ 1, got {self.interleave_alternative}")
         if self.context < 1 or self.tensor * self.pipeline * self.data * self.context != self.n_devices:
@@ -331,9 +339,8 @@ TPU_CASES: tuple[ValidationCase, ...] = (
 )
 
 
-NEEDS_FOLDED_EXPERTS = ("Megatron-Core's folded expert grid (MoE parallel folding, expert tensor parallelism 1: the "
-                        "experts whole on each rank, expert parallelism over the t·c·d ranks of a stage); the model carves "
-                        "e from the d data-parallel ranks and splits every expert by t")
+NEEDS_MOE_RECOMPUTE = ("recompute of the whole MoE block in the backward pass (Megatron-Core's --recompute-modules moe): "
+                       "the model recomputes the attention core (selective), a stage's whole layers (full) or nothing")
 MCORE_MOE_README = ("NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md at commit 0b981f9c53 (2024-08-02): "
                     "'Mixtral 8X7B bf16 training to achieve 438 TFLOPS as of MCore v0.8', with the 'reference parallel "
                     "mappings of MCore v0.8' table (Mixtral 8x7B dropless, all-to-all dispatcher, BF16, 64 GPUs, "
@@ -360,7 +367,10 @@ MEGATRON_BRIDGE_QWEN3_30B = (
 
 def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave: int, step_s: float | None, tflops: float,
                 recompute: Recompute, *, seq: int = 4096, context: int = 1, batch: int = 2048, microbatch: int = 1,
-                zero: int = 1, row: str = "") -> ValidationCase:
+                zero: int = 1, row: str = "", norms_recomputed: bool = False, requires: str = "") -> ValidationCase:
+    dispatcher = "deepep" if "deepep" in label or seq > 4096 else "a2a"  # the long-context table's: DeepEP
+    overlap = "-a2a-overlap" if label.endswith("a2a-overlap") else ""
+    stack = f"megatron-core{'-deepep' if dispatcher == 'deepep' else ''}{overlap}-folded"
     data = 256 // (tensor * pipeline * context)
     figure = f"{step_s:g} s per step, {tflops:g} TFLOP/s per GPU" if step_s else f"{tflops:g} TFLOP/s per GPU"
     return ValidationCase(
@@ -368,8 +378,13 @@ def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave:
         cluster="dgx-h100", n_devices=256, global_batch=batch, tensor=tensor, pipeline=pipeline,
         data=data, microbatch=microbatch, interleave=interleave, sequence_parallel=tensor > 1,
         recompute=recompute, metric="mcore_tflops_per_device", published=tflops, expert_parallel=expert,
-        context=context, rules=(("embedding_loss_in_split", True),) if pipeline > 1 else (), zero=zero,
-        requires=NEEDS_FOLDED_EXPERTS,
+        context=context, zero=zero,
+        # the 94 + 2 split as the ModelZoo's config sets it; Megatron-FSDP (Megatron-Core's --use-megatron-fsdp) is
+        # ZeRO-3, which the megatron-core profile's rules (its distributed optimizer: ZeRO-0/1) do not list
+        rules=(("embedding_loss_in_split", True),) if pipeline > 1 else (("zero_stages", (0, 1, 3)),),
+        # --recompute-modules layernorm: every RMSNorm rerun in the backward pass, its output not kept
+        stack_knobs=(("recompute_norms_up_projections", True),) if norms_recomputed else (),
+        stack=stack, requires=requires,
         source=f"{MOE_MODEL_ZOO_QWEN3 if seq == 4096 else MOE_MODEL_ZOO_QWEN3_LONG}; row {row}TP {tensor}, CP {context}, "
                f"EP {expert}, PP {pipeline}, VPP {interleave}, MBS {microbatch}, GBS {batch}, sequence {seq}: {figure}")
 
@@ -436,23 +451,29 @@ MOE_CASES: tuple[ValidationCase, ...] = (
                "sequence 4K, batch 15,360"),
     # Qwen3-235B-A22B (94 layers, 128 experts top-8). The ModelZoo's config (model_configs/benchmarking/
     # Qwen3-235B-A22B.yaml at 1ed4179f7) runs --expert-tensor-parallel-size 1, the distributed optimizer and
-    # --account-for-embedding/loss-in-pipeline-split (94 + 2 layers over 8 × 4 or 32 × 3 chunks). Recompute as
+    # --account-for-embedding/loss-in-pipeline-split (94 + 2 layers over 8 × 4 or 32 × 3 chunks): each row runs the
+    # megatron-core profile (nothing fitted to these runs) with its expert grid folded (megatron-core-*-folded) and the
+    # row's dispatcher (DeepEP: the node-deduplicated flex dispatch; A2A: the flat all-to-all). Recompute as
     # published: "norm, act" = selective recompute of layer norms and the expert activation (written as
-    # "selective"); the third row lists none.
+    # "selective", with the norms rerun: Stack.recompute_norms_up_projections; the experts' activation is kept, more
+    # memory than the run holds); the row listing none runs flash attention all the same (--use-flash-attn: no s×s
+    # scores kept), written "selective" as the H100 cases are.
     #           label                     t  ep  p  vpp  s/step TFLOP/s recompute
-    _qwen3_235b("tp2-ep32-pp8-deepep", 2, 32, 8, 4, 19.7, 245, "selective", row="'Cross-node EP strategy', "),
+    _qwen3_235b("tp2-ep32-pp8-deepep", 2, 32, 8, 4, 19.7, 245, "selective", row="'Cross-node EP strategy', ",
+                norms_recomputed=True),
     # The same plan with the all-to-all under the other microbatch's compute ('+1f1b overlap': A2A_OVERLAP=1,
     # best_practice/qwen3/run_h100_235b.sh at bff12290).
     _qwen3_235b("tp2-ep32-pp8-deepep-a2a-overlap", 2, 32, 8, 4, 17.6, 276, "selective",
-                row="'Cross-node EP strategy', '+1f1b overlap', "),
+                row="'Cross-node EP strategy', '+1f1b overlap', ", norms_recomputed=True),
     # Megatron-FSDP (ZeRO-3 over the 128 data-parallel ranks), microbatch 4, full recompute.
     _qwen3_235b("tp2-ep8-fsdp-deepep", 2, 8, 1, 1, 17.6, 276, "full", microbatch=4, zero=3,
-                row="'Intra-node EP strategy', FSDP On, EDP 32, "),
-    _qwen3_235b("tp2-ep8-pp32-a2a", 2, 8, 32, 3, 24.2, 200, "selective", row="'Intra-node EP strategy', "),
-    _qwen3_235b("tp4-ep8-pp8-deepep", 4, 8, 8, 4, 29.0, 167, "none", row="'Intra-node EP strategy', "),
+                row="'Intra-node EP strategy', FSDP On, EDP 32, "),  # Megatron-FSDP: ZeRO-3 (its rules widened below)
+    _qwen3_235b("tp2-ep8-pp32-a2a", 2, 8, 32, 3, 24.2, 200, "selective", row="'Intra-node EP strategy', ",
+                norms_recomputed=True),
+    _qwen3_235b("tp4-ep8-pp8-deepep", 4, 8, 8, 4, 29.0, 167, "selective", row="'Intra-node EP strategy', "),
     # Long context on 256 H100 (the table's 32 nodes): TP 4, PP 8 × VPP 4, EP 8, CP growing with the sequence, GBS 256.
     *(_qwen3_235b(f"{seq // 1024}k-cp{cp}", 4, 8, 8, 4, None, tflops, "selective", seq=seq, context=cp, batch=256,
-                  row="'Long Context', ")
+                  row="'Long Context', ", norms_recomputed=True, requires=NEEDS_MOE_RECOMPUTE)
       for seq, cp, tflops in ((16384, 1, 295), (32768, 2, 335), (65536, 4, 368), (131072, 8, 389))),
 )
 

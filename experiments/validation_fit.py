@@ -62,10 +62,14 @@ class Prediction:
 
 
 def plan_of(case: ValidationCase) -> PlanSpec:
+    """The case's plan as published. Its ``e`` is pinned where the case's stack can place it (``e | d``, or
+    ``e | t·c·d`` on a stack that folds its expert grid); otherwise it stays free — such a run needs the folded grid
+    and is data (``ValidationCase.requires``)."""
+    ranks = case.tensor * case.context * case.data if STACKS[case.stack].folded_experts else case.data
     return PlanSpec(t=case.tensor, p=case.pipeline, d=case.data, microbatch=case.microbatch, interleave=case.interleave,
                     recompute=case.recompute, sequence_parallel=case.sequence_parallel, zero=case.zero,
-                    shard_group=case.shard_group, c=case.context, e=case.expert_parallel if case.data % case.expert_parallel == 0 else None)  # an e the rank order
-    # tp-cp-ep-dp-pp cannot place (e ∤ d: Megatron-Core's folded expert grid) stays free; such runs are data
+                    shard_group=case.shard_group, c=case.context,
+                    e=case.expert_parallel if ranks % case.expert_parallel == 0 else None)
 
 
 def _dims(case: ValidationCase) -> tuple[int, int, int, int]:
@@ -152,6 +156,8 @@ def case_cluster(case: ValidationCase):
                                               optimizer=case.optimizer, **slices))
     if case.rules:  # what the run's stack set otherwise than its profile, as the case's source publishes it
         cluster = cluster.replace(plan_rules=replace(cluster.stack.plan_rules, **dict(case.rules)))
+    if case.stack_knobs:
+        cluster = cluster.replace(stack=replace(cluster.stack, **dict(case.stack_knobs)))
     return cluster
 
 

@@ -427,7 +427,15 @@ class Stack:
     output tile in waves over that many SMs, and each tensor-core operator's compute is divided by its GEMMs' wave
     quantisation (:func:`~phaze_env.hardware.estimator.wave_quantisation`; the chip's measured GEMM rate is the best
     shapes', MAMF, whose waves are nearly full); 0 (the default): not priced, the framework efficiency absorbs it.
-    Set per chip with the efficiency it was fitted with (``ChipFit.gemm_wave_sms``).
+    Set per chip with the efficiency it was fitted with (``ChipFit.gemm_wave_sms``). And so is ``folded_experts``:
+    the stack folds its expert grid over the tensor-, context- and data-parallel ranks of a stage with expert tensor
+    parallelism 1 (Megatron-Core's MoE parallel folding, ``--expert-tensor-parallel-size 1``: Liu et al. 2025, "MoE
+    Parallel Folding", arXiv:2504.14960; ``megatron/core/parallel_state.py``, the expert ``RankGenerator`` of order
+    ``tp-ep-dp-pp``): each rank holds ``E/e`` whole experts, ``e`` dividing ``t·c·d``; the ``e`` ranks of an
+    expert-parallel group are consecutive; each rank routes its own ``s/(t·c)`` tokens (Megatron-Core asserts sequence
+    parallelism with MoE at ``t > 1``), so the MoE block has no tensor-parallel collective; an expert shard is
+    replicated on ``t·c·d/e`` ranks ``e`` apart. Off (the default), experts are split by ``t`` as the dense MLP is and
+    ``e`` divides ``d`` (:mod:`phaze_env.workloads.model`, :func:`~phaze_env.workloads.model.at_expert_rank`).
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -451,6 +459,7 @@ class Stack:
     pipeline_schedule: str = "1f1b"
     recompute_norms_up_projections: bool = False
     gemm_wave_sms: int = 0
+    folded_experts: bool = False
 
     def __post_init__(self) -> None:
         check_host_op_s(self.host_op_s)
@@ -480,7 +489,7 @@ class Stack:
             raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
         _bools(self, ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
                       "unfused_elementwise", "tp_comm_overlap", "dp_comm_overlap", "moe_alltoall_overlap",
-                      "attention_dropout_kernel", "sequence_parallel_kernels"))
+                      "attention_dropout_kernel", "sequence_parallel_kernels", "folded_experts"))
         if self.dp_comm_overlap and self.plan_rules.stack in DP_OVERLAP_LACKING:
             raise ValueError(f"stack {self.plan_rules.stack!r} cannot run dp_comm_overlap: "
                              f"{DP_OVERLAP_LACKING[self.plan_rules.stack]}")
@@ -533,6 +542,7 @@ class Stack:
         software += ("; RMSNorm and MLA up-projections recomputed in the backward pass"
                      if self.recompute_norms_up_projections else "")
         software += f"; host-bound layers ({self.host_op_s * 1e6:g} µs per issued operator)" if self.host_op_s else ""
+        software += "; experts folded over the t·c·d ranks (expert tensor parallelism 1)" if self.folded_experts else ""
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""
         software += ("; expert all-to-all overlapped with compute" + (f" ({self.moe_comm_sm_share:.0%} of the SMs on it)"

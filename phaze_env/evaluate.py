@@ -44,7 +44,7 @@ from phaze_env.placement.inputs import uneven_batch_note
 from phaze_env.placement.plan import plan_or_none
 from phaze_env.placement.rules import expert_plan_error, searched_degrees, tensor_width_error, valid_tensor_widths
 from phaze_env.pricing import price_ops
-from phaze_env.plan_spec import PlanRules, PlanSpec, phaze_plan
+from phaze_env.plan_spec import PlanRules, PlanSpec, expert_degree_error, phaze_plan
 from phaze_env.schedule import DEFAULT_TIME_LIMIT_S, makespan_lower_bound, schedule_graph
 from phaze_env.workloads import TENSOR_WIDTHS, Layer, Workload, get_workload, model_graph
 
@@ -326,6 +326,11 @@ def _request(workload, accelerator, cluster, options: EvaluationOptions) -> _Req
     if cluster.stack.moe_alltoall_overlap and not workload.num_experts:
         raise ValueError(f"cluster moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
                          f"mixture-of-experts model; {workload.name} is dense")
+    if plan.e is not None and plan.d is not None and not cluster.stack.folded_experts and plan.d % plan.e:
+        raise ValueError(expert_degree_error(plan.e, plan.d))
+    if cluster.stack.folded_experts and not workload.num_experts:
+        raise ValueError(f"cluster folded_experts (the expert grid folded over the t·c·d ranks) needs a "
+                         f"mixture-of-experts model; {workload.name} is dense")
     if error := expert_plan_error(plan, workload):
         raise ValueError(error)
     if plan.t is not None and (error := tensor_width_error(workload, plan.t, cluster.n_devices)):
@@ -369,7 +374,8 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     """The DP's layers. At expert-parallel degree ``e > 1`` a device holds ``1/e`` of each MoE layer's experts and
     runs the same routed-token slots through them (``graph`` is one rank's: its experts at the per-rank shape,
     :func:`~phaze_env.workloads.model.at_expert_rank`; at ``c > 1`` its ``s/c`` tokens); each layer adds its dispatch
-    and combine, forward and backward, over the ``e`` ranks ``t·c`` apart (Megatron-Core's tp-cp-ep-dp-pp rank order),
+    and combine, forward and backward, over the ``e`` ranks ``t·c`` apart (Megatron-Core's tp-cp-ep-dp-pp rank order;
+    consecutive ranks, each sending its ``1/t`` of the tokens, in a folded expert grid: ``Stack.folded_experts``),
     as the stack sends them (:func:`phaze_env.moe_dispatch.dispatch_s`), half of what is exposed in each direction
     (all of it, unless the stack overlaps them: :func:`phaze_env.moe_dispatch.exposed_alltoall_s`). An MoE layer's
     memory-bound expert kernels the traced graph does not have (:func:`phaze_env.moe_dispatch.expert_kernel_bytes`)
@@ -383,7 +389,8 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
     e = expert_parallel
     # the layers a pipeline split counts (the stack's rule; no cluster: the default rules)
     split_rules = cluster.stack.plan_rules if cluster is not None else PlanRules()
-    stride = graph.tensor_width * context_parallel
+    # the expert-parallel group's ranks: t·c apart, or consecutive in a folded expert grid (its rank order tp-ep-dp-pp)
+    stride = 1 if cluster is not None and cluster.stack.folded_experts else graph.tensor_width * context_parallel
     # the traced stash's bytes per element: what an FP8 layer narrows (bf16 keeps the stash as traced)
     stash_element_bytes = graph.bytes_per_element if number_format != "bf16" else 2
     for layer in graph.layers:
@@ -694,7 +701,7 @@ def _variant(request: _Request, timing: _Timing, t: int, m: int, c: int, e: int,
     started = time.perf_counter()
     seq_len = request.workload.seq_len if request.seq_len is None else request.seq_len
     traced = model_graph(request.workload, seq_len=seq_len // c, microbatch=m, tensor_width=t, cache=timing.cache,
-                         expert_parallel=e)
+                         expert_parallel=e, folded_experts=request.cluster.stack.folded_experts)
     timing.counters["trace"] += time.perf_counter() - started
     if request.cluster.stack.unfused_elementwise and traced.eager_error:
         raise ValueError(f"the cluster runs elementwise operators unfused (eager), but {traced.eager_error}; "

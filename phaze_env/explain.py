@@ -136,7 +136,8 @@ def explain_layer(workload: str | Workload, accelerator: Accelerator, cluster: C
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     workload = get_workload(workload)
-    graph = model_graph(workload, seq_len=seq_len, microbatch=microbatch, tensor_width=tensor_width)
+    graph = model_graph(workload, seq_len=seq_len, microbatch=microbatch, tensor_width=tensor_width,
+                        folded_experts=cluster.stack.folded_experts)
     layers = {item.name: item for item in graph.layers}
     if layer not in layers:
         raise ValueError(f"{workload.name} has no layer {layer!r}; its layers are: {', '.join(layers)}")

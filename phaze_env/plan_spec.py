@@ -3,7 +3,9 @@
 A plan is tensor × context × pipeline × data parallel degrees (``t``, ``c``, ``p``, ``d``; ``c`` splits each
 sequence across ``c`` ranks, ring attention as in Megatron-Core's context parallelism), the expert-parallel
 degree ``e`` (the routed experts sharded over groups of ``e`` of the ``d`` data-parallel ranks, as Megatron-Core
-and DeepSpeed-MoE carve them: ``e`` divides ``d``; each expert shard is data-parallel over ``d·c/e`` ranks), the
+and DeepSpeed-MoE carve them: ``e`` divides ``d``; each expert shard is data-parallel over ``d·c/e`` ranks; a stack
+that folds its expert grid, ``Stack.folded_experts``, carves them from all ``t·c·d`` ranks: ``e`` divides ``t·c·d``,
+which is all the notation checks when ``t`` and ``d`` are pinned; with ``t`` free it asks ``e | d``), the
 microbatch size ``m``
 (samples), the interleaved-1F1B virtual stages per device ``v``, and the memory features: sequence
 parallelism (``sp``), the ZeRO stage over the data-parallel group (``zero1``: optimizer state sharded,
@@ -35,6 +37,15 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
+
+def expert_degree_error(e: int, d: int, ranks: int | None = None) -> str:
+    """The one message for an expert-parallel degree the data-parallel degree cannot hold (``ranks``: the ``t·c·d``
+    ranks of a stage, when known, which a folded expert grid could use and cannot either)."""
+    folded = ("from all t·c·d ranks of a stage only in a stack that folds its expert grid, Stack.folded_experts"
+              if ranks is None else f"nor does it divide the t·c·d = {ranks} ranks a folded expert grid would use")
+    return (f"plan expert-parallel degree e={e} must divide the data-parallel degree d={d} (the expert-parallel groups "
+            f"are carved from the data-parallel ranks; {folded})")
+
 
 RECOMPUTE_MODES = ("none", "selective", "full")  # by increasing time and decreasing activation memory
 RECOMPUTE_CHOICES = (*RECOMPUTE_MODES, "auto")
@@ -86,9 +97,10 @@ class PlanSpec:
             if self.d is not None and self.c is not None and (self.d * self.c) % self.shard_group:
                 raise ValueError(f"plan shard group {self.shard_group} must divide the weight replicas d·c = "
                                  f"{self.d * self.c}")
-        if self.e is not None and self.d is not None and self.d % self.e:
-            raise ValueError(f"plan expert-parallel degree e={self.e} must divide the data-parallel degree d={self.d} "
-                             "(the expert-parallel groups are carved from the data-parallel ranks)")
+        folded_ranks = None if self.t is None or self.d is None else self.t * (self.c or 1) * self.d
+        if self.e is not None and self.d is not None and self.d % self.e and (folded_ranks is None
+                                                                              or folded_ranks % self.e):
+            raise ValueError(expert_degree_error(self.e, self.d, folded_ranks))
 
     @property
     def devices(self) -> int | None:

@@ -284,6 +284,7 @@ class StackProfile:
     host_calibration: str = ""  # the published run host_op_s is fitted to ("" = not fitted)
     pipeline_schedule: str = "1f1b"  # "1f1b" or DeepSeek-V3's bidirectional "dualpipe" (a Stack field)
     recompute_norms_up_projections: bool = False  # RMSNorm and MLA up-projections rerun in the backward (a Stack field)
+    folded_experts: bool = False  # experts whole (expert TP 1), EP over the t·c·d ranks: MoE parallel folding (a Stack field)
     variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:
@@ -304,6 +305,9 @@ class StackProfile:
                     f"mixture-of-experts model; {workload.name} is dense")
         if self.moe_alltoall_overlap or self.moe_comm_sm_share:
             return (f"stack {self.name!r}: moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
+                    f"mixture-of-experts model; {workload.name} is dense")
+        if self.folded_experts:
+            return (f"stack {self.name!r}: folded_experts (the expert grid folded over the t·c·d ranks) needs a "
                     f"mixture-of-experts model; {workload.name} is dense")
         return ""
 
@@ -460,8 +464,9 @@ measured separately: the papers do not name their code versions."""
 
 
 def _dispatch_variant(parent: StackProfile, name: str, sources: str, **knobs) -> StackProfile:
-    """``parent`` with another expert dispatch (``knobs``: ``moe_dispatch``, ``moe_node_limit``): the same structure
-    otherwise and the same fits — nothing refitted, the calibration stays the parent's run."""
+    """``parent`` with another expert dispatch or expert grid (``knobs``: ``moe_dispatch``, ``moe_node_limit``,
+    ``moe_alltoall_overlap``, ``folded_experts``): the same structure otherwise and the same fits — nothing refitted,
+    the calibration stays the parent's run."""
     return replace(parent, name=name, sources=f"{parent.name}'s structure and fits; {sources}", variant_of=parent.name,
                    **knobs)
 
@@ -483,13 +488,29 @@ STACKS["megatron-core-deepep"] = _dispatch_variant(
             "phaze_env.moe_dispatch); the all-to-all not overlapped (Megatron-Bridge's Qwen3-30B-A3B H100 FP8 V1 recipe, "
             "scripts/performance/configs/qwen/qwen3_workload_base_configs.py at 5f3b336f9: "
             "moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False)")
+MEGATRON_CORE_DEEPEP_SM_SHARE = 20 / 132
+"""Share of the H100's 132 SMs that Megatron-Core's DeepEP kernels hold: ``moe_deepep_num_sms`` "Number of SMs to use
+for DeepEP", default 20 (NVIDIA/Megatron-LM ``megatron/core/transformer/transformer_config.py``, ``--moe-deepep-num-sms``;
+deepseek-ai/DeepEP's ``Buffer.num_sms`` likewise defaults to 20). Overlapped with another microbatch's compute
+(``moe_alltoall_overlap``), that computation runs on the other 112 meanwhile (``Stack.moe_comm_sm_share``); not
+overlapped, the kernels run between the computations and take nothing from them."""
 STACKS["megatron-core-deepep-a2a-overlap"] = _dispatch_variant(
     STACKS["megatron-core"], "megatron-core-deepep-a2a-overlap", moe_dispatch="hierarchical",
-    moe_alltoall_overlap=True,
+    moe_alltoall_overlap=True, moe_comm_sm_share=MEGATRON_CORE_DEEPEP_SM_SHARE,
     sources="the flex dispatcher as megatron-core-deepep, with the dispatch and combine of one microbatch under another's "
             "compute (Megatron-Core's --overlap-moe-expert-parallel-comm with --delay-wgrad-compute; Megatron-Bridge "
             "at tag v0.3.0, the 26.02 release's Qwen3-30B-A3B H100 FP8 plan: moe_a2a_overlap=True, "
-            "moe_flex_dispatcher_backend='deepep', scripts/performance/utils/overrides.py)")
+            "moe_flex_dispatcher_backend='deepep', scripts/performance/utils/overrides.py), its DeepEP kernels holding "
+            "MEGATRON_CORE_DEEPEP_SM_SHARE of the SMs meanwhile")
+
+
+FOLDED_EXPERTS_SOURCE = ("with its expert grid folded over the t·c·d ranks at expert tensor parallelism 1 (Megatron-Core's "
+                         "MoE parallel folding, --expert-tensor-parallel-size 1: Liu et al. 2025, arXiv:2504.14960; "
+                         "yanring/Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml at 1ed4179f7)")
+for _parent in ("megatron-core", "megatron-core-deepep", "megatron-core-deepep-a2a-overlap"):
+    STACKS[f"{_parent}-folded"] = _dispatch_variant(STACKS[_parent], f"{_parent}-folded", folded_experts=True,
+                                                    sources=FOLDED_EXPERTS_SOURCE)
+    STACKS[f"{_parent}-folded"] = replace(STACKS[f"{_parent}-folded"], variant_of=STACKS[_parent].variant_of or _parent)
 
 
 DEEPSEEK_COMM_SM_SHARE = 20 / 132

@@ -277,7 +277,8 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
         for m in microbatch:
             times_s = []
             for e in experts:  # each degree's own graph: its experts at the per-rank shape are priced differently
-                graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e)
+                graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e,
+                                    folded_experts=cluster.stack.folded_experts)
                 total_layers, interleaves = pipeline_split(graph, cluster, plan)
                 layer_s = with_alltoalls_s(graph, shared_layer_time_bounds_s(graph, (t, m, e), space, cluster,
                                                                              plan.recompute_modes, layer_memo),
@@ -323,7 +324,7 @@ def with_alltoalls_s(graph, layer_s: np.ndarray, cluster: Cluster, expert_parall
     """``layer_s`` (each layer's time bound per architecture) with, at ``e > 1``, each MoE layer's expert all-to-alls:
     the evaluator's layer adds to its passes ``c`` what its four exchanges leave exposed
     (:func:`~phaze_env.moe_dispatch.exposed_alltoall_s` of one dispatch, :func:`~phaze_env.moe_dispatch.dispatch_s` over
-    the ``e`` ranks ``t`` apart, :func:`phaze_env.evaluate._layer_chain`), and ``c + exposed(c)`` is nondecreasing in
+    the ``e`` ranks ``t`` apart, consecutive in a folded expert grid, :func:`phaze_env.evaluate._layer_chain`), and ``c + exposed(c)`` is nondecreasing in
     ``c`` (``c + 4a``, or ``max(c, 4a)`` when the stack overlaps them; a recompute ``R`` beside it only adds:
     ``max(c, 4a) + R ≥ max(c + R, 4a)``), so it is at least its value at the bound. The dispatch is priced on the
     bounding cluster, no slower than any row's (:func:`bounding_cluster`: a torus's all-to-all phases telescope too).
@@ -334,7 +335,8 @@ def with_alltoalls_s(graph, layer_s: np.ndarray, cluster: Cluster, expert_parall
     overlapped = cluster.stack.moe_alltoall_overlap
     rows = []
     for layer, row in zip(graph.layers, layer_s):
-        one_s = dispatch_s(cluster, layer.routed_token_bytes, expert_parallel, graph.tensor_width,
+        stride = 1 if cluster.stack.folded_experts else graph.tensor_width  # as the evaluator's layer chain
+        one_s = dispatch_s(cluster, layer.routed_token_bytes, expert_parallel, stride,
                            experts=layer.routed_experts, top_k=layer.experts_per_token)
         if one_s:  # the exposure once per distinct bound (architectures share many)
             values, inverse = np.unique(row, return_inverse=True)

@@ -166,6 +166,18 @@ def test_system_space_bound_never_exceeds_the_dp_time(layers, cluster, t, m, e, 
     assert_system_bound_holds(layers, cluster, t, m, e, zero, hbm_for(layers, hbm_share), step_Bps, bounding)
 
 
+@settings(max_examples=300, deadline=None)
+@given(chains(experts=True), clusters(folded_experts=True), st.sampled_from([1, 2, 4]), st.integers(1, 3),
+       st.sampled_from([1, 2]), st.sampled_from([0, 1]), st.sampled_from([0.2, 0.4, 0.7, 1.0, 4.0, 20.0]),
+       st.sampled_from([None, 100.0]), st.booleans())
+def test_system_space_bound_holds_on_a_folded_expert_grid(layers, cluster, t, m, e, zero, hbm_share, step_Bps,
+                                                            bounding):
+    """The same on a stack whose expert grid is folded over the t·d ranks (``Stack.folded_experts``: e | t·d, the
+    expert shards synced over the t·d/e ranks e apart): the bound takes the d the folded grid fits."""
+    bounding = bounding and bool(cluster.network.torus_dims)
+    assert_system_bound_holds(layers, cluster, t, m, e, zero, hbm_for(layers, hbm_share), step_Bps, bounding)
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.data(), clusters(overlap=True, plan_rules=PlanRules(zero_stages=(0, 1))), st.sampled_from([1, 2]),
        st.integers(1, 3), st.sampled_from([1, 2]), st.sampled_from([0, 1]), st.sampled_from([None, 1]),

@@ -227,8 +227,10 @@ def test_the_deepep_profiles_are_megatron_core_but_for_their_dispatch():
         variant = STACKS[name]
         assert variant.variant_of == "megatron-core" and variant.fits == parent.fits
         assert dataclasses.replace(variant, name=parent.name, sources=parent.sources, variant_of="",
-                                   moe_dispatch="alltoall", moe_alltoall_overlap=False) == parent
+                                   moe_dispatch="alltoall", moe_alltoall_overlap=False, moe_comm_sm_share=0.0) == parent
         assert variant.moe_alltoall_overlap is overlap
+        # overlapped, DeepEP's kernels hold Megatron-Core's moe_deepep_num_sms = 20 of the 132 SMs
+        assert variant.moe_comm_sm_share == (20 / 132 if overlap else 0.0)
 
 
 # ---------------------------------------------------------------- the all-to-all overlapped with compute

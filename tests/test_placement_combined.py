@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import collective_oracle as oracle
 import numpy as np
@@ -93,11 +94,16 @@ def brute_force(variants, cluster: Cluster, options) -> float:
     best = math.inf
     for (c, e), layers in variants.items():
         inputs = [layers[0]["output_bytes"]] + [layer["output_bytes"] for layer in layers[:-1]]
-        for d in range(e, N // (t * c) + 1, e):
+        folded = cluster.stack.folded_experts  # Megatron-Core's folded expert grid: e | t·c·d, order tp-ep-dp-pp
+        for d in (d for d in range(1, N // (t * c) + 1) if (t * c * d if folded else d) % e == 0):
             m_r = -(-B // (d * m))
             dense_group = [i * t for i in range(d * c)]
-            expert_group = [i * t + j * t * c * e for i in range(c) for j in range(d // e)]
-            replicas = {False: d * c, True: d * c // e}
+            if folded:  # an expert shard on the t·c·d/e ranks e apart
+                expert_group = [i * e for i in range(t * c * d // e)]
+                replicas = {False: d * c, True: t * c * d // e}
+            else:
+                expert_group = [i * t + j * t * c * e for i in range(c) for j in range(d // e)]
+                replicas = {False: d * c, True: d * c // e}
             for zero, p in itertools.product(range(4), range(1, min(len(layers), N // (t * c * d)) + 1)):
                 if zero and d * c == 1:
                     continue
@@ -190,6 +196,17 @@ def test_dp_with_c_e_and_zero_free_equals_brute_force(seed):
     spec = PlanSpec.parse(plan.notation)
     assert (spec.c, spec.e, spec.zero) == (plan.context_parallel, plan.expert_parallel, plan.zero)
     assert plan.data_parallel % plan.expert_parallel == 0
+
+
+@pytest.mark.parametrize("seed", range(200, 260))
+def test_dp_on_a_folded_expert_grid_with_c_e_and_zero_equals_brute_force(seed):
+    """The same with the stack's expert grid folded over the t·c·d ranks (``Stack.folded_experts``): e | t·c·d, the
+    expert shard's gradients, ZeRO shards and ZeRO-2/3 collectives over the t·c·d/e ranks e apart."""
+    variants, cluster, options = _instance(np.random.default_rng(seed))
+    cluster = cluster.replace(stack=replace(cluster.stack, folded_experts=True))
+    plan = assert_dp_equals_brute_force(variants, cluster, options)
+    if plan is not None:
+        assert (plan.tensor_width * plan.context_parallel * plan.data_parallel) % plan.expert_parallel == 0
 
 
 def test_the_instances_exercise_c_e_and_zero_together():

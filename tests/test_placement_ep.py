@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import collective_oracle as oracle
@@ -65,8 +66,10 @@ def test_notation_e_absent_is_one_and_auto_is_free():
     assert str(PlanSpec.parse("t2p4d8e8m1")) == "t2p4d8e8m1" and str(PlanSpec.parse("t2p4d8e1m1")) == "t2p4d8m1"
 
 
-@pytest.mark.parametrize("make", [lambda: PlanSpec.parse("t2p4d6e4m1"), lambda: PlanSpec(d=6, e=4)])
+@pytest.mark.parametrize("make", [lambda: PlanSpec.parse("t1p4d6e4m1"), lambda: PlanSpec(d=6, e=4)])
 def test_e_that_does_not_divide_d_is_one_clear_error(make):
+    """The notation holds every plan some stack runs: ``e`` dividing ``d``, or (``t`` and ``d`` pinned) ``t·c·d``, as
+    a folded expert grid carves it (``t2p4d6e4m1``: a stack that does not fold refuses it, below)."""
     with pytest.raises(ValueError, match="e=4 must divide the data-parallel degree d=6"):
         make()
 
@@ -109,10 +112,12 @@ def _instance(rng):
 
 
 def _priced(layers, cluster, t, e):
-    """The layers at expert-parallel degree ``e``: 1/e of the expert bytes, dispatch + combine forward and backward."""
+    """The layers at expert-parallel degree ``e``: 1/e of the expert bytes, dispatch + combine forward and backward
+    (over ranks ``t`` apart, or consecutive ones in a folded expert grid)."""
     out = []
     for layer in layers:
-        alltoall = cluster.network.collective_s("alltoall", layer["routed_bytes"], e, stride=t)
+        stride = 1 if cluster.stack.folded_experts else t
+        alltoall = cluster.network.collective_s("alltoall", layer["routed_bytes"], e, stride=stride)
         experts = layer["expert_param_bytes"] / e
         priced = {key: value for key, value in layer.items() if key != "routed_bytes"}
         priced.update(fwd_s=layer["fwd_s"] + 2 * alltoall, bwd_s=layer["bwd_s"] + 2 * alltoall,
@@ -152,6 +157,7 @@ def brute_force(layers, cluster, options, degrees):
     and a bubble of (p/2 − 1)(F&B + B − 3W) = (p/2 − 1)·2/3 stage times
     (F&B = F + B, W = B/2, B = 2F)."""
     dualpipe = cluster.stack.pipeline_schedule == "dualpipe"
+    folded = cluster.stack.folded_experts  # the expert grid over all t·d ranks: e | t·d, shards on t·d/e ranks e apart
     t, m, hbm = options["tensor_width"], options["microbatch"], options["hbm_bytes"]
     zero1 = options["zero1"] in (None, True)
     sp = t > 1 if options["sequence_parallel"] is None else options["sequence_parallel"]
@@ -165,7 +171,8 @@ def brute_force(layers, cluster, options, degrees):
     for e in degrees:
         priced = _priced(layers, cluster, t, e)
         inputs = _inputs(priced)
-        for d in range(e, N // t + 1, e):
+        for d in (d for d in range(1, N // t + 1) if (t * d if folded else d) % e == 0):
+            expert_ranks, expert_stride = (t * d // e, e) if folded else (d // e, t * e)
             m_r = -(-B // (d * m))
             for p in range(1, min(len(priced), N // (d * t)) + 1):
                 if options.get("stages") not in (None, p) or (dualpipe and p > 1 and (p % 2 or m_r % 2 or m_r < 2 * p)):
@@ -189,7 +196,8 @@ def brute_force(layers, cluster, options, degrees):
                             kept = sum(inputs[i] for i in group) / (t if sp else 1)
                             experts = total("expert_param_bytes")
                             dense = total("param_bytes") - total("expert_param_bytes")
-                            fixed = 2 * (dense + experts) + state * (dense / (d if zero1 else 1) + experts / (d // e if zero1 else 1))
+                            fixed = 2 * (dense + experts) + state * (dense / (d if zero1 else 1)
+                                                                     + experts / (expert_ranks if zero1 else 1))
                             need = {"none": fixed + units[k] * sum(stash) / v,
                                     "selective": fixed + units[k] * (sum(stash) - total("attention_stash_bytes")) / v,
                                     "full": fixed + max(stash) + units[k] * kept / v}
@@ -204,7 +212,7 @@ def brute_force(layers, cluster, options, degrees):
                             if e == 1:
                                 return allreduce(dense + experts, d, t) + steps(dense + experts, d)
                             return (allreduce(dense, d, t) + steps(dense, d)
-                                    + allreduce(experts, d // e, t * e) + steps(experts, d // e))
+                                    + allreduce(experts, expert_ranks, expert_stride) + steps(experts, expert_ranks))
 
                         # DualPipe: device k syncs stage k's bytes and its mirror's together
                         held = [[stages[k][1]] + ([stages[p - 1 - k][1]] if copies == 2 else []) for k in range(p)]
@@ -235,14 +243,14 @@ def _dp(layers, cluster, options, degrees, e_pinned=None):
                                      microbatches=[m], expert_parallels=degrees)
 
 
-def _check(expected, plan):
+def _check(expected, plan, folded=False):
     if math.isinf(expected):
         assert not plan.feasible and plan.reason
     else:
         assert plan.feasible, plan.reason
         assert math.isclose(plan.time_per_batch_s, expected, rel_tol=1e-9, abs_tol=1e-12), (plan.time_per_batch_s, expected)
         assert math.isclose(sum(plan.time_breakdown_s.values()), plan.time_per_batch_s, rel_tol=1e-9)
-        assert plan.data_parallel % plan.expert_parallel == 0
+        assert (plan.data_parallel * (plan.tensor_width if folded else 1)) % plan.expert_parallel == 0
         assert PlanSpec.parse(plan.notation).e == plan.expert_parallel
 
 
@@ -251,6 +259,34 @@ def test_dp_with_e_free_equals_brute_force(seed):
     """Every knob free, e among the divisors of the experts: the DP's best time is the brute force's."""
     layers, cluster, options = _instance(np.random.default_rng(seed))
     _check(brute_force(layers, cluster, options, DEGREES), _dp(layers, cluster, options, DEGREES))
+
+
+def _folded(cluster):
+    return cluster.replace(stack=replace(cluster.stack, folded_experts=True))
+
+
+@pytest.mark.parametrize("seed", range(130, 190))
+def test_dp_on_a_folded_expert_grid_equals_brute_force(seed):
+    """Megatron-Core's folded expert grid (``Stack.folded_experts``): ``e`` dividing ``t·d`` (not ``d``), the expert
+    shards synced and ZeRO-sharded over the ``t·d/e`` ranks ``e`` apart; e free and pinned."""
+    layers, cluster, options = _instance(np.random.default_rng(seed))
+    cluster = _folded(cluster)
+    _check(brute_force(layers, cluster, options, DEGREES), _dp(layers, cluster, options, DEGREES), folded=True)
+    e = int(np.random.default_rng(seed).choice(DEGREES))
+    _check(brute_force(layers, cluster, options, (e,)), _dp(layers, cluster, options, (e,), e_pinned=e), folded=True)
+
+
+def test_a_folded_grid_places_an_e_the_data_parallel_ranks_cannot_hold():
+    """t = 2, d = 2, e = 4: refused by the unfolded grid (e ∤ d), placed by the folded one (e | t·d)."""
+    layer = dict(fwd_s=1.0, bwd_s=2.0, param_bytes=8.0, expert_param_bytes=4.0, routed_bytes=2.0, stash_bytes=1.0,
+                 attention_stash_bytes=0.0, replicated_stash_bytes=0.0, attention_fwd_s=0.0, output_bytes=1.0)
+    cluster = Cluster(n_devices=4, global_batch=8, devices_per_node=4, link_bandwidth_Bps=100.0)
+    options = {"tensor_width": 2, "microbatch": 1, "hbm_bytes": 1e6, "recompute": "none", "sequence_parallel": None,
+               "zero1": True, "interleave": 1, "hbm_bandwidth_Bps": None, "stages": 1}
+    assert not _dp([layer], cluster, options, (4,), e_pinned=4).feasible
+    plan = _dp([layer], _folded(cluster), options, (4,), e_pinned=4)
+    assert plan.feasible and (plan.tensor_width, plan.data_parallel, plan.expert_parallel) == (2, 2, 4)
+    _check(brute_force([layer], _folded(cluster), options, (4,)), plan, folded=True)
 
 
 @pytest.mark.parametrize("seed", range(90, 130))

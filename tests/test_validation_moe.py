@@ -24,12 +24,14 @@ def test_at_least_three_moe_runs_are_predicted_and_every_gap_is_one():
 @pytest.mark.parametrize("case", PREDICTED, ids=lambda c: c.name)
 def test_case_is_the_published_plan(case):
     assert case.accelerator == "h100" and case.cluster in ("dgx-h100", "dgx-h800")  # the H800: the H100's die
-    assert case.stack in ("megatron-lm", "megatron-core", "megatron-core-deepep", "megatron-core-deepep-a2a-overlap",
-                          "deepseek-hai-llm")  # each on the stack it ran, as its run dispatched
-    assert case.tensor * case.pipeline * case.data == case.n_devices
+    stacks = ("megatron-core", "megatron-core-deepep", "megatron-core-deepep-a2a-overlap")
+    assert case.stack in ("megatron-lm", *stacks, *(f"{s}-folded" for s in stacks),
+                          "deepseek-hai-llm")  # each on the stack it ran, as its run dispatched and folded its experts
+    assert case.tensor * case.context * case.pipeline * case.data == case.n_devices
     assert case.microbatches_per_replica * case.data * case.microbatch == case.global_batch
     if get_stack(case.stack).plan_rules.uniform_stages:  # DeepSeek-V3 splits its 61 layers over 16 stages
-        assert get_workload(case.workload).num_layers % (case.pipeline * case.interleave) == 0
+        split = 2 if dict(case.rules).get("embedding_loss_in_split") else 0  # Qwen3-235B: 94 + 2 over 32 chunks
+        assert (get_workload(case.workload).num_layers + split) % (case.pipeline * case.interleave) == 0
     plan = plan_of(case)
     assert (plan.t, plan.p, plan.d, plan.e, plan.microbatch, plan.interleave, plan.zero) == (
         case.tensor, case.pipeline, case.data, case.expert_parallel, case.microbatch, case.interleave, case.zero)

@@ -134,8 +134,10 @@ def placement_time_bound_s(layer_s: np.ndarray, repeats: np.ndarray, gradient_by
     slowest_s = layer_s.max(axis=0)
     best = np.full(total_s.shape, np.inf)
     e = expert_parallel
-    # the smallest d for each m_r: the same list for every p, cut at p's largest d (a prefix keeps its firsts)
-    d_all = np.arange(e, n // tensor_width + 1, e)
+    # the smallest d for each m_r: the same list for every p, cut at p's largest d (a prefix keeps its firsts); the d
+    # the expert grid fits: e | d, or e | t·d in a folded grid (these bounds take c = 1)
+    d_all = np.arange(1, n // tensor_width + 1)
+    d_all = d_all[(d_all * (tensor_width if cluster.stack.folded_experts else 1)) % e == 0]
     if not len(d_all):  # no d that e divides fits beside the tensor groups
         return best
     m_r_all = microbatches_per_replica(batch, d_all, microbatch)

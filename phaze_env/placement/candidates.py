@@ -56,7 +56,7 @@ def candidate_degrees(settings: Settings, rules: RunnableShapes, deepest: int
     replicas = np.arange(1, s.n_devices // s.replica_devices + 1)
     if plan.d is not None:
         replicas = replicas[replicas == plan.d]
-    replicas = replicas[replicas % s.expert_parallel == 0]  # expert-parallel groups are carved from the replicas
+    replicas = replicas[s.expert_fits(replicas)]  # expert-parallel groups are carved from the replicas (or t·c·d)
     if rules.plan_rules.whole_microbatches:  # the stack runs whole microbatches only: d·m divides the batch
         replicas = replicas[s.global_batch % (replicas * s.microbatch) == 0]
     if plan.shard_group is not None:  # hybrid shard groups tile the weight replicas

@@ -59,10 +59,15 @@ def level_send_bound_s(bounding: Cluster, level: Level, payload_bytes: float, te
             + bounding.network.collective_s("allgather", payload_bytes, t))
 
 
-def expert_group(tensor_width: int, context_parallel: int, expert_parallel: int, data_parallel: int) -> dict:
+def expert_group(tensor_width: int, context_parallel: int, expert_parallel: int, data_parallel: int,
+                 folded: bool = False) -> dict:
     """The ranks holding one expert shard, as :meth:`Network.collective_s` arguments (rank order tp-cp-ep-dp-pp):
-    the ``c`` context-parallel ranks ``t`` apart of each of the ``d/e`` data-parallel positions ``t·c·e`` apart."""
+    the ``c`` context-parallel ranks ``t`` apart of each of the ``d/e`` data-parallel positions ``t·c·e`` apart; in a
+    folded expert grid (``folded``: its order tp-ep-dp-pp at expert tensor parallelism 1) the ``t·c·d/e`` ranks ``e``
+    apart."""
     t, c, e = tensor_width, context_parallel, expert_parallel
+    if folded:
+        return {"group": max(1, t * c * data_parallel // e), "stride": e}  # (a d that e does not fit: never taken)
     return {"group": c, "stride": t, "outer": (data_parallel // e, t * c * e)}
 
 
@@ -88,13 +93,17 @@ class AffineTable:
 
 @lru_cache(maxsize=64)
 def expert_collective_affine(cluster: Cluster, kind: str, tensor_width: int, context_parallel: int,
-                              expert_parallel: int) -> AffineTable:
+                              expert_parallel: int, folded: bool = False) -> AffineTable:
     """A collective over the expert replicas (:func:`expert_group`) for ``d = e, 2e, … ≤ N/(t·c)`` (index ``d/e − 1``),
     shared by every search on one cluster: one table instead of a cached pair per ``d``, which a search at ``e = 2``
-    over 1,024 devices (512 such ``d`` per collective) would evict from any small cache on every call."""
-    step = tensor_width * context_parallel * expert_parallel
-    return AffineTable(cluster, kind, max(1, cluster.n_devices // step),
-                        lambda i: expert_group(tensor_width, context_parallel, expert_parallel, (i + 1) * expert_parallel))
+    over 1,024 devices (512 such ``d`` per collective) would evict from any small cache on every call. In a folded
+    expert grid (``folded``) for ``d = 1 … N/(t·c)`` (index ``d − 1``; only the ``d`` with ``e | t·c·d`` are taken)."""
+    t, c, e = tensor_width, context_parallel, expert_parallel
+    if folded:
+        return AffineTable(cluster, kind, max(1, cluster.n_devices // (t * c)),
+                           lambda i: expert_group(t, c, e, i + 1, folded=True))
+    return AffineTable(cluster, kind, max(1, cluster.n_devices // (t * c * e)),
+                        lambda i: expert_group(t, c, e, (i + 1) * e))
 
 
 @lru_cache(maxsize=64)
@@ -128,12 +137,14 @@ class DataParallelPrices:
 
 def data_parallel_prices(cluster: Cluster, kinds: Iterable[str], tensor_width: int, expert_parallel: int,
                          data_parallel: np.ndarray) -> DataParallelPrices:
-    """The ``kinds`` of collective at each data-parallel degree of ``data_parallel`` (each a multiple of
-    ``expert_parallel``), from the DP's own affine tables: what the search's bound of the DP
-    (:func:`~phaze_env.placement.bounds.placement_time_bound_s`) prices, taken in one call."""
-    e = expert_parallel
+    """The ``kinds`` of collective at each data-parallel degree of ``data_parallel`` (each one the expert grid fits:
+    a multiple of ``expert_parallel``, or, in a folded grid, one with ``e | t·d``), from the DP's own affine tables:
+    what the search's bound of the DP (:func:`~phaze_env.placement.bounds.placement_time_bound_s`) prices, taken in
+    one call."""
+    e, folded = expert_parallel, cluster.stack.folded_experts
     dense = {kind: collective_affine(cluster, kind, tensor_width).take(data_parallel - 1) for kind in kinds}
-    expert = ({kind: expert_collective_affine(cluster, kind, tensor_width, 1, e).take(data_parallel // e - 1)
+    index = data_parallel - 1 if folded else data_parallel // e - 1
+    expert = ({kind: expert_collective_affine(cluster, kind, tensor_width, 1, e, folded).take(index)
                for kind in kinds} if e > 1 else {})
     return DataParallelPrices(dense, expert)
 

@@ -320,9 +320,32 @@ class Settings:
         data-parallel collectives and ZeRO's shards span them."""
         return data_parallel * self.context_parallel
 
+    @property
+    def folded_experts(self) -> bool:
+        """Whether the stack folds its expert grid over the ``t·c·d`` ranks (``Stack.folded_experts``)."""
+        return self.cluster.stack.folded_experts
+
+    def expert_ranks(self, data_parallel: int | np.ndarray) -> int | np.ndarray:
+        """The ranks of a stage the expert grid is carved from: the ``d`` data-parallel positions, or all ``t·c·d``
+        ranks in a folded expert grid."""
+        folded = self.tensor_width * self.context_parallel if self.folded_experts else 1
+        return data_parallel * folded
+
+    def expert_fits(self, data_parallel: int | np.ndarray) -> bool | np.ndarray:
+        """Whether ``e`` divides the ranks the expert grid is carved from (:meth:`expert_ranks`) at ``d``."""
+        return self.expert_ranks(data_parallel) % self.expert_parallel == 0
+
     def expert_replicas(self, data_parallel: int | np.ndarray) -> int | np.ndarray:
-        """Ranks holding the same expert shard: ``d·c/e`` (Megatron-Core's expert data parallelism, DP·CP/EP)."""
+        """Ranks holding the same expert shard: ``d·c/e`` (Megatron-Core's expert data parallelism, DP·CP/EP), or
+        ``t·c·d/e`` in a folded expert grid."""
+        if self.folded_experts:
+            return self.expert_ranks(data_parallel) // self.expert_parallel
         return data_parallel * self.context_parallel // self.expert_parallel
+
+    def expert_index(self, data_parallel: int | np.ndarray) -> int | np.ndarray:
+        """Where ``d`` sits in the expert-replica collective tables
+        (:func:`~phaze_env.placement.collectives.expert_collective_affine`)."""
+        return data_parallel - 1 if self.folded_experts else data_parallel // self.expert_parallel - 1
 
     def zero_shards(self, weight_replicas: int) -> int:
         """How many ways ZeRO shards the state of ``weight_replicas`` replicas: all of them, or the plan's hybrid
@@ -354,8 +377,9 @@ class Settings:
     def expert_state_extra(self, weight_replicas: int, zero: int) -> float:
         """What an expert byte adds to :meth:`state_factor` over a dense one: dense bytes are sharded by ZeRO over
         their ``weight_replicas = d·c`` ranks, expert bytes over the ``d·c/e`` expert-data-parallel ranks only
-        (0 without ZeRO or expert parallelism)."""
-        return (self.state_factor(weight_replicas // self.expert_parallel, zero)
+        (``t·d·c/e`` in a folded expert grid; 0 without ZeRO or expert parallelism)."""
+        folded = self.tensor_width if self.folded_experts else 1
+        return (self.state_factor(weight_replicas * folded // self.expert_parallel, zero)
                 - self.state_factor(weight_replicas, zero))
 
     def optimizer_step_s(self, param_bytes: float, data_parallel: int, zero: int) -> float:

@@ -52,12 +52,13 @@ class Prices:
         s = self.settings
         if not expert:
             return {"group": data_parallel * s.context_parallel, "stride": s.tensor_width}
-        return expert_group(s.tensor_width, s.context_parallel, s.expert_parallel, data_parallel)
+        return expert_group(s.tensor_width, s.context_parallel, s.expert_parallel, data_parallel, s.folded_experts)
 
     def _expert_affine(self, kind: str) -> AffineTable:
-        """:func:`expert_collective_affine` at this search's ``t``, ``c``, ``e``."""
+        """:func:`expert_collective_affine` at this search's ``t``, ``c``, ``e`` (indexed by ``Settings.expert_index``)."""
         s = self.settings
-        return expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, s.expert_parallel)
+        return expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, s.expert_parallel,
+                                        s.folded_experts)
 
     def part_allreduce_s(self, part_bytes: float, data_parallel: int, zero: int, expert: bool = False) -> float:
         """The data-parallel collective once per batch, after the pipeline flush, of weights replicated on the
@@ -151,7 +152,7 @@ class Prices:
                 result = [(dense, fixed, per_byte * per_param)]
                 if experts.any():
                     fixed_e, per_byte_e = (float(x[0]) for x in
-                                           self._expert_affine(kind).take(np.array([data_parallel // e - 1])))
+                                           self._expert_affine(kind).take(np.array([s.expert_index(data_parallel)])))
                     result.append((experts, fixed_e, per_byte_e * per_param))
                 return tuple(result)
 
@@ -228,7 +229,7 @@ class Prices:
             dense_part = per_byte * (dense.sum() * per_param)
             total = dense_buckets * fixed + dense_part
             if experts.any():
-                fixed_e, per_byte_e = self._expert_affine(kind).take(d // e - 1)
+                fixed_e, per_byte_e = self._expert_affine(kind).take(s.expert_index(d))
                 total = total + bucket_counts(experts.sum(), bucket) * fixed_e + per_byte_e * (experts.sum() * per_param)
             totals.append((total, cover, fixed, dense_part))
         single = single_bucket(np.ones(len(dense)), e, layers.param_bytes, layers.expert_param_bytes, bucket)
@@ -375,7 +376,7 @@ class Prices:
             if kind is None:
                 continue
             if expert:  # a two-dimensional group, indexed by the d/e expert-data-parallel positions
-                fixed, per_byte = self._expert_affine(kind).take(d // s.expert_parallel - 1)
+                fixed, per_byte = self._expert_affine(kind).take(s.expert_index(d))
             else:
                 fixed, per_byte = collective_affine(s.cluster, kind, s.tensor_width).take(group - 1)
             times[rows] += np.where(size > 0, fixed + per_byte * size * payload, 0.0)

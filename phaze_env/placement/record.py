@@ -40,11 +40,15 @@ def obviously_infeasible(settings: Settings, layers: LayerArrays, max_stages: in
     if plan.p is not None and plan.p > max_stages:
         return f"plan {plan} has {plan.p} pipeline stages but the model has only {max_stages} layers"
     e = s.expert_parallel
-    if plan.d is not None and plan.d % e:
+    if plan.d is not None and not s.expert_fits(plan.d):
+        if s.folded_experts:
+            return (f"plan {plan}: expert-parallel degree e={e} does not divide the t·c·d = "
+                    f"{s.expert_ranks(plan.d)} ranks of a stage the folded expert grid is carved from")
         return f"plan {plan}: expert-parallel degree e={e} does not divide the data-parallel degree d={plan.d}"
-    ranks = s.n_devices // (s.replica_devices * (plan.p or 1))
+    ranks = s.n_devices // (s.replica_devices * (plan.p or 1)) * (s.replica_devices if s.folded_experts else 1)
     if e > ranks:
-        return (f"expert-parallel degree e={e} exceeds the {ranks} data-parallel ranks of {s.n_devices} devices at "
+        kind = "ranks of a stage" if s.folded_experts else "data-parallel ranks"
+        return (f"expert-parallel degree e={e} exceeds the {ranks} {kind} of {s.n_devices} devices at "
                 f"tensor width {s.tensor_width}" + (f", context parallel {s.context_parallel}" if s.context_parallel > 1
                                                     else "") + (f" and {plan.p} pipeline stages" if plan.p else ""))
     # Each layer's smallest footprint: the loosest state and one unit of its lightest mode.

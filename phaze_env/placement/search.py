@@ -433,7 +433,7 @@ class PlacementSearch:
             rows = np.flatnonzero((z == zero) & (self.settings.weight_replicas(d) > 1))
             if len(rows):
                 totals = self.zero_traffic.layer_zero_comm_table(zero)[1]
-                total[rows] += totals[d[rows] // self.settings.expert_parallel - 1]
+                total[rows] += totals[self.settings.expert_index(d[rows])]
         return total / p
 
     def _average_stage_s(self, shape: Shape) -> float:
@@ -443,6 +443,6 @@ class PlacementSearch:
         total = self._layer_work_s
         if shape.zero >= 2 and self.settings.weight_replicas(shape.data_parallel) > 1:
             totals = self.zero_traffic.layer_zero_comm_table(shape.zero)[1]
-            total += float(totals[shape.data_parallel // self.settings.expert_parallel - 1])
+            total += float(totals[self.settings.expert_index(shape.data_parallel)])
         return total / shape.stages
 

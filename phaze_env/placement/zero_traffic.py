@@ -59,15 +59,17 @@ class ZeroTraffic:
         ``None`` when there are none (ZeRO-0/1, or one weight replica)."""
         if zero < 2 or self.settings.weight_replicas(data_parallel) == 1:
             return None
-        return self.layer_zero_comm_table(zero)[0][data_parallel // self.settings.expert_parallel - 1]
+        return self.layer_zero_comm_table(zero)[0][self.settings.expert_index(data_parallel)]
 
     def layer_zero_comm_table(self, zero: int) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`layer_zero_comm_s` of ZeRO-2 or 3 for every ``d = e, 2e, … ≤ N/(t·c)`` at once (row ``d/e − 1``),
-        and each row's total: one array expression per search instead of one per ``d``."""
+        """:meth:`layer_zero_comm_s` of ZeRO-2 or 3 for every ``d = e, 2e, … ≤ N/(t·c)`` at once (row ``d/e − 1``;
+        in a folded expert grid every ``d ≤ N/(t·c)``, row ``d − 1``: ``Settings.expert_index``), and each row's
+        total: one array expression per search instead of one per ``d``."""
         if zero not in self._layer_zero_comm:
             layers, s = self.layers, self.settings
             e = s.expert_parallel
-            data_parallel = e * np.arange(1, max(1, s.n_devices // (s.replica_devices * e)) + 1)
+            step = 1 if s.folded_experts else e
+            data_parallel = step * np.arange(1, max(1, s.n_devices // (s.replica_devices * step)) + 1)
             replicas = s.weight_replicas(data_parallel)
             experts = layers.expert_param_bytes if e > 1 else np.zeros_like(layers.param_bytes)
 
@@ -77,8 +79,9 @@ class ZeroTraffic:
                 dense = (layers.param_bytes - experts) * per_param
                 times = np.where(dense > 0, fixed + per_byte * dense, 0.0)
                 if experts.any():
-                    expert_table = expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, e)
-                    fixed_e, per_byte_e = (part[:, None] for part in expert_table.take(data_parallel // e - 1))
+                    expert_table = expert_collective_affine(s.cluster, kind, s.tensor_width, s.context_parallel, e,
+                                                            s.folded_experts)
+                    fixed_e, per_byte_e = (part[:, None] for part in expert_table.take(s.expert_index(data_parallel)))
                     times = times + np.where(experts > 0, fixed_e + per_byte_e * experts * per_param, 0.0)
                 return times
 

@@ -86,35 +86,44 @@ def prepare_graphs(workload: str | Workload, tensor_widths, microbatches, *, seq
 
 
 def model_graph(workload: str | Workload, *, seq_len: int | None = None, microbatch: int = 1, tensor_width: int = 1,
-                bytes_per_element: int = 2, cache: bool = True, expert_parallel: int = 1) -> ModelGraph:
+                bytes_per_element: int = 2, cache: bool = True, expert_parallel: int = 1,
+                folded_experts: bool = False) -> ModelGraph:
     """The model as pre-layers, the repeated layer × L and post-layers, at one tensor-parallel width (with
     leading dense layers, as DeepSeek's: pre, dense × k, the repeated MoE layer × (L − k), post).
 
     Every layer has forward and backward operator DAGs (fused), parameters, FLOPs, stashed-activation and
     boundary bytes for one microbatch. At ``expert_parallel`` ``e > 1`` the routed experts' operators are one
     expert-parallel rank's (:func:`~phaze_env.workloads.model.at_expert_rank`: ``E/e`` experts on ``e·C`` tokens
-    each); the layers' parameter figures stay the whole model's. Results are cached on disk, keyed by the content
-    of the arguments.
+    each); the layers' parameter figures stay the whole model's. ``folded_experts`` (``Stack.folded_experts``): the
+    routed experts as a folded expert grid's rank runs them — whole, on the rank's ``1/t`` of the tokens, no
+    tensor-parallel collective around them (:func:`~phaze_env.workloads.model.split_nodes`); the layers' expert
+    parameters are then the whole experts'. Results are cached on disk, keyed by the content of the arguments.
     """
     workload = get_workload(workload)
     seq_len = workload.seq_len if seq_len is None else seq_len
     _validate(workload, seq_len, microbatch, tensor_width, bytes_per_element)
     if reason := workload.expert_parallel_error(expert_parallel):
         raise ValueError(reason)
+    if folded_experts and not workload.num_experts:
+        raise ValueError(f"folded experts (expert tensor parallelism 1) need a mixture-of-experts model; "
+                         f"{workload.name} is dense")
     key = code_key(__name__, "model_graph", workload.to_dict(), seq_len, microbatch, tensor_width,
-                      bytes_per_element, *((expert_parallel,) if expert_parallel > 1 else ()))
+                      bytes_per_element, *((expert_parallel,) if expert_parallel > 1 else ()),
+                      *(("folded",) if folded_experts else ()))
     graph = _graph_cache.get(key) if cache else None
     if graph is None:
-        graph = _build(workload, seq_len, microbatch, tensor_width, bytes_per_element, cache, expert_parallel)
+        graph = _build(workload, seq_len, microbatch, tensor_width, bytes_per_element, cache, expert_parallel,
+                       folded_experts)
         if cache:
             _graph_cache.put(key, graph)
     return graph
 
 
-def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, cache: bool, e: int = 1) -> ModelGraph:
+def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, cache: bool, e: int = 1,
+           folded: bool = False) -> ModelGraph:
     trace = get_trace(workload, microbatch, seq_len, cache=cache)
     check_tensor_width(trace, t, workload.num_heads)
-    layers = _layers(workload, trace, seq_len, microbatch, t, bpe, e)
+    layers = _layers(workload, trace, seq_len, microbatch, t, bpe, e, folded)
     tokens = microbatch * seq_len
     base = layers if t == 1 else _layers(workload, trace, seq_len, microbatch, 1, bpe)
     try:  # only an eager stack reads the count: a model the probe cannot run still builds (and says why)
@@ -123,9 +132,11 @@ def _build(workload: Workload, seq_len: int, microbatch: int, t: int, bpe: int, 
         return ModelGraph(workload.name, seq_len, microbatch, t, bpe, tuple(layers), eager_error=str(exc))
 
 
-def _layers(workload: Workload, trace: Trace, seq_len: int, microbatch: int, t: int, bpe: int, e: int = 1) -> list:
+def _layers(workload: Workload, trace: Trace, seq_len: int, microbatch: int, t: int, bpe: int, e: int = 1,
+            folded: bool = False) -> list:
     """The pre-, (dense,) repeated and post-layers at tensor width ``t`` (the experts at expert-parallel degree
-    ``e``'s per-rank shape), before the eager traffic is scaled."""
+    ``e``'s per-rank shape; ``folded``: whole, on the rank's ``1/t`` of the tokens), before the eager traffic is
+    scaled."""
     sharded = sharded_ops(trace.ops)
     tokens = microbatch * seq_len
     hidden_bytes = trace.boundary_elements["pre"] * bpe
@@ -141,18 +152,18 @@ def _layers(workload: Workload, trace: Trace, seq_len: int, microbatch: int, t: 
         ("post", "post", 1, out_bytes, LOSS_BYTES),
     ):
         ops = [op for op in trace.ops if op.region == region]
-        nodes, edges = split_nodes(ops, sharded, trace, t, bpe, tokens)
+        nodes, edges = split_nodes(ops, sharded, trace, t, bpe, tokens, folded)
         nodes, edges = fuse(nodes, edges)
         nodes = at_expert_rank(nodes, workload.num_experts, e)
-        params, stored = region_params(trace, ops, t, owned[region])
+        params, stored = region_params(trace, ops, t, owned[region], folded)
         experts = [op for op in ops if op.moe_role == "expert"]
         layer = build_layer(name, repeat, nodes, edges, tensor_width=t, params=params, param_bytes=stored * bpe,
                             input_bytes=in_bytes, output_bytes=layer_out, recomputed=kernel_recomputed(nodes, ops),
                             norm_up=norm_up_projection_recompute(nodes, ops))
         routing = dict(routed_experts=workload.num_experts,
                        experts_per_token=int(workload.config_dict["num_experts_per_tok"])) if experts else {}
-        layers.append(replace(layer, expert_param_bytes=region_params(trace, experts, t, owned[region])[1] * bpe,
-                              routed_token_bytes=_routed_elements(experts) * bpe,
+        layers.append(replace(layer, expert_param_bytes=region_params(trace, experts, t, owned[region], folded)[1] * bpe,
+                              routed_token_bytes=_routed_elements(experts, t if folded else 1) * bpe,
                               routed_activation_bytes=_routed_activation_elements(nodes) * bpe, **routing))
     return layers
 
@@ -188,11 +199,12 @@ def _eager_scaled(workload: Workload, layers: list, base: list, tokens: int, cac
     return tuple(out)
 
 
-def _routed_elements(expert_ops: list) -> int:
-    """Elements of the tokens dispatched to the routed experts: the ``experts × capacity × hidden`` input of their
-    first batched matmul (:class:`~phaze_env.workloads.moe.StaticExperts`; 0 for a dense layer)."""
+def _routed_elements(expert_ops: list, token_shards: int = 1) -> int:
+    """Elements of the tokens one rank dispatches to the routed experts: the ``experts × capacity × hidden`` input of
+    their first batched matmul (:class:`~phaze_env.workloads.moe.StaticExperts`; 0 for a dense layer), the capacity
+    over ``token_shards`` (a folded expert grid's rank routes its ``1/t`` of the tokens: ``⌈C/t⌉``, as its GEMMs)."""
     batch, rows, inner, _ = next((op.gemms[0] for op in expert_ops if op.gemms), (0, 0, 0, 0))
-    return batch * rows * inner
+    return batch * -(-rows // token_shards) * inner
 
 
 def _routed_activation_elements(nodes: list) -> int:

@@ -96,8 +96,10 @@ def check_tensor_width(trace: Trace, tensor_width: int, heads: int | None) -> No
 
 
 def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t: int, bpe: int,
-                tokens: int) -> tuple[list[_Node], list[tuple[str, str]]]:
-    """The region's forward nodes at width ``t`` with Megatron's collectives, and their edges (by name)."""
+                tokens: int, folded: bool = False) -> tuple[list[_Node], list[tuple[str, str]]]:
+    """The region's forward nodes at width ``t`` with Megatron's collectives, and their edges (by name). ``folded``
+    (``Stack.folded_experts``, expert tensor parallelism 1): the routed experts whole on the rank's ``1/t`` of the
+    tokens (:func:`_folded_expert_node`), with no tensor-parallel collective around them."""
     nodes: list[_Node] = []
     edges: list[tuple[str, str]] = []
     f_ops: dict[str, str] = {}  # input tensor → its f collective (one per tensor, shared by q, k, v)
@@ -106,10 +108,13 @@ def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t:
     entries = _expert_entries(region_ops)
     # Megatron-Core reduces the experts' partial sums once, after the combine, not after each expert's down projection.
     combines = {i for op in region_ops if op.moe_role != "expert" for i in op.inputs if i in entries}
+    if folded:  # the experts see the rank's own tokens: no f before them, no g after the combine
+        entries, combines = {}, set()
     for op in region_ops:
-        node = _node_at_width(op, all_sharded, trace, t, bpe)
+        folded_expert = folded and op.moe_role == "expert"
+        node = _folded_expert_node(op, trace, t, bpe) if folded_expert else _node_at_width(op, all_sharded, trace, t, bpe)
         sources = [alias.get(i, i) for i in op.inputs if i in local]
-        if t > 1 and op.role in SPLIT_ROLES:
+        if t > 1 and op.role in SPLIT_ROLES and not folded_expert:
             # an expert's f is on the tokens entering the MoE block (the gradient of the dispatch is summed there)
             f_tensors = sorted(entries[op.name]) if op.moe_role == "expert" else op.inputs
             sources = sources if op.moe_role == "expert" else []
@@ -133,6 +138,28 @@ def split_nodes(region_ops: list[RawOp], all_sharded: set[str], trace: Trace, t:
             nodes.append(ce)
             edges.append((op.name, ce.name))
     return nodes, list(dict.fromkeys(edges))
+
+
+def _folded_expert_node(op: RawOp, trace: Trace, t: int, bpe: int) -> _Node:
+    """A routed expert's operator as a rank of a folded expert grid runs it (expert tensor parallelism 1, Megatron-Core's
+    MoE parallel folding): its weights whole, on the rank's ``1/t`` of the microbatch's tokens — each of the ``t``
+    tensor ranks routes its own sequence-parallel shard. Every GEMM ``(E, C, k, n)`` becomes ``(E, ⌈C/t⌉, k, n)``
+    (:func:`at_expert_rank` then takes ``E/e`` experts on ``e`` times those tokens); its activations, vector work and
+    FP8 casts are the rank's ``1/t`` (cast on its own tokens: nothing gathered), its parameters whole. The stash is the
+    width-``t`` node's: the expert tensors that width splits by ``t`` and those it keeps replicated, which sequence
+    parallelism (required with MoE at ``t > 1``) splits by ``t``, are the rank's ``1/t`` as here."""
+    node = _node_at_width(op, set(), trace, 1, bpe)
+    stashed = _node_at_width(op, {op.name, *op.inputs, *op.saved}, trace, t, bpe) if t > 1 else node
+    node.gemms = [(b, _ceil_div(m, t), k, n) for b, m, k, n in node.gemms]
+    node.vector = [(kind, _ceil_div(elements, t), flops) for kind, elements, flops in node.vector]
+    activations = node.bytes_read - node.param_bytes
+    node.bytes_read = node.param_bytes + _ceil_div(activations, t)
+    node.bytes_written = _ceil_div(node.bytes_written, t)
+    if not node.gemms:
+        node.eager_read, node.eager_written = node.bytes_read, node.bytes_written
+    node.cast_shards_fwd = node.cast_shards_bwd = 1
+    node.saved_bytes, node.replicated_saved = stashed.saved_bytes, set()
+    return node
 
 
 def _expert_entries(region_ops: list[RawOp]) -> dict[str, set[str]]:
@@ -504,12 +531,15 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
                  norm_up_rerun=norm_up[1])
 
 
-def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str]) -> tuple[int, int]:
-    """(unique parameter elements owned by this region, parameter elements stored by it) at width ``t``."""
+def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str],
+                  folded: bool = False) -> tuple[int, int]:
+    """(unique parameter elements owned by this region, parameter elements stored by it) at width ``t`` (``folded``:
+    the routed experts' whole, :func:`_folded_expert_node`)."""
     stored: dict[str, int] = {}
     for op in region_ops:
+        width = 1 if folded and op.moe_role == "expert" else t
         for fqn, elements in op.params.items():
-            stored[fqn] = _param_split(fqn, elements, op, t)
+            stored[fqn] = _param_split(fqn, elements, op, width)
     unique = sum(v for k, v in stored.items() if k in owned)
     return unique, sum(stored.values())
 
