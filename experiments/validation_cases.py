@@ -25,8 +25,10 @@ How each metric was computed by its authors (a prediction must use the same conv
 * ``mcore_tflops_per_device`` (Megatron-Core's MoE runs) — model teraFLOP/s per GPU as Megatron-LM's
   ``num_floating_point_operations`` counts them (active experts only, no recompute; the MCore v0.8 formula,
   ``experiments.validation_fit.megatron_core_flops``). Only the MoE cases (:data:`MOE_CASES`) use it.
+* ``mcore_causal_tflops_per_device`` — the same from Megatron-LM's count since March 2025 (MR !2789): the attention
+  scores counted causal, half the square (the Megatron-MoE-ModelZoo's Qwen3-235B-A22B runs of May 2025).
 
-Cases with a ``requires`` note (the Qwen3-235B rows of :data:`MOE_CASES`, :data:`PENDING_CASES`) are published runs
+Cases with a ``requires`` note (:data:`PENDING_CASES`) are published runs
 the model cannot express yet; ``experiments.validate`` lists them with that note instead of predicting them.
 
 Every case names its training ``stack`` (a profile of :mod:`phaze_env.stacks`); the case a profile's
@@ -46,11 +48,12 @@ from phaze_env.workloads import Workload, custom_workload, get_workload
 from phaze_env.workloads.registry import KORTHIKANTI_TABLE3, NARAYANAN_TABLE1
 
 Recompute = Literal["full", "selective", "none"]
-Metric = Literal["tflops_per_device", "mfu", "mfu_6n", "samples_s", "tokens_s_per_device", "mcore_tflops_per_device"]
+Metric = Literal["tflops_per_device", "mfu", "mfu_6n", "samples_s", "tokens_s_per_device", "mcore_tflops_per_device",
+                 "mcore_causal_tflops_per_device"]
 
 RECOMPUTE_MODES: tuple[str, ...] = ("full", "selective", "none")
 METRICS: tuple[str, ...] = ("tflops_per_device", "mfu", "mfu_6n", "samples_s", "tokens_s_per_device",
-                            "mcore_tflops_per_device")
+                            "mcore_tflops_per_device", "mcore_causal_tflops_per_device")
 
 # Where the plan details that a table leaves out were published.
 NARAYANAN_SCRIPT = ("NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (the script that produced Table 1): "
@@ -339,8 +342,6 @@ TPU_CASES: tuple[ValidationCase, ...] = (
 )
 
 
-NEEDS_MOE_RECOMPUTE = ("recompute of the whole MoE block in the backward pass (Megatron-Core's --recompute-modules moe): "
-                       "the model recomputes the attention core (selective), a stage's whole layers (full) or nothing")
 MCORE_MOE_README = ("NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md at commit 0b981f9c53 (2024-08-02): "
                     "'Mixtral 8X7B bf16 training to achieve 438 TFLOPS as of MCore v0.8', with the 'reference parallel "
                     "mappings of MCore v0.8' table (Mixtral 8x7B dropless, all-to-all dispatcher, BF16, 64 GPUs, "
@@ -367,7 +368,8 @@ MEGATRON_BRIDGE_QWEN3_30B = (
 
 def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave: int, step_s: float | None, tflops: float,
                 recompute: Recompute, *, seq: int = 4096, context: int = 1, batch: int = 2048, microbatch: int = 1,
-                zero: int = 1, row: str = "", norms_recomputed: bool = False, requires: str = "") -> ValidationCase:
+                zero: int = 1, row: str = "", norms_recomputed: bool = False, moe_recomputed: bool = False,
+                requires: str = "") -> ValidationCase:
     dispatcher = "deepep" if "deepep" in label or seq > 4096 else "a2a"  # the long-context table's: DeepEP
     overlap = "-a2a-overlap" if label.endswith("a2a-overlap") else ""
     stack = f"megatron-core{'-deepep' if dispatcher == 'deepep' else ''}{overlap}-folded"
@@ -377,13 +379,14 @@ def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave:
         name=f"mcore-qwen3-235b-{label}", workload="qwen3-235b-a22b", seq_len=seq, accelerator="h100",
         cluster="dgx-h100", n_devices=256, global_batch=batch, tensor=tensor, pipeline=pipeline,
         data=data, microbatch=microbatch, interleave=interleave, sequence_parallel=tensor > 1,
-        recompute=recompute, metric="mcore_tflops_per_device", published=tflops, expert_parallel=expert,
+        recompute=recompute, metric="mcore_causal_tflops_per_device", published=tflops, expert_parallel=expert,
         context=context, zero=zero,
         # the 94 + 2 split as the ModelZoo's config sets it; Megatron-FSDP (Megatron-Core's --use-megatron-fsdp) is
         # ZeRO-3, which the megatron-core profile's rules (its distributed optimizer: ZeRO-0/1) do not list
         rules=(("embedding_loss_in_split", True),) if pipeline > 1 else (("zero_stages", (0, 1, 3)),),
         # --recompute-modules layernorm: every RMSNorm rerun in the backward pass, its output not kept
-        stack_knobs=(("recompute_norms_up_projections", True),) if norms_recomputed else (),
+        stack_knobs=((("recompute_norms_up_projections", True),) if norms_recomputed else ())
+        + ((("recompute_moe", True),) if moe_recomputed else ()),  # --recompute-modules moe: the MoE block rerun
         stack=stack, requires=requires,
         source=f"{MOE_MODEL_ZOO_QWEN3 if seq == 4096 else MOE_MODEL_ZOO_QWEN3_LONG}; row {row}TP {tensor}, CP {context}, "
                f"EP {expert}, PP {pipeline}, VPP {interleave}, MBS {microbatch}, GBS {batch}, sequence {seq}: {figure}")
@@ -473,7 +476,7 @@ MOE_CASES: tuple[ValidationCase, ...] = (
     _qwen3_235b("tp4-ep8-pp8-deepep", 4, 8, 8, 4, 29.0, 167, "selective", row="'Intra-node EP strategy', "),
     # Long context on 256 H100 (the table's 32 nodes): TP 4, PP 8 × VPP 4, EP 8, CP growing with the sequence, GBS 256.
     *(_qwen3_235b(f"{seq // 1024}k-cp{cp}", 4, 8, 8, 4, None, tflops, "selective", seq=seq, context=cp, batch=256,
-                  row="'Long Context', ", norms_recomputed=True, requires=NEEDS_MOE_RECOMPUTE)
+                  row="'Long Context', ", norms_recomputed=True, moe_recomputed=True)
       for seq, cp, tflops in ((16384, 1, 295), (32768, 2, 335), (65536, 4, 368), (131072, 8, 389))),
 )
 

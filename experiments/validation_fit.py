@@ -97,7 +97,7 @@ def metric_value(case: ValidationCase, time_per_batch_s: float) -> float:
         return flops / (time_per_batch_s * case.n_devices * PUBLISHED_PEAK_FLOPS[case.accelerator])
     if case.metric == "mfu_6n":
         return six_n_flops(case) / (time_per_batch_s * case.n_devices * PUBLISHED_PEAK_FLOPS[case.accelerator])
-    if case.metric == "mcore_tflops_per_device":
+    if case.metric in MCORE_METRICS:
         return megatron_core_flops(case) / (time_per_batch_s * case.n_devices) / 1e12
     raise ValueError(f"case {case.name!r}: no formula here for metric {case.metric!r}")
 
@@ -110,15 +110,25 @@ def six_n_flops(case: ValidationCase) -> float:
     return 6 * params * case.global_batch * case.seq_len
 
 
+MCORE_METRICS = ("mcore_tflops_per_device", "mcore_causal_tflops_per_device")
+"""The metrics counted by Megatron-LM's ``num_floating_point_operations`` (:func:`megatron_core_flops`)."""
+
+
 def megatron_core_flops(case: ValidationCase) -> float:
     """Model FLOPs of one batch as Megatron-Core v0.8 counts them (``megatron/training/training.py``,
     ``num_floating_point_operations`` at NVIDIA/Megatron-LM commit 0b981f9c53): ``12·B·s·l·h²·(attention + MLP +
     logit)`` with the query projection, grouped-query K/V and the full (not causal) s×s score terms, the routed
     experts' SwiGLU MLP × top-k, and the vocabulary padded to a multiple of 128; no recompute. That version counts
-    no shared experts, so a model with them has no such figure."""
+    no shared experts, so a model with them has no such figure. Metric ``mcore_causal_tflops_per_device``: the count
+    since Megatron-LM MR !2789 (commit 8873b55d6a, 2025-03-06, "Fixes in number of floating-point operation estimates
+    for MoE and attention layer"; still so at 1e057005, the ModelZoo's Qwen3-235B runs): the score terms halved,
+    ``s/(2h)`` ("Only half of the attention matrix is non-zero"), for a model without shared experts or dense layers
+    the same otherwise."""
     cfg = get_workload(case.workload).config_dict
     if cfg.get("shared_expert_intermediate_size") or cfg.get("n_shared_experts"):
         raise ValueError(f"case {case.name!r}: Megatron-Core v0.8's FLOP count has no shared experts")
+    if case.metric == "mcore_causal_tflops_per_device" and get_workload(case.workload).leading_dense_layers:
+        raise ValueError(f"case {case.name!r}: the causal count here has no dense layers")
     layers, hidden, vocab, seq = _dims(case)
     heads = int(cfg["num_attention_heads"])
     query_ratio = (cfg.get("head_dim") or hidden // heads) * heads / hidden
@@ -126,7 +136,8 @@ def megatron_core_flops(case: ValidationCase) -> float:
     ffn = int(cfg.get("moe_intermediate_size") or cfg["intermediate_size"])
     routed = int(cfg.get("num_experts_per_tok", 1))
     padded_vocab = math.ceil(vocab / (128 * case.tensor)) * 128 * case.tensor
-    attention = (1 + kv_ratio + seq / hidden) * query_ratio
+    scores = seq / hidden / (2 if case.metric == "mcore_causal_tflops_per_device" else 1)
+    attention = (1 + kv_ratio + scores) * query_ratio
     mlp = ffn / hidden * routed * 3 / 2  # SwiGLU: three h×ffn GEMMs where a plain MLP has two
     logit = padded_vocab / (2 * layers * hidden)
     return 12 * case.global_batch * seq * layers * hidden**2 * (attention + mlp + logit)
@@ -258,7 +269,7 @@ def compute_efficiency(case: ValidationCase, evaluation: Evaluation) -> float:
     Megatron-Core's count for a MoE case published in its TFLOP/s); otherwise (``samples_s``, ``tokens_s_per_device``: Llama's SwiGLU and
     grouped-query shapes, which the GPT formula miscounts by −6 … +16 %) the traced model's own, as ``Evaluation.mfu``
     counts them."""
-    if is_moe(case) and case.metric == "mcore_tflops_per_device":  # Megatron-Core's count: routed experts only
+    if is_moe(case) and case.metric in MCORE_METRICS:  # Megatron-Core's count: routed experts only
         flops = megatron_core_flops(case) / case.n_devices
     elif case.metric == "mfu_6n":  # the authors' count (its model's attention width is not Korthikanti's h)
         flops = six_n_flops(case) / case.n_devices

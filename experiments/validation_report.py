@@ -31,7 +31,8 @@ def metric_text(metric: str, value: float) -> str:
 
 UNITS = {"tflops_per_device": "TFLOP/s per GPU", "mfu": "MFU", "mfu_6n": "MFU (6·N per token)", "samples_s": "sequences/s",
          "tokens_s_per_device": "tokens/s per GPU",
-         "mcore_tflops_per_device": "model TFLOP/s per GPU (Megatron-Core's count)"}
+         "mcore_tflops_per_device": "model TFLOP/s per GPU (Megatron-Core's count)",
+         "mcore_causal_tflops_per_device": "model TFLOP/s per GPU (Megatron-Core's causal count)"}
 
 
 TREND_GAPS = {
@@ -565,16 +566,13 @@ MOE_GAPS = {
         "slower software; and without the host the profile runs the 2026 rows {qwen3_2026_device_only} fast as well, "
         "so part of what the host constant absorbs at microbatch 1 may be device time that grows with the tokens (the "
         "fine-grained experts' small grouped GEMMs, the permutations), which this microbatch-2 row would expose"),
-    "mcore-qwen3-235b-tp2-ep32-pp8-deepep-a2a-overlap": (
-        "the plan of mcore-qwen3-235b-tp2-ep32-pp8-deepep ({q235_plain_error}) with the dispatch and combine of one "
-        "microbatch under another's compute (A2A_OVERLAP=1). That plain row puts {q235_exchange_s} s of the step, "
-        "{q235_exchange_share}, on the expert all-to-alls (DeepEP's node-deduplicated dispatch over the 4 nodes of "
-        "each EP group of 32, 50 GB/s of InfiniBand per GPU); overlapped, the model hides all of it behind the partner "
-        "microbatch's compute, slowed to the 112 SMs DeepEP leaves it (MEGATRON_CORE_DEEPEP_SM_SHARE), a {q235_model_speedup}× "
-        "step against the published {q235_published_speedup}× (19.7 → 17.6 s): at the model's step the run hid about "
-        "{q235_hidden_s} s. Not separated: an exchange smaller than modelled with a computation slower (the plain row "
-        "is within ±15 % either way), or an overlap that hides less than the steady-state pairing assumes "
-        "(phaze_env.moe_dispatch.exposed_alltoall_s: every layer has a partner)"),
+    "mcore-qwen3-235b-tp2-ep8-fsdp-deepep": (
+        "Megatron-FSDP (ZeRO-3 over the 128 data-parallel ranks, microbatch 4, every layer recomputed): the model "
+        "prices its per-layer weight all-gathers and gradient reduce-scatters exposed, {q235_fsdp_zero_share} of the "
+        "predicted step, because the megatron-core profile's overlap of the data-parallel collectives "
+        "(Stack.dp_comm_overlap) is modelled for the distributed optimizer (ZeRO-0/1) only; Megatron-FSDP prefetches the "
+        "next layer's weights and reduces gradients under the backward pass. With that traffic hidden in full the row "
+        "would come to {q235_fsdp_hidden_error} (an upper bound on what the overlap gives, not a prediction)"),
     "mcore-qwen3-235b-tp2-ep8-pp32-a2a": (
         "not predicted: the published plan needs {q235_pp32_fullest_gib} GiB on its fullest device in the model "
         "(python -m experiments.memory_check; {q235_pp32_activation_gib} GiB of activations for "
@@ -589,6 +587,16 @@ MOE_GAPS = {
 templates, as :data:`TREND_GAPS`."""
 
 MOE_NOTES = {
+    "mcore-qwen3-235b-tp2-ep32-pp8-deepep-a2a-overlap": (
+        "within ±15 %, but its gain over the same plan without the overlap is over-predicted. The plain row "
+        "(mcore-qwen3-235b-tp2-ep32-pp8-deepep, {q235_plain_error}) puts {q235_exchange_s} s of the step, "
+        "{q235_exchange_share}, on the expert all-to-alls (DeepEP's node-deduplicated dispatch over the 4 nodes of "
+        "each EP group of 32, 50 GB/s of InfiniBand per GPU); overlapped (A2A_OVERLAP=1), the model hides all of it "
+        "behind the partner microbatch's compute, slowed to the 112 SMs DeepEP leaves it "
+        "(MEGATRON_CORE_DEEPEP_SM_SHARE): a {q235_model_speedup}× step against the published "
+        "{q235_published_speedup}× (19.7 → 17.6 s). Not separated: an exchange smaller than modelled with a "
+        "computation slower (the plain row is within ±15 % either way), or an overlap that hides less than the "
+        "steady-state pairing assumes (phaze_env.moe_dispatch.exposed_alltoall_s: every layer has a partner)"),
     "deepseek-v3-2048-h800": (
         "within ±15 %, but by two errors cancelling. The stack runs DualPipe (arXiv:2412.19437 §3.2.1, Table 2; "
         "Stack.pipeline_schedule): the bubble (PP/2 − 1)(F&B + B − 3W) is {deepseek_dualpipe_bubble} of the step at "

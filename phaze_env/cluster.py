@@ -435,7 +435,11 @@ class Stack:
     expert-parallel group are consecutive; each rank routes its own ``s/(t·c)`` tokens (Megatron-Core asserts sequence
     parallelism with MoE at ``t > 1``), so the MoE block has no tensor-parallel collective; an expert shard is
     replicated on ``t·c·d/e`` ranks ``e`` apart. Off (the default), experts are split by ``t`` as the dense MLP is and
-    ``e`` divides ``d`` (:mod:`phaze_env.workloads.model`, :func:`~phaze_env.workloads.model.at_expert_rank`).
+    ``e`` divides ``d`` (:mod:`phaze_env.workloads.model`, :func:`~phaze_env.workloads.model.at_expert_rank`). And so
+    is ``recompute_moe``: the stack reruns every MoE block in the backward pass (Megatron-Core's ``--recompute-modules
+    moe``, a checkpoint around the MoE layer), keeping only its input: the stash loses every tensor the block produces
+    (:func:`~phaze_env.workloads.model.moe_block_recompute`), and the backward pass pays the block's fused forward
+    operators and its forward dispatch and combine again. A dense model has no MoE block to rerun.
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -460,6 +464,7 @@ class Stack:
     recompute_norms_up_projections: bool = False
     gemm_wave_sms: int = 0
     folded_experts: bool = False
+    recompute_moe: bool = False
 
     def __post_init__(self) -> None:
         check_host_op_s(self.host_op_s)
@@ -489,7 +494,7 @@ class Stack:
             raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
         _bools(self, ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
                       "unfused_elementwise", "tp_comm_overlap", "dp_comm_overlap", "moe_alltoall_overlap",
-                      "attention_dropout_kernel", "sequence_parallel_kernels", "folded_experts"))
+                      "attention_dropout_kernel", "sequence_parallel_kernels", "folded_experts", "recompute_moe"))
         if self.dp_comm_overlap and self.plan_rules.stack in DP_OVERLAP_LACKING:
             raise ValueError(f"stack {self.plan_rules.stack!r} cannot run dp_comm_overlap: "
                              f"{DP_OVERLAP_LACKING[self.plan_rules.stack]}")
@@ -543,6 +548,7 @@ class Stack:
                      if self.recompute_norms_up_projections else "")
         software += f"; host-bound layers ({self.host_op_s * 1e6:g} µs per issued operator)" if self.host_op_s else ""
         software += "; experts folded over the t·c·d ranks (expert tensor parallelism 1)" if self.folded_experts else ""
+        software += "; MoE blocks recomputed in the backward pass" if self.recompute_moe else ""
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""
         software += ("; expert all-to-all overlapped with compute" + (f" ({self.moe_comm_sm_share:.0%} of the SMs on it)"

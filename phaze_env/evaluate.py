@@ -328,9 +328,10 @@ def _request(workload, accelerator, cluster, options: EvaluationOptions) -> _Req
                          f"mixture-of-experts model; {workload.name} is dense")
     if plan.e is not None and plan.d is not None and not cluster.stack.folded_experts and plan.d % plan.e:
         raise ValueError(expert_degree_error(plan.e, plan.d))
-    if cluster.stack.folded_experts and not workload.num_experts:
-        raise ValueError(f"cluster folded_experts (the expert grid folded over the t·c·d ranks) needs a "
-                         f"mixture-of-experts model; {workload.name} is dense")
+    for knob, what in (("folded_experts", "the expert grid folded over the t·c·d ranks"),
+                       ("recompute_moe", "the MoE blocks rerun in the backward pass")):
+        if getattr(cluster.stack, knob) and not workload.num_experts:
+            raise ValueError(f"cluster {knob} ({what}) needs a mixture-of-experts model; {workload.name} is dense")
     if error := expert_plan_error(plan, workload):
         raise ValueError(error)
     if plan.t is not None and (error := tensor_width_error(workload, plan.t, cluster.n_devices)):
@@ -360,6 +361,11 @@ def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str 
         dropped = layer.stash_norm_up_bytes - narrowed * layer.stash_norm_up_gemm_input_bytes
         dropped_replicated = (layer.stash_norm_up_replicated_bytes
                               - narrowed * layer.stash_norm_up_gemm_input_replicated_bytes)
+        kept = (kept[0] - dropped, kept[1], kept[2] - dropped_replicated)
+    if cluster is not None and cluster.stack.recompute_moe:
+        narrowed = fp8_narrowed_share(layer, number_format, bytes_per_element)
+        dropped = layer.stash_moe_bytes - narrowed * layer.stash_moe_gemm_input_bytes
+        dropped_replicated = layer.stash_moe_replicated_bytes - narrowed * layer.stash_moe_gemm_input_replicated_bytes
         kept = (kept[0] - dropped, kept[1], kept[2] - dropped_replicated)
     if cluster is not None and cluster.stack.unfused_elementwise:
         return kept
@@ -407,11 +413,14 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
         if alltoall_s and cluster.stack.moe_alltoall_overlap:  # the layer computes on what the communication leaves it
             fwd_s, bwd_s = (part / (1.0 - cluster.stack.moe_comm_sm_share) for part in (fwd_s, bwd_s))
         exposed_s = exposed_alltoall_s(alltoall_s, fwd_s + bwd_s, cluster.stack.moe_alltoall_overlap) if e > 1 else 0.0
+        # a rerun MoE block dispatches and combines again before its backward pass: six exchanges, the two more there
+        rerun_s = (exposed_alltoall_s(1.5 * alltoall_s, fwd_s + bwd_s, cluster.stack.moe_alltoall_overlap) - exposed_s
+                   if e > 1 and cluster.stack.recompute_moe and layer.routed_experts else 0.0)
         if cluster is not None and cluster.stack.host_op_s and layer.is_transformer_layer:  # the host as a stage
             fwd_s, bwd_s = _host_bound(layer, fwd_s + exposed_s / 2, bwd_s + exposed_s / 2, cluster.stack)
             fwd_s, bwd_s = fwd_s - exposed_s / 2, bwd_s - exposed_s / 2
         expert_bytes = layer.expert_param_bytes / e
-        entry = LayerCost(fwd_s=fwd_s + exposed_s / 2, bwd_s=bwd_s + exposed_s / 2,
+        entry = LayerCost(fwd_s=fwd_s + exposed_s / 2, bwd_s=bwd_s + exposed_s / 2 + rerun_s,
                           param_bytes=float(layer.param_bytes - layer.expert_param_bytes) + expert_bytes,
                           expert_param_bytes=expert_bytes,
                           stash_bytes=stash[0], output_bytes=float(layer.output_bytes),
@@ -420,7 +429,7 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                           attention_fwd_s=min(timing.attention_fwd_s, timing.fwd_s) + dropout_fwd_s,
                           recompute_fwd_s=fwd_s + exposed_s / 2 if layer.is_transformer_layer else 0.0,
                           tp_comm_s=min(timing.tp_comm_s, timing.fwd_s + timing.bwd_s - timing.cp_comm_s),
-                          cp_comm_s=timing.cp_comm_s, ep_comm_s=exposed_s,
+                          cp_comm_s=timing.cp_comm_s, ep_comm_s=exposed_s + rerun_s,
                           transformer_layers=float(split_rules.split_layers(layer)))
         chain.extend([entry] * layer.repeat)
     return chain
@@ -502,9 +511,11 @@ def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_para
             results[direction] = (0.0, 0.0, "empty", True)
         counters["schedule"] += time.perf_counter() - started
     (f, flb, fm, fo), (b, blb, bm, bo) = results["fwd"], results["bwd"]
-    if cluster.stack.recompute_norms_up_projections:  # their fused forward operators rerun before the backward pass
+    rerun = ((layer.norm_up_rerun if cluster.stack.recompute_norms_up_projections else ())
+             + (layer.moe_rerun if cluster.stack.recompute_moe else ()))
+    if rerun:  # their fused forward operators rerun before the backward pass (each once)
         one, all_cores, _ = prices[layer.name, "fwd"]
-        rerun_s = float(sum(min(a, c) for op, a, c in zip(layer.fwd.ops, one, all_cores) if op.name in layer.norm_up_rerun))
+        rerun_s = float(sum(min(a, c) for op, a, c in zip(layer.fwd.ops, one, all_cores) if op.name in set(rerun)))
         b, blb = b + rerun_s, blb + rerun_s
     if cluster.stack.attention_efficiency:
         # A fused kernel's backward recomputes its scores itself (phaze_env.attention), whatever the recompute mode:

@@ -285,6 +285,7 @@ class StackProfile:
     pipeline_schedule: str = "1f1b"  # "1f1b" or DeepSeek-V3's bidirectional "dualpipe" (a Stack field)
     recompute_norms_up_projections: bool = False  # RMSNorm and MLA up-projections rerun in the backward (a Stack field)
     folded_experts: bool = False  # experts whole (expert TP 1), EP over the t·c·d ranks: MoE parallel folding (a Stack field)
+    recompute_moe: bool = False  # every MoE block rerun in the backward pass, its input kept (a Stack field)
     variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:
@@ -306,9 +307,10 @@ class StackProfile:
         if self.moe_alltoall_overlap or self.moe_comm_sm_share:
             return (f"stack {self.name!r}: moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
                     f"mixture-of-experts model; {workload.name} is dense")
-        if self.folded_experts:
-            return (f"stack {self.name!r}: folded_experts (the expert grid folded over the t·c·d ranks) needs a "
-                    f"mixture-of-experts model; {workload.name} is dense")
+        for knob, what in (("folded_experts", "the expert grid folded over the t·c·d ranks"),
+                           ("recompute_moe", "the MoE blocks rerun in the backward pass")):
+            if getattr(self, knob):
+                return f"stack {self.name!r}: {knob} ({what}) needs a mixture-of-experts model; {workload.name} is dense"
         return ""
 
     @property

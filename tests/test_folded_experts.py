@@ -126,3 +126,41 @@ def test_the_folded_stacks_are_variants_with_their_parents_fits():
         assert folded.fits == STACKS[parent].fits and folded.variant_of == "megatron-core"
         assert {k: v for k, v in vars(folded).items() if k not in ("name", "sources", "folded_experts", "variant_of")} == \
             {k: v for k, v in vars(STACKS[parent]).items() if k not in ("name", "sources", "folded_experts", "variant_of")}
+
+
+# ---------------------------------------------------------------- the MoE block rerun (--recompute-modules moe)
+def test_the_moe_blocks_rerun_keeps_only_its_input(graphs):
+    """Every tensor the MoE block produces (router scores, dispatched tokens, the experts' GEMM outputs and
+    activation) is in the block's dropped part, not the block's input (the norm's output, kept by the checkpoint) nor
+    anything of the attention; the rerun operators are the block's."""
+    from phaze_env.workloads.model import moe_block_recompute
+    from phaze_env.workloads.build import get_trace
+
+    workload = small("qwen3_moe")
+    trace = get_trace(workload, 1, workload.seq_len, cache=False)
+    ops = [op for op in trace.ops if op.region == "block0"]
+    inside, _ = moe_block_recompute([], ops)
+    router = next(op for op in ops if op.moe_role == "router")
+    assert router.name in inside and all(op.name in inside for op in ops if op.moe_role == "expert")
+    assert not inside.intersection(router.inputs)  # the block's input stays
+    assert not any(op.module.endswith("self_attn") or "layernorm" in op.module for op in ops if op.name in inside)
+    layer = graphs["folded"]
+    assert 0 < layer.stash_moe_bytes < layer.activation_stash_bytes and layer.moe_rerun
+    assert layer.stash_moe_bytes + layer.stash_norm_up_bytes <= layer.activation_stash_bytes  # disjoint parts
+
+
+def test_evaluate_with_the_moe_block_rerun_holds_less_and_pays_its_forward_again():
+    accelerator = get_preset("h100")
+    base = STACKS["megatron-core-deepep-folded"].apply(get_cluster("dgx-h100", 64, global_batch=64), "h100")
+    plan = PlanSpec.parse("t2p8d4e8m1+sp+zero1+rc=selective")
+    kept = evaluate("qwen3-30b-a3b", accelerator, base, plan=plan, seq_len=1024)
+    rerun = evaluate("qwen3-30b-a3b", accelerator, base.replace(stack=replace(base.stack, recompute_moe=True)), plan=plan,
+                     seq_len=1024)
+    assert kept.feasible and rerun.feasible
+    assert max(m["activations"] for m in rerun.plan.stage_memory) < max(m["activations"] for m in kept.plan.stage_memory)
+    assert rerun.plan.time_per_batch_s > kept.plan.time_per_batch_s
+    # the forward dispatch and combine again: six exchanges where there were four
+    assert rerun.time_breakdown_s["ep_comm"] == pytest.approx(1.5 * kept.time_breakdown_s["ep_comm"], rel=1e-6)
+    dense = base.replace(stack=replace(base.stack, recompute_moe=True, folded_experts=False))
+    with pytest.raises(ValueError, match="recompute_moe .* needs a mixture-of-experts model; gpt2-xl is dense"):
+        evaluate("gpt2-xl", accelerator, dense, plan=PlanSpec.parse("t2"), seq_len=1024)

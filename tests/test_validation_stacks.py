@@ -17,7 +17,7 @@ from experiments.validation_fit import SKIPPED, Prediction, fit_efficiency, pred
 from experiments.validation_report import STACK_GAPS, TREND_GAPS, markdown
 from experiments.validation_stats import (TOLERANCE, TREND_TOLERANCE, interleave_sensitivity, is_strong,
                                           microbatch_sensitivity, scaling_series)
-from experiments.validation_cases import (CASES, FSDP_CASES, H100_CASES, MOE_CASES, NEEDS_MOE_RECOMPUTE, PENDING_CASES, TPU_CASES,
+from experiments.validation_cases import (CASES, FSDP_CASES, H100_CASES, MOE_CASES, PENDING_CASES, TPU_CASES,
                                          case_names, get_case)
 from phaze_env.cluster import Cluster, get_cluster
 from phaze_env.evaluate import evaluate, main
@@ -297,7 +297,7 @@ def test_pending_runs_are_complete_plans_listed_but_not_predicted(case):
     assert case.requires and case.tensor * case.context * case.pipeline * case.data == case.n_devices
     assert (case.tensor * case.context * case.data) % case.expert_parallel == 0
     assert case.global_batch % (case.data * case.microbatch) == 0 and case.source
-    assert (case.expert_parallel > 1) == (case in MOE_CASES) == (case.requires == NEEDS_MOE_RECOMPUTE)
+    assert case.expert_parallel == 1 and case not in MOE_CASES  # every published MoE run is predicted
     prediction = predict(case)
     assert prediction.predicted is None and prediction.note == SKIPPED + case.requires
 

@@ -146,6 +146,14 @@ class Layer:
     stash_norm_up_gemm_input_bytes: int = 0
     stash_norm_up_gemm_input_replicated_bytes: int = 0
     norm_up_rerun: tuple[str, ...] = ()
+    # the part of the stash a stack that reruns the whole MoE block in the backward pass does not keep (Stack.recompute_moe;
+    # workloads.model.moe_block_recompute): every tensor the block's operators produce, its input kept; with its
+    # replicated part and the parts of both kept only as weight GEMMs' inputs, and the block's fused forward operators
+    stash_moe_bytes: int = 0
+    stash_moe_replicated_bytes: int = 0
+    stash_moe_gemm_input_bytes: int = 0
+    stash_moe_gemm_input_replicated_bytes: int = 0
+    moe_rerun: tuple[str, ...] = ()
     expert_param_bytes: int = 0  # part of param_bytes that is routed experts (what expert parallelism shards)
     routed_token_bytes: int = 0  # tokens the routed experts take per microbatch (experts × capacity × hidden):
     # one dispatch or combine all-to-all's buffer per rank, of which (e − 1)/e leaves it

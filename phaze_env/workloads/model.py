@@ -481,13 +481,32 @@ def norm_up_projection_recompute(nodes: list[_Node], region_ops: list[RawOp]) ->
     return rebuilt, rerun
 
 
+def moe_block_recompute(nodes: list[_Node], region_ops: list[RawOp]) -> tuple[set[str], tuple[str, ...]]:
+    """(the tensors, fused forward operators) a stack that reruns the whole MoE block in the backward pass rebuilds
+    instead of keeping (Megatron-Core's ``--recompute-modules moe``, ``Stack.recompute_moe``): every tensor produced by
+    an operator of the block — the module the router sits in and everything under it (router, dispatch, routed and
+    shared experts, combine) — while the block's input, produced before it, stays kept (the checkpoint's). A fused
+    operator is rerun when one of its members is in the block and every weight GEMM in it is (as
+    :func:`norm_up_projection_recompute`)."""
+    blocks = {op.module.rsplit(".", 1)[0] for op in region_ops if op.moe_role == "router"}
+    inside = {op.name for op in region_ops
+              if any(op.module == block or op.module.startswith(block + ".") for block in blocks)}
+    by_name = {op.name: op for op in region_ops}
+    rerun = tuple(node.name for node in nodes if inside.intersection(node.members)
+                  and all(member in inside for member in node.members if by_name[member].gemms))
+    return inside, rerun
+
+
 def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[str, str]], *, tensor_width: int,
                 params: int, param_bytes: int, input_bytes: int, output_bytes: int,
                 recomputed: set[str] = frozenset(),
-                norm_up: tuple[set[str], tuple[str, ...]] = (frozenset(), ())) -> Layer:
+                norm_up: tuple[set[str], tuple[str, ...]] = (frozenset(), ()),
+                moe_block: tuple[set[str], tuple[str, ...]] = (frozenset(), ())) -> Layer:
     """The layer of fused operators ``nodes``; ``recomputed``: the saved tensors its fused kernels rebuild
     (:func:`kernel_recomputed`), reported as the ``stash_kernel_*`` parts of its stash; ``norm_up``: what rerunning
-    the norms and up-projections rebuilds (:func:`norm_up_projection_recompute`), the ``stash_norm_up_*`` parts."""
+    the norms and up-projections rebuilds (:func:`norm_up_projection_recompute`), the ``stash_norm_up_*`` parts;
+    ``moe_block``: what rerunning the MoE block rebuilds (:func:`moe_block_recompute`), the ``stash_moe_*`` parts
+    (without what the norms' rerun already drops: the two add)."""
     position = {n.name: i for i, n in enumerate(nodes)}
     idx_edges = [(position[a], position[b]) for a, b in edges]
     cast: set[str] = set()
@@ -514,6 +533,7 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
     # kept only as weight GEMMs' inputs: what an FP8 recipe stores in FP8 (no other operator keeps the wide copy)
     gemm_only = gemm_inputs - others - recomputed
     dropped = (set(norm_up[0]) & set(saved)) - recomputed - attention  # the scores are selective recompute's
+    moe_dropped = (set(moe_block[0]) & set(saved)) - recomputed - attention - dropped
     return Layer(name=name, repeat=repeat, fwd=fwd, bwd=bwd, params=params, param_bytes=param_bytes,
                  flops_fwd=fwd.flops, flops_bwd=bwd.flops, activation_stash_bytes=sum(saved.values()),
                  input_bytes=input_bytes, output_bytes=output_bytes,
@@ -528,7 +548,12 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
                  stash_norm_up_replicated_bytes=sum(saved[k] for k in dropped & replicated),
                  stash_norm_up_gemm_input_bytes=sum(saved[k] for k in dropped & gemm_only),
                  stash_norm_up_gemm_input_replicated_bytes=sum(saved[k] for k in dropped & gemm_only & replicated),
-                 norm_up_rerun=norm_up[1])
+                 norm_up_rerun=norm_up[1],
+                 stash_moe_bytes=sum(saved[k] for k in moe_dropped),
+                 stash_moe_replicated_bytes=sum(saved[k] for k in moe_dropped & replicated),
+                 stash_moe_gemm_input_bytes=sum(saved[k] for k in moe_dropped & gemm_only),
+                 stash_moe_gemm_input_replicated_bytes=sum(saved[k] for k in moe_dropped & gemm_only & replicated),
+                 moe_rerun=moe_block[1])
 
 
 def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str],
