@@ -360,6 +360,12 @@ DP_OVERLAP_LACKING = {
 overlap is only unpublished is not here: its profile leaves the knob off, :mod:`phaze_env.stacks`)."""
 
 
+MOE_ONLY_KNOBS = {"folded_experts": "the expert grid folded over the t·c·d ranks",
+                  "recompute_moe": "the MoE blocks rerun in the backward pass"}
+"""Structural :class:`Stack` fields that act on a mixture-of-experts model's blocks only (a dense model is refused with
+them on, naming the knob), each with what it does."""
+
+
 PIPELINE_SCHEDULES = ("1f1b", "dualpipe")
 """The pipeline schedules a :class:`Stack` may run (``Stack.pipeline_schedule``; priced by
 :class:`phaze_env.placement.inputs.PipelineSchedule`)."""

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 from phaze_env.attention import attention_dropout_s, recomputed_by_backward
 from phaze_env.cache import DiskCache, code_key
-from phaze_env.cluster import OPTIMIZERS, Cluster
+from phaze_env.cluster import MOE_ONLY_KNOBS, OPTIMIZERS, Cluster
 from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core, rank_share,
                                         ring_exposed_s, valid_context_parallels)
 from phaze_env.hardware import Accelerator, op_energy_j
@@ -328,8 +328,7 @@ def _request(workload, accelerator, cluster, options: EvaluationOptions) -> _Req
                          f"mixture-of-experts model; {workload.name} is dense")
     if plan.e is not None and plan.d is not None and not cluster.stack.folded_experts and plan.d % plan.e:
         raise ValueError(expert_degree_error(plan.e, plan.d))
-    for knob, what in (("folded_experts", "the expert grid folded over the t·c·d ranks"),
-                       ("recompute_moe", "the MoE blocks rerun in the backward pass")):
+    for knob, what in MOE_ONLY_KNOBS.items():
         if getattr(cluster.stack, knob) and not workload.num_experts:
             raise ValueError(f"cluster {knob} ({what}) needs a mixture-of-experts model; {workload.name} is dense")
     if error := expert_plan_error(plan, workload):

@@ -33,7 +33,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, replace
 
-from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, Cluster, Stack
+from phaze_env.cluster import MEGATRON_A100_EFFICIENCY, MOE_ONLY_KNOBS, Cluster, Stack
 from phaze_env.hardware.accelerator import A100_SMS, PRESETS, Accelerator
 from phaze_env.plan_spec import PlanRules, PlanSpec
 
@@ -307,8 +307,7 @@ class StackProfile:
         if self.moe_alltoall_overlap or self.moe_comm_sm_share:
             return (f"stack {self.name!r}: moe_alltoall_overlap (the expert all-to-all hidden under compute) needs a "
                     f"mixture-of-experts model; {workload.name} is dense")
-        for knob, what in (("folded_experts", "the expert grid folded over the t·c·d ranks"),
-                           ("recompute_moe", "the MoE blocks rerun in the backward pass")):
+        for knob, what in MOE_ONLY_KNOBS.items():
             if getattr(self, knob):
                 return f"stack {self.name!r}: {knob} ({what}) needs a mixture-of-experts model; {workload.name} is dense"
         return ""
