@@ -157,7 +157,7 @@ FRONTIER_CASES = ("llama3-405b-paper-8192", "llama3-405b-paper-16384", "llama3-4
                   "mcore-qwen3-235b-tp2-ep32-pp8-deepep", "mcore-qwen3-235b-tp2-ep32-pp8-deepep-a2a-overlap",
                   "mcore-qwen3-235b-tp2-ep8-fsdp-deepep", "mcore-qwen3-235b-tp4-ep8-pp8-deepep",
                   "mcore-qwen3-235b-16k-cp1", "mcore-qwen3-235b-32k-cp2", "mcore-qwen3-235b-64k-cp4",
-                  "mcore-qwen3-235b-128k-cp8")
+                  "mcore-qwen3-235b-128k-cp8", "bridge260401-qwen3-235b-a22b-fp8")
 """Published frontier plans on 80 GB H100s (validation cases) that must fit the 80 GiB they ran on: dense 405B and
 175B, the Qwen3-30B-A3B MoE runs (expert parallel 8–16, whose expert-data-parallel group of 1–2 ranks leaves the
 experts' optimizer state nearly unsharded) and the Qwen3-235B-A22B runs on folded expert grids (4K to 128K tokens)."""

@@ -437,6 +437,25 @@ MOE_CASES: tuple[ValidationCase, ...] = (
     # 25.11's (scripts/performance/configs/qwen3/qwen3_30b_a3b_llm_pretrain.py of that release line, e.g. at
     # 4054233ae): no flex dispatcher and moe_a2a off, so Megatron-Core's default alltoall dispatcher, not overlapped.
     _bridge_qwen3_30b("25.11", 512, 2, 2, 24, 8, 5275, published_format="FP8-CS"),
+    # Megatron-Bridge's Qwen3-235B-A22B on 256 H100 in FP8 (current scaling): the ModelZoo's cross-node plan at GBS 8192.
+    # The recipe (v0.4.1, scripts/performance/configs/qwen/qwen3_workload_base_configs.py and qwen3_llm_pretrain.py,
+    # QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2; src/megatron/bridge/recipes/qwen/qwen3_moe.py): expert tensor
+    # parallelism 1 (a folded grid), the alltoall dispatcher with moe_a2a_overlap (the all-to-all under another
+    # microbatch's compute), tp_comm_overlap off, no recompute, no CUDA graphs, the embedding/loss split, forced load
+    # balancing. The NCCL all-to-all's SMs under the overlap are not published: none taken (moe_comm_sm_share 0).
+    # The same plan logged 1633, 1611 and 1686 tokens/s per GPU in 26.02, 26.02.01 and 26.04.
+    ValidationCase(
+        name="bridge260401-qwen3-235b-a22b-fp8", workload="qwen3-235b-a22b", seq_len=4096, accelerator="h100",
+        cluster="dgx-h100", n_devices=256, global_batch=8192, tensor=2, pipeline=8, data=16, microbatch=1,
+        interleave=4, sequence_parallel=True, recompute="selective", metric="tokens_s_per_device", published=1712.0,
+        number_format="fp8", zero=1, expert_parallel=32, stack="megatron-core-folded",
+        rules=(("embedding_loss_in_split", True),),
+        stack_knobs=(("moe_alltoall_overlap", True), ("tp_comm_overlap", False)),
+        source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md (commit "
+               "4ab94dfad36641cabdeb96452b21bf676aac4772), '26.04.01 NeMo Container', Pre-Training, Qwen3_235B_a22B on "
+               "DGX-H100: 256 GPUs, FP8, GBS 8192, MBS 1, sequence length 4096, TP 2, PP 8, CP 1, VP 4, EP 32: 1712 "
+               "tokens/s per GPU (253 model TFLOP/s); recipe at tag v0.4.1 (QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2: "
+               "expert TP 1, alltoall dispatcher, moe_a2a_overlap, tp_comm_overlap off, no recompute)"),
     # DeepSeek-V3 pre-training (arXiv:2412.19437): "180K H800 GPU hours" per trillion tokens (§1, Table 1), i.e.
     # 10^12 / (180,000 × 3,600 s) = 1,543.2 tokens/s per GPU, on 2,048 H800 (§3.1) with 16-way pipeline (DualPipe),
     # 64-way expert parallelism over 8 nodes and ZeRO-1 data parallelism, no tensor parallelism (§3.2), FP8 GEMMs

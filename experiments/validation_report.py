@@ -631,7 +631,7 @@ def moe_section(predictions: list[Prediction]) -> list[str]:
              "batch, distributed optimizer as ZeRO-1, bf16 or FP8) on the `h100` preset and `dgx-h100` cluster, each on",
              "the stack it ran. The Mixtral rows run the `megatron-lm` profile with its H100 efficiency",
              f"{get_stack('megatron-lm').fit_on('h100').framework_efficiency:g} (fitted to a dense GPT-3 run, held out here); "
-             "Megatron-Bridge's Qwen3-30B-A3B rows the `megatron-core` profile (its efficiency fitted to a dense Llama 3",
+             "Megatron-Bridge's Qwen3 rows (30B-A3B on 16 GPUs; 235B-A22B on 256, its expert grid folded) the `megatron-core` profile (its efficiency fitted to a dense Llama 3",
              "70B FP8 run) with each recipe's expert dispatch and all-to-all overlap, its kernels issued from the host",
              f"(`Stack.host_op_s`, fitted to {STACKS['megatron-core'].host_calibration}: a calibration row, left out of the "
              "mean); the Megatron-MoE-ModelZoo's Qwen3-235B-A22B rows (bf16, 256 H100) the same profile with each row's",
