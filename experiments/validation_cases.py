@@ -368,8 +368,8 @@ MEGATRON_BRIDGE_QWEN3_30B = (
 
 def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave: int, step_s: float | None, tflops: float,
                 recompute: Recompute, *, seq: int = 4096, context: int = 1, batch: int = 2048, microbatch: int = 1,
-                zero: int = 1, row: str = "", norms_recomputed: bool = False, moe_recomputed: bool = False,
-                requires: str = "") -> ValidationCase:
+                zero: int = 1, row: str = "", norms_recomputed: bool = False,
+                moe_recomputed: bool = False) -> ValidationCase:
     dispatcher = "deepep" if "deepep" in label or seq > 4096 else "a2a"  # the long-context table's: DeepEP
     overlap = "-a2a-overlap" if label.endswith("a2a-overlap") else ""
     stack = f"megatron-core{'-deepep' if dispatcher == 'deepep' else ''}{overlap}-folded"
@@ -387,7 +387,7 @@ def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave:
         # --recompute-modules layernorm: every RMSNorm rerun in the backward pass, its output not kept
         stack_knobs=((("recompute_norms_up_projections", True),) if norms_recomputed else ())
         + ((("recompute_moe", True),) if moe_recomputed else ()),  # --recompute-modules moe: the MoE block rerun
-        stack=stack, requires=requires,
+        stack=stack,
         source=f"{MOE_MODEL_ZOO_QWEN3 if seq == 4096 else MOE_MODEL_ZOO_QWEN3_LONG}; row {row}TP {tensor}, CP {context}, "
                f"EP {expert}, PP {pipeline}, VPP {interleave}, MBS {microbatch}, GBS {batch}, sequence {seq}: {figure}")
 
@@ -475,7 +475,8 @@ MOE_CASES: tuple[ValidationCase, ...] = (
     # Qwen3-235B-A22B.yaml at 1ed4179f7) runs --expert-tensor-parallel-size 1, the distributed optimizer and
     # --account-for-embedding/loss-in-pipeline-split (94 + 2 layers over 8 × 4 or 32 × 3 chunks): each row runs the
     # megatron-core profile (nothing fitted to these runs) with its expert grid folded (megatron-core-*-folded) and the
-    # row's dispatcher (DeepEP: the node-deduplicated flex dispatch; A2A: the flat all-to-all). Recompute as
+    # row's dispatcher (DeepEP: the node-deduplicated flex dispatch; A2A: the flat all-to-all). The 4K rows do not say
+    # whether the router was forced to balance (the long-context table gives both; the model routes uniformly). Recompute as
     # published: "norm, act" = selective recompute of layer norms and the expert activation (written as
     # "selective", with the norms rerun: Stack.recompute_norms_up_projections; the experts' activation is kept, more
     # memory than the run holds); the row listing none runs flash attention all the same (--use-flash-attn: no s×s
