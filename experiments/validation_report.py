@@ -574,14 +574,14 @@ MOE_GAPS = {
         "next layer's weights and reduces gradients under the backward pass. With that traffic hidden in full the row "
         "would come to {q235_fsdp_hidden_error} (an upper bound on what the overlap gives, not a prediction)"),
     "mcore-qwen3-235b-tp2-ep8-pp32-a2a": (
-        "not predicted: the published plan needs {q235_pp32_fullest_gib} GiB on its fullest device in the model "
-        "(python -m experiments.memory_check; {q235_pp32_activation_gib} GiB of activations for "
-        "{q235_pp32_in_flight} microbatches of its 3 one-layer chunks in flight on the first of 32 stages), over the "
-        "80 GiB it ran on. Two over-counts of the model are known and not removed: the traced combine keeps the "
-        "experts' outputs to weight them by the router's probabilities, which Megatron-Core applies inside the "
-        "experts' activation (megatron/core/transformer/moe/experts.py, permuted_probs), and the run reruns the "
-        "experts' activation (--recompute-modules moe_act), whose output the model keeps. Fewer and longer chunks "
-        "(the other rows' VPP 4 over 8 stages) fit"),
+        "32 pipeline stages of three one-layer chunks (94 + 2 over 96), EP 8 inside a node (the flat all-to-all on "
+        "NVLink only): the slowest plan of the table per GPU (24.2 s a step against 19.7 s for the cross-node EP 32 "
+        "plan), which the model puts at {q235_pp32_fullest_gib} GiB on its fullest device (fits 80 GiB once the routing "
+        "weights multiply the experts' activation, Stack.moe_probs_in_activation, as Megatron-Core does; without that "
+        "the combine's kept expert outputs took it past 80 GiB) and runs {q235_pp32_p2p_share} of its step in pipeline "
+        "sends. What the run loses beyond the model at one layer per chunk — 512 microbatches per replica through 96 "
+        "chunk boundaries each, the interleaved schedule's per-chunk synchronisation and kernel launches — is not "
+        "isolated"),
 }
 """MoE cases outside ±15 % and the physical reason found (tests/test_validation_moe.py holds them as strict xfails):
 templates, as :data:`TREND_GAPS`."""

@@ -361,7 +361,8 @@ overlap is only unpublished is not here: its profile leaves the knob off, :mod:`
 
 
 MOE_ONLY_KNOBS = {"folded_experts": "the expert grid folded over the t·c·d ranks",
-                  "recompute_moe": "the MoE blocks rerun in the backward pass"}
+                  "recompute_moe": "the MoE blocks rerun in the backward pass",
+                  "moe_probs_in_activation": "the router's probabilities applied in the experts' activation"}
 """Structural :class:`Stack` fields that act on a mixture-of-experts model's blocks only (a dense model is refused with
 them on, naming the knob), each with what it does."""
 
@@ -445,7 +446,12 @@ class Stack:
     is ``recompute_moe``: the stack reruns every MoE block in the backward pass (Megatron-Core's ``--recompute-modules
     moe``, a checkpoint around the MoE layer), keeping only its input: the stash loses every tensor the block produces
     (:func:`~phaze_env.workloads.model.moe_block_recompute`), and the backward pass pays the block's fused forward
-    operators and its forward dispatch and combine again. A dense model has no MoE block to rerun.
+    operators and its forward dispatch and combine again. A dense model has no MoE block to rerun. And so is
+    ``moe_probs_in_activation``: the stack multiplies the router's probabilities into the experts' activation
+    (Megatron-Core since 2025: ``activation_func_with_probs`` in ``megatron/core/transformer/moe/experts.py``), so the
+    combine keeps no expert output for their gradient: the stash loses the experts' down-projection outputs the traced
+    combine keeps (:func:`~phaze_env.workloads.model.combine_weighting_saved`; the multiply's own time, on the
+    activation instead of the output, is not re-priced).
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -471,6 +477,7 @@ class Stack:
     gemm_wave_sms: int = 0
     folded_experts: bool = False
     recompute_moe: bool = False
+    moe_probs_in_activation: bool = False
 
     def __post_init__(self) -> None:
         check_host_op_s(self.host_op_s)
@@ -500,7 +507,8 @@ class Stack:
             raise ValueError(f"cluster hybrid_allreduce_exposure must be in [0, 1], got {self.hybrid_allreduce_exposure!r}")
         _bools(self, ("interleaved_schedule", "pipeline_scatter_gather", "hybrid_allreduce_overlapped",
                       "unfused_elementwise", "tp_comm_overlap", "dp_comm_overlap", "moe_alltoall_overlap",
-                      "attention_dropout_kernel", "sequence_parallel_kernels", "folded_experts", "recompute_moe"))
+                      "attention_dropout_kernel", "sequence_parallel_kernels", "folded_experts", "recompute_moe",
+                      "moe_probs_in_activation"))
         if self.dp_comm_overlap and self.plan_rules.stack in DP_OVERLAP_LACKING:
             raise ValueError(f"stack {self.plan_rules.stack!r} cannot run dp_comm_overlap: "
                              f"{DP_OVERLAP_LACKING[self.plan_rules.stack]}")
@@ -555,6 +563,7 @@ class Stack:
         software += f"; host-bound layers ({self.host_op_s * 1e6:g} µs per issued operator)" if self.host_op_s else ""
         software += "; experts folded over the t·c·d ranks (expert tensor parallelism 1)" if self.folded_experts else ""
         software += "; MoE blocks recomputed in the backward pass" if self.recompute_moe else ""
+        software += "; routing weights applied in the experts' activation" if self.moe_probs_in_activation else ""
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""
         software += ("; expert all-to-all overlapped with compute" + (f" ({self.moe_comm_sm_share:.0%} of the SMs on it)"

@@ -366,6 +366,10 @@ def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str 
         dropped = layer.stash_moe_bytes - narrowed * layer.stash_moe_gemm_input_bytes
         dropped_replicated = layer.stash_moe_replicated_bytes - narrowed * layer.stash_moe_gemm_input_replicated_bytes
         kept = (kept[0] - dropped, kept[1], kept[2] - dropped_replicated)
+    if cluster is not None and (cluster.stack.recompute_moe or cluster.stack.moe_probs_in_activation):
+        # the experts' outputs the combine kept for the probabilities' gradient (no weight GEMM's input: FP8 keeps
+        # them as traced)
+        kept = (kept[0] - layer.stash_probs_bytes, kept[1], kept[2] - layer.stash_probs_replicated_bytes)
     if cluster is not None and cluster.stack.unfused_elementwise:
         return kept
     rebuilt = (layer.stash_kernel_bytes, layer.stash_kernel_attention_bytes, layer.stash_kernel_replicated_bytes)

@@ -286,6 +286,7 @@ class StackProfile:
     recompute_norms_up_projections: bool = False  # RMSNorm and MLA up-projections rerun in the backward (a Stack field)
     folded_experts: bool = False  # experts whole (expert TP 1), EP over the t·c·d ranks: MoE parallel folding (a Stack field)
     recompute_moe: bool = False  # every MoE block rerun in the backward pass, its input kept (a Stack field)
+    moe_probs_in_activation: bool = False  # routing weights multiplied into the experts' activation (a Stack field)
     variant_of: str = ""  # another profile this one is, but for its MoE dispatch: its fits (and calibration) are that one's
 
     def __post_init__(self) -> None:

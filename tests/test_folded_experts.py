@@ -164,3 +164,35 @@ def test_evaluate_with_the_moe_block_rerun_holds_less_and_pays_its_forward_again
     dense = base.replace(stack=replace(base.stack, recompute_moe=True, folded_experts=False))
     with pytest.raises(ValueError, match="recompute_moe .* needs a mixture-of-experts model; gpt2-xl is dense"):
         evaluate("gpt2-xl", accelerator, dense, plan=PlanSpec.parse("t2"), seq_len=1024)
+
+
+# ---------------------------------------------------------------- the routing weights in the activation
+def test_the_combine_keeps_the_experts_outputs_only_for_the_weighting():
+    """The traced combine (``out * routing``) keeps the down-projection's output: E·C·H per rank. A stack that
+    multiplies the weights into the activation drops exactly that, and a rerun MoE block drops it once."""
+    from phaze_env.workloads.build import get_trace
+    from phaze_env.workloads.model import combine_weighting_saved
+
+    workload = small("qwen3_moe")
+    ops = [op for op in get_trace(workload, 1, workload.seq_len, cache=False).ops if op.region == "block0"]
+    down = [op for op in ops if op.moe_role == "expert" and op.gemms and op.params][-1]
+    assert combine_weighting_saved(ops) == {down.name}
+    assert combine_weighting_saved([op for op in ops if op.moe_role != "expert"]) == set()  # a dense block: nothing
+    layer = model_graph("qwen3-30b-a3b", seq_len=1024, tensor_width=T, expert_parallel=E, folded_experts=True).layers[1]
+    routed_tokens = layer.routed_token_bytes  # the rank's E·⌈C/t⌉·H: the down-projection's output has that shape
+    assert layer.stash_probs_bytes == routed_tokens and layer.stash_probs_replicated_bytes == 0
+
+
+def test_evaluate_with_the_weights_in_the_activation_holds_less_and_the_rerun_counts_it_once():
+    accelerator = get_preset("h100")
+    base = STACKS["megatron-core-deepep-folded"].apply(get_cluster("dgx-h100", 64, global_batch=64), "h100")
+    plan = PlanSpec.parse("t2p8d4e8m1+sp+zero1+rc=selective")
+    run = lambda **knobs: evaluate("qwen3-30b-a3b", accelerator, base.replace(stack=replace(base.stack, **knobs)),  # noqa: E731
+                                   plan=plan, seq_len=1024)
+    activations = lambda result: max(m["activations"] for m in result.plan.stage_memory)  # noqa: E731
+    kept, weighted = run(), run(moe_probs_in_activation=True)
+    assert activations(weighted) < activations(kept)
+    assert weighted.plan.time_per_batch_s == pytest.approx(kept.plan.time_per_batch_s)  # memory only
+    # a rerun block drops the outputs whether or not the weights move into the activation
+    assert activations(run(recompute_moe=True)) == pytest.approx(activations(run(recompute_moe=True,
+                                                                                 moe_probs_in_activation=True)))

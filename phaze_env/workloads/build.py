@@ -8,8 +8,8 @@ from typing import Callable
 from phaze_env.cache import DiskCache, code_key
 from phaze_env.workloads.eager import EAGER_PROBE_SEQ, EagerTraffic, eager_traffic
 from phaze_env.workloads.graph import ModelGraph, is_attention_core
-from phaze_env.workloads.model import (at_expert_rank, build_layer, check_tensor_width, fuse, kernel_recomputed,
-                                       moe_block_recompute, norm_up_projection_recompute, region_params, signature,
+from phaze_env.workloads.model import (at_expert_rank, build_layer, check_tensor_width, combine_weighting_saved, fuse,
+                                       kernel_recomputed, moe_block_recompute, norm_up_projection_recompute, region_params, signature,
                                        split_nodes)
 from phaze_env.workloads.registry import Workload, get_workload
 from phaze_env.workloads.trace import Trace, TraceError, sharded_ops, trace_workload
@@ -160,7 +160,8 @@ def _layers(workload: Workload, trace: Trace, seq_len: int, microbatch: int, t: 
         experts = [op for op in ops if op.moe_role == "expert"]
         layer = build_layer(name, repeat, nodes, edges, tensor_width=t, params=params, param_bytes=stored * bpe,
                             input_bytes=in_bytes, output_bytes=layer_out, recomputed=kernel_recomputed(nodes, ops),
-                            norm_up=norm_up_projection_recompute(nodes, ops), moe_block=moe_block_recompute(nodes, ops))
+                            norm_up=norm_up_projection_recompute(nodes, ops), moe_block=moe_block_recompute(nodes, ops),
+                            weighted=combine_weighting_saved(ops))
         routing = dict(routed_experts=workload.num_experts,
                        experts_per_token=int(workload.config_dict["num_experts_per_tok"])) if experts else {}
         layers.append(replace(layer, expert_param_bytes=region_params(trace, experts, t, owned[region], folded)[1] * bpe,

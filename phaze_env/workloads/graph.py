@@ -154,6 +154,12 @@ class Layer:
     stash_moe_gemm_input_bytes: int = 0
     stash_moe_gemm_input_replicated_bytes: int = 0
     moe_rerun: tuple[str, ...] = ()
+    # the part of the stash (and of its replicated part) that a stack applying the routing weights inside the experts'
+    # activation does not keep (Stack.moe_probs_in_activation; workloads.model.combine_weighting_saved): the experts'
+    # down-projection output, which the traced combine keeps to weight it; counted apart from stash_moe_* (a rerun
+    # block drops both)
+    stash_probs_bytes: int = 0
+    stash_probs_replicated_bytes: int = 0
     expert_param_bytes: int = 0  # part of param_bytes that is routed experts (what expert parallelism shards)
     routed_token_bytes: int = 0  # tokens the routed experts take per microbatch (experts × capacity × hidden):
     # one dispatch or combine all-to-all's buffer per rank, of which (e − 1)/e leaves it

@@ -497,16 +497,37 @@ def moe_block_recompute(nodes: list[_Node], region_ops: list[RawOp]) -> tuple[se
     return inside, rerun
 
 
+def combine_weighting_saved(region_ops: list[RawOp]) -> set[str]:
+    """The experts' down-projection outputs that the traced combine keeps only to weight them by the router's
+    probabilities (:class:`~phaze_env.workloads.moe.StaticExperts`: ``out * routing``, whose backward needs ``out``
+    for the probabilities' gradient): each output of the last weight GEMM of the routed experts that no operator but
+    an elementwise one of the experts saves. A stack that multiplies the probabilities into the experts' activation
+    instead (Megatron-Core since 2025, ``megatron/core/transformer/moe/experts.py``, ``activation_func_with_probs``,
+    at NVIDIA/Megatron-LM 1e057005) keeps the activation it already keeps for the down-projection and the small
+    probabilities, not these (``Stack.moe_probs_in_activation``)."""
+    gemms = [op for op in region_ops if op.moe_role == "expert" and op.gemms and op.params]
+    if not gemms:
+        return set()
+    down = gemms[-1].name
+    savers = [op for op in region_ops if down in op.saved]
+    if savers and all(op.moe_role == "expert" and op.kind == "elementwise" and down in op.inputs for op in savers):
+        return {down}
+    return set()
+
+
 def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[str, str]], *, tensor_width: int,
                 params: int, param_bytes: int, input_bytes: int, output_bytes: int,
                 recomputed: set[str] = frozenset(),
                 norm_up: tuple[set[str], tuple[str, ...]] = (frozenset(), ()),
-                moe_block: tuple[set[str], tuple[str, ...]] = (frozenset(), ())) -> Layer:
+                moe_block: tuple[set[str], tuple[str, ...]] = (frozenset(), ()),
+                weighted: set[str] = frozenset()) -> Layer:
     """The layer of fused operators ``nodes``; ``recomputed``: the saved tensors its fused kernels rebuild
     (:func:`kernel_recomputed`), reported as the ``stash_kernel_*`` parts of its stash; ``norm_up``: what rerunning
     the norms and up-projections rebuilds (:func:`norm_up_projection_recompute`), the ``stash_norm_up_*`` parts;
     ``moe_block``: what rerunning the MoE block rebuilds (:func:`moe_block_recompute`), the ``stash_moe_*`` parts
-    (without what the norms' rerun already drops: the two add)."""
+    (without what the norms' rerun already drops: the two add); ``weighted``: what the combine keeps only to weight
+    the experts' outputs (:func:`combine_weighting_saved`), the ``stash_probs_*`` parts, kept apart from the block's
+    (a rerun block drops both parts)."""
     position = {n.name: i for i, n in enumerate(nodes)}
     idx_edges = [(position[a], position[b]) for a, b in edges]
     cast: set[str] = set()
@@ -533,7 +554,8 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
     # kept only as weight GEMMs' inputs: what an FP8 recipe stores in FP8 (no other operator keeps the wide copy)
     gemm_only = gemm_inputs - others - recomputed
     dropped = (set(norm_up[0]) & set(saved)) - recomputed - attention  # the scores are selective recompute's
-    moe_dropped = (set(moe_block[0]) & set(saved)) - recomputed - attention - dropped
+    probs_dropped = (set(weighted) & set(saved)) - recomputed - attention - dropped
+    moe_dropped = (set(moe_block[0]) & set(saved)) - recomputed - attention - dropped - probs_dropped
     return Layer(name=name, repeat=repeat, fwd=fwd, bwd=bwd, params=params, param_bytes=param_bytes,
                  flops_fwd=fwd.flops, flops_bwd=bwd.flops, activation_stash_bytes=sum(saved.values()),
                  input_bytes=input_bytes, output_bytes=output_bytes,
@@ -553,7 +575,9 @@ def build_layer(name: str, repeat: int, nodes: list[_Node], edges: list[tuple[st
                  stash_moe_replicated_bytes=sum(saved[k] for k in moe_dropped & replicated),
                  stash_moe_gemm_input_bytes=sum(saved[k] for k in moe_dropped & gemm_only),
                  stash_moe_gemm_input_replicated_bytes=sum(saved[k] for k in moe_dropped & gemm_only & replicated),
-                 moe_rerun=moe_block[1])
+                 moe_rerun=moe_block[1],
+                 stash_probs_bytes=sum(saved[k] for k in probs_dropped),
+                 stash_probs_replicated_bytes=sum(saved[k] for k in probs_dropped & replicated))
 
 
 def region_params(trace: Trace, region_ops: list[RawOp], t: int, owned: set[str],
