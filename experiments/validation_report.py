@@ -566,13 +566,6 @@ MOE_GAPS = {
         "slower software; and without the host the profile runs the 2026 rows {qwen3_2026_device_only} fast as well, "
         "so part of what the host constant absorbs at microbatch 1 may be device time that grows with the tokens (the "
         "fine-grained experts' small grouped GEMMs, the permutations), which this microbatch-2 row would expose"),
-    "mcore-qwen3-235b-tp2-ep8-fsdp-deepep": (
-        "Megatron-FSDP (ZeRO-3 over the 128 data-parallel ranks, microbatch 4, every layer recomputed): the model "
-        "prices its per-layer weight all-gathers and gradient reduce-scatters exposed, {q235_fsdp_zero_share} of the "
-        "predicted step, because the megatron-core profile's overlap of the data-parallel collectives "
-        "(Stack.dp_comm_overlap) is modelled for the distributed optimizer (ZeRO-0/1) only; Megatron-FSDP prefetches the "
-        "next layer's weights and reduces gradients under the backward pass. With that traffic hidden in full the row "
-        "would come to {q235_fsdp_hidden_error} (an upper bound on what the overlap gives, not a prediction)"),
     "mcore-qwen3-235b-tp2-ep8-pp32-a2a": (
         "32 pipeline stages of three one-layer chunks (94 + 2 over 96), EP 8 inside a node (the flat all-to-all on "
         "NVLink only): the slowest plan of the table per GPU (24.2 s a step against 19.7 s for the cross-node EP 32 "
@@ -587,6 +580,14 @@ MOE_GAPS = {
 templates, as :data:`TREND_GAPS`."""
 
 MOE_NOTES = {
+    "mcore-qwen3-235b-tp2-ep8-fsdp-deepep": (
+        "Megatron-FSDP (ZeRO-3 over the 128 data-parallel ranks, microbatch 4, every layer recomputed): each layer's "
+        "weights are all-gathered for its rerun and backward while the layer after it reruns and runs its backward "
+        "pass (the prefetch), and its gradients reduce-scattered while the layer before it does, so a layer's rerun "
+        "covers its backward collectives as its backward does (phaze_env.placement.zero_traffic.RERUN_COVER): "
+        "{q235_fsdp_zero_share} of the predicted step stays exposed. With only the backward pass as cover (the model "
+        "before 2026-12-07) the row came out −21.8 %, a known gap, its ZeRO-3 traffic 22 % of the step; with every "
+        "collective hidden it would come to {q235_fsdp_hidden_error}"),
     "mcore-qwen3-235b-tp2-ep32-pp8-deepep-a2a-overlap": (
         "within ±15 %, but its gain over the same plan without the overlap is over-predicted. The plain row "
         "(mcore-qwen3-235b-tp2-ep32-pp8-deepep, {q235_plain_error}) puts {q235_exchange_s} s of the step, "

@@ -89,7 +89,8 @@ def _stage_cost(groups, k, mode, units, info, opts, d, v, zero=0):
     stash without the attention core, full every layer's input plus its largest layer's stash (rebuilt one
     layer at a time); sequence parallelism splits the non-tensor-parallel stash and the inputs t ways.
     Time: ZeRO-2/3 add, per layer and microbatch, what of its reduce-scatter (and ZeRO-3's two all-gathers)
-    its forward and backward do not cover. A hybrid shard group ``h`` (``opts["shard_group"]``, FSDP's HSDP) shards
+    its forward and backward do not cover, the backward's with the layer's rerun (its attention core under selective
+    recompute, its forward under full) as cover too. A hybrid shard group ``h`` (``opts["shard_group"]``, FSDP's HSDP) shards
     the state ``h`` ways, gathers and scatters over ``h`` ranks and all-reduces the ``1/h`` gradient shard over the
     ``d/h`` groups in the backward (or once after it, when ``opts["hybrid_allreduce_overlapped"]`` is False:
     :func:`_batch_sync_s`).
@@ -110,15 +111,18 @@ def _stage_cost(groups, k, mode, units, info, opts, d, v, zero=0):
     extra = {"none": 0.0, "selective": total("attention_fwd_s"), "full": rerun}[mode]
     time = fwd + bwd + extra + v * (p2p_s(sent_forward, bw, lat) + p2p_s(sent_backward, bw, lat))
     h = opts.get("shard_group") or d
+    layer_rerun = {"none": lambda i: 0.0, "selective": lambda i: layers[i].get("attention_fwd_s", 0.0),
+                   "full": lambda i: layers[i].get("recompute_fwd_s", layers[i]["fwd_s"])}[mode]
     for i in stage if zero >= 2 else ():
+        cover = layers[i]["bwd_s"] + layer_rerun(i)  # the backward pass and the layer's rerun before it
         gather = allgather_s(layers[i]["param_bytes"], h, bw, lat)  # weights; the gradient has as many bytes
         shard_allreduce = (allreduce_s(layers[i]["param_bytes"] / h, d // h, bw, lat)
                            if opts.get("hybrid_allreduce_overlapped", True) and h < d else 0.0)
         reduce = gather + shard_allreduce
         if zero == 2:
-            time += max(0.0, reduce - layers[i]["bwd_s"])
+            time += max(0.0, reduce - cover)
         else:
-            time += max(0.0, gather - layers[i]["fwd_s"]) + max(0.0, gather + reduce - layers[i]["bwd_s"])
+            time += max(0.0, gather - layers[i]["fwd_s"]) + max(0.0, gather + reduce - cover)
             time += opts.get("hybrid_allreduce_exposure", 0.0) * shard_allreduce  # the share the backward does not hide
     activations = {"none": units * stash / v, "selective": units * (stash - total("attention_stash_bytes")) / v,
                    "full": max(layer_stash) + units * kept_input / v}[mode]

@@ -141,23 +141,30 @@ def brute_force(variants, cluster: Cluster, options) -> float:
                                     "selective": fixed + units[k] * (stash - total("attention_stash_bytes")) / v <= hbm,
                                     "full": fixed + max(layers[i]["stash_bytes"] for i in group)
                                     + units[k] * sum(inputs[i] for i in group) / v <= hbm}
-                            traffic = 0.0
-                            for i in group if zero >= 2 else ():
+                            # a layer's rerun (selective: its attention core; full: its forward) covers its
+                            # backward collectives too
+                            rerun = {"none": lambda i: 0.0, "selective": lambda i: layers[i].get("attention_fwd_s", 0.0),
+                                     "full": lambda i: layers[i]["fwd_s"]}
+                            traffic = dict.fromkeys(rerun, 0.0)
+                            for i, mode in itertools.product(group if zero >= 2 else (), rerun):
                                 layer_experts = layers[i]["expert_param_bytes"] if e > 1 else 0.0
                                 layer_dense = layers[i]["param_bytes"] - layer_experts
                                 gather = collective("allgather", layer_dense, False) + collective("allgather", layer_experts, True)
                                 scatter = (collective("reducescatter", layer_dense, False)
                                            + collective("reducescatter", layer_experts, True))
+                                cover = layers[i]["bwd_s"] + rerun[mode](i)
                                 if zero == 2:
-                                    traffic += max(0.0, scatter - layers[i]["bwd_s"])
+                                    traffic[mode] += max(0.0, scatter - cover)
                                 else:
-                                    traffic += (max(0.0, gather - layers[i]["fwd_s"])
-                                                + max(0.0, gather + scatter - layers[i]["bwd_s"]))
+                                    traffic[mode] += (max(0.0, gather - layers[i]["fwd_s"])
+                                                      + max(0.0, gather + scatter - cover))
                             send = (_send_s(cluster, t, t * c * d, p, layers[group[-1]]["output_bytes"])
                                     if group[-1] < len(layers) - 1 else 0.0) \
                                 + (_send_s(cluster, t, t * c * d, p, inputs[group[0]]) if group[0] > 0 else 0.0)
-                            plain = total("fwd_s") + total("bwd_s") + v * send + traffic
-                            times = {"none": plain, "selective": plain + total("attention_fwd_s"), "full": plain + total("fwd_s")}
+                            plain = total("fwd_s") + total("bwd_s") + v * send
+                            times = {"none": plain + traffic["none"],
+                                     "selective": plain + traffic["selective"] + total("attention_fwd_s"),
+                                     "full": plain + traffic["full"] + total("fwd_s")}
                             allowed = [times[mode] for mode in modes if fits[mode]]
                             if not allowed:
                                 break

@@ -298,3 +298,25 @@ def test_hybrid_sharding_is_checked():
         PlanSpec(d=12, zero=3, shard_group=8)
     with pytest.raises(ValueError, match="integer ≥ 2"):
         PlanSpec(zero=3, shard_group=1)
+
+
+@pytest.mark.parametrize("mode", ["selective", "full"])
+def test_a_rerun_covers_the_layers_backward_collectives(mode):
+    """One layer of 80 bytes on 8 replicas of a 10 B/s ring (all-gather 7 s, reduce-scatter 7 s), forward 4 s with a
+    3 s attention core, backward 8 s: the backward hides 8 of its 14 s of collectives; the layer's rerun (3 s
+    selective, 4 s full) hides that much more, so the stage costs ``rerun + max(0, 14 − 8 − rerun)`` over the
+    backward: 6 s either way, the report splitting it into recompute and ZeRO comm. The forward's all-gather (7 s
+    against 4) is not helped by a rerun."""
+    layers = [{"fwd_s": 4.0, "bwd_s": 8.0, "attention_fwd_s": 3.0, "param_bytes": 80.0, "stash_bytes": 0.0,
+               "attention_stash_bytes": 0.0, "output_bytes": 0.0}]
+    options = dict(n_devices=8, tensor_width=1, global_batch=8, microbatch=1, hbm_bytes=1e6, link_bandwidth_Bps=10.0,
+                   optimizer="adam")
+    gather = allgather_s(80.0, 8, 10.0, 0.0)
+    assert gather == pytest.approx(7.0)
+    plans = {rc: placement.best_plan(records(layers), replace(_settings(**options), plan=PlanSpec(
+        p=1, d=8, recompute=rc, sequence_parallel=False, zero=3))) for rc in ("none", mode)}
+    rerun = {"selective": 3.0, "full": 4.0}[mode]
+    assert plans["none"].time_breakdown_s["zero_comm"] == pytest.approx((gather - 4.0) + (2 * gather - 8.0))
+    assert plans[mode].time_breakdown_s["zero_comm"] == pytest.approx((gather - 4.0) + (2 * gather - 8.0 - rerun))
+    assert plans[mode].time_breakdown_s["recompute"] == pytest.approx(rerun)
+    assert plans[mode].time_per_batch_s == pytest.approx(plans["none"].time_per_batch_s)

@@ -154,7 +154,7 @@ def plan_record(costing: CandidateCosts, shape: Shape, pairs: list[tuple[int, in
     def stage_terms(k: int) -> dict[str, float]:
         """Stage ``k``'s time per microbatch, term by term (``p2p``: per send)."""
         a, b = pairs[k]
-        zero_comm_s = float(stage_costs.zero_comm_s[a, b])
+        zero_comm_s = float(stage_costs.zero_comm_s[modes[k]][a, b])  # what the stage's rerun leaves exposed
         return {
             "compute": float(t.fwd_s[a, b] + t.bwd_s[a, b] - t.tp_comm_s[a, b] - t.cp_comm_s[a, b] - t.ep_comm_s[a, b]),
             "recompute": times[k] - float(t.fwd_s[a, b] + t.bwd_s[a, b] + shape.interleave * stage_costs.p2p_s[a, b]

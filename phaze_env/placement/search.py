@@ -10,7 +10,8 @@ microbatches per replica, ``v`` virtual stages per device):
   each stage uses the fastest allowed mode that fits its memory. ZeRO traffic
   (:meth:`~phaze_env.placement.zero_traffic.ZeroTraffic.zero_comm_s`): ZeRO-2 reduce-scatters each microbatch's
   gradients, ZeRO-3 also all-gathers each layer's weights in the forward and again in the backward pass; a layer's
-  collectives overlap its own compute (prefetch), so a layer adds only ``max(0, comm − compute)``; a pinned hybrid shard
+  collectives overlap its own compute (prefetch), so a layer adds only ``max(0, comm − compute)``, the backward's
+  compute counting the layer's rerun in the stage's recompute mode; a pinned hybrid shard
   group ``h`` (``+shard<h>``, FSDP's HSDP) gathers and scatters over ``h`` ranks and all-reduces each gradient
   shard across the ``d·c/h`` groups;
 * memory of a stage: ``weights + gradients + optimizer state``, of which ZeRO-``z`` divides the first

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Mapping
 from functools import cached_property
 
 import numpy as np
@@ -210,7 +211,9 @@ class StageCosts:
     """Stage time matrices ``c_n`` per number ``n`` of activation units in flight (``inf`` = does not fit).
 
     One instance per variant: the p2p time matrix (the network level the pipeline crosses), the exposed
-    ZeRO-2/3 collectives per microbatch (``zero_comm_s``) and a :class:`StageMemory` (the state factor —
+    ZeRO-2/3 collectives per microbatch (``zero_comm_s``: one matrix, or one per recompute mode as
+    :meth:`~phaze_env.placement.zero_traffic.ZeroTraffic.zero_comm_s` gives them, a rerun covering some of them)
+    and a :class:`StageMemory` (the state factor —
     weights + gradients + optimizer state, ZeRO shards — and the interleave ``v``: a unit is ``1/v`` of a
     microbatch). ``full_*`` hold every stage's time, fixed and per-unit memory per recompute mode, so the
     plan report uses the very numbers the DP compared.
@@ -219,7 +222,8 @@ class StageCosts:
     rule), row by row.
     """
 
-    def __init__(self, table: StageTable, p2p_s: np.ndarray, zero_comm_s: np.ndarray, memory: StageMemory):
+    def __init__(self, table: StageTable, p2p_s: np.ndarray, zero_comm_s: np.ndarray | Mapping[str, np.ndarray],
+                 memory: StageMemory):
         self.memory = memory
         self.settings = memory.settings
         self.interleave = memory.interleave
@@ -227,7 +231,9 @@ class StageCosts:
         self.layout, self.next_index = memory.layout, memory.next_index
         self.param_bytes = memory.param_bytes
         self._table = table
-        self.p2p_s, self.zero_comm_s = p2p_s, zero_comm_s
+        self.p2p_s = p2p_s
+        self.zero_comm_s = (dict(zero_comm_s) if isinstance(zero_comm_s, Mapping)
+                            else {mode: zero_comm_s for mode in ("none", "selective", "full")})
         # full_time's entries at the listed stages, from the inputs' compacted once per layout (the same sums, entry
         # by entry, in the same order)
         times = self._times_at(self.layout.compact_once, self.modes)
@@ -245,9 +251,16 @@ class StageCosts:
         """:attr:`full_time` of ``modes`` at the stages ``pick`` (a K × K matrix -> its entries wanted) selects (the
         same sums, entry by entry, in the same order)."""
         table = self._table
-        plain = pick(table.fwd_s) + pick(table.bwd_s) + self.interleave * pick(self.p2p_s) + pick(self.zero_comm_s)
+        work = pick(table.fwd_s) + pick(table.bwd_s) + self.interleave * pick(self.p2p_s)
+        plain: dict[int, np.ndarray] = {}  # per traffic matrix (modes whose rerun hides nothing share one)
         extra = {"none": None, "selective": table.attention_fwd_s, "full": table.recompute_fwd_s}
-        return {mode: plain if extra[mode] is None else plain + pick(extra[mode]) for mode in modes}
+        times = {}
+        for mode in modes:
+            zero = self.zero_comm_s[mode]
+            if id(zero) not in plain:
+                plain[id(zero)] = work + pick(zero)
+            times[mode] = plain[id(zero)] if extra[mode] is None else plain[id(zero)] + pick(extra[mode])
+        return times
 
     def stage_times(self, pairs: list[tuple[int, int]], modes: list[str | None]) -> list[float]:
         """The time per microbatch of each stage ``pairs[k]`` in recompute mode ``modes[k]`` (``inf`` for ``None``)."""
