@@ -355,16 +355,15 @@ def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str 
     fp8_saving, fp8_replicated_saving = fp8_stash_saving_bytes(layer, number_format, bytes_per_element)
     kept = (float(layer.activation_stash_bytes) - fp8_saving, float(layer.stash_attention_bytes),
             float(layer.stash_replicated_bytes) - fp8_replicated_saving)
-    if cluster is not None and cluster.stack.recompute_norms_up_projections:
+    # the parts a rerun drops (Layer.stash_<part>_*), each less what FP8 already narrowed of its GEMM inputs
+    rerun_parts = () if cluster is None else tuple(
+        part for part, on in (("norm_up", cluster.stack.recompute_norms_up_projections),
+                              ("moe", cluster.stack.recompute_moe)) if on)
+    for part in rerun_parts:
         narrowed = fp8_narrowed_share(layer, number_format, bytes_per_element)
-        dropped = layer.stash_norm_up_bytes - narrowed * layer.stash_norm_up_gemm_input_bytes
-        dropped_replicated = (layer.stash_norm_up_replicated_bytes
-                              - narrowed * layer.stash_norm_up_gemm_input_replicated_bytes)
-        kept = (kept[0] - dropped, kept[1], kept[2] - dropped_replicated)
-    if cluster is not None and cluster.stack.recompute_moe:
-        narrowed = fp8_narrowed_share(layer, number_format, bytes_per_element)
-        dropped = layer.stash_moe_bytes - narrowed * layer.stash_moe_gemm_input_bytes
-        dropped_replicated = layer.stash_moe_replicated_bytes - narrowed * layer.stash_moe_gemm_input_replicated_bytes
+        dropped = getattr(layer, f"stash_{part}_bytes") - narrowed * getattr(layer, f"stash_{part}_gemm_input_bytes")
+        dropped_replicated = (getattr(layer, f"stash_{part}_replicated_bytes")
+                              - narrowed * getattr(layer, f"stash_{part}_gemm_input_replicated_bytes"))
         kept = (kept[0] - dropped, kept[1], kept[2] - dropped_replicated)
     if cluster is not None and (cluster.stack.recompute_moe or cluster.stack.moe_probs_in_activation):
         # the experts' outputs the combine kept for the probabilities' gradient (no weight GEMM's input: FP8 keeps
@@ -514,11 +513,11 @@ def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_para
             results[direction] = (0.0, 0.0, "empty", True)
         counters["schedule"] += time.perf_counter() - started
     (f, flb, fm, fo), (b, blb, bm, bo) = results["fwd"], results["bwd"]
-    rerun = ((layer.norm_up_rerun if cluster.stack.recompute_norms_up_projections else ())
-             + (layer.moe_rerun if cluster.stack.recompute_moe else ()))
+    rerun = (set(layer.norm_up_rerun if cluster.stack.recompute_norms_up_projections else ())
+             | set(layer.moe_rerun if cluster.stack.recompute_moe else ()))
     if rerun:  # their fused forward operators rerun before the backward pass (each once)
         one, all_cores, _ = prices[layer.name, "fwd"]
-        rerun_s = float(sum(min(a, c) for op, a, c in zip(layer.fwd.ops, one, all_cores) if op.name in set(rerun)))
+        rerun_s = float(sum(min(a, c) for op, a, c in zip(layer.fwd.ops, one, all_cores) if op.name in rerun))
         b, blb = b + rerun_s, blb + rerun_s
     if cluster.stack.attention_efficiency:
         # A fused kernel's backward recomputes its scores itself (phaze_env.attention), whatever the recompute mode:

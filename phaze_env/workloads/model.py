@@ -475,10 +475,16 @@ def norm_up_projection_recompute(nodes: list[_Node], region_ops: list[RawOp]) ->
         elif module in UP_PROJECTION_MODULES or (op.kind in ("elementwise", "data") and lifted.intersection(op.inputs)):
             lifted.add(op.name)
     rebuilt = norms | lifted
+    return rebuilt, _rerun_nodes(nodes, region_ops, rebuilt)
+
+
+def _rerun_nodes(nodes: list[_Node], region_ops: list[RawOp], rebuilt: set[str]) -> tuple[str, ...]:
+    """The fused forward operators a stack reruns to rebuild the tensors ``rebuilt``: each that computes one of them
+    and every weight GEMM of which is one of them (a fused operator whose GEMM's output is kept is not rerun for the
+    elementwise tail fused into it)."""
     by_name = {op.name: op for op in region_ops}
-    rerun = tuple(node.name for node in nodes if rebuilt.intersection(node.members)
-                  and all(member in rebuilt for member in node.members if by_name[member].gemms))
-    return rebuilt, rerun
+    return tuple(node.name for node in nodes if rebuilt.intersection(node.members)
+                 and all(member in rebuilt for member in node.members if by_name[member].gemms))
 
 
 def moe_block_recompute(nodes: list[_Node], region_ops: list[RawOp]) -> tuple[set[str], tuple[str, ...]]:
@@ -491,10 +497,7 @@ def moe_block_recompute(nodes: list[_Node], region_ops: list[RawOp]) -> tuple[se
     blocks = {op.module.rsplit(".", 1)[0] for op in region_ops if op.moe_role == "router"}
     inside = {op.name for op in region_ops
               if any(op.module == block or op.module.startswith(block + ".") for block in blocks)}
-    by_name = {op.name: op for op in region_ops}
-    rerun = tuple(node.name for node in nodes if inside.intersection(node.members)
-                  and all(member in inside for member in node.members if by_name[member].gemms))
-    return inside, rerun
+    return inside, _rerun_nodes(nodes, region_ops, inside)
 
 
 def combine_weighting_saved(region_ops: list[RawOp]) -> set[str]:
