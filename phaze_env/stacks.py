@@ -20,8 +20,9 @@ in a pipeline: Megatron-LM of 2021–22 reduces after the pipeline flush (``--ov
 Megatron-Core in 2023), and DeepSpeed's ``PipelineEngine`` runs ``ReduceGrads`` as its own instruction after
 the last backward. The DP prices it after the flush; an overlapping stack would need its own field. PyTorch FSDP
 (no pipeline) runs ZeRO-3: its per-layer all-gathers and reduce-scatter (and, under hybrid sharding, the shard's
-all-reduce across the replica groups) overlap each layer's compute, which the DP prices per layer for every ZeRO-3
-plan (:meth:`phaze_env.placement.zero_traffic.ZeroTraffic.zero_comm_s`), so it needs no field of its own.
+all-reduce across the replica groups) overlap each layer's compute, its rerun included under recompute, which the DP
+prices per layer for every ZeRO-3 plan (:meth:`phaze_env.placement.zero_traffic.ZeroTraffic.zero_comm_s`), so it
+needs no field of its own.
 
 ``python -m phaze_env.evaluate --stack NAME`` applies a profile (its efficiency on the ``--preset`` chip); without
 ``--stack`` the cluster preset keeps its own settings (``dgx-a100`` carries Megatron-LM's A100 efficiency, the
