@@ -49,8 +49,10 @@ install_step "installing phaze-gym with its test, dist, zigzag and docs extras" 
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   echo "test.sh: no PostgreSQL server binaries (initdb): the distributed-Optuna test will be skipped" >&2
 fi
-announce "running the test suite (pytest $*)"
-python -m pytest "$@"
+# every core (pytest-xdist: -n auto), each test file on one worker (--dist loadfile: a file's tests share its fixtures
+# and module state as in a serial run); a later -n / -p no:xdist in "$@" overrides it
+announce "running the test suite (pytest -n auto --dist loadfile $*)"
+python -m pytest -n auto --dist loadfile "$@"
 rc=$?
 echo "test.sh: finished in $(clock $(($(date +%s) - started))) (pytest exit $rc)" >&2
 if [ "$rc" -eq 5 ]; then

@@ -521,7 +521,8 @@ def test_the_test_command_counts_its_install_steps_and_their_time(tmp_path):
                           env={"PATH": f"{fake.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=60)
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines() == ["-m pip install -q torch==2.13.0",
-                                            "-m pip install -q -e .[test,dist,zigzag,docs]", "-m pytest -q -k nothing"]
+                                            "-m pip install -q -e .[test,dist,zigzag,docs]",
+                                            "-m pytest -n auto --dist loadfile -q -k nothing"]
     steps = [line for line in done.stderr.splitlines() if line.startswith("test.sh: [")]
     assert [line.split("]")[0] for line in steps] == ["test.sh: [1/3"] * 2 + ["test.sh: [2/3"] * 2 + ["test.sh: [3/3"]
     assert all("(elapsed " in line for line in steps[::2]) and all(" done in " in line for line in steps[1:4:2])
