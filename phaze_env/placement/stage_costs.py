@@ -244,8 +244,9 @@ class StageCosts:
 
     @cached_property
     def full_time(self) -> dict[str, np.ndarray]:
-        """Every stage's time per microbatch per recompute mode (K × K; what the plan report reads)."""
-        return self._times_at(_whole, ("none", "selective", "full"))
+        """Every stage's time per microbatch per recompute mode the plan may run (K × K; what the plan report and the
+        pair DP read)."""
+        return self._times_at(_whole, self.modes)
 
     def _times_at(self, pick, modes) -> dict[str, np.ndarray]:
         """:attr:`full_time` of ``modes`` at the stages ``pick`` (a K × K matrix -> its entries wanted) selects (the

@@ -29,7 +29,8 @@ class ZeroTraffic:
         self.none_by_mode = {mode: self.none for mode in RERUN_COVER}  # ZeRO-0/1: none in any recompute mode
 
     def zero_comm_s(self, data_parallel: int, zero: int) -> dict[str, np.ndarray]:
-        """Every stage's exposed ZeRO-2/3 collectives per microbatch, per recompute mode (0 for ZeRO-0/1).
+        """Every stage's exposed ZeRO-2/3 collectives per microbatch, per recompute mode the plan may run (0 for
+        ZeRO-0/1).
 
         Each microbatch's gradients are reduce-scattered as its backward pass produces them (sharded
         gradients cannot accumulate whole ones: DeepSpeed's ZeRO-2 reduces every micro-step, FSDP without
@@ -68,7 +69,7 @@ class ZeroTraffic:
                 self._zero_comm[key] = self.none_by_mode
             else:
                 by_mode: dict[str, np.ndarray] = {}
-                for mode in RERUN_COVER:
+                for mode in self.settings.plan.recompute_modes:  # the modes the plan may run
                     exposed = self.layer_zero_comm_s(data_parallel, zero, mode)
                     # a mode whose rerun changes no layer's exposure shares the array (and so the variant's DP)
                     same = next((by_mode[m] for m in by_mode
