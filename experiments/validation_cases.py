@@ -384,10 +384,9 @@ def _qwen3_235b(label: str, tensor: int, expert: int, pipeline: int, interleave:
         # the 94 + 2 split as the ModelZoo's config sets it; Megatron-FSDP (Megatron-Core's --use-megatron-fsdp) is
         # ZeRO-3, which the megatron-core profile's rules (its distributed optimizer: ZeRO-0/1) do not list
         rules=(("embedding_loss_in_split", True),) if pipeline > 1 else (("zero_stages", (0, 1, 3)),),
-        # --recompute-modules layernorm: every RMSNorm rerun in the backward pass, its output not kept
-        # Megatron-Core at 1e057005 (the rows' main) multiplies the routing weights into the experts' activation
-        stack_knobs=(("moe_probs_in_activation", True),)
-        + ((("recompute_norms_up_projections", True),) if norms_recomputed else ())
+        # --recompute-modules layernorm: every RMSNorm rerun in the backward pass, its output not kept (Megatron-Core at
+        # 1e057005, the rows' main, multiplies the routing weights into the experts' activation: the profile's own)
+        stack_knobs=((("recompute_norms_up_projections", True),) if norms_recomputed else ())
         + ((("recompute_moe", True),) if moe_recomputed else ()),  # --recompute-modules moe: the MoE block rerun
         stack=stack,
         source=f"{MOE_MODEL_ZOO_QWEN3 if seq == 4096 else MOE_MODEL_ZOO_QWEN3_LONG}; row {row}TP {tensor}, CP {context}, "
@@ -452,7 +451,7 @@ MOE_CASES: tuple[ValidationCase, ...] = (
         interleave=4, sequence_parallel=True, recompute="selective", metric="tokens_s_per_device", published=1712.0,
         number_format="fp8", zero=1, expert_parallel=32, stack="megatron-core-folded",
         rules=(("embedding_loss_in_split", True),),
-        stack_knobs=(("moe_alltoall_overlap", True), ("tp_comm_overlap", False), ("moe_probs_in_activation", True)),
+        stack_knobs=(("moe_alltoall_overlap", True), ("tp_comm_overlap", False)),
         source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md (commit "
                "4ab94dfad36641cabdeb96452b21bf676aac4772), '26.04.01 NeMo Container', Pre-Training, Qwen3_235B_a22B on "
                "DGX-H100: 256 GPUs, FP8, GBS 8192, MBS 1, sequence length 4096, TP 2, PP 8, CP 1, VP 4, EP 32: 1712 "

@@ -361,10 +361,11 @@ overlap is only unpublished is not here: its profile leaves the knob off, :mod:`
 
 
 MOE_ONLY_KNOBS = {"folded_experts": "the expert grid folded over the t·c·d ranks",
-                  "recompute_moe": "the MoE blocks rerun in the backward pass",
-                  "moe_probs_in_activation": "the router's probabilities applied in the experts' activation"}
+                  "recompute_moe": "the MoE blocks rerun in the backward pass"}
 """Structural :class:`Stack` fields that act on a mixture-of-experts model's blocks only (a dense model is refused with
-them on, naming the knob), each with what it does."""
+them on, naming the knob), each with what it does. ``Stack.moe_probs_in_activation`` is not one: it says how the
+stack's MoE code applies the router's weights (on in the ``megatron-core`` profiles, whose dense runs it leaves as
+they are), not a choice a plan makes."""
 
 
 PIPELINE_SCHEDULES = ("1f1b", "dualpipe")
@@ -451,7 +452,7 @@ class Stack:
     (Megatron-Core since 2025: ``activation_func_with_probs`` in ``megatron/core/transformer/moe/experts.py``), so the
     combine keeps no expert output for their gradient: the stash loses the experts' down-projection outputs the traced
     combine keeps (:func:`~phaze_env.workloads.model.combine_weighting_saved`; the multiply's own time, on the
-    activation instead of the output, is not re-priced).
+    activation instead of the output, is not re-priced). A dense model has no router: the field leaves it as it is.
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 

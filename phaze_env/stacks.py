@@ -374,6 +374,7 @@ STACKS: dict[str, StackProfile] = {
             name="megatron-core", interleaved_schedule=True, pipeline_scatter_gather=True,
             plan_rules=MEGATRON_CORE_RULES, tp_comm_overlap=True, dp_comm_overlap=True, sequence_parallel_kernels=True,
             host_op_s=MEGATRON_CORE_HOST_OP_S, host_calibration="bridge2604-qwen3-30b-a3b-fp8",
+            moe_probs_in_activation=True,
             fits=(ChipFit(("h100", "h100-fp8"), MEGATRON_CORE_H100_EFFICIENCY, "bridge2509-llama3-70b-fp8-64",
                           TE_FUSED_ATTENTION_H100_EFFICIENCY),),
             sources="NVIDIA/Megatron-LM's Megatron-Core as NeMo 25.x / Megatron-Bridge run it (scripts/performance "
@@ -387,7 +388,13 @@ STACKS: dict[str, StackProfile] = {
                     "norms, residual adds and FP8 casts on s/t tokens (sequence_parallel_kernels: Megatron-LM "
                     "megatron/training/arguments.py asserts 'Tensor parallel communication/GEMM overlap can happen only "
                     "when sequence parallelism is enabled'); kernels issued eagerly from the host, no CUDA graphs "
-                    "(host_op_s: MEGATRON_CORE_HOST_OP_S); efficiency: MEGATRON_CORE_H100_EFFICIENCY"),
+                    "(host_op_s: MEGATRON_CORE_HOST_OP_S); the MoE experts' grouped MLP multiplies the router's "
+                    "probabilities into its activation, so the combine keeps no expert output (moe_probs_in_activation: "
+                    "megatron/core/transformer/moe/experts.py: activation_func_with_probs at NVIDIA/Megatron-LM 1e057005, "
+                    "May 2025, the Megatron-MoE-ModelZoo's commit; TEGroupedMLP's bias_act_func with permuted_probs at "
+                    "d98e8a64dd; the "
+                    "Megatron-Bridge releases validated here, 25.09 and later, ship Megatron-Core after it); efficiency: "
+                    "MEGATRON_CORE_H100_EFFICIENCY"),
         StackProfile(
             name="megatron-deepspeed", interleaved_schedule=False, pipeline_scatter_gather=True,
             plan_rules=DEEPSPEED_PIPELINE_RULES,
@@ -544,6 +551,8 @@ STACKS["deepseek-hai-llm"] = replace(
     pipeline_schedule="dualpipe",
     # §3.2.3: "We recompute all RMSNorm operations and MLA up-projections during back-propagation"
     recompute_norms_up_projections=True,
+    # HAI-LLM's combine is not published: the traced one (out × routing weights) keeps the experts' outputs
+    moe_probs_in_activation=False,
     dp_comm_overlap=False,
     host_op_s=0.0, host_calibration="")  # HAI-LLM's host path (CUDA graphs or not) is not published; megatron-core's host fit is not carried
 # to it  # HAI-LLM's data-parallel overlap is not published (arXiv:2412.19437 §3.2 describes DualPipe's

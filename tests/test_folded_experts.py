@@ -190,9 +190,24 @@ def test_evaluate_with_the_weights_in_the_activation_holds_less_and_the_rerun_co
     run = lambda **knobs: evaluate("qwen3-30b-a3b", accelerator, base.replace(stack=replace(base.stack, **knobs)),  # noqa: E731
                                    plan=plan, seq_len=1024)
     activations = lambda result: max(m["activations"] for m in result.plan.stage_memory)  # noqa: E731
-    kept, weighted = run(), run(moe_probs_in_activation=True)
+    assert base.stack.moe_probs_in_activation  # the megatron-core profiles' own (Megatron-Core since 2025)
+    kept, weighted = run(moe_probs_in_activation=False), run()
     assert activations(weighted) < activations(kept)
     assert weighted.plan.time_per_batch_s == pytest.approx(kept.plan.time_per_batch_s)  # memory only
     # a rerun block drops the outputs whether or not the weights move into the activation
-    assert activations(run(recompute_moe=True)) == pytest.approx(activations(run(recompute_moe=True,
-                                                                                 moe_probs_in_activation=True)))
+    assert activations(run(recompute_moe=True, moe_probs_in_activation=False)) == pytest.approx(
+        activations(run(recompute_moe=True)))
+
+
+def test_the_weights_in_the_activation_leave_a_dense_model_as_it_is():
+    """``moe_probs_in_activation`` is how the megatron-core profiles' MoE code applies the router's weights, not a
+    plan's choice: on a dense model (no router) it is accepted and changes nothing."""
+    accelerator = get_preset("h100")
+    cluster = STACKS["megatron-core"].apply(get_cluster("dgx-h100", 16, global_batch=16), "h100")
+    assert cluster.stack.moe_probs_in_activation
+    plan = PlanSpec.parse("t1p2d8m1+zero1+rc=selective")
+    on = evaluate("gpt2-xl", accelerator, cluster, plan=plan, seq_len=1024)
+    off = evaluate("gpt2-xl", accelerator, cluster.replace(stack=replace(cluster.stack, moe_probs_in_activation=False)),
+                   plan=plan, seq_len=1024)
+    assert on.feasible and on.plan.time_per_batch_s == off.plan.time_per_batch_s
+    assert on.plan.stage_memory == off.plan.stage_memory
