@@ -584,7 +584,7 @@ MOE_NOTES = {
         "Megatron-FSDP (ZeRO-3 over the 128 data-parallel ranks, microbatch 4, every layer recomputed): each layer's "
         "weights are all-gathered for its rerun and backward while the layer after it reruns and runs its backward "
         "pass (the prefetch), and its gradients reduce-scattered while the layer before it does, so a layer's rerun "
-        "covers its backward collectives as its backward does (phaze_env.placement.zero_traffic.RERUN_COVER): "
+        "covers its backward collectives as its backward does (phaze_env.placement.inputs.RERUN_COVER): "
         "{q235_fsdp_zero_share} of the predicted step stays exposed. With only the backward pass as cover (the model "
         "before 2026-12-07) the row came out −21.8 %, a known gap, its ZeRO-3 traffic 22 % of the step; with every "
         "collective hidden it would come to {q235_fsdp_hidden_error}"),

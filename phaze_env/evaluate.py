@@ -359,8 +359,8 @@ def layer_stash_bytes(layer: Layer, cluster: Cluster | None, number_format: str 
     rerun_parts = () if cluster is None else tuple(
         part for part, on in (("norm_up", cluster.stack.recompute_norms_up_projections),
                               ("moe", cluster.stack.recompute_moe)) if on)
+    narrowed = fp8_narrowed_share(layer, number_format, bytes_per_element) if rerun_parts else 0.0
     for part in rerun_parts:
-        narrowed = fp8_narrowed_share(layer, number_format, bytes_per_element)
         dropped = getattr(layer, f"stash_{part}_bytes") - narrowed * getattr(layer, f"stash_{part}_gemm_input_bytes")
         dropped_replicated = (getattr(layer, f"stash_{part}_replicated_bytes")
                               - narrowed * getattr(layer, f"stash_{part}_gemm_input_replicated_bytes"))

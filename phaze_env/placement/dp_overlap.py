@@ -16,7 +16,7 @@ weights gathered before its first forward (``param_sync_func``).
 The model (one link; a layer's gradients become ready, and its weights are consumed, at an even rate through its
 backward or forward pass; recomputation and pipeline sends are not counted as cover — conservative: under recompute
 the last backward's rerun would hide more, as it does for ZeRO-2/3's per-layer collectives
-(:data:`~phaze_env.placement.zero_traffic.RERUN_COVER`), but a stage's sync would then depend on the recompute mode
+(:data:`~phaze_env.placement.inputs.RERUN_COVER`), but a stage's sync would then depend on the recompute mode
 the DP picks for it by memory):
 
 * a stage's gradients sit in buffers of their own — the dense weights', and at ``e > 1`` the expert shard's apart

@@ -20,6 +20,11 @@ from phaze_env.plan_spec import PlanSpec
 
 OPTIMIZER_STATE_FACTORS = {name: optimizer.state_factor for name, optimizer in OPTIMIZERS.items()}
 GRADIENT_FACTOR = 1.0  # bf16 gradients, 2 bytes/param (ZeRO's accounting; Megatron's fp32 main_grad would be 2.0)
+RERUN_COVER = {"none": None, "selective": "attention_fwd_s", "full": "recompute_fwd_s"}
+"""Per recompute mode, the field (of :class:`LayerArrays`, and summed per stage of
+:class:`~phaze_env.placement.stages.StageTable`) of the forward time a layer reruns in its backward pass: what the mode
+adds to a stage's time, and what covers its ZeRO-2/3 backward collectives besides the backward pass
+(:meth:`~phaze_env.placement.zero_traffic.ZeroTraffic.zero_comm_s`)."""
 
 
 @dataclass(frozen=True)

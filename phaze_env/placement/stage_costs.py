@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from phaze_env.placement.inputs import LayerArrays, Settings
+from phaze_env.placement.inputs import RERUN_COVER, LayerArrays, Settings
 from phaze_env.placement.stages import StageTable
 
 
@@ -233,7 +233,7 @@ class StageCosts:
         self._table = table
         self.p2p_s = p2p_s
         self.zero_comm_s = (dict(zero_comm_s) if isinstance(zero_comm_s, Mapping)
-                            else {mode: zero_comm_s for mode in ("none", "selective", "full")})
+                            else dict.fromkeys(RERUN_COVER, zero_comm_s))
         # full_time's entries at the listed stages, from the inputs' compacted once per layout (the same sums, entry
         # by entry, in the same order)
         times = self._times_at(self.layout.compact_once, self.modes)
@@ -254,7 +254,7 @@ class StageCosts:
         table = self._table
         work = pick(table.fwd_s) + pick(table.bwd_s) + self.interleave * pick(self.p2p_s)
         plain: dict[int, np.ndarray] = {}  # per traffic matrix (modes whose rerun hides nothing share one)
-        extra = {"none": None, "selective": table.attention_fwd_s, "full": table.recompute_fwd_s}
+        extra = {mode: None if field is None else getattr(table, field) for mode, field in RERUN_COVER.items()}
         times = {}
         for mode in modes:
             zero = self.zero_comm_s[mode]

@@ -11,7 +11,7 @@ from functools import cached_property
 import numpy as np
 
 from phaze_env.placement.collectives import collective_affine, expert_collective_affine, hybrid_collective_s
-from phaze_env.placement.inputs import GRADIENT_FACTOR, LayerArrays, Settings
+from phaze_env.placement.inputs import GRADIENT_FACTOR, RERUN_COVER, LayerArrays, Settings
 from phaze_env.placement.stages import StageTable
 
 
@@ -26,7 +26,7 @@ class ZeroTraffic:
         # (ZeRO stage, recompute mode) -> per (d, layer), totals
         self._layer_zero_comm: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
         self.none = np.zeros_like(table.fwd_s)  # every stage: no traffic
-        self.none_by_mode = {mode: self.none for mode in RERUN_COVER}  # ZeRO-0/1: none in any recompute mode
+        self.none_by_mode = dict.fromkeys(RERUN_COVER, self.none)  # ZeRO-0/1: none in any recompute mode
 
     def zero_comm_s(self, data_parallel: int, zero: int) -> dict[str, np.ndarray]:
         """Every stage's exposed ZeRO-2/3 collectives per microbatch, per recompute mode the plan may run (0 for
@@ -39,7 +39,7 @@ class ZeroTraffic:
         DeepSpeed's ``overlap_comm``, on their own stream): a layer's collectives run while the layer
         computes, so each layer adds ``max(0, all-gather − fwd) + max(0, all-gather + reduce-scatter − bwd)``
         (ZeRO-2: ``max(0, reduce-scatter − bwd)``). A layer rerun in the backward pass (recompute mode ``selective``:
-        its attention core; ``full``: its forward, :data:`RERUN_COVER`) covers that layer's backward collectives too:
+        its attention core; ``full``: its forward, :data:`~phaze_env.placement.inputs.RERUN_COVER`) covers that layer's backward collectives too:
         the all-gather of its weights is prefetched while the layer after it reruns and runs its backward pass, and
         its gradients' reduce-scatter runs while the layer before it does (PyTorch FSDP's ``BACKWARD_PRE`` prefetch,
         issued in the pre-backward hook, before the checkpointed layer's rerun: ``torch.distributed.fsdp``
@@ -91,7 +91,8 @@ class ZeroTraffic:
         ``Settings.expert_index``), and each row's total: one array expression per search instead of one per ``d``.
         Mode ``none`` (the default) is the least in every entry: what the search's bounds read."""
         if (zero, mode) not in self._layer_zero_comm:
-            rerun = None if mode == "none" else getattr(self.layers, RERUN_COVER[mode])
+            field = RERUN_COVER[mode]
+            rerun = None if field is None else getattr(self.layers, field)
             if rerun is not None and not rerun.any():  # nothing rerun: mode none's exposure
                 self._layer_zero_comm[zero, mode] = self.layer_zero_comm_table(zero)
             else:
@@ -150,8 +151,4 @@ class ZeroTraffic:
         shape = (len(replicas), len(layers))
         return np.broadcast_to(gather, shape), np.broadcast_to(scatter, shape), always
 
-
-RERUN_COVER = {"none": None, "selective": "attention_fwd_s", "full": "recompute_fwd_s"}
-"""Per recompute mode, the :class:`~phaze_env.placement.inputs.LayerArrays` field of the forward time a layer reruns
-in its backward pass (and so covers its ZeRO-2/3 backward collectives with, :meth:`ZeroTraffic.zero_comm_s`)."""
 

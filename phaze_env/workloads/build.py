@@ -9,8 +9,8 @@ from phaze_env.cache import DiskCache, code_key
 from phaze_env.workloads.eager import EAGER_PROBE_SEQ, EagerTraffic, eager_traffic
 from phaze_env.workloads.graph import ModelGraph, is_attention_core
 from phaze_env.workloads.model import (at_expert_rank, build_layer, check_tensor_width, combine_weighting_saved, fuse,
-                                       kernel_recomputed, moe_block_recompute, norm_up_projection_recompute, region_params, signature,
-                                       split_nodes)
+                                       kernel_recomputed, moe_block_recompute, norm_up_projection_recompute,
+                                       region_params, signature, split_nodes)
 from phaze_env.workloads.registry import Workload, get_workload
 from phaze_env.workloads.trace import Trace, TraceError, sharded_ops, trace_workload
 
