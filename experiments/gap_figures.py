@@ -18,7 +18,7 @@ from dataclasses import replace
 from experiments import long_context_gap, memory_check, moe_stack_gap, scale_loss
 from experiments.validation_cases import get_case
 from experiments.validation_fit import (Prediction, error_with, evaluation_with, fit_efficiency, metric_value,
-                                        predict)
+                                        predict, published_time_s)
 from experiments.validation_stats import scaling_series
 from phaze_env.evaluate import Evaluation
 from phaze_env.stacks import get_stack
@@ -177,6 +177,37 @@ def _dgxc_added_s(figures: GapFigures) -> str:
     return texts["fp8"] if len(set(texts.values())) == 1 else ", ".join(f"{fmt} {t}" for fmt, t in texts.items())
 
 
+# --- NVIDIA's MLPerf Training v3.1 GPT-3 175B runs (16 and 8 microbatches per replica) ----------------------------
+MLPERF_PAIR = ("mlperf31-gpt3-175b-fp8-8192", "mlperf31-gpt3-175b-fp8-10240")
+"""Two scales of the same plan, 16 and 8 microbatches per replica and the same gradient bytes per GPU: their step
+times split into a time per microbatch and a part that does not shrink with the microbatches
+(:func:`experiments.scale_loss.split_by_microbatches`)."""
+
+
+def _mlperf_split(figures: GapFigures, stack: str | None) -> tuple[float, float]:
+    """The published split (``stack`` None) or the model's on ``stack``."""
+    cases = [get_case(name) for name in MLPERF_PAIR]
+    microbatches = tuple(c.global_batch // (c.data * c.microbatch) for c in cases)
+    if stack is None:
+        times = tuple(published_time_s(c) for c in cases)
+    elif stack == cases[0].stack:
+        times = tuple(figures.time_s(name) for name in MLPERF_PAIR)
+    else:
+        def time_on(case):
+            evaluation = evaluation_with(replace(case, stack=stack))
+            if not evaluation.feasible:
+                raise ValueError(f"{case.name} on {stack}: {evaluation.reason}")
+            return case.global_batch / evaluation.throughput_samples_s
+        times = figures.memo(f"mlperf_times_{stack}", lambda: tuple(time_on(c) for c in cases))
+    fixed, per_microbatch = scale_loss.split_by_microbatches(microbatches, times)
+    return per_microbatch, fixed
+
+
+def _mlperf_per_microbatch_error(figures: GapFigures, stack: str) -> str:
+    """The model's time per microbatch on ``stack`` against the published one (a signed percentage)."""
+    return signed_percent(_mlperf_split(figures, stack)[0] / _mlperf_split(figures, None)[0] - 1, 1)
+
+
 # --- Llama 3 405B (Dubey et al. 2024 Table 4) ---------------------------------------------------------------------------
 LLAMA3_PAPER_8K = ("llama3-405b-paper-8192", "llama3-405b-paper-16384")
 LLAMA3_PAPER_CP = "llama3-405b-paper-16384-cp16"
@@ -305,6 +336,16 @@ def _deepseek_fullest_device() -> memory_check.StageTerms:
 
 
 FIGURES: dict[str, Callable[[GapFigures], str]] = {
+    # MLPerf v3.1 GPT-3 175B (16 and 8 microbatches per replica)
+    "mlperf_published_ms": lambda f: f"{1000 * _mlperf_split(f, None)[0]:.1f}",
+    "mlperf_published_fixed_s": lambda f: f"{_mlperf_split(f, None)[1]:.2f}",
+    "mlperf_model_ms": lambda f: f"{1000 * _mlperf_split(f, get_case(MLPERF_PAIR[0]).stack)[0]:.1f}",
+    "mlperf_model_fixed_s": lambda f: f"{_mlperf_split(f, get_case(MLPERF_PAIR[0]).stack)[1]:.2f}",
+    "mlperf_core_ms": lambda f: f"{1000 * _mlperf_split(f, 'megatron-core')[0]:.1f}",
+    "mlperf_core_fixed_s": lambda f: f"{_mlperf_split(f, 'megatron-core')[1]:.2f}",
+    "mlperf_allreduce_s": lambda f: f"{_breakdown_s(MLPERF_PAIR[1], 'dp_allreduce'):.2f}",
+    "mlperf_model_per_microbatch": lambda f: _mlperf_per_microbatch_error(f, get_case(MLPERF_PAIR[0]).stack),
+    "mlperf_core_per_microbatch": lambda f: _mlperf_per_microbatch_error(f, "megatron-core"),
     # MT-NLG
     "mtnlg_allreduce_s": lambda f: number_range([_breakdown_s(n, "dp_allreduce") for n in MTNLG], ".2f"),
     "mtnlg_optimizer_s": lambda f: f"{_breakdown_s(MTNLG[-1], 'optimizer'):.2f}",

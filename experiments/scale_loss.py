@@ -165,6 +165,17 @@ def fixed_and_per_microbatch_s(scales: list[Scale], times_s: list[float]) -> tup
     return float(fixed_s), float(intercept / (scales[0].microbatches * scales[0].data))
 
 
+def split_by_microbatches(microbatches, times_s) -> tuple[float, float]:
+    """``(F, t_mb)`` of ``T = F + m_r·t_mb`` fitted (least squares; exact through two points) to step times
+    ``times_s`` at ``microbatches`` per replica — for runs whose batch per replica differs, where
+    :func:`fixed_and_per_microbatch_s` is the strong-scaling form (``m_r·d`` fixed, fitted on ``T·d``)."""
+    m = np.asarray(microbatches, dtype=float)
+    if len(set(m.tolist())) < 2:
+        raise ValueError("splitting a step needs at least two different microbatch counts")
+    per_microbatch_s, fixed_s = np.polyfit(m, np.asarray(times_s, dtype=float), 1)
+    return float(fixed_s), float(per_microbatch_s)
+
+
 def trend(scales: list[Scale], times_s: list[float]) -> list[float]:
     """Per-device throughput relative to the smallest scale (the validation's trend, batch fixed)."""
     per_device = [1.0 / (t * s.devices) for s, t in zip(scales, times_s)]

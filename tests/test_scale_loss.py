@@ -125,3 +125,11 @@ def test_the_report_runs(capsys):
     assert sl.main([]) == 0
     out = capsys.readouterr().out
     assert "NCCL's all-reduce latency" in out and "slowest device" in out
+
+
+def test_a_step_splits_into_a_part_per_microbatch_and_a_fixed_part():
+    from experiments.scale_loss import split_by_microbatches
+    assert split_by_microbatches([16, 8], [1.6, 0.88]) == pytest.approx((0.16, 0.09))
+    assert split_by_microbatches([4, 8, 16], [1.0 + 4 * 0.5, 1.0 + 8 * 0.5, 1.0 + 16 * 0.5]) == pytest.approx((1.0, 0.5))
+    with pytest.raises(ValueError, match="two different microbatch counts"):
+        split_by_microbatches([8, 8], [1.0, 1.1])

@@ -15,10 +15,10 @@ from experiments import gap_figures, validation_report
 from experiments.gap_figures import FIGURES, GapFigures, percent_range, percent_span, render, signed_percent
 from experiments.validation_cases import RATIO_CASES, get_case
 from experiments.validation_fit import Prediction, RATIO_CHIPS, RatioPrediction, published_time_s
-from experiments.validation_report import (MOE_GAPS, MOE_NOTES, STACK_GAPS, TREND_GAPS, h100_section, moe_section,
-                                          ratio_section)
+from experiments.validation_report import (MLPERF_NOTE, MOE_GAPS, MOE_NOTES, STACK_GAPS, TREND_GAPS, h100_section,
+                                          moe_section, ratio_section)
 
-TEMPLATES = [*TREND_GAPS.values(), *STACK_GAPS.values(), *MOE_GAPS.values(), *MOE_NOTES.values()]
+TEMPLATES = [*TREND_GAPS.values(), *STACK_GAPS.values(), *MOE_GAPS.values(), *MOE_NOTES.values(), MLPERF_NOTE]
 
 
 def fields(template: str) -> set[str]:
@@ -57,6 +57,17 @@ def test_percentages_are_written_as_the_prose_writes_them():
 def test_an_unknown_figure_is_a_key_error():
     with pytest.raises(KeyError):
         render("{no_such_figure}", GapFigures([]))
+
+
+def test_the_mlperf_note_splits_the_published_steps_and_counts_the_large_runs(from_predictions_only):
+    from_predictions_only({"mlperf_published_ms", "mlperf_published_fixed_s"})
+    errors = {"mlperf31-gpt3-175b-fp8-4096": -0.05, "mlperf31-gpt3-175b-fp8-8192": -0.06,
+              "mlperf31-gpt3-175b-fp8-10240": -0.11}
+    text = "\n".join(h100_section([fabricated(name, error) for name, error in errors.items()]))
+    assert "MLPerf v3.1 (held out, 2 runs on 8,000 GPUs or more: 8,192 -6.0%, 10,240 -11.0%)" in text
+    # the logged medians: 1.6193 s at 16 microbatches, 0.9256 s at 8 -> 86.7 ms each and 1.6193 - 16 x 0.0867 s
+    assert "published 86.7 ms per microbatch and 0.23 s per step" in text
+    assert "<mlperf_model_ms> ms and <mlperf_model_fixed_s> s" in text  # the stubs, in their places
 
 
 H100_ERRORS = {"bridge2509-llama3-405b-fp8-1024": 0.25, "bridge2511-llama3-405b-fp8-1024": 0.30,
