@@ -5,7 +5,7 @@ MLPerf's logs are lines ``:::MLLOG {json}``; NVIDIA's NeMo submission logs one `
 step whose value holds ``train_step_timing`` (seconds), and once the ``global_batch_size`` and the
 ``gradient_accumulation_steps`` (microbatches per data-parallel replica) it ran with. The validation cases
 (:data:`experiments.validation_cases.MLPERF31_GPT3`) quote, per scale, the median of every logged step of the three
-runs (``result_0..2.txt``). This module recomputes those medians from a local clone of
+runs (``result_0..2.txt``). This module recomputes those medians, for every submitter, from a local clone of
 ``mlcommons/training_results_v3.1`` (a working tree, or a bare repository with ``--rev``), so a reader can check the
 figures the cases carry; nothing at run time reads the logs (no network, no clone needed).
 """
@@ -13,7 +13,9 @@ figures the cases carry; nothing at run time reads the logs (no network, no clon
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -21,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MLLOG_PREFIX = ":::MLLOG "
-RESULTS_DIR = "NVIDIA/results"
+RESULTS_GLOB = "*/results/*/gpt3/result_*.txt"  # every submitter's GPT-3 logs
+NODES = re.compile(r"_n(\d+)_")  # a submission directory names its node count: eos-dfw_n1344_ngc23.09_nemo
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ def parse_mllog(text: str) -> StepLog:
 class ScaleSummary:
     """Every run of one submission directory pooled: GPUs, batch, microbatches per replica, steps and their median."""
 
-    directory: str
+    directory: str  # submitter/results directory, e.g. NVIDIA/eos-dfw_n1344_ngc23.09_nemo
     gpus: int
     global_batch: int
     accumulation: int
@@ -71,7 +74,8 @@ class ScaleSummary:
 
 
 def summarise(directory: str, logs: list[StepLog]) -> ScaleSummary:
-    """Pool the runs of one directory (``{system}_n{nodes}_...``): one batch and accumulation, or a clear error."""
+    """Pool the runs of one submission directory (``{submitter}/{system}_n{nodes}_...``, 8 GPUs a node): one batch
+    and one accumulation, or a clear error."""
     batches = {log.global_batch for log in logs}
     accumulations = {log.accumulation for log in logs}
     if len(batches) != 1 or None in batches or len(accumulations) != 1 or None in accumulations:
@@ -80,29 +84,41 @@ def summarise(directory: str, logs: list[StepLog]) -> ScaleSummary:
     steps = [s for log in logs for s in log.step_s]
     if not steps:
         raise ValueError(f"{directory}: no train_step_timing entry in its logs")
-    nodes = int(directory.split("_n", 1)[1].split("_", 1)[0])
-    return ScaleSummary(directory, 8 * nodes, batches.pop(), accumulations.pop(), len(steps), statistics.median(steps))
+    nodes = NODES.search(directory)
+    if nodes is None:
+        raise ValueError(f"{directory}: the directory names no node count (_n<nodes>_)")
+    return ScaleSummary(directory, 8 * int(nodes.group(1)), batches.pop(), accumulations.pop(), len(steps),
+                        statistics.median(steps))
 
 
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
 
 
-def read_gpt3_logs(repo: Path, rev: str | None = None) -> list[ScaleSummary]:
-    """Every ``gpt3/result_*.txt`` under ``NVIDIA/results`` of ``repo`` (a working tree, or with ``rev`` any git
-    repository), pooled per submission directory."""
+def read_gpt3_logs(repo: Path, rev: str | None = None) -> tuple[list[ScaleSummary], list[str]]:
+    """Every submitter's ``results/*/gpt3/result_*.txt`` in ``repo`` (a working tree, or with ``rev`` any git
+    repository), pooled per submission directory: the summaries of those that log their step times (8 GPUs a node:
+    DGX and HGX H100 systems), and the directories that do not (another chip's runs, a submission logging no step)."""
     by_directory: dict[str, list[StepLog]] = {}
     if rev is None:
-        paths = sorted((repo / RESULTS_DIR).glob("*/gpt3/result_*.txt"))
-        for path in paths:
-            by_directory.setdefault(path.parent.parent.name, []).append(parse_mllog(path.read_text()))
+        for path in sorted(repo.glob(RESULTS_GLOB)):
+            key = f"{path.parents[3].name}/{path.parents[1].name}"
+            by_directory.setdefault(key, []).append(parse_mllog(path.read_text()))
     else:
-        names = _git(repo, "ls-tree", "-r", "--name-only", rev, RESULTS_DIR).split()
-        for name in sorted(n for n in names if "/gpt3/result_" in n):
-            by_directory.setdefault(name.split("/")[2], []).append(parse_mllog(_git(repo, "show", f"{rev}:{name}")))
+        names = _git(repo, "ls-tree", "-r", "--name-only", rev).split("\n")
+        for name in sorted(n for n in names if fnmatch.fnmatch(n, RESULTS_GLOB)):
+            parts = name.split("/")
+            by_directory.setdefault(f"{parts[0]}/{parts[2]}", []).append(
+                parse_mllog(_git(repo, "show", f"{rev}:{name}")))
     if not by_directory:
-        raise ValueError(f"no {RESULTS_DIR}/*/gpt3/result_*.txt in {repo}" + (f" at {rev}" if rev else ""))
-    return sorted((summarise(d, logs) for d, logs in by_directory.items()), key=lambda s: s.gpus)
+        raise ValueError(f"no {RESULTS_GLOB} in {repo}" + (f" at {rev}" if rev else ""))
+    summaries, skipped = [], []
+    for directory, logs in by_directory.items():
+        if not any(log.step_s for log in logs) or NODES.search(directory) is None:
+            skipped.append(directory)
+        else:
+            summaries.append(summarise(directory, logs))
+    return sorted(summaries, key=lambda s: (s.gpus, s.directory)), sorted(skipped)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,14 +127,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rev", help="read this revision with git (a bare mirror); default: the working tree")
     args = parser.parse_args(argv)
     try:
-        summaries = read_gpt3_logs(args.repo, args.rev)
+        summaries, skipped = read_gpt3_logs(args.repo, args.rev)
     except (ValueError, OSError, subprocess.CalledProcessError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"{'submission':32} {'GPUs':>6} {'GBS':>5} {'m/replica':>9} {'steps':>6} {'median s':>9} {'tok/s/GPU':>9}")
+    print(f"{'submission':46} {'GPUs':>6} {'GBS':>5} {'m/replica':>9} {'steps':>6} {'median s':>9} {'tok/s/GPU':>9}")
     for s in summaries:
-        print(f"{s.directory:32} {s.gpus:>6} {s.global_batch:>5} {s.accumulation:>9} {s.steps:>6} {s.median_s:>9.4f} "
+        print(f"{s.directory:46} {s.gpus:>6} {s.global_batch:>5} {s.accumulation:>9} {s.steps:>6} {s.median_s:>9.4f} "
               f"{s.tokens_s_per_gpu:>9.1f}")
+    if skipped:
+        print("not summarised (no step times logged, or no _n<nodes>_ in the name): " + ", ".join(skipped))
     return 0
 
 

@@ -33,7 +33,7 @@ def test_the_parser_reads_the_step_times_batch_and_accumulation():
 
 
 def test_runs_are_pooled_and_the_median_taken():
-    summary = summarise("eos-dfw_n1280_ngc23.09_nemo", [parse_mllog(_log([1.0, 0.9])), parse_mllog(_log([0.95]))])
+    summary = summarise("NVIDIA/eos-dfw_n1280_ngc23.09_nemo", [parse_mllog(_log([1.0, 0.9])), parse_mllog(_log([0.95]))])
     assert summary.gpus == 10240 and summary.steps == 3
     assert summary.median_s == statistics.median([1.0, 0.9, 0.95])
     assert summary.tokens_s_per_gpu == pytest.approx(2560 * 2048 / 0.95 / 10240)
@@ -41,7 +41,7 @@ def test_runs_are_pooled_and_the_median_taken():
 
 def test_runs_that_disagree_on_the_batch_are_refused():
     with pytest.raises(ValueError, match="different or no global batches"):
-        summarise("eos_n64_x", [parse_mllog(_log([1.0], batch=2048)), parse_mllog(_log([1.0], batch=3072))])
+        summarise("NVIDIA/eos_n64_x", [parse_mllog(_log([1.0], batch=2048)), parse_mllog(_log([1.0], batch=3072))])
 
 
 def test_a_broken_record_names_its_line():
@@ -49,20 +49,27 @@ def test_a_broken_record_names_its_line():
         parse_mllog(_line("cache_clear", True) + "\n:::MLLOG {not json")
 
 
-def test_the_cli_reads_a_working_tree_and_fails_clearly_without_logs(tmp_path, capsys):
-    run = tmp_path / "NVIDIA" / "results" / "eos-dfw_n1344_ngc23.09_nemo" / "gpt3"
-    run.mkdir(parents=True)
-    (run / "result_0.txt").write_text(_log([0.93, 0.9296, 0.92], batch=2688))
+def test_the_cli_reads_every_submitter_skips_runs_without_steps_and_fails_clearly_without_logs(tmp_path, capsys):
+    for submitter, directory, steps in (("NVIDIA", "eos-dfw_n1344_ngc23.09_nemo", [0.93, 0.9296, 0.92]),
+                                        ("Azure+NVIDIA", "ND_H100_v5_n1344_pytorch", [0.95, 0.9473]),
+                                        ("Google", "cloud-tpu-v5e-4096-PAX", [])):
+        run = tmp_path / submitter / "results" / directory / "gpt3"
+        run.mkdir(parents=True)
+        (run / "result_0.txt").write_text(_log(steps, batch=2688))
     assert main([str(tmp_path)]) == 0
-    assert "10752" in capsys.readouterr().out
-    assert read_gpt3_logs(tmp_path)[0].median_s == 0.9296
+    out = capsys.readouterr().out
+    assert "10752" in out and "not summarised" in out and "Google/cloud-tpu-v5e-4096-PAX" in out
+    summaries, skipped = read_gpt3_logs(tmp_path)
+    assert [(s.directory, s.median_s) for s in summaries] == [("Azure+NVIDIA/ND_H100_v5_n1344_pytorch", 0.94865),
+                                                             ("NVIDIA/eos-dfw_n1344_ngc23.09_nemo", 0.9296)]
+    assert skipped == ["Google/cloud-tpu-v5e-4096-PAX"]
     assert main([str(tmp_path / "nothing")]) == 2
-    assert "no NVIDIA/results" in capsys.readouterr().err
+    assert "no */results/*/gpt3/result_*.txt" in capsys.readouterr().err
 
 
 def test_each_mlperf_case_is_the_figure_and_plan_its_source_quotes():
     cases = [case for case in all_cases() if case.name.startswith("mlperf31-")]
-    assert len(cases) == 6 and sum(case.n_devices >= 8000 for case in cases) == 3
+    assert len(cases) == 7 and sum(case.n_devices >= 8000 for case in cases) == 4
     for case in cases:
         batch, microbatches, step = re.search(r"GBS (\d+) \(logged\), (\d+) microbatches per replica.*?"
                                               r"train_step_timing ([\d.]+) s", case.source).groups()
