@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from experiments.validation_cases import H100_CASES, ValidationCase, get_case
-from experiments.validation_fit import error_with, metric_with, predict
+from experiments.validation_fit import error_with, fit_efficiency, metric_with, predict
 from experiments.validation_stats import TOLERANCE
 from phaze_env.cli import OneLineParser
 from phaze_env.stacks import MEGATRON_CORE_HOST_OP_S, STACKS, TE_FUSED_ATTENTION_H100_EFFICIENCY
@@ -112,6 +112,24 @@ def ladder(bf16: ValidationCase, fp8: ValidationCase) -> list[tuple[str, float, 
     return steps
 
 
+def calibrated_on(calibration: ValidationCase, cases: tuple[ValidationCase, ...] = H100_CASES
+                  ) -> tuple[float, dict[str, float | None]]:
+    """:data:`MODERN`'s H100 efficiency fitted to ``calibration`` (moved onto it) instead of its own calibration run,
+    and every predictable case's error on :data:`MODERN` at that efficiency (``None``: not predictable there). The
+    same one-run fit as the profile's (:func:`~experiments.validation_fit.fit_efficiency`), another run: which run a
+    single profile could be fitted to, and what it then leaves."""
+    efficiency = fit_efficiency(on_profile(calibration, MODERN))
+    errors: dict[str, float | None] = {}
+    for case in cases:
+        if case.requires:
+            continue
+        try:
+            errors[case.name] = error_with(on_profile(case, MODERN), framework_efficiency=efficiency)
+        except ValueError:  # infeasible on the modern profile's structure
+            errors[case.name] = None
+    return efficiency, errors
+
+
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:+.1%}"
 
@@ -121,9 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--structures", default="dgxc-gpt3-175b-fp8-512,dgxc-gpt3-175b-bf16-512", metavar="A,B",
                         help="cases whose megatron-core structures are switched off one at a time (default the GPT-3 "
                              "pair at 512 GPUs)")
+    parser.add_argument("--calibrate", metavar="CASE",
+                        help=f"also fit {MODERN}'s H100 efficiency to CASE and predict every H100 run at it")
     args = parser.parse_args(argv)
     try:
         structure_cases = [get_case(name) for name in args.structures.split(",") if name]
+        calibration = get_case(args.calibrate) if args.calibrate else None
     except ValueError as exc:
         parser.error(str(exc).split(";")[0] + " (the cases: experiments/validation_cases.py)")
     found = rows()
@@ -151,6 +172,16 @@ def main(argv: list[str] | None = None) -> int:
         error = modern[case.name] if case.name in modern else predict(on_profile(case, MODERN)).error
         print(f"\n{case.name} on {MODERN}: {_pct(error)}; with one structure off: "
               + "; ".join(f"{label} {_pct(error)}" for label, error in structure_errors(case).items()))
+    if calibration is not None:
+        efficiency, errors = calibrated_on(calibration)
+        print(f"\n{MODERN} with its H100 efficiency fitted to {calibration.name} ({efficiency:.4f}):\n\n"
+              f"| case | format | error |\n|---|---|---|")
+        for case in H100_CASES:
+            if case.name in errors:
+                print(f"| {case.name} | {case.number_format} | {_pct(errors[case.name])} |")
+        held = [abs(e) for name, e in errors.items() if e is not None and name != calibration.name]
+        print(f"\nheld out: mean absolute error {statistics.fmean(held):.1%} over {len(held)} cases, "
+              f"{sum(e <= TOLERANCE for e in held)} within ±{TOLERANCE:.0%}")
     return 0
 
 

@@ -57,3 +57,20 @@ def test_each_modern_structure_only_hides_or_removes_a_cost():
     for before, after in zip(steps, steps[1:]):
         assert after[1] >= before[1] - 1e-12 and after[2] >= before[2] - 1e-12, (before, after)
     assert steps[-1][3] > steps[0][3]  # the hidden costs are ones FP8 does not shorten: its speed-up grows
+
+
+def test_fitting_the_modern_profile_to_another_run_predicts_that_run_exactly():
+    from experiments.h100_profiles import calibrated_on
+    bf16 = get_case("dgxc-gpt3-175b-bf16-128")
+    efficiency, errors = calibrated_on(bf16, (bf16, get_case("dgxc-gpt3-175b-fp8-128")))
+    assert 0.05 < efficiency < 1.0 and abs(errors[bf16.name]) < 1e-3
+    # FP8 runs the blocks' GEMMs faster and nothing else: at the same efficiency its error is the larger
+    assert errors["dgxc-gpt3-175b-fp8-128"] > errors[bf16.name]
+
+
+def test_an_unknown_calibration_case_is_one_clear_line(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--calibrate", "no-such-run"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no-such-run" in err
