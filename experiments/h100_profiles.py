@@ -22,7 +22,8 @@ from experiments.validation_cases import H100_CASES, ValidationCase, get_case
 from experiments.validation_fit import error_with, fit_efficiency, metric_with, predict
 from experiments.validation_stats import TOLERANCE
 from phaze_env.cli import OneLineParser
-from phaze_env.stacks import MEGATRON_CORE_HOST_OP_S, STACKS, TE_FUSED_ATTENTION_H100_EFFICIENCY
+from phaze_env.stacks import (MEGATRON_CORE_HOST_OP_S, MEGATRON_CORE_MAIN_GRAD_BYTES, STACKS,
+                              TE_FUSED_ATTENTION_H100_EFFICIENCY)
 
 MODERN = "megatron-core"
 """The profile issue 28 item 6 asks every modern H100 run to share."""
@@ -32,8 +33,10 @@ STRUCTURES: tuple[tuple[str, dict], ...] = (
     ("DP comm exposed", {"dp_comm_overlap": False}),
     ("SP kernels on all tokens", {"sequence_parallel_kernels": False}),
     ("no host cost", {"host_op_s": 0.0}),
+    ("no weight-gradient accumulation", {"main_grad_accumulation_bytes": 0.0}),
 )
-"""``megatron-core``'s structures that ``megatron-lm`` lacks, each switched off alone (a cluster field and its value)."""
+"""``megatron-core``'s structures that ``megatron-lm`` lacks, each switched off alone (a cluster field and its value):
+the first four hide or remove a cost, the last adds one (the weight gradients' accumulation per microbatch)."""
 
 LADDER: tuple[tuple[str, dict], ...] = (
     ("megatron-lm", {}),
@@ -43,6 +46,7 @@ LADDER: tuple[tuple[str, dict], ...] = (
     ("+ TP comm overlap", {"tp_comm_overlap": True}),
     ("+ DP comm overlap", {"dp_comm_overlap": True}),
     ("+ host cost", {"host_op_s": MEGATRON_CORE_HOST_OP_S}),
+    ("+ weight-gradient accumulation", {"main_grad_accumulation_bytes": MEGATRON_CORE_MAIN_GRAD_BYTES}),
 )
 """From ``megatron-lm`` to ``megatron-core``'s structure one field at a time, cumulatively, at ``megatron-lm``'s
 fitted efficiency (the last step then differs from ``megatron-core`` by the efficiency alone)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from experiments import calculon_reference
 from experiments import moe_stack_gap
-from experiments.gap_figures import GapFigures, number_range, render
+from experiments.gap_figures import BRIDGE_405B, GapFigures, number_range, render
 from experiments.validation_cases import COMPILE_BLOG, COMPILE_GAINS, FSDP_H100_CASES, H100_CASES, MOE_CASES, TPU_CASES
 from experiments.validation_fit import (Prediction, RATIO_CHIPS, RatioPrediction, case_cluster, error_with,
                                         h100_exposed_share, predicted_compile_gain)
@@ -404,6 +404,9 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
         lines += [f"| {name} | {published:.3f}× | {predicted:.3f}× | {predicted / published - 1:+.1%} |"
                   for name, published, predicted in speedups]
     figures = GapFigures(predictions)
+    bridge_405b = [p for p in h100 if p.case.name in BRIDGE_405B and p.error is not None]
+    if bridge_405b:
+        lines += ["", render(BRIDGE_405B_NOTE, figures) + "."]
     mlperf = [p for p in h100 if p.case.name.startswith("mlperf31-") and p.error is not None]
     if mlperf:
         large = [p for p in mlperf if p.case.n_devices >= 8000]
@@ -476,15 +479,6 @@ STACK_GAPS: dict[str, str] = {
         "(hidden 4096, the profile's own releases) to {bridge_llama3_8b_errors}; NeMo 24.03's release stays "
         "~×{nemo_over_bridge} slower than that: docs/fidelity.md, 'Long context with context parallelism' and "
         "'Per-token kernels at hidden 4096'") for k, c in ((128, 4), (256, 8), (512, 16), (1024, 32))},
-    "bridge2511-llama3-405b-fp8-1024": (
-        "Llama 3.1 405B, TP 8 and CP 2 (the CP ring across nodes): with sequence parallelism's norms, residual adds and "
-        "FP8 casts priced on s/t tokens (issue 28) the profile, exact on its TP-4 70B calibration, runs this plan's "
-        "three releases {bridge_405b_errors} fast (+6.0 % to +11.5 % on 2026-12-05 before that change, when those kernels were over-priced 8× here "
-        "against 4× in the calibration, which hid it); this release, the slowest of the three, is past ±15 %. What "
-        "the plan loses beyond the model is not isolated; priced with its TP collectives exposed (and the 70B refitted "
-        "so) the three come out {bridge_405b_tp_exposed}, so Transformer Engine's userbuffers overlap at TP 8 hiding "
-        "less than modelled is one candidate, the CP path's per-step softmax corrections another: docs/fidelity.md, 'Per-token kernels "
-        "at hidden 4096'"),
 }
 """Held-out cases of a stack profile outside ±15 % and the reason found (tests/test_validation_fsdp.py holds them as
 strict xfails): templates, as :data:`TREND_GAPS`."""
@@ -587,6 +581,17 @@ MOE_GAPS = {
 """MoE cases outside ±15 % and the physical reason found (tests/test_validation_moe.py holds them as strict xfails):
 templates, as :data:`TREND_GAPS`."""
 
+BRIDGE_405B_NOTE = (
+    "Megatron-Bridge's Llama 3.1 405B rows (TP 8, CP 2, the CP ring across nodes) run {bridge_405b_errors} fast, "
+    "within ±15 % since each microbatch's weight-gradient accumulation into the bf16 main gradients is priced "
+    "(`Stack.main_grad_accumulation_bytes`; +12.5 % to +18.3 % before, the 25.11 release a known gap); the profile is "
+    "exact on its TP-4 70B calibration. What the plan still loses is not isolated: priced with its TP collectives "
+    "exposed (and the 70B refitted so) the three come out {bridge_405b_tp_exposed}, so Transformer Engine's "
+    "userbuffers overlap at TP 8 hiding less than modelled is one candidate, the CP path's per-step softmax "
+    "corrections another: docs/fidelity.md, 'Per-token kernels at hidden 4096' and 'Weight-gradient accumulation'"
+)
+
+
 MLPERF_NOTE = (
     "the runs at 8,192 and 10,240 GPUs keep the plan and the gradient bytes per GPU and halve the microbatches per "
     "replica (16 → 8), so their two step times split into a time per microbatch and a part that does not shrink with "
@@ -598,7 +603,7 @@ MLPERF_NOTE = (
     "runs lose: the profile, Megatron-LM 2021-22's, all-reduces the gradients after the flush ({mlperf_allreduce_s} s "
     "exposed at 10,240 GPUs), while the run's distributed Adam overlaps its reduce-scatter and all-gather with the "
     "backward and forward passes (`overlap_grad_sync`, `overlap_param_sync`); `megatron-core`'s overlap hides nearly "
-    "all of it, and its time per microbatch is {mlperf_core_per_microbatch} from the published one (its FP8 GEMM share: docs/fidelity.md, 'One H100 profile?'). "
+    "all of it, and its time per microbatch is {mlperf_core_per_microbatch} from the published one (docs/fidelity.md, 'One H100 profile?' and 'Weight-gradient accumulation'). "
     "What the published part per step holds beyond the bubble is neither profile's: not isolated here"
 )
 

@@ -453,6 +453,11 @@ class Stack:
     combine keeps no expert output for their gradient: the stash loses the experts' down-projection outputs the traced
     combine keeps (:func:`~phaze_env.workloads.model.combine_weighting_saved`; the multiply's own time, on the
     activation instead of the output, is not re-priced). A dense model has no router: the field leaves it as it is.
+    And so is ``main_grad_accumulation_bytes``: the HBM bytes per weight that each microbatch's backward pass spends
+    accumulating the weight gradients into the main-gradient buffer the optimizer reads (Megatron-Core's
+    ``gradient_accumulation_fusion``: Transformer Engine's weight-gradient GEMM reads and writes the ``main_grad``
+    buffer, ``fuse_wgrad_accumulation``), priced in series with the layer's backward pass at the chip's achieved HBM
+    bandwidth (:func:`phaze_env.evaluate.main_grad_accumulation_s`); 0 (the default): not priced.
     :mod:`phaze_env.stacks` sets them per named stack and chip.
     """
 
@@ -479,9 +484,15 @@ class Stack:
     folded_experts: bool = False
     recompute_moe: bool = False
     moe_probs_in_activation: bool = False
+    main_grad_accumulation_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         check_host_op_s(self.host_op_s)
+        if (isinstance(self.main_grad_accumulation_bytes, bool) or not isinstance(self.main_grad_accumulation_bytes,
+                                                                                    (int, float))
+                or not 0 <= self.main_grad_accumulation_bytes < math.inf):
+            raise ValueError("cluster main_grad_accumulation_bytes must be a finite number of bytes per weight >= 0 "
+                             f"(0: not priced), got {self.main_grad_accumulation_bytes!r}")
         if not isinstance(self.gemm_wave_sms, int) or isinstance(self.gemm_wave_sms, bool) or self.gemm_wave_sms < 0:
             raise ValueError(f"cluster gemm_wave_sms must be a non-negative integer (0: wave quantisation not priced), "
                              f"got {self.gemm_wave_sms!r}")
@@ -565,6 +576,8 @@ class Stack:
         software += "; experts folded over the t·c·d ranks (expert tensor parallelism 1)" if self.folded_experts else ""
         software += "; MoE blocks recomputed in the backward pass" if self.recompute_moe else ""
         software += "; routing weights applied in the experts' activation" if self.moe_probs_in_activation else ""
+        software += (f"; weight gradients accumulated per microbatch ({self.main_grad_accumulation_bytes:g} B per weight)"
+                     if self.main_grad_accumulation_bytes else "")
         software += "; expert tokens sent once per node (hierarchical dispatch)" if self.moe_dispatch == "hierarchical" else ""
         software += f", to at most {self.moe_node_limit} nodes" if self.moe_node_limit else ""
         software += ("; expert all-to-all overlapped with compute" + (f" ({self.moe_comm_sm_share:.0%} of the SMs on it)"

@@ -411,7 +411,7 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
         attends = any(dropout_s) and any(map(is_attention_core, layer.fwd.ops))
         dropout_fwd_s, dropout_bwd_s = dropout_s if attends else (0.0, 0.0)
         fwd_s = timing.fwd_s + kernel_fwd_s + dropout_fwd_s
-        bwd_s = timing.bwd_s + kernel_bwd_s + dropout_bwd_s
+        bwd_s = timing.bwd_s + kernel_bwd_s + dropout_bwd_s + main_grad_accumulation_s(layer, e, cluster, streaming_Bps)
         if alltoall_s and cluster.stack.moe_alltoall_overlap:  # the layer computes on what the communication leaves it
             fwd_s, bwd_s = (part / (1.0 - cluster.stack.moe_comm_sm_share) for part in (fwd_s, bwd_s))
         exposed_s = exposed_alltoall_s(alltoall_s, fwd_s + bwd_s, cluster.stack.moe_alltoall_overlap) if e > 1 else 0.0
@@ -435,6 +435,18 @@ def _layer_chain(graph, timings: dict[str, LayerTiming], cluster: Cluster | None
                           transformer_layers=float(split_rules.split_layers(layer)))
         chain.extend([entry] * layer.repeat)
     return chain
+
+
+def main_grad_accumulation_s(layer: Layer, expert_parallel: int, cluster: Cluster | None, streaming_Bps: float) -> float:
+    """What one microbatch's backward pass of ``layer`` spends accumulating its weight gradients into the main-gradient
+    buffer (``Stack.main_grad_accumulation_bytes`` per weight the device holds: the layer's dense weights and ``1/e``
+    of its routed experts'), at ``streaming_Bps`` (the chip's achieved HBM bandwidth times the framework efficiency,
+    as every memory-bound kernel here). 0 for a stack that does not price it or a layer without weights."""
+    per_weight = cluster.stack.main_grad_accumulation_bytes if cluster is not None else 0.0
+    if not per_weight or not layer.param_bytes:
+        return 0.0
+    held = layer.param_bytes - layer.expert_param_bytes + layer.expert_param_bytes / expert_parallel
+    return per_weight * layer.params * held / layer.param_bytes / streaming_Bps
 
 
 def _host_bound(layer: Layer, fwd_s: float, bwd_s: float, stack) -> tuple[float, float]:

@@ -44,16 +44,18 @@ def test_ring_hops_hide_behind_their_blocks_as_the_evaluator_prices_them(spec):
 
 def test_one_factor_explains_the_table_from_4k_to_1m_on_the_device():
     """The finding, on the device alone (the host never limiting): the framework efficiency fitted to the 4K row alone
-    (no CP, scores 14 % of the count) and to the 1M row alone (CP 32, scores 98 %) agree within 8 %: the gap does not
-    grow with the attention share or CP degree, while the FlashAttention-2 rate, which only slows attention, leaves them
-    30 points apart. With the host priced, the 4K row's short layers are host-bound (its error falls by more than 10
+    (no CP, scores 14 % of the count) and to the 1M row alone (CP 32, scores 98 %) agree within 15 % (within 8 % before
+    the weight-gradient accumulation per microbatch, Stack.main_grad_accumulation_bytes, which costs the 4K row's short
+    microbatches the most and so raises its factor): the gap does not grow with the attention share or CP degree,
+    while the FlashAttention-2 rate, which only slows attention, leaves their errors over 20 points apart (30 before
+    the accumulation). With the host priced, the 4K row's short layers are host-bound (its error falls by more than 10
     points) and the 1M row's long layers are not (unchanged)."""
     short, long = (row(table_case(*NEMO_TABLE[i]), host_op_s=0.0) for i in (0, -1))
     assert short.score_share < 0.15 and long.score_share > 0.95
-    assert long.fitted_efficiency == pytest.approx(short.fitted_efficiency, rel=0.08)
-    assert short.fa2_error - long.fa2_error > 0.25
+    assert long.fitted_efficiency == pytest.approx(short.fitted_efficiency, rel=0.15)
+    assert short.fa2_error - long.fa2_error > 0.20
     assert short.error > 0.20 and long.error > 0.20  # the profile over-predicts both alike (> 0.30 before issue 28's SP refit)
-    assert short.causal_count_error - long.causal_count_error > 0.45  # a causal count would tilt the table by ~50 points
+    assert short.causal_count_error - long.causal_count_error > 0.40  # a causal count would tilt the table by ~45 points
     hosted_short, hosted_long = (row(table_case(*NEMO_TABLE[i]), fit=False) for i in (0, -1))
     assert short.error - hosted_short.error > 0.10
     assert hosted_long.error == pytest.approx(long.error, abs=1e-3)

@@ -18,7 +18,8 @@ from phaze_env.hardware import TPUV4, get_preset
 from phaze_env.hardware.system import SystemBudget, reference_point
 from phaze_env.objective import make_objective
 from phaze_env.stacks import (DEFAULT_SYSTEM_STACK, STACKS, SYSTEM_DP_COMM_OVERLAP, SYSTEM_HOST_OP_S,
-                              SYSTEM_SEQUENCE_PARALLEL_KERNELS, SYSTEM_STACKS, UnfittedChipError,
+                              SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES, SYSTEM_SEQUENCE_PARALLEL_KERNELS, SYSTEM_STACKS,
+                              UnfittedChipError,
                               UnknownStackError, get_system_stack)
 from search import cli
 from tests.test_system_space import TRAINING, WIDTHS, small_space
@@ -116,15 +117,18 @@ def test_the_stack_plan_drops_full_recompute_only_when_the_recompute_knob_is_off
     assert STACK.plan_spec().interleave is None and STACK.plan_spec().zero == 1
     moe = small_space().stack_plan(workload="mixtral-8x7b")
     assert moe.e is None and small_space().stack_plan(workload=TINY).e == 1
-    # the system stack's structure is the megatron-core profile's but for its plan rules and the host's issue time
-    # (SYSTEM_HOST_OP_S, fitted on the validation profile only); the data-parallel overlap on, as the profile's
-    # (SYSTEM_DP_COMM_OVERLAP); its efficiencies are its own (the system basis)
+    # the system stack's structure is the megatron-core profile's but for its plan rules, the host's issue time
+    # (SYSTEM_HOST_OP_S, fitted on the validation profile only) and the weight-gradient accumulation
+    # (SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES: its fits and table were made without it); the data-parallel overlap on, as
+    # the profile's (SYSTEM_DP_COMM_OVERLAP); its efficiencies are its own (the system basis)
     core = STACKS["megatron-core"]
     assert STACK.structure.dp_comm_overlap == SYSTEM_DP_COMM_OVERLAP == core.dp_comm_overlap
     assert STACK.structure.sequence_parallel_kernels == SYSTEM_SEQUENCE_PARALLEL_KERNELS
     assert STACK.structure.host_op_s == SYSTEM_HOST_OP_S == 0
+    assert STACK.structure.main_grad_accumulation_bytes == SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES == 0
     assert dataclasses.replace(STACK.structure, plan_rules=core.plan_rules, dp_comm_overlap=core.dp_comm_overlap,
-                               sequence_parallel_kernels=core.sequence_parallel_kernels, host_op_s=core.host_op_s) == core
+                               sequence_parallel_kernels=core.sequence_parallel_kernels, host_op_s=core.host_op_s,
+                               main_grad_accumulation_bytes=core.main_grad_accumulation_bytes) == core
     assert STACK.structure.plan_rules == dataclasses.replace(core.plan_rules, whole_microbatches=False)
 
 

@@ -15,10 +15,11 @@ from experiments import gap_figures, validation_report
 from experiments.gap_figures import FIGURES, GapFigures, percent_range, percent_span, render, signed_percent
 from experiments.validation_cases import RATIO_CASES, get_case
 from experiments.validation_fit import Prediction, RATIO_CHIPS, RatioPrediction, published_time_s
-from experiments.validation_report import (MLPERF_NOTE, MOE_GAPS, MOE_NOTES, STACK_GAPS, TREND_GAPS, h100_section,
-                                          moe_section, ratio_section)
+from experiments.validation_report import (BRIDGE_405B_NOTE, MLPERF_NOTE, MOE_GAPS, MOE_NOTES, STACK_GAPS, TREND_GAPS,
+                                          h100_section, moe_section, ratio_section)
 
-TEMPLATES = [*TREND_GAPS.values(), *STACK_GAPS.values(), *MOE_GAPS.values(), *MOE_NOTES.values(), MLPERF_NOTE]
+TEMPLATES = [*TREND_GAPS.values(), *STACK_GAPS.values(), *MOE_GAPS.values(), *MOE_NOTES.values(), MLPERF_NOTE,
+             BRIDGE_405B_NOTE]
 
 
 def fields(template: str) -> set[str]:
@@ -82,7 +83,7 @@ def test_the_h100_gaps_quote_the_tables_errors(from_predictions_only):
                            "llama3_paper_cp_share", "llama3_paper_cp_convention"})
     text = "\n".join(h100_section([fabricated(name, error) for name, error in H100_ERRORS.items()]))
     assert "| bridge2511-llama3-405b-fp8-1024 | held-out | 292 | 380 | +30.0% |" in text  # the table row
-    assert "runs this plan's three releases +20.0 % to +30.0 % fast" in text
+    assert "(TP 8, CP 2, the CP ring across nodes) run +20.0 % to +30.0 % fast" in text
     assert "took these rows from +43–49 % (on 2026-12-05, before that change) to +52–61 %" in text
     # 8K rows: +40 % and +50 % counted in full; with the scores (~9 % of the count at 8K) counted causal, ~4 pt less
     least = re.search(r"the 8K rows come out more than (\d+) % fast", text)
