@@ -37,9 +37,10 @@ def test_the_fp8_speed_up_is_the_published_one_moved_by_both_errors():
     assert fp8_speedups([Row(fp8, 0.0, 0.2)]) == []  # no bf16 twin: no pair
 
 
-def test_an_unknown_case_is_one_clear_line(capsys):
+@pytest.mark.parametrize("option", ["--structures", "--calibrate"])
+def test_an_unknown_case_is_one_clear_line(option, capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["--structures", "no-such-case"])
+        main([option, "no-such-case"])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no-such-case" in err
@@ -71,11 +72,3 @@ def test_fitting_the_modern_profile_to_another_run_predicts_that_run_exactly():
     assert 0.05 < efficiency < 1.0 and abs(errors[bf16.name]) < 1e-3
     # FP8 runs the blocks' GEMMs faster and nothing else: at the same efficiency its error is the larger
     assert errors["dgxc-gpt3-175b-fp8-128"] > errors[bf16.name]
-
-
-def test_an_unknown_calibration_case_is_one_clear_line(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(["--calibrate", "no-such-run"])
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no-such-run" in err
