@@ -249,8 +249,8 @@ NVIDIA's MLPerf v3.1 GPT-3 submission; ``gpt3_175b_hydra.yaml`` of NVIDIA/dgxc-b
 
 Priced in series with the backward pass, at the chip's achieved HBM bandwidth: an upper bound. The accumulation is
 the weight-gradient GEMM's epilogue, each output tile's ``main_grad`` read and written after its K loop, and the K of
-a weight gradient is the microbatch's tokens: at 2,048 tokens a 128 × 256 FP8 tile's 128 KB of bf16 accumulator,
-at a 132nd of the H100's 3.35 TB/s, takes about 5 µs against the 11 µs of its 134 MFLOP at a 132nd of the FP8
+a weight gradient is the microbatch's tokens: at 2,048 tokens a 128 × 256 FP8 tile reads and writes 128 KB of bf16
+accumulator, at a 132nd of the H100's 3.35 TB/s about 5 µs, against the 11 µs of its 134 MFLOP at a 132nd of the FP8
 MAMF (about half as long), at 8,192 tokens an eighth; a kernel that overlaps one tile's epilogue with the next tile's
 main loop hides part of it, which is then in the fitted efficiency. Tested against held-out runs, not fitted: the
 profile refitted on its own calibration run (0.7833 → 0.8063) predicts the FP8-over-bf16 speed-up of NeMo's GPT-3
