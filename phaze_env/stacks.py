@@ -727,14 +727,12 @@ rule a system of, e.g., 700 chips could use only 512 of them (``d`` a power of t
 by their powers of two; with padding it uses them all and pays for the uneven split in idle slots. *Assumption* of the
 system table, the same for every design and reference; the rival runs (``experiments.rival_runs``) divide their batch."""
 
-MEGATRON_CORE_SYSTEM_H100_EFFICIENCY = 0.856
+MEGATRON_CORE_SYSTEM_H100_EFFICIENCY = 0.7945
 """Megatron-Core's framework efficiency on H100 *through the system table's path* (the h100 chip at
 SYSTEM_GEMM_EFFICIENCY in the dgx-h100 reference cluster), fitted to NVIDIA's DGX Cloud GPT-3 175B bf16 run on 512
 H100 (``dgxc-gpt3-175b-bf16-512``, its plan pinned, under this stack's structure: TP communication overlapped with its
 GEMMs, sequence parallelism's norms and residual adds on ``s/t`` tokens, the data-parallel collectives overlapped with
-the passes, :data:`SYSTEM_DP_COMM_OVERLAP`, each microbatch's weight-gradient accumulation,
-:data:`SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES`): ``python -m experiments.rival_runs --fit`` gives 0.8562 (0.7945 before
-the accumulation, which is 6.8 % of that run's bf16 step at 2,048 tokens per microbatch; 0.8230 before
+the passes, :data:`SYSTEM_DP_COMM_OVERLAP`): ``python -m experiments.rival_runs --fit`` gives 0.7945 (0.8230 before
 the data-parallel overlap hid part of that run's gradient reduce-scatter and weight all-gather; 0.8505 before the stack
 ran SP's kernels on ``s/t`` tokens, :data:`SYSTEM_SEQUENCE_PARALLEL_KERNELS`: the same run priced with less exposed
 work needs a lower factor). Held out: the recipe's other four bf16 scales and its five FP8 runs
@@ -742,12 +740,11 @@ work needs a lower factor). Held out: the recipe's other four bf16 scales and it
 without the overlaps on the h100 preset) for two reasons: the table's H100 runs its GEMMs at SYSTEM_GEMM_EFFICIENCY
 (0.859), not its own measured 0.801, and the overlaps hide TP and DP time the validation's profile charges in full — the
 same run, on a faster chip model with less exposed communication, needs a lower factor."""
-MEGATRON_CORE_SYSTEM_A100_EFFICIENCY = 0.735
+MEGATRON_CORE_SYSTEM_A100_EFFICIENCY = 0.712
 """Megatron-LM's efficiency on A100 through the system table's path (dgx-a100 reference cluster), fitted to
 Korthikanti et al. 2022 Table 5, GPT 175B with full recompute on 64 A100 (``korthikanti22-175b-full``); held out: its
 selective-recompute row and Narayanan et al. 2021 Table 2's 175B rows on 384, 768 and 1,536 A100 (153, 149 and 141
-TFLOP/s per GPU, i.e. 45–49 % of the bf16 peak). The fit (``python -m experiments.rival_runs --fit``), 0.7350 with each
-microbatch's weight-gradient accumulation (:data:`SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES`; 0.7124 before it, 0.7172
+TFLOP/s per GPU, i.e. 45–49 % of the bf16 peak). The fit (``python -m experiments.rival_runs --fit``), 0.7124 — 0.7172
 before full recompute stopped rerunning the LM head, which Megatron-Core's checkpoint does not wrap — is below the validation's
 :data:`~phaze_env.cluster.MEGATRON_A100_EFFICIENCY` (0.807; the same chip model and cluster) because this stack overlaps
 its TP communication with the GEMMs, which the 2022 code did not: the factor absorbs it (it is this stack's figure on
@@ -800,15 +797,13 @@ profile ``STACKS["megatron-core"]`` has :data:`MEGATRON_CORE_HOST_OP_S`): its fi
 knob of the space. A known limitation, the same for every design and reference: a fast searched chip running a
 fine-grained MoE model would be held back by the host, which the table does not charge."""
 
-SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES = MEGATRON_CORE_MAIN_GRAD_BYTES
-"""Bytes per weight the system space's megatron-core stack moves per microbatch to accumulate the weight gradients
-(``Stack.main_grad_accumulation_bytes``, as the validation profile ``STACKS["megatron-core"]`` does since issue 28):
-on, for every design and every reference alike; it costs a chip in proportion to its HBM bandwidth against its
-compute, and a plan in proportion to its microbatches (the search may take larger ones to amortise it). The system
-fits were redone with it (``python -m experiments.rival_runs --fit``, 2026-12-07): A100 0.7124 -> 0.7350, H100 0.7945
--> 0.8562, TPU v4 unchanged (0.9462: its calibration run is priced under the jax-xla structure, which does not
-accumulate); the rivals' held-out runs then land within 5.9 %, mean 2.6 % (within 9.7 %, mean 4.1 % before:
-docs/rival_runs.md), and the system table's rows were searched again."""
+SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES = 0.0
+"""The system space's megatron-core stack prices no per-microbatch weight-gradient accumulation
+(``Stack.main_grad_accumulation_bytes`` 0, where the validation profile ``STACKS["megatron-core"]`` has
+:data:`MEGATRON_CORE_MAIN_GRAD_BYTES`): its fits (``python -m experiments.rival_runs --fit``) and the system table's
+searches were made without it. A known limitation, the same for every design and reference: the accumulation costs a
+chip in proportion to its HBM bandwidth against its compute, so a design with little bandwidth per FLOP is flattered
+most; turning it on means refitting the system fits and searching the table again."""
 
 SYSTEM_STACKS: dict[str, SystemStack] = {
     stack.name: stack
