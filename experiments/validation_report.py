@@ -273,6 +273,7 @@ def markdown(predictions: list[Prediction], sensitivity: list[list[TrendPoint]] 
                          f"{statistics.mean(layers):.2f}), error {p.error:+.1%}")
     lines += calculon_reference.section({p.case.name: p.error for p in every if p.error is not None})
     lines += fsdp_section(every) + tpu_section(every) + h100_section(every) + moe_section(every) + ratio_section(ratios)
+    lines += frontier_section(every)
     lines.append("")
     return "\n".join(lines)
 
@@ -647,6 +648,29 @@ MOE_NOTES = {
 }
 """Held-out MoE cases within the tolerance whose agreement has a cause to state (prose templates, as
 :data:`MOE_GAPS`)."""
+
+
+FRONTIER_DEVICES = 8000
+"""The scale issue 28 asks of "runs at frontier scale": 8,000 devices or more."""
+
+
+def frontier_section(predictions: list[Prediction]) -> list[str]:
+    """Every predicted held-out run on :data:`FRONTIER_DEVICES` devices or more, largest first, with its error: the
+    frontier-scale runs of the sections above in one place."""
+    large = sorted((p for p in predictions if p.case.n_devices >= FRONTIER_DEVICES and p.error is not None
+                    and p.kind == "held-out"), key=lambda p: (-p.case.n_devices, p.case.name))
+    if not large:
+        return []
+    within = [p for p in large if abs(p.error) <= TOLERANCE]
+    worst = max(large, key=lambda p: abs(p.error))
+    lines = ["", f"## Runs on {FRONTIER_DEVICES:,} devices or more", "",
+             f"Every held-out run above at frontier scale: {len(large)} runs, {len(within)} within ±{TOLERANCE:.0%}, "
+             f"mean absolute error {statistics.mean(abs(p.error) for p in large):.1%}; the worst, {worst.case.name} "
+             f"({worst.error:+.1%}), is explained where its section lists it.", "",
+             "| case | devices | stack | published | predicted | error | plan |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {p.case.name} | {p.case.n_devices:,} | {p.case.stack} | {p.case.published:.4g} | {p.predicted:.4g} | "
+              f"{p.error:+.1%} | `{p.plan}` |" for p in large]
+    return lines
 
 
 def moe_section(predictions: list[Prediction]) -> list[str]:

@@ -156,3 +156,15 @@ def test_every_figure_is_computable_with_the_current_model():
     values = {name: figures[name] for name in FIGURES}
     assert not [name for name, value in values.items() if value.startswith("[not computable")], values
     assert all(re.fullmatch(r"[−+~×\d.,%– tofpbs ]+", value) for value in values.values()), values
+
+
+def test_the_frontier_section_lists_every_held_out_run_at_8000_devices_or_more():
+    from experiments.validation_report import frontier_section
+    errors = {"mlperf31-gpt3-175b-fp8-8192": -0.05, "mlperf31-gpt3-175b-fp8-10752": -0.12,
+              "llama3-405b-paper-16384": 0.2, "mlperf31-gpt3-175b-fp8-4096": -0.3}  # the last below 8,000: left out
+    text = "\n".join(frontier_section([fabricated(name, error) for name, error in errors.items()]))
+    assert "3 runs, 2 within ±15%, mean absolute error 12.3%" in text
+    assert "the worst, llama3-405b-paper-16384 (+20.0%)" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "devices" not in line]
+    assert [row.split(" | ")[1] for row in rows] == ["16,384", "10,752", "8,192"]  # largest first, 4,096 left out
+    assert frontier_section([fabricated("mlperf31-gpt3-175b-fp8-4096", 0.0)]) == []
