@@ -309,7 +309,7 @@ EVERY_KNOB_STACK = Stack(framework_efficiency=0.8, interleaved_schedule=False, p
                          moe_dispatch="hierarchical", moe_node_limit=4, moe_alltoall_overlap=True, moe_comm_sm_share=0.1,
                          dp_comm_overlap=True, attention_dropout_kernel=True, sequence_parallel_kernels=True,
                          host_op_s=50e-6, gemm_wave_sms=108, folded_experts=True, recompute_moe=True,
-                         moe_probs_in_activation=True)
+                         moe_probs_in_activation=True, main_grad_accumulation_bytes=4.0)
 """A stack with every field away from its default, so a cluster built from it that drops or resets any field shows
 (but the DualPipe fields, which exclude its interleaving and data-parallel overlap: :data:`DUALPIPE_KNOB_STACK`)."""
 
