@@ -203,6 +203,18 @@ def _mlperf_split(figures: GapFigures, stack: str | None) -> tuple[float, float]
     return per_microbatch, fixed
 
 
+MLPERF30 = ("mlperf30-gpt3-175b-fp8-512", "mlperf30-gpt3-175b-fp8-768", "mlperf30-coreweave-gpt3-175b-fp8-768",
+            "mlperf30-coreweave-gpt3-175b-fp8-1536", "mlperf30-coreweave-gpt3-175b-fp8-3584")
+MLPERF_RELEASES_768 = ("mlperf30-gpt3-175b-fp8-768", "mlperf31-gpt3-175b-fp8-768")
+"""The same plan, batch and scale on NVIDIA's DGX H100 in both rounds: the software release's own speed-up."""
+
+
+def _mlperf_release_ratio() -> str:
+    """v3.0's published step over v3.1's at 768 GPUs (the same plan and batch)."""
+    older, newer = (published_time_s(get_case(name)) for name in MLPERF_RELEASES_768)
+    return f"{older / newer:.3f}"
+
+
 def _mlperf_per_microbatch_error(figures: GapFigures, stack: str) -> str:
     """The model's time per microbatch on ``stack`` against the published one (a signed percentage)."""
     return signed_percent(_mlperf_split(figures, stack)[0] / _mlperf_split(figures, None)[0] - 1, 1)
@@ -344,6 +356,8 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "mlperf_core_ms": lambda f: f"{1000 * _mlperf_split(f, 'megatron-core')[0]:.1f}",
     "mlperf_core_fixed_s": lambda f: f"{_mlperf_split(f, 'megatron-core')[1]:.2f}",
     "mlperf_allreduce_s": lambda f: f"{_breakdown_s(MLPERF_PAIR[1], 'dp_allreduce'):.2f}",
+    "mlperf30_errors": lambda f: percent_span(f.error(n) for n in MLPERF30),
+    "mlperf_release_ratio": lambda f: _mlperf_release_ratio(),
     "mlperf_model_per_microbatch": lambda f: _mlperf_per_microbatch_error(f, get_case(MLPERF_PAIR[0]).stack),
     "mlperf_core_per_microbatch": lambda f: _mlperf_per_microbatch_error(f, "megatron-core"),
     # MT-NLG

@@ -1,13 +1,13 @@
-"""The per-step training time of NVIDIA's MLPerf Training v3.1 GPT-3 175B submissions, read from their own logs
-(``python -m experiments.mlperf_logs /path/to/training_results_v3.1``).
+"""The per-step training time of the MLPerf Training GPT-3 175B submissions, read from their own logs
+(``python -m experiments.mlperf_logs /path/to/training_results_v3.1``; v3.0's alike).
 
 MLPerf's logs are lines ``:::MLLOG {json}``; NVIDIA's NeMo submission logs one ``tracked_stats`` entry per training
 step whose value holds ``train_step_timing`` (seconds), and once the ``global_batch_size`` and the
 ``gradient_accumulation_steps`` (microbatches per data-parallel replica) it ran with. The validation cases
-(:data:`experiments.validation_cases.MLPERF31_GPT3`) quote, per scale, the median of every logged step of the three
+(:data:`experiments.validation_cases.MLPERF_GPT3`) quote, per scale, the median of every logged step of the three
 runs (``result_0..2.txt``). This module recomputes those medians, for every submitter, from a local clone of
-``mlcommons/training_results_v3.1`` (a working tree, or a bare repository with ``--rev``), so a reader can check the
-figures the cases carry; nothing at run time reads the logs (no network, no clone needed).
+``mlcommons/training_results_v3.1`` or ``_v3.0`` (a working tree, or a bare repository with ``--rev``), so a reader
+can check the figures the cases carry; nothing at run time reads the logs (no network, no clone needed).
 """
 
 from __future__ import annotations

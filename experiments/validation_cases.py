@@ -102,6 +102,8 @@ class ValidationCase:
     # (published for the run: Megatron-Core's account-for-embedding/loss split, FSDP's sharded gradients), as pairs
     stack_knobs: tuple[tuple[str, object], ...] = ()  # structural Stack fields the run set otherwise than its profile
     # (published for the run: Megatron-Core's --recompute-modules layernorm), as pairs; never a fitted field
+    campaign: str = ""  # the measurement campaign (one submission round and submitter, one table): a scaling series
+    # is never drawn across two ("" : the runs' publication tells them apart by plan and batch alone)
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE_MODES:
@@ -614,7 +616,8 @@ def _dgxc_gpt3(number_format: str, gpus: int, step_s: float) -> ValidationCase:
 
 
 # NVIDIA's MLPerf Training v3.1 GPT-3 175B submissions (NeMo 23.09 on Eos, DGX H100 with 400 Gb/s InfiniBand per GPU,
-# and Azure's with NVIDIA on 1,344 ND H100 v5 VMs, the same node, configs and software):
+# and Azure's with NVIDIA on 1,344 ND H100 v5 VMs, the same node, configs and software), and v3.0's (NeMo 23.04: NVIDIA
+# on DGX H100 at 512 and 768 GPUs, CoreWeave's HGX H100 at 768 to 3,584, the same plan through run_and_time.sh):
 # the per-step training time is in the submission's own logs (``tracked_stats`` ``train_step_timing``, one entry per
 # step, three runs per scale), the plan in its configs: TP 4, PP 8, VP 12 (conf/custom.yaml's
 # ``virtual_pipeline_model_parallel_size`` default), microbatch 1, sequence 2048, sequence parallelism, no activation
@@ -625,34 +628,50 @@ def _dgxc_gpt3(number_format: str, gpus: int, step_s: float) -> ValidationCase:
 # figure is the median of every logged step of the three runs (``python -m experiments.mlperf_logs`` recomputes it from a
 # clone of the repository). The model is NeMo's GPT-3 175B (``nemo-gpt3-175b``): the benchmark's C4 SentencePiece
 # vocabulary is GPT-3's 50,257 tokens (MLPerf's reference reads its evaluation ids as a 50,257-token pass-through
-# vocabulary), padded by NeMo to the same 50,688. Left out: NVIDIA's 512-GPU submission (eos_n64), whose logged batch
+# vocabulary), padded by NeMo to the same 50,688. Left out: v3.1's 512-GPU submission (eos_n64), whose logged batch
 # (2048) is not the one its config in the repository gives (MINIBS 192: 3072), so its plan is not the published one.
-MLPERF31_GPT3 = ("mlcommons/training_results_v3.1 (commit d06288b2bd675a9d88e0e6181f5bb5626b71ec19) {submitter}/results/"
-                 "{directory}/gpt3/result_0..2.txt ({system}): GBS {batch} (logged), {ga} microbatches per "
-                 "replica (logged gradient_accumulation_steps), median train_step_timing {step:g} s over the three runs' "
-                 "{steps} logged steps; plan from {submitter}/benchmarks/gpt3/implementations/pytorch/config_DGXH100_"
-                 "{nodes}x8x{minibs}x4x8_mbs1.sh, config_common.sh, config_fp8.sh, conf/custom.yaml and "
-                 "conf/optim/distributed_fused_adam.yaml (TP 4, PP 8, VP 12, MBS 1, sequence 2048, sequence parallel, "
-                 "no activation checkpointing, FP8 hybrid, TP comm overlap, distributed Adam with overlapped bf16 "
-                 "gradient sync)")
+MLPERF_GPT3 = ("mlcommons/training_results_{round} (commit {commit}) {submitter}/results/"
+               "{directory}/gpt3/result_0..2.txt ({system}): GBS {batch} (logged), {ga} microbatches per "
+               "replica (logged gradient_accumulation_steps), median train_step_timing {step:g} s over the three runs' "
+               "{steps} logged steps; plan from {submitter}/benchmarks/gpt3/implementations/pytorch/config_DGXH100_"
+               "{nodes}x8x{minibs}x4x8_mbs1.sh, config_common.sh, config_fp8.sh, {plan_files} (TP 4, PP 8, VP 12, "
+               "MBS 1, sequence 2048, sequence parallel, no activation checkpointing, FP8 hybrid, TP comm overlap, "
+               "distributed Adam with overlapped bf16 gradient sync)")
+"""Where each MLPerf GPT-3 case comes from (:func:`_mlperf_gpt3`)."""
 
+MLPERF_ROUNDS = {
+    "v3.1": ("d06288b2bd675a9d88e0e6181f5bb5626b71ec19",
+             "conf/custom.yaml and conf/optim/distributed_fused_adam.yaml"),
+    "v3.0": ("63e326c400f5d8bb8c6070a9ab08332d4931152e",
+             "config_tp_h100.sh, run_and_time.sh (the environment as hydra overrides: INTERLEAVED_PIPELINE 12, "
+             "ACT_CKPT_GRANULARITY null, SEQ_PARALLEL True, TP_COMM_OVERLAP True, FP8 True) and "
+             "conf/megatron_gpt_config.yaml's distributed_fused_adam"),
+}
+"""Each round's repository commit and the files beyond the per-scale config that fix the plan."""
 
-MLPERF31_SYSTEMS = {"NVIDIA": "NVIDIA Eos, DGX H100: 8 H100 SXM on NVLink 4, 8 × 400 Gb/s InfiniBand NDR per node",
-                    "Azure+NVIDIA": "Azure ND H100 v5: 8 H100 SXM on NVLink 4, 8 × 400 Gb/s InfiniBand NDR per VM"}
+MLPERF_SYSTEMS = {
+    "NVIDIA": "DGX H100: 8 H100 SXM on NVLink 4, 8 × 400 Gb/s InfiniBand NDR per node (Eos in v3.1)",
+    "Azure+NVIDIA": "Azure ND H100 v5: 8 H100 SXM on NVLink 4, 8 × 400 Gb/s InfiniBand NDR per VM",
+    "NVIDIA_CoreWeave": "CoreWeave HGX H100: 8 H100 SXM on NVLink 4 and NVSwitch, 8 × 400 Gb/s InfiniBand NDR per node",
+}
 """The submitters' systems (their ``systems/*.json``): the same node, the dgx-h100 preset's."""
 
 
-def _mlperf31_gpt3(submitter: str, directory: str, nodes: int, batch: int, step_s: float, steps: int,
-                   tag: str = "") -> ValidationCase:
+def _mlperf_gpt3(round_: str, submitter: str, directory: str, nodes: int, batch: int, step_s: float, steps: int,
+                 tag: str = "") -> ValidationCase:
+    """One scale of an MLPerf Training GPT-3 175B submission (:data:`MLPERF_GPT3`): ``round_`` ``"v3.0"`` or
+    ``"v3.1"``, ``tag`` told in the name when another submitter ran the same round's configs."""
     gpus, data = 8 * nodes, nodes * 8 // 32
+    commit, plan_files = MLPERF_ROUNDS[round_]
     return ValidationCase(
-        name=f"mlperf31-{tag}gpt3-175b-fp8-{gpus}", workload="nemo-gpt3-175b", seq_len=2048, accelerator="h100",
-        cluster="dgx-h100", n_devices=gpus, global_batch=batch, tensor=4, pipeline=8, data=data, microbatch=1,
-        interleave=12, sequence_parallel=True, recompute="selective", metric="samples_s", published=batch / step_s,
-        number_format="fp8", zero=1,
-        source=MLPERF31_GPT3.format(submitter=submitter, directory=directory, system=MLPERF31_SYSTEMS[submitter],
-                                    nodes=nodes, batch=batch, ga=batch // data, step=step_s, steps=steps,
-                                    minibs=batch // data))
+        name=f"mlperf{round_[1:].replace('.', '')}-{tag}gpt3-175b-fp8-{gpus}", workload="nemo-gpt3-175b", seq_len=2048,
+        accelerator="h100", cluster="dgx-h100", n_devices=gpus, global_batch=batch, tensor=4, pipeline=8, data=data,
+        microbatch=1, interleave=12, sequence_parallel=True, recompute="selective", metric="samples_s",
+        published=batch / step_s, number_format="fp8", zero=1, campaign=f"mlperf-{round_}-{submitter}",
+        source=MLPERF_GPT3.format(round=round_, commit=commit, submitter=submitter, directory=directory,
+                                  system=MLPERF_SYSTEMS[submitter], nodes=nodes, batch=batch, ga=batch // data,
+                                  step=step_s, steps=steps, minibs=batch // data, plan_files=plan_files))
+
 
 # NeMo's performance summary (24.07, DGX-H100, FP8) gives TP, PP, VP, microbatch and batch; recompute and the
 # optimizer are not on the page: the cases take fused attention (selective, as above) and the distributed optimizer
@@ -767,14 +786,22 @@ H100_CASES: tuple[ValidationCase, ...] = (
     _dgxc_gpt3("fp8", 512, 5.774),
     _dgxc_gpt3("fp8", 1024, 5.82),
     _dgxc_gpt3("fp8", 2048, 5.96),
-    #              submitter       results directory                nodes GBS  median step (s) steps logged
-    _mlperf31_gpt3("NVIDIA", "eos_n96_ngc23.09_nemo", 96, 3072, 11.0751, 600),
-    _mlperf31_gpt3("NVIDIA", "eos-dfw_n512_ngc23.09_nemo", 512, 2048, 1.6088, 864),
-    _mlperf31_gpt3("NVIDIA", "eos-dfw_n768_ngc23.09_nemo", 768, 3072, 1.6153, 600),
-    _mlperf31_gpt3("NVIDIA", "eos-dfw_n1024_ngc23.09_nemo", 1024, 4096, 1.6193, 474),
-    _mlperf31_gpt3("NVIDIA", "eos-dfw_n1280_ngc23.09_nemo", 1280, 2560, 0.9256, 690),
-    _mlperf31_gpt3("NVIDIA", "eos-dfw_n1344_ngc23.09_nemo", 1344, 2688, 0.9296, 660),
-    _mlperf31_gpt3("Azure+NVIDIA", "ND_H100_v5_n1344_pytorch", 1344, 2688, 0.9473, 660, tag="azure-"),
+    #            round   submitter   results directory                 nodes GBS median step (s) steps logged
+    _mlperf_gpt3("v3.1", "NVIDIA", "eos_n96_ngc23.09_nemo", 96, 3072, 11.0751, 600),
+    _mlperf_gpt3("v3.1", "NVIDIA", "eos-dfw_n512_ngc23.09_nemo", 512, 2048, 1.6088, 864),
+    _mlperf_gpt3("v3.1", "NVIDIA", "eos-dfw_n768_ngc23.09_nemo", 768, 3072, 1.6153, 600),
+    _mlperf_gpt3("v3.1", "NVIDIA", "eos-dfw_n1024_ngc23.09_nemo", 1024, 4096, 1.6193, 474),
+    _mlperf_gpt3("v3.1", "NVIDIA", "eos-dfw_n1280_ngc23.09_nemo", 1280, 2560, 0.9256, 690),
+    _mlperf_gpt3("v3.1", "NVIDIA", "eos-dfw_n1344_ngc23.09_nemo", 1344, 2688, 0.9296, 660),
+    _mlperf_gpt3("v3.1", "Azure+NVIDIA", "ND_H100_v5_n1344_pytorch", 1344, 2688, 0.9473, 660, tag="azure-"),
+    _mlperf_gpt3("v3.0", "NVIDIA", "dgxh100_n64_nemo", 64, 2048, 12.0769, 864),
+    _mlperf_gpt3("v3.0", "NVIDIA", "dgxh100_n96_nemo", 96, 3072, 12.1261, 592),
+    _mlperf_gpt3("v3.0", "NVIDIA_CoreWeave", "coreweave_hgxh100_n96_ngc23.04_pytorch", 96, 3072, 12.2993, 600,
+                 tag="coreweave-"),
+    _mlperf_gpt3("v3.0", "NVIDIA_CoreWeave", "coreweave_hgxh100_n192_ngc23.04_pytorch", 192, 3072, 6.3376, 616,
+                 tag="coreweave-"),
+    _mlperf_gpt3("v3.0", "NVIDIA_CoreWeave", "coreweave_hgxh100_n448_ngc23.04_pytorch", 448, 2688, 2.5976, 660,
+                 tag="coreweave-"),
     #            model         workload     GPUs PP VP  tokens/s per GPU
     _nemo_llama2("LLAMA2-7B", "llama2-7b", 8, 1, 1, 16847),
     _nemo_llama2("LLAMA2-13B", "llama2-13b", 16, 4, 10, 8646),

@@ -374,7 +374,7 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
         return []
     lines = ["", "## H100, bf16 and FP8", "",
              "The same GPT-3 175B plan published in bf16 and in FP8 (Transformer Engine) at several scales, the same",
-             "plan and stack in NVIDIA's MLPerf Training v3.1 GPT-3 submissions on 768 to 10,752 GPUs (per-step times",
+             "plan and stack in the MLPerf Training v3.0 and v3.1 GPT-3 submissions on 512 to 10,752 GPUs (per-step times",
              "from the submissions' own logs: `python -m experiments.mlperf_logs`), and two",
              "Llama-2 FP8 runs of NeMo's performance summary, on the `h100` preset and the `dgx-h100` cluster.",
              "They run the `megatron-lm` profile (NeMo is built on Megatron-Core) with its H100 efficiency "
@@ -408,10 +408,10 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
     bridge_405b = [p for p in h100 if p.case.name in BRIDGE_405B and p.error is not None]
     if bridge_405b:
         lines += ["", render(BRIDGE_405B_NOTE, figures) + "."]
-    mlperf = [p for p in h100 if p.case.name.startswith("mlperf31-") and p.error is not None]
+    mlperf = [p for p in h100 if p.case.name.startswith(("mlperf30-", "mlperf31-")) and p.error is not None]
     if mlperf:
         large = [p for p in mlperf if p.case.n_devices >= 8000]
-        lines += ["", f"MLPerf v3.1 (held out, {len(large)} runs on 8,000 GPUs or more: "
+        lines += ["", f"MLPerf (held out, {len(large)} runs on 8,000 GPUs or more: "
                   + ", ".join(f"{p.case.n_devices:,} {p.error:+.1%}" for p in large) + "): "
                   + render(MLPERF_NOTE, figures) + "."]
     gaps = [p for p in h100 if p.case.name in STACK_GAPS and p.error is not None]
@@ -605,7 +605,10 @@ MLPERF_NOTE = (
     "exposed at 10,240 GPUs), while the run's distributed Adam overlaps its reduce-scatter and all-gather with the "
     "backward and forward passes (`overlap_grad_sync`, `overlap_param_sync`); `megatron-core`'s overlap hides nearly "
     "all of it, and its time per microbatch is {mlperf_core_per_microbatch} from the published one (docs/fidelity.md, 'One H100 profile?' and 'Weight-gradient accumulation'). "
-    "What the published part per step holds beyond the bubble is neither profile's: not isolated here"
+    "What the published part per step holds beyond the bubble is neither profile's: not isolated here. The v3.0 "
+    "rows (NeMo 23.04, the same plan; NVIDIA's DGX H100 and CoreWeave's HGX H100) come out {mlperf30_errors}: that "
+    "release ran the same plan, batch and scale {mlperf_release_ratio}× as long per step as v3.1's (768 GPUs), which "
+    "one profile of one release cannot carry"
 )
 
 

@@ -49,7 +49,7 @@ class TrendPoint:
 
 def scaling_series(predictions: list[Prediction]) -> list[list[TrendPoint]]:
     """Series of ≥ 3 predicted cases of one run at several data-parallel degrees (same stack, model, sequence, chip,
-    number format, ZeRO stage and other plan degrees), each as the per-device throughput trend relative to its smallest
+    number format, ZeRO stage and other plan degrees, and the same measurement campaign), each as the per-device throughput trend relative to its smallest
     scale: a *strong*-scaling series keeps the global batch, a *weak*-scaling one the batch per replica (B/d)."""
     groups: dict[tuple, list[Prediction]] = {}
     for p in predictions:
@@ -57,7 +57,8 @@ def scaling_series(predictions: list[Prediction]) -> list[list[TrendPoint]]:
         if p.time_per_batch_s is not None:
             plan = (c.stack, c.workload, c.accelerator, c.cluster, c.number_format, c.zero, c.tensor, c.pipeline,
                     c.microbatch, c.interleave, c.recompute, c.sequence_parallel, c.seq_len, c.context,
-                    c.expert_parallel, c.stack_knobs)  # a longer sequence over more CP ranks is another run
+                    c.expert_parallel, c.stack_knobs, c.campaign)  # a longer sequence over more CP ranks is another
+            # run, and so is another campaign's (another release or cluster)
             groups.setdefault(plan + ("strong", c.global_batch), []).append(p)
             groups.setdefault(plan + ("weak", c.global_batch / c.data), []).append(p)
     series = []

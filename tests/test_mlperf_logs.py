@@ -1,5 +1,5 @@
 """MLPerf Training v3.1 GPT-3 logs: the parser behind the MLPerf validation cases, and the cases against the figures
-they quote (experiments.mlperf_logs, experiments.validation_cases.MLPERF31_GPT3)."""
+they quote (experiments.mlperf_logs, experiments.validation_cases.MLPERF_GPT3)."""
 
 from __future__ import annotations
 
@@ -68,8 +68,8 @@ def test_the_cli_reads_every_submitter_skips_runs_without_steps_and_fails_clearl
 
 
 def test_each_mlperf_case_is_the_figure_and_plan_its_source_quotes():
-    cases = [case for case in all_cases() if case.name.startswith("mlperf31-")]
-    assert len(cases) == 7 and sum(case.n_devices >= 8000 for case in cases) == 4
+    cases = [case for case in all_cases() if case.name.startswith(("mlperf30-", "mlperf31-"))]
+    assert len(cases) == 12 and sum(case.n_devices >= 8000 for case in cases) == 4
     for case in cases:
         batch, microbatches, step = re.search(r"GBS (\d+) \(logged\), (\d+) microbatches per replica.*?"
                                               r"train_step_timing ([\d.]+) s", case.source).groups()

@@ -61,11 +61,13 @@ def test_an_unknown_figure_is_a_key_error():
 
 
 def test_the_mlperf_note_splits_the_published_steps_and_counts_the_large_runs(from_predictions_only):
-    from_predictions_only({"mlperf_published_ms", "mlperf_published_fixed_s"})
+    from_predictions_only({"mlperf_published_ms", "mlperf_published_fixed_s", "mlperf_release_ratio"})
     errors = {"mlperf31-gpt3-175b-fp8-4096": -0.05, "mlperf31-gpt3-175b-fp8-8192": -0.06,
               "mlperf31-gpt3-175b-fp8-10240": -0.11}
     text = "\n".join(h100_section([fabricated(name, error) for name, error in errors.items()]))
-    assert "MLPerf v3.1 (held out, 2 runs on 8,000 GPUs or more: 8,192 -6.0%, 10,240 -11.0%)" in text
+    assert "MLPerf (held out, 2 runs on 8,000 GPUs or more: 8,192 -6.0%, 10,240 -11.0%)" in text
+    # v3.0 against v3.1 at 768 GPUs, the same plan and batch: 12.1261 s against 11.0751 s per step
+    assert "as long per step as v3.1's (768 GPUs)" in text and "1.095×" in text
     # the logged medians: 1.6193 s at 16 microbatches, 0.9256 s at 8 -> 86.7 ms each and 1.6193 - 16 x 0.0867 s
     assert "published 86.7 ms per microbatch and 0.23 s per step" in text
     assert "<mlperf_model_ms> ms and <mlperf_model_fixed_s> s" in text  # the stubs, in their places
@@ -168,3 +170,16 @@ def test_the_frontier_section_lists_every_held_out_run_at_8000_devices_or_more()
     rows = [line for line in text.splitlines() if line.startswith("| ") and "devices" not in line]
     assert [row.split(" | ")[1] for row in rows] == ["16,384", "10,752", "8,192"]  # largest first, 4,096 left out
     assert frontier_section([fabricated("mlperf31-gpt3-175b-fp8-4096", 0.0)]) == []
+
+
+def test_a_scaling_series_is_never_drawn_across_two_campaigns():
+    """DGX Cloud's 1,024-GPU FP8 row, MLPerf v3.0's 512-GPU row and v3.1's 4,096-GPU row share the plan and the batch
+    (2,048) at three data-parallel degrees: without the campaign they would make a strong-scaling series of three
+    releases and clusters."""
+    from experiments.validation_stats import scaling_series
+    names = ("dgxc-gpt3-175b-fp8-1024", "mlperf30-gpt3-175b-fp8-512", "mlperf31-gpt3-175b-fp8-4096")
+    assert len({get_case(name).global_batch for name in names}) == 1
+    assert len({get_case(name).campaign for name in names}) == 3
+    for points in scaling_series([fabricated(name, 0.0) for name in names]):
+        assert len({point.case.campaign for point in points}) == 1
+    assert scaling_series([fabricated(name, 0.0) for name in names]) == []
