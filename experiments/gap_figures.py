@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from experiments import long_context_gap, memory_check, moe_stack_gap, scale_loss
-from experiments.validation_cases import get_case
+from experiments.validation_cases import H100_CASES, get_case
 from experiments.validation_fit import (Prediction, error_with, evaluation_with, fit_efficiency, metric_value,
                                         predict, published_time_s)
 from experiments.validation_stats import scaling_series
 from phaze_env.evaluate import Evaluation
+from phaze_env.placement.inputs import microbatches_per_replica
 from phaze_env.stacks import get_stack
 
 GIB = 2**30
@@ -187,7 +188,7 @@ times split into a time per microbatch and a part that does not shrink with the 
 def _mlperf_split(figures: GapFigures, stack: str | None) -> tuple[float, float]:
     """The published split (``stack`` None) or the model's on ``stack``."""
     cases = [get_case(name) for name in MLPERF_PAIR]
-    microbatches = tuple(c.global_batch // (c.data * c.microbatch) for c in cases)
+    microbatches = tuple(microbatches_per_replica(c.global_batch, c.data, c.microbatch) for c in cases)
     if stack is None:
         times = tuple(published_time_s(c) for c in cases)
     elif stack == cases[0].stack:
@@ -197,14 +198,14 @@ def _mlperf_split(figures: GapFigures, stack: str | None) -> tuple[float, float]
             evaluation = evaluation_with(replace(case, stack=stack))
             if not evaluation.feasible:
                 raise ValueError(f"{case.name} on {stack}: {evaluation.reason}")
-            return case.global_batch / evaluation.throughput_samples_s
+            return evaluation.plan.time_per_batch_s
         times = figures.memo(f"mlperf_times_{stack}", lambda: tuple(time_on(c) for c in cases))
     fixed, per_microbatch = scale_loss.split_by_microbatches(microbatches, times)
     return per_microbatch, fixed
 
 
-MLPERF30 = ("mlperf30-gpt3-175b-fp8-512", "mlperf30-gpt3-175b-fp8-768", "mlperf30-coreweave-gpt3-175b-fp8-768",
-            "mlperf30-coreweave-gpt3-175b-fp8-1536", "mlperf30-coreweave-gpt3-175b-fp8-3584")
+MLPERF30 = tuple(case.name for case in H100_CASES if case.campaign.startswith("mlperf-v3.0-"))
+"""MLPerf v3.0's runs (every submitter's), by their campaign."""
 MLPERF_RELEASES_768 = ("mlperf30-gpt3-175b-fp8-768", "mlperf31-gpt3-175b-fp8-768")
 """The same plan, batch and scale on NVIDIA's DGX H100 in both rounds: the software release's own speed-up."""
 

@@ -408,9 +408,9 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
     bridge_405b = [p for p in h100 if p.case.name in BRIDGE_405B and p.error is not None]
     if bridge_405b:
         lines += ["", render(BRIDGE_405B_NOTE, figures) + "."]
-    mlperf = [p for p in h100 if p.case.name.startswith(("mlperf30-", "mlperf31-")) and p.error is not None]
+    mlperf = [p for p in h100 if p.case.campaign.startswith("mlperf-") and p.error is not None]
     if mlperf:
-        large = [p for p in mlperf if p.case.n_devices >= 8000]
+        large = [p for p in mlperf if p.case.n_devices >= FRONTIER_DEVICES]
         lines += ["", f"MLPerf (held out, {len(large)} runs on 8,000 GPUs or more: "
                   + ", ".join(f"{p.case.n_devices:,} {p.error:+.1%}" for p in large) + "): "
                   + render(MLPERF_NOTE, figures) + "."]
