@@ -165,9 +165,10 @@ def _trend(figures: GapFigures, names: list[str]):
     return points
 
 
-def _dgxc_fp8_trend_pt_before_2048(figures: GapFigures) -> str:
-    """The FP8 series' worst trend difference up to 1,024 GPUs (percentage points)."""
-    return f"{100 * max(abs(p.difference) for p in _trend(figures, DGXC['fp8']) if p.case.n_devices < 2048):.1f}"
+def _dgxc_published_growth(figures: GapFigures) -> str:
+    """How much the published step grows from the smallest to the largest scale, in each format."""
+    return ", ".join(f"{fmt} {published_time_s(get_case(names[-1])) - published_time_s(get_case(names[0])):.2f} s"
+                     for fmt, names in DGXC.items())
 
 
 def _dgxc_added_s(figures: GapFigures) -> str:
@@ -179,6 +180,9 @@ def _dgxc_added_s(figures: GapFigures) -> str:
 
 
 # --- NVIDIA's MLPerf Training v3.1 GPT-3 175B runs (16 and 8 microbatches per replica) ----------------------------
+MIXTRAL_RELEASES = ("mcore-mixtral-8x7b", "mcore-v09-mixtral-8x7b")
+"""One Mixtral plan published on Megatron-Core v0.8 and on v0.9."""
+
 MLPERF_PAIR = ("mlperf31-gpt3-175b-fp8-8192", "mlperf31-gpt3-175b-fp8-10240")
 """Two scales of the same plan, 16 and 8 microbatches per replica and the same gradient bytes per GPU: their step
 times split into a time per microbatch and a part that does not shrink with the microbatches
@@ -379,7 +383,7 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "bloom_error_mb2": lambda f: signed_percent(
         error_with(get_case(BLOOM), framework_efficiency=_mtnlg_efficiency_at_microbatch_2(f)), 1),
     # DGX Cloud GPT-3 175B
-    "dgxc_fp8_trend_pt": _dgxc_fp8_trend_pt_before_2048,
+    "dgxc_published_growth": _dgxc_published_growth,
     "dgxc_added_s": _dgxc_added_s,
     # Llama 3 405B paper rows
     "llama3_paper_8k_least": _llama3_paper_8k_least,
@@ -408,6 +412,9 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "qwen3_optimizer_gib": lambda f: f"{_qwen3_fullest_device().optimizer / GIB:.0f}",
     "qwen3_predicted": lambda f: f"{f.prediction(QWEN3_2511).predicted:,.0f}",
     "qwen3_error": lambda f: signed_percent(f.error(QWEN3_2511)),
+    "mixtral_release_gain": lambda f: signed_percent(get_case(MIXTRAL_RELEASES[1]).published
+                                                     / get_case(MIXTRAL_RELEASES[0]).published - 1, 1),
+    "mixtral_v09_error": lambda f: signed_percent(f.error(MIXTRAL_RELEASES[1]), 1),
     "qwen3_host_share": lambda f: percent(moe_stack_gap.row(QWEN3_2511)["host_share"]),
     "qwen3_2026_device_only": lambda f: percent_range(moe_stack_gap.row(name)["device_only_error"]
                                                       for name in moe_stack_gap.ROWS),

@@ -1,16 +1,20 @@
-"""One modern stack on H100? Every H100 run on its profile and on Megatron-Core's: ``python -m experiments.h100_profiles``.
+"""One modern stack on H100? Every H100 run on its profile, on Megatron-Core's and on Megatron-LM's:
+``python -m experiments.h100_profiles``.
 
 Issue 28 item 6 asks for *one* modern stack profile on H100, fitted to one published run and held out on the others.
-The validation runs NVIDIA's 2024 NeMo runs (DGX Cloud's GPT-3 175B in bf16 and FP8, NeMo 24.07's Llama 2 FP8 rows) on
-the ``megatron-lm`` profile, whose H100 efficiency (:data:`~phaze_env.stacks.MEGATRON_H100_EFFICIENCY`, fitted to
-``dgxc-gpt3-175b-bf16-512``) stands for the compute net of the communication the stack hides, with eager attention; and
-the 2025–26 Megatron-Bridge runs on ``megatron-core`` (its overlaps, sequence parallelism's per-token kernels, the
-fused attention and the host, efficiency fitted to ``bridge2509-llama3-70b-fp8-64``). Both are Megatron-Core in NeMo.
+The validation runs every H100 run of Megatron-Core's model — DGX Cloud's GPT-3 175B in bf16 and FP8 (NeMo 24.05),
+NeMo 24.07's Llama 2 FP8 rows, NeMo 24.03's long-sequence rows, Megatron-Core's Mixtral runs and the 2025–26
+Megatron-Bridge runs — on ``megatron-core`` (its overlaps, sequence parallelism's per-token kernels, the fused attention
+and the host, efficiency fitted to ``bridge2509-llama3-70b-fp8-64``), and the MLPerf GPT-3 submissions (NeMo's own
+GPT model of 2023) on ``megatron-lm``, whose H100 efficiency (:data:`~phaze_env.stacks.MEGATRON_H100_EFFICIENCY`,
+fitted to ``mlperf31-gpt3-175b-fp8-768``) stands for the compute net of the communication the stack hides, with
+eager attention (``experiments.validation_cases.MEGATRON_CORE_MODEL_RUNS``: the rule, from the runs' configs).
 
-This predicts every H100 dense case with its published plan on both profiles (each at its own fitted efficiency) and
-the FP8-over-bf16 speed-up of the GPT-3 pairs on each, then, for the GPT-3 FP8 rows on ``megatron-core``, what each of
-the profile's structures moves when switched off alone (the candidates for its FP8 speed-up). A diagnostic: no
-profile and no case is changed (``tests/test_h100_profiles.py``; what it found: docs/fidelity.md, 'One H100 profile').
+This predicts every H100 dense case with its published plan on its own profile, on ``megatron-core`` and on
+``megatron-lm`` (each at its own fitted efficiency) and the FP8-over-bf16 speed-up of the GPT-3 pairs on both, then, for
+the GPT-3 FP8 rows on ``megatron-core``, what each of the profile's structures moves when switched off alone (the
+candidates for its FP8 speed-up). A diagnostic: no profile and no case is changed (``tests/test_h100_profiles.py``;
+what it found: docs/fidelity.md, 'One H100 profile').
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from phaze_env.stacks import (MEGATRON_CORE_HOST_OP_S, MEGATRON_CORE_MAIN_GRAD_B
 
 MODERN = "megatron-core"
 """The profile issue 28 item 6 asks every modern H100 run to share."""
+LEGACY = "megatron-lm"
+"""Megatron-LM 2021-22's structure with an H100 efficiency of its own (the MLPerf rows' profile)."""
 
 STRUCTURES: tuple[tuple[str, dict], ...] = (
     ("TP comm exposed", {"tp_comm_overlap": False}),
@@ -39,7 +45,7 @@ STRUCTURES: tuple[tuple[str, dict], ...] = (
 the first four hide or remove a cost, the last adds one (the weight gradients' accumulation per microbatch)."""
 
 LADDER: tuple[tuple[str, dict], ...] = (
-    ("megatron-lm", {}),
+    (LEGACY, {}),
     ("+ fused attention", {"attention_efficiency": TE_FUSED_ATTENTION_H100_EFFICIENCY}),
     ("+ SP kernels on s/t tokens", {"sequence_parallel_kernels": True}),
     ("+ megatron-core's plan rules", {"plan_rules": STACKS[MODERN].plan_rules}),
@@ -49,7 +55,8 @@ LADDER: tuple[tuple[str, dict], ...] = (
     ("+ weight-gradient accumulation", {"main_grad_accumulation_bytes": MEGATRON_CORE_MAIN_GRAD_BYTES}),
 )
 """From ``megatron-lm`` to ``megatron-core``'s structure one field at a time, cumulatively, at ``megatron-lm``'s
-fitted efficiency (the last step then differs from ``megatron-core`` by the efficiency alone)."""
+fitted efficiency (the last step then differs from ``megatron-core`` by the efficiency alone); the cases are moved onto
+``megatron-lm`` first (:func:`ladder`)."""
 
 
 
@@ -58,6 +65,7 @@ class Row:
     case: ValidationCase
     own_error: float | None  # on the case's validation profile
     modern_error: float | None  # on megatron-core, at its fitted H100 efficiency
+    legacy_error: float | None = None  # on megatron-lm, at its fitted H100 efficiency
 
 
 def on_profile(case: ValidationCase, stack: str) -> ValidationCase:
@@ -73,7 +81,8 @@ def rows(cases: tuple[ValidationCase, ...] = H100_CASES) -> list[Row]:
             continue
         own = predict(case).error
         modern = own if case.stack == MODERN else predict(on_profile(case, MODERN)).error
-        out.append(Row(case, own, modern))
+        legacy = own if case.stack == LEGACY else predict(on_profile(case, LEGACY)).error
+        out.append(Row(case, own, modern, legacy))
     return out
 
 
@@ -85,7 +94,8 @@ def _speedup(published: float, fp8_error: float | None, bf16_error: float | None
 
 def fp8_speedups(found: list[Row]) -> list[tuple[str, float, float | None, float | None]]:
     """Each GPT-3 FP8 row with its bf16 twin (same GPUs): the published FP8-over-bf16 speed-up and the one predicted
-    on each profile (the published metric is sequences/s: the ratio of the two predictions' rates)."""
+    on ``megatron-lm`` and on ``megatron-core`` (the published metric is sequences/s: the ratio of the two predictions'
+    rates)."""
     by_name = {row.case.name: row for row in found}
     pairs = []
     for row in found:
@@ -93,7 +103,7 @@ def fp8_speedups(found: list[Row]) -> list[tuple[str, float, float | None, float
         if row.case.number_format != "fp8" or not row.case.name.startswith("dgxc-") or twin is None:
             continue
         published = row.case.published / twin.case.published
-        pairs.append((row.case.name, published, _speedup(published, row.own_error, twin.own_error),
+        pairs.append((row.case.name, published, _speedup(published, row.legacy_error, twin.legacy_error),
                       _speedup(published, row.modern_error, twin.modern_error)))
     return pairs
 
@@ -105,8 +115,9 @@ def structure_errors(case: ValidationCase) -> dict[str, float]:
 
 
 def ladder(bf16: ValidationCase, fp8: ValidationCase) -> list[tuple[str, float, float, float]]:
-    """The bf16/FP8 pair on ``megatron-lm`` with :data:`LADDER`'s structures added one by one: each step's label, the
-    two errors and the predicted FP8-over-bf16 speed-up."""
+    """The bf16/FP8 pair moved onto ``megatron-lm`` with :data:`LADDER`'s structures added one by one: each step's
+    label, the two errors and the predicted FP8-over-bf16 speed-up."""
+    bf16, fp8 = on_profile(bf16, LEGACY), on_profile(fp8, LEGACY)
     fields: dict = {}
     steps = []
     for label, more in LADDER:
@@ -152,20 +163,21 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc).split(";")[0] + " (the cases: experiments/validation_cases.py)")
     found = rows()
-    print(f"| case | format | own profile | error | on {MODERN} |\n|---|---|---|---|---|")
+    print(f"| case | format | own profile | error | on {MODERN} | on {LEGACY} |\n|---|---|---|---|---|---|")
     for row in found:
         print(f"| {row.case.name} | {row.case.number_format} | {row.case.stack} | {_pct(row.own_error)} | "
-              f"{_pct(row.modern_error)} |")
-    for label, pick in (("own profiles", lambda r: r.own_error), (MODERN, lambda r: r.modern_error)):
+              f"{_pct(row.modern_error)} | {_pct(row.legacy_error)} |")
+    for label, pick in (("own profiles", lambda r: r.own_error), (MODERN, lambda r: r.modern_error),
+                        (LEGACY, lambda r: r.legacy_error)):
         errors = [pick(r) for r in found if pick(r) is not None]
         within = sum(abs(e) <= TOLERANCE for e in errors)
         print(f"\n{label}: mean absolute error {statistics.fmean(abs(e) for e in errors):.1%} over {len(errors)} "
               f"cases, {within} within ±{TOLERANCE:.0%} (calibration rows included)")
-    print("\n| FP8 case | published FP8/bf16 | own profile | on megatron-core |\n|---|---|---|---|")
+    print(f"\n| FP8 case | published FP8/bf16 | on {LEGACY} | on {MODERN} |\n|---|---|---|---|")
     for name, published, own, modern in fp8_speedups(found):
         print(f"| {name} | {published:.3f}× | {own:.3f}× | {modern:.3f}× |")
     pair = {case.number_format: case for case in structure_cases}
-    if set(pair) == {"bf16", "fp8"} and all(case.stack == "megatron-lm" for case in pair.values()):
+    if set(pair) == {"bf16", "fp8"}:
         published = pair["fp8"].published / pair["bf16"].published
         print(f"\n{pair['fp8'].name} over {pair['bf16'].name}, from megatron-lm to megatron-core's structure "
               f"(published speed-up {published:.3f}×):\n\n| step | bf16 | FP8 | FP8/bf16 |\n|---|---|---|---|")

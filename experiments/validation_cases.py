@@ -411,18 +411,20 @@ def _bridge_qwen3_30b(release: str, batch: int, microbatch: int, pipeline: int, 
 
 MOE_CASES: tuple[ValidationCase, ...] = (
     # Published MoE training runs with their plans (issue 20 item 6), predicted with expert parallelism (issue 19) on
-    # the h100 preset and dgx-h100 cluster; the Megatron-Core runs use the megatron-lm profile's structure with
-    # dgx-h100's own efficiency (nothing fitted), as the H100 cases do.
+    # the h100 preset and dgx-h100 cluster. Megatron-Core's own runs (MCore v0.8 and v0.9, its all-to-all dispatcher)
+    # run the megatron-core profile, as every H100 run of Megatron-Core's model does (MEGATRON_CORE_MODEL_RUNS).
     ValidationCase(
         name="mcore-mixtral-8x7b", workload="mixtral-8x7b", seq_len=4096, accelerator="h100", cluster="dgx-h100",
         n_devices=64, global_batch=256, tensor=1, pipeline=4, data=16, microbatch=1, interleave=8,
         recompute="selective", zero=1, metric="mcore_tflops_per_device", published=438.0, expert_parallel=8,
+        stack="megatron-core",
         source=MCORE_MOE_README),
     # The same plan three months later (MCore v0.9): the software's gain on one plan, not an independent plan.
     ValidationCase(
         name="mcore-v09-mixtral-8x7b", workload="mixtral-8x7b", seq_len=4096, accelerator="h100", cluster="dgx-h100",
         n_devices=64, global_batch=256, tensor=1, pipeline=4, data=16, microbatch=1, interleave=8,
         recompute="selective", zero=1, metric="mcore_tflops_per_device", published=468.0, expert_parallel=8,
+        stack="megatron-core",
         source=MCORE_V09_README),
     # Megatron-Bridge (Megatron-Core) Qwen3-30B-A3B on two DGX-H100 nodes, three releases with three plans. The same
     # plan as 26.02.01's ran at 5113 tokens/s per GPU in 26.02: the releases' software moves these figures.
@@ -593,6 +595,28 @@ def get_case(name: str) -> ValidationCase:
 
 
 # --- H100 runs, bf16 and FP8 ----------------------------------------------------------------------------------
+MEGATRON_CORE_MODEL_RUNS = (
+    "Which profile runs an H100 case is the software that trained it, read from the run's configuration, not from "
+    "its error: every run of Megatron-Core's GPT model runs the megatron-core profile — NVIDIA's DGX Cloud GPT-3 175B "
+    "recipe (NeMo 24.05: gpt3_175b_hydra.yaml, mcore_gpt true), NeMo 24.07's Llama 2 rows (NeMo-Framework-Launcher's "
+    "llama2 configs, mcore_gpt true), NeMo 24.03's long-sequence rows, Megatron-Core's own Mixtral runs (MCore v0.8, "
+    "v0.9) and Megatron-Bridge's — and NeMo's own GPT model of 2023, which the MLPerf Training v3.0 and v3.1 GPT-3 "
+    "submissions train (MLPERF_NEMO_MODEL), runs the megatron-lm profile, fitted on H100 to one of them.")
+"""Issue 28 item 6's rule: one modern H100 profile for every run of Megatron-Core's model (its efficiency fitted to one
+of them, the others held out); ``tests/test_validation_cases.py`` checks that the H100 cases follow it."""
+
+MLPERF_NEMO_MODEL = {
+    "v3.0": "NeMo v1.17.0 (mlcommons/training_results_v3.0 NVIDIA/benchmarks/gpt3/implementations/pytorch/Dockerfile: "
+            "NEMO_REVISION v1.17.0_pt_23.04), before Megatron-Core's GPT model entered NeMo",
+    "v3.1": "NeMo r1.20.0 at bd0b818ac2eb420b1cea19eb8bcc6215c87b06d0 (mlcommons/training_results_v3.1 "
+            "NVIDIA/benchmarks/gpt3/implementations/pytorch/Dockerfile: NEMO_REVISION, NEMO_BASE_VERSION r1.20.0), whose "
+            "megatron_gpt_config.yaml has no mcore_gpt option (NVIDIA/NeMo v1.20.0; it came in v1.21.0, default False) "
+            "and neither has the submission's conf/custom.yaml",
+}
+"""The NeMo of each MLPerf GPT-3 round: NeMo's own GPT model (Transformer Engine's layers, Apex's distributed Adam), not
+Megatron-Core's (:data:`MEGATRON_CORE_MODEL_RUNS`)."""
+
+
 # NVIDIA's DGX Cloud benchmarking recipe for NeMo Megatron GPT-3 175B publishes the same plan in bf16 and in FP8 at
 # five scales. The recipe's config fixes the rest of the plan: no activation checkpointing, sequence parallelism,
 # the distributed (ZeRO-1) Adam, Transformer Engine with FP8 "hybrid" (E4M3 forward, E5M2 gradients), TE's fused
@@ -601,7 +625,8 @@ def get_case(name: str) -> ValidationCase:
 DGXC_GPT3 = ("NVIDIA/dgxc-benchmarking nemo_megatron/README_175b.md (commit 0b71cfda5163540778e2a3d2db59858bf62f96f7), "
              "\"NeMo Megatron {fmt} (TP=4,PP=8, MBS=1, VP=12, SEQ=2048)\" table: {gpus}x H100 GPUs (GBS={batch}), "
              "training step time {step:g} s; plan from nemo_megatron/gpt3_175b_hydra.yaml (commit 35a9aecc8d5b17d99d80f52f38c75ade0dbab7ae) "
-             "(activations_checkpoint_granularity null, sequence_parallel true, distributed_fused_adam)")
+             "(mcore_gpt true: Megatron-Core's GPT model in NeMo 24.05; activations_checkpoint_granularity null, "
+             "sequence_parallel true, distributed_fused_adam)")
 
 
 def _dgxc_gpt3(number_format: str, gpus: int, step_s: float) -> ValidationCase:
@@ -610,7 +635,7 @@ def _dgxc_gpt3(number_format: str, gpus: int, step_s: float) -> ValidationCase:
         name=f"dgxc-gpt3-175b-{number_format}-{gpus}", workload="nemo-gpt3-175b", seq_len=2048, accelerator="h100",
         cluster="dgx-h100", n_devices=gpus, global_batch=batch, tensor=4, pipeline=8, data=gpus // 32, microbatch=1,
         interleave=12, sequence_parallel=True, recompute="selective", metric="samples_s", published=batch / step_s,
-        number_format=number_format, zero=1,
+        number_format=number_format, zero=1, stack="megatron-core",
         source=DGXC_GPT3.format(fmt=number_format.upper(), gpus=gpus, batch=batch, step=step_s))
 
 
@@ -675,10 +700,13 @@ def _mlperf_gpt3(round_: str, submitter: str, directory: str, nodes: int, batch:
 
 # NeMo's performance summary (24.07, DGX-H100, FP8) gives TP, PP, VP, microbatch and batch; recompute and the
 # optimizer are not on the page: the cases take fused attention (selective, as above) and the distributed optimizer
-# of NeMo's recipes.
+# of NeMo's recipes, whose Llama 2 configs train Megatron-Core's GPT model.
 NEMO_2407 = ("NVIDIA/NeMo docs/source/performance/performance_summary.md (commit 070a0bb168d405d653b9734c0017cf5078e77c0d), "
              "NeMo 24.07 pre-training at FP8 on DGX-H100: {model}, {gpus} GPUs, GBS {batch}, MBS 1, sequence length 4096, "
-             "TP {t}, PP {p}, CP 1, VP {v}: {tokens:g} tokens/s per GPU")
+             "TP {t}, PP {p}, CP 1, VP {v}: {tokens:g} tokens/s per GPU; the model and optimizer from "
+             "NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/training/llama/llama2_7b.yaml (commit "
+             "064e676963bd7632cb57f1abf575e1205dfcc390: mcore_gpt true, transformer_engine true, use_flash_attention "
+             "true, distributed_fused_adam with overlap_grad_sync and overlap_param_sync)")
 
 
 def _nemo_llama2(model: str, workload: str, gpus: int, pipeline: int, interleave: int, tokens_s: float) -> ValidationCase:
@@ -687,7 +715,7 @@ def _nemo_llama2(model: str, workload: str, gpus: int, pipeline: int, interleave
         name=f"nemo2407-{workload}-fp8", workload=workload, seq_len=seq, accelerator="h100", cluster="dgx-h100",
         n_devices=gpus, global_batch=batch, tensor=1, pipeline=pipeline, data=gpus // pipeline, microbatch=1,
         interleave=interleave, recompute="selective", metric="samples_s", published=tokens_s * gpus / seq,
-        number_format="fp8", zero=1,
+        number_format="fp8", zero=1, stack="megatron-core",
         source=NEMO_2407.format(model=model, gpus=gpus, batch=batch, t=1, p=pipeline, v=interleave, tokens=tokens_s))
 
 

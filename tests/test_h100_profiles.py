@@ -4,18 +4,21 @@ from dataclasses import replace
 
 import pytest
 
-from experiments.h100_profiles import MODERN, Row, fp8_speedups, main, on_profile, rows, structure_errors
+from experiments.h100_profiles import LEGACY, MODERN, Row, fp8_speedups, main, on_profile, rows, structure_errors
 from experiments.validation_cases import get_case
 from experiments.validation_fit import predict
 
 
 def test_a_case_on_the_modern_profile_keeps_its_published_plan_and_changes_only_the_stack():
-    case = get_case("nemo2407-llama2-7b-fp8")
+    case = get_case("mlperf31-gpt3-175b-fp8-768")  # a megatron-lm case
+    assert case.stack == LEGACY
     moved = on_profile(case, MODERN)
     assert moved.stack == MODERN and replace(moved, stack=case.stack) == case
     (row,) = rows((case,))
-    assert row.own_error == pytest.approx(predict(case).error)
+    assert row.own_error == pytest.approx(predict(case).error) and row.legacy_error == row.own_error
     assert row.modern_error == pytest.approx(predict(moved).error) and row.modern_error != row.own_error
+    (modern_row,) = rows((get_case("nemo2407-llama2-7b-fp8"),))  # a megatron-core case: its own is the modern one
+    assert modern_row.modern_error == modern_row.own_error != modern_row.legacy_error
 
 
 def test_a_structure_the_plan_does_not_use_moves_nothing():
@@ -31,10 +34,10 @@ def test_a_structure_the_plan_does_not_use_moves_nothing():
 
 def test_the_fp8_speed_up_is_the_published_one_moved_by_both_errors():
     bf16, fp8 = get_case("dgxc-gpt3-175b-bf16-128"), get_case("dgxc-gpt3-175b-fp8-128")
-    (name, published, own, modern), = fp8_speedups([Row(bf16, 0.0, 0.10), Row(fp8, 0.0, 0.21)])
+    (name, published, legacy, modern), = fp8_speedups([Row(bf16, 0.10, 0.10, 0.0), Row(fp8, 0.21, 0.21, 0.0)])
     assert name == fp8.name and published == pytest.approx(fp8.published / bf16.published)
-    assert own == pytest.approx(published) and modern == pytest.approx(published * 1.21 / 1.10)
-    assert fp8_speedups([Row(fp8, 0.0, 0.2)]) == []  # no bf16 twin: no pair
+    assert legacy == pytest.approx(published) and modern == pytest.approx(published * 1.21 / 1.10)
+    assert fp8_speedups([Row(fp8, 0.0, 0.2, 0.0)]) == []  # no bf16 twin: no pair
 
 
 @pytest.mark.parametrize("option", ["--structures", "--calibrate"])
@@ -48,13 +51,14 @@ def test_an_unknown_case_is_one_clear_line(option, capsys):
 
 def test_each_modern_structure_only_hides_or_removes_a_cost():
     """The ladder from megatron-lm to megatron-core's structure on the GPT-3 pair at 128 GPUs: the first step is the
-    validation's own prediction of both, and no step slows either step time down (fused attention, per-token kernels
+    pair's prediction on megatron-lm, and no step slows either step time down (fused attention, per-token kernels
     on s/t tokens and the overlaps each take time away; the plan is pinned)."""
     from experiments.h100_profiles import LADDER, ladder
     bf16, fp8 = get_case("dgxc-gpt3-175b-bf16-128"), get_case("dgxc-gpt3-175b-fp8-128")
     steps = ladder(bf16, fp8)
     assert [label for label, *_ in steps] == [label for label, _ in LADDER]
-    assert steps[0][1] == pytest.approx(predict(bf16).error) and steps[0][2] == pytest.approx(predict(fp8).error)
+    assert steps[0][1] == pytest.approx(predict(on_profile(bf16, LEGACY)).error)
+    assert steps[0][2] == pytest.approx(predict(on_profile(fp8, LEGACY)).error)
     hiding = steps[:-1]  # the last step adds a cost: the weight gradients' accumulation per microbatch
     for before, after in zip(hiding, hiding[1:]):
         assert after[1] >= before[1] - 1e-12 and after[2] >= before[2] - 1e-12, (before, after)

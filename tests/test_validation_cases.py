@@ -129,3 +129,20 @@ def test_nemo_gpt3_is_the_recipes_model():
 
     nemo, megatron = block("nemo-gpt3-175b"), block("megatron-175b")
     assert (nemo.param_bytes, nemo.activation_stash_bytes) == (megatron.param_bytes, megatron.activation_stash_bytes)
+
+
+def test_h100_cases_run_the_profile_of_the_model_they_trained():
+    """Issue 28 item 6's rule (:data:`~experiments.validation_cases.MEGATRON_CORE_MODEL_RUNS`): the MLPerf GPT-3
+    submissions (NeMo's own GPT model, :data:`~experiments.validation_cases.MLPERF_NEMO_MODEL`) run ``megatron-lm``,
+    every other Megatron-family H100 run (Megatron-Core's model) ``megatron-core`` or one of its variants."""
+    from experiments.validation_cases import H100_CASES, MLPERF_NEMO_MODEL, MOE_CASES
+
+    for case in H100_CASES + MOE_CASES:
+        mlperf = case.campaign.startswith("mlperf-")
+        if mlperf:
+            assert case.stack == "megatron-lm", case.name
+            assert case.campaign.split("-")[1] in MLPERF_NEMO_MODEL, case.name
+        elif case.stack.startswith("megatron"):
+            assert case.stack.startswith("megatron-core"), case.name
+    assert {get_case(name).stack for name in ("dgxc-gpt3-175b-bf16-512", "nemo2407-llama2-7b-fp8",
+                                              "mcore-mixtral-8x7b")} == {"megatron-core"}

@@ -96,18 +96,22 @@ def test_the_h100_gaps_quote_the_tables_errors(from_predictions_only):
 
 
 def test_the_trend_gaps_quote_the_tables_trend_and_errors(from_predictions_only):
-    from_predictions_only({"bloom_error", "dgxc_fp8_trend_pt", "dgxc_added_s"})
+    from_predictions_only({"bloom_error", "dgxc_published_growth", "dgxc_added_s"})
     fp8 = {128: 0.0, 256: 0.01, 512: 0.02, 1024: 0.05, 2048: 0.06}  # errors growing with scale: the trend drifts
     predictions = [fabricated(f"dgxc-gpt3-175b-fp8-{n}", error) for n, error in fp8.items()]
     predictions += [fabricated(f"dgxc-gpt3-175b-bf16-{n}", 0.0) for n in fp8]
     predictions.append(fabricated("bigscience22-bloom-176b", -0.2))
     text = "\n".join(validation_report.trend_section(predictions))
     rows = re.findall(r"^\| (\d+) \| \d+ \| dgxc-gpt3-175b-fp8-\d+ \| [\d.]+% \| [\d.]+% \| ([+-][\d.]+) \|", text, re.M)
-    worst_before_2048 = max(abs(float(diff)) for devices, diff in rows if int(devices) < 2048)
-    assert f"the FP8 trend holds within {worst_before_2048:.1f} pt" in text
+    missed = ", ".join(f"{devices} devices, {float(diff):+.1f} pp" for devices, diff in rows if abs(float(diff)) > 3)
+    assert missed.count("devices") == 2 and f"Where it misses ({missed}): the data-parallel collectives." in text
+    assert text.count("Where it misses (") == 1  # one cause, written once for both scales
+    growth = {fmt: published_time_s(get_case(f"dgxc-gpt3-175b-{fmt}-2048"))
+              - published_time_s(get_case(f"dgxc-gpt3-175b-{fmt}-128")) for fmt in ("bf16", "fp8")}
+    assert f"the published steps grow by bf16 {growth['bf16']:.2f} s, fp8 {growth['fp8']:.2f} s" in text
     added = {fmt: published_time_s(get_case(f"dgxc-gpt3-175b-{fmt}-2048")) / (1 + fp8[2048] * (fmt == "fp8"))
              - published_time_s(get_case(f"dgxc-gpt3-175b-{fmt}-128")) for fmt in ("bf16", "fp8")}
-    assert f"(bf16 {added['bf16']:+.2f} s, fp8 {added['fp8']:+.2f} s from 128 to 2,048 GPUs)" in text
+    assert f"the model adds bf16 {added['bf16']:+.2f} s, fp8 {added['fp8']:+.2f} s to the step" in text
 
 
 def test_the_mtnlg_gap_quotes_blooms_error(from_predictions_only):
