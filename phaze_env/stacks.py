@@ -739,10 +739,11 @@ the passes, :data:`SYSTEM_DP_COMM_OVERLAP`): ``python -m experiments.rival_runs 
 the data-parallel overlap hid part of that run's gradient reduce-scatter and weight all-gather; 0.8505 before the stack
 ran SP's kernels on ``s/t`` tokens, :data:`SYSTEM_SEQUENCE_PARALLEL_KERNELS`: the same run priced with less exposed
 work needs a lower factor). Held out: the recipe's other four bf16 scales and its five FP8 runs
-(``experiments.rival_runs``, docs/rival_runs.md). Below the validation's ``megatron-core`` fit on the same run (0.81,
-``python -m experiments.h100_profiles --calibrate dgxc-gpt3-175b-bf16-512``: the h100 preset with the same overlaps)
-because the table's H100 runs its GEMMs at SYSTEM_GEMM_EFFICIENCY (0.859), not its own measured 0.801 — the same run,
-on a faster chip model, needs a lower factor."""
+(``experiments.rival_runs``, docs/rival_runs.md). Below the validation's ``megatron-core`` fit on the same run (0.8108,
+``python -m experiments.h100_profiles --calibrate dgxc-gpt3-175b-bf16-512``: the h100 preset with the same overlaps and
+fused attention, and each microbatch's weight-gradient accumulation, which this stack does not price) because the
+table's H100 runs its GEMMs at SYSTEM_GEMM_EFFICIENCY (0.859), not its own measured 0.801 — the same run, on a faster
+chip model, needs a lower factor."""
 MEGATRON_CORE_SYSTEM_A100_EFFICIENCY = 0.712
 """Megatron-LM's efficiency on A100 through the system table's path (dgx-a100 reference cluster), fitted to
 Korthikanti et al. 2022 Table 5, GPT 175B with full recompute on 64 A100 (``korthikanti22-175b-full``); held out: its
