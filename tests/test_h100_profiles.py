@@ -6,7 +6,7 @@ import pytest
 
 from experiments.h100_profiles import LEGACY, MODERN, Row, fp8_speedups, main, on_profile, rows, structure_errors
 from experiments.validation_cases import get_case
-from experiments.validation_fit import predict
+from experiments.validation_fit import error_with, predict
 
 
 def test_a_case_on_the_modern_profile_keeps_its_published_plan_and_changes_only_the_stack():
@@ -19,6 +19,9 @@ def test_a_case_on_the_modern_profile_keeps_its_published_plan_and_changes_only_
     assert row.modern_error == pytest.approx(predict(moved).error) and row.modern_error != row.own_error
     (modern_row,) = rows((get_case("nemo2407-llama2-7b-fp8"),))  # a megatron-core case: its own is the modern one
     assert modern_row.modern_error == modern_row.own_error != modern_row.legacy_error
+    # the data-parallel collectives exposed: never faster than hidden behind the passes (the metric is a rate)
+    assert row.exposed_error <= row.modern_error + 1e-12 and modern_row.exposed_error <= modern_row.modern_error + 1e-12
+    assert row.exposed_error == pytest.approx(error_with(moved, dp_comm_overlap=False))
 
 
 def test_a_structure_the_plan_does_not_use_moves_nothing():
