@@ -22,10 +22,14 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
+from experiments import scale_loss
+from experiments.gap_figures import MLPERF_PAIR
 from experiments.validation_cases import H100_CASES, ValidationCase, get_case
-from experiments.validation_fit import error_with, fit_efficiency, metric_with, predict
+from experiments.validation_fit import (error_with, evaluation_with, fit_efficiency, metric_with, predict,
+                                        published_time_s)
 from experiments.validation_stats import TOLERANCE
 from phaze_env.cli import OneLineParser
+from phaze_env.placement.inputs import microbatches_per_replica
 from phaze_env.stacks import (MEGATRON_CORE_HOST_OP_S, MEGATRON_CORE_MAIN_GRAD_BYTES, STACKS,
                               TE_FUSED_ATTENTION_H100_EFFICIENCY)
 
@@ -151,6 +155,24 @@ def calibrated_on(calibration: ValidationCase, cases: tuple[ValidationCase, ...]
     return efficiency, errors
 
 
+def part_per_step(names: tuple[str, str] = MLPERF_PAIR) -> dict[str, float]:
+    """The part of the step that does not shrink with the microbatches (:func:`scale_loss.split_by_microbatches`) of
+    two runs of one plan at two microbatch counts: published, and on :data:`MODERN` with its data-parallel collectives
+    hidden as it prices them and exposed (:data:`DP_EXPOSED`), in seconds; ``share``: where the published one lies
+    between the two (0: as hidden, 1: as exposed), linearly."""
+    cases = [on_profile(get_case(name), MODERN) for name in names]
+    microbatches = tuple(microbatches_per_replica(c.global_batch, c.data, c.microbatch) for c in cases)
+
+    def fixed_s(times) -> float:
+        return scale_loss.split_by_microbatches(microbatches, tuple(times))[0]
+
+    published = fixed_s(published_time_s(c) for c in cases)
+    hidden = fixed_s(evaluation_with(c).plan.time_per_batch_s for c in cases)
+    exposed = fixed_s(evaluation_with(c, **DP_EXPOSED).plan.time_per_batch_s for c in cases)
+    return {"published": published, "hidden": hidden, "exposed": exposed,
+            "share": (published - hidden) / (exposed - hidden)}
+
+
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:+.1%}"
 
@@ -190,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
               f"(published speed-up {published:.3f}×):\n\n| step | bf16 | FP8 | FP8/bf16 |\n|---|---|---|---|")
         for label, bf16_error, fp8_error, speedup in ladder(pair["bf16"], pair["fp8"]):
             print(f"| {label} | {_pct(bf16_error)} | {_pct(fp8_error)} | {speedup:.3f}× |")
+    split = part_per_step()
+    print(f"\n{' and '.join(MLPERF_PAIR)}, the part per step on {MODERN}: {split['hidden']:.3f} s with the data-parallel "
+          f"collectives hidden, {split['exposed']:.3f} s exposed, published {split['published']:.3f} s: "
+          f"{split['share']:.0%} of the way to exposed")
     modern = {row.case.name: row.modern_error for row in found}
     for case in structure_cases:
         error = modern[case.name] if case.name in modern else predict(on_profile(case, MODERN)).error

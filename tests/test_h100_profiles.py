@@ -79,3 +79,23 @@ def test_fitting_the_modern_profile_to_another_run_predicts_that_run_exactly():
     assert 0.05 < efficiency < 1.0 and abs(errors[bf16.name]) < 1e-3
     # FP8 runs the blocks' GEMMs faster and nothing else: at the same efficiency its error is the larger
     assert errors["dgxc-gpt3-175b-fp8-128"] > errors[bf16.name]
+
+
+def test_the_part_per_step_lies_between_hidden_and_exposed_as_computed():
+    """The MLPerf pair's part per step on megatron-core: exposing the data-parallel collectives adds to it, and the share
+    is where the published one lies between the two (the published split recomputed here from the cases' step times)."""
+    from experiments import scale_loss
+    from experiments.gap_figures import MLPERF_PAIR
+    from experiments.h100_profiles import part_per_step
+    from experiments.validation_fit import published_time_s
+    from phaze_env.placement.inputs import microbatches_per_replica
+
+    split = part_per_step()
+    assert split["exposed"] > split["hidden"] > 0
+    cases = [get_case(name) for name in MLPERF_PAIR]
+    microbatches = [microbatches_per_replica(c.global_batch, c.data, c.microbatch) for c in cases]
+    assert microbatches[0] != microbatches[1]
+    published, _ = scale_loss.split_by_microbatches(microbatches, [published_time_s(c) for c in cases])
+    assert split["published"] == pytest.approx(published)
+    assert split["share"] == pytest.approx((published - split["hidden"]) / (split["exposed"] - split["hidden"]))
+    assert 0 < split["share"] < 1
