@@ -165,6 +165,27 @@ def _trend(figures: GapFigures, names: list[str]):
     return points
 
 
+LLAMA70_2502_FP8 = ("dgxc2502-llama31-70b-fp8-64", "dgxc2502-llama31-70b-fp8-2048")
+"""The ends of DGX Cloud v25.02's Llama 3.1 70B FP8 weak-scaling series (Apex's distributed Adam)."""
+
+
+def _llama70_added(figures: GapFigures) -> str:
+    """What the model adds to the series' step from its smallest to its largest scale."""
+    first, last = LLAMA70_2502_FP8
+    return f"{figures.time_s(last) - figures.time_s(first):+.2f} s"
+
+
+def _llama70_exposed_pt(figures: GapFigures) -> str:
+    """The series' trend difference at its largest scale with the data-parallel collectives exposed (points)."""
+    def per_device(name: str) -> float:  # the predicted rate per device with the collectives exposed, over published
+        case = get_case(name)
+        return (1 + error_with(case, dp_comm_overlap=False)) * case.published / case.n_devices
+    first, last = LLAMA70_2502_FP8
+    published = (get_case(last).published / get_case(last).n_devices) / (get_case(first).published
+                                                                           / get_case(first).n_devices)
+    return f"{100 * (per_device(last) / per_device(first) - published):.1f}"
+
+
 def _dgxc_published_growth(figures: GapFigures) -> str:
     """How much the published step grows from the smallest to the largest scale, in each format."""
     return ", ".join(f"{fmt} {published_time_s(get_case(names[-1])) - published_time_s(get_case(names[0])):.2f} s"
@@ -384,6 +405,8 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
         error_with(get_case(BLOOM), framework_efficiency=_mtnlg_efficiency_at_microbatch_2(f)), 1),
     # DGX Cloud GPT-3 175B
     "dgxc_published_growth": _dgxc_published_growth,
+    "llama70_2502_added": _llama70_added,
+    "llama70_2502_exposed_pt": _llama70_exposed_pt,
     "dgxc_added_s": _dgxc_added_s,
     # Llama 3 405B paper rows
     "llama3_paper_8k_least": _llama3_paper_8k_least,

@@ -802,6 +802,77 @@ def nemo_long_case(k: int, gpus: int, tensor: int, data: int, context: int, tflo
         source=NEMO_LONG_SEQUENCE.format(k=k, gpus=gpus, batch=batch, t=tensor, d=data, c=context, tflops=tflops))
 
 
+# NVIDIA's DGX Cloud benchmarking recipes for Llama 3.1 8B, 70B and 405B on H100, two releases a quarter apart that
+# publish the same models at the same scales with two different training stacks: v25.02 runs NeMo 24.12's Megatron-Core
+# GPT model with Apex's distributed Adam (the hydra configs), v25.04 NeMo 2.0's recipes (performance mode) with
+# Megatron-Core's own data-parallel wrapper and distributed optimizer (both overlapping the gradient reduce-scatter and
+# the parameter all-gather). Each table is a weak-scaling series of one plan (the batch per replica fixed). Every row
+# runs the megatron-core profile (MEGATRON_CORE_MODEL_RUNS), nothing fitted to them; the plans have no activation
+# checkpointing and Transformer Engine's fused attention (written as selective recompute, as the H100 cases above).
+DGXC_LLAMA31 = {
+    "25.02": ("NVIDIA/dgxc-benchmarking llama3.1/README_{size}.md (commit 0b71cfda5163540778e2a3d2db59858bf62f96f7, "
+              "release v25.02.01), 'Llama 3.1 {size} {fmt}' table: {gpus}x H100 GPUs, GBS {batch}, training step "
+              "time {step:g} s; plan (TP {t}, PP {p}, CP {c}, VP {v}, MBS 1) and stack from llama3.1/llama3.1_{size}.yaml "
+              "at the same commit (the nemo:24.12 container: mcore_gpt true, sequence parallelism with TP, no "
+              "activation checkpointing, TE's fused attention, Apex's distributed_fused_adam with overlap_grad_sync "
+              "and overlap_param_sync, grad_sync_dtype bf16)"),
+    "25.04": ("NVIDIA/dgxc-benchmarking llama3.1/README.md (commit 741c886025a7665a1d690c05ff12ac29c1be7252, release "
+              "v25.04), 'Llama 3.1 {size} {fmt}' table: {gpus}x H100 GPUs, training step time {step:g} s; plan from "
+              "the README's configuration table (TP {t}, PP {p}, CP {c}, VP {v}, MBS 1, GBS {batch}); stack from "
+              "llama3.1/pretrain_llama31.py and setup.sh at the same commit (NeMo 2.0 at d2b21556f2455b52ad7217f334bb66ea"
+              "a13c0f83, llm.recipes pretrain_recipe(performance_mode=True): Megatron-Core's DistributedDataParallelConfig "
+              "with overlap_grad_reduce and overlap_param_gather, the distributed optimizer, TP comm overlap, "
+              "bf16_with_fp8_mixed with grad_reduce_in_fp32 False for FP8; the 405B recipe's "
+              "account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split)"),
+}
+"""Where each DGX Cloud Llama 3.1 case comes from (:func:`_dgxc_llama31`), per release."""
+
+DGXC_LLAMA31_WORKLOADS = {"8b": "llama3-8b", "70b": "llama3-70b", "405b": "llama3-405b"}
+"""Llama 3.1's architectures at 8,192 tokens are Llama 3's (the same widths, depths, heads and vocabulary)."""
+
+
+def _dgxc_llama31(release: str, size: str, number_format: str, tensor: int, pipeline: int, context: int,
+                  interleave: int, rows: tuple[tuple[int, int, float], ...]) -> tuple[ValidationCase, ...]:
+    """One table of :data:`DGXC_LLAMA31`: ``rows`` of ``(GPUs, global batch, step time in s)``."""
+    split = (("embedding_loss_in_split", True),) if release == "25.04" and size == "405b" else ()
+    return tuple(ValidationCase(
+        name=f"dgxc{release.replace('.', '')}-llama31-{size}-{number_format}-{gpus}",
+        workload=DGXC_LLAMA31_WORKLOADS[size], seq_len=8192, accelerator="h100", cluster="dgx-h100", n_devices=gpus,
+        global_batch=batch, tensor=tensor, pipeline=pipeline, data=gpus // (tensor * pipeline * context), microbatch=1,
+        interleave=interleave, sequence_parallel=tensor > 1, recompute="selective", metric="samples_s",
+        published=batch / step_s, number_format=number_format, zero=1, context=context, rules=split,
+        stack="megatron-core", campaign=f"dgxc-v{release}-llama31-{size}-{number_format}",
+        source=DGXC_LLAMA31[release].format(size=size, fmt=number_format.upper(), gpus=gpus, batch=batch, step=step_s,
+                                            t=tensor, p=pipeline, c=context, v=interleave if interleave > 1 else "n/a"))
+        for gpus, batch, step_s in rows)
+
+
+def _weak(gpus: tuple[int, ...], batch_per_gpu: int, steps: tuple[float, ...]) -> tuple[tuple[int, int, float], ...]:
+    return tuple((g, batch_per_gpu * g, step) for g, step in zip(gpus, steps, strict=True))
+
+
+DGXC_LLAMA31_CASES: tuple[ValidationCase, ...] = (
+    #             release size  format  t  p  c  v   (GPUs, GBS, published step time in s)
+    *_dgxc_llama31("25.02", "8b", "bf16", 1, 1, 2, 1, _weak((8, 16, 32, 64, 128), 16, (12.78, 12.99, 13.00, 13.00, 13.16))),
+    *_dgxc_llama31("25.02", "8b", "fp8", 1, 1, 2, 1, _weak((8, 16, 32, 64, 128), 16, (9.44, 9.47, 9.60, 9.64, 9.73))),
+    *_dgxc_llama31("25.02", "70b", "bf16", 4, 4, 2, 5, _weak((64, 128, 256, 512, 1024, 2048), 2,
+                                                              (14.61, 14.70, 14.72, 14.80, 14.86, 14.84))),
+    *_dgxc_llama31("25.02", "70b", "fp8", 4, 4, 2, 5, _weak((64, 128, 256, 512, 1024, 2048), 2,
+                                                             (10.46, 10.52, 10.75, 10.76, 10.83, 10.99))),
+    *_dgxc_llama31("25.02", "405b", "bf16", 8, 9, 2, 7, ((576, 252, 17.50), (1152, 504, 17.60), (2304, 1008, 17.70))),
+    *_dgxc_llama31("25.02", "405b", "fp8", 8, 9, 2, 7, ((576, 252, 11.00), (1152, 504, 11.10), (2304, 1008, 11.20))),
+    *_dgxc_llama31("25.04", "8b", "bf16", 1, 1, 2, 1, _weak((8, 16, 32, 64, 128), 16, (12.27, 12.3, 12.32, 12.33, 12.33))),
+    *_dgxc_llama31("25.04", "8b", "fp8", 1, 1, 2, 1, _weak((8, 16, 32, 64, 128), 16, (9.33, 9.36, 9.43, 9.48, 9.54))),
+    *_dgxc_llama31("25.04", "70b", "bf16", 4, 4, 2, 5, _weak((64, 128, 256, 512, 1024, 2048), 2,
+                                                              (14.66, 14.67, 14.68, 14.67, 14.65, 14.66))),
+    *_dgxc_llama31("25.04", "70b", "fp8", 4, 8, 1, 5, _weak((64, 128, 256, 512, 1024, 2048), 2,
+                                                             (9.86, 9.95, 10.0, 10.07, 10.08, 10.15))),
+    *_dgxc_llama31("25.04", "405b", "bf16", 8, 8, 2, 8, ((512, 256, 19.78), (1024, 512, 19.84), (2048, 1024, 19.87))),
+    *_dgxc_llama31("25.04", "405b", "fp8", 8, 8, 2, 8, ((512, 256, 12.37), (1024, 512, 12.42), (2048, 1024, 12.56))),
+)
+"""The DGX Cloud Llama 3.1 rows (:data:`DGXC_LLAMA31`): 56 runs in twelve weak-scaling series, 8 to 2,304 GPUs."""
+
+
 H100_CASES: tuple[ValidationCase, ...] = (
     #          format  GPUs  step time (s)
     _dgxc_gpt3("bf16", 128, 8.309),
@@ -849,6 +920,7 @@ H100_CASES: tuple[ValidationCase, ...] = (
     nemo_long_case(256, 256, 4, 8, 8, 549, 16),
     nemo_long_case(512, 512, 8, 4, 16, 549, 8),
     nemo_long_case(1024, 1024, 8, 4, 32, 536, 4),
+    *DGXC_LLAMA31_CASES,
 )
 
 

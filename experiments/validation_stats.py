@@ -120,6 +120,12 @@ def speedups(predictions: list[Prediction]) -> list[tuple[str, float, float]]:
 
 
 # --- H100, bf16 and FP8 ----------------------------------------------------------------------------------------
+def _plan(case) -> tuple:
+    """What two runs of one plan share, but the number format."""
+    return (case.workload, case.n_devices, case.global_batch, case.tensor, case.pipeline, case.context, case.data,
+            case.microbatch, case.interleave, case.seq_len)
+
+
 def fp8_speedups(predictions: list[Prediction]) -> list[tuple[str, float, float]]:
     """(case, published, predicted) speed-up of each FP8 H100 case over the bf16 case of the same plan and scale."""
     by_name = {p.case.name: p for p in predictions}
@@ -127,8 +133,8 @@ def fp8_speedups(predictions: list[Prediction]) -> list[tuple[str, float, float]
     for name, fp8 in by_name.items():
         bf16 = by_name.get(name.replace("-fp8-", "-bf16-"))
         if (fp8.case.number_format != "fp8" or bf16 is None or bf16.case.number_format != "bf16"
-                or None in (fp8.time_per_batch_s, bf16.time_per_batch_s)):
-            continue
+                or None in (fp8.time_per_batch_s, bf16.time_per_batch_s) or _plan(fp8.case) != _plan(bf16.case)):
+            continue  # no bf16 twin of the same plan and scale
         rows.append((name, published_time_s(bf16.case) / published_time_s(fp8.case), bf16.time_per_batch_s / fp8.time_per_batch_s))
     return rows
 
