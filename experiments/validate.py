@@ -35,7 +35,9 @@ the report they are written into (:mod:`experiments.validation_report`).
 from __future__ import annotations
 
 import math
+import os
 import statistics
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -103,7 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "validation.md"),
                         help="Markdown report path (default docs/validation.md of the repository)")
+    parser.add_argument("--list", action="store_true", help="print every case (name, stack, chip × devices) and exit")
     args = parser.parse_args(argv)
+    if args.list:
+        text = "".join(f"{case.name}\t{case.stack}\t{case.accelerator} × {case.n_devices}\n" for case in all_cases())
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # piped into head: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     out = Path(args.out)
     figure = out.parent / "figures" / "validation.png"
     try:

@@ -37,6 +37,7 @@ efficiency is fitted to is that profile's ``calibration``.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -587,11 +588,14 @@ def case_names() -> list[str]:
 
 
 def get_case(name: str) -> ValidationCase:
-    """The case called ``name`` (a clear error listing the known names otherwise)."""
+    """The case called ``name`` (a clear error otherwise: the closest known names, and where to list them all)."""
     for case in all_cases():
         if case.name == name:
             return case
-    raise ValueError(f"unknown validation case {name!r}; known: {', '.join(case_names())}")
+    names = case_names()
+    close = difflib.get_close_matches(name, names, n=5, cutoff=0.6) or names[:3]
+    raise ValueError(f"unknown validation case {name!r}; known: {', '.join(close)}, … ({len(names)} cases: "
+                     "python -m experiments.validate --list)")
 
 
 # --- H100 runs, bf16 and FP8 ----------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 import pytest
 
-from experiments.validation_cases import CASES, H100_CASES, ValidationCase, get_case
+from experiments.validation_cases import CASES, H100_CASES, ValidationCase, case_names, get_case
 from phaze_env.workloads import get_workload, model_graph
 from phaze_env.workloads.registry import MEGATRON_SEQ, MEGATRON_VOCAB
 
@@ -52,8 +52,19 @@ def test_case_names_are_unique_and_looked_up():
     names = [case.name for case in CASES]
     assert len(names) == len(set(names))
     assert get_case(names[0]) is CASES[0]
-    with pytest.raises(ValueError, match="unknown validation case 'nope'; known: narayanan21-1.7b"):
+    with pytest.raises(ValueError, match="unknown validation case 'nope'; known: narayanan21-1.7b") as error:
         get_case("nope")
+    assert f"({len(case_names())} cases: python -m experiments.validate --list)" in str(error.value)
+    with pytest.raises(ValueError, match="known: dgxc2502-llama31-70b-fp8-2048"):  # the closest names first
+        get_case("dgxc2502-llama31-70b-fp8-2049")
+
+
+def test_the_validate_cli_lists_every_case(capsys):
+    from experiments.validate import main
+
+    assert main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(case_names()) and lines[0].split("\t")[0] == CASES[0].name
 
 
 def test_bad_case_values_are_refused():
