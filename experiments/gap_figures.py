@@ -165,6 +165,16 @@ def _trend(figures: GapFigures, names: list[str]):
     return points
 
 
+DGXC_405B = "dgxc2504-llama31-405b-bf16-2048"
+"""NVIDIA's own stack training Llama 3.1 405B at 8K tokens in bf16 on H100 (DGX Cloud v25.04, 2,048 GPUs)."""
+
+
+def _dgxc405_tflops() -> float:
+    """Its published throughput as Megatron-Core counts TFLOP/s per GPU (the Llama 3 paper cases' count)."""
+    case = get_case(DGXC_405B)
+    return metric_value(replace(case, metric="mcore_tflops_per_device"), published_time_s(case))
+
+
 LLAMA70_2502_FP8 = ("dgxc2502-llama31-70b-fp8-64", "dgxc2502-llama31-70b-fp8-2048")
 """The ends of DGX Cloud v25.02's Llama 3.1 70B FP8 weak-scaling series (Apex's distributed Adam)."""
 
@@ -413,6 +423,9 @@ FIGURES: dict[str, Callable[[GapFigures], str]] = {
     "llama3_paper_cp_share": lambda f: percent(long_context_gap.score_share(get_case(LLAMA3_PAPER_CP))),
     "llama3_paper_cp_convention": lambda f: percent(_convention_factor() - 1),
     "llama3_paper_drop_pt": _llama3_paper_drop_pt,
+    "dgxc405_tflops": lambda f: f"{_dgxc405_tflops():.0f}",
+    "dgxc405_error": lambda f: signed_percent(f.error(DGXC_405B), 1),
+    "dgxc405_over_paper": lambda f: percent(_dgxc405_tflops() / get_case(LLAMA3_PAPER_8K[0]).published - 1),
     # NeMo 24.03 long context
     "nemo_4k_error": lambda f: signed_percent(_nemo_table(f)[0].error),
     "nemo_4k_share": lambda f: percent(_nemo_table(f)[0].score_share),

@@ -481,7 +481,9 @@ STACK_GAPS: dict[str, str] = {
               "paper cites) or causal (half), so Meta's 2024 stack reached less than that profile; at 128K the scores "
               "are {llama3_paper_cp_share} of the count and the convention alone moves the figure by "
               "{llama3_paper_cp_convention}. The 8,192 → 16,384-GPU drop of per-GPU throughput is predicted within "
-              "{llama3_paper_drop_pt} pt")
+              "{llama3_paper_drop_pt} pt. NVIDIA's own stack trains the same model at 8K tokens on H100 at "
+              "{dgxc405_tflops} TFLOP/s per GPU in the same count, {dgxc405_over_paper} above Table 4's 430 (DGX "
+              "Cloud v25.04 on 2,048 GPUs, TP 8, PP 8, CP 2, bf16; held out here at {dgxc405_error})")
        for name in ("llama3-405b-paper-8192", "llama3-405b-paper-16384", "llama3-405b-paper-16384-cp16")},
     **{f"nemo2403-llama2-7b-fp8-{k}k-cp{c}": (
         "not the context parallelism nor the long attention (python -m experiments.long_context_gap): on the device "
