@@ -168,3 +168,20 @@ def test_every_cli_with_a_system_space_takes_the_stack():
                               capture_output=True, text=True)
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and "stack" in done.stderr
 
+
+
+def test_the_long_sequence_runs_the_table_misses_are_reported_with_their_cause():
+    """The DGX Cloud Llama 3.1 runs at 8,192 tokens through the table's path (experiments.rival_runs): with the
+    stack's eager attention far slower than published; with Transformer Engine's fused kernel at its cited rate
+    faster than that, the stack's efficiency unchanged; the H100 calibration run exact as the table prices it."""
+    from experiments.rival_runs import LONG_SEQUENCE_RUNS, long_sequence_errors, long_sequence_lines
+    from experiments.validation_cases import get_case
+    from phaze_env.stacks import DEFAULT_SYSTEM_STACK, get_system_stack
+
+    stack = get_system_stack(DEFAULT_SYSTEM_STACK)
+    eager, fused = long_sequence_errors(get_case("dgxc2504-llama31-8b-bf16-128"), stack)
+    assert eager < -0.3 and fused > eager + 0.3
+    calibration_eager, _ = long_sequence_errors(get_case(stack.fit_on("h100").calibration), stack)
+    assert abs(calibration_eager) < 1e-3
+    lines = long_sequence_lines(stack)
+    assert sum(line.startswith("| dgxc") for line in lines) == len(LONG_SEQUENCE_RUNS) + 1
