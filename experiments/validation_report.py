@@ -406,7 +406,8 @@ def h100_section(predictions: list[Prediction]) -> list[str]:
              "distributed optimizer; bf16 and FP8, weak scaling on 8 to 2,304 GPUs), on the `h100` preset and the",
              "`dgx-h100` cluster.",
              "Each runs the profile of the model code it trained, read from its configuration "
-             "(`experiments.validation_cases.MEGATRON_CORE_MODEL_RUNS`): DGX Cloud's GPT-3 recipe (NeMo 24.05), NeMo",
+             "(`experiments.validation_cases.MEGATRON_CORE_MODEL_RUNS`): DGX Cloud's GPT-3 recipe (NeMo 24.05) and its",
+             "Llama 3.1 tables, NeMo",
              "24.07's Llama 2 rows, NeMo 24.03's long-sequence rows and the Llama 3 rows (Megatron-Bridge's performance",
              "summary, 2025–26, and the Llama 3 paper's 405B pre-training on 8,192 and 16,384 GPUs) run the `megatron-core`",
              "profile — Megatron-Core's GPT model: Transformer Engine's fused",
