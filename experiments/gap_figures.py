@@ -21,7 +21,6 @@ from experiments.validation_fit import (Prediction, error_with, evaluation_with,
                                         predict, published_time_s)
 from experiments.validation_stats import scaling_series
 from phaze_env.evaluate import Evaluation
-from phaze_env.placement.inputs import microbatches_per_replica
 from phaze_env.stacks import get_stack
 
 GIB = 2**30
@@ -223,7 +222,6 @@ times split into a time per microbatch and a part that does not shrink with the 
 def _mlperf_split(figures: GapFigures, stack: str | None) -> tuple[float, float]:
     """The published split (``stack`` None) or the model's on ``stack``."""
     cases = [get_case(name) for name in MLPERF_PAIR]
-    microbatches = tuple(microbatches_per_replica(c.global_batch, c.data, c.microbatch) for c in cases)
     if stack is None:
         times = tuple(published_time_s(c) for c in cases)
     elif stack == cases[0].stack:
@@ -235,7 +233,7 @@ def _mlperf_split(figures: GapFigures, stack: str | None) -> tuple[float, float]
                 raise ValueError(f"{case.name} on {stack}: {evaluation.reason}")
             return evaluation.plan.time_per_batch_s
         times = figures.memo(f"mlperf_times_{stack}", lambda: tuple(time_on(c) for c in cases))
-    fixed, per_microbatch = scale_loss.split_by_microbatches(microbatches, times)
+    fixed, per_microbatch = scale_loss.split_cases(cases, times)
     return per_microbatch, fixed
 
 

@@ -29,7 +29,6 @@ from experiments.validation_fit import (error_with, evaluation_with, fit_efficie
                                         published_time_s)
 from experiments.validation_stats import TOLERANCE
 from phaze_env.cli import OneLineParser
-from phaze_env.placement.inputs import microbatches_per_replica
 from phaze_env.stacks import (MEGATRON_CORE_HOST_OP_S, MEGATRON_CORE_MAIN_GRAD_BYTES, STACKS,
                               TE_FUSED_ATTENTION_H100_EFFICIENCY)
 
@@ -161,10 +160,9 @@ def part_per_step(names: tuple[str, str] = MLPERF_PAIR) -> dict[str, float]:
     hidden as it prices them and exposed (:data:`DP_EXPOSED`), in seconds; ``share``: where the published one lies
     between the two (0: as hidden, 1: as exposed), linearly."""
     cases = [on_profile(get_case(name), MODERN) for name in names]
-    microbatches = tuple(microbatches_per_replica(c.global_batch, c.data, c.microbatch) for c in cases)
 
     def fixed_s(times) -> float:
-        return scale_loss.split_by_microbatches(microbatches, tuple(times))[0]
+        return scale_loss.split_cases(cases, tuple(times))[0]
 
     published = fixed_s(published_time_s(c) for c in cases)
     hidden = fixed_s(evaluation_with(c).plan.time_per_batch_s for c in cases)

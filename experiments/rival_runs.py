@@ -20,9 +20,7 @@ count and batch (``free plan``), and each reference's wall power per chip from i
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,9 +115,12 @@ def _evaluate(case: ValidationCase, cluster: Cluster, plan) -> Evaluation:
     return evaluate(case.workload, rival_point(case).accelerator, cluster, plan=plan, seq_len=case.seq_len)
 
 
-def predicted_metric(case: ValidationCase, stack: SystemStack, framework_efficiency: float | None = None) -> float:
-    """``case``'s metric predicted by the table's path with its published plan pinned (ValueError when infeasible)."""
-    evaluation = _evaluate(case, rival_cluster(case, stack, framework_efficiency=framework_efficiency), plan_of(case))
+def predicted_metric(case: ValidationCase, stack: SystemStack, framework_efficiency: float | None = None,
+                     **cluster_fields) -> float:
+    """``case``'s metric predicted by the table's path with its published plan pinned (ValueError when infeasible);
+    ``cluster_fields``: a what-if on the table's cluster (e.g. ``attention_efficiency``)."""
+    cluster = rival_cluster(case, stack, framework_efficiency=framework_efficiency).replace(**cluster_fields)
+    evaluation = _evaluate(case, cluster, plan_of(case))
     if not evaluation.feasible:
         raise ValueError(f"case {case.name!r} is infeasible through the table's path: {evaluation.reason}")
     return metric_value(case, evaluation.plan.time_per_batch_s)
@@ -188,16 +189,8 @@ def long_sequence_errors(case: ValidationCase, stack: SystemStack) -> tuple[floa
     """``case``'s error through the table's path with its published plan: the attention as the stack prices it (the
     traced eager attention: no fused-kernel efficiency in its fits), and as Transformer Engine's fused causal kernel
     at :data:`~phaze_env.stacks.TE_FUSED_ATTENTION_H100_EFFICIENCY` (the stack's efficiency kept, not refitted)."""
-    errors = []
-    for attention in (None, TE_FUSED_ATTENTION_H100_EFFICIENCY):
-        cluster = rival_cluster(case, stack)
-        if attention is not None:
-            cluster = cluster.replace(attention_efficiency=attention)
-        evaluation = _evaluate(case, cluster, plan_of(case))
-        if not evaluation.feasible:
-            raise ValueError(f"case {case.name!r} is infeasible through the table's path: {evaluation.reason}")
-        errors.append(metric_value(case, evaluation.plan.time_per_batch_s) / case.published - 1)
-    return errors[0], errors[1]
+    fused = predicted_metric(case, stack, attention_efficiency=TE_FUSED_ATTENTION_H100_EFFICIENCY)
+    return predicted_metric(case, stack) / case.published - 1, fused / case.published - 1
 
 
 def long_sequence_lines(stack: SystemStack) -> list[str]:

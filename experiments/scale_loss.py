@@ -38,6 +38,7 @@ import numpy as np
 from experiments.validation_cases import get_case
 from experiments.validation_fit import Prediction, evaluation_with, predict, published_time_s
 from experiments.validation_stats import TREND_TOLERANCE
+from phaze_env.placement.inputs import microbatches_per_replica
 
 NCCL_TUNING = ("NVIDIA/nccl src/graph/tuning.cc at commit 5067397c2676d5aed50042fc39e5c8ee96eb0027 (2026-06-11): "
                "ncclTunerConstantsDefaults, ncclTopoTuneModel, ncclTopoGetAlgoTime")
@@ -174,6 +175,13 @@ def split_by_microbatches(microbatches, times_s) -> tuple[float, float]:
         raise ValueError("splitting a step needs at least two different microbatch counts")
     per_microbatch_s, fixed_s = np.polyfit(m, np.asarray(times_s, dtype=float), 1)
     return float(fixed_s), float(per_microbatch_s)
+
+
+def split_cases(cases, times_s) -> tuple[float, float]:
+    """:func:`split_by_microbatches` of validation cases' step times, each case's microbatches per replica counted
+    from its batch, data-parallel degree and microbatch."""
+    return split_by_microbatches([microbatches_per_replica(c.global_batch, c.data, c.microbatch) for c in cases],
+                                 times_s)
 
 
 def trend(scales: list[Scale], times_s: list[float]) -> list[float]:
