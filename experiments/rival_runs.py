@@ -92,6 +92,19 @@ under it, so the fit absorbs what the 2021-22 code did not overlap); the others 
 ZeRO-3 without a pipeline, is no plan of Megatron-Core)."""
 
 
+def published_attention(case: ValidationCase) -> float:
+    """The attention kernel ``case``'s published run ran, as :attr:`~phaze_env.stacks.ChipFit.attention_efficiency`:
+    its own stack's on its chip (the validation profile's, which records the kernel of the code the run used — 0, the
+    traced eager attention, for Megatron-LM 2021–22 and MaxText 2023; Transformer Engine's fused kernel for NeMo's
+    Megatron-Core runs). The system stack runs a fused kernel on every chip, but a run made without one is priced as
+    it ran, so its fit and its held-out check measure the stack's efficiency, not the kernel's absence."""
+    fit = get_stack(case.stack).fit_on(case.accelerator)
+    if fit is None:
+        raise ValueError(f"case {case.name!r}: its stack {case.stack!r} has no fit on {case.accelerator!r}, so the "
+                         "attention kernel it ran is not recorded")
+    return fit.attention_efficiency
+
+
 def rival_cluster(case: ValidationCase, stack: SystemStack, *, published_structure: bool = True,
                   framework_efficiency: float | None = None) -> Cluster:
     """The reference cluster of ``case`` (:func:`~phaze_env.cluster.reference_cluster`) at the run's batch and optimizer,
@@ -99,11 +112,15 @@ def rival_cluster(case: ValidationCase, stack: SystemStack, *, published_structu
     run not made with Megatron (:data:`MEGATRON_STACKS`) takes the structure and plan rules of its own stack (its plan
     runs there), else ``stack``'s. A published plan that turned sequence parallelism off at ``t > 1`` (Megatron-LM
     2021–22, before or without ``--sequence-parallel``) is priced as it ran, its norms and residual adds on all ``s``
-    tokens (``sequence_parallel_kernels`` off for that run), instead of being refused by a stack that always runs it."""
+    tokens (``sequence_parallel_kernels`` off for that run), instead of being refused by a stack that always runs it.
+    Likewise its attention: ``published_structure`` prices the kernel the run ran (:func:`published_attention`), the
+    table's stack (``published_structure`` off) the fused kernel it gives every chip."""
     base = stack.training(Cluster(global_batch=case.global_batch, optimizer=case.optimizer), case.accelerator)
     if published_structure and case.stack not in MEGATRON_STACKS:
         own = get_stack(case.stack)
         base = own.structure(base).replace(framework_efficiency=base.stack.framework_efficiency)
+    if published_structure:
+        base = base.replace(attention_efficiency=published_attention(case))
     if published_structure and plan_of(case).sequence_parallel is False and base.stack.sequence_parallel_kernels:
         base = base.replace(sequence_parallel_kernels=False)
     if framework_efficiency is not None:

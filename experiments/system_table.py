@@ -562,6 +562,10 @@ def _fits_text() -> str:
     return "; ".join(f"{fit.chips[0]} {fit.framework_efficiency:g} (`{fit.calibration}`)" for fit in STACK.fits)
 
 
+def _attention_text() -> str:
+    return ", ".join(f"{fit.chips[0]} {fit.attention_efficiency:g}" for fit in STACK.fits)
+
+
 def _design_fit_text() -> str:
     fit, chip = STACK.design_fit(SystemDesignSpace().base)
     return f"{chip}'s, {fit.framework_efficiency:g}"
@@ -879,8 +883,10 @@ below is from that run on this 2-core machine. Each row is one exact system-spac
 * **Same training stack.** Every system, designs and references alike, runs `{STACK.name}`
   (`phaze_env.stacks.SYSTEM_STACKS`) with the same plan freedom, `{STACK.plan_spec()}`: interleaved 1F1B (`v` searched
   where the stack can run it: at any `m_r ≥ p` microbatches per replica, Megatron-Core's microbatch groups,
-  `PlanRules.microbatch_groups`), sequence parallelism, the distributed optimizer (ZeRO-1), fused attention (no s×s
-  scores kept: priced as selective recompute) and optional full recompute. Its framework efficiency is fitted per
+  `PlanRules.microbatch_groups`), sequence parallelism, the distributed optimizer (ZeRO-1), a fused causal attention
+  kernel on every chip at its cited fraction of the bf16 peak ({_attention_text()}; the searched chips take TPU v4's,
+  an assumption: `stacks.TPU_FLASH_ATTENTION_EFFICIENCY`), each microbatch's weight gradients accumulated into the bf16
+  main-gradient buffer (`stacks.SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES`) and optional full recompute. Its framework efficiency is fitted per
   chip *through this table's own path* (the chip at the GEMM efficiency above, in its reference cluster) to one
   published run of that chip — {_fits_text()} — and checked on the chips' other published runs
   (`python -m experiments.rival_runs`, `docs/rival_runs.md`). A searched chip has no published run: it takes the

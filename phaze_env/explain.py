@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from phaze_env.attention import fused_attention_ops, recomputed_by_backward
 from phaze_env.cluster import Cluster
 from phaze_env.hardware.accelerator import Accelerator
 from phaze_env.hardware.estimator import vector_cycles_per_element
@@ -92,31 +93,77 @@ class LayerExplanation:
         return "\n".join(lines)
 
 
+def _op_row(direction: str, name: str, op, i: int, parallel: bool, start_s: float, latency: float, tensor, vector,
+            exposed_links_s) -> OpExplanation:
+    """Operator ``i``'s explanation row from its priced terms, in the mode ``parallel``."""
+    tensor_s = float((tensor.compute_all_s if parallel else tensor.compute_one_s)[i, 0])
+    vector_s = float((vector.compute_all_s if parallel else vector.compute_one_s)[i, 0])
+    memory_s = float(tensor.memory_s[i, 0] + tensor.cast_s[i, 0]  # FP8 casts are HBM-bound kernels
+                     + np.broadcast_to(tensor.eager_s, tensor.cast_s.shape)[i, 0]  # so are unfused elementwise ones
+                     + (vector.hbm_all_s if parallel else vector.hbm_one_s)[i, 0])
+    exposed_s = float(tensor.exposed_s[i, 0])
+    links_s = float(exposed_links_s[i])
+    terms = {"compute": max(tensor_s, vector_s), "memory": memory_s, "latency": exposed_s + links_s}
+    bound = max(BOUNDS, key=lambda b: terms[b]) if latency > 0 else "latency"
+    return OpExplanation(direction, name, op.unit, parallel, start_s, latency, tensor_s, vector_s, memory_s + exposed_s,
+                         links_s, bound)
+
+
+def _add_work(work: dict, op, i: int, parallel: bool, tensor, vector, fused: bool) -> None:
+    """``op``'s achieved work: its GEMM FLOPs (a fused kernel's kept ones), vector cycles (none for a fused kernel,
+    whose softmax runs inside it and is priced with its GEMMs) and HBM bytes."""
+    work["flops"] += op.gemm_flops
+    if op.unit in ("vc", "tc+vc") and not fused:
+        work["vector_cycles"] += op.vector_elements * vector_cycles_per_element(op)
+    work["hbm_bytes"] += float(tensor.traffic_bytes[i, 0] + (vector.spill_all_bytes if parallel else vector.spill_one_bytes)[i, 0])
+
+
+def _priced(dag: OpGraph, acc: Accelerator, cluster: Cluster, layer: str):
+    """The evaluation's own pricing of ``dag`` (same terms, same framework efficiency) and its operators as priced:
+    with a fused attention kernel, the attention core in its fused causal form (:func:`fused_attention_ops`)."""
+    priced = price_ops(dag.ops, acc, cluster, layer=layer, edges=dag.edges)
+    fused: list[int] = []
+    ops = list(dag.ops)
+    if cluster.stack.attention_efficiency:
+        ops, fused = fused_attention_ops(dag.ops, acc.bytes_per_element)
+    return priced, ops, set(fused)
+
+
 def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluster, time_limit_s: float, layer: str):
-    priced = price_ops(dag.ops, acc, cluster, layer=layer, edges=dag.edges)  # the evaluation's own pricing: same terms, same framework efficiency
+    priced, priced_ops, fused = _priced(dag, acc, cluster, layer)
     table, tensor, vector = priced.table, priced.tensor, priced.vector
     one, all_cores = table.latencies_s(0, 0)
     exposed_links_s = table.exposed_comm_s(table.device_latencies_s(0, 0)[1])
     schedule = schedule_graph(dag, one, all_cores, acc.num_tc, acc.num_vc, time_limit_s=time_limit_s)
     ops, work = [], {"flops": 0.0, "vector_cycles": 0.0, "hbm_bytes": 0.0}
-    for i, op in enumerate(dag.ops):
+    for i, op in enumerate(priced_ops):
         parallel = bool(schedule.parallel[i])
         latency = float(schedule.end_s[i] - schedule.start_s[i])
-        tensor_s = float((tensor.compute_all_s if parallel else tensor.compute_one_s)[i, 0])
-        vector_s = float((vector.compute_all_s if parallel else vector.compute_one_s)[i, 0])
-        memory_s = float(tensor.memory_s[i, 0] + tensor.cast_s[i, 0]  # FP8 casts are HBM-bound kernels
-                         + np.broadcast_to(tensor.eager_s, tensor.cast_s.shape)[i, 0]  # so are unfused elementwise ones
-                         + (vector.hbm_all_s if parallel else vector.hbm_one_s)[i, 0])
-        exposed_s = float(tensor.exposed_s[i, 0])
-        links_s = float(exposed_links_s[i])
-        terms = {"compute": max(tensor_s, vector_s), "memory": memory_s, "latency": exposed_s + links_s}
-        bound = max(BOUNDS, key=lambda b: terms[b]) if latency > 0 else "latency"
-        ops.append(OpExplanation(direction, op.name, op.unit, parallel, float(schedule.start_s[i]), latency, tensor_s,
-                                 vector_s, memory_s + exposed_s, links_s, bound))
-        work["flops"] += op.gemm_flops
-        work["vector_cycles"] += op.vector_elements * vector_cycles_per_element(op) if op.unit in ("vc", "tc+vc") else 0.0
-        work["hbm_bytes"] += float(tensor.traffic_bytes[i, 0] + (vector.spill_all_bytes if parallel else vector.spill_one_bytes)[i, 0])
+        ops.append(_op_row(direction, op.name, op, i, parallel, float(schedule.start_s[i]), latency, tensor, vector,
+                           exposed_links_s))
+        _add_work(work, op, i, parallel, tensor, vector, i in fused)
     return schedule.makespan_s, ops, work
+
+
+def _fused_rerun(dag: OpGraph, acc: Accelerator, cluster: Cluster, layer: str, start_s: float):
+    """What a fused kernel's backward pass reruns of the forward ``dag`` (the scores and probabilities,
+    :func:`~phaze_env.attention.recomputed_by_backward`), priced as the evaluator adds it to the backward pass: each
+    operator in series at its faster mode (``min`` of one core and all), after the backward DAG's makespan."""
+    priced, priced_ops, fused = _priced(dag, acc, cluster, layer)
+    table, tensor, vector = priced.table, priced.tensor, priced.vector
+    one, all_cores = table.latencies_s(0, 0)
+    exposed_links_s = table.exposed_comm_s(table.device_latencies_s(0, 0)[1])
+    ops, work, clock = [], {"flops": 0.0, "vector_cycles": 0.0, "hbm_bytes": 0.0}, start_s
+    for i, (traced, op) in enumerate(zip(dag.ops, priced_ops)):
+        if not recomputed_by_backward(traced):
+            continue
+        parallel = bool(all_cores[i] < one[i])
+        latency = float(min(one[i], all_cores[i]))
+        ops.append(_op_row("bwd", f"{op.name} (rerun by the fused backward)", op, i, parallel, clock, latency, tensor,
+                           vector, exposed_links_s))
+        _add_work(work, op, i, parallel, tensor, vector, i in fused)
+        clock += latency
+    return clock - start_s, ops, work
 
 
 def explain_layer(workload: str | Workload, accelerator: Accelerator, cluster: Cluster | None = None, *,
@@ -129,9 +176,6 @@ def explain_layer(workload: str | Workload, accelerator: Accelerator, cluster: C
     if not isinstance(accelerator, Accelerator):
         raise TypeError(f"accelerator must be an Accelerator, got {type(accelerator).__name__}")
     cluster = cluster if cluster is not None else Cluster()
-    if cluster.stack.attention_efficiency:  # its backward's score recompute and kept FLOPs are not split out here
-        raise ValueError("explain does not split a fused attention kernel's time yet (the cluster's stack runs one: "
-                         f"attention_efficiency {cluster.stack.attention_efficiency:g}); explain the cluster without it")
     for name, value in (("tensor_width", tensor_width), ("microbatch", microbatch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -144,6 +188,10 @@ def explain_layer(workload: str | Workload, accelerator: Accelerator, cluster: C
     chosen = layers[layer]
     fwd_s, fwd_ops, fwd_work = _explain_dag("fwd", chosen.fwd, accelerator, cluster, time_limit_s, layer)
     bwd_s, bwd_ops, bwd_work = _explain_dag("bwd", chosen.bwd, accelerator, cluster, time_limit_s, layer)
+    if cluster.stack.attention_efficiency:  # the fused kernel's backward reruns the scores (as evaluate prices it)
+        rerun_s, rerun_ops, rerun_work = _fused_rerun(chosen.fwd, accelerator, cluster, layer, bwd_s)
+        bwd_s, bwd_ops = bwd_s + rerun_s, bwd_ops + rerun_ops
+        bwd_work = {k: bwd_work[k] + rerun_work[k] for k in bwd_work}
     ops = tuple(fwd_ops + bwd_ops)
     makespan = fwd_s + bwd_s
     busy = {"tensor_cores": sum(o.tensor_cores_s for o in ops), "vector_cores": sum(o.vector_cores_s for o in ops),

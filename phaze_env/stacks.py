@@ -195,6 +195,20 @@ class reaches "up to 740 TFLOPs/s (75% utilization)" in the bf16 forward pass, i
 (which runs at 35 % on H100, :data:`FLASH_ATTENTION2_H100_EFFICIENCY`), i.e. 0.52–0.61, and the paper's causal runs sit
 below its non-causal ones. Assumption: 0.55, the backward pass's range (it carries 2.5 of the 3.5 FLOP shares of a
 forward + backward pass), range 0.50–0.65; not fitted."""
+TPU_FLASH_ATTENTION_EFFICIENCY = 0.50
+"""Fraction of a TPU v4's bf16 peak a flash-class fused causal attention kernel sustains on the attention FLOPs it
+computes — the rate the system stack gives TPU v4 and, through :meth:`SystemStack.design_fit`, every searched chip
+(whose cores copy TPU v4's). The kernel exists in practice: MaxText runs JAX's Pallas splash attention on TPU by
+default (``attention: 'autoselected'`` → ``tpu_flash_attention`` over
+``jax.experimental.pallas.ops.tpu.splash_attention``: google/maxtext ``MaxText/configs/base.yml`` and
+``MaxText/layers/attentions.py`` at e64f6813, 2024-10). Its 2023 TPU v4 runs, the system stack's calibration there, did
+not: ``dot_product_attention`` writes the ``bhqk`` scores (``MaxText/layers.py`` at d3f68fe2c), so those runs are
+priced with the eager attention they ran (``experiments.rival_runs.rival_cluster``).
+*Assumption*, no published measurement on TPU v4 found: the rate FlashAttention-2 reaches on A100
+(:data:`FLASH_ATTENTION2_A100_EFFICIENCY`, the low end of Dao 2023's 50–73 %) — a first flash-class kernel on a matrix
+unit fed from on-chip memory, with the softmax on the vector units beside it; range 0.35 (FlashAttention-2's rate on a
+chip it was not written for, :data:`FLASH_ATTENTION2_H100_EFFICIENCY`) to 0.65 (above Transformer Engine's Hopper
+kernel, :data:`TE_FUSED_ATTENTION_H100_EFFICIENCY`)."""
 LLM_FOUNDRY_A100_EFFICIENCY = 0.853
 """Achieved fraction of the a100 preset's per-operator speed in llm-foundry training (Composer, PyTorch FSDP
 FULL_SHARD, FlashAttention-class attention), *fitted to one published measurement*: MPT-7B at sequence 4096 on
@@ -730,29 +744,39 @@ rule a system of, e.g., 700 chips could use only 512 of them (``d`` a power of t
 by their powers of two; with padding it uses them all and pays for the uneven split in idle slots. *Assumption* of the
 system table, the same for every design and reference; the rival runs (``experiments.rival_runs``) divide their batch."""
 
-MEGATRON_CORE_SYSTEM_H100_EFFICIENCY = 0.7945
+MEGATRON_CORE_SYSTEM_H100_EFFICIENCY = 0.7616
 """Megatron-Core's framework efficiency on H100 *through the system table's path* (the h100 chip at
 SYSTEM_GEMM_EFFICIENCY in the dgx-h100 reference cluster), fitted to NVIDIA's DGX Cloud GPT-3 175B bf16 run on 512
 H100 (``dgxc-gpt3-175b-bf16-512``, its plan pinned, under this stack's structure: TP communication overlapped with its
 GEMMs, sequence parallelism's norms and residual adds on ``s/t`` tokens, the data-parallel collectives overlapped with
-the passes, :data:`SYSTEM_DP_COMM_OVERLAP`): ``python -m experiments.rival_runs --fit`` gives 0.7945 (0.8230 before
+the passes, :data:`SYSTEM_DP_COMM_OVERLAP`, and Transformer Engine's fused attention at
+:data:`TE_FUSED_ATTENTION_H100_EFFICIENCY`, which the run used: NeMo 24.05 with ``mcore_gpt``):
+and each microbatch's weight-gradient accumulation, :data:`SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES`):
+``python -m experiments.rival_runs --fit`` gives 0.7616 (0.7000 with the fused kernel and no accumulation; 0.7945
+before either, 2026-12-07: the eager attention it priced instead was slower, so the factor was higher, and at 8,192
+tokens it put NVIDIA's Llama 3.1 runs 16–52 % slow, docs/rival_runs.md; 0.8230 before
 the data-parallel overlap hid part of that run's gradient reduce-scatter and weight all-gather; 0.8505 before the stack
 ran SP's kernels on ``s/t`` tokens, :data:`SYSTEM_SEQUENCE_PARALLEL_KERNELS`: the same run priced with less exposed
 work needs a lower factor). Held out: the recipe's other four bf16 scales and its five FP8 runs
-(``experiments.rival_runs``, docs/rival_runs.md). Below the validation's ``megatron-core`` fit on the same run (0.8108,
-``python -m experiments.h100_profiles --calibrate dgxc-gpt3-175b-bf16-512``: the h100 preset with the same overlaps and
-fused attention, and each microbatch's weight-gradient accumulation, which this stack does not price) because the
+(``experiments.rival_runs``, docs/rival_runs.md; the FP8 run on 2,048 GPUs is +12.5 %, the weak-scaling gap the
+validation has on the same rows). Below the validation's ``megatron-core`` fit on the same run (0.8108,
+``python -m experiments.h100_profiles --calibrate dgxc-gpt3-175b-bf16-512``: the h100 preset with the same overlaps,
+fused attention and weight-gradient accumulation) because the
 table's H100 runs its GEMMs at SYSTEM_GEMM_EFFICIENCY (0.859), not its own measured 0.801 — the same run, on a faster
 chip model, needs a lower factor."""
-MEGATRON_CORE_SYSTEM_A100_EFFICIENCY = 0.712
+MEGATRON_CORE_SYSTEM_A100_EFFICIENCY = 0.735
 """Megatron-LM's efficiency on A100 through the system table's path (dgx-a100 reference cluster), fitted to
 Korthikanti et al. 2022 Table 5, GPT 175B with full recompute on 64 A100 (``korthikanti22-175b-full``); held out: its
 selective-recompute row and Narayanan et al. 2021 Table 2's 175B rows on 384, 768 and 1,536 A100 (153, 149 and 141
-TFLOP/s per GPU, i.e. 45–49 % of the bf16 peak). The fit (``python -m experiments.rival_runs --fit``), 0.7124 — 0.7172
-before full recompute stopped rerunning the LM head, which Megatron-Core's checkpoint does not wrap — is below the validation's
+TFLOP/s per GPU, i.e. 45–49 % of the bf16 peak). The fit (``python -m experiments.rival_runs --fit``), 0.7350 with
+each microbatch's weight-gradient accumulation priced (:data:`SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES`; 0.7124 without it,
+0.7172 before full recompute stopped rerunning the LM head, which Megatron-Core's checkpoint does not wrap), is below the validation's
 :data:`~phaze_env.cluster.MEGATRON_A100_EFFICIENCY` (0.807; the same chip model and cluster) because this stack overlaps
 its TP communication with the GEMMs, which the 2022 code did not: the factor absorbs it (it is this stack's figure on
-the A100, calibrated so the published run is reproduced, not a claim that the 2022 code overlapped)."""
+the A100, calibrated so the published run is reproduced, not a claim that the 2022 code overlapped). The 2022 runs
+attended with Megatron-LM's eager kernels (its fused softmax; FlashAttention came later), so they are fitted and checked
+with the traced eager attention they ran (``experiments.rival_runs.published_attention``); the table's A100 runs
+FlashAttention-2 (:data:`FLASH_ATTENTION2_A100_EFFICIENCY`) at this factor."""
 MEGATRON_CORE_SYSTEM_TPUV4_EFFICIENCY = 0.946
 """The efficiency of TPU v4's production stack (JAX/XLA, MaxText) through the system table's path (the tpuv4 chip at
 SYSTEM_GEMM_EFFICIENCY instead of the preset's 1, in the torus the table builds: ICI at NCCL_EFFICIENCY), fitted to
@@ -763,7 +787,9 @@ the LM head rematerialised too), is above the validation's :data:`JAX_XLA_TPUV4_
 at 1 (0.818 / 0.859 ≈ 0.95: the product, what the run reaches, is the same). *Assumption*: no Megatron-style stack has published TPU v4 runs, so the
 efficiency of the stack that does is carried to the system stack's plan freedom on that chip (the same silicon, its
 kernels compiled by XLA either way); PaLM 540B (46.2 % MFU) cannot be checked: its 2-D weight sharding is not a plan of
-this model (``experiments.validation_cases.NEEDS_2D_SHARDING``)."""
+this model (``experiments.validation_cases.NEEDS_2D_SHARDING``). The 2023 runs attended with XLA's dot-product
+attention (scores written out, :data:`TPU_FLASH_ATTENTION_EFFICIENCY`) and are fitted and checked with it; the table's TPU
+v4, and the searched chips at this factor, run a fused kernel at :data:`TPU_FLASH_ATTENTION_EFFICIENCY`."""
 
 SYSTEM_DP_COMM_OVERLAP = True
 """Whether the system space's megatron-core stack overlaps its data-parallel collectives with the passes
@@ -801,15 +827,17 @@ profile ``STACKS["megatron-core"]`` has :data:`MEGATRON_CORE_HOST_OP_S`): its fi
 knob of the space. A known limitation, the same for every design and reference: a fast searched chip running a
 fine-grained MoE model would be held back by the host, which the table does not charge."""
 
-SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES = 0.0
-"""The system space's megatron-core stack prices no per-microbatch weight-gradient accumulation
-(``Stack.main_grad_accumulation_bytes`` 0, where the validation profile ``STACKS["megatron-core"]`` has
-:data:`MEGATRON_CORE_MAIN_GRAD_BYTES`): its fits (``python -m experiments.rival_runs --fit``) and the system table's
-searches were made without it. A known limitation, the same for every design and reference: the accumulation costs a
-chip in proportion to its HBM bandwidth against its compute, so a design with little bandwidth per FLOP is flattered
-most; turning it on means refitting the system fits and searching the table again. Measured with it on (the
-fits redone, then reverted; docs/fidelity.md, 'Weight-gradient accumulation'): A100 0.7124 -> 0.7350, H100 0.7945 ->
-0.8562, and the rivals' held-out runs 4.1 % -> 2.6 % mean error (largest 9.7 % -> 5.9 %)."""
+SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES = MEGATRON_CORE_MAIN_GRAD_BYTES
+"""The system space's megatron-core stack prices each microbatch's weight-gradient accumulation into the bf16
+main-gradient buffer (``Stack.main_grad_accumulation_bytes``, as the validation profile ``STACKS["megatron-core"]``
+does: :data:`MEGATRON_CORE_MAIN_GRAD_BYTES`, its sources there), on every design and reference alike: the
+accumulation costs a chip in proportion to its HBM bandwidth against its compute, so leaving it out flattered a design
+with little bandwidth per FLOP most. Turned on 2026-12-07 together with the fused attention kernel on every chip
+(:class:`SystemStack`'s fits), the fits redone (``python -m experiments.rival_runs --fit``): H100 0.7945 (eager
+attention, no accumulation) → 0.7000 (fused only) → 0.7616 (both), A100 0.7124 → 0.7350, TPU v4 0.9462 unchanged
+(MaxText's calibration run accumulates nothing: one microbatch). With the fused kernel alone the H100 FP8 rivals came
+out +12 … +19 % (the lower factor sped up their FP8 GEMMs with the bf16 attention); with the accumulation, which is a
+larger share of an FP8 step, +6 … +12.5 % (docs/rival_runs.md)."""
 
 SYSTEM_STACKS: dict[str, SystemStack] = {
     stack.name: stack
@@ -821,15 +849,19 @@ SYSTEM_STACKS: dict[str, SystemStack] = {
                               sequence_parallel_kernels=SYSTEM_SEQUENCE_PARALLEL_KERNELS,
                               main_grad_accumulation_bytes=SYSTEM_MAIN_GRAD_ACCUMULATION_BYTES),
             plan="+v=auto+sp=auto+zero1+rc=selective|full",
-            fits=(ChipFit(("tpuv4",), MEGATRON_CORE_SYSTEM_TPUV4_EFFICIENCY, "maxtext-22b-1xv4-128"),
-                  ChipFit(("a100",), MEGATRON_CORE_SYSTEM_A100_EFFICIENCY, "korthikanti22-175b-full"),
-                  ChipFit(("h100", "h100-fp8"), MEGATRON_CORE_SYSTEM_H100_EFFICIENCY, "dgxc-gpt3-175b-bf16-512")),
+            fits=(ChipFit(("tpuv4",), MEGATRON_CORE_SYSTEM_TPUV4_EFFICIENCY, "maxtext-22b-1xv4-128",
+                          TPU_FLASH_ATTENTION_EFFICIENCY),
+                  ChipFit(("a100",), MEGATRON_CORE_SYSTEM_A100_EFFICIENCY, "korthikanti22-175b-full",
+                          FLASH_ATTENTION2_A100_EFFICIENCY),
+                  ChipFit(("h100", "h100-fp8"), MEGATRON_CORE_SYSTEM_H100_EFFICIENCY, "dgxc-gpt3-175b-bf16-512",
+                          TE_FUSED_ATTENTION_H100_EFFICIENCY)),
             sources="NVIDIA/Megatron-LM megatron/core (2024-25): interleaved 1F1B (--num-layers-per-virtual-pipeline-"
                     "stage, v searched; at any m_r >= p microbatches per replica, --microbatch-group-size-per-virtual-"
                     "pipeline-stage: PlanRules.microbatch_groups), sequence parallelism (--sequence-parallel, on with t > 1), the distributed "
-                    "optimizer (--use-distributed-optimizer: ZeRO-1), Transformer Engine's fused attention (no s×s "
-                    "scores kept, recomputed in its backward: priced as selective recompute, as the H100 validation "
-                    "cases do) and optional full recompute (--recompute-granularity full); pipeline sends scattered over "
+                    "optimizer (--use-distributed-optimizer: ZeRO-1), a fused causal attention kernel on every chip at its "
+                    "cited rate (ChipFit.attention_efficiency: Transformer Engine's on H100, FlashAttention-2 on A100, "
+                    "Pallas flash attention on TPU v4 and the searched chips, TPU_FLASH_ATTENTION_EFFICIENCY; no s×s "
+                    "scores kept, recomputed in its backward, phaze_env.attention) and optional full recompute (--recompute-granularity full); pipeline sends scattered over "
                     "the tensor ranks (Narayanan et al. 2021 §4.1); plan rules: SYSTEM_MEGATRON_CORE_RULES; efficiency per "
                     "chip: MEGATRON_CORE_SYSTEM_*_EFFICIENCY; data-parallel collectives overlapped with the passes "
                     "(--overlap-grad-reduce, --overlap-param-gather: SYSTEM_DP_COMM_OVERLAP)"),

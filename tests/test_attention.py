@@ -161,7 +161,21 @@ def test_context_parallelism_runs_with_a_fused_kernel_and_its_ring_overlaps_the_
         Cluster(attention_efficiency=1.5)
 
 
-def test_explain_refuses_a_fused_kernel_rather_than_split_it_wrongly():
-    cluster = get_cluster("dgx-h100", 8).replace(attention_efficiency=0.5)
-    with pytest.raises(ValueError, match="explain does not split a fused attention kernel"):
-        explain_layer(TINY, get_preset("h100"), cluster)
+@pytest.mark.parametrize("tensor_width", [1, 2])
+def test_explain_splits_a_fused_kernel_as_the_evaluation_prices_it(tensor_width):
+    """With a fused kernel the explanation's forward and backward are the evaluation's (the backward with the scores
+    the kernel reruns, each a row of its own), its kept FLOPs are the causal blocks', not the traced s × s ones, and a
+    fused layer is faster than the eager one on the same chip."""
+    chip = get_preset("h100")
+    fused = get_cluster("dgx-h100", 8, global_batch=16).replace(attention_efficiency=0.5)
+    explained = explain_layer(TINY, chip, fused, tensor_width=tensor_width)
+    timing = evaluate(TINY, chip, fused, microbatch=(1,), tensor_widths=(tensor_width,),
+                      cache=False).layer_timings[f"t{tensor_width}_m1"]["block"]
+    assert explained.fwd_s == pytest.approx(timing["fwd_s"]) and explained.bwd_s == pytest.approx(timing["bwd_s"])
+    rerun = [op for op in explained.ops if op.name.endswith("(rerun by the fused backward)")]
+    assert rerun and all(op.direction == "bwd" and op.vector_cores_s == 0 for op in rerun)
+    assert sum(op.latency_s for op in rerun) > 0
+    eager = explain_layer(TINY, chip, fused.replace(attention_efficiency=0.0), tensor_width=tensor_width)
+    assert explained.time_s < eager.time_s
+    assert not any(op.name.endswith("(rerun by the fused backward)") for op in eager.ops)
+    assert all(0 <= value <= 1 + 1e-9 for value in explained.utilisation.values())
