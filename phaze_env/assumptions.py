@@ -48,7 +48,8 @@ from phaze_env.design import SystemDesignSpace
 from phaze_env.hardware import cost, energy, system
 from phaze_env.hardware.accelerator import H100_GEMM_EFFICIENCY
 from phaze_env.hardware.number_format import FP8_MAC_RATE
-from phaze_env.stacks import DEFAULT_SYSTEM_STACK, SYSTEM_STACKS, get_system_stack
+from phaze_env.stacks import (DEFAULT_SYSTEM_STACK, FLASH_ATTENTION2_H100_EFFICIENCY, SYSTEM_STACKS,
+                              get_system_stack)
 
 Patch = tuple[Any, str, Any]
 """One rebinding: (a module or a dict, attribute or key, new value)."""
@@ -109,6 +110,11 @@ def _wafer_factor(value: float) -> list[Patch]:
 
 def _design_efficiency(value: float) -> list[Patch]:
     return [(SYSTEM_STACKS, name, dataclasses.replace(stack, design_efficiency=value))
+            for name, stack in SYSTEM_STACKS.items()]
+
+
+def _design_attention(value: float) -> list[Patch]:
+    return [(SYSTEM_STACKS, name, dataclasses.replace(stack, design_attention_efficiency=value))
             for name, stack in SYSTEM_STACKS.items()]
 
 
@@ -231,6 +237,13 @@ ASSUMPTIONS: dict[str, Assumption] = {a.name: a for a in (
                f"the searched chip has no published run and takes {_DESIGN_FIT_CHIP}'s fit (a rule); the range is the "
                f"stack's fits on every reference chip ({', '.join(f'{f.chips[0]} {f.framework_efficiency:g}' for f in _STACK.fits)}; "
                "stacks.SYSTEM_STACKS)", "phaze_env.stacks", _design_efficiency),
+    Assumption("design_attention_efficiency", "searched chips' fused attention rate", "of peak",
+               _DESIGN_FIT.attention_efficiency, FLASH_ATTENTION2_H100_EFFICIENCY, 0.65,
+               f"the searched chip runs the stack's fused causal attention kernel at {_DESIGN_FIT_CHIP}'s rate, itself "
+               "an assumption (stacks.TPU_FLASH_ATTENTION_EFFICIENCY: FlashAttention-2's on A100, no published TPU "
+               "figure); low: FlashAttention-2 on a chip it was not written for (H100, 0.35, Shah et al. 2024); high: "
+               "0.65, above Transformer Engine's Hopper kernel (0.55) and within FlashAttention-3's 0.52–0.61 backward "
+               "and 0.75 forward", "phaze_env.stacks", _design_attention),
     Assumption("mac_pj", "bf16 MAC energy (N7)", "pJ", energy.MAC_PJ, energy.MAC_PJ * 0.5, energy.MAC_PJ * 1.5,
                "assumption ±50 %: energy.MAC_PJ is Horowitz's 45 nm figure scaled by 0.25 to 7 nm, not a measurement "
                "(sets every chip's modelled MAC power, designs and references alike)",

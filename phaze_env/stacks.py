@@ -655,6 +655,9 @@ class SystemStack:
     design_efficiency: float | None = None
     """The searched chips' framework efficiency when set (a sensitivity study's move,
     :data:`phaze_env.assumptions.ASSUMPTIONS`); ``None``: :meth:`design_fit`'s rule."""
+    design_attention_efficiency: float | None = None
+    """The searched chips' fused attention rate when set (a sensitivity study's move); ``None``: the fit's
+    (:meth:`design_fit`: TPU v4's, :data:`TPU_FLASH_ATTENTION_EFFICIENCY`)."""
 
     def __post_init__(self) -> None:
         if not self.fits:
@@ -705,8 +708,10 @@ class SystemStack:
 
     def design_training(self, base: Cluster, template: Accelerator) -> Cluster:
         """``base`` running this stack on a searched chip built from ``template`` (:meth:`design_fit`, or
-        :attr:`design_efficiency` when set)."""
+        :attr:`design_efficiency` and :attr:`design_attention_efficiency` when set)."""
         training = self.training(base, self.design_fit(template)[1])
+        if self.design_attention_efficiency is not None:
+            training = training.replace(attention_efficiency=self.design_attention_efficiency)
         if self.design_efficiency is None:
             return training
         return replace(training, framework_efficiency=self.design_efficiency)

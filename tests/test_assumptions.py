@@ -31,6 +31,7 @@ def test_nominals_are_the_models_values_and_ranges_hold_them():
     assert ASSUMPTIONS["host_w.dgx-h100"].nominal == system.SYSTEM_FAMILIES["dgx-h100"].host.w_per_chip
     stack = SYSTEM_STACKS[DEFAULT_SYSTEM_STACK]
     assert ASSUMPTIONS["design_framework_efficiency"].nominal == stack.design_fit(SystemDesignSpace().base)[0].framework_efficiency
+    assert ASSUMPTIONS["design_attention_efficiency"].nominal == stack.design_fit(SystemDesignSpace().base)[0].attention_efficiency
     for a in ASSUMPTIONS.values():
         assert a.low <= a.nominal <= a.high and a.source, a.name
         assert a.ends(), f"{a.name}: a range with no end off the nominal moves nothing"
@@ -184,3 +185,18 @@ def test_an_evaluation_cached_at_nominal_is_not_returned_under_a_move(tmp_path, 
         fresh = evaluate(TINY, get_preset("tpuv4"), CLUSTER, cache=False, **options)
     assert cached.energy_per_sample_j == fresh.energy_per_sample_j > nominal.energy_per_sample_j
     assert evaluate(TINY, get_preset("tpuv4"), CLUSTER, **options).energy_per_sample_j == nominal.energy_per_sample_j
+
+
+def test_the_searched_chips_attention_rate_moves_the_designs_only():
+    """The fused attention rate the searched chips take (TPU v4's, an assumption) moves their clusters, not the TPU v4
+    reference whose fit it is."""
+    from phaze_env.cluster import Cluster
+    from phaze_env.hardware import TPUV4
+
+    low = ASSUMPTIONS["design_attention_efficiency"].low
+    with moved("design_attention_efficiency", low):
+        stack = SYSTEM_STACKS[DEFAULT_SYSTEM_STACK]
+        assert stack.design_training(Cluster(), TPUV4).stack.attention_efficiency == low
+        assert stack.training(Cluster(), "tpuv4").stack.attention_efficiency == stack.fit_on("tpuv4").attention_efficiency
+    assert SYSTEM_STACKS[DEFAULT_SYSTEM_STACK].design_training(Cluster(), TPUV4).stack.attention_efficiency == \
+        ASSUMPTIONS["design_attention_efficiency"].nominal
