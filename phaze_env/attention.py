@@ -114,11 +114,25 @@ def fused_traffic_bytes(op: Op, bytes_per_element: int) -> int:
     return total * bytes_per_element
 
 
-def fused_op(op: Op, seq_len: int, bytes_per_element: int, block: int = FLASH_BLOCK) -> Op:
-    """``op`` (an attention-core operator) inside a fused causal kernel: kept GEMMs, softmax on the kept scores,
-    HBM traffic without the ``s × s`` tensors (carried as ``bytes_read``; ``bytes_written`` 0)."""
-    fraction = kept_fraction(seq_len, block)
-    gemms = tuple(kept for gemm in op.gemms for kept in causal_gemms(gemm, block))
+BIDIRECTIONAL_HEADS = ("ForMaskedLM", "ForPreTraining", "ForNextSentencePrediction", "ForSequenceClassification",
+                       "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice")
+"""Hugging Face model-class suffixes of encoder models, whose self-attention sees every token (BERT's masked-LM and
+pre-training heads, Devlin et al. 2019): no causal mask, so a fused kernel computes every score block."""
+
+
+def causal_attention(workload: Workload) -> bool:
+    """Whether ``workload``'s self-attention is causal: every decoder language model here (``…ForCausalLM``,
+    ``…LMHeadModel``), not an encoder (:data:`BIDIRECTIONAL_HEADS`: BERT). A fused kernel skips the masked blocks of a
+    causal model only."""
+    return not workload.model_class.endswith(BIDIRECTIONAL_HEADS)
+
+
+def fused_op(op: Op, seq_len: int, bytes_per_element: int, block: int = FLASH_BLOCK, causal: bool = True) -> Op:
+    """``op`` (an attention-core operator) inside a fused kernel: with a causal mask (``causal``) the kept GEMMs and
+    softmax on the kept scores, else every score; HBM traffic without the ``s × s`` tensors (carried as
+    ``bytes_read``; ``bytes_written`` 0)."""
+    fraction = kept_fraction(seq_len, block) if causal else 1.0
+    gemms = tuple(kept for gemm in op.gemms for kept in causal_gemms(gemm, block)) if causal else op.gemms
     parts = tuple((kind, round(elements * fraction)) for kind, elements in op.vector_parts)
     vector_elements = sum(n for _, n in parts) if parts else round(op.vector_elements * fraction)
     flops = sum(g.flops for g in gemms) + round((op.flops - op.gemm_flops) * fraction)
@@ -126,9 +140,11 @@ def fused_op(op: Op, seq_len: int, bytes_per_element: int, block: int = FLASH_BL
                    bytes_read=fused_traffic_bytes(op, bytes_per_element), bytes_written=0)
 
 
-def fused_attention_ops(ops: Sequence[Op], bytes_per_element: int, block: int = FLASH_BLOCK) -> tuple[list[Op], list[int]]:
-    """``ops`` with every attention-core operator replaced by its fused causal form, and the indices replaced.
-    The sequence length is read off the attention GEMMs (their ``s × s`` side; a softmax has no GEMM)."""
+def fused_attention_ops(ops: Sequence[Op], bytes_per_element: int, block: int = FLASH_BLOCK,
+                        causal: bool = True) -> tuple[list[Op], list[int]]:
+    """``ops`` with every attention-core operator replaced by its fused form (causal, or every score block without
+    ``causal``: :func:`causal_attention`), and the indices replaced. The sequence length is read off the attention
+    GEMMs (their ``s × s`` side; a softmax has no GEMM)."""
     fused, indices = list(ops), []
     square_sides = [getattr(g, _square_dims(g)[0]) for op in ops if is_attention_core(op) for g in op.gemms
                     if _square_dims(g)]
@@ -137,7 +153,7 @@ def fused_attention_ops(ops: Sequence[Op], bytes_per_element: int, block: int = 
             continue
         if not square_sides:
             raise ValueError(f"attention-core operator {op.name!r}: no attention GEMM with an s × s side to fuse")
-        fused[i] = fused_op(op, max(square_sides), bytes_per_element, block)
+        fused[i] = fused_op(op, max(square_sides), bytes_per_element, block, causal)
         indices.append(i)
     return fused, indices
 
@@ -148,8 +164,8 @@ def recomputed_by_backward(op: Op) -> bool:
     return is_attention_core(op) and _square_elements(op.out_shape)
 
 
-__all__ = ["FLASH_BLOCK", "attention_dropout_bytes", "attention_dropout_probability", "attention_dropout_s", "blocks",
-           "causal_gemms", "fused_attention_ops", "fused_op", "fused_traffic_bytes", "kept_fraction",
+__all__ = ["BIDIRECTIONAL_HEADS", "FLASH_BLOCK", "attention_dropout_bytes", "attention_dropout_probability", "attention_dropout_s", "blocks",
+           "causal_attention", "causal_gemms", "fused_attention_ops", "fused_op", "fused_traffic_bytes", "kept_fraction",
            "recomputed_by_backward"]
 
 

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Iterable
 
 
-from phaze_env.attention import attention_dropout_s, recomputed_by_backward
+from phaze_env.attention import attention_dropout_s, causal_attention, recomputed_by_backward
 from phaze_env.cache import DiskCache, code_key
 from phaze_env.cluster import MOE_ONLY_KNOBS, OPTIMIZERS, Cluster
 from phaze_env.context_parallel import (CONTEXT_PARALLELS, context_parallel_error, is_attention_core, rank_share,
@@ -470,13 +470,14 @@ class _Timing:
     time_limit_s: float
     cache: bool
     counters: dict[str, float]
+    causal: bool = True  # the workload's attention is causal (a fused kernel skips its masked blocks)
 
     @classmethod
     def fresh(cls, accelerator: Accelerator, cluster: Cluster, *, solver: str, time_limit_s: float,
-              cache: bool) -> _Timing:
+              cache: bool, causal: bool = True) -> _Timing:
         """The options with every counter at zero (one evaluation's)."""
         counters = {"trace": 0.0, "estimate": 0.0, "schedule": 0.0, "ilp_solves": 0, "schedules": 0}
-        return cls(accelerator, cluster, solver, time_limit_s, cache, counters)
+        return cls(accelerator, cluster, solver, time_limit_s, cache, counters, causal)
 
 
 def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_parallel: int = 1, tensor_width: int = 1,
@@ -499,7 +500,7 @@ def _time_layer(layer: Layer, timing: _Timing, *, bound_only: bool, context_para
         dag = getattr(layer, direction)
         started = time.perf_counter()
         if (layer.name, direction) not in prices:
-            table = price_ops(dag.ops, acc, cluster, layer=layer.name, edges=dag.edges).table
+            table = price_ops(dag.ops, acc, cluster, layer=layer.name, edges=dag.edges, causal=timing.causal).table
             one_s, all_s = table.device_latencies_s(0, 0)
             links_s = table.exposed_comm_s(all_s)  # in full, or what a TP overlap leaves exposed
             prices[layer.name, direction] = (one_s + links_s, all_s + links_s, float(links_s.sum()))
@@ -791,7 +792,7 @@ def evaluate(workload: str | Workload, accelerator: Accelerator, cluster: Cluste
     if options.cache and (hit := _EVALUATIONS.get(key)) is not None:
         return hit if hit.from_cache else replace(hit, from_cache=True)
     timing = _Timing.fresh(accelerator, request.cluster, solver=options.solver, time_limit_s=options.time_limit_s,
-                           cache=options.cache)
+                           cache=options.cache, causal=causal_attention(request.workload))
     result = _run(request, timing, bound_only=False)
     if options.cache and result.proven:  # an unproven answer is provisional: the next call solves again
         _EVALUATIONS.put(key, result)
@@ -811,7 +812,7 @@ def throughput_upper_bound(workload: str | Workload, accelerator: Accelerator, c
     if options.cache and (hit := _BOUNDS.get(key)) is not None:
         return hit
     timing = _Timing.fresh(accelerator, request.cluster, solver="cbc", time_limit_s=DEFAULT_TIME_LIMIT_S,
-                           cache=options.cache)
+                           cache=options.cache, causal=causal_attention(request.workload))
     result = _run(request, timing, bound_only=True)
     if calls is not None:
         calls["bound_dp_calls"] = calls.get("bound_dp_calls", 0) + result.bound_dp_calls

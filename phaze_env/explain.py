@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from phaze_env.attention import fused_attention_ops, recomputed_by_backward
+from phaze_env.attention import causal_attention, fused_attention_ops, recomputed_by_backward
 from phaze_env.cluster import Cluster
 from phaze_env.hardware.accelerator import Accelerator
 from phaze_env.hardware.estimator import vector_cycles_per_element
@@ -118,19 +118,21 @@ def _add_work(work: dict, op, i: int, parallel: bool, tensor, vector, fused: boo
     work["hbm_bytes"] += float(tensor.traffic_bytes[i, 0] + (vector.spill_all_bytes if parallel else vector.spill_one_bytes)[i, 0])
 
 
-def _priced(dag: OpGraph, acc: Accelerator, cluster: Cluster, layer: str):
+def _priced(dag: OpGraph, acc: Accelerator, cluster: Cluster, layer: str, causal: bool):
     """The evaluation's own pricing of ``dag`` (same terms, same framework efficiency) and its operators as priced:
-    with a fused attention kernel, the attention core in its fused causal form (:func:`fused_attention_ops`)."""
-    priced = price_ops(dag.ops, acc, cluster, layer=layer, edges=dag.edges)
+    with a fused attention kernel, the attention core in its fused form (:func:`fused_attention_ops`; causal as the
+    workload's attention is)."""
+    priced = price_ops(dag.ops, acc, cluster, layer=layer, edges=dag.edges, causal=causal)
     fused: list[int] = []
     ops = list(dag.ops)
     if cluster.stack.attention_efficiency:
-        ops, fused = fused_attention_ops(dag.ops, acc.bytes_per_element)
+        ops, fused = fused_attention_ops(dag.ops, acc.bytes_per_element, causal=causal)
     return priced, ops, set(fused)
 
 
-def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluster, time_limit_s: float, layer: str):
-    priced, priced_ops, fused = _priced(dag, acc, cluster, layer)
+def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluster, time_limit_s: float, layer: str,
+                 causal: bool = True):
+    priced, priced_ops, fused = _priced(dag, acc, cluster, layer, causal)
     table, tensor, vector = priced.table, priced.tensor, priced.vector
     one, all_cores = table.latencies_s(0, 0)
     exposed_links_s = table.exposed_comm_s(table.device_latencies_s(0, 0)[1])
@@ -145,11 +147,11 @@ def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluste
     return schedule.makespan_s, ops, work
 
 
-def _fused_rerun(dag: OpGraph, acc: Accelerator, cluster: Cluster, layer: str, start_s: float):
+def _fused_rerun(dag: OpGraph, acc: Accelerator, cluster: Cluster, layer: str, start_s: float, causal: bool):
     """What a fused kernel's backward pass reruns of the forward ``dag`` (the scores and probabilities,
     :func:`~phaze_env.attention.recomputed_by_backward`), priced as the evaluator adds it to the backward pass: each
     operator in series at its faster mode (``min`` of one core and all), after the backward DAG's makespan."""
-    priced, priced_ops, fused = _priced(dag, acc, cluster, layer)
+    priced, priced_ops, fused = _priced(dag, acc, cluster, layer, causal)
     table, tensor, vector = priced.table, priced.tensor, priced.vector
     one, all_cores = table.latencies_s(0, 0)
     exposed_links_s = table.exposed_comm_s(table.device_latencies_s(0, 0)[1])
@@ -186,10 +188,11 @@ def explain_layer(workload: str | Workload, accelerator: Accelerator, cluster: C
     if layer not in layers:
         raise ValueError(f"{workload.name} has no layer {layer!r}; its layers are: {', '.join(layers)}")
     chosen = layers[layer]
-    fwd_s, fwd_ops, fwd_work = _explain_dag("fwd", chosen.fwd, accelerator, cluster, time_limit_s, layer)
-    bwd_s, bwd_ops, bwd_work = _explain_dag("bwd", chosen.bwd, accelerator, cluster, time_limit_s, layer)
+    causal = causal_attention(workload)
+    fwd_s, fwd_ops, fwd_work = _explain_dag("fwd", chosen.fwd, accelerator, cluster, time_limit_s, layer, causal)
+    bwd_s, bwd_ops, bwd_work = _explain_dag("bwd", chosen.bwd, accelerator, cluster, time_limit_s, layer, causal)
     if cluster.stack.attention_efficiency:  # the fused kernel's backward reruns the scores (as evaluate prices it)
-        rerun_s, rerun_ops, rerun_work = _fused_rerun(chosen.fwd, accelerator, cluster, layer, bwd_s)
+        rerun_s, rerun_ops, rerun_work = _fused_rerun(chosen.fwd, accelerator, cluster, layer, bwd_s, causal)
         bwd_s, bwd_ops = bwd_s + rerun_s, bwd_ops + rerun_ops
         bwd_work = {k: bwd_work[k] + rerun_work[k] for k in bwd_work}
     ops = tuple(fwd_ops + bwd_ops)

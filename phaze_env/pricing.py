@@ -91,15 +91,16 @@ def tp_comm_overlaps(ops: Sequence[Op], edges) -> tuple[tuple[int, tuple[int, ..
 
 
 def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, tc_configs=None,
-              vc_configs=None, layer: str | None = None, edges=None) -> PricedOps:
+              vc_configs=None, layer: str | None = None, edges=None, causal: bool = True) -> PricedOps:
     """Price ``ops`` on ``accelerator`` in ``cluster`` — or, with ``tc_configs``/``vc_configs`` (rows as in
     :func:`~phaze_env.hardware.estimator.latency_terms`), on every core configuration of a space that shares
     ``accelerator``'s clock, HBM, efficiencies and element size (its ``shared_parameters``). ``layer`` is the ops'
     layer name, required on an FP8 accelerator (:func:`~phaze_env.hardware.number_format.fp8_flags`).
 
     A cluster whose stack runs fused attention (``Stack.attention_efficiency`` > 0) prices the attention core as the
-    fused causal kernel of :mod:`phaze_env.attention`: its kept FLOPs at that fraction of the bf16 peak, no ``s × s``
-    HBM traffic. A cluster whose stack runs elementwise operators unfused (``Stack.unfused_elementwise``, eager
+    fused kernel of :mod:`phaze_env.attention`: its kept FLOPs at that fraction of the bf16 peak, no ``s × s``
+    HBM traffic; causal (the masked blocks skipped) unless ``causal`` is off (an encoder's attention,
+    :func:`~phaze_env.attention.causal_attention`). A cluster whose stack runs elementwise operators unfused (``Stack.unfused_elementwise``, eager
     PyTorch) adds, in series, the HBM time of the traffic fusion saved (:func:`eager_extra_bytes`, at the chip's
     achieved HBM bandwidth): each of an operator's merged members reads its operands and writes its result.
 
@@ -125,7 +126,7 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     comm_s = collectives_s(ops, cluster)  # the fused and sequence-split forms below leave every collective as it is
     fused: list[int] = []
     if stack.attention_efficiency:
-        ops, fused = fused_attention_ops(ops, accelerator.bytes_per_element)
+        ops, fused = fused_attention_ops(ops, accelerator.bytes_per_element, causal=causal)
     if stack.sequence_parallel_kernels:
         ops = [sequence_split(op) for op in ops]
     overlap = ()
@@ -155,7 +156,8 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster,
     selective recompute): every stage's backward pass repeats at least ``min(A, F)`` of each layer, the least of what
     selective (``A``: the attention core's operators at their shortest, capped at the forward time, as ``evaluate``
     prices it) and full recompute (``F``: the forward pass, at least its DAG bound) add — so it is added (eager
-    attention only; a fused kernel's recompute is left out, which only loosens the bound).
+    attention only; a fused kernel's recompute is left out, which only loosens the bound). A fused kernel is priced
+    causal here whatever the model: an encoder's (every score block) takes longer, so its bound stays a bound.
     """
     arrays = space.arrays
     (tc_rows, tc_index), (vc_rows, vc_index) = space.tc_configs, space.vc_configs

@@ -179,3 +179,32 @@ def test_explain_splits_a_fused_kernel_as_the_evaluation_prices_it(tensor_width)
     assert explained.time_s < eager.time_s
     assert not any(op.name.endswith("(rerun by the fused backward)") for op in eager.ops)
     assert all(0 <= value <= 1 + 1e-9 for value in explained.utilisation.values())
+
+
+def test_an_encoders_fused_kernel_computes_every_score_block():
+    """BERT's self-attention has no causal mask: its fused kernel keeps every score block (the traced GEMMs' FLOPs), a
+    decoder's skips the masked ones; so the same layer costs more as an encoder, and the search's layer bound (priced
+    causal for every model) stays below the encoder's evaluated time."""
+    from phaze_env.attention import causal_attention
+    from phaze_env.workloads import get_workload
+
+    encoder = custom_workload("tiny-bert", "BertConfig", "BertForMaskedLM", 256, hidden_size=128, num_hidden_layers=2,
+                              num_attention_heads=4, intermediate_size=512, vocab_size=1000, max_position_embeddings=256)
+    assert not causal_attention(encoder) and not causal_attention(get_workload("bert-large"))
+    assert causal_attention(TINY) and causal_attention(get_workload("llama2-7b"))
+    layer = model_graph(encoder).layers[1]
+    cores = [op for op in layer.fwd.ops if is_attention_core(op) and op.gemms]
+    bidirectional, _ = fused_attention_ops(layer.fwd.ops, 2, causal=False)
+    causal, _ = fused_attention_ops(layer.fwd.ops, 2)
+    kept = {op.name: op.gemm_flops for op in bidirectional}
+    assert cores and all(kept[op.name] == op.gemm_flops for op in cores)
+    assert all(c.gemm_flops < kept[c.name] for c in causal if c.name in {op.name for op in cores})
+    chip = get_preset("h100")
+    fused = get_cluster("dgx-h100", 8, global_batch=16).replace(attention_efficiency=0.5)
+    timing = evaluate(encoder, chip, fused, microbatch=(1,), tensor_widths=(1,), cache=False).layer_timings["t1_m1"]
+    explained = explain_layer(encoder, chip, fused)
+    assert explained.fwd_s == pytest.approx(timing["block"]["fwd_s"]) and explained.bwd_s == pytest.approx(timing["block"]["bwd_s"])
+    as_causal = price_ops(layer.fwd.ops, chip, fused, layer="block", edges=layer.fwd.edges).table.latencies_s(0, 0)[0]
+    as_encoder = price_ops(layer.fwd.ops, chip, fused, layer="block", edges=layer.fwd.edges,
+                           causal=False).table.latencies_s(0, 0)[0]
+    assert as_causal.sum() < as_encoder.sum()
