@@ -1036,7 +1036,8 @@ def published_mfu_text(rows: Sequence[dict[str, Any]]) -> str:
 def readme_table(rows: Sequence[dict[str, Any]]) -> str:
     """The README's (and the documentation home page's) headline table from the rows: one line per model, its
     iso-power answer and ratios, then its iso-cost ratios (``docs/system_table.md`` has every figure behind them;
-    tests/test_readme.py holds both pages to this text)."""
+    tests/test_readme.py holds both pages to this text); a model either of whose rows was searched by an earlier model
+    than today's (:func:`earlier_model`) says so beside its budget."""
     rows = sorted_rows(rows)
     by_key = {row_key(r): r for r in rows}
 
@@ -1049,7 +1050,8 @@ def readme_table(rows: Sequence[dict[str, Any]]) -> str:
         power, cost = by_key.get((workload, "power")), by_key.get((workload, "cost"))
         if power is None:
             continue
-        body.append([f"{workload} ({power['power_w'] / 1e6:g} MW)", f"{power['best']['samples_s']:,.1f}",
+        earlier = ", earlier model" if earlier_model(power) or (cost is not None and earlier_model(cost)) else ""
+        body.append([f"{workload} ({power['power_w'] / 1e6:g} MW{earlier})", f"{power['best']['samples_s']:,.1f}",
                      *ratios(power), " / ".join(ratios(cost))])
     header = ["model (power)", "best system, samples/s",
               *[f"vs {REFERENCE_LABELS[n]}{' ' + REFERENCE_SUFFIXES[n] if n in REFERENCE_SUFFIXES else ''}"

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from phaze_env.attention import fused_attention_ops
+from phaze_env.attention import fused_attention_ops, recomputed_by_backward
 from phaze_env.cluster import Cluster
 from phaze_env.hardware.accelerator import Accelerator
 from phaze_env.hardware.estimator import LatencyTable, TensorTerms, VectorTerms, priced_table
@@ -156,12 +156,15 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster,
     selective recompute): every stage's backward pass repeats at least ``min(A, F)`` of each layer, the least of what
     selective (``A``: the attention core's operators at their shortest, capped at the forward time, as ``evaluate``
     prices it) and full recompute (``F``: the forward pass, at least its DAG bound) add — so it is added (eager
-    attention only; a fused kernel's recompute is left out, which only loosens the bound). A fused kernel is priced
-    causal here whatever the model: an encoder's (every score block) takes longer, so its bound stays a bound.
+    attention only). A fused kernel's backward reruns its scores in every mode (:mod:`phaze_env.attention`): each
+    architecture's rerun, the forward's recomputed operators at their faster mode, is added as ``evaluate`` adds it.
+    A fused kernel is priced causal here whatever the model: an encoder's (every score block) takes longer, so its
+    bound stays a bound.
     """
     arrays = space.arrays
     (tc_rows, tc_index), (vc_rows, vc_index) = space.tc_configs, space.vc_configs
-    always_recomputes = "none" not in recompute_modes and not cluster.stack.attention_efficiency
+    fused = bool(cluster.stack.attention_efficiency)
+    always_recomputes = "none" not in recompute_modes and not fused
     rows = []
     for layer in graph.layers:
         layer_s = np.zeros(len(space))
@@ -174,7 +177,10 @@ def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster,
             one, all_cores = priced.latencies_s(tc_index.ravel(), vc_index.ravel())
             dag_s = dag_lower_bounds_s(dag, one, all_cores, arrays["num_tc"], arrays["num_vc"])
             layer_s += dag_s
-            if always_recomputes and direction == "fwd":
+            if fused and direction == "fwd":  # the kernel's backward reruns its scores in every mode, as evaluate adds
+                rerun = np.array([recomputed_by_backward(op) for op in dag.ops])
+                layer_s += np.minimum(one[rerun], all_cores[rerun]).sum(axis=0)
+            elif always_recomputes and direction == "fwd":
                 core = np.array([is_attention_core(op) for op in dag.ops])
                 layer_s += np.minimum(np.minimum(one[core], all_cores[core]).sum(axis=0), dag_s)
         rows.append(layer_s)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.system_table import load_rows, readme_table
+from experiments.system_table import earlier_model, load_rows, readme_table
 from phaze_env.hardware.system import DGX_HOST_USD_PER_CHIP
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ HOME = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
 SNIPPETS = re.findall(r"^```python\n(.*?)^```", README, flags=re.DOTALL | re.MULTILINE)
 ROWS = load_rows(REPO / "docs" / "system_table.json")
 REFERENCES = ("tpuv4", "a100", "h100")  # the table's column order
-HEADLINE_ROW = re.compile(r"^\| (?P<workload>[\w.-]+) \((?P<mw>[\d.]+) MW\) \| (?P<samples>[\d,.]+) \| "
+HEADLINE_ROW = re.compile(r"^\| (?P<workload>[\w.-]+) \((?P<mw>[\d.]+) MW(?P<earlier>, earlier model)?\) \| (?P<samples>[\d,.]+) \| "
                           r"(?P<tpuv4>[\d.]+)× \| (?P<a100>[\d.]+)× \| (?P<h100>[\d.]+)× \| "
                           r"(?P<cost_tpuv4>[\d.]+)× / (?P<cost_a100>[\d.]+)× / (?P<cost_h100>[\d.]+)× \|$", re.MULTILINE)
 
@@ -58,6 +58,8 @@ def test_headline_table_figures_equal_docs_system_table_json(name, text):
         power, cost = row(m["workload"], "power"), row(m["workload"], "cost")
         where = f"{name}, {m['workload']}"
         assert float(m["mw"]) * 1e6 == power["power_w"], where
+        assert bool(m["earlier"]) == (earlier_model(power) or earlier_model(cost)), \
+            f"{where}: a row searched by an earlier model says so, and only such a row"
         assert m["samples"] == f"{power['best']['samples_s']:,.1f}", where
         assert power["exact"] and cost["exact"], f"{where}: the table says every row is proven"
         for reference in REFERENCES:

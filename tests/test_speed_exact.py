@@ -149,6 +149,35 @@ def test_vectorised_layer_bounds_are_the_schedules_cheap_bounds(tensor_width, ov
             assert vectorised[row, index] <= scalar * (1 + 1e-12)
 
 
+@pytest.mark.parametrize("tensor_width", [1, 2])
+def test_a_fused_kernels_rerun_is_in_the_layer_bound_and_it_stays_below_the_evaluation(tensor_width):
+    """With a fused attention kernel the backward reruns the scores in every recompute mode: the vectorised bound adds
+    each architecture's rerun exactly as the evaluation does (the schedules' cheap bounds plus it) and stays at or
+    below the layer time the evaluation schedules."""
+    from phaze_env.attention import recomputed_by_backward
+    from phaze_env.evaluate import evaluate
+
+    cluster = CLUSTER.replace(attention_efficiency=0.5)
+    graph = model_graph(TINY, microbatch=1, tensor_width=tensor_width)
+    vectorised = layer_time_bounds_s(graph, ARCH, cluster, recompute_modes=("selective",))
+    for index in range(0, len(ARCH), 7):
+        accelerator = ARCH[index]
+        timings = evaluate(TINY, accelerator, cluster, microbatch=(1,), tensor_widths=(tensor_width,),
+                           hbm_gb=(32.0,), cache=False).layer_timings[f"t{tensor_width}_m1"]
+        for row, layer in enumerate(graph.layers):
+            scalar = 0.0
+            for dag in (layer.fwd, layer.bwd):
+                one, all_cores = price_ops(dag.ops, accelerator, cluster, edges=dag.edges).table.latencies_s(0, 0)
+                ops = [{"unit": op.unit, "latency_s": float(a), "latency_parallel_s": float(b)}
+                       for op, a, b in zip(dag.ops, one, all_cores)]
+                scalar += makespan_lower_bound(ops, dag.edges, accelerator.num_tc, accelerator.num_vc) if ops else 0.0
+                if dag is layer.fwd:
+                    scalar += sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores) if recomputed_by_backward(op))
+            assert vectorised[row, index] == pytest.approx(scalar, rel=1e-9), (layer.name, index)
+            timed = timings[layer.name]["fwd_s"] + timings[layer.name]["bwd_s"]
+            assert vectorised[row, index] <= timed * (1 + 1e-9), (layer.name, index)
+
+
 # --- the second bound over the variants the first bound cannot exclude -------------------------------
 
 from search.bounds import variant_throughput_bounds, variants_above  # noqa: E402
