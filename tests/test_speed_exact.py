@@ -127,6 +127,20 @@ from phaze_env.schedule import makespan_lower_bound  # noqa: E402
 from phaze_env.workloads import model_graph  # noqa: E402
 
 
+def _schedule_bound_s(layer, accelerator, cluster, rerun=None) -> float:
+    """The schedule's own cheap bound of ``layer`` (fwd + bwd) on one architecture, plus, with ``rerun``, the forward
+    operators it selects at their faster mode (a fused kernel's score rerun)."""
+    total = 0.0
+    for dag in (layer.fwd, layer.bwd):
+        one, all_cores = price_ops(dag.ops, accelerator, cluster, edges=dag.edges).table.latencies_s(0, 0)
+        ops = [{"unit": op.unit, "latency_s": float(a), "latency_parallel_s": float(b)}
+               for op, a, b in zip(dag.ops, one, all_cores)]
+        total += makespan_lower_bound(ops, dag.edges, accelerator.num_tc, accelerator.num_vc) if ops else 0.0
+        if rerun is not None and dag is layer.fwd:
+            total += sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores) if rerun(op))
+    return total
+
+
 @pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("tensor_width", [1, 2])
 def test_vectorised_layer_bounds_are_the_schedules_cheap_bounds(tensor_width, overlap):
@@ -139,12 +153,7 @@ def test_vectorised_layer_bounds_are_the_schedules_cheap_bounds(tensor_width, ov
     for index in range(0, len(ARCH), 5):
         accelerator = ARCH[index]
         for row, layer in enumerate(graph.layers):
-            scalar = 0.0
-            for dag in (layer.fwd, layer.bwd):
-                one, all_cores = price_ops(dag.ops, accelerator, cluster, edges=dag.edges).table.latencies_s(0, 0)
-                ops = [{"unit": op.unit, "latency_s": float(a), "latency_parallel_s": float(b)}
-                       for op, a, b in zip(dag.ops, one, all_cores)]
-                scalar += makespan_lower_bound(ops, dag.edges, accelerator.num_tc, accelerator.num_vc) if ops else 0.0
+            scalar = _schedule_bound_s(layer, accelerator, cluster)
             assert vectorised[row, index] == pytest.approx(scalar, rel=1e-9), (layer.name, index)
             assert vectorised[row, index] <= scalar * (1 + 1e-12)
 
@@ -165,14 +174,7 @@ def test_a_fused_kernels_rerun_is_in_the_layer_bound_and_it_stays_below_the_eval
         timings = evaluate(TINY, accelerator, cluster, microbatch=(1,), tensor_widths=(tensor_width,),
                            hbm_gb=(32.0,), cache=False).layer_timings[f"t{tensor_width}_m1"]
         for row, layer in enumerate(graph.layers):
-            scalar = 0.0
-            for dag in (layer.fwd, layer.bwd):
-                one, all_cores = price_ops(dag.ops, accelerator, cluster, edges=dag.edges).table.latencies_s(0, 0)
-                ops = [{"unit": op.unit, "latency_s": float(a), "latency_parallel_s": float(b)}
-                       for op, a, b in zip(dag.ops, one, all_cores)]
-                scalar += makespan_lower_bound(ops, dag.edges, accelerator.num_tc, accelerator.num_vc) if ops else 0.0
-                if dag is layer.fwd:
-                    scalar += sum(min(a, b) for op, a, b in zip(dag.ops, one, all_cores) if recomputed_by_backward(op))
+            scalar = _schedule_bound_s(layer, accelerator, cluster, rerun=recomputed_by_backward)
             assert vectorised[row, index] == pytest.approx(scalar, rel=1e-9), (layer.name, index)
             timed = timings[layer.name]["fwd_s"] + timings[layer.name]["bwd_s"]
             assert vectorised[row, index] <= timed * (1 + 1e-9), (layer.name, index)
