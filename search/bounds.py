@@ -44,9 +44,12 @@ Why each term stays a valid bound with what the evaluator adds on top of PHAZE's
   what one microbatch's passes cannot hide, from the buckets every partition holds at least (the search passes every layer's dense and
   expert bytes; :func:`~phaze_env.placement.bounds.placement_time_bound_s` has the proof). On a torus family the
   bounding cluster has no latency (:func:`bounding_cluster`), so there the buckets' fixed parts count 0: the overlap's
-  latency-bound collectives of small layers are not priced on tori (valid, loose). An MoE layer's memory-bound expert kernels outside its
-  graph (the local sort/unsort and the activation, :func:`phaze_env.moe_dispatch.expert_kernel_bytes`, added by the
-  evaluator's layer chain) only add time, so they are left out too.
+  latency-bound collectives of small layers are not priced on tori (valid, loose);
+* what the evaluator's layer chain adds at the chip's streaming bandwidth outside the traced graph — each backward
+  pass's weight-gradient accumulation (:func:`phaze_env.evaluate.main_grad_accumulation_s`) and an MoE layer's
+  memory-bound expert kernels (the local sort/unsort and the activation, :func:`phaze_env.moe_dispatch.
+  expert_kernel_bytes`) — is added to each layer's bound exactly (:func:`with_streaming_s`: the group's architectures
+  share their HBM, so the term is one number per layer); every later step of the bound is nondecreasing in it.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ from phaze_env.design import SystemArchSpace
 from phaze_env.evaluate import Cluster
 from phaze_env.hardware import ArchSpace
 from phaze_env.hardware.space import ARCH_KNOBS
-from phaze_env.moe_dispatch import dispatch_s, exposed_alltoall_s
+from phaze_env.evaluate import main_grad_accumulation_s
+from phaze_env.moe_dispatch import dispatch_s, expert_kernel_bytes, exposed_alltoall_s
 from phaze_env.hardware.accelerator import GB_BYTES
 from phaze_env.hardware.number_format import fp8_weight_copy_factor
 from phaze_env.placement.bounds import least_state_bytes, placement_time_bound_s
@@ -280,9 +284,8 @@ def _variant_throughput_bounds(workload: Workload, space: ArchSpace, cluster: Cl
                 graph = model_graph(workload, seq_len=seq_len, microbatch=m, tensor_width=t, expert_parallel=e,
                                     folded_experts=cluster.stack.folded_experts)
                 total_layers, interleaves = pipeline_split(graph, cluster, plan)
-                layer_s = with_alltoalls_s(graph, shared_layer_time_bounds_s(graph, (t, m, e), space, cluster,
-                                                                             plan.recompute_modes, layer_memo),
-                                           cluster, e)
+                layer_s = shared_layer_time_bounds_s(graph, (t, m, e), space, cluster, plan.recompute_modes, layer_memo)
+                layer_s = with_alltoalls_s(graph, with_streaming_s(graph, layer_s, space, cluster, e), cluster, e)
                 repeats = np.array([layer.repeat for layer in graph.layers])
                 gradient_bytes = GRADIENT_FACTOR * sum(layer.param_bytes * layer.repeat for layer in graph.layers)
                 expert_bytes = GRADIENT_FACTOR * sum(layer.expert_param_bytes * layer.repeat for layer in graph.layers)
@@ -318,6 +321,23 @@ def least_state_of(graph, cluster: Cluster, plan: PlanSpec, expert_parallel: int
     return least_state_bytes(settings, np.array([layer.repeat for layer in graph.layers]),
                              [layer.param_bytes for layer in graph.layers],
                              [layer.expert_param_bytes for layer in graph.layers])
+
+
+def with_streaming_s(graph, layer_s: np.ndarray, space: ArchSpace, cluster: Cluster, expert_parallel: int
+                     ) -> np.ndarray:
+    """``layer_s`` (each layer's time bound per architecture of ``space``) with what the evaluator's layer chain
+    (:func:`phaze_env.evaluate._layer_chain`) adds to each layer at the streaming bandwidth outside its traced graph:
+    its backward pass's weight-gradient accumulation (:func:`~phaze_env.evaluate.main_grad_accumulation_s`) and an MoE
+    layer's memory-bound expert kernels, forward and backward (:func:`~phaze_env.moe_dispatch.expert_kernel_bytes`),
+    at the base's achieved HBM bandwidth times the stack's framework efficiency — the evaluator's ``streaming_Bps``;
+    every architecture of a space (a bounding group's) has the base's HBM. A new array where anything is added (the
+    input may be shared: :func:`~phaze_env.pricing.shared_layer_time_bounds_s`)."""
+    streaming_Bps = space.base.effective_hbm_bandwidth_Bps * cluster.stack.framework_efficiency
+    added = np.array([main_grad_accumulation_s(layer, expert_parallel, cluster, streaming_Bps)
+                      + sum(expert_kernel_bytes(layer.routed_token_bytes, layer.routed_activation_bytes,
+                                                layer.routed_experts, expert_parallel)) / streaming_Bps
+                      for layer in graph.layers])
+    return layer_s + added[:, None] if added.any() else layer_s
 
 
 def with_alltoalls_s(graph, layer_s: np.ndarray, cluster: Cluster, expert_parallel: int) -> np.ndarray:

@@ -135,3 +135,27 @@ def test_bounds_with_the_alltoalls_hold_and_bite(fields):
     assert (bounds <= without * (1 + 1e-12)).all()
     if "devices_per_node" not in fields:  # the 4 GB/s ring: the exchanges are a large part of a layer
         assert (bounds < without * (1 - 1e-3)).any()
+
+
+@pytest.mark.parametrize("per_weight", [0.0, 4.0])
+def test_bounds_with_the_streaming_terms_hold_and_bite(per_weight):
+    """The vectorised bound adds what the evaluator's layer chain streams outside the traced graph
+    (:func:`search.bounds.with_streaming_s`): an MoE layer's expert kernels (sort/unsort, activation) and, with a stack
+    that accumulates weight gradients per microbatch, that accumulation. Every design's evaluation with ``e`` free stays
+    within the bound, and some design's bound is lower than the same bound without the terms — they bite (so a bound
+    without them, or with them inflated, is told apart)."""
+    from phaze_env.workloads.registry import BUILTIN
+    from search import bounds as bounds_module
+
+    BUILTIN.setdefault(TINY_MOE.name, TINY_MOE)
+    cluster = CLUSTER.replace(main_grad_accumulation_bytes=per_weight)
+    knobs = dict(microbatch=(1, 4), tensor_widths=(1, 2), plan=EXPERT_PLAN)
+    bounds = throughput_bounds(TINY_MOE, ARCH, cluster, **knobs)
+    for acc, bound in zip(ARCH, bounds):
+        assert evaluate(TINY_MOE, acc, cluster, plan=EXPERT_PLAN, **KNOBS).throughput_samples_s <= bound
+    with pytest.MonkeyPatch.context() as patch:  # the same bound without the terms (computed, not cached)
+        patch.setattr(bounds_module, "with_streaming_s", lambda graph, layer_s, space, cluster, e: layer_s)
+        patch.setattr(bounds_module, "_VARIANT_BOUNDS", bounds_module.DiskCache("search-bounds-without-streaming"))
+        without = throughput_bounds(TINY_MOE, ARCH, cluster, **knobs)
+    assert (bounds <= without * (1 + 1e-12)).all()
+    assert (bounds < without * (1 - 1e-6)).any()
