@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from phaze_env.attention import causal_attention, fused_attention_ops, recomputed_by_backward
+from phaze_env.attention import causal_attention, recomputed_by_backward
 from phaze_env.cluster import Cluster
 from phaze_env.hardware.accelerator import Accelerator
 from phaze_env.hardware.estimator import vector_cycles_per_element
@@ -119,15 +119,12 @@ def _add_work(work: dict, op, i: int, parallel: bool, tensor, vector, fused: boo
 
 
 def _priced(dag: OpGraph, acc: Accelerator, cluster: Cluster, layer: str, causal: bool):
-    """The evaluation's own pricing of ``dag`` (same terms, same framework efficiency) and its operators as priced:
-    with a fused attention kernel, the attention core in its fused form (:func:`fused_attention_ops`; causal as the
-    workload's attention is)."""
+    """The evaluation's own pricing of ``dag`` (same terms, same framework efficiency) and its operators as priced
+    (:attr:`~phaze_env.pricing.PricedOps.ops`: with a fused attention kernel, the attention core in its fused form,
+    causal as the workload's attention is; under sequence parallelism, the replicated vector operators on their share
+    of the tokens), with the fused kernel's rows."""
     priced = price_ops(dag.ops, acc, cluster, layer=layer, edges=dag.edges, causal=causal)
-    fused: list[int] = []
-    ops = list(dag.ops)
-    if cluster.stack.attention_efficiency:
-        ops, fused = fused_attention_ops(dag.ops, acc.bytes_per_element, causal=causal)
-    return priced, ops, set(fused)
+    return priced, list(priced.ops), set(priced.fused)
 
 
 def _explain_dag(direction: str, dag: OpGraph, acc: Accelerator, cluster: Cluster, time_limit_s: float, layer: str,

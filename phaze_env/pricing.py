@@ -30,11 +30,15 @@ from phaze_env.workloads.graph import Op, is_attention_core
 @dataclass(frozen=True)
 class PricedOps:
     """Operators priced on every configuration asked for: the latency table the schedules use and the
-    terms it is made of (seconds already divided by the framework efficiency, as the table's)."""
+    terms it is made of (seconds already divided by the framework efficiency, as the table's); ``ops``: the operators
+    as priced (a fused attention kernel's core in its fused form, a sequence-parallel stack's replicated vector
+    operators on their ``1/t`` of the tokens), row for row; ``fused``: the rows of the fused kernel's operators."""
 
     table: LatencyTable
     tensor: TensorTerms
     vector: VectorTerms
+    ops: tuple = ()
+    fused: tuple[int, ...] = ()
 
     def latencies_s(self, tc_index=0, vc_index=0) -> tuple[np.ndarray, np.ndarray]:
         """``(one_core, all_cores)`` latencies per op (:meth:`LatencyTable.latencies_s`)."""
@@ -140,7 +144,8 @@ def price_ops(ops: Sequence[Op], accelerator: Accelerator, cluster: Cluster, *, 
     return PricedOps(*priced_table(ops, accelerator, tc, vc, comm_s, fp8=fp8_flags(ops, layer, accelerator.number_format),
                                    sequence_parallel=stack.sequence_parallel_kernels, comm_overlap=overlap, fused=fused,
                                    fused_efficiency=stack.attention_efficiency, eager_bytes=eager_bytes,
-                                   slowdown=1.0 / stack.framework_efficiency, wave_sms=stack.gemm_wave_sms))
+                                   slowdown=1.0 / stack.framework_efficiency, wave_sms=stack.gemm_wave_sms),
+                     ops=tuple(ops), fused=tuple(fused))
 
 
 def layer_time_bounds_s(graph, space: ArchSpace, cluster: Cluster,

@@ -46,6 +46,33 @@ def test_explain_tensor_parallel_layer_has_link_time():
     assert explained.fwd_s == pytest.approx(timing["t2_m1"]["block"]["fwd_s"])  # collectives priced as evaluate does
 
 
+def test_explain_counts_a_sequence_parallel_stacks_vector_work_on_its_share_of_the_tokens():
+    """Under sequence parallelism at ``t = 2`` the norms and residual adds run on half the tokens (as the evaluation
+    prices them, :func:`phaze_env.pricing.sequence_split`): the explained vector work drops by exactly the half the
+    traced graph's replicated vector operators no longer do — counted from the traced operators, not from the
+    pricing."""
+    from phaze_env.hardware.estimator import vector_cycles_per_element
+    from phaze_env.workloads import model_graph
+
+    def cycles(cluster):
+        explained = explain_layer(TINY, TPUV4, cluster, tensor_width=2)
+        return explained.utilisation["vector_cores"] * TPUV4.peak_vector_elements_per_s * explained.time_s, explained
+
+    plain, _ = cycles(CLUSTER)
+    split, explained = cycles(CLUSTER.replace(sequence_parallel_kernels=True))
+    block = next(layer for layer in model_graph(TINY, microbatch=1, tensor_width=2).layers if layer.name == "block")
+    halved = sum((op.vector_elements - -(-op.vector_elements // 2)) * vector_cycles_per_element(op)
+                 for dag in (block.fwd, block.bwd) for op in dag.ops
+                 if op.unit == "vc" and op.sequence_shards == 2)
+    assert halved > 0
+    assert plain - split == pytest.approx(halved, rel=1e-9)
+    from phaze_env.plan_spec import PlanSpec
+
+    timing = evaluate(TINY, TPUV4, CLUSTER.replace(sequence_parallel_kernels=True), microbatch=(1,), hbm_gb=(32.0,),
+                      tensor_widths=(2,), plan=PlanSpec.parse("+sp")).layer_timings["t2_m1"]["block"]
+    assert explained.fwd_s == pytest.approx(timing["fwd_s"]) and explained.bwd_s == pytest.approx(timing["bwd_s"])
+
+
 def test_explain_rejects_unknown_layers_with_the_known_names():
     with pytest.raises(ValueError, match="pre, block, post"):
         explain_layer(TINY, TPUV4, CLUSTER, layer="decoder")
