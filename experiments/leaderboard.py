@@ -187,8 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"repeatable; default gpt2-xl; one of tiny-gpt2, {', '.join(workload_names())}")
     parser.add_argument("--strategy", action="append", metavar="NAME",
                         help=f"repeatable; default {', '.join(DEFAULT_STRATEGIES)}; any of {', '.join(STRATEGIES)}")
-    parser.add_argument("--task", metavar="NAME|all|core", default=None,
-                        help="benchmark task(s): a name, names separated by commas, all, or core (phaze_env.tasks)")
+    parser.add_argument("--task", action="append", metavar="NAME|all|core", default=None,
+                        help="benchmark task(s), repeatable: a name, names separated by commas, all, or core "
+                             "(phaze_env.tasks)")
     parser.add_argument("--budget", type=positive_int, default=TASK_BUDGET,
                         help=f"tasks: evaluations per run (default {TASK_BUDGET})")
     parser.add_argument("--jobs", type=positive_int, default=1, help="tasks: processes running tasks (default 1)")
@@ -288,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _plan(args: argparse.Namespace) -> tuple[list[Task], dict[str, Reference], dict[str, list[str]]]:
     """The tasks, their stored references and each task's strategies; ``ValueError`` (one line) for an unknown
     task, a missing or stale reference, or a named strategy that cannot run a task."""
-    tasks = [get_task(name) for name in task_names(args.task)]
+    tasks = [get_task(name) for name in task_names(",".join(args.task))]
     references = {task.name: load_reference(task, args.optima) for task in tasks}
     strategies = {}
     for task in tasks:

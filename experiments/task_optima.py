@@ -81,8 +81,9 @@ def _clock(seconds: float) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m experiments.task_optima", description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default=None, metavar="NAME[,NAME]",
-                        help="tasks to compute (default: every task whose stored reference is missing or stale)")
+    parser.add_argument("--task", action="append", default=None, metavar="NAME[,NAME]",
+                        help="tasks to compute (repeatable; default: every task whose stored reference is missing or "
+                             "stale)")
     parser.add_argument("--all", action="store_true", help="recompute every task, current or not")
     parser.add_argument("--check", action="store_true",
                         help="do not search: check every stored reference is current and its designs reproduce")
@@ -95,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        names = task_names(args.task or "all")
+        names = task_names(",".join(args.task) if args.task else "all")
     except TaskError as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     tasks = [get_task(name) for name in names]

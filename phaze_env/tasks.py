@@ -203,12 +203,13 @@ def get_task(name: str | Task) -> Task:
 
 
 def task_names(pattern: str = "all") -> list[str]:
-    """``"all"``, ``"core"`` (:data:`CORE_TASKS`), one name, or names separated by commas (each checked)."""
+    """``"all"``, ``"core"`` (:data:`CORE_TASKS`), one name, or names separated by commas (each checked; a name given
+    twice is run once)."""
     if pattern == "all":
         return list(TASKS)
     if pattern == "core":
         return list(CORE_TASKS)
-    return [get_task(part.strip()).name for part in pattern.split(",") if part.strip()]
+    return list(dict.fromkeys(get_task(part.strip()).name for part in pattern.split(",") if part.strip()))
 
 
 # --- objectives and the reference --------------------------------------------------------------------------------

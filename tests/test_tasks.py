@@ -212,6 +212,32 @@ def test_task_optima_check_refuses_a_stale_reference(tmp_path):
     assert main(["--check", "--task", SINGLE, "--dir", str(stale)]) == 1
 
 
+def test_task_optima_takes_every_task_flag(tmp_path, capsys):
+    """``--task`` repeated is every task named (it kept only the last one: the first was silently dropped), with the
+    comma form and a name given twice once."""
+    from experiments.task_optima import main
+
+    stale = tmp_path / "optima"
+    stale.mkdir()
+    other = "tiny-llama/full-a05/throughput"
+    for name in (SINGLE, other):
+        data = json.loads(reference_path(get_task(name)).read_text()) | {"version": "0123456789abcdef"}
+        (stale / get_task(name).file_name()).write_text(json.dumps(data))
+    assert main(["--check", "--task", SINGLE, "--task", f"{other},{SINGLE}", "--dir", str(stale)]) == 1
+    captured = capsys.readouterr()
+    assert "0 of 2 stored references current" in captured.out
+    assert SINGLE in captured.err and other in captured.err
+
+
+def test_leaderboard_takes_every_task_flag(capsys, tmp_path):
+    """The leaderboard's ``--task`` repeated names every task: a bad one after a good one is still refused."""
+    from experiments.leaderboard import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--task", SINGLE, "--task", "nope", "--docs", str(tmp_path / "docs"), "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2 and "error: unknown task 'nope'" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_leaderboard_smoke_subset_writes_the_board_the_page_and_the_readme_table(tmp_path):
     """The CI smoke subset: two tasks (one front), three strategies, two seeds, six evaluations, through the CLI;
