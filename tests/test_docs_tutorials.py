@@ -31,7 +31,7 @@ TIMEOUT_S = 600  # a generous ceiling for a loaded CI machine; each page takes s
 PAGE_TIMEOUT_S = {"system-codesign.md": 2400}
 """Pages that run longer: tutorial 2's exact system-space search of GPT-2 XL at 1 MW from a cold cache (68.5 s before
 the system stack's fused attention and weight-gradient accumulation, session 54; since then its bound prunes less and
-the search evaluates 81 designs where it evaluated 5: minutes, the page says how many)."""
+the search evaluates 75 designs where it evaluated 5: minutes, the page says how many)."""
 
 
 @dataclass(frozen=True)
