@@ -289,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _plan(args: argparse.Namespace) -> tuple[list[Task], dict[str, Reference], dict[str, list[str]]]:
     """The tasks, their stored references and each task's strategies; ``ValueError`` (one line) for an unknown
     task, a missing or stale reference, or a named strategy that cannot run a task."""
-    tasks = [get_task(name) for name in task_names(",".join(args.task))]
+    tasks = [get_task(name) for name in task_names(args.task)]
     references = {task.name: load_reference(task, args.optima) for task in tasks}
     strategies = {}
     for task in tasks:

@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        names = task_names(",".join(args.task) if args.task else "all")
+        names = task_names(args.task or "all")
     except TaskError as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     tasks = [get_task(name) for name in names]

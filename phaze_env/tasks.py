@@ -200,14 +200,18 @@ def get_task(name: str | Task) -> Task:
     return TASKS[name]
 
 
-def task_names(pattern: str = "all") -> list[str]:
-    """``"all"``, ``"core"`` (:data:`CORE_TASKS`), one name, or names separated by commas (each checked; a name given
-    twice is run once)."""
-    if pattern == "all":
-        return list(TASKS)
-    if pattern == "core":
-        return list(CORE_TASKS)
-    return list(dict.fromkeys(get_task(part.strip()).name for part in pattern.split(",") if part.strip()))
+def task_names(patterns: str | Sequence[str] = "all") -> list[str]:
+    """The tasks of one pattern or of several (a CLI's repeated ``--task``): ``"all"``, ``"core"``
+    (:data:`CORE_TASKS`), one name, or names separated by commas (each checked; a name given twice is run once)."""
+    names: list[str] = []
+    for pattern in [patterns] if isinstance(patterns, str) else patterns:
+        if pattern == "all":
+            names += TASKS
+        elif pattern == "core":
+            names += CORE_TASKS
+        else:
+            names += [get_task(part.strip()).name for part in pattern.split(",") if part.strip()]
+    return list(dict.fromkeys(names))
 
 
 # --- objectives and the reference --------------------------------------------------------------------------------
