@@ -25,16 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.validation_fit import _bisect, metric_value, plan_of
-from experiments.validation_cases import ValidationCase, get_case
+from experiments.validation_cases import FLAGSHIP_CASES, ValidationCase, all_cases, get_case
 from phaze_env.cli import OneLineParser
 from phaze_env.cluster import Cluster, reference_cluster
 from phaze_env.evaluate import Evaluation, evaluate
 from phaze_env.files import write_text_atomic
-from phaze_env.hardware.system import SystemBudget, SystemPoint, reference_point
+from phaze_env.hardware.system import GB200_NVL72_CHIPS, SystemBudget, SystemPoint, reference_point
 from phaze_env.stacks import (DEFAULT_SYSTEM_STACK, SystemStack, get_stack,
                               get_system_stack)
 
 TOLERANCE = 0.10
+CARRIED_RANGE = 0.15
+"""The range :data:`~phaze_env.stacks.CARRIED_FITS` states for a fit carried to a flagship (±15 %)."""
 """Issue 29's target: every held-out rival run within ±10 % of its published figure through the table's path."""
 
 RIVAL_RUNS: dict[str, tuple[str, ...]] = {
@@ -79,11 +81,41 @@ class RivalRun:
         return self.predicted / self.case.published - 1
 
 
+GB200_SEGMENT_RULE = ("NVIDIA-NeMo/Megatron-Bridge scripts/performance/utils/executors.py at commit 0a25f911b2ed "
+                      "('add --segment flag to sbatch if job uses GB200'): a job of n nodes of 4 GPUs takes one Slurm "
+                      "segment of n nodes when n ≤ 18, else segments of the largest divisor of n up to 18")
+"""How NVIDIA's Megatron-Bridge recipes place a job on GB200 NVL72 racks: a segment is a set of compute trays (nodes of 4
+GPUs) inside one rack, so it is the job's NVLink domain."""
+GB200_TRAYS_PER_RACK = 18
+"""Compute trays in one GB200 NVL72 rack, the largest segment (:data:`GB200_SEGMENT_RULE`; NVIDIA DGX GB200 user guide:
+18 compute trays of 4 GPUs, ``hardware.system.GB200_NVL72_CHIPS``)."""
+
+
+def job_domain_chips(family: str, gpus: int) -> int | None:
+    """The NVLink domain of a published job of ``gpus`` GPUs on ``family``'s racks, where the job's placement sets it
+    (``None``: the family's own domain, as for DGX nodes of 8). On ``gb200-nvl72``: :data:`GB200_SEGMENT_RULE` — 8 GPUs
+    are one domain of 8, 256 GPUs four of 64 (16 trays in each of four racks), 576 GPUs eight racks of 72."""
+    if family != "gb200-nvl72":
+        return None
+    tray = GB200_NVL72_CHIPS // GB200_TRAYS_PER_RACK
+    if gpus < 1 or gpus % tray:
+        raise ValueError(f"a GB200 NVL72 job takes whole compute trays of {tray} GPUs, not {gpus} GPUs")
+    trays = gpus // tray
+    segment = trays if trays <= GB200_TRAYS_PER_RACK else next(
+        k for k in range(GB200_TRAYS_PER_RACK, 0, -1) if trays % k == 0)
+    return tray * segment
+
+
 def rival_point(case: ValidationCase) -> SystemPoint:
     """The reference chip of ``case`` as the table builds it (at the system space's GEMM efficiency, in the run's number
-    format), with the run's chip count instead of a budget's."""
+    format), with the run's chip count instead of a budget's, and the run's own NVLink domain where its job placement
+    set one (:func:`job_domain_chips`: a GB200 run on part of its racks)."""
     point = reference_point(case.accelerator, SystemBudget(power_w=1e6), case.number_format)
-    return dataclasses.replace(point, n_devices=case.n_devices)
+    point = dataclasses.replace(point, n_devices=case.n_devices)
+    domain = job_domain_chips(point.family.name, case.n_devices)
+    if domain is None:
+        return point
+    return dataclasses.replace(point, family=dataclasses.replace(point.family, domain_chips=domain))
 
 
 MEGATRON_STACKS = ("megatron-lm", "megatron-lm-2021", "megatron-core")
@@ -92,13 +124,22 @@ under it, so the fit absorbs what the 2021-22 code did not overlap); the others 
 ZeRO-3 without a pipeline, is no plan of Megatron-Core)."""
 
 
-def published_attention(case: ValidationCase) -> float:
+def published_attention(case: ValidationCase, stack: SystemStack | None = None) -> float:
     """The attention kernel ``case``'s published run ran, as :attr:`~phaze_env.stacks.ChipFit.attention_efficiency`:
     its own stack's on its chip (the validation profile's, which records the kernel of the code the run used — 0, the
     traced eager attention, for Megatron-LM 2021–22 and MaxText 2023; Transformer Engine's fused kernel for NeMo's
     Megatron-Core runs). The system stack runs a fused kernel on every chip, but a run made without one is priced as
-    it ran, so its fit and its held-out check measure the stack's efficiency, not the kernel's absence."""
+    it ran, so its fit and its held-out check measure the stack's efficiency, not the kernel's absence.
+
+    A flagship run (:data:`FLAGSHIP_RUNS`: its chip has no validation fit, only the one ``stack`` carries to it,
+    :data:`~phaze_env.stacks.CARRIED_FITS`) ran a Megatron-Core recipe with Transformer Engine's fused attention, the
+    kernel the table gives every chip: it is priced with ``stack``'s kernel there, the carried rate (what those runs
+    test)."""
     fit = get_stack(case.stack).fit_on(case.accelerator)
+    if fit is None and stack is not None and case.stack in MEGATRON_STACKS:
+        carried, source = stack.rival_fit(case.accelerator)
+        if carried is not None and source != case.accelerator:
+            return carried.attention_efficiency
     if fit is None:
         raise ValueError(f"case {case.name!r}: its stack {case.stack!r} has no fit on {case.accelerator!r}, so the "
                          "attention kernel it ran is not recorded")
@@ -120,9 +161,11 @@ def rival_cluster(case: ValidationCase, stack: SystemStack, *, published_structu
         own = get_stack(case.stack)
         base = own.structure(base).replace(framework_efficiency=base.stack.framework_efficiency)
     if published_structure:
-        base = base.replace(attention_efficiency=published_attention(case))
+        base = base.replace(attention_efficiency=published_attention(case, stack))
     if published_structure and plan_of(case).sequence_parallel is False and base.stack.sequence_parallel_kernels:
         base = base.replace(sequence_parallel_kernels=False)
+    if published_structure and case.rules:  # what the run's stack set otherwise (e.g. the embedding/loss split)
+        base = base.replace(plan_rules=dataclasses.replace(base.stack.plan_rules, **dict(case.rules)))
     if framework_efficiency is not None:
         base = base.replace(framework_efficiency=framework_efficiency)
     return reference_cluster(case.accelerator, rival_point(case), base)
@@ -136,11 +179,17 @@ def predicted_metric(case: ValidationCase, stack: SystemStack, framework_efficie
                      **cluster_fields) -> float:
     """``case``'s metric predicted by the table's path with its published plan pinned (ValueError when infeasible);
     ``cluster_fields``: a what-if on the table's cluster (e.g. ``attention_efficiency``)."""
+    return metric_value(case, pinned_evaluation(case, stack, framework_efficiency, **cluster_fields).plan.time_per_batch_s)
+
+
+def pinned_evaluation(case: ValidationCase, stack: SystemStack, framework_efficiency: float | None = None,
+                      **cluster_fields) -> Evaluation:
+    """:func:`predicted_metric`'s evaluation (ValueError when infeasible)."""
     cluster = rival_cluster(case, stack, framework_efficiency=framework_efficiency).replace(**cluster_fields)
     evaluation = _evaluate(case, cluster, plan_of(case))
     if not evaluation.feasible:
         raise ValueError(f"case {case.name!r} is infeasible through the table's path: {evaluation.reason}")
-    return metric_value(case, evaluation.plan.time_per_batch_s)
+    return evaluation
 
 
 def fit_efficiency(case: ValidationCase, stack: SystemStack, *, tolerance: float = 1e-4) -> float:
@@ -239,6 +288,64 @@ def long_sequence_lines(stack: SystemStack) -> list[str]:
     return lines + [""]
 
 
+FLAGSHIP_RUNS: dict[str, tuple[str, ...]] = {
+    chip: tuple(case.name for case in FLAGSHIP_CASES if case.accelerator == chip) for chip in ("b200", "gb200")}
+"""The Blackwell flagships' own published runs (:data:`experiments.validation_cases.FLAGSHIP_CASES`: NVIDIA's
+Megatron-Bridge Llama 3 recipes on DGX B200 and GB200 NVL72, FP8), predicted through the table's path with the fit the
+stack carries to them (:data:`~phaze_env.stacks.CARRIED_FITS`: H100's), nothing fitted to them: the check of that
+assumption. Not in :data:`RIVAL_RUNS`, whose runs are the ones the stack's fits are made and held out on."""
+
+
+def h100_twin(case: ValidationCase) -> ValidationCase | None:
+    """The H100 run of the same Megatron-Bridge release and model as flagship run ``case`` (the same page lists it;
+    ``None`` when the validation has none: the H100 Llama 3 8B rows are sharded with Megatron-FSDP)."""
+    prefix = case.name.split(f"-{case.accelerator}-")[0] + f"-{case.workload}-fp8-"
+    return next((c for c in all_cases() if c.name.startswith(prefix) and c.accelerator == "h100"), None)
+
+
+def flagship_errors(stack: SystemStack) -> list[tuple[ValidationCase, Evaluation, ValidationCase | None, float | None]]:
+    """Each :data:`FLAGSHIP_RUNS` run through the table's path (its pinned evaluation), with its :func:`h100_twin`'s
+    error through the same path (the part both chips share, e.g. the FP8 recipe's, against the part the carried fit misses on Blackwell)."""
+    rows = []
+    for name in (name for names in FLAGSHIP_RUNS.values() for name in names):
+        case = get_case(name)
+        twin = h100_twin(case)
+        rows.append((case, pinned_evaluation(case, stack), twin,
+                     None if twin is None else predicted_metric(twin, stack) / twin.published - 1))
+    return rows
+
+
+def flagship_lines(stack: SystemStack) -> list[str]:
+    """The :data:`FLAGSHIP_RUNS` section of the report."""
+    rows = [(case, metric_value(case, evaluation.plan.time_per_batch_s) / case.published - 1, twin, twin_error,
+             evaluation) for case, evaluation, twin, twin_error in flagship_errors(stack)]
+    carried = {chip: stack.rival_fit(chip) for chip in FLAGSHIP_RUNS}
+    paired = [(error, twin_error) for _, error, _, twin_error, _ in rows if twin_error is not None]
+    within = sum(abs(error) <= CARRIED_RANGE for _, error, _, _, _ in rows)
+    lines = ["## The Blackwell flagships against their own published runs", "",
+             "NVIDIA's Megatron-Bridge Llama 3 recipes on DGX B200 and GB200 NVL72 (FP8 with per-tensor scaling; the "
+             "validation's `FLAGSHIP_CASES`, sources there), through the same path with their published plans, at the "
+             "fit the stack carries to these chips (" + ", ".join(
+                 f"{chip} at {source}'s {fit.framework_efficiency:g}" for chip, (fit, source) in carried.items())
+             + ", `stacks.CARRIED_FITS`) and its fused attention at the carried rate: nothing is fitted to them. A "
+             "GB200 job's NVLink domain is the one its recipe's Slurm segments give it (`job_domain_chips`: 8 GPUs one "
+             "domain of 8, 256 GPUs four of 64). *H100, same release*: the run of the same release and model on H100, "
+             "through the same path (the part of the error both chips share).", "",
+             "| chip | run | GPUs | plan | published tokens/s per GPU | predicted | error | H100, same release |",
+             "|---|---|---|---|---|---|---|---|"]
+    for case, error, twin, twin_error, evaluation in rows:
+        twin_text = "—" if twin is None else f"{twin_error:+.1%} ({twin.name})"
+        lines.append(f"| {case.accelerator} | {case.name} | {case.n_devices:,} | `{evaluation.plan.notation}` | "
+                     f"{case.published:,.0f} | {case.published * (1 + error):,.0f} | {error:+.1%} | {twin_text} |")
+    errors = [error for _, error, _, _, _ in rows]
+    lines += ["", f"{len(rows)} runs, mean error {sum(errors) / len(errors):+.1%}, mean |error| "
+                  f"{sum(map(abs, errors)) / len(errors):.1%}, {within} within the carried fit's stated range "
+                  f"(±{CARRIED_RANGE:.0%}); where the same release ran the same model on H100, the Blackwell run's error "
+                  f"exceeds the H100 run's by {min(e - t for e, t in paired):+.1%} to {max(e - t for e, t in paired):+.1%} "
+                  f"({len(paired)} pairs).", ""]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m experiments.rival_runs", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", default=DEFAULT_SYSTEM_STACK, help=f"system stack (default {DEFAULT_SYSTEM_STACK})")
@@ -257,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{fit.chips[0]}: {fit_efficiency(get_case(fit.calibration), stack):.4f} "
                   f"(constant {fit.framework_efficiency:g}; calibration {fit.calibration})")
         return 0
-    text = markdown(stack, predict_all(stack)) + "\n".join(["", *long_sequence_lines(stack)])
+    text = markdown(stack, predict_all(stack)) + "\n".join(["", *long_sequence_lines(stack), *flagship_lines(stack)])
     write_text_atomic(args.out, text)
     print(text)
     return 0

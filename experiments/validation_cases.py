@@ -589,7 +589,7 @@ def case_names() -> list[str]:
 
 def get_case(name: str) -> ValidationCase:
     """The case called ``name`` (a clear error otherwise: the closest known names, and where to list them all)."""
-    for case in all_cases():
+    for case in (*all_cases(), *FLAGSHIP_CASES):
         if case.name == name:
             return case
     names = case_names()
@@ -965,6 +965,62 @@ class ChipRatioCase:
 
 
 MPT_VOCAB = 50368
+# The same performance summary on Blackwell: NVIDIA's own Megatron-Bridge recipes and releases as the H100 rows above, on
+# DGX B200 (8 GPUs a node on NVLink 5) and GB200 NVL72 (72-GPU NVLink racks of 18 trays × 4 GPUs), FP8 with per-tensor
+# (current) scaling: the rows the page marks FP8 or FP8-CS; the MXFP8 figures (in parentheses, or rows of their own:
+# 32 × 32 block scaling) are another recipe and left out, as are the rows sharded with Megatron-FSDP (no plan of the
+# Megatron-Core profile) and the Llama 3 70B rows at 4,096 tokens of the 26.06 release (not pre-training). These cases
+# are predicted only through the system table's path (experiments.rival_runs.FLAGSHIP_RUNS), where the flagships run
+# at the fit carried from H100 (phaze_env.stacks.CARRIED_FITS): the validation's stack profiles have no fit on them,
+# so they are not in all_cases(). The recipes are the H100 rows' (sequence parallelism with TP, the distributed
+# optimizer, Transformer Engine's fused attention, no activation recompute; the 405B recipe's embedding and loss split).
+BRIDGE_BLACKWELL = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary{page}.md (commit {commit}), '{release} NeMo "
+                    "Container', Pre-Training, {system}, {model}: {gpus} GPUs, FP8 ({scaling}), GBS {batch}, MBS {mb}, "
+                    "sequence length 8192, TP {t}, PP {p}, CP {c}, VP {v}: {tokens:g} tokens/s per GPU")
+BRIDGE_SUMMARY = ("", "0a25f911b2ed6c6905a539504fdb8e5b40e3438b")
+"""The page of the 26.02.01 release at the archive's commit (:data:`BRIDGE_ARCHIVE` holds 25.09 – 26.02)."""
+BLACKWELL_PRECISION_LABELS = {
+    "25.09": "the figure outside the parentheses; those in parentheses use 32×32 block scaling, the page's note",
+    "25.11": "'FP8-CS', current scaling"}
+"""How each release's page labels the FP8 figure a case takes (the others: 'FP8')."""
+BLACKWELL_SYSTEMS = {"DGX-B200": ("b200", "dgx-b200"), "DGX-GB200": ("gb200", "gb200-nvl72")}
+"""The performance summary's system names → the rival chip (``hardware.system.FLAGSHIP_TOPOLOGIES``) and its system
+family (the cases' ``cluster``: a family of ``hardware.system.SYSTEM_FAMILIES``, not a cluster preset)."""
+
+
+def _bridge_blackwell(release: str, system: str, model: str, workload: str, gpus: int, batch: int, microbatch: int,
+                      tensor: int, pipeline: int, context: int, interleave: int, tokens_s: float,
+                      page: tuple[str, str] = BRIDGE_ARCHIVE) -> ValidationCase:
+    chip, family = BLACKWELL_SYSTEMS[system]
+    scaling = BLACKWELL_PRECISION_LABELS.get(release, "'FP8'")
+    return ValidationCase(
+        name=f"bridge{release.replace('.', '')}-{chip}-{workload}-fp8-{gpus}", workload=workload, seq_len=8192,
+        accelerator=chip, cluster=family, n_devices=gpus, global_batch=batch, tensor=tensor, pipeline=pipeline,
+        data=gpus // (tensor * pipeline * context), microbatch=microbatch, interleave=interleave,
+        sequence_parallel=tensor > 1, recompute="selective", metric="tokens_s_per_device", published=tokens_s,
+        number_format="fp8", zero=1, context=context,
+        rules=(("embedding_loss_in_split", True),) if workload == "llama3-405b" else (), stack="megatron-core",
+        source=BRIDGE_BLACKWELL.format(page=page[0], commit=page[1], release=release, system=system, model=model,
+                                       gpus=gpus, scaling=scaling, batch=batch, mb=microbatch, t=tensor, p=pipeline,
+                                       c=context, v=interleave if interleave > 1 else "n/a", tokens=tokens_s))
+
+
+FLAGSHIP_CASES: tuple[ValidationCase, ...] = (
+    #                 release  system       model            workload      GPUs  GBS mbs t  p  c  v  tokens/s per GPU
+    _bridge_blackwell("25.09", "DGX-B200", "LLAMA3_8B", "llama3-8b", 8, 128, 2, 1, 1, 1, 1, 29994),
+    _bridge_blackwell("25.11", "DGX-B200", "LLAMA3_8B", "llama3-8b", 8, 128, 2, 1, 1, 1, 1, 30624),
+    _bridge_blackwell("25.09", "DGX-B200", "LLAMA3.1_405B", "llama3-405b", 128, 64, 1, 4, 8, 2, 8, 664),
+    _bridge_blackwell("25.11", "DGX-B200", "LLAMA3.1_405B", "llama3-405b", 128, 64, 1, 4, 8, 2, 8, 661),
+    _bridge_blackwell("25.09", "DGX-GB200", "LLAMA3_8B", "llama3-8b", 8, 128, 2, 1, 1, 1, 1, 31357),
+    _bridge_blackwell("25.11", "DGX-GB200", "LLAMA3_8B", "llama3-8b", 8, 128, 2, 1, 1, 1, 1, 31508),
+    _bridge_blackwell("25.11", "DGX-GB200", "LLAMA3.1_405B", "llama3-405b", 256, 1536, 1, 4, 16, 1, 4, 813),
+    _bridge_blackwell("26.02", "DGX-GB200", "LLAMA3.1_405B", "llama3-405b", 256, 1536, 1, 4, 16, 1, 4, 793),
+    _bridge_blackwell("26.02.01", "DGX-GB200", "LLAMA3.1_405B", "llama3-405b", 256, 1536, 1, 4, 16, 1, 4, 818,
+                      page=BRIDGE_SUMMARY),
+)
+"""NVIDIA's published Megatron-Bridge runs on the Blackwell flagships (:data:`BRIDGE_BLACKWELL`)."""
+
+
 LLM_FOUNDRY = ("mosaicml/llm-foundry scripts/train/benchmarking/README.md (commit 061f2c7ce64e655100286584a7629e2a09f827ba), "
                "tables \"H100 80GB BF16\" and \"A100 80GB with 1600 Gbps node-node interconnect (RoCE)\": MPT-{size}, "
                "SeqLen {seq}, 8 GPUs, MicroBatchSize {mbs}, GlobalBatchSize {batch}, amp_bf16, FULL_SHARD, activation "

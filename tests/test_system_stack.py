@@ -218,3 +218,39 @@ def test_a_published_run_is_priced_with_the_attention_it_ran_and_the_table_with_
         assert rival_cluster(case, STACK).stack.attention_efficiency == kernel
         table = rival_cluster(case, STACK, published_structure=False).stack
         assert table.attention_efficiency == STACK.fit_on(case.accelerator).attention_efficiency > 0
+
+
+def test_a_gb200_jobs_nvlink_domain_is_its_recipes_slurm_segment():
+    """Megatron-Bridge's GB200 recipes take Slurm segments of at most 18 trays of 4 GPUs (one rack): a job's NVLink domain
+    (experiments.rival_runs.job_domain_chips); DGX nodes keep their family's 8."""
+    from experiments.rival_runs import job_domain_chips
+
+    assert [job_domain_chips("gb200-nvl72", gpus) for gpus in (8, 72, 80, 144, 256, 576)] == [8, 72, 40, 72, 64, 72]
+    assert job_domain_chips("dgx-b200", 128) is None
+    with pytest.raises(ValueError, match="whole compute trays of 4"):
+        job_domain_chips("gb200-nvl72", 6)
+
+
+def test_the_blackwell_flagships_are_checked_against_their_own_runs_at_the_carried_fit():
+    """Each Blackwell flagship run (experiments.validation_cases.FLAGSHIP_CASES) goes through the table's path at the
+    fit carried from H100, with the fused attention it ran, the 405B recipe's embedding/loss split and, on GB200, its
+    job's NVLink domain; docs/rival_runs.md carries the section as computed now."""
+    from experiments.rival_runs import (FLAGSHIP_RUNS, flagship_lines, pinned_evaluation, published_attention,
+                                        rival_cluster)
+    from experiments.validation_cases import FLAGSHIP_CASES, all_cases
+    from tests.test_readme import REPO
+
+    assert {case.accelerator for case in FLAGSHIP_CASES} == set(FLAGSHIP_RUNS) == {"b200", "gb200"}
+    assert not set(FLAGSHIP_CASES) & set(all_cases())  # no validation profile has a fit on these chips
+    h100 = STACK.fit_on("h100")
+    case = get_case("bridge2511-gb200-llama3-405b-fp8-256")
+    cluster = rival_cluster(case, STACK)
+    assert published_attention(case, STACK) == h100.attention_efficiency == cluster.stack.attention_efficiency
+    assert cluster.stack.framework_efficiency == h100.framework_efficiency
+    assert cluster.stack.plan_rules.embedding_loss_in_split  # 126 layers + embedding + loss over 16 stages of 8
+    assert cluster.network.devices_per_node == 64
+    assert pinned_evaluation(case, STACK).plan.notation.startswith("t4p16d4m1v4")
+    with pytest.raises(ValueError, match="has no fit"):
+        published_attention(case)  # without the system stack the kernel it ran is not recorded
+    report = (REPO / "docs" / "rival_runs.md").read_text(encoding="utf-8")
+    assert all(line in report for line in flagship_lines(STACK)), "re-run python -m experiments.rival_runs"
