@@ -749,6 +749,27 @@ def _bridge_llama3(release: str, model: str, workload: str, gpus: int, batch: in
                                   t=tensor, p=pipeline, c=context, v=interleave, tokens=tokens_s))
 
 
+# The same page's Llama 3 8B rows on DGX-H100 shard the model with Megatron-FSDP over the node (FSDP 8: parameters,
+# gradients and optimizer state sharded over the 8 GPUs, TP, PP and CP 1, microbatch 1, GBS 128, GA 16): written as
+# ZeRO-3 over the 8 data-parallel ranks, the profile's ZeRO stages widened for the run (Megatron-Core's own FSDP; the
+# profile's plan rules stop at the distributed optimizer, ZeRO-1).
+BRIDGE_PERF_FSDP = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary{page}.md (commit {commit}), '{release} NeMo "
+                    "Container', Pre-Training, DGX-H100, {model}: {gpus} GPUs, {precision}, GBS {batch}, MBS 1, sequence "
+                    "length 8192, FSDP {gpus}, TP 1, PP 1, CP 1, VP n/a, GA {ga}: {tokens:g} tokens/s per GPU")
+
+
+def _bridge_llama3_fsdp(release: str, model: str, workload: str, gpus: int, batch: int, precision: str,
+                        tokens_s: float) -> ValidationCase:
+    page, commit = BRIDGE_ARCHIVE
+    return ValidationCase(
+        name=f"bridge{release.replace('.', '')}-{workload}-fp8-{gpus}", workload=workload, seq_len=8192,
+        accelerator="h100", cluster="dgx-h100", n_devices=gpus, global_batch=batch, tensor=1, pipeline=1, data=gpus,
+        microbatch=1, recompute="selective", metric="tokens_s_per_device", published=tokens_s, number_format="fp8",
+        zero=3, rules=(("zero_stages", (0, 1, 2, 3)),), stack="megatron-core",
+        source=BRIDGE_PERF_FSDP.format(page=page, commit=commit, release=release, model=model, gpus=gpus,
+                                       precision=precision, batch=batch, ga=batch // gpus, tokens=tokens_s))
+
+
 # The Llama 3 paper's pre-training of the 405B model (Dubey et al. 2024, arXiv:2407.21783, Table 4: "Scaling
 # configurations and MFU for each stage of Llama 3 405B pre-training"): 16M tokens per batch on 8,192 and 16,384 H100
 # GPUs (Meta's Grand Teton servers, 8 GPUs on NVLink, 400 Gb/s RoCE per GPU: the dgx-h100 preset's fabric), BF16,
@@ -915,6 +936,9 @@ H100_CASES: tuple[ValidationCase, ...] = (
     _bridge_llama3("25.09", "LLAMA3.1_405B", "llama3-405b", 1024, 512, 8, 8, 2, 8, 302),
     _bridge_llama3("25.11", "LLAMA3.1_405B", "llama3-405b", 1024, 512, 8, 8, 2, 8, 292),
     _bridge_llama3("26.02", "LLAMA3.1_405B", "llama3-405b", 1024, 1536, 8, 8, 2, 8, 311),
+    #                   release  model        workload    GPUs GBS  precision as the page names it  tokens/s per GPU
+    _bridge_llama3_fsdp("25.09", "LLAMA3_8B", "llama3-8b", 8, 128, "FP8 (the section's format)", 14079),
+    _bridge_llama3_fsdp("25.11", "LLAMA3_8B", "llama3-8b", 8, 128, "FP8-CS", 14451),
     #             GPUs   c   sequence TFLOP/s MFU %
     _llama3_paper(8192, 1, 8192, 430, 43),
     _llama3_paper(16384, 1, 8192, 400, 41),

@@ -252,5 +252,10 @@ def test_the_blackwell_flagships_are_checked_against_their_own_runs_at_the_carri
     assert pinned_evaluation(case, STACK).plan.notation.startswith("t4p16d4m1v4")
     with pytest.raises(ValueError, match="has no fit"):
         published_attention(case)  # without the system stack the kernel it ran is not recorded
+    from experiments.rival_runs import h100_twin
+    twins = {name: h100_twin(get_case(name)) for names in FLAGSHIP_RUNS.values() for name in names}
+    assert twins["bridge2509-b200-llama3-8b-fp8-8"].name == "bridge2509-llama3-8b-fp8-8"  # the page's Megatron-FSDP row
+    assert twins["bridge2511-gb200-llama3-405b-fp8-256"].name == "bridge2511-llama3-405b-fp8-1024"
+    assert twins["bridge260201-gb200-llama3-405b-fp8-256"] is None  # the validation holds no H100 row of 26.02.01
     report = (REPO / "docs" / "rival_runs.md").read_text(encoding="utf-8")
     assert all(line in report for line in flagship_lines(STACK)), "re-run python -m experiments.rival_runs"
