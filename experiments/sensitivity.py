@@ -294,6 +294,55 @@ def merged_summary(stored: dict[str, Any] | None, data: dict[str, Any]) -> dict[
             "elapsed_s": stored["elapsed_s"] - replaced_s + fresh["elapsed_s"], "cases": cases}
 
 
+def _case_rank(case: dict[str, Any], signature: str | None) -> tuple[bool, bool]:
+    """How a case stands against another of the same assumption and end: on the row's code first, then exact (or
+    another exact status) over a lower bound."""
+    return case.get("signature") == signature, case["status"] in STATUSES
+
+
+def merge_cases(row: dict[str, Any], other: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """``row``'s stored sensitivity with ``other``'s cases merged in, and how many of its cases changed: ``other`` is the
+    same table row from another ``--docs`` directory (two processes ran different assumptions of one table side by side,
+    each in its own copy). Per assumption and end the better case wins (:func:`_case_rank`: the row's code, then exact
+    over a lower bound); two different cases that rank the same are a conflict. The rows' answers and signatures must be
+    the same (else ``ValueError``: the copies hold different searches), and the ranges, counts and signature are
+    recomputed from the merged cases around the row's stored verdict."""
+    label = f"{row['workload']} ({row['kind']})"
+    if row["best"] != other["best"] or row.get("signature") != other.get("signature"):
+        raise ValueError(f"{label}: the two copies hold different answers or searches; merge only copies of one table")
+    mine, theirs = row.get("sensitivity"), other.get("sensitivity")
+    if not theirs:
+        return mine, 0
+    if not mine:
+        return theirs, len(theirs["cases"])
+    signature = row.get("signature")
+    cases = {(c["assumption"], c["end"]): c for c in mine["cases"]}
+    changed, elapsed_s = 0, mine["elapsed_s"]
+    for case in theirs["cases"]:
+        key = (case["assumption"], case["end"])
+        current = cases.get(key)
+        if current == case:
+            continue
+        if current is not None and _case_rank(case, signature) == _case_rank(current, signature):
+            raise ValueError(f"{label}: {key[0]} {key[1]} differs between the copies with the same standing "
+                             f"({case['status']}); re-run it in one")
+        if current is None or _case_rank(case, signature) > _case_rank(current, signature):
+            elapsed_s += case["wall_s"] - (current["wall_s"] if current is not None else 0.0)
+            cases[key] = case
+            changed += 1
+    order = list(ASSUMPTIONS)
+    merged = sorted(cases.values(), key=lambda c: (order.index(c["assumption"]) if c["assumption"] in order
+                                                    else len(order), c["end"]))
+    lower = sum(c["status"] == LOWER_BOUND for c in merged)
+    summary = {"ranges": ranges(stored_verdict(row), merged),
+               "exact": all(c["status"] in STATUSES for c in merged),
+               "lower_bounds": lower,
+               "proven": all(c["status"] in STATUSES + (LOWER_BOUND,) for c in merged),
+               "signature": merged[0]["signature"] if len({c.get("signature") for c in merged}) == 1 else None,
+               "elapsed_s": elapsed_s, "cases": merged}
+    return summary, changed
+
+
 def stored_config_at(row: dict[str, Any]) -> Callable[[], SearchConfig]:
     """The search config of a stored row as a case's move builds it (``config_at`` of :func:`row_sensitivity`): at the
     row's kind's budget of its stored power, so an iso-cost budget follows the move as the case's search had it (the
@@ -572,7 +621,8 @@ def _write_png(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="python -m experiments.sensitivity", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", action="append", metavar="NAME", required=True, help="workload (repeatable)")
+    parser.add_argument("--workload", action="append", metavar="NAME", default=None,
+                        help="workload (repeatable; required unless --merge)")
     parser.add_argument("--kind", action="append", choices=KINDS, default=None,
                         help="iso-power (power) and/or iso-cost (cost) rows (default both)")
     parser.add_argument("--budget-mw", type=positive_float, default=None, metavar="MW",
@@ -600,12 +650,55 @@ def build_parser() -> OneLineParser:
                         help="search outputs, the table's (default out/system_table)")
     parser.add_argument("--docs", type=Path, default=Path("docs"),
                         help="where system_table.json/.md and figures/system_sensitivity.* are updated (default docs)")
+    parser.add_argument("--merge", action="append", type=Path, default=None, metavar="DIR",
+                        help="merge the sensitivity cases of DIR/system_table.json (another --docs copy of the same "
+                             "table, e.g. of a run beside this one) into --docs, per assumption and end the case on the "
+                             "row's code and exact over a lower bound (repeatable); runs no search")
     return parser
+
+
+def readable_table(directory: Path) -> Path:
+    """``directory`` if it holds a ``system_table.json`` (else one-line ``ValueError``)."""
+    if not (directory / "system_table.json").is_file():
+        raise ValueError(f"{directory} holds no system_table.json to merge")
+    return directory
+
+
+def merge_docs(docs: Path, others: Sequence[Path], say: Callable[[str], None] = print) -> int:
+    """:func:`merge_cases` of every row of each of ``others``' ``system_table.json`` into ``docs``' (the docs and figures
+    rewritten); the number of cases changed. A row of another copy that ``docs`` lacks is a ``ValueError``."""
+    rows = {row_key(r): r for r in load_rows(docs / "system_table.json")}
+    changed = 0
+    for other in others:
+        for row in load_rows(other / "system_table.json"):
+            key = row_key(row)
+            if key not in rows:
+                raise ValueError(f"{other}: row {key[0]} ({key[1]}) is not in {docs / 'system_table.json'}")
+            summary, count = merge_cases(rows[key], row)
+            if count:
+                rows[key]["sensitivity"] = summary
+                say(f"{key[0]} ({key[1]}): {count} case{'s' if count != 1 else ''} from {other}")
+                changed += count
+    if changed:
+        write_docs(docs, list(rows.values()))
+        write_figures(docs, list(rows.values()))
+    return changed
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.merge:
+        if args.workload or args.from_table or args.rivals_only or args.reevaluate or args.assumption:
+            parser.exit(2, f"{parser.prog}: error: --merge runs no search: give it only --docs and the copies\n")
+        try:
+            changed = merge_docs(writable_directory(args.docs), [readable_table(d) for d in args.merge])
+        except (ValueError, OSError) as exc:
+            parser.exit(2, f"{parser.prog}: error: {exc}\n")
+        print(f"{changed} case{'s' if changed != 1 else ''} merged into {args.docs / 'system_table.json'}")
+        return 0
+    if not args.workload:
+        parser.exit(2, f"{parser.prog}: error: the following arguments are required: --workload\n")
     try:
         workloads = [get_workload(w).name for w in args.workload]
         docs, out = writable_directory(args.docs), writable_directory(args.out)

@@ -457,3 +457,50 @@ def test_exact_cases_replacing_every_lower_bound_make_the_row_exact_again():
     partly = merged_summary(stored, fresh | {"cases": fresh["cases"][:1]})  # one bound left
     assert not partly["exact"] and partly["proven"] and partly["lower_bounds"] == 1
     assert exactness_text(partly).startswith("1 of 2 cases lower bounds")
+
+
+def test_merge_takes_each_rows_better_cases_from_another_copy_and_refuses_a_conflict(tmp_path):
+    """Two runs side by side each write their own --docs copy; --merge brings one's cases into the other: per
+    assumption and end the case on the row's code, then exact over a lower bound; the ranges and counts recomputed;
+    a copy of another search or a conflicting case is one clear error."""
+    import copy
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from experiments.sensitivity import LOWER_BOUND, merge_cases, merge_docs
+    from experiments.system_table import load_rows
+
+    source = Path(__file__).resolve().parents[1] / "docs" / "system_table.json"
+    main, other = tmp_path / "main", tmp_path / "other"
+    for directory in (main, other):
+        directory.mkdir()
+        shutil.copy(source, directory / "system_table.json")
+    rows = load_rows(other / "system_table.json")
+    row = next(r for r in rows if r.get("sensitivity") and r["sensitivity"]["lower_bounds"])
+    index, case = next((i, c) for i, c in enumerate(row["sensitivity"]["cases"]) if c["status"] == LOWER_BOUND)
+    exact = dict(case, status="exact", signature=row["signature"], ratios={n: v * 1.5 for n, v in case["ratios"].items()})
+    theirs = copy.deepcopy(row)
+    theirs["sensitivity"]["cases"][index] = exact
+    mine = copy.deepcopy(row)
+    summary, changed = merge_cases(mine, theirs)
+    assert changed == 1 and summary["lower_bounds"] == row["sensitivity"]["lower_bounds"] - 1
+    assert exact in summary["cases"] and len(summary["cases"]) == len(row["sensitivity"]["cases"])
+    assert any(r["high"] >= max(exact["ratios"].values()) for r in summary["ranges"].values())
+    assert merge_cases(copy.deepcopy(theirs), mine)[1] == 0  # the lower bound never replaces the exact case
+    clash = copy.deepcopy(row)
+    clash["sensitivity"]["cases"][index] = dict(case, ratios={n: v * 0.5 for n, v in case["ratios"].items()})
+    with pytest.raises(ValueError, match="differs between the copies"):
+        merge_cases(copy.deepcopy(row), clash)
+    moved_answer = copy.deepcopy(theirs)
+    moved_answer["best"] = dict(moved_answer["best"], samples_s=1.0)
+    with pytest.raises(ValueError, match="different answers"):
+        merge_cases(copy.deepcopy(row), moved_answer)
+    assert merge_docs(main, [other], say=lambda _: None) == 0  # identical copies: nothing to do, nothing written
+    done = subprocess.run([sys.executable, "-m", "experiments.sensitivity", "--merge", str(other), "--workload",
+                           "gpt2-xl", "--docs", str(main)], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--merge runs no search" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "experiments.sensitivity", "--merge", str(tmp_path / "none"),
+                           "--docs", str(main)], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "holds no system_table.json" in done.stderr
