@@ -30,6 +30,7 @@ from phaze_env.cli import OneLineParser
 from phaze_env.cluster import Cluster, reference_cluster
 from phaze_env.evaluate import Evaluation, evaluate
 from phaze_env.files import write_text_atomic
+from phaze_env.hardware import get_preset
 from phaze_env.hardware.system import GB200_NVL72_CHIPS, SystemBudget, SystemPoint, reference_point
 from phaze_env.stacks import (DEFAULT_SYSTEM_STACK, SystemStack, get_stack,
                               get_system_stack)
@@ -171,8 +172,11 @@ def rival_cluster(case: ValidationCase, stack: SystemStack, *, published_structu
     return reference_cluster(case.accelerator, rival_point(case), base)
 
 
-def _evaluate(case: ValidationCase, cluster: Cluster, plan) -> Evaluation:
-    return evaluate(case.workload, rival_point(case).accelerator, cluster, plan=plan, seq_len=case.seq_len)
+def _evaluate(case: ValidationCase, cluster: Cluster, plan, gemm_scale: float = 1.0) -> Evaluation:
+    accelerator = rival_point(case).accelerator
+    if gemm_scale != 1.0:
+        accelerator = accelerator.replace(gemm_efficiency=accelerator.gemm_efficiency * gemm_scale)
+    return evaluate(case.workload, accelerator, cluster, plan=plan, seq_len=case.seq_len)
 
 
 def predicted_metric(case: ValidationCase, stack: SystemStack, framework_efficiency: float | None = None,
@@ -183,10 +187,11 @@ def predicted_metric(case: ValidationCase, stack: SystemStack, framework_efficie
 
 
 def pinned_evaluation(case: ValidationCase, stack: SystemStack, framework_efficiency: float | None = None,
-                      **cluster_fields) -> Evaluation:
-    """:func:`predicted_metric`'s evaluation (ValueError when infeasible)."""
+                      gemm_scale: float = 1.0, **cluster_fields) -> Evaluation:
+    """:func:`predicted_metric`'s evaluation (ValueError when infeasible); ``gemm_scale``: a what-if on the chip's GEMM
+    efficiency (a factor on the table's)."""
     cluster = rival_cluster(case, stack, framework_efficiency=framework_efficiency).replace(**cluster_fields)
-    evaluation = _evaluate(case, cluster, plan_of(case))
+    evaluation = _evaluate(case, cluster, plan_of(case), gemm_scale)
     if not evaluation.feasible:
         raise ValueError(f"case {case.name!r} is infeasible through the table's path: {evaluation.reason}")
     return evaluation
@@ -350,6 +355,53 @@ def flagship_lines(stack: SystemStack) -> list[str]:
     return lines
 
 
+CUDNN_SDPA_BENCHMARK = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/artifacts/"
+                        "sdpa_bf16_benchmark_results_NVIDIA_{chip}.csv ({cudnn}; Llama 3.1 405B's heads: 128 query and 8 "
+                        "key-value heads of 128, causal, bf16), 8,192 tokens: {fwd:g} TFLOP/s forward in {fwd_ms:g} ms, "
+                        "{bwd:g} TFLOP/s backward in {bwd_ms:g} ms")
+BLACKWELL_ATTENTION_8K = {"b200": ("B200", "cuDNN 9.10.2, NGC PyTorch 25.06", 1171.278, 1.877, 942.509, 5.833),
+                          "gb200": ("GB200", "cuDNN 9.17.0, NGC PyTorch 25.11", 1584.0, 1.389, 1211.0, 4.542)}
+"""NVIDIA's measured fused attention (cuDNN through cudnn-frontend) on each Blackwell chip at 8,192 tokens, the
+sequence of the flagship runs (:data:`CUDNN_SDPA_BENCHMARK`): chip, software, forward TFLOP/s and ms, backward TFLOP/s
+and ms. A candidate for the next model change, not in the model: the table carries H100's rate (0.55 of the bf16 peak)."""
+MAMF_GB200_OVER_B200 = (1822.0 / 2500.0) / (1745.0 / 2250.0)
+"""GB200's GEMMs against B200's, each at its measured fraction of its own bf16 peak: 72.9 % against 77.6 % (S. Bekman,
+*Machine Learning Engineering*, 'Maximum Achievable Matmul FLOPS comparison table', v2, BF16: GB200 1,822 of 2,500
+TFLOP/s, B200 1,745 of 2,250): GB200's higher peak is 4.4 % more measured GEMM rate, not 11 %. A candidate for the next
+model change, not in the model."""
+
+
+def measured_attention_efficiency(chip: str) -> float:
+    """:data:`BLACKWELL_ATTENTION_8K`'s forward and backward pass together, as a fraction of the chip preset's bf16 peak
+    (the basis of :attr:`~phaze_env.stacks.ChipFit.attention_efficiency`)."""
+    _, _, fwd, fwd_ms, bwd, bwd_ms = BLACKWELL_ATTENTION_8K[chip]
+    flop = fwd * 1e12 * fwd_ms * 1e-3 + bwd * 1e12 * bwd_ms * 1e-3
+    return flop / ((fwd_ms + bwd_ms) * 1e-3) / get_preset(chip).peak_flops
+
+
+def candidate_lines(stack: SystemStack) -> list[str]:
+    """The flagship runs again under the two measured candidates (:data:`BLACKWELL_ATTENTION_8K`,
+    :data:`MAMF_GB200_OVER_B200`): what each would move, measured before the model takes either."""
+    lines = ["### The candidates, measured", "",
+             "Each flagship run again with the chip's measured fused attention in place of the carried rate ("
+             + "; ".join(f"{chip} {measured_attention_efficiency(chip):.3f}: " + CUDNN_SDPA_BENCHMARK.format(
+                 chip=name, cudnn=cudnn, fwd=fwd, fwd_ms=fwd_ms, bwd=bwd, bwd_ms=bwd_ms)
+                 for chip, (name, cudnn, fwd, fwd_ms, bwd, bwd_ms) in BLACKWELL_ATTENTION_8K.items())
+             + f"), and on GB200 also its GEMMs at its measured rate over B200's ({MAMF_GB200_OVER_B200:.3f}, "
+             "`MAMF_GB200_OVER_B200`). Neither is in the model: each re-signs the table.", "",
+             "| run | carried fit | measured attention | and GB200's measured GEMM rate |", "|---|---|---|---|"]
+    for name in (name for names in FLAGSHIP_RUNS.values() for name in names):
+        case = get_case(name)
+        carried = predicted_metric(case, stack) / case.published - 1
+        attention = measured_attention_efficiency(case.accelerator)
+        with_attention = predicted_metric(case, stack, attention_efficiency=attention) / case.published - 1
+        both = (metric_value(case, pinned_evaluation(case, stack, gemm_scale=MAMF_GB200_OVER_B200,
+                                                     attention_efficiency=attention).plan.time_per_batch_s)
+                / case.published - 1) if case.accelerator == "gb200" else None
+        lines.append(f"| {name} | {carried:+.1%} | {with_attention:+.1%} | {'—' if both is None else f'{both:+.1%}'} |")
+    return lines + [""]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m experiments.rival_runs", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", default=DEFAULT_SYSTEM_STACK, help=f"system stack (default {DEFAULT_SYSTEM_STACK})")
@@ -368,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{fit.chips[0]}: {fit_efficiency(get_case(fit.calibration), stack):.4f} "
                   f"(constant {fit.framework_efficiency:g}; calibration {fit.calibration})")
         return 0
-    text = markdown(stack, predict_all(stack)) + "\n".join(["", *long_sequence_lines(stack), *flagship_lines(stack)])
+    text = markdown(stack, predict_all(stack)) + "\n".join(["", *long_sequence_lines(stack), *flagship_lines(stack),
+                                                             *candidate_lines(stack)])
     write_text_atomic(args.out, text)
     print(text)
     return 0

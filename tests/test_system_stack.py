@@ -258,4 +258,8 @@ def test_the_blackwell_flagships_are_checked_against_their_own_runs_at_the_carri
     assert twins["bridge2511-gb200-llama3-405b-fp8-256"].name == "bridge2511-llama3-405b-fp8-1024"
     assert twins["bridge260201-gb200-llama3-405b-fp8-256"] is None  # the validation holds no H100 row of 26.02.01
     report = (REPO / "docs" / "rival_runs.md").read_text(encoding="utf-8")
-    assert all(line in report for line in flagship_lines(STACK)), "re-run python -m experiments.rival_runs"
+    from experiments.rival_runs import candidate_lines, measured_attention_efficiency
+    assert all(line in report for line in flagship_lines(STACK) + candidate_lines(STACK)), \
+        "re-run python -m experiments.rival_runs"
+    # NVIDIA's cuDNN benchmark at 8,192 tokens: (1171.278·1.877 + 942.509·5.833) GFLOP / 7.710 ms / 2.25 PFLOP/s
+    assert measured_attention_efficiency("b200") == pytest.approx(0.4436, abs=1e-4)
