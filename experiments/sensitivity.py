@@ -622,7 +622,7 @@ def _write_png(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="python -m experiments.sensitivity", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", action="append", metavar="NAME", default=None,
-                        help="workload (repeatable; required unless --merge)")
+                        help="workload (repeatable; no default: required unless --merge)")
     parser.add_argument("--kind", action="append", choices=KINDS, default=None,
                         help="iso-power (power) and/or iso-cost (cost) rows (default both)")
     parser.add_argument("--budget-mw", type=positive_float, default=None, metavar="MW",
@@ -653,7 +653,7 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--merge", action="append", type=Path, default=None, metavar="DIR",
                         help="merge the sensitivity cases of DIR/system_table.json (another --docs copy of the same "
                              "table, e.g. of a run beside this one) into --docs, per assumption and end the case on the "
-                             "row's code and exact over a lower bound (repeatable); runs no search")
+                             "row's code and exact over a lower bound (repeatable; default: none); runs no search")
     return parser
 
 
