@@ -180,10 +180,16 @@ def _evaluate(case: ValidationCase, cluster: Cluster, plan, gemm_scale: float = 
 
 
 def predicted_metric(case: ValidationCase, stack: SystemStack, framework_efficiency: float | None = None,
-                     **cluster_fields) -> float:
+                     gemm_scale: float = 1.0, **cluster_fields) -> float:
     """``case``'s metric predicted by the table's path with its published plan pinned (ValueError when infeasible);
-    ``cluster_fields``: a what-if on the table's cluster (e.g. ``attention_efficiency``)."""
-    return metric_value(case, pinned_evaluation(case, stack, framework_efficiency, **cluster_fields).plan.time_per_batch_s)
+    ``gemm_scale`` and ``cluster_fields``: a what-if (:func:`pinned_evaluation`; e.g. ``attention_efficiency``)."""
+    evaluation = pinned_evaluation(case, stack, framework_efficiency, gemm_scale, **cluster_fields)
+    return metric_value(case, evaluation.plan.time_per_batch_s)
+
+
+def pinned_error(case: ValidationCase, stack: SystemStack, **what_if) -> float:
+    """:func:`predicted_metric` over the published figure, minus 1."""
+    return predicted_metric(case, stack, **what_if) / case.published - 1
 
 
 def pinned_evaluation(case: ValidationCase, stack: SystemStack, framework_efficiency: float | None = None,
@@ -316,7 +322,7 @@ def flagship_errors(stack: SystemStack) -> list[tuple[ValidationCase, Evaluation
         case = get_case(name)
         twin = h100_twin(case)
         rows.append((case, pinned_evaluation(case, stack), twin,
-                     None if twin is None else predicted_metric(twin, stack) / twin.published - 1))
+                     None if twin is None else pinned_error(twin, stack)))
     return rows
 
 
@@ -392,12 +398,11 @@ def candidate_lines(stack: SystemStack) -> list[str]:
              "| run | carried fit | measured attention | and GB200's measured GEMM rate |", "|---|---|---|---|"]
     for name in (name for names in FLAGSHIP_RUNS.values() for name in names):
         case = get_case(name)
-        carried = predicted_metric(case, stack) / case.published - 1
+        carried = pinned_error(case, stack)
         attention = measured_attention_efficiency(case.accelerator)
-        with_attention = predicted_metric(case, stack, attention_efficiency=attention) / case.published - 1
-        both = (metric_value(case, pinned_evaluation(case, stack, gemm_scale=MAMF_GB200_OVER_B200,
-                                                     attention_efficiency=attention).plan.time_per_batch_s)
-                / case.published - 1) if case.accelerator == "gb200" else None
+        with_attention = pinned_error(case, stack, attention_efficiency=attention)
+        both = pinned_error(case, stack, gemm_scale=MAMF_GB200_OVER_B200, attention_efficiency=attention) \
+            if case.accelerator == "gb200" else None
         lines.append(f"| {name} | {carried:+.1%} | {with_attention:+.1%} | {'—' if both is None else f'{both:+.1%}'} |")
     return lines + [""]
 
